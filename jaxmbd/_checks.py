@@ -1,0 +1,85 @@
+"""Turning solver status codes into clear errors (outside jit) or runtime checks (inside)."""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .equations import rA_terms
+from .errors import SolverError
+from .model import Model
+from .newton import NONFINITE, STATUS_MESSAGES, SUCCESS
+
+
+def is_traced(*trees) -> bool:
+    """True when called under an outer jax transformation (jit, grad, vmap)."""
+    leaves = jax.tree_util.tree_leaves(trees)
+    return any(isinstance(x, jax.core.Tracer) for x in leaves)
+
+
+def constraints_in_left_null_space(model: Model, r, A, t, *, rtol=1e-8, top=6) -> list[str]:
+    """Names of the constraints that take part in a rank deficiency of the rA Jacobian."""
+    zero = jnp.zeros_like(r)
+    _, G, _, _ = rA_terms(model, r, A, zero, zero, t)
+    G = np.asarray(G)
+    if G.size == 0:
+        return []
+    U, s, _ = np.linalg.svd(G)
+    smax = s[0] if s.size else 1.0
+    # rows beyond the number of columns are always in the left null space
+    null = [k for k in range(G.shape[0]) if k >= s.size or s[k] <= rtol * smax]
+    if not null:
+        return []
+    weight = np.sqrt(np.sum(U[:, null] ** 2, axis=1))
+    order = np.argsort(-weight)
+    return [model.describe_constraint(int(k)) for k in order[:top] if weight[k] > 0.05]
+
+
+def largest_residuals(model: Model, residual, *, top=3) -> list[str]:
+    res = np.asarray(residual)[: model.nc]
+    order = np.argsort(-np.abs(res))[:top]
+    return [f"{model.describe_constraint(int(k))}: {res[k]:.3e}" for k in order
+            if np.isfinite(res[k])]
+
+
+def raise_on_failure(model: Model, sol, *, what: str, last_good=None, residual_fn=None):
+    """Raise :class:`SolverError` for the first failed step of a concrete Solution."""
+    status = np.asarray(sol.status)
+    bad = np.nonzero(status != SUCCESS)[0]
+    if bad.size == 0:
+        return
+    k = int(bad[0])
+    t = float(np.asarray(sol.t)[k])
+    code = int(status[k])
+    msg = (
+        f"{what} of model '{model.name}' failed at step {k} (t = {t:.6g} s): "
+        f"{STATUS_MESSAGES.get(code, 'unknown status')}; iterations {int(sol.iterations[k])}, "
+        f"residual norm {float(sol.residual[k]):.3e}."
+    )
+    ref = k - 1 if k > 0 else 0
+    r, A = np.asarray(sol.r[ref]), np.asarray(sol.A[ref])
+    if np.all(np.isfinite(r)) and np.all(np.isfinite(A)):
+        involved = constraints_in_left_null_space(model, jnp.asarray(r), jnp.asarray(A), t)
+        if involved:
+            msg += " The constraint Jacobian is (nearly) singular there; constraints involved: " + (
+                "; ".join(involved)
+            )
+        elif code == NONFINITE:
+            msg += " The iteration produced non-finite values (check inputs, masses, forces)."
+    if residual_fn is not None and code != NONFINITE:
+        worst = largest_residuals(model, residual_fn(k))
+        if worst:
+            msg += " Largest constraint residuals: " + "; ".join(worst)
+    raise SolverError(msg)
+
+
+def error_if_failed(sol, what: str):
+    """Inside a trace: attach a runtime check (equinox) instead of a Python exception."""
+    failed = jnp.any(sol.status != SUCCESS)
+    return eqx.error_if(
+        sol, failed,
+        f"jaxmbd: {what} failed (a Newton solve did not converge or met a singular matrix); "
+        "run it outside jit for a detailed report",
+    )

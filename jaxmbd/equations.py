@@ -1,0 +1,129 @@
+"""Constraint equations of a model, vectorised by GCON type (DESIGN principle 3).
+
+* :func:`constraint_values`: Phi(r, A, f) in model row order, for any formulation.
+* :func:`rA_terms`: the hand-coded rA quantities Phi, G = [Phi_r, Pi_bar(Phi)], nu, gamma
+  (paper 1 eqs. 14c, 15b, 16-18) assembled from the per-type kernels of :mod:`jaxmbd.gcons`.
+
+Body-major tangent layout: the columns of G for body b are 6b..6b+5 = (delta r_b, theta_bar_b).
+Every loop below runs over the five GCON *types*, never over constraints or bodies.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+
+from . import _config  # noqa: F401
+from . import gcons as K
+from .drivers import driver_derivatives, driver_values
+from .model import GCON_KINDS, Model
+
+
+def with_ground(x, ground_value):
+    """Append the ground (index nb) to a per-body array."""
+    return jnp.concatenate([x, jnp.asarray(ground_value, x.dtype)[None]], axis=0)
+
+
+def _model_order(model: Model) -> np.ndarray:
+    """Index that maps the type-concatenated rows back to model row order."""
+    perm = np.concatenate([np.asarray(s.rows, dtype=int) for s in model.gcons])
+    return np.argsort(perm)
+
+
+def _gather(model: Model, s, r, A, rdot=None, omega=None):
+    bi, bj = np.asarray(s.body_i, dtype=int), np.asarray(s.body_j, dtype=int)
+    r_all = with_ground(r, np.zeros(3))
+    A_all = with_ground(A, np.eye(3))
+    out = [r_all[bi], A_all[bi], r_all[bj], A_all[bj]]
+    if rdot is not None:
+        rd_all = with_ground(rdot, np.zeros(3))
+        w_all = with_ground(omega, np.zeros(3))
+        out += [rd_all[bi], w_all[bi], rd_all[bj], w_all[bj]]
+    return out
+
+
+def _value_of_set(s, r_i, A_i, r_j, A_j, f):
+    if s.kind == "DP1":
+        return K.value_dp1(A_i, A_j, s.a_bar_i, s.a_bar_j, f)
+    if s.kind == "DP2":
+        return K.value_dp2(r_i, A_i, r_j, A_j, s.a_bar_i, s.s_bar_p_i, s.s_bar_q_j, f)
+    if s.kind == "D":
+        return K.value_d(r_i, A_i, r_j, A_j, s.s_bar_p_i, s.s_bar_q_j, f)
+    if s.kind == "CD":
+        return K.value_cd(r_i, A_i, r_j, A_j, s.c, s.s_bar_p_i, s.s_bar_q_j, f)
+    return K.value_rot(A_i, A_j, s.a_bar_i, s.b_bar_i, s.a_bar_j, f)
+
+
+def constraint_values(model: Model, r, A, t):
+    """Phi(r, A, t), shape (nc,), in model row order (eqs. 1-4 and the rotation driver)."""
+    if model.nc == 0:
+        return jnp.zeros((0,))
+    f = driver_values(model.f_offset, model.drivers, t)
+    parts = []
+    for s in model.gcons:
+        if s.size == 0:
+            continue
+        r_i, A_i, r_j, A_j = _gather(model, s, r, A)
+        parts.append(_value_of_set(s, r_i, A_i, r_j, A_j, f[np.asarray(s.rows, dtype=int)]))
+    return jnp.concatenate(parts)[_model_order(model)]
+
+
+def _selector(model: Model, bodies) -> np.ndarray:
+    """One-hot (nc, nb) matrix of the given per-row body indices; ground columns dropped."""
+    sel = np.zeros((model.nc, model.nb + 1))
+    sel[np.arange(model.nc), np.asarray(bodies, dtype=int)] = 1.0
+    return sel[:, : model.nb]
+
+
+def rA_terms(model: Model, r, A, rdot, omega, t):
+    """Hand-coded rA quantities (Phi, G, nu, gamma) in model row order.
+
+    ``G`` has shape (nc, 6 nb) with body-major columns (delta r_b, theta_bar_b); ``gamma``
+    is the right-hand side of G [r_ddot; omegadot_bar] = gamma (eq. 16), ``nu`` that of
+    G [r_dot; omega_bar] = nu (eq. 15b).
+    """
+    nc, nb = model.nc, model.nb
+    if nc == 0:
+        z = jnp.zeros((0,))
+        return z, jnp.zeros((0, 6 * nb)), z, z
+    f, f_dot, f_ddot = driver_derivatives(model.f_offset, model.drivers, t)
+    phis, jac_i, jac_j, nus, gammas = [], [], [], [], []
+    for s in model.gcons:
+        if s.size == 0:
+            continue
+        rows = np.asarray(s.rows, dtype=int)
+        r_i, A_i, r_j, A_j, rd_i, w_i, rd_j, w_j = _gather(model, s, r, A, rdot, omega)
+        phis.append(_value_of_set(s, r_i, A_i, r_j, A_j, f[rows]))
+        if s.kind == "DP1":
+            out = K.rA_dp1(A_i, w_i, A_j, w_j, s.a_bar_i, s.a_bar_j)
+        elif s.kind == "DP2":
+            out = K.rA_dp2(r_i, A_i, rd_i, w_i, r_j, A_j, rd_j, w_j, s.a_bar_i, s.s_bar_p_i,
+                           s.s_bar_q_j)
+        elif s.kind == "D":
+            out = K.rA_d(r_i, A_i, rd_i, w_i, r_j, A_j, rd_j, w_j, s.s_bar_p_i, s.s_bar_q_j)
+        elif s.kind == "CD":
+            out = K.rA_cd(r_i, A_i, rd_i, w_i, r_j, A_j, rd_j, w_j, s.c, s.s_bar_p_i,
+                          s.s_bar_q_j)
+        if s.kind == "ROT":
+            out, nu = K.rA_rot(A_i, w_i, A_j, w_j, s.a_bar_i, s.b_bar_i, s.a_bar_j, f[rows],
+                               f_dot[rows], f_ddot[rows])
+            nus.append(nu)
+            gammas.append(-out.quad)
+        else:
+            nus.append(f_dot[rows])
+            gammas.append(f_ddot[rows] - out.quad)
+        jac_i.append(out.jac_i)
+        jac_j.append(out.jac_j)
+    order = _model_order(model)
+    phi = jnp.concatenate(phis)[order]
+    nu = jnp.concatenate(nus)[order]
+    gamma = jnp.concatenate(gammas)[order]
+    ji = jnp.concatenate(jac_i)[order]
+    jj = jnp.concatenate(jac_j)[order]
+    bi = [b for b, _ in model.constraint_bodies]
+    bj = [b for _, b in model.constraint_bodies]
+    G = (
+        _selector(model, bi)[:, :, None] * ji[:, None, :]
+        + _selector(model, bj)[:, :, None] * jj[:, None, :]
+    ).reshape(nc, 6 * nb)
+    return phi, G, nu, gamma

@@ -1,0 +1,21 @@
+"""Exceptions raised by jaxmbd, each naming what is wrong and where."""
+
+from __future__ import annotations
+
+
+class ModelError(ValueError):
+    """A model description is invalid (bad body, constraint, joint or field)."""
+
+
+class ModelFileError(ModelError):
+    """A model file cannot be read; the message names the file and the field."""
+
+    def __init__(self, path, field: str | None, message: str):
+        where = f"{path}" + (f", {field}" if field else "")
+        super().__init__(f"{where}: {message}")
+        self.path = path
+        self.field = field
+
+
+class SolverError(RuntimeError):
+    """A Newton solve failed: the message names the time, the residual and the constraints."""

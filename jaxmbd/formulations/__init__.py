@@ -1,0 +1,24 @@
+"""Orientation formulations: rA (rotation matrix), rp (Euler parameters), re (Euler angles)."""
+
+from .base import AbstractAutodiffFormulation, AbstractFormulation
+from .ra import RA
+from .re import RE
+from .rp import RP
+
+FORMULATIONS = {"rA": RA, "rp": RP, "re": RE}
+
+
+def get_formulation(name) -> AbstractFormulation:
+    """The formulation object for a name ("rA", "rp", "re") or an instance."""
+    if isinstance(name, AbstractFormulation):
+        return name
+    try:
+        return FORMULATIONS[name]()
+    except (KeyError, TypeError):
+        raise ValueError(
+            f"unknown formulation {name!r}; choose one of {sorted(FORMULATIONS)}"
+        ) from None
+
+
+__all__ = ["AbstractFormulation", "AbstractAutodiffFormulation", "RA", "RP", "RE",
+           "FORMULATIONS", "get_formulation"]

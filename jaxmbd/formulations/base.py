@@ -1,0 +1,134 @@
+"""The formulation interface: how orientation is represented, constrained and updated.
+
+Kinematics and dynamics are written once against :class:`AbstractFormulation` (DESIGN
+principle 2). A formulation fixes:
+
+* positions ``q = (r (nb, 3), ori)`` where ``ori`` is A (nb, 3, 3) for rA, p (nb, 4) for rp
+  and eps (nb, 3) for re;
+* velocities and accelerations as per-body rows ``(nb, tangent_size)``: (r_dot, omega_bar)
+  for rA, (r_dot, p_dot) for rp, (r_dot, eps_dot) for re;
+* a retraction ``q (+) delta`` for Newton corrections (body-major tangent layout);
+* the constraint system Phi (plus normalisation for rp), its Jacobian G, nu and gamma.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import ClassVar
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from .. import _config  # noqa: F401
+from ..equations import constraint_values
+from ..model import Model
+
+
+class AbstractFormulation(eqx.Module):
+    """Strategy object for one orientation representation."""
+
+    name: ClassVar[str]
+    tangent_size: ClassVar[int]  # Newton unknowns per body
+
+    # -- orientation representation ------------------------------------------------------
+    @abc.abstractmethod
+    def coordinates(self, A):
+        """Orientation coordinates ``ori`` of rotation matrices A (nb, 3, 3)."""
+
+    @abc.abstractmethod
+    def rotation(self, ori):
+        """Rotation matrices (nb, 3, 3) of orientation coordinates."""
+
+    @abc.abstractmethod
+    def rate_from_omega(self, ori, omega):
+        """Orientation rates (nb, tangent_size - 3) giving body angular velocity omega."""
+
+    @abc.abstractmethod
+    def omega_from_rate(self, ori, rate, rate_dot):
+        """(omega_bar, omegadot_bar) of orientation rates and their derivatives."""
+
+    @abc.abstractmethod
+    def retract(self, q, delta):
+        """q (+) delta for a flat body-major correction of length nb * tangent_size."""
+
+    @abc.abstractmethod
+    def predict(self, q, v, h):
+        """Initial Newton guess at t + h from positions and velocities at t."""
+
+    # -- constraint system ---------------------------------------------------------------
+    def num_equations(self, model: Model) -> int:
+        return model.nc
+
+    @abc.abstractmethod
+    def residual(self, model: Model, q, t):
+        """All position-level equations (constraints, plus normalisation for rp)."""
+
+    @abc.abstractmethod
+    def position_terms(self, model: Model, q, t):
+        """(residual, G) with G the Jacobian in the tangent layout."""
+
+    @abc.abstractmethod
+    def velocity_terms(self, model: Model, q, t):
+        """(G, nu): the velocity equations G v = nu."""
+
+    @abc.abstractmethod
+    def acceleration_rhs(self, model: Model, q, v, t):
+        """gamma of the acceleration equations G a = gamma."""
+
+
+class AbstractAutodiffFormulation(AbstractFormulation):
+    """A formulation whose Jacobian, nu and gamma come from autodiff of Phi(q, t)."""
+
+    orientation_size: ClassVar[int]
+
+    def _flat(self, q):
+        r, ori = q
+        return jnp.concatenate([r, ori], axis=1).reshape(-1)
+
+    def _unflat(self, x, nb):
+        x = x.reshape(nb, 3 + self.orientation_size)
+        return x[:, :3], x[:, 3:]
+
+    def extra_equations(self, ori):
+        return jnp.zeros((0,))
+
+    def residual(self, model, q, t):
+        r, ori = q
+        phi = constraint_values(model, r, self.rotation(ori), t)
+        return jnp.concatenate([phi, self.extra_equations(ori)])
+
+    def _flat_residual(self, model, nb):
+        return lambda x, t: self.residual(model, self._unflat(x, nb), t)
+
+    def position_terms(self, model, q, t):
+        fn = self._flat_residual(model, model.nb)
+        x = self._flat(q)
+        return fn(x, t), jax.jacfwd(fn)(x, t)
+
+    def velocity_terms(self, model, q, t):
+        fn = self._flat_residual(model, model.nb)
+        x = self._flat(q)
+        G = jax.jacfwd(fn)(x, t)
+        _, phi_t = jax.jvp(lambda s: fn(x, s), (t,), (jnp.ones_like(t),))
+        return G, -phi_t
+
+    def acceleration_rhs(self, model, q, v, t):
+        """gamma = -d^2/ds^2 Phi(q + s q_dot, t + s) at s = 0 (velocity-quadratic terms)."""
+        fn = self._flat_residual(model, model.nb)
+        x, xd = self._flat(q), v.reshape(-1)
+        one = jnp.ones_like(t)
+
+        def first(x_, t_):
+            return jax.jvp(fn, (x_, t_), (xd, one))[1]
+
+        return -jax.jvp(first, (x, t), (xd, one))[1]
+
+    def retract(self, q, delta):
+        r, ori = q
+        x = self._flat(q) + delta
+        return self._unflat(x, r.shape[0])
+
+    def predict(self, q, v, h):
+        r, ori = q
+        return r + h * v[:, :3], ori + h * v[:, 3:]

@@ -1,0 +1,440 @@
+"""Model files: jaxmbd's own JSON schema (load and save) and the published SimEngineMBD files.
+
+Own schema (``"format": "jaxmbd-model"``)::
+
+    {"format": "jaxmbd-model", "version": 1, "name": ..., "gravity": [0, 0, -9.81],
+     "bodies": [{"name", "mass", "inertia": [Jxx, Jyy, Jzz] or 3x3, "r", "A" or
+                 "axes": {"x": [...], "y": [...]}, "rdot", "omega"}],
+     "joints": [{"name", "type": "revolute" | "spherical" | "universal" | "cylindrical" |
+                 "translational" | "perpendicular_1" | "perpendicular_2", "body_i", "body_j",
+                 "point", "axis" (or "axis_i", "axis_j" for universal)}],
+     "constraints": [{"name", "type": "DP1" | "DP2" | "D" | "CD" | "ROT", "body_i", "body_j",
+                      vectors in body frames, "f": number or expression in t, "joint"}],
+     "drivers": [{"name", "type": "rotation", "body_i", "body_j", "axis", "angle",
+                  "reference"}],
+     "forces": [{"name", "type": "spring_damper", "body_i", "point_i", "body_j", "point_j",
+                 "stiffness", "damping", "rest_length"}],
+     "solver": {"h": ..., "t_end": ..., "tol": ...}}
+
+Joint points and axes are global, at the initial configuration; GCON vectors are in body
+frames. The published files (uwsbel/sbel-reproducibility) have no masses: they load with
+unit masses and inertias and a warning unless ``masses`` supplies them.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import logging
+import math
+from pathlib import Path
+
+import numpy as np
+
+from .drivers import Expression, ExpressionError, check_expression_derivative, program_to_source
+from .errors import ModelError, ModelFileError
+from .forces import SpringDamper
+from .model import GROUND, Model, ModelBuilder
+
+logger = logging.getLogger("jaxmbd")
+
+FORMAT = "jaxmbd-model"
+_JOINT_FIELDS = {
+    "revolute": ("point", "axis"),
+    "spherical": ("point",),
+    "universal": ("point", "axis_i", "axis_j"),
+    "cylindrical": ("point", "axis"),
+    "translational": ("point", "axis"),
+    "perpendicular_1": ("axis",),
+    "perpendicular_2": ("point", "axis"),
+}
+_GCON_FIELDS = {
+    "DP1": ("a_bar_i", "a_bar_j"),
+    "DP2": ("a_bar_i", "s_bar_p_i", "s_bar_q_j"),
+    "D": ("s_bar_p_i", "s_bar_q_j"),
+    "CD": ("c", "s_bar_p_i", "s_bar_q_j"),
+    "ROT": ("u_bar_i", "v_bar_i", "a_bar_j"),
+}
+
+
+def _read_json(path: Path):
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ModelFileError(path, None, "file not found") from None
+    except OSError as err:
+        raise ModelFileError(path, None, f"cannot read file: {err}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ModelFileError(
+            path, None, f"invalid JSON at line {err.lineno}, column {err.colno}: {err.msg}"
+        ) from None
+
+
+def _get(obj, key, path, where, *, default=...):
+    if not isinstance(obj, dict):
+        raise ModelFileError(path, where, f"expected an object, got {type(obj).__name__}")
+    if key not in obj:
+        if default is ...:
+            raise ModelFileError(path, f"{where}.{key}", "missing required field")
+        return default
+    return obj[key]
+
+
+def _list(obj, key, path, *, required=True):
+    value = _get(obj, key, path, "model", default=... if required else [])
+    if not isinstance(value, list):
+        raise ModelFileError(path, key, f"expected a list, got {type(value).__name__}")
+    return value
+
+
+def load_model(path, *, masses: dict | None = None, drivers: dict | None = None) -> Model:
+    """Load a model file: jaxmbd's own schema or a published SimEngineMBD/sim_engine_3d file.
+
+    ``masses``: for published files, ``{body name: (mass, inertia)}``; ``inertia`` is 3
+    principal moments or a 3x3 body-frame matrix. ``drivers``: ``{constraint name:
+    expression}`` replaces f(t) of published constraints (some files leave the driver f = 0
+    and set it in the authors' Python code).
+    """
+    path = Path(path)
+    data = _read_json(path)
+    if not isinstance(data, dict):
+        raise ModelFileError(path, None, "top level must be a JSON object")
+    try:
+        if data.get("format") == FORMAT:
+            return _load_own(path, data)
+        if "bodies" in data and "constraints" in data:
+            return _load_published(path, data, masses or {}, drivers or {})
+    except ModelFileError:
+        raise
+    except (ModelError, ExpressionError) as err:
+        raise ModelFileError(path, None, str(err)) from None
+    raise ModelFileError(
+        path, "format", f"unknown model format; expected \"format\": \"{FORMAT}\" or a "
+        "published SimEngineMBD file with 'bodies' and 'constraints'"
+    )
+
+
+# ----------------------------------------------------------------------------- own schema
+
+
+def _load_own(path: Path, data: dict) -> Model:
+    version = data.get("version", 1)
+    if version != 1:
+        raise ModelFileError(path, "version", f"unsupported version {version!r} (expected 1)")
+    builder = ModelBuilder(name=str(data.get("name", path.stem)),
+                           gravity=data.get("gravity", (0.0, 0.0, -9.81)))
+    for k, body in enumerate(_list(data, "bodies", path)):
+        where = f"bodies[{k}]"
+        name = _get(body, "name", path, where)
+        where = f"bodies[{k}] ('{name}')"
+        axes = body.get("axes")
+        if axes is not None:
+            axes = (_get(axes, "x", path, f"{where}.axes"), _get(axes, "y", path, f"{where}.axes"))
+        try:
+            builder.add_body(
+                name,
+                mass=_get(body, "mass", path, where),
+                inertia=_get(body, "inertia", path, where),
+                r=body.get("r", (0.0, 0.0, 0.0)),
+                A=body.get("A"),
+                axes=axes,
+                rdot=body.get("rdot", (0.0, 0.0, 0.0)),
+                omega=body.get("omega", (0.0, 0.0, 0.0)),
+            )
+        except ModelError as err:
+            raise ModelFileError(path, where, str(err)) from None
+    for k, joint in enumerate(_list(data, "joints", path, required=False)):
+        where = f"joints[{k}]"
+        name = _get(joint, "name", path, where)
+        where = f"joints[{k}] ('{name}')"
+        kind = _get(joint, "type", path, where)
+        if kind not in _JOINT_FIELDS:
+            raise ModelFileError(path, f"{where}.type",
+                                 f"unknown joint type {kind!r}; known: {sorted(_JOINT_FIELDS)}")
+        kwargs = {key: _get(joint, key, path, where) for key in _JOINT_FIELDS[kind]}
+        try:
+            getattr(builder, kind)(name, body_i=_get(joint, "body_i", path, where),
+                                   body_j=_get(joint, "body_j", path, where), **kwargs)
+        except ModelError as err:
+            raise ModelFileError(path, where, str(err)) from None
+    for k, con in enumerate(_list(data, "constraints", path, required=False)):
+        where = f"constraints[{k}]"
+        name = _get(con, "name", path, where)
+        where = f"constraints[{k}] ('{name}')"
+        kind = _get(con, "type", path, where)
+        if kind not in _GCON_FIELDS:
+            raise ModelFileError(path, f"{where}.type",
+                                 f"unknown constraint type {kind!r}; known: {sorted(_GCON_FIELDS)}")
+        vectors = {key: _get(con, key, path, where) for key in _GCON_FIELDS[kind]}
+        try:
+            _add_gcon(builder, name, kind, _get(con, "body_i", path, where),
+                      _get(con, "body_j", path, where), vectors,
+                      con.get("angle" if kind == "ROT" else "f", 0.0), con.get("joint"))
+        except (ModelError, ExpressionError) as err:
+            raise ModelFileError(path, where, str(err)) from None
+    for k, drv in enumerate(_list(data, "drivers", path, required=False)):
+        where = f"drivers[{k}]"
+        name = _get(drv, "name", path, where)
+        where = f"drivers[{k}] ('{name}')"
+        kind = _get(drv, "type", path, where)
+        if kind != "rotation":
+            raise ModelFileError(path, f"{where}.type", f"unknown driver type {kind!r}; known: ['rotation']")
+        try:
+            builder.rotation_driver(name, body_i=_get(drv, "body_i", path, where),
+                                    body_j=_get(drv, "body_j", path, where),
+                                    axis=_get(drv, "axis", path, where),
+                                    angle=_get(drv, "angle", path, where),
+                                    reference=drv.get("reference"))
+        except (ModelError, ExpressionError) as err:
+            raise ModelFileError(path, where, str(err)) from None
+    for k, frc in enumerate(_list(data, "forces", path, required=False)):
+        where = f"forces[{k}]"
+        kind = _get(frc, "type", path, where)
+        if kind != "spring_damper":
+            raise ModelFileError(path, f"{where}.type", f"unknown force type {kind!r}; known: ['spring_damper']")
+        try:
+            builder.spring_damper(
+                frc.get("name", f"force_{k}"),
+                body_i=_get(frc, "body_i", path, where), point_i=_get(frc, "point_i", path, where),
+                body_j=_get(frc, "body_j", path, where), point_j=_get(frc, "point_j", path, where),
+                stiffness=_get(frc, "stiffness", path, where),
+                damping=frc.get("damping", 0.0), rest_length=_get(frc, "rest_length", path, where),
+            )
+        except ModelError as err:
+            raise ModelFileError(path, where, str(err)) from None
+    return builder.build()
+
+
+def _add_gcon(builder: ModelBuilder, name, kind, body_i, body_j, vectors, f, joint):
+    if kind == "ROT":
+        builder.add_rot(name, body_i=body_i, body_j=body_j, angle=f, joint=joint, **vectors)
+    else:
+        getattr(builder, f"add_{kind.lower()}")(name, body_i=body_i, body_j=body_j, f=f,
+                                                joint=joint, **vectors)
+
+
+def save_model(model: Model, path, *, solver: dict | None = None) -> Path:
+    """Write ``model`` in jaxmbd's own schema at GCON level (an exact round trip)."""
+    path = Path(path)
+    nb = model.nb
+    bodies = []
+    for b, name in enumerate(model.body_names):
+        bodies.append({
+            "name": name,
+            "mass": float(model.mass[b]),
+            "inertia": np.asarray(model.inertia[b]).tolist(),
+            "r": np.asarray(model.r0[b]).tolist(),
+            "A": np.asarray(model.A0[b]).tolist(),
+            "rdot": np.asarray(model.rdot0[b]).tolist(),
+            "omega": np.asarray(model.omega0[b]).tolist(),
+        })
+    f_source = {row: repr(float(model.f_offset[row])) for row in range(model.nc)}
+    for group in model.drivers:
+        for k, row in enumerate(group.rows):
+            src = program_to_source(group.program, np.asarray(group.constants[k]))
+            offset = float(model.f_offset[row])
+            f_source[row] = src if offset == 0.0 else f"{offset!r} + {src}"
+    constraints = [None] * model.nc
+    for s in model.gcons:
+        fields = {
+            "DP1": {"a_bar_i": s.a_bar_i, "a_bar_j": s.a_bar_j},
+            "DP2": {"a_bar_i": s.a_bar_i, "s_bar_p_i": s.s_bar_p_i, "s_bar_q_j": s.s_bar_q_j},
+            "D": {"s_bar_p_i": s.s_bar_p_i, "s_bar_q_j": s.s_bar_q_j},
+            "CD": {"c": s.c, "s_bar_p_i": s.s_bar_p_i, "s_bar_q_j": s.s_bar_q_j},
+            "ROT": {"u_bar_i": s.a_bar_i, "v_bar_i": s.b_bar_i, "a_bar_j": s.a_bar_j},
+        }[s.kind]
+        for k, row in enumerate(s.rows):
+            entry = {
+                "name": model.constraint_names[row],
+                "type": s.kind,
+                "body_i": model.body_label(s.body_i[k]) if s.body_i[k] < nb else GROUND,
+                "body_j": model.body_label(s.body_j[k]) if s.body_j[k] < nb else GROUND,
+            }
+            entry.update({key: np.asarray(val[k]).tolist() for key, val in fields.items()})
+            entry["angle" if s.kind == "ROT" else "f"] = f_source[row]
+            entry["joint"] = model.constraint_joints[row]
+            constraints[row] = entry
+    forces = []
+    for k, force in enumerate(model.forces):
+        if isinstance(force, SpringDamper):
+            forces.append({
+                "name": f"force_{k}", "type": "spring_damper",
+                "body_i": model.body_label(force.body_i),
+                "point_i": np.asarray(force.s_bar_p_i).tolist(), "local_i": True,
+                "body_j": model.body_label(force.body_j),
+                "point_j": np.asarray(force.s_bar_q_j).tolist(), "local_j": True,
+                "stiffness": float(force.stiffness), "damping": float(force.damping),
+                "rest_length": float(force.rest_length),
+            })
+        else:
+            logger.warning("save_model: force element %d (%s) is a Python function and is not "
+                           "saved", k, type(force).__name__)
+    doc = {
+        "format": FORMAT, "version": 1, "name": model.name,
+        "gravity": np.asarray(model.gravity).tolist(),
+        "bodies": bodies, "constraints": constraints,
+    }
+    if forces:
+        doc["forces"] = forces
+    if solver:
+        doc["solver"] = dict(solver)
+    path.write_text(json.dumps(doc, indent=2) + "\n")
+    return path
+
+
+# ----------------------------------------------------------------------------- published
+
+
+def _published_angle(source: str):
+    """If ``source`` is cos(angle(t)) with angle depending on t, return angle's source."""
+    try:
+        tree = ast.parse(source.strip().replace("^", "**"), mode="eval").body
+    except SyntaxError:
+        return None
+    if (isinstance(tree, ast.Call) and isinstance(tree.func, ast.Name)
+            and tree.func.id == "cos" and len(tree.args) == 1):
+        inner = ast.unparse(tree.args[0])
+        if not Expression(inner).is_constant:
+            return inner
+    return None
+
+
+def _load_published(path: Path, data: dict, masses: dict, drivers: dict) -> Model:
+    bodies = _list(data, "bodies", path)
+    ids: dict[int, str] = {}
+    ground_id = None
+    for k, body in enumerate(bodies):
+        where = f"bodies[{k}]"
+        name = _get(body, "name", path, where)
+        bid = _get(body, "id", path, where)
+        if not isinstance(bid, int):
+            raise ModelFileError(path, f"{where}.id", f"expected an integer id, got {bid!r}")
+        if bid in ids:
+            raise ModelFileError(path, f"{where}.id", f"duplicate body id {bid}")
+        ids[bid] = GROUND if name == GROUND else name
+        if name == GROUND:
+            ground_id = bid
+    if ground_id is None:
+        raise ModelFileError(path, "bodies", "no body named 'ground' (the fixed frame)")
+    unknown = set(masses) - {n for n in ids.values() if n != GROUND}
+    if unknown:
+        raise ModelFileError(path, "masses", f"masses given for unknown bodies {sorted(unknown)}")
+    builder = ModelBuilder(name=str(data.get("name", path.stem)))
+    missing_mass = []
+    for k, body in enumerate(bodies):
+        name = body["name"]
+        if name == GROUND:
+            continue
+        where = f"bodies[{k}] ('{name}')"
+        if name in masses:
+            mass, inertia = masses[name]
+        else:
+            mass, inertia = 1.0, (1.0, 1.0, 1.0)
+            missing_mass.append(name)
+        try:
+            builder.add_body(name, mass=mass, inertia=inertia, r=_get(body, "r", path, where),
+                             A=_get(body, "A", path, where),
+                             rdot=body.get("r_dot", (0.0, 0.0, 0.0)),
+                             omega=body.get("omega", (0.0, 0.0, 0.0)))
+        except ModelError as err:
+            raise ModelFileError(path, where, str(err)) from None
+    if missing_mass:
+        logger.warning("%s: no masses in the file for bodies %s; using unit masses and "
+                       "inertias (set the real ones with eqx.tree_at or masses=...)",
+                       path, missing_mass)
+    unused = set(drivers) - {c.get("name") for c in _list(data, "constraints", path)}
+    if unused:
+        raise ModelFileError(path, "drivers", f"driver overrides for unknown constraints "
+                             f"{sorted(unused)}")
+    for k, con in enumerate(_list(data, "constraints", path)):
+        where = f"constraints[{k}]"
+        name = _get(con, "name", path, where)
+        where = f"constraints[{k}] ('{name}')"
+        kind = _get(con, "type", path, where)
+        if kind not in ("DP1", "DP2", "D", "CD"):
+            raise ModelFileError(path, f"{where}.type",
+                                 f"unknown GCON type {kind!r}; known: DP1, DP2, D, CD")
+        body_names = []
+        for key in ("body_i", "body_j"):
+            bid = _get(con, key, path, where)
+            if bid not in ids:
+                raise ModelFileError(path, f"{where}.{key}",
+                                     f"unknown body id {bid!r}; known ids: {sorted(ids)}")
+            body_names.append(ids[bid])
+        vectors = {key: _get(con, key, path, where) for key in _GCON_FIELDS[kind]}
+        f = str(drivers.get(name, con.get("f", "0")))
+        try:
+            expr = Expression(f, where=f"{where}.f")
+            if name not in drivers:
+                _check_published_derivatives(path, where, expr, con)
+            angle = _published_angle(f) if kind == "DP1" else None
+            if angle is not None:
+                _add_published_rotation_driver(builder, path, name, body_names, vectors, angle)
+            else:
+                _add_gcon(builder, name, kind, body_names[0], body_names[1], vectors, f, None)
+        except (ModelError, ExpressionError) as err:
+            raise ModelFileError(path, where, str(err)) from None
+    return builder.build()
+
+
+def _check_published_derivatives(path, where, expr: Expression, con: dict):
+    for key, order in (("f_dot", 1), ("f_ddot", 2)):
+        if key not in con:
+            continue
+        try:
+            diff = check_expression_derivative(expr, str(con[key]), order, where=f"{where}.{key}")
+        except ExpressionError as err:
+            logger.warning("%s, %s.%s: cannot parse (%s); using autodiff of f", path, where, key, err)
+            continue
+        if not diff < 1e-6:
+            logger.warning(
+                "%s, %s.%s = %r disagrees with the derivative of f = %r (max difference %.3g "
+                "over t in [0, 2]); jaxmbd uses the autodiff derivative of f",
+                path, where, key, con[key], expr.source, diff,
+            )
+
+
+def _add_published_rotation_driver(builder, path, name, body_names, vectors, angle_source):
+    """Replace DP1(a_i, a_j) = cos(angle(t)) by the regular rotation driver (same motion).
+
+    The axis is n = a_i x a_j at the initial pose; the angle is measured from a_i towards
+    v_i = n x a_i. If angle(0) matches minus the initial angle, the axis is flipped so that
+    the driver follows the same branch as the published DP1.
+    """
+    body_i, body_j = body_names
+    _, A_i = builder._frame(body_i, where=name)
+    _, A_j = builder._frame(body_j, where=name)
+    a_i = A_i @ np.asarray(vectors["a_bar_i"], float)
+    a_j = A_j @ np.asarray(vectors["a_bar_j"], float)
+    a_i /= np.linalg.norm(a_i)
+    a_j /= np.linalg.norm(a_j)
+    n = np.cross(a_i, a_j)
+    if np.linalg.norm(n) < 1e-6:
+        raise ModelError(
+            f"driver '{name}': the DP1 vectors are parallel at the initial pose, so the rotation "
+            "axis is undefined; define a rotation driver (type ROT) with an explicit axis"
+        )
+    n /= np.linalg.norm(n)
+    phi0 = math.atan2(np.linalg.norm(np.cross(a_i, a_j)), a_i @ a_j)
+    theta0 = float(Expression(angle_source)(0.0))
+
+    def wrap(x):
+        return (x + math.pi) % (2 * math.pi) - math.pi
+
+    if abs(wrap(theta0 - phi0)) > abs(wrap(theta0 + phi0)):
+        n = -n
+        phi0 = -phi0
+    if abs(wrap(theta0 - phi0)) > 1e-6:
+        logger.warning("%s: driver '%s' prescribes %.6g rad at t = 0 but the initial pose has "
+                       "%.6g rad; the initial position analysis will move the bodies",
+                       path, name, theta0, phi0)
+    v_i = np.cross(n, a_i)
+    logger.info(
+        "%s: driver '%s' DP1 f = cos(%s) replaced by a rotation driver about the axis %s "
+        "(normal to both vectors; same motion, regular at every angle)",
+        path, name, angle_source, np.round(n, 6).tolist(),
+    )
+    builder.add_rot(name, body_i=body_i, u_bar_i=A_i.T @ a_i, v_bar_i=A_i.T @ v_i,
+                    body_j=body_j, a_bar_j=vectors["a_bar_j"], angle=angle_source)

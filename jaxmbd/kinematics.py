@@ -1,0 +1,193 @@
+"""Kinematic analysis of 0-DOF mechanisms (paper 1 section 2).
+
+At each t_k = k h: position analysis by Newton (predictor eq. 11, corrections eq. 12/14d,
+stop when ||delta|| < tol), then the velocity (eq. 15b) and acceleration (eq. 16) solves,
+and the multipliers of inverse dynamics, G_rA^T lam = Q - M a, that the prescribed motion
+needs. The whole loop is one ``lax.scan`` under ``jit``; positions carry implicit-function
+gradients (DESIGN principle 5).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import _config  # noqa: F401
+from ._checks import error_if_failed, is_traced, raise_on_failure
+from .equations import rA_terms
+from .errors import ModelError
+from .forces import BodyState, applied_forces
+from .formulations import AbstractFormulation, get_formulation
+from .model import Model
+from .newton import implicit_root, newton_iterate, solve_linear
+from .solution import Solution
+
+
+def num_steps(t_end, h) -> int:
+    """N = round(t_end / h); the grid is t = k h, k = 0..N (API contract)."""
+    if not (float(h) > 0):
+        raise ValueError(f"step size h must be positive, got {h!r}")
+    if not (float(t_end) >= 0):
+        raise ValueError(f"t_end must be non-negative, got {t_end!r}")
+    return int(round(float(t_end) / float(h)))
+
+
+def solve_positions(model: Model, form: AbstractFormulation, q_guess, t, *, tol, max_iter):
+    """Newton position analysis Phi(q, t) = 0 with implicit gradients w.r.t. the model."""
+    frozen = jax.lax.stop_gradient(model)
+    q_star, info = newton_iterate(
+        lambda q: form.position_terms(frozen, q, t),
+        form.retract,
+        jax.lax.stop_gradient(q_guess),
+        tol=tol,
+        max_iter=max_iter,
+        residual=lambda q: form.residual(frozen, q, t),
+    )
+    n_tangent = model.nb * form.tangent_size
+    q = implicit_root(lambda q_, m: form.residual(m, q_, t), form.retract, q_star, model,
+                      n_tangent)
+    return q, info
+
+
+def inverse_dynamics_multipliers(model: Model, r, A, rdot, omega, rddot, omegadot, t):
+    """lam with M a + G_rA^T lam = Q (eq. 31a), for a square (0-DOF) constraint Jacobian."""
+    _, G, _, _ = rA_terms(model, r, A, rdot, omega, t)
+    f, n_bar = applied_forces(model.forces, t, BodyState(r, A, rdot, omega), model.mass,
+                              model.gravity)
+    J = model.inertia
+    Jw = jnp.einsum("bij,bj->bi", J, omega)
+    rhs_r = f - model.mass[:, None] * rddot
+    rhs_w = n_bar - jnp.cross(omega, Jw) - jnp.einsum("bij,bj->bi", J, omegadot)
+    rhs = jnp.concatenate([rhs_r, rhs_w], axis=1).reshape(-1)
+    return jnp.linalg.solve(G.T, rhs)
+
+
+def _kinematic_state(model, form, q, t):
+    G, nu = form.velocity_terms(model, q, t)
+    v = solve_linear(G, nu).reshape(model.nb, form.tangent_size)
+    gamma = form.acceleration_rhs(model, q, v, t)
+    a = solve_linear(G, gamma).reshape(model.nb, form.tangent_size)
+    r, ori = q
+    A = form.rotation(ori)
+    omega, omegadot = form.omega_from_rate(ori, v[:, 3:], a[:, 3:])
+    lam = inverse_dynamics_multipliers(model, r, A, v[:, :3], omega, a[:, :3], omegadot, t)
+    out = (r, A, v[:, :3], omega, a[:, :3], omegadot, lam)
+    return v, out
+
+
+def _analyse(model, form, q_guess, t, tol, max_iter):
+    q, info = solve_positions(model, form, q_guess, t, tol=tol, max_iter=max_iter)
+    v, out = _kinematic_state(model, form, q, t)
+    return q, v, out + (info.iterations, info.status, info.residual_norm)
+
+
+@eqx.filter_jit
+def _initial(model, form, tol, max_iter):
+    q0 = (model.r0, form.coordinates(model.A0))
+    q, v, out = _analyse(model, form, q0, jnp.asarray(0.0), tol, max_iter)
+    return (q, v), out
+
+
+@eqx.filter_jit
+def _chunk(model, form, carry, k0, n: int, h, tol, max_iter):
+    def step(carry, k):
+        q_prev, v_prev = carry
+        t = k * h
+        q_guess = form.predict(q_prev, v_prev, h)
+        q, v, out = _analyse(model, form, q_guess, t, tol, max_iter)
+        return (q, v), out
+
+    return jax.lax.scan(step, carry, k0 + jnp.arange(1, n + 1))
+
+
+def _check_kinematic_model(model: Model, form: AbstractFormulation):
+    n_eq, n_q = model.nc, 6 * model.nb
+    if n_eq != n_q:
+        dof = n_q - n_eq
+        kind = "under-constrained" if dof > 0 else "over-constrained"
+        hint = ("add drivers, or use jaxmbd.simulate for a mechanism with degrees of freedom"
+                if dof > 0 else "remove redundant constraints")
+        raise ModelError(
+            f"model '{model.name}': kinematic analysis needs 0 degrees of freedom, but it has "
+            f"{n_eq} constraint equations for {n_q} coordinates ({model.nb} bodies): "
+            f"{kind} by {abs(dof)}; {hint}"
+        )
+
+
+def check_euler_angle_start(model: Model, form: AbstractFormulation):
+    if form.name != "re" or is_traced(model):
+        return
+    eps = np.asarray(form.coordinates(model.A0))
+    s = np.abs(np.sin(eps[:, 1]))
+    for b, val in enumerate(s):
+        if val < 1e-3:
+            raise ModelError(
+                f"model '{model.name}', body '{model.body_names[b]}': its initial orientation is "
+                f"at the ZXZ Euler-angle singularity (theta = {np.degrees(eps[b, 1]):.4g} deg); "
+                "the re formulation cannot represent it. Use formulation 'rA' or 'rp', or "
+                "choose body frames whose z axis is not the rotation axis' singular direction."
+            )
+
+
+def _assemble_solution(model, form, h, outs) -> Solution:
+    r, A, rdot, omega, rddot, omegadot, lam, iters, status, residual = outs
+    n = r.shape[0]
+    return Solution(
+        t=jnp.arange(n) * h,
+        r=r, A=A, rdot=rdot, omega=omega, rddot=rddot, omegadot=omegadot, lam=lam,
+        iterations=iters, status=status, residual=residual,
+        formulation=form.name, body_names=model.body_names,
+        constraint_names=model.constraint_names,
+    )
+
+
+def kinematics(
+    model: Model,
+    *,
+    formulation="rA",
+    t_end: float,
+    h: float,
+    tol: float = 1e-10,
+    max_iter: int = 25,
+    progress: Callable[[int, int], None] | None = None,
+    chunk_size: int = 500,
+    check: bool = True,
+) -> Solution:
+    """Kinematic analysis of a 0-DOF model on t = k h, k = 0..round(t_end / h).
+
+    ``formulation``: "rA", "rp" or "re". ``tol``: Newton stops when the correction norm is
+    below it (paper 1 section 4.3: 1e-10). ``progress(done, total)`` is called between
+    chunks of ``chunk_size`` steps. A failed step raises :class:`~jaxmbd.SolverError` naming
+    the time, residual and constraints at fault (``check=False`` returns the status instead);
+    inside ``jit``/``grad``/``vmap`` the check becomes an equinox runtime error.
+    """
+    form = get_formulation(formulation)
+    _check_kinematic_model(model, form)
+    check_euler_angle_start(model, form)
+    n = num_steps(t_end, h)
+    h_arr = jnp.asarray(h, dtype=jnp.float64)
+    tol_arr = jnp.asarray(tol, dtype=jnp.float64)
+    carry, first = _initial(model, form, tol_arr, max_iter)
+    traced = is_traced(model)
+    if progress is None or traced:
+        chunks = [(0, n)] if n > 0 else []
+    else:
+        chunks = [(k0, min(chunk_size, n - k0)) for k0 in range(0, n, chunk_size)]
+    pieces = [jax.tree_util.tree_map(lambda x: x[None], first)]
+    for k0, size in chunks:
+        carry, out = _chunk(model, form, carry, k0, size, h_arr, tol_arr, max_iter)
+        pieces.append(out)
+        if progress is not None and not traced:
+            progress(k0 + size, n)
+    outs = jax.tree_util.tree_map(lambda *xs: jnp.concatenate(xs, axis=0), *pieces)
+    sol = _assemble_solution(model, form, h_arr, outs)
+    if not check:
+        return sol
+    if traced:
+        return error_if_failed(sol, "kinematic analysis")
+    raise_on_failure(model, sol, what="kinematic analysis")
+    return sol

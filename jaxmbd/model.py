@@ -1,0 +1,525 @@
+"""The model: bodies, GCONs, drivers and forces as an equinox pytree.
+
+Topology (how many bodies, which constraint types, which bodies they connect) is static;
+every number is an array leaf reachable with ``eqx.tree_at`` (DESIGN principle 1). Bodies
+are indexed 0..nb-1 in model order; the ground is index ``nb`` in the static topology.
+Constraints are stored grouped by GCON type (DESIGN principle 3) and keep their model order
+through static row indices, so ``lam[:, k]`` is the multiplier of the k-th constraint.
+
+Build models with :class:`ModelBuilder` (joints of paper 1 Table 1 expand into GCONs) or
+load them from files with :func:`jaxmbd.load_model`.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import _config  # noqa: F401
+from .drivers import DriverGroup, Expression, group_drivers
+from .errors import ModelError
+from .forces import AbstractForce
+
+logger = logging.getLogger("jaxmbd")
+
+GROUND = "ground"
+GCON_KINDS = ("DP1", "DP2", "D", "CD", "ROT")
+
+
+class GconSet(eqx.Module):
+    """All constraints of one GCON type, stacked. Unused vector fields are zero."""
+
+    kind: str = eqx.field(static=True)
+    rows: tuple[int, ...] = eqx.field(static=True)
+    body_i: tuple[int, ...] = eqx.field(static=True)
+    body_j: tuple[int, ...] = eqx.field(static=True)
+    a_bar_i: jax.Array  # DP1, DP2; ROT: u_bar_i
+    b_bar_i: jax.Array  # ROT: v_bar_i
+    a_bar_j: jax.Array  # DP1, ROT
+    s_bar_p_i: jax.Array  # DP2, D, CD
+    s_bar_q_j: jax.Array  # DP2, D, CD
+    c: jax.Array  # CD
+
+    @property
+    def size(self) -> int:
+        return len(self.rows)
+
+
+class Model(eqx.Module):
+    """A multibody model. Arrays are leaves; names and topology are static."""
+
+    name: str = eqx.field(static=True)
+    body_names: tuple[str, ...] = eqx.field(static=True)
+    constraint_names: tuple[str, ...] = eqx.field(static=True)
+    constraint_kinds: tuple[str, ...] = eqx.field(static=True)
+    constraint_joints: tuple[str, ...] = eqx.field(static=True)
+    constraint_bodies: tuple[tuple[int, int], ...] = eqx.field(static=True)
+    mass: jax.Array  # (nb,)
+    inertia: jax.Array  # (nb, 3, 3), body frame
+    gravity: jax.Array  # (3,)
+    r0: jax.Array  # (nb, 3)
+    A0: jax.Array  # (nb, 3, 3)
+    rdot0: jax.Array  # (nb, 3)
+    omega0: jax.Array  # (nb, 3), body frame
+    gcons: tuple[GconSet, ...]  # one per kind in GCON_KINDS order (possibly empty)
+    f_offset: jax.Array  # (nc,) constant part of each row's f(t)
+    drivers: tuple[DriverGroup, ...]
+    forces: tuple[AbstractForce, ...]
+
+    @property
+    def nb(self) -> int:
+        return len(self.body_names)
+
+    @property
+    def nc(self) -> int:
+        return len(self.constraint_names)
+
+    def gcon(self, kind: str) -> GconSet:
+        return self.gcons[GCON_KINDS.index(kind)]
+
+    def body_label(self, index: int) -> str:
+        return GROUND if index == self.nb else self.body_names[index]
+
+    def describe_constraint(self, row: int) -> str:
+        i, j = self.constraint_bodies[row]
+        joint = self.constraint_joints[row]
+        via = f" (joint '{joint}')" if joint != self.constraint_names[row] else ""
+        return (
+            f"{self.constraint_kinds[row]} '{self.constraint_names[row]}'{via} between "
+            f"'{self.body_label(i)}' and '{self.body_label(j)}'"
+        )
+
+    def gcon_counts(self) -> dict[str, int]:
+        return {kind: self.gcon(kind).size for kind in GCON_KINDS}
+
+
+# ----------------------------------------------------------------------------- builder
+
+
+def _vec3(value, *, where: str, nonzero: bool = False) -> np.ndarray:
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ModelError(f"{where}: expected 3 numbers, got {value!r}") from None
+    if arr.shape != (3,):
+        raise ModelError(f"{where}: expected 3 numbers, got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ModelError(f"{where}: non-finite value {value!r}")
+    if nonzero and np.linalg.norm(arr) < 1e-12:
+        raise ModelError(f"{where}: must not be the zero vector")
+    return arr
+
+
+def _unit(value, *, where: str) -> np.ndarray:
+    v = _vec3(value, where=where, nonzero=True)
+    return v / np.linalg.norm(v)
+
+
+def _rotation_matrix(value, *, where: str) -> tuple[np.ndarray, float]:
+    """Nearest proper rotation to ``value`` and how far it was from it (Frobenius norm)."""
+    try:
+        A = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ModelError(f"{where}: expected a 3x3 matrix, got {value!r}") from None
+    if A.shape != (3, 3) or not np.all(np.isfinite(A)):
+        raise ModelError(f"{where}: expected a finite 3x3 matrix, got shape {A.shape}")
+    U, s, Vt = np.linalg.svd(A)
+    if np.min(s) < 0.5 or np.linalg.det(A) <= 0:
+        raise ModelError(
+            f"{where}: not a rotation matrix (singular values {np.round(s, 4).tolist()}, "
+            f"det {np.linalg.det(A):.3g})"
+        )
+    R = U @ Vt
+    return R, float(np.linalg.norm(R - A))
+
+
+def _frame_from_axes(x, y, *, where: str) -> np.ndarray:
+    """Rotation whose columns are x, the part of y orthogonal to x, and their cross product."""
+    ex = _unit(x, where=f"{where}.x")
+    yv = _vec3(y, where=f"{where}.y", nonzero=True)
+    yv = yv - ex * (ex @ yv)
+    if np.linalg.norm(yv) < 1e-9:
+        raise ModelError(f"{where}: x and y axes are parallel")
+    ey = yv / np.linalg.norm(yv)
+    return np.stack([ex, ey, np.cross(ex, ey)], axis=1)
+
+
+def _perpendicular_pair(axis: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Two unit vectors that with ``axis`` form a right-handed orthonormal triad (u, v, axis)."""
+    n = axis / np.linalg.norm(axis)
+    trial = np.eye(3)[np.argmin(np.abs(n))]
+    u = trial - n * (n @ trial)
+    u /= np.linalg.norm(u)
+    return u, np.cross(n, u)
+
+
+def _inertia(value, *, where: str) -> np.ndarray:
+    try:
+        J = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ModelError(f"{where}: expected 3 principal moments or a 3x3 matrix") from None
+    if J.shape == (3,):
+        J = np.diag(J)
+    if J.shape != (3, 3) or not np.all(np.isfinite(J)):
+        raise ModelError(f"{where}: expected 3 moments or a 3x3 matrix, got shape {J.shape}")
+    if np.max(np.abs(J - J.T)) > 1e-12 * max(1.0, np.max(np.abs(J))):
+        raise ModelError(f"{where}: inertia matrix is not symmetric")
+    eig = np.linalg.eigvalsh(J)
+    if eig[0] < -1e-12 * max(1.0, eig[-1]) or eig[-1] <= 0:
+        raise ModelError(
+            f"{where}: inertia must be positive (semi-)definite with a positive moment; "
+            f"principal moments {eig.tolist()}"
+        )
+    return J
+
+
+@dataclass
+class _BodySpec:
+    name: str
+    mass: float
+    inertia: np.ndarray
+    r: np.ndarray
+    A: np.ndarray
+    rdot: np.ndarray
+    omega: np.ndarray
+
+
+@dataclass
+class _GconSpec:
+    name: str
+    kind: str
+    body_i: str
+    body_j: str
+    vectors: dict[str, np.ndarray]
+    f: Expression | float
+    joint: str
+
+
+@dataclass
+class ModelBuilder:
+    """Assemble a :class:`Model` from bodies, GCONs, joints and drivers.
+
+    Joint builders take the joint point and axes in *global* coordinates at the initial
+    configuration and expand into GCONs per paper 1 Table 1. Names must be unique; every
+    error names the object and the field at fault.
+    """
+
+    name: str = "model"
+    gravity: Sequence[float] = (0.0, 0.0, -9.81)
+    _bodies: list[_BodySpec] = field(default_factory=list)
+    _gcons: list[_GconSpec] = field(default_factory=list)
+    _forces: list[AbstractForce] = field(default_factory=list)
+
+    # -- bodies -------------------------------------------------------------------------
+    def add_body(self, name: str, *, mass: float, inertia, r=(0.0, 0.0, 0.0), A=None,
+                 axes=None, rdot=(0.0, 0.0, 0.0), omega=(0.0, 0.0, 0.0)) -> ModelBuilder:
+        """Add a rigid body. ``A`` (3x3, body to global) or ``axes`` = (x, y) global axes.
+
+        ``r`` is the centre of mass, ``inertia`` is about the centre of mass in the body frame
+        (3 principal moments or a 3x3 matrix), ``omega`` is in the body frame.
+        """
+        where = f"body '{name}'"
+        if not isinstance(name, str) or not name:
+            raise ModelError(f"body name must be a non-empty string, got {name!r}")
+        if name == GROUND:
+            raise ModelError(f"{where}: the name '{GROUND}' is reserved for the fixed frame")
+        if any(b.name == name for b in self._bodies):
+            raise ModelError(f"{where}: duplicate body name")
+        try:
+            m = float(mass)
+        except (TypeError, ValueError):
+            raise ModelError(f"{where}.mass: expected a number, got {mass!r}") from None
+        if not math.isfinite(m) or m <= 0:
+            raise ModelError(f"{where}.mass: must be positive and finite, got {mass!r}")
+        J = _inertia(inertia, where=f"{where}.inertia")
+        if A is not None and axes is not None:
+            raise ModelError(f"{where}: give either A or axes, not both")
+        if axes is not None:
+            R = _frame_from_axes(axes[0], axes[1], where=f"{where}.axes")
+        elif A is not None:
+            R, moved = _rotation_matrix(A, where=f"{where}.A")
+            if moved > 1e-12:
+                logger.info("orthonormalised A of %s (changed by %.2e)", where, moved)
+        else:
+            R = np.eye(3)
+        self._bodies.append(
+            _BodySpec(
+                name, m, J, _vec3(r, where=f"{where}.r"), R,
+                _vec3(rdot, where=f"{where}.rdot"), _vec3(omega, where=f"{where}.omega"),
+            )
+        )
+        return self
+
+    def _frame(self, body: str, *, where: str) -> tuple[np.ndarray, np.ndarray]:
+        if body == GROUND:
+            return np.zeros(3), np.eye(3)
+        for b in self._bodies:
+            if b.name == body:
+                return b.r, b.A
+        known = [b.name for b in self._bodies] + [GROUND]
+        raise ModelError(f"{where}: unknown body {body!r}; known bodies: {known}")
+
+    def _local_point(self, body, point, *, where):
+        r, A = self._frame(body, where=where)
+        return A.T @ (_vec3(point, where=where) - r)
+
+    def _local_dir(self, body, direction, *, where):
+        _, A = self._frame(body, where=where)
+        return A.T @ _unit(direction, where=where)
+
+    # -- GCONs (paper 1 eqs. 1-4) ---------------------------------------------------------
+    def _add_gcon(self, name, kind, body_i, body_j, vectors, f, joint=None):
+        where = f"constraint '{name}'"
+        if not isinstance(name, str) or not name:
+            raise ModelError(f"constraint name must be a non-empty string, got {name!r}")
+        if any(g.name == name for g in self._gcons):
+            raise ModelError(f"{where}: duplicate constraint name")
+        self._frame(body_i, where=f"{where}.body_i")
+        self._frame(body_j, where=f"{where}.body_j")
+        if body_i == body_j:
+            raise ModelError(f"{where}: body_i and body_j are both {body_i!r}")
+        nonzero = {"a_bar_i", "a_bar_j", "c", "u_bar_i", "v_bar_i"}
+        checked = {
+            key: _vec3(val, where=f"{where}.{key}", nonzero=key in nonzero)
+            for key, val in vectors.items()
+        }
+        if isinstance(f, str):
+            expr = Expression(f, where=f"{where}.f")
+            f_value: Expression | float = float(expr(0.0)) if expr.is_constant else expr
+        elif isinstance(f, Expression):
+            f_value = f
+        else:
+            try:
+                f_value = float(f)
+            except (TypeError, ValueError):
+                raise ModelError(f"{where}.f: expected a number or expression, got {f!r}") from None
+        if kind == "D" and not isinstance(f_value, Expression) and f_value <= 0:
+            raise ModelError(f"{where}.f: a distance constraint needs f = C^2 > 0, got {f_value}")
+        self._gcons.append(_GconSpec(name, kind, body_i, body_j, checked, f_value, joint or name))
+        return self
+
+    def add_dp1(self, name, *, body_i, a_bar_i, body_j, a_bar_j, f=0.0, joint=None):
+        """DP1 (eq. 1): a_bar_i^T A_i^T A_j a_bar_j = f(t)."""
+        return self._add_gcon(name, "DP1", body_i, body_j,
+                              {"a_bar_i": a_bar_i, "a_bar_j": a_bar_j}, f, joint)
+
+    def add_dp2(self, name, *, body_i, a_bar_i, s_bar_p_i, body_j, s_bar_q_j, f=0.0, joint=None):
+        """DP2 (eq. 2): a_bar_i^T A_i^T d_ij = f(t)."""
+        return self._add_gcon(name, "DP2", body_i, body_j,
+                              {"a_bar_i": a_bar_i, "s_bar_p_i": s_bar_p_i,
+                               "s_bar_q_j": s_bar_q_j}, f, joint)
+
+    def add_d(self, name, *, body_i, s_bar_p_i, body_j, s_bar_q_j, f, joint=None):
+        """D (eq. 3): d_ij^T d_ij = f(t) > 0."""
+        return self._add_gcon(name, "D", body_i, body_j,
+                              {"s_bar_p_i": s_bar_p_i, "s_bar_q_j": s_bar_q_j}, f, joint)
+
+    def add_cd(self, name, *, c, body_i, s_bar_p_i, body_j, s_bar_q_j, f=0.0, joint=None):
+        """CD (eq. 4): c^T d_ij = f(t)."""
+        return self._add_gcon(name, "CD", body_i, body_j,
+                              {"c": c, "s_bar_p_i": s_bar_p_i, "s_bar_q_j": s_bar_q_j}, f, joint)
+
+    def add_rot(self, name, *, body_i, u_bar_i, v_bar_i, body_j, a_bar_j, angle, joint=None):
+        """Rotation driver at GCON level: the angle of a_j from u_i towards v_i is angle(t).
+
+        ``u_bar_i`` and ``v_bar_i`` must be orthonormal; the rotation axis is u_i x v_i.
+        """
+        where = f"constraint '{name}'"
+        u = _vec3(u_bar_i, where=f"{where}.u_bar_i", nonzero=True)
+        v = _vec3(v_bar_i, where=f"{where}.v_bar_i", nonzero=True)
+        if abs(np.linalg.norm(u) - 1) > 1e-9 or abs(np.linalg.norm(v) - 1) > 1e-9 or abs(u @ v) > 1e-9:
+            raise ModelError(f"{where}: u_bar_i and v_bar_i must be orthonormal")
+        return self._add_gcon(name, "ROT", body_i, body_j,
+                              {"u_bar_i": u, "v_bar_i": v, "a_bar_j": a_bar_j}, angle, joint)
+
+    # -- joints (paper 1 Table 1), global point/axes at the initial configuration ---------
+    def spherical(self, name, *, body_i, body_j, point):
+        """SJ: three CD constraints that make point P_i and Q_j coincide."""
+        w = f"joint '{name}'"
+        sp = self._local_point(body_i, point, where=f"{w}.point")
+        sq = self._local_point(body_j, point, where=f"{w}.point")
+        for k, axis in enumerate("xyz"):
+            self.add_cd(f"{name}.cd_{axis}", c=np.eye(3)[k], body_i=body_i, s_bar_p_i=sp,
+                        body_j=body_j, s_bar_q_j=sq, joint=name)
+        return self
+
+    def perpendicular_1(self, name, *, body_i, body_j, axis, joint=None):
+        """Perp-1: a vector c_j on body j stays perpendicular to a plane (a_i, b_i) of body i."""
+        w = f"joint '{name}'"
+        n = _unit(axis, where=f"{w}.axis")
+        u, v = _perpendicular_pair(n)
+        c_j = self._local_dir(body_j, n, where=f"{w}.axis")
+        for tag, vec in (("dp1_a", u), ("dp1_b", v)):
+            self.add_dp1(f"{name}.{tag}", body_i=body_i,
+                         a_bar_i=self._local_dir(body_i, vec, where=f"{w}.axis"),
+                         body_j=body_j, a_bar_j=c_j, joint=joint or name)
+        return self
+
+    def perpendicular_2(self, name, *, body_i, body_j, point, axis, joint=None):
+        """Perp-2: the vector P_i Q_j stays perpendicular to a plane (a_i, b_i) of body i."""
+        w = f"joint '{name}'"
+        n = _unit(axis, where=f"{w}.axis")
+        u, v = _perpendicular_pair(n)
+        sp = self._local_point(body_i, point, where=f"{w}.point")
+        sq = self._local_point(body_j, point, where=f"{w}.point")
+        for tag, vec in (("dp2_a", u), ("dp2_b", v)):
+            self.add_dp2(f"{name}.{tag}", body_i=body_i,
+                         a_bar_i=self._local_dir(body_i, vec, where=f"{w}.axis"),
+                         s_bar_p_i=sp, body_j=body_j, s_bar_q_j=sq, joint=joint or name)
+        return self
+
+    def revolute(self, name, *, body_i, body_j, point, axis):
+        """RJ = SJ + Perp-1 (5 equations): rotation about ``axis`` through ``point``."""
+        self.spherical(name, body_i=body_i, body_j=body_j, point=point)
+        self.perpendicular_1(f"{name}.perp1", body_i=body_i, body_j=body_j, axis=axis, joint=name)
+        return self
+
+    def universal(self, name, *, body_i, body_j, point, axis_i, axis_j):
+        """UJ = SJ + DP1 (4 equations): cross axes axis_i (on i) and axis_j (on j), perpendicular."""
+        w = f"joint '{name}'"
+        ai, aj = _unit(axis_i, where=f"{w}.axis_i"), _unit(axis_j, where=f"{w}.axis_j")
+        if abs(ai @ aj) > 1e-9:
+            raise ModelError(f"{w}: axis_i and axis_j must be perpendicular (dot {ai @ aj:.3g})")
+        self.spherical(name, body_i=body_i, body_j=body_j, point=point)
+        self.add_dp1(f"{name}.dp1", body_i=body_i, a_bar_i=self._local_dir(body_i, ai, where=w),
+                     body_j=body_j, a_bar_j=self._local_dir(body_j, aj, where=w), joint=name)
+        return self
+
+    def cylindrical(self, name, *, body_i, body_j, point, axis):
+        """CJ = Perp-1 + Perp-2 (4 equations): slide along and rotate about ``axis``."""
+        self.perpendicular_1(f"{name}.perp1", body_i=body_i, body_j=body_j, axis=axis, joint=name)
+        self.perpendicular_2(f"{name}.perp2", body_i=body_i, body_j=body_j, point=point,
+                             axis=axis, joint=name)
+        return self
+
+    def translational(self, name, *, body_i, body_j, point, axis):
+        """TJ = CJ + DP1 (5 equations): slide along ``axis`` without rotation."""
+        w = f"joint '{name}'"
+        self.cylindrical(name, body_i=body_i, body_j=body_j, point=point, axis=axis)
+        u, v = _perpendicular_pair(_unit(axis, where=f"{w}.axis"))
+        self.add_dp1(f"{name}.dp1", body_i=body_i, a_bar_i=self._local_dir(body_i, u, where=w),
+                     body_j=body_j, a_bar_j=self._local_dir(body_j, v, where=w), joint=name)
+        return self
+
+    def rotation_driver(self, name, *, body_i, body_j, axis, angle, reference=None):
+        """Prescribe the rotation angle(t) of body j relative to body i about ``axis``.
+
+        The angle is measured from the initial configuration when ``angle(0) = 0``: the
+        reference direction (default: any vector perpendicular to ``axis``) is taken on both
+        bodies at the initial pose. Regular at every angle (see :mod:`jaxmbd.gcons`).
+        """
+        w = f"driver '{name}'"
+        n = _unit(axis, where=f"{w}.axis")
+        if reference is None:
+            u, v = _perpendicular_pair(n)
+        else:
+            u = _vec3(reference, where=f"{w}.reference", nonzero=True)
+            u = u - n * (n @ u)
+            if np.linalg.norm(u) < 1e-9:
+                raise ModelError(f"{w}.reference: parallel to the axis")
+            u /= np.linalg.norm(u)
+            v = np.cross(n, u)
+        return self.add_rot(name, body_i=body_i, u_bar_i=self._local_dir(body_i, u, where=w),
+                            v_bar_i=self._local_dir(body_i, v, where=w), body_j=body_j,
+                            a_bar_j=self._local_dir(body_j, u, where=w), angle=angle)
+
+    # -- forces ---------------------------------------------------------------------------
+    def add_force(self, force: AbstractForce) -> ModelBuilder:
+        """Add an applied force element (see :mod:`jaxmbd.forces`)."""
+        if not isinstance(force, AbstractForce):
+            raise ModelError(f"add_force: expected a jaxmbd force element, got {type(force)}")
+        self._forces.append(force)
+        return self
+
+    def spring_damper(self, name, *, body_i, point_i, body_j, point_j, stiffness, damping=0.0,
+                      rest_length):
+        """Translational spring-damper between two points (global, initial configuration)."""
+        w = f"force '{name}'"
+        for key, val in (("stiffness", stiffness), ("damping", damping),
+                         ("rest_length", rest_length)):
+            if not (isinstance(val, int | float) and math.isfinite(val) and val >= 0):
+                raise ModelError(f"{w}.{key}: must be a non-negative number, got {val!r}")
+        from .forces import SpringDamper
+
+        return self.add_force(SpringDamper(
+            body_i=self.body_index(body_i), body_j=self.body_index(body_j),
+            s_bar_p_i=jnp.asarray(self._local_point(body_i, point_i, where=f"{w}.point_i")),
+            s_bar_q_j=jnp.asarray(self._local_point(body_j, point_j, where=f"{w}.point_j")),
+            stiffness=jnp.asarray(float(stiffness)), damping=jnp.asarray(float(damping)),
+            rest_length=jnp.asarray(float(rest_length)),
+        ))
+
+    def body_index(self, name: str) -> int:
+        for k, b in enumerate(self._bodies):
+            if b.name == name:
+                return k
+        if name == GROUND:
+            return len(self._bodies)
+        raise ModelError(f"unknown body {name!r}; known bodies: {[b.name for b in self._bodies]}")
+
+    # -- build ----------------------------------------------------------------------------
+    def build(self) -> Model:
+        if not self._bodies:
+            raise ModelError(f"model '{self.name}': no bodies")
+        g = _vec3(self.gravity, where=f"model '{self.name}'.gravity")
+        index = {b.name: k for k, b in enumerate(self._bodies)}
+        index[GROUND] = len(self._bodies)
+        nc = len(self._gcons)
+        f_offset = np.zeros(nc)
+        driven: dict[int, Expression] = {}
+        sets = []
+        for kind in GCON_KINDS:
+            members = [(row, gc) for row, gc in enumerate(self._gcons) if gc.kind == kind]
+
+            def stack(key, members=members, alias=None):
+                vals = [gc.vectors.get(key, gc.vectors.get(alias, np.zeros(3))) for _, gc in members]
+                return jnp.asarray(np.reshape(np.array(vals, dtype=np.float64), (len(members), 3)))
+
+            sets.append(
+                GconSet(
+                    kind=kind,
+                    rows=tuple(row for row, _ in members),
+                    body_i=tuple(index[gc.body_i] for _, gc in members),
+                    body_j=tuple(index[gc.body_j] for _, gc in members),
+                    a_bar_i=stack("a_bar_i", alias="u_bar_i"),
+                    b_bar_i=stack("v_bar_i"),
+                    a_bar_j=stack("a_bar_j"),
+                    s_bar_p_i=stack("s_bar_p_i"),
+                    s_bar_q_j=stack("s_bar_q_j"),
+                    c=stack("c"),
+                )
+            )
+        for row, gc in enumerate(self._gcons):
+            if isinstance(gc.f, Expression) and not gc.f.is_constant:
+                driven[row] = gc.f
+            elif isinstance(gc.f, Expression):
+                f_offset[row] = float(gc.f(0.0))
+            else:
+                f_offset[row] = gc.f
+        bodies = self._bodies
+        return Model(
+            name=self.name,
+            body_names=tuple(b.name for b in bodies),
+            constraint_names=tuple(gc.name for gc in self._gcons),
+            constraint_kinds=tuple(gc.kind for gc in self._gcons),
+            constraint_joints=tuple(gc.joint for gc in self._gcons),
+            constraint_bodies=tuple((index[gc.body_i], index[gc.body_j]) for gc in self._gcons),
+            mass=jnp.asarray([b.mass for b in bodies]),
+            inertia=jnp.asarray(np.stack([b.inertia for b in bodies])),
+            gravity=jnp.asarray(g),
+            r0=jnp.asarray(np.stack([b.r for b in bodies])),
+            A0=jnp.asarray(np.stack([b.A for b in bodies])),
+            rdot0=jnp.asarray(np.stack([b.rdot for b in bodies])),
+            omega0=jnp.asarray(np.stack([b.omega for b in bodies])),
+            gcons=tuple(sets),
+            f_offset=jnp.asarray(f_offset),
+            drivers=group_drivers(driven),
+            forces=tuple(self._forces),
+        )

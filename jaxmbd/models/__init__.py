@@ -1,0 +1,53 @@
+"""The paper's four benchmark mechanisms (Kissel, Taves, Negrut, section 4.2), as shipped files.
+
+Each builder loads a JSON file of jaxmbd's own schema from ``jaxmbd/models/data``; masses and
+inertias are those of PAPER_NOTES. Driven mechanisms use the regular rotation driver in place
+of the published DP1 driver (same motion, regular at every angle).
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+
+from ..io import load_model
+from ..model import Model
+
+BUILTIN = ("single_pendulum", "double_pendulum", "four_link", "slider_crank")
+
+
+def path(name: str):
+    """Path of a built-in model file."""
+    if name not in BUILTIN:
+        raise ValueError(f"unknown built-in model {name!r}; choose one of {list(BUILTIN)}")
+    return resources.files(__package__) / "data" / f"{name}.json"
+
+
+@cache
+def _load(name: str) -> Model:
+    return load_model(path(name))
+
+
+def load(name: str) -> Model:
+    """A built-in model by name (cached; models are immutable pytrees)."""
+    return _load(name) if name in BUILTIN else _load(name)
+
+
+def single_pendulum() -> Model:
+    """Driven single pendulum: 1 body, revolute to ground, angle pi/2 + (pi/4) cos 2t."""
+    return load("single_pendulum")
+
+
+def double_pendulum() -> Model:
+    """Double pendulum: 2 bodies, 2 revolute joints, 2 degrees of freedom, no driver."""
+    return load("double_pendulum")
+
+
+def four_link() -> Model:
+    """Spatial four-bar of Haug (rotor, link 2, link 3), rotor driven at pi rad/s."""
+    return load("four_link")
+
+
+def slider_crank() -> Model:
+    """Spatial slider crank of Haug (crank, rod, slider), crank driven at 2 pi rad/s."""
+    return load("slider_crank")

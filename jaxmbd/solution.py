@@ -1,0 +1,86 @@
+"""The Solution pytree returned by every analysis, and its npz/csv files."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import equinox as eqx
+import jax
+import numpy as np
+
+from . import _config  # noqa: F401
+
+
+class Solution(eqx.Module):
+    """Time histories, time first, bodies in model order, ground excluded (API contract).
+
+    ``omega`` and ``omegadot`` are body-frame; ``lam`` holds one multiplier per model
+    constraint row (reaction force on the bodies is -Phi_r^T lam); ``iterations``, ``status``
+    (0 = converged) and ``residual`` (||Phi|| or ||g|| at convergence) are per step.
+    """
+
+    t: jax.Array
+    r: jax.Array
+    A: jax.Array
+    rdot: jax.Array
+    omega: jax.Array
+    rddot: jax.Array
+    omegadot: jax.Array
+    lam: jax.Array
+    iterations: jax.Array
+    status: jax.Array
+    residual: jax.Array
+    formulation: str = eqx.field(static=True, default="rA")
+    body_names: tuple[str, ...] = eqx.field(static=True, default=())
+    constraint_names: tuple[str, ...] = eqx.field(static=True, default=())
+
+    _ARRAYS = ("t", "r", "A", "rdot", "omega", "rddot", "omegadot", "lam", "iterations",
+               "status", "residual")
+
+    def save(self, path) -> Path:
+        """Write ``.npz`` (all arrays and names) or ``.csv`` (one row per time step)."""
+        path = Path(path)
+        arrays = {k: np.asarray(getattr(self, k)) for k in self._ARRAYS}
+        if path.suffix == ".csv":
+            header, columns = ["t"], [arrays["t"]]
+            for b, name in enumerate(self.body_names):
+                for key in ("r", "rdot", "rddot", "omega", "omegadot"):
+                    for k, axis in enumerate("xyz"):
+                        header.append(f"{name}.{key}.{axis}")
+                        columns.append(arrays[key][:, b, k])
+                for i in range(3):
+                    for j in range(3):
+                        header.append(f"{name}.A{i + 1}{j + 1}")
+                        columns.append(arrays["A"][:, b, i, j])
+            for c, name in enumerate(self.constraint_names):
+                header.append(f"lam.{name}")
+                columns.append(arrays["lam"][:, c])
+            header += ["iterations", "status", "residual"]
+            columns += [arrays["iterations"], arrays["status"], arrays["residual"]]
+            with path.open("w", newline="") as fh:
+                writer = csv.writer(fh)
+                writer.writerow(header)
+                writer.writerows(np.stack(columns, axis=1).tolist())
+            return path
+        if path.suffix != ".npz":
+            path = path.with_suffix(".npz")
+        np.savez(
+            path,
+            **arrays,
+            formulation=np.asarray(self.formulation),
+            body_names=np.asarray(self.body_names, dtype=str),
+            constraint_names=np.asarray(self.constraint_names, dtype=str),
+        )
+        return path
+
+    @classmethod
+    def load(cls, path) -> Solution:
+        """Read a Solution written by :meth:`save` as ``.npz``."""
+        with np.load(path) as data:
+            return cls(
+                **{k: data[k] for k in cls._ARRAYS},
+                formulation=str(data["formulation"]),
+                body_names=tuple(str(s) for s in data["body_names"]),
+                constraint_names=tuple(str(s) for s in data["constraint_names"]),
+            )
