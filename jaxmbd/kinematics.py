@@ -23,7 +23,7 @@ from .errors import ModelError
 from .forces import BodyState, applied_forces
 from .formulations import AbstractFormulation, get_formulation
 from .model import Model
-from .newton import implicit_root, newton_iterate, solve_linear
+from .newton import implicit_root, newton_iterate
 from .solution import Solution
 
 
@@ -46,6 +46,7 @@ def solve_positions(model: Model, form: AbstractFormulation, q_guess, t, *, tol,
         tol=tol,
         max_iter=max_iter,
         residual=lambda q: form.residual(frozen, q, t),
+        linear_solve=form.solve,
     )
     n_tangent = model.nb * form.tangent_size
     q = implicit_root(lambda q_, m: form.residual(m, q_, t), form.retract, q_star, model,
@@ -68,9 +69,9 @@ def inverse_dynamics_multipliers(model: Model, r, A, rdot, omega, rddot, omegado
 
 def _kinematic_state(model, form, q, t):
     G, nu = form.velocity_terms(model, q, t)
-    v = solve_linear(G, nu).reshape(model.nb, form.tangent_size)
+    v = form.solve(G, nu).reshape(model.nb, form.tangent_size)
     gamma = form.acceleration_rhs(model, q, v, t)
-    a = solve_linear(G, gamma).reshape(model.nb, form.tangent_size)
+    a = form.solve(G, gamma).reshape(model.nb, form.tangent_size)
     r, ori = q
     A = form.rotation(ori)
     omega, omegadot = form.omega_from_rate(ori, v[:, 3:], a[:, 3:])
@@ -85,15 +86,16 @@ def _analyse(model, form, q_guess, t, tol, max_iter):
     return q, v, out + (info.iterations, info.status, info.residual_norm)
 
 
-@eqx.filter_jit
-def _initial(model, form, tol, max_iter):
+def _initial_state(model, form, tol, max_iter):
     q0 = (model.r0, form.coordinates(model.A0))
     q, v, out = _analyse(model, form, q0, jnp.asarray(0.0), tol, max_iter)
     return (q, v), out
 
 
-@eqx.filter_jit
-def _chunk(model, form, carry, k0, n: int, h, tol, max_iter):
+_initial = eqx.filter_jit(_initial_state)
+
+
+def _scan(model, form, carry, k0, n: int, h, tol, max_iter):
     def step(carry, k):
         q_prev, v_prev = carry
         t = k * h
@@ -102,6 +104,35 @@ def _chunk(model, form, carry, k0, n: int, h, tol, max_iter):
         return (q, v), out
 
     return jax.lax.scan(step, carry, k0 + jnp.arange(1, n + 1))
+
+
+_chunk = eqx.filter_jit(_scan)
+
+
+@eqx.filter_jit
+def _run(model, form, n: int, h, tol, max_iter):
+    """Initial assembly and all steps in one compiled function."""
+    carry, first = _initial_state(model, form, tol, max_iter)
+    _, rest = _scan(model, form, carry, 0, n, h, tol, max_iter)
+    return jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), first, rest)
+
+
+def run_in_chunks(initial, chunk, n: int, chunk_size: int, progress):
+    """Run ``chunk`` repeatedly with one fixed size (one compilation), reporting progress.
+
+    The last chunk may run past step n; its extra steps are dropped.
+    """
+    carry, first = initial()
+    pieces = [jax.tree_util.tree_map(lambda x: x[None], first)]
+    size = max(1, min(chunk_size, n))
+    done = 0
+    while done < n:
+        carry, out = chunk(carry, done, size)
+        keep = min(size, n - done)
+        pieces.append(jax.tree_util.tree_map(lambda x, keep=keep: x[:keep], out))
+        done += keep
+        progress(done, n)
+    return jax.tree_util.tree_map(lambda *xs: jnp.concatenate(xs, axis=0), *pieces)
 
 
 def _check_kinematic_model(model: Model, form: AbstractFormulation):
@@ -171,19 +202,16 @@ def kinematics(
     n = num_steps(t_end, h)
     h_arr = jnp.asarray(h, dtype=jnp.float64)
     tol_arr = jnp.asarray(tol, dtype=jnp.float64)
-    carry, first = _initial(model, form, tol_arr, max_iter)
     traced = is_traced(model)
     if progress is None or traced:
-        chunks = [(0, n)] if n > 0 else []
+        outs = _run(model, form, n, h_arr, tol_arr, max_iter)
     else:
-        chunks = [(k0, min(chunk_size, n - k0)) for k0 in range(0, n, chunk_size)]
-    pieces = [jax.tree_util.tree_map(lambda x: x[None], first)]
-    for k0, size in chunks:
-        carry, out = _chunk(model, form, carry, k0, size, h_arr, tol_arr, max_iter)
-        pieces.append(out)
-        if progress is not None and not traced:
-            progress(k0 + size, n)
-    outs = jax.tree_util.tree_map(lambda *xs: jnp.concatenate(xs, axis=0), *pieces)
+        outs = run_in_chunks(
+            lambda: _initial(model, form, tol_arr, max_iter),
+            lambda carry, k0, size: _chunk(model, form, carry, k0, size, h_arr, tol_arr,
+                                           max_iter),
+            n, chunk_size, progress,
+        )
     sol = _assemble_solution(model, form, h_arr, outs)
     if not check:
         return sol

@@ -31,6 +31,11 @@ STATUS_MESSAGES = {
 
 
 def solve_linear(matrix, rhs):
+    """Dense LU solve: a singular matrix gives non-finite values, reported as NONFINITE."""
+    return jnp.linalg.solve(matrix, rhs)
+
+
+def solve_linear_or_least_squares(matrix, rhs):
     """LU solve; if the matrix is exactly singular (non-finite result), the minimum-norm
     least-squares solution instead, e.g. Euler angles passing theta = 0 on a grid point."""
     x = jnp.linalg.solve(matrix, rhs)
@@ -56,6 +61,7 @@ def newton_iterate(
     tol,
     max_iter: int,
     residual: Callable[[Any], jax.Array] | None = None,
+    linear_solve: Callable = solve_linear,
 ):
     """Plain Newton: x <- x (+) delta with J delta = -F, until ||delta||_2 < tol (eq. 46).
 
@@ -69,7 +75,7 @@ def newton_iterate(
     def body(carry):
         x, k, _, _ = carry
         F, J = residual_and_jacobian(x)
-        delta = -solve_linear(J, F)
+        delta = -linear_solve(J, F)
         step = jnp.linalg.norm(delta)
         finite = jnp.isfinite(step)
         x_new = retract(x, jnp.where(finite, delta, 0.0))

@@ -23,6 +23,7 @@ import jax.numpy as jnp
 from .. import _config  # noqa: F401
 from ..equations import constraint_values
 from ..model import Model
+from ..newton import solve_linear
 
 
 class AbstractFormulation(eqx.Module):
@@ -55,6 +56,10 @@ class AbstractFormulation(eqx.Module):
     @abc.abstractmethod
     def predict(self, q, v, h):
         """Initial Newton guess at t + h from positions and velocities at t."""
+
+    def solve(self, matrix, rhs):
+        """Linear solves of the analyses (dense LU; singular -> non-finite -> error)."""
+        return solve_linear(matrix, rhs)
 
     # -- constraint system ---------------------------------------------------------------
     def num_equations(self, model: Model) -> int:

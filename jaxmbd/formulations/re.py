@@ -11,6 +11,7 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 
+from ..newton import solve_linear_or_least_squares
 from ..rotations import A_to_zxz, zxz_Bbar, zxz_to_A
 from .base import AbstractAutodiffFormulation
 
@@ -19,6 +20,11 @@ class RE(AbstractAutodiffFormulation):
     name: ClassVar[str] = "re"
     tangent_size: ClassVar[int] = 6
     orientation_size: ClassVar[int] = 3
+
+    def solve(self, matrix, rhs):
+        """At theta = 0 exactly (e.g. a crank passing it on a grid point) the Jacobian is
+        singular although the Euler-angle path is smooth: take the minimum-norm solution."""
+        return solve_linear_or_least_squares(matrix, rhs)
 
     def coordinates(self, A):
         return A_to_zxz(A)

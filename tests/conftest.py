@@ -1,0 +1,43 @@
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import jaxmbd  # noqa: F401  (enables float64 before any test builds arrays)
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
+REFERENCE_MODELS = SHARED / "reference-models"
+sys.path.insert(0, str(Path(__file__).parent))
+
+# Masses and inertias of PAPER_NOTES section 1 (the published files have none).
+PAPER_MASSES = {
+    "single_pendulum.json": {"First pendulum": (78.0, (0.0325, 104.01625, 104.01625))},
+    "double_pendulum.json": {
+        "body_1": (78.0, (0.0325, 104.01625, 104.01625)),
+        "body_2": (39.0, (0.01625, 13.008125, 13.008125)),
+    },
+    "four_link.json": {
+        "rotor": (2.0, (4.0, 2.0, 0.0)),
+        "link 2": (1.0, (12.4, 0.01, 0.0)),
+        "link 3": (1.0, (4.54, 0.01, 0.0)),
+    },
+    "slider_crank.json": {
+        "crank": (0.12, (1e-4, 1e-5, 1e-4)),
+        "connecting rod": (0.5, (4e-3, 4e-4, 4e-3)),
+        "slider": (2.0, (1e-4, 1e-4, 1e-4)),
+    },
+}
+
+
+def reference_model(relative: str) -> Path:
+    path = REFERENCE_MODELS / relative
+    if not path.exists():
+        pytest.skip(f"published model files not available at {path}")
+    return path
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(1234)
