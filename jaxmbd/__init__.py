@@ -3,8 +3,10 @@
 Importing jaxmbd enables float64 (``jax_enable_x64``): the solvers need it.
 """
 
-from . import _config  # noqa: F401
-from . import models
+from . import (
+    _config,  # noqa: F401
+    models,
+)
 from .drivers import Expression
 from .errors import ModelError, ModelFileError, SolverError
 from .forces import BodyState, BodyTorque, GeneralForce, PointForce, SpringDamper
@@ -19,9 +21,33 @@ from .solution import Solution
 __version__ = "0.1.0"
 
 __all__ = [
-    "AbstractFormulation", "BodyState", "BodyTorque", "Expression", "GeneralForce",
-    "MAX_ITERATIONS", "Model", "ModelBuilder", "ModelError", "ModelFileError", "NONFINITE",
-    "PointForce", "RA", "RE", "RP", "SUCCESS", "Solution", "SolverError", "SpringDamper",
-    "get_formulation", "hat", "kinematics", "load_model", "models", "save_model", "so3_exp",
-    "so3_log", "so3_right_jacobian", "vee",
+    "AbstractFormulation",
+    "BodyState",
+    "BodyTorque",
+    "Expression",
+    "GeneralForce",
+    "MAX_ITERATIONS",
+    "Model",
+    "ModelBuilder",
+    "ModelError",
+    "ModelFileError",
+    "NONFINITE",
+    "PointForce",
+    "RA",
+    "RE",
+    "RP",
+    "SUCCESS",
+    "Solution",
+    "SolverError",
+    "SpringDamper",
+    "get_formulation",
+    "hat",
+    "kinematics",
+    "load_model",
+    "models",
+    "save_model",
+    "so3_exp",
+    "so3_log",
+    "so3_right_jacobian",
+    "vee",
 ]

@@ -40,8 +40,9 @@ def constraints_in_left_null_space(model: Model, r, A, t, *, rtol=1e-8, top=6) -
 def largest_residuals(model: Model, residual, *, top=3) -> list[str]:
     res = np.asarray(residual)[: model.nc]
     order = np.argsort(-np.abs(res))[:top]
-    return [f"{model.describe_constraint(int(k))}: {res[k]:.3e}" for k in order
-            if np.isfinite(res[k])]
+    return [
+        f"{model.describe_constraint(int(k))}: {res[k]:.3e}" for k in order if np.isfinite(res[k])
+    ]
 
 
 def raise_on_failure(model: Model, sol, *, what: str, last_good=None, residual_fn=None):
@@ -79,7 +80,8 @@ def error_if_failed(sol, what: str):
     """Inside a trace: attach a runtime check (equinox) instead of a Python exception."""
     failed = jnp.any(sol.status != SUCCESS)
     return eqx.error_if(
-        sol, failed,
+        sol,
+        failed,
         f"jaxmbd: {what} failed (a Newton solve did not converge or met a singular matrix); "
         "run it outside jit for a detailed report",
     )

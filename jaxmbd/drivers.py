@@ -85,9 +85,7 @@ def parse_expression(source: str, *, where: str = "expression") -> tuple[tuple, 
                     f"{sorted(_FUNCTIONS)}"
                 )
             return ("call", name, build(node.args[0]))
-        raise ExpressionError(
-            f"{where}: unsupported syntax {type(node).__name__} in {source!r}"
-        )
+        raise ExpressionError(f"{where}: unsupported syntax {type(node).__name__} in {source!r}")
 
     return build(tree.body), constants
 
@@ -199,8 +197,9 @@ def driver_derivatives(offsets, groups, t):
     return value, first, second
 
 
-def check_expression_derivative(expr: Expression, claimed: str, order: int, *, where: str,
-                                times=np.linspace(0.0, 2.0, 9)) -> float:
+def check_expression_derivative(
+    expr: Expression, claimed: str, order: int, *, where: str, times=np.linspace(0.0, 2.0, 9)
+) -> float:
     """Largest difference between autodiff d^order f/dt^order and a claimed expression."""
     claimed_expr = Expression(claimed, where=where)
     fn = expr

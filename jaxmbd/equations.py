@@ -16,7 +16,7 @@ import numpy as np
 from . import _config  # noqa: F401
 from . import gcons as K
 from .drivers import driver_derivatives, driver_values
-from .model import GCON_KINDS, Model
+from .model import Model
 
 
 def with_ground(x, ground_value):
@@ -97,16 +97,26 @@ def rA_terms(model: Model, r, A, rdot, omega, t):
         if s.kind == "DP1":
             out = K.rA_dp1(A_i, w_i, A_j, w_j, s.a_bar_i, s.a_bar_j)
         elif s.kind == "DP2":
-            out = K.rA_dp2(r_i, A_i, rd_i, w_i, r_j, A_j, rd_j, w_j, s.a_bar_i, s.s_bar_p_i,
-                           s.s_bar_q_j)
+            out = K.rA_dp2(
+                r_i, A_i, rd_i, w_i, r_j, A_j, rd_j, w_j, s.a_bar_i, s.s_bar_p_i, s.s_bar_q_j
+            )
         elif s.kind == "D":
             out = K.rA_d(r_i, A_i, rd_i, w_i, r_j, A_j, rd_j, w_j, s.s_bar_p_i, s.s_bar_q_j)
         elif s.kind == "CD":
-            out = K.rA_cd(r_i, A_i, rd_i, w_i, r_j, A_j, rd_j, w_j, s.c, s.s_bar_p_i,
-                          s.s_bar_q_j)
+            out = K.rA_cd(r_i, A_i, rd_i, w_i, r_j, A_j, rd_j, w_j, s.c, s.s_bar_p_i, s.s_bar_q_j)
         if s.kind == "ROT":
-            out, nu = K.rA_rot(A_i, w_i, A_j, w_j, s.a_bar_i, s.b_bar_i, s.a_bar_j, f[rows],
-                               f_dot[rows], f_ddot[rows])
+            out, nu = K.rA_rot(
+                A_i,
+                w_i,
+                A_j,
+                w_j,
+                s.a_bar_i,
+                s.b_bar_i,
+                s.a_bar_j,
+                f[rows],
+                f_dot[rows],
+                f_ddot[rows],
+            )
             nus.append(nu)
             gammas.append(-out.quad)
         else:

@@ -71,7 +71,6 @@ class PointForce(AbstractForce):
         return _apply_point_force(state, self.body, self.s_bar, self.fn(t, self.params))
 
 
-
 class BodyTorque(AbstractForce):
     """A torque ``fn(t, params)`` given in the body frame of one body."""
 
@@ -83,7 +82,6 @@ class BodyTorque(AbstractForce):
         nb = state.r.shape[0]
         n = jnp.zeros((nb, 3)).at[self.body].add(self.fn(t, self.params))
         return jnp.zeros((nb, 3)), n
-
 
 
 class SpringDamper(AbstractForce):
@@ -114,7 +112,6 @@ class SpringDamper(AbstractForce):
         return fi + fj, ni + nj
 
 
-
 class GeneralForce(AbstractForce):
     """Any user law ``fn(t, state, params) -> (f (nb, 3), n_bar (nb, 3))``."""
 
@@ -123,7 +120,6 @@ class GeneralForce(AbstractForce):
 
     def __call__(self, t, state):
         return self.fn(t, state, self.params)
-
 
 
 def applied_forces(forces, t, state: BodyState, mass, gravity):

@@ -128,9 +128,7 @@ def rA_dp2(r_i, A_i, rd_i, w_i, r_j, A_j, rd_j, w_j, a_bar_i, s_bar_p_i, s_bar_q
     """DP2 rows (Table 2): r_i: -a_i^T, theta_i: a_bar_i^T s_bar_i~ - d^T A_i a_bar_i~,
     r_j: a_i^T, theta_j: -a_i^T A_j s_bar_j~."""
     a_i = _mv(A_i, a_bar_i)
-    d, d_dot, d_quad = _d_and_derivs(
-        r_i, A_i, rd_i, w_i, r_j, A_j, rd_j, w_j, s_bar_p_i, s_bar_q_j
-    )
+    d, d_dot, d_quad = _d_and_derivs(r_i, A_i, rd_i, w_i, r_j, A_j, rd_j, w_j, s_bar_p_i, s_bar_q_j)
     th_i = _row_vec_mat(a_bar_i, hat(s_bar_p_i)) - _row_vec_mat(d, A_i @ hat(a_bar_i))
     th_j = -_row_vec_mat(a_i, A_j @ hat(s_bar_q_j))
     da_i, qa_i = _ang_vel_terms(A_i, w_i, a_bar_i)
@@ -141,9 +139,7 @@ def rA_dp2(r_i, A_i, rd_i, w_i, r_j, A_j, rd_j, w_j, a_bar_i, s_bar_p_i, s_bar_q
 def rA_d(r_i, A_i, rd_i, w_i, r_j, A_j, rd_j, w_j, s_bar_p_i, s_bar_q_j):
     """D rows (Table 2): r_i: -2 d^T, theta_i: 2 d^T A_i s_bar_i~, r_j: 2 d^T,
     theta_j: -2 d^T A_j s_bar_j~."""
-    d, d_dot, d_quad = _d_and_derivs(
-        r_i, A_i, rd_i, w_i, r_j, A_j, rd_j, w_j, s_bar_p_i, s_bar_q_j
-    )
+    d, d_dot, d_quad = _d_and_derivs(r_i, A_i, rd_i, w_i, r_j, A_j, rd_j, w_j, s_bar_p_i, s_bar_q_j)
     th_i = 2.0 * _row_vec_mat(d, A_i @ hat(s_bar_p_i))
     th_j = -2.0 * _row_vec_mat(d, A_j @ hat(s_bar_q_j))
     quad = 2.0 * _dot(d_dot, d_dot) + 2.0 * _dot(d, d_quad)
@@ -153,16 +149,15 @@ def rA_d(r_i, A_i, rd_i, w_i, r_j, A_j, rd_j, w_j, s_bar_p_i, s_bar_q_j):
 def rA_cd(r_i, A_i, rd_i, w_i, r_j, A_j, rd_j, w_j, c, s_bar_p_i, s_bar_q_j):
     """CD rows (Table 2): r_i: -c^T, theta_i: c^T A_i s_bar_i~, r_j: c^T,
     theta_j: -c^T A_j s_bar_j~."""
-    _, _, d_quad = _d_and_derivs(
-        r_i, A_i, rd_i, w_i, r_j, A_j, rd_j, w_j, s_bar_p_i, s_bar_q_j
-    )
+    _, _, d_quad = _d_and_derivs(r_i, A_i, rd_i, w_i, r_j, A_j, rd_j, w_j, s_bar_p_i, s_bar_q_j)
     th_i = _row_vec_mat(c, A_i @ hat(s_bar_p_i))
     th_j = -_row_vec_mat(c, A_j @ hat(s_bar_q_j))
     return RaRows(jnp.concatenate([-c, th_i], -1), jnp.concatenate([c, th_j], -1), _dot(c, d_quad))
 
 
-def rA_rot(A_i, w_i, A_j, w_j, u_bar_i, v_bar_i, a_bar_j, angle, angle_dot, angle_ddot,
-           rd_i_dummy=None):
+def rA_rot(
+    A_i, w_i, A_j, w_j, u_bar_i, v_bar_i, a_bar_j, angle, angle_dot, angle_ddot, rd_i_dummy=None
+):
     """Rotation driver rows and its full nu and gamma (it is not of the form g(q) - f(t)).
 
     With x = (v_i.a_j, u_i.a_j) and c(t) = (cos theta, -sin theta): Phi = c.x, so

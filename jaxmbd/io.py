@@ -111,8 +111,10 @@ def load_model(path, *, masses: dict | None = None, drivers: dict | None = None)
     except (ModelError, ExpressionError) as err:
         raise ModelFileError(path, None, str(err)) from None
     raise ModelFileError(
-        path, "format", f"unknown model format; expected \"format\": \"{FORMAT}\" or a "
-        "published SimEngineMBD file with 'bodies' and 'constraints'"
+        path,
+        "format",
+        f'unknown model format; expected "format": "{FORMAT}" or a '
+        "published SimEngineMBD file with 'bodies' and 'constraints'",
     )
 
 
@@ -123,8 +125,9 @@ def _load_own(path: Path, data: dict) -> Model:
     version = data.get("version", 1)
     if version != 1:
         raise ModelFileError(path, "version", f"unsupported version {version!r} (expected 1)")
-    builder = ModelBuilder(name=str(data.get("name", path.stem)),
-                           gravity=data.get("gravity", (0.0, 0.0, -9.81)))
+    builder = ModelBuilder(
+        name=str(data.get("name", path.stem)), gravity=data.get("gravity", (0.0, 0.0, -9.81))
+    )
     for k, body in enumerate(_list(data, "bodies", path)):
         where = f"bodies[{k}]"
         name = _get(body, "name", path, where)
@@ -151,12 +154,19 @@ def _load_own(path: Path, data: dict) -> Model:
         where = f"joints[{k}] ('{name}')"
         kind = _get(joint, "type", path, where)
         if kind not in _JOINT_FIELDS:
-            raise ModelFileError(path, f"{where}.type",
-                                 f"unknown joint type {kind!r}; known: {sorted(_JOINT_FIELDS)}")
+            raise ModelFileError(
+                path,
+                f"{where}.type",
+                f"unknown joint type {kind!r}; known: {sorted(_JOINT_FIELDS)}",
+            )
         kwargs = {key: _get(joint, key, path, where) for key in _JOINT_FIELDS[kind]}
         try:
-            getattr(builder, kind)(name, body_i=_get(joint, "body_i", path, where),
-                                   body_j=_get(joint, "body_j", path, where), **kwargs)
+            getattr(builder, kind)(
+                name,
+                body_i=_get(joint, "body_i", path, where),
+                body_j=_get(joint, "body_j", path, where),
+                **kwargs,
+            )
         except ModelError as err:
             raise ModelFileError(path, where, str(err)) from None
     for k, con in enumerate(_list(data, "constraints", path, required=False)):
@@ -165,13 +175,23 @@ def _load_own(path: Path, data: dict) -> Model:
         where = f"constraints[{k}] ('{name}')"
         kind = _get(con, "type", path, where)
         if kind not in _GCON_FIELDS:
-            raise ModelFileError(path, f"{where}.type",
-                                 f"unknown constraint type {kind!r}; known: {sorted(_GCON_FIELDS)}")
+            raise ModelFileError(
+                path,
+                f"{where}.type",
+                f"unknown constraint type {kind!r}; known: {sorted(_GCON_FIELDS)}",
+            )
         vectors = {key: _get(con, key, path, where) for key in _GCON_FIELDS[kind]}
         try:
-            _add_gcon(builder, name, kind, _get(con, "body_i", path, where),
-                      _get(con, "body_j", path, where), vectors,
-                      con.get("angle" if kind == "ROT" else "f", 0.0), con.get("joint"))
+            _add_gcon(
+                builder,
+                name,
+                kind,
+                _get(con, "body_i", path, where),
+                _get(con, "body_j", path, where),
+                vectors,
+                con.get("angle" if kind == "ROT" else "f", 0.0),
+                con.get("joint"),
+            )
         except (ModelError, ExpressionError) as err:
             raise ModelFileError(path, where, str(err)) from None
     for k, drv in enumerate(_list(data, "drivers", path, required=False)):
@@ -180,27 +200,37 @@ def _load_own(path: Path, data: dict) -> Model:
         where = f"drivers[{k}] ('{name}')"
         kind = _get(drv, "type", path, where)
         if kind != "rotation":
-            raise ModelFileError(path, f"{where}.type", f"unknown driver type {kind!r}; known: ['rotation']")
+            raise ModelFileError(
+                path, f"{where}.type", f"unknown driver type {kind!r}; known: ['rotation']"
+            )
         try:
-            builder.rotation_driver(name, body_i=_get(drv, "body_i", path, where),
-                                    body_j=_get(drv, "body_j", path, where),
-                                    axis=_get(drv, "axis", path, where),
-                                    angle=_get(drv, "angle", path, where),
-                                    reference=drv.get("reference"))
+            builder.rotation_driver(
+                name,
+                body_i=_get(drv, "body_i", path, where),
+                body_j=_get(drv, "body_j", path, where),
+                axis=_get(drv, "axis", path, where),
+                angle=_get(drv, "angle", path, where),
+                reference=drv.get("reference"),
+            )
         except (ModelError, ExpressionError) as err:
             raise ModelFileError(path, where, str(err)) from None
     for k, frc in enumerate(_list(data, "forces", path, required=False)):
         where = f"forces[{k}]"
         kind = _get(frc, "type", path, where)
         if kind != "spring_damper":
-            raise ModelFileError(path, f"{where}.type", f"unknown force type {kind!r}; known: ['spring_damper']")
+            raise ModelFileError(
+                path, f"{where}.type", f"unknown force type {kind!r}; known: ['spring_damper']"
+            )
         try:
             builder.spring_damper(
                 frc.get("name", f"force_{k}"),
-                body_i=_get(frc, "body_i", path, where), point_i=_get(frc, "point_i", path, where),
-                body_j=_get(frc, "body_j", path, where), point_j=_get(frc, "point_j", path, where),
+                body_i=_get(frc, "body_i", path, where),
+                point_i=_get(frc, "point_i", path, where),
+                body_j=_get(frc, "body_j", path, where),
+                point_j=_get(frc, "point_j", path, where),
                 stiffness=_get(frc, "stiffness", path, where),
-                damping=frc.get("damping", 0.0), rest_length=_get(frc, "rest_length", path, where),
+                damping=frc.get("damping", 0.0),
+                rest_length=_get(frc, "rest_length", path, where),
             )
         except ModelError as err:
             raise ModelFileError(path, where, str(err)) from None
@@ -211,8 +241,9 @@ def _add_gcon(builder: ModelBuilder, name, kind, body_i, body_j, vectors, f, joi
     if kind == "ROT":
         builder.add_rot(name, body_i=body_i, body_j=body_j, angle=f, joint=joint, **vectors)
     else:
-        getattr(builder, f"add_{kind.lower()}")(name, body_i=body_i, body_j=body_j, f=f,
-                                                joint=joint, **vectors)
+        getattr(builder, f"add_{kind.lower()}")(
+            name, body_i=body_i, body_j=body_j, f=f, joint=joint, **vectors
+        )
 
 
 def save_model(model: Model, path, *, solver: dict | None = None) -> Path:
@@ -221,15 +252,17 @@ def save_model(model: Model, path, *, solver: dict | None = None) -> Path:
     nb = model.nb
     bodies = []
     for b, name in enumerate(model.body_names):
-        bodies.append({
-            "name": name,
-            "mass": float(model.mass[b]),
-            "inertia": np.asarray(model.inertia[b]).tolist(),
-            "r": np.asarray(model.r0[b]).tolist(),
-            "A": np.asarray(model.A0[b]).tolist(),
-            "rdot": np.asarray(model.rdot0[b]).tolist(),
-            "omega": np.asarray(model.omega0[b]).tolist(),
-        })
+        bodies.append(
+            {
+                "name": name,
+                "mass": float(model.mass[b]),
+                "inertia": np.asarray(model.inertia[b]).tolist(),
+                "r": np.asarray(model.r0[b]).tolist(),
+                "A": np.asarray(model.A0[b]).tolist(),
+                "rdot": np.asarray(model.rdot0[b]).tolist(),
+                "omega": np.asarray(model.omega0[b]).tolist(),
+            }
+        )
     f_source = {row: repr(float(model.f_offset[row])) for row in range(model.nc)}
     for group in model.drivers:
         for k, row in enumerate(group.rows):
@@ -259,22 +292,34 @@ def save_model(model: Model, path, *, solver: dict | None = None) -> Path:
     forces = []
     for k, force in enumerate(model.forces):
         if isinstance(force, SpringDamper):
-            forces.append({
-                "name": f"force_{k}", "type": "spring_damper",
-                "body_i": model.body_label(force.body_i),
-                "point_i": np.asarray(force.s_bar_p_i).tolist(), "local_i": True,
-                "body_j": model.body_label(force.body_j),
-                "point_j": np.asarray(force.s_bar_q_j).tolist(), "local_j": True,
-                "stiffness": float(force.stiffness), "damping": float(force.damping),
-                "rest_length": float(force.rest_length),
-            })
+            forces.append(
+                {
+                    "name": f"force_{k}",
+                    "type": "spring_damper",
+                    "body_i": model.body_label(force.body_i),
+                    "point_i": np.asarray(force.s_bar_p_i).tolist(),
+                    "local_i": True,
+                    "body_j": model.body_label(force.body_j),
+                    "point_j": np.asarray(force.s_bar_q_j).tolist(),
+                    "local_j": True,
+                    "stiffness": float(force.stiffness),
+                    "damping": float(force.damping),
+                    "rest_length": float(force.rest_length),
+                }
+            )
         else:
-            logger.warning("save_model: force element %d (%s) is a Python function and is not "
-                           "saved", k, type(force).__name__)
+            logger.warning(
+                "save_model: force element %d (%s) is a Python function and is not saved",
+                k,
+                type(force).__name__,
+            )
     doc = {
-        "format": FORMAT, "version": 1, "name": model.name,
+        "format": FORMAT,
+        "version": 1,
+        "name": model.name,
         "gravity": np.asarray(model.gravity).tolist(),
-        "bodies": bodies, "constraints": constraints,
+        "bodies": bodies,
+        "constraints": constraints,
     }
     if forces:
         doc["forces"] = forces
@@ -293,8 +338,12 @@ def _published_angle(source: str):
         tree = ast.parse(source.strip().replace("^", "**"), mode="eval").body
     except SyntaxError:
         return None
-    if (isinstance(tree, ast.Call) and isinstance(tree.func, ast.Name)
-            and tree.func.id == "cos" and len(tree.args) == 1):
+    if (
+        isinstance(tree, ast.Call)
+        and isinstance(tree.func, ast.Name)
+        and tree.func.id == "cos"
+        and len(tree.args) == 1
+    ):
         inner = ast.unparse(tree.args[0])
         if not Expression(inner).is_constant:
             return inner
@@ -334,34 +383,45 @@ def _load_published(path: Path, data: dict, masses: dict, drivers: dict) -> Mode
             mass, inertia = 1.0, (1.0, 1.0, 1.0)
             missing_mass.append(name)
         try:
-            builder.add_body(name, mass=mass, inertia=inertia, r=_get(body, "r", path, where),
-                             A=_get(body, "A", path, where),
-                             rdot=body.get("r_dot", (0.0, 0.0, 0.0)),
-                             omega=body.get("omega", (0.0, 0.0, 0.0)))
+            builder.add_body(
+                name,
+                mass=mass,
+                inertia=inertia,
+                r=_get(body, "r", path, where),
+                A=_get(body, "A", path, where),
+                rdot=body.get("r_dot", (0.0, 0.0, 0.0)),
+                omega=body.get("omega", (0.0, 0.0, 0.0)),
+            )
         except ModelError as err:
             raise ModelFileError(path, where, str(err)) from None
     if missing_mass:
-        logger.warning("%s: no masses in the file for bodies %s; using unit masses and "
-                       "inertias (set the real ones with eqx.tree_at or masses=...)",
-                       path, missing_mass)
+        logger.warning(
+            "%s: no masses in the file for bodies %s; using unit masses and "
+            "inertias (set the real ones with eqx.tree_at or masses=...)",
+            path,
+            missing_mass,
+        )
     unused = set(drivers) - {c.get("name") for c in _list(data, "constraints", path)}
     if unused:
-        raise ModelFileError(path, "drivers", f"driver overrides for unknown constraints "
-                             f"{sorted(unused)}")
+        raise ModelFileError(
+            path, "drivers", f"driver overrides for unknown constraints {sorted(unused)}"
+        )
     for k, con in enumerate(_list(data, "constraints", path)):
         where = f"constraints[{k}]"
         name = _get(con, "name", path, where)
         where = f"constraints[{k}] ('{name}')"
         kind = _get(con, "type", path, where)
         if kind not in ("DP1", "DP2", "D", "CD"):
-            raise ModelFileError(path, f"{where}.type",
-                                 f"unknown GCON type {kind!r}; known: DP1, DP2, D, CD")
+            raise ModelFileError(
+                path, f"{where}.type", f"unknown GCON type {kind!r}; known: DP1, DP2, D, CD"
+            )
         body_names = []
         for key in ("body_i", "body_j"):
             bid = _get(con, key, path, where)
             if bid not in ids:
-                raise ModelFileError(path, f"{where}.{key}",
-                                     f"unknown body id {bid!r}; known ids: {sorted(ids)}")
+                raise ModelFileError(
+                    path, f"{where}.{key}", f"unknown body id {bid!r}; known ids: {sorted(ids)}"
+                )
             body_names.append(ids[bid])
         vectors = {key: _get(con, key, path, where) for key in _GCON_FIELDS[kind]}
         f = str(drivers.get(name, con.get("f", "0")))
@@ -386,13 +446,20 @@ def _check_published_derivatives(path, where, expr: Expression, con: dict):
         try:
             diff = check_expression_derivative(expr, str(con[key]), order, where=f"{where}.{key}")
         except ExpressionError as err:
-            logger.warning("%s, %s.%s: cannot parse (%s); using autodiff of f", path, where, key, err)
+            logger.warning(
+                "%s, %s.%s: cannot parse (%s); using autodiff of f", path, where, key, err
+            )
             continue
         if not diff < 1e-6:
             logger.warning(
                 "%s, %s.%s = %r disagrees with the derivative of f = %r (max difference %.3g "
                 "over t in [0, 2]); jaxmbd uses the autodiff derivative of f",
-                path, where, key, con[key], expr.source, diff,
+                path,
+                where,
+                key,
+                con[key],
+                expr.source,
+                diff,
             )
 
 
@@ -427,14 +494,29 @@ def _add_published_rotation_driver(builder, path, name, body_names, vectors, ang
         n = -n
         phi0 = -phi0
     if abs(wrap(theta0 - phi0)) > 1e-6:
-        logger.warning("%s: driver '%s' prescribes %.6g rad at t = 0 but the initial pose has "
-                       "%.6g rad; the initial position analysis will move the bodies",
-                       path, name, theta0, phi0)
+        logger.warning(
+            "%s: driver '%s' prescribes %.6g rad at t = 0 but the initial pose has "
+            "%.6g rad; the initial position analysis will move the bodies",
+            path,
+            name,
+            theta0,
+            phi0,
+        )
     v_i = np.cross(n, a_i)
     logger.info(
         "%s: driver '%s' DP1 f = cos(%s) replaced by a rotation driver about the axis %s "
         "(normal to both vectors; same motion, regular at every angle)",
-        path, name, angle_source, np.round(n, 6).tolist(),
+        path,
+        name,
+        angle_source,
+        np.round(n, 6).tolist(),
     )
-    builder.add_rot(name, body_i=body_i, u_bar_i=A_i.T @ a_i, v_bar_i=A_i.T @ v_i,
-                    body_j=body_j, a_bar_j=vectors["a_bar_j"], angle=angle_source)
+    builder.add_rot(
+        name,
+        body_i=body_i,
+        u_bar_i=A_i.T @ a_i,
+        v_bar_i=A_i.T @ v_i,
+        body_j=body_j,
+        a_bar_j=vectors["a_bar_j"],
+        angle=angle_source,
+    )

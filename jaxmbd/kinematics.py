@@ -23,7 +23,7 @@ from .errors import ModelError
 from .forces import BodyState, applied_forces
 from .formulations import AbstractFormulation, get_formulation
 from .model import Model
-from .newton import implicit_root, newton_iterate
+from .newton import implicit_root, lu_solver, newton_iterate
 from .solution import Solution
 
 
@@ -49,33 +49,52 @@ def solve_positions(model: Model, form: AbstractFormulation, q_guess, t, *, tol,
         linear_solve=form.solve,
     )
     n_tangent = model.nb * form.tangent_size
-    q = implicit_root(lambda q_, m: form.residual(m, q_, t), form.retract, q_star, model,
-                      n_tangent)
+    q = implicit_root(lambda q_, m: form.residual(m, q_, t), form.retract, q_star, model, n_tangent)
     return q, info
 
 
-def inverse_dynamics_multipliers(model: Model, r, A, rdot, omega, rddot, omegadot, t):
-    """lam with M a + G_rA^T lam = Q (eq. 31a), for a square (0-DOF) constraint Jacobian."""
-    _, G, _, _ = rA_terms(model, r, A, rdot, omega, t)
-    f, n_bar = applied_forces(model.forces, t, BodyState(r, A, rdot, omega), model.mass,
-                              model.gravity)
+def inverse_dynamics_multipliers(
+    model: Model, r, A, rdot, omega, rddot, omegadot, t, solve_transposed=None
+):
+    """lam with M a + G_rA^T lam = Q (eq. 31a), for a square (0-DOF) constraint Jacobian.
+
+    ``solve_transposed(rhs)`` may supply a factorised G_rA^T solve (rA reuses its own LU).
+    """
+    if solve_transposed is None:
+        _, G, _, _ = rA_terms(model, r, A, rdot, omega, t)
+        solve_transposed = lu_solver(G.T)
+    f, n_bar = applied_forces(
+        model.forces, t, BodyState(r, A, rdot, omega), model.mass, model.gravity
+    )
     J = model.inertia
     Jw = jnp.einsum("bij,bj->bi", J, omega)
     rhs_r = f - model.mass[:, None] * rddot
     rhs_w = n_bar - jnp.cross(omega, Jw) - jnp.einsum("bij,bj->bi", J, omegadot)
     rhs = jnp.concatenate([rhs_r, rhs_w], axis=1).reshape(-1)
-    return jnp.linalg.solve(G.T, rhs)
+    return solve_transposed(rhs)
 
 
 def _kinematic_state(model, form, q, t):
     G, nu = form.velocity_terms(model, q, t)
-    v = form.solve(G, nu).reshape(model.nb, form.tangent_size)
+    solve = form.solver(G)  # one factorisation for nu, gamma (and lam in rA)
+    v = solve(nu).reshape(model.nb, form.tangent_size)
     gamma = form.acceleration_rhs(model, q, v, t)
-    a = form.solve(G, gamma).reshape(model.nb, form.tangent_size)
+    a = solve(gamma).reshape(model.nb, form.tangent_size)
     r, ori = q
     A = form.rotation(ori)
     omega, omegadot = form.omega_from_rate(ori, v[:, 3:], a[:, 3:])
-    lam = inverse_dynamics_multipliers(model, r, A, v[:, :3], omega, a[:, :3], omegadot, t)
+    same_jacobian = form.name == "rA"  # G is G_rA: reuse its factorisation for lam
+    lam = inverse_dynamics_multipliers(
+        model,
+        r,
+        A,
+        v[:, :3],
+        omega,
+        a[:, :3],
+        omegadot,
+        t,
+        solve_transposed=(lambda b: solve(b, transpose=True)) if same_jacobian else None,
+    )
     out = (r, A, v[:, :3], omega, a[:, :3], omegadot, lam)
     return v, out
 
@@ -127,7 +146,7 @@ def run_in_chunks(initial, chunk, n: int, chunk_size: int, progress):
     size = max(1, min(chunk_size, n))
     done = 0
     while done < n:
-        carry, out = chunk(carry, done, size)
+        carry, out = chunk(carry, jnp.asarray(done), size)
         keep = min(size, n - done)
         pieces.append(jax.tree_util.tree_map(lambda x, keep=keep: x[:keep], out))
         done += keep
@@ -140,8 +159,11 @@ def _check_kinematic_model(model: Model, form: AbstractFormulation):
     if n_eq != n_q:
         dof = n_q - n_eq
         kind = "under-constrained" if dof > 0 else "over-constrained"
-        hint = ("add drivers, or use jaxmbd.simulate for a mechanism with degrees of freedom"
-                if dof > 0 else "remove redundant constraints")
+        hint = (
+            "add drivers, or use jaxmbd.simulate for a mechanism with degrees of freedom"
+            if dof > 0
+            else "remove redundant constraints"
+        )
         raise ModelError(
             f"model '{model.name}': kinematic analysis needs 0 degrees of freedom, but it has "
             f"{n_eq} constraint equations for {n_q} coordinates ({model.nb} bodies): "
@@ -169,9 +191,18 @@ def _assemble_solution(model, form, h, outs) -> Solution:
     n = r.shape[0]
     return Solution(
         t=jnp.arange(n) * h,
-        r=r, A=A, rdot=rdot, omega=omega, rddot=rddot, omegadot=omegadot, lam=lam,
-        iterations=iters, status=status, residual=residual,
-        formulation=form.name, body_names=model.body_names,
+        r=r,
+        A=A,
+        rdot=rdot,
+        omega=omega,
+        rddot=rddot,
+        omegadot=omegadot,
+        lam=lam,
+        iterations=iters,
+        status=status,
+        residual=residual,
+        formulation=form.name,
+        body_names=model.body_names,
         constraint_names=model.constraint_names,
     )
 
@@ -208,9 +239,10 @@ def kinematics(
     else:
         outs = run_in_chunks(
             lambda: _initial(model, form, tol_arr, max_iter),
-            lambda carry, k0, size: _chunk(model, form, carry, k0, size, h_arr, tol_arr,
-                                           max_iter),
-            n, chunk_size, progress,
+            lambda carry, k0, size: _chunk(model, form, carry, k0, size, h_arr, tol_arr, max_iter),
+            n,
+            chunk_size,
+            progress,
         )
     sol = _assemble_solution(model, form, h_arr, outs)
     if not check:

@@ -89,8 +89,9 @@ def so3_log(R):
     # Regular branch: w = t / sin(t) * vee(R); t/sin(t) = 1 + s^2/6 + 3 s^4/40 + ... for small s.
     sin_regular = jnp.sqrt(jnp.where(small | near_pi, 1.0, sin_sq))
     theta_regular = jnp.arctan2(sin_regular, cos_t)
-    factor = jnp.where(small, 1.0 + sin_sq / 6.0 + 3.0 * sin_sq**2 / 40.0,
-                       theta_regular / sin_regular)
+    factor = jnp.where(
+        small, 1.0 + sin_sq / 6.0 + 3.0 * sin_sq**2 / 40.0, theta_regular / sin_regular
+    )
     w_regular = factor[..., None] * skew
 
     # Near pi: (R + R^T)/2 = cos t I + (1 - cos t) u u^T; take the best-conditioned column.

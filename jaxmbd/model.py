@@ -218,8 +218,18 @@ class ModelBuilder:
     _forces: list[AbstractForce] = field(default_factory=list)
 
     # -- bodies -------------------------------------------------------------------------
-    def add_body(self, name: str, *, mass: float, inertia, r=(0.0, 0.0, 0.0), A=None,
-                 axes=None, rdot=(0.0, 0.0, 0.0), omega=(0.0, 0.0, 0.0)) -> ModelBuilder:
+    def add_body(
+        self,
+        name: str,
+        *,
+        mass: float,
+        inertia,
+        r=(0.0, 0.0, 0.0),
+        A=None,
+        axes=None,
+        rdot=(0.0, 0.0, 0.0),
+        omega=(0.0, 0.0, 0.0),
+    ) -> ModelBuilder:
         """Add a rigid body. ``A`` (3x3, body to global) or ``axes`` = (x, y) global axes.
 
         ``r`` is the centre of mass, ``inertia`` is about the centre of mass in the body frame
@@ -251,8 +261,13 @@ class ModelBuilder:
             R = np.eye(3)
         self._bodies.append(
             _BodySpec(
-                name, m, J, _vec3(r, where=f"{where}.r"), R,
-                _vec3(rdot, where=f"{where}.rdot"), _vec3(omega, where=f"{where}.omega"),
+                name,
+                m,
+                J,
+                _vec3(r, where=f"{where}.r"),
+                R,
+                _vec3(rdot, where=f"{where}.rdot"),
+                _vec3(omega, where=f"{where}.omega"),
             )
         )
         return self
@@ -307,24 +322,39 @@ class ModelBuilder:
 
     def add_dp1(self, name, *, body_i, a_bar_i, body_j, a_bar_j, f=0.0, joint=None):
         """DP1 (eq. 1): a_bar_i^T A_i^T A_j a_bar_j = f(t)."""
-        return self._add_gcon(name, "DP1", body_i, body_j,
-                              {"a_bar_i": a_bar_i, "a_bar_j": a_bar_j}, f, joint)
+        return self._add_gcon(
+            name, "DP1", body_i, body_j, {"a_bar_i": a_bar_i, "a_bar_j": a_bar_j}, f, joint
+        )
 
     def add_dp2(self, name, *, body_i, a_bar_i, s_bar_p_i, body_j, s_bar_q_j, f=0.0, joint=None):
         """DP2 (eq. 2): a_bar_i^T A_i^T d_ij = f(t)."""
-        return self._add_gcon(name, "DP2", body_i, body_j,
-                              {"a_bar_i": a_bar_i, "s_bar_p_i": s_bar_p_i,
-                               "s_bar_q_j": s_bar_q_j}, f, joint)
+        return self._add_gcon(
+            name,
+            "DP2",
+            body_i,
+            body_j,
+            {"a_bar_i": a_bar_i, "s_bar_p_i": s_bar_p_i, "s_bar_q_j": s_bar_q_j},
+            f,
+            joint,
+        )
 
     def add_d(self, name, *, body_i, s_bar_p_i, body_j, s_bar_q_j, f, joint=None):
         """D (eq. 3): d_ij^T d_ij = f(t) > 0."""
-        return self._add_gcon(name, "D", body_i, body_j,
-                              {"s_bar_p_i": s_bar_p_i, "s_bar_q_j": s_bar_q_j}, f, joint)
+        return self._add_gcon(
+            name, "D", body_i, body_j, {"s_bar_p_i": s_bar_p_i, "s_bar_q_j": s_bar_q_j}, f, joint
+        )
 
     def add_cd(self, name, *, c, body_i, s_bar_p_i, body_j, s_bar_q_j, f=0.0, joint=None):
         """CD (eq. 4): c^T d_ij = f(t)."""
-        return self._add_gcon(name, "CD", body_i, body_j,
-                              {"c": c, "s_bar_p_i": s_bar_p_i, "s_bar_q_j": s_bar_q_j}, f, joint)
+        return self._add_gcon(
+            name,
+            "CD",
+            body_i,
+            body_j,
+            {"c": c, "s_bar_p_i": s_bar_p_i, "s_bar_q_j": s_bar_q_j},
+            f,
+            joint,
+        )
 
     def add_rot(self, name, *, body_i, u_bar_i, v_bar_i, body_j, a_bar_j, angle, joint=None):
         """Rotation driver at GCON level: the angle of a_j from u_i towards v_i is angle(t).
@@ -334,10 +364,21 @@ class ModelBuilder:
         where = f"constraint '{name}'"
         u = _vec3(u_bar_i, where=f"{where}.u_bar_i", nonzero=True)
         v = _vec3(v_bar_i, where=f"{where}.v_bar_i", nonzero=True)
-        if abs(np.linalg.norm(u) - 1) > 1e-9 or abs(np.linalg.norm(v) - 1) > 1e-9 or abs(u @ v) > 1e-9:
+        if (
+            abs(np.linalg.norm(u) - 1) > 1e-9
+            or abs(np.linalg.norm(v) - 1) > 1e-9
+            or abs(u @ v) > 1e-9
+        ):
             raise ModelError(f"{where}: u_bar_i and v_bar_i must be orthonormal")
-        return self._add_gcon(name, "ROT", body_i, body_j,
-                              {"u_bar_i": u, "v_bar_i": v, "a_bar_j": a_bar_j}, angle, joint)
+        return self._add_gcon(
+            name,
+            "ROT",
+            body_i,
+            body_j,
+            {"u_bar_i": u, "v_bar_i": v, "a_bar_j": a_bar_j},
+            angle,
+            joint,
+        )
 
     # -- joints (paper 1 Table 1), global point/axes at the initial configuration ---------
     def spherical(self, name, *, body_i, body_j, point):
@@ -346,8 +387,15 @@ class ModelBuilder:
         sp = self._local_point(body_i, point, where=f"{w}.point")
         sq = self._local_point(body_j, point, where=f"{w}.point")
         for k, axis in enumerate("xyz"):
-            self.add_cd(f"{name}.cd_{axis}", c=np.eye(3)[k], body_i=body_i, s_bar_p_i=sp,
-                        body_j=body_j, s_bar_q_j=sq, joint=name)
+            self.add_cd(
+                f"{name}.cd_{axis}",
+                c=np.eye(3)[k],
+                body_i=body_i,
+                s_bar_p_i=sp,
+                body_j=body_j,
+                s_bar_q_j=sq,
+                joint=name,
+            )
         return self
 
     def perpendicular_1(self, name, *, body_i, body_j, axis, joint=None):
@@ -357,9 +405,14 @@ class ModelBuilder:
         u, v = _perpendicular_pair(n)
         c_j = self._local_dir(body_j, n, where=f"{w}.axis")
         for tag, vec in (("dp1_a", u), ("dp1_b", v)):
-            self.add_dp1(f"{name}.{tag}", body_i=body_i,
-                         a_bar_i=self._local_dir(body_i, vec, where=f"{w}.axis"),
-                         body_j=body_j, a_bar_j=c_j, joint=joint or name)
+            self.add_dp1(
+                f"{name}.{tag}",
+                body_i=body_i,
+                a_bar_i=self._local_dir(body_i, vec, where=f"{w}.axis"),
+                body_j=body_j,
+                a_bar_j=c_j,
+                joint=joint or name,
+            )
         return self
 
     def perpendicular_2(self, name, *, body_i, body_j, point, axis, joint=None):
@@ -370,9 +423,15 @@ class ModelBuilder:
         sp = self._local_point(body_i, point, where=f"{w}.point")
         sq = self._local_point(body_j, point, where=f"{w}.point")
         for tag, vec in (("dp2_a", u), ("dp2_b", v)):
-            self.add_dp2(f"{name}.{tag}", body_i=body_i,
-                         a_bar_i=self._local_dir(body_i, vec, where=f"{w}.axis"),
-                         s_bar_p_i=sp, body_j=body_j, s_bar_q_j=sq, joint=joint or name)
+            self.add_dp2(
+                f"{name}.{tag}",
+                body_i=body_i,
+                a_bar_i=self._local_dir(body_i, vec, where=f"{w}.axis"),
+                s_bar_p_i=sp,
+                body_j=body_j,
+                s_bar_q_j=sq,
+                joint=joint or name,
+            )
         return self
 
     def revolute(self, name, *, body_i, body_j, point, axis):
@@ -388,15 +447,22 @@ class ModelBuilder:
         if abs(ai @ aj) > 1e-9:
             raise ModelError(f"{w}: axis_i and axis_j must be perpendicular (dot {ai @ aj:.3g})")
         self.spherical(name, body_i=body_i, body_j=body_j, point=point)
-        self.add_dp1(f"{name}.dp1", body_i=body_i, a_bar_i=self._local_dir(body_i, ai, where=w),
-                     body_j=body_j, a_bar_j=self._local_dir(body_j, aj, where=w), joint=name)
+        self.add_dp1(
+            f"{name}.dp1",
+            body_i=body_i,
+            a_bar_i=self._local_dir(body_i, ai, where=w),
+            body_j=body_j,
+            a_bar_j=self._local_dir(body_j, aj, where=w),
+            joint=name,
+        )
         return self
 
     def cylindrical(self, name, *, body_i, body_j, point, axis):
         """CJ = Perp-1 + Perp-2 (4 equations): slide along and rotate about ``axis``."""
         self.perpendicular_1(f"{name}.perp1", body_i=body_i, body_j=body_j, axis=axis, joint=name)
-        self.perpendicular_2(f"{name}.perp2", body_i=body_i, body_j=body_j, point=point,
-                             axis=axis, joint=name)
+        self.perpendicular_2(
+            f"{name}.perp2", body_i=body_i, body_j=body_j, point=point, axis=axis, joint=name
+        )
         return self
 
     def translational(self, name, *, body_i, body_j, point, axis):
@@ -404,8 +470,14 @@ class ModelBuilder:
         w = f"joint '{name}'"
         self.cylindrical(name, body_i=body_i, body_j=body_j, point=point, axis=axis)
         u, v = _perpendicular_pair(_unit(axis, where=f"{w}.axis"))
-        self.add_dp1(f"{name}.dp1", body_i=body_i, a_bar_i=self._local_dir(body_i, u, where=w),
-                     body_j=body_j, a_bar_j=self._local_dir(body_j, v, where=w), joint=name)
+        self.add_dp1(
+            f"{name}.dp1",
+            body_i=body_i,
+            a_bar_i=self._local_dir(body_i, u, where=w),
+            body_j=body_j,
+            a_bar_j=self._local_dir(body_j, v, where=w),
+            joint=name,
+        )
         return self
 
     def rotation_driver(self, name, *, body_i, body_j, axis, angle, reference=None):
@@ -426,9 +498,15 @@ class ModelBuilder:
                 raise ModelError(f"{w}.reference: parallel to the axis")
             u /= np.linalg.norm(u)
             v = np.cross(n, u)
-        return self.add_rot(name, body_i=body_i, u_bar_i=self._local_dir(body_i, u, where=w),
-                            v_bar_i=self._local_dir(body_i, v, where=w), body_j=body_j,
-                            a_bar_j=self._local_dir(body_j, u, where=w), angle=angle)
+        return self.add_rot(
+            name,
+            body_i=body_i,
+            u_bar_i=self._local_dir(body_i, u, where=w),
+            v_bar_i=self._local_dir(body_i, v, where=w),
+            body_j=body_j,
+            a_bar_j=self._local_dir(body_j, u, where=w),
+            angle=angle,
+        )
 
     # -- forces ---------------------------------------------------------------------------
     def add_force(self, force: AbstractForce) -> ModelBuilder:
@@ -438,23 +516,31 @@ class ModelBuilder:
         self._forces.append(force)
         return self
 
-    def spring_damper(self, name, *, body_i, point_i, body_j, point_j, stiffness, damping=0.0,
-                      rest_length):
+    def spring_damper(
+        self, name, *, body_i, point_i, body_j, point_j, stiffness, damping=0.0, rest_length
+    ):
         """Translational spring-damper between two points (global, initial configuration)."""
         w = f"force '{name}'"
-        for key, val in (("stiffness", stiffness), ("damping", damping),
-                         ("rest_length", rest_length)):
+        for key, val in (
+            ("stiffness", stiffness),
+            ("damping", damping),
+            ("rest_length", rest_length),
+        ):
             if not (isinstance(val, int | float) and math.isfinite(val) and val >= 0):
                 raise ModelError(f"{w}.{key}: must be a non-negative number, got {val!r}")
         from .forces import SpringDamper
 
-        return self.add_force(SpringDamper(
-            body_i=self.body_index(body_i), body_j=self.body_index(body_j),
-            s_bar_p_i=jnp.asarray(self._local_point(body_i, point_i, where=f"{w}.point_i")),
-            s_bar_q_j=jnp.asarray(self._local_point(body_j, point_j, where=f"{w}.point_j")),
-            stiffness=jnp.asarray(float(stiffness)), damping=jnp.asarray(float(damping)),
-            rest_length=jnp.asarray(float(rest_length)),
-        ))
+        return self.add_force(
+            SpringDamper(
+                body_i=self.body_index(body_i),
+                body_j=self.body_index(body_j),
+                s_bar_p_i=jnp.asarray(self._local_point(body_i, point_i, where=f"{w}.point_i")),
+                s_bar_q_j=jnp.asarray(self._local_point(body_j, point_j, where=f"{w}.point_j")),
+                stiffness=jnp.asarray(float(stiffness)),
+                damping=jnp.asarray(float(damping)),
+                rest_length=jnp.asarray(float(rest_length)),
+            )
+        )
 
     def body_index(self, name: str) -> int:
         for k, b in enumerate(self._bodies):
@@ -479,7 +565,9 @@ class ModelBuilder:
             members = [(row, gc) for row, gc in enumerate(self._gcons) if gc.kind == kind]
 
             def stack(key, members=members, alias=None):
-                vals = [gc.vectors.get(key, gc.vectors.get(alias, np.zeros(3))) for _, gc in members]
+                vals = [
+                    gc.vectors.get(key, gc.vectors.get(alias, np.zeros(3))) for _, gc in members
+                ]
                 return jnp.asarray(np.reshape(np.array(vals, dtype=np.float64), (len(members), 3)))
 
             sets.append(

@@ -46,6 +46,16 @@ def solve_linear_or_least_squares(matrix, rhs):
     )
 
 
+def lu_solver(matrix):
+    """Factor once, solve many: returns ``solve(rhs, transpose=False)``."""
+    lu_and_piv = jax.scipy.linalg.lu_factor(matrix)
+
+    def solve(rhs, transpose: bool = False):
+        return jax.scipy.linalg.lu_solve(lu_and_piv, rhs, trans=1 if transpose else 0)
+
+    return solve
+
+
 class NewtonInfo(NamedTuple):
     iterations: jax.Array
     status: jax.Array
@@ -91,8 +101,9 @@ def newton_iterate(
     return x, NewtonInfo(k, status, res_norm, step)
 
 
-def implicit_root(residual: Callable[[Any, Any], jax.Array], retract, x_star, params,
-                  n_tangent: int):
+def implicit_root(
+    residual: Callable[[Any, Any], jax.Array], retract, x_star, params, n_tangent: int
+):
     """Attach implicit-function gradients to a converged root ``x_star`` of residual(., params).
 
     The value returned equals ``x_star``; its derivatives with respect to ``params`` are

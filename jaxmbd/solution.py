@@ -35,8 +35,19 @@ class Solution(eqx.Module):
     body_names: tuple[str, ...] = eqx.field(static=True, default=())
     constraint_names: tuple[str, ...] = eqx.field(static=True, default=())
 
-    _ARRAYS = ("t", "r", "A", "rdot", "omega", "rddot", "omegadot", "lam", "iterations",
-               "status", "residual")
+    _ARRAYS = (
+        "t",
+        "r",
+        "A",
+        "rdot",
+        "omega",
+        "rddot",
+        "omegadot",
+        "lam",
+        "iterations",
+        "status",
+        "residual",
+    )
 
     def save(self, path) -> Path:
         """Write ``.npz`` (all arrays and names) or ``.csv`` (one row per time step)."""

@@ -20,9 +20,15 @@ def random_model(rng, kinds=("DP1", "DP2", "D", "CD", "ROT"), per_kind=3):
     names = ["b0", "b1", "b2"]
     for name in names:
         w = rng.normal(size=3)
-        b.add_body(name, mass=1.0 + rng.uniform(), inertia=[1.0, 2.0, 2.5], r=rng.normal(size=3),
-                   A=np.asarray(so3_exp(w)), rdot=rng.normal(size=3),
-                   omega=3.0 * rng.normal(size=3))
+        b.add_body(
+            name,
+            mass=1.0 + rng.uniform(),
+            inertia=[1.0, 2.0, 2.5],
+            r=rng.normal(size=3),
+            A=np.asarray(so3_exp(w)),
+            rdot=rng.normal(size=3),
+            omega=3.0 * rng.normal(size=3),
+        )
     pairs = [("b0", "b1"), ("b1", "ground"), ("ground", "b2"), ("b2", "b0"), ("b1", "b2")]
     exprs = ["0.3*sin(2*t) + 0.1", "cos(1.5*t)", "0.2*t**2 - 0.4", "0.5"]
     k = 0
@@ -35,21 +41,34 @@ def random_model(rng, kinds=("DP1", "DP2", "D", "CD", "ROT"), per_kind=3):
             if kind == "DP1":
                 b.add_dp1(name, body_i=bi, a_bar_i=vec(), body_j=bj, a_bar_j=vec(), f=f)
             elif kind == "DP2":
-                b.add_dp2(name, body_i=bi, a_bar_i=vec(), s_bar_p_i=vec(), body_j=bj,
-                          s_bar_q_j=vec(), f=f)
+                b.add_dp2(
+                    name, body_i=bi, a_bar_i=vec(), s_bar_p_i=vec(), body_j=bj, s_bar_q_j=vec(), f=f
+                )
             elif kind == "D":
-                b.add_d(name, body_i=bi, s_bar_p_i=vec(), body_j=bj, s_bar_q_j=vec(),
-                        f="1.5 + 0.3*sin(t)")
+                b.add_d(
+                    name,
+                    body_i=bi,
+                    s_bar_p_i=vec(),
+                    body_j=bj,
+                    s_bar_q_j=vec(),
+                    f="1.5 + 0.3*sin(t)",
+                )
             elif kind == "CD":
-                b.add_cd(name, c=vec(), body_i=bi, s_bar_p_i=vec(), body_j=bj,
-                         s_bar_q_j=vec(), f=f)
+                b.add_cd(name, c=vec(), body_i=bi, s_bar_p_i=vec(), body_j=bj, s_bar_q_j=vec(), f=f)
             else:
                 u = vec()
                 u /= np.linalg.norm(u)
                 v = np.cross(u, vec())
                 v /= np.linalg.norm(v)
-                b.add_rot(name, body_i=bi, u_bar_i=u, v_bar_i=v, body_j=bj, a_bar_j=vec(),
-                          angle="0.7 + 2.0*t + 0.3*sin(3*t)")
+                b.add_rot(
+                    name,
+                    body_i=bi,
+                    u_bar_i=u,
+                    v_bar_i=v,
+                    body_j=bj,
+                    a_bar_j=vec(),
+                    angle="0.7 + 2.0*t + 0.3*sin(3*t)",
+                )
         k += 1
     return b.build()
 
@@ -102,8 +121,8 @@ def test_published_dp1_row_of_table2_is_wrong_as_printed(rng):
     s = model.gcon("DP1")
     A_all = jnp.concatenate([model.A0, jnp.eye(3)[None]])
     A_i, A_j = A_all[s.body_i[0]], A_all[s.body_j[0]]
-    a_i, a_j = s.a_bar_i[0], s.a_bar_j[0]
+    a_i = s.a_bar_i[0]
     printed = -a_i @ A_j.T @ A_i @ jnp.asarray(np.cross(np.eye(3), a_i).T)
     _, G, _, _ = rA_terms(model, model.r0, model.A0, model.rdot0, model.omega0, 0.0)
     col = 6 * s.body_i[0] + 3
-    assert not np.allclose(G[0, col:col + 3], printed, atol=1e-6)
+    assert not np.allclose(G[0, col : col + 3], printed, atol=1e-6)

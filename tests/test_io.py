@@ -30,8 +30,11 @@ def published_run(relative, masses, drivers=None):
 def all_published_files():
     if not REFERENCE_MODELS.exists():
         return []
-    return sorted(str(p.relative_to(REFERENCE_MODELS)) for p in REFERENCE_MODELS.glob("*/*")
-                  if p.suffix in (".json", ".mdl"))
+    return sorted(
+        str(p.relative_to(REFERENCE_MODELS))
+        for p in REFERENCE_MODELS.glob("*/*")
+        if p.suffix in (".json", ".mdl")
+    )
 
 
 @pytest.mark.parametrize("relative", all_published_files())
@@ -41,8 +44,9 @@ def test_every_published_file_loads(relative, caplog):
     assert model.nb >= 1 and model.nc >= 1
     assert "unit masses" in caplog.text  # the files carry no masses
     A = np.asarray(model.A0)
-    np.testing.assert_allclose(np.einsum("bji,bjk->bik", A, A), np.broadcast_to(np.eye(3), A.shape),
-                               atol=1e-14)
+    np.testing.assert_allclose(
+        np.einsum("bji,bjk->bik", A, A), np.broadcast_to(np.eye(3), A.shape), atol=1e-14
+    )
 
 
 def test_published_slider_crank_same_motion():
@@ -83,8 +87,9 @@ def test_published_four_link_same_motion():
 
 def test_simengine_four_link_with_driver_override():
     """SimEngineMBD/four_link.json leaves the driver at f = 0 (set in the authors' Python)."""
-    _, sol = published_run("SimEngineMBD/four_link.json", FOUR_LINK_MASSES,
-                           drivers={"driving-kk": "cos(pi*t + pi/2)"})
+    _, sol = published_run(
+        "SimEngineMBD/four_link.json", FOUR_LINK_MASSES, drivers={"driving-kk": "cos(pi*t + pi/2)"}
+    )
     ref = builtin_run("four_link")
     np.testing.assert_allclose(sol.r, ref.r, atol=1e-9)
 
@@ -100,15 +105,19 @@ def test_published_single_pendulum_same_motion_and_bad_fddot_warning(caplog):
 
 
 def test_simengine_single_pendulum_with_driver_override():
-    _, sol = published_run("SimEngineMBD/single_pendulum.json", {"First pendulum": PENDULUM},
-                           drivers={"DP1-drive": "cos(pi/2 + pi/4*cos(2*t))"})
+    _, sol = published_run(
+        "SimEngineMBD/single_pendulum.json",
+        {"First pendulum": PENDULUM},
+        drivers={"DP1-drive": "cos(pi/2 + pi/4*cos(2*t))"},
+    )
     np.testing.assert_allclose(sol.r, builtin_run("single_pendulum").r, atol=1e-10)
 
 
 def test_dp1_driver_is_replaced_with_a_log_message(caplog):
     with caplog.at_level(logging.INFO, logger="jaxmbd"):
-        model = mbd.load_model(reference_model("sim_engine_3d/slider_crank_rotated.mdl"),
-                               masses=SLIDER_MASSES)
+        model = mbd.load_model(
+            reference_model("sim_engine_3d/slider_crank_rotated.mdl"), masses=SLIDER_MASSES
+        )
     assert model.gcon_counts() == {"DP1": 6, "DP2": 4, "D": 1, "CD": 6, "ROT": 1}
     assert "replaced by a rotation driver" in caplog.text
 
@@ -132,7 +141,9 @@ def test_builtin_masses_and_order():
     assert mbd.models.double_pendulum().body_names == ("rod 1", "rod 2")
 
 
-@pytest.mark.parametrize("name", ["single_pendulum", "double_pendulum", "four_link", "slider_crank"])
+@pytest.mark.parametrize(
+    "name", ["single_pendulum", "double_pendulum", "four_link", "slider_crank"]
+)
 def test_own_schema_round_trip(tmp_path, name):
     model = getattr(mbd.models, name)()
     path = mbd.save_model(model, tmp_path / f"{name}.json")
@@ -160,11 +171,23 @@ def test_round_trip_keeps_changed_driver_parameters(tmp_path):
 def test_joint_builders_equal_published_gcons():
     """A revolute joint built from point and axis moves like the published GCON set."""
     b = mbd.ModelBuilder("pendulum from joints")
-    b.add_body("pendulum", mass=78.0, inertia=[0.0325, 104.01625, 104.01625],
-               r=[0, np.sqrt(2), -np.sqrt(2)], axes=([0, 1, -1], [0, 1, 1]))
+    b.add_body(
+        "pendulum",
+        mass=78.0,
+        inertia=[0.0325, 104.01625, 104.01625],
+        r=[0, np.sqrt(2), -np.sqrt(2)],
+        axes=([0, 1, -1], [0, 1, 1]),
+    )
     b.revolute("pivot", body_i="pendulum", body_j="ground", point=[0, 0, 0], axis=[1, 0, 0])
-    b.add_rot("driver", body_i="ground", u_bar_i=[0, 0, -1], v_bar_i=[0, 1, 0],
-              body_j="pendulum", a_bar_j=[0, 1, 0], angle="pi/2 + pi/4*cos(2*t)")
+    b.add_rot(
+        "driver",
+        body_i="ground",
+        u_bar_i=[0, 0, -1],
+        v_bar_i=[0, 1, 0],
+        body_j="pendulum",
+        a_bar_j=[0, 1, 0],
+        angle="pi/2 + pi/4*cos(2*t)",
+    )
     sol = mbd.kinematics(b.build(), t_end=T_END, h=H)
     ref = builtin_run("single_pendulum")
     np.testing.assert_allclose(sol.r, ref.r, atol=1e-10)

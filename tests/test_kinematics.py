@@ -32,18 +32,31 @@ def test_formulations_agree(name, formulation):
 def test_single_pendulum_closed_form(formulation):
     sol = run("single_pendulum", formulation)
     ref = references.single_pendulum(np.asarray(sol.t))
-    for key, ref_key in (("r", "r"), ("rdot", "rdot"), ("rddot", "rddot"), ("A", "A"),
-                         ("omega", "omega_bar"), ("omegadot", "omegadot_bar")):
-        np.testing.assert_allclose(np.asarray(getattr(sol, key))[:, 0], ref[ref_key], atol=1e-9,
-                                   err_msg=key)
+    for key, ref_key in (
+        ("r", "r"),
+        ("rdot", "rdot"),
+        ("rddot", "rddot"),
+        ("A", "A"),
+        ("omega", "omega_bar"),
+        ("omegadot", "omegadot_bar"),
+    ):
+        np.testing.assert_allclose(
+            np.asarray(getattr(sol, key))[:, 0], ref[ref_key], atol=1e-9, err_msg=key
+        )
 
 
 @pytest.mark.parametrize("formulation", FORMULATIONS)
 def test_slider_crank_closed_form(formulation):
     sol = run("slider_crank", formulation)
     ref = references.slider_crank(np.asarray(sol.t))
-    for key, ref_key in (("r", "r"), ("rdot", "rdot"), ("rddot", "rddot"), ("A", "A"),
-                         ("omega", "omega_bar"), ("omegadot", "omegadot_bar")):
+    for key, ref_key in (
+        ("r", "r"),
+        ("rdot", "rdot"),
+        ("rddot", "rddot"),
+        ("A", "A"),
+        ("omega", "omega_bar"),
+        ("omegadot", "omegadot_bar"),
+    ):
         x = np.asarray(getattr(sol, key))
         scale = max(1.0, np.abs(ref[ref_key]).max())
         np.testing.assert_allclose(x, ref[ref_key], atol=1e-9 * scale, err_msg=key)
@@ -62,7 +75,9 @@ def test_iteration_counts_recorded_and_comparable(name):
     for f in FORMULATIONS:
         sol = run(name, f)
         it = np.asarray(sol.iterations)
-        assert it.shape == sol.t.shape and np.all(it[1:] >= 1) and np.all(np.asarray(sol.status) == 0)
+        assert (
+            it.shape == sol.t.shape and np.all(it[1:] >= 1) and np.all(np.asarray(sol.status) == 0)
+        )
         means[f] = it[1:].mean()
     assert max(means.values()) - min(means.values()) < 1.0, means
 
@@ -86,7 +101,9 @@ def test_full_revolutions_pass_dp1_singular_angles():
 def test_inverse_dynamics_multipliers_static_pendulum():
     """A pendulum held still by its driver: reactions balance gravity exactly."""
     b = mbd.ModelBuilder("held pendulum")
-    b.add_body("rod", mass=2.0, inertia=[0.01, 1.0, 1.0], r=[0, 1.0, 0], axes=([0, 1, 0], [0, 0, 1]))
+    b.add_body(
+        "rod", mass=2.0, inertia=[0.01, 1.0, 1.0], r=[0, 1.0, 0], axes=([0, 1, 0], [0, 0, 1])
+    )
     b.revolute("pin", body_i="ground", body_j="rod", point=[0, 0, 0], axis=[1, 0, 0])
     b.rotation_driver("hold", body_i="ground", body_j="rod", axis=[1, 0, 0], angle="0")
     model = b.build()

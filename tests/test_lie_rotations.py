@@ -109,8 +109,9 @@ def test_euler_parameters(rng):
     np.testing.assert_allclose(ep_B(p, s), B_ad, atol=1e-13)
 
 
-@pytest.mark.parametrize("pivot", [np.eye(3), np.diag([1.0, -1, -1]), np.diag([-1.0, 1, -1]),
-                                   np.diag([-1.0, -1, 1])])
+@pytest.mark.parametrize(
+    "pivot", [np.eye(3), np.diag([1.0, -1, -1]), np.diag([-1.0, 1, -1]), np.diag([-1.0, -1, 1])]
+)
 def test_ep_from_matrix_all_branches(pivot):
     p = np.asarray(A_to_ep(pivot))
     np.testing.assert_allclose(ep_to_A(p), pivot, atol=1e-14)

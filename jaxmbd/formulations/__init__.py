@@ -20,5 +20,12 @@ def get_formulation(name) -> AbstractFormulation:
         ) from None
 
 
-__all__ = ["AbstractFormulation", "AbstractAutodiffFormulation", "RA", "RP", "RE",
-           "FORMULATIONS", "get_formulation"]
+__all__ = [
+    "AbstractFormulation",
+    "AbstractAutodiffFormulation",
+    "RA",
+    "RP",
+    "RE",
+    "FORMULATIONS",
+    "get_formulation",
+]

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 from .. import _config  # noqa: F401
 from ..equations import constraint_values
 from ..model import Model
-from ..newton import solve_linear
+from ..newton import lu_solver, solve_linear
 
 
 class AbstractFormulation(eqx.Module):
@@ -60,6 +60,10 @@ class AbstractFormulation(eqx.Module):
     def solve(self, matrix, rhs):
         """Linear solves of the analyses (dense LU; singular -> non-finite -> error)."""
         return solve_linear(matrix, rhs)
+
+    def solver(self, matrix):
+        """A factorisation of ``matrix`` reused for several right-hand sides."""
+        return lu_solver(matrix)
 
     # -- constraint system ---------------------------------------------------------------
     def num_equations(self, model: Model) -> int:

@@ -26,6 +26,9 @@ class RE(AbstractAutodiffFormulation):
         singular although the Euler-angle path is smooth: take the minimum-norm solution."""
         return solve_linear_or_least_squares(matrix, rhs)
 
+    def solver(self, matrix):
+        return lambda rhs, transpose=False: self.solve(matrix.T if transpose else matrix, rhs)
+
     def coordinates(self, A):
         return A_to_zxz(A)
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-
 import jax.numpy as jnp
 
 from ..rotations import A_to_ep, ep_G, ep_to_A
@@ -40,5 +39,3 @@ class RP(AbstractAutodiffFormulation):
         """omega_bar = 2 G(p) p_dot; omegadot_bar = 2 G(p) p_ddot (G_dot p_dot = 0)."""
         G = ep_G(ori)
         return 2.0 * jnp.einsum("bij,bj->bi", G, rate), 2.0 * jnp.einsum("bij,bj->bi", G, rate_dot)
-
-

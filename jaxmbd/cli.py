@@ -1,0 +1,157 @@
+"""Command line: ``jaxmbd kinematics MODEL ...``, ``jaxmbd info MODEL``.
+
+MODEL is a model file (jaxmbd schema or a published SimEngineMBD file) or a built-in name:
+single_pendulum, double_pendulum, four_link, slider_crank.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Annotated
+
+import numpy as np
+import typer
+from rich.console import Console
+from rich.logging import RichHandler
+from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from .errors import ModelError, SolverError
+from .io import load_model
+from .kinematics import kinematics as run_kinematics
+from .model import Model
+from .models import BUILTIN, load
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="jaxmbd: differentiable constrained multibody dynamics in JAX.",
+)
+console = Console(stderr=True)
+
+
+def _setup_logging(verbose: bool):
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(message)s",
+        handlers=[RichHandler(console=console, show_path=False, show_time=False)],
+    )
+
+
+def _load(model: str) -> Model:
+    if model in BUILTIN:
+        return load(model)
+    path = Path(model)
+    if not path.exists():
+        raise typer.BadParameter(
+            f"{model!r} is neither a file nor a built-in model ({', '.join(BUILTIN)})",
+            param_hint="MODEL",
+        )
+    return load_model(path)
+
+
+def _summary(model: Model, sol, seconds: float, out: Path | None, plot: Path | None):
+    it = np.asarray(sol.iterations)
+    table = Table(
+        title=f"{model.name}: {sol.formulation}, {len(sol.t) - 1} steps", show_header=False
+    )
+    table.add_row("bodies", ", ".join(model.body_names))
+    table.add_row("GCONs", ", ".join(f"{k} {v}" for k, v in model.gcon_counts().items() if v))
+    table.add_row("wall time (incl. compile)", f"{seconds:.2f} s")
+    table.add_row(
+        "Newton iterations / step",
+        f"mean {it[1:].mean():.3f}, max {it.max()}" if len(it) > 1 else str(it[0]),
+    )
+    table.add_row("max residual", f"{float(np.max(np.asarray(sol.residual))):.2e}")
+    for b, name in enumerate(model.body_names):
+        table.add_row(
+            f"r of {name} at t_end", np.array2string(np.asarray(sol.r[-1, b]), precision=6)
+        )
+    if out:
+        table.add_row("written", str(out))
+    if plot:
+        table.add_row("plot", str(plot))
+    Console().print(table)
+
+
+def _with_progress(fn, label: str):
+    with Progress(
+        TextColumn(label),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+    ) as progress:
+        task = progress.add_task(label, total=None)
+
+        def report(done, total):
+            progress.update(task, completed=done, total=total)
+
+        return fn(report)
+
+
+@app.command()
+def kinematics(
+    model: Annotated[str, typer.Argument(help="model file or built-in name")],
+    formulation: Annotated[str, typer.Option(help="rA, rp or re")] = "rA",
+    h: Annotated[float, typer.Option("--h", help="step size [s]")] = 1e-3,
+    t_end: Annotated[float, typer.Option("--t-end", help="end time [s]")] = 3.0,
+    tol: Annotated[float, typer.Option(help="Newton correction tolerance")] = 1e-10,
+    out: Annotated[Path | None, typer.Option(help="write the Solution (.npz or .csv)")] = None,
+    plot: Annotated[Path | None, typer.Option(help="write a PNG plot")] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+):
+    """Kinematic analysis of a 0-DOF (driven) mechanism."""
+    _setup_logging(verbose)
+    try:
+        m = _load(model)
+        start = time.perf_counter()
+        sol = _with_progress(
+            lambda report: run_kinematics(
+                m, formulation=formulation, t_end=t_end, h=h, tol=tol, progress=report
+            ),
+            "kinematics",
+        )
+        seconds = time.perf_counter() - start
+    except (ModelError, SolverError, ValueError) as err:
+        console.print(f"[red]error:[/red] {err}")
+        raise typer.Exit(code=1) from None
+    if out:
+        out = sol.save(out)
+    if plot:
+        from .plot import plot_solution
+
+        plot_solution(sol, plot, title=f"{m.name}: kinematics ({formulation})")
+    _summary(m, sol, seconds, out, plot)
+
+
+@app.command()
+def info(model: Annotated[str, typer.Argument(help="model file or built-in name")]):
+    """Describe a model: bodies, constraints, degrees of freedom."""
+    _setup_logging(False)
+    try:
+        m = _load(model)
+    except ModelError as err:
+        console.print(f"[red]error:[/red] {err}")
+        raise typer.Exit(code=1) from None
+    table = Table(title=m.name)
+    table.add_column("body")
+    table.add_column("mass")
+    table.add_column("inertia (diag)")
+    for b, name in enumerate(m.body_names):
+        table.add_row(
+            name,
+            f"{float(m.mass[b]):.6g}",
+            np.array2string(np.diagonal(np.asarray(m.inertia[b])), precision=6),
+        )
+    Console().print(table)
+    counts = ", ".join(f"{k} {v}" for k, v in m.gcon_counts().items() if v)
+    Console().print(f"constraint equations: {m.nc} ({counts})")
+    Console().print(f"degrees of freedom: {6 * m.nb - m.nc}")
+
+
+if __name__ == "__main__":
+    app()
