@@ -98,7 +98,7 @@ class RaRows(NamedTuple):
 
 
 def _ang_vel_terms(A, w, s_bar):
-    """(d/dt (A s_bar), velocity-quadratic part of d^2/dt^2 (A s_bar)) = (A w~ s_bar, A w~ w~ s_bar)."""
+    """d/dt (A s_bar) = A w~ s_bar and the velocity part of its second derivative, A w~ w~ s_bar."""
     ws = jnp.cross(w, s_bar)
     return _mv(A, ws), _mv(A, jnp.cross(w, ws))
 

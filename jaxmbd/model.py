@@ -441,7 +441,7 @@ class ModelBuilder:
         return self
 
     def universal(self, name, *, body_i, body_j, point, axis_i, axis_j):
-        """UJ = SJ + DP1 (4 equations): cross axes axis_i (on i) and axis_j (on j), perpendicular."""
+        """UJ = SJ + DP1 (4 equations): perpendicular cross axes axis_i (on i), axis_j (on j)."""
         w = f"joint '{name}'"
         ai, aj = _unit(axis_i, where=f"{w}.axis_i"), _unit(axis_j, where=f"{w}.axis_j")
         if abs(ai @ aj) > 1e-9:
