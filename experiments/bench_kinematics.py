@@ -61,7 +61,8 @@ def main():
             res["speedup_vs_rp"] = results["rp"]["run_median_s"] / res["run_median_s"]
             rows.append(res)
             print(
-                f"{name:16s} {form:3s} compile {res['compile_s']:6.2f} s  run {res['run_median_s'] * 1e3:8.2f} ms "
+                f"{name:16s} {form:3s} compile {res['compile_s']:6.2f} s  "
+                f"run {res['run_median_s'] * 1e3:8.2f} ms "
                 f"({res['steps_per_s']:9.0f} steps/s)  iters {res['mean_iterations']:.3f}  "
                 f"x{res['speedup_vs_rp']:.2f} vs rp   paper rA/re vs rp: {PAPER_TABLE8[name]}"
             )
