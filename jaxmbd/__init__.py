@@ -8,6 +8,7 @@ from . import (
     models,
 )
 from .drivers import Expression
+from .dynamics import THETA_H2, InitialCorrection, consistent_initial_state, simulate
 from .errors import ModelError, ModelFileError, SolverError
 from .forces import BodyState, BodyTorque, GeneralForce, PointForce, SpringDamper
 from .formulations import RA, RE, RP, AbstractFormulation, get_formulation

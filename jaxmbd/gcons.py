@@ -188,3 +188,110 @@ def rA_rot(
     gamma = -_dot(c, x_quad) - 2.0 * _dot(c_dot, x_dot) - _dot(c_ddot, x)
     nu = -_dot(c_dot, x)
     return RaRows(jac_i, jac_j, -gamma), nu
+
+
+# ----------------------------------------------------------------------------- reaction sensitivities
+
+
+def _blocks(n):
+    return jnp.zeros((n, 2, 2, 6, 6))
+
+
+def _put(K, a, b, rows, cols, value):
+    """K[:, a, b, rows, cols] += value (rows/cols: 'r' -> 0:3, 't' -> 3:6)."""
+    r0 = 0 if rows == "r" else 3
+    c0 = 0 if cols == "r" else 3
+    return K.at[:, a, b, r0 : r0 + 3, c0 : c0 + 3].add(value)
+
+
+def _lam(lam):
+    return lam[:, None, None]
+
+
+def rA_sensitivity_dp1(A_i, A_j, a_bar_i, a_bar_j, lam):
+    """d/d(r, theta_bar) of the generalised reaction [Phi_r^T lam; Pi_bar^T lam] of DP1.
+
+    Generalised torque on i: lam a_bar_i~ (A_i^T a_j); on j: lam a_bar_j~ (A_j^T a_i). Blocks
+    K[:, a, b] (a: body acted on, b: body varied; 6x6 each). Paper 1 Table 3 up to the sign
+    convention n^c = -Pi_bar^T lam.
+    """
+    n = lam.shape[0]
+    a_i, a_j = _mv(A_i, a_bar_i), _mv(A_j, a_bar_j)
+    Ai_aj = jnp.einsum("nji,nj->ni", A_i, a_j)
+    Aj_ai = jnp.einsum("nji,nj->ni", A_j, a_i)
+    Ait_Aj = jnp.einsum("nki,nkj->nij", A_i, A_j)
+    hai, haj = hat(a_bar_i), hat(a_bar_j)
+    L = _lam(lam)
+    K = _blocks(n)
+    K = _put(K, 0, 0, "t", "t", L * hai @ hat(Ai_aj))
+    K = _put(K, 0, 1, "t", "t", -L * hai @ Ait_Aj @ haj)
+    K = _put(K, 1, 1, "t", "t", L * haj @ hat(Aj_ai))
+    K = _put(K, 1, 0, "t", "t", -L * haj @ jnp.swapaxes(Ait_Aj, -1, -2) @ hai)
+    return K
+
+
+def rA_sensitivity_cd(A_i, A_j, c, s_bar_p_i, s_bar_q_j, lam):
+    """Reaction sensitivity of CD (Table 6): only the torques depend on the orientation."""
+    n = lam.shape[0]
+    L = _lam(lam)
+    Ai_c = jnp.einsum("nji,nj->ni", A_i, c)
+    Aj_c = jnp.einsum("nji,nj->ni", A_j, c)
+    K = _blocks(n)
+    K = _put(K, 0, 0, "t", "t", -L * hat(s_bar_p_i) @ hat(Ai_c))
+    K = _put(K, 1, 1, "t", "t", L * hat(s_bar_q_j) @ hat(Aj_c))
+    return K
+
+
+def rA_sensitivity_d(r_i, A_i, r_j, A_j, s_bar_p_i, s_bar_q_j, lam):
+    """Reaction sensitivity of D (Table 5). F_i = -2 lam d, T_i = -2 lam s_i~ A_i^T d,
+    F_j = 2 lam d, T_j = 2 lam s_j~ A_j^T d with delta d = dr_j - A_j s_j~ th_j - dr_i +
+    A_i s_i~ th_i."""
+    n = lam.shape[0]
+    L = _lam(lam)
+    d = _d_ij(r_i, A_i, r_j, A_j, s_bar_p_i, s_bar_q_j)
+    eye = jnp.broadcast_to(jnp.eye(3), (n, 3, 3))
+    hs_i, hs_j = hat(s_bar_p_i), hat(s_bar_q_j)
+    Ais, Ajs = A_i @ hs_i, A_j @ hs_j
+    Ait, Ajt = jnp.swapaxes(A_i, -1, -2), jnp.swapaxes(A_j, -1, -2)
+    Ai_d, Aj_d = jnp.einsum("nij,nj->ni", Ait, d), jnp.einsum("nij,nj->ni", Ajt, d)
+    # derivative of d with respect to (r_i, th_i, r_j, th_j)
+    dd = [(-eye, "r", 0), (Ais, "t", 0), (eye, "r", 1), (-Ajs, "t", 1)]
+    K = _blocks(n)
+    for D, kind, b in dd:
+        K = _put(K, 0, b, "r", kind, -2 * L * D)
+        K = _put(K, 1, b, "r", kind, 2 * L * D)
+        K = _put(K, 0, b, "t", kind, -2 * L * hs_i @ Ait @ D)
+        K = _put(K, 1, b, "t", kind, 2 * L * hs_j @ Ajt @ D)
+    K = _put(K, 0, 0, "t", "t", -2 * L * hs_i @ hat(Ai_d))
+    K = _put(K, 1, 1, "t", "t", 2 * L * hs_j @ hat(Aj_d))
+    return K
+
+
+def rA_sensitivity_dp2(r_i, A_i, r_j, A_j, a_bar_i, s_bar_p_i, s_bar_q_j, lam):
+    """Reaction sensitivity of DP2 (Table 4). F_i = -lam a_i, F_j = lam a_i,
+    T_i = lam (a_bar_i~ A_i^T d - s_i~ a_bar_i), T_j = lam s_j~ A_j^T a_i."""
+    n = lam.shape[0]
+    L = _lam(lam)
+    d = _d_ij(r_i, A_i, r_j, A_j, s_bar_p_i, s_bar_q_j)
+    a_i = _mv(A_i, a_bar_i)
+    eye = jnp.broadcast_to(jnp.eye(3), (n, 3, 3))
+    ha, hs_i, hs_j = hat(a_bar_i), hat(s_bar_p_i), hat(s_bar_q_j)
+    Ait, Ajt = jnp.swapaxes(A_i, -1, -2), jnp.swapaxes(A_j, -1, -2)
+    Aia = A_i @ ha
+    K = _blocks(n)
+    K = _put(K, 0, 0, "r", "t", L * Aia)
+    K = _put(K, 1, 0, "r", "t", -L * Aia)
+    dd = [(-eye, "r", 0), (A_i @ hs_i, "t", 0), (eye, "r", 1), (-A_j @ hs_j, "t", 1)]
+    for D, kind, b in dd:
+        K = _put(K, 0, b, "t", kind, L * ha @ Ait @ D)
+    K = _put(K, 0, 0, "t", "t", L * ha @ hat(jnp.einsum("nij,nj->ni", Ait, d)))
+    K = _put(K, 1, 1, "t", "t", L * hs_j @ hat(jnp.einsum("nij,nj->ni", Ajt, a_i)))
+    K = _put(K, 1, 0, "t", "t", -L * hs_j @ Ajt @ Aia)
+    return K
+
+
+def rA_sensitivity_rot(A_i, A_j, u_bar_i, v_bar_i, a_bar_j, angle, lam):
+    """Rotation driver: Phi = cos(theta) DP1(v_i, a_j) - sin(theta) DP1(u_i, a_j)."""
+    return rA_sensitivity_dp1(A_i, A_j, v_bar_i, a_bar_j, lam * jnp.cos(angle)) + (
+        rA_sensitivity_dp1(A_i, A_j, u_bar_i, a_bar_j, -lam * jnp.sin(angle))
+    )

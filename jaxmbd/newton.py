@@ -85,7 +85,7 @@ def newton_iterate(
     def body(carry):
         x, k, _, _ = carry
         F, J = residual_and_jacobian(x)
-        delta = -linear_solve(J, F)
+        delta = -linear_solve(J, F)  # J may be None when linear_solve holds a factorisation
         step = jnp.linalg.norm(delta)
         finite = jnp.isfinite(step)
         x_new = retract(x, jnp.where(finite, delta, 0.0))

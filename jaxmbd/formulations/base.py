@@ -22,6 +22,7 @@ import jax.numpy as jnp
 
 from .. import _config  # noqa: F401
 from ..equations import constraint_values
+from ..forces import BodyState, applied_forces
 from ..model import Model
 from ..newton import lu_solver, solve_linear
 
@@ -85,6 +86,23 @@ class AbstractFormulation(eqx.Module):
     def acceleration_rhs(self, model: Model, q, v, t):
         """gamma of the acceleration equations G a = gamma."""
 
+    # -- index-3 dynamics with backward Euler ----------------------------------------------
+    def num_multipliers(self, model: Model) -> int:
+        return self.num_equations(model)
+
+    def advance(self, q, v, a, h):
+        """Backward Euler: v1 = v + h a, q1 = q (+) h v1 (eqs. 32, 40)."""
+        v1 = v + h * a
+        return self.retract(q, h * v1.reshape(-1)), v1
+
+    @abc.abstractmethod
+    def dynamics_residual(self, model: Model, x, q, v, t, h):
+        """g(x) of the discretised equations of motion; x = (accelerations, multipliers)."""
+
+    def dynamics_jacobian(self, model: Model, x, q, v, t, h):
+        """Newton matrix dg/dx (autodiff by default)."""
+        return jax.jacfwd(lambda y: self.dynamics_residual(model, y, q, v, t, h))(x)
+
 
 class AbstractAutodiffFormulation(AbstractFormulation):
     """A formulation whose Jacobian, nu and gamma come from autodiff of Phi(q, t)."""
@@ -141,3 +159,24 @@ class AbstractAutodiffFormulation(AbstractFormulation):
     def predict(self, q, v, h):
         r, ori = q
         return r + h * v[:, :3], ori + h * v[:, 3:]
+
+    def constraint_jacobian(self, model, q, t):
+        """Phi_q (nc, nb * tangent_size) of the GCON rows only (no normalisation)."""
+        nb = model.nb
+
+        def phi(x):
+            r, ori = self._unflat(x, nb)
+            return constraint_values(model, r, self.rotation(ori), t)
+
+        return jax.jacfwd(phi)(self._flat(q))
+
+    def _forces(self, model, q, v, t):
+        r, ori = q
+        omega, _ = self.omega_from_rate(ori, v[:, 3:], jnp.zeros_like(v[:, 3:]))
+        return applied_forces(
+            model.forces,
+            t,
+            BodyState(r, self.rotation(ori), v[:, :3], omega),
+            model.mass,
+            model.gravity,
+        )

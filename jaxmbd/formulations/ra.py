@@ -10,8 +10,11 @@ from typing import ClassVar
 
 import jax.numpy as jnp
 
-from ..equations import constraint_values, rA_terms
-from ..lie import so3_exp
+import jax
+
+from ..equations import constraint_values, rA_reaction_sensitivity, rA_terms
+from ..forces import BodyState, applied_forces
+from ..lie import hat, so3_exp, so3_right_jacobian
 from .base import AbstractFormulation
 
 
@@ -59,3 +62,103 @@ class RA(AbstractFormulation):
     def acceleration_rhs(self, model, q, v, t):
         r, A = q
         return rA_terms(model, r, A, v[:, :3], v[:, 3:], t)[3]
+
+    # -- dynamics (eqs. 30-38) --------------------------------------------------------------
+    def advance(self, q, v, a, h):
+        """Eq. 32: v1 = v + h a, r1 = r + h r_dot1, A1 = A exp(h omega_bar1~)."""
+        r, A = q
+        v1 = v + h * a
+        return (r + h * v1[:, :3], A @ so3_exp(h * v1[:, 3:])), v1
+
+    def _split(self, model, x):
+        nb = model.nb
+        return x[: 6 * nb].reshape(nb, 6), x[6 * nb :]
+
+    def _state_forces(self, model, q1, v1, t):
+        r, A = q1
+        return applied_forces(
+            model.forces, t, BodyState(r, A, v1[:, :3], v1[:, 3:]), model.mass, model.gravity
+        )
+
+    def dynamics_residual(self, model, x, q, v, t, h):
+        """Eq. 34b: [M r_ddot + Phi_r^T lam - f; J w_dot + w~ J w + Pi^T lam - n; Phi / h^2]."""
+        a, lam = self._split(model, x)
+        q1, v1 = self.advance(q, v, a, h)
+        r1, A1 = q1
+        zero = jnp.zeros_like(r1)
+        phi, G, _, _ = rA_terms(model, r1, A1, zero, zero, t)
+        f, n = self._state_forces(model, q1, v1, t)
+        w = v1[:, 3:]
+        Jw = jnp.einsum("bij,bj->bi", model.inertia, w)
+        reaction = (G.T @ lam).reshape(model.nb, 6)
+        g_r = model.mass[:, None] * a[:, :3] + reaction[:, :3] - f
+        g_w = (
+            jnp.einsum("bij,bj->bi", model.inertia, a[:, 3:])
+            + jnp.cross(w, Jw)
+            + reaction[:, 3:]
+            - n
+        )
+        return jnp.concatenate([jnp.concatenate([g_r, g_w], 1).reshape(-1), phi / h**2])
+
+    def dynamics_jacobian(self, model, x, q, v, t, h):
+        """Eq. 38c assembled by hand from the Pi-bar variations and the reaction-force
+        sensitivities (Tables 3-6). Unlike eq. 37 it keeps the tangent map of exp,
+        delta theta = h^2 J_r(h omega) delta omega_dot, so the matrix is the exact Jacobian.
+        """
+        nb = model.nb
+        a, lam = self._split(model, x)
+        q1, v1 = self.advance(q, v, a, h)
+        r1, A1 = q1
+        zero = jnp.zeros_like(r1)
+        _, G, _, _ = rA_terms(model, r1, A1, zero, zero, t)
+        w = v1[:, 3:]
+        J = model.inertia
+        # d(position tangent)/da = h^2 diag(I, J_r(h w)) per body
+        T = so3_right_jacobian(h * w)
+        eye = jnp.broadcast_to(jnp.eye(3), (nb, 3, 3))
+        zeros = jnp.zeros((nb, 3, 3))
+        P = jnp.concatenate(
+            [jnp.concatenate([eye, zeros], 2), jnp.concatenate([zeros, T], 2)], 1
+        )  # (nb, 6, 6)
+        blockdiag = _block_diagonal(P)
+        Jw = jnp.einsum("bij,bj->bi", J, w)
+        gyro = jnp.einsum("bij,bjk->bik", hat(w), J) - hat(Jw)
+        mass_blk = jnp.concatenate(
+            [
+                jnp.concatenate([model.mass[:, None, None] * eye, zeros], 2),
+                jnp.concatenate([zeros, J + h * gyro], 2),
+            ],
+            1,
+        )
+        K = rA_reaction_sensitivity(model, r1, A1, lam, t)
+        G11 = _block_diagonal(mass_blk) + h**2 * K @ blockdiag
+        if model.forces:
+            G11 = G11 - self._force_sensitivity(model, q1, v1, t, h, blockdiag)
+        G21 = G @ blockdiag
+        nc = model.nc
+        top = jnp.concatenate([G11, G.T], 1)
+        bottom = jnp.concatenate([G21, jnp.zeros((nc, nc))], 1)
+        return jnp.concatenate([top, bottom], 0)
+
+    def _force_sensitivity(self, model, q1, v1, t, h, blockdiag):
+        """d(f, n)/da by autodiff of the force laws (case by case in the paper)."""
+        nb = model.nb
+
+        def forces(dq, dv):
+            dq = dq.reshape(nb, 6)
+            r, A = q1
+            q_ = (r + dq[:, :3], A @ so3_exp(dq[:, 3:]))
+            f, n = self._state_forces(model, q_, v1 + dv.reshape(nb, 6), t)
+            return jnp.concatenate([f, n], 1).reshape(-1)
+
+        z = jnp.zeros(6 * nb)
+        Fq = jax.jacfwd(forces, argnums=0)(z, z)
+        Fv = jax.jacfwd(forces, argnums=1)(z, z)
+        return h**2 * Fq @ blockdiag + h * Fv
+
+
+def _block_diagonal(blocks):
+    """(nb, k, k) -> (nb k, nb k) block-diagonal matrix without a Python loop."""
+    nb, k, _ = blocks.shape
+    eye = jnp.eye(nb)
+    return jnp.einsum("ab,aij->aibj", eye, blocks).reshape(nb * k, nb * k)

@@ -11,6 +11,7 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 
+from ..equations import constraint_values
 from ..newton import solve_linear_or_least_squares
 from ..rotations import A_to_zxz, zxz_Bbar, zxz_to_A
 from .base import AbstractAutodiffFormulation
@@ -45,3 +46,30 @@ class RE(AbstractAutodiffFormulation):
         B_dot = jax.jvp(zxz_Bbar, (ori,), (rate,))[1]
         omega = jnp.einsum("bij,bj->bi", B, rate)
         return omega, jnp.einsum("bij,bj->bi", B, rate_dot) + jnp.einsum("bij,bj->bi", B_dot, rate)
+
+    def dynamics_residual(self, model, x, q, v, t, h):
+        """Eqs. 43-44 with the corrected inertial force of PAPER_NOTES:
+        B^T J B eps_ddot + Phi_eps^T lam = B^T (n - w~ J w - J B_dot eps_dot)."""
+        nb, nc = model.nb, model.nc
+        a, lam = x[: 6 * nb].reshape(nb, 6), x[6 * nb :]
+        q1, v1 = self.advance(q, v, a, h)
+        r1, eps = q1
+        eps_dot, eps_ddot = v1[:, 3:], a[:, 3:]
+        Phi_q = self.constraint_jacobian(model, q1, t).reshape(nc, nb, 6)
+        reaction = jnp.einsum("cbk,c->bk", Phi_q, lam)
+        f, n = self._forces(model, q1, v1, t)
+        B = zxz_Bbar(eps)
+        B_dot = jax.jvp(zxz_Bbar, (eps,), (eps_dot,))[1]
+        J = model.inertia
+        w = jnp.einsum("bij,bj->bi", B, eps_dot)
+        Jw = jnp.einsum("bij,bj->bi", J, w)
+        rhs = n - jnp.cross(w, Jw) - jnp.einsum("bij,bjk,bk->bi", J, B_dot, eps_dot)
+        Bt = jnp.swapaxes(B, -1, -2)
+        g_r = model.mass[:, None] * a[:, :3] + reaction[:, :3] - f
+        g_e = (
+            jnp.einsum("bij,bjk,bkl,bl->bi", Bt, J, B, eps_ddot)
+            + reaction[:, 3:]
+            - jnp.einsum("bij,bj->bi", Bt, rhs)
+        )
+        phi = constraint_values(model, r1, zxz_to_A(eps), t)
+        return jnp.concatenate([jnp.concatenate([g_r, g_e], 1).reshape(-1), phi / h**2])

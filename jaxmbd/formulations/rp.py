@@ -10,7 +10,10 @@ from typing import ClassVar
 
 import jax.numpy as jnp
 
+import jax
+
 from ..rotations import A_to_ep, ep_G, ep_to_A
+from ..equations import constraint_values
 from .base import AbstractAutodiffFormulation
 
 
@@ -39,3 +42,32 @@ class RP(AbstractAutodiffFormulation):
         """omega_bar = 2 G(p) p_dot; omegadot_bar = 2 G(p) p_ddot (G_dot p_dot = 0)."""
         G = ep_G(ori)
         return 2.0 * jnp.einsum("bij,bj->bi", G, rate), 2.0 * jnp.einsum("bij,bj->bi", G, rate_dot)
+
+    def num_multipliers(self, model):
+        return model.nc + model.nb
+
+    def dynamics_residual(self, model, x, q, v, t, h):
+        """Eqs. 39-41: unknowns (r_ddot, p_ddot, lam, lam_p); BE of eq. 40; beta_0 = 1."""
+        nb, nc = model.nb, model.nc
+        a = x[: 7 * nb].reshape(nb, 7)
+        lam, lam_p = x[7 * nb : 7 * nb + nc], x[7 * nb + nc :]
+        q1, v1 = self.advance(q, v, a, h)
+        r1, p1 = q1
+        p_dot, p_ddot = v1[:, 3:], a[:, 3:]
+        Phi_q = self.constraint_jacobian(model, q1, t).reshape(nc, nb, 7)
+        reaction = jnp.einsum("cbk,c->bk", Phi_q, lam)
+        f, n = self._forces(model, q1, v1, t)
+        G, G_dot = ep_G(p1), ep_G(p_dot)
+        Gt = jnp.swapaxes(G, -1, -2)
+        J = model.inertia
+        mass_p = 4.0 * Gt @ J @ G
+        tau = 2.0 * jnp.einsum("bij,bj->bi", Gt, n) + 8.0 * jnp.einsum(
+            "bij,bjk,bkl,bl->bi", jnp.swapaxes(G_dot, -1, -2), J, G_dot, p1
+        )
+        g_r = model.mass[:, None] * a[:, :3] + reaction[:, :3] - f
+        g_p = jnp.einsum("bij,bj->bi", mass_p, p_ddot) + reaction[:, 3:] + p1 * lam_p[:, None] - tau
+        phi = constraint_values(model, r1, ep_to_A(p1), t)
+        norm = self.extra_equations(p1)
+        return jnp.concatenate(
+            [jnp.concatenate([g_r, g_p], 1).reshape(-1), phi / h**2, norm / h**2]
+        )
