@@ -5,6 +5,7 @@ Importing jaxmbd enables float64 (``jax_enable_x64``): the solvers need it.
 
 from . import (
     _config,  # noqa: F401
+    diagnostics,
     models,
 )
 from .drivers import Expression
@@ -22,31 +23,36 @@ from .solution import Solution
 __version__ = "0.1.0"
 
 __all__ = [
+    "MAX_ITERATIONS",
+    "NONFINITE",
+    "RA",
+    "RE",
+    "RP",
+    "SUCCESS",
+    "THETA_H2",
     "AbstractFormulation",
     "BodyState",
     "BodyTorque",
     "Expression",
     "GeneralForce",
-    "MAX_ITERATIONS",
+    "InitialCorrection",
     "Model",
     "ModelBuilder",
     "ModelError",
     "ModelFileError",
-    "NONFINITE",
     "PointForce",
-    "RA",
-    "RE",
-    "RP",
-    "SUCCESS",
     "Solution",
     "SolverError",
     "SpringDamper",
+    "consistent_initial_state",
+    "diagnostics",
     "get_formulation",
     "hat",
     "kinematics",
     "load_model",
     "models",
     "save_model",
+    "simulate",
     "so3_exp",
     "so3_log",
     "so3_right_jacobian",

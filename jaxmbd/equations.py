@@ -68,19 +68,20 @@ def constraint_values(model: Model, r, A, t):
     return jnp.concatenate(parts)[_model_order(model)]
 
 
-def _selector(model: Model, bodies) -> np.ndarray:
-    """One-hot (nc, nb) matrix of the given per-row body indices; ground columns dropped."""
+def _selector(model: Model, bodies, include_ground=False) -> np.ndarray:
+    """One-hot (nc, nb) matrix of the given per-row body indices (ground column optional)."""
     sel = np.zeros((model.nc, model.nb + 1))
     sel[np.arange(model.nc), np.asarray(bodies, dtype=int)] = 1.0
-    return sel[:, : model.nb]
+    return sel if include_ground else sel[:, : model.nb]
 
 
-def rA_terms(model: Model, r, A, rdot, omega, t):
+def rA_terms(model: Model, r, A, rdot, omega, t, *, include_ground: bool = False):
     """Hand-coded rA quantities (Phi, G, nu, gamma) in model row order.
 
     ``G`` has shape (nc, 6 nb) with body-major columns (delta r_b, theta_bar_b); ``gamma``
     is the right-hand side of G [r_ddot; omegadot_bar] = gamma (eq. 16), ``nu`` that of
-    G [r_dot; omega_bar] = nu (eq. 15b).
+    G [r_dot; omega_bar] = nu (eq. 15b). ``include_ground`` appends the ground's six
+    columns (for support reactions).
     """
     nc, nb = model.nc, model.nb
     if nc == 0:
@@ -132,10 +133,11 @@ def rA_terms(model: Model, r, A, rdot, omega, t):
     jj = jnp.concatenate(jac_j)[order]
     bi = [b for b, _ in model.constraint_bodies]
     bj = [b for _, b in model.constraint_bodies]
+    n_cols = nb + 1 if include_ground else nb
     G = (
-        _selector(model, bi)[:, :, None] * ji[:, None, :]
-        + _selector(model, bj)[:, :, None] * jj[:, None, :]
-    ).reshape(nc, 6 * nb)
+        _selector(model, bi, include_ground)[:, :, None] * ji[:, None, :]
+        + _selector(model, bj, include_ground)[:, :, None] * jj[:, None, :]
+    ).reshape(nc, 6 * n_cols)
     return phi, G, nu, gamma
 
 

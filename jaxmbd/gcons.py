@@ -190,7 +190,7 @@ def rA_rot(
     return RaRows(jac_i, jac_j, -gamma), nu
 
 
-# ----------------------------------------------------------------------------- reaction sensitivities
+# ----------------------------------------------------------------- reaction sensitivities
 
 
 def _blocks(n):

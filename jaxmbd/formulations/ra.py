@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-import jax.numpy as jnp
-
 import jax
+import jax.numpy as jnp
 
 from ..equations import constraint_values, rA_reaction_sensitivity, rA_terms
 from ..forces import BodyState, applied_forces

@@ -10,10 +10,8 @@ from typing import ClassVar
 
 import jax.numpy as jnp
 
-import jax
-
-from ..rotations import A_to_ep, ep_G, ep_to_A
 from ..equations import constraint_values
+from ..rotations import A_to_ep, ep_G, ep_to_A
 from .base import AbstractAutodiffFormulation
 
 

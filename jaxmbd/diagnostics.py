@@ -1,0 +1,154 @@
+"""Diagnostics of a Solution: energy, momenta, constraint violations, reaction forces.
+
+All functions are pure JAX, vectorised over time with ``vmap`` and differentiable.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import _config  # noqa: F401
+from .equations import constraint_values, rA_terms
+from .forces import BodyState, SpringDamper, _point_kinematics
+from .model import Model
+from .solution import Solution
+
+
+class Energy(NamedTuple):
+    kinetic: jax.Array  # (T,)
+    potential: jax.Array  # (T,) gravity and spring-dampers' springs
+    total: jax.Array
+
+
+def energy(model: Model, sol: Solution) -> Energy:
+    """Kinetic energy 1/2 (m |r_dot|^2 + omega_bar^T J omega_bar) and potential energy
+    -m g^T r (+ 1/2 k (l - l0)^2 of each spring-damper)."""
+    J = model.inertia
+    kinetic = 0.5 * (
+        jnp.einsum("b,tbi,tbi->t", model.mass, sol.rdot, sol.rdot)
+        + jnp.einsum("tbi,bij,tbj->t", sol.omega, J, sol.omega)
+    )
+    potential = -jnp.einsum("b,i,tbi->t", model.mass, model.gravity, sol.r)
+    for force in model.forces:
+        if isinstance(force, SpringDamper):
+
+            def spring(r, A, force=force):
+                state = BodyState(r, A, jnp.zeros_like(r), jnp.zeros_like(r))
+                p, _ = _point_kinematics(state, force.body_i, force.s_bar_p_i)
+                q, _ = _point_kinematics(state, force.body_j, force.s_bar_q_j)
+                length = jnp.linalg.norm(q - p)
+                return 0.5 * force.stiffness * (length - force.rest_length) ** 2
+
+            potential = potential + jax.vmap(spring)(sol.r, sol.A)
+    return Energy(kinetic, potential, kinetic + potential)
+
+
+def linear_momentum(model: Model, sol: Solution):
+    """Sum of m r_dot, (T, 3)."""
+    return jnp.einsum("b,tbi->ti", model.mass, sol.rdot)
+
+
+def angular_momentum(model: Model, sol: Solution, point=(0.0, 0.0, 0.0)):
+    """Global angular momentum about ``point``: sum (r - p) x m r_dot + A J omega_bar, (T, 3)."""
+    rel = sol.r - jnp.asarray(point)
+    orbital = jnp.cross(rel, model.mass[None, :, None] * sol.rdot)
+    spin = jnp.einsum("tbij,bjk,tbk->tbi", sol.A, model.inertia, sol.omega)
+    return jnp.sum(orbital + spin, axis=1)
+
+
+class Violations(NamedTuple):
+    position: jax.Array  # ||Phi||_inf per step
+    velocity: jax.Array  # ||G v - nu||_inf
+    acceleration: jax.Array  # ||G a - gamma||_inf
+    orthonormality: jax.Array  # max_b ||A_b^T A_b - I||_F
+
+
+def constraint_violation(model: Model, sol: Solution) -> Violations:
+    """Constraint violation at position, velocity and acceleration level, and ||A^T A - I||."""
+
+    def one(t, r, A, rdot, omega, rddot, omegadot):
+        phi, G, nu, gamma = rA_terms(model, r, A, rdot, omega, t)
+        v = jnp.concatenate([rdot, omega], 1).reshape(-1)
+        a = jnp.concatenate([rddot, omegadot], 1).reshape(-1)
+        ortho = jnp.max(jnp.linalg.norm(jnp.swapaxes(A, -1, -2) @ A - jnp.eye(3), axis=(1, 2)))
+
+        def inf(x):
+            return jnp.max(jnp.abs(x)) if x.size else jnp.asarray(0.0)
+
+        return inf(phi), inf(G @ v - nu), inf(G @ a - gamma), ortho
+
+    out = jax.vmap(one)(sol.t, sol.r, sol.A, sol.rdot, sol.omega, sol.rddot, sol.omegadot)
+    return Violations(*out)
+
+
+class Reactions(NamedTuple):
+    """Reaction loads of constraints on their two bodies (the ground included).
+
+    ``force_*`` is the global force on the body (acting at its centre of mass, together with
+    the torque), ``torque_*`` the torque about the centre of mass in the body frame and
+    ``torque_*_global`` the same in the global frame. Shapes (T, n, 3).
+    """
+
+    force_i: jax.Array
+    torque_i: jax.Array
+    force_j: jax.Array
+    torque_j: jax.Array
+    torque_i_global: jax.Array
+    torque_j_global: jax.Array
+    names: tuple[str, ...]
+
+
+def reaction_forces(model: Model, sol: Solution, *, per: str = "constraint") -> Reactions:
+    """Reaction force and torque of each GCON (``per="constraint"``) or joint (``"joint"``).
+
+    The generalised reaction on a body is -[Phi_r, Pi_bar(Phi)]^T lam (paper 1 eq. 34c).
+    """
+    nb, nc = model.nb, model.nc
+    bi = np.array([b for b, _ in model.constraint_bodies], dtype=int)
+    bj = np.array([b for _, b in model.constraint_bodies], dtype=int)
+
+    def one(t, r, A, lam):
+        zero = jnp.zeros_like(r)
+        _, G, _, _ = rA_terms(model, r, A, zero, zero, t, include_ground=True)
+        G = G.reshape(nc, nb + 1, 6)
+        rows = jnp.arange(nc)
+        load_i = -G[rows, bi] * lam[:, None]
+        load_j = -G[rows, bj] * lam[:, None]
+        A_all = jnp.concatenate([A, jnp.eye(3)[None]], 0)
+        ti_g = jnp.einsum("cij,cj->ci", A_all[bi], load_i[:, 3:])
+        tj_g = jnp.einsum("cij,cj->ci", A_all[bj], load_j[:, 3:])
+        return load_i[:, :3], load_i[:, 3:], load_j[:, :3], load_j[:, 3:], ti_g, tj_g
+
+    out = jax.vmap(one)(sol.t, sol.r, sol.A, sol.lam)
+    names = model.constraint_names
+    if per == "joint":
+        joints = list(dict.fromkeys(model.constraint_joints))
+        index = np.array([joints.index(j) for j in model.constraint_joints])
+        one_hot = jnp.asarray(np.eye(len(joints))[index])  # (nc, n_joints)
+        # A joint's rows share their two bodies, possibly in swapped order: align to the first.
+        first = {j: k for k, j in reversed(list(enumerate(model.constraint_joints)))}
+        swapped = np.array(
+            [
+                model.constraint_bodies[k] != model.constraint_bodies[first[j]]
+                for k, j in enumerate(model.constraint_joints)
+            ]
+        )
+        fi, ti, fj, tj, tig, tjg = out
+        s = jnp.asarray(swapped)[None, :, None]
+        fi, fj = jnp.where(s, fj, fi), jnp.where(s, fi, fj)
+        ti, tj = jnp.where(s, tj, ti), jnp.where(s, ti, tj)
+        tig, tjg = jnp.where(s, tjg, tig), jnp.where(s, tig, tjg)
+        out = tuple(jnp.einsum("tci,cj->tji", x, one_hot) for x in (fi, ti, fj, tj, tig, tjg))
+        names = tuple(joints)
+    elif per != "constraint":
+        raise ValueError(f"per must be 'constraint' or 'joint', got {per!r}")
+    return Reactions(*out, names=names)
+
+
+def position_residual(model: Model, sol: Solution):
+    """Phi at every step, (T, nc)."""
+    return jax.vmap(lambda t, r, A: constraint_values(model, r, A, t))(sol.t, sol.r, sol.A)

@@ -1,0 +1,300 @@
+"""Index-3 dynamics: golden references, order of accuracy, conservation, reactions."""
+
+from functools import cache
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import references
+
+import jaxmbd as mbd
+from jaxmbd.diagnostics import (
+    angular_momentum,
+    constraint_violation,
+    energy,
+    reaction_forces,
+)
+from jaxmbd.formulations import RA
+
+FORMULATIONS = ("rA", "rp", "re")
+
+
+def noop(done, total):
+    pass
+
+
+def run(model, formulation, t_end, h, **kw):
+    # fixed chunks: one compilation per (model, formulation) across step sizes
+    return mbd.simulate(
+        model, formulation=formulation, t_end=t_end, h=h, progress=noop, chunk_size=500, **kw
+    )
+
+
+@cache
+def double_pendulum_errors(formulation):
+    model = mbd.models.double_pendulum()
+    errors = []
+    for h in (1e-2, 1e-3, 1e-4):
+        sol = run(model, formulation, 1.0, h)
+        ref = references.double_pendulum(np.asarray(sol.t[-1:]))
+        errors.append(float(np.abs(sol.r[-1, 1, 2] - ref["r"][0, 1, 2])))  # z of rod 2 (Fig. 3)
+    return np.array(errors)
+
+
+@pytest.mark.parametrize("formulation", FORMULATIONS)
+def test_double_pendulum_first_order(formulation):
+    errors = double_pendulum_errors(formulation)
+    ratios = errors[:-1] / errors[1:]
+    assert np.all((ratios > 7) & (ratios < 13)), (errors, ratios)
+    assert errors[-1] < 2e-3
+
+
+def test_double_pendulum_formulations_nearly_equal():
+    e = {f: double_pendulum_errors(f) for f in FORMULATIONS}
+    for f in ("rp", "re"):
+        np.testing.assert_allclose(e[f], e["rA"], rtol=0.1)
+
+
+def test_double_pendulum_state_against_reference():
+    sol = run(mbd.models.double_pendulum(), "rA", 1.0, 1e-4)
+    ref = references.double_pendulum(np.asarray(sol.t))
+    assert np.abs(sol.r - ref["r"]).max() < 2e-3
+    assert np.abs(sol.omega - ref["omega_bar"]).max() < 5e-3
+    viol = constraint_violation(mbd.models.double_pendulum(), sol)
+    assert float(viol.position.max()) < 1e-10
+    assert float(viol.orthonormality.max()) < 1e-12
+
+
+@pytest.mark.parametrize("name", ["single_pendulum", "four_link", "slider_crank"])
+def test_order_analysis_against_kinematics(name):
+    """Paper Figs. 5-7: velocity and acceleration errors at t_end shrink at first order."""
+    model = getattr(mbd.models, name)()
+    t_end = 1.0
+    truth = mbd.kinematics(model, t_end=t_end, h=1e-3)
+    errs = []
+    for h in (4e-3, 2e-3, 1e-3):
+        sol = run(model, "rA", t_end, h)
+        errs.append(
+            [
+                float(np.abs(sol.r[-1] - truth.r[-1]).max()),
+                float(np.abs(sol.rdot[-1] - truth.rdot[-1]).max()),
+                float(np.abs(sol.rddot[-1] - truth.rddot[-1]).max()),
+            ]
+        )
+    errs = np.array(errs)
+    assert errs[:, 0].max() < 1e-9  # positions are enforced exactly (index 3)
+    for level in (1, 2):
+        ratios = errs[:-1, level] / errs[1:, level]
+        assert np.all((ratios > 1.6) & (ratios < 2.5)), (level, errs[:, level], ratios)
+
+
+@pytest.mark.parametrize("formulation", ["rp", "re"])
+def test_driven_formulations_agree(formulation):
+    model = mbd.models.slider_crank()
+    a = run(model, "rA", 0.5, 1e-3)
+    b = run(model, formulation, 0.5, 1e-3)
+    # 0 DOF: positions are enforced and r_dot, r_ddot are backward differences of them, so
+    # they agree to round-off; angular rates and multipliers differ at O(h) because each
+    # formulation applies backward Euler to different orientation coordinates.
+    np.testing.assert_allclose(b.r, a.r, atol=1e-10)
+    np.testing.assert_allclose(b.rdot, a.rdot, atol=1e-9)
+    np.testing.assert_allclose(b.rddot, a.rddot, atol=1e-7)
+    np.testing.assert_allclose(b.lam, a.lam, atol=2e-3 * np.abs(a.lam).max())
+
+
+def spinning_body():
+    b = mbd.ModelBuilder("free spinning body", gravity=(0, 0, 0))
+    J = np.array([[2.0, 0.3, -0.2], [0.3, 1.5, 0.1], [-0.2, 0.1, 1.0]])  # non-principal
+    b.add_body(
+        "top",
+        mass=3.0,
+        inertia=J,
+        r=[0.1, 0.2, 0.3],
+        A=mbd.so3_exp(np.array([0.3, 0.5, 0.7])),
+        rdot=[0.5, -0.2, 0.1],
+        omega=[3.0, -5.0, 8.0],
+    )
+    return b.build()
+
+
+def test_free_spinning_body():
+    model = spinning_body()
+    h = 1e-3
+    sol = run(model, "rA", 0.5, h)
+    e = np.asarray(energy(model, sol).total)
+    L = np.asarray(angular_momentum(model, sol, point=np.zeros(3)))
+    assert np.all(np.diff(e) <= 1e-12)  # backward Euler dissipates, never adds energy
+    assert 0 < (e[0] - e[-1]) / e[0] < 5 * h * 0.5 * 8  # O(h) over the run
+    assert np.abs(L - L[0]).max() / np.linalg.norm(L[0]) < 0.2
+    A = np.asarray(sol.A)
+    assert np.abs(np.einsum("tji,tjk->tik", A[:, 0], A[:, 0]) - np.eye(3)).max() < 1e-13
+    np.testing.assert_allclose(sol.rdot, np.broadcast_to(sol.rdot[0], sol.rdot.shape), atol=1e-14)
+
+
+def test_free_spinning_body_formulations_agree_to_order_h():
+    model = spinning_body()
+    diffs = []
+    for h in (2e-3, 1e-3):
+        a = run(model, "rA", 0.3, h)
+        for f in ("rp", "re"):
+            b = run(model, f, 0.3, h)
+            diffs.append((h, f, float(np.abs(b.omega[-1] - a.omega[-1]).max())))
+    d = {(h, f): v for h, f, v in diffs}
+    for f in ("rp", "re"):
+        assert d[(1e-3, f)] < 0.7 * d[(2e-3, f)]  # the difference shrinks with h
+
+
+def test_hand_coded_newton_matrix_equals_autodiff():
+    """Eq. 38c with Tables 3-6 (and the exact dexp) against jacfwd of the residual."""
+    b = mbd.ModelBuilder("matrix check")
+    b.add_body(
+        "a",
+        mass=2.0,
+        inertia=[1.0, 2.0, 3.0],
+        r=[1.0, 0.2, 0.0],
+        A=mbd.so3_exp(np.array([0.2, -0.1, 0.4])),
+        omega=[1.0, 2.0, -1.5],
+    )
+    b.add_body(
+        "b",
+        mass=1.0,
+        inertia=[0.5, 0.7, 0.9],
+        r=[2.0, 0.5, 0.3],
+        A=mbd.so3_exp(np.array([-0.3, 0.2, 0.1])),
+        rdot=[0.1, 0.2, 0.3],
+    )
+    b.revolute("pin", body_i="ground", body_j="a", point=[0, 0, 0], axis=[0, 0, 1])
+    b.add_dp2(
+        "dp2",
+        body_i="a",
+        a_bar_i=[0, 1, 0],
+        s_bar_p_i=[0.3, 0.1, 0],
+        body_j="b",
+        s_bar_q_j=[0.1, 0.2, -0.1],
+    )
+    b.add_d("dist", body_i="a", s_bar_p_i=[0.5, 0, 0], body_j="b", s_bar_q_j=[0, 0.1, 0], f=1.3)
+    b.rotation_driver("motor", body_i="ground", body_j="a", axis=[0, 0, 1], angle="0.3*t")
+    b.spring_damper(
+        "spring",
+        body_i="ground",
+        point_i=[0, 0, 1],
+        body_j="b",
+        point_j=[2.0, 0.5, 0.3],
+        stiffness=50.0,
+        damping=3.0,
+        rest_length=1.0,
+    )
+    model = b.build()
+    form = RA()
+    rng = np.random.default_rng(3)
+    x = jnp.asarray(rng.normal(size=6 * model.nb + model.nc))
+    q = (model.r0, model.A0)
+    v = jnp.concatenate([model.rdot0, model.omega0], 1)
+    h, t = 0.01, 0.37
+    hand = form.dynamics_jacobian(model, x, q, v, t, h)
+    auto = jax.jacfwd(lambda y: form.dynamics_residual(model, y, q, v, t, h))(x)
+    np.testing.assert_allclose(hand, auto, rtol=1e-10, atol=1e-9 * np.abs(auto).max())
+
+
+def test_modified_newton_same_solution():
+    model = mbd.models.four_link()
+    full = run(model, "rA", 0.3, 1e-3)
+    mod = run(model, "rA", 0.3, 1e-3, newton="modified")
+    np.testing.assert_allclose(mod.r, full.r, atol=1e-10)
+    np.testing.assert_allclose(mod.rdot, full.rdot, atol=1e-8)
+    assert np.mean(mod.iterations[1:]) >= np.mean(full.iterations[1:])
+
+
+def test_static_reactions_hand_computed():
+    """A plate on a ball joint at the origin and three DP2s with offsets, under gravity:
+    statics give the pin and the DP2 at (2,0,0) half the weight each, the others nothing."""
+    b = mbd.ModelBuilder("bracket")
+    m, g = 3.0, 9.81
+    b.add_body("plate", mass=m, inertia=[1, 1, 1], r=[1, 0, 0])
+    b.spherical("pin", body_i="ground", body_j="plate", point=[0, 0, 0])
+    b.add_dp2(
+        "q1",
+        body_i="ground",
+        a_bar_i=[0, 0, 1],
+        s_bar_p_i=[0, 0, 0],
+        body_j="plate",
+        s_bar_q_j=[1, 0, 0],
+    )
+    b.add_dp2(
+        "q2",
+        body_i="ground",
+        a_bar_i=[0, 1, 0],
+        s_bar_p_i=[0, 0, 0],
+        body_j="plate",
+        s_bar_q_j=[1, 0, 0],
+    )
+    b.add_dp2(
+        "q3",
+        body_i="ground",
+        a_bar_i=[0, 0, 1],
+        s_bar_p_i=[0.5, 0, 0],
+        body_j="plate",
+        s_bar_q_j=[0, 1, 0],
+    )
+    model = b.build()
+    sol = run(model, "rA", 0.05, 1e-3)
+    np.testing.assert_allclose(sol.r, np.broadcast_to(sol.r[0], sol.r.shape), atol=1e-14)
+    joints = reaction_forces(model, sol, per="joint")
+    expect = {"pin": [0, 0, m * g / 2], "q1": [0, 0, m * g / 2], "q2": [0, 0, 0], "q3": [0, 0, 0]}
+    for name, force in expect.items():
+        k = joints.names.index(name)
+        np.testing.assert_allclose(
+            joints.force_j[:, k], np.broadcast_to(force, (len(sol.t), 3)), atol=1e-10
+        )
+    # torque of the pin about the plate's centre of mass: s x F with s = (-1, 0, 0)
+    pin = joints.names.index("pin")
+    np.testing.assert_allclose(joints.torque_j_global[-1, pin], [0, m * g / 2, 0], atol=1e-10)
+    # the ground side carries the opposite force (support reaction)
+    np.testing.assert_allclose(joints.force_i[-1, pin], [0, 0, -m * g / 2], atol=1e-10)
+    other = run(model, "rp", 0.05, 1e-3)  # (identity frame: at the re singularity)
+    np.testing.assert_allclose(other.lam, sol.lam, atol=1e-9)
+
+
+def test_hanging_pendulum_reaction():
+    b = mbd.ModelBuilder("hanging")
+    b.add_body(
+        "rod", mass=2.0, inertia=[0.01, 0.7, 0.7], r=[0, 0, -1], axes=([0, 0, -1], [0, 1, 0])
+    )
+    b.revolute("pin", body_i="ground", body_j="rod", point=[0, 0, 0], axis=[1, 0, 0])
+    model = b.build()
+    sol = run(model, "rA", 0.05, 1e-3)
+    joints = reaction_forces(model, sol, per="joint")
+    np.testing.assert_allclose(joints.force_j[-1, 0], [0, 0, 2.0 * 9.81], atol=1e-10)
+    np.testing.assert_allclose(joints.torque_j[-1, 0], 0, atol=1e-10)
+
+
+def test_nonconvergence_raises_with_time_and_residual():
+    model = mbd.models.slider_crank()
+    with pytest.raises(
+        mbd.SolverError,
+        match=r"dynamics .*failed at step 1 \(t = 0.001 s\).*"
+        r"did not converge.*residual norm",
+    ):
+        mbd.simulate(model, t_end=0.01, h=1e-3, tol=1e-30, max_iter=2)
+    sol = mbd.simulate(model, t_end=0.01, h=1e-3, tol=1e-30, max_iter=2, check=False)
+    assert np.all(np.asarray(sol.status[1:]) == mbd.MAX_ITERATIONS)
+
+
+def test_consistent_start_projects_published_velocities():
+    """SimEngineMBD slider crank's initial omega contradicts its driver: projected."""
+    from conftest import PAPER_MASSES, reference_model
+
+    model = mbd.load_model(
+        reference_model("SimEngineMBD/slider_crank.json"), masses=PAPER_MASSES["slider_crank.json"]
+    )
+    state, corr, info = mbd.consistent_initial_state(model)
+    assert int(info.status) == 0
+    assert float(corr.velocity) > 1.0  # the crank's omega flips sign
+    assert float(corr.position) < 1e-5
+    r, A, rdot, omega = state[:4]
+    from jaxmbd.equations import rA_terms
+
+    _, G, nu, _ = rA_terms(model, r, A, rdot * 0, omega * 0, 0.0)
+    v = np.concatenate([rdot, omega], 1).reshape(-1)
+    np.testing.assert_allclose(np.asarray(G) @ v, nu, atol=1e-12)
