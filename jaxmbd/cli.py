@@ -20,6 +20,7 @@ from rich.table import Table
 
 from .errors import ModelError, SolverError
 from .io import load_model
+from .dynamics import simulate as run_simulate
 from .kinematics import kinematics as run_kinematics
 from .model import Model
 from .models import BUILTIN, load
@@ -125,6 +126,50 @@ def kinematics(
         from .plot import plot_solution
 
         plot_solution(sol, plot, title=f"{m.name}: kinematics ({formulation})")
+    _summary(m, sol, seconds, out, plot)
+
+
+@app.command()
+def simulate(
+    model: Annotated[str, typer.Argument(help="model file or built-in name")],
+    formulation: Annotated[str, typer.Option(help="rA, rp or re")] = "rA",
+    h: Annotated[float, typer.Option("--h", help="step size [s]")] = 1e-3,
+    t_end: Annotated[float, typer.Option("--t-end", help="end time [s]")] = 3.0,
+    tol: Annotated[
+        float | None, typer.Option(help="Newton correction tolerance (default 1e-11 / h^2)")
+    ] = None,
+    newton: Annotated[str, typer.Option(help="full or modified")] = "full",
+    out: Annotated[Path | None, typer.Option(help="write the Solution (.npz or .csv)")] = None,
+    plot: Annotated[Path | None, typer.Option(help="write a PNG plot")] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+):
+    """Index-3 dynamics with backward Euler."""
+    _setup_logging(verbose)
+    try:
+        m = _load(model)
+        start = time.perf_counter()
+        sol = _with_progress(
+            lambda report: run_simulate(
+                m,
+                formulation=formulation,
+                t_end=t_end,
+                h=h,
+                tol=tol,
+                newton=newton,
+                progress=report,
+            ),
+            "dynamics",
+        )
+        seconds = time.perf_counter() - start
+    except (ModelError, SolverError, ValueError) as err:
+        console.print(f"[red]error:[/red] {err}")
+        raise typer.Exit(code=1) from None
+    if out:
+        out = sol.save(out)
+    if plot:
+        from .plot import plot_solution
+
+        plot_solution(sol, plot, title=f"{m.name}: dynamics ({formulation})")
     _summary(m, sol, seconds, out, plot)
 
 

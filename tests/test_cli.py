@@ -58,3 +58,14 @@ def test_csv_output(tmp_path):
 def test_info_command():
     result = CliRunner().invoke(app, ["info", "four_link"])
     assert result.exit_code == 0 and "degrees of freedom: 0" in result.output
+
+
+def test_simulate_command(tmp_path):
+    out = tmp_path / "dp.npz"
+    result = CliRunner().invoke(
+        app, ["simulate", "double_pendulum", "--h", "1e-2", "--t-end", "0.5", "--out", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    sol = mbd.Solution.load(out)
+    ref = mbd.simulate(mbd.models.double_pendulum(), t_end=0.5, h=1e-2)
+    np.testing.assert_allclose(sol.r, ref.r)

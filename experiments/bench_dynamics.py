@@ -1,0 +1,81 @@
+"""Dynamics speed of rA, rp, re (paper 1 Table 10), full versus modified Newton.
+
+    python experiments/bench_dynamics.py [--h 1e-3] [--repeats 5]
+
+h = 1e-3 over 3 s (double pendulum 5 s), Theta h^2 = 1e-11. Reports compile time apart
+from the median run time, steps/s, mean Newton iterations and the speed ratio versus rp,
+all measured in this one run, and writes experiments/results/dynamics_speed.csv.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+from pathlib import Path
+
+import numpy as np
+from _timing import machine, time_call
+
+import jaxmbd as mbd
+
+PAPER_TABLE10 = {  # speed-up vs rp: (C1 rA, C1 re, C2 rA, C2 re)
+    "single_pendulum": (2.43, 1.29, 2.46, 1.69),
+    "double_pendulum": (2.63, 1.21, 2.39, 1.53),
+    "four_link": (2.62, 1.21, 2.41, 1.44),
+    "slider_crank": (2.93, 1.31, 2.29, 1.30),
+}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--h", type=float, default=1e-3)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--mechanisms", nargs="*", default=list(PAPER_TABLE10))
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    print(f"machine: {machine()}")
+    rows = []
+    for name in args.mechanisms:
+        model = getattr(mbd.models, name)()
+        t_end = 5.0 if name == "double_pendulum" else 3.0
+        results = {}
+        for form, newton in (("rA", "full"), ("rA", "modified"), ("rp", "full"), ("re", "full")):
+
+            def run(form=form, newton=newton, model=model, t_end=t_end):
+                return mbd.simulate(model, formulation=form, t_end=t_end, h=args.h, newton=newton).r
+
+            first, median, spread = time_call(run, repeats=args.repeats)
+            sol = mbd.simulate(model, formulation=form, t_end=t_end, h=args.h, newton=newton)
+            steps = len(sol.t) - 1
+            results[(form, newton)] = dict(
+                mechanism=name,
+                formulation=form,
+                newton=newton,
+                compile_s=first - median,
+                run_median_s=median,
+                run_min_s=spread[0],
+                run_max_s=spread[1],
+                steps_per_s=steps / median,
+                mean_iterations=float(np.mean(np.asarray(sol.iterations)[1:])),
+            )
+        base = results[("rp", "full")]["run_median_s"]
+        for res in results.values():
+            res["speedup_vs_rp"] = base / res["run_median_s"]
+            rows.append(res)
+            print(
+                f"{name:16s} {res['formulation']:3s} {res['newton']:8s} compile "
+                f"{res['compile_s']:6.2f} s  run {res['run_median_s'] * 1e3:8.1f} ms "
+                f"({res['steps_per_s']:8.0f} steps/s)  iters {res['mean_iterations']:.3f}  "
+                f"x{res['speedup_vs_rp']:.2f} vs rp   paper: {PAPER_TABLE10[name]}"
+            )
+    path = args.out / "dynamics_speed.csv"
+    with path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
