@@ -101,7 +101,12 @@ class AbstractFormulation(eqx.Module):
 
     def dynamics_jacobian(self, model: Model, x, q, v, t, h):
         """Newton matrix dg/dx (autodiff by default)."""
-        return jax.jacfwd(lambda y: self.dynamics_residual(model, y, q, v, t, h))(x)
+        return self.dynamics_residual_and_jacobian(model, x, q, v, t, h)[1]
+
+    def dynamics_residual_and_jacobian(self, model: Model, x, q, v, t, h):
+        """(g, dg/dx) from one linearisation (autodiff by default)."""
+        g, g_jvp = jax.linearize(lambda y: self.dynamics_residual(model, y, q, v, t, h), x)
+        return g, jax.vmap(g_jvp, out_axes=1)(jnp.eye(x.shape[0], dtype=x.dtype))
 
 
 class AbstractAutodiffFormulation(AbstractFormulation):

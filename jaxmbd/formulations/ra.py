@@ -81,6 +81,21 @@ class RA(AbstractFormulation):
 
     def dynamics_residual(self, model, x, q, v, t, h):
         """Eq. 34b: [M r_ddot + Phi_r^T lam - f; J w_dot + w~ J w + Pi^T lam - n; Phi / h^2]."""
+        return self._dynamics_terms(model, x, q, v, t, h, jacobian=False)[0]
+
+    def dynamics_residual_and_jacobian(self, model, x, q, v, t, h):
+        """Eq. 34b and its Newton matrix eq. 38c, sharing one evaluation of the GCON rows."""
+        return self._dynamics_terms(model, x, q, v, t, h, jacobian=True)
+
+    def dynamics_jacobian(self, model, x, q, v, t, h):
+        return self._dynamics_terms(model, x, q, v, t, h, jacobian=True)[1]
+
+    def _dynamics_terms(self, model, x, q, v, t, h, *, jacobian: bool):
+        """Residual (eq. 34b) and, if asked, the Newton matrix of eq. 38c assembled by hand
+        from the Pi-bar variations and the reaction-force sensitivities (Tables 3-6). Unlike
+        eq. 37 the matrix keeps the tangent map of exp, delta theta = h^2 J_r(h w) delta w_dot,
+        so it is the exact Jacobian (quadratic convergence, exact implicit gradients)."""
+        nb, nc = model.nb, model.nc
         a, lam = self._split(model, x)
         q1, v1 = self.advance(q, v, a, h)
         r1, A1 = q1
@@ -88,39 +103,25 @@ class RA(AbstractFormulation):
         phi, G, _, _ = rA_terms(model, r1, A1, zero, zero, t)
         f, n = self._state_forces(model, q1, v1, t)
         w = v1[:, 3:]
-        Jw = jnp.einsum("bij,bj->bi", model.inertia, w)
-        reaction = (G.T @ lam).reshape(model.nb, 6)
-        g_r = model.mass[:, None] * a[:, :3] + reaction[:, :3] - f
-        g_w = (
-            jnp.einsum("bij,bj->bi", model.inertia, a[:, 3:])
-            + jnp.cross(w, Jw)
-            + reaction[:, 3:]
-            - n
-        )
-        return jnp.concatenate([jnp.concatenate([g_r, g_w], 1).reshape(-1), phi / h**2])
-
-    def dynamics_jacobian(self, model, x, q, v, t, h):
-        """Eq. 38c assembled by hand from the Pi-bar variations and the reaction-force
-        sensitivities (Tables 3-6). Unlike eq. 37 it keeps the tangent map of exp,
-        delta theta = h^2 J_r(h omega) delta omega_dot, so the matrix is the exact Jacobian.
-        """
-        nb = model.nb
-        a, lam = self._split(model, x)
-        q1, v1 = self.advance(q, v, a, h)
-        r1, A1 = q1
-        zero = jnp.zeros_like(r1)
-        _, G, _, _ = rA_terms(model, r1, A1, zero, zero, t)
-        w = v1[:, 3:]
         J = model.inertia
+        Jw = jnp.einsum("bij,bj->bi", J, w)
+        reaction = (G.T @ lam).reshape(nb, 6)
+        g_r = model.mass[:, None] * a[:, :3] + reaction[:, :3] - f
+        g_w = jnp.einsum("bij,bj->bi", J, a[:, 3:]) + jnp.cross(w, Jw) + reaction[:, 3:] - n
+        g = jnp.concatenate([jnp.concatenate([g_r, g_w], 1).reshape(-1), phi / h**2])
+        if not jacobian:
+            return g, None
         # d(position tangent)/da = h^2 diag(I, J_r(h w)) per body
-        T = so3_right_jacobian(h * w)
         eye = jnp.broadcast_to(jnp.eye(3), (nb, 3, 3))
         zeros = jnp.zeros((nb, 3, 3))
         P = jnp.concatenate(
-            [jnp.concatenate([eye, zeros], 2), jnp.concatenate([zeros, T], 2)], 1
-        )  # (nb, 6, 6)
+            [
+                jnp.concatenate([eye, zeros], 2),
+                jnp.concatenate([zeros, so3_right_jacobian(h * w)], 2),
+            ],
+            1,
+        )
         blockdiag = _block_diagonal(P)
-        Jw = jnp.einsum("bij,bj->bi", J, w)
         gyro = jnp.einsum("bij,bjk->bik", hat(w), J) - hat(Jw)
         mass_blk = jnp.concatenate(
             [
@@ -133,11 +134,9 @@ class RA(AbstractFormulation):
         G11 = _block_diagonal(mass_blk) + h**2 * K @ blockdiag
         if model.forces:
             G11 = G11 - self._force_sensitivity(model, q1, v1, t, h, blockdiag)
-        G21 = G @ blockdiag
-        nc = model.nc
         top = jnp.concatenate([G11, G.T], 1)
-        bottom = jnp.concatenate([G21, jnp.zeros((nc, nc))], 1)
-        return jnp.concatenate([top, bottom], 0)
+        bottom = jnp.concatenate([G @ blockdiag, jnp.zeros((nc, nc))], 1)
+        return g, jnp.concatenate([top, bottom], 0)
 
     def _force_sensitivity(self, model, q1, v1, t, h, blockdiag):
         """d(f, n)/da by autodiff of the force laws (case by case in the paper)."""
