@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -11,6 +13,8 @@ from .equations import rA_terms
 from .errors import SolverError
 from .model import Model
 from .newton import NONFINITE, STATUS_MESSAGES, SUCCESS
+
+logger = logging.getLogger("jaxmbd")
 
 
 def is_traced(*trees) -> bool:
@@ -74,6 +78,36 @@ def raise_on_failure(model: Model, sol, *, what: str, last_good=None, residual_f
         if worst:
             msg += " Largest constraint residuals: " + "; ".join(worst)
     raise SolverError(msg)
+
+
+def initial_correction(model: Model, sol) -> dict[str, float]:
+    """How far the t = 0 analysis moved the model's initial state (positions, rotation angle,
+    velocities); computed from a concrete Solution."""
+    r0, A0 = np.asarray(model.r0), np.asarray(model.A0)
+    dA = np.einsum("bji,bjk->bik", A0, np.asarray(sol.A[0]))
+    cos = np.clip(0.5 * (np.trace(dA, axis1=1, axis2=2) - 1.0), -1.0, 1.0)
+    v0 = np.concatenate([np.asarray(model.rdot0), np.asarray(model.omega0)], 1)
+    v = np.concatenate([np.asarray(sol.rdot[0]), np.asarray(sol.omega[0])], 1)
+    return {
+        "position": float(np.max(np.linalg.norm(np.asarray(sol.r[0]) - r0, axis=1))),
+        "rotation": float(np.max(np.arccos(cos))),
+        "velocity": float(np.max(np.abs(v - v0))),
+    }
+
+
+def report_initial_correction(model: Model, sol, what: str, *, threshold=1e-10):
+    moved = initial_correction(model, sol)
+    if max(moved.values()) > threshold:
+        logger.info(
+            "%s of model '%s': the consistent start moved positions by %.3e, orientations by "
+            "%.3e rad and velocities by %.3e",
+            what,
+            model.name,
+            moved["position"],
+            moved["rotation"],
+            moved["velocity"],
+        )
+    return moved
 
 
 def error_if_failed(sol, what: str):

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _config  # noqa: F401
-from ._checks import error_if_failed, is_traced, raise_on_failure
+from ._checks import error_if_failed, is_traced, raise_on_failure, report_initial_correction
 from .equations import rA_terms
 from .errors import ModelError
 from .forces import BodyState, applied_forces
@@ -250,4 +250,5 @@ def kinematics(
     if traced:
         return error_if_failed(sol, "kinematic analysis")
     raise_on_failure(model, sol, what="kinematic analysis")
+    report_initial_correction(model, sol, "kinematic analysis")
     return sol

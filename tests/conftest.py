@@ -1,10 +1,16 @@
 import sys
 from pathlib import Path
 
+import jax
 import numpy as np
 import pytest
 
 import jaxmbd  # noqa: F401  (enables float64 before any test builds arrays)
+
+# Identical computations reached through different Python objects (the same mechanism from
+# a published file and from a built-in, say) compile once: XLA's cache is keyed by the HLO.
+jax.config.update("jax_compilation_cache_dir", str(Path.home() / ".cache" / "jaxmbd" / "xla-tests"))
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"

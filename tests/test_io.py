@@ -198,3 +198,18 @@ def test_model_file_json_is_readable(tmp_path):
     path = mbd.models.path("slider_crank")
     doc = json.loads(path.read_text())
     assert doc["format"] == "jaxmbd-model" and doc["solver"]["h"] == 1e-3
+
+
+def test_initial_projection_is_reported(caplog):
+    """Published A matrices are orthonormal to ~1e-6 only; the report says how far they moved."""
+    with caplog.at_level(logging.INFO, logger="jaxmbd"):
+        model = mbd.load_model(
+            reference_model("sim_engine_3d/slider_crank.mdl"), masses=SLIDER_MASSES
+        )
+        sol = mbd.kinematics(model, t_end=T_END, h=H)
+    assert "orthonormalised A of body 'connecting rod'" in caplog.text
+    assert "consistent start moved" in caplog.text
+    from jaxmbd._checks import initial_correction
+
+    moved = initial_correction(model, sol)
+    assert 0 < moved["position"] < 1e-5 and moved["velocity"] > 0.1  # rod r_dot was 0
