@@ -150,7 +150,7 @@ def rA_reaction_sensitivity(model: Model, r, A, lam, t):
     if model.nc == 0:
         return jnp.zeros((6 * nb, 6 * nb))
     f = driver_values(model.f_offset, model.drivers, t)
-    K4 = jnp.zeros((nb + 1, nb + 1, 6, 6))
+    all_blocks, acted, varied = [], [], []
     for s in model.gcons:
         if s.size == 0:
             continue
@@ -172,5 +172,13 @@ def rA_reaction_sensitivity(model: Model, r, A, lam, t):
         bodies = (np.asarray(s.body_i, dtype=int), np.asarray(s.body_j, dtype=int))
         for a in range(2):
             for b in range(2):
-                K4 = K4.at[bodies[a], bodies[b]].add(blocks[:, a, b])
+                all_blocks.append(blocks[:, a, b])
+                acted.append(bodies[a])
+                varied.append(bodies[b])
+    # one scatter-add for all types and body pairs
+    K4 = (
+        jnp.zeros((nb + 1, nb + 1, 6, 6))
+        .at[np.concatenate(acted), np.concatenate(varied)]
+        .add(jnp.concatenate(all_blocks))
+    )
     return jnp.transpose(K4[:nb, :nb], (0, 2, 1, 3)).reshape(6 * nb, 6 * nb)
