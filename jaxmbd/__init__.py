@@ -8,6 +8,7 @@ from . import (
     diagnostics,
     models,
 )
+from .batch import kinematics_batch, simulate_batch, stack_models
 from .drivers import Expression
 from .dynamics import THETA_H2, InitialCorrection, consistent_initial_state, simulate
 from .errors import ModelError, ModelFileError, SolverError
@@ -49,12 +50,15 @@ __all__ = [
     "get_formulation",
     "hat",
     "kinematics",
+    "kinematics_batch",
     "load_model",
     "models",
     "save_model",
     "simulate",
+    "simulate_batch",
     "so3_exp",
     "so3_log",
     "so3_right_jacobian",
+    "stack_models",
     "vee",
 ]

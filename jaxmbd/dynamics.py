@@ -9,6 +9,7 @@ differentiates through Newton iterations. The whole loop is one ``lax.scan`` und
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from typing import NamedTuple
@@ -20,11 +21,11 @@ import numpy as np
 
 from . import _config  # noqa: F401
 from ._checks import error_if_failed, is_traced, raise_on_failure
-from .equations import rA_terms
+from .equations import constraint_values, rA_terms
 from .forces import BodyState, applied_forces
 from .formulations import AbstractFormulation, get_formulation
 from .kinematics import check_euler_angle_start, num_steps, run_in_chunks
-from .lie import so3_exp
+from .lie import hat, so3_exp, vee
 from .model import Model
 from .newton import (
     MAX_ITERATIONS,
@@ -63,32 +64,14 @@ def consistent_initial_state(model: Model, *, t=0.0, tol=1e-13, max_iter=30):
     nb = model.nb
     zero = jnp.zeros((nb, 3))
 
-    def residual_and_jacobian(q):
-        phi, G, _, _ = rA_terms(model, q[0], q[1], zero, zero, t)
-        # minimum-norm Gauss-Newton: delta = G^T (G G^T)^{-1} phi solves J_eff delta = phi
-        return phi, G
-
-    def retract(q, delta):
-        d = delta.reshape(nb, 6)
-        return q[0] + d[:, :3], q[1] @ so3_exp(d[:, 3:])
-
     def min_norm_solve(G, rhs):
         return G.T @ jnp.linalg.solve(G @ G.T, rhs)
 
-    q0 = (model.r0, model.A0)
     if model.nc:
-        q, info = newton_iterate(
-            residual_and_jacobian,
-            retract,
-            q0,
-            tol=tol,
-            max_iter=max_iter,
-            linear_solve=min_norm_solve,
-        )
+        q, info = _project_positions(model, t, tol, max_iter)
     else:
-        q, info = (
-            q0,
-            NewtonInfo(jnp.asarray(0), jnp.asarray(SUCCESS), jnp.asarray(0.0), jnp.asarray(0.0)),
+        q, info = (model.r0, model.A0), NewtonInfo(
+            jnp.asarray(0), jnp.asarray(SUCCESS), jnp.asarray(0.0), jnp.asarray(0.0)
         )
     r, A = q
     _, G, nu, _ = rA_terms(model, r, A, zero, zero, t)
@@ -114,16 +97,72 @@ def consistent_initial_state(model: Model, *, t=0.0, tol=1e-13, max_iter=30):
     kkt = jnp.block([[M, G.T], [G, jnp.zeros((nc, nc))]])
     sol = jnp.linalg.solve(kkt, jnp.concatenate([Q.reshape(-1), gamma]))
     acc, lam = sol[: 6 * nb].reshape(nb, 6), sol[6 * nb :]
+    # a report, not a differentiable output (arccos and norms are not smooth at 0)
     dA = jnp.einsum("bji,bjk->bik", model.A0, A)
     angle = jnp.arccos(jnp.clip(0.5 * (jnp.trace(dA, axis1=1, axis2=2) - 1.0), -1.0, 1.0))
-    correction = InitialCorrection(
-        position=jnp.max(jnp.linalg.norm(r - model.r0, axis=1)),
-        rotation=jnp.max(angle),
-        velocity=jnp.max(jnp.abs(v.reshape(-1) - v0)),
+    correction = jax.lax.stop_gradient(
+        InitialCorrection(
+            position=jnp.max(jnp.linalg.norm(r - model.r0, axis=1)),
+            rotation=jnp.max(angle),
+            velocity=jnp.max(jnp.abs(v.reshape(-1) - v0)),
+        )
     )
     status = jnp.where(jnp.all(jnp.isfinite(sol)), info.status, NONFINITE)
     info = info._replace(status=status)
     return (r, A, rdot, omega, acc[:, :3], acc[:, 3:], lam), correction, info
+
+
+def _min_norm_newton(model, t, tol, max_iter):
+    nb = model.nb
+    zero = jnp.zeros((nb, 3))
+
+    def residual_and_jacobian(q):
+        phi, G, _, _ = rA_terms(model, q[0], q[1], zero, zero, t)
+        return phi, G
+
+    def retract(q, delta):
+        d = delta.reshape(nb, 6)
+        return q[0] + d[:, :3], q[1] @ so3_exp(d[:, 3:])
+
+    return newton_iterate(
+        residual_and_jacobian, retract, (model.r0, model.A0), tol=tol, max_iter=max_iter,
+        linear_solve=lambda G, rhs: G.T @ jnp.linalg.solve(G @ G.T, rhs),
+    )
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(2, 3))
+def _project_positions(model, t, tol, max_iter):
+    """Minimum-norm Gauss-Newton projection of (r0, A0) onto Phi(q, t) = 0.
+
+    Its derivative is that of the nearest-point map at a point on the constraint manifold:
+    d q = (I - G^+ G) d q0 - G^+ Phi_p dp with G^+ = G^T (G G^T)^{-1} (exact when the
+    model's initial state is already consistent, first order in the distance otherwise),
+    so gradients never pass through the iteration.
+    """
+    return _min_norm_newton(model, t, tol, max_iter)
+
+
+@_project_positions.defjvp
+def _project_positions_jvp(tol, max_iter, primals, tangents):
+    model, t = primals
+    model_dot, _ = tangents
+    (r, A), info = _min_norm_newton(jax.lax.stop_gradient(model), t, tol, max_iter)
+    nb = model.nb
+    zero = jnp.zeros((nb, 3))
+    _, G, _, _ = rA_terms(model, r, A, zero, zero, t)
+    G = jax.lax.stop_gradient(G)
+    theta0_dot = vee(jnp.einsum("bji,bjk->bik", model.A0, model_dot.A0))
+    q0_dot = jnp.concatenate([model_dot.r0, theta0_dot], 1).reshape(-1)
+    # Phi_p p_dot at the projected configuration (r0, A0 do not enter Phi)
+    _, phi_p = jax.jvp(lambda m: constraint_values(m, r, A, t), (model,), (model_dot,))
+    rhs = G @ q0_dot + phi_p
+    delta = q0_dot - G.T @ jnp.linalg.solve(G @ G.T, rhs)
+    d = delta.reshape(nb, 6)
+    A_dot = jnp.einsum("bij,bjk->bik", A, hat(d[:, 3:]))
+    zeros_info = jax.tree_util.tree_map(
+        lambda x: jnp.zeros(x.shape, jax.dtypes.float0) if not jnp.issubdtype(x.dtype, jnp.floating)
+        else jnp.zeros_like(x), info)
+    return ((r, A), info), ((d[:, :3], A_dot), zeros_info)
 
 
 def _to_formulation(form: AbstractFormulation, r, A, rdot, omega, rddot, omegadot):
@@ -194,19 +233,37 @@ def _initial(model, form, h):
     return (q, v, x0), out
 
 
-def _scan(model, form, carry, k0, n: int, h, tol, max_iter, modified: bool):
+def _scan(model, form, carry, k0, n: int, h, tol, max_iter, modified: bool,
+          checkpoint: int | None = None):
     nb, ts, nc = model.nb, form.tangent_size, model.nc
 
     def step(carry, k):
         q, v, x_prev = carry
         t = k * h
-        x, info = _newton_step(model, form, q, v, x_prev, t, h, tol, max_iter, modified)
+        # the root does not depend on the initial guess: no gradient through it
+        x0 = jax.lax.stop_gradient(x_prev)
+        x, info = _newton_step(model, form, q, v, x0, t, h, tol, max_iter, modified)
         a = x[: nb * ts].reshape(nb, ts)
         q1, v1 = form.advance(q, v, a, h)
         out = _outputs(form, q1, v1, a, x[nb * ts :], nc)
         return (q1, v1, x), out + (info.iterations, info.status, info.residual_norm)
 
-    return jax.lax.scan(step, carry, k0 + jnp.arange(1, n + 1))
+    steps = k0 + jnp.arange(1, n + 1)
+    if not checkpoint or n <= checkpoint:
+        return jax.lax.scan(step, carry, steps)
+    # Checkpointed scan for reverse mode over long horizons: only segment boundaries are
+    # stored; each segment of ``checkpoint`` steps is recomputed in the backward pass, so
+    # memory grows like n / checkpoint + checkpoint instead of n.
+    segments = -(-n // checkpoint)
+    padded = k0 + jnp.arange(1, segments * checkpoint + 1).reshape(segments, checkpoint)
+
+    @jax.checkpoint
+    def segment(carry, ks):
+        return jax.lax.scan(step, carry, ks)
+
+    carry, outs = jax.lax.scan(segment, carry, padded)
+    outs = jax.tree_util.tree_map(lambda x: x.reshape((-1,) + x.shape[2:])[:n], outs)
+    return carry, outs
 
 
 _chunk = eqx.filter_jit(_scan)
@@ -214,9 +271,9 @@ _first = eqx.filter_jit(_initial)
 
 
 @eqx.filter_jit
-def _run(model, form, n: int, h, tol, max_iter, modified: bool):
+def _run(model, form, n: int, h, tol, max_iter, modified: bool, checkpoint: int | None = None):
     carry, first = _initial(model, form, h)
-    _, rest = _scan(model, form, carry, 0, n, h, tol, max_iter, modified)
+    _, rest = _scan(model, form, carry, 0, n, h, tol, max_iter, modified, checkpoint)
     return jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), first, rest)
 
 
@@ -231,6 +288,7 @@ def simulate(
     newton: str = "full",
     progress: Callable[[int, int], None] | None = None,
     chunk_size: int = 1000,
+    checkpoint: int | None = None,
     check: bool = True,
 ) -> Solution:
     """Index-3 dynamics with backward Euler on t = k h, k = 0..round(t_end / h).
@@ -241,6 +299,11 @@ def simulate(
     The initial state is made consistent first (positions, velocities, accelerations and
     multipliers; see :func:`consistent_initial_state`). A non-converged step raises
     :class:`~jaxmbd.SolverError` (``check=False`` returns the status instead).
+
+    Differentiable: ``jax.grad``/``jacfwd``/``jacrev`` of any function of the Solution with
+    respect to every array of the model use implicit-function gradients of each step's root.
+    ``checkpoint=k`` bounds reverse-mode memory over long horizons by recomputing segments of
+    k steps (``jax.checkpoint``).
     """
     form = get_formulation(formulation)
     if newton not in ("full", "modified"):
@@ -253,7 +316,7 @@ def simulate(
     modified = newton == "modified"
     traced = is_traced(model)
     if progress is None or traced:
-        outs = _run(model, form, n, h_arr, tol_arr, max_iter, modified)
+        outs = _run(model, form, n, h_arr, tol_arr, max_iter, modified, checkpoint)
     else:
         outs = run_in_chunks(
             lambda: _first(model, form, h_arr),

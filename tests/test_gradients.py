@@ -1,0 +1,188 @@
+"""Implicit-function gradients through kinematics and dynamics, against central differences,
+and the transform compositions (grad, jit(grad), vmap(grad), jacfwd vs jacrev, vmap, sharding).
+"""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxmbd as mbd
+
+FORMULATIONS = ("rA", "rp", "re")
+
+
+def sprung_double_pendulum():
+    """The paper's double pendulum with a spring-damper from the ground to rod 2's tip."""
+    b = mbd.ModelBuilder("sprung double pendulum")
+    b.add_body("rod 1", mass=78.0, inertia=[0.0325, 104.01625, 104.01625], r=[0, 2, 0],
+               axes=([0, 1, 0], [0, 0, 1]))
+    b.add_body("rod 2", mass=39.0, inertia=[0.01625, 13.008125, 13.008125], r=[0, 4, -1],
+               axes=([0, 0, -1], [0, 1, 0]))
+    b.revolute("pivot", body_i="ground", body_j="rod 1", point=[0, 0, 0], axis=[1, 0, 0])
+    b.revolute("elbow", body_i="rod 1", body_j="rod 2", point=[0, 4, 0], axis=[1, 0, 0])
+    b.spring_damper("spring", body_i="ground", point_i=[0, 5, 1], body_j="rod 2",
+                    point_j=[0, 4, -2], stiffness=800.0, damping=40.0, rest_length=2.5)
+    return b.build()
+
+
+def directions(model, rng):
+    """Random directions in parameter space, one per parameter kind (zero elsewhere)."""
+    zero = jax.tree_util.tree_map(jnp.zeros_like, model)
+
+    def along(where):
+        leaf = where(model)
+        return eqx.tree_at(where, zero, jnp.asarray(rng.normal(size=leaf.shape)))
+
+    kinds = {
+        "mass": lambda m: m.mass,
+        "inertia": lambda m: m.inertia,
+        "gravity": lambda m: m.gravity,
+        "initial velocity": lambda m: m.omega0,
+        "joint point (CD s_bar_q_j)": lambda m: m.gcon("CD").s_bar_q_j,
+        "joint axis (DP1 a_bar_j)": lambda m: m.gcon("DP1").a_bar_j,
+    }
+    if model.forces:
+        kinds["spring stiffness"] = lambda m: m.forces[0].stiffness
+        kinds["damping"] = lambda m: m.forces[0].damping
+    if model.drivers:
+        kinds["driver parameters"] = lambda m: m.drivers[0].constants
+    return {k: (along(w), float(jnp.max(jnp.abs(w(model)))))
+            for k, w in kinds.items() if w(model).size}
+
+
+def check_against_fd(loss, model, rng, rtol=1e-6):
+    grad = jax.grad(loss)(model)
+    for kind, (d, scale) in directions(model, rng).items():
+        ad = sum(jnp.sum(g * v) for g, v in zip(jax.tree_util.tree_leaves(grad),
+                                                jax.tree_util.tree_leaves(d), strict=True))
+        eps = 1e-5 * max(scale, 1.0)
+        plus = jax.tree_util.tree_map(lambda a, b: a + eps * b, model, d)
+        minus = jax.tree_util.tree_map(lambda a, b: a - eps * b, model, d)
+        lp, lm = float(loss(plus)), float(loss(minus))
+        fd = (lp - lm) / (2 * eps)
+        # central differences cannot resolve below the loss' own precision (the Newton
+        # solves converge to ~1e-12 relative) divided by the step
+        noise = 1e-12 * (abs(lp) + abs(lm)) / (2 * eps)
+        assert abs(float(ad) - fd) <= rtol * abs(fd) + noise, (kind, float(ad), fd, noise)
+
+
+@pytest.mark.parametrize("formulation", FORMULATIONS)
+def test_dynamics_gradients_match_central_differences(formulation, rng):
+    model = sprung_double_pendulum()
+
+    def loss(m):
+        sol = mbd.simulate(m, formulation=formulation, t_end=0.03, h=1e-3, tol=1e-7)
+        return jnp.sum(sol.r[:, 1] ** 2) + 0.1 * jnp.sum(sol.omega**2) + 1e-4 * jnp.sum(sol.lam)
+
+    check_against_fd(loss, model, rng)
+
+
+@pytest.mark.parametrize("formulation", FORMULATIONS)
+def test_driven_dynamics_gradients(formulation, rng):
+    model = mbd.models.slider_crank()
+
+    def loss(m):
+        sol = mbd.simulate(m, formulation=formulation, t_end=0.02, h=1e-3, tol=1e-7)
+        return jnp.sum(sol.rdot[:, 2, 0] ** 2) + 1e-2 * jnp.sum(sol.lam[:, -1])
+
+    check_against_fd(loss, model, rng)
+
+
+@pytest.mark.parametrize("formulation", FORMULATIONS)
+def test_kinematics_gradients(formulation, rng):
+    """Geometry and driver parameters move the motion; masses enter through lam."""
+    model = mbd.models.slider_crank()
+
+    def loss(m):
+        sol = mbd.kinematics(m, formulation=formulation, t_end=0.02, h=1e-3)
+        return jnp.sum(sol.r[:, 2, 0]) + jnp.sum(sol.rddot**2) + 1e-2 * jnp.sum(sol.lam[:, -1])
+
+    check_against_fd(loss, model, rng)
+
+
+def pendulum_loss(m):
+    return jnp.sum(mbd.simulate(m, t_end=0.02, h=1e-3).r[:, 1, 2])
+
+
+def test_jit_grad_equals_grad():
+    model = mbd.models.double_pendulum()
+    g1 = jax.grad(pendulum_loss)(model)
+    g2 = eqx.filter_jit(jax.grad(pendulum_loss))(model)
+    for a, b in zip(jax.tree_util.tree_leaves(g1), jax.tree_util.tree_leaves(g2), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-15)
+    assert float(jnp.abs(g1.mass).max()) > 0
+
+
+def test_vmap_grad_equals_loop():
+    model = mbd.models.double_pendulum()
+    scales = jnp.array([1.0, 1.3, 0.8])
+
+    def loss_of_scale(s):
+        return pendulum_loss(eqx.tree_at(lambda m: m.gravity, model, model.gravity * s))
+
+    batched = jax.vmap(jax.grad(loss_of_scale))(scales)
+    looped = jnp.stack([jax.grad(loss_of_scale)(s) for s in scales])
+    np.testing.assert_allclose(batched, looped, rtol=1e-12)
+
+
+def test_jacfwd_equals_jacrev():
+    model = mbd.models.slider_crank()
+
+    def out(c):
+        m = eqx.tree_at(lambda m: m.drivers[0].constants, model, c)
+        return mbd.kinematics(m, t_end=0.01, h=1e-3).r[-1, 2, :2]
+
+    c0 = model.drivers[0].constants
+    np.testing.assert_allclose(jax.jacfwd(out)(c0), jax.jacrev(out)(c0), rtol=1e-10, atol=1e-14)
+
+
+def test_checkpointed_gradient_equals_plain():
+    model = mbd.models.double_pendulum()
+
+    def loss(mass, checkpoint):
+        m = eqx.tree_at(lambda m: m.mass, model, mass)
+        return jnp.sum(mbd.simulate(m, t_end=0.05, h=1e-3, checkpoint=checkpoint).r[:, 1, 2])
+
+    np.testing.assert_allclose(jax.grad(loss)(model.mass, None), jax.grad(loss)(model.mass, 8),
+                               rtol=1e-12)
+
+
+def test_vmapped_batch_equals_single_runs():
+    model = mbd.models.double_pendulum()
+    members = [eqx.tree_at(lambda m: m.omega0, model, model.omega0.at[0, 2].set(w))
+               for w in (0.0, 0.5, -1.0)]
+    batch = mbd.simulate_batch(mbd.stack_models(members), t_end=0.05, h=1e-3)
+    for k, member in enumerate(members):
+        single = mbd.simulate(member, t_end=0.05, h=1e-3)
+        for key in ("r", "A", "rdot", "omega", "lam", "iterations"):
+            np.testing.assert_array_equal(np.asarray(getattr(batch, key))[k],
+                                          np.asarray(getattr(single, key)))
+
+
+def test_sharded_batch_equals_unsharded(tmp_path):
+    """Four host devices (XLA_FLAGS) against one, in a fresh process."""
+    script = textwrap.dedent("""
+        import sys, jax, numpy as np, equinox as eqx
+        import jaxmbd as mbd
+        model = mbd.models.double_pendulum()
+        members = [eqx.tree_at(lambda m: m.omega0, model, model.omega0.at[0, 2].set(0.1 * k))
+                   for k in range(6)]
+        batch = mbd.stack_models(members)
+        sharded = mbd.simulate_batch(batch, t_end=0.03, h=1e-3)
+        single = mbd.simulate_batch(batch, t_end=0.03, h=1e-3, devices=jax.devices()[:1])
+        assert len(jax.devices()) == 4, jax.devices()
+        np.testing.assert_allclose(np.asarray(sharded.r), np.asarray(single.r), rtol=0, atol=1e-13)
+        print("OK", len(jax.devices()))
+    """)
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4")
+    result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                            text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "OK 4" in result.stdout
