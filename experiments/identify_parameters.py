@@ -33,24 +33,48 @@ START = TRUE * np.array([0.75, 1.35, 0.7, 1.25])
 
 def base_model():
     b = mbd.ModelBuilder("sprung double pendulum")
-    b.add_body("rod 1", mass=78.0, inertia=[0.0325, 104.01625, 104.01625], r=[0, 2, 0],
-               axes=([0, 1, 0], [0, 0, 1]))
-    b.add_body("rod 2", mass=39.0, inertia=[0.01625, 13.008125, 13.008125], r=[0, 4, -1],
-               axes=([0, 0, -1], [0, 1, 0]))
+    b.add_body(
+        "rod 1",
+        mass=78.0,
+        inertia=[0.0325, 104.01625, 104.01625],
+        r=[0, 2, 0],
+        axes=([0, 1, 0], [0, 0, 1]),
+    )
+    b.add_body(
+        "rod 2",
+        mass=39.0,
+        inertia=[0.01625, 13.008125, 13.008125],
+        r=[0, 4, -1],
+        axes=([0, 0, -1], [0, 1, 0]),
+    )
     b.revolute("pivot", body_i="ground", body_j="rod 1", point=[0, 0, 0], axis=[1, 0, 0])
     b.revolute("elbow", body_i="rod 1", body_j="rod 2", point=[0, 4, 0], axis=[1, 0, 0])
-    b.spring_damper("spring", body_i="ground", point_i=[0, 5, 1], body_j="rod 2",
-                    point_j=[0, 4, -2], stiffness=800.0, damping=40.0, rest_length=2.5)
+    b.spring_damper(
+        "spring",
+        body_i="ground",
+        point_i=[0, 5, 1],
+        body_j="rod 2",
+        point_j=[0, 4, -2],
+        stiffness=800.0,
+        damping=40.0,
+        rest_length=2.5,
+    )
     return b.build()
 
 
 def with_parameters(model, p):
     """Rod 2's mass scales its inertia (same shape); stiffness, damping, rest length."""
     scale = p[0] / model.mass[1]
-    model = eqx.tree_at(lambda m: (m.mass, m.inertia), model,
-                        (model.mass.at[1].set(p[0]), model.inertia.at[1].multiply(scale)))
-    spring = lambda m: (m.forces[0].stiffness, m.forces[0].damping,  # noqa: E731
-                        m.forces[0].rest_length)
+    model = eqx.tree_at(
+        lambda m: (m.mass, m.inertia),
+        model,
+        (model.mass.at[1].set(p[0]), model.inertia.at[1].multiply(scale)),
+    )
+    spring = lambda m: (
+        m.forces[0].stiffness,
+        m.forces[0].damping,  # noqa: E731
+        m.forces[0].rest_length,
+    )
     return eqx.tree_at(spring, model, (p[1], p[2], p[3]))
 
 
@@ -74,8 +98,7 @@ def run(*, iterations=60, t_end=1.5, h=1e-3, noise=1e-3, seed=0, verbose=True):
     @jax.jit  # one compilation for gradient, line search and update
     def step(params, state):
         value, grad = value_and_grad(params, state=state)
-        updates, state = solver.update(grad, state, params, value=value, grad=grad,
-                                       value_fn=loss)
+        updates, state = solver.update(grad, state, params, value=value, grad=grad, value_fn=loss)
         return optax.apply_updates(params, updates), state, value
 
     params = jnp.log(jnp.asarray(START))
@@ -91,9 +114,14 @@ def run(*, iterations=60, t_end=1.5, h=1e-3, noise=1e-3, seed=0, verbose=True):
     seconds = time.perf_counter() - start
     fitted = np.exp(np.asarray(params))
     fitted_positions = positions(with_parameters(model, jnp.asarray(fitted)), t_end, h)
-    return dict(fitted=fitted, history=np.asarray(history), measured=np.asarray(measured),
-                fitted_positions=np.asarray(fitted_positions), seconds=seconds,
-                t=np.arange(measured.shape[0]) * 10 * h)
+    return dict(
+        fitted=fitted,
+        history=np.asarray(history),
+        measured=np.asarray(measured),
+        fitted_positions=np.asarray(fitted_positions),
+        seconds=seconds,
+        t=np.arange(measured.shape[0]) * 10 * h,
+    )
 
 
 def main():
@@ -107,8 +135,10 @@ def main():
     rel = res["fitted"] / TRUE - 1
     print(f"{args.iterations} L-BFGS iterations in {res['seconds']:.1f} s (incl. compilation)")
     for name, true, start, fit, e in zip(NAMES, TRUE, START, res["fitted"], rel, strict=True):
-        print(f"{name:12s} true {true:8.3f}  start {start:8.3f}  fitted {fit:10.5f}  "
-              f"relative error {e:+.2e}")
+        print(
+            f"{name:12s} true {true:8.3f}  start {start:8.3f}  fitted {fit:10.5f}  "
+            f"relative error {e:+.2e}"
+        )
     with (args.out / "identification.csv").open("w", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(["parameter", "true", "start", "fitted", "relative_error"])

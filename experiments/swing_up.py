@@ -35,8 +35,9 @@ def knot_torque(t, params):
 
 def model_with_motor(t_end, n_knots=21):
     base = mbd.models.double_pendulum()
-    motor = mbd.BodyTorque(body=0, fn=knot_torque,
-                           params=(jnp.linspace(0.0, t_end, n_knots), jnp.zeros(n_knots)))
+    motor = mbd.BodyTorque(
+        body=0, fn=knot_torque, params=(jnp.linspace(0.0, t_end, n_knots), jnp.zeros(n_knots))
+    )
     return eqx.tree_at(lambda m: m.forces, base, (motor,))
 
 
@@ -77,10 +78,15 @@ def run(*, iterations=80, t_end=2.0, h=2e-3, learning_rate=150.0, verbose=True):
             print(f"iter {k:3d}  objective {float(value):10.5f}")
     seconds = time.perf_counter() - start
     sol = simulate(values)
-    return dict(values=np.asarray(values), knots=np.asarray(model.forces[0].params[0]),
-                history=np.asarray(history), t=np.asarray(sol.t),
-                z_tip=np.asarray(tip_height(sol)), seconds=seconds,
-                z_tip_start=np.asarray(tip_height(simulate(jnp.zeros_like(values)))))
+    return dict(
+        values=np.asarray(values),
+        knots=np.asarray(model.forces[0].params[0]),
+        history=np.asarray(history),
+        t=np.asarray(sol.t),
+        z_tip=np.asarray(tip_height(sol)),
+        seconds=seconds,
+        z_tip_start=np.asarray(tip_height(simulate(jnp.zeros_like(values)))),
+    )
 
 
 def main():
@@ -91,10 +97,12 @@ def main():
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     res = run(iterations=args.iterations, t_end=args.t_end)
-    print(f"{args.iterations} Adam iterations in {res['seconds']:.1f} s (incl. compilation); "
-          f"objective {res['history'][0]:.4f} -> {res['history'][-1]:.6f}; tip height at T: "
-          f"{res['z_tip_start'][-1]:.3f} m unactuated, {res['z_tip'][-1]:.4f} m optimised "
-          f"(target {TARGET_Z} m)")
+    print(
+        f"{args.iterations} Adam iterations in {res['seconds']:.1f} s (incl. compilation); "
+        f"objective {res['history'][0]:.4f} -> {res['history'][-1]:.6f}; tip height at T: "
+        f"{res['z_tip_start'][-1]:.3f} m unactuated, {res['z_tip'][-1]:.4f} m optimised "
+        f"(target {TARGET_Z} m)"
+    )
     with (args.out / "swing_up.csv").open("w", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(["knot_time_s", "torque_Nm"])

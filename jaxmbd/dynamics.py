@@ -70,8 +70,9 @@ def consistent_initial_state(model: Model, *, t=0.0, tol=1e-13, max_iter=30):
     if model.nc:
         q, info = _project_positions(model, t, tol, max_iter)
     else:
-        q, info = (model.r0, model.A0), NewtonInfo(
-            jnp.asarray(0), jnp.asarray(SUCCESS), jnp.asarray(0.0), jnp.asarray(0.0)
+        q, info = (
+            (model.r0, model.A0),
+            NewtonInfo(jnp.asarray(0), jnp.asarray(SUCCESS), jnp.asarray(0.0), jnp.asarray(0.0)),
         )
     r, A = q
     _, G, nu, _ = rA_terms(model, r, A, zero, zero, t)
@@ -125,7 +126,11 @@ def _min_norm_newton(model, t, tol, max_iter):
         return q[0] + d[:, :3], q[1] @ so3_exp(d[:, 3:])
 
     return newton_iterate(
-        residual_and_jacobian, retract, (model.r0, model.A0), tol=tol, max_iter=max_iter,
+        residual_and_jacobian,
+        retract,
+        (model.r0, model.A0),
+        tol=tol,
+        max_iter=max_iter,
         linear_solve=lambda G, rhs: G.T @ jnp.linalg.solve(G @ G.T, rhs),
     )
 
@@ -160,8 +165,13 @@ def _project_positions_jvp(tol, max_iter, primals, tangents):
     d = delta.reshape(nb, 6)
     A_dot = jnp.einsum("bij,bjk->bik", A, hat(d[:, 3:]))
     zeros_info = jax.tree_util.tree_map(
-        lambda x: jnp.zeros(x.shape, jax.dtypes.float0) if not jnp.issubdtype(x.dtype, jnp.floating)
-        else jnp.zeros_like(x), info)
+        lambda x: (
+            jnp.zeros(x.shape, jax.dtypes.float0)
+            if not jnp.issubdtype(x.dtype, jnp.floating)
+            else jnp.zeros_like(x)
+        ),
+        info,
+    )
     return ((r, A), info), ((d[:, :3], A_dot), zeros_info)
 
 
@@ -219,6 +229,7 @@ def _newton_step(model, form, q, v, x0, t, h, tol, max_iter, modified: bool):
         x_star,
         (model, q, v),
         x0.shape[0],
+        jacobian=lambda y: form.dynamics_jacobian(fm, y, fq, fv, t, h),
     )
     return x, info
 
@@ -233,8 +244,9 @@ def _initial(model, form, h):
     return (q, v, x0), out
 
 
-def _scan(model, form, carry, k0, n: int, h, tol, max_iter, modified: bool,
-          checkpoint: int | None = None):
+def _scan(
+    model, form, carry, k0, n: int, h, tol, max_iter, modified: bool, checkpoint: int | None = None
+):
     nb, ts, nc = model.nb, form.tangent_size, model.nc
 
     def step(carry, k):

@@ -49,7 +49,14 @@ def solve_positions(model: Model, form: AbstractFormulation, q_guess, t, *, tol,
         linear_solve=form.solve,
     )
     n_tangent = model.nb * form.tangent_size
-    q = implicit_root(lambda q_, m: form.residual(m, q_, t), form.retract, q_star, model, n_tangent)
+    q = implicit_root(
+        lambda q_, m: form.residual(m, q_, t),
+        form.retract,
+        q_star,
+        model,
+        n_tangent,
+        jacobian=lambda q_: form.position_terms(frozen, q_, t)[1],
+    )
     return q, info
 
 

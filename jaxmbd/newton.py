@@ -102,13 +102,20 @@ def newton_iterate(
 
 
 def implicit_root(
-    residual: Callable[[Any, Any], jax.Array], retract, x_star, params, n_tangent: int
+    residual: Callable[[Any, Any], jax.Array],
+    retract,
+    x_star,
+    params,
+    n_tangent: int,
+    jacobian: Callable[[Any], jax.Array] | None = None,
 ):
     """Attach implicit-function gradients to a converged root ``x_star`` of residual(., params).
 
     The value returned equals ``x_star``; its derivatives with respect to ``params`` are
     d x = -(dF/dxi)^{-1} dF/dparams mapped through ``retract``. ``residual`` must return as
-    many equations as the tangent space has dimensions (``n_tangent``).
+    many equations as the tangent space has dimensions (``n_tangent``). ``jacobian(x)``, if
+    given, must be the exact derivative of ``residual(retract(x, xi))`` at xi = 0 (e.g. the
+    hand-coded rA matrix); it replaces ``n_tangent`` forward-mode passes in the gradient.
     """
     x_star = jax.lax.stop_gradient(x_star)
 
@@ -119,8 +126,12 @@ def implicit_root(
         return jnp.zeros_like(xi0)  # x_star is already the root: xi = 0
 
     def tangent_solve(g, y):
-        # g is linear in its argument; its matrix does not depend on y (keeps it transposable).
-        matrix = jax.jacfwd(g)(jnp.zeros_like(y))
+        # The matrix must not depend on y (keeps the solve linear and transposable). It is
+        # built here, so only differentiated programs pay for it.
+        if jacobian is not None:
+            matrix = jax.lax.stop_gradient(jacobian(x_star))
+        else:
+            matrix = jax.jacfwd(g)(jnp.zeros_like(y))
         return jnp.linalg.solve(matrix, y)
 
     xi = jax.lax.custom_root(f, jnp.zeros(n_tangent), solve, tangent_solve)

@@ -21,14 +21,32 @@ FORMULATIONS = ("rA", "rp", "re")
 def sprung_double_pendulum():
     """The paper's double pendulum with a spring-damper from the ground to rod 2's tip."""
     b = mbd.ModelBuilder("sprung double pendulum")
-    b.add_body("rod 1", mass=78.0, inertia=[0.0325, 104.01625, 104.01625], r=[0, 2, 0],
-               axes=([0, 1, 0], [0, 0, 1]))
-    b.add_body("rod 2", mass=39.0, inertia=[0.01625, 13.008125, 13.008125], r=[0, 4, -1],
-               axes=([0, 0, -1], [0, 1, 0]))
+    b.add_body(
+        "rod 1",
+        mass=78.0,
+        inertia=[0.0325, 104.01625, 104.01625],
+        r=[0, 2, 0],
+        axes=([0, 1, 0], [0, 0, 1]),
+    )
+    b.add_body(
+        "rod 2",
+        mass=39.0,
+        inertia=[0.01625, 13.008125, 13.008125],
+        r=[0, 4, -1],
+        axes=([0, 0, -1], [0, 1, 0]),
+    )
     b.revolute("pivot", body_i="ground", body_j="rod 1", point=[0, 0, 0], axis=[1, 0, 0])
     b.revolute("elbow", body_i="rod 1", body_j="rod 2", point=[0, 4, 0], axis=[1, 0, 0])
-    b.spring_damper("spring", body_i="ground", point_i=[0, 5, 1], body_j="rod 2",
-                    point_j=[0, 4, -2], stiffness=800.0, damping=40.0, rest_length=2.5)
+    b.spring_damper(
+        "spring",
+        body_i="ground",
+        point_i=[0, 5, 1],
+        body_j="rod 2",
+        point_j=[0, 4, -2],
+        stiffness=800.0,
+        damping=40.0,
+        rest_length=2.5,
+    )
     return b.build()
 
 
@@ -53,15 +71,20 @@ def directions(model, rng):
         kinds["damping"] = lambda m: m.forces[0].damping
     if model.drivers:
         kinds["driver parameters"] = lambda m: m.drivers[0].constants
-    return {k: (along(w), float(jnp.max(jnp.abs(w(model)))))
-            for k, w in kinds.items() if w(model).size}
+    return {
+        k: (along(w), float(jnp.max(jnp.abs(w(model))))) for k, w in kinds.items() if w(model).size
+    }
 
 
 def check_against_fd(loss, model, rng, rtol=1e-6):
     grad = jax.grad(loss)(model)
     for kind, (d, scale) in directions(model, rng).items():
-        ad = sum(jnp.sum(g * v) for g, v in zip(jax.tree_util.tree_leaves(grad),
-                                                jax.tree_util.tree_leaves(d), strict=True))
+        ad = sum(
+            jnp.sum(g * v)
+            for g, v in zip(
+                jax.tree_util.tree_leaves(grad), jax.tree_util.tree_leaves(d), strict=True
+            )
+        )
         eps = 1e-5 * max(scale, 1.0)
         plus = jax.tree_util.tree_map(lambda a, b: a + eps * b, model, d)
         minus = jax.tree_util.tree_map(lambda a, b: a - eps * b, model, d)
@@ -150,20 +173,24 @@ def test_checkpointed_gradient_equals_plain():
         m = eqx.tree_at(lambda m: m.mass, model, mass)
         return jnp.sum(mbd.simulate(m, t_end=0.05, h=1e-3, checkpoint=checkpoint).r[:, 1, 2])
 
-    np.testing.assert_allclose(jax.grad(loss)(model.mass, None), jax.grad(loss)(model.mass, 8),
-                               rtol=1e-12)
+    np.testing.assert_allclose(
+        jax.grad(loss)(model.mass, None), jax.grad(loss)(model.mass, 8), rtol=1e-12
+    )
 
 
 def test_vmapped_batch_equals_single_runs():
     model = mbd.models.double_pendulum()
-    members = [eqx.tree_at(lambda m: m.omega0, model, model.omega0.at[0, 2].set(w))
-               for w in (0.0, 0.5, -1.0)]
+    members = [
+        eqx.tree_at(lambda m: m.omega0, model, model.omega0.at[0, 2].set(w))
+        for w in (0.0, 0.5, -1.0)
+    ]
     batch = mbd.simulate_batch(mbd.stack_models(members), t_end=0.05, h=1e-3)
     for k, member in enumerate(members):
         single = mbd.simulate(member, t_end=0.05, h=1e-3)
         for key in ("r", "A", "rdot", "omega", "lam", "iterations"):
-            np.testing.assert_array_equal(np.asarray(getattr(batch, key))[k],
-                                          np.asarray(getattr(single, key)))
+            np.testing.assert_array_equal(
+                np.asarray(getattr(batch, key))[k], np.asarray(getattr(single, key))
+            )
 
 
 def test_sharded_batch_equals_unsharded(tmp_path):
@@ -182,7 +209,8 @@ def test_sharded_batch_equals_unsharded(tmp_path):
         print("OK", len(jax.devices()))
     """)
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4")
-    result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                            text=True, timeout=600)
+    result = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "OK 4" in result.stdout
