@@ -86,8 +86,8 @@ def check_against_fd(loss, model, rng, rtol=1e-6):
             )
         )
         eps = 1e-5 * max(scale, 1.0)
-        plus = jax.tree_util.tree_map(lambda a, b: a + eps * b, model, d)
-        minus = jax.tree_util.tree_map(lambda a, b: a - eps * b, model, d)
+        plus = jax.tree_util.tree_map(lambda a, b, eps=eps: a + eps * b, model, d)
+        minus = jax.tree_util.tree_map(lambda a, b, eps=eps: a - eps * b, model, d)
         lp, lm = float(loss(plus)), float(loss(minus))
         fd = (lp - lm) / (2 * eps)
         # central differences cannot resolve below the loss' own precision (the Newton
