@@ -70,11 +70,9 @@ def with_parameters(model, p):
         model,
         (model.mass.at[1].set(p[0]), model.inertia.at[1].multiply(scale)),
     )
-    spring = lambda m: (
-        m.forces[0].stiffness,
-        m.forces[0].damping,  # noqa: E731
-        m.forces[0].rest_length,
-    )
+    def spring(m):
+        return m.forces[0].stiffness, m.forces[0].damping, m.forces[0].rest_length
+
     return eqx.tree_at(spring, model, (p[1], p[2], p[3]))
 
 
