@@ -47,3 +47,24 @@ def reference_model(relative: str) -> Path:
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)
+
+
+def _memory_map_count() -> int:
+    try:
+        with open("/proc/self/maps") as fh:
+            return sum(1 for _ in fh)
+    except OSError:
+        return 0
+
+
+@pytest.fixture(autouse=True)
+def _release_compiled_programs():
+    """XLA:CPU maps every compiled program into ~800 memory regions; a suite that compiles
+    hundreds of programs in one process would reach the kernel's limit (vm.max_map_count,
+    65530) and LLVM would abort. Drop JAX's caches when the count grows large."""
+    yield
+    if _memory_map_count() > 30_000:
+        import gc
+
+        jax.clear_caches()
+        gc.collect()
