@@ -30,7 +30,7 @@ def _load(name: str) -> Model:
 
 def load(name: str) -> Model:
     """A built-in model by name (cached; models are immutable pytrees)."""
-    return _load(name) if name in BUILTIN else _load(name)
+    return _load(name)
 
 
 def single_pendulum() -> Model:
