@@ -119,3 +119,39 @@ def error_if_failed(sol, what: str):
         f"jaxmbd: {what} failed (a Newton solve did not converge or met a singular matrix); "
         "run it outside jit for a detailed report",
     )
+
+
+def solution_from_outputs(model: Model, form, h, outs):
+    """Solution of the per-step outputs (r, A, rdot, omega, rddot, omegadot, lam,
+    iterations, status, residual) of an analysis."""
+    from .solution import Solution
+
+    r, A, rdot, omega, rddot, omegadot, lam, iters, status, residual = outs
+    return Solution(
+        t=jnp.arange(r.shape[0]) * h,
+        r=r,
+        A=A,
+        rdot=rdot,
+        omega=omega,
+        rddot=rddot,
+        omegadot=omegadot,
+        lam=lam,
+        iterations=iters,
+        status=status,
+        residual=residual,
+        formulation=form.name,
+        body_names=model.body_names,
+        constraint_names=model.constraint_names,
+    )
+
+
+def finish(model: Model, sol, *, what: str, check: bool, traced: bool):
+    """Status handling shared by the analyses: runtime check under a trace, otherwise a
+    detailed SolverError on failure and a report of the consistent-start correction."""
+    if not check:
+        return sol
+    if traced:
+        return error_if_failed(sol, what)
+    raise_on_failure(model, sol, what=what)
+    report_initial_correction(model, sol, what)
+    return sol

@@ -94,6 +94,26 @@ def _with_progress(fn, label: str):
         return fn(report)
 
 
+def _run_analysis(analysis, label: str, model: str, out, plot, verbose: bool, **options):
+    """Load MODEL, run ``analysis`` with a progress bar, write results, print a summary."""
+    _setup_logging(verbose)
+    try:
+        m = _load(model)
+        start = time.perf_counter()
+        sol = _with_progress(lambda report: analysis(m, progress=report, **options), label)
+        seconds = time.perf_counter() - start
+    except (ModelError, SolverError, ValueError) as err:
+        console.print(f"[red]error:[/red] {err}")
+        raise typer.Exit(code=1) from None
+    if out:
+        out = sol.save(out)
+    if plot:
+        from .plot import plot_solution
+
+        plot_solution(sol, plot, title=f"{m.name}: {label} ({options['formulation']})")
+    _summary(m, sol, seconds, out, plot)
+
+
 @app.command()
 def kinematics(
     model: Annotated[str, typer.Argument(help="model file or built-in name")],
@@ -106,27 +126,18 @@ def kinematics(
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ):
     """Kinematic analysis of a 0-DOF (driven) mechanism."""
-    _setup_logging(verbose)
-    try:
-        m = _load(model)
-        start = time.perf_counter()
-        sol = _with_progress(
-            lambda report: run_kinematics(
-                m, formulation=formulation, t_end=t_end, h=h, tol=tol, progress=report
-            ),
-            "kinematics",
-        )
-        seconds = time.perf_counter() - start
-    except (ModelError, SolverError, ValueError) as err:
-        console.print(f"[red]error:[/red] {err}")
-        raise typer.Exit(code=1) from None
-    if out:
-        out = sol.save(out)
-    if plot:
-        from .plot import plot_solution
-
-        plot_solution(sol, plot, title=f"{m.name}: kinematics ({formulation})")
-    _summary(m, sol, seconds, out, plot)
+    _run_analysis(
+        run_kinematics,
+        "kinematics",
+        model,
+        out,
+        plot,
+        verbose,
+        formulation=formulation,
+        t_end=t_end,
+        h=h,
+        tol=tol,
+    )
 
 
 @app.command()
@@ -144,33 +155,19 @@ def simulate(
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ):
     """Index-3 dynamics with backward Euler."""
-    _setup_logging(verbose)
-    try:
-        m = _load(model)
-        start = time.perf_counter()
-        sol = _with_progress(
-            lambda report: run_simulate(
-                m,
-                formulation=formulation,
-                t_end=t_end,
-                h=h,
-                tol=tol,
-                newton=newton,
-                progress=report,
-            ),
-            "dynamics",
-        )
-        seconds = time.perf_counter() - start
-    except (ModelError, SolverError, ValueError) as err:
-        console.print(f"[red]error:[/red] {err}")
-        raise typer.Exit(code=1) from None
-    if out:
-        out = sol.save(out)
-    if plot:
-        from .plot import plot_solution
-
-        plot_solution(sol, plot, title=f"{m.name}: dynamics ({formulation})")
-    _summary(m, sol, seconds, out, plot)
+    _run_analysis(
+        run_simulate,
+        "dynamics",
+        model,
+        out,
+        plot,
+        verbose,
+        formulation=formulation,
+        t_end=t_end,
+        h=h,
+        tol=tol,
+        newton=newton,
+    )
 
 
 @app.command()

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _config  # noqa: F401
-from ._checks import error_if_failed, is_traced, raise_on_failure
+from ._checks import finish, is_traced, solution_from_outputs
 from .equations import constraint_values, rA_terms
 from .forces import BodyState, applied_forces
 from .formulations import AbstractFormulation, get_formulation
@@ -339,44 +339,8 @@ def simulate(
             chunk_size,
             progress,
         )
-    r, A, rdot, omega, rddot, omegadot, lam, iters, status, residual = outs
-    sol = Solution(
-        t=jnp.arange(r.shape[0]) * h_arr,
-        r=r,
-        A=A,
-        rdot=rdot,
-        omega=omega,
-        rddot=rddot,
-        omegadot=omegadot,
-        lam=lam,
-        iterations=iters,
-        status=status,
-        residual=residual,
-        formulation=form.name,
-        body_names=model.body_names,
-        constraint_names=model.constraint_names,
-    )
-    if not check:
-        return sol
-    if traced:
-        return error_if_failed(sol, "dynamics")
-    raise_on_failure(model, sol, what="dynamics")
-    _log_initial_correction(model)
-    return sol
-
-
-def _log_initial_correction(model):
-    _, corr, _ = jax.jit(consistent_initial_state)(model)
-    moved = {k: float(v) for k, v in corr._asdict().items()}
-    if max(moved.values()) > 1e-10:
-        logger.info(
-            "model '%s': consistent start moved positions by %.3e, orientations by "
-            "%.3e rad, velocities by %.3e",
-            model.name,
-            moved["position"],
-            moved["rotation"],
-            moved["velocity"],
-        )
+    sol = solution_from_outputs(model, form, h_arr, outs)
+    return finish(model, sol, what="dynamics", check=check, traced=traced)
 
 
 __all__ = [

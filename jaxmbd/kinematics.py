@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _config  # noqa: F401
-from ._checks import error_if_failed, is_traced, raise_on_failure, report_initial_correction
+from ._checks import finish, is_traced, solution_from_outputs
 from .equations import rA_terms
 from .errors import ModelError
 from .forces import BodyState, applied_forces
@@ -193,27 +193,6 @@ def check_euler_angle_start(model: Model, form: AbstractFormulation):
             )
 
 
-def _assemble_solution(model, form, h, outs) -> Solution:
-    r, A, rdot, omega, rddot, omegadot, lam, iters, status, residual = outs
-    n = r.shape[0]
-    return Solution(
-        t=jnp.arange(n) * h,
-        r=r,
-        A=A,
-        rdot=rdot,
-        omega=omega,
-        rddot=rddot,
-        omegadot=omegadot,
-        lam=lam,
-        iterations=iters,
-        status=status,
-        residual=residual,
-        formulation=form.name,
-        body_names=model.body_names,
-        constraint_names=model.constraint_names,
-    )
-
-
 def kinematics(
     model: Model,
     *,
@@ -251,11 +230,5 @@ def kinematics(
             chunk_size,
             progress,
         )
-    sol = _assemble_solution(model, form, h_arr, outs)
-    if not check:
-        return sol
-    if traced:
-        return error_if_failed(sol, "kinematic analysis")
-    raise_on_failure(model, sol, what="kinematic analysis")
-    report_initial_correction(model, sol, "kinematic analysis")
-    return sol
+    sol = solution_from_outputs(model, form, h_arr, outs)
+    return finish(model, sol, what="kinematic analysis", check=check, traced=traced)
