@@ -101,6 +101,99 @@ def newton_iterate(
     return x, NewtonInfo(k, status, res_norm, step)
 
 
+class LUFactors(NamedTuple):
+    """P M = L U packed as LAPACK does (unit lower L below the diagonal, U on and above)."""
+
+    lu: jax.Array
+    permutation: jax.Array
+
+
+def lu_factors(matrix) -> LUFactors:
+    lu, _, permutation = jax.lax.linalg.lu(matrix)
+    return LUFactors(lu, permutation)
+
+
+def empty_lu_factors(n: int, dtype=jnp.float64) -> LUFactors:
+    """Placeholder factors (NaN): :func:`newton_iterate_reusing` factors before its first use."""
+    return LUFactors(jnp.full((n, n), jnp.nan, dtype), jnp.arange(n, dtype=jnp.int32))
+
+
+def lu_factors_solve(factors: LUFactors, rhs):
+    """M^{-1} rhs from the factors: one gather and two triangular solves."""
+    lu, permutation = factors
+    y = jax.lax.linalg.triangular_solve(
+        lu, rhs[permutation][:, None], left_side=True, lower=True, unit_diagonal=True
+    )
+    return jax.lax.linalg.triangular_solve(lu, y, left_side=True, lower=False)[:, 0]
+
+
+def newton_iterate_reusing(
+    residual: Callable[[jax.Array], jax.Array],
+    jacobian: Callable[[jax.Array], jax.Array],
+    x0: jax.Array,
+    factors: LUFactors,
+    *,
+    tol,
+    max_iter: int,
+    max_rate: float = 0.2,
+):
+    """Newton with an iteration matrix kept from earlier solves (its LU factors are stored).
+
+    x <- x - M^{-1} F(x) with the stored factors of M, until ||delta||_2 < tol (eq. 46). The
+    matrix is refreshed, M = jacobian(x) factored at the current iterate, when the stored one
+    contracts worse than ``max_rate`` (||delta_k|| / ||delta_{k-1}||), or gives a diverging or
+    non-finite step (that step is rejected and retried), or holds NaN (no matrix yet). A
+    freshly computed matrix that is singular ends the solve with status NONFINITE. Across the
+    steps of an integrator the iteration matrix changes by O(h), so most steps need no
+    refresh: an iteration then costs one residual and two triangular solves instead of a
+    Jacobian and an LU factorisation. The matrix only sets the search direction; the root
+    is converged to the same tolerance on the same residual.
+
+    Returns (x, NewtonInfo, factors, refreshes).
+    """
+
+    def cond(carry):
+        _, k, step, _, status, _, _, _ = carry
+        return (k < max_iter) & (step >= tol) & (status == SUCCESS)
+
+    def body(carry):
+        x, k, _, previous, _, factors, stale, refreshes = carry
+        factors = jax.lax.cond(stale, lambda: lu_factors(jacobian(x)), lambda: factors)
+        delta = -lu_factors_solve(factors, residual(x))
+        step = jnp.linalg.norm(delta)
+        finite = jnp.isfinite(step)
+        rate = step / previous  # previous = inf at the first iteration: rate 0
+        accept = finite & (stale | (rate < 1.0))
+        x_new = jnp.where(accept, x + jnp.where(finite, delta, 0.0), x)
+        status = jnp.where(stale & ~finite, NONFINITE, SUCCESS)
+        return (
+            x_new,
+            k + 1,
+            jnp.where(accept, step, jnp.inf),
+            jnp.where(accept, step, previous),
+            status,
+            factors,
+            ~stale & ~(accept & (rate <= max_rate)),
+            refreshes + stale.astype(refreshes.dtype),
+        )
+
+    init = (
+        x0,
+        jnp.asarray(0),
+        jnp.asarray(jnp.inf, x0.dtype),
+        jnp.asarray(jnp.inf, x0.dtype),
+        jnp.asarray(SUCCESS),
+        factors,
+        ~jnp.all(jnp.isfinite(factors.lu)),
+        jnp.asarray(0),
+    )
+    x, k, step, _, status, factors, _, refreshes = jax.lax.while_loop(cond, body, init)
+    status = jnp.where((status == SUCCESS) & (step >= tol), MAX_ITERATIONS, status)
+    res_norm = jnp.linalg.norm(residual(x))
+    status = jnp.where((status == SUCCESS) & ~jnp.isfinite(res_norm), NONFINITE, status)
+    return x, NewtonInfo(k, status, res_norm, step), factors, refreshes
+
+
 def implicit_root(
     residual: Callable[[Any, Any], jax.Array],
     retract,

@@ -206,6 +206,63 @@ def test_modified_newton_same_solution():
     assert np.mean(mod.iterations[1:]) >= np.mean(full.iterations[1:])
 
 
+@pytest.mark.parametrize("name", ["slider_crank", "double_pendulum"])
+def test_reused_matrix_same_solution(name):
+    """newton="reuse" (factored matrix carried across steps) converges to the same roots."""
+    model = getattr(mbd.models, name)()
+    full = run(model, "rA", 0.5, 1e-3)
+    reuse = run(model, "rA", 0.5, 1e-3, newton="reuse")
+    assert np.all(reuse.status == mbd.SUCCESS)
+    # both stop at ||delta|| < Theta = 1e-5: roots agree to that order in accelerations
+    np.testing.assert_allclose(reuse.r, full.r, atol=1e-10)
+    np.testing.assert_allclose(reuse.rdot, full.rdot, atol=1e-7)
+    np.testing.assert_allclose(reuse.lam, full.lam, atol=1e-4 * np.abs(full.lam).max())
+
+
+def test_newton_reusing_refreshes_stale_and_rejects_singular():
+    from jaxmbd.newton import (
+        NONFINITE,
+        SUCCESS,
+        empty_lu_factors,
+        lu_factors,
+        newton_iterate_reusing,
+    )
+
+    def residual(x):  # root (1, 2)
+        return jnp.array([x[0] ** 3 - 1.0, x[1] - 2.0 + 0.1 * jnp.sin(x[0] - 1.0)])
+
+    jacobian = jax.jacfwd(residual)
+    x0 = jnp.array([1.5, 0.0])
+    # no matrix yet (NaN factors): factored at the first iteration
+    x, info, factors, refreshes = newton_iterate_reusing(
+        residual, jacobian, x0, empty_lu_factors(2), tol=1e-12, max_iter=50
+    )
+    assert info.status == SUCCESS and refreshes >= 1
+    np.testing.assert_allclose(x, [1.0, 2.0], atol=1e-12)
+    # a badly wrong stored matrix (diverging steps) is refreshed, not trusted
+    wrong = lu_factors(jnp.array([[0.05, 0.0], [0.0, -1.0]]))
+    x, info, _, refreshes = newton_iterate_reusing(
+        residual, jacobian, x0, wrong, tol=1e-12, max_iter=50
+    )
+    assert info.status == SUCCESS and refreshes >= 1
+    np.testing.assert_allclose(x, [1.0, 2.0], atol=1e-12)
+    # the converged factors are good enough to solve again without refreshing
+    _, info, _, refreshes = newton_iterate_reusing(
+        residual, jacobian, jnp.array([1.01, 2.0]), factors, tol=1e-12, max_iter=50
+    )
+    assert info.status == SUCCESS and refreshes == 0
+    # a singular fresh matrix ends with NONFINITE, never a NaN root reported as converged
+    _, info, _, _ = newton_iterate_reusing(
+        lambda x: x**2 + 1.0,
+        lambda x: jnp.zeros((2, 2)),
+        x0,
+        empty_lu_factors(2),
+        tol=1e-12,
+        max_iter=10,
+    )
+    assert info.status == NONFINITE
+
+
 def test_static_reactions_hand_computed():
     """A plate on a ball joint at the origin and three DP2s with offsets, under gravity:
     statics give the pin and the DP2 at (2,0,0) half the weight each, the others nothing."""

@@ -12,7 +12,13 @@ import numpy as np
 import pytest
 
 from jaxmbd import ModelBuilder, so3_exp
-from jaxmbd.equations import constraint_values, rA_terms
+from jaxmbd.equations import (
+    constraint_values,
+    rA_generalized_reaction,
+    rA_jacobian_from_rows,
+    rA_rows,
+    rA_terms,
+)
 
 
 def random_model(rng, kinds=("DP1", "DP2", "D", "CD", "ROT"), per_kind=3):
@@ -73,20 +79,26 @@ def random_model(rng, kinds=("DP1", "DP2", "D", "CD", "ROT"), per_kind=3):
     return b.build()
 
 
-def autodiff_terms(model, r, A, rdot, omega, t):
+def per_type_values(model, r, A, t):
+    """Phi from the per-type value kernels (eqs. 1-4, ROT), not the one-batch rows."""
+    zero = jnp.zeros_like(r)
+    return rA_terms(model, r, A, zero, zero, t)[0]
+
+
+def autodiff_terms(model, r, A, rdot, omega, t, values=per_type_values):
     def phi_pert(delta, s):
         d = delta.reshape(model.nb, 6)
-        return constraint_values(model, r + d[:, :3], A @ so3_exp(d[:, 3:]), s)
+        return values(model, r + d[:, :3], A @ so3_exp(d[:, 3:]), s)
 
     zero = jnp.zeros(6 * model.nb)
     G = jax.jacfwd(phi_pert)(zero, t)
     nu = -jax.jacfwd(lambda s: phi_pert(zero, s))(t)
 
     def along(s):
-        return constraint_values(model, r + s * rdot, A @ so3_exp(s * omega), t + s)
+        return values(model, r + s * rdot, A @ so3_exp(s * omega), t + s)
 
     second = jax.jacfwd(jax.jacfwd(along))(0.0)
-    return constraint_values(model, r, A, t), G, nu, -second
+    return values(model, r, A, t), G, nu, -second
 
 
 @pytest.mark.parametrize("kind", ["DP1", "DP2", "D", "CD", "ROT"])
@@ -126,3 +138,22 @@ def test_published_dp1_row_of_table2_is_wrong_as_printed(rng):
     _, G, _, _ = rA_terms(model, model.r0, model.A0, model.rdot0, model.omega0, 0.0)
     col = 6 * s.body_i[0] + 3
     assert not np.allclose(G[0, col : col + 3], printed, atol=1e-6)
+
+
+def test_unified_rows_match_per_type_kernels_and_autodiff(rng):
+    """The one-batch rows (Phi = u.w - beta f) used on the Newton hot path equal the per-type
+    kernels (values and Table 2 rows) and autodiff of their own values, for all five types."""
+    model = random_model(rng, per_kind=3)
+    lam = jnp.asarray(rng.normal(size=model.nc))
+    for t in (0.0, 0.8):
+        r, A = model.r0, model.A0
+        phi, jac_i, jac_j = rA_rows(model, r, A, t)
+        G = rA_jacobian_from_rows(model, jac_i, jac_j)
+        phi_types, G_types, _, _ = rA_terms(model, r, A, model.rdot0, model.omega0, t)
+        np.testing.assert_allclose(phi, phi_types, atol=1e-14)
+        np.testing.assert_allclose(G, G_types, atol=1e-13)
+        for values in (per_type_values, constraint_values):
+            _, G_ad, _, _ = autodiff_terms(model, r, A, model.rdot0, model.omega0, t, values)
+            np.testing.assert_allclose(G, G_ad, atol=1e-12)
+        reaction = rA_generalized_reaction(model, jac_i, jac_j, lam)
+        np.testing.assert_allclose(reaction.reshape(-1), G_types.T @ lam, atol=1e-12)

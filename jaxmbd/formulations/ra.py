@@ -11,7 +11,14 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 
-from ..equations import constraint_values, rA_reaction_sensitivity, rA_terms
+from ..equations import (
+    constraint_values,
+    rA_generalized_reaction,
+    rA_jacobian_from_rows,
+    rA_reaction_sensitivity,
+    rA_rows,
+    rA_terms,
+)
 from ..forces import BodyState, applied_forces
 from ..lie import hat, so3_exp, so3_right_jacobian
 from .base import AbstractFormulation
@@ -99,29 +106,22 @@ class RA(AbstractFormulation):
         a, lam = self._split(model, x)
         q1, v1 = self.advance(q, v, a, h)
         r1, A1 = q1
-        zero = jnp.zeros_like(r1)
-        phi, G, _, _ = rA_terms(model, r1, A1, zero, zero, t)
+        phi, jac_i, jac_j = rA_rows(model, r1, A1, t)
         f, n = self._state_forces(model, q1, v1, t)
         w = v1[:, 3:]
         J = model.inertia
         Jw = jnp.einsum("bij,bj->bi", J, w)
-        reaction = (G.T @ lam).reshape(nb, 6)
+        reaction = rA_generalized_reaction(model, jac_i, jac_j, lam)
         g_r = model.mass[:, None] * a[:, :3] + reaction[:, :3] - f
         g_w = jnp.einsum("bij,bj->bi", J, a[:, 3:]) + jnp.cross(w, Jw) + reaction[:, 3:] - n
         g = jnp.concatenate([jnp.concatenate([g_r, g_w], 1).reshape(-1), phi / h**2])
         if not jacobian:
             return g, None
+        G = rA_jacobian_from_rows(model, jac_i, jac_j)
         # d(position tangent)/da = h^2 diag(I, J_r(h w)) per body
         eye = jnp.broadcast_to(jnp.eye(3), (nb, 3, 3))
         zeros = jnp.zeros((nb, 3, 3))
-        P = jnp.concatenate(
-            [
-                jnp.concatenate([eye, zeros], 2),
-                jnp.concatenate([zeros, so3_right_jacobian(h * w)], 2),
-            ],
-            1,
-        )
-        blockdiag = _block_diagonal(P)
+        J_r = so3_right_jacobian(h * w)
         gyro = jnp.einsum("bij,bjk->bik", hat(w), J) - hat(Jw)
         mass_blk = jnp.concatenate(
             [
@@ -131,14 +131,14 @@ class RA(AbstractFormulation):
             1,
         )
         K = rA_reaction_sensitivity(model, r1, A1, lam, t)
-        G11 = _block_diagonal(mass_blk) + h**2 * K @ blockdiag
+        G11 = _block_diagonal(mass_blk) + h**2 * _times_tangent_map(K, J_r)
         if model.forces:
-            G11 = G11 - self._force_sensitivity(model, q1, v1, t, h, blockdiag)
+            G11 = G11 - self._force_sensitivity(model, q1, v1, t, h, J_r)
         top = jnp.concatenate([G11, G.T], 1)
-        bottom = jnp.concatenate([G @ blockdiag, jnp.zeros((nc, nc))], 1)
+        bottom = jnp.concatenate([_times_tangent_map(G, J_r), jnp.zeros((nc, nc))], 1)
         return g, jnp.concatenate([top, bottom], 0)
 
-    def _force_sensitivity(self, model, q1, v1, t, h, blockdiag):
+    def _force_sensitivity(self, model, q1, v1, t, h, J_r):
         """d(f, n)/da by autodiff of the force laws (case by case in the paper)."""
         nb = model.nb
 
@@ -152,7 +152,16 @@ class RA(AbstractFormulation):
         z = jnp.zeros(6 * nb)
         Fq = jax.jacfwd(forces, argnums=0)(z, z)
         Fv = jax.jacfwd(forces, argnums=1)(z, z)
-        return h**2 * Fq @ blockdiag + h * Fv
+        return h**2 * _times_tangent_map(Fq, J_r) + h * Fv
+
+
+def _times_tangent_map(M, J_r):
+    """M diag(I, J_r(h w_b))_b for M with 6 nb body-major columns, in O(rows nb), not a dense
+    (6 nb)^3 product with the block-diagonal matrix: only the rotation columns change."""
+    rows, nb = M.shape[0], J_r.shape[0]
+    blocks = M.reshape(rows, nb, 2, 3)
+    rotation = jnp.sum(blocks[:, :, 1, :, None] * J_r[None], axis=-2)
+    return jnp.stack([blocks[:, :, 0], rotation], axis=2).reshape(rows, 6 * nb)
 
 
 def _block_diagonal(blocks):

@@ -1,0 +1,63 @@
+"""Slider crank and double pendulum built in other engines (Exudyn, MuJoCo) for comparison.
+
+Both engines are optional (``pip install -e '.[bench]'``). The geometry, masses and inertias
+are those of jaxmbd's built-in models ``slider_crank`` and ``double_pendulum``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+BENCH_HINT = "this benchmark needs Exudyn and MuJoCo: pip install -e '.[bench]'"
+
+# ---- slider crank (jaxmbd/models/data/slider_crank.json) -------------------------------
+CRANK_PIVOT = np.array([0.0, 0.1, 0.12])
+CRANK_A = np.array([[1.0, 0.0, 0.0], [0.0, 0.0, -1.0], [0.0, 1.0, 0.0]])
+CRANK_MASS, CRANK_J = 0.12, (1e-4, 1e-5, 1e-4)
+CRANK_PIN_LOCAL = np.array([0.0, 0.08, 0.0])  # crank pin B in the crank frame
+CRANK_SPEED = 2.0 * np.pi  # rad/s about -x
+ROD_R = np.array([0.1, 0.05, 0.1])
+_rod_x = np.array([2.0, -1.0, -2.0]) / 3.0
+_rod_y = np.array([0.0, 2.0, -1.0]) / np.sqrt(5.0)
+ROD_A = np.stack([_rod_x, _rod_y, np.cross(_rod_x, _rod_y)], axis=1)
+ROD_MASS, ROD_J = 0.5, (4e-3, 4e-4, 4e-3)
+ROD_B_LOCAL = np.array([-0.15, 0.0, 0.0])  # spherical joint with the crank
+ROD_C_LOCAL = np.array([0.15, 0.0, 0.0])  # joint with the slider (= slider CM)
+SLIDER_R = np.array([0.2, 0.0, 0.0])
+SLIDER_A = np.array([[0.0, 0.0, 1.0], [0.0, 1.0, 0.0], [-1.0, 0.0, 0.0]])
+SLIDER_MASS, SLIDER_J = 2.0, (1e-4, 1e-4, 1e-4)
+
+# ---- double pendulum (jaxmbd/models/data/double_pendulum.json) -------------------------
+ROD1_R = np.array([0.0, 2.0, 0.0])
+ROD1_A = np.stack([[0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [1.0, 0.0, 0.0]], axis=1)
+ROD1_MASS, ROD1_J, ROD1_HALF = 78.0, (0.0325, 104.01625, 104.01625), 2.0
+ROD2_R = np.array([0.0, 4.0, -1.0])
+ROD2_A = np.stack([[0.0, 0.0, -1.0], [0.0, 1.0, 0.0], [1.0, 0.0, 0.0]], axis=1)
+ROD2_MASS, ROD2_J, ROD2_HALF = 39.0, (0.01625, 13.008125, 13.008125), 1.0
+GRAVITY = np.array([0.0, 0.0, -9.81])
+
+for _a in (CRANK_A, ROD_A, SLIDER_A, ROD1_A, ROD2_A):
+    assert np.allclose(_a.T @ _a, np.eye(3)) and np.isclose(np.linalg.det(_a), 1.0)
+
+
+def slider_crank_initial_velocities() -> tuple[np.ndarray, np.ndarray]:
+    """CM velocities and global angular velocities (3 bodies x 3) of the driven slider crank
+    at t = 0. The mechanism has no free degree of freedom, so these are the unique velocities
+    consistent with the joints and the drive (jaxmbd computes the same by projection)."""
+    crank_w = np.array([-CRANK_SPEED, 0.0, 0.0])
+    pin = CRANK_A @ CRANK_PIN_LOCAL  # from the pivot
+    v_pin = np.cross(crank_w, pin)
+    point_b = CRANK_PIVOT + pin
+    point_c = ROD_R + ROD_A @ ROD_C_LOCAL
+    # slider: C = (x, 0, 0), |C - B| = L  =>  (C - B) . (xdot e_x - v_B) = 0
+    d = point_c - point_b
+    x_dot = d @ v_pin / d[0]
+    v_c = np.array([x_dot, 0.0, 0.0])
+    # rod: v_C - v_B = w x d with w . e_y_rod-constraint; w = a e_x + b y_rod (universal pair)
+    rod_y = ROD_A[:, 1]
+    basis = np.stack([np.cross(np.array([1.0, 0.0, 0.0]), d), np.cross(rod_y, d)], axis=1)
+    coef, *_ = np.linalg.lstsq(basis, v_c - v_pin, rcond=None)
+    rod_w = coef[0] * np.array([1.0, 0.0, 0.0]) + coef[1] * rod_y
+    assert np.allclose(basis @ coef, v_c - v_pin)
+    velocities = np.stack([np.zeros(3), 0.5 * (v_pin + v_c), v_c])
+    return velocities, np.stack([crank_w, rod_w, np.zeros(3)])

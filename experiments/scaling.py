@@ -1,0 +1,255 @@
+"""How compile time, step time and memory grow with the size of the mechanism.
+
+    python experiments/scaling.py [--sizes 2 4 8 ... 256] [--steps 40] [--repeats 3]
+                                  [--newton full reuse] [--tag after]
+
+Two generated families (see :func:`pendulum_chain` and :func:`engine`):
+
+* an N-link spatial pendulum chain: N rods joined end to end by spherical joints, the first
+  one to the ground, released from a helix so that the motion is three-dimensional
+  (6N coordinates, 3N constraint equations, 3N degrees of freedom);
+* an N-cylinder engine: one crankshaft (revolute joint, driven at 2 pi rad/s) with N crank
+  pins at phases 2 pi k / N, each with a connecting rod (spherical joint at the pin,
+  universal joint at the piston) and a piston on a
+  translational joint: 2N + 1 bodies, closed loops, one driver, zero degrees of freedom.
+
+For each N: compile time (first call minus the median of the later ones), run time per step
+(median, min, max over ``--repeats``), the size n of the Newton system, the time of one dense
+LU solve of size n (the reference cost the step should not exceed by more than a constant),
+and the compiled program's memory (XLA memory analysis: arguments, outputs, temporaries).
+Writes ``results/scaling_<tag>.csv`` and ``results/scaling_<tag>.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import statistics
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from _timing import machine, time_call
+
+import jaxmbd as mbd
+
+RESULTS = Path(__file__).parent / "results"
+
+
+def pendulum_chain(n_links: int, *, length: float = 0.5) -> mbd.Model:
+    """N rods (length 0.5 m, 1 kg) on spherical joints, released at rest from a helix."""
+    builder = mbd.ModelBuilder(f"pendulum chain {n_links}")
+    point = np.zeros(3)
+    for k in range(n_links):
+        # link direction on a helix: horizontal-ish and turning, so the chain is spatial
+        angle = 0.6 * k
+        direction = np.array([math.cos(angle), math.sin(angle), -0.3])
+        direction /= np.linalg.norm(direction)
+        helper = np.array([0.0, 0.0, 1.0])
+        y_axis = np.cross(helper, direction)
+        y_axis /= np.linalg.norm(y_axis)
+        builder.add_body(
+            f"link{k}",
+            mass=1.0,
+            inertia=(1e-3, length**2 / 12, length**2 / 12),
+            r=point + 0.5 * length * direction,
+            axes=(direction, y_axis),
+        )
+        builder.spherical(
+            f"ball{k}",
+            body_i="ground" if k == 0 else f"link{k - 1}",
+            body_j=f"link{k}",
+            point=point,
+        )
+        point = point + length * direction
+    return builder.build()
+
+
+def engine(n_cylinders: int, *, radius=0.08, rod=0.3, pitch=0.2) -> mbd.Model:
+    """An inline N-cylinder engine: one driven crankshaft, N rods and N pistons."""
+    builder = mbd.ModelBuilder(f"engine {n_cylinders}")
+    shaft_len = pitch * n_cylinders
+    builder.add_body(
+        "shaft",
+        mass=1.0 * n_cylinders,
+        inertia=(1e-3 * n_cylinders, shaft_len**2 / 12 * n_cylinders, 1e-3 * n_cylinders),
+        r=(shaft_len / 2, 0.0, 0.0),
+    )
+    builder.revolute(
+        "main_bearing", body_i="ground", body_j="shaft", point=(0.0, 0.0, 0.0), axis=(1, 0, 0)
+    )
+    builder.rotation_driver(
+        "motor", body_i="ground", body_j="shaft", axis=(1, 0, 0), angle="2*pi*t"
+    )
+    for k in range(n_cylinders):
+        x = pitch * (k + 0.5)
+        phase = 2 * math.pi * k / n_cylinders
+        pin = np.array([x, radius * math.sin(phase), radius * math.cos(phase)])
+        # piston on the z axis above the shaft: |pin - piston| = rod
+        z_piston = pin[2] + math.sqrt(rod**2 - pin[1] ** 2)
+        piston = np.array([x, 0.0, z_piston])
+        axis = (piston - pin) / rod
+        builder.add_body(
+            f"rod{k}",
+            mass=0.5,
+            inertia=(1e-4, rod**2 / 12 * 0.5, rod**2 / 12 * 0.5),
+            r=(pin + piston) / 2,
+            axes=(axis, (1.0, 0.0, 0.0) - axis[0] * axis),
+        )
+        builder.add_body(f"piston{k}", mass=2.0, inertia=(1e-3, 1e-3, 1e-3), r=piston)
+        builder.spherical(f"crank_pin{k}", body_i="shaft", body_j=f"rod{k}", point=pin)
+        # universal joint at the piston pin: the rod's spin about its own axis is fixed
+        cross_axis = np.cross(axis, (1.0, 0.0, 0.0))
+        builder.universal(
+            f"piston_pin{k}",
+            body_i=f"piston{k}",
+            body_j=f"rod{k}",
+            point=piston,
+            axis_i=(1.0, 0.0, 0.0),
+            axis_j=cross_axis / np.linalg.norm(cross_axis),
+        )
+        builder.translational(
+            f"cylinder{k}", body_i="ground", body_j=f"piston{k}", point=piston, axis=(0, 0, 1)
+        )
+    return builder.build()
+
+
+FAMILIES = {"chain": pendulum_chain, "engine": engine}
+
+
+def dense_solve_seconds(n: int, repeats: int) -> float:
+    """Median time of one LU factorisation and solve of a dense n x n system."""
+    key = jax.random.PRNGKey(0)
+    matrix = jax.random.normal(key, (n, n)) + n * jnp.eye(n)
+    rhs = jnp.ones(n)
+    solve = jax.jit(jnp.linalg.solve)
+    jax.block_until_ready(solve(matrix, rhs))
+    runs = []
+    for _ in range(max(repeats, 3)):
+        start = time.perf_counter()
+        jax.block_until_ready(solve(matrix, rhs))
+        runs.append(time.perf_counter() - start)
+    return statistics.median(runs)
+
+
+def memory_bytes(model, steps, h, newton) -> dict:
+    """XLA's memory analysis of the compiled simulation (arguments, outputs, temporaries)."""
+
+    def run(model):
+        return mbd.simulate(model, t_end=steps * h, h=h, newton=newton, check=False).r
+
+    analysis = jax.jit(run).lower(model).compile().memory_analysis()
+    if analysis is None:
+        return {}
+    return {
+        "argument_bytes": analysis.argument_size_in_bytes,
+        "output_bytes": analysis.output_size_in_bytes,
+        "temp_bytes": analysis.temp_size_in_bytes,
+    }
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--families", nargs="*", default=list(FAMILIES))
+    parser.add_argument("--sizes", nargs="*", type=int, default=[2, 4, 8, 16, 32, 64, 128, 256])
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--h", type=float, default=1e-3)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--newton", nargs="*", default=["full", "reuse"])
+    parser.add_argument("--tag", default="after")
+    args = parser.parse_args()
+    RESULTS.mkdir(exist_ok=True)
+    print(f"machine: {machine()}")
+    rows = []
+    for family in args.families:
+        for size in args.sizes:
+            model = FAMILIES[family](size)
+            n = 6 * model.nb + model.nc
+            lu_s = dense_solve_seconds(n, args.repeats)
+            for newton in args.newton:
+                t_end = args.steps * args.h
+
+                def run(model=model, newton=newton, t_end=t_end):
+                    return mbd.simulate(model, t_end=t_end, h=args.h, newton=newton).r
+
+                first, median, (low, high) = time_call(run, repeats=args.repeats)
+                sol = mbd.simulate(model, t_end=t_end, h=args.h, newton=newton)
+                row = dict(
+                    family=family,
+                    size=size,
+                    bodies=model.nb,
+                    constraints=model.nc,
+                    newton_size=n,
+                    newton=newton,
+                    compile_s=first - median,
+                    step_median_s=median / args.steps,
+                    step_min_s=low / args.steps,
+                    step_max_s=high / args.steps,
+                    dense_solve_s=lu_s,
+                    step_over_solve=median / args.steps / lu_s,
+                    mean_iterations=float(np.mean(np.asarray(sol.iterations)[1:])),
+                    **memory_bytes(model, args.steps, args.h, newton),
+                )
+                rows.append(row)
+                print(
+                    f"{family:6s} N={size:4d} n={n:5d} {newton:7s} "
+                    f"compile {row['compile_s']:6.2f} s"
+                    f"  step {row['step_median_s'] * 1e3:9.3f} ms  dense solve "
+                    f"{lu_s * 1e3:8.3f} ms  ratio {row['step_over_solve']:7.2f}"
+                    f"  iters {row['mean_iterations']:.2f}  temp "
+                    f"{row.get('temp_bytes', 0) / 2**20:8.1f} MiB",
+                    flush=True,
+                )
+                jax.clear_caches()
+    path = RESULTS / f"scaling_{args.tag}.csv"
+    with path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    print(f"wrote {path}")
+    plot(rows, RESULTS / f"scaling_{args.tag}.png")
+
+
+def plot(rows, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4))
+    for family in sorted({r["family"] for r in rows}):
+        for newton in sorted({r["newton"] for r in rows}):
+            sel = [r for r in rows if r["family"] == family and r["newton"] == newton]
+            if not sel:
+                continue
+            size = [r["size"] for r in sel]
+            label = f"{family}, {newton}"
+            axes[0].loglog(size, [r["compile_s"] for r in sel], "o-", label=label)
+            axes[1].loglog(size, [r["step_median_s"] * 1e3 for r in sel], "o-", label=label)
+            axes[2].loglog(
+                size, [r.get("temp_bytes", np.nan) / 2**20 for r in sel], "o-", label=label
+            )
+        sel = [r for r in rows if r["family"] == family and r["newton"] == rows[0]["newton"]]
+        axes[1].loglog(
+            [r["size"] for r in sel],
+            [r["dense_solve_s"] * 1e3 for r in sel],
+            "k--",
+            alpha=0.5,
+            label=f"{family}: one dense solve",
+        )
+    axes[0].set(xlabel="N", ylabel="compile time [s]", title="compile")
+    axes[1].set(xlabel="N", ylabel="time per step [ms]", title="run")
+    axes[2].set(xlabel="N", ylabel="XLA temporaries [MiB]", title="memory")
+    for ax in axes:
+        ax.grid(True, which="both", alpha=0.3)
+    axes[1].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
