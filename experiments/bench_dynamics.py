@@ -40,7 +40,13 @@ def main():
         model = getattr(mbd.models, name)()
         t_end = 5.0 if name == "double_pendulum" else 3.0
         results = {}
-        for form, newton in (("rA", "full"), ("rA", "modified"), ("rp", "full"), ("re", "full")):
+        for form, newton in (
+            ("rA", "full"),
+            ("rA", "modified"),
+            ("rA", "reuse"),
+            ("rp", "full"),
+            ("re", "full"),
+        ):
 
             def run(form=form, newton=newton, model=model, t_end=t_end):
                 return mbd.simulate(model, formulation=form, t_end=t_end, h=args.h, newton=newton).r

@@ -70,6 +70,7 @@ def with_parameters(model, p):
         model,
         (model.mass.at[1].set(p[0]), model.inertia.at[1].multiply(scale)),
     )
+
     def spring(m):
         return m.forces[0].stiffness, m.forces[0].damping, m.forces[0].rest_length
 

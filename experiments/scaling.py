@@ -155,7 +155,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--families", nargs="*", default=list(FAMILIES))
     parser.add_argument("--sizes", nargs="*", type=int, default=[2, 4, 8, 16, 32, 64, 128, 256])
-    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--steps", type=int, default=40, help="steps for n <= 400, fewer above")
     parser.add_argument("--h", type=float, default=1e-3)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--newton", nargs="*", default=["full", "reuse"])
@@ -169,13 +169,16 @@ def main():
             model = FAMILIES[family](size)
             n = 6 * model.nb + model.nc
             lu_s = dense_solve_seconds(n, args.repeats)
+            # large systems: fewer steps and repeats (a dense LU of n = 6000 takes seconds)
+            steps = max(5, min(args.steps, (args.steps * 400) // n))
+            repeats = args.repeats if n <= 1500 else 1
             for newton in args.newton:
-                t_end = args.steps * args.h
+                t_end = steps * args.h
 
                 def run(model=model, newton=newton, t_end=t_end):
                     return mbd.simulate(model, t_end=t_end, h=args.h, newton=newton).r
 
-                first, median, (low, high) = time_call(run, repeats=args.repeats)
+                first, median, (low, high) = time_call(run, repeats=repeats)
                 sol = mbd.simulate(model, t_end=t_end, h=args.h, newton=newton)
                 row = dict(
                     family=family,
@@ -184,14 +187,15 @@ def main():
                     constraints=model.nc,
                     newton_size=n,
                     newton=newton,
+                    steps=steps,
                     compile_s=first - median,
-                    step_median_s=median / args.steps,
-                    step_min_s=low / args.steps,
-                    step_max_s=high / args.steps,
+                    step_median_s=median / steps,
+                    step_min_s=low / steps,
+                    step_max_s=high / steps,
                     dense_solve_s=lu_s,
-                    step_over_solve=median / args.steps / lu_s,
+                    step_over_solve=median / steps / lu_s,
                     mean_iterations=float(np.mean(np.asarray(sol.iterations)[1:])),
-                    **memory_bytes(model, args.steps, args.h, newton),
+                    **memory_bytes(model, steps, args.h, newton),
                 )
                 rows.append(row)
                 print(

@@ -149,7 +149,9 @@ def simulate(
     tol: Annotated[
         float | None, typer.Option(help="Newton correction tolerance (default 1e-11 / h^2)")
     ] = None,
-    newton: Annotated[str, typer.Option(help="full or modified")] = "full",
+    newton: Annotated[
+        str, typer.Option(help="full, modified or reuse (matrix kept across steps)")
+    ] = "full",
     out: Annotated[Path | None, typer.Option(help="write the Solution (.npz or .csv)")] = None,
     plot: Annotated[Path | None, typer.Option(help="write a PNG plot")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,

@@ -54,13 +54,19 @@ def _sin_coeffs(theta_sq):
     return a, b, d
 
 
+def _hat_squared(w, t2, eye):
+    """w~ w~ = w w^T - |w|^2 I, elementwise (fuses; a batched 3x3 matmul does not on CPU)."""
+    return w[..., :, None] * w[..., None, :] - t2[..., None, None] * eye
+
+
 def so3_exp(w):
     """Rodrigues' formula, paper 1 eq. 5-7: exp(w~) = I + sin(t)/t w~ + (1-cos t)/t^2 w~^2."""
     w = jnp.asarray(w)
-    a, b, _ = _sin_coeffs(jnp.sum(w * w, axis=-1))
+    t2 = jnp.sum(w * w, axis=-1)
+    a, b, _ = _sin_coeffs(t2)
     W = hat(w)
     eye = jnp.broadcast_to(jnp.eye(3, dtype=W.dtype), W.shape)
-    return eye + a[..., None, None] * W + b[..., None, None] * (W @ W)
+    return eye + a[..., None, None] * W + b[..., None, None] * _hat_squared(w, t2, eye)
 
 
 def so3_right_jacobian(w):
@@ -70,10 +76,11 @@ def so3_right_jacobian(w):
     right-trivialised exponential; dexp_{-w} in Mueller-Terze's notation).
     """
     w = jnp.asarray(w)
-    _, b, d = _sin_coeffs(jnp.sum(w * w, axis=-1))
+    t2 = jnp.sum(w * w, axis=-1)
+    _, b, d = _sin_coeffs(t2)
     W = hat(w)
     eye = jnp.broadcast_to(jnp.eye(3, dtype=W.dtype), W.shape)
-    return eye - b[..., None, None] * W + d[..., None, None] * (W @ W)
+    return eye - b[..., None, None] * W + d[..., None, None] * _hat_squared(w, t2, eye)
 
 
 def so3_log(R):

@@ -20,6 +20,7 @@ from ..equations import (
     rA_terms,
 )
 from ..forces import BodyState, applied_forces
+from ..gcons import _mm, _mv
 from ..lie import hat, so3_exp, so3_right_jacobian
 from .base import AbstractFormulation
 
@@ -74,7 +75,7 @@ class RA(AbstractFormulation):
         """Eq. 32: v1 = v + h a, r1 = r + h r_dot1, A1 = A exp(h omega_bar1~)."""
         r, A = q
         v1 = v + h * a
-        return (r + h * v1[:, :3], A @ so3_exp(h * v1[:, 3:])), v1
+        return (r + h * v1[:, :3], _mm(A, so3_exp(h * v1[:, 3:]))), v1
 
     def _split(self, model, x):
         nb = model.nb
@@ -110,10 +111,10 @@ class RA(AbstractFormulation):
         f, n = self._state_forces(model, q1, v1, t)
         w = v1[:, 3:]
         J = model.inertia
-        Jw = jnp.einsum("bij,bj->bi", J, w)
+        Jw = _mv(J, w)
         reaction = rA_generalized_reaction(model, jac_i, jac_j, lam)
         g_r = model.mass[:, None] * a[:, :3] + reaction[:, :3] - f
-        g_w = jnp.einsum("bij,bj->bi", J, a[:, 3:]) + jnp.cross(w, Jw) + reaction[:, 3:] - n
+        g_w = _mv(J, a[:, 3:]) + jnp.cross(w, Jw) + reaction[:, 3:] - n
         g = jnp.concatenate([jnp.concatenate([g_r, g_w], 1).reshape(-1), phi / h**2])
         if not jacobian:
             return g, None
