@@ -333,8 +333,13 @@ def simulate(
     ``formulation``: "rA", "rp" or "re". ``tol``: Newton stops when the correction norm is
     below it (eq. 46); default Theta = 1e-11 / h^2. ``newton``: "full" (matrix at every
     iteration, rA: hand-coded with Tables 3-6), "modified" (matrix frozen per step) or
-    "reuse" (matrix kept across steps and refreshed only when convergence slows, see
-    :func:`~jaxmbd.newton.newton_iterate_reusing`; fastest on small mechanisms).
+    "reuse" (factored matrix kept across steps and refreshed only when convergence slows,
+    see :func:`~jaxmbd.newton.newton_iterate_reusing`; fastest for a single trajectory and
+    for large mechanisms, where it saves the O(n^3) factorisation in most steps; under
+    ``vmap`` the refresh decision becomes a select that builds the matrix at every
+    iteration, so batches should use "full"). Every variant starts Newton from a quadratic
+    extrapolation of the last three roots and stops on the same rule, so they return the
+    same roots to within the tolerance.
     The initial state is made consistent first (positions, velocities, accelerations and
     multipliers; see :func:`consistent_initial_state`). A non-converged step raises
     :class:`~jaxmbd.SolverError` (``check=False`` returns the status instead).
