@@ -160,7 +160,16 @@ def main():
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--newton", nargs="*", default=["full", "reuse"])
     parser.add_argument("--tag", default="after")
+    parser.add_argument(
+        "--compare",
+        nargs=2,
+        metavar=("BEFORE", "AFTER"),
+        help="no runs: plot the time per step of two earlier runs (tags) side by side",
+    )
     args = parser.parse_args()
+    if args.compare:
+        compare(*args.compare)
+        return
     RESULTS.mkdir(exist_ok=True)
     print(f"machine: {machine()}")
     rows = []
@@ -253,6 +262,61 @@ def plot(rows, path):
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     print(f"wrote {path}")
+
+
+def compare(before: str, after: str):
+    """Time per step of two tagged runs (e.g. the solver before and after a change)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    def read(tag):
+        with (RESULTS / f"scaling_{tag}.csv").open() as fh:
+            return list(csv.DictReader(fh))
+
+    runs = {before: read(before), after: read(after)}
+    families = sorted({r["family"] for rows in runs.values() for r in rows})
+    fig, axes = plt.subplots(1, len(families), figsize=(6 * len(families), 4), squeeze=False)
+    for ax, family in zip(axes[0], families, strict=True):
+        for tag, rows in runs.items():
+            for newton in sorted({r["newton"] for r in rows}):
+                sel = [r for r in rows if r["family"] == family and r["newton"] == newton]
+                ax.loglog(
+                    [int(r["size"]) for r in sel],
+                    [float(r["step_median_s"]) * 1e3 for r in sel],
+                    "o-",
+                    label=f"{tag}: {newton} Newton",
+                )
+        sel = [r for r in runs[after] if r["family"] == family and r["newton"] == "full"]
+        ax.loglog(
+            [int(r["size"]) for r in sel],
+            [float(r["dense_solve_s"]) * 1e3 for r in sel],
+            "k--",
+            alpha=0.6,
+            label="one dense LU solve of the Newton system",
+        )
+        ax.set(xlabel="N", ylabel="time per step [ms]", title=family)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    path = RESULTS / f"scaling_{before}_vs_{after}.png"
+    fig.savefig(path, dpi=100)
+    print(f"wrote {path}")
+    for family in families:
+        for row_a in (r for r in runs[after] if r["family"] == family):
+            match = [
+                r
+                for r in runs[before]
+                if r["family"] == family and r["size"] == row_a["size"] and r["newton"] == "full"
+            ]
+            if match:
+                ratio = float(match[0]["step_median_s"]) / float(row_a["step_median_s"])
+                print(
+                    f"{family:6s} N={int(row_a['size']):4d} {row_a['newton']:6s} step "
+                    f"{float(row_a['step_median_s']) * 1e3:9.3f} ms, {ratio:5.1f}x faster "
+                    f"than {before} full"
+                )
 
 
 if __name__ == "__main__":
