@@ -382,15 +382,8 @@ def table9(args):
 # ------------------------------------------------------------------ figure 2
 
 
-def fig2(args):
-    name, t_end, tol = "four_link", 3.0, 1e-11
-    rows = []
-    for form in FORMS:
-        for h in steps(args):
-            k = kinematics_run(name, form, h, t_end, tol)
-            rows.append(dict(mechanism=name, formulation=form, h=h, tol=tol, **k))
-        jax.clear_caches()
-    write_csv("fig2", rows)
+def plot_iterations(rows, name, ylabel, title):
+    """Mean iterations against step size, one line per formulation (Figs. 2 and 4)."""
     fig, ax = plt.subplots(figsize=FIGSIZE)
     for form in FORMS:
         sel = [r for r in rows if r["formulation"] == form]
@@ -402,11 +395,28 @@ def fig2(args):
             label=form,
         )
     ax.set_xlabel("step size h [s]")
-    ax.set_ylabel("mean position-analysis iterations")
-    ax.set_title("Four link kinematics, tol 1e-11, 3 s (cf. paper Fig. 2)")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
-    save_fig(fig, "fig2")
+    save_fig(fig, name)
+
+
+def fig2(args):
+    name, t_end, tol = "four_link", 3.0, 1e-11
+    rows = []
+    for form in FORMS:
+        for h in steps(args):
+            k = kinematics_run(name, form, h, t_end, tol)
+            rows.append(dict(mechanism=name, formulation=form, h=h, tol=tol, **k))
+        jax.clear_caches()
+    write_csv("fig2", rows)
+    plot_iterations(
+        rows,
+        "fig2",
+        "mean position-analysis iterations",
+        "Four link kinematics, tol 1e-11, 3 s (cf. paper Fig. 2)",
+    )
 
 
 # ------------------------------------------------------------------ figure 3
@@ -543,22 +553,12 @@ def fig4(args):
             )
         jax.clear_caches()
     write_csv("fig4", rows)
-    fig, ax = plt.subplots(figsize=FIGSIZE)
-    for form in FORMS:
-        sel = [r for r in rows if r["formulation"] == form]
-        ax.semilogx(
-            [r["h"] for r in sel],
-            [r["mean_iterations"] for r in sel],
-            marker=MARKERS[form],
-            color=COLORS[form],
-            label=form,
-        )
-    ax.set_xlabel("step size h [s]")
-    ax.set_ylabel("mean Newton iterations per step")
-    ax.set_title("Four link dynamics, Θh² = 1e-11, 3 s (cf. paper Fig. 4)")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
-    save_fig(fig, "fig4")
+    plot_iterations(
+        rows,
+        "fig4",
+        "mean Newton iterations per step",
+        "Four link dynamics, Θh² = 1e-11, 3 s (cf. paper Fig. 4)",
+    )
 
 
 # ------------------------------------------------------------------ figures 5-7 (order)
