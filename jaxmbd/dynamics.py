@@ -279,7 +279,7 @@ def _scan(
         a = x[: nb * ts].reshape(nb, ts)
         q1, v1 = form.advance(q, v, a, h)
         out = _outputs(form, q1, v1, a, x[nb * ts :], nc)
-        return (q1, v1, jnp.stack([x, history[0], history[1]]), factors), out + (
+        return (q1, v1, jnp.stack([x, x1, x2]), factors), out + (
             info.iterations,
             info.status,
             info.residual_norm,

@@ -110,7 +110,7 @@ def _row_parameters(model: Model) -> _RowParameters:
     for s in model.gcons:
         if s.size == 0:
             continue
-        n, zeros, ones = s.size, jnp.zeros((s.size, 3)), np.ones(s.size)
+        zeros, ones = jnp.zeros((s.size, 3)), np.ones(s.size)
         dp1, dp2, d, cd, rot = (s.kind == k for k in ("DP1", "DP2", "D", "CD", "ROT"))
         cols["p_bar"].append(s.b_bar_i if rot else s.a_bar_i if (dp1 or dp2) else zeros)
         cols["q_bar"].append(-s.a_bar_i if rot else zeros)
@@ -122,9 +122,14 @@ def _row_parameters(model: Model) -> _RowParameters:
         cols["delta"].append(ones * (dp2 or d or cd))
         cols["beta"].append(ones * (not rot))
         cols["kappa"].append(ones * rot)
-        assert n == len(s.rows)
     order = _model_order(model)
     return _RowParameters(*(jnp.concatenate(cols[k])[order] for k in _RowParameters._fields))
+
+
+def _row_bodies(model: Model) -> tuple[np.ndarray, np.ndarray]:
+    """Static body indices (i, j) of every constraint row (ground = nb)."""
+    bodies = np.asarray(model.constraint_bodies, dtype=int).reshape(-1, 2)
+    return bodies[:, 0], bodies[:, 1]
 
 
 def rA_rows(model: Model, r, A, t):
@@ -141,8 +146,7 @@ def rA_rows(model: Model, r, A, t):
         return jnp.zeros((0,)), jnp.zeros((0, 6)), jnp.zeros((0, 6))
     P = _row_parameters(model)
     f = driver_values(model.f_offset, model.drivers, t)
-    bi = np.asarray([b for b, _ in model.constraint_bodies], dtype=int)
-    bj = np.asarray([b for _, b in model.constraint_bodies], dtype=int)
+    bi, bj = _row_bodies(model)
     r_all = with_ground(r, np.zeros(3))
     A_all = with_ground(A, np.eye(3))
     r_i, A_i, r_j, A_j = r_all[bi], A_all[bi], r_all[bj], A_all[bj]
@@ -161,9 +165,7 @@ def rA_rows(model: Model, r, A, t):
 
 def rA_generalized_reaction(model: Model, jac_i, jac_j, lam):
     """G^T lam as (nb, 6) per body from the rows of :func:`rA_rows`: one scatter-add, O(nc)."""
-    bodies = np.concatenate(
-        [[b for b, _ in model.constraint_bodies], [b for _, b in model.constraint_bodies]]
-    ).astype(int)
+    bodies = np.concatenate(_row_bodies(model))
     contributions = jnp.concatenate([jac_i, jac_j]) * jnp.concatenate([lam, lam])[:, None]
     return jnp.zeros((model.nb + 1, 6)).at[bodies].add(contributions)[: model.nb]
 
@@ -171,8 +173,7 @@ def rA_generalized_reaction(model: Model, jac_i, jac_j, lam):
 def rA_jacobian_from_rows(model: Model, jac_i, jac_j, include_ground: bool = False):
     """Dense G (nc, 6 nb) (or 6 (nb + 1) with the ground) from per-row body blocks."""
     nc, nb = model.nc, model.nb
-    bi = [b for b, _ in model.constraint_bodies]
-    bj = [b for _, b in model.constraint_bodies]
+    bi, bj = _row_bodies(model)
     n_cols = nb + 1 if include_ground else nb
     return (
         _selector(model, bi, include_ground)[:, :, None] * jac_i[:, None, :]
@@ -243,14 +244,7 @@ def rA_terms(model: Model, r, A, rdot, omega, t, *, include_ground: bool = False
     gamma = jnp.concatenate(gammas)[order]
     ji = jnp.concatenate(jac_i)[order]
     jj = jnp.concatenate(jac_j)[order]
-    bi = [b for b, _ in model.constraint_bodies]
-    bj = [b for _, b in model.constraint_bodies]
-    n_cols = nb + 1 if include_ground else nb
-    G = (
-        _selector(model, bi, include_ground)[:, :, None] * ji[:, None, :]
-        + _selector(model, bj, include_ground)[:, :, None] * jj[:, None, :]
-    ).reshape(nc, 6 * n_cols)
-    return phi, G, nu, gamma
+    return phi, rA_jacobian_from_rows(model, ji, jj, include_ground), nu, gamma
 
 
 def rA_reaction_sensitivity(model: Model, r, A, lam, t):

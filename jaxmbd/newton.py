@@ -10,6 +10,7 @@ for ``jax.grad``, ``jax.jacfwd``, ``jax.jacrev`` and under ``jax.vmap``.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -44,16 +45,6 @@ def solve_linear_or_least_squares(matrix, rhs):
         lambda: x,
         lambda: jnp.linalg.lstsq(matrix, rhs)[0],
     )
-
-
-def lu_solver(matrix):
-    """Factor once, solve many: returns ``solve(rhs, transpose=False)``."""
-    lu_and_piv = jax.scipy.linalg.lu_factor(matrix)
-
-    def solve(rhs, transpose: bool = False):
-        return jax.scipy.linalg.lu_solve(lu_and_piv, rhs, trans=1 if transpose else 0)
-
-    return solve
 
 
 class NewtonInfo(NamedTuple):
@@ -118,13 +109,26 @@ def empty_lu_factors(n: int, dtype=jnp.float64) -> LUFactors:
     return LUFactors(jnp.full((n, n), jnp.nan, dtype), jnp.arange(n, dtype=jnp.int32))
 
 
-def lu_factors_solve(factors: LUFactors, rhs):
-    """M^{-1} rhs from the factors: one gather and two triangular solves."""
+def lu_factors_solve(factors: LUFactors, rhs, transpose: bool = False):
+    """M^{-1} rhs (or M^{-T} rhs) from the factors: a permutation and two triangular solves.
+
+    ``rhs`` is a vector or a matrix of right-hand sides."""
     lu, permutation = factors
-    y = jax.lax.linalg.triangular_solve(
-        lu, rhs[permutation][:, None], left_side=True, lower=True, unit_diagonal=True
-    )
-    return jax.lax.linalg.triangular_solve(lu, y, left_side=True, lower=False)[:, 0]
+    b = rhs if rhs.ndim == 2 else rhs[:, None]
+    solve = jax.lax.linalg.triangular_solve
+    if transpose:  # M^T = U^T L^T P: solve U^T, then L^T, then undo P
+        y = solve(lu, b, left_side=True, lower=False, transpose_a=True)
+        y = solve(lu, y, left_side=True, lower=True, unit_diagonal=True, transpose_a=True)
+        x = jnp.zeros_like(y).at[permutation].set(y)
+    else:
+        y = solve(lu, b[permutation], left_side=True, lower=True, unit_diagonal=True)
+        x = solve(lu, y, left_side=True, lower=False)
+    return x if rhs.ndim == 2 else x[:, 0]
+
+
+def lu_solver(matrix):
+    """Factor once, solve many: returns ``solve(rhs, transpose=False)``."""
+    return functools.partial(lu_factors_solve, lu_factors(matrix))
 
 
 def newton_iterate_reusing(
