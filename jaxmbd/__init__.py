@@ -6,19 +6,37 @@ Importing jaxmbd enables float64 (``jax_enable_x64``): the solvers need it.
 from . import (
     _config,  # noqa: F401
     diagnostics,
+    integrators,
     models,
 )
 from .batch import kinematics_batch, simulate_batch, stack_models
 from .drivers import Expression
-from .dynamics import THETA_H2, InitialCorrection, consistent_initial_state, simulate
 from .errors import ModelError, ModelFileError, SolverError
 from .forces import BodyState, BodyTorque, GeneralForce, PointForce, SpringDamper
 from .formulations import RA, RE, RP, AbstractFormulation, get_formulation
+from .initial_state import InitialCorrection, consistent_initial_state
+from .integrators import (
+    THETA_H2,
+    AbstractIntegrator,
+    BackwardEuler,
+    GeneralizedAlpha,
+    get_integrator,
+    valid_pairs,
+)
 from .io import load_model, save_model
 from .kinematics import kinematics
 from .lie import hat, so3_exp, so3_log, so3_right_jacobian, vee
 from .model import Model, ModelBuilder
-from .newton import MAX_ITERATIONS, NONFINITE, SUCCESS
+from .newton import (
+    MAX_ITERATIONS,
+    NONFINITE,
+    SUCCESS,
+    AbstractNewton,
+    FullNewton,
+    ModifiedNewton,
+    ReusedNewton,
+)
+from .simulation import simulate
 from .solution import Solution
 
 __version__ = "0.1.0"
@@ -32,6 +50,16 @@ __all__ = [
     "SUCCESS",
     "THETA_H2",
     "AbstractFormulation",
+    "AbstractIntegrator",
+    "AbstractNewton",
+    "BackwardEuler",
+    "FullNewton",
+    "GeneralizedAlpha",
+    "ModifiedNewton",
+    "ReusedNewton",
+    "get_integrator",
+    "integrators",
+    "valid_pairs",
     "BodyState",
     "BodyTorque",
     "Expression",

@@ -17,10 +17,10 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from . import _config  # noqa: F401
-from .dynamics import simulate
 from .errors import ModelError
 from .kinematics import kinematics
 from .model import Model
+from .simulation import simulate
 
 
 def stack_models(models: Sequence[Model]) -> Model:

@@ -18,12 +18,12 @@ from rich.logging import RichHandler
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from .dynamics import simulate as run_simulate
 from .errors import ModelError, SolverError
 from .io import load_model
 from .kinematics import kinematics as run_kinematics
 from .model import Model
 from .models import BUILTIN, load
+from .simulation import simulate as run_simulate
 
 app = typer.Typer(
     add_completion=False,

@@ -14,10 +14,10 @@ from collections.abc import Callable
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from . import _config  # noqa: F401
 from ._checks import finish, is_traced, solution_from_outputs
+from ._stepping import check_euler_angle_start, num_steps, run_in_chunks
 from .equations import rA_terms
 from .errors import ModelError
 from .forces import BodyState, applied_forces
@@ -25,15 +25,6 @@ from .formulations import AbstractFormulation, get_formulation
 from .model import Model
 from .newton import implicit_root, lu_solver, newton_iterate
 from .solution import Solution
-
-
-def num_steps(t_end, h) -> int:
-    """N = round(t_end / h); the grid is t = k h, k = 0..N (API contract)."""
-    if not (float(h) > 0):
-        raise ValueError(f"step size h must be positive, got {h!r}")
-    if not (float(t_end) >= 0):
-        raise ValueError(f"t_end must be non-negative, got {t_end!r}")
-    return int(round(float(t_end) / float(h)))
 
 
 def solve_positions(model: Model, form: AbstractFormulation, q_guess, t, *, tol, max_iter):
@@ -143,24 +134,6 @@ def _run(model, form, n: int, h, tol, max_iter):
     return jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), first, rest)
 
 
-def run_in_chunks(initial, chunk, n: int, chunk_size: int, progress):
-    """Run ``chunk`` repeatedly with one fixed size (one compilation), reporting progress.
-
-    The last chunk may run past step n; its extra steps are dropped.
-    """
-    carry, first = initial()
-    pieces = [jax.tree_util.tree_map(lambda x: x[None], first)]
-    size = max(1, min(chunk_size, n))
-    done = 0
-    while done < n:
-        carry, out = chunk(carry, jnp.asarray(done), size)
-        keep = min(size, n - done)
-        pieces.append(jax.tree_util.tree_map(lambda x, keep=keep: x[:keep], out))
-        done += keep
-        progress(done, n)
-    return jax.tree_util.tree_map(lambda *xs: jnp.concatenate(xs, axis=0), *pieces)
-
-
 def _check_kinematic_model(model: Model, form: AbstractFormulation):
     n_eq, n_q = model.nc, 6 * model.nb
     if n_eq != n_q:
@@ -176,21 +149,6 @@ def _check_kinematic_model(model: Model, form: AbstractFormulation):
             f"{n_eq} constraint equations for {n_q} coordinates ({model.nb} bodies): "
             f"{kind} by {abs(dof)}; {hint}"
         )
-
-
-def check_euler_angle_start(model: Model, form: AbstractFormulation):
-    if form.name != "re" or is_traced(model):
-        return
-    eps = np.asarray(form.coordinates(model.A0))
-    s = np.abs(np.sin(eps[:, 1]))
-    for b, val in enumerate(s):
-        if val < 1e-3:
-            raise ModelError(
-                f"model '{model.name}', body '{model.body_names[b]}': its initial orientation is "
-                f"at the ZXZ Euler-angle singularity (theta = {np.degrees(eps[b, 1]):.4g} deg); "
-                "the re formulation cannot represent it. Use formulation 'rA' or 'rp', or "
-                "choose body frames whose z axis is not the rotation axis' singular direction."
-            )
 
 
 def kinematics(

@@ -10,10 +10,12 @@ for ``jax.grad``, ``jax.jacfwd``, ``jax.jacrev`` and under ``jax.vmap``.
 
 from __future__ import annotations
 
+import abc
 import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 
@@ -151,17 +153,19 @@ def newton_iterate_reusing(
     steps of an integrator the iteration matrix changes by O(h), so most steps need no
     refresh: an iteration then costs one residual and two triangular solves instead of a
     Jacobian and an LU factorisation. The matrix only sets the search direction; the root
-    is converged to the same tolerance on the same residual.
+    is converged to the same tolerance on the same residual. A step below ``tol`` ends the
+    solve only when its matrix is verified: freshly factored at that iterate, or measured to
+    contract (rate < 1 against the previous step); a stored matrix's first step never is.
 
     Returns (x, NewtonInfo, factors, refreshes).
     """
 
     def cond(carry):
-        _, k, step, _, status, _, _, _ = carry
-        return (k < max_iter) & (step >= tol) & (status == SUCCESS)
+        _, k, step, _, status, _, _, _, verified = carry
+        return (k < max_iter) & ((step >= tol) | ~verified) & (status == SUCCESS)
 
     def body(carry):
-        x, k, _, previous, _, factors, stale, refreshes = carry
+        x, k, _, previous, _, factors, stale, refreshes, _ = carry
         factors = jax.lax.cond(stale, lambda: lu_factors(jacobian(x)), lambda: factors)
         delta = -lu_factors_solve(factors, residual(x))
         step = jnp.linalg.norm(delta)
@@ -170,6 +174,10 @@ def newton_iterate_reusing(
         accept = finite & (stale | (rate < 1.0))
         x_new = jnp.where(accept, x + jnp.where(finite, delta, 0.0), x)
         status = jnp.where(stale & ~finite, NONFINITE, SUCCESS)
+        # A small step is a converged one only when the matrix that made it is known to be
+        # good: freshly factored at this iterate (a Newton step), or seen to contract.
+        # A stored matrix's first step has no contraction estimate: one more iteration.
+        verified = stale | (accept & jnp.isfinite(previous))
         return (
             x_new,
             k + 1,
@@ -179,6 +187,7 @@ def newton_iterate_reusing(
             factors,
             ~stale & ~(accept & (rate <= max_rate)),
             refreshes + stale.astype(refreshes.dtype),
+            verified,
         )
 
     init = (
@@ -190,8 +199,9 @@ def newton_iterate_reusing(
         factors,
         ~jnp.all(jnp.isfinite(factors.lu)),
         jnp.asarray(0),
+        jnp.asarray(False),
     )
-    x, k, step, _, status, factors, _, refreshes = jax.lax.while_loop(cond, body, init)
+    x, k, step, _, status, factors, _, refreshes, _ = jax.lax.while_loop(cond, body, init)
     status = jnp.where((status == SUCCESS) & (step >= tol), MAX_ITERATIONS, status)
     res_norm = jnp.linalg.norm(residual(x))
     status = jnp.where((status == SUCCESS) & ~jnp.isfinite(res_norm), NONFINITE, status)
@@ -233,3 +243,100 @@ def implicit_root(
 
     xi = jax.lax.custom_root(f, jnp.zeros(n_tangent), solve, tangent_solve)
     return retract(x_star, xi)
+
+
+# ------------------------------------------------------------------------- solver objects
+
+
+class AbstractNewton(eqx.Module):
+    """A Newton variant for the implicit integrators: ``init(n)`` gives its state (carried
+    across time steps), ``solve`` one root from a guess. Inside jit: status codes, no raise."""
+
+    max_iter: eqx.AbstractVar[int]
+
+    @abc.abstractmethod
+    def init(self, n: int):
+        """State carried from one solve to the next (stored factors, or nothing)."""
+
+    @abc.abstractmethod
+    def solve(self, residual, jacobian, x0, state, *, tol):
+        """(x, NewtonInfo, state) for residual(x) = 0 from x0; stop when ||delta||_2 < tol."""
+
+
+class FullNewton(AbstractNewton):
+    """Exact Newton: the matrix at every iteration (quadratic convergence)."""
+
+    max_iter: int = eqx.field(static=True, default=25)
+
+    def init(self, n):
+        return None
+
+    def solve(self, residual, jacobian, x0, state, *, tol):
+        x, info = newton_iterate(
+            lambda x: (residual(x), jacobian(x)),
+            lambda x, d: x + d,
+            x0,
+            tol=tol,
+            max_iter=self.max_iter,
+        )
+        return x, info, state
+
+
+class ModifiedNewton(AbstractNewton):
+    """The matrix of the first iterate, factored once per solve (linear convergence)."""
+
+    max_iter: int = eqx.field(static=True, default=25)
+
+    def init(self, n):
+        return None
+
+    def solve(self, residual, jacobian, x0, state, *, tol):
+        solve = lu_solver(jacobian(x0))
+        x, info = newton_iterate(
+            lambda x: (residual(x), None),
+            lambda x, d: x + d,
+            x0,
+            tol=tol,
+            max_iter=self.max_iter,
+            linear_solve=lambda _, F: solve(F),
+        )
+        return x, info, state
+
+
+class ReusedNewton(AbstractNewton):
+    """The factored matrix kept across solves and refreshed when it stops contracting well;
+    see :func:`newton_iterate_reusing`. Steps are accepted only once verified."""
+
+    max_iter: int = eqx.field(static=True, default=25)
+    max_rate: float = eqx.field(static=True, default=0.2)
+
+    def init(self, n):
+        return empty_lu_factors(n)
+
+    def solve(self, residual, jacobian, x0, state, *, tol):
+        x, info, factors, _ = newton_iterate_reusing(
+            residual,
+            jacobian,
+            x0,
+            state,
+            tol=tol,
+            max_iter=self.max_iter,
+            max_rate=self.max_rate,
+        )
+        return x, info, factors
+
+
+NEWTON_METHODS = {"full": FullNewton, "modified": ModifiedNewton, "reuse": ReusedNewton}
+
+
+def get_newton(newton, *, max_iter: int = 25) -> AbstractNewton:
+    """A Newton solver object from a name ("full", "modified", "reuse") or an instance."""
+    if isinstance(newton, AbstractNewton):
+        return newton
+    try:
+        return NEWTON_METHODS[newton](max_iter=max_iter)
+    except (KeyError, TypeError):
+        raise ValueError(
+            f"newton must be one of {sorted(NEWTON_METHODS)} or a Newton solver object, "
+            f"got {newton!r}"
+        ) from None

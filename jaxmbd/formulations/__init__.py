@@ -1,6 +1,6 @@
 """Orientation formulations: rA (rotation matrix), rp (Euler parameters), re (Euler angles)."""
 
-from .base import AbstractAutodiffFormulation, AbstractFormulation
+from .base import AbstractAutodiffFormulation, AbstractFormulation, DynamicsBlocks
 from .ra import RA
 from .re import RE
 from .rp import RP
@@ -23,6 +23,7 @@ def get_formulation(name) -> AbstractFormulation:
 __all__ = [
     "AbstractFormulation",
     "AbstractAutodiffFormulation",
+    "DynamicsBlocks",
     "RA",
     "RP",
     "RE",

@@ -14,7 +14,7 @@ principle 2). A formulation fixes:
 from __future__ import annotations
 
 import abc
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 import equinox as eqx
 import jax
@@ -86,27 +86,66 @@ class AbstractFormulation(eqx.Module):
     def acceleration_rhs(self, model: Model, q, v, t):
         """gamma of the acceleration equations G a = gamma."""
 
-    # -- index-3 dynamics with backward Euler ----------------------------------------------
+    # -- continuous-time equations of motion (h-free; integrators discretise them) ----------
     def num_multipliers(self, model: Model) -> int:
         return self.num_equations(model)
 
-    def advance(self, q, v, a, h):
-        """Backward Euler: v1 = v + h a, q1 = q (+) h v1 (eqs. 32, 40)."""
-        v1 = v + h * a
-        return self.retract(q, h * v1.reshape(-1)), v1
+    def tangent_map(self, delta):
+        """T(delta) with d retract(q, delta) = retract(q, delta) (+) T(delta) d delta, as
+        per-body blocks (nb, tangent_size, tangent_size); identity for vector spaces."""
+        nb = delta.size // self.tangent_size
+        return jnp.broadcast_to(
+            jnp.eye(self.tangent_size), (nb, self.tangent_size, self.tangent_size)
+        )
+
+    def times_tangent_map(self, matrix, delta):
+        """``matrix @ blockdiag(T(delta))`` for a matrix with body-major tangent columns."""
+        return matrix
 
     @abc.abstractmethod
-    def dynamics_residual(self, model: Model, x, q, v, t, h):
-        """g(x) of the discretised equations of motion; x = (accelerations, multipliers)."""
+    def dynamics_equations(self, model: Model, q, v, a, lam, t):
+        """(g, phi): the equations of motion g(q, v, a, lam, t) = 0, written so that
+        dg/dlam = G^T (G the Jacobian of ``residual``), and the position equations
+        phi = ``residual(q, t)``, from one evaluation."""
 
-    def dynamics_jacobian(self, model: Model, x, q, v, t, h):
-        """Newton matrix dg/dx (autodiff by default)."""
-        return self.dynamics_residual_and_jacobian(model, x, q, v, t, h)[1]
+    def dynamics_linearisation(self, model: Model, q, v, a, lam, t):
+        """Hand-coded :class:`DynamicsBlocks` at (q, v, a, lam), or None when the formulation
+        relies on autodiff of the discretised residual (the default)."""
+        return None
 
-    def dynamics_residual_and_jacobian(self, model: Model, x, q, v, t, h):
-        """(g, dg/dx) from one linearisation (autodiff by default)."""
-        g, g_jvp = jax.linearize(lambda y: self.dynamics_residual(model, y, q, v, t, h), x)
-        return g, jax.vmap(g_jvp, out_axes=1)(jnp.eye(x.shape[0], dtype=x.dtype))
+    def velocity_residual(self, model: Model, q, v, t):
+        """G(q) v - nu(q, t) = d/ds residual(retract(q, s v), t + s) at s = 0."""
+        zero = jnp.zeros((), dtype=v.dtype)
+
+        def along(s):
+            return self.residual(model, self.retract(q, s * v.reshape(-1)), t + s)
+
+        return jax.jvp(along, (zero,), (jnp.ones_like(zero),))[1]
+
+    def velocity_residual_linearisation(self, model: Model, q, v, t):
+        """d(G v - nu)/d(tangent of q), shape (num_equations, nb * tangent_size) (autodiff)."""
+        n = v.size
+
+        def fn(xi):
+            return self.velocity_residual(model, self.retract(q, xi), v, t)
+
+        return jax.jacfwd(fn)(jnp.zeros(n, dtype=v.dtype))
+
+
+class DynamicsBlocks(NamedTuple):
+    """Continuous-time blocks of the equations of motion at one state (n = nb * tangent_size,
+    m = num_equations); an implicit integrator assembles its Newton matrix from them.
+
+    ``mass`` = dg/da, ``damping`` = dg/dv, ``stiffness`` = dg/d(tangent of q) and ``G`` =
+    dphi/d(tangent of q), all (.., n); dg/dlam = G^T.
+    """
+
+    g: jax.Array
+    phi: jax.Array
+    mass: jax.Array
+    damping: jax.Array
+    stiffness: jax.Array
+    G: jax.Array
 
 
 class AbstractAutodiffFormulation(AbstractFormulation):

@@ -20,9 +20,9 @@ from ..equations import (
     rA_terms,
 )
 from ..forces import BodyState, applied_forces
-from ..gcons import _mm, _mv
+from ..gcons import _mv
 from ..lie import hat, so3_exp, so3_right_jacobian
-from .base import AbstractFormulation
+from .base import AbstractFormulation, DynamicsBlocks
 
 
 class RA(AbstractFormulation):
@@ -70,90 +70,88 @@ class RA(AbstractFormulation):
         r, A = q
         return rA_terms(model, r, A, v[:, :3], v[:, 3:], t)[3]
 
-    # -- dynamics (eqs. 30-38) --------------------------------------------------------------
-    def advance(self, q, v, a, h):
-        """Eq. 32: v1 = v + h a, r1 = r + h r_dot1, A1 = A exp(h omega_bar1~)."""
-        r, A = q
-        v1 = v + h * a
-        return (r + h * v1[:, :3], _mm(A, so3_exp(h * v1[:, 3:]))), v1
-
-    def _split(self, model, x):
-        nb = model.nb
-        return x[: 6 * nb].reshape(nb, 6), x[6 * nb :]
-
-    def _state_forces(self, model, q1, v1, t):
-        r, A = q1
-        return applied_forces(
-            model.forces, t, BodyState(r, A, v1[:, :3], v1[:, 3:]), model.mass, model.gravity
+    # -- continuous-time dynamics (eqs. 30-31, 38c blocks) -----------------------------------
+    def tangent_map(self, delta):
+        """diag(I, J_r(theta_bar)) per body: A exp((theta + d theta)~) = A exp(theta~)
+        exp((J_r(theta) d theta)~) to first order."""
+        d = delta.reshape(-1, 6)
+        nb = d.shape[0]
+        eye = jnp.broadcast_to(jnp.eye(3), (nb, 3, 3))
+        zeros = jnp.zeros((nb, 3, 3))
+        J_r = so3_right_jacobian(d[:, 3:])
+        return jnp.concatenate(
+            [jnp.concatenate([eye, zeros], 2), jnp.concatenate([zeros, J_r], 2)], 1
         )
 
-    def dynamics_residual(self, model, x, q, v, t, h):
-        """Eq. 34b: [M r_ddot + Phi_r^T lam - f; J w_dot + w~ J w + Pi^T lam - n; Phi / h^2]."""
-        return self._dynamics_terms(model, x, q, v, t, h, jacobian=False)[0]
+    def times_tangent_map(self, matrix, delta):
+        return _times_tangent_map(matrix, so3_right_jacobian(delta.reshape(-1, 6)[:, 3:]))
 
-    def dynamics_residual_and_jacobian(self, model, x, q, v, t, h):
-        """Eq. 34b and its Newton matrix eq. 38c, sharing one evaluation of the GCON rows."""
-        return self._dynamics_terms(model, x, q, v, t, h, jacobian=True)
+    def _state_forces(self, model, q, v, t):
+        r, A = q
+        return applied_forces(
+            model.forces, t, BodyState(r, A, v[:, :3], v[:, 3:]), model.mass, model.gravity
+        )
 
-    def dynamics_jacobian(self, model, x, q, v, t, h):
-        return self._dynamics_terms(model, x, q, v, t, h, jacobian=True)[1]
+    def dynamics_equations(self, model, q, v, a, lam, t):
+        """Eq. 31a: [M r_ddot + Phi_r^T lam - f; J w_dot + w~ J w + Pi^T lam - n_bar], and Phi."""
+        return self._dynamics_terms(model, q, v, a, lam, t, linearise=False)[:2]
 
-    def _dynamics_terms(self, model, x, q, v, t, h, *, jacobian: bool):
-        """Residual (eq. 34b) and, if asked, the Newton matrix of eq. 38c assembled by hand
-        from the Pi-bar variations and the reaction-force sensitivities (Tables 3-6). Unlike
-        eq. 37 the matrix keeps the tangent map of exp, delta theta = h^2 J_r(h w) delta w_dot,
-        so it is the exact Jacobian (quadratic convergence, exact implicit gradients)."""
-        nb, nc = model.nb, model.nc
-        a, lam = self._split(model, x)
-        q1, v1 = self.advance(q, v, a, h)
-        r1, A1 = q1
-        phi, jac_i, jac_j = rA_rows(model, r1, A1, t)
-        f, n = self._state_forces(model, q1, v1, t)
-        w = v1[:, 3:]
+    def dynamics_linearisation(self, model, q, v, a, lam, t):
+        """The blocks of the Newton matrix of eq. 38c, hand-coded from the Pi-bar variations
+        and the reaction-force sensitivities of Tables 3-6 (K = d(G^T lam)/d(r, theta_bar))."""
+        return DynamicsBlocks(*self._dynamics_terms(model, q, v, a, lam, t, linearise=True))
+
+    def _dynamics_terms(self, model, q, v, a, lam, t, *, linearise: bool):
+        nb = model.nb
+        r, A = q
+        phi, jac_i, jac_j = rA_rows(model, r, A, t)
+        f, n = self._state_forces(model, q, v, t)
+        w = v[:, 3:]
         J = model.inertia
         Jw = _mv(J, w)
         reaction = rA_generalized_reaction(model, jac_i, jac_j, lam)
         g_r = model.mass[:, None] * a[:, :3] + reaction[:, :3] - f
         g_w = _mv(J, a[:, 3:]) + jnp.cross(w, Jw) + reaction[:, 3:] - n
-        g = jnp.concatenate([jnp.concatenate([g_r, g_w], 1).reshape(-1), phi / h**2])
-        if not jacobian:
-            return g, None
+        g = jnp.concatenate([g_r, g_w], 1).reshape(-1)
+        if not linearise:
+            return g, phi
         G = rA_jacobian_from_rows(model, jac_i, jac_j)
-        # d(position tangent)/da = h^2 diag(I, J_r(h w)) per body
         eye = jnp.broadcast_to(jnp.eye(3), (nb, 3, 3))
         zeros = jnp.zeros((nb, 3, 3))
-        J_r = so3_right_jacobian(h * w)
-        gyro = jnp.einsum("bij,bjk->bik", hat(w), J) - hat(Jw)
-        mass_blk = jnp.concatenate(
-            [
-                jnp.concatenate([model.mass[:, None, None] * eye, zeros], 2),
-                jnp.concatenate([zeros, J + h * gyro], 2),
-            ],
-            1,
-        )
-        K = rA_reaction_sensitivity(model, r1, A1, lam, t)
-        G11 = _block_diagonal(mass_blk) + h**2 * _times_tangent_map(K, J_r)
-        if model.forces:
-            G11 = G11 - self._force_sensitivity(model, q1, v1, t, h, J_r)
-        top = jnp.concatenate([G11, G.T], 1)
-        bottom = jnp.concatenate([_times_tangent_map(G, J_r), jnp.zeros((nc, nc))], 1)
-        return g, jnp.concatenate([top, bottom], 0)
 
-    def _force_sensitivity(self, model, q1, v1, t, h, J_r):
-        """d(f, n)/da by autodiff of the force laws (case by case in the paper)."""
+        def blocks(top_left, bottom_right):
+            return _block_diagonal(
+                jnp.concatenate(
+                    [
+                        jnp.concatenate([top_left, zeros], 2),
+                        jnp.concatenate([zeros, bottom_right], 2),
+                    ],
+                    1,
+                )
+            )
+
+        mass = blocks(model.mass[:, None, None] * eye, J)
+        # d(w~ J w)/dw = w~ J - (J w)~
+        damping = blocks(zeros, jnp.einsum("bij,bjk->bik", hat(w), J) - hat(Jw))
+        stiffness = rA_reaction_sensitivity(model, r, A, lam, t)
+        if model.forces:
+            force_q, force_v = self._force_sensitivity(model, q, v, t)
+            stiffness = stiffness - force_q
+            damping = damping - force_v
+        return g, phi, mass, damping, stiffness, G
+
+    def _force_sensitivity(self, model, q, v, t):
+        """d(f, n_bar)/d(r, theta_bar) and d(f, n_bar)/d(r_dot, omega_bar) by autodiff of the
+        force laws (case by case in the paper)."""
         nb = model.nb
 
         def forces(dq, dv):
-            dq = dq.reshape(nb, 6)
-            r, A = q1
-            q_ = (r + dq[:, :3], A @ so3_exp(dq[:, 3:]))
-            f, n = self._state_forces(model, q_, v1 + dv.reshape(nb, 6), t)
+            q_ = self.retract(q, dq)
+            f, n = self._state_forces(model, q_, v + dv.reshape(nb, 6), t)
             return jnp.concatenate([f, n], 1).reshape(-1)
 
         z = jnp.zeros(6 * nb)
-        Fq = jax.jacfwd(forces, argnums=0)(z, z)
-        Fv = jax.jacfwd(forces, argnums=1)(z, z)
-        return h**2 * _times_tangent_map(Fq, J_r) + h * Fv
+        return jax.jacfwd(forces, argnums=(0, 1))(z, z)
 
 
 def _times_tangent_map(M, J_r):

@@ -47,17 +47,15 @@ class RE(AbstractAutodiffFormulation):
         omega = jnp.einsum("bij,bj->bi", B, rate)
         return omega, jnp.einsum("bij,bj->bi", B, rate_dot) + jnp.einsum("bij,bj->bi", B_dot, rate)
 
-    def dynamics_residual(self, model, x, q, v, t, h):
-        """Eqs. 43-44 with the corrected inertial force of PAPER_NOTES:
+    def dynamics_equations(self, model, q, v, a, lam, t):
+        """Eqs. 43-44 (h-free) with the corrected inertial force of PAPER_NOTES:
         B^T J B eps_ddot + Phi_eps^T lam = B^T (n - w~ J w - J B_dot eps_dot)."""
         nb, nc = model.nb, model.nc
-        a, lam = x[: 6 * nb].reshape(nb, 6), x[6 * nb :]
-        q1, v1 = self.advance(q, v, a, h)
-        r1, eps = q1
-        eps_dot, eps_ddot = v1[:, 3:], a[:, 3:]
-        Phi_q = self.constraint_jacobian(model, q1, t).reshape(nc, nb, 6)
+        r, eps = q
+        eps_dot, eps_ddot = v[:, 3:], a[:, 3:]
+        Phi_q = self.constraint_jacobian(model, q, t).reshape(nc, nb, 6)
         reaction = jnp.einsum("cbk,c->bk", Phi_q, lam)
-        f, n = self._forces(model, q1, v1, t)
+        f, n = self._forces(model, q, v, t)
         B = zxz_Bbar(eps)
         B_dot = jax.jvp(zxz_Bbar, (eps,), (eps_dot,))[1]
         J = model.inertia
@@ -71,5 +69,5 @@ class RE(AbstractAutodiffFormulation):
             + reaction[:, 3:]
             - jnp.einsum("bij,bj->bi", Bt, rhs)
         )
-        phi = constraint_values(model, r1, zxz_to_A(eps), t)
-        return jnp.concatenate([jnp.concatenate([g_r, g_e], 1).reshape(-1), phi / h**2])
+        phi = constraint_values(model, r, zxz_to_A(eps), t)
+        return jnp.concatenate([g_r, g_e], 1).reshape(-1), phi

@@ -44,28 +44,27 @@ class RP(AbstractAutodiffFormulation):
     def num_multipliers(self, model):
         return model.nc + model.nb
 
-    def dynamics_residual(self, model, x, q, v, t, h):
-        """Eqs. 39-41: unknowns (r_ddot, p_ddot, lam, lam_p); BE of eq. 40; beta_0 = 1."""
+    def dynamics_equations(self, model, q, v, a, lam, t):
+        """Eqs. 39-41 (h-free): unknowns (r_ddot, p_ddot, lam, lam_p); beta_0 = 1.
+
+        g = [m r_ddot + Phi_r^T lam - f; 4 G^T J G p_ddot + Phi_p^T lam + p lam_p - tau]
+        with tau = 2 G^T n + 8 G_dot^T J G_dot p; phi = [Phi; (p^T p - 1) / 2].
+        """
         nb, nc = model.nb, model.nc
-        a = x[: 7 * nb].reshape(nb, 7)
-        lam, lam_p = x[7 * nb : 7 * nb + nc], x[7 * nb + nc :]
-        q1, v1 = self.advance(q, v, a, h)
-        r1, p1 = q1
-        p_dot, p_ddot = v1[:, 3:], a[:, 3:]
-        Phi_q = self.constraint_jacobian(model, q1, t).reshape(nc, nb, 7)
+        lam, lam_p = lam[:nc], lam[nc:]
+        r, p = q
+        p_dot, p_ddot = v[:, 3:], a[:, 3:]
+        Phi_q = self.constraint_jacobian(model, q, t).reshape(nc, nb, 7)
         reaction = jnp.einsum("cbk,c->bk", Phi_q, lam)
-        f, n = self._forces(model, q1, v1, t)
-        G, G_dot = ep_G(p1), ep_G(p_dot)
+        f, n = self._forces(model, q, v, t)
+        G, G_dot = ep_G(p), ep_G(p_dot)
         Gt = jnp.swapaxes(G, -1, -2)
         J = model.inertia
         mass_p = 4.0 * Gt @ J @ G
         tau = 2.0 * jnp.einsum("bij,bj->bi", Gt, n) + 8.0 * jnp.einsum(
-            "bij,bjk,bkl,bl->bi", jnp.swapaxes(G_dot, -1, -2), J, G_dot, p1
+            "bij,bjk,bkl,bl->bi", jnp.swapaxes(G_dot, -1, -2), J, G_dot, p
         )
         g_r = model.mass[:, None] * a[:, :3] + reaction[:, :3] - f
-        g_p = jnp.einsum("bij,bj->bi", mass_p, p_ddot) + reaction[:, 3:] + p1 * lam_p[:, None] - tau
-        phi = constraint_values(model, r1, ep_to_A(p1), t)
-        norm = self.extra_equations(p1)
-        return jnp.concatenate(
-            [jnp.concatenate([g_r, g_p], 1).reshape(-1), phi / h**2, norm / h**2]
-        )
+        g_p = jnp.einsum("bij,bj->bi", mass_p, p_ddot) + reaction[:, 3:] + p * lam_p[:, None] - tau
+        phi = jnp.concatenate([constraint_values(model, r, ep_to_A(p), t), self.extra_equations(p)])
+        return jnp.concatenate([g_r, g_p], 1).reshape(-1), phi

@@ -1,0 +1,94 @@
+"""Time integrators, one file each (DESIGN section 1): each owns its state pytree and
+discretises the h-free equations of a formulation."""
+
+from __future__ import annotations
+
+import inspect
+
+from ..newton import get_newton
+from .backward_euler import BackwardEuler
+from .base import (
+    THETA_H2,
+    AbstractImplicitIntegrator,
+    AbstractIntegrator,
+    Discretisation,
+    StartState,
+    StepResult,
+    implicit_step,
+)
+from .generalized_alpha import GeneralizedAlpha
+
+INTEGRATORS: dict[str, type[AbstractIntegrator]] = {
+    "backward_euler": BackwardEuler,
+    "gen_alpha": GeneralizedAlpha,
+}
+
+#: The integrator used when none is named, per formulation (accuracy per unit of run time).
+DEFAULT_INTEGRATOR = {"rA": "gen_alpha", "rp": "gen_alpha", "re": "gen_alpha"}
+
+
+def valid_pairs() -> list[tuple[str, str]]:
+    """(formulation, integrator) pairs that :func:`jaxmbd.simulate` accepts."""
+    return [(f, name) for name, cls in INTEGRATORS.items() for f in cls.formulations]
+
+
+def _options_of(cls) -> list[str]:
+    return [p for p in inspect.signature(cls).parameters if p not in ("self",)]
+
+
+def get_integrator(integrator, formulation: str, **options) -> AbstractIntegrator:
+    """The integrator object for a name (with its options) or an instance; checks the pair.
+
+    Options of the implicit integrators: ``newton`` ("full", "modified", "reuse" or a solver
+    object), ``max_iter``, ``tol``; gen_alpha adds ``rho_inf`` and ``variant``.
+    """
+    options = {k: v for k, v in options.items() if v is not None}
+    if isinstance(integrator, AbstractIntegrator):
+        if options:
+            raise ValueError(
+                f"options {sorted(options)} given with an integrator object; set them on it"
+            )
+        obj = integrator
+    else:
+        if integrator is None:
+            integrator = DEFAULT_INTEGRATOR.get(formulation)
+        cls = INTEGRATORS.get(integrator) if isinstance(integrator, str) else None
+        if cls is None:
+            raise ValueError(
+                f"unknown integrator {integrator!r}; choose one of {sorted(INTEGRATORS)}"
+            )
+        if issubclass(cls, AbstractImplicitIntegrator):
+            max_iter = options.pop("max_iter", 25)
+            options["newton"] = get_newton(options.get("newton", "reuse"), max_iter=max_iter)
+        allowed = _options_of(cls)
+        unknown = sorted(set(options) - set(allowed) - {"max_iter"})
+        if unknown:
+            raise ValueError(
+                f"integrator {integrator!r} has no option(s) {unknown}; its options are "
+                f"{sorted(set(allowed) | ({'max_iter'} if 'newton' in allowed else set()))}"
+            )
+        obj = cls(**options)
+    if formulation not in obj.formulations:
+        pairs = ", ".join(f"({f}, {i})" for f, i in valid_pairs())
+        raise ValueError(
+            f"integrator {obj.name!r} cannot step formulation {formulation!r}; "
+            f"valid (formulation, integrator) pairs: {pairs}"
+        )
+    return obj
+
+
+__all__ = [
+    "THETA_H2",
+    "AbstractImplicitIntegrator",
+    "AbstractIntegrator",
+    "BackwardEuler",
+    "DEFAULT_INTEGRATOR",
+    "Discretisation",
+    "GeneralizedAlpha",
+    "INTEGRATORS",
+    "StartState",
+    "StepResult",
+    "get_integrator",
+    "implicit_step",
+    "valid_pairs",
+]
