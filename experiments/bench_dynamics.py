@@ -1,4 +1,5 @@
-"""Dynamics speed of rA, rp, re (paper 1 Table 10), full versus modified Newton.
+"""Dynamics speed of rA, rp, re (paper 1 Table 10) with backward Euler and generalized-alpha,
+full, modified and reused-matrix Newton.
 
     python experiments/bench_dynamics.py [--h 1e-3] [--repeats 5]
 
@@ -40,23 +41,31 @@ def main():
         model = getattr(mbd.models, name)()
         t_end = 5.0 if name == "double_pendulum" else 3.0
         results = {}
-        for form, newton in (
-            ("rA", "full"),
-            ("rA", "modified"),
-            ("rA", "reuse"),
-            ("rp", "full"),
-            ("re", "full"),
+        for form, integrator, newton in (
+            ("rA", "backward_euler", "full"),
+            ("rA", "backward_euler", "modified"),
+            ("rA", "backward_euler", "reuse"),
+            ("rp", "backward_euler", "full"),
+            ("re", "backward_euler", "full"),
+            ("rA", "gen_alpha", "full"),
+            ("rA", "gen_alpha", "reuse"),
+            ("rp", "gen_alpha", "reuse"),
+            ("re", "gen_alpha", "full"),
         ):
+            options = dict(
+                formulation=form, integrator=integrator, newton=newton, t_end=t_end, h=args.h
+            )
 
-            def run(form=form, newton=newton, model=model, t_end=t_end):
-                return mbd.simulate(model, formulation=form, t_end=t_end, h=args.h, newton=newton).r
+            def run(model=model, options=options):
+                return mbd.simulate(model, **options).r
 
             first, median, spread = time_call(run, repeats=args.repeats)
-            sol = mbd.simulate(model, formulation=form, t_end=t_end, h=args.h, newton=newton)
+            sol = mbd.simulate(model, **options)
             steps = len(sol.t) - 1
-            results[(form, newton)] = dict(
+            results[(form, integrator, newton)] = dict(
                 mechanism=name,
                 formulation=form,
+                integrator=integrator,
                 newton=newton,
                 compile_s=first - median,
                 run_median_s=median,
@@ -65,12 +74,13 @@ def main():
                 steps_per_s=steps / median,
                 mean_iterations=float(np.mean(np.asarray(sol.iterations)[1:])),
             )
-        base = results[("rp", "full")]["run_median_s"]
+        base = results[("rp", "backward_euler", "full")]["run_median_s"]
         for res in results.values():
             res["speedup_vs_rp"] = base / res["run_median_s"]
             rows.append(res)
             print(
-                f"{name:16s} {res['formulation']:3s} {res['newton']:8s} compile "
+                f"{name:16s} {res['formulation']:3s} {res['integrator']:14s} "
+                f"{res['newton']:8s} compile "
                 f"{res['compile_s']:6.2f} s  run {res['run_median_s'] * 1e3:8.1f} ms "
                 f"({res['steps_per_s']:8.0f} steps/s)  iters {res['mean_iterations']:.3f}  "
                 f"x{res['speedup_vs_rp']:.2f} vs rp   paper: {PAPER_TABLE10[name]}"

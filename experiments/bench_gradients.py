@@ -2,8 +2,9 @@
 
     python experiments/bench_gradients.py [--repeats 5] [--max-batch 4096]
 
-1. Reverse-mode gradient of a trajectory loss relative to the forward run (slider crank and
-   double pendulum, rA, h = 1e-3, 1000 steps); target at most 4x.
+1. Reverse-mode gradient of a trajectory loss relative to the forward run (slider crank,
+   double pendulum and spinning top, rA, gen_alpha and backward Euler with the default
+   reused-matrix Newton, h = 1e-3, 1000 steps); target at most 4x.
 2. Peak temporary memory of the compiled gradient (XLA memory analysis) against the horizon,
    with and without a checkpointed scan, and against the Newton iteration cap (it must not
    depend on it: iterations are never differentiated).
@@ -34,9 +35,15 @@ def loss_fn(model, t_end, h, **options):
 
 
 def gradient_cost(repeats, rows):
-    for name in ("slider_crank", "double_pendulum"):
+    for name, integrator in (
+        ("slider_crank", "gen_alpha"),
+        ("double_pendulum", "gen_alpha"),
+        ("spinning_top", "gen_alpha"),
+        ("slider_crank", "backward_euler"),
+        ("double_pendulum", "backward_euler"),
+    ):
         model = getattr(mbd.models, name)()
-        loss = loss_fn(model, 1.0, 1e-3)
+        loss = loss_fn(model, 1.0, 1e-3, integrator=integrator)
         fwd = eqx.filter_jit(loss)
         grad = eqx.filter_jit(jax.grad(loss))
         f_first, f_med, _ = time_call(lambda fwd=fwd, model=model: fwd(model), repeats=repeats)
@@ -44,6 +51,7 @@ def gradient_cost(repeats, rows):
         rows.append(
             dict(
                 mechanism=name,
+                integrator=integrator,
                 forward_ms=f_med * 1e3,
                 gradient_ms=g_med * 1e3,
                 ratio=g_med / f_med,
@@ -52,7 +60,8 @@ def gradient_cost(repeats, rows):
             )
         )
         print(
-            f"{name:16s} forward {f_med * 1e3:8.1f} ms  gradient {g_med * 1e3:8.1f} ms  "
+            f"{name:16s} {integrator:14s} forward {f_med * 1e3:8.1f} ms  "
+            f"gradient {g_med * 1e3:8.1f} ms  "
             f"ratio {g_med / f_med:5.2f}  (compile {f_first - f_med:.1f} s / "
             f"{g_first - g_med:.1f} s)"
         )

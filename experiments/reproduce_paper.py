@@ -216,6 +216,8 @@ def dynamics_run(name, form, h, t_end, tol=None):
             sol = mbd.simulate(
                 model(name),
                 formulation=form,
+                integrator="backward_euler",  # the paper's integrator
+                newton="full",
                 t_end=t_end,
                 h=h,
                 tol=tol,
@@ -487,7 +489,13 @@ def table10(args):
 
                 def run(form=form, newton=newton, tol=tol, m=m, t_end=t_end, last=last):
                     last["sol"] = mbd.simulate(
-                        m, formulation=form, t_end=t_end, h=h, tol=tol, newton=newton
+                        m,
+                        formulation=form,
+                        integrator="backward_euler",
+                        t_end=t_end,
+                        h=h,
+                        tol=tol,
+                        newton=newton,
                     )
                     return last["sol"].r
 

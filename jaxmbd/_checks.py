@@ -121,7 +121,7 @@ def error_if_failed(sol, what: str):
     )
 
 
-def solution_from_outputs(model: Model, form, h, outs):
+def solution_from_outputs(model: Model, form, h, outs, integrator: str = ""):
     """Solution of the per-step outputs (r, A, rdot, omega, rddot, omegadot, lam,
     iterations, status, residual) of an analysis."""
     from .solution import Solution
@@ -140,6 +140,7 @@ def solution_from_outputs(model: Model, form, h, outs):
         status=status,
         residual=residual,
         formulation=form.name,
+        integrator=integrator,
         body_names=model.body_names,
         constraint_names=model.constraint_names,
     )

@@ -56,7 +56,10 @@ def _load(model: str) -> Model:
 def _summary(model: Model, sol, seconds: float, out: Path | None, plot: Path | None):
     it = np.asarray(sol.iterations)
     table = Table(
-        title=f"{model.name}: {sol.formulation}, {len(sol.t) - 1} steps", show_header=False
+        title=f"{model.name}: {sol.formulation}"
+        + (f", {sol.integrator}" if sol.integrator else "")
+        + f", {len(sol.t) - 1} steps",
+        show_header=False,
     )
     table.add_row("bodies", ", ".join(model.body_names))
     table.add_row("GCONs", ", ".join(f"{k} {v}" for k, v in model.gcon_counts().items() if v))
@@ -149,14 +152,26 @@ def simulate(
     tol: Annotated[
         float | None, typer.Option(help="Newton correction tolerance (default 1e-11 / h^2)")
     ] = None,
+    integrator: Annotated[
+        str,
+        typer.Option(help="gen_alpha (second order, default) or backward_euler (paper 1)"),
+    ] = "gen_alpha",
+    rho_inf: Annotated[
+        float | None,
+        typer.Option("--rho-inf", help="gen_alpha spectral radius at infinity in [0, 1] (0.9)"),
+    ] = None,
+    variant: Annotated[
+        str | None,
+        typer.Option(help="gen_alpha variant: stabilised (GGL, default) or index3"),
+    ] = None,
     newton: Annotated[
-        str, typer.Option(help="full, modified or reuse (matrix kept across steps)")
-    ] = "full",
+        str, typer.Option(help="reuse (matrix kept across steps, default), full or modified")
+    ] = "reuse",
     out: Annotated[Path | None, typer.Option(help="write the Solution (.npz or .csv)")] = None,
     plot: Annotated[Path | None, typer.Option(help="write a PNG plot")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ):
-    """Index-3 dynamics with backward Euler."""
+    """Dynamics: generalized-alpha (default) or backward Euler, in rA, rp or re."""
     _run_analysis(
         run_simulate,
         "dynamics",
@@ -168,6 +183,9 @@ def simulate(
         t_end=t_end,
         h=h,
         tol=tol,
+        integrator=integrator,
+        rho_inf=rho_inf,
+        variant=variant,
         newton=newton,
     )
 

@@ -259,8 +259,11 @@ class AbstractNewton(eqx.Module):
         """State carried from one solve to the next (stored factors, or nothing)."""
 
     @abc.abstractmethod
-    def solve(self, residual, jacobian, x0, state, *, tol):
-        """(x, NewtonInfo, state) for residual(x) = 0 from x0; stop when ||delta||_2 < tol."""
+    def solve(self, residual, jacobian, x0, state, *, tol, linear_solve=solve_linear):
+        """(x, NewtonInfo, state) for residual(x) = 0 from x0; stop when ||delta||_2 < tol.
+
+        ``linear_solve(matrix, rhs)`` solves with a fresh matrix (the formulation's choice:
+        re falls back to a minimum-norm solve at its chart singularity)."""
 
 
 class FullNewton(AbstractNewton):
@@ -271,13 +274,14 @@ class FullNewton(AbstractNewton):
     def init(self, n):
         return None
 
-    def solve(self, residual, jacobian, x0, state, *, tol):
+    def solve(self, residual, jacobian, x0, state, *, tol, linear_solve=solve_linear):
         x, info = newton_iterate(
             lambda x: (residual(x), jacobian(x)),
             lambda x, d: x + d,
             x0,
             tol=tol,
             max_iter=self.max_iter,
+            linear_solve=linear_solve,
         )
         return x, info, state
 
@@ -290,8 +294,15 @@ class ModifiedNewton(AbstractNewton):
     def init(self, n):
         return None
 
-    def solve(self, residual, jacobian, x0, state, *, tol):
-        solve = lu_solver(jacobian(x0))
+    def solve(self, residual, jacobian, x0, state, *, tol, linear_solve=solve_linear):
+        matrix = jacobian(x0)
+        if linear_solve is solve_linear:
+            solve = lu_solver(matrix)
+        else:
+
+            def solve(rhs):
+                return linear_solve(matrix, rhs)
+
         x, info = newton_iterate(
             lambda x: (residual(x), None),
             lambda x, d: x + d,
@@ -313,7 +324,8 @@ class ReusedNewton(AbstractNewton):
     def init(self, n):
         return empty_lu_factors(n)
 
-    def solve(self, residual, jacobian, x0, state, *, tol):
+    def solve(self, residual, jacobian, x0, state, *, tol, linear_solve=solve_linear):
+        # stored LU factors: a singular fresh matrix ends the solve (status NONFINITE)
         x, info, factors, _ = newton_iterate_reusing(
             residual,
             jacobian,

@@ -140,7 +140,7 @@ def simulate(
             chunk_size,
             progress,
         )
-    sol = solution_from_outputs(model, form, h_arr, outs)
+    sol = solution_from_outputs(model, form, h_arr, outs, integrator=stepper.name)
     return finish(model, sol, what="dynamics", check=check, traced=traced)
 
 

@@ -32,6 +32,7 @@ class Solution(eqx.Module):
     status: jax.Array
     residual: jax.Array
     formulation: str = eqx.field(static=True, default="rA")
+    integrator: str = eqx.field(static=True, default="")  # "" for kinematic analyses
     body_names: tuple[str, ...] = eqx.field(static=True, default=())
     constraint_names: tuple[str, ...] = eqx.field(static=True, default=())
 
@@ -80,6 +81,7 @@ class Solution(eqx.Module):
             path,
             **arrays,
             formulation=np.asarray(self.formulation),
+            integrator=np.asarray(self.integrator),
             body_names=np.asarray(self.body_names, dtype=str),
             constraint_names=np.asarray(self.constraint_names, dtype=str),
         )
@@ -92,6 +94,7 @@ class Solution(eqx.Module):
             return cls(
                 **{k: data[k] for k in cls._ARRAYS},
                 formulation=str(data["formulation"]),
+                integrator=str(data["integrator"]) if "integrator" in data else "",
                 body_names=tuple(str(s) for s in data["body_names"]),
                 constraint_names=tuple(str(s) for s in data["constraint_names"]),
             )

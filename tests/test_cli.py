@@ -69,3 +69,21 @@ def test_simulate_command(tmp_path):
     sol = mbd.Solution.load(out)
     ref = mbd.simulate(mbd.models.double_pendulum(), t_end=0.5, h=1e-2)
     np.testing.assert_allclose(sol.r, ref.r)
+
+
+def test_simulate_command_integrator_options(tmp_path):
+    out = tmp_path / "be.npz"
+    args = ["simulate", "double_pendulum", "--h", "1e-2", "--t-end", "0.2", "--out", str(out)]
+    result = CliRunner().invoke(app, args + ["--integrator", "backward_euler"])
+    assert result.exit_code == 0, result.output
+    sol = mbd.Solution.load(out)
+    assert sol.integrator == "backward_euler"
+    ref = mbd.simulate(mbd.models.double_pendulum(), integrator="backward_euler", t_end=0.2, h=1e-2)
+    np.testing.assert_allclose(sol.r, ref.r)
+    result = CliRunner().invoke(app, args + ["--rho-inf", "1.0", "--variant", "index3"])
+    assert result.exit_code == 0, result.output
+    assert mbd.Solution.load(out).integrator == "gen_alpha"
+    bad = CliRunner().invoke(app, args + ["--rho-inf", "2"])
+    assert bad.exit_code == 1 and "rho_inf must lie in [0, 1]" in bad.output
+    bad = CliRunner().invoke(app, args + ["--integrator", "rk9"])
+    assert bad.exit_code == 1 and "unknown integrator" in bad.output

@@ -204,10 +204,13 @@ def test_vmapped_batch_equals_single_runs():
     batch = mbd.simulate_batch(mbd.stack_models(members), t_end=0.05, h=1e-3)
     for k, member in enumerate(members):
         single = mbd.simulate(member, t_end=0.05, h=1e-3)
-        for key in ("r", "A", "rdot", "omega", "lam", "iterations"):
-            np.testing.assert_array_equal(
-                np.asarray(getattr(batch, key))[k], np.asarray(getattr(single, key))
+        # the batched program is compiled separately (other fusions): equal to round-off
+        for key in ("r", "A", "rdot", "omega"):
+            np.testing.assert_allclose(
+                np.asarray(getattr(batch, key))[k], np.asarray(getattr(single, key)), atol=1e-12
             )
+        np.testing.assert_allclose(np.asarray(batch.lam)[k], np.asarray(single.lam), atol=1e-9)
+        np.testing.assert_array_equal(np.asarray(batch.iterations)[k], single.iterations)
 
 
 def test_sharded_batch_equals_unsharded(tmp_path):

@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 
 from ..equations import (
+    _row_bodies,
     constraint_values,
     rA_generalized_reaction,
     rA_jacobian_from_rows,
@@ -139,6 +140,20 @@ class RA(AbstractFormulation):
             stiffness = stiffness - force_q
             damping = damping - force_v
         return g, phi, mass, damping, stiffness, G
+
+    def velocity_residual(self, model, q, v, t):
+        """G v - nu = G v + Phi_t (eq. 15b) from the one-batch rows: Phi_t by a forward
+        derivative in t alone, G v row by row (no dense G)."""
+        if model.nc == 0:
+            return jnp.zeros((0,), v.dtype)
+        r, A = q
+        t = jnp.asarray(t, v.dtype)
+        (_, jac_i, jac_j), (phi_t, _, _) = jax.jvp(
+            lambda s: rA_rows(model, r, A, s), (t,), (jnp.ones_like(t),)
+        )
+        bi, bj = _row_bodies(model)
+        v_all = jnp.concatenate([v, jnp.zeros((1, 6), v.dtype)])
+        return jnp.sum(jac_i * v_all[bi], 1) + jnp.sum(jac_j * v_all[bj], 1) + phi_t
 
     def _force_sensitivity(self, model, q, v, t):
         """d(f, n_bar)/d(r, theta_bar) and d(f, n_bar)/d(r_dot, omega_bar) by autodiff of the

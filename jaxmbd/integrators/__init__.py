@@ -26,6 +26,11 @@ INTEGRATORS: dict[str, type[AbstractIntegrator]] = {
 #: The integrator used when none is named, per formulation (accuracy per unit of run time).
 DEFAULT_INTEGRATOR = {"rA": "gen_alpha", "rp": "gen_alpha", "re": "gen_alpha"}
 
+#: The Newton variant used when none is named: the reused matrix (fastest; every step is
+#: verified), except for re, whose chart singularity (theta = 0, pi) makes the matrix
+#: exactly singular where a fresh matrix's minimum-norm solve steps over it.
+DEFAULT_NEWTON = {"rA": "reuse", "rp": "reuse", "re": "full"}
+
 
 def valid_pairs() -> list[tuple[str, str]]:
     """(formulation, integrator) pairs that :func:`jaxmbd.simulate` accepts."""
@@ -59,7 +64,8 @@ def get_integrator(integrator, formulation: str, **options) -> AbstractIntegrato
             )
         if issubclass(cls, AbstractImplicitIntegrator):
             max_iter = options.pop("max_iter", 25)
-            options["newton"] = get_newton(options.get("newton", "reuse"), max_iter=max_iter)
+            newton = options.get("newton", DEFAULT_NEWTON.get(formulation, "reuse"))
+            options["newton"] = get_newton(newton, max_iter=max_iter)
         allowed = _options_of(cls)
         unknown = sorted(set(options) - set(allowed) - {"max_iter"})
         if unknown:
@@ -83,6 +89,7 @@ __all__ = [
     "AbstractIntegrator",
     "BackwardEuler",
     "DEFAULT_INTEGRATOR",
+    "DEFAULT_NEWTON",
     "Discretisation",
     "GeneralizedAlpha",
     "INTEGRATORS",

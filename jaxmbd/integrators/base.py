@@ -233,7 +233,12 @@ def implicit_step(
     system = step_system(model, form, q, disc, t, stabilised=stabilised)
     frozen = jax.lax.stop_gradient(system.params)
     x_star, info, newton_state = newton.solve(
-        lambda x: system.residual(x, frozen), system.jacobian, x0, newton_state, tol=tol
+        lambda x: system.residual(x, frozen),
+        system.jacobian,
+        x0,
+        newton_state,
+        tol=tol,
+        linear_solve=form.solve,
     )
     x = implicit_root(
         system.residual,

@@ -1,4 +1,5 @@
-"""The paper's four benchmark mechanisms (Kissel, Taves, Negrut, section 4.2), as shipped files.
+"""Built-in mechanisms, as shipped files: the four benchmark mechanisms of Kissel, Taves and
+Negrut (section 4.2) and a spinning top (a 3-D test of the integrators).
 
 Each builder loads a JSON file of jaxmbd's own schema from ``jaxmbd/models/data``; masses and
 inertias are those of PAPER_NOTES. Driven mechanisms use the regular rotation driver in place
@@ -13,7 +14,7 @@ from importlib import resources
 from ..io import load_model
 from ..model import Model
 
-BUILTIN = ("single_pendulum", "double_pendulum", "four_link", "slider_crank")
+BUILTIN = ("single_pendulum", "double_pendulum", "four_link", "slider_crank", "spinning_top")
 
 
 def path(name: str):
@@ -51,3 +52,12 @@ def four_link() -> Model:
 def slider_crank() -> Model:
     """Spatial slider crank of Haug (crank, rod, slider), crank driven at 2 pi rad/s."""
     return load("slider_crank")
+
+
+def spinning_top() -> Model:
+    """An asymmetric heavy top on a ball joint at the origin under gravity: principal moments
+    (0.05, 0.08, 0.11) kg m^2 about the centre of mass, m = 2 kg, centre of mass at
+    c = (0.1, 0.05, 0.2) m from the pivot in body axes (off every principal axis), initial
+    orientation exp((0.3, -0.5, 0.7)~), body angular velocity (3, -2, 10) rad/s. A
+    non-planar 3-D motion with an independent reference (Euler's equations about the pivot)."""
+    return load("spinning_top")
