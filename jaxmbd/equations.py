@@ -144,8 +144,12 @@ def rA_rows(model: Model, r, A, t):
     """
     if model.nc == 0:
         return jnp.zeros((0,)), jnp.zeros((0, 6)), jnp.zeros((0, 6))
+    return _rows_at(model, r, A, driver_values(model.f_offset, model.drivers, t))
+
+
+def _rows_at(model: Model, r, A, f):
+    """:func:`rA_rows` for given driver values f (nc,)."""
     P = _row_parameters(model)
-    f = driver_values(model.f_offset, model.drivers, t)
     bi, bj = _row_bodies(model)
     r_all = with_ground(r, np.zeros(3))
     A_all = with_ground(A, np.eye(3))
@@ -288,3 +292,53 @@ def rA_reaction_sensitivity(model: Model, r, A, lam, t):
         .add(jnp.concatenate(all_blocks))
     )
     return jnp.transpose(K4[:nb, :nb], (0, 2, 1, 3)).reshape(6 * nb, 6 * nb)
+
+
+def rA_velocity_sensitivity(model: Model, r, A, v, t):
+    """S = d(G v - nu)/d(r, theta_bar), shape (nc, 6 nb), body-major, for fixed body
+    velocities v (nb, 6) = (r_dot, omega_bar).
+
+    Row c is v^T H_c with H_c = d(G_c^T)/d(r, theta_bar) the per-constraint blocks of the
+    reaction sensitivity (Tables 3-6 with lam_c = 1), plus d(Phi_t)/dq: zero for DP1, DP2,
+    D and CD (Phi_t = -f_dot) and, for the rotation driver, Phi_t = theta_dot Phi(theta +
+    pi/2), whose rows are theta_dot G_ROT(theta + pi/2). Cost O(nc), like K.
+    """
+    nb, nc = model.nb, model.nc
+    if nc == 0:
+        return jnp.zeros((0, 6 * nb))
+    f, f_dot, _ = driver_derivatives(model.f_offset, model.drivers, t)
+    v_all = with_ground(v, np.zeros(6))
+    rows_i, rows_j, row_index = [], [], []
+    for s in model.gcons:
+        if s.size == 0:
+            continue
+        rows = np.asarray(s.rows, dtype=int)
+        r_i, A_i, r_j, A_j = _gather(model, s, r, A)
+        ones = jnp.ones(s.size)
+        if s.kind == "DP1":
+            blocks = K.rA_sensitivity_dp1(A_i, A_j, s.a_bar_i, s.a_bar_j, ones)
+        elif s.kind == "DP2":
+            blocks = K.rA_sensitivity_dp2(
+                r_i, A_i, r_j, A_j, s.a_bar_i, s.s_bar_p_i, s.s_bar_q_j, ones
+            )
+        elif s.kind == "D":
+            blocks = K.rA_sensitivity_d(r_i, A_i, r_j, A_j, s.s_bar_p_i, s.s_bar_q_j, ones)
+        elif s.kind == "CD":
+            blocks = K.rA_sensitivity_cd(A_i, A_j, s.c, s.s_bar_p_i, s.s_bar_q_j, ones)
+        else:
+            blocks = K.rA_sensitivity_rot(A_i, A_j, s.a_bar_i, s.b_bar_i, s.a_bar_j, f[rows], ones)
+        v_pair = jnp.stack(
+            [v_all[np.asarray(s.body_i, dtype=int)], v_all[np.asarray(s.body_j, dtype=int)]], 1
+        )
+        # d(G_c v)/dq_b = sum_a v_a^T blocks[c, a, b]
+        contracted = jnp.einsum("caj,cabjk->cbk", v_pair, blocks)
+        rows_i.append(contracted[:, 0])
+        rows_j.append(contracted[:, 1])
+        row_index.append(rows)
+    order = np.argsort(np.concatenate(row_index))
+    jac_i = jnp.concatenate(rows_i)[order]
+    jac_j = jnp.concatenate(rows_j)[order]
+    kappa = _row_parameters(model).kappa
+    _, time_i, time_j = _rows_at(model, r, A, f + 0.5 * np.pi * kappa)
+    scale = (kappa * f_dot)[:, None]
+    return rA_jacobian_from_rows(model, jac_i + scale * time_i, jac_j + scale * time_j)

@@ -142,6 +142,7 @@ def newton_iterate_reusing(
     tol,
     max_iter: int,
     max_rate: float = 0.2,
+    rate=jnp.nan,
 ):
     """Newton with an iteration matrix kept from earlier solves (its LU factors are stored).
 
@@ -153,31 +154,35 @@ def newton_iterate_reusing(
     steps of an integrator the iteration matrix changes by O(h), so most steps need no
     refresh: an iteration then costs one residual and two triangular solves instead of a
     Jacobian and an LU factorisation. The matrix only sets the search direction; the root
-    is converged to the same tolerance on the same residual. A step below ``tol`` ends the
-    solve only when its matrix is verified: freshly factored at that iterate, or measured to
-    contract (rate < 1 against the previous step); a stored matrix's first step never is.
+    is converged to the same tolerance on the same residual.
 
-    Returns (x, NewtonInfo, factors, refreshes).
+    A step below ``tol`` ends the solve only when its matrix is verified: freshly factored at
+    that iterate (an exact Newton step), or with a measured contraction rate theta <=
+    ``max_rate`` (so the remaining error theta / (1 - theta) ||delta|| is below ||delta||),
+    measured in this solve or, for the first step, in an earlier solve with the same factors
+    (``rate``; NaN: unknown, one more iteration is taken). This is the stopping rule of
+    simplified Newton in stiff integrators (Hairer & Wanner, IV.8).
+
+    Returns (x, NewtonInfo, factors, refreshes, rate).
     """
 
     def cond(carry):
-        _, k, step, _, status, _, _, _, verified = carry
+        _, k, step, _, status, _, _, _, verified, _ = carry
         return (k < max_iter) & ((step >= tol) | ~verified) & (status == SUCCESS)
 
     def body(carry):
-        x, k, _, previous, _, factors, stale, refreshes, _ = carry
+        x, k, _, previous, _, factors, stale, refreshes, _, known = carry
         factors = jax.lax.cond(stale, lambda: lu_factors(jacobian(x)), lambda: factors)
         delta = -lu_factors_solve(factors, residual(x))
         step = jnp.linalg.norm(delta)
         finite = jnp.isfinite(step)
         rate = step / previous  # previous = inf at the first iteration: rate 0
+        measured = ~stale & jnp.isfinite(previous)
         accept = finite & (stale | (rate < 1.0))
         x_new = jnp.where(accept, x + jnp.where(finite, delta, 0.0), x)
         status = jnp.where(stale & ~finite, NONFINITE, SUCCESS)
-        # A small step is a converged one only when the matrix that made it is known to be
-        # good: freshly factored at this iterate (a Newton step), or seen to contract.
-        # A stored matrix's first step has no contraction estimate: one more iteration.
-        verified = stale | (accept & jnp.isfinite(previous))
+        verified = stale | (accept & (jnp.where(measured, rate, known) <= max_rate))
+        known = jnp.where(stale, jnp.nan, jnp.where(measured & accept, rate, known))
         return (
             x_new,
             k + 1,
@@ -188,6 +193,7 @@ def newton_iterate_reusing(
             ~stale & ~(accept & (rate <= max_rate)),
             refreshes + stale.astype(refreshes.dtype),
             verified,
+            known,
         )
 
     init = (
@@ -200,12 +206,13 @@ def newton_iterate_reusing(
         ~jnp.all(jnp.isfinite(factors.lu)),
         jnp.asarray(0),
         jnp.asarray(False),
+        jnp.asarray(rate, x0.dtype),
     )
-    x, k, step, _, status, factors, _, refreshes, _ = jax.lax.while_loop(cond, body, init)
+    x, k, step, _, status, factors, _, refreshes, _, known = jax.lax.while_loop(cond, body, init)
     status = jnp.where((status == SUCCESS) & (step >= tol), MAX_ITERATIONS, status)
     res_norm = jnp.linalg.norm(residual(x))
     status = jnp.where((status == SUCCESS) & ~jnp.isfinite(res_norm), NONFINITE, status)
-    return x, NewtonInfo(k, status, res_norm, step), factors, refreshes
+    return x, NewtonInfo(k, status, res_norm, step), factors, refreshes, known
 
 
 def implicit_root(
@@ -322,20 +329,23 @@ class ReusedNewton(AbstractNewton):
     max_rate: float = eqx.field(static=True, default=0.2)
 
     def init(self, n):
-        return empty_lu_factors(n)
+        # the stored factors and their last measured contraction rate (NaN: unknown)
+        return empty_lu_factors(n), jnp.asarray(jnp.nan)
 
     def solve(self, residual, jacobian, x0, state, *, tol, linear_solve=solve_linear):
         # stored LU factors: a singular fresh matrix ends the solve (status NONFINITE)
-        x, info, factors, _ = newton_iterate_reusing(
+        factors, rate = state
+        x, info, factors, _, rate = newton_iterate_reusing(
             residual,
             jacobian,
             x0,
-            state,
+            factors,
             tol=tol,
             max_iter=self.max_iter,
             max_rate=self.max_rate,
+            rate=rate,
         )
-        return x, info, factors
+        return x, info, (factors, rate)
 
 
 NEWTON_METHODS = {"full": FullNewton, "modified": ModifiedNewton, "reuse": ReusedNewton}

@@ -183,25 +183,25 @@ def test_newton_reusing_refreshes_stale_and_rejects_singular():
     jacobian = jax.jacfwd(residual)
     x0 = jnp.array([1.5, 0.0])
     # no matrix yet (NaN factors): factored at the first iteration
-    x, info, factors, refreshes = newton_iterate_reusing(
+    x, info, factors, refreshes, _ = newton_iterate_reusing(
         residual, jacobian, x0, empty_lu_factors(2), tol=1e-12, max_iter=50
     )
     assert info.status == SUCCESS and refreshes >= 1
     np.testing.assert_allclose(x, [1.0, 2.0], atol=1e-12)
     # a badly wrong stored matrix (diverging steps) is refreshed, not trusted
     wrong = lu_factors(jnp.array([[0.05, 0.0], [0.0, -1.0]]))
-    x, info, _, refreshes = newton_iterate_reusing(
+    x, info, _, refreshes, _ = newton_iterate_reusing(
         residual, jacobian, x0, wrong, tol=1e-12, max_iter=50
     )
     assert info.status == SUCCESS and refreshes >= 1
     np.testing.assert_allclose(x, [1.0, 2.0], atol=1e-12)
     # the converged factors are good enough to solve again without refreshing
-    _, info, _, refreshes = newton_iterate_reusing(
+    _, info, _, refreshes, _ = newton_iterate_reusing(
         residual, jacobian, jnp.array([1.01, 2.0]), factors, tol=1e-12, max_iter=50
     )
     assert info.status == SUCCESS and refreshes == 0
     # a singular fresh matrix ends with NONFINITE, never a NaN root reported as converged
-    _, info, _, _ = newton_iterate_reusing(
+    _, info, _, _, _ = newton_iterate_reusing(
         lambda x: x**2 + 1.0,
         lambda x: jnp.zeros((2, 2)),
         x0,

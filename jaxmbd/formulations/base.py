@@ -108,6 +108,12 @@ class AbstractFormulation(eqx.Module):
         dg/dlam = G^T (G the Jacobian of ``residual``), and the position equations
         phi = ``residual(q, t)``, from one evaluation."""
 
+    def dynamics_and_velocity_equations(self, model: Model, q, v, a, lam, t):
+        """(g, phi, G v - nu): ``dynamics_equations`` and ``velocity_residual`` together (a
+        formulation may share their evaluation)."""
+        g, phi = self.dynamics_equations(model, q, v, a, lam, t)
+        return g, phi, self.velocity_residual(model, q, v, t)
+
     def dynamics_linearisation(self, model: Model, q, v, a, lam, t):
         """Hand-coded :class:`DynamicsBlocks` at (q, v, a, lam), or None when the formulation
         relies on autodiff of the discretised residual (the default)."""

@@ -19,6 +19,7 @@ from ..equations import (
     rA_reaction_sensitivity,
     rA_rows,
     rA_terms,
+    rA_velocity_sensitivity,
 )
 from ..forces import BodyState, applied_forces
 from ..gcons import _mv
@@ -57,9 +58,8 @@ class RA(AbstractFormulation):
 
     def position_terms(self, model, q, t):
         r, A = q
-        zero = jnp.zeros_like(r)
-        phi, G, _, _ = rA_terms(model, r, A, zero, zero, t)
-        return phi, G
+        phi, jac_i, jac_j = rA_rows(model, r, A, t)
+        return phi, rA_jacobian_from_rows(model, jac_i, jac_j)
 
     def velocity_terms(self, model, q, t):
         r, A = q
@@ -97,15 +97,30 @@ class RA(AbstractFormulation):
         """Eq. 31a: [M r_ddot + Phi_r^T lam - f; J w_dot + w~ J w + Pi^T lam - n_bar], and Phi."""
         return self._dynamics_terms(model, q, v, a, lam, t, linearise=False)[:2]
 
+    def dynamics_and_velocity_equations(self, model, q, v, a, lam, t):
+        """Eq. 31a, Phi and G v + Phi_t from one evaluation of the rows and their t-derivative."""
+        r, A = q
+        t = jnp.asarray(t, v.dtype)
+        rows, (phi_t, _, _) = jax.jvp(lambda s: rA_rows(model, r, A, s), (t,), (jnp.ones_like(t),))
+        g, phi = self._dynamics_terms(model, q, v, a, lam, t, linearise=False, rows=rows)[:2]
+        return g, phi, self._times_rows(model, rows, v) + phi_t
+
+    def _times_rows(self, model, rows, v):
+        """G v row by row from the one-batch rows (no dense G)."""
+        _, jac_i, jac_j = rows
+        bi, bj = _row_bodies(model)
+        v_all = jnp.concatenate([v, jnp.zeros((1, 6), v.dtype)])
+        return jnp.sum(jac_i * v_all[bi], 1) + jnp.sum(jac_j * v_all[bj], 1)
+
     def dynamics_linearisation(self, model, q, v, a, lam, t):
         """The blocks of the Newton matrix of eq. 38c, hand-coded from the Pi-bar variations
         and the reaction-force sensitivities of Tables 3-6 (K = d(G^T lam)/d(r, theta_bar))."""
         return DynamicsBlocks(*self._dynamics_terms(model, q, v, a, lam, t, linearise=True))
 
-    def _dynamics_terms(self, model, q, v, a, lam, t, *, linearise: bool):
+    def _dynamics_terms(self, model, q, v, a, lam, t, *, linearise: bool, rows=None):
         nb = model.nb
         r, A = q
-        phi, jac_i, jac_j = rA_rows(model, r, A, t)
+        phi, jac_i, jac_j = rA_rows(model, r, A, t) if rows is None else rows
         f, n = self._state_forces(model, q, v, t)
         w = v[:, 3:]
         J = model.inertia
@@ -148,12 +163,13 @@ class RA(AbstractFormulation):
             return jnp.zeros((0,), v.dtype)
         r, A = q
         t = jnp.asarray(t, v.dtype)
-        (_, jac_i, jac_j), (phi_t, _, _) = jax.jvp(
-            lambda s: rA_rows(model, r, A, s), (t,), (jnp.ones_like(t),)
-        )
-        bi, bj = _row_bodies(model)
-        v_all = jnp.concatenate([v, jnp.zeros((1, 6), v.dtype)])
-        return jnp.sum(jac_i * v_all[bi], 1) + jnp.sum(jac_j * v_all[bj], 1) + phi_t
+        rows, (phi_t, _, _) = jax.jvp(lambda s: rA_rows(model, r, A, s), (t,), (jnp.ones_like(t),))
+        return self._times_rows(model, rows, v) + phi_t
+
+    def velocity_residual_linearisation(self, model, q, v, t):
+        """d(G v - nu)/d(r, theta_bar), hand-coded from the per-constraint blocks of Tables
+        3-6 contracted with v (see :func:`~jaxmbd.equations.rA_velocity_sensitivity`)."""
+        return rA_velocity_sensitivity(model, q[0], q[1], v, t)
 
     def _force_sensitivity(self, model, q, v, t):
         """d(f, n_bar)/d(r, theta_bar) and d(f, n_bar)/d(r_dot, omega_bar) by autodiff of the

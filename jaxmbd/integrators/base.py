@@ -186,11 +186,11 @@ def step_system(model, form, q, disc: Discretisation, t, *, stabilised: bool = F
         model, _, disc, _ = params
         a, lam, _ = unpack(x)
         q1, v1 = update(x, params)
-        g, phi = form.dynamics_equations(model, q1, v1, a.reshape(nb, ts), lam, t)
-        parts = [g, phi / disc.c_q]
-        if stabilised:
-            parts.append(form.velocity_residual(model, q1, v1, t) / disc.c_v)
-        return jnp.concatenate(parts)
+        if not stabilised:
+            g, phi = form.dynamics_equations(model, q1, v1, a.reshape(nb, ts), lam, t)
+            return jnp.concatenate([g, phi / disc.c_q])
+        g, phi, psi = form.dynamics_and_velocity_equations(model, q1, v1, a.reshape(nb, ts), lam, t)
+        return jnp.concatenate([g, phi / disc.c_q, psi / disc.c_v])
 
     params = (model, q, disc, G_n)
     frozen = jax.lax.stop_gradient(params)
