@@ -129,18 +129,28 @@ def main():
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--max-batch", type=int, default=4096)
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    parser.add_argument(
+        "--parts",
+        nargs="*",
+        default=["cost", "memory", "batch"],
+        choices=["cost", "memory", "batch"],
+    )
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     print(f"machine: {machine()}, devices: {jax.devices()}")
-    rows = []
-    gradient_cost(args.repeats, rows)
-    write(rows, args.out / "gradients_cost.csv")
-    rows = []
-    gradient_memory(rows)
-    write(rows, args.out / "gradients_memory.csv")
-    rows = []
-    batched_throughput(args.repeats, args.max_batch, rows)
-    write(rows, args.out / "gradients_batch.csv")
+    parts = {
+        "cost": (lambda rows: gradient_cost(args.repeats, rows), "gradients_cost.csv"),
+        "memory": (gradient_memory, "gradients_memory.csv"),
+        "batch": (
+            lambda rows: batched_throughput(args.repeats, args.max_batch, rows),
+            "gradients_batch.csv",
+        ),
+    }
+    for part in args.parts:
+        fn, name = parts[part]
+        rows = []
+        fn(rows)
+        write(rows, args.out / name)
 
 
 if __name__ == "__main__":

@@ -96,14 +96,24 @@ def check_against_fd(loss, model, rng, rtol=1e-6):
         assert abs(float(ad) - fd) <= rtol * abs(fd) + noise, (kind, float(ad), fd, noise)
 
 
+# Every formulation, and between them every implicit integrator variant (each formulation
+# x integrator program costs a compilation; the step machinery is shared by all pairs).
+INTEGRATOR_OF = {
+    "rA": {"integrator": "gen_alpha"},  # stabilised (GGL), the default
+    "rp": {"integrator": "gen_alpha", "variant": "index3"},
+    "re": {"integrator": "backward_euler"},
+}
+
+
 @pytest.mark.parametrize("formulation", FORMULATIONS)
 def test_dynamics_gradients_match_central_differences(formulation, rng):
     model = sprung_double_pendulum()
+    options = INTEGRATOR_OF[formulation]
 
     def loss(m):
         # tol 1e-6: rp corrections have a round-off floor near 1e-7 (cond ~1e6 times a
         # residual at 1e-10); converged Newton reaches that floor in two iterations anyway
-        sol = mbd.simulate(m, formulation=formulation, t_end=0.03, h=1e-3, tol=1e-6)
+        sol = mbd.simulate(m, formulation=formulation, t_end=0.03, h=1e-3, tol=1e-6, **options)
         return jnp.sum(sol.r[:, 1] ** 2) + 0.1 * jnp.sum(sol.omega**2) + 1e-4 * jnp.sum(sol.lam)
 
     check_against_fd(loss, model, rng)
@@ -113,8 +123,10 @@ def test_dynamics_gradients_match_central_differences(formulation, rng):
 def test_driven_dynamics_gradients(formulation, rng):
     model = mbd.models.slider_crank()
 
+    options = INTEGRATOR_OF[formulation]
+
     def loss(m):
-        sol = mbd.simulate(m, formulation=formulation, t_end=0.02, h=1e-3, tol=1e-6)
+        sol = mbd.simulate(m, formulation=formulation, t_end=0.02, h=1e-3, tol=1e-6, **options)
         return jnp.sum(sol.rdot[:, 2, 0] ** 2) + 1e-2 * jnp.sum(sol.lam[:, -1])
 
     check_against_fd(loss, model, rng)

@@ -7,8 +7,13 @@ principle 2). A formulation fixes:
   and eps (nb, 3) for re;
 * velocities and accelerations as per-body rows ``(nb, tangent_size)``: (r_dot, omega_bar)
   for rA, (r_dot, p_dot) for rp, (r_dot, eps_dot) for re;
-* a retraction ``q (+) delta`` for Newton corrections (body-major tangent layout);
-* the constraint system Phi (plus normalisation for rp), its Jacobian G, nu and gamma.
+* a retraction ``q (+) delta`` (body-major tangent layout) and its tangent map;
+* the constraint system Phi (plus normalisation for rp), its Jacobian G, nu and gamma;
+* the continuous-time equations of motion g(q, v, a, lam, t) = 0 with dg/dlam = G^T, and
+  optionally their hand-coded linearisation (:class:`DynamicsBlocks`, rA).
+
+A formulation knows nothing of the step size: integrators (:mod:`jaxmbd.integrators`)
+discretise these equations.
 """
 
 from __future__ import annotations
