@@ -81,7 +81,7 @@ def _record(mechanism, engine, variant, h, times, t, y, compile_s=float("nan"), 
 # ---- jaxmbd -----------------------------------------------------------------------------
 
 
-def measure_jaxmbd(mechanism, h, newton, repeats):
+def measure_jaxmbd(mechanism, h, newton, repeats, integrator="gen_alpha"):
     import jax
     from _timing import time_call
 
@@ -90,7 +90,14 @@ def measure_jaxmbd(mechanism, h, newton, repeats):
     model = getattr(mbd.models, mechanism)()
 
     def run():
-        return mbd.simulate(model, formulation="rA", t_end=T_END[mechanism], h=h, newton=newton)
+        return mbd.simulate(
+            model,
+            formulation="rA",
+            integrator=integrator,
+            t_end=T_END[mechanism],
+            h=h,
+            newton=newton,
+        )
 
     times = []
 
@@ -105,7 +112,8 @@ def measure_jaxmbd(mechanism, h, newton, repeats):
     sol = run()
     t, r, a = np.asarray(sol.t), np.asarray(sol.r), np.asarray(sol.A)
     y = r[:, 2, 0] if mechanism == "slider_crank" else r[:, 1, 2] + a[:, 1, 2, 0]
-    rec = _record(mechanism, "jaxmbd", f"rA {newton} Newton", h, runs, t, y, first - median)
+    label = f"rA {integrator} {newton} Newton"
+    rec = _record(mechanism, "jaxmbd", label, h, runs, t, y, first - median)
     jax.clear_caches()
     return rec
 
@@ -117,9 +125,21 @@ EXUDYN_CONFIGS = {
     "GA, default settings": ("GA", "default", "standard"),
     "GA, fastest settings": ("GA", "fastest", "standard"),
     "GA, fastest settings + fast module": ("GA", "fastest", "fast"),
+    "GA, fastest + Newton relTol 1e-4 + fast module": ("GA", "loose", "fast"),
     "Newmark-BE, fastest settings + fast module": ("Newmark-BE", "fastest", "fast"),
 }
-EXUDYN_STUDY = ("GA, fastest settings + fast module", "Newmark-BE, fastest settings + fast module")
+EXUDYN_STUDY = (
+    "GA, fastest settings + fast module",
+    "GA, fastest + Newton relTol 1e-4 + fast module",
+    "Newmark-BE, fastest settings + fast module",
+)
+JAXMBD_MAIN = (
+    ("gen_alpha", "full"),
+    ("gen_alpha", "reuse"),
+    ("backward_euler", "full"),
+    ("backward_euler", "reuse"),
+)
+JAXMBD_STUDY = ("gen_alpha", "backward_euler")  # with the reused-matrix Newton
 
 
 def _exudyn_in_process(jobs, repeats):
@@ -292,6 +312,40 @@ def study_table(records):
     return "\n".join(out)
 
 
+LEVELS = (1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8)
+
+
+def time_to_accuracy_table(records):
+    """Least median run time among the study points whose max error is at or below each
+    level (no interpolation), per engine variant, and jaxmbd gen_alpha / best Exudyn GA."""
+    lines = {}
+    for r in records:
+        lines.setdefault(f"{r['engine']}: {r['variant']}", []).append(r)
+
+    def best(points, level):
+        ok = [p["run_median_s"] for p in points if p["err_max"] <= level]
+        return min(ok) if ok else None
+
+    out = ["| engine: variant | " + " | ".join(f"err <= {lv:.0e}" for lv in LEVELS) + " |"]
+    out.append("|---|" + "---|" * len(LEVELS))
+    for label, points in lines.items():
+        cells = [best(points, lv) for lv in LEVELS]
+        out.append(
+            f"| {label} | " + " | ".join("-" if c is None else f"{1e3 * c:.1f} ms" for c in cells)
+        )
+        out[-1] += " |"
+    ga = [v for k, v in lines.items() if k.startswith("jaxmbd") and "gen_alpha" in k]
+    ex = [p for k, v in lines.items() if k.startswith("Exudyn: GA") for p in v]
+    if ga and ex:
+        ratios = []
+        for lv in LEVELS:
+            a, b = best(ga[0], lv), best(ex, lv)
+            ratios.append("-" if a is None or b is None else f"{a / b:.2f}")
+        out.append("| **time ratio jaxmbd gen_alpha / fastest Exudyn GA** | " + " | ".join(ratios))
+        out[-1] += " |"
+    return "\n".join(out)
+
+
 REPORT_NOTES = """\
 ## What differs between the engines
 
@@ -376,7 +430,9 @@ def write_report(path, args, speed, study, machine, elapsed):
         "solution file (`solution.file.write=False`), `verboseMode=0`, modified Newton with "
         "one Jacobian update per step (`newton.modifiedNewtonJacUpdatePerStep=True`), "
         "`reuseConstantMassMatrix=True`, EXUdense (EigenSparse was not faster for these "
-        "sizes). *fast module*: `sys.exudynFast=True` (exudynCPPfast, no range checks, AVX2).",
+        "sizes). *relTol 1e-4*: fastest with `newton.relativeTolerance=1e-4` (default 1e-8). "
+        "*fast module*: `sys.exudynFast=True` (exudynCPPfast, no range checks, AVX2). jaxmbd: "
+        "rA, gen_alpha (rho_inf 0.9, stabilised) or backward Euler, full or reused-matrix Newton.",
         "",
     ]
     for mechanism in args.mechanisms:
@@ -388,6 +444,10 @@ def write_report(path, args, speed, study, machine, elapsed):
             f"### {mechanism}: work-precision (max error / median run time)",
             "",
             f"![work-precision](work_precision_{mechanism}.png)",
+            "",
+            "Least run time to reach each max-error level (any h of the study):",
+            "",
+            time_to_accuracy_table([r for r in study if r["mechanism"] == mechanism]),
             "",
             study_table([r for r in study if r["mechanism"] == mechanism]),
             "",
@@ -426,8 +486,8 @@ def main():
     speed, study = [], []
     for mechanism in args.mechanisms:
         recs = []
-        for newton in ("full", "modified", "reuse"):
-            recs.append(measure_jaxmbd(mechanism, H_MAIN, newton, args.repeats))
+        for integrator, newton in JAXMBD_MAIN:
+            recs.append(measure_jaxmbd(mechanism, H_MAIN, newton, args.repeats, integrator))
         recs += measure_exudyn(
             [(mechanism, H_MAIN, label) for label in EXUDYN_CONFIGS], args.repeats
         )
@@ -448,13 +508,17 @@ def main():
         write_series(args.out / f"series_{mechanism}.csv", recs)
 
         # work-precision: jaxmbd reused-matrix Newton, Exudyn fastest, every MuJoCo integrator
-        wp = [r for r in recs if r["variant"] == "rA reuse Newton"]
+        wp = [r for r in recs if r["engine"] == "jaxmbd" and r["variant"].endswith("reuse Newton")]
         wp += [r for r in recs if r["variant"] in EXUDYN_STUDY]
         wp += [r for r in recs if r["engine"] == "MuJoCo"]
         other = [h for h in hs if h != H_MAIN]
         for h in other:
-            wp.append(measure_jaxmbd(mechanism, h, "reuse", args.study_repeats))
-            print(f"{mechanism} jaxmbd h={h:g} err {wp[-1]['err_max']:.2e}", flush=True)
+            for integrator in JAXMBD_STUDY:
+                wp.append(measure_jaxmbd(mechanism, h, "reuse", args.study_repeats, integrator))
+                print(
+                    f"{mechanism} jaxmbd {integrator} h={h:g} err {wp[-1]['err_max']:.2e}",
+                    flush=True,
+                )
         wp += measure_exudyn(
             [(mechanism, h, label) for h in other for label in EXUDYN_STUDY], args.study_repeats
         )

@@ -102,12 +102,14 @@ def simulate(
     or "backward_euler" (first order, paper 1), or an integrator object. A pair that cannot
     run raises ``ValueError`` listing the valid pairs.
 
-    Options of the implicit integrators: ``newton`` = "reuse" (default: the factored matrix
-    is kept across steps and refreshed when it stops contracting; a step is accepted only
-    once verified), "full" (matrix at every iteration; rA: hand-coded, Tables 3-6) or
-    "modified" (matrix frozen per step); ``tol``: Newton stops when the correction norm is
-    below it (eq. 46), default Theta = 1e-11 / h^2; ``max_iter`` (25). gen_alpha: ``rho_inf``
-    (0.9) and ``variant`` ("stabilised", the GGL index-2 form, or "index3").
+    Options of the implicit integrators: ``newton`` = "reuse" (default for rA and rp: the
+    factored matrix is kept across steps and refreshed when it stops contracting; a step is
+    accepted only once verified), "full" (matrix at every iteration; rA: hand-coded, Tables
+    3-6; default for re) or "modified" (matrix frozen per step); ``tol``: Newton stops when
+    the correction norm is below it (eq. 46), default Theta = 1e-11 / h^2; ``max_iter`` (25).
+    gen_alpha: ``rho_inf`` (0.9) and ``variant`` ("stabilised", the GGL index-2 form, default
+    for rA and rp; or "index3", default for re, see
+    :data:`~jaxmbd.integrators.DEFAULT_OPTIONS`).
 
     The initial state is made consistent first (see :func:`consistent_initial_state`). A
     non-converged step raises :class:`~jaxmbd.SolverError` (``check=False`` returns the

@@ -26,10 +26,20 @@ INTEGRATORS: dict[str, type[AbstractIntegrator]] = {
 #: The integrator used when none is named, per formulation (accuracy per unit of run time).
 DEFAULT_INTEGRATOR = {"rA": "gen_alpha", "rp": "gen_alpha", "re": "gen_alpha"}
 
-#: The Newton variant used when none is named: the reused matrix (fastest; every step is
-#: verified), except for re, whose chart singularity (theta = 0, pi) makes the matrix
-#: exactly singular where a fresh matrix's minimum-norm solve steps over it.
-DEFAULT_NEWTON = {"rA": "reuse", "rp": "reuse", "re": "full"}
+#: Options used when none is given, per (formulation, integrator). The reused matrix is the
+#: fastest Newton variant and every one of its steps is verified; re's chart singularity
+#: (theta = 0, pi) makes the matrix exactly singular where only a fresh matrix's
+#: minimum-norm solve steps over it, and there the stabilised variant's velocity projection
+#: (G singular in eps) picks a wrong split of the rates, so re defaults to full Newton and
+#: the index-3 variant, which pass it (the slider crank's crank hits theta = 0 on the grid).
+DEFAULT_OPTIONS = {
+    ("rA", "backward_euler"): {"newton": "reuse"},
+    ("rp", "backward_euler"): {"newton": "reuse"},
+    ("re", "backward_euler"): {"newton": "full"},
+    ("rA", "gen_alpha"): {"newton": "reuse"},
+    ("rp", "gen_alpha"): {"newton": "reuse"},
+    ("re", "gen_alpha"): {"newton": "full", "variant": "index3"},
+}
 
 
 def valid_pairs() -> list[tuple[str, str]]:
@@ -62,10 +72,10 @@ def get_integrator(integrator, formulation: str, **options) -> AbstractIntegrato
             raise ValueError(
                 f"unknown integrator {integrator!r}; choose one of {sorted(INTEGRATORS)}"
             )
+        options = {**DEFAULT_OPTIONS.get((formulation, integrator), {}), **options}
         if issubclass(cls, AbstractImplicitIntegrator):
             max_iter = options.pop("max_iter", 25)
-            newton = options.get("newton", DEFAULT_NEWTON.get(formulation, "reuse"))
-            options["newton"] = get_newton(newton, max_iter=max_iter)
+            options["newton"] = get_newton(options.get("newton", "reuse"), max_iter=max_iter)
         allowed = _options_of(cls)
         unknown = sorted(set(options) - set(allowed) - {"max_iter"})
         if unknown:
@@ -89,7 +99,7 @@ __all__ = [
     "AbstractIntegrator",
     "BackwardEuler",
     "DEFAULT_INTEGRATOR",
-    "DEFAULT_NEWTON",
+    "DEFAULT_OPTIONS",
     "Discretisation",
     "GeneralizedAlpha",
     "INTEGRATORS",
