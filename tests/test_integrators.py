@@ -345,3 +345,12 @@ def test_rA_velocity_sensitivity_equals_autodiff():
     hand = form.velocity_residual_linearisation(model, q, v, 0.37)
     auto = AbstractFormulation.velocity_residual_linearisation(form, model, q, v, 0.37)
     np.testing.assert_allclose(hand, auto, atol=1e-13 * np.abs(auto).max())
+
+
+def test_re_default_steps_over_the_chart_singularity():
+    """The slider crank's crank passes theta = 0 exactly on the grid at t = 0.25 s: re's
+    defaults (gen_alpha index-3, full Newton with the minimum-norm fallback) step over it."""
+    model = mbd.models.slider_crank()
+    ra = mbd.simulate(model, formulation="rA", t_end=0.3, h=1e-3)
+    re = mbd.simulate(model, formulation="re", t_end=0.3, h=1e-3)
+    np.testing.assert_allclose(re.r, ra.r, atol=1e-9)
