@@ -123,10 +123,12 @@ def error_if_failed(sol, what: str):
 
 def solution_from_outputs(model: Model, form, h, outs, integrator: str = ""):
     """Solution of the per-step outputs (r, A, rdot, omega, rddot, omegadot, lam,
-    iterations, status, residual) of an analysis."""
+    iterations, status, residual[, q, v]) of an analysis; q and v are the formulation's own
+    coordinates and velocities, one row per body."""
     from .solution import Solution
 
-    r, A, rdot, omega, rddot, omegadot, lam, iters, status, residual = outs
+    r, A, rdot, omega, rddot, omegadot, lam, iters, status, residual = outs[:10]
+    q, v = outs[10:] if len(outs) == 12 else (None, None)
     return Solution(
         t=jnp.arange(r.shape[0]) * h,
         r=r,
@@ -139,6 +141,8 @@ def solution_from_outputs(model: Model, form, h, outs, integrator: str = ""):
         iterations=iters,
         status=status,
         residual=residual,
+        q=q,
+        v=v,
         formulation=form.name,
         integrator=integrator,
         body_names=model.body_names,

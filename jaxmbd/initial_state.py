@@ -151,13 +151,4 @@ def _project_positions_jvp(tol, max_iter, primals, tangents):
 
 def to_formulation(form: AbstractFormulation, r, A, rdot, omega, rddot, omegadot):
     """Formulation state (q, v) and accelerations from rA quantities."""
-    ori = form.coordinates(A)
-    if form.name == "rA":
-        rate, rate_dot = omega, omegadot
-    else:
-        rate = form.rate_from_omega(ori, omega)
-        # d/dt rate_from_omega(ori(t), omega(t)) with ori_dot = rate
-        rate_dot = jax.jvp(form.rate_from_omega, (ori, omega), (rate, omegadot))[1]
-    v = jnp.concatenate([rdot, rate], 1)
-    a = jnp.concatenate([rddot, rate_dot], 1)
-    return (r, ori), v, a
+    return form.from_body_state(r, A, rdot, omega, rddot, omegadot)

@@ -26,9 +26,7 @@ from .solution import Solution
 
 
 def _outputs(form, q, v, a, lam_all, nc):
-    r, ori = q
-    omega, omegadot = form.omega_from_rate(ori, v[:, 3:], a[:, 3:])
-    return (r, form.rotation(ori), v[:, :3], omega, a[:, :3], omegadot, lam_all[:nc])
+    return form.to_body_state(q, v, a) + (lam_all[:nc],)
 
 
 def _initial(model, form: AbstractFormulation, integrator: AbstractIntegrator, h):
@@ -38,14 +36,15 @@ def _initial(model, form: AbstractFormulation, integrator: AbstractIntegrator, h
     lam = jnp.concatenate([state[6], jnp.zeros(extra)])
     carry = integrator.init(model, form, StartState(q, v, a, lam), h)
     out = state + (info.iterations, info.status, info.residual_norm)
-    return carry, out
+    return carry, out + (form.flat_coordinates(q), v)
 
 
 def _scan(model, form, integrator, carry, k0, n: int, h, checkpoint: int | None = None):
     def step(carry, k):
         carry, res = integrator.step(model, form, carry, k, h)
         out = _outputs(form, res.q, res.v, res.a, res.lam, model.nc)
-        return carry, out + (res.info.iterations, res.info.status, res.info.residual_norm)
+        info = (res.info.iterations, res.info.status, res.info.residual_norm)
+        return carry, out + info + (form.flat_coordinates(res.q), res.v)
 
     steps = k0 + jnp.arange(1, n + 1)
     if not checkpoint or n <= checkpoint:

@@ -18,6 +18,9 @@ class Solution(eqx.Module):
     ``omega`` and ``omegadot`` are body-frame; ``lam`` holds one multiplier per model
     constraint row (reaction force on the bodies is -Phi_r^T lam); ``iterations``, ``status``
     (0 = converged) and ``residual`` (||Phi|| or ||g|| at convergence) are per step.
+    ``q`` (T, nb, nq) and ``v`` (T, nb, nv) are the formulation's own coordinates and
+    velocities (dynamics only; None for kinematic analyses), so that invariants can be
+    evaluated exactly where the formulation conserves them.
     """
 
     t: jax.Array
@@ -31,6 +34,8 @@ class Solution(eqx.Module):
     iterations: jax.Array
     status: jax.Array
     residual: jax.Array
+    q: jax.Array | None = None
+    v: jax.Array | None = None
     formulation: str = eqx.field(static=True, default="rA")
     integrator: str = eqx.field(static=True, default="")  # "" for kinematic analyses
     body_names: tuple[str, ...] = eqx.field(static=True, default=())
@@ -54,6 +59,7 @@ class Solution(eqx.Module):
         """Write ``.npz`` (all arrays and names) or ``.csv`` (one row per time step)."""
         path = Path(path)
         arrays = {k: np.asarray(getattr(self, k)) for k in self._ARRAYS}
+        own = {k: np.asarray(getattr(self, k)) for k in ("q", "v") if getattr(self, k) is not None}
         if path.suffix == ".csv":
             header, columns = ["t"], [arrays["t"]]
             for b, name in enumerate(self.body_names):
@@ -80,6 +86,7 @@ class Solution(eqx.Module):
         np.savez(
             path,
             **arrays,
+            **own,
             formulation=np.asarray(self.formulation),
             integrator=np.asarray(self.integrator),
             body_names=np.asarray(self.body_names, dtype=str),
@@ -93,6 +100,7 @@ class Solution(eqx.Module):
         with np.load(path) as data:
             return cls(
                 **{k: data[k] for k in cls._ARRAYS},
+                **{k: data[k] for k in ("q", "v") if k in data},
                 formulation=str(data["formulation"]),
                 integrator=str(data["integrator"]) if "integrator" in data else "",
                 body_names=tuple(str(s) for s in data["body_names"]),

@@ -63,6 +63,32 @@ class AbstractFormulation(eqx.Module):
     def predict(self, q, v, h):
         """Initial Newton guess at t + h from positions and velocities at t."""
 
+    # -- body quantities (the Solution's common fields) ---------------------------------
+    def from_body_state(self, r, A, rdot, omega, rddot, omegadot):
+        """(q, v, a) in this formulation's coordinates from centre-of-mass positions r
+        (nb, 3), rotation matrices A (nb, 3, 3), velocities rdot, body-frame angular
+        velocities omega and their time derivatives. Default: q = (r, ori), rows
+        (r_dot, orientation rate)."""
+        ori = self.coordinates(A)
+        rate = self.rate_from_omega(ori, omega)
+        # d/dt rate_from_omega(ori(t), omega(t)) with ori_dot = rate
+        rate_dot = jax.jvp(self.rate_from_omega, (ori, omega), (rate, omegadot))[1]
+        v = jnp.concatenate([rdot, rate], 1)
+        a = jnp.concatenate([rddot, rate_dot], 1)
+        return (r, ori), v, a
+
+    def to_body_state(self, q, v, a):
+        """(r, A, rdot, omega, rddot, omegadot) of a formulation state: the inverse of
+        :meth:`from_body_state`."""
+        r, ori = q
+        omega, omegadot = self.omega_from_rate(ori, v[:, 3:], a[:, 3:])
+        return r, self.rotation(ori), v[:, :3], omega, a[:, :3], omegadot
+
+    def flat_coordinates(self, q):
+        """The formulation's own coordinates as one row per body (nb, nq): Solution.q."""
+        r, ori = q
+        return jnp.concatenate([r, ori.reshape(r.shape[0], -1)], 1)
+
     def solve(self, matrix, rhs):
         """Linear solves of the analyses (dense LU; singular -> non-finite -> error)."""
         return solve_linear(matrix, rhs)

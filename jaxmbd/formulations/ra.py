@@ -43,6 +43,11 @@ class RA(AbstractFormulation):
     def omega_from_rate(self, ori, rate, rate_dot):
         return rate, rate_dot
 
+    def from_body_state(self, r, A, rdot, omega, rddot, omegadot):
+        # the velocity rows are (r_dot, omega_bar) themselves
+        v = jnp.concatenate([rdot, omega], 1)
+        return (r, A), v, jnp.concatenate([rddot, omegadot], 1)
+
     def retract(self, q, delta):
         r, A = q
         d = delta.reshape(r.shape[0], 6)

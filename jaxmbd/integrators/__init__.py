@@ -17,6 +17,7 @@ from .base import (
     implicit_step,
 )
 from .generalized_alpha import GeneralizedAlpha
+from .tableau import TABLEAUS, ButcherTableau, get_tableau
 
 INTEGRATORS: dict[str, type[AbstractIntegrator]] = {
     "backward_euler": BackwardEuler,
@@ -98,6 +99,7 @@ __all__ = [
     "AbstractImplicitIntegrator",
     "AbstractIntegrator",
     "BackwardEuler",
+    "ButcherTableau",
     "DEFAULT_INTEGRATOR",
     "DEFAULT_OPTIONS",
     "Discretisation",
@@ -105,7 +107,9 @@ __all__ = [
     "INTEGRATORS",
     "StartState",
     "StepResult",
+    "TABLEAUS",
     "get_integrator",
+    "get_tableau",
     "implicit_step",
     "valid_pairs",
 ]
