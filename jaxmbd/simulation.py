@@ -84,15 +84,11 @@ def simulate(
     integrator=None,
     t_end: float,
     h: float,
-    tol: float | None = None,
-    max_iter: int | None = None,
-    newton=None,
-    rho_inf: float | None = None,
-    variant: str | None = None,
     progress: Callable[[int, int], None] | None = None,
     chunk_size: int = 1000,
     checkpoint: int | None = None,
     check: bool = True,
+    **options,
 ) -> Solution:
     """Dynamics of ``model`` on t = k h, k = 0..round(t_end / h).
 
@@ -101,6 +97,8 @@ def simulate(
     or "backward_euler" (first order, paper 1), or an integrator object. A pair that cannot
     run raises ``ValueError`` listing the valid pairs.
 
+    ``options`` go to the integrator (:func:`~jaxmbd.integrators.get_integrator`; an option
+    it does not have raises ``ValueError`` listing its options; ``None`` means the default).
     Options of the implicit integrators: ``newton`` = "reuse" (default for rA and rp: the
     factored matrix is kept across steps and refreshed when it stops contracting; a step is
     accepted only once verified), "full" (matrix at every iteration; rA: hand-coded, Tables
@@ -118,15 +116,7 @@ def simulate(
     (``jax.checkpoint``), so stored states grow like n / k + k instead of n.
     """
     form = get_formulation(formulation)
-    stepper = get_integrator(
-        integrator,
-        form.name,
-        tol=tol,
-        max_iter=max_iter,
-        newton=newton,
-        rho_inf=rho_inf,
-        variant=variant,
-    )
+    stepper = get_integrator(integrator, form.name, **options)
     check_euler_angle_start(model, form)
     n = num_steps(t_end, h)
     h_arr = jnp.asarray(h, dtype=jnp.float64)
