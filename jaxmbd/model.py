@@ -480,6 +480,30 @@ class ModelBuilder:
         )
         return self
 
+    def planar(self, name, *, body_i, body_j, point, axis, point_j=None):
+        """Planar pair E (3 equations, Betsch & Leyendecker Sec. 4.5.5): Perp-1 (the normal
+        ``axis`` fixed in body j stays perpendicular to two vectors of body i) + DP2 (the
+        vector from ``point`` on body i to ``point_j`` on body j, default ``point``, stays
+        in the plane through ``point`` perpendicular to ``axis``). Leaves two translations
+        in the plane and the rotation about its normal."""
+        w = f"joint '{name}'"
+        n = _unit(axis, where=f"{w}.axis")
+        p_i = _vec3(point, where=f"{w}.point")
+        p_j = p_i if point_j is None else _vec3(point_j, where=f"{w}.point_j")
+        if abs(n @ (p_j - p_i)) > 1e-9 * max(1.0, float(np.linalg.norm(p_j - p_i))):
+            raise ModelError(f"{w}: point_j is not in the plane through point normal to axis")
+        self.perpendicular_1(f"{name}.perp1", body_i=body_i, body_j=body_j, axis=n, joint=name)
+        self.add_dp2(
+            f"{name}.dp2",
+            body_i=body_i,
+            a_bar_i=self._local_dir(body_i, n, where=w),
+            s_bar_p_i=self._local_point(body_i, p_i, where=f"{w}.point"),
+            body_j=body_j,
+            s_bar_q_j=self._local_point(body_j, p_j, where=f"{w}.point_j"),
+            joint=name,
+        )
+        return self
+
     def rotation_driver(self, name, *, body_i, body_j, axis, angle, reference=None):
         """Prescribe the rotation angle(t) of body j relative to body i about ``axis``.
 

@@ -1,11 +1,13 @@
 """Orientation formulations: rA (rotation matrix), rp (Euler parameters), re (Euler angles)."""
 
 from .base import AbstractAutodiffFormulation, AbstractFormulation, DynamicsBlocks
+from .director import Director
 from .ra import RA
 from .re import RE
 from .rp import RP
 
 FORMULATIONS = {"rA": RA, "rp": RP, "re": RE}
+FORMULATIONS["director"] = Director
 
 
 def get_formulation(name) -> AbstractFormulation:
@@ -27,6 +29,7 @@ __all__ = [
     "RA",
     "RP",
     "RE",
+    "Director",
     "FORMULATIONS",
     "get_formulation",
 ]

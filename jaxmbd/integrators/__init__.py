@@ -7,6 +7,7 @@ import inspect
 
 from ..newton import get_newton
 from .backward_euler import BackwardEuler
+from .energy_momentum import EnergyMomentum
 from .base import (
     THETA_H2,
     AbstractImplicitIntegrator,
@@ -23,9 +24,11 @@ INTEGRATORS: dict[str, type[AbstractIntegrator]] = {
     "backward_euler": BackwardEuler,
     "gen_alpha": GeneralizedAlpha,
 }
+INTEGRATORS["energy_momentum"] = EnergyMomentum
 
 #: The integrator used when none is named, per formulation (accuracy per unit of run time).
 DEFAULT_INTEGRATOR = {"rA": "gen_alpha", "rp": "gen_alpha", "re": "gen_alpha"}
+DEFAULT_INTEGRATOR["director"] = "energy_momentum"
 
 #: Options used when none is given, per (formulation, integrator). The reused matrix is the
 #: fastest Newton variant and every one of its steps is verified; re's chart singularity
@@ -102,6 +105,7 @@ __all__ = [
     "ButcherTableau",
     "DEFAULT_INTEGRATOR",
     "DEFAULT_OPTIONS",
+    "EnergyMomentum",
     "Discretisation",
     "GeneralizedAlpha",
     "INTEGRATORS",

@@ -61,3 +61,8 @@ def spinning_top() -> Model:
     orientation exp((0.3, -0.5, 0.7)~), body angular velocity (3, -2, 10) rad/s. A
     non-planar 3-D motion with an independent reference (Euler's equations about the pivot)."""
     return load("spinning_top")
+
+
+# Betsch & Leyendecker (2006): built in code, data and assumptions in
+# jaxmbd.models.betsch_leyendecker
+from .betsch_leyendecker import cylindrical_pair, gyro_top, planar_pair  # noqa: E402, F401

@@ -1,0 +1,121 @@
+"""The index-1 form of the equations of motion, shared by the explicit integrators.
+
+At a state (q, v, t) the accelerations and multipliers solve the KKT system (Mueller & Terze
+eq. 3)
+
+    [[M, G^T], [G, 0]] [a; lam] = [Q; gamma],
+
+with M the mass matrix in the formulation's velocity coordinates, Q the applied and
+gyroscopic forces, G the constraint Jacobian (the GCON rows of every joint and driver) and
+gamma the right-hand side of the acceleration equations G a = gamma. The sign of lam is that
+of the implicit integrators (g = M a + G^T lam - Q = 0), so lam is the same multiplier in
+every formulation and :func:`jaxmbd.diagnostics.reaction_forces` applies unchanged.
+
+A formulation supports the index-1 form by a method ``index1_system(model, q, v, t)``
+returning an :class:`Index1System`; the rA system (Mueller-Terze's SO(3) x R^3 with the
+hybrid twist (r_dot, omega_bar)) is built here from the hand-coded rA rows. Any explicit
+integrator calls :func:`index1_dynamics` (e.g. ``rkmk``; others may reuse it).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from .. import _config  # noqa: F401
+from ..equations import rA_terms
+from ..forces import BodyState, applied_forces
+from ..model import Model
+
+
+class Index1System(NamedTuple):
+    """The blocks of the index-1 KKT system at one state.
+
+    ``mass`` (nb, k, k): per-body blocks of the block-diagonal M; ``force`` (nb, k): Q;
+    ``G`` (m, nb k) body-major; ``gamma`` (m,)."""
+
+    mass: jax.Array
+    force: jax.Array
+    G: jax.Array
+    gamma: jax.Array
+
+
+def _block_diagonal(blocks):
+    nb, k, _ = blocks.shape
+    return jnp.einsum("ab,aij->aibj", jnp.eye(nb, dtype=blocks.dtype), blocks).reshape(
+        nb * k, nb * k
+    )
+
+
+def solve_index1(system: Index1System):
+    """(a (nb, k), lam (m,)) of the KKT system. A singular system (redundant constraints, a
+    zero mass) gives non-finite values, which the integrators report as a failed step."""
+    nb, k, _ = system.mass.shape
+    m = system.G.shape[0]
+    Q = system.force.reshape(-1)
+    M = _block_diagonal(system.mass)
+    if m == 0:
+        return jnp.linalg.solve(M, Q).reshape(nb, k), jnp.zeros((0,), Q.dtype)
+    kkt = jnp.concatenate(
+        [
+            jnp.concatenate([M, system.G.T], 1),
+            jnp.concatenate([system.G, jnp.zeros((m, m), Q.dtype)], 1),
+        ],
+        0,
+    )
+    x = jnp.linalg.solve(kkt, jnp.concatenate([Q, system.gamma]))
+    return x[: nb * k].reshape(nb, k), x[nb * k :]
+
+
+def rA_index1_system(model: Model, q, v, t) -> Index1System:
+    """rA (SO(3) x R^3, hybrid twist v = (r_dot, omega_bar)): M = diag(m I, J),
+    Q = (f, n_bar - omega x J omega), G = [Phi_r, Pi_bar(Phi)] and gamma of paper 1 eq. 16
+    (for two bodies on spherical joints: Mueller-Terze eqs. 41-42 and 61-64)."""
+    r, A = q
+    rdot, omega = v[:, :3], v[:, 3:]
+    _, G, _, gamma = rA_terms(model, r, A, rdot, omega, t)
+    f, n = applied_forces(model.forces, t, BodyState(r, A, rdot, omega), model.mass, model.gravity)
+    J = model.inertia
+    Jw = jnp.einsum("bij,bj->bi", J, omega)
+    nb = model.nb
+    eye = jnp.broadcast_to(jnp.eye(3), (nb, 3, 3))
+    zeros = jnp.zeros((nb, 3, 3))
+    mass = jnp.concatenate(
+        [
+            jnp.concatenate([model.mass[:, None, None] * eye, zeros], 2),
+            jnp.concatenate([zeros, J], 2),
+        ],
+        1,
+    )
+    force = jnp.concatenate([f, n - jnp.cross(omega, Jw)], 1)
+    return Index1System(mass, force, G, gamma)
+
+
+def index1_system(model: Model, form, q, v, t) -> Index1System:
+    """The formulation's :class:`Index1System` (its ``index1_system`` method, or the rA one)."""
+    method = getattr(form, "index1_system", None)
+    if method is not None:
+        return method(model, q, v, t)
+    if form.name == "rA":
+        return rA_index1_system(model, q, v, t)
+    raise ValueError(
+        f"formulation {form.name!r} has no index-1 form; it needs a method "
+        "index1_system(model, q, v, t) (available: 'rA', 'se3')"
+    )
+
+
+def index1_dynamics(model: Model, form, q, v, t):
+    """(a (nb, tangent_size), lam (nc,)): accelerations and multipliers of the index-1 system
+    at (q, v, t) (Mueller-Terze eq. 3)."""
+    return solve_index1(index1_system(model, form, q, v, t))
+
+
+__all__ = [
+    "Index1System",
+    "index1_dynamics",
+    "index1_system",
+    "rA_index1_system",
+    "solve_index1",
+]

@@ -1,0 +1,365 @@
+"""Energy-momentum integration of director bodies (Betsch & Leyendecker 2006, Sec. 2.2).
+
+Two schemes for the same discrete equations, the midpoint scheme (10) with a discrete
+gradient:
+
+    q_{n+1} - q_n = h v_{n+1/2},                     v_{n+1/2} = (v_n + v_{n+1}) / 2
+    M (v_{n+1} - v_n) = -h grad_bar V(q_n, q_{n+1}) + h Q_nc - h G(q_{n+1/2})^T lam
+    Phi(q_{n+1}) = 0
+
+* ``scheme="constrained"``: Newton on (q_{n+1}, lam) (n + m unknowns) after eliminating
+  v_{n+1} = 2 (q_{n+1} - q_n) / h - v_n (notes 1.2):
+  R1 = (2/h) M (q_{n+1} - q_n) - 2 M v_n + h grad_bar V + h G(q_{n+1/2})^T lam, R2 = Phi.
+  The solver works on the equivalent rows (h/2) R1 with lam_hat = h^2 lam / 2 (an O(1)
+  matrix); :func:`constrained_matrix` gives the paper's unscaled matrix, whose condition
+  number grows like h^-3 (Tables II-V).
+* ``scheme="null_space"``: the discrete null space method (Sec. 2.2.2, eqs. 11-15). The
+  unknowns are d = n - m incremental minimal coordinates mu, q_{n+1} = F_{q_n}(mu) with
+  Phi(F(mu)) = 0, and the reduced equations P(q_n, q_{n+1})^T R1 = 0 (lam eliminated). See
+  :func:`reparametrise` and :func:`discrete_null_space` for the generic construction used
+  here (every joint of the library, any topology, not only the paper's five pairs).
+
+Discrete gradient: gravity exactly (linear V); springs with Gonzalez's discrete gradient
+grad V(q_mid) + [V(q1) - V(q0) - grad V(q_mid).dq] dq / |dq|^2 (notes 1.2); forces that
+have no potential (dampers, user laws) at the midpoint (q_{n+1/2}, v_{n+1/2}, t_{n+1/2}).
+Because every director constraint is at most quadratic, G(q_{n+1/2}) is an exact discrete
+derivative (:mod:`jaxmbd.formulations.director`), so both schemes conserve the energy
+exactly (to the Newton tolerance) and the momentum maps of symmetries of V and Phi.
+
+Both schemes end with the same root (q_{n+1}, lam) of the constrained equations; the
+gradient of a step is attached to it by the implicit function theorem
+(:func:`jaxmbd.newton.implicit_root` on the constrained residual), so ``jax.grad`` never
+differentiates Newton iterations and is the same for both schemes.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, NamedTuple
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from ..equations import constraint_values
+from ..forces import SpringDamper
+from ..lie import so3_exp, vee
+from ..newton import NewtonInfo, get_newton, implicit_root
+from .base import AbstractIntegrator, StepResult
+
+SCHEMES = ("constrained", "null_space")
+
+
+class EMState(NamedTuple):
+    q: Any
+    v: jax.Array
+    lam_hat: jax.Array  # h^2 lam / 2 of the last step (Newton guess)
+
+
+# ------------------------------------------------------------------------- shared pieces
+
+
+def _has_springs(model) -> bool:
+    return any(isinstance(f, SpringDamper) for f in model.forces)
+
+
+def discrete_force(form, model, x0, x1, h, t_mid):
+    """-grad_bar V(q0, q1) + Q_nc(q_mid, v_mid, t_mid), flat (12 nb,).
+
+    Gravity's gradient is constant (exact); with springs, Gonzalez's discrete gradient of
+    the whole potential (NaN-safe at dq = 0, where it is grad V(q_mid))."""
+    nb = model.nb
+    xm = 0.5 * (x0 + x1)
+    dx = x1 - x0
+    vm = (dx / h).reshape(nb, 12)
+    qm = form._unflat(xm, nb)
+    grav = jnp.concatenate(
+        [model.mass[:, None] * model.gravity[None, :], jnp.zeros((nb, 9))], 1
+    ).reshape(-1)
+    Q = grav + form.nonconservative_forces(model, qm, vm, t_mid).reshape(-1)
+    if not _has_springs(model):
+        return Q
+
+    def V_springs(x):  # the potential minus gravity's
+        q = form._unflat(x, nb)
+        return form.potential(model, q) + jnp.sum(model.mass * (q[0] @ model.gravity))
+
+    gV = jax.grad(V_springs)(xm)
+    dx2 = jnp.sum(dx * dx)
+    ok = dx2 > 1e-28
+    safe = jnp.where(ok, dx2, 1.0)
+    corr = (V_springs(x1) - V_springs(x0) - gV @ dx) / safe
+    return Q - (gV + jnp.where(ok, corr, 0.0) * dx)
+
+
+def _gcon_values(form, model, x, t):
+    q = form._unflat(x, model.nb)
+    return constraint_values(model, q[0], form.rotation(q[1]), t)
+
+
+def _all_values(form, model, x, t):
+    return form.residual(model, form._unflat(x, model.nb), t)
+
+
+def momentum_residual(form, model, x0, v0, x1, h, k):
+    """R1 without the multiplier term: (2/h) M (q1 - q0) - 2 M v0 - h f_bar (flat)."""
+    nb = model.nb
+    Mdx = form.times_mass(model, (x1 - x0).reshape(nb, 12)).reshape(-1)
+    Mv0 = form.times_mass(model, v0).reshape(-1)
+    f = discrete_force(form, model, x0, x1, h, (k - 0.5) * h)
+    return (2.0 / h) * Mdx - 2.0 * Mv0 - h * f
+
+
+def constrained_residual(form, model, x0, v0, y, h, k):
+    """(h/2) [R1; R2] in y = (q1 flat, lam_hat = h^2 lam / 2): an O(1) Newton matrix."""
+    n = 12 * model.nb
+    x1, lam_hat = y[:n], y[n:]
+    t1 = k * h
+    xm = 0.5 * (x0 + x1)
+    G = jax.jacfwd(lambda x: _all_values(form, model, x, t1))(xm)
+    r1 = 0.5 * h * momentum_residual(form, model, x0, v0, x1, h, k) + G.T @ lam_hat
+    return jnp.concatenate([r1, _all_values(form, model, x1, t1)])
+
+
+def constrained_matrix(form, model, x0, v0, x1, lam, h, k):
+    """The paper's iteration matrix d(R1, R2)/d(q1, lam) (unscaled, eq. 10 with v_{n+1}
+    eliminated): its 2-norm condition number grows like h^-3 (Tables II-V)."""
+    n = 12 * model.nb
+    t1 = k * h
+
+    def R(y):
+        x1_, lam_ = y[:n], y[n:]
+        G = jax.jacfwd(lambda x: _all_values(form, model, x, t1))(0.5 * (x0 + x1_))
+        r1 = momentum_residual(form, model, x0, v0, x1_, h, k) + h * G.T @ lam_
+        return jnp.concatenate([r1, _all_values(form, model, x1_, t1)])
+
+    return jax.jacfwd(R)(jnp.concatenate([x1, lam]))
+
+
+def multipliers(form, model, x0, v0, x1, h, k):
+    """lam of a step from its positions: least squares of h G(q_mid)^T lam = -R1_0."""
+    G = jax.jacfwd(lambda x: _all_values(form, model, x, k * h))(0.5 * (x0 + x1))
+    r = momentum_residual(form, model, x0, v0, x1, h, k)
+    return -jnp.linalg.lstsq(G.T, r)[0] / h
+
+
+def _global_omega(form, q, v):
+    """Global angular velocities omega = A omega_bar from director rates."""
+    phi, dirs = q
+    w_bar, _ = form.omega_from_rate(dirs, v[:, 3:], jnp.zeros_like(v[:, 3:]))
+    return jnp.einsum("bij,bj->bi", form.rotation(dirs), w_bar)
+
+
+def twist_predictor(form, q, v, h):
+    """Per-body increments (h v_phi, theta) with theta = 2 atan(h |omega| / 2) omega / |omega|:
+    the midpoint rule turns a body by this Cayley angle (notes 2.1, practical notes)."""
+    w = _global_omega(form, q, v)
+    nw2 = jnp.sum(w * w, -1, keepdims=True)
+    ok = nw2 > 1e-30
+    nw = jnp.sqrt(jnp.where(ok, nw2, 1.0))
+    scale = jnp.where(ok, 2.0 * jnp.arctan(0.5 * h * nw) / nw, h)
+    return jnp.concatenate([h * v[:, :3], scale * w], 1)
+
+
+def apply_twists(form, q, xi):
+    """F0: phi + u, d_I <- exp(theta~) d_I per body for xi = (u, theta) (nb, 6) (eq. 44)."""
+    phi, dirs = q
+    R = so3_exp(xi[:, 3:])
+    d = dirs.reshape(-1, 3, 3)
+    d1 = jnp.einsum("bij,bIj->bIi", R, d)
+    return phi + xi[:, :3], d1.reshape(-1, 9)
+
+
+# ----------------------------------------------------------------------- null space pieces
+
+
+class NullSpaceBasis(NamedTuple):
+    """Twist-space bases at q_n: N (6 nb, dof) spans null(G_ext P_int) (so P(q_n) =
+    P_int(q_n) N, eq. 58-61), C (6 nb, 6 nb - dof) its orthogonal complement."""
+
+    N: jax.Array
+    C: jax.Array
+
+
+def twist_basis(form, model, q, t, dof: int) -> NullSpaceBasis:
+    """SVD of G_ext(q) P_int(q): the last ``dof`` right singular vectors span its null space.
+    Depends on q_n only; gradient-stopped (the root does not depend on the basis)."""
+    nb = model.nb
+    x = form._flat(q)
+    P_int = jax.scipy.linalg.block_diag(*form.null_space_internal(q[1]))
+    if model.nc == 0:
+        return NullSpaceBasis(jnp.eye(6 * nb), jnp.zeros((6 * nb, 0)))
+    G_ext = jax.jacfwd(lambda x_: _gcon_values(form, model, x_, t))(x)
+    _, _, Vt = jnp.linalg.svd(G_ext @ P_int, full_matrices=True)
+    V = jax.lax.stop_gradient(Vt.T)
+    r = 6 * nb - dof
+    return NullSpaceBasis(V[:, r:], V[:, :r])
+
+
+def reparametrise(form, model, q0, basis: NullSpaceBasis, mu, t, *, tol, max_iter=30):
+    """q_{n+1} = F_{q_n}(mu) with Phi(F(mu)) = 0 to round-off (eq. 15).
+
+    F(mu) = F0(N mu + C kappa(mu)), where F0 moves each body by a twist increment
+    (phi + u, exp(theta~) d_I: the internal constraints hold exactly, eq. 44) and kappa solves
+    the joint constraints Phi_ext(F0(N mu + C kappa)) = 0 (an r x r Newton, r = 6 nb - dof,
+    implicit gradients w.r.t. mu). DF(0) = P_int(q_n) N = P(q_n) (Sec. 2.2.2, property of
+    every reparametrisation): d Phi_ext F0 / d kappa = G_ext P_int C is invertible and
+    G_ext P_int N = 0.
+    """
+    nb = model.nb
+    N, C = basis
+    r = C.shape[1]
+
+    def F0(mu_, kappa):
+        xi = (N @ mu_ + C @ kappa).reshape(nb, 6)
+        return apply_twists(form, q0, xi)
+
+    if r == 0:
+        return F0(mu, jnp.zeros(0))
+
+    def g(kappa, mu_):
+        q = F0(mu_, kappa)
+        return constraint_values(model, q[0], form.rotation(q[1]), t)
+
+    mu_s = jax.lax.stop_gradient(mu)
+    kappa, _, _ = get_newton("full", max_iter=max_iter).solve(
+        lambda k_: g(k_, mu_s), jax.jacfwd(lambda k_: g(k_, mu_s)), jnp.zeros(r), None, tol=tol
+    )
+    kappa = implicit_root(g, lambda k_, d: k_ + d, kappa, mu, r)
+    return F0(mu, kappa)
+
+
+def discrete_null_space(form, model, xm, P0, t):
+    """P(q_n, q_{n+1}) = Pi(q_mid) P(q_n) with Pi = I - G^T (G G^T)^-1 G, G = G(q_mid) (all
+    rows): range P = null G(q_{n+1/2}) exactly (eq. 14), P -> P(q_n) as q_{n+1} -> q_n
+    (eq. 13, since G(q_n) P(q_n) = 0). For the paper's pairs this spans the same space as
+    its closed forms (113)-(115), (133)-(135), (150)-(151)."""
+    G = jax.jacfwd(lambda x: _all_values(form, model, x, t))(xm)
+    return P0 - G.T @ jnp.linalg.solve(G @ G.T, G @ P0)
+
+
+def reduced_residual(form, model, q0, v0, basis, mu, h, k, *, tol):
+    """R(mu) = P(q_n, F(mu))^T [(2/h) M (F(mu) - q_n) - 2 M v_n + h grad_bar V] (notes 1.2)."""
+    nb = model.nb
+    x0 = form._flat(q0)
+    x1 = form._flat(reparametrise(form, model, q0, basis, mu, k * h, tol=tol))
+    P0 = jax.scipy.linalg.block_diag(*form.null_space_internal(q0[1])) @ basis.N
+    P = discrete_null_space(form, model, 0.5 * (x0 + x1), P0, k * h)
+    return P.T @ momentum_residual(form, model, x0, v0.reshape(nb, 12), x1, h, k)
+
+
+# ------------------------------------------------------------------------------ integrator
+
+
+class EnergyMomentum(AbstractIntegrator):
+    """Energy-momentum midpoint scheme (10) for the director formulation.
+
+    Options (keyword-only): ``scheme`` ("constrained" or "null_space"), ``tol`` (Newton
+    stops when the correction norm is below it; default 1e-12), ``max_iter`` (30),
+    ``newton`` ("full", "modified" or "reuse", or a solver object; default "full"), ``dof``
+    (null_space: the number of degrees of freedom when the joint rows are dependent, e.g. a
+    closed loop; default 6 nb - nc).
+    """
+
+    name: ClassVar[str] = "energy_momentum"
+    formulations: ClassVar[tuple[str, ...]] = ("director",)
+    scheme: str = "constrained"
+    tol: float | None = None
+    max_iter: int = eqx.field(static=True, default=30)
+    newton: Any = "full"
+    dof: int | None = eqx.field(static=True, default=None)
+
+    def __check_init__(self):
+        if self.scheme not in SCHEMES:
+            raise ValueError(
+                f"energy_momentum: scheme must be one of {SCHEMES}, got {self.scheme!r}"
+            )
+        get_newton(self.newton, max_iter=self.max_iter)
+        if self.tol is not None and not (float(self.tol) > 0):
+            raise ValueError(f"energy_momentum: tol must be positive, got {self.tol!r}")
+
+    def _tol(self):
+        return 1e-12 if self.tol is None else self.tol
+
+    def _dof(self, model):
+        dof = 6 * model.nb - model.nc if self.dof is None else self.dof
+        if not 0 <= dof <= 6 * model.nb:
+            raise ValueError(f"energy_momentum: dof = {dof} outside [0, {6 * model.nb}]")
+        return dof
+
+    def init(self, model, form, start, h):
+        if form.name != "director":
+            raise ValueError("energy_momentum steps the 'director' formulation only")
+        self._dof(model)
+        lam_hat = 0.5 * h**2 * start.lam
+        return EMState(start.q, start.v, lam_hat)
+
+    def step(self, model, form, state, k, h):
+        newton = get_newton(self.newton, max_iter=self.max_iter)
+        nb = model.nb
+        n = 12 * nb
+        q0, v0 = state.q, state.v
+        x0 = form._flat(q0)
+        tol = self._tol()
+        frozen = jax.lax.stop_gradient((model, x0, v0))
+
+        if self.scheme == "constrained":
+            guess = form._flat(apply_twists(form, q0, twist_predictor(form, q0, v0, h)))
+            y0 = jax.lax.stop_gradient(jnp.concatenate([guess, state.lam_hat]))
+
+            def res(y):
+                m_, x0_, v0_ = frozen
+                return constrained_residual(form, m_, x0_, v0_, y, h, k)
+
+            y_star, info, _ = newton.solve(
+                res, jax.jacfwd(res), y0, newton.init(y0.shape[0]), tol=tol
+            )
+        else:
+            dof = self._dof(model)
+            m_, x0_, v0_ = frozen
+            q0_ = form._unflat(x0_, nb)
+            basis = twist_basis(form, m_, q0_, k * h, dof)
+            mu0 = basis.N.T @ twist_predictor(form, q0_, v0_, h).reshape(-1)
+
+            def res_mu(mu):
+                return reduced_residual(form, m_, q0_, v0_, basis, mu, h, k, tol=1e-3 * tol)
+
+            mu_star, info, _ = newton.solve(
+                res_mu, jax.jacfwd(res_mu), mu0, newton.init(dof), tol=tol
+            )
+            x1 = form._flat(reparametrise(form, m_, q0_, basis, mu_star, k * h, tol=1e-3 * tol))
+            lam = multipliers(form, m_, x0_, v0_, x1, h, k)
+            y_star = jnp.concatenate([x1, 0.5 * h**2 * lam])
+
+        # implicit gradients of the (scheme-independent) root of the constrained equations
+        def residual(y, params):
+            m_, x0_, v0_ = params
+            return constrained_residual(form, m_, x0_, v0_, y, h, k)
+
+        y = implicit_root(residual, lambda y_, d: y_ + d, y_star, (model, x0, v0), y_star.shape[0])
+        x1, lam_hat = y[:n], y[n:]
+        q1 = form._unflat(x1, nb)
+        v1 = (2.0 / h) * (x1 - x0).reshape(nb, 12) - v0
+        a1 = (v1 - v0) / h
+        lam = lam_hat * (2.0 / h**2)
+        info = NewtonInfo(info.iterations, info.status, info.residual_norm, info.step_norm)
+        return EMState(q1, v1, lam_hat), StepResult(q1, v1, a1, lam, info)
+
+
+def step_matrices(form, model, q0, v0, q1, h, k, *, dof=None):
+    """(constrained, reduced) iteration matrices of one converged step q0 -> q1 (for
+    condition numbers, Tables II-V): the unscaled (n+m) matrix of eq. (10) and the d x d
+    Jacobian dR/dmu of the null-space scheme at its root."""
+    nb = model.nb
+    x0, x1 = form._flat(q0), form._flat(q1)
+    lam = multipliers(form, model, x0, v0, x1, h, k)
+    Kc = constrained_matrix(form, model, x0, v0, x1, lam, h, k)
+    dof = 6 * nb - model.nc if dof is None else dof
+    basis = twist_basis(form, model, q0, k * h, dof)
+    # mu of q1: solve F(mu) = q1 in the least-squares sense by a few Newton steps
+    mu = basis.N.T @ twist_predictor(form, q0, v0, h).reshape(-1)
+    for _ in range(8):
+        F = lambda m: form._flat(reparametrise(form, model, q0, basis, m, k * h, tol=1e-14))  # noqa: E731
+        J = jax.jacfwd(F)(mu)
+        mu = mu - jnp.linalg.lstsq(J, F(mu) - x1)[0]
+    Kr = jax.jacfwd(lambda m: reduced_residual(form, model, q0, v0, basis, m, h, k, tol=1e-14))(mu)
+    return Kc, Kr
