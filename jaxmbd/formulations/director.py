@@ -33,7 +33,6 @@ from __future__ import annotations
 from typing import ClassVar
 
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 
 from ..forces import BodyState, SpringDamper, applied_forces

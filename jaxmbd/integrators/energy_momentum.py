@@ -42,7 +42,7 @@ import jax.numpy as jnp
 
 from ..equations import constraint_values
 from ..forces import SpringDamper
-from ..lie import so3_exp, vee
+from ..lie import so3_exp
 from ..newton import NewtonInfo, get_newton, implicit_root
 from .base import AbstractIntegrator, StepResult
 
