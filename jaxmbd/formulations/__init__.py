@@ -5,8 +5,10 @@ from .director import Director
 from .ra import RA
 from .re import RE
 from .rp import RP
+from .se3 import SE3
 
 FORMULATIONS = {"rA": RA, "rp": RP, "re": RE}
+FORMULATIONS["se3"] = SE3
 FORMULATIONS["director"] = Director
 
 
@@ -29,6 +31,7 @@ __all__ = [
     "RA",
     "RP",
     "RE",
+    "SE3",
     "Director",
     "FORMULATIONS",
     "get_formulation",

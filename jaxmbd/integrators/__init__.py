@@ -18,16 +18,19 @@ from .base import (
     implicit_step,
 )
 from .generalized_alpha import GeneralizedAlpha
+from .munthe_kaas import MuntheKaas
 from .tableau import TABLEAUS, ButcherTableau, get_tableau
 
 INTEGRATORS: dict[str, type[AbstractIntegrator]] = {
     "backward_euler": BackwardEuler,
     "gen_alpha": GeneralizedAlpha,
 }
+INTEGRATORS["rkmk"] = MuntheKaas
 INTEGRATORS["energy_momentum"] = EnergyMomentum
 
 #: The integrator used when none is named, per formulation (accuracy per unit of run time).
 DEFAULT_INTEGRATOR = {"rA": "gen_alpha", "rp": "gen_alpha", "re": "gen_alpha"}
+DEFAULT_INTEGRATOR["se3"] = "rkmk"
 DEFAULT_INTEGRATOR["director"] = "energy_momentum"
 
 #: Options used when none is given, per (formulation, integrator). The reused matrix is the
@@ -109,6 +112,7 @@ __all__ = [
     "Discretisation",
     "GeneralizedAlpha",
     "INTEGRATORS",
+    "MuntheKaas",
     "StartState",
     "StepResult",
     "TABLEAUS",

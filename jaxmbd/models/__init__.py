@@ -15,6 +15,8 @@ from ..io import load_model
 from ..model import Model
 
 BUILTIN = ("single_pendulum", "double_pendulum", "four_link", "slider_crank", "spinning_top")
+# Mueller & Terze (section 5): data and assumptions in jaxmbd.models.mueller_terze
+BUILTIN += ("heavy_top", "spherical_double_pendulum", "floating_pair", "spherical_three_bar")
 
 
 def path(name: str):
@@ -66,3 +68,29 @@ def spinning_top() -> Model:
 # Betsch & Leyendecker (2006): built in code, data and assumptions in
 # jaxmbd.models.betsch_leyendecker
 from .betsch_leyendecker import cylindrical_pair, gyro_top, planar_pair  # noqa: E402, F401
+
+
+def heavy_top() -> Model:
+    """Mueller-Terze 5.1: torque-free box (21.6 kg) on a spherical joint, centre of mass
+    0.5 m from the pivot, omega0 = (0, 20 pi, 10 pi) rad/s, no gravity (see
+    :func:`jaxmbd.models.mueller_terze.build_heavy_top`)."""
+    return load("heavy_top")
+
+
+def spherical_double_pendulum() -> Model:
+    """Mueller-Terze 5.2: two 0.2 m aluminium links on spherical joints (joint1 to the
+    ground, joint2 between them) under gravity (see ``mueller_terze``)."""
+    return load("spherical_double_pendulum")
+
+
+def floating_pair() -> Model:
+    """Mueller-Terze 5.3: the two links of 5.2 joined by one spherical joint (joint2),
+    floating without gravity (see ``mueller_terze``)."""
+    return load("floating_pair")
+
+
+def spherical_three_bar() -> Model:
+    """Mueller-Terze 5.4: closed spherical 3-bar loop (joint1 and joint3 to the ground,
+    joint2 between the links) with the notes' reconstructed geometry (see
+    ``mueller_terze``)."""
+    return load("spherical_three_bar")
