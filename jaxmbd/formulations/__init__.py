@@ -4,12 +4,14 @@ from .base import AbstractAutodiffFormulation, AbstractFormulation, DynamicsBloc
 from .director import Director
 from .ra import RA
 from .re import RE
+from .rotmat import Rotmat
 from .rp import RP
 from .se3 import SE3
 
 FORMULATIONS = {"rA": RA, "rp": RP, "re": RE}
-FORMULATIONS["se3"] = SE3
 FORMULATIONS["director"] = Director
+FORMULATIONS["se3"] = SE3
+FORMULATIONS["rotmat"] = Rotmat
 
 
 def get_formulation(name) -> AbstractFormulation:
@@ -33,6 +35,7 @@ __all__ = [
     "RE",
     "SE3",
     "Director",
+    "Rotmat",
     "FORMULATIONS",
     "get_formulation",
 ]

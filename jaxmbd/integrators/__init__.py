@@ -19,6 +19,7 @@ from .base import (
 )
 from .generalized_alpha import GeneralizedAlpha
 from .munthe_kaas import MuntheKaas
+from .runge_kutta import RungeKutta
 from .tableau import TABLEAUS, ButcherTableau, get_tableau
 
 INTEGRATORS: dict[str, type[AbstractIntegrator]] = {
@@ -27,11 +28,13 @@ INTEGRATORS: dict[str, type[AbstractIntegrator]] = {
 }
 INTEGRATORS["rkmk"] = MuntheKaas
 INTEGRATORS["energy_momentum"] = EnergyMomentum
+INTEGRATORS["rk"] = RungeKutta
 
 #: The integrator used when none is named, per formulation (accuracy per unit of run time).
 DEFAULT_INTEGRATOR = {"rA": "gen_alpha", "rp": "gen_alpha", "re": "gen_alpha"}
 DEFAULT_INTEGRATOR["se3"] = "rkmk"
 DEFAULT_INTEGRATOR["director"] = "energy_momentum"
+DEFAULT_INTEGRATOR["rotmat"] = "rk"
 
 #: Options used when none is given, per (formulation, integrator). The reused matrix is the
 #: fastest Newton variant and every one of its steps is verified; re's chart singularity
@@ -113,6 +116,7 @@ __all__ = [
     "GeneralizedAlpha",
     "INTEGRATORS",
     "MuntheKaas",
+    "RungeKutta",
     "StartState",
     "StepResult",
     "TABLEAUS",

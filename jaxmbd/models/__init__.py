@@ -65,11 +65,6 @@ def spinning_top() -> Model:
     return load("spinning_top")
 
 
-# Betsch & Leyendecker (2006): built in code, data and assumptions in
-# jaxmbd.models.betsch_leyendecker
-from .betsch_leyendecker import cylindrical_pair, gyro_top, planar_pair  # noqa: E402, F401
-
-
 def heavy_top() -> Model:
     """Mueller-Terze 5.1: torque-free box (21.6 kg) on a spherical joint, centre of mass
     0.5 m from the pivot, omega0 = (0, 20 pi, 10 pi) rad/s, no gravity (see
@@ -94,3 +89,12 @@ def spherical_three_bar() -> Model:
     joint2 between the links) with the notes' reconstructed geometry (see
     ``mueller_terze``)."""
     return load("spherical_three_bar")
+
+
+# Betsch & Leyendecker (2006): built in code, data and assumptions in
+# jaxmbd.models.betsch_leyendecker
+from .betsch_leyendecker import cylindrical_pair, gyro_top, planar_pair  # noqa: E402, F401
+
+# Dumitriu & Margaritescu: built in code, data and the eq. 27 angles in
+# jaxmbd.models.dumitriu_margaritescu
+from .dumitriu_margaritescu import bar_double_pendulum  # noqa: E402, F401
