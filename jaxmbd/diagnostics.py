@@ -152,3 +152,34 @@ def reaction_forces(model: Model, sol: Solution, *, per: str = "constraint") -> 
 def position_residual(model: Model, sol: Solution):
     """Phi at every step, (T, nc)."""
     return jax.vmap(lambda t, r, A: constraint_values(model, r, A, t))(sol.t, sol.r, sol.A)
+
+
+# -- Mueller-Terze diagnostics: violations per joint --------------------------------------------
+
+
+class JointViolations(NamedTuple):
+    """Constraint violation of each joint (the Euclidean norm of its GCON rows), (T, n_joints):
+    for a spherical joint ``position`` is the distance between the two joined points in m
+    (Mueller & Terze Figs. 2, 5, 6, 9, 12-14) and ``velocity`` their relative speed."""
+
+    position: jax.Array
+    velocity: jax.Array
+    names: tuple[str, ...]
+
+
+def joint_violation(model: Model, sol: Solution) -> JointViolations:
+    """Per-joint ||Phi_k|| and ||G_k v - nu_k|| at every step, from the Solution's body
+    quantities (r, A, r_dot, omega_bar): the same numbers for every formulation."""
+    joints = list(dict.fromkeys(model.constraint_joints))
+    index = np.array([joints.index(j) for j in model.constraint_joints], dtype=int)
+    one_hot = jnp.asarray(np.eye(len(joints))[index])  # (nc, n_joints)
+
+    def one(t, r, A, rdot, omega):
+        phi, G, nu, _ = rA_terms(model, r, A, rdot, omega, t)
+        v = jnp.concatenate([rdot, omega], 1).reshape(-1)
+        return phi, G @ v - nu
+
+    phi, psi = jax.vmap(one)(sol.t, sol.r, sol.A, sol.rdot, sol.omega)
+    return JointViolations(
+        jnp.sqrt((phi**2) @ one_hot), jnp.sqrt((psi**2) @ one_hot), tuple(joints)
+    )

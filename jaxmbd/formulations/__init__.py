@@ -9,6 +9,7 @@ from .rp import RP
 from .se3 import SE3
 
 FORMULATIONS = {"rA": RA, "rp": RP, "re": RE}
+FORMULATIONS["se3"] = SE3
 FORMULATIONS["director"] = Director
 FORMULATIONS["se3"] = SE3
 FORMULATIONS["rotmat"] = Rotmat
