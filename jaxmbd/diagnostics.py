@@ -183,3 +183,23 @@ def joint_violation(model: Model, sol: Solution) -> JointViolations:
     return JointViolations(
         jnp.sqrt((phi**2) @ one_hot), jnp.sqrt((psi**2) @ one_hot), tuple(joints)
     )
+
+
+# -- Dumitriu-Margaritescu (rotmat) diagnostics -------------------------------------------------
+
+
+def orthogonality_multipliers(model: Model, sol: Solution, *, method: str = "two_step"):
+    """The symmetric multipliers Lambda_i (T, nb, 3, 3) of the orthogonality constraints
+    R_i^T R_i = I along a ``rotmat`` Solution (Dumitriu & Margaritescu eqs. 9 and 25), see
+    :func:`jaxmbd.formulations.rotmat.orthogonality_multipliers`."""
+    from .formulations.rotmat import orthogonality_multipliers as _lambda
+
+    return _lambda(model, sol, method=method)
+
+
+def orthogonality_error(sol: Solution):
+    """||R_i^T R_i - I||_F (T, nb) of a ``rotmat`` Solution (the drift of the quadratic
+    orthogonality constraints; no stabilisation)."""
+    from .formulations.rotmat import orthogonality_error as _error
+
+    return _error(sol)
