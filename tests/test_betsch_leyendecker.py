@@ -428,3 +428,42 @@ def test_gradient_through_energy_momentum():
     fd = (loss(m0 + eps) - loss(m0 - eps)) / (2 * eps)
     assert abs(float(g[0]) - float(fd[0])) < 1e-6 * max(1.0, abs(float(fd[0])))
     assert abs(float(g[0])) > 1e-6
+
+
+def test_six_body_linkage_symmetry_closure_energy():
+    """Closed loop, 30 rows of rank 29 (dof=1): both schemes conserve H, keep the symmetry
+    theta1 = theta3 = theta5, theta2 = theta4 and the closure relation
+    sin(theta2) (1 - sin(theta1)) = sin(theta1) (Sec. 5.4.2), and agree."""
+    from jaxmbd.models.betsch_leyendecker import six_body_joint_angles, six_body_linkage_geometry
+
+    geo = six_body_linkage_geometry()
+    m0, c0, J0 = geo["bodies"][0]
+    a, L = geo["a"], geo["L"]  # the paper's mass, COM and inertia of body 0
+    assert abs(m0 - 1000 * a * a * L**3 / 6) < 1e-15
+    assert np.allclose(c0, [a * L / 4, L / 2, -a * L / 4], atol=1e-15)
+    J_paper = 1000 * L**5 * a * a / 40 * np.array(
+        [[1 / 3 + a * a / 4, a / 6, -a * a / 12], [a / 6, a * a / 2, a / 6],
+         [-a * a / 12, a / 6, 1 / 3 + a * a / 4]]
+    )  # fmt: skip
+    assert np.max(np.abs(J0 - J_paper)) < 1e-18
+    model = mbd.models.six_body_linkage()
+    sols = {}
+    for scheme in ("constrained", "null_space"):
+        sol = mbd.simulate(
+            model, formulation="director", integrator="energy_momentum", scheme=scheme,
+            dof=1, t_end=0.2, h=0.01, check=False,
+        )  # fmt: skip
+        # the start's multipliers are not unique (redundant rows): status 2 at t = 0 only
+        assert np.all(np.asarray(sol.status[1:]) == 0)
+        H, _, _ = _invariants(model, sol)
+        assert np.max(np.abs(H - H[0])) / abs(H[0]) < 1e-12
+        th = six_body_joint_angles(sol.A)
+        assert np.max(np.abs(th[:, 0] - th[:, 2])) < 1e-8
+        assert np.max(np.abs(th[:, 0] - th[:, 4])) < 1e-8
+        assert np.max(np.abs(th[:, 1] - th[:, 3])) < 1e-8
+        s1, s2 = np.sin(th[:, 0]), np.sin(th[:, 1])
+        assert np.max(np.abs(s2 * (1 - s1) - s1)) < 1e-10
+        assert np.ptp(th[:, 0]) > 0.5  # it moves
+        assert _max_violation(model, sol, 0.01) < 1e-12
+        sols[scheme] = sol
+    assert np.max(np.abs(sols["constrained"].q - sols["null_space"].q)) < 1e-10

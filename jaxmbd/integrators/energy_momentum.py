@@ -166,8 +166,20 @@ def _gcon_values(form, model, x, t):
     return constraint_values(model, q[0], form.rotation(q[1]), t)
 
 
-def _all_values(form, model, x, t):
-    return form.residual(model, form._unflat(x, model.nb), t)
+def _all_values(form, model, x, t, W=None):
+    """[Phi_GCON; Phi_int], or W^T of it when the rows are redundant (closed loops): W
+    (m x rank) spans range G(q_n), fixed during a step, so W^T G(q_mid) is still the exact
+    discrete derivative of W^T Phi."""
+    phi = form.residual(model, form._unflat(x, model.nb), t)
+    return phi if W is None else W.T @ phi
+
+
+def range_basis(form, model, x0, t, rank: int):
+    """W (m x rank): left singular vectors of G(q_n) of the ``rank`` largest singular values
+    (gradient-stopped; the root does not depend on it)."""
+    G = jax.jacfwd(lambda x: _all_values(form, model, x, t))(x0)
+    U, _, _ = jnp.linalg.svd(G, full_matrices=False)
+    return jax.lax.stop_gradient(U[:, :rank])
 
 
 def momentum_residual(form, model, x0, v0, x1, h, k):
@@ -179,18 +191,18 @@ def momentum_residual(form, model, x0, v0, x1, h, k):
     return (2.0 / h) * Mdx - 2.0 * Mv0 - h * f
 
 
-def constrained_residual(form, model, x0, v0, y, h, k):
+def constrained_residual(form, model, x0, v0, y, h, k, W=None):
     """(h/2) [R1; R2] in y = (q1 flat, lam_hat = h^2 lam / 2): an O(1) Newton matrix."""
     n = 12 * model.nb
     x1, lam_hat = y[:n], y[n:]
     t1 = k * h
     xm = 0.5 * (x0 + x1)
-    G = jax.jacfwd(lambda x: _all_values(form, model, x, t1))(xm)
+    G = jax.jacfwd(lambda x: _all_values(form, model, x, t1, W))(xm)
     r1 = 0.5 * h * momentum_residual(form, model, x0, v0, x1, h, k) + G.T @ lam_hat
-    return jnp.concatenate([r1, _all_values(form, model, x1, t1)])
+    return jnp.concatenate([r1, _all_values(form, model, x1, t1, W)])
 
 
-def constrained_matrix(form, model, x0, v0, x1, lam, h, k):
+def constrained_matrix(form, model, x0, v0, x1, lam, h, k, W=None):
     """The paper's iteration matrix d(R1, R2)/d(q1, lam) (unscaled, eq. 10 with v_{n+1}
     eliminated): its 2-norm condition number grows like h^-3 (Tables II-V)."""
     n = 12 * model.nb
@@ -198,16 +210,16 @@ def constrained_matrix(form, model, x0, v0, x1, lam, h, k):
 
     def R(y):
         x1_, lam_ = y[:n], y[n:]
-        G = jax.jacfwd(lambda x: _all_values(form, model, x, t1))(0.5 * (x0 + x1_))
+        G = jax.jacfwd(lambda x: _all_values(form, model, x, t1, W))(0.5 * (x0 + x1_))
         r1 = momentum_residual(form, model, x0, v0, x1_, h, k) + h * G.T @ lam_
-        return jnp.concatenate([r1, _all_values(form, model, x1_, t1)])
+        return jnp.concatenate([r1, _all_values(form, model, x1_, t1, W)])
 
     return jax.jacfwd(R)(jnp.concatenate([x1, lam]))
 
 
-def multipliers(form, model, x0, v0, x1, h, k):
+def multipliers(form, model, x0, v0, x1, h, k, W=None):
     """lam of a step from its positions: least squares of h G(q_mid)^T lam = -R1_0."""
-    G = jax.jacfwd(lambda x: _all_values(form, model, x, k * h))(0.5 * (x0 + x1))
+    G = jax.jacfwd(lambda x: _all_values(form, model, x, k * h, W))(0.5 * (x0 + x1))
     r = momentum_residual(form, model, x0, v0, x1, h, k)
     return -jnp.linalg.lstsq(G.T, r)[0] / h
 
@@ -286,9 +298,16 @@ def reparametrise(form, model, q0, basis: NullSpaceBasis, mu, t, *, tol, max_ite
     if r == 0:
         return F0(mu, jnp.zeros(0))
 
+    # B = d Phi_ext / d kappa at q_n (full column rank): B^T Phi_ext = 0 is square and, near
+    # kappa = 0, equivalent to Phi_ext = 0 also when the joint rows are redundant
+    x0 = form._flat(q0)
+    P_int = jax.scipy.linalg.block_diag(*form.null_space_internal(q0[1]))
+    G_ext = jax.jacfwd(lambda x_: _gcon_values(form, model, x_, t))(x0)
+    B = jax.lax.stop_gradient(G_ext @ P_int @ C)
+
     def g(kappa, mu_):
         q = F0(mu_, kappa)
-        return constraint_values(model, q[0], form.rotation(q[1]), t)
+        return B.T @ constraint_values(model, q[0], form.rotation(q[1]), t)
 
     mu_s = jax.lax.stop_gradient(mu)
     kappa, _, _ = get_newton("full", max_iter=max_iter).solve(
@@ -298,22 +317,22 @@ def reparametrise(form, model, q0, basis: NullSpaceBasis, mu, t, *, tol, max_ite
     return F0(mu, kappa)
 
 
-def discrete_null_space(form, model, xm, P0, t):
+def discrete_null_space(form, model, xm, P0, t, W=None):
     """P(q_n, q_{n+1}) = Pi(q_mid) P(q_n) with Pi = I - G^T (G G^T)^-1 G, G = G(q_mid) (all
     rows): range P = null G(q_{n+1/2}) exactly (eq. 14), P -> P(q_n) as q_{n+1} -> q_n
     (eq. 13, since G(q_n) P(q_n) = 0). For the paper's pairs this spans the same space as
     its closed forms (113)-(115), (133)-(135), (150)-(151)."""
-    G = jax.jacfwd(lambda x: _all_values(form, model, x, t))(xm)
+    G = jax.jacfwd(lambda x: _all_values(form, model, x, t, W))(xm)
     return P0 - G.T @ jnp.linalg.solve(G @ G.T, G @ P0)
 
 
-def reduced_residual(form, model, q0, v0, basis, mu, h, k, *, tol):
+def reduced_residual(form, model, q0, v0, basis, mu, h, k, *, tol, W=None):
     """R(mu) = P(q_n, F(mu))^T [(2/h) M (F(mu) - q_n) - 2 M v_n + h grad_bar V] (notes 1.2)."""
     nb = model.nb
     x0 = form._flat(q0)
     x1 = form._flat(reparametrise(form, model, q0, basis, mu, k * h, tol=tol))
     P0 = jax.scipy.linalg.block_diag(*form.null_space_internal(q0[1])) @ basis.N
-    P = discrete_null_space(form, model, 0.5 * (x0 + x1), P0, k * h)
+    P = discrete_null_space(form, model, 0.5 * (x0 + x1), P0, k * h, W)
     return P.T @ momentum_residual(form, model, x0, v0.reshape(nb, 12), x1, h, k)
 
 
@@ -361,7 +380,8 @@ class EnergyMomentum(AbstractIntegrator):
         if form.name != "director":
             raise ValueError("energy_momentum steps the 'director' formulation only")
         self._dof(model)
-        lam_hat = 0.5 * h**2 * start.lam
+        # (a start with redundant rows has no unique multipliers: only a Newton guess)
+        lam_hat = jnp.where(jnp.isfinite(start.lam), 0.5 * h**2 * start.lam, 0.0)
         return EMState(start.q, start.v, lam_hat)
 
     def step(self, model, form, state, k, h):
@@ -372,42 +392,48 @@ class EnergyMomentum(AbstractIntegrator):
         x0 = form._flat(q0)
         tol = self._tol()
         frozen = jax.lax.stop_gradient((model, x0, v0))
+        dof = self._dof(model)
+        W = None
+        if dof != 6 * nb - model.nc:  # redundant joint rows (closed loop): rank n - dof
+            W = range_basis(form, frozen[0], frozen[1], k * h, n - dof)
 
         if self.scheme == "constrained":
             guess = form._flat(apply_twists(form, q0, twist_predictor(form, q0, v0, h)))
-            y0 = jax.lax.stop_gradient(jnp.concatenate([guess, state.lam_hat]))
+            lam_guess = state.lam_hat if W is None else W.T @ state.lam_hat
+            y0 = jax.lax.stop_gradient(jnp.concatenate([guess, lam_guess]))
 
             def res(y):
                 m_, x0_, v0_ = frozen
-                return constrained_residual(form, m_, x0_, v0_, y, h, k)
+                return constrained_residual(form, m_, x0_, v0_, y, h, k, W)
 
             y_star, info, _ = newton.solve(
                 res, jax.jacfwd(res), y0, newton.init(y0.shape[0]), tol=tol
             )
         else:
-            dof = self._dof(model)
             m_, x0_, v0_ = frozen
             q0_ = form._unflat(x0_, nb)
             basis = twist_basis(form, m_, q0_, k * h, dof)
             mu0 = basis.N.T @ twist_predictor(form, q0_, v0_, h).reshape(-1)
 
             def res_mu(mu):
-                return reduced_residual(form, m_, q0_, v0_, basis, mu, h, k, tol=1e-3 * tol)
+                return reduced_residual(form, m_, q0_, v0_, basis, mu, h, k, tol=1e-3 * tol, W=W)
 
             mu_star, info, _ = newton.solve(
                 res_mu, jax.jacfwd(res_mu), mu0, newton.init(dof), tol=tol
             )
             x1 = form._flat(reparametrise(form, m_, q0_, basis, mu_star, k * h, tol=1e-3 * tol))
-            lam = multipliers(form, m_, x0_, v0_, x1, h, k)
+            lam = multipliers(form, m_, x0_, v0_, x1, h, k, W)
             y_star = jnp.concatenate([x1, 0.5 * h**2 * lam])
 
         # implicit gradients of the (scheme-independent) root of the constrained equations
         def residual(y, params):
             m_, x0_, v0_ = params
-            return constrained_residual(form, m_, x0_, v0_, y, h, k)
+            return constrained_residual(form, m_, x0_, v0_, y, h, k, W)
 
         y = implicit_root(residual, lambda y_, d: y_ + d, y_star, (model, x0, v0), y_star.shape[0])
         x1, lam_hat = y[:n], y[n:]
+        if W is not None:  # multipliers of all rows (minimum norm)
+            lam_hat = W @ lam_hat
         q1 = form._unflat(x1, nb)
         v1 = (2.0 / h) * (x1 - x0).reshape(nb, 12) - v0
         a1 = (v1 - v0) / h
@@ -420,12 +446,16 @@ class EnergyMomentum(AbstractIntegrator):
 def step_matrices(form, model, q0, v0, q1, h, k, *, dof=None):
     """(constrained, reduced) iteration matrices of one converged step q0 -> q1 (for
     condition numbers, Tables II-V): the unscaled (n+m) matrix of eq. (10) and the d x d
-    Jacobian dR/dmu of the null-space scheme at its root."""
+    Jacobian dR/dmu of the null-space scheme at its root. With redundant rows (``dof``
+    given, closed loops) the constrained matrix uses the rank independent combinations
+    W^T Phi (see :func:`range_basis`)."""
     nb = model.nb
+    n = 12 * nb
     x0, x1 = form._flat(q0), form._flat(q1)
-    lam = multipliers(form, model, x0, v0, x1, h, k)
-    Kc = constrained_matrix(form, model, x0, v0, x1, lam, h, k)
     dof = 6 * nb - model.nc if dof is None else dof
+    W = None if dof == 6 * nb - model.nc else range_basis(form, model, x0, k * h, n - dof)
+    lam = multipliers(form, model, x0, v0, x1, h, k, W)
+    Kc = constrained_matrix(form, model, x0, v0, x1, lam, h, k, W)
     basis = twist_basis(form, model, q0, k * h, dof)
     # mu of q1: solve F(mu) = q1 in the least-squares sense by a few Newton steps
     mu = basis.N.T @ twist_predictor(form, q0, v0, h).reshape(-1)
@@ -435,5 +465,7 @@ def step_matrices(form, model, q0, v0, q1, h, k, *, dof=None):
 
     for _ in range(6):  # unrolled Gauss-Newton (converges quadratically from the predictor)
         mu = mu - jnp.linalg.lstsq(jax.jacfwd(F)(mu), F(mu) - x1)[0]
-    Kr = jax.jacfwd(lambda m: reduced_residual(form, model, q0, v0, basis, m, h, k, tol=1e-14))(mu)
+    Kr = jax.jacfwd(
+        lambda m: reduced_residual(form, model, q0, v0, basis, m, h, k, tol=1e-14, W=W)
+    )(mu)
     return Kc, Kr

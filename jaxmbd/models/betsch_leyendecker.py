@@ -105,3 +105,88 @@ def planar_pair() -> Model:
     b.add_body("pyramid", mass=2.0, inertia=[43 / 40, 43 / 40, 0.8], r=phi2, rdot=v2, omega=w2)
     b.planar("E", body_i="plate", body_j="pyramid", point=phi1 + rho1, point_j=phi2 + rho2, axis=n)
     return b.build()
+
+
+def _tetrahedron(vertices: np.ndarray, rho: float):
+    """Mass, centre of mass and inertia about it (global axes) of a uniform tetrahedron:
+    int x x^T dm = m / 20 (sum v_i v_i^T + s s^T), s = sum v_i, about the origin."""
+    v = np.asarray(vertices, dtype=np.float64)
+    vol = abs(np.linalg.det(np.stack([v[1] - v[0], v[2] - v[0], v[3] - v[0]]))) / 6.0
+    m = rho * vol
+    c = v.mean(0)
+    s = v.sum(0)
+    second = m / 20.0 * (v.T @ v + np.outer(s, s)) - m * np.outer(c, c)
+    J = np.trace(second) * np.eye(3) - second
+    return m, c, J
+
+
+def six_body_linkage_geometry(*, L: float = 0.1, gamma: float = 0.16 * math.pi):
+    """The notes' reconstruction (section 2.4): hexagon H_0..H_5 on the cube of side L,
+    edge directions a(H_k), tetrahedral bodies k = 0..5 with spine H_k -> H_{k+1}."""
+    a = math.tan(gamma)
+    H = L * np.array(
+        [[0, 0, 0], [0, 1, 0], [1, 1, 0], [1, 1, -1], [1, 0, -1], [0, 0, -1]], dtype=np.float64
+    )
+    e = np.eye(3)
+    axes = np.array([e[0], -e[2], -e[1], -e[0], e[2], e[1]])
+    bodies = []
+    for k in range(6):
+        k1 = (k + 1) % 6
+        verts = [H[k], H[k] + a * L * axes[k], H[k1], H[k1] + a * L * axes[k1]]
+        bodies.append(_tetrahedron(np.array(verts), 1000.0))
+    return dict(a=a, L=L, H=H, axes=axes, bodies=bodies)
+
+
+def six_body_linkage(*, theta_dot: float = 30.0) -> Model:
+    """Closed six-body loop (Bricard-type overconstrained 6R, Sec. 5.4.2) with the notes'
+    reconstructed geometry (paper's ref. [27] is missing): body 0 is the ground, bodies
+    1..5 move. Joint k (k = 1..6) at H_k (H_6 = H_0) with axis a(H_k), between body k - 1
+    and body k; joint 6 closes the loop between body 5 and body 0. rho = 1000, gamma =
+    0.16 pi, L = 0.1; gravity 9.81 along -e3 [assumed]; theta1_dot = 30 with all five
+    open-chain joint rates 30 (dtheta2/dtheta1 = 1 at theta1 = 0).
+
+    The six revolute joints give 30 rows of rank 29 (one degree of freedom): simulate with
+    ``dof=1`` (energy_momentum then uses 29 independent combinations of the rows, fixed per
+    step). Dropping one closure row instead (the notes' z-position row) is not enough: at
+    h = 0.01 the motion then leaves the loop near theta1 = -pi/2, where the 29 remaining
+    rows stop implying the dropped one (measured: the dropped row reaches -0.15).
+    Inertias are the tetrahedra's, non-principal in the (global-aligned) body frames,
+    handled by the director formulation's full Euler
+    tensor."""
+    geo = six_body_linkage_geometry()
+    H, axes, bodies = geo["H"], geo["axes"], geo["bodies"]
+    b = ModelBuilder(name="six_body_linkage", gravity=(0.0, 0.0, -9.81))
+    # open-chain velocities: omega_k = omega_{k-1} + theta_dot a(H_k), body k turns about H_k
+    omega_prev, v_point_prev, c_prev = np.zeros(3), np.zeros(3), None
+    names = ["ground"] + [f"body{k}" for k in range(1, 6)]
+    for k in range(1, 6):
+        m, c, J = bodies[k]
+        omega = omega_prev + theta_dot * axes[k]
+        # velocity of the joint point H_k on body k - 1, then of body k's COM
+        v_joint = np.zeros(3) if k == 1 else v_point_prev + np.cross(omega_prev, H[k] - c_prev)
+        v_c = v_joint + np.cross(omega, c - H[k])
+        b.add_body(names[k], mass=m, inertia=J, r=c, rdot=v_c, omega=omega)
+        omega_prev, v_point_prev, c_prev = omega, v_c, c
+    for k in range(1, 6):
+        b.revolute(f"joint{k}", body_i=names[k - 1], body_j=names[k], point=H[k], axis=axes[k])
+    # joint 6 closes the loop (body 5 - ground at H_0, axis a(H_0) fixed in body 5)
+    b.revolute("joint6", body_i="body5", body_j="ground", point=H[0], axis=axes[0])
+    return b.build()
+
+
+def six_body_joint_angles(A):
+    """Relative joint angles theta_1..theta_6 (T, 6) from body rotations A (T, 5, 3, 3):
+    the rotation angle of body k relative to body k - 1 about the joint axis a(H_k)."""
+    from ..lie import so3_log
+
+    geo = six_body_linkage_geometry()
+    axes = geo["axes"]
+    A = np.asarray(A)
+    eye = np.broadcast_to(np.eye(3), A[:, 0].shape)
+    frames = [eye] + [A[:, k] for k in range(5)] + [eye]
+    out = []
+    for k in range(1, 7):
+        rel = np.einsum("tji,tjk->tik", frames[k - 1], frames[k])  # A_{k-1}^T A_k
+        w = np.asarray(so3_log(rel))
+        out.append(w @ axes[k % 6])  # body frames coincide with global at t = 0
+    return np.stack(out, 1)
