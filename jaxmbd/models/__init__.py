@@ -93,7 +93,12 @@ def spherical_three_bar() -> Model:
 
 # Betsch & Leyendecker (2006): built in code, data and assumptions in
 # jaxmbd.models.betsch_leyendecker
-from .betsch_leyendecker import cylindrical_pair, gyro_top, planar_pair  # noqa: E402, F401
+from .betsch_leyendecker import (  # noqa: E402, F401
+    cylindrical_pair,
+    gyro_top,
+    planar_pair,
+    six_body_linkage,
+)
 
 # Dumitriu & Margaritescu: built in code, data and the eq. 27 angles in
 # jaxmbd.models.dumitriu_margaritescu
