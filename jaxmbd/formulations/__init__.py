@@ -9,7 +9,6 @@ from .rp import RP
 from .se3 import SE3
 
 FORMULATIONS = {"rA": RA, "rp": RP, "re": RE}
-FORMULATIONS["se3"] = SE3
 FORMULATIONS["director"] = Director
 FORMULATIONS["se3"] = SE3
 FORMULATIONS["rotmat"] = Rotmat
