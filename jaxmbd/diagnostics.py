@@ -26,7 +26,13 @@ class Energy(NamedTuple):
 
 def energy(model: Model, sol: Solution) -> Energy:
     """Kinetic energy 1/2 (m |r_dot|^2 + omega_bar^T J omega_bar) and potential energy
-    -m g^T r (+ 1/2 k (l - l0)^2 of each spring-damper)."""
+    -m g^T r (+ 1/2 k (l - l0)^2 of each spring-damper). Director solutions: 1/2 v^T M v
+    with the redundant velocities, where energy_momentum conserves it exactly."""
+    if _director(sol):
+        form, q = _director_q(sol)
+        kinetic = jax.vmap(lambda v: form.kinetic_energy(model, v))(sol.v)
+        potential = jax.vmap(lambda q_: form.potential(model, q_))(q)
+        return Energy(kinetic, potential, kinetic + potential)
     J = model.inertia
     kinetic = 0.5 * (
         jnp.einsum("b,tbi,tbi->t", model.mass, sol.rdot, sol.rdot)
@@ -48,16 +54,32 @@ def energy(model: Model, sol: Solution) -> Energy:
 
 
 def linear_momentum(model: Model, sol: Solution):
-    """Sum of m r_dot, (T, 3)."""
+    """Sum of m r_dot, (T, 3) (director solutions: sum of m v_phi)."""
+    if _director(sol):
+        return jnp.einsum("b,tbi->ti", model.mass, sol.v[:, :, :3])
     return jnp.einsum("b,tbi->ti", model.mass, sol.rdot)
 
 
 def angular_momentum(model: Model, sol: Solution, point=(0.0, 0.0, 0.0)):
-    """Global angular momentum about ``point``: sum (r - p) x m r_dot + A J omega_bar, (T, 3)."""
+    """Global angular momentum about ``point``: sum (r - p) x m r_dot + A J omega_bar, (T, 3).
+    Director solutions: sum phi x m v_phi + E_IJ d_I x v_J (redundant form)."""
+    if _director(sol):
+        form, q = _director_q(sol)
+        return jax.vmap(lambda q_, v: form.angular_momentum(model, q_, v, point))(q, sol.v)
     rel = sol.r - jnp.asarray(point)
     orbital = jnp.cross(rel, model.mass[None, :, None] * sol.rdot)
     spin = jnp.einsum("tbij,bjk,tbk->tbi", sol.A, model.inertia, sol.omega)
     return jnp.sum(orbital + spin, axis=1)
+
+
+def _director(sol) -> bool:
+    return sol.formulation == "director" and sol.q is not None and sol.v is not None
+
+
+def _director_q(sol):
+    from .formulations import get_formulation
+
+    return get_formulation("director"), (sol.q[:, :, :3], sol.q[:, :, 3:])
 
 
 class Violations(NamedTuple):
