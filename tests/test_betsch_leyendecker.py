@@ -133,9 +133,10 @@ def test_body_state_round_trip():
 
 
 def _pair_models():
-    """S, R, P (translational), C, E pairs between two free bodies at generic poses."""
+    """Two free bodies without a joint, and S, R, P (translational), C, E pairs, at generic
+    poses."""
     out = {}
-    for kind in ("S", "R", "P", "C", "E"):
+    for kind in ("free", "S", "R", "P", "C", "E"):
         b = ModelBuilder(name=kind, gravity=(0.0, 0.0, 0.0))
         A1, A2 = _random_rotation(RNG), _random_rotation(RNG)
         b.add_body("1", mass=3.0, inertia=[1.0, 2.0, 2.5], r=(0.0, 0.0, 0.0), A=A1)
@@ -147,6 +148,8 @@ def _pair_models():
             b.revolute("j", body_i="1", body_j="2", point=pt, axis=ax)
         elif kind == "P":
             b.translational("j", body_i="1", body_j="2", point=pt, axis=ax)
+        elif kind == "free":
+            pass
         elif kind == "C":
             b.cylindrical("j", body_i="1", body_j="2", point=pt, axis=ax)
         else:
@@ -156,7 +159,7 @@ def _pair_models():
 
 
 PAIRS = _pair_models()
-DOF = {"S": 9, "R": 7, "P": 7, "C": 8, "E": 9}
+DOF = {"free": 12, "S": 9, "R": 7, "P": 7, "C": 8, "E": 9}
 
 
 @eqx.filter_jit
