@@ -481,3 +481,13 @@ def test_six_body_linkage_symmetry_closure_energy():
         assert _max_violation(model, sol, 0.01) < 1e-12
         sols[scheme] = sol
     assert np.max(np.abs(sols["constrained"].q - sols["null_space"].q)) < 1e-10
+
+
+def test_bad_options_raise():
+    model = mbd.models.gyro_top()
+    with pytest.raises(ValueError, match="scheme"):
+        mbd.simulate(model, formulation="director", scheme="midpoint", t_end=0.01, h=0.01)
+    with pytest.raises(ValueError, match="cannot step formulation"):
+        mbd.simulate(model, formulation="rA", integrator="energy_momentum", t_end=0.01, h=0.01)
+    with pytest.raises(ValueError, match="dof"):
+        mbd.simulate(model, formulation="director", dof=99, t_end=0.01, h=0.01)

@@ -26,6 +26,13 @@ Because every director constraint is at most quadratic, G(q_{n+1/2}) is an exact
 derivative (:mod:`jaxmbd.formulations.director`), so both schemes conserve the energy
 exactly (to the Newton tolerance) and the momentum maps of symmetries of V and Phi.
 
+Newton: :class:`DampedNewton` (backtracking on ||F||) from the Cayley-angle rotation predictor
+2 atan(h |omega| / 2) (notes 2.1), so the gyro top runs at h = 0.05 (~2.6 rad per step).
+Redundant joint rows (a closed loop such as the six-body linkage, 30 rows of rank 29): pass
+``dof``; the constrained rows are then W^T Phi with W a basis of range G(q_n) fixed during
+the step (still an exact discrete derivative), and the inner projection of the null-space
+reparametrisation uses B^T Phi_ext (B = dPhi_ext/dkappa at q_n).
+
 Both schemes end with the same root (q_{n+1}, lam) of the constrained equations; the
 gradient of a step is attached to it by the implicit function theorem
 (:func:`jaxmbd.newton.implicit_root` on the constrained residual), so ``jax.grad`` never
