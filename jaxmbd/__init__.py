@@ -90,3 +90,9 @@ __all__ = [
     "stack_models",
     "vee",
 ]
+
+# Mueller & Terze: SE(3) formulation and Munthe-Kaas RK
+from .formulations import SE3  # noqa: E402
+from .integrators import MuntheKaas  # noqa: E402
+
+__all__ += ["SE3", "MuntheKaas"]
