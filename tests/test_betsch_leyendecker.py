@@ -249,6 +249,57 @@ def test_cylindrical_pair_closed_forms():
     assert np.max(np.abs(proj(r["P"]) - proj(P_disc))) < 1e-10
 
 
+@pytest.mark.parametrize("kind", ["P", "E"])
+def test_prismatic_and_planar_pair_closed_forms(kind):
+    """P pair (131)-(135) and E pair (150)-(151), written from the paper with the joint's
+    body-1 vectors m1, m2, n at the midpoint: the continuous P (translations along n, resp.
+    m1, m2) fails the discrete condition (14); the substitutions m1 x m2 (P) and m2 x n,
+    n x m1 (E) satisfy it and span our discrete null space."""
+    model = PAIRS[kind]
+    dof = DOF[kind]
+    r = _pair_quantities(model, jnp.asarray(0.4 * RNG.normal(size=dof)))
+    r = {k: np.asarray(v) for k, v in r.items()}
+    xm = r["xm"]
+    phi1, D1, phi2, D2 = xm[:3], xm[3:12], xm[12:15], xm[15:]
+    R1, R2 = D1.reshape(3, 3), D2.reshape(3, 3)  # rows d_I: local a -> global a @ R
+    if kind == "P":  # Perp-2 rows carry m1, m2 (body 1)
+        a = np.asarray(model.gcon("DP2").a_bar_i)
+        m1l, m2l = a[0], a[1]
+    else:  # Perp-1 rows carry m1, m2; the DP2 row carries n and the point on body 2
+        a = np.asarray(model.gcon("DP1").a_bar_i)
+        m1l, m2l = a[0], a[1]
+    m1, m2, n = m1l @ R1, m2l @ R1, np.cross(m1l, m2l) @ R1
+    I3 = np.eye(3)
+
+    def P_pair(trans_cols, rot_col):
+        d = 6 + trans_cols.shape[1] + (rot_col is not None)
+        Pext2 = np.zeros((6, d))
+        Pext2[:3, :3] = I3
+        Pext2[:3, 3:6] = _hat(phi1 - phi2)
+        Pext2[3:, 3:6] = I3
+        Pext2[:3, 6 : 6 + trans_cols.shape[1]] = trans_cols
+        if rot_col is not None:
+            rho2 = np.asarray(model.gcon("DP2").s_bar_q_j[0]) @ R2
+            Pext2[:3, -1] = np.cross(rho2, rot_col)
+            Pext2[3:, -1] = rot_col
+        P = np.zeros((24, d))
+        P[:12, :6] = _P_int(D1)
+        P[12:, :] = _P_int(D2) @ Pext2
+        return P
+
+    if kind == "P":
+        P_cont = P_pair(n[:, None], None)
+        P_disc = P_pair(np.cross(m1, m2)[:, None], None)
+    else:
+        P_cont = P_pair(np.stack([m1, m2], 1), n)
+        P_disc = P_pair(np.stack([np.cross(m2, n), np.cross(n, m1)], 1), n)
+    assert np.max(np.abs(r["Gm"] @ P_cont)) > 1e-6
+    assert np.max(np.abs(r["Gm"] @ P_disc)) < 1e-12
+    Q1, _ = np.linalg.qr(r["P"])
+    Q2, _ = np.linalg.qr(P_disc)
+    assert np.max(np.abs(Q1 @ Q1.T - Q2 @ Q2.T)) < 1e-10
+
+
 def _P_int(D):
     """Eq. (29) for directors D = (d1, d2, d3) (9,), in numpy."""
     P = np.zeros((12, 6))
