@@ -340,6 +340,21 @@ def test_index1_system_matches_newton_euler_rA_and_se3():
         form = get_formulation(name)
         q, v, _ = form.from_body_state(r, A, rdot, omega, jnp.zeros((2, 3)), jnp.zeros((2, 3)))
         a, lam = index1_dynamics(model, form, q, v, 0.0)
+        # the KKT solution satisfies the formulation's own equations of motion (for rA the
+        # independent hand-coded eq. 31a of formulations/ra.py) and G a = gamma
+        g, _ = form.dynamics_equations(model, q, v, a, lam, 0.0)
+        assert np.abs(np.asarray(g)).max() < 1e-10
+        G, _ = form.velocity_terms(model, q, 0.0)
+        gamma = form.acceleration_rhs(model, q, v, 0.0)
+        assert np.abs(np.asarray(G @ a.reshape(-1) - gamma)).max() < 1e-10
+        # gamma = -d^2/ds^2 Phi(q exp(s V)) (constant V: zero acceleration) and G = dPhi/ds
+
+        def phi_along(s_, q=q, v=v, form=form):
+            return form.residual(model, form.retract(q, s_ * v.reshape(-1)), 0.0)
+
+        d1, d2 = jax.jit(lambda s_: (jax.jacfwd(phi_along)(s_), jax.hessian(phi_along)(s_)))(0.0)
+        assert np.abs(np.asarray(d1 - G @ v.reshape(-1))).max() < 1e-12
+        assert np.abs(np.asarray(d2 + gamma)).max() < 1e-10
         out[name] = ([np.asarray(x) for x in form.to_body_state(q, v, a)], np.asarray(lam))
     for x, y in zip(out["se3"][0], out["rA"][0], strict=True):
         assert np.allclose(x, y, atol=1e-12)
