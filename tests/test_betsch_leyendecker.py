@@ -542,3 +542,16 @@ def test_bad_options_raise():
         mbd.simulate(model, formulation="rA", integrator="energy_momentum", t_end=0.01, h=0.01)
     with pytest.raises(ValueError, match="dof"):
         mbd.simulate(model, formulation="director", dof=99, t_end=0.01, h=0.01)
+
+
+def test_director_kinematics_of_driven_slider_crank():
+    """Kinematic analysis in directors (autodiff Phi_q, nu, gamma of the quadratic GCONs,
+    incl. the rotation driver) equals rA's hand-coded one to round-off."""
+    model = mbd.models.slider_crank()
+    a = mbd.kinematics(model, formulation="director", t_end=0.2, h=1e-2)
+    b = mbd.kinematics(model, formulation="rA", t_end=0.2, h=1e-2)
+    assert np.max(np.abs(a.r - b.r)) < 1e-12
+    assert np.max(np.abs(a.A - b.A)) < 1e-12
+    assert np.max(np.abs(a.omega - b.omega)) < 1e-11
+    assert np.max(np.abs(a.omegadot - b.omegadot)) < 1e-9
+    assert np.max(np.abs(a.rddot - b.rddot)) < 1e-9
