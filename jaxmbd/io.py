@@ -4,7 +4,9 @@ Own schema (``"format": "jaxmbd-model"``)::
 
     {"format": "jaxmbd-model", "version": 1, "name": ..., "gravity": [0, 0, -9.81],
      "bodies": [{"name", "mass", "inertia": [Jxx, Jyy, Jzz] or 3x3, "r", "A" or
-                 "axes": {"x": [...], "y": [...]}, "rdot", "omega"}],
+                 "axes": {"x": [...], "y": [...]}, "rdot", "omega",
+                 "shapes": [{"type": "box" | "cylinder" | "sphere" | "capsule" | "cone" |
+                             "pyramid" | "mesh", sizes, "pos", "A" or "axis", "color"}]}],
      "joints": [{"name", "type": "revolute" | "spherical" | "universal" | "cylindrical" |
                  "translational" | "perpendicular_1" | "perpendicular_2", "body_i", "body_j",
                  "point", "axis" (or "axis_i", "axis_j" for universal)}],
@@ -16,9 +18,11 @@ Own schema (``"format": "jaxmbd-model"``)::
                  "stiffness", "damping", "rest_length"}],
      "solver": {"h": ..., "t_end": ..., "tol": ...}}
 
-Joint points and axes are global, at the initial configuration; GCON vectors are in body
-frames. The published files (uwsbel/sbel-reproducibility) have no masses: they load with
-unit masses and inertias and a warning unless ``masses`` supplies them.
+Shapes (optional, drawing only; fields in :mod:`jaxmbd.geometry`) are in the body frame;
+a body without shapes is drawn as its box of equal inertia. Joint points and axes are
+global, at the initial configuration; GCON vectors are in body frames. The published
+files (uwsbel/sbel-reproducibility) have no masses: they load with unit masses and inertias
+and a warning unless ``masses`` supplies them.
 """
 
 from __future__ import annotations
@@ -145,6 +149,7 @@ def _load_own(path: Path, data: dict) -> Model:
                 axes=axes,
                 rdot=body.get("rdot", (0.0, 0.0, 0.0)),
                 omega=body.get("omega", (0.0, 0.0, 0.0)),
+                shapes=body.get("shapes"),
             )
         except ModelError as err:
             raise ModelFileError(path, where, str(err)) from None
@@ -263,6 +268,8 @@ def save_model(model: Model, path, *, solver: dict | None = None) -> Path:
                 "omega": np.asarray(model.omega0[b]).tolist(),
             }
         )
+        if model.shapes and model.shapes[b]:
+            bodies[-1]["shapes"] = [shape.to_json() for shape in model.shapes[b]]
     f_source = {row: repr(float(model.f_offset[row])) for row in range(model.nc)}
     for group in model.drivers:
         for k, row in enumerate(group.rows):

@@ -26,6 +26,7 @@ from . import _config  # noqa: F401
 from .drivers import DriverGroup, Expression, group_drivers
 from .errors import ModelError
 from .forces import AbstractForce
+from .geometry import Shape, make_shapes
 
 logger = logging.getLogger("jaxmbd")
 
@@ -72,6 +73,8 @@ class Model(eqx.Module):
     f_offset: jax.Array  # (nc,) constant part of each row's f(t)
     drivers: tuple[DriverGroup, ...]
     forces: tuple[AbstractForce, ...]
+    # visual geometry per body (drawing only, static; () = box of equal inertia)
+    shapes: tuple[tuple[Shape, ...], ...] = eqx.field(static=True, default=())
 
     @property
     def nb(self) -> int:
@@ -189,6 +192,7 @@ class _BodySpec:
     A: np.ndarray
     rdot: np.ndarray
     omega: np.ndarray
+    shapes: tuple[Shape, ...] = ()
 
 
 @dataclass
@@ -229,11 +233,14 @@ class ModelBuilder:
         axes=None,
         rdot=(0.0, 0.0, 0.0),
         omega=(0.0, 0.0, 0.0),
+        shapes=None,
     ) -> ModelBuilder:
         """Add a rigid body. ``A`` (3x3, body to global) or ``axes`` = (x, y) global axes.
 
         ``r`` is the centre of mass, ``inertia`` is about the centre of mass in the body frame
-        (3 principal moments or a 3x3 matrix), ``omega`` is in the body frame.
+        (3 principal moments or a 3x3 matrix), ``omega`` is in the body frame. ``shapes``:
+        visual geometry in the body frame (:mod:`jaxmbd.geometry` shapes or their dicts);
+        none = the box of equal inertia.
         """
         where = f"body '{name}'"
         if not isinstance(name, str) or not name:
@@ -268,9 +275,20 @@ class ModelBuilder:
                 R,
                 _vec3(rdot, where=f"{where}.rdot"),
                 _vec3(omega, where=f"{where}.omega"),
+                make_shapes(shapes, where=f"{where}.shapes"),
             )
         )
         return self
+
+    def set_shapes(self, body: str, shapes) -> ModelBuilder:
+        """Replace the visual shapes of ``body`` (see :mod:`jaxmbd.geometry`)."""
+        for b in self._bodies:
+            if b.name == body:
+                b.shapes = make_shapes(shapes, where=f"body '{body}'.shapes")
+                return self
+        raise ModelError(
+            f"set_shapes: unknown body {body!r}; known: {[b.name for b in self._bodies]}"
+        )
 
     def _frame(self, body: str, *, where: str) -> tuple[np.ndarray, np.ndarray]:
         if body == GROUND:
@@ -634,4 +652,5 @@ class ModelBuilder:
             f_offset=jnp.asarray(f_offset),
             drivers=group_drivers(driven),
             forces=tuple(self._forces),
+            shapes=tuple(b.shapes for b in bodies) if any(b.shapes for b in bodies) else (),
         )

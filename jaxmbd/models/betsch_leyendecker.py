@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 
+from ..geometry import box, cone, cylinder, mesh, pyramid
 from ..model import Model, ModelBuilder
 
 
@@ -59,6 +60,8 @@ def gyro_top(*, nutation: float = math.pi / 3, precession: float = 10.0) -> Mode
         A=A,
         rdot=np.cross(omega, phi),
         omega=A.T @ omega,
+        # the cone: apex at the pivot (body point -L d3), base H - L above the centre of mass
+        shapes=[cone(0.05, 0.1, pos=(0.0, 0.0, 0.1 - d["L"]), axis=(0.0, 0.0, -1.0))],
     )
     b.spherical("pivot", body_i="ground", body_j="top", point=(0.0, 0.0, 0.0))
     return b.build()
@@ -78,8 +81,25 @@ def cylindrical_pair() -> Model:
     w2 = w1 + th_dot * n
     v2 = v1 + np.cross(w1, phi2 - phi1) + u_dot * n
     b = ModelBuilder(name="cylindrical_pair", gravity=(0.0, 0.0, 0.0))
-    b.add_body("cylinder", mass=4.0, inertia=[304.0, 304.0, 8.0], r=phi1, rdot=v1, omega=w1)
-    b.add_body("sleeve", mass=3.0, inertia=[18.75, 18.75, 19.5], r=phi2, rdot=v2, omega=w2)
+    # shapes from the inertias: solid cylinder R = 2, L = 30; tube R = 3, r = 2, L = 6
+    b.add_body(
+        "cylinder",
+        mass=4.0,
+        inertia=[304.0, 304.0, 8.0],
+        r=phi1,
+        rdot=v1,
+        omega=w1,
+        shapes=[cylinder(2.0, 30.0)],
+    )
+    b.add_body(
+        "sleeve",
+        mass=3.0,
+        inertia=[18.75, 18.75, 19.5],
+        r=phi2,
+        rdot=v2,
+        omega=w2,
+        shapes=[cylinder(3.0, 6.0, inner_radius=2.0)],
+    )
     b.cylindrical("C", body_i="cylinder", body_j="sleeve", point=(0.0, 0.0, 0.0), axis=n)
     return b.build()
 
@@ -101,8 +121,25 @@ def planar_pair() -> Model:
     v2 = np.cross(w1, phi2 - phi1) + u1_dot * np.eye(3)[0] + u2_dot * np.eye(3)[1]
     v2 = v2 + th_dot * np.cross(rho2, n)
     b = ModelBuilder(name="planar_pair", gravity=(0.0, 0.0, 0.0))
-    b.add_body("plate", mass=5.0, inertia=[5125 / 48, 5125 / 48, 640 / 3], r=phi1, omega=w1)
-    b.add_body("pyramid", mass=2.0, inertia=[43 / 40, 43 / 40, 0.8], r=phi2, rdot=v2, omega=w2)
+    # shapes from the inertias: plate 16 x 16 x 0.5; square pyramid, base 2 x 2, height 3,
+    # centre of mass a quarter of the height above the base
+    b.add_body(
+        "plate",
+        mass=5.0,
+        inertia=[5125 / 48, 5125 / 48, 640 / 3],
+        r=phi1,
+        omega=w1,
+        shapes=[box((16.0, 16.0, 0.5))],
+    )
+    b.add_body(
+        "pyramid",
+        mass=2.0,
+        inertia=[43 / 40, 43 / 40, 0.8],
+        r=phi2,
+        rdot=v2,
+        omega=w2,
+        shapes=[pyramid((2.0, 2.0), 3.0, pos=(0.0, 0.0, -0.75))],
+    )
     b.planar("E", body_i="plate", body_j="pyramid", point=phi1 + rho1, point_j=phi2 + rho2, axis=n)
     return b.build()
 
@@ -129,12 +166,13 @@ def six_body_linkage_geometry(*, L: float = 0.1, gamma: float = 0.16 * math.pi):
     )
     e = np.eye(3)
     axes = np.array([e[0], -e[2], -e[1], -e[0], e[2], e[1]])
-    bodies = []
+    bodies, vertices = [], []
     for k in range(6):
         k1 = (k + 1) % 6
         verts = [H[k], H[k] + a * L * axes[k], H[k1], H[k1] + a * L * axes[k1]]
         bodies.append(_tetrahedron(np.array(verts), 1000.0))
-    return dict(a=a, L=L, H=H, axes=axes, bodies=bodies)
+        vertices.append(np.array(verts))
+    return dict(a=a, L=L, H=H, axes=axes, bodies=bodies, vertices=vertices)
 
 
 def six_body_linkage(*, theta_dot: float = 30.0) -> Model:
@@ -165,7 +203,11 @@ def six_body_linkage(*, theta_dot: float = 30.0) -> Model:
         # velocity of the joint point H_k on body k - 1, then of body k's COM
         v_joint = np.zeros(3) if k == 1 else v_point_prev + np.cross(omega_prev, H[k] - c_prev)
         v_c = v_joint + np.cross(omega, c - H[k])
-        b.add_body(names[k], mass=m, inertia=J, r=c, rdot=v_c, omega=omega)
+        tet = geo["vertices"][k] - c  # body frames are global-aligned at t = 0
+        faces = [(0, 2, 1), (0, 1, 3), (1, 2, 3), (0, 3, 2)]
+        b.add_body(
+            names[k], mass=m, inertia=J, r=c, rdot=v_c, omega=omega, shapes=[mesh(tet, faces)]
+        )
         omega_prev, v_point_prev, c_prev = omega, v_c, c
     for k in range(1, 6):
         b.revolute(f"joint{k}", body_i=names[k - 1], body_j=names[k], point=H[k], axis=axes[k])

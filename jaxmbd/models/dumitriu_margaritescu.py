@@ -21,6 +21,7 @@ import math
 import jax.numpy as jnp
 import numpy as np
 
+from ..geometry import box
 from ..model import Model, ModelBuilder
 
 #: The paper's data (SI units).
@@ -58,8 +59,11 @@ def bar_double_pendulum(
     n1, n2 = _unit(phi0 + math.pi / 2), _unit(psi0 + math.pi / 2)
     H1 = l * e1
     builder = ModelBuilder(name="bar double pendulum", gravity=(g, 0.0, 0.0))
-    builder.add_body("bar 1", mass=m, inertia=inertia, r=0.5 * l * e1, axes=(e1, n1))
-    builder.add_body("bar 2", mass=m, inertia=inertia, r=H1 + 0.5 * l * e2, axes=(e2, n2))
+    bar = [box((l, a, b))]  # the bar l x a x b along body x, y, z
+    builder.add_body("bar 1", mass=m, inertia=inertia, r=0.5 * l * e1, axes=(e1, n1), shapes=bar)
+    builder.add_body(
+        "bar 2", mass=m, inertia=inertia, r=H1 + 0.5 * l * e2, axes=(e2, n2), shapes=bar
+    )
     builder.spherical("O", body_i="ground", body_j="bar 1", point=(0.0, 0.0, 0.0))
     builder.spherical("H1", body_i="bar 1", body_j="bar 2", point=H1)
     return builder.build()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..geometry import box, cylinder
 from ..model import GROUND, Model, ModelBuilder
 
 #: Aluminium density used for the boxes of sections 5.1-5.4 [kg/m^3].
@@ -22,6 +23,11 @@ def box_inertia(mass, a, b, c):
     """Principal moments of a homogeneous box with edges a, b, c along body x, y, z about its
     centre of mass: m/12 (b^2 + c^2, a^2 + c^2, a^2 + b^2)."""
     return mass / 12.0 * np.array([b * b + c * c, a * a + c * c, a * a + b * b])
+
+
+def _link_shapes():
+    """The links' visual shape: the 0.2 x 0.1 x 0.05 m box, centred at the centre of mass."""
+    return [box((0.2, 0.1, 0.05))]
 
 
 def _rot_y(angle):
@@ -52,6 +58,11 @@ def build_heavy_top() -> Model:
         A=np.eye(3),
         rdot=np.cross(omega, r0),
         omega=omega,
+        # the box and the massless link from the pivot (body point -r0) to the box's face
+        shapes=[
+            box((a, b, c)),
+            cylinder(0.01, 0.5 - a / 2, pos=(-(0.5 + a / 2) / 2, 0.0, 0.0), axis=(1, 0, 0)),
+        ],
     )
     builder.spherical("joint1", body_i=GROUND, body_j="top", point=(0.0, 0.0, 0.0))
     return builder.build()
@@ -77,8 +88,18 @@ def build_spherical_double_pendulum() -> Model:
     w2 = np.array([10.0 * np.pi, 10.0 * np.pi, 20.0 * np.pi])
     half = np.array([0.1, 0.0, 0.0])
     builder = ModelBuilder(name="spherical_double_pendulum", gravity=(0.0, 0.0, -9.81))
-    builder.add_body("link1", mass=m, inertia=J, r=half, rdot=np.cross(w1, half), omega=w1)
-    builder.add_body("link2", mass=m, inertia=J, r=3 * half, rdot=np.cross(w2, half), omega=w2)
+    builder.add_body(
+        "link1", mass=m, inertia=J, r=half, rdot=np.cross(w1, half), omega=w1, shapes=_link_shapes()
+    )
+    builder.add_body(
+        "link2",
+        mass=m,
+        inertia=J,
+        r=3 * half,
+        rdot=np.cross(w2, half),
+        omega=w2,
+        shapes=_link_shapes(),
+    )
     builder.spherical("joint1", body_i=GROUND, body_j="link1", point=(0.0, 0.0, 0.0))
     builder.spherical("joint2", body_i="link1", body_j="link2", point=(0.2, 0.0, 0.0))
     return builder.build()
@@ -95,7 +116,7 @@ def build_floating_pair() -> Model:
     w2 = np.array([1.0, -1.0, 2.0 * np.pi])
     r10, r20 = np.array([0.1, 0.0, 0.0]), np.array([-0.1, 0.0, 0.0])
     builder = ModelBuilder(name="floating_pair", gravity=(0.0, 0.0, 0.0))
-    builder.add_body("link1", mass=m, inertia=J, r=(0.1, 0.0, 0.0), omega=w1)
+    builder.add_body("link1", mass=m, inertia=J, r=(0.1, 0.0, 0.0), omega=w1, shapes=_link_shapes())
     builder.add_body(
         "link2",
         mass=m,
@@ -103,6 +124,7 @@ def build_floating_pair() -> Model:
         r=(0.3, 0.0, 0.0),
         rdot=np.cross(w1, r10) - np.cross(w2, r20),
         omega=w2,
+        shapes=_link_shapes(),
     )
     builder.spherical("joint2", body_i="link1", body_j="link2", point=(0.2, 0.0, 0.0))
     return builder.build()
@@ -127,10 +149,24 @@ def build_spherical_three_bar() -> Model:
     w1, w2 = 5.0 * x + 10.0 * e1, 5.0 * x - 20.0 * e2
     builder = ModelBuilder(name="spherical_three_bar", gravity=(0.0, 0.0, -9.81))
     builder.add_body(
-        "link1", mass=m, inertia=J, r=g1, A=A1, rdot=np.cross(w1, g1 - pa), omega=A1.T @ w1
+        "link1",
+        mass=m,
+        inertia=J,
+        r=g1,
+        A=A1,
+        rdot=np.cross(w1, g1 - pa),
+        omega=A1.T @ w1,
+        shapes=_link_shapes(),
     )
     builder.add_body(
-        "link2", mass=m, inertia=J, r=g2, A=A2, rdot=np.cross(w2, g2 - pb), omega=A2.T @ w2
+        "link2",
+        mass=m,
+        inertia=J,
+        r=g2,
+        A=A2,
+        rdot=np.cross(w2, g2 - pb),
+        omega=A2.T @ w2,
+        shapes=_link_shapes(),
     )
     builder.spherical("joint1", body_i=GROUND, body_j="link1", point=pa)
     builder.spherical("joint2", body_i="link1", body_j="link2", point=pc)

@@ -1,0 +1,129 @@
+"""Visual geometry: shapes in the model, schema, builder, defaults and the paper examples."""
+
+import json
+
+import numpy as np
+import pytest
+
+import jaxmbd as mbd
+from jaxmbd import geometry as G
+
+
+def _random_inertia(rng):
+    while True:
+        w = rng.uniform(0.1, 2.0, 3)
+        if 2 * w.max() < w.sum():  # physical (triangle inequality)
+            break
+    Q, _ = np.linalg.qr(rng.normal(size=(3, 3)))
+    return Q @ np.diag(w) @ Q.T
+
+
+def test_equivalent_box_has_the_body_inertia():
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        J, m = _random_inertia(rng), rng.uniform(0.5, 3.0)
+        shape = G.equivalent_box(m, J)
+        vol, c, J_box = G.mass_properties(shape, m)
+        np.testing.assert_allclose(J_box, J, atol=1e-12)
+        np.testing.assert_allclose(c, 0.0, atol=1e-12)
+        assert np.linalg.det(shape.A) == pytest.approx(1.0)
+
+
+def test_primitive_mass_properties_closed_forms():
+    m = 2.0
+    _, c, J = G.mass_properties(G.cone(1.0, 2.0), m, resolution=256)
+    np.testing.assert_allclose(c, [0, 0, 0.5], atol=1e-12)  # H / 4 above the base
+    np.testing.assert_allclose(np.diag(J), [0.6, 0.6, 0.6], rtol=1e-3)  # 3m/80(4R^2+H^2)
+    _, _, J = G.mass_properties(G.cylinder(3.0, 6.0, inner_radius=2.0), m, resolution=256)
+    np.testing.assert_allclose(np.diag(J), [m * (39 + 36) / 12] * 2 + [m * 13 / 2], rtol=1e-3)
+    _, c, J = G.mass_properties(G.pyramid((2.0, 2.0), 3.0), m)
+    np.testing.assert_allclose(c, [0, 0, 0.75], atol=1e-12)
+    np.testing.assert_allclose(np.diag(J), [1.075, 1.075, 0.8], rtol=1e-12)
+    vol, _, J = G.mass_properties(G.sphere(1.0), m, resolution=256)
+    assert vol == pytest.approx(4 / 3 * np.pi, rel=2e-3)
+    vol, _, _ = G.mass_properties(G.capsule(1.0, 2.0), m, resolution=256)
+    assert vol == pytest.approx(4 / 3 * np.pi + 2 * np.pi, rel=2e-3)
+
+
+PAPER_MODELS = [
+    "gyro_top",
+    "cylindrical_pair",
+    "planar_pair",
+    "six_body_linkage",
+    "bar_double_pendulum",
+    "spherical_double_pendulum",
+    "floating_pair",
+    "spherical_three_bar",
+    "heavy_top",
+]
+
+
+@pytest.mark.parametrize("name", PAPER_MODELS)
+def test_paper_shapes_are_the_bodies(name):
+    """Each paper body's own (first) shape, as a homogeneous solid of the body's mass, has
+    the body's centre of mass and inertia: the shapes are the real ones, not decoration."""
+    model = getattr(mbd.models, name)()
+    assert len(model.shapes) == model.nb
+    for b in range(model.nb):
+        shape = model.shapes[b][0]
+        _, c, J = G.mass_properties(shape, float(model.mass[b]), resolution=512)
+        Jm = np.asarray(model.inertia[b])
+        scale = np.abs(Jm).max()
+        np.testing.assert_allclose(c, 0.0, atol=1e-3 * max(1.0, np.ptp(shape.mesh()[0])))
+        np.testing.assert_allclose(J / scale, Jm / scale, atol=2e-4, err_msg=f"{name} body {b}")
+
+
+def test_builtin_files_carry_builder_shapes():
+    from jaxmbd.models import mueller_terze as mt
+
+    for name, build in mt.BUILDERS.items():
+        assert getattr(mbd.models, name)().shapes == build().shapes != ()
+
+
+def test_shapes_round_trip_and_default(tmp_path):
+    b = mbd.ModelBuilder(name="shapes")
+    b.add_body(
+        "a",
+        mass=1.0,
+        inertia=[1, 2, 2.5],
+        shapes=[
+            {"type": "capsule", "radius": 0.1, "length": 1.0, "axis": [1, 1, 0], "color": "red"},
+            G.mesh([[0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1]], [[0, 2, 1], [0, 1, 3]]),
+        ],
+    )
+    b.add_body("b", mass=1.0, inertia=[1, 1, 1], r=(1, 0, 0))
+    model = b.build()
+    path = mbd.save_model(model, tmp_path / "m.json")
+    back = mbd.load_model(path)
+    assert back.shapes == model.shapes
+    assert back.shapes[1] == ()
+    (box,) = G.body_shapes(back, 1)
+    assert box.kind == "box"
+    np.testing.assert_allclose(box.param("size"), [np.sqrt(6)] * 3)
+    assert json.loads(path.read_text())["bodies"][0]["shapes"][0]["color"] == "red"
+
+
+@pytest.mark.parametrize(
+    ("shape", "message"),
+    [
+        ({"type": "torus", "radius": 1}, "shapes[0].type: unknown shape type 'torus'"),
+        ({"type": "box"}, "shapes[0].size: missing required field"),
+        ({"type": "box", "size": [1, -1, 1]}, "shapes[0].size: sizes must be positive"),
+        ({"type": "sphere", "radius": 1, "length": 2}, "unknown field(s) ['length']"),
+        ({"type": "cylinder", "radius": 1, "length": 1, "inner_radius": 2}, "inner_radius"),
+        ({"type": "sphere", "radius": 1, "A": [[1, 0], [0, 1]]}, "shapes[0].A"),
+        ({"type": "cone", "radius": 1, "length": 1, "axis": [0, 0, 0]}, "shapes[0].axis"),
+        ({"type": "mesh", "vertices": [[0, 0, 0]] * 3, "faces": [[0, 1, 3]]}, "out of range"),
+    ],
+)
+def test_bad_shapes_name_file_body_and_field(tmp_path, shape, message):
+    doc = {
+        "format": "jaxmbd-model",
+        "bodies": [{"name": "link", "mass": 1, "inertia": [1, 1, 1], "shapes": [shape]}],
+    }
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(mbd.ModelFileError) as err:
+        mbd.load_model(path)
+    text = str(err.value)
+    assert str(path) in text and "'link'" in text and message in text
