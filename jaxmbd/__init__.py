@@ -6,8 +6,10 @@ Importing jaxmbd enables float64 (``jax_enable_x64``): the solvers need it.
 from . import (
     _config,  # noqa: F401
     diagnostics,
+    geometry,
     integrators,
     models,
+    plot,
 )
 from .batch import kinematics_batch, simulate_batch, stack_models
 from .drivers import Expression
@@ -75,6 +77,8 @@ __all__ = [
     "SpringDamper",
     "consistent_initial_state",
     "diagnostics",
+    "geometry",
+    "plot",
     "get_formulation",
     "hat",
     "kinematics",

@@ -1,4 +1,5 @@
-"""Command line: ``jaxmbd kinematics MODEL ...``, ``jaxmbd info MODEL``.
+"""Command line: ``jaxmbd kinematics MODEL ...``, ``jaxmbd simulate MODEL ...``,
+``jaxmbd animate RUN_OR_MODEL --out x.gif``, ``jaxmbd info MODEL``.
 
 MODEL is a model file (jaxmbd schema or a published SimEngineMBD file) or a built-in name:
 single_pendulum, double_pendulum, four_link, slider_crank.
@@ -97,9 +98,22 @@ def _with_progress(fn, label: str):
         return fn(report)
 
 
-def _run_analysis(analysis, label: str, model: str, out, plot, verbose: bool, **options):
+def _animate(m: Model, sol, path: Path, trace, fps: float, speed: float) -> Path:
+    from .animation import animate
+
+    with console.status(f"writing {path}"):
+        return animate(m, sol, path, traces=trace or None, fps=fps, speed=speed)
+
+
+def _run_analysis(
+    analysis, label: str, model: str, out, plot, verbose: bool, animate=None, **options
+):
     """Load MODEL, run ``analysis`` with a progress bar, write results, print a summary."""
     _setup_logging(verbose)
+    if animate is not None and animate.suffix.lower() not in (".gif", ".mp4", ".html"):
+        raise typer.BadParameter(
+            f"unknown format {animate.suffix!r}; use .gif, .mp4 or .html", param_hint="--animate"
+        )
     try:
         m = _load(model)
         start = time.perf_counter()
@@ -114,7 +128,15 @@ def _run_analysis(analysis, label: str, model: str, out, plot, verbose: bool, **
         from .plot import plot_solution
 
         plot_solution(sol, plot, title=f"{m.name}: {label} ({options['formulation']})")
+    if animate:
+        try:
+            _animate(m, sol, animate, None, 25.0, 1.0)
+        except (RuntimeError, ValueError) as err:
+            console.print(f"[red]error:[/red] {err}")
+            raise typer.Exit(code=1) from None
     _summary(m, sol, seconds, out, plot)
+    if animate:
+        Console().print(f"animation: {animate}")
 
 
 @app.command()
@@ -169,6 +191,9 @@ def simulate(
     ] = "reuse",
     out: Annotated[Path | None, typer.Option(help="write the Solution (.npz or .csv)")] = None,
     plot: Annotated[Path | None, typer.Option(help="write a PNG plot")] = None,
+    animate: Annotated[
+        Path | None, typer.Option(help="write a 3-D animation (.gif, .mp4 or .html)")
+    ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ):
     """Dynamics: generalized-alpha (default) or backward Euler, in rA, rp or re."""
@@ -179,6 +204,7 @@ def simulate(
         out,
         plot,
         verbose,
+        animate=animate,
         formulation=formulation,
         t_end=t_end,
         h=h,
@@ -188,6 +214,67 @@ def simulate(
         variant=variant,
         newton=newton,
     )
+
+
+@app.command(name="animate")
+def animate_command(
+    run: Annotated[
+        str,
+        typer.Argument(
+            help="a Solution file (.npz, with --model) or a model (file or built-in name), "
+            "which is then simulated with --formulation/--integrator/--h/--t-end"
+        ),
+    ],
+    out: Annotated[Path, typer.Option(help="output file: .gif, .mp4 or .html")],
+    model: Annotated[
+        str | None, typer.Option(help="the model of a .npz run (file or built-in name)")
+    ] = None,
+    formulation: Annotated[str, typer.Option(help="when simulating a model")] = "rA",
+    integrator: Annotated[str | None, typer.Option(help="when simulating a model")] = None,
+    h: Annotated[float, typer.Option("--h", help="step size [s] when simulating")] = 1e-3,
+    t_end: Annotated[float, typer.Option("--t-end", help="end time [s] when simulating")] = 2.0,
+    trace: Annotated[
+        list[str] | None, typer.Option(help="draw the path of this body's centre (repeatable)")
+    ] = None,
+    fps: Annotated[float, typer.Option(help="frames per second")] = 25.0,
+    speed: Annotated[float, typer.Option(help="simulated seconds per second")] = 1.0,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+):
+    """Animate a saved run or a model in 3-D: bodies, joints, traces, time label."""
+    _setup_logging(verbose)
+    from .animation import FORMATS
+    from .solution import Solution
+
+    if out.suffix.lower() not in FORMATS:
+        raise typer.BadParameter(
+            f"unknown format {out.suffix!r}; use {FORMATS}", param_hint="--out"
+        )
+    try:
+        if run.endswith(".npz"):
+            if model is None:
+                raise typer.BadParameter(
+                    "a .npz run needs --model (the model file or built-in name it was run on)",
+                    param_hint="--model",
+                )
+            m = _load(model)
+            try:
+                sol = Solution.load(run)
+            except (OSError, KeyError, ValueError) as err:
+                raise ModelError(f"{run}: cannot read the Solution ({err})") from None
+        else:
+            m = _load(run)
+            options = {} if integrator is None else {"integrator": integrator}
+            sol = _with_progress(
+                lambda report: run_simulate(
+                    m, formulation=formulation, h=h, t_end=t_end, progress=report, **options
+                ),
+                "dynamics",
+            )
+        path = _animate(m, sol, out, trace, fps, speed)
+    except (ModelError, SolverError, RuntimeError, ValueError) as err:
+        console.print(f"[red]error:[/red] {err}")
+        raise typer.Exit(code=1) from None
+    Console().print(f"animation: {path} ({len(sol.t)} steps, {m.nb} bodies)")
 
 
 @app.command()

@@ -1,4 +1,5 @@
-"""Plots of a Solution (matplotlib, headless)."""
+"""Plots of a Solution (matplotlib, headless), and :func:`animate` (3-D animation: GIF, MP4,
+interactive HTML; see :mod:`jaxmbd.animation`)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,10 @@ from pathlib import Path
 
 import numpy as np
 
+from .animation import animate
 from .solution import Solution
+
+__all__ = ["animate", "plot_solution"]
 
 
 def plot_solution(sol: Solution, path, *, title: str | None = None) -> Path:

@@ -1,0 +1,211 @@
+"""3-D animation: GIF / MP4 frames, the offline HTML export in a real headless browser, CLI."""
+
+import colorsys
+import json
+import re
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from PIL import Image
+from typer.testing import CliRunner
+
+import jaxmbd as mbd
+from jaxmbd.animation import _COLORS
+from jaxmbd.cli import app
+from jaxmbd.lie import so3_exp
+
+
+def _two_body_model():
+    b = mbd.ModelBuilder(name="two bodies", gravity=(0, 0, 0))
+    b.add_body("bar", mass=1.0, inertia=[0.01, 0.34, 0.34], r=(1.0, 0, 0))
+    b.add_body("disc", mass=1.0, inertia=[0.05, 0.05, 0.1], r=(2.5, 0, 0), shapes=[
+        mbd.geometry.cylinder(0.4, 0.2, axis=(1, 0, 0))])  # fmt: skip
+    b.revolute("hinge", body_i="ground", body_j="bar", point=(0, 0, 0), axis=(0, 0, 1))
+    b.spherical("ball", body_i="bar", body_j="disc", point=(2.0, 0, 0))
+    return b.build()
+
+
+def _rigid_motion(model, n=41, t_end=2.0):
+    """A Solution in which the whole model turns about z by 90 degrees (no simulation)."""
+    t = np.linspace(0.0, t_end, n)
+    R = np.stack([np.asarray(so3_exp(np.array([0.0, 0.0, 0.5 * np.pi * s / t_end]))) for s in t])
+    r = np.einsum("tij,bj->tbi", R, np.asarray(model.r0))
+    A = np.einsum("tij,bjk->tbik", R, np.asarray(model.A0))
+    z = np.zeros_like(r)
+    return mbd.Solution(
+        t=t, r=r, A=A, rdot=z, omega=z, rddot=z, omegadot=z, lam=np.zeros((n, model.nc)),
+        iterations=np.zeros(n, int), status=np.zeros(n, int), residual=np.zeros(n),
+        body_names=model.body_names, constraint_names=model.constraint_names,
+    )  # fmt: skip
+
+
+def _hue_pixels(rgb: np.ndarray, color: str) -> int:
+    """Pixels whose hue is that of ``color`` (shading scales RGB, keeping the hue)."""
+    from matplotlib.colors import to_rgb
+
+    target = colorsys.rgb_to_hsv(*to_rgb(color))[0]
+    arr = rgb.reshape(-1, 3).astype(float) / 255.0
+    mx, mn = arr.max(1), arr.min(1)
+    sat = (mx - mn) / np.maximum(mx, 1e-9)
+    hsv = np.array([colorsys.rgb_to_hsv(*p)[0] for p in arr[(sat > 0.35) & (mx > 0.15)]])
+    if hsv.size == 0:
+        return 0
+    d = np.abs(hsv - target)
+    return int(np.sum(np.minimum(d, 1 - d) < 0.04))
+
+
+def test_gif_frames_differ_and_show_every_body(tmp_path):
+    model = _two_body_model()
+    sol = _rigid_motion(model)
+    path = mbd.plot.animate(
+        model, sol, tmp_path / "a.gif", fps=5, traces=["disc"], size=(400, 300), max_frames=6
+    )
+    im = Image.open(path)
+    assert im.n_frames == 6
+    frames = []
+    for k in (0, im.n_frames - 1):
+        im.seek(k)
+        frames.append(np.asarray(im.convert("RGB")))
+    assert np.mean(np.any(frames[0] != frames[1], axis=-1)) > 0.01  # the bodies moved
+    for rgb in frames:
+        for b in range(model.nb):
+            assert _hue_pixels(rgb, _COLORS[b]) > 150, f"body {model.body_names[b]} not drawn"
+
+
+def test_mp4_written_or_clear_error(tmp_path, monkeypatch):
+    model = _two_body_model()
+    sol = _rigid_motion(model, n=11)
+    if shutil.which("ffmpeg") or _has_imageio_ffmpeg():
+        path = mbd.plot.animate(model, sol, tmp_path / "a.mp4", fps=10, size=(320, 240))
+        assert path.read_bytes()[4:8] == b"ftyp" and path.stat().st_size > 2000
+    # without any ffmpeg: a clear error, not a crash inside matplotlib
+    monkeypatch.setattr(shutil, "which", lambda *_: None)
+    monkeypatch.setitem(sys.modules, "imageio_ffmpeg", None)
+    with pytest.raises(RuntimeError, match="needs ffmpeg"):
+        mbd.plot.animate(model, sol, tmp_path / "b.mp4")
+
+
+def _has_imageio_ffmpeg():
+    try:
+        import imageio_ffmpeg
+
+        imageio_ffmpeg.get_ffmpeg_exe()
+        return True
+    except (ImportError, RuntimeError):
+        return False
+
+
+def test_bad_arguments():
+    model = _two_body_model()
+    sol = _rigid_motion(model, n=3)
+    with pytest.raises(ValueError, match="unknown output format"):
+        mbd.plot.animate(model, sol, "x.avi")
+    with pytest.raises(ValueError, match="unknown body 'nope'"):
+        mbd.plot.animate(model, sol, "x.gif", traces=["nope"])
+    with pytest.raises(ValueError, match="not the model's"):
+        mbd.plot.animate(mbd.models.double_pendulum(), sol, "x.gif")
+
+
+def _chromium():
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        if shutil.which(name):
+            return shutil.which(name)
+    return None
+
+
+BLINK_RESOURCE_LOADER = 101845102  # Chromium's traffic annotation of a page's own loads
+
+
+def _page_requests(browser, page, tmp_path, screenshot=None) -> list[str]:
+    """Open ``page`` in headless Chromium with the network closed (every http(s) request
+    goes to a dead proxy and is logged); return the network URLs the page asked for."""
+    netlog = tmp_path / f"{page.stem}.netlog.json"
+    if screenshot:
+        shot = [f"--screenshot={screenshot}", "--virtual-time-budget=8000"]
+    else:
+        shot = ["--dump-dom", "--virtual-time-budget=2000"]
+    subprocess.run(
+        [
+            browser, "--headless=new", "--no-sandbox", "--disable-gpu",
+            "--enable-unsafe-swiftshader", "--use-angle=swiftshader",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync",
+            "--no-first-run", "--disable-extensions", f"--user-data-dir={tmp_path / 'profile'}",
+            "--proxy-server=http://127.0.0.1:9", "--proxy-bypass-list=<-loopback>",
+            f"--log-net-log={netlog}", "--window-size=700,520", *shot, page.as_uri(),
+        ],
+        check=True, capture_output=True, timeout=120,
+    )  # fmt: skip
+    pattern = rf'"traffic_annotation":{BLINK_RESOURCE_LOADER},"url":"([^"]+)"'
+    urls = dict.fromkeys(re.findall(pattern, netlog.read_text()))
+    return [u for u in urls if not u.startswith(("file:", "data:", "blob:"))]
+
+
+def test_html_is_offline_holds_the_trajectory_and_renders(tmp_path):
+    pytest.importorskip("plotly")
+    model = _two_body_model()
+    sol = _rigid_motion(model)
+    path = mbd.plot.animate(model, sol, tmp_path / "a.html", fps=10, traces=[("bar", (1, 0, 0))])
+    html = path.read_text()
+    # the document itself loads nothing: no src/href to a network address outside the
+    # inlined plotly.js (whose source holds map-tile URLs it never requests for 3-D scenes)
+    markup = re.sub(r"<script[^>]*>.*?</script>", "", html, flags=re.S)
+    assert not re.search(r"https?://", markup)
+    assert not re.search(r"<(script|link|img|iframe)[^>]+(src|href)\s*=", html)
+    data = json.loads(
+        re.search(r'id="jaxmbd-trajectory">(.*?)</script>', html, flags=re.S).group(1)
+    )
+    assert data["bodies"] == list(model.body_names)
+    idx = np.searchsorted(np.asarray(sol.t), np.asarray(data["t"]) - 1e-12)
+    assert len(idx) == 21
+    np.testing.assert_allclose(np.asarray(data["r"]), np.asarray(sol.r)[idx], atol=1e-12)
+
+    browser = _chromium()
+    if browser is None:
+        if __import__("os").environ.get("CI"):
+            pytest.fail("CI must have chromium (.ci/run installs it)")
+        pytest.skip("no chromium on this machine")
+    shot = tmp_path / "shot.png"
+    assert _page_requests(browser, path, tmp_path, screenshot=shot) == []
+    # the check can fail: a page that loads a script from the network is caught
+    bad = tmp_path / "bad.html"
+    bad.write_text('<html><head><script src="https://cdn.plot.ly/x.js"></script></head></html>')
+    assert _page_requests(browser, bad, tmp_path) == ["https://cdn.plot.ly/x.js"]
+    rgb = np.asarray(Image.open(shot).convert("RGB"))
+    for b in range(model.nb):
+        assert _hue_pixels(rgb, _COLORS[b]) > 150, f"body {model.body_names[b]} not rendered"
+
+
+def test_cli_animate_npz_and_simulate_animate(tmp_path, monkeypatch):
+    model = _two_body_model()
+    mbd.save_model(model, tmp_path / "m.json")
+    _rigid_motion(model, n=11).save(tmp_path / "run.npz")
+    runner = CliRunner()
+    gif = tmp_path / "a.gif"
+    args = ["animate", str(tmp_path / "run.npz"), "--model", str(tmp_path / "m.json")]
+    result = runner.invoke(app, [*args, "--out", str(gif), "--trace", "disc"])
+    assert result.exit_code == 0, result.output
+    assert Image.open(gif).n_frames == 11
+    result = runner.invoke(app, ["animate", str(tmp_path / "run.npz"), "--out", str(gif)])
+    assert result.exit_code != 0 and "--model" in result.output
+    result = runner.invoke(app, [*args, "--out", str(tmp_path / "a.avi")])
+    assert result.exit_code != 0 and "unknown format" in result.output
+    # simulate --animate: the simulation itself is tested elsewhere (and costs a compile)
+    calls = []
+
+    def fake_simulate(m, **options):
+        calls.append(options)
+        return _rigid_motion(m, n=6, t_end=0.2)
+
+    monkeypatch.setattr("jaxmbd.cli.run_simulate", fake_simulate)
+    out = tmp_path / "sp.gif"
+    result = runner.invoke(
+        app, ["simulate", str(tmp_path / "m.json"), "--t-end", "0.2", "--animate", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    assert calls[0]["t_end"] == 0.2 and Image.open(out).n_frames == 6
+    result = runner.invoke(app, ["animate", str(tmp_path / "m.json"), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert calls[1]["formulation"] == "rA" and "animation:" in result.output
