@@ -93,8 +93,12 @@ def _list(obj, key, path, *, required=True):
     return value
 
 
-def load_model(path, *, masses: dict | None = None, drivers: dict | None = None) -> Model:
-    """Load a model file: jaxmbd's own schema or a published SimEngineMBD/sim_engine_3d file.
+def load_model(
+    path, *, masses: dict | None = None, drivers: dict | None = None, **robot_options
+) -> Model:
+    """Load a model file: jaxmbd's own schema, a published SimEngineMBD/sim_engine_3d file,
+    or an MJCF (``.xml``, ``.mjcf``) / URDF (``.urdf``) robot through MuJoCo's parser
+    (:func:`jaxmbd.mjcf.load_robot`; option ``keyframe=``).
 
     ``masses``: for published files, ``{body name: (mass, inertia)}``; ``inertia`` is 3
     principal moments or a 3x3 body-frame matrix. ``drivers``: ``{constraint name:
@@ -102,6 +106,12 @@ def load_model(path, *, masses: dict | None = None, drivers: dict | None = None)
     and set it in the authors' Python code).
     """
     path = Path(path)
+    if path.suffix.lower() in (".xml", ".mjcf", ".urdf"):
+        from .mjcf import load_robot
+
+        return load_robot(path, **robot_options)
+    if robot_options:
+        raise TypeError(f"load_model: options {sorted(robot_options)} apply to MJCF/URDF files")
     data = _read_json(path)
     if not isinstance(data, dict):
         raise ModelFileError(path, None, "top level must be a JSON object")
