@@ -293,7 +293,7 @@ def _add_joints(mujoco, m, d, builder: ModelBuilder, b, parent: str, child: str,
     anchors = [np.array(d.xanchor[j]) for j in jids]
     axes = [np.array(d.xaxis[j]) for j in jids]
     where = f"body '{child}'"
-    if kinds == [T.mjJNT_FREE]:
+    if kinds == [int(T.mjJNT_FREE)]:
         return
     if len(jids) == 1:
         kind, name = kinds[0], names[0]
@@ -306,18 +306,22 @@ def _add_joints(mujoco, m, d, builder: ModelBuilder, b, parent: str, child: str,
         return
     joined = "+".join(names)
     same_point = all(np.linalg.norm(p - anchors[0]) < 1e-9 for p in anchors)
-    if kinds == [T.mjJNT_HINGE] * 2 and same_point and abs(axes[0] @ axes[1]) < 1e-9:
+    if kinds == [int(T.mjJNT_HINGE)] * 2 and same_point and abs(axes[0] @ axes[1]) < 1e-9:
         builder.universal(
             joined, body_i=parent, body_j=child, point=anchors[0], axis_i=axes[0], axis_j=axes[1]
         )
         return
-    if sorted(kinds) == sorted([T.mjJNT_HINGE, T.mjJNT_SLIDE]) and (
+    if sorted(kinds) == sorted([int(T.mjJNT_HINGE), int(T.mjJNT_SLIDE)]) and (
         abs(abs(axes[0] @ axes[1]) - 1) < 1e-9
         and np.linalg.norm(np.cross(anchors[1] - anchors[0], axes[0])) < 1e-9
     ):
         builder.cylindrical(joined, body_i=parent, body_j=child, point=anchors[0], axis=axes[0])
         return
-    if kinds == [T.mjJNT_HINGE] * 3 and same_point and abs(np.linalg.det(np.stack(axes))) > 1e-6:
+    if (
+        kinds == [int(T.mjJNT_HINGE)] * 3
+        and same_point
+        and abs(np.linalg.det(np.stack(axes))) > 1e-6
+    ):
         builder.spherical(joined, body_i=parent, body_j=child, point=anchors[0])
         return
     kind_names = {int(T.mjJNT_HINGE): "hinge", int(T.mjJNT_SLIDE): "slide",

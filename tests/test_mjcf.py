@@ -1,0 +1,292 @@
+"""MJCF / URDF import through MuJoCo's parser, checked against MuJoCo's own simulation."""
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import jaxmbd as mbd
+
+mujoco = pytest.importorskip("mujoco")
+
+DATA = Path(__file__).parent / "data"
+ARM, LOOP = DATA / "arm3.xml", DATA / "rssr_loop.xml"
+
+
+def _load(path, **options):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the test models use only supported features
+        return mbd.load_model(path, **options)
+
+
+def mujoco_run(path, t_end, dt, every):
+    """MuJoCo RK4 from the first keyframe (or qpos0 at rest): COM positions and rotations
+    of bodies 1.. every ``every`` seconds, and the equality-connect gap (if any)."""
+    m = mujoco.MjModel.from_xml_path(str(path))
+    m.opt.timestep = dt
+    m.opt.integrator = mujoco.mjtIntegrator.mjINT_RK4
+    d = mujoco.MjData(m)
+    if m.nkey:
+        mujoco.mj_resetDataKeyframe(m, d, 0)
+    mujoco.mj_forward(m, d)
+    n, stride = int(round(t_end / dt)), int(round(every / dt))
+    r, A, gap = [d.xipos[1:].copy()], [d.xmat[1:].reshape(-1, 3, 3).copy()], [0.0]
+    for k in range(1, n + 1):
+        mujoco.mj_step(m, d)
+        if k % stride == 0:
+            r.append(d.xipos[1:].copy())
+            A.append(d.xmat[1:].reshape(-1, 3, 3).copy())
+            if m.neq:
+                b1, b2 = m.eq_obj1id[0], m.eq_obj2id[0]
+                p1 = d.xpos[b1] + d.xmat[b1].reshape(3, 3) @ m.eq_data[0][:3]
+                p2 = d.xpos[b2] + d.xmat[b2].reshape(3, 3) @ m.eq_data[0][3:6]
+                gap.append(float(np.linalg.norm(p1 - p2)))
+    return np.array(r), np.array(A), np.array(gap)
+
+
+def _sampled(sol, every):
+    h = float(sol.t[1] - sol.t[0])
+    stride = int(round(every / h))
+    return np.asarray(sol.r)[::stride], np.asarray(sol.A)[::stride]
+
+
+def test_arm_matches_mujoco():
+    """3-link spatial arm (hinges on skew axes, offset COMs, full inertias, gravity, initial
+    joint rates from the keyframe): jaxmbd gen_alpha converges to MuJoCo's RK4 trajectory
+    at second order, and agrees within both integrators' error estimates.
+
+    Error estimates: MuJoCo RK4 at dt = 1e-4 from the dt / 2 run (measured 4e-11 m);
+    gen_alpha at h from Richardson, |x_h - x_2h| / (2^2 - 1). Measured: max COM error
+    4.98e-5 m (h = 2e-3) and 1.24e-5 m (h = 1e-3), estimate 1.25e-5 m."""
+    model = _load(ARM)
+    assert model.body_names == ("link1", "link2", "link3")
+    T, every = 1.0, 2e-3
+    r_mj, A_mj, _ = mujoco_run(ARM, T, 1e-4, every)
+    r_mj2, _, _ = mujoco_run(ARM, T, 5e-5, every)
+    err_mj = np.abs(r_mj - r_mj2).max()
+    runs = {}
+    for h in (2e-3, 1e-3):
+        sol = mbd.simulate(model, formulation="rA", integrator="gen_alpha", t_end=T, h=h)
+        runs[h] = _sampled(sol, every)
+    err = {h: np.abs(r - r_mj).max() for h, (r, _) in runs.items()}
+    err_A = np.abs(runs[1e-3][1] - A_mj).max()
+    richardson = np.abs(runs[1e-3][0] - runs[2e-3][0]).max() / 3.0
+    assert err_mj < 1e-9
+    assert 3.0 < err[2e-3] / err[1e-3] < 5.0, err  # second order towards MuJoCo
+    assert err[1e-3] <= 2.0 * richardson + 10 * err_mj, (err, richardson)
+    assert err[1e-3] < 5e-5 and err_A < 5e-4
+    assert np.ptp(r_mj[:, 2, 2]) > 0.05  # the arm really moves
+
+
+def test_loop_matches_mujoco():
+    """RSSR loop closed by an equality connect: jaxmbd closes it exactly (hard constraint);
+    MuJoCo's soft equality opens it by < 1e-6 m (solref 5e-4, measured 5.0e-7 m).
+
+    Tolerance: gen_alpha's error at h = 1e-3 (Richardson estimate 5e-5 m; measured against
+    MuJoCo: 2.07e-4 / 5.12e-5 / 1.22e-5 m at h = 2e-3 / 1e-3 / 5e-4, order 2; the slow test
+    reproduces this and compares with jaxmbd's own rA at h = 2.5e-4), times 2, plus the
+    loop opening and MuJoCo's RK4 error (1e-8)."""
+    model = _load(LOOP)
+    assert model.constraint_joints[-1] == "closure"
+    T, every = 1.0, 1e-3
+    r_mj, A_mj, gap = mujoco_run(LOOP, T, 1e-4, every)
+    sol = mbd.simulate(model, formulation="rA", t_end=T, h=1e-3)
+    r, A = _sampled(sol, every)
+    viol = mbd.diagnostics.joint_violation(model, sol)
+    closure = np.asarray(viol.position)[:, viol.names.index("closure")]
+    assert closure.max() < 1e-10
+    assert 1e-8 < gap.max() < 1e-6  # MuJoCo's soft loop opens, slightly
+    assert np.abs(r - r_mj).max() < 2 * 5e-5 + gap.max() + 1e-8
+    assert np.abs(A - A_mj).max() < 1e-3
+    assert np.ptp(r_mj[:, 1, 2]) > 0.02
+
+
+@pytest.mark.slow
+def test_loop_convergence_against_mujoco_and_own_reference():
+    model = _load(LOOP)
+    T, every = 1.0, 1e-3
+    r_mj, _, gap = mujoco_run(LOOP, T, 1e-4, every)
+    ref = _sampled(mbd.simulate(model, formulation="rA", t_end=T, h=2.5e-4), every)[0]
+    errs, errs_ref = [], []
+    for h in (1e-3, 5e-4):
+        r = _sampled(mbd.simulate(model, formulation="rA", t_end=T, h=h), every)[0]
+        errs.append(np.abs(r - r_mj).max())
+        errs_ref.append(np.abs(r - ref).max())
+    assert 3.0 < errs[0] / errs[1] < 5.0
+    assert 3.0 < errs_ref[0] / errs_ref[1] < 5.5
+    print("loop: error vs MuJoCo", errs, "vs own rA h=2.5e-4", errs_ref, "gap", gap.max())
+    assert np.abs(ref - r_mj).max() < 1e-5 + gap.max()
+
+
+def test_reference_pose_masses_inertias_and_keyframes():
+    m_mj = mujoco.MjModel.from_xml_path(str(ARM))
+    d = mujoco.MjData(m_mj)
+    mujoco.mj_forward(m_mj, d)  # qpos0: the reference pose
+    ref = _load(ARM, keyframe=None)
+    np.testing.assert_allclose(ref.r0, d.xipos[1:], atol=1e-14)
+    np.testing.assert_allclose(ref.A0, d.xmat[1:].reshape(-1, 3, 3), atol=1e-14)
+    np.testing.assert_allclose(ref.rdot0, 0.0)
+    np.testing.assert_allclose(ref.mass, m_mj.body_mass[1:])
+    # the full inertia of link1 as written (fullinertia, in the body frame)
+    J1 = np.array([[0.004, 0.0005, -0.0003], [0.0005, 0.012, 0.0002], [-0.0003, 0.0002, 0.011]])
+    np.testing.assert_allclose(ref.inertia[0], J1, atol=1e-12)
+    key = _load(ARM)  # the first keyframe by default; by name and by index the same
+    for other in (_load(ARM, keyframe="swing"), _load(ARM, keyframe=0)):
+        np.testing.assert_allclose(other.omega0, key.omega0)
+    mujoco.mj_resetDataKeyframe(m_mj, d, 0)
+    mujoco.mj_forward(m_mj, d)
+    np.testing.assert_allclose(key.r0, d.xipos[1:], atol=1e-14)
+    vel = np.zeros(6)
+    for b in range(3):
+        mujoco.mj_objectVelocity(m_mj, d, mujoco.mjtObj.mjOBJ_BODY, b + 1, vel, 0)
+        np.testing.assert_allclose(key.A0[b] @ key.omega0[b], vel[:3], atol=1e-12)
+        np.testing.assert_allclose(key.rdot0[b], vel[3:], atol=1e-12)
+    assert np.abs(key.omega0).max() > 1.0
+    with pytest.raises(mbd.ModelFileError, match="no keyframe 'nope'; keyframes: \\['swing'\\]"):
+        mbd.load_model(ARM, keyframe="nope")
+    with pytest.raises(mbd.ModelFileError, match="keyframe index 3 out of range"):
+        mbd.load_model(ARM, keyframe=3)
+
+
+URDF = """<?xml version="1.0"?>
+<robot name="two_link">
+  <link name="base"><inertial><mass value="5"/>
+    <inertia ixx="1" iyy="1" izz="1" ixy="0" ixz="0" iyz="0"/></inertial></link>
+  <link name="upper">
+    <inertial><origin xyz="0 0 -0.2"/><mass value="1.5"/>
+      <inertia ixx="0.02" iyy="0.021" izz="0.003" ixy="0.001" ixz="0" iyz="0.0005"/></inertial>
+    <visual><origin xyz="0 0 -0.2"/><geometry><cylinder radius="0.03" length="0.4"/></geometry>
+    </visual>
+  </link>
+  <link name="lower">
+    <inertial><origin xyz="0 0 -0.15"/><mass value="0.8"/>
+      <inertia ixx="0.006" iyy="0.006" izz="0.001" ixy="0" ixz="0" iyz="0"/></inertial>
+    <visual><origin xyz="0 0 -0.15"/><geometry><box size="0.04 0.04 0.3"/></geometry></visual>
+    <collision><geometry><box size="0.04 0.04 0.3"/></geometry></collision>
+  </link>
+  <link name="tool"><inertial><origin xyz="0 0 0"/><mass value="0.2"/>
+    <inertia ixx="1e-4" iyy="1e-4" izz="1e-4" ixy="0" ixz="0" iyz="0"/></inertial></link>
+  <joint name="shoulder" type="continuous"><parent link="base"/><child link="upper"/>
+    <origin xyz="0 0 1"/><axis xyz="0 1 0"/></joint>
+  <joint name="elbow" type="revolute"><parent link="upper"/><child link="lower"/>
+    <origin xyz="0 0 -0.4" rpy="0.1 0 0"/><axis xyz="1 0 0"/>
+    <limit lower="-2" upper="2" effort="10" velocity="5"/></joint>
+  <joint name="tool_mount" type="fixed"><parent link="lower"/><child link="tool"/>
+    <origin xyz="0 0 -0.3"/></joint>
+</robot>
+"""
+
+
+def test_urdf_import_and_the_one_warning(tmp_path):
+    path = tmp_path / "two_link.urdf"
+    path.write_text(URDF)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = mbd.load_model(path)
+    ours = [w for w in caught if issubclass(w.category, mbd.mjcf.UnsupportedFeatureWarning)]
+    assert len(ours) == 1
+    text = str(ours[0].message)
+    assert "joint limits on ['elbow']" in text and "contacts (1 colliding geoms" in text
+    # base is fixed (the ground), the tool is welded to the lower link (masses combined)
+    assert model.body_names == ("upper", "lower")
+    np.testing.assert_allclose(model.mass, [1.5, 1.0])
+    np.testing.assert_allclose(model.r0[0], [0, 0, 0.8], atol=1e-12)
+    np.testing.assert_allclose(model.inertia[0][0, 1], 0.001)
+    assert [s.kind for s in model.shapes[0]] == ["cylinder"]
+    assert model.constraint_joints[:5] == ("shoulder",) * 5
+    # the elbow axis: x of the lower link's frame (rolled by 0.1 about x: still x)
+    axis = np.asarray(model.A0[1]) @ np.array([1.0, 0, 0])
+    np.testing.assert_allclose(axis, [1, 0, 0], atol=1e-12)
+
+
+UNSUPPORTED = """<mujoco model="everything">
+  <worldbody>
+    <geom type="plane" size="1 1 0.1"/>
+    <body name="a" pos="0 0 1">
+      <joint name="hinge" type="hinge" axis="0 1 0" range="-1 1" limited="true" damping="0.1"/>
+      <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/>
+      <site name="s1" pos="0.3 0 0"/>
+      <body name="b" pos="0.3 0 0">
+        <joint name="slider" type="slide" axis="1 0 0" stiffness="10"/>
+        <geom type="sphere" size="0.05"/>
+        <site name="s2"/>
+      </body>
+    </body>
+  </worldbody>
+  <tendon><spatial name="t"><site site="s1"/><site site="s2"/></spatial></tendon>
+  <actuator><motor name="m" joint="hinge"/></actuator>
+  <equality><joint name="couple" joint1="hinge" joint2="slider"/></equality>
+</mujoco>
+"""
+
+
+def test_unsupported_mjcf_features_in_one_warning(tmp_path):
+    path = tmp_path / "everything.xml"
+    path.write_text(UNSUPPORTED)
+    with pytest.warns(mbd.mjcf.UnsupportedFeatureWarning) as record:
+        model = mbd.load_model(path)
+    assert len(record) == 1
+    text = str(record[0].message)
+    for item in (
+        "joint limits on ['hinge']",
+        "joint damping on ['hinge']",
+        "joint stiffness on ['slider']",
+        "contacts (3 colliding geoms",
+        "1 tendon(s)",
+        "actuators ['m']",
+        "equality 'couple' of type joint",
+    ):
+        assert item in text, item
+    assert model.body_names == ("a", "b") and model.nc == 10  # revolute + translational
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        ("broken.xml", "<mujoco><worldbody><body>", "MuJoCo cannot parse this file"),
+        ("unknown.xml", "<mujoco><worldbody><bogus/></worldbody></mujoco>", "bogus"),
+        ("broken.urdf", "<robot name='r'><link name='a'>", "invalid XML"),
+        ("notrobot.urdf", "<mujoco/>", "<robot> root"),
+        (
+            "orphan.urdf",
+            "<robot name='r'><link name='a'/><joint name='j' type='revolute'>"
+            "<parent link='a'/><child link='missing'/></joint></robot>",
+            "MuJoCo cannot parse this file",
+        ),
+        (
+            "twohinges.xml",
+            "<mujoco><worldbody><body name='b'><joint name='h1' axis='0 1 0'/>"
+            "<joint name='h2' axis='0 1 0' pos='0.1 0 0'/><geom size='0.1'/></body>"
+            "</worldbody></mujoco>",
+            "body 'b': joints ['h1', 'h2'] (['hinge', 'hinge']) do not form one jaxmbd joint",
+        ),
+    ],
+)
+def test_malformed_files_give_model_file_error(tmp_path, name, text, message):
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(mbd.ModelFileError) as err:
+        mbd.load_model(path)
+    assert str(path) in str(err.value) and message in str(err.value)
+
+
+def test_joint_chains_map_to_library_joints(tmp_path):
+    path = tmp_path / "chains.xml"
+    path.write_text(
+        """<mujoco><option><flag contact="disable"/></option><worldbody>
+        <body name="u" pos="0 0 1"><joint name="u1" axis="1 0 0"/><joint name="u2" axis="0 1 0"/>
+          <geom size="0.1" mass="1"/>
+          <body name="c" pos="0 0 -0.5"><joint name="c1" type="slide" axis="0 0 1"/>
+            <joint name="c2" axis="0 0 1"/><geom type="box" size="0.1 0.1 0.1" mass="1"/>
+            <body name="w" pos="0.3 0 0"><geom size="0.05" mass="0.5"/></body></body>
+        </body>
+        <body name="free" pos="2 0 0"><freejoint/><geom size="0.1" mass="1"/></body>
+        </worldbody></mujoco>"""
+    )
+    model = _load(path)
+    assert model.body_names == ("u", "c", "free")  # w is welded into c
+    assert model.gcon_counts() == {"DP1": 3, "DP2": 2, "D": 0, "CD": 3, "ROT": 0}
+    assert set(model.constraint_joints) == {"u1+u2", "c1+c2"}
+    np.testing.assert_allclose(model.mass, [1.0, 1.5, 1.0])
+    np.testing.assert_allclose(model.r0[1], [0.1, 0, 0.5], atol=1e-12)  # combined COM
