@@ -164,10 +164,7 @@ def _scene(model: Model, sol, *, fps, speed, max_frames, traces, resolution) -> 
         for label, b, p in _resolve_traces(model, traces)
     ]
     pts = np.concatenate(
-        [v.reshape(-1, 3) for v in verts]
-        + [joints.reshape(-1, 3)]
-        + [tr for _, tr in trace_list]
-        + [np.zeros((1, 3))]
+        [v.reshape(-1, 3) for v in verts] + [joints.reshape(-1, 3)] + [tr for _, tr in trace_list]
     )
     lo, hi = pts.min(0), pts.max(0)
     # a flat mechanism keeps a readable depth: every axis spans >= 25 % of the largest
@@ -294,7 +291,9 @@ def _matplotlib_animation(scene: _Scene, joints: bool, view, size, title, fps):
     ax.set_xlim(scene.lo[0], scene.hi[0])
     ax.set_ylim(scene.lo[1], scene.hi[1])
     ax.set_zlim(scene.lo[2], scene.hi[2])
-    ax.set_box_aspect(np.maximum(scene.hi - scene.lo, 1e-3 * (scene.hi - scene.lo).max()))
+    ax.set_box_aspect(
+        np.maximum(scene.hi - scene.lo, 1e-3 * (scene.hi - scene.lo).max()), zoom=1.15
+    )
     ax.set_xlabel("x")
     ax.set_ylabel("y")
     ax.set_zlabel("z")
@@ -315,7 +314,7 @@ def _matplotlib_animation(scene: _Scene, joints: bool, view, size, title, fps):
         ax.plot([], [], [], "-", lw=1.5, label=label, zorder=1e4 - 1)[0]
         for label, _ in scene.traces
     ]
-    label = ax.text2D(0.02, 0.95, "", transform=ax.transAxes, fontsize=11)
+    label = ax.text2D(0.02, 0.02, "", transform=ax.transAxes, fontsize=11)
     if scene.traces:
         ax.legend(handles=lines, loc="upper right", fontsize=8)
 
