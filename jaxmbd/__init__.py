@@ -8,6 +8,7 @@ from . import (
     diagnostics,
     geometry,
     integrators,
+    mjcf,
     models,
     plot,
 )
@@ -78,6 +79,7 @@ __all__ = [
     "consistent_initial_state",
     "diagnostics",
     "geometry",
+    "mjcf",
     "plot",
     "get_formulation",
     "hat",
