@@ -123,12 +123,14 @@ def error_if_failed(sol, what: str):
 
 def solution_from_outputs(model: Model, form, h, outs, integrator: str = ""):
     """Solution of the per-step outputs (r, A, rdot, omega, rddot, omegadot, lam,
-    iterations, status, residual[, q, v]) of an analysis; q and v are the formulation's own
-    coordinates and velocities, one row per body."""
+    iterations, status, residual[, q, v[, condition]]) of an analysis; q and v are the
+    formulation's own coordinates and velocities, one row per body; condition the iteration
+    matrix's condition number per step (integrators' ``record_condition``)."""
     from .solution import Solution
 
     r, A, rdot, omega, rddot, omegadot, lam, iters, status, residual = outs[:10]
-    q, v = outs[10:] if len(outs) == 12 else (None, None)
+    q, v = outs[10:12] if len(outs) >= 12 else (None, None)
+    condition = outs[12] if len(outs) == 13 else None
     return Solution(
         t=jnp.arange(r.shape[0]) * h,
         r=r,
@@ -143,6 +145,7 @@ def solution_from_outputs(model: Model, form, h, outs, integrator: str = ""):
         residual=residual,
         q=q,
         v=v,
+        condition=condition,
         formulation=form.name,
         integrator=integrator,
         body_names=model.body_names,

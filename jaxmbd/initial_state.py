@@ -26,12 +26,18 @@ class InitialCorrection(NamedTuple):
     velocity: jax.Array  # max |delta (r_dot, omega_bar)|
 
 
-def consistent_initial_state(model: Model, *, t=0.0, tol=1e-13, max_iter=30):
+def consistent_initial_state(
+    model: Model, *, t=0.0, tol=1e-13, max_iter=30, redundant: bool = False
+):
     """Project the initial state onto the constraints and solve for accelerations.
 
     Positions: Gauss-Newton with minimum-norm corrections on Phi(q, t) = 0; velocities:
     minimum-norm projection onto G v = nu; accelerations and multipliers: the index-1 system
     [M G^T; G 0][a; lam] = [Q; gamma]. All in rA quantities (formulation independent).
+    ``redundant=True`` (dependent constraint rows, e.g. an overconstrained closed loop, where
+    G G^T and the KKT matrix are singular): the same quantities with the SVD pseudo-inverse,
+    so the corrections are still minimum-norm, the accelerations unique and the multipliers
+    the least-norm ones (finite, never NaN).
     Returns ((r, A, rdot, omega, rddot, omegadot, lam), InitialCorrection, NewtonInfo).
     """
     t = jnp.asarray(t, dtype=jnp.float64)
@@ -39,10 +45,10 @@ def consistent_initial_state(model: Model, *, t=0.0, tol=1e-13, max_iter=30):
     zero = jnp.zeros((nb, 3))
 
     def min_norm_solve(G, rhs):
-        return G.T @ jnp.linalg.solve(G @ G.T, rhs)
+        return _min_norm(G, rhs, redundant)
 
     if model.nc:
-        q, info = _project_positions(model, t, tol, max_iter)
+        q, info = _project_positions(model, t, tol, max_iter, redundant)
     else:
         q, info = (
             (model.r0, model.A0),
@@ -69,8 +75,14 @@ def consistent_initial_state(model: Model, *, t=0.0, tol=1e-13, max_iter=30):
     )
     M = jnp.einsum("ab,aij->aibj", jnp.eye(nb), M).reshape(6 * nb, 6 * nb)
     nc = model.nc
-    kkt = jnp.block([[M, G.T], [G, jnp.zeros((nc, nc))]])
-    sol = jnp.linalg.solve(kkt, jnp.concatenate([Q.reshape(-1), gamma]))
+    if redundant:  # a = M^-1 (Q - G^T lam), lam = (G M^-1 G^T)^+ (G M^-1 Q - gamma)
+        Minv_Q = jnp.linalg.solve(M, Q.reshape(-1))
+        Minv_Gt = jnp.linalg.solve(M, G.T)
+        lam = _pinv(G @ Minv_Gt) @ (G @ Minv_Q - gamma)
+        sol = jnp.concatenate([Minv_Q - Minv_Gt @ lam, lam])
+    else:
+        kkt = jnp.block([[M, G.T], [G, jnp.zeros((nc, nc))]])
+        sol = jnp.linalg.solve(kkt, jnp.concatenate([Q.reshape(-1), gamma]))
     acc, lam = sol[: 6 * nb].reshape(nb, 6), sol[6 * nb :]
     # a report, not a differentiable output (arccos and norms are not smooth at 0)
     dA = jnp.einsum("bji,bjk->bik", model.A0, A)
@@ -87,7 +99,19 @@ def consistent_initial_state(model: Model, *, t=0.0, tol=1e-13, max_iter=30):
     return (r, A, rdot, omega, acc[:, :3], acc[:, 3:], lam), correction, info
 
 
-def _min_norm_newton(model, t, tol, max_iter):
+def _pinv(A):
+    """SVD pseudo-inverse with a relative cut-off well above round-off (dependent rows)."""
+    return jnp.linalg.pinv(A, rtol=1e-10)
+
+
+def _min_norm(G, rhs, redundant: bool):
+    """Minimum-norm solution of G x = rhs: G^T (G G^T)^-1 rhs, or G^+ rhs (dependent rows)."""
+    if redundant:
+        return _pinv(G) @ rhs
+    return G.T @ jnp.linalg.solve(G @ G.T, rhs)
+
+
+def _min_norm_newton(model, t, tol, max_iter, redundant=False):
     nb = model.nb
     zero = jnp.zeros((nb, 3))
 
@@ -105,12 +129,12 @@ def _min_norm_newton(model, t, tol, max_iter):
         (model.r0, model.A0),
         tol=tol,
         max_iter=max_iter,
-        linear_solve=lambda G, rhs: G.T @ jnp.linalg.solve(G @ G.T, rhs),
+        linear_solve=lambda G, rhs: _min_norm(G, rhs, redundant),
     )
 
 
-@functools.partial(jax.custom_jvp, nondiff_argnums=(2, 3))
-def _project_positions(model, t, tol, max_iter):
+@functools.partial(jax.custom_jvp, nondiff_argnums=(2, 3, 4))
+def _project_positions(model, t, tol, max_iter, redundant=False):
     """Minimum-norm Gauss-Newton projection of (r0, A0) onto Phi(q, t) = 0.
 
     Its derivative is that of the nearest-point map at a point on the constraint manifold:
@@ -118,14 +142,14 @@ def _project_positions(model, t, tol, max_iter):
     model's initial state is already consistent, first order in the distance otherwise),
     so gradients never pass through the iteration.
     """
-    return _min_norm_newton(model, t, tol, max_iter)
+    return _min_norm_newton(model, t, tol, max_iter, redundant)
 
 
 @_project_positions.defjvp
-def _project_positions_jvp(tol, max_iter, primals, tangents):
+def _project_positions_jvp(tol, max_iter, redundant, primals, tangents):
     model, t = primals
     model_dot, _ = tangents
-    (r, A), info = _min_norm_newton(jax.lax.stop_gradient(model), t, tol, max_iter)
+    (r, A), info = _min_norm_newton(jax.lax.stop_gradient(model), t, tol, max_iter, redundant)
     nb = model.nb
     zero = jnp.zeros((nb, 3))
     _, G, _, _ = rA_terms(model, r, A, zero, zero, t)
@@ -135,7 +159,7 @@ def _project_positions_jvp(tol, max_iter, primals, tangents):
     # Phi_p p_dot at the projected configuration (r0, A0 do not enter Phi)
     _, phi_p = jax.jvp(lambda m: constraint_values(m, r, A, t), (model,), (model_dot,))
     rhs = G @ q0_dot + phi_p
-    delta = q0_dot - G.T @ jnp.linalg.solve(G @ G.T, rhs)
+    delta = q0_dot - _min_norm(G, rhs, redundant)
     d = delta.reshape(nb, 6)
     A_dot = jnp.einsum("bij,bjk->bik", A, hat(d[:, 3:]))
     zeros_info = jax.tree_util.tree_map(

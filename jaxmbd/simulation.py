@@ -30,13 +30,17 @@ def _outputs(form, q, v, a, lam_all, nc):
 
 
 def _initial(model, form: AbstractFormulation, integrator: AbstractIntegrator, h):
-    state, _, info = consistent_initial_state(model)
+    redundant = integrator.redundant_constraints(model)
+    state, _, info = consistent_initial_state(model, redundant=redundant)
     q, v, a = to_formulation(form, *state[:6])
     extra = form.num_multipliers(model) - model.nc
     lam = jnp.concatenate([state[6], jnp.zeros(extra)])
     carry = integrator.init(model, form, StartState(q, v, a, lam), h)
     out = state + (info.iterations, info.status, info.residual_norm)
-    return carry, out + (form.flat_coordinates(q), v)
+    out = out + (form.flat_coordinates(q), v)
+    if getattr(integrator, "record_condition", False):  # no step at t = 0
+        out = out + (jnp.asarray(jnp.nan),)
+    return carry, out
 
 
 def _scan(model, form, integrator, carry, k0, n: int, h, checkpoint: int | None = None):
@@ -44,7 +48,8 @@ def _scan(model, form, integrator, carry, k0, n: int, h, checkpoint: int | None 
         carry, res = integrator.step(model, form, carry, k, h)
         out = _outputs(form, res.q, res.v, res.a, res.lam, model.nc)
         info = (res.info.iterations, res.info.status, res.info.residual_norm)
-        return carry, out + info + (form.flat_coordinates(res.q), res.v)
+        out = out + info + (form.flat_coordinates(res.q), res.v)
+        return carry, out + (() if res.condition is None else (res.condition,))
 
     steps = k0 + jnp.arange(1, n + 1)
     if not checkpoint or n <= checkpoint:

@@ -20,7 +20,9 @@ class Solution(eqx.Module):
     (0 = converged) and ``residual`` (||Phi|| or ||g|| at convergence) are per step.
     ``q`` (T, nb, nq) and ``v`` (T, nb, nv) are the formulation's own coordinates and
     velocities (dynamics only; None for kinematic analyses), so that invariants can be
-    evaluated exactly where the formulation conserves them.
+    evaluated exactly where the formulation conserves them. ``condition`` (T,): the 2-norm
+    condition number of the iteration matrix at each step's converged iterate, when the
+    integrator was asked to record it (``record_condition=True``; NaN at t = 0), else None.
     """
 
     t: jax.Array
@@ -36,6 +38,7 @@ class Solution(eqx.Module):
     residual: jax.Array
     q: jax.Array | None = None
     v: jax.Array | None = None
+    condition: jax.Array | None = None
     formulation: str = eqx.field(static=True, default="rA")
     integrator: str = eqx.field(static=True, default="")  # "" for kinematic analyses
     body_names: tuple[str, ...] = eqx.field(static=True, default=())
@@ -59,7 +62,11 @@ class Solution(eqx.Module):
         """Write ``.npz`` (all arrays and names) or ``.csv`` (one row per time step)."""
         path = Path(path)
         arrays = {k: np.asarray(getattr(self, k)) for k in self._ARRAYS}
-        own = {k: np.asarray(getattr(self, k)) for k in ("q", "v") if getattr(self, k) is not None}
+        own = {
+            k: np.asarray(getattr(self, k))
+            for k in ("q", "v", "condition")
+            if getattr(self, k) is not None
+        }
         if path.suffix == ".csv":
             header, columns = ["t"], [arrays["t"]]
             for b, name in enumerate(self.body_names):
@@ -100,7 +107,7 @@ class Solution(eqx.Module):
         with np.load(path) as data:
             return cls(
                 **{k: data[k] for k in cls._ARRAYS},
-                **{k: data[k] for k in ("q", "v") if k in data},
+                **{k: data[k] for k in ("q", "v", "condition") if k in data},
                 formulation=str(data["formulation"]),
                 integrator=str(data["integrator"]) if "integrator" in data else "",
                 body_names=tuple(str(s) for s in data["body_names"]),

@@ -48,13 +48,16 @@ class StartState(NamedTuple):
 
 
 class StepResult(NamedTuple):
-    """What one step produced: the new state in formulation coordinates and solver info."""
+    """What one step produced: the new state in formulation coordinates and solver info;
+    ``condition``: the iteration matrix's condition number, when the integrator records it
+    (``record_condition``), else None."""
 
     q: Any
     v: jax.Array
     a: jax.Array
     lam: jax.Array
     info: NewtonInfo
+    condition: jax.Array | None = None
 
 
 class AbstractIntegrator(eqx.Module):
@@ -70,6 +73,11 @@ class AbstractIntegrator(eqx.Module):
     @abc.abstractmethod
     def step(self, model: Model, form: AbstractFormulation, state, k, h):
         """(state, StepResult) at t = k h from the state at (k - 1) h."""
+
+    def redundant_constraints(self, model: Model) -> bool:
+        """True when the integrator is told the constraint rows are dependent (closed loops):
+        the consistent start then uses pseudo-inverses (least-norm multipliers)."""
+        return False
 
 
 class Discretisation(NamedTuple):

@@ -49,6 +49,7 @@ import jax.numpy as jnp
 
 from ..equations import constraint_values
 from ..forces import SpringDamper
+from ..formulations import director_pairs as pairs
 from ..lie import so3_exp
 from ..newton import (
     MAX_ITERATIONS,
@@ -63,6 +64,7 @@ from ..newton import (
 from .base import AbstractIntegrator, StepResult
 
 SCHEMES = ("constrained", "null_space")
+PARAMETRISATIONS = ("pairs", "numerical")
 
 
 class EMState(NamedTuple):
@@ -86,44 +88,66 @@ class DampedNewton(AbstractNewton):
     def init(self, n):
         return None
 
-    def solve(self, residual, jacobian, x0, state, *, tol, linear_solve=solve_linear):
+    def solve(self, residual, jacobian, x0, state, *, tol, linear_solve=solve_linear, **_):
+        """``jacobian=None``: the residual and its forward-mode Jacobian in one pass. The
+        residual is traced twice in all (Newton point, line search), which keeps the
+        compile time of large reduced residuals down."""
+        if jacobian is None:
+
+            def value_and_jacobian(x):
+                J, F = jax.jacfwd(lambda y: (residual(y), residual(y)), has_aux=True)(x)
+                return F, J
+        else:
+
+            def value_and_jacobian(x):
+                return residual(x), jacobian(x)
+
         def cond(carry):
             _, k, step, status, _ = carry
             return (k < self.max_iter) & (step >= tol) & (status == SUCCESS)
 
         def body(carry):
-            x, k, _, _, fnorm = carry
-            F = residual(x)
+            x, k, _, _, _ = carry
+            F, J = value_and_jacobian(x)
             fnorm = jnp.linalg.norm(F)
-            delta = -linear_solve(jacobian(x), F)
+            delta = -linear_solve(J, F)
             step = jnp.linalg.norm(delta)
             finite = jnp.isfinite(step)
             delta = jnp.where(finite, delta, 0.0)
 
+            # backtracking: alpha = 1, 1/2, ... until Armijo holds (first trial always runs)
             def ls_cond(c):
-                alpha, f_new, j = c
-                return (j < self.max_halvings) & ~(f_new <= (1.0 - 1e-4 * alpha) * fnorm)
+                alpha, f_new, j, _ = c
+                armijo = f_new <= (1.0 - 1e-4 * alpha) * fnorm
+                return (j == 0) | ((j <= self.max_halvings) & ~armijo)
 
             def ls_body(c):
-                alpha, _, j = c
-                alpha = 0.5 * alpha
-                return alpha, jnp.linalg.norm(residual(x + alpha * delta)), j + 1
+                alpha, _, j, f1 = c
+                alpha = jnp.where(j == 0, 1.0, 0.5 * alpha)
+                f_new = jnp.linalg.norm(residual(x + alpha * delta))
+                return alpha, f_new, j + 1, jnp.where(j == 0, f_new, f1)
 
-            f1 = jnp.linalg.norm(residual(x + delta))
-            alpha, _, _ = jax.lax.while_loop(
-                ls_cond, ls_body, (jnp.asarray(1.0, x.dtype), f1, jnp.asarray(0))
+            one, inf = jnp.asarray(1.0, x.dtype), jnp.asarray(jnp.inf, x.dtype)
+            alpha, f_new, _, f1 = jax.lax.while_loop(
+                ls_cond, ls_body, (one, inf, jnp.asarray(0), inf)
             )
-            alpha = jnp.where(step < tol, 1.0, alpha)
+            full = step < tol
+            alpha = jnp.where(full, 1.0, alpha)
+            f_new = jnp.where(full, f1, f_new)
             status = jnp.where(finite, SUCCESS, NONFINITE)
-            return x + alpha * delta, k + 1, jnp.where(finite, step, jnp.inf), status, fnorm
+            return x + alpha * delta, k + 1, jnp.where(finite, step, jnp.inf), status, f_new
 
         init = (x0, jnp.asarray(0), jnp.asarray(jnp.inf, x0.dtype), jnp.asarray(SUCCESS),
                 jnp.asarray(jnp.inf, x0.dtype))  # fmt: skip
-        x, k, step, status, _ = jax.lax.while_loop(cond, body, init)
+        x, k, step, status, res_norm = jax.lax.while_loop(cond, body, init)
         status = jnp.where((status == SUCCESS) & (step >= tol), MAX_ITERATIONS, status)
-        res_norm = jnp.linalg.norm(residual(x))
         status = jnp.where((status == SUCCESS) & ~jnp.isfinite(res_norm), NONFINITE, status)
         return x, NewtonInfo(k, status, res_norm, step), state
+
+
+def _jacobian(newton, residual):
+    """None lets :class:`DampedNewton` form the residual and its Jacobian in one pass."""
+    return None if isinstance(newton, DampedNewton) else jax.jacfwd(residual)
 
 
 def _newton(newton, max_iter):
@@ -181,12 +205,33 @@ def _all_values(form, model, x, t, W=None):
     return phi if W is None else W.T @ phi
 
 
-def range_basis(form, model, x0, t, rank: int):
-    """W (m x rank): left singular vectors of G(q_n) of the ``rank`` largest singular values
-    (gradient-stopped; the root does not depend on it)."""
-    G = jax.jacfwd(lambda x: _all_values(form, model, x, t))(x0)
-    U, _, _ = jnp.linalg.svd(G, full_matrices=False)
-    return jax.lax.stop_gradient(U[:, :rank])
+def row_selection(form, model, structure, x0, t, dof: int):
+    """W (m x (n - dof)) selecting independent constraint rows when the joint rows are
+    redundant (closed loops, notes 1.6): every internal row and every row of the spanning
+    tree's joints (:func:`~jaxmbd.formulations.director_pairs.pair_structure`), and k = d - dof
+    combinations B^T Phi_c of the closure rows, B the left singular vectors of the k largest
+    singular values of G_c(q_n) P(q_n) (d the tree's unknowns). W is fixed during a step
+    (gradient-stopped: the root does not depend on it), so W^T G(q_{n+1/2}) is still the
+    exact discrete derivative of W^T Phi. Both schemes use the same W, so they solve the same
+    equations."""
+    nb, nc = model.nb, model.nc
+    m = nc + 6 * nb
+    closure = list(structure.closure_rows)
+    k = structure.size - dof
+    if not 0 <= k <= len(closure):
+        raise ValueError(
+            f"energy_momentum: dof = {dof} is impossible for this model: its spanning tree "
+            f"({structure.describe(model)}) has {structure.size} unknowns and "
+            f"{len(closure)} closure rows"
+        )
+    keep = list(structure.tree_rows) + list(range(nc, m))
+    q0 = form._unflat(x0, nb)
+    Gc = jax.jacfwd(lambda x: _gcon_values(form, model, x, t))(x0)[jnp.asarray(closure, int)]
+    U, _, _ = jnp.linalg.svd(Gc @ pairs.null_space(model, structure, q0), full_matrices=False)
+    W = jnp.zeros((m, len(keep) + k))
+    W = W.at[jnp.asarray(keep, int), jnp.arange(len(keep))].set(1.0)
+    W = W.at[jnp.asarray(closure, int)[:, None], len(keep) + jnp.arange(k)[None, :]].set(U[:, :k])
+    return jax.lax.stop_gradient(W)
 
 
 def momentum_residual(form, model, x0, v0, x1, h, k):
@@ -343,18 +388,94 @@ def reduced_residual(form, model, q0, v0, basis, mu, h, k, *, tol, W=None):
     return P.T @ momentum_residual(form, model, x0, v0.reshape(nb, 12), x1, h, k)
 
 
+# ------------------------------------------------------ the paper's pair-specific method
+
+
+class ClosureData(NamedTuple):
+    """Per-step data of the closure rows (fixed during a step, gradient-stopped): B combines
+    the closure rows into k = d - dof independent equations (identity without redundancy),
+    p_ref (d x dof) spans null(B^T G_c(q_n) P(q_n))."""
+
+    B: jax.Array
+    p_ref: jax.Array
+
+
+def closure_data(form, model, structure, q0, t, dof: int, table=None) -> ClosureData | None:
+    """None for a tree (no closure rows); else B and p_ref at q_n (notes 1.6)."""
+    closure = jnp.asarray(structure.closure_rows, int)
+    if closure.shape[0] == 0:
+        return None
+    x0 = form._flat(q0)
+    k = structure.size - dof
+    Gc = jax.jacfwd(lambda x: _gcon_values(form, model, x, t))(x0)[closure]
+    K = Gc @ pairs.null_space(model, structure, q0, table=table)
+    U, _, Vt = jnp.linalg.svd(K, full_matrices=True)
+    B = jnp.eye(closure.shape[0]) if k == closure.shape[0] else U[:, :k]
+    return jax.lax.stop_gradient(ClosureData(B, Vt[k:].T))
+
+
+def pairs_residual(form, model, structure, closure, q0, v0, mu, h, k, table=None):
+    """The reduced equations of the discrete null space method in the paper's incremental
+    unknowns mu (Sec. 2.2.2, 4.4, 5.4; notes 1.2 and 1.6), q_{n+1} = F_{q_n}(mu):
+
+        P(q_n, q_{n+1})^T R1(q_{n+1}) = 0                          (tree: d equations)
+        [p_c^T P^T R1; B^T Phi_c(q_{n+1})] = 0                     (closed loops)
+
+    R1 = (2/h) M (q_{n+1} - q_n) - 2 M v_n + h grad_bar V without the multipliers, P the
+    discrete null space matrix of the tree (eqs. 65-74, 113, 133, 149, 185-187), and for
+    closure rows Phi_c: p_c = Pi p_ref spanning null(B^T G_c(q_{n+1/2}) P) (Pi the orthogonal
+    projector onto it: smooth in mu and -> p_ref as q_{n+1} -> q_n), so P p_c spans
+    null G(q_{n+1/2}) of the selected rows and lam drops out exactly."""
+    nb = model.nb
+    x0 = form._flat(q0)
+    x1 = form._flat(pairs.reparametrise(model, structure, q0, mu, table=table))
+    xm = 0.5 * (x0 + x1)
+    P = pairs.null_space(model, structure, form._unflat(xm, nb), table=table)
+    y = P.T @ momentum_residual(form, model, x0, v0.reshape(nb, 12), x1, h, k)
+    if closure is None:
+        return y
+    rows = jnp.asarray(structure.closure_rows, int)
+    t1 = k * h
+
+    def phi_c(x):
+        return _gcon_values(form, model, x, t1)[rows]
+
+    # B^T G_c(q_{n+1/2}) P column by column (d forward passes instead of 12 nb)
+    GcP = jax.vmap(lambda col: jax.jvp(phi_c, (xm,), (col,))[1], in_axes=1, out_axes=1)(P)
+    K = closure.B.T @ GcP
+    p_c = closure.p_ref - K.T @ jnp.linalg.solve(K @ K.T, K @ closure.p_ref)
+    return jnp.concatenate([p_c.T @ y, closure.B.T @ phi_c(x1)])
+
+
 # ------------------------------------------------------------------------------ integrator
 
 
 class EnergyMomentum(AbstractIntegrator):
     """Energy-momentum midpoint scheme (10) for the director formulation.
 
-    Options (keyword-only): ``scheme`` ("constrained" or "null_space"), ``tol`` (Newton
-    stops when the correction norm is below it; default 1e-12), ``max_iter`` (30),
-    ``newton`` ("damped": :class:`DampedNewton`, the default; "full", "modified",
-    "reuse" or a solver object), ``dof``
-    (null_space: the number of degrees of freedom when the joint rows are dependent, e.g. a
-    closed loop; default 6 nb - nc).
+    Options (keyword-only):
+
+    * ``scheme``: "constrained" (Newton on (q_{n+1}, lam), n + m unknowns) or "null_space"
+      (the discrete null space method, Newton on the reduced unknowns mu).
+    * ``parametrisation`` (null_space): "pairs" (default), the paper's method: the closed-form
+      reparametrisation F(mu) and discrete null space matrices of the S, R, P, C and E pairs
+      along a spanning tree, closure rows of loops as extra equations
+      (:mod:`~jaxmbd.formulations.director_pairs`, :func:`pairs_residual`); Newton size d
+      (tree unknowns: 3 gyro top, 8 C pair, 9 E pair, 5 six-body linkage). "numerical": a
+      generic variant for any joint, null space from an SVD of G_ext P_int at q_n and an
+      inner Newton projection onto the joints (:func:`reparametrise`,
+      :func:`discrete_null_space`); Newton size dof. Both have the same root.
+    * ``record_condition``: also return, per step, the 2-norm condition number of the
+      scheme's iteration matrix at the converged iterate (constrained: the paper's unscaled
+      (n+m) matrix, :func:`constrained_matrix`; null_space: the Jacobian of the reduced
+      equations): ``Solution.condition`` (T,), NaN at t = 0 (no step). Tables II-V.
+    * ``tol`` (Newton stops when the correction norm is below it; default 1e-12),
+      ``max_iter`` (30), ``newton`` ("damped": :class:`DampedNewton`, the default; "full",
+      "modified", "reuse" or a solver object).
+    * ``dof``: the number of degrees of freedom when the joint rows are dependent (a closed
+      loop such as the six-body linkage: ``dof=1``); default 6 nb - nc. Then the rows used
+      are those of :func:`row_selection` (all tree rows, d - dof combinations of the closure
+      rows), in both schemes.
     """
 
     name: ClassVar[str] = "energy_momentum"
@@ -364,11 +485,18 @@ class EnergyMomentum(AbstractIntegrator):
     max_iter: int = eqx.field(static=True, default=30)
     newton: Any = "damped"
     dof: int | None = eqx.field(static=True, default=None)
+    parametrisation: str = eqx.field(static=True, default="pairs")
+    record_condition: bool = eqx.field(static=True, default=False)
 
     def __check_init__(self):
         if self.scheme not in SCHEMES:
             raise ValueError(
                 f"energy_momentum: scheme must be one of {SCHEMES}, got {self.scheme!r}"
+            )
+        if self.parametrisation not in PARAMETRISATIONS:
+            raise ValueError(
+                f"energy_momentum: parametrisation must be one of {PARAMETRISATIONS}, "
+                f"got {self.parametrisation!r}"
             )
         _newton(self.newton, self.max_iter)
         if self.tol is not None and not (float(self.tol) > 0):
@@ -383,11 +511,21 @@ class EnergyMomentum(AbstractIntegrator):
             raise ValueError(f"energy_momentum: dof = {dof} outside [0, {6 * model.nb}]")
         return dof
 
+    def redundant_constraints(self, model):
+        return self._dof(model) != 6 * model.nb - model.nc
+
     def init(self, model, form, start, h):
         if form.name != "director":
             raise ValueError("energy_momentum steps the 'director' formulation only")
-        self._dof(model)
-        # (a start with redundant rows has no unique multipliers: only a Newton guess)
+        dof = self._dof(model)
+        structure = pairs.pair_structure(model)
+        k = structure.size - dof
+        if not 0 <= k <= len(structure.closure_rows):
+            raise ValueError(
+                f"energy_momentum: dof = {dof} is impossible for model '{model.name}': its "
+                f"spanning tree ({structure.describe(model)}) has {structure.size} unknowns "
+                f"and {len(structure.closure_rows)} closure rows"
+            )
         lam_hat = jnp.where(jnp.isfinite(start.lam), 0.5 * h**2 * start.lam, 0.0)
         return EMState(start.q, start.v, lam_hat)
 
@@ -399,10 +537,14 @@ class EnergyMomentum(AbstractIntegrator):
         x0 = form._flat(q0)
         tol = self._tol()
         frozen = jax.lax.stop_gradient((model, x0, v0))
+        m_, x0_, v0_ = frozen
+        q0_ = form._unflat(x0_, nb)
         dof = self._dof(model)
+        structure = pairs.pair_structure(model)
         W = None
         if dof != 6 * nb - model.nc:  # redundant joint rows (closed loop): rank n - dof
-            W = range_basis(form, frozen[0], frozen[1], k * h, n - dof)
+            W = row_selection(form, m_, structure, x0_, k * h, dof)
+        reduced_matrix = None
 
         if self.scheme == "constrained":
             guess = form._flat(apply_twists(form, q0, twist_predictor(form, q0, v0, h)))
@@ -410,27 +552,51 @@ class EnergyMomentum(AbstractIntegrator):
             y0 = jax.lax.stop_gradient(jnp.concatenate([guess, lam_guess]))
 
             def res(y):
-                m_, x0_, v0_ = frozen
                 return constrained_residual(form, m_, x0_, v0_, y, h, k, W)
 
             y_star, info, _ = newton.solve(
-                res, jax.jacfwd(res), y0, newton.init(y0.shape[0]), tol=tol
+                res, _jacobian(newton, res), y0, newton.init(y0.shape[0]), tol=tol
             )
         else:
-            m_, x0_, v0_ = frozen
-            q0_ = form._unflat(x0_, nb)
-            basis = twist_basis(form, m_, q0_, k * h, dof)
-            mu0 = basis.N.T @ twist_predictor(form, q0_, v0_, h).reshape(-1)
+            if self.parametrisation == "pairs":
+                table = pairs.edge_table(m_, structure)
+                closure = closure_data(form, m_, structure, q0_, k * h, dof, table)
+                mu0 = pairs.predictor(m_, structure, q0_, v0_, h, table=table)
 
-            def res_mu(mu):
-                return reduced_residual(form, m_, q0_, v0_, basis, mu, h, k, tol=1e-3 * tol, W=W)
+                def res_mu(mu):
+                    return pairs_residual(form, m_, structure, closure, q0_, v0_, mu, h, k, table)
+
+                def F(mu):
+                    return form._flat(pairs.reparametrise(m_, structure, q0_, mu, table=table))
+            else:
+                basis = twist_basis(form, m_, q0_, k * h, dof)
+                mu0 = basis.N.T @ twist_predictor(form, q0_, v0_, h).reshape(-1)
+
+                def res_mu(mu):
+                    return reduced_residual(
+                        form, m_, q0_, v0_, basis, mu, h, k, tol=1e-3 * tol, W=W
+                    )
+
+                def F(mu):
+                    return form._flat(
+                        reparametrise(form, m_, q0_, basis, mu, k * h, tol=1e-3 * tol)
+                    )
 
             mu_star, info, _ = newton.solve(
-                res_mu, jax.jacfwd(res_mu), mu0, newton.init(dof), tol=tol
+                res_mu, _jacobian(newton, res_mu), mu0, newton.init(mu0.shape[0]), tol=tol
             )
-            x1 = form._flat(reparametrise(form, m_, q0_, basis, mu_star, k * h, tol=1e-3 * tol))
+            x1 = F(mu_star)
             lam = multipliers(form, m_, x0_, v0_, x1, h, k, W)
             y_star = jnp.concatenate([x1, 0.5 * h**2 * lam])
+            if self.record_condition:
+                reduced_matrix = jax.jacfwd(res_mu)(mu_star)
+
+        condition = None
+        if self.record_condition:
+            if reduced_matrix is None:
+                lam = y_star[n:] * (2.0 / h**2)
+                reduced_matrix = constrained_matrix(form, m_, x0_, v0_, y_star[:n], lam, h, k, W)
+            condition = jnp.linalg.cond(reduced_matrix)
 
         # implicit gradients of the (scheme-independent) root of the constrained equations
         def residual(y, params):
@@ -446,33 +612,45 @@ class EnergyMomentum(AbstractIntegrator):
         a1 = (v1 - v0) / h
         lam = lam_hat * (2.0 / h**2)
         info = NewtonInfo(info.iterations, info.status, info.residual_norm, info.step_norm)
-        return EMState(q1, v1, lam_hat), StepResult(q1, v1, a1, lam, info)
+        result = StepResult(q1, v1, a1, lam, info, condition)
+        return EMState(q1, v1, lam_hat), result
 
 
 @eqx.filter_jit
-def step_matrices(form, model, q0, v0, q1, h, k, *, dof=None):
+def step_matrices(form, model, q0, v0, q1, h, k, *, dof=None, parametrisation="numerical"):
     """(constrained, reduced) iteration matrices of one converged step q0 -> q1 (for
-    condition numbers, Tables II-V): the unscaled (n+m) matrix of eq. (10) and the d x d
-    Jacobian dR/dmu of the null-space scheme at its root. With redundant rows (``dof``
-    given, closed loops) the constrained matrix uses the rank independent combinations
-    W^T Phi (see :func:`range_basis`)."""
+    condition numbers, Tables II-V; ``simulate(..., record_condition=True)`` records the
+    running scheme's per step): the unscaled (n+m) matrix of eq. (10) and the d x d Jacobian
+    dR/dmu of the null-space scheme at its root (``parametrisation`` "numerical" or
+    "pairs"). With redundant rows (``dof`` given, closed loops) both use the rows of
+    :func:`row_selection`."""
     nb = model.nb
-    n = 12 * nb
     x0, x1 = form._flat(q0), form._flat(q1)
     dof = 6 * nb - model.nc if dof is None else dof
-    W = None if dof == 6 * nb - model.nc else range_basis(form, model, x0, k * h, n - dof)
+    structure = pairs.pair_structure(model)
+    W = None if dof == 6 * nb - model.nc else row_selection(form, model, structure, x0, k * h, dof)
     lam = multipliers(form, model, x0, v0, x1, h, k, W)
     Kc = constrained_matrix(form, model, x0, v0, x1, lam, h, k, W)
-    basis = twist_basis(form, model, q0, k * h, dof)
+    if parametrisation == "pairs":
+        closure = closure_data(form, model, structure, q0, k * h, dof)
+        mu = pairs.predictor(model, structure, q0, v0, h)
+
+        def F(m):
+            return form._flat(pairs.reparametrise(model, structure, q0, m))
+
+        def R(m):
+            return pairs_residual(form, model, structure, closure, q0, v0, m, h, k)
+    else:
+        basis = twist_basis(form, model, q0, k * h, dof)
+        mu = basis.N.T @ twist_predictor(form, q0, v0, h).reshape(-1)
+
+        def F(m):
+            return form._flat(reparametrise(form, model, q0, basis, m, k * h, tol=1e-14))
+
+        def R(m):
+            return reduced_residual(form, model, q0, v0, basis, m, h, k, tol=1e-14, W=W)
+
     # mu of q1: solve F(mu) = q1 in the least-squares sense by a few Newton steps
-    mu = basis.N.T @ twist_predictor(form, q0, v0, h).reshape(-1)
-
-    def F(m):
-        return form._flat(reparametrise(form, model, q0, basis, m, k * h, tol=1e-14))
-
     for _ in range(6):  # unrolled Gauss-Newton (converges quadratically from the predictor)
         mu = mu - jnp.linalg.lstsq(jax.jacfwd(F)(mu), F(mu) - x1)[0]
-    Kr = jax.jacfwd(
-        lambda m: reduced_residual(form, model, q0, v0, basis, m, h, k, tol=1e-14, W=W)
-    )(mu)
-    return Kc, Kr
+    return Kc, jax.jacfwd(R)(mu)
