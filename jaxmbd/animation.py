@@ -314,7 +314,7 @@ def _matplotlib_animation(scene: _Scene, joints: bool, view, size, title, fps):
         ax.plot([], [], [], "-", lw=1.5, label=label, zorder=1e4 - 1)[0]
         for label, _ in scene.traces
     ]
-    label = ax.text2D(0.02, 0.02, "", transform=ax.transAxes, fontsize=11)
+    label = fig.text(0.02, 0.96, "", fontsize=11, va="top")
     if scene.traces:
         ax.legend(handles=lines, loc="upper right", fontsize=8)
 
