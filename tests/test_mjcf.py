@@ -72,6 +72,8 @@ def test_arm_matches_mujoco():
     err = {h: np.abs(r - r_mj).max() for h, (r, _) in runs.items()}
     err_A = np.abs(runs[1e-3][1] - A_mj).max()
     richardson = np.abs(runs[1e-3][0] - runs[2e-3][0]).max() / 3.0
+    print(f"arm: COM error vs MuJoCo {err}, A {err_A:.2e}, Richardson {richardson:.2e}, "
+          f"MuJoCo dt error {err_mj:.1e}")  # fmt: skip
     assert err_mj < 1e-9
     assert 3.0 < err[2e-3] / err[1e-3] < 5.0, err  # second order towards MuJoCo
     assert err[1e-3] <= 2.0 * richardson + 10 * err_mj, (err, richardson)
@@ -95,6 +97,8 @@ def test_loop_matches_mujoco():
     r, A = _sampled(sol, every)
     viol = mbd.diagnostics.joint_violation(model, sol)
     closure = np.asarray(viol.position)[:, viol.names.index("closure")]
+    print(f"loop: COM error vs MuJoCo {np.abs(r - r_mj).max():.2e}, MuJoCo loop opening "
+          f"{gap.max():.2e}, jaxmbd closure {closure.max():.1e}")  # fmt: skip
     assert closure.max() < 1e-10
     assert 1e-8 < gap.max() < 1e-6  # MuJoCo's soft loop opens, slightly
     assert np.abs(r - r_mj).max() < 2 * 5e-5 + gap.max() + 1e-8
