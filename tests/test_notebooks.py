@@ -1,13 +1,22 @@
-"""The tutorials in notebooks/ run from top to bottom."""
+"""The tutorials in notebooks/ run from top to bottom.
+
+The four paper notebooks (``paper*.ipynb``) compile several integrators each (about a
+minute): their full execution is marked slow; by default their stored outputs (they are
+committed executed) are checked instead."""
 
 from pathlib import Path
 
 import pytest
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
+PAPERS = [p for p in NOTEBOOKS if p.name.startswith("paper")]
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path",
+    [pytest.param(p, marks=pytest.mark.slow) if p in PAPERS else p for p in NOTEBOOKS],
+    ids=lambda p: p.name,
+)
 def test_notebook_runs(path):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
@@ -23,3 +32,21 @@ def test_notebook_runs(path):
         if o.get("output_type") == "error"
     ]
     assert not errors
+
+
+@pytest.mark.parametrize("path", PAPERS, ids=lambda p: p.name)
+def test_paper_notebook_valid_with_stored_figures(path):
+    """Cheap check of a paper notebook: valid, every code cell compiles, executed in order
+    without errors, and its outputs show the headline figure and the animation."""
+    nbformat = pytest.importorskip("nbformat")
+    nb = nbformat.read(path, as_version=4)
+    nbformat.validate(nb)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    for cell in code:
+        compile(cell.source, path.name, "exec")
+    assert [c.execution_count for c in code] == list(range(1, len(code) + 1))
+    outputs = [o for c in code for o in c.get("outputs", [])]
+    assert not [o for o in outputs if o.get("output_type") == "error"]
+    images = [o["data"]["image/png"] for o in outputs if "image/png" in o.get("data", {})]
+    assert len(images) >= 2  # the figure and the animation
+    assert any(img.startswith("R0lGOD") for img in images)  # an (animated) GIF
