@@ -46,6 +46,8 @@ def test_primitive_mass_properties_closed_forms():
 
 
 PAPER_MODELS = [
+    "single_pendulum",
+    "double_pendulum",
     "gyro_top",
     "cylindrical_pair",
     "planar_pair",
