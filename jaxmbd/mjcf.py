@@ -168,6 +168,10 @@ def _unsupported(mujoco, m) -> list[str]:
         out.append(f"actuators {names}")
     if m.nmocap:
         out.append(f"{m.nmocap} mocap body(ies) (treated as fixed to the world)")
+    gravcomp = np.flatnonzero(np.asarray(getattr(m, "body_gravcomp", np.zeros(m.nbody))) != 0)
+    if len(gravcomp):
+        names = [_name(mujoco, m, mujoco.mjtObj.mjOBJ_BODY, b, "body") for b in gravcomp]
+        out.append(f"gravity compensation on {names}")
     if getattr(m, "nflex", 0):
         out.append(f"{m.nflex} flex object(s)")
     if np.any(np.asarray(m.opt.wind) != 0) or m.opt.density or m.opt.viscosity:
@@ -199,7 +203,10 @@ def _convert(mujoco, m, path: Path, keyframe, model_name: str) -> Model:
         else:
             owner[b] = b
             roots.append(b)
-    builder = ModelBuilder(name=model_name, gravity=tuple(float(g) for g in m.opt.gravity))
+    gravity = np.asarray(m.opt.gravity, dtype=np.float64)
+    if m.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_GRAVITY:
+        gravity = np.zeros(3)
+    builder = ModelBuilder(name=model_name, gravity=tuple(float(g) for g in gravity))
     frame: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     for b in roots:
         members = [k for k in range(1, m.nbody) if owner[k] == b]

@@ -211,7 +211,7 @@ UNSUPPORTED = """<mujoco model="everything">
       <joint name="hinge" type="hinge" axis="0 1 0" range="-1 1" limited="true" damping="0.1"/>
       <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/>
       <site name="s1" pos="0.3 0 0"/>
-      <body name="b" pos="0.3 0 0">
+      <body name="b" pos="0.3 0 0" gravcomp="1">
         <joint name="slider" type="slide" axis="1 0 0" stiffness="10"/>
         <geom type="sphere" size="0.05"/>
         <site name="s2"/>
@@ -240,6 +240,7 @@ def test_unsupported_mjcf_features_in_one_warning(tmp_path):
         "1 tendon(s)",
         "actuators ['m']",
         "equality 'couple' of type joint",
+        "gravity compensation on ['b']",
     ):
         assert item in text, item
     assert model.body_names == ("a", "b") and model.nc == 10  # revolute + translational
@@ -278,7 +279,7 @@ def test_malformed_files_give_model_file_error(tmp_path, name, text, message):
 def test_joint_chains_map_to_library_joints(tmp_path):
     path = tmp_path / "chains.xml"
     path.write_text(
-        """<mujoco><option><flag contact="disable"/></option><worldbody>
+        """<mujoco><option><flag contact="disable" gravity="disable"/></option><worldbody>
         <body name="u" pos="0 0 1"><joint name="u1" axis="1 0 0"/><joint name="u2" axis="0 1 0"/>
           <geom size="0.1" mass="1"/>
           <body name="c" pos="0 0 -0.5"><joint name="c1" type="slide" axis="0 0 1"/>
@@ -290,6 +291,7 @@ def test_joint_chains_map_to_library_joints(tmp_path):
     )
     model = _load(path)
     assert model.body_names == ("u", "c", "free")  # w is welded into c
+    np.testing.assert_array_equal(model.gravity, 0.0)  # MuJoCo's gravity flag is honoured
     assert model.gcon_counts() == {"DP1": 3, "DP2": 2, "D": 0, "CD": 3, "ROT": 0}
     assert set(model.constraint_joints) == {"u1+u2", "c1+c2"}
     np.testing.assert_allclose(model.mass, [1.0, 1.5, 1.0])
