@@ -273,6 +273,22 @@ def test_lyapunov_solve_against_scipy_and_kronecker():
     )
     eps = 1e-6
     np.testing.assert_allclose(tangent, (f(eps) - f(-eps)) / (2 * eps), rtol=1e-7, atol=1e-9)
+
+    # Hessian-vector product of a loss of Lambda along dK (forward over reverse) against
+    # central differences of its gradient (eigen-decomposition recomputed at each point)
+    def grad_at(Kx, Qx, dx):
+        def loss(K_):
+            return jnp.sum(lyapunov_solve(K_, jnp.asarray(B), Qx, dx) ** 2)
+
+        return jax.grad(loss)(Kx)
+
+    second = jax.jvp(lambda K_: grad_at(K_, Q, d), (jnp.asarray(K_inv),), (dK,))[1]
+    fd = (
+        grad_at(jnp.asarray(K_inv + eps * dK), *_eig(K_inv + eps * dK))
+        - grad_at(jnp.asarray(K_inv - eps * dK), *_eig(K_inv - eps * dK))
+    ) / (2 * eps)
+    np.testing.assert_allclose(second, fd, rtol=1e-6, atol=1e-7)
+    assert np.abs(np.asarray(fd)).max() > 1e-3
     # a repeated eigenvalue (symmetric body): the gradient stays finite
     g = jax.grad(lambda Kx: jnp.sum(lyapunov_solve(Kx, jnp.asarray(B), *_eig(np.eye(3)))))(
         jnp.eye(3)

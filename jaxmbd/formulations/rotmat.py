@@ -101,6 +101,15 @@ def _eig_solve(Q, d, B):
     return Q @ (Bt / (d[..., :, None] + d[..., None, :])) @ _mT(Q)
 
 
+def _lyapunov_with_derivative(K_inv, B, Q, d):
+    """The solution, carrying d Lambda = solve(-Lambda dK^-1 - dK^-1 Lambda) in its expression
+    (the added term is zero in value): derivatives of every order are right even where JAX
+    differentiates the primal function instead of the rule (partial evaluation in scan)."""
+    lam = _eig_solve(Q, d, B)
+    dK = K_inv - jax.lax.stop_gradient(K_inv)
+    return lam + _eig_solve(Q, d, -(lam @ dK + dK @ lam))
+
+
 @jax.custom_jvp
 def lyapunov_solve(K_inv, B, Q, d):
     """Solve Lambda K^-1 + K^-1 Lambda = B (eq. 25, a continuous Lyapunov/Sylvester equation,
@@ -109,17 +118,25 @@ def lyapunov_solve(K_inv, B, Q, d):
 
     Derivatives never pass through the eigen-decomposition (whose derivative is singular
     for repeated eigenvalues, e.g. symmetric bodies): d Lambda solves the same equation with
-    right-hand side dB - Lambda dK^-1 - dK^-1 Lambda.
+    right-hand side dB - Lambda dK^-1 - dK^-1 Lambda. Second derivatives are right too.
     """
-    return _eig_solve(Q, d, B)
+    return _lyapunov_with_derivative(K_inv, B, Q, d)
 
 
 @lyapunov_solve.defjvp
 def _lyapunov_solve_jvp(primals, tangents):
     K_inv, B, Q, d = primals
     dK, dB, _, _ = tangents
-    lam = _eig_solve(Q, d, B)
-    return lam, _eig_solve(Q, d, dB - lam @ dK - dK @ lam)
+    lam = _lyapunov_with_derivative(K_inv, B, Q, d)
+    # a linear solve whose operator X -> X K^-1 + K^-1 X carries K^-1's own derivative, so
+    # the next order sees d(L^-1) = -L^-1 dL L^-1; the numbers come from the eigen-solve
+    tangent = jax.lax.custom_linear_solve(
+        lambda X: X @ K_inv + K_inv @ X,
+        dB - lam @ dK - dK @ lam,
+        solve=lambda _, rhs: _eig_solve(Q, d, rhs),
+        symmetric=True,
+    )
+    return lam, tangent
 
 
 def _pack_upper(L):
