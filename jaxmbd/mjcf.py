@@ -14,7 +14,8 @@ reference pose** (``qpos0``) from ``mj_forward``:
   slide → translational, ball → spherical, free → none (a free body). A body with several
   joints is mapped when the chain of joints is one of the library's joints: two hinges on
   perpendicular axes through one point → universal, a slide and a hinge on one axis →
-  cylindrical, three hinges through one point on independent axes → spherical; any other
+  cylindrical, three hinges through one point on independent axes → spherical, two slides
+  and a hinge normal to them → planar, three independent slides → pure translation; any other
   combination is a clear :class:`~jaxmbd.errors.ModelFileError` (massless intermediate
   bodies would make the mass matrix singular).
 * **Equality constraints**: ``connect`` → a spherical joint at the anchor, ``weld`` → a
@@ -331,6 +332,24 @@ def _add_joints(mujoco, m, d, builder: ModelBuilder, b, parent: str, child: str,
     ):
         builder.spherical(joined, body_i=parent, body_j=child, point=anchors[0])
         return
+    slides = [axes[k] for k in range(len(jids)) if kinds[k] == int(T.mjJNT_SLIDE)]
+    hinges = [k for k in range(len(jids)) if kinds[k] == int(T.mjJNT_HINGE)]
+    if len(slides) == 2 and len(hinges) == 1 and len(jids) == 3:
+        normal = np.cross(slides[0], slides[1])
+        n_h = axes[hinges[0]]
+        if np.linalg.norm(normal) > 1e-6 and np.linalg.norm(np.cross(normal, n_h)) < 1e-9:
+            builder.planar(joined, body_i=parent, body_j=child, point=anchors[hinges[0]], axis=n_h)
+            return
+    if len(slides) == 3 and len(jids) == 3 and abs(np.linalg.det(np.stack(slides))) > 1e-6:
+        # pure translation: the relative rotation is locked by three DP1 rows
+        A_i = builder._frame(parent, where=where)[1]
+        A_j = builder._frame(child, where=where)[1]
+        for k, (a_i, a_j) in enumerate(_rot_lock_vectors(A_i, A_j)):
+            builder.add_dp1(
+                f"{joined}.dp1_{k}", body_i=parent, a_bar_i=a_i, body_j=child, a_bar_j=a_j,
+                joint=joined,
+            )  # fmt: skip
+        return
     kind_names = {int(T.mjJNT_HINGE): "hinge", int(T.mjJNT_SLIDE): "slide",
                   int(T.mjJNT_BALL): "ball", int(T.mjJNT_FREE): "free"}  # fmt: skip
     raise ModelFileError(
@@ -339,7 +358,8 @@ def _add_joints(mujoco, m, d, builder: ModelBuilder, b, parent: str, child: str,
         f"joints {names} ({[kind_names[k] for k in kinds]}) do not form one jaxmbd joint; "
         "supported on one body: one hinge/slide/ball/free joint, two hinges on "
         "perpendicular axes through one point (universal), a slide and a hinge on one axis "
-        "(cylindrical), three hinges through one point (spherical). Split the body with "
+        "(cylindrical), three hinges through one point (spherical), two slides and a hinge "
+        "normal to them (planar), three slides (translation). Split the body with "
         "massive intermediate bodies.",
     )
 

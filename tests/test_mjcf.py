@@ -287,12 +287,21 @@ def test_joint_chains_map_to_library_joints(tmp_path):
             <body name="w" pos="0.3 0 0"><geom size="0.05" mass="0.5"/></body></body>
         </body>
         <body name="free" pos="2 0 0"><freejoint/><geom size="0.1" mass="1"/></body>
+        <body name="p" pos="0 2 0"><joint name="px" type="slide" axis="1 0 0"/>
+          <joint name="py" type="slide" axis="0 1 0"/><joint name="pz" axis="0 0 1"/>
+          <geom size="0.1" mass="1"/></body>
+        <body name="t" pos="0 -2 0"><joint name="tx" type="slide" axis="1 0 0"/>
+          <joint name="ty" type="slide" axis="0 1 0"/><joint name="tz" type="slide" axis="0 1 1"/>
+          <geom size="0.1" mass="1"/></body>
         </worldbody></mujoco>"""
     )
     model = _load(path)
-    assert model.body_names == ("u", "c", "free")  # w is welded into c
+    assert model.body_names == ("u", "c", "free", "p", "t")  # w is welded into c
     np.testing.assert_array_equal(model.gravity, 0.0)  # MuJoCo's gravity flag is honoured
-    assert model.gcon_counts() == {"DP1": 3, "DP2": 2, "D": 0, "CD": 3, "ROT": 0}
-    assert set(model.constraint_joints) == {"u1+u2", "c1+c2"}
-    np.testing.assert_allclose(model.mass, [1.0, 1.5, 1.0])
+    # universal (3 CD + DP1), cylindrical (2 DP1 + 2 DP2), planar (2 DP1 + DP2), translation
+    # (3 DP1): 2 + 2 + 6 (free) + 3 + 3 degrees of freedom
+    assert model.gcon_counts() == {"DP1": 8, "DP2": 3, "D": 0, "CD": 3, "ROT": 0}
+    assert 6 * model.nb - model.nc == 16
+    assert set(model.constraint_joints) == {"u1+u2", "c1+c2", "px+py+pz", "tx+ty+tz"}
+    np.testing.assert_allclose(model.mass, [1.0, 1.5, 1.0, 1.0, 1.0])
     np.testing.assert_allclose(model.r0[1], [0.1, 0, 0.5], atol=1e-12)  # combined COM
