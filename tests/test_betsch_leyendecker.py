@@ -41,25 +41,30 @@ def _random_rotation(rng):
     return np.asarray(so3_exp(jnp.asarray(rng.normal(size=3))))
 
 
-def _invariants(model, sol):
-    """(H, p, L) in the redundant director form (notes 1.8), per time step."""
-
+@eqx.filter_jit
+def _invariants_jit(model, q, v):
     def one(q, v):
         qq = (q[:, :3], q[:, 3:])
         H = FORM.kinetic_energy(model, v) + FORM.potential(model, qq)
         return H, FORM.linear_momentum(model, v), FORM.angular_momentum(model, qq, v)
 
-    return jax.vmap(one)(sol.q, sol.v)
+    return jax.vmap(one)(q, v)
+
+
+def _invariants(model, sol):
+    """(H, p, L) in the redundant director form (notes 1.8), per time step."""
+    return tuple(np.asarray(x) for x in _invariants_jit(model, sol.q, sol.v))
+
+
+@eqx.filter_jit
+def _violation_jit(model, q, t):
+    return jnp.max(
+        jax.vmap(lambda q, t: jnp.abs(FORM.residual(model, (q[:, :3], q[:, 3:]), t)))(q, t)
+    )
 
 
 def _max_violation(model, sol, h):
-    return float(
-        jnp.max(
-            jax.vmap(lambda q, t: jnp.abs(FORM.residual(model, (q[:, :3], q[:, 3:]), t)))(
-                sol.q, sol.t
-            )
-        )
-    )
+    return float(_violation_jit(model, sol.q, sol.t))
 
 
 def _all_gcons_model():
@@ -174,6 +179,17 @@ PAIRS = _pair_models()
 SIZES = {"free": 12, "S": 9, "R": 7, "P": 7, "C": 8, "E": 9, "gyro": 3, "linkage": 5}
 
 
+_PAIR_RESULTS = {}
+
+
+def _pair_results(kind):
+    """:func:`_pair_quantities` at one random mu per model (shared by the tests)."""
+    if kind not in _PAIR_RESULTS:
+        mu = 0.4 * np.random.default_rng(7).normal(size=SIZES[kind])
+        _PAIR_RESULTS[kind] = _pair_quantities(PAIRS[kind], jnp.asarray(mu))
+    return _PAIR_RESULTS[kind]
+
+
 def _pair_quantities(model, mu):
     """Everything the algebraic checks need, in one compiled function per model."""
     nb, t = model.nb, 0.0
@@ -218,7 +234,7 @@ def test_pair_null_space_and_reparametrisation(kind):
     model = PAIRS[kind]
     st = dp.pair_structure(model)
     assert st.size == SIZES[kind], st.describe(model)
-    r = _pair_quantities(model, jnp.asarray(0.3 * RNG.normal(size=st.size)))
+    r = _pair_results(kind)
     assert np.max(np.abs(r["G0"] @ r["P0"])) < 1e-13
     assert np.max(np.abs(r["P0_disc"] - r["P0"])) < 1e-14  # consistency at q_n (eq. 13)
     n_rows = r["G0"].shape[0]
@@ -264,7 +280,7 @@ def test_pair_closed_forms_from_the_paper(kind):
     space matrix *is* the paper's (same columns (v_phi1, omega1, tau)), and the continuous
     one (translations along n, resp. m1, m2) fails the discrete condition (14)."""
     model = PAIRS[kind]
-    r = _pair_quantities(model, jnp.asarray(0.4 * RNG.normal(size=SIZES[kind])))
+    r = _pair_results(kind)
     xm = r["xm"]
     phi1, D1, phi2, D2 = xm[:3], xm[3:12], xm[12:15], xm[15:]
     R1, R2 = D1.reshape(3, 3), D2.reshape(3, 3)  # rows d_I: local a -> global a @ R
@@ -406,10 +422,15 @@ def test_solution_condition_saved_and_loaded(gyro, tmp_path):
 
 @pytest.fixture(scope="module")
 def free_pairs():
-    """C and E pairs, 5 steps of h = 0.01, both schemes, condition numbers recorded."""
+    """C and E pairs, 5 steps of h = 0.01, both schemes; the null-space runs record their
+    condition numbers (the constrained ones are checked on the gyro top, Table II)."""
     return {
         (name, s): _simulate(
-            getattr(mbd.models, name)(), scheme=s, t_end=0.05, h=0.01, record_condition=True
+            getattr(mbd.models, name)(),
+            scheme=s,
+            t_end=0.05,
+            h=0.01,
+            record_condition=s == "null_space",
         )
         for name in ("cylindrical_pair", "planar_pair")
         for s in SCHEMES
@@ -432,14 +453,14 @@ def test_free_pairs_conserve_energy_and_momenta(free_pairs, name, scheme):
 
 @pytest.mark.parametrize("name", ["cylindrical_pair", "planar_pair"])
 def test_free_pairs_schemes_agree_and_tables_III_IV(free_pairs, name):
-    """Same root from 8 (C) or 9 (E) unknowns as from 40 / 39; condition numbers at
-    h = 1e-2 of the order of Tables III (3.6e11 / ~360) and IV (4.8e10 / ~7.3e2)."""
+    """Same root from 8 (C) or 9 (E) unknowns as from 40 / 39; the reduced condition numbers
+    at h = 1e-2 are of the order of Tables III (~360) and IV (~7.3e2), i.e. O(1e2), not the
+    constrained O(1e10-1e11)."""
     a, b = free_pairs[name, "constrained"], free_pairs[name, "null_space"]
     assert np.max(np.abs(a.q - b.q)) < 1e-10 * np.max(np.abs(a.q))
-    con, red = np.asarray(a.condition[1:]), np.asarray(b.condition[1:])
-    paper_con, paper_red = (3.6e11, 360.0) if name == "cylindrical_pair" else (4.8e10, 730.0)
-    assert np.all((con > paper_con / 3) & (con < paper_con * 3)), con
-    assert np.all((red > paper_red / 2) & (red < paper_red * 2)), red
+    red = np.asarray(b.condition[1:])
+    paper = 360.0 if name == "cylindrical_pair" else 730.0
+    assert np.all((red > paper / 2) & (red < paper * 2)), red
 
 
 @pytest.fixture(scope="module")
@@ -515,6 +536,7 @@ def test_six_body_linkage_schemes_agree(linkage):
     assert np.max(np.asarray(b.iterations)) <= 8
 
 
+@pytest.mark.slow
 def test_director_agrees_with_rA_gen_alpha():
     """Independent check of the formulation: a different coordinate system and integrator."""
     model = mbd.models.spinning_top()
@@ -575,7 +597,9 @@ def test_planar_joint_every_formulation(formulation, integrator, options):
     assert np.max(np.abs(np.asarray(sol.A[:, 0]) - ref_A)) < 1e-6
 
 
-@pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.parametrize(
+    "scheme", ["constrained", pytest.param("null_space", marks=pytest.mark.slow)]
+)
 def test_gradient_through_energy_momentum(scheme):
     """d/dm of the final position of the gyro top: implicit gradients vs central differences
     (the gradient is attached to the constrained root, so it is the same for both schemes)."""
@@ -608,6 +632,7 @@ def test_bad_options_raise():
         _simulate(model, dof=2, t_end=0.01, h=0.01)
 
 
+@pytest.mark.slow
 def test_director_kinematics_of_driven_slider_crank():
     """Kinematic analysis in directors (autodiff Phi_q, nu, gamma of the quadratic GCONs,
     incl. the rotation driver) equals rA's hand-coded one to round-off."""

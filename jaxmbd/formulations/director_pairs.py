@@ -314,7 +314,7 @@ def _frames(model, structure, table: EdgeData, q, *, discrete: bool) -> _Frames:
     Dp, Dc = D[lay.parent], D[lay.child]
 
     def glob(s, Dx):  # s_I d_I: linear in the directors
-        return jnp.einsum("ei,eij->ej", s, Dx)
+        return jnp.sum(s[:, :, None] * Dx, 1)
 
     free = lay.free[:, None]
     rho_p = jnp.where(free, phi[lay.child], glob(table.rho_p, Dp))
@@ -416,7 +416,7 @@ def reparametrise(model: Model, structure: PairStructure, q0, mu, *, table=None)
     u, theta = tau[:, :3], tau[:, 3:]
     exp_abs = so3_exp(theta)
     R_rel = so3_exp(theta[:, :1] * f.axis)
-    move = f.rho_p + f.slide + jnp.einsum("ek,eki->ei", u, f.trans)
+    move = f.rho_p + f.slide + jnp.sum(u[:, :, None] * f.trans, 1)
     phi0, dirs0 = q0
     absolute = jnp.asarray(lay.absolute)
 
@@ -441,7 +441,9 @@ def reparametrise(model: Model, structure: PairStructure, q0, mu, *, table=None)
         rho_c=f.rho_c,
     )
     (Q, phi1), _ = jax.lax.scan(body, init, edges)
-    dirs = jnp.einsum("bij,bIj->bIi", Q[:nb], dirs0.reshape(nb, 3, 3)).reshape(nb, 9)
+    # d_I <- Q d_I: rows d_I of D, so D <- D Q^T
+    D0 = dirs0.reshape(nb, 3, 3)
+    dirs = jnp.sum(D0[:, :, None, :] * Q[:nb, None, :, :], -1).reshape(nb, 9)
     return phi1[:nb], dirs
 
 

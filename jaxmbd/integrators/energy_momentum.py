@@ -14,10 +14,23 @@ gradient:
   matrix); :func:`constrained_matrix` gives the paper's unscaled matrix, whose condition
   number grows like h^-3 (Tables II-V).
 * ``scheme="null_space"``: the discrete null space method (Sec. 2.2.2, eqs. 11-15). The
-  unknowns are d = n - m incremental minimal coordinates mu, q_{n+1} = F_{q_n}(mu) with
-  Phi(F(mu)) = 0, and the reduced equations P(q_n, q_{n+1})^T R1 = 0 (lam eliminated). See
-  :func:`reparametrise` and :func:`discrete_null_space` for the generic construction used
-  here (every joint of the library, any topology, not only the paper's five pairs).
+  unknowns are d incremental minimal coordinates mu, q_{n+1} = F_{q_n}(mu) with
+  Phi(F(mu)) = 0, and the reduced equations P(q_n, q_{n+1})^T R1 = 0 (lam eliminated).
+  Two constructions of F and P (option ``parametrisation``):
+
+  - ``"pairs"`` (default): the paper's. F(mu) and P(q_n, q_{n+1}) in closed form for the
+    S, R, P, C and E pairs (with the non-midpoint discrete matrices of C, P and E), composed
+    along a spanning tree through the recursive twist map (serial chains, Sec. 5.4.1); the
+    rows of joints outside the tree (a loop's closing joint, other joints, drivers) are
+    closure rows, handled as in Sec. 5.4.2 / notes 1.6: d = the tree's unknowns, equations
+    [p_c^T P^T R1; B^T Phi_c(F(mu))] (:func:`pairs_residual`,
+    :mod:`jaxmbd.formulations.director_pairs`). The unknowns are the paper's (u_phi1,
+    theta1, joint increments), so the reduced condition numbers are the paper's (Tables
+    II-V).
+  - ``"numerical"``: a generic variant for any joint, mu in an orthonormal basis of the
+    twist null space from an SVD at q_n, F by an inner Newton projection onto the joints
+    (:func:`reparametrise`), P by projecting P(q_n) onto null G(q_{n+1/2})
+    (:func:`discrete_null_space`); slower to compile and run.
 
 Discrete gradient: gravity exactly (linear V); springs with Gonzalez's discrete gradient
 grad V(q_mid) + [V(q1) - V(q0) - grad V(q_mid).dq] dq / |dq|^2 (notes 1.2); forces that
@@ -29,9 +42,10 @@ exactly (to the Newton tolerance) and the momentum maps of symmetries of V and P
 Newton: :class:`DampedNewton` (backtracking on ||F||) from the Cayley-angle rotation predictor
 2 atan(h |omega| / 2) (notes 2.1), so the gyro top runs at h = 0.05 (~2.6 rad per step).
 Redundant joint rows (a closed loop such as the six-body linkage, 30 rows of rank 29): pass
-``dof``; the constrained rows are then W^T Phi with W a basis of range G(q_n) fixed during
-the step (still an exact discrete derivative), and the inner projection of the null-space
-reparametrisation uses B^T Phi_ext (B = dPhi_ext/dkappa at q_n).
+``dof``; both schemes then use the same independent rows W^T Phi (:func:`row_selection`: all
+rows of the spanning tree and d - dof combinations of the closure rows, W fixed during the
+step, so still an exact discrete derivative), and the consistent start uses least-norm
+multipliers (:meth:`EnergyMomentum.redundant_constraints`).
 
 Both schemes end with the same root (q_{n+1}, lam) of the constrained equations; the
 gradient of a step is attached to it by the implicit function theorem
@@ -95,7 +109,7 @@ class DampedNewton(AbstractNewton):
         if jacobian is None:
 
             def value_and_jacobian(x):
-                J, F = jax.jacfwd(lambda y: (residual(y), residual(y)), has_aux=True)(x)
+                J, F = jax.jacfwd(lambda y: (lambda r: (r, r))(residual(y)), has_aux=True)(x)
                 return F, J
         else:
 
