@@ -305,3 +305,54 @@ def test_joint_chains_map_to_library_joints(tmp_path):
     assert set(model.constraint_joints) == {"u1+u2", "c1+c2", "px+py+pz", "tx+ty+tz"}
     np.testing.assert_allclose(model.mass, [1.0, 1.5, 1.0, 1.0, 1.0])
     np.testing.assert_allclose(model.r0[1], [0.1, 0, 0.5], atol=1e-12)  # combined COM
+
+
+WELDED = """<mujoco><option><flag contact="disable"/></option><worldbody>
+  <body name="a" pos="0 0 1"><joint name="h" axis="0.3 1 0"/>
+    <geom type="capsule" fromto="0 0 0 0.4 0 0" size="0.02" mass="1"/>
+    {child}
+  </body>
+  {outside}
+</worldbody>{equality}
+<keyframe><key qvel="{qvel}"/></keyframe></mujoco>"""
+
+
+@pytest.mark.slow
+def test_weld_equality_is_a_rigid_body(tmp_path):
+    """A body welded to a pendulum by an equality weld moves as the same body merged into
+    the pendulum (a child without joints). Released at rest (a keyframe with velocities that
+    break the weld would be projected onto it differently)."""
+    box = '<geom type="box" pos="0.1 0.05 0" size="0.1 0.05 0.03" mass="0.5"/>'
+    merged, welded = tmp_path / "merged.xml", tmp_path / "welded.xml"
+    merged.write_text(
+        WELDED.format(
+            child=f'<body name="b" pos="0.4 0 0" euler="0 0 0.5">{box}</body>',
+            outside="", equality="", qvel="0",
+        )
+    )  # fmt: skip
+    welded.write_text(
+        WELDED.format(
+            child="",
+            outside=f'<body name="b" pos="0.4 0 1" euler="0 0 0.5"><freejoint/>{box}</body>',
+            equality='<equality><weld body1="a" body2="b"/></equality>',
+            qvel="0 0 0 0 0 0 0",
+        )
+    )  # fmt: skip
+    m1, m2 = _load(merged), _load(welded)
+    assert m1.body_names == ("a",) and m2.body_names == ("a", "b")
+    # two discretisations of the same motion (two bodies, each updated about its own centre
+    # of mass, vs one): their difference is gen_alpha's O(h^2) error, and it converges
+    diffs = []
+    for h in (1e-3, 5e-4):
+        s1, s2 = mbd.simulate(m1, t_end=0.5, h=h), mbd.simulate(m2, t_end=0.5, h=h)
+        r2 = np.einsum("b,tbi->ti", np.asarray(m2.mass), np.asarray(s2.r)) / float(m2.mass.sum())
+        diffs.append(
+            max(
+                np.abs(r2 - np.asarray(s1.r)[:, 0]).max(),
+                np.abs(np.asarray(s2.A)[:, 0] - np.asarray(s1.A)[:, 0]).max(),
+            )
+        )
+    assert diffs[0] < 1e-5 and diffs[1] < diffs[0] / 3, diffs
+    weld = mbd.diagnostics.joint_violation(m2, s2)
+    assert np.asarray(weld.position).max() < 1e-10
+    assert np.ptp(np.asarray(s1.r)[:, 0, 2]) > 0.01
