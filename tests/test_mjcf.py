@@ -86,10 +86,10 @@ def test_loop_matches_mujoco():
     """RSSR loop closed by an equality connect: jaxmbd closes it exactly (hard constraint);
     MuJoCo's soft equality opens it by < 1e-6 m (solref 5e-4, measured 5.0e-7 m).
 
-    Tolerance: gen_alpha's error at h = 1e-3 (Richardson estimate 5e-5 m; measured against
-    MuJoCo: 2.07e-4 / 5.12e-5 / 1.22e-5 m at h = 2e-3 / 1e-3 / 5e-4, order 2; the slow test
-    reproduces this and compares with jaxmbd's own rA at h = 2.5e-4), times 2, plus the
-    loop opening and MuJoCo's RK4 error (1e-8)."""
+    Tolerance: gen_alpha's error at h = 1e-3, estimated as 4/3 |x_h - x_h/2| = 5e-5 m by the
+    slow test below (which measures 5.1e-5 / 1.2e-5 m against MuJoCo at h = 1e-3 / 5e-4,
+    order 2, and 4.9e-5 / 9.7e-6 m against jaxmbd's own rA at h = 2.5e-4), times 2, plus
+    the loop opening and MuJoCo's RK4 error (1e-8)."""
     model = _load(LOOP)
     assert model.constraint_joints[-1] == "closure"
     T, every = 1.0, 1e-3
