@@ -70,7 +70,8 @@ def load_robot(path, *, keyframe=_FIRST, name: str | None = None) -> Model:
 
     ``keyframe``: index or name of the keyframe that sets the initial state (default: the
     first one when the file has keyframes, else the reference pose at rest); ``None``: the
-    reference pose at rest.
+    reference pose at rest. ``name``: the model's name (default: the file's model / robot
+    name, else the file name).
     """
     mujoco = _mujoco()
     path = Path(path)
@@ -85,7 +86,10 @@ def load_robot(path, *, keyframe=_FIRST, name: str | None = None) -> Model:
         message = " ".join(str(err).split())
         raise ModelFileError(path, None, f"MuJoCo cannot parse this file: {message}") from None
     try:
-        return _convert(mujoco, m, path, keyframe, name or path.stem)
+        names = bytes(m.names)
+        file_name = names[: names.index(b"\0")].decode() if b"\0" in names else ""
+        file_name = "" if file_name == "MuJoCo Model" else file_name  # MuJoCo's default
+        return _convert(mujoco, m, path, keyframe, name or file_name or path.stem)
     except ModelFileError:
         raise
     except ModelError as err:

@@ -202,7 +202,7 @@ def test_urdf_import_and_the_one_warning(tmp_path):
     text = str(ours[0].message)
     assert "joint limits on ['elbow']" in text and "contacts (1 colliding geoms" in text
     # base is fixed (the ground), the tool is welded to the lower link (masses combined)
-    assert model.body_names == ("upper", "lower")
+    assert model.name == "two_link" and model.body_names == ("upper", "lower")
     np.testing.assert_allclose(model.mass, [1.5, 1.0])
     np.testing.assert_allclose(model.r0[0], [0, 0, 0.8], atol=1e-12)
     np.testing.assert_allclose(model.inertia[0][0, 1], 0.001)
