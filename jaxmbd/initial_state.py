@@ -15,7 +15,7 @@ from .forces import BodyState, applied_forces
 from .formulations import AbstractFormulation
 from .lie import hat, so3_exp, vee
 from .model import Model
-from .newton import NONFINITE, SUCCESS, NewtonInfo, newton_iterate
+from .newton import NONFINITE, SUCCESS, NewtonInfo, implicit_root, newton_iterate
 
 
 class InitialCorrection(NamedTuple):
@@ -31,7 +31,8 @@ def consistent_initial_state(
 ):
     """Project the initial state onto the constraints and solve for accelerations.
 
-    Positions: Gauss-Newton with minimum-norm corrections on Phi(q, t) = 0; velocities:
+    Positions: Newton along the normal space at q0 (see :func:`_normal_projection`; exact
+    derivatives of every order), or minimum-norm Gauss-Newton when ``redundant``; velocities:
     minimum-norm projection onto G v = nu; accelerations and multipliers: the index-1 system
     [M G^T; G 0][a; lam] = [Q; gamma]. All in rA quantities (formulation independent).
     ``redundant=True`` (dependent constraint rows, e.g. an overconstrained closed loop, where
@@ -47,8 +48,10 @@ def consistent_initial_state(
     def min_norm_solve(G, rhs):
         return _min_norm(G, rhs, redundant)
 
-    if model.nc:
+    if model.nc and redundant:
         q, info = _project_positions(model, t, tol, max_iter, redundant)
+    elif model.nc:
+        q, info = _normal_projection(model, t, tol, max_iter)
     else:
         q, info = (
             (model.r0, model.A0),
@@ -133,9 +136,57 @@ def _min_norm_newton(model, t, tol, max_iter, redundant=False):
     )
 
 
+def _normal_projection(model, t, tol, max_iter):
+    """Project (r0, A0) onto Phi(q, t) = 0 along the normal space at q0, differentiably to
+    every order.
+
+    q = q0 (+) G0^T nu with G0 = G(q0) and nu in R^m solving the square system
+    Phi(q0 (+) G0^T nu, t) = 0: the first Gauss-Newton step of a minimum-norm projection,
+    kept along the same directions (a consistent q0 gives nu = 0, q = q0). Because the map
+    is defined by these m equations, :func:`jaxmbd.newton.implicit_root` gives exact
+    derivatives of every order with respect to q0 and every model parameter.
+    """
+    nb = model.nb
+    zero = jnp.zeros((nb, 3))
+
+    def normals(model_):
+        return rA_terms(model_, model_.r0, model_.A0, zero, zero, t)[1]
+
+    def chart(model_, G0, nu):
+        xi = (G0.T @ nu).reshape(nb, 6)
+        return model_.r0 + xi[:, :3], model_.A0 @ so3_exp(xi[:, 3:])
+
+    def residual(nu, model_):
+        r, A = chart(model_, normals(model_), nu)
+        return constraint_values(model_, r, A, t)
+
+    frozen = jax.lax.stop_gradient(model)
+    G0 = normals(frozen)
+
+    def residual_and_jacobian(nu):
+        r, A = chart(frozen, G0, nu)
+        phi, G, _, _ = rA_terms(frozen, r, A, zero, zero, t)
+        # G(q) G0^T: exact at nu = 0, and close while the rotation corrections are small
+        # (it drops the right Jacobian of exp); Newton's root does not depend on it
+        return phi, G @ G0.T
+
+    nu, info = newton_iterate(
+        residual_and_jacobian,
+        lambda nu_, d: nu_ + d,
+        jnp.zeros(model.nc, model.r0.dtype),
+        tol=tol,
+        max_iter=max_iter,
+    )
+    nu = implicit_root(residual, lambda nu_, d: nu_ + d, nu, model, model.nc)
+    return chart(model, normals(model), nu), info
+
+
 @functools.partial(jax.custom_jvp, nondiff_argnums=(2, 3, 4))
 def _project_positions(model, t, tol, max_iter, redundant=False):
-    """Minimum-norm Gauss-Newton projection of (r0, A0) onto Phi(q, t) = 0.
+    """Minimum-norm Gauss-Newton projection of (r0, A0) onto Phi(q, t) = 0 (dependent rows).
+
+    Used for redundant constraints, where the optimality conditions of
+    :func:`_nearest_consistent_positions` are singular: first derivatives only.
 
     Its derivative is that of the nearest-point map at a point on the constraint manifold:
     d q = (I - G^+ G) d q0 - G^+ Phi_p dp with G^+ = G^T (G G^T)^{-1} (exact when the

@@ -56,11 +56,14 @@ KINDS = {
     "mass": lambda m: m.mass,
     "inertia": lambda m: m.inertia,
     "gravity": lambda m: m.gravity,
+    # geometry and the initial state move the consistent start (initial projection)
+    "joint point": lambda m: m.gcon("CD").s_bar_q_j,
+    "initial positions": lambda m: m.r0,
 }
 
 
 def _direction(model, rng):
-    """One random direction over mass, inertia and gravity together (zero elsewhere)."""
+    """One random direction over all KINDS together (zero elsewhere)."""
     zero = jax.tree_util.tree_map(jnp.zeros_like, model)
     for where in KINDS.values():
         zero = eqx.tree_at(where, zero, jnp.asarray(rng.normal(size=where(model).shape)))
