@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .equations import rA_terms
+from .equations import constraint_values, rA_terms
 from .errors import SolverError
 from .model import Model
 from .newton import NONFINITE, STATUS_MESSAGES, SUCCESS
@@ -49,8 +49,11 @@ def largest_residuals(model: Model, residual, *, top=3) -> list[str]:
     ]
 
 
-def raise_on_failure(model: Model, sol, *, what: str, last_good=None, residual_fn=None):
-    """Raise :class:`SolverError` for the first failed step of a concrete Solution."""
+def raise_on_failure(model: Model, sol, *, what: str):
+    """Raise :class:`SolverError` for the first failed step of a concrete Solution: the time,
+    the status, the Newton iterations and residual, the constraints in a rank deficiency of
+    the Jacobian, and the largest constraint residuals Phi at the failed step's iterate (or
+    at the last good step when that iterate is not finite)."""
     status = np.asarray(sol.status)
     bad = np.nonzero(status != SUCCESS)[0]
     if bad.size == 0:
@@ -73,10 +76,16 @@ def raise_on_failure(model: Model, sol, *, what: str, last_good=None, residual_f
             )
         elif code == NONFINITE:
             msg += " The iteration produced non-finite values (check inputs, masses, forces)."
-    if residual_fn is not None and code != NONFINITE:
-        worst = largest_residuals(model, residual_fn(k))
+    if model.nc:
+        at, step = k, "the failed step"
+        if not (np.all(np.isfinite(np.asarray(sol.r[k]))) and np.all(np.isfinite(sol.A[k]))):
+            at, step = ref, "the last good step"
+        phi = constraint_values(
+            model, jnp.asarray(sol.r[at]), jnp.asarray(sol.A[at]), float(np.asarray(sol.t)[at])
+        )
+        worst = largest_residuals(model, phi)
         if worst:
-            msg += " Largest constraint residuals: " + "; ".join(worst)
+            msg += f" Largest constraint residuals at {step}: " + "; ".join(worst) + "."
     raise SolverError(msg)
 
 
