@@ -2,7 +2,9 @@
 
 The four paper notebooks (``paper*.ipynb``) compile several integrators each (about a
 minute): their full execution is marked slow; by default their stored outputs (they are
-committed executed) are checked instead."""
+committed executed) are checked instead. Of the tutorials, ``swing_up_control`` runs in
+the default suite (~10 s); the two that compile for one to two minutes run with
+``-m slow``, and by default are only validated and compiled cell by cell."""
 
 from pathlib import Path
 
@@ -10,11 +12,15 @@ import pytest
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
 PAPERS = [p for p in NOTEBOOKS if p.name.startswith("paper")]
+LONG = {"slider_crank.ipynb", "parameter_identification.ipynb"}
 
 
 @pytest.mark.parametrize(
     "path",
-    [pytest.param(p, marks=pytest.mark.slow) if p in PAPERS else p for p in NOTEBOOKS],
+    [
+        pytest.param(p, marks=pytest.mark.slow) if p in PAPERS or p.name in LONG else p
+        for p in NOTEBOOKS
+    ],
     ids=lambda p: p.name,
 )
 def test_notebook_runs(path):
@@ -50,3 +56,17 @@ def test_paper_notebook_valid_with_stored_figures(path):
     images = [o["data"]["image/png"] for o in outputs if "image/png" in o.get("data", {})]
     assert len(images) >= 2  # the figure and the animation
     assert any(img.startswith("R0lGOD") for img in images)  # an (animated) GIF
+
+
+@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if p.name in LONG], ids=lambda p: p.name)
+def test_long_tutorial_valid_and_compiles(path):
+    """Cheap default check of the tutorials whose execution is slow: valid notebook, every
+    code cell compiles, and it uses the public API it teaches."""
+    nbformat = pytest.importorskip("nbformat")
+    nb = nbformat.read(path, as_version=4)
+    nbformat.validate(nb)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert code
+    for cell in code:
+        compile(cell.source, path.name, "exec")
+    assert any("import jaxmbd" in c.source for c in code)
