@@ -678,3 +678,19 @@ def test_six_body_linkage_long_run():
     assert np.max(np.abs(s2 * (1 - s1) - s1)) < 1e-10
     assert np.max(np.abs(th[:, 0] - th[:, 2])) < 1e-8
     assert 0.5 - 1e-3 < np.max(s1) <= 0.5 + 1e-8
+
+
+@pytest.mark.slow
+def test_step_matrices_match_record_condition(gyro):
+    """The stand-alone helper step_matrices gives the matrices whose condition numbers
+    record_condition stores (first gyro step, h = 0.01, both schemes)."""
+    from jaxmbd.integrators import energy_momentum as em
+
+    model = mbd.models.gyro_top()
+    a, b = gyro["constrained", 0.01], gyro["null_space", 0.01]
+    q0 = (a.q[0, :, :3], a.q[0, :, 3:])
+    q1 = (a.q[1, :, :3], a.q[1, :, 3:])
+    Kc, Kr = em.step_matrices(FORM, model, q0, a.v[0], q1, jnp.asarray(0.01), jnp.asarray(1))
+    assert Kc.shape == (21, 21) and Kr.shape == (3, 3)
+    assert abs(np.linalg.cond(np.asarray(Kc)) / float(a.condition[1]) - 1) < 1e-6
+    assert abs(np.linalg.cond(np.asarray(Kr)) / float(b.condition[1]) - 1) < 1e-6

@@ -631,7 +631,7 @@ class EnergyMomentum(AbstractIntegrator):
 
 
 @eqx.filter_jit
-def step_matrices(form, model, q0, v0, q1, h, k, *, dof=None, parametrisation="numerical"):
+def step_matrices(form, model, q0, v0, q1, h, k, *, dof=None, parametrisation="pairs"):
     """(constrained, reduced) iteration matrices of one converged step q0 -> q1 (for
     condition numbers, Tables II-V; ``simulate(..., record_condition=True)`` records the
     running scheme's per step): the unscaled (n+m) matrix of eq. (10) and the d x d Jacobian
