@@ -31,6 +31,7 @@ from .kinematics import kinematics
 from .lie import hat, so3_exp, so3_log, so3_right_jacobian, vee
 from .model import Model, ModelBuilder
 from .newton import (
+    ILL_CONDITIONED,
     MAX_ITERATIONS,
     NONFINITE,
     SUCCESS,
@@ -45,6 +46,7 @@ from .solution import Solution
 __version__ = "0.1.0"
 
 __all__ = [
+    "ILL_CONDITIONED",
     "MAX_ITERATIONS",
     "NONFINITE",
     "RA",

@@ -1,9 +1,12 @@
 """Batches of models: stacking, vmapped analyses, and sharding across devices.
 
 A batch is a Model whose array leaves carry a leading batch axis (same static topology).
-``simulate_batch``/``kinematics_batch`` compile once (``jit(vmap)``) and, when several devices
-are present, shard the batch across them with ``jax.sharding`` (padding it to a multiple of
-the device count and dropping the padding afterwards).
+``simulate_batch``/``kinematics_batch`` run ``jit(vmap(analysis))`` through one module-level
+compiled function keyed by (analysis, topology, options, batch shape, devices): the first
+call compiles, later calls with new parameter values (masses, initial states, drivers, ...)
+reuse the compiled program. When several devices are present (e.g. two host devices from
+``XLA_FLAGS=--xla_force_host_platform_device_count=2``, set before JAX starts) the batch is
+sharded across them (padded to a multiple of the device count, the padding dropped after).
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from .errors import ModelError
 from .kinematics import kinematics
 from .model import Model
 from .simulation import simulate
+
+_ANALYSES = {"simulate": simulate, "kinematics": kinematics}
 
 
 def stack_models(models: Sequence[Model]) -> Model:
@@ -42,11 +47,30 @@ def batch_size(models: Model) -> int:
     return sizes.pop()
 
 
-def _sharded_map(fn, models: Model, devices):
+@eqx.filter_jit
+def _vmapped(analysis: str, models: Model, options: dict):
+    """One compiled program per (analysis, static model fields, options, shapes, shardings):
+    ``analysis`` and the options' non-array leaves are static, the model's arrays dynamic."""
+    fn = _ANALYSES[analysis]
+    return eqx.filter_vmap(lambda m: fn(m, **options))(models)
+
+
+def _static_options(options: dict) -> dict:
+    """Options as jit-cache keys: the time grid must be concrete (it fixes the number of
+    steps); NumPy/JAX scalars become Python floats so equal values hit the same program."""
+    out = dict(options, check=False, progress=None)
+    for key in ("t_end", "h"):
+        if key in out and out[key] is not None:
+            out[key] = float(out[key])
+    return out
+
+
+def _sharded_map(analysis: str, models: Model, devices, options: dict):
     devices = list(devices if devices is not None else jax.devices())
+    options = _static_options(options)
     n = batch_size(models)
     if len(devices) == 1:
-        return eqx.filter_jit(eqx.filter_vmap(fn))(models)
+        return _vmapped(analysis, models, options)
     pad = (-n) % len(devices)
     if pad:
         models = jax.tree_util.tree_map(
@@ -55,20 +79,20 @@ def _sharded_map(fn, models: Model, devices):
     mesh = Mesh(np.asarray(devices), ("batch",))
     sharding = NamedSharding(mesh, PartitionSpec("batch"))
     models = jax.tree_util.tree_map(lambda x: jax.device_put(x, sharding), models)
-    out = eqx.filter_jit(eqx.filter_vmap(fn))(models)
-    return jax.tree_util.tree_map(lambda x: x[:n], out)
+    out = _vmapped(analysis, models, options)
+    return jax.tree_util.tree_map(lambda x: x[:n], out) if pad else out
 
 
 def simulate_batch(models: Model, *, devices=None, **options):
-    """``simulate`` over a batched Model (vmap, one compilation), sharded across ``devices``
-    (default: all). Options are those of :func:`jaxmbd.simulate`. Returns a Solution whose
-    arrays have a leading batch axis. Failed steps are reported through ``status`` per member
-    (``check`` is off inside the batch); check ``sol.status`` yourself."""
-    options = dict(options, check=False)
-    return _sharded_map(lambda m: simulate(m, **options), models, devices)
+    """``simulate`` over a batched Model (vmap, compiled once per topology, options and batch
+    shape; later calls with new parameter values reuse the program), sharded across
+    ``devices`` (default: all). Options are those of :func:`jaxmbd.simulate`. Returns a
+    Solution whose arrays have a leading batch axis. Failures are reported per member through
+    ``sol.status`` (B, T) (no exception inside the batch: one failed member never hides or
+    spoils the others); check ``sol.status`` yourself, e.g. ``(sol.status != 0).any(1)``."""
+    return _sharded_map("simulate", models, devices, options)
 
 
 def kinematics_batch(models: Model, *, devices=None, **options):
     """``kinematics`` over a batched Model; see :func:`simulate_batch`."""
-    options = dict(options, check=False)
-    return _sharded_map(lambda m: kinematics(m, **options), models, devices)
+    return _sharded_map("kinematics", models, devices, options)

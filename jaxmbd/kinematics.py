@@ -22,13 +22,34 @@ from .equations import rA_terms
 from .errors import ModelError
 from .forces import BodyState, applied_forces
 from .formulations import AbstractFormulation, get_formulation
+from .integrators.base import own_linear_solve
 from .model import Model
-from .newton import implicit_root, lu_solver, newton_iterate
+from .newton import ROUNDOFF, Scale, implicit_root, lu_solver, newton_iterate
 from .solution import Solution
 
 
+def position_scale(model: Model, form: AbstractFormulation):
+    """Magnitudes of a position correction (tangent layout) for the relative Newton tests:
+    translations at the mechanism's size L = max |r| (the current or the initial centres of
+    mass; 1 m if all are at the origin), orientation coordinates (radians, Euler parameters)
+    at 1; resolution ROUNDOFF eps times that."""
+    ts = form.tangent_size
+    eps = ROUNDOFF * float(jnp.finfo(jnp.float64).eps)
+    size0 = jnp.max(jnp.abs(model.r0)) if model.nb else 1.0
+
+    def scale(q):
+        size = jnp.maximum(jnp.max(jnp.abs(q[0])), size0)
+        size = jnp.where(size > 0, size, 1.0)
+        row = jnp.concatenate([jnp.full(3, size), jnp.ones(ts - 3)])
+        w = jnp.tile(row, model.nb)
+        return Scale(w, eps * w)
+
+    return scale
+
+
 def solve_positions(model: Model, form: AbstractFormulation, q_guess, t, *, tol, max_iter):
-    """Newton position analysis Phi(q, t) = 0 with implicit gradients w.r.t. the model."""
+    """Newton position analysis Phi(q, t) = 0 with implicit gradients w.r.t. the model.
+    ``tol`` is relative (:func:`position_scale`)."""
     frozen = jax.lax.stop_gradient(model)
     q_star, info = newton_iterate(
         lambda q: form.position_terms(frozen, q, t),
@@ -37,7 +58,8 @@ def solve_positions(model: Model, form: AbstractFormulation, q_guess, t, *, tol,
         tol=tol,
         max_iter=max_iter,
         residual=lambda q: form.residual(frozen, q, t),
-        linear_solve=form.solve,
+        linear_solve=own_linear_solve(form),
+        scale=position_scale(frozen, form),
     )
     n_tangent = model.nb * form.tangent_size
     q = implicit_root(
@@ -165,11 +187,13 @@ def kinematics(
 ) -> Solution:
     """Kinematic analysis of a 0-DOF model on t = k h, k = 0..round(t_end / h).
 
-    ``formulation``: "rA", "rp" or "re". ``tol``: Newton stops when the correction norm is
-    below it (paper 1 section 4.3: 1e-10). ``progress(done, total)`` is called between
-    chunks of ``chunk_size`` steps. A failed step raises :class:`~jaxmbd.SolverError` naming
-    the time, residual and constraints at fault (``check=False`` returns the status instead);
-    inside ``jit``/``grad``/``vmap`` the check becomes an equinox runtime error.
+    ``formulation``: "rA", "rp" or "re". ``tol``: relative Newton tolerance: a position is
+    accepted when the correction (paper 1 section 4.3) and the constraint residual both pass
+    in norms scaled by the mechanism's size (:func:`position_scale`), default 1e-10.
+    ``progress(done, total)`` is called between chunks of ``chunk_size`` steps. A failed
+    step raises :class:`~jaxmbd.SolverError` naming the time, residual and constraints at
+    fault (``check=False`` returns the status instead); inside ``jit``/``grad``/``vmap`` the
+    check becomes an equinox runtime error.
     """
     form = get_formulation(formulation)
     _check_kinematic_model(model, form)

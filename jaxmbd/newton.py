@@ -25,12 +25,24 @@ from . import _config  # noqa: F401
 SUCCESS = 0
 MAX_ITERATIONS = 1
 NONFINITE = 2  # singular iteration matrix or a NaN/inf residual
+ILL_CONDITIONED = 3  # near-singular iteration matrix (pivot-ratio condition estimate)
 
 STATUS_MESSAGES = {
     SUCCESS: "converged",
-    MAX_ITERATIONS: "Newton iteration did not converge within the iteration limit",
+    MAX_ITERATIONS: "Newton iteration did not converge within the iteration limit "
+    "(both the scaled step test and the scaled residual test must pass)",
     NONFINITE: "singular iteration matrix or non-finite residual",
+    ILL_CONDITIONED: "near-singular iteration matrix: the equilibrated matrix's smallest LU "
+    "pivot is below RCOND_MIN times its largest (redundant or conflicting constraints, or a "
+    "singular configuration); the root would not be trustworthy",
 }
+
+#: Round-off resolution of an unknown, in units of machine epsilon times its magnitude.
+ROUNDOFF = 32.0
+#: A fresh equilibrated matrix whose LU pivot ratio min|u_ii| / max|u_ii| falls below this is
+#: reported as ILL_CONDITIONED (a cheap reciprocal-condition estimate).
+RCOND_MIN = 1e-12
+_EPS = float(jnp.finfo(jnp.float64).eps)
 
 
 def solve_linear(matrix, rhs):
@@ -50,48 +62,63 @@ def solve_linear_or_least_squares(matrix, rhs):
 
 
 class NewtonInfo(NamedTuple):
+    """``residual_norm``: ||F||_2 at the returned iterate (for reports; the acceptance test
+    itself is scaled, see :class:`Scale`); ``step_norm``: the last step relative to the
+    unknowns' magnitudes, max_j |delta_j| / w_j."""
+
     iterations: jax.Array
     status: jax.Array
     residual_norm: jax.Array
     step_norm: jax.Array
 
 
-def newton_iterate(
-    residual_and_jacobian: Callable[[Any], tuple[jax.Array, jax.Array]],
-    retract: Callable[[Any, jax.Array], Any],
-    x0,
-    *,
-    tol,
-    max_iter: int,
-    residual: Callable[[Any], jax.Array] | None = None,
-    linear_solve: Callable = solve_linear,
-):
-    """Plain Newton: x <- x (+) delta with J delta = -F, until ||delta||_2 < tol (eq. 46).
+class Scale(NamedTuple):
+    """How large the unknowns are (``magnitude`` w > 0) and how finely floating point can
+    resolve them (``resolution`` e >= 0), both in the unknowns' own units, per unknown.
 
-    Returns (x, NewtonInfo). No exception inside jit: ``info.status`` says what happened.
-    """
+    The Newton tests are relative: a step passes when |delta_j| <= tol w_j + e_j for every
+    j (paper eq. 46 in a scaled norm), the residual when |F_i| <= sum_j |J_ij| (tol w_j + e_j)
+    for every row i, i.e. F is no larger than what that perturbation of x would cause. Each
+    row is compared with its own terms, so accelerations, multipliers, forces and
+    constraint rows never mix units, and ``tol`` is a relative accuracy that can be asked
+    for down to the round-off floor e."""
 
-    def cond(carry):
-        _, k, step, status = carry
-        return (k < max_iter) & (step >= tol) & (status == SUCCESS)
+    magnitude: jax.Array
+    resolution: jax.Array
 
-    def body(carry):
-        x, k, _, _ = carry
-        F, J = residual_and_jacobian(x)
-        delta = -linear_solve(J, F)  # J may be None when linear_solve holds a factorisation
-        step = jnp.linalg.norm(delta)
-        finite = jnp.isfinite(step)
-        x_new = retract(x, jnp.where(finite, delta, 0.0))
-        status = jnp.where(finite, SUCCESS, NONFINITE)
-        return x_new, k + 1, jnp.where(finite, step, jnp.inf), status
 
-    init = (x0, jnp.asarray(0), jnp.asarray(jnp.inf), jnp.asarray(SUCCESS))
-    x, k, step, status = jax.lax.while_loop(cond, body, init)
-    status = jnp.where((status == SUCCESS) & (step >= tol), MAX_ITERATIONS, status)
-    res = residual(x) if residual is not None else residual_and_jacobian(x)[0]
-    res_norm = jnp.linalg.norm(res)
-    status = jnp.where((status == SUCCESS) & ~jnp.isfinite(res_norm), NONFINITE, status)
-    return x, NewtonInfo(k, status, res_norm, step)
+def default_scale(x) -> Scale:
+    """Unknowns of unknown units: one magnitude max(||x||_inf, 1) for all of them."""
+    leaves = [jnp.max(jnp.abs(leaf)) for leaf in jax.tree_util.tree_leaves(x) if leaf.size]
+    m = jnp.maximum(jnp.max(jnp.stack(leaves)) if leaves else 1.0, 1.0)
+    return Scale(m, ROUNDOFF * _EPS * m)
+
+
+def group_scale(x, groups, floors) -> Scale:
+    """Magnitudes per group of unknowns: w_j = max(max_{i in g(j)} |x_i|, floor_g), the
+    resolution ROUNDOFF eps w_j. ``groups``: a static integer array (group of each unknown),
+    ``floors``: the smallest magnitude of each group (e.g. |g| for accelerations)."""
+    groups = jnp.asarray(groups)
+    size = len(floors)
+    largest = jax.ops.segment_max(jnp.abs(x), groups, num_segments=size)
+    w = jnp.maximum(largest, jnp.asarray(floors, x.dtype))[groups]
+    return Scale(w, ROUNDOFF * _EPS * w)
+
+
+def _allowed(scale: Scale, tol, shape):
+    w = jnp.broadcast_to(scale.magnitude, shape)
+    return w, tol * w + jnp.broadcast_to(scale.resolution, shape)
+
+
+def _step_ratio(delta, w, allowed):
+    """(max |delta| / allowed: <= 1 passes the step test, max |delta| / w: relative step)."""
+    return jnp.max(jnp.abs(delta) / allowed), jnp.max(jnp.abs(delta) / w)
+
+
+def _residual_ratio(F, row_tol):
+    """max |F_i| / row_tol_i (<= 1 passes the residual test); NaN-safe (NaN -> inf)."""
+    r = jnp.max(jnp.abs(F) / row_tol)
+    return jnp.where(jnp.isnan(r), jnp.inf, r)
 
 
 class LUFactors(NamedTuple):
@@ -106,16 +133,11 @@ def lu_factors(matrix) -> LUFactors:
     return LUFactors(lu, permutation)
 
 
-def empty_lu_factors(n: int, dtype=jnp.float64) -> LUFactors:
-    """Placeholder factors (NaN): :func:`newton_iterate_reusing` factors before its first use."""
-    return LUFactors(jnp.full((n, n), jnp.nan, dtype), jnp.arange(n, dtype=jnp.int32))
-
-
 def lu_factors_solve(factors: LUFactors, rhs, transpose: bool = False):
     """M^{-1} rhs (or M^{-T} rhs) from the factors: a permutation and two triangular solves.
 
     ``rhs`` is a vector or a matrix of right-hand sides."""
-    lu, permutation = factors
+    lu, permutation = factors[0], factors[1]
     b = rhs if rhs.ndim == 2 else rhs[:, None]
     solve = jax.lax.linalg.triangular_solve
     if transpose:  # M^T = U^T L^T P: solve U^T, then L^T, then undo P
@@ -133,86 +155,349 @@ def lu_solver(matrix):
     return functools.partial(lu_factors_solve, lu_factors(matrix))
 
 
+class IterationMatrix(NamedTuple):
+    """A factored, equilibrated Newton matrix: LU of D^{-1} J W with W = diag(``col``) the
+    unknowns' magnitudes and D = diag(``row``) = |J| (tol w + e) the rows' tolerances (also
+    the residual test's), and ``rcond`` the pivot-ratio estimate of its reciprocal
+    condition number. Solving J delta = b costs a permutation and two triangular solves."""
+
+    lu: jax.Array
+    permutation: jax.Array
+    col: jax.Array
+    row: jax.Array
+    rcond: jax.Array
+
+
+def factor_matrix(J, w, allowed) -> IterationMatrix:
+    """Equilibrate (rows by their tolerances, columns by the unknowns' magnitudes) and factor."""
+    row = jnp.abs(J) @ allowed
+    row = jnp.where(row > 0, row, 1.0)  # an all-zero row: singular, caught by the pivots
+    scaled = J * w[None, :] / row[:, None]
+    lu, _, permutation = jax.lax.linalg.lu(scaled)
+    pivots = jnp.abs(jnp.diagonal(lu))
+    rcond = jnp.min(pivots) / jnp.max(pivots)
+    rcond = jnp.where(jnp.isfinite(rcond), rcond, 0.0)
+    return IterationMatrix(lu, permutation, w, row, rcond)
+
+
+def empty_matrix(n: int, dtype=jnp.float64) -> IterationMatrix:
+    """Placeholder (NaN): :func:`newton_iterate_reusing` factors before its first use."""
+    nan = jnp.full((n,), jnp.nan, dtype)
+    return IterationMatrix(
+        jnp.full((n, n), jnp.nan, dtype),
+        jnp.arange(n, dtype=jnp.int32),
+        nan,
+        nan,
+        jnp.asarray(jnp.nan, dtype),
+    )
+
+
+empty_lu_factors = empty_matrix  # old name
+
+
+def matrix_solve(matrix: IterationMatrix, rhs):
+    """J^{-1} rhs from the equilibrated factors: W (D^{-1} J W)^{-1} D^{-1} rhs."""
+    return matrix.col * lu_factors_solve(matrix, rhs / matrix.row)
+
+
+def _matrix_status(matrix: IterationMatrix):
+    """NONFINITE for an exactly singular (a zero pivot) or non-finite matrix,
+    ILL_CONDITIONED for a pivot ratio below RCOND_MIN."""
+    singular = ~jnp.all(jnp.isfinite(matrix.lu)) | ~(matrix.rcond > 0)
+    return jnp.where(
+        singular, NONFINITE, jnp.where(matrix.rcond < RCOND_MIN, ILL_CONDITIONED, SUCCESS)
+    )
+
+
+def _select_tree(pred, new, old):
+    return jax.tree_util.tree_map(lambda a, b: jnp.where(pred, a, b), new, old)
+
+
+def _refresh_where(stale, x, old: IterationMatrix, factor: Callable):
+    """``factor(x)`` where ``stale``, else ``old``. Unbatched: a ``lax.cond``. Under ``vmap``
+    (custom rule) the factorisation runs, batched in one call, only when some member is
+    stale, and is selected per member: the reused matrix stays cheap in a batch instead of
+    paying a Jacobian and an LU per iteration for every member (vmap of ``cond`` runs both
+    branches)."""
+    fn, consts = jax.closure_convert(factor, x)
+    return _refresh_where_p(stale, x, old, consts, fn)
+
+
+def _refresh_where_p(stale, x, old, consts, fn):
+    @jax.custom_batching.custom_vmap
+    def run(stale, x, old, consts):
+        return jax.lax.cond(stale, lambda: fn(x, *consts), lambda: old)
+
+    @run.def_vmap
+    def _rule(axis_size, in_batched, stale, x, old, consts):
+        s_b, x_b, old_b, consts_b = in_batched
+
+        def bcast(tree, batched):
+            return jax.tree_util.tree_map(
+                lambda v, b: v if b else jnp.broadcast_to(v, (axis_size,) + jnp.shape(v)),
+                tree,
+                batched,
+            )
+
+        stale = bcast(stale, s_b)
+        x = bcast(x, x_b)
+        old = bcast(old, old_b)
+        consts = bcast(consts, consts_b)
+
+        def compute():
+            new = jax.vmap(lambda x_, c_: fn(x_, *c_))(x, consts)
+            return jax.tree_util.tree_map(
+                lambda a, b: jnp.where(stale.reshape((-1,) + (1,) * (a.ndim - 1)), a, b), new, old
+            )
+
+        out = jax.lax.cond(jnp.any(stale), compute, lambda: old)
+        return out, jax.tree_util.tree_map(lambda _: True, out)
+
+    return run(stale, x, old, consts)
+
+
+def _iterate(
+    residual: Callable,
+    jacobian: Callable,
+    retract: Callable,
+    x0,
+    matrix: IterationMatrix,
+    *,
+    tol,
+    max_iter: int,
+    scale: Callable,
+    policy: str,
+    max_rate: float = 0.2,
+    rate=jnp.nan,
+):
+    """The Newton loop shared by the three variants (``policy``: "full", "modified",
+    "reuse"). One iteration: (maybe) refresh the matrix at x, delta = -J^{-1} F(x), x (+)
+    delta, F at the new iterate. The iterate is accepted when
+
+    * the scaled step passes: |delta_j| <= tol w_j + e_j / rcond (paper eq. 46, relative;
+      rcond, the matrix's estimated reciprocal condition, amplifies the round-off floor);
+    * the scaled residual at the new iterate passes: |F_i| <= (|J| (tol w + e))_i, or it
+      has stagnated at its round-off floor (not halved after two steps within tolerance);
+    * the matrix is verified: freshly factored at that iterate (an exact Newton step), or,
+      for a kept matrix, with a contraction rate theta <= ``max_rate`` measured in this
+      solve (so a kept matrix takes at least two iterations; ``rate``, the last solve's
+      measured rate, is only reported).
+
+    A fresh matrix that is singular (NONFINITE) or near-singular (ILL_CONDITIONED) ends the
+    solve with that status.
+    """
+    F0 = residual(x0)
+    n = F0.shape[0]
+
+    def factor(x):
+        w, allowed = _allowed(scale(x), tol, (n,))
+        return factor_matrix(jacobian(x), w, allowed)
+
+    def cond(carry):
+        k, status, done = carry[2], carry[4], carry[5]
+        return (k < max_iter) & ~done & (status == SUCCESS)
+
+    def body(carry):
+        x, F, k, matrix, _, _, stale, previous, known, refreshes, res_prev, _, ok_prev = carry
+        if policy == "full":
+            matrix, fresh = factor(x), jnp.asarray(True)
+        elif policy == "modified":
+            matrix = _refresh_where(k == 0, x, matrix, factor)
+            fresh = k == 0
+        else:
+            matrix = _refresh_where(stale, x, matrix, factor)
+            fresh = stale
+        delta = -matrix_solve(matrix, F)
+        s = scale(x)
+        w, _ = _allowed(s, tol, delta.shape)
+        # attainable step: round-off e amplified by the (equilibrated) matrix's condition
+        noise = jnp.broadcast_to(s.resolution, delta.shape) / jnp.maximum(matrix.rcond, _EPS)
+        step_ok, step = _step_ratio(delta, w, tol * w + noise)
+        finite = jnp.isfinite(step)
+        theta = step / previous  # previous = inf after a refresh: theta 0
+        measured = ~fresh & jnp.isfinite(previous)
+        accept = finite & (fresh | (theta < 1.0) | (policy == "modified"))
+        x_new = jax.tree_util.tree_map(
+            lambda a, b: jnp.where(accept, a, b),
+            retract(x, jnp.where(accept, delta, 0.0)),
+            x,
+        )
+        F_new = jnp.where(accept, residual(x_new), F)
+        # a kept matrix is trusted only on a contraction measured in this solve, never on
+        # a rate remembered from an earlier one (the problem has moved since)
+        verified = fresh | (measured & (theta <= max_rate))
+        res = _residual_ratio(F_new, matrix.row)
+        # the residual's own round-off floor (e.g. eps / c_q in a constraint row whose
+        # gradient vanishes) can lie above its tolerance: a residual that no longer halves
+        # after two steps within tolerance has reached it
+        stagnated = ok_prev & (res > 0.5 * res_prev)
+        step_passed = accept & (step_ok <= 1.0)
+        done = step_passed & verified & ((res <= 1.0) | stagnated)
+        status = jnp.where(fresh, _matrix_status(matrix), SUCCESS)
+        status = jnp.where((status == SUCCESS) & ~finite, NONFINITE, status)
+        known = jnp.where(fresh, jnp.nan, jnp.where(measured & accept, theta, known))
+        stale = ~(accept & (fresh | (theta <= max_rate)))
+        previous = jnp.where(accept, step, previous)
+        return (
+            x_new,
+            F_new,
+            k + 1,
+            matrix,
+            status,
+            done,
+            stale,
+            previous,
+            known,
+            refreshes + fresh.astype(refreshes.dtype),
+            jnp.where(accept, res, res_prev),
+            step,
+            jnp.where(accept, step_passed, ok_prev),
+        )
+
+    dtype = F0.dtype
+    init = (
+        x0,
+        F0,
+        jnp.asarray(0),
+        matrix,
+        jnp.asarray(SUCCESS),
+        jnp.asarray(False),
+        ~jnp.all(jnp.isfinite(matrix.lu)),
+        jnp.asarray(jnp.inf, dtype),
+        jnp.asarray(rate, dtype),
+        jnp.asarray(0),
+        jnp.asarray(jnp.inf, dtype),
+        jnp.asarray(jnp.inf, dtype),
+        jnp.asarray(False),
+    )
+    out = jax.lax.while_loop(cond, body, init)
+    x, F, k, matrix, status, done, _, _, known, refreshes, _, step, _ = out
+    status = jnp.where((status == SUCCESS) & ~done, MAX_ITERATIONS, status)
+    status = jnp.where((status == SUCCESS) & ~jnp.all(jnp.isfinite(F)), NONFINITE, status)
+    return x, NewtonInfo(k, status, jnp.linalg.norm(F), step), matrix, refreshes, known
+
+
+def newton_iterate(
+    residual_and_jacobian: Callable[[Any], tuple[jax.Array, jax.Array]],
+    retract: Callable[[Any, jax.Array], Any],
+    x0,
+    *,
+    tol,
+    max_iter: int,
+    residual: Callable[[Any], jax.Array] | None = None,
+    linear_solve: Callable | None = None,
+    scale: Callable[[Any], Scale] | None = None,
+):
+    """Newton: x <- x (+) delta with J delta = -F, until the scaled step and the scaled
+    residual both pass (see :func:`_iterate` and :class:`Scale`; ``tol`` is relative).
+
+    ``linear_solve(J, rhs)`` replaces the equilibrated LU (e.g. a minimum-norm solve for a
+    rectangular J, or re's chart-singularity fallback); no condition estimate is made then.
+    Returns (x, NewtonInfo). No exception inside jit: ``info.status`` says what happened.
+    """
+    scale = default_scale if scale is None else scale
+    residual = residual if residual is not None else (lambda x: residual_and_jacobian(x)[0])
+    if linear_solve is None or linear_solve is solve_linear:
+        n = residual(x0).shape[0]
+        x, info, _, _, _ = _iterate(
+            residual,
+            lambda x: residual_and_jacobian(x)[1],
+            retract,
+            x0,
+            empty_matrix(n),
+            tol=tol,
+            max_iter=max_iter,
+            scale=scale,
+            policy="full",
+        )
+        return x, info
+    return _iterate_custom(
+        residual_and_jacobian, retract, x0, tol=tol, max_iter=max_iter, scale=scale,
+        linear_solve=linear_solve,
+    )  # fmt: skip
+
+
+def _iterate_custom(residual_and_jacobian, retract, x0, *, tol, max_iter, scale, linear_solve):
+    """Full Newton with a caller's linear solve (no equilibration, no condition estimate):
+    a minimum-norm solve for a rectangular J, or re's fallback at its chart singularity.
+
+    Accepted as in :func:`_iterate`: the scaled step passes and the scaled residual passes
+    or has stagnated at its floor. At re's chart singularity J is singular and the
+    minimum-norm step leaves the part of F outside J's range: the residual then stagnates
+    and the step is taken (issue 10, item 1 asks for a flagged, verified mechanism)."""
+
+    def cond(carry):
+        k, status, done = carry[1], carry[2], carry[3]
+        return (k < max_iter) & ~done & (status == SUCCESS)
+
+    def body(carry):
+        x, k, _, _, res_prev, _, ok_prev = carry
+        F, J = residual_and_jacobian(x)
+        delta = -linear_solve(J, F)
+        w, allowed = _allowed(scale(x), tol, delta.shape)
+        step_ok, step = _step_ratio(delta, w, allowed)
+        finite = jnp.isfinite(step)
+        x_new = retract(x, jnp.where(finite, delta, 0.0))
+        F_new = residual_and_jacobian(x_new)[0]
+        res = _residual_ratio(F_new, jnp.abs(J) @ allowed)
+        stagnated = ok_prev & (res > 0.5 * res_prev)
+        done = finite & (step_ok <= 1.0) & ((res <= 1.0) | stagnated)
+        status = jnp.where(finite, SUCCESS, NONFINITE)
+        return x_new, k + 1, status, done, res, step, step_ok <= 1.0
+
+    inf = jnp.asarray(jnp.inf, jnp.result_type(float))
+    false = jnp.asarray(False)
+    init = (x0, jnp.asarray(0), jnp.asarray(SUCCESS), false, inf, inf, false)
+    x, k, status, done, _, step, _ = jax.lax.while_loop(cond, body, init)
+    res = jnp.linalg.norm(residual_and_jacobian(x)[0])
+    status = jnp.where((status == SUCCESS) & ~done, MAX_ITERATIONS, status)
+    return x, NewtonInfo(k, status, res, step)
+
+
 def newton_iterate_reusing(
     residual: Callable[[jax.Array], jax.Array],
     jacobian: Callable[[jax.Array], jax.Array],
     x0: jax.Array,
-    factors: LUFactors,
+    matrix: IterationMatrix,
     *,
     tol,
     max_iter: int,
     max_rate: float = 0.2,
     rate=jnp.nan,
+    scale: Callable[[Any], Scale] | None = None,
 ):
-    """Newton with an iteration matrix kept from earlier solves (its LU factors are stored).
+    """Newton with an iteration matrix kept from earlier solves (equilibrated LU factors).
 
-    x <- x - M^{-1} F(x) with the stored factors of M, until ||delta||_2 < tol (eq. 46). The
-    matrix is refreshed, M = jacobian(x) factored at the current iterate, when the stored one
-    contracts worse than ``max_rate`` (||delta_k|| / ||delta_{k-1}||), or gives a diverging or
-    non-finite step (that step is rejected and retried), or holds NaN (no matrix yet). A
-    freshly computed matrix that is singular ends the solve with status NONFINITE. Across the
-    steps of an integrator the iteration matrix changes by O(h), so most steps need no
+    x <- x - J^{-1} F(x) with the stored factors. The matrix is refreshed, J = jacobian(x)
+    factored at the current iterate, when the stored one contracts worse than ``max_rate``
+    (theta = ||delta_k|| / ||delta_{k-1}|| in the scaled norm), or gives a diverging or
+    non-finite step (that step is rejected and retried), or holds NaN (no matrix yet).
+    Across the steps of an integrator the matrix changes by O(h), so most steps need no
     refresh: an iteration then costs one residual and two triangular solves instead of a
-    Jacobian and an LU factorisation. The matrix only sets the search direction; the root
-    is converged to the same tolerance on the same residual.
+    Jacobian and an LU factorisation.
 
-    A step below ``tol`` ends the solve only when its matrix is verified: freshly factored at
-    that iterate (an exact Newton step), or with a measured contraction rate theta <=
-    ``max_rate`` (so the remaining error theta / (1 - theta) ||delta|| is below ||delta||),
-    measured in this solve or, for the first step, in an earlier solve with the same factors
-    (``rate``; NaN: unknown, one more iteration is taken). This is the stopping rule of
-    simplified Newton in stiff integrators (Hairer & Wanner, IV.8).
-
-    Returns (x, NewtonInfo, factors, refreshes, rate).
+    An iterate is accepted only when verified (see :func:`_iterate`): its scaled step and
+    scaled residual pass and its matrix is fresh or measured in this solve to contract
+    (theta <= ``max_rate``); a step from a kept matrix is never accepted on faith, nor on a
+    rate remembered from an earlier solve. This is the stopping rule of simplified Newton
+    in stiff integrators (Hairer & Wanner, IV.8) plus a residual check. Returns (x,
+    NewtonInfo, matrix, refreshes, rate) with rate the last measured contraction.
     """
-
-    def cond(carry):
-        _, k, step, _, status, _, _, _, verified, _ = carry
-        return (k < max_iter) & ((step >= tol) | ~verified) & (status == SUCCESS)
-
-    def body(carry):
-        x, k, _, previous, _, factors, stale, refreshes, _, known = carry
-        factors = jax.lax.cond(stale, lambda: lu_factors(jacobian(x)), lambda: factors)
-        delta = -lu_factors_solve(factors, residual(x))
-        step = jnp.linalg.norm(delta)
-        finite = jnp.isfinite(step)
-        rate = step / previous  # previous = inf at the first iteration: rate 0
-        measured = ~stale & jnp.isfinite(previous)
-        accept = finite & (stale | (rate < 1.0))
-        x_new = jnp.where(accept, x + jnp.where(finite, delta, 0.0), x)
-        status = jnp.where(stale & ~finite, NONFINITE, SUCCESS)
-        verified = stale | (accept & (jnp.where(measured, rate, known) <= max_rate))
-        known = jnp.where(stale, jnp.nan, jnp.where(measured & accept, rate, known))
-        return (
-            x_new,
-            k + 1,
-            jnp.where(accept, step, jnp.inf),
-            jnp.where(accept, step, previous),
-            status,
-            factors,
-            ~stale & ~(accept & (rate <= max_rate)),
-            refreshes + stale.astype(refreshes.dtype),
-            verified,
-            known,
-        )
-
-    init = (
+    if not isinstance(matrix, IterationMatrix):  # bare LU factors: no scales, refactor
+        matrix = empty_matrix(x0.shape[0], x0.dtype)
+    return _iterate(
+        residual,
+        jacobian,
+        lambda x, d: x + d,
         x0,
-        jnp.asarray(0),
-        jnp.asarray(jnp.inf, x0.dtype),
-        jnp.asarray(jnp.inf, x0.dtype),
-        jnp.asarray(SUCCESS),
-        factors,
-        ~jnp.all(jnp.isfinite(factors.lu)),
-        jnp.asarray(0),
-        jnp.asarray(False),
-        jnp.asarray(rate, x0.dtype),
+        matrix,
+        tol=tol,
+        max_iter=max_iter,
+        scale=default_scale if scale is None else scale,
+        policy="reuse",
+        max_rate=max_rate,
+        rate=rate,
     )
-    x, k, step, _, status, factors, _, refreshes, _, known = jax.lax.while_loop(cond, body, init)
-    status = jnp.where((status == SUCCESS) & (step >= tol), MAX_ITERATIONS, status)
-    res_norm = jnp.linalg.norm(residual(x))
-    status = jnp.where((status == SUCCESS) & ~jnp.isfinite(res_norm), NONFINITE, status)
-    return x, NewtonInfo(k, status, res_norm, step), factors, refreshes, known
 
 
 def implicit_root(
@@ -306,11 +591,18 @@ class AbstractNewton(eqx.Module):
         """State carried from one solve to the next (stored factors, or nothing)."""
 
     @abc.abstractmethod
-    def solve(self, residual, jacobian, x0, state, *, tol, linear_solve=solve_linear):
-        """(x, NewtonInfo, state) for residual(x) = 0 from x0; stop when ||delta||_2 < tol.
+    def solve(self, residual, jacobian, x0, state, *, tol, linear_solve=solve_linear, scale=None):
+        """(x, NewtonInfo, state) for residual(x) = 0 from x0.
 
-        ``linear_solve(matrix, rhs)`` solves with a fresh matrix (the formulation's choice:
-        re falls back to a minimum-norm solve at its chart singularity)."""
+        ``tol`` is a relative accuracy: an iterate is accepted when the step and the
+        residual pass in the norms scaled by ``scale(x)`` (:class:`Scale`; default
+        :func:`default_scale`). ``linear_solve(matrix, rhs)`` other than
+        :func:`solve_linear` replaces the equilibrated LU (re falls back to a minimum-norm
+        solve at its chart singularity)."""
+
+
+def _custom(linear_solve) -> bool:
+    return linear_solve is not None and linear_solve is not solve_linear
 
 
 class FullNewton(AbstractNewton):
@@ -321,14 +613,16 @@ class FullNewton(AbstractNewton):
     def init(self, n):
         return None
 
-    def solve(self, residual, jacobian, x0, state, *, tol, linear_solve=solve_linear):
+    def solve(self, residual, jacobian, x0, state, *, tol, linear_solve=solve_linear, scale=None):
         x, info = newton_iterate(
             lambda x: (residual(x), jacobian(x)),
             lambda x, d: x + d,
             x0,
             tol=tol,
             max_iter=self.max_iter,
+            residual=residual,
             linear_solve=linear_solve,
+            scale=scale,
         )
         return x, info, state
 
@@ -341,22 +635,31 @@ class ModifiedNewton(AbstractNewton):
     def init(self, n):
         return None
 
-    def solve(self, residual, jacobian, x0, state, *, tol, linear_solve=solve_linear):
-        matrix = jacobian(x0)
-        if linear_solve is solve_linear:
-            solve = lu_solver(matrix)
-        else:
-
-            def solve(rhs):
-                return linear_solve(matrix, rhs)
-
-        x, info = newton_iterate(
-            lambda x: (residual(x), None),
+    def solve(self, residual, jacobian, x0, state, *, tol, linear_solve=solve_linear, scale=None):
+        scale = default_scale if scale is None else scale
+        if _custom(linear_solve):
+            matrix = jacobian(x0)
+            x, info = _iterate_custom(
+                lambda x: (residual(x), matrix),
+                lambda x, d: x + d,
+                x0,
+                tol=tol,
+                max_iter=self.max_iter,
+                scale=scale,
+                linear_solve=linear_solve,
+            )
+            return x, info, state
+        x, info, _, _, _ = _iterate(
+            residual,
+            jacobian,
             lambda x, d: x + d,
             x0,
+            empty_matrix(x0.shape[0], x0.dtype),
             tol=tol,
             max_iter=self.max_iter,
-            linear_solve=lambda _, F: solve(F),
+            scale=scale,
+            policy="modified",
+            max_rate=0.9,
         )
         return x, info, state
 
@@ -369,23 +672,28 @@ class ReusedNewton(AbstractNewton):
     max_rate: float = eqx.field(static=True, default=0.2)
 
     def init(self, n):
-        # the stored factors and their last measured contraction rate (NaN: unknown)
-        return empty_lu_factors(n), jnp.asarray(jnp.nan)
+        # the stored matrix and its last measured contraction rate (NaN: unknown)
+        return empty_matrix(n), jnp.asarray(jnp.nan)
 
-    def solve(self, residual, jacobian, x0, state, *, tol, linear_solve=solve_linear):
-        # stored LU factors: a singular fresh matrix ends the solve (status NONFINITE)
-        factors, rate = state
-        x, info, factors, _, rate = newton_iterate_reusing(
+    def solve(self, residual, jacobian, x0, state, *, tol, linear_solve=solve_linear, scale=None):
+        matrix, rate = state
+        if _custom(linear_solve):  # the formulation needs its own solve: fresh matrices
+            x, info, state = FullNewton(max_iter=self.max_iter).solve(
+                residual, jacobian, x0, None, tol=tol, linear_solve=linear_solve, scale=scale
+            )
+            return x, info, (matrix, rate)
+        x, info, matrix, _, rate = newton_iterate_reusing(
             residual,
             jacobian,
             x0,
-            factors,
+            matrix,
             tol=tol,
             max_iter=self.max_iter,
             max_rate=self.max_rate,
             rate=rate,
+            scale=scale,
         )
-        return x, info, (factors, rate)
+        return x, info, (matrix, rate)
 
 
 NEWTON_METHODS = {"full": FullNewton, "modified": ModifiedNewton, "reuse": ReusedNewton}

@@ -107,8 +107,9 @@ def simulate(
     Options of the implicit integrators: ``newton`` = "reuse" (default for rA and rp: the
     factored matrix is kept across steps and refreshed when it stops contracting; a step is
     accepted only once verified), "full" (matrix at every iteration; rA: hand-coded, Tables
-    3-6; default for re) or "modified" (matrix frozen per step); ``tol``: Newton stops when
-    the correction norm is below it (eq. 46), default Theta = 1e-11 / h^2; ``max_iter`` (25).
+    3-6; default for re) or "modified" (matrix frozen per step); ``tol``: relative Newton
+    tolerance (step test of eq. 46 and a residual test, both in scaled norms; default 1e-10,
+    see :class:`~jaxmbd.newton.Scale`); ``max_iter`` (25).
     gen_alpha: ``rho_inf`` (0.9) and ``variant`` ("stabilised", the GGL index-2 form, default
     for rA and rp; or "index3", default for re, see
     :data:`~jaxmbd.integrators.DEFAULT_OPTIONS`).
