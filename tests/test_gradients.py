@@ -120,7 +120,9 @@ INTEGRATOR_OF = {
 }
 
 
-@pytest.mark.parametrize("formulation", FORMULATIONS)
+@pytest.mark.parametrize(
+    "formulation", ["rA", pytest.param("rp", marks=pytest.mark.slow), "re"]
+)  # rp shares re's autodiff-matrix path; it runs with -m slow (CI budget)
 def test_dynamics_gradients_match_central_differences(formulation, rng):
     model = sprung_double_pendulum()
     options = INTEGRATOR_OF[formulation]
@@ -187,6 +189,7 @@ def test_reused_matrix_gradient_equals_full():
     assert np.abs(full.mass).max() > 1e-6  # the loss does depend on the masses
 
 
+@pytest.mark.slow  # a transform composition the FD checks above already exercise under jit
 def test_jit_grad_equals_grad():
     model = mbd.models.double_pendulum()
     g1 = jax.grad(pendulum_loss)(model)
@@ -208,6 +211,7 @@ def test_vmap_grad_equals_loop():
     np.testing.assert_allclose(batched, looped, rtol=1e-12)
 
 
+@pytest.mark.slow  # forward and reverse mode agree; ~30 s of compilation
 def test_jacfwd_equals_jacrev():
     model = mbd.models.slider_crank()
 
