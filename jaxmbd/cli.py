@@ -7,6 +7,7 @@ single_pendulum, double_pendulum, four_link, slider_crank.
 
 from __future__ import annotations
 
+import ast
 import logging
 import time
 from pathlib import Path
@@ -168,15 +169,20 @@ def kinematics(
 @app.command()
 def simulate(
     model: Annotated[str, typer.Argument(help="model file or built-in name")],
-    formulation: Annotated[str, typer.Option(help="rA, rp or re")] = "rA",
+    formulation: Annotated[str, typer.Option(help="rA, rp, re, se3, director or rotmat")] = "rA",
     h: Annotated[float, typer.Option("--h", help="step size [s]")] = 1e-3,
     t_end: Annotated[float, typer.Option("--t-end", help="end time [s]")] = 3.0,
     tol: Annotated[
-        float | None, typer.Option(help="Newton correction tolerance (default 1e-11 / h^2)")
+        float | None,
+        typer.Option(help="relative Newton tolerance of the implicit integrators (1e-10)"),
     ] = None,
     integrator: Annotated[
         str,
-        typer.Option(help="gen_alpha (second order, default) or backward_euler (paper 1)"),
+        typer.Option(
+            help="gen_alpha (second order, default), backward_euler (paper 1), rkmk "
+            "(se3/rA, Mueller-Terze), energy_momentum (director, Betsch-Leyendecker) or rk "
+            "(rotmat/rp/re, Dumitriu-Margaritescu)"
+        ),
     ] = "gen_alpha",
     rho_inf: Annotated[
         float | None,
@@ -187,8 +193,18 @@ def simulate(
         typer.Option(help="gen_alpha variant: stabilised (GGL, default) or index3"),
     ] = None,
     newton: Annotated[
-        str, typer.Option(help="reuse (matrix kept across steps, default), full or modified")
-    ] = "reuse",
+        str | None,
+        typer.Option(help="implicit integrators: reuse (rA, rp default), full (re) or modified"),
+    ] = None,
+    option: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--option",
+            "-o",
+            help="any other integrator option as KEY=VALUE, repeatable (e.g. -o tableau=rk4, "
+            "-o scheme=null_space, -o multipliers=one_step); VALUE is a Python literal or text",
+        ),
+    ] = None,
     out: Annotated[Path | None, typer.Option(help="write the Solution (.npz or .csv)")] = None,
     plot: Annotated[Path | None, typer.Option(help="write a PNG plot")] = None,
     animate: Annotated[
@@ -196,7 +212,8 @@ def simulate(
     ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ):
-    """Dynamics: generalized-alpha (default) or backward Euler, in rA, rp or re."""
+    """Dynamics with any formulation and integrator pair (default: rA, generalized-alpha)."""
+    extra = _parse_options(option or [])
     _run_analysis(
         run_simulate,
         "dynamics",
@@ -213,7 +230,25 @@ def simulate(
         rho_inf=rho_inf,
         variant=variant,
         newton=newton,
+        **extra,
     )
+
+
+def _parse_options(pairs: list[str]) -> dict:
+    """KEY=VALUE strings -> options; VALUE through ast.literal_eval (numbers, booleans,
+    None, tuples), else kept as text. A malformed pair exits with code 2 and says which."""
+    options = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        key = key.strip()
+        if not sep or not key.isidentifier():
+            console.print(f"[red]error:[/red] --option expects KEY=VALUE, got {pair!r}")
+            raise typer.Exit(code=2)
+        try:
+            options[key] = ast.literal_eval(value.strip())
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            options[key] = value.strip()
+    return options
 
 
 @app.command(name="animate")
