@@ -3,6 +3,8 @@ and start checks."""
 
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -11,14 +13,29 @@ from ._checks import is_traced
 from .errors import ModelError
 from .model import Model
 
+# most steps of one run: every step's state is kept (about 1 kB per step for a few bodies),
+# so a mistyped t_end or h would otherwise allocate without bound
+MAX_STEPS = 10**7
+
 
 def num_steps(t_end, h) -> int:
-    """N = round(t_end / h); the grid is t = k h, k = 0..N (API contract)."""
-    if not (float(h) > 0):
-        raise ValueError(f"step size h must be positive, got {h!r}")
-    if not (float(t_end) >= 0):
-        raise ValueError(f"t_end must be non-negative, got {t_end!r}")
-    return int(round(float(t_end) / float(h)))
+    """N = round(t_end / h); the grid is t = k h, k = 0..N (API contract); at most
+    MAX_STEPS."""
+    try:
+        h_, t_end_ = float(h), float(t_end)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"h and t_end must be numbers, got h={h!r}, t_end={t_end!r}") from None
+    if not (math.isfinite(h_) and h_ > 0):
+        raise ValueError(f"step size h must be positive and finite, got {h!r}")
+    if not (math.isfinite(t_end_) and t_end_ >= 0):
+        raise ValueError(f"t_end must be non-negative and finite, got {t_end!r}")
+    n = t_end_ / h_
+    if not n <= MAX_STEPS:
+        raise ValueError(
+            f"t_end / h = {n:.3g} steps; at most {MAX_STEPS:.0e} per run (every step is "
+            "stored): split the run into pieces or use a larger step"
+        )
+    return int(round(n))
 
 
 def run_in_chunks(initial, chunk, n: int, chunk_size: int, progress):

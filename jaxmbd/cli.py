@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import logging
+import math
 import time
 from pathlib import Path
 from typing import Annotated
@@ -43,11 +44,45 @@ def _setup_logging(verbose: bool):
     )
 
 
+def _positive(value, option: str, *, zero: bool = False):
+    """Refuse NaN, inf and non-positive numbers before any work starts (exit code 2)."""
+    if value is None:
+        return
+    if not (math.isfinite(value) and (value > 0 or (zero and value == 0))):
+        need = "non-negative" if zero else "positive"
+        raise typer.BadParameter(f"must be a {need} finite number, got {value}", param_hint=option)
+
+
+def _output(path: Path | None, option: str, suffixes: tuple[str, ...]):
+    """An output file must have a known suffix and an existing folder (checked up front)."""
+    if path is None:
+        return
+    if path.suffix.lower() not in suffixes:
+        raise typer.BadParameter(
+            f"unknown format {path.suffix!r}; use {', '.join(suffixes)}", param_hint=option
+        )
+    parent = path.resolve().parent
+    if not parent.is_dir():
+        raise typer.BadParameter(f"folder {str(parent)!r} does not exist", param_hint=option)
+
+
+def _check_run_options(h, t_end, tol, out, plot):
+    _positive(h, "--h")
+    _positive(t_end, "--t-end", zero=True)
+    _positive(tol, "--tol")
+    _output(out, "--out", (".npz", ".csv"))
+    _output(plot, "--plot", (".png", ".pdf", ".svg"))
+
+
 def _load(model: str) -> Model:
     if model in BUILTIN:
         return load(model)
     path = Path(model)
-    if not path.exists():
+    try:
+        exists = path.is_file()
+    except (OSError, ValueError) as err:  # name too long, NUL byte, ...
+        raise typer.BadParameter(f"cannot use {model[:80]!r}: {err}", param_hint="MODEL") from None
+    if not exists:
         raise typer.BadParameter(
             f"{model!r} is neither a file nor a built-in model ({', '.join(BUILTIN)})",
             param_hint="MODEL",
@@ -120,7 +155,7 @@ def _run_analysis(
         start = time.perf_counter()
         sol = _with_progress(lambda report: analysis(m, progress=report, **options), label)
         seconds = time.perf_counter() - start
-    except (ModelError, SolverError, ValueError) as err:
+    except (ModelError, SolverError, ValueError, TypeError) as err:
         console.print(f"[red]error:[/red] {err}")
         raise typer.Exit(code=1) from None
     if out:
@@ -152,6 +187,7 @@ def kinematics(
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ):
     """Kinematic analysis of a 0-DOF (driven) mechanism."""
+    _check_run_options(h, t_end, tol, out, plot)
     _run_analysis(
         run_kinematics,
         "kinematics",
@@ -213,7 +249,16 @@ def simulate(
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ):
     """Dynamics with any formulation and integrator pair (default: rA, generalized-alpha)."""
+    _check_run_options(h, t_end, tol, out, plot)
     extra = _parse_options(option or [])
+    named = {"formulation", "t_end", "h", "tol", "integrator", "rho_inf", "variant", "newton",
+             "progress", "model", "out", "plot", "verbose", "animate"}  # fmt: skip
+    clash = sorted(named & set(extra))
+    if clash:
+        raise typer.BadParameter(
+            f"{clash} have their own options (--{clash[0].replace('_', '-')})",
+            param_hint="--option",
+        )
     _run_analysis(
         run_simulate,
         "dynamics",
@@ -280,10 +325,11 @@ def animate_command(
     from .animation import FORMATS
     from .solution import Solution
 
-    if out.suffix.lower() not in FORMATS:
-        raise typer.BadParameter(
-            f"unknown format {out.suffix!r}; use {FORMATS}", param_hint="--out"
-        )
+    _output(out, "--out", tuple(FORMATS))
+    _positive(h, "--h")
+    _positive(t_end, "--t-end", zero=True)
+    _positive(fps, "--fps")
+    _positive(speed, "--speed")
     try:
         if run.endswith(".npz"):
             if model is None:
@@ -298,6 +344,11 @@ def animate_command(
                 raise ModelError(f"{run}: cannot read the Solution ({err})") from None
         else:
             m = _load(run)
+            unknown = sorted(set(trace or ()) - set(m.body_names))
+            if unknown:
+                raise typer.BadParameter(
+                    f"unknown bodies {unknown}; known: {list(m.body_names)}", param_hint="--trace"
+                )
             options = {} if integrator is None else {"integrator": integrator}
             sol = _with_progress(
                 lambda report: run_simulate(

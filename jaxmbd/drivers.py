@@ -37,6 +37,10 @@ _FUNCTIONS = {
     "arctan": jnp.arctan,
 }
 _NAMED_CONSTANTS = {"pi": math.pi, "e": math.e}
+# bounds on an expression: source length and syntax-tree nodes (a driver is a short formula;
+# the program is unrolled into every compiled step)
+MAX_SOURCE_LENGTH = 2000
+MAX_NODES = 200
 _BINARY = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.Pow: "pow"}
 
 
@@ -48,20 +52,39 @@ def parse_expression(source: str, *, where: str = "expression") -> tuple[tuple, 
     """Parse ``source`` into (program, constants). ``where`` names it in error messages."""
     if not isinstance(source, str):
         raise ExpressionError(f"{where}: expected a string expression in t, got {source!r}")
+    shown = source if len(source) <= 80 else source[:77] + "..."
+    if len(source) > MAX_SOURCE_LENGTH:
+        raise ExpressionError(
+            f"{where}: expression of {len(source)} characters {shown!r}; at most "
+            f"{MAX_SOURCE_LENGTH} are accepted"
+        )
     text = source.strip().replace("^", "**")
     if not text:
         raise ExpressionError(f"{where}: empty expression")
     try:
         tree = ast.parse(text, mode="eval")
     except SyntaxError as err:
-        raise ExpressionError(f"{where}: cannot parse {source!r}: {err.msg}") from None
+        raise ExpressionError(f"{where}: cannot parse {shown!r}: {err.msg}") from None
+    except (RecursionError, MemoryError, ValueError):
+        raise ExpressionError(f"{where}: expression {shown!r} is nested too deeply") from None
+    n_nodes = sum(1 for _ in ast.walk(tree))
+    if n_nodes > MAX_NODES:
+        raise ExpressionError(
+            f"{where}: expression {shown!r} has {n_nodes} syntax nodes; at most {MAX_NODES}"
+        )
     constants: list[float] = []
 
     def build(node):
         if isinstance(node, ast.Constant):
             if isinstance(node.value, bool) or not isinstance(node.value, int | float):
-                raise ExpressionError(f"{where}: unsupported literal {node.value!r} in {source!r}")
-            constants.append(float(node.value))
+                raise ExpressionError(f"{where}: unsupported literal {node.value!r} in {shown!r}")
+            try:
+                value = float(node.value)
+            except OverflowError:
+                value = math.inf
+            if not math.isfinite(value):
+                raise ExpressionError(f"{where}: literal out of range in {shown!r}")
+            constants.append(value)
             return ("const", len(constants) - 1)
         if isinstance(node, ast.Name):
             if node.id == "t":
@@ -69,7 +92,7 @@ def parse_expression(source: str, *, where: str = "expression") -> tuple[tuple, 
             if node.id in _NAMED_CONSTANTS:
                 return ("fixed", _NAMED_CONSTANTS[node.id])
             raise ExpressionError(
-                f"{where}: unknown name {node.id!r} in {source!r}; allowed: t, pi, e and "
+                f"{where}: unknown name {node.id!r} in {shown!r}; allowed: t, pi, e and "
                 f"functions {sorted(_FUNCTIONS)}"
             )
         if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
@@ -81,11 +104,11 @@ def parse_expression(source: str, *, where: str = "expression") -> tuple[tuple, 
             name = node.func.id if isinstance(node.func, ast.Name) else None
             if name not in _FUNCTIONS or node.keywords or len(node.args) != 1:
                 raise ExpressionError(
-                    f"{where}: unsupported call in {source!r}; allowed one-argument functions: "
+                    f"{where}: unsupported call in {shown!r}; allowed one-argument functions: "
                     f"{sorted(_FUNCTIONS)}"
                 )
             return ("call", name, build(node.args[0]))
-        raise ExpressionError(f"{where}: unsupported syntax {type(node).__name__} in {source!r}")
+        raise ExpressionError(f"{where}: unsupported syntax {type(node).__name__} in {shown!r}")
 
     return build(tree.body), constants
 
@@ -139,6 +162,22 @@ class Expression(eqx.Module):
     def is_constant(self) -> bool:
         return not _depends_on_t(self.program)
 
+    def check_finite_at_start(self, *, where: str):
+        """Refuse an expression whose value, first or second time derivative at t = 0 is not
+        finite (``9**9**9``, ``log(-1)``, ``sqrt(t)``): it would enter the solver as inf/NaN."""
+        values = driver_derivatives(jnp.zeros(1), (_single_group(self),), 0.0)
+        bad = [
+            name
+            for name, v in zip(("f", "f_dot", "f_ddot"), values, strict=True)
+            if not jnp.isfinite(v[0])
+        ]
+        if bad:
+            shown = self.source if len(self.source) <= 80 else self.source[:77] + "..."
+            raise ExpressionError(
+                f"{where}: {shown!r} gives a non-finite {', '.join(bad)} at t = 0 "
+                f"(values {[float(v[0]) for v in values]})"
+            )
+
     def __call__(self, t):
         return evaluate_program(self.program, self.constants, t)
 
@@ -153,6 +192,12 @@ class DriverGroup(eqx.Module):
 
     def __call__(self, t):
         return jax.vmap(lambda c: evaluate_program(self.program, c, t))(self.constants)
+
+
+def _single_group(expr: Expression) -> DriverGroup:
+    return DriverGroup(
+        rows=(0,), program=expr.program, sources=(expr.source,), constants=expr.constants[None]
+    )
 
 
 def group_drivers(row_expressions: dict[int, Expression]) -> tuple[DriverGroup, ...]:

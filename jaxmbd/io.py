@@ -38,7 +38,7 @@ import numpy as np
 from .drivers import Expression, ExpressionError, check_expression_derivative, program_to_source
 from .errors import ModelError, ModelFileError
 from .forces import SpringDamper
-from .model import GROUND, Model, ModelBuilder
+from .model import GROUND, MAX_MAGNITUDE, Model, ModelBuilder, _vec3
 
 logger = logging.getLogger("jaxmbd")
 
@@ -61,19 +61,116 @@ _GCON_FIELDS = {
 }
 
 
+# Keys each object of a model file may have; anything else is refused (a typo such as
+# "inertia_" must not silently fall back to a default).
+_OWN_KEYS = {
+    "model": {"format", "version", "name", "description", "gravity", "bodies", "joints",
+              "constraints", "drivers", "forces", "solver"},
+    "body": {"name", "mass", "inertia", "r", "A", "axes", "rdot", "omega", "shapes"},
+    "axes": {"x", "y"},
+    "joint": {"name", "type", "body_i", "body_j", "point", "axis", "axis_i", "axis_j"},
+    "constraint": {"name", "type", "body_i", "body_j", "a_bar_i", "a_bar_j", "s_bar_p_i",
+                   "s_bar_q_j", "c", "u_bar_i", "v_bar_i", "f", "angle", "joint"},
+    "driver": {"name", "type", "body_i", "body_j", "axis", "angle", "reference"},
+    "force": {"name", "type", "body_i", "point_i", "local_i", "body_j", "point_j", "local_j",
+              "stiffness", "damping", "rest_length"},
+    "solver": {"h", "t_end", "tol"},
+}  # fmt: skip
+_PUBLISHED_KEYS = {
+    "model": {"name", "bodies", "constraints"},
+    "body": {"name", "id", "r", "r_dot", "A", "omega", "omega_dot", "r_ddot"},
+    "constraint": {"name", "type", "body_i", "body_j", "a_bar_i", "a_bar_j", "s_bar_p_i",
+                   "s_bar_q_j", "c", "f", "f_dot", "f_ddot"},
+}  # fmt: skip
+_OBJECT_LISTS = {"bodies", "joints", "constraints", "drivers", "forces", "shapes"}
+MAX_DEPTH = 12  # the deepest field of the schema (a shape's matrix row) is at depth 6
+MAX_FILE_BYTES = 64 * 2**20
+
+
 def _read_json(path: Path):
     try:
-        text = path.read_text()
+        size = path.stat().st_size
     except FileNotFoundError:
         raise ModelFileError(path, None, "file not found") from None
     except OSError as err:
         raise ModelFileError(path, None, f"cannot read file: {err}") from None
+    if size > MAX_FILE_BYTES:
+        raise ModelFileError(path, None, f"file of {size} bytes; at most {MAX_FILE_BYTES}")
     try:
-        return json.loads(text)
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ModelFileError(path, None, "file not found") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ModelFileError(path, None, f"cannot read file: {err}") from None
+    try:
+        data = json.loads(text)
     except json.JSONDecodeError as err:
         raise ModelFileError(
             path, None, f"invalid JSON at line {err.lineno}, column {err.colno}: {err.msg}"
         ) from None
+    except RecursionError:
+        raise ModelFileError(path, None, "invalid JSON: nested too deeply") from None
+    except ValueError as err:  # e.g. an integer literal beyond Python's digit limit
+        raise ModelFileError(path, None, f"invalid JSON: {err}") from None
+    _check_values(path, data, "", 0)
+    return data
+
+
+def _label(where: str, key, value) -> str:
+    if isinstance(key, int):
+        name = value.get("name") if isinstance(value, dict) else None
+        return f"{where}[{key}]" + (f" ('{name}')" if isinstance(name, str) else "")
+    return f"{where}.{key}" if where else str(key)
+
+
+def _check_values(path, value, where: str, depth: int):
+    """Refuse non-finite or out-of-range numbers and excessive nesting anywhere in the file,
+    naming the field (before any number reaches numpy or JAX)."""
+    if depth > MAX_DEPTH:
+        raise ModelFileError(path, where, f"nested more than {MAX_DEPTH} levels deep")
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return
+    if isinstance(value, int | float):
+        try:
+            ok = math.isfinite(float(value)) and abs(float(value)) <= MAX_MAGNITUDE
+        except OverflowError:
+            ok = False
+        if not ok:
+            shown = repr(value) if len(repr(value)) < 40 else repr(value)[:37] + "..."
+            raise ModelFileError(
+                path, where, f"number {shown} is not finite or above {MAX_MAGNITUDE:g}"
+            )
+        return
+    if isinstance(value, list) and where.rpartition(".")[2] not in _OBJECT_LISTS:
+        for k, item in enumerate(value):
+            if isinstance(item, str | bool) or item is None:
+                raise ModelFileError(
+                    path, f"{where}[{k}]", f"expected a number, got {type(item).__name__}"
+                )
+    items = value.items() if isinstance(value, dict) else enumerate(value)
+    for key, item in items:
+        _check_values(path, item, _label(where, key, item), depth + 1)
+
+
+def _object(item, path, where: str, keys: set[str]) -> dict:
+    """``item`` must be a JSON object with only the schema's keys."""
+    if not isinstance(item, dict):
+        raise ModelFileError(path, where, f"expected an object, got {type(item).__name__}")
+    if where and isinstance(item.get("name"), str) and where.endswith("]"):
+        where = f"{where} ('{item['name']}')"
+    unknown = sorted(set(item) - keys)
+    if unknown:
+        raise ModelFileError(path, where, f"unknown field(s) {unknown}; allowed: {sorted(keys)}")
+    return item
+
+
+def _string(obj, key, path, where, *, default=...) -> str:
+    value = _get(obj, key, path, where, default=default)
+    if not isinstance(value, str) or not value:
+        raise ModelFileError(
+            path, f"{where}.{key}", f"expected a non-empty string, got {type(value).__name__}"
+        )
+    return value
 
 
 def _get(obj, key, path, where, *, default=...):
@@ -136,18 +233,31 @@ def load_model(
 
 
 def _load_own(path: Path, data: dict) -> Model:
+    _object(data, path, None, _OWN_KEYS["model"])
     version = data.get("version", 1)
-    if version != 1:
+    if isinstance(version, bool) or version != 1:
         raise ModelFileError(path, "version", f"unsupported version {version!r} (expected 1)")
-    builder = ModelBuilder(
-        name=str(data.get("name", path.stem)), gravity=data.get("gravity", (0.0, 0.0, -9.81))
-    )
+    if "solver" in data:
+        _object(data["solver"], path, "solver", _OWN_KEYS["solver"])
+        for key, value in data["solver"].items():
+            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+                if not (key == "t_end" and value == 0 and not isinstance(value, bool)):
+                    raise ModelFileError(
+                        path, f"solver.{key}", f"expected a positive number, got {value!r}"
+                    )
+    for key in ("name", "description"):
+        if key in data and not isinstance(data[key], str):
+            raise ModelFileError(path, key, f"expected a string, got {type(data[key]).__name__}")
+    gravity = data.get("gravity", (0.0, 0.0, -9.81))
+    builder = ModelBuilder(name=data.get("name", path.stem), gravity=gravity)
     for k, body in enumerate(_list(data, "bodies", path)):
         where = f"bodies[{k}]"
-        name = _get(body, "name", path, where)
+        _object(body, path, where, _OWN_KEYS["body"])
+        name = _string(body, "name", path, where)
         where = f"bodies[{k}] ('{name}')"
         axes = body.get("axes")
         if axes is not None:
+            _object(axes, path, f"{where}.axes", _OWN_KEYS["axes"])
             axes = (_get(axes, "x", path, f"{where}.axes"), _get(axes, "y", path, f"{where}.axes"))
         try:
             builder.add_body(
@@ -165,9 +275,10 @@ def _load_own(path: Path, data: dict) -> Model:
             raise ModelFileError(path, where, str(err)) from None
     for k, joint in enumerate(_list(data, "joints", path, required=False)):
         where = f"joints[{k}]"
-        name = _get(joint, "name", path, where)
+        _object(joint, path, where, _OWN_KEYS["joint"])
+        name = _string(joint, "name", path, where)
         where = f"joints[{k}] ('{name}')"
-        kind = _get(joint, "type", path, where)
+        kind = _string(joint, "type", path, where)
         if kind not in _JOINT_FIELDS:
             raise ModelFileError(
                 path,
@@ -178,17 +289,18 @@ def _load_own(path: Path, data: dict) -> Model:
         try:
             getattr(builder, kind)(
                 name,
-                body_i=_get(joint, "body_i", path, where),
-                body_j=_get(joint, "body_j", path, where),
+                body_i=_string(joint, "body_i", path, where),
+                body_j=_string(joint, "body_j", path, where),
                 **kwargs,
             )
         except ModelError as err:
             raise ModelFileError(path, where, str(err)) from None
     for k, con in enumerate(_list(data, "constraints", path, required=False)):
         where = f"constraints[{k}]"
-        name = _get(con, "name", path, where)
+        _object(con, path, where, _OWN_KEYS["constraint"])
+        name = _string(con, "name", path, where)
         where = f"constraints[{k}] ('{name}')"
-        kind = _get(con, "type", path, where)
+        kind = _string(con, "type", path, where)
         if kind not in _GCON_FIELDS:
             raise ModelFileError(
                 path,
@@ -201,19 +313,20 @@ def _load_own(path: Path, data: dict) -> Model:
                 builder,
                 name,
                 kind,
-                _get(con, "body_i", path, where),
-                _get(con, "body_j", path, where),
+                _string(con, "body_i", path, where),
+                _string(con, "body_j", path, where),
                 vectors,
                 con.get("angle" if kind == "ROT" else "f", 0.0),
-                con.get("joint"),
+                _string(con, "joint", path, where, default=name),
             )
         except (ModelError, ExpressionError) as err:
             raise ModelFileError(path, where, str(err)) from None
     for k, drv in enumerate(_list(data, "drivers", path, required=False)):
         where = f"drivers[{k}]"
-        name = _get(drv, "name", path, where)
+        _object(drv, path, where, _OWN_KEYS["driver"])
+        name = _string(drv, "name", path, where)
         where = f"drivers[{k}] ('{name}')"
-        kind = _get(drv, "type", path, where)
+        kind = _string(drv, "type", path, where)
         if kind != "rotation":
             raise ModelFileError(
                 path, f"{where}.type", f"unknown driver type {kind!r}; known: ['rotation']"
@@ -221,8 +334,8 @@ def _load_own(path: Path, data: dict) -> Model:
         try:
             builder.rotation_driver(
                 name,
-                body_i=_get(drv, "body_i", path, where),
-                body_j=_get(drv, "body_j", path, where),
+                body_i=_string(drv, "body_i", path, where),
+                body_j=_string(drv, "body_j", path, where),
                 axis=_get(drv, "axis", path, where),
                 angle=_get(drv, "angle", path, where),
                 reference=drv.get("reference"),
@@ -231,17 +344,18 @@ def _load_own(path: Path, data: dict) -> Model:
             raise ModelFileError(path, where, str(err)) from None
     for k, frc in enumerate(_list(data, "forces", path, required=False)):
         where = f"forces[{k}]"
-        kind = _get(frc, "type", path, where)
+        _object(frc, path, where, _OWN_KEYS["force"])
+        kind = _string(frc, "type", path, where)
         if kind != "spring_damper":
             raise ModelFileError(
                 path, f"{where}.type", f"unknown force type {kind!r}; known: ['spring_damper']"
             )
         try:
             builder.spring_damper(
-                frc.get("name", f"force_{k}"),
-                body_i=_get(frc, "body_i", path, where),
+                _string(frc, "name", path, where, default=f"force_{k}"),
+                body_i=_string(frc, "body_i", path, where),
                 point_i=_get(frc, "point_i", path, where),
-                body_j=_get(frc, "body_j", path, where),
+                body_j=_string(frc, "body_j", path, where),
                 point_j=_get(frc, "point_j", path, where),
                 stiffness=_get(frc, "stiffness", path, where),
                 damping=frc.get("damping", 0.0),
@@ -368,14 +482,20 @@ def _published_angle(source: str):
 
 
 def _load_published(path: Path, data: dict, masses: dict, drivers: dict) -> Model:
+    _object(data, path, None, _PUBLISHED_KEYS["model"])
+    if "name" in data and not isinstance(data["name"], str):
+        raise ModelFileError(path, "name", f"expected a string, got {type(data['name']).__name__}")
     bodies = _list(data, "bodies", path)
     ids: dict[int, str] = {}
     ground_id = None
     for k, body in enumerate(bodies):
         where = f"bodies[{k}]"
-        name = _get(body, "name", path, where)
+        _object(body, path, where, _PUBLISHED_KEYS["body"])
+        name = _string(body, "name", path, where)
+        if any(name == other for other in ids.values()):
+            raise ModelFileError(path, f"{where}.name", f"duplicate body name {name!r}")
         bid = _get(body, "id", path, where)
-        if not isinstance(bid, int):
+        if isinstance(bid, bool) or not isinstance(bid, int):
             raise ModelFileError(path, f"{where}.id", f"expected an integer id, got {bid!r}")
         if bid in ids:
             raise ModelFileError(path, f"{where}.id", f"duplicate body id {bid}")
@@ -418,16 +538,28 @@ def _load_published(path: Path, data: dict, masses: dict, drivers: dict) -> Mode
             path,
             missing_mass,
         )
-    unused = set(drivers) - {c.get("name") for c in _list(data, "constraints", path)}
+    constraints = _list(data, "constraints", path)
+    for k, con in enumerate(constraints):
+        _object(con, path, f"constraints[{k}]", _PUBLISHED_KEYS["constraint"])
+        _string(con, "name", path, f"constraints[{k}]")
+        for key in ("f", "f_dot", "f_ddot"):
+            value = con.get(key, "0")
+            if isinstance(value, bool) or not isinstance(value, str | int | float):
+                raise ModelFileError(
+                    path,
+                    f"constraints[{k}] ('{con['name']}').{key}",
+                    f"expected an expression string, got {type(value).__name__}",
+                )
+    unused = set(drivers) - {c.get("name") for c in constraints}
     if unused:
         raise ModelFileError(
             path, "drivers", f"driver overrides for unknown constraints {sorted(unused)}"
         )
-    for k, con in enumerate(_list(data, "constraints", path)):
+    for k, con in enumerate(constraints):
         where = f"constraints[{k}]"
-        name = _get(con, "name", path, where)
+        name = _string(con, "name", path, where)
         where = f"constraints[{k}] ('{name}')"
-        kind = _get(con, "type", path, where)
+        kind = _string(con, "type", path, where)
         if kind not in ("DP1", "DP2", "D", "CD"):
             raise ModelFileError(
                 path, f"{where}.type", f"unknown GCON type {kind!r}; known: DP1, DP2, D, CD"
@@ -435,13 +567,18 @@ def _load_published(path: Path, data: dict, masses: dict, drivers: dict) -> Mode
         body_names = []
         for key in ("body_i", "body_j"):
             bid = _get(con, key, path, where)
-            if bid not in ids:
+            if isinstance(bid, bool) or not isinstance(bid, int) or bid not in ids:
                 raise ModelFileError(
                     path, f"{where}.{key}", f"unknown body id {bid!r}; known ids: {sorted(ids)}"
                 )
             body_names.append(ids[bid])
         vectors = {key: _get(con, key, path, where) for key in _GCON_FIELDS[kind]}
-        f = str(drivers.get(name, con.get("f", "0")))
+        f = drivers.get(name, con.get("f", "0"))
+        if isinstance(f, bool) or not isinstance(f, str | int | float):
+            raise ModelFileError(
+                path, f"{where}.f", f"expected an expression string, got {type(f).__name__}"
+            )
+        f = str(f)
         try:
             expr = Expression(f, where=f"{where}.f")
             if name not in drivers:
@@ -490,8 +627,9 @@ def _add_published_rotation_driver(builder, path, name, body_names, vectors, ang
     body_i, body_j = body_names
     _, A_i = builder._frame(body_i, where=name)
     _, A_j = builder._frame(body_j, where=name)
-    a_i = A_i @ np.asarray(vectors["a_bar_i"], float)
-    a_j = A_j @ np.asarray(vectors["a_bar_j"], float)
+    where = f"constraint '{name}'"
+    a_i = A_i @ _vec3(vectors["a_bar_i"], where=f"{where}.a_bar_i", nonzero=True)
+    a_j = A_j @ _vec3(vectors["a_bar_j"], where=f"{where}.a_bar_j", nonzero=True)
     a_i /= np.linalg.norm(a_i)
     a_j /= np.linalg.norm(a_j)
     n = np.cross(a_i, a_j)

@@ -106,15 +106,47 @@ class Model(eqx.Module):
 # ----------------------------------------------------------------------------- builder
 
 
-def _vec3(value, *, where: str, nonzero: bool = False) -> np.ndarray:
+# largest magnitude accepted for any number of a model: products of two stay finite
+MAX_MAGNITUDE = 1e100
+
+
+def _short(value, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _has_non_number(value, depth: int = 0) -> bool:
+    """A string, boolean, mapping or None anywhere in (nested lists of) ``value``."""
+    if isinstance(value, str | bytes | bool | np.bool_ | dict) or value is None:
+        return True
+    if isinstance(value, list | tuple) and depth < 4:
+        return any(_has_non_number(v, depth + 1) for v in value[:16])
+    return False
+
+
+def _numbers(value, *, where: str, expected: str) -> np.ndarray:
+    """``value`` as a float64 array of plain numbers: no strings, booleans or objects, no
+    NaN or inf, no magnitude above MAX_MAGNITUDE (hostile input is refused, never cast)."""
+    if _has_non_number(value):
+        raise ModelError(f"{where}: expected {expected}, got {_short(value)}")
     try:
-        arr = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ModelError(f"{where}: expected 3 numbers, got {value!r}") from None
+        raw = np.asarray(value)
+    except (TypeError, ValueError, OverflowError, RecursionError):
+        raise ModelError(f"{where}: expected {expected}, got {_short(value)}") from None
+    if raw.dtype.kind not in "iuf":
+        raise ModelError(f"{where}: expected {expected}, got {_short(value)}")
+    arr = raw.astype(np.float64)
+    if not np.all(np.isfinite(arr)):
+        raise ModelError(f"{where}: non-finite value in {_short(value)}")
+    if arr.size and np.max(np.abs(arr)) > MAX_MAGNITUDE:
+        raise ModelError(f"{where}: magnitude above {MAX_MAGNITUDE:g} in {_short(value)}")
+    return arr
+
+
+def _vec3(value, *, where: str, nonzero: bool = False) -> np.ndarray:
+    arr = _numbers(value, where=where, expected="3 numbers")
     if arr.shape != (3,):
         raise ModelError(f"{where}: expected 3 numbers, got shape {arr.shape}")
-    if not np.all(np.isfinite(arr)):
-        raise ModelError(f"{where}: non-finite value {value!r}")
     if nonzero and np.linalg.norm(arr) < 1e-12:
         raise ModelError(f"{where}: must not be the zero vector")
     return arr
@@ -127,10 +159,7 @@ def _unit(value, *, where: str) -> np.ndarray:
 
 def _rotation_matrix(value, *, where: str) -> tuple[np.ndarray, float]:
     """Nearest proper rotation to ``value`` and how far it was from it (Frobenius norm)."""
-    try:
-        A = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ModelError(f"{where}: expected a 3x3 matrix, got {value!r}") from None
+    A = _numbers(value, where=where, expected="a 3x3 matrix")
     if A.shape != (3, 3) or not np.all(np.isfinite(A)):
         raise ModelError(f"{where}: expected a finite 3x3 matrix, got shape {A.shape}")
     U, s, Vt = np.linalg.svd(A)
@@ -140,7 +169,13 @@ def _rotation_matrix(value, *, where: str) -> tuple[np.ndarray, float]:
             f"det {np.linalg.det(A):.3g})"
         )
     R = U @ Vt
-    return R, float(np.linalg.norm(R - A))
+    moved = float(np.linalg.norm(R - A))
+    if moved > 1e-3:
+        raise ModelError(
+            f"{where}: not a rotation matrix (distance {moved:.3g} from the nearest rotation; "
+            "up to 1e-3 is orthonormalised)"
+        )
+    return R, moved
 
 
 def _frame_from_axes(x, y, *, where: str) -> np.ndarray:
@@ -164,10 +199,7 @@ def _perpendicular_pair(axis: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _inertia(value, *, where: str) -> np.ndarray:
-    try:
-        J = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ModelError(f"{where}: expected 3 principal moments or a 3x3 matrix") from None
+    J = _numbers(value, where=where, expected="3 principal moments or a 3x3 matrix")
     if J.shape == (3,):
         J = np.diag(J)
     if J.shape != (3, 3) or not np.all(np.isfinite(J)):
@@ -249,11 +281,11 @@ class ModelBuilder:
             raise ModelError(f"{where}: the name '{GROUND}' is reserved for the fixed frame")
         if any(b.name == name for b in self._bodies):
             raise ModelError(f"{where}: duplicate body name")
-        try:
-            m = float(mass)
-        except (TypeError, ValueError):
-            raise ModelError(f"{where}.mass: expected a number, got {mass!r}") from None
-        if not math.isfinite(m) or m <= 0:
+        m = _numbers(mass, where=f"{where}.mass", expected="a number")
+        if m.shape != ():
+            raise ModelError(f"{where}.mass: expected a number, got {_short(mass)}")
+        m = float(m)
+        if m <= 0:
             raise ModelError(f"{where}.mass: must be positive and finite, got {mass!r}")
         J = _inertia(inertia, where=f"{where}.inertia")
         if A is not None and axes is not None:
@@ -325,14 +357,15 @@ class ModelBuilder:
         }
         if isinstance(f, str):
             expr = Expression(f, where=f"{where}.f")
+            expr.check_finite_at_start(where=f"{where}.f")
             f_value: Expression | float = float(expr(0.0)) if expr.is_constant else expr
         elif isinstance(f, Expression):
             f_value = f
         else:
-            try:
-                f_value = float(f)
-            except (TypeError, ValueError):
-                raise ModelError(f"{where}.f: expected a number or expression, got {f!r}") from None
+            f_arr = _numbers(f, where=f"{where}.f", expected="a number or an expression in t")
+            if f_arr.shape != ():
+                raise ModelError(f"{where}.f: expected a number or an expression, got {_short(f)}")
+            f_value = float(f_arr)
         if kind == "D" and not isinstance(f_value, Expression) and f_value <= 0:
             raise ModelError(f"{where}.f: a distance constraint needs f = C^2 > 0, got {f_value}")
         self._gcons.append(_GconSpec(name, kind, body_i, body_j, checked, f_value, joint or name))
@@ -568,7 +601,13 @@ class ModelBuilder:
             ("damping", damping),
             ("rest_length", rest_length),
         ):
-            if not (isinstance(val, int | float) and math.isfinite(val) and val >= 0):
+            if not (
+                isinstance(val, int | float)
+                and not isinstance(val, bool)
+                and math.isfinite(val)
+                and abs(val) <= MAX_MAGNITUDE
+                and val >= 0
+            ):
                 raise ModelError(f"{w}.{key}: must be a non-negative number, got {val!r}")
         from .forces import SpringDamper
 

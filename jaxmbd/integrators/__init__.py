@@ -7,7 +7,6 @@ import inspect
 
 from ..newton import get_newton
 from .backward_euler import BackwardEuler
-from .energy_momentum import EnergyMomentum
 from .base import (
     THETA_H2,
     AbstractImplicitIntegrator,
@@ -17,6 +16,7 @@ from .base import (
     StepResult,
     implicit_step,
 )
+from .energy_momentum import EnergyMomentum
 from .generalized_alpha import GeneralizedAlpha
 from .munthe_kaas import MuntheKaas
 from .runge_kutta import RungeKutta
