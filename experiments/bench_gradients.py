@@ -103,7 +103,7 @@ def batched_throughput(repeats, max_batch, rows):
             lambda w: eqx.tree_at(lambda m: m.omega0, model, model.omega0.at[0, 2].set(w))
         )(offsets)
         run = eqx.filter_jit(
-            eqx.filter_vmap(lambda m: mbd.simulate(m, t_end=steps * 1e-3, h=1e-3, check=False).r)
+            eqx.filter_vmap(lambda m: mbd.simulate(m, t_end=steps * 1e-3, h=1e-3, throw=False).r)
         )
         first, med, _ = time_call(
             lambda run=run, batch=batch: run(batch), repeats=max(1, repeats // (1 + size // 512))

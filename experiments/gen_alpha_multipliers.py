@@ -48,7 +48,7 @@ def main():
                     h=h,
                     progress=lambda *_: None,
                     chunk_size=250,
-                    check=False,
+                    throw=False,
                 )
                 ref = references.double_pendulum(np.asarray(sol.t))
                 a1, a2 = ref["rddot"][:, 0], ref["rddot"][:, 1]

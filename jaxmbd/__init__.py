@@ -12,6 +12,7 @@ from . import (
     models,
     plot,
 )
+from ._results import RESULTS
 from .batch import kinematics_batch, simulate_batch, stack_models
 from .drivers import Expression
 from .errors import ModelError, ModelFileError, SolverError
@@ -51,6 +52,7 @@ __all__ = [
     "NONFINITE",
     "RA",
     "RE",
+    "RESULTS",
     "RP",
     "SUCCESS",
     "THETA_H2",

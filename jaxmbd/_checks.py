@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import logging
+import warnings
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._results import RESULT_ITEMS, RESULTS, code_message
 from .equations import constraint_values, rA_terms
 from .errors import SolverError
 from .model import Model
-from .newton import NONFINITE, STATUS_MESSAGES, SUCCESS
+from .newton import NONFINITE, SUCCESS
 
 logger = logging.getLogger("jaxmbd")
 
@@ -63,7 +65,7 @@ def raise_on_failure(model: Model, sol, *, what: str):
     code = int(status[k])
     msg = (
         f"{what} of model '{model.name}' failed at step {k} (t = {t:.6g} s): "
-        f"{STATUS_MESSAGES.get(code, 'unknown status')}; iterations {int(sol.iterations[k])}, "
+        f"{code_message(code)}; iterations {int(sol.iterations[k])}, "
         f"residual norm {float(sol.residual[k]):.3e}."
     )
     ref = k - 1 if k > 0 else 0
@@ -120,14 +122,17 @@ def report_initial_correction(model: Model, sol, what: str, *, threshold=1e-10):
 
 
 def error_if_failed(sol, what: str):
-    """Inside a trace: attach a runtime check (equinox) instead of a Python exception."""
-    failed = jnp.any(sol.status != SUCCESS)
-    return eqx.error_if(
-        sol,
-        failed,
-        f"jaxmbd: {what} failed (a Newton solve did not converge or met a singular matrix); "
-        "run it outside jit for a detailed report",
-    )
+    """Inside a trace: an equinox runtime error with the first failure's RESULTS message
+    instead of a Python exception (the step and constraints need concrete values: run the
+    analysis outside jit, or pass ``throw=False`` and read ``sol.status``)."""
+    status = sol.status.reshape(-1)
+    code = status[jnp.argmax(status != SUCCESS)]
+    messages = [
+        f"jaxmbd: {what} failed: {RESULTS[item] or 'converged'}; run it outside jit (or with "
+        "throw=False and read Solution.status) for the step, time and constraints at fault"
+        for item in RESULT_ITEMS
+    ]
+    return eqx.branched_error_if(sol, jnp.any(status != SUCCESS), code, messages)
 
 
 def solution_from_outputs(model: Model, form, h, outs, integrator: str = ""):
@@ -162,10 +167,24 @@ def solution_from_outputs(model: Model, form, h, outs, integrator: str = ""):
     )
 
 
-def finish(model: Model, sol, *, what: str, check: bool, traced: bool):
-    """Status handling shared by the analyses: runtime check under a trace, otherwise a
-    detailed SolverError on failure and a report of the consistent-start correction."""
-    if not check:
+def resolve_throw(throw: bool, check: bool | None, where: str) -> bool:
+    """``throw`` (the optimistix-style name) or the deprecated ``check``."""
+    if check is None:
+        return bool(throw)
+    warnings.warn(
+        f"{where}(check=...) is deprecated; use throw=... (same meaning)",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return bool(check)
+
+
+def finish(model: Model, sol, *, what: str, throw: bool, traced: bool):
+    """Status handling shared by the analyses: with ``throw``, a runtime error under a trace
+    and a detailed SolverError outside one; then a report of the consistent-start
+    correction. Without ``throw`` the Solution carries the outcome (``status``,
+    ``result``)."""
+    if not throw:
         return sol
     if traced:
         return error_if_failed(sol, what)

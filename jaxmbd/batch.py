@@ -20,7 +20,9 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from . import _config  # noqa: F401
-from .errors import ModelError
+from ._checks import is_traced, resolve_throw
+from ._results import code_message
+from .errors import ModelError, SolverError
 from .kinematics import kinematics
 from .model import Model
 from .simulation import simulate
@@ -58,7 +60,8 @@ def _vmapped(analysis: str, models: Model, options: dict):
 def _static_options(options: dict) -> dict:
     """Options as jit-cache keys: the time grid must be concrete (it fixes the number of
     steps); NumPy/JAX scalars become Python floats so equal values hit the same program."""
-    out = dict(options, check=False, progress=None)
+    out = dict(options, throw=False, progress=None)
+    out.pop("check", None)
     for key in ("t_end", "h"):
         if key in out and out[key] is not None:
             out[key] = float(out[key])
@@ -83,16 +86,51 @@ def _sharded_map(analysis: str, models: Model, devices, options: dict):
     return jax.tree_util.tree_map(lambda x: x[:n], out) if pad else out
 
 
-def simulate_batch(models: Model, *, devices=None, **options):
+def _raise_for_members(sol, what: str):
+    """SolverError naming every failed member of a concrete batched Solution: its index, the
+    first failed step, its time and the RESULTS message."""
+    status = np.asarray(sol.status)
+    failed = np.nonzero((status != 0).any(axis=1))[0]
+    if failed.size == 0:
+        return
+    lines = []
+    for b in failed[:10]:
+        k = int(np.argmax(status[b] != 0))
+        lines.append(
+            f"member {int(b)}: step {k} (t = {float(np.asarray(sol.t)[b, k]):.6g} s): "
+            f"{code_message(int(status[b, k]))}"
+        )
+    more = f"; and {failed.size - 10} more" if failed.size > 10 else ""
+    raise SolverError(
+        f"{what}: {failed.size} of {status.shape[0]} batch members failed: "
+        + "; ".join(lines)
+        + more
+        + ". Run a member alone (jaxmbd.simulate / kinematics) for its constraints at fault."
+    )
+
+
+def _batch(analysis: str, models: Model, devices, throw: bool, options: dict):
+    if "check" in options:
+        throw = resolve_throw(throw, options.pop("check"), f"{analysis}_batch")
+    sol = _sharded_map(analysis, models, devices, options)
+    if throw and not is_traced(models):
+        _raise_for_members(sol, f"{analysis}_batch")
+    return sol
+
+
+def simulate_batch(models: Model, *, devices=None, throw: bool = False, **options):
     """``simulate`` over a batched Model (vmap, compiled once per topology, options and batch
     shape; later calls with new parameter values reuse the program), sharded across
     ``devices`` (default: all). Options are those of :func:`jaxmbd.simulate`. Returns a
-    Solution whose arrays have a leading batch axis. Failures are reported per member through
-    ``sol.status`` (B, T) (no exception inside the batch: one failed member never hides or
-    spoils the others); check ``sol.status`` yourself, e.g. ``(sol.status != 0).any(1)``."""
-    return _sharded_map("simulate", models, devices, options)
+    Solution whose arrays have a leading batch axis. Failures are reported per member:
+    ``sol.status`` (B, T), ``sol.result`` (one RESULTS value per member) and
+    ``sol.failed_step`` (B,); one failed member never hides or spoils the others. With
+    ``throw=True`` a failure of any member raises :class:`~jaxmbd.SolverError` after the run,
+    naming each failed member, its step and time (default False: a batch returns its
+    members' outcomes)."""
+    return _batch("simulate", models, devices, throw, options)
 
 
-def kinematics_batch(models: Model, *, devices=None, **options):
+def kinematics_batch(models: Model, *, devices=None, throw: bool = False, **options):
     """``kinematics`` over a batched Model; see :func:`simulate_batch`."""
-    return _sharded_map("kinematics", models, devices, options)
+    return _batch("kinematics", models, devices, throw, options)

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from . import _config  # noqa: F401
-from ._checks import finish, is_traced, solution_from_outputs
+from ._checks import finish, is_traced, resolve_throw, solution_from_outputs
 from ._stepping import check_euler_angle_start, num_steps, run_in_chunks
 from .equations import rA_terms
 from .errors import ModelError
@@ -183,7 +183,8 @@ def kinematics(
     max_iter: int = 25,
     progress: Callable[[int, int], None] | None = None,
     chunk_size: int = 500,
-    check: bool = True,
+    throw: bool = True,
+    check: bool | None = None,
 ) -> Solution:
     """Kinematic analysis of a 0-DOF model on t = k h, k = 0..round(t_end / h).
 
@@ -192,9 +193,12 @@ def kinematics(
     in norms scaled by the mechanism's size (:func:`position_scale`), default 1e-10.
     ``progress(done, total)`` is called between chunks of ``chunk_size`` steps. A failed
     step raises :class:`~jaxmbd.SolverError` naming the time, residual and constraints at
-    fault (``check=False`` returns the status instead); inside ``jit``/``grad``/``vmap`` the
-    check becomes an equinox runtime error.
+    fault (``throw=False`` returns the outcome instead: ``sol.status`` per step and
+    ``sol.result``, a :class:`~jaxmbd.RESULTS` item); inside ``jit``/``grad``/``vmap``
+    ``throw=True`` becomes an equinox runtime error. ``check`` is the deprecated name of
+    ``throw``.
     """
+    throw = resolve_throw(throw, check, "kinematics")
     form = get_formulation(formulation)
     _check_kinematic_model(model, form)
     check_euler_angle_start(model, form)
@@ -213,4 +217,4 @@ def kinematics(
             progress,
         )
     sol = solution_from_outputs(model, form, h_arr, outs)
-    return finish(model, sol, what="kinematic analysis", check=check, traced=traced)
+    return finish(model, sol, what="kinematic analysis", throw=throw, traced=traced)

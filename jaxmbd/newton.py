@@ -20,22 +20,15 @@ import jax
 import jax.numpy as jnp
 
 from . import _config  # noqa: F401
+from ._results import RESULT_ITEMS, code_message
 
-#: Status codes returned by solvers inside jit.
+#: Status codes returned by solvers inside jit: the integer values of :class:`RESULTS`.
 SUCCESS = 0
 MAX_ITERATIONS = 1
 NONFINITE = 2  # singular iteration matrix or a NaN/inf residual
 ILL_CONDITIONED = 3  # near-singular iteration matrix (pivot-ratio condition estimate)
 
-STATUS_MESSAGES = {
-    SUCCESS: "converged",
-    MAX_ITERATIONS: "Newton iteration did not converge within the iteration limit "
-    "(both the scaled step test and the scaled residual test must pass)",
-    NONFINITE: "singular iteration matrix or non-finite residual",
-    ILL_CONDITIONED: "near-singular iteration matrix: the equilibrated matrix's smallest LU "
-    "pivot is below RCOND_MIN times its largest (redundant or conflicting constraints, or a "
-    "singular configuration); the root would not be trustworthy",
-}
+STATUS_MESSAGES = {code: code_message(code) for code in range(len(RESULT_ITEMS))}
 
 #: Round-off resolution of an unknown, in units of machine epsilon times its magnitude.
 ROUNDOFF = 32.0

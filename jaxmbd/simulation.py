@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from . import _config  # noqa: F401
-from ._checks import finish, is_traced, solution_from_outputs
+from ._checks import finish, is_traced, resolve_throw, solution_from_outputs
 from ._stepping import check_euler_angle_start, num_steps, run_in_chunks
 from .formulations import AbstractFormulation, get_formulation
 from .initial_state import consistent_initial_state, to_formulation
@@ -92,7 +92,8 @@ def simulate(
     progress: Callable[[int, int], None] | None = None,
     chunk_size: int = 1000,
     checkpoint: int | None = None,
-    check: bool = True,
+    throw: bool = True,
+    check: bool | None = None,
     **options,
 ) -> Solution:
     """Dynamics of ``model`` on t = k h, k = 0..round(t_end / h).
@@ -115,12 +116,18 @@ def simulate(
     :data:`~jaxmbd.integrators.DEFAULT_OPTIONS`).
 
     The initial state is made consistent first (see :func:`consistent_initial_state`). A
-    non-converged step raises :class:`~jaxmbd.SolverError` (``check=False`` returns the
-    status instead). Differentiable: ``jax.grad``/``jacfwd``/``jacrev`` of any function of
-    the Solution with respect to every array of the model use implicit-function gradients
+    non-converged step raises :class:`~jaxmbd.SolverError` naming its time, residual and
+    constraints (``throw=False`` returns the outcome instead: ``sol.status`` per step and
+    ``sol.result``, a :class:`~jaxmbd.RESULTS` item; inside ``jit``/``grad``/``vmap``
+    ``throw=True`` becomes an equinox runtime error with the RESULTS message). ``check`` is
+    the deprecated name of ``throw``.
+
+    Differentiable: ``jax.grad``/``jacfwd``/``jacrev`` of any function of the Solution with
+    respect to every array of the model use implicit-function gradients
     of each step's root. ``checkpoint=k`` recomputes segments of k steps in reverse mode
     (``jax.checkpoint``), so stored states grow like n / k + k instead of n.
     """
+    throw = resolve_throw(throw, check, "simulate")
     form = get_formulation(formulation)
     stepper = get_integrator(integrator, form.name, **options)
     check_euler_angle_start(model, form)
@@ -138,7 +145,7 @@ def simulate(
             progress,
         )
     sol = solution_from_outputs(model, form, h_arr, outs, integrator=stepper.name)
-    return finish(model, sol, what="dynamics", check=check, traced=traced)
+    return finish(model, sol, what="dynamics", throw=throw, traced=traced)
 
 
 __all__ = ["simulate"]

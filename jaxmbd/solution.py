@@ -17,7 +17,9 @@ class Solution(eqx.Module):
 
     ``omega`` and ``omegadot`` are body-frame; ``lam`` holds one multiplier per model
     constraint row (reaction force on the bodies is -Phi_r^T lam); ``iterations``, ``status``
-    (0 = converged) and ``residual`` (||Phi|| or ||g|| at convergence) are per step.
+    (integer codes of :class:`~jaxmbd.RESULTS`, 0 = successful) and ``residual`` (||Phi|| or
+    ||g|| at convergence) are per step; :attr:`result` is the run's outcome (the first
+    failure's RESULTS item) and :attr:`failed_step` its index (-1 when every step passed).
     ``q`` (T, nb, nq) and ``v`` (T, nb, nv) are the formulation's own coordinates and
     velocities (dynamics only; None for kinematic analyses), so that invariants can be
     evaluated exactly where the formulation conserves them. ``condition`` (T,): the 2-norm
@@ -43,6 +45,21 @@ class Solution(eqx.Module):
     integrator: str = eqx.field(static=True, default="")  # "" for kinematic analyses
     body_names: tuple[str, ...] = eqx.field(static=True, default=())
     constraint_names: tuple[str, ...] = eqx.field(static=True, default=())
+
+    @property
+    def result(self):
+        """The run's :class:`~jaxmbd.RESULTS` item: ``RESULTS.successful`` when every step
+        converged, else the status of the first failed step (one per member of a batch)."""
+        from ._results import first_failure
+
+        return first_failure(self.status)[0]
+
+    @property
+    def failed_step(self):
+        """Index of the first failed step (-1 when none; one per member of a batch)."""
+        from ._results import first_failure
+
+        return first_failure(self.status)[1]
 
     _ARRAYS = (
         "t",

@@ -285,7 +285,7 @@ def test_nonconvergence_raises_with_time_and_residual():
     ):
         mbd.simulate(model, integrator="backward_euler", t_end=0.01, h=1e-3, tol=1e-30, max_iter=2)
     sol = mbd.simulate(
-        model, integrator="backward_euler", t_end=0.01, h=1e-3, tol=1e-30, max_iter=2, check=False
+        model, integrator="backward_euler", t_end=0.01, h=1e-3, tol=1e-30, max_iter=2, throw=False
     )
     assert np.all(np.asarray(sol.status[1:]) == mbd.MAX_ITERATIONS)
 
