@@ -41,7 +41,9 @@ def test_throw_false_returns_the_outcome(crank):
     assert sol.result == mbd.RESULTS.max_iterations
     assert int(sol.failed_step) == 1
     np.testing.assert_array_equal(np.asarray(sol.status), [0, 1, 1, 1, 1])
-    with pytest.raises(mbd.SolverError, match=r"failed at step 1 \(t = 0.001 s\).*did not converge"):
+    with pytest.raises(
+        mbd.SolverError, match=r"failed at step 1 \(t = 0.001 s\).*did not converge"
+    ):
         mbd.kinematics(crank, t_end=0.004, h=1e-3, max_iter=1)
     good = mbd.kinematics(crank, t_end=0.004, h=1e-3)
     assert good.result == mbd.RESULTS.successful and int(good.failed_step) == -1
