@@ -135,7 +135,9 @@ def error_if_failed(sol, what: str):
     return eqx.branched_error_if(sol, jnp.any(status != SUCCESS), code, messages)
 
 
-def solution_from_outputs(model: Model, form, h, outs, integrator: str = ""):
+def solution_from_outputs(
+    model: Model, form, h, outs, integrator: str = "", *, chart_singular=None
+):
     """Solution of the per-step outputs (r, A, rdot, omega, rddot, omegadot, lam,
     iterations, status, residual[, q, v[, condition]]) of an analysis; q and v are the
     formulation's own coordinates and velocities, one row per body; condition the iteration
@@ -160,6 +162,7 @@ def solution_from_outputs(model: Model, form, h, outs, integrator: str = ""):
         q=q,
         v=v,
         condition=condition,
+        chart_singular=chart_singular,
         formulation=form.name,
         integrator=integrator,
         body_names=model.body_names,

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 
 class RESULTS(eqx.Enumeration):
     """Outcome of a solve. The integer codes (``Solution.status``) follow the order here:
-    0 successful, 1 max_iterations, 2 nonfinite, 3 ill_conditioned."""
+    0 successful, 1 max_iterations, 2 nonfinite, 3 ill_conditioned, 4 chart_singularity."""
 
     successful = ""
     max_iterations = (
@@ -27,6 +27,11 @@ class RESULTS(eqx.Enumeration):
         "RCOND_MIN times its largest (redundant or conflicting constraints, or a singular "
         "configuration); the root would not be trustworthy"
     )
+    chart_singularity = (
+        "the ZXZ Euler-angle chart singularity (theta = 0 or pi) could not be stepped over: "
+        "the least-squares velocities or accelerations fail the chart-free constraints "
+        "G v = nu or G a = gamma, or the multipliers are not finite"
+    )
 
 
 #: RESULTS items in code order: ``RESULT_ITEMS[code]``.
@@ -35,6 +40,7 @@ RESULT_ITEMS = (
     RESULTS.max_iterations,
     RESULTS.nonfinite,
     RESULTS.ill_conditioned,
+    RESULTS.chart_singularity,
 )
 
 

@@ -9,6 +9,7 @@ gradients (DESIGN principle 5).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import equinox as eqx
@@ -24,7 +25,20 @@ from .forces import BodyState, applied_forces
 from .formulations import AbstractFormulation, get_formulation
 from .integrators.base import own_linear_solve
 from .model import Model
-from .newton import ROUNDOFF, Scale, implicit_root, lu_solver, newton_iterate
+from .newton import (
+    CHART_SINGULARITY,
+    ILL_CONDITIONED,
+    NONFINITE,
+    RCOND_MIN,
+    ROUNDOFF,
+    SUCCESS,
+    Scale,
+    chart_solve,
+    checked_solver,
+    implicit_root,
+    lu_solver,
+    newton_iterate,
+)
 from .solution import Solution
 
 
@@ -47,6 +61,16 @@ def position_scale(model: Model, form: AbstractFormulation):
     return scale
 
 
+def _position_linear_solve(form: AbstractFormulation, q_guess):
+    """The Newton solve of the position analysis: the equilibrated LU with its condition
+    status, or, in a chart with singularities (re), :func:`chart_solve`, which may take the
+    least-squares solution only where the predicted configuration is at the singularity."""
+    near = form.near_chart_singularity(q_guess)
+    if near is None:
+        return own_linear_solve(form)
+    return functools.partial(chart_solve, least_squares=jax.lax.stop_gradient(near))
+
+
 def solve_positions(model: Model, form: AbstractFormulation, q_guess, t, *, tol, max_iter):
     """Newton position analysis Phi(q, t) = 0 with implicit gradients w.r.t. the model.
     ``tol`` is relative (:func:`position_scale`)."""
@@ -58,7 +82,7 @@ def solve_positions(model: Model, form: AbstractFormulation, q_guess, t, *, tol,
         tol=tol,
         max_iter=max_iter,
         residual=lambda q: form.residual(frozen, q, t),
-        linear_solve=own_linear_solve(form),
+        linear_solve=_position_linear_solve(form, q_guess),
         scale=position_scale(frozen, form),
     )
     n_tangent = model.nb * form.tangent_size
@@ -83,6 +107,10 @@ def inverse_dynamics_multipliers(
     if solve_transposed is None:
         _, G, _, _ = rA_terms(model, r, A, rdot, omega, t)
         solve_transposed = lu_solver(G.T)
+    return solve_transposed(_inverse_dynamics_rhs(model, r, A, rdot, omega, rddot, omegadot, t))
+
+
+def _inverse_dynamics_rhs(model, r, A, rdot, omega, rddot, omegadot, t):
     f, n_bar = applied_forces(
         model.forces, t, BodyState(r, A, rdot, omega), model.mass, model.gravity
     )
@@ -90,39 +118,80 @@ def inverse_dynamics_multipliers(
     Jw = jnp.einsum("bij,bj->bi", J, omega)
     rhs_r = f - model.mass[:, None] * rddot
     rhs_w = n_bar - jnp.cross(omega, Jw) - jnp.einsum("bij,bj->bi", J, omegadot)
-    rhs = jnp.concatenate([rhs_r, rhs_w], axis=1).reshape(-1)
-    return solve_transposed(rhs)
+    return jnp.concatenate([rhs_r, rhs_w], axis=1).reshape(-1)
+
+
+#: Relative residual a stepped-over chart singularity must meet in G v = nu and G a = gamma
+#: (the least-squares solve of a consistent system meets it to round-off).
+CHART_VERIFY_TOL = 1e-8
+
+
+def _satisfies(G, x, rhs):
+    """Norm-wise backward error ||G x - rhs|| <= CHART_VERIFY_TOL (||G|| ||x|| + ||rhs||)
+    (infinity norms), and everything finite."""
+    residual = jnp.max(jnp.abs(G @ x - rhs))
+    norm_G = jnp.max(jnp.sum(jnp.abs(G), axis=1))
+    allowed = CHART_VERIFY_TOL * (norm_G * jnp.max(jnp.abs(x)) + jnp.max(jnp.abs(rhs)))
+    return residual <= allowed
 
 
 def _kinematic_state(model, form, q, t):
+    """Velocities (eq. 15b), accelerations (eq. 16) and inverse-dynamics multipliers at the
+    solved positions q, and a status for these solves: NONFINITE for non-finite results,
+    ILL_CONDITIONED for a near-singular G (or G_rA for the multipliers), CHART_SINGULARITY
+    for a stepped-over chart singularity that fails its verification. Returns (v, outputs,
+    status, near) with ``near`` whether the chart step-over was allowed (None without a
+    chart singularity)."""
+    near = form.near_chart_singularity(q)
+    near = None if near is None else jax.lax.stop_gradient(near)
     G, nu = form.velocity_terms(model, q, t)
-    solve = form.solver(G)  # one factorisation for nu, gamma (and lam in rA)
+    # one factorisation for nu, gamma (and lam in rA)
+    solve, rcond = checked_solver(G, least_squares=False if near is None else near)
     v = solve(nu).reshape(model.nb, form.tangent_size)
     gamma = form.acceleration_rhs(model, q, v, t)
     a = solve(gamma).reshape(model.nb, form.tangent_size)
     r, ori = q
     A = form.rotation(ori)
     omega, omegadot = form.omega_from_rate(ori, v[:, 3:], a[:, 3:])
-    same_jacobian = form.name == "rA"  # G is G_rA: reuse its factorisation for lam
-    lam = inverse_dynamics_multipliers(
-        model,
-        r,
-        A,
-        v[:, :3],
-        omega,
-        a[:, :3],
-        omegadot,
-        t,
-        solve_transposed=(lambda b: solve(b, transpose=True)) if same_jacobian else None,
+    body = (r, A, v[:, :3], omega, a[:, :3], omegadot)
+    rhs = _inverse_dynamics_rhs(model, *body, t)
+    if form.name == "rA":  # G is G_rA: reuse its factorisation for lam
+        lam, rcond_rA = solve(rhs, transpose=True), rcond
+    else:
+        _, G_rA, nu_rA, gamma_rA = rA_terms(model, r, A, v[:, :3], omega, t)
+        solve_rA, rcond_rA = checked_solver(G_rA.T)
+        lam = solve_rA(rhs)
+    out = body + (lam,)
+    finite = jnp.all(jnp.isfinite(v)) & jnp.all(jnp.isfinite(a)) & jnp.all(jnp.isfinite(lam))
+    chart_ok = jnp.asarray(True)
+    if near is None:
+        singular_G = rcond < RCOND_MIN
+    else:
+        singular_G = (rcond < RCOND_MIN) & ~near
+        # the stepped-over step must satisfy the chart-free velocity and acceleration
+        # constraints (eqs. 15b, 16 in rA), with finite multipliers
+        v_rA = jnp.concatenate([v[:, :3], omega], 1).reshape(-1)
+        a_rA = jnp.concatenate([a[:, :3], omegadot], 1).reshape(-1)
+        verified = _satisfies(G_rA, v_rA, nu_rA) & _satisfies(G_rA, a_rA, gamma_rA)
+        chart_ok = ~near | verified
+    status = jnp.where(
+        ~finite,
+        NONFINITE,
+        jnp.where(
+            singular_G | (rcond_rA < RCOND_MIN),
+            ILL_CONDITIONED,
+            jnp.where(chart_ok, SUCCESS, CHART_SINGULARITY),
+        ),
     )
-    out = (r, A, v[:, :3], omega, a[:, :3], omegadot, lam)
-    return v, out
+    return v, out, status, near
 
 
 def _analyse(model, form, q_guess, t, tol, max_iter):
     q, info = solve_positions(model, form, q_guess, t, tol=tol, max_iter=max_iter)
-    v, out = _kinematic_state(model, form, q, t)
-    return q, v, out + (info.iterations, info.status, info.residual_norm)
+    v, out, status, near = _kinematic_state(model, form, q, t)
+    status = jnp.where(info.status != SUCCESS, info.status, status)
+    flag = () if near is None else (near,)
+    return q, v, out + (info.iterations, status, info.residual_norm) + flag
 
 
 def _initial_state(model, form, tol, max_iter):
@@ -216,5 +285,6 @@ def kinematics(
             chunk_size,
             progress,
         )
-    sol = solution_from_outputs(model, form, h_arr, outs)
+    chart_singular = outs[10] if len(outs) == 11 else None
+    sol = solution_from_outputs(model, form, h_arr, outs[:10], chart_singular=chart_singular)
     return finish(model, sol, what="kinematic analysis", throw=throw, traced=traced)

@@ -27,6 +27,7 @@ SUCCESS = 0
 MAX_ITERATIONS = 1
 NONFINITE = 2  # singular iteration matrix or a NaN/inf residual
 ILL_CONDITIONED = 3  # near-singular iteration matrix (pivot-ratio condition estimate)
+CHART_SINGULARITY = 4  # re kinematics: a stepped-over chart singularity failed verification
 
 STATUS_MESSAGES = {code: code_message(code) for code in range(len(RESULT_ITEMS))}
 
@@ -43,15 +44,47 @@ def solve_linear(matrix, rhs):
     return jnp.linalg.solve(matrix, rhs)
 
 
-def solve_linear_or_least_squares(matrix, rhs):
-    """LU solve; if the matrix is exactly singular (non-finite result), the minimum-norm
-    least-squares solution instead, e.g. Euler angles passing theta = 0 on a grid point."""
-    x = jnp.linalg.solve(matrix, rhs)
-    return jax.lax.cond(
-        jnp.all(jnp.isfinite(x)),
-        lambda: x,
-        lambda: jnp.linalg.lstsq(matrix, rhs)[0],
-    )
+def checked_solver(matrix, *, least_squares=False):
+    """Factor once, solve many, with a condition estimate: returns ``(solve, rcond)``, where
+    ``solve(rhs, transpose=False)`` solves with the row-equilibrated LU and ``rcond`` is its
+    pivot ratio min|u_ii| / max|u_ii| (0 for a singular or non-finite matrix).
+
+    ``least_squares`` (a traced bool) is the explicit step-over of a coordinate chart's
+    singularity (re's theta in {0, pi}, see :meth:`RE.near_chart_singularity`): where it is
+    True and rcond < RCOND_MIN, the minimum-norm least-squares solution is returned instead;
+    the caller verifies and flags that step. Nowhere else is a singular matrix solved."""
+    row = jnp.max(jnp.abs(matrix), axis=1)
+    row = jnp.where(row > 0, row, 1.0)
+    factors = lu_factors(matrix / row[:, None])
+    pivots = jnp.abs(jnp.diagonal(factors.lu))
+    rcond = jnp.min(pivots) / jnp.max(pivots)
+    rcond = jnp.where(jnp.isfinite(rcond), rcond, 0.0)
+    use_lstsq = jnp.logical_and(least_squares, rcond < RCOND_MIN)
+
+    def solve(rhs, transpose=False):
+        if transpose:  # M^T x = b with M = D Mt: Mt^T (D x) = b
+            lu_x = lu_factors_solve(factors, rhs, transpose=True) / row
+        else:
+            lu_x = lu_factors_solve(factors, rhs / row)
+        if least_squares is False:
+            return lu_x
+        lhs = matrix.T if transpose else matrix
+        return jax.lax.cond(
+            use_lstsq, lambda: jnp.linalg.lstsq(lhs, rhs)[0].astype(lu_x.dtype), lambda: lu_x
+        )
+
+    return solve, rcond
+
+
+def chart_solve(matrix, rhs, *, least_squares):
+    """One linear solve of a Newton iteration in a chart with singularities: the
+    row-equilibrated LU, non-finite (NaN, reported as NONFINITE) when its pivot ratio is
+    below RCOND_MIN unless ``least_squares`` allows stepping over the chart singularity
+    (:func:`checked_solver`)."""
+    solve, rcond = checked_solver(matrix, least_squares=least_squares)
+    x = solve(rhs)
+    refused = jnp.logical_and(rcond < RCOND_MIN, jnp.logical_not(least_squares))
+    return jnp.where(refused, jnp.nan, x)
 
 
 class NewtonInfo(NamedTuple):

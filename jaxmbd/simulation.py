@@ -82,6 +82,15 @@ def _run(model, form, integrator, n: int, h, checkpoint: int | None = None):
     return jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), first, rest)
 
 
+def _chart_flags(form: AbstractFormulation, outs):
+    """re: the steps at the chart singularity (stepped over by the verified least-squares
+    solve of :func:`~jaxmbd.integrators.implicit_step`); None for charts without one."""
+    q = outs[10]
+    if q is None or form.near_chart_singularity((q[0, :, :3], q[0, :, 3:])) is None:
+        return None
+    return jax.vmap(lambda row: form.near_chart_singularity((row[:, :3], row[:, 3:])))(q)
+
+
 def simulate(
     model: Model,
     *,
@@ -144,7 +153,9 @@ def simulate(
             chunk_size,
             progress,
         )
-    sol = solution_from_outputs(model, form, h_arr, outs, integrator=stepper.name)
+    sol = solution_from_outputs(
+        model, form, h_arr, outs, integrator=stepper.name, chart_singular=_chart_flags(form, outs)
+    )
     return finish(model, sol, what="dynamics", throw=throw, traced=traced)
 
 

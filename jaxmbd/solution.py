@@ -25,6 +25,10 @@ class Solution(eqx.Module):
     evaluated exactly where the formulation conserves them. ``condition`` (T,): the 2-norm
     condition number of the iteration matrix at each step's converged iterate, when the
     integrator was asked to record it (``record_condition=True``; NaN at t = 0), else None.
+    ``chart_singular`` (T,) bool, re kinematics only: the steps at the ZXZ chart singularity
+    (some |sin theta| < ``RE.chart_band``) that were stepped over by the verified
+    least-squares solve (their G v = nu and G a = gamma residuals checked in rA, multipliers
+    finite; a failed check is status ``chart_singularity``); None elsewhere.
     """
 
     t: jax.Array
@@ -41,6 +45,7 @@ class Solution(eqx.Module):
     q: jax.Array | None = None
     v: jax.Array | None = None
     condition: jax.Array | None = None
+    chart_singular: jax.Array | None = None
     formulation: str = eqx.field(static=True, default="rA")
     integrator: str = eqx.field(static=True, default="")  # "" for kinematic analyses
     body_names: tuple[str, ...] = eqx.field(static=True, default=())
@@ -81,7 +86,7 @@ class Solution(eqx.Module):
         arrays = {k: np.asarray(getattr(self, k)) for k in self._ARRAYS}
         own = {
             k: np.asarray(getattr(self, k))
-            for k in ("q", "v", "condition")
+            for k in ("q", "v", "condition", "chart_singular")
             if getattr(self, k) is not None
         }
         if path.suffix == ".csv":
@@ -124,7 +129,7 @@ class Solution(eqx.Module):
         with np.load(path) as data:
             return cls(
                 **{k: data[k] for k in cls._ARRAYS},
-                **{k: data[k] for k in ("q", "v", "condition") if k in data},
+                **{k: data[k] for k in ("q", "v", "condition", "chart_singular") if k in data},
                 formulation=str(data["formulation"]),
                 integrator=str(data["integrator"]) if "integrator" in data else "",
                 body_names=tuple(str(s) for s in data["body_names"]),

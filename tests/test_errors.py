@@ -2,6 +2,7 @@
 
 import json
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from typer.testing import CliRunner
@@ -204,18 +205,57 @@ def test_over_constrained_kinematics():
         mbd.kinematics(b.build(), t_end=0.1, h=1e-3)
 
 
-def test_redundant_constraints_named_in_solver_error():
+def _redundant_model():
     """6 equations for 6 coordinates but two of them are the same: singular Jacobian."""
     b = mbd.ModelBuilder("redundant")
-    b.add_body("a", mass=1, inertia=[1, 1, 1], r=[1, 0, 0])
+    b.add_body("a", mass=1, inertia=[1, 1, 1], r=[1, 0, 0], axes=([1, 0, 0], [0, 0.6, 0.8]))
     b.spherical("ball", body_i="ground", body_j="a", point=[0, 0, 0])
     b.add_dp1("first", body_i="ground", a_bar_i=[0, 0, 1], body_j="a", a_bar_j=[1, 0, 0])
     b.add_dp1("copy", body_i="ground", a_bar_i=[0, 0, 1], body_j="a", a_bar_j=[1, 0, 0])
-    b.add_dp1("third", body_i="ground", a_bar_i=[0, 1, 0], body_j="a", a_bar_j=[0, 0, 1])
+    b.add_dp1("third", body_i="ground", a_bar_i=[0, 1, 0], body_j="a", a_bar_j=[0, 0, 1], f=-0.8)
+    return b.build()
+
+
+@pytest.mark.parametrize("formulation", ["rA", "rp", "re"])
+def test_redundant_constraints_named_in_solver_error(formulation):
+    """Refused in every formulation with the constraints named. re used to take the
+    least-squares solution silently: status 0 and non-finite multipliers (issue 10)."""
     with pytest.raises(mbd.SolverError) as err:
-        mbd.kinematics(b.build(), t_end=0.1, h=1e-3)
+        mbd.kinematics(_redundant_model(), formulation=formulation, t_end=0.003, h=1e-3)
     text = str(err.value)
     assert "t = 0 s" in text and "singular" in text and "'first'" in text and "'copy'" in text
+
+
+@pytest.mark.parametrize(
+    "formulation, integrator",
+    [("rA", "gen_alpha"), ("re", "gen_alpha"), ("se3", "rkmk"), ("rotmat", "rk")],
+)
+def test_redundant_constraints_refused_in_dynamics(formulation, integrator):
+    """A ball joint and the same DP1 twice (2 DOF, one redundant row): refused at the
+    consistent start in every formulation, naming the constraints."""
+    b = mbd.ModelBuilder("redundant")
+    b.add_body("a", mass=1, inertia=[1, 2, 3], r=[1, 0, 0], axes=([1, 0, 0], [0, 0.6, 0.8]))
+    b.spherical("ball", body_i="ground", body_j="a", point=[0, 0, 0])
+    b.add_dp1("first", body_i="ground", a_bar_i=[0, 0, 1], body_j="a", a_bar_j=[1, 0, 0])
+    b.add_dp1("copy", body_i="ground", a_bar_i=[0, 0, 1], body_j="a", a_bar_j=[1, 0, 0])
+    with pytest.raises(mbd.SolverError, match="singular.*'first'.*'copy'"):
+        mbd.simulate(b.build(), formulation=formulation, integrator=integrator, t_end=0.002, h=1e-3)
+
+
+def test_kinematic_status_covers_velocity_acceleration_and_multipliers():
+    """The status of a kinematic step includes its velocity, acceleration and multiplier
+    solves (it used to be the position Newton's alone): at a configuration that satisfies
+    Phi = 0 but has a rank-deficient Jacobian, those solves are refused."""
+    from jaxmbd.formulations import get_formulation
+    from jaxmbd.kinematics import _kinematic_state
+
+    model = _redundant_model()
+    for name in ("rA", "re"):
+        form = get_formulation(name)
+        q = (model.r0, form.coordinates(model.A0))
+        np.testing.assert_allclose(form.residual(model, q, 0.0), 0, atol=1e-15)
+        _, _, status, _ = _kinematic_state(model, form, q, jnp.asarray(0.0))
+        assert int(status) in (mbd.NONFINITE, mbd.ILL_CONDITIONED), name
 
 
 def test_inconsistent_driver_is_projected():

@@ -349,8 +349,25 @@ def test_rA_velocity_sensitivity_equals_autodiff():
 
 def test_re_default_steps_over_the_chart_singularity():
     """The slider crank's crank passes theta = 0 exactly on the grid at t = 0.25 s: re's
-    defaults (gen_alpha index-3, full Newton with the minimum-norm fallback) step over it."""
+    defaults (gen_alpha index-3, full Newton) step over it by the explicit least-squares
+    step-over, verified and flagged at that step only (issue 10)."""
     model = mbd.models.slider_crank()
     ra = mbd.simulate(model, formulation="rA", t_end=0.3, h=1e-3)
     re = mbd.simulate(model, formulation="re", t_end=0.3, h=1e-3)
     np.testing.assert_allclose(re.r, ra.r, atol=1e-9)
+    np.testing.assert_array_equal(np.nonzero(np.asarray(re.chart_singular))[0], [250])
+    assert ra.chart_singular is None and re.result == mbd.RESULTS.successful
+    assert np.all(np.isfinite(np.asarray(re.lam)))
+
+
+def test_re_kinematics_steps_over_the_chart_singularity():
+    """Kinematics at theta = 0 on the grid (t = 0.25 s): the least-squares velocities and
+    accelerations pass the chart-free check G v = nu, G a = gamma; the step is flagged and
+    agrees with rA."""
+    model = mbd.models.slider_crank()
+    ra = mbd.kinematics(model, formulation="rA", t_end=0.26, h=1e-3)
+    re = mbd.kinematics(model, formulation="re", t_end=0.26, h=1e-3)
+    np.testing.assert_array_equal(np.nonzero(np.asarray(re.chart_singular))[0], [250])
+    for key in ("r", "rdot", "omega", "omegadot"):
+        np.testing.assert_allclose(getattr(re, key), getattr(ra, key), atol=1e-11, err_msg=key)
+    np.testing.assert_allclose(re.lam, ra.lam, atol=1e-9 * np.abs(ra.lam).max())

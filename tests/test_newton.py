@@ -112,3 +112,23 @@ def test_double_pendulum_converges_at_tight_tolerance(formulation, tol):
     )
     assert np.all(np.asarray(sol.status) == SUCCESS)
     assert np.all(np.asarray(sol.iterations)[1:] <= 4)
+
+
+def test_chart_solve_takes_least_squares_only_where_allowed():
+    """A singular matrix: NaN (refused, NONFINITE) unless the chart step-over allows the
+    minimum-norm solution; a regular matrix: the LU solution either way."""
+    from jaxmbd.newton import chart_solve, checked_solver
+
+    singular = jnp.array([[1.0, 1.0, 0.0], [2.0, 2.0, 0.0], [0.0, 0.0, 3.0]])
+    rhs = jnp.array([1.0, 2.0, 3.0])  # consistent
+    assert np.all(np.isnan(np.asarray(chart_solve(singular, rhs, least_squares=False))))
+    x = chart_solve(singular, rhs, least_squares=jnp.asarray(True))
+    np.testing.assert_allclose(x, [0.5, 0.5, 1.0], atol=1e-14)
+    regular = singular.at[1, 1].set(3.0)
+    for allow in (False, jnp.asarray(True)):
+        np.testing.assert_allclose(
+            chart_solve(regular, rhs, least_squares=allow), jnp.linalg.solve(regular, rhs)
+        )
+    solve, rcond = checked_solver(regular.T)
+    np.testing.assert_allclose(solve(rhs, transpose=True), jnp.linalg.solve(regular, rhs))
+    assert 0 < float(rcond) <= 1

@@ -25,7 +25,13 @@ def crank():
 
 def test_codes_follow_the_enum():
     """Solution.status codes are the RESULTS values (the Newton constants agree)."""
-    codes = [mbd.SUCCESS, mbd.MAX_ITERATIONS, mbd.NONFINITE, mbd.ILL_CONDITIONED]
+    codes = [
+        mbd.SUCCESS,
+        mbd.MAX_ITERATIONS,
+        mbd.NONFINITE,
+        mbd.ILL_CONDITIONED,
+        mbd.newton.CHART_SINGULARITY,
+    ]
     assert [int(item._value) for item in RESULT_ITEMS] == codes
     assert result_from_code(mbd.NONFINITE) == mbd.RESULTS.nonfinite
     item, index = first_failure(jnp.array([0, 0, 3, 1]))

@@ -89,6 +89,11 @@ class AbstractFormulation(eqx.Module):
         r, ori = q
         return jnp.concatenate([r, ori.reshape(r.shape[0], -1)], 1)
 
+    def near_chart_singularity(self, q):
+        """Whether ``q`` is at a singularity of the orientation chart (only re has one):
+        None, i.e. never."""
+        return None
+
     def solve(self, matrix, rhs):
         """Linear solves of the analyses (dense LU; singular -> non-finite -> error)."""
         return solve_linear(matrix, rhs)

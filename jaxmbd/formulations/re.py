@@ -1,7 +1,9 @@
 """The re formulation (paper 1 sections 2.3 and 3.3): ZXZ Euler angles.
 
 Jacobian, nu and gamma come from autodiff of Phi(r, A(eps), t). Singular where
-theta in {0, pi}: a model that starts there is rejected with a clear error by the analyses.
+theta in {0, pi}: a model that starts there is rejected with a clear error by the analyses;
+kinematics steps over a grid point at the singularity only by an explicit, verified
+least-squares solve (:meth:`RE.near_chart_singularity`), dynamics not at all.
 """
 
 from __future__ import annotations
@@ -12,7 +14,6 @@ import jax
 import jax.numpy as jnp
 
 from ..equations import constraint_values
-from ..newton import solve_linear_or_least_squares
 from ..rotations import A_to_zxz, zxz_Bbar, zxz_to_A
 from .base import AbstractAutodiffFormulation
 
@@ -22,13 +23,16 @@ class RE(AbstractAutodiffFormulation):
     tangent_size: ClassVar[int] = 6
     orientation_size: ClassVar[int] = 3
 
-    def solve(self, matrix, rhs):
-        """At theta = 0 exactly (e.g. a crank passing it on a grid point) the Jacobian is
-        singular although the Euler-angle path is smooth: take the minimum-norm solution."""
-        return solve_linear_or_least_squares(matrix, rhs)
+    #: |sin theta| below which a body is at the ZXZ chart singularity for the analyses'
+    #: explicit step-over (kinematics; B_bar's condition number is ~1/|sin theta| there)
+    chart_band: ClassVar[float] = 1e-4
 
-    def solver(self, matrix):
-        return lambda rhs, transpose=False: self.solve(matrix.T if transpose else matrix, rhs)
+    def near_chart_singularity(self, q):
+        """True where some body's theta is within ``chart_band`` of 0 or pi (|sin theta|):
+        there the Euler-angle rates are not unique although the motion is (phi and psi
+        turn about the same axis), and kinematics may step over it by a verified
+        least-squares solve (flagged in ``Solution.chart_singular``)."""
+        return jnp.min(jnp.abs(jnp.sin(q[1][:, 1]))) < self.chart_band
 
     def coordinates(self, A):
         return A_to_zxz(A)

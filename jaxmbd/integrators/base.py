@@ -22,6 +22,7 @@ G v_{n+1} - nu = 0 (scaled by 1 / c_v) are enforced, so x = (a, lam, mu).
 from __future__ import annotations
 
 import abc
+import functools
 from collections.abc import Callable
 from typing import Any, ClassVar, NamedTuple
 
@@ -30,9 +31,21 @@ import jax
 import jax.numpy as jnp
 
 from .. import _config  # noqa: F401
+from ..equations import rA_terms
 from ..formulations import AbstractFormulation
 from ..model import Model
-from ..newton import ROUNDOFF, AbstractNewton, NewtonInfo, Scale, implicit_root
+from ..newton import (
+    ILL_CONDITIONED,
+    NONFINITE,
+    RCOND_MIN,
+    ROUNDOFF,
+    SUCCESS,
+    AbstractNewton,
+    NewtonInfo,
+    Scale,
+    chart_solve,
+    implicit_root,
+)
 
 #: Paper 1 section 4.4's absolute rule Theta h^2 = 1e-11 (kept for reference; the default
 #: tolerance is now relative, :data:`DEFAULT_TOL`).
@@ -225,8 +238,8 @@ def step_system(model, form, q, disc: Discretisation, t, *, stabilised: bool = F
 
 
 def own_linear_solve(form: AbstractFormulation):
-    """The formulation's linear solve where it replaces the dense LU (re's minimum-norm
-    fallback), else None: the Newton solvers then use their equilibrated LU with a
+    """The formulation's linear solve where it replaces the dense LU (none of the built-in
+    formulations does), else None: the Newton solvers then use their equilibrated LU with a
     condition estimate."""
     return None if type(form).solve is AbstractFormulation.solve else form.solve
 
@@ -286,15 +299,24 @@ def implicit_step(
     """
     system = step_system(model, form, q, disc, t, stabilised=stabilised)
     frozen = jax.lax.stop_gradient(system.params)
+    linear_solve = own_linear_solve(form)
+    # a chart with singularities (re): the least-squares step-over is allowed only where the
+    # predicted q_{n+1} is at the singularity, and then verified below
+    near = form.near_chart_singularity(system.update(x0, frozen)[0])
+    if near is not None:
+        near = jax.lax.stop_gradient(near)
+        linear_solve = functools.partial(chart_solve, least_squares=near)
     x_star, info, newton_state = newton.solve(
         lambda x: system.residual(x, frozen),
         system.jacobian,
         x0,
         newton_state,
         tol=tol,
-        linear_solve=own_linear_solve(form),
+        linear_solve=linear_solve,
         scale=step_scale(*frozen[:3], form, stabilised=stabilised),
     )
+    if near is not None:
+        info = _verify_chart_step(model, form, system, x_star, frozen, t, near, info)
     x = implicit_root(
         system.residual,
         lambda x, d: x + d,
@@ -305,6 +327,35 @@ def implicit_step(
     )
     q1, v1 = system.update(x, system.params)
     return x, q1, v1, info, newton_state
+
+
+def _verify_chart_step(model, form, system, x_star, frozen, t, near, info: NewtonInfo):
+    """A step over re's chart singularity (the least-squares solve was allowed) passed
+    Newton's scaled step and residual tests; it is accepted only with finite multipliers
+    and a full-row-rank chart-free Jacobian G_rA at q_{n+1} (else the rank deficiency is
+    the model's: redundant constraints, reported ILL_CONDITIONED like everywhere else)."""
+
+    def row_rank_ratio():
+        q1, _ = system.update(x_star, frozen)
+        r, ori = q1
+        zero = jnp.zeros_like(r)
+        _, G_rA, _, _ = rA_terms(model, r, form.rotation(ori), zero, zero, t)
+        G_rA = G_rA / jnp.maximum(jnp.max(jnp.abs(G_rA), axis=1, keepdims=True), 1e-300)
+        s = jnp.linalg.svd(G_rA, compute_uv=False)
+        return jnp.where(jnp.all(jnp.isfinite(s)), s[-1] / s[0], 0.0)
+
+    rcond = jax.lax.cond(near, row_rank_ratio, lambda: jnp.asarray(1.0)) if model.nc else 1.0
+    finite = jnp.all(jnp.isfinite(x_star))
+    status = jnp.where(
+        near & (info.status == SUCCESS),
+        jnp.where(
+            ~finite,
+            NONFINITE,
+            jnp.where(rcond < RCOND_MIN, ILL_CONDITIONED, SUCCESS),
+        ),
+        info.status,
+    )
+    return info._replace(status=status)
 
 
 def assemble_newton_matrix(form, blocks, delta, disc, G_n, model, q1, v1, t, *, stabilised):
