@@ -63,8 +63,16 @@ def raise_on_failure(model: Model, sol, *, what: str):
     k = int(bad[0])
     t = float(np.asarray(sol.t)[k])
     code = int(status[k])
+    every = getattr(sol, "save_every", 1)
+    where = f"at step {k} (t = {t:.6g} s)"
+    if every > 1 and k > 0:
+        t_prev = float(np.asarray(sol.t)[k - 1])
+        where = (
+            f"between saved rows {k - 1} and {k} (t = {t_prev:.6g} to {t:.6g} s, saved every "
+            f"{every} steps; run that interval with save_every=1 for the exact step)"
+        )
     msg = (
-        f"{what} of model '{model.name}' failed at step {k} (t = {t:.6g} s): "
+        f"{what} of model '{model.name}' failed {where}: "
         f"{code_message(code)}; iterations {int(sol.iterations[k])}, "
         f"residual norm {float(sol.residual[k]):.3e}."
     )
@@ -136,7 +144,7 @@ def error_if_failed(sol, what: str):
 
 
 def solution_from_outputs(
-    model: Model, form, h, outs, integrator: str = "", *, chart_singular=None
+    model: Model, form, h, outs, integrator: str = "", *, chart_singular=None, save_every=1
 ):
     """Solution of the per-step outputs (r, A, rdot, omega, rddot, omegadot, lam,
     iterations, status, residual[, q, v[, condition]]) of an analysis; q and v are the
@@ -148,7 +156,7 @@ def solution_from_outputs(
     q, v = outs[10:12] if len(outs) >= 12 else (None, None)
     condition = outs[12] if len(outs) == 13 else None
     return Solution(
-        t=jnp.arange(r.shape[0]) * h,
+        t=jnp.arange(r.shape[0]) * h * save_every,
         r=r,
         A=A,
         rdot=rdot,
@@ -163,6 +171,7 @@ def solution_from_outputs(
         v=v,
         condition=condition,
         chart_singular=chart_singular,
+        save_every=save_every,
         formulation=form.name,
         integrator=integrator,
         body_names=model.body_names,

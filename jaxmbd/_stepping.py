@@ -38,19 +38,73 @@ def num_steps(t_end, h) -> int:
     return int(round(n))
 
 
-def run_in_chunks(initial, chunk, n: int, chunk_size: int, progress):
+def check_save_every(save_every, n: int) -> int:
+    """``save_every`` as a positive int that divides the number of steps n."""
+    if isinstance(save_every, bool) or not isinstance(save_every, int | np.integer):
+        raise ValueError(f"save_every must be a positive integer, got {save_every!r}")
+    save_every = int(save_every)
+    if save_every < 1:
+        raise ValueError(f"save_every must be a positive integer, got {save_every}")
+    if n % save_every:
+        raise ValueError(
+            f"save_every={save_every} must divide the number of steps N = round(t_end / h) = "
+            f"{n} (the saved grid is t = j * save_every * h)"
+        )
+    return save_every
+
+
+def _first_failure_of(status, axis=0):
+    failed = status != 0
+    return jnp.where(
+        jnp.any(failed, axis=axis),
+        jnp.take(status, jnp.argmax(failed, axis=axis), axis=axis),
+        0,
+    )
+
+
+#: How a strided scan summarises the steps between two saved rows, by output position:
+#: iterations (max), status (the first failure), residual norm (max); other outputs are
+#: the saved step's own.
+SUMMARIES = {7: lambda x: jnp.max(x, 0), 8: _first_failure_of, 9: lambda x: jnp.max(x, 0)}
+
+
+def strided_scan(step, carry, steps, save_every: int, summaries=None):
+    """``lax.scan(step, carry, steps)`` that keeps every ``save_every``-th output only, so
+    the stored history is len(steps) / save_every rows (memory flat in the number of steps
+    for a fixed number of rows). The steps in between are not lost to the status: each
+    saved row reports the first failure, the most Newton iterations and the largest residual
+    since the previous saved row (``summaries``, by output position; default SUMMARIES)."""
+    if save_every == 1:
+        return jax.lax.scan(step, carry, steps)
+    summaries = SUMMARIES if summaries is None else summaries
+
+    def segment(carry, ks):
+        carry, outs = jax.lax.scan(step, carry, ks)
+        saved = tuple(
+            None if x is None else (summaries[i](x) if i in summaries else x[-1])
+            for i, x in enumerate(outs)
+        )
+        return carry, saved
+
+    return jax.lax.scan(segment, carry, steps.reshape(-1, save_every))
+
+
+def run_in_chunks(initial, chunk, n: int, chunk_size: int, progress, *, save_every: int = 1):
     """Run ``chunk`` repeatedly with one fixed size (one compilation), reporting progress.
+    ``chunk(carry, k0, size)`` runs ``size`` steps and returns size / save_every rows.
 
     The last chunk may run past step n; its extra steps are dropped.
     """
     carry, first = initial()
     pieces = [jax.tree_util.tree_map(lambda x: x[None], first)]
     size = max(1, min(chunk_size, n))
+    size = max(save_every, size - size % save_every)
     done = 0
     while done < n:
         carry, out = chunk(carry, jnp.asarray(done), size)
         keep = min(size, n - done)
-        pieces.append(jax.tree_util.tree_map(lambda x, keep=keep: x[:keep], out))
+        rows = keep // save_every
+        pieces.append(jax.tree_util.tree_map(lambda x, rows=rows: x[:rows], out))
         done += keep
         progress(done, n)
     return jax.tree_util.tree_map(lambda *xs: jnp.concatenate(xs, axis=0), *pieces)

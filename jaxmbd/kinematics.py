@@ -18,7 +18,14 @@ import jax.numpy as jnp
 
 from . import _config  # noqa: F401
 from ._checks import finish, is_traced, resolve_throw, solution_from_outputs
-from ._stepping import check_euler_angle_start, num_steps, run_in_chunks
+from ._stepping import (
+    SUMMARIES,
+    check_euler_angle_start,
+    check_save_every,
+    num_steps,
+    run_in_chunks,
+    strided_scan,
+)
 from .equations import rA_terms
 from .errors import ModelError
 from .forces import BodyState, applied_forces
@@ -203,7 +210,7 @@ def _initial_state(model, form, tol, max_iter):
 _initial = eqx.filter_jit(_initial_state)
 
 
-def _scan(model, form, carry, k0, n: int, h, tol, max_iter):
+def _scan(model, form, carry, k0, n: int, h, tol, max_iter, save_every: int = 1):
     def step(carry, k):
         q_prev, v_prev = carry
         t = k * h
@@ -211,17 +218,19 @@ def _scan(model, form, carry, k0, n: int, h, tol, max_iter):
         q, v, out = _analyse(model, form, q_guess, t, tol, max_iter)
         return (q, v), out
 
-    return jax.lax.scan(step, carry, k0 + jnp.arange(1, n + 1))
+    # saved rows summarise the steps since the previous one; the chart flag: any of them
+    summaries = {**SUMMARIES, 10: lambda x: jnp.any(x, 0)}
+    return strided_scan(step, carry, k0 + jnp.arange(1, n + 1), save_every, summaries)
 
 
 _chunk = eqx.filter_jit(_scan)
 
 
 @eqx.filter_jit
-def _run(model, form, n: int, h, tol, max_iter):
+def _run(model, form, n: int, h, tol, max_iter, save_every: int = 1):
     """Initial assembly and all steps in one compiled function."""
     carry, first = _initial_state(model, form, tol, max_iter)
-    _, rest = _scan(model, form, carry, 0, n, h, tol, max_iter)
+    _, rest = _scan(model, form, carry, 0, n, h, tol, max_iter, save_every)
     return jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), first, rest)
 
 
@@ -252,6 +261,7 @@ def kinematics(
     max_iter: int = 25,
     progress: Callable[[int, int], None] | None = None,
     chunk_size: int = 500,
+    save_every: int = 1,
     throw: bool = True,
     check: bool | None = None,
 ) -> Solution:
@@ -265,26 +275,32 @@ def kinematics(
     fault (``throw=False`` returns the outcome instead: ``sol.status`` per step and
     ``sol.result``, a :class:`~jaxmbd.RESULTS` item); inside ``jit``/``grad``/``vmap``
     ``throw=True`` becomes an equinox runtime error. ``check`` is the deprecated name of
-    ``throw``.
+    ``throw``. ``save_every=k`` keeps every k-th step (see :func:`~jaxmbd.simulate`).
     """
     throw = resolve_throw(throw, check, "kinematics")
     form = get_formulation(formulation)
     _check_kinematic_model(model, form)
     check_euler_angle_start(model, form)
     n = num_steps(t_end, h)
+    save_every = check_save_every(save_every, n)
     h_arr = jnp.asarray(h, dtype=jnp.float64)
     tol_arr = jnp.asarray(tol, dtype=jnp.float64)
     traced = is_traced(model)
     if progress is None or traced:
-        outs = _run(model, form, n, h_arr, tol_arr, max_iter)
+        outs = _run(model, form, n, h_arr, tol_arr, max_iter, save_every)
     else:
         outs = run_in_chunks(
             lambda: _initial(model, form, tol_arr, max_iter),
-            lambda carry, k0, size: _chunk(model, form, carry, k0, size, h_arr, tol_arr, max_iter),
+            lambda carry, k0, size: _chunk(
+                model, form, carry, k0, size, h_arr, tol_arr, max_iter, save_every
+            ),
             n,
             chunk_size,
             progress,
+            save_every=save_every,
         )
     chart_singular = outs[10] if len(outs) == 11 else None
-    sol = solution_from_outputs(model, form, h_arr, outs[:10], chart_singular=chart_singular)
+    sol = solution_from_outputs(
+        model, form, h_arr, outs[:10], chart_singular=chart_singular, save_every=save_every
+    )
     return finish(model, sol, what="kinematic analysis", throw=throw, traced=traced)

@@ -17,7 +17,13 @@ import jax.numpy as jnp
 
 from . import _config  # noqa: F401
 from ._checks import finish, is_traced, resolve_throw, solution_from_outputs
-from ._stepping import check_euler_angle_start, num_steps, run_in_chunks
+from ._stepping import (
+    check_euler_angle_start,
+    check_save_every,
+    num_steps,
+    run_in_chunks,
+    strided_scan,
+)
 from .formulations import AbstractFormulation, get_formulation
 from .initial_state import consistent_initial_state, to_formulation
 from .integrators import AbstractIntegrator, StartState, get_integrator
@@ -43,7 +49,17 @@ def _initial(model, form: AbstractFormulation, integrator: AbstractIntegrator, h
     return carry, out
 
 
-def _scan(model, form, integrator, carry, k0, n: int, h, checkpoint: int | None = None):
+def _scan(
+    model,
+    form,
+    integrator,
+    carry,
+    k0,
+    n: int,
+    h,
+    checkpoint: int | None = None,
+    save_every: int = 1,
+):
     def step(carry, k):
         carry, res = integrator.step(model, form, carry, k, h)
         out = _outputs(form, res.q, res.v, res.a, res.lam, model.nc)
@@ -53,7 +69,7 @@ def _scan(model, form, integrator, carry, k0, n: int, h, checkpoint: int | None 
 
     steps = k0 + jnp.arange(1, n + 1)
     if not checkpoint or n <= checkpoint:
-        return jax.lax.scan(step, carry, steps)
+        return strided_scan(step, carry, steps, save_every)
     # Checkpointed scan for reverse mode over long horizons: only segment boundaries are
     # stored; each segment of ``checkpoint`` steps is recomputed in the backward pass. The
     # steps past the last full segment run in a plain scan: no step beyond t_end is taken.
@@ -76,9 +92,9 @@ _first = eqx.filter_jit(_initial)
 
 
 @eqx.filter_jit
-def _run(model, form, integrator, n: int, h, checkpoint: int | None = None):
+def _run(model, form, integrator, n: int, h, checkpoint: int | None = None, save_every: int = 1):
     carry, first = _initial(model, form, integrator, h)
-    _, rest = _scan(model, form, integrator, carry, 0, n, h, checkpoint)
+    _, rest = _scan(model, form, integrator, carry, 0, n, h, checkpoint, save_every)
     return jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), first, rest)
 
 
@@ -101,6 +117,7 @@ def simulate(
     progress: Callable[[int, int], None] | None = None,
     chunk_size: int = 1000,
     checkpoint: int | None = None,
+    save_every: int = 1,
     throw: bool = True,
     check: bool | None = None,
     **options,
@@ -135,26 +152,43 @@ def simulate(
     respect to every array of the model use implicit-function gradients
     of each step's root. ``checkpoint=k`` recomputes segments of k steps in reverse mode
     (``jax.checkpoint``), so stored states grow like n / k + k instead of n.
+
+    ``save_every=k`` keeps every k-th step only (t = j k h; k must divide the number of
+    steps): memory stays flat over long runs. Each saved row's ``status`` is the first
+    failure since the previous saved row, ``iterations`` and ``residual`` the largest, so
+    no failed step goes unreported.
     """
     throw = resolve_throw(throw, check, "simulate")
     form = get_formulation(formulation)
     stepper = get_integrator(integrator, form.name, **options)
     check_euler_angle_start(model, form)
     n = num_steps(t_end, h)
+    save_every = check_save_every(save_every, n)
+    if save_every > 1 and checkpoint:
+        raise ValueError("save_every and checkpoint cannot be combined; choose one")
     h_arr = jnp.asarray(h, dtype=jnp.float64)
     traced = is_traced(model)
     if progress is None or traced:
-        outs = _run(model, form, stepper, n, h_arr, checkpoint)
+        outs = _run(model, form, stepper, n, h_arr, checkpoint, save_every)
     else:
         outs = run_in_chunks(
             lambda: _first(model, form, stepper, h_arr),
-            lambda carry, k0, size: _chunk(model, form, stepper, carry, k0, size, h_arr),
+            lambda carry, k0, size: _chunk(
+                model, form, stepper, carry, k0, size, h_arr, None, save_every
+            ),
             n,
             chunk_size,
             progress,
+            save_every=save_every,
         )
     sol = solution_from_outputs(
-        model, form, h_arr, outs, integrator=stepper.name, chart_singular=_chart_flags(form, outs)
+        model,
+        form,
+        h_arr,
+        outs,
+        integrator=stepper.name,
+        chart_singular=_chart_flags(form, outs),
+        save_every=save_every,
     )
     return finish(model, sol, what="dynamics", throw=throw, traced=traced)
 

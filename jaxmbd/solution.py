@@ -47,7 +47,10 @@ class Solution(eqx.Module):
     condition: jax.Array | None = None
     chart_singular: jax.Array | None = None
     formulation: str = eqx.field(static=True, default="rA")
-    integrator: str = eqx.field(static=True, default="")  # "" for kinematic analyses
+    integrator: str = eqx.field(static=True, default="")
+    save_every: int = eqx.field(
+        static=True, default=1
+    )  # steps between saved rows  # "" for kinematic analyses
     body_names: tuple[str, ...] = eqx.field(static=True, default=())
     constraint_names: tuple[str, ...] = eqx.field(static=True, default=())
 
@@ -118,6 +121,7 @@ class Solution(eqx.Module):
             **own,
             formulation=np.asarray(self.formulation),
             integrator=np.asarray(self.integrator),
+            save_every=np.asarray(self.save_every),
             body_names=np.asarray(self.body_names, dtype=str),
             constraint_names=np.asarray(self.constraint_names, dtype=str),
         )
@@ -132,6 +136,7 @@ class Solution(eqx.Module):
                 **{k: data[k] for k in ("q", "v", "condition", "chart_singular") if k in data},
                 formulation=str(data["formulation"]),
                 integrator=str(data["integrator"]) if "integrator" in data else "",
+                save_every=int(data["save_every"]) if "save_every" in data else 1,
                 body_names=tuple(str(s) for s in data["body_names"]),
                 constraint_names=tuple(str(s) for s in data["constraint_names"]),
             )

@@ -1,0 +1,74 @@
+"""save_every: long runs that keep every k-th step (memory flat in the number of steps)
+without hiding the failures of the steps in between."""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxmbd as mbd
+from jaxmbd._stepping import strided_scan
+
+
+def test_strided_scan_summarises_the_steps_between_rows():
+    """A failure at step 3 of a segment of 5 (later steps succeed) is reported on the saved
+    row, with the segment's largest iteration count and residual; other outputs are the
+    saved step's own."""
+
+    def step(carry, k):
+        outs = tuple(jnp.asarray(float(i)) * k for i in range(7))
+        status = jnp.where(k == 3, 1, jnp.where(k == 8, 2, 0))
+        iterations = jnp.where(k == 2, 9, 1)
+        residual = jnp.where(k == 7, 5.0, 0.0)
+        return carry + 1, outs + (iterations, status, residual)
+
+    carry, outs = strided_scan(step, 0, jnp.arange(1, 11), 5)
+    assert int(carry) == 10
+    np.testing.assert_array_equal(outs[1], [5.0, 10.0])  # the saved steps 5 and 10
+    np.testing.assert_array_equal(outs[7], [9, 1])
+    np.testing.assert_array_equal(outs[8], [1, 2])
+    np.testing.assert_array_equal(outs[9], [0.0, 5.0])
+
+
+@pytest.fixture(scope="module")
+def crank():
+    b = mbd.ModelBuilder("crank")
+    b.add_body("a", mass=1, inertia=[1, 1, 1], r=[1, 0, 0])
+    b.revolute("pin", body_i="ground", body_j="a", point=[0, 0, 0], axis=[0, 0, 1])
+    b.rotation_driver("m", body_i="ground", body_j="a", axis=[0, 0, 1], angle="t")
+    return b.build()
+
+
+def test_kinematics_rows_are_the_full_run_subsampled(crank):
+    full = mbd.kinematics(crank, t_end=0.02, h=1e-3)
+    every = mbd.kinematics(crank, t_end=0.02, h=1e-3, save_every=5)
+    assert every.r.shape[0] == 5 and every.save_every == 5
+    for key in ("t", "r", "A", "omega", "omegadot", "lam"):
+        np.testing.assert_allclose(getattr(every, key), getattr(full, key)[::5], atol=1e-15)
+    chunked = mbd.kinematics(
+        crank, t_end=0.02, h=1e-3, save_every=5, progress=lambda d, n: None, chunk_size=7
+    )
+    np.testing.assert_allclose(chunked.r, every.r, atol=0)
+
+
+def test_failures_between_rows_are_reported(crank):
+    with pytest.raises(mbd.SolverError, match=r"between saved rows 0 and 1 \(t = 0 to 0.005 s"):
+        mbd.kinematics(crank, t_end=0.01, h=1e-3, save_every=5, max_iter=1)
+
+
+def test_simulate_rows_are_the_full_run_subsampled():
+    model = mbd.models.double_pendulum()
+    full = mbd.simulate(model, t_end=0.02, h=1e-3)
+    every = mbd.simulate(model, t_end=0.02, h=1e-3, save_every=4)
+    assert every.r.shape[0] == 6
+    for key in ("t", "r", "A", "rdot", "omega", "lam", "q", "v"):
+        np.testing.assert_allclose(getattr(every, key), getattr(full, key)[::4], atol=1e-15)
+
+
+def test_bad_save_every(crank):
+    with pytest.raises(ValueError, match="must divide the number of steps"):
+        mbd.kinematics(crank, t_end=0.01, h=1e-3, save_every=3)
+    for bad in (0, -2, 2.5, True):
+        with pytest.raises(ValueError, match="positive integer"):
+            mbd.kinematics(crank, t_end=0.01, h=1e-3, save_every=bad)
+    with pytest.raises(ValueError, match="cannot be combined"):
+        mbd.simulate(mbd.models.double_pendulum(), t_end=0.01, h=1e-3, save_every=5, checkpoint=5)
