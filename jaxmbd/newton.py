@@ -699,7 +699,7 @@ class ReusedNewton(AbstractNewton):
 
     def init(self, n):
         # the stored matrix and its last measured contraction rate (NaN: unknown)
-        return empty_matrix(n), jnp.asarray(jnp.nan)
+        return empty_matrix(n), jnp.asarray(jnp.nan, jnp.float64)  # strong: one trace
 
     def solve(self, residual, jacobian, x0, state, *, tol, linear_solve=solve_linear, scale=None):
         matrix, rate = state

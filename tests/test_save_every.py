@@ -72,3 +72,17 @@ def test_bad_save_every(crank):
             mbd.kinematics(crank, t_end=0.01, h=1e-3, save_every=bad)
     with pytest.raises(ValueError, match="cannot be combined"):
         mbd.simulate(mbd.models.double_pendulum(), t_end=0.01, h=1e-3, save_every=5, checkpoint=5)
+
+
+def test_chunked_run_compiles_its_chunk_once():
+    """Regression: the reused-matrix Newton's initial contraction rate was weakly typed, so
+    the second chunk of a progress run traced and compiled the chunk again (counted here
+    by the chunk function's jit cache: one entry per compiled signature)."""
+    from jaxmbd.simulation import _chunk
+
+    model = mbd.models.double_pendulum()
+    before = _chunk._cached._cache_size()
+    done = []
+    mbd.simulate(model, t_end=0.012, h=1e-3, chunk_size=4, progress=lambda k, n: done.append(k))
+    assert done == [4, 8, 12]
+    assert _chunk._cached._cache_size() - before == 1
