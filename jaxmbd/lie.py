@@ -59,6 +59,19 @@ def _hat_squared(w, t2, eye):
     return w[..., :, None] * w[..., None, :] - t2[..., None, None] * eye
 
 
+def reorthonormalize(R):
+    """One Newton-Schulz (Bjorck) step towards the nearest rotation: R (3 I - R^T R) / 2.
+
+    For R = Q (I + E) with Q orthonormal and E symmetric (the round-off of a product of
+    rotations), the error E becomes O(E^2): applied after every update it keeps
+    ||A^T A - I|| at round-off over any number of steps instead of letting it grow linearly
+    (7.7e-11 after 10^6 slider-crank steps without it). It is the identity on SO(3) and its
+    derivative there is the identity on the tangent space (R^T dR skew), so solutions and
+    gradients are unchanged to round-off."""
+    RtR = jnp.swapaxes(R, -1, -2) @ R
+    return 0.5 * R @ (3.0 * jnp.eye(3, dtype=R.dtype) - RtR)
+
+
 def so3_exp(w):
     """Rodrigues' formula, paper 1 eq. 5-7: exp(w~) = I + sin(t)/t w~ + (1-cos t)/t^2 w~^2."""
     w = jnp.asarray(w)

@@ -132,3 +132,20 @@ def test_chart_solve_takes_least_squares_only_where_allowed():
     solve, rcond = checked_solver(regular.T)
     np.testing.assert_allclose(solve(rhs, transpose=True), jnp.linalg.solve(regular, rhs))
     assert 0 < float(rcond) <= 1
+
+
+def test_damped_newton_uses_the_scaled_tests():
+    """DampedNewton (energy_momentum) accepted on an absolute correction norm: a root of
+    magnitude 1e8 can never get a correction below 1e-12 in floating point, so it reported
+    MAX_ITERATIONS (x^2 = 2e16 rounds F by ~4, so |delta| ~ 1e-8). With the scaled step
+    and residual tests it converges; an iterate whose step passes but whose residual does
+    not is not accepted."""
+    from jaxmbd.integrators.energy_momentum import DampedNewton
+
+    newton = DampedNewton(max_iter=60)
+    x, info, _ = newton.solve(lambda x: x**2 - 2e16, None, jnp.array([3e8]), None, tol=1e-12)
+    assert int(info.status) == mbd.SUCCESS
+    np.testing.assert_allclose(x, [np.sqrt(2.0) * 1e8], rtol=1e-12)
+    # F = 1e20 (x - 1) near x = 1: one exact Newton step, then the residual test decides
+    x, info, _ = newton.solve(lambda x: 1e20 * (x - 1.0), None, jnp.array([2.0]), None, tol=1e-12)
+    assert int(info.status) == mbd.SUCCESS and abs(float(x[0]) - 1.0) <= 1e-15

@@ -86,3 +86,14 @@ def test_chunked_run_compiles_its_chunk_once():
     mbd.simulate(model, t_end=0.012, h=1e-3, chunk_size=4, progress=lambda k, n: done.append(k))
     assert done == [4, 8, 12]
     assert _chunk._cached._cache_size() - before == 1
+
+
+def test_long_run_keeps_rotations_orthonormal():
+    """10^4 steps: ||A^T A - I|| stays at round-off (each update is re-orthonormalised; without
+    it the error grew linearly, 7.7e-11 after 10^6 slider-crank steps)."""
+    from jaxmbd.diagnostics import constraint_violation
+
+    model = mbd.models.double_pendulum()
+    sol = mbd.simulate(model, t_end=10.0, h=1e-3, save_every=500)
+    drift = float(np.max(np.asarray(constraint_violation(model, sol).orthonormality)))
+    assert drift < 2e-15, drift

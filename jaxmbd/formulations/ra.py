@@ -23,7 +23,7 @@ from ..equations import (
 )
 from ..forces import BodyState, applied_forces
 from ..gcons import _mv
-from ..lie import hat, so3_exp, so3_right_jacobian
+from ..lie import hat, reorthonormalize, so3_exp, so3_right_jacobian
 from .base import AbstractFormulation, DynamicsBlocks
 
 
@@ -51,12 +51,13 @@ class RA(AbstractFormulation):
     def retract(self, q, delta):
         r, A = q
         d = delta.reshape(r.shape[0], 6)
-        return r + d[:, :3], A @ so3_exp(d[:, 3:])
+        # re-orthonormalised: round-off must not accumulate over long runs
+        return r + d[:, :3], reorthonormalize(A @ so3_exp(d[:, 3:]))
 
     def predict(self, q, v, h):
         """Eq. 11: A exp(h omega_bar~); r + h r_dot."""
         r, A = q
-        return r + h * v[:, :3], A @ so3_exp(h * v[:, 3:])
+        return r + h * v[:, :3], reorthonormalize(A @ so3_exp(h * v[:, 3:]))
 
     def residual(self, model, q, t):
         return constraint_values(model, q[0], q[1], t)

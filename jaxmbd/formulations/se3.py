@@ -27,7 +27,7 @@ import jax.numpy as jnp
 
 from ..equations import constraint_values, rA_jacobian_from_rows, rA_rows, rA_terms
 from ..forces import BodyState, applied_forces
-from ..lie import se3_dexpinv, se3_exp
+from ..lie import reorthonormalize, se3_dexpinv, se3_exp
 from .base import AbstractFormulation
 from .index1 import Index1System
 
@@ -84,7 +84,7 @@ class SE3(AbstractFormulation):
         """C exp(delta) per body (eq. 5 and 8): A <- A exp(d_omega~), r <- r + A p(d)."""
         r, A = q
         R, p = se3_exp(delta.reshape(r.shape[0], 6))
-        return r + _mv(A, p), A @ R
+        return r + _mv(A, p), reorthonormalize(A @ R)  # round-off must not accumulate
 
     def predict(self, q, v, h):
         return self.retract(q, h * v.reshape(-1))

@@ -71,6 +71,10 @@ from ..newton import (
     SUCCESS,
     AbstractNewton,
     NewtonInfo,
+    _allowed,
+    _residual_ratio,
+    _step_ratio,
+    default_scale,
     get_newton,
     implicit_root,
     solve_linear,
@@ -93,8 +97,11 @@ class EMState(NamedTuple):
 class DampedNewton(AbstractNewton):
     """Newton with a backtracking line search on ||F|| (Armijo, halving up to
     ``max_halvings`` times): the "damping for large rotation steps" of the notes (gyro top
-    at h = 0.05 turns by ~2.6 rad per step). Stops when the full Newton correction norm is
-    below ``tol``; a correction below ``tol`` is taken undamped."""
+    at h = 0.05 turns by ~2.6 rad per step). An iterate is accepted, as by the other Newton
+    solvers, when the scaled step passes (|delta_j| <= tol w_j + e_j, w the unknowns'
+    magnitudes, :class:`~jaxmbd.newton.Scale`; such a correction is taken undamped) and the
+    residual at the new iterate passes the scaled residual test |F_i| <= (|J| (tol w + e))_i;
+    ``tol`` is relative."""
 
     max_iter: int = eqx.field(static=True, default=30)
     max_halvings: int = eqx.field(static=True, default=10)
@@ -102,7 +109,9 @@ class DampedNewton(AbstractNewton):
     def init(self, n):
         return None
 
-    def solve(self, residual, jacobian, x0, state, *, tol, linear_solve=solve_linear, **_):
+    def solve(
+        self, residual, jacobian, x0, state, *, tol, linear_solve=solve_linear, scale=None, **_
+    ):
         """``jacobian=None``: the residual and its forward-mode Jacobian in one pass. The
         residual is traced twice in all (Newton point, line search), which keeps the
         compile time of large reduced residuals down."""
@@ -117,17 +126,21 @@ class DampedNewton(AbstractNewton):
                 return residual(x), jacobian(x)
 
         def cond(carry):
-            _, k, step, status, _ = carry
-            return (k < self.max_iter) & (step >= tol) & (status == SUCCESS)
+            _, k, _, status, _, converged = carry
+            return (k < self.max_iter) & ~converged & (status == SUCCESS)
 
         def body(carry):
-            x, k, _, _, _ = carry
+            x, k, _, _, _, _ = carry
             F, J = value_and_jacobian(x)
             fnorm = jnp.linalg.norm(F)
             delta = -linear_solve(J, F)
-            step = jnp.linalg.norm(delta)
-            finite = jnp.isfinite(step)
+            # scaled tests (as the other Newton solvers): the step against tol w + e per
+            # unknown, the residual at the new iterate against |J| (tol w + e) per row
+            w, allowed = _allowed((scale or default_scale)(x), tol, x.shape)
+            step_ratio, step = _step_ratio(delta, w, allowed)
+            finite = jnp.isfinite(step_ratio)
             delta = jnp.where(finite, delta, 0.0)
+            row_tol = jnp.abs(J) @ allowed
 
             # backtracking: alpha = 1, 1/2, ... until Armijo holds (first trial always runs)
             def ls_cond(c):
@@ -136,25 +149,27 @@ class DampedNewton(AbstractNewton):
                 return (j == 0) | ((j <= self.max_halvings) & ~armijo)
 
             def ls_body(c):
-                alpha, _, j, f1 = c
+                alpha, _, j, F1 = c
                 alpha = jnp.where(j == 0, 1.0, 0.5 * alpha)
-                f_new = jnp.linalg.norm(residual(x + alpha * delta))
-                return alpha, f_new, j + 1, jnp.where(j == 0, f_new, f1)
+                F_trial = residual(x + alpha * delta)
+                return alpha, jnp.linalg.norm(F_trial), j + 1, jnp.where(j == 0, F_trial, F1)
 
             one, inf = jnp.asarray(1.0, x.dtype), jnp.asarray(jnp.inf, x.dtype)
-            alpha, f_new, _, f1 = jax.lax.while_loop(
-                ls_cond, ls_body, (one, inf, jnp.asarray(0), inf)
+            alpha, f_new, _, F1 = jax.lax.while_loop(
+                ls_cond, ls_body, (one, inf, jnp.asarray(0), jnp.full_like(F, jnp.inf))
             )
-            full = step < tol
+            full = step_ratio <= 1.0  # a converged correction is taken undamped
             alpha = jnp.where(full, 1.0, alpha)
-            f_new = jnp.where(full, f1, f_new)
+            f_new = jnp.where(full, jnp.linalg.norm(F1), f_new)
+            converged = full & (_residual_ratio(F1, row_tol) <= 1.0)
             status = jnp.where(finite, SUCCESS, NONFINITE)
-            return x + alpha * delta, k + 1, jnp.where(finite, step, jnp.inf), status, f_new
+            step = jnp.where(finite, step, jnp.inf)
+            return x + alpha * delta, k + 1, step, status, f_new, converged
 
         init = (x0, jnp.asarray(0), jnp.asarray(jnp.inf, x0.dtype), jnp.asarray(SUCCESS),
-                jnp.asarray(jnp.inf, x0.dtype))  # fmt: skip
-        x, k, step, status, res_norm = jax.lax.while_loop(cond, body, init)
-        status = jnp.where((status == SUCCESS) & (step >= tol), MAX_ITERATIONS, status)
+                jnp.asarray(jnp.inf, x0.dtype), jnp.asarray(False))  # fmt: skip
+        x, k, step, status, res_norm, converged = jax.lax.while_loop(cond, body, init)
+        status = jnp.where((status == SUCCESS) & ~converged, MAX_ITERATIONS, status)
         status = jnp.where((status == SUCCESS) & ~jnp.isfinite(res_norm), NONFINITE, status)
         return x, NewtonInfo(k, status, res_norm, step), state
 
@@ -483,7 +498,7 @@ class EnergyMomentum(AbstractIntegrator):
       scheme's iteration matrix at the converged iterate (constrained: the paper's unscaled
       (n+m) matrix, :func:`constrained_matrix`; null_space: the Jacobian of the reduced
       equations): ``Solution.condition`` (T,), NaN at t = 0 (no step). Tables II-V.
-    * ``tol`` (Newton stops when the correction norm is below it; default 1e-12),
+    * ``tol`` (relative Newton tolerance: scaled step and residual tests; default 1e-12),
       ``max_iter`` (30), ``newton`` ("damped": :class:`DampedNewton`, the default; "full",
       "modified", "reuse" or a solver object).
     * ``dof``: the number of degrees of freedom when the joint rows are dependent (a closed
