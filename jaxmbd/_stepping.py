@@ -13,8 +13,9 @@ from ._checks import is_traced
 from .errors import ModelError
 from .model import Model
 
-# most steps of one run: every step's state is kept (about 1 kB per step for a few bodies),
-# so a mistyped t_end or h would otherwise allocate without bound
+# most saved rows of one run: every saved step's state is kept (about 1 kB per step for a few
+# bodies), so a mistyped t_end or h would otherwise allocate without bound; save_every=k
+# lets a run take k times as many steps
 MAX_STEPS = 10**7
 
 
@@ -30,10 +31,10 @@ def num_steps(t_end, h) -> int:
     if not (math.isfinite(t_end_) and t_end_ >= 0):
         raise ValueError(f"t_end must be non-negative and finite, got {t_end!r}")
     n = t_end_ / h_
-    if not n <= MAX_STEPS:
+    if not n <= MAX_STEPS * 10**5:
         raise ValueError(
-            f"t_end / h = {n:.3g} steps; at most {MAX_STEPS:.0e} per run (every step is "
-            "stored): split the run into pieces or use a larger step"
+            f"t_end / h = {n:.3g} steps; at most {MAX_STEPS * 10**5:.0e} per run (at most "
+            f"{MAX_STEPS:.0e} saved rows, see save_every): check t_end and h"
         )
     return int(round(n))
 
@@ -49,6 +50,12 @@ def check_save_every(save_every, n: int) -> int:
         raise ValueError(
             f"save_every={save_every} must divide the number of steps N = round(t_end / h) = "
             f"{n} (the saved grid is t = j * save_every * h)"
+        )
+    if n // save_every > MAX_STEPS:
+        raise ValueError(
+            f"t_end / h = {n:.3g} steps saved every {save_every}: {n // save_every:.3g} rows; "
+            f"at most {MAX_STEPS:.0e} are stored per run: use save_every, split the run into "
+            "pieces or use a larger step"
         )
     return save_every
 

@@ -241,6 +241,14 @@ def simulate(
             "-o scheme=null_space, -o multipliers=one_step); VALUE is a Python literal or text",
         ),
     ] = None,
+    save_every: Annotated[
+        int,
+        typer.Option(
+            "--save-every",
+            min=1,
+            help="keep every k-th step (flat memory for long runs; k divides t_end / h)",
+        ),
+    ] = 1,
     out: Annotated[Path | None, typer.Option(help="write the Solution (.npz or .csv)")] = None,
     plot: Annotated[Path | None, typer.Option(help="write a PNG plot")] = None,
     animate: Annotated[
@@ -252,7 +260,7 @@ def simulate(
     _check_run_options(h, t_end, tol, out, plot)
     extra = _parse_options(option or [])
     named = {"formulation", "t_end", "h", "tol", "integrator", "rho_inf", "variant", "newton",
-             "progress", "model", "out", "plot", "verbose", "animate"}  # fmt: skip
+             "progress", "model", "out", "plot", "verbose", "animate", "save_every"}  # fmt: skip
     clash = sorted(named & set(extra))
     if clash:
         raise typer.BadParameter(
@@ -275,6 +283,7 @@ def simulate(
         rho_inf=rho_inf,
         variant=variant,
         newton=newton,
+        save_every=save_every,
         **extra,
     )
 

@@ -36,3 +36,12 @@ def test_simulate_option_errors_exit_cleanly():
     assert unknown.exit_code != 0
     assert "not_an_option" in unknown.output
     assert "Traceback" not in unknown.output
+
+
+def test_save_every_must_divide_the_steps():
+    result = CliRunner().invoke(
+        app, ["simulate", "single_pendulum", "--t-end", "1", "--save-every", "7"]
+    )
+    assert result.exit_code == 1 and "must divide the number of steps" in result.output
+    result = CliRunner().invoke(app, ["simulate", "single_pendulum", "--save-every", "0"])
+    assert result.exit_code == 2

@@ -371,6 +371,11 @@ def test_step_count_is_bounded():
     with pytest.raises(ValueError, match="at most"):
         num_steps(1e12, 1e-3)
     assert num_steps(MAX_STEPS * 1e-3, 1e-3) == MAX_STEPS
+    from jaxmbd._stepping import check_save_every
+
+    with pytest.raises(ValueError, match="at most 1e\\+07 are stored"):
+        check_save_every(1, 10 * MAX_STEPS)
+    assert check_save_every(10, 10 * MAX_STEPS) == 10
 
 
 # ------------------------------------------------------------------ CLI
