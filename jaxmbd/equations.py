@@ -342,3 +342,51 @@ def rA_velocity_sensitivity(model: Model, r, A, v, t):
     _, time_i, time_j = _rows_at(model, r, A, f + 0.5 * np.pi * kappa)
     scale = (kappa * f_dot)[:, None]
     return rA_jacobian_from_rows(model, jac_i + scale * time_i, jac_j + scale * time_j)
+
+
+def rA_sensitivity_rows(model: Model, r, A, weights, t):
+    """Per-row blocks of K = d(G^T lam)/d(r, theta_bar) with lam = ``weights`` (nc,):
+    (nc, 2, 2, 6, 6), [c, a, b] = d(G_c,a^T lam_c)/dq_b for a, b in (body i, body j) of row
+    c (Tables 3-6), in model row order. :func:`rA_reaction_sensitivity` is their sum."""
+    if model.nc == 0:
+        return jnp.zeros((0, 2, 2, 6, 6))
+    f = driver_values(model.f_offset, model.drivers, t)
+    out = []
+    for s in model.gcons:
+        if s.size == 0:
+            continue
+        rows = np.asarray(s.rows, dtype=int)
+        r_i, A_i, r_j, A_j = _gather(model, s, r, A)
+        lam_s = weights[rows]
+        if s.kind == "DP1":
+            blocks = K.rA_sensitivity_dp1(A_i, A_j, s.a_bar_i, s.a_bar_j, lam_s)
+        elif s.kind == "DP2":
+            blocks = K.rA_sensitivity_dp2(
+                r_i, A_i, r_j, A_j, s.a_bar_i, s.s_bar_p_i, s.s_bar_q_j, lam_s
+            )
+        elif s.kind == "D":
+            blocks = K.rA_sensitivity_d(r_i, A_i, r_j, A_j, s.s_bar_p_i, s.s_bar_q_j, lam_s)
+        elif s.kind == "CD":
+            blocks = K.rA_sensitivity_cd(A_i, A_j, s.c, s.s_bar_p_i, s.s_bar_q_j, lam_s)
+        else:
+            blocks = K.rA_sensitivity_rot(A_i, A_j, s.a_bar_i, s.b_bar_i, s.a_bar_j, f[rows], lam_s)
+        out.append(blocks)
+    return jnp.concatenate(out)[_model_order(model)]
+
+
+def rA_velocity_sensitivity_rows(model: Model, r, A, v, t):
+    """The rows of :func:`rA_velocity_sensitivity` per body: (S_i, S_j) (nc, 6) each, the
+    derivatives of row c of G v - nu with respect to (r, theta_bar) of its bodies i and j."""
+    if model.nc == 0:
+        z = jnp.zeros((0, 6))
+        return z, z
+    f, f_dot, _ = driver_derivatives(model.f_offset, model.drivers, t)
+    v_all = with_ground(v, np.zeros(6))
+    bi, bj = _row_bodies(model)
+    blocks = rA_sensitivity_rows(model, r, A, jnp.ones(model.nc), t)
+    v_pair = jnp.stack([v_all[bi], v_all[bj]], 1)
+    contracted = jnp.einsum("caj,cabjk->cbk", v_pair, blocks)
+    kappa = _row_parameters(model).kappa
+    _, time_i, time_j = _rows_at(model, r, A, f + 0.5 * np.pi * kappa)
+    scale = (kappa * f_dot)[:, None]
+    return contracted[:, 0] + scale * time_i, contracted[:, 1] + scale * time_j

@@ -21,6 +21,13 @@ import jax.numpy as jnp
 
 from . import _config  # noqa: F401
 from ._results import RESULT_ITEMS, code_message
+from .linear.structured import (
+    BlockFactors,
+    BlockMatrix,
+    factor_block_matrix,
+    factor_plain,
+    factors_solve,
+)
 
 #: Status codes returned by solvers inside jit: the integer values of :class:`RESULTS`.
 SUCCESS = 0
@@ -155,6 +162,8 @@ class LUFactors(NamedTuple):
 
 
 def lu_factors(matrix) -> LUFactors:
+    if isinstance(matrix, BlockMatrix):  # structured: block LU on the body-joint graph
+        return factor_plain(matrix)
     lu, _, permutation = jax.lax.linalg.lu(matrix)
     return LUFactors(lu, permutation)
 
@@ -163,6 +172,10 @@ def lu_factors_solve(factors: LUFactors, rhs, transpose: bool = False):
     """M^{-1} rhs (or M^{-T} rhs) from the factors: a permutation and two triangular solves.
 
     ``rhs`` is a vector or a matrix of right-hand sides."""
+    if isinstance(factors, BlockFactors):
+        if rhs.ndim == 2:
+            return jax.vmap(lambda b: factors_solve(factors, b, transpose), 1, 1)(rhs)
+        return factors_solve(factors, rhs, transpose)
     lu, permutation = factors[0], factors[1]
     b = rhs if rhs.ndim == 2 else rhs[:, None]
     solve = jax.lax.linalg.triangular_solve
@@ -195,7 +208,12 @@ class IterationMatrix(NamedTuple):
 
 
 def factor_matrix(J, w, allowed) -> IterationMatrix:
-    """Equilibrate (rows by their tolerances, columns by the unknowns' magnitudes) and factor."""
+    """Equilibrate (rows by their tolerances, columns by the unknowns' magnitudes) and factor.
+
+    A :class:`~jaxmbd.linear.structured.BlockMatrix` is factored by structured block
+    elimination instead (:class:`~jaxmbd.linear.structured.BlockFactors`, same fields)."""
+    if isinstance(J, BlockMatrix):
+        return factor_block_matrix(J, w, allowed)
     row = jnp.abs(J) @ allowed
     row = jnp.where(row > 0, row, 1.0)  # an all-zero row: singular, caught by the pivots
     scaled = J * w[None, :] / row[:, None]
@@ -221,8 +239,20 @@ def empty_matrix(n: int, dtype=jnp.float64) -> IterationMatrix:
 empty_lu_factors = empty_matrix  # old name
 
 
+def placeholder_like(shapes):
+    """NaN (floats) / zero (integers) arrays of the given shapes (``jax.eval_shape``)."""
+
+    def fill(s):
+        value = jnp.nan if jnp.issubdtype(s.dtype, jnp.floating) else 0
+        return jnp.full(s.shape, value, s.dtype)
+
+    return jax.tree_util.tree_map(fill, shapes)
+
+
 def matrix_solve(matrix: IterationMatrix, rhs):
     """J^{-1} rhs from the equilibrated factors: W (D^{-1} J W)^{-1} D^{-1} rhs."""
+    if isinstance(matrix, BlockFactors):
+        return factors_solve(matrix, rhs)
     return matrix.col * lu_factors_solve(matrix, rhs / matrix.row)
 
 
@@ -319,6 +349,9 @@ def _iterate(
         w, allowed = _allowed(scale(x), tol, (n,))
         return factor_matrix(jacobian(x), w, allowed)
 
+    if matrix is None:  # a NaN placeholder of the factors' type (refreshed before use)
+        matrix = placeholder_like(jax.eval_shape(factor, x0))
+
     def cond(carry):
         k, status, done = carry[2], carry[4], carry[5]
         return (k < max_iter) & ~done & (status == SUCCESS)
@@ -352,7 +385,7 @@ def _iterate(
         # a kept matrix is trusted only on a contraction measured in this solve, never on
         # a rate remembered from an earlier one (the problem has moved since)
         verified = fresh | (measured & (theta <= max_rate))
-        res = _residual_ratio(F_new, matrix.row)
+        res = _residual_ratio(F_new, matrix.row[:n])
         # the residual's own round-off floor (e.g. eps / c_q in a constraint row whose
         # gradient vanishes) can lie above its tolerance: a residual that no longer halves
         # after two steps within tolerance has reached it
@@ -424,13 +457,12 @@ def newton_iterate(
     scale = default_scale if scale is None else scale
     residual = residual if residual is not None else (lambda x: residual_and_jacobian(x)[0])
     if linear_solve is None or linear_solve is solve_linear:
-        n = residual(x0).shape[0]
         x, info, _, _, _ = _iterate(
             residual,
             lambda x: residual_and_jacobian(x)[1],
             retract,
             x0,
-            empty_matrix(n),
+            None,
             tol=tol,
             max_iter=max_iter,
             scale=scale,
@@ -509,7 +541,7 @@ def newton_iterate_reusing(
     in stiff integrators (Hairer & Wanner, IV.8) plus a residual check. Returns (x,
     NewtonInfo, matrix, refreshes, rate) with rate the last measured contraction.
     """
-    if not isinstance(matrix, IterationMatrix):  # bare LU factors: no scales, refactor
+    if not isinstance(matrix, (IterationMatrix, BlockFactors)):  # bare LU: refactor
         matrix = empty_matrix(x0.shape[0], x0.dtype)
     return _iterate(
         residual,
@@ -680,7 +712,7 @@ class ModifiedNewton(AbstractNewton):
             jacobian,
             lambda x, d: x + d,
             x0,
-            empty_matrix(x0.shape[0], x0.dtype),
+            None,
             tol=tol,
             max_iter=self.max_iter,
             scale=scale,
@@ -697,9 +729,11 @@ class ReusedNewton(AbstractNewton):
     max_iter: int = eqx.field(static=True, default=25)
     max_rate: float = eqx.field(static=True, default=0.2)
 
-    def init(self, n):
-        # the stored matrix and its last measured contraction rate (NaN: unknown)
-        return empty_matrix(n), jnp.asarray(jnp.nan, jnp.float64)  # strong: one trace
+    def init(self, n, placeholder=None):
+        """The stored matrix (NaN: none yet; ``placeholder``: a NaN matrix of another
+        solver's type, e.g. structured factors) and its last measured contraction rate."""
+        matrix = empty_matrix(n) if placeholder is None else placeholder
+        return matrix, jnp.asarray(jnp.nan, jnp.float64)  # strong: one trace
 
     def solve(self, residual, jacobian, x0, state, *, tol, linear_solve=solve_linear, scale=None):
         matrix, rate = state

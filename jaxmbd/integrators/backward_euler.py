@@ -21,6 +21,7 @@ class BackwardEuler(AbstractImplicitIntegrator):
     name: ClassVar[str] = "backward_euler"
     newton: AbstractNewton = ReusedNewton()
     tol: float | None = None
+    linear_solver: str = "auto"
 
     def init(self, model, form, start, h):
         return self.implicit_init(model, form, start)

@@ -31,7 +31,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import _config  # noqa: F401
-from ..equations import rA_terms
+from ..equations import rA_generalized_reaction, rA_rows, rA_terms
 from ..formulations import AbstractFormulation
 from ..model import Model
 from ..newton import (
@@ -42,10 +42,18 @@ from ..newton import (
     SUCCESS,
     AbstractNewton,
     NewtonInfo,
+    ReusedNewton,
     Scale,
     chart_solve,
     implicit_root,
+    placeholder_like,
 )
+from . import structured as _structured
+
+#: ``linear_solver="auto"`` picks the structured solver from this many Newton unknowns on
+#: (measured crossover on 2 CPU cores, see experiments/scaling.py and the README).
+STRUCTURED_FROM = 300
+LINEAR_SOLVERS = ("auto", "dense", "structured")
 
 #: Paper 1 section 4.4's absolute rule Theta h^2 = 1e-11 (kept for reference; the default
 #: tolerance is now relative, :data:`DEFAULT_TOL`).
@@ -128,6 +136,17 @@ class AbstractImplicitIntegrator(AbstractIntegrator):
     def stabilised(self) -> bool:
         return False
 
+    def linear_solver_for(self, model, form) -> str:
+        """ "dense" or "structured": the integrator's ``linear_solver`` option resolved
+        ("auto": structured from :data:`STRUCTURED_FROM` Newton unknowns on)."""
+        choice = getattr(self, "linear_solver", "dense")
+        if choice not in LINEAR_SOLVERS:
+            raise ValueError(f"linear_solver must be one of {LINEAR_SOLVERS}, got {choice!r}")
+        if choice == "auto":
+            big = self.num_unknowns(model, form) >= STRUCTURED_FROM
+            return "structured" if big and model.nc else "dense"
+        return choice
+
     def tolerance(self, h):
         """Relative Newton tolerance (eq. 46 in scaled norms); default :data:`DEFAULT_TOL`."""
         return jnp.asarray(DEFAULT_TOL if self.tol is None else self.tol, jnp.float64)
@@ -146,9 +165,24 @@ class AbstractImplicitIntegrator(AbstractIntegrator):
 
     def implicit_init(self, model, form, start: StartState) -> ImplicitState:
         x0 = self.initial_unknowns(model, form, start)
-        return ImplicitState(
-            start.q, start.v, jnp.stack([x0, x0, x0]), self.newton.init(x0.shape[0])
-        )
+        n = x0.shape[0]
+        if isinstance(self.newton, ReusedNewton) and self.linear_solver_for(model, form) == (
+            "structured"
+        ):
+            # the stored matrix is structured factors: a NaN placeholder of their shapes
+            disc = Discretisation(jnp.zeros(n - form.num_multipliers(model) * (
+                2 if self.stabilised else 1)), 1.0, start.v, 1.0)  # fmt: skip
+            system = step_system(
+                model, form, start.q, disc, 0.0, stabilised=self.stabilised,
+                linear_solver="structured",
+            )  # fmt: skip
+            shapes = jax.eval_shape(
+                lambda x: _factor_shapes(system.jacobian(x), x), jax.lax.stop_gradient(x0)
+            )
+            state = self.newton.init(n, placeholder=placeholder_like(shapes))
+        else:
+            state = self.newton.init(n)
+        return ImplicitState(start.q, start.v, jnp.stack([x0, x0, x0]), state)
 
     def solve_step(self, model, form, state: ImplicitState, disc: Discretisation, k, h):
         """Predict x from the last three roots, solve, and return (x, q1, v1, info, newton)."""
@@ -168,7 +202,15 @@ class AbstractImplicitIntegrator(AbstractIntegrator):
             k * h,
             tol=self.tolerance(h),
             stabilised=self.stabilised,
+            linear_solver=self.linear_solver_for(model, form),
         )
+
+
+def _factor_shapes(matrix, x):
+    from ..newton import factor_matrix
+
+    one = jnp.ones_like(x)
+    return factor_matrix(matrix, one, one)
 
 
 class StepSystem(NamedTuple):
@@ -182,25 +224,44 @@ class StepSystem(NamedTuple):
     params: Any
 
 
-def step_system(model, form, q, disc: Discretisation, t, *, stabilised: bool = False):
+def step_system(
+    model, form, q, disc: Discretisation, t, *, stabilised: bool = False,
+    linear_solver: str = "dense",
+):  # fmt: skip
     """Residual and Newton matrix of one implicit step for x = (a_{n+1}, lam_{n+1}[, mu]):
 
         [g(q_{n+1}, v_{n+1}, a_{n+1}, lam_{n+1}, t); Phi(q_{n+1}, t) / c_q
          [; (G v_{n+1} - nu)(q_{n+1}, t) / c_v]]
 
     with the increment d0 + c_q (a + G(q_n)^T mu) in the stabilised form.
+
+    ``linear_solver="structured"``: the Newton matrix is a block matrix of the body-joint
+    graph (:mod:`jaxmbd.integrators.structured`), block-assembled for rA (then G(q_n) is
+    kept as rows and G_n^T mu is a scatter-add, O(N)), gathered from the dense matrix
+    otherwise.
     """
     nb, ts = model.nb, form.tangent_size
     n = nb * ts
     m = form.num_multipliers(model)
-    G_n = form.position_terms(model, q, t)[1] if stabilised else None
+    structured = linear_solver == "structured"
+    assembled = structured and _structured.block_assembled(model, form)
+    layout = _structured.layout_for(model, form, stabilised=stabilised) if structured else None
+    if stabilised and assembled:
+        G_n = rA_rows(model, q[0], q[1], t)[1:]  # (jac_i, jac_j) of G(q_n)
+    else:
+        G_n = form.position_terms(model, q, t)[1] if stabilised else None
 
     def unpack(x):
         return x[:n], x[n : n + m], x[n + m :]
 
+    def transpose_times(G_n, mu):
+        if assembled:
+            return rA_generalized_reaction(model, G_n[0], G_n[1], mu).reshape(-1)
+        return G_n.T @ mu
+
     def increment(x, disc, G_n):
         a, _, mu = unpack(x)
-        move = a + G_n.T @ mu if stabilised else a
+        move = a + transpose_times(G_n, mu) if stabilised else a
         return disc.d0 + disc.c_q * move
 
     def update(x, params):
@@ -222,6 +283,19 @@ def step_system(model, form, q, disc: Discretisation, t, *, stabilised: bool = F
     frozen = jax.lax.stop_gradient(params)
 
     def jacobian(x):
+        model_, _, disc_, G_n_ = frozen
+        a, lam, _ = unpack(x)
+        q1, v1 = update(x, frozen)
+        if assembled:
+            delta = increment(x, disc_, G_n_)
+            return _structured.newton_blocks(
+                layout, model_, q1, v1, a, lam, t, delta, disc_, G_n_, stabilised=stabilised
+            )
+        if structured:
+            return _structured.gathered_blocks(layout, dense_jacobian(x))
+        return dense_jacobian(x)
+
+    def dense_jacobian(x):
         model_, _, disc_, G_n_ = frozen
         a, lam, _ = unpack(x)
         q1, v1 = update(x, frozen)
@@ -290,6 +364,7 @@ def implicit_step(
     *,
     tol,
     stabilised: bool = False,
+    linear_solver: str = "dense",
 ):
     """Solve one implicit step for x = (a_{n+1}, lam_{n+1}[, mu]) with implicit gradients.
 
@@ -297,12 +372,17 @@ def implicit_step(
     with respect to the model, q_n and the discretisation (implicit function theorem, no
     differentiation through Newton iterations).
     """
-    system = step_system(model, form, q, disc, t, stabilised=stabilised)
+    system = step_system(
+        model, form, q, disc, t, stabilised=stabilised, linear_solver=linear_solver
+    )
     frozen = jax.lax.stop_gradient(system.params)
     linear_solve = own_linear_solve(form)
     # a chart with singularities (re): the least-squares step-over is allowed only where the
     # predicted q_{n+1} is at the singularity, and then verified below
-    near = form.near_chart_singularity(system.update(x0, frozen)[0])
+    # (the structured solver has no step-over: re runs strict there)
+    near = None
+    if linear_solver != "structured":
+        near = form.near_chart_singularity(system.update(x0, frozen)[0])
     if near is not None:
         near = jax.lax.stop_gradient(near)
         linear_solve = functools.partial(chart_solve, least_squares=near)
@@ -312,7 +392,7 @@ def implicit_step(
         x0,
         newton_state,
         tol=tol,
-        linear_solve=linear_solve,
+        linear_solve=None if linear_solver == "structured" else linear_solve,
         scale=step_scale(*frozen[:3], form, stabilised=stabilised),
     )
     if near is not None:

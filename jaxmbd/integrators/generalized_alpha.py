@@ -76,6 +76,7 @@ class GeneralizedAlpha(AbstractImplicitIntegrator):
     name: ClassVar[str] = "gen_alpha"
     newton: AbstractNewton = ReusedNewton()
     tol: float | None = None
+    linear_solver: str = "auto"
     rho_inf: float = 0.9
     variant: str = "stabilised"
 

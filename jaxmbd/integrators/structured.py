@@ -1,0 +1,206 @@
+"""The implicit step's Newton matrix as blocks of the body-joint graph (structured solver).
+
+:func:`newton_blocks` gives the Newton matrix of :func:`~jaxmbd.integrators.base.step_system`
+as a :class:`~jaxmbd.linear.structured.BlockMatrix`:
+
+* rA without force elements: assembled block by block from the hand-coded rows (per-body
+  mass and gyroscopic blocks, per-row 12 x 12 reaction sensitivities of Tables 3-6, the
+  Pi-bar rows of G), one scatter-add of O(N) numbers, never a dense n x n array;
+* every other formulation (rp, re autodiff) and rA with force elements: the dense matrix,
+  gathered into blocks (the factorisation and the solves are still structured).
+
+The stabilised (GGL) step's matrix couples every two rows that share a body through
+G_T G_n^T, a dense block for a body with many joints (an engine's crankshaft). The
+block-assembled form keeps it sparse with auxiliary unknowns z = G_n^T mu per body:
+
+    [[M + c_v D + c_q K T, G^T, c_q K T, 0     ]   [a  ]
+     [G T,                 0,   G T,     0     ]   [lam]
+     [G + (c_q/c_v) S T,   0,   (c_q/c_v) S T, 0]  [z  ]
+     [0,                   0,   I,      -G_n^T ]]  [mu ]
+
+whose elimination of z gives back the step's matrix exactly (the solves pad the right-hand
+side with zeros for the z rows and drop z).
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+
+from ..equations import (
+    _row_bodies,
+    rA_rows,
+    rA_sensitivity_rows,
+    rA_velocity_sensitivity_rows,
+)
+from ..gcons import _mv
+from ..lie import hat, so3_right_jacobian
+from ..linear.graph import Layout, newton_layout
+from ..linear.structured import BlockMatrix
+
+
+def block_assembled(model, form) -> bool:
+    """True where the Newton matrix is assembled from blocks (rA without force elements)."""
+    return form.name == "rA" and not model.forces
+
+
+def layout_for(model, form, *, stabilised: bool) -> Layout:
+    """The block layout of the step's Newton matrix for this formulation."""
+    extra = form.num_multipliers(model) - model.nc
+    if extra not in (0, model.nb):
+        raise ValueError(
+            f"structured solver: formulation {form.name!r} has {extra} extra multipliers; "
+            "only none or one per body are supported"
+        )
+    return newton_layout(
+        model,
+        tangent_size=form.tangent_size,
+        extra_rows=extra == model.nb and extra > 0,
+        stabilised=stabilised,
+        augmented=stabilised and block_assembled(model, form),
+    )
+
+
+class _Positions:
+    """Static flat positions (into the S b b values, trash = S b b) of every contribution."""
+
+    def __init__(self, layout: Layout, nb: int, pair: np.ndarray, stabilised: bool):
+        st = layout.structure
+        b = st.b
+        node_of = np.empty(st.n, dtype=np.int64)
+        within = np.empty(st.n, dtype=np.int64)
+        for k, v in enumerate(st.nodes):
+            node_of[v] = k
+            within[v] = np.arange(len(v))
+        self.trash = st.num_slots * b * b
+        nc = pair.shape[0]
+        n, m = nb * 6, nc
+        n_own = layout.n
+
+        def a_of(body):  # unknowns of body's a block (None for the ground)
+            return None if body >= nb else np.arange(body * 6, body * 6 + 6)
+
+        def z_of(body):
+            return None if body >= nb else n_own + np.arange(body * 6, body * 6 + 6)
+
+        def block(rows, cols, p, q):
+            if rows is None or cols is None:
+                return np.full((p, q), self.trash)
+            slot = st.slot(node_of[rows[0]], node_of[cols[0]])
+            return slot * b * b + within[rows][:, None] * b + within[cols][None, :]
+
+        lam = [np.array([n + c]) for c in range(nc)]
+        self.body = np.stack([block(a_of(k), a_of(k), 6, 6) for k in range(nb)])
+        self.K = np.array(
+            [
+                [
+                    [block(a_of(pair[c, x]), a_of(pair[c, y]), 6, 6) for y in range(2)]
+                    for x in range(2)
+                ]
+                for c in range(nc)
+            ]  # fmt: skip
+        ).reshape(nc, 2, 2, 6, 6)
+        self.Gt = np.array(
+            [[block(a_of(pair[c, x]), lam[c], 6, 1) for x in range(2)] for c in range(nc)]
+        ).reshape(nc, 2, 6, 1)
+        self.GT = np.array(
+            [[block(lam[c], a_of(pair[c, x]), 1, 6) for x in range(2)] for c in range(nc)]
+        ).reshape(nc, 2, 1, 6)
+        if stabilised:
+            mu = [np.array([n + m + c]) for c in range(nc)]
+            self.Kz = np.array(
+                [
+                    [
+                        [block(a_of(pair[c, x]), z_of(pair[c, y]), 6, 6) for y in range(2)]
+                        for x in range(2)
+                    ]
+                    for c in range(nc)
+                ]  # fmt: skip
+            ).reshape(nc, 2, 2, 6, 6)
+            self.GTz = np.array(
+                [[block(lam[c], z_of(pair[c, x]), 1, 6) for x in range(2)] for c in range(nc)]
+            ).reshape(nc, 2, 1, 6)
+            self.Sa = np.array(
+                [[block(mu[c], a_of(pair[c, x]), 1, 6) for x in range(2)] for c in range(nc)]
+            ).reshape(nc, 2, 1, 6)
+            self.Sz = np.array(
+                [[block(mu[c], z_of(pair[c, x]), 1, 6) for x in range(2)] for c in range(nc)]
+            ).reshape(nc, 2, 1, 6)
+            self.zmu = np.array(
+                [[block(z_of(pair[c, x]), mu[c], 6, 1) for x in range(2)] for c in range(nc)]
+            ).reshape(nc, 2, 6, 1)
+            self.zz = np.stack([block(z_of(k), z_of(k), 6, 6) for k in range(nb)])
+
+
+def _positions(layout: Layout, model, stabilised: bool) -> _Positions:
+    """Cached on the (cached, static) structure: computed once per topology."""
+    cache = layout.structure.cache
+    key = ("rA newton positions", stabilised)
+    if key not in cache:
+        pair = np.asarray(model.constraint_bodies, dtype=np.int64).reshape(-1, 2)
+        cache[key] = _Positions(layout, model.nb, pair, stabilised)
+    return cache[key]
+
+
+def newton_blocks(layout: Layout, model, q1, v1, a, lam, t, delta, disc, rows_n, *, stabilised):
+    """The rA Newton matrix of the step at (q1, v1, a, lam) as blocks (see the module
+    docstring); ``delta`` the increment (for the tangent map), ``rows_n`` the Pi-bar rows
+    (jac_i, jac_j) of G(q_n) (stabilised only)."""
+    del a
+    st = layout.structure
+    nb, nc = model.nb, model.nc
+    r, A = q1
+    c_q, c_v = disc.c_q, disc.c_v
+    P = _positions(layout, model, stabilised)
+    bi, bj = _row_bodies(model)
+    eye3 = jnp.eye(3)
+    zeros = jnp.zeros((nb, 3, 3))
+    J = model.inertia
+    w = v1[:, 3:]
+    mass = jnp.concatenate(
+        [
+            jnp.concatenate([model.mass[:, None, None] * eye3, zeros], 2),
+            jnp.concatenate([zeros, J], 2),
+        ],
+        1,
+    )
+    gyro = jnp.einsum("bij,bjk->bik", hat(w), J) - hat(_mv(J, w))
+    body = mass.at[:, 3:, 3:].add(c_v * gyro)
+    # tangent map diag(I, J_r) per body, identity for the ground
+    J_r = so3_right_jacobian(delta.reshape(nb, 6)[:, 3:])
+    T = jnp.broadcast_to(jnp.eye(6), (nb + 1, 6, 6)).at[:nb, 3:, 3:].set(J_r)
+    T_pair = jnp.stack([T[bi], T[bj]], 1)  # (nc, 2, 6, 6)
+    pos, vals = [P.body], [body]
+    if nc:
+        _, ji, jj = rA_rows(model, r, A, t)
+        jac = jnp.stack([ji, jj], 1)  # (nc, 2, 6)
+        Kr = rA_sensitivity_rows(model, r, A, lam[:nc], t)  # (nc, 2, 2, 6, 6)
+        KT = c_q * jnp.einsum("cxyij,cyjk->cxyik", Kr, T_pair)
+        GT = jnp.einsum("cxj,cxjk->cxk", jac, T_pair)[:, :, None, :]
+        pos += [P.K, P.Gt, P.GT]
+        vals += [KT, jac[:, :, :, None], GT]
+        if stabilised:
+            ratio = c_q / c_v
+            s_i, s_j = rA_velocity_sensitivity_rows(model, r, A, v1, t)
+            S = jnp.stack([s_i, s_j], 1)
+            ST = ratio * jnp.einsum("cxj,cxjk->cxk", S, T_pair)[:, :, None, :]
+            gn = jnp.stack(rows_n, 1)  # (nc, 2, 6)
+            pos += [P.Kz, P.GTz, P.Sa, P.Sz, P.zmu]
+            vals += [KT, GT, jac[:, :, None, :] + ST, ST, -gn[:, :, :, None]]
+    if stabilised:
+        pos.append(P.zz)
+        vals.append(jnp.broadcast_to(jnp.eye(6), (nb, 6, 6)))
+    flat = jnp.zeros(P.trash + 1, r.dtype)
+    flat = flat.at[np.concatenate([p.reshape(-1) for p in pos])].add(
+        jnp.concatenate([v.reshape(-1) for v in vals])
+    )
+    values = flat[:-1].reshape(st.num_slots, st.b, st.b)
+    return BlockMatrix(values, st, layout.n)
+
+
+def gathered_blocks(layout: Layout, J) -> BlockMatrix:
+    """A dense Newton matrix as blocks of the layout."""
+    return BlockMatrix(layout.structure.gather(J), layout.structure, layout.n)
+
+
+__all__ = ["newton_blocks", "gathered_blocks", "layout_for", "block_assembled"]
