@@ -35,89 +35,12 @@ import numpy as np
 from _timing import machine, time_call
 
 import jaxmbd as mbd
+from jaxmbd.models.generated import binary_tree, engine, pendulum_chain
 
 RESULTS = Path(__file__).parent / "results"
 
 
-def pendulum_chain(n_links: int, *, length: float = 0.5) -> mbd.Model:
-    """N rods (length 0.5 m, 1 kg) on spherical joints, released at rest from a helix."""
-    builder = mbd.ModelBuilder(f"pendulum chain {n_links}")
-    point = np.zeros(3)
-    for k in range(n_links):
-        # link direction on a helix: horizontal-ish and turning, so the chain is spatial
-        angle = 0.6 * k
-        direction = np.array([math.cos(angle), math.sin(angle), -0.3])
-        direction /= np.linalg.norm(direction)
-        helper = np.array([0.0, 0.0, 1.0])
-        y_axis = np.cross(helper, direction)
-        y_axis /= np.linalg.norm(y_axis)
-        builder.add_body(
-            f"link{k}",
-            mass=1.0,
-            inertia=(1e-3, length**2 / 12, length**2 / 12),
-            r=point + 0.5 * length * direction,
-            axes=(direction, y_axis),
-        )
-        builder.spherical(
-            f"ball{k}",
-            body_i="ground" if k == 0 else f"link{k - 1}",
-            body_j=f"link{k}",
-            point=point,
-        )
-        point = point + length * direction
-    return builder.build()
-
-
-def engine(n_cylinders: int, *, radius=0.08, rod=0.3, pitch=0.2) -> mbd.Model:
-    """An inline N-cylinder engine: one driven crankshaft, N rods and N pistons."""
-    builder = mbd.ModelBuilder(f"engine {n_cylinders}")
-    shaft_len = pitch * n_cylinders
-    builder.add_body(
-        "shaft",
-        mass=1.0 * n_cylinders,
-        inertia=(1e-3 * n_cylinders, shaft_len**2 / 12 * n_cylinders, 1e-3 * n_cylinders),
-        r=(shaft_len / 2, 0.0, 0.0),
-    )
-    builder.revolute(
-        "main_bearing", body_i="ground", body_j="shaft", point=(0.0, 0.0, 0.0), axis=(1, 0, 0)
-    )
-    builder.rotation_driver(
-        "motor", body_i="ground", body_j="shaft", axis=(1, 0, 0), angle="2*pi*t"
-    )
-    for k in range(n_cylinders):
-        x = pitch * (k + 0.5)
-        phase = 2 * math.pi * k / n_cylinders
-        pin = np.array([x, radius * math.sin(phase), radius * math.cos(phase)])
-        # piston on the z axis above the shaft: |pin - piston| = rod
-        z_piston = pin[2] + math.sqrt(rod**2 - pin[1] ** 2)
-        piston = np.array([x, 0.0, z_piston])
-        axis = (piston - pin) / rod
-        builder.add_body(
-            f"rod{k}",
-            mass=0.5,
-            inertia=(1e-4, rod**2 / 12 * 0.5, rod**2 / 12 * 0.5),
-            r=(pin + piston) / 2,
-            axes=(axis, (1.0, 0.0, 0.0) - axis[0] * axis),
-        )
-        builder.add_body(f"piston{k}", mass=2.0, inertia=(1e-3, 1e-3, 1e-3), r=piston)
-        builder.spherical(f"crank_pin{k}", body_i="shaft", body_j=f"rod{k}", point=pin)
-        # universal joint at the piston pin: the rod's spin about its own axis is fixed
-        cross_axis = np.cross(axis, (1.0, 0.0, 0.0))
-        builder.universal(
-            f"piston_pin{k}",
-            body_i=f"piston{k}",
-            body_j=f"rod{k}",
-            point=piston,
-            axis_i=(1.0, 0.0, 0.0),
-            axis_j=cross_axis / np.linalg.norm(cross_axis),
-        )
-        builder.translational(
-            f"cylinder{k}", body_i="ground", body_j=f"piston{k}", point=piston, axis=(0, 0, 1)
-        )
-    return builder.build()
-
-
-FAMILIES = {"chain": pendulum_chain, "engine": engine}
+FAMILIES = {"chain": pendulum_chain, "engine": engine, "tree": binary_tree}
 
 
 def dense_solve_seconds(n: int, repeats: int) -> float:

@@ -103,3 +103,6 @@ from .betsch_leyendecker import (  # noqa: E402, F401
 # Dumitriu & Margaritescu: built in code, data and the eq. 27 angles in
 # jaxmbd.models.dumitriu_margaritescu
 from .dumitriu_margaritescu import bar_double_pendulum  # noqa: E402, F401
+
+# Generated mechanisms of any size (scaling studies): chain, engine, binary tree
+from .generated import binary_tree, engine, pendulum_chain  # noqa: E402, F401

@@ -1,0 +1,250 @@
+"""The structured (block-sparse, body-joint graph) linear solver against the dense LU."""
+
+import zlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxmbd as mbd
+from jaxmbd.formulations import get_formulation
+from jaxmbd.integrators.base import Discretisation, step_system
+from jaxmbd.integrators.structured import layout_for
+from jaxmbd.linear.graph import newton_layout
+from jaxmbd.linear.structured import BlockStructure, factor_values, solve_values
+from jaxmbd.newton import NONFINITE, ILL_CONDITIONED, lu_factors, lu_factors_solve
+
+MODELS = {
+    "chain": lambda: mbd.models.pendulum_chain(5),
+    "tree": lambda: mbd.models.binary_tree(7),
+    "four_link": mbd.models.four_link,
+    "engine": lambda: mbd.models.engine(3),
+    "six_body": mbd.models.six_body_linkage,
+}
+RTOL = 1e-12
+
+
+def _relative(x, y):
+    return float(np.linalg.norm(np.asarray(x) - np.asarray(y)) / np.linalg.norm(np.asarray(y)))
+
+
+def _bound(J):
+    """1e-12 relative, or what the condition allows (each solve errs by ~ cond eps): the
+    random KKT matrices have condition numbers up to ~1e5."""
+    return RTOL * max(1.0, np.linalg.cond(J) / 1e2)
+
+
+def _random_matrix(structure: BlockStructure, multipliers: np.ndarray, rng):
+    """Random values on the structure's (unfilled) pattern, zero in the multipliers'
+    columns of the multipliers' rows (``multipliers``: the lam unknowns; the mu columns of
+    a stabilised step are not zero): a KKT-like matrix whose elimination needs the fill and
+    the saddle-point pivots."""
+    n = structure.n
+    mask = np.zeros((n, n), bool)
+    for k in range(structure.num_nodes):
+        for j in set(structure.adjacency[k]) | {k}:
+            mask[np.ix_(structure.nodes[k], structure.nodes[j])] = True
+    J = rng.normal(size=(n, n)) * mask
+    rows = np.arange(multipliers[0], n) if len(multipliers) else multipliers
+    J[np.ix_(rows, multipliers)] = 0.0
+    own = np.setdiff1d(np.arange(n), multipliers)
+    J[own, own] += 4.0 * np.sqrt(structure.b)
+    return J
+
+
+def _solve_both(structure, J, rhs):
+    vals, dinv, _, _ = factor_values(structure, structure.gather(jnp.asarray(J)))
+    x = solve_values(structure, vals, dinv, jnp.asarray(rhs))
+    xt = solve_values(structure, vals, dinv, jnp.asarray(rhs), transpose=True)
+    return x, xt
+
+
+RANDOM = [(name, kind) for name in MODELS for kind in ("kkt", "stabilised")]
+RANDOM += [("chain", "stabilised_rp"), ("engine", "stabilised_rp")]
+
+
+@pytest.mark.parametrize("name,kind", RANDOM)
+def test_random_matrices_on_model_structures(name, kind):
+    """Random matrices with the block pattern of each system: solves (and transposed
+    solves) equal dense LU solves to 1e-12 relative."""
+    model = MODELS[name]()
+    rng = np.random.default_rng(zlib.crc32(f"{name} {kind}".encode()))
+    rp = kind == "stabilised_rp"
+    stabilised = kind != "kkt" and kind != "index3"
+    ts = 7 if rp else 6
+    layout = newton_layout(model, tangent_size=ts, extra_rows=rp, stabilised=stabilised)
+    st = layout.structure
+    m = (st.n - model.nb * ts) // (2 if stabilised else 1)
+    J = _random_matrix(st, np.arange(model.nb * ts, model.nb * ts + m), rng)
+    rhs = rng.normal(size=st.n)
+    x, xt = _solve_both(st, J, rhs)
+    assert _relative(x, np.linalg.solve(J, rhs)) < _bound(J)
+    assert _relative(xt, np.linalg.solve(J.T, rhs)) < _bound(J)
+
+
+def _random_step_matrices(model, form, *, stabilised, rng):
+    """(dense, structured) Newton matrices of one implicit step at a random state."""
+    form = get_formulation(form)
+    q = form.from_body_state(model.r0, model.A0, model.rdot0, model.omega0, 0 * model.r0,
+                             0 * model.r0)[0]  # fmt: skip
+    nb, ts = model.nb, form.tangent_size
+    m = form.num_multipliers(model)
+    delta = 0.05 * rng.normal(size=nb * ts)
+    q = form.retract(q, jnp.asarray(delta))
+    disc = Discretisation(
+        jnp.asarray(0.01 * rng.normal(size=nb * ts)),
+        jnp.asarray(1e-4),
+        jnp.asarray(rng.normal(size=(nb, ts))),
+        jnp.asarray(1e-2),
+    )
+    n = nb * ts + (2 * m if stabilised else m)
+    x = jnp.asarray(rng.normal(size=n))
+    t = 0.3
+
+    @jax.jit
+    def both(q, disc, x):
+        dense = step_system(model, form, q, disc, t, stabilised=stabilised).jacobian(x)
+        blocks = step_system(
+            model, form, q, disc, t, stabilised=stabilised, linear_solver="structured"
+        ).jacobian(x)
+        return dense, blocks
+
+    dense, blocks = both(q, disc, x)
+    return np.asarray(dense), blocks
+
+
+CASES = [(name, "rA", stab) for name in MODELS for stab in (False, True)]
+CASES += [("engine", "rp", True), ("chain", "re", False)]
+
+
+@pytest.mark.parametrize("name,form,stabilised", CASES)
+def test_newton_matrices_structured_equals_dense(name, form, stabilised):
+    """The implicit step's Newton matrix at a random state (rA: block-assembled, with the
+    auxiliary z = G_n^T mu when stabilised; rp/re: gathered from the dense one): the
+    structured solve (and the transposed one, used by reverse mode) equals the dense LU
+    solve to 1e-12 relative (on the six-body linkage's redundant loop the matrix is
+    singular: only the block matrix itself is compared)."""
+    model = MODELS[name]()
+    rng = np.random.default_rng(7)
+    dense, blocks = _random_step_matrices(model, form, stabilised=stabilised, rng=rng)
+    if not stabilised or form != "rA":
+        np.testing.assert_allclose(np.asarray(blocks.todense()), dense, rtol=0, atol=1e-12 * (
+            np.abs(dense).max()))  # fmt: skip
+    if name == "six_body":
+        return
+    rhs = rng.normal(size=dense.shape[0])
+    factors = lu_factors(blocks)
+    x = lu_factors_solve(factors, jnp.asarray(rhs))
+    xt = lu_factors_solve(factors, jnp.asarray(rhs), transpose=True)
+    assert _relative(x, np.linalg.solve(dense, rhs)) < _bound(dense)
+    assert _relative(xt, np.linalg.solve(dense.T, rhs)) < _bound(dense)
+
+
+def test_broken_factorisation_is_caught():
+    """The comparison above fails on a wrong factorisation: dropping the Schur updates of
+    one round changes the solution."""
+    model = MODELS["engine"]()
+    rng = np.random.default_rng(3)
+    st = newton_layout(model, tangent_size=6).structure
+    J = _random_matrix(st, np.arange(model.nb * 6, st.n), rng)
+    rhs = rng.normal(size=st.n)
+    assert _relative(_solve_both(st, J, rhs)[0], np.linalg.solve(J, rhs)) < _bound(J)
+    values = st.gather(jnp.asarray(J))
+    vals, dinv, _, _ = factor_values(st, values)
+    broken = vals.at[st.runs[0].lower_w[0, 0, 0]].multiply(0.5)
+    x = solve_values(st, broken, dinv, jnp.asarray(rhs))
+    assert _relative(x, np.linalg.solve(J, rhs)) > 1e-6
+
+
+def test_vmap_of_structured_solve():
+    model = MODELS["tree"]()
+    st = newton_layout(model, tangent_size=6).structure
+    rng = np.random.default_rng(1)
+    mats = [_random_matrix(st, np.arange(model.nb * 6, st.n), rng) for _ in range(3)]
+    rhs = rng.normal(size=(3, st.n))
+
+    def solve(J, b):
+        vals, dinv, _, _ = factor_values(st, st.gather(J))
+        return solve_values(st, vals, dinv, b)
+
+    x = jax.jit(jax.vmap(solve))(jnp.asarray(np.stack(mats)), jnp.asarray(rhs))
+    for k in range(3):
+        assert _relative(x[k], np.linalg.solve(mats[k], rhs[k])) < _bound(mats[k])
+
+
+@pytest.fixture(scope="module")
+def chain3():
+    return mbd.models.pendulum_chain(3)
+
+
+def test_simulation_and_gradients_match_dense(chain3):
+    """A structured-solver simulation (gen_alpha, stabilised, block-assembled rA) equals
+    the dense one, and so do its gradients (implicit-function tangents through the
+    structured factors, transposed in reverse mode)."""
+
+    def loss(model, solver):
+        sol = mbd.simulate(model, t_end=0.006, h=2e-3, newton="full", tol=1e-12,
+                           linear_solver=solver)  # fmt: skip
+        return jnp.sum(sol.r[-1] ** 2) + 1e-3 * jnp.sum(sol.lam[-1] ** 2)
+
+    values, grads = {}, {}
+    for s in ("dense", "structured"):
+        values[s], grads[s] = jax.value_and_grad(loss)(chain3, s)
+    assert abs(values["dense"] - values["structured"]) <= 1e-10 * abs(values["dense"])
+    for field in ("mass", "inertia", "gravity", "r0"):
+        g_d = np.asarray(getattr(grads["dense"], field))
+        g_s = np.asarray(getattr(grads["structured"], field))
+        np.testing.assert_allclose(g_s, g_d, rtol=1e-7, atol=1e-9 * np.abs(g_d).max())
+
+
+def test_auto_picks_by_size():
+    small = get_formulation("rA")
+    integ = mbd.integrators.get_integrator("gen_alpha", "rA")
+    assert integ.linear_solver_for(mbd.models.slider_crank(), small) == "dense"
+    assert integ.linear_solver_for(mbd.models.pendulum_chain(40), small) == "structured"
+    with pytest.raises(ValueError, match="linear_solver"):
+        mbd.integrators.get_integrator("gen_alpha", "rA", linear_solver="sparse").linear_solver_for(
+            mbd.models.slider_crank(), small
+        )
+
+
+def _redundant_loop():
+    """Two bodies (ball, elbow) closed to the ground by a distance constraint, twice: the
+    second closure repeats the first (rows linearly dependent), a singular Newton matrix."""
+    b = mbd.ModelBuilder("redundant loop")
+    b.add_body("a", mass=1.0, inertia=(1e-2, 1e-2, 1e-2), r=(0.5, 0.0, 0.0))
+    b.add_body("c", mass=1.0, inertia=(1e-2, 1e-2, 1e-2), r=(1.0, -0.5, 0.0),
+               axes=((0.0, -1.0, 0.0), (1.0, 0.0, 0.0)))  # fmt: skip
+    b.spherical("ball", body_i="ground", body_j="a", point=(0.0, 0.0, 0.0))
+    b.revolute("elbow", body_i="a", body_j="c", point=(1.0, 0.0, 0.0), axis=(0, 0, 1))
+    b.add_d("rope", body_i="ground", s_bar_p_i=(1.0, -1.5, 0.0), body_j="c",
+            s_bar_q_j=(0.5, 0.0, 0.0), f=0.25)  # fmt: skip
+    b.add_d("copy", body_i="ground", s_bar_p_i=(1.0, -1.5, 0.0), body_j="c",
+            s_bar_q_j=(0.5, 0.0, 0.0), f=0.25)  # fmt: skip
+    return b.build()
+
+
+def test_singular_structured_system_reported_like_dense():
+    """Redundant loop closure: both solvers end the step with a singular-matrix status, and
+    the error names the constraints at fault."""
+    model = _redundant_loop()
+    status = {}
+    for solver in ("dense", "structured"):
+        sol = mbd.simulate(model, t_end=0.004, h=1e-3, linear_solver=solver, check=False)
+        status[solver] = int(np.max(np.asarray(sol.status)))
+        with pytest.raises(mbd.SolverError) as err:
+            mbd.simulate(model, t_end=0.004, h=1e-3, linear_solver=solver)
+        assert "'rope'" in str(err.value) and "'copy'" in str(err.value)
+    assert status["dense"] in (NONFINITE, ILL_CONDITIONED)
+    assert status["structured"] in (NONFINITE, ILL_CONDITIONED)
+
+
+def test_layout_of_a_tree_groups_joints_with_child_bodies():
+    """A tree: one node per body (its joint to the parent inside), eliminated in
+    O(log N) rounds; the engine's loop-closing piston pins are nodes of their own."""
+    tree = layout_for(mbd.models.binary_tree(31), get_formulation("rA"), stabilised=False)
+    assert tree.structure.num_nodes == 31 and tree.structure.b == 9
+    assert tree.structure.num_rounds <= 8
+    engine = layout_for(mbd.models.engine(4), get_formulation("rA"), stabilised=False)
+    assert engine.structure.num_nodes == 9 + 4
