@@ -1,9 +1,11 @@
 """How compile time, step time and memory grow with the size of the mechanism.
 
-    python experiments/scaling.py [--sizes 2 4 8 ... 256] [--steps 40] [--repeats 3]
-                                  [--newton full reuse] [--tag after]
+    python experiments/scaling.py [--families chain engine tree] [--sizes 2 4 ... 1024]
+                                  [--solvers dense structured] [--steps 20] [--repeats 3]
+                                  [--tag structured]
 
-Two generated families (see :func:`pendulum_chain` and :func:`engine`):
+Three generated families (:mod:`jaxmbd.models.generated`), rA with gen_alpha (stabilised,
+reused Newton matrix), dense LU against the structured solver (``linear_solver``):
 
 * an N-link spatial pendulum chain: N rods joined end to end by spherical joints, the first
   one to the ground, released from a helix so that the motion is three-dimensional
@@ -11,12 +13,14 @@ Two generated families (see :func:`pendulum_chain` and :func:`engine`):
 * an N-cylinder engine: one crankshaft (revolute joint, driven at 2 pi rad/s) with N crank
   pins at phases 2 pi k / N, each with a connecting rod (spherical joint at the pin,
   universal joint at the piston) and a piston on a
-  translational joint: 2N + 1 bodies, closed loops, one driver, zero degrees of freedom.
+  translational joint: 2N + 1 bodies, closed loops, one driver, zero degrees of freedom;
+* a binary tree of N rods on spherical joints (a branched tree).
 
-For each N: compile time (first call minus the median of the later ones), run time per step
-(median, min, max over ``--repeats``), the size n of the Newton system, the time of one dense
-LU solve of size n (the reference cost the step should not exceed by more than a constant),
-and the compiled program's memory (XLA memory analysis: arguments, outputs, temporaries).
+For each N and solver: compile time (``jit(...).lower().compile()``, apart from running),
+time per step (runs of ``steps`` and 2 ``steps`` steps, the difference per step, so the
+dense consistent start is not counted; median over ``--repeats``), XLA temporaries, and
+scipy SuperLU (``splu``) factor + solve of the same Newton matrix (first step). Fitted
+exponents of time per step against N (16..1024) are printed and plotted (log-log).
 Writes ``results/scaling_<tag>.csv`` and ``results/scaling_<tag>.png``.
 """
 
@@ -24,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import math
 import statistics
 import time
 from pathlib import Path
@@ -32,7 +35,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
-from _timing import machine, time_call
+from _timing import machine
 
 import jaxmbd as mbd
 from jaxmbd.models.generated import binary_tree, engine, pendulum_chain
@@ -74,15 +77,86 @@ def memory_bytes(model, steps, h, newton) -> dict:
     }
 
 
+def superlu_seconds(model, h, repeats: int) -> tuple[float, float]:
+    """scipy SuperLU (``splu``, COLAMD ordering) on the same system: the Newton matrix of
+    the first gen_alpha step at the start, assembled densely once and converted to CSC.
+    Returns (factor + solve seconds, solve seconds), medians."""
+    import scipy.sparse as sp
+    import scipy.sparse.linalg as spl
+
+    from jaxmbd.formulations import get_formulation
+    from jaxmbd.integrators.base import Discretisation, step_system
+
+    form = get_formulation("rA")
+    q = (model.r0, model.A0)
+    nb = model.nb
+    n = 6 * nb + 2 * model.nc
+    disc = Discretisation(jnp.zeros(6 * nb), jnp.asarray(h * h / 4), jnp.zeros((nb, 6)),
+                          jnp.asarray(h / 2))  # fmt: skip
+    J = step_system(model, form, q, disc, 0.0, stabilised=True).jacobian(jnp.zeros(n))
+    A = sp.csc_matrix(np.asarray(J))
+    rhs = np.ones(n)
+    fact, solve = [], []
+    for _ in range(max(repeats, 3)):
+        start = time.perf_counter()
+        lu = spl.splu(A)
+        mid = time.perf_counter()
+        lu.solve(rhs)
+        end = time.perf_counter()
+        fact.append(end - start)
+        solve.append(end - mid)
+    return statistics.median(fact), statistics.median(solve)
+
+
+def step_seconds(model, h, steps, repeats, newton, solver):
+    """(compile s, s per step, temporaries) of gen_alpha: a run of ``steps`` and of
+    2 ``steps`` steps (both compiled first), the difference per step, so that the start
+    (consistent initial state, dense) is not counted; medians over ``repeats``."""
+
+    def compiled(n_steps):
+        def run(model):
+            return mbd.simulate(model, t_end=n_steps * h, h=h, newton=newton,
+                                linear_solver=solver, check=False)  # fmt: skip
+
+        start = time.perf_counter()
+        exe = jax.jit(run).lower(model).compile()
+        return exe, time.perf_counter() - start
+
+    short, compile_s = compiled(steps)
+    long, _ = compiled(2 * steps)
+    runs = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        jax.block_until_ready(short(model).r)
+        t1 = time.perf_counter()
+        sol = long(model)
+        jax.block_until_ready(sol.r)
+        t2 = time.perf_counter()
+        runs.append(((t2 - t1) - (t1 - t0)) / steps)
+    analysis = short.memory_analysis()
+    temp = analysis.temp_size_in_bytes if analysis is not None else float("nan")
+    status = int(np.max(np.asarray(sol.status)))
+    iters = float(np.mean(np.asarray(sol.iterations)[1:]))
+    return compile_s, statistics.median(runs), temp, status, iters
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--families", nargs="*", default=list(FAMILIES))
-    parser.add_argument("--sizes", nargs="*", type=int, default=[2, 4, 8, 16, 32, 64, 128, 256])
-    parser.add_argument("--steps", type=int, default=40, help="steps for n <= 400, fewer above")
+    parser.add_argument("--sizes", nargs="*", type=int, default=[2, 4, 8, 16, 32, 64, 128, 256,
+                                                                 512, 1024])  # fmt: skip
+    parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--h", type=float, default=1e-3)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--newton", nargs="*", default=["full", "reuse"])
-    parser.add_argument("--tag", default="after")
+    parser.add_argument("--newton", default="reuse")
+    parser.add_argument("--solvers", nargs="*", default=["dense", "structured"])
+    parser.add_argument(
+        "--dense-max",
+        type=int,
+        default=2500,
+        help="largest Newton system n timed with the dense solver",
+    )
+    parser.add_argument("--tag", default="structured")
     parser.add_argument(
         "--compare",
         nargs=2,
@@ -96,57 +170,71 @@ def main():
     RESULTS.mkdir(exist_ok=True)
     print(f"machine: {machine()}")
     rows = []
+    path = RESULTS / f"scaling_{args.tag}.csv"
     for family in args.families:
         for size in args.sizes:
             model = FAMILIES[family](size)
-            n = 6 * model.nb + model.nc
-            lu_s = dense_solve_seconds(n, args.repeats)
-            # large systems: fewer steps and repeats (a dense LU of n = 6000 takes seconds)
-            steps = max(5, min(args.steps, (args.steps * 400) // n))
-            repeats = args.repeats if n <= 1500 else 1
-            for newton in args.newton:
-                t_end = steps * args.h
-
-                def run(model=model, newton=newton, t_end=t_end):
-                    return mbd.simulate(model, t_end=t_end, h=args.h, newton=newton).r
-
-                first, median, (low, high) = time_call(run, repeats=repeats)
-                sol = mbd.simulate(model, t_end=t_end, h=args.h, newton=newton)
+            n = 6 * model.nb + 2 * model.nc  # gen_alpha stabilised: a, lam, mu
+            try:
+                slu, slu_solve = superlu_seconds(model, args.h, args.repeats)
+            except MemoryError:
+                slu = slu_solve = float("nan")
+            for solver in args.solvers:
+                if solver == "dense" and n > args.dense_max:
+                    continue
+                compile_s, step_s, temp, status, iters = step_seconds(
+                    model, args.h, args.steps, args.repeats, args.newton, solver
+                )
                 row = dict(
                     family=family,
                     size=size,
                     bodies=model.nb,
                     constraints=model.nc,
                     newton_size=n,
-                    newton=newton,
-                    steps=steps,
-                    compile_s=first - median,
-                    step_median_s=median / steps,
-                    step_min_s=low / steps,
-                    step_max_s=high / steps,
-                    dense_solve_s=lu_s,
-                    step_over_solve=median / steps / lu_s,
-                    mean_iterations=float(np.mean(np.asarray(sol.iterations)[1:])),
-                    **memory_bytes(model, steps, args.h, newton),
+                    solver=solver,
+                    newton=args.newton,
+                    compile_s=compile_s,
+                    step_median_s=step_s,
+                    temp_bytes=temp,
+                    mean_iterations=iters,
+                    status=status,
+                    superlu_factor_solve_s=slu,
+                    superlu_solve_s=slu_solve,
                 )
                 rows.append(row)
                 print(
-                    f"{family:6s} N={size:4d} n={n:5d} {newton:7s} "
-                    f"compile {row['compile_s']:6.2f} s"
-                    f"  step {row['step_median_s'] * 1e3:9.3f} ms  dense solve "
-                    f"{lu_s * 1e3:8.3f} ms  ratio {row['step_over_solve']:7.2f}"
-                    f"  iters {row['mean_iterations']:.2f}  temp "
-                    f"{row.get('temp_bytes', 0) / 2**20:8.1f} MiB",
+                    f"{family:6s} N={size:4d} n={n:6d} {solver:10s} compile {compile_s:6.2f} s"
+                    f"  step {step_s * 1e3:9.3f} ms  iters {iters:.2f}  temp "
+                    f"{temp / 2**20:8.1f} MiB  SuperLU factor+solve {slu * 1e3:8.3f} ms"
+                    f" solve {slu_solve * 1e3:7.3f} ms  status {status}",
                     flush=True,
                 )
                 jax.clear_caches()
-    path = RESULTS / f"scaling_{args.tag}.csv"
-    with path.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+                with path.open("w", newline="") as fh:
+                    writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+                    writer.writeheader()
+                    writer.writerows(rows)
     print(f"wrote {path}")
+    fits(rows)
     plot(rows, RESULTS / f"scaling_{args.tag}.png")
+
+
+def fits(rows, lo=16, hi=1024):
+    """Least-squares slopes of log(time per step) and log(compile) against log N."""
+    out = {}
+    for family in sorted({r["family"] for r in rows}):
+        for solver in sorted({r["solver"] for r in rows}):
+            sel = [r for r in rows if r["family"] == family and r["solver"] == solver
+                   and lo <= int(r["size"]) <= hi]  # fmt: skip
+            if len(sel) < 2:
+                continue
+            x = np.log([float(r["size"]) for r in sel])
+            y = np.log([max(float(r["step_median_s"]), 1e-9) for r in sel])
+            slope = float(np.polyfit(x, y, 1)[0])
+            out[(family, solver)] = slope
+            print(f"{family:6s} {solver:10s} time per step ~ N^{slope:.2f} "
+                  f"(N = {int(np.exp(x.min()))}..{int(np.exp(x.max()))})")  # fmt: skip
+    return out
 
 
 def plot(rows, path):
@@ -155,33 +243,33 @@ def plot(rows, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(13, 4))
+    slopes = fits(rows)
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4.2))
     for family in sorted({r["family"] for r in rows}):
-        for newton in sorted({r["newton"] for r in rows}):
-            sel = [r for r in rows if r["family"] == family and r["newton"] == newton]
+        for solver in sorted({r["solver"] for r in rows}):
+            sel = [r for r in rows if r["family"] == family and r["solver"] == solver]
             if not sel:
                 continue
-            size = [r["size"] for r in sel]
-            label = f"{family}, {newton}"
-            axes[0].loglog(size, [r["compile_s"] for r in sel], "o-", label=label)
-            axes[1].loglog(size, [r["step_median_s"] * 1e3 for r in sel], "o-", label=label)
-            axes[2].loglog(
-                size, [r.get("temp_bytes", np.nan) / 2**20 for r in sel], "o-", label=label
-            )
-        sel = [r for r in rows if r["family"] == family and r["newton"] == rows[0]["newton"]]
+            size = [int(r["size"]) for r in sel]
+            slope = slopes.get((family, solver))
+            label = f"{family}, {solver}" + (f" (N^{slope:.2f})" if slope else "")
+            axes[0].loglog(size, [float(r["compile_s"]) for r in sel], "o-", label=label)
+            axes[1].loglog(size, [float(r["step_median_s"]) * 1e3 for r in sel], "o-", label=label)
+            axes[2].loglog(size, [float(r["temp_bytes"]) / 2**20 for r in sel], "o-", label=label)
+        sel = [r for r in rows if r["family"] == family and r["solver"] == "structured"]
         axes[1].loglog(
-            [r["size"] for r in sel],
-            [r["dense_solve_s"] * 1e3 for r in sel],
-            "k--",
+            [int(r["size"]) for r in sel],
+            [float(r["superlu_factor_solve_s"]) * 1e3 for r in sel],
+            "k:",
             alpha=0.5,
-            label=f"{family}: one dense solve",
+            label=f"{family}: SuperLU factor+solve",
         )
-    axes[0].set(xlabel="N", ylabel="compile time [s]", title="compile")
-    axes[1].set(xlabel="N", ylabel="time per step [ms]", title="run")
+    axes[0].set(xlabel="N", ylabel="compile time [s]", title="compile (gen_alpha, rA)")
+    axes[1].set(xlabel="N", ylabel="time per step [ms]", title="run (median)")
     axes[2].set(xlabel="N", ylabel="XLA temporaries [MiB]", title="memory")
     for ax in axes:
         ax.grid(True, which="both", alpha=0.3)
-    axes[1].legend(fontsize=7)
+    axes[1].legend(fontsize=6)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     print(f"wrote {path}")

@@ -13,7 +13,7 @@ from jaxmbd.integrators.base import Discretisation, step_system
 from jaxmbd.integrators.structured import layout_for
 from jaxmbd.linear.graph import newton_layout
 from jaxmbd.linear.structured import BlockStructure, factor_values, solve_values
-from jaxmbd.newton import NONFINITE, ILL_CONDITIONED, lu_factors, lu_factors_solve
+from jaxmbd.newton import ILL_CONDITIONED, NONFINITE, lu_factors, lu_factors_solve
 
 MODELS = {
     "chain": lambda: mbd.models.pendulum_chain(5),
