@@ -157,6 +157,11 @@ def simulate(
     3-6; default for re) or "modified" (matrix frozen per step); ``tol``: relative Newton
     tolerance (step test of eq. 46 and a residual test, both in scaled norms; default 1e-10,
     see :class:`~jaxmbd.newton.Scale`); ``max_iter`` (25).
+    ``linear_solver``: "auto" (default: "structured" from
+    :data:`~jaxmbd.integrators.base.STRUCTURED_FROM` Newton unknowns on, else "dense"),
+    "dense" (equilibrated dense LU) or "structured" (block elimination on the body-joint
+    graph, O(N) per factorisation on trees and on loops that share few bodies; rA's matrix
+    is then assembled block by block, see :mod:`jaxmbd.linear.structured`).
     gen_alpha: ``rho_inf`` (0.9) and ``variant`` ("stabilised", the GGL index-2 form, default
     for rA and rp; or "index3", default for re, see
     :data:`~jaxmbd.integrators.DEFAULT_OPTIONS`).

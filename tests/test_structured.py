@@ -248,3 +248,26 @@ def test_layout_of_a_tree_groups_joints_with_child_bodies():
     assert tree.structure.num_rounds <= 8
     engine = layout_for(mbd.models.engine(4), get_formulation("rA"), stabilised=False)
     assert engine.structure.num_nodes == 9 + 4
+
+
+@pytest.mark.parametrize("formulation,integrator", [("rA", "rkmk"), ("rp", "rk")])
+def test_index1_kkt_structured_equals_dense(chain3, formulation, integrator):
+    """The explicit integrators' index-1 KKT solves [[M, G^T], [G, 0]] (rp: with the
+    normalisation rows in the body nodes) give the dense solves' trajectories."""
+    sols = {
+        s: mbd.simulate(
+            chain3,
+            formulation=formulation,
+            integrator=integrator,
+            t_end=0.004,
+            h=1e-3,
+            linear_solver=s,
+        )  # fmt: skip
+        for s in ("dense", "structured")
+    }
+    for field in ("r", "lam"):
+        d, s = (
+            np.asarray(getattr(sols["dense"], field)),
+            np.asarray(getattr(sols["structured"], field)),
+        )
+        np.testing.assert_allclose(s, d, rtol=0, atol=1e-10 * np.abs(d).max())

@@ -49,9 +49,13 @@ def _block_diagonal(blocks):
     )
 
 
-def solve_index1(system: Index1System):
+def solve_index1(system: Index1System, *, model: Model | None = None, structured: bool = False):
     """(a (nb, k), lam (m,)) of the KKT system. A singular system (redundant constraints, a
-    zero mass) gives non-finite values, which the integrators report as a failed step."""
+    zero mass) gives non-finite values, which the integrators report as a failed step.
+
+    ``structured=True`` (needs ``model``): block elimination on the body-joint graph
+    (:mod:`jaxmbd.linear.structured`) instead of a dense LU; the KKT matrix is gathered
+    into blocks from its dense form (the factorisation is structured, the assembly not)."""
     nb, k, _ = system.mass.shape
     m = system.G.shape[0]
     Q = system.force.reshape(-1)
@@ -65,7 +69,17 @@ def solve_index1(system: Index1System):
         ],
         0,
     )
-    x = jnp.linalg.solve(kkt, jnp.concatenate([Q, system.gamma]))
+    rhs = jnp.concatenate([Q, system.gamma])
+    if structured:
+        from ..linear.graph import newton_layout
+        from ..linear.structured import BlockMatrix, factor_plain, factors_solve
+
+        extra = m - model.nc
+        layout = newton_layout(model, tangent_size=k, extra_rows=extra > 0 and extra == nb)
+        blocks = BlockMatrix(layout.structure.gather(kkt), layout.structure, layout.n)
+        x = factors_solve(factor_plain(blocks), rhs)
+    else:
+        x = jnp.linalg.solve(kkt, rhs)
     return x[: nb * k].reshape(nb, k), x[nb * k :]
 
 
@@ -106,10 +120,11 @@ def index1_system(model: Model, form, q, v, t) -> Index1System:
     )
 
 
-def index1_dynamics(model: Model, form, q, v, t):
+def index1_dynamics(model: Model, form, q, v, t, *, structured: bool = False):
     """(a (nb, tangent_size), lam (nc,)): accelerations and multipliers of the index-1 system
-    at (q, v, t) (Mueller-Terze eq. 3)."""
-    return solve_index1(index1_system(model, form, q, v, t))
+    at (q, v, t) (Mueller-Terze eq. 3); ``structured``: see :func:`solve_index1`."""
+    system = index1_system(model, form, q, v, t)
+    return solve_index1(system, model=model, structured=structured)
 
 
 __all__ = [

@@ -65,7 +65,8 @@ def get_integrator(integrator, formulation: str, **options) -> AbstractIntegrato
     """The integrator object for a name (with its options) or an instance; checks the pair.
 
     Options of the implicit integrators: ``newton`` ("full", "modified", "reuse" or a solver
-    object), ``max_iter``, ``tol``; gen_alpha adds ``rho_inf`` and ``variant``.
+    object), ``max_iter``, ``tol``, ``linear_solver`` ("auto", "dense", "structured": backward
+    Euler and gen_alpha); gen_alpha adds ``rho_inf`` and ``variant``.
     """
     options = {k: v for k, v in options.items() if v is not None}
     if isinstance(integrator, AbstractIntegrator):

@@ -64,6 +64,16 @@ THETA_H2 = 1e-11
 DEFAULT_TOL = 1e-10
 
 
+def choose_structured(choice: str, n_unknowns: int, nc: int) -> bool:
+    """Whether a ``linear_solver`` option ("auto", "dense", "structured") means the
+    structured solver for a system of ``n_unknowns`` ("auto": from STRUCTURED_FROM on)."""
+    if choice not in LINEAR_SOLVERS:
+        raise ValueError(f"linear_solver must be one of {LINEAR_SOLVERS}, got {choice!r}")
+    if choice == "auto":
+        return n_unknowns >= STRUCTURED_FROM and nc > 0
+    return choice == "structured"
+
+
 class StartState(NamedTuple):
     """A consistent state in formulation coordinates: q, v (nb, ts), a (nb, ts), lam (nm,)."""
 
@@ -142,9 +152,10 @@ class AbstractImplicitIntegrator(AbstractIntegrator):
         choice = getattr(self, "linear_solver", "dense")
         if choice not in LINEAR_SOLVERS:
             raise ValueError(f"linear_solver must be one of {LINEAR_SOLVERS}, got {choice!r}")
-        if choice == "auto":
+        if choice == "auto":  # re keeps its own solve (chart-singularity fallback)
             big = self.num_unknowns(model, form) >= STRUCTURED_FROM
-            return "structured" if big and model.nc else "dense"
+            own = own_linear_solve(form) is not None
+            return "structured" if big and model.nc and not own else "dense"
         return choice
 
     def tolerance(self, h):

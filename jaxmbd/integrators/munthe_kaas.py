@@ -35,7 +35,7 @@ from .. import _config  # noqa: F401
 from ..formulations.index1 import index1_dynamics
 from ..lie import so3_dexpinv
 from ..newton import NONFINITE, SUCCESS, NewtonInfo
-from .base import AbstractIntegrator, StepResult
+from .base import AbstractIntegrator, StepResult, choose_structured
 from .tableau import ButcherTableau, get_tableau
 
 STABILIZE = (None, "projection")
@@ -87,6 +87,13 @@ class MuntheKaas(AbstractIntegrator):
     stabilize: str | None = eqx.field(static=True, default=None)
     projection_iterations: int = eqx.field(static=True, default=3)
     dexp_sign: int = eqx.field(static=True, default=-1)
+    linear_solver: str = eqx.field(static=True, default="dense")
+
+    def _structured(self, model) -> bool:
+        """KKT solves by structured block elimination (option ``linear_solver``: "dense",
+        the default, "structured" or "auto")."""
+        n = model.nb * 6 + model.nc
+        return choose_structured(self.linear_solver, n, model.nc)
 
     def __check_init__(self):
         if self.stabilize not in STABILIZE:
@@ -102,7 +109,9 @@ class MuntheKaas(AbstractIntegrator):
             )
 
     def init(self, model, form, start, h):
-        a, lam = index1_dynamics(model, form, start.q, start.v, jnp.asarray(0.0))
+        a, lam = index1_dynamics(
+            model, form, start.q, start.v, jnp.asarray(0.0), structured=self._structured(model)
+        )
         return MuntheKaasState(start.q, start.v, a, lam)
 
     def _project(self, model, form, q, v, t):
@@ -128,7 +137,9 @@ class MuntheKaas(AbstractIntegrator):
                 psi_q = jnp.zeros(v.size, v.dtype) + psi_q
                 qj = form.retract(q, psi_q)
                 vj = v + psi_v
-                aj, _ = index1_dynamics(model, form, qj, vj, t0 + tab.c[j] * h)
+                aj, _ = index1_dynamics(
+                    model, form, qj, vj, t0 + tab.c[j] * h, structured=self._structured(model)
+                )
             kq.append(_dexpinv(form, psi_q, vj, self.dexp_sign).reshape(-1))
             kv.append(aj)
         phi_q = h * sum(b * kq_j for b, kq_j in zip(tab.b, kq, strict=True) if b != 0.0)
@@ -138,7 +149,7 @@ class MuntheKaas(AbstractIntegrator):
         t1 = k * h
         if self.stabilize == "projection":
             q1, v1 = self._project(model, form, q1, v1, t1)
-        a1, lam1 = index1_dynamics(model, form, q1, v1, t1)
+        a1, lam1 = index1_dynamics(model, form, q1, v1, t1, structured=self._structured(model))
         finite = (
             jnp.all(jnp.isfinite(v1)) & jnp.all(jnp.isfinite(a1)) & jnp.all(jnp.isfinite(q1[0]))
         )

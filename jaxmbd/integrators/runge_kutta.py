@@ -48,7 +48,7 @@ import jax.numpy as jnp
 from .. import _config  # noqa: F401
 from ..formulations.index1 import Index1System, solve_index1
 from ..newton import NONFINITE, SUCCESS, NewtonInfo
-from .base import AbstractIntegrator, StepResult
+from .base import AbstractIntegrator, StepResult, choose_structured
 from .tableau import ButcherTableau, get_tableau
 
 MULTIPLIERS = ("two_step", "one_step", "frozen")
@@ -99,6 +99,7 @@ class RungeKutta(AbstractIntegrator):
     formulations: ClassVar[tuple[str, ...]] = ("rotmat", "rp", "re")
     tableau: ButcherTableau = eqx.field(static=True, converter=get_tableau, default="rk4")
     multipliers: str | None = eqx.field(static=True, default=None)
+    linear_solver: str = eqx.field(static=True, default="dense")
 
     def __check_init__(self):
         if self.multipliers is not None and self.multipliers not in MULTIPLIERS:
@@ -124,7 +125,10 @@ class RungeKutta(AbstractIntegrator):
             if self.method(form) == "one_step":
                 return form.one_step(model, q, v, t)
             return form.two_step(model, constants, q, v, t)
-        return solve_index1(_generic_system(model, form, q, v, t))
+        system = _generic_system(model, form, q, v, t)
+        n = system.force.size + system.G.shape[0]
+        structured = choose_structured(self.linear_solver, n, model.nc)
+        return solve_index1(system, model=model, structured=structured)
 
     def _given(self, model, form, constants, q, v, t, lam):
         """Accelerations M^-1 (Q - G^T lam) for frozen multipliers lam."""
