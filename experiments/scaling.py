@@ -16,9 +16,9 @@ reused Newton matrix), dense LU against the structured solver (``linear_solver``
   translational joint: 2N + 1 bodies, closed loops, one driver, zero degrees of freedom;
 * a binary tree of N rods on spherical joints (a branched tree).
 
-For each N and solver: compile time (``jit(...).lower().compile()``, apart from running),
-time per step (runs of ``steps`` and 2 ``steps`` steps, the difference per step, so the
-dense consistent start is not counted; median over ``--repeats``), XLA temporaries, and
+For each N and solver: compile time of the time-stepping scan (``jit(...).lower().compile()``,
+apart from running), time per step (the scan alone from the consistent start, which is
+dense and computed once beforehand; median over ``--repeats``), XLA temporaries, and
 scipy SuperLU (``splu``) factor + solve of the same Newton matrix (first step). Fitted
 exponents of time per step against N (16..1024) are printed and plotted (log-log).
 Writes ``results/scaling_<tag>.csv`` and ``results/scaling_<tag>.png``.
@@ -78,9 +78,10 @@ def memory_bytes(model, steps, h, newton) -> dict:
 
 
 def superlu_seconds(model, h, repeats: int) -> tuple[float, float]:
-    """scipy SuperLU (``splu``, COLAMD ordering) on the same system: the Newton matrix of
-    the first gen_alpha step at the start, assembled densely once and converted to CSC.
-    Returns (factor + solve seconds, solve seconds), medians."""
+    """scipy SuperLU (``splu``, COLAMD ordering) on the same system the structured solver
+    factors: the block-assembled Newton matrix of the first gen_alpha step at the start
+    (the stabilised step with its auxiliary z = G_n^T mu), converted to CSC from its
+    blocks (never dense). Returns (factor + solve seconds, solve seconds), medians."""
     import scipy.sparse as sp
     import scipy.sparse.linalg as spl
 
@@ -93,9 +94,15 @@ def superlu_seconds(model, h, repeats: int) -> tuple[float, float]:
     n = 6 * nb + 2 * model.nc
     disc = Discretisation(jnp.zeros(6 * nb), jnp.asarray(h * h / 4), jnp.zeros((nb, 6)),
                           jnp.asarray(h / 2))  # fmt: skip
-    J = step_system(model, form, q, disc, 0.0, stabilised=True).jacobian(jnp.zeros(n))
-    A = sp.csc_matrix(np.asarray(J))
-    rhs = np.ones(n)
+    system = step_system(model, form, q, disc, 0.0, stabilised=True, linear_solver="structured")
+    blocks = jax.jit(system.jacobian)(jnp.zeros(n))
+    st = blocks.structure
+    rows = np.broadcast_to(st.node_index[st.slot_row][:, :, None], blocks.values.shape)
+    cols = np.broadcast_to(st.node_index[st.slot_col][:, None, :], blocks.values.shape)
+    vals = np.asarray(blocks.values)
+    keep = (rows < st.n) & (cols < st.n) & (vals != 0)
+    A = sp.csc_matrix((vals[keep], (rows[keep], cols[keep])), shape=(st.n, st.n))
+    rhs = np.ones(st.n)
     fact, solve = [], []
     for _ in range(max(repeats, 3)):
         start = time.perf_counter()
@@ -109,35 +116,34 @@ def superlu_seconds(model, h, repeats: int) -> tuple[float, float]:
 
 
 def step_seconds(model, h, steps, repeats, newton, solver):
-    """(compile s, s per step, temporaries) of gen_alpha: a run of ``steps`` and of
-    2 ``steps`` steps (both compiled first), the difference per step, so that the start
-    (consistent initial state, dense) is not counted; medians over ``repeats``."""
+    """(compile s, s per step, temporaries, status, mean iterations) of gen_alpha (rA): the
+    time-stepping scan alone (``steps`` steps from the consistent start, which is computed
+    once beforehand and not counted: it is dense), compiled apart
+    (``jit(...).lower().compile()``), median over ``repeats`` runs."""
+    from jaxmbd.formulations import get_formulation
+    from jaxmbd.integrators import get_integrator
+    from jaxmbd.simulation import _initial, _scan
 
-    def compiled(n_steps):
-        def run(model):
-            return mbd.simulate(model, t_end=n_steps * h, h=h, newton=newton,
-                                linear_solver=solver, check=False)  # fmt: skip
+    form = get_formulation("rA")
+    stepper = get_integrator("gen_alpha", "rA", newton=newton, linear_solver=solver)
+    h = jnp.asarray(h)
+    carry, _ = jax.jit(lambda m: _initial(m, form, stepper, h))(model)
 
-        start = time.perf_counter()
-        exe = jax.jit(run).lower(model).compile()
-        return exe, time.perf_counter() - start
+    def run(model, carry):
+        return _scan(model, form, stepper, carry, 0, steps, h)[1]
 
-    short, compile_s = compiled(steps)
-    long, _ = compiled(2 * steps)
+    start = time.perf_counter()
+    exe = jax.jit(run).lower(model, carry).compile()
+    compile_s = time.perf_counter() - start
     runs = []
     for _ in range(repeats):
         t0 = time.perf_counter()
-        jax.block_until_ready(short(model).r)
-        t1 = time.perf_counter()
-        sol = long(model)
-        jax.block_until_ready(sol.r)
-        t2 = time.perf_counter()
-        runs.append(((t2 - t1) - (t1 - t0)) / steps)
-    analysis = short.memory_analysis()
+        out = jax.block_until_ready(exe(model, carry))
+        runs.append((time.perf_counter() - t0) / steps)
+    analysis = exe.memory_analysis()
     temp = analysis.temp_size_in_bytes if analysis is not None else float("nan")
-    status = int(np.max(np.asarray(sol.status)))
-    iters = float(np.mean(np.asarray(sol.iterations)[1:]))
-    return compile_s, statistics.median(runs), temp, status, iters
+    iterations, status = np.asarray(out[7]), np.asarray(out[8])
+    return compile_s, statistics.median(runs), temp, int(status.max()), float(iterations.mean())
 
 
 def main():

@@ -374,16 +374,19 @@ def rA_sensitivity_rows(model: Model, r, A, weights, t):
     return jnp.concatenate(out)[_model_order(model)]
 
 
-def rA_velocity_sensitivity_rows(model: Model, r, A, v, t):
+def rA_velocity_sensitivity_rows(model: Model, r, A, v, t, *, unit_blocks=None):
     """The rows of :func:`rA_velocity_sensitivity` per body: (S_i, S_j) (nc, 6) each, the
-    derivatives of row c of G v - nu with respect to (r, theta_bar) of its bodies i and j."""
+    derivatives of row c of G v - nu with respect to (r, theta_bar) of its bodies i and j.
+    ``unit_blocks``: :func:`rA_sensitivity_rows` with unit weights, if already at hand."""
     if model.nc == 0:
         z = jnp.zeros((0, 6))
         return z, z
     f, f_dot, _ = driver_derivatives(model.f_offset, model.drivers, t)
     v_all = with_ground(v, np.zeros(6))
     bi, bj = _row_bodies(model)
-    blocks = rA_sensitivity_rows(model, r, A, jnp.ones(model.nc), t)
+    blocks = unit_blocks
+    if blocks is None:
+        blocks = rA_sensitivity_rows(model, r, A, jnp.ones(model.nc), t)
     v_pair = jnp.stack([v_all[bi], v_all[bj]], 1)
     contracted = jnp.einsum("caj,cabjk->cbk", v_pair, blocks)
     kappa = _row_parameters(model).kappa

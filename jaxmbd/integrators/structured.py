@@ -24,6 +24,7 @@ side with zeros for the z rows and drop z).
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -174,14 +175,17 @@ def newton_blocks(layout: Layout, model, q1, v1, a, lam, t, delta, disc, rows_n,
     if nc:
         _, ji, jj = rA_rows(model, r, A, t)
         jac = jnp.stack([ji, jj], 1)  # (nc, 2, 6)
-        Kr = rA_sensitivity_rows(model, r, A, lam[:nc], t)  # (nc, 2, 2, 6, 6)
+        # per-row sensitivities with unit multipliers: K's rows are lam_c times them, and
+        # the stabilised rows' S contracts them with v (one evaluation for both)
+        H = rA_sensitivity_rows(model, r, A, jnp.ones(nc, r.dtype), t)  # (nc, 2, 2, 6, 6)
+        Kr = lam[:nc, None, None, None, None] * H
         KT = c_q * jnp.einsum("cxyij,cyjk->cxyik", Kr, T_pair)
         GT = jnp.einsum("cxj,cxjk->cxk", jac, T_pair)[:, :, None, :]
         pos += [P.K, P.Gt, P.GT]
         vals += [KT, jac[:, :, :, None], GT]
         if stabilised:
             ratio = c_q / c_v
-            s_i, s_j = rA_velocity_sensitivity_rows(model, r, A, v1, t)
+            s_i, s_j = rA_velocity_sensitivity_rows(model, r, A, v1, t, unit_blocks=H)
             S = jnp.stack([s_i, s_j], 1)
             ST = ratio * jnp.einsum("cxj,cxjk->cxk", S, T_pair)[:, :, None, :]
             gn = jnp.stack(rows_n, 1)  # (nc, 2, 6)
@@ -190,12 +194,35 @@ def newton_blocks(layout: Layout, model, q1, v1, a, lam, t, delta, disc, rows_n,
     if stabilised:
         pos.append(P.zz)
         vals.append(jnp.broadcast_to(jnp.eye(6), (nb, 6, 6)))
-    flat = jnp.zeros(P.trash + 1, r.dtype)
-    flat = flat.at[np.concatenate([p.reshape(-1) for p in pos])].add(
-        jnp.concatenate([v.reshape(-1) for v in vals])
+    # one windowed scatter-add per block shape: each contribution is a p x q window at
+    # (slot, row, column) of the slots (the ground's go to an extra trash slot)
+    b = st.b
+    values = jnp.zeros((st.num_slots + 1, b, b), r.dtype)
+    groups: dict = {}
+    for p, v in zip(pos, vals, strict=True):
+        shape = p.shape[-2:]
+        v = jnp.broadcast_to(v, p.shape).reshape((-1,) + shape)
+        groups.setdefault(shape, []).append((_window_starts(p, b), v))
+    numbers = jax.lax.ScatterDimensionNumbers(
+        update_window_dims=(1, 2), inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0, 1, 2)
     )
-    values = flat[:-1].reshape(st.num_slots, st.b, st.b)
-    return BlockMatrix(values, st, layout.n)
+    for parts in groups.values():
+        index = np.concatenate([i for i, _ in parts])
+        update = jnp.concatenate([u for _, u in parts])
+        values = jax.lax.scatter_add(
+            values, jnp.asarray(index), update, numbers, indices_are_sorted=False,
+            unique_indices=False, mode=jax.lax.GatherScatterMode.PROMISE_IN_BOUNDS,
+        )  # fmt: skip
+    return BlockMatrix(values[:-1], st, layout.n)
+
+
+def _window_starts(positions: np.ndarray, b: int) -> np.ndarray:
+    """(k, 3) = (slot, row, column) of the top-left corner of each p x q window, from the
+    flat positions (..., p, q) of its entries (the trash position -> the extra slot)."""
+    corner = positions.reshape((-1,) + positions.shape[-2:])[:, 0, 0]
+    slot, rest = np.divmod(corner, b * b)
+    row, col = np.divmod(rest, b)
+    return np.stack([slot, row, col], 1).astype(np.int32)
 
 
 def gathered_blocks(layout: Layout, J) -> BlockMatrix:

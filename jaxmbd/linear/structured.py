@@ -348,7 +348,15 @@ def _scan_or_call(step, carry, xs):
 
 def factor_values(structure: BlockStructure, values):
     """Block LU of blocks (S, b, b) (padded diagonal set to identity): returns (factored
-    slots (S + 3, b, b), D^{-1} (N + 2, b, b), smallest and largest real pivot)."""
+    slots (S + 3, b, b), D^{-1} (N + 2, b, b), and the smallest and largest LU pivot of the
+    pivot block with the worst ratio of the two).
+
+    The ratio is a per-block reciprocal-condition estimate: a singular matrix has a
+    singular Schur pivot block (det A is the product of their determinants), so an exactly
+    or nearly redundant constraint shows up as a pivot that is tiny *against its own block's
+    largest*. A ratio over all blocks together (as the dense LU's) would compare blocks of
+    unrelated scales (a crankshaft carrying every cylinder with a piston pin) and flag
+    well-posed mechanisms."""
     dtype = values.dtype
     b = structure.b
     vals = _extend(structure, _pad_identity(structure, values))
@@ -358,8 +366,14 @@ def factor_values(structure: BlockStructure, values):
     def step(carry, rnd):
         vals, dinv, pmin, pmax = carry
         inv, piv = _inverse_and_pivots(vals[rnd.diag])
-        pmin = jnp.minimum(pmin, jnp.min(jnp.where(rnd.real, piv, big)))
-        pmax = jnp.maximum(pmax, jnp.max(jnp.where(rnd.real, piv, 0.0)))
+        # the worst pivot ratio of one block (a near-singular Schur block), see rcond
+        low = jnp.min(jnp.where(rnd.real, piv, big), axis=-1)
+        high = jnp.max(jnp.where(rnd.real, piv, 0.0), axis=-1)
+        ratio = jnp.where(high > 0, low / high, 0.0)
+        worst = jnp.argmin(ratio)
+        take = ratio[worst] < pmin / pmax
+        pmin = jnp.where(take, low[worst], pmin)
+        pmax = jnp.where(take, high[worst], pmax)
         L = jnp.einsum("paij,pjk->paik", vals[rnd.lower], inv)
         update = jnp.einsum("paij,pcjk->pacik", L, vals[rnd.upper])
         vals = vals.at[rnd.target].add(-update)
@@ -367,7 +381,7 @@ def factor_values(structure: BlockStructure, values):
         dinv = dinv.at[rnd.node].set(inv)
         return (vals, dinv, pmin, pmax), None
 
-    carry = (vals, dinv, big, jnp.asarray(0.0, dtype))
+    carry = (vals, dinv, jnp.asarray(1.0, dtype), jnp.asarray(1.0, dtype))
     for run in structure.runs:
         carry = _scan_or_call(step, carry, _as_arrays(run))
     return carry
