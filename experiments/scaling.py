@@ -239,7 +239,7 @@ def fits(rows, lo=16, hi=1024):
             slope = float(np.polyfit(x, y, 1)[0])
             out[(family, solver)] = slope
             print(f"{family:6s} {solver:10s} time per step ~ N^{slope:.2f} "
-                  f"(N = {int(np.exp(x.min()))}..{int(np.exp(x.max()))})")  # fmt: skip
+                  f"(N = {round(np.exp(x.min()))}..{round(np.exp(x.max()))})")  # fmt: skip
     return out
 
 
