@@ -231,7 +231,7 @@ def test_singular_structured_system_reported_like_dense():
     model = _redundant_loop()
     status = {}
     for solver in ("dense", "structured"):
-        sol = mbd.simulate(model, t_end=0.004, h=1e-3, linear_solver=solver, check=False)
+        sol = mbd.simulate(model, t_end=0.004, h=1e-3, linear_solver=solver, throw=False)
         status[solver] = int(np.max(np.asarray(sol.status)))
         with pytest.raises(mbd.SolverError) as err:
             mbd.simulate(model, t_end=0.004, h=1e-3, linear_solver=solver)
