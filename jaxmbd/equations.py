@@ -251,6 +251,20 @@ def rA_terms(model: Model, r, A, rdot, omega, t, *, include_ground: bool = False
     return phi, rA_jacobian_from_rows(model, ji, jj, include_ground), nu, gamma
 
 
+def _sensitivity_blocks(model: Model, s, r, A, lam_s, f_s):
+    """(rows, 2, 2, 6, 6) blocks d(G^T lam)/d(r, theta_bar) of one GCON set (Tables 3-6)."""
+    r_i, A_i, r_j, A_j = _gather(model, s, r, A)
+    if s.kind == "DP1":
+        return K.rA_sensitivity_dp1(A_i, A_j, s.a_bar_i, s.a_bar_j, lam_s)
+    if s.kind == "DP2":
+        return K.rA_sensitivity_dp2(r_i, A_i, r_j, A_j, s.a_bar_i, s.s_bar_p_i, s.s_bar_q_j, lam_s)
+    if s.kind == "D":
+        return K.rA_sensitivity_d(r_i, A_i, r_j, A_j, s.s_bar_p_i, s.s_bar_q_j, lam_s)
+    if s.kind == "CD":
+        return K.rA_sensitivity_cd(A_i, A_j, s.c, s.s_bar_p_i, s.s_bar_q_j, lam_s)
+    return K.rA_sensitivity_rot(A_i, A_j, s.a_bar_i, s.b_bar_i, s.a_bar_j, f_s, lam_s)
+
+
 def rA_reaction_sensitivity(model: Model, r, A, lam, t):
     """K = d(G^T lam)/d(r, theta_bar), shape (6 nb, 6 nb), body-major (Tables 3-6).
 
@@ -265,20 +279,7 @@ def rA_reaction_sensitivity(model: Model, r, A, lam, t):
         if s.size == 0:
             continue
         rows = np.asarray(s.rows, dtype=int)
-        r_i, A_i, r_j, A_j = _gather(model, s, r, A)
-        lam_s = lam[rows]
-        if s.kind == "DP1":
-            blocks = K.rA_sensitivity_dp1(A_i, A_j, s.a_bar_i, s.a_bar_j, lam_s)
-        elif s.kind == "DP2":
-            blocks = K.rA_sensitivity_dp2(
-                r_i, A_i, r_j, A_j, s.a_bar_i, s.s_bar_p_i, s.s_bar_q_j, lam_s
-            )
-        elif s.kind == "D":
-            blocks = K.rA_sensitivity_d(r_i, A_i, r_j, A_j, s.s_bar_p_i, s.s_bar_q_j, lam_s)
-        elif s.kind == "CD":
-            blocks = K.rA_sensitivity_cd(A_i, A_j, s.c, s.s_bar_p_i, s.s_bar_q_j, lam_s)
-        else:
-            blocks = K.rA_sensitivity_rot(A_i, A_j, s.a_bar_i, s.b_bar_i, s.a_bar_j, f[rows], lam_s)
+        blocks = _sensitivity_blocks(model, s, r, A, lam[rows], f[rows])
         bodies = (np.asarray(s.body_i, dtype=int), np.asarray(s.body_j, dtype=int))
         for a in range(2):
             for b in range(2):
@@ -356,20 +357,7 @@ def rA_sensitivity_rows(model: Model, r, A, weights, t):
         if s.size == 0:
             continue
         rows = np.asarray(s.rows, dtype=int)
-        r_i, A_i, r_j, A_j = _gather(model, s, r, A)
-        lam_s = weights[rows]
-        if s.kind == "DP1":
-            blocks = K.rA_sensitivity_dp1(A_i, A_j, s.a_bar_i, s.a_bar_j, lam_s)
-        elif s.kind == "DP2":
-            blocks = K.rA_sensitivity_dp2(
-                r_i, A_i, r_j, A_j, s.a_bar_i, s.s_bar_p_i, s.s_bar_q_j, lam_s
-            )
-        elif s.kind == "D":
-            blocks = K.rA_sensitivity_d(r_i, A_i, r_j, A_j, s.s_bar_p_i, s.s_bar_q_j, lam_s)
-        elif s.kind == "CD":
-            blocks = K.rA_sensitivity_cd(A_i, A_j, s.c, s.s_bar_p_i, s.s_bar_q_j, lam_s)
-        else:
-            blocks = K.rA_sensitivity_rot(A_i, A_j, s.a_bar_i, s.b_bar_i, s.a_bar_j, f[rows], lam_s)
+        blocks = _sensitivity_blocks(model, s, r, A, weights[rows], f[rows])
         out.append(blocks)
     return jnp.concatenate(out)[_model_order(model)]
 

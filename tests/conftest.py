@@ -44,6 +44,16 @@ def reference_model(relative: str) -> Path:
     return path
 
 
+@pytest.fixture(scope="session")
+def crank():
+    """One body on a pin, driven: kinematics compiles in a few seconds."""
+    b = jaxmbd.ModelBuilder("crank")
+    b.add_body("a", mass=1, inertia=[1, 1, 1], r=[1, 0, 0])
+    b.revolute("pin", body_i="ground", body_j="a", point=[0, 0, 0], axis=[0, 0, 1])
+    b.rotation_driver("m", body_i="ground", body_j="a", axis=[0, 0, 1], angle="t")
+    return b.build()
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)

@@ -13,16 +13,6 @@ import jaxmbd as mbd
 from jaxmbd._results import RESULT_ITEMS, first_failure, result_from_code
 
 
-@pytest.fixture(scope="module")
-def crank():
-    """One body on a pin, driven: kinematics compiles in a few seconds."""
-    b = mbd.ModelBuilder("crank")
-    b.add_body("a", mass=1, inertia=[1, 1, 1], r=[1, 0, 0])
-    b.revolute("pin", body_i="ground", body_j="a", point=[0, 0, 0], axis=[0, 0, 1])
-    b.rotation_driver("m", body_i="ground", body_j="a", axis=[0, 0, 1], angle="t")
-    return b.build()
-
-
 def test_codes_follow_the_enum():
     """Solution.status codes are the RESULTS values (the Newton constants agree)."""
     codes = [

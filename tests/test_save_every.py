@@ -29,15 +29,6 @@ def test_strided_scan_summarises_the_steps_between_rows():
     np.testing.assert_array_equal(outs[9], [0.0, 5.0])
 
 
-@pytest.fixture(scope="module")
-def crank():
-    b = mbd.ModelBuilder("crank")
-    b.add_body("a", mass=1, inertia=[1, 1, 1], r=[1, 0, 0])
-    b.revolute("pin", body_i="ground", body_j="a", point=[0, 0, 0], axis=[0, 0, 1])
-    b.rotation_driver("m", body_i="ground", body_j="a", axis=[0, 0, 1], angle="t")
-    return b.build()
-
-
 def test_kinematics_rows_are_the_full_run_subsampled(crank):
     full = mbd.kinematics(crank, t_end=0.02, h=1e-3)
     every = mbd.kinematics(crank, t_end=0.02, h=1e-3, save_every=5)
