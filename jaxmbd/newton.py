@@ -195,20 +195,28 @@ def lu_solver(matrix):
 
 
 class IterationMatrix(NamedTuple):
-    """A factored, equilibrated Newton matrix: LU of D^{-1} J W with W = diag(``col``) the
-    unknowns' magnitudes and D = diag(``row``) = |J| (tol w + e) the rows' tolerances (also
-    the residual test's), and ``rcond`` the pivot-ratio estimate of its reciprocal
-    condition number. Solving J delta = b costs a permutation and two triangular solves."""
+    """A Newton matrix ready for repeated solves: its inverse J^{-1} = W S^{-1} D^{-1},
+    formed once from the LU factors of the equilibrated S = D^{-1} J W, with W =
+    diag(``col``) the unknowns' magnitudes and D = diag(``row``) = |J| (tol w + e) the rows'
+    tolerances (also the residual test's); ``rcond``, the pivot-ratio estimate of S's
+    reciprocal condition number, and ``status`` (SUCCESS, NONFINITE or ILL_CONDITIONED).
 
-    lu: jax.Array
-    permutation: jax.Array
+    A kept matrix serves many iterations: solving J delta = b is then one matrix-vector
+    product (one kernel, batched as one product under ``vmap``) instead of a permutation
+    and two triangular solves. The Newton iteration corrects the inverse's round-off like
+    any other inexactness of its matrix; the accepted iterate is tested on its own
+    residual."""
+
+    inverse: jax.Array
     col: jax.Array
     row: jax.Array
     rcond: jax.Array
+    status: jax.Array
 
 
 def factor_matrix(J, w, allowed) -> IterationMatrix:
-    """Equilibrate (rows by their tolerances, columns by the unknowns' magnitudes) and factor.
+    """Equilibrate (rows by their tolerances, columns by the unknowns' magnitudes), factor
+    and invert.
 
     A :class:`~jaxmbd.linear.structured.BlockMatrix` is factored by structured block
     elimination instead (:class:`~jaxmbd.linear.structured.BlockFactors`, same fields)."""
@@ -221,7 +229,12 @@ def factor_matrix(J, w, allowed) -> IterationMatrix:
     pivots = jnp.abs(jnp.diagonal(lu))
     rcond = jnp.min(pivots) / jnp.max(pivots)
     rcond = jnp.where(jnp.isfinite(rcond), rcond, 0.0)
-    return IterationMatrix(lu, permutation, w, row, rcond)
+    singular = ~jnp.all(jnp.isfinite(lu)) | ~(rcond > 0)
+    status = jnp.where(singular, NONFINITE, jnp.where(rcond < RCOND_MIN, ILL_CONDITIONED, SUCCESS))
+    eye = jnp.eye(J.shape[0], dtype=J.dtype)
+    scaled_inverse = lu_factors_solve(LUFactors(lu, permutation), eye)
+    inverse = w[:, None] * scaled_inverse / row[None, :]
+    return IterationMatrix(inverse, w, row, rcond, status)
 
 
 def empty_matrix(n: int, dtype=jnp.float64) -> IterationMatrix:
@@ -229,10 +242,10 @@ def empty_matrix(n: int, dtype=jnp.float64) -> IterationMatrix:
     nan = jnp.full((n,), jnp.nan, dtype)
     return IterationMatrix(
         jnp.full((n, n), jnp.nan, dtype),
-        jnp.arange(n, dtype=jnp.int32),
         nan,
         nan,
         jnp.asarray(jnp.nan, dtype),
+        jnp.asarray(NONFINITE),
     )
 
 
@@ -250,15 +263,17 @@ def placeholder_like(shapes):
 
 
 def matrix_solve(matrix: IterationMatrix, rhs):
-    """J^{-1} rhs from the equilibrated factors: W (D^{-1} J W)^{-1} D^{-1} rhs."""
+    """J^{-1} rhs: one product with the stored inverse (structured: block substitution)."""
     if isinstance(matrix, BlockFactors):
         return factors_solve(matrix, rhs)
-    return matrix.col * lu_factors_solve(matrix, rhs / matrix.row)
+    return matrix.inverse @ rhs
 
 
 def _matrix_status(matrix: IterationMatrix):
     """NONFINITE for an exactly singular (a zero pivot) or non-finite matrix,
     ILL_CONDITIONED for a pivot ratio below RCOND_MIN."""
+    if isinstance(matrix, IterationMatrix):
+        return matrix.status
     singular = ~jnp.all(jnp.isfinite(matrix.lu)) | ~(matrix.rcond > 0)
     return jnp.where(
         singular, NONFINITE, jnp.where(matrix.rcond < RCOND_MIN, ILL_CONDITIONED, SUCCESS)
@@ -375,7 +390,11 @@ def _iterate(
         finite = jnp.isfinite(step)
         theta = step / previous  # previous = inf after a refresh: theta 0
         measured = ~fresh & jnp.isfinite(previous)
-        accept = finite & (fresh | (theta < 1.0) | (policy == "modified"))
+        # a step inside the round-off floor measures no contraction: the ratio of two
+        # round-off steps is noise, and refreshing the matrix for it would gain nothing
+        at_floor = jnp.max(jnp.abs(delta) / noise) <= 1.0
+        contracts = (theta <= max_rate) | at_floor
+        accept = finite & (fresh | (theta < 1.0) | at_floor | (policy == "modified"))
         x_new = jax.tree_util.tree_map(
             lambda a, b: jnp.where(accept, a, b),
             retract(x, jnp.where(accept, delta, 0.0)),
@@ -384,18 +403,23 @@ def _iterate(
         F_new = jnp.where(accept, residual(x_new), F)
         # a kept matrix is trusted only on a contraction measured in this solve, never on
         # a rate remembered from an earlier one (the problem has moved since)
-        verified = fresh | (measured & (theta <= max_rate))
+        verified = fresh | (measured & contracts)
         res = _residual_ratio(F_new, matrix.row[:n])
         # the residual's own round-off floor (e.g. eps / c_q in a constraint row whose
         # gradient vanishes) can lie above its tolerance: a residual that no longer halves
         # after two steps within tolerance has reached it
         stagnated = ok_prev & (res > 0.5 * res_prev)
-        step_passed = accept & (step_ok <= 1.0)
+        # error of the new iterate from the contraction measured in this solve (Hairer &
+        # Wanner IV.8, eq. 8.10): ||x_new - x*|| <= theta / (1 - theta) ||delta||, so a
+        # contracting iteration stops one step earlier than a bare step test would
+        contracting = accept & (k > 0) & jnp.isfinite(previous) & (theta < 1.0)
+        estimate = jnp.where(contracting, theta / (1.0 - theta), 1.0) * step_ok
+        step_passed = accept & (jnp.minimum(step_ok, estimate) <= 1.0)
         done = step_passed & verified & ((res <= 1.0) | stagnated)
         status = jnp.where(fresh, _matrix_status(matrix), SUCCESS)
         status = jnp.where((status == SUCCESS) & ~finite, NONFINITE, status)
         known = jnp.where(fresh, jnp.nan, jnp.where(measured & accept, theta, known))
-        stale = ~(accept & (fresh | (theta <= max_rate)))
+        stale = ~(accept & (fresh | contracts))
         previous = jnp.where(accept, step, previous)
         return (
             x_new,
@@ -421,7 +445,7 @@ def _iterate(
         matrix,
         jnp.asarray(SUCCESS),
         jnp.asarray(False),
-        ~jnp.all(jnp.isfinite(matrix.lu)),
+        ~jnp.isfinite(matrix.rcond),  # a NaN placeholder: factor first
         jnp.asarray(jnp.inf, dtype),
         jnp.asarray(rate, dtype),
         jnp.asarray(0),
