@@ -167,11 +167,29 @@ def _rows_at(model: Model, r, A, f):
     return phi, jnp.concatenate([-g, pi_i], 1), jnp.concatenate([g, pi_j], 1)
 
 
+#: Up to this many (row, body) pairs, sums over the constraint rows per body are products
+#: with a constant 0/1 incidence matrix (one dense kernel, batched as one product under
+#: ``vmap``) instead of a scatter-add (serial on CPU, slow under ``vmap``); beyond it, the
+#: O(nc) scatter-add.
+DENSE_INCIDENCE_MAX = 1 << 14
+
+
+def _sum_rows_per_body(model: Model, bodies, values):
+    """sum over rows k with bodies[k] = b of values[k], for b < nb: (nb, ...)."""
+    nb = model.nb
+    if len(bodies) * (nb + 1) <= DENSE_INCIDENCE_MAX:
+        incidence = (np.asarray(bodies)[None, :] == np.arange(nb)[:, None]).astype(np.float64)
+        return jnp.tensordot(incidence, values, axes=1)
+    shape = (nb + 1,) + values.shape[1:]
+    return jnp.zeros(shape, values.dtype).at[bodies].add(values)[:nb]
+
+
 def rA_generalized_reaction(model: Model, jac_i, jac_j, lam):
-    """G^T lam as (nb, 6) per body from the rows of :func:`rA_rows`: one scatter-add, O(nc)."""
+    """G^T lam as (nb, 6) per body from the rows of :func:`rA_rows`: a sum over rows per
+    body, O(nc) (:func:`_sum_rows_per_body`)."""
     bodies = np.concatenate(_row_bodies(model))
     contributions = jnp.concatenate([jac_i, jac_j]) * jnp.concatenate([lam, lam])[:, None]
-    return jnp.zeros((model.nb + 1, 6)).at[bodies].add(contributions)[: model.nb]
+    return _sum_rows_per_body(model, bodies, contributions)
 
 
 def rA_jacobian_from_rows(model: Model, jac_i, jac_j, include_ground: bool = False):

@@ -27,6 +27,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 
 from . import _config  # noqa: F401
+from ._small import dot, mm, mtm, mv, row_vec_mat
 from .lie import hat
 
 # Small-matrix products are written as broadcast products and sums rather than einsum/matmul:
@@ -34,28 +35,12 @@ from .lie import hat
 # products and reductions fuse into a few loops (several times faster for these sizes).
 
 
-def _mv(M, v):
-    """M v for stacked M (..., 3, 3) and v (..., 3)."""
-    return jnp.sum(M * v[..., None, :], axis=-1)
+# unrolled small products (see jaxmbd._small): fused loops instead of tiny batched dots
+_mv, _row_vec_mat, _mm, _mtm = mv, row_vec_mat, mm, mtm
 
 
 def _dot(a, b):
-    return jnp.sum(a * b, axis=-1)
-
-
-def _row_vec_mat(v, M):
-    """v^T M = M^T v for stacked v (n,3) and M (n,3,3) -> (n,3)."""
-    return jnp.sum(v[..., :, None] * M, axis=-2)
-
-
-def _mm(X, Y):
-    """X Y for stacked 3x3 matrices."""
-    return jnp.sum(X[..., :, :, None] * Y[..., None, :, :], axis=-2)
-
-
-def _mtm(X, Y):
-    """X^T Y for stacked 3x3 matrices."""
-    return jnp.sum(X[..., :, :, None] * Y[..., :, None, :], axis=-3)
+    return dot(a, b)
 
 
 # ----------------------------------------------------------------------------- values

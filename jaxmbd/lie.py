@@ -10,6 +10,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from . import _config  # noqa: F401
+from ._small import dot, mm, mtm
 
 # Below this squared angle the Taylor branches are used. Their truncation error is
 # O(theta^6) ~ 1e-21, far below float64 round-off of the closed forms near zero.
@@ -68,14 +69,13 @@ def reorthonormalize(R):
     (7.7e-11 after 10^6 slider-crank steps without it). It is the identity on SO(3) and its
     derivative there is the identity on the tangent space (R^T dR skew), so solutions and
     gradients are unchanged to round-off."""
-    RtR = jnp.swapaxes(R, -1, -2) @ R
-    return 0.5 * R @ (3.0 * jnp.eye(3, dtype=R.dtype) - RtR)
+    return 0.5 * mm(R, 3.0 * jnp.eye(3, dtype=R.dtype) - mtm(R, R))
 
 
 def so3_exp(w):
     """Rodrigues' formula, paper 1 eq. 5-7: exp(w~) = I + sin(t)/t w~ + (1-cos t)/t^2 w~^2."""
     w = jnp.asarray(w)
-    t2 = jnp.sum(w * w, axis=-1)
+    t2 = dot(w, w)
     a, b, _ = _sin_coeffs(t2)
     W = hat(w)
     eye = jnp.broadcast_to(jnp.eye(3, dtype=W.dtype), W.shape)
@@ -89,7 +89,7 @@ def so3_right_jacobian(w):
     right-trivialised exponential; dexp_{-w} in Mueller-Terze's notation).
     """
     w = jnp.asarray(w)
-    t2 = jnp.sum(w * w, axis=-1)
+    t2 = dot(w, w)
     _, b, d = _sin_coeffs(t2)
     W = hat(w)
     eye = jnp.broadcast_to(jnp.eye(3, dtype=W.dtype), W.shape)
@@ -164,7 +164,7 @@ def so3_dexpinv(w):
     t^8/47900160 for t < 0.2. ``so3_dexpinv(-w) @ so3_right_jacobian(w) == I``.
     """
     w = jnp.asarray(w)
-    t2 = jnp.sum(w * w, axis=-1)
+    t2 = dot(w, w)
     small, t = _safe_angle(t2, _DEXPINV_SMALL_SQ)
     half = 0.5 * t
     closed = (1.0 - half * jnp.cos(half) / jnp.sin(half)) / (t * t)
@@ -232,7 +232,7 @@ def se3_exp(xi):
     which equals eq. 8's (1/t^2)(I - R)(omega x v) + h omega (pitch h = omega.v / t^2)."""
     xi = jnp.asarray(xi)
     w, v = xi[..., :3], xi[..., 3:]
-    t2 = jnp.sum(w * w, axis=-1)
+    t2 = dot(w, w)
     a, b, d = _sin_coeffs_wide(t2)
     W = hat(w)
     eye = jnp.broadcast_to(jnp.eye(3, dtype=W.dtype), W.shape)

@@ -286,12 +286,16 @@ def _select_tree(pred, new, old):
 
 def _refresh_where(stale, x, old: IterationMatrix, factor: Callable):
     """``factor(x)`` where ``stale``, else ``old``. Unbatched: a ``lax.cond``. Under ``vmap``
-    (custom rule) the factorisation runs, batched in one call, only when some member is
-    stale, and is selected per member: the reused matrix stays cheap in a batch instead of
-    paying a Jacobian and an LU per iteration for every member (vmap of ``cond`` runs both
-    branches)."""
+    (custom rule) only the stale members are factored, gathered into batched calls of a few
+    members each: the reused matrix stays cheap in a batch instead of paying a Jacobian and
+    an LU per iteration for every member (vmap of ``cond`` runs both branches)."""
     fn, consts = jax.closure_convert(factor, x)
     return _refresh_where_p(stale, x, old, consts, fn)
+
+
+#: Smallest number of batch members refreshed together under ``vmap`` (see
+#: :func:`_refresh_where_p`).
+REFRESH_SLOTS = 4
 
 
 def _refresh_where_p(stale, x, old, consts, fn):
@@ -315,13 +319,25 @@ def _refresh_where_p(stale, x, old, consts, fn):
         old = bcast(old, old_b)
         consts = bcast(consts, consts_b)
 
-        def compute():
-            new = jax.vmap(lambda x_, c_: fn(x_, *c_))(x, consts)
-            return jax.tree_util.tree_map(
-                lambda a, b: jnp.where(stale.reshape((-1,) + (1,) * (a.ndim - 1)), a, b), new, old
-            )
+        # The stale members are compacted into slots of ``width`` and factored a slot-full at
+        # a time, so a refresh costs in proportion to the members that need one, not to the
+        # batch: in a large batch some member is nearly always stale.
+        width = min(axis_size, max(REFRESH_SLOTS, -(-axis_size // 8)))
 
-        out = jax.lax.cond(jnp.any(stale), compute, lambda: old)
+        def take(tree, idx):
+            return jax.tree_util.tree_map(lambda v: v.at[idx].get(mode="clip"), tree)
+
+        def refresh_some(carry):
+            pending, matrices = carry
+            # indices of up to ``width`` pending members; empty slots point past the end
+            (idx,) = jnp.nonzero(pending, size=width, fill_value=axis_size)
+            new = jax.vmap(lambda x_, c_: fn(x_, *c_))(take(x, idx), take(consts, idx))
+            matrices = jax.tree_util.tree_map(
+                lambda m, v: m.at[idx].set(v, mode="drop"), matrices, new
+            )
+            return pending.at[idx].set(False, mode="drop"), matrices
+
+        _, out = jax.lax.while_loop(lambda c: jnp.any(c[0]), refresh_some, (stale, old))
         return out, jax.tree_util.tree_map(lambda _: True, out)
 
     return run(stale, x, old, consts)

@@ -11,6 +11,7 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 
+from .._small import dot, mm, row_vec_mat
 from ..equations import (
     _row_bodies,
     constraint_values,
@@ -52,12 +53,12 @@ class RA(AbstractFormulation):
         r, A = q
         d = delta.reshape(r.shape[0], 6)
         # re-orthonormalised: round-off must not accumulate over long runs
-        return r + d[:, :3], reorthonormalize(A @ so3_exp(d[:, 3:]))
+        return r + d[:, :3], reorthonormalize(mm(A, so3_exp(d[:, 3:])))
 
     def predict(self, q, v, h):
         """Eq. 11: A exp(h omega_bar~); r + h r_dot."""
         r, A = q
-        return r + h * v[:, :3], reorthonormalize(A @ so3_exp(h * v[:, 3:]))
+        return r + h * v[:, :3], reorthonormalize(mm(A, so3_exp(h * v[:, 3:])))
 
     def residual(self, model, q, t):
         return constraint_values(model, q[0], q[1], t)
@@ -116,7 +117,7 @@ class RA(AbstractFormulation):
         _, jac_i, jac_j = rows
         bi, bj = _row_bodies(model)
         v_all = jnp.concatenate([v, jnp.zeros((1, 6), v.dtype)])
-        return jnp.sum(jac_i * v_all[bi], 1) + jnp.sum(jac_j * v_all[bj], 1)
+        return dot(jac_i, v_all[bi]) + dot(jac_j, v_all[bj])
 
     def dynamics_linearisation(self, model, q, v, a, lam, t):
         """The blocks of the Newton matrix of eq. 38c, hand-coded from the Pi-bar variations
@@ -154,7 +155,7 @@ class RA(AbstractFormulation):
 
         mass = blocks(model.mass[:, None, None] * eye, J)
         # d(w~ J w)/dw = w~ J - (J w)~
-        damping = blocks(zeros, jnp.einsum("bij,bjk->bik", hat(w), J) - hat(Jw))
+        damping = blocks(zeros, mm(hat(w), J) - hat(Jw))
         stiffness = rA_reaction_sensitivity(model, r, A, lam, t)
         if model.forces:
             force_q, force_v = self._force_sensitivity(model, q, v, t)
@@ -196,7 +197,7 @@ def _times_tangent_map(M, J_r):
     (6 nb)^3 product with the block-diagonal matrix: only the rotation columns change."""
     rows, nb = M.shape[0], J_r.shape[0]
     blocks = M.reshape(rows, nb, 2, 3)
-    rotation = jnp.sum(blocks[:, :, 1, :, None] * J_r[None], axis=-2)
+    rotation = row_vec_mat(blocks[:, :, 1, :], J_r[None])
     return jnp.stack([blocks[:, :, 0], rotation], axis=2).reshape(rows, 6 * nb)
 
 
