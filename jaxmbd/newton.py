@@ -362,13 +362,17 @@ def _iterate(
     delta, F at the new iterate. The iterate is accepted when
 
     * the scaled step passes: |delta_j| <= tol w_j + e_j / rcond (paper eq. 46, relative;
-      rcond, the matrix's estimated reciprocal condition, amplifies the round-off floor);
+      rcond, the matrix's estimated reciprocal condition, amplifies the round-off floor),
+      or, once a contraction theta < 1 has been measured in this solve, the error estimate
+      of the new iterate theta / (1 - theta) |delta| passes it (Hairer & Wanner IV.8, eq.
+      8.10: the iterate is within that distance of the root);
     * the scaled residual at the new iterate passes: |F_i| <= (|J| (tol w + e))_i, or it
       has stagnated at its round-off floor (not halved after two steps within tolerance);
     * the matrix is verified: freshly factored at that iterate (an exact Newton step), or,
       for a kept matrix, with a contraction rate theta <= ``max_rate`` measured in this
-      solve (so a kept matrix takes at least two iterations; ``rate``, the last solve's
-      measured rate, is only reported).
+      solve, or with a step inside the round-off floor e / rcond, where the ratio of two
+      steps is noise (so a kept matrix takes at least two iterations; ``rate``, the last
+      solve's measured rate, is only reported). The residual test still applies.
 
     A fresh matrix that is singular (NONFINITE) or near-singular (ILL_CONDITIONED) ends the
     solve with that status.
@@ -564,14 +568,15 @@ def newton_iterate_reusing(
     rate=jnp.nan,
     scale: Callable[[Any], Scale] | None = None,
 ):
-    """Newton with an iteration matrix kept from earlier solves (equilibrated LU factors).
+    """Newton with an iteration matrix kept from earlier solves (:class:`IterationMatrix`:
+    the inverse of the equilibrated matrix, formed from its LU factors).
 
     x <- x - J^{-1} F(x) with the stored factors. The matrix is refreshed, J = jacobian(x)
     factored at the current iterate, when the stored one contracts worse than ``max_rate``
     (theta = ||delta_k|| / ||delta_{k-1}|| in the scaled norm), or gives a diverging or
     non-finite step (that step is rejected and retried), or holds NaN (no matrix yet).
     Across the steps of an integrator the matrix changes by O(h), so most steps need no
-    refresh: an iteration then costs one residual and two triangular solves instead of a
+    refresh: an iteration then costs one residual and one matrix-vector product instead of a
     Jacobian and an LU factorisation.
 
     An iterate is accepted only when verified (see :func:`_iterate`): its scaled step and
