@@ -194,34 +194,49 @@ def lu_solver(matrix):
     return functools.partial(lu_factors_solve, lu_factors(matrix))
 
 
-class IterationMatrix(NamedTuple):
-    """A Newton matrix ready for repeated solves: its inverse J^{-1} = W S^{-1} D^{-1},
-    formed once from the LU factors of the equilibrated S = D^{-1} J W, with W =
-    diag(``col``) the unknowns' magnitudes and D = diag(``row``) = |J| (tol w + e) the rows'
-    tolerances (also the residual test's); ``rcond``, the pivot-ratio estimate of S's
-    reciprocal condition number, and ``status`` (SUCCESS, NONFINITE or ILL_CONDITIONED).
+#: Newton matrices up to this size are kept as their inverse, larger ones as LU factors.
+#: Solving with a kept inverse is one matrix-vector product (one kernel, one batched product
+#: under ``vmap``) instead of a permutation and two triangular solves, but forming it costs
+#: two more triangular solves with n right-hand sides at every refresh. Measured on 2 CPU
+#: cores (experiments/bench_batch.py, A/B runs of simulate): the inverse wins for batches
+#: of the double pendulum (n = 22 and 32) and loses for the slider crank (n = 36 and 54,
+#: the stabilised matrix refreshed at one step in eight).
+INVERSE_MAX = 32
 
-    A kept matrix serves many iterations: solving J delta = b is then one matrix-vector
-    product (one kernel, batched as one product under ``vmap``) instead of a permutation
-    and two triangular solves. The Newton iteration corrects the inverse's round-off like
-    any other inexactness of its matrix; the accepted iterate is tested on its own
-    residual."""
+
+class IterationMatrix(NamedTuple):
+    """A Newton matrix ready for repeated solves, from the LU factors of the equilibrated
+    S = D^{-1} J W, with W = diag(``col``) the unknowns' magnitudes and D = diag(``row``) =
+    |J| (tol w + e) the rows' tolerances (also the residual test's): for n <= INVERSE_MAX
+    the ``inverse`` J^{-1} = W S^{-1} D^{-1} (``lu`` and ``permutation`` empty), else the
+    factors ``lu`` and ``permutation`` (``inverse`` empty); ``rcond``, the pivot-ratio
+    estimate of S's reciprocal condition number, and ``status`` (SUCCESS, NONFINITE or
+    ILL_CONDITIONED), computed once at factorisation. The Newton iteration corrects the
+    inverse's round-off like any other inexactness of its matrix; the accepted iterate is
+    tested on its own residual."""
 
     inverse: jax.Array
+    lu: jax.Array
+    permutation: jax.Array
     col: jax.Array
     row: jax.Array
     rcond: jax.Array
     status: jax.Array
 
 
+def _keeps_inverse(n: int) -> bool:
+    return n <= INVERSE_MAX
+
+
 def factor_matrix(J, w, allowed) -> IterationMatrix:
-    """Equilibrate (rows by their tolerances, columns by the unknowns' magnitudes), factor
-    and invert.
+    """Equilibrate (rows by their tolerances, columns by the unknowns' magnitudes), factor,
+    and for small matrices invert (:data:`INVERSE_MAX`).
 
     A :class:`~jaxmbd.linear.structured.BlockMatrix` is factored by structured block
     elimination instead (:class:`~jaxmbd.linear.structured.BlockFactors`, same fields)."""
     if isinstance(J, BlockMatrix):
         return factor_block_matrix(J, w, allowed)
+    n = J.shape[0]
     row = jnp.abs(J) @ allowed
     row = jnp.where(row > 0, row, 1.0)  # an all-zero row: singular, caught by the pivots
     scaled = J * w[None, :] / row[:, None]
@@ -231,17 +246,26 @@ def factor_matrix(J, w, allowed) -> IterationMatrix:
     rcond = jnp.where(jnp.isfinite(rcond), rcond, 0.0)
     singular = ~jnp.all(jnp.isfinite(lu)) | ~(rcond > 0)
     status = jnp.where(singular, NONFINITE, jnp.where(rcond < RCOND_MIN, ILL_CONDITIONED, SUCCESS))
-    eye = jnp.eye(J.shape[0], dtype=J.dtype)
-    scaled_inverse = lu_factors_solve(LUFactors(lu, permutation), eye)
+    empty = jnp.zeros((0, 0), J.dtype)
+    if not _keeps_inverse(n):
+        return IterationMatrix(empty, lu, permutation, w, row, rcond, status)
+    scaled_inverse = lu_factors_solve(LUFactors(lu, permutation), jnp.eye(n, dtype=J.dtype))
     inverse = w[:, None] * scaled_inverse / row[None, :]
-    return IterationMatrix(inverse, w, row, rcond, status)
+    return IterationMatrix(
+        inverse, empty, jnp.zeros((0,), permutation.dtype), w, row, rcond, status
+    )
 
 
 def empty_matrix(n: int, dtype=jnp.float64) -> IterationMatrix:
     """Placeholder (NaN): :func:`newton_iterate_reusing` factors before its first use."""
     nan = jnp.full((n,), jnp.nan, dtype)
+    square = jnp.full((n, n), jnp.nan, dtype)
+    empty = jnp.zeros((0, 0), dtype)
+    inverse = _keeps_inverse(n)
     return IterationMatrix(
-        jnp.full((n, n), jnp.nan, dtype),
+        square if inverse else empty,
+        empty if inverse else square,
+        jnp.zeros((0,) if inverse else (n,), jnp.int32),
         nan,
         nan,
         jnp.asarray(jnp.nan, dtype),
@@ -263,10 +287,14 @@ def placeholder_like(shapes):
 
 
 def matrix_solve(matrix: IterationMatrix, rhs):
-    """J^{-1} rhs: one product with the stored inverse (structured: block substitution)."""
+    """J^{-1} rhs: one product with a kept inverse, else W (D^{-1} J W)^{-1} D^{-1} rhs from
+    the equilibrated LU factors (structured: block substitution)."""
     if isinstance(matrix, BlockFactors):
         return factors_solve(matrix, rhs)
-    return matrix.inverse @ rhs
+    if matrix.inverse.size:
+        return matrix.inverse @ rhs
+    factors = LUFactors(matrix.lu, matrix.permutation)
+    return matrix.col * lu_factors_solve(factors, rhs / matrix.row)
 
 
 def _matrix_status(matrix: IterationMatrix):

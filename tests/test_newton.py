@@ -176,13 +176,14 @@ def test_contraction_estimate_stops_one_iteration_earlier():
     assert float(jnp.max(jnp.abs(x - root))) <= 1e-10
 
 
-def test_batched_refresh_factors_only_stale_members():
+@pytest.mark.parametrize("n", [3, 40])  # kept as an inverse / as LU factors (INVERSE_MAX)
+def test_batched_refresh_factors_only_stale_members(n):
     """Under vmap the kept matrices are refreshed in compacted slots (here 37 members, 11
     stale, slots of 5: three rounds, the last one part-empty): every stale member gets
     exactly its own new factors, every other member keeps its old ones untouched."""
     from jaxmbd.newton import _refresh_where
 
-    n, members = 3, 37
+    members = 37
     rng = np.random.default_rng(0)
     base = jnp.asarray(rng.normal(size=(n, n))) + 4.0 * jnp.eye(n)
     xs = jnp.asarray(rng.normal(size=(members, n)))
