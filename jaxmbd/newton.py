@@ -228,9 +228,10 @@ def _keeps_inverse(n: int) -> bool:
     return n <= INVERSE_MAX
 
 
-def factor_matrix(J, w, allowed) -> IterationMatrix:
+def factor_matrix(J, w, allowed, *, keep: bool = True) -> IterationMatrix:
     """Equilibrate (rows by their tolerances, columns by the unknowns' magnitudes), factor,
-    and for small matrices invert (:data:`INVERSE_MAX`).
+    and for small matrices invert (:data:`INVERSE_MAX`; ``keep=False``: a matrix used for
+    one solve only, never inverted).
 
     A :class:`~jaxmbd.linear.structured.BlockMatrix` is factored by structured block
     elimination instead (:class:`~jaxmbd.linear.structured.BlockFactors`, same fields)."""
@@ -247,7 +248,7 @@ def factor_matrix(J, w, allowed) -> IterationMatrix:
     singular = ~jnp.all(jnp.isfinite(lu)) | ~(rcond > 0)
     status = jnp.where(singular, NONFINITE, jnp.where(rcond < RCOND_MIN, ILL_CONDITIONED, SUCCESS))
     empty = jnp.zeros((0, 0), J.dtype)
-    if not _keeps_inverse(n):
+    if not (keep and _keeps_inverse(n)):
         return IterationMatrix(empty, lu, permutation, w, row, rcond, status)
     scaled_inverse = lu_factors_solve(LUFactors(lu, permutation), jnp.eye(n, dtype=J.dtype))
     inverse = w[:, None] * scaled_inverse / row[None, :]
@@ -410,7 +411,8 @@ def _iterate(
 
     def factor(x):
         w, allowed = _allowed(scale(x), tol, (n,))
-        return factor_matrix(jacobian(x), w, allowed)
+        # full Newton solves once with each matrix: inverting it would only cost
+        return factor_matrix(jacobian(x), w, allowed, keep=policy != "full")
 
     if matrix is None:  # a NaN placeholder of the factors' type (refreshed before use)
         matrix = placeholder_like(jax.eval_shape(factor, x0))
