@@ -30,17 +30,9 @@ from . import _config  # noqa: F401
 from ._small import dot, mm, mtm, mv, row_vec_mat
 from .lie import hat
 
-# Small-matrix products are written as broadcast products and sums rather than einsum/matmul:
-# XLA:CPU runs each tiny batched dot_general as a separate library call, while elementwise
-# products and reductions fuse into a few loops (several times faster for these sizes).
-
-
-# unrolled small products (see jaxmbd._small): fused loops instead of tiny batched dots
-_mv, _row_vec_mat, _mm, _mtm = mv, row_vec_mat, mm, mtm
-
-
-def _dot(a, b):
-    return dot(a, b)
+# Small-matrix products are the unrolled sums of jaxmbd._small (fused loops instead of tiny
+# batched dots on XLA:CPU); the short names are the ones the kernels below use.
+_mv, _dot, _row_vec_mat, _mm, _mtm = mv, dot, row_vec_mat, mm, mtm
 
 
 # ----------------------------------------------------------------------------- values

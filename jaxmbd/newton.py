@@ -245,8 +245,7 @@ def factor_matrix(J, w, allowed, *, keep: bool = True) -> IterationMatrix:
     pivots = jnp.abs(jnp.diagonal(lu))
     rcond = jnp.min(pivots) / jnp.max(pivots)
     rcond = jnp.where(jnp.isfinite(rcond), rcond, 0.0)
-    singular = ~jnp.all(jnp.isfinite(lu)) | ~(rcond > 0)
-    status = jnp.where(singular, NONFINITE, jnp.where(rcond < RCOND_MIN, ILL_CONDITIONED, SUCCESS))
+    status = _factor_status(lu, rcond)
     empty = jnp.zeros((0, 0), J.dtype)
     if not (keep and _keeps_inverse(n)):
         return IterationMatrix(empty, lu, permutation, w, row, rcond, status)
@@ -298,15 +297,18 @@ def matrix_solve(matrix: IterationMatrix, rhs):
     return matrix.col * lu_factors_solve(factors, rhs / matrix.row)
 
 
-def _matrix_status(matrix: IterationMatrix):
+def _factor_status(lu, rcond):
     """NONFINITE for an exactly singular (a zero pivot) or non-finite matrix,
     ILL_CONDITIONED for a pivot ratio below RCOND_MIN."""
+    singular = ~jnp.all(jnp.isfinite(lu)) | ~(rcond > 0)
+    return jnp.where(singular, NONFINITE, jnp.where(rcond < RCOND_MIN, ILL_CONDITIONED, SUCCESS))
+
+
+def _matrix_status(matrix: IterationMatrix):
+    """The factorisation's status (stored for dense matrices, from the block factors)."""
     if isinstance(matrix, IterationMatrix):
         return matrix.status
-    singular = ~jnp.all(jnp.isfinite(matrix.lu)) | ~(matrix.rcond > 0)
-    return jnp.where(
-        singular, NONFINITE, jnp.where(matrix.rcond < RCOND_MIN, ILL_CONDITIONED, SUCCESS)
-    )
+    return _factor_status(matrix.lu, matrix.rcond)
 
 
 def _select_tree(pred, new, old):

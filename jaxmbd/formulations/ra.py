@@ -11,7 +11,7 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 
-from .._small import dot, mm, row_vec_mat
+from .._small import dot, mm, mv, row_vec_mat
 from ..equations import (
     _row_bodies,
     constraint_values,
@@ -23,7 +23,6 @@ from ..equations import (
     rA_velocity_sensitivity,
 )
 from ..forces import BodyState, applied_forces
-from ..gcons import _mv
 from ..lie import hat, reorthonormalize, so3_exp, so3_right_jacobian
 from .base import AbstractFormulation, DynamicsBlocks
 
@@ -131,10 +130,10 @@ class RA(AbstractFormulation):
         f, n = self._state_forces(model, q, v, t)
         w = v[:, 3:]
         J = model.inertia
-        Jw = _mv(J, w)
+        Jw = mv(J, w)
         reaction = rA_generalized_reaction(model, jac_i, jac_j, lam)
         g_r = model.mass[:, None] * a[:, :3] + reaction[:, :3] - f
-        g_w = _mv(J, a[:, 3:]) + jnp.cross(w, Jw) + reaction[:, 3:] - n
+        g_w = mv(J, a[:, 3:]) + jnp.cross(w, Jw) + reaction[:, 3:] - n
         g = jnp.concatenate([g_r, g_w], 1).reshape(-1)
         if not linearise:
             return g, phi
