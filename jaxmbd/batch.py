@@ -21,6 +21,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from . import _config  # noqa: F401
 from ._checks import is_traced, resolve_throw
+from ._jit import jit
 from ._results import code_message
 from .errors import ModelError, SolverError
 from .kinematics import kinematics
@@ -49,7 +50,7 @@ def batch_size(models: Model) -> int:
     return sizes.pop()
 
 
-@eqx.filter_jit
+@jit
 def _vmapped(analysis: str, models: Model, options: dict):
     """One compiled program per (analysis, static model fields, options, shapes, shardings):
     ``analysis`` and the options' non-array leaves are static, the model's arrays dynamic."""

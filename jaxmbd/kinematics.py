@@ -12,12 +12,12 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 
 from . import _config  # noqa: F401
 from ._checks import finish, is_traced, resolve_throw, solution_from_outputs
+from ._jit import jit
 from ._stepping import (
     SUMMARIES,
     check_euler_angle_start,
@@ -207,7 +207,7 @@ def _initial_state(model, form, tol, max_iter):
     return (q, v), out
 
 
-_initial = eqx.filter_jit(_initial_state)
+_initial = jit(_initial_state)
 
 
 def _scan(model, form, carry, k0, n: int, h, tol, max_iter, save_every: int = 1):
@@ -223,10 +223,10 @@ def _scan(model, form, carry, k0, n: int, h, tol, max_iter, save_every: int = 1)
     return strided_scan(step, carry, k0 + jnp.arange(1, n + 1), save_every, summaries)
 
 
-_chunk = eqx.filter_jit(_scan)
+_chunk = jit(_scan)
 
 
-@eqx.filter_jit
+@jit
 def _run(model, form, n: int, h, tol, max_iter, save_every: int = 1):
     """Initial assembly and all steps in one compiled function."""
     carry, first = _initial_state(model, form, tol, max_iter)

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 
 from . import _config  # noqa: F401
 from ._checks import finish, is_traced, resolve_throw, solution_from_outputs
+from ._jit import jit
 from ._stepping import (
     check_euler_angle_start,
     check_save_every,
@@ -90,11 +90,11 @@ def _scan(
     return carry, outs
 
 
-_chunk = eqx.filter_jit(_scan)
-_first = eqx.filter_jit(_initial)
+_chunk = jit(_scan)
+_first = jit(_initial)
 
 
-@eqx.filter_jit
+@jit
 def _consistent_start(model, redundant: bool):
     """The consistent start as its own program: it depends on the model only, so runs of
     one model with other formulations or integrators reuse it instead of compiling it
@@ -102,7 +102,7 @@ def _consistent_start(model, redundant: bool):
     return consistent_initial_state(model, redundant=redundant)
 
 
-@eqx.filter_jit
+@jit
 def _run(
     model,
     form,

@@ -72,11 +72,12 @@ def test_chunked_run_compiles_its_chunk_once():
     from jaxmbd.simulation import _chunk
 
     model = mbd.models.double_pendulum()
-    before = _chunk._cached._cache_size()
+    cache = _chunk.tuned._cached  # a top-level call compiles the tuned version (jaxmbd._jit)
+    before = cache._cache_size()
     done = []
     mbd.simulate(model, t_end=0.012, h=1e-3, chunk_size=4, progress=lambda k, n: done.append(k))
     assert done == [4, 8, 12]
-    assert _chunk._cached._cache_size() - before == 1
+    assert cache._cache_size() - before == 1
 
 
 def test_long_run_keeps_rotations_orthonormal():
@@ -88,3 +89,23 @@ def test_long_run_keeps_rotations_orthonormal():
     sol = mbd.simulate(model, t_end=10.0, h=1e-3, save_every=500)
     drift = float(np.max(np.asarray(constraint_violation(model, sol).orthonormality)))
     assert drift < 2e-15, drift
+
+
+def test_top_level_programs_compile_with_xla_options_and_nested_ones_without():
+    """jaxmbd._jit: a top-level simulate compiles the tuned program (XLA options); under an
+    outer jit the plain one is inlined (XLA refuses compiler options on a nested jit), with
+    the same result."""
+    import jax
+
+    from jaxmbd._jit import _options_accepted
+    from jaxmbd.simulation import _run
+
+    model = mbd.models.single_pendulum()
+    tuned = _run.tuned._cached
+    before = tuned._cache_size()
+    top = mbd.simulate(model, t_end=0.003, h=1e-3).r
+    assert tuned._cache_size() - before == (1 if _options_accepted() else 0)
+    # nested: inlined into the outer program (compiler options there would raise)
+    nested = jax.jit(lambda m: mbd.simulate(m, t_end=0.003, h=1e-3, throw=False).r)(model)
+    assert tuned._cache_size() - before == (1 if _options_accepted() else 0)
+    np.testing.assert_allclose(nested, top, rtol=0, atol=1e-13)

@@ -61,6 +61,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from .._jit import jit
 from ..equations import constraint_values
 from ..forces import SpringDamper
 from ..formulations import director_pairs as pairs
@@ -645,7 +646,7 @@ class EnergyMomentum(AbstractIntegrator):
         return EMState(q1, v1, lam_hat), result
 
 
-@eqx.filter_jit
+@jit
 def step_matrices(form, model, q0, v0, q1, h, k, *, dof=None, parametrisation="pairs"):
     """(constrained, reduced) iteration matrices of one converged step q0 -> q1 (for
     condition numbers, Tables II-V; ``simulate(..., record_condition=True)`` records the
