@@ -115,6 +115,17 @@ def superlu_seconds(model, h, repeats: int) -> tuple[float, float]:
     return statistics.median(fact), statistics.median(solve)
 
 
+def compiler_options():
+    """The XLA options of jaxmbd's own top-level programs (``jaxmbd._jit``), so that the
+    scan compiled here is the one ``simulate`` compiles; none with ``--xla-defaults``."""
+    from jaxmbd._jit import XLA_OPTIONS, _options_accepted
+
+    return XLA_OPTIONS if (_options_accepted() and not XLA_DEFAULTS) else None
+
+
+XLA_DEFAULTS = False
+
+
 def step_seconds(model, h, steps, repeats, newton, solver):
     """(compile s, s per step, temporaries, status, mean iterations) of gen_alpha (rA): the
     time-stepping scan alone (``steps`` steps from the consistent start, which is computed
@@ -133,7 +144,7 @@ def step_seconds(model, h, steps, repeats, newton, solver):
         return _scan(model, form, stepper, carry, 0, steps, h)[1]
 
     start = time.perf_counter()
-    exe = jax.jit(run).lower(model, carry).compile()
+    exe = jax.jit(run, compiler_options=compiler_options()).lower(model, carry).compile()
     compile_s = time.perf_counter() - start
     runs = []
     for _ in range(repeats):
@@ -164,12 +175,19 @@ def main():
     )
     parser.add_argument("--tag", default="structured")
     parser.add_argument(
+        "--xla-defaults",
+        action="store_true",
+        help="compile with XLA's default options instead of jaxmbd's (jaxmbd._jit)",
+    )
+    parser.add_argument(
         "--compare",
         nargs=2,
         metavar=("BEFORE", "AFTER"),
         help="no runs: plot the time per step of two earlier runs (tags) side by side",
     )
     args = parser.parse_args()
+    global XLA_DEFAULTS
+    XLA_DEFAULTS = args.xla_defaults
     if args.compare:
         compare(*args.compare)
         return

@@ -143,9 +143,11 @@ def _allowed(scale: Scale, tol, shape):
     return w, tol * w + jnp.broadcast_to(scale.resolution, shape)
 
 
-def _step_ratio(delta, w, allowed):
-    """(max |delta| / allowed: <= 1 passes the step test, max |delta| / w: relative step)."""
-    return jnp.max(jnp.abs(delta) / allowed), jnp.max(jnp.abs(delta) / w)
+def _step_ratio(delta, w, allowed, *more):
+    """(max |delta| / allowed: <= 1 passes the step test, max |delta| / w: relative step,
+    then max |delta| / m for each further vector m), in one reduction."""
+    denominators = jnp.stack([jnp.broadcast_to(d, delta.shape) for d in (allowed, w, *more)])
+    return tuple(jnp.max(jnp.abs(delta)[None] / denominators, axis=1))
 
 
 def _residual_ratio(F, row_tol):
@@ -405,6 +407,13 @@ def _iterate(
       steps is noise (so a kept matrix takes at least two iterations; ``rate``, the last
       solve's measured rate, is only reported). The residual test still applies.
 
+    With a kept matrix, the current iterate x_k is accepted before it is moved (no
+    residual evaluation at x_k + delta) when its own residual passed, the contraction theta
+    measured in this solve verifies the matrix as above, and the correction delta just
+    computed from x_k bounds its error within tolerance: |delta| / (1 - theta) (Hairer &
+    Wanner IV.8). This saves the last residual of a solve whose iterate already passes
+    (e.g. at loose tolerances, where the kept matrix's first correction lands within it).
+
     A fresh matrix that is singular (NONFINITE) or near-singular (ILL_CONDITIONED) ends the
     solve with that status.
     """
@@ -438,24 +447,34 @@ def _iterate(
         w, _ = _allowed(s, tol, delta.shape)
         # attainable step: round-off e amplified by the (equilibrated) matrix's condition
         noise = jnp.broadcast_to(s.resolution, delta.shape) / jnp.maximum(matrix.rcond, _EPS)
-        step_ok, step = _step_ratio(delta, w, tol * w + noise)
+        step_ok, step, floor_ratio = _step_ratio(delta, w, tol * w + noise, noise)
         finite = jnp.isfinite(step)
         theta = step / previous  # previous = inf after a refresh: theta 0
         measured = ~fresh & jnp.isfinite(previous)
         # a step inside the round-off floor measures no contraction: the ratio of two
         # round-off steps is noise, and refreshing the matrix for it would gain nothing
-        at_floor = jnp.max(jnp.abs(delta) / noise) <= 1.0
+        at_floor = floor_ratio <= 1.0
         contracts = (theta <= max_rate) | at_floor
-        accept = finite & (fresh | (theta < 1.0) | at_floor | (policy == "modified"))
-        x_new = jax.tree_util.tree_map(
-            lambda a, b: jnp.where(accept, a, b),
-            retract(x, jnp.where(accept, delta, 0.0)),
-            x,
-        )
-        F_new = jnp.where(accept, residual(x_new), F)
         # a kept matrix is trusted only on a contraction measured in this solve, never on
         # a rate remembered from an earlier one (the problem has moved since)
         verified = fresh | (measured & contracts)
+        # x itself passes, kept matrix: its residual passed (res_prev) and the correction
+        # from it bounds its error. (A fresh matrix takes its exact Newton step instead:
+        # quadratic convergence makes that iterate far more accurate for one residual.)
+        bound = jnp.where(
+            theta < 1.0, step_ok / (1.0 - theta), jnp.where(at_floor, step_ok, jnp.inf)
+        )
+        current_done = finite & measured & contracts & (bound <= 1.0) & (res_prev <= 1.0)
+        accept = finite & (fresh | (theta < 1.0) | at_floor | (policy == "modified"))
+        move = accept & ~current_done
+        x_new = jax.tree_util.tree_map(
+            lambda a, b: jnp.where(move, a, b),
+            retract(x, jnp.where(move, delta, 0.0)),
+            x,
+        )
+        # unbatched, the residual at an iterate that is not taken is not evaluated (under
+        # vmap the cond is a select and both are)
+        F_new = jax.lax.cond(move, residual, lambda _: F, x_new)
         res = _residual_ratio(F_new, matrix.row[:n])
         # the residual's own round-off floor (e.g. eps / c_q in a constraint row whose
         # gradient vanishes) can lie above its tolerance: a residual that no longer halves
@@ -467,7 +486,8 @@ def _iterate(
         contracting = accept & (k > 0) & jnp.isfinite(previous) & (theta < 1.0)
         estimate = jnp.where(contracting, theta / (1.0 - theta), 1.0) * step_ok
         step_passed = accept & (jnp.minimum(step_ok, estimate) <= 1.0)
-        done = step_passed & verified & ((res <= 1.0) | stagnated)
+        done = current_done | (step_passed & verified & ((res <= 1.0) | stagnated))
+        res = jnp.where(current_done, res_prev, res)
         status = jnp.where(fresh, _matrix_status(matrix), SUCCESS)
         status = jnp.where((status == SUCCESS) & ~finite, NONFINITE, status)
         known = jnp.where(fresh, jnp.nan, jnp.where(measured & accept, theta, known))
