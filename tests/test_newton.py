@@ -202,3 +202,30 @@ def test_batched_refresh_factors_only_stale_members(n):
         got = jax.tree_util.tree_map(lambda a, k=k: a[k], out)
         for g, v in zip(got, want, strict=True):
             np.testing.assert_array_equal(np.asarray(g), np.asarray(v))
+
+
+def test_kept_matrix_accepts_the_current_iterate_without_another_residual():
+    """The kept matrix 1.1 J contracts by theta = 1/11. At a loose tolerance the first
+    iterate x1 already passes: once the second correction (from x1) has measured theta,
+    |delta_2| / (1 - theta) bounds x1's error within tolerance and x1's residual passed, so
+    x1 is returned and the residual at x1 + delta_2 is never evaluated: two residual
+    evaluations (x0, x1) instead of three."""
+    J = jnp.array([[3.0, 1.0], [-1.0, 2.0]])
+    root = jnp.array([1.0, -1.0])
+    calls = []
+
+    def residual(x):
+        jax.debug.callback(lambda: calls.append(1))
+        return J @ (x - root)
+
+    w = jnp.ones(2)
+    kept = factor_matrix(1.1 * J, w, 1e-3 * w)
+    x0 = root + jnp.array([1e-4, 5e-5])
+    x, info, _, refreshes, _ = newton_iterate_reusing(
+        residual, lambda x: J, x0, kept, tol=1e-3, max_iter=20
+    )
+    jax.effects_barrier()
+    assert int(info.status) == SUCCESS and int(refreshes) == 0
+    assert int(info.iterations) == 2 and len(calls) == 2
+    x1 = x0 - jnp.linalg.solve(1.1 * J, J @ (x0 - root))  # the first iterate, returned
+    np.testing.assert_allclose(np.asarray(x), np.asarray(x1), rtol=0, atol=1e-15)
