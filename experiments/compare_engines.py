@@ -1,14 +1,15 @@
 """jaxmbd side by side with Exudyn and MuJoCo: speed at h = 1e-3 and work-precision.
 
-    python experiments/compare_engines.py [--mechanisms slider_crank double_pendulum]
-        [--repeats 5] [--quick]
+    python experiments/compare_engines.py
+        [--mechanisms slider_crank double_pendulum heavy_top] [--repeats 5] [--quick]
 
 Needs the optional engines: pip install -e '.[bench]' (and scipy for the reference).
 Slider crank 3 s (crank driven at 2 pi rad/s; output: slider x), double pendulum 5 s
-(output: z of rod 2's tip). Reference: tests/references.py. For every engine/integrator:
-run time per step (median, min/max over the repeats; jaxmbd's compile time apart), steps/s,
-max abs error over time and at t_end, MuJoCo's loop-closure violation. Then a
-work-precision study over h. Writes experiments/results/engines/{speed.csv,
+(output: z of rod 2's tip), heavy top 1 s (output: the rotation matrix A; its error at a
+time is the max-abs entry of A - A_ref). Reference: tests/references.py. For every
+engine/integrator: run time per step (median, min/max over the repeats; jaxmbd's compile
+time apart), steps/s, max abs error over time and at t_end, MuJoCo's loop-closure
+violation. Then a work-precision study over h. Writes experiments/results/engines/{speed.csv,
 work_precision.csv, series_<mechanism>.csv, work_precision_<mechanism>.png, REPORT.md}.
 
 Exudyn's "fastest" runs use its exudynCPPfast module (no range checks), which is chosen at
@@ -36,18 +37,37 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
 
 BENCH_HINT = "compare_engines.py needs Exudyn and MuJoCo: pip install -e '.[bench]'"
-T_END = {"slider_crank": 3.0, "double_pendulum": 5.0}
+T_END = {"slider_crank": 3.0, "double_pendulum": 5.0, "heavy_top": 1.0}
 H_MAIN = 1e-3
 H_STUDY = (1e-2, 5e-3, 2e-3, 1e-3, 5e-4, 2e-4, 1e-4)
 H_STUDY_QUICK = (1e-2, 2e-3, 1e-3)
-OUTPUT = {"slider_crank": "slider x", "double_pendulum": "rod-2 tip z"}
+OUTPUT = {
+    "slider_crank": "slider x",
+    "double_pendulum": "rod-2 tip z",
+    "heavy_top": "rotation matrix entries",
+}
+UNIT = {"slider_crank": "m", "double_pendulum": "m", "heavy_top": "-"}
 
 
 def reference(mechanism: str, t: np.ndarray) -> np.ndarray:
-    from references import double_pendulum, slider_crank
+    """The reference output: a scalar series (T,) or, for the heavy top, A(t) (T, 3, 3)."""
+    from references import double_pendulum, heavy_top, slider_crank
 
     if mechanism == "slider_crank":
         return slider_crank(t)["x_slider"]
+    if mechanism == "heavy_top":
+        from engines import HEAVY_TOP as top  # checked against jaxmbd's model in measure_jaxmbd
+
+        return heavy_top(
+            t,
+            mass=top.mass,
+            inertia=top.inertia,
+            com_from_pivot=top.com,
+            gravity=top.gravity,
+            A0=top.A0,
+            omega0=top.omega0,  # body frame, as jaxmbd's omega0
+            pivot=top.pivot,
+        )["A"]
     ref = double_pendulum(t)
     return ref["r"][:, 1, 2] + ref["A"][:, 1, 2, 0]  # centre + 1 m along rod 2's body x
 
@@ -55,7 +75,8 @@ def reference(mechanism: str, t: np.ndarray) -> np.ndarray:
 def _record(mechanism, engine, variant, h, times, t, y, compile_s=float("nan"), loop=None):
     steps = int(round(T_END[mechanism] / h))
     median = statistics.median(times)
-    error = np.abs(y - reference(mechanism, t))
+    # per time: max abs over the output's entries (one entry for the scalar outputs)
+    error = np.abs(y - reference(mechanism, t)).reshape(len(t), -1).max(axis=1)
     if not np.isclose(t[-1], T_END[mechanism]) or len(t) != steps + 1:
         raise RuntimeError(f"{engine} {variant}: output grid ends at {t[-1]} with {len(t)} points")
     return dict(
@@ -75,7 +96,18 @@ def _record(mechanism, engine, variant, h, times, t, y, compile_s=float("nan"), 
         loop_violation_max=float("nan") if loop is None else float(np.max(loop)),
         _t=t,
         _y=y,
+        _err=error,
     )
+
+
+def jaxmbd_output(mechanism, sol):
+    """The compared output from a jaxmbd solution (as ``reference`` gives it)."""
+    r, a = np.asarray(sol.r), np.asarray(sol.A)
+    if mechanism == "slider_crank":
+        return r[:, 2, 0]
+    if mechanism == "heavy_top":
+        return a[:, 0]
+    return r[:, 1, 2] + a[:, 1, 2, 0]
 
 
 # ---- jaxmbd -----------------------------------------------------------------------------
@@ -87,7 +119,14 @@ def measure_jaxmbd(mechanism, h, newton, repeats, integrator="gen_alpha"):
 
     import jaxmbd as mbd
 
-    model = getattr(mbd.models, mechanism)()
+    # the heavy top is jaxmbd's spinning_top (heavy_top is torque-free: no gravity)
+    model = (
+        mbd.models.spinning_top() if mechanism == "heavy_top" else getattr(mbd.models, mechanism)()
+    )
+    if mechanism == "heavy_top":  # the other engines and the reference use engines.HEAVY_TOP
+        from engines import check_top_data
+
+        check_top_data(model)
 
     def run():
         return mbd.simulate(
@@ -110,8 +149,7 @@ def measure_jaxmbd(mechanism, h, newton, repeats, integrator="gen_alpha"):
     first, median, _ = time_call(timed, repeats=repeats)
     runs = times[1:]  # time_call's own median over the same calls is `median`
     sol = run()
-    t, r, a = np.asarray(sol.t), np.asarray(sol.r), np.asarray(sol.A)
-    y = r[:, 2, 0] if mechanism == "slider_crank" else r[:, 1, 2] + a[:, 1, 2, 0]
+    t, y = np.asarray(sol.t), jaxmbd_output(mechanism, sol)
     label = f"rA {integrator} {newton} Newton"
     rec = _record(mechanism, "jaxmbd", label, h, runs, t, y, first - median)
     jax.clear_caches()
@@ -142,14 +180,23 @@ JAXMBD_MAIN = (
 JAXMBD_STUDY = ("gen_alpha", "backward_euler")  # with the reused-matrix Newton
 
 
+FAILED = []  # runs that did not complete: dict(mechanism, engine, variant, h, failed=reason)
+
+
 def _exudyn_in_process(jobs, repeats):
-    from engines.exudyn_models import ExudynSim
+    from engines.exudyn_models import ExudynSim, ExudynSolveError
 
     out = []
     for mechanism, h, label in jobs:
         integrator, settings, _ = EXUDYN_CONFIGS[label]
         sim = ExudynSim(mechanism, h, T_END[mechanism], integrator, settings)
-        times = [sim.solve() for _ in range(repeats)]
+        try:
+            times = [sim.solve() for _ in range(repeats)]
+        except ExudynSolveError as err:
+            out.append(
+                dict(mechanism=mechanism, engine="Exudyn", variant=label, h=h, failed=str(err))
+            )
+            continue
         t, y = sim.output()
         out.append(_record(mechanism, "Exudyn", label, h, times, t, y))
     return out
@@ -170,7 +217,12 @@ def measure_exudyn(jobs, repeats):
             with result_file.open("rb") as fh:
                 records += pickle.load(fh)
     order = {tuple(j): i for i, j in enumerate(jobs)}
-    return sorted(records, key=lambda r: order[(r["mechanism"], r["h"], r["variant"])])
+    records = sorted(records, key=lambda r: order[(r["mechanism"], r["h"], r["variant"])])
+    for r in records:
+        if "failed" in r:
+            FAILED.append(r)
+            print(f"{r['mechanism']} Exudyn {r['variant']} h={r['h']:g}: {r['failed']}", flush=True)
+    return [r for r in records if "failed" not in r]
 
 
 def _exudyn_worker(job_file, result_file):
@@ -198,6 +250,11 @@ def measure_mujoco(mechanism, h, label, integrator, solref, repeats):
     ref = None if solref is None else (2.0 * h, 1.0)
     sim = MujocoSim(mechanism, h, T_END[mechanism], integrator, ref)
     times = [sim.solve() for _ in range(repeats)]
+    if sim.unstable:  # a failed run: listed in FAILED, returns None
+        reason = "unstable (MuJoCo warned of a bad acceleration and reset the state)"
+        FAILED.append(dict(mechanism=mechanism, engine="MuJoCo", variant=label, h=h, failed=reason))
+        print(f"{mechanism} MuJoCo {label} h={h:g}: {reason}", flush=True)
+        return None
     t, y = sim.output()
     loop = sim.loop_violation() if mechanism == "slider_crank" else None
     # rollout runs n+1 steps (sensors at t_0..t_n); time per step over n+1 steps
@@ -234,10 +291,17 @@ def write_csv(path, records):
 
 
 def write_series(path, records):
+    """The output over time per record; for a non-scalar output (heavy top: A), its error
+    (max-abs entry of y - reference) over time instead, and no reference column."""
     t = records[0]["_t"]
     mechanism = records[0]["mechanism"]
-    header = ["t", "reference"] + [f"{r['engine']}: {r['variant']}" for r in records]
-    columns = [t, reference(mechanism, t)] + [r["_y"] for r in records]
+    labels = [f"{r['engine']}: {r['variant']}" for r in records]
+    if records[0]["_y"].ndim == 1:
+        header = ["t", "reference"] + labels
+        columns = [t, reference(mechanism, t)] + [r["_y"] for r in records]
+    else:
+        header = ["t"] + [f"error {label}" for label in labels]
+        columns = [t] + [r["_err"] for r in records]
     with path.open("w", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(header)
@@ -262,7 +326,7 @@ def plot_work_precision(path, mechanism, records):
             [r["run_median_s"] for r in recs], err, marker=markers[recs[0]["engine"]], label=label
         )
     ax.set_xlabel(f"run time over {T_END[mechanism]:g} s [s] (median)")
-    ax.set_ylabel(f"max abs error of {OUTPUT[mechanism]} over time [m]")
+    ax.set_ylabel(f"max abs error of {OUTPUT[mechanism]} over time [{UNIT[mechanism]}]")
     ax.set_title(
         f"{mechanism}: work-precision, h = {min(r['h'] for r in records):g} ... "
         f"{max(r['h'] for r in records):g}"
@@ -364,8 +428,10 @@ REPORT_NOTES = """\
   ~1e-5 m at h = 1e-3 and falls with h. jaxmbd and Exudyn hold all constraints to the Newton
   tolerance (slider x error ~1e-15 and ~1e-9 respectively). This is a property of the
   formulation, not a bug, and the table reports the loop violation.
-- **Integrators.** jaxmbd: backward Euler on the index-3 DAE (first order, strongly damped,
-  Newton on positions, tolerance Theta = 1e-11/h^2 by default). Exudyn: generalized-alpha
+- **Integrators.** jaxmbd: Lie group generalized-alpha (second order, rho_inf 0.9,
+  stabilised index 2) and backward Euler on the index-3 DAE (first order, strongly
+  damped), Newton on (a, lam[, mu]) with the default relative tolerance 1e-2 h^2 within
+  [1e-10, 1e-6], reused matrix unless stated. Exudyn: generalized-alpha
   (second order, spectral radius 0.9, index 3) and Newmark beta = 1/2, gamma = 1 (first
   order, damped, the closest to backward Euler Exudyn offers). MuJoCo: semi-implicit Euler
   (first order), implicitfast (Euler with the velocity-dependent forces implicit, their
@@ -402,6 +468,20 @@ REPORT_NOTES = """\
   `mbs.SolveDynamic` (model assembled once; includes its initial-acceleration solve and the
   sensor recording every step). MuJoCo: one `rollout` call from the initial state (sensors
   every step). Model construction is excluded for all three.
+- **Heavy top.** jaxmbd's `spinning_top`: an asymmetric 2 kg body, J = diag(0.05, 0.08,
+  0.11) kg m^2 about its centre of mass, on a ball joint at the origin under gravity, tilted
+  (general A0, centre of mass off every principal axis) and spinning. (jaxmbd's model named
+  `heavy_top` is Mueller & Terze's torque-free box, without gravity.) Every engine
+  takes these values from `engines.HEAVY_TOP` (checked against the jaxmbd model). jaxmbd:
+  rA, one spherical joint (3 constraint rows). Exudyn: Euler-parameter body at the centre
+  of mass + `CreateSphericalJoint` at the pivot, initial velocities in the global frame
+  (A0 omega_bar, omega x A0 c). MuJoCo: a `ball` joint at the pivot (quaternion, reduced
+  coordinates, no constraint), `<inertial pos="c" fullinertia>`, qvel = omega_bar
+  (MuJoCo's ball-joint velocity is body-local). Output:
+  A(t); the error at a time is the max-abs entry of A - A_ref, at most 2 (A and A_ref
+  rotated by pi relative to each other). Runs that do not complete (an Exudyn Newton
+  failure, or adaptive step control taking other steps than round(T/h) of size h; a
+  MuJoCo instability, after which MuJoCo resets the state) are listed as not completed.
 """
 
 
@@ -419,8 +499,11 @@ def write_report(path, args, speed, study, machine, elapsed):
         "Another process may have been using the CPU: treat single timings as +-30%.",
         "",
         f"Outputs: slider crank: slider x over {T_END['slider_crank']:g} s; double pendulum: z "
-        f"of rod 2's tip over {T_END['double_pendulum']:g} s. Reference: tests/references.py "
-        "(slider crank in closed form, double pendulum DOP853 with rtol = atol = 1e-13).",
+        f"of rod 2's tip over {T_END['double_pendulum']:g} s; heavy top: the rotation matrix "
+        f"A over {T_END['heavy_top']:g} s (error at a time: max-abs entry of A - A_ref). "
+        "Reference: tests/references.py (slider crank in closed form, double pendulum DOP853 "
+        "with rtol = atol = 1e-13, heavy top DOP853 on Euler's equations about the pivot with "
+        "quaternions, rtol = atol = 1e-12).",
         "Errors are max abs over all steps and at t_end. Repeats per configuration: "
         f"{args.repeats} at h = {H_MAIN:g}, {args.study_repeats} in the work-precision study.",
         "",
@@ -452,6 +535,13 @@ def write_report(path, args, speed, study, machine, elapsed):
             study_table([r for r in study if r["mechanism"] == mechanism]),
             "",
         ]
+        failed = [r for r in FAILED if r["mechanism"] == mechanism]
+        if failed:
+            parts += ["Runs that did not complete (left out of the tables and the plot):", ""]
+            parts += [
+                f"- {r['engine']}: {r['variant']}, h = {r['h']:g}: {r['failed']}" for r in failed
+            ]
+            parts.append("")
     parts.append(REPORT_NOTES)
     path.write_text("\n".join(parts))
 
@@ -493,6 +583,7 @@ def main():
         )
         for label, integrator, solref in mujoco_configs(mechanism):
             recs.append(measure_mujoco(mechanism, H_MAIN, label, integrator, solref, args.repeats))
+        recs = [r for r in recs if r is not None]
         for r in recs:
             print(
                 f"{mechanism:15s} {r['engine']:6s} {r['variant']:45s} {r['steps_per_s']:>10,.0f} "
@@ -527,6 +618,7 @@ def main():
                 wp.append(
                     measure_mujoco(mechanism, h, label, integrator, solref, args.study_repeats)
                 )
+        wp = [r for r in wp if r is not None]
         study += wp
         plot_work_precision(args.out / f"work_precision_{mechanism}.png", mechanism, wp)
     write_csv(args.out / "speed.csv", speed)

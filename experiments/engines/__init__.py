@@ -1,10 +1,13 @@
-"""Slider crank and double pendulum built in other engines (Exudyn, MuJoCo) for comparison.
+"""Slider crank, double pendulum and heavy top built in other engines (Exudyn, MuJoCo).
 
 Both engines are optional (``pip install -e '.[bench]'``). The geometry, masses and inertias
-are those of jaxmbd's built-in models ``slider_crank`` and ``double_pendulum``.
+are those of jaxmbd's built-in models ``slider_crank``, ``double_pendulum`` and
+``heavy_top``.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 
@@ -35,6 +38,58 @@ ROD2_R = np.array([0.0, 4.0, -1.0])
 ROD2_A = np.stack([[0.0, 0.0, -1.0], [0.0, 1.0, 0.0], [1.0, 0.0, 0.0]], axis=1)
 ROD2_MASS, ROD2_J, ROD2_HALF = 39.0, (0.01625, 13.008125, 13.008125), 1.0
 GRAVITY = np.array([0.0, 0.0, -9.81])
+
+
+# ---- heavy top (jaxmbd.models.spinning_top) ----------------------------------------------
+class TopData(NamedTuple):
+    """One rigid body on a ball joint to the ground under uniform gravity."""
+
+    mass: float
+    inertia: np.ndarray  # 3x3, about the centre of mass, body axes
+    com: np.ndarray  # centre of mass from the pivot, body axes
+    A0: np.ndarray  # initial rotation matrix (body to global)
+    omega0: np.ndarray  # initial angular velocity, BODY frame (jaxmbd's omega0)
+    gravity: np.ndarray
+    pivot: np.ndarray
+
+
+def top_data(model) -> TopData:
+    """TopData of a one-body jaxmbd model whose body hangs on a ball joint at the origin
+    (``heavy_top``, ``spinning_top``); the centre of mass from the pivot is A0^T r0."""
+    A0 = np.asarray(model.A0[0], dtype=float)
+    return TopData(
+        mass=float(model.mass[0]),
+        inertia=np.asarray(model.inertia[0], dtype=float),
+        com=A0.T @ np.asarray(model.r0[0], dtype=float),
+        A0=A0,
+        omega0=np.asarray(model.omega0[0], dtype=float),
+        gravity=np.asarray(model.gravity, dtype=float),
+        pivot=np.zeros(3),
+    )
+
+
+def _heavy_top() -> TopData:
+    """jaxmbd's ``spinning_top``: an asymmetric 2 kg body, J = diag(0.05, 0.08, 0.11) kg m^2
+    about its centre of mass, on a ball joint at the origin under gravity, tilted A0 and
+    spinning (a heavy top; jaxmbd's ``heavy_top`` model is Mueller & Terze's torque-free
+    box, without gravity)."""
+    import jaxmbd as mbd
+
+    return top_data(mbd.models.spinning_top())
+
+
+HEAVY_TOP = _heavy_top()
+
+
+def check_top_data(model, data: TopData = HEAVY_TOP) -> None:
+    """Raise if ``data`` differs from the jaxmbd model's (the engines use ``data``)."""
+    for field, value in top_data(model)._asdict().items():
+        if not np.allclose(value, getattr(data, field), rtol=1e-12, atol=1e-14):
+            raise ValueError(f"heavy top {field}: model {value} != engines {getattr(data, field)}")
+    # the engines derive the centre-of-mass velocity from the pivot at rest: A0 (w x c)
+    if not np.allclose(model.rdot0[0], data.A0 @ np.cross(data.omega0, data.com), atol=1e-12):
+        raise ValueError("heavy top: the model's initial velocity moves the pivot")
+
 
 for _a in (CRANK_A, ROD_A, SLIDER_A, ROD1_A, ROD2_A):
     assert np.allclose(_a.T @ _a, np.eye(3)) and np.isclose(np.linalg.det(_a), 1.0)

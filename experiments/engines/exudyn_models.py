@@ -1,4 +1,5 @@
-"""Slider crank and double pendulum in Exudyn (redundant coordinates, index-3 implicit solvers).
+"""Slider crank, double pendulum and heavy top in Exudyn (redundant coordinates, index-3
+implicit solvers).
 
 Every body is an Exudyn rigid body (``mbs.CreateRigidBody``) at the centre of mass with the
 reference orientation of the jaxmbd model; the joints are Exudyn joints; Exudyn integrates the
@@ -16,6 +17,12 @@ joint this is the crank angle 2 pi t about -x exactly, with no Python callback i
 Double pendulum: two rods with revolute joints about global x (ground-rod 1 at the origin,
 rod 1-rod 2 at (0, 4, 0)); the output is the z coordinate of rod 2's tip (rod 2's body-x point
 at +1 m from its centre of mass).
+
+Heavy top: one rigid body (Euler parameters, at its centre of mass pivot + A0 c) on a
+spherical joint to the ground at the pivot (``CreateSphericalJoint``, three translations
+locked, rotations free), gravity as a body load; the initial velocities are given in the
+global frame (Exudyn's convention): omega = A0 omega_bar, v = omega x (A0 c). Output: the
+rotation matrix from a ``RotationMatrix`` body sensor (9 entries, row-major).
 
 ``settings``: "default" = ``exu.SimulationSettings()`` as constructed (solution file written
 every 0.01 s, modified Newton as Exudyn does by default, dense linear solver);
@@ -47,6 +54,7 @@ from . import (
     CRANK_PIVOT,
     CRANK_SPEED,
     GRAVITY,
+    HEAVY_TOP,
     ROD1_A,
     ROD1_J,
     ROD1_MASS,
@@ -65,6 +73,7 @@ from . import (
     SLIDER_J,
     SLIDER_MASS,
     SLIDER_R,
+    TopData,
     slider_crank_initial_velocities,
 )
 
@@ -83,17 +92,31 @@ INTEGRATORS = {
 SETTINGS = ("default", "fastest", "loose")
 
 
-def _inertia(mass, diag):
-    return RigidBodyInertia(mass=mass, inertiaTensor=np.diag(diag), inertiaTensorAtCOM=True)
+def _inertia(mass, inertia):
+    """``inertia``: principal moments (3,) or the 3x3 tensor, about the centre of mass."""
+    tensor = np.asarray(inertia, dtype=float)
+    tensor = np.diag(tensor) if tensor.ndim == 1 else tensor
+    return RigidBodyInertia(mass=mass, inertiaTensor=tensor, inertiaTensorAtCOM=True)
 
 
-def _body(mbs, r, a, mass, diag, node_type=None, v=(0.0, 0.0, 0.0), omega=(0.0, 0.0, 0.0)):
+def _body(
+    mbs,
+    r,
+    a,
+    mass,
+    diag,
+    node_type=None,
+    v=(0.0, 0.0, 0.0),
+    omega=(0.0, 0.0, 0.0),
+    gravity=GRAVITY,
+):
+    """``v``, ``omega``: global (Exudyn's convention for CreateRigidBody)."""
     kwargs = {} if node_type is None else {"nodeType": node_type}
     return mbs.CreateRigidBody(
         referencePosition=list(r),
         referenceRotationMatrix=np.asarray(a),
         inertia=_inertia(mass, diag),
-        gravity=list(GRAVITY),
+        gravity=[float(x) for x in gravity],
         initialVelocity=[float(x) for x in v],
         initialAngularVelocity=[float(x) for x in omega],
         returnDict=True,
@@ -197,12 +220,47 @@ def _double_pendulum(mbs):
     )
 
 
+def _heavy_top(mbs, top: TopData = HEAVY_TOP):
+    ground = mbs.CreateGround()
+    com = top.A0 @ top.com  # global, from the pivot
+    omega = top.A0 @ top.omega0  # body -> global
+    body = _body(
+        mbs,
+        top.pivot + com,
+        top.A0,
+        top.mass,
+        top.inertia,
+        v=np.cross(omega, com),
+        omega=omega,
+        gravity=top.gravity,
+    )
+    mbs.CreateSphericalJoint(
+        bodyNumbers=[ground, body["bodyNumber"]],
+        position=[float(x) for x in top.pivot],
+        useGlobalFrame=True,
+        show=False,
+    )
+    return mbs.AddSensor(
+        eii.SensorBody(
+            bodyNumber=body["bodyNumber"],
+            outputVariableType=exu.OutputVariableType.RotationMatrix,
+            storeInternal=True,
+            writeToFile=False,
+        )
+    )
+
+
+class ExudynSolveError(RuntimeError):
+    """Exudyn did not complete the fixed-step run (see ``ExudynSim.solve``)."""
+
+
 class ExudynSim:
     """Build once, then ``run()`` solves from the initial state and returns the output.
 
-    ``mechanism``: "slider_crank" (output x of the slider) or "double_pendulum" (z of rod 2's
-    tip). ``linear_solver``: "dense" (EXUdense) or "sparse" (EigenSparse), only for
-    ``settings="fastest"``.
+    ``mechanism``: "slider_crank" (output x of the slider), "double_pendulum" (z of rod 2's
+    tip) or "heavy_top" (rotation matrix, shape (T, 3, 3)). ``linear_solver``: "dense"
+    (EXUdense) or "sparse" (EigenSparse), only for ``settings="fastest"``. ``top``: the heavy
+    top's data (default ``HEAVY_TOP``; e.g. ``top_data(jaxmbd.models.spinning_top())``).
     """
 
     def __init__(
@@ -213,11 +271,16 @@ class ExudynSim:
         integrator: str = "GA",
         settings: str = "fastest",
         linear_solver: str = "dense",
+        top: TopData = HEAVY_TOP,
     ):
         self.mechanism, self.h, self.t_end = mechanism, h, t_end
         self.sc = exu.SystemContainer()
         self.mbs = self.sc.AddSystem()
-        build = {"slider_crank": _slider_crank, "double_pendulum": _double_pendulum}[mechanism]
+        build = {
+            "slider_crank": _slider_crank,
+            "double_pendulum": _double_pendulum,
+            "heavy_top": lambda mbs: _heavy_top(mbs, top),
+        }[mechanism]
         self.sensor = build(self.mbs)
         self.mbs.Assemble()
         self._tmp = tempfile.mkdtemp(prefix="exudyn_bench_")  # default settings write files
@@ -258,17 +321,32 @@ class ExudynSim:
         self.n_steps = n_steps
 
     def solve(self) -> float:
-        """One solve from the initial state; returns its wall time in seconds."""
+        """One solve from the initial state; returns its wall time in seconds.
+
+        Raises ExudynSolveError if Exudyn gives up (Newton fails down to its minimum step) or
+        if its adaptive step control took steps other than the n_steps of size h (Exudyn's
+        default ``adaptiveStep``): such a run is not a fixed-step-h result."""
         start = time.perf_counter()
-        ok = self.mbs.SolveDynamic(self.settings, solverType=self.solver_type)
+        try:
+            ok = self.mbs.SolveDynamic(self.settings, solverType=self.solver_type, storeSolver=True)
+        except exu.SolverError as err:
+            raise ExudynSolveError(f"solver failed ({err})") from err
         elapsed = time.perf_counter() - start
         if not ok:
-            raise RuntimeError(f"Exudyn {self.mechanism} did not solve (h={self.h})")
+            raise ExudynSolveError("solver failed")
+        taken = self.mbs.sys["dynamicSolver"].it.currentStepIndex - 1
+        if taken != self.n_steps:
+            raise ExudynSolveError(
+                f"adaptive step reduction: {taken} steps instead of {self.n_steps} "
+                "(Newton did not converge at the fixed step)"
+            )
         return elapsed
 
     def output(self) -> tuple[np.ndarray, np.ndarray]:
-        """(t, y): slider x or rod-2 tip z from the last solve."""
+        """(t, y): slider x, rod-2 tip z or the top's rotation matrix from the last solve."""
         data = np.asarray(self.mbs.GetSensorStoredData(self.sensor))
+        if self.mechanism == "heavy_top":
+            return data[:, 0], data[:, 1:10].reshape(-1, 3, 3)
         column = 1 if self.mechanism == "slider_crank" else 3
         return data[:, 0], data[:, column]
 

@@ -1,4 +1,4 @@
-"""Slider crank and double pendulum in MuJoCo (reduced coordinates, soft loop closure).
+"""Slider crank, double pendulum and heavy top in MuJoCo (reduced coordinates, soft loop closure).
 
 Bodies carry the jaxmbd masses and principal inertias (``<inertial diaginertia>`` in the body
 frame, which is the jaxmbd body frame at t = 0). No geoms, contacts disabled.
@@ -24,6 +24,14 @@ Double pendulum tree: world -> rod 1 (hinge about global x at the origin) -> rod
 about global x at (0, 4, 0)); output: z of rod 2's tip (body-x point +1 m from its centre of
 mass), from a ``framepos`` sensor.
 
+Heavy top: world -> top, a body whose frame is at the pivot with the orientation A0, one
+``ball`` joint at its origin (reduced coordinates: a quaternion, no constraint), the mass and
+the full inertia about the centre of mass (``<inertial pos=c fullinertia=...>``, body axes).
+MuJoCo's ball-joint qvel is the angular velocity in the body (joint-local) frame, which is
+jaxmbd's omega0 as is. Output: the rotation matrix of a site at the body origin
+(``framexaxis``/``frameyaxis``/``framezaxis`` = its columns), i.e. the body frame, not
+MuJoCo's principal-axis inertial frame.
+
 Runs use ``mujoco.rollout.rollout`` (the whole trajectory in C, sensors recorded every step).
 Sensor values of step k are computed in mj_forward at t_k = k h (before the update).
 """
@@ -43,6 +51,7 @@ from . import (
     CRANK_PIVOT,
     CRANK_SPEED,
     GRAVITY,
+    HEAVY_TOP,
     ROD1_A,
     ROD1_HALF,
     ROD1_J,
@@ -62,6 +71,7 @@ from . import (
     SLIDER_J,
     SLIDER_MASS,
     SLIDER_R,
+    TopData,
     slider_crank_initial_velocities,
 )
 
@@ -85,10 +95,10 @@ def _quat(a: np.ndarray) -> str:
     return _vec(quat)
 
 
-def _header(name: str, h: float, integrator: str) -> str:
+def _header(name: str, h: float, integrator: str, gravity=GRAVITY) -> str:
     return (
         f'<mujoco model="{name}">\n'
-        f'  <option timestep="{h:.17g}" gravity="{_vec(GRAVITY)}" integrator="{integrator}">\n'
+        f'  <option timestep="{h:.17g}" gravity="{_vec(gravity)}" integrator="{integrator}">\n'
         '    <flag contact="disable"/>\n'
         "  </option>\n"
     )
@@ -156,12 +166,33 @@ def double_pendulum_xml(h: float, integrator: str) -> str:
     )
 
 
+def heavy_top_xml(h: float, integrator: str, top: TopData = HEAVY_TOP) -> str:
+    j = np.asarray(top.inertia, dtype=float)
+    full = (j[0, 0], j[1, 1], j[2, 2], j[0, 1], j[0, 2], j[1, 2])
+    return (
+        _header("heavy_top", h, integrator, top.gravity) + "  <worldbody>\n"
+        f'    <body name="top" pos="{_vec(top.pivot)}" quat="{_quat(top.A0)}">\n'
+        f'      <inertial pos="{_vec(top.com)}" mass="{top.mass!r}" fullinertia="{_vec(full)}"/>\n'
+        '      <joint name="ball" type="ball"/>\n'
+        '      <site name="frame" pos="0 0 0"/>\n'
+        "    </body>\n"
+        "  </worldbody>\n"
+        "  <sensor>\n"
+        '    <framexaxis objtype="site" objname="frame"/>\n'
+        '    <frameyaxis objtype="site" objname="frame"/>\n'
+        '    <framezaxis objtype="site" objname="frame"/>\n'
+        "  </sensor>\n"
+        "</mujoco>\n"
+    )
+
+
 class MujocoSim:
     """``run()`` rolls out round(t_end / h) steps from the initial state.
 
-    ``output()`` gives (t, y) with y the slider x or rod 2's tip z, and for the slider crank
-    ``loop_violation()`` the distance between the two sides of the connect constraint.
-    ``solref``: None = MuJoCo's default (0.02, 1); e.g. (2 h, 1) for a stiffer loop.
+    ``output()`` gives (t, y) with y the slider x, rod 2's tip z or the top's rotation matrix
+    (T, 3, 3), and for the slider crank ``loop_violation()`` the distance between the two
+    sides of the connect constraint. ``solref``: None = MuJoCo's default (0.02, 1); e.g.
+    (2 h, 1) for a stiffer loop. ``top``: the heavy top's data (default ``HEAVY_TOP``).
     """
 
     def __init__(
@@ -171,12 +202,15 @@ class MujocoSim:
         t_end: float,
         integrator: str = "implicitfast",
         solref: tuple[float, float] | None = None,
+        top: TopData = HEAVY_TOP,
     ):
         if integrator not in INTEGRATORS:
             raise ValueError(f"integrator must be one of {INTEGRATORS}")
         self.mechanism, self.h = mechanism, h
         if mechanism == "slider_crank":
             xml = slider_crank_xml(h, integrator, solref)
+        elif mechanism == "heavy_top":
+            xml = heavy_top_xml(h, integrator, top)
         else:
             xml = double_pendulum_xml(h, integrator)
         self.model = mujoco.MjModel.from_xml_string(xml)
@@ -187,6 +221,8 @@ class MujocoSim:
             rod_y = ROD_A[:, 1]
             # rod angular velocity = a e_x + b rod_y (e_x and rod_y are orthogonal)
             self.data.qvel[:] = [-CRANK_SPEED, v0[2][0], rod_w[0], rod_w @ rod_y]
+        elif mechanism == "heavy_top":
+            self.data.qvel[:] = top.omega0  # ball joint: body-frame angular velocity
         mujoco.mj_forward(self.model, self.data)
         spec = mujoco.mjtState.mjSTATE_FULLPHYSICS
         self.state0 = np.zeros(mujoco.mj_stateSize(self.model, spec))
@@ -196,17 +232,24 @@ class MujocoSim:
         self.sensordata = None
 
     def solve(self) -> float:
-        """One rollout of n_steps + 1 steps; returns its wall time in seconds."""
+        """One rollout of n_steps + 1 steps; returns its wall time in seconds. ``unstable``
+        afterwards: MuJoCo met a NaN/Inf/huge acceleration (mjWARN_BADQACC) and reset the
+        state mid-run, so the output is not a trajectory."""
+        badqacc = self.data.warning[mujoco.mjtWarning.mjWARN_BADQACC]
+        badqacc.number = 0
         start = time.perf_counter()
         _, sensordata = rollout.rollout(
             self.model, self.data, self.state0[None], nstep=self.n_steps + 1
         )
         elapsed = time.perf_counter() - start
         self.sensordata = sensordata[0]
+        self.unstable = badqacc.number > 0
         return elapsed
 
     def output(self) -> tuple[np.ndarray, np.ndarray]:
         t = self.h * np.arange(self.n_steps + 1)
+        if self.mechanism == "heavy_top":  # sensors: the columns of A
+            return t, np.asarray(self.sensordata[:, 0:9]).reshape(-1, 3, 3).transpose(0, 2, 1)
         column = 0 if self.mechanism == "slider_crank" else 2
         return t, np.asarray(self.sensordata[:, column])
 
