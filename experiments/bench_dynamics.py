@@ -3,7 +3,7 @@ full, modified and reused-matrix Newton.
 
     python experiments/bench_dynamics.py [--h 1e-3] [--repeats 5]
 
-h = 1e-3 over 3 s (double pendulum 5 s), default Newton tolerance (1e-2 h^2). Reports
+h = 1e-3 over 3 s (double pendulum 5 s), default Newton tolerance (1e-3 h^2). Reports
 compile time apart from the median run time, steps/s, mean Newton iterations and the speed
 ratio versus rp, all measured in this one run, and writes
 experiments/results/dynamics_speed.csv.

@@ -430,7 +430,7 @@ REPORT_NOTES = """\
   formulation, not a bug, and the table reports the loop violation.
 - **Integrators.** jaxmbd: Lie group generalized-alpha (second order, rho_inf 0.9,
   stabilised index 2) and backward Euler on the index-3 DAE (first order, strongly
-  damped), Newton on (a, lam[, mu]) with the default relative tolerance 1e-2 h^2 within
+  damped), Newton on (a, lam[, mu]) with the default relative tolerance 1e-3 h^2 within
   [1e-10, 1e-6], reused matrix unless stated. Exudyn: generalized-alpha
   (second order, spectral radius 0.9, index 3) and Newmark beta = 1/2, gamma = 1 (first
   order, damped, the closest to backward Euler Exudyn offers). MuJoCo: semi-implicit Euler

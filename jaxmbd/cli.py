@@ -210,7 +210,9 @@ def simulate(
     t_end: Annotated[float, typer.Option("--t-end", help="end time [s]")] = 3.0,
     tol: Annotated[
         float | None,
-        typer.Option(help="relative Newton tolerance of the implicit integrators (1e-10)"),
+        typer.Option(
+            help="relative Newton tolerance of the implicit integrators (1e-3 h^2 in [1e-10, 1e-6])"
+        ),
     ] = None,
     integrator: Annotated[
         str,

@@ -3,6 +3,8 @@ residual test beside the step test (paper eq. 46), verified steps with a kept ma
 near-singular matrices reported as a status. Each test failed on main before the change
 (08e0bb0): the solvers had no scaled tests, no residual test and no condition estimate."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -229,3 +231,21 @@ def test_kept_matrix_accepts_the_current_iterate_without_another_residual():
     assert int(info.iterations) == 2 and len(calls) == 2
     x1 = x0 - jnp.linalg.solve(1.1 * J, J @ (x0 - root))  # the first iterate, returned
     np.testing.assert_allclose(np.asarray(x), np.asarray(x1), rtol=0, atol=1e-15)
+
+
+def test_default_tolerance_scales_with_the_step():
+    """The implicit integrators' default tol is 1e-3 h^2 within [1e-10, 1e-6]: a run with
+    the default equals one with that tol given, and at h = 1e-2 it needs fewer iterations
+    than the fixed 1e-10 of earlier versions, with positions within 1e-6 m of it."""
+    from jaxmbd.integrators import default_tolerance
+
+    assert float(default_tolerance(1e-2)) == pytest.approx(1e-7)
+    assert float(default_tolerance(1e-3)) == pytest.approx(1e-9)
+    assert float(default_tolerance(1e-4)) == pytest.approx(1e-10)
+    assert float(default_tolerance(1.0)) == pytest.approx(1e-6)
+    model = mbd.models.double_pendulum()
+    run = functools.partial(mbd.simulate, model, integrator="gen_alpha", t_end=0.3, h=1e-2)
+    default, given, tight = run(), run(tol=float(default_tolerance(1e-2))), run(tol=1e-10)
+    np.testing.assert_array_equal(np.asarray(default.r), np.asarray(given.r))
+    assert np.mean(np.asarray(default.iterations)[1:]) < np.mean(np.asarray(tight.iterations)[1:])
+    np.testing.assert_allclose(np.asarray(default.r), np.asarray(tight.r), rtol=0, atol=1e-6)

@@ -14,6 +14,7 @@ from .base import (
     Discretisation,
     StartState,
     StepResult,
+    default_tolerance,
     implicit_step,
 )
 from .energy_momentum import EnergyMomentum
@@ -106,6 +107,7 @@ def get_integrator(integrator, formulation: str, **options) -> AbstractIntegrato
 
 __all__ = [
     "THETA_H2",
+    "default_tolerance",
     "AbstractImplicitIntegrator",
     "AbstractIntegrator",
     "BackwardEuler",
