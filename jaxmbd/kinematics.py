@@ -30,7 +30,8 @@ from .equations import rA_terms
 from .errors import ModelError
 from .forces import BodyState, applied_forces
 from .formulations import AbstractFormulation, get_formulation
-from .integrators.base import own_linear_solve
+from .integrators.base import choose_structured, own_linear_solve
+from .linear.square import factor_square, layout_for_formulation
 from .model import Model
 from .newton import (
     CHART_SINGULARITY,
@@ -68,19 +69,27 @@ def position_scale(model: Model, form: AbstractFormulation):
     return scale
 
 
-def _position_linear_solve(form: AbstractFormulation, q_guess):
+def _position_linear_solve(model: Model, form: AbstractFormulation, q_guess, structured: bool):
     """The Newton solve of the position analysis: the equilibrated LU with its condition
     status, or, in a chart with singularities (re), :func:`chart_solve`, which may take the
-    least-squares solution only where the predicted configuration is at the singularity."""
+    least-squares solution only where the predicted configuration is at the singularity.
+    ``structured``: block elimination of G's saddle-point embedding
+    (:mod:`jaxmbd.linear.square`; no chart step-over, re runs strict there)."""
+    if structured:
+        layout = layout_for_formulation(model, form)
+        return lambda G, rhs: factor_square(layout, G)[0](rhs)
     near = form.near_chart_singularity(q_guess)
     if near is None:
         return own_linear_solve(form)
     return functools.partial(chart_solve, least_squares=jax.lax.stop_gradient(near))
 
 
-def solve_positions(model: Model, form: AbstractFormulation, q_guess, t, *, tol, max_iter):
+def solve_positions(
+    model: Model, form: AbstractFormulation, q_guess, t, *, tol, max_iter, structured=False
+):
     """Newton position analysis Phi(q, t) = 0 with implicit gradients w.r.t. the model.
-    ``tol`` is relative (:func:`position_scale`)."""
+    ``tol`` is relative (:func:`position_scale`); ``structured``: the corrections by block
+    elimination (:mod:`jaxmbd.linear.square`; the implicit gradient's solve stays dense)."""
     frozen = jax.lax.stop_gradient(model)
     q_star, info = newton_iterate(
         lambda q: form.position_terms(frozen, q, t),
@@ -89,7 +98,7 @@ def solve_positions(model: Model, form: AbstractFormulation, q_guess, t, *, tol,
         tol=tol,
         max_iter=max_iter,
         residual=lambda q: form.residual(frozen, q, t),
-        linear_solve=_position_linear_solve(form, q_guess),
+        linear_solve=_position_linear_solve(frozen, form, q_guess, structured),
         scale=position_scale(frozen, form),
     )
     n_tangent = model.nb * form.tangent_size
@@ -142,18 +151,27 @@ def _satisfies(G, x, rhs):
     return residual <= allowed
 
 
-def _kinematic_state(model, form, q, t):
+def _square_solver(model, form, G, structured: bool, least_squares=False):
+    """(solve, rcond) of a square G: the dense equilibrated LU, or block elimination."""
+    if structured:
+        return factor_square(layout_for_formulation(model, form), G)
+    return checked_solver(G, least_squares=least_squares)
+
+
+def _kinematic_state(model, form, q, t, structured: bool = False):
     """Velocities (eq. 15b), accelerations (eq. 16) and inverse-dynamics multipliers at the
     solved positions q, and a status for these solves: NONFINITE for non-finite results,
     ILL_CONDITIONED for a near-singular G (or G_rA for the multipliers), CHART_SINGULARITY
     for a stepped-over chart singularity that fails its verification. Returns (v, outputs,
     status, near) with ``near`` whether the chart step-over was allowed (None without a
     chart singularity)."""
-    near = form.near_chart_singularity(q)
+    near = None if structured else form.near_chart_singularity(q)
     near = None if near is None else jax.lax.stop_gradient(near)
     G, nu = form.velocity_terms(model, q, t)
     # one factorisation for nu, gamma (and lam in rA)
-    solve, rcond = checked_solver(G, least_squares=False if near is None else near)
+    solve, rcond = _square_solver(
+        model, form, G, structured, least_squares=False if near is None else near
+    )
     v = solve(nu).reshape(model.nb, form.tangent_size)
     gamma = form.acceleration_rhs(model, q, v, t)
     a = solve(gamma).reshape(model.nb, form.tangent_size)
@@ -166,8 +184,12 @@ def _kinematic_state(model, form, q, t):
         lam, rcond_rA = solve(rhs, transpose=True), rcond
     else:
         _, G_rA, nu_rA, gamma_rA = rA_terms(model, r, A, v[:, :3], omega, t)
-        solve_rA, rcond_rA = checked_solver(G_rA.T)
-        lam = solve_rA(rhs)
+        if structured:
+            solve_rA, rcond_rA = _square_solver(model, get_formulation("rA"), G_rA, True)
+            lam = solve_rA(rhs, transpose=True)
+        else:
+            solve_rA, rcond_rA = checked_solver(G_rA.T)
+            lam = solve_rA(rhs)
     out = body + (lam,)
     finite = jnp.all(jnp.isfinite(v)) & jnp.all(jnp.isfinite(a)) & jnp.all(jnp.isfinite(lam))
     chart_ok = jnp.asarray(True)
@@ -193,29 +215,31 @@ def _kinematic_state(model, form, q, t):
     return v, out, status, near
 
 
-def _analyse(model, form, q_guess, t, tol, max_iter):
-    q, info = solve_positions(model, form, q_guess, t, tol=tol, max_iter=max_iter)
-    v, out, status, near = _kinematic_state(model, form, q, t)
+def _analyse(model, form, q_guess, t, tol, max_iter, structured=False):
+    q, info = solve_positions(
+        model, form, q_guess, t, tol=tol, max_iter=max_iter, structured=structured
+    )
+    v, out, status, near = _kinematic_state(model, form, q, t, structured)
     status = jnp.where(info.status != SUCCESS, info.status, status)
     flag = () if near is None else (near,)
     return q, v, out + (info.iterations, status, info.residual_norm) + flag
 
 
-def _initial_state(model, form, tol, max_iter):
+def _initial_state(model, form, tol, max_iter, structured=False):
     q0 = (model.r0, form.coordinates(model.A0))
-    q, v, out = _analyse(model, form, q0, jnp.asarray(0.0), tol, max_iter)
+    q, v, out = _analyse(model, form, q0, jnp.asarray(0.0), tol, max_iter, structured)
     return (q, v), out
 
 
 _initial = jit(_initial_state)
 
 
-def _scan(model, form, carry, k0, n: int, h, tol, max_iter, save_every: int = 1):
+def _scan(model, form, carry, k0, n: int, h, tol, max_iter, save_every: int = 1, structured=False):
     def step(carry, k):
         q_prev, v_prev = carry
         t = k * h
         q_guess = form.predict(q_prev, v_prev, h)
-        q, v, out = _analyse(model, form, q_guess, t, tol, max_iter)
+        q, v, out = _analyse(model, form, q_guess, t, tol, max_iter, structured)
         return (q, v), out
 
     # saved rows summarise the steps since the previous one; the chart flag: any of them
@@ -227,10 +251,10 @@ _chunk = jit(_scan)
 
 
 @jit
-def _run(model, form, n: int, h, tol, max_iter, save_every: int = 1):
+def _run(model, form, n: int, h, tol, max_iter, save_every: int = 1, structured=False):
     """Initial assembly and all steps in one compiled function."""
-    carry, first = _initial_state(model, form, tol, max_iter)
-    _, rest = _scan(model, form, carry, 0, n, h, tol, max_iter, save_every)
+    carry, first = _initial_state(model, form, tol, max_iter, structured)
+    _, rest = _scan(model, form, carry, 0, n, h, tol, max_iter, save_every, structured)
     return jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), first, rest)
 
 
@@ -262,6 +286,7 @@ def kinematics(
     progress: Callable[[int, int], None] | None = None,
     chunk_size: int = 500,
     save_every: int = 1,
+    linear_solver: str = "auto",
     throw: bool = True,
     check: bool | None = None,
 ) -> Solution:
@@ -276,6 +301,11 @@ def kinematics(
     ``sol.result``, a :class:`~jaxmbd.RESULTS` item); inside ``jit``/``grad``/``vmap``
     ``throw=True`` becomes an equinox runtime error. ``check`` is the deprecated name of
     ``throw``. ``save_every=k`` keeps every k-th step (see :func:`~jaxmbd.simulate`).
+
+    ``linear_solver``: "dense" (LU of G), "structured" (block elimination of G's
+    saddle-point embedding on the body-joint graph, O(N) per solve on a tree:
+    :mod:`jaxmbd.linear.square`; re then has no chart step-over) or "auto" (structured from
+    300 unknowns of the embedding on, as the implicit integrators).
     """
     throw = resolve_throw(throw, check, "kinematics")
     form = get_formulation(formulation)
@@ -283,16 +313,18 @@ def kinematics(
     check_euler_angle_start(model, form)
     n = num_steps(t_end, h)
     save_every = check_save_every(save_every, n)
+    n_g = form.num_multipliers(model)
+    structured = choose_structured(linear_solver, model.nb * form.tangent_size + n_g, model.nc)
     h_arr = jnp.asarray(h, dtype=jnp.float64)
     tol_arr = jnp.asarray(tol, dtype=jnp.float64)
     traced = is_traced(model)
     if progress is None or traced:
-        outs = _run(model, form, n, h_arr, tol_arr, max_iter, save_every)
+        outs = _run(model, form, n, h_arr, tol_arr, max_iter, save_every, structured)
     else:
         outs = run_in_chunks(
-            lambda: _initial(model, form, tol_arr, max_iter),
+            lambda: _initial(model, form, tol_arr, max_iter, structured),
             lambda carry, k0, size: _chunk(
-                model, form, carry, k0, size, h_arr, tol_arr, max_iter, save_every
+                model, form, carry, k0, size, h_arr, tol_arr, max_iter, save_every, structured
             ),
             n,
             chunk_size,

@@ -66,12 +66,15 @@ from ..equations import constraint_values
 from ..forces import SpringDamper
 from ..formulations import director_pairs as pairs
 from ..lie import so3_exp
+from ..linear.graph import newton_layout
+from ..linear.structured import BlockMatrix, empty_factors, factor_plain, factors_solve
 from ..newton import (
     MAX_ITERATIONS,
     NONFINITE,
     SUCCESS,
     AbstractNewton,
     NewtonInfo,
+    ReusedNewton,
     _allowed,
     _residual_ratio,
     _step_ratio,
@@ -80,7 +83,7 @@ from ..newton import (
     implicit_root,
     solve_linear,
 )
-from .base import AbstractIntegrator, StepResult
+from .base import LINEAR_SOLVERS, AbstractIntegrator, StepResult, choose_structured
 
 SCHEMES = ("constrained", "null_space")
 PARAMETRISATIONS = ("pairs", "numerical")
@@ -178,6 +181,41 @@ class DampedNewton(AbstractNewton):
 def _jacobian(newton, residual):
     """None lets :class:`DampedNewton` form the residual and its Jacobian in one pass."""
     return None if isinstance(newton, DampedNewton) else jax.jacfwd(residual)
+
+
+def form_rows(model) -> int:
+    """Rows of the constrained scheme: the joints' GCON rows and 6 internal rows per body."""
+    return model.nc + 6 * model.nb
+
+
+def director_layout(model):
+    """The block layout of the constrained scheme's matrix (unknowns (q1 flat, lam_hat)):
+    each director body (12 coordinates) with its 6 internal rows and the rows of the joint
+    to its parent (:func:`~jaxmbd.linear.graph.newton_layout`)."""
+    return newton_layout(model, tangent_size=12, extra_rows=6)
+
+
+def _solve_structured(newton, residual, y0, layout, tol):
+    """One constrained-scheme solve with the structured factorisation: the dense Jacobian
+    gathered into the blocks of ``layout``, then block elimination instead of a dense LU
+    (DampedNewton: as its linear solve; the other variants factor the block matrix)."""
+    st = layout.structure
+
+    def blocks(J):
+        return BlockMatrix(st.gather(J), st, layout.n)
+
+    if isinstance(newton, DampedNewton):
+
+        def linear_solve(J, F):
+            return factors_solve(factor_plain(blocks(J)), F)
+
+        return newton.solve(residual, None, y0, None, tol=tol, linear_solve=linear_solve)
+    jac = jax.jacfwd(residual)
+    if isinstance(newton, ReusedNewton):
+        state = newton.init(layout.n, placeholder=empty_factors(st, layout.n, y0.dtype))
+    else:
+        state = newton.init(layout.n)
+    return newton.solve(residual, lambda y: blocks(jac(y)), y0, state, tol=tol)
 
 
 def _newton(newton, max_iter):
@@ -506,6 +544,11 @@ class EnergyMomentum(AbstractIntegrator):
       loop such as the six-body linkage: ``dof=1``); default 6 nb - nc. Then the rows used
       are those of :func:`row_selection` (all tree rows, d - dof combinations of the closure
       rows), in both schemes.
+    * ``linear_solver`` (constrained scheme): "dense" (LU of the (n + m) matrix),
+      "structured" (block elimination on the body-joint graph, :func:`director_layout`: O(N)
+      per solve on a tree; the matrix is still formed densely by forward-mode autodiff) or
+      "auto" (default: structured from 300 unknowns on). Not with redundant rows (``dof``)
+      or the null-space scheme, whose reduced matrix is dense.
     """
 
     name: ClassVar[str] = "energy_momentum"
@@ -517,8 +560,14 @@ class EnergyMomentum(AbstractIntegrator):
     dof: int | None = eqx.field(static=True, default=None)
     parametrisation: str = eqx.field(static=True, default="pairs")
     record_condition: bool = eqx.field(static=True, default=False)
+    linear_solver: str = eqx.field(static=True, default="auto")
 
     def __check_init__(self):
+        if self.linear_solver not in LINEAR_SOLVERS:
+            raise ValueError(
+                f"energy_momentum: linear_solver must be one of {LINEAR_SOLVERS}, "
+                f"got {self.linear_solver!r}"
+            )
         if self.scheme not in SCHEMES:
             raise ValueError(
                 f"energy_momentum: scheme must be one of {SCHEMES}, got {self.scheme!r}"
@@ -544,6 +593,21 @@ class EnergyMomentum(AbstractIntegrator):
     def redundant_constraints(self, model):
         return self._dof(model) != 6 * model.nb - model.nc
 
+    def structured(self, model) -> bool:
+        """Whether the constrained scheme's solves use the structured factorisation."""
+        if self.linear_solver == "structured":
+            if self.scheme != "constrained" or self.redundant_constraints(model):
+                raise ValueError(
+                    "energy_momentum: linear_solver='structured' needs scheme='constrained' "
+                    "and independent joint rows (no dof option); the null-space scheme's "
+                    "reduced matrix and the selected rows W^T Phi of a redundant loop are "
+                    "dense: use linear_solver='dense'"
+                )
+            return True
+        if self.scheme != "constrained" or self.redundant_constraints(model):
+            return False
+        return choose_structured(self.linear_solver, 12 * model.nb + form_rows(model), model.nc)
+
     def init(self, model, form, start, h):
         if form.name != "director":
             raise ValueError("energy_momentum steps the 'director' formulation only")
@@ -556,6 +620,7 @@ class EnergyMomentum(AbstractIntegrator):
                 f"spanning tree ({structure.describe(model)}) has {structure.size} unknowns "
                 f"and {len(structure.closure_rows)} closure rows"
             )
+        self.structured(model)  # refuses an impossible choice before anything compiles
         lam_hat = jnp.where(jnp.isfinite(start.lam), 0.5 * h**2 * start.lam, 0.0)
         return EMState(start.q, start.v, lam_hat)
 
@@ -584,9 +649,12 @@ class EnergyMomentum(AbstractIntegrator):
             def res(y):
                 return constrained_residual(form, m_, x0_, v0_, y, h, k, W)
 
-            y_star, info, _ = newton.solve(
-                res, _jacobian(newton, res), y0, newton.init(y0.shape[0]), tol=tol
-            )
+            if self.structured(model):
+                y_star, info, _ = _solve_structured(newton, res, y0, director_layout(m_), tol)
+            else:
+                y_star, info, _ = newton.solve(
+                    res, _jacobian(newton, res), y0, newton.init(y0.shape[0]), tol=tol
+                )
         else:
             if self.parametrisation == "pairs":
                 table = pairs.edge_table(m_, structure)

@@ -86,11 +86,11 @@ def spanning_tree(nb: int, row_bodies, row_joint):
 
 
 @functools.lru_cache(maxsize=64)
-def _layout(topology, ts: int, extra: bool, stabilised: bool, augmented: bool) -> Layout:
+def _layout(topology, ts: int, extra: int, stabilised: bool, augmented: bool) -> Layout:
     nb, row_bodies, row_joint, force_bodies = topology
     nc = len(row_bodies)
     n = nb * ts
-    m = nc + (nb if extra else 0)
+    m = nc + nb * extra
     n_own = n + (2 * m if stabilised else m)
     joints, ends, parent, depth = spanning_tree(nb, row_bodies, row_joint)
 
@@ -103,15 +103,15 @@ def _layout(topology, ts: int, extra: bool, stabilised: bool, augmented: bool) -
         unknowns = list(range(b * ts, (b + 1) * ts))
         if augmented:
             unknowns += list(range(n_own + b * ts, n_own + (b + 1) * ts))
-        if extra:
-            unknowns += rows_of(nc + b)
+        for i in range(extra):
+            unknowns += rows_of(nc + b * extra + i)
         nodes.append(unknowns)
     row_node = np.full(nc, -1)
     grouped_rows = np.zeros(nb, dtype=int)
     for j, rows in joints.items():
         e = ends[j]
         child = [b for b in e if b < nb and parent[b] >= -1 and e == frozenset({b, parent[b]})]
-        freedoms = ts - (1 if extra else 0)
+        freedoms = ts - extra
         if len(child) == 1 and grouped_rows[child[0]] + len(rows) <= freedoms:
             b = child[0]
             grouped_rows[b] += len(rows)
@@ -154,13 +154,17 @@ def _layout(topology, ts: int, extra: bool, stabilised: bool, augmented: bool) -
     return Layout(structure, n_own, body_node, row_node)
 
 
-def newton_layout(model: Model, *, tangent_size: int, extra_rows: bool = False,
+def newton_layout(model: Model, *, tangent_size: int, extra_rows: bool | int = False,
                   stabilised: bool = False, augmented: bool = False) -> Layout:  # fmt: skip
     """The block layout of the implicit step's Newton matrix (x = (a, lam[, mu])), or, with
-    ``stabilised=False``, of the index-1 KKT matrix [[M, G^T], [G, 0]]. ``extra_rows``: one
-    multiplier per body after the constraint rows (rp's normalisation). ``augmented``: the
+    ``stabilised=False``, of the index-1 KKT matrix [[M, G^T], [G, 0]]. ``extra_rows``:
+    multipliers of each body's own rows after the constraint rows, body-major (True: one,
+    rp's normalisation; 6: a director body's internal constraints). ``augmented``: the
     stabilised step with auxiliary z = G_n^T mu (block-assembled rA)."""
-    return _layout(_topology(model), tangent_size, extra_rows, stabilised, augmented)
+    extra = int(extra_rows)
+    if not 0 <= extra < tangent_size:
+        raise ValueError(f"extra_rows must lie in [0, {tangent_size}), got {extra_rows!r}")
+    return _layout(_topology(model), tangent_size, extra, stabilised, augmented)
 
 
 __all__ = ["Layout", "newton_layout", "spanning_tree"]
