@@ -182,6 +182,14 @@ def kinematics(
     h: Annotated[float, typer.Option("--h", help="step size [s]")] = 1e-3,
     t_end: Annotated[float, typer.Option("--t-end", help="end time [s]")] = 3.0,
     tol: Annotated[float, typer.Option(help="Newton correction tolerance")] = 1e-10,
+    linear_solver: Annotated[
+        str,
+        typer.Option(
+            "--linear-solver",
+            help="auto (default: structured from 300 unknowns), dense (LU of G) or "
+            "structured (block elimination on the body-joint graph, large mechanisms)",
+        ),
+    ] = "auto",
     out: Annotated[Path | None, typer.Option(help="write the Solution (.npz or .csv)")] = None,
     plot: Annotated[Path | None, typer.Option(help="write a PNG plot")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
@@ -199,6 +207,7 @@ def kinematics(
         t_end=t_end,
         h=h,
         tol=tol,
+        linear_solver=linear_solver,
     )
 
 

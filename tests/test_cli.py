@@ -33,6 +33,19 @@ def test_kinematics_command(tmp_path):
     assert plot.stat().st_size > 10_000
 
 
+def test_kinematics_linear_solver_option(tmp_path):
+    """--linear-solver structured gives the dense run's positions; a bad value exits with
+    a one-line error naming the choices."""
+    out = tmp_path / "run.npz"
+    args = ["kinematics", "single_pendulum", "--h", "1e-2", "--t-end", "0.1"]
+    result = CliRunner().invoke(app, args + ["--linear-solver", "structured", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    ref = mbd.kinematics(mbd.models.single_pendulum(), t_end=0.1, h=1e-2, linear_solver="dense")
+    np.testing.assert_allclose(mbd.Solution.load(out).r, ref.r, rtol=0, atol=1e-14)
+    bad = CliRunner().invoke(app, args + ["--linear-solver", "sparse"])
+    assert bad.exit_code != 0 and "linear_solver must be one of" in bad.output
+
+
 def test_csv_output(tmp_path):
     out = tmp_path / "run.csv"
     result = CliRunner().invoke(
