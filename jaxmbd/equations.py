@@ -222,6 +222,16 @@ def rA_terms(model: Model, r, A, rdot, omega, t, *, include_ground: bool = False
     if nc == 0:
         z = jnp.zeros((0,))
         return z, jnp.zeros((0, 6 * nb)), z, z
+    phi, ji, jj, nu, gamma = rA_terms_rows(model, r, A, rdot, omega, t)
+    return phi, rA_jacobian_from_rows(model, ji, jj, include_ground), nu, gamma
+
+
+def rA_terms_rows(model: Model, r, A, rdot, omega, t):
+    """:func:`rA_terms` with G as its per-row body blocks (jac_i, jac_j) (nc, 6) each,
+    never dense: (Phi, jac_i, jac_j, nu, gamma)."""
+    if model.nc == 0:
+        z = jnp.zeros((0,))
+        return z, jnp.zeros((0, 6)), jnp.zeros((0, 6)), z, z
     f, f_dot, f_ddot = driver_derivatives(model.f_offset, model.drivers, t)
     phis, jac_i, jac_j, nus, gammas = [], [], [], [], []
     for s in model.gcons:
@@ -266,7 +276,7 @@ def rA_terms(model: Model, r, A, rdot, omega, t, *, include_ground: bool = False
     gamma = jnp.concatenate(gammas)[order]
     ji = jnp.concatenate(jac_i)[order]
     jj = jnp.concatenate(jac_j)[order]
-    return phi, rA_jacobian_from_rows(model, ji, jj, include_ground), nu, gamma
+    return phi, ji, jj, nu, gamma
 
 
 def _sensitivity_blocks(model: Model, s, r, A, lam_s, f_s):

@@ -10,7 +10,14 @@ import jax
 import jax.numpy as jnp
 
 from . import _config  # noqa: F401
-from .equations import constraint_values, rA_terms
+from .equations import (
+    _row_bodies,
+    constraint_values,
+    rA_generalized_reaction,
+    rA_rows,
+    rA_terms,
+    rA_terms_rows,
+)
 from .forces import BodyState, applied_forces
 from .formulations import AbstractFormulation
 from .lie import hat, so3_exp, vee
@@ -27,7 +34,13 @@ class InitialCorrection(NamedTuple):
 
 
 def consistent_initial_state(
-    model: Model, *, t=0.0, tol=1e-13, max_iter=30, redundant: bool = False
+    model: Model,
+    *,
+    t=0.0,
+    tol=1e-13,
+    max_iter=30,
+    redundant: bool = False,
+    linear_solver: str = "auto",
 ):
     """Project the initial state onto the constraints and solve for accelerations.
 
@@ -39,11 +52,20 @@ def consistent_initial_state(
     G G^T and the KKT matrix are singular): the same quantities with the SVD pseudo-inverse,
     so the corrections are still minimum-norm, the accelerations unique and the multipliers
     the least-norm ones (finite, never NaN).
+    ``linear_solver`` ("auto": structured from 300 unknowns of the index-1 system on):
+    "structured" solves all three by block elimination on the body-joint graph from the
+    rA rows, never forming G (:func:`_structured_start`; not with ``redundant``).
     Returns ((r, A, rdot, omega, rddot, omegadot, lam), InitialCorrection, NewtonInfo).
     """
+    from .integrators.base import choose_structured
+
     t = jnp.asarray(t, dtype=jnp.float64)
     nb = model.nb
     zero = jnp.zeros((nb, 3))
+    structured = choose_structured(linear_solver, 6 * nb + model.nc, model.nc)
+    if structured and not redundant:
+        state, v, info = _structured_start(model, t, tol, max_iter)
+        return (state, *_report(model, state, v, info))
 
     def min_norm_solve(G, rhs):
         return _min_norm(G, rhs, redundant)
@@ -87,6 +109,14 @@ def consistent_initial_state(
         kkt = jnp.block([[M, G.T], [G, jnp.zeros((nc, nc))]])
         sol = jnp.linalg.solve(kkt, jnp.concatenate([Q.reshape(-1), gamma]))
     acc, lam = sol[: 6 * nb].reshape(nb, 6), sol[6 * nb :]
+    state = (r, A, rdot, omega, acc[:, :3], acc[:, 3:], lam)
+    return (state, *_report(model, state, v, info))
+
+
+def _report(model, state, v, info):
+    """(InitialCorrection, NewtonInfo with NONFINITE for a non-finite solve)."""
+    r, A, acc_r, acc_w, lam = state[0], state[1], state[4], state[5], state[6]
+    v0 = jnp.concatenate([model.rdot0, model.omega0], 1).reshape(-1)
     # a report, not a differentiable output (arccos and norms are not smooth at 0)
     dA = jnp.einsum("bji,bjk->bik", model.A0, A)
     angle = jnp.arccos(jnp.clip(0.5 * (jnp.trace(dA, axis1=1, axis2=2) - 1.0), -1.0, 1.0))
@@ -97,9 +127,112 @@ def consistent_initial_state(
             velocity=jnp.max(jnp.abs(v.reshape(-1) - v0)),
         )
     )
-    status = jnp.where(jnp.all(jnp.isfinite(sol)), info.status, NONFINITE)
-    info = info._replace(status=status)
-    return (r, A, rdot, omega, acc[:, :3], acc[:, 3:], lam), correction, info
+    finite = jnp.all(jnp.isfinite(acc_r)) & jnp.all(jnp.isfinite(acc_w))
+    finite = finite & jnp.all(jnp.isfinite(lam)) & jnp.all(jnp.isfinite(v))
+    status = jnp.where(finite, info.status, NONFINITE)
+    return correction, info._replace(status=status)
+
+
+def _body_mass_blocks(model):
+    """diag(m I, J) per body, (nb, 6, 6)."""
+    nb = model.nb
+    eye = jnp.broadcast_to(jnp.eye(3), (nb, 3, 3))
+    zeros = jnp.zeros((nb, 3, 3))
+    return jnp.concatenate(
+        [
+            jnp.concatenate([model.mass[:, None, None] * eye, zeros], 2),
+            jnp.concatenate([zeros, model.inertia], 2),
+        ],
+        1,
+    )
+
+
+def _per_row(model, ji, jj, per_body):
+    """(G x)_c = jac_i . x_{b_i} + jac_j . x_{b_j} from per-body vectors (nb, 6) (ground 0)."""
+    bi, bj = _row_bodies(model)
+    x = jnp.concatenate([per_body, jnp.zeros((1, 6), per_body.dtype)])
+    return jnp.sum(ji * x[bi], 1) + jnp.sum(jj * x[bj], 1)
+
+
+def _structured_start(model, t, tol, max_iter):
+    """The consistent start by block elimination (issue 14): every system is a saddle
+    point [[W, G_u^T], [G_l, 0]] with the index-1 KKT block structure, assembled from the
+    rA rows (:func:`~jaxmbd.integrators.structured.kkt_blocks`), so memory and work are
+    O(N) on a tree instead of the dense G (nc x 6 nb), G G^T and KKT matrix:
+
+    * positions, :func:`_normal_projection`'s Newton on nu: (G G0^T) d = -Phi is the y
+      part of [[I, G0^T], [G, 0]] [x; y] = [0; Phi] (x = -G0^T y, G x = Phi);
+    * velocities: the minimum-norm correction G^T (G G^T)^{-1} b is the x part of
+      [[I, G^T], [G, 0]] [x; y] = [0; b];
+    * accelerations and multipliers: [[M, G^T], [G, 0]] [a; lam] = [Q; gamma].
+
+    Returns ((r, A, rdot, omega, rddot, omegadot, lam), v (6 nb,), NewtonInfo)."""
+    from .integrators.structured import kkt_blocks
+    from .linear.graph import newton_layout
+    from .linear.structured import factor_plain, factors_solve
+
+    nb, nc = model.nb, model.nc
+    n = 6 * nb
+    zero = jnp.zeros((nb, 3))
+    layout = newton_layout(model, tangent_size=6)
+    identity = jnp.broadcast_to(jnp.eye(6), (nb, 6, 6))
+
+    def solve(W, upper, lower, top, bottom):
+        blocks = kkt_blocks(layout, model, W, upper, lower)
+        return factors_solve(factor_plain(blocks), jnp.concatenate([top, bottom]))
+
+    def normals(model_):
+        return rA_rows(model_, model_.r0, model_.A0, t)[1:]
+
+    def chart(model_, rows0, nu):
+        xi = rA_generalized_reaction(model_, rows0[0], rows0[1], nu)  # G0^T nu per body
+        return model_.r0 + xi[:, :3], model_.A0 @ so3_exp(xi[:, 3:])
+
+    def residual(nu, model_):
+        r, A = chart(model_, normals(model_), nu)
+        return constraint_values(model_, r, A, t)
+
+    frozen = jax.lax.stop_gradient(model)
+    rows0 = normals(frozen)
+
+    def residual_and_rows(nu):
+        r, A = chart(frozen, rows0, nu)
+        phi, ji, jj = rA_rows(frozen, r, A, t)
+        return phi, (ji, jj)
+
+    def correction(rows, F):  # (G G0^T)^{-1} F
+        return -solve(identity, rows0, rows, jnp.zeros(n, F.dtype), F)[n:]
+
+    def row_tolerance(rows, allowed):  # |G| |G0^T| allowed >= |G G0^T| allowed
+        spread = rA_generalized_reaction(frozen, jnp.abs(rows0[0]), jnp.abs(rows0[1]), allowed)
+        return _per_row(frozen, jnp.abs(rows[0]), jnp.abs(rows[1]), spread)
+
+    nu, info = newton_iterate(
+        residual_and_rows,
+        lambda nu_, d: nu_ + d,
+        jnp.zeros(nc, model.r0.dtype),
+        tol=tol,
+        max_iter=max_iter,
+        linear_solve=correction,
+        row_tolerance=row_tolerance,
+    )
+    nu = implicit_root(residual, lambda nu_, d: nu_ + d, nu, model, nc)
+    r, A = chart(model, normals(model), nu)
+    _, ji, jj, nu_rhs, _ = rA_terms_rows(model, r, A, zero, zero, t)
+    rows = (ji, jj)
+    v0 = jnp.concatenate([model.rdot0, model.omega0], 1)
+    b = nu_rhs - _per_row(model, ji, jj, v0)
+    v = v0.reshape(-1) + solve(identity, rows, rows, jnp.zeros(n, b.dtype), b)[:n]
+    rdot, omega = v.reshape(nb, 6)[:, :3], v.reshape(nb, 6)[:, 3:]
+    gamma = rA_terms_rows(model, r, A, rdot, omega, t)[4]
+    f, n_bar = applied_forces(
+        model.forces, t, BodyState(r, A, rdot, omega), model.mass, model.gravity
+    )
+    J = model.inertia
+    Q = jnp.concatenate([f, n_bar - jnp.cross(omega, jnp.einsum("bij,bj->bi", J, omega))], 1)
+    sol = solve(_body_mass_blocks(model), rows, rows, Q.reshape(-1), gamma)
+    acc, lam = sol[:n].reshape(nb, 6), sol[n:]
+    return (r, A, rdot, omega, acc[:, :3], acc[:, 3:], lam), v, info
 
 
 def _pinv(A):

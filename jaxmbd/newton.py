@@ -542,12 +542,15 @@ def newton_iterate(
     residual: Callable[[Any], jax.Array] | None = None,
     linear_solve: Callable | None = None,
     scale: Callable[[Any], Scale] | None = None,
+    row_tolerance: Callable | None = None,
 ):
     """Newton: x <- x (+) delta with J delta = -F, until the scaled step and the scaled
     residual both pass (see :func:`_iterate` and :class:`Scale`; ``tol`` is relative).
 
     ``linear_solve(J, rhs)`` replaces the equilibrated LU (e.g. a minimum-norm solve for a
     rectangular J, or re's chart-singularity fallback); no condition estimate is made then.
+    With it, J may be any object the solve understands, and ``row_tolerance(J, allowed)``
+    (default |J| allowed) gives the residual test's per-row tolerances.
     Returns (x, NewtonInfo). No exception inside jit: ``info.status`` says what happened.
     """
     scale = default_scale if scale is None else scale
@@ -567,11 +570,14 @@ def newton_iterate(
         return x, info
     return _iterate_custom(
         residual_and_jacobian, retract, x0, tol=tol, max_iter=max_iter, scale=scale,
-        linear_solve=linear_solve,
+        linear_solve=linear_solve, row_tolerance=row_tolerance,
     )  # fmt: skip
 
 
-def _iterate_custom(residual_and_jacobian, retract, x0, *, tol, max_iter, scale, linear_solve):
+def _iterate_custom(
+    residual_and_jacobian, retract, x0, *, tol, max_iter, scale, linear_solve,
+    row_tolerance=None,
+):  # fmt: skip
     """Full Newton with a caller's linear solve (no equilibration, no condition estimate):
     a minimum-norm solve for a rectangular J, or re's fallback at its chart singularity.
 
@@ -593,7 +599,8 @@ def _iterate_custom(residual_and_jacobian, retract, x0, *, tol, max_iter, scale,
         finite = jnp.isfinite(step)
         x_new = retract(x, jnp.where(finite, delta, 0.0))
         F_new = residual_and_jacobian(x_new)[0]
-        res = _residual_ratio(F_new, jnp.abs(J) @ allowed)
+        rows = jnp.abs(J) @ allowed if row_tolerance is None else row_tolerance(J, allowed)
+        res = _residual_ratio(F_new, rows)
         stagnated = ok_prev & (res > 0.5 * res_prev)
         done = finite & (step_ok <= 1.0) & ((res <= 1.0) | stagnated)
         status = jnp.where(finite, SUCCESS, NONFINITE)

@@ -39,7 +39,11 @@ def _initial(model, form: AbstractFormulation, integrator: AbstractIntegrator, h
     """The integrator's first carry and the t = 0 outputs; ``start``: the consistent start
     when already computed (:func:`_consistent_start`), else it is traced here."""
     if start is None:
-        start = consistent_initial_state(model, redundant=integrator.redundant_constraints(model))
+        start = consistent_initial_state(
+            model,
+            redundant=integrator.redundant_constraints(model),
+            linear_solver=start_solver(integrator),
+        )
     state, _, info = start
     q, v, a = to_formulation(form, *state[:6])
     extra = form.num_multipliers(model) - model.nc
@@ -94,12 +98,17 @@ _chunk = jit(_scan)
 _first = jit(_initial)
 
 
+def start_solver(integrator) -> str:
+    """The consistent start's linear solver: the integrator's choice ("auto" by default)."""
+    return getattr(integrator, "linear_solver", "auto")
+
+
 @jit
-def _consistent_start(model, redundant: bool):
+def _consistent_start(model, redundant: bool, linear_solver: str = "auto"):
     """The consistent start as its own program: it depends on the model only, so runs of
     one model with other formulations or integrators reuse it instead of compiling it
     into each of their programs (about a third of a small model's compile time)."""
-    return consistent_initial_state(model, redundant=redundant)
+    return consistent_initial_state(model, redundant=redundant, linear_solver=linear_solver)
 
 
 @jit
@@ -194,7 +203,11 @@ def simulate(
     h_arr = jnp.asarray(h, dtype=jnp.float64)
     traced = is_traced(model)
     # under a trace (grad, vmap, jit) one program; else the start is its own, shared one
-    start = None if traced else _consistent_start(model, stepper.redundant_constraints(model))
+    start = (
+        None
+        if traced
+        else _consistent_start(model, stepper.redundant_constraints(model), start_solver(stepper))
+    )
     if progress is None or traced:
         outs = _run(model, form, stepper, n, h_arr, checkpoint, save_every, start)
     else:

@@ -194,10 +194,29 @@ def newton_blocks(layout: Layout, model, q1, v1, a, lam, t, delta, disc, rows_n,
     if stabilised:
         pos.append(P.zz)
         vals.append(jnp.broadcast_to(jnp.eye(6), (nb, 6, 6)))
+    return BlockMatrix(_scatter_blocks(st, pos, vals, r.dtype), st, layout.n)
+
+
+def kkt_blocks(layout: Layout, model, body_blocks, upper_rows, lower_rows) -> BlockMatrix:
+    """[[W, G_u^T], [G_l, 0]] as blocks of the index-1 KKT layout (``newton_layout(model,
+    tangent_size=6)``) from W's per-body blocks (nb, 6, 6) and the rA rows (jac_i, jac_j)
+    of G_u and G_l (pairs of (nc, 6) arrays; G_u = G_l for a symmetric matrix), never a
+    dense array: the consistent start's projections and index-1 solve."""
+    P = _positions(layout, model, False)
+    upper = jnp.stack(upper_rows, 1)  # (nc, 2, 6)
+    lower = jnp.stack(lower_rows, 1)
+    pos = [P.body, P.Gt, P.GT]
+    vals = [body_blocks, upper[:, :, :, None], lower[:, :, None, :]]
+    return BlockMatrix(_scatter_blocks(layout.structure, pos, vals, body_blocks.dtype),
+                       layout.structure, layout.n)  # fmt: skip
+
+
+def _scatter_blocks(st, pos, vals, dtype):
+    """The slots' values from contributions ``vals`` at flat ``pos`` (see :class:`_Positions`)."""
     # one windowed scatter-add per block shape: each contribution is a p x q window at
     # (slot, row, column) of the slots (the ground's go to an extra trash slot)
     b = st.b
-    values = jnp.zeros((st.num_slots + 1, b, b), r.dtype)
+    values = jnp.zeros((st.num_slots + 1, b, b), dtype)
     groups: dict = {}
     for p, v in zip(pos, vals, strict=True):
         shape = p.shape[-2:]
@@ -213,7 +232,7 @@ def newton_blocks(layout: Layout, model, q1, v1, a, lam, t, delta, disc, rows_n,
             values, jnp.asarray(index), update, numbers, indices_are_sorted=False,
             unique_indices=False, mode=jax.lax.GatherScatterMode.PROMISE_IN_BOUNDS,
         )  # fmt: skip
-    return BlockMatrix(values[:-1], st, layout.n)
+    return values[:-1]
 
 
 def _window_starts(positions: np.ndarray, b: int) -> np.ndarray:
@@ -230,4 +249,4 @@ def gathered_blocks(layout: Layout, J) -> BlockMatrix:
     return BlockMatrix(layout.structure.gather(J), layout.structure, layout.n)
 
 
-__all__ = ["newton_blocks", "gathered_blocks", "layout_for", "block_assembled"]
+__all__ = ["newton_blocks", "gathered_blocks", "kkt_blocks", "layout_for", "block_assembled"]
