@@ -31,7 +31,6 @@ import time
 from pathlib import Path
 
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
@@ -185,7 +184,8 @@ def identify(
     x = jnp.zeros(1)
     state = solver.init(x)
     start = time.perf_counter()
-    step = jax.jit(step).lower(x, state).compile()  # one compilation: gradient + line search
+    # one compilation: gradient + line search, with jaxmbd's compile options (mbd.jit)
+    step = mbd.jit(step).lower(x, state).compile()
     compile_s = time.perf_counter() - start
 
     history, masses, ls_steps = [], [start_mass], 0
@@ -208,7 +208,7 @@ def identify(
     run_s = time.perf_counter() - start
 
     mass = masses[-1]
-    fitted = np.asarray(jax.jit(predict)(jnp.asarray(mass)))
+    fitted = np.asarray(mbd.jit(predict)(jnp.asarray(mass)))
     final_loss = float(np.mean((fitted - measured) ** 2) / noise**2)
     return dict(
         integrator=integrator,

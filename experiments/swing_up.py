@@ -63,7 +63,7 @@ def run(*, iterations=80, t_end=2.0, h=2e-3, learning_rate=150.0, verbose=True):
     values = jnp.zeros_like(model.forces[0].params[1])
     state = optimizer.init(values)
 
-    @jax.jit
+    @mbd.jit  # jax.jit with jaxmbd's compile options
     def step(values, state):
         value, grad = jax.value_and_grad(objective)(values)
         updates, state = optimizer.update(grad, state, values)

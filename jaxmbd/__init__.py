@@ -12,6 +12,7 @@ from . import (
     models,
     plot,
 )
+from ._jit import jit
 from ._results import RESULTS
 from .batch import kinematics_batch, simulate_batch, stack_models
 from .drivers import Expression
@@ -65,6 +66,7 @@ __all__ = [
     "ModifiedNewton",
     "ReusedNewton",
     "get_integrator",
+    "jit",
     "integrators",
     "valid_pairs",
     "BodyState",

@@ -1,12 +1,14 @@
 """The tutorials in notebooks/ run from top to bottom.
 
 The four paper notebooks (``paper*.ipynb``, each reproducing its paper's headline figure
-with an animation) and ``swing_up_control`` execute in the default suite: the paper
-notebooks take 11-22 s each on a 2-core CPU (measured at df10698 with nbclient, one at a
-time; most of it compilation), ``swing_up_control`` (25 Adam iterations) about 45 s.
-They are committed executed; their stored outputs are checked too. The two tutorials that
-compile for one to two minutes (``slider_crank``, ``parameter_identification``) run with
-``-m slow``, and by default are only validated and compiled cell by cell."""
+with an animation), ``slider_crank`` and ``swing_up_control`` execute in the default
+suite: the paper notebooks take 11-22 s each on a 2-core CPU (measured at df10698 with
+nbclient, one at a time; most of it compilation), ``slider_crank`` about 35 s (six
+compiled programs: kinematics in rA, rp, re, two integrators, the diagnostics),
+``swing_up_control`` (25 Adam iterations) about 45 s. The paper notebooks are committed
+executed; their stored outputs are checked too. ``parameter_identification`` compiles two
+L-BFGS steps through 2000 implicit steps (about 45 s) and runs with ``-m slow``; by
+default it is only validated and compiled cell by cell."""
 
 import ast
 import importlib.util
@@ -17,7 +19,7 @@ import pytest
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
 PAPERS = [p for p in NOTEBOOKS if p.name.startswith("paper")]
-LONG = {"slider_crank.ipynb", "parameter_identification.ipynb"}
+LONG = {"parameter_identification.ipynb"}
 
 
 @pytest.mark.parametrize(
