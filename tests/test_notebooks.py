@@ -5,7 +5,7 @@ with an animation), ``slider_crank`` and ``swing_up_control`` execute in the def
 suite: the paper notebooks take 11-22 s each on a 2-core CPU (measured at df10698 with
 nbclient, one at a time; most of it compilation), ``slider_crank`` about 35 s (six
 compiled programs: kinematics in rA, rp, re, two integrators, the diagnostics),
-``swing_up_control`` (25 Adam iterations) about 45 s. The paper notebooks are committed
+``swing_up_control`` (25 Adam iterations at h = 4e-3) about 25 s. The paper notebooks are committed
 executed; their stored outputs are checked too. ``parameter_identification`` compiles two
 L-BFGS steps through 2000 implicit steps (about 45 s) and runs with ``-m slow``; by
 default it is only validated and compiled cell by cell."""
