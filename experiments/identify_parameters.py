@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
@@ -145,6 +146,77 @@ def simulated_positions(model, mass2, *, integrator, t_end, h, newton):
     return sol.r[::stride, :, 1:]  # y, z of both centres of mass every 10 ms
 
 
+def _gauss_newton(
+    predict, data, measured, *, integrator, h, noise, iterations, start_mass, xtol, gtol, verbose
+):
+    """Gauss-Newton in x = log(mass / start_mass) with step halving.
+
+    With residuals r = (prediction - data) / sigma and J = dr/dx, the loss is mean(r^2),
+    its gradient 2 mean(J r) and the Gauss-Newton step dx = -sum(J r) / sum(J J). J is
+    a single column here, so one forward-mode pass (the JVP of the simulation, implicit
+    in every step) gives it together with the prediction: one compiled program, about half
+    the compile time of a reverse-mode gradient with a line search (the program holds
+    the simulation's linearisation once and no transpose)."""
+
+    def residuals_and_sensitivity(x):
+        mass = start_mass * jnp.exp(x)
+        pred, dpred_dx = jax.jvp(predict, (mass,), (mass,))  # d mass / dx = mass
+        return pred, (pred - data) / noise, dpred_dx / noise
+
+    start = time.perf_counter()
+    evaluate = mbd.jit(residuals_and_sensitivity).lower(jnp.zeros(())).compile()
+    compile_s = time.perf_counter() - start
+
+    start = time.perf_counter()
+    x = jnp.zeros(())
+    pred, r, J = evaluate(x)
+    loss = float(jnp.mean(r**2))
+    history, masses, halvings, iteration_count = [loss], [start_mass], 0, 0
+    for k in range(iterations):
+        grad = float(2.0 * jnp.mean(J * r))
+        if verbose:
+            print(
+                f"  {integrator:14s} h={h:g} iter {k:2d}  mass {masses[-1]:10.6f}  "
+                f"loss {loss:12.6g}  d loss/d log m {grad:+.3e}"
+            )
+        if abs(grad) < gtol:
+            break
+        iteration_count += 1
+        dx = -float(jnp.sum(J * r) / jnp.sum(J * J))
+        for _ in range(30):  # halve the step until the loss does not increase
+            candidate = evaluate(x + dx)
+            new_loss = float(jnp.mean(candidate[1] ** 2))
+            if new_loss <= loss:
+                break
+            dx *= 0.5
+            halvings += 1
+        else:  # no step decreases the loss: converged to rounding
+            break
+        x = x + dx
+        pred, r, J = candidate
+        loss = new_loss
+        history.append(loss)
+        masses.append(start_mass * float(np.exp(x)))
+        if abs(dx) < xtol:
+            break
+    run_s = time.perf_counter() - start
+    fitted = np.asarray(pred)
+    return dict(
+        integrator=integrator,
+        h=h,
+        method="gauss_newton",
+        mass=masses[-1],
+        iterations=iteration_count,
+        linesearch_steps=halvings,
+        compile_s=compile_s,
+        run_s=run_s,
+        final_loss=float(np.mean((fitted - measured) ** 2) / noise**2),
+        history=np.asarray(history),  # loss at every iterate, one per entry of masses
+        masses=np.asarray(masses),
+        fitted=fitted,
+    )
+
+
 def identify(
     times,
     measured,
@@ -152,6 +224,7 @@ def identify(
     integrator,
     h,
     noise,
+    method="lbfgs",
     iterations=30,
     start_mass=START_MASS,
     newton="reuse",
@@ -159,14 +232,36 @@ def identify(
     gtol=1e-2,
     verbose=True,
 ):
-    """L-BFGS on x = log(mass / start_mass). Stops when the step |dx| < xtol, the gradient
-    |d loss / dx| < gtol, or after ``iterations``; returns the last iterate."""
+    """Fit rod 2's mass on x = log(mass / start_mass), with ``method``:
+
+    - ``"lbfgs"``: optax L-BFGS (zoom line search) on reverse-mode gradients of the loss;
+    - ``"gauss_newton"``: Gauss-Newton on the residuals, whose sensitivity to the single
+      parameter is one forward-mode pass (``jax.jvp``) through the simulation.
+
+    Stops when the step |dx| < xtol, the gradient |d loss / dx| < gtol, or after
+    ``iterations``; returns the last iterate."""
     model = mbd.models.double_pendulum()
     t_end = float(times[-1])
     data = jnp.asarray(measured)
     predict = functools.partial(
         simulated_positions, model, integrator=integrator, t_end=t_end, h=h, newton=newton
     )
+    if method == "gauss_newton":
+        return _gauss_newton(
+            predict,
+            data,
+            measured,
+            integrator=integrator,
+            h=h,
+            noise=noise,
+            iterations=iterations,
+            start_mass=start_mass,
+            xtol=xtol,
+            gtol=gtol,
+            verbose=verbose,
+        )
+    if method != "lbfgs":
+        raise ValueError(f"method must be 'lbfgs' or 'gauss_newton', not {method!r}")
 
     def loss(x):
         pred = predict(start_mass * jnp.exp(x[0]))
@@ -213,6 +308,7 @@ def identify(
     return dict(
         integrator=integrator,
         h=h,
+        method="lbfgs",
         mass=mass,
         iterations=len(history),
         linesearch_steps=ls_steps,
@@ -235,6 +331,7 @@ def run(
     seed=0,
     iterations=30,
     newton="reuse",
+    method="lbfgs",
     verbose=True,
 ):
     """Measurements, noise floor, and one identification per integrator and step size."""
@@ -254,6 +351,7 @@ def run(
             noise=noise,
             iterations=iterations,
             newton=newton,
+            method=method,
             verbose=verbose,
         )
         for h in steps
@@ -422,6 +520,13 @@ def main():
     parser.add_argument("--noise", type=float, default=1e-3, help="noise sigma [m]")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--newton", default="reuse", choices=("reuse", "full", "modified"))
+    parser.add_argument(
+        "--method",
+        default="lbfgs",
+        choices=("lbfgs", "gauss_newton"),
+        help="optax L-BFGS on reverse-mode gradients, or Gauss-Newton on forward-mode "
+        "sensitivities",
+    )
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -436,6 +541,7 @@ def main():
         seed=args.seed,
         iterations=args.iterations,
         newton=args.newton,
+        method=args.method,
     )
     print_summary(res)
     write_csv(args.out / "identification.csv", res)
