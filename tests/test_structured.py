@@ -381,7 +381,8 @@ def test_structured_kinematics_chunked_and_batched():
     options = dict(t_end=0.03, h=1e-2, linear_solver="structured")
     one = mbd.kinematics(model, **options)
     chunked = mbd.kinematics(model, progress=lambda done, total: None, chunk_size=2, **options)
-    np.testing.assert_array_equal(np.asarray(chunked.r), np.asarray(one.r))
+    # two programs (the chunked driver compiles its own): equal to round-off
+    np.testing.assert_allclose(np.asarray(chunked.r), np.asarray(one.r), rtol=0, atol=1e-14)
     heavier = eqx.tree_at(lambda m: m.mass, model, model.mass * 1.1)
     batch = mbd.kinematics_batch(mbd.stack_models([model, heavier]), **options)
     np.testing.assert_allclose(np.asarray(batch.r)[0], np.asarray(one.r), rtol=0, atol=1e-14)
