@@ -236,7 +236,8 @@ def identify(
 
     - ``"lbfgs"``: optax L-BFGS (zoom line search) on reverse-mode gradients of the loss;
     - ``"gauss_newton"``: Gauss-Newton on the residuals, whose sensitivity to the single
-      parameter is one forward-mode pass (``jax.jvp``) through the simulation.
+      parameter is one forward-mode pass (``jax.jvp``) through the simulation (one pass
+      per parameter: with many parameters, reverse-mode L-BFGS is the better choice).
 
     Stops when the step |dx| < xtol, the gradient |d loss / dx| < gtol, or after
     ``iterations``; returns the last iterate."""
