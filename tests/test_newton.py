@@ -203,7 +203,13 @@ def test_batched_refresh_factors_only_stale_members(n):
         want = factor(xs[k]) if bool(stale[k]) else jax.tree_util.tree_map(lambda a, k=k: a[k], old)
         got = jax.tree_util.tree_map(lambda a, k=k: a[k], out)
         for g, v in zip(got, want, strict=True):
-            np.testing.assert_array_equal(np.asarray(g), np.asarray(v))
+            if bool(stale[k]):  # batched elimination against LAPACK's: equal to round-off
+                scale = float(np.abs(np.asarray(v)).max(initial=0.0))
+                np.testing.assert_allclose(
+                    np.asarray(g), np.asarray(v), rtol=1e-11, atol=1e-13 * scale
+                )
+            else:  # kept: untouched
+                np.testing.assert_array_equal(np.asarray(g), np.asarray(v))
 
 
 def test_kept_matrix_accepts_the_current_iterate_without_another_residual():
