@@ -264,7 +264,7 @@ def test_xla_inverse_and_batched_lu_equal_lapack():
     """inverse_from_lu (the kept inverse, formed in XLA) equals numpy's inverse, and the
     batched LU (dense_lu under vmap: jaxmbd's vectorised elimination) equals LAPACK's getrf
     member by member with the same pivots; a singular member is non-finite alone."""
-    from jaxmbd.newton import dense_lu, inverse_from_lu
+    from jaxmbd.linear.dense import dense_lu, inverse_from_lu
 
     rng = np.random.default_rng(3)
     stack = jnp.asarray(rng.normal(size=(5, 12, 12)))
