@@ -99,23 +99,28 @@ def raise_on_failure(model: Model, sol, *, what: str):
     raise SolverError(msg)
 
 
-def initial_correction(model: Model, sol) -> dict[str, float]:
+def initial_correction(model: Model, sol=None, *, start=None) -> dict[str, float]:
     """How far the t = 0 analysis moved the model's initial state (positions, rotation angle,
-    velocities); computed from a concrete Solution."""
+    velocities); computed from a concrete Solution, or from ``start``, its concrete t = 0
+    state (r, A, rdot, omega): small arrays instead of a row sliced out of each trajectory
+    (an eager slice of a device array costs a dispatch, ~0.1 ms each)."""
+    if start is None:
+        start = (sol.r[0], sol.A[0], sol.rdot[0], sol.omega[0])
+    r, A, rdot, omega = (np.asarray(x) for x in start[:4])
     r0, A0 = np.asarray(model.r0), np.asarray(model.A0)
-    dA = np.einsum("bji,bjk->bik", A0, np.asarray(sol.A[0]))
+    dA = np.einsum("bji,bjk->bik", A0, A)
     cos = np.clip(0.5 * (np.trace(dA, axis1=1, axis2=2) - 1.0), -1.0, 1.0)
     v0 = np.concatenate([np.asarray(model.rdot0), np.asarray(model.omega0)], 1)
-    v = np.concatenate([np.asarray(sol.rdot[0]), np.asarray(sol.omega[0])], 1)
+    v = np.concatenate([rdot, omega], 1)
     return {
-        "position": float(np.max(np.linalg.norm(np.asarray(sol.r[0]) - r0, axis=1))),
+        "position": float(np.max(np.linalg.norm(r - r0, axis=1))),
         "rotation": float(np.max(np.arccos(cos))),
         "velocity": float(np.max(np.abs(v - v0))),
     }
 
 
-def report_initial_correction(model: Model, sol, what: str, *, threshold=1e-10):
-    moved = initial_correction(model, sol)
+def report_initial_correction(model: Model, sol, what: str, *, threshold=1e-10, start=None):
+    moved = initial_correction(model, sol, start=start)
     if max(moved.values()) > threshold:
         logger.info(
             "%s of model '%s': the consistent start moved positions by %.3e, orientations by "
@@ -155,8 +160,12 @@ def solution_from_outputs(
     r, A, rdot, omega, rddot, omegadot, lam, iters, status, residual = outs[:10]
     q, v = outs[10:12] if len(outs) >= 12 else (None, None)
     condition = outs[12] if len(outs) == 13 else None
+    if isinstance(h, jax.core.Tracer):
+        t = jnp.arange(r.shape[0]) * h * save_every
+    else:  # one transfer instead of three dispatched operations
+        t = jnp.asarray(np.arange(r.shape[0]) * float(h) * save_every)
     return Solution(
-        t=jnp.arange(r.shape[0]) * h * save_every,
+        t=t,
         r=r,
         A=A,
         rdot=rdot,
@@ -191,15 +200,15 @@ def resolve_throw(throw: bool, check: bool | None, where: str) -> bool:
     return bool(check)
 
 
-def finish(model: Model, sol, *, what: str, throw: bool, traced: bool):
+def finish(model: Model, sol, *, what: str, throw: bool, traced: bool, start=None):
     """Status handling shared by the analyses: with ``throw``, a runtime error under a trace
     and a detailed SolverError outside one; then a report of the consistent-start
-    correction. Without ``throw`` the Solution carries the outcome (``status``,
-    ``result``)."""
+    correction (from ``start``, the concrete t = 0 state (r, A, rdot, omega, ...), when
+    given). Without ``throw`` the Solution carries the outcome (``status``, ``result``)."""
     if not throw:
         return sol
     if traced:
         return error_if_failed(sol, what)
     raise_on_failure(model, sol, what=what)
-    report_initial_correction(model, sol, what)
+    report_initial_correction(model, sol, what, start=start)
     return sol

@@ -131,7 +131,9 @@ def _chart_flags(form: AbstractFormulation, outs):
     """re: the steps at the chart singularity (stepped over by the verified least-squares
     solve of :func:`~jaxmbd.integrators.implicit_step`); None for charts without one."""
     q = outs[10]
-    if q is None or form.near_chart_singularity((q[0, :, :3], q[0, :, 3:])) is None:
+    if q is None or type(form).near_chart_singularity is AbstractFormulation.near_chart_singularity:
+        return None  # no chart singularity (the default): no slicing of q, no dispatch
+    if form.near_chart_singularity((q[0, :, :3], q[0, :, 3:])) is None:
         return None
     return jax.vmap(lambda row: form.near_chart_singularity((row[:, :3], row[:, 3:])))(q)
 
@@ -230,7 +232,10 @@ def simulate(
         chart_singular=_chart_flags(form, outs),
         save_every=save_every,
     )
-    return finish(model, sol, what="dynamics", throw=throw, traced=traced)
+    return finish(
+        model, sol, what="dynamics", throw=throw, traced=traced,
+        start=None if start is None else start[0],
+    )  # fmt: skip
 
 
 __all__ = ["simulate"]

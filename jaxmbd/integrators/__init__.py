@@ -3,6 +3,7 @@ discretises the h-free equations of a formulation."""
 
 from __future__ import annotations
 
+import functools
 import inspect
 
 from ..newton import get_newton
@@ -58,6 +59,7 @@ def valid_pairs() -> list[tuple[str, str]]:
     return [(f, name) for name, cls in INTEGRATORS.items() for f in cls.formulations]
 
 
+@functools.cache
 def _options_of(cls) -> list[str]:
     return [p for p in inspect.signature(cls).parameters if p not in ("self",)]
 
