@@ -261,18 +261,27 @@ def test_default_tolerance_scales_with_the_step():
 
 
 def test_xla_inverse_and_batched_lu_equal_lapack():
-    """inverse_from_lu (the kept inverse, formed in XLA) equals numpy's inverse, and the
+    """inverse_from_lu (the kept inverse, formed in XLA: block recursion for one matrix,
+    substitution under vmap) equals numpy's inverse, and the
     batched LU (dense_lu under vmap: jaxmbd's vectorised elimination) equals LAPACK's getrf
     member by member with the same pivots; a singular member is non-finite alone."""
     from jaxmbd.linear.dense import dense_lu, inverse_from_lu
 
     rng = np.random.default_rng(3)
     stack = jnp.asarray(rng.normal(size=(5, 12, 12)))
-    for matrix in stack:
+    for n in (1, 5, 12, 32):  # block recursion: powers of two and padded sizes
+        matrix = jnp.asarray(rng.normal(size=(n, n)))
         lu, _, permutation = jax.lax.linalg.lu(matrix)
-        inverse = inverse_from_lu(lu, permutation)
+        inverse = jax.jit(inverse_from_lu)(lu, permutation)
         np.testing.assert_allclose(
             inverse, np.linalg.inv(np.asarray(matrix)), rtol=1e-10, atol=1e-12
+        )
+    # under vmap: row-by-row substitution, member by member the same inverse
+    lus, _, permutations = jax.vmap(jax.lax.linalg.lu)(stack)
+    inverses = jax.jit(jax.vmap(inverse_from_lu))(lus, permutations)
+    for k in range(5):
+        np.testing.assert_allclose(
+            inverses[k], np.linalg.inv(np.asarray(stack[k])), rtol=1e-10, atol=1e-12
         )
     singular = stack.at[2, :, 4].set(0.0)
     lu, permutation = jax.jit(jax.vmap(dense_lu))(singular)

@@ -6,7 +6,8 @@ and pivot-block matrices (tens of unknowns), kept away from two jaxlib CPU kerne
 * LAPACK's triangular solve with many right-hand sides wakes the threads of a threaded
   OpenBLAS (NumPy's and SciPy's wheels) for about 0.5-1 ms a call.
 
-Both replacements are plain XLA loops, single threaded, vectorised over a batch.
+Both replacements are plain XLA (vectorised elimination and substitution loops, recursive
+block inversion of the triangular factors), single threaded, vectorised over a batch.
 """
 
 from __future__ import annotations
@@ -65,15 +66,78 @@ def _dense_lu_vmap(axis_size, in_batched, matrix):
     return _lu_vectorised(matrix), (True, True)
 
 
-def inverse_from_lu(lu, permutation):
-    """M^{-1} from P M = L U (packed as LAPACK does): L Y = P, then U X = Y, a row at a
-    time for all n columns at once (n products of a row with an n x n matrix each way).
+def triangular_inverse(t, *, lower: bool):
+    """T^{-1} for a stack (..., n, n) of triangular T (``lower`` or upper; the other
+    triangle is ignored), by recursive 2 x 2 block inversion,
 
-    Not LAPACK's triangular solve with the n columns of the identity: with a threaded
-    OpenBLAS (NumPy's and SciPy's wheels) a multi-column solve wakes its worker threads,
-    about 0.5-1 ms per call for n = 32 on 2 CPU cores (jax.profiler), which doubled the
-    per-step time of the double pendulum with gen_alpha; this loop stays in XLA, single
-    threaded, and batches under ``vmap``."""
+        [[A, 0], [C, D]]^{-1} = [[A^{-1}, 0], [-D^{-1} C A^{-1}, D^{-1}]]
+
+    (upper: [[A^{-1}, -A^{-1} B D^{-1}], [0, D^{-1}]]), with A and D inverted together as
+    one stacked problem: log2(n) levels of batched products (n padded with the identity
+    to a power of two), a few dozen XLA kernels in all, where a row-by-row substitution
+    runs 2 n sequential loop steps. Forward stable like LAPACK's blocked trtri (Du Croz &
+    Higham 1992, method 2C); a zero on the diagonal gives non-finite entries."""
+    n = t.shape[-1]
+    t = jnp.tril(t) if lower else jnp.triu(t)
+    size = 1 << max(n - 1, 0).bit_length()
+    if size != n:  # pad with the identity: the inverse is blockdiag(T^{-1}, I)
+        padded = jnp.broadcast_to(jnp.eye(size, dtype=t.dtype), t.shape[:-2] + (size, size))
+        t = padded.at[..., :n, :n].set(t)
+    return _block_inverse(t, lower)[..., :n, :n]
+
+
+def _block_inverse(t, lower):
+    m = t.shape[-1]
+    if m == 1:
+        return 1.0 / t
+    h = m // 2
+    both = _block_inverse(jnp.stack([t[..., :h, :h], t[..., h:, h:]]), lower)
+    a, d = both[0], both[1]
+    zeros = jnp.zeros_like(a)
+    if lower:
+        c = -(d @ (t[..., h:, :h] @ a))
+        top, bottom = [a, zeros], [c, d]
+    else:
+        b = -(a @ (t[..., :h, h:] @ d))
+        top, bottom = [a, b], [zeros, d]
+    return jnp.concatenate([jnp.concatenate(top, -1), jnp.concatenate(bottom, -1)], -2)
+
+
+@jax.custom_batching.custom_vmap
+def inverse_from_lu(lu, permutation):
+    """M^{-1} from P M = L U (packed as LAPACK does).
+
+    One matrix: U^{-1} (L^{-1} P) with the triangular inverses by recursive block inversion
+    (:func:`triangular_inverse`, a few dozen kernels). Under ``vmap``: row-by-row
+    substitution over the whole stack (:func:`_inverse_by_substitution`), whose elementwise
+    loop steps batch better than the block recursion's many tiny batched products. Measured
+    on 2 CPU cores (one program, 100 inversions in a loop): n = 32, 20 -> 10 us for one
+    matrix; a batch of 256 members, 9.3 us a member by substitution against 10.3 by blocks.
+
+    Neither calls LAPACK's triangular solve with the n columns of the identity: with a
+    threaded OpenBLAS (NumPy's and SciPy's wheels) a multi-column solve wakes its worker
+    threads, about 0.5-1 ms per call for n = 32 on 2 CPU cores (jax.profiler)."""
+    n = lu.shape[-1]
+    upper = triangular_inverse(lu, lower=False)
+    lower = triangular_inverse(jnp.tril(lu, -1) + jnp.eye(n, dtype=lu.dtype), lower=True)
+    # L^{-1} P: column permutation[k] of it is column k of L^{-1}
+    return upper @ lower[:, jnp.argsort(permutation)]
+
+
+@inverse_from_lu.def_vmap
+def _inverse_from_lu_vmap(axis_size, in_batched, lu, permutation):
+    lu_b, perm_b = in_batched
+    if not lu_b:
+        lu = jnp.broadcast_to(lu, (axis_size,) + lu.shape)
+    if not perm_b:
+        permutation = jnp.broadcast_to(permutation, (axis_size,) + permutation.shape)
+    return jax.vmap(_inverse_by_substitution)(lu, permutation), True
+
+
+def _inverse_by_substitution(lu, permutation):
+    """M^{-1} from P M = L U: L Y = P, then U X = Y, a row at a time for all n columns at
+    once (n products of a row with an n x n matrix each way): 2 n loop steps of
+    elementwise work that vectorises well over a batch."""
     n = lu.shape[-1]
     cols = jnp.arange(n)
     rows = jnp.eye(n, dtype=lu.dtype)[permutation]  # P
