@@ -160,7 +160,7 @@ def solution_from_outputs(
     r, A, rdot, omega, rddot, omegadot, lam, iters, status, residual = outs[:10]
     q, v = outs[10:12] if len(outs) >= 12 else (None, None)
     condition = outs[12] if len(outs) == 13 else None
-    if isinstance(h, jax.core.Tracer):
+    if is_traced(h):
         t = jnp.arange(r.shape[0]) * h * save_every
     else:  # one transfer instead of three dispatched operations
         t = jnp.asarray(np.arange(r.shape[0]) * float(h) * save_every)
