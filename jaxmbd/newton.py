@@ -21,7 +21,7 @@ import jax.numpy as jnp
 
 from . import _config  # noqa: F401
 from ._results import RESULT_ITEMS, code_message
-from .linear.dense import dense_lu, inverse_from_lu
+from .linear.dense import dense_lu, inverse_and_pivots
 from .linear.structured import (
     BlockFactors,
     BlockMatrix,
@@ -213,7 +213,8 @@ class IterationMatrix(NamedTuple):
     S = D^{-1} J W, with W = diag(``col``) the unknowns' magnitudes and D = diag(``row``) =
     |J| (tol w + e) the rows' tolerances (also the residual test's): for n <= INVERSE_MAX
     the ``inverse`` J^{-1} = W S^{-1} D^{-1} (``lu`` and ``permutation`` empty), else the
-    factors ``lu`` and ``permutation`` (``inverse`` empty); ``rcond``, the pivot-ratio
+    factors ``lu`` (stored transposed, the layout LAPACK's solve reads) and ``permutation``
+    (``inverse`` empty); ``rcond``, the pivot-ratio
     estimate of S's reciprocal condition number, and ``status`` (SUCCESS, NONFINITE or
     ILL_CONDITIONED), computed once at factorisation. The Newton iteration corrects the
     inverse's round-off like any other inexactness of its matrix; the accepted iterate is
@@ -245,19 +246,25 @@ def factor_matrix(J, w, allowed, *, keep: bool = True) -> IterationMatrix:
     row = jnp.abs(J) @ allowed
     row = jnp.where(row > 0, row, 1.0)  # an all-zero row: singular, caught by the pivots
     scaled = J * w[None, :] / row[:, None]
-    lu, permutation = dense_lu(scaled)
-    pivots = jnp.abs(jnp.diagonal(lu))
-    rcond = jnp.min(pivots) / jnp.max(pivots)
-    rcond = jnp.where(jnp.isfinite(rcond), rcond, 0.0)
-    status = _factor_status(lu, rcond)
     empty = jnp.zeros((0, 0), J.dtype)
-    if not (keep and _keeps_inverse(n)):
-        return IterationMatrix(empty, lu, permutation, w, row, rcond, status)
-    scaled_inverse = inverse_from_lu(lu, permutation)
-    inverse = w[:, None] * scaled_inverse / row[None, :]
-    return IterationMatrix(
-        inverse, empty, jnp.zeros((0,), permutation.dtype), w, row, rcond, status
-    )
+    if keep and _keeps_inverse(n):
+        # under vmap: Gauss-Jordan, n loop steps where LU and substitution take 3 n
+        scaled_inverse, pivots = inverse_and_pivots(scaled)
+        rcond = _pivot_ratio(pivots)
+        status = _factor_status(scaled_inverse, rcond)
+        inverse = w[:, None] * scaled_inverse / row[None, :]
+        return IterationMatrix(inverse, empty, jnp.zeros((0,), jnp.int32), w, row, rcond, status)
+    lu, permutation = dense_lu(scaled)
+    rcond = _pivot_ratio(jnp.abs(jnp.diagonal(lu)))
+    # stored transposed: LAPACK's triangular solve reads column-major factors, and the
+    # transpose of the row-major loop carry is that layout, so no copy at every solve
+    return IterationMatrix(empty, lu.mT, permutation, w, row, rcond, _factor_status(lu, rcond))
+
+
+def _pivot_ratio(pivots):
+    """min / max pivot magnitude: the estimate of the reciprocal condition (0 if NaN)."""
+    rcond = jnp.min(pivots) / jnp.max(pivots)
+    return jnp.where(jnp.isfinite(rcond), rcond, 0.0)
 
 
 def empty_matrix(n: int, dtype=jnp.float64) -> IterationMatrix:
@@ -297,14 +304,15 @@ def matrix_solve(matrix: IterationMatrix, rhs):
         return factors_solve(matrix, rhs)
     if matrix.inverse.size:
         return matrix.inverse @ rhs
-    factors = LUFactors(matrix.lu, matrix.permutation)
+    factors = LUFactors(matrix.lu.mT, matrix.permutation)
     return matrix.col * lu_factors_solve(factors, rhs / matrix.row)
 
 
-def _factor_status(lu, rcond):
-    """NONFINITE for an exactly singular (a zero pivot) or non-finite matrix,
+def _factor_status(factors, rcond):
+    """NONFINITE for an exactly singular (a zero pivot) or non-finite matrix (its LU
+    factors or its inverse, ``factors``),
     ILL_CONDITIONED for a pivot ratio below RCOND_MIN."""
-    singular = ~jnp.all(jnp.isfinite(lu)) | ~(rcond > 0)
+    singular = ~jnp.all(jnp.isfinite(factors)) | ~(rcond > 0)
     return jnp.where(singular, NONFINITE, jnp.where(rcond < RCOND_MIN, ILL_CONDITIONED, SUCCESS))
 
 
@@ -353,6 +361,11 @@ def _refresh_where_p(stale, x, old, consts, fn):
         x = bcast(x, x_b)
         old = bcast(old, old_b)
         consts = bcast(consts, consts_b)
+        if axis_size == 1:  # a batch of one: the unbatched cond
+            out = run(*jax.tree_util.tree_map(lambda v: v[0], (stale, x, old, consts)))
+            return jax.tree_util.tree_map(lambda v: v[None], out), jax.tree_util.tree_map(
+                lambda _: True, out
+            )
 
         # The stale members are compacted into slots of ``width`` and factored a slot-full at
         # a time, so a refresh costs in proportion to the members that need one, not to the

@@ -262,10 +262,11 @@ def test_default_tolerance_scales_with_the_step():
 
 def test_xla_inverse_and_batched_lu_equal_lapack():
     """inverse_from_lu (the kept inverse, formed in XLA: block recursion for one matrix,
-    substitution under vmap) equals numpy's inverse, and the
+    substitution under vmap) and inverse_and_pivots (Gauss-Jordan under vmap) equal
+    numpy's inverse and LAPACK's pivots, and the
     batched LU (dense_lu under vmap: jaxmbd's vectorised elimination) equals LAPACK's getrf
     member by member with the same pivots; a singular member is non-finite alone."""
-    from jaxmbd.linear.dense import dense_lu, inverse_from_lu
+    from jaxmbd.linear.dense import dense_lu, inverse_and_pivots, inverse_from_lu
 
     rng = np.random.default_rng(3)
     stack = jnp.asarray(rng.normal(size=(5, 12, 12)))
@@ -283,7 +284,23 @@ def test_xla_inverse_and_batched_lu_equal_lapack():
         np.testing.assert_allclose(
             inverses[k], np.linalg.inv(np.asarray(stack[k])), rtol=1e-10, atol=1e-12
         )
+    # the kept inverse and LU's pivots: LAPACK and block recursion for one matrix,
+    # Gauss-Jordan under vmap (a batch of one: the unbatched path), same pivot choices
+    lapack_pivots = np.abs(np.diagonal(np.asarray(lus), axis1=-2, axis2=-1))
+    for members in (stack, stack[:1]):
+        inverses, pivots = jax.jit(jax.vmap(inverse_and_pivots))(members)
+        for k in range(len(members)):
+            np.testing.assert_allclose(
+                inverses[k], np.linalg.inv(np.asarray(stack[k])), rtol=1e-10, atol=1e-12
+            )
+            np.testing.assert_allclose(pivots[k], lapack_pivots[k], rtol=1e-12)
+    one_inverse, one_pivots = jax.jit(inverse_and_pivots)(stack[3])
+    np.testing.assert_allclose(one_inverse, np.linalg.inv(np.asarray(stack[3])), rtol=1e-10)
+    np.testing.assert_allclose(one_pivots, lapack_pivots[3], rtol=1e-12)
     singular = stack.at[2, :, 4].set(0.0)
+    inverses, pivots = jax.jit(jax.vmap(inverse_and_pivots))(singular)
+    assert np.nanmin(pivots[2]) == 0.0 and not np.all(np.isfinite(np.asarray(inverses[2])))
+    assert np.all(np.isfinite(np.asarray(inverses)[[0, 1, 3, 4]]))
     lu, permutation = jax.jit(jax.vmap(dense_lu))(singular)
     for k in range(5):
         lapack_lu, _, lapack_permutation = jax.lax.linalg.lu(singular[k])

@@ -63,7 +63,69 @@ def _dense_lu_vmap(axis_size, in_batched, matrix):
     (batched,) = in_batched
     if not batched:
         matrix = jnp.broadcast_to(matrix, (axis_size,) + matrix.shape)
+    if axis_size == 1:  # a batch of one: the unbatched kernel, not n loop steps
+        return _one(dense_lu, matrix), (True, True)
     return _lu_vectorised(matrix), (True, True)
+
+
+def _one(fn, *args):
+    """``fn`` on the single member of a batch of one, its outputs given the batch axis back.
+    (Under ``vmap`` of size 1 the vectorised loops would only add sequential kernels.)"""
+    out = fn(*(a[0] for a in args))
+    return jax.tree_util.tree_map(lambda v: v[None], out)
+
+
+def _gauss_jordan_vectorised(a):
+    """(a^{-1}, pivots) for a stack (..., n, n) by Gauss-Jordan elimination with partial
+    pivoting on [a | I], in n vectorised loop steps. Row k's pivot is chosen as in LU with
+    partial pivoting (the first largest |entry| on or below the diagonal), and the rows on
+    and below k hold LU's Schur complement (the eliminations above the pivot row do not
+    touch them), so ``pivots`` are |U_kk| of ``dense_lu``. A zero pivot gives non-finite
+    entries."""
+    n = a.shape[-1]
+    index = jnp.arange(n)
+    identity = jnp.broadcast_to(jnp.eye(n, dtype=a.dtype), a.shape)
+    augmented = jnp.concatenate([a, identity], axis=-1)
+    pivots = jnp.zeros(a.shape[:-1], a.dtype)
+
+    def eliminate(k, carry):
+        m, pivots = carry
+        column = jnp.where(index >= k, jnp.abs(m[..., :, k]), -1.0)
+        pivot_row = jnp.argmax(column, axis=-1)
+        row_k = m[..., k, :]
+        row_p = jnp.take_along_axis(m, pivot_row[..., None, None], axis=-2)[..., 0, :]
+        pivot = row_p[..., k]
+        # row p takes old row k; row k (overwritten below) becomes the normalised pivot row
+        m = jnp.where((index == pivot_row[..., None])[..., None], row_k[..., None, :], m)
+        normalised = row_p / pivot[..., None]
+        m = m - m[..., :, k, None] * normalised[..., None, :]
+        m = jnp.where((index == k)[:, None], normalised[..., None, :], m)
+        pivots = jnp.where(index == k, jnp.abs(pivot)[..., None], pivots)
+        return m, pivots
+
+    augmented, pivots = jax.lax.fori_loop(0, n, eliminate, (augmented, pivots))
+    return augmented[..., n:], pivots
+
+
+@jax.custom_batching.custom_vmap
+def inverse_and_pivots(matrix):
+    """(M^{-1}, |U_kk|): the inverse of M and the pivots' magnitudes of its LU factorisation
+    with partial pivoting (for a condition estimate). One matrix: LAPACK's getrf and
+    :func:`inverse_from_lu`. Under ``vmap``: Gauss-Jordan elimination over the whole stack
+    (:func:`_gauss_jordan_vectorised`), n vectorised loop steps where the LU and the
+    substitutions take 3 n."""
+    lu, _, permutation = jax.lax.linalg.lu(matrix)
+    return inverse_from_lu(lu, permutation), jnp.abs(jnp.diagonal(lu))
+
+
+@inverse_and_pivots.def_vmap
+def _inverse_and_pivots_vmap(axis_size, in_batched, matrix):
+    (batched,) = in_batched
+    if not batched:
+        matrix = jnp.broadcast_to(matrix, (axis_size,) + matrix.shape)
+    if axis_size == 1:
+        return _one(inverse_and_pivots, matrix), (True, True)
+    return _gauss_jordan_vectorised(matrix), (True, True)
 
 
 def triangular_inverse(t, *, lower: bool):
@@ -131,6 +193,8 @@ def _inverse_from_lu_vmap(axis_size, in_batched, lu, permutation):
         lu = jnp.broadcast_to(lu, (axis_size,) + lu.shape)
     if not perm_b:
         permutation = jnp.broadcast_to(permutation, (axis_size,) + permutation.shape)
+    if axis_size == 1:
+        return _one(inverse_from_lu, lu, permutation), True
     return jax.vmap(_inverse_by_substitution)(lu, permutation), True
 
 
