@@ -21,6 +21,7 @@ from .equations import (
 from .forces import BodyState, applied_forces
 from .formulations import AbstractFormulation
 from .lie import hat, so3_exp, vee
+from .linear import dense
 from .model import Model
 from .newton import NONFINITE, SUCCESS, NewtonInfo, implicit_root, newton_iterate
 
@@ -101,13 +102,13 @@ def consistent_initial_state(
     M = jnp.einsum("ab,aij->aibj", jnp.eye(nb), M).reshape(6 * nb, 6 * nb)
     nc = model.nc
     if redundant:  # a = M^-1 (Q - G^T lam), lam = (G M^-1 G^T)^+ (G M^-1 Q - gamma)
-        Minv_Q = jnp.linalg.solve(M, Q.reshape(-1))
-        Minv_Gt = jnp.linalg.solve(M, G.T)
+        Minv_Q = dense.solve(M, Q.reshape(-1))
+        Minv_Gt = dense.solve(M, G.T)
         lam = _pinv(G @ Minv_Gt) @ (G @ Minv_Q - gamma)
         sol = jnp.concatenate([Minv_Q - Minv_Gt @ lam, lam])
     else:
         kkt = jnp.block([[M, G.T], [G, jnp.zeros((nc, nc))]])
-        sol = jnp.linalg.solve(kkt, jnp.concatenate([Q.reshape(-1), gamma]))
+        sol = dense.solve(kkt, jnp.concatenate([Q.reshape(-1), gamma]))
     acc, lam = sol[: 6 * nb].reshape(nb, 6), sol[6 * nb :]
     state = (r, A, rdot, omega, acc[:, :3], acc[:, 3:], lam)
     return (state, *_report(model, state, v, info))
@@ -244,7 +245,7 @@ def _min_norm(G, rhs, redundant: bool):
     """Minimum-norm solution of G x = rhs: G^T (G G^T)^-1 rhs, or G^+ rhs (dependent rows)."""
     if redundant:
         return _pinv(G) @ rhs
-    return G.T @ jnp.linalg.solve(G @ G.T, rhs)
+    return G.T @ dense.solve(G @ G.T, rhs)
 
 
 def _min_norm_newton(model, t, tol, max_iter, redundant=False):

@@ -21,7 +21,8 @@ import jax.numpy as jnp
 
 from . import _config  # noqa: F401
 from ._results import RESULT_ITEMS, code_message
-from .linear.dense import dense_lu, inverse_and_pivots
+from .linear.dense import dense_lu, inverse_and_pivots, lu_factor, lu_solve
+from .linear.dense import solve as dense_solve
 from .linear.structured import (
     BlockFactors,
     BlockMatrix,
@@ -49,7 +50,7 @@ _EPS = float(jnp.finfo(jnp.float64).eps)
 
 def solve_linear(matrix, rhs):
     """Dense LU solve: a singular matrix gives non-finite values, reported as NONFINITE."""
-    return jnp.linalg.solve(matrix, rhs)
+    return dense_solve(matrix, rhs)
 
 
 def checked_solver(matrix, *, least_squares=False):
@@ -167,9 +168,7 @@ class LUFactors(NamedTuple):
 def lu_factors(matrix) -> LUFactors:
     if isinstance(matrix, BlockMatrix):  # structured: block LU on the body-joint graph
         return factor_plain(matrix)
-    # not dense_lu: these factors are differentiated (kinematics), which custom_vmap is not
-    lu, _, permutation = jax.lax.linalg.lu(matrix)
-    return LUFactors(lu, permutation)
+    return LUFactors(*lu_factor(matrix))  # differentiable (kinematics), no batched getrf
 
 
 def lu_factors_solve(factors: LUFactors, rhs, transpose: bool = False):
@@ -180,17 +179,7 @@ def lu_factors_solve(factors: LUFactors, rhs, transpose: bool = False):
         if rhs.ndim == 2:
             return jax.vmap(lambda b: factors_solve(factors, b, transpose), 1, 1)(rhs)
         return factors_solve(factors, rhs, transpose)
-    lu, permutation = factors[0], factors[1]
-    b = rhs if rhs.ndim == 2 else rhs[:, None]
-    solve = jax.lax.linalg.triangular_solve
-    if transpose:  # M^T = U^T L^T P: solve U^T, then L^T, then undo P
-        y = solve(lu, b, left_side=True, lower=False, transpose_a=True)
-        y = solve(lu, y, left_side=True, lower=True, unit_diagonal=True, transpose_a=True)
-        x = jnp.zeros_like(y).at[permutation].set(y)
-    else:
-        y = solve(lu, b[permutation], left_side=True, lower=True, unit_diagonal=True)
-        x = solve(lu, y, left_side=True, lower=False)
-    return x if rhs.ndim == 2 else x[:, 0]
+    return lu_solve(factors[0], factors[1], rhs, transpose=transpose)
 
 
 def lu_solver(matrix):

@@ -64,6 +64,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..lie import hat, so3_exp
+from ..linear import dense
 from ..model import Model
 
 #: joint unknowns per pair kind (Table I: r, relative degrees of freedom)
@@ -384,7 +385,7 @@ def twist_matrix(model: Model, structure: PairStructure, q, *, discrete: bool = 
     B = jnp.zeros((6 * nb + 6, d + 1))
     B = B.at[rows[:, :, None], lay.col[:, None, :]].add(Be)
     B = B[: 6 * nb, :d]
-    return jnp.linalg.solve(jnp.eye(6 * nb) - A, B)
+    return dense.solve(jnp.eye(6 * nb) - A, B)
 
 
 def internal_null_space(q):

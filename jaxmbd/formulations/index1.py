@@ -27,6 +27,7 @@ import jax.numpy as jnp
 from .. import _config  # noqa: F401
 from ..equations import rA_terms
 from ..forces import BodyState, applied_forces
+from ..linear import dense
 from ..model import Model
 
 
@@ -61,7 +62,7 @@ def solve_index1(system: Index1System, *, model: Model | None = None, structured
     Q = system.force.reshape(-1)
     M = _block_diagonal(system.mass)
     if m == 0:
-        return jnp.linalg.solve(M, Q).reshape(nb, k), jnp.zeros((0,), Q.dtype)
+        return dense.solve(M, Q).reshape(nb, k), jnp.zeros((0,), Q.dtype)
     kkt = jnp.concatenate(
         [
             jnp.concatenate([M, system.G.T], 1),
@@ -79,7 +80,7 @@ def solve_index1(system: Index1System, *, model: Model | None = None, structured
         blocks = BlockMatrix(layout.structure.gather(kkt), layout.structure, layout.n)
         x = factors_solve(factor_plain(blocks), rhs)
     else:
-        x = jnp.linalg.solve(kkt, rhs)
+        x = dense.solve(kkt, rhs)
     return x[: nb * k].reshape(nb, k), x[nb * k :]
 
 

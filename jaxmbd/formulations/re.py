@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 
 from ..equations import constraint_values
+from ..linear import dense
 from ..rotations import A_to_zxz, zxz_Bbar, zxz_to_A
 from .base import AbstractAutodiffFormulation
 
@@ -42,7 +43,7 @@ class RE(AbstractAutodiffFormulation):
 
     def rate_from_omega(self, ori, omega):
         """eps_dot = B_bar(eps)^{-1} omega_bar (eq. 43b)."""
-        return jnp.linalg.solve(zxz_Bbar(ori), omega[..., None])[..., 0]
+        return dense.solve(zxz_Bbar(ori), omega)
 
     def omega_from_rate(self, ori, rate, rate_dot):
         """omega_bar = B_bar eps_dot; omegadot_bar = B_bar eps_ddot + B_bar_dot eps_dot."""

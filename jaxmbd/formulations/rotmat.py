@@ -46,6 +46,7 @@ import jax.numpy as jnp
 from ..equations import constraint_values
 from ..forces import BodyState, applied_forces
 from ..lie import hat, vee
+from ..linear import dense
 from .base import AbstractFormulation
 from .index1 import Index1System, solve_index1
 
@@ -295,7 +296,7 @@ class Rotmat(AbstractFormulation):
         """m, OG_0, K_G^{-1} = A_0 K_bar^{-1} A_0^T and its eigen-decomposition (computed once;
         no derivative flows through the eigenvectors, see :func:`lyapunov_solve`)."""
         K_bar = poinsot_tensor(model.inertia)
-        K_bar_inv = jnp.linalg.inv(K_bar)
+        K_bar_inv = dense.inverse(K_bar)
         K_inv = q.A0 @ K_bar_inv @ _mT(q.A0)
         d, Q_bar = jnp.linalg.eigh(jax.lax.stop_gradient(K_bar_inv))
         Q = jax.lax.stop_gradient(q.A0) @ Q_bar
@@ -399,7 +400,7 @@ class Rotmat(AbstractFormulation):
             G3 = G.reshape(nc, nb, 12)
             PGt = jnp.einsum("bkl,cbl->cbk", P, G3)
             W = jnp.einsum("dbk,cbk->dc", G3, PGt)
-            lam = jnp.linalg.solve(W, G @ a_free.reshape(-1) - gamma)
+            lam = dense.solve(W, G @ a_free.reshape(-1) - gamma)
             reaction = (G.T @ lam).reshape(nb, 12)
             X = X - reaction[:, :3]
             Y = Y - reaction[:, 3:].reshape(nb, 3, 3)

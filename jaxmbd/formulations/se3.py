@@ -28,6 +28,7 @@ import jax.numpy as jnp
 from ..equations import constraint_values, rA_jacobian_from_rows, rA_rows, rA_terms
 from ..forces import BodyState, applied_forces
 from ..lie import reorthonormalize, se3_dexpinv, se3_exp
+from ..linear import dense
 from .base import AbstractFormulation
 from .index1 import Index1System
 
@@ -91,7 +92,7 @@ class SE3(AbstractFormulation):
 
     def tangent_map(self, delta):
         """dexp_{-delta} per body (the right Jacobian of the SE(3) exponential)."""
-        return jnp.linalg.inv(se3_dexpinv(-delta.reshape(-1, 6)))
+        return dense.inverse(se3_dexpinv(-delta.reshape(-1, 6)))
 
     def times_tangent_map(self, matrix, delta):
         T = self.tangent_map(delta)

@@ -66,6 +66,7 @@ from ..equations import constraint_values
 from ..forces import SpringDamper
 from ..formulations import director_pairs as pairs
 from ..lie import so3_exp
+from ..linear import dense
 from ..linear.graph import newton_layout
 from ..linear.structured import BlockMatrix, empty_factors, factor_plain, factors_solve
 from ..newton import (
@@ -443,7 +444,7 @@ def discrete_null_space(form, model, xm, P0, t, W=None):
     (eq. 13, since G(q_n) P(q_n) = 0). For the paper's pairs this spans the same space as
     its closed forms (113)-(115), (133)-(135), (150)-(151)."""
     G = jax.jacfwd(lambda x: _all_values(form, model, x, t, W))(xm)
-    return P0 - G.T @ jnp.linalg.solve(G @ G.T, G @ P0)
+    return P0 - G.T @ dense.solve(G @ G.T, G @ P0)
 
 
 def reduced_residual(form, model, q0, v0, basis, mu, h, k, *, tol, W=None):
@@ -511,7 +512,7 @@ def pairs_residual(form, model, structure, closure, q0, v0, mu, h, k, table=None
     # B^T G_c(q_{n+1/2}) P column by column (d forward passes instead of 12 nb)
     GcP = jax.vmap(lambda col: jax.jvp(phi_c, (xm,), (col,))[1], in_axes=1, out_axes=1)(P)
     K = closure.B.T @ GcP
-    p_c = closure.p_ref - K.T @ jnp.linalg.solve(K @ K.T, K @ closure.p_ref)
+    p_c = closure.p_ref - K.T @ dense.solve(K @ K.T, K @ closure.p_ref)
     return jnp.concatenate([p_c.T @ y, closure.B.T @ phi_c(x1)])
 
 

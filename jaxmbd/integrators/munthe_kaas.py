@@ -34,6 +34,7 @@ import jax.numpy as jnp
 from .. import _config  # noqa: F401
 from ..formulations.index1 import index1_dynamics
 from ..lie import so3_dexpinv
+from ..linear import dense
 from ..newton import NONFINITE, SUCCESS, NewtonInfo
 from .base import AbstractIntegrator, StepResult, choose_structured
 from .tableau import ButcherTableau, get_tableau
@@ -68,7 +69,7 @@ def _dexpinv(form, delta, v, sign):
 
 
 def _min_norm(G, rhs):
-    return G.T @ jnp.linalg.solve(G @ G.T, rhs)
+    return G.T @ dense.solve(G @ G.T, rhs)
 
 
 class MuntheKaas(AbstractIntegrator):

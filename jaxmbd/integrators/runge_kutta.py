@@ -47,6 +47,7 @@ import jax.numpy as jnp
 
 from .. import _config  # noqa: F401
 from ..formulations.index1 import Index1System, solve_index1
+from ..linear import dense
 from ..newton import NONFINITE, SUCCESS, NewtonInfo
 from .base import AbstractIntegrator, StepResult, choose_structured
 from .tableau import ButcherTableau, get_tableau
@@ -141,7 +142,7 @@ class RungeKutta(AbstractIntegrator):
 
         zero = jnp.zeros(nb * ts, v.dtype)
         M = jax.jacfwd(g)(zero)
-        return jnp.linalg.solve(M, -g(zero)).reshape(nb, ts)
+        return dense.solve(M, -g(zero)).reshape(nb, ts)
 
     # -- integrator interface -------------------------------------------------------------
     def init(self, model, form, start, h):

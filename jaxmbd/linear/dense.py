@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .. import _config  # noqa: F401
 
@@ -68,6 +69,59 @@ def _dense_lu_vmap(axis_size, in_batched, matrix):
     return _lu_vectorised(matrix), (True, True)
 
 
+@jax.custom_jvp
+def lu_factor(matrix):
+    """(lu, permutation) of P M = L U (:func:`dense_lu`: never jaxlib's batched getrf),
+    differentiable: the JVP of the factors, L^{-1} P dM U^{-1} = X, dL = L tril(X, -1),
+    dU = triu(X) U (the rule of ``jax.lax.linalg.lu`` for square matrices)."""
+    return dense_lu(matrix)
+
+
+@lu_factor.defjvp
+def _lu_factor_jvp(primals, tangents):
+    (matrix,), (matrix_dot,) = primals, tangents
+    lu, permutation = lu_factor(matrix)
+    n = matrix.shape[-1]
+    solve = jax.lax.linalg.triangular_solve
+    x = matrix_dot[permutation]
+    x = solve(lu, x, left_side=True, lower=True, unit_diagonal=True)
+    x = solve(lu, x, left_side=False, lower=False)
+    lower = jnp.tril(lu, -1) + jnp.eye(n, dtype=lu.dtype)
+    lu_dot = lower @ jnp.tril(x, -1) + jnp.triu(x) @ jnp.triu(lu)
+    return (lu, permutation), (lu_dot, np.zeros(permutation.shape, jax.dtypes.float0))
+
+
+def lu_solve(lu, permutation, rhs, *, transpose: bool = False):
+    """M^{-1} rhs (or M^{-T} rhs) from P M = L U: a permutation and two triangular solves
+    (``rhs`` a vector or a matrix of right-hand sides)."""
+    b = rhs if rhs.ndim == 2 else rhs[:, None]
+    solve = jax.lax.linalg.triangular_solve
+    if transpose:  # M^T = U^T L^T P: solve U^T, then L^T, then undo P
+        y = solve(lu, b, left_side=True, lower=False, transpose_a=True)
+        y = solve(lu, y, left_side=True, lower=True, unit_diagonal=True, transpose_a=True)
+        x = jnp.zeros_like(y).at[permutation].set(y)
+    else:
+        y = solve(lu, b[permutation], left_side=True, lower=True, unit_diagonal=True)
+        x = solve(lu, y, left_side=True, lower=False)
+    return x if rhs.ndim == 2 else x[:, 0]
+
+
+def solve(matrix, rhs):
+    """M^{-1} rhs by LU with partial pivoting: ``jnp.linalg.solve`` without jaxlib's batched
+    getrf under ``vmap`` (see the module's note), differentiable. A stack (..., n, n) solves
+    member by member (``rhs`` (..., n) or (..., n, k)). A singular matrix gives non-finite
+    values."""
+    if matrix.ndim > 2:
+        return jax.vmap(solve)(matrix, rhs)
+    lu, permutation = lu_factor(matrix)
+    return lu_solve(lu, permutation, rhs)
+
+
+def inverse(matrix):
+    """M^{-1} (:func:`solve` with the identity)."""
+    return solve(matrix, jnp.eye(matrix.shape[-1], dtype=matrix.dtype))
+
+
 def _one(fn, *args):
     """``fn`` on the single member of a batch of one, its outputs given the batch axis back.
     (Under ``vmap`` of size 1 the vectorised loops would only add sequential kernels.)"""
@@ -90,17 +144,22 @@ def _gauss_jordan_vectorised(a):
 
     def eliminate(k, carry):
         m, pivots = carry
-        column = jnp.where(index >= k, jnp.abs(m[..., :, k]), -1.0)
-        pivot_row = jnp.argmax(column, axis=-1)
-        row_k = m[..., k, :]
-        row_p = jnp.take_along_axis(m, pivot_row[..., None, None], axis=-2)[..., 0, :]
-        pivot = row_p[..., k]
-        # row p takes old row k; row k (overwritten below) becomes the normalised pivot row
-        m = jnp.where((index == pivot_row[..., None])[..., None], row_k[..., None, :], m)
-        normalised = row_p / pivot[..., None]
-        m = m - m[..., :, k, None] * normalised[..., None, :]
+        # rows and columns of m are read through products with one-hot vectors: separate
+        # kernels, so that the update below reads m only elementwise and XLA writes it in
+        # place (a fused slice of m would cost a copy of the whole stack at every step)
+        column = m @ (jnp.arange(2 * n) == k).astype(m.dtype)
+        pivot_row = jnp.argmax(jnp.where(index >= k, jnp.abs(column), -1.0), axis=-1)
+        is_p = index == pivot_row[..., None]
+        both = jnp.stack([jnp.broadcast_to(index == k, is_p.shape), is_p], axis=-2)
+        row_k, row_p = jnp.moveaxis(both.astype(m.dtype) @ m, -2, 0)
+        pivot = jnp.take_along_axis(column, pivot_row[..., None], axis=-1)
+        normalised = row_p / pivot
+        # row p takes old row k; row k becomes the normalised pivot row
+        factor = jnp.where(is_p, row_k[..., k, None], column)
+        m = jnp.where(is_p[..., None], row_k[..., None, :], m)
+        m = m - factor[..., :, None] * normalised[..., None, :]
         m = jnp.where((index == k)[:, None], normalised[..., None, :], m)
-        pivots = jnp.where(index == k, jnp.abs(pivot)[..., None], pivots)
+        pivots = jnp.where(index == k, jnp.abs(pivot), pivots)
         return m, pivots
 
     augmented, pivots = jax.lax.fori_loop(0, n, eliminate, (augmented, pivots))
