@@ -316,7 +316,7 @@ def test_dense_solve_values_gradients_and_batches():
     solve, its reverse and forward derivatives equal jnp.linalg.solve's, and under vmap
     (vectorised elimination) it equals the loop of single solves; the differentiable LU's
     JVP equals jax.lax.linalg.lu's."""
-    from jaxmbd.linear.dense import lu_factor, solve
+    from jaxmbd.linear.dense import inverse, lu_factor, solve
 
     rng = np.random.default_rng(7)
     a = jnp.asarray(rng.normal(size=(6, 6)))
@@ -346,3 +346,4 @@ def test_dense_solve_values_gradients_and_batches():
         ref = jax.grad(lambda m, r: loss(jnp.linalg.solve, m, r))(stack[k], rhs[k])
         np.testing.assert_allclose(grads[k], ref, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(solve(stack, rhs), batched, rtol=1e-13)  # a stack: by member
+    np.testing.assert_allclose(inverse(stack), np.linalg.inv(np.asarray(stack)), rtol=1e-10)

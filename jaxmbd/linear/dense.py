@@ -118,7 +118,9 @@ def solve(matrix, rhs):
 
 
 def inverse(matrix):
-    """M^{-1} (:func:`solve` with the identity)."""
+    """M^{-1} (:func:`solve` with the identity; a stack (..., n, n) member by member)."""
+    if matrix.ndim > 2:
+        return jax.vmap(inverse)(matrix)
     return solve(matrix, jnp.eye(matrix.shape[-1], dtype=matrix.dtype))
 
 
