@@ -223,8 +223,15 @@ def group_drivers(row_expressions: dict[int, Expression]) -> tuple[DriverGroup, 
 def driver_values(offsets, groups: tuple[DriverGroup, ...], t):
     """f(t) for every constraint row: constant offsets plus the time-dependent groups."""
     f = offsets
+    n = np.shape(offsets)[0]
     for group in groups:  # one iteration per distinct program, not per constraint
-        f = f.at[np.asarray(group.rows)].add(group(t))
+        # a gather with static indices, not a scatter-add: XLA's CPU scatter is a loop of
+        # single-element updates, and under vmap a loop over the batch members too
+        position = np.zeros(n, dtype=np.int32)
+        position[np.asarray(group.rows)] = np.arange(len(group.rows))
+        driven = np.zeros(n, dtype=bool)
+        driven[np.asarray(group.rows)] = True
+        f = f + jnp.where(driven, group(t)[position], 0.0)
     return f
 
 

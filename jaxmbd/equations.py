@@ -314,13 +314,18 @@ def rA_reaction_sensitivity(model: Model, r, A, lam, t):
                 all_blocks.append(blocks[:, a, b])
                 acted.append(bodies[a])
                 varied.append(bodies[b])
-    # one scatter-add for all types and body pairs
-    K4 = (
-        jnp.zeros((nb + 1, nb + 1, 6, 6))
-        .at[np.concatenate(acted), np.concatenate(varied)]
-        .add(jnp.concatenate(all_blocks))
-    )
-    return jnp.transpose(K4[:nb, :nb], (0, 2, 1, 3)).reshape(6 * nb, 6 * nb)
+    acted, varied = np.concatenate(acted), np.concatenate(varied)
+    blocks = jnp.concatenate(all_blocks)
+    if len(acted) * nb * nb <= DENSE_INCIDENCE_MAX:
+        # summed per body pair by a product with a constant 0/1 incidence matrix: one
+        # dense kernel (XLA's CPU scatter-add is a loop of single-block updates); the
+        # ground (index nb) matches no pair
+        pair = np.where((acted < nb) & (varied < nb), acted * nb + varied, -1)
+        incidence = (pair[None, :] == np.arange(nb * nb)[:, None]).astype(np.float64)
+        K4 = jnp.tensordot(incidence, blocks, axes=1).reshape(nb, nb, 6, 6)
+    else:  # one scatter-add for all types and body pairs
+        K4 = jnp.zeros((nb + 1, nb + 1, 6, 6)).at[acted, varied].add(blocks)[:nb, :nb]
+    return jnp.transpose(K4, (0, 2, 1, 3)).reshape(6 * nb, 6 * nb)
 
 
 def rA_velocity_sensitivity(model: Model, r, A, v, t):
