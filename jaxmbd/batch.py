@@ -6,7 +6,8 @@ compiled function keyed by (analysis, topology, options, batch shape, devices): 
 call compiles, later calls with new parameter values (masses, initial states, drivers, ...)
 reuse the compiled program. When several devices are present (e.g. two host devices from
 ``XLA_FLAGS=--xla_force_host_platform_device_count=2``, set before JAX starts) the batch is
-sharded across them (padded to a multiple of the device count, the padding dropped after).
+split across them by ``shard_map`` (padded to a multiple of the device count, the padding
+dropped after): one independent vmapped program per device.
 """
 
 from __future__ import annotations

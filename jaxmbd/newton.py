@@ -21,7 +21,7 @@ import jax.numpy as jnp
 
 from . import _config  # noqa: F401
 from ._results import RESULT_ITEMS, code_message
-from .linear.dense import dense_lu, inverse_and_pivots, lu_factor, lu_solve
+from .linear.dense import dense_lu, inverse_and_pivots, lu_factor, lu_solve, lu_solve_nondiff
 from .linear.dense import solve as dense_solve
 from .linear.structured import (
     BlockFactors,
@@ -293,8 +293,7 @@ def matrix_solve(matrix: IterationMatrix, rhs):
         return factors_solve(matrix, rhs)
     if matrix.inverse.size:
         return matrix.inverse @ rhs
-    factors = LUFactors(matrix.lu.mT, matrix.permutation)
-    return matrix.col * lu_factors_solve(factors, rhs / matrix.row)
+    return matrix.col * lu_solve_nondiff(matrix.lu.mT, matrix.permutation, rhs / matrix.row)
 
 
 def _factor_status(factors, rcond):

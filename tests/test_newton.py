@@ -316,7 +316,7 @@ def test_dense_solve_values_gradients_and_batches():
     solve, its reverse and forward derivatives equal jnp.linalg.solve's, and under vmap
     (vectorised elimination) it equals the loop of single solves; the differentiable LU's
     JVP equals jax.lax.linalg.lu's."""
-    from jaxmbd.linear.dense import inverse, lu_factor, solve
+    from jaxmbd.linear.dense import inverse, lu_factor, lu_solve_nondiff, solve
 
     rng = np.random.default_rng(7)
     a = jnp.asarray(rng.normal(size=(6, 6)))
@@ -347,3 +347,18 @@ def test_dense_solve_values_gradients_and_batches():
         np.testing.assert_allclose(grads[k], ref, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(solve(stack, rhs), batched, rtol=1e-13)  # a stack: by member
     np.testing.assert_allclose(inverse(stack), np.linalg.inv(np.asarray(stack)), rtol=1e-10)
+    # the Newton solve: LAPACK for one matrix, substitution loops under vmap (batched
+    # matrices), both orientations; one matrix with batched right-hand sides
+    lus, perms = jax.vmap(lu_factor)(stack)
+    for transpose in (False, True):
+        batched = jax.jit(
+            jax.vmap(lambda a, p, r, t=transpose: lu_solve_nondiff(a, p, r, transpose=t))
+        )(lus, perms, rhs)
+        shared = jax.vmap(
+            lambda r, t=transpose: lu_solve_nondiff(lus[0], perms[0], r, transpose=t)
+        )(rhs)
+        for k in range(4):
+            m = np.asarray(stack[k]).T if transpose else np.asarray(stack[k])
+            np.testing.assert_allclose(batched[k], np.linalg.solve(m, rhs[k]), rtol=1e-10)
+            m0 = np.asarray(stack[0]).T if transpose else np.asarray(stack[0])
+            np.testing.assert_allclose(shared[k], np.linalg.solve(m0, rhs[k]), rtol=1e-10)

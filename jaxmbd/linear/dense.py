@@ -6,8 +6,12 @@ and pivot-block matrices (tens of unknowns), kept away from two jaxlib CPU kerne
 * LAPACK's triangular solve with many right-hand sides wakes the threads of a threaded
   OpenBLAS (NumPy's and SciPy's wheels) for about 0.5-1 ms a call.
 
-Both replacements are plain XLA (vectorised elimination and substitution loops, recursive
-block inversion of the triangular factors), single threaded, vectorised over a batch.
+Both replacements are plain XLA (vectorised elimination, Gauss-Jordan and substitution
+loops, recursive block inversion of the triangular factors), single threaded, vectorised
+over a batch. :func:`solve`, :func:`inverse` and :func:`lu_factor` (differentiable) stand in
+for ``jnp.linalg.solve``/``inv``/``lax.linalg.lu`` everywhere in jaxmbd, so that no batched
+program runs the getrf kernel (it deadlocked ``simulate_batch`` over two host devices).
+A batch of one runs the unbatched kernels (LAPACK), not the loops.
 """
 
 from __future__ import annotations
@@ -91,9 +95,7 @@ def _lu_factor_jvp(primals, tangents):
     return (lu, permutation), (lu_dot, np.zeros(permutation.shape, jax.dtypes.float0))
 
 
-def lu_solve(lu, permutation, rhs, *, transpose: bool = False):
-    """M^{-1} rhs (or M^{-T} rhs) from P M = L U: a permutation and two triangular solves
-    (``rhs`` a vector or a matrix of right-hand sides)."""
+def _lapack_solve(lu, permutation, rhs, transpose):
     b = rhs if rhs.ndim == 2 else rhs[:, None]
     solve = jax.lax.linalg.triangular_solve
     if transpose:  # M^T = U^T L^T P: solve U^T, then L^T, then undo P
@@ -106,6 +108,84 @@ def lu_solve(lu, permutation, rhs, *, transpose: bool = False):
     return x if rhs.ndim == 2 else x[:, 0]
 
 
+def _substitution_solve(lu, permutation, rhs, transpose):
+    """:func:`_lapack_solve` by row-by-row substitution (2 n loop steps of elementwise
+    work, vectorised over a batch)."""
+    n = lu.shape[-1]
+    index = jnp.arange(n)
+
+    def mask(condition, vector):
+        return jnp.where(condition, vector, 0.0)
+
+    if transpose:  # U^T z = b (forward), L^T y = z (backward, unit), x[perm] = y
+
+        def forward(i, z):
+            dot = mask(index < i, lu[:, i]) @ z
+            return z.at[i].set((z[i] - dot) / lu[i, i])
+
+        def backward(k, y):
+            i = n - 1 - k
+            return y.at[i].add(-(mask(index > i, lu[:, i]) @ y))
+
+        y = jax.lax.fori_loop(0, n, backward, jax.lax.fori_loop(0, n, forward, rhs))
+        return jnp.zeros_like(y).at[permutation].set(y)
+
+    def forward(i, y):  # L y = P b, unit diagonal
+        return y.at[i].add(-(mask(index < i, lu[i]) @ y))
+
+    def backward(k, x):  # U x = y, from the last row
+        i = n - 1 - k
+        return x.at[i].set((x[i] - mask(index > i, lu[i]) @ x) / lu[i, i])
+
+    return jax.lax.fori_loop(0, n, backward, jax.lax.fori_loop(0, n, forward, rhs[permutation]))
+
+
+def _batch_safe(transpose):
+    @jax.custom_batching.custom_vmap
+    def lu_solve_(lu, permutation, rhs):
+        return _lapack_solve(lu, permutation, rhs, transpose)
+
+    @lu_solve_.def_vmap
+    def _rule(axis_size, in_batched, lu, permutation, rhs):
+        lu_b, perm_b, rhs_b = in_batched
+        if not (lu_b or perm_b):  # one matrix, many right-hand sides: no batched kernel
+            out = jax.vmap(lambda r: _lapack_solve(lu, permutation, r, transpose))(rhs)
+            return out, True
+        lu, permutation, rhs = (
+            v if b else jnp.broadcast_to(v, (axis_size,) + v.shape)
+            for v, b in zip((lu, permutation, rhs), in_batched, strict=True)
+        )
+        if axis_size == 1:
+            return _one(lu_solve_, lu, permutation, rhs), True
+        out = jax.vmap(lambda a, p, r: _substitution_solve(a, p, r, transpose))(
+            lu, permutation, rhs
+        )
+        return out, True
+
+    return lu_solve_
+
+
+#: LAPACK's triangular solves for one matrix; under ``vmap`` substitution loops instead of
+#: jaxlib's batched trsm, which like its batched getrf waits on XLA's intra-op pool and
+#: deadlocked ``simulate_batch`` over two host devices (gdb: ``ParallelBatchMap`` under
+#: ``TriMatrixEquationSolver``). Not differentiable: see :func:`lu_solve`.
+_solve_plain, _solve_transposed = _batch_safe(False), _batch_safe(True)
+
+
+def lu_solve_nondiff(lu, permutation, rhs, *, transpose: bool = False):
+    """M^{-1} rhs (or M^{-T} rhs) from P M = L U, batch-safe (no jaxlib batched kernel) but
+    not differentiable (a ``custom_vmap``): for Newton iterations."""
+    return (_solve_transposed if transpose else _solve_plain)(lu, permutation, rhs)
+
+
+def lu_solve(lu, permutation, rhs, *, transpose: bool = False):
+    """M^{-1} rhs (or M^{-T} rhs) from P M = L U: a permutation and two triangular solves
+    (``rhs`` a vector or a matrix of right-hand sides). Differentiable (LAPACK's solve,
+    which under ``vmap`` is jaxlib's batched trsm: for batched programs prefer
+    :func:`solve` or :func:`lu_solve_nondiff`)."""
+    return _lapack_solve(lu, permutation, rhs, transpose)
+
+
 def solve(matrix, rhs):
     """M^{-1} rhs by LU with partial pivoting: ``jnp.linalg.solve`` without jaxlib's batched
     getrf under ``vmap`` (see the module's note), differentiable. A stack (..., n, n) solves
@@ -113,8 +193,15 @@ def solve(matrix, rhs):
     values."""
     if matrix.ndim > 2:
         return jax.vmap(solve)(matrix, rhs)
-    lu, permutation = lu_factor(matrix)
-    return lu_solve(lu, permutation, rhs)
+    # differentiated implicitly (custom_linear_solve: dx = M^{-1} (db - dM x)), so the
+    # factors and their batch-safe solves are never differentiated themselves
+    lu, permutation = dense_lu(jax.lax.stop_gradient(matrix))
+    return jax.lax.custom_linear_solve(
+        lambda x: matrix @ x,
+        rhs,
+        solve=lambda _, b: lu_solve_nondiff(lu, permutation, b),
+        transpose_solve=lambda _, b: lu_solve_nondiff(lu, permutation, b, transpose=True),
+    )
 
 
 def inverse(matrix):
