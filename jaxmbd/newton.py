@@ -65,9 +65,7 @@ def checked_solver(matrix, *, least_squares=False):
     row = jnp.max(jnp.abs(matrix), axis=1)
     row = jnp.where(row > 0, row, 1.0)
     factors = lu_factors(matrix / row[:, None])
-    pivots = jnp.abs(jnp.diagonal(factors.lu))
-    rcond = jnp.min(pivots) / jnp.max(pivots)
-    rcond = jnp.where(jnp.isfinite(rcond), rcond, 0.0)
+    rcond = _pivot_ratio(jnp.abs(jnp.diagonal(factors.lu)))
     use_lstsq = jnp.logical_and(least_squares, rcond < RCOND_MIN)
 
     def solve(rhs, transpose=False):

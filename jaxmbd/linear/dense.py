@@ -147,7 +147,7 @@ def _batch_safe(transpose):
 
     @lu_solve_.def_vmap
     def _rule(axis_size, in_batched, lu, permutation, rhs):
-        lu_b, perm_b, rhs_b = in_batched
+        lu_b, perm_b, _ = in_batched
         if not (lu_b or perm_b):  # one matrix, many right-hand sides: no batched kernel
             out = jax.vmap(lambda r: _lapack_solve(lu, permutation, r, transpose))(rhs)
             return out, True
@@ -348,20 +348,7 @@ def _inverse_from_lu_vmap(axis_size, in_batched, lu, permutation):
 
 def _inverse_by_substitution(lu, permutation):
     """M^{-1} from P M = L U: L Y = P, then U X = Y, a row at a time for all n columns at
-    once (n products of a row with an n x n matrix each way): 2 n loop steps of
-    elementwise work that vectorises well over a batch."""
-    n = lu.shape[-1]
-    cols = jnp.arange(n)
-    rows = jnp.eye(n, dtype=lu.dtype)[permutation]  # P
-
-    def forward(i, y):  # y_i = p_i - sum_{j < i} L_ij y_j (unit diagonal)
-        below = jnp.where(cols < i, lu[i], 0.0)
-        return y.at[i].add(-(below @ y))
-
-    def backward(k, x):  # x_i = (y_i - sum_{j > i} U_ij x_j) / U_ii, from the last row
-        i = n - 1 - k
-        above = jnp.where(cols > i, lu[i], 0.0)
-        return x.at[i].set((x[i] - above @ x) / lu[i, i])
-
-    y = jax.lax.fori_loop(0, n, forward, rows)
-    return jax.lax.fori_loop(0, n, backward, y)
+    once (:func:`_substitution_solve` with the identity): 2 n loop steps of elementwise
+    work that vectorises well over a batch."""
+    identity = jnp.eye(lu.shape[-1], dtype=lu.dtype)
+    return _substitution_solve(lu, permutation, identity, False)
