@@ -325,6 +325,14 @@ def _refresh_where(stale, x, old: IterationMatrix, factor: Callable):
 #: Smallest number of batch members refreshed together under ``vmap`` (see
 #: :func:`_refresh_where_p`).
 REFRESH_SLOTS = 4
+#: ... and the share of the batch refreshed together: a slot count of batch / REFRESH_SHARE
+#: (at least REFRESH_SLOTS). A refresh factors every slot, stale or empty, and few members
+#: are stale at a time (double pendulum: one in 60 steps each), so wide slots mostly factor
+#: nothing. Measured (scratch simulate_batch runs, gen_alpha, 1 s at h = 1e-3, two host
+#: devices, two alternating runs each): double pendulum batch 256, a share of 1/8 (16 slots
+#: per device) 265k / 277k model-steps/s, of 1/32 (4 slots) 300k / 302k; slider crank
+#: batch 64 on one device 32k either way.
+REFRESH_SHARE = 32
 
 
 def _refresh_where_p(stale, x, old, consts, fn):
@@ -356,7 +364,7 @@ def _refresh_where_p(stale, x, old, consts, fn):
         # The stale members are compacted into slots of ``width`` and factored a slot-full at
         # a time, so a refresh costs in proportion to the members that need one, not to the
         # batch: in a large batch some member is nearly always stale.
-        width = min(axis_size, max(REFRESH_SLOTS, -(-axis_size // 8)))
+        width = min(axis_size, max(REFRESH_SLOTS, -(-axis_size // REFRESH_SHARE)))
 
         def take(tree, idx):
             return jax.tree_util.tree_map(lambda v: v.at[idx].get(mode="clip"), tree)
