@@ -1,3 +1,4 @@
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -48,6 +49,24 @@ PAPER_MASSES = {
         "slider": (2.0, (1e-4, 1e-4, 1e-4)),
     },
 }
+
+
+@contextlib.contextmanager
+def count_compilations():
+    """Counts JAX traces and XLA compilations (jax.monitoring events) inside the block."""
+    counts = {"trace": 0, "compile": 0}
+
+    def listener(event, duration, **kwargs):
+        if event == "/jax/core/compile/jaxpr_trace_duration":
+            counts["trace"] += 1
+        elif event == "/jax/core/compile/backend_compile_duration":
+            counts["compile"] += 1
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        yield counts
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
 
 
 def reference_model(relative: str) -> Path:

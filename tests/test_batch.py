@@ -1,33 +1,14 @@
 """Batched analyses (issue 16): compiled once per (topology, options, batch shape), equal to
 the loop of single runs for every integrator, and failures reported per member."""
 
-import contextlib
-
 import equinox as eqx
 import jax
 import numpy as np
 import pytest
+from conftest import count_compilations
 
 import jaxmbd as mbd
 from jaxmbd.newton import SUCCESS
-
-
-@contextlib.contextmanager
-def count_compilations():
-    """Counts JAX traces and XLA compilations (jax.monitoring events) inside the block."""
-    counts = {"trace": 0, "compile": 0}
-
-    def listener(event, duration, **kwargs):
-        if event == "/jax/core/compile/jaxpr_trace_duration":
-            counts["trace"] += 1
-        elif event == "/jax/core/compile/backend_compile_duration":
-            counts["compile"] += 1
-
-    jax.monitoring.register_event_duration_secs_listener(listener)
-    try:
-        yield counts
-    finally:
-        jax.monitoring.unregister_event_duration_listener(listener)
 
 
 def _members(model, scales):

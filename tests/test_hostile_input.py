@@ -19,7 +19,7 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
-from conftest import REFERENCE_MODELS
+from conftest import REFERENCE_MODELS, count_compilations
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
@@ -161,9 +161,15 @@ def mutations(draw, files):
     return source, doc, f"replaced {path}"
 
 
+#: Seconds after which a load or an expression check counts as a runaway (they take
+#: milliseconds; the bound only has to catch unbounded work, on a loaded CI machine).
+HANG_S = 10.0
+
+
 def _check_load(tmp_path, source, doc, what):
     """Load a mutated file: a ModelFileError naming this file and a field or object, or a
-    model with finite numbers; within a second."""
+    model with finite numbers; never a hang (a bound ten times any normal load under a
+    loaded CI machine: it catches runaway parsing, not speed)."""
     path = tmp_path / source.name
     path.write_text(json.dumps(doc))
     start = time.perf_counter()
@@ -174,7 +180,7 @@ def _check_load(tmp_path, source, doc, what):
         assert err.field or "'" in str(err), (what, err)  # names the field or the object
     else:
         assert _finite_leaves(model), what
-    assert time.perf_counter() - start < 1.0, what
+    assert time.perf_counter() - start < HANG_S, what
 
 
 @FUZZ
@@ -208,7 +214,7 @@ expressions = st.one_of(
 @example(source="-" * 3000 + "t")
 def test_driver_expressions_are_refused_or_finite(source):
     """A driver expression parses to a finite f, f_dot, f_ddot at t = 0 or raises
-    ExpressionError naming where it is, within a second."""
+    ExpressionError naming where it is, without a runaway evaluation (e.g. 9**9**9)."""
     start = time.perf_counter()
     try:
         expr = Expression(source, where="constraints[0] ('drive').f")
@@ -216,7 +222,7 @@ def test_driver_expressions_are_refused_or_finite(source):
     except ExpressionError as err:
         assert "constraints[0] ('drive').f" in str(err)
         assert len(str(err)) < 500  # a long source is not echoed in full
-    assert time.perf_counter() - start < 1.0
+    assert time.perf_counter() - start < HANG_S
 
 
 def _pendulum():
@@ -405,12 +411,12 @@ CLI_CASES = [
 
 @pytest.mark.parametrize("args,code,text", CLI_CASES, ids=[" ".join(c[0])[:40] for c in CLI_CASES])
 def test_cli_bad_arguments(args, code, text):
-    start = time.perf_counter()
-    result = CliRunner().invoke(app, args)
+    with count_compilations() as counts:  # refused before any work: nothing traced
+        result = CliRunner().invoke(app, args)
     assert result.exit_code == code, (result.output, result.exception)
     assert not result.exception or isinstance(result.exception, SystemExit), result.exception
     assert text in " ".join(result.output.split()).replace("│", " ") or text in result.output
-    assert time.perf_counter() - start < 1.0
+    assert counts == {"trace": 0, "compile": 0}, counts
 
 
 @settings(FUZZ, max_examples=30)
@@ -426,8 +432,8 @@ def test_cli_fuzzed_numbers(tmp_path_factory, option, value):
     the option when it is not a finite positive number (the model does not exist, so a valid
     value is refused for the MODEL argument instead)."""
     missing = str(tmp_path_factory.getbasetemp() / "missing.json")
-    start = time.perf_counter()
-    result = CliRunner().invoke(app, ["kinematics", missing, option, value])
+    with count_compilations() as counts:  # refused before any work: nothing traced
+        result = CliRunner().invoke(app, ["kinematics", missing, option, value])
     assert result.exit_code == 2, (result.output, result.exception)
     assert not result.exception or isinstance(result.exception, SystemExit), result.exception
     try:
@@ -436,4 +442,4 @@ def test_cli_fuzzed_numbers(tmp_path_factory, option, value):
         number = math.nan
     valid = math.isfinite(number) and (number > 0 or (option == "--t-end" and number == 0))
     assert ("MODEL" if valid else option) in result.output, result.output
-    assert time.perf_counter() - start < 1.0
+    assert counts == {"trace": 0, "compile": 0}, counts
