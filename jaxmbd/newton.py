@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 
 from . import _config  # noqa: F401
+from ._batching import all_batched, broadcast_batched, on_single_member
 from ._results import RESULT_ITEMS, code_message
 from .linear.dense import dense_lu, inverse_and_pivots, lu_factor, lu_solve, lu_solve_nondiff
 from .linear.dense import solve as dense_solve
@@ -342,24 +343,10 @@ def _refresh_where_p(stale, x, old, consts, fn):
 
     @run.def_vmap
     def _rule(axis_size, in_batched, stale, x, old, consts):
-        s_b, x_b, old_b, consts_b = in_batched
-
-        def bcast(tree, batched):
-            return jax.tree_util.tree_map(
-                lambda v, b: v if b else jnp.broadcast_to(v, (axis_size,) + jnp.shape(v)),
-                tree,
-                batched,
-            )
-
-        stale = bcast(stale, s_b)
-        x = bcast(x, x_b)
-        old = bcast(old, old_b)
-        consts = bcast(consts, consts_b)
+        stale, x, old, consts = broadcast_batched(axis_size, (stale, x, old, consts), in_batched)
         if axis_size == 1:  # a batch of one: the unbatched cond
-            out = run(*jax.tree_util.tree_map(lambda v: v[0], (stale, x, old, consts)))
-            return jax.tree_util.tree_map(lambda v: v[None], out), jax.tree_util.tree_map(
-                lambda _: True, out
-            )
+            out = on_single_member(run, stale, x, old, consts)
+            return out, all_batched(out)
 
         # The stale members are compacted into slots of ``width`` and factored a slot-full at
         # a time, so a refresh costs in proportion to the members that need one, not to the
@@ -380,7 +367,7 @@ def _refresh_where_p(stale, x, old, consts, fn):
             return pending.at[idx].set(False, mode="drop"), matrices
 
         _, out = jax.lax.while_loop(lambda c: jnp.any(c[0]), refresh_some, (stale, old))
-        return out, jax.tree_util.tree_map(lambda _: True, out)
+        return out, all_batched(out)
 
     return run(stale, x, old, consts)
 
@@ -409,23 +396,12 @@ def _while_loop_keeping(cond, body, init, keep: frozenset):
 
     @loop.def_vmap
     def _rule(axis_size, in_batched, init, body_consts, cond_consts):
-        def bcast(tree, batched):
-            return jax.tree_util.tree_map(
-                lambda v, b: v if b else jnp.broadcast_to(v, (axis_size,) + jnp.shape(v)),
-                tree,
-                batched,
-            )
-
-        init, body_consts, cond_consts = (
-            bcast(tree, b)
-            for tree, b in zip((init, body_consts, cond_consts), in_batched, strict=True)
+        init, body_consts, cond_consts = broadcast_batched(
+            axis_size, (init, body_consts, cond_consts), in_batched
         )
         if axis_size == 1:  # a batch of one: the plain loop on the single member
-            one = jax.tree_util.tree_map(lambda v: v[0], (init, body_consts, cond_consts))
-            out = loop(*one)
-            return jax.tree_util.tree_map(lambda v: v[None], out), jax.tree_util.tree_map(
-                lambda _: True, out
-            )
+            out = on_single_member(loop, init, body_consts, cond_consts)
+            return out, all_batched(out)
 
         def active(c):
             return jax.vmap(lambda c_, k: cond_fn(c_, *k))(c, cond_consts)
@@ -444,7 +420,7 @@ def _while_loop_keeping(cond, body, init, keep: frozenset):
             )
 
         out = jax.lax.while_loop(lambda c: jnp.any(active(c)), step, init)
-        return out, jax.tree_util.tree_map(lambda _: True, out)
+        return out, all_batched(out)
 
     return loop(init, body_consts, cond_consts)
 

@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _config  # noqa: F401
+from .._batching import broadcast_batched, on_single_member
 
 
 def _lu_vectorised(a):
@@ -69,7 +70,7 @@ def _dense_lu_vmap(axis_size, in_batched, matrix):
     if not batched:
         matrix = jnp.broadcast_to(matrix, (axis_size,) + matrix.shape)
     if axis_size == 1:  # a batch of one: the unbatched kernel, not n loop steps
-        return _one(dense_lu, matrix), (True, True)
+        return on_single_member(dense_lu, matrix), (True, True)
     return _lu_vectorised(matrix), (True, True)
 
 
@@ -151,12 +152,9 @@ def _batch_safe(transpose):
         if not (lu_b or perm_b):  # one matrix, many right-hand sides: no batched kernel
             out = jax.vmap(lambda r: _lapack_solve(lu, permutation, r, transpose))(rhs)
             return out, True
-        lu, permutation, rhs = (
-            v if b else jnp.broadcast_to(v, (axis_size,) + v.shape)
-            for v, b in zip((lu, permutation, rhs), in_batched, strict=True)
-        )
+        lu, permutation, rhs = broadcast_batched(axis_size, (lu, permutation, rhs), in_batched)
         if axis_size == 1:
-            return _one(lu_solve_, lu, permutation, rhs), True
+            return on_single_member(lu_solve_, lu, permutation, rhs), True
         out = jax.vmap(lambda a, p, r: _substitution_solve(a, p, r, transpose))(
             lu, permutation, rhs
         )
@@ -209,13 +207,6 @@ def inverse(matrix):
     if matrix.ndim > 2:
         return jax.vmap(inverse)(matrix)
     return solve(matrix, jnp.eye(matrix.shape[-1], dtype=matrix.dtype))
-
-
-def _one(fn, *args):
-    """``fn`` on the single member of a batch of one, its outputs given the batch axis back.
-    (Under ``vmap`` of size 1 the vectorised loops would only add sequential kernels.)"""
-    out = fn(*(a[0] for a in args))
-    return jax.tree_util.tree_map(lambda v: v[None], out)
 
 
 def _gauss_jordan_vectorised(a):
@@ -272,7 +263,7 @@ def _inverse_and_pivots_vmap(axis_size, in_batched, matrix):
     if not batched:
         matrix = jnp.broadcast_to(matrix, (axis_size,) + matrix.shape)
     if axis_size == 1:
-        return _one(inverse_and_pivots, matrix), (True, True)
+        return on_single_member(inverse_and_pivots, matrix), (True, True)
     return _gauss_jordan_vectorised(matrix), (True, True)
 
 
@@ -342,7 +333,7 @@ def _inverse_from_lu_vmap(axis_size, in_batched, lu, permutation):
     if not perm_b:
         permutation = jnp.broadcast_to(permutation, (axis_size,) + permutation.shape)
     if axis_size == 1:
-        return _one(inverse_from_lu, lu, permutation), True
+        return on_single_member(inverse_from_lu, lu, permutation), True
     return jax.vmap(_inverse_by_substitution)(lu, permutation), True
 
 
