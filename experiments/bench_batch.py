@@ -9,9 +9,11 @@ jaxmbd: rA, the integrator's default Newton (reused matrix), ``mbd.simulate_batc
 batch whose members differ in their masses (member 0 is the nominal model). ``--devices 2``
 runs in a child process with ``XLA_FLAGS=--xla_force_host_platform_device_count=2`` (the
 flag must be set before JAX starts), so the batch is split over two host devices, one per
-core. Per (mechanism, integrator, devices, batch size): the first call (trace + compile +
-run) and the median of ``--repeats`` further calls with new parameter values (no
-recompilation: the second call costs only the run).
+core. Per (mechanism, integrator, devices): the first call of every batch size (trace +
+compile + run), then ``--repeats`` rounds of timed calls with new parameter values (no
+recompilation: later calls cost only the run), each round visiting every batch size once,
+so that a drift of the machine's speed hits all sizes alike. Reported: the median run, and
+the throughput relative to the next smaller batch as the median of the per-round ratios.
 
 MuJoCo: ``mujoco.rollout.rollout`` of ``batch`` copies of the nominal initial state with 1 and
 2 threads (one MjData per thread), integrators RK4 and implicitfast, median of the repeats.
@@ -70,55 +72,74 @@ def jaxmbd_worker(args) -> list[dict]:
     for mechanism in args.mechanisms:
         model = getattr(mbd.models, mechanism)()
         for integrator in args.integrators:
+
+            def batch(shift, size, model=model):
+                scale = 1.0 + shift + 1e-2 * np.arange(size) / max(size, 1)
+                scale[0] = 1.0 + shift  # member 0: the nominal model on the first call
+                members = [eqx.tree_at(lambda m: m.mass, model, model.mass * s) for s in scale]
+                return mbd.stack_models(members)
+
+            def run(models, integrator=integrator):
+                sol = mbd.simulate_batch(
+                    models, formulation="rA", integrator=integrator, t_end=args.t_end, h=args.h
+                )
+                return jax.block_until_ready(sol)
+
+            # first calls (trace + compile + run) of every size, then the timed calls in
+            # rounds that visit every size once: a drift of the machine's speed (this one
+            # swings by up to 2x between minutes) hits all sizes alike, and the ratio of
+            # two sizes' throughputs is taken within each round
+            first, rows_of = {}, {}
             for size in args.sizes:
-
-                def batch(shift, size=size, model=model):
-                    scale = 1.0 + shift + 1e-2 * np.arange(size) / max(size, 1)
-                    scale[0] = 1.0 + shift  # member 0: the nominal model on the first call
-                    members = [eqx.tree_at(lambda m: m.mass, model, model.mass * s) for s in scale]
-                    return mbd.stack_models(members)
-
-                def run(models, integrator=integrator):
-                    sol = mbd.simulate_batch(
-                        models, formulation="rA", integrator=integrator, t_end=args.t_end, h=args.h
-                    )
-                    return jax.block_until_ready(sol)
-
-                models = batch(0.0)
+                models = batch(0.0, size)
                 start = time.perf_counter()
                 sol = run(models)
-                first = time.perf_counter() - start
-                status_ok = bool(np.all(np.asarray(sol.status) == 0))
+                first[size] = time.perf_counter() - start
                 t = np.asarray(sol.t)[0] if np.ndim(sol.t) == 2 else np.asarray(sol.t)
                 y = _output(mechanism, np.asarray(sol.r)[0], np.asarray(sol.A)[0])
-                error = float(np.max(np.abs(y - reference(mechanism, t))))
-                iterations = float(np.mean(np.asarray(sol.iterations)[:, 1:]))
-                times = []
-                for k in range(args.repeats):
-                    models = batch(1e-3 * (k + 1))  # new parameter values: no recompilation
+                rows_of[size] = dict(
+                    all_converged=bool(np.all(np.asarray(sol.status) == 0)),
+                    max_error=float(np.max(np.abs(y - reference(mechanism, t)))),
+                    newton_iterations=float(np.mean(np.asarray(sol.iterations)[:, 1:])),
+                )
+            times = {size: [] for size in args.sizes}
+            for k in range(args.repeats):
+                for size in args.sizes:
+                    models = batch(1e-3 * (k + 1), size)  # new values: no recompilation
                     start = time.perf_counter()
                     run(models)
-                    times.append(time.perf_counter() - start)
-                median = statistics.median(times)
+                    times[size].append(time.perf_counter() - start)
+            previous = None
+            for size in args.sizes:
+                median = statistics.median(times[size])
+                # throughput relative to the next smaller size, median over the rounds
+                ratio = (
+                    statistics.median(
+                        (size / a) / (previous / b)
+                        for a, b in zip(times[size], times[previous], strict=True)
+                    )
+                    if previous is not None
+                    else float("nan")
+                )
+                previous = size
                 row = dict(
                     engine="jaxmbd",
                     mechanism=mechanism,
                     method=f"rA {integrator}",
                     workers=len(jax.devices()),
                     batch=size,
-                    first_call_s=first,
-                    compile_s=first - median,
+                    first_call_s=first[size],
+                    compile_s=first[size] - median,
                     run_s=median,
-                    run_min_s=min(times),
-                    run_max_s=max(times),
+                    run_min_s=min(times[size]),
+                    run_max_s=max(times[size]),
                     model_steps_per_s=size * n / median,
-                    max_error=error,
-                    newton_iterations=iterations,
-                    all_converged=status_ok,
+                    ratio_to_smaller=ratio,
+                    **rows_of[size],
                 )
                 print(json.dumps(row), flush=True)
                 rows.append(row)
-                jax.clear_caches()
+            jax.clear_caches()
     return rows
 
 
@@ -192,10 +213,15 @@ def measure_mujoco(args) -> list[dict]:
 # ---- output ----------------------------------------------------------------------------
 
 
+def _fmt_ratio(ratio) -> str:
+    return "" if ratio is None or not np.isfinite(ratio) else f"{ratio:.2f}"
+
+
 def write_outputs(rows, args, elapsed):
     OUT.mkdir(parents=True, exist_ok=True)
     with open(OUT / "bench_batch.csv", "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        fields = list(dict.fromkeys(k for r in rows for k in r))
+        writer = csv.DictWriter(fh, fieldnames=fields, restval="")
         writer.writeheader()
         writer.writerows(rows)
     import matplotlib
@@ -242,17 +268,20 @@ def write_outputs(rows, args, elapsed):
         "",
         f"`python experiments/bench_batch.py {' '.join(sys.argv[1:])}` on {machine()}; "
         f"{elapsed:.0f} s in all. Model-steps/s = batch x steps / median run time; compile = "
-        "first call minus the median run. jaxmbd: `simulate_batch`, rA, default Newton; "
+        "first call minus the median run. x smaller batch: the throughput over that of the "
+        "next smaller batch, median over the rounds of timed calls (jaxmbd). "
+        "jaxmbd: `simulate_batch`, rA, default Newton; "
         "MuJoCo: `rollout`. Error: max |output - reference| of member 0 over the run.",
         "",
         "| mechanism | engine | method | workers | batch | model-steps/s | run s (median) "
-        "| compile s | max error | Newton it. |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| x smaller batch | compile s | max error | Newton it. |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
             f"| {r['mechanism']} | {r['engine']} | {r['method']} | {r['workers']} | {r['batch']} "
-            f"| {r['model_steps_per_s']:,.0f} | {r['run_s']:.3f} | {r['compile_s']:.1f} "
+            f"| {r['model_steps_per_s']:,.0f} | {r['run_s']:.3f} "
+            f"| {_fmt_ratio(r.get('ratio_to_smaller'))} | {r['compile_s']:.1f} "
             f"| {r['max_error']:.2e} | {r['newton_iterations']:.2f} |"
         )
     (OUT / "bench_batch.md").write_text("\n".join(lines) + "\n")
