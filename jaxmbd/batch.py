@@ -120,20 +120,29 @@ def _vmapped_per_device(
 
 #: Default chunk budget: the members of a chunk hold their Newton matrices (n^2 doubles
 #: each, n = 6 nb + 2 nc at most) within about this many bytes, the size of this machine's
-#: L2 caches together. Measured (scratch runs of simulate_batch, gen_alpha, 1 s at h =
-#: 1e-3, two host devices): slider crank (n = 54) batch 256 46k -> 55k model-steps/s with
-#: chunks of 32 or 64 (batch 64: 53k), double pendulum (n = 32) batch 1024 184k -> 242k
-#: with chunks of 256 (batch 256: 253k). Smaller chunks than this rule gives ran slower
-#: (double pendulum batch 256 on one device: 159k whole, 135k in chunks of 16).
+#: L2 caches together; with several devices at once, each device's chunks get an equal
+#: share (one core's L2 each, on host devices). Measured (scratch runs of simulate_batch,
+#: 1 s at h = 1e-3 unless stated):
+#:
+#: * one device, double pendulum gen_alpha (n = 32): batch 256 175-179k model-steps/s
+#:   whole, 152k in chunks of 128, 135k in chunks of 16;
+#: * two host devices, throughput at batch 1024 over that at batch 256 (median of the
+#:   per-round ratios of alternating calls): double pendulum gen_alpha 0.95 with chunks of
+#:   256 (a 2 MiB budget per device), 0.99 with 128; backward_euler (n = 22) 0.91 with 512,
+#:   0.98 with 256; slider crank backward_euler (n = 36, 0.3 s) at batch 256 126k with
+#:   chunks of 128 and 155-157k with 64 or 32; slider crank gen_alpha (n = 54) batch
+#:   64 -> 1024 flat with chunks of 32 or 64 (66-70k, 0.3 s).
 CHUNK_BYTES = 2 * 2**20
 
 
-def _chunk_size(models: Model, per_device: int, chunk) -> int | None:
-    """Members vmapped together on a device (None: all of them). ``chunk``: the user's
-    choice, else the largest power of two whose Newton matrices fit in CHUNK_BYTES."""
+def _chunk_size(models: Model, per_device: int, chunk, devices: int = 1) -> int | None:
+    """Members per vmap on a device (None: all of its members at once): the caller's
+    choice, else the largest power of two whose Newton matrices fit in the device's share
+    of CHUNK_BYTES."""
     if chunk is None:
         n = 6 * models.nb + 2 * models.nc
-        chunk = max(8, 2 ** int(np.log2(max(CHUNK_BYTES // (8 * n * n), 1))))
+        budget = CHUNK_BYTES // max(devices, 1)
+        chunk = max(8, 2 ** int(np.log2(max(budget // (8 * n * n), 1))))
     elif isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk < 1:
         raise ValueError(f"chunk must be a positive integer (members per vmap), got {chunk!r}")
     return None if chunk >= per_device else int(chunk)
@@ -145,7 +154,7 @@ def _sharded_map(analysis: str, models: Model, devices, options: dict, chunk):
     n = batch_size(models)
     devices = devices[: max(1, min(n, len(devices)))]  # no device runs padding alone
     per_device = -(-n // len(devices))
-    chunk = _chunk_size(models, per_device, chunk)
+    chunk = _chunk_size(models, per_device, chunk, len(devices))
     if len(devices) == 1:
         return _vmapped(analysis, models, options, chunk)
     pad = (-n) % len(devices)
@@ -205,8 +214,9 @@ def simulate_batch(
     ``chunk``: members vmapped together on a device; larger batches run as a sequence of
     such vmaps (``lax.map``), which keeps their Newton matrices in cache and lets each
     chunk iterate only as long as its own slowest member. Default: the largest power of two
-    whose Newton matrices fit in :data:`CHUNK_BYTES` (e.g. 256 members for the double
-    pendulum, 64 for the slider crank); results do not depend on it."""
+    whose Newton matrices fit in the device's share of :data:`CHUNK_BYTES` (on one device
+    256 members for the double pendulum, 64 for the slider crank; on two, 128 and 32);
+    results do not depend on it."""
     return _batch("simulate", models, devices, throw, chunk, options)
 
 

@@ -137,3 +137,24 @@ def test_chunked_batch_equals_loop_and_isolates_failures():
     for wrong in (0, 1.5, True):
         with pytest.raises(ValueError, match="chunk must be a positive integer"):
             mbd.simulate_batch(mbd.stack_models(members), chunk=wrong, **opts)
+
+
+def test_default_chunk_fits_each_devices_share_of_the_cache():
+    """The default chunk: the largest power of two of members whose Newton matrices
+    (n = 6 nb + 2 nc) fit in the device's share of CHUNK_BYTES; a device with no more
+    members than that runs them in one vmap (None)."""
+    from jaxmbd.batch import CHUNK_BYTES, _chunk_size
+
+    pendulum, crank = mbd.models.double_pendulum(), mbd.models.slider_crank()
+    for model in (pendulum, crank):
+        n = 6 * model.nb + 2 * model.nc
+        for devices in (1, 2):
+            chunk = _chunk_size(model, 10**6, None, devices)
+            assert chunk * 8 * n * n <= CHUNK_BYTES // devices < 2 * chunk * 8 * n * n
+    assert _chunk_size(pendulum, 10**6, None, 1) == 256  # n = 32
+    assert _chunk_size(pendulum, 10**6, None, 2) == 128
+    assert _chunk_size(crank, 10**6, None, 1) == 64  # n = 54
+    assert _chunk_size(crank, 10**6, None, 2) == 32
+    assert _chunk_size(pendulum, 128, None, 2) is None  # 128 members: one vmap
+    assert _chunk_size(pendulum, 129, None, 2) == 128
+    assert _chunk_size(pendulum, 1000, 7, 2) == 7  # the caller's choice wins
