@@ -23,7 +23,12 @@ import jaxmbd  # noqa: E402, F401  (enables float64 before any test builds array
 
 # Identical computations reached through different Python objects (the same mechanism from
 # a published file and from a built-in, say) compile once: XLA's cache is keyed by the HLO.
-jax.config.update("jax_compilation_cache_dir", str(Path.home() / ".cache" / "jaxmbd" / "xla-tests"))
+# The child processes (notebook kernels, CLI runs, the multi-device runs) share the cache
+# through the environment, which they inherit.
+CACHE_DIR = str(Path.home() / ".cache" / "jaxmbd" / "xla-tests")
+os.environ["JAX_COMPILATION_CACHE_DIR"] = CACHE_DIR
+os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0.5"
+jax.config.update("jax_compilation_cache_dir", CACHE_DIR)
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
 
 ROOT = Path(__file__).resolve().parents[1]
