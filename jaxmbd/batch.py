@@ -60,18 +60,29 @@ def _members(analysis: str, models: Model, options: dict, chunk: int | None):
     (``lax.map``): the per-member state of a chunk stays in cache, and each chunk's Newton
     loops run only as long as its own slowest member needs."""
     fn = _ANALYSES[analysis]
-    if chunk is None or chunk >= batch_size(models):
+    if chunk is None:
         return eqx.filter_vmap(lambda m: fn(m, **options))(models)
+    return _on_arrays(
+        lambda arrays, one: jax.lax.map(one, arrays, batch_size=chunk),
+        lambda member: fn(member, **options),
+        models,
+    )
+
+
+def _on_arrays(transform, fn, models: Model):
+    """``transform(arrays, g)`` for the array leaves of ``models``, where ``g`` runs ``fn``
+    on arrays recombined with the static leaves and returns the array leaves of its
+    output (what ``lax.map`` and ``shard_map`` can carry); the output's static leaves are
+    put back after."""
     arrays, static = eqx.partition(models, eqx.is_array)
     out_static = []
 
-    def one(member_arrays):
-        out = fn(eqx.combine(member_arrays, static), **options)
-        out_arrays, rest = eqx.partition(out, eqx.is_array)
+    def on_arrays(arrays_):
+        out_arrays, rest = eqx.partition(fn(eqx.combine(arrays_, static)), eqx.is_array)
         out_static.append(rest)
         return out_arrays
 
-    out = jax.lax.map(one, arrays, batch_size=chunk)
+    out = transform(arrays, on_arrays)
     return eqx.combine(out, out_static[-1])
 
 
@@ -101,21 +112,18 @@ def _vmapped_per_device(
     the vmapped program on its own members, with no communication. (Sharding the inputs of
     one jit instead lets the partitioner synchronise the devices at every Newton iteration
     over the batch-wide loop conditions: slower than one device in a measurement.)"""
-    arrays, static = eqx.partition(models, eqx.is_array)
-    out_static = []
-
-    def local(arrays):
-        out = _members(analysis, eqx.combine(arrays, static), options, chunk)
-        out_arrays, rest = eqx.partition(out, eqx.is_array)
-        out_static.append(rest)
-        return out_arrays
-
     mesh = Mesh(np.asarray(devices), ("batch",))
-    out = jax.shard_map(
-        local, mesh=mesh, in_specs=PartitionSpec("batch"), out_specs=PartitionSpec("batch"),
-        check_vma=False,
-    )(arrays)  # fmt: skip
-    return eqx.combine(out, out_static[-1])
+    return _on_arrays(
+        lambda arrays, local: jax.shard_map(
+            local,
+            mesh=mesh,
+            in_specs=PartitionSpec("batch"),
+            out_specs=PartitionSpec("batch"),
+            check_vma=False,
+        )(arrays),
+        lambda members: _members(analysis, members, options, chunk),
+        models,
+    )
 
 
 #: Default chunk budget: the members of a chunk hold their Newton matrices (n^2 doubles

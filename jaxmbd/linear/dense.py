@@ -66,9 +66,7 @@ def dense_lu(matrix):
 
 @dense_lu.def_vmap
 def _dense_lu_vmap(axis_size, in_batched, matrix):
-    (batched,) = in_batched
-    if not batched:
-        matrix = jnp.broadcast_to(matrix, (axis_size,) + matrix.shape)
+    (matrix,) = broadcast_batched(axis_size, (matrix,), in_batched)
     if axis_size == 1:  # a batch of one: the unbatched kernel, not n loop steps
         return on_single_member(dense_lu, matrix), (True, True)
     return _lu_vectorised(matrix), (True, True)
@@ -259,9 +257,7 @@ def inverse_and_pivots(matrix):
 
 @inverse_and_pivots.def_vmap
 def _inverse_and_pivots_vmap(axis_size, in_batched, matrix):
-    (batched,) = in_batched
-    if not batched:
-        matrix = jnp.broadcast_to(matrix, (axis_size,) + matrix.shape)
+    (matrix,) = broadcast_batched(axis_size, (matrix,), in_batched)
     if axis_size == 1:
         return on_single_member(inverse_and_pivots, matrix), (True, True)
     return _gauss_jordan_vectorised(matrix), (True, True)
@@ -327,11 +323,7 @@ def inverse_from_lu(lu, permutation):
 
 @inverse_from_lu.def_vmap
 def _inverse_from_lu_vmap(axis_size, in_batched, lu, permutation):
-    lu_b, perm_b = in_batched
-    if not lu_b:
-        lu = jnp.broadcast_to(lu, (axis_size,) + lu.shape)
-    if not perm_b:
-        permutation = jnp.broadcast_to(permutation, (axis_size,) + permutation.shape)
+    lu, permutation = broadcast_batched(axis_size, (lu, permutation), in_batched)
     if axis_size == 1:
         return on_single_member(inverse_from_lu, lu, permutation), True
     return jax.vmap(_inverse_by_substitution)(lu, permutation), True
