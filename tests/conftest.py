@@ -115,3 +115,11 @@ def _release_compiled_programs():
 
         jax.clear_caches()
         gc.collect()
+
+
+def pytest_collection_modifyitems(config, items):
+    """The notebook runs first (8-25 s each, a new kernel and its compiles): the two
+    workers split the collection in halves and steal from the end of each other's queue,
+    so long tests at the front keep the last minutes for short ones instead of one
+    worker finishing a notebook while the other idles."""
+    items.sort(key=lambda item: item.path.name != "test_notebooks.py")
