@@ -316,24 +316,11 @@ def _select_tree(pred, new, old):
 
 def _refresh_where(stale, x, old: IterationMatrix, factor: Callable):
     """``factor(x)`` where ``stale``, else ``old``. Unbatched: a ``lax.cond``. Under ``vmap``
-    (custom rule) only the stale members are factored, gathered into batched calls of a few
-    members each: the reused matrix stays cheap in a batch instead of paying a Jacobian and
-    an LU per iteration for every member (vmap of ``cond`` runs both branches)."""
+    (custom rule, :func:`_refresh_where_p`) only the stale members are factored: the reused
+    matrix stays cheap in a batch instead of paying a Jacobian and a factorisation per
+    iteration for every member (vmap of ``cond`` runs both branches)."""
     fn, consts = jax.closure_convert(factor, x)
     return _refresh_where_p(stale, x, old, consts, fn)
-
-
-#: Smallest number of batch members refreshed together under ``vmap`` (see
-#: :func:`_refresh_where_p`).
-REFRESH_SLOTS = 4
-#: ... and the share of the batch refreshed together: a slot count of batch / REFRESH_SHARE
-#: (at least REFRESH_SLOTS). A refresh factors every slot, stale or empty, and few members
-#: are stale at a time (double pendulum: one in 60 steps each), so wide slots mostly factor
-#: nothing. Measured (scratch simulate_batch runs, gen_alpha, 1 s at h = 1e-3, two host
-#: devices, two alternating runs each): double pendulum batch 256, a share of 1/8 (16 slots
-#: per device) 265k / 277k model-steps/s, of 1/32 (4 slots) 300k / 302k; slider crank
-#: batch 64 on one device 32k either way.
-REFRESH_SHARE = 32
 
 
 def _refresh_where_p(stale, x, old, consts, fn):
@@ -348,25 +335,26 @@ def _refresh_where_p(stale, x, old, consts, fn):
             out = on_single_member(run, stale, x, old, consts)
             return out, all_batched(out)
 
-        # The stale members are compacted into slots of ``width`` and factored a slot-full at
-        # a time, so a refresh costs in proportion to the members that need one, not to the
-        # batch: in a large batch some member is nearly always stale.
-        width = min(axis_size, max(REFRESH_SLOTS, -(-axis_size // REFRESH_SHARE)))
-
-        def take(tree, idx):
-            return jax.tree_util.tree_map(lambda v: v.at[idx].get(mode="clip"), tree)
-
-        def refresh_some(carry):
+        # The stale members are factored one at a time, each by the unbatched kernels (the
+        # Jacobian, LAPACK's getrf, a few dozen XLA kernels for the inverse): a refresh
+        # costs in proportion to the members that need one, not to the batch (in a large
+        # batch some member is nearly always stale, each one about every 60 steps for the
+        # double pendulum). Measured (scratch simulate_batch runs in alternating
+        # processes, gen_alpha, h = 1e-3, two host devices, model-steps/s): double
+        # pendulum batch 256 290k with slots of 4 stale members factored together by a
+        # batched Gauss-Jordan elimination, 327k one at a time (10 steps: 103k -> 176k,
+        # the first step factors every member); slider crank batch 256 71k -> 79k. (A
+        # ``lax.cond`` choosing one vmap of the whole batch when many are stale lost
+        # 15 %: the kept matrices were copied through it at every iteration.)
+        def one(carry):
             pending, matrices = carry
-            # indices of up to ``width`` pending members; empty slots point past the end
-            (idx,) = jnp.nonzero(pending, size=width, fill_value=axis_size)
-            new = jax.vmap(lambda x_, c_: fn(x_, *c_))(take(x, idx), take(consts, idx))
-            matrices = jax.tree_util.tree_map(
-                lambda m, v: m.at[idx].set(v, mode="drop"), matrices, new
-            )
-            return pending.at[idx].set(False, mode="drop"), matrices
+            k = jnp.argmax(pending)
+            member = jax.tree_util.tree_map(lambda v: v[k], (x, consts))
+            new = fn(member[0], *member[1])
+            matrices = jax.tree_util.tree_map(lambda m, v: m.at[k].set(v), matrices, new)
+            return pending.at[k].set(False), matrices
 
-        _, out = jax.lax.while_loop(lambda c: jnp.any(c[0]), refresh_some, (stale, old))
+        _, out = jax.lax.while_loop(lambda c: jnp.any(c[0]), one, (stale, old))
         return out, all_batched(out)
 
     return run(stale, x, old, consts)
@@ -474,7 +462,9 @@ def _iterate(
         # full Newton solves once with each matrix: inverting it would only cost
         return factor_matrix(jacobian(x), w, allowed, keep=policy != "full")
 
-    if matrix is None:  # a NaN placeholder of the factors' type (refreshed before use)
+    if policy == "modified":  # one matrix per solve: under vmap one batched factorisation
+        matrix = factor(x0)
+    elif matrix is None:  # a NaN placeholder of the factors' type (refreshed before use)
         matrix = placeholder_like(jax.eval_shape(factor, x0))
 
     def cond(carry):
@@ -485,8 +475,7 @@ def _iterate(
         x, F, k, matrix, _, _, stale, previous, known, refreshes, res_prev, _, ok_prev = carry
         if policy == "full":
             matrix, fresh = factor(x), jnp.asarray(True)
-        elif policy == "modified":
-            matrix = _refresh_where(k == 0, x, matrix, factor)
+        elif policy == "modified":  # factored at x0, before the loop
             fresh = k == 0
         else:
             # only a member that still iterates: a finished one keeps its matrix (batched,
@@ -578,7 +567,7 @@ def _iterate(
         jnp.asarray(jnp.inf, dtype),
         jnp.asarray(False),
     )
-    if policy == "reuse":  # the matrix (carry[3]) changes only by a refresh of a running member
+    if policy != "full":  # the matrix (carry[3]) changes only by a refresh of a running member
         out = _while_loop_keeping(cond, body, init, frozenset({3}))
     else:
         out = jax.lax.while_loop(cond, body, init)

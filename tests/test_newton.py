@@ -179,9 +179,14 @@ def test_contraction_estimate_stops_one_iteration_earlier():
 
 
 @pytest.mark.parametrize("n", [3, 40])  # kept as an inverse / as LU factors (INVERSE_MAX)
-def test_batched_refresh_factors_only_stale_members(n):
-    """Under vmap the kept matrices are refreshed in compacted slots (here 37 members, 11
-    stale, slots of 5: three rounds, the last one part-empty): every stale member gets
+@pytest.mark.parametrize(
+    "stale_members",
+    [(0, 3, 36), (0, 3, 4, 9, 10, 17, 20, 28, 33, 35, 36), tuple(range(37))],
+    ids=["few", "many", "all"],
+)
+def test_batched_refresh_factors_only_stale_members(n, stale_members):
+    """Under vmap the kept matrices of the stale members are refreshed, one member at a
+    time by the unbatched kernels (37 members, 3, 11 or all stale): every stale member gets
     exactly its own new factors, every other member keeps its old ones untouched."""
     from jaxmbd.newton import _refresh_where
 
@@ -189,9 +194,7 @@ def test_batched_refresh_factors_only_stale_members(n):
     rng = np.random.default_rng(0)
     base = jnp.asarray(rng.normal(size=(n, n))) + 4.0 * jnp.eye(n)
     xs = jnp.asarray(rng.normal(size=(members, n)))
-    stale = (
-        jnp.zeros(members, bool).at[np.array([0, 3, 4, 9, 10, 17, 20, 28, 33, 35, 36])].set(True)
-    )
+    stale = jnp.zeros(members, bool).at[np.array(stale_members)].set(True)
     w = jnp.ones(n)
 
     def factor(x):
@@ -203,7 +206,7 @@ def test_batched_refresh_factors_only_stale_members(n):
         want = factor(xs[k]) if bool(stale[k]) else jax.tree_util.tree_map(lambda a, k=k: a[k], old)
         got = jax.tree_util.tree_map(lambda a, k=k: a[k], out)
         for g, v in zip(got, want, strict=True):
-            if bool(stale[k]):  # batched elimination against LAPACK's: equal to round-off
+            if bool(stale[k]):  # batched elimination or LAPACK: equal to round-off
                 scale = float(np.abs(np.asarray(v)).max(initial=0.0))
                 np.testing.assert_allclose(
                     np.asarray(g), np.asarray(v), rtol=1e-11, atol=1e-13 * scale
@@ -262,10 +265,10 @@ def test_default_tolerance_scales_with_the_step():
 
 def test_xla_inverse_and_batched_lu_equal_lapack():
     """inverse_from_lu (the kept inverse, formed in XLA: block recursion for one matrix,
-    substitution under vmap) and inverse_and_pivots (Gauss-Jordan under vmap) equal
-    numpy's inverse and LAPACK's pivots, and the
-    batched LU (dense_lu under vmap: jaxmbd's vectorised elimination) equals LAPACK's getrf
-    member by member with the same pivots; a singular member is non-finite alone."""
+    substitution under vmap) and inverse_and_pivots (under vmap: member by member) equal
+    numpy's inverse and LAPACK's pivots, and the batched LU (dense_lu under vmap) equals
+    LAPACK's getrf member by member with the same pivots; a singular member alone has a
+    zero pivot and a non-finite inverse."""
     from jaxmbd.linear.dense import dense_lu, inverse_and_pivots, inverse_from_lu
 
     rng = np.random.default_rng(3)
@@ -284,8 +287,8 @@ def test_xla_inverse_and_batched_lu_equal_lapack():
         np.testing.assert_allclose(
             inverses[k], np.linalg.inv(np.asarray(stack[k])), rtol=1e-10, atol=1e-12
         )
-    # the kept inverse and LU's pivots: LAPACK and block recursion for one matrix,
-    # Gauss-Jordan under vmap (a batch of one: the unbatched path), same pivot choices
+    # the kept inverse and LU's pivots: LAPACK and block recursion, for one matrix and
+    # member by member under vmap (a batch of one: the unbatched path)
     lapack_pivots = np.abs(np.diagonal(np.asarray(lus), axis1=-2, axis2=-1))
     for members in (stack, stack[:1]):
         inverses, pivots = jax.jit(jax.vmap(inverse_and_pivots))(members)
@@ -302,20 +305,18 @@ def test_xla_inverse_and_batched_lu_equal_lapack():
     assert np.nanmin(pivots[2]) == 0.0 and not np.all(np.isfinite(np.asarray(inverses[2])))
     assert np.all(np.isfinite(np.asarray(inverses)[[0, 1, 3, 4]]))
     lu, permutation = jax.jit(jax.vmap(dense_lu))(singular)
-    for k in range(5):
+    for k in range(5):  # LAPACK's getrf member by member: the singular one has a zero pivot
         lapack_lu, _, lapack_permutation = jax.lax.linalg.lu(singular[k])
-        if k == 2:
-            assert not np.all(np.isfinite(np.asarray(lu[k])))
-            continue
         np.testing.assert_array_equal(permutation[k], lapack_permutation)
         np.testing.assert_allclose(lu[k], lapack_lu, rtol=0, atol=1e-13)
+        assert (np.min(np.abs(np.diagonal(np.asarray(lu[k])))) == 0.0) == (k == 2)
 
 
 def test_dense_solve_values_gradients_and_batches():
     """jaxmbd.linear.dense.solve (LU without jaxlib's batched getrf under vmap) equals numpy's
     solve, its reverse and forward derivatives equal jnp.linalg.solve's, and under vmap
-    (vectorised elimination) it equals the loop of single solves; the differentiable LU's
-    JVP equals jax.lax.linalg.lu's."""
+    (LU member by member, substitution over the stack) it equals the loop of single
+    solves; the differentiable LU's JVP equals jax.lax.linalg.lu's."""
     from jaxmbd.linear.dense import inverse, lu_factor, lu_solve_nondiff, solve
 
     rng = np.random.default_rng(7)

@@ -6,12 +6,21 @@ and pivot-block matrices (tens of unknowns), kept away from two jaxlib CPU kerne
 * LAPACK's triangular solve with many right-hand sides wakes the threads of a threaded
   OpenBLAS (NumPy's and SciPy's wheels) for about 0.5-1 ms a call.
 
-Both replacements are plain XLA (vectorised elimination, Gauss-Jordan and substitution
-loops, recursive block inversion of the triangular factors), single threaded, vectorised
-over a batch. :func:`solve`, :func:`inverse` and :func:`lu_factor` (differentiable) stand in
-for ``jnp.linalg.solve``/``inv``/``lax.linalg.lu`` everywhere in jaxmbd, so that no batched
-program runs the getrf kernel (it deadlocked ``simulate_batch`` over two host devices).
-A batch of one runs the unbatched kernels (LAPACK), not the loops.
+Under ``vmap`` the factorisations (:func:`dense_lu`, :func:`inverse_and_pivots`) run
+LAPACK's getrf on one member at a time (``lax.map``): jaxlib runs a batch that fits in one
+of its work items on the calling thread, never on the pool, and a single matrix always
+does (``jax::ParallelBatchMap`` in jaxlib 0.10.2's ``_lapack.so`` calls the kernel inline
+when the grain is at least the batch size). That is also faster than a vectorised
+elimination, whose n sequential loop steps of whole-stack XLA kernels cost more than the
+members' getrf calls together (scratch ``simulate_batch`` runs, double pendulum gen_alpha,
+batch 256 on two host devices, 0.3 s: modified Newton 39k -> 67k model-steps/s, full
+Newton 58k -> 95k). The solves with given factors stay vectorised (row-by-row
+substitution over the stack): per member, LAPACK's triangular solves were slower (slider
+crank gen_alpha, n = 54: 78k against 73k). The inverse from the factors is formed in XLA
+(recursive block inversion of the triangular factors). :func:`solve`, :func:`inverse` and
+:func:`lu_factor` (differentiable) stand in for ``jnp.linalg.solve``/``inv``/
+``lax.linalg.lu`` everywhere in jaxmbd, so that no batched program runs jaxlib's batched
+getrf (it deadlocked ``simulate_batch`` over two host devices).
 """
 
 from __future__ import annotations
@@ -24,42 +33,14 @@ from .. import _config  # noqa: F401
 from .._batching import broadcast_batched, on_single_member
 
 
-def _lu_vectorised(a):
-    """P a = L U with partial pivoting (LAPACK's getrf result: packed factors and the row
-    permutation) for a stack (..., n, n), in n vectorised elimination steps of XLA ops."""
-    n = a.shape[-1]
-    index = jnp.arange(n)
-    permutation = jnp.broadcast_to(index, a.shape[:-1]).astype(jnp.int32)
-
-    def eliminate(k, carry):
-        a, permutation = carry
-        column = jnp.where(index >= k, jnp.abs(a[..., :, k]), -1.0)
-        pivot_row = jnp.argmax(column, axis=-1)  # the first largest, as LAPACK's idamax
-        swap = (index == k).astype(a.dtype) - (index == pivot_row[..., None]).astype(a.dtype)
-        row_k = a[..., k, :]
-        row_p = jnp.take_along_axis(a, pivot_row[..., None, None], axis=-2)[..., 0, :]
-        a = a + swap[..., :, None] * (row_p - row_k)[..., None, :]  # rows k and p swapped
-        perm_k = permutation[..., k]
-        perm_p = jnp.take_along_axis(permutation, pivot_row[..., None], axis=-1)[..., 0]
-        permutation = permutation + swap.astype(jnp.int32) * (perm_p - perm_k)[..., None]
-        below = index > k
-        multipliers = jnp.where(below, a[..., :, k] / a[..., k, k][..., None], 0.0)
-        right = jnp.where(below, a[..., k, :], 0.0)
-        a = a - multipliers[..., :, None] * right[..., None, :]
-        a = jnp.where(below[:, None] & (index == k)[None, :], multipliers[..., :, None], a)
-        return a, permutation
-
-    return jax.lax.fori_loop(0, n, eliminate, (a, permutation))
-
-
 @jax.custom_batching.custom_vmap
 def dense_lu(matrix):
     """(lu, permutation) of P M = L U: LAPACK's getrf for one matrix; under ``vmap`` the
-    vectorised elimination of :func:`_lu_vectorised` over the whole stack instead of
-    jaxlib's batched getrf, which runs the members on XLA's intra-op thread pool and, on
-    jax 0.10.2 CPU, can deadlock there (a pool thread waits on members queued behind it:
-    ``experiments/bench_batch.py`` hung at 0 % CPU in ``jax::ParallelBatchMap`` under
-    ``LuDecomposition``, seen in gdb)."""
+    same getrf member by member (``lax.map``, each call inline on the calling thread)
+    instead of jaxlib's batched getrf, which runs the members on XLA's intra-op thread
+    pool and, on jax 0.10.2 CPU, can deadlock there (a pool thread waits on members queued
+    behind it: ``experiments/bench_batch.py`` hung at 0 % CPU in ``jax::ParallelBatchMap``
+    under ``LuDecomposition``, seen in gdb)."""
     lu, _, permutation = jax.lax.linalg.lu(matrix)
     return lu, permutation
 
@@ -67,9 +48,9 @@ def dense_lu(matrix):
 @dense_lu.def_vmap
 def _dense_lu_vmap(axis_size, in_batched, matrix):
     (matrix,) = broadcast_batched(axis_size, (matrix,), in_batched)
-    if axis_size == 1:  # a batch of one: the unbatched kernel, not n loop steps
+    if axis_size == 1:  # a batch of one: the unbatched kernel, no loop
         return on_single_member(dense_lu, matrix), (True, True)
-    return _lu_vectorised(matrix), (True, True)
+    return jax.lax.map(dense_lu, matrix), (True, True)
 
 
 @jax.custom_jvp
@@ -207,50 +188,12 @@ def inverse(matrix):
     return solve(matrix, jnp.eye(matrix.shape[-1], dtype=matrix.dtype))
 
 
-def _gauss_jordan_vectorised(a):
-    """(a^{-1}, pivots) for a stack (..., n, n) by Gauss-Jordan elimination with partial
-    pivoting on [a | I], in n vectorised loop steps. Row k's pivot is chosen as in LU with
-    partial pivoting (the first largest |entry| on or below the diagonal), and the rows on
-    and below k hold LU's Schur complement (the eliminations above the pivot row do not
-    touch them), so ``pivots`` are |U_kk| of ``dense_lu``. A zero pivot gives non-finite
-    entries."""
-    n = a.shape[-1]
-    index = jnp.arange(n)
-    identity = jnp.broadcast_to(jnp.eye(n, dtype=a.dtype), a.shape)
-    augmented = jnp.concatenate([a, identity], axis=-1)
-    pivots = jnp.zeros(a.shape[:-1], a.dtype)
-
-    def eliminate(k, carry):
-        m, pivots = carry
-        # rows and columns of m are read through products with one-hot vectors: separate
-        # kernels, so that the update below reads m only elementwise and XLA writes it in
-        # place (a fused slice of m would cost a copy of the whole stack at every step)
-        column = m @ (jnp.arange(2 * n) == k).astype(m.dtype)
-        pivot_row = jnp.argmax(jnp.where(index >= k, jnp.abs(column), -1.0), axis=-1)
-        is_p = index == pivot_row[..., None]
-        both = jnp.stack([jnp.broadcast_to(index == k, is_p.shape), is_p], axis=-2)
-        row_k, row_p = jnp.moveaxis(both.astype(m.dtype) @ m, -2, 0)
-        pivot = jnp.take_along_axis(column, pivot_row[..., None], axis=-1)
-        normalised = row_p / pivot
-        # row p takes old row k; row k becomes the normalised pivot row
-        factor = jnp.where(is_p, row_k[..., k, None], column)
-        m = jnp.where(is_p[..., None], row_k[..., None, :], m)
-        m = m - factor[..., :, None] * normalised[..., None, :]
-        m = jnp.where((index == k)[:, None], normalised[..., None, :], m)
-        pivots = jnp.where(index == k, jnp.abs(pivot), pivots)
-        return m, pivots
-
-    augmented, pivots = jax.lax.fori_loop(0, n, eliminate, (augmented, pivots))
-    return augmented[..., n:], pivots
-
-
 @jax.custom_batching.custom_vmap
 def inverse_and_pivots(matrix):
     """(M^{-1}, |U_kk|): the inverse of M and the pivots' magnitudes of its LU factorisation
     with partial pivoting (for a condition estimate). One matrix: LAPACK's getrf and
-    :func:`inverse_from_lu`. Under ``vmap``: Gauss-Jordan elimination over the whole stack
-    (:func:`_gauss_jordan_vectorised`), n vectorised loop steps where the LU and the
-    substitutions take 3 n."""
+    :func:`inverse_from_lu`. Under ``vmap``: the same, member by member (``lax.map``; see
+    :func:`dense_lu`)."""
     lu, _, permutation = jax.lax.linalg.lu(matrix)
     return inverse_from_lu(lu, permutation), jnp.abs(jnp.diagonal(lu))
 
@@ -260,7 +203,7 @@ def _inverse_and_pivots_vmap(axis_size, in_batched, matrix):
     (matrix,) = broadcast_batched(axis_size, (matrix,), in_batched)
     if axis_size == 1:
         return on_single_member(inverse_and_pivots, matrix), (True, True)
-    return _gauss_jordan_vectorised(matrix), (True, True)
+    return jax.lax.map(inverse_and_pivots, matrix), (True, True)
 
 
 def triangular_inverse(t, *, lower: bool):
@@ -315,10 +258,11 @@ def inverse_from_lu(lu, permutation):
     threaded OpenBLAS (NumPy's and SciPy's wheels) a multi-column solve wakes its worker
     threads, about 0.5-1 ms per call for n = 32 on 2 CPU cores (jax.profiler)."""
     n = lu.shape[-1]
-    upper = triangular_inverse(lu, lower=False)
-    lower = triangular_inverse(jnp.tril(lu, -1) + jnp.eye(n, dtype=lu.dtype), lower=True)
+    # both factors in one recursion, as lower triangles: L (unit diagonal) and U^T
+    unit_lower = jnp.tril(lu, -1) + jnp.eye(n, dtype=lu.dtype)
+    lower, upper_t = triangular_inverse(jnp.stack([unit_lower, lu.T]), lower=True)
     # L^{-1} P: column permutation[k] of it is column k of L^{-1}
-    return upper @ lower[:, jnp.argsort(permutation)]
+    return upper_t.T @ lower[:, jnp.argsort(permutation)]
 
 
 @inverse_from_lu.def_vmap
