@@ -311,10 +311,6 @@ def _matrix_status(matrix: IterationMatrix):
     return _factor_status(matrix.lu, matrix.rcond)
 
 
-def _select_tree(pred, new, old):
-    return jax.tree_util.tree_map(lambda a, b: jnp.where(pred, a, b), new, old)
-
-
 def _refresh_where(stale, x, old: IterationMatrix, factor: Callable):
     """``factor(x)`` where ``stale``, else ``old``. Unbatched: a ``lax.cond``. Under ``vmap``
     (custom rule, :func:`_refresh_where_p`) only the stale members are factored: the reused
