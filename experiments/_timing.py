@@ -15,7 +15,7 @@ def machine() -> str:
     return (
         f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
         f"{platform.system()} {platform.release()}, Python {platform.python_version()}, "
-        f"jax {jax.__version__} on {jax.default_backend()}"
+        f"jax {jax.__version__} on {jax.default_backend()} ({jax.devices()[0].device_kind})"
     )
 
 

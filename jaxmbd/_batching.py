@@ -33,3 +33,22 @@ def on_single_member(fn, *args):
 def all_batched(tree):
     """The out-batched flags of a rule whose outputs all carry the batch axis."""
     return jax.tree_util.tree_map(lambda _: True, tree)
+
+
+#: Testing hook: when True, the rules below take their accelerator (GPU) paths on every
+#: platform, so that a CPU-only test suite checks them against the CPU paths. Read when a
+#: program is traced: clear JAX's caches (``jax.clear_caches()``) around a change.
+ACCELERATOR_PATHS_EVERYWHERE = False
+
+
+def cpu_or_accelerator(*args, cpu, accelerator):
+    """``cpu(*args)`` in a program compiled for the CPU, ``accelerator(*args)`` for a GPU
+    (or any other platform): chosen when the program is lowered
+    (``jax.lax.platform_dependent``: both are traced, the compiler sees one), so one traced
+    program serves both. The CPU paths of jaxmbd's batching rules loop over the members
+    with single-member kernels (LAPACK, each member's matrices in cache); on a GPU such a
+    loop would launch every member's kernels one after the other, so there the rules
+    vectorise over the batch instead."""
+    if ACCELERATOR_PATHS_EVERYWHERE:
+        return accelerator(*args)
+    return jax.lax.platform_dependent(*args, cpu=cpu, default=accelerator)

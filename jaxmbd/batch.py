@@ -143,10 +143,16 @@ def _vmapped_per_device(
 CHUNK_BYTES = 2 * 2**20
 
 
-def _chunk_size(models: Model, per_device: int, chunk, devices: int = 1) -> int | None:
+def _chunk_size(
+    models: Model, per_device: int, chunk, devices: int = 1, platform: str = "cpu"
+) -> int | None:
     """Members per vmap on a device (None: all of its members at once): the caller's
-    choice, else the largest power of two whose Newton matrices fit in the device's share
-    of CHUNK_BYTES."""
+    choice, else on a CPU the largest power of two whose Newton matrices fit in the
+    device's share of CHUNK_BYTES, and on a GPU (any other platform) the whole batch: each
+    kernel then runs over every member, and a GPU's time per step is mostly kernel
+    launches, nearly independent of the members per kernel."""
+    if chunk is None and platform != "cpu":
+        return None
     if chunk is None:
         n = 6 * models.nb + 2 * models.nc
         budget = CHUNK_BYTES // max(devices, 1)
@@ -162,7 +168,7 @@ def _sharded_map(analysis: str, models: Model, devices, options: dict, chunk):
     n = batch_size(models)
     devices = devices[: max(1, min(n, len(devices)))]  # no device runs padding alone
     per_device = -(-n // len(devices))
-    chunk = _chunk_size(models, per_device, chunk, len(devices))
+    chunk = _chunk_size(models, per_device, chunk, len(devices), devices[0].platform)
     if len(devices) == 1:
         return _vmapped(analysis, models, options, chunk)
     pad = (-n) % len(devices)
@@ -223,8 +229,8 @@ def simulate_batch(
     such vmaps (``lax.map``), which keeps their Newton matrices in cache and lets each
     chunk iterate only as long as its own slowest member. Default: the largest power of two
     whose Newton matrices fit in the device's share of :data:`CHUNK_BYTES` (on one device
-    256 members for the double pendulum, 64 for the slider crank; on two, 128 and 32);
-    results do not depend on it."""
+    256 members for the double pendulum, 64 for the slider crank; on two, 128 and 32); on
+    a GPU the whole batch in one vmap. Results do not depend on it."""
     return _batch("simulate", models, devices, throw, chunk, options)
 
 

@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 
 from . import _config  # noqa: F401
-from ._batching import all_batched, broadcast_batched, on_single_member
+from ._batching import all_batched, broadcast_batched, cpu_or_accelerator, on_single_member
 from ._results import RESULT_ITEMS, code_message
 from .linear.dense import dense_lu, inverse_and_pivots, lu_factor, lu_solve, lu_solve_nondiff
 from .linear.dense import solve as dense_solve
@@ -351,7 +351,25 @@ def _refresh_where_p(stale, x, old, consts, fn):
             matrices = jax.tree_util.tree_map(lambda m, v: m.at[k].set(v), matrices, new)
             return pending.at[k].set(False), matrices
 
-        _, out = jax.lax.while_loop(lambda c: jnp.any(c[0]), one, (stale, old))
+        def one_at_a_time(stale, x, old, consts):
+            return jax.lax.while_loop(lambda c: jnp.any(c[0]), one, (stale, old))[1]
+
+        # On a GPU a loop over the stale members would launch their kernels one member
+        # after the other; there the whole batch is factored in one vmap (the same
+        # kernels, each over every member) when any member is stale, and the fresh
+        # matrices are kept where stale.
+        def whole_batch(stale, x, old, consts):
+            def refresh():
+                new = jax.vmap(fn)(x, *consts)
+
+                def select(a, b):
+                    return jnp.where(stale.reshape(stale.shape + (1,) * (a.ndim - 1)), a, b)
+
+                return jax.tree_util.tree_map(select, new, old)
+
+            return jax.lax.cond(jnp.any(stale), refresh, lambda: old)
+
+        out = cpu_or_accelerator(stale, x, old, consts, cpu=one_at_a_time, accelerator=whole_batch)
         return out, all_batched(out)
 
     return run(stale, x, old, consts)

@@ -158,3 +158,48 @@ def test_default_chunk_fits_each_devices_share_of_the_cache():
     assert _chunk_size(pendulum, 128, None, 2) is None  # 128 members: one vmap
     assert _chunk_size(pendulum, 129, None, 2) == 128
     assert _chunk_size(pendulum, 1000, 7, 2) == 7  # the caller's choice wins
+
+
+@pytest.mark.parametrize("newton", ["reuse", "full"])
+def test_accelerator_paths_equal_single_runs(newton, monkeypatch):
+    """The GPU paths of the batching rules (the whole batch refreshed in one vmap where any
+    member is stale; batched getrf and triangular solves), taken here on the CPU through
+    the testing hook: each member equals its single run to 1e-12, and a failed member
+    stays alone. Default Newton: refresh and inverse; full: LU factors and solves."""
+    from jaxmbd import _batching
+    from jaxmbd.linear.dense import dense_lu, inverse_and_pivots
+
+    model = mbd.models.double_pendulum()
+    good = _members(model, [1.0, 1.2])
+    bad = eqx.tree_at(
+        lambda m: (m.mass, m.inertia),
+        model,
+        (model.mass.at[1].set(0.0), model.inertia.at[1].set(0.0)),
+    )
+    members = [good[0], bad, good[1]]
+    opts = dict(t_end=0.004, h=1e-3, newton=newton)
+    stack = np.stack([np.eye(3) + 0.1 * k for k in range(4)])
+
+    def loops(fn):  # the CPU paths run getrf on one member at a time, the GPU paths batched
+        text = jax.jit(jax.vmap(fn)).lower(stack).as_text()
+        return 'num_batch_dims = "0"' in text and 'num_batch_dims = "1"' not in text
+
+    assert loops(dense_lu) and loops(inverse_and_pivots)
+    jax.clear_caches()  # the hook is read when a program is traced
+    monkeypatch.setattr(_batching, "ACCELERATOR_PATHS_EVERYWHERE", True)
+    try:
+        assert not loops(dense_lu) and not loops(inverse_and_pivots)
+        batch = mbd.simulate_batch(mbd.stack_models(members), **opts)
+        jax.block_until_ready(batch.r)
+    finally:
+        monkeypatch.undo()
+        jax.clear_caches()
+    status = np.asarray(batch.status)
+    assert np.any(status[1] != SUCCESS)
+    assert np.all(status[[0, 2]] == SUCCESS)
+    for k in (0, 2):
+        single = mbd.simulate(members[k], **opts)
+        for key in ("r", "A", "rdot", "omega"):
+            got, want = np.asarray(getattr(batch, key))[k], np.asarray(getattr(single, key))
+            np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+        np.testing.assert_array_equal(status[k], np.asarray(single.status))

@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _config  # noqa: F401
-from .._batching import broadcast_batched, on_single_member
+from .._batching import broadcast_batched, cpu_or_accelerator, on_single_member
 
 
 @jax.custom_batching.custom_vmap
@@ -40,7 +40,13 @@ def dense_lu(matrix):
     instead of jaxlib's batched getrf, which runs the members on XLA's intra-op thread
     pool and, on jax 0.10.2 CPU, can deadlock there (a pool thread waits on members queued
     behind it: ``experiments/bench_batch.py`` hung at 0 % CPU in ``jax::ParallelBatchMap``
-    under ``LuDecomposition``, seen in gdb)."""
+    under ``LuDecomposition``, seen in gdb). On a GPU: the batched LU
+    (:func:`member_by_member_on_cpu`)."""
+    lu, _, permutation = jax.lax.linalg.lu(matrix)
+    return lu, permutation
+
+
+def _lapack_lu(matrix):
     lu, _, permutation = jax.lax.linalg.lu(matrix)
     return lu, permutation
 
@@ -50,7 +56,15 @@ def _dense_lu_vmap(axis_size, in_batched, matrix):
     (matrix,) = broadcast_batched(axis_size, (matrix,), in_batched)
     if axis_size == 1:  # a batch of one: the unbatched kernel, no loop
         return on_single_member(dense_lu, matrix), (True, True)
-    return jax.lax.map(dense_lu, matrix), (True, True)
+    return member_by_member_on_cpu(dense_lu, _lapack_lu, matrix), (True, True)
+
+
+def member_by_member_on_cpu(fn, body, stack):
+    """``fn`` over a stack: on the CPU member by member (``lax.map`` of the single-member
+    kernels, see the module docstring); on a GPU one vmap of ``body`` (``fn``'s unbatched
+    computation), whose batched getrf is the vendor library's batched LU
+    (:func:`~jaxmbd._batching.cpu_or_accelerator`)."""
+    return cpu_or_accelerator(stack, cpu=lambda s: jax.lax.map(fn, s), accelerator=jax.vmap(body))
 
 
 @jax.custom_jvp
@@ -134,8 +148,14 @@ def _batch_safe(transpose):
         lu, permutation, rhs = broadcast_batched(axis_size, (lu, permutation, rhs), in_batched)
         if axis_size == 1:
             return on_single_member(lu_solve_, lu, permutation, rhs), True
-        out = jax.vmap(lambda a, p, r: _substitution_solve(a, p, r, transpose))(
-            lu, permutation, rhs
+        # on a GPU the vendor's batched triangular solves (the substitution's 2 n loop
+        # steps would each launch kernels)
+        out = cpu_or_accelerator(
+            lu,
+            permutation,
+            rhs,
+            cpu=jax.vmap(lambda a, p, r: _substitution_solve(a, p, r, transpose)),
+            accelerator=jax.vmap(lambda a, p, r: _lapack_solve(a, p, r, transpose)),
         )
         return out, True
 
@@ -194,6 +214,10 @@ def inverse_and_pivots(matrix):
     with partial pivoting (for a condition estimate). One matrix: LAPACK's getrf and
     :func:`inverse_from_lu`. Under ``vmap``: the same, member by member (``lax.map``; see
     :func:`dense_lu`)."""
+    return _inverse_and_pivots_body(matrix)
+
+
+def _inverse_and_pivots_body(matrix):
     lu, _, permutation = jax.lax.linalg.lu(matrix)
     return inverse_from_lu(lu, permutation), jnp.abs(jnp.diagonal(lu))
 
@@ -203,7 +227,8 @@ def _inverse_and_pivots_vmap(axis_size, in_batched, matrix):
     (matrix,) = broadcast_batched(axis_size, (matrix,), in_batched)
     if axis_size == 1:
         return on_single_member(inverse_and_pivots, matrix), (True, True)
-    return jax.lax.map(inverse_and_pivots, matrix), (True, True)
+    out = member_by_member_on_cpu(inverse_and_pivots, _inverse_and_pivots_body, matrix)
+    return out, (True, True)
 
 
 def triangular_inverse(t, *, lower: bool):
