@@ -8,9 +8,10 @@ reuse the compiled program. When several devices are present (e.g. two host devi
 ``XLA_FLAGS=--xla_force_host_platform_device_count=2``, set before JAX starts) the batch is
 split across them by ``shard_map`` (padded to a multiple of the device count, the padding
 dropped after; a batch smaller than the device count uses as many devices as members): one
-independent vmapped program per device. Large batches run in chunks on each device (see
-``simulate_batch``'s ``chunk``), so throughput does not fall as the batch outgrows the
-cache.
+independent vmapped program per device. On a CPU large batches run in chunks on each
+device (see ``simulate_batch``'s ``chunk``), so throughput does not fall as the batch
+outgrows the cache; on a GPU the whole batch is one vmap, and the batching rules of the
+Newton solves take their GPU paths (``jaxmbd._batching.cpu_or_accelerator``).
 """
 
 from __future__ import annotations

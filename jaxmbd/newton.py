@@ -313,7 +313,8 @@ def _matrix_status(matrix: IterationMatrix):
 
 def _refresh_where(stale, x, old: IterationMatrix, factor: Callable):
     """``factor(x)`` where ``stale``, else ``old``. Unbatched: a ``lax.cond``. Under ``vmap``
-    (custom rule, :func:`_refresh_where_p`) only the stale members are factored: the reused
+    (custom rule, :func:`_refresh_where_p`) on a CPU only the stale members are factored,
+    on a GPU the whole batch when any member is stale: the reused
     matrix stays cheap in a batch instead of paying a Jacobian and a factorisation per
     iteration for every member (vmap of ``cond`` runs both branches)."""
     fn, consts = jax.closure_convert(factor, x)
