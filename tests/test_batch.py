@@ -18,6 +18,15 @@ def _members(model, scales):
     ]
 
 
+def _massless_second_rod(model):
+    """The double pendulum with a massless second rod: a singular Newton matrix."""
+    return eqx.tree_at(
+        lambda m: (m.mass, m.inertia),
+        model,
+        (model.mass.at[1].set(0.0), model.inertia.at[1].set(0.0)),
+    )
+
+
 def test_simulate_batch_compiles_once():
     """Regression: simulate_batch built a fresh closure per call, so every call recompiled."""
     model = mbd.models.double_pendulum()
@@ -93,11 +102,7 @@ def test_failed_member_is_reported_alone():
     status; the others' results equal their single runs."""
     model = mbd.models.double_pendulum()
     good = _members(model, [1.0, 1.2])
-    bad = eqx.tree_at(
-        lambda m: (m.mass, m.inertia),
-        model,
-        (model.mass.at[1].set(0.0), model.inertia.at[1].set(0.0)),
-    )
+    bad = _massless_second_rod(model)
     opts = dict(t_end=0.003, h=1e-3)
     batch = mbd.simulate_batch(mbd.stack_models([good[0], bad, good[1]]), **opts)
     status = np.asarray(batch.status)
@@ -117,11 +122,7 @@ def test_chunked_batch_equals_loop_and_isolates_failures():
     chunk's report."""
     model = mbd.models.double_pendulum()
     good = _members(model, [1.0, 1.2, 0.9, 1.1])
-    bad = eqx.tree_at(
-        lambda m: (m.mass, m.inertia),
-        model,
-        (model.mass.at[1].set(0.0), model.inertia.at[1].set(0.0)),
-    )
+    bad = _massless_second_rod(model)
     members = [good[0], bad, good[1], good[2], good[3]]
     opts = dict(t_end=0.003, h=1e-3)
     batch = mbd.simulate_batch(mbd.stack_models(members), chunk=2, **opts)
@@ -171,11 +172,7 @@ def test_accelerator_paths_equal_single_runs(newton, monkeypatch):
 
     model = mbd.models.double_pendulum()
     good = _members(model, [1.0, 1.2])
-    bad = eqx.tree_at(
-        lambda m: (m.mass, m.inertia),
-        model,
-        (model.mass.at[1].set(0.0), model.inertia.at[1].set(0.0)),
-    )
+    bad = _massless_second_rod(model)
     members = [good[0], bad, good[1]]
     opts = dict(t_end=0.004, h=1e-3, newton=newton)
     stack = np.stack([np.eye(3) + 0.1 * k for k in range(4)])
