@@ -344,15 +344,15 @@ def _refresh_where_p(stale, x, old, consts, fn):
         # the first step factors every member); slider crank batch 256 71k -> 79k. (A
         # ``lax.cond`` choosing one vmap of the whole batch when many are stale lost
         # 15 %: the kept matrices were copied through it at every iteration.)
-        def one(carry):
-            pending, matrices = carry
-            k = jnp.argmax(pending)
-            member = jax.tree_util.tree_map(lambda v: v[k], (x, consts))
-            new = fn(member[0], *member[1])
-            matrices = jax.tree_util.tree_map(lambda m, v: m.at[k].set(v), matrices, new)
-            return pending.at[k].set(False), matrices
-
         def one_at_a_time(stale, x, old, consts):
+            def one(carry):
+                pending, matrices = carry
+                k = jnp.argmax(pending)
+                member = jax.tree_util.tree_map(lambda v: v[k], (x, consts))
+                new = fn(member[0], *member[1])
+                matrices = jax.tree_util.tree_map(lambda m, v: m.at[k].set(v), matrices, new)
+                return pending.at[k].set(False), matrices
+
             return jax.lax.while_loop(lambda c: jnp.any(c[0]), one, (stale, old))[1]
 
         # On a GPU a loop over the stale members would launch their kernels one member

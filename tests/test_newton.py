@@ -206,7 +206,7 @@ def test_batched_refresh_factors_only_stale_members(n, stale_members):
         want = factor(xs[k]) if bool(stale[k]) else jax.tree_util.tree_map(lambda a, k=k: a[k], old)
         got = jax.tree_util.tree_map(lambda a, k=k: a[k], out)
         for g, v in zip(got, want, strict=True):
-            if bool(stale[k]):  # batched elimination or LAPACK: equal to round-off
+            if bool(stale[k]):  # the refresh's kernels against the single call's: round-off
                 scale = float(np.abs(np.asarray(v)).max(initial=0.0))
                 np.testing.assert_allclose(
                     np.asarray(g), np.asarray(v), rtol=1e-11, atol=1e-13 * scale

@@ -19,8 +19,10 @@ substitution over the stack): per member, LAPACK's triangular solves were slower
 crank gen_alpha, n = 54: 78k against 73k). The inverse from the factors is formed in XLA
 (recursive block inversion of the triangular factors). :func:`solve`, :func:`inverse` and
 :func:`lu_factor` (differentiable) stand in for ``jnp.linalg.solve``/``inv``/
-``lax.linalg.lu`` everywhere in jaxmbd, so that no batched program runs jaxlib's batched
-getrf (it deadlocked ``simulate_batch`` over two host devices).
+``lax.linalg.lu`` everywhere in jaxmbd, so that no batched CPU program runs jaxlib's
+batched getrf (it deadlocked ``simulate_batch`` over two host devices). A program compiled
+for a GPU takes the vendor's batched getrf and triangular solves instead (one vmap over
+the stack, chosen when the program is lowered: :func:`member_by_member_on_cpu`).
 """
 
 from __future__ import annotations
@@ -42,8 +44,7 @@ def dense_lu(matrix):
     behind it: ``experiments/bench_batch.py`` hung at 0 % CPU in ``jax::ParallelBatchMap``
     under ``LuDecomposition``, seen in gdb). On a GPU: the batched LU
     (:func:`member_by_member_on_cpu`)."""
-    lu, _, permutation = jax.lax.linalg.lu(matrix)
-    return lu, permutation
+    return _lapack_lu(matrix)
 
 
 def _lapack_lu(matrix):
@@ -56,15 +57,15 @@ def _dense_lu_vmap(axis_size, in_batched, matrix):
     (matrix,) = broadcast_batched(axis_size, (matrix,), in_batched)
     if axis_size == 1:  # a batch of one: the unbatched kernel, no loop
         return on_single_member(dense_lu, matrix), (True, True)
-    return member_by_member_on_cpu(dense_lu, _lapack_lu, matrix), (True, True)
+    return member_by_member_on_cpu(_lapack_lu, matrix), (True, True)
 
 
-def member_by_member_on_cpu(fn, body, stack):
-    """``fn`` over a stack: on the CPU member by member (``lax.map`` of the single-member
-    kernels, see the module docstring); on a GPU one vmap of ``body`` (``fn``'s unbatched
-    computation), whose batched getrf is the vendor library's batched LU
+def member_by_member_on_cpu(fn, stack):
+    """``fn`` (a single-matrix computation) over a stack: on the CPU member by member
+    (``lax.map`` of the single-member kernels, see the module docstring); on a GPU one
+    vmap, whose batched getrf is the vendor library's batched LU
     (:func:`~jaxmbd._batching.cpu_or_accelerator`)."""
-    return cpu_or_accelerator(stack, cpu=lambda s: jax.lax.map(fn, s), accelerator=jax.vmap(body))
+    return cpu_or_accelerator(stack, cpu=lambda s: jax.lax.map(fn, s), accelerator=jax.vmap(fn))
 
 
 @jax.custom_jvp
@@ -227,8 +228,7 @@ def _inverse_and_pivots_vmap(axis_size, in_batched, matrix):
     (matrix,) = broadcast_batched(axis_size, (matrix,), in_batched)
     if axis_size == 1:
         return on_single_member(inverse_and_pivots, matrix), (True, True)
-    out = member_by_member_on_cpu(inverse_and_pivots, _inverse_and_pivots_body, matrix)
-    return out, (True, True)
+    return member_by_member_on_cpu(_inverse_and_pivots_body, matrix), (True, True)
 
 
 def triangular_inverse(t, *, lower: bool):
