@@ -35,6 +35,14 @@ def _outputs(form, q, v, a, lam_all, nc):
     return form.to_body_state(q, v, a) + (lam_all[:nc],)
 
 
+def _own_coordinates(form, q, v):
+    """The Solution's ``q`` and ``v``: the formulation's own coordinates, or (None, None)
+    where they are the body state already stored (rA)."""
+    if not form.stores_own_coordinates:
+        return None, None
+    return form.flat_coordinates(q), v
+
+
 def _initial(model, form: AbstractFormulation, integrator: AbstractIntegrator, h, start=None):
     """The integrator's first carry and the t = 0 outputs; ``start``: the consistent start
     when already computed (:func:`_consistent_start`), else it is traced here."""
@@ -50,7 +58,7 @@ def _initial(model, form: AbstractFormulation, integrator: AbstractIntegrator, h
     lam = jnp.concatenate([state[6], jnp.zeros(extra)])
     carry = integrator.init(model, form, StartState(q, v, a, lam), h)
     out = state + (info.iterations, info.status, info.residual_norm)
-    out = out + (form.flat_coordinates(q), v)
+    out = out + _own_coordinates(form, q, v)
     if getattr(integrator, "record_condition", False):  # no step at t = 0
         out = out + (jnp.asarray(jnp.nan),)
     return carry, out
@@ -71,7 +79,7 @@ def _scan(
         carry, res = integrator.step(model, form, carry, k, h)
         out = _outputs(form, res.q, res.v, res.a, res.lam, model.nc)
         info = (res.info.iterations, res.info.status, res.info.residual_norm)
-        out = out + info + (form.flat_coordinates(res.q), res.v)
+        out = out + info + _own_coordinates(form, res.q, res.v)
         return carry, out + (() if res.condition is None else (res.condition,))
 
     steps = k0 + jnp.arange(1, n + 1)

@@ -21,10 +21,12 @@ class Solution(eqx.Module):
     ||g|| at convergence) are per step; :attr:`result` is the run's outcome (the first
     failure's RESULTS item) and :attr:`failed_step` its index (-1 when every step passed).
     ``q`` (T, nb, nq) and ``v`` (T, nb, nv) are the formulation's own coordinates and
-    velocities (dynamics only; None for kinematic analyses), so that invariants can be
-    evaluated exactly where the formulation conserves them. ``condition`` (T,): the 2-norm
-    condition number of the iteration matrix at each step's converged iterate, when the
-    integrator was asked to record it (``record_condition=True``; NaN at t = 0), else None.
+    velocities, so that invariants can be evaluated exactly where the formulation conserves
+    them (dynamics only; None for kinematic analyses and for rA, whose coordinates are
+    ``r`` and ``A`` and whose velocities are ``rdot`` and ``omega`` themselves).
+    ``condition`` (T,): the 2-norm condition number of the iteration matrix at each step's
+    converged iterate, when the integrator was asked to record it (``record_condition=True``;
+    NaN at t = 0), else None.
     ``chart_singular`` (T,) bool, re kinematics only: the steps at the ZXZ chart singularity
     (some |sin theta| < ``RE.chart_band``) that were stepped over by the verified
     least-squares solve (their G v = nu and G a = gamma residuals checked in rA, multipliers

@@ -51,7 +51,18 @@ def test_simulate_rows_are_the_full_run_subsampled():
     full = mbd.simulate(model, t_end=0.02, h=1e-3)
     every = mbd.simulate(model, t_end=0.02, h=1e-3, save_every=4)
     assert every.r.shape[0] == 6
-    for key in ("t", "r", "A", "rdot", "omega", "lam", "q", "v"):
+    for key in ("t", "r", "A", "rdot", "omega", "lam"):
+        np.testing.assert_allclose(getattr(every, key), getattr(full, key)[::4], atol=1e-15)
+    # rA's own coordinates are the body state: not stored twice
+    assert full.q is None and full.v is None and every.q is None
+
+
+def test_own_coordinates_are_subsampled_too():
+    model = mbd.models.double_pendulum()
+    full = mbd.simulate(model, formulation="rp", t_end=0.02, h=1e-3)
+    every = mbd.simulate(model, formulation="rp", t_end=0.02, h=1e-3, save_every=4)
+    assert full.q.shape == (21, 2, 7) and full.v.shape == (21, 2, 7)  # (r, p), (r_dot, p_dot)
+    for key in ("q", "v"):
         np.testing.assert_allclose(getattr(every, key), getattr(full, key)[::4], atol=1e-15)
 
 

@@ -37,6 +37,10 @@ class AbstractFormulation(eqx.Module):
 
     name: ClassVar[str]
     tangent_size: ClassVar[int]  # Newton unknowns per body
+    #: Whether a Solution stores the formulation's own coordinates ``q`` and velocities
+    #: ``v`` besides the body state (r, A, r_dot, omega_bar). Not where they are that body
+    #: state itself (rA): the copy would be about a third of every stored step.
+    stores_own_coordinates: ClassVar[bool] = True
 
     # -- orientation representation ------------------------------------------------------
     @abc.abstractmethod

@@ -30,6 +30,7 @@ from .base import AbstractFormulation, DynamicsBlocks
 class RA(AbstractFormulation):
     name: ClassVar[str] = "rA"
     tangent_size: ClassVar[int] = 6
+    stores_own_coordinates: ClassVar[bool] = False  # q = (r, A), v = (r_dot, omega_bar)
 
     def coordinates(self, A):
         return A
