@@ -7,6 +7,7 @@ from pathlib import Path
 
 import equinox as eqx
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from . import _config  # noqa: F401
@@ -22,8 +23,8 @@ class Solution(eqx.Module):
     failure's RESULTS item) and :attr:`failed_step` its index (-1 when every step passed).
     ``q`` (T, nb, nq) and ``v`` (T, nb, nv) are the formulation's own coordinates and
     velocities, so that invariants can be evaluated exactly where the formulation conserves
-    them (dynamics only; None for kinematic analyses and for rA, whose coordinates are
-    ``r`` and ``A`` and whose velocities are ``rdot`` and ``omega`` themselves).
+    them (dynamics only; None for kinematic analyses). rA's are its body state (r, A) and
+    (rdot, omega): not stored twice, they are assembled when read.
     ``condition`` (T,): the 2-norm condition number of the iteration matrix at each step's
     converged iterate, when the integrator was asked to record it (``record_condition=True``;
     NaN at t = 0), else None.
@@ -44,8 +45,8 @@ class Solution(eqx.Module):
     iterations: jax.Array
     status: jax.Array
     residual: jax.Array
-    q: jax.Array | None = None
-    v: jax.Array | None = None
+    stored_q: jax.Array | None  # q where it is not the body state (see :attr:`q`)
+    stored_v: jax.Array | None
     condition: jax.Array | None = None
     chart_singular: jax.Array | None = None
     formulation: str = eqx.field(static=True, default="rA")
@@ -55,6 +56,40 @@ class Solution(eqx.Module):
     )  # steps between saved rows  # "" for kinematic analyses
     body_names: tuple[str, ...] = eqx.field(static=True, default=())
     constraint_names: tuple[str, ...] = eqx.field(static=True, default=())
+
+    def __init__(
+        self, t, r, A, rdot, omega, rddot, omegadot, lam, iterations, status, residual,
+        q=None, v=None, condition=None, chart_singular=None, formulation="rA", integrator="",
+        save_every=1, body_names=(), constraint_names=(),
+    ):  # fmt: skip
+        self.t, self.r, self.A, self.rdot, self.omega = t, r, A, rdot, omega
+        self.rddot, self.omegadot, self.lam = rddot, omegadot, lam
+        self.iterations, self.status, self.residual = iterations, status, residual
+        self.stored_q, self.stored_v = q, v
+        self.condition, self.chart_singular = condition, chart_singular
+        self.formulation, self.integrator, self.save_every = formulation, integrator, save_every
+        self.body_names, self.constraint_names = body_names, constraint_names
+
+    @property
+    def _coordinates_are_body_state(self) -> bool:
+        # an rA dynamics run stores no q, v: they are (r, A) and (rdot, omega)
+        return self.formulation == "rA" and self.integrator != "" and self.stored_q is None
+
+    @property
+    def q(self):
+        """The formulation's own coordinates, one row per body (..., T, nb, nq); rA: (r, A
+        row by row), assembled from ``r`` and ``A`` when read (not stored twice)."""
+        if self._coordinates_are_body_state:
+            A = jnp.asarray(self.A)
+            return jnp.concatenate([jnp.asarray(self.r), A.reshape(A.shape[:-2] + (9,))], -1)
+        return self.stored_q
+
+    @property
+    def v(self):
+        """The formulation's own velocities (..., T, nb, nv); rA: (rdot, omega)."""
+        if self._coordinates_are_body_state:
+            return jnp.concatenate([jnp.asarray(self.rdot), jnp.asarray(self.omega)], -1)
+        return self.stored_v
 
     @property
     def result(self):

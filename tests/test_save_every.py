@@ -51,10 +51,12 @@ def test_simulate_rows_are_the_full_run_subsampled():
     full = mbd.simulate(model, t_end=0.02, h=1e-3)
     every = mbd.simulate(model, t_end=0.02, h=1e-3, save_every=4)
     assert every.r.shape[0] == 6
-    for key in ("t", "r", "A", "rdot", "omega", "lam"):
+    for key in ("t", "r", "A", "rdot", "omega", "lam", "q", "v"):
         np.testing.assert_allclose(getattr(every, key), getattr(full, key)[::4], atol=1e-15)
-    # rA's own coordinates are the body state: not stored twice
-    assert full.q is None and full.v is None and every.q is None
+    # rA's own coordinates are its body state: read from r, A, rdot, omega, not stored twice
+    assert full.stored_q is None and full.stored_v is None
+    np.testing.assert_array_equal(full.q[:, :, 3:].reshape(-1, 2, 3, 3), full.A)
+    np.testing.assert_array_equal(full.v, np.concatenate([full.rdot, full.omega], -1))
 
 
 def test_own_coordinates_are_subsampled_too():
