@@ -129,9 +129,10 @@ def _vmapped_per_device(
 
 #: Default chunk budget: the members of a chunk hold their Newton matrices (n^2 doubles
 #: each, n = 6 nb + 2 nc at most) within about this many bytes, the size of this machine's
-#: L2 caches together; with several devices at once, each device's chunks get an equal
-#: share (one core's L2 each, on host devices). Measured (scratch runs of simulate_batch,
-#: 1 s at h = 1e-3 unless stated):
+#: L2 caches together. With d host devices at once, each device's chunks get 1 / d^2 of it:
+#: the d programs share the caches and the memory bus, and each chunk's stored steps pass
+#: through them too. Measured (scratch runs of simulate_batch, 1 s at h = 1e-3 unless
+#: stated):
 #:
 #: * one device, double pendulum gen_alpha (n = 32): batch 256 175-179k model-steps/s
 #:   whole, 152k in chunks of 128, 135k in chunks of 16;
@@ -140,7 +141,13 @@ def _vmapped_per_device(
 #:   256 (a 2 MiB budget per device), 0.99 with 128; backward_euler (n = 22) 0.91 with 512,
 #:   0.98 with 256; slider crank backward_euler (n = 36, 0.3 s) at batch 256 126k with
 #:   chunks of 128 and 155-157k with 64 or 32; slider crank gen_alpha (n = 54) batch
-#:   64 -> 1024 flat with chunks of 32 or 64 (66-70k, 0.3 s).
+#:   64 -> 1024 flat with chunks of 32 or 64 (66-70k, 0.3 s);
+#: * after rA stopped storing q and v twice, two host devices, alternating processes:
+#:   double pendulum gen_alpha at batch 1024 328k-334k with chunks of 64 (1 / d^2), 317k-320k
+#:   with 128 (1 / d), against 324k-330k at batch 256 (one vmap of 128 per device, or chunks
+#:   of 64); backward_euler 446k-466k with 128 against 444k-458k with 256 and slider crank
+#:   gen_alpha 70k with 16 against 70k-71k with 32 (no change); one device: batch 256 180k
+#:   in one vmap, 151k-161k in chunks of 64 or 32.
 CHUNK_BYTES = 2 * 2**20
 
 
@@ -149,14 +156,15 @@ def _chunk_size(
 ) -> int | None:
     """Members per vmap on a device (None: all of its members at once): the caller's
     choice, else on a CPU the largest power of two whose Newton matrices fit in the
-    device's share of CHUNK_BYTES, and on a GPU (any other platform) the whole batch: each
+    device's share of CHUNK_BYTES (1 / devices^2 of it), and on a GPU (any other platform)
+    the whole batch: each
     kernel then runs over every member, and a GPU's time per step is mostly kernel
     launches, nearly independent of the members per kernel."""
     if chunk is None and platform != "cpu":
         return None
     if chunk is None:
         n = 6 * models.nb + 2 * models.nc
-        budget = CHUNK_BYTES // max(devices, 1)
+        budget = CHUNK_BYTES // max(devices, 1) ** 2
         chunk = max(8, 2 ** int(np.log2(max(budget // (8 * n * n), 1))))
     elif isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk < 1:
         raise ValueError(f"chunk must be a positive integer (members per vmap), got {chunk!r}")
@@ -230,7 +238,7 @@ def simulate_batch(
     such vmaps (``lax.map``), which keeps their Newton matrices in cache and lets each
     chunk iterate only as long as its own slowest member. Default: the largest power of two
     whose Newton matrices fit in the device's share of :data:`CHUNK_BYTES` (on one device
-    256 members for the double pendulum, 64 for the slider crank; on two, 128 and 32); on
+    256 members for the double pendulum, 64 for the slider crank; on two, 64 and 16); on
     a GPU the whole batch in one vmap. Results do not depend on it."""
     return _batch("simulate", models, devices, throw, chunk, options)
 

@@ -151,13 +151,13 @@ def test_default_chunk_fits_each_devices_share_of_the_cache():
         n = 6 * model.nb + 2 * model.nc
         for devices in (1, 2):
             chunk = _chunk_size(model, 10**6, None, devices)
-            assert chunk * 8 * n * n <= CHUNK_BYTES // devices < 2 * chunk * 8 * n * n
+            assert chunk * 8 * n * n <= CHUNK_BYTES // devices**2 < 2 * chunk * 8 * n * n
     assert _chunk_size(pendulum, 10**6, None, 1) == 256  # n = 32
-    assert _chunk_size(pendulum, 10**6, None, 2) == 128
+    assert _chunk_size(pendulum, 10**6, None, 2) == 64
     assert _chunk_size(crank, 10**6, None, 1) == 64  # n = 54
-    assert _chunk_size(crank, 10**6, None, 2) == 32
-    assert _chunk_size(pendulum, 128, None, 2) is None  # 128 members: one vmap
-    assert _chunk_size(pendulum, 129, None, 2) == 128
+    assert _chunk_size(crank, 10**6, None, 2) == 16
+    assert _chunk_size(pendulum, 64, None, 2) is None  # 64 members: one vmap
+    assert _chunk_size(pendulum, 65, None, 2) == 64
     assert _chunk_size(pendulum, 1000, 7, 2) == 7  # the caller's choice wins
 
 
