@@ -157,9 +157,8 @@ def _chunk_size(
     """Members per vmap on a device (None: all of its members at once): the caller's
     choice, else on a CPU the largest power of two whose Newton matrices fit in the
     device's share of CHUNK_BYTES (1 / devices^2 of it), and on a GPU (any other platform)
-    the whole batch: each
-    kernel then runs over every member, and a GPU's time per step is mostly kernel
-    launches, nearly independent of the members per kernel."""
+    the whole batch: each kernel then runs over every member, and a GPU's time per step is
+    mostly kernel launches, nearly independent of the members per kernel."""
     if chunk is None and platform != "cpu":
         return None
     if chunk is None:

@@ -70,26 +70,32 @@ class Solution(eqx.Module):
         self.formulation, self.integrator, self.save_every = formulation, integrator, save_every
         self.body_names, self.constraint_names = body_names, constraint_names
 
-    @property
-    def _coordinates_are_body_state(self) -> bool:
-        # an rA dynamics run stores no q, v: they are (r, A) and (rdot, omega)
-        return self.formulation == "rA" and self.integrator != "" and self.stored_q is None
+    def _from_body_state(self):
+        """(q, v) of a dynamics run whose formulation does not store them (its coordinates
+        are the body state, see ``stores_own_coordinates``), else None."""
+        if self.stored_q is not None or self.integrator == "":
+            return None
+        from .formulations import get_formulation
+
+        form = get_formulation(self.formulation)
+        if form.stores_own_coordinates:
+            return None
+        body = (self.r, self.A, self.rdot, self.omega, self.rddot, self.omegadot)
+        q, v, _ = form.from_body_state(*map(jnp.asarray, body))
+        return form.flat_coordinates(q), v
 
     @property
     def q(self):
-        """The formulation's own coordinates, one row per body (..., T, nb, nq); rA: (r, A
-        row by row), assembled from ``r`` and ``A`` when read (not stored twice)."""
-        if self._coordinates_are_body_state:
-            A = jnp.asarray(self.A)
-            return jnp.concatenate([jnp.asarray(self.r), A.reshape(A.shape[:-2] + (9,))], -1)
-        return self.stored_q
+        """The formulation's own coordinates, one row per body (..., T, nb, nq); rA's (r, A
+        row by row) are assembled from the body state when read (not stored twice)."""
+        derived = self._from_body_state()
+        return self.stored_q if derived is None else derived[0]
 
     @property
     def v(self):
-        """The formulation's own velocities (..., T, nb, nv); rA: (rdot, omega)."""
-        if self._coordinates_are_body_state:
-            return jnp.concatenate([jnp.asarray(self.rdot), jnp.asarray(self.omega)], -1)
-        return self.stored_v
+        """The formulation's own velocities (..., T, nb, nv); rA's are (rdot, omega)."""
+        derived = self._from_body_state()
+        return self.stored_v if derived is None else derived[1]
 
     @property
     def result(self):

@@ -89,9 +89,9 @@ class AbstractFormulation(eqx.Module):
         return r, self.rotation(ori), v[:, :3], omega, a[:, :3], omegadot
 
     def flat_coordinates(self, q):
-        """The formulation's own coordinates as one row per body (nb, nq): Solution.q."""
+        """The formulation's own coordinates as one row per body (..., nb, nq): Solution.q."""
         r, ori = q
-        return jnp.concatenate([r, ori.reshape(r.shape[0], -1)], 1)
+        return jnp.concatenate([r, ori.reshape(r.shape[:-1] + (-1,))], -1)
 
     def near_chart_singularity(self, q):
         """Whether ``q`` is at a singularity of the orientation chart (only re has one):

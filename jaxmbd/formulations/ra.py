@@ -45,9 +45,9 @@ class RA(AbstractFormulation):
         return rate, rate_dot
 
     def from_body_state(self, r, A, rdot, omega, rddot, omegadot):
-        # the velocity rows are (r_dot, omega_bar) themselves
-        v = jnp.concatenate([rdot, omega], 1)
-        return (r, A), v, jnp.concatenate([rddot, omegadot], 1)
+        # the velocity rows are (r_dot, omega_bar) themselves (any leading axes: a Solution's)
+        v = jnp.concatenate([rdot, omega], -1)
+        return (r, A), v, jnp.concatenate([rddot, omegadot], -1)
 
     def retract(self, q, delta):
         r, A = q
