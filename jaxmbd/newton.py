@@ -54,6 +54,51 @@ def solve_linear(matrix, rhs):
     return dense_solve(matrix, rhs)
 
 
+def condition_status(rcond, values):
+    """The status of a factored linear system: NONFINITE where ``values`` (its factors, an
+    inverse, or a solution) hold NaN/inf or the pivot ratio ``rcond`` is not positive (an
+    exact zero pivot), ILL_CONDITIONED where rcond < RCOND_MIN, else SUCCESS. The one
+    conditioning test of every linear solve in jaxmbd (Newton matrices, KKT systems of the
+    explicit integrators, kinematic analyses)."""
+    singular = ~jnp.all(jnp.isfinite(values)) | ~(rcond > 0)
+    return jnp.where(singular, NONFINITE, jnp.where(rcond < RCOND_MIN, ILL_CONDITIONED, SUCCESS))
+
+
+def solve_with_condition(matrix, rhs):
+    """``(x, status)``: x = M^{-1} rhs by the row-equilibrated LU with partial pivoting, and
+    the status of :func:`condition_status` from its pivot ratio min|u_ii| / max|u_ii| (the
+    reciprocal-condition estimate of the implicit integrators' Newton matrices, threshold
+    :data:`RCOND_MIN`) and the finiteness of x. No exception: a singular M gives a
+    non-finite x and status NONFINITE, a near-singular one status ILL_CONDITIONED (x is
+    still returned).
+
+    ``matrix``: (n, n), a stack (..., n, n) (solved member by member; one status per
+    member), or a :class:`~jaxmbd.linear.structured.BlockMatrix` (block elimination, the
+    pivot ratio of its pivot blocks). ``rhs``: (..., n) or (..., n, k). Differentiable in
+    both (x is a ``custom_linear_solve``: dx = M^{-1} (drhs - dM x)); the status carries no
+    derivative."""
+    if isinstance(matrix, BlockMatrix):
+        factors = factor_plain(matrix)
+        x = factors_solve(factors, rhs)
+        return x, condition_status(factors.rcond, x)
+    if matrix.ndim > 2:
+        return jax.vmap(solve_with_condition)(matrix, rhs)
+    frozen = jax.lax.stop_gradient(matrix)
+    row = jnp.max(jnp.abs(frozen), axis=1)
+    row = jnp.where(row > 0, row, 1.0)  # an all-zero row: singular, caught by the pivots
+    lu, permutation = dense_lu(frozen / row[:, None])
+    rcond = _pivot_ratio(jnp.abs(jnp.diagonal(lu)))
+    scale = row if rhs.ndim == 1 else row[:, None]
+    # differentiated implicitly, so the factors themselves are never differentiated
+    x = jax.lax.custom_linear_solve(
+        lambda y: matrix @ y,
+        rhs,
+        solve=lambda _, b: lu_solve_nondiff(lu, permutation, b / scale),
+        transpose_solve=lambda _, b: lu_solve_nondiff(lu, permutation, b, transpose=True) / scale,
+    )
+    return x, condition_status(rcond, x)
+
+
 def checked_solver(matrix, *, least_squares=False):
     """Factor once, solve many, with a condition estimate: returns ``(solve, rcond)``, where
     ``solve(rhs, transpose=False)`` solves with the row-equilibrated LU and ``rcond`` is its
@@ -300,8 +345,7 @@ def _factor_status(factors, rcond):
     """NONFINITE for an exactly singular (a zero pivot) or non-finite matrix (its LU
     factors or its inverse, ``factors``),
     ILL_CONDITIONED for a pivot ratio below RCOND_MIN."""
-    singular = ~jnp.all(jnp.isfinite(factors)) | ~(rcond > 0)
-    return jnp.where(singular, NONFINITE, jnp.where(rcond < RCOND_MIN, ILL_CONDITIONED, SUCCESS))
+    return condition_status(rcond, factors)
 
 
 def _matrix_status(matrix: IterationMatrix):

@@ -363,3 +363,37 @@ def test_dense_solve_values_gradients_and_batches():
             np.testing.assert_allclose(batched[k], np.linalg.solve(m, rhs[k]), rtol=1e-10)
             m0 = np.asarray(stack[0]).T if transpose else np.asarray(stack[0])
             np.testing.assert_allclose(shared[k], np.linalg.solve(m0, rhs[k]), rtol=1e-10)
+
+
+def test_solve_with_condition_reports_singular_and_near_singular_systems():
+    """The shared conditioning test of every linear solve (issue 33, item 1): the solution
+    with SUCCESS for a badly scaled but regular matrix (rows are equilibrated), NONFINITE
+    for an exactly singular one, ILL_CONDITIONED for a pivot ratio below RCOND_MIN, one
+    status per member of a stack, and gradients equal to the plain solve's."""
+    from jaxmbd.newton import NONFINITE, solve_with_condition
+
+    regular = jnp.array([[4.0, 1.0, 0.0], [1.0, 3.0, 1.0], [0.0, 1.0, 2.0]])
+    regular = regular * jnp.array([[1e6], [1.0], [1e-6]])  # row scales: still regular
+    rhs = jnp.array([1.0, 2.0, 3.0])
+    x, status = solve_with_condition(regular, rhs)
+    assert int(status) == SUCCESS
+    np.testing.assert_allclose(x, jnp.linalg.solve(regular, rhs), rtol=1e-12)
+    many, status = solve_with_condition(regular, jnp.eye(3))
+    assert int(status) == SUCCESS
+    np.testing.assert_allclose(regular @ many, jnp.eye(3), atol=1e-9)
+    singular = regular.at[2].set(regular[1])
+    near = jnp.array([[4.0, 1.0, 0.0], [1.0, 3.0, 1.0], [1.0, 3.0, 1.0 + 1e-13]])
+    _, status = solve_with_condition(singular, rhs)
+    assert int(status) == NONFINITE
+    _, status = solve_with_condition(near, rhs)
+    assert int(status) == ILL_CONDITIONED
+    _, statuses = solve_with_condition(jnp.stack([regular, singular, near]), jnp.stack([rhs] * 3))
+    np.testing.assert_array_equal(statuses, [SUCCESS, NONFINITE, ILL_CONDITIONED])
+
+    def loss(p, solve):
+        return jnp.sum(jnp.sin(solve(regular * p[0] + jnp.diag(p), rhs * p[1])))
+
+    p = jnp.array([1.3, 0.7, 2.0])
+    got = jax.grad(loss)(p, lambda m, b: solve_with_condition(m, b)[0])
+    want = jax.grad(loss)(p, jnp.linalg.solve)
+    np.testing.assert_allclose(got, want, rtol=1e-9)
