@@ -16,7 +16,7 @@ from ._jit import jit
 from ._results import RESULTS
 from .batch import kinematics_batch, simulate_batch, stack_models
 from .drivers import Expression
-from .errors import ModelError, ModelFileError, SolverError
+from .errors import AdjustmentWarning, ModelError, ModelFileError, SolverError
 from .forces import BodyState, BodyTorque, GeneralForce, PointForce, SpringDamper
 from .formulations import RA, RE, RP, AbstractFormulation, get_formulation
 from .initial_state import InitialCorrection, consistent_initial_state
@@ -48,6 +48,7 @@ from .solution import Solution
 __version__ = "0.1.0"
 
 __all__ = [
+    "AdjustmentWarning",
     "ILL_CONDITIONED",
     "MAX_ITERATIONS",
     "NONFINITE",

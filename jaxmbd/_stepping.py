@@ -4,13 +4,14 @@ and start checks."""
 from __future__ import annotations
 
 import math
+import warnings
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from ._checks import is_traced
-from .errors import ModelError
+from .errors import AdjustmentWarning, ModelError
 from .model import Model
 
 # most saved rows of one run: every saved step's state is kept (about 1 kB per step for a few
@@ -21,7 +22,8 @@ MAX_STEPS = 10**7
 
 def num_steps(t_end, h) -> int:
     """N = round(t_end / h); the grid is t = k h, k = 0..N (API contract); at most
-    MAX_STEPS."""
+    MAX_STEPS. A t_end off the grid (beyond round-off) warns with the end time used
+    (:class:`~jaxmbd.AdjustmentWarning`)."""
     try:
         h_, t_end_ = float(h), float(t_end)
     except (TypeError, ValueError, OverflowError):
@@ -36,7 +38,17 @@ def num_steps(t_end, h) -> int:
             f"t_end / h = {n:.3g} steps; at most {MAX_STEPS * 10**5:.0e} per run (at most "
             f"{MAX_STEPS:.0e} saved rows, see save_every): check t_end and h"
         )
-    return int(round(n))
+    steps = int(round(n))
+    # a grid that misses t_end by more than round-off: say where the run really ends
+    if abs(n - steps) > 1e-9 * max(n, 1.0):
+        warnings.warn(
+            f"t_end = {t_end_:.6g} is not a multiple of h = {h_:.6g} (t_end / h = {n:.6g}); "
+            f"the run takes N = round(t_end / h) = {steps} steps and ends at t = N h = "
+            f"{steps * h_:.6g}. Choose t_end = N h to silence this.",
+            AdjustmentWarning,
+            stacklevel=3,
+        )
+    return steps
 
 
 def check_save_every(save_every, n: int) -> int:

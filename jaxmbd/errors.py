@@ -19,3 +19,8 @@ class ModelFileError(ModelError):
 
 class SolverError(RuntimeError):
     """A Newton solve failed: the message names the time, the residual and the constraints."""
+
+
+class AdjustmentWarning(UserWarning):
+    """jaxmbd changed an input to make it usable (axes orthonormalised, the end time moved to
+    the step grid); the message says what was given, what is used instead, and where."""

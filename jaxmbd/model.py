@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -24,7 +25,7 @@ import numpy as np
 
 from . import _config  # noqa: F401
 from .drivers import DriverGroup, Expression, group_drivers
-from .errors import ModelError
+from .errors import AdjustmentWarning, ModelError
 from .forces import AbstractForce
 from .geometry import Shape, make_shapes
 
@@ -182,10 +183,20 @@ def _frame_from_axes(x, y, *, where: str) -> np.ndarray:
     """Rotation whose columns are x, the part of y orthogonal to x, and their cross product."""
     ex = _unit(x, where=f"{where}.x")
     yv = _vec3(y, where=f"{where}.y", nonzero=True)
+    along_x = ex @ yv / np.linalg.norm(yv)  # cosine of the angle between the axes
     yv = yv - ex * (ex @ yv)
     if np.linalg.norm(yv) < 1e-9:
         raise ModelError(f"{where}: x and y axes are parallel")
     ey = yv / np.linalg.norm(yv)
+    if abs(along_x) > 1e-9:
+        angle = math.degrees(math.acos(max(-1.0, min(1.0, along_x))))
+        warnings.warn(
+            f"{where}: the x and y axes are not orthogonal ({angle:.6g} deg apart); y is "
+            f"replaced by its part orthogonal to x, {np.round(ey, 6).tolist()} (give orthogonal "
+            "axes to silence this)",
+            AdjustmentWarning,
+            stacklevel=3,
+        )
     return np.stack([ex, ey, np.cross(ex, ey)], axis=1)
 
 

@@ -10,7 +10,10 @@ import numpy as np
 from .animation import animate
 from .solution import Solution
 
-__all__ = ["animate", "plot_solution"]
+__all__ = ["Inline", "animate", "inline", "plot_solution"]
+
+# the file types an Inline shows, by suffix: their MIME type
+_MIME = {".gif": "image/gif", ".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
 
 
 def plot_solution(sol: Solution, path, *, title: str | None = None) -> Path:
@@ -47,3 +50,41 @@ def plot_solution(sol: Solution, path, *, title: str | None = None) -> Path:
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+class Inline:
+    """An image file (an animation's GIF, a plot's PNG) shown inline in a notebook.
+
+    Its display offers both the image's own MIME type and an HTML ``<img>`` with the image as a
+    data URI. Front ends show whichever they prefer; converters that know no ``image/gif``
+    (nbconvert, so mkdocs-jupyter) render the HTML. ``IPython.display.Image`` alone labels
+    GIF bytes ``image/png`` in IPython 8 and ``image/gif`` in IPython 9, which such converters
+    drop, so the animation would vanish from the rendered docs."""
+
+    def __init__(self, path, *, width: int | None = None):
+        path = Path(path)
+        if path.suffix.lower() not in _MIME:
+            raise ValueError(
+                f"{path}: cannot show a {path.suffix!r} file inline; "
+                f"give one of {sorted(_MIME)} (an .html animation opens in a browser)"
+            )
+        self.path = path
+        self.mime = _MIME[path.suffix.lower()]
+        self.width = width
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        import base64
+
+        data = base64.b64encode(self.path.read_bytes()).decode("ascii")
+        width = "" if self.width is None else f' width="{int(self.width)}"'
+        html = f'<img src="data:{self.mime};base64,{data}"{width} alt="{self.path.name}"/>'
+        return {self.mime: data, "text/html": html}
+
+    def __repr__(self) -> str:
+        return f"Inline({str(self.path)!r})"
+
+
+def inline(path, *, width: int | None = None) -> Inline:
+    """Show an image or animation file inline in a notebook: ``mbd.plot.inline(gif)`` as a
+    cell's last expression (see :class:`Inline`)."""
+    return Inline(path, width=width)
