@@ -1,8 +1,10 @@
 """3-D animation of a Solution: GIF / MP4 (headless matplotlib) and interactive HTML (plotly).
 
 ``animate(model, sol, "run.gif")`` draws every body with its visual shapes
-(:mod:`jaxmbd.geometry`; the box of equal inertia when it has none), the joints as markers,
-optional traces of chosen body points and a time label. The format follows the suffix:
+(:mod:`jaxmbd.geometry`; when it has none, a stick figure of capsules from its centre of mass
+to its joint points, :func:`~jaxmbd.geometry.default_shapes`), the ground attachments as
+dark anchors, the joints as markers, optional traces of chosen body points and a time label.
+The format follows the suffix:
 
 * ``.gif``: matplotlib + Pillow (always available);
 * ``.mp4``: matplotlib + ffmpeg, from ``PATH`` or the ``imageio-ffmpeg`` package
@@ -21,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .geometry import body_shapes
+from .geometry import ground_shapes, ground_slides, joint_points, model_shapes
 from .model import Model
 
 logger = logging.getLogger("jaxmbd")
@@ -37,10 +39,11 @@ class _Scene:
 
     t: np.ndarray  # (F,) frame times
     r: np.ndarray  # (F, nb, 3) centres of mass at the frames
-    verts: list[np.ndarray]  # per body: (F, n, 3) world vertices
-    faces: list[np.ndarray]  # per body: (k, 3)
-    colors: list[np.ndarray]  # per body: (k,) colour strings, one per face
-    names: tuple[str, ...]
+    verts: list[np.ndarray]  # per body, then the ground's anchors if any: (F, n, 3) world
+    faces: list[np.ndarray]  # per entry of verts: (k, 3)
+    colors: list[np.ndarray]  # per entry of verts: (k, 3) RGB, one per face
+    names: tuple[str, ...]  # per entry of verts: the bodies' names, then "ground"
+    nb: int  # the number of bodies (the first nb entries of verts)
     joint_names: list[str]
     joints: np.ndarray  # (F, nj, 3)
     traces: list[tuple[str, np.ndarray]]  # label, (F_all, 3) over all saved steps up to frame
@@ -49,23 +52,14 @@ class _Scene:
     hi: np.ndarray
 
 
-def _joint_points(model: Model) -> tuple[list[str], list[tuple[int, np.ndarray]]]:
-    """One marker per joint: the point s_bar_p_i on body i of its first point-carrying row."""
-    found: dict[str, tuple[int, int, np.ndarray]] = {}
-    for gset in model.gcons:
-        if gset.kind not in ("DP2", "D", "CD"):
-            continue
-        sp = np.asarray(gset.s_bar_p_i)
-        sq = np.asarray(gset.s_bar_q_j)
-        for k, row in enumerate(gset.rows):
-            name = model.constraint_joints[row]
-            if name in found and found[name][0] <= row:
-                continue
-            i, j = gset.body_i[k], gset.body_j[k]
-            # prefer the moving body's point (a ground point would be the same at t = 0)
-            found[name] = (row, i, sp[k]) if i < model.nb or j == model.nb else (row, j, sq[k])
-    order = sorted(found, key=lambda n: found[n][0])
-    return order, [(found[n][1], found[n][2]) for n in order]
+def _joint_markers(model: Model) -> tuple[list[str], list[tuple[int, np.ndarray]]]:
+    """One marker per joint: its attachment point (:func:`~jaxmbd.geometry.joint_points`) on
+    its first moving body, which moves with the drawn body (a ground point may not)."""
+    found: dict[str, tuple[int, np.ndarray]] = {}
+    for p in joint_points(model):
+        if p.joint not in found or found[p.joint][0] == model.nb:
+            found[p.joint] = (p.body, p.point)
+    return list(found), list(found.values())
 
 
 def _world(r, A, body: int, local: np.ndarray, nb: int) -> np.ndarray:
@@ -73,6 +67,15 @@ def _world(r, A, body: int, local: np.ndarray, nb: int) -> np.ndarray:
     if body >= nb:  # ground: the point is global
         return np.broadcast_to(local, (len(r),) + local.shape).copy()
     return r[:, body, None, :] + np.einsum("tij,nj->tni", A[:, body], np.atleast_2d(local))
+
+
+def _travel(model: Model, r, A) -> dict[str, tuple[float, float]]:
+    """How far each body sliding on the ground goes along its rail over the whole run."""
+    travel = {}
+    for slide in ground_slides(model):
+        along = (_world(r, A, slide.body, slide.point, model.nb)[:, 0] - slide.origin) @ slide.axis
+        travel[slide.joint] = (float(along.min()), float(along.max()))
+    return travel
 
 
 def _resolve_traces(model: Model, traces) -> list[tuple[str, int, np.ndarray]]:
@@ -141,19 +144,19 @@ def _scene(model: Model, sol, *, fps, speed, max_frames, traces, resolution) -> 
     from matplotlib.colors import to_rgb
 
     verts, faces, colors = [], [], []
-    for b in range(model.nb):
+    ground = ground_shapes(model, travel=_travel(model, r_all, A_all))
+    for b, shapes in enumerate(model_shapes(model) + ((ground,) if ground else ())):
         vs, fs, cs, offset = [], [], [], 0
-        for s in body_shapes(model, b):
+        for s in shapes:
             v, f = s.mesh(resolution)
             vs.append(v)
             fs.append(f + offset)
             cs += [s.color or _COLORS[b % len(_COLORS)]] * len(f)
             offset += len(v)
-        v = np.concatenate(vs)
-        verts.append(_world(r, A, b, v, model.nb))
+        verts.append(_world(r, A, b, np.concatenate(vs), model.nb))
         faces.append(np.concatenate(fs))
         colors.append(np.array([to_rgb(c) for c in cs]))
-    joint_names, points = _joint_points(model)
+    joint_names, points = _joint_markers(model)
     joints = (
         np.stack([_world(r, A, b, p, model.nb)[:, 0] for b, p in points], axis=1)
         if points
@@ -178,7 +181,8 @@ def _scene(model: Model, sol, *, fps, speed, max_frames, traces, resolution) -> 
         verts=verts,
         faces=faces,
         colors=colors,
-        names=model.body_names,
+        names=model.body_names + (("ground",) if ground else ()),
+        nb=model.nb,
         joint_names=joint_names,
         joints=joints,
         traces=trace_list,
@@ -483,7 +487,7 @@ def _write_html(scene: _Scene, path: Path, *, joints, view, size, title, fps) ->
     html = fig.to_html(include_plotlyjs=True, full_html=True, auto_play=False)
     trajectory = {
         "t": scene.t.tolist(),
-        "bodies": list(scene.names),
+        "bodies": list(scene.names[: scene.nb]),
         "joints": scene.joint_names,
         "r": scene.r.tolist(),  # (frames, bodies, 3) centres of mass
     }

@@ -13,7 +13,7 @@ from PIL import Image
 from typer.testing import CliRunner
 
 import jaxmbd as mbd
-from jaxmbd.animation import _COLORS
+from jaxmbd.animation import _COLORS, _scene
 from jaxmbd.cli import app
 from jaxmbd.lie import so3_exp
 
@@ -34,6 +34,12 @@ def _rigid_motion(model, n=41, t_end=2.0):
     R = np.stack([np.asarray(so3_exp(np.array([0.0, 0.0, 0.5 * np.pi * s / t_end]))) for s in t])
     r = np.einsum("tij,bj->tbi", R, np.asarray(model.r0))
     A = np.einsum("tij,bjk->tbik", R, np.asarray(model.A0))
+    return _solution(model, t, r, A)
+
+
+def _solution(model, t, r, A):
+    """A Solution with positions ``r`` (n, nb, 3) and rotations ``A`` (n, nb, 3, 3)."""
+    n = len(t)
     z = np.zeros_like(r)
     return mbd.Solution(
         t=t, r=r, A=A, rdot=z, omega=z, rddot=z, omegadot=z, lam=np.zeros((n, model.nc)),
@@ -209,3 +215,123 @@ def test_cli_animate_npz_and_simulate_animate(tmp_path, monkeypatch):
     result = runner.invoke(app, ["animate", str(tmp_path / "m.json"), "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert calls[1]["formulation"] == "rA" and "animation:" in result.output
+
+
+# ----------------------------------------------------------------------------- default look
+
+# every built-in model (the shipped files and the code-built ones), generated ones small
+SMALL = {"pendulum_chain": 3, "engine": 2, "binary_tree": 4}
+BUILT_IN = list(dict.fromkeys([*mbd.models.BUILTIN, "cylindrical_pair", "gyro_top", "planar_pair",
+                               "six_body_linkage", "bar_double_pendulum", *SMALL]))  # fmt: skip
+
+
+def _built_in(name):
+    build = getattr(mbd.models, name)
+    return build(SMALL[name]) if name in SMALL else build()
+
+
+def _distance_to_surface(p: np.ndarray, tri: np.ndarray) -> float:
+    """Distance from point ``p`` to the triangles ``tri`` (k, 3, 3)."""
+    a, b, c = tri[:, 0], tri[:, 1], tri[:, 2]
+    n = np.cross(b - a, c - a)
+    n = n / np.maximum(np.linalg.norm(n, axis=1, keepdims=True), 1e-300)
+    height = np.einsum("ij,ij->i", p - a, n)
+    foot = p - height[:, None] * n
+    inside = np.all(
+        [
+            np.einsum("ij,ij->i", np.cross(v - u, foot - u), n) >= 0
+            for u, v in ((a, b), (b, c), (c, a))
+        ],
+        axis=0,
+    )
+    best = np.min(np.abs(height[inside]), initial=np.inf)
+    for u, v in ((a, b), (b, c), (c, a)):
+        t = np.clip(np.einsum("ij,ij->i", p - u, v - u) / np.einsum("ij,ij->i", v - u, v - u), 0, 1)
+        best = min(best, float(np.linalg.norm(p - (u + t[:, None] * (v - u)), axis=1).min()))
+    return best
+
+
+def _winding_number(p: np.ndarray, tri: np.ndarray) -> float:
+    """How many times the closed triangle meshes ``tri`` wind around ``p`` (Van Oosterom
+    and Strackee's solid angle of each triangle, summed, over 4 pi): >= 1 inside."""
+    a, b, c = tri[:, 0] - p, tri[:, 1] - p, tri[:, 2] - p
+    la, lb, lc = (np.linalg.norm(v, axis=1) for v in (a, b, c))
+    det = np.einsum("ij,ij->i", a, np.cross(b, c))
+    dot = lambda u, v: np.einsum("ij,ij->i", u, v)  # noqa: E731
+    den = la * lb * lc + dot(a, b) * lc + dot(b, c) * la + dot(c, a) * lb
+    return abs(float(np.sum(2.0 * np.arctan2(det, den)))) / (4.0 * np.pi)
+
+
+def _expected_joint_points(model) -> list[tuple[int, np.ndarray, str]]:
+    """(body, body-frame point, what) read straight from the constraints: the points that
+    CD rows make coincide (every body), and DP2 rows' points of bodies drawn by default
+    (with its own shapes, a body sliding on a pair may be far from the pair's point)."""
+    default = [not (model.shapes and model.shapes[b]) for b in range(model.nb)]
+    out = []
+    for gset in model.gcons:
+        if gset.kind not in ("CD", "DP2"):
+            continue
+        for k, row in enumerate(gset.rows):
+            for body, point in (
+                (gset.body_i[k], gset.s_bar_p_i[k]),
+                (gset.body_j[k], gset.s_bar_q_j[k]),
+            ):
+                if body < model.nb and (gset.kind == "CD" or default[body]):
+                    out.append((body, np.asarray(point), f"{model.constraint_names[row]}"))
+    return out + [(b, np.zeros(3), "centre of mass") for b in range(model.nb) if default[b]]
+
+
+@pytest.mark.parametrize("name", BUILT_IN)
+def test_first_frame_bodies_touch_their_joint_points(name):
+    """Every body's drawn geometry (its own shapes, or the default stick figure) in the
+    first frame contains or touches each of its joint points, in world coordinates."""
+    model = _built_in(name)
+    sol = _rigid_motion(model, n=2, t_end=1e-9)  # the initial configuration
+    scene = _scene(model, sol, fps=1, speed=1, max_frames=1, traces=None, resolution=16)
+    size = float(np.ptp(np.concatenate([v[0] for v in scene.verts]), axis=0).max())
+    expected = _expected_joint_points(model)
+    default = [b for b in range(model.nb) if not (model.shapes and model.shapes[b])]
+    linked = {b for b, _, what in expected if what != "centre of mass"}
+    assert linked >= set(default), f"{name}: a body drawn by default has no joint point"
+    r0, A0 = np.asarray(model.r0), np.asarray(model.A0)
+    for body, point, what in expected:
+        world = r0[body] + A0[body] @ point
+        tri = scene.verts[body][0][scene.faces[body]]
+        inside = _winding_number(world, tri) > 0.5
+        gap = 0.0 if inside else _distance_to_surface(world, tri)
+        assert gap <= 1e-9 * size, (
+            f"{name}: body {model.body_names[body]!r} is drawn {gap:.3g} away from its point "
+            f"{point.tolist()} ({what})"
+        )
+
+
+def test_default_look_is_drawn_in_every_body_colour(tmp_path):
+    """The first frame of the slider crank as rendered: each body, drawn as its stick figure
+    or block, shows in its colour."""
+    model = mbd.models.slider_crank()
+    path = mbd.plot.animate(model, _rigid_motion(model, n=2, t_end=1e-9), tmp_path / "a.gif",
+                            max_frames=1, size=(480, 360))  # fmt: skip
+    rgb = np.asarray(Image.open(path).convert("RGB"))
+    for b in range(model.nb):
+        assert _hue_pixels(rgb, _COLORS[b]) > 40, f"body {model.body_names[b]} not drawn"
+
+
+def test_ground_anchor_and_rail_hold_the_ground_points():
+    """The ground is drawn where bodies attach to it: an anchor at the crank's pivot, and a
+    rail under the slider at every frame while it slides along global x (the motion here is
+    made up: only the slider moves, by -0.05 to 0.1)."""
+    model = mbd.models.slider_crank()
+    n = 7
+    t = np.linspace(0.0, 1.0, n)
+    slider = model.body_names.index("slider")
+    r = np.broadcast_to(np.asarray(model.r0), (n, model.nb, 3)).copy()
+    r[:, slider, 0] += np.linspace(-0.05, 0.1, n)
+    sol = _solution(model, t, r, np.broadcast_to(np.asarray(model.A0), (n, model.nb, 3, 3)))
+    scene = _scene(model, sol, fps=6, speed=1, max_frames=n, traces=None, resolution=16)
+    assert scene.names[-1] == "ground" and len(scene.verts) == model.nb + 1
+    tri = scene.verts[-1][0][scene.faces[-1]]
+    assert len(scene.t) == n
+    for k in range(n):
+        assert _winding_number(r[k, slider], tri) > 0.5, f"slider off its rail at t = {t[k]}"
+    assert _winding_number(np.array([0.0, 0.1, 0.12]), tri) > 0.5  # the crank's pivot
+    assert _winding_number(np.array([0.0, 0.1, 0.3]), tri) < 0.5  # nothing else

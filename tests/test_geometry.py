@@ -129,3 +129,75 @@ def test_bad_shapes_name_file_body_and_field(tmp_path, shape, message):
         mbd.load_model(path)
     text = str(err.value)
     assert str(path) in text and "'link'" in text and message in text
+
+
+# ----------------------------------------------------------------------------- default look
+
+
+def test_joint_points_prefer_the_coincident_points():
+    """Slider crank: the rod's ends are the ball joint's CD point and the revolute-cylindrical
+    pair's DP2 point (not its D row's construction point 1 m away on the slider); the ground
+    holds the crank's pivot and the slider's reference point, in global coordinates."""
+    model = mbd.models.slider_crank()
+    got = {(p.joint, model.body_label(p.body)): (p.point.tolist(), p.kind)
+           for p in G.joint_points(model)}  # fmt: skip
+    assert got == {
+        ("rev_A", "ground"): ([0.0, 0.1, 0.12], "CD"),
+        ("rev_A", "crank"): ([0.0, 0.0, 0.0], "CD"),
+        ("sphere_B", "rod"): ([-0.15, 0.0, 0.0], "CD"),
+        ("sphere_B", "crank"): ([0.0, 0.08, 0.0], "CD"),
+        ("rev_cyl_C", "rod"): ([0.15, 0.0, 0.0], "DP2"),
+        ("rev_cyl_C", "slider"): ([0.0, 0.0, 0.0], "DP2"),
+        ("trans_D", "slider"): ([0.0, 0.0, 0.0], "DP2"),
+        ("trans_D", "ground"): ([0.2, 0.0, 0.0], "DP2"),
+    }
+    (slide,) = G.ground_slides(model)
+    assert (slide.joint, model.body_names[slide.body]) == ("trans_D", "slider")
+    np.testing.assert_allclose(np.abs(slide.axis), [1, 0, 0], atol=1e-12)
+    np.testing.assert_allclose(slide.origin, [0.2, 0, 0])
+    assert G.ground_slides(mbd.models.cylindrical_pair()) == []  # a pair of two bodies
+
+
+def _distance_to_segment(V, a, b):
+    t = np.clip((V - a) @ (b - a) / ((b - a) @ (b - a)), 0.0, 1.0)
+    return np.linalg.norm(V - (a + t[:, None] * (b - a)), axis=1)
+
+
+def test_stick_figure_capsules_join_the_centre_of_mass_and_the_points():
+    """Every vertex of each capsule lies at the radius from its segment: a rod's two ends on
+    either side of the centre of mass give one capsule from end to end, another point its own
+    capsule from the centre of mass; points at the centre or repeated give none."""
+    radius = 0.05
+    ends = [np.array([-1.0, 0, 0]), np.array([2.0, 0, 0]), np.array([0.0, 0.5, 0.5])]
+    shapes = G.stick_figure([ends[0], ends[1], ends[2], ends[1], np.zeros(3)], radius)
+    assert [s.kind for s in shapes] == ["capsule", "capsule"]
+    for shape, (a, b) in zip(shapes, [(ends[1], ends[0]), (np.zeros(3), ends[2])], strict=True):
+        V, _ = shape.mesh(16)
+        np.testing.assert_allclose(_distance_to_segment(V, a, b), radius, rtol=1e-12)
+        assert shape.param("radius") == radius
+        np.testing.assert_allclose(shape.param("length"), np.linalg.norm(b - a), rtol=1e-12)
+
+
+def test_default_shapes_of_the_builtin_mechanisms():
+    """Slider crank: crank and rod are single capsules, thin against their links, the slider
+    (all its joint points at its centre of mass) is its box of equal inertia, at least two
+    radii wide. Spinning top: a capsule to the pivot and a bob at most half the link long.
+    The ground: an anchor at the crank's pivot and the slider's rail."""
+    model = mbd.models.slider_crank()
+    crank, rod, slider = G.default_shapes(model)
+    radius = G.stick_radius(model)
+    assert 0.01 * 0.3 < radius < 0.1 * 0.08  # thin against the crank (0.08) and rod (0.3)
+    assert [s.kind for s in crank] == ["capsule"] and [s.kind for s in rod] == ["capsule"]
+    np.testing.assert_allclose(rod[0].param("length"), 0.3, rtol=1e-12)
+    (block,) = slider
+    box = G.equivalent_box(2.0, [1e-4] * 3)
+    np.testing.assert_allclose(block.param("size"), np.maximum(box.param("size"), 2 * radius))
+    assert model.shapes == () and G.body_shapes(model, 1) == rod
+    kinds = sorted(s.kind for s in G.ground_shapes(model))
+    assert kinds == ["box", "capsule"]
+
+    top = mbd.models.spinning_top()
+    stick, bob = G.default_shapes(top)[0]
+    link = np.linalg.norm([0.1, 0.05, 0.2])
+    assert stick.kind == "capsule" and np.isclose(stick.param("length"), link)
+    assert bob.kind == "box" and max(bob.param("size")) <= 0.5 * link + 1e-12
