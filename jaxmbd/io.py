@@ -19,7 +19,8 @@ Own schema (``"format": "jaxmbd-model"``)::
      "solver": {"h": ..., "t_end": ..., "tol": ...}}
 
 Shapes (optional, drawing only; fields in :mod:`jaxmbd.geometry`) are in the body frame;
-a body without shapes is drawn as its box of equal inertia. Joint points and axes are
+a body without shapes is drawn as a stick figure joining its joint points (see
+:func:`jaxmbd.geometry.default_shapes`). Joint points and axes are
 global, at the initial configuration; GCON vectors are in body frames. The published
 files (uwsbel/sbel-reproducibility) have no masses: they load with unit masses and inertias
 and a warning unless ``masses`` supplies them.

@@ -74,7 +74,7 @@ class Model(eqx.Module):
     f_offset: jax.Array  # (nc,) constant part of each row's f(t)
     drivers: tuple[DriverGroup, ...]
     forces: tuple[AbstractForce, ...]
-    # visual geometry per body (drawing only, static; () = box of equal inertia)
+    # visual geometry per body (drawing only, static; () = the default stick figure)
     shapes: tuple[tuple[Shape, ...], ...] = eqx.field(static=True, default=())
 
     @property
@@ -283,7 +283,7 @@ class ModelBuilder:
         ``r`` is the centre of mass, ``inertia`` is about the centre of mass in the body frame
         (3 principal moments or a 3x3 matrix), ``omega`` is in the body frame. ``shapes``:
         visual geometry in the body frame (:mod:`jaxmbd.geometry` shapes or their dicts);
-        none = the box of equal inertia.
+        none = a stick figure joining its joint points (:func:`jaxmbd.geometry.default_shapes`).
         """
         where = f"body '{name}'"
         if not isinstance(name, str) or not name:
