@@ -39,7 +39,7 @@ class _Scene:
 
     t: np.ndarray  # (F,) frame times
     r: np.ndarray  # (F, nb, 3) centres of mass at the frames
-    verts: list[np.ndarray]  # per body, then the ground's anchors if any: (F, n, 3) world
+    verts: list[np.ndarray]  # per body, then the ground (anchors, rails) if drawn: (F, n, 3)
     faces: list[np.ndarray]  # per entry of verts: (k, 3)
     colors: list[np.ndarray]  # per entry of verts: (k, 3) RGB, one per face
     names: tuple[str, ...]  # per entry of verts: the bodies' names, then "ground"

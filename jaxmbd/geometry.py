@@ -508,7 +508,7 @@ def ground_slides(model) -> list[GroundSlide]:
     return out
 
 
-def ground_shapes(model, travel: dict[str, tuple[float, float]] | None = None) -> tuple:
+def ground_shapes(model, travel: dict[str, tuple[float, float]] | None = None) -> tuple[Shape, ...]:
     """The ground's part of the default look (global frame), dark: a cube three capsule
     radii wide where a body is attached to the ground by coincident points (CD rows of
     spherical, revolute and universal joints), and a rail along each sliding joint to the
