@@ -1,13 +1,17 @@
 """Command line: ``jaxmbd kinematics MODEL ...``, ``jaxmbd simulate MODEL ...``,
-``jaxmbd animate RUN_OR_MODEL --out x.gif``, ``jaxmbd info MODEL``.
+``jaxmbd animate RUN_OR_MODEL --out x.gif``, ``jaxmbd info MODEL``, ``jaxmbd models``.
 
-MODEL is a model file (jaxmbd schema or a published SimEngineMBD file) or a built-in name:
-single_pendulum, double_pendulum, four_link, slider_crank.
+MODEL is a model file (jaxmbd schema, MJCF, URDF or a published SimEngineMBD file) or a
+built-in name (``jaxmbd models`` lists them, from :data:`jaxmbd.models.REGISTRY`); a
+generated built-in takes its size after a colon (``pendulum_chain:16``). A built-in runs
+with its own default formulation and that formulation's default integrator unless
+``--formulation`` / ``--integrator`` say otherwise.
 """
 
 from __future__ import annotations
 
 import ast
+import itertools
 import logging
 import math
 import time
@@ -16,17 +20,23 @@ from typing import Annotated
 
 import numpy as np
 import typer
+from rich import box
 from rich.console import Console
 from rich.logging import RichHandler
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from .errors import ModelError, SolverError
+from .integrators import DEFAULT_INTEGRATOR
 from .io import load_model
 from .kinematics import kinematics as run_kinematics
 from .model import Model
-from .models import BUILTIN, load
+from .models import REGISTRY, Builtin, load
 from .simulation import simulate as run_simulate
+
+#: Help texts derived from the integrators' tables (never repeated here).
+_FORMULATIONS = ", ".join(DEFAULT_INTEGRATOR)
+_DEFAULTS = ", ".join(f"{f} {i}" for f, i in DEFAULT_INTEGRATOR.items())
 
 app = typer.Typer(
     add_completion=False,
@@ -74,9 +84,27 @@ def _check_run_options(h, t_end, tol, out, plot):
     _output(plot, "--plot", (".png", ".pdf", ".svg"))
 
 
+def _builtin(model: str) -> tuple[Builtin, int | None] | None:
+    """(metadata, size) of a built-in name, ``NAME:SIZE`` for a generated one, else None."""
+    name, colon, size = model.partition(":")
+    entry = REGISTRY.get(name)
+    if entry is None or (colon and entry.size_argument is None):
+        return None
+    if not colon:
+        return entry, None
+    if not (size.isascii() and size.isdigit()) or int(size) < 1:
+        raise typer.BadParameter(
+            f"{name} takes a positive integer {entry.size_argument} after the colon "
+            f"(e.g. {name}:{entry.default_size}), got {size!r}",
+            param_hint="MODEL",
+        )
+    return entry, int(size)
+
+
 def _load(model: str) -> Model:
-    if model in BUILTIN:
-        return load(model)
+    found = _builtin(model)
+    if found is not None:
+        return load(found[0].name, found[1])
     path = Path(model)
     try:
         exists = path.is_file()
@@ -84,10 +112,28 @@ def _load(model: str) -> Model:
         raise typer.BadParameter(f"cannot use {model[:80]!r}: {err}", param_hint="MODEL") from None
     if not exists:
         raise typer.BadParameter(
-            f"{model!r} is neither a file nor a built-in model ({', '.join(BUILTIN)})",
+            f"{model!r} is neither a file nor a built-in model ({', '.join(REGISTRY)}; "
+            "jaxmbd models lists them)",
             param_hint="MODEL",
         )
     return load_model(path)
+
+
+def _run_defaults(model: str, formulation: str | None, integrator: str | None):
+    """(formulation, options) for a run: a built-in's default formulation (a file: rA), and
+    the registry's options of the model (six_body_linkage: dof=1), which apply only with
+    that formulation and its default integrator, the pair they were chosen for."""
+    found = _builtin(model)
+    entry = found[0] if found else None
+    if formulation is None:
+        formulation = entry.formulation if entry else "rA"
+    if (
+        entry is not None
+        and formulation == entry.formulation
+        and integrator in (None, DEFAULT_INTEGRATOR.get(formulation))
+    ):
+        return formulation, dict(entry.options)
+    return formulation, {}
 
 
 def _summary(model: Model, sol, seconds: float, out: Path | None, plot: Path | None):
@@ -163,7 +209,7 @@ def _run_analysis(
     if plot:
         from .plot import plot_solution
 
-        plot_solution(sol, plot, title=f"{m.name}: {label} ({options['formulation']})")
+        plot_solution(sol, plot, title=f"{m.name}: {label} ({sol.formulation})")
     if animate:
         try:
             _animate(m, sol, animate, None, 25.0, 1.0)
@@ -214,7 +260,10 @@ def kinematics(
 @app.command()
 def simulate(
     model: Annotated[str, typer.Argument(help="model file or built-in name")],
-    formulation: Annotated[str, typer.Option(help="rA, rp, re, se3, director or rotmat")] = "rA",
+    formulation: Annotated[
+        str | None,
+        typer.Option(help=f"{_FORMULATIONS} (default: the built-in's own, see jaxmbd models; rA)"),
+    ] = None,
     h: Annotated[float, typer.Option("--h", help="step size [s]")] = 1e-3,
     t_end: Annotated[float, typer.Option("--t-end", help="end time [s]")] = 3.0,
     tol: Annotated[
@@ -224,13 +273,13 @@ def simulate(
         ),
     ] = None,
     integrator: Annotated[
-        str,
+        str | None,
         typer.Option(
-            help="gen_alpha (second order, default), backward_euler (paper 1), rkmk "
-            "(se3/rA, Mueller-Terze), energy_momentum (director, Betsch-Leyendecker) or rk "
-            "(rotmat/rp/re, Dumitriu-Margaritescu)"
+            help="gen_alpha (second order), backward_euler (paper 1), rkmk (Mueller-Terze), "
+            "energy_momentum (Betsch-Leyendecker) or rk (Dumitriu-Margaritescu); default: "
+            f"the formulation's ({_DEFAULTS})"
         ),
-    ] = "gen_alpha",
+    ] = None,
     rho_inf: Annotated[
         float | None,
         typer.Option("--rho-inf", help="gen_alpha spectral radius at infinity in [0, 1] (0.9)"),
@@ -267,7 +316,8 @@ def simulate(
     ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ):
-    """Dynamics with any formulation and integrator pair (default: rA, generalized-alpha)."""
+    """Dynamics with any formulation and integrator pair (default: the model's formulation,
+    then that formulation's integrator)."""
     _check_run_options(h, t_end, tol, out, plot)
     extra = _parse_options(option or [])
     named = {"formulation", "t_end", "h", "tol", "integrator", "rho_inf", "variant", "newton",
@@ -278,6 +328,7 @@ def simulate(
             f"{clash} have their own options (--{clash[0].replace('_', '-')})",
             param_hint="--option",
         )
+    formulation, model_options = _run_defaults(model, formulation, integrator)
     _run_analysis(
         run_simulate,
         "dynamics",
@@ -295,7 +346,7 @@ def simulate(
         variant=variant,
         newton=newton,
         save_every=save_every,
-        **extra,
+        **{**model_options, **extra},
     )
 
 
@@ -329,7 +380,9 @@ def animate_command(
     model: Annotated[
         str | None, typer.Option(help="the model of a .npz run (file or built-in name)")
     ] = None,
-    formulation: Annotated[str, typer.Option(help="when simulating a model")] = "rA",
+    formulation: Annotated[
+        str | None, typer.Option(help="when simulating a model (default: the model's own)")
+    ] = None,
     integrator: Annotated[str | None, typer.Option(help="when simulating a model")] = None,
     h: Annotated[float, typer.Option("--h", help="step size [s] when simulating")] = 1e-3,
     t_end: Annotated[float, typer.Option("--t-end", help="end time [s] when simulating")] = 2.0,
@@ -369,10 +422,16 @@ def animate_command(
                 raise typer.BadParameter(
                     f"unknown bodies {unknown}; known: {list(m.body_names)}", param_hint="--trace"
                 )
-            options = {} if integrator is None else {"integrator": integrator}
+            formulation, options = _run_defaults(run, formulation, integrator)
             sol = _with_progress(
                 lambda report: run_simulate(
-                    m, formulation=formulation, h=h, t_end=t_end, progress=report, **options
+                    m,
+                    formulation=formulation,
+                    integrator=integrator,
+                    h=h,
+                    t_end=t_end,
+                    progress=report,
+                    **options,
                 ),
                 "dynamics",
             )
@@ -381,6 +440,30 @@ def animate_command(
         console.print(f"[red]error:[/red] {err}")
         raise typer.Exit(code=1) from None
     Console().print(f"animation: {path} ({len(sol.t)} steps, {m.nb} bodies)")
+
+
+@app.command()
+def models():
+    """List the built-in models by paper: default formulation and integrator, description."""
+    table = Table(title="built-in models: jaxmbd simulate NAME", box=box.SIMPLE_HEAD)
+    table.add_column("model", no_wrap=True)
+    table.add_column("formulation", no_wrap=True)
+    table.add_column("integrator", no_wrap=True)
+    table.add_column("description")
+    for paper, entries in itertools.groupby(REGISTRY.values(), key=lambda e: e.paper):
+        table.add_row(f"[bold]{paper}[/bold]")
+        for entry in entries:
+            name, description = entry.name, entry.description
+            if entry.size_argument is not None:
+                name += ":N"
+                description += f" (N = {entry.size_argument}, default {entry.default_size})"
+            if entry.options:
+                description += "; runs with " + ", ".join(
+                    f"{k}={v}" for k, v in entry.options.items()
+                )
+            integrator = DEFAULT_INTEGRATOR.get(entry.formulation, "-")
+            table.add_row(f"  {name}", entry.formulation, integrator, description)
+    Console().print(table)
 
 
 @app.command()
@@ -403,6 +486,10 @@ def info(model: Annotated[str, typer.Argument(help="model file or built-in name"
             np.array2string(np.diagonal(np.asarray(m.inertia[b])), precision=6),
         )
     Console().print(table)
+    found = _builtin(model)
+    if found is not None:
+        entry = found[0]
+        Console().print(f"built-in: {entry.paper}; default formulation {entry.formulation}")
     counts = ", ".join(f"{k} {v}" for k, v in m.gcon_counts().items() if v)
     Console().print(f"constraint equations: {m.nc} ({counts})")
     Console().print(f"degrees of freedom: {6 * m.nb - m.nc}")

@@ -1,10 +1,13 @@
 """Command line: runs a built-in example, writes results and a plot."""
 
 import numpy as np
+import pytest
 from typer.testing import CliRunner
 
 import jaxmbd as mbd
 from jaxmbd.cli import app
+from jaxmbd.integrators import DEFAULT_INTEGRATOR
+from jaxmbd.models import BUILTIN, REGISTRY
 
 
 def test_kinematics_command(tmp_path):
@@ -100,3 +103,90 @@ def test_simulate_command_integrator_options(tmp_path):
     assert bad.exit_code == 1 and "rho_inf must lie in [0, 1]" in bad.output
     bad = CliRunner().invoke(app, args + ["--integrator", "rk9"])
     assert bad.exit_code == 1 and "unknown integrator" in bad.output
+
+
+# ---------------------------------------------------------------- built-in models, defaults
+
+WIDE = {"COLUMNS": "200"}  # rich tables unwrapped, so that each row reads as one line
+
+
+def _models_table() -> dict[str, tuple[str, list[str]]]:
+    """`jaxmbd models` parsed: model name -> (paper heading above it, the row's words)."""
+    result = CliRunner().invoke(app, ["models"], env=WIDE)
+    assert result.exit_code == 0, result.output
+    papers = {entry.paper for entry in REGISTRY.values()}
+    rows, paper = {}, None
+    for line in result.output.splitlines():
+        words = line.split()
+        if line.strip() in papers:
+            paper = line.strip()
+        elif words and words[0].removesuffix(":N") in REGISTRY:
+            rows[words[0].removesuffix(":N")] = (paper, words)
+    return rows
+
+
+def test_models_command_lists_every_builtin():
+    """Every registry entry appears once, under its paper, with its default formulation and
+    that formulation's default integrator; generated models show their size syntax."""
+    rows = _models_table()
+    assert list(rows) == list(REGISTRY)
+    for name, entry in REGISTRY.items():
+        paper, words = rows[name]
+        assert paper == entry.paper, name
+        assert words[1:3] == [entry.formulation, DEFAULT_INTEGRATOR[entry.formulation]], name
+        assert (words[0] == f"{name}:N") == (entry.size_argument is not None), name
+    expected = {"four_link": "Kissel, Taves & Negrut", "heavy_top": "Mueller & Terze",
+                "gyro_top": "Betsch & Leyendecker", "bar_double_pendulum":
+                "Dumitriu & Margaritescu", "engine": "generated"}  # fmt: skip
+    assert {name: rows[name][0] for name in expected} == expected
+
+
+@pytest.mark.parametrize("name", BUILTIN)
+def test_every_builtin_runs_with_its_defaults(name, tmp_path):
+    """`jaxmbd simulate NAME` with no --formulation / --integrator: the model's default
+    formulation and that formulation's default integrator (six_body_linkage needs its
+    registry option dof=1), three steps, exit 0, a summary naming the pair and every body,
+    and a saved Solution with finite states and verified steps."""
+    entry, out = REGISTRY[name], tmp_path / "run.npz"
+    integrator = DEFAULT_INTEGRATOR[entry.formulation]
+    args = ["simulate", name, "--h", "1e-3", "--t-end", "0.003", "--out", str(out)]
+    result = CliRunner().invoke(app, args, env=WIDE)
+    assert result.exit_code == 0, result.output
+    assert f": {entry.formulation}, {integrator}, 3 steps" in result.output
+    sol = mbd.Solution.load(out)
+    assert (sol.formulation, sol.integrator) == (entry.formulation, integrator)
+    for body in sol.body_names:
+        assert f"r of {body} at t_end" in result.output
+    assert sol.r.shape == (4, len(sol.body_names), 3) and np.all(np.isfinite(sol.r))
+    assert np.all(np.asarray(sol.status) == 0)
+    assert np.max(np.abs(sol.r[-1] - sol.r[0])) > 0  # it moved
+
+
+def test_simulate_se3_uses_the_se3_default_integrator(tmp_path):
+    """`--formulation se3` alone runs rkmk (se3's default), the library's own run; an
+    invalid pair exits 1 with the library's message, no traceback."""
+    out = tmp_path / "top.npz"
+    args = ["simulate", "heavy_top", "--formulation", "se3", "--h", "1e-3", "--t-end", "0.003"]
+    result = CliRunner().invoke(app, args + ["--out", str(out)], env=WIDE)
+    assert result.exit_code == 0, result.output
+    sol = mbd.Solution.load(out)
+    assert sol.integrator == DEFAULT_INTEGRATOR["se3"] == "rkmk"
+    ref = mbd.simulate(mbd.models.heavy_top(), formulation="se3", t_end=0.003, h=1e-3)
+    np.testing.assert_allclose(np.asarray(sol.r), np.asarray(ref.r), rtol=0, atol=1e-14)
+    bad = CliRunner().invoke(app, args + ["--integrator", "energy_momentum"], env=WIDE)
+    assert bad.exit_code == 1 and "Traceback" not in bad.output
+    assert "energy_momentum" in bad.output and "se3" in bad.output
+
+
+def test_generated_model_size_after_a_colon(tmp_path):
+    """NAME:N builds a generated model of size N; a bad size or a size on a fixed model is a
+    usage error (exit 2) naming the problem."""
+    out = tmp_path / "chain.npz"
+    args = ["--h", "1e-3", "--t-end", "0.002", "--out", str(out)]
+    result = CliRunner().invoke(app, ["simulate", "pendulum_chain:2", *args], env=WIDE)
+    assert result.exit_code == 0, result.output
+    assert mbd.Solution.load(out).body_names == ("link0", "link1")
+    bad = CliRunner().invoke(app, ["info", "engine:two"], env=WIDE)
+    assert bad.exit_code == 2 and "n_cylinders" in bad.output
+    bad = CliRunner().invoke(app, ["info", "heavy_top:3"], env=WIDE)
+    assert bad.exit_code == 2 and "neither a file nor a built-in model" in bad.output
