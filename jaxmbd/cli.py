@@ -92,10 +92,12 @@ def _builtin(model: str) -> tuple[Builtin, int | None] | None:
         return None
     if not colon:
         return entry, None
-    if not (size.isascii() and size.isdigit()) or int(size) < 1:
+    # digits only and few of them: int() of thousands of digits raises, and a huge model
+    # would take all memory before any message
+    if not (size.isascii() and size.isdigit() and len(size) <= 6) or int(size) < 1:
         raise typer.BadParameter(
-            f"{name} takes a positive integer {entry.size_argument} after the colon "
-            f"(e.g. {name}:{entry.default_size}), got {size!r}",
+            f"{name} takes a positive integer {entry.size_argument} below a million after "
+            f"the colon (e.g. {name}:{entry.default_size}), got {size[:20]!r}",
             param_hint="MODEL",
         )
     return entry, int(size)

@@ -186,7 +186,8 @@ def test_generated_model_size_after_a_colon(tmp_path):
     result = CliRunner().invoke(app, ["simulate", "pendulum_chain:2", *args], env=WIDE)
     assert result.exit_code == 0, result.output
     assert mbd.Solution.load(out).body_names == ("link0", "link1")
-    bad = CliRunner().invoke(app, ["info", "engine:two"], env=WIDE)
-    assert bad.exit_code == 2 and "n_cylinders" in bad.output
+    for size in ("two", "0", "9" * 5000):
+        bad = CliRunner().invoke(app, ["info", f"engine:{size}"], env=WIDE)
+        assert bad.exit_code == 2 and "n_cylinders" in bad.output, size
     bad = CliRunner().invoke(app, ["info", "heavy_top:3"], env=WIDE)
     assert bad.exit_code == 2 and "neither a file nor a built-in model" in bad.output
