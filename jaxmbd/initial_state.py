@@ -10,6 +10,8 @@ import jax
 import jax.numpy as jnp
 
 from . import _config  # noqa: F401
+from ._min_norm import PINV_RTOL, min_norm_solve
+from ._rigid_body import mass_blocks, newton_euler_forces
 from .equations import (
     _row_bodies,
     constraint_values,
@@ -18,7 +20,7 @@ from .equations import (
     rA_terms,
     rA_terms_rows,
 )
-from .forces import BodyState, applied_forces
+from .forces import BodyState
 from .formulations import AbstractFormulation
 from .lie import hat, so3_exp, vee
 from .linear import dense
@@ -68,9 +70,6 @@ def consistent_initial_state(
         state, v, info = _structured_start(model, t, tol, max_iter)
         return (state, *_report(model, state, v, info))
 
-    def min_norm_solve(G, rhs):
-        return _min_norm(G, rhs, redundant)
-
     if model.nc and redundant:
         q, info = _project_positions(model, t, tol, max_iter, redundant)
     elif model.nc:
@@ -83,22 +82,12 @@ def consistent_initial_state(
     r, A = q
     _, G, nu, _ = rA_terms(model, r, A, zero, zero, t)
     v0 = jnp.concatenate([model.rdot0, model.omega0], 1).reshape(-1)
-    v = v0 + (min_norm_solve(G, nu - G @ v0) if model.nc else 0.0)
+    v = v0 + (min_norm_solve(G, nu - G @ v0, redundant=redundant)[0] if model.nc else 0.0)
     v = v.reshape(nb, 6)
     rdot, omega = v[:, :3], v[:, 3:]
     _, _, _, gamma = rA_terms(model, r, A, rdot, omega, t)
-    f, n = applied_forces(model.forces, t, BodyState(r, A, rdot, omega), model.mass, model.gravity)
-    J = model.inertia
-    Q = jnp.concatenate([f, n - jnp.cross(omega, jnp.einsum("bij,bj->bi", J, omega))], 1)
-    eye = jnp.broadcast_to(jnp.eye(3), (nb, 3, 3))
-    zeros = jnp.zeros((nb, 3, 3))
-    M = jnp.concatenate(
-        [
-            jnp.concatenate([model.mass[:, None, None] * eye, zeros], 2),
-            jnp.concatenate([zeros, J], 2),
-        ],
-        1,
-    )
+    Q = jnp.concatenate(newton_euler_forces(model, t, BodyState(r, A, rdot, omega)), 1)
+    M = mass_blocks(model.mass, model.inertia)
     M = jnp.einsum("ab,aij->aibj", jnp.eye(nb), M).reshape(6 * nb, 6 * nb)
     nc = model.nc
     if redundant:  # a = M^-1 (Q - G^T lam), lam = (G M^-1 G^T)^+ (G M^-1 Q - gamma)
@@ -132,20 +121,6 @@ def _report(model, state, v, info):
     finite = finite & jnp.all(jnp.isfinite(lam)) & jnp.all(jnp.isfinite(v))
     status = jnp.where(finite, info.status, NONFINITE)
     return correction, info._replace(status=status)
-
-
-def _body_mass_blocks(model):
-    """diag(m I, J) per body, (nb, 6, 6)."""
-    nb = model.nb
-    eye = jnp.broadcast_to(jnp.eye(3), (nb, 3, 3))
-    zeros = jnp.zeros((nb, 3, 3))
-    return jnp.concatenate(
-        [
-            jnp.concatenate([model.mass[:, None, None] * eye, zeros], 2),
-            jnp.concatenate([zeros, model.inertia], 2),
-        ],
-        1,
-    )
 
 
 def _per_row(model, ji, jj, per_body):
@@ -226,26 +201,15 @@ def _structured_start(model, t, tol, max_iter):
     v = v0.reshape(-1) + solve(identity, rows, rows, jnp.zeros(n, b.dtype), b)[:n]
     rdot, omega = v.reshape(nb, 6)[:, :3], v.reshape(nb, 6)[:, 3:]
     gamma = rA_terms_rows(model, r, A, rdot, omega, t)[4]
-    f, n_bar = applied_forces(
-        model.forces, t, BodyState(r, A, rdot, omega), model.mass, model.gravity
-    )
-    J = model.inertia
-    Q = jnp.concatenate([f, n_bar - jnp.cross(omega, jnp.einsum("bij,bj->bi", J, omega))], 1)
-    sol = solve(_body_mass_blocks(model), rows, rows, Q.reshape(-1), gamma)
+    Q = jnp.concatenate(newton_euler_forces(model, t, BodyState(r, A, rdot, omega)), 1)
+    sol = solve(mass_blocks(model.mass, model.inertia), rows, rows, Q.reshape(-1), gamma)
     acc, lam = sol[:n].reshape(nb, 6), sol[n:]
     return (r, A, rdot, omega, acc[:, :3], acc[:, 3:], lam), v, info
 
 
 def _pinv(A):
     """SVD pseudo-inverse with a relative cut-off well above round-off (dependent rows)."""
-    return jnp.linalg.pinv(A, rtol=1e-10)
-
-
-def _min_norm(G, rhs, redundant: bool):
-    """Minimum-norm solution of G x = rhs: G^T (G G^T)^-1 rhs, or G^+ rhs (dependent rows)."""
-    if redundant:
-        return _pinv(G) @ rhs
-    return G.T @ dense.solve(G @ G.T, rhs)
+    return jnp.linalg.pinv(A, rtol=PINV_RTOL)
 
 
 def _min_norm_newton(model, t, tol, max_iter, redundant=False):
@@ -266,7 +230,7 @@ def _min_norm_newton(model, t, tol, max_iter, redundant=False):
         (model.r0, model.A0),
         tol=tol,
         max_iter=max_iter,
-        linear_solve=lambda G, rhs: _min_norm(G, rhs, redundant),
+        linear_solve=lambda G, rhs: min_norm_solve(G, rhs, redundant=redundant)[0],
     )
 
 
@@ -344,7 +308,7 @@ def _project_positions_jvp(tol, max_iter, redundant, primals, tangents):
     # Phi_p p_dot at the projected configuration (r0, A0 do not enter Phi)
     _, phi_p = jax.jvp(lambda m: constraint_values(m, r, A, t), (model,), (model_dot,))
     rhs = G @ q0_dot + phi_p
-    delta = q0_dot - _min_norm(G, rhs, redundant)
+    delta = q0_dot - min_norm_solve(G, rhs, redundant=redundant)[0]
     d = delta.reshape(nb, 6)
     A_dot = jnp.einsum("bij,bjk->bik", A, hat(d[:, 3:]))
     zeros_info = jax.tree_util.tree_map(

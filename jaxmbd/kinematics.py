@@ -18,6 +18,7 @@ import jax.numpy as jnp
 from . import _config  # noqa: F401
 from ._checks import finish, is_traced, resolve_throw, solution_from_outputs
 from ._jit import jit
+from ._rigid_body import newton_euler_forces
 from ._stepping import (
     SUMMARIES,
     check_euler_angle_start,
@@ -28,7 +29,7 @@ from ._stepping import (
 )
 from .equations import rA_terms
 from .errors import ModelError
-from .forces import BodyState, applied_forces
+from .forces import BodyState
 from .formulations import AbstractFormulation, get_formulation
 from .integrators.base import choose_structured, own_linear_solve
 from .linear.square import factor_square, layout_for_formulation
@@ -127,13 +128,9 @@ def inverse_dynamics_multipliers(
 
 
 def _inverse_dynamics_rhs(model, r, A, rdot, omega, rddot, omegadot, t):
-    f, n_bar = applied_forces(
-        model.forces, t, BodyState(r, A, rdot, omega), model.mass, model.gravity
-    )
-    J = model.inertia
-    Jw = jnp.einsum("bij,bj->bi", J, omega)
+    f, torque = newton_euler_forces(model, t, BodyState(r, A, rdot, omega))
     rhs_r = f - model.mass[:, None] * rddot
-    rhs_w = n_bar - jnp.cross(omega, Jw) - jnp.einsum("bij,bj->bi", J, omegadot)
+    rhs_w = torque - jnp.einsum("bij,bj->bi", model.inertia, omegadot)
     return jnp.concatenate([rhs_r, rhs_w], axis=1).reshape(-1)
 
 

@@ -35,15 +35,10 @@ from typing import ClassVar
 import equinox as eqx
 import jax.numpy as jnp
 
+from .._rigid_body import euler_tensor  # E = 1/2 tr(J) I - J (eq. 20/158)
 from ..forces import BodyState, SpringDamper, applied_forces
 from ..lie import hat, vee
 from .base import AbstractAutodiffFormulation
-
-
-def euler_tensor(J):
-    """E = 1/2 tr(J) I - J (eq. 20/158) of inertia tensors J (..., 3, 3)."""
-    tr = jnp.trace(J, axis1=-2, axis2=-1)
-    return 0.5 * tr[..., None, None] * jnp.eye(3) - J
 
 
 def _skew_part(W):

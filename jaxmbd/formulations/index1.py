@@ -25,8 +25,9 @@ import jax
 import jax.numpy as jnp
 
 from .. import _config  # noqa: F401
+from .._rigid_body import mass_blocks, newton_euler_forces
 from ..equations import rA_terms
-from ..forces import BodyState, applied_forces
+from ..forces import BodyState
 from ..linear import dense
 from ..model import Model
 
@@ -91,21 +92,8 @@ def rA_index1_system(model: Model, q, v, t) -> Index1System:
     r, A = q
     rdot, omega = v[:, :3], v[:, 3:]
     _, G, _, gamma = rA_terms(model, r, A, rdot, omega, t)
-    f, n = applied_forces(model.forces, t, BodyState(r, A, rdot, omega), model.mass, model.gravity)
-    J = model.inertia
-    Jw = jnp.einsum("bij,bj->bi", J, omega)
-    nb = model.nb
-    eye = jnp.broadcast_to(jnp.eye(3), (nb, 3, 3))
-    zeros = jnp.zeros((nb, 3, 3))
-    mass = jnp.concatenate(
-        [
-            jnp.concatenate([model.mass[:, None, None] * eye, zeros], 2),
-            jnp.concatenate([zeros, J], 2),
-        ],
-        1,
-    )
-    force = jnp.concatenate([f, n - jnp.cross(omega, Jw)], 1)
-    return Index1System(mass, force, G, gamma)
+    force = jnp.concatenate(newton_euler_forces(model, t, BodyState(r, A, rdot, omega)), 1)
+    return Index1System(mass_blocks(model.mass, model.inertia), force, G, gamma)
 
 
 def index1_system(model: Model, form, q, v, t) -> Index1System:

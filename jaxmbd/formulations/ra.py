@@ -11,6 +11,7 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 
+from .._rigid_body import gyroscopic_damping, gyroscopic_torque, mass_blocks
 from .._small import dot, mm, mv, row_vec_mat
 from ..equations import (
     _row_bodies,
@@ -23,7 +24,7 @@ from ..equations import (
     rA_velocity_sensitivity,
 )
 from ..forces import BodyState, applied_forces
-from ..lie import hat, reorthonormalize, so3_exp, so3_right_jacobian
+from ..lie import reorthonormalize, so3_exp, so3_right_jacobian
 from .base import AbstractFormulation, DynamicsBlocks
 
 
@@ -131,31 +132,17 @@ class RA(AbstractFormulation):
         f, n = self._state_forces(model, q, v, t)
         w = v[:, 3:]
         J = model.inertia
-        Jw = mv(J, w)
         reaction = rA_generalized_reaction(model, jac_i, jac_j, lam)
         g_r = model.mass[:, None] * a[:, :3] + reaction[:, :3] - f
-        g_w = mv(J, a[:, 3:]) + jnp.cross(w, Jw) + reaction[:, 3:] - n
+        g_w = mv(J, a[:, 3:]) + gyroscopic_torque(J, w) + reaction[:, 3:] - n
         g = jnp.concatenate([g_r, g_w], 1).reshape(-1)
         if not linearise:
             return g, phi
         G = rA_jacobian_from_rows(model, jac_i, jac_j)
-        eye = jnp.broadcast_to(jnp.eye(3), (nb, 3, 3))
-        zeros = jnp.zeros((nb, 3, 3))
-
-        def blocks(top_left, bottom_right):
-            return _block_diagonal(
-                jnp.concatenate(
-                    [
-                        jnp.concatenate([top_left, zeros], 2),
-                        jnp.concatenate([zeros, bottom_right], 2),
-                    ],
-                    1,
-                )
-            )
-
-        mass = blocks(model.mass[:, None, None] * eye, J)
-        # d(w~ J w)/dw = w~ J - (J w)~
-        damping = blocks(zeros, mm(hat(w), J) - hat(Jw))
+        mass = _block_diagonal(mass_blocks(model.mass, J))
+        # only the gyroscopic term depends on the velocities: diag(0, d(w~ J w)/dw)
+        damping = jnp.zeros((nb, 6, 6), w.dtype).at[:, 3:, 3:].set(gyroscopic_damping(J, w))
+        damping = _block_diagonal(damping)
         stiffness = rA_reaction_sensitivity(model, r, A, lam, t)
         if model.forces:
             force_q, force_v = self._force_sensitivity(model, q, v, t)

@@ -13,6 +13,7 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 
+from .._rigid_body import gyroscopic_torque
 from ..equations import constraint_values
 from ..linear import dense
 from ..rotations import A_to_zxz, zxz_Bbar, zxz_to_A
@@ -65,8 +66,7 @@ class RE(AbstractAutodiffFormulation):
         B_dot = jax.jvp(zxz_Bbar, (eps,), (eps_dot,))[1]
         J = model.inertia
         w = jnp.einsum("bij,bj->bi", B, eps_dot)
-        Jw = jnp.einsum("bij,bj->bi", J, w)
-        rhs = n - jnp.cross(w, Jw) - jnp.einsum("bij,bjk,bk->bi", J, B_dot, eps_dot)
+        rhs = n - gyroscopic_torque(J, w) - jnp.einsum("bij,bjk,bk->bi", J, B_dot, eps_dot)
         Bt = jnp.swapaxes(B, -1, -2)
         g_r = model.mass[:, None] * a[:, :3] + reaction[:, :3] - f
         g_e = (

@@ -43,6 +43,7 @@ from typing import ClassVar, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from .._rigid_body import euler_tensor
 from ..equations import constraint_values
 from ..forces import BodyState, applied_forces
 from ..lie import hat, vee
@@ -89,10 +90,9 @@ def _mT(X):
     return jnp.swapaxes(X, -1, -2)
 
 
-def poinsot_tensor(inertia):
-    """K = tr(J)/2 I - J (eq. 11): the second-moment (Poinsot) tensor of an inertia J."""
-    tr = jnp.trace(inertia, axis1=-2, axis2=-1)
-    return 0.5 * tr[..., None, None] * jnp.eye(3) - inertia
+#: K = tr(J)/2 I - J (eq. 11): the Poinsot tensor, the second moment of mass, which is the
+#: director formulation's Euler tensor (one function for both).
+poinsot_tensor = euler_tensor
 
 
 def _eig_solve(Q, d, B):

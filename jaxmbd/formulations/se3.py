@@ -25,8 +25,9 @@ from typing import ClassVar
 
 import jax.numpy as jnp
 
+from .._rigid_body import mass_blocks, newton_euler_forces
 from ..equations import constraint_values, rA_jacobian_from_rows, rA_rows, rA_terms
-from ..forces import BodyState, applied_forces
+from ..forces import BodyState
 from ..lie import reorthonormalize, se3_dexpinv, se3_exp
 from ..linear import dense
 from .base import AbstractFormulation
@@ -134,30 +135,14 @@ class SE3(AbstractFormulation):
 
     # -- Newton-Euler equations in the body frame ------------------------------------------
     def _mass_and_force(self, model, q, v, t):
+        """diag(J, m I) and the Newton-Euler forces in the body frame: the translational
+        equation m (v_bar_dot + omega x v_bar) = A^T f moves its Coriolis term to the right."""
         r, A = q
         omega, v_bar = v[:, :3], v[:, 3:]
-        f, n = applied_forces(
-            model.forces, t, BodyState(r, A, _mv(A, v_bar), omega), model.mass, model.gravity
-        )
-        J = model.inertia
-        nb = model.nb
-        eye = jnp.broadcast_to(jnp.eye(3), (nb, 3, 3))
-        zeros = jnp.zeros((nb, 3, 3))
-        mass = jnp.concatenate(
-            [
-                jnp.concatenate([J, zeros], 2),
-                jnp.concatenate([zeros, model.mass[:, None, None] * eye], 2),
-            ],
-            1,
-        )
-        force = jnp.concatenate(
-            [
-                n - jnp.cross(omega, _mv(J, omega)),
-                _mv(jnp.swapaxes(A, -1, -2), f) - model.mass[:, None] * jnp.cross(omega, v_bar),
-            ],
-            1,
-        )
-        return mass, force
+        f, torque = newton_euler_forces(model, t, BodyState(r, A, _mv(A, v_bar), omega))
+        coriolis = model.mass[:, None] * jnp.cross(omega, v_bar)
+        force = jnp.concatenate([torque, _mv(jnp.swapaxes(A, -1, -2), f) - coriolis], 1)
+        return mass_blocks(model.mass, model.inertia, angular_first=True), force
 
     def index1_system(self, model, q, v, t) -> Index1System:
         """M = diag(J, m I), Q = (n_bar - omega x J omega, A^T f - m omega x v_bar), G and

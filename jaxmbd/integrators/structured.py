@@ -28,14 +28,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._rigid_body import gyroscopic_damping, mass_blocks
 from ..equations import (
     _row_bodies,
     rA_rows,
     rA_sensitivity_rows,
     rA_velocity_sensitivity_rows,
 )
-from ..gcons import _mv
-from ..lie import hat, so3_right_jacobian
+from ..lie import so3_right_jacobian
 from ..linear.graph import Layout, newton_layout
 from ..linear.structured import BlockMatrix
 
@@ -154,19 +154,8 @@ def newton_blocks(layout: Layout, model, q1, v1, a, lam, t, delta, disc, rows_n,
     c_q, c_v = disc.c_q, disc.c_v
     P = _positions(layout, model, stabilised)
     bi, bj = _row_bodies(model)
-    eye3 = jnp.eye(3)
-    zeros = jnp.zeros((nb, 3, 3))
-    J = model.inertia
-    w = v1[:, 3:]
-    mass = jnp.concatenate(
-        [
-            jnp.concatenate([model.mass[:, None, None] * eye3, zeros], 2),
-            jnp.concatenate([zeros, J], 2),
-        ],
-        1,
-    )
-    gyro = jnp.einsum("bij,bjk->bik", hat(w), J) - hat(_mv(J, w))
-    body = mass.at[:, 3:, 3:].add(c_v * gyro)
+    gyro = gyroscopic_damping(model.inertia, v1[:, 3:])
+    body = mass_blocks(model.mass, model.inertia).at[:, 3:, 3:].add(c_v * gyro)
     # tangent map diag(I, J_r) per body, identity for the ground
     J_r = so3_right_jacobian(delta.reshape(nb, 6)[:, 3:])
     T = jnp.broadcast_to(jnp.eye(6), (nb + 1, 6, 6)).at[:nb, 3:, 3:].set(J_r)
