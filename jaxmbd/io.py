@@ -39,7 +39,7 @@ import numpy as np
 from .drivers import Expression, ExpressionError, check_expression_derivative, program_to_source
 from .errors import ModelError, ModelFileError
 from .forces import SpringDamper
-from .model import GROUND, MAX_MAGNITUDE, Model, ModelBuilder, _vec3
+from .model import GROUND, MAX_MAGNITUDE, Model, ModelBuilder, _short, _vec3
 
 logger = logging.getLogger("jaxmbd")
 
@@ -352,12 +352,14 @@ def _load_own(path: Path, data: dict) -> Model:
                 path, f"{where}.type", f"unknown force type {kind!r}; known: ['spring_damper']"
             )
         try:
+            body_i = _string(frc, "body_i", path, where)
+            body_j = _string(frc, "body_j", path, where)
             builder.spring_damper(
                 _string(frc, "name", path, where, default=f"force_{k}"),
-                body_i=_string(frc, "body_i", path, where),
-                point_i=_get(frc, "point_i", path, where),
-                body_j=_string(frc, "body_j", path, where),
-                point_j=_get(frc, "point_j", path, where),
+                body_i=body_i,
+                point_i=_force_point(builder, frc, "i", body_i, path, where),
+                body_j=body_j,
+                point_j=_force_point(builder, frc, "j", body_j, path, where),
                 stiffness=_get(frc, "stiffness", path, where),
                 damping=frc.get("damping", 0.0),
                 rest_length=_get(frc, "rest_length", path, where),
@@ -365,6 +367,22 @@ def _load_own(path: Path, data: dict) -> Model:
         except ModelError as err:
             raise ModelFileError(path, where, str(err)) from None
     return builder.build()
+
+
+def _force_point(builder: ModelBuilder, frc: dict, side: str, body: str, path, where):
+    """A force element's ``point_<side>`` in global coordinates at the initial configuration:
+    as written, or from the body frame when ``local_<side>`` is true (what save_model
+    writes)."""
+    point = _get(frc, f"point_{side}", path, where)
+    local = frc.get(f"local_{side}", False)
+    if not isinstance(local, bool):
+        raise ModelFileError(
+            path, f"{where}.local_{side}", f"must be true or false, got {_short(local)}"
+        )
+    if not local:
+        return point
+    r, A = builder._frame(body, where=f"{where}.body_{side}")
+    return r + A @ _vec3(point, where=f"{where}.point_{side}")
 
 
 def _add_gcon(builder: ModelBuilder, name, kind, body_i, body_j, vectors, f, joint):

@@ -158,6 +158,31 @@ def test_own_schema_round_trip(tmp_path, name):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-15, atol=1e-15)
 
 
+def test_round_trip_keeps_spring_damper_attachment_points(tmp_path):
+    """save_model writes a spring's points in the body frames (local_i/local_j); load_model
+    must read them so, not as global points (a rotated, offset body shows the difference)."""
+    c, s_ = np.cos(0.7), np.sin(0.7)
+    b = mbd.ModelBuilder("spring round trip")
+    b.add_body("box", mass=2.0, inertia=(0.1, 0.2, 0.3), r=(0.3, -0.2, 0.5),
+               A=[[c, -s_, 0.0], [s_, c, 0.0], [0.0, 0.0, 1.0]])  # fmt: skip
+    b.spherical("pivot", body_i="ground", body_j="box", point=(0.0, 0.0, 1.0))
+    b.spring_damper(
+        "spring", body_i="ground", point_i=(0.2, 0.1, 0.0), body_j="box", point_j=(0.4, 0.1, 0.6),
+        stiffness=50.0, damping=2.0, rest_length=0.3,
+    )  # fmt: skip
+    model = b.build()
+    again = mbd.load_model(mbd.save_model(model, tmp_path / "spring.json"))
+    for field in ("s_bar_p_i", "s_bar_q_j", "stiffness", "damping", "rest_length"):
+        np.testing.assert_allclose(
+            getattr(again.forces[0], field), getattr(model.forces[0], field), atol=1e-15
+        )
+    bad = json.loads((tmp_path / "spring.json").read_text())
+    bad["forces"][0]["local_j"] = "yes"
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    with pytest.raises(mbd.ModelFileError, match=r"forces\[0\]\.local_j: must be true or false"):
+        mbd.load_model(tmp_path / "bad.json")
+
+
 def test_round_trip_keeps_changed_driver_parameters(tmp_path):
     import equinox as eqx
 
