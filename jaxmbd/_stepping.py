@@ -130,15 +130,11 @@ def run_in_chunks(initial, chunk, n: int, chunk_size: int, progress, *, save_eve
 
 
 def check_euler_angle_start(model: Model, form):
-    if form.name != "re" or is_traced(model):
+    """Refuse a start that the formulation's orientation chart cannot represent (a chart
+    with singularities, e.g. re's ZXZ angles at theta = 0 or pi), naming the body."""
+    if not form.has_chart_singularity or is_traced(model):
         return
-    eps = np.asarray(form.coordinates(model.A0))
-    s = np.abs(np.sin(eps[:, 1]))
-    for b, val in enumerate(s):
-        if val < 1e-3:
-            raise ModelError(
-                f"model '{model.name}', body '{model.body_names[b]}': its initial orientation is "
-                f"at the ZXZ Euler-angle singularity (theta = {np.degrees(eps[b, 1]):.4g} deg); "
-                "the re formulation cannot represent it. Use formulation 'rA' or 'rp', or "
-                "choose body frames whose z axis is not the rotation axis' singular direction."
-            )
+    problems = form.start_chart_problems(model.A0)
+    if problems:
+        b, why = next(iter(problems.items()))
+        raise ModelError(f"model '{model.name}', body '{model.body_names[b]}': {why}")

@@ -73,13 +73,19 @@ def angular_momentum(model: Model, sol: Solution, point=(0.0, 0.0, 0.0)):
 
 
 def _director(sol) -> bool:
-    return sol.formulation == "director" and sol.q is not None and sol.v is not None
+    """Whether ``sol`` holds director coordinates (capability ``director_coordinates``),
+    whose redundant velocities carry the exactly conserved invariants."""
+    from .formulations import formulation_named
+
+    form = formulation_named(sol.formulation)
+    own = sol.q is not None and sol.v is not None
+    return form is not None and form.director_coordinates and own
 
 
 def _director_q(sol):
     from .formulations import get_formulation
 
-    return get_formulation("director"), (sol.q[:, :, :3], sol.q[:, :, 3:])
+    return get_formulation(sol.formulation), (sol.q[:, :, :3], sol.q[:, :, 3:])
 
 
 class Violations(NamedTuple):

@@ -30,7 +30,7 @@ from ._stepping import (
 from .equations import rA_terms
 from .errors import ModelError
 from .forces import BodyState
-from .formulations import AbstractFormulation, get_formulation
+from .formulations import FORMULATIONS, AbstractFormulation, get_formulation
 from .integrators.base import choose_structured, own_linear_solve
 from .linear.square import factor_square, layout_for_formulation
 from .model import Model
@@ -177,7 +177,7 @@ def _kinematic_state(model, form, q, t, structured: bool = False):
     omega, omegadot = form.omega_from_rate(ori, v[:, 3:], a[:, 3:])
     body = (r, A, v[:, :3], omega, a[:, :3], omegadot)
     rhs = _inverse_dynamics_rhs(model, *body, t)
-    if form.name == "rA":  # G is G_rA: reuse its factorisation for lam
+    if form.body_state_coordinates:  # G is G_rA: reuse its factorisation for lam
         lam, rcond_rA = solve(rhs, transpose=True), rcond
     else:
         _, G_rA, nu_rA, gamma_rA = rA_terms(model, r, A, v[:, :3], omega, t)
@@ -289,7 +289,8 @@ def kinematics(
 ) -> Solution:
     """Kinematic analysis of a 0-DOF model on t = k h, k = 0..round(t_end / h).
 
-    ``formulation``: "rA", "rp" or "re". ``tol``: relative Newton tolerance: a position is
+    ``formulation``: a name or object of a formulation with absolute poses (``has_pose``:
+    "rA", "rp", "re", "se3", "director"). ``tol``: relative Newton tolerance: a position is
     accepted when the correction (paper 1 section 4.3) and the constraint residual both pass
     in norms scaled by the mechanism's size (:func:`position_scale`), default 1e-10.
     ``progress(done, total)`` is called between chunks of ``chunk_size`` steps. A failed
@@ -306,6 +307,12 @@ def kinematics(
     """
     throw = resolve_throw(throw, check, "kinematics")
     form = get_formulation(formulation)
+    if not form.has_pose:
+        raise ValueError(
+            f"kinematics: formulation {form.name!r} has no absolute pose coordinates "
+            "(capability 'has_pose'; e.g. rotmat's are relative to the configuration at "
+            f"t = 0); use one of {sorted(n for n, c in FORMULATIONS.items() if c.has_pose)}"
+        )
     _check_kinematic_model(model, form)
     check_euler_angle_start(model, form)
     n = num_steps(t_end, h)

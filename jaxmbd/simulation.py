@@ -139,7 +139,7 @@ def _chart_flags(form: AbstractFormulation, outs):
     """re: the steps at the chart singularity (stepped over by the verified least-squares
     solve of :func:`~jaxmbd.integrators.implicit_step`); None for charts without one."""
     q = outs[10]
-    if q is None or type(form).near_chart_singularity is AbstractFormulation.near_chart_singularity:
+    if q is None or not form.has_chart_singularity:
         return None  # no chart singularity (the default): no slicing of q, no dispatch
     if form.near_chart_singularity((q[0, :, :3], q[0, :, 3:])) is None:
         return None
@@ -163,10 +163,12 @@ def simulate(
 ) -> Solution:
     """Dynamics of ``model`` on t = k h, k = 0..round(t_end / h).
 
-    ``formulation``: "rA", "rp" or "re". ``integrator``: "gen_alpha" (the default: second
-    order, Lie group generalized-alpha, see :class:`~jaxmbd.integrators.GeneralizedAlpha`)
-    or "backward_euler" (first order, paper 1), or an integrator object. A pair that cannot
-    run raises ``ValueError`` listing the valid pairs.
+    ``formulation``: a name ("rA", "rp", "re", "se3", "director", "rotmat") or a formulation
+    object (any :class:`~jaxmbd.formulations.AbstractFormulation`, also one defined outside
+    the package). ``integrator``: a name ("gen_alpha", "backward_euler", "rkmk", "rk",
+    "energy_momentum"; default: the formulation's ``default_integrator``) or an integrator
+    object. An integrator steps every formulation that has the capabilities it requires
+    (``requires``); any other pair raises ``ValueError`` listing the valid pairs.
 
     ``options`` go to the integrator (:func:`~jaxmbd.integrators.get_integrator`; an option
     it does not have raises ``ValueError`` listing its options; ``None`` means the default).
@@ -204,7 +206,7 @@ def simulate(
     """
     throw = resolve_throw(throw, check, "simulate")
     form = get_formulation(formulation)
-    stepper = get_integrator(integrator, form.name, **options)
+    stepper = get_integrator(integrator, form, **options)
     check_euler_angle_start(model, form)
     n = num_steps(t_end, h)
     save_every = check_save_every(save_every, n)

@@ -204,7 +204,7 @@ def test_invalid_pairs_and_options_are_refused():
         mbd.simulate(model, integrator="gen_alpha", rho_inf=1.5, t_end=0.01, h=1e-3)
 
     class OnlyRA(mbd.BackwardEuler):
-        formulations = ("rA",)
+        requires = frozenset({"index3_blocks", "body_state_coordinates"})
 
     with pytest.raises(ValueError, match=r"cannot step formulation 'rp'.*\(rA, gen_alpha\)"):
         mbd.simulate(model, formulation="rp", integrator=OnlyRA(), t_end=0.01, h=1e-3)

@@ -1,6 +1,9 @@
-"""Orientation formulations: rA (rotation matrix), rp (Euler parameters), re (Euler angles)."""
+"""Formulations: how a body's configuration and velocity are represented (rA, rp, re, se3,
+director, rotmat). Each declares its capabilities (:data:`CAPABILITIES`); integrators ask
+for those, so a new formulation is one new class, registered here only to be named by a
+string (an unregistered formulation object runs as well)."""
 
-from .base import AbstractAutodiffFormulation, AbstractFormulation, DynamicsBlocks
+from .base import CAPABILITIES, AbstractAutodiffFormulation, AbstractFormulation, DynamicsBlocks
 from .director import Director
 from .ra import RA
 from .re import RE
@@ -8,27 +11,61 @@ from .rotmat import Rotmat
 from .rp import RP
 from .se3 import SE3
 
-FORMULATIONS = {"rA": RA, "rp": RP, "re": RE}
-FORMULATIONS["director"] = Director
-FORMULATIONS["se3"] = SE3
-FORMULATIONS["rotmat"] = Rotmat
+#: The formulations named by a string (``simulate(..., formulation="rA")``).
+FORMULATIONS: dict[str, type[AbstractFormulation]] = {
+    cls.name: cls for cls in (RA, RP, RE, SE3, Director, Rotmat)
+}
+
+
+def _defined_classes(name: str) -> list[type[AbstractFormulation]]:
+    """Concrete formulation classes defined anywhere (also outside the package) that set
+    ``name`` themselves."""
+    found, todo = [], list(AbstractFormulation.__subclasses__())
+    while todo:
+        cls = todo.pop()
+        todo.extend(cls.__subclasses__())
+        if cls.__dict__.get("name") == name and not getattr(cls, "__abstractmethods__", None):
+            found.append(cls)
+    return found
 
 
 def get_formulation(name) -> AbstractFormulation:
-    """The formulation object for a name ("rA", "rp", "re") or an instance."""
+    """The formulation object for a name or an instance (returned as is).
+
+    A name is looked up among the registered :data:`FORMULATIONS`, then among the other
+    defined formulation classes (so that a Solution of a user's formulation finds its
+    formulation again by ``sol.formulation``)."""
     if isinstance(name, AbstractFormulation):
         return name
-    try:
-        return FORMULATIONS[name]()
-    except (KeyError, TypeError):
+    cls = FORMULATIONS.get(name) if isinstance(name, str) else None
+    if cls is None and isinstance(name, str):
+        defined = _defined_classes(name)
+        if len(defined) > 1:
+            raise ValueError(
+                f"formulation name {name!r} is ambiguous: classes "
+                f"{sorted(c.__qualname__ for c in defined)}; pass a formulation object"
+            )
+        cls = defined[0] if defined else None
+    if cls is None:
         raise ValueError(
-            f"unknown formulation {name!r}; choose one of {sorted(FORMULATIONS)}"
-        ) from None
+            f"unknown formulation {name!r}; choose one of {sorted(FORMULATIONS)} or pass a "
+            "formulation object (an AbstractFormulation instance)"
+        )
+    return cls()
+
+
+def formulation_named(name) -> AbstractFormulation | None:
+    """:func:`get_formulation` of a name, or None where no formulation has that name."""
+    try:
+        return get_formulation(name)
+    except ValueError:
+        return None
 
 
 __all__ = [
     "AbstractFormulation",
     "AbstractAutodiffFormulation",
+    "CAPABILITIES",
     "DynamicsBlocks",
     "RA",
     "RP",
@@ -37,5 +74,6 @@ __all__ = [
     "Director",
     "Rotmat",
     "FORMULATIONS",
+    "formulation_named",
     "get_formulation",
 ]

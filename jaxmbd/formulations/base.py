@@ -30,13 +30,69 @@ from ..equations import constraint_values
 from ..forces import BodyState, applied_forces
 from ..model import Model
 from ..newton import lu_solver, solve_linear
+from .index1 import Index1System
+
+#: The capability flags of :class:`AbstractFormulation`: what a formulation provides, and
+#: what an integrator may require (``AbstractIntegrator.requires``).
+CAPABILITIES = (
+    "body_state_coordinates",
+    "has_pose",
+    "index3_blocks",
+    "index1_blocks",
+    "vector_space",
+    "lie_group",
+    "director_coordinates",
+    "two_step_multipliers",
+    "has_chart_singularity",
+)
 
 
 class AbstractFormulation(eqx.Module):
-    """Strategy object for one orientation representation."""
+    """Strategy object for one orientation representation.
+
+    A formulation declares what it provides by capability flags (:data:`CAPABILITIES`,
+    each a ClassVar below, False unless set); integrators and analyses ask for these, never
+    for a formulation's name, so a new formulation is one new class.
+    """
 
     name: ClassVar[str]
     tangent_size: ClassVar[int]  # Newton unknowns per body
+    #: The integrator :func:`jaxmbd.simulate` uses when none is named.
+    default_integrator: ClassVar[str]
+
+    # -- capabilities ------------------------------------------------------------------------
+    #: q = (r, A) and v = (r_dot, omega_bar) are the body state itself: the hand-coded rA
+    #: rows apply (G = G_rA, paper 1 Tables 2-6) and the Newton matrix is block-assembled.
+    body_state_coordinates: ClassVar[bool] = False
+    #: ``coordinates(A)`` and ``rotation(ori)`` map absolute orientations (kinematics needs
+    #: them; rotmat's coordinates are relative to the configuration at t = 0).
+    has_pose: ClassVar[bool] = True
+    #: ``dynamics_equations``, ``retract`` and its tangent map drive the implicit index-3
+    #: step (:func:`~jaxmbd.integrators.implicit_step`; validated for backward Euler and
+    #: generalized-alpha).
+    index3_blocks: ClassVar[bool] = False
+    #: :meth:`index1_system` gives the index-1 KKT blocks (explicit integrators).
+    index1_blocks: ClassVar[bool] = False
+    #: The coordinates form a vector space with v = q_dot: retract(q, d) = q + d.
+    vector_space: ClassVar[bool] = False
+    #: A Lie group with left-trivialised velocities: ``dexpinv(delta, v, sign=)`` gives the
+    #: Munthe-Kaas increment (Mueller & Terze eq. 37).
+    lie_group: ClassVar[bool] = False
+    #: Director coordinates (phi, d1, d2, d3) with a constant mass matrix and constraints at
+    #: most quadratic (Betsch & Leyendecker): the energy-momentum scheme's discrete gradient.
+    director_coordinates: ClassVar[bool] = False
+    #: ``constants``, ``two_step`` and ``accelerations_given_multipliers``: multipliers by
+    #: two-step elimination (Dumitriu & Margaritescu eq. 25).
+    two_step_multipliers: ClassVar[bool] = False
+    #: The orientation chart has singular points: ``near_chart_singularity`` flags them and
+    #: ``start_chart_problems`` refuses a start on one.
+    has_chart_singularity: ClassVar[bool] = False
+
+    @classmethod
+    def capabilities(cls) -> frozenset[str]:
+        """The capability flags this formulation sets."""
+        return frozenset(c for c in CAPABILITIES if getattr(cls, c))
+
     #: Whether a Solution stores the formulation's own coordinates ``q`` and velocities
     #: ``v`` besides the body state (r, A, r_dot, omega_bar). Not where they are that body
     #: state itself (rA): the copy would be about a third of every stored step.
@@ -94,9 +150,14 @@ class AbstractFormulation(eqx.Module):
         return jnp.concatenate([r, ori.reshape(r.shape[:-1] + (-1,))], -1)
 
     def near_chart_singularity(self, q):
-        """Whether ``q`` is at a singularity of the orientation chart (only re has one):
-        None, i.e. never."""
+        """Whether ``q`` is at a singularity of the orientation chart
+        (``has_chart_singularity``): None, i.e. never."""
         return None
+
+    def start_chart_problems(self, A) -> dict[int, str]:
+        """Bodies whose orientations A (nb, 3, 3) the chart cannot represent at the start,
+        each with the reason (``has_chart_singularity``): none."""
+        return {}
 
     def solve(self, matrix, rhs):
         """Linear solves of the analyses (dense LU; singular -> non-finite -> error)."""
@@ -154,6 +215,25 @@ class AbstractFormulation(eqx.Module):
         g, phi = self.dynamics_equations(model, q, v, a, lam, t)
         return g, phi, self.velocity_residual(model, q, v, t)
 
+    def index1_system(self, model: Model, q, v, t):
+        """The index-1 KKT blocks (:class:`~jaxmbd.formulations.index1.Index1System`) at
+        (q, v, t) from the h-free equations (``index1_blocks``): g(q, v, a, lam, t) is linear
+        in a with dg/dlam = G^T, so M = dg/da (block diagonal: bodies are coupled only by
+        G) and Q = -g(a = 0, lam = 0). Formulations with closed forms override it."""
+        nb, ts = model.nb, self.tangent_size
+        lam0 = jnp.zeros(self.num_multipliers(model), v.dtype)
+
+        def g(a_flat):
+            return self.dynamics_equations(model, q, v, a_flat.reshape(nb, ts), lam0, t)[0]
+
+        zero = jnp.zeros(nb * ts, v.dtype)
+        minus_Q = g(zero)
+        M = jax.jacfwd(g)(zero).reshape(nb, ts, nb, ts)
+        blocks = jnp.einsum("aiaj->aij", M)
+        G = self.position_terms(model, q, t)[1]
+        gamma = self.acceleration_rhs(model, q, v, t)
+        return Index1System(blocks, -minus_Q.reshape(nb, ts), G, gamma)
+
     def dynamics_linearisation(self, model: Model, q, v, a, lam, t):
         """Hand-coded :class:`DynamicsBlocks` at (q, v, a, lam), or None when the formulation
         relies on autodiff of the discretised residual (the default)."""
@@ -198,6 +278,7 @@ class AbstractAutodiffFormulation(AbstractFormulation):
     """A formulation whose Jacobian, nu and gamma come from autodiff of Phi(q, t)."""
 
     orientation_size: ClassVar[int]
+    vector_space: ClassVar[bool] = True  # q = (r, ori) flat, retract = addition
 
     def _flat(self, q):
         r, ori = q

@@ -51,6 +51,8 @@ class Director(AbstractAutodiffFormulation):
     name: ClassVar[str] = "director"
     tangent_size: ClassVar[int] = 12
     orientation_size: ClassVar[int] = 9
+    default_integrator: ClassVar[str] = "energy_momentum"
+    director_coordinates: ClassVar[bool] = True
 
     # -- representation -----------------------------------------------------------------
     def num_equations(self, model):

@@ -11,10 +11,11 @@ gamma the right-hand side of the acceleration equations G a = gamma. The sign of
 of the implicit integrators (g = M a + G^T lam - Q = 0), so lam is the same multiplier in
 every formulation and :func:`jaxmbd.diagnostics.reaction_forces` applies unchanged.
 
-A formulation supports the index-1 form by a method ``index1_system(model, q, v, t)``
-returning an :class:`Index1System`; the rA system (Mueller-Terze's SO(3) x R^3 with the
-hybrid twist (r_dot, omega_bar)) is built here from the hand-coded rA rows. Any explicit
-integrator calls :func:`index1_dynamics` (e.g. ``rkmk``; others may reuse it).
+A formulation supports the index-1 form by the capability ``index1_blocks`` and its
+method ``index1_system(model, q, v, t)`` returning an :class:`Index1System` (by default
+from its h-free equations; the rA system, Mueller-Terze's SO(3) x R^3 with the hybrid
+twist (r_dot, omega_bar), is built here from the hand-coded rA rows). Any explicit
+integrator calls :func:`index1_dynamics` (``rkmk``, ``rk``).
 """
 
 from __future__ import annotations
@@ -76,8 +77,13 @@ def solve_index1(system: Index1System, *, model: Model | None = None, structured
         from ..linear.graph import newton_layout
         from ..linear.structured import BlockMatrix, factor_plain, factors_solve
 
-        extra = m - model.nc
-        layout = newton_layout(model, tangent_size=k, extra_rows=extra > 0 and extra == nb)
+        per_body, rest = divmod(m - model.nc, nb)
+        if rest:
+            raise ValueError(
+                f"structured index-1 solve: {m - model.nc} rows besides the model's "
+                f"{model.nc} are not a fixed number per body ({nb} bodies)"
+            )
+        layout = newton_layout(model, tangent_size=k, extra_rows=per_body)
         blocks = BlockMatrix(layout.structure.gather(kkt), layout.structure, layout.n)
         x = factors_solve(factor_plain(blocks), rhs)
     else:
@@ -97,16 +103,13 @@ def rA_index1_system(model: Model, q, v, t) -> Index1System:
 
 
 def index1_system(model: Model, form, q, v, t) -> Index1System:
-    """The formulation's :class:`Index1System` (its ``index1_system`` method, or the rA one)."""
-    method = getattr(form, "index1_system", None)
-    if method is not None:
-        return method(model, q, v, t)
-    if form.name == "rA":
-        return rA_index1_system(model, q, v, t)
-    raise ValueError(
-        f"formulation {form.name!r} has no index-1 form; it needs a method "
-        "index1_system(model, q, v, t) (available: 'rA', 'se3')"
-    )
+    """The formulation's :class:`Index1System` (capability ``index1_blocks``)."""
+    if not form.index1_blocks:
+        raise ValueError(
+            f"formulation {form.name!r} does not declare the capability 'index1_blocks' "
+            "(an index1_system(model, q, v, t) method giving the index-1 KKT blocks)"
+        )
+    return form.index1_system(model, q, v, t)
 
 
 def index1_dynamics(model: Model, form, q, v, t, *, structured: bool = False):

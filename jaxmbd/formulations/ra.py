@@ -24,14 +24,20 @@ from ..equations import (
     rA_velocity_sensitivity,
 )
 from ..forces import BodyState, applied_forces
-from ..lie import reorthonormalize, so3_exp, so3_right_jacobian
+from ..lie import reorthonormalize, so3_dexpinv, so3_exp, so3_right_jacobian
 from .base import AbstractFormulation, DynamicsBlocks
+from .index1 import rA_index1_system
 
 
 class RA(AbstractFormulation):
     name: ClassVar[str] = "rA"
     tangent_size: ClassVar[int] = 6
     stores_own_coordinates: ClassVar[bool] = False  # q = (r, A), v = (r_dot, omega_bar)
+    default_integrator: ClassVar[str] = "gen_alpha"
+    body_state_coordinates: ClassVar[bool] = True
+    index3_blocks: ClassVar[bool] = True
+    index1_blocks: ClassVar[bool] = True
+    lie_group: ClassVar[bool] = True  # SO(3) x R^3
 
     def coordinates(self, A):
         return A
@@ -49,6 +55,18 @@ class RA(AbstractFormulation):
         # the velocity rows are (r_dot, omega_bar) themselves (any leading axes: a Solution's)
         v = jnp.concatenate([rdot, omega], -1)
         return (r, A), v, jnp.concatenate([rddot, omegadot], -1)
+
+    def dexpinv(self, delta, v, *, sign: int = -1):
+        """Munthe-Kaas increment on SO(3) x R^3 (Mueller & Terze eqs. 11, 19, 37): per body
+        (r_dot, dexp^-1_{sign delta_theta} omega_bar) for delta (nb, 6); sign = -1 for the
+        left-trivialised body rate."""
+        w = jnp.einsum("bij,bj->bi", so3_dexpinv(sign * delta[:, 3:]), v[:, 3:])
+        return jnp.concatenate([v[:, :3], w], 1)
+
+    def index1_system(self, model, q, v, t):
+        """The hand-coded index-1 KKT blocks
+        (:func:`~jaxmbd.formulations.index1.rA_index1_system`)."""
+        return rA_index1_system(model, q, v, t)
 
     def retract(self, q, delta):
         r, A = q

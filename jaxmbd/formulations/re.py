@@ -12,6 +12,7 @@ from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .._rigid_body import gyroscopic_torque
 from ..equations import constraint_values
@@ -24,6 +25,10 @@ class RE(AbstractAutodiffFormulation):
     name: ClassVar[str] = "re"
     tangent_size: ClassVar[int] = 6
     orientation_size: ClassVar[int] = 3
+    default_integrator: ClassVar[str] = "gen_alpha"
+    index3_blocks: ClassVar[bool] = True
+    index1_blocks: ClassVar[bool] = True
+    has_chart_singularity: ClassVar[bool] = True
 
     #: |sin theta| below which a body is at the ZXZ chart singularity for the analyses'
     #: explicit step-over (kinematics; B_bar's condition number is ~1/|sin theta| there)
@@ -35,6 +40,21 @@ class RE(AbstractAutodiffFormulation):
         turn about the same axis), and kinematics may step over it by a verified
         least-squares solve (flagged in ``Solution.chart_singular``)."""
         return jnp.min(jnp.abs(jnp.sin(q[1][:, 1]))) < self.chart_band
+
+    def start_chart_problems(self, A):
+        """Bodies whose orientation is within 1e-3 (|sin theta|) of the ZXZ singularity:
+        a start there is refused (the dynamics have no step-over)."""
+        eps = np.asarray(self.coordinates(A))
+        problems = {}
+        for b, theta in enumerate(eps[:, 1]):
+            if abs(np.sin(theta)) < 1e-3:
+                problems[b] = (
+                    "its initial orientation is at the ZXZ Euler-angle singularity (theta = "
+                    f"{np.degrees(theta):.4g} deg); the re formulation cannot represent it. "
+                    "Use formulation 'rA' or 'rp', or choose body frames whose z axis is "
+                    "not the rotation axis' singular direction."
+                )
+        return problems
 
     def coordinates(self, A):
         return A_to_zxz(A)

@@ -161,6 +161,11 @@ class Rotmat(AbstractFormulation):
 
     name: ClassVar[str] = "rotmat"
     tangent_size: ClassVar[int] = 12
+    default_integrator: ClassVar[str] = "rk"
+    has_pose: ClassVar[bool] = False  # coordinates relative to the configuration at t = 0
+    index1_blocks: ClassVar[bool] = True
+    vector_space: ClassVar[bool] = True
+    two_step_multipliers: ClassVar[bool] = True
 
     # -- the orientation-representation interface does not apply without a reference ----
     def _no_reference(self, what):
@@ -452,8 +457,17 @@ class Rotmat(AbstractFormulation):
 # ------------------------------------------------------------------- Solution diagnostics
 
 
+def is_rotmat_solution(sol) -> bool:
+    """Whether ``sol`` was computed in rotmat coordinates (T*, R) (its formulation is a
+    :class:`Rotmat`) and stores them."""
+    from . import formulation_named
+
+    own = sol.q is not None and sol.v is not None
+    return isinstance(formulation_named(sol.formulation), Rotmat) and own
+
+
 def _solution_state(sol):
-    if sol.formulation != "rotmat" or sol.q is None or sol.v is None:
+    if not is_rotmat_solution(sol):
         raise ValueError(
             "this diagnostic needs a Solution of jaxmbd.simulate with formulation 'rotmat', "
             f"got formulation {sol.formulation!r}"
@@ -496,6 +510,7 @@ def orthogonality_error(sol):
 
 __all__ = [
     "Index1Solution",
+    "is_rotmat_solution",
     "Rotmat",
     "RotmatConstants",
     "RotmatCoordinates",

@@ -19,6 +19,9 @@ class RP(AbstractAutodiffFormulation):
     name: ClassVar[str] = "rp"
     tangent_size: ClassVar[int] = 7
     orientation_size: ClassVar[int] = 4
+    default_integrator: ClassVar[str] = "gen_alpha"
+    index3_blocks: ClassVar[bool] = True
+    index1_blocks: ClassVar[bool] = True
 
     def num_equations(self, model):
         return model.nc + model.nb

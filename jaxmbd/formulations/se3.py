@@ -53,6 +53,9 @@ class SE3(AbstractFormulation):
 
     name: ClassVar[str] = "se3"
     tangent_size: ClassVar[int] = 6
+    default_integrator: ClassVar[str] = "rkmk"
+    index1_blocks: ClassVar[bool] = True
+    lie_group: ClassVar[bool] = True
 
     # -- orientation representation (the rotation part is A itself) -------------------------
     def coordinates(self, A):

@@ -6,9 +6,11 @@ from __future__ import annotations
 import functools
 import inspect
 
+from ..formulations import FORMULATIONS, get_formulation
 from ..newton import get_newton
 from .backward_euler import BackwardEuler
 from .base import (
+    LINEAR_SOLVERS,
     THETA_H2,
     AbstractImplicitIntegrator,
     AbstractIntegrator,
@@ -25,38 +27,13 @@ from .runge_kutta import RungeKutta
 from .tableau import TABLEAUS, ButcherTableau, get_tableau
 
 INTEGRATORS: dict[str, type[AbstractIntegrator]] = {
-    "backward_euler": BackwardEuler,
-    "gen_alpha": GeneralizedAlpha,
-}
-INTEGRATORS["rkmk"] = MuntheKaas
-INTEGRATORS["energy_momentum"] = EnergyMomentum
-INTEGRATORS["rk"] = RungeKutta
-
-#: The integrator used when none is named, per formulation (accuracy per unit of run time).
-DEFAULT_INTEGRATOR = {"rA": "gen_alpha", "rp": "gen_alpha", "re": "gen_alpha"}
-DEFAULT_INTEGRATOR["se3"] = "rkmk"
-DEFAULT_INTEGRATOR["director"] = "energy_momentum"
-DEFAULT_INTEGRATOR["rotmat"] = "rk"
-
-#: Options used when none is given, per (formulation, integrator). The reused matrix is the
-#: fastest Newton variant and every one of its steps is verified; re's chart singularity
-#: (theta = 0, pi) makes the matrix exactly singular where only a fresh matrix's
-#: minimum-norm solve steps over it, and there the stabilised variant's velocity projection
-#: (G singular in eps) picks a wrong split of the rates, so re defaults to full Newton and
-#: the index-3 variant, which pass it (the slider crank's crank hits theta = 0 on the grid).
-DEFAULT_OPTIONS = {
-    ("rA", "backward_euler"): {"newton": "reuse"},
-    ("rp", "backward_euler"): {"newton": "reuse"},
-    ("re", "backward_euler"): {"newton": "full"},
-    ("rA", "gen_alpha"): {"newton": "reuse"},
-    ("rp", "gen_alpha"): {"newton": "reuse"},
-    ("re", "gen_alpha"): {"newton": "full", "variant": "index3"},
+    cls.name: cls
+    for cls in (BackwardEuler, GeneralizedAlpha, MuntheKaas, EnergyMomentum, RungeKutta)
 }
 
-
-def valid_pairs() -> list[tuple[str, str]]:
-    """(formulation, integrator) pairs that :func:`jaxmbd.simulate` accepts."""
-    return [(f, name) for name, cls in INTEGRATORS.items() for f in cls.formulations]
+#: The integrator used when none is named, per formulation (each formulation's
+#: ``default_integrator``: accuracy per unit of run time).
+DEFAULT_INTEGRATOR = {name: cls.default_integrator for name, cls in FORMULATIONS.items()}
 
 
 @functools.cache
@@ -64,13 +41,83 @@ def _options_of(cls) -> list[str]:
     return [p for p in inspect.signature(cls).parameters if p not in ("self",)]
 
 
-def get_integrator(integrator, formulation: str, **options) -> AbstractIntegrator:
-    """The integrator object for a name (with its options) or an instance; checks the pair.
+def default_options(form, integrator) -> dict:
+    """Options used when none is given for a formulation (object or class) and an
+    integrator (class or name).
+
+    Implicit integrators: the reused matrix is the fastest Newton variant and every one of
+    its steps is verified. A chart with singularities (re: theta = 0, pi) makes the matrix
+    exactly singular where only a fresh matrix's minimum-norm solve steps over it, and
+    there the stabilised variant's velocity projection (G singular in the chart's
+    coordinates) picks a wrong split of the rates, so such a formulation defaults to full
+    Newton and the index-3 variant, which pass it (the slider crank's crank hits theta = 0
+    on the grid). Other integrators: their own defaults."""
+    cls = INTEGRATORS[integrator] if isinstance(integrator, str) else integrator
+    if not issubclass(cls, AbstractImplicitIntegrator):
+        return {}
+    if not form.has_chart_singularity:
+        return {"newton": "reuse"}
+    return {"newton": "full", **({"variant": "index3"} if "variant" in _options_of(cls) else {})}
+
+
+def valid_pairs() -> list[tuple[str, str]]:
+    """(formulation, integrator) pairs of the registered names that :func:`jaxmbd.simulate`
+    accepts: every integrator with every formulation that has the capabilities it requires."""
+    return [
+        (f, name)
+        for name, cls in INTEGRATORS.items()
+        for f, form in FORMULATIONS.items()
+        if cls.supports(form)
+    ]
+
+
+#: :func:`default_options` of every valid pair that has some (documentation and tests).
+DEFAULT_OPTIONS = {
+    pair: options
+    for pair in valid_pairs()
+    if (options := default_options(FORMULATIONS[pair[0]], pair[1]))
+}
+
+
+def _construct(cls, options: dict) -> AbstractIntegrator:
+    """``cls(**options)``, refusing options it does not have with their valid names; the
+    implicit integrators take ``max_iter`` for a Newton method given by name."""
+    solver = options.get("linear_solver")
+    if solver is not None and "linear_solver" in _options_of(cls) and solver not in LINEAR_SOLVERS:
+        raise ValueError(
+            f"integrator {cls.name!r}: linear_solver must be one of {LINEAR_SOLVERS}, got "
+            f"{solver!r}"
+        )
+    allowed = set(_options_of(cls))
+    implicit = issubclass(cls, AbstractImplicitIntegrator)
+    unknown = sorted(set(options) - allowed - ({"max_iter"} if implicit else set()))
+    if unknown:
+        valid = sorted(allowed | ({"max_iter"} if implicit else set()))
+        raise ValueError(
+            f"integrator {cls.name!r} has no option(s) {unknown}; its options are {valid}"
+        )
+    if implicit:
+        max_iter = options.pop("max_iter", None)
+        newton = options.get("newton", "reuse")
+        if max_iter is not None and not isinstance(newton, str):
+            raise ValueError(
+                f"integrator {cls.name!r}: max_iter is set on the newton object itself "
+                f"({type(newton).__name__}(max_iter=...)), not as an option beside it"
+            )
+        options["newton"] = get_newton(newton, max_iter=25 if max_iter is None else max_iter)
+    return cls(**options)
+
+
+def get_integrator(integrator, formulation, **options) -> AbstractIntegrator:
+    """The integrator object for a name (with its options) or an instance, for a formulation
+    (object or name); checks that the integrator can step it (its required capabilities).
 
     Options of the implicit integrators: ``newton`` ("full", "modified", "reuse" or a solver
-    object), ``max_iter``, ``tol``, ``linear_solver`` ("auto", "dense", "structured": backward
-    Euler and gen_alpha); gen_alpha adds ``rho_inf`` and ``variant``.
+    object), ``max_iter`` (with a newton name), ``tol``, ``linear_solver`` ("auto", "dense",
+    "structured"); gen_alpha adds ``rho_inf`` and ``variant``. An option the integrator does
+    not have or does not use raises ``ValueError`` naming the valid ones.
     """
+    form = get_formulation(formulation)
     options = {k: v for k, v in options.items() if v is not None}
     if isinstance(integrator, AbstractIntegrator):
         if options:
@@ -80,30 +127,23 @@ def get_integrator(integrator, formulation: str, **options) -> AbstractIntegrato
         obj = integrator
     else:
         if integrator is None:
-            integrator = DEFAULT_INTEGRATOR.get(formulation)
+            integrator = form.default_integrator
         cls = INTEGRATORS.get(integrator) if isinstance(integrator, str) else None
         if cls is None:
             raise ValueError(
                 f"unknown integrator {integrator!r}; choose one of {sorted(INTEGRATORS)}"
             )
-        options = {**DEFAULT_OPTIONS.get((formulation, integrator), {}), **options}
-        if issubclass(cls, AbstractImplicitIntegrator):
-            max_iter = options.pop("max_iter", 25)
-            options["newton"] = get_newton(options.get("newton", "reuse"), max_iter=max_iter)
-        allowed = _options_of(cls)
-        unknown = sorted(set(options) - set(allowed) - {"max_iter"})
-        if unknown:
-            raise ValueError(
-                f"integrator {integrator!r} has no option(s) {unknown}; its options are "
-                f"{sorted(set(allowed) | ({'max_iter'} if 'newton' in allowed else set()))}"
-            )
-        obj = cls(**options)
-    if formulation not in obj.formulations:
+        if cls.supports(form):
+            options = {**default_options(form, cls), **options}
+        obj = _construct(cls, options)
+    missing = obj.missing(form)
+    if missing:
         pairs = ", ".join(f"({f}, {i})" for f, i in valid_pairs())
         raise ValueError(
-            f"integrator {obj.name!r} cannot step formulation {formulation!r}; "
-            f"valid (formulation, integrator) pairs: {pairs}"
+            f"integrator {obj.name!r} cannot step formulation {form.name!r}: it lacks the "
+            f"capabilities {sorted(missing)}; valid (formulation, integrator) pairs: {pairs}"
         )
+    obj.check_formulation(form)
     return obj
 
 
@@ -125,6 +165,7 @@ __all__ = [
     "StartState",
     "StepResult",
     "TABLEAUS",
+    "default_options",
     "get_integrator",
     "get_tableau",
     "implicit_step",

@@ -117,10 +117,26 @@ class StepResult(NamedTuple):
 
 
 class AbstractIntegrator(eqx.Module):
-    """A time discretisation. ``formulations`` lists the formulations it can step."""
+    """A time discretisation. ``requires``: the formulation capabilities it uses
+    (:data:`~jaxmbd.formulations.CAPABILITIES`); it steps every formulation that provides
+    them (:meth:`supports`)."""
 
     name: ClassVar[str]
-    formulations: ClassVar[tuple[str, ...]]
+    requires: ClassVar[frozenset[str]]
+
+    @classmethod
+    def missing(cls, form) -> frozenset[str]:
+        """The required capabilities that ``form`` (a formulation or its class) lacks."""
+        return frozenset(cls.requires) - form.capabilities()
+
+    @classmethod
+    def supports(cls, form) -> bool:
+        """Whether this integrator can step ``form`` (a formulation or its class)."""
+        return not cls.missing(form)
+
+    def check_formulation(self, form) -> None:
+        """Refuse, with a ValueError naming the valid choices, options that do not apply to
+        ``form`` (called by :func:`~jaxmbd.integrators.get_integrator`); default: none."""
 
     @abc.abstractmethod
     def init(self, model: Model, form: AbstractFormulation, start: StartState, h):
@@ -158,7 +174,7 @@ class ImplicitState(NamedTuple):
 class AbstractImplicitIntegrator(AbstractIntegrator):
     """Implicit index-3 integrators (or stabilised index 2): one Newton solve per step."""
 
-    formulations: ClassVar[tuple[str, ...]] = ("rA", "rp", "re")
+    requires: ClassVar[frozenset[str]] = frozenset({"index3_blocks"})
     newton: eqx.AbstractVar[AbstractNewton]
     tol: eqx.AbstractVar[float | None]
 

@@ -94,6 +94,7 @@ class EMState(NamedTuple):
     q: Any
     v: jax.Array
     lam_hat: jax.Array  # h^2 lam / 2 of the last step (Newton guess)
+    newton: Any = None  # the Newton solver's state, carried across steps (newton="reuse")
 
 
 # ------------------------------------------------------------------------- damped Newton
@@ -196,10 +197,11 @@ def director_layout(model):
     return newton_layout(model, tangent_size=12, extra_rows=6)
 
 
-def _solve_structured(newton, residual, y0, layout, tol):
+def _solve_structured(newton, residual, y0, layout, tol, state):
     """One constrained-scheme solve with the structured factorisation: the dense Jacobian
     gathered into the blocks of ``layout``, then block elimination instead of a dense LU
-    (DampedNewton: as its linear solve; the other variants factor the block matrix)."""
+    (DampedNewton: as its linear solve; the other variants factor the block matrix).
+    ``state``: the solver's state from the previous step (:func:`_newton_state`)."""
     st = layout.structure
 
     def blocks(J):
@@ -212,17 +214,38 @@ def _solve_structured(newton, residual, y0, layout, tol):
 
         return newton.solve(residual, None, y0, None, tol=tol, linear_solve=linear_solve)
     jac = jax.jacfwd(residual)
-    if isinstance(newton, ReusedNewton):
-        state = newton.init(layout.n, placeholder=empty_factors(st, layout.n, y0.dtype))
-    else:
-        state = newton.init(layout.n)
     return newton.solve(residual, lambda y: blocks(jac(y)), y0, state, tol=tol)
 
 
+def _newton_state(newton, n: int, layout=None):
+    """The initial state of the Newton solver for n unknowns (structured: ``layout``, whose
+    reused factors start as a placeholder of their shapes)."""
+    if layout is not None and isinstance(newton, ReusedNewton):
+        st = layout.structure
+        return newton.init(layout.n, placeholder=empty_factors(st, layout.n, jnp.float64))
+    return newton.init(n)
+
+
 def _newton(newton, max_iter):
+    """The Newton solver object of the options ``newton`` and ``max_iter`` (None: 30; an
+    object carries its own)."""
+    if isinstance(newton, AbstractNewton):
+        if max_iter is not None:
+            raise ValueError(
+                "energy_momentum: max_iter is set on the newton object itself "
+                f"({type(newton).__name__}(max_iter=...)), not as an option beside it"
+            )
+        return newton
+    max_iter = 30 if max_iter is None else max_iter
     if isinstance(newton, str) and newton == "damped":
         return DampedNewton(max_iter=max_iter)
-    return get_newton(newton, max_iter=max_iter)
+    try:
+        return get_newton(newton, max_iter=max_iter)
+    except ValueError:
+        raise ValueError(
+            "energy_momentum: newton must be one of ['damped', 'full', 'modified', 'reuse'] "
+            f"or a Newton solver object, got {newton!r}"
+        ) from None
 
 
 # ------------------------------------------------------------------------- shared pieces
@@ -540,7 +563,8 @@ class EnergyMomentum(AbstractIntegrator):
       equations): ``Solution.condition`` (T,), NaN at t = 0 (no step). Tables II-V.
     * ``tol`` (relative Newton tolerance: scaled step and residual tests; default 1e-12),
       ``max_iter`` (30), ``newton`` ("damped": :class:`DampedNewton`, the default; "full",
-      "modified", "reuse" or a solver object).
+      "modified", "reuse": the factored matrix is carried from step to step and refreshed
+      when it stops contracting; or a solver object, which then carries its own max_iter).
     * ``dof``: the number of degrees of freedom when the joint rows are dependent (a closed
       loop such as the six-body linkage: ``dof=1``); default 6 nb - nc. Then the rows used
       are those of :func:`row_selection` (all tree rows, d - dof combinations of the closure
@@ -553,13 +577,13 @@ class EnergyMomentum(AbstractIntegrator):
     """
 
     name: ClassVar[str] = "energy_momentum"
-    formulations: ClassVar[tuple[str, ...]] = ("director",)
+    requires: ClassVar[frozenset[str]] = frozenset({"director_coordinates"})
     scheme: str = "constrained"
     tol: float | None = None
-    max_iter: int = eqx.field(static=True, default=30)
+    max_iter: int | None = eqx.field(static=True, default=None)
     newton: Any = "damped"
     dof: int | None = eqx.field(static=True, default=None)
-    parametrisation: str = eqx.field(static=True, default="pairs")
+    parametrisation: str | None = eqx.field(static=True, default=None)
     record_condition: bool = eqx.field(static=True, default=False)
     linear_solver: str = eqx.field(static=True, default="auto")
 
@@ -573,10 +597,20 @@ class EnergyMomentum(AbstractIntegrator):
             raise ValueError(
                 f"energy_momentum: scheme must be one of {SCHEMES}, got {self.scheme!r}"
             )
-        if self.parametrisation not in PARAMETRISATIONS:
+        if self.parametrisation is not None and self.parametrisation not in PARAMETRISATIONS:
             raise ValueError(
                 f"energy_momentum: parametrisation must be one of {PARAMETRISATIONS}, "
                 f"got {self.parametrisation!r}"
+            )
+        if self.linear_solver == "structured" and self.scheme != "constrained":
+            raise ValueError(
+                "energy_momentum: linear_solver='structured' needs scheme='constrained' (the "
+                "null-space scheme's reduced matrix is dense); use 'dense' or 'auto'"
+            )
+        if self.parametrisation is not None and self.scheme != "null_space":
+            raise ValueError(
+                "energy_momentum: parametrisation applies to scheme='null_space' only; "
+                f"scheme={self.scheme!r} solves for (q_{{n+1}}, lam) directly"
             )
         _newton(self.newton, self.max_iter)
         if self.tol is not None and not (float(self.tol) > 0):
@@ -610,8 +644,11 @@ class EnergyMomentum(AbstractIntegrator):
         return choose_structured(self.linear_solver, 12 * model.nb + form_rows(model), model.nc)
 
     def init(self, model, form, start, h):
-        if form.name != "director":
-            raise ValueError("energy_momentum steps the 'director' formulation only")
+        if not self.supports(form):
+            raise ValueError(
+                f"energy_momentum cannot step formulation {form.name!r}: it needs "
+                "director coordinates (capability 'director_coordinates')"
+            )
         dof = self._dof(model)
         structure = pairs.pair_structure(model)
         k = structure.size - dof
@@ -621,9 +658,22 @@ class EnergyMomentum(AbstractIntegrator):
                 f"spanning tree ({structure.describe(model)}) has {structure.size} unknowns "
                 f"and {len(structure.closure_rows)} closure rows"
             )
-        self.structured(model)  # refuses an impossible choice before anything compiles
+        structured = self.structured(model)  # refuses an impossible choice before compiling
         lam_hat = jnp.where(jnp.isfinite(start.lam), 0.5 * h**2 * start.lam, 0.0)
-        return EMState(start.q, start.v, lam_hat)
+        newton = _newton(self.newton, self.max_iter)
+        layout = director_layout(model) if structured else None
+        state = _newton_state(newton, self._num_unknowns(model, structure, dof), layout)
+        return EMState(start.q, start.v, lam_hat, state)
+
+    def _num_unknowns(self, model, structure, dof: int) -> int:
+        """Newton unknowns of a step: (q_{n+1}, lam_hat) of the rows used (constrained), the
+        tree's increments d (null space, pairs) or dof (null space, numerical)."""
+        if self.scheme == "constrained":
+            if not self.redundant_constraints(model):
+                return 12 * model.nb + form_rows(model)
+            k = structure.size - dof  # row_selection: tree, internal and k closure rows
+            return 12 * model.nb + len(structure.tree_rows) + 6 * model.nb + k
+        return structure.size if self.parametrisation in (None, "pairs") else dof
 
     def step(self, model, form, state, k, h):
         newton = _newton(self.newton, self.max_iter)
@@ -651,13 +701,15 @@ class EnergyMomentum(AbstractIntegrator):
                 return constrained_residual(form, m_, x0_, v0_, y, h, k, W)
 
             if self.structured(model):
-                y_star, info, _ = _solve_structured(newton, res, y0, director_layout(m_), tol)
+                y_star, info, newton_state = _solve_structured(
+                    newton, res, y0, director_layout(m_), tol, state.newton
+                )
             else:
-                y_star, info, _ = newton.solve(
-                    res, _jacobian(newton, res), y0, newton.init(y0.shape[0]), tol=tol
+                y_star, info, newton_state = newton.solve(
+                    res, _jacobian(newton, res), y0, state.newton, tol=tol
                 )
         else:
-            if self.parametrisation == "pairs":
+            if self.parametrisation in (None, "pairs"):
                 table = pairs.edge_table(m_, structure)
                 closure = closure_data(form, m_, structure, q0_, k * h, dof, table)
                 mu0 = pairs.predictor(m_, structure, q0_, v0_, h, table=table)
@@ -681,8 +733,8 @@ class EnergyMomentum(AbstractIntegrator):
                         reparametrise(form, m_, q0_, basis, mu, k * h, tol=1e-3 * tol)
                     )
 
-            mu_star, info, _ = newton.solve(
-                res_mu, _jacobian(newton, res_mu), mu0, newton.init(mu0.shape[0]), tol=tol
+            mu_star, info, newton_state = newton.solve(
+                res_mu, _jacobian(newton, res_mu), mu0, state.newton, tol=tol
             )
             x1 = F(mu_star)
             lam = multipliers(form, m_, x0_, v0_, x1, h, k, W)
@@ -712,7 +764,7 @@ class EnergyMomentum(AbstractIntegrator):
         lam = lam_hat * (2.0 / h**2)
         info = NewtonInfo(info.iterations, info.status, info.residual_norm, info.step_norm)
         result = StepResult(q1, v1, a1, lam, info, condition)
-        return EMState(q1, v1, lam_hat), result
+        return EMState(q1, v1, lam_hat, newton_state), result
 
 
 @jit

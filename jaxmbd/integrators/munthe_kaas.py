@@ -33,10 +33,9 @@ import jax.numpy as jnp
 
 from .. import _config  # noqa: F401
 from ..formulations.index1 import index1_dynamics
-from ..lie import so3_dexpinv
 from ..linear import dense
 from ..newton import NONFINITE, SUCCESS, NewtonInfo
-from .base import AbstractIntegrator, StepResult, choose_structured
+from .base import LINEAR_SOLVERS, AbstractIntegrator, StepResult, choose_structured
 from .tableau import ButcherTableau, get_tableau
 
 STABILIZE = (None, "projection")
@@ -52,22 +51,6 @@ class MuntheKaasState(NamedTuple):
     lam: jax.Array
 
 
-def _rA_dexpinv(delta, v, *, sign: int = -1):
-    """SO(3) x R^3 increment (eq. 19): (r_dot, dexp^-1_{sign delta_theta} omega_bar)."""
-    d = delta.reshape(-1, 6)
-    w = jnp.einsum("bij,bj->bi", so3_dexpinv(sign * d[:, 3:]), v[:, 3:])
-    return jnp.concatenate([v[:, :3], w], 1)
-
-
-def _dexpinv(form, delta, v, sign):
-    method = getattr(form, "dexpinv", None)
-    if method is not None:
-        return method(delta.reshape(-1, 6), v, sign=sign)
-    if form.name == "rA":
-        return _rA_dexpinv(delta, v, sign=sign)
-    raise ValueError(f"rkmk cannot step formulation {form.name!r}")
-
-
 def _min_norm(G, rhs):
     return G.T @ dense.solve(G @ G.T, rhs)
 
@@ -77,16 +60,17 @@ class MuntheKaas(AbstractIntegrator):
 
     Options (keyword): ``tableau`` ("euler", "heun", "rk3", "rk4" (default), a
     :class:`~jaxmbd.integrators.ButcherTableau` or a table (a, b, c)); ``stabilize`` (None,
-    the default, or "projection"); ``projection_iterations`` (3); ``dexp_sign`` (-1, the
+    the default, or "projection"); ``projection_iterations`` (3, with "projection" only);
+    ``linear_solver`` ("dense", the default, "structured" or "auto"); ``dexp_sign`` (-1, the
     correct sign for left-trivialised velocities; +1 exists only to show that the wrong sign
     drops RK4 to order 2).
     """
 
     name: ClassVar[str] = "rkmk"
-    formulations: ClassVar[tuple[str, ...]] = ("se3", "rA")
+    requires: ClassVar[frozenset[str]] = frozenset({"lie_group", "index1_blocks"})
     tableau: ButcherTableau = eqx.field(static=True, converter=get_tableau, default="rk4")
     stabilize: str | None = eqx.field(static=True, default=None)
-    projection_iterations: int = eqx.field(static=True, default=3)
+    projection_iterations: int | None = eqx.field(static=True, default=None)
     dexp_sign: int = eqx.field(static=True, default=-1)
     linear_solver: str = eqx.field(static=True, default="dense")
 
@@ -103,11 +87,28 @@ class MuntheKaas(AbstractIntegrator):
             )
         if self.dexp_sign not in (-1, 1):
             raise ValueError(f"rkmk: dexp_sign must be -1 or +1, got {self.dexp_sign!r}")
-        if not isinstance(self.projection_iterations, int) or self.projection_iterations < 1:
+        if self.linear_solver not in LINEAR_SOLVERS:
             raise ValueError(
-                "rkmk: projection_iterations must be a positive integer, got "
-                f"{self.projection_iterations!r}"
+                f"rkmk: linear_solver must be one of {LINEAR_SOLVERS}, got {self.linear_solver!r}"
             )
+        if self.projection_iterations is None:
+            return
+        if self.stabilize != "projection":
+            raise ValueError(
+                "rkmk: projection_iterations applies to stabilize='projection' only; with "
+                f"stabilize={self.stabilize!r} nothing is projected"
+            )
+        n = self.projection_iterations
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"rkmk: projection_iterations must be a positive integer, got {n!r}")
+
+    @property
+    def iterations(self) -> int:
+        """Gauss-Newton projections per step (``projection_iterations``, 3 by default with
+        ``stabilize="projection"``; none without)."""
+        if self.stabilize != "projection":
+            return 0
+        return 3 if self.projection_iterations is None else self.projection_iterations
 
     def init(self, model, form, start, h):
         a, lam = index1_dynamics(
@@ -116,7 +117,7 @@ class MuntheKaas(AbstractIntegrator):
         return MuntheKaasState(start.q, start.v, a, lam)
 
     def _project(self, model, form, q, v, t):
-        for _ in range(self.projection_iterations):
+        for _ in range(self.iterations):
             phi, G = form.position_terms(model, q, t)
             q = form.retract(q, -_min_norm(G, phi))
         G, nu = form.velocity_terms(model, q, t)
@@ -141,7 +142,8 @@ class MuntheKaas(AbstractIntegrator):
                 aj, _ = index1_dynamics(
                     model, form, qj, vj, t0 + tab.c[j] * h, structured=self._structured(model)
                 )
-            kq.append(_dexpinv(form, psi_q, vj, self.dexp_sign).reshape(-1))
+            increment = form.dexpinv(psi_q.reshape(vj.shape), vj, sign=self.dexp_sign)
+            kq.append(increment.reshape(-1))
             kv.append(aj)
         phi_q = h * sum(b * kq_j for b, kq_j in zip(tab.b, kq, strict=True) if b != 0.0)
         phi_v = h * sum(b * kv_j for b, kv_j in zip(tab.b, kv, strict=True) if b != 0.0)
@@ -155,7 +157,7 @@ class MuntheKaas(AbstractIntegrator):
             jnp.all(jnp.isfinite(v1)) & jnp.all(jnp.isfinite(a1)) & jnp.all(jnp.isfinite(q1[0]))
         )
         status = jnp.where(finite, SUCCESS, NONFINITE)
-        iterations = self.projection_iterations if self.stabilize else 0
+        iterations = self.iterations
         info = NewtonInfo(
             jnp.asarray(iterations), status, jnp.asarray(0.0, v.dtype), jnp.asarray(0.0, v.dtype)
         )

@@ -46,10 +46,10 @@ import jax
 import jax.numpy as jnp
 
 from .. import _config  # noqa: F401
-from ..formulations.index1 import Index1System, solve_index1
+from ..formulations.index1 import index1_system, solve_index1
 from ..linear import dense
 from ..newton import NONFINITE, SUCCESS, NewtonInfo
-from .base import AbstractIntegrator, StepResult, choose_structured
+from .base import LINEAR_SOLVERS, AbstractIntegrator, StepResult, choose_structured
 from .tableau import ButcherTableau, get_tableau
 
 MULTIPLIERS = ("two_step", "one_step", "frozen")
@@ -67,37 +67,20 @@ class RungeKuttaState(NamedTuple):
     constants: Any
 
 
-def _generic_system(model, form, q, v, t) -> Index1System:
-    """Index-1 KKT blocks of a formulation from its h-free equations (rp, re): the equations
-    g(q, v, a, lam, t) are linear in a with dg/dlam = G^T, so M = dg/da and Q = -g(a=0, lam=0)."""
-    nb, ts = model.nb, form.tangent_size
-    lam0 = jnp.zeros(form.num_multipliers(model), v.dtype)
-
-    def g(a_flat):
-        return form.dynamics_equations(model, q, v, a_flat.reshape(nb, ts), lam0, t)[0]
-
-    zero = jnp.zeros(nb * ts, v.dtype)
-    minus_Q = g(zero)
-    M = jax.jacfwd(g)(zero).reshape(nb, ts, nb, ts)
-    blocks = jnp.einsum("aiaj->aij", M)  # block diagonal (bodies are coupled only by G)
-    G = form.position_terms(model, q, t)[1]
-    gamma = form.acceleration_rhs(model, q, v, t)
-    return Index1System(blocks, -minus_Q.reshape(nb, ts), G, gamma)
-
-
 class RungeKutta(AbstractIntegrator):
-    """Explicit Runge-Kutta on the index-1 ODE, for ``rotmat`` (default integrator), ``rp``
-    and ``re``.
+    """Explicit Runge-Kutta on the index-1 ODE, for formulations whose coordinates form a
+    vector space and that give the index-1 blocks (rotmat, its default integrator; rp; re).
 
     Options (keyword): ``tableau`` ("euler", "heun", "rk3", "rk4" (default), a
     :class:`~jaxmbd.integrators.ButcherTableau` or a table (a, b, c)); ``multipliers``
-    ("two_step", the default for rotmat; "one_step", the full KKT system, the default and
-    only per-stage method for rp and re; or "frozen", multipliers constant over a step,
-    first order).
+    ("two_step", eq. 25, the default where the formulation offers it (rotmat); "one_step",
+    the full KKT system, the default elsewhere; or "frozen", multipliers constant over a
+    step, first order); ``linear_solver`` for the KKT solves ("dense", the default,
+    "structured" or "auto"; "two_step" has no KKT solve: "structured" is refused there).
     """
 
     name: ClassVar[str] = "rk"
-    formulations: ClassVar[tuple[str, ...]] = ("rotmat", "rp", "re")
+    requires: ClassVar[frozenset[str]] = frozenset({"vector_space", "index1_blocks"})
     tableau: ButcherTableau = eqx.field(static=True, converter=get_tableau, default="rk4")
     multipliers: str | None = eqx.field(static=True, default=None)
     linear_solver: str = eqx.field(static=True, default="dense")
@@ -107,33 +90,47 @@ class RungeKutta(AbstractIntegrator):
             raise ValueError(
                 f"rk: multipliers must be one of {list(MULTIPLIERS)}, got {self.multipliers!r}"
             )
+        if self.linear_solver not in LINEAR_SOLVERS:
+            raise ValueError(
+                f"rk: linear_solver must be one of {LINEAR_SOLVERS}, got {self.linear_solver!r}"
+            )
+
+    def check_formulation(self, form) -> None:
+        self.method(form)
 
     def method(self, form) -> str:
-        """The multiplier method used with ``form`` (checks that the pair makes sense)."""
-        rotmat = form.name == "rotmat"
-        method = self.multipliers or ("two_step" if rotmat else "one_step")
-        if method == "two_step" and not rotmat:
+        """The multiplier method used with ``form`` (checks that the choice makes sense)."""
+        two_step = form.two_step_multipliers
+        method = self.multipliers or ("two_step" if two_step else "one_step")
+        if method == "two_step" and not two_step:
             raise ValueError(
-                f"rk: multipliers='two_step' (eq. 25) needs the rotmat formulation, not "
-                f"{form.name!r}; use 'one_step' (full KKT system) or 'frozen'"
+                "rk: multipliers='two_step' (eq. 25) needs the rotmat formulation or another "
+                f"with the capability 'two_step_multipliers', not {form.name!r}; use "
+                "'one_step' (full KKT system) or 'frozen'"
+            )
+        kkt = method == "one_step" or not two_step  # frozen solves a KKT system at the start
+        if self.linear_solver == "structured" and not kkt:
+            raise ValueError(
+                f"rk: linear_solver='structured' applies to KKT solves, and "
+                f"multipliers={method!r} with formulation {form.name!r} has none (per-body "
+                "eq. 25 and a small dense joint system); use linear_solver 'dense' or "
+                "'auto', or multipliers='one_step'"
             )
         return method
 
     # -- index-1 solves -------------------------------------------------------------------
     def _solve(self, model, form, constants, q, v, t):
         """(a, lam) at a stage state with the chosen method (frozen: at the step start)."""
-        if form.name == "rotmat":
-            if self.method(form) == "one_step":
-                return form.one_step(model, q, v, t)
-            return form.two_step(model, constants, q, v, t)
-        system = _generic_system(model, form, q, v, t)
+        if self.method(form) != "one_step" and form.two_step_multipliers:
+            return tuple(form.two_step(model, constants, q, v, t))
+        system = index1_system(model, form, q, v, t)
         n = system.force.size + system.G.shape[0]
         structured = choose_structured(self.linear_solver, n, model.nc)
         return solve_index1(system, model=model, structured=structured)
 
     def _given(self, model, form, constants, q, v, t, lam):
         """Accelerations M^-1 (Q - G^T lam) for frozen multipliers lam."""
-        if form.name == "rotmat":
+        if form.two_step_multipliers:
             return form.accelerations_given_multipliers(model, constants, q, v, t, lam)
         nb, ts = model.nb, form.tangent_size
 
@@ -147,7 +144,7 @@ class RungeKutta(AbstractIntegrator):
     # -- integrator interface -------------------------------------------------------------
     def init(self, model, form, start, h):
         self.method(form)
-        constants = form.constants(model, start.q) if form.name == "rotmat" else None
+        constants = form.constants(model, start.q) if form.two_step_multipliers else None
         a, lam = self._solve(model, form, constants, start.q, start.v, jnp.asarray(0.0))
         return RungeKuttaState(start.q, start.v, a, lam, constants)
 

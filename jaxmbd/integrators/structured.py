@@ -41,8 +41,9 @@ from ..linear.structured import BlockMatrix
 
 
 def block_assembled(model, form) -> bool:
-    """True where the Newton matrix is assembled from blocks (rA without force elements)."""
-    return form.name == "rA" and not model.forces
+    """True where the Newton matrix is assembled from blocks: body-state coordinates (rA,
+    whose hand-coded rows these blocks are) without force elements."""
+    return form.body_state_coordinates and not model.forces
 
 
 def layout_for(model, form, *, stabilised: bool) -> Layout:

@@ -21,6 +21,7 @@ import math
 import jax.numpy as jnp
 import numpy as np
 
+from ..formulations.rotmat import is_rotmat_solution
 from ..geometry import box
 from ..model import Model, ModelBuilder
 
@@ -77,7 +78,7 @@ def _reference_vectors(sol):
 
 def rotmat_matrices(sol):
     """(T* (T, nb, 3), R (T, nb, 3, 3)) of a rotmat Solution (its own coordinates)."""
-    if sol.formulation != "rotmat" or sol.q is None:
+    if not is_rotmat_solution(sol):
         raise ValueError(
             f"rotmat_matrices needs a Solution of formulation 'rotmat', got {sol.formulation!r}"
         )
@@ -89,7 +90,7 @@ def angles(sol):
     """(phi, psi) (T,) of eq. 27, corrected: phi = atan2(<R_1 OG_10, y_0>, <R_1 OG_10, x_0>)
     and psi = atan2 of R_2 H_10G_20 (not T_2* + R_2 H_10G_20 as printed). For any other
     formulation the same angles of the bar directions A_b x_b."""
-    if sol.formulation == "rotmat":
+    if is_rotmat_solution(sol):
         _, R = rotmat_matrices(sol)
         og10, hg20 = _reference_vectors(sol)
         u1 = jnp.einsum("tij,j->ti", R[:, 0], og10)
