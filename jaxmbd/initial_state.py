@@ -12,6 +12,7 @@ import jax.numpy as jnp
 from . import _config  # noqa: F401
 from ._min_norm import PINV_RTOL, min_norm_solve
 from ._rigid_body import mass_blocks, newton_euler_forces
+from ._step_status import first_failure
 from .equations import (
     _row_bodies,
     constraint_values,
@@ -25,7 +26,14 @@ from .formulations import AbstractFormulation
 from .lie import hat, so3_exp, vee
 from .linear import dense
 from .model import Model
-from .newton import NONFINITE, SUCCESS, NewtonInfo, implicit_root, newton_iterate
+from .newton import (
+    NONFINITE,
+    SUCCESS,
+    NewtonInfo,
+    implicit_root,
+    newton_iterate,
+    solve_with_condition,
+)
 
 
 class InitialCorrection(NamedTuple):
@@ -50,7 +58,10 @@ def consistent_initial_state(
     Positions: Newton along the normal space at q0 (see :func:`_normal_projection`; exact
     derivatives of every order), or minimum-norm Gauss-Newton when ``redundant``; velocities:
     minimum-norm projection onto G v = nu; accelerations and multipliers: the index-1 system
-    [M G^T; G 0][a; lam] = [Q; gamma]. All in rA quantities (formulation independent).
+    [M G^T; G 0][a; lam] = [Q; gamma]. All in rA quantities (formulation independent). The
+    returned status is the first failure of the position projection and of the velocity
+    and KKT solves (pivot-ratio conditioning: a start in a singular configuration is
+    ILL_CONDITIONED or NONFINITE, never a silent answer).
     ``redundant=True`` (dependent constraint rows, e.g. an overconstrained closed loop, where
     G G^T and the KKT matrix are singular): the same quantities with the SVD pseudo-inverse,
     so the corrections are still minimum-norm, the accelerations unique and the multipliers
@@ -82,8 +93,11 @@ def consistent_initial_state(
     r, A = q
     _, G, nu, _ = rA_terms(model, r, A, zero, zero, t)
     v0 = jnp.concatenate([model.rdot0, model.omega0], 1).reshape(-1)
-    v = v0 + (min_norm_solve(G, nu - G @ v0, redundant=redundant)[0] if model.nc else 0.0)
-    v = v.reshape(nb, 6)
+    statuses = [info.status]
+    if model.nc:
+        correction, status = min_norm_solve(G, nu - G @ v0, redundant=redundant)
+        v0, statuses = v0 + correction, statuses + [status]
+    v = v0.reshape(nb, 6)
     rdot, omega = v[:, :3], v[:, 3:]
     _, _, _, gamma = rA_terms(model, r, A, rdot, omega, t)
     Q = jnp.concatenate(newton_euler_forces(model, t, BodyState(r, A, rdot, omega)), 1)
@@ -97,9 +111,11 @@ def consistent_initial_state(
         sol = jnp.concatenate([Minv_Q - Minv_Gt @ lam, lam])
     else:
         kkt = jnp.block([[M, G.T], [G, jnp.zeros((nc, nc))]])
-        sol = dense.solve(kkt, jnp.concatenate([Q.reshape(-1), gamma]))
+        sol, status = solve_with_condition(kkt, jnp.concatenate([Q.reshape(-1), gamma]))
+        statuses.append(status)
     acc, lam = sol[: 6 * nb].reshape(nb, 6), sol[6 * nb :]
     state = (r, A, rdot, omega, acc[:, :3], acc[:, 3:], lam)
+    info = info._replace(status=first_failure(*statuses))
     return (state, *_report(model, state, v, info))
 
 
@@ -145,7 +161,6 @@ def _structured_start(model, t, tol, max_iter):
     Returns ((r, A, rdot, omega, rddot, omegadot, lam), v (6 nb,), NewtonInfo)."""
     from .integrators.structured import kkt_blocks
     from .linear.graph import newton_layout
-    from .linear.structured import factor_plain, factors_solve
 
     nb, nc = model.nb, model.nc
     n = 6 * nb
@@ -153,9 +168,9 @@ def _structured_start(model, t, tol, max_iter):
     layout = newton_layout(model, tangent_size=6)
     identity = jnp.broadcast_to(jnp.eye(6), (nb, 6, 6))
 
-    def solve(W, upper, lower, top, bottom):
+    def solve(W, upper, lower, top, bottom):  # (x, status of its pivot-ratio test)
         blocks = kkt_blocks(layout, model, W, upper, lower)
-        return factors_solve(factor_plain(blocks), jnp.concatenate([top, bottom]))
+        return solve_with_condition(blocks, jnp.concatenate([top, bottom]))
 
     def normals(model_):
         return rA_rows(model_, model_.r0, model_.A0, t)[1:]
@@ -177,7 +192,7 @@ def _structured_start(model, t, tol, max_iter):
         return phi, (ji, jj)
 
     def correction(rows, F):  # (G G0^T)^{-1} F
-        return -solve(identity, rows0, rows, jnp.zeros(n, F.dtype), F)[n:]
+        return -solve(identity, rows0, rows, jnp.zeros(n, F.dtype), F)[0][n:]
 
     def row_tolerance(rows, allowed):  # |G| |G0^T| allowed >= |G G0^T| allowed
         spread = rA_generalized_reaction(frozen, jnp.abs(rows0[0]), jnp.abs(rows0[1]), allowed)
@@ -198,12 +213,14 @@ def _structured_start(model, t, tol, max_iter):
     rows = (ji, jj)
     v0 = jnp.concatenate([model.rdot0, model.omega0], 1)
     b = nu_rhs - _per_row(model, ji, jj, v0)
-    v = v0.reshape(-1) + solve(identity, rows, rows, jnp.zeros(n, b.dtype), b)[:n]
+    correction, velocity_status = solve(identity, rows, rows, jnp.zeros(n, b.dtype), b)
+    v = v0.reshape(-1) + correction[:n]
     rdot, omega = v.reshape(nb, 6)[:, :3], v.reshape(nb, 6)[:, 3:]
     gamma = rA_terms_rows(model, r, A, rdot, omega, t)[4]
     Q = jnp.concatenate(newton_euler_forces(model, t, BodyState(r, A, rdot, omega)), 1)
-    sol = solve(mass_blocks(model.mass, model.inertia), rows, rows, Q.reshape(-1), gamma)
+    sol, status = solve(mass_blocks(model.mass, model.inertia), rows, rows, Q.reshape(-1), gamma)
     acc, lam = sol[:n].reshape(nb, 6), sol[n:]
+    info = info._replace(status=first_failure(info.status, velocity_status, status))
     return (r, A, rdot, omega, acc[:, :3], acc[:, 3:], lam), v, info
 
 

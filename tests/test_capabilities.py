@@ -25,7 +25,7 @@ from jaxmbd.formulations import FORMULATIONS, AbstractAutodiffFormulation, get_f
 from jaxmbd.formulations.index1 import index1_dynamics
 from jaxmbd.integrators import AbstractIntegrator, StepResult, get_integrator, valid_pairs
 from jaxmbd.lie import so3_dexpinv, so3_exp, so3_log, so3_right_jacobian
-from jaxmbd.newton import NONFINITE, SUCCESS, NewtonInfo
+from jaxmbd.newton import NONFINITE, NewtonInfo
 
 
 def _mv(M, x):
@@ -84,19 +84,19 @@ class SymplecticEuler(AbstractIntegrator):
     requires: ClassVar[frozenset[str]] = frozenset({"index1_blocks"})
 
     def init(self, model, form, start, h):
-        a, lam = index1_dynamics(model, form, start.q, start.v, jnp.asarray(0.0))
+        a, lam, _ = index1_dynamics(model, form, start.q, start.v, jnp.asarray(0.0))
         return start.q, start.v, a, lam
 
     def step(self, model, form, state, k, h):
         q, v, a, _ = state
         v1 = v + h * a
         q1 = form.retract(q, h * v1.reshape(-1))
-        a1, lam1 = index1_dynamics(model, form, q1, v1, k * h)
+        a1, lam1, solve_status = index1_dynamics(model, form, q1, v1, k * h)
         residual = form.residual(model, q1, k * h)
         finite = jnp.all(jnp.isfinite(a1)) & jnp.all(jnp.isfinite(lam1))
         info = NewtonInfo(
             jnp.asarray(0),
-            jnp.where(finite, SUCCESS, NONFINITE),
+            jnp.where(finite, solve_status, NONFINITE),
             jnp.linalg.norm(residual),
             jnp.asarray(0.0),
         )

@@ -343,7 +343,7 @@ def test_initial_accelerations_and_multipliers():
     m = model()
     s = start_state(m)
     c = FORM.constants(m, s.q)
-    a, lam = two_step(m, c, s.q, s.v, jnp.asarray(0.0))
+    a, lam, _ = two_step(m, c, s.q, s.v, jnp.asarray(0.0))
     _, _, _, _, ddphi, ddpsi = reference([0.0])
     jz = np.array([[0, -1, 0], [1, 0, 0], [0, 0, 0]])
     np.testing.assert_allclose(a[0, 3:].reshape(3, 3), ddphi[0] * jz, rtol=1e-8, atol=1e-10)

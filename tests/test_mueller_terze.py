@@ -339,7 +339,7 @@ def test_index1_system_matches_newton_euler_rA_and_se3():
     for name in ("se3", "rA"):
         form = get_formulation(name)
         q, v, _ = form.from_body_state(r, A, rdot, omega, jnp.zeros((2, 3)), jnp.zeros((2, 3)))
-        a, lam = index1_dynamics(model, form, q, v, 0.0)
+        a, lam, _ = index1_dynamics(model, form, q, v, 0.0)
         # the KKT solution satisfies the formulation's own equations of motion (for rA the
         # independent hand-coded eq. 31a of formulations/ra.py) and G a = gamma
         g, _ = form.dynamics_equations(model, q, v, a, lam, 0.0)

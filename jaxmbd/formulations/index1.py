@@ -29,8 +29,8 @@ from .. import _config  # noqa: F401
 from .._rigid_body import mass_blocks, newton_euler_forces
 from ..equations import rA_terms
 from ..forces import BodyState
-from ..linear import dense
 from ..model import Model
+from ..newton import solve_with_condition
 
 
 class Index1System(NamedTuple):
@@ -45,6 +45,17 @@ class Index1System(NamedTuple):
     gamma: jax.Array
 
 
+class Index1Solution(NamedTuple):
+    """Accelerations ``a`` (nb, k) and multipliers ``lam`` (m,) of the index-1 system at one
+    state, and the ``status`` of the solve that gave them (SUCCESS, ILL_CONDITIONED or
+    NONFINITE, :func:`jaxmbd.newton.solve_with_condition`): an integrator's step reports
+    the worst status of its solves."""
+
+    a: jax.Array
+    lam: jax.Array
+    status: jax.Array
+
+
 def _block_diagonal(blocks):
     nb, k, _ = blocks.shape
     return jnp.einsum("ab,aij->aibj", jnp.eye(nb, dtype=blocks.dtype), blocks).reshape(
@@ -52,9 +63,13 @@ def _block_diagonal(blocks):
     )
 
 
-def solve_index1(system: Index1System, *, model: Model | None = None, structured: bool = False):
-    """(a (nb, k), lam (m,)) of the KKT system. A singular system (redundant constraints, a
-    zero mass) gives non-finite values, which the integrators report as a failed step.
+def solve_index1(
+    system: Index1System, *, model: Model | None = None, structured: bool = False
+) -> Index1Solution:
+    """(a (nb, k), lam (m,), status) of the KKT system, solved with the pivot-ratio condition
+    test of every linear solve: a singular system (redundant constraints, a configuration
+    where constraint rows become dependent, a zero mass) is status NONFINITE, a near-singular
+    one ILL_CONDITIONED, and the integrators report it as a failed step.
 
     ``structured=True`` (needs ``model``): block elimination on the body-joint graph
     (:mod:`jaxmbd.linear.structured`) instead of a dense LU; the KKT matrix is gathered
@@ -64,7 +79,8 @@ def solve_index1(system: Index1System, *, model: Model | None = None, structured
     Q = system.force.reshape(-1)
     M = _block_diagonal(system.mass)
     if m == 0:
-        return dense.solve(M, Q).reshape(nb, k), jnp.zeros((0,), Q.dtype)
+        a, status = solve_with_condition(M, Q)
+        return Index1Solution(a.reshape(nb, k), jnp.zeros((0,), Q.dtype), status)
     kkt = jnp.concatenate(
         [
             jnp.concatenate([M, system.G.T], 1),
@@ -75,7 +91,7 @@ def solve_index1(system: Index1System, *, model: Model | None = None, structured
     rhs = jnp.concatenate([Q, system.gamma])
     if structured:
         from ..linear.graph import newton_layout
-        from ..linear.structured import BlockMatrix, factor_plain, factors_solve
+        from ..linear.structured import BlockMatrix
 
         per_body, rest = divmod(m - model.nc, nb)
         if rest:
@@ -85,10 +101,10 @@ def solve_index1(system: Index1System, *, model: Model | None = None, structured
             )
         layout = newton_layout(model, tangent_size=k, extra_rows=per_body)
         blocks = BlockMatrix(layout.structure.gather(kkt), layout.structure, layout.n)
-        x = factors_solve(factor_plain(blocks), rhs)
+        x, status = solve_with_condition(blocks, rhs)
     else:
-        x = dense.solve(kkt, rhs)
-    return x[: nb * k].reshape(nb, k), x[nb * k :]
+        x, status = solve_with_condition(kkt, rhs)
+    return Index1Solution(x[: nb * k].reshape(nb, k), x[nb * k :], status)
 
 
 def rA_index1_system(model: Model, q, v, t) -> Index1System:
@@ -112,14 +128,16 @@ def index1_system(model: Model, form, q, v, t) -> Index1System:
     return form.index1_system(model, q, v, t)
 
 
-def index1_dynamics(model: Model, form, q, v, t, *, structured: bool = False):
-    """(a (nb, tangent_size), lam (nc,)): accelerations and multipliers of the index-1 system
-    at (q, v, t) (Mueller-Terze eq. 3); ``structured``: see :func:`solve_index1`."""
+def index1_dynamics(model: Model, form, q, v, t, *, structured: bool = False) -> Index1Solution:
+    """(a (nb, tangent_size), lam, status): accelerations, multipliers and the solve's status
+    of the index-1 system at (q, v, t) (Mueller-Terze eq. 3); ``structured``: see
+    :func:`solve_index1`."""
     system = index1_system(model, form, q, v, t)
     return solve_index1(system, model=model, structured=structured)
 
 
 __all__ = [
+    "Index1Solution",
     "Index1System",
     "index1_dynamics",
     "index1_system",

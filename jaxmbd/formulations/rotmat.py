@@ -48,8 +48,9 @@ from ..equations import constraint_values
 from ..forces import BodyState, applied_forces
 from ..lie import hat, vee
 from ..linear import dense
+from ..newton import SUCCESS, solve_with_condition
 from .base import AbstractFormulation
-from .index1 import Index1System, solve_index1
+from .index1 import Index1Solution, Index1System, solve_index1
 
 _UPPER = ((0, 0), (1, 1), (2, 2), (0, 1), (0, 2), (1, 2))
 
@@ -74,13 +75,6 @@ class RotmatConstants(NamedTuple):
     K_inv: jax.Array
     Q: jax.Array
     d: jax.Array
-
-
-class Index1Solution(NamedTuple):
-    """Accelerations a (nb, 12) and all multipliers lam (nc + 6 nb,) of the index-1 system."""
-
-    a: jax.Array
-    lam: jax.Array
 
 
 # ----------------------------------------------------------------------- small helpers
@@ -384,6 +378,8 @@ class Rotmat(AbstractFormulation):
         linear system W lam = G_J a_free - gamma_J, W = G_J P G_J^T, with P (nb, 12, 12)
         the per-body linear part of the effort -> acceleration map built by evaluation.
         Exact when R^T R = I; otherwise it differs from the full KKT system by O(||R^T R - I||).
+        The status is that of the joint system W (pivot-ratio test,
+        :func:`~jaxmbd.newton.solve_with_condition`): dependent joint rows make W singular.
         """
         nb, nc = model.nb, model.nc
         R = q.R
@@ -405,14 +401,14 @@ class Rotmat(AbstractFormulation):
             G3 = G.reshape(nc, nb, 12)
             PGt = jnp.einsum("bkl,cbl->cbk", P, G3)
             W = jnp.einsum("dbk,cbk->dc", G3, PGt)
-            lam = dense.solve(W, G @ a_free.reshape(-1) - gamma)
+            lam, status = solve_with_condition(W, G @ a_free.reshape(-1) - gamma)
             reaction = (G.T @ lam).reshape(nb, 12)
             X = X - reaction[:, :3]
             Y = Y - reaction[:, 3:].reshape(nb, 3, 3)
         else:
-            lam = jnp.zeros((0,))
+            lam, status = jnp.zeros((0,)), jnp.asarray(SUCCESS)
         a, L = acc(X, Y, R_d)
-        return Index1Solution(a, jnp.concatenate([lam, _pack_upper(L).reshape(-1)]))
+        return Index1Solution(a, jnp.concatenate([lam, _pack_upper(L).reshape(-1)]), status)
 
     def index1_system(self, model, q, v, t) -> Index1System:
         """The full index-1 KKT blocks (:mod:`jaxmbd.formulations.index1`): constant mass
@@ -425,8 +421,9 @@ class Rotmat(AbstractFormulation):
 
     def one_step(self, model, q, v, t) -> Index1Solution:
         """Index-1 accelerations and multipliers from the full KKT system
-        [[M, G^T], [G, 0]] [a; lam] = [(X, Y); gamma] with all nc + 6 nb rows (23)-(24)."""
-        return Index1Solution(*solve_index1(self.index1_system(model, q, v, t)))
+        [[M, G^T], [G, 0]] [a; lam] = [(X, Y); gamma] with all nc + 6 nb rows (23)-(24), and
+        the status of its solve."""
+        return solve_index1(self.index1_system(model, q, v, t))
 
     def accelerations_given_multipliers(self, model, c: RotmatConstants, q, v, t, lam):
         """a = M^-1 ((X, Y) - G^T lam) in closed form (eq. 12) for given multipliers (the

@@ -62,11 +62,12 @@ import jax
 import jax.numpy as jnp
 
 from .._jit import jit
+from .._min_norm import min_norm_solve
+from .._step_status import as_status, finite_status, first_failure
 from ..equations import constraint_values
 from ..forces import SpringDamper
 from ..formulations import director_pairs as pairs
 from ..lie import so3_exp
-from ..linear import dense
 from ..linear.graph import newton_layout
 from ..linear.structured import BlockMatrix, empty_factors, factor_plain, factors_solve
 from ..newton import (
@@ -83,6 +84,7 @@ from ..newton import (
     get_newton,
     implicit_root,
     solve_linear,
+    solve_with_condition,
 )
 from .base import LINEAR_SOLVERS, AbstractIntegrator, StepResult, choose_structured
 
@@ -95,6 +97,8 @@ class EMState(NamedTuple):
     v: jax.Array
     lam_hat: jax.Array  # h^2 lam / 2 of the last step (Newton guess)
     newton: Any = None  # the Newton solver's state, carried across steps (newton="reuse")
+    # the first failure of the run so far: a step starts from its predecessor's state
+    status: Any = None
 
 
 # ------------------------------------------------------------------------- damped Newton
@@ -361,11 +365,31 @@ def constrained_matrix(form, model, x0, v0, x1, lam, h, k, W=None):
     return jax.jacfwd(R)(jnp.concatenate([x1, lam]))
 
 
+def independent_rows_status(G):
+    """SUCCESS while the rows of G are independent, else ILL_CONDITIONED or NONFINITE: the
+    pivot-ratio test of G G^T (:func:`~jaxmbd.newton.solve_with_condition`)."""
+    return solve_with_condition(G @ G.T, jnp.zeros(G.shape[0], G.dtype))[1]
+
+
+def midpoint_rows_status(form, model, x0, x1, t, W=None):
+    """:func:`independent_rows_status` of G(q_{n+1/2}), the rows through which a step's
+    multipliers act (eq. 10): where they have become dependent (a singular configuration)
+    the multipliers are not determined, whatever the Newton iteration returned."""
+    G = jax.jacfwd(lambda x: _all_values(form, model, x, t, W))(0.5 * (x0 + x1))
+    return independent_rows_status(G)
+
+
 def multipliers(form, model, x0, v0, x1, h, k, W=None):
-    """lam of a step from its positions: least squares of h G(q_mid)^T lam = -R1_0."""
+    """(lam, status) of a step from its positions: lam the least-squares solution of
+    h G(q_mid)^T lam = -R1_0 (exact at a root of the constrained equations), status the
+    pivot-ratio test of G G^T (:func:`~jaxmbd.newton.solve_with_condition`): rows of
+    G(q_mid) that have become dependent (a singular configuration) are reported, not
+    averaged away by the least squares. It is also the conditioning of the null-space
+    scheme's projections, which use the same G(q_mid) (:func:`discrete_null_space`, the
+    closure rows of :func:`pairs_residual`)."""
     G = jax.jacfwd(lambda x: _all_values(form, model, x, k * h, W))(0.5 * (x0 + x1))
     r = momentum_residual(form, model, x0, v0, x1, h, k)
-    return -jnp.linalg.lstsq(G.T, r)[0] / h
+    return -jnp.linalg.lstsq(G.T, r)[0] / h, independent_rows_status(G)
 
 
 def _global_omega(form, q, v):
@@ -422,7 +446,9 @@ def twist_basis(form, model, q, t, dof: int) -> NullSpaceBasis:
 
 
 def reparametrise(form, model, q0, basis: NullSpaceBasis, mu, t, *, tol, max_iter=30):
-    """q_{n+1} = F_{q_n}(mu) with Phi(F(mu)) = 0 to round-off (eq. 15).
+    """(q_{n+1}, status): q_{n+1} = F_{q_n}(mu) with Phi(F(mu)) = 0 to round-off (eq. 15), and
+    the status of the inner Newton projection that found it (non-convergence, an
+    ill-conditioned or singular matrix).
 
     F(mu) = F0(N mu + C kappa(mu)), where F0 moves each body by a twist increment
     (phi + u, exp(theta~) d_I: the internal constraints hold exactly, eq. 44) and kappa solves
@@ -440,7 +466,7 @@ def reparametrise(form, model, q0, basis: NullSpaceBasis, mu, t, *, tol, max_ite
         return apply_twists(form, q0, xi)
 
     if r == 0:
-        return F0(mu, jnp.zeros(0))
+        return F0(mu, jnp.zeros(0)), as_status(SUCCESS)
 
     # B = d Phi_ext / d kappa at q_n (full column rank): B^T Phi_ext = 0 is square and, near
     # kappa = 0, equivalent to Phi_ext = 0 also when the joint rows are redundant
@@ -454,29 +480,34 @@ def reparametrise(form, model, q0, basis: NullSpaceBasis, mu, t, *, tol, max_ite
         return B.T @ constraint_values(model, q[0], form.rotation(q[1]), t)
 
     mu_s = jax.lax.stop_gradient(mu)
-    kappa, _, _ = get_newton("full", max_iter=max_iter).solve(
+    kappa, info, _ = get_newton("full", max_iter=max_iter).solve(
         lambda k_: g(k_, mu_s), jax.jacfwd(lambda k_: g(k_, mu_s)), jnp.zeros(r), None, tol=tol
     )
     kappa = implicit_root(g, lambda k_, d: k_ + d, kappa, mu, r)
-    return F0(mu, kappa)
+    return F0(mu, kappa), as_status(info.status)
 
 
 def discrete_null_space(form, model, xm, P0, t, W=None):
     """P(q_n, q_{n+1}) = Pi(q_mid) P(q_n) with Pi = I - G^T (G G^T)^-1 G, G = G(q_mid) (all
     rows): range P = null G(q_{n+1/2}) exactly (eq. 14), P -> P(q_n) as q_{n+1} -> q_n
     (eq. 13, since G(q_n) P(q_n) = 0). For the paper's pairs this spans the same space as
-    its closed forms (113)-(115), (133)-(135), (150)-(151)."""
+    its closed forms (113)-(115), (133)-(135), (150)-(151). Also returns the status of the
+    minimum-norm solve (dependent rows of G(q_mid): ill-conditioned)."""
     G = jax.jacfwd(lambda x: _all_values(form, model, x, t, W))(xm)
-    return P0 - G.T @ dense.solve(G @ G.T, G @ P0)
+    correction, status = min_norm_solve(G, G @ P0)
+    return P0 - correction, status
 
 
 def reduced_residual(form, model, q0, v0, basis, mu, h, k, *, tol, W=None):
-    """R(mu) = P(q_n, F(mu))^T [(2/h) M (F(mu) - q_n) - 2 M v_n + h grad_bar V] (notes 1.2)."""
+    """R(mu) = P(q_n, F(mu))^T [(2/h) M (F(mu) - q_n) - 2 M v_n + h grad_bar V] (notes 1.2).
+
+    The statuses of its inner solves are those of an iterate; the step reports them at its
+    root (:func:`reparametrise` of the root, :func:`multipliers`' test of G(q_mid))."""
     nb = model.nb
     x0 = form._flat(q0)
-    x1 = form._flat(reparametrise(form, model, q0, basis, mu, k * h, tol=tol))
+    x1 = form._flat(reparametrise(form, model, q0, basis, mu, k * h, tol=tol)[0])
     P0 = jax.scipy.linalg.block_diag(*form.null_space_internal(q0[1])) @ basis.N
-    P = discrete_null_space(form, model, 0.5 * (x0 + x1), P0, k * h, W)
+    P, _ = discrete_null_space(form, model, 0.5 * (x0 + x1), P0, k * h, W)
     return P.T @ momentum_residual(form, model, x0, v0.reshape(nb, 12), x1, h, k)
 
 
@@ -517,7 +548,9 @@ def pairs_residual(form, model, structure, closure, q0, v0, mu, h, k, table=None
     discrete null space matrix of the tree (eqs. 65-74, 113, 133, 149, 185-187), and for
     closure rows Phi_c: p_c = Pi p_ref spanning null(B^T G_c(q_{n+1/2}) P) (Pi the orthogonal
     projector onto it: smooth in mu and -> p_ref as q_{n+1} -> q_n), so P p_c spans
-    null G(q_{n+1/2}) of the selected rows and lam drops out exactly."""
+    null G(q_{n+1/2}) of the selected rows and lam drops out exactly. The projector's
+    conditioning is reported at the step's root, by :func:`multipliers`' test of the same
+    rows of G(q_mid)."""
     nb = model.nb
     x0 = form._flat(q0)
     x1 = form._flat(pairs.reparametrise(model, structure, q0, mu, table=table))
@@ -535,7 +568,7 @@ def pairs_residual(form, model, structure, closure, q0, v0, mu, h, k, table=None
     # B^T G_c(q_{n+1/2}) P column by column (d forward passes instead of 12 nb)
     GcP = jax.vmap(lambda col: jax.jvp(phi_c, (xm,), (col,))[1], in_axes=1, out_axes=1)(P)
     K = closure.B.T @ GcP
-    p_c = closure.p_ref - K.T @ dense.solve(K @ K.T, K @ closure.p_ref)
+    p_c = closure.p_ref - min_norm_solve(K, K @ closure.p_ref)[0]
     return jnp.concatenate([p_c.T @ y, closure.B.T @ phi_c(x1)])
 
 
@@ -663,7 +696,7 @@ class EnergyMomentum(AbstractIntegrator):
         newton = _newton(self.newton, self.max_iter)
         layout = director_layout(model) if structured else None
         state = _newton_state(newton, self._num_unknowns(model, structure, dof), layout)
-        return EMState(start.q, start.v, lam_hat, state)
+        return EMState(start.q, start.v, lam_hat, state, as_status(SUCCESS))
 
     def _num_unknowns(self, model, structure, dof: int) -> int:
         """Newton unknowns of a step: (q_{n+1}, lam_hat) of the rows used (constrained), the
@@ -675,7 +708,50 @@ class EnergyMomentum(AbstractIntegrator):
             return 12 * model.nb + len(structure.tree_rows) + 6 * model.nb + k
         return structure.size if self.parametrisation in (None, "pairs") else dof
 
+    def _null_space_root(self, newton, form, model, q0, v0, structure, dof, W, h, k, state):
+        """The null-space scheme's root as (q_{n+1} flat, lam_hat), its Newton info and
+        state, the reduced matrix (``record_condition``) and the first failure of the
+        inner solves at the root: the projection onto the joints (numerical) and the
+        conditioning of the multipliers' rows G(q_{n+1/2}) (:func:`multipliers`)."""
+        tol = self._tol()
+        x0 = form._flat(q0)
+        inner = as_status(SUCCESS)
+        if self.parametrisation in (None, "pairs"):
+            table = pairs.edge_table(model, structure)
+            closure = closure_data(form, model, structure, q0, k * h, dof, table)
+            mu0 = pairs.predictor(model, structure, q0, v0, h, table=table)
+
+            def res_mu(mu):
+                return pairs_residual(form, model, structure, closure, q0, v0, mu, h, k, table)
+
+            def F(mu):
+                q1 = pairs.reparametrise(model, structure, q0, mu, table=table)
+                return form._flat(q1), inner
+        else:
+            basis = twist_basis(form, model, q0, k * h, dof)
+            mu0 = basis.N.T @ twist_predictor(form, q0, v0, h).reshape(-1)
+
+            def res_mu(mu):
+                return reduced_residual(form, model, q0, v0, basis, mu, h, k, tol=1e-3 * tol, W=W)
+
+            def F(mu):
+                q1, status = reparametrise(form, model, q0, basis, mu, k * h, tol=1e-3 * tol)
+                return form._flat(q1), status
+
+        mu_star, info, newton_state = newton.solve(
+            res_mu, _jacobian(newton, res_mu), mu0, state, tol=tol
+        )
+        x1, projection = F(mu_star)
+        lam, rows = multipliers(form, model, x0, v0, x1, h, k, W)
+        y_star = jnp.concatenate([x1, 0.5 * h**2 * lam])
+        reduced_matrix = jax.jacfwd(res_mu)(mu_star) if self.record_condition else None
+        return y_star, info, newton_state, reduced_matrix, first_failure(projection, rows)
+
     def step(self, model, form, state, k, h):
+        """One step of the midpoint scheme (10). Its status: the first failure of the run
+        before it (the step starts from that state), of its Newton solve, of its inner
+        solves at the root (the projection onto the joints, the conditioning of the
+        multipliers' rows G(q_{n+1/2})) and of finiteness."""
         newton = _newton(self.newton, self.max_iter)
         nb = model.nb
         n = 12 * nb
@@ -708,39 +784,11 @@ class EnergyMomentum(AbstractIntegrator):
                 y_star, info, newton_state = newton.solve(
                     res, _jacobian(newton, res), y0, state.newton, tol=tol
                 )
+            inner = midpoint_rows_status(form, m_, x0_, y_star[:n], k * h, W)
         else:
-            if self.parametrisation in (None, "pairs"):
-                table = pairs.edge_table(m_, structure)
-                closure = closure_data(form, m_, structure, q0_, k * h, dof, table)
-                mu0 = pairs.predictor(m_, structure, q0_, v0_, h, table=table)
-
-                def res_mu(mu):
-                    return pairs_residual(form, m_, structure, closure, q0_, v0_, mu, h, k, table)
-
-                def F(mu):
-                    return form._flat(pairs.reparametrise(m_, structure, q0_, mu, table=table))
-            else:
-                basis = twist_basis(form, m_, q0_, k * h, dof)
-                mu0 = basis.N.T @ twist_predictor(form, q0_, v0_, h).reshape(-1)
-
-                def res_mu(mu):
-                    return reduced_residual(
-                        form, m_, q0_, v0_, basis, mu, h, k, tol=1e-3 * tol, W=W
-                    )
-
-                def F(mu):
-                    return form._flat(
-                        reparametrise(form, m_, q0_, basis, mu, k * h, tol=1e-3 * tol)
-                    )
-
-            mu_star, info, newton_state = newton.solve(
-                res_mu, _jacobian(newton, res_mu), mu0, state.newton, tol=tol
+            y_star, info, newton_state, reduced_matrix, inner = self._null_space_root(
+                newton, form, m_, q0_, v0_, structure, dof, W, h, k, state.newton
             )
-            x1 = F(mu_star)
-            lam = multipliers(form, m_, x0_, v0_, x1, h, k, W)
-            y_star = jnp.concatenate([x1, 0.5 * h**2 * lam])
-            if self.record_condition:
-                reduced_matrix = jax.jacfwd(res_mu)(mu_star)
 
         condition = None
         if self.record_condition:
@@ -762,9 +810,10 @@ class EnergyMomentum(AbstractIntegrator):
         v1 = (2.0 / h) * (x1 - x0).reshape(nb, 12) - v0
         a1 = (v1 - v0) / h
         lam = lam_hat * (2.0 / h**2)
-        info = NewtonInfo(info.iterations, info.status, info.residual_norm, info.step_norm)
+        status = first_failure(state.status, info.status, inner, finite_status(q1, v1, lam))
+        info = NewtonInfo(info.iterations, status, info.residual_norm, info.step_norm)
         result = StepResult(q1, v1, a1, lam, info, condition)
-        return EMState(q1, v1, lam_hat, newton_state), result
+        return EMState(q1, v1, lam_hat, newton_state, status), result
 
 
 @jit
@@ -780,7 +829,7 @@ def step_matrices(form, model, q0, v0, q1, h, k, *, dof=None, parametrisation="p
     dof = 6 * nb - model.nc if dof is None else dof
     structure = pairs.pair_structure(model)
     W = None if dof == 6 * nb - model.nc else row_selection(form, model, structure, x0, k * h, dof)
-    lam = multipliers(form, model, x0, v0, x1, h, k, W)
+    lam, _ = multipliers(form, model, x0, v0, x1, h, k, W)
     Kc = constrained_matrix(form, model, x0, v0, x1, lam, h, k, W)
     if parametrisation == "pairs":
         closure = closure_data(form, model, structure, q0, k * h, dof)
@@ -796,7 +845,7 @@ def step_matrices(form, model, q0, v0, q1, h, k, *, dof=None, parametrisation="p
         mu = basis.N.T @ twist_predictor(form, q0, v0, h).reshape(-1)
 
         def F(m):
-            return form._flat(reparametrise(form, model, q0, basis, m, k * h, tol=1e-14))
+            return form._flat(reparametrise(form, model, q0, basis, m, k * h, tol=1e-14)[0])
 
         def R(m):
             return reduced_residual(form, model, q0, v0, basis, m, h, k, tol=1e-14, W=W)

@@ -32,9 +32,10 @@ import jax
 import jax.numpy as jnp
 
 from .. import _config  # noqa: F401
+from .._min_norm import min_norm_solve
+from .._step_status import finite_status, first_failure
 from ..formulations.index1 import index1_dynamics
-from ..linear import dense
-from ..newton import NONFINITE, SUCCESS, NewtonInfo
+from ..newton import NewtonInfo
 from .base import LINEAR_SOLVERS, AbstractIntegrator, StepResult, choose_structured
 from .tableau import ButcherTableau, get_tableau
 
@@ -43,16 +44,15 @@ STABILIZE = (None, "projection")
 
 class MuntheKaasState(NamedTuple):
     """Positions, velocities and the index-1 accelerations and multipliers at t_n (the
-    first stage of the next step: first same as last)."""
+    first stage of the next step: first same as last), and the first failure of the run so
+    far (SUCCESS while none: a step builds on its predecessor's state uncorrected, so it
+    inherits it)."""
 
     q: Any
     v: jax.Array
     a: jax.Array
     lam: jax.Array
-
-
-def _min_norm(G, rhs):
-    return G.T @ dense.solve(G @ G.T, rhs)
+    status: jax.Array
 
 
 class MuntheKaas(AbstractIntegrator):
@@ -111,24 +111,32 @@ class MuntheKaas(AbstractIntegrator):
         return 3 if self.projection_iterations is None else self.projection_iterations
 
     def init(self, model, form, start, h):
-        a, lam = index1_dynamics(
+        a, lam, status = index1_dynamics(
             model, form, start.q, start.v, jnp.asarray(0.0), structured=self._structured(model)
         )
-        return MuntheKaasState(start.q, start.v, a, lam)
+        status = first_failure(status, finite_status(a, lam))
+        return MuntheKaasState(start.q, start.v, a, lam, status)
 
     def _project(self, model, form, q, v, t):
+        """Gauss-Newton projection of q onto Phi = 0, then v onto G v = nu, by minimum-norm
+        corrections; the first failure of their solves (dependent rows: ill-conditioned)."""
+        statuses = []
         for _ in range(self.iterations):
             phi, G = form.position_terms(model, q, t)
-            q = form.retract(q, -_min_norm(G, phi))
+            correction, status = min_norm_solve(G, phi)
+            q = form.retract(q, -correction)
+            statuses.append(status)
         G, nu = form.velocity_terms(model, q, t)
-        v = v - _min_norm(G, G @ v.reshape(-1) - nu).reshape(v.shape)
-        return q, v
+        correction, status = min_norm_solve(G, G @ v.reshape(-1) - nu)
+        return q, v - correction.reshape(v.shape), first_failure(*statuses, status)
 
     def step(self, model, form, state: MuntheKaasState, k, h):
+        """One step (eq. 37). Its status: the first failure of the run before it, of its
+        index-1 and projection solves (pivot-ratio conditioning) and of finiteness."""
         tab = self.tableau
         t0 = (k - 1) * h
         q, v = state.q, state.v
-        kq, kv = [], []
+        kq, kv, statuses = [], [], [state.status]
         for j in range(tab.stages):
             if j == 0:
                 psi_q = jnp.zeros(v.size, v.dtype)
@@ -139,9 +147,10 @@ class MuntheKaas(AbstractIntegrator):
                 psi_q = jnp.zeros(v.size, v.dtype) + psi_q
                 qj = form.retract(q, psi_q)
                 vj = v + psi_v
-                aj, _ = index1_dynamics(
+                aj, _, status = index1_dynamics(
                     model, form, qj, vj, t0 + tab.c[j] * h, structured=self._structured(model)
                 )
+                statuses.append(status)
             increment = form.dexpinv(psi_q.reshape(vj.shape), vj, sign=self.dexp_sign)
             kq.append(increment.reshape(-1))
             kv.append(aj)
@@ -151,14 +160,14 @@ class MuntheKaas(AbstractIntegrator):
         v1 = v + phi_v
         t1 = k * h
         if self.stabilize == "projection":
-            q1, v1 = self._project(model, form, q1, v1, t1)
-        a1, lam1 = index1_dynamics(model, form, q1, v1, t1, structured=self._structured(model))
-        finite = (
-            jnp.all(jnp.isfinite(v1)) & jnp.all(jnp.isfinite(a1)) & jnp.all(jnp.isfinite(q1[0]))
+            q1, v1, status = self._project(model, form, q1, v1, t1)
+            statuses.append(status)
+        a1, lam1, status = index1_dynamics(
+            model, form, q1, v1, t1, structured=self._structured(model)
         )
-        status = jnp.where(finite, SUCCESS, NONFINITE)
+        status = first_failure(*statuses, status, finite_status(q1, v1, a1, lam1))
         iterations = self.iterations
         info = NewtonInfo(
             jnp.asarray(iterations), status, jnp.asarray(0.0, v.dtype), jnp.asarray(0.0, v.dtype)
         )
-        return MuntheKaasState(q1, v1, a1, lam1), StepResult(q1, v1, a1, lam1, info)
+        return MuntheKaasState(q1, v1, a1, lam1, status), StepResult(q1, v1, a1, lam1, info)

@@ -46,9 +46,9 @@ import jax
 import jax.numpy as jnp
 
 from .. import _config  # noqa: F401
+from .._step_status import as_status, finite_status, first_failure
 from ..formulations.index1 import index1_system, solve_index1
-from ..linear import dense
-from ..newton import NONFINITE, SUCCESS, NewtonInfo
+from ..newton import SUCCESS, NewtonInfo, solve_with_condition
 from .base import LINEAR_SOLVERS, AbstractIntegrator, StepResult, choose_structured
 from .tableau import ButcherTableau, get_tableau
 
@@ -57,14 +57,16 @@ MULTIPLIERS = ("two_step", "one_step", "frozen")
 
 class RungeKuttaState(NamedTuple):
     """Positions, velocities, accelerations and all multipliers at t_n (stage 1 of the next
-    step), and the formulation's per-simulation constants (rotmat: K^-1 and its
-    eigen-decomposition; None otherwise)."""
+    step), the formulation's per-simulation constants (rotmat: K^-1 and its
+    eigen-decomposition; None otherwise) and the first failure of the run so far (SUCCESS
+    while none: a step builds on its predecessor's state uncorrected, so it inherits it)."""
 
     q: Any
     v: jax.Array
     a: jax.Array
     lam: jax.Array
     constants: Any
+    status: jax.Array
 
 
 class RungeKutta(AbstractIntegrator):
@@ -120,18 +122,22 @@ class RungeKutta(AbstractIntegrator):
 
     # -- index-1 solves -------------------------------------------------------------------
     def _solve(self, model, form, constants, q, v, t):
-        """(a, lam) at a stage state with the chosen method (frozen: at the step start)."""
+        """(a, lam, status) at a stage state with the chosen method (frozen: at the step
+        start); status: the conditioning of its solve (SUCCESS, ILL_CONDITIONED, NONFINITE)."""
         if self.method(form) != "one_step" and form.two_step_multipliers:
-            return tuple(form.two_step(model, constants, q, v, t))
+            solution = form.two_step(model, constants, q, v, t)
+            return solution._replace(status=as_status(solution.status))
         system = index1_system(model, form, q, v, t)
         n = system.force.size + system.G.shape[0]
         structured = choose_structured(self.linear_solver, n, model.nc)
-        return solve_index1(system, model=model, structured=structured)
+        solution = solve_index1(system, model=model, structured=structured)
+        return solution._replace(status=as_status(solution.status))
 
     def _given(self, model, form, constants, q, v, t, lam):
-        """Accelerations M^-1 (Q - G^T lam) for frozen multipliers lam."""
-        if form.two_step_multipliers:
-            return form.accelerations_given_multipliers(model, constants, q, v, t, lam)
+        """(a, status): accelerations M^-1 (Q - G^T lam) for frozen multipliers lam."""
+        if form.two_step_multipliers:  # closed form (eq. 12): no solve
+            a = form.accelerations_given_multipliers(model, constants, q, v, t, lam)
+            return a, as_status(SUCCESS)
         nb, ts = model.nb, form.tangent_size
 
         def g(a_flat):
@@ -139,18 +145,22 @@ class RungeKutta(AbstractIntegrator):
 
         zero = jnp.zeros(nb * ts, v.dtype)
         M = jax.jacfwd(g)(zero)
-        return dense.solve(M, -g(zero)).reshape(nb, ts)
+        a, status = solve_with_condition(M, -g(zero))
+        return a.reshape(nb, ts), as_status(status)
 
     # -- integrator interface -------------------------------------------------------------
     def init(self, model, form, start, h):
         self.method(form)
         constants = form.constants(model, start.q) if form.two_step_multipliers else None
-        a, lam = self._solve(model, form, constants, start.q, start.v, jnp.asarray(0.0))
-        return RungeKuttaState(start.q, start.v, a, lam, constants)
+        a, lam, status = self._solve(model, form, constants, start.q, start.v, jnp.asarray(0.0))
+        status = first_failure(status, finite_status(a, lam))
+        return RungeKuttaState(start.q, start.v, a, lam, constants, status)
 
     def step(self, model, form, state: RungeKuttaState, k, h):
         """One step. The stages i = 2..s and the end of the step (row b) share one traced
-        index-1 solve inside a ``lax.scan`` (compile time does not grow with s)."""
+        index-1 solve inside a ``lax.scan`` (compile time does not grow with s). Its status:
+        the first failure of the run before it, of its solves (pivot-ratio conditioning) and
+        of finiteness."""
         tab = self.tableau
         s = tab.stages
         frozen = self.method(form) == "frozen"
@@ -164,42 +174,38 @@ class RungeKutta(AbstractIntegrator):
         Kv = jnp.zeros((s, n), v.dtype).at[0].set(state.a.reshape(-1))
 
         def stage(carry, inputs):
-            Kq, Kv, _, _, _, _ = carry
+            Kq, Kv, _, _, _, _, status = carry
             i, row, ci = inputs
             qi = form.retract(q, h * (row @ Kq))
             vi = v + h * (row @ Kv).reshape(v.shape)
             ti = t0 + ci * h
             if frozen:
-                ai, lami = jax.lax.cond(
-                    i == s,
-                    lambda: tuple(self._solve(model, form, c, qi, vi, ti)),
-                    lambda: (self._given(model, form, c, qi, vi, ti, state.lam), state.lam),
+
+                def given():
+                    ai, status_i = self._given(model, form, c, qi, vi, ti, state.lam)
+                    return ai, state.lam, status_i
+
+                ai, lami, status_i = jax.lax.cond(
+                    i == s, lambda: tuple(self._solve(model, form, c, qi, vi, ti)), given
                 )
             else:
-                ai, lami = self._solve(model, form, c, qi, vi, ti)
+                ai, lami, status_i = self._solve(model, form, c, qi, vi, ti)
+            status = first_failure(status, status_i)
             # the end of the step (i = s) is out of range: dropped
             Kq = Kq.at[i].set(vi.reshape(-1), mode="drop")
             Kv = Kv.at[i].set(ai.reshape(-1), mode="drop")
-            return (Kq, Kv, qi, vi, ai, lami), None
+            return (Kq, Kv, qi, vi, ai, lami, status), None
 
-        init = (Kq, Kv, q, v, state.a, state.lam)
+        init = (Kq, Kv, q, v, state.a, state.lam, state.status)
         inputs = (jnp.arange(1, s + 1), rows, times)
-        (_, _, q1, v1, a1, lam1), _ = jax.lax.scan(stage, init, inputs)
+        (_, _, q1, v1, a1, lam1, status), _ = jax.lax.scan(stage, init, inputs)
         residual = form.residual(model, q1, k * h)
-        finite = (
-            jnp.all(jnp.isfinite(v1))
-            & jnp.all(jnp.isfinite(a1))
-            & jnp.all(jnp.isfinite(lam1))
-            & jnp.all(jnp.isfinite(residual))
-        )
+        status = first_failure(status, finite_status(v1, a1, lam1, residual))
         info = NewtonInfo(
-            jnp.asarray(0),
-            jnp.where(finite, SUCCESS, NONFINITE),
-            jnp.linalg.norm(residual),
-            jnp.asarray(0.0, v.dtype),
+            jnp.asarray(0), status, jnp.linalg.norm(residual), jnp.asarray(0.0, v.dtype)
         )
         return (
-            RungeKuttaState(q1, v1, a1, lam1, c),
+            RungeKuttaState(q1, v1, a1, lam1, c, status),
             StepResult(q1, v1, a1, lam1, info),
         )
 
