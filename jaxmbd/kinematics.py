@@ -281,7 +281,7 @@ def kinematics(
     tol: float = 1e-10,
     max_iter: int = 25,
     progress: Callable[[int, int], None] | None = None,
-    chunk_size: int = 500,
+    chunk_size: int | None = None,
     save_every: int = 1,
     linear_solver: str = "auto",
     throw: bool = True,
@@ -293,7 +293,8 @@ def kinematics(
     "rA", "rp", "re", "se3", "director"). ``tol``: relative Newton tolerance: a position is
     accepted when the correction (paper 1 section 4.3) and the constraint residual both pass
     in norms scaled by the mechanism's size (:func:`position_scale`), default 1e-10.
-    ``progress(done, total)`` is called between chunks of ``chunk_size`` steps. A failed
+    ``progress(done, total)`` is called between chunks of ``chunk_size`` steps (default 500;
+    only with ``progress``). A failed
     step raises :class:`~jaxmbd.SolverError` naming the time, residual and constraints at
     fault (``throw=False`` returns the outcome instead: ``sol.status`` per step and
     ``sol.result``, a :class:`~jaxmbd.RESULTS` item); inside ``jit``/``grad``/``vmap``
@@ -306,6 +307,8 @@ def kinematics(
     300 unknowns of the embedding on, as the implicit integrators).
     """
     throw = resolve_throw(throw, check, "kinematics")
+    if chunk_size is not None and progress is None:
+        raise ValueError("kinematics: chunk_size (steps between progress calls) needs progress=")
     form = get_formulation(formulation)
     if not form.has_pose:
         raise ValueError(
@@ -331,7 +334,7 @@ def kinematics(
                 model, form, carry, k0, size, h_arr, tol_arr, max_iter, save_every, structured
             ),
             n,
-            chunk_size,
+            500 if chunk_size is None else chunk_size,
             progress,
             save_every=save_every,
         )

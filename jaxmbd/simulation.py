@@ -154,7 +154,7 @@ def simulate(
     t_end: float,
     h: float,
     progress: Callable[[int, int], None] | None = None,
-    chunk_size: int = 1000,
+    chunk_size: int | None = None,
     checkpoint: int | None = None,
     save_every: int = 1,
     throw: bool = True,
@@ -199,12 +199,17 @@ def simulate(
     of each step's root. ``checkpoint=k`` recomputes segments of k steps in reverse mode
     (``jax.checkpoint``), so stored states grow like n / k + k instead of n.
 
+    ``progress(done, total)`` is called between chunks of ``chunk_size`` steps (default
+    1000; only with ``progress``, and not under a trace, where the run is one program).
+
     ``save_every=k`` keeps every k-th step only (t = j k h; k must divide the number of
     steps): memory stays flat over long runs. Each saved row's ``status`` is the first
     failure since the previous saved row, ``iterations`` and ``residual`` the largest, so
     no failed step goes unreported.
     """
     throw = resolve_throw(throw, check, "simulate")
+    if chunk_size is not None and progress is None:
+        raise ValueError("simulate: chunk_size (steps between progress calls) needs progress=")
     form = get_formulation(formulation)
     stepper = get_integrator(integrator, form, **options)
     check_euler_angle_start(model, form)
@@ -229,7 +234,7 @@ def simulate(
                 model, form, stepper, carry, k0, size, h_arr, None, save_every
             ),
             n,
-            chunk_size,
+            1000 if chunk_size is None else chunk_size,
             progress,
             save_every=save_every,
         )
