@@ -30,6 +30,15 @@ def first_failure(*statuses) -> jax.Array:
     return result
 
 
+def first_failure_along(statuses) -> jax.Array:
+    """The first entry of a 1-D array of statuses (e.g. one per body) that is not SUCCESS,
+    or SUCCESS: :func:`first_failure` without a Python loop over the entries."""
+    statuses = as_status(statuses)
+    failed = statuses != SUCCESS
+    first = statuses[jnp.argmax(failed)] if statuses.size else as_status(SUCCESS)
+    return jnp.where(jnp.any(failed), first, as_status(SUCCESS))
+
+
 def finite_status(*arrays) -> jax.Array:
     """SUCCESS where every array is finite, else NONFINITE (NaN or inf never leaves a step
     unannounced)."""
@@ -39,4 +48,4 @@ def finite_status(*arrays) -> jax.Array:
     return as_status(jnp.where(finite, SUCCESS, NONFINITE))
 
 
-__all__ = ["as_status", "finite_status", "first_failure"]
+__all__ = ["as_status", "finite_status", "first_failure", "first_failure_along"]

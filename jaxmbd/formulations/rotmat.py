@@ -44,10 +44,10 @@ import jax
 import jax.numpy as jnp
 
 from .._rigid_body import euler_tensor
+from .._step_status import first_failure, first_failure_along
 from ..equations import constraint_values
 from ..forces import BodyState, applied_forces
 from ..lie import hat, vee
-from ..linear import dense
 from ..newton import SUCCESS, solve_with_condition
 from .base import AbstractFormulation
 from .index1 import Index1Solution, Index1System, solve_index1
@@ -68,13 +68,15 @@ class RotmatCoordinates(NamedTuple):
 
 class RotmatConstants(NamedTuple):
     """Per-body constants of a simulation, computed once: mass m (nb,), OG_0 (nb, 3),
-    K_G^{-1} (nb, 3, 3) and its eigen-decomposition K_G^{-1} = Q diag(d) Q^T."""
+    K_G^{-1} (nb, 3, 3) and its eigen-decomposition K_G^{-1} = Q diag(d) Q^T, and the status
+    of the inversion of K_G (a flat or degenerate body has a singular second moment)."""
 
     mass: jax.Array
     g0: jax.Array
     K_inv: jax.Array
     Q: jax.Array
     d: jax.Array
+    status: jax.Array
 
 
 # ----------------------------------------------------------------------- small helpers
@@ -293,13 +295,15 @@ class Rotmat(AbstractFormulation):
 
     def constants(self, model, q) -> RotmatConstants:
         """m, OG_0, K_G^{-1} = A_0 K_bar^{-1} A_0^T and its eigen-decomposition (computed once;
-        no derivative flows through the eigenvectors, see :func:`lyapunov_solve`)."""
+        no derivative flows through the eigenvectors, see :func:`lyapunov_solve`), with the
+        first failure of the bodies' inversions (pivot-ratio test)."""
         K_bar = poinsot_tensor(model.inertia)
-        K_bar_inv = dense.inverse(K_bar)
+        eye = jnp.broadcast_to(jnp.eye(3, dtype=K_bar.dtype), K_bar.shape)
+        K_bar_inv, statuses = solve_with_condition(K_bar, eye)  # one status per body
         K_inv = q.A0 @ K_bar_inv @ _mT(q.A0)
         d, Q_bar = jnp.linalg.eigh(jax.lax.stop_gradient(K_bar_inv))
         Q = jax.lax.stop_gradient(q.A0) @ Q_bar
-        return RotmatConstants(model.mass, q.g0, K_inv, Q, d)
+        return RotmatConstants(model.mass, q.g0, K_inv, Q, d, first_failure_along(statuses))
 
     def poinsot_tensors(self, model, q):
         """K_G at t = 0 in the inertial basis, (nb, 3, 3) (eqs. 10-11, 15)."""
@@ -378,8 +382,9 @@ class Rotmat(AbstractFormulation):
         linear system W lam = G_J a_free - gamma_J, W = G_J P G_J^T, with P (nb, 12, 12)
         the per-body linear part of the effort -> acceleration map built by evaluation.
         Exact when R^T R = I; otherwise it differs from the full KKT system by O(||R^T R - I||).
-        The status is that of the joint system W (pivot-ratio test,
-        :func:`~jaxmbd.newton.solve_with_condition`): dependent joint rows make W singular.
+        The status is the first failure of the inversion of K (:meth:`constants`) and of the
+        joint system W (pivot-ratio test, :func:`~jaxmbd.newton.solve_with_condition`):
+        dependent joint rows make W singular.
         """
         nb, nc = model.nb, model.nc
         R = q.R
@@ -408,7 +413,8 @@ class Rotmat(AbstractFormulation):
         else:
             lam, status = jnp.zeros((0,)), jnp.asarray(SUCCESS)
         a, L = acc(X, Y, R_d)
-        return Index1Solution(a, jnp.concatenate([lam, _pack_upper(L).reshape(-1)]), status)
+        lam = jnp.concatenate([lam, _pack_upper(L).reshape(-1)])
+        return Index1Solution(a, lam, first_failure(c.status, status))
 
     def index1_system(self, model, q, v, t) -> Index1System:
         """The full index-1 KKT blocks (:mod:`jaxmbd.formulations.index1`): constant mass
