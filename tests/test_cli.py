@@ -141,7 +141,16 @@ def test_models_command_lists_every_builtin():
     assert {name: rows[name][0] for name in expected} == expected
 
 
-@pytest.mark.parametrize("name", BUILTIN)
+#: one built-in per paper (and a generated one) in the default suite; the others compile
+#: 6-20 s each on 2 cores and run with ``-m slow``
+EVERY_SUITE = ("slider_crank", "heavy_top", "six_body_linkage", "bar_double_pendulum",
+               "pendulum_chain")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "name",
+    [n if n in EVERY_SUITE else pytest.param(n, marks=pytest.mark.slow) for n in BUILTIN],
+)
 def test_every_builtin_runs_with_its_defaults(name, tmp_path):
     """`jaxmbd simulate NAME` with no --formulation / --integrator: the model's default
     formulation and that formulation's default integrator (six_body_linkage needs its

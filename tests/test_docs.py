@@ -99,7 +99,10 @@ FORCE_EXAMPLES = EXAMPLE.findall((DOCS / "guide/forces.md").read_text())
 
 
 @pytest.mark.parametrize(
-    "code, shown", FORCE_EXAMPLES, ids=["spring_damper", "point_force", "body_torque", "general"]
+    "code, shown",
+    # the spring's example compiles a gradient (about a minute on 2 cores): -m slow
+    [pytest.param(*FORCE_EXAMPLES[0], marks=pytest.mark.slow), *FORCE_EXAMPLES[1:]],
+    ids=["spring_damper", "point_force", "body_torque", "general"],
 )
 def test_force_element_examples(code, shown):
     """Each force element's example on the guide page: the simulation meets the closed form

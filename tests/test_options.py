@@ -244,7 +244,17 @@ def _run(formulation, integrator, **options):
     )
 
 
-@pytest.mark.parametrize("pair", PAIRS, ids="-".join)
+#: pairs whose runs repeat another pair's integrator with another formulation of the
+#: same family: ``-m slow`` (each compiles 5-27 s on 2 cores)
+SLOW_PAIRS = {("rp", "gen_alpha"), ("re", "gen_alpha"), ("rp", "backward_euler"),
+              ("re", "backward_euler"), ("rp", "rk"), ("re", "rk")}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "pair",
+    [pytest.param(p, marks=pytest.mark.slow) if p in SLOW_PAIRS else p for p in PAIRS],
+    ids="-".join,
+)
 def test_tiny_run_with_non_default_options(pair):
     sol = _run(*pair, **RUN_OPTIONS[pair])
     assert np.all(np.asarray(sol.status) == 0)

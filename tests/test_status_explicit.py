@@ -68,7 +68,14 @@ PAIRS = {
 }
 
 
-@pytest.mark.parametrize("pair", sorted(PAIRS))
+#: variants of an integrator already covered by another pair: -m slow (11-29 s each)
+SLOW = {"rk-rotmat-one_step", "rkmk-rA-projection", "em-null_space-numerical"}
+
+
+@pytest.mark.parametrize(
+    "pair",
+    [pytest.param(p, marks=pytest.mark.slow) if p in SLOW else p for p in sorted(PAIRS)],
+)
 def test_singular_configuration_mid_run_is_reported(model, pair):
     """SUCCESS up to t*, a failure (ill-conditioned, or non-finite) from t* on, and with
     throw=True a SolverError naming the step, the time, the failure and the lock."""
