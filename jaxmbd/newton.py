@@ -64,6 +64,15 @@ def condition_status(rcond, values):
     return jnp.where(singular, NONFINITE, jnp.where(rcond < RCOND_MIN, ILL_CONDITIONED, SUCCESS))
 
 
+def _first_failure(*statuses):
+    """The first status that is not SUCCESS (SUCCESS if none): how the statuses of a
+    solve's parts (factorisation, linear solve, finiteness) combine."""
+    out = jnp.asarray(SUCCESS)
+    for status in reversed(statuses):
+        out = jnp.where(status != SUCCESS, status, out)
+    return out
+
+
 def solve_with_condition(matrix, rhs):
     """``(x, status)``: x = M^{-1} rhs by the row-equilibrated LU with partial pivoting, and
     the status of :func:`condition_status` from its pivot ratio min|u_ii| / max|u_ii| (the
@@ -129,15 +138,36 @@ def checked_solver(matrix, *, least_squares=False):
     return solve, rcond
 
 
+class LinearSolution(NamedTuple):
+    """What a caller's linear solve may return instead of a bare solution: ``x``, its
+    ``status`` (e.g. from :func:`solve_with_condition`) and whether it is the least-squares
+    step-over of a chart singularity (:func:`chart_solve`), whose residual can stagnate
+    above its tolerance (the part of F outside the singular matrix's range)."""
+
+    x: jax.Array
+    status: Any = SUCCESS
+    least_squares: Any = False
+
+
+def _as_solution(out) -> LinearSolution:
+    if isinstance(out, LinearSolution):
+        return out
+    if isinstance(out, tuple):  # (x, status), as solve_with_condition
+        return LinearSolution(*out)
+    return LinearSolution(out)
+
+
 def chart_solve(matrix, rhs, *, least_squares):
     """One linear solve of a Newton iteration in a chart with singularities: the
-    row-equilibrated LU, non-finite (NaN, reported as NONFINITE) when its pivot ratio is
-    below RCOND_MIN unless ``least_squares`` allows stepping over the chart singularity
-    (:func:`checked_solver`)."""
+    row-equilibrated LU with its condition status (:func:`condition_status`), unless
+    ``least_squares`` allows stepping over the chart singularity where the pivot ratio is
+    below RCOND_MIN (:func:`checked_solver`): a :class:`LinearSolution` that says so."""
     solve, rcond = checked_solver(matrix, least_squares=least_squares)
     x = solve(rhs)
-    refused = jnp.logical_and(rcond < RCOND_MIN, jnp.logical_not(least_squares))
-    return jnp.where(refused, jnp.nan, x)
+    stepped_over = jnp.logical_and(least_squares, rcond < RCOND_MIN)
+    finite = jnp.where(jnp.all(jnp.isfinite(x)), SUCCESS, NONFINITE)
+    status = jnp.where(stepped_over, finite, condition_status(rcond, x))
+    return LinearSolution(x, status, stepped_over)
 
 
 class NewtonInfo(NamedTuple):
@@ -189,16 +219,54 @@ def _allowed(scale: Scale, tol, shape):
     return w, tol * w + jnp.broadcast_to(scale.resolution, shape)
 
 
-def _step_ratio(delta, w, allowed, *more):
-    """(max |delta| / allowed: <= 1 passes the step test, max |delta| / w: relative step,
-    then max |delta| / m for each further vector m), in one reduction."""
-    denominators = jnp.stack([jnp.broadcast_to(d, delta.shape) for d in (allowed, w, *more)])
-    return tuple(jnp.max(jnp.abs(delta)[None] / denominators, axis=1))
+#: How far above the round-off resolution e an exact Newton iteration may stop (see
+#: :class:`StepTest`): a correction computed from a residual that holds only round-off is
+#: that round-off times the matrix's condition, so on a badly conditioned matrix exact
+#: Newton corrections stagnate above e. Where they demonstrably have (two in a row, the
+#: second not below half the first), the solve stops there, but never at a correction above
+#: tol w + FLOOR_GAIN_MAX e: with ROUNDOFF = 32, 7e-11 of the unknowns' magnitudes (or of
+#: what the state resolves of them) beyond tol. The former floor e / rcond, applied to
+#: every correction, reached 7e-3 at rcond = RCOND_MIN.
+FLOOR_GAIN_MAX = 1e4
 
 
-def _residual_ratio(F, row_tol):
-    """max |F_i| / row_tol_i (<= 1 passes the residual test); NaN-safe (NaN -> inf)."""
-    r = jnp.max(jnp.abs(F) / row_tol)
+class StepTest(NamedTuple):
+    """A Newton correction delta measured against the scaled tolerances (:class:`Scale`:
+    magnitudes w, round-off resolutions e), each the max over the unknowns j:
+
+    * ``ratio``: |delta_j| / (tol w_j + e_j) (<= 1 passes the step test: paper eq. 46 in a
+      scaled norm);
+    * ``attainable``: |delta_j| / (tol w_j + FLOOR_GAIN_MAX e_j): where exact Newton
+      corrections have stopped shrinking they are round-off, and the solve is at its
+      attainable accuracy if this passes; never used otherwise;
+    * ``floor_ratio``: |delta_j| / e_j (<= 1: the correction is round-off);
+    * ``relative``: |delta_j| / w_j (the reported step norm).
+
+    tol w + e, or after stagnation tol w + FLOOR_GAIN_MAX e, is the fixed bound on what a
+    Newton loop of jaxmbd accepts; the matrix's condition estimate does not widen it. A
+    solve whose corrections stay above it ends with MAX_ITERATIONS, never with SUCCESS at
+    an inaccurate root.
+    """
+
+    ratio: jax.Array
+    attainable: jax.Array
+    floor_ratio: jax.Array
+    relative: jax.Array
+
+
+def step_test(delta, scale: Scale, tol) -> StepTest:
+    """:class:`StepTest` of ``delta`` (shared by every Newton loop of jaxmbd)."""
+    w, allowed = _allowed(scale, tol, delta.shape)
+    e = jnp.broadcast_to(scale.resolution, delta.shape)
+    denominators = jnp.stack([allowed, tol * w + FLOOR_GAIN_MAX * e, e, w])
+    return StepTest(*jnp.max(jnp.abs(delta)[None] / denominators, axis=1))
+
+
+def residual_test(F, row_tolerance):
+    """max_i |F_i| / row_tolerance_i (<= 1 passes the residual test; the row tolerances are
+    (|J| (tol w + e))_i, what a perturbation of x within tolerance would cause); NaN-safe
+    (NaN -> inf). Shared by every Newton loop of jaxmbd."""
+    r = jnp.max(jnp.abs(F) / row_tolerance)
     return jnp.where(jnp.isnan(r), jnp.inf, r)
 
 
@@ -350,7 +418,7 @@ def _factor_status(factors, rcond):
 
 def _matrix_status(matrix: IterationMatrix):
     """The factorisation's status (stored for dense matrices, from the block factors)."""
-    if isinstance(matrix, IterationMatrix):
+    if isinstance(matrix, (IterationMatrix, CallerMatrix)):
         return matrix.status
     return _factor_status(matrix.lu, matrix.rcond)
 
@@ -462,10 +530,11 @@ def _while_loop_keeping(cond, body, init, keep: frozenset):
                 where = running.reshape(running.shape + (1,) * (a.ndim - 1))
                 return jnp.where(where, a, b)
 
-            return tuple(
+            items = (
                 n if i in keep else jax.tree_util.tree_map(select, n, o)
                 for i, (n, o) in enumerate(zip(new, c, strict=True))
             )
+            return type(new)(*items) if hasattr(new, "_fields") else tuple(items)
 
         out = jax.lax.while_loop(lambda c: jnp.any(active(c)), step, init)
         return out, all_batched(out)
@@ -473,12 +542,63 @@ def _while_loop_keeping(cond, body, init, keep: frozenset):
     return loop(init, body_consts, cond_consts)
 
 
+class CallerMatrix(NamedTuple):
+    """The matrix of a caller's linear solve (``jacobian``: any object that solve takes)
+    with the residual test's row tolerances; its solves report their own status
+    (:class:`LinearSolution`), so ``rcond`` (1) and ``status`` (SUCCESS) are placeholders."""
+
+    jacobian: Any
+    row: jax.Array
+    rcond: jax.Array
+    status: jax.Array
+
+
+class _Carry(NamedTuple):
+    x: Any
+    F: jax.Array  # residual at x
+    correction: LinearSolution  # the matrix's correction at x (for a kept matrix)
+    k: jax.Array
+    matrix: Any  # IterationMatrix, BlockFactors or CallerMatrix
+    status: jax.Array
+    done: jax.Array
+    stale: jax.Array  # refresh the matrix at x before the next correction
+    trusted: jax.Array  # the matrix is fresh or has contracted well in this solve
+    rate: jax.Array  # the last contraction measured with a kept matrix (reported)
+    refreshes: jax.Array
+    step: jax.Array  # relative size of the last correction (reported)
+
+
+def _converged(test: StepTest, after: StepTest, fresh, trusted, residual, least_squares, *,
+               max_rate: float):  # fmt: skip
+    """Whether x (+) delta is the root, from the correction ``test`` taken at x and the
+    same matrix's correction ``after`` at the new iterate (see :func:`_iterate`), and
+    whether that matrix still contracts well enough to be kept; theta is their ratio."""
+    theta = after.ratio / test.ratio
+    # a fresh matrix: |delta| passes, or the next correction does (error to first order);
+    # a kept one: |delta_next| / (1 - theta) bounds the error (Hairer & Wanner IV.8), or
+    # the next correction is round-off while the iteration still contracts
+    kept_bound = jnp.where(theta <= max_rate, after.ratio / (1.0 - theta), jnp.inf)
+    at_floor = (after.floor_ratio <= 1.0) & (theta < 1.0)
+    step_ok = jnp.where(fresh, (test.ratio <= 1.0) | (after.ratio <= 1.0), kept_bound <= 1.0)
+    step_ok = step_ok | at_floor
+    # a correction followed by one no smaller than half of it, from an exact matrix or one
+    # that has contracted well in this solve: both are round-off, and the solve is at its
+    # attainable accuracy if they pass the capped floor
+    stagnated = trusted & (theta >= 0.5) & (test.attainable <= 1.0) & (after.attainable <= 1.0)
+    step_ok = step_ok | stagnated
+    # a least-squares step-over leaves the part of F outside the singular matrix's range:
+    # there (only) the residual test is waived, and the caller verifies that step
+    residual_ok = (residual <= 1.0) | (least_squares & (test.ratio <= 1.0))
+    keep = (theta <= max_rate) | at_floor
+    return step_ok & residual_ok, keep, theta
+
+
 def _iterate(
     residual: Callable,
     jacobian: Callable,
     retract: Callable,
     x0,
-    matrix: IterationMatrix,
+    matrix,
     *,
     tol,
     max_iter: int,
@@ -486,155 +606,132 @@ def _iterate(
     policy: str,
     max_rate: float = 0.2,
     rate=jnp.nan,
+    linear_solve: Callable | None = None,
+    row_tolerance: Callable | None = None,
 ):
-    """The Newton loop shared by the three variants (``policy``: "full", "modified",
-    "reuse"). One iteration: (maybe) refresh the matrix at x, delta = -J^{-1} F(x), x (+)
-    delta, F at the new iterate. The iterate is accepted when
+    """The Newton loop of every policy (``policy``: "full", "modified", "reuse"), with the
+    equilibrated LU and its condition estimate, or a caller's ``linear_solve(J, rhs)``
+    (returning the solution, ``(solution, status)`` or a :class:`LinearSolution`;
+    ``row_tolerance(J, allowed)``, default |J| allowed, its residual test's rows).
 
-    * the scaled step passes: |delta_j| <= tol w_j + e_j / rcond (paper eq. 46, relative;
-      rcond, the matrix's estimated reciprocal condition, amplifies the round-off floor),
-      or, once a contraction theta < 1 has been measured in this solve, the error estimate
-      of the new iterate theta / (1 - theta) |delta| passes it (Hairer & Wanner IV.8, eq.
-      8.10: the iterate is within that distance of the root);
-    * the scaled residual at the new iterate passes: |F_i| <= (|J| (tol w + e))_i, or it
-      has stagnated at its round-off floor (not halved after two steps within tolerance);
-    * the matrix is verified: freshly factored at that iterate (an exact Newton step), or,
-      for a kept matrix, with a contraction rate theta <= ``max_rate`` measured in this
-      solve, or with a step inside the round-off floor e / rcond, where the ratio of two
-      steps is noise (so a kept matrix takes at least two iterations; ``rate``, the last
-      solve's measured rate, is only reported). The residual test still applies.
+    One iteration: (maybe) refresh the matrix at x and take its correction delta =
+    -J^{-1} F(x); move to x (+) delta, evaluate F there and the same matrix's correction
+    delta' there. delta' estimates the new iterate's error (Deuflhard's simplified Newton
+    correction) and, for a kept matrix, is the next iteration's correction. With theta =
+    |delta'| / |delta| (the contraction, in the step test's norm), the new iterate is
+    accepted when its residual passes (:func:`residual_test`) and
 
-    With a kept matrix, the current iterate x_k is accepted before it is moved (no
-    residual evaluation at x_k + delta) when its own residual passed, the contraction theta
-    measured in this solve verifies the matrix as above, and the correction delta just
-    computed from x_k bounds its error within tolerance: |delta| / (1 - theta) (Hairer &
-    Wanner IV.8). This saves the last residual of a solve whose iterate already passes
-    (e.g. at loose tolerances, where the kept matrix's first correction lands within it).
+    * a fresh matrix: |delta| or |delta'| passes the step test (:class:`StepTest`, the
+      fixed bound tol w + e), or the exact corrections have stopped shrinking (theta >=
+      1/2) within the attainable floor tol w + FLOOR_GAIN_MAX e;
+    * a kept matrix: theta <= ``max_rate`` and |delta'| / (1 - theta) passes (Hairer &
+      Wanner IV.8, eq. 8.10), or delta' is round-off (|delta'| <= e) with theta < 1.
 
-    A fresh matrix that is singular (NONFINITE) or near-singular (ILL_CONDITIONED) ends the
-    solve with that status.
+    A kept matrix whose theta exceeds ``max_rate`` is refreshed at the new iterate; one is
+    never trusted on a rate remembered from an earlier solve (``rate``, the last one
+    measured, is only reported). A fresh matrix that is singular (NONFINITE) or
+    near-singular (ILL_CONDITIONED), or a linear solve reporting either, ends the solve
+    with that status; so does a non-finite correction.
     """
     F0 = residual(x0)
     n = F0.shape[0]
+    factor = _factor_fn(jacobian, scale, tol, n, x0, F0, policy, linear_solve, row_tolerance)
 
-    def factor(x):
-        w, allowed = _allowed(scale(x), tol, (n,))
-        # full Newton solves once with each matrix: inverting it would only cost
-        return factor_matrix(jacobian(x), w, allowed, keep=policy != "full")
+    def solve(matrix, F) -> LinearSolution:
+        if linear_solve is None:
+            return LinearSolution(-matrix_solve(matrix, F), jnp.asarray(SUCCESS), False)
+        out = _as_solution(linear_solve(matrix.jacobian, F))
+        return LinearSolution(-out.x, jnp.asarray(out.status), jnp.asarray(out.least_squares))
+
+    def linearised(x, F):
+        matrix = factor(x)
+        return matrix, solve(matrix, F)
 
     if policy == "modified":  # one matrix per solve: under vmap one batched factorisation
-        matrix = factor(x0)
+        matrix, correction = linearised(x0, F0)
     elif matrix is None:  # a NaN placeholder of the factors' type (refreshed before use)
-        matrix = placeholder_like(jax.eval_shape(factor, x0))
+        matrix, correction = placeholder_like(jax.eval_shape(linearised, x0, F0))
+    else:  # a kept matrix (NaN: refreshed before use)
+        correction = solve(matrix, F0)
 
-    def cond(carry):
-        k, status, done = carry[2], carry[4], carry[5]
-        return (k < max_iter) & ~done & (status == SUCCESS)
+    def cond(c):
+        return (c.k < max_iter) & ~c.done & (c.status == SUCCESS)
 
-    def body(carry):
-        x, F, k, matrix, _, _, stale, previous, known, refreshes, res_prev, _, ok_prev = carry
+    def body(c):
         if policy == "full":
-            matrix, fresh = factor(x), jnp.asarray(True)
+            (matrix, correction), fresh = linearised(c.x, c.F), jnp.asarray(True)
         elif policy == "modified":  # factored at x0, before the loop
-            fresh = k == 0
+            matrix, correction, fresh = c.matrix, c.correction, c.k == 0
         else:
             # only a member that still iterates: a finished one keeps its matrix (batched,
             # the loop does not select it, see _while_loop_keeping)
-            running = (k < max_iter) & ~carry[5] & (carry[4] == SUCCESS)
-            stale = stale & running
-            matrix = _refresh_where(stale, x, matrix, factor)
+            stale = c.stale & cond(c)
+            matrix, correction = _refresh_where(
+                stale, c.x, (c.matrix, c.correction), lambda x: linearised(x, c.F)
+            )
             fresh = stale
-        delta = -matrix_solve(matrix, F)
-        s = scale(x)
-        w, _ = _allowed(s, tol, delta.shape)
-        # attainable step: round-off e amplified by the (equilibrated) matrix's condition
-        noise = jnp.broadcast_to(s.resolution, delta.shape) / jnp.maximum(matrix.rcond, _EPS)
-        step_ok, step, floor_ratio = _step_ratio(delta, w, tol * w + noise, noise)
-        finite = jnp.isfinite(step)
-        theta = step / previous  # previous = inf after a refresh: theta 0
-        measured = ~fresh & jnp.isfinite(previous)
-        # a step inside the round-off floor measures no contraction: the ratio of two
-        # round-off steps is noise, and refreshing the matrix for it would gain nothing
-        at_floor = floor_ratio <= 1.0
-        contracts = (theta <= max_rate) | at_floor
-        # a kept matrix is trusted only on a contraction measured in this solve, never on
-        # a rate remembered from an earlier one (the problem has moved since)
-        verified = fresh | (measured & contracts)
-        # x itself passes, kept matrix: its residual passed (res_prev) and the correction
-        # from it bounds its error. (A fresh matrix takes its exact Newton step instead:
-        # quadratic convergence makes that iterate far more accurate for one residual.)
-        bound = jnp.where(
-            theta < 1.0, step_ok / (1.0 - theta), jnp.where(at_floor, step_ok, jnp.inf)
+        test = step_test(correction.x, scale(c.x), tol)
+        finite = jnp.isfinite(test.relative)
+        delta = jnp.where(finite, correction.x, 0.0)
+        x = retract(c.x, delta)
+        F = residual(x)
+        after = solve(matrix, F)
+        after_test = step_test(after.x, scale(x), tol)
+        converged, keep, theta = _converged(
+            test, after_test, fresh, fresh | c.trusted, residual_test(F, matrix.row[:n]),
+            correction.least_squares, max_rate=max_rate,
+        )  # fmt: skip
+        status = _first_failure(
+            jnp.where(fresh, _matrix_status(matrix), SUCCESS),
+            correction.status,
+            jnp.where(finite, SUCCESS, NONFINITE),
         )
-        current_done = finite & measured & contracts & (bound <= 1.0) & (res_prev <= 1.0)
-        accept = finite & (fresh | (theta < 1.0) | at_floor | (policy == "modified"))
-        move = accept & ~current_done
-        x_new = jax.tree_util.tree_map(
-            lambda a, b: jnp.where(move, a, b),
-            retract(x, jnp.where(move, delta, 0.0)),
-            x,
-        )
-        # unbatched, the residual at an iterate that is not taken is not evaluated (under
-        # vmap the cond is a select and both are)
-        F_new = jax.lax.cond(move, residual, lambda _: F, x_new)
-        res = _residual_ratio(F_new, matrix.row[:n])
-        # the residual's own round-off floor (e.g. eps / c_q in a constraint row whose
-        # gradient vanishes) can lie above its tolerance: a residual that no longer halves
-        # after two steps within tolerance has reached it
-        stagnated = ok_prev & (res > 0.5 * res_prev)
-        # error of the new iterate from the contraction measured in this solve (Hairer &
-        # Wanner IV.8, eq. 8.10): ||x_new - x*|| <= theta / (1 - theta) ||delta||, so a
-        # contracting iteration stops one step earlier than a bare step test would
-        contracting = accept & (k > 0) & jnp.isfinite(previous) & (theta < 1.0)
-        estimate = jnp.where(contracting, theta / (1.0 - theta), 1.0) * step_ok
-        step_passed = accept & (jnp.minimum(step_ok, estimate) <= 1.0)
-        done = current_done | (step_passed & verified & ((res <= 1.0) | stagnated))
-        res = jnp.where(current_done, res_prev, res)
-        status = jnp.where(fresh, _matrix_status(matrix), SUCCESS)
-        status = jnp.where((status == SUCCESS) & ~finite, NONFINITE, status)
-        known = jnp.where(fresh, jnp.nan, jnp.where(measured & accept, theta, known))
-        stale = ~(accept & (fresh | contracts))
-        previous = jnp.where(accept, step, previous)
-        return (
-            x_new,
-            F_new,
-            k + 1,
-            matrix,
-            status,
-            done,
-            stale,
-            previous,
-            known,
-            refreshes + fresh.astype(refreshes.dtype),
-            jnp.where(accept, res, res_prev),
-            step,
-            jnp.where(accept, step_passed, ok_prev),
-        )
+        return _Carry(
+            x, F, after, c.k + 1, matrix, status, converged, ~keep,
+            fresh | c.trusted | (theta <= max_rate),
+            jnp.where(fresh, c.rate, theta), c.refreshes + fresh.astype(c.refreshes.dtype),
+            test.relative,
+        )  # fmt: skip
 
     dtype = F0.dtype
-    init = (
-        x0,
-        F0,
-        jnp.asarray(0),
-        matrix,
-        jnp.asarray(SUCCESS),
-        jnp.asarray(False),
-        ~jnp.isfinite(matrix.rcond),  # a NaN placeholder: factor first
-        jnp.asarray(jnp.inf, dtype),
-        jnp.asarray(rate, dtype),
-        jnp.asarray(0),
-        jnp.asarray(jnp.inf, dtype),
-        jnp.asarray(jnp.inf, dtype),
-        jnp.asarray(False),
-    )
-    if policy != "full":  # the matrix (carry[3]) changes only by a refresh of a running member
-        out = _while_loop_keeping(cond, body, init, frozenset({3}))
+    inf = jnp.asarray(jnp.inf, dtype)
+    zero = jnp.asarray(0)
+    stale = ~jnp.isfinite(matrix.rcond)  # a NaN placeholder: factor first
+    init = _Carry(x0, F0, correction, zero, matrix, jnp.asarray(SUCCESS), jnp.asarray(False),
+                  stale, jnp.asarray(False), jnp.asarray(rate, dtype), zero, inf)  # fmt: skip
+    if policy != "full":  # the matrix changes only by a refresh of a running member
+        out = _while_loop_keeping(cond, body, init, frozenset({_Carry._fields.index("matrix")}))
     else:
         out = jax.lax.while_loop(cond, body, init)
-    x, F, k, matrix, status, done, _, _, known, refreshes, _, step, _ = out
-    status = jnp.where((status == SUCCESS) & ~done, MAX_ITERATIONS, status)
-    status = jnp.where((status == SUCCESS) & ~jnp.all(jnp.isfinite(F)), NONFINITE, status)
-    return x, NewtonInfo(k, status, jnp.linalg.norm(F), step), matrix, refreshes, known
+    status = jnp.where((out.status == SUCCESS) & ~out.done, MAX_ITERATIONS, out.status)
+    status = jnp.where((status == SUCCESS) & ~jnp.all(jnp.isfinite(out.F)), NONFINITE, status)
+    info = NewtonInfo(out.k, status, jnp.linalg.norm(out.F), out.step)
+    return out.x, info, out.matrix, out.refreshes, out.rate
+
+
+def _factor_fn(jacobian, scale, tol, n, x0, F0, policy, linear_solve, row_tolerance):
+    """x -> the iteration matrix at x: the equilibrated LU (:func:`factor_matrix`; full
+    Newton solves once with each matrix, so it is never inverted), or the caller's
+    :class:`CallerMatrix` with its row tolerances."""
+    if linear_solve is None:
+
+        def factor(x):
+            w, allowed = _allowed(scale(x), tol, (n,))
+            return factor_matrix(jacobian(x), w, allowed, keep=policy != "full")
+
+        return factor
+    # the tangent's size (a rectangular J: the unknowns', not the rows')
+    J0 = jax.eval_shape(jacobian, x0)
+    tangent = jax.eval_shape(lambda J, F: _as_solution(linear_solve(J, F)).x, J0, F0).shape
+
+    def caller_matrix(x):
+        J = jacobian(x)
+        _, allowed = _allowed(scale(x), tol, tangent)
+        rows = jnp.abs(J) @ allowed if row_tolerance is None else row_tolerance(J, allowed)
+        one = jnp.asarray(1.0, F0.dtype)
+        return CallerMatrix(J, rows, one, jnp.asarray(SUCCESS))
+
+    return caller_matrix
 
 
 def newton_iterate(
@@ -653,71 +750,28 @@ def newton_iterate(
     residual both pass (see :func:`_iterate` and :class:`Scale`; ``tol`` is relative).
 
     ``linear_solve(J, rhs)`` replaces the equilibrated LU (e.g. a minimum-norm solve for a
-    rectangular J, or re's chart-singularity fallback); no condition estimate is made then.
-    With it, J may be any object the solve understands, and ``row_tolerance(J, allowed)``
-    (default |J| allowed) gives the residual test's per-row tolerances.
+    rectangular J, or re's chart-singularity fallback :func:`chart_solve`); it returns the
+    solution, or ``(solution, status)`` (:func:`solve_with_condition`), or a
+    :class:`LinearSolution`, so that it reports its own conditioning. With it, J may be any
+    object the solve understands, and ``row_tolerance(J, allowed)`` (default |J| allowed)
+    gives the residual test's per-row tolerances.
     Returns (x, NewtonInfo). No exception inside jit: ``info.status`` says what happened.
     """
-    scale = default_scale if scale is None else scale
     residual = residual if residual is not None else (lambda x: residual_and_jacobian(x)[0])
-    if linear_solve is None or linear_solve is solve_linear:
-        x, info, _, _, _ = _iterate(
-            residual,
-            lambda x: residual_and_jacobian(x)[1],
-            retract,
-            x0,
-            None,
-            tol=tol,
-            max_iter=max_iter,
-            scale=scale,
-            policy="full",
-        )
-        return x, info
-    return _iterate_custom(
-        residual_and_jacobian, retract, x0, tol=tol, max_iter=max_iter, scale=scale,
-        linear_solve=linear_solve, row_tolerance=row_tolerance,
-    )  # fmt: skip
-
-
-def _iterate_custom(
-    residual_and_jacobian, retract, x0, *, tol, max_iter, scale, linear_solve,
-    row_tolerance=None,
-):  # fmt: skip
-    """Full Newton with a caller's linear solve (no equilibration, no condition estimate):
-    a minimum-norm solve for a rectangular J, or re's fallback at its chart singularity.
-
-    Accepted as in :func:`_iterate`: the scaled step passes and the scaled residual passes
-    or has stagnated at its floor. At re's chart singularity J is singular and the
-    minimum-norm step leaves the part of F outside J's range: the residual then stagnates
-    and the step is taken (issue 10, item 1 asks for a flagged, verified mechanism)."""
-
-    def cond(carry):
-        k, status, done = carry[1], carry[2], carry[3]
-        return (k < max_iter) & ~done & (status == SUCCESS)
-
-    def body(carry):
-        x, k, _, _, res_prev, _, ok_prev = carry
-        F, J = residual_and_jacobian(x)
-        delta = -linear_solve(J, F)
-        w, allowed = _allowed(scale(x), tol, delta.shape)
-        step_ok, step = _step_ratio(delta, w, allowed)
-        finite = jnp.isfinite(step)
-        x_new = retract(x, jnp.where(finite, delta, 0.0))
-        F_new = residual_and_jacobian(x_new)[0]
-        rows = jnp.abs(J) @ allowed if row_tolerance is None else row_tolerance(J, allowed)
-        res = _residual_ratio(F_new, rows)
-        stagnated = ok_prev & (res > 0.5 * res_prev)
-        done = finite & (step_ok <= 1.0) & ((res <= 1.0) | stagnated)
-        status = jnp.where(finite, SUCCESS, NONFINITE)
-        return x_new, k + 1, status, done, res, step, step_ok <= 1.0
-
-    inf = jnp.asarray(jnp.inf, jnp.result_type(float))
-    false = jnp.asarray(False)
-    init = (x0, jnp.asarray(0), jnp.asarray(SUCCESS), false, inf, inf, false)
-    x, k, status, done, _, step, _ = jax.lax.while_loop(cond, body, init)
-    res = jnp.linalg.norm(residual_and_jacobian(x)[0])
-    status = jnp.where((status == SUCCESS) & ~done, MAX_ITERATIONS, status)
-    return x, NewtonInfo(k, status, res, step)
+    x, info, _, _, _ = _iterate(
+        residual,
+        lambda x: residual_and_jacobian(x)[1],
+        retract,
+        x0,
+        None,
+        tol=tol,
+        max_iter=max_iter,
+        scale=default_scale if scale is None else scale,
+        policy="full",
+        linear_solve=linear_solve if _custom(linear_solve) else None,
+        row_tolerance=row_tolerance,
+    )
+    return x, info
 
 
 def newton_iterate_reusing(
@@ -736,19 +790,20 @@ def newton_iterate_reusing(
     the inverse of the equilibrated matrix, formed from its LU factors).
 
     x <- x - J^{-1} F(x) with the stored factors. The matrix is refreshed, J = jacobian(x)
-    factored at the current iterate, when the stored one contracts worse than ``max_rate``
-    (theta = ||delta_k|| / ||delta_{k-1}|| in the scaled norm), or gives a diverging or
-    non-finite step (that step is rejected and retried), or holds NaN (no matrix yet).
-    Across the steps of an integrator the matrix changes by O(h), so most steps need no
-    refresh: an iteration then costs one residual and one matrix-vector product instead of a
-    Jacobian and an LU factorisation.
+    factored at the current iterate, when it contracts worse than ``max_rate`` (theta, the
+    ratio of its corrections at two successive iterates in the step test's norm), or gives
+    a non-finite correction, or holds NaN (no matrix yet). Across the steps of an
+    integrator the matrix changes by O(h), so most steps need no refresh: an iteration then
+    costs one residual and one matrix-vector product instead of a Jacobian and an LU
+    factorisation.
 
-    An iterate is accepted only when verified (see :func:`_iterate`): its scaled step and
-    scaled residual pass and its matrix is fresh or measured in this solve to contract
-    (theta <= ``max_rate``); a step from a kept matrix is never accepted on faith, nor on a
-    rate remembered from an earlier solve. This is the stopping rule of simplified Newton
-    in stiff integrators (Hairer & Wanner, IV.8) plus a residual check. Returns (x,
-    NewtonInfo, matrix, refreshes, rate) with rate the last measured contraction.
+    An iterate is accepted only when verified (see :func:`_iterate`): the kept matrix's
+    correction there, delta', bounds its error by |delta'| / (1 - theta) within the step
+    test, with theta <= ``max_rate`` measured in this solve, and its scaled residual passes;
+    a step from a kept matrix is never accepted on faith, nor on a rate remembered from an
+    earlier solve. This is the stopping rule of simplified Newton in stiff integrators
+    (Hairer & Wanner, IV.8) plus a residual check. Returns (x, NewtonInfo, matrix,
+    refreshes, rate) with rate the last measured contraction.
     """
     if not isinstance(matrix, (IterationMatrix, BlockFactors)):  # bare LU: refactor
         matrix = empty_matrix(x0.shape[0], x0.dtype)
@@ -863,9 +918,11 @@ class AbstractNewton(eqx.Module):
 
         ``tol`` is a relative accuracy: an iterate is accepted when the step and the
         residual pass in the norms scaled by ``scale(x)`` (:class:`Scale`; default
-        :func:`default_scale`). ``linear_solve(matrix, rhs)`` other than
-        :func:`solve_linear` replaces the equilibrated LU (re falls back to a minimum-norm
-        solve at its chart singularity)."""
+        :func:`default_scale`; the tests of :func:`step_test` and :func:`residual_test`,
+        shared by every Newton loop). ``linear_solve(matrix, rhs)`` other than
+        :func:`solve_linear` replaces the equilibrated LU and reports its own conditioning
+        by returning ``(x, status)`` or a :class:`LinearSolution` (re's :func:`chart_solve`
+        steps over its chart singularity by least squares)."""
 
 
 def _custom(linear_solve) -> bool:
@@ -903,19 +960,6 @@ class ModifiedNewton(AbstractNewton):
         return None
 
     def solve(self, residual, jacobian, x0, state, *, tol, linear_solve=solve_linear, scale=None):
-        scale = default_scale if scale is None else scale
-        if _custom(linear_solve):
-            matrix = jacobian(x0)
-            x, info = _iterate_custom(
-                lambda x: (residual(x), matrix),
-                lambda x, d: x + d,
-                x0,
-                tol=tol,
-                max_iter=self.max_iter,
-                scale=scale,
-                linear_solve=linear_solve,
-            )
-            return x, info, state
         x, info, _, _, _ = _iterate(
             residual,
             jacobian,
@@ -924,9 +968,10 @@ class ModifiedNewton(AbstractNewton):
             None,
             tol=tol,
             max_iter=self.max_iter,
-            scale=scale,
+            scale=default_scale if scale is None else scale,
             policy="modified",
             max_rate=0.9,
+            linear_solve=linear_solve if _custom(linear_solve) else None,
         )
         return x, info, state
 

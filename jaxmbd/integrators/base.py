@@ -372,17 +372,25 @@ def step_scale(model, q, disc: Discretisation, form, *, stabilised: bool):
     """Magnitudes and round-off resolutions of x = (a, lam[, mu]) for the Newton tests
     (:class:`~jaxmbd.newton.Scale`), per group so that units never mix:
 
-    * accelerations: s_a = max(max |a|, |gravity|); resolution ROUNDOFF eps (s_a + |q| / c_q),
-      since q_{n+1} = q_n (+) (d0 + c_q a) holds a only to eps |q| / c_q;
+    * accelerations: s_a = max(max |a|, |gravity|). q_{n+1} = q_n (+) (d0 + c_q a) holds a
+      only to eps |q| / c_q, v_{n+1} = v0 + c_v a to eps |v| / c_v. Index 3: the constraint
+      rows Phi / c_q fix a's constrained part, so its resolution is ROUNDOFF eps (s_a + |q|
+      / c_q). Stabilised: Phi / c_q is met by mu and a's constrained part by the velocity
+      rows, so a is resolved to ROUNDOFF eps (s_a + |v| / c_v), far finer (an error of a
+      moves v_{n+1}, and through it every later position, however small c_q a is);
     * multipliers: s_lam = max(max |lam|, s_a max(mass)) (the force of the heaviest body at
       the acceleration scale), resolution ROUNDOFF eps s_lam + max(mass) times a's;
-    * the stabilisation multipliers mu (units of a): as accelerations.
+    * the stabilisation multipliers mu (units of a, moving only q_{n+1}): s_a, resolution
+      ROUNDOFF eps (s_a + |q| / c_q).
     """
     nb, ts = model.nb, form.tangent_size
     n, m = nb * ts, form.num_multipliers(model)
     eps = ROUNDOFF * float(jnp.finfo(jnp.float64).eps)
     q_mag = jnp.maximum(jnp.max(jnp.abs(form.flat_coordinates(q))), 1.0)
-    a_res = eps * q_mag / disc.c_q
+    by_positions = eps * q_mag / disc.c_q
+    v_mag = jnp.max(jnp.abs(disc.v0)) if disc.v0.size else 0.0
+    by_velocities = eps * v_mag / disc.c_v
+    a_floor = by_velocities if stabilised else by_positions
     g = jnp.linalg.norm(model.gravity)
     heavy = jnp.max(model.mass) if nb else 1.0
 
@@ -390,12 +398,12 @@ def step_scale(model, q, disc: Discretisation, form, *, stabilised: bool):
         a, lam = x[:n], x[n : n + m]
         s_a = jnp.maximum(jnp.max(jnp.abs(a)), g)
         s_l = jnp.maximum(jnp.max(jnp.abs(lam)) if m else 0.0, s_a * heavy)
-        e_a = eps * s_a + a_res
+        e_a = eps * s_a + a_floor
         w = [jnp.full(n, s_a), jnp.full(m, s_l)]
         e = [jnp.full(n, e_a), jnp.full(m, eps * s_l + heavy * e_a)]
         if stabilised:
             w.append(jnp.full(m, s_a))
-            e.append(jnp.full(m, e_a))
+            e.append(jnp.full(m, eps * s_a + by_positions))
         w, e = jnp.concatenate(w), jnp.concatenate(e)
         return Scale(jnp.where(w > 0, w, e), e)
 

@@ -69,22 +69,25 @@ from ..forces import SpringDamper
 from ..formulations import director_pairs as pairs
 from ..lie import so3_exp
 from ..linear.graph import newton_layout
-from ..linear.structured import BlockMatrix, empty_factors, factor_plain, factors_solve
+from ..linear.structured import BlockMatrix, empty_factors
 from ..newton import (
     MAX_ITERATIONS,
     NONFINITE,
     SUCCESS,
     AbstractNewton,
+    LinearSolution,
     NewtonInfo,
     ReusedNewton,
     _allowed,
-    _residual_ratio,
-    _step_ratio,
+    _as_solution,
+    _custom,
     default_scale,
     get_newton,
     implicit_root,
+    residual_test,
     solve_linear,
     solve_with_condition,
+    step_test,
 )
 from .base import LINEAR_SOLVERS, AbstractIntegrator, StepResult, choose_structured
 
@@ -107,11 +110,14 @@ class EMState(NamedTuple):
 class DampedNewton(AbstractNewton):
     """Newton with a backtracking line search on ||F|| (Armijo, halving up to
     ``max_halvings`` times): the "damping for large rotation steps" of the notes (gyro top
-    at h = 0.05 turns by ~2.6 rad per step). An iterate is accepted, as by the other Newton
-    solvers, when the scaled step passes (|delta_j| <= tol w_j + e_j, w the unknowns'
-    magnitudes, :class:`~jaxmbd.newton.Scale`; such a correction is taken undamped) and the
-    residual at the new iterate passes the scaled residual test |F_i| <= (|J| (tol w + e))_i;
-    ``tol`` is relative."""
+    at h = 0.05 turns by ~2.6 rad per step). An iterate is accepted by the tests of every
+    Newton solver of jaxmbd (:func:`~jaxmbd.newton.step_test`,
+    :func:`~jaxmbd.newton.residual_test`): the scaled step passes (|delta_j| <= tol w_j +
+    e_j, w the unknowns' magnitudes, :class:`~jaxmbd.newton.Scale`; such a correction is
+    taken undamped) and the residual at the new iterate passes |F_i| <= (|J| (tol w + e))_i;
+    ``tol`` is relative. Every linear solve reports its conditioning
+    (:func:`~jaxmbd.newton.solve_with_condition`, or a caller's solve returning a status):
+    a singular or near-singular matrix ends the solve with NONFINITE or ILL_CONDITIONED."""
 
     max_iter: int = eqx.field(static=True, default=30)
     max_halvings: int = eqx.field(static=True, default=10)
@@ -125,6 +131,7 @@ class DampedNewton(AbstractNewton):
         """``jacobian=None``: the residual and its forward-mode Jacobian in one pass. The
         residual is traced twice in all (Newton point, line search), which keeps the
         compile time of large reduced residuals down."""
+        scale = default_scale if scale is None else scale
         if jacobian is None:
 
             def value_and_jacobian(x):
@@ -135,6 +142,11 @@ class DampedNewton(AbstractNewton):
             def value_and_jacobian(x):
                 return residual(x), jacobian(x)
 
+        def correction(J, F) -> LinearSolution:
+            if _custom(linear_solve):
+                return _as_solution(linear_solve(J, F))
+            return LinearSolution(*solve_with_condition(J, F))
+
         def cond(carry):
             _, k, _, status, _, converged = carry
             return (k < self.max_iter) & ~converged & (status == SUCCESS)
@@ -142,38 +154,20 @@ class DampedNewton(AbstractNewton):
         def body(carry):
             x, k, _, _, _, _ = carry
             F, J = value_and_jacobian(x)
-            fnorm = jnp.linalg.norm(F)
-            delta = -linear_solve(J, F)
-            # scaled tests (as the other Newton solvers): the step against tol w + e per
-            # unknown, the residual at the new iterate against |J| (tol w + e) per row
-            w, allowed = _allowed((scale or default_scale)(x), tol, x.shape)
-            step_ratio, step = _step_ratio(delta, w, allowed)
-            finite = jnp.isfinite(step_ratio)
+            solution = correction(J, F)
+            delta = -solution.x
+            test = step_test(delta, scale(x), tol)
+            finite = jnp.isfinite(test.relative)
             delta = jnp.where(finite, delta, 0.0)
-            row_tol = jnp.abs(J) @ allowed
-
-            # backtracking: alpha = 1, 1/2, ... until Armijo holds (first trial always runs)
-            def ls_cond(c):
-                alpha, f_new, j, _ = c
-                armijo = f_new <= (1.0 - 1e-4 * alpha) * fnorm
-                return (j == 0) | ((j <= self.max_halvings) & ~armijo)
-
-            def ls_body(c):
-                alpha, _, j, F1 = c
-                alpha = jnp.where(j == 0, 1.0, 0.5 * alpha)
-                F_trial = residual(x + alpha * delta)
-                return alpha, jnp.linalg.norm(F_trial), j + 1, jnp.where(j == 0, F_trial, F1)
-
-            one, inf = jnp.asarray(1.0, x.dtype), jnp.asarray(jnp.inf, x.dtype)
-            alpha, f_new, _, F1 = jax.lax.while_loop(
-                ls_cond, ls_body, (one, inf, jnp.asarray(0), jnp.full_like(F, jnp.inf))
-            )
-            full = step_ratio <= 1.0  # a converged correction is taken undamped
+            _, allowed = _allowed(scale(x), tol, x.shape)
+            alpha, f_new, F1 = self._line_search(residual, x, delta, F)
+            full = test.ratio <= 1.0  # a converged correction is taken undamped
             alpha = jnp.where(full, 1.0, alpha)
             f_new = jnp.where(full, jnp.linalg.norm(F1), f_new)
-            converged = full & (_residual_ratio(F1, row_tol) <= 1.0)
+            converged = full & (residual_test(F1, jnp.abs(J) @ allowed) <= 1.0)
             status = jnp.where(finite, SUCCESS, NONFINITE)
-            step = jnp.where(finite, step, jnp.inf)
+            status = jnp.where(solution.status != SUCCESS, solution.status, status)
+            step = jnp.where(finite, test.relative, jnp.inf)
             return x + alpha * delta, k + 1, step, status, f_new, converged
 
         init = (x0, jnp.asarray(0), jnp.asarray(jnp.inf, x0.dtype), jnp.asarray(SUCCESS),
@@ -182,6 +176,28 @@ class DampedNewton(AbstractNewton):
         status = jnp.where((status == SUCCESS) & ~converged, MAX_ITERATIONS, status)
         status = jnp.where((status == SUCCESS) & ~jnp.isfinite(res_norm), NONFINITE, status)
         return x, NewtonInfo(k, status, res_norm, step), state
+
+    def _line_search(self, residual, x, delta, F):
+        """Backtracking: alpha = 1, 1/2, ... until Armijo's ||F(x + alpha delta)|| <=
+        (1 - 1e-4 alpha) ||F(x)|| (the first trial always runs). Returns (alpha, its ||F||,
+        F at the full step)."""
+
+        def ls_cond(c):
+            alpha, f_new, j, _ = c
+            armijo = f_new <= (1.0 - 1e-4 * alpha) * fnorm
+            return (j == 0) | ((j <= self.max_halvings) & ~armijo)
+
+        def ls_body(c):
+            alpha, _, j, F1 = c
+            alpha = jnp.where(j == 0, 1.0, 0.5 * alpha)
+            F_trial = residual(x + alpha * delta)
+            return alpha, jnp.linalg.norm(F_trial), j + 1, jnp.where(j == 0, F_trial, F1)
+
+        fnorm = jnp.linalg.norm(F)
+        one, inf = jnp.asarray(1.0, x.dtype), jnp.asarray(jnp.inf, x.dtype)
+        init = (one, inf, jnp.asarray(0), jnp.full_like(F, jnp.inf))
+        alpha, f_new, _, F1 = jax.lax.while_loop(ls_cond, ls_body, init)
+        return alpha, f_new, F1
 
 
 def _jacobian(newton, residual):
@@ -213,8 +229,8 @@ def _solve_structured(newton, residual, y0, layout, tol, state):
 
     if isinstance(newton, DampedNewton):
 
-        def linear_solve(J, F):
-            return factors_solve(factor_plain(blocks(J)), F)
+        def linear_solve(J, F):  # block elimination, with its pivot-ratio status
+            return solve_with_condition(blocks(J), F)
 
         return newton.solve(residual, None, y0, None, tol=tol, linear_solve=linear_solve)
     jac = jax.jacfwd(residual)
