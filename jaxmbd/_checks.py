@@ -185,6 +185,7 @@ def solution_from_outputs(
         integrator=integrator,
         body_names=model.body_names,
         constraint_names=model.constraint_names,
+        joint_definitions=model.joints,
     )
 
 

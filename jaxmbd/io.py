@@ -16,7 +16,15 @@ Own schema (``"format": "jaxmbd-model"``)::
                   "reference"}],
      "forces": [{"name", "type": "spring_damper", "body_i", "point_i", "body_j", "point_j",
                  "stiffness", "damping", "rest_length"}],
+     "joint_coordinates": [{"name", "type": "revolute" | "translational" | "cylindrical" |
+                            "universal" | "spherical" | "planar", "body_i", "body_j",
+                            "s_bar_i", "s_bar_j", "frame_i", "frame_j" (body frames),
+                            "offset", "sign", "q_start"}],
      "solver": {"h": ..., "t_end": ..., "tol": ...}}
+
+``joint_coordinates`` (optional; written by :func:`save_model`) define the joint coordinates
+of ``sol.joints`` (:mod:`jaxmbd.joints`) without adding constraint rows: a model saved at GCON
+level keeps its joints' coordinates. A joint of ``joints`` has its coordinates already.
 
 Shapes (optional, drawing only; fields in :mod:`jaxmbd.geometry`) are in the body frame;
 a body without shapes is drawn as a stick figure joining its joint points (see
@@ -66,7 +74,7 @@ _GCON_FIELDS = {
 # "inertia_" must not silently fall back to a default).
 _OWN_KEYS = {
     "model": {"format", "version", "name", "description", "gravity", "bodies", "joints",
-              "constraints", "drivers", "forces", "solver"},
+              "constraints", "drivers", "forces", "joint_coordinates", "solver"},
     "body": {"name", "mass", "inertia", "r", "A", "axes", "rdot", "omega", "shapes"},
     "axes": {"x", "y"},
     "joint": {"name", "type", "body_i", "body_j", "point", "axis", "axis_i", "axis_j"},
@@ -76,6 +84,8 @@ _OWN_KEYS = {
     "force": {"name", "type", "body_i", "point_i", "local_i", "body_j", "point_j", "local_j",
               "stiffness", "damping", "rest_length"},
     "solver": {"h", "t_end", "tol"},
+    "joint_coordinates": {"name", "type", "body_i", "body_j", "s_bar_i", "s_bar_j", "frame_i",
+                          "frame_j", "offset", "sign", "q_start"},
 }  # fmt: skip
 _PUBLISHED_KEYS = {
     "model": {"name", "bodies", "constraints"},
@@ -83,7 +93,15 @@ _PUBLISHED_KEYS = {
     "constraint": {"name", "type", "body_i", "body_j", "a_bar_i", "a_bar_j", "s_bar_p_i",
                    "s_bar_q_j", "c", "f", "f_dot", "f_ddot"},
 }  # fmt: skip
-_OBJECT_LISTS = {"bodies", "joints", "constraints", "drivers", "forces", "shapes"}
+_OBJECT_LISTS = {
+    "bodies",
+    "joints",
+    "constraints",
+    "drivers",
+    "forces",
+    "shapes",
+    "joint_coordinates",
+}
 MAX_DEPTH = 12  # the deepest field of the schema (a shape's matrix row) is at depth 6
 MAX_FILE_BYTES = 64 * 2**20
 
@@ -366,7 +384,26 @@ def _load_own(path: Path, data: dict) -> Model:
             )
         except ModelError as err:
             raise ModelFileError(path, where, str(err)) from None
+    for k, jc in enumerate(_list(data, "joint_coordinates", path, required=False)):
+        where = f"joint_coordinates[{k}]"
+        _object(jc, path, where, _OWN_KEYS["joint_coordinates"])
+        name = _string(jc, "name", path, where)
+        where = f"joint_coordinates[{k}] ('{name}')"
+        try:
+            builder._define_joint(
+                name,
+                kind=_string(jc, "type", path, where),
+                body_i=_string(jc, "body_i", path, where),
+                body_j=_string(jc, "body_j", path, where),
+                **{key: _get(jc, key, path, where) for key in _JOINT_FRAME_FIELDS},
+                **{key: jc[key] for key in ("offset", "sign", "q_start") if key in jc},
+            )
+        except ModelError as err:
+            raise ModelFileError(path, where, str(err)) from None
     return builder.build()
+
+
+_JOINT_FRAME_FIELDS = ("s_bar_i", "s_bar_j", "frame_i", "frame_j")
 
 
 def _force_point(builder: ModelBuilder, frc: dict, side: str, body: str, path, where):
@@ -395,7 +432,8 @@ def _add_gcon(builder: ModelBuilder, name, kind, body_i, body_j, vectors, f, joi
 
 
 def save_model(model: Model, path, *, solver: dict | None = None) -> Path:
-    """Write ``model`` in jaxmbd's own schema at GCON level (an exact round trip)."""
+    """Write ``model`` in jaxmbd's own schema at GCON level (an exact round trip), with its
+    joints' coordinate definitions (``joint_coordinates``)."""
     path = Path(path)
     nb = model.nb
     bodies = []
@@ -473,6 +511,20 @@ def save_model(model: Model, path, *, solver: dict | None = None) -> Path:
     }
     if forces:
         doc["forces"] = forces
+    if model.joints:
+        doc["joint_coordinates"] = [
+            {
+                "name": d.name,
+                "type": d.kind,
+                "body_i": model.body_label(d.body_i),
+                "body_j": model.body_label(d.body_j),
+                **{key: np.asarray(getattr(d, key)).tolist() for key in _JOINT_FRAME_FIELDS},
+                "offset": np.asarray(d.offset).tolist(),
+                "sign": list(d.sign),
+                "q_start": np.asarray(d.q_start).tolist(),
+            }
+            for d in model.joints
+        ]
     if solver:
         doc["solver"] = dict(solver)
     path.write_text(json.dumps(doc, indent=2) + "\n")

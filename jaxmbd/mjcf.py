@@ -18,12 +18,27 @@ reference pose** (``qpos0``) from ``mj_forward``:
   and a hinge normal to them → planar, three independent slides → pure translation; any other
   combination is a clear :class:`~jaxmbd.errors.ModelFileError` (massless intermediate
   bodies would make the mass matrix singular).
+* **Joint coordinates** (``sol.joints[name]``, :mod:`jaxmbd.joints`) are MuJoCo's ``qpos``
+  and ``qvel``: each joint's zero is the reference pose with MuJoCo's ``qpos0`` (the joint's
+  ``ref``) as offset, and the signs follow MuJoCo's axes. A hinge, slide or ball keeps its
+  MuJoCo name (a ball: the quaternion (w, x, y, z) and the angular velocity in the child's
+  frame). Several joints on one body are one joint named ``"a+b"``: a universal's
+  (angle_1, angle_2) in MuJoCo's hinge order; a cylindrical's (slide, angle), whatever
+  MuJoCo's order; a planar's (x, y, angle) are the two slides' and the hinge's qpos when the
+  two slides come first and are orthogonal (e.g. a planar walker's ``rootx``, ``rootz``,
+  ``rooty``), else the angle is the hinge's qpos and (x, y) the displacement in the frame
+  of the first slide and the normal; three hinges give a spherical joint's quaternion (not
+  the three angles). Free bodies and three slides have no joint coordinates (read
+  ``sol.r``, ``sol.A``).
 * **Equality constraints**: ``connect`` → a spherical joint at the anchor, ``weld`` → a
   rigid joint (spherical + three DP1), both hard (exact) closed loops.
-* **Initial state**: the first keyframe when the file has one (its ``qpos`` and ``qvel``:
-  joint values and rates become body poses and velocities through MuJoCo's own kinematics),
-  else the reference pose at rest. ``keyframe=`` picks another (index or name), or
-  ``keyframe=None`` the reference pose.
+* **Initial state**: the first keyframe when the file has one, else the reference pose at
+  rest; ``keyframe=`` picks another (index or name), or ``keyframe=None`` the reference pose.
+  A keyframe's ``qpos`` and ``qvel`` set every joint through
+  :meth:`~jaxmbd.ModelBuilder.set_joint_state` (its coordinates read from MuJoCo's own
+  kinematics of the keyframe, angles on the branch of its qpos); free bodies and bodies on
+  three slides are placed at MuJoCo's pose and velocity with their subtrees. The initial
+  body states equal MuJoCo's kinematics of (qpos, qvel).
 * Whatever is not supported (joint limits, contacts, joint damping / stiffness / armature /
   friction loss, tendons, actuators, other equality types, mocap bodies, ...) is listed in
   **one** warning; nothing is dropped silently.
@@ -31,13 +46,16 @@ reference pose** (``qpos0``) from ``mj_forward``:
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import warnings
 from pathlib import Path
 
+import jax.numpy as jnp
 import numpy as np
 
 from .errors import ModelError, ModelFileError
+from .joints import ANGLES, joint_coordinates, move_subtree
 from .model import GROUND, Model, ModelBuilder
 
 logger = logging.getLogger("jaxmbd")
@@ -246,16 +264,21 @@ def _convert(mujoco, m, path: Path, keyframe, model_name: str) -> Model:
         o = owner[b]
         return GROUND if o < 0 else body_names[o]
 
+    mapped = {}  # jaxmbd joint name -> ((coordinate, qpos address), ...) where q = qpos
     for b in roots:
-        _add_joints(mujoco, m, d0, builder, b, label(m.body_parentid[b]), body_names[b], path)
+        mapped.update(
+            _add_joints(mujoco, m, d0, builder, b, label(m.body_parentid[b]), body_names[b], path)
+        )
     _add_equalities(mujoco, m, d0, builder, label, body_names, unsupported)
     if unsupported:
         message = f"{path}: not supported by jaxmbd and ignored: " + "; ".join(unsupported)
         warnings.warn(message, UnsupportedFeatureWarning, stacklevel=3)
     qpos, qvel, source = _keyframe_state(mujoco, m, path, keyframe)
-    _set_initial_state(mujoco, m, builder, roots, owner, body_names, qpos, qvel)
+    key = _body_states(mujoco, m, roots, owner, qpos, qvel)
+    _set_joint_states(builder, mapped, key, qpos)
+    model = _place_unjointed(mujoco, m, builder.build(), roots, owner, mapped, key)
     logger.info("%s: %d bodies, initial state from the %s", path, len(roots), source)
-    return builder.build()
+    return model
 
 
 def _geom_shape(mujoco, m, d, g, com, A):
@@ -298,52 +321,79 @@ def _geom_shape(mujoco, m, d, g, com, A):
 
 
 def _add_joints(mujoco, m, d, builder: ModelBuilder, b, parent: str, child: str, path):
+    """The library joint of body ``b``'s MuJoCo joints: {name: ((coordinate, qpos address),
+    ...)}, the coordinates that equal a MuJoCo qpos (all but a spherical joint's; the
+    in-plane slides of a planar joint only when the two slides come first and are
+    orthogonal); {} for a free body and three slides (no library joint)."""
     T = mujoco.mjtJoint
     jids = list(range(m.body_jntadr[b], m.body_jntadr[b] + m.body_jntnum[b]))
     kinds = [int(m.jnt_type[j]) for j in jids]
     names = [_name(mujoco, m, mujoco.mjtObj.mjOBJ_JOINT, j, "joint") for j in jids]
     anchors = [np.array(d.xanchor[j]) for j in jids]
     axes = [np.array(d.xaxis[j]) for j in jids]
+    adr = [int(m.jnt_qposadr[j]) for j in jids]
+    qpos0 = np.asarray(m.qpos0)
     where = f"body '{child}'"
     if kinds == [int(T.mjJNT_FREE)]:
-        return
+        return {}
+
+    def convention(name, order, signs=None):
+        """q = qpos: MuJoCo's qpos0 as the offset, the axes' directions as the signs."""
+        builder._joint_convention(
+            name, offset=[qpos0[adr[k]] for k in order], sign=signs or [1] * len(order)
+        )
+        return {name: tuple((c, adr[k]) for c, k in enumerate(order))}
+
     if len(jids) == 1:
         kind, name = kinds[0], names[0]
         if kind == T.mjJNT_HINGE:
             builder.revolute(name, body_i=parent, body_j=child, point=anchors[0], axis=axes[0])
-        elif kind == T.mjJNT_SLIDE:
+            return convention(name, [0])
+        if kind == T.mjJNT_SLIDE:
             builder.translational(name, body_i=parent, body_j=child, point=anchors[0], axis=axes[0])
-        elif kind == T.mjJNT_BALL:
-            builder.spherical(name, body_i=parent, body_j=child, point=anchors[0])
-        return
+            return convention(name, [0])
+        builder.spherical(name, body_i=parent, body_j=child, point=anchors[0])  # ball
+        return {name: ()}
     joined = "+".join(names)
     same_point = all(np.linalg.norm(p - anchors[0]) < 1e-9 for p in anchors)
     if kinds == [int(T.mjJNT_HINGE)] * 2 and same_point and abs(axes[0] @ axes[1]) < 1e-9:
         builder.universal(
             joined, body_i=parent, body_j=child, point=anchors[0], axis_i=axes[0], axis_j=axes[1]
         )
-        return
+        return convention(joined, [0, 1])
     if sorted(kinds) == sorted([int(T.mjJNT_HINGE), int(T.mjJNT_SLIDE)]) and (
         abs(abs(axes[0] @ axes[1]) - 1) < 1e-9
         and np.linalg.norm(np.cross(anchors[1] - anchors[0], axes[0])) < 1e-9
     ):
         builder.cylindrical(joined, body_i=parent, body_j=child, point=anchors[0], axis=axes[0])
-        return
+        order = [kinds.index(int(T.mjJNT_SLIDE)), kinds.index(int(T.mjJNT_HINGE))]
+        return convention(joined, order, [float(axes[k] @ axes[0]) for k in order])
     if (
         kinds == [int(T.mjJNT_HINGE)] * 3
         and same_point
         and abs(np.linalg.det(np.stack(axes))) > 1e-6
     ):
         builder.spherical(joined, body_i=parent, body_j=child, point=anchors[0])
-        return
-    slides = [axes[k] for k in range(len(jids)) if kinds[k] == int(T.mjJNT_SLIDE)]
+        return {joined: ()}
+    slide_ids = [k for k in range(len(jids)) if kinds[k] == int(T.mjJNT_SLIDE)]
+    slides = [axes[k] for k in slide_ids]
     hinges = [k for k in range(len(jids)) if kinds[k] == int(T.mjJNT_HINGE)]
     if len(slides) == 2 and len(hinges) == 1 and len(jids) == 3:
         normal = np.cross(slides[0], slides[1])
-        n_h = axes[hinges[0]]
-        if np.linalg.norm(normal) > 1e-6 and np.linalg.norm(np.cross(normal, n_h)) < 1e-9:
-            builder.planar(joined, body_i=parent, body_j=child, point=anchors[hinges[0]], axis=n_h)
-            return
+        h = hinges[0]
+        if np.linalg.norm(normal) > 1e-6 and np.linalg.norm(np.cross(normal, axes[h])) < 1e-9:
+            # in-plane axes x = the first slide, y = the second where they are orthogonal
+            exact = abs(slides[0] @ slides[1]) < 1e-9 and h == 2
+            n = normal / np.linalg.norm(normal) if exact else axes[h]
+            builder.planar(
+                joined, body_i=parent, body_j=child, point=anchors[h], axis=n, x_axis=slides[0]
+            )
+            signs = [1, 1, float(axes[h] @ n)]
+            if exact:
+                return convention(joined, [*slide_ids, h], signs)
+            # the slides' qpos are not the in-plane coordinates: only the angle is MuJoCo's
+            builder._joint_convention(joined, offset=[0.0, 0.0, qpos0[adr[h]]], sign=signs)
+            return {joined: ((2, adr[h]),)}
     if len(slides) == 3 and len(jids) == 3 and abs(np.linalg.det(np.stack(slides))) > 1e-6:
         # pure translation: the relative rotation is locked by three DP1 rows
         A_i = builder._frame(parent, where=where)[1]
@@ -353,7 +403,7 @@ def _add_joints(mujoco, m, d, builder: ModelBuilder, b, parent: str, child: str,
                 f"{joined}.dp1_{k}", body_i=parent, a_bar_i=a_i, body_j=child, a_bar_j=a_j,
                 joint=joined,
             )  # fmt: skip
-        return
+        return {}
     kind_names = {int(T.mjJNT_HINGE): "hinge", int(T.mjJNT_SLIDE): "slide",
                   int(T.mjJNT_BALL): "ball", int(T.mjJNT_FREE): "free"}  # fmt: skip
     raise ModelFileError(
@@ -414,20 +464,78 @@ def _add_equalities(mujoco, m, d, builder, label, body_names, unsupported):
                 )
 
 
-def _set_initial_state(mujoco, m, builder, roots, owner, body_names, qpos, qvel):
-    """Body poses and velocities from MuJoCo's kinematics at (qpos, qvel)."""
+def _body_states(mujoco, m, roots, owner, qpos, qvel):
+    """Poses and velocities (r, A, rdot, body-frame omega; one row per jaxmbd body) from
+    MuJoCo's kinematics at (qpos, qvel)."""
     d = _forward(mujoco, m, qpos, qvel)
+    n = len(roots)
+    r, A, rdot, omega = np.zeros((n, 3)), np.zeros((n, 3, 3)), np.zeros((n, 3)), np.zeros((n, 3))
     vel = np.zeros(6)
     for k, b in enumerate(roots):
-        spec = builder._bodies[k]
-        assert spec.name == body_names[b]
         members = [j for j in range(1, m.nbody) if owner[j] == b]
         mass = float(sum(m.body_mass[j] for j in members))
         com = sum(m.body_mass[j] * d.xipos[j] for j in members) / mass
-        A = d.xmat[b].reshape(3, 3)
         mujoco.mj_objectVelocity(m, d, mujoco.mjtObj.mjOBJ_BODY, b, vel, 0)
         w, v_com_b = vel[:3].copy(), vel[3:].copy()  # world frame, at body b's own COM
-        spec.r = np.array(com)
-        spec.A = np.array(A)
-        spec.rdot = v_com_b + np.cross(w, com - d.xipos[b])
-        spec.omega = A.T @ w
+        r[k], A[k] = com, d.xmat[b].reshape(3, 3)
+        rdot[k] = v_com_b + np.cross(w, com - d.xipos[b])
+        omega[k] = A[k].T @ w
+    return r, A, rdot, omega
+
+
+def _set_joint_states(builder: ModelBuilder, mapped, key, qpos):
+    """The keyframe as joint states, through :meth:`ModelBuilder.set_joint_state`: each
+    library joint's coordinates from MuJoCo's poses at the keyframe, its angles on the
+    branch of MuJoCo's qpos (a hinge at 5 rad stays at 5 rad)."""
+    index = {b.name: k for k, b in enumerate(builder._bodies)}
+    index[GROUND] = len(builder._bodies)
+    for spec in builder._joints:
+        if spec.name not in mapped:
+            continue  # an equality connect: closed by the consistent start
+        state = joint_coordinates(spec.definition(index), *(x[None] for x in key))
+        q = np.atleast_1d(np.asarray(state.q)[0]).copy()
+        for c, address in mapped[spec.name]:
+            if c in ANGLES[spec.kind]:
+                q[c] += 2 * np.pi * np.round((qpos[address] - q[c]) / (2 * np.pi))
+        builder.set_joint_state(spec.name, q=q, qdot=np.asarray(state.qdot)[0])
+
+
+def _place_unjointed(mujoco, m, model: Model, roots, owner, mapped, key) -> Model:
+    """Free bodies and bodies on three slides (no library joint) at their keyframe state,
+    each with its MuJoCo subtree, which keeps its motion relative to it."""
+    index = {b: k for k, b in enumerate(roots)}
+    mine = {k for k, b in enumerate(roots) if not _joint_names(mujoco, m, b) & set(mapped)}
+    if not mine:
+        return model
+    r, A = np.asarray(model.r0).copy(), np.asarray(model.A0).copy()
+    v = np.asarray(model.rdot0).copy()
+    w = np.einsum("bij,bj->bi", A, np.asarray(model.omega0))
+    for k in sorted(mine):  # MuJoCo's order: parents first
+        b = roots[k]
+        subtree = {
+            index[owner[c]] for c in range(1, m.nbody) if owner[c] >= 0 and _descends(m, c, b)
+        }
+        new = (key[0][k], key[1][k], key[2][k], key[1][k] @ key[3][k])
+        move_subtree((r, A, v, w), k, subtree, new)
+    omega = np.einsum("bji,bj->bi", A, w)
+    return dataclasses.replace(
+        model,
+        r0=jnp.asarray(r),
+        A0=jnp.asarray(A),
+        rdot0=jnp.asarray(v),
+        omega0=jnp.asarray(omega),
+    )
+
+
+def _joint_names(mujoco, m, b) -> set[str]:
+    jids = range(m.body_jntadr[b], m.body_jntadr[b] + m.body_jntnum[b])
+    names = [_name(mujoco, m, mujoco.mjtObj.mjOBJ_JOINT, j, "joint") for j in jids]
+    return {*names, "+".join(names)}
+
+
+def _descends(m, body: int, ancestor: int) -> bool:
+    while body > 0:
+        if body == ancestor:
+            return True
+        body = int(m.body_parentid[body])
+    return False

@@ -12,6 +12,7 @@ load them from files with :func:`jaxmbd.load_model`.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import warnings
@@ -28,6 +29,7 @@ from .drivers import DriverGroup, Expression, group_drivers
 from .errors import AdjustmentWarning, ModelError
 from .forces import AbstractForce
 from .geometry import Shape, make_shapes
+from .joints import SIZES, JointDefinition, place_joint_states, scalar_size
 
 logger = logging.getLogger("jaxmbd")
 
@@ -76,6 +78,9 @@ class Model(eqx.Module):
     forces: tuple[AbstractForce, ...]
     # visual geometry per body (drawing only, static; () = the default stick figure)
     shapes: tuple[tuple[Shape, ...], ...] = eqx.field(static=True, default=())
+    # joint frames and coordinate conventions, one per builder joint (see jaxmbd.joints);
+    # () for models built at GCON level only
+    joints: tuple[JointDefinition, ...] = ()
 
     @property
     def nb(self) -> int:
@@ -84,6 +89,11 @@ class Model(eqx.Module):
     @property
     def nc(self) -> int:
         return len(self.constraint_names)
+
+    @property
+    def joint_names(self) -> tuple[str, ...]:
+        """Joints with coordinates (``sol.joints``), in the order they were added."""
+        return tuple(d.name for d in self.joints)
 
     def gcon(self, kind: str) -> GconSet:
         return self.gcons[GCON_KINDS.index(kind)]
@@ -209,6 +219,36 @@ def _perpendicular_pair(axis: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return u, np.cross(n, u)
 
 
+def _joint_values(value, size: int, *, where: str, kind: str = "") -> np.ndarray:
+    """``size`` numbers of a joint state (a number or a 1-vector where ``size`` is 1); a
+    spherical joint's quaternion normalised."""
+    expected = "a number" if size == 1 else f"{size} numbers"
+    arr = _numbers(value, where=where, expected=expected)
+    if arr.size != size or arr.ndim > 1:
+        raise ModelError(f"{where}: expected {expected}, got shape {arr.shape}")
+    arr = arr.reshape(size)
+    if kind == "spherical":
+        norm = float(np.linalg.norm(arr))
+        if norm < 1e-12:
+            raise ModelError(f"{where}: the zero quaternion is not a rotation; give (w, x, y, z)")
+        if abs(norm - 1.0) > 1e-3:
+            warnings.warn(
+                f"{where}: quaternion of norm {norm:.6g} normalised to "
+                f"{np.round(arr / norm, 6).tolist()} (give a unit quaternion to silence this)",
+                AdjustmentWarning,
+                stacklevel=4,
+            )
+        arr = arr / norm
+    return arr
+
+
+def _axis_frame(axis) -> np.ndarray:
+    """Joint axes (columns u, v, axis), right-handed, for a joint about or along ``axis``."""
+    n = _unit(axis, where="joint axis")
+    u, v = _perpendicular_pair(n)
+    return np.stack([u, v, n], axis=1)
+
+
 def _inertia(value, *, where: str) -> np.ndarray:
     J = _numbers(value, where=where, expected="3 principal moments or a 3x3 matrix")
     if J.shape == (3,):
@@ -250,12 +290,46 @@ class _GconSpec:
 
 
 @dataclass
+class _JointSpec:
+    """A joint's frames in its bodies' frames (they coincide where drawn) and convention."""
+
+    name: str
+    kind: str
+    body_i: str
+    body_j: str
+    s_bar_i: np.ndarray
+    s_bar_j: np.ndarray
+    frame_i: np.ndarray
+    frame_j: np.ndarray
+    offset: np.ndarray
+    sign: tuple[int, ...]
+    q_start: np.ndarray
+
+    def definition(self, index: dict[str, int]) -> JointDefinition:
+        return JointDefinition(
+            name=self.name,
+            kind=self.kind,
+            body_i=index[self.body_i],
+            body_j=index[self.body_j],
+            s_bar_i=jnp.asarray(self.s_bar_i),
+            s_bar_j=jnp.asarray(self.s_bar_j),
+            frame_i=jnp.asarray(self.frame_i),
+            frame_j=jnp.asarray(self.frame_j),
+            offset=jnp.asarray(self.offset, dtype=jnp.float64).reshape(-1),
+            q_start=jnp.asarray(self.q_start, dtype=jnp.float64).reshape(-1),
+            sign=self.sign,
+        )
+
+
+@dataclass
 class ModelBuilder:
     """Assemble a :class:`Model` from bodies, GCONs, joints and drivers.
 
     Joint builders take the joint point and axes in *global* coordinates at the initial
-    configuration and expand into GCONs per paper 1 Table 1. Names must be unique; every
-    error names the object and the field at fault.
+    configuration and expand into GCONs per paper 1 Table 1; each also keeps a joint frame
+    on both bodies, so that a Solution reports its coordinates (``sol.joints[name]``, see
+    :mod:`jaxmbd.joints`) and :meth:`set_joint_state` can set them. Names must be unique;
+    every error names the object and the field at fault.
     """
 
     name: str = "model"
@@ -263,6 +337,8 @@ class ModelBuilder:
     _bodies: list[_BodySpec] = field(default_factory=list)
     _gcons: list[_GconSpec] = field(default_factory=list)
     _forces: list[AbstractForce] = field(default_factory=list)
+    _joints: list[_JointSpec] = field(default_factory=list)
+    _joint_states: dict[str, tuple] = field(default_factory=dict)
 
     # -- bodies -------------------------------------------------------------------------
     def add_body(
@@ -443,8 +519,38 @@ class ModelBuilder:
         )
 
     # -- joints (paper 1 Table 1), global point/axes at the initial configuration ---------
-    def spherical(self, name, *, body_i, body_j, point):
-        """SJ: three CD constraints that make point P_i and Q_j coincide."""
+    def _check_joint_name(self, name) -> None:
+        if not isinstance(name, str) or not name:
+            raise ModelError(f"joint name must be a non-empty string, got {name!r}")
+        if any(j.name == name for j in self._joints):
+            raise ModelError(f"joint '{name}': duplicate joint name")
+
+    def _record_joint(self, name, kind, body_i, body_j, point, axes) -> None:
+        """Keep the joint frame (``point``, ``axes`` columns, global where drawn) fixed in both
+        bodies: the two frames coincide here, where every coordinate is zero."""
+        w = f"joint '{name}'"
+        point = _vec3(point, where=f"{w}.point")
+        r_i, A_i = self._frame(body_i, where=f"{w}.body_i")
+        r_j, A_j = self._frame(body_j, where=f"{w}.body_j")
+        n = scalar_size(kind)
+        self._joints.append(
+            _JointSpec(
+                name=name,
+                kind=kind,
+                body_i=body_i,
+                body_j=body_j,
+                s_bar_i=A_i.T @ (point - r_i),
+                s_bar_j=A_j.T @ (point - r_j),
+                frame_i=A_i.T @ axes,
+                frame_j=A_j.T @ axes,
+                offset=np.zeros(n),
+                sign=(1,) * n,
+                q_start=np.array([1.0, 0.0, 0.0, 0.0]) if kind == "spherical" else np.zeros(n),
+            )
+        )
+
+    def _spherical_rows(self, name, *, body_i, body_j, point, joint=None):
+        """Three CD rows that make the point P_i of body i and Q_j of body j coincide."""
         w = f"joint '{name}'"
         sp = self._local_point(body_i, point, where=f"{w}.point")
         sq = self._local_point(body_j, point, where=f"{w}.point")
@@ -456,8 +562,21 @@ class ModelBuilder:
                 s_bar_p_i=sp,
                 body_j=body_j,
                 s_bar_q_j=sq,
-                joint=name,
+                joint=joint or name,
             )
+        return self
+
+    def spherical(self, name, *, body_i, body_j, point):
+        """SJ: three CD constraints that make point P_i and Q_j coincide.
+
+        Coordinates: the quaternion (w, x, y, z) of body j's rotation relative to body i from
+        the drawn pose, in body j's frame (MuJoCo's ball joint); rates: the relative angular
+        velocity in body j's frame.
+        """
+        self._check_joint_name(name)
+        self._spherical_rows(name, body_i=body_i, body_j=body_j, point=point)
+        A_j = self._frame(body_j, where=f"joint '{name}'.body_j")[1]
+        self._record_joint(name, "spherical", body_i, body_j, point, A_j)
         return self
 
     def perpendicular_1(self, name, *, body_i, body_j, axis, joint=None):
@@ -497,18 +616,30 @@ class ModelBuilder:
         return self
 
     def revolute(self, name, *, body_i, body_j, point, axis):
-        """RJ = SJ + Perp-1 (5 equations): rotation about ``axis`` through ``point``."""
-        self.spherical(name, body_i=body_i, body_j=body_j, point=point)
+        """RJ = SJ + Perp-1 (5 equations): rotation about ``axis`` through ``point``.
+
+        Coordinate: the angle of body j relative to body i about ``axis`` (right hand), zero
+        where drawn.
+        """
+        self._check_joint_name(name)
+        self._spherical_rows(name, body_i=body_i, body_j=body_j, point=point)
         self.perpendicular_1(f"{name}.perp1", body_i=body_i, body_j=body_j, axis=axis, joint=name)
+        self._record_joint(name, "revolute", body_i, body_j, point, _axis_frame(axis))
         return self
 
     def universal(self, name, *, body_i, body_j, point, axis_i, axis_j):
-        """UJ = SJ + DP1 (4 equations): perpendicular cross axes axis_i (on i), axis_j (on j)."""
+        """UJ = SJ + DP1 (4 equations): perpendicular cross axes axis_i (on i), axis_j (on j).
+
+        Coordinates: (angle_1, angle_2) with body j's rotation relative to body i
+        Rx(angle_1) Ry(angle_2) in the frame x = ``axis_i``, y = ``axis_j`` (the first about
+        axis_i, the second about axis_j), zero where drawn.
+        """
         w = f"joint '{name}'"
+        self._check_joint_name(name)
         ai, aj = _unit(axis_i, where=f"{w}.axis_i"), _unit(axis_j, where=f"{w}.axis_j")
         if abs(ai @ aj) > 1e-9:
             raise ModelError(f"{w}: axis_i and axis_j must be perpendicular (dot {ai @ aj:.3g})")
-        self.spherical(name, body_i=body_i, body_j=body_j, point=point)
+        self._spherical_rows(name, body_i=body_i, body_j=body_j, point=point)
         self.add_dp1(
             f"{name}.dp1",
             body_i=body_i,
@@ -517,20 +648,37 @@ class ModelBuilder:
             a_bar_j=self._local_dir(body_j, aj, where=w),
             joint=name,
         )
+        self._record_joint(
+            name, "universal", body_i, body_j, point, np.stack([ai, aj, np.cross(ai, aj)], 1)
+        )
         return self
 
-    def cylindrical(self, name, *, body_i, body_j, point, axis):
-        """CJ = Perp-1 + Perp-2 (4 equations): slide along and rotate about ``axis``."""
+    def _cylindrical_rows(self, name, *, body_i, body_j, point, axis):
         self.perpendicular_1(f"{name}.perp1", body_i=body_i, body_j=body_j, axis=axis, joint=name)
         self.perpendicular_2(
             f"{name}.perp2", body_i=body_i, body_j=body_j, point=point, axis=axis, joint=name
         )
         return self
 
+    def cylindrical(self, name, *, body_i, body_j, point, axis):
+        """CJ = Perp-1 + Perp-2 (4 equations): slide along and rotate about ``axis``.
+
+        Coordinates: (slide, angle) of body j relative to body i along and about ``axis``,
+        zero where drawn.
+        """
+        self._check_joint_name(name)
+        self._cylindrical_rows(name, body_i=body_i, body_j=body_j, point=point, axis=axis)
+        self._record_joint(name, "cylindrical", body_i, body_j, point, _axis_frame(axis))
+        return self
+
     def translational(self, name, *, body_i, body_j, point, axis):
-        """TJ = CJ + DP1 (5 equations): slide along ``axis`` without rotation."""
+        """TJ = CJ + DP1 (5 equations): slide along ``axis`` without rotation.
+
+        Coordinate: the slide of body j relative to body i along ``axis``, zero where drawn.
+        """
         w = f"joint '{name}'"
-        self.cylindrical(name, body_i=body_i, body_j=body_j, point=point, axis=axis)
+        self._check_joint_name(name)
+        self._cylindrical_rows(name, body_i=body_i, body_j=body_j, point=point, axis=axis)
         u, v = _perpendicular_pair(_unit(axis, where=f"{w}.axis"))
         self.add_dp1(
             f"{name}.dp1",
@@ -540,16 +688,32 @@ class ModelBuilder:
             a_bar_j=self._local_dir(body_j, v, where=w),
             joint=name,
         )
+        self._record_joint(name, "translational", body_i, body_j, point, _axis_frame(axis))
         return self
 
-    def planar(self, name, *, body_i, body_j, point, axis, point_j=None):
+    def planar(self, name, *, body_i, body_j, point, axis, point_j=None, x_axis=None):
         """Planar pair E (3 equations, Betsch & Leyendecker Sec. 4.5.5): Perp-1 (the normal
         ``axis`` fixed in body j stays perpendicular to two vectors of body i) + DP2 (the
         vector from ``point`` on body i to ``point_j`` on body j, default ``point``, stays
         in the plane through ``point`` perpendicular to ``axis``). Leaves two translations
-        in the plane and the rotation about its normal."""
+        in the plane and the rotation about its normal.
+
+        Coordinates: (x, y, angle): the displacement of body j's copy of ``point`` in body
+        i's in-plane axes x = ``x_axis`` (its part normal to ``axis``; default: a fixed
+        perpendicular direction) and y = axis x x, and the angle about ``axis``; zero where
+        drawn.
+        """
         w = f"joint '{name}'"
+        self._check_joint_name(name)
         n = _unit(axis, where=f"{w}.axis")
+        if x_axis is None:
+            ex = _perpendicular_pair(n)[0]
+        else:
+            ex = _vec3(x_axis, where=f"{w}.x_axis", nonzero=True)
+            ex = ex - n * (n @ ex)
+            if np.linalg.norm(ex) < 1e-9:
+                raise ModelError(f"{w}.x_axis: parallel to the normal axis")
+            ex = ex / np.linalg.norm(ex)
         p_i = _vec3(point, where=f"{w}.point")
         p_j = p_i if point_j is None else _vec3(point_j, where=f"{w}.point_j")
         if abs(n @ (p_j - p_i)) > 1e-9 * max(1.0, float(np.linalg.norm(p_j - p_i))):
@@ -563,6 +727,9 @@ class ModelBuilder:
             body_j=body_j,
             s_bar_q_j=self._local_point(body_j, p_j, where=f"{w}.point_j"),
             joint=name,
+        )
+        self._record_joint(
+            name, "planar", body_i, body_j, p_i, np.stack([ex, np.cross(n, ex), n], 1)
         )
         return self
 
@@ -593,6 +760,95 @@ class ModelBuilder:
             a_bar_j=self._local_dir(body_j, u, where=w),
             angle=angle,
         )
+
+    def _joint_convention(self, name: str, *, offset, sign) -> None:
+        """Report joint ``name``'s scalar coordinates as offset + sign * (value from the drawn
+        pose) (MJCF: MuJoCo's qpos0 and axis directions)."""
+        spec = next(j for j in self._joints if j.name == name)
+        n = scalar_size(spec.kind)
+        spec.offset = np.asarray(offset, dtype=np.float64).reshape(n)
+        spec.sign = tuple(1 if s > 0 else -1 for s in np.reshape(sign, n))
+        spec.q_start = spec.offset.copy()
+
+    def _define_joint(
+        self, name, *, kind, body_i, body_j, s_bar_i, s_bar_j, frame_i, frame_j, offset=None,
+        sign=None, q_start=None,
+    ) -> ModelBuilder:  # fmt: skip
+        """A joint's coordinates from its frames given in the body frames, without rows
+        (model files written by :func:`~jaxmbd.save_model`)."""
+        w = f"joint '{name}'"
+        self._check_joint_name(name)
+        if kind not in SIZES:
+            raise ModelError(f"{w}.type: unknown joint type {kind!r}; known: {sorted(SIZES)}")
+        self._frame(body_i, where=f"{w}.body_i")
+        self._frame(body_j, where=f"{w}.body_j")
+        if body_i == body_j:
+            raise ModelError(f"{w}: body_i and body_j are both {body_i!r}")
+        n, nq = scalar_size(kind), SIZES[kind][0]
+        offset = np.zeros(n) if offset is None else _joint_values(offset, n, where=f"{w}.offset")
+        sign = [1] * n if sign is None else sign
+        if (
+            not isinstance(sign, list | tuple)
+            or len(sign) != n
+            or any(isinstance(v, bool) or v not in (1, -1) for v in sign)
+        ):
+            raise ModelError(f"{w}.sign: expected {n} entries, each 1 or -1, got {_short(sign)}")
+        if q_start is None:
+            q_start = np.array([1.0, 0.0, 0.0, 0.0]) if kind == "spherical" else offset.copy()
+        self._joints.append(
+            _JointSpec(
+                name=name,
+                kind=kind,
+                body_i=body_i,
+                body_j=body_j,
+                s_bar_i=_vec3(s_bar_i, where=f"{w}.s_bar_i"),
+                s_bar_j=_vec3(s_bar_j, where=f"{w}.s_bar_j"),
+                frame_i=_rotation_matrix(frame_i, where=f"{w}.frame_i")[0],
+                frame_j=_rotation_matrix(frame_j, where=f"{w}.frame_j")[0],
+                offset=offset,
+                sign=tuple(int(v) for v in sign),
+                q_start=_joint_values(q_start, nq, where=f"{w}.q_start", kind=kind),
+            )
+        )
+        return self
+
+    # -- initial state in joint coordinates ------------------------------------------------
+    def set_joint_state(self, name: str, *, q=None, qdot=None) -> ModelBuilder:
+        """Set the initial state of joint ``name`` in its coordinates (as ``sol.joints[name]``
+        reports them, see :mod:`jaxmbd.joints`); applied by :meth:`build`.
+
+        ``q``: revolute, translational: a number; cylindrical: (slide, angle); universal:
+        (angle_1, angle_2); spherical: a quaternion (w, x, y, z) (normalised; zero refused);
+        planar: (x, y, angle). ``qdot``: the rates, of the same sizes, except spherical: the
+        relative angular velocity (3,) in body j's frame. Left out (None), ``q`` keeps the
+        pose the joint was drawn in (its zero) and ``qdot`` the bodies' relative velocity.
+
+        At :meth:`build`, parent joints first, each set joint places its child body (the one
+        farther from the ground in the spanning tree of the body graph) relative to its
+        parent so that the joint reads (q, qdot), whichever of body_i, body_j that is; the
+        child's subtree moves with it rigidly, keeping its own motion relative to the child
+        (so joints deeper in a chain keep their coordinates). Only joints of the spanning
+        tree can be set: one that closes a loop (its bodies already joined by the joints
+        added before it) is refused by :meth:`build`; set the loop's other joints, and the
+        consistent start of :func:`~jaxmbd.simulate` closes the loop, which may shift the
+        set coordinates a little (``sol.joints[name]`` at t = 0 reports the actual value).
+        Setting a joint again replaces its state.
+        """
+        spec = next((j for j in self._joints if j.name == name), None)
+        if spec is None:
+            raise ModelError(
+                f"set_joint_state: unknown joint {name!r}; joints with coordinates: "
+                f"{[j.name for j in self._joints]} (add the joint first)"
+            )
+        where = f"set_joint_state: joint '{name}' ({spec.kind})"
+        if q is None and qdot is None:
+            raise ModelError(f"{where}: give q, qdot or both")
+        nq, nv = SIZES[spec.kind]
+        self._joint_states[name] = (
+            None if q is None else _joint_values(q, nq, where=f"{where}.q", kind=spec.kind),
+            None if qdot is None else _joint_values(qdot, nv, where=f"{where}.qdot"),
+        )
+        return self
 
     # -- forces ---------------------------------------------------------------------------
     def add_force(self, force: AbstractForce) -> ModelBuilder:
@@ -684,7 +940,7 @@ class ModelBuilder:
             else:
                 f_offset[row] = gc.f
         bodies = self._bodies
-        return Model(
+        model = Model(
             name=self.name,
             body_names=tuple(b.name for b in bodies),
             constraint_names=tuple(gc.name for gc in self._gcons),
@@ -703,4 +959,20 @@ class ModelBuilder:
             drivers=group_drivers(driven),
             forces=tuple(self._forces),
             shapes=tuple(b.shapes for b in bodies) if any(b.shapes for b in bodies) else (),
+            joints=tuple(spec.definition(index) for spec in self._joints),
+        )
+        return self._with_joint_states(model)
+
+    def _with_joint_states(self, model: Model) -> Model:
+        """``model`` with the states of :meth:`set_joint_state` applied (parent joints first)."""
+        if not self._joint_states:
+            return model
+        r0, A0, rdot0, omega0, joints = place_joint_states(model, self._joint_states)
+        return dataclasses.replace(
+            model,
+            r0=jnp.asarray(r0),
+            A0=jnp.asarray(A0),
+            rdot0=jnp.asarray(rdot0),
+            omega0=jnp.asarray(omega0),
+            joints=joints,
         )

@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _config  # noqa: F401
+from .joints import JointCoordinatesMap, JointDefinition
 
 
 class Solution(eqx.Module):
@@ -56,11 +57,13 @@ class Solution(eqx.Module):
     )  # steps between saved rows  # "" for kinematic analyses
     body_names: tuple[str, ...] = eqx.field(static=True, default=())
     constraint_names: tuple[str, ...] = eqx.field(static=True, default=())
+    # the model's joint definitions (jaxmbd.joints), for :attr:`joints`; () if none
+    joint_definitions: tuple[JointDefinition, ...] = ()
 
     def __init__(
         self, t, r, A, rdot, omega, rddot, omegadot, lam, iterations, status, residual,
         q=None, v=None, condition=None, chart_singular=None, formulation="rA", integrator="",
-        save_every=1, body_names=(), constraint_names=(),
+        save_every=1, body_names=(), constraint_names=(), joint_definitions=(),
     ):  # fmt: skip
         self.t, self.r, self.A, self.rdot, self.omega = t, r, A, rdot, omega
         self.rddot, self.omegadot, self.lam = rddot, omegadot, lam
@@ -69,6 +72,7 @@ class Solution(eqx.Module):
         self.condition, self.chart_singular = condition, chart_singular
         self.formulation, self.integrator, self.save_every = formulation, integrator, save_every
         self.body_names, self.constraint_names = body_names, constraint_names
+        self.joint_definitions = tuple(joint_definitions)
 
     def _from_body_state(self):
         """(q, v) of a dynamics run whose formulation does not store them (its coordinates
@@ -96,6 +100,16 @@ class Solution(eqx.Module):
         """The formulation's own velocities (..., T, nb, nv); rA's are (rdot, omega)."""
         derived = self._from_body_state()
         return self.stored_v if derived is None else derived[1]
+
+    @property
+    def joints(self) -> JointCoordinatesMap:
+        """Joint coordinates over time, by joint name: ``sol.joints["hinge"].q`` and
+        ``.qdot`` (a :class:`~jaxmbd.joints.JointCoordinates`; ``.rotation_vector`` too for a
+        spherical joint), computed from the body poses and velocities when read, angles
+        unwrapped over time. Conventions per joint kind (and MuJoCo's for joints loaded from
+        MJCF): :mod:`jaxmbd.joints`. An unknown name raises ``KeyError`` listing the joints;
+        a Solution read from a file has none."""
+        return JointCoordinatesMap(self.joint_definitions, (self.r, self.A, self.rdot, self.omega))
 
     @property
     def result(self):
