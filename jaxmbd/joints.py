@@ -9,20 +9,19 @@ pose). With the global frames ``F_i = A_i frame_i``, ``F_j = A_j frame_j`` and p
 ``R = F_i^T F_j`` (the identity where drawn) and translation ``d = F_i^T (p_j - p_i)`` give
 the coordinates (j relative to i, right-handed, angles in radians):
 
-============= ================================================ ================================
-kind          q                                                qdot
-============= ================================================ ================================
-revolute      the angle about the axis z, shape (T,)           its rate
-translational the slide d_z along the axis, shape (T,)         its rate
-cylindrical   (slide d_z, angle about z), (T, 2)               their rates
-universal     (theta_1, theta_2), R = Rx(theta_1) Ry(theta_2), their rates
-              x = ``axis_i`` (on i), y = ``axis_j`` (on j)
-spherical     unit quaternion (w, x, y, z) of R, (T, 4);       angular velocity of j relative
-              ``frame_j`` is body j's own axes, so R is j's    to i in j's frame (F_j), (T, 3)
-              rotation from its drawn orientation, in j's
-              frame (MuJoCo's ball joint convention)
-planar        (d_x, d_y, angle about the normal z), (T, 3)     their rates
-============= ================================================ ================================
+| kind | q | qdot |
+|---|---|---|
+| revolute | the angle about the joint axis z, (T,) | its rate |
+| translational | the slide d_z along the axis, (T,) | its rate |
+| cylindrical | (slide d_z, angle about z), (T, 2) | their rates |
+| universal | (angle_1, angle_2), R = Rx(angle_1) Ry(angle_2), (T, 2) | their rates |
+| spherical | unit quaternion (w, x, y, z) of R, (T, 4) | angular velocity, (T, 3) |
+| planar | (d_x, d_y, angle about the normal z), (T, 3) | their rates |
+
+The universal joint's frame has x = ``axis_i`` (on body i) and y = ``axis_j`` (on body j).
+The spherical joint's ``frame_j`` is body j's own axes, so R is j's rotation from its drawn
+orientation, in j's frame, and the rate is j's angular velocity relative to i in j's frame
+(MuJoCo's ball joint).
 
 Scalar coordinates are reported as ``q = offset + sign * (geometric value)``: ``offset`` is 0
 and ``sign`` +1 for the builder's joints; joints loaded from MJCF carry MuJoCo's ``qpos0``

@@ -9,6 +9,7 @@ from pathlib import Path
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from test_docs import EXAMPLE, assert_prints, run_example
 
 import jaxmbd as mbd
 from jaxmbd.equations import rA_terms
@@ -17,6 +18,7 @@ from jaxmbd.lie import so3_exp
 from jaxmbd.rotations import ep_to_A
 
 DATA = Path(__file__).parent / "data"
+DOCS = Path(__file__).resolve().parents[1] / "docs"
 ARM = DATA / "arm3.xml"
 
 QUATERNION = np.array([0.9, 0.1, -0.3, 0.2]) / np.linalg.norm([0.9, 0.1, -0.3, 0.2])
@@ -130,16 +132,15 @@ def test_sol_joints_round_trip_and_rates(chain_model, chain_run):
 
 
 def test_unwrapping_over_revolutions_in_kinematics():
-    """A crank set to q = 4 rad and driven at 10 rad/s for 2 s (about three revolutions):
-    kinematics reports q = 4 + 10 t, continuous, starting at 4.0 (not 4 - 2 pi)."""
-    b = mbd.ModelBuilder("crank", gravity=(0.0, 0.0, 0.0))
-    b.add_body("crank", mass=1.0, inertia=[0.01, 0.01, 0.01], r=(0.1, 0, 0))
-    b.revolute("pin", body_i="ground", body_j="crank", point=(0, 0, 0), axis=(0, 1, 0))
-    b.rotation_driver("drive", body_i="ground", body_j="crank", axis=(0, 1, 0),
-                      angle="4.0 + 10.0 * t")  # fmt: skip
-    b.set_joint_state("pin", q=4.0)  # qdot left out: the drawn (zero) rate; kinematics sets it
-    sol = mbd.kinematics(b.build(), t_end=2.0, h=0.01)
-    pin = sol.joints["pin"]
+    """The example of the guide (Kinematics, dynamics and results: joint coordinates): a
+    crank set to q = 4 rad and driven at 10 rad/s for 2 s (about three revolutions) in a
+    kinematic analysis reads q = 4 + 10 t, continuous, starting at 4.0 (not 4 - 2 pi); the
+    page shows what it prints."""
+    page = (DOCS / "guide/basics.md").read_text()
+    code, shown = next((c, s) for c, s in EXAMPLE.findall(page) if "set_joint_state" in c)
+    printed, ns = run_example(code)
+    assert_prints(printed, shown, rtol=1e-9)
+    sol, pin = ns["sol"], ns["pin"]
     t = np.asarray(sol.t)
     np.testing.assert_allclose(pin.q, 4.0 + 10.0 * t, atol=1e-9)
     np.testing.assert_allclose(pin.qdot, 10.0, atol=1e-9)
