@@ -16,7 +16,13 @@ from ._jit import jit
 from ._results import RESULTS
 from .batch import kinematics_batch, simulate_batch, stack_models
 from .drivers import Expression
-from .errors import AdjustmentWarning, ModelError, ModelFileError, SolverError
+from .errors import (
+    AdjustmentWarning,
+    ModelError,
+    ModelFileError,
+    RedundancyWarning,
+    SolverError,
+)
 from .forces import BodyState, BodyTorque, GeneralForce, PointForce, SpringDamper
 from .formulations import RA, RE, RP, AbstractFormulation, get_formulation
 from .initial_state import InitialCorrection, consistent_initial_state
@@ -42,6 +48,7 @@ from .newton import (
     ModifiedNewton,
     ReusedNewton,
 )
+from .redundancy import REDUNDANCY_RTOL, Redundancy, find_redundancy
 from .simulation import simulate
 from .solution import Solution
 
@@ -49,6 +56,10 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AdjustmentWarning",
+    "REDUNDANCY_RTOL",
+    "Redundancy",
+    "RedundancyWarning",
+    "find_redundancy",
     "ILL_CONDITIONED",
     "MAX_ITERATIONS",
     "NONFINITE",

@@ -123,8 +123,8 @@ def _load(model: str) -> Model:
 
 def _run_defaults(model: str, formulation: str | None, integrator: str | None):
     """(formulation, options) for a run: a built-in's default formulation (a file: rA), and
-    the registry's options of the model (six_body_linkage: dof=1), which apply only with
-    that formulation and its default integrator, the pair they were chosen for."""
+    the registry's options of the model (none of the built-ins needs one today), which
+    apply only with that formulation and its default integrator, the pair they were chosen for."""
     found = _builtin(model)
     entry = found[0] if found else None
     if formulation is None:

@@ -24,3 +24,8 @@ class SolverError(RuntimeError):
 class AdjustmentWarning(UserWarning):
     """jaxmbd changed an input to make it usable (axes orthonormalised, the end time moved to
     the step grid); the message says what was given, what is used instead, and where."""
+
+
+class RedundancyWarning(UserWarning):
+    """A model's redundant constraint rows were dropped for a run; the message names them and
+    the loop they close (see :mod:`jaxmbd.redundancy`)."""

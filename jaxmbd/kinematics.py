@@ -48,6 +48,7 @@ from .newton import (
     lu_solver,
     newton_iterate,
 )
+from .redundancy import rows_for_run, with_full_multipliers
 from .solution import Solution
 
 
@@ -286,6 +287,7 @@ def kinematics(
     linear_solver: str = "auto",
     throw: bool = True,
     check: bool | None = None,
+    redundant: str = "drop",
 ) -> Solution:
     """Kinematic analysis of a 0-DOF model on t = k h, k = 0..round(t_end / h).
 
@@ -305,10 +307,15 @@ def kinematics(
     saddle-point embedding on the body-joint graph, O(N) per solve on a tree:
     :mod:`jaxmbd.linear.square`; re then has no chart step-over) or "auto" (structured from
     300 unknowns of the embedding on, as the implicit integrators).
+
+    ``redundant``: "drop" (default) or "error", as in :func:`~jaxmbd.simulate`: the
+    degrees of freedom are counted after the redundant rows are dropped.
     """
     throw = resolve_throw(throw, check, "kinematics")
     if chunk_size is not None and progress is None:
         raise ValueError("kinematics: chunk_size (steps between progress calls) needs progress=")
+    full_model = model
+    model, kept = rows_for_run(model, redundant, where="kinematics")
     form = get_formulation(formulation)
     if not form.has_pose:
         raise ValueError(
@@ -340,6 +347,11 @@ def kinematics(
         )
     chart_singular = outs[10] if len(outs) == 11 else None
     sol = solution_from_outputs(
-        model, form, h_arr, outs[:10], chart_singular=chart_singular, save_every=save_every
+        full_model,
+        form,
+        h_arr,
+        with_full_multipliers(outs[:10], kept, full_model, h_arr, save_every),
+        chart_singular=chart_singular,
+        save_every=save_every,
     )
     return finish(model, sol, what="kinematic analysis", throw=throw, traced=traced)

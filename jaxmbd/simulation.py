@@ -28,6 +28,7 @@ from .formulations import AbstractFormulation, get_formulation
 from .initial_state import consistent_initial_state, to_formulation
 from .integrators import AbstractIntegrator, StartState, get_integrator
 from .model import Model
+from .redundancy import rows_for_run, with_full_multipliers
 from .solution import Solution
 
 
@@ -159,6 +160,7 @@ def simulate(
     save_every: int = 1,
     throw: bool = True,
     check: bool | None = None,
+    redundant: str = "drop",
     **options,
 ) -> Solution:
     """Dynamics of ``model`` on t = k h, k = 0..round(t_end / h).
@@ -194,6 +196,13 @@ def simulate(
     ``throw=True`` becomes an equinox runtime error with the RESULTS message). ``check`` is
     the deprecated name of ``throw``.
 
+    ``redundant``: what to do with constraint rows that depend on the others at the initial
+    pose (an overconstrained closed loop, e.g. a planar four-bar of four revolute joints;
+    found when the model is built, see :mod:`jaxmbd.redundancy`). "drop" (default): run
+    without them, with one :class:`~jaxmbd.RedundancyWarning` naming them and the loop they
+    close; their multipliers are zero. "error": raise :class:`~jaxmbd.ModelError` naming
+    them.
+
     Differentiable: ``jax.grad``/``jacfwd``/``jacrev`` of any function of the Solution with
     respect to every array of the model use implicit-function gradients
     of each step's root. ``checkpoint=k`` recomputes segments of k steps in reverse mode
@@ -210,6 +219,8 @@ def simulate(
     throw = resolve_throw(throw, check, "simulate")
     if chunk_size is not None and progress is None:
         raise ValueError("simulate: chunk_size (steps between progress calls) needs progress=")
+    full_model = model
+    model, kept = rows_for_run(model, redundant, where="simulate")
     form = get_formulation(formulation)
     stepper = get_integrator(integrator, form, **options)
     check_euler_angle_start(model, form)
@@ -239,10 +250,10 @@ def simulate(
             save_every=save_every,
         )
     sol = solution_from_outputs(
-        model,
+        full_model,
         form,
         h_arr,
-        outs,
+        with_full_multipliers(outs, kept, full_model, h_arr, save_every),
         integrator=stepper.name,
         chart_singular=_chart_flags(form, outs),
         save_every=save_every,

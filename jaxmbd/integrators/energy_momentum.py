@@ -614,10 +614,13 @@ class EnergyMomentum(AbstractIntegrator):
       ``max_iter`` (30), ``newton`` ("damped": :class:`DampedNewton`, the default; "full",
       "modified", "reuse": the factored matrix is carried from step to step and refreshed
       when it stops contracting; or a solver object, which then carries its own max_iter).
-    * ``dof``: the number of degrees of freedom when the joint rows are dependent (a closed
-      loop such as the six-body linkage: ``dof=1``); default 6 nb - nc. Then the rows used
-      are those of :func:`row_selection` (all tree rows, d - dof combinations of the closure
-      rows), in both schemes.
+    * ``dof``: a check, never needed: the degrees of freedom you expect, compared with
+      6 nb - rank (a mismatch raises). Redundant rows (the six-body linkage's closing joint
+      has one) are found when the model is built and dropped by ``simulate`` before the run
+      (``redundant="drop"``, :mod:`jaxmbd.redundancy`), so the rows left are independent.
+      On a model whose rows are still dependent (``Model.redundancy`` None), ``dof`` below
+      6 nb - nc selects the rows of :func:`row_selection` (all tree rows, d - dof
+      combinations of the closure rows), in both schemes.
     * ``linear_solver`` (constrained scheme): "dense" (LU of the (n + m) matrix),
       "structured" (block elimination on the body-joint graph, :func:`director_layout`: O(N)
       per solve on a tree; the matrix is still formed densely by forward-mode autodiff) or
@@ -672,6 +675,14 @@ class EnergyMomentum(AbstractIntegrator):
         dof = 6 * model.nb - model.nc if self.dof is None else self.dof
         if not 0 <= dof <= 6 * model.nb:
             raise ValueError(f"energy_momentum: dof = {dof} outside [0, {6 * model.nb}]")
+        rank = None if model.redundancy is None else model.redundancy.rank
+        if self.dof is not None and rank is not None and dof != 6 * model.nb - rank:
+            # a check, never needed: redundant rows are found when the model is built
+            raise ValueError(
+                f"energy_momentum: dof = {dof}, but model '{model.name}' has "
+                f"{6 * model.nb - rank} degrees of freedom (6 x {model.nb} body coordinates, "
+                f"constraint rank {rank} at the initial pose); leave dof out"
+            )
         return dof
 
     def redundant_constraints(self, model):
