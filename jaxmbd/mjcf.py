@@ -454,8 +454,8 @@ def _add_equalities(mujoco, m, d, builder, label, body_names, unsupported):
                     np.linalg.norm(other - anchor),
                 )
             builder.spherical(name, body_i=i, body_j=j, point=anchor)
-        else:
-            builder.spherical(name, body_i=i, body_j=j, point=anchor)
+        else:  # rows only: a weld has no joint coordinates
+            builder._spherical_rows(name, body_i=i, body_j=j, point=anchor)
             A_i = builder._frame(i, where=name)[1]
             A_j = builder._frame(j, where=name)[1]
             for k, (a_i, a_j) in enumerate(_rot_lock_vectors(A_i, A_j)):

@@ -12,7 +12,7 @@ import pytest
 from test_docs import EXAMPLE, assert_prints, run_example
 
 import jaxmbd as mbd
-from jaxmbd.equations import rA_terms
+from jaxmbd.equations import constraint_values, rA_terms
 from jaxmbd.joints import joint_coordinates
 from jaxmbd.lie import so3_exp
 from jaxmbd.rotations import ep_to_A
@@ -225,6 +225,25 @@ def test_set_joint_state_errors():
     np.testing.assert_allclose(initial_coordinates(model, "A")[0], 0.1, atol=1e-12)
 
 
+def test_loops_close_from_tree_joint_states():
+    """Tree joints set consistently close the loop exactly (the closing joint reads the
+    implied angle); set alone, the loop opens and the consistent start closes it, after which
+    the joint coordinates report the actual (shifted) values."""
+    b = four_bar().set_joint_state("A", q=0.1).set_joint_state("B", q=-0.1)
+    model = b.set_joint_state("C", q=0.1).build()  # a parallelogram turned by 0.1 rad
+    phi = constraint_values(model, model.r0, model.A0, 0.0)
+    assert np.abs(np.asarray(phi)).max() < 1e-12
+    np.testing.assert_allclose(initial_coordinates(model, "D")[0], -0.1, atol=1e-12)
+    model = four_bar().set_joint_state("A", q=0.1).build()
+    assert np.abs(np.asarray(constraint_values(model, model.r0, model.A0, 0.0))).max() > 0.05
+    (r, A, rdot, omega, *_), _, _ = mbd.consistent_initial_state(model, redundant=True)
+    assert np.abs(np.asarray(constraint_values(model, r, A, 0.0))).max() < 1e-10
+    state = [jnp.asarray(x)[None] for x in (r, A, rdot, omega)]
+    q = {d.name: float(joint_coordinates(d, *state).q[0]) for d in model.joints}
+    assert abs(q["A"] - 0.1) < 0.02  # shifted a little by the projection (1.4e-3 here)
+    np.testing.assert_allclose(q["A"] + q["B"] + q["C"] + q["D"], 0.0, atol=1e-9)
+
+
 def four_bar() -> mbd.ModelBuilder:
     b = mbd.ModelBuilder("four bar", gravity=(0.0, 0.0, 0.0))
     for name, r in (("crank", (0, 0, 0.5)), ("coupler", (0.5, 0, 1)), ("rocker", (1, 0, 0.5))):
@@ -423,8 +442,18 @@ def test_mjcf_keyframes_through_joint_states(tmp_path):
     np.testing.assert_allclose(initial_coordinates(ref, "c1+c2")[0], [0.1, 0.0], atol=1e-14)
 
 
-def test_mjcf_joint_names_are_mujocos():
-    """One MuJoCo hinge, slide or ball is one jaxmbd joint of the same name."""
+def test_mjcf_joint_names_are_mujocos(tmp_path):
+    """One MuJoCo hinge, slide or ball is one jaxmbd joint of the same name; an equality
+    connect is a spherical joint (named as the equality), a weld has no coordinates."""
     model = mbd.load_model(DATA / "rssr_loop.xml")
     assert model.joint_names == ("j1", "s1", "j3", "closure")
     assert [d.kind for d in model.joints] == ["revolute", "spherical", "revolute", "spherical"]
+    path = tmp_path / "weld.xml"
+    path.write_text(
+        """<mujoco><option><flag contact="disable"/></option><worldbody>
+        <body name="a" pos="0 0 1"><joint name="h" axis="0 1 0"/><geom size="0.1" mass="1"/>
+        </body><body name="b" pos="0.5 0 1"><freejoint/><geom size="0.1" mass="1"/></body>
+        </worldbody><equality><weld name="w" body1="a" body2="b"/></equality></mujoco>"""
+    )
+    model = mbd.load_model(path)
+    assert model.joint_names == ("h",) and "w" in model.constraint_joints
