@@ -30,6 +30,7 @@ from .errors import AdjustmentWarning, ModelError
 from .forces import AbstractForce
 from .geometry import Shape, make_shapes
 from .joints import SIZES, JointDefinition, place_joint_states, scalar_size
+from .redundancy import Redundancy, find_redundancy
 
 logger = logging.getLogger("jaxmbd")
 
@@ -78,6 +79,9 @@ class Model(eqx.Module):
     forces: tuple[AbstractForce, ...]
     # visual geometry per body (drawing only, static; () = the default stick figure)
     shapes: tuple[tuple[Shape, ...], ...] = eqx.field(static=True, default=())
+    # redundant constraint rows found when the model was built (see jaxmbd.redundancy);
+    # None: not analysed (a run then keeps every row)
+    redundancy: Redundancy | None = eqx.field(static=True, default=None)
     # joint frames and coordinate conventions, one per builder joint (see jaxmbd.joints);
     # () for models built at GCON level only
     joints: tuple[JointDefinition, ...] = ()
@@ -112,6 +116,58 @@ class Model(eqx.Module):
 
     def gcon_counts(self) -> dict[str, int]:
         return {kind: self.gcon(kind).size for kind in GCON_KINDS}
+
+    def without_rows(self, rows) -> Model:
+        """This model without the constraint rows ``rows`` (model row indices; static, so
+        it works on traced models). Driven rows cannot be removed."""
+        drop = set(int(r) for r in rows)
+        kept = [r for r in range(self.nc) if r not in drop]
+        new_row = {old: new for new, old in enumerate(kept)}
+        sets = []
+        for s in self.gcons:
+            keep = np.asarray([k for k, r in enumerate(s.rows) if r not in drop], dtype=int)
+            sets.append(
+                GconSet(
+                    kind=s.kind,
+                    rows=tuple(new_row[s.rows[k]] for k in keep),
+                    body_i=tuple(s.body_i[k] for k in keep),
+                    body_j=tuple(s.body_j[k] for k in keep),
+                    a_bar_i=s.a_bar_i[keep],
+                    b_bar_i=s.b_bar_i[keep],
+                    a_bar_j=s.a_bar_j[keep],
+                    s_bar_p_i=s.s_bar_p_i[keep],
+                    s_bar_q_j=s.s_bar_q_j[keep],
+                    c=s.c[keep],
+                )
+            )
+        drivers = []
+        for group in self.drivers:
+            if any(r in drop for r in group.rows):
+                raise ModelError(f"model '{self.name}': a driven row cannot be removed")
+            drivers.append(
+                DriverGroup(
+                    rows=tuple(new_row[r] for r in group.rows),
+                    program=group.program,
+                    sources=group.sources,
+                    constants=group.constants,
+                )
+            )
+        pick = np.asarray(kept, dtype=int)
+
+        def subset(names):
+            return tuple(names[r] for r in kept)
+
+        return dataclasses.replace(
+            self,
+            constraint_names=subset(self.constraint_names),
+            constraint_kinds=subset(self.constraint_kinds),
+            constraint_joints=subset(self.constraint_joints),
+            constraint_bodies=subset(self.constraint_bodies),
+            gcons=tuple(sets),
+            f_offset=self.f_offset[pick],
+            drivers=tuple(drivers),
+            redundancy=None if self.redundancy is None else Redundancy(rank=len(kept)),
+        )
 
 
 # ----------------------------------------------------------------------------- builder
@@ -963,6 +1019,8 @@ class ModelBuilder:
             shapes=tuple(b.shapes for b in bodies) if any(b.shapes for b in bodies) else (),
             joints=tuple(spec.definition(index) for spec in self._joints),
         )
+        # the rank of the constraints as drawn (before any joint state is applied)
+        model = dataclasses.replace(model, redundancy=find_redundancy(model))
         return self._with_joint_states(model)
 
     def _with_joint_states(self, model: Model) -> Model:
