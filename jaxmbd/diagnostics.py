@@ -134,6 +134,11 @@ def reaction_forces(model: Model, sol: Solution, *, per: str = "constraint") -> 
     """Reaction force and torque of each GCON (``per="constraint"``) or joint (``"joint"``).
 
     The generalised reaction on a body is -[Phi_r, Pi_bar(Phi)]^T lam (paper 1 eq. 34c).
+
+    Redundant rows (an overconstrained loop, :mod:`jaxmbd.redundancy`) were dropped for the
+    run and carry zero. The split of a loop's internal force among dependent rows is not
+    unique (a self-stress can be added without changing the motion); the resultant force
+    and torque on each body is, and is what the rows that were kept give.
     """
     nb, nc = model.nb, model.nc
     bi = np.array([b for b, _ in model.constraint_bodies], dtype=int)

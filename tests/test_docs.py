@@ -112,6 +112,18 @@ def test_force_element_examples(code, shown):
     assert_prints(printed, shown, rtol=1e-6)
 
 
+def test_closed_loop_example():
+    """The closed-loops page: the four-bar of four revolutes builds, runs without its 3
+    redundant rows, and prints what the page shows."""
+    code, shown = EXAMPLE.findall((DOCS / "guide/closed-loops.md").read_text())[0]
+    printed, _ = run_example(code)
+    got, want = printed.strip().splitlines(), shown.strip().splitlines()
+    assert "['J4.cd_z', 'J4.perp1.dp1_a', 'J4.perp1.dp1_b']" in got[0]
+    residual = float(NUMBER.findall(got[2])[-1])  # round-off: its digits vary
+    assert residual < 1e-10 and float(NUMBER.findall(want[2])[-1]) < 1e-10
+    assert_prints("\n".join(got[:2] + got[3:]), "\n".join(want[:2] + want[3:]), rtol=1e-12)
+
+
 def test_readme_example():
     """The README's Python example runs and computes what its comments say."""
     readme = README.read_text()
