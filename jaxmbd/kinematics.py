@@ -256,8 +256,9 @@ def _run(model, form, n: int, h, tol, max_iter, save_every: int = 1, structured=
     return jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), first, rest)
 
 
-def _check_kinematic_model(model: Model, form: AbstractFormulation):
+def _check_kinematic_model(model: Model, form: AbstractFormulation, full_model=None):
     n_eq, n_q = model.nc, 6 * model.nb
+    dropped = () if full_model is None else full_model.redundancy.dropped
     if n_eq != n_q:
         dof = n_q - n_eq
         kind = "under-constrained" if dof > 0 else "over-constrained"
@@ -270,6 +271,13 @@ def _check_kinematic_model(model: Model, form: AbstractFormulation):
             f"model '{model.name}': kinematic analysis needs 0 degrees of freedom, but it has "
             f"{n_eq} constraint equations for {n_q} coordinates ({model.nb} bodies): "
             f"{kind} by {abs(dof)}; {hint}"
+            + (
+                f" (after dropping {len(dropped)} redundant row(s): "
+                + ", ".join(f"'{full_model.constraint_names[r]}'" for r in dropped)
+                + ")"
+                if dropped
+                else ""
+            )
         )
 
 
@@ -323,7 +331,7 @@ def kinematics(
             "(capability 'has_pose'; e.g. rotmat's are relative to the configuration at "
             f"t = 0); use one of {sorted(n for n, c in FORMULATIONS.items() if c.has_pose)}"
         )
-    _check_kinematic_model(model, form)
+    _check_kinematic_model(model, form, full_model if kept is not None else None)
     check_euler_angle_start(model, form)
     n = num_steps(t_end, h)
     save_every = check_save_every(save_every, n)

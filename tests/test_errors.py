@@ -195,18 +195,20 @@ def test_under_constrained_kinematics():
         mbd.kinematics(mbd.models.double_pendulum(), t_end=0.1, h=1e-3)
 
 
-def test_over_constrained_kinematics():
+def test_over_driven_model_refused_at_build():
+    """A second motor on a joint with one freedom: the driven row depends on the others, so
+    the model is refused when built, naming the driver (it could not be dropped)."""
     b = mbd.ModelBuilder("over")
     b.add_body("a", mass=1, inertia=[1, 1, 1])
     b.revolute("pin", body_i="ground", body_j="a", point=[0, 0, 0], axis=[0, 0, 1])
     b.rotation_driver("m1", body_i="ground", body_j="a", axis=[0, 0, 1], angle="t")
     b.rotation_driver("m2", body_i="ground", body_j="a", axis=[0, 0, 1], angle="t")
-    with pytest.raises(mbd.ModelError, match="over-constrained by 1"):
-        mbd.kinematics(b.build(), t_end=0.1, h=1e-3)
+    with pytest.raises(mbd.ModelError, match="driven row.*'m2'.*no freedom left"):
+        b.build()
 
 
 def _redundant_model():
-    """6 equations for 6 coordinates but two of them are the same: singular Jacobian."""
+    """6 equations for 6 coordinates but two of them are the same: 'copy' is redundant."""
     b = mbd.ModelBuilder("redundant")
     b.add_body("a", mass=1, inertia=[1, 1, 1], r=[1, 0, 0], axes=([1, 0, 0], [0, 0.6, 0.8]))
     b.spherical("ball", body_i="ground", body_j="a", point=[0, 0, 0])
@@ -217,29 +219,44 @@ def _redundant_model():
 
 
 @pytest.mark.parametrize("formulation", ["rA", "rp", "re"])
-def test_redundant_constraints_named_in_solver_error(formulation):
-    """Refused in every formulation with the constraints named. re used to take the
-    least-squares solution silently: status 0 and non-finite multipliers (issue 10)."""
-    with pytest.raises(mbd.SolverError) as err:
-        mbd.kinematics(_redundant_model(), formulation=formulation, t_end=0.003, h=1e-3)
-    text = str(err.value)
-    assert "t = 0 s" in text and "singular" in text and "'first'" in text and "'copy'" in text
+def test_redundant_rows_named_in_kinematics(formulation):
+    """The duplicated row is dropped (the later one), which leaves 1 DOF: kinematics says
+    so and names the dropped row; redundant="error" refuses the model naming it. (re used
+    to take the least-squares solution silently: status 0 and non-finite multipliers,
+    issue 10.)"""
+    model = _redundant_model()
+    with pytest.warns(mbd.RedundancyWarning, match="'copy'"):
+        with pytest.raises(mbd.ModelError, match="under-constrained by 1.*'copy'"):
+            mbd.kinematics(model, formulation=formulation, t_end=0.003, h=1e-3)
+    with pytest.raises(mbd.ModelError, match="1 of 6 constraint rows are redundant.*'copy'"):
+        mbd.kinematics(model, formulation=formulation, t_end=0.003, h=1e-3, redundant="error")
 
 
 @pytest.mark.parametrize(
     "formulation, integrator",
     [("rA", "gen_alpha"), ("re", "gen_alpha"), ("se3", "rkmk"), ("rotmat", "rk")],
 )
-def test_redundant_constraints_refused_in_dynamics(formulation, integrator):
-    """A ball joint and the same DP1 twice (2 DOF, one redundant row): refused at the
-    consistent start in every formulation, naming the constraints."""
+def test_redundant_rows_dropped_or_refused_in_dynamics(formulation, integrator):
+    """A ball joint and the same DP1 twice (2 DOF, one redundant row): every formulation
+    runs without the copy (its multiplier zero), or refuses it with redundant="error",
+    naming it. (Inertia not a flat lamina: rotmat's Poinsot tensor must be invertible.)"""
     b = mbd.ModelBuilder("redundant")
-    b.add_body("a", mass=1, inertia=[1, 2, 3], r=[1, 0, 0], axes=([1, 0, 0], [0, 0.6, 0.8]))
+    b.add_body("a", mass=1, inertia=[1, 2, 2.5], r=[1, 0, 0], axes=([1, 0, 0], [0, 0.6, 0.8]))
     b.spherical("ball", body_i="ground", body_j="a", point=[0, 0, 0])
     b.add_dp1("first", body_i="ground", a_bar_i=[0, 0, 1], body_j="a", a_bar_j=[1, 0, 0])
     b.add_dp1("copy", body_i="ground", a_bar_i=[0, 0, 1], body_j="a", a_bar_j=[1, 0, 0])
-    with pytest.raises(mbd.SolverError, match="singular.*'first'.*'copy'"):
-        mbd.simulate(b.build(), formulation=formulation, integrator=integrator, t_end=0.002, h=1e-3)
+    model = b.build()
+    with pytest.warns(mbd.RedundancyWarning):
+        sol = mbd.simulate(
+            model, formulation=formulation, integrator=integrator, t_end=0.002, h=1e-3
+        )
+    assert np.all(np.asarray(sol.status) == 0)
+    assert np.all(np.asarray(sol.lam)[:, model.constraint_names.index("copy")] == 0.0)
+    with pytest.raises(mbd.ModelError, match="redundant.*'copy'"):
+        mbd.simulate(
+            model, formulation=formulation, integrator=integrator, t_end=0.002, h=1e-3,
+            redundant="error",
+        )  # fmt: skip
 
 
 def test_kinematic_status_covers_velocity_acceleration_and_multipliers():
