@@ -8,6 +8,7 @@ from . import (
     diagnostics,
     geometry,
     integrators,
+    joints,
     mjcf,
     models,
     plot,
@@ -35,6 +36,7 @@ from .integrators import (
     valid_pairs,
 )
 from .io import load_model, save_model
+from .joints import JointCoordinates
 from .kinematics import kinematics
 from .lie import hat, so3_exp, so3_log, so3_right_jacobian, vee
 from .model import Model, ModelBuilder
@@ -86,6 +88,8 @@ __all__ = [
     "Expression",
     "GeneralForce",
     "InitialCorrection",
+    "JointCoordinates",
+    "joints",
     "Model",
     "ModelBuilder",
     "ModelError",
