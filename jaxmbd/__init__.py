@@ -5,6 +5,7 @@ Importing jaxmbd enables float64 (``jax_enable_x64``): the solvers need it.
 
 from . import (
     _config,  # noqa: F401
+    contact,
     diagnostics,
     geometry,
     integrators,
@@ -39,6 +40,7 @@ from .io import load_model, save_model
 from .joints import JointCoordinates
 from .kinematics import kinematics
 from .lie import hat, so3_exp, so3_log, so3_right_jacobian, vee
+from .line_search import LineSearchNewton
 from .model import Model, ModelBuilder
 from .newton import (
     ILL_CONDITIONED,
@@ -76,6 +78,7 @@ __all__ = [
     "AbstractNewton",
     "BackwardEuler",
     "FullNewton",
+    "LineSearchNewton",
     "GeneralizedAlpha",
     "ModifiedNewton",
     "ReusedNewton",
@@ -99,6 +102,7 @@ __all__ = [
     "SolverError",
     "SpringDamper",
     "consistent_initial_state",
+    "contact",
     "diagnostics",
     "geometry",
     "mjcf",

@@ -186,6 +186,7 @@ def solution_from_outputs(
         body_names=model.body_names,
         constraint_names=model.constraint_names,
         joint_definitions=model.joints,
+        contact_element=getattr(model, "contacts", None),
     )
 
 

@@ -20,13 +20,14 @@ from .solution import Solution
 
 class Energy(NamedTuple):
     kinetic: jax.Array  # (T,)
-    potential: jax.Array  # (T,) gravity and spring-dampers' springs
+    potential: jax.Array  # (T,) gravity, spring-dampers' springs, contacts' elastic part
     total: jax.Array
 
 
 def energy(model: Model, sol: Solution) -> Energy:
     """Kinetic energy 1/2 (m |r_dot|^2 + omega_bar^T J omega_bar) and potential energy
-    -m g^T r (+ 1/2 k (l - l0)^2 of each spring-damper). Director solutions: 1/2 v^T M v
+    -m g^T r (+ 1/2 k (l - l0)^2 of each spring-damper, + K delta^(n+1) / (n + 1) of each
+    penetrating contact slot, :mod:`jaxmbd.contact.law`). Director solutions: 1/2 v^T M v
     with the redundant velocities, where energy_momentum conserves it exactly."""
     if _director(sol):
         form, q = _director_q(sol)
@@ -50,6 +51,13 @@ def energy(model: Model, sol: Solution) -> Energy:
                 return 0.5 * force.stiffness * (length - force.rest_length) ** 2
 
             potential = potential + jax.vmap(spring)(sol.r, sol.A)
+        elif hasattr(force, "potential_energy"):  # e.g. contacts' elastic energy
+
+            def stored(r, A, force=force):
+                zero = jnp.zeros_like(r)
+                return force.potential_energy(BodyState(r, A, zero, zero))
+
+            potential = potential + jax.vmap(stored)(sol.r, sol.A)
     return Energy(kinetic, potential, kinetic + potential)
 
 
@@ -185,6 +193,64 @@ def reaction_forces(model: Model, sol: Solution, *, per: str = "constraint") -> 
 def position_residual(model: Model, sol: Solution):
     """Phi at every step, (T, nc)."""
     return jax.vmap(lambda t, r, A: constraint_values(model, r, A, t))(sol.t, sol.r, sol.A)
+
+
+class ContactForces(NamedTuple):
+    """Contact loads per pair (``model.contacts.pair_names``), global frame, time first:
+    ``force`` (T, n_pairs, 3) the total force of body_j on body_i (``normal`` plus
+    ``tangential``, each (T, n_pairs, 3)); ``torque`` (T, n_pairs, 3) its moment about
+    body_i's centre of mass; ``point`` (T, n_pairs, 3) the centre of pressure (the normal
+    forces' weighted mean of the slot points; the deepest slot's point where no force
+    acts); ``gap`` (T, n_pairs) the smallest gap of the pair's slots; ``active`` (T,
+    n_pairs) whether any slot penetrates. Body_j feels the opposite force."""
+
+    force: jax.Array
+    normal: jax.Array
+    tangential: jax.Array
+    torque: jax.Array
+    point: jax.Array
+    gap: jax.Array
+    active: jax.Array
+    names: tuple[str, ...]
+
+
+def contact_forces(model: Model, sol: Solution) -> ContactForces:
+    """The contact loads of every pair of ``model`` along ``sol`` (:class:`ContactForces`),
+    summed over the pair's slots (``sol.contact`` has them per slot). Evaluated from the
+    Solution's body states with the model's contact element (its masses set to
+    ``model.mass``, as :func:`~jaxmbd.simulate` does): after a run with ``contact="none"``
+    these are the forces the pairs would have exerted."""
+    from .contact import slot_history, with_contact
+
+    element = with_contact(model, "compliant", where="contact_forces").contacts
+    if element is None:
+        raise ValueError(f"contact_forces: model '{model.name}' has no contact pairs")
+    s = slot_history(element, sol.r, sol.A, sol.rdot, sol.omega)
+    one_hot = jnp.asarray(np.eye(element.n_pairs)[np.asarray(s.pair, dtype=int)])  # (ns, np)
+    normal_slot = s.normal_force[..., None] * s.normal
+    normal = jnp.einsum("...si,sp->...pi", normal_slot, one_hot)
+    tangential = jnp.einsum("...si,sp->...pi", s.tangential_force, one_hot)
+    body_i = np.asarray([i for i, _ in element.pairs], dtype=int)[np.asarray(s.pair, dtype=int)]
+    r_all = jnp.concatenate([sol.r, jnp.zeros_like(sol.r[..., :1, :])], axis=-2)
+    arm = s.point - r_all[..., body_i, :]
+    torque = jnp.einsum(
+        "...si,sp->...pi", jnp.cross(arm, normal_slot + s.tangential_force), one_hot
+    )
+    weight = jnp.einsum("...s,sp->...p", s.normal_force, one_hot)
+    pressed = weight > 0
+    centre = (
+        jnp.einsum("...s,...si,sp->...pi", s.normal_force, s.point, one_hot)
+        / jnp.where(pressed, weight, 1.0)[..., None]
+    )
+    depth = jnp.where(one_hot.T > 0, -s.gap[..., None, :], -jnp.inf)  # (..., np, ns)
+    deepest = jnp.argmax(depth, axis=-1)
+    fallback = jnp.take_along_axis(s.point[..., None, :, :], deepest[..., None, None], axis=-2)
+    point = jnp.where(pressed[..., None], centre, fallback[..., 0, :])
+    gap = -jnp.max(depth, axis=-1)
+    active = jnp.einsum("...s,sp->...p", s.active.astype(s.gap.dtype), one_hot) > 0
+    return ContactForces(
+        normal + tangential, normal, tangential, torque, point, gap, active, element.pair_names
+    )
 
 
 # -- Mueller-Terze diagnostics: violations per joint --------------------------------------------

@@ -22,11 +22,19 @@ cone       ``radius`` of the base (centred at the shape origin), apex at z = ``l
 pyramid    ``size`` = (lx, ly) of the rectangular base (centred at the origin), apex at
            z = ``height``
 mesh       ``vertices`` (n, 3) and triangular ``faces`` (k, 3) of 0-based vertex indices
+plane      the plane z = 0 of the shape frame, on the ground only (``add_ground_plane``);
+           optional ``size`` = (lx, ly): the square drawn (default 1 x 1)
 ========== =================================================================================
 
 The pose: ``pos`` (shape origin in the body frame, default 0) and either ``A`` (3x3 rotation,
 shape to body) or ``axis`` (the body-frame direction of the shape's z axis), default identity.
 ``color`` is an optional matplotlib/CSS colour string.
+
+Collision: shapes also collide, unless ``collide=False`` (JSON ``"collide": false``): a
+contact pair (:meth:`~jaxmbd.ModelBuilder.add_contact`) checks the colliding shapes of its
+two bodies (spheres, capsules, boxes, cylinders and the ground's planes; see
+:mod:`jaxmbd.contact`). Shapes collide only where a contact pair is added: a model without
+pairs runs as before.
 """
 
 from __future__ import annotations
@@ -40,7 +48,7 @@ import numpy as np
 
 from .errors import ModelError
 
-SHAPE_KINDS = ("box", "cylinder", "sphere", "capsule", "cone", "pyramid", "mesh")
+SHAPE_KINDS = ("box", "cylinder", "sphere", "capsule", "cone", "pyramid", "mesh", "plane")
 
 # JSON / keyword fields of each kind: (name, count) with count None for a scalar
 _FIELDS: dict[str, tuple[tuple[str, int | None, bool], ...]] = {
@@ -52,8 +60,9 @@ _FIELDS: dict[str, tuple[tuple[str, int | None, bool], ...]] = {
     "cone": (("radius", None, True), ("length", None, True)),
     "pyramid": (("size", 2, True), ("height", None, True)),
     "mesh": (),
+    "plane": (("size", 2, False),),
 }
-_POSE_FIELDS = ("type", "pos", "A", "axis", "color", "vertices", "faces")
+_POSE_FIELDS = ("type", "pos", "A", "axis", "color", "vertices", "faces", "collide")
 
 
 @dataclass(frozen=True)
@@ -67,6 +76,7 @@ class Shape:
     color: str | None = None
     vertices: tuple[tuple[float, float, float], ...] = ()
     faces: tuple[tuple[int, int, int], ...] = ()
+    collide: bool = True  # False: visual only (no contact)
 
     def param(self, key: str, default=None):
         for k, v in self.params:
@@ -91,6 +101,8 @@ class Shape:
             out["A"] = self.A.tolist()
         if self.color is not None:
             out["color"] = self.color
+        if not self.collide:
+            out["collide"] = False
         return out
 
     def mesh(self, resolution: int = 24) -> tuple[np.ndarray, np.ndarray]:
@@ -208,6 +220,9 @@ def make_shape(spec, *, where: str = "shape") -> Shape:
     color = spec.get("color")
     if color is not None and not isinstance(color, str):
         raise ModelError(f"{where}.color: expected a colour string, got {color!r}")
+    collide = spec.get("collide", True)
+    if not isinstance(collide, bool | np.bool_):
+        raise ModelError(f"{where}.collide: expected true or false, got {collide!r}")
     return Shape(
         kind=kind,
         params=tuple(params),
@@ -216,48 +231,65 @@ def make_shape(spec, *, where: str = "shape") -> Shape:
         color=color,
         vertices=vertices,
         faces=faces,
+        collide=bool(collide),
     )
 
 
-def box(size, *, pos=(0.0, 0.0, 0.0), A=None, axis=None, color=None) -> Shape:
+def box(size, *, pos=(0.0, 0.0, 0.0), A=None, axis=None, color=None, collide=True) -> Shape:
     """A box with full edge lengths ``size`` = (lx, ly, lz)."""
-    return make_shape(_spec("box", pos, A, axis, color, size=list(size)))
+    return make_shape(_spec("box", pos, A, axis, color, collide, size=list(size)))
 
 
 def cylinder(radius, length, *, inner_radius=None, pos=(0.0, 0.0, 0.0), A=None, axis=None,
-             color=None) -> Shape:  # fmt: skip
+             color=None, collide=True) -> Shape:  # fmt: skip
     """A cylinder (a tube with ``inner_radius``) of ``length`` along its z axis, centred."""
     extra = {} if inner_radius is None else {"inner_radius": inner_radius}
-    return make_shape(_spec("cylinder", pos, A, axis, color, radius=radius, length=length, **extra))
-
-
-def sphere(radius, *, pos=(0.0, 0.0, 0.0), color=None) -> Shape:
-    return make_shape(_spec("sphere", pos, None, None, color, radius=radius))
-
-
-def capsule(radius, length, *, pos=(0.0, 0.0, 0.0), A=None, axis=None, color=None) -> Shape:
-    return make_shape(_spec("capsule", pos, A, axis, color, radius=radius, length=length))
-
-
-def cone(radius, length, *, pos=(0.0, 0.0, 0.0), A=None, axis=None, color=None) -> Shape:
-    """A cone with its base centred at ``pos`` and its apex ``length`` along ``axis``."""
-    return make_shape(_spec("cone", pos, A, axis, color, radius=radius, length=length))
-
-
-def pyramid(size, height, *, pos=(0.0, 0.0, 0.0), A=None, axis=None, color=None) -> Shape:
-    """A pyramid on a rectangular base ``size`` = (lx, ly) centred at ``pos``."""
-    return make_shape(_spec("pyramid", pos, A, axis, color, size=list(size), height=height))
-
-
-def mesh(vertices, faces, *, pos=(0.0, 0.0, 0.0), A=None, color=None) -> Shape:
     return make_shape(
-        _spec("mesh", pos, A, None, color, vertices=np.asarray(vertices).tolist(),
+        _spec("cylinder", pos, A, axis, color, collide, radius=radius, length=length, **extra)
+    )
+
+
+def sphere(radius, *, pos=(0.0, 0.0, 0.0), color=None, collide=True) -> Shape:
+    return make_shape(_spec("sphere", pos, None, None, color, collide, radius=radius))
+
+
+def capsule(radius, length, *, pos=(0.0, 0.0, 0.0), A=None, axis=None, color=None,
+            collide=True) -> Shape:  # fmt: skip
+    return make_shape(_spec("capsule", pos, A, axis, color, collide, radius=radius, length=length))
+
+
+def cone(radius, length, *, pos=(0.0, 0.0, 0.0), A=None, axis=None, color=None,
+         collide=True) -> Shape:  # fmt: skip
+    """A cone with its base centred at ``pos`` and its apex ``length`` along ``axis``."""
+    return make_shape(_spec("cone", pos, A, axis, color, collide, radius=radius, length=length))
+
+
+def pyramid(size, height, *, pos=(0.0, 0.0, 0.0), A=None, axis=None, color=None,
+            collide=True) -> Shape:  # fmt: skip
+    """A pyramid on a rectangular base ``size`` = (lx, ly) centred at ``pos``."""
+    return make_shape(
+        _spec("pyramid", pos, A, axis, color, collide, size=list(size), height=height)
+    )
+
+
+def mesh(vertices, faces, *, pos=(0.0, 0.0, 0.0), A=None, color=None, collide=True) -> Shape:
+    return make_shape(
+        _spec("mesh", pos, A, None, color, collide, vertices=np.asarray(vertices).tolist(),
               faces=np.asarray(faces).tolist())
     )  # fmt: skip
 
 
-def _spec(kind, pos, A, axis, color, **fields):
+def plane(point=(0.0, 0.0, 0.0), normal=(0.0, 0.0, 1.0), *, size=None, color=None) -> Shape:
+    """The plane through ``point`` normal to ``normal`` (for the ground,
+    :meth:`~jaxmbd.ModelBuilder.add_ground_plane`); ``size`` = (lx, ly) is what is drawn."""
+    extra = {} if size is None else {"size": list(size)}
+    return make_shape(_spec("plane", point, None, normal, color, True, **extra))
+
+
+def _spec(kind, pos, A, axis, color, collide=True, **fields):
     spec = {"type": kind, "pos": list(pos), **fields}
+    if not collide:
+        spec["collide"] = False
     if A is not None:
         spec["A"] = np.asarray(A).tolist()
     if axis is not None:
@@ -614,6 +646,10 @@ def _local_mesh(shape: Shape, n: int) -> tuple[np.ndarray, np.ndarray]:
         return V, np.asarray(F)
     if kind == "mesh":
         return np.asarray(shape.vertices, float), np.asarray(shape.faces, int)
+    if kind == "plane":
+        lx, ly = shape.param("size") or (1.0, 1.0)
+        V = 0.5 * np.array([[-lx, -ly, 0], [lx, -ly, 0], [lx, ly, 0], [-lx, ly, 0]], float)
+        return V, np.asarray([(0, 1, 2), (0, 2, 3)])
     raise ModelError(f"unknown shape type {kind!r}")  # pragma: no cover
 
 

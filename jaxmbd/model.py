@@ -79,6 +79,8 @@ class Model(eqx.Module):
     forces: tuple[AbstractForce, ...]
     # visual geometry per body (drawing only, static; () = the default stick figure)
     shapes: tuple[tuple[Shape, ...], ...] = eqx.field(static=True, default=())
+    # shapes fixed to the ground (global frame): its planes and collision shapes
+    ground_shapes: tuple[Shape, ...] = eqx.field(static=True, default=())
     # redundant constraint rows found when the model was built (see jaxmbd.redundancy);
     # None: not analysed (a run then keeps every row)
     redundancy: Redundancy | None = eqx.field(static=True, default=None)
@@ -93,6 +95,15 @@ class Model(eqx.Module):
     @property
     def nc(self) -> int:
         return len(self.constraint_names)
+
+    @property
+    def contacts(self):
+        """The contact pairs (a :class:`jaxmbd.contact.ContactForce`, one element of
+        ``forces``): ``model.contacts.friction``, ``.restitution``, ``.stiffness``, ...
+        ``(n_pairs,)`` array leaves; None for a model without contact pairs."""
+        from .contact import contact_element
+
+        return contact_element(self)
 
     @property
     def joint_names(self) -> tuple[str, ...]:
@@ -322,6 +333,10 @@ def _inertia(value, *, where: str) -> np.ndarray:
     return J
 
 
+def _optional(element) -> tuple:
+    return () if element is None else (element,)
+
+
 @dataclass
 class _BodySpec:
     name: str
@@ -395,6 +410,9 @@ class ModelBuilder:
     _forces: list[AbstractForce] = field(default_factory=list)
     _joints: list[_JointSpec] = field(default_factory=list)
     _joint_states: dict[str, tuple] = field(default_factory=dict)
+    _ground_shapes: list[Shape] = field(default_factory=list)
+    _contacts: list = field(default_factory=list)  # jaxmbd.contact.build.ContactSpec
+    _all_contacts: dict | None = None  # add_contacts' rule, expanded by build
 
     # -- bodies -------------------------------------------------------------------------
     def add_body(
@@ -441,6 +459,9 @@ class ModelBuilder:
                 logger.info("orthonormalised A of %s (changed by %.2e)", where, moved)
         else:
             R = np.eye(3)
+        body_shapes = make_shapes(shapes, where=f"{where}.shapes")
+        if any(s.kind == "plane" for s in body_shapes):
+            raise ModelError(f"{where}.shapes: a plane is ground geometry (add_ground_plane)")
         self._bodies.append(
             _BodySpec(
                 name,
@@ -450,7 +471,7 @@ class ModelBuilder:
                 R,
                 _vec3(rdot, where=f"{where}.rdot"),
                 _vec3(omega, where=f"{where}.omega"),
-                make_shapes(shapes, where=f"{where}.shapes"),
+                body_shapes,
             )
         )
         return self
@@ -460,6 +481,8 @@ class ModelBuilder:
         for b in self._bodies:
             if b.name == body:
                 b.shapes = make_shapes(shapes, where=f"body '{body}'.shapes")
+                if any(s.kind == "plane" for s in b.shapes):
+                    raise ModelError(f"body '{body}'.shapes: a plane is ground geometry")
                 return self
         raise ModelError(
             f"set_shapes: unknown body {body!r}; known: {[b.name for b in self._bodies]}"
@@ -948,6 +971,123 @@ class ModelBuilder:
             )
         )
 
+    # -- contact (jaxmbd.contact) -----------------------------------------------------------
+    def add_ground_plane(self, point=(0.0, 0.0, 0.0), normal=(0.0, 0.0, 1.0), *, size=None):
+        """Give the ground the plane through ``point`` normal to ``normal`` (global; the
+        normal points out of the ground, towards the bodies) as collision geometry;
+        ``size`` = (lx, ly): the square drawn."""
+        from .geometry import plane
+
+        where = "add_ground_plane"
+        self._ground_shapes.append(
+            plane(
+                _vec3(point, where=f"{where}.point"),
+                _unit(normal, where=f"{where}.normal"),
+                size=size,
+            )
+        )
+        return self
+
+    def add_ground_shape(self, shape) -> ModelBuilder:
+        """Fix a shape (a :mod:`jaxmbd.geometry` shape or its dict, pose in global
+        coordinates) to the ground: collision geometry (unless ``collide=False``) and
+        drawing."""
+        self._ground_shapes.extend(make_shapes(shape, where="add_ground_shape"))
+        return self
+
+    def _contact_spec(self, where, body_i, body_j, **numbers):
+        from .contact.build import ContactSpec, check_contact_numbers
+
+        try:
+            values = check_contact_numbers(where, **numbers)
+        except ValueError as err:
+            raise ModelError(str(err)) from None
+        return ContactSpec(body_i=body_i, body_j=body_j, **values)
+
+    def add_contact(
+        self, body_i, body_j, *, friction, restitution=0.0, stiffness=None, damping=0.0,
+        exponent=1.5, slip_velocity=1e-4,
+    ) -> ModelBuilder:  # fmt: skip
+        """A contact pair: the colliding shapes of ``body_i`` against those of ``body_j``
+        (a body or "ground"), with compliant contact (:mod:`jaxmbd.contact.law`).
+
+        ``friction``: Coulomb's mu; ``restitution``: the coefficient of restitution e in
+        [0, 1] (below 0.01 taken as 0.01); ``stiffness``: K of K delta^n (default: from the
+        pair's mass and size, :mod:`jaxmbd.contact.build`); ``damping``: Hunt–Crossley's
+        chi (s/m) on top of the restitution's damping; ``exponent``: n (Hertz: 1.5);
+        ``slip_velocity``: the regularisation velocity of friction (m/s). Each is an array
+        leaf of ``model.contacts`` (``jax.grad`` reaches it). Bodies joined by a joint may
+        be paired here (only :meth:`add_contacts` leaves them out).
+        """
+        where = f"contact '{body_i}' - '{body_j}'"
+        for key, body in (("body_i", body_i), ("body_j", body_j)):
+            self._frame(body, where=f"{where}.{key}")
+        if body_i == body_j:
+            raise ModelError(f"{where}: a body cannot contact itself")
+        if body_i == GROUND:
+            raise ModelError(f"{where}: give the ground as body_j")
+        if any({c.body_i, c.body_j} == {body_i, body_j} for c in self._contacts):
+            raise ModelError(f"{where}: duplicate contact pair")
+        self._contacts.append(
+            self._contact_spec(
+                where, body_i, body_j, friction=friction, restitution=restitution,
+                stiffness=stiffness, damping=damping, exponent=exponent,
+                slip_velocity=slip_velocity,
+            )
+        )  # fmt: skip
+        return self
+
+    def add_contacts(
+        self, *, friction, restitution=0.0, stiffness=None, damping=0.0, exponent=1.5,
+        slip_velocity=1e-4, exclude=(),
+    ) -> ModelBuilder:  # fmt: skip
+        """Contact pairs between all bodies with colliding shapes, the ground included,
+        with these parameters (as :meth:`add_contact`), resolved by :meth:`build`: every
+        pair not added with :meth:`add_contact`, not in ``exclude`` (pairs of names), not
+        joined by a joint (as MuJoCo's parent-child filter; pairs with the ground are kept)
+        and with at least one shape pair that has a narrow phase."""
+        numbers = dict(friction=friction, restitution=restitution, stiffness=stiffness,
+                       damping=damping, exponent=exponent, slip_velocity=slip_velocity)  # fmt: skip
+        self._contact_spec("add_contacts", "", "", **numbers)  # validate now
+        pairs = []
+        for pair in exclude:
+            if not isinstance(pair, list | tuple) or len(pair) != 2:
+                raise ModelError(f"add_contacts.exclude: expected pairs of names, got {pair!r}")
+            pairs.append(frozenset(pair))
+        self._all_contacts = {"numbers": numbers, "exclude": pairs}
+        return self
+
+    def _contact_element(self, nb: int):
+        """The contact element of the pairs added (None without any)."""
+        from .contact.build import _Body, build_contact_element
+        from .contact.narrow_phase import SLOTS, pair_kind
+
+        def colliding(shapes):
+            return tuple(s for s in shapes if s.collide)
+
+        bodies = [_Body(b.name, b.mass, colliding(b.shapes)) for b in self._bodies]
+        bodies.append(_Body(GROUND, math.inf, colliding(self._ground_shapes)))
+        specs = list(self._contacts)
+        if self._all_contacts is not None:
+            joined = {frozenset((gc.body_i, gc.body_j)) for gc in self._gcons}
+            taken = {frozenset((c.body_i, c.body_j)) for c in specs}
+            exclude = set(self._all_contacts["exclude"])
+            for k, a in enumerate(bodies):
+                for b in bodies[k + 1 :]:
+                    key = frozenset((a.name, b.name))
+                    if key in taken or key in exclude or (key in joined and GROUND not in key):
+                        continue
+                    kinds = {pair_kind(s.kind, t.kind)[0] for s in a.shapes for t in b.shapes}
+                    if kinds & set(SLOTS):
+                        specs.append(
+                            self._contact_spec("add_contacts", a.name, b.name,
+                                               **self._all_contacts["numbers"])
+                        )  # fmt: skip
+        try:
+            return build_contact_element(bodies, specs, self.gravity)
+        except ValueError as err:
+            raise ModelError(str(err)) from None
+
     def body_index(self, name: str) -> int:
         for k, b in enumerate(self._bodies):
             if b.name == name:
@@ -1015,8 +1155,9 @@ class ModelBuilder:
             gcons=tuple(sets),
             f_offset=jnp.asarray(f_offset),
             drivers=group_drivers(driven),
-            forces=tuple(self._forces),
+            forces=tuple(self._forces) + _optional(self._contact_element(len(bodies))),
             shapes=tuple(b.shapes for b in bodies) if any(b.shapes for b in bodies) else (),
+            ground_shapes=tuple(self._ground_shapes),
             joints=tuple(spec.definition(index) for spec in self._joints),
         )
         # the rank of the constraints as drawn (before any joint state is applied)

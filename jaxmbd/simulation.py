@@ -24,9 +24,17 @@ from ._stepping import (
     run_in_chunks,
     strided_scan,
 )
+from .contact import with_contact
 from .formulations import AbstractFormulation, get_formulation
 from .initial_state import consistent_initial_state, to_formulation
-from .integrators import AbstractIntegrator, StartState, get_integrator
+from .integrators import (
+    INTEGRATORS,
+    AbstractImplicitIntegrator,
+    AbstractIntegrator,
+    StartState,
+    get_integrator,
+)
+from .line_search import LineSearchNewton
 from .model import Model
 from .redundancy import rows_for_run, with_full_multipliers
 from .solution import Solution
@@ -147,6 +155,23 @@ def _chart_flags(form: AbstractFormulation, outs):
     return jax.vmap(lambda row: form.near_chart_singularity((row[:, :3], row[:, 3:])))(q)
 
 
+def _contact_newton(model, integrator, form, options: dict) -> dict:
+    """The integrator options of a run of ``model``: with contact pairs, an implicit
+    integrator named (or the default) without a ``newton`` option gets
+    :class:`~jaxmbd.line_search.LineSearchNewton` (``max_iter`` moves onto it)."""
+    if model.contacts is None or options.get("newton") is not None:
+        return options
+    if integrator is not None and not isinstance(integrator, str):
+        return options  # an integrator object carries its own Newton method
+    cls = INTEGRATORS.get(form.default_integrator if integrator is None else integrator)
+    if cls is None or not issubclass(cls, AbstractImplicitIntegrator):
+        return options
+    options = dict(options)
+    max_iter = options.pop("max_iter", None)
+    newton = LineSearchNewton() if max_iter is None else LineSearchNewton(max_iter=max_iter)
+    return {**options, "newton": newton}
+
+
 def simulate(
     model: Model,
     *,
@@ -161,6 +186,7 @@ def simulate(
     throw: bool = True,
     check: bool | None = None,
     redundant: str = "drop",
+    contact: str | None = None,
     **options,
 ) -> Solution:
     """Dynamics of ``model`` on t = k h, k = 0..round(t_end / h).
@@ -203,6 +229,16 @@ def simulate(
     close; their multipliers are zero. "error": raise :class:`~jaxmbd.ModelError` naming
     them.
 
+    ``contact``: how the model's contact pairs (``model.contacts``, see :mod:`jaxmbd.contact`)
+    act. "compliant" (the default): Hunt–Crossley contact with regularised Coulomb friction,
+    a force element whose stiffness enters the implicit integrators' Newton matrix;
+    ``sol.contact`` reports every slot per step. "none": every pair is ignored (the same
+    model without contact). "hard" (unilateral constraints) is not implemented yet and is
+    refused. With contact pairs the implicit integrators default to
+    ``newton=LineSearchNewton()`` (:mod:`jaxmbd.line_search`: exact Newton damped by
+    backtracking, which converges on the saturating friction and damping at large steps);
+    ``max_iter`` then sets its iterations, and ``newton=`` chooses another method.
+
     Differentiable: ``jax.grad``/``jacfwd``/``jacrev`` of any function of the Solution with
     respect to every array of the model use implicit-function gradients
     of each step's root. ``checkpoint=k`` recomputes segments of k steps in reverse mode
@@ -219,10 +255,11 @@ def simulate(
     throw = resolve_throw(throw, check, "simulate")
     if chunk_size is not None and progress is None:
         raise ValueError("simulate: chunk_size (steps between progress calls) needs progress=")
+    model = with_contact(model, contact, where="simulate")
     full_model = model
     model, kept = rows_for_run(model, redundant, where="simulate")
     form = get_formulation(formulation)
-    stepper = get_integrator(integrator, form, **options)
+    stepper = get_integrator(integrator, form, **_contact_newton(model, integrator, form, options))
     check_euler_angle_start(model, form)
     n = num_steps(t_end, h)
     save_every = check_save_every(save_every, n)

@@ -59,11 +59,14 @@ class Solution(eqx.Module):
     constraint_names: tuple[str, ...] = eqx.field(static=True, default=())
     # the model's joint definitions (jaxmbd.joints), for :attr:`joints`; () if none
     joint_definitions: tuple[JointDefinition, ...] = ()
+    # the contact element of the run (jaxmbd.contact.ContactForce), for :attr:`contact`
+    contact_element: object | None = None
 
     def __init__(
         self, t, r, A, rdot, omega, rddot, omegadot, lam, iterations, status, residual,
         q=None, v=None, condition=None, chart_singular=None, formulation="rA", integrator="",
         save_every=1, body_names=(), constraint_names=(), joint_definitions=(),
+        contact_element=None,
     ):  # fmt: skip
         self.t, self.r, self.A, self.rdot, self.omega = t, r, A, rdot, omega
         self.rddot, self.omegadot, self.lam = rddot, omegadot, lam
@@ -73,6 +76,7 @@ class Solution(eqx.Module):
         self.formulation, self.integrator, self.save_every = formulation, integrator, save_every
         self.body_names, self.constraint_names = body_names, constraint_names
         self.joint_definitions = tuple(joint_definitions)
+        self.contact_element = contact_element
 
     def _from_body_state(self):
         """(q, v) of a dynamics run whose formulation does not store them (its coordinates
@@ -110,6 +114,21 @@ class Solution(eqx.Module):
         MJCF): :mod:`jaxmbd.joints`. An unknown name raises ``KeyError`` listing the joints;
         a Solution read from a file has none."""
         return JointCoordinatesMap(self.joint_definitions, (self.r, self.A, self.rdot, self.omega))
+
+    @property
+    def contact(self):
+        """Every contact slot per step (a :class:`~jaxmbd.contact.ContactSlots`, time
+        first): ``gap``, ``active`` (gap < 0), ``normal_force``, ``tangential_force`` (on
+        the pair's body_i, global), ``point``, ``normal`` (from body_j to body_i), ``slip``,
+        and ``pair`` (the pair of each slot, ``model.contacts.pair_names``). Computed from
+        the stored body states and the run's contact element when read (exact: the
+        compliant force is a function of the state). None for a run without contact pairs
+        or with ``contact="none"``, and for a Solution read from a file."""
+        if self.contact_element is None:
+            return None
+        from .contact import slot_history
+
+        return slot_history(self.contact_element, self.r, self.A, self.rdot, self.omega)
 
     @property
     def result(self):

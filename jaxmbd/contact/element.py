@@ -1,0 +1,264 @@
+"""The compliant contact force element: every contact pair of a model, evaluated at once.
+
+:class:`ContactForce` is an ordinary force element (:class:`~jaxmbd.forces.AbstractForce`):
+:meth:`~jaxmbd.ModelBuilder.build` appends it to ``model.forces`` and ``model.contacts``
+returns it. Every formulation applies it like any other force, and the implicit
+integrators put its state derivatives (stiffness and damping of the contacts and of the
+regularised friction) into their Newton matrix: nothing below ``integrators/`` knows it.
+
+Static: the pairs (bodies), the collision groups (one per pair kind, shape pairs stacked,
+see :mod:`jaxmbd.contact.narrow_phase`) and so the slots. Array leaves (``jax.grad``
+reaches them): per pair ``friction``, ``restitution``, ``stiffness``, ``damping``,
+``exponent``, ``slip_velocity``; per collision shape its local pose and size; ``mass``,
+the bodies' masses for the pair's reduced mass of the normal law, which
+:func:`~jaxmbd.simulate` sets to ``model.mass`` before a run (so ``jax.grad`` with respect
+to ``model.mass`` is complete).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import NamedTuple
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import _config  # noqa: F401
+from ..forces import AbstractForce, BodyState
+from .law import elastic_energy, friction_force, normal_force
+from .narrow_phase import COLLIDE, SLOTS, Slots
+
+CONTACT_OPTIONS = ("compliant", "none", "hard")
+
+
+class CollisionGroup(eqx.Module):
+    """All shape pairs of one pair kind, stacked (k members of SLOTS[kind] slots each).
+
+    Shape A of member m is fixed to body ``body_a[m]`` (``nb``: the ground) at the local
+    pose (``pos_a[m]``, ``rot_a[m]``) with size ``size_a[m]``; likewise B. ``pair[m]`` is
+    the contact pair the member belongs to; ``b_is_i[m]`` whether B is on the pair's
+    body_i (else A is)."""
+
+    kind: str = eqx.field(static=True)
+    pair: tuple[int, ...] = eqx.field(static=True)
+    body_a: tuple[int, ...] = eqx.field(static=True)
+    body_b: tuple[int, ...] = eqx.field(static=True)
+    b_is_i: tuple[bool, ...] = eqx.field(static=True)
+    pos_a: jax.Array
+    rot_a: jax.Array
+    size_a: jax.Array
+    pos_b: jax.Array
+    rot_b: jax.Array
+    size_b: jax.Array
+
+    @property
+    def slots(self) -> int:
+        return SLOTS[self.kind] * len(self.pair)
+
+
+class ContactSlots(NamedTuple):
+    """The state of every contact slot (time first where over a Solution: ``sol.contact``).
+
+    ``gap`` (..., ns): signed distance, negative when penetrating; ``active`` (..., ns):
+    gap < 0 (the slot can push); ``normal_force`` (..., ns) >= 0; ``tangential_force``
+    (..., ns, 3): the friction force on the pair's body_i (global); ``point`` (..., ns, 3):
+    contact point (global); ``normal`` (..., ns, 3): unit normal from body_j to body_i (the
+    direction of the normal force on body_i); ``slip`` (..., ns, 3): velocity of body_i
+    relative to body_j at the point, in the tangent plane. ``pair`` (ns,): the contact pair
+    of each slot (model.contacts.pair_names)."""
+
+    gap: jax.Array
+    active: jax.Array
+    normal_force: jax.Array
+    tangential_force: jax.Array
+    point: jax.Array
+    normal: jax.Array
+    slip: jax.Array
+    pair: tuple[int, ...]
+
+
+class ContactForce(AbstractForce):
+    """Compliant contact of all pairs of a model (see :mod:`jaxmbd.contact.law`)."""
+
+    pairs: tuple[tuple[int, int], ...] = eqx.field(static=True)
+    pair_names: tuple[str, ...] = eqx.field(static=True)
+    groups: tuple[CollisionGroup, ...]
+    friction: jax.Array  # (n_pairs,)
+    restitution: jax.Array  # (n_pairs,)
+    stiffness: jax.Array  # (n_pairs,)
+    damping: jax.Array  # (n_pairs,) Hunt–Crossley chi (s/m)
+    exponent: jax.Array  # (n_pairs,)
+    slip_velocity: jax.Array  # (n_pairs,)
+    mass: jax.Array  # (nb,) set to model.mass by simulate
+
+    @property
+    def n_pairs(self) -> int:
+        return len(self.pairs)
+
+    @property
+    def slot_pair(self) -> tuple[int, ...]:
+        """The pair of every slot, in slot order (groups, members, slots of a member)."""
+        return tuple(p for g in self.groups for p in g.pair for _ in range(SLOTS[g.kind]))
+
+    @property
+    def n_slots(self) -> int:
+        return sum(g.slots for g in self.groups)
+
+    # -- geometry --------------------------------------------------------------------------
+    def collide(self, state: BodyState) -> Slots:
+        """Narrow phase of every slot (gap, point, normal from body_j to body_i), (ns, ...).
+        The function other analyses can use (joint limits, sensors, hard contact)."""
+        r, A, _, _ = _with_ground(state)
+        gaps, points, normals = [], [], []
+        for g in self.groups:  # one batched call per pair kind (a handful)
+            a, b = np.asarray(g.body_a), np.asarray(g.body_b)
+            pa = r[a] + jnp.einsum("kij,kj->ki", A[a], g.pos_a)
+            pb = r[b] + jnp.einsum("kij,kj->ki", A[b], g.pos_b)
+            Ra = jnp.einsum("kij,kjl->kil", A[a], g.rot_a)
+            Rb = jnp.einsum("kij,kjl->kil", A[b], g.rot_b)
+            slots = jax.vmap(COLLIDE[g.kind])(pa, Ra, g.size_a, pb, Rb, g.size_b)
+            sign = jnp.where(jnp.asarray(g.b_is_i), 1.0, -1.0)[:, None, None]
+            gaps.append(slots.gap.reshape(-1))
+            points.append(slots.point.reshape(-1, 3))
+            normals.append((sign * slots.normal).reshape(-1, 3))
+        return Slots(jnp.concatenate(gaps), jnp.concatenate(points), jnp.concatenate(normals))
+
+    def _slot_bodies(self):
+        """(body_i, body_j) of every slot as index arrays."""
+        pairs = np.asarray(self.pairs, dtype=int).reshape(-1, 2)
+        slot_pair = np.asarray(self.slot_pair, dtype=int)
+        return pairs[slot_pair, 0], pairs[slot_pair, 1]
+
+    # -- the law ---------------------------------------------------------------------------
+    def slots(self, state: BodyState) -> ContactSlots:
+        """Gap, forces and kinematics of every slot at ``state`` (no time axis)."""
+        slot_pair = np.asarray(self.slot_pair, dtype=int)
+        gap, point, normal = self.collide(state)
+        r, A, rdot, omega = _with_ground(state)
+        bi, bj = self._slot_bodies()
+        w = jnp.einsum("bij,bj->bi", A, omega)  # global angular velocities
+
+        def velocity(b):
+            return rdot[b] + jnp.cross(w[b], point - r[b])
+
+        v_rel = velocity(bi) - velocity(bj)
+        along = jnp.sum(normal * v_rel, axis=-1)
+        slip = v_rel - along[:, None] * normal
+        inv_mass = jnp.concatenate([1.0 / self.mass, jnp.zeros(1, self.mass.dtype)])
+        m_eff = 1.0 / (inv_mass[bi] + inv_mass[bj])  # the pair's reduced mass
+        fn = normal_force(
+            -gap,
+            -along,
+            stiffness=self.stiffness[slot_pair],
+            restitution=self.restitution[slot_pair],
+            damping=self.damping[slot_pair],
+            m_eff=m_eff,
+            exponent=self.exponent[slot_pair],
+        )
+        ft = friction_force(
+            slip, fn, friction=self.friction[slot_pair],
+            slip_velocity=self.slip_velocity[slot_pair],
+        )  # fmt: skip
+        return ContactSlots(gap, gap < 0, fn, ft, point, normal, slip, self.slot_pair)
+
+    def __call__(self, t, state):
+        nb = state.r.shape[0]
+        if self.n_slots == 0:
+            return jnp.zeros((nb, 3)), jnp.zeros((nb, 3))
+        s = self.slots(state)
+        r, A, _, _ = _with_ground(state)
+        bi, bj = self._slot_bodies()
+        force = s.normal_force[:, None] * s.normal + s.tangential_force  # on body_i
+        f = jnp.zeros((nb + 1, 3)).at[bi].add(force).at[bj].add(-force)
+        moment_i = jnp.cross(s.point - r[bi], force)
+        moment_j = jnp.cross(s.point - r[bj], -force)
+        n = jnp.zeros((nb + 1, 3)).at[bi].add(moment_i).at[bj].add(moment_j)  # global
+        n_bar = jnp.einsum("bji,bj->bi", A, n)  # body frame
+        return f[:nb], n_bar[:nb]
+
+    def potential_energy(self, state: BodyState):
+        """Elastic energy stored in the contacts, sum of K delta^(n+1) / (n + 1)."""
+        slot_pair = np.asarray(self.slot_pair, dtype=int)
+        if self.n_slots == 0:
+            return jnp.zeros(())
+        gap = self.collide(state).gap
+        return jnp.sum(
+            elastic_energy(
+                -gap, stiffness=self.stiffness[slot_pair], exponent=self.exponent[slot_pair]
+            )
+        )
+
+    def with_mass(self, mass) -> ContactForce:
+        return dataclasses.replace(self, mass=jnp.asarray(mass))
+
+
+def _with_ground(state: BodyState):
+    """(r, A, rdot, omega) with the ground appended as body nb (origin, identity, at rest)."""
+    r, A, rdot, omega = state
+    zero = jnp.zeros((1, 3), r.dtype)
+    return (
+        jnp.concatenate([r, zero]),
+        jnp.concatenate([A, jnp.eye(3, dtype=A.dtype)[None]]),
+        jnp.concatenate([rdot, zero]),
+        jnp.concatenate([omega, zero]),
+    )
+
+
+# ----------------------------------------------------------------------------- models
+
+
+def contact_element(model) -> ContactForce | None:
+    """The model's contact element (``model.contacts``), or None."""
+    return next((f for f in model.forces if isinstance(f, ContactForce)), None)
+
+
+def with_contact(model, contact: str | None, *, where: str = "simulate"):
+    """``model`` as a run with ``contact`` sees it: "compliant" (the default): the contact
+    element's masses set to ``model.mass``; "none": without the contact element (every pair
+    ignored); "hard": refused (unilateral constraints are a later issue)."""
+    if contact is None:
+        contact = "compliant"
+    if contact not in CONTACT_OPTIONS:
+        raise ValueError(
+            f"{where}: contact must be one of {list(CONTACT_OPTIONS)}, got {contact!r}"
+        )
+    if contact == "hard":
+        raise ValueError(
+            f"{where}: contact='hard' (contact as unilateral constraints with a nonsmooth "
+            "solver) is not implemented yet; use contact='compliant' (the default: "
+            "Hunt–Crossley contact with regularised Coulomb friction) or contact='none'"
+        )
+    element = contact_element(model)
+    if element is None:
+        return model
+    if contact == "none":
+        forces = tuple(f for f in model.forces if f is not element)
+    else:
+        forces = tuple(f.with_mass(model.mass) if f is element else f for f in model.forces)
+    return dataclasses.replace(model, forces=forces)
+
+
+# ----------------------------------------------------------------------------- over time
+
+
+def _leading(element: ContactForce) -> tuple[int, ...]:
+    return element.friction.shape[:-1]
+
+
+def slot_history(element: ContactForce, r, A, rdot, omega) -> ContactSlots:
+    """:meth:`ContactForce.slots` at every step of a trajectory (..., T, nb, ...); leading
+    batch axes of the element (a batch of models) and of the states are mapped together."""
+
+    def over_time(el, r_, A_, rd_, w_):
+        return jax.vmap(lambda *x: el.slots(BodyState(*x))[:-1])(r_, A_, rd_, w_)
+
+    fn = over_time
+    extra = r.ndim - 3 - len(_leading(element))  # state batch axes beyond the element's
+    for _ in range(extra):
+        fn = jax.vmap(fn, in_axes=(None, 0, 0, 0, 0))
+    for _ in _leading(element):  # outermost: a batch of models and their runs
+        fn = jax.vmap(fn)
+    out = fn(element, r, A, rdot, omega)
+    return ContactSlots(*out, element.slot_pair)
