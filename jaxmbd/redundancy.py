@@ -36,8 +36,9 @@ reports them like every row. A rank that changes during a run (a singular config
 not a redundancy) is still reported ILL_CONDITIONED at that step: nothing is solved in the
 least-squares sense.
 
-A dropped row that is driven (a prescribed motion) is refused when the model is built: the
-mechanism has no freedom left for it at the initial pose.
+A driven row (a prescribed motion) that depends on the others is refused by the run (not by
+``build``, whose initial pose need not be consistent): the mechanism has no freedom left for
+it at the initial pose.
 """
 
 from __future__ import annotations
@@ -264,7 +265,6 @@ def find_redundancy(model, *, rtol: float = REDUNDANCY_RTOL) -> Redundancy:
             chosen = _most_robust(rest, len(closing_rows) - len(chosen), rtol)
         kept += [closing_rows[k] for k in chosen]
     dropped = tuple(sorted(set(range(nc)) - set(kept)))
-    _refuse_driven(model, dropped)
     loops = []
     for (i, j), loop in zip(graph.closing_pairs, graph.loops, strict=True):
         rows = [r for r in pair_rows[frozenset((i, j))] if r in dropped]
@@ -304,6 +304,7 @@ def rows_for_run(model, redundant: str, *, where: str):
     info = model.redundancy
     if info is None or not info.dropped:
         return model, None
+    _refuse_driven(model, info.dropped)
     if redundant == "error":
         raise ModelError(
             f"{where}: {info.describe(model)}. redundant='drop' (the default) runs without "

@@ -195,16 +195,18 @@ def test_under_constrained_kinematics():
         mbd.kinematics(mbd.models.double_pendulum(), t_end=0.1, h=1e-3)
 
 
-def test_over_driven_model_refused_at_build():
+def test_over_driven_model_refused():
     """A second motor on a joint with one freedom: the driven row depends on the others, so
-    the model is refused when built, naming the driver (it could not be dropped)."""
+    the run refuses the model, naming the driver (it cannot be dropped)."""
     b = mbd.ModelBuilder("over")
     b.add_body("a", mass=1, inertia=[1, 1, 1])
     b.revolute("pin", body_i="ground", body_j="a", point=[0, 0, 0], axis=[0, 0, 1])
     b.rotation_driver("m1", body_i="ground", body_j="a", axis=[0, 0, 1], angle="t")
     b.rotation_driver("m2", body_i="ground", body_j="a", axis=[0, 0, 1], angle="t")
-    with pytest.raises(mbd.ModelError, match="driven row.*'m2'.*no freedom left"):
-        b.build()
+    model = b.build()
+    for run in (mbd.kinematics, mbd.simulate):
+        with pytest.raises(mbd.ModelError, match="driven row.*'m2'.*no freedom left"):
+            run(model, t_end=0.1, h=1e-3)
 
 
 def _redundant_model():

@@ -230,9 +230,12 @@ def _redundant_loop():
 
 
 def test_singular_structured_system_reported_like_dense():
-    """Redundant loop closure: both solvers end the step with a singular-matrix status, and
-    the error names the constraints at fault."""
-    model = _redundant_loop()
+    """Redundant loop closure kept in (``redundancy=None``: the rows are not analysed, as
+    before jaxmbd dropped redundant rows): both solvers end the step with a singular-matrix
+    status, and the error names the constraints at fault."""
+    import dataclasses
+
+    model = dataclasses.replace(_redundant_loop(), redundancy=None)
     status = {}
     for solver in ("dense", "structured"):
         sol = mbd.simulate(model, t_end=0.004, h=1e-3, linear_solver=solver, throw=False)
