@@ -154,8 +154,8 @@ EVERY_SUITE = ("slider_crank", "heavy_top", "six_body_linkage", "bar_double_pend
 def test_every_builtin_runs_with_its_defaults(name, tmp_path):
     """`jaxmbd simulate NAME` with no --formulation / --integrator: the model's default
     formulation and that formulation's default integrator (six_body_linkage's redundant
-    row is dropped for the run, no option needed), three steps, exit 0, a summary naming the pair and every body,
-    and a saved Solution with finite states and verified steps."""
+    row is dropped for the run, no option needed), three steps, exit 0, a summary naming
+    the pair and every body, and a saved Solution with finite states and verified steps."""
     entry, out = REGISTRY[name], tmp_path / "run.npz"
     integrator = DEFAULT_INTEGRATOR[entry.formulation]
     args = ["simulate", name, "--h", "1e-3", "--t-end", "0.003", "--out", str(out)]
