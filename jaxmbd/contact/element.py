@@ -249,7 +249,13 @@ def _leading(element: ContactForce) -> tuple[int, ...]:
 
 def slot_history(element: ContactForce, r, A, rdot, omega) -> ContactSlots:
     """:meth:`ContactForce.slots` at every step of a trajectory (..., T, nb, ...); leading
-    batch axes of the element (a batch of models) and of the states are mapped together."""
+    batch axes of the element (a batch of models) and of the states are mapped together.
+    One compiled program per element structure and trajectory shape."""
+    return ContactSlots(*_slot_history(element, r, A, rdot, omega), element.slot_pair)
+
+
+@jax.jit
+def _slot_history(element: ContactForce, r, A, rdot, omega):
 
     def over_time(el, r_, A_, rd_, w_):
         return jax.vmap(lambda *x: el.slots(BodyState(*x))[:-1])(r_, A_, rd_, w_)
@@ -260,5 +266,4 @@ def slot_history(element: ContactForce, r, A, rdot, omega) -> ContactSlots:
         fn = jax.vmap(fn, in_axes=(None, 0, 0, 0, 0))
     for _ in _leading(element):  # outermost: a batch of models and their runs
         fn = jax.vmap(fn)
-    out = fn(element, r, A, rdot, omega)
-    return ContactSlots(*out, element.slot_pair)
+    return fn(element, r, A, rdot, omega)

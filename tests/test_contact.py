@@ -1,0 +1,693 @@
+"""Compliant contact (issue 35): narrow phase, the law, pairs as model data, and the
+closed-form cases: sliding block, incline, bouncing ball, static penetration, rolling
+sphere, gradients, vmap, energy.
+
+Every dynamic case is checked against a closed form, never against an earlier output of
+jaxmbd. The runs share compiled programs: every block case runs one model structure on
+one time grid (gravity, friction and the initial state are array leaves), every rolling
+or resting ball case another.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxmbd as mbd
+from jaxmbd.contact import narrow_phase as nph
+from jaxmbd.contact.law import (
+    E_MIN,
+    damping_factor,
+    elastic_energy,
+    friction_force,
+    normal_force,
+    restitution_of,
+)
+
+G = 9.81
+I3 = np.eye(3)
+
+
+def _rot(axis, angle):
+    axis = np.asarray(axis, float) / np.linalg.norm(axis)
+    K = np.array([[0, -axis[2], axis[1]], [axis[2], 0, -axis[0]], [-axis[1], axis[0], 0]])
+    return I3 + np.sin(angle) * K + (1 - np.cos(angle)) * K @ K
+
+
+def _collide(kind, pa, Ra, sa, pb, Rb, sb):
+    out = nph.COLLIDE[kind](*(jnp.asarray(x, float) for x in (pa, Ra, sa, pb, Rb, sb)))
+    return tuple(np.asarray(x) for x in out)
+
+
+PLANE = ((0, 0, 0), I3, (0, 0, 0))
+
+
+# ----------------------------------------------------------------------------- narrow phase
+
+
+def test_plane_sphere_and_tilted_plane():
+    gap, point, normal = _collide("plane_sphere", *PLANE, (1, 2, 0.3), I3, (0.5, 0, 0))
+    np.testing.assert_allclose(gap, [-0.2], atol=1e-15)
+    np.testing.assert_allclose(point, [[1, 2, -0.1]], atol=1e-15)  # midway: -0.2 and 0
+    np.testing.assert_allclose(normal, [[0, 0, 1]])
+    R = _rot((1, 0, 0), 0.3)  # plane normal R[:, 2] through (0, 0, 1)
+    n = R[:, 2]
+    c = np.array([0.2, 1.0, 1.5])
+    gap, _, normal = _collide("plane_sphere", (0, 0, 1), R, (0, 0, 0), c, I3, (0.4, 0, 0))
+    np.testing.assert_allclose(gap, [n @ (c - [0, 0, 1]) - 0.4], atol=1e-14)
+    np.testing.assert_allclose(normal[0], n, atol=1e-15)
+
+
+def test_plane_capsule_lying_and_tilted():
+    R = _rot((0, 1, 0), np.pi / 2)  # capsule axis along x
+    gap, point, _ = _collide("plane_capsule", *PLANE, (0, 0, 0.05), R, (0.1, 0.5, 0))
+    np.testing.assert_allclose(gap, [-0.05, -0.05], atol=1e-15)
+    np.testing.assert_allclose(np.sort(point[:, 0]), [-0.5, 0.5], atol=1e-15)
+    R = _rot((0, 1, 0), 0.4)
+    gap, _, _ = _collide("plane_capsule", *PLANE, (0, 0, 1.0), R, (0.1, 0.5, 0))
+    low = 1.0 - 0.5 * np.cos(0.4) - 0.1
+    np.testing.assert_allclose(np.sort(gap), [low, low + np.cos(0.4)], atol=1e-14)
+
+
+def test_plane_box_corners():
+    R = _rot((1, 2, 3), 0.7)
+    h = np.array([0.1, 0.2, 0.3])
+    c = np.array([0.5, -0.2, 0.25])
+    gap, point, normal = _collide("plane_box", *PLANE, c, R, h)
+    corners = np.array([c + R @ (np.array(s) * h) for s in nph._CORNERS])
+    np.testing.assert_allclose(np.sort(gap), np.sort(corners[:, 2]), atol=1e-15)
+    np.testing.assert_allclose(point[:, :2], corners[:, :2], atol=1e-15)
+    np.testing.assert_allclose(point[:, 2], 0.5 * corners[:, 2], atol=1e-15)
+    assert normal.shape == (8, 3)
+
+
+def test_plane_cylinder_upright_lying_tilted():
+    r, half = 0.2, 0.3
+    # upright, standing on its lower cap 1 cm deep: three rim points of that cap touch
+    gap, point, _ = _collide("plane_cylinder", *PLANE, (0, 0, 0.29), I3, (r, half, 0))
+    np.testing.assert_allclose(gap, [-0.01, -0.01, -0.01, 0.59], atol=1e-12)
+    np.testing.assert_allclose(np.linalg.norm(point[:3, :2], axis=1), r, atol=1e-12)
+    # lying along x: the two rims' lowest points, the other two points 1.5 r higher
+    R = _rot((0, 1, 0), np.pi / 2)
+    gap, point, _ = _collide("plane_cylinder", *PLANE, (0, 0, 0.19), R, (r, half, 0))
+    np.testing.assert_allclose(np.sort(gap), [-0.01, -0.01, 0.29, 0.29], atol=1e-12)
+    low = point[np.argsort(gap)[:2]]
+    np.testing.assert_allclose(np.sort(low[:, 0]), [-half, half], atol=1e-12)
+    # tilted by theta: the lowest point is half cos(theta) + r sin(theta) below the centre
+    for theta in (0.3, 1.2, 2.5):
+        R = _rot((1, 1, 0), theta)
+        gap, _, _ = _collide("plane_cylinder", *PLANE, (0, 0, 1.0), R, (r, half, 0))
+        t = theta if theta < np.pi / 2 else np.pi - theta
+        np.testing.assert_allclose(gap.min(), 1.0 - half * np.cos(t) - r * np.sin(t), atol=1e-9)
+
+
+def test_sphere_sphere_and_sphere_capsule():
+    gap, point, normal = _collide("sphere_sphere", (0, 0, 0), I3, (1, 0, 0), (1.5, 0, 0), I3,
+                                  (1, 0, 0))  # fmt: skip
+    np.testing.assert_allclose(gap, [-0.5])
+    np.testing.assert_allclose(point, [[0.75, 0, 0]])
+    np.testing.assert_allclose(normal, [[1, 0, 0]])
+    # capsule along z from -1 to 1, radius 0.1; the sphere above its top end
+    s = np.array([0.3, 0.0, 1.4])
+    gap, _, normal = _collide("sphere_capsule", s, I3, (0.25, 0, 0), (0, 0, 0), I3, (0.1, 1, 0))
+    d = np.linalg.norm(s - [0, 0, 1])
+    np.testing.assert_allclose(gap, [d - 0.35], atol=1e-15)
+    np.testing.assert_allclose(normal[0], -(s - [0, 0, 1]) / d, atol=1e-15)  # sphere -> capsule
+    # beside the segment's middle
+    gap, _, normal = _collide("sphere_capsule", (0.3, 0, 0.2), I3, (0.25, 0, 0), (0, 0, 0), I3,
+                              (0.1, 1, 0))  # fmt: skip
+    np.testing.assert_allclose(gap, [-0.05], atol=1e-15)
+    np.testing.assert_allclose(normal, [[-1, 0, 0]], atol=1e-15)
+
+
+def test_sphere_box_outside_and_inside(rng):
+    R = _rot((0.3, -1, 2), 0.9)
+    c = np.array([0.1, 0.2, -0.1])
+    h = np.array([0.3, 0.2, 0.1])
+    # brute force: the distance to the box surface from points outside
+    for _ in range(20):
+        local = rng.uniform(-0.8, 0.8, 3)
+        if np.all(np.abs(local) < h):
+            continue
+        p = c + R @ local
+        closest = np.clip(local, -h, h)
+        dist = np.linalg.norm(local - closest)
+        gap, point, normal = _collide("sphere_box", p, I3, (0.05, 0, 0), c, R, h)
+        np.testing.assert_allclose(gap, [dist - 0.05], atol=1e-14)
+        np.testing.assert_allclose(normal[0], -R @ (local - closest) / dist, atol=1e-12)
+    # centre inside, nearest the +y face
+    p = c + R @ np.array([0.05, 0.15, 0.0])
+    gap, _, normal = _collide("sphere_box", p, I3, (0.05, 0, 0), c, R, h)
+    np.testing.assert_allclose(gap, [-(0.05 + 0.05)], atol=1e-14)
+    np.testing.assert_allclose(normal[0], -R[:, 1], atol=1e-14)
+
+
+def _segment_distance(p1, d1, p2, d2, n=2001):
+    s = np.linspace(0, 1, n)
+    a = p1[None] + s[:, None] * d1
+    b = p2[None] + s[:, None] * d2
+    return np.min(np.linalg.norm(a[:, None] - b[None], axis=-1))
+
+
+def test_capsule_capsule_crossing_parallel_and_random(rng):
+    Rx = _rot((0, 1, 0), np.pi / 2)  # along x
+    Ry = _rot((1, 0, 0), np.pi / 2)  # along y
+    gap, point, normal = _collide("capsule_capsule", (0, 0, 0), Rx, (0.1, 1, 0), (0.2, 0.3, 0.15),
+                                  Ry, (0.1, 1, 0))  # fmt: skip
+    np.testing.assert_allclose(gap, [-0.05], atol=1e-15)
+    np.testing.assert_allclose(normal, [[0, 0, 1]], atol=1e-15)
+    np.testing.assert_allclose(point, [[0.2, 0, 0.075]], atol=1e-15)
+    # parallel along x, overlapping over x in [-0.5, 1]: the middle of the overlap
+    gap, point, _ = _collide("capsule_capsule", (0, 0, 0), Rx, (0.1, 1, 0), (0.5, 0.15, 0), Rx,
+                             (0.1, 1, 0))  # fmt: skip
+    np.testing.assert_allclose(gap, [-0.05], atol=1e-15)
+    np.testing.assert_allclose(point[0, 0], 0.25, atol=1e-12)
+    for _ in range(6):
+        pa, pb = rng.normal(size=3), rng.normal(size=3)
+        Ra, Rb = _rot(rng.normal(size=3), 2.0), _rot(rng.normal(size=3), 1.0)
+        gap, _, _ = _collide("capsule_capsule", pa, Ra, (0.1, 0.7, 0), pb, Rb, (0.2, 0.4, 0))
+        dist = _segment_distance(pa - 0.7 * Ra[:, 2], 1.4 * Ra[:, 2], pb - 0.4 * Rb[:, 2],
+                                 0.8 * Rb[:, 2])  # fmt: skip
+        np.testing.assert_allclose(gap, [dist - 0.3], atol=2e-6)
+
+
+@pytest.mark.parametrize(
+    "kind, a, b",
+    [
+        ("plane_sphere", PLANE, ((0, 0, 0.1), I3, (0.1, 0, 0))),  # exactly touching
+        ("plane_box", PLANE, ((0, 0, 0.1), I3, (0.1, 0.1, 0.1))),
+        ("plane_capsule", PLANE, ((0, 0, 0.1), _rot((0, 1, 0), np.pi / 2), (0.1, 0.3, 0))),
+        ("plane_cylinder", PLANE, ((0, 0, 0.3), I3, (0.1, 0.3, 0))),  # upright: no rim dir
+        ("plane_cylinder", PLANE, ((0, 0, 0.1), _rot((1, 0, 0), np.pi / 2), (0.1, 0.3, 0))),
+        ("sphere_sphere", ((0, 0, 0), I3, (0.1, 0, 0)), ((0, 0, 0), I3, (0.1, 0, 0))),  # same
+        ("sphere_sphere", ((0, 0, 0), I3, (0.1, 0, 0)), ((0, 0, 0.2), I3, (0.1, 0, 0))),
+        ("sphere_capsule", ((0, 0, 0.2), I3, (0.1, 0, 0)), ((0, 0, 0), I3, (0.1, 0.2, 0))),
+        ("sphere_box", ((0, 0, 0.2), I3, (0.1, 0, 0)), ((0, 0, 0), I3, (0.1, 0.1, 0.1))),
+        ("sphere_box", ((0, 0, 0.1), I3, (0.1, 0, 0)), ((0, 0, 0), I3, (0.1, 0.1, 0.1))),  # on
+        ("capsule_capsule", ((0, 0, 0), I3, (0.1, 0.3, 0)), ((0, 0.2, 0), I3, (0.1, 0.3, 0))),
+        ("capsule_capsule", ((0, 0, 0), I3, (0.1, 0.3, 0)), ((0, 0, 0), I3, (0.1, 0.3, 0))),
+    ],
+)
+def test_narrow_phase_gradients_finite_when_touching(kind, a, b):
+    """Exactly touching shapes and the degenerate configurations (coincident centres, a
+    centre on the box surface, an upright cylinder, parallel or coincident segments): the
+    slots and their derivatives with respect to both poses are finite."""
+    args = [jnp.asarray(x, float) for x in (*a, *b)]
+
+    def flat(pa, pb):
+        s = nph.COLLIDE[kind](pa, args[1], args[2], pb, args[4], args[5])
+        return jnp.concatenate([s.gap, s.point.reshape(-1), s.normal.reshape(-1)])
+
+    value = flat(args[0], args[3])
+    jac = jax.jacfwd(flat, argnums=(0, 1))(args[0], args[3])
+    assert np.all(np.isfinite(value)) and all(np.all(np.isfinite(j)) for j in jac)
+    assert value.shape[0] == 7 * nph.SLOTS[kind]
+
+
+# ----------------------------------------------------------------------------- the law
+
+
+def test_restitution_quadrature_matches_the_impact_ode():
+    """e(a) of the closed-form quadrature against a direct integration of the dimensionless
+    impact x'' = -max(0, x^n (1 + a x' / v_est)) for two exponents (n drops out)."""
+    from scipy.integrate import solve_ivp
+
+    def e_ode(a, n):
+        def rhs(_, y):
+            x, v = y
+            xp = max(x, 0.0)
+            ve = np.sqrt(v * v + 2 * xp ** (n + 1) / (n + 1))
+            return [v, -max(0.0, xp**n * (1 + a * (v / ve if ve > 0 else 0.0)))]
+
+        def leave(_, y):
+            return y[0]
+
+        leave.terminal, leave.direction = True, -1
+        sol = solve_ivp(rhs, (0, 200), [0.0, 1.0], method="DOP853", events=leave, rtol=1e-11,
+                        atol=1e-13, first_step=1e-6)  # fmt: skip
+        return -sol.y_events[0][0][1]
+
+    for a in (0.2, 0.966, 2.5, 12.0):
+        for n in (1.0, 1.5):
+            assert abs(restitution_of(a) - e_ode(a, n)) < 1e-8
+
+
+def test_damping_factor_inverts_restitution():
+    e = np.linspace(E_MIN, 1.0, 397)
+    a = np.asarray(damping_factor(jnp.asarray(e)))
+    assert np.max(np.abs(restitution_of(a) - e)) < 1e-4
+    assert abs(float(damping_factor(1.0))) < 1e-12
+    assert float(damping_factor(0.0)) == pytest.approx(float(damping_factor(E_MIN)))
+    # C1: derivative continuous across a table node, equal to 1 / (de/da)
+    de = (1.0 - E_MIN) / 200
+    node = E_MIN + 80 * de
+    left, right = jax.grad(damping_factor)(node - 1e-9), jax.grad(damping_factor)(node + 1e-9)
+    assert abs(left - right) < 1e-5 * abs(left)
+    a0 = float(damping_factor(node))
+    slope = 2e-7 / (restitution_of(a0 + 1e-7) - restitution_of(a0 - 1e-7))
+    assert float(left) == pytest.approx(slope, rel=1e-5)
+
+
+def test_normal_force_impact_gives_the_restitution():
+    """The JAX law itself, integrated through an impact of a mass m with scipy, returns
+    the restitution it was given (any stiffness, mass, speed, exponent)."""
+    from scipy.integrate import solve_ivp
+
+    @jax.jit
+    def law(d, dd, K, e, m, n):
+        return normal_force(d, dd, stiffness=K, restitution=e, damping=0.0, m_eff=m, exponent=n)
+
+    for e, K, m, v0, n in ((0.5, 1e6, 2.0, 3.0, 1.5), (0.8, 3e4, 0.5, 0.4, 1.0),
+                           (0.1, 1e8, 1.0, 1.0, 1.5)):  # fmt: skip
+
+        def rhs(_, y, e=e, K=K, m=m, n=n):
+            return [y[1], -float(law(y[0], y[1], K, e, m, n)) / m]
+
+        def leave(_, y):
+            return y[0]
+
+        leave.terminal, leave.direction = True, -1
+        T = (m * v0**2 / K) ** (1 / (n + 1)) / v0
+        sol = solve_ivp(rhs, (0, 1e3 * T), [0.0, v0], events=leave, rtol=1e-10, atol=1e-14,
+                        first_step=1e-6 * T, method="DOP853")  # fmt: skip
+        assert -sol.y_events[0][0][1] / v0 == pytest.approx(e, rel=2e-4)
+
+
+def test_law_zero_and_finite_at_zero_penetration_and_slip():
+    kw = dict(stiffness=1e6, restitution=0.5, damping=0.01, m_eff=1.0, exponent=1.5)
+    assert float(normal_force(-1e-3, 2.0, **kw)) == 0.0
+    assert float(normal_force(0.0, 0.0, **kw)) == 0.0
+    for d, dd in ((0.0, 0.0), (0.0, 1.0), (1e-6, 0.0), (-1e-3, 0.0), (1e-4, -5.0)):
+        g = jax.grad(lambda d_, dd_: normal_force(d_, dd_, **kw), argnums=(0, 1))(d, dd)
+        assert np.all(np.isfinite(g))
+    assert float(normal_force(1e-4, -100.0, **kw)) == 0.0  # never pulls
+    slip = jnp.zeros(3)
+    f = friction_force(slip, 10.0, friction=0.5, slip_velocity=1e-4)
+    J = jax.jacfwd(lambda s: friction_force(s, 10.0, friction=0.5, slip_velocity=1e-4))(slip)
+    assert np.all(f == 0) and np.allclose(J, -0.5 * 10 / 1e-4 * I3)
+    f = friction_force(jnp.array([3.0, 4.0, 0.0]), 10.0, friction=0.5, slip_velocity=1e-4)
+    np.testing.assert_allclose(f, -5.0 * np.array([0.6, 0.8, 0]), rtol=1e-8)  # isotropic
+    assert float(elastic_energy(-1.0, stiffness=1.0)) == 0.0
+
+
+# ----------------------------------------------------------------------------- model data
+
+
+def _ball(mass=1.0, radius=0.1, *, r=None, rdot=(0, 0, 0), omega=(0, 0, 0), **contact):
+    b = mbd.ModelBuilder("ball", gravity=(0.0, 0.0, -G))
+    r = (0, 0, radius) if r is None else r
+    b.add_body("ball", mass=mass, inertia=[0.4 * mass * radius**2] * 3, r=r, rdot=rdot,
+               omega=omega, shapes=[mbd.geometry.sphere(radius)])  # fmt: skip
+    b.add_ground_plane(point=(0, 0, 0), normal=(0, 0, 1))
+    b.add_contact("ball", "ground", **{"friction": 0.3, **contact})
+    return b.build()
+
+
+def _settled(model, n_slots=1, gravity=G):
+    """``model`` with its one body lowered onto the static penetration of its slots."""
+    K, n = float(model.contacts.stiffness[0]), float(model.contacts.exponent[0])
+    depth = (float(model.mass[0]) * gravity / n_slots / K) ** (1 / n)
+    return eqx.tree_at(lambda m: m.r0, model, model.r0.at[0, 2].add(-depth))
+
+
+def test_pairs_are_model_data():
+    b = mbd.ModelBuilder("drop", gravity=(0.0, 0.0, -9.81))
+    b.add_body("ball", mass=1.0, inertia=[1e-3] * 3, r=(0, 0, 0.5),
+               shapes=[mbd.geometry.sphere(0.05)])  # fmt: skip
+    b.add_ground_plane(point=(0, 0, 0), normal=(0, 0, 1))
+    b.add_contact("ball", "ground", friction=0.5, restitution=0.6)
+    model = b.build()
+    c = model.contacts
+    assert c.friction.shape == c.restitution.shape == c.stiffness.shape == (1,)
+    assert float(c.friction[0]) == 0.5 and float(c.restitution[0]) == 0.6
+    # default stiffness: the weight on one slot penetrates 1e-3 of the radius (Hertz)
+    assert float(c.stiffness[0]) == pytest.approx(9.81 / (1e-3 * 0.05) ** 1.5)
+    other = eqx.tree_at(lambda m: m.contacts.friction, model, jnp.array([0.2]))
+    assert float(other.contacts.friction[0]) == 0.2 and float(model.contacts.friction[0]) == 0.5
+    leaves = jax.tree_util.tree_leaves(model)
+    assert any(leaf is c.friction for leaf in leaves)  # an array leaf: jax.grad reaches it
+    assert model.ground_shapes[0].kind == "plane"
+    assert mbd.ModelBuilder("x").add_body("a", mass=1, inertia=[1] * 3).build().contacts is None
+
+
+def test_add_contacts_filters_joined_bodies_visual_shapes_and_unsupported_pairs():
+    b = mbd.ModelBuilder("chain")
+    b.add_body("a", mass=1, inertia=[1] * 3, r=(0, 0, 1), shapes=[mbd.geometry.capsule(0.1, 1)])
+    b.add_body("b", mass=2, inertia=[1] * 3, r=(0, 0, 2), shapes=[mbd.geometry.sphere(0.1)])
+    b.add_body("c", mass=1, inertia=[1] * 3, r=(1, 0, 2),
+               shapes=[mbd.geometry.sphere(0.1, collide=False)])  # fmt: skip
+    b.add_body("d", mass=1, inertia=[1] * 3, r=(2, 0, 2), shapes=[mbd.geometry.box((1, 1, 1))])
+    e_shapes = [mbd.geometry.cylinder(0.1, 1), mbd.geometry.sphere(0.1, pos=(0, 0, 1))]
+    b.add_body("e", mass=1, inertia=[1] * 3, r=(3, 0, 2), shapes=e_shapes)
+    b.add_body("f", mass=1, inertia=[1] * 3, r=(4, 0, 2), shapes=[mbd.geometry.cone(0.1, 0.2)])
+    b.add_ground_plane()
+    b.spherical("ab", body_i="a", body_j="b", point=(0, 0, 1.5))
+    b.revolute("ga", body_i="ground", body_j="a", point=(0, 0, 0.5), axis=(0, 1, 0))
+    b.add_contacts(friction=0.3, exclude=[("b", "ground")])
+    with pytest.warns(UserWarning, match="box of 'd' - cylinder of 'e'"):
+        model = b.build()
+    names = set(model.contacts.pair_names)
+    assert "a/b" not in names and "b/a" not in names  # joined
+    assert "a/ground" in names  # joined to the ground: kept (as MuJoCo)
+    assert "b/ground" not in names  # excluded
+    assert not any("c" in n.split("/") for n in names)  # visual only
+    assert {"b/d", "d/ground", "e/ground", "a/e", "d/e"} <= names
+    assert "a/d" not in names  # capsule-box: no narrow phase yet
+    assert not any("f" in n.split("/") for n in names)  # a cone: no narrow phase, no pair
+    k = model.contacts.pair_names.index("d/e")  # only the box-sphere shape pair
+    assert [g.kind for g in model.contacts.groups if k in g.pair] == ["sphere_box"]
+    # mass of the box-sphere pair: reduced mass in the default stiffness
+    k = model.contacts.pair_names.index("b/d")
+    assert float(model.contacts.stiffness[k]) == pytest.approx(
+        (2 * 1 / 3) * 9.81 / (1e-3 * 0.1) ** 1.5
+    )
+
+
+def test_contact_errors():
+    b = mbd.ModelBuilder("x")
+    b.add_body("a", mass=1, inertia=[1] * 3, shapes=[mbd.geometry.cone(0.1, 0.2)])
+    b.add_body("p", mass=1, inertia=[1] * 3, r=(1, 0, 0), shapes=[mbd.geometry.sphere(0.1)])
+    with pytest.raises(mbd.ModelError, match="a body cannot contact itself"):
+        b.add_contact("a", "a", friction=0.1)
+    with pytest.raises(mbd.ModelError, match="unknown body"):
+        b.add_contact("a", "nope", friction=0.1)
+    with pytest.raises(mbd.ModelError, match="restitution: expected a number in"):
+        b.add_contact("p", "ground", friction=0.1, restitution=1.5)
+    with pytest.raises(mbd.ModelError, match="friction"):
+        b.add_contact("p", "ground", friction=-0.1)
+    with pytest.raises(mbd.ModelError, match="a plane is ground geometry"):
+        b.add_body("q", mass=1, inertia=[1] * 3, shapes=[mbd.geometry.plane()])
+    b.add_contact("p", "ground", friction=0.1)
+    with pytest.raises(mbd.ModelError, match="duplicate"):
+        b.add_contact("p", "ground", friction=0.2)
+    b.add_contact("a", "ground", friction=0.1)
+    with pytest.raises(mbd.ModelError, match="no pair of their colliding shapes"):
+        b.build()
+
+
+def test_collide_flag_round_trips_and_hashes(tmp_path):
+    s = mbd.geometry.sphere(0.1, collide=False)
+    assert not s.collide and s.to_json()["collide"] is False
+    assert mbd.geometry.make_shape(s.to_json()) == s
+    assert hash(s) != hash(mbd.geometry.sphere(0.1))
+    b = mbd.ModelBuilder("v")
+    b.add_body("a", mass=1, inertia=[1] * 3, shapes=[s, mbd.geometry.box((1, 1, 1))])
+    model = b.build()
+    back = mbd.load_model(mbd.save_model(model, tmp_path / "v.json"))
+    assert back.shapes == model.shapes
+
+
+def test_contact_options_refused():
+    model = _ball()
+    with pytest.raises(ValueError, match="not implemented yet"):
+        mbd.simulate(model, t_end=0.01, h=1e-3, contact="hard")
+    with pytest.raises(ValueError, match="contact must be one of"):
+        mbd.simulate(model, t_end=0.01, h=1e-3, contact="soft")
+    with pytest.raises(TypeError):
+        mbd.kinematics(model, t_end=0.01, h=1e-3, contact="none")
+
+
+# ----------------------------------------------------------------------------- closed forms
+
+H = 1e-3  # the block and ball runs: one time grid, one compiled program per structure
+T_BLOCK = 1.0
+T_BALL = 0.4
+
+
+def _block(*, mu=0.4, v0=0.0, theta=0.0):
+    """A 10 cm, 1 kg cube on the plane z = 0, gravity tilted by theta (an incline along x),
+    resting on its four lower corners at their static penetration."""
+    grav = (G * np.sin(theta), 0.0, -G * np.cos(theta))
+    b = mbd.ModelBuilder("block", gravity=grav)
+    a = 0.1
+    b.add_body("box", mass=1.0, inertia=[a * a / 6] * 3, r=(0, 0, a / 2), rdot=(v0, 0, 0),
+               shapes=[mbd.geometry.box((a, a, a))])  # fmt: skip
+    b.add_ground_plane()
+    b.add_contact("box", "ground", friction=mu)
+    return _settled(b.build(), n_slots=4, gravity=G * np.cos(theta))
+
+
+@pytest.fixture(scope="module")
+def sliding():
+    return mbd.simulate(_block(v0=2.0), t_end=T_BLOCK, h=H)
+
+
+def test_sliding_block_stops_at_the_coulomb_distance_and_time(sliding):
+    """v0 = 2 m/s, mu = 0.4: it stops after v0^2 / (2 mu g) at t = v0 / (mu g)."""
+    mu, v0 = 0.4, 2.0
+    x = np.asarray(sliding.r[:, 0, 0])
+    v = np.asarray(sliding.rdot[:, 0, 0])
+    t = np.asarray(sliding.t)
+    distance = x[-1] - x[0]
+    assert distance == pytest.approx(v0**2 / (2 * mu * G), rel=1e-2)
+    assert abs(v[-1]) < 1e-6  # at rest, no creep without a tangential load
+    stop = t[np.argmax(np.abs(v) < 1e-3)]  # 1e-3 m/s: 5e-4 of v0 before the end
+    assert stop == pytest.approx(v0 / (mu * G), rel=1e-2)
+    # the slot view: four corners press, summing to the weight once the block rests
+    c = sliding.contact
+    assert c.gap.shape == c.normal_force.shape == (len(t), 8)
+    assert c.tangential_force.shape == (len(t), 8, 3) and c.active.dtype == bool
+    assert int(np.sum(np.asarray(c.active[-1]))) == 4
+    assert float(jnp.sum(c.normal_force[-1])) == pytest.approx(G, rel=1e-6)
+    f = mbd.diagnostics.contact_forces(_block(v0=2.0), sliding)
+    assert f.names == ("box/ground",)
+    np.testing.assert_allclose(f.force[-1, 0], [0, 0, G], atol=1e-6)
+    np.testing.assert_allclose(f.force[100, 0, 0], -mu * G, rtol=1e-3)  # kinetic friction
+    np.testing.assert_allclose(f.point[-1, 0, :2], sliding.r[-1, 0, :2], atol=1e-9)
+
+
+@pytest.mark.parametrize("tan_theta", [0.3, 0.5])
+def test_incline_sticks_or_slides_at_the_coulomb_acceleration(tan_theta):
+    """Gravity tilted by theta on mu = 0.4: tan(theta) = 0.3 sticks (creep below 1 mm in
+    1 s), tan(theta) = 0.5 slides with a = g (sin(theta) - mu cos(theta))."""
+    theta = np.arctan(tan_theta)
+    sol = mbd.simulate(_block(theta=theta), t_end=T_BLOCK, h=H)
+    x = np.asarray(sol.r[:, 0, 0] - sol.r[0, 0, 0])
+    if tan_theta < 0.4:
+        assert np.max(np.abs(x)) < 1e-3
+    else:
+        a = G * (np.sin(theta) - 0.4 * np.cos(theta))
+        assert x[-1] == pytest.approx(0.5 * a * T_BLOCK**2, rel=1e-2)
+
+
+def test_rolling_sphere_slides_then_rolls():
+    """v0 = 2 m/s, omega0 = 0, mu = 0.3: slides until v = 5/7 v0 at t = 2 v0 / (7 mu g),
+    then rolls with omega R = v."""
+    R, v0, mu = 0.1, 2.0, 0.3
+    model = _settled(_ball(radius=R, rdot=(v0, 0, 0), friction=mu))
+    sol = mbd.simulate(model, t_end=T_BALL, h=H)
+    v = np.asarray(sol.rdot[:, 0, 0])
+    w = np.asarray(sol.omega[:, 0, 1])  # about y (body = global axes up to the roll)
+    t = np.asarray(sol.t)
+    depth = R - float(model.r0[0, 2])
+    slip = v - w * (R - depth)  # the contact point sits at the penetrated radius
+    t_roll = t[np.argmax(np.abs(slip) < 1e-3 * v0)]
+    assert t_roll == pytest.approx(2 * v0 / (7 * mu * G), rel=1e-2)
+    assert v[-1] == pytest.approx(5 / 7 * v0, rel=1e-2)
+    assert w[-1] * R == pytest.approx(v[-1], rel=1e-2)
+
+
+@pytest.mark.parametrize("exponent, stiffness", [(1.5, 1e7), (1.0, 1e5)])
+def test_ball_settles_at_the_static_penetration(exponent, stiffness):
+    """A ball put on the plane settles where K delta^n = m g: mg / k (linear) or
+    (mg / K)^(2/3) (Hertz)."""
+    model = _ball(restitution=0.5, stiffness=stiffness, exponent=exponent)
+    sol = mbd.simulate(model, t_end=T_BALL, h=H)
+    depth = 0.1 - float(sol.r[-1, 0, 2])
+    assert depth == pytest.approx((1.0 * G / stiffness) ** (1 / exponent), rel=1e-6)
+    assert float(sol.contact.normal_force[-1, 0]) == pytest.approx(G, rel=1e-9)
+
+
+@pytest.fixture(scope="module")
+def bounces():
+    """Drops of a 5 cm ball with e = 0.5 (from 1 m) and e = 0.8 (from 0.5 m), K = 3e8
+    (ten times the default: a shorter impact, in which gravity acts less; 22-40 steps an
+    impact at h = 5e-5)."""
+    out = {}
+    for e, z0 in ((0.5, 1.0), (0.8, 0.5)):
+        model = _ball(radius=0.05, r=(0, 0, z0), restitution=e, stiffness=3e8)
+        out[e] = model, mbd.simulate(model, t_end=1.4, h=5e-5)
+    return out
+
+
+@pytest.mark.parametrize("e", [0.5, 0.8])
+def test_bouncing_ball_apex_heights_follow_e_squared(bounces, e):
+    """Apex heights above touching follow e^2 per bounce within 3 % over three bounces
+    (impact speeds 4.3 to 1.1 m/s for e = 0.5, 3.0 to 1.9 m/s for e = 0.8)."""
+    model, sol = bounces[e]
+    z = np.asarray(sol.r[:, 0, 2]) - 0.05
+    peaks = np.nonzero((z[1:-1] > z[:-2]) & (z[1:-1] >= z[2:]) & (z[1:-1] > 0))[0] + 1
+    apex = np.concatenate([[z[0]], z[peaks]])[:4]
+    assert len(apex) == 4
+    ratios = apex[1:] / apex[:-1]
+    np.testing.assert_allclose(ratios, e**2, rtol=3e-2)
+
+
+def test_energy_never_grows_at_a_contact(bounces):
+    """Kinetic + gravity + elastic contact energy: never above its value before a bounce
+    (gen_alpha, per impact), never growing by a step with backward Euler, and the law's
+    power never positive at any state (a property of the element, not of a run)."""
+    model, sol = bounces[0.5]
+    energy = np.asarray(mbd.diagnostics.energy(model, sol).total)
+    touching = np.asarray(sol.contact.active[:, 0])
+    starts = np.nonzero(touching[1:] & ~touching[:-1])[0]
+    ends = np.nonzero(~touching[1:] & touching[:-1])[0] + 1
+    assert len(starts) >= 3
+    for s, f in zip(starts, ends, strict=False):
+        assert np.max(energy[s : f + 1]) <= energy[s] * (1 + 1e-9)
+        assert energy[f] < energy[s]
+    # the element's power + the rate of its elastic energy <= 0 at random states
+    element = model.contacts.with_mass(model.mass)
+
+    @jax.jit
+    @jax.vmap
+    def balance(key):
+        ks = jax.random.split(key, 4)
+        r = jnp.array([0.0, 0.0, 0.05]) + 2e-3 * jax.random.normal(ks[0], (1, 3))
+        A = mbd.so3_exp(jax.random.normal(ks[1], (1, 3)))
+        rdot = jax.random.normal(ks[2], (1, 3))
+        omega = 10 * jax.random.normal(ks[3], (1, 3))
+        state = mbd.BodyState(r, A, rdot, omega)
+        f, n_bar = element(0.0, state)
+        power = jnp.sum(f * rdot) + jnp.sum(n_bar * omega)
+        _, rate = jax.jvp(
+            lambda r_, A_: element.potential_energy(state._replace(r=r_, A=A_)),
+            (r, A), (rdot, A @ mbd.hat(omega)),
+        )  # fmt: skip
+        return power + rate, power
+
+    total, power = balance(jax.random.split(jax.random.PRNGKey(0), 64))
+    assert np.sum(np.asarray(power) < 0) > 10  # penetrating, dissipating states were drawn
+    assert np.all(np.asarray(total) <= 1e-9 * (1 + np.abs(np.asarray(power))))
+    # backward Euler: energy of a bouncing, sliding pair of bodies never grows by a step
+    b = mbd.ModelBuilder("pair", gravity=(0, 0, -G))
+    b.add_body("ball", mass=1.0, inertia=[4e-4] * 3, r=(0, 0, 0.3), rdot=(1.0, 0, 0),
+               shapes=[mbd.geometry.sphere(0.05)])  # fmt: skip
+    b.add_body("box", mass=1.0, inertia=[1 / 600] * 3, r=(0.4, 0, 0.3), rdot=(-1.0, 0, 0),
+               omega=(1, 2, 0), shapes=[mbd.geometry.box((0.1, 0.1, 0.1))])  # fmt: skip
+    b.add_ground_plane()
+    b.add_contacts(friction=0.4, restitution=0.5, stiffness=1e6)
+    pair = b.build()
+    assert set(pair.contacts.pair_names) == {"ball/box", "ball/ground", "box/ground"}
+    run = mbd.simulate(pair, integrator="backward_euler", t_end=0.6, h=1e-3)
+    e_pair = np.asarray(mbd.diagnostics.energy(pair, run).total)
+    assert np.max(np.diff(e_pair)) <= 1e-12 * e_pair[0]
+    assert np.any(np.asarray(run.contact.active)[:, pair.contacts.slot_pair.index(0)])
+
+
+def test_contact_none_ignores_every_pair():
+    model = _ball(r=(0, 0, 0.2))
+    sol = mbd.simulate(model, t_end=0.3, h=1e-2, contact="none")
+    assert sol.contact is None
+    np.testing.assert_allclose(sol.r[-1, 0, 2], 0.2 - 0.5 * G * 0.3**2, rtol=1e-9)
+
+
+# ----------------------------------------------------------------------------- gradients
+
+
+def _gradient_model():
+    """One program for every gradient check: the sliding block (v0 = 2 m/s, mu = 0.4), a
+    ball dropped 0.45 m onto the plane (soft contact, e = 0.5) and a ball that starts
+    exactly touching the plane at rest (gap 0, zero approach speed and slip)."""
+    b = mbd.ModelBuilder("three", gravity=(0, 0, -G))
+    a = 0.1
+    b.add_body("box", mass=1.0, inertia=[a * a / 6] * 3, r=(0, 0, a / 2), rdot=(2.0, 0, 0),
+               shapes=[mbd.geometry.box((a, a, a))])  # fmt: skip
+    b.add_contact("box", "ground", friction=0.4)
+    for name, y, z in (("drop", 1.0, 0.55), ("rest", 2.0, 0.1)):
+        b.add_body(name, mass=1.0, inertia=[4e-3] * 3, r=(0, y, z),
+                   shapes=[mbd.geometry.sphere(0.1)])  # fmt: skip
+        b.add_contact(name, "ground", friction=0.3, restitution=0.5, stiffness=1e5)
+    b.add_ground_plane()
+    model = b.build()
+    K = float(model.contacts.stiffness[0])
+    return eqx.tree_at(lambda m: m.r0, model, model.r0.at[0, 2].add(-((G / 4 / K) ** (2 / 3))))
+
+
+def _gradient_outputs(model):
+    """(stopping distance of the block, rebound apex of the dropped ball from its ballistic
+    state at t = 0.6 s (smooth in every parameter), final height of the resting ball)."""
+    sol = mbd.simulate(model, t_end=0.6, h=H)
+    z, vz = sol.r[-1, 1, 2], sol.rdot[-1, 1, 2]
+    apex = z - 0.1 + vz**2 / (2 * G)
+    return sol.r[-1, 0, 0] - sol.r[0, 0, 0], apex, sol.r[-1, 2, 2], sol.contact.gap[-1]
+
+
+def test_gradients_friction_restitution_and_touchdown():
+    """d(stopping distance)/d mu against -v0^2 / (2 mu^2 g) within 2 %; d(rebound apex)/d
+    (restitution) against central differences; every derivative finite for the ball that
+    starts exactly touching the plane."""
+    mu, v0 = 0.4, 2.0
+    model = _gradient_model()
+    distance, apex, _, gap = _gradient_outputs(model)
+    assert float(distance) == pytest.approx(v0**2 / (2 * mu * G), rel=1e-2)
+    assert float(gap[model.contacts.slot_pair.index(1)]) > 0  # the dropped ball flies
+    assert 0.7 * 0.45 * 0.25 < float(apex) < 1.1 * 0.45 * 0.25
+
+    grad = jax.grad(lambda m: sum(_gradient_outputs(m)[:3]))(model)
+    assert all(np.all(np.isfinite(leaf)) for leaf in jax.tree_util.tree_leaves(grad))
+    d_mu = float(grad.contacts.friction[0])
+    assert d_mu == pytest.approx(-(v0**2) / (2 * mu**2 * G), rel=2e-2)
+    step = 1e-4
+
+    def apex_at(e):
+        restitution = model.contacts.restitution.at[1].set(e)
+        m = eqx.tree_at(lambda m: m.contacts.restitution, model, restitution)
+        return float(_gradient_outputs(m)[1])
+
+    central = (apex_at(0.5 + step) - apex_at(0.5 - step)) / (2 * step)
+    assert float(grad.contacts.restitution[1]) == pytest.approx(central, rel=1e-4)
+    assert central == pytest.approx(2 * 0.5 * 0.45, rel=0.15)  # ~ d(e^2 h)/de
+
+
+# ----------------------------------------------------------------------------- vmap
+
+
+def test_vmap_over_friction_equals_single_runs():
+    model = _block(v0=2.0)
+    mus = jnp.array([0.3, 0.5, 0.8])
+
+    def final(mu):
+        m = eqx.tree_at(lambda m: m.contacts.friction, model, jnp.reshape(mu, (1,)))
+        sol = mbd.simulate(m, t_end=T_BLOCK, h=H)
+        return sol.r[-1, 0], sol.contact.normal_force[-1]
+
+    batched = jax.vmap(final)(mus)
+    for k, mu in enumerate(mus):
+        single = final(mu)
+        np.testing.assert_allclose(batched[0][k], single[0], rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(batched[1][k], single[1], rtol=1e-9, atol=1e-9)
+    stops = np.asarray(batched[0][:, 0])
+    np.testing.assert_allclose(stops, 4.0 / (2 * np.asarray(mus) * G), rtol=1e-2)
+
+
+# ----------------------------------------------------------------------------- formulations
+
+
+@pytest.mark.parametrize(
+    "formulation, integrator, h",
+    [
+        ("rA", "gen_alpha", H),
+        ("rp", "gen_alpha", H),
+        ("rA", "backward_euler", 1e-4),
+        ("se3", "rkmk", 1e-4),
+        pytest.param("rp", "backward_euler", 1e-4, marks=pytest.mark.slow),
+        pytest.param("re", "gen_alpha", H, marks=pytest.mark.slow),
+        pytest.param("director", "energy_momentum", 1e-4, marks=pytest.mark.slow),
+        pytest.param("rotmat", "rk", 1e-4, marks=pytest.mark.slow),
+    ],
+)
+def test_every_formulation_rolls_to_the_same_closed_form(formulation, integrator, h):
+    """A spinning ball dropped onto the plane while sliding: after the bounce it rolls with
+    v = 5/7 v0 (the spin about the vertical does not couple), whichever formulation and
+    integrator step it."""
+    R, v0 = 0.1, 1.0
+    model = _ball(radius=R, r=(0, 0, R + 0.05), rdot=(v0, 0, 0), omega=(0, 0, 3.0),
+                  restitution=0.5, stiffness=1e6)  # fmt: skip
+    sol = mbd.simulate(model, formulation=formulation, integrator=integrator, t_end=T_BALL, h=h)
+    v = np.asarray(sol.rdot[-1, 0])
+    assert np.hypot(v[0], v[1]) == pytest.approx(5 / 7 * v0, rel=1e-2)
+    assert abs(float(sol.r[-1, 0, 2]) - R) < 1e-3
