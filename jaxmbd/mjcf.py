@@ -39,9 +39,13 @@ reference pose** (``qpos0``) from ``mj_forward``:
   kinematics of the keyframe, angles on the branch of its qpos); free bodies and bodies on
   three slides are placed at MuJoCo's pose and velocity with their subtrees. The initial
   body states equal MuJoCo's kinematics of (qpos, qvel).
-* Whatever is not supported (joint limits, contacts, joint damping / stiffness / armature /
-  friction loss, tendons, actuators, other equality types, mocap bodies, ...) is listed in
-  **one** warning; nothing is dropped silently.
+* **Joint limits**: a body's single hinge or slide with ``limited`` ``range`` gets the
+  compliant limit of :mod:`jaxmbd.joint_limits` on its coordinate (qpos units; default
+  gains, not MuJoCo's ``solref``/``solimp``); a hinge range of a full turn or more is left
+  out.
+* Whatever is not supported (limits of multi-joint bodies, contacts, joint damping /
+  stiffness / armature / friction loss, tendons, actuators, other equality types, mocap
+  bodies, ...) is listed in **one** warning; nothing is dropped silently.
 """
 
 from __future__ import annotations
@@ -166,9 +170,10 @@ def _unsupported(mujoco, m) -> list[str]:
     def joints_where(mask):
         return [jn[j] for j in np.flatnonzero(mask)]
 
-    limited = joints_where(m.jnt_limited)
+    mapped = _mapped_limits(mujoco, m)
+    limited = [jn[j] for j in np.flatnonzero(m.jnt_limited) if j not in mapped]
     if limited:
-        out.append(f"joint limits on {limited}")
+        out.append(f"joint limits on {limited} (only a body's single hinge or slide is limited)")
     dof_jnt = np.asarray(m.dof_jntid)
     for label, values in (
         ("damping", m.dof_damping),
@@ -320,6 +325,32 @@ def _geom_shape(mujoco, m, d, g, com, A):
     return None  # planes, height fields, SDFs: not drawn
 
 
+def _limits(m, j: int, hinge: bool):
+    """A hinge's or slide's ``range`` when ``limited`` (qpos units, which are the joint
+    coordinate's), else None; a hinge range of a full turn or more cannot act on the
+    principal angle and is left out (named by the unsupported-features warning)."""
+    if not m.jnt_limited[j]:
+        return None
+    lo, hi = (float(x) for x in m.jnt_range[j])
+    if hinge and hi - lo >= 2 * np.pi:
+        return None
+    return (lo, hi)
+
+
+def _mapped_limits(mujoco, m) -> set[int]:
+    """Joints whose limits become compliant limits: the one hinge or slide of a body."""
+    T = mujoco.mjtJoint
+    out = set()
+    for b in range(1, m.nbody):
+        if m.body_jntnum[b] == 1:
+            j = int(m.body_jntadr[b])
+            hinge = int(m.jnt_type[j]) == int(T.mjJNT_HINGE)
+            if hinge or int(m.jnt_type[j]) == int(T.mjJNT_SLIDE):
+                if _limits(m, j, hinge) is not None:
+                    out.add(j)
+    return out
+
+
 def _add_joints(mujoco, m, d, builder: ModelBuilder, b, parent: str, child: str, path):
     """The library joint of body ``b``'s MuJoCo joints: {name: ((coordinate, qpos address),
     ...)}, the coordinates that equal a MuJoCo qpos (all but a spherical joint's; the
@@ -346,11 +377,16 @@ def _add_joints(mujoco, m, d, builder: ModelBuilder, b, parent: str, child: str,
 
     if len(jids) == 1:
         kind, name = kinds[0], names[0]
+        limits = _limits(m, jids[0], kind == T.mjJNT_HINGE)
         if kind == T.mjJNT_HINGE:
-            builder.revolute(name, body_i=parent, body_j=child, point=anchors[0], axis=axes[0])
+            builder.revolute(
+                name, body_i=parent, body_j=child, point=anchors[0], axis=axes[0], limits=limits
+            )
             return convention(name, [0])
         if kind == T.mjJNT_SLIDE:
-            builder.translational(name, body_i=parent, body_j=child, point=anchors[0], axis=axes[0])
+            builder.translational(
+                name, body_i=parent, body_j=child, point=anchors[0], axis=axes[0], limits=limits
+            )
             return convention(name, [0])
         builder.spherical(name, body_i=parent, body_j=child, point=anchors[0])  # ball
         return {name: ()}

@@ -410,6 +410,7 @@ class ModelBuilder:
     _forces: list[AbstractForce] = field(default_factory=list)
     _joints: list[_JointSpec] = field(default_factory=list)
     _joint_states: dict[str, tuple] = field(default_factory=dict)
+    _limits: dict[str, tuple] = field(default_factory=dict)
     _ground_shapes: list[Shape] = field(default_factory=list)
     _contacts: list = field(default_factory=list)  # jaxmbd.contact.build.ContactSpec
     _all_contacts: dict | None = None  # add_contacts' rule, expanded by build
@@ -694,17 +695,83 @@ class ModelBuilder:
             )
         return self
 
-    def revolute(self, name, *, body_i, body_j, point, axis):
+    def revolute(
+        self, name, *, body_i, body_j, point, axis, limits=None, limit_stiffness=None,
+        limit_damping=None,
+    ):  # fmt: skip
         """RJ = SJ + Perp-1 (5 equations): rotation about ``axis`` through ``point``.
 
         Coordinate: the angle of body j relative to body i about ``axis`` (right hand), zero
-        where drawn.
+        where drawn. ``limits=(lower, upper)`` (rad): a compliant limit on that angle, with
+        ``limit_stiffness`` (N m/rad) and ``limit_damping`` (N m s/rad) defaulting to the
+        joint's effective inertia over a 0.01 s time constant (:mod:`jaxmbd.joint_limits`).
         """
         self._check_joint_name(name)
         self._spherical_rows(name, body_i=body_i, body_j=body_j, point=point)
         self.perpendicular_1(f"{name}.perp1", body_i=body_i, body_j=body_j, axis=axis, joint=name)
         self._record_joint(name, "revolute", body_i, body_j, point, _axis_frame(axis))
+        self._record_limits(name, limits, limit_stiffness, limit_damping)
         return self
+
+    def _record_limits(self, name, limits, stiffness, damping) -> None:
+        """Keep a joint's ``limits=(lower, upper)`` and optional gains (checked here)."""
+        if limits is None:
+            if stiffness is not None or damping is not None:
+                raise ModelError(f"joint '{name}': limit_stiffness/limit_damping need limits=")
+            return
+        w = f"joint '{name}'.limits"
+        lo_hi = _numbers(limits, where=w, expected="(lower, upper)")
+        if lo_hi.shape != (2,) or not lo_hi[0] < lo_hi[1]:
+            raise ModelError(f"{w}: expected (lower, upper) with lower < upper, got {limits!r}")
+        spec = next(j for j in self._joints if j.name == name)
+        if spec.kind == "revolute" and lo_hi[1] - lo_hi[0] >= 2 * math.pi:
+            raise ModelError(f"{w}: a revolute range must be narrower than a full turn")
+        gains = []
+        for key, value in (("limit_stiffness", stiffness), ("limit_damping", damping)):
+            if value is not None:
+                x = _numbers(value, where=f"joint '{name}'.{key}", expected="a number")
+                if x.shape != () or x < 0 or (key == "limit_stiffness" and x == 0):
+                    raise ModelError(f"joint '{name}'.{key}: must be positive, got {value!r}")
+                value = float(x)
+            gains.append(value)
+        self._limits[name] = (float(lo_hi[0]), float(lo_hi[1]), *gains)
+
+    def _limits_element(self, index: dict[str, int], joints) -> tuple:
+        """The :class:`~jaxmbd.joint_limits.JointLimits` force element of the limited joints
+        (none: empty), default gains from each joint's child side at the drawn pose."""
+        if not self._limits:
+            return ()
+        from ._topology import body_graph
+        from .joint_limits import JointLimits, default_limit_gains, effective_inertia
+
+        nb = len(self._bodies)
+        graph = body_graph(nb, [(index[g.body_i], index[g.body_j]) for g in self._gcons])
+        defns, rows = [], []
+        for defn in joints:
+            if defn.name not in self._limits:
+                continue
+            lo, hi, k, c = self._limits[defn.name]
+            if k is None or c is None:
+                i, j = defn.body_i, defn.body_j
+                child = graph.child_of(i, j) if graph.is_tree_pair(i, j) else j
+                side = graph.subtree(child) if child < nb else ()
+                spec = next(s for s in self._joints if s.name == defn.name)
+                b0 = self._bodies[index[spec.body_i]] if spec.body_i != GROUND else None
+                r_i, A_i = (b0.r, b0.A) if b0 is not None else (np.zeros(3), np.eye(3))
+                point, axis = r_i + A_i @ spec.s_bar_i, A_i @ spec.frame_i[:, 2]
+                bodies = [
+                    (self._bodies[b].mass, self._bodies[b].A @ self._bodies[b].inertia
+                     @ self._bodies[b].A.T, self._bodies[b].r)
+                    for b in side
+                ]  # fmt: skip
+                inertia = effective_inertia(defn.kind, point, axis, bodies)
+                k_def, c_def = default_limit_gains(inertia)
+                k = k_def if k is None else k
+                c = c_def if c is None else c
+            defns.append(defn)
+            rows.append((lo, hi, k, c))
+        lo, hi, k, c = (jnp.asarray([row[m] for row in rows]) for m in range(4))
+        return (JointLimits(joints=tuple(defns), lower=lo, upper=hi, stiffness=k, damping=c),)
 
     def universal(self, name, *, body_i, body_j, point, axis_i, axis_j):
         """UJ = SJ + DP1 (4 equations): perpendicular cross axes axis_i (on i), axis_j (on j).
@@ -752,10 +819,15 @@ class ModelBuilder:
         self._record_joint(name, "cylindrical", body_i, body_j, point, _axis_frame(axis))
         return self
 
-    def translational(self, name, *, body_i, body_j, point, axis):
+    def translational(
+        self, name, *, body_i, body_j, point, axis, limits=None, limit_stiffness=None,
+        limit_damping=None,
+    ):  # fmt: skip
         """TJ = CJ + DP1 (5 equations): slide along ``axis`` without rotation.
 
         Coordinate: the slide of body j relative to body i along ``axis``, zero where drawn.
+        ``limits=(lower, upper)`` (m): a compliant limit on the slide (N/m, N s/m gains as
+        for :meth:`revolute`).
         """
         w = f"joint '{name}'"
         self._check_joint_name(name)
@@ -770,6 +842,7 @@ class ModelBuilder:
             joint=name,
         )
         self._record_joint(name, "translational", body_i, body_j, point, _axis_frame(axis))
+        self._record_limits(name, limits, limit_stiffness, limit_damping)
         return self
 
     def planar(self, name, *, body_i, body_j, point, axis, point_j=None, x_axis=None):
@@ -1138,6 +1211,7 @@ class ModelBuilder:
             else:
                 f_offset[row] = gc.f
         bodies = self._bodies
+        joint_defs = tuple(spec.definition(index) for spec in self._joints)
         model = Model(
             name=self.name,
             body_names=tuple(b.name for b in bodies),
@@ -1155,10 +1229,12 @@ class ModelBuilder:
             gcons=tuple(sets),
             f_offset=jnp.asarray(f_offset),
             drivers=group_drivers(driven),
-            forces=tuple(self._forces) + _optional(self._contact_element(len(bodies))),
+            forces=tuple(self._forces)
+            + _optional(self._contact_element(len(bodies)))
+            + self._limits_element(index, joint_defs),
             shapes=tuple(b.shapes for b in bodies) if any(b.shapes for b in bodies) else (),
             ground_shapes=tuple(self._ground_shapes),
-            joints=tuple(spec.definition(index) for spec in self._joints),
+            joints=joint_defs,
         )
         # the rank of the constraints as drawn (before any joint state is applied)
         model = dataclasses.replace(model, redundancy=find_redundancy(model))

@@ -200,7 +200,10 @@ def test_urdf_import_and_the_one_warning(tmp_path):
     ours = [w for w in caught if issubclass(w.category, mbd.mjcf.UnsupportedFeatureWarning)]
     assert len(ours) == 1
     text = str(ours[0].message)
-    assert "joint limits on ['elbow']" in text and "contacts (1 colliding geoms" in text
+    # the elbow's limit is now a compliant joint limit, no longer an unsupported feature
+    assert "joint limits" not in text and "contacts (1 colliding geoms" in text
+    (limits,) = [f for f in model.forces if isinstance(f, mbd.joint_limits.JointLimits)]
+    assert limits.names == ("elbow",)
     # base is fixed (the ground), the tool is welded to the lower link (masses combined)
     assert model.name == "two_link" and model.body_names == ("upper", "lower")
     np.testing.assert_allclose(model.mass, [1.5, 1.0])
@@ -242,7 +245,6 @@ def test_unsupported_mjcf_features_in_one_warning(tmp_path):
     assert len(record) == 1
     text = str(record[0].message)
     for item in (
-        "joint limits on ['hinge']",
         "joint damping on ['hinge']",
         "joint stiffness on ['slider']",
         "contacts (3 colliding geoms",

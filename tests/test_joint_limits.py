@@ -1,0 +1,132 @@
+"""Compliant joint limits (jaxmbd.joint_limits): the penetration bound, energy lost only at
+the limit, the slide limit, the builder's checks and MJCF ranges."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import jaxmbd as mbd
+from jaxmbd.joint_limits import LIMIT_TIME_CONSTANT, JointLimits
+
+L, M, G = 1.0, 1.0, 9.81
+LOWER, UPPER = -0.3, 1.2
+
+
+def limited_pendulum():
+    """A rod of length L hinged at one end about y, released horizontal: it swings down
+    (positive angle) into the upper limit 1.2 rad."""
+    b = mbd.ModelBuilder("limited_pendulum", gravity=(0.0, 0.0, -G))
+    b.add_body("rod", mass=M, inertia=[1e-4, M * L * L / 12, M * L * L / 12], r=(L / 2, 0, 0))
+    b.revolute("hinge", body_i="ground", body_j="rod", point=(0, 0, 0), axis=(0, 1, 0),
+               limits=(LOWER, UPPER))  # fmt: skip
+    return b.build()
+
+
+MODEL = limited_pendulum()
+SOL = mbd.simulate(MODEL, t_end=1.5, h=2e-3, rho_inf=1.0)
+
+
+def test_default_gains_from_the_effective_inertia():
+    """k = I / tau^2, c = 2 I / tau with I = m L^2 / 3 about the hinge (the rod's own
+    inertia about its centre plus m (L/2)^2)."""
+    (limits,) = [f for f in MODEL.forces if isinstance(f, JointLimits)]
+    inertia = M * L * L / 12 + M * (L / 2) ** 2
+    tau = LIMIT_TIME_CONSTANT
+    np.testing.assert_allclose(np.asarray(limits.stiffness), [inertia / tau**2], rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(limits.damping), [2 * inertia / tau], rtol=1e-12)
+    assert limits.names == ("hinge",)
+
+
+def test_pendulum_stays_within_the_documented_bound():
+    """The penetration past 1.2 rad stays below v sqrt(I/k) + 2 Q_max / k (v: the rate at
+    the limit, Q_max = m g L / 2 the largest gravity torque) and is positive (it does reach
+    the limit)."""
+    q = np.asarray(SOL.joints["hinge"].q)
+    qdot = np.asarray(SOL.joints["hinge"].qdot)
+    (limits,) = [f for f in MODEL.forces if isinstance(f, JointLimits)]
+    k = float(limits.stiffness[0])
+    inertia = M * L * L / 3
+    first = int(np.argmax(q > UPPER))
+    assert first > 0, "the limit was not reached"
+    v = abs(qdot[first - 1])
+    bound = v * np.sqrt(inertia / k) + 2 * M * G * L / 2 / k
+    penetration = q.max() - UPPER
+    assert 0 < penetration <= bound, (penetration, bound)
+    assert q.min() > LOWER - 1e-12
+
+
+def test_energy_is_lost_only_at_the_limit():
+    """Total energy (the limit spring's 1/2 k delta^2 counted by diagnostics.energy) never
+    grows, stays constant away from the limit (rho_inf = 1), and drops at each impact."""
+    energy = np.asarray(mbd.diagnostics.energy(MODEL, SOL).total)
+    q = np.asarray(SOL.joints["hinge"].q)
+    inside = (q <= UPPER) & (q >= LOWER)
+    free = inside[1:] & inside[:-1]
+    step = np.diff(energy)
+    scale = M * G * L / 2  # the energy released by the swing: about 4.6 J
+    # no growth beyond gen_alpha's own error at h = 2e-3 (~1e-6 J per step, at the stiff
+    # limit spring as in free swing)
+    assert step.max() < 1e-6 * scale, step.max()
+    assert np.abs(step[free]).max() < 1e-6 * scale
+    assert energy[-1] < energy[0] - 0.5  # the impacts dissipated (critically damped)
+
+
+def test_slide_limit():
+    """A block sliding at 1 m/s along x without gravity into the slide limit 0.2 m: it stops
+    within v sqrt(m / k) of the limit and does not rebound past its impact speed."""
+    b = mbd.ModelBuilder("slide", gravity=(0.0, 0.0, 0.0))
+    b.add_body("block", mass=2.0, inertia=[0.1, 0.1, 0.1], rdot=(1.0, 0.0, 0.0))
+    b.translational("rail", body_i="ground", body_j="block", point=(0, 0, 0), axis=(1, 0, 0),
+                    limits=(-0.5, 0.2))  # fmt: skip
+    model = b.build()
+    sol = mbd.simulate(model, t_end=0.4, h=2e-3)
+    x = np.asarray(sol.joints["rail"].q)
+    xdot = np.asarray(sol.joints["rail"].qdot)
+    k = float(model.forces[-1].stiffness[0])
+    assert 0 < x.max() - 0.2 <= 1.0 * np.sqrt(2.0 / k)
+    assert xdot[-1] <= 0 and abs(xdot[-1]) < 1.0  # stopped or moving back slower
+    np.testing.assert_allclose(np.asarray(sol.r)[:, 0, 1:], 0.0, atol=1e-12)
+
+
+def test_limit_arguments_are_checked():
+    b = mbd.ModelBuilder("bad")
+    b.add_body("rod", mass=1.0, inertia=[1, 1, 1])
+    with pytest.raises(mbd.ModelError, match="lower < upper"):
+        b.revolute("a", body_i="ground", body_j="rod", point=(0, 0, 0), axis=(0, 0, 1),
+                   limits=(1.0, -1.0))  # fmt: skip
+    with pytest.raises(mbd.ModelError, match="narrower than a full turn"):
+        b.revolute("b", body_i="ground", body_j="rod", point=(0, 0, 0), axis=(0, 0, 1),
+                   limits=(-4.0, 4.0))  # fmt: skip
+    with pytest.raises(mbd.ModelError, match="need limits="):
+        b.revolute("c", body_i="ground", body_j="rod", point=(0, 0, 0), axis=(0, 0, 1),
+                   limit_stiffness=10.0)  # fmt: skip
+    with pytest.raises(mbd.ModelError, match="limit_damping: must be positive"):
+        b.translational("d", body_i="ground", body_j="rod", point=(0, 0, 0), axis=(0, 0, 1),
+                        limits=(0, 1), limit_damping=-1.0)  # fmt: skip
+
+
+def test_mjcf_range_becomes_a_limit(tmp_path):
+    """A limited hinge's ``range`` (degrees in the file, radians compiled) is the limit in
+    qpos units, including a ``ref`` offset; the unsupported-features warning no longer
+    names it."""
+    pytest.importorskip("mujoco")
+    xml = """<mujoco><compiler angle="degree"/><worldbody>
+      <body name="link" pos="0 0 1"><joint name="hinge" type="hinge" axis="0 1 0"
+        limited="true" range="-30 45" ref="10"/>
+        <geom type="capsule" fromto="0 0 0 0.5 0 0" size="0.02"/></body>
+      <body name="cart" pos="0 1 1"><joint name="slide" type="slide" axis="1 0 0"
+        limited="true" range="-0.1 0.3"/><geom type="box" size="0.1 0.1 0.1"/></body>
+    </worldbody></mujoco>"""
+    path = tmp_path / "limited.xml"
+    path.write_text(xml)
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = mbd.load_model(path)
+    assert not any("joint limits" in str(w.message) for w in caught)
+    (limits,) = [f for f in model.forces if isinstance(f, JointLimits)]
+    assert limits.names == ("hinge", "slide")
+    np.testing.assert_allclose(np.asarray(limits.lower), [np.radians(-30), -0.1], rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(limits.upper), [np.radians(45), 0.3], rtol=1e-12)
