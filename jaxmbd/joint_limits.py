@@ -6,13 +6,13 @@ range, with penetration delta = lower - q or q - upper:
 
     F = max(0, k delta + c min(1, delta / delta_r) delta_dot)   for delta > 0,   else 0,
 
-pushing q back (the ``max`` keeps a limit from pulling; the damper ramps in over
-delta_r = :data:`DAMPING_RAMP` = 1e-3 so that F is continuous at delta = 0). It acts on the two bodies through
-the virtual work F dq = f . dr + n_bar . dtheta_bar: f_b = F dq/dr_b, n_bar_b = F
-dq/dtheta_bar_b, the gradients of the coordinate with respect to each body's twist, taken
-by autodiff of the same coordinate map that ``sol.joints`` reports. The element lives in
-``model.forces`` (:class:`JointLimits`), so every formulation and integrator applies it
-and the implicit integrators put its stiffness and damping in the Newton matrix.
+pushing q back (the ``max`` keeps a limit from pulling; the damper ramps in over delta_r =
+:data:`DAMPING_RAMP` = 1e-3 so that F is continuous at delta = 0). It acts on the two bodies
+through the virtual work F dq = f . dr + n_bar . dtheta_bar: f_b = F dq/dr_b, n_bar_b = F
+dq/dtheta_bar_b, the gradients of the coordinate with respect to each body's twist, taken by
+autodiff of the same coordinate map that ``sol.joints`` reports. The element lives in
+``model.forces`` (:class:`JointLimits`), so every formulation and integrator applies it and
+the implicit integrators put its stiffness and damping in the Newton matrix.
 
 **Defaults.** With the joint's effective inertia I (the child side's bodies about the
 joint axis through the joint point, or their mass along a slide, at the drawn pose),
