@@ -16,6 +16,9 @@ Own schema (``"format": "jaxmbd-model"``)::
                   "reference"}],
      "forces": [{"name", "type": "spring_damper", "body_i", "point_i", "body_j", "point_j",
                  "stiffness", "damping", "rest_length"}],
+     "ground_shapes": [{"type": "plane" | "box" | ..., sizes, "pos", "A" or "axis"}],
+     "contacts": [{"body_i", "body_j" (a body or "ground"), "friction", "restitution",
+                   "stiffness", "damping", "exponent", "slip_velocity"}],
      "joint_coordinates": [{"name", "type": "revolute" | "translational" | "cylindrical" |
                             "universal" | "spherical" | "planar", "body_i", "body_j",
                             "s_bar_i", "s_bar_j", "frame_i", "frame_j" (body frames),
@@ -26,7 +29,10 @@ Own schema (``"format": "jaxmbd-model"``)::
 of ``sol.joints`` (:mod:`jaxmbd.joints`) without adding constraint rows: a model saved at GCON
 level keeps its joints' coordinates. A joint of ``joints`` has its coordinates already.
 
-Shapes (optional, drawing only; fields in :mod:`jaxmbd.geometry`) are in the body frame;
+Shapes (optional; fields in :mod:`jaxmbd.geometry`) are in the body frame, and collide
+with those of a contact pair unless ``"collide": false``; ``ground_shapes`` (global) are the
+ground's planes and shapes, ``contacts`` the pairs of :meth:`ModelBuilder.add_contact`
+(:mod:`jaxmbd.contact`; a missing number takes the builder's default).
 a body without shapes is drawn as a stick figure joining its joint points (see
 :func:`jaxmbd.geometry.default_shapes`). Joint points and axes are
 global, at the initial configuration; GCON vectors are in body frames. The published
@@ -74,7 +80,8 @@ _GCON_FIELDS = {
 # "inertia_" must not silently fall back to a default).
 _OWN_KEYS = {
     "model": {"format", "version", "name", "description", "gravity", "bodies", "joints",
-              "constraints", "drivers", "forces", "joint_coordinates", "solver"},
+              "constraints", "drivers", "forces", "joint_coordinates", "solver",
+              "ground_shapes", "contacts"},
     "body": {"name", "mass", "inertia", "r", "A", "axes", "rdot", "omega", "shapes"},
     "axes": {"x", "y"},
     "joint": {"name", "type", "body_i", "body_j", "point", "axis", "axis_i", "axis_j"},
@@ -84,6 +91,8 @@ _OWN_KEYS = {
     "force": {"name", "type", "body_i", "point_i", "local_i", "body_j", "point_j", "local_j",
               "stiffness", "damping", "rest_length"},
     "solver": {"h", "t_end", "tol"},
+    "contact": {"body_i", "body_j", "friction", "restitution", "stiffness", "damping",
+                "exponent", "slip_velocity"},
     "joint_coordinates": {"name", "type", "body_i", "body_j", "s_bar_i", "s_bar_j", "frame_i",
                           "frame_j", "offset", "sign", "q_start"},
 }  # fmt: skip
@@ -101,6 +110,8 @@ _OBJECT_LISTS = {
     "forces",
     "shapes",
     "joint_coordinates",
+    "ground_shapes",
+    "contacts",
 }
 MAX_DEPTH = 12  # the deepest field of the schema (a shape's matrix row) is at depth 6
 MAX_FILE_BYTES = 64 * 2**20
@@ -384,6 +395,24 @@ def _load_own(path: Path, data: dict) -> Model:
             )
         except ModelError as err:
             raise ModelFileError(path, where, str(err)) from None
+    for k, shape in enumerate(_list(data, "ground_shapes", path, required=False)):
+        try:
+            builder.add_ground_shape(shape)
+        except ModelError as err:
+            raise ModelFileError(path, f"ground_shapes[{k}]", str(err)) from None
+    for k, con in enumerate(_list(data, "contacts", path, required=False)):
+        where = f"contacts[{k}]"
+        _object(con, path, where, _OWN_KEYS["contact"])
+        numbers = {key: con[key] for key in _CONTACT_NUMBERS if key in con}
+        try:
+            builder.add_contact(
+                _string(con, "body_i", path, where),
+                _string(con, "body_j", path, where),
+                friction=_get(con, "friction", path, where),
+                **numbers,
+            )
+        except ModelError as err:
+            raise ModelFileError(path, where, str(err)) from None
     for k, jc in enumerate(_list(data, "joint_coordinates", path, required=False)):
         where = f"joint_coordinates[{k}]"
         _object(jc, path, where, _OWN_KEYS["joint_coordinates"])
@@ -404,6 +433,7 @@ def _load_own(path: Path, data: dict) -> Model:
 
 
 _JOINT_FRAME_FIELDS = ("s_bar_i", "s_bar_j", "frame_i", "frame_j")
+_CONTACT_NUMBERS = ("restitution", "stiffness", "damping", "exponent", "slip_velocity")
 
 
 def _force_point(builder: ModelBuilder, frc: dict, side: str, body: str, path, where):
@@ -478,7 +508,10 @@ def save_model(model: Model, path, *, solver: dict | None = None) -> Path:
             entry["joint"] = model.constraint_joints[row]
             constraints[row] = entry
     forces = []
+    contacts = model.contacts
     for k, force in enumerate(model.forces):
+        if force is contacts:  # written as "contacts"
+            continue
         if isinstance(force, SpringDamper):
             forces.append(
                 {
@@ -511,6 +544,18 @@ def save_model(model: Model, path, *, solver: dict | None = None) -> Path:
     }
     if forces:
         doc["forces"] = forces
+    if model.ground_shapes:
+        doc["ground_shapes"] = [shape.to_json() for shape in model.ground_shapes]
+    if contacts is not None:
+        doc["contacts"] = [
+            {
+                "body_i": model.body_label(i),
+                "body_j": model.body_label(j),
+                "friction": float(contacts.friction[p]),
+                **{key: float(getattr(contacts, key)[p]) for key in _CONTACT_NUMBERS},
+            }
+            for p, (i, j) in enumerate(contacts.pairs)
+        ]
     if model.joints:
         doc["joint_coordinates"] = [
             {

@@ -395,9 +395,22 @@ def test_collide_flag_round_trips_and_hashes(tmp_path):
     assert hash(s) != hash(mbd.geometry.sphere(0.1))
     b = mbd.ModelBuilder("v")
     b.add_body("a", mass=1, inertia=[1] * 3, shapes=[s, mbd.geometry.box((1, 1, 1))])
+    b.add_body("b", mass=2, inertia=[1] * 3, r=(0, 0, 2), shapes=[mbd.geometry.sphere(0.2)])
+    b.add_ground_plane(point=(0, 0, -1), normal=(0, 1, 1))
+    b.add_ground_shape(mbd.geometry.sphere(0.3, pos=(1, 0, 0)))
+    b.add_contact("a", "ground", friction=0.4, restitution=0.3)
+    b.add_contact("b", "a", friction=0.2, stiffness=1e5, damping=0.1, exponent=1.0,
+                  slip_velocity=1e-3)  # fmt: skip
     model = b.build()
     back = mbd.load_model(mbd.save_model(model, tmp_path / "v.json"))
-    assert back.shapes == model.shapes
+    assert back.shapes == model.shapes and back.ground_shapes == model.ground_shapes
+    assert back.contacts.pair_names == model.contacts.pair_names
+    assert jax.tree_util.tree_structure(back.contacts) == jax.tree_util.tree_structure(
+        model.contacts
+    )
+    for x, y in zip(jax.tree_util.tree_leaves(back.contacts),
+                    jax.tree_util.tree_leaves(model.contacts), strict=True):  # fmt: skip
+        np.testing.assert_allclose(x, y, rtol=1e-15, atol=1e-15)
 
 
 def test_contact_options_refused():
