@@ -677,6 +677,36 @@ def test_vmap_over_friction_equals_single_runs():
     np.testing.assert_allclose(stops, 4.0 / (2 * np.asarray(mus) * G), rtol=1e-2)
 
 
+# ----------------------------------------------------------------------------- guide page
+
+
+def _guide_examples():
+    from pathlib import Path
+
+    from test_docs import EXAMPLE
+
+    page = Path(__file__).resolve().parents[1] / "docs/guide/contact.md"
+    return EXAMPLE.findall(page.read_text())
+
+
+@pytest.mark.parametrize(
+    "part",
+    # the second block compiles a gradient: -m slow
+    [0, pytest.param(1, marks=pytest.mark.slow)],
+)
+def test_guide_page_example(part):
+    """The contact guide's example (the sliding block, then its friction gradient) meets
+    the closed forms it prints, and the page shows what it prints."""
+    from test_docs import assert_expected_values, assert_prints, run_example
+
+    examples = _guide_examples()
+    code = "\n".join(c for c, _ in examples[: part + 1])
+    printed, _ = run_example(code)
+    shown = "\n".join(s for _, s in examples[: part + 1])
+    assert_expected_values(printed, rtol=2e-3)
+    assert_prints(printed, shown, rtol=1e-4)
+
+
 # ----------------------------------------------------------------------------- formulations
 
 
