@@ -10,7 +10,9 @@ Dennis & Schnabel, Numerical Methods for Unconstrained Optimization and Nonlinea
 Equations, 1983, sec. 6.3) makes the iteration converge from any predictor without
 shrinking the time step.
 
-Each iteration factors the matrix at the iterate (as :class:`~jaxmbd.newton.FullNewton`),
+Each iteration factors the matrix at the iterate (as :class:`~jaxmbd.newton.FullNewton`;
+or hands it to the formulation's own linear solve, re's chart step-over, which reports its
+conditioning),
 takes the correction delta = -J^{-1} F and, unless delta already passes the step test,
 halves it until the merit |F / rows| (the residual in the rows' tolerances, the scaled
 norm of :func:`~jaxmbd.newton.residual_test`) has decreased by the fraction 1e-4 alpha.
@@ -34,9 +36,10 @@ from .newton import (
     NONFINITE,
     SUCCESS,
     AbstractNewton,
-    FullNewton,
+    LinearSolution,
     NewtonInfo,
     _allowed,
+    _as_solution,
     _converged,
     _custom,
     _first_failure,
@@ -72,49 +75,73 @@ class LineSearchNewton(AbstractNewton):
         return None
 
     def solve(self, residual, jacobian, x0, state, *, tol, linear_solve=solve_linear, scale=None):
-        if _custom(linear_solve):  # a formulation's own solve (re's chart): plain Newton
-            return FullNewton(max_iter=self.max_iter).solve(
-                residual, jacobian, x0, state, tol=tol, linear_solve=linear_solve, scale=scale
-            )
         scale = default_scale if scale is None else scale
         F0 = residual(x0)
         n = F0.shape[0]
+        custom = _custom(linear_solve)
+
+        def linearise(x):
+            """(solve(F) -> LinearSolution of J^{-1} F, the rows' tolerances, status)."""
+            w, allowed = _allowed(scale(x), tol, (n,))
+            J = jacobian(x)
+            if not custom:
+                matrix = factor_matrix(J, w, allowed, keep=False)
+                ok = jnp.asarray(SUCCESS)
+
+                def solve(F):
+                    return LinearSolution(matrix_solve(matrix, F), ok, jnp.asarray(False))
+
+                return solve, matrix.row, _matrix_status(matrix)
+            # a formulation's own solve (re's chart step-over): it reports its conditioning
+            row = jnp.abs(J) @ allowed
+            row = jnp.where(row > 0, row, 1.0)
+
+            def solve(F):
+                out = _as_solution(linear_solve(J, F))
+                return LinearSolution(
+                    out.x, jnp.asarray(out.status), jnp.asarray(out.least_squares)
+                )
+
+            return solve, row, jnp.asarray(SUCCESS)
 
         def merit(F, row):
             return jnp.sqrt(jnp.sum((F / row) ** 2))
 
         def body(c: _Carry) -> _Carry:
-            w, allowed = _allowed(scale(c.x), tol, (n,))
-            matrix = factor_matrix(jacobian(c.x), w, allowed, keep=False)
-            delta = -matrix_solve(matrix, c.F)
+            solve, row, matrix_status = linearise(c.x)
+            correction = solve(c.F)
+            delta = -correction.x
             test = step_test(delta, scale(c.x), tol)
             finite = jnp.isfinite(test.relative)
             delta = jnp.where(finite, delta, 0.0)
-            m0 = merit(c.F, matrix.row)
+            m0 = merit(c.F, row)
 
             def shorter(s):
                 alpha, _, _, halvings = s
                 alpha = 0.5 * alpha
                 F = residual(c.x + alpha * delta)
-                return alpha, F, merit(F, matrix.row), halvings + 1
+                return alpha, F, merit(F, row), halvings + 1
 
             def too_long(s):
                 alpha, _, m, halvings = s
                 decreased = m <= (1.0 - ARMIJO * alpha) * m0
-                return ~decreased & (halvings < self.max_halvings) & (test.ratio > 1.0)
+                # a passing step or a least-squares step-over (whose residual is waived):
+                # taken whole
+                whole = (test.ratio <= 1.0) | correction.least_squares
+                return ~decreased & (halvings < self.max_halvings) & ~whole
 
             F1 = residual(c.x + delta)
             alpha, F, _, _ = jax.lax.while_loop(
-                too_long, shorter, (jnp.asarray(1.0, F0.dtype), F1, merit(F1, matrix.row), 0)
+                too_long, shorter, (jnp.asarray(1.0, F0.dtype), F1, merit(F1, row), 0)
             )
             x = c.x + alpha * delta
-            after = -matrix_solve(matrix, F)
+            after = -solve(F).x
             converged, _, _ = _converged(
                 test, step_test(after, scale(x), tol), jnp.asarray(True), jnp.asarray(True),
-                residual_test(F, matrix.row), jnp.asarray(False), max_rate=0.2,
+                residual_test(F, row), correction.least_squares, max_rate=0.2,
             )  # fmt: skip
             status = _first_failure(
-                _matrix_status(matrix), jnp.where(finite, SUCCESS, NONFINITE)
+                matrix_status, correction.status, jnp.where(finite, SUCCESS, NONFINITE)
             )
             return _Carry(x, F, c.k + 1, converged & (alpha == 1.0), status, alpha * test.relative)
 
