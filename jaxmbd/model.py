@@ -1078,7 +1078,7 @@ class ModelBuilder:
         return ContactSpec(body_i=body_i, body_j=body_j, **values)
 
     def add_contact(
-        self, body_i, body_j, *, friction, restitution=0.0, stiffness=None, damping=0.0,
+        self, body_i, body_j, *, friction, restitution=0.0, stiffness=None, damping=None,
         exponent=1.5, slip_velocity=1e-4,
     ) -> ModelBuilder:  # fmt: skip
         """A contact pair: the colliding shapes of ``body_i`` against those of ``body_j``
@@ -1087,7 +1087,7 @@ class ModelBuilder:
         ``friction``: Coulomb's mu; ``restitution``: the coefficient of restitution e in
         [0, 1] (below 0.01 taken as 0.01); ``stiffness``: K of K delta^n (default: from the
         pair's mass and size, :mod:`jaxmbd.contact.build`); ``damping``: Hunt–Crossley's
-        chi (s/m) on top of the restitution's damping; ``exponent``: n (Hertz: 1.5);
+        chi (s/m) on top of the restitution's damping (None: 0); ``exponent``: n (Hertz: 1.5);
         ``slip_velocity``: the regularisation velocity of friction (m/s). Each is an array
         leaf of ``model.contacts`` (``jax.grad`` reaches it). Bodies joined by a joint may
         be paired here (only :meth:`add_contacts` leaves them out).
@@ -1111,7 +1111,7 @@ class ModelBuilder:
         return self
 
     def add_contacts(
-        self, *, friction, restitution=0.0, stiffness=None, damping=0.0, exponent=1.5,
+        self, *, friction, restitution=0.0, stiffness=None, damping=None, exponent=1.5,
         slip_velocity=1e-4, exclude=(),
     ) -> ModelBuilder:  # fmt: skip
         """Contact pairs between all bodies with colliding shapes, the ground included,

@@ -25,7 +25,6 @@ import numpy as np
 
 from .. import _config  # noqa: F401
 from .element import CollisionGroup, ContactForce
-from .law import HERTZ_EXPONENT, SLIP_VELOCITY
 from .narrow_phase import SLOTS, pair_kind, shape_scale, shape_size
 
 #: Static penetration of the default stiffness, as a fraction of the pair's smallest size.
@@ -162,8 +161,8 @@ def check_contact_numbers(where: str, **values) -> dict:
     }
     out = {}
     for key, value in values.items():
-        if key == "stiffness" and value is None:
-            out[key] = None
+        if value is None and key in ("stiffness", "damping"):
+            out[key] = None if key == "stiffness" else 0.0  # None: the default
             continue
         lo, hi, closed = rules[key]
         ok = isinstance(value, int | float | np.floating | np.integer) and not isinstance(
@@ -176,11 +175,3 @@ def check_contact_numbers(where: str, **values) -> dict:
         out[key] = x
     return out
 
-
-DEFAULTS = {
-    "restitution": 0.0,
-    "stiffness": None,
-    "damping": 0.0,
-    "exponent": HERTZ_EXPONENT,
-    "slip_velocity": SLIP_VELOCITY,
-}
