@@ -174,4 +174,3 @@ def check_contact_numbers(where: str, **values) -> dict:
             raise ValueError(f"{where}.{key}: expected a number in {span}, got {value!r}")
         out[key] = x
     return out
-
