@@ -145,7 +145,7 @@ def _characteristic_length(model) -> float:
     return float(np.median(lengths)) if lengths else 1.0
 
 
-def _project_off(tree_rows, closing, nb: int) -> np.ndarray:
+def _project_off(tree_rows, closing) -> np.ndarray:
     """``closing`` (k, 6 nb) minus its projection on the row space of the sparse
     ``tree_rows`` (full row rank), with one refinement step."""
     import scipy.sparse as sp
@@ -258,7 +258,7 @@ def find_redundancy(model, *, rtol: float = REDUNDANCY_RTOL) -> Redundancy:
     if closing_rows:
         tree = sp.csr_matrix(np.stack([full_row(r) for r in kept])) if kept else None
         closing = np.stack([full_row(r) for r in closing_rows])
-        rest = _project_off(tree, closing, nb) if tree is not None else closing
+        rest = _project_off(tree, closing) if tree is not None else closing
         # the projection removed the tree's span; compare each remainder to its row's norm 1
         chosen = _greedy(rest, rtol, normalise=False)
         if len(chosen) < len(closing_rows):
