@@ -70,8 +70,24 @@ def consistent_initial_state(
     "structured" solves all three by block elimination on the body-joint graph from the
     rA rows, never forming G (:func:`_structured_start`; not with ``redundant``).
     Returns ((r, A, rdot, omega, rddot, omegadot, lam), InitialCorrection, NewtonInfo).
+
+    A model with redundant rows found at build (``model.redundancy.dropped``, see
+    :mod:`jaxmbd.redundancy`) is solved without them, as ``simulate`` does, and their
+    multipliers are zero in ``lam``.
     """
     from .integrators.base import choose_structured
+
+    dropped = () if model.redundancy is None or redundant else model.redundancy.dropped
+    if dropped:
+        from .redundancy import full_multipliers
+
+        kept = tuple(r for r in range(model.nc) if r not in set(dropped))
+        state, correction, info = consistent_initial_state(
+            model.without_rows(dropped), t=t, tol=tol, max_iter=max_iter,
+            linear_solver=linear_solver,
+        )  # fmt: skip
+        lam = full_multipliers(state[6], kept, model.nc)
+        return (*state[:6], lam), correction, info
 
     t = jnp.asarray(t, dtype=jnp.float64)
     nb = model.nb

@@ -375,3 +375,15 @@ def test_batched_redundant_loop_equals_single_runs():
         assert np.abs(np.asarray(batch.r)[k] - np.asarray(single.r)).max() < 1e-12
         assert np.abs(np.asarray(batch.lam)[k] - np.asarray(single.lam)).max() < 1e-9
     assert np.all(np.asarray(batch.lam)[:, :, list(FREE.redundancy.dropped)] == 0.0)
+
+
+def test_consistent_initial_state_drops_the_redundant_rows():
+    """The public consistent start on a redundant loop solves without the dropped rows (it
+    used to return NONFINITE multipliers there) and equals simulate's t = 0 state."""
+    state, _, info = mbd.consistent_initial_state(FREE)
+    assert int(info.status) == 0
+    lam = np.asarray(state[6])
+    assert lam.shape == (FREE.nc,) and np.all(lam[list(FREE.redundancy.dropped)] == 0.0)
+    sol = _quiet(mbd.simulate, FREE, t_end=0.01, h=0.005)
+    np.testing.assert_allclose(np.asarray(sol.lam[0]), lam, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(sol.r[0]), np.asarray(state[0]), rtol=0, atol=1e-15)
