@@ -32,6 +32,8 @@ pose.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -50,25 +52,45 @@ LIMITED_KINDS = ("revolute", "translational")
 DAMPING_RAMP = 1e-3
 
 
-def _coordinate_and_gradients(defn: JointDefinition, state: BodyState):
-    """q of a limited joint at ``state`` and its gradients with respect to the twists
-    (delta r, theta_bar) of body i and body j (zero for the ground)."""
-    nb = state.r.shape[0]
+class _Frames(NamedTuple):
+    """One joint's body-fixed frames, as :func:`jaxmbd.joints._relative` reads them."""
 
-    def pose(k, dr, dth):
-        if k == nb:
-            return jnp.zeros(3), jnp.eye(3)
-        return state.r[k] + dr, state.A[k] @ (jnp.eye(3) + hat(dth))
+    s_bar_i: jax.Array
+    s_bar_j: jax.Array
+    frame_i: jax.Array
+    frame_j: jax.Array
 
-    def coordinate(twists):
-        r_i, A_i = pose(defn.body_i, twists[0], twists[1])
-        r_j, A_j = pose(defn.body_j, twists[2], twists[3])
-        R, d = _relative(defn, r_i, A_i, r_j, A_j)
-        g = _geometric(defn.kind, R[0], d[0])[0]
-        return defn.offset[0] + defn.sign[0] * g
 
-    zero = jnp.zeros((4, 3))
-    q, grads = jax.value_and_grad(coordinate)(zero)
+def _coordinates_and_gradients(joints: tuple[JointDefinition, ...], state: BodyState):
+    """q (n,) of the limited joints at ``state`` and their gradients (n, 4, 3) with respect
+    to the twists (delta r_i, theta_bar_i, delta r_j, theta_bar_j) of their bodies: one
+    vmap per joint kind (at most two), not a loop over joints. A ground row's gradient is
+    computed and not used."""
+    r_all = jnp.concatenate([state.r, jnp.zeros((1, 3))])
+    A_all = jnp.concatenate([state.A, jnp.eye(3)[None]])
+    q, grads = jnp.zeros(len(joints)), jnp.zeros((len(joints), 4, 3))
+    for kind in LIMITED_KINDS:
+        idx = np.asarray([k for k, d in enumerate(joints) if d.kind == kind], dtype=int)
+        if idx.size == 0:
+            continue
+        group = [joints[k] for k in idx]
+        bi, bj = (np.asarray([getattr(d, b) for d in group]) for b in ("body_i", "body_j"))
+        frames = _Frames(*(jnp.stack([getattr(d, key) for d in group]) for key in _Frames._fields))
+        offset = jnp.stack([d.offset[0] for d in group])
+        sign = jnp.asarray([d.sign[0] for d in group], dtype=offset.dtype)
+
+        def one(r_i, A_i, r_j, A_j, frames, offset, sign, kind=kind):
+            def coordinate(tw):
+                R, d = _relative(
+                    frames, r_i + tw[0], A_i @ (jnp.eye(3) + hat(tw[1])),
+                    r_j + tw[2], A_j @ (jnp.eye(3) + hat(tw[3])),
+                )  # fmt: skip
+                return offset + sign * _geometric(kind, R[0], d[0])[0]
+
+            return jax.value_and_grad(coordinate)(jnp.zeros((4, 3)))
+
+        q_k, g_k = jax.vmap(one)(r_all[bi], A_all[bi], r_all[bj], A_all[bj], frames, offset, sign)
+        q, grads = q.at[idx].set(q_k), grads.at[idx].set(g_k)
     return q, grads
 
 
@@ -89,42 +111,37 @@ class JointLimits(AbstractForce):
 
     def __call__(self, t, state: BodyState):
         nb = state.r.shape[0]
-        f, n = jnp.zeros((nb, 3)), jnp.zeros((nb, 3))
-        for k, defn in enumerate(self.joints):
-            q, g = _coordinate_and_gradients(defn, state)
-            qdot = 0.0
-            for body, (gr, gth) in ((defn.body_i, g[:2]), (defn.body_j, g[2:])):
-                if body < nb:
-                    qdot = qdot + gr @ state.rdot[body] + gth @ state.omega[body]
-            force = self.generalised_force(k, q, qdot)
-            for body, (gr, gth) in ((defn.body_i, g[:2]), (defn.body_j, g[2:])):
-                if body < nb:
-                    f = f.at[body].add(force * gr)
-                    n = n.at[body].add(force * gth)
-        return f, n
+        bi = np.asarray([d.body_i for d in self.joints])
+        bj = np.asarray([d.body_j for d in self.joints])
+        q, g = _coordinates_and_gradients(self.joints, state)
+        v_all = jnp.concatenate([state.rdot, jnp.zeros((1, 3))])
+        w_all = jnp.concatenate([state.omega, jnp.zeros((1, 3))])  # the ground is at rest
+        qdot = jnp.sum(g[:, 0] * v_all[bi] + g[:, 1] * w_all[bi], axis=-1) + jnp.sum(
+            g[:, 2] * v_all[bj] + g[:, 3] * w_all[bj], axis=-1
+        )
+        force = self.generalised_force(q, qdot)[:, None]
+        # rows on the ground (index nb) are summed into a row that is dropped
+        f = jnp.zeros((nb + 1, 3)).at[bi].add(force * g[:, 0]).at[bj].add(force * g[:, 2])
+        n = jnp.zeros((nb + 1, 3)).at[bi].add(force * g[:, 1]).at[bj].add(force * g[:, 3])
+        return f[:nb], n[:nb]
 
-    def generalised_force(self, k: int, q, qdot):
-        """The force along +q of limit ``k`` at coordinate q and rate qdot."""
-        k_lim, c_lim = self.stiffness[k], self.damping[k]
+    def generalised_force(self, q, qdot):
+        """The forces (n,) along +q of the limits at coordinates q and rates qdot (n,)."""
 
         def push(delta, delta_dot):
             # the damper ramps in over the first DAMPING_RAMP of penetration: the force is
             # continuous at delta = 0 (a jump of c v there makes Newton cycle at impact)
             ramp = jnp.clip(delta / DAMPING_RAMP, 0.0, 1.0)
-            force = k_lim * delta + c_lim * ramp * delta_dot
+            force = self.stiffness * delta + self.damping * ramp * delta_dot
             return jnp.where(delta > 0, jnp.maximum(0.0, force), 0.0)
 
-        return push(self.lower[k] - q, -qdot) - push(q - self.upper[k], qdot)
+        return push(self.lower - q, -qdot) - push(q - self.upper, qdot)
 
     def potential_energy(self, state: BodyState):
         """Energy stored in the limit springs, sum of 1/2 k delta^2 (counted by
         :func:`jaxmbd.diagnostics.energy`; the dampers only dissipate)."""
-        total = jnp.asarray(0.0)
-        for k, defn in enumerate(self.joints):
-            q, _ = _coordinate_and_gradients(defn, state)
-            delta = jnp.maximum(0.0, jnp.maximum(self.lower[k] - q, q - self.upper[k]))
-            total = total + 0.5 * self.stiffness[k] * delta**2
-        return total
+        q, _ = _coordinates_and_gradients(self.joints, state)
+        return jnp.sum(0.5 * self.stiffness * self.penetration(q) ** 2)
 
     def penetration(self, q):
         """How far coordinates ``q`` (..., n) lie beyond their limits (0 inside)."""
