@@ -612,22 +612,10 @@ class ModelBuilder:
         point = _vec3(point, where=f"{w}.point")
         r_i, A_i = self._frame(body_i, where=f"{w}.body_i")
         r_j, A_j = self._frame(body_j, where=f"{w}.body_j")
-        n = scalar_size(kind)
-        self._joints.append(
-            _JointSpec(
-                name=name,
-                kind=kind,
-                body_i=body_i,
-                body_j=body_j,
-                s_bar_i=A_i.T @ (point - r_i),
-                s_bar_j=A_j.T @ (point - r_j),
-                frame_i=A_i.T @ axes,
-                frame_j=A_j.T @ axes,
-                offset=np.zeros(n),
-                sign=(1,) * n,
-                q_start=np.array([1.0, 0.0, 0.0, 0.0]) if kind == "spherical" else np.zeros(n),
-            )
-        )
+        self._define_joint(
+            name, kind=kind, body_i=body_i, body_j=body_j, s_bar_i=A_i.T @ (point - r_i),
+            s_bar_j=A_j.T @ (point - r_j), frame_i=A_i.T @ axes, frame_j=A_j.T @ axes,
+        )  # fmt: skip
 
     def _spherical_rows(self, name, *, body_i, body_j, point, joint=None):
         """Three CD rows that make the point P_i of body i and Q_j of body j coincide."""
