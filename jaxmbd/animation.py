@@ -3,8 +3,10 @@
 ``animate(model, sol, "run.gif")`` draws every body with its visual shapes
 (:mod:`jaxmbd.geometry`; when it has none, a stick figure of capsules from its centre of mass
 to its joint points, :func:`~jaxmbd.geometry.default_shapes`), the ground attachments as
-dark anchors, the joints as markers, optional traces of chosen body points and a time label.
-The format follows the suffix:
+dark anchors, the shapes fixed to the ground, the ground planes as checkered patches that
+cover the bodies' travel, the joints as markers, optional traces of chosen body points and
+a time label. With contact pairs, the active contact slots are drawn as points with their
+force arrows (:func:`animate`'s ``contacts``). The format follows the suffix:
 
 * ``.gif``: matplotlib + Pillow (always available);
 * ``.mp4``: matplotlib + ffmpeg, from ``PATH`` or the ``imageio-ffmpeg`` package
@@ -23,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .geometry import ground_shapes, ground_slides, joint_points, model_shapes
+from .geometry import Shape, ground_shapes, ground_slides, joint_points, model_shapes
 from .model import Model
 
 logger = logging.getLogger("jaxmbd")
@@ -31,6 +33,20 @@ logger = logging.getLogger("jaxmbd")
 FORMATS = (".gif", ".mp4", ".html")
 _COLORS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3",
            "#8c8c8c", "#ccb974", "#64b5cd")  # fmt: skip
+GROUND_SHAPE_COLOR = "#9a9a9a"  # shapes fixed to the ground without their own colour
+PLANE_COLOR = "#d6d6d6"  # the light squares of a ground plane's checkered patch
+PLANE_CHECKER = 0.86  # the dark squares: the light colour times this
+PLANE_CELLS = 10  # squares along the longer side of a plane's patch
+#: A plane's patch reaches this fraction of the scene's size beyond the bodies' travel.
+PLANE_MARGIN = 0.25
+#: The largest contact force of the run is drawn this fraction of the scene's size long.
+FORCE_ARROW_FRACTION = 0.25
+#: Arrows (with a given ``force_scale``) are cut to this fraction of the scene's size.
+ARROW_CUT = 0.5
+CONTACT_COLOR = "#e8000b"  # contact points and force arrows
+ARROW_HEAD = 0.25  # barb length over arrow length
+ARROW_HEAD_ANGLE = np.radians(25.0)  # barb angle to the shaft
+BODY_OPACITY_WITH_CONTACTS = 0.6  # HTML: bodies see-through when contact arrows are drawn
 
 
 @dataclass
@@ -50,6 +66,34 @@ class _Scene:
     trace_upto: np.ndarray  # (F,) index into the trace arrays of each frame
     lo: np.ndarray
     hi: np.ndarray
+    size: float  # the scene's size: largest edge of the box around the bodies over the run
+    planes: list[_Patch]  # the ground planes' patches (static)
+    contacts: _Contacts | None  # the contact slots at the frames, None when not drawn
+    automatic_scale: bool = True  # the arrows' scale from the largest force (no force_scale)
+
+
+@dataclass
+class _Patch:
+    """A static triangle mesh in global coordinates (a ground plane's checkered patch)."""
+
+    name: str
+    verts: np.ndarray  # (n, 3)
+    faces: np.ndarray  # (k, 3)
+    colors: np.ndarray  # (k, 3) RGB
+    normal: np.ndarray  # (3,) unit normal of the plane
+
+
+@dataclass
+class _Contacts:
+    """The contact slots at the frames: every slot's point, its force arrow (the force on
+    the pair's body_i, normal plus tangential, times ``scale``) and whether it is active."""
+
+    point: np.ndarray  # (F, ns, 3)
+    arrow: np.ndarray  # (F, ns, 3) scale * (F_n n + F_t)
+    active: np.ndarray  # (F, ns) bool: gap < 0
+    cut: np.ndarray  # (F, ns) bool: the arrow is cut to ARROW_CUT of the scene's size
+    scale: float  # arrow length per unit force (m/N)
+    largest: float  # the largest slot force over the run (N)
 
 
 def _joint_markers(model: Model) -> tuple[list[str], list[tuple[int, np.ndarray]]]:
@@ -127,7 +171,149 @@ def _shade(face_normals: np.ndarray, base_rgb: np.ndarray) -> np.ndarray:
     return np.clip(base_rgb * (0.45 + 0.55 * lam[:, None]), 0, 1)
 
 
-def _scene(model: Model, sol, *, fps, speed, max_frames, traces, resolution) -> _Scene:
+def _mesh_entry(shapes, r, A, body: int, nb: int, default_color: str, resolution: int):
+    """(verts (F, n, 3), faces (k, 3), colors (k, 3)) of ``shapes`` fixed to ``body``."""
+    from matplotlib.colors import to_rgb
+
+    vs, fs, cs, offset = [], [], [], 0
+    for s in shapes:
+        v, f = s.mesh(resolution)
+        vs.append(v)
+        fs.append(f + offset)
+        cs += [s.color or default_color] * len(f)
+        offset += len(v)
+    verts = _world(r, A, body, np.concatenate(vs), nb)
+    return verts, np.concatenate(fs), np.array([to_rgb(c) for c in cs])
+
+
+def _plane_patch(plane: Shape, points: np.ndarray, size: float) -> _Patch:
+    """The checkered patch drawn for a ground plane: its own ``size`` (lx, ly) centred at
+    its point if given, else the rectangle of the plane (in its shape frame) around the
+    projections of ``points`` (every drawn body point over the run), extended by
+    :data:`PLANE_MARGIN` of the scene's ``size`` on every side."""
+    from matplotlib.colors import to_rgb
+
+    R, origin = plane.A, np.asarray(plane.pos)
+    own = plane.param("size")
+    if own is not None:
+        centre, half = np.zeros(2), 0.5 * np.asarray(own, dtype=np.float64)
+    else:
+        local = ((points - origin) @ R)[:, :2]  # in-plane coordinates of the points
+        lo, hi = local.min(0), local.max(0)
+        centre, half = 0.5 * (lo + hi), 0.5 * (hi - lo) + PLANE_MARGIN * size
+    cell = 2.0 * half.max() / PLANE_CELLS
+    n = np.maximum(np.ceil(2.0 * half / cell - 1e-9).astype(int), 1)
+    x = np.linspace(-half[0], half[0], n[0] + 1) + centre[0]
+    y = np.linspace(-half[1], half[1], n[1] + 1) + centre[1]
+    X, Y = np.meshgrid(x, y, indexing="ij")
+    local = np.stack([X.ravel(), Y.ravel(), np.zeros(X.size)], axis=1)
+    faces, dark = [], []
+    for i in range(n[0]):
+        for j in range(n[1]):
+            a, b = i * (n[1] + 1) + j, (i + 1) * (n[1] + 1) + j
+            faces += [(a, b, b + 1), (a, b + 1, a + 1)]
+            dark += [(i + j) % 2 == 1] * 2
+    base = np.asarray(to_rgb(plane.color or PLANE_COLOR))
+    colors = np.where(np.asarray(dark)[:, None], PLANE_CHECKER * base, base)
+    return _Patch("ground plane", origin + local @ R.T, np.asarray(faces), colors, R[:, 2])
+
+
+def _contact_slots(model: Model, sol, contacts):
+    """The contact slots to draw (a :class:`~jaxmbd.contact.ContactSlots`, time first) or
+    None: the Solution's own (``sol.contact``) unless ``contacts`` is False; with
+    ``contacts=True`` and a Solution that carries none (one read from a file), those of the
+    model's pairs along its states, as :func:`~jaxmbd.diagnostics.contact_forces` does."""
+    if contacts is not None and not isinstance(contacts, bool | np.bool_):
+        raise ValueError(f"animate: contacts must be True, False or None, got {contacts!r}")
+    if contacts is False:
+        return None
+    slots = getattr(sol, "contact", None)
+    if slots is not None or not contacts:
+        return slots
+    from .contact import slot_history, with_contact
+
+    element = with_contact(model, "compliant", where="animate").contacts
+    if element is None:
+        raise ValueError(
+            f"animate: contacts=True, but model '{model.name}' has no contact pairs "
+            "(add_contact / add_contacts)"
+        )
+    return slot_history(element, sol.r, sol.A, sol.rdot, sol.omega)
+
+
+def _contact_arrows(slots, idx: np.ndarray, size: float, force_scale) -> _Contacts:
+    """The slots at the frames ``idx`` with their force arrows: ``force_scale`` (length per
+    unit force) times the force, or, without it, scaled so that the largest slot force
+    over all saved steps is :data:`FORCE_ARROW_FRACTION` of ``size`` long. Arrows longer
+    than :data:`ARROW_CUT` of ``size`` are cut to that length (and drawn without a head)."""
+    normal_force = np.asarray(slots.normal_force)
+    force = normal_force[..., None] * np.asarray(slots.normal)
+    force = force + np.asarray(slots.tangential_force)
+    point, active = np.asarray(slots.point), np.asarray(slots.active)
+    if force.ndim != 3 or len(force) != len(active):
+        raise ValueError(
+            f"animate: the contact slots have shape {force.shape}; expected (steps, slots, 3) "
+            "(a batch of runs is animated one member at a time)"
+        )
+    if not (np.all(np.isfinite(force)) and np.all(np.isfinite(point[active]))):
+        raise ValueError("animate: the contact slots hold non-finite forces or points")
+    magnitude = np.linalg.norm(np.where(active[..., None], force, 0.0), axis=-1)
+    largest = float(magnitude.max(initial=0.0))
+    if force_scale is not None:
+        scale = float(force_scale)
+    else:
+        scale = FORCE_ARROW_FRACTION * size / largest if largest > 0 else 0.0
+    arrow = scale * np.where(active[idx][..., None], force[idx], 0.0)
+    length = np.linalg.norm(arrow, axis=-1)
+    cut = length > ARROW_CUT * size
+    arrow = np.where(
+        cut[..., None], arrow * (ARROW_CUT * size / np.maximum(length, 1e-300))[..., None], arrow
+    )
+    return _Contacts(
+        point=point[idx], arrow=arrow, active=active[idx], cut=cut, scale=scale, largest=largest
+    )
+
+
+def arrow_polyline(
+    start: np.ndarray, arrow: np.ndarray, eye: np.ndarray, cut: np.ndarray | None = None
+) -> np.ndarray:
+    """Arrows as one polyline, NaN rows between the pieces: per arrow its shaft from
+    ``start`` to ``start + arrow`` and two barbs :data:`ARROW_HEAD` of its length long at
+    :data:`ARROW_HEAD_ANGLE` to it, in the plane of the arrow and the direction ``eye``
+    towards the camera (so that the head shows). ``start``, ``arrow``: (k, 3); ``cut``
+    (k,): arrows drawn without a head (cut to length); zero arrows give nothing."""
+    out = []
+    gap = np.full((1, 3), np.nan)
+    cut = np.zeros(len(start), bool) if cut is None else cut
+    for p, a, headless in zip(start, arrow, cut, strict=True):
+        length = float(np.linalg.norm(a))
+        if length == 0.0:
+            continue
+        out += [np.stack([p, p + a]), gap]
+        if headless:
+            continue
+        d = a / length
+        side = np.cross(d, eye)
+        if np.linalg.norm(side) < 1e-6:  # arrow along the line of sight: any side
+            side = np.cross(d, np.eye(3)[np.argmin(np.abs(d))])
+        side /= np.linalg.norm(side)
+        tip, head = p + a, ARROW_HEAD * length
+        back = -np.cos(ARROW_HEAD_ANGLE) * d
+        barbs = [tip + head * (back + sign * np.sin(ARROW_HEAD_ANGLE) * side) for sign in (1, -1)]
+        out += [np.stack([barbs[0], tip, barbs[1]]), gap]
+    return np.concatenate(out) if out else np.zeros((0, 3))
+
+
+def _eye(view) -> np.ndarray:
+    """Unit vector from the scene towards the camera at (elevation, azimuth) in degrees."""
+    elev, azim = np.radians(view[0]), np.radians(view[1])
+    return np.array([np.cos(elev) * np.cos(azim), np.cos(elev) * np.sin(azim), np.sin(elev)])
+
+
+def _scene(
+    model: Model, sol, *, fps, speed, max_frames, traces, resolution, contacts=None,
+    force_scale=None,
+) -> _Scene:  # fmt: skip
     if tuple(sol.body_names) and tuple(sol.body_names) != tuple(model.body_names):
         raise ValueError(
             f"animate: the solution's bodies {list(sol.body_names)} are not the model's "
@@ -135,27 +321,31 @@ def _scene(model: Model, sol, *, fps, speed, max_frames, traces, resolution) -> 
         )
     t_all = np.asarray(sol.t)
     r_all, A_all = np.asarray(sol.r), np.asarray(sol.A)
-    if r_all.shape[1] != model.nb:
-        raise ValueError(f"animate: solution has {r_all.shape[1]} bodies, model {model.nb}")
+    if r_all.ndim != 3 or r_all.shape[1] != model.nb:
+        raise ValueError(
+            f"animate: solution positions have shape {r_all.shape}, expected (steps, "
+            f"{model.nb}, 3) for the model's {model.nb} bodies (a batch is animated one "
+            "member at a time)"
+        )
     if not (np.all(np.isfinite(r_all)) and np.all(np.isfinite(A_all))):
         raise ValueError("animate: the solution contains non-finite positions or rotations")
+    slots = _contact_slots(model, sol, contacts)
     idx = _frame_indices(t_all, fps, speed, max_frames)
     r, A = r_all[idx], A_all[idx]
-    from matplotlib.colors import to_rgb
 
     verts, faces, colors = [], [], []
+    for b, shapes in enumerate(model_shapes(model)):
+        entry = _mesh_entry(shapes, r, A, b, model.nb, _COLORS[b % len(_COLORS)], resolution)
+        for out, x in zip((verts, faces, colors), entry, strict=True):
+            out.append(x)
+    fixed = tuple(getattr(model, "ground_shapes", ()) or ())
+    planes = [s for s in fixed if s.kind == "plane"]
     ground = ground_shapes(model, travel=_travel(model, r_all, A_all))
-    for b, shapes in enumerate(model_shapes(model) + ((ground,) if ground else ())):
-        vs, fs, cs, offset = [], [], [], 0
-        for s in shapes:
-            v, f = s.mesh(resolution)
-            vs.append(v)
-            fs.append(f + offset)
-            cs += [s.color or _COLORS[b % len(_COLORS)]] * len(f)
-            offset += len(v)
-        verts.append(_world(r, A, b, np.concatenate(vs), model.nb))
-        faces.append(np.concatenate(fs))
-        colors.append(np.array([to_rgb(c) for c in cs]))
+    ground += tuple(s for s in fixed if s.kind != "plane")
+    if ground:
+        entry = _mesh_entry(ground, r, A, model.nb, model.nb, GROUND_SHAPE_COLOR, resolution)
+        for out, x in zip((verts, faces, colors), entry, strict=True):
+            out.append(x)
     joint_names, points = _joint_markers(model)
     joints = (
         np.stack([_world(r, A, b, p, model.nb)[:, 0] for b, p in points], axis=1)
@@ -169,6 +359,13 @@ def _scene(model: Model, sol, *, fps, speed, max_frames, traces, resolution) -> 
     pts = np.concatenate(
         [v.reshape(-1, 3) for v in verts] + [joints.reshape(-1, 3)] + [tr for _, tr in trace_list]
     )
+    size = max(float(np.ptp(pts, axis=0).max()), 1e-9)
+    patches = [_plane_patch(s, pts, size) for s in planes]
+    drawn = _contact_arrows(slots, idx, size, force_scale) if slots is not None else None
+    extra = [p.verts for p in patches]
+    if drawn is not None:
+        extra += [drawn.point[drawn.active], (drawn.point + drawn.arrow)[drawn.active]]
+    pts = np.concatenate([pts, *extra])
     lo, hi = pts.min(0), pts.max(0)
     # a flat mechanism keeps a readable depth: every axis spans >= 25 % of the largest
     span = max(float((hi - lo).max()), 1e-9)
@@ -189,6 +386,10 @@ def _scene(model: Model, sol, *, fps, speed, max_frames, traces, resolution) -> 
         trace_upto=idx,
         lo=lo - pad,
         hi=hi + pad,
+        size=size,
+        planes=patches,
+        contacts=drawn,
+        automatic_scale=force_scale is None,
     )
 
 
@@ -202,6 +403,8 @@ def animate(
     max_frames: int = 250,
     traces=None,
     joints: bool = True,
+    contacts: bool | None = None,
+    force_scale: float | None = None,
     view: tuple[float, float] = (25.0, -60.0),
     size: tuple[int, int] = (640, 480),
     title: str | None = None,
@@ -215,12 +418,42 @@ def animate(
     far. ``view``: (elevation, azimuth) in degrees; ``size``: pixels. Without ``path``,
     returns the matplotlib animation (for a notebook: ``anim.to_jshtml()``). Returns the
     path written otherwise.
+
+    Ground planes (:meth:`~jaxmbd.ModelBuilder.add_ground_plane`) are drawn as checkered
+    patches: their own ``size`` if given, else covering the bodies' travel over the run
+    projected on the plane, :data:`PLANE_MARGIN` (1/4) of the scene's size to spare on
+    every side. The scene's size is the largest edge of the box around every drawn body,
+    joint marker and trace over the run.
+
+    ``contacts``: draw the contact slots (:attr:`~jaxmbd.Solution.contact`). None (the
+    default): when the Solution has them (a run of a model with contact pairs); False:
+    never; True: always, from the model's pairs along the Solution's states where it
+    carries none (a Solution read from a file; as
+    :func:`~jaxmbd.diagnostics.contact_forces`). At each frame every active slot (gap < 0)
+    is a point at its contact point and an arrow from there along its force on the pair's
+    body_i (the body, not the ground), normal plus tangential, F_n n + F_t. Arrows are
+    in proportion to the force: the largest slot force over all saved steps, F_max, is
+    drawn :data:`FORCE_ARROW_FRACTION` (1/4) of the scene's size long, i.e. an arrow is
+    |F| / F_max * size / 4 long. ``force_scale`` (length per unit force, e.g. 0.01 m/N)
+    sets the scale instead (to show small resting forces next to impacts, or to compare
+    runs); arrows then longer than :data:`ARROW_CUT` (1/2) of the scene's size are cut to
+    that length and drawn without a head. The legend states the force that a quarter of
+    the scene's size stands for.
     """
     if fps <= 0 or speed <= 0 or max_frames < 1:
         raise ValueError("animate: fps, speed and max_frames must be positive")
+    if force_scale is not None and not (
+        isinstance(force_scale, int | float | np.floating | np.integer)
+        and not isinstance(force_scale, bool)
+        and np.isfinite(force_scale)
+        and force_scale > 0
+    ):
+        raise ValueError(
+            f"animate: force_scale must be a positive length per unit force, got {force_scale!r}"
+        )
     scene = _scene(
         model, sol, fps=fps, speed=speed, max_frames=max_frames, traces=traces,
-        resolution=resolution,
+        resolution=resolution, contacts=contacts, force_scale=force_scale,
     )  # fmt: skip
     title = title or model.name
     if path is None:
@@ -240,6 +473,17 @@ def animate(
     finally:
         plt.close(fig)
     return path
+
+
+def _force_legend(scene: _Scene) -> str:
+    """The arrows' scale: the force drawn a quarter of the scene's size long (the largest
+    force over the run when the scale is automatic)."""
+    contacts, automatic = scene.contacts, scene.automatic_scale
+    length = FORCE_ARROW_FRACTION * scene.size
+    if contacts.scale == 0.0:
+        return "contact points (no force)"
+    force = contacts.largest if automatic else length / contacts.scale
+    return f"contact forces: {force:.3g} N drawn {length:.3g} m" + (" (max)" if automatic else "")
 
 
 # ----------------------------------------------------------------------------- matplotlib
@@ -289,8 +533,7 @@ def _matplotlib_animation(scene: _Scene, joints: bool, view, size, title, fps):
     # bodies are depth-sorted per frame (painter's algorithm by body); markers and traces
     # are drawn on top so that they stay visible
     ax.computed_zorder = False
-    elev, azim = np.radians(view[0]), np.radians(view[1])
-    eye = np.array([np.cos(elev) * np.cos(azim), np.cos(elev) * np.sin(azim), np.sin(elev)])
+    eye = _eye(view)
     ax.view_init(elev=view[0], azim=view[1])
     ax.set_xlim(scene.lo[0], scene.hi[0])
     ax.set_ylim(scene.lo[1], scene.hi[1])
@@ -302,6 +545,13 @@ def _matplotlib_animation(scene: _Scene, joints: bool, view, size, title, fps):
     ax.set_ylabel("y")
     ax.set_zlabel("z")
     ax.set_title(title)
+    for patch in scene.planes:  # below every body: drawn first
+        coll = Poly3DCollection(
+            list(patch.verts[patch.faces]), linewidths=0, label=patch.name, zorder=0.5
+        )
+        coll.set_facecolor(_shade(np.broadcast_to(patch.normal, (len(patch.faces), 3)),
+                                  patch.colors))  # fmt: skip
+        ax.add_collection3d(coll)
     polys = []
     for b in range(len(scene.names)):
         coll = Poly3DCollection(
@@ -318,9 +568,15 @@ def _matplotlib_animation(scene: _Scene, joints: bool, view, size, title, fps):
         ax.plot([], [], [], "-", lw=1.5, label=label, zorder=1e4 - 1)[0]
         for label, _ in scene.traces
     ]
+    contact = scene.contacts
+    if contact is not None:
+        spots = ax.plot([], [], [], "o", ms=4, color=CONTACT_COLOR, zorder=1e4 + 2)[0]
+        arrows = ax.plot([], [], [], "-", lw=1.8, color=CONTACT_COLOR, zorder=1e4 + 1,
+                         label=_force_legend(scene))[0]  # fmt: skip
     label = fig.text(0.02, 0.96, "", fontsize=11, va="top")
-    if scene.traces:
-        ax.legend(handles=lines, loc="upper right", fontsize=8)
+    handles = lines + ([arrows] if contact is not None else [])
+    if handles:
+        ax.legend(handles=handles, loc="upper right", fontsize=8)
 
     def draw(f):
         depth = [scene.verts[b][f].mean(axis=0) @ eye for b in range(len(polys))]
@@ -336,8 +592,15 @@ def _matplotlib_animation(scene: _Scene, joints: bool, view, size, title, fps):
         for line, (_, tr) in zip(lines, scene.traces, strict=True):
             seg = tr[: scene.trace_upto[f] + 1]
             line.set_data_3d(seg[:, 0], seg[:, 1], seg[:, 2])
+        if contact is not None:
+            on = contact.active[f]
+            p = contact.point[f][on]
+            spots.set_data_3d(p[:, 0], p[:, 1], p[:, 2])
+            seg = arrow_polyline(p, contact.arrow[f][on], eye, contact.cut[f][on])
+            arrows.set_data_3d(seg[:, 0], seg[:, 1], seg[:, 2])
         label.set_text(f"t = {scene.t[f]:.3f} s")
-        return [*polys, label, *lines] + ([marker] if marker is not None else [])
+        artists = [*polys, label, *lines] + ([marker] if marker is not None else [])
+        return artists + ([spots, arrows] if contact is not None else [])
 
     anim = animation.FuncAnimation(
         fig, draw, frames=len(scene.t), interval=1000.0 / fps, blit=False
@@ -349,6 +612,32 @@ def _matplotlib_animation(scene: _Scene, joints: bool, view, size, title, fps):
 
 
 def _write_html(scene: _Scene, path: Path, *, joints, view, size, title, fps) -> Path:
+    fig = _plotly_figure(scene, joints=joints, view=view, size=size, title=title, fps=fps)
+    html = fig.to_html(include_plotlyjs=True, full_html=True, auto_play=False)
+    trajectory = {
+        "t": scene.t.tolist(),
+        "bodies": list(scene.names[: scene.nb]),
+        "joints": scene.joint_names,
+        "r": scene.r.tolist(),  # (frames, bodies, 3) centres of mass
+    }
+    block = (
+        '<script type="application/json" id="jaxmbd-trajectory">'
+        + json.dumps(trajectory).replace("</", "<\\/")
+        + "</script>\n"
+    )
+    html = html.replace("</body>", block + "</body>", 1)
+    path.write_text(html, encoding="utf-8")
+    return path
+
+
+def _gaps(x: np.ndarray) -> list:
+    """A coordinate column for plotly, NaN (a break in a line) as None."""
+    return [None if np.isnan(v) else float(v) for v in x]
+
+
+def _plotly_figure(scene: _Scene, *, joints, view, size, title, fps):
+    """The plotly figure: moving traces first (updated by every frame), then the static
+    ground planes."""
     try:
         import plotly.graph_objects as go
     except ImportError:
@@ -359,6 +648,10 @@ def _write_html(scene: _Scene, path: Path, *, joints, view, size, title, fps) ->
 
     def rgb(c):
         return "rgb({:.0f},{:.0f},{:.0f})".format(*(255 * np.asarray(c)))
+
+    # WebGL hides lines inside a mesh: with contacts the bodies are see-through, so that
+    # the arrows into them (the force on the body) show
+    opacity = 1.0 if scene.contacts is None else BODY_OPACITY_WITH_CONTACTS
 
     def body_traces(f):
         out = []
@@ -375,6 +668,7 @@ def _write_html(scene: _Scene, path: Path, *, joints, view, size, title, fps) ->
                     facecolor=[rgb(c) for c in scene.colors[b]],
                     flatshading=True,
                     lighting=dict(ambient=0.5, diffuse=0.7, specular=0.1),
+                    opacity=opacity,
                     name=name,
                     showlegend=True,
                     hovertext=name,
@@ -398,27 +692,63 @@ def _write_html(scene: _Scene, path: Path, *, joints, view, size, title, fps) ->
                     mode="lines", line=dict(width=4), name=label,
                 )
             )  # fmt: skip
+        contact = scene.contacts
+        if contact is not None:
+            on = contact.active[f]
+            p = contact.point[f][on]
+            seg = arrow_polyline(p, contact.arrow[f][on], eye / 2.0, contact.cut[f][on])
+            out.append(
+                go.Scatter3d(
+                    x=p[:, 0].tolist(), y=p[:, 1].tolist(), z=p[:, 2].tolist(), mode="markers",
+                    marker=dict(size=3, color=CONTACT_COLOR), name="contact points",
+                )
+            )  # fmt: skip
+            out.append(
+                go.Scatter3d(
+                    x=_gaps(seg[:, 0]), y=_gaps(seg[:, 1]), z=_gaps(seg[:, 2]), mode="lines",
+                    line=dict(width=5, color=CONTACT_COLOR), name=_force_legend(scene),
+                )
+            )  # fmt: skip
         return out
 
+    planes = [
+        go.Mesh3d(
+            x=patch.verts[:, 0].tolist(), y=patch.verts[:, 1].tolist(),
+            z=patch.verts[:, 2].tolist(), i=patch.faces[:, 0].tolist(),
+            j=patch.faces[:, 1].tolist(), k=patch.faces[:, 2].tolist(),
+            facecolor=[rgb(c) for c in patch.colors], flatshading=True,
+            lighting=dict(ambient=0.8, diffuse=0.3, specular=0.0), name=patch.name,
+            showlegend=True, hoverinfo="skip",
+        )
+        for patch in scene.planes
+    ]  # fmt: skip
+
+    def heading(f):  # the arrows' scale under the time: empty traces have no legend entry
+        text = f"{title}  t = {scene.t[f]:.3f} s"
+        if scene.contacts is not None:
+            text += f"<br><sub>{_force_legend(scene)}</sub>"
+        return text
+
+    eye = 2.0 * _eye(view)
     n = len(scene.t)
+    moving = len(body_traces(0))
     frames = [
         go.Frame(
             data=body_traces(f),
+            traces=list(range(moving)),
             name=f"{scene.t[f]:.4f}",
-            layout=go.Layout(title=dict(text=f"{title}  t = {scene.t[f]:.3f} s")),
+            layout=go.Layout(title=dict(text=heading(f))),
         )
         for f in range(n)
     ]
     duration = 1000.0 / fps
     span = scene.hi - scene.lo
     ratio = span / span.max()
-    elev, azim = np.radians(view[0]), np.radians(view[1])
-    eye = 2.0 * np.array([np.cos(elev) * np.cos(azim), np.cos(elev) * np.sin(azim), np.sin(elev)])
     fig = go.Figure(
-        data=body_traces(0),
+        data=body_traces(0) + planes,
         frames=frames,
         layout=go.Layout(
-            title=dict(text=f"{title}  t = {scene.t[0]:.3f} s"),
+            title=dict(text=heading(0)),
             width=size[0],
             height=size[1],
             scene=dict(
@@ -484,18 +814,4 @@ def _write_html(scene: _Scene, path: Path, *, joints, view, size, title, fps) ->
             ],
         ),
     )
-    html = fig.to_html(include_plotlyjs=True, full_html=True, auto_play=False)
-    trajectory = {
-        "t": scene.t.tolist(),
-        "bodies": list(scene.names[: scene.nb]),
-        "joints": scene.joint_names,
-        "r": scene.r.tolist(),  # (frames, bodies, 3) centres of mass
-    }
-    block = (
-        '<script type="application/json" id="jaxmbd-trajectory">'
-        + json.dumps(trajectory).replace("</", "<\\/")
-        + "</script>\n"
-    )
-    html = html.replace("</body>", block + "</body>", 1)
-    path.write_text(html, encoding="utf-8")
-    return path
+    return fig

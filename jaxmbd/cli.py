@@ -182,11 +182,13 @@ def _with_progress(fn, label: str):
         return fn(report)
 
 
-def _animate(m: Model, sol, path: Path, trace, fps: float, speed: float) -> Path:
+def _animate(
+    m: Model, sol, path: Path, trace, fps: float, speed: float, contacts: bool | None = None
+) -> Path:
     from .animation import animate
 
     with console.status(f"writing {path}"):
-        return animate(m, sol, path, traces=trace or None, fps=fps, speed=speed)
+        return animate(m, sol, path, traces=trace or None, fps=fps, speed=speed, contacts=contacts)
 
 
 def _run_analysis(
@@ -393,9 +395,18 @@ def animate_command(
     ] = None,
     fps: Annotated[float, typer.Option(help="frames per second")] = 25.0,
     speed: Annotated[float, typer.Option(help="simulated seconds per second")] = 1.0,
+    contacts: Annotated[
+        bool | None,
+        typer.Option(
+            "--contacts/--no-contacts",
+            help="draw the active contact points and their force arrows (default: when the "
+            "model has contact pairs; a .npz run's are computed from the model's pairs)",
+        ),
+    ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ):
-    """Animate a saved run or a model in 3-D: bodies, joints, traces, time label."""
+    """Animate a saved run or a model in 3-D: bodies, ground planes, joints, contact forces,
+    traces, time label."""
     _setup_logging(verbose)
     from .animation import FORMATS
     from .solution import Solution
@@ -417,6 +428,8 @@ def animate_command(
                 sol = Solution.load(run)
             except (OSError, KeyError, ValueError) as err:
                 raise ModelError(f"{run}: cannot read the Solution ({err})") from None
+            if contacts is None:  # a file keeps no contact slots: the model's pairs give them
+                contacts = m.contacts is not None or None
         else:
             m = _load(run)
             unknown = sorted(set(trace or ()) - set(m.body_names))
@@ -437,7 +450,7 @@ def animate_command(
                 ),
                 "dynamics",
             )
-        path = _animate(m, sol, out, trace, fps, speed)
+        path = _animate(m, sol, out, trace, fps, speed, contacts)
     except (ModelError, SolverError, RuntimeError, ValueError) as err:
         console.print(f"[red]error:[/red] {err}")
         raise typer.Exit(code=1) from None

@@ -37,14 +37,16 @@ def _rigid_motion(model, n=41, t_end=2.0):
     return _solution(model, t, r, A)
 
 
-def _solution(model, t, r, A):
-    """A Solution with positions ``r`` (n, nb, 3) and rotations ``A`` (n, nb, 3, 3)."""
+def _solution(model, t, r, A, contact_element=None):
+    """A Solution with positions ``r`` (n, nb, 3) and rotations ``A`` (n, nb, 3, 3), at
+    rest, with the run's ``contact_element`` (for ``sol.contact``) if given."""
     n = len(t)
     z = np.zeros_like(r)
     return mbd.Solution(
         t=t, r=r, A=A, rdot=z, omega=z, rddot=z, omegadot=z, lam=np.zeros((n, model.nc)),
         iterations=np.zeros(n, int), status=np.zeros(n, int), residual=np.zeros(n),
         body_names=model.body_names, constraint_names=model.constraint_names,
+        contact_element=contact_element,
     )  # fmt: skip
 
 
@@ -335,3 +337,237 @@ def test_ground_anchor_and_rail_hold_the_ground_points():
         assert _winding_number(r[k, slider], tri) > 0.5, f"slider off its rail at t = {t[k]}"
     assert _winding_number(np.array([0.0, 0.1, 0.12]), tri) > 0.5  # the crank's pivot
     assert _winding_number(np.array([0.0, 0.1, 0.3]), tri) < 0.5  # nothing else
+
+
+# ----------------------------------------------------------------------------- contact
+
+# a ball of radius R on the plane z = H, pressed in by delta(t) = 0.01 - 0.03 sin(pi t) (the
+# gap is -delta) while it moves along x; made up, with zero velocities, so that each slot's
+# force is K delta^1.5 along +z exactly (Hunt–Crossley without a rate) at the midway point
+R, H, K = 0.05, 0.1, 1e5
+T_BALL = np.linspace(0.0, 2.0, 11)
+DELTA = 0.01 - 0.03 * np.sin(np.pi * T_BALL)
+X_BALL = 0.3 * T_BALL
+
+
+def _ball_on_plane():
+    b = mbd.ModelBuilder(name="ball", gravity=(0, 0, -9.81))
+    b.add_body("ball", mass=1.0, inertia=[1e-3] * 3, r=(0, 0, 0.5),
+               shapes=[mbd.geometry.sphere(R)])  # fmt: skip
+    b.add_ground_plane(point=(0.2, -0.1, H), normal=(0, 0, 1))
+    b.add_contact("ball", "ground", friction=0.5, stiffness=K, restitution=0.5)
+    return b.build()
+
+
+def _ball_run(model, contact_element=None):
+    n = len(T_BALL)
+    r = np.zeros((n, 1, 3))
+    r[:, 0, 0], r[:, 0, 2] = X_BALL, H + R - DELTA
+    A = np.broadcast_to(np.eye(3), (n, 1, 3, 3))
+    return _solution(model, T_BALL, r, A, contact_element)
+
+
+@pytest.fixture(scope="module")
+def ball():
+    """(model, Solution carrying its contact element) of the made-up bounce."""
+    from jaxmbd.contact import with_contact
+
+    model = _ball_on_plane()
+    return model, _ball_run(model, with_contact(model, "compliant").contacts)
+
+
+def _ball_scene(model, sol, **options):
+    return _scene(model, sol, fps=5, speed=1, max_frames=50, traces=None, resolution=16,
+                  **options)  # fmt: skip
+
+
+def test_ground_plane_patch_at_the_plane_covers_the_travel(ball):
+    """The plane is drawn in the plane z = H, as the rectangle around the ball's travel
+    (x from -R to 0.6 + R, y within +-R) with a quarter of the scene's size to spare."""
+    model, sol = ball
+    scene = _ball_scene(model, sol, contacts=False)
+    assert len(scene.t) == len(T_BALL) and scene.contacts is None
+    # the scene's size: the ball's box over the run, 0.6 + 2 R along x
+    assert scene.size == pytest.approx(0.6 + 2 * R, abs=1e-12)
+    (patch,) = scene.planes
+    np.testing.assert_allclose(patch.verts[:, 2], H, atol=1e-15)
+    np.testing.assert_allclose(patch.normal, [0, 0, 1], atol=1e-15)
+    margin = 0.25 * scene.size
+    np.testing.assert_allclose(patch.verts.min(0)[:2], [-R - margin, -R - margin], atol=1e-12)
+    np.testing.assert_allclose(patch.verts.max(0)[:2], [0.6 + R + margin, R + margin], atol=1e-12)
+    # a checkerboard: two shades, as many squares of each (to one)
+    shades = np.unique(patch.colors[:, 0])
+    assert len(shades) == 2
+    assert (
+        abs(np.sum(patch.colors[:, 0] == shades[0]) - np.sum(patch.colors[:, 0] == shades[1])) <= 2
+    )
+    assert np.all(scene.lo <= patch.verts.min(0)) and np.all(scene.hi >= patch.verts.max(0))
+
+
+def test_tilted_plane_and_ground_shapes_drawn():
+    """A tilted plane's patch lies in the plane and holds the projection of every drawn body
+    point; a plane of given size is that square about its point; a box fixed to the ground
+    is drawn at its global pose, as a body shape is."""
+    n_hat = np.array([0.0, np.sin(0.3), np.cos(0.3)])
+    b = mbd.ModelBuilder(name="two planes", gravity=(0, 0, -9.81))
+    b.add_body("ball", mass=1.0, inertia=[1e-3] * 3, r=(0, 0, 0.5), shapes=[mbd.geometry.sphere(R)])
+    b.add_ground_plane(point=(0.0, 0.0, H), normal=tuple(n_hat))
+    b.add_ground_plane(point=(1.0, 0.0, 0.0), normal=(-1, 0, 0), size=(0.4, 0.2))
+    b.add_ground_shape(mbd.geometry.box((0.2, 0.2, 0.2), pos=(0.5, 0.5, 0.1)))
+    model = b.build()
+    sol = _rigid_motion(model, n=5)  # turning about z: the ball sweeps a quarter circle
+    scene = _ball_scene(model, sol)
+    assert scene.contacts is None  # no contact pairs, no contact slots
+    tilted, wall = scene.planes
+    np.testing.assert_allclose((tilted.verts - [0, 0, H]) @ n_hat, 0.0, atol=1e-14)
+    # every body vertex projects inside the patch (a rectangle in the plane's own axes)
+    Rp = model.ground_shapes[0].A
+    local = lambda p: ((p - [0, 0, H]) @ Rp)[:, :2]  # noqa: E731
+    body = local(np.concatenate([v.reshape(-1, 3) for v in scene.verts[: model.nb]]))
+    lo, hi = local(tilted.verts).min(0), local(tilted.verts).max(0)
+    assert np.all(body.min(0) >= lo + 0.25 * scene.size - 1e-12)
+    assert np.all(body.max(0) <= hi - 0.25 * scene.size + 1e-12)
+    np.testing.assert_allclose(wall.verts[:, 0], 1.0, atol=1e-15)
+    # 0.4 by 0.2 (along the plane's own axes) about its point
+    np.testing.assert_allclose(np.sort(np.ptp(wall.verts[:, 1:], axis=0)), [0.2, 0.4], atol=1e-12)
+    np.testing.assert_allclose(0.5 * (wall.verts.min(0) + wall.verts.max(0)), [1, 0, 0], atol=1e-12)
+    assert scene.names[-1] == "ground"
+    tri = scene.verts[-1][0][scene.faces[-1]]
+    assert _winding_number(np.array([0.5, 0.5, 0.1]), tri) > 0.5  # the box's centre
+    assert _winding_number(np.array([0.5, 0.5, 0.25]), tri) < 0.5
+
+
+def test_contact_arrows_at_active_frames_along_the_force(ball):
+    """Points and arrows at exactly the frames where the ball penetrates; each arrow from
+    the midway point (x, 0, H - delta/2) along +z, K delta^1.5 * scale long, the largest
+    a quarter of the scene's size."""
+    model, sol = ball
+    scene = _ball_scene(model, sol)
+    c = scene.contacts
+    assert c is not None and c.active.shape == (len(T_BALL), 1)
+    np.testing.assert_array_equal(c.active[:, 0], DELTA > 0)
+    force = K * np.clip(DELTA, 0, None) ** 1.5
+    assert c.largest == pytest.approx(force.max(), rel=1e-12)
+    assert c.scale == pytest.approx(0.25 * scene.size / force.max(), rel=1e-12)
+    on = DELTA > 0
+    expected_point = np.stack([X_BALL, 0 * X_BALL, H - DELTA / 2], axis=1)
+    np.testing.assert_allclose(c.point[on, 0], expected_point[on], atol=1e-12)
+    expected_arrow = np.zeros((len(T_BALL), 3))
+    expected_arrow[:, 2] = c.scale * force
+    np.testing.assert_allclose(c.arrow[:, 0], expected_arrow, rtol=1e-12, atol=1e-15)
+    assert np.max(np.linalg.norm(c.arrow, axis=-1)) == pytest.approx(0.25 * scene.size)
+    # the polyline drawn: shaft from the point to its tip, then a head ending at the tip
+    from jaxmbd.animation import arrow_polyline
+
+    k = int(np.argmax(force))
+    seg = arrow_polyline(c.point[k], c.arrow[k], np.array([1.0, 0, 0]))
+    np.testing.assert_allclose(seg[0], c.point[k, 0], atol=1e-15)
+    np.testing.assert_allclose(seg[1], seg[4], atol=1e-15)
+    np.testing.assert_allclose(seg[1], c.point[k, 0] + c.arrow[k, 0], atol=1e-15)
+    barbs = seg[[3, 5]] - seg[4]
+    np.testing.assert_allclose(np.linalg.norm(barbs, axis=1), 0.25 * 0.25 * scene.size)
+    # a given scale: force_scale * F, cut to half the scene's size (and headless) above it
+    scale = 0.5 * scene.size / (K * 0.025**1.5)  # delta = 0.025 reaches the cut
+    c = _ball_scene(model, sol, force_scale=scale).contacts
+    length = np.minimum(scale * force, 0.5 * scene.size)
+    np.testing.assert_allclose(c.arrow[:, 0, 2], length, rtol=1e-12, atol=1e-15)
+    np.testing.assert_array_equal(c.cut[:, 0], scale * force > 0.5 * scene.size)
+    assert 0 < c.cut.sum() < on.sum()
+    k = int(np.argmax(force))
+    seg = arrow_polyline(c.point[k], c.arrow[k], np.array([1.0, 0, 0]), c.cut[k])
+    assert len(seg) == 3  # the shaft alone
+
+
+def _red_pixels(path) -> list[int]:
+    from jaxmbd.animation import CONTACT_COLOR
+
+    im = Image.open(path)
+    counts = []
+    for k in range(im.n_frames):
+        im.seek(k)
+        counts.append(_hue_pixels(np.asarray(im.convert("RGB")), CONTACT_COLOR))
+    return counts
+
+
+def test_gif_shows_contacts_exactly_when_active_and_hides_them(ball, tmp_path):
+    """In the GIF's pixels: contact red beyond the legend's at the active frames only;
+    none at all with contacts=False. The ball's own colour is no red."""
+    model, sol = ball
+    opts = dict(fps=5, size=(320, 240))
+    shown = _red_pixels(mbd.plot.animate(model, sol, tmp_path / "c.gif", **opts))
+    hidden = _red_pixels(mbd.plot.animate(model, sol, tmp_path / "n.gif", contacts=False, **opts))
+    assert len(shown) == len(T_BALL)
+    assert max(hidden) == 0
+    legend = min(shown)  # the legend's line, in every frame
+    for k, on in enumerate(DELTA > 0):
+        assert (shown[k] > legend + 15) == on, f"frame {k}: {shown[k]} red pixels"
+
+
+def test_html_contacts_traces_and_offline_file(ball, tmp_path):
+    """The plotly figure: the plane patch once (a static trace), the arrow trace of each
+    frame with a shaft exactly at the active slots; contacts=False drops both contact
+    traces; the HTML is written."""
+    pytest.importorskip("plotly")
+    from jaxmbd.animation import _plotly_figure
+
+    model, sol = ball
+    opts = dict(joints=True, view=(25, -60), size=(500, 400), title="ball", fps=5)
+    scene = _ball_scene(model, sol)
+    fig = _plotly_figure(scene, **opts)
+    names = [tr.name for tr in fig.data]
+    assert names[-1] == "ground plane" and names.count("ground plane") == 1
+    arrows = next(i for i, n in enumerate(names) if n.startswith("contact forces"))
+    c = scene.contacts
+    for f, frame in enumerate(fig.frames):
+        assert "ground plane" not in [tr.name for tr in frame.data]
+        z = frame.data[arrows].z
+        if c.active[f, 0]:
+            assert z[0] == pytest.approx(H - DELTA[f] / 2)
+            assert z[1] - z[0] == pytest.approx(c.scale * K * DELTA[f] ** 1.5)
+        else:
+            assert len(z) == 0
+    hidden = _plotly_figure(_ball_scene(model, sol, contacts=False), **opts)
+    assert not [tr.name for tr in hidden.data if tr.name.startswith("contact")]
+    path = mbd.plot.animate(model, sol, tmp_path / "c.html", fps=5)
+    assert "contact forces" in path.read_text() and "ground plane" in path.read_text()
+
+
+def test_contacts_option_checks_and_cli(ball, tmp_path):
+    """contacts=True on a Solution without slots computes them from the model's pairs (as
+    a run read from a file); a model without pairs is refused, as is a non-bool; the CLI's
+    --no-contacts passes through."""
+    model, sol = ball
+    plain = _ball_run(model)  # as read from a file: no contact slots
+    assert _ball_scene(model, plain).contacts is None
+    np.testing.assert_array_equal(
+        _ball_scene(model, plain, contacts=True).contacts.arrow,
+        _ball_scene(model, sol).contacts.arrow,
+    )
+    free = _two_body_model()
+    with pytest.raises(ValueError, match="has no contact pairs"):
+        mbd.plot.animate(free, _rigid_motion(free, n=3), "x.gif", contacts=True)
+    with pytest.raises(ValueError, match="contacts must be True, False or None"):
+        mbd.plot.animate(model, sol, "x.gif", contacts="yes")
+    for bad in (0.0, -1.0, np.nan, True, "1"):
+        with pytest.raises(ValueError, match="force_scale must be a positive"):
+            mbd.plot.animate(model, sol, "x.gif", force_scale=bad)
+    mbd.save_model(model, tmp_path / "m.json")
+    plain.save(tmp_path / "run.npz")
+    calls = []
+    import jaxmbd.animation
+
+    real = jaxmbd.animation.animate
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs["contacts"])
+        return real(*args, **kwargs)
+
+    runner = CliRunner()
+    args = ["animate", str(tmp_path / "run.npz"), "--model", str(tmp_path / "m.json"), "--fps", "2"]
+    import unittest.mock
+
+    with unittest.mock.patch("jaxmbd.animation.animate", spy):
+        for flag in ([], ["--no-contacts"], ["--contacts"]):
+            result = runner.invoke(app, [*args, "--out", str(tmp_path / "a.gif"), *flag])
+            assert result.exit_code == 0, result.output
+    assert calls == [True, False, True]
