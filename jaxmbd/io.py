@@ -18,7 +18,8 @@ Own schema (``"format": "jaxmbd-model"``)::
                  "stiffness", "damping", "rest_length"}],
      "ground_shapes": [{"type": "plane" | "box" | ..., sizes, "pos", "A" or "axis"}],
      "contacts": [{"body_i", "body_j" (a body or "ground"), "friction", "restitution",
-                   "stiffness", "damping", "exponent", "slip_velocity"}],
+                   "stiffness", "damping", "exponent", "slip_velocity",
+                   "shapes" (optional: [[k_i, k_j], ...] shape pairs)}],
      "joint_coordinates": [{"name", "type": "revolute" | "translational" | "cylindrical" |
                             "universal" | "spherical" | "planar", "body_i", "body_j",
                             "s_bar_i", "s_bar_j", "frame_i", "frame_j" (body frames),
@@ -92,7 +93,7 @@ _OWN_KEYS = {
               "stiffness", "damping", "rest_length"},
     "solver": {"h", "t_end", "tol"},
     "contact": {"body_i", "body_j", "friction", "restitution", "stiffness", "damping",
-                "exponent", "slip_velocity"},
+                "exponent", "slip_velocity", "shapes"},
     "joint_coordinates": {"name", "type", "body_i", "body_j", "s_bar_i", "s_bar_j", "frame_i",
                           "frame_j", "offset", "sign", "q_start"},
 }  # fmt: skip
@@ -409,6 +410,7 @@ def _load_own(path: Path, data: dict) -> Model:
                 _string(con, "body_i", path, where),
                 _string(con, "body_j", path, where),
                 friction=_get(con, "friction", path, where),
+                shapes=con.get("shapes"),
                 **numbers,
             )
         except ModelError as err:
@@ -553,7 +555,12 @@ def save_model(model: Model, path, *, solver: dict | None = None) -> Path:
                 "body_j": model.body_label(j),
                 "friction": float(contacts.friction[p]),
                 **{key: float(getattr(contacts, key)[p]) for key in _CONTACT_NUMBERS},
-            }
+                **(
+                    {}
+                    if contacts.shapes[p] is None
+                    else {"shapes": [list(pair) for pair in contacts.shapes[p]]}
+                ),
+            }  # fmt: skip
             for p, (i, j) in enumerate(contacts.pairs)
         ]
     if model.joints:

@@ -52,12 +52,14 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import warnings
 from pathlib import Path
 
 import jax.numpy as jnp
 import numpy as np
 
+from ._mjcf_contact import add_contacts
 from .errors import ModelError, ModelFileError
 from .joints import ANGLES, joint_coordinates, move_subtree
 from .model import GROUND, Model, ModelBuilder
@@ -186,9 +188,6 @@ def _unsupported(mujoco, m) -> list[str]:
     stiff = joints_where(np.asarray(m.jnt_stiffness) != 0)
     if stiff:
         out.append(f"joint stiffness on {stiff}")
-    colliding = np.flatnonzero((np.asarray(m.geom_contype) | np.asarray(m.geom_conaffinity)) != 0)
-    if len(colliding) and not (m.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_CONTACT):
-        out.append(f"contacts ({len(colliding)} colliding geoms; no contact model in jaxmbd)")
     if m.ntendon:
         out.append(f"{m.ntendon} tendon(s)")
     if m.nu:
@@ -236,6 +235,7 @@ def _convert(mujoco, m, path: Path, keyframe, model_name: str) -> Model:
         gravity = np.zeros(3)
     builder = ModelBuilder(name=model_name, gravity=tuple(float(g) for g in gravity))
     frame: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    shape_of: dict[int, tuple[str, int]] = {}  # geom -> (jaxmbd body or ground, shape index)
     for b in roots:
         members = [k for k in range(1, m.nbody) if owner[k] == b]
         mass = float(sum(m.body_mass[k] for k in members))
@@ -259,6 +259,7 @@ def _convert(mujoco, m, path: Path, keyframe, model_name: str) -> Model:
             for g in range(m.body_geomadr[k], m.body_geomadr[k] + m.body_geomnum[k]):
                 shape = _geom_shape(mujoco, m, d0, g, com, A)
                 if shape is not None:
+                    shape_of[g] = (body_names[b], len(shapes))
                     shapes.append(shape)
         builder.add_body(
             body_names[b], mass=mass, inertia=J_body, r=com, A=A, shapes=shapes or None
@@ -275,6 +276,10 @@ def _convert(mujoco, m, path: Path, keyframe, model_name: str) -> Model:
             _add_joints(mujoco, m, d0, builder, b, label(m.body_parentid[b]), body_names[b], path)
         )
     _add_equalities(mujoco, m, d0, builder, label, body_names, unsupported)
+    _add_ground_geoms(mujoco, m, d0, builder, owner, shape_of)
+    masses = {body_names[b]: float(sum(m.body_mass[k] for k in range(1, m.nbody)
+                                       if owner[k] == b)) for b in roots}  # fmt: skip
+    add_contacts(mujoco, m, builder, shape_of, lambda name: masses.get(name, math.inf), unsupported)
     if unsupported:
         message = f"{path}: not supported by jaxmbd and ignored: " + "; ".join(unsupported)
         warnings.warn(message, UnsupportedFeatureWarning, stacklevel=3)
@@ -286,7 +291,34 @@ def _convert(mujoco, m, path: Path, keyframe, model_name: str) -> Model:
     return model
 
 
+def _collides(m, g: int) -> bool:
+    return bool(m.geom_contype[g] or m.geom_conaffinity[g])
+
+
+def _add_ground_geoms(mujoco, m, d, builder: ModelBuilder, owner, shape_of):
+    """The geoms of the world and of bodies welded to it: planes as ground planes, the
+    others as ground shapes (global pose), drawn and colliding as MuJoCo's."""
+    for g in range(m.ngeom):
+        if owner[int(m.geom_bodyid[g])] >= 0:
+            continue
+        if int(m.geom_type[g]) == int(mujoco.mjtGeom.mjGEOM_PLANE):
+            size = np.asarray(m.geom_size[g][:2])
+            R = d.geom_xmat[g].reshape(3, 3)
+            shape_of[g] = (GROUND, len(builder._ground_shapes))
+            builder.add_ground_plane(
+                d.geom_xpos[g], R[:, 2], size=tuple(2 * size) if np.all(size > 0) else None
+            )
+            continue
+        shape = _geom_shape(mujoco, m, d, g, np.zeros(3), np.eye(3))
+        if shape is not None:
+            shape_of[g] = (GROUND, len(builder._ground_shapes))
+            builder.add_ground_shape(shape)
+
+
 def _geom_shape(mujoco, m, d, g, com, A):
+    """Geom g as a shape in the frame (com, A), colliding when MuJoCo collides it; None
+    for a geom that is neither drawn (transparent) nor colliding, and for kinds that
+    have no shape (planes, height fields, SDFs)."""
     from . import geometry as G
 
     T = mujoco.mjtGeom
@@ -294,7 +326,8 @@ def _geom_shape(mujoco, m, d, g, com, A):
     pos = A.T @ (d.geom_xpos[g] - com)
     R = A.T @ d.geom_xmat[g].reshape(3, 3)
     rgba = np.asarray(m.geom_rgba[g])
-    if rgba[3] == 0:
+    collide = _collides(m, g)
+    if rgba[3] == 0 and not collide:
         return None
     # MuJoCo's default grey says nothing: leave the colour to the animation's body palette
     default = np.allclose(rgba, [0.5, 0.5, 0.5, 1.0])
@@ -304,24 +337,24 @@ def _geom_shape(mujoco, m, d, g, com, A):
         else "#{:02x}{:02x}{:02x}".format(*(np.clip(rgba[:3], 0, 1) * 255).astype(int))
     )
     if kind == T.mjGEOM_BOX:
-        return G.box(2 * size, pos=pos, A=R, color=color)
+        return G.box(2 * size, pos=pos, A=R, color=color, collide=collide)
     if kind == T.mjGEOM_SPHERE:
-        return G.sphere(size[0], pos=pos, color=color)
+        return G.sphere(size[0], pos=pos, color=color, collide=collide)
     if kind == T.mjGEOM_CAPSULE:
-        return G.capsule(size[0], 2 * size[1], pos=pos, A=R, color=color)
+        return G.capsule(size[0], 2 * size[1], pos=pos, A=R, color=color, collide=collide)
     if kind == T.mjGEOM_CYLINDER:
-        return G.cylinder(size[0], 2 * size[1], pos=pos, A=R, color=color)
+        return G.cylinder(size[0], 2 * size[1], pos=pos, A=R, color=color, collide=collide)
     if kind == T.mjGEOM_ELLIPSOID:  # drawn as the sphere scaled into a mesh
         s = G.sphere(1.0)
         V, F = s.mesh(16)
-        return G.mesh((V * size) @ R.T + pos, F, color=color)
+        return G.mesh((V * size) @ R.T + pos, F, color=color, collide=collide)
     if kind == T.mjGEOM_MESH:
         mid = m.geom_dataid[g]
         v0, nv = m.mesh_vertadr[mid], m.mesh_vertnum[mid]
         f0, nf = m.mesh_faceadr[mid], m.mesh_facenum[mid]
         V = np.asarray(m.mesh_vert[v0 : v0 + nv], dtype=np.float64)
         F = np.asarray(m.mesh_face[f0 : f0 + nf], dtype=np.int64)
-        return G.mesh(V @ R.T + pos, F, color=color)
+        return G.mesh(V @ R.T + pos, F, color=color, collide=collide)
     return None  # planes, height fields, SDFs: not drawn
 
 

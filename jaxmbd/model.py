@@ -1056,18 +1056,51 @@ class ModelBuilder:
         self._ground_shapes.extend(make_shapes(shape, where="add_ground_shape"))
         return self
 
-    def _contact_spec(self, where, body_i, body_j, **numbers):
+    def _contact_spec(self, where, body_i, body_j, shapes=None, **numbers):
         from .contact.build import ContactSpec, check_contact_numbers
 
         try:
             values = check_contact_numbers(where, **numbers)
         except ValueError as err:
             raise ModelError(str(err)) from None
-        return ContactSpec(body_i=body_i, body_j=body_j, **values)
+        return ContactSpec(body_i=body_i, body_j=body_j, shapes=shapes, **values)
+
+    def _shapes_of(self, body: str) -> list[Shape]:
+        if body == GROUND:
+            return self._ground_shapes
+        return self._bodies[self.body_index(body)].shapes
+
+    def _check_shape_pairs(self, where, body_i, body_j, shapes):
+        """``add_contact``'s ``shapes``: pairs of indices of colliding shapes, no repeats."""
+        if shapes is None:
+            return None
+        out = []
+        lists = (self._shapes_of(body_i), self._shapes_of(body_j))
+        if isinstance(shapes, str) or not hasattr(shapes, "__iter__"):
+            raise ModelError(f"{where}.shapes: expected pairs (k_i, k_j) of shape indices")
+        for pair in shapes:
+            ok = isinstance(pair, list | tuple) and len(pair) == 2
+            ok = ok and all(isinstance(k, int | np.integer) and not isinstance(k, bool)
+                            for k in pair)  # fmt: skip
+            if not ok:
+                raise ModelError(
+                    f"{where}.shapes: expected pairs (k_i, k_j) of shape indices, got {pair!r}"
+                )
+            for k, body, own in zip(pair, (body_i, body_j), lists, strict=True):
+                if not 0 <= k < len(own) or not own[k].collide:
+                    colliding = [n for n, s in enumerate(own) if s.collide]
+                    raise ModelError(
+                        f"{where}.shapes: {body!r} has no colliding shape {k} (its colliding "
+                        f"shapes: {colliding})"
+                    )
+            out.append((int(pair[0]), int(pair[1])))
+        if not out or len(set(out)) != len(out):
+            raise ModelError(f"{where}.shapes: expected distinct pairs, at least one: {shapes!r}")
+        return tuple(out)
 
     def add_contact(
         self, body_i, body_j, *, friction, restitution=0.0, stiffness=None, damping=None,
-        exponent=1.5, slip_velocity=1e-4,
+        exponent=1.5, slip_velocity=1e-4, shapes=None,
     ) -> ModelBuilder:  # fmt: skip
         """A contact pair: the colliding shapes of ``body_i`` against those of ``body_j``
         (a body or "ground"), with compliant contact (:mod:`jaxmbd.contact.law`).
@@ -1078,7 +1111,10 @@ class ModelBuilder:
         chi (s/m) on top of the restitution's damping (None: 0); ``exponent``: n (Hertz: 1.5);
         ``slip_velocity``: the regularisation velocity of friction (m/s). Each is an array
         leaf of ``model.contacts`` (``jax.grad`` reaches it). Bodies joined by a joint may
-        be paired here (only :meth:`add_contacts` leaves them out).
+        be paired here (only :meth:`add_contacts` leaves them out). ``shapes``: the shape
+        pairs checked, as (k_i, k_j) indices into the two bodies' shape lists (the ground's:
+        its planes and shapes in the order added); default: every pair of colliding shapes
+        (MuJoCo's geom-level filters, :mod:`jaxmbd.mjcf`, select pairs this way).
         """
         where = f"contact '{body_i}' - '{body_j}'"
         for key, body in (("body_i", body_i), ("body_j", body_j)):
@@ -1089,9 +1125,10 @@ class ModelBuilder:
             raise ModelError(f"{where}: give the ground as body_j")
         if any({c.body_i, c.body_j} == {body_i, body_j} for c in self._contacts):
             raise ModelError(f"{where}: duplicate contact pair")
+        shapes = self._check_shape_pairs(where, body_i, body_j, shapes)
         self._contacts.append(
             self._contact_spec(
-                where, body_i, body_j, friction=friction, restitution=restitution,
+                where, body_i, body_j, shapes, friction=friction, restitution=restitution,
                 stiffness=stiffness, damping=damping, exponent=exponent,
                 slip_velocity=slip_velocity,
             )
@@ -1123,11 +1160,8 @@ class ModelBuilder:
         from .contact.build import _Body, build_contact_element
         from .contact.narrow_phase import SLOTS, pair_kind
 
-        def colliding(shapes):
-            return tuple(s for s in shapes if s.collide)
-
-        bodies = [_Body(b.name, b.mass, colliding(b.shapes)) for b in self._bodies]
-        bodies.append(_Body(GROUND, math.inf, colliding(self._ground_shapes)))
+        bodies = [_Body(b.name, b.mass, tuple(b.shapes)) for b in self._bodies]
+        bodies.append(_Body(GROUND, math.inf, tuple(self._ground_shapes)))
         specs = list(self._contacts)
         if self._all_contacts is not None:
             joined = {frozenset((gc.body_i, gc.body_j)) for gc in self._gcons}
@@ -1138,7 +1172,13 @@ class ModelBuilder:
                     key = frozenset((a.name, b.name))
                     if key in taken or key in exclude or (key in joined and GROUND not in key):
                         continue
-                    kinds = {pair_kind(s.kind, t.kind)[0] for s in a.shapes for t in b.shapes}
+                    kinds = {
+                        pair_kind(s.kind, t.kind)[0]
+                        for s in a.shapes
+                        if s.collide
+                        for t in b.shapes
+                        if t.collide
+                    }
                     if kinds & set(SLOTS):
                         specs.append(
                             self._contact_spec("add_contacts", a.name, b.name,

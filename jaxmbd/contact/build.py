@@ -44,13 +44,16 @@ class ContactSpec:
     damping: float
     exponent: float
     slip_velocity: float
+    # (k_i, k_j) indices into the two bodies' shape lists (the ground's: its ground shapes in
+    # the order added) of the shape pairs that collide; None: every pair of colliding shapes
+    shapes: tuple[tuple[int, int], ...] | None = None
 
 
 @dataclass
 class _Body:
     name: str
     mass: float  # inf for the ground
-    shapes: tuple  # colliding shapes only
+    shapes: tuple  # every shape, visual-only ones included (their indices are the user's)
 
 
 def _member_data(shape):
@@ -59,6 +62,18 @@ def _member_data(shape):
         np.asarray(shape.A, dtype=np.float64),
         shape_size(shape),
     )
+
+
+def _kinds(body: _Body) -> list[str]:
+    return [s.kind for s in body.shapes if s.collide]
+
+
+def _shape_pairs(body_i: _Body, body_j: _Body, spec: ContactSpec):
+    """The shape pairs a contact pair checks: every pair of colliding shapes, or the
+    pairs ``spec.shapes`` names (validated by the builder)."""
+    if spec.shapes is None:
+        return [(a, b) for a in body_i.shapes if a.collide for b in body_j.shapes if b.collide]
+    return [(body_i.shapes[a], body_j.shapes[b]) for a, b in spec.shapes]
 
 
 def build_contact_element(
@@ -78,20 +93,19 @@ def build_contact_element(
     for p, spec in enumerate(specs):
         i, j = index[spec.body_i], index[spec.body_j]
         used = []
-        for si in bodies[i].shapes:
-            for sj in bodies[j].shapes:
-                kind, swapped = pair_kind(si.kind, sj.kind)
-                if kind is None:
-                    skipped.append(f"{si.kind} of '{spec.body_i}' - {sj.kind} of '{spec.body_j}'")
-                    continue
-                (ba, sa), (bb, sb) = ((j, sj), (i, si)) if swapped else ((i, si), (j, sj))
-                members[kind].append((p, ba, bb, bb == i, _member_data(sa), _member_data(sb)))
-                used += [si, sj]
+        for si, sj in _shape_pairs(bodies[i], bodies[j], spec):
+            kind, swapped = pair_kind(si.kind, sj.kind)
+            if kind is None:
+                skipped.append(f"{si.kind} of '{spec.body_i}' - {sj.kind} of '{spec.body_j}'")
+                continue
+            (ba, sa), (bb, sb) = ((j, sj), (i, si)) if swapped else ((i, si), (j, sj))
+            members[kind].append((p, ba, bb, bb == i, _member_data(sa), _member_data(sb)))
+            used += [si, sj]
         if not used:
             raise ValueError(
                 f"contact '{spec.body_i}' - '{spec.body_j}': no pair of their colliding "
-                f"shapes has a narrow phase (shapes: {[s.kind for s in bodies[i].shapes]} and "
-                f"{[s.kind for s in bodies[j].shapes]}; supported pairs: {sorted(SLOTS)})"
+                f"shapes has a narrow phase (shapes: {_kinds(bodies[i])} and "
+                f"{_kinds(bodies[j])}; supported pairs: {sorted(SLOTS)})"
             )
         if spec.stiffness is None:
             m_i, m_j = bodies[i].mass, bodies[j].mass
@@ -137,6 +151,7 @@ def build_contact_element(
 
     return ContactForce(
         pairs=tuple((index[s.body_i], index[s.body_j]) for s in specs),
+        shapes=tuple(s.shapes for s in specs),
         pair_names=tuple(f"{s.body_i}/{s.body_j}" for s in specs),
         groups=tuple(groups),
         friction=per_pair("friction"),

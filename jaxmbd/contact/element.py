@@ -84,6 +84,8 @@ class ContactForce(AbstractForce):
 
     pairs: tuple[tuple[int, int], ...] = eqx.field(static=True)
     pair_names: tuple[str, ...] = eqx.field(static=True)
+    # per pair: the (k_i, k_j) shape pairs it checks, None for every colliding pair
+    shapes: tuple[tuple[tuple[int, int], ...] | None, ...] = eqx.field(static=True)
     groups: tuple[CollisionGroup, ...]
     friction: jax.Array  # (n_pairs,)
     restitution: jax.Array  # (n_pairs,)

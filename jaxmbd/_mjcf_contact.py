@@ -1,0 +1,327 @@
+"""MuJoCo's contacts as jaxmbd contact pairs: which geom pairs collide, and with what numbers.
+
+**Which pairs.** MuJoCo collides two geoms when (contype1 & conaffinity2) or (contype2 &
+conaffinity1) is non-zero, their bodies are not welded together, not parent and child
+(unless one is the world, or the ``filterparent`` flag is disabled) and not excluded by a
+``<contact><exclude>``; ``<contact><pair>`` adds geom pairs with numbers of their own.
+:func:`geom_pairs` applies exactly these rules; ``<flag contact="disable"/>`` gives none.
+Each geom pair becomes a shape pair of the contact pair of the two jaxmbd bodies that own
+the geoms (``ModelBuilder.add_contact(..., shapes=...)``), so that geoms which MuJoCo does
+not collide are not checked either.
+
+**Which numbers** (per geom pair, mixed as MuJoCo's ``mj_contactParam``: the geom of higher
+``priority`` wins, else ``solmix`` weights solref and solimp, friction and condim take the
+maximum; ``<option><flag override>`` replaces them by ``o_solref``, ``o_solimp``,
+``o_friction``):
+
+* friction: the sliding coefficient (``friction[0]``); 0 for ``condim`` 1.
+* stiffness: MuJoCo's contact is a soft constraint whose reference acceleration is
+  a_ref = -B v - K d(r) r with impedance d(r) (``solimp``) and, for solref = (timeconst,
+  dampratio) > 0, K = 1 / (d_width^2 timeconst^2 dampratio^2) (timeconst at least two time
+  steps unless ``refsafe`` is disabled), B = 2 / (d_width timeconst); for solref < 0,
+  K = -solref[0] / d_width^2, B = -solref[1] / d_width. The constrained acceleration along
+  the normal is d' a_ref + (1 - d') a_0 with d' = d / (d + c (1 - d)), where c = 1 for an
+  elliptic cone or condim 1 and c = mu^2 (1 + mu^2) / 2 for MuJoCo's default pyramidal cone
+  (:func:`cone_factor`: its edge rows' regulariser). At rest under gravity g the
+  penetration r_s therefore solves d'(r_s) K d(r_s) r_s = (1 - d'(r_s)) g, independent of
+  the mass (:func:`static_penetration`; checked against MuJoCo's own resting sphere, both
+  cones, in ``tests/test_mjcf_contact.py``). jaxmbd's
+  Hertz law K_c delta^1.5 then gets the same rest penetration for the pair's reduced mass
+  on one contact: K_c = m_eff g / r_s^1.5 (the rule of jaxmbd's default stiffness, with
+  MuJoCo's penetration in place of 1e-3 of the shape size).
+* restitution: the exit over the entry speed of MuJoCo's contact dynamics without other
+  forces, r'' = max(0, d' (-B r' - K d r)), entered at 1 m/s (:func:`restitution`; a
+  unilateral spring-damper, so not exp(-pi zeta / sqrt(1 - zeta^2)), which ignores that the
+  contact lets go when its force vanishes). MuJoCo's default, solref (0.02, 1) and solimp
+  (0.9, 0.95, 0.001, 0.5, 2), gives e = 0.136 (MuJoCo's own ball bounces back at 0.135 of
+  its speed), although critically damped.
+
+When the geom pairs of one body pair differ, the pair takes the largest friction, the
+smallest rest penetration and the largest restitution. What has no counterpart is named in
+the importer's one warning: torsional and rolling friction (``condim`` 4 and 6), contact
+``margin`` and ``gap`` (jaxmbd's surfaces touch at distance 0; MuJoCo's contact acts from
+distance margin - gap), and geom pairs without a narrow phase (box-box, box-capsule,
+meshes, ellipsoids, height fields, ...). MuJoCo's pyramidal friction cone (its default) is
+direction dependent; jaxmbd's regularised Coulomb friction is isotropic (MuJoCo's elliptic
+cone).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from .contact.narrow_phase import pair_kind
+
+_MIN_IMPEDANCE, _MAX_IMPEDANCE = 1e-4, 1 - 1e-4  # MuJoCo's mjMINIMP, mjMAXIMP
+_MINVAL = 1e-15  # MuJoCo's mjMINVAL
+STANDARD_GRAVITY = 9.81
+
+
+@dataclass(frozen=True)
+class GeomPair:
+    """One pair of colliding geoms with MuJoCo's mixed contact parameters."""
+
+    geom1: int
+    geom2: int
+    condim: int
+    friction: float  # sliding coefficient
+    solref: tuple[float, float]
+    solimp: tuple[float, float, float, float, float]
+    margin: float
+    gap: float
+
+
+def impedance(r: float, solimp) -> float:
+    """MuJoCo's impedance d(r) of a constraint violated by ``r`` (``solimp`` = (d0,
+    d_width, width, midpoint, power)): d0 at r = 0 rising to d_width at r = width along two
+    power-law halves joined at the midpoint; clamped to [1e-4, 1 - 1e-4]."""
+    d0, d_width, width, midpoint, power = (float(x) for x in solimp)
+    d0, d_width = (min(max(x, _MIN_IMPEDANCE), _MAX_IMPEDANCE) for x in (d0, d_width))
+    x = abs(r) / width if width > _MINVAL else 1.0
+    if x >= 1.0 or power == 1.0:
+        y = min(x, 1.0)
+    elif x <= midpoint:
+        y = x**power / midpoint ** (power - 1)
+    else:
+        y = 1 - (1 - x) ** power / (1 - midpoint) ** (power - 1)
+    return d0 + y * (d_width - d0)
+
+
+def reference_gains(solref, solimp, *, timestep: float, refsafe: bool) -> tuple[float, float]:
+    """MuJoCo's (K, B) of a contact's reference acceleration a_ref = -B v - K d(r) r."""
+    d_width = min(max(float(solimp[1]), _MIN_IMPEDANCE), _MAX_IMPEDANCE)
+    a, b = (float(x) for x in solref)
+    if a > 0:
+        timeconst = max(a, 2 * timestep) if refsafe else a
+        return 1 / (d_width**2 * timeconst**2 * b**2), 2 / (d_width * timeconst)
+    return -a / d_width**2, -b / d_width
+
+
+def cone_factor(cone: str, condim: int, friction: float) -> float:
+    """How much softer MuJoCo's normal direction is with a pyramidal friction cone: its
+    four edge rows n +- mu t have the regulariser (1 - d) / d times 2 mu^2 (1 + mu^2) t
+    (mj_diagApprox), which carry the normal force together, so the normal row of an
+    elliptic cone (or of condim 1) is matched with c = mu^2 (1 + mu^2) / 2 (1 at mu = 1)."""
+    if cone == "elliptic" or condim == 1:
+        return 1.0
+    mu = max(friction, 1e-5)  # MuJoCo's mjMINMU
+    return mu * mu * (1 + mu * mu) / 2
+
+
+def _blend(r: float, solimp, c: float) -> float:
+    """The share d' of the reference acceleration in the constrained one, r'' = d' a_ref
+    + (1 - d') a_0: d' = d / (d + c (1 - d)) (c: :func:`cone_factor`)."""
+    d = impedance(r, solimp)
+    return d / (d + c * (1 - d))
+
+
+def static_penetration(
+    solref, solimp, *, gravity: float, timestep: float, refsafe=True, cone_factor=1.0
+) -> float:
+    """The penetration r_s at which a MuJoCo contact holds a body at rest on it under
+    gravity: d'(r_s) K d(r_s) r_s = (1 - d'(r_s)) g (bisection; the module docstring)."""
+    K, _ = reference_gains(solref, solimp, timestep=timestep, refsafe=refsafe)
+    if not K > 0:
+        return math.inf
+
+    def excess(r):
+        blend = _blend(r, solimp, cone_factor)
+        return blend * K * impedance(r, solimp) * r - (1 - blend) * gravity
+
+    lo, hi = 0.0, 1e-6
+    while excess(hi) < 0 and hi < 1e3:
+        hi *= 2
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if excess(mid) < 0 else (lo, mid)
+    return 0.5 * (lo + hi)
+
+
+@functools.lru_cache(maxsize=256)
+def restitution(
+    solref, solimp, *, timestep: float, refsafe=True, cone_factor=1.0, speed=1.0
+) -> float:
+    """The coefficient of restitution of MuJoCo's contact: the exit over the entry speed
+    of r'' = max(0, d'(r) (-B r' - K d(r) r)) (the constraint pushes, never pulls, and lets
+    go when its force vanishes), entered at ``speed`` (m/s; the answer depends on it only
+    through d(r)), integrated by RK4 with 4000 steps per period 2 pi / (d_width sqrt(K)).
+    Checked against MuJoCo's own bounces in ``tests/test_mjcf_contact.py``. Arguments are
+    tuples (cached: pairs share them)."""
+    K, B = reference_gains(solref, solimp, timestep=timestep, refsafe=refsafe)
+    if not K > 0:
+        return 0.0
+    d_width = impedance(1e9, solimp)
+    period = 2 * math.pi / (d_width * math.sqrt(K))
+    dt = period / 4000
+
+    def accel(r, v):
+        return max(0.0, _blend(r, solimp, cone_factor) * (-B * v - K * impedance(r, solimp) * r))
+
+    r, v = 0.0, -speed
+    for _ in range(40000):  # ten periods: an overdamped contact creeps out
+        k1r, k1v = v, accel(r, v)
+        k2r, k2v = v + 0.5 * dt * k1v, accel(r + 0.5 * dt * k1r, v + 0.5 * dt * k1v)
+        k3r, k3v = v + 0.5 * dt * k2v, accel(r + 0.5 * dt * k2r, v + 0.5 * dt * k2v)
+        k4r, k4v = v + dt * k3v, accel(r + dt * k3r, v + dt * k3v)
+        r += dt / 6 * (k1r + 2 * k2r + 2 * k3r + k4r)
+        v += dt / 6 * (k1v + 2 * k2v + 2 * k3v + k4v)
+        if r >= 0 or (v > 0 and accel(r, v) == 0):
+            break
+    return max(0.0, v / speed)
+
+
+def _mixed(mujoco, m, g1: int, g2: int) -> GeomPair:
+    """MuJoCo's mj_contactParam for a dynamic geom pair."""
+    margin = max(float(m.geom_margin[g1]), float(m.geom_margin[g2]))
+    gap = max(float(m.geom_gap[g1]), float(m.geom_gap[g2]))
+    p1, p2 = int(m.geom_priority[g1]), int(m.geom_priority[g2])
+    if p1 != p2:
+        g = g1 if p1 > p2 else g2
+        condim, friction = int(m.geom_condim[g]), float(m.geom_friction[g][0])
+        solref, solimp = np.asarray(m.geom_solref[g]), np.asarray(m.geom_solimp[g])
+    else:
+        condim = max(int(m.geom_condim[g1]), int(m.geom_condim[g2]))
+        friction = max(float(m.geom_friction[g1][0]), float(m.geom_friction[g2][0]))
+        s1, s2 = float(m.geom_solmix[g1]), float(m.geom_solmix[g2])
+        if s1 >= _MINVAL and s2 >= _MINVAL:
+            mix = s1 / (s1 + s2)
+        elif s1 < _MINVAL and s2 < _MINVAL:
+            mix = 0.5
+        else:
+            mix = 0.0 if s1 < _MINVAL else 1.0
+        r1, r2 = np.asarray(m.geom_solref[g1]), np.asarray(m.geom_solref[g2])
+        solref = mix * r1 + (1 - mix) * r2 if r1[0] > 0 and r2[0] > 0 else np.minimum(r1, r2)
+        solimp = mix * np.asarray(m.geom_solimp[g1]) + (1 - mix) * np.asarray(m.geom_solimp[g2])
+    return GeomPair(g1, g2, condim, friction, tuple(solref), tuple(solimp), margin, gap)
+
+
+def _overridden(mujoco, m, pair: GeomPair) -> GeomPair:
+    if not m.opt.enableflags & mujoco.mjtEnableBit.mjENBL_OVERRIDE:
+        return pair
+    return GeomPair(
+        pair.geom1, pair.geom2, pair.condim, float(m.opt.o_friction[0]),
+        tuple(m.opt.o_solref), tuple(m.opt.o_solimp), float(m.opt.o_margin), 0.0,
+    )  # fmt: skip
+
+
+def geom_pairs(mujoco, m) -> list[GeomPair]:
+    """The geom pairs that MuJoCo collides (module docstring), with their numbers; none
+    when contact is disabled."""
+    disabled = m.opt.disableflags
+    if disabled & mujoco.mjtDisableBit.mjDSBL_CONTACT:
+        return []
+    filter_parent = not disabled & mujoco.mjtDisableBit.mjDSBL_FILTERPARENT
+    weld = np.asarray(m.body_weldid)
+    parent = np.asarray(m.body_parentid)
+    excluded = set()
+    for signature in np.asarray(getattr(m, "exclude_signature", ())):
+        b1, b2 = int(signature) >> 16, int(signature) & 0xFFFF
+        excluded |= {frozenset((b1, b2)), frozenset((int(weld[b1]), int(weld[b2])))}
+    explicit = {}
+    for k in range(m.npair):
+        g1, g2 = int(m.pair_geom1[k]), int(m.pair_geom2[k])
+        explicit[frozenset((g1, g2))] = GeomPair(
+            g1, g2, int(m.pair_dim[k]), float(m.pair_friction[k][0]), tuple(m.pair_solref[k]),
+            tuple(m.pair_solimp[k]), float(m.pair_margin[k]), float(m.pair_gap[k]),
+        )  # fmt: skip
+    contype, conaffinity = np.asarray(m.geom_contype), np.asarray(m.geom_conaffinity)
+    body = np.asarray(m.geom_bodyid)
+    out = []
+    for g1 in range(m.ngeom):
+        for g2 in range(g1 + 1, m.ngeom):
+            if frozenset((g1, g2)) in explicit:
+                continue
+            if not (contype[g1] & conaffinity[g2] or contype[g2] & conaffinity[g1]):
+                continue
+            w1, w2 = int(weld[body[g1]]), int(weld[body[g2]])
+            if w1 == w2:
+                continue
+            parent1, parent2 = int(weld[parent[w1]]), int(weld[parent[w2]])
+            if filter_parent and w1 and w2 and (w1 == parent2 or w2 == parent1):
+                continue
+            if frozenset((int(body[g1]), int(body[g2]))) in excluded:
+                continue
+            out.append(_overridden(mujoco, m, _mixed(mujoco, m, g1, g2)))
+    return out + [_overridden(mujoco, m, pair) for pair in explicit.values()]
+
+
+def _kinds(mujoco, m, pair: GeomPair) -> str:
+    names = (mujoco.mjtGeom(int(m.geom_type[g])).name.removeprefix("mjGEOM_").lower()
+             for g in (pair.geom1, pair.geom2))  # fmt: skip
+    return "-".join(sorted(names))
+
+
+def add_contacts(mujoco, m, builder, shape_of: dict, mass_of, unsupported: list[str]):
+    """Add the contact pairs of MuJoCo's colliding geoms to ``builder``.
+
+    ``shape_of[g]`` = (jaxmbd body or "ground", index in its shape list) of geom g;
+    ``mass_of(body)`` its mass (inf for the ground). What cannot be mapped is appended to
+    ``unsupported``."""
+    from .model import GROUND
+
+    gravity = float(np.linalg.norm(m.opt.gravity))
+    if not gravity > 0 or m.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_GRAVITY:
+        gravity = STANDARD_GRAVITY
+    refsafe = not m.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_REFSAFE
+    timestep = float(m.opt.timestep)
+    cone = "elliptic" if m.opt.cone == mujoco.mjtCone.mjCONE_ELLIPTIC else "pyramidal"
+    bodies: dict[tuple[str, str], dict] = {}
+    no_narrow_phase, torsional, margins = Counter(), Counter(), 0
+    for pair in geom_pairs(mujoco, m):
+        if pair.geom1 not in shape_of or pair.geom2 not in shape_of:
+            no_narrow_phase[_kinds(mujoco, m, pair)] += 1
+            continue
+        (b1, k1), (b2, k2) = shape_of[pair.geom1], shape_of[pair.geom2]
+        if b1 == b2:
+            continue  # one rigid jaxmbd body (merged bodies)
+        if b1 == GROUND:
+            (b1, k1), (b2, k2) = (b2, k2), (b1, k1)
+        shapes_1, shapes_2 = builder._shapes_of(b1), builder._shapes_of(b2)
+        kind, _ = pair_kind(shapes_1[k1].kind, shapes_2[k2].kind)
+        if kind is None:
+            no_narrow_phase[_kinds(mujoco, m, pair)] += 1
+            continue
+        if pair.condim > 3:
+            torsional[pair.condim] += 1
+        if pair.margin - pair.gap != 0:
+            margins += 1
+        options = dict(
+            timestep=timestep,
+            refsafe=refsafe,
+            cone_factor=cone_factor(cone, pair.condim, pair.friction),
+        )
+        numbers = dict(
+            friction=0.0 if pair.condim == 1 else pair.friction,
+            penetration=static_penetration(pair.solref, pair.solimp, gravity=gravity, **options),
+            restitution=restitution(tuple(pair.solref), tuple(pair.solimp), **options),
+        )
+        entry = bodies.setdefault((b1, b2), {"shapes": [], "numbers": []})
+        entry["shapes"].append((k1, k2))
+        entry["numbers"].append(numbers)
+    for (b1, b2), entry in bodies.items():
+        friction = max(n["friction"] for n in entry["numbers"])
+        penetration = min(n["penetration"] for n in entry["numbers"])
+        e = max(n["restitution"] for n in entry["numbers"])
+        m1, m2 = mass_of(b1), mass_of(b2)
+        m_eff = m1 if math.isinf(m2) else m1 * m2 / (m1 + m2)
+        builder.add_contact(
+            b1, b2, friction=friction, restitution=e, shapes=sorted(set(entry["shapes"])),
+            stiffness=m_eff * gravity / penetration**1.5 if math.isfinite(penetration) else None,
+        )  # fmt: skip
+    if no_narrow_phase:
+        kinds = ", ".join(f"{k} ({n})" for k, n in sorted(no_narrow_phase.items()))
+        unsupported.append(f"contacts between geoms without a narrow phase in jaxmbd: {kinds}")
+    if torsional:
+        unsupported.append(
+            f"torsional/rolling friction (condim {sorted(torsional)}) on "
+            f"{sum(torsional.values())} geom pair(s) (sliding friction only)"
+        )
+    if margins:
+        unsupported.append(
+            f"contact margin/gap on {margins} geom pair(s) (jaxmbd's surfaces touch at distance 0)"
+        )
