@@ -274,7 +274,7 @@ def _contact_arrows(slots, idx: np.ndarray, size: float, force_scale) -> _Contac
     )
 
 
-def arrow_polyline(
+def _arrow_polyline(
     start: np.ndarray, arrow: np.ndarray, eye: np.ndarray, cut: np.ndarray | None = None
 ) -> np.ndarray:
     """Arrows as one polyline, NaN rows between the pieces: per arrow its shaft from
@@ -596,7 +596,7 @@ def _matplotlib_animation(scene: _Scene, joints: bool, view, size, title, fps):
             on = contact.active[f]
             p = contact.point[f][on]
             spots.set_data_3d(p[:, 0], p[:, 1], p[:, 2])
-            seg = arrow_polyline(p, contact.arrow[f][on], eye, contact.cut[f][on])
+            seg = _arrow_polyline(p, contact.arrow[f][on], eye, contact.cut[f][on])
             arrows.set_data_3d(seg[:, 0], seg[:, 1], seg[:, 2])
         label.set_text(f"t = {scene.t[f]:.3f} s")
         artists = [*polys, label, *lines] + ([marker] if marker is not None else [])
@@ -696,7 +696,7 @@ def _plotly_figure(scene: _Scene, *, joints, view, size, title, fps):
         if contact is not None:
             on = contact.active[f]
             p = contact.point[f][on]
-            seg = arrow_polyline(p, contact.arrow[f][on], eye / 2.0, contact.cut[f][on])
+            seg = _arrow_polyline(p, contact.arrow[f][on], eye / 2.0, contact.cut[f][on])
             out.append(
                 go.Scatter3d(
                     x=p[:, 0].tolist(), y=p[:, 1].tolist(), z=p[:, 2].tolist(), mode="markers",

@@ -457,10 +457,10 @@ def test_contact_arrows_at_active_frames_along_the_force(ball):
     np.testing.assert_allclose(c.arrow[:, 0], expected_arrow, rtol=1e-12, atol=1e-15)
     assert np.max(np.linalg.norm(c.arrow, axis=-1)) == pytest.approx(0.25 * scene.size)
     # the polyline drawn: shaft from the point to its tip, then a head ending at the tip
-    from jaxmbd.animation import arrow_polyline
+    from jaxmbd.animation import _arrow_polyline
 
     k = int(np.argmax(force))
-    seg = arrow_polyline(c.point[k], c.arrow[k], np.array([1.0, 0, 0]))
+    seg = _arrow_polyline(c.point[k], c.arrow[k], np.array([1.0, 0, 0]))
     np.testing.assert_allclose(seg[0], c.point[k, 0], atol=1e-15)
     np.testing.assert_allclose(seg[1], seg[4], atol=1e-15)
     np.testing.assert_allclose(seg[1], c.point[k, 0] + c.arrow[k, 0], atol=1e-15)
@@ -474,7 +474,7 @@ def test_contact_arrows_at_active_frames_along_the_force(ball):
     np.testing.assert_array_equal(c.cut[:, 0], scale * force > 0.5 * scene.size)
     assert 0 < c.cut.sum() < on.sum()
     k = int(np.argmax(force))
-    seg = arrow_polyline(c.point[k], c.arrow[k], np.array([1.0, 0, 0]), c.cut[k])
+    seg = _arrow_polyline(c.point[k], c.arrow[k], np.array([1.0, 0, 0]), c.cut[k])
     assert len(seg) == 3  # the shaft alone
 
 
