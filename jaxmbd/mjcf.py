@@ -9,7 +9,8 @@ reference pose** (``qpos0``) from ``mj_forward``:
   inertia tensor about the centre of mass in that frame come from ``body_mass``,
   ``body_inertia`` and ``ximat``. A body without joints is rigidly merged into its parent
   (masses, centres of mass and inertias combined; as MuJoCo's ``fusestatic``); one welded to
-  the world is part of the ground. Geoms become the body's visual shapes.
+  the world is part of the ground. Geoms become the body's shapes (drawn, and colliding
+  where MuJoCo collides them).
 * **Joints** (MuJoCo's ``xanchor`` and ``xaxis`` at the reference pose): hinge → revolute,
   slide → translational, ball → spherical, free → none (a free body). A body with several
   joints is mapped when the chain of joints is one of the library's joints: two hinges on
@@ -43,9 +44,14 @@ reference pose** (``qpos0``) from ``mj_forward``:
   compliant limit of :mod:`jaxmbd.joint_limits` on its coordinate (qpos units; default
   gains, not MuJoCo's ``solref``/``solimp``); a hinge range of a full turn or more is left
   out.
-* Whatever is not supported (limits of multi-joint bodies, contacts, joint damping /
-  stiffness / armature / friction loss, tendons, actuators, other equality types, mocap
-  bodies, ...) is listed in **one** warning; nothing is dropped silently.
+* **Contacts** (:mod:`jaxmbd._mjcf_contact`): the geom pairs MuJoCo collides become the
+  shape pairs of jaxmbd contact pairs, with friction, stiffness, restitution and slip
+  velocity from ``friction``, ``solref`` and ``solimp``; the world's planes and geoms are
+  ground planes and ground shapes.
+* Whatever is not supported (limits of multi-joint bodies, joint damping / stiffness /
+  armature / friction loss, tendons, actuators, other equality types, mocap bodies,
+  torsional friction, contact margins, geom pairs without a narrow phase, ...) is listed
+  in **one** warning; nothing is dropped silently.
 """
 
 from __future__ import annotations

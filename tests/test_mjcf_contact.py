@@ -189,6 +189,8 @@ def test_loaded_ball_rests_at_mujocos_penetration(tmp_path):
     c = mc.cone_factor("pyramidal", 3, 0.6)
     e = mc.restitution(tuple(pair.solref), tuple(pair.solimp), timestep=0.002, cone_factor=c)
     assert float(contacts.restitution[0]) == pytest.approx(e) and 0.05 < e < 0.5
+    slip = mc.slip_velocity(pair.solref, pair.solimp, friction=0.6, gravity=9.81, timestep=0.002)
+    assert float(contacts.slip_velocity[0]) == pytest.approx(slip) and 1e-3 < slip < 1e-1
 
     sol = mbd.simulate(model, t_end=1.5, h=2e-3)
     assert sol.result == mbd.RESULTS.successful
