@@ -758,3 +758,26 @@ def test_every_formulation_rolls_to_the_same_closed_form(formulation, integrator
     v = np.asarray(sol.rdot[-1, 0])
     assert np.hypot(v[0], v[1]) == pytest.approx(5 / 7 * v0, rel=1e-2)
     assert abs(float(sol.r[-1, 0, 2]) - R) < 1e-3
+
+
+@pytest.mark.slow  # two compiles of a contact model (about 50 s on 2 busy cores)
+def test_structured_solver_with_contact_equals_dense():
+    """The structured (block) linear solve couples the bodies a contact element joins as
+    it does any force element: a three-link chain hanging from a spherical joint, dropped
+    onto the floor, runs through the same steps with either solver."""
+    b = mbd.ModelBuilder("chain", gravity=(0, 0, -9.81))
+    for k in range(3):
+        b.add_body(f"l{k}", mass=1.0, inertia=[1e-2, 1e-2, 1e-3], r=(0.2 * k + 0.1, 0, 0.05),
+                   shapes=[mbd.geometry.capsule(0.03, 0.2, axis=(1, 0, 0))])  # fmt: skip
+    b.spherical("j0", body_i="ground", body_j="l0", point=(0, 0, 0.05))
+    for k in range(2):
+        b.revolute(f"h{k}", body_i=f"l{k}", body_j=f"l{k + 1}", point=(0.2 * k + 0.2, 0, 0.05),
+                   axis=(0, 1, 0))  # fmt: skip
+    b.add_ground_plane()
+    b.add_contacts(friction=0.5, restitution=0.3)
+    model = b.build()
+    dense = mbd.simulate(model, t_end=0.12, h=2e-3)
+    structured = mbd.simulate(model, t_end=0.12, h=2e-3, linear_solver="structured")
+    assert np.asarray(dense.contact.active).any()  # the links hit the floor
+    np.testing.assert_allclose(structured.r, dense.r, atol=1e-9)
+    np.testing.assert_allclose(structured.lam, dense.lam, rtol=1e-6, atol=1e-6)
