@@ -1,0 +1,116 @@
+"""Generalised forces along joint coordinates, applied to the bodies they join.
+
+A force element that pushes along the coordinate q of revolute (angle) and translational
+(slide) joints (:mod:`jaxmbd.joints`) acts on the two bodies through the virtual work
+F dq = f . dr + n_bar . dtheta_bar: f_b = F dq/dr_b, n_bar_b = F dq/dtheta_bar_b, the
+gradients of the coordinate with respect to each body's twist, taken by autodiff of the
+same coordinate map that ``sol.joints`` reports. The rate is q_dot = grad q . twist rate.
+:class:`AbstractJointForce` does this for every joint at once (one vmap per joint kind);
+a subclass gives the force F(t, q, q_dot): joint limits (:mod:`jaxmbd.joint_limits`),
+joint damping, stiffness and friction loss, actuators.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import NamedTuple
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import _config  # noqa: F401
+from .forces import AbstractForce, BodyState
+from .joints import JointDefinition, _geometric, _relative
+from .lie import hat
+
+#: Joint kinds with one coordinate that a joint force acts along.
+SCALAR_KINDS = ("revolute", "translational")
+
+
+class _Frames(NamedTuple):
+    """One joint's body-fixed frames, as :func:`jaxmbd.joints._relative` reads them."""
+
+    s_bar_i: jax.Array
+    s_bar_j: jax.Array
+    frame_i: jax.Array
+    frame_j: jax.Array
+
+
+def coordinates_and_gradients(joints: tuple[JointDefinition, ...], state: BodyState):
+    """q (n,) of ``joints`` at ``state`` and their gradients (n, 4, 3) with respect to the
+    twists (delta r_i, theta_bar_i, delta r_j, theta_bar_j) of their bodies: one vmap per
+    joint kind (at most two), not a loop over joints. A ground row's gradient is computed
+    and not used."""
+    r_all = jnp.concatenate([state.r, jnp.zeros((1, 3))])
+    A_all = jnp.concatenate([state.A, jnp.eye(3)[None]])
+    q, grads = jnp.zeros(len(joints)), jnp.zeros((len(joints), 4, 3))
+    for kind in SCALAR_KINDS:
+        idx = np.asarray([k for k, d in enumerate(joints) if d.kind == kind], dtype=int)
+        if idx.size == 0:
+            continue
+        group = [joints[k] for k in idx]
+        bi, bj = (np.asarray([getattr(d, b) for d in group]) for b in ("body_i", "body_j"))
+        frames = _Frames(*(jnp.stack([getattr(d, key) for d in group]) for key in _Frames._fields))
+        offset = jnp.stack([d.offset[0] for d in group])
+        sign = jnp.asarray([d.sign[0] for d in group], dtype=offset.dtype)
+
+        def one(r_i, A_i, r_j, A_j, frames, offset, sign, kind=kind):
+            def coordinate(tw):
+                R, d = _relative(
+                    frames, r_i + tw[0], A_i @ (jnp.eye(3) + hat(tw[1])),
+                    r_j + tw[2], A_j @ (jnp.eye(3) + hat(tw[3])),
+                )  # fmt: skip
+                return offset + sign * _geometric(kind, R[0], d[0])[0]
+
+            return jax.value_and_grad(coordinate)(jnp.zeros((4, 3)))
+
+        q_k, g_k = jax.vmap(one)(r_all[bi], A_all[bi], r_all[bj], A_all[bj], frames, offset, sign)
+        q, grads = q.at[idx].set(q_k), grads.at[idx].set(g_k)
+    return q, grads
+
+
+def coordinates_and_rates(joints: tuple[JointDefinition, ...], state: BodyState):
+    """(q, q_dot, gradients) of ``joints`` at ``state`` (see :func:`coordinates_and_gradients`)."""
+    bi = np.asarray([d.body_i for d in joints])
+    bj = np.asarray([d.body_j for d in joints])
+    q, g = coordinates_and_gradients(joints, state)
+    v_all = jnp.concatenate([state.rdot, jnp.zeros((1, 3))])
+    w_all = jnp.concatenate([state.omega, jnp.zeros((1, 3))])  # the ground is at rest
+    qdot = jnp.sum(g[:, 0] * v_all[bi] + g[:, 1] * w_all[bi], axis=-1) + jnp.sum(
+        g[:, 2] * v_all[bj] + g[:, 3] * w_all[bj], axis=-1
+    )
+    return q, qdot, g
+
+
+def apply_generalised_force(joints, force, g, nb: int):
+    """Body forces and torques (nb, 3), (nb, 3) of generalised forces ``force`` (n,) along
+    the coordinates whose twist gradients are ``g`` (n, 4, 3)."""
+    bi = np.asarray([d.body_i for d in joints])
+    bj = np.asarray([d.body_j for d in joints])
+    force = force[:, None]
+    # rows on the ground (index nb) are summed into a row that is dropped
+    f = jnp.zeros((nb + 1, 3)).at[bi].add(force * g[:, 0]).at[bj].add(force * g[:, 2])
+    n = jnp.zeros((nb + 1, 3)).at[bi].add(force * g[:, 1]).at[bj].add(force * g[:, 3])
+    return f[:nb], n[:nb]
+
+
+class AbstractJointForce(AbstractForce):
+    """A force element along the coordinates of ``joints`` (revolute and translational
+    :class:`~jaxmbd.joints.JointDefinition`): subclasses give :meth:`generalised_force`."""
+
+    joints: eqx.AbstractVar[tuple[JointDefinition, ...]]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(d.name for d in self.joints)
+
+    @abc.abstractmethod
+    def generalised_force(self, t, q, qdot):
+        """The forces (n,) along +q at time t, coordinates q and rates qdot (n,)."""
+
+    def __call__(self, t, state: BodyState):
+        q, qdot, g = coordinates_and_rates(self.joints, state)
+        force = self.generalised_force(t, q, qdot)
+        return apply_generalised_force(self.joints, force, g, state.r.shape[0])
