@@ -106,6 +106,21 @@ class Model(eqx.Module):
         return contact_element(self)
 
     @property
+    def actuators(self):
+        """The actuators (a :class:`jaxmbd.actuators.Actuators`, one element of ``forces``):
+        ``model.actuators.gain``, ``.bias``, ``.gear``, ... ``(nu,)`` array leaves; None
+        for a model without actuators."""
+        from .actuators import actuator_element
+
+        return actuator_element(self)
+
+    @property
+    def nu(self) -> int:
+        """The number of control inputs (actuators)."""
+        element = self.actuators
+        return 0 if element is None else element.nu
+
+    @property
     def joint_names(self) -> tuple[str, ...]:
         """Joints with coordinates (``sol.joints``), in the order they were added."""
         return tuple(d.name for d in self.joints)
@@ -411,6 +426,8 @@ class ModelBuilder:
     _joints: list[_JointSpec] = field(default_factory=list)
     _joint_states: dict[str, tuple] = field(default_factory=dict)
     _limits: dict[str, tuple] = field(default_factory=dict)
+    _dynamics: dict[str, tuple] = field(default_factory=dict)  # joint damping etc.
+    _actuators: list[dict] = field(default_factory=list)
     _ground_shapes: list[Shape] = field(default_factory=list)
     _contacts: list = field(default_factory=list)  # jaxmbd.contact.build.ContactSpec
     _all_contacts: dict | None = None  # add_contacts' rule, expanded by build
@@ -685,7 +702,8 @@ class ModelBuilder:
 
     def revolute(
         self, name, *, body_i, body_j, point, axis, limits=None, limit_stiffness=None,
-        limit_damping=None,
+        limit_damping=None, damping=0.0, stiffness=0.0, spring_reference=None,
+        friction_loss=0.0,
     ):  # fmt: skip
         """RJ = SJ + Perp-1 (5 equations): rotation about ``axis`` through ``point``.
 
@@ -693,12 +711,16 @@ class ModelBuilder:
         where drawn. ``limits=(lower, upper)`` (rad): a compliant limit on that angle, with
         ``limit_stiffness`` (N m/rad) and ``limit_damping`` (N m s/rad) defaulting to the
         joint's effective inertia over a 0.01 s time constant (:mod:`jaxmbd.joint_limits`).
+        ``damping`` (N m s/rad), ``stiffness`` (N m/rad) about ``spring_reference`` (rad;
+        None: the drawn pose) and ``friction_loss`` (N m): passive torques on that angle
+        (:mod:`jaxmbd.joint_dynamics`).
         """
         self._check_joint_name(name)
         self._spherical_rows(name, body_i=body_i, body_j=body_j, point=point)
         self.perpendicular_1(f"{name}.perp1", body_i=body_i, body_j=body_j, axis=axis, joint=name)
         self._record_joint(name, "revolute", body_i, body_j, point, _axis_frame(axis))
         self._record_limits(name, limits, limit_stiffness, limit_damping)
+        self._record_dynamics(name, damping, stiffness, spring_reference, friction_loss)
         return self
 
     def _record_limits(self, name, limits, stiffness, damping) -> None:
@@ -761,6 +783,161 @@ class ModelBuilder:
         lo, hi, k, c = (jnp.asarray([row[m] for row in rows]) for m in range(4))
         return (JointLimits(joints=tuple(defns), lower=lo, upper=hi, stiffness=k, damping=c),)
 
+    def _record_dynamics(self, name, damping, stiffness, spring_reference, friction_loss):
+        """Keep a joint's damping, stiffness, spring reference and friction loss (checked
+        here) when any is non-zero."""
+        values = {}
+        for key, value in (("damping", damping), ("stiffness", stiffness),
+                           ("friction_loss", friction_loss)):  # fmt: skip
+            x = _numbers(value, where=f"joint '{name}'.{key}", expected="a number")
+            if x.shape != () or x < 0:
+                raise ModelError(
+                    f"joint '{name}'.{key}: expected a non-negative number, got {_short(value)}"
+                )
+            values[key] = float(x)
+        if spring_reference is not None:
+            if values["stiffness"] == 0:
+                raise ModelError(f"joint '{name}': spring_reference needs stiffness > 0")
+            x = _numbers(spring_reference, where=f"joint '{name}'.spring_reference",
+                         expected="a number")  # fmt: skip
+            if x.shape != ():
+                raise ModelError(
+                    f"joint '{name}'.spring_reference: expected a number, got "
+                    f"{_short(spring_reference)}"
+                )
+            spring_reference = float(x)
+        if any(values.values()):
+            self._dynamics[name] = (
+                values["damping"], values["stiffness"], spring_reference, values["friction_loss"]
+            )  # fmt: skip
+
+    def _dynamics_element(self, joints) -> tuple:
+        """The :class:`~jaxmbd.joint_dynamics.JointDynamics` force element of the joints with
+        damping, stiffness or friction loss (none: empty); a spring reference of None is
+        the joint's coordinate where drawn (its offset)."""
+        if not self._dynamics:
+            return ()
+        from .joint_dynamics import FRICTION_VELOCITY, JointDynamics
+
+        defns = [d for d in joints if d.name in self._dynamics]
+        rows = [self._dynamics[d.name] for d in defns]
+        c, k, ref, f = (
+            jnp.asarray([
+                float(d.offset[0]) if m == 2 and row[m] is None else row[m]
+                for d, row in zip(defns, rows, strict=True)
+            ])
+            for m in range(4)
+        )  # fmt: skip
+        return (
+            JointDynamics(
+                joints=tuple(defns), damping=c, stiffness=k, spring_reference=ref,
+                friction_loss=f, friction_velocity=jnp.asarray([FRICTION_VELOCITY] * len(defns)),
+            ),
+        )  # fmt: skip
+
+    # -- actuators (jaxmbd.actuators) ---------------------------------------------------------
+    def add_actuator(
+        self, name, *, joint, kind, gear=1.0, ctrl_range=None, force_range=None, kp=None,
+        kv=None, gain=None, bias=None,
+    ) -> ModelBuilder:  # fmt: skip
+        """An actuator driving the coordinate of the revolute or translational ``joint``
+        (:mod:`jaxmbd.actuators`): ``kind`` "motor" (force gear u), "position" (``kp``,
+        optional ``kv``: kp (u - L) - kv L_dot), "velocity" (``kv``: kv (u - L_dot)) or
+        "general" (``gain`` u + ``bias`` . (1, L, L_dot)), with L = gear q. ``ctrl_range``
+        and ``force_range`` = (lower, upper) clamp the control and the force (MuJoCo's
+        ``ctrllimited``, ``forcelimited``); None: unlimited. Controls are given to
+        :func:`~jaxmbd.simulate` (``controls=``) in the order actuators are added."""
+        from .actuators import ACTUATOR_KINDS
+
+        where = f"actuator '{name}'"
+        if not isinstance(name, str) or not name:
+            raise ModelError(f"actuator name: expected a non-empty string, got {name!r}")
+        if any(a["name"] == name for a in self._actuators):
+            raise ModelError(f"{where}: duplicate actuator name")
+        if kind not in ACTUATOR_KINDS:
+            raise ModelError(f"{where}.kind: expected one of {ACTUATOR_KINDS}, got {kind!r}")
+        spec = next((j for j in self._joints if j.name == joint), None)
+        if spec is None:
+            known = [j.name for j in self._joints if j.kind in ("revolute", "translational")]
+            raise ModelError(f"{where}.joint: no joint {joint!r}; actuated joints can be {known}")
+        if spec.kind not in ("revolute", "translational"):
+            raise ModelError(
+                f"{where}.joint: '{joint}' is {spec.kind}; actuators drive revolute and "
+                "translational joints"
+            )
+
+        def number(key, value, *, positive=False, required=False):
+            if value is None:
+                if required:
+                    raise ModelError(f"{where}: kind {kind!r} needs {key}=")
+                return 0.0
+            x = _numbers(value, where=f"{where}.{key}", expected="a number")
+            if x.shape != () or (positive and not x > 0):
+                raise ModelError(f"{where}.{key}: expected a positive number, got {value!r}")
+            return float(x)
+
+        def span(key, value):
+            if value is None:
+                return (-math.inf, math.inf)
+            lo_hi = _numbers(value, where=f"{where}.{key}", expected="(lower, upper)")
+            if lo_hi.shape != (2,) or not lo_hi[0] <= lo_hi[1]:
+                raise ModelError(f"{where}.{key}: expected (lower, upper), lower <= upper, "
+                                 f"got {value!r}")  # fmt: skip
+            return (float(lo_hi[0]), float(lo_hi[1]))
+
+        gear_value = number("gear", gear)
+        if gear_value == 0.0:
+            raise ModelError(f"{where}.gear: must be non-zero")
+        options = {"kp": (kp, ("position",)), "kv": (kv, ("position", "velocity")),
+                   "gain": (gain, ("general",)), "bias": (bias, ("general",))}  # fmt: skip
+        for key, (value, used) in options.items():
+            if value is not None and kind not in used:
+                raise ModelError(f"{where}.{key}: not an option of kind {kind!r}")
+        kp_value = number("kp", kp, positive=True, required=kind == "position")
+        kv_value = number("kv", kv, positive=True, required=kind == "velocity")
+        gain_value = number("gain", gain, required=kind == "general")
+        bias_value = (0.0, 0.0, 0.0)
+        if bias is not None:
+            b = _numbers(bias, where=f"{where}.bias", expected="(b0, b1, b2)")
+            if b.shape != (3,):
+                raise ModelError(f"{where}.bias: expected (b0, b1, b2), got {bias!r}")
+            bias_value = tuple(float(x) for x in b)
+        self._actuators.append(
+            dict(name=name, joint=joint, kind=kind, gear=gear_value, kp=kp_value, kv=kv_value,
+                 gain=gain_value, bias=bias_value, ctrl=span("ctrl_range", ctrl_range),
+                 force=span("force_range", force_range))
+        )  # fmt: skip
+        return self
+
+    def _actuator_element(self, joints) -> tuple:
+        """The :class:`~jaxmbd.actuators.Actuators` element (none: empty)."""
+        if not self._actuators:
+            return ()
+        from .actuators import Actuators, gains_of_kind
+
+        by_name = {d.name: d for d in joints}
+        gains = [gains_of_kind(a["kind"], kp=a["kp"], kv=a["kv"], gain=a["gain"],
+                               bias=a["bias"]) for a in self._actuators]  # fmt: skip
+
+        def column(values):
+            return jnp.asarray(values, dtype=jnp.float64)
+
+        return (
+            Actuators(
+                actuator_names=tuple(a["name"] for a in self._actuators),
+                kinds=tuple(a["kind"] for a in self._actuators),
+                joints=tuple(by_name[a["joint"]] for a in self._actuators),
+                gear=column([a["gear"] for a in self._actuators]),
+                gain=column([g for g, _ in gains]),
+                bias=column([b for _, b in gains]),
+                ctrl_lower=column([a["ctrl"][0] for a in self._actuators]),
+                ctrl_upper=column([a["ctrl"][1] for a in self._actuators]),
+                force_lower=column([a["force"][0] for a in self._actuators]),
+                force_upper=column([a["force"][1] for a in self._actuators]),
+                controls=jnp.zeros(len(self._actuators)),
+            ),
+        )
+
     def universal(self, name, *, body_i, body_j, point, axis_i, axis_j):
         """UJ = SJ + DP1 (4 equations): perpendicular cross axes axis_i (on i), axis_j (on j).
 
@@ -809,13 +986,16 @@ class ModelBuilder:
 
     def translational(
         self, name, *, body_i, body_j, point, axis, limits=None, limit_stiffness=None,
-        limit_damping=None,
+        limit_damping=None, damping=0.0, stiffness=0.0, spring_reference=None,
+        friction_loss=0.0,
     ):  # fmt: skip
         """TJ = CJ + DP1 (5 equations): slide along ``axis`` without rotation.
 
         Coordinate: the slide of body j relative to body i along ``axis``, zero where drawn.
         ``limits=(lower, upper)`` (m): a compliant limit on the slide (N/m, N s/m gains as
-        for :meth:`revolute`).
+        for :meth:`revolute`). ``damping`` (N s/m), ``stiffness`` (N/m) about
+        ``spring_reference`` (m; None: the drawn pose) and ``friction_loss`` (N): passive
+        forces on the slide (:mod:`jaxmbd.joint_dynamics`).
         """
         w = f"joint '{name}'"
         self._check_joint_name(name)
@@ -831,6 +1011,7 @@ class ModelBuilder:
         )
         self._record_joint(name, "translational", body_i, body_j, point, _axis_frame(axis))
         self._record_limits(name, limits, limit_stiffness, limit_damping)
+        self._record_dynamics(name, damping, stiffness, spring_reference, friction_loss)
         return self
 
     def planar(self, name, *, body_i, body_j, point, axis, point_j=None, x_axis=None):
@@ -1259,7 +1440,9 @@ class ModelBuilder:
             drivers=group_drivers(driven),
             forces=tuple(self._forces)
             + _optional(self._contact_element(len(bodies)))
-            + self._limits_element(index, joint_defs),
+            + self._limits_element(index, joint_defs)
+            + self._dynamics_element(joint_defs)
+            + self._actuator_element(joint_defs),
             shapes=tuple(b.shapes for b in bodies) if any(b.shapes for b in bodies) else (),
             ground_shapes=tuple(self._ground_shapes),
             joints=joint_defs,

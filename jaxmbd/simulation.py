@@ -24,6 +24,7 @@ from ._stepping import (
     run_in_chunks,
     strided_scan,
 )
+from .actuators import control_inputs, with_controls
 from .contact import with_contact
 from .formulations import AbstractFormulation, get_formulation
 from .initial_state import consistent_initial_state, to_formulation
@@ -83,9 +84,12 @@ def _scan(
     h,
     checkpoint: int | None = None,
     save_every: int = 1,
+    controls=None,
 ):
     def step(carry, k):
-        carry, res = integrator.step(model, form, carry, k, h)
+        # zero-order hold: step k (from t = (k - 1) h) runs with the controls of row k - 1
+        stepped = model if controls is None else with_controls(model, controls[k - 1])
+        carry, res = integrator.step(stepped, form, carry, k, h)
         out = _outputs(form, res.q, res.v, res.a, res.lam, model.nc)
         info = (res.info.iterations, res.info.status, res.info.residual_norm)
         out = out + info + _own_coordinates(form, res.q, res.v)
@@ -138,9 +142,10 @@ def _run(
     checkpoint: int | None = None,
     save_every: int = 1,
     start=None,
+    controls=None,
 ):
     carry, first = _initial(model, form, integrator, h, start)
-    _, rest = _scan(model, form, integrator, carry, 0, n, h, checkpoint, save_every)
+    _, rest = _scan(model, form, integrator, carry, 0, n, h, checkpoint, save_every, controls)
     return jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), first, rest)
 
 
@@ -187,6 +192,7 @@ def simulate(
     check: bool | None = None,
     redundant: str = "drop",
     contact: str | None = None,
+    controls=None,
     **options,
 ) -> Solution:
     """Dynamics of ``model`` on t = k h, k = 0..round(t_end / h).
@@ -244,6 +250,12 @@ def simulate(
     of each step's root. ``checkpoint=k`` recomputes segments of k steps in reverse mode
     (``jax.checkpoint``), so stored states grow like n / k + k instead of n.
 
+    ``controls``: the inputs of the model's actuators (:mod:`jaxmbd.actuators`), held
+    constant over each step (zero-order hold): an array (N, nu) with one row per step (N =
+    round(t_end / h); row k acts from t = k h to (k + 1) h), a constant (nu,), or a function
+    u(t) -> (nu,) evaluated at each step's start. None: zero. Differentiable (an array leaf
+    of every step).
+
     ``progress(done, total)`` is called between chunks of ``chunk_size`` steps (default
     1000; only with ``progress``, and not under a trace, where the run is one program).
 
@@ -256,12 +268,15 @@ def simulate(
     if chunk_size is not None and progress is None:
         raise ValueError("simulate: chunk_size (steps between progress calls) needs progress=")
     model = with_contact(model, contact, where="simulate")
+    n = num_steps(t_end, h)
+    controls = control_inputs(model, controls, n, h, where="simulate")
+    if controls is not None:  # the start (and its accelerations) with the first row
+        model = with_controls(model, controls[0])
     full_model = model
     model, kept = rows_for_run(model, redundant, where="simulate")
     form = get_formulation(formulation)
     stepper = get_integrator(integrator, form, **_contact_newton(model, integrator, form, options))
     check_euler_angle_start(model, form)
-    n = num_steps(t_end, h)
     save_every = check_save_every(save_every, n)
     if save_every > 1 and checkpoint:
         raise ValueError("save_every and checkpoint cannot be combined; choose one")
@@ -274,12 +289,12 @@ def simulate(
         else _consistent_start(model, stepper.redundant_constraints(model), start_solver(stepper))
     )
     if progress is None or traced:
-        outs = _run(model, form, stepper, n, h_arr, checkpoint, save_every, start)
+        outs = _run(model, form, stepper, n, h_arr, checkpoint, save_every, start, controls)
     else:
         outs = run_in_chunks(
             lambda: _first(model, form, stepper, h_arr, start),
             lambda carry, k0, size: _chunk(
-                model, form, stepper, carry, k0, size, h_arr, None, save_every
+                model, form, stepper, carry, k0, size, h_arr, None, save_every, controls
             ),
             n,
             1000 if chunk_size is None else chunk_size,

@@ -1,0 +1,143 @@
+"""Actuators: control inputs that drive joint coordinates, in MuJoCo's gain/bias form.
+
+Every actuator drives one revolute or translational joint (its coordinate q, rate q_dot,
+:mod:`jaxmbd.joints`) through a transmission ``gear``: its length is L = gear q and its
+velocity L_dot = gear q_dot. With the control u clamped to ``ctrl_range`` (MuJoCo's
+``ctrllimited``), the actuator force is MuJoCo's affine gain/bias form
+
+    F = gain u + bias_0 + bias_1 L + bias_2 L_dot,
+
+clamped to ``force_range`` (``forcelimited``), and the joint gets the generalised force
+gear F along +q (virtual work, :mod:`jaxmbd._joint_forces`). The kinds of
+:meth:`~jaxmbd.ModelBuilder.add_actuator` are its special cases (MuJoCo's shortcuts):
+
+========== ============ ======================== =============================
+kind       gain         bias (b0, b1, b2)        force
+========== ============ ======================== =============================
+motor      1            (0, 0, 0)                u
+position   kp           (0, -kp, -kv)            kp (u - L) - kv L_dot
+velocity   kv           (0, 0, -kv)              kv (u - L_dot)
+general    given        given                    gain u + b0 + b1 L + b2 L_dot
+========== ============ ======================== =============================
+
+Controls are held constant over each step (zero-order hold, as MuJoCo's ``ctrl`` over
+``mj_step``): :func:`~jaxmbd.simulate` sets ``controls`` of the element to the step's row of
+its ``controls=`` argument before the step, so the implicit integrators see the actuator's
+stiffness and damping (bias_1, bias_2) in their Newton matrix like any force element's.
+``gain``, ``bias``, ``gear``, the ranges and ``controls`` are array leaves: ``jax.grad``
+reaches them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from . import _config  # noqa: F401
+from ._joint_forces import AbstractJointForce
+from .joints import JointDefinition
+
+#: The actuator kinds of :meth:`~jaxmbd.ModelBuilder.add_actuator`.
+ACTUATOR_KINDS = ("motor", "position", "velocity", "general")
+
+
+class Actuators(AbstractJointForce):
+    """Every actuator of a model (see the module docstring): (nu,) array leaves ``gear``,
+    ``gain``, ``ctrl_lower``/``ctrl_upper`` and ``force_lower``/``force_upper`` (+-inf
+    where unlimited), ``bias`` (nu, 3) and the current ``controls`` (nu,); ``joints`` is the
+    driven joint of each actuator, ``actuator_names`` and ``kinds`` are static."""
+
+    actuator_names: tuple[str, ...] = eqx.field(static=True)
+    kinds: tuple[str, ...] = eqx.field(static=True)
+    joints: tuple[JointDefinition, ...]
+    gear: jax.Array
+    gain: jax.Array
+    bias: jax.Array
+    ctrl_lower: jax.Array
+    ctrl_upper: jax.Array
+    force_lower: jax.Array
+    force_upper: jax.Array
+    controls: jax.Array
+
+    @property
+    def nu(self) -> int:
+        return len(self.actuator_names)
+
+    def actuator_force(self, u, q, qdot):
+        """The actuator forces F (nu,) for controls ``u`` at joint coordinates q, rates
+        qdot (before the gear to the joint)."""
+        u = jnp.clip(u, self.ctrl_lower, self.ctrl_upper)
+        length, velocity = self.gear * q, self.gear * qdot
+        force = self.gain * u + self.bias[:, 0] + self.bias[:, 1] * length
+        force = force + self.bias[:, 2] * velocity
+        return jnp.clip(force, self.force_lower, self.force_upper)
+
+    def generalised_force(self, t, q, qdot):
+        return self.gear * self.actuator_force(self.controls, q, qdot)
+
+
+def actuator_element(model) -> Actuators | None:
+    """The model's :class:`Actuators` element (None without actuators)."""
+    found = [f for f in model.forces if isinstance(f, Actuators)]
+    return found[0] if found else None
+
+
+def with_controls(model, controls):
+    """``model`` with its actuators' current controls set to ``controls`` (nu,)."""
+    index = next(k for k, f in enumerate(model.forces) if isinstance(f, Actuators))
+    element = dataclasses.replace(model.forces[index], controls=jnp.asarray(controls))
+    forces = model.forces[:index] + (element,) + model.forces[index + 1 :]
+    return dataclasses.replace(model, forces=forces)
+
+
+def control_inputs(model, controls, n: int, h, *, where: str):
+    """``controls`` as an (n, nu) array of per-step inputs (None: None; see
+    :func:`~jaxmbd.simulate`), with clear errors for a wrong shape or a model without
+    actuators."""
+    if controls is None:
+        return None
+    nu = model.nu
+    if nu == 0:
+        raise ValueError(f"{where}: controls= given, but model '{model.name}' has no actuators")
+    names = model.actuators.actuator_names
+    if callable(controls):
+        times = jnp.arange(n) * jnp.asarray(h, jnp.float64)
+        try:
+            u = jax.vmap(lambda t: jnp.asarray(controls(t), jnp.float64))(times)
+        except Exception as err:  # a function that cannot be traced
+            raise ValueError(
+                f"{where}: controls(t) must be a JAX function of t returning ({nu},) "
+                f"(actuators {names}): {type(err).__name__}: {err}"
+            ) from None
+        if u.shape != (n, nu):
+            raise ValueError(f"{where}: controls(t) returned shape {u.shape[1:]}, expected "
+                             f"({nu},) (actuators {names})")  # fmt: skip
+        return u
+    u = jnp.asarray(controls, jnp.float64)
+    if u.shape == (nu,):
+        u = jnp.broadcast_to(u, (n, nu))
+    elif u.shape != (n, nu):
+        raise ValueError(
+            f"{where}: controls has shape {u.shape}; expected ({n}, {nu}) (one row per step, "
+            f"one column per actuator {names}), ({nu},) or a function of t"
+        )
+    if not isinstance(u, jax.core.Tracer) and not bool(jnp.all(jnp.isfinite(u))):
+        step, column = (int(x[0]) for x in jnp.nonzero(~jnp.isfinite(u)))
+        raise ValueError(
+            f"{where}: controls are not finite at step {step}, actuator '{names[column]}'"
+        )
+    return u
+
+
+def gains_of_kind(kind: str, *, kp, kv, gain, bias) -> tuple[float, tuple[float, float, float]]:
+    """(gain, bias) of an actuator kind (the module docstring's table)."""
+    if kind == "motor":
+        return 1.0, (0.0, 0.0, 0.0)
+    if kind == "position":
+        return kp, (0.0, -kp, -kv)
+    if kind == "velocity":
+        return kv, (0.0, 0.0, -kv)
+    return gain, tuple(bias)
