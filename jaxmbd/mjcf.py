@@ -48,8 +48,12 @@ reference pose** (``qpos0``) from ``mj_forward``:
   shape pairs of jaxmbd contact pairs, with friction, stiffness, restitution and slip
   velocity from ``friction``, ``solref`` and ``solimp``; the world's planes and geoms are
   ground planes and ground shapes.
-* Whatever is not supported (limits of multi-joint bodies, joint damping / stiffness /
-  armature / friction loss, tendons, actuators, other equality types, mocap bodies,
+* **Joint damping, stiffness, friction loss**: a body's single hinge or slide gets
+  ``damping``, ``stiffness`` about ``springref`` (``qpos_spring``, qpos units) and
+  ``frictionloss`` as :mod:`jaxmbd.joint_dynamics` (friction loss regularised, not MuJoCo's
+  soft constraint row).
+* Whatever is not supported (limits, damping, stiffness and friction loss of multi-joint
+  bodies, armature, tendons, actuators, other equality types, mocap bodies,
   torsional friction, contact margins, geom pairs without a narrow phase, ...) is listed
   in **one** warning; nothing is dropped silently.
 """
@@ -175,23 +179,21 @@ def _unsupported(mujoco, m) -> list[str]:
     out = []
     jn = [_name(mujoco, m, mujoco.mjtObj.mjOBJ_JOINT, j, "joint") for j in range(m.njnt)]
 
-    def joints_where(mask):
-        return [jn[j] for j in np.flatnonzero(mask)]
-
     mapped = _mapped_limits(mujoco, m)
     limited = [jn[j] for j in np.flatnonzero(m.jnt_limited) if j not in mapped]
     if limited:
         out.append(f"joint limits on {limited} (only a body's single hinge or slide is limited)")
     dof_jnt = np.asarray(m.dof_jntid)
-    for label, values in (
-        ("damping", m.dof_damping),
-        ("armature", m.dof_armature),
-        ("friction loss", m.dof_frictionloss),
+    passive = _single_scalar_joints(mujoco, m)  # their damping, stiffness, friction loss map
+    for label, values, skip in (
+        ("damping", m.dof_damping, passive),
+        ("armature", m.dof_armature, set()),
+        ("friction loss", m.dof_frictionloss, passive),
     ):
-        hit = sorted({jn[dof_jnt[k]] for k in np.flatnonzero(np.asarray(values) != 0)})
+        hit = {int(dof_jnt[k]) for k in np.flatnonzero(np.asarray(values) != 0)} - skip
         if hit:
-            out.append(f"joint {label} on {hit}")
-    stiff = joints_where(np.asarray(m.jnt_stiffness) != 0)
+            out.append(f"joint {label} on {sorted(jn[j] for j in hit)}")
+    stiff = [jn[j] for j in np.flatnonzero(np.asarray(m.jnt_stiffness) != 0) if j not in passive]
     if stiff:
         out.append(f"joint stiffness on {stiff}")
     if m.ntendon:
@@ -376,6 +378,30 @@ def _limits(m, j: int, hinge: bool):
     return (lo, hi)
 
 
+def _single_scalar_joints(mujoco, m) -> set[int]:
+    """Joints that are a body's only joint and a hinge or slide (a revolute or translational
+    joint with MuJoCo's qpos as coordinate)."""
+    T = mujoco.mjtJoint
+    scalar = (int(T.mjJNT_HINGE), int(T.mjJNT_SLIDE))
+    return {
+        int(m.body_jntadr[b])
+        for b in range(1, m.nbody)
+        if m.body_jntnum[b] == 1 and int(m.jnt_type[m.body_jntadr[b]]) in scalar
+    }
+
+
+def _passive(m, j: int) -> dict:
+    """A hinge's or slide's damping, stiffness about ``qpos_spring`` and friction loss as
+    the builder's keyword options (qpos units, which are the joint coordinate's)."""
+    dof, stiffness = int(m.jnt_dofadr[j]), float(m.jnt_stiffness[j])
+    return {
+        "damping": float(m.dof_damping[dof]),
+        "stiffness": stiffness,
+        "spring_reference": float(m.qpos_spring[m.jnt_qposadr[j]]) if stiffness else None,
+        "friction_loss": float(m.dof_frictionloss[dof]),
+    }
+
+
 def _mapped_limits(mujoco, m) -> set[int]:
     """Joints whose limits become compliant limits: the one hinge or slide of a body."""
     T = mujoco.mjtJoint
@@ -419,13 +445,15 @@ def _add_joints(mujoco, m, d, builder: ModelBuilder, b, parent: str, child: str,
         limits = _limits(m, jids[0], kind == T.mjJNT_HINGE)
         if kind == T.mjJNT_HINGE:
             builder.revolute(
-                name, body_i=parent, body_j=child, point=anchors[0], axis=axes[0], limits=limits
-            )
+                name, body_i=parent, body_j=child, point=anchors[0], axis=axes[0], limits=limits,
+                **_passive(m, jids[0]),
+            )  # fmt: skip
             return convention(name, [0])
         if kind == T.mjJNT_SLIDE:
             builder.translational(
-                name, body_i=parent, body_j=child, point=anchors[0], axis=axes[0], limits=limits
-            )
+                name, body_i=parent, body_j=child, point=anchors[0], axis=axes[0], limits=limits,
+                **_passive(m, jids[0]),
+            )  # fmt: skip
             return convention(name, [0])
         builder.spherical(name, body_i=parent, body_j=child, point=anchors[0])  # ball
         return {name: ()}
