@@ -69,6 +69,7 @@ from pathlib import Path
 import jax.numpy as jnp
 import numpy as np
 
+from ._mjcf_actuators import add_actuators
 from ._mjcf_contact import add_contacts
 from .errors import ModelError, ModelFileError
 from .joints import ANGLES, joint_coordinates, move_subtree
@@ -198,9 +199,6 @@ def _unsupported(mujoco, m) -> list[str]:
         out.append(f"joint stiffness on {stiff}")
     if m.ntendon:
         out.append(f"{m.ntendon} tendon(s)")
-    if m.nu:
-        names = [_name(mujoco, m, mujoco.mjtObj.mjOBJ_ACTUATOR, k, "actuator") for k in range(m.nu)]
-        out.append(f"actuators {names}")
     if m.nmocap:
         out.append(f"{m.nmocap} mocap body(ies) (treated as fixed to the world)")
     gravcomp = np.flatnonzero(np.asarray(getattr(m, "body_gravcomp", np.zeros(m.nbody))) != 0)
@@ -284,6 +282,7 @@ def _convert(mujoco, m, path: Path, keyframe, model_name: str) -> Model:
             _add_joints(mujoco, m, d0, builder, b, label(m.body_parentid[b]), body_names[b], path)
         )
     _add_equalities(mujoco, m, d0, builder, label, body_names, unsupported)
+    add_actuators(mujoco, m, builder, set(mapped), unsupported)
     _add_ground_geoms(mujoco, m, d0, builder, owner, shape_of)
     masses = {body_names[b]: float(sum(m.body_mass[k] for k in range(1, m.nbody)
                                        if owner[k] == b)) for b in roots}  # fmt: skip

@@ -141,6 +141,13 @@ class MuntheKaas(AbstractIntegrator):
             if j == 0:
                 psi_q = jnp.zeros(v.size, v.dtype)
                 qj, vj, aj = q, v, state.a
+                if model.nu:
+                    # the step's controls hold from t0 on: the carried acceleration used the
+                    # previous step's (first same as last would shift each switch by h / 6)
+                    aj, _, status = index1_dynamics(
+                        model, form, q, v, t0, structured=self._structured(model)
+                    )
+                    statuses.append(status)
             else:
                 psi_q = h * sum(tab.a[j][l] * kq[l] for l in range(j) if tab.a[j][l] != 0.0)
                 psi_v = h * sum(tab.a[j][l] * kv[l] for l in range(j) if tab.a[j][l] != 0.0)

@@ -170,8 +170,14 @@ class RungeKutta(AbstractIntegrator):
         # rows 1..s-1 of a, then b: stage i (or the step's end, i = s) increments
         rows = jnp.asarray(list(tab.a[1:]) + [list(tab.b)], dtype=v.dtype)  # (s, s)
         times = jnp.asarray(list(tab.c[1:]) + [1.0], dtype=v.dtype)
+        a0, status0 = state.a, state.status
+        if model.nu:
+            # the step's controls hold from t0 on: the carried acceleration used the previous
+            # step's (first same as last would shift each switch by a stage)
+            a0, _, status_a = self._solve(model, form, c, q, v, t0)
+            status0 = first_failure(status0, status_a)
         Kq = jnp.zeros((s, n), v.dtype).at[0].set(v.reshape(-1))
-        Kv = jnp.zeros((s, n), v.dtype).at[0].set(state.a.reshape(-1))
+        Kv = jnp.zeros((s, n), v.dtype).at[0].set(a0.reshape(-1))
 
         def stage(carry, inputs):
             Kq, Kv, _, _, _, _, status = carry
@@ -196,7 +202,7 @@ class RungeKutta(AbstractIntegrator):
             Kv = Kv.at[i].set(ai.reshape(-1), mode="drop")
             return (Kq, Kv, qi, vi, ai, lami, status), None
 
-        init = (Kq, Kv, q, v, state.a, state.lam, state.status)
+        init = (Kq, Kv, q, v, a0, state.lam, status0)
         inputs = (jnp.arange(1, s + 1), rows, times)
         (_, _, q1, v1, a1, lam1, status), _ = jax.lax.scan(stage, init, inputs)
         residual = form.residual(model, q1, k * h)
