@@ -247,7 +247,6 @@ def test_unsupported_mjcf_features_in_one_warning(tmp_path):
     assert "joint damping" not in text and "joint stiffness" not in text
     for item in (
         "1 tendon(s)",
-        "actuators ['m']",
         "equality 'couple' of type joint",
         "gravity compensation on ['b']",
     ):
@@ -256,6 +255,8 @@ def test_unsupported_mjcf_features_in_one_warning(tmp_path):
     # contacts are mapped (a and b are parent and child: MuJoCo does not collide them)
     assert "contact" not in text
     assert sorted(model.contacts.pair_names) == ["a/ground", "b/ground"]
+    # the motor on the hinge is an actuator (jaxmbd.actuators)
+    assert "actuator" not in text and model.actuators.actuator_names == ("m",)
 
 
 @pytest.mark.parametrize(
