@@ -236,9 +236,9 @@ def _overridden(mujoco, m, pair: GeomPair) -> GeomPair:
 
 def geom_pairs(mujoco, m) -> list[GeomPair]:
     """The geom pairs that MuJoCo collides (module docstring), with their numbers; none
-    when contact is disabled."""
+    when contact (or every constraint, the ``constraint`` flag) is disabled."""
     disabled = m.opt.disableflags
-    if disabled & mujoco.mjtDisableBit.mjDSBL_CONTACT:
+    if disabled & (mujoco.mjtDisableBit.mjDSBL_CONTACT | mujoco.mjtDisableBit.mjDSBL_CONSTRAINT):
         return []
     filter_parent = not disabled & mujoco.mjtDisableBit.mjDSBL_FILTERPARENT
     weld = np.asarray(m.body_weldid)

@@ -186,15 +186,16 @@ def _unsupported(mujoco, m) -> list[str]:
         out.append(f"joint limits on {limited} (only a body's single hinge or slide is limited)")
     dof_jnt = np.asarray(m.dof_jntid)
     passive = _single_scalar_joints(mujoco, m)  # their damping, stiffness, friction loss map
+    damping, stiffness, friction_loss = _passive_values(mujoco, m)
     for label, values, skip in (
-        ("damping", m.dof_damping, passive),
+        ("damping", damping, passive),
         ("armature", m.dof_armature, set()),
-        ("friction loss", m.dof_frictionloss, passive),
+        ("friction loss", friction_loss, passive),
     ):
         hit = {int(dof_jnt[k]) for k in np.flatnonzero(np.asarray(values) != 0)} - skip
         if hit:
             out.append(f"joint {label} on {sorted(jn[j] for j in hit)}")
-    stiff = [jn[j] for j in np.flatnonzero(np.asarray(m.jnt_stiffness) != 0) if j not in passive]
+    stiff = [jn[j] for j in np.flatnonzero(stiffness != 0) if j not in passive]
     if stiff:
         out.append(f"joint stiffness on {stiff}")
     if m.ntendon:
@@ -389,15 +390,32 @@ def _single_scalar_joints(mujoco, m) -> set[int]:
     }
 
 
-def _passive(m, j: int) -> dict:
+def _passive_values(mujoco, m):
+    """(dof_damping, jnt_stiffness, dof_frictionloss) as MuJoCo applies them: zero where its
+    ``damper``, ``spring``, ``frictionloss`` or ``constraint`` flag is disabled."""
+    flags, bit = m.opt.disableflags, mujoco.mjtDisableBit
+    on = {
+        "damper": not flags & bit.mjDSBL_DAMPER,
+        "spring": not flags & bit.mjDSBL_SPRING,
+        "friction": not flags & (bit.mjDSBL_FRICTIONLOSS | bit.mjDSBL_CONSTRAINT),
+    }
+    return tuple(
+        np.asarray(values, dtype=np.float64) * on[key]
+        for key, values in (("damper", m.dof_damping), ("spring", m.jnt_stiffness),
+                            ("friction", m.dof_frictionloss))
+    )  # fmt: skip
+
+
+def _passive(mujoco, m, j: int) -> dict:
     """A hinge's or slide's damping, stiffness about ``qpos_spring`` and friction loss as
     the builder's keyword options (qpos units, which are the joint coordinate's)."""
-    dof, stiffness = int(m.jnt_dofadr[j]), float(m.jnt_stiffness[j])
+    damping, stiffness, friction_loss = _passive_values(mujoco, m)
+    dof, k = int(m.jnt_dofadr[j]), float(stiffness[j])
     return {
-        "damping": float(m.dof_damping[dof]),
-        "stiffness": stiffness,
-        "spring_reference": float(m.qpos_spring[m.jnt_qposadr[j]]) if stiffness else None,
-        "friction_loss": float(m.dof_frictionloss[dof]),
+        "damping": float(damping[dof]),
+        "stiffness": k,
+        "spring_reference": float(m.qpos_spring[m.jnt_qposadr[j]]) if k else None,
+        "friction_loss": float(friction_loss[dof]),
     }
 
 
@@ -445,13 +463,13 @@ def _add_joints(mujoco, m, d, builder: ModelBuilder, b, parent: str, child: str,
         if kind == T.mjJNT_HINGE:
             builder.revolute(
                 name, body_i=parent, body_j=child, point=anchors[0], axis=axes[0], limits=limits,
-                **_passive(m, jids[0]),
+                **_passive(mujoco, m, jids[0]),
             )  # fmt: skip
             return convention(name, [0])
         if kind == T.mjJNT_SLIDE:
             builder.translational(
                 name, body_i=parent, body_j=child, point=anchors[0], axis=axes[0], limits=limits,
-                **_passive(m, jids[0]),
+                **_passive(mujoco, m, jids[0]),
             )  # fmt: skip
             return convention(name, [0])
         builder.spherical(name, body_i=parent, body_j=child, point=anchors[0])  # ball

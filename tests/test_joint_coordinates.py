@@ -315,10 +315,10 @@ def test_arm_joint_coordinates_match_mujoco():
 
 def test_acrobot_joint_coordinates_match_mujoco(tmp_path):
     """dm_control's acrobot (read from the installed package; a keyframe added in memory
-    with MuJoCo's model editor, written to a temporary file). jaxmbd does not model joint
-    damping, armature or actuators yet: MuJoCo's damping and armature are set to zero in
-    memory and its control to zero. From (2.5, -1.0) rad at (1.0, -2.0) rad/s, gen_alpha at
-    h = 1e-3 follows MuJoCo's RK4 at 1e-4 over 1 s (measured 3.6e-5 rad, 1.9e-4 rad/s)."""
+    with MuJoCo's model editor, written to a temporary file), with its joint damping
+    (jaxmbd.joint_dynamics); MuJoCo's armature is set to zero in memory (the acrobot has
+    none) and its control to zero. From (2.5, -1.0) rad at (1.0, -2.0) rad/s, gen_alpha at
+    h = 1e-3 follows MuJoCo's RK4 at 1e-4 over 1 s (measured 3.0e-5 rad, 1.6e-4 rad/s)."""
     pytest.importorskip("dm_control")
     import dm_control
 
@@ -336,7 +336,6 @@ def test_acrobot_joint_coordinates_match_mujoco(tmp_path):
     assert model.joint_names == names
     sol = mbd.simulate(model, t_end=1.0, h=1e-3)
     m = mujoco.MjModel.from_xml_path(str(path))
-    m.dof_damping[:] = 0.0
     m.dof_armature[:] = 0.0
     qpos, qvel = mujoco_states(m, t_end=1.0)
     q, qdot = _stacked(sol, names, "q"), _stacked(sol, names, "qdot")

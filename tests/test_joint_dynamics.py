@@ -258,7 +258,8 @@ MAPPING = """<mujoco><worldbody>
 def test_mjcf_maps_single_hinges_and_slides_and_names_the_rest(tmp_path):
     """A slide's frictionloss, damping, stiffness and springref (about a ref offset) are
     read; damping of a ball joint and stiffness and friction loss of a body's two hinges
-    stay named in the one unsupported-features warning."""
+    stay named in the one unsupported-features warning; MuJoCo's damper, spring and
+    frictionloss flags disabled: none of them."""
     pytest.importorskip("mujoco")
     path = tmp_path / "mapping.xml"
     path.write_text(MAPPING)
@@ -274,3 +275,10 @@ def test_mjcf_maps_single_hinges_and_slides_and_names_the_rest(tmp_path):
     for leaf, value in (("damping", 2.0), ("stiffness", 30.0), ("spring_reference", 0.05),
                         ("friction_loss", 0.7)):  # fmt: skip
         np.testing.assert_array_equal(getattr(element, leaf), [value])
+    # what MuJoCo's flags switch off is not applied, nor named
+    flags = '<option><flag damper="disable" spring="disable" frictionloss="disable"/></option>'
+    path.write_text(MAPPING.replace("<worldbody>", flags + "<worldbody>", 1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", mbd.mjcf.UnsupportedFeatureWarning)
+        model = mbd.load_model(path)
+    assert not any(isinstance(f, JointDynamics) for f in model.forces)
