@@ -1,0 +1,128 @@
+"""The standard control models of dm_control and gymnasium in jaxmbd and in MuJoCo, under
+the same random open-loop controls (issue 36): joint positions over 2 s.
+
+The files are read from the installed packages (``pip install dm-control gymnasium``),
+never copied. Both engines hold each control for 0.01 s (a multiple of both steps) and
+integrate with RK4: MuJoCo at dt = 1e-4, jaxmbd's RK4 on SE(3) (``rkmk``, formulation
+se3) at h = 5e-4; contacts are disabled in both (joint limits are not reached by these
+controls: the script checks it). Body order and names are MuJoCo's. Prints, per model, the
+largest joint-position difference and writes experiments/results/mujoco_models.md.
+
+    python experiments/mujoco_models.py            # all six, 2 s
+    python experiments/mujoco_models.py --t-end 0.5 acrobot cartpole
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+MODELS = {
+    "acrobot": ("dm_control", "suite/acrobot.xml"),
+    "cartpole": ("dm_control", "suite/cartpole.xml"),
+    "pendulum": ("dm_control", "suite/pendulum.xml"),
+    "reacher": ("dm_control", "suite/reacher.xml"),
+    "inverted_pendulum": ("gymnasium", "envs/mujoco/assets/inverted_pendulum.xml"),
+    "inverted_double_pendulum": ("gymnasium", "envs/mujoco/assets/inverted_double_pendulum.xml"),
+}
+PERIOD = 0.01  # control hold (s)
+
+
+def model_path(name: str) -> Path:
+    import importlib
+
+    package, relative = MODELS[name]
+    return Path(importlib.import_module(package).__file__).parent / relative
+
+
+def controls_table(nu: int, t_end: float, seed: int, amplitude: float) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return amplitude * rng.uniform(-1.0, 1.0, size=(int(round(t_end / PERIOD)), nu))
+
+
+def mujoco_joint_positions(path: Path, table: np.ndarray, dt: float = 1e-4):
+    """MuJoCo RK4 (contacts off) from qpos0 at rest: qpos at every control switch, the
+    joint names (one qpos per hinge/slide) and whether a limit was reached."""
+    import mujoco
+
+    m = mujoco.MjModel.from_xml_path(str(path))
+    m.opt.integrator, m.opt.timestep = mujoco.mjtIntegrator.mjINT_RK4, dt
+    m.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT
+    d = mujoco.MjData(m)
+    per = int(round(PERIOD / dt))
+    out, limited = [d.qpos.copy()], False
+    for row in table:
+        d.ctrl[:] = row
+        for _ in range(per):
+            mujoco.mj_step(m, d)
+            limited = limited or any(d.efc_type == mujoco.mjtConstraint.mjCNSTR_LIMIT_JOINT)
+        out.append(d.qpos.copy())
+    names = [mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_JOINT, j) for j in range(m.njnt)]
+    bodies = [mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_BODY, b) for b in range(1, m.nbody)]
+    return np.array(out), names, bodies, limited
+
+
+def jaxmbd_joint_positions(path: Path, table: np.ndarray, names, h: float = 5e-4):
+    import jax.numpy as jnp
+
+    import jaxmbd as mbd
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the file's unsupported features are listed apart
+        model = mbd.load_model(path, keyframe=None)
+    per = int(round(PERIOD / h))
+    controls = jnp.asarray(np.repeat(table, per, axis=0))
+    t0 = time.perf_counter()
+    sol = mbd.simulate(model, formulation="se3", integrator="rkmk", contact="none",
+                       t_end=len(table) * PERIOD, h=h, controls=controls)  # fmt: skip
+    wall = time.perf_counter() - t0
+    q = np.stack([np.asarray(sol.joints[n].q)[::per] for n in names], axis=1)
+    return q, model, wall
+
+
+def compare(name: str, t_end: float, seed: int = 0):
+    path = model_path(name)
+    import mujoco
+
+    m = mujoco.MjModel.from_xml_path(str(path))
+    table = controls_table(m.nu, t_end, seed, amplitude=1.0)
+    q_mj, names, bodies, limited = mujoco_joint_positions(path, table)
+    q, model, wall = jaxmbd_joint_positions(path, table, names)
+    # jaxmbd bodies: MuJoCo's moving bodies in MuJoCo's order (static ones are the ground)
+    same_order = list(model.body_names) == [b for b in bodies if b in model.body_names]
+    return {
+        "model": name,
+        "error": float(np.abs(q - q_mj).max()),
+        "travel": float(np.ptp(q_mj, axis=0).max()),
+        "limit_reached": limited,
+        "bodies_in_mujoco_order": same_order,
+        "wall_s": wall,
+    }
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("models", nargs="*", default=list(MODELS))
+    parser.add_argument("--t-end", type=float, default=2.0)
+    args = parser.parse_args(argv)
+    rows = [compare(name, args.t_end) for name in args.models]
+    lines = ["| model | max joint error | largest travel | limit reached | body order | "
+             "jaxmbd wall (s, with compile) |", "|---|---|---|---|---|---|"]  # fmt: skip
+    for r in rows:
+        print(r)
+        cells = (r["model"], f"{r['error']:.1e}", f"{r['travel']:.2f}", r["limit_reached"],
+                 r["bodies_in_mujoco_order"], f"{r['wall_s']:.1f}")  # fmt: skip
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    out = Path(__file__).parent / "results" / "mujoco_models.md"
+    out.write_text(
+        f"t_end = {args.t_end} s, controls held {PERIOD} s, seed 0\n\n" + "\n".join(lines) + "\n"
+    )
+    print(out)
+
+
+if __name__ == "__main__":
+    main()
