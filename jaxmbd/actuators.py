@@ -132,6 +132,33 @@ def control_inputs(model, controls, n: int, h, *, where: str):
     return u
 
 
+def observation(model, r, A, rdot, omega):
+    """A policy's observation of the body state (r, A, rdot, body-frame omega; (nb, ...)):
+    the coordinates of ``model.joint_names`` in order, then their rates, flattened (a
+    spherical joint's quaternion and angular velocity; angles on the branch nearest the
+    joint's start). :func:`observation_size` is its length."""
+    from .joints import joint_coordinates
+
+    q, qdot = [], []
+    for defn in model.joints:
+        c = joint_coordinates(defn, r[None], A[None], rdot[None], omega[None])
+        q.append(jnp.reshape(c.q[0], (-1,)))
+        qdot.append(jnp.reshape(c.qdot[0], (-1,)))
+    parts = q + qdot
+    return jnp.concatenate(parts) if parts else jnp.zeros(0)
+
+
+def policy_controls(model, policy, t, state_rAvw, *, where: str = "simulate"):
+    """u = policy(t, observation) checked to be (nu,)."""
+    u = jnp.asarray(policy(t, observation(model, *state_rAvw)))
+    if u.shape != (model.nu,):
+        raise ValueError(
+            f"{where}: policy(t, observation) returned shape {u.shape}, expected ({model.nu},) "
+            f"(actuators {model.actuators.actuator_names})"
+        )
+    return u
+
+
 def gains_of_kind(kind: str, *, kp, kv, gain, bias) -> tuple[float, tuple[float, float, float]]:
     """(gain, bias) of an actuator kind (the module docstring's table)."""
     if kind == "motor":

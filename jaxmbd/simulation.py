@@ -24,7 +24,7 @@ from ._stepping import (
     run_in_chunks,
     strided_scan,
 )
-from .actuators import control_inputs, with_controls
+from .actuators import control_inputs, policy_controls, with_controls
 from .contact import with_contact
 from .formulations import AbstractFormulation, get_formulation
 from .initial_state import consistent_initial_state, to_formulation
@@ -85,10 +85,17 @@ def _scan(
     checkpoint: int | None = None,
     save_every: int = 1,
     controls=None,
+    policy=None,
 ):
     def step(carry, k):
-        # zero-order hold: step k (from t = (k - 1) h) runs with the controls of row k - 1
+        # zero-order hold: step k (from t = (k - 1) h) runs with the controls of row k - 1,
+        # or the policy's reply to the state at (k - 1) h
         stepped = model if controls is None else with_controls(model, controls[k - 1])
+        if policy is not None:
+            q, v = integrator.positions_velocities(carry)
+            r, A, rdot, omega = form.to_body_state(q, v, jnp.zeros_like(v))[:4]
+            u = policy_controls(model, policy, (k - 1) * h, (r, A, rdot, omega))
+            stepped = with_controls(model, u)
         carry, res = integrator.step(stepped, form, carry, k, h)
         out = _outputs(form, res.q, res.v, res.a, res.lam, model.nc)
         info = (res.info.iterations, res.info.status, res.info.residual_norm)
@@ -119,6 +126,10 @@ _chunk = jit(_scan)
 _first = jit(_initial)
 
 
+def _start_state(model):
+    return model.r0, model.A0, model.rdot0, model.omega0
+
+
 def start_solver(integrator) -> str:
     """The consistent start's linear solver: the integrator's choice ("auto" by default)."""
     return getattr(integrator, "linear_solver", "auto")
@@ -143,9 +154,12 @@ def _run(
     save_every: int = 1,
     start=None,
     controls=None,
+    policy=None,
 ):
     carry, first = _initial(model, form, integrator, h, start)
-    _, rest = _scan(model, form, integrator, carry, 0, n, h, checkpoint, save_every, controls)
+    _, rest = _scan(
+        model, form, integrator, carry, 0, n, h, checkpoint, save_every, controls, policy
+    )
     return jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), first, rest)
 
 
@@ -193,6 +207,7 @@ def simulate(
     redundant: str = "drop",
     contact: str | None = None,
     controls=None,
+    policy=None,
     **options,
 ) -> Solution:
     """Dynamics of ``model`` on t = k h, k = 0..round(t_end / h).
@@ -254,7 +269,11 @@ def simulate(
     constant over each step (zero-order hold): an array (N, nu) with one row per step (N =
     round(t_end / h); row k acts from t = k h to (k + 1) h), a constant (nu,), or a function
     u(t) -> (nu,) evaluated at each step's start. None: zero. Differentiable (an array leaf
-    of every step).
+    of every step). ``policy``: closed loop instead, u = policy(t, observation) at each
+    step's start and held over it (:func:`jaxmbd.actuators.observation`: the joint
+    coordinates of ``model.joint_names``, then their rates), inside the compiled step; any
+    callable pytree (an ``equinox.nn.MLP`` in an ``eqx.Module``): ``jax.grad`` reaches its
+    parameters.
 
     ``progress(done, total)`` is called between chunks of ``chunk_size`` steps (default
     1000; only with ``progress``, and not under a trace, where the run is one program).
@@ -270,8 +289,16 @@ def simulate(
     model = with_contact(model, contact, where="simulate")
     n = num_steps(t_end, h)
     controls = control_inputs(model, controls, n, h, where="simulate")
+    if policy is not None and (controls is not None or model.nu == 0):
+        raise ValueError(
+            "simulate: policy= needs a model with actuators and excludes controls="
+            if model.nu
+            else f"simulate: policy= given, but model '{model.name}' has no actuators"
+        )
     if controls is not None:  # the start (and its accelerations) with the first row
         model = with_controls(model, controls[0])
+    if policy is not None:  # likewise with the policy's reply to the initial state
+        model = with_controls(model, policy_controls(model, policy, 0.0, _start_state(model)))
     full_model = model
     model, kept = rows_for_run(model, redundant, where="simulate")
     form = get_formulation(formulation)
@@ -289,12 +316,12 @@ def simulate(
         else _consistent_start(model, stepper.redundant_constraints(model), start_solver(stepper))
     )
     if progress is None or traced:
-        outs = _run(model, form, stepper, n, h_arr, checkpoint, save_every, start, controls)
+        outs = _run(model, form, stepper, n, h_arr, checkpoint, save_every, start, controls, policy)
     else:
         outs = run_in_chunks(
             lambda: _first(model, form, stepper, h_arr, start),
             lambda carry, k0, size: _chunk(
-                model, form, stepper, carry, k0, size, h_arr, None, save_every, controls
+                model, form, stepper, carry, k0, size, h_arr, None, save_every, controls, policy
             ),
             n,
             1000 if chunk_size is None else chunk_size,

@@ -5,8 +5,10 @@ respect to controls and gains against central differences."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -89,8 +91,6 @@ def test_velocity_servo_and_time_varying_controls():
 def test_gradients_with_respect_to_controls_and_gains(position_servo):
     """d x(T) / d u and d x(T) / d kp against central differences (the servo's gain leaf
     is model.actuators.gain; its stiffness bias -kp moves with it)."""
-    import equinox as eqx
-
     n = 100
 
     @jax.jit  # one program for the differences, one for the gradient
@@ -140,3 +140,59 @@ def test_bad_actuators_and_controls(position_servo):
     plain.add_body("a", mass=1.0, inertia=[1, 1, 1], r=(0, 0, 0))
     with pytest.raises(ValueError, match="has no actuators"):
         mbd.simulate(plain.build(), t_end=0.01, h=H, controls=jnp.zeros((10, 1)))
+
+
+class _Feedback(eqx.Module):
+    """u = -gain @ observation (observation: rail, spin coordinates, then their rates)."""
+
+    gain: jax.Array
+
+    def __call__(self, t, observation):
+        return -self.gain @ observation
+
+
+def test_policy_closes_the_loop_each_step(position_servo):
+    """A linear state feedback as a policy: the controls it produced (read back from the
+    run's own joint states at each step's start) replayed open loop give the same run,
+    and d x(T) / d gain matches central differences."""
+    model = _slider(kind="motor", gear=1.0)
+    gain = jnp.array([[30.0, 0.0, 4.0, 0.0], [0.0, 2.0, 0.0, 0.3]])
+    # the model above starts at rest: give it a kick
+    model = dataclasses.replace(model, rdot0=model.rdot0.at[0, 0].set(0.5),
+                                omega0=model.omega0.at[1, 2].set(1.0))  # fmt: skip
+    n = 100
+    sol = mbd.simulate(model, t_end=n * H, h=H, policy=_Feedback(gain), integrator="rkmk",
+                       formulation="se3")  # fmt: skip
+    obs = np.concatenate(
+        [np.stack([sol.joints[j].q for j in ("rail", "spin")], 1),
+         np.stack([sol.joints[j].qdot for j in ("rail", "spin")], 1)], axis=1
+    )  # fmt: skip
+    replay = -obs[:-1] @ np.asarray(gain).T
+    again = mbd.simulate(model, t_end=n * H, h=H, controls=jnp.asarray(replay),
+                         integrator="rkmk", formulation="se3")  # fmt: skip
+    np.testing.assert_allclose(again.r, sol.r, atol=1e-12)
+    assert float(sol.joints["rail"].q[-1]) < 0.95 * 0.5 * n * H  # the feedback brakes
+    with pytest.raises(ValueError, match=r"returned shape \(3,\), expected \(2,\)"):
+        mbd.simulate(model, t_end=0.01, h=H, policy=lambda t, o: jnp.zeros(3))
+    with pytest.raises(ValueError, match="excludes controls="):
+        mbd.simulate(model, t_end=0.01, h=H, policy=_Feedback(gain), controls=jnp.zeros(2))
+
+
+@pytest.mark.slow  # two compiles of a gradient through a closed loop (about a minute)
+def test_policy_parameter_gradient():
+    """d x(T) / d gain of a state-feedback policy matches central differences."""
+    model = _slider(kind="motor", gear=1.0)
+    model = dataclasses.replace(model, rdot0=model.rdot0.at[0, 0].set(0.5))
+    gain = jnp.array([[30.0, 0.0, 4.0, 0.0], [0.0, 2.0, 0.0, 0.3]])
+    n = 100
+
+    @jax.jit
+    def final(k):
+        policy = _Feedback(gain.at[0, 0].set(k))
+        run = mbd.simulate(model, t_end=n * H, h=H, policy=policy, throw=False)
+        return run.r[-1, 0, 0]
+
+    g = jax.jit(jax.grad(final))(30.0)
+    e = 1e-4
+    fd = (final(30.0 + e) - final(30.0 - e)) / (2 * e)
+    assert float(g) == pytest.approx(float(fd), rel=1e-5)

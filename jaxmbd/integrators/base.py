@@ -146,6 +146,11 @@ class AbstractIntegrator(eqx.Module):
     def step(self, model: Model, form: AbstractFormulation, state, k, h):
         """(state, StepResult) at t = k h from the state at (k - 1) h."""
 
+    def positions_velocities(self, state):
+        """(q, v) in formulation coordinates of the integrator's ``state`` (a policy's
+        observation is taken from them at the start of each step)."""
+        return state.q, state.v
+
     def redundant_constraints(self, model: Model) -> bool:
         """True when the integrator is told the constraint rows are dependent (closed loops):
         the consistent start then uses pseudo-inverses (least-norm multipliers)."""

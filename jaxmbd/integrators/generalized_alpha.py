@@ -93,6 +93,9 @@ class GeneralizedAlpha(AbstractImplicitIntegrator):
     def init(self, model, form, start, h):
         return GenAlphaState(self.implicit_init(model, form, start), start.a, start.a)
 
+    def positions_velocities(self, state: GenAlphaState):
+        return state.implicit.q, state.implicit.v
+
     def step(self, model, form, state: GenAlphaState, k, h):
         am, af, beta, gamma = coefficients(self.rho_inf)
         s = state.implicit
