@@ -62,6 +62,10 @@ def test_control_and_force_clamps():
     sol = mbd.simulate(model, t_end=0.2, h=H, controls=jnp.array([5.0, 0.0]))
     t = np.asarray(sol.t)
     np.testing.assert_allclose(sol.joints["rail"].q, 0.5 * (3.0 * 0.5 / M) * t**2, atol=1e-9)
+    # at rest with zero controls, no gravity and no other force: nothing to scale the Newton
+    # tests by (they read 0 / 0 as non-finite before), and nothing moves
+    rest = mbd.simulate(model, t_end=0.2, h=H, controls=jnp.array([0.0, 0.0]))
+    assert np.all(np.asarray(rest.r) == np.asarray(model.r0)[None])
 
 
 def test_velocity_servo_and_time_varying_controls():

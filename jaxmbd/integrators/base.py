@@ -377,12 +377,13 @@ def step_scale(model, q, disc: Discretisation, form, *, stabilised: bool):
     """Magnitudes and round-off resolutions of x = (a, lam[, mu]) for the Newton tests
     (:class:`~jaxmbd.newton.Scale`), per group so that units never mix:
 
-    * accelerations: s_a = max(max |a|, |gravity|). q_{n+1} = q_n (+) (d0 + c_q a) holds a
-      only to eps |q| / c_q, v_{n+1} = v0 + c_v a to eps |v| / c_v. Index 3: the constraint
-      rows Phi / c_q fix a's constrained part, so its resolution is ROUNDOFF eps (s_a + |q|
-      / c_q). Stabilised: Phi / c_q is met by mu and a's constrained part by the velocity
-      rows, so a is resolved to ROUNDOFF eps (s_a + |v| / c_v), far finer (an error of a
-      moves v_{n+1}, and through it every later position, however small c_q a is);
+    * accelerations: s_a = max(max |a|, |gravity|) (1 m/s^2 when both are 0).
+      q_{n+1} = q_n (+) (d0 + c_q a) holds a only to eps |q| / c_q, v_{n+1} = v0 + c_v a
+      to eps |v| / c_v. Index 3: the constraint rows Phi / c_q fix a's constrained part,
+      so its resolution is ROUNDOFF eps (s_a + |q| / c_q). Stabilised: Phi / c_q is met by
+      mu and a's constrained part by the velocity rows, so a is resolved to ROUNDOFF eps
+      (s_a + |v| / c_v), far finer (an error of a moves v_{n+1}, and through it every
+      later position, however small c_q a is);
     * multipliers: s_lam = max(max |lam|, s_a max(mass)) (the force of the heaviest body at
       the acceleration scale), resolution ROUNDOFF eps s_lam + max(mass) times a's;
     * the stabilisation multipliers mu (units of a, moving only q_{n+1}): s_a, resolution
@@ -402,6 +403,9 @@ def step_scale(model, q, disc: Discretisation, form, *, stabilised: bool):
     def scale(x):
         a, lam = x[:n], x[n : n + m]
         s_a = jnp.maximum(jnp.max(jnp.abs(a)), g)
+        # a model at rest without gravity or any force has no acceleration to scale by (the
+        # tests read 0 / 0 as non-finite): 1 m/s^2 then, as default_scale's floor
+        s_a = jnp.where(s_a > 0, s_a, 1.0)
         s_l = jnp.maximum(jnp.max(jnp.abs(lam)) if m else 0.0, s_a * heavy)
         e_a = eps * s_a + a_floor
         w = [jnp.full(n, s_a), jnp.full(m, s_l)]
