@@ -347,8 +347,9 @@ def test_chain_mujoco_and_jaxmbd_rest_at_the_same_pose(chain_jaxmbd, chain_mujoc
     whip) and jaxmbd's one-step impacts, whose contact point is known to the distance
     travelled in a step, v h (v: the fastest link speed of the run, about 2.7 m/s) for each
     link's landing. The rest positions along x must agree to the sum of these,
-    depth_MuJoCo + 5 v h (about 4 cm); a wrong friction moves them more (mu = 0 instead of
-    0.5 by 6.6 cm in MuJoCo) and a wrong geometry by more than that."""
+    depth_MuJoCo + 5 v h (about 4 cm; they differ by 1.3 cm). That is coarse: no friction
+    (mu = 0 instead of 0.5 moves MuJoCo's chain by 6.6 cm) fails it, half the friction
+    (2 cm) passes; the box above checks friction to a few per cent."""
     s = chain_mujoco[integrator]
     j = chain_jaxmbd
     assert s["between_links"] == 0  # only link-floor contacts, as in the jaxmbd model
