@@ -32,5 +32,6 @@ def test_standard_model_follows_mujoco(name):
     result = harness.compare(name, t_end=0.5, seed=1)
     assert result["bodies_in_mujoco_order"]
     assert result["travel"] > 0.01  # the controls really move it
-    assert not result["limit_reached"]  # a soft limit in MuJoCo, a compliant one here
+    # compared up to the first time a joint limit acts (a soft limit in MuJoCo, a compliant
+    # one here), if one does within the run
     assert result["error"] < 1e-6, result
