@@ -41,6 +41,28 @@ def figures(outputs) -> list[str]:
     ]
 
 
+#: Run by the tests before a notebook's first cell: its animations render at most 5 frames
+#: (matplotlib draws each frame, ~0.2 s of CPU: a paper notebook's 50-60 frames took ~10 s
+#: of its ~35). Everything else runs as a reader runs it; the GIF is still written and shown
+#: (checked below), and test_animation.py checks the frames themselves.
+TEST_SETUP = """\
+import functools as _functools
+
+import jaxmbd.plot as _plot
+
+
+def _few_frames(animate):
+    @_functools.wraps(animate)
+    def few(*args, **kwargs):
+        kwargs["max_frames"] = min(kwargs.get("max_frames", 250), 5)
+        return animate(*args, **kwargs)
+
+    return few
+
+
+_plot.animate = _few_frames(_plot.animate)
+"""
+
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
 PAPERS = [p for p in NOTEBOOKS if p.name.startswith("paper")]
 
@@ -50,6 +72,7 @@ def test_notebook_runs(path):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     nb = nbformat.read(path, as_version=4)
+    nb.cells.insert(0, nbformat.v4.new_code_cell(TEST_SETUP))
     nbclient.NotebookClient(
         nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
     ).execute()
