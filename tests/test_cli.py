@@ -10,6 +10,15 @@ from jaxmbd.integrators import DEFAULT_INTEGRATOR
 from jaxmbd.models import BUILTIN, REGISTRY
 
 
+def quiet(done, total):
+    pass
+
+
+# The references below run through the chunked driver as the command does (it reports
+# progress): the command's compiled chunk serves them (one compilation, not two per test).
+QUIET = {"progress": quiet}
+
+
 def test_kinematics_command(tmp_path):
     out, plot = tmp_path / "run.npz", tmp_path / "run.png"
     result = CliRunner().invoke(
@@ -31,7 +40,7 @@ def test_kinematics_command(tmp_path):
     assert "single pendulum" in result.output
     sol = mbd.Solution.load(out)
     assert sol.t.shape == (101,) and sol.body_names == ("pendulum",)
-    ref = mbd.kinematics(mbd.models.single_pendulum(), t_end=1.0, h=1e-2)
+    ref = mbd.kinematics(mbd.models.single_pendulum(), t_end=1.0, h=1e-2, **QUIET)
     np.testing.assert_allclose(sol.r, ref.r)
     assert plot.stat().st_size > 10_000
 
@@ -43,7 +52,9 @@ def test_kinematics_linear_solver_option(tmp_path):
     args = ["kinematics", "single_pendulum", "--h", "1e-2", "--t-end", "0.1"]
     result = CliRunner().invoke(app, args + ["--linear-solver", "structured", "--out", str(out)])
     assert result.exit_code == 0, result.output
-    ref = mbd.kinematics(mbd.models.single_pendulum(), t_end=0.1, h=1e-2, linear_solver="dense")
+    ref = mbd.kinematics(
+        mbd.models.single_pendulum(), t_end=0.1, h=1e-2, linear_solver="dense", **QUIET
+    )
     np.testing.assert_allclose(mbd.Solution.load(out).r, ref.r, rtol=0, atol=1e-14)
     bad = CliRunner().invoke(app, args + ["--linear-solver", "sparse"])
     assert bad.exit_code != 0 and "linear_solver must be one of" in bad.output
@@ -83,7 +94,7 @@ def test_simulate_command(tmp_path):
     )
     assert result.exit_code == 0, result.output
     sol = mbd.Solution.load(out)
-    ref = mbd.simulate(mbd.models.double_pendulum(), t_end=0.5, h=1e-2)
+    ref = mbd.simulate(mbd.models.double_pendulum(), t_end=0.5, h=1e-2, **QUIET)
     np.testing.assert_allclose(sol.r, ref.r)
 
 
@@ -94,7 +105,9 @@ def test_simulate_command_integrator_options(tmp_path):
     assert result.exit_code == 0, result.output
     sol = mbd.Solution.load(out)
     assert sol.integrator == "backward_euler"
-    ref = mbd.simulate(mbd.models.double_pendulum(), integrator="backward_euler", t_end=0.2, h=1e-2)
+    ref = mbd.simulate(
+        mbd.models.double_pendulum(), integrator="backward_euler", t_end=0.2, h=1e-2, **QUIET
+    )
     np.testing.assert_allclose(sol.r, ref.r)
     result = CliRunner().invoke(app, args + ["--rho-inf", "1.0", "--variant", "index3"])
     assert result.exit_code == 0, result.output
@@ -180,7 +193,7 @@ def test_simulate_se3_uses_the_se3_default_integrator(tmp_path):
     assert result.exit_code == 0, result.output
     sol = mbd.Solution.load(out)
     assert sol.integrator == DEFAULT_INTEGRATOR["se3"] == "rkmk"
-    ref = mbd.simulate(mbd.models.heavy_top(), formulation="se3", t_end=0.003, h=1e-3)
+    ref = mbd.simulate(mbd.models.heavy_top(), formulation="se3", t_end=0.003, h=1e-3, **QUIET)
     np.testing.assert_allclose(np.asarray(sol.r), np.asarray(ref.r), rtol=0, atol=1e-14)
     bad = CliRunner().invoke(app, args + ["--integrator", "energy_momentum"], env=WIDE)
     assert bad.exit_code == 1 and "Traceback" not in bad.output
