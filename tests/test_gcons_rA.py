@@ -79,6 +79,8 @@ def random_model(rng, kinds=("DP1", "DP2", "D", "CD", "ROT"), per_kind=3):
     return b.build()
 
 
+# The checks below compare compiled programs (one per model and function): op by op, the
+# autodiff references took several hundred small compilations per test.
 def per_type_values(model, r, A, t):
     """Phi from the per-type value kernels (eqs. 1-4, ROT), not the one-batch rows."""
     zero = jnp.zeros_like(r)
@@ -101,12 +103,16 @@ def autodiff_terms(model, r, A, rdot, omega, t, values=per_type_values):
     return values(model, r, A, t), G, nu, -second
 
 
+autodiff_terms = jax.jit(autodiff_terms, static_argnames="values")
+terms = jax.jit(rA_terms)
+
+
 @pytest.mark.parametrize("kind", ["DP1", "DP2", "D", "CD", "ROT"])
 def test_rA_terms_match_autodiff(rng, kind):
     model = random_model(rng, kinds=(kind,))
     for t in (0.0, 0.37, 1.9):
         r, A = model.r0, model.A0
-        phi, G, nu, gamma = rA_terms(model, r, A, model.rdot0, model.omega0, t)
+        phi, G, nu, gamma = terms(model, r, A, model.rdot0, model.omega0, t)
         phi_ad, G_ad, nu_ad, gamma_ad = autodiff_terms(model, r, A, model.rdot0, model.omega0, t)
         np.testing.assert_allclose(phi, phi_ad, atol=1e-13)
         np.testing.assert_allclose(G, G_ad, atol=1e-12)
@@ -119,7 +125,7 @@ def test_rA_terms_mixed_model_row_order(rng):
     model = random_model(rng, per_kind=2)
     t = 0.8
     r, A = model.r0, model.A0
-    out = rA_terms(model, r, A, model.rdot0, model.omega0, t)
+    out = terms(model, r, A, model.rdot0, model.omega0, t)
     ref = autodiff_terms(model, r, A, model.rdot0, model.omega0, t)
     for ours, theirs in zip(out, ref, strict=True):
         np.testing.assert_allclose(ours, theirs, rtol=1e-11, atol=1e-10)
@@ -145,15 +151,20 @@ def test_unified_rows_match_per_type_kernels_and_autodiff(rng):
     kernels (values and Table 2 rows) and autodiff of their own values, for all five types."""
     model = random_model(rng, per_kind=3)
     lam = jnp.asarray(rng.normal(size=model.nc))
+
+    @jax.jit
+    def rows(model, r, A, t, lam):
+        phi, jac_i, jac_j = rA_rows(model, r, A, t)
+        reaction = rA_generalized_reaction(model, jac_i, jac_j, lam)
+        return phi, rA_jacobian_from_rows(model, jac_i, jac_j), reaction
+
     for t in (0.0, 0.8):
         r, A = model.r0, model.A0
-        phi, jac_i, jac_j = rA_rows(model, r, A, t)
-        G = rA_jacobian_from_rows(model, jac_i, jac_j)
-        phi_types, G_types, _, _ = rA_terms(model, r, A, model.rdot0, model.omega0, t)
+        phi, G, reaction = rows(model, r, A, t, lam)
+        phi_types, G_types, _, _ = terms(model, r, A, model.rdot0, model.omega0, t)
         np.testing.assert_allclose(phi, phi_types, atol=1e-14)
         np.testing.assert_allclose(G, G_types, atol=1e-13)
         for values in (per_type_values, constraint_values):
             _, G_ad, _, _ = autodiff_terms(model, r, A, model.rdot0, model.omega0, t, values)
             np.testing.assert_allclose(G, G_ad, atol=1e-12)
-        reaction = rA_generalized_reaction(model, jac_i, jac_j, lam)
         np.testing.assert_allclose(reaction.reshape(-1), G_types.T @ lam, atol=1e-12)
