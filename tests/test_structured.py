@@ -54,10 +54,14 @@ def _random_matrix(structure: BlockStructure, multipliers: np.ndarray, rng):
 
 
 def _solve_both(structure, J, rhs):
-    vals, dinv, _, _ = factor_values(structure, structure.gather(jnp.asarray(J)))
-    x = solve_values(structure, vals, dinv, jnp.asarray(rhs))
-    xt = solve_values(structure, vals, dinv, jnp.asarray(rhs), transpose=True)
-    return x, xt
+    # one compiled program (op by op, a factorisation and its solves took ~200 small ones)
+    @jax.jit
+    def both(J, rhs):
+        vals, dinv, _, _ = factor_values(structure, structure.gather(J))
+        x = solve_values(structure, vals, dinv, rhs)
+        return x, solve_values(structure, vals, dinv, rhs, transpose=True)
+
+    return both(jnp.asarray(J), jnp.asarray(rhs))
 
 
 # the stabilised patterns also meet real Newton matrices below: their random variants run
@@ -138,9 +142,13 @@ def test_newton_matrices_structured_equals_dense(name, form, stabilised):
     if name == "six_body":
         return
     rhs = rng.normal(size=dense.shape[0])
-    factors = lu_factors(blocks)
-    x = lu_factors_solve(factors, jnp.asarray(rhs))
-    xt = lu_factors_solve(factors, jnp.asarray(rhs), transpose=True)
+
+    @jax.jit  # one program, not op by op
+    def solves(blocks, rhs):
+        factors = lu_factors(blocks)
+        return lu_factors_solve(factors, rhs), lu_factors_solve(factors, rhs, transpose=True)
+
+    x, xt = solves(blocks, jnp.asarray(rhs))
     assert _relative(x, np.linalg.solve(dense, rhs)) < _bound(dense)
     assert _relative(xt, np.linalg.solve(dense.T, rhs)) < _bound(dense)
 
@@ -155,9 +163,9 @@ def test_broken_factorisation_is_caught():
     rhs = rng.normal(size=st.n)
     assert _relative(_solve_both(st, J, rhs)[0], np.linalg.solve(J, rhs)) < _bound(J)
     values = st.gather(jnp.asarray(J))
-    vals, dinv, _, _ = factor_values(st, values)
+    vals, dinv, _, _ = jax.jit(lambda v: factor_values(st, v))(values)
     broken = vals.at[st.runs[0].lower_w[0, 0, 0]].multiply(0.5)
-    x = solve_values(st, broken, dinv, jnp.asarray(rhs))
+    x = jax.jit(lambda v, d, b: solve_values(st, v, d, b))(broken, dinv, jnp.asarray(rhs))
     assert _relative(x, np.linalg.solve(J, rhs)) > 1e-6
 
 
@@ -303,14 +311,20 @@ def test_square_solve_of_the_embedding_equals_dense(name, formulation):
     rng = np.random.default_rng(zlib.crc32(f"{name}{formulation}".encode()))
     q = (model.r0, form.coordinates(model.A0))
     tangent = jnp.asarray(0.3 * rng.normal(size=model.nb * form.tangent_size))
-    q = form.retract(q, tangent)
-    G = np.asarray(form.velocity_terms(model, q, 0.3)[0])
-    assert G.shape[0] == G.shape[1]
-    solve, rcond = factor_square(layout_for_formulation(model, form), jnp.asarray(G))
-    b = rng.normal(size=G.shape[0])
+    layout = layout_for_formulation(model, form)
+
+    @jax.jit  # one program, not op by op (~200 small compilations)
+    def solves(tangent, b):
+        G = form.velocity_terms(model, form.retract(q, tangent), 0.3)[0]
+        solve, rcond = factor_square(layout, G)
+        return G, solve(b), solve(b, transpose=True), rcond
+
+    b = rng.normal(size=form.num_multipliers(model))
+    G, x, xt, rcond = (np.asarray(a) for a in solves(tangent, jnp.asarray(b)))
+    assert G.shape[0] == G.shape[1] == b.size
     assert float(rcond) > 1e-8
-    assert _relative(solve(jnp.asarray(b)), np.linalg.solve(G, b)) < _bound(G)
-    assert _relative(solve(jnp.asarray(b), transpose=True), np.linalg.solve(G.T, b)) < _bound(G)
+    assert _relative(x, np.linalg.solve(G, b)) < _bound(G)
+    assert _relative(xt, np.linalg.solve(G.T, b)) < _bound(G)
 
 
 @pytest.mark.parametrize("formulation", ["rA", "rp"])
