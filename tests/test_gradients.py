@@ -146,7 +146,14 @@ ONE_BY_DEFAULT = [
 ]
 
 
-@pytest.mark.parametrize("formulation", ONE_BY_DEFAULT)
+# Every formulation with -m slow: the driven case repeats the path of
+# test_dynamics_gradients_match_central_differences (rA, gen_alpha, the hand-coded matrix
+# in the implicit-function solve) with drivers in it; the
+# driver parameters' gradients are checked through kinematics (test_kinematics_gradients),
+# the driver rows of the hand-coded matrices against autodiff in test_integrators.py
+# (test_hand_coded_newton_matrix_equals_autodiff, test_rA_velocity_sensitivity_...).
+@pytest.mark.slow
+@pytest.mark.parametrize("formulation", FORMULATIONS)
 def test_driven_dynamics_gradients(formulation, rng):
     model = mbd.models.slider_crank()
 
@@ -171,8 +178,13 @@ def test_kinematics_gradients(formulation, rng):
     check_against_fd(loss, model, rng)
 
 
-def pendulum_loss(m):
-    return jnp.sum(mbd.simulate(m, t_end=0.02, h=1e-3).r[:, 1, 2])
+def pendulum_loss(m, newton="reuse", checkpoint=None):
+    sol = mbd.simulate(m, t_end=0.02, h=1e-3, newton=newton, checkpoint=checkpoint)
+    return jnp.sum(sol.r[:, 1, 2])
+
+
+#: one gradient program (a ~20 s compilation), shared by the two tests below
+pendulum_grad = mbd.jit(jax.grad(pendulum_loss))
 
 
 @pytest.mark.slow  # a transform composition the FD checks above already exercise under jit
@@ -186,17 +198,21 @@ def test_jit_grad_equals_grad():
 
 
 def test_vmap_grad_equals_loop():
+    """vmap of the gradient (with respect to every array of the model) over gravity scales
+    equals the gradients one at a time."""
     model = mbd.models.double_pendulum()
     scales = jnp.array([1.0, 1.3, 0.8])
 
-    def loss_of_scale(s):
-        return pendulum_loss(eqx.tree_at(lambda m: m.gravity, model, model.gravity * s))
+    def scaled(s):
+        return eqx.tree_at(lambda m: m.gravity, model, model.gravity * s)
 
-    grad = jax.grad(loss_of_scale)
-    batched = mbd.jit(jax.vmap(grad))(scales)
-    grad_one = mbd.jit(grad)  # one wrapper: traced and compiled once for the loop
-    looped = jnp.stack([grad_one(s) for s in scales])
-    np.testing.assert_allclose(batched, looped, rtol=1e-12)
+    batched = mbd.jit(jax.vmap(lambda s: jax.grad(pendulum_loss)(scaled(s))))(scales)
+    for k, s in enumerate(scales):
+        one = pendulum_grad(scaled(s))
+        for a, b in zip(jax.tree_util.tree_leaves(batched), jax.tree_util.tree_leaves(one),
+                        strict=True):  # fmt: skip
+            np.testing.assert_allclose(a[k], b, rtol=1e-12, atol=1e-15)
+    assert np.ptp(np.asarray(batched.mass), axis=0).max() > 0  # the scales matter
 
 
 @pytest.mark.slow  # forward and reverse mode agree; ~30 s of compilation
@@ -219,19 +235,14 @@ def test_checkpointed_gradient_equals_plain():
     theorem at each root, not from the iterations. Either broken gives O(1) differences;
     1e-9 is the Newton tolerance's share (the roots of the two variants differ within it)."""
     model = mbd.models.double_pendulum()
-
-    def loss(m, newton, checkpoint):
-        sol = mbd.simulate(m, t_end=0.02, h=1e-3, newton=newton, checkpoint=checkpoint)
-        return jnp.sum(sol.r[:, 1, 2])
-
-    grad = mbd.jit(jax.grad(loss))
-    plain = grad(model, "reuse", None)
-    checkpointed = grad(model, "full", 8)
+    plain = pendulum_grad(model)
+    checkpointed = pendulum_grad(model, "full", 8)
     np.testing.assert_allclose(checkpointed.mass, plain.mass, rtol=1e-9, atol=1e-15)
     np.testing.assert_allclose(checkpointed.r0, plain.r0, rtol=1e-9, atol=1e-13)
     assert np.abs(plain.mass).max() > 1e-6  # the loss does depend on the masses
 
 
+@pytest.mark.slow  # test_batch.py::test_batch_equals_loop checks the same (gen_alpha default)
 def test_vmapped_batch_equals_single_runs():
     model = mbd.models.double_pendulum()
     members = [
@@ -265,7 +276,9 @@ def test_sharded_batch_equals_unsharded(tmp_path):
         np.testing.assert_allclose(np.asarray(sharded.r), np.asarray(single.r), rtol=0, atol=1e-13)
         print("OK", len(jax.devices()))
     """)
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4")
+    # the suite's XLA flags (tests/conftest.py: ~a third less compile time) and four devices
+    flags = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4"
+    env = dict(os.environ, XLA_FLAGS=flags.strip())
     result = subprocess.run(
         [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600
     )
