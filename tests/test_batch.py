@@ -18,6 +18,11 @@ def _members(model, scales):
     ]
 
 
+#: one horizon for every double-pendulum run below, and batches of three: the default
+#: program (gen_alpha) of a single run and of a batch is compiled once for the file
+OPTS = dict(t_end=0.004, h=1e-3)
+
+
 def _massless_second_rod(model):
     """The double pendulum with a massless second rod: a singular Newton matrix."""
     return eqx.tree_at(
@@ -30,10 +35,10 @@ def _massless_second_rod(model):
 def test_simulate_batch_compiles_once():
     """Regression: simulate_batch built a fresh closure per call, so every call recompiled."""
     model = mbd.models.double_pendulum()
-    opts = dict(t_end=0.004, h=1e-3)
-    first = mbd.simulate_batch(mbd.stack_models(_members(model, [1.0, 1.1])), **opts)
+    opts = OPTS
+    first = mbd.simulate_batch(mbd.stack_models(_members(model, [1.0, 1.1, 1.2])), **opts)
     with count_compilations() as counts:
-        again = mbd.simulate_batch(mbd.stack_models(_members(model, [0.9, 1.3])), **opts)
+        again = mbd.simulate_batch(mbd.stack_models(_members(model, [0.9, 1.3, 0.8])), **opts)
         jax.block_until_ready(again.r)
     assert counts == {"trace": 0, "compile": 0}, counts
     assert not np.allclose(np.asarray(first.r), np.asarray(again.r))  # new values, same program
@@ -84,9 +89,9 @@ def test_batch_equals_loop(case):
     name, formulation, integrator, options = CASES[case]
     model = getattr(mbd.models, name)()
     members = _members(model, [1.0, 0.8, 1.25])
-    opts = dict(formulation=formulation, integrator=integrator, t_end=0.005, h=1e-3, **options)
+    opts = dict(formulation=formulation, integrator=integrator, **OPTS, **options)
     batch = mbd.simulate_batch(mbd.stack_models(members), **opts)
-    assert np.asarray(batch.status).shape == (3, 6)
+    assert np.asarray(batch.status).shape == (3, 5)
     for k, member in enumerate(members):
         single = mbd.simulate(member, **opts)
         for key in ("r", "A", "rdot", "omega"):
@@ -95,6 +100,8 @@ def test_batch_equals_loop(case):
         lam, lam_single = np.asarray(batch.lam)[k], np.asarray(single.lam)
         np.testing.assert_allclose(lam, lam_single, rtol=1e-12, atol=1e-12 * np.abs(lam).max())
         np.testing.assert_array_equal(np.asarray(batch.status)[k], np.asarray(single.status))
+        iterations = np.asarray(batch.iterations)[k]
+        np.testing.assert_array_equal(iterations, np.asarray(single.iterations))
 
 
 def test_failed_member_is_reported_alone():
@@ -103,7 +110,7 @@ def test_failed_member_is_reported_alone():
     model = mbd.models.double_pendulum()
     good = _members(model, [1.0, 1.2])
     bad = _massless_second_rod(model)
-    opts = dict(t_end=0.003, h=1e-3)
+    opts = OPTS
     batch = mbd.simulate_batch(mbd.stack_models([good[0], bad, good[1]]), **opts)
     status = np.asarray(batch.status)
     assert np.all(status[[0, 2]] == SUCCESS)
@@ -124,10 +131,10 @@ def test_chunked_batch_equals_loop_and_isolates_failures():
     good = _members(model, [1.0, 1.2, 0.9, 1.1])
     bad = _massless_second_rod(model)
     members = [good[0], bad, good[1], good[2], good[3]]
-    opts = dict(t_end=0.003, h=1e-3)
+    opts = OPTS
     batch = mbd.simulate_batch(mbd.stack_models(members), chunk=2, **opts)
     status = np.asarray(batch.status)
-    assert status.shape == (5, 4)
+    assert status.shape == (5, 5)
     assert np.any(status[1] != SUCCESS)
     assert np.all(status[[0, 2, 3, 4]] == SUCCESS)
     for k in (0, 2, 3, 4):
@@ -174,7 +181,7 @@ def test_accelerator_paths_equal_single_runs(newton, monkeypatch):
     good = _members(model, [1.0, 1.2])
     bad = _massless_second_rod(model)
     members = [good[0], bad, good[1]]
-    opts = dict(t_end=0.004, h=1e-3, newton=newton)
+    opts = dict(OPTS, newton=newton)
     stack = np.stack([np.eye(3) + 0.1 * k for k in range(4)])
 
     def loops(fn):  # the CPU paths run getrf on one member at a time, the GPU paths batched
@@ -182,6 +189,8 @@ def test_accelerator_paths_equal_single_runs(newton, monkeypatch):
         return 'num_batch_dims = "0"' in text and 'num_batch_dims = "1"' not in text
 
     assert loops(dense_lu) and loops(inverse_and_pivots)
+    # the single runs first, on the CPU paths (the default Newton's program is the file's)
+    singles = {k: mbd.simulate(members[k], **opts) for k in (0, 2)}
     jax.clear_caches()  # the hook is read when a program is traced
     monkeypatch.setattr(_batching, "ACCELERATOR_PATHS_EVERYWHERE", True)
     try:
@@ -194,8 +203,7 @@ def test_accelerator_paths_equal_single_runs(newton, monkeypatch):
     status = np.asarray(batch.status)
     assert np.any(status[1] != SUCCESS)
     assert np.all(status[[0, 2]] == SUCCESS)
-    for k in (0, 2):
-        single = mbd.simulate(members[k], **opts)
+    for k, single in singles.items():
         for key in ("r", "A", "rdot", "omega"):
             got, want = np.asarray(getattr(batch, key))[k], np.asarray(getattr(single, key))
             np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
