@@ -1,6 +1,7 @@
 """The structured (block-sparse, body-joint graph) linear solver against the dense LU."""
 
 import zlib
+from functools import cache
 
 import jax
 import jax.numpy as jnp
@@ -327,16 +328,21 @@ def test_square_solve_of_the_embedding_equals_dense(name, formulation):
     assert _relative(xt, np.linalg.solve(G.T, b)) < _bound(G)
 
 
-@pytest.mark.parametrize("formulation", ["rA", "rp"])
+@cache
+def engine_kinematics(formulation, linear_solver):
+    """The engine's kinematic analysis over 5 steps (shared: one compilation per run)."""
+    return mbd.kinematics(SQUARE["engine"](), formulation=formulation, t_end=0.05, h=1e-2,
+                          linear_solver=linear_solver)  # fmt: skip
+
+
+# rp with -m slow: its square solves (normalisation rows in the body nodes) are checked by
+# test_square_solve_of_the_embedding_equals_dense[rp-*], the structured kinematics loop by rA
+@pytest.mark.parametrize("formulation", ["rA", pytest.param("rp", marks=pytest.mark.slow)])
 def test_structured_kinematics_equals_dense(formulation):
     """Kinematic analysis of the engine (loops closed through the crankshaft) with the
     structured solves gives the dense run's positions, velocities, accelerations and
     inverse-dynamics multipliers."""
-    model = SQUARE["engine"]()
-    sols = {
-        s: mbd.kinematics(model, formulation=formulation, t_end=0.05, h=1e-2, linear_solver=s)
-        for s in ("dense", "structured")
-    }
+    sols = {s: engine_kinematics(formulation, s) for s in ("dense", "structured")}
     d, s = sols["dense"], sols["structured"]
     for field, tol in (("r", 1e-12), ("rdot", 1e-10), ("rddot", 1e-9), ("lam", 1e-9)):
         a, b = np.asarray(getattr(s, field)), np.asarray(getattr(d, field))
@@ -399,8 +405,8 @@ def test_structured_kinematics_chunked_and_batched():
     import equinox as eqx
 
     model = SQUARE["engine"]()
-    options = dict(t_end=0.03, h=1e-2, linear_solver="structured")
-    one = mbd.kinematics(model, **options)
+    options = dict(t_end=0.05, h=1e-2, linear_solver="structured")
+    one = engine_kinematics("rA", "structured")
     chunked = mbd.kinematics(model, progress=lambda done, total: None, chunk_size=2, **options)
     # two programs (the chunked driver compiles its own): equal to round-off
     np.testing.assert_allclose(np.asarray(chunked.r), np.asarray(one.r), rtol=0, atol=1e-14)
