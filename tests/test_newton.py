@@ -479,24 +479,29 @@ def test_full_newton_accepts_on_its_simplified_correction():
     np.testing.assert_allclose(x, [2.0, 3.0], rtol=0, atol=6e-10)  # tol w, w = 3
 
 
+#: the double pendulum at tol = 1e-12 over 0.3 s: the default policy's run is shared by the
+#: two tests below (its forward program compiles once)
+TIGHT = dict(t_end=0.3, h=1e-3, tol=1e-12)
+
+
 @pytest.mark.parametrize("formulation", ["rA", "rp"])
 def test_every_policy_honours_tol(formulation):
     """Issue 33: at tol = 1e-12 the reused matrix ("reuse", the default) and the matrix
     frozen per step ("modified") give full Newton's trajectory to 1e-12 m (double pendulum,
-    h = 1e-3, 0.5 s). The reused matrix lay 3.3e-10 m (rA) and 8.6e-10 m (rp) away: it
-    accepted iterates on a round-off floor inflated by 1 / rcond and on a contraction
-    measured in a norm other than the step test's."""
+    h = 1e-3; 0.3 s here). Over 0.5 s the reused matrix lay 3.3e-10 m (rA) and 8.6e-10 m
+    (rp) away: it accepted iterates on a round-off floor inflated by 1 / rcond and on a
+    contraction measured in a norm other than the step test's."""
     model = mbd.models.double_pendulum()
-    run = functools.partial(
-        mbd.simulate, model, formulation=formulation, t_end=0.5, h=1e-3, tol=1e-12
-    )
+    run = functools.partial(mbd.simulate, model, formulation=formulation, **TIGHT)
     full = run(newton="full")
     for newton in ("reuse", "modified"):
         sol = run(newton=newton)
         np.testing.assert_allclose(sol.r, full.r, rtol=0, atol=1e-12, err_msg=newton)
 
 
-@pytest.mark.parametrize("formulation", ["rA", "rp"])
+# rp with -m slow: the policy's gradient path is the formulation's implicit-function solve
+# (rA here), rp's trajectory under the reused matrix is test_every_policy_honours_tol[rp]
+@pytest.mark.parametrize("formulation", ["rA", pytest.param("rp", marks=pytest.mark.slow)])
 def test_default_policy_gradients_match_central_differences(formulation):
     """The default policy's gradients (reused matrix; implicit-function theorem at each
     root) against Richardson-extrapolated central differences of the same loss, to 1e-7:
@@ -506,11 +511,11 @@ def test_default_policy_gradients_match_central_differences(formulation):
 
     def loss(p):
         heavier = eqx.tree_at(lambda m: m.mass, model, model.mass.at[1].multiply(p))
-        sol = mbd.simulate(heavier, formulation=formulation, t_end=0.3, h=1e-3, tol=1e-12)
+        sol = mbd.simulate(heavier, formulation=formulation, **TIGHT)
         return jnp.sum(sol.r[-1, 1]) + 1e-3 * jnp.sum(sol.lam[-1])
 
     gradient = float(mbd.jit(jax.grad(loss))(jnp.asarray(1.0)))
-    value = mbd.jit(loss)
+    value = loss  # simulate's own programs: those of test_every_policy_honours_tol's run
 
     def central(eps):
         return (float(value(jnp.asarray(1.0 + eps))) - float(value(jnp.asarray(1.0 - eps)))) / (
