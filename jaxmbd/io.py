@@ -9,7 +9,10 @@ Own schema (``"format": "jaxmbd-model"``)::
                              "pyramid" | "mesh", sizes, "pos", "A" or "axis", "color"}]}],
      "joints": [{"name", "type": "revolute" | "spherical" | "universal" | "cylindrical" |
                  "translational" | "perpendicular_1" | "perpendicular_2", "body_i", "body_j",
-                 "point", "axis" (or "axis_i", "axis_j" for universal)}],
+                 "point", "axis" (or "axis_i", "axis_j" for universal), revolute and
+                 translational also "limits": [lower, upper], "limit_stiffness",
+                 "limit_damping", "damping", "stiffness", "spring_reference",
+                 "friction_loss"}],
      "constraints": [{"name", "type": "DP1" | "DP2" | "D" | "CD" | "ROT", "body_i", "body_j",
                       vectors in body frames, "f": number or expression in t, "joint"}],
      "drivers": [{"name", "type": "rotation", "body_i", "body_j", "axis", "angle",
@@ -23,7 +26,11 @@ Own schema (``"format": "jaxmbd-model"``)::
      "joint_coordinates": [{"name", "type": "revolute" | "translational" | "cylindrical" |
                             "universal" | "spherical" | "planar", "body_i", "body_j",
                             "s_bar_i", "s_bar_j", "frame_i", "frame_j" (body frames),
-                            "offset", "sign", "q_start"}],
+                            "offset", "sign", "q_start", and the limit and dynamics
+                            keys of "joints"}],
+     "actuators": [{"name", "joint", "kind": "motor" | "position" | "velocity" | "general",
+                    "gear", "kp", "kv", "gain", "bias": [b0, b1, b2],
+                    "ctrl_range", "force_range": [lower, upper] (null: unbounded side)}],
      "solver": {"h": ..., "t_end": ..., "tol": ...}}
 
 ``joint_coordinates`` (optional; written by :func:`save_model`) define the joint coordinates
@@ -33,7 +40,11 @@ level keeps its joints' coordinates. A joint of ``joints`` has its coordinates a
 Shapes (optional; fields in :mod:`jaxmbd.geometry`) are in the body frame, and collide
 with those of a contact pair unless ``"collide": false``; ``ground_shapes`` (global) are the
 ground's planes and shapes, ``contacts`` the pairs of :meth:`ModelBuilder.add_contact`
-(:mod:`jaxmbd.contact`; a missing number takes the builder's default).
+(:mod:`jaxmbd.contact`; a missing number takes the builder's default). Joint limits,
+damping, stiffness and friction loss are options of their joint (:meth:`ModelBuilder.revolute`,
+:mod:`jaxmbd.joint_limits`, :mod:`jaxmbd.joint_dynamics`); ``actuators`` are those of
+:meth:`ModelBuilder.add_actuator` (:mod:`jaxmbd.actuators`), in control order. Saved models
+write limit gains and spring references as built (defaults resolved).
 a body without shapes is drawn as a stick figure joining its joint points (see
 :func:`jaxmbd.geometry.default_shapes`). Joint points and axes are
 global, at the initial configuration; GCON vectors are in body frames. The published
@@ -51,9 +62,12 @@ from pathlib import Path
 
 import numpy as np
 
+from .actuators import Actuators
 from .drivers import Expression, ExpressionError, check_expression_derivative, program_to_source
 from .errors import ModelError, ModelFileError
 from .forces import SpringDamper
+from .joint_dynamics import FRICTION_VELOCITY, JointDynamics
+from .joint_limits import JointLimits
 from .model import GROUND, MAX_MAGNITUDE, Model, ModelBuilder, _short, _vec3
 
 logger = logging.getLogger("jaxmbd")
@@ -77,15 +91,23 @@ _GCON_FIELDS = {
 }
 
 
+#: Optional keys of revolute and translational joints (``joints`` and
+#: ``joint_coordinates`` entries): the options of :meth:`ModelBuilder.revolute` for limits
+#: (:mod:`jaxmbd.joint_limits`) and joint dynamics (:mod:`jaxmbd.joint_dynamics`).
+_LIMIT_KEYS = ("limits", "limit_stiffness", "limit_damping")
+_DYNAMICS_KEYS = ("damping", "stiffness", "spring_reference", "friction_loss")
+_JOINT_FORCE_KEYS = _LIMIT_KEYS + _DYNAMICS_KEYS
+
 # Keys each object of a model file may have; anything else is refused (a typo such as
 # "inertia_" must not silently fall back to a default).
 _OWN_KEYS = {
     "model": {"format", "version", "name", "description", "gravity", "bodies", "joints",
               "constraints", "drivers", "forces", "joint_coordinates", "solver",
-              "ground_shapes", "contacts"},
+              "ground_shapes", "contacts", "actuators"},
     "body": {"name", "mass", "inertia", "r", "A", "axes", "rdot", "omega", "shapes"},
     "axes": {"x", "y"},
-    "joint": {"name", "type", "body_i", "body_j", "point", "axis", "axis_i", "axis_j"},
+    "joint": {"name", "type", "body_i", "body_j", "point", "axis", "axis_i", "axis_j",
+              *_JOINT_FORCE_KEYS},
     "constraint": {"name", "type", "body_i", "body_j", "a_bar_i", "a_bar_j", "s_bar_p_i",
                    "s_bar_q_j", "c", "u_bar_i", "v_bar_i", "f", "angle", "joint"},
     "driver": {"name", "type", "body_i", "body_j", "axis", "angle", "reference"},
@@ -95,7 +117,9 @@ _OWN_KEYS = {
     "contact": {"body_i", "body_j", "friction", "restitution", "stiffness", "damping",
                 "exponent", "slip_velocity", "shapes"},
     "joint_coordinates": {"name", "type", "body_i", "body_j", "s_bar_i", "s_bar_j", "frame_i",
-                          "frame_j", "offset", "sign", "q_start"},
+                          "frame_j", "offset", "sign", "q_start", *_JOINT_FORCE_KEYS},
+    "actuator": {"name", "joint", "kind", "gear", "ctrl_range", "force_range", "kp", "kv",
+                 "gain", "bias"},
 }  # fmt: skip
 _PUBLISHED_KEYS = {
     "model": {"name", "bodies", "constraints"},
@@ -103,7 +127,10 @@ _PUBLISHED_KEYS = {
     "constraint": {"name", "type", "body_i", "body_j", "a_bar_i", "a_bar_j", "s_bar_p_i",
                    "s_bar_q_j", "c", "f", "f_dot", "f_ddot"},
 }  # fmt: skip
+#: Number lists whose entries may be null (an unbounded side of an actuator's range).
+_RANGE_KEYS = {"ctrl_range", "force_range"}
 _OBJECT_LISTS = {
+    "actuators",
     "bodies",
     "joints",
     "constraints",
@@ -173,8 +200,9 @@ def _check_values(path, value, where: str, depth: int):
             )
         return
     if isinstance(value, list) and where.rpartition(".")[2] not in _OBJECT_LISTS:
+        open_ended = where.rpartition(".")[2] in _RANGE_KEYS  # null: an unbounded side
         for k, item in enumerate(value):
-            if isinstance(item, str | bool) or item is None:
+            if isinstance(item, str | bool) or (item is None and not open_ended):
                 raise ModelFileError(
                     path, f"{where}[{k}]", f"expected a number, got {type(item).__name__}"
                 )
@@ -317,6 +345,7 @@ def _load_own(path: Path, data: dict) -> Model:
                 f"unknown joint type {kind!r}; known: {sorted(_JOINT_FIELDS)}",
             )
         kwargs = {key: _get(joint, key, path, where) for key in _JOINT_FIELDS[kind]}
+        kwargs.update(_joint_force_options(joint, kind, path, where))
         try:
             getattr(builder, kind)(
                 name,
@@ -429,9 +458,67 @@ def _load_own(path: Path, data: dict) -> Model:
                 **{key: _get(jc, key, path, where) for key in _JOINT_FRAME_FIELDS},
                 **{key: jc[key] for key in ("offset", "sign", "q_start") if key in jc},
             )
+            options = _joint_force_options(jc, jc["type"], path, where)
+            if any(key in options for key in _LIMIT_KEYS):
+                builder._record_limits(
+                    name, options.get("limits"), options.get("limit_stiffness"),
+                    options.get("limit_damping"),
+                )  # fmt: skip
+            dynamics = {key: options[key] for key in _DYNAMICS_KEYS if key in options}
+            if dynamics:
+                builder._record_dynamics(name, **{**_DYNAMICS_DEFAULTS, **dynamics})
+        except ModelError as err:
+            raise ModelFileError(path, where, str(err)) from None
+    for k, act in enumerate(_list(data, "actuators", path, required=False)):
+        where = f"actuators[{k}]"
+        _object(act, path, where, _OWN_KEYS["actuator"])
+        name = _string(act, "name", path, where)
+        where = f"actuators[{k}] ('{name}')"
+        options = {key: act[key] for key in ("gear", "kp", "kv", "gain", "bias") if key in act}
+        try:
+            builder.add_actuator(
+                name,
+                joint=_string(act, "joint", path, where),
+                kind=_string(act, "kind", path, where),
+                ctrl_range=_range_from_json(act.get("ctrl_range")),
+                force_range=_range_from_json(act.get("force_range")),
+                **options,
+            )
         except ModelError as err:
             raise ModelFileError(path, where, str(err)) from None
     return builder.build()
+
+
+#: The joint dynamics a ``joint_coordinates`` entry leaves out (ModelBuilder's defaults).
+_DYNAMICS_DEFAULTS = {
+    "damping": 0.0, "stiffness": 0.0, "spring_reference": None, "friction_loss": 0.0
+}  # fmt: skip
+
+
+def _joint_force_options(joint: dict, kind: str, path, where: str) -> dict:
+    """The limit and joint-dynamics options of a joint entry; refused (naming the key) on
+    joints without a scalar coordinate."""
+    options = {key: joint[key] for key in _JOINT_FORCE_KEYS if key in joint}
+    if options and kind not in ("revolute", "translational"):
+        raise ModelFileError(
+            path,
+            f"{where}.{next(iter(options))}",
+            f"limits and joint dynamics act on revolute and translational joints, not {kind}",
+        )
+    return options
+
+
+def _range_from_json(value):
+    """An actuator's (lower, upper) from JSON, where an unbounded side is null."""
+    if not isinstance(value, list) or len(value) != 2:
+        return value
+    return tuple(value)  # add_actuator reads a None side as unbounded
+
+
+def _range_to_json(lower, upper):
+    """(lower, upper) for JSON (null where unbounded), or None when both are."""
+    values = [None if not math.isfinite(x) else x for x in (float(lower), float(upper))]
+    return None if values == [None, None] else values
 
 
 _JOINT_FRAME_FIELDS = ("s_bar_i", "s_bar_j", "frame_i", "frame_j")
@@ -512,8 +599,8 @@ def save_model(model: Model, path, *, solver: dict | None = None) -> Path:
     forces = []
     contacts = model.contacts
     for k, force in enumerate(model.forces):
-        if force is contacts:  # written as "contacts"
-            continue
+        if force is contacts or isinstance(force, JointLimits | JointDynamics | Actuators):
+            continue  # written with the joints and as "contacts" and "actuators"
         if isinstance(force, SpringDamper):
             forces.append(
                 {
@@ -563,6 +650,7 @@ def save_model(model: Model, path, *, solver: dict | None = None) -> Path:
             }  # fmt: skip
             for p, (i, j) in enumerate(contacts.pairs)
         ]
+    joint_forces = _joint_forces_to_json(model)
     if model.joints:
         doc["joint_coordinates"] = [
             {
@@ -574,13 +662,67 @@ def save_model(model: Model, path, *, solver: dict | None = None) -> Path:
                 "offset": np.asarray(d.offset).tolist(),
                 "sign": list(d.sign),
                 "q_start": np.asarray(d.q_start).tolist(),
+                **joint_forces.get(d.name, {}),
             }
             for d in model.joints
         ]
+    if model.actuators is not None:
+        doc["actuators"] = _actuators_to_json(model.actuators)
     if solver:
         doc["solver"] = dict(solver)
     path.write_text(json.dumps(doc, indent=2) + "\n")
     return path
+
+
+def _joint_forces_to_json(model: Model) -> dict[str, dict]:
+    """Each limited or damped joint's entries (by joint name): its limits with their gains
+    as built (defaults resolved), and its joint dynamics (see :data:`_JOINT_FORCE_KEYS`)."""
+    out: dict[str, dict] = {}
+    for force in model.forces:
+        if isinstance(force, JointLimits):
+            for k, d in enumerate(force.joints):
+                out.setdefault(d.name, {}).update(
+                    limits=[float(force.lower[k]), float(force.upper[k])],
+                    limit_stiffness=float(force.stiffness[k]),
+                    limit_damping=float(force.damping[k]),
+                )
+        elif isinstance(force, JointDynamics):
+            for k, d in enumerate(force.joints):
+                values = {key: float(getattr(force, key)[k]) for key in _DYNAMICS_KEYS}
+                if values["stiffness"] == 0.0:
+                    del values["spring_reference"]  # meaningless without a spring
+                out.setdefault(d.name, {}).update(values)
+                if float(force.friction_velocity[k]) != FRICTION_VELOCITY:
+                    logger.warning(
+                        "save_model: joint '%s': friction_velocity %g is not saved (the file "
+                        "gets the default %g)", d.name, float(force.friction_velocity[k]),
+                        FRICTION_VELOCITY,
+                    )  # fmt: skip
+    return out
+
+
+def _actuators_to_json(actuators: Actuators) -> list[dict]:
+    """Every actuator as :meth:`ModelBuilder.add_actuator`'s options (kind and gains)."""
+    out = []
+    for k, (name, kind) in enumerate(zip(actuators.actuator_names, actuators.kinds, strict=True)):
+        gain, bias = float(actuators.gain[k]), [float(x) for x in actuators.bias[k]]
+        entry = {"name": name, "joint": actuators.joints[k].name, "kind": kind,
+                 "gear": float(actuators.gear[k])}  # fmt: skip
+        if kind == "position":
+            entry.update(kp=gain, **({"kv": -bias[2]} if bias[2] else {}))
+        elif kind == "velocity":
+            entry["kv"] = gain
+        elif kind == "general":
+            entry.update(gain=gain, bias=bias)
+        for key, lower, upper in (
+            ("ctrl_range", actuators.ctrl_lower[k], actuators.ctrl_upper[k]),
+            ("force_range", actuators.force_lower[k], actuators.force_upper[k]),
+        ):
+            span = _range_to_json(lower, upper)
+            if span is not None:
+                entry[key] = span
+        out.append(entry)
+    return out
 
 
 # ----------------------------------------------------------------------------- published

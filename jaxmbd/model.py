@@ -845,7 +845,8 @@ class ModelBuilder:
         optional ``kv``: kp (u - L) - kv L_dot), "velocity" (``kv``: kv (u - L_dot)) or
         "general" (``gain`` u + ``bias`` . (1, L, L_dot)), with L = gear q. ``ctrl_range``
         and ``force_range`` = (lower, upper) clamp the control and the force (MuJoCo's
-        ``ctrllimited``, ``forcelimited``); None: unlimited. Controls are given to
+        ``ctrllimited``, ``forcelimited``); None: unlimited (one side None: unlimited
+        there). Controls are given to
         :func:`~jaxmbd.simulate` (``controls=``) in the order actuators are added."""
         from .actuators import ACTUATOR_KINDS
 
@@ -879,7 +880,16 @@ class ModelBuilder:
         def span(key, value):
             if value is None:
                 return (-math.inf, math.inf)
-            lo_hi = _numbers(value, where=f"{where}.{key}", expected="(lower, upper)")
+            # one side may be None: unbounded there
+            if isinstance(value, list | tuple) and len(value) == 2 and None in value:
+                bounds = [-math.inf if value[0] is None else value[0],
+                          math.inf if value[1] is None else value[1]]  # fmt: skip
+                finite = [x for x in value if x is not None]
+                if finite:
+                    _numbers(finite, where=f"{where}.{key}", expected="(lower, upper)")
+                lo_hi = np.asarray(bounds, dtype=np.float64)
+            else:
+                lo_hi = _numbers(value, where=f"{where}.{key}", expected="(lower, upper)")
             if lo_hi.shape != (2,) or not lo_hi[0] <= lo_hi[1]:
                 raise ModelError(f"{where}.{key}: expected (lower, upper), lower <= upper, "
                                  f"got {value!r}")  # fmt: skip
