@@ -184,7 +184,8 @@ URDF = """<?xml version="1.0"?>
     <origin xyz="0 0 1"/><axis xyz="0 1 0"/></joint>
   <joint name="elbow" type="revolute"><parent link="upper"/><child link="lower"/>
     <origin xyz="0 0 -0.4" rpy="0.1 0 0"/><axis xyz="1 0 0"/>
-    <limit lower="-2" upper="2" effort="10" velocity="5"/></joint>
+    <limit lower="-2" upper="2" effort="10" velocity="5"/>
+    <dynamics damping="0.3" friction="0.05"/></joint>
   <joint name="tool_mount" type="fixed"><parent link="lower"/><child link="tool"/>
     <origin xyz="0 0 -0.3"/></joint>
 </robot>
@@ -203,6 +204,11 @@ def test_urdf_import_and_the_one_warning(tmp_path):
     assert not ours and model.contacts is None
     (limits,) = [f for f in model.forces if isinstance(f, mbd.joint_limits.JointLimits)]
     assert limits.names == ("elbow",)
+    np.testing.assert_array_equal([limits.lower[0], limits.upper[0]], [-2.0, 2.0])
+    # <dynamics damping friction>: joint damping and friction loss
+    (dynamics,) = [f for f in model.forces if isinstance(f, mbd.joint_dynamics.JointDynamics)]
+    assert dynamics.names == ("elbow",)
+    np.testing.assert_array_equal([dynamics.damping[0], dynamics.friction_loss[0]], [0.3, 0.05])
     # base is fixed (the ground), the tool is welded to the lower link (masses combined)
     assert model.name == "two_link" and model.body_names == ("upper", "lower")
     np.testing.assert_allclose(model.mass, [1.5, 1.0])
