@@ -18,6 +18,7 @@ from . import (
 from ._jit import jit
 from ._results import RESULTS
 from .batch import kinematics_batch, simulate_batch, stack_models
+from .bushing import Bushing
 from .drivers import Expression
 from .errors import (
     AdjustmentWarning,
@@ -103,6 +104,7 @@ __all__ = [
     "Solution",
     "SolverError",
     "SpringDamper",
+    "Bushing",
     "consistent_initial_state",
     "contact",
     "diagnostics",

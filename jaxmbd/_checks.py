@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import warnings
 
@@ -149,12 +150,15 @@ def error_if_failed(sol, what: str):
 
 
 def solution_from_outputs(
-    model: Model, form, h, outs, integrator: str = "", *, chart_singular=None, save_every=1
-):
+    model: Model, form, h, outs, integrator: str = "", *, chart_singular=None, save_every=1,
+    sensor_key=None,
+):  # fmt: skip
     """Solution of the per-step outputs (r, A, rdot, omega, rddot, omegadot, lam,
     iterations, status, residual[, q, v[, condition]]) of an analysis; q and v are the
     formulation's own coordinates and velocities, one row per body; condition the iteration
-    matrix's condition number per step (integrators' ``record_condition``)."""
+    matrix's condition number per step (integrators' ``record_condition``). A model with
+    sensors is kept (without its forces, which the readings do not need) for
+    ``sol.sensors``, with ``sensor_key`` for their noise."""
     from .solution import Solution
 
     r, A, rdot, omega, rddot, omegadot, lam, iters, status, residual = outs[:10]
@@ -187,6 +191,8 @@ def solution_from_outputs(
         constraint_names=model.constraint_names,
         joint_definitions=model.joints,
         contact_element=getattr(model, "contacts", None),
+        sensor_model=None if model.sensors is None else dataclasses.replace(model, forces=()),
+        sensor_key=None if model.sensors is None else sensor_key,
     )
 
 

@@ -132,12 +132,24 @@ def control_inputs(model, controls, n: int, h, *, where: str):
     return u
 
 
-def observation(model, r, A, rdot, omega):
-    """A policy's observation of the body state (r, A, rdot, body-frame omega; (nb, ...)):
-    the coordinates of ``model.joint_names`` in order, then their rates, flattened (a
-    spherical joint's quaternion and angular velocity; angles on the branch nearest the
-    joint's start). :func:`observation_size` is its length."""
+def observation(model, r, A, rdot, omega, *, t=0.0, key=None, step=0, where="simulate"):
+    """A policy's observation of the body state (r, A, rdot, body-frame omega; (nb, ...)).
+
+    A model with sensors (:mod:`jaxmbd.sensors`) is observed through them: the sensor
+    vector, the sensors in model order concatenated (``sol.sensors.vector()``'s row), with
+    the noise of step ``step`` when ``key`` is given. Sensors that need the step's
+    accelerations or multipliers (accelerometer, joint reactions) are refused with a
+    ValueError: at a step's start they depend on the controls the policy is choosing.
+
+    Without sensors: the coordinates of ``model.joint_names`` in order, then their rates,
+    flattened (a spherical joint's quaternion and angular velocity; angles on the branch
+    nearest the joint's start)."""
     from .joints import joint_coordinates
+
+    if getattr(model, "sensors", None) is not None:
+        from .sensors import observation_vector
+
+        return observation_vector(model, t, (r, A, rdot, omega), key=key, step=step, where=where)
 
     q, qdot = [], []
     for defn in model.joints:
@@ -148,9 +160,11 @@ def observation(model, r, A, rdot, omega):
     return jnp.concatenate(parts) if parts else jnp.zeros(0)
 
 
-def policy_controls(model, policy, t, state_rAvw, *, where: str = "simulate"):
-    """u = policy(t, observation) checked to be (nu,)."""
-    u = jnp.asarray(policy(t, observation(model, *state_rAvw)))
+def policy_controls(model, policy, t, state_rAvw, *, where: str = "simulate", key=None, step=0):
+    """u = policy(t, observation) checked to be (nu,); ``key``, ``step``: the sensors'
+    noise (:func:`observation`)."""
+    obs = observation(model, *state_rAvw, t=t, key=key, step=step, where=where)
+    u = jnp.asarray(policy(t, obs))
     if u.shape != (model.nu,):
         raise ValueError(
             f"{where}: policy(t, observation) returned shape {u.shape}, expected ({model.nu},) "

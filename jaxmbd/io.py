@@ -18,7 +18,9 @@ Own schema (``"format": "jaxmbd-model"``)::
      "drivers": [{"name", "type": "rotation", "body_i", "body_j", "axis", "angle",
                   "reference"}],
      "forces": [{"name", "type": "spring_damper", "body_i", "point_i", "body_j", "point_j",
-                 "stiffness", "damping", "rest_length"}],
+                 "stiffness", "damping", "rest_length"} or
+                {"name", "type": "bushing", "body_i", "body_j", "s_bar_i", "s_bar_j",
+                 "frame_i", "frame_j" (body frames), "stiffness", "damping": 6 numbers}],
      "ground_shapes": [{"type": "plane" | "box" | ..., sizes, "pos", "A" or "axis"}],
      "contacts": [{"body_i", "body_j" (a body or "ground"), "friction", "restitution",
                    "stiffness", "damping", "exponent", "slip_velocity",
@@ -63,6 +65,7 @@ from pathlib import Path
 import numpy as np
 
 from .actuators import Actuators
+from .bushing import Bushing
 from .drivers import Expression, ExpressionError, check_expression_derivative, program_to_source
 from .errors import ModelError, ModelFileError
 from .forces import SpringDamper
@@ -112,7 +115,8 @@ _OWN_KEYS = {
                    "s_bar_q_j", "c", "u_bar_i", "v_bar_i", "f", "angle", "joint"},
     "driver": {"name", "type", "body_i", "body_j", "axis", "angle", "reference"},
     "force": {"name", "type", "body_i", "point_i", "local_i", "body_j", "point_j", "local_j",
-              "stiffness", "damping", "rest_length"},
+              "stiffness", "damping", "rest_length", "s_bar_i", "s_bar_j", "frame_i",
+              "frame_j"},
     "solver": {"h", "t_end", "tol"},
     "contact": {"body_i", "body_j", "friction", "restitution", "stiffness", "damping",
                 "exponent", "slip_velocity", "shapes"},
@@ -406,10 +410,26 @@ def _load_own(path: Path, data: dict) -> Model:
         where = f"forces[{k}]"
         _object(frc, path, where, _OWN_KEYS["force"])
         kind = _string(frc, "type", path, where)
-        if kind != "spring_damper":
+        if kind not in ("spring_damper", "bushing"):
             raise ModelFileError(
-                path, f"{where}.type", f"unknown force type {kind!r}; known: ['spring_damper']"
+                path,
+                f"{where}.type",
+                f"unknown force type {kind!r}; known: ['bushing', 'spring_damper']",
             )
+        if kind == "bushing":
+            name = _string(frc, "name", path, where)
+            try:
+                builder._add_bushing(
+                    name,
+                    _string(frc, "body_i", path, where),
+                    _string(frc, "body_j", path, where),
+                    **{key: _get(frc, key, path, where) for key in _BUSHING_KEYS[:4]},
+                    stiffness=_get(frc, "stiffness", path, where),
+                    damping=frc.get("damping"),
+                )
+            except ModelError as err:
+                raise ModelFileError(path, f"{where} ('{name}')", str(err)) from None
+            continue
         try:
             body_i = _string(frc, "body_i", path, where)
             body_j = _string(frc, "body_j", path, where)
@@ -522,6 +542,7 @@ def _range_to_json(lower, upper):
 
 
 _JOINT_FRAME_FIELDS = ("s_bar_i", "s_bar_j", "frame_i", "frame_j")
+_BUSHING_KEYS = _JOINT_FRAME_FIELDS + ("stiffness", "damping")
 _CONTACT_NUMBERS = ("restitution", "stiffness", "damping", "exponent", "slip_velocity")
 
 
@@ -615,6 +636,16 @@ def save_model(model: Model, path, *, solver: dict | None = None) -> Path:
                     "stiffness": float(force.stiffness),
                     "damping": float(force.damping),
                     "rest_length": float(force.rest_length),
+                }
+            )
+        elif isinstance(force, Bushing):
+            forces.append(
+                {
+                    "name": force.name,
+                    "type": "bushing",
+                    "body_i": model.body_label(force.body_i),
+                    "body_j": model.body_label(force.body_j),
+                    **{key: np.asarray(getattr(force, key)).tolist() for key in _BUSHING_KEYS},
                 }
             )
         else:

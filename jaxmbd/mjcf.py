@@ -52,8 +52,13 @@ reference pose** (``qpos0``) from ``mj_forward``:
   ``damping``, ``stiffness`` about ``springref`` (``qpos_spring``, qpos units) and
   ``frictionloss`` as :mod:`jaxmbd.joint_dynamics` (friction loss regularised, not MuJoCo's
   soft constraint row).
+* **Sensors** (:mod:`jaxmbd._mjcf_sensors`): ``jointpos``, ``jointvel``, ``ballquat``,
+  ``ballangvel``, ``framepos``, ``framequat``, ``framelinvel``, ``frameangvel``,
+  ``accelerometer``, ``gyro`` and ``velocimeter`` become ``model.sensors``
+  (``sol.sensors[name]``, :mod:`jaxmbd.sensors`) with their ``noise``.
 * Whatever is not supported (limits, damping, stiffness and friction loss of multi-joint
-  bodies, armature, tendons, actuators, other equality types, mocap bodies,
+  bodies, armature, tendons, actuators, sensors (touch, force, torque, subtree, ...),
+  other equality types, mocap bodies,
   torsional friction, contact margins, geom pairs without a narrow phase, ...) is listed
   in **one** warning; nothing is dropped silently.
 """
@@ -71,6 +76,7 @@ import numpy as np
 
 from ._mjcf_actuators import add_actuators
 from ._mjcf_contact import add_contacts
+from ._mjcf_sensors import add_sensors
 from .errors import ModelError, ModelFileError
 from .joints import ANGLES, joint_coordinates, move_subtree
 from .model import GROUND, Model, ModelBuilder
@@ -284,6 +290,7 @@ def _convert(mujoco, m, path: Path, keyframe, model_name: str) -> Model:
         )
     _add_equalities(mujoco, m, d0, builder, label, body_names, unsupported)
     add_actuators(mujoco, m, builder, set(mapped), unsupported)
+    add_sensors(mujoco, m, d0, builder, owner, body_names, frame, set(mapped), unsupported)
     _add_ground_geoms(mujoco, m, d0, builder, owner, shape_of)
     masses = {body_names[b]: float(sum(m.body_mass[k] for k in range(1, m.nbody)
                                        if owner[k] == b)) for b in roots}  # fmt: skip

@@ -9,6 +9,7 @@ iterations.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import jax
@@ -86,6 +87,7 @@ def _scan(
     save_every: int = 1,
     controls=None,
     policy=None,
+    sensor_key=None,
 ):
     def step(carry, k):
         # zero-order hold: step k (from t = (k - 1) h) runs with the controls of row k - 1,
@@ -94,7 +96,8 @@ def _scan(
         if policy is not None:
             q, v = integrator.positions_velocities(carry)
             r, A, rdot, omega = form.to_body_state(q, v, jnp.zeros_like(v))[:4]
-            u = policy_controls(model, policy, (k - 1) * h, (r, A, rdot, omega))
+            u = policy_controls(model, policy, (k - 1) * h, (r, A, rdot, omega),
+                                key=sensor_key, step=k - 1)  # fmt: skip
             stepped = with_controls(model, u)
         carry, res = integrator.step(stepped, form, carry, k, h)
         out = _outputs(form, res.q, res.v, res.a, res.lam, model.nc)
@@ -155,11 +158,13 @@ def _run(
     start=None,
     controls=None,
     policy=None,
+    sensor_key=None,
 ):
     carry, first = _initial(model, form, integrator, h, start)
     _, rest = _scan(
-        model, form, integrator, carry, 0, n, h, checkpoint, save_every, controls, policy
-    )
+        model, form, integrator, carry, 0, n, h, checkpoint, save_every, controls, policy,
+        sensor_key,
+    )  # fmt: skip
     return jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), first, rest)
 
 
@@ -224,6 +229,7 @@ def simulate(
     contact: str | None = None,
     controls=None,
     policy=None,
+    sensor_key=None,
     **options,
 ) -> Solution:
     """Dynamics of ``model`` on t = k h, k = 0..round(t_end / h).
@@ -291,7 +297,11 @@ def simulate(
     step's start and held over it (:func:`jaxmbd.actuators.observation`: the joint
     coordinates of ``model.joint_names``, then their rates), inside the compiled step; any
     callable pytree (an ``equinox.nn.MLP`` in an ``eqx.Module``): ``jax.grad`` reaches its
-    parameters.
+    parameters. A model with sensors (:mod:`jaxmbd.sensors`) is observed through them
+    instead: the observation is its sensor vector, the sensors in model order.
+
+    ``sensor_key``: a ``jax.random`` key for the sensors' noise (their ``noise`` standard
+    deviations), in ``sol.sensors`` and in the policy's observation; None: noise-free.
 
     ``progress(done, total)`` is called between chunks of ``chunk_size`` steps (default
     1000; only with ``progress``, and not under a trace, where the run is one program).
@@ -313,11 +323,16 @@ def simulate(
             if model.nu
             else f"simulate: policy= given, but model '{model.name}' has no actuators"
         )
+    if sensor_key is not None and model.sensors is None:
+        raise ValueError(f"simulate: sensor_key= given, but model '{model.name}' has no sensors")
     if controls is not None:  # the start (and its accelerations) with the first row
         model = with_controls(model, controls[0])
     if policy is not None:  # likewise with the policy's reply to the initial state
-        model = with_controls(model, policy_controls(model, policy, 0.0, _start_state(model)))
+        u0 = policy_controls(model, policy, 0.0, _start_state(model), key=sensor_key, step=0)
+        model = with_controls(model, u0)
     full_model = model
+    if policy is None and model.sensors is not None:  # read after the run: not compiled in
+        model = dataclasses.replace(model, sensors=None)
     model, kept = rows_for_run(model, redundant, where="simulate")
     form = get_formulation(formulation)
     stepper = get_integrator(integrator, form, **_contact_newton(model, integrator, form, options))
@@ -333,13 +348,16 @@ def simulate(
         if traced
         else _consistent_start(model, stepper.redundant_constraints(model), start_solver(stepper))
     )
+    # the key enters the compiled steps only for a policy's observation (else a run with a
+    # key shares the program of one without: the noise is added when sol.sensors is read)
+    inputs = (controls, policy, None if policy is None else sensor_key)
     if progress is None or traced:
-        outs = _run(model, form, stepper, n, h_arr, checkpoint, save_every, start, controls, policy)
+        outs = _run(model, form, stepper, n, h_arr, checkpoint, save_every, start, *inputs)
     else:
         outs = run_in_chunks(
             lambda: _first(model, form, stepper, h_arr, start),
             lambda carry, k0, size: _chunk(
-                model, form, stepper, carry, k0, size, h_arr, None, save_every, controls, policy
+                model, form, stepper, carry, k0, size, h_arr, None, save_every, *inputs
             ),
             n,
             1000 if chunk_size is None else chunk_size,
@@ -354,6 +372,7 @@ def simulate(
         integrator=stepper.name,
         chart_singular=_chart_flags(form, outs),
         save_every=save_every,
+        sensor_key=sensor_key,
     )
     return finish(
         model, sol, what="dynamics", throw=throw, traced=traced,

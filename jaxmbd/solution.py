@@ -61,12 +61,16 @@ class Solution(eqx.Module):
     joint_definitions: tuple[JointDefinition, ...] = ()
     # the contact element of the run (jaxmbd.contact.ContactForce), for :attr:`contact`
     contact_element: object | None = None
+    # the run's model (without its forces) when it has sensors, for :attr:`sensors`, and
+    # the key of their noise (simulate's sensor_key; None: noise-free)
+    sensor_model: object | None = None
+    sensor_key: jax.Array | None = None
 
     def __init__(
         self, t, r, A, rdot, omega, rddot, omegadot, lam, iterations, status, residual,
         q=None, v=None, condition=None, chart_singular=None, formulation="rA", integrator="",
         save_every=1, body_names=(), constraint_names=(), joint_definitions=(),
-        contact_element=None,
+        contact_element=None, sensor_model=None, sensor_key=None,
     ):  # fmt: skip
         self.t, self.r, self.A, self.rdot, self.omega = t, r, A, rdot, omega
         self.rddot, self.omegadot, self.lam = rddot, omegadot, lam
@@ -77,6 +81,7 @@ class Solution(eqx.Module):
         self.body_names, self.constraint_names = body_names, constraint_names
         self.joint_definitions = tuple(joint_definitions)
         self.contact_element = contact_element
+        self.sensor_model, self.sensor_key = sensor_model, sensor_key
 
     def _from_body_state(self):
         """(q, v) of a dynamics run whose formulation does not store them (its coordinates
@@ -129,6 +134,18 @@ class Solution(eqx.Module):
         from .contact import slot_history
 
         return slot_history(self.contact_element, self.r, self.A, self.rdot, self.omega)
+
+    @property
+    def sensors(self):
+        """The model's sensors over time, by name: ``sol.sensors["imu"]`` (T, dim) (a
+        :class:`~jaxmbd.sensors.SensorReadings`; ``.vector()`` concatenates them in model
+        order), computed from the stored body states, accelerations and multipliers when
+        read (:mod:`jaxmbd.sensors`), with the noise of ``simulate(sensor_key=)`` if one
+        was given. An unknown name raises ``KeyError`` listing the sensors; a Solution
+        read from a file has none."""
+        from .sensors import SensorReadings
+
+        return SensorReadings(self.sensor_model, self, self.sensor_key)
 
     @property
     def result(self):

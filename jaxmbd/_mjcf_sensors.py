@@ -1,0 +1,116 @@
+"""MuJoCo's sensors as jaxmbd sensors (:mod:`jaxmbd.sensors`).
+
+=================================== =========================================================
+MJCF                                jaxmbd kind
+=================================== =========================================================
+``jointpos``, ``jointvel``          joint_position, joint_velocity (a body's single hinge or
+                                    slide: MuJoCo's qpos, qvel)
+``ballquat``, ``ballangvel``        joint_position, joint_velocity of the spherical joint
+``framepos``, ``framequat``,        body_position, body_quaternion, body_linear_velocity,
+``framelinvel``, ``frameangvel``    body_angular_velocity (global) of a site, geom, body
+                                    (``objtype="body"``: its inertial frame, ``xipos``) or
+                                    body frame (``"xbody"``: ``xpos``) without ``reftype``
+``accelerometer``, ``gyro``,        accelerometer, gyro, velocimeter at the site
+``velocimeter``
+=================================== =========================================================
+
+The object's frame becomes a site on the jaxmbd body that owns its MuJoCo body (a jointless
+body is merged into its parent, :mod:`jaxmbd.mjcf`): its point and axes at the reference
+pose (``qpos0``) in that body's frame. ``noise`` maps to the sensor's noise (MuJoCo stores
+it without applying it; jaxmbd applies it with ``simulate(sensor_key=)``). Every other
+sensor (touch, force and torque at sites, rangefinder, subtree and tendon, actuator and
+limit sensors, frame axes and accelerations, sensors relative to a ``reftype`` frame, on
+a multi-joint body's joint or on the world, ...) and any ``cutoff`` are named in the
+importer's one warning.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def _frames(mujoco, m, d, objtype: int, objid: int):
+    """(MuJoCo body, global point, global axes) of a sensor's object at the pose of ``d``,
+    or None for an object type without a frame here."""
+    obj = mujoco.mjtObj
+    if objtype == int(obj.mjOBJ_SITE):
+        return (int(m.site_bodyid[objid]), d.site_xpos[objid],
+                d.site_xmat[objid].reshape(3, 3))  # fmt: skip
+    if objtype == int(obj.mjOBJ_GEOM):
+        return (int(m.geom_bodyid[objid]), d.geom_xpos[objid],
+                d.geom_xmat[objid].reshape(3, 3))  # fmt: skip
+    if objtype == int(obj.mjOBJ_BODY):  # the inertial frame
+        return objid, d.xipos[objid], d.ximat[objid].reshape(3, 3)
+    if objtype == int(obj.mjOBJ_XBODY):  # the body frame
+        return objid, d.xpos[objid], d.xmat[objid].reshape(3, 3)
+    return None
+
+
+def add_sensors(mujoco, m, d, builder, owner, body_names, frame, joint_names, unsupported):
+    """Add the sensors of ``m`` that jaxmbd has (module docstring) to ``builder``; name the
+    others in ``unsupported``. ``d``: MuJoCo's data at the reference pose; ``owner``: the
+    jaxmbd body (a MuJoCo body index, -1 the ground) of each MuJoCo body; ``frame``: each
+    jaxmbd body's (centre of mass, axes) at that pose; ``joint_names``: the mapped joints."""
+    S = mujoco.mjtSensor
+    joint_kinds = {
+        int(S.mjSENS_JOINTPOS): "joint_position",
+        int(S.mjSENS_JOINTVEL): "joint_velocity",
+        int(S.mjSENS_BALLQUAT): "joint_position",
+        int(S.mjSENS_BALLANGVEL): "joint_velocity",
+    }
+    body_kinds = {
+        int(S.mjSENS_FRAMEPOS): "body_position",
+        int(S.mjSENS_FRAMEQUAT): "body_quaternion",
+        int(S.mjSENS_FRAMELINVEL): "body_linear_velocity",
+        int(S.mjSENS_FRAMEANGVEL): "body_angular_velocity",
+        int(S.mjSENS_ACCELEROMETER): "accelerometer",
+        int(S.mjSENS_GYRO): "gyro",
+        int(S.mjSENS_VELOCIMETER): "velocimeter",
+    }
+    type_names = {int(v): k[len("mjSENS_"):].lower() for k, v in vars(S).items()
+                  if k.startswith("mjSENS_")}  # fmt: skip
+    left_out, cut = [], []
+    for k in range(m.nsensor):
+        name = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_SENSOR, k) or f"sensor{k}"
+        stype, objtype, objid = (
+            int(m.sensor_type[k]),
+            int(m.sensor_objtype[k]),
+            int(m.sensor_objid[k]),
+        )
+        label = f"'{name}' ({type_names.get(stype, stype)})"
+        noise = float(m.sensor_noise[k])
+        if stype in joint_kinds:
+            joint = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_JOINT, objid)
+            if joint not in joint_names:
+                left_out.append(f"{label}: joint '{joint}' is not a jaxmbd joint of its own")
+                continue
+            builder.add_sensor(name, kind=joint_kinds[stype], joint=joint, noise=noise)
+        elif stype in body_kinds:
+            if (
+                int(m.sensor_reftype[k]) != int(mujoco.mjtObj.mjOBJ_UNKNOWN)
+                or int(m.sensor_refid[k]) >= 0
+            ):
+                left_out.append(f"{label}: relative to a reference frame")
+                continue
+            found = _frames(mujoco, m, d, objtype, objid)
+            if found is None:
+                left_out.append(f"{label}: object type {objtype}")
+                continue
+            body, point, axes = found
+            if body == 0 or owner[body] < 0:
+                left_out.append(f"{label}: on the world")
+                continue
+            com, A = frame[int(owner[body])]
+            builder.add_sensor(
+                name, kind=body_kinds[stype], body=body_names[int(owner[body])],
+                site=A.T @ (np.asarray(point) - com), frame=A.T @ np.asarray(axes), noise=noise,
+            )  # fmt: skip
+        else:
+            left_out.append(label)
+            continue
+        if float(m.sensor_cutoff[k]) > 0:
+            cut.append(f"'{name}'")
+    if left_out:
+        unsupported.append("sensors " + ", ".join(left_out))
+    if cut:
+        unsupported.append("the cutoff of sensors " + ", ".join(cut) + " (read unclipped)")

@@ -1,0 +1,337 @@
+"""Sensors: named measurements of a model, read from a run as ``sol.sensors[name]`` (T, dim).
+
+A sensor is model data (:meth:`~jaxmbd.ModelBuilder.add_sensor`, MJCF ``<sensor>``,
+:mod:`jaxmbd._mjcf_sensors`): what it measures, where, and the standard deviation of its
+noise. Its readings are computed after the run from the Solution's body states (r, A,
+r_dot, body-frame omega), accelerations (r_ddot, body-frame omegadot) and multipliers,
+vectorised over the steps, so they are exact functions of each saved step (no extra
+solve), work under ``jit``, ``vmap`` and ``grad``, and cost nothing in the run itself.
+
+A body sensor sits at a **site** on its body: a point ``s`` (body frame, from the centre of
+mass, which is the body frame's origin) with axes ``F`` (3x3, the site's x, y, z as
+columns in body coordinates; the identity by default). With p = r + A s the site's point
+and g the model's gravity:
+
+======================== ===== =================================================================
+kind                     dim   reading
+======================== ===== =================================================================
+joint_position           nq    the joint's coordinates q (``sol.joints[name].q``, unwrapped)
+joint_velocity           nv    their rates qdot (a spherical joint: angular velocity)
+body_position            3     p (global)
+body_quaternion          4     unit quaternion (w, x, y, z) of A F (site to global), w >= 0
+body_linear_velocity     3     p_dot = r_dot + A (omega x s) (global)
+body_angular_velocity    3     A omega (global)
+velocimeter              3     F^T A^T p_dot (site frame)
+gyro                     3     F^T omega (site frame)
+accelerometer            3     F^T A^T (p_ddot - g), p_ddot = r_ddot + A (omegadot x s +
+                               omega x (omega x s)): the proper acceleration in the site frame
+joint_reaction_force     3     force of body i on body j through the joint, in the joint frame
+joint_reaction_torque    3     its torque about the joint point, in the joint frame
+======================== ===== =================================================================
+
+(MuJoCo's ``jointpos``, ``jointvel``, ``framepos``, ``framequat``, ``framelinvel``,
+``frameangvel``, ``velocimeter``, ``gyro`` and ``accelerometer``: at rest the
+accelerometer reads -g, +9.81 upwards.) The quaternion is taken on the hemisphere w >= 0
+at every step, so that a reading is a function of the current state alone (a policy sees
+the same number as ``sol.sensors``); compare quaternions up to sign (MuJoCo's keeps the
+sign of its integration).
+
+**Joint reactions** come from the joint's constraint multipliers: the generalised load on
+body j is -[Phi_r, Pi_bar(Phi)]_j^T lam over the joint's rows (paper 1 eq. 34c; the force
+f at the centre of mass, global, and the torque n_bar about it, body frame), moved to the
+joint point s_j and expressed in the joint's frame on body j (``frame_j``, its axes in
+body j's coordinates; :mod:`jaxmbd.joints`):
+
+    force  = frame_j^T A_j^T f,        torque = frame_j^T (n_bar - s_j x A_j^T f).
+
+Joints of a closed loop have them as well (MuJoCo's ``force``/``torque`` sensors need a
+site on a tree, and read the loop's equality forces only in aggregate). A redundant row
+(:mod:`jaxmbd.redundancy`) was dropped for the run and carries zero: in an
+overconstrained loop the split of the internal force among the joints is the one of the
+rows that were kept (the resultant on each body is unique, the split is not).
+
+**Noise**: a sensor's ``noise`` is the standard deviation of zero-mean Gaussian noise (one
+number per sensor, the same for its components; an array leaf, so it can be batched or
+differentiated). It is applied only when :func:`~jaxmbd.simulate` gets ``sensor_key=`` (a
+``jax.random`` key): reading j of step k (k counts steps from t = 0, so rows saved with
+``save_every`` keep their steps' noise) gets ``noise * normal(fold_in(fold_in(key, k),
+j))``; the same key gives the same readings, and the policy of ``simulate(policy=)`` sees
+exactly these noisy values. Without a key the readings are noise-free: a run stays
+deterministic and its gradients clean unless noise is asked for. (MuJoCo stores ``noise``
+but does not apply it.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import _config  # noqa: F401
+from ._jit import jit
+from .joints import SIZES, JointDefinition, joint_coordinates
+from .rotations import A_to_ep
+
+#: The sensor kinds of :meth:`~jaxmbd.ModelBuilder.add_sensor` and what each is attached to.
+SENSOR_KINDS = {
+    "joint_position": "joint",
+    "joint_velocity": "joint",
+    "body_position": "body",
+    "body_quaternion": "body",
+    "body_linear_velocity": "body",
+    "body_angular_velocity": "body",
+    "velocimeter": "body",
+    "gyro": "body",
+    "accelerometer": "body",
+    "joint_reaction_force": "joint",
+    "joint_reaction_torque": "joint",
+}
+#: Kinds that need the step's accelerations or multipliers (solved with the step's
+#: controls): a policy cannot observe them at the step's start.
+SOLVED_KINDS = ("accelerometer", "joint_reaction_force", "joint_reaction_torque")
+
+
+def sensor_dim(kind: str, joint_kind: str | None = None) -> int:
+    """Number of components of a sensor of ``kind`` (on a joint of ``joint_kind``)."""
+    if kind == "joint_position":
+        return SIZES[joint_kind][0]
+    if kind == "joint_velocity":
+        return SIZES[joint_kind][1]
+    return 4 if kind == "body_quaternion" else 3
+
+
+class Sensors(eqx.Module):
+    """Every sensor of a model (``model.sensors``; see the module docstring), in the order
+    they were added. Static: ``sensor_names``, ``kinds``, ``dims``, ``bodies`` (the body's
+    model index; -1 for joint sensors) and ``joints`` (the joint's name, one of
+    ``model.joint_names``; None for body sensors). Array leaves: ``site`` (n, 3) and
+    ``frame`` (n, 3, 3) in body coordinates (zero and the identity for joint sensors),
+    ``noise`` (n,)."""
+
+    sensor_names: tuple[str, ...] = eqx.field(static=True)
+    kinds: tuple[str, ...] = eqx.field(static=True)
+    dims: tuple[int, ...] = eqx.field(static=True)
+    bodies: tuple[int, ...] = eqx.field(static=True)
+    joints: tuple[str | None, ...] = eqx.field(static=True)
+    site: jax.Array
+    frame: jax.Array
+    noise: jax.Array
+
+    @property
+    def size(self) -> int:
+        """Length of the sensor vector (the sum of the sensors' dims)."""
+        return int(sum(self.dims))
+
+    def slices(self) -> dict[str, slice]:
+        """Each sensor's slice of the sensor vector."""
+        ends = np.cumsum((0,) + self.dims)
+        return {n: slice(int(a), int(b)) for n, a, b in zip(self.sensor_names, ends[:-1],
+                                                            ends[1:], strict=True)}  # fmt: skip
+
+    def index(self, name: str) -> int:
+        try:
+            return self.sensor_names.index(name)
+        except ValueError:
+            raise KeyError(f"no sensor {name!r}; the model's sensors are "
+                           f"{list(self.sensor_names)}") from None  # fmt: skip
+
+
+def _t(M):
+    return jnp.swapaxes(M, -1, -2)
+
+
+def _mv(M, v):
+    return (M @ v[..., None])[..., 0]
+
+
+def _canonical(p):
+    """Quaternions on the hemisphere w >= 0."""
+    return jnp.where(p[..., :1] < 0, -p, p)
+
+
+def _reaction(model, defn: JointDefinition, t, r, A, lam):
+    """(force, torque) (T, 3) each of the joint ``defn`` on its body j at the joint point,
+    in the joint frame on body j (module docstring), from the multipliers ``lam`` (T, nc)."""
+    from .equations import rA_terms_rows
+
+    rows = [k for k, j in enumerate(model.constraint_joints) if j == defn.name]
+    if not rows:
+        raise ValueError(f"sensor on joint '{defn.name}': the model has no constraint rows "
+                         "of that joint")  # fmt: skip
+    bj = defn.body_j
+    # the row's Jacobian block on body j: jac_j where j is the row's body j, else jac_i
+    on_j = np.array([model.constraint_bodies[k][1] == bj for k in rows])
+    idx = np.asarray(rows, dtype=int)
+
+    def one(t, r, A, lam):
+        zero = jnp.zeros_like(r)
+        _, jac_i, jac_j, _, _ = rA_terms_rows(model, r, A, zero, zero, t)
+        block = jnp.where(on_j[:, None], jac_j[idx], jac_i[idx])  # (rows, 6)
+        return -(block.T @ lam[idx])
+
+    load = jax.vmap(one)(t, r, A, lam)  # (T, 6): force (global), torque (body j frame)
+    f, n_bar = load[:, :3], load[:, 3:]
+    if bj < r.shape[-2]:
+        A_j = A[:, bj]
+    else:  # the ground
+        A_j = jnp.broadcast_to(jnp.eye(3, dtype=A.dtype), A[:, 0].shape)
+    f_bar = _mv(_t(A_j), f)
+    torque = n_bar - jnp.cross(defn.s_bar_j, f_bar)
+    return _mv(_t(defn.frame_j), f_bar), _mv(_t(defn.frame_j), torque)
+
+
+def _joint(model, name: str) -> JointDefinition:
+    for defn in model.joints:
+        if defn.name == name:
+            return defn
+    raise ValueError(f"sensor on joint '{name}': model '{model.name}' has no such joint "
+                     f"(joints: {list(model.joint_names)})")  # fmt: skip
+
+
+def _one_sensor(model, sensors: Sensors, k: int, t, r, A, rdot, omega, rddot, omegadot, lam):
+    """Noise-free reading (T, dim) of sensor ``k`` along one run (time first)."""
+    kind = sensors.kinds[k]
+    if kind in ("joint_position", "joint_velocity"):
+        c = joint_coordinates(_joint(model, sensors.joints[k]), r, A, rdot, omega)
+        value = c.q if kind == "joint_position" else c.qdot
+        return jnp.reshape(value, (value.shape[0], -1))
+    if kind in ("joint_reaction_force", "joint_reaction_torque"):
+        force, torque = _reaction(model, _joint(model, sensors.joints[k]), t, r, A, lam)
+        return force if kind == "joint_reaction_force" else torque
+    b, s, F = sensors.bodies[k], sensors.site[k], sensors.frame[k]
+    A_b, w = A[:, b], omega[:, b]
+    if kind == "body_position":
+        return r[:, b] + _mv(A_b, s)
+    if kind == "body_quaternion":
+        return _canonical(A_to_ep(A_b @ F))
+    if kind == "body_angular_velocity":
+        return _mv(A_b, w)
+    if kind == "gyro":
+        return _mv(_t(F), w)
+    v_bar = _mv(_t(A_b), rdot[:, b]) + jnp.cross(w, s)  # site velocity, body frame
+    if kind == "body_linear_velocity":
+        return _mv(A_b, v_bar)
+    if kind == "velocimeter":
+        return _mv(_t(F), v_bar)
+    if kind == "accelerometer":
+        a_bar = _mv(_t(A_b), rddot[:, b] - model.gravity)
+        a_bar = a_bar + jnp.cross(omegadot[:, b], s) + jnp.cross(w, jnp.cross(w, s))
+        return _mv(_t(F), a_bar)
+    raise ValueError(f"unknown sensor kind {kind!r}")
+
+
+def _noise(sensors: Sensors, k: int, key, steps, dim: int):
+    """noise_k * N(0, 1) of sensor ``k`` at the steps ``steps`` (T,): (T, dim)."""
+
+    def draw(step):
+        return jax.random.normal(jax.random.fold_in(jax.random.fold_in(key, step), k), (dim,))
+
+    return sensors.noise[k] * jax.vmap(draw)(steps)
+
+
+def readings(model, names, t, r, A, rdot, omega, rddot, omegadot, lam, *, key=None, steps=None):
+    """Readings {name: (T, dim)} of the sensors ``names`` of ``model`` along one run (time
+    first, no batch axis); with ``key``, the noise of the steps ``steps`` (T,) added."""
+    sensors = model.sensors
+    out = {}
+    for name in names:
+        k = sensors.index(name)
+        value = _one_sensor(model, sensors, k, t, r, A, rdot, omega, rddot, omegadot, lam)
+        if key is not None:
+            value = value + _noise(sensors, k, key, steps, value.shape[-1])
+        out[name] = value
+    return out
+
+
+def observation_vector(model, t, state_rAvw, *, key=None, step=None, where: str = "simulate"):
+    """The sensor vector (size,) of ``model`` at one state (r, A, rdot, omega) (a policy's
+    observation): the sensors in model order, concatenated; with ``key``, the noise of step
+    ``step``. Sensors of :data:`SOLVED_KINDS` are refused: their values need the step's
+    accelerations and multipliers, which depend on the controls being chosen."""
+    sensors = model.sensors
+    solved = [n for n, kind in zip(sensors.sensor_names, sensors.kinds, strict=True)
+              if kind in SOLVED_KINDS]  # fmt: skip
+    if solved:
+        raise ValueError(
+            f"{where}: the policy's observation is model '{model.name}''s sensor vector, but "
+            f"sensors {solved} need the step's accelerations or joint multipliers, which are "
+            "solved with the controls the policy is choosing at the step's start; remove them "
+            "from the model for a policy run (read them after the run as sol.sensors[name])"
+        )
+    r, A, rdot, omega = (jnp.asarray(x)[None] for x in state_rAvw)
+    t = jnp.reshape(jnp.asarray(t, jnp.float64), (1,))
+    zero = jnp.zeros_like(r)
+    lam = jnp.zeros((1, model.nc))
+    steps = None if step is None else jnp.reshape(step, (1,))
+    values = readings(model, sensors.sensor_names, t, r, A, rdot, omega, zero, zero, lam,
+                      key=key, steps=steps)  # fmt: skip
+    return jnp.concatenate([values[n][0] for n in sensors.sensor_names])
+
+
+@jit
+def _all_readings(model, key, save_every: int, arrays):
+    """Every sensor's readings along a Solution's ``arrays`` (t, r, A, rdot, omega, rddot,
+    omegadot, lam), a batch's leading axes first: one compiled program per model
+    structure (op by op, a few hundred small dispatches per sensor)."""
+
+    def run(model, key, *arrays):
+        steps = jnp.arange(arrays[0].shape[0]) * save_every
+        return readings(model, model.sensors.sensor_names, *arrays, key=key, steps=steps)
+
+    for _ in range(arrays[0].ndim - 1):  # every leaf of a batched Solution has the batch axes
+        run = jax.vmap(run, in_axes=(0, None if key is None else 0) + (0,) * 8)
+    return run(model, key, *arrays)
+
+
+class SensorReadings(Mapping):
+    """``sol.sensors``: a read-only mapping from sensor names to their readings (T, dim)
+    (a batch's leading axes first), computed from the Solution when read.
+    :meth:`vector` concatenates them in model order."""
+
+    def __init__(self, model, sol, key=None):
+        self._model, self._sol, self._key = model, sol, key
+
+    def _names(self) -> tuple[str, ...]:
+        return () if self._model is None else self._model.sensors.sensor_names
+
+    def _read(self):
+        sol = self._sol
+        arrays = (sol.t, sol.r, sol.A, sol.rdot, sol.omega, sol.rddot, sol.omegadot, sol.lam)
+        return _all_readings(self._model, self._key, sol.save_every, arrays)
+
+    def __getitem__(self, name: str):
+        if name not in self._names():
+            known = list(self._names())
+            raise KeyError(
+                f"no sensor {name!r}; the model's sensors are {known}"
+                if known
+                else f"no sensor {name!r}; this Solution has no sensors (a model's sensors "
+                "come from ModelBuilder.add_sensor or MJCF <sensor>; a Solution read from a "
+                "file has none)"
+            )
+        return self._read()[name]
+
+    def vector(self):
+        """All readings concatenated in model order (..., T, size): the layout of a
+        policy's observation."""
+        values = self._read()
+        return jnp.concatenate([values[n] for n in self._names()], axis=-1)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names())
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+    def __repr__(self) -> str:
+        s = self._model.sensors if self._model is not None else None
+        items = "" if s is None else ", ".join(
+            f"{n!r}: {k} ({d})" for n, k, d in zip(s.sensor_names, s.kinds, s.dims, strict=True)
+        )  # fmt: skip
+        return f"SensorReadings({{{items}}})"
+
+
+__all__ = ["SENSOR_KINDS", "SOLVED_KINDS", "SensorReadings", "Sensors", "sensor_dim"]

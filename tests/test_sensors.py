@@ -1,0 +1,395 @@
+"""Sensors (jaxmbd.sensors): every kind against closed forms, joint reactions against the
+static and dynamic closed forms of a pendulum and the Newton-Euler balance of a four-bar
+loop's bodies, noise statistics with a fixed key, MJCF sensors against MuJoCo's
+sensordata, a policy that observes sensors, and gradients through sensor readings.
+
+References: a rod spinning at constant rate about a vertical hinge (every reading is a
+closed form of t), a pendulum swinging under gravity (its angular acceleration from the
+equation of motion I_p theta_ddot = -m g d sin theta), the Newton-Euler equations of each
+body of a planar four-bar, MuJoCo's RK4 on the same MJCF file, central differences.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxmbd as mbd
+from jaxmbd.errors import ModelError
+
+G = 9.81
+# the spinner: rod of mass M, centre of mass at distance D from a vertical hinge, spinning
+# at W rad/s; its sensors sit at the site S (body frame, from the centre of mass) with the
+# site axes FRAME (a rotation by 0.3 rad about body x)
+M, D, W = 2.0, 0.5, 3.0
+S = np.array([0.2, -0.1, 0.05])
+C3, S3 = np.cos(0.3), np.sin(0.3)
+FRAME = np.array([[1.0, 0.0, 0.0], [0.0, C3, -S3], [0.0, S3, C3]])
+H, T_END = 1e-3, 0.3
+# RK4 on the rA body state: its accelerations satisfy the constraints at acceleration level
+# (gen_alpha's are second-order approximations of them), so the closed forms hold to ~1e-9
+RUN = dict(integrator="rkmk", t_end=T_END, h=H)
+
+
+def _rz(a):
+    c, s = np.cos(a), np.sin(a)
+    return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+
+
+def _ry(a):
+    c, s = np.cos(a), np.sin(a)
+    return np.array([[c, 0.0, s], [0.0, 1.0, 0.0], [-s, 0.0, c]])
+
+
+def _quat_mul(p, q):
+    p, q = np.asarray(p, dtype=float), np.asarray(q, dtype=float)
+    w1, v1, w2, v2 = p[0], p[1:], q[0], q[1:]
+    return np.concatenate([[w1 * w2 - v1 @ v2], w1 * v2 + w2 * v1 + np.cross(v1, v2)])
+
+
+def spinner(*, omega=W, noise=0.0):
+    b = mbd.ModelBuilder("spinner", gravity=(0.0, 0.0, -G))
+    b.add_body("arm", mass=M, inertia=[0.01, 0.05, 0.05], r=(D, 0.0, 0.0))
+    b.revolute("hinge", body_i="ground", body_j="arm", point=(0, 0, 0), axis=(0, 0, 1))
+    b.set_joint_state("hinge", q=0.0, qdot=omega)
+    site = {"body": "arm", "site": S, "frame": FRAME}
+    b.add_sensor("angle", kind="joint_position", joint="hinge")
+    b.add_sensor("rate", kind="joint_velocity", joint="hinge", noise=noise)
+    b.add_sensor("pos", kind="body_position", **site, noise=noise)
+    b.add_sensor("quat", kind="body_quaternion", **site)
+    b.add_sensor("linvel", kind="body_linear_velocity", **site)
+    b.add_sensor("angvel", kind="body_angular_velocity", body="arm")
+    b.add_sensor("velocimeter", kind="velocimeter", **site)
+    b.add_sensor("gyro", kind="gyro", **site, noise=noise)
+    b.add_sensor("imu", kind="accelerometer", **site)
+    b.add_sensor("force", kind="joint_reaction_force", joint="hinge")
+    b.add_sensor("torque", kind="joint_reaction_torque", joint="hinge")
+    return b.build()
+
+
+@pytest.fixture(scope="module")
+def spin():
+    model = spinner()
+    return model, mbd.simulate(model, **RUN)
+
+
+def test_spinner_every_kind_matches_its_closed_form(spin):
+    """Uniform rotation theta = W t about the vertical hinge: every reading is a closed form
+    of t (the accelerometer: centripetal W^2 rho towards the axis and +g up, in the site
+    frame; the hinge carries m g and the centripetal force, and the moment m g D of the
+    weight about the joint point)."""
+    model, sol = spin
+    t = np.asarray(sol.t)
+    read = {name: np.asarray(sol.sensors[name]) for name in sol.sensors}
+    assert list(read) == list(model.sensors.sensor_names)
+    A = np.stack([_rz(W * tk) for tk in t])  # body to global
+    rho = np.array([D, 0.0, 0.0]) + S  # the site from the hinge axis, body frame
+    pos = np.einsum("tij,j->ti", A, rho)
+    vel = np.cross([0.0, 0.0, W], pos)
+    acc = np.cross([0.0, 0.0, W], vel)
+    gvec = np.array([0.0, 0.0, -G])
+    to_site = np.einsum("ji,tkj->tik", FRAME, A)  # F^T A^T
+    quat = np.stack([_quat_mul([np.cos(W * tk / 2), 0, 0, np.sin(W * tk / 2)],
+                               [np.cos(0.15), np.sin(0.15), 0, 0]) for tk in t])  # fmt: skip
+    quat = np.where(quat[:, :1] < 0, -quat, quat)
+    r_cm = np.einsum("tij,j->ti", A, [D, 0.0, 0.0])
+    f = M * (np.cross([0.0, 0.0, W], np.cross([0.0, 0.0, W], r_cm)) - gvec)  # on the arm
+    n = np.cross(r_cm, f)  # about the joint point (no moment about the centre of mass)
+    F_j = np.einsum("tij,jk->tik", A, np.asarray(model.joints[0].frame_j))  # joint frame
+    expected = {
+        "angle": W * t[:, None],
+        "rate": np.full((len(t), 1), W),
+        "pos": pos,
+        "quat": quat,
+        "linvel": vel,
+        "angvel": np.tile([0.0, 0.0, W], (len(t), 1)),
+        "velocimeter": np.einsum("tij,tj->ti", to_site, vel),
+        "gyro": np.tile(FRAME.T @ [0.0, 0.0, W], (len(t), 1)),
+        "imu": np.einsum("tij,tj->ti", to_site, acc - gvec),
+        "force": np.einsum("tji,tj->ti", F_j, f),
+        "torque": np.einsum("tji,tj->ti", F_j, n),
+    }
+    scale = {"imu": G, "force": M * G, "torque": M * G * D}
+    for name, value in expected.items():
+        assert read[name].shape == value.shape, name
+        err = np.abs(read[name] - value).max() / scale.get(name, 1.0)
+        assert err < 1e-9, (name, err)
+    # the sensor vector: the readings concatenated in model order
+    vector = np.asarray(sol.sensors.vector())
+    assert vector.shape == (len(t), model.sensors.size)
+    np.testing.assert_array_equal(vector, np.concatenate(list(read.values()), axis=1))
+
+
+# the pendulum: rod of mass PM with its centre of mass PD below a horizontal hinge (axis y)
+PM, PD, PI, SITE = 1.5, 0.4, 0.02, 0.25
+
+
+def pendulum(theta0):
+    b = mbd.ModelBuilder("pendulum", gravity=(0.0, 0.0, -G))
+    b.add_body("rod", mass=PM, inertia=[PI, PI, 0.001], r=(0.0, 0.0, -PD))
+    b.revolute("hinge", body_i="ground", body_j="rod", point=(0, 0, 0), axis=(0, 1, 0))
+    b.set_joint_state("hinge", q=theta0)
+    b.add_sensor("imu", kind="accelerometer", body="rod", site=(0.0, 0.0, -SITE))
+    b.add_sensor("force", kind="joint_reaction_force", joint="hinge")
+    b.add_sensor("torque", kind="joint_reaction_torque", joint="hinge")
+    return b.build()
+
+
+@pytest.fixture(scope="module")
+def swing():
+    model = pendulum(1.0)
+    return model, mbd.simulate(model, **RUN)
+
+
+def test_pendulum_hanging_at_rest_carries_its_weight():
+    """Static closed form: the hinge of a hanging pendulum carries m g straight up and no
+    moment; the accelerometer reads +g up."""
+    model = pendulum(0.0)
+    sol = mbd.simulate(model, **RUN)  # the swinging pendulum's program
+    F_j = np.asarray(model.joints[0].frame_j)  # the rod hangs in its drawn pose
+    force = np.asarray(sol.sensors["force"]) @ F_j.T  # back to global
+    np.testing.assert_allclose(force, np.tile([0.0, 0.0, PM * G], (len(sol.t), 1)), atol=1e-9)
+    np.testing.assert_allclose(np.asarray(sol.sensors["torque"]), 0.0, atol=1e-9)
+    np.testing.assert_allclose(np.asarray(sol.sensors["imu"]), [[0.0, 0.0, G]] * len(sol.t),
+                               atol=1e-9)  # fmt: skip
+
+
+def test_pendulum_accelerometer_and_reactions_match_the_equation_of_motion(swing):
+    """Swinging from 1 rad: with theta and theta_dot of the run and theta_ddot = -m g d
+    sin(theta) / I_p, the site's proper acceleration (tangential, centripetal, -g) in the
+    body frame, the hinge force m a_cm - m g, and no moment about the hinge point."""
+    model, sol = swing
+    c = sol.joints["hinge"]
+    th, thd = np.asarray(c.q), np.asarray(c.qdot)
+    thdd = -PM * G * PD * np.sin(th) / (PI + PM * PD**2)
+    assert np.abs(th - 1.0).max() > 0.2  # it swings
+    w = np.stack([np.zeros_like(th), thd, np.zeros_like(th)], 1)  # body frame
+    wd = np.stack([np.zeros_like(th), thdd, np.zeros_like(th)], 1)
+
+    def body_acc(rho):  # acceleration of a body point rho (from the hinge), body frame
+        return np.cross(wd, rho) + np.cross(w, np.cross(w, rho))
+
+    A = np.stack([_ry(x) for x in th])
+    g_bar = np.einsum("tji,j->ti", A, [0.0, 0.0, -G])
+    imu = body_acc(np.array([0.0, 0.0, -PD - SITE])) - g_bar
+    np.testing.assert_allclose(np.asarray(sol.sensors["imu"]), imu, atol=1e-9 * G)
+    f_bar = PM * (body_acc(np.array([0.0, 0.0, -PD])) - g_bar)  # on the rod, body frame
+    F_j = np.asarray(model.joints[0].frame_j)
+    np.testing.assert_allclose(np.asarray(sol.sensors["force"]), f_bar @ F_j, atol=1e-9 * PM * G)
+    np.testing.assert_allclose(np.asarray(sol.sensors["torque"]), 0.0, atol=1e-9 * PM * G * PD)
+
+
+# planar four-bar (crank, coupler, rocker; four parallel revolutes, 3 redundant rows)
+Z = (0.0, 0.0, 1.0)
+
+
+def four_bar():
+    a, b_, c, d, theta = 1.0, 3.5, 3.0, 4.0, np.pi / 3
+    o2, o4 = np.zeros(3), np.array([d, 0.0, 0.0])
+    pa = a * np.array([np.cos(theta), np.sin(theta), 0.0])
+    # the rocker's end: |pb - pa| = b, |pb - o4| = c (the open branch, above the ground)
+    e = o4 - pa
+    L = np.linalg.norm(e)
+    x = (b_**2 - c**2 + L**2) / (2 * L)
+    y = np.sqrt(b_**2 - x**2)
+    pb = pa + x * e / L + y * np.array([-e[1], e[0], 0.0]) / L
+    bld = mbd.ModelBuilder("four_bar", gravity=(0.0, -G, 0.0))
+    for name, p, q, mass in (("crank", o2, pa, 1.0), ("coupler", pa, pb, 2.0),
+                             ("rocker", o4, pb, 1.5)):  # fmt: skip
+        u = (q - p) / np.linalg.norm(q - p)
+        ell = float(np.linalg.norm(q - p))
+        bld.add_body(name, mass=mass, inertia=[1e-3, mass * ell**2 / 12, mass * ell**2 / 12],
+                     r=(p + q) / 2, axes=(u, Z))  # fmt: skip
+    joints = (("J1", "ground", "crank", o2), ("J2", "crank", "coupler", pa),
+              ("J3", "coupler", "rocker", pb), ("J4", "rocker", "ground", o4))  # fmt: skip
+    for name, i, j, p in joints:
+        bld.revolute(name, body_i=i, body_j=j, point=p, axis=Z)
+        bld.add_sensor(f"{name}.force", kind="joint_reaction_force", joint=name)
+        bld.add_sensor(f"{name}.torque", kind="joint_reaction_torque", joint=name)
+    return bld.build()
+
+
+def test_four_bar_reactions_balance_every_body():
+    """A closed loop (redundant rows dropped): each body's Newton-Euler equations hold with
+    the joint reactions read as sensors (joint j's load on its body j, minus it on body
+    i), and each force equals diagnostics.reaction_forces' resultant on body j."""
+    model = four_bar()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", mbd.RedundancyWarning)
+        sol = mbd.simulate(model, t_end=0.2, h=5e-3)
+    r, A = np.asarray(sol.r), np.asarray(sol.A)
+    w, wd = np.asarray(sol.omega), np.asarray(sol.omegadot)
+    force = np.zeros_like(r)
+    moment = np.zeros_like(r)  # about each centre of mass, global
+    A_all = np.concatenate([A, np.tile(np.eye(3), (len(A), 1, 1, 1))], axis=1)
+    r_all = np.concatenate([r, np.zeros_like(r[:, :1])], axis=1)
+    reactions = mbd.diagnostics.reaction_forces(model, sol, per="joint")
+    for defn in model.joints:
+        F_j = np.einsum("tij,jk->tik", A_all[:, defn.body_j], np.asarray(defn.frame_j))
+        f = np.einsum("tij,tj->ti", F_j, np.asarray(sol.sensors[f"{defn.name}.force"]))
+        n = np.einsum("tij,tj->ti", F_j, np.asarray(sol.sensors[f"{defn.name}.torque"]))
+        k = reactions.names.index(defn.name)
+        np.testing.assert_allclose(f, np.asarray(reactions.force_j[:, k]), atol=1e-9)
+        p = r_all[:, defn.body_j] + np.einsum("tij,j->ti", A_all[:, defn.body_j],
+                                              np.asarray(defn.s_bar_j))  # fmt: skip
+        for body, sign in ((defn.body_j, 1.0), (defn.body_i, -1.0)):
+            if body < model.nb:
+                force[:, body] += sign * f
+                moment[:, body] += sign * (n + np.cross(p - r[:, body], f))
+    assert np.abs(force).max() > 1.0  # the joints carry load
+    mass = np.asarray(model.mass)[None, :, None]
+    np.testing.assert_allclose(force, mass * (np.asarray(sol.rddot) - [0.0, -G, 0.0]),
+                               atol=1e-8 * 4.5 * G)  # fmt: skip
+    J = np.asarray(model.inertia)
+    euler = np.einsum("bij,tbj->tbi", J, wd) + np.cross(w, np.einsum("bij,tbj->tbi", J, w))
+    np.testing.assert_allclose(np.einsum("tbji,tbj->tbi", A, moment), euler, atol=1e-8 * 50)
+
+
+def test_noise_statistics_and_key(spin):
+    """Gaussian noise with the sensor's standard deviation, only with a key: zero mean and
+    the given std within sampling error, the same readings for the same key, other ones
+    for another key, independent between sensors, none on noise-free sensors."""
+    sigma = 0.05
+    model = spinner(noise=sigma)
+    clean = spin[1]
+    key = jax.random.PRNGKey(7)
+    sol = mbd.simulate(model, **RUN, sensor_key=key)  # the spinner's program
+    again = mbd.simulate(model, **RUN, sensor_key=key)
+    other = mbd.simulate(model, **RUN, sensor_key=jax.random.PRNGKey(8))
+    plain = mbd.simulate(model, **RUN)  # no key: noise-free
+    noise = {}
+    for name in ("rate", "pos", "gyro"):
+        noise[name] = np.asarray(sol.sensors[name]) - np.asarray(clean.sensors[name])
+        z = noise[name].ravel() / sigma
+        assert abs(z.mean()) < 4.0 / np.sqrt(z.size), (name, z.mean())
+        assert abs(z.std() - 1.0) < 4.0 / np.sqrt(2 * z.size), (name, z.std())
+        np.testing.assert_array_equal(np.asarray(again.sensors[name]), sol.sensors[name])
+        assert np.abs(np.asarray(other.sensors[name]) - sol.sensors[name]).min() > 0
+        np.testing.assert_allclose(np.asarray(plain.sensors[name]), clean.sensors[name],
+                                   atol=1e-12)  # fmt: skip
+    np.testing.assert_allclose(np.asarray(sol.sensors["imu"]), clean.sensors["imu"], atol=1e-12)
+    corr = np.corrcoef(noise["pos"][:, 0], noise["gyro"][:, 0])[0, 1]
+    assert abs(corr) < 4.0 / np.sqrt(len(sol.t)), corr
+    with pytest.raises(ValueError, match="has no sensors"):
+        mbd.simulate(pendulum_without_sensors(), t_end=0.01, h=H, sensor_key=key)
+
+
+def pendulum_without_sensors():
+    b = mbd.ModelBuilder("bare", gravity=(0.0, 0.0, -G))
+    b.add_body("rod", mass=1.0, inertia=[0.1, 0.1, 0.1], r=(0.0, 0.0, -1.0))
+    b.revolute("hinge", body_i="ground", body_j="rod", point=(0, 0, 0), axis=(0, 1, 0))
+    return b.build()
+
+
+# a cart on a rail, pushed by a motor; the policy observes its sensors
+CART = 2.0
+
+
+def cart(*, accelerometer=False):
+    b = mbd.ModelBuilder("cart", gravity=(0.0, 0.0, -G))
+    b.add_body("cart", mass=CART, inertia=[0.1, 0.1, 0.1], r=(0.0, 0.0, 0.0))
+    b.translational("rail", body_i="ground", body_j="cart", point=(0, 0, 0), axis=(1, 0, 0))
+    b.set_joint_state("rail", q=0.3)
+    b.add_actuator("push", joint="rail", kind="motor")
+    b.add_sensor("x", kind="joint_position", joint="rail", noise=0.01)
+    b.add_sensor("v", kind="body_linear_velocity", body="cart", site=(0.1, 0.0, 0.0), noise=0.02)
+    if accelerometer:
+        b.add_sensor("imu", kind="accelerometer", body="cart")
+    return b.build()
+
+
+def test_policy_observes_the_noisy_sensor_vector():
+    """The observation is the sensor vector (model order) with the run's noise: the control
+    the policy chose at step k (m x_ddot at the end of the step, the motor's force) equals
+    its reply to sol.sensors.vector()[k]."""
+    import equinox as eqx
+
+    class Linear(eqx.Module):
+        gain: jax.Array
+
+        def __call__(self, t, observation):
+            return self.gain @ observation
+
+    gain = jnp.array([[-8.0, -1.0, 0.5, 0.2]])
+    model = cart()
+    key = jax.random.PRNGKey(3)
+    sol = mbd.simulate(model, t_end=0.1, h=1e-2, policy=Linear(gain), sensor_key=key)
+    obs = np.asarray(sol.sensors.vector())
+    assert obs.shape == (len(sol.t), 4)
+    u = obs[:-1] @ np.asarray(gain).T
+    np.testing.assert_allclose(CART * np.asarray(sol.rddot)[1:, 0, :1], u, atol=1e-9)
+    # the first observation is the start (x = 0.3, at rest) plus the noise of step 0
+    assert 1e-4 < np.abs(obs[0] - [0.3, 0.0, 0.0, 0.0]).max() < 0.1
+    with pytest.raises(ValueError, match=r"\['imu'\] need the step's accelerations"):
+        mbd.simulate(cart(accelerometer=True), t_end=0.1, h=1e-2, policy=Linear(gain))
+
+
+@pytest.mark.slow
+def test_gradient_through_sensor_readings():
+    """jax.grad of a loss of the hinge force and the accelerometer with respect to the
+    rod's mass (through the run) equals central differences."""
+    model = pendulum(1.0)
+
+    def loss(mass):
+        m = eqx_set(model, lambda m: m.mass, mass)
+        sol = mbd.simulate(m, integrator="rkmk", t_end=0.02, h=H)
+        return jnp.sum(sol.sensors["force"] ** 2) + jnp.sum(sol.sensors["imu"][:, 0])
+
+    m0 = model.mass
+    grad = jax.grad(loss)(m0)
+    e = jnp.zeros_like(m0).at[0].set(1e-5)
+    fd = (loss(m0 + e) - loss(m0 - e)) / 2e-5
+    assert abs(float(grad[0]) - float(fd)) < 1e-6 * abs(float(fd)), (grad, fd)
+
+
+def eqx_set(model, where, value):
+    import equinox as eqx
+
+    return eqx.tree_at(where, model, value)
+
+
+def test_builder_errors_name_the_sensor_and_field():
+    b = mbd.ModelBuilder("m")
+    b.add_body("rod", mass=1.0, inertia=[1, 1, 1], r=(0, 0, -1))
+    b.revolute("hinge", body_i="ground", body_j="rod", point=(0, 0, 0), axis=(0, 1, 0))
+    cases = [
+        (dict(kind="thermometer", body="rod"), "sensor 's'.kind"),
+        (dict(kind="gyro", body="nope"), r"sensor 's'.body: unknown body 'nope'"),
+        (dict(kind="gyro", body="ground"), "the ground does not move"),
+        (dict(kind="gyro", joint="hinge"), "is read on a body"),
+        (dict(kind="joint_position", joint="x"), r"sensor 's'.joint: no joint 'x'"),
+        (dict(kind="joint_position", joint="hinge", body="rod"), "read at its joint"),
+        (dict(kind="gyro", body="rod", noise=-1.0), r"sensor 's'.noise"),
+        (dict(kind="gyro", body="rod", frame=np.ones((3, 3))), r"sensor 's'.frame"),
+        (dict(kind="gyro", body="rod", site=(0, 1)), r"sensor 's'.site"),
+    ]
+    for options, message in cases:
+        with pytest.raises(ModelError, match=message):
+            b.add_sensor("s", **options)
+    b.add_sensor("s", kind="gyro", body="rod")
+    with pytest.raises(ModelError, match="duplicate sensor name"):
+        b.add_sensor("s", kind="gyro", body="rod")
+
+
+def test_unknown_sensor_name_lists_the_sensors(spin, tmp_path):
+    with pytest.raises(KeyError, match="the model's sensors are"):
+        spin[1].sensors["nope"]
+    sol = mbd.Solution.load(spin[1].save(tmp_path / "run.npz"))  # a file keeps no model
+    assert len(sol.sensors) == 0
+    with pytest.raises(KeyError, match="has no sensors"):
+        sol.sensors["imu"]
+
+
+def test_sensors_survive_save_and_load(tmp_path, spin):
+    model = spin[0]
+    path = mbd.save_model(model, tmp_path / "spinner.json")
+    back = mbd.load_model(path)
+    a, b = model.sensors, back.sensors
+    assert (a.sensor_names, a.kinds, a.dims, a.bodies, a.joints) == (
+        b.sensor_names, b.kinds, b.dims, b.bodies, b.joints)  # fmt: skip
+    for field in ("site", "frame", "noise"):
+        np.testing.assert_allclose(np.asarray(getattr(b, field)), getattr(a, field), atol=1e-15)
