@@ -14,6 +14,7 @@ from . import (
     mjcf,
     models,
     plot,
+    sensors,
 )
 from ._jit import jit
 from ._results import RESULTS
@@ -111,6 +112,7 @@ __all__ = [
     "geometry",
     "mjcf",
     "plot",
+    "sensors",
     "get_formulation",
     "hat",
     "kinematics",

@@ -33,6 +33,8 @@ Own schema (``"format": "jaxmbd-model"``)::
      "actuators": [{"name", "joint", "kind": "motor" | "position" | "velocity" | "general",
                     "gear", "kp", "kv", "gain", "bias": [b0, b1, b2],
                     "ctrl_range", "force_range": [lower, upper] (null: unbounded side)}],
+     "sensors": [{"name", "kind" (jaxmbd.sensors.SENSOR_KINDS), "joint" or "body",
+                  "site": [x, y, z], "frame": 3x3 (body frame), "noise"}],
      "solver": {"h": ..., "t_end": ..., "tol": ...}}
 
 ``joint_coordinates`` (optional; written by :func:`save_model`) define the joint coordinates
@@ -45,7 +47,8 @@ ground's planes and shapes, ``contacts`` the pairs of :meth:`ModelBuilder.add_co
 (:mod:`jaxmbd.contact`; a missing number takes the builder's default). Joint limits,
 damping, stiffness and friction loss are options of their joint (:meth:`ModelBuilder.revolute`,
 :mod:`jaxmbd.joint_limits`, :mod:`jaxmbd.joint_dynamics`); ``actuators`` are those of
-:meth:`ModelBuilder.add_actuator` (:mod:`jaxmbd.actuators`), in control order. Saved models
+:meth:`ModelBuilder.add_actuator` (:mod:`jaxmbd.actuators`), in control order; ``sensors``
+those of :meth:`ModelBuilder.add_sensor` (:mod:`jaxmbd.sensors`), in order. Saved models
 write limit gains and spring references as built (defaults resolved).
 a body without shapes is drawn as a stick figure joining its joint points (see
 :func:`jaxmbd.geometry.default_shapes`). Joint points and axes are
@@ -106,7 +109,7 @@ _JOINT_FORCE_KEYS = _LIMIT_KEYS + _DYNAMICS_KEYS
 _OWN_KEYS = {
     "model": {"format", "version", "name", "description", "gravity", "bodies", "joints",
               "constraints", "drivers", "forces", "joint_coordinates", "solver",
-              "ground_shapes", "contacts", "actuators"},
+              "ground_shapes", "contacts", "actuators", "sensors"},
     "body": {"name", "mass", "inertia", "r", "A", "axes", "rdot", "omega", "shapes"},
     "axes": {"x", "y"},
     "joint": {"name", "type", "body_i", "body_j", "point", "axis", "axis_i", "axis_j",
@@ -124,6 +127,7 @@ _OWN_KEYS = {
                           "frame_j", "offset", "sign", "q_start", *_JOINT_FORCE_KEYS},
     "actuator": {"name", "joint", "kind", "gear", "ctrl_range", "force_range", "kp", "kv",
                  "gain", "bias"},
+    "sensor": {"name", "kind", "joint", "body", "site", "frame", "noise"},
 }  # fmt: skip
 _PUBLISHED_KEYS = {
     "model": {"name", "bodies", "constraints"},
@@ -135,6 +139,7 @@ _PUBLISHED_KEYS = {
 _RANGE_KEYS = {"ctrl_range", "force_range"}
 _OBJECT_LISTS = {
     "actuators",
+    "sensors",
     "bodies",
     "joints",
     "constraints",
@@ -506,6 +511,17 @@ def _load_own(path: Path, data: dict) -> Model:
             )
         except ModelError as err:
             raise ModelFileError(path, where, str(err)) from None
+    for k, sen in enumerate(_list(data, "sensors", path, required=False)):
+        where = f"sensors[{k}]"
+        _object(sen, path, where, _OWN_KEYS["sensor"])
+        name = _string(sen, "name", path, where)
+        where = f"sensors[{k}] ('{name}')"
+        options = {key: sen[key] for key in ("joint", "body", "site", "frame", "noise")
+                   if key in sen}  # fmt: skip
+        try:
+            builder.add_sensor(name, kind=_string(sen, "kind", path, where), **options)
+        except ModelError as err:
+            raise ModelFileError(path, where, str(err)) from None
     return builder.build()
 
 
@@ -699,10 +715,29 @@ def save_model(model: Model, path, *, solver: dict | None = None) -> Path:
         ]
     if model.actuators is not None:
         doc["actuators"] = _actuators_to_json(model.actuators)
+    if model.sensors is not None:
+        doc["sensors"] = _sensors_to_json(model)
     if solver:
         doc["solver"] = dict(solver)
     path.write_text(json.dumps(doc, indent=2) + "\n")
     return path
+
+
+def _sensors_to_json(model: Model) -> list[dict]:
+    """Every sensor as :meth:`ModelBuilder.add_sensor`'s options (body sensors with their
+    site and frame)."""
+    sensors, out = model.sensors, []
+    for k, (name, kind) in enumerate(zip(sensors.sensor_names, sensors.kinds, strict=True)):
+        entry = {"name": name, "kind": kind}
+        if sensors.joints[k] is not None:
+            entry["joint"] = sensors.joints[k]
+        else:
+            entry["body"] = model.body_names[sensors.bodies[k]]
+            entry["site"] = np.asarray(sensors.site[k]).tolist()
+            entry["frame"] = np.asarray(sensors.frame[k]).tolist()
+        entry["noise"] = float(sensors.noise[k])
+        out.append(entry)
+    return out
 
 
 def _joint_forces_to_json(model: Model) -> dict[str, dict]:

@@ -87,6 +87,8 @@ class Model(eqx.Module):
     # joint frames and coordinate conventions, one per builder joint (see jaxmbd.joints);
     # () for models built at GCON level only
     joints: tuple[JointDefinition, ...] = ()
+    # the sensors (jaxmbd.sensors.Sensors; sol.sensors[name]); None: no sensors
+    sensors: object | None = None
 
     @property
     def nb(self) -> int:
@@ -431,6 +433,7 @@ class ModelBuilder:
     _limits: dict[str, tuple] = field(default_factory=dict)
     _dynamics: dict[str, tuple] = field(default_factory=dict)  # joint damping etc.
     _actuators: list[dict] = field(default_factory=list)
+    _sensors: list[dict] = field(default_factory=list)  # jaxmbd.sensors
     _ground_shapes: list[Shape] = field(default_factory=list)
     _contacts: list = field(default_factory=list)  # jaxmbd.contact.build.ContactSpec
     _all_contacts: dict | None = None  # add_contacts' rule, expanded by build
@@ -949,6 +952,79 @@ class ModelBuilder:
                 force_upper=column([a["force"][1] for a in self._actuators]),
                 controls=jnp.zeros(len(self._actuators)),
             ),
+        )
+
+    # -- sensors (jaxmbd.sensors) ------------------------------------------------------------
+    def add_sensor(
+        self, name, *, kind, joint=None, body=None, site=(0.0, 0.0, 0.0), frame=None,
+        noise=0.0,
+    ) -> ModelBuilder:  # fmt: skip
+        """A sensor read as ``sol.sensors[name]`` (T, dim) (:mod:`jaxmbd.sensors`).
+
+        ``kind``: "joint_position", "joint_velocity", "joint_reaction_force" or
+        "joint_reaction_torque" (on ``joint``, any joint with coordinates; reactions in its
+        frame on body j), or "body_position", "body_quaternion", "body_linear_velocity",
+        "body_angular_velocity", "velocimeter", "gyro" or "accelerometer" (on ``body``, at
+        the site ``site``: a point in the body frame, from the centre of mass; ``frame``:
+        the site's axes as the columns of a 3x3 rotation in body coordinates, None: the
+        body's own). ``noise``: the standard deviation of Gaussian noise, applied when
+        :func:`~jaxmbd.simulate` gets ``sensor_key=``. Sensors are listed, and a policy
+        observes them, in the order they are added."""
+        from .sensors import SENSOR_KINDS
+
+        where = f"sensor '{name}'"
+        if not isinstance(name, str) or not name:
+            raise ModelError(f"sensor name: expected a non-empty string, got {name!r}")
+        if any(s["name"] == name for s in self._sensors):
+            raise ModelError(f"{where}: duplicate sensor name")
+        if kind not in SENSOR_KINDS:
+            raise ModelError(f"{where}.kind: expected one of {tuple(SENSOR_KINDS)}, got {kind!r}")
+        spec = dict(name=name, kind=kind, joint=None, body=None, site=np.zeros(3),
+                    frame=np.eye(3))  # fmt: skip
+        if SENSOR_KINDS[kind] == "joint":
+            if body is not None or frame is not None or tuple(np.ravel(site)) != (0, 0, 0):
+                raise ModelError(f"{where}: kind {kind!r} is read at its joint; body=, site= "
+                                 "and frame= are options of body sensors")  # fmt: skip
+            known = [j.name for j in self._joints]
+            if joint not in known:
+                raise ModelError(f"{where}.joint: no joint {joint!r}; joints with coordinates "
+                                 f"are {known}")  # fmt: skip
+            spec["joint"] = joint
+        else:
+            if joint is not None:
+                raise ModelError(f"{where}: kind {kind!r} is read on a body (body=), not joint=")
+            if body == GROUND:
+                raise ModelError(f"{where}.body: the ground does not move; give a moving body")
+            if body not in [b.name for b in self._bodies]:
+                raise ModelError(f"{where}.body: unknown body {body!r}; known bodies: "
+                                 f"{[b.name for b in self._bodies]}")  # fmt: skip
+            spec["body"] = body
+            spec["site"] = _vec3(site, where=f"{where}.site")
+            if frame is not None:
+                spec["frame"] = _rotation_matrix(frame, where=f"{where}.frame")[0]
+        sigma = _numbers(noise, where=f"{where}.noise", expected="a number")
+        if sigma.shape != () or not sigma >= 0:
+            raise ModelError(f"{where}.noise: expected a non-negative number, got {noise!r}")
+        spec["noise"] = float(sigma)
+        self._sensors.append(spec)
+        return self
+
+    def _sensor_element(self, index: dict[str, int], joints):
+        """The :class:`~jaxmbd.sensors.Sensors` of the model (None without sensors)."""
+        if not self._sensors:
+            return None
+        from .sensors import Sensors, sensor_dim
+
+        kinds = {d.name: d.kind for d in joints}
+        return Sensors(
+            sensor_names=tuple(s["name"] for s in self._sensors),
+            kinds=tuple(s["kind"] for s in self._sensors),
+            dims=tuple(sensor_dim(s["kind"], kinds.get(s["joint"])) for s in self._sensors),
+            bodies=tuple(-1 if s["body"] is None else index[s["body"]] for s in self._sensors),
+            joints=tuple(s["joint"] for s in self._sensors),
+            site=jnp.asarray(np.stack([s["site"] for s in self._sensors])),
+            frame=jnp.asarray(np.stack([s["frame"] for s in self._sensors])),
+            noise=jnp.asarray([s["noise"] for s in self._sensors], dtype=jnp.float64),
         )
 
     def universal(self, name, *, body_i, body_j, point, axis_i, axis_j):
@@ -1524,6 +1600,7 @@ class ModelBuilder:
             shapes=tuple(b.shapes for b in bodies) if any(b.shapes for b in bodies) else (),
             ground_shapes=tuple(self._ground_shapes),
             joints=joint_defs,
+            sensors=self._sensor_element(index, joint_defs),
         )
         # the rank of the constraints as drawn (before any joint state is applied)
         model = dataclasses.replace(model, redundancy=find_redundancy(model))
