@@ -30,6 +30,9 @@ MODELS = {
     "reacher": ("dm_control", "suite/reacher.xml"),
     "inverted_pendulum": ("gymnasium", "envs/mujoco/assets/inverted_pendulum.xml"),
     "inverted_double_pendulum": ("gymnasium", "envs/mujoco/assets/inverted_double_pendulum.xml"),
+    # joint armature (0.1 and 1 kg m^2 on light links) with damping, stiffness and limits
+    "cheetah": ("dm_control", "suite/cheetah.xml"),
+    "hopper": ("gymnasium", "envs/mujoco/assets/hopper.xml"),
 }
 PERIOD = 0.01  # control hold (s)
 
@@ -46,14 +49,17 @@ def controls_table(nu: int, t_end: float, seed: int, amplitude: float) -> np.nda
     return amplitude * rng.uniform(-1.0, 1.0, size=(int(round(t_end / PERIOD)), nu))
 
 
-def mujoco_joint_positions(path: Path, table: np.ndarray, dt: float = 1e-4):
-    """MuJoCo RK4 (contacts off) from qpos0 at rest: qpos at every control switch, the
-    joint names (one qpos per hinge/slide) and whether a limit was reached."""
+def mujoco_joint_positions(path: Path, table: np.ndarray, dt: float = 1e-4, limits: bool = True):
+    """MuJoCo RK4 (contacts off; joint limits off unless ``limits``) from qpos0 at rest:
+    qpos at every control switch, the joint names (one qpos per hinge/slide) and whether a
+    limit was reached."""
     import mujoco
 
     m = mujoco.MjModel.from_xml_path(str(path))
     m.opt.integrator, m.opt.timestep = mujoco.mjtIntegrator.mjINT_RK4, dt
     m.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT
+    if not limits:
+        m.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_LIMIT
     d = mujoco.MjData(m)
     per = int(round(PERIOD / dt))
     out, limited = [d.qpos.copy()], None  # limited: the first sample after a limit acted
@@ -69,22 +75,46 @@ def mujoco_joint_positions(path: Path, table: np.ndarray, dt: float = 1e-4):
     return np.array(out), names, bodies, limited
 
 
-def jaxmbd_joint_positions(path: Path, table: np.ndarray, names, h: float = 5e-4):
+def jaxmbd_joint_positions(path: Path, table: np.ndarray, names, h: float = 5e-4,
+                           limits: bool = True):  # fmt: skip
+    import equinox as eqx
     import jax.numpy as jnp
 
     import jaxmbd as mbd
+    from jaxmbd.joint_limits import JointLimits
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the file's unsupported features are listed apart
         model = mbd.load_model(path, keyframe=None)
+    if not limits:
+        kept = tuple(f for f in model.forces if not isinstance(f, JointLimits))
+        model = eqx.tree_at(lambda m: m.forces, model, kept)
     per = int(round(PERIOD / h))
     controls = jnp.asarray(np.repeat(table, per, axis=0))
     t0 = time.perf_counter()
     sol = mbd.simulate(model, formulation="se3", integrator="rkmk", contact="none",
                        t_end=len(table) * PERIOD, h=h, controls=controls)  # fmt: skip
     wall = time.perf_counter() - t0
-    q = np.stack([np.asarray(sol.joints[n].q)[::per] for n in names], axis=1)
+    q = np.stack([_coordinate(sol, n)[::per] for n in names], axis=1)
     return q, model, wall
+
+
+def _coordinate(sol, name: str) -> np.ndarray:
+    """MuJoCo joint ``name``'s qpos over time: its own jaxmbd joint's coordinate, or its
+    component of a planar joint that MuJoCo's root slides and hinge became (named
+    'rootx+rootz+rooty', coordinates in that order)."""
+    for joint in sol.joints:
+        parts = joint.split("+")
+        if name in parts and len(parts) > 1:
+            return np.asarray(sol.joints[joint].q)[:, parts.index(name)]
+    return np.asarray(sol.joints[name].q)
+
+
+#: Models compared with their joint limits off in both engines: a limit acts at once
+#: (hopper starts on two of its limits, cheetah's front thigh is 0.4 deg from one), and a
+#: limit is a soft constraint in MuJoCo and a compliant spring here; off, the comparison
+#: checks the rest, armature included.
+WITHOUT_LIMITS = {"cheetah", "hopper"}
 
 
 def compare(name: str, t_end: float, seed: int = 0):
@@ -93,13 +123,15 @@ def compare(name: str, t_end: float, seed: int = 0):
 
     m = mujoco.MjModel.from_xml_path(str(path))
     table = controls_table(m.nu, t_end, seed, amplitude=1.0)
-    q_mj, names, bodies, limited = mujoco_joint_positions(path, table)
-    q, model, wall = jaxmbd_joint_positions(path, table, names)
+    limits = name not in WITHOUT_LIMITS
+    q_mj, names, bodies, limited = mujoco_joint_positions(path, table, limits=limits)
+    q, model, wall = jaxmbd_joint_positions(path, table, names, limits=limits)
     # jaxmbd bodies: MuJoCo's moving bodies in MuJoCo's order (static ones are the ground)
     same_order = list(model.body_names) == [b for b in bodies if b in model.body_names]
     before = len(q) if limited is None else limited  # a soft limit in MuJoCo, compliant here
     return {
         "model": name,
+        "limits": limits,
         "error": float(np.abs(q[:before] - q_mj[:before]).max()),
         "error_after_limit": None if limited is None else float(np.abs(q - q_mj).max()),
         "travel": float(np.ptp(q_mj[:before], axis=0).max()),

@@ -84,6 +84,22 @@ def coordinates_and_rates(joints: tuple[JointDefinition, ...], state: BodyState)
     return q, qdot, g
 
 
+def rates_and_bias(joints: tuple[JointDefinition, ...], state: BodyState):
+    """(q, q_dot, g, g_dot . V) of ``joints`` at ``state``: besides
+    :func:`coordinates_and_rates`, the part of q_ddot = g . V_dot + g_dot . V that the
+    velocities give at zero body acceleration (V = (r_dot, omega_bar) stacked over the
+    joint's bodies; g_dot the rate of the gradient along the motion r' = r_dot,
+    A' = A omega_bar~). It is one forward derivative of q_dot(r, A; V fixed) along that
+    motion: the velocity part of the armature's inertial force (:mod:`jaxmbd.joint_dynamics`)."""
+
+    def rate(r, A):  # the tangents of q and g are dropped (dead code under jit)
+        return coordinates_and_rates(joints, state._replace(r=r, A=A))
+
+    tangent = (state.rdot, jnp.einsum("bij,bjk->bik", state.A, hat(state.omega)))
+    (q, qdot, g), (_, bias, _) = jax.jvp(rate, (state.r, state.A), tangent)
+    return q, qdot, g, bias
+
+
 def apply_generalised_force(joints, force, g, nb: int):
     """Body forces and torques (nb, 3), (nb, 3) of generalised forces ``force`` (n,) along
     the coordinates whose twist gradients are ``g`` (n, 4, 3)."""

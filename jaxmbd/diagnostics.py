@@ -13,7 +13,14 @@ import numpy as np
 
 from . import _config  # noqa: F401
 from .equations import constraint_values, rA_terms
-from .forces import BodyState, SpringDamper, _point_kinematics
+from .forces import (
+    BodyState,
+    SpringDamper,
+    _point_kinematics,
+    added_kinetic_energy,
+    added_mass,
+    adds_mass,
+)
 from .model import Model
 from .solution import Solution
 
@@ -25,7 +32,8 @@ class Energy(NamedTuple):
 
 
 def energy(model: Model, sol: Solution) -> Energy:
-    """Kinetic energy 1/2 (m |r_dot|^2 + omega_bar^T J omega_bar) and potential energy
+    """Kinetic energy 1/2 (m |r_dot|^2 + omega_bar^T J omega_bar) (+ 1/2 a q_dot^2 of each
+    joint armature, :mod:`jaxmbd.joint_dynamics`) and potential energy
     -m g^T r (+ 1/2 k (l - l0)^2 of each spring-damper, + K delta^(n+1) / (n + 1) of each
     penetrating contact slot, :mod:`jaxmbd.contact.law`). Director solutions: 1/2 v^T M v
     with the redundant velocities, where energy_momentum conserves it exactly."""
@@ -39,6 +47,13 @@ def energy(model: Model, sol: Solution) -> Energy:
         jnp.einsum("b,tbi,tbi->t", model.mass, sol.rdot, sol.rdot)
         + jnp.einsum("tbi,bij,tbj->t", sol.omega, J, sol.omega)
     )
+    if adds_mass(model.forces):  # joint armature: + 1/2 a q_dot^2 (forces.AddedMass)
+
+        def rotor(r, A, rdot, omega):
+            state = BodyState(r, A, rdot, omega)
+            return added_kinetic_energy(added_mass(model.forces, 0.0, state), rdot, omega)
+
+        kinetic = kinetic + jax.vmap(rotor)(sol.r, sol.A, sol.rdot, sol.omega)
     potential = -jnp.einsum("b,i,tbi->t", model.mass, model.gravity, sol.r)
     for force in model.forces:
         if isinstance(force, SpringDamper):

@@ -15,6 +15,7 @@ from typing import NamedTuple
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from . import _config  # noqa: F401
 
@@ -28,12 +29,46 @@ class BodyState(NamedTuple):
     omega: jax.Array
 
 
+class AddedMass(NamedTuple):
+    """Inertia that a force element adds along p scalar coordinates of the bodies' motion
+    (joint armature, :mod:`jaxmbd.joint_dynamics`): the kinetic energy
+    1/2 sum_k a_k q_dot_k^2 with q_dot_k = g_k . V, V the stacked hybrid twists
+    (r_dot, omega_bar) of the coordinate's two bodies.
+
+    ``inertia`` a (p,); ``gradient`` g (p, 4, 3), the gradients of each coordinate with
+    respect to the twists (delta r_i, theta_bar_i, delta r_j, theta_bar_j) of its bodies
+    ``body_i``, ``body_j`` (static (p,) numpy; nb is the ground, whose rows are ignored).
+
+    By Lagrange-d'Alembert the element's force along q_k is -a_k q_ddot_k with
+    q_ddot_k = g_k . V_dot + g_dot_k . V: the element returns the velocity part
+    -a_k (g_dot_k . V) g_k from ``__call__`` like any force, and the formulations add the
+    acceleration part -a_k (g_k . V_dot) g_k, i.e. the mass sum_k a_k g_k g_k^T in body-twist
+    coordinates (:func:`added_mass_forces`, :func:`added_mass_matrix`), which couples the
+    two bodies when neither is the ground."""
+
+    inertia: jax.Array
+    gradient: jax.Array
+    body_i: np.ndarray
+    body_j: np.ndarray
+
+
 class AbstractForce(eqx.Module):
     """An applied force element."""
 
     @abc.abstractmethod
     def __call__(self, t, state: BodyState) -> tuple[jax.Array, jax.Array]:
         """Return (f (nb, 3) global forces at the centres of mass, n_bar (nb, 3) body torques)."""
+
+    @property
+    def adds_mass(self) -> bool:
+        """Whether :meth:`added_mass` gives inertia (static: known when tracing). Elements
+        that add mass must set it so that formulations and solvers include the coupling."""
+        return False
+
+    def added_mass(self, t, state: BodyState) -> AddedMass | None:
+        """The :class:`AddedMass` of the element at ``state`` (None: none, the default).
+        Its velocity part belongs in ``__call__``; see :class:`AddedMass`."""
+        return None
 
 
 def _point_kinematics(state: BodyState, body: int, s_bar):
@@ -120,6 +155,62 @@ class GeneralForce(AbstractForce):
 
     def __call__(self, t, state):
         return self.fn(t, state, self.params)
+
+
+def adds_mass(forces) -> bool:
+    """Whether any force element adds mass (joint armature; static)."""
+    return any(f.adds_mass for f in forces)
+
+
+def added_mass(forces, t, state: BodyState) -> AddedMass | None:
+    """The :class:`AddedMass` of all force elements at ``state`` (concatenated), or None."""
+    parts = [f.added_mass(t, state) for f in forces if f.adds_mass]
+    parts = [p for p in parts if p is not None]
+    if not parts:
+        return None
+    return AddedMass(
+        jnp.concatenate([p.inertia for p in parts]),
+        jnp.concatenate([p.gradient for p in parts]),
+        np.concatenate([np.asarray(p.body_i, dtype=int) for p in parts]),
+        np.concatenate([np.asarray(p.body_j, dtype=int) for p in parts]),
+    )
+
+
+def _twist_rates(am: AddedMass, rdot, omega):
+    """g_k . V (p,) for per-body rows (nb, 3) of linear and angular rates (ground at rest)."""
+    pad = jnp.zeros((1, 3), rdot.dtype)
+    v, w = jnp.concatenate([rdot, pad]), jnp.concatenate([omega, pad])
+    g, bi, bj = am.gradient, am.body_i, am.body_j
+    return jnp.sum(g[:, 0] * v[bi] + g[:, 1] * w[bi] + g[:, 2] * v[bj] + g[:, 3] * w[bj], -1)
+
+
+def added_mass_forces(am: AddedMass, rddot, omegadot):
+    """(f, n_bar) (nb, 3) of the acceleration part -a_k (g_k . V_dot) g_k of the added mass
+    for body accelerations V_dot = (r_ddot, omegadot_bar) (nb, 3) each: minus the added mass
+    matrix times V_dot, applied through the virtual work like a joint force."""
+    nb = rddot.shape[0]
+    force = (-am.inertia * _twist_rates(am, rddot, omegadot))[:, None]
+    g, bi, bj = am.gradient, am.body_i, am.body_j
+    f = jnp.zeros((nb + 1, 3), rddot.dtype).at[bi].add(force * g[:, 0]).at[bj].add(force * g[:, 2])
+    n = jnp.zeros((nb + 1, 3), rddot.dtype).at[bi].add(force * g[:, 1]).at[bj].add(force * g[:, 3])
+    return f[:nb], n[:nb]
+
+
+def added_mass_matrix(am: AddedMass, nb: int):
+    """sum_k a_k g_k g_k^T (6 nb, 6 nb) in body-major hybrid twist coordinates
+    (r_dot, omega_bar) of every body (the ground's rows dropped)."""
+    p = am.inertia.shape[0]
+    rows = jnp.zeros((p, nb + 1, 6), am.gradient.dtype)
+    k = np.arange(p)
+    rows = rows.at[k, am.body_i].add(am.gradient[:, :2].reshape(p, 6))
+    rows = rows.at[k, am.body_j].add(am.gradient[:, 2:].reshape(p, 6))
+    rows = rows[:, :nb].reshape(p, 6 * nb)
+    return jnp.einsum("k,ki,kj->ij", am.inertia, rows, rows)
+
+
+def added_kinetic_energy(am: AddedMass, rdot, omega):
+    """1/2 sum_k a_k (g_k . V)^2: the kinetic energy of the added mass (armature)."""
+    return 0.5 * jnp.sum(am.inertia * _twist_rates(am, rdot, omega) ** 2)
 
 
 def applied_forces(forces, t, state: BodyState, mass, gravity):

@@ -21,7 +21,7 @@ from .equations import (
     rA_terms,
     rA_terms_rows,
 )
-from .forces import BodyState
+from .forces import BodyState, added_mass, added_mass_matrix, adds_mass
 from .formulations import AbstractFormulation
 from .lie import hat, so3_exp, vee
 from .linear import dense
@@ -93,6 +93,9 @@ def consistent_initial_state(
     nb = model.nb
     zero = jnp.zeros((nb, 3))
     structured = choose_structured(linear_solver, 6 * nb + model.nc, model.nc)
+    # joint armature couples the two bodies of a joint in M (a g g^T): the block-assembled
+    # start takes per-body mass blocks only, so such a model starts densely
+    structured = structured and not adds_mass(model.forces)
     if structured and not redundant:
         state, v, info = _structured_start(model, t, tol, max_iter)
         return (state, *_report(model, state, v, info))
@@ -116,9 +119,12 @@ def consistent_initial_state(
     v = v0.reshape(nb, 6)
     rdot, omega = v[:, :3], v[:, 3:]
     _, _, _, gamma = rA_terms(model, r, A, rdot, omega, t)
-    Q = jnp.concatenate(newton_euler_forces(model, t, BodyState(r, A, rdot, omega)), 1)
+    state = BodyState(r, A, rdot, omega)
+    Q = jnp.concatenate(newton_euler_forces(model, t, state), 1)
     M = mass_blocks(model.mass, model.inertia)
     M = jnp.einsum("ab,aij->aibj", jnp.eye(nb), M).reshape(6 * nb, 6 * nb)
+    if adds_mass(model.forces):  # joint armature: sum a_k g_k g_k^T (forces.AddedMass)
+        M = M + added_mass_matrix(added_mass(model.forces, t, state), nb)
     nc = model.nc
     if redundant:  # a = M^-1 (Q - G^T lam), lam = (G M^-1 G^T)^+ (G M^-1 Q - gamma)
         Minv_Q = dense.solve(M, Q.reshape(-1))

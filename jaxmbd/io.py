@@ -12,7 +12,7 @@ Own schema (``"format": "jaxmbd-model"``)::
                  "point", "axis" (or "axis_i", "axis_j" for universal), revolute and
                  translational also "limits": [lower, upper], "limit_stiffness",
                  "limit_damping", "damping", "stiffness", "spring_reference",
-                 "friction_loss"}],
+                 "friction_loss", "armature"}],
      "constraints": [{"name", "type": "DP1" | "DP2" | "D" | "CD" | "ROT", "body_i", "body_j",
                       vectors in body frames, "f": number or expression in t, "joint"}],
      "drivers": [{"name", "type": "rotation", "body_i", "body_j", "axis", "angle",
@@ -101,7 +101,7 @@ _GCON_FIELDS = {
 #: ``joint_coordinates`` entries): the options of :meth:`ModelBuilder.revolute` for limits
 #: (:mod:`jaxmbd.joint_limits`) and joint dynamics (:mod:`jaxmbd.joint_dynamics`).
 _LIMIT_KEYS = ("limits", "limit_stiffness", "limit_damping")
-_DYNAMICS_KEYS = ("damping", "stiffness", "spring_reference", "friction_loss")
+_DYNAMICS_KEYS = ("damping", "stiffness", "spring_reference", "friction_loss", "armature")
 _JOINT_FORCE_KEYS = _LIMIT_KEYS + _DYNAMICS_KEYS
 
 # Keys each object of a model file may have; anything else is refused (a typo such as
@@ -527,7 +527,8 @@ def _load_own(path: Path, data: dict) -> Model:
 
 #: The joint dynamics a ``joint_coordinates`` entry leaves out (ModelBuilder's defaults).
 _DYNAMICS_DEFAULTS = {
-    "damping": 0.0, "stiffness": 0.0, "spring_reference": None, "friction_loss": 0.0
+    "damping": 0.0, "stiffness": 0.0, "spring_reference": None, "friction_loss": 0.0,
+    "armature": None,
 }  # fmt: skip
 
 
@@ -754,7 +755,11 @@ def _joint_forces_to_json(model: Model) -> dict[str, dict]:
                 )
         elif isinstance(force, JointDynamics):
             for k, d in enumerate(force.joints):
-                values = {key: float(getattr(force, key)[k]) for key in _DYNAMICS_KEYS}
+                values = {
+                    key: float(getattr(force, key)[k])
+                    for key in _DYNAMICS_KEYS
+                    if getattr(force, key) is not None  # armature: None where none given
+                }
                 if values["stiffness"] == 0.0:
                     del values["spring_reference"]  # meaningless without a spring
                 out.setdefault(d.name, {}).update(values)

@@ -1,4 +1,4 @@
-"""Joint damping, stiffness and friction loss: passive forces along joint coordinates.
+"""Joint damping, stiffness, friction loss and armature along joint coordinates.
 
 A revolute (angle) or translational (slide) joint with ``damping`` c, ``stiffness`` k,
 ``spring_reference`` q_ref and ``friction_loss`` f gets the generalised force along its
@@ -35,6 +35,18 @@ slips with exactly f. The two agree on the sliding phase (to 0.48 v_r in rate) a
 stopping time (to I v_r / f), not on the creep below the limit, whose speed jaxmbd sets
 by v_r and MuJoCo by the acceleration.
 
+**Armature** (rotor inertia) a adds the kinetic energy 1/2 a q_dot^2 of a rotor geared to
+the coordinate (MuJoCo's ``armature``, added to the diagonal of its joint-space mass
+matrix). With q_dot = g . V (g the gradient of q with respect to the stacked twists V =
+(r_dot, omega_bar) of the joint's two bodies, :mod:`jaxmbd._joint_forces`), Lagrange-
+d'Alembert gives the generalised force F = -a q_ddot along q, q_ddot = g . V_dot +
+g_dot . V: in absolute coordinates the mass matrix gains a g g^T (coupling the two bodies
+when neither is the ground) and the force -a (g_dot . V) g. The element returns the
+velocity part from ``__call__`` (with the passive forces) and declares the mass through
+:meth:`JointDynamics.added_mass` (:class:`jaxmbd.forces.AddedMass`), which every
+formulation puts in its equations of motion, its Newton matrix and its index-1 system;
+:func:`jaxmbd.diagnostics.energy` counts 1/2 a q_dot^2 as kinetic energy.
+
 **Angles.** A revolute joint's angle is read on its principal branch, within half a turn
 of the drawn pose (the joint's ``offset``): a spring acts on q - q_ref there, so a
 revolute joint with stiffness must stay within half a turn of its drawn pose (MuJoCo
@@ -45,10 +57,16 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from . import _config  # noqa: F401
-from ._joint_forces import AbstractJointForce, coordinates_and_gradients
-from .forces import BodyState
+from ._joint_forces import (
+    AbstractJointForce,
+    apply_generalised_force,
+    coordinates_and_gradients,
+    rates_and_bias,
+)
+from .forces import AddedMass, BodyState
 from .joints import JointDefinition
 
 #: Regularisation velocity of friction loss (rad/s or m/s), see the module docstring.
@@ -56,11 +74,13 @@ FRICTION_VELOCITY = 1e-2
 
 
 class JointDynamics(AbstractJointForce):
-    """Damping, stiffness and friction loss of revolute and translational joints (see the
-    module docstring). ``damping`` (N m s/rad or N s/m), ``stiffness`` (N m/rad or N/m),
-    ``spring_reference`` (rad or m, the joint coordinate where the spring is relaxed),
-    ``friction_loss`` (N m or N) and ``friction_velocity`` (rad/s or m/s): (n,) array
-    leaves, one per joint of ``joints``."""
+    """Damping, stiffness, friction loss and armature of revolute and translational joints
+    (see the module docstring). ``damping`` (N m s/rad or N s/m), ``stiffness`` (N m/rad or
+    N/m), ``spring_reference`` (rad or m, the joint coordinate where the spring is relaxed),
+    ``friction_loss`` (N m or N), ``friction_velocity`` (rad/s or m/s) and ``armature``
+    (kg m^2 or kg; None where no joint of the element was given one, so that a model
+    without armature pays nothing for it): (n,) array leaves, one per joint of
+    ``joints``."""
 
     joints: tuple[JointDefinition, ...]
     damping: jax.Array
@@ -68,11 +88,34 @@ class JointDynamics(AbstractJointForce):
     spring_reference: jax.Array
     friction_loss: jax.Array
     friction_velocity: jax.Array
+    armature: jax.Array | None = None
 
     def generalised_force(self, t, q, qdot):
         """-c q_dot - k (q - q_ref) - f tanh(q_dot / v_r), (n,), along +q."""
         friction = self.friction_loss * jnp.tanh(qdot / self.friction_velocity)
         return -self.damping * qdot - self.stiffness * (q - self.spring_reference) - friction
+
+    def __call__(self, t, state: BodyState):
+        """The passive forces and, with armature, the velocity part -a (g_dot . V) of its
+        inertial force -a q_ddot (the acceleration part is :meth:`added_mass`)."""
+        if self.armature is None:
+            return super().__call__(t, state)
+        q, qdot, g, bias = rates_and_bias(self.joints, state)
+        force = self.generalised_force(t, q, qdot) - self.armature * bias
+        return apply_generalised_force(self.joints, force, g, state.r.shape[0])
+
+    @property
+    def adds_mass(self) -> bool:
+        return self.armature is not None
+
+    def added_mass(self, t, state: BodyState) -> AddedMass | None:
+        """The armature a along each joint coordinate, with its twist gradients g."""
+        if self.armature is None:
+            return None
+        _, g = coordinates_and_gradients(self.joints, state)
+        bi = np.asarray([d.body_i for d in self.joints], dtype=int)
+        bj = np.asarray([d.body_j for d in self.joints], dtype=int)
+        return AddedMass(self.armature, g, bi, bj)
 
     def potential_energy(self, state: BodyState):
         """Energy stored in the joint springs, sum of 1/2 k (q - q_ref)^2 (counted by

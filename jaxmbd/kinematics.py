@@ -29,7 +29,7 @@ from ._stepping import (
 )
 from .equations import rA_terms
 from .errors import ModelError
-from .forces import BodyState
+from .forces import BodyState, added_mass, added_mass_forces, adds_mass
 from .formulations import FORMULATIONS, AbstractFormulation, get_formulation
 from .integrators.base import choose_structured, own_linear_solve
 from .linear.square import factor_square, layout_for_formulation
@@ -129,7 +129,11 @@ def inverse_dynamics_multipliers(
 
 
 def _inverse_dynamics_rhs(model, r, A, rdot, omega, rddot, omegadot, t):
-    f, torque = newton_euler_forces(model, t, BodyState(r, A, rdot, omega))
+    state = BodyState(r, A, rdot, omega)
+    f, torque = newton_euler_forces(model, t, state)
+    if adds_mass(model.forces):  # joint armature's -a (g . V_dot) g (forces.AddedMass)
+        df, dn = added_mass_forces(added_mass(model.forces, t, state), rddot, omegadot)
+        f, torque = f + df, torque + dn
     rhs_r = f - model.mass[:, None] * rddot
     rhs_w = torque - jnp.einsum("bij,bj->bi", model.inertia, omegadot)
     return jnp.concatenate([rhs_r, rhs_w], axis=1).reshape(-1)

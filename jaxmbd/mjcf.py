@@ -49,15 +49,15 @@ reference pose** (``qpos0``) from ``mj_forward``:
   velocity from ``friction``, ``solref`` and ``solimp``; the world's planes and geoms are
   ground planes and ground shapes.
 * **Joint damping, stiffness, friction loss**: a body's single hinge or slide gets
-  ``damping``, ``stiffness`` about ``springref`` (``qpos_spring``, qpos units) and
-  ``frictionloss`` as :mod:`jaxmbd.joint_dynamics` (friction loss regularised, not MuJoCo's
-  soft constraint row).
+  ``damping``, ``stiffness`` about ``springref`` (``qpos_spring``, qpos units),
+  ``frictionloss`` and ``armature`` as :mod:`jaxmbd.joint_dynamics` (friction loss
+  regularised, not MuJoCo's soft constraint row).
 * **Sensors** (:mod:`jaxmbd._mjcf_sensors`): ``jointpos``, ``jointvel``, ``ballquat``,
   ``ballangvel``, ``framepos``, ``framequat``, ``framelinvel``, ``frameangvel``,
   ``accelerometer``, ``gyro`` and ``velocimeter`` become ``model.sensors``
   (``sol.sensors[name]``, :mod:`jaxmbd.sensors`) with their ``noise``.
-* Whatever is not supported (limits, damping, stiffness and friction loss of multi-joint
-  bodies, armature, tendons, actuators, sensors (touch, force, torque, subtree, ...),
+* Whatever is not supported (limits, damping, stiffness, friction loss and armature of
+  multi-joint bodies, tendons, actuators, sensors (touch, force, torque, subtree, ...),
   other equality types, mocap bodies,
   torsional friction, contact margins, geom pairs without a narrow phase, ...) is listed
   in **one** warning; nothing is dropped silently.
@@ -195,7 +195,7 @@ def _unsupported(mujoco, m) -> list[str]:
     damping, stiffness, friction_loss = _passive_values(mujoco, m)
     for label, values, skip in (
         ("damping", damping, passive),
-        ("armature", m.dof_armature, set()),
+        ("armature", m.dof_armature, passive),
         ("friction loss", friction_loss, passive),
     ):
         hit = {int(dof_jnt[k]) for k in np.flatnonzero(np.asarray(values) != 0)} - skip
@@ -414,8 +414,9 @@ def _passive_values(mujoco, m):
 
 
 def _passive(mujoco, m, j: int) -> dict:
-    """A hinge's or slide's damping, stiffness about ``qpos_spring`` and friction loss as
-    the builder's keyword options (qpos units, which are the joint coordinate's)."""
+    """A hinge's or slide's damping, stiffness about ``qpos_spring``, friction loss and
+    armature as the builder's keyword options (qpos units, which are the joint
+    coordinate's)."""
     damping, stiffness, friction_loss = _passive_values(mujoco, m)
     dof, k = int(m.jnt_dofadr[j]), float(stiffness[j])
     return {
@@ -423,6 +424,8 @@ def _passive(mujoco, m, j: int) -> dict:
         "stiffness": k,
         "spring_reference": float(m.qpos_spring[m.jnt_qposadr[j]]) if k else None,
         "friction_loss": float(friction_loss[dof]),
+        # rotor inertia on qpos (MuJoCo adds it to its mass matrix's diagonal); None: none
+        "armature": float(m.dof_armature[dof]) if m.dof_armature[dof] else None,
     }
 
 

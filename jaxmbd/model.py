@@ -709,7 +709,7 @@ class ModelBuilder:
     def revolute(
         self, name, *, body_i, body_j, point, axis, limits=None, limit_stiffness=None,
         limit_damping=None, damping=0.0, stiffness=0.0, spring_reference=None,
-        friction_loss=0.0,
+        friction_loss=0.0, armature=None,
     ):  # fmt: skip
         """RJ = SJ + Perp-1 (5 equations): rotation about ``axis`` through ``point``.
 
@@ -718,15 +718,17 @@ class ModelBuilder:
         ``limit_stiffness`` (N m/rad) and ``limit_damping`` (N m s/rad) defaulting to the
         joint's effective inertia over a 0.01 s time constant (:mod:`jaxmbd.joint_limits`).
         ``damping`` (N m s/rad), ``stiffness`` (N m/rad) about ``spring_reference`` (rad;
-        None: the drawn pose) and ``friction_loss`` (N m): passive torques on that angle
-        (:mod:`jaxmbd.joint_dynamics`).
+        None: the drawn pose) and ``friction_loss`` (N m): passive torques on that angle;
+        ``armature`` (kg m^2; None: none): rotor inertia on it, kinetic energy
+        1/2 armature q_dot^2 (:mod:`jaxmbd.joint_dynamics`).
         """
         self._check_joint_name(name)
         self._spherical_rows(name, body_i=body_i, body_j=body_j, point=point)
         self.perpendicular_1(f"{name}.perp1", body_i=body_i, body_j=body_j, axis=axis, joint=name)
         self._record_joint(name, "revolute", body_i, body_j, point, _axis_frame(axis))
         self._record_limits(name, limits, limit_stiffness, limit_damping)
-        self._record_dynamics(name, damping, stiffness, spring_reference, friction_loss)
+        self._record_dynamics(name, damping, stiffness, spring_reference, friction_loss,
+                              armature)  # fmt: skip
         return self
 
     def _record_limits(self, name, limits, stiffness, damping) -> None:
@@ -789,9 +791,10 @@ class ModelBuilder:
         lo, hi, k, c = (jnp.asarray([row[m] for row in rows]) for m in range(4))
         return (JointLimits(joints=tuple(defns), lower=lo, upper=hi, stiffness=k, damping=c),)
 
-    def _record_dynamics(self, name, damping, stiffness, spring_reference, friction_loss):
-        """Keep a joint's damping, stiffness, spring reference and friction loss (checked
-        here) when any is non-zero."""
+    def _record_dynamics(self, name, damping, stiffness, spring_reference, friction_loss,
+                         armature=None):  # fmt: skip
+        """Keep a joint's damping, stiffness, spring reference, friction loss and armature
+        (checked here) when any is non-zero or the armature is given."""
         values = {}
         for key, value in (("damping", damping), ("stiffness", stiffness),
                            ("friction_loss", friction_loss)):  # fmt: skip
@@ -812,9 +815,18 @@ class ModelBuilder:
                     f"{_short(spring_reference)}"
                 )
             spring_reference = float(x)
-        if any(values.values()):
+        if armature is not None:
+            x = _numbers(armature, where=f"joint '{name}'.armature", expected="a number")
+            if x.shape != () or not x >= 0 or not np.isfinite(x):
+                raise ModelError(
+                    f"joint '{name}'.armature: expected a non-negative number, got "
+                    f"{_short(armature)}"
+                )
+            armature = float(x)
+        if any(values.values()) or armature is not None:
             self._dynamics[name] = (
-                values["damping"], values["stiffness"], spring_reference, values["friction_loss"]
+                values["damping"], values["stiffness"], spring_reference, values["friction_loss"],
+                armature,
             )  # fmt: skip
 
     def _dynamics_element(self, joints) -> tuple:
@@ -834,10 +846,16 @@ class ModelBuilder:
             ])
             for m in range(4)
         )  # fmt: skip
+        # armature: a leaf where some joint was given one (0 for the others), else None
+        given = [row[4] for row in rows]
+        armature = None
+        if any(x is not None for x in given):
+            armature = jnp.asarray([0.0 if x is None else x for x in given])
         return (
             JointDynamics(
                 joints=tuple(defns), damping=c, stiffness=k, spring_reference=ref,
                 friction_loss=f, friction_velocity=jnp.asarray([FRICTION_VELOCITY] * len(defns)),
+                armature=armature,
             ),
         )  # fmt: skip
 
@@ -1076,7 +1094,7 @@ class ModelBuilder:
     def translational(
         self, name, *, body_i, body_j, point, axis, limits=None, limit_stiffness=None,
         limit_damping=None, damping=0.0, stiffness=0.0, spring_reference=None,
-        friction_loss=0.0,
+        friction_loss=0.0, armature=None,
     ):  # fmt: skip
         """TJ = CJ + DP1 (5 equations): slide along ``axis`` without rotation.
 
@@ -1084,7 +1102,8 @@ class ModelBuilder:
         ``limits=(lower, upper)`` (m): a compliant limit on the slide (N/m, N s/m gains as
         for :meth:`revolute`). ``damping`` (N s/m), ``stiffness`` (N/m) about
         ``spring_reference`` (m; None: the drawn pose) and ``friction_loss`` (N): passive
-        forces on the slide (:mod:`jaxmbd.joint_dynamics`).
+        forces on the slide; ``armature`` (kg; None: none): inertia on the slide, kinetic
+        energy 1/2 armature q_dot^2 (:mod:`jaxmbd.joint_dynamics`).
         """
         w = f"joint '{name}'"
         self._check_joint_name(name)
@@ -1100,7 +1119,8 @@ class ModelBuilder:
         )
         self._record_joint(name, "translational", body_i, body_j, point, _axis_frame(axis))
         self._record_limits(name, limits, limit_stiffness, limit_damping)
-        self._record_dynamics(name, damping, stiffness, spring_reference, friction_loss)
+        self._record_dynamics(name, damping, stiffness, spring_reference, friction_loss,
+                              armature)  # fmt: skip
         return self
 
     def planar(self, name, *, body_i, body_j, point, axis, point_j=None, x_axis=None):

@@ -27,7 +27,7 @@ import jax.numpy as jnp
 
 from .. import _config  # noqa: F401
 from ..equations import constraint_values
-from ..forces import BodyState, applied_forces
+from ..forces import BodyState, added_mass, added_mass_forces, adds_mass, applied_forces
 from ..model import Model
 from ..newton import lu_solver, solve_linear
 from .index1 import Index1System
@@ -215,24 +215,30 @@ class AbstractFormulation(eqx.Module):
         g, phi = self.dynamics_equations(model, q, v, a, lam, t)
         return g, phi, self.velocity_residual(model, q, v, t)
 
+    def added_mass_forces(self, model: Model, q, v, a, t):
+        """(f, n_bar) (nb, 3) of the acceleration part of the force elements' added mass
+        (joint armature, :class:`~jaxmbd.forces.AddedMass`) at the formulation's
+        accelerations ``a``: -sum_k a_k (g_k . V_dot) g_k with the body accelerations
+        V_dot = (r_ddot, omegadot_bar) of :meth:`to_body_state` (which include the parts
+        that the velocities give, e.g. se3's omega x v_bar); None without added mass
+        (static). Every ``dynamics_equations`` adds it to the applied forces, so autodiff of
+        them puts the mass a g^T g (in the formulation's coordinates) in Newton matrices and
+        index-1 systems."""
+        if not adds_mass(model.forces):
+            return None
+        r, A, rdot, omega, rddot, omegadot = self.to_body_state(q, v, a)
+        am = added_mass(model.forces, t, BodyState(r, A, rdot, omega))
+        return added_mass_forces(am, rddot, omegadot)
+
     def index1_system(self, model: Model, q, v, t):
         """The index-1 KKT blocks (:class:`~jaxmbd.formulations.index1.Index1System`) at
         (q, v, t) from the h-free equations (``index1_blocks``): g(q, v, a, lam, t) is linear
-        in a with dg/dlam = G^T, so M = dg/da (block diagonal: bodies are coupled only by
-        G) and Q = -g(a = 0, lam = 0). Formulations with closed forms override it."""
-        nb, ts = model.nb, self.tangent_size
-        lam0 = jnp.zeros(self.num_multipliers(model), v.dtype)
-
-        def g(a_flat):
-            return self.dynamics_equations(model, q, v, a_flat.reshape(nb, ts), lam0, t)[0]
-
-        zero = jnp.zeros(nb * ts, v.dtype)
-        minus_Q = g(zero)
-        M = jax.jacfwd(g)(zero).reshape(nb, ts, nb, ts)
-        blocks = jnp.einsum("aiaj->aij", M)
-        G = self.position_terms(model, q, t)[1]
-        gamma = self.acceleration_rhs(model, q, v, t)
-        return Index1System(blocks, -minus_Q.reshape(nb, ts), G, gamma)
+        in a with dg/dlam = G^T, so M = dg/da and Q = -g(a = 0, lam = 0). M is block
+        diagonal (bodies are coupled only by G) unless a force element adds mass between
+        two bodies (joint armature): its off-diagonal blocks are then the system's
+        ``coupling``. Formulations with closed forms override it (and call this one when
+        the model adds mass)."""
+        return index1_from_equations(self, model, q, v, t)
 
     def dynamics_linearisation(self, model: Model, q, v, a, lam, t):
         """Hand-coded :class:`DynamicsBlocks` at (q, v, a, lam), or None when the formulation
@@ -341,13 +347,42 @@ class AbstractAutodiffFormulation(AbstractFormulation):
 
         return jax.jacfwd(phi)(self._flat(q))
 
-    def _forces(self, model, q, v, t):
+    def _forces(self, model, q, v, t, a=None):
+        """(f, n_bar) of gravity and the force elements, and with accelerations ``a`` the
+        acceleration part of their added mass (:meth:`added_mass_forces`)."""
         r, ori = q
         omega, _ = self.omega_from_rate(ori, v[:, 3:], jnp.zeros_like(v[:, 3:]))
-        return applied_forces(
+        f, n = applied_forces(
             model.forces,
             t,
             BodyState(r, self.rotation(ori), v[:, :3], omega),
             model.mass,
             model.gravity,
         )
+        inertial = None if a is None else self.added_mass_forces(model, q, v, a, t)
+        if inertial is not None:
+            f, n = f + inertial[0], n + inertial[1]
+        return f, n
+
+
+def index1_from_equations(form, model: Model, q, v, t):
+    """:meth:`AbstractFormulation.index1_system` by autodiff of ``form.dynamics_equations``
+    (for any formulation; those with closed forms use it for models with added mass)."""
+    nb, ts = model.nb, form.tangent_size
+    lam0 = jnp.zeros(form.num_multipliers(model), v.dtype)
+
+    def g(a_flat):
+        return form.dynamics_equations(model, q, v, a_flat.reshape(nb, ts), lam0, t)[0]
+
+    zero = jnp.zeros(nb * ts, v.dtype)
+    minus_Q = g(zero)
+    M = jax.jacfwd(g)(zero)
+    blocks = jnp.einsum("aiaj->aij", M.reshape(nb, ts, nb, ts))
+    G = form.position_terms(model, q, t)[1]
+    gamma = form.acceleration_rhs(model, q, v, t)
+    coupling = None
+    if adds_mass(model.forces):
+        eye = jnp.eye(nb, dtype=M.dtype)
+        diagonal = jnp.einsum("ab,aij->aibj", eye, blocks).reshape(nb * ts, nb * ts)
+        coupling = M - diagonal
+    return Index1System(blocks, -minus_Q.reshape(nb, ts), G, gamma, coupling)

@@ -28,7 +28,7 @@ import jax.numpy as jnp
 from .. import _config  # noqa: F401
 from .._rigid_body import mass_blocks, newton_euler_forces
 from ..equations import rA_terms
-from ..forces import BodyState
+from ..forces import BodyState, added_mass, added_mass_matrix, adds_mass
 from ..model import Model
 from ..newton import solve_with_condition
 
@@ -36,13 +36,16 @@ from ..newton import solve_with_condition
 class Index1System(NamedTuple):
     """The blocks of the index-1 KKT system at one state.
 
-    ``mass`` (nb, k, k): per-body blocks of the block-diagonal M; ``force`` (nb, k): Q;
-    ``G`` (m, nb k) body-major; ``gamma`` (m,)."""
+    ``mass`` (nb, k, k): per-body blocks of M; ``force`` (nb, k): Q; ``G`` (m, nb k)
+    body-major; ``gamma`` (m,); ``coupling`` (nb k, nb k) or None: M's blocks between
+    bodies, which only a force element's added mass gives (joint armature between two
+    moving bodies, :class:`~jaxmbd.forces.AddedMass`): M = blockdiag(mass) + coupling."""
 
     mass: jax.Array
     force: jax.Array
     G: jax.Array
     gamma: jax.Array
+    coupling: jax.Array | None = None
 
 
 class Index1Solution(NamedTuple):
@@ -78,6 +81,8 @@ def solve_index1(
     m = system.G.shape[0]
     Q = system.force.reshape(-1)
     M = _block_diagonal(system.mass)
+    if system.coupling is not None:
+        M = M + system.coupling
     if m == 0:
         a, status = solve_with_condition(M, Q)
         return Index1Solution(a.reshape(nb, k), jnp.zeros((0,), Q.dtype), status)
@@ -110,12 +115,24 @@ def solve_index1(
 def rA_index1_system(model: Model, q, v, t) -> Index1System:
     """rA (SO(3) x R^3, hybrid twist v = (r_dot, omega_bar)): M = diag(m I, J),
     Q = (f, n_bar - omega x J omega), G = [Phi_r, Pi_bar(Phi)] and gamma of paper 1 eq. 16
-    (for two bodies on spherical joints: Mueller-Terze eqs. 41-42 and 61-64)."""
+    (for two bodies on spherical joints: Mueller-Terze eqs. 41-42 and 61-64). Added mass
+    (joint armature) in these coordinates is sum_k a_k g_k g_k^T itself
+    (:func:`~jaxmbd.forces.added_mass_matrix`): its diagonal blocks join M's, the rest is
+    the ``coupling``; its velocity part is in Q through the force element."""
     r, A = q
     rdot, omega = v[:, :3], v[:, 3:]
     _, G, _, gamma = rA_terms(model, r, A, rdot, omega, t)
-    force = jnp.concatenate(newton_euler_forces(model, t, BodyState(r, A, rdot, omega)), 1)
-    return Index1System(mass_blocks(model.mass, model.inertia), force, G, gamma)
+    state = BodyState(r, A, rdot, omega)
+    force = jnp.concatenate(newton_euler_forces(model, t, state), 1)
+    mass = mass_blocks(model.mass, model.inertia)
+    am = added_mass(model.forces, t, state) if adds_mass(model.forces) else None
+    if am is None:
+        return Index1System(mass, force, G, gamma)
+    nb = model.nb
+    added = added_mass_matrix(am, nb)
+    own = jnp.einsum("aiaj->aij", added.reshape(nb, 6, nb, 6))
+    coupling = added - _block_diagonal(own)
+    return Index1System(mass + own, force, G, gamma, coupling)
 
 
 def index1_system(model: Model, form, q, v, t) -> Index1System:

@@ -23,7 +23,7 @@ from ..equations import (
     rA_terms,
     rA_velocity_sensitivity,
 )
-from ..forces import BodyState, applied_forces
+from ..forces import BodyState, added_mass, added_mass_matrix, adds_mass, applied_forces
 from ..lie import reorthonormalize, so3_dexpinv, so3_exp, so3_right_jacobian
 from .base import AbstractFormulation, DynamicsBlocks
 from .index1 import rA_index1_system
@@ -113,11 +113,17 @@ class RA(AbstractFormulation):
     def times_tangent_map(self, matrix, delta):
         return _times_tangent_map(matrix, so3_right_jacobian(delta.reshape(-1, 6)[:, 3:]))
 
-    def _state_forces(self, model, q, v, t):
+    def _state_forces(self, model, q, v, t, a=None):
+        """(f, n_bar) of gravity and the force elements, with accelerations ``a`` also the
+        acceleration part -sum a_k (g_k . a) g_k of their added mass (joint armature)."""
         r, A = q
-        return applied_forces(
+        f, n = applied_forces(
             model.forces, t, BodyState(r, A, v[:, :3], v[:, 3:]), model.mass, model.gravity
         )
+        inertial = None if a is None else self.added_mass_forces(model, q, v, a, t)
+        if inertial is not None:
+            f, n = f + inertial[0], n + inertial[1]
+        return f, n
 
     def dynamics_equations(self, model, q, v, a, lam, t):
         """Eq. 31a: [M r_ddot + Phi_r^T lam - f; J w_dot + w~ J w + Pi^T lam - n_bar], and Phi."""
@@ -147,7 +153,7 @@ class RA(AbstractFormulation):
         nb = model.nb
         r, A = q
         phi, jac_i, jac_j = rA_rows(model, r, A, t) if rows is None else rows
-        f, n = self._state_forces(model, q, v, t)
+        f, n = self._state_forces(model, q, v, t, a)
         w = v[:, 3:]
         J = model.inertia
         reaction = rA_generalized_reaction(model, jac_i, jac_j, lam)
@@ -158,12 +164,15 @@ class RA(AbstractFormulation):
             return g, phi
         G = rA_jacobian_from_rows(model, jac_i, jac_j)
         mass = _block_diagonal(mass_blocks(model.mass, J))
+        if adds_mass(model.forces):  # joint armature: sum a_k g_k g_k^T, coupling bodies
+            state = BodyState(r, A, v[:, :3], w)
+            mass = mass + added_mass_matrix(added_mass(model.forces, t, state), nb)
         # only the gyroscopic term depends on the velocities: diag(0, d(w~ J w)/dw)
         damping = jnp.zeros((nb, 6, 6), w.dtype).at[:, 3:, 3:].set(gyroscopic_damping(J, w))
         damping = _block_diagonal(damping)
         stiffness = rA_reaction_sensitivity(model, r, A, lam, t)
         if model.forces:
-            force_q, force_v = self._force_sensitivity(model, q, v, t)
+            force_q, force_v = self._force_sensitivity(model, q, v, t, a)
             stiffness = stiffness - force_q
             damping = damping - force_v
         return g, phi, mass, damping, stiffness, G
@@ -183,14 +192,15 @@ class RA(AbstractFormulation):
         3-6 contracted with v (see :func:`~jaxmbd.equations.rA_velocity_sensitivity`)."""
         return rA_velocity_sensitivity(model, q[0], q[1], v, t)
 
-    def _force_sensitivity(self, model, q, v, t):
+    def _force_sensitivity(self, model, q, v, t, a=None):
         """d(f, n_bar)/d(r, theta_bar) and d(f, n_bar)/d(r_dot, omega_bar) by autodiff of the
-        force laws (case by case in the paper)."""
+        force laws (case by case in the paper); with ``a``, at those accelerations (the
+        added mass's -M_a(q) a depends on the configuration)."""
         nb = model.nb
 
         def forces(dq, dv):
             q_ = self.retract(q, dq)
-            f, n = self._state_forces(model, q_, v + dv.reshape(nb, 6), t)
+            f, n = self._state_forces(model, q_, v + dv.reshape(nb, 6), t, a)
             return jnp.concatenate([f, n], 1).reshape(-1)
 
         z = jnp.zeros(6 * nb)

@@ -81,7 +81,7 @@ class RE(AbstractAutodiffFormulation):
         eps_dot, eps_ddot = v[:, 3:], a[:, 3:]
         Phi_q = self.constraint_jacobian(model, q, t).reshape(nc, nb, 6)
         reaction = jnp.einsum("cbk,c->bk", Phi_q, lam)
-        f, n = self._forces(model, q, v, t)
+        f, n = self._forces(model, q, v, t, a)  # a: armature's inertial force
         B = zxz_Bbar(eps)
         B_dot = jax.jvp(zxz_Bbar, (eps,), (eps_dot,))[1]
         J = model.inertia

@@ -46,10 +46,10 @@ import jax.numpy as jnp
 from .._rigid_body import euler_tensor
 from .._step_status import first_failure, first_failure_along
 from ..equations import constraint_values
-from ..forces import BodyState, applied_forces
+from ..forces import BodyState, adds_mass, applied_forces
 from ..lie import hat, vee
 from ..newton import SUCCESS, solve_with_condition
-from .base import AbstractFormulation
+from .base import AbstractFormulation, index1_from_equations
 from .index1 import Index1Solution, Index1System, solve_index1
 
 _UPPER = ((0, 0), (1, 1), (2, 2), (0, 1), (0, 2), (1, 2))
@@ -319,11 +319,16 @@ class Rotmat(AbstractFormulation):
         omega = jnp.einsum("bji,bj->bi", A, vee(R_d @ _mT(q.R)))
         return BodyState(r, A, rdot, omega)
 
-    def generalized_forces(self, model, q, v, t):
+    def generalized_forces(self, model, q, v, t, a=None):
         """(X (nb, 3), Y (nb, 3, 3)) of gravity and the force elements: a force f at the centre
-        of mass gives X = f, Y = f (x) OG_0; a body torque n_bar gives Y = 1/2 j(A n_bar) R."""
+        of mass gives X = f, Y = f (x) OG_0; a body torque n_bar gives Y = 1/2 j(A n_bar) R.
+        With accelerations ``a``, also the acceleration part of the elements' added mass
+        (joint armature, :meth:`added_mass_forces`)."""
         state = self.body_velocities(q, v)
         f, n_bar = applied_forces(model.forces, t, state, model.mass, model.gravity)
+        inertial = None if a is None else self.added_mass_forces(model, q, v, a, t)
+        if inertial is not None:
+            f, n_bar = f + inertial[0], n_bar + inertial[1]
         n = jnp.einsum("bij,bj->bi", state.A, n_bar)
         Y = f[:, :, None] * q.g0[:, None, :] + 0.5 * hat(n) @ q.R
         return f, Y
@@ -345,7 +350,7 @@ class Rotmat(AbstractFormulation):
         """g = M a + G^T lam - (X, Y) (eq. 9, h-free; dg/dlam = G^T) and phi = residual."""
         nb = model.nb
         M = self.mass_matrix(model, q)
-        X, Y = self.generalized_forces(model, q, v, t)
+        X, Y = self.generalized_forces(model, q, v, t, a)
         f, x = self._flat_fn(lambda q_, t_: self.residual(model, q_, t_), q)
         phi, vjp = jax.vjp(lambda x_: f(x_, t), x)
         reaction = vjp(lam)[0].reshape(nb, 12)
@@ -386,6 +391,7 @@ class Rotmat(AbstractFormulation):
         joint system W (pivot-ratio test, :func:`~jaxmbd.newton.solve_with_condition`):
         dependent joint rows make W singular.
         """
+        _refuse_added_mass(model, "multipliers='two_step' (eq. 25)")
         nb, nc = model.nb, model.nc
         R = q.R
         R_d = v[:, 3:].reshape(nb, 3, 3)
@@ -418,7 +424,11 @@ class Rotmat(AbstractFormulation):
 
     def index1_system(self, model, q, v, t) -> Index1System:
         """The full index-1 KKT blocks (:mod:`jaxmbd.formulations.index1`): constant mass
-        blocks of (9), efforts (X, Y), and G, gamma of all nc + 6 nb rows (23)-(24)."""
+        blocks of (9), efforts (X, Y), and G, gamma of all nc + 6 nb rows (23)-(24). With
+        added mass (joint armature), which couples bodies, by autodiff of
+        :meth:`dynamics_equations`."""
+        if adds_mass(model.forces):
+            return index1_from_equations(self, model, q, v, t)
         nb = model.nb
         X, Y = self.generalized_forces(model, q, v, t)
         _, G, _, gamma = self._terms(lambda q_, t_: self.residual(model, q_, t_), q, v, t)
@@ -434,6 +444,7 @@ class Rotmat(AbstractFormulation):
     def accelerations_given_multipliers(self, model, c: RotmatConstants, q, v, t, lam):
         """a = M^-1 ((X, Y) - G^T lam) in closed form (eq. 12) for given multipliers (the
         joint rows act through G_J^T, Lambda through R Lambda)."""
+        _refuse_added_mass(model, "multipliers='frozen' (eq. 12)")
         nb, nc = model.nb, model.nc
         X, Y = self.generalized_forces(model, q, v, t)
         if nc:
@@ -455,6 +466,18 @@ class Rotmat(AbstractFormulation):
         K = self.poinsot_tensors(model, q)
         rot = jnp.einsum("bij,bjk,bik->b", R_d, K, R_d)
         return 0.5 * jnp.sum(model.mass * jnp.sum(rdot * rdot, -1) + rot)
+
+
+def _refuse_added_mass(model, what: str) -> None:
+    """The per-body closed forms (eqs. 12, 25) assume the block-diagonal mass of (9); joint
+    armature adds a g g^T between two bodies (and configuration-dependent): refused."""
+    if adds_mass(model.forces):
+        raise ValueError(
+            f"rotmat: {what} solves each body's accelerations in closed form with the "
+            f"constant per-body mass of (9), but model '{model.name}' has joint armature, "
+            "whose inertia a g g^T couples the joint's two bodies; use the full KKT system "
+            "(integrator 'rk' with multipliers='one_step')"
+        )
 
 
 # ------------------------------------------------------------------- Solution diagnostics

@@ -59,7 +59,7 @@ class RP(AbstractAutodiffFormulation):
         p_dot, p_ddot = v[:, 3:], a[:, 3:]
         Phi_q = self.constraint_jacobian(model, q, t).reshape(nc, nb, 7)
         reaction = jnp.einsum("cbk,c->bk", Phi_q, lam)
-        f, n = self._forces(model, q, v, t)
+        f, n = self._forces(model, q, v, t, a)  # a: armature's inertial force
         G, G_dot = ep_G(p), ep_G(p_dot)
         Gt = jnp.swapaxes(G, -1, -2)
         J = model.inertia

@@ -27,10 +27,10 @@ import jax.numpy as jnp
 
 from .._rigid_body import mass_blocks, newton_euler_forces
 from ..equations import constraint_values, rA_jacobian_from_rows, rA_rows, rA_terms
-from ..forces import BodyState
+from ..forces import BodyState, adds_mass
 from ..lie import reorthonormalize, se3_dexpinv, se3_exp
 from ..linear import dense
-from .base import AbstractFormulation
+from .base import AbstractFormulation, index1_from_equations
 from .index1 import Index1System
 
 
@@ -137,26 +137,34 @@ class SE3(AbstractFormulation):
         return self._terms(model, q, v, t)[2]
 
     # -- Newton-Euler equations in the body frame ------------------------------------------
-    def _mass_and_force(self, model, q, v, t):
+    def _mass_and_force(self, model, q, v, t, a=None):
         """diag(J, m I) and the Newton-Euler forces in the body frame: the translational
-        equation m (v_bar_dot + omega x v_bar) = A^T f moves its Coriolis term to the right."""
+        equation m (v_bar_dot + omega x v_bar) = A^T f moves its Coriolis term to the right.
+        With accelerations ``a`` the forces include the acceleration part of the force
+        elements' added mass (joint armature; :meth:`added_mass_forces`)."""
         r, A = q
         omega, v_bar = v[:, :3], v[:, 3:]
         f, torque = newton_euler_forces(model, t, BodyState(r, A, _mv(A, v_bar), omega))
+        inertial = None if a is None else self.added_mass_forces(model, q, v, a, t)
+        if inertial is not None:
+            f, torque = f + inertial[0], torque + inertial[1]
         coriolis = model.mass[:, None] * jnp.cross(omega, v_bar)
         force = jnp.concatenate([torque, _mv(jnp.swapaxes(A, -1, -2), f) - coriolis], 1)
         return mass_blocks(model.mass, model.inertia, angular_first=True), force
 
     def index1_system(self, model, q, v, t) -> Index1System:
         """M = diag(J, m I), Q = (n_bar - omega x J omega, A^T f - m omega x v_bar), G and
-        gamma in body-twist coordinates (Mueller-Terze eq. 3; eq. 40 for the heavy top)."""
+        gamma in body-twist coordinates (Mueller-Terze eq. 3; eq. 40 for the heavy top).
+        With added mass (joint armature) by autodiff of :meth:`dynamics_equations`."""
+        if adds_mass(model.forces):
+            return index1_from_equations(self, model, q, v, t)
         mass, force = self._mass_and_force(model, q, v, t)
         _, G, gamma = self._terms(model, q, v, t)
         return Index1System(mass, force, G, gamma)
 
     def dynamics_equations(self, model, q, v, a, lam, t):
         """g = M a + G^T lam - Q (body-frame Newton-Euler) and Phi."""
-        mass, force = self._mass_and_force(model, q, v, t)
+        mass, force = self._mass_and_force(model, q, v, t, a)
         phi, G, _ = self._terms(model, q, v, t)
         g = jnp.einsum("bij,bj->bi", mass, a) - force
         return g.reshape(-1) + G.T @ lam, phi

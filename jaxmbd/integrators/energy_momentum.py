@@ -65,7 +65,7 @@ from .._jit import jit
 from .._min_norm import min_norm_solve
 from .._step_status import as_status, finite_status, first_failure
 from ..equations import constraint_values
-from ..forces import SpringDamper
+from ..forces import SpringDamper, adds_mass
 from ..formulations import director_pairs as pairs
 from ..lie import so3_exp
 from ..linear.graph import newton_layout
@@ -708,6 +708,13 @@ class EnergyMomentum(AbstractIntegrator):
             raise ValueError(
                 f"energy_momentum cannot step formulation {form.name!r}: it needs "
                 "director coordinates (capability 'director_coordinates')"
+            )
+        if adds_mass(model.forces):
+            raise ValueError(
+                f"energy_momentum: model '{model.name}' has joint armature, whose inertia "
+                "a g g^T depends on the configuration; the scheme's discrete gradient needs "
+                "the constant director mass matrix. Use formulation 'rA' with integrator "
+                "'gen_alpha' or 'rkmk'"
             )
         dof = self._dof(model)
         structure = pairs.pair_structure(model)
