@@ -222,7 +222,12 @@ class Solution(eqx.Module):
 
     @classmethod
     def load(cls, path) -> Solution:
-        """Read a Solution written by :meth:`save` as ``.npz``."""
+        """Read a Solution written by :meth:`save`, as ``.npz`` (everything) or ``.csv``
+        (the body states, multipliers and per-step outcome; the formulation's own
+        coordinates, formulation and integrator are not in a CSV file)."""
+        path = Path(path)
+        if path.suffix == ".csv":
+            return cls._load_csv(path)
         with np.load(path) as data:
             return cls(
                 **{k: data[k] for k in cls._ARRAYS},
@@ -233,3 +238,54 @@ class Solution(eqx.Module):
                 body_names=tuple(str(s) for s in data["body_names"]),
                 constraint_names=tuple(str(s) for s in data["constraint_names"]),
             )
+
+    @classmethod
+    def _load_csv(cls, path: Path) -> Solution:
+        """The CSV of :meth:`save`: columns t, then per body ``{body}.{r,rdot,rddot,omega,
+        omegadot}.{x,y,z}`` and ``{body}.A{ij}``, ``lam.{constraint}``, iterations, status,
+        residual. A file that is not one says which column is wrong."""
+        with path.open(newline="") as fh:
+            rows = list(csv.reader(fh))
+        if not rows:
+            raise ValueError(f"{path}: empty file, not a Solution CSV")
+        header, body = rows[0], rows[1:]
+        try:
+            data = np.asarray(body, dtype=np.float64).reshape(len(body), len(header))
+        except ValueError as err:
+            raise ValueError(
+                f"{path}: not a Solution CSV (non-numeric or ragged rows: {err})"
+            ) from None
+        column = {name: k for k, name in enumerate(header)}
+        missing = [k for k in ("t", "iterations", "status", "residual") if k not in column]
+        if missing:
+            raise ValueError(f"{path}: not a Solution CSV (no column {missing[0]!r})")
+        vectors = ("r", "rdot", "rddot", "omega", "omegadot")
+        body_names, constraint_names = [], []
+        for name in header:
+            if name.startswith("lam."):
+                constraint_names.append(name[4:])
+            elif name.endswith(".r.x"):
+                body_names.append(name[: -len(".r.x")])
+        T, nb = data.shape[0], len(body_names)
+
+        def get(name):
+            if name not in column:
+                raise ValueError(f"{path}: not a Solution CSV (no column {name!r})")
+            return data[:, column[name]]
+
+        arrays = {
+            key: np.stack([np.stack([get(f"{b}.{key}.{a}") for a in "xyz"], -1)
+                           for b in body_names], 1).reshape(T, nb, 3)
+            for key in vectors
+        }  # fmt: skip
+        arrays["A"] = np.stack(
+            [np.stack([get(f"{b}.A{i + 1}{j + 1}") for i in range(3) for j in range(3)], -1)
+             for b in body_names], 1,
+        ).reshape(T, nb, 3, 3)  # fmt: skip
+        lam = np.stack([get(f"lam.{c}") for c in constraint_names], 1).reshape(T, -1)
+        return cls(
+            get("t"), arrays["r"], arrays["A"], arrays["rdot"], arrays["omega"],
+            arrays["rddot"], arrays["omegadot"], lam, get("iterations").astype(np.int32),
+            get("status").astype(np.int32), get("residual"), body_names=tuple(body_names),
+            constraint_names=tuple(constraint_names),
+        )  # fmt: skip
