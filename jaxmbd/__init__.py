@@ -58,6 +58,7 @@ from .newton import (
 from .redundancy import REDUNDANCY_RTOL, Redundancy, find_redundancy
 from .simulation import simulate
 from .solution import Solution
+from .statics import Equilibrium, static_equilibrium
 
 __version__ = "0.1.0"
 
@@ -105,6 +106,8 @@ __all__ = [
     "Solution",
     "SolverError",
     "SpringDamper",
+    "Equilibrium",
+    "static_equilibrium",
     "Bushing",
     "consistent_initial_state",
     "contact",
