@@ -4,7 +4,8 @@ A batch is a Model whose array leaves carry a leading batch axis (same static to
 ``simulate_batch``/``kinematics_batch`` run ``jit(vmap(analysis))`` through one module-level
 compiled function keyed by (analysis, topology, options, batch shape, devices): the first
 call compiles, later calls with new parameter values (masses, initial states, drivers, ...)
-reuse the compiled program. When several devices are present (e.g. two host devices from
+reuse the compiled program; so do new per-member controls and new parameters of a shared
+policy (``simulate_batch(models, policy=pi)``, the parameters dynamic). When several devices are present (e.g. two host devices from
 ``XLA_FLAGS=--xla_force_host_platform_device_count=2``, set before JAX starts) the batch is
 split across them by ``shard_map`` (padded to a multiple of the device count, the padding
 dropped after; a batch smaller than the device count uses as many devices as members): one
@@ -28,6 +29,7 @@ from . import _config  # noqa: F401
 from ._checks import is_traced, resolve_throw
 from ._jit import jit
 from ._results import code_message
+from ._stepping import num_steps
 from .errors import ModelError, SolverError
 from .kinematics import kinematics
 from .model import Model
@@ -55,27 +57,34 @@ def batch_size(models: Model) -> int:
     return sizes.pop()
 
 
-def _members(analysis: str, models: Model, options: dict, chunk: int | None):
-    """``analysis`` of every member of ``models`` on this device: one vmap of the whole
-    batch, or, with ``chunk``, vmaps of ``chunk`` members run one after the other
-    (``lax.map``): the per-member state of a chunk stays in cache, and each chunk's Newton
-    loops run only as long as its own slowest member needs."""
+def _members(analysis: str, members, options: dict, chunk: int | None):
+    """``analysis`` of every member on this device: one vmap of the whole batch, or, with
+    ``chunk``, vmaps of ``chunk`` members run one after the other (``lax.map``): the
+    per-member state of a chunk stays in cache, and each chunk's Newton loops run only as
+    long as its own slowest member needs. ``members`` is (models, per-member controls or
+    None); the options (a shared policy or u(t) among them) are closed over: shared by
+    every member, their arrays dynamic arguments of the compiled program."""
     fn = _ANALYSES[analysis]
+
+    def one(member):
+        model, controls = member
+        return fn(model, **options) if controls is None else fn(model, controls=controls, **options)
+
     if chunk is None:
-        return eqx.filter_vmap(lambda m: fn(m, **options))(models)
+        return eqx.filter_vmap(one)(members)
     return _on_arrays(
-        lambda arrays, one: jax.lax.map(one, arrays, batch_size=chunk),
-        lambda member: fn(member, **options),
-        models,
+        lambda arrays, g: jax.lax.map(g, arrays, batch_size=chunk),
+        one,
+        members,
     )
 
 
-def _on_arrays(transform, fn, models: Model):
-    """``transform(arrays, g)`` for the array leaves of ``models``, where ``g`` runs ``fn``
+def _on_arrays(transform, fn, members):
+    """``transform(arrays, g)`` for the array leaves of ``members``, where ``g`` runs ``fn``
     on arrays recombined with the static leaves and returns the array leaves of its
     output (what ``lax.map`` and ``shard_map`` can carry); the output's static leaves are
     put back after."""
-    arrays, static = eqx.partition(models, eqx.is_array)
+    arrays, static = eqx.partition(members, eqx.is_array)
     out_static = []
 
     def on_arrays(arrays_):
@@ -88,10 +97,11 @@ def _on_arrays(transform, fn, models: Model):
 
 
 @jit
-def _vmapped(analysis: str, models: Model, options: dict, chunk: int | None):
+def _vmapped(analysis: str, members, options: dict, chunk: int | None):
     """One compiled program per (analysis, static model fields, options, shapes, chunk):
-    ``analysis`` and the options' non-array leaves are static, the model's arrays dynamic."""
-    return _members(analysis, models, options, chunk)
+    ``analysis`` and the options' non-array leaves are static; the model's arrays, the
+    per-member controls and the options' arrays (a policy's parameters) are dynamic."""
+    return _members(analysis, members, options, chunk)
 
 
 def _static_options(options: dict) -> dict:
@@ -106,9 +116,7 @@ def _static_options(options: dict) -> dict:
 
 
 @jit
-def _vmapped_per_device(
-    analysis: str, models: Model, options: dict, devices: tuple, chunk: int | None
-):
+def _vmapped_per_device(analysis: str, members, options: dict, devices: tuple, chunk: int | None):
     """``_vmapped`` with the batch split over ``devices`` by ``shard_map``: each device runs
     the vmapped program on its own members, with no communication. (Sharding the inputs of
     one jit instead lets the partitioner synchronise the devices at every Newton iteration
@@ -122,8 +130,8 @@ def _vmapped_per_device(
             out_specs=PartitionSpec("batch"),
             check_vma=False,
         )(arrays),
-        lambda members: _members(analysis, members, options, chunk),
-        models,
+        lambda local: _members(analysis, local, options, chunk),
+        members,
     )
 
 
@@ -170,7 +178,8 @@ def _chunk_size(
     return None if chunk >= per_device else int(chunk)
 
 
-def _sharded_map(analysis: str, models: Model, devices, options: dict, chunk):
+def _sharded_map(analysis: str, members, devices, options: dict, chunk):
+    models = members[0]
     devices = list(devices if devices is not None else jax.devices())
     options = _static_options(options)
     n = batch_size(models)
@@ -178,14 +187,55 @@ def _sharded_map(analysis: str, models: Model, devices, options: dict, chunk):
     per_device = -(-n // len(devices))
     chunk = _chunk_size(models, per_device, chunk, len(devices), devices[0].platform)
     if len(devices) == 1:
-        return _vmapped(analysis, models, options, chunk)
+        return _vmapped(analysis, members, options, chunk)
     pad = (-n) % len(devices)
     if pad:
-        models = jax.tree_util.tree_map(
-            lambda x: jnp.concatenate([x, jnp.repeat(x[-1:], pad, axis=0)]), models
+        members = jax.tree_util.tree_map(
+            lambda x: jnp.concatenate([x, jnp.repeat(x[-1:], pad, axis=0)]), members
         )
-    out = _vmapped_per_device(analysis, models, options, tuple(devices), chunk)
+    out = _vmapped_per_device(analysis, members, options, tuple(devices), chunk)
     return jax.tree_util.tree_map(lambda x: x[:n], out) if pad else out
+
+
+def _member_controls(models: Model, controls, options: dict):
+    """Per-member open-loop controls of a batch: an array with a leading batch axis, (B, N,
+    nu) (one row per step) or (B, nu) (one constant per member), returned as (B, N, nu) to
+    be mapped with the members (both forms run one compiled program); a function u(t)
+    stays in ``options``, shared by every member (None: None). Clear errors for a wrong
+    shape, non-finite values and a model without actuators."""
+    if controls is None:
+        return None
+    nu = models.nu
+    if nu == 0:
+        raise ValueError(f"simulate_batch: controls= given, but model '{models.name}' has no "
+                         "actuators")  # fmt: skip
+    if callable(controls):  # shared: simulate checks and evaluates it per member
+        options["controls"] = controls
+        return None
+    if "t_end" not in options or "h" not in options:
+        raise TypeError("simulate_batch: t_end= and h= are required (the controls' rows are steps)")
+    b = batch_size(models)
+    n = num_steps(options["t_end"], options["h"])
+    names = models.actuators.actuator_names
+    # concrete controls are checked and broadcast in NumPy: no JAX op compiles for them
+    xp = jnp if is_traced(controls) else np
+    u = xp.asarray(controls, dtype=xp.float64)
+    if u.shape not in ((b, n, nu), (b, nu)):
+        raise ValueError(
+            f"simulate_batch: controls has shape {u.shape}; expected ({b}, {n}, {nu}) (batch "
+            f"of {b}, one row per step, one column per actuator {names}) or ({b}, {nu}) (one "
+            "constant per member); controls shared by every member: broadcast them "
+            f"(jnp.broadcast_to(u, ({b},) + u.shape)) or pass a function u(t)"
+        )
+    if xp is np and not np.all(np.isfinite(u)):
+        where = [int(x[0]) for x in np.nonzero(~np.isfinite(u))]
+        step = f" at step {where[1]}" if u.ndim == 3 else ""
+        raise ValueError(
+            f"simulate_batch: controls are not finite for member {where[0]}{step}, "
+            f"actuator '{names[where[-1]]}'"
+        )
+    # (B, nu): each member's constant held over every step; one program for both forms
+    return xp.broadcast_to(u[:, None], (b, n, nu)) if u.ndim == 2 else u
 
 
 def _raise_for_members(sol, what: str):
@@ -214,8 +264,13 @@ def _raise_for_members(sol, what: str):
 def _batch(analysis: str, models: Model, devices, throw: bool, chunk, options: dict):
     if "check" in options:
         throw = resolve_throw(throw, options.pop("check"), f"{analysis}_batch")
-    sol = _sharded_map(analysis, models, devices, options, chunk)
-    if throw and not is_traced(models):
+    controls = None
+    if analysis == "simulate":
+        if options.get("policy") is not None and options.get("controls") is not None:
+            raise ValueError("simulate_batch: policy= excludes controls= (give one of them)")
+        controls = _member_controls(models, options.pop("controls", None), options)
+    sol = _sharded_map(analysis, (models, controls), devices, options, chunk)
+    if throw and not is_traced(models, controls, options):
         _raise_for_members(sol, f"{analysis}_batch")
     return sol
 
@@ -238,7 +293,24 @@ def simulate_batch(
     chunk iterate only as long as its own slowest member. Default: the largest power of two
     whose Newton matrices fit in the device's share of :data:`CHUNK_BYTES` (on one device
     256 members for the double pendulum, 64 for the slider crank; on two, 64 and 16); on
-    a GPU the whole batch in one vmap. Results do not depend on it."""
+    a GPU the whole batch in one vmap. Results do not depend on it.
+
+    Controls and policies (:mod:`jaxmbd.actuators`, ``docs/guide/actuators.md``):
+
+    * ``policy=pi``: one policy shared by every member, u = pi(t, observation) from each
+      member's own state at each step's start. Its array leaves (an ``eqx.nn.MLP``'s weights)
+      are dynamic arguments of the compiled program: new parameter values reuse it, and
+      ``jax.grad``/``eqx.filter_grad`` of a loss of the batch (a mean over the members,
+      say) reaches them, through ``chunk`` and ``devices`` alike (on several devices every
+      device closes over the same parameters and the gradient sums the devices' shares).
+      Its non-array fields (the activation function) are part of the program's key.
+    * ``controls=``: per-member open-loop inputs carry a leading batch axis, always: (B, N,
+      nu), row k of member b acting from t = k h to (k + 1) h, or (B, nu), a constant per
+      member (held over every step; the same program as (B, N, nu)). A function u(t) is
+      shared by every member. An array without the batch axis is refused, even where its
+      shape could be read either way (B = N): broadcast it, ``jnp.broadcast_to(u, (B,) +
+      u.shape)``, or pass a function.
+    """
     return _batch("simulate", models, devices, throw, chunk, options)
 
 
