@@ -38,14 +38,26 @@ class _Frames(NamedTuple):
     frame_j: jax.Array
 
 
-def coordinates_and_gradients(joints: tuple[JointDefinition, ...], state: BodyState):
+def coordinates_and_gradients(joints: tuple[JointDefinition, ...], state: BodyState, *,
+                              bias: bool = False):  # fmt: skip
     """q (n,) of ``joints`` at ``state`` and their gradients (n, 4, 3) with respect to the
     twists (delta r_i, theta_bar_i, delta r_j, theta_bar_j) of their bodies: one vmap per
     joint kind (at most two), not a loop over joints. A ground row's gradient is computed
-    and not used."""
+    and not used.
+
+    ``bias=True``: also g_dot . V (n,), the part of q_ddot = g . V_dot + g_dot . V that the
+    velocities give (V the stacked twists (r_dot, omega_bar) of the two bodies): the second
+    derivative of q along the curve r + s r_dot, A exp(s omega_bar~) (its twist is V at
+    every s, so its second derivative is g_dot . V alone), with exp to second order (all that
+    the second derivative at s = 0 sees). Forward over forward derivatives of the scalar
+    coordinate map: the velocity part of the armature's inertial force
+    (:mod:`jaxmbd.joint_dynamics`)."""
     r_all = jnp.concatenate([state.r, jnp.zeros((1, 3))])
     A_all = jnp.concatenate([state.A, jnp.eye(3)[None]])
-    q, grads = jnp.zeros(len(joints)), jnp.zeros((len(joints), 4, 3))
+    v_all = jnp.concatenate([state.rdot, jnp.zeros((1, 3))])
+    w_all = jnp.concatenate([state.omega, jnp.zeros((1, 3))])  # the ground is at rest
+    n = len(joints)
+    q, grads, biases = jnp.zeros(n), jnp.zeros((n, 4, 3)), jnp.zeros(n)
     for kind in SCALAR_KINDS:
         idx = np.asarray([k for k, d in enumerate(joints) if d.kind == kind], dtype=int)
         if idx.size == 0:
@@ -56,48 +68,66 @@ def coordinates_and_gradients(joints: tuple[JointDefinition, ...], state: BodySt
         offset = jnp.stack([d.offset[0] for d in group])
         sign = jnp.asarray([d.sign[0] for d in group], dtype=offset.dtype)
 
-        def one(r_i, A_i, r_j, A_j, frames, offset, sign, kind=kind):
-            def coordinate(tw):
-                R, d = _relative(
-                    frames, r_i + tw[0], A_i @ (jnp.eye(3) + hat(tw[1])),
-                    r_j + tw[2], A_j @ (jnp.eye(3) + hat(tw[3])),
-                )  # fmt: skip
+        def one(r_i, A_i, r_j, A_j, vel, frames, offset, sign, kind=kind):
+            def at(r_i, A_i, r_j, A_j):
+                R, d = _relative(frames, r_i, A_i, r_j, A_j)
                 return offset + sign * _geometric(kind, R[0], d[0])[0]
 
-            return jax.value_and_grad(coordinate)(jnp.zeros((4, 3)))
+            def coordinate(tw):
+                eye = jnp.eye(3)
+                return at(r_i + tw[0], A_i @ (eye + hat(tw[1])),
+                          r_j + tw[2], A_j @ (eye + hat(tw[3])))  # fmt: skip
 
-        q_k, g_k = jax.vmap(one)(r_all[bi], A_all[bi], r_all[bj], A_all[bj], frames, offset, sign)
-        q, grads = q.at[idx].set(q_k), grads.at[idx].set(g_k)
+            value, grad = jax.value_and_grad(coordinate)(jnp.zeros((4, 3)))
+            if not bias:
+                return value, grad, jnp.zeros_like(value)
+
+            def along(s):  # r + s r_dot, A exp(s omega~) to second order in s
+                def turned(A, w):
+                    W = hat(w)
+                    return A @ (jnp.eye(3) + s * W + 0.5 * s**2 * W @ W)
+
+                return at(r_i + s * vel[0], turned(A_i, vel[1]), r_j + s * vel[2],
+                          turned(A_j, vel[3]))  # fmt: skip
+
+            def rate(s):
+                return jax.jvp(along, (s,), (jnp.ones_like(s),))[1]
+
+            zero = jnp.zeros((), value.dtype)
+            return value, grad, jax.jvp(rate, (zero,), (jnp.ones_like(zero),))[1]
+
+        vel = jnp.stack([v_all[bi], w_all[bi], v_all[bj], w_all[bj]], 1)
+        q_k, g_k, b_k = jax.vmap(one)(
+            r_all[bi], A_all[bi], r_all[bj], A_all[bj], vel, frames, offset, sign
+        )
+        q, grads, biases = q.at[idx].set(q_k), grads.at[idx].set(g_k), biases.at[idx].set(b_k)
+    if bias:
+        return q, grads, biases
     return q, grads
 
 
 def coordinates_and_rates(joints: tuple[JointDefinition, ...], state: BodyState):
     """(q, q_dot, gradients) of ``joints`` at ``state`` (see :func:`coordinates_and_gradients`)."""
+    q, g = coordinates_and_gradients(joints, state)
+    return q, _rates(joints, g, state), g
+
+
+def _rates(joints, g, state: BodyState):
+    """q_dot = g . V (n,) from the twist gradients g (n, 4, 3) (the ground at rest)."""
     bi = np.asarray([d.body_i for d in joints])
     bj = np.asarray([d.body_j for d in joints])
-    q, g = coordinates_and_gradients(joints, state)
     v_all = jnp.concatenate([state.rdot, jnp.zeros((1, 3))])
-    w_all = jnp.concatenate([state.omega, jnp.zeros((1, 3))])  # the ground is at rest
-    qdot = jnp.sum(g[:, 0] * v_all[bi] + g[:, 1] * w_all[bi], axis=-1) + jnp.sum(
+    w_all = jnp.concatenate([state.omega, jnp.zeros((1, 3))])
+    return jnp.sum(g[:, 0] * v_all[bi] + g[:, 1] * w_all[bi], axis=-1) + jnp.sum(
         g[:, 2] * v_all[bj] + g[:, 3] * w_all[bj], axis=-1
     )
-    return q, qdot, g
 
 
 def rates_and_bias(joints: tuple[JointDefinition, ...], state: BodyState):
-    """(q, q_dot, g, g_dot . V) of ``joints`` at ``state``: besides
-    :func:`coordinates_and_rates`, the part of q_ddot = g . V_dot + g_dot . V that the
-    velocities give at zero body acceleration (V = (r_dot, omega_bar) stacked over the
-    joint's bodies; g_dot the rate of the gradient along the motion r' = r_dot,
-    A' = A omega_bar~). It is one forward derivative of q_dot(r, A; V fixed) along that
-    motion: the velocity part of the armature's inertial force (:mod:`jaxmbd.joint_dynamics`)."""
-
-    def rate(r, A):  # the tangents of q and g are dropped (dead code under jit)
-        return coordinates_and_rates(joints, state._replace(r=r, A=A))
-
-    tangent = (state.rdot, jnp.einsum("bij,bjk->bik", state.A, hat(state.omega)))
-    (q, qdot, g), (_, bias, _) = jax.jvp(rate, (state.r, state.A), tangent)
-    return q, qdot, g, bias
+    """(q, q_dot, g, g_dot . V) of ``joints`` at ``state``: :func:`coordinates_and_rates`
+    and the velocity part of q_ddot (see :func:`coordinates_and_gradients`)."""
+    q, g, bias = coordinates_and_gradients(joints, state, bias=True)
+    return q, _rates(joints, g, state), g, bias
 
 
 def apply_generalised_force(joints, force, g, nb: int):
