@@ -44,6 +44,7 @@ from .joints import JointCoordinates
 from .kinematics import kinematics
 from .lie import hat, so3_exp, so3_log, so3_right_jacobian, vee
 from .line_search import LineSearchNewton
+from .linearize import Linearization, Modes, linearize, modes
 from .model import Model, ModelBuilder
 from .newton import (
     ILL_CONDITIONED,
@@ -108,6 +109,10 @@ __all__ = [
     "SpringDamper",
     "Equilibrium",
     "static_equilibrium",
+    "Linearization",
+    "Modes",
+    "linearize",
+    "modes",
     "Bushing",
     "consistent_initial_state",
     "contact",

@@ -19,7 +19,14 @@ that a single Newton solve from a far start misses (a soft spring under a heavy 
 n solves' cost. The last stage is the true equilibrium F = 0.
 
 **Gradients** are implicit (:func:`jaxmbd.newton.implicit_root`): d(equilibrium)/d(any
-model array) = -(dF/dx)^-1 dF/dparams, never through the Newton iterations.
+model array) = -(dF/dx)^-1 dF/dparams, never through the Newton iterations. A neutral
+equilibrium (a free coordinate without stiffness, e.g. a cart on a rail) is found (the
+Newton corrections are minimum-norm least squares, and leave such a coordinate where it
+starts) but has no unique derivative.
+
+The start's multipliers are the least-squares reactions of its pose: at lam = 0 the
+matrix would lack the reactions' geometric stiffness, which is the only stiffness of a
+hanging pendulum.
 
 Redundant rows (an overconstrained loop) are dropped as in :func:`~jaxmbd.simulate`
 (``redundant="drop"``) and their multipliers are zero. Compliant friction is velocity
@@ -113,12 +120,31 @@ def _static_system(model: Model, form, t):
     return residual, retract, n_q
 
 
+#: Relative singular-value cut-off of the least-squares solves (start multipliers, Newton
+#: corrections): well above round-off.
+LSTSQ_RTOL = 1e-12
+
+
+def _least_squares(J, rhs):
+    """The minimum-norm least-squares Newton correction: along a neutral direction (a cart
+    on a rail, no stiffness) the matrix is singular and any position there is an
+    equilibrium; the correction then leaves it alone instead of failing. A residual
+    that no correction removes still fails the residual test."""
+    return jnp.linalg.lstsq(J, rhs, rcond=LSTSQ_RTOL)[0]
+
+
 @eqx.filter_jit
 def _solve(model: Model, form, q0, t, tol, max_iter: int, load_steps: int):
     residual, retract, n_q = _static_system(model, form, t)
     n_lam = form.num_multipliers(model)
-    x0 = (q0, jnp.zeros(n_lam, jnp.float64))
     frozen = jax.lax.stop_gradient(model)
+    # the start's multipliers: the least-squares reactions of its pose (with lam = 0 the
+    # matrix lacks the reactions' geometric stiffness, the only stiffness of a hanging
+    # pendulum, and is singular)
+    lam_zero = jnp.zeros(n_lam, jnp.float64)
+    F_q = residual((q0, lam_zero), frozen)[:n_q]
+    G_T = jax.jacfwd(lambda lam: residual((q0, lam), frozen)[:n_q])(lam_zero)
+    x0 = (q0, jnp.linalg.lstsq(G_T, -F_q, rcond=LSTSQ_RTOL)[0])
     F0 = jax.lax.stop_gradient(residual(x0, frozen))
     if F0.shape[0] != n_q + n_lam:
         raise ValueError(
@@ -147,8 +173,9 @@ def _solve(model: Model, form, q0, t, tol, max_iter: int, load_steps: int):
             return F(x_), J
 
         x_new, info = newton_iterate(
-            F_and_J, retract, x, tol=tol, max_iter=max_iter, residual=F, scale=scale
-        )
+            F_and_J, retract, x, tol=tol, max_iter=max_iter, residual=F, scale=scale,
+            linear_solve=_least_squares,
+        )  # fmt: skip
         first = (status == 0) & (info.status != 0)
         status = jnp.where(status == 0, info.status, status)
         failed_at = jnp.where(first, k, failed_at)

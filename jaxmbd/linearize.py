@@ -1,0 +1,269 @@
+"""Linearised dynamics in minimal coordinates, and the natural modes.
+
+About an operating point (q*, v*, u*, t) on the constraint manifold, the equations of
+motion are linearised in minimal coordinates of that manifold:
+
+* **Positions.** With N (n, f) an orthonormal basis of the null space of G(q*) (n = nb
+  times the formulation's tangent size, f the degrees of freedom; from an SVD) and P one
+  of its complement, a configuration near q* is q(z) = q* (+) (N z + P w(z)), w(z) closing
+  the constraints Phi(q(z), t) = 0 (Newton; its derivative is the implicit one).
+* **Velocities.** zeta = N^T v, with the rest of v from G(q) v = nu(q, t):
+  v = N zeta + P (G P)^-1 (nu - G N zeta).
+* **Dynamics.** The accelerations and multipliers of the index-1 system at (q, v)
+  (:func:`jaxmbd.formulations.index1.index1_dynamics`, the explicit integrators' own
+  equations: every force element, armature and actuator included), so
+  zeta_dot = N^T a(q, v, u), and z_dot = N^T T(xi)^-1 v with T the retraction's tangent
+  map at xi = N z + P w.
+
+A = d(z_dot, zeta_dot)/d(z, zeta) (2f, 2f) and B = d(z_dot, zeta_dot)/du (2f, nu) are
+forward-mode autodiff of exactly that map at (0, zeta*), so they are exact first-order
+(the constraint curvature, the reactions' geometric stiffness and the velocity terms
+included). About a state at rest (an equilibrium: the default) (z, zeta) map linearly to
+any other minimal coordinates, e.g. joint angles and their rates (``tests/test_linearize.py``
+checks A and B so against closed forms). About a moving state the
+velocity coordinates zeta = N^T v differ from the rates of other coordinates by terms
+of first order in z, so A is the linearisation in (z, zeta) specifically.
+:func:`modes` takes the eigenvalues of A: natural frequencies |lambda| / 2 pi (Hz),
+damping ratios -Re(lambda) / |lambda|, and the mode shapes as body displacements N z (per
+body: translation, then rotation in the formulation's tangent coordinates, for rA the
+body-frame rotation vector).
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import _config  # noqa: F401
+from .actuators import with_controls
+from .contact import with_contact
+from .formulations import get_formulation
+from .formulations.index1 import index1_dynamics
+from .initial_state import to_formulation
+from .model import Model
+from .redundancy import rows_for_run
+from .statics import Equilibrium, static_equilibrium
+
+#: Singular values of G below this times the largest count as zero (its null space).
+NULL_SPACE_RTOL = 1e-9
+#: Newton iterations that close the constraints at q(z) (quadratic: converged far sooner;
+#: forward-mode derivatives of a converged Newton map are the implicit ones).
+CLOSURE_ITERATIONS = 8
+
+
+class Linearization(eqx.Module):
+    """x_dot = A x + B (u - u*) with x = (z, zeta) (2f,): ``A`` (2f, 2f), ``B`` (2f, nu)
+    (None without actuators), ``basis`` N (n, f) (tangent coordinates, body-major),
+    the operating point ``r``, ``A_body``, ``rdot``, ``omega``, ``controls`` u*, time
+    ``t`` (see the module docstring)."""
+
+    A: jax.Array
+    B: jax.Array | None
+    basis: jax.Array
+    r: jax.Array
+    A_body: jax.Array
+    rdot: jax.Array
+    omega: jax.Array
+    controls: jax.Array | None
+    t: jax.Array
+    body_names: tuple[str, ...] = eqx.field(static=True, default=())
+    formulation: str = eqx.field(static=True, default="rA")
+
+    @property
+    def dof(self) -> int:
+        """The degrees of freedom f (the length of z)."""
+        return self.basis.shape[1]
+
+    def body_displacements(self, z):
+        """N z as per-body rows (nb, tangent size): the displacement of every body for
+        minimal coordinates z (f,)."""
+        return (self.basis @ z).reshape(len(self.body_names), -1)
+
+
+class Modes(eqx.Module):
+    """The natural modes of a :class:`Linearization`, one per eigenvalue pair of A (real
+    eigenvalues, e.g. a free body's rigid motion or an overdamped mode, one each), by
+    increasing frequency: ``frequencies`` (Hz, |lambda| / 2 pi), ``damping_ratios``
+    (-Re(lambda) / |lambda|; 0 for an undamped mode, NaN at lambda = 0), ``eigenvalues``
+    (complex), ``shapes`` (k, nb, tangent size) body displacements, the largest entry 1,
+    and ``coordinates`` (k, f) the same in z."""
+
+    frequencies: np.ndarray
+    damping_ratios: np.ndarray
+    eigenvalues: np.ndarray
+    shapes: np.ndarray
+    coordinates: np.ndarray
+    linearization: Linearization
+
+
+def _operating_point(model, state, t, inputs, form):
+    """(r, A, rdot, omega) of the operating point: the static equilibrium (default), an
+    :class:`~jaxmbd.Equilibrium`, or "initial" (the model's initial state)."""
+    if state is None:
+        state = static_equilibrium(model, formulation=form.name, t=t)
+    if isinstance(state, Equilibrium):
+        zero = jnp.zeros_like(state.r)
+        return state.r, state.A, zero, zero
+    if isinstance(state, str) and state == "initial":
+        return model.r0, model.A0, model.rdot0, model.omega0
+    raise ValueError(
+        "linearize: state must be None (the static equilibrium), an Equilibrium "
+        f"(static_equilibrium) or 'initial' (the model's initial state), got {state!r}"
+    )
+
+
+def _null_space(G):
+    """(N, P): orthonormal bases of the null space of G and of its complement (numpy)."""
+    G = np.asarray(G)
+    n = G.shape[1]
+    if G.shape[0] == 0:
+        return np.eye(n), np.zeros((n, 0))
+    _, s, vt = np.linalg.svd(G)
+    rank = int(np.sum(s > NULL_SPACE_RTOL * max(s[0], 1e-300))) if s.size else 0
+    return vt[rank:].T, vt[:rank].T
+
+
+def linearize(
+    model: Model,
+    state=None,
+    *,
+    t: float = 0.0,
+    inputs=None,
+    formulation="rA",
+    redundant: str = "drop",
+    contact: str | None = None,
+) -> Linearization:
+    """The linearised dynamics of ``model`` in minimal coordinates (module docstring).
+
+    ``state``: None (default: the static equilibrium at ``t`` with ``inputs`` applied),
+    an :class:`~jaxmbd.Equilibrium`, or "initial" (the model's initial state, which must
+    be consistent). ``inputs``: the actuators' controls u* (nu,) at the operating point
+    (default zero); ``B`` is d(x_dot)/du there. ``formulation``: one with the index-1
+    form (rA, the default; se3, rotmat). Redundant rows are dropped first
+    (``redundant``), contact as in :func:`~jaxmbd.simulate`.
+    """
+    model = with_contact(model, contact, where="linearize")
+    nu = model.nu
+    if inputs is not None and nu == 0:
+        raise ValueError(f"linearize: inputs given, but model '{model.name}' has no actuators")
+    u_star = None
+    if nu:
+        u_star = jnp.zeros(nu) if inputs is None else jnp.asarray(inputs, jnp.float64)
+        if u_star.shape != (nu,):
+            raise ValueError(f"linearize: inputs must have shape ({nu},), got {u_star.shape}")
+        model = with_controls(model, u_star)
+    model, _ = rows_for_run(model, redundant, where="linearize")
+    form = get_formulation(formulation)
+    if "index1_blocks" not in form.capabilities():
+        raise ValueError(
+            f"linearize: formulation {form.name!r} has no index-1 form; use 'rA', 'se3' or 'rotmat'"
+        )
+    t = jnp.asarray(t, jnp.float64)
+    r, A, rdot, omega = _operating_point(model, state, t, inputs, form)
+    zero = jnp.zeros_like(r)
+    q_star, v_star, _ = to_formulation(form, r, A, rdot, omega, zero, zero)
+    G = form.position_terms(model, q_star, t)[1][: model.nc]
+    N, P = _null_space(G)
+    N, P = jnp.asarray(N), jnp.asarray(P)
+    zeta_star = N.T @ v_star.reshape(-1)
+    A_mat, B_mat = _jacobians(model, form, q_star, t, N, P, zeta_star, u_star)
+    return Linearization(
+        A_mat, B_mat, N, r, A, rdot, omega, u_star, t, body_names=model.body_names,
+        formulation=form.name,
+    )  # fmt: skip
+
+
+@eqx.filter_jit
+def _jacobians(model, form, q_star, t, N, P, zeta_star, u_star):
+    nb, ts = model.nb, form.tangent_size
+    nc = model.nc
+
+    def closed(z):
+        """xi = N z + P w with Phi(q* (+) xi) = 0 (Newton from w = 0)."""
+
+        def phi(w):
+            return form.residual(model, form.retract(q_star, N @ z + P @ w), t)[:nc]
+
+        def newton(_, w):
+            return w - jnp.linalg.solve(jax.jacfwd(phi)(w), phi(w))
+
+        w = jax.lax.fori_loop(0, CLOSURE_ITERATIONS, newton, jnp.zeros(P.shape[1]))
+        return N @ z + P @ w
+
+    def rates(x, u):
+        f = N.shape[1]
+        z, zeta = x[:f], x[f:]
+        xi = closed(z) if P.shape[1] else N @ z
+        q = form.retract(q_star, xi)
+        G, nu_ = _velocity_terms(model, form, q, t, nc)
+        if P.shape[1]:
+            y = jnp.linalg.solve(G @ P, nu_ - G @ (N @ zeta))
+            v = N @ zeta + P @ y
+        else:
+            v = N @ zeta
+        m = model if u is None else with_controls(model, u)
+        a = index1_dynamics(m, form, q, v.reshape(nb, ts), t).a.reshape(-1)
+        T = jax.scipy.linalg.block_diag(*form.tangent_map(xi))
+        z_dot = N.T @ jnp.linalg.solve(T, v)
+        return jnp.concatenate([z_dot, N.T @ a])
+
+    x0 = jnp.concatenate([jnp.zeros(N.shape[1]), zeta_star])
+    A_mat = jax.jacfwd(rates)(x0, u_star)
+    B_mat = None if u_star is None else jax.jacfwd(rates, argnums=1)(x0, u_star)
+    return A_mat, B_mat
+
+
+def _velocity_terms(model, form, q, t, nc):
+    """(G (nc, n), nu (nc,)) at q: the velocity equations G v = nu of the model's rows."""
+    _, G = form.position_terms(model, q, t)
+    nu_ = -jax.jacfwd(lambda s: form.residual(model, q, s))(t)
+    return G[:nc], nu_[:nc]
+
+
+def modes(model: Model, state=None, *, t: float = 0.0, inputs=None, formulation="rA") -> Modes:
+    """The natural modes of ``model`` about ``state`` (default: its static equilibrium;
+    see :func:`linearize`): frequencies (Hz), damping ratios and mode shapes as body
+    displacements (:class:`Modes`)."""
+    lin = linearize(model, state, t=t, inputs=inputs, formulation=formulation)
+    return modes_of(lin)
+
+
+def modes_of(lin: Linearization) -> Modes:
+    """The :class:`Modes` of a :class:`Linearization` (eigenvalues of its A)."""
+    f = lin.dof
+    values, vectors = np.linalg.eig(np.asarray(lin.A))
+    order = np.argsort(np.abs(values), kind="stable")
+    keep, seen = [], set()
+    for k in order:  # one of each conjugate pair (the one with Im >= 0)
+        if values[k].imag < 0 and np.any(np.isclose(values, np.conj(values[k]))):
+            continue
+        if k in seen:
+            continue
+        seen.add(k)
+        keep.append(k)
+    values, vectors = values[keep], vectors[:, keep]
+    size = np.abs(values)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        damping = np.where(size > 0, -values.real / size, np.nan)
+    z = vectors[:f]
+    # phase: the largest entry real and positive, then the largest magnitude 1
+    pivot = z[np.argmax(np.abs(z), axis=0), np.arange(z.shape[1])]
+    z = np.real(z * (np.abs(pivot) / np.where(pivot == 0, 1, pivot)))
+    z = z / np.maximum(np.max(np.abs(z), axis=0), 1e-300)
+    shapes = np.asarray(lin.basis) @ z
+    nb = len(lin.body_names)
+    shapes = shapes.T.reshape(len(keep), nb, -1)
+    scale = np.maximum(np.max(np.abs(shapes), axis=(1, 2)), 1e-300)
+    return Modes(
+        frequencies=size / (2 * np.pi),
+        damping_ratios=damping,
+        eigenvalues=values,
+        shapes=shapes / scale[:, None, None],
+        coordinates=(z / scale).T,
+        linearization=lin,
+    )
+
+
+__all__ = ["Linearization", "Modes", "linearize", "modes", "modes_of"]
