@@ -102,13 +102,21 @@ FORCE_EXAMPLES = EXAMPLE.findall((DOCS / "guide/forces.md").read_text())
     "code, shown",
     # the spring's example compiles a gradient (about a minute on 2 cores): -m slow
     [pytest.param(*FORCE_EXAMPLES[0], marks=pytest.mark.slow), *FORCE_EXAMPLES[1:]],
-    ids=["spring_damper", "point_force", "body_torque", "general"],
+    ids=["spring_damper", "bushing", "point_force", "body_torque", "general"],
 )
 def test_force_element_examples(code, shown):
     """Each force element's example on the guide page: the simulation meets the closed form
     it prints beside it, and the page shows the output it really prints."""
     printed, _ = run_example(code)
     assert_expected_values(printed, rtol=1e-5)
+    assert_prints(printed, shown, rtol=1e-6)
+
+
+def test_statics_example():
+    """The statics page: the sprung pendulum's equilibrium angle and its mode print what the
+    page shows (and the closed forms the page derives: 0.529243 rad, 0.991391 Hz)."""
+    code, shown = EXAMPLE.findall((DOCS / "guide/statics.md").read_text())[0]
+    printed, _ = run_example(code)
     assert_prints(printed, shown, rtol=1e-6)
 
 
