@@ -250,7 +250,8 @@ def observation_vector(model, t, state_rAvw, *, key=None, step=None, where: str 
     """The sensor vector (size,) of ``model`` at one state (r, A, rdot, omega) (a policy's
     observation): the sensors in model order, concatenated; with ``key``, the noise of step
     ``step``. Sensors of :data:`SOLVED_KINDS` are refused: their values need the step's
-    accelerations and multipliers, which depend on the controls being chosen."""
+    accelerations and multipliers, which depend on the controls being chosen. Joint angles
+    are on the branch nearest the joint's start (one state has no history to unwrap)."""
     sensors = model.sensors
     solved = [n for n, kind in zip(sensors.sensor_names, sensors.kinds, strict=True)
               if kind in SOLVED_KINDS]  # fmt: skip
