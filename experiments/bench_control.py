@@ -73,8 +73,13 @@ of the per-round ratios. ``OPENBLAS_NUM_THREADS=1`` (as bench_contact.py): both 
 their single programs on one core.
 
 Writes experiments/results/bench_control.{json,md,png}. ``--quick``: cartpole, 0.2 s, batch
-8, RK4 class forward only, 2 rounds (a smoke run of the code paths, about a minute plus
-compilation; its numbers are not the report's).
+8, RK4 class forward only, 2 rounds (a smoke run of the forward code paths; its numbers are
+not the report's): 6 min on the shared 2-core machine at load 4-8, five compilations of
+35-105 s. Compilation dominates every run: at load 8-17 on that machine one gradient
+program took 9 (single) to 19 (batch) minutes to compile, so the default run (24 programs)
+takes over an hour there; ``--models`` runs one model, ``--no-grad``, ``--no-batch-grad``
+and ``--no-implicit-batch`` leave programs out, and ``--from-json a.json b.json`` merges
+runs of single models into one report.
 """
 
 from __future__ import annotations
@@ -423,6 +428,11 @@ def study(name: str, args) -> dict:
             wanted[label] = wanted.get(label, ()) + ps
     if args.no_grad:
         wanted = {c: tuple(p for p in ps if "grad" not in p) for c, ps in wanted.items()}
+    if args.no_batch_grad:
+        wanted = {c: tuple(p for p in ps if p != "gradB") for c, ps in wanted.items()}
+    if args.no_implicit_batch:
+        wanted = {c: tuple(p for p in ps if p != "fwdB" or c in RK4_CLASS)
+                  for c, ps in wanted.items()}  # fmt: skip
     _progress(f"{name}: h = {h}, {n} steps, batch {B}; references (MuJoCo C)")
     ref = mujoco_c(name, "RK4", h, P["controls"], P["qvel"], REF_SUBSTEPS)
     limited = limited_members(name, ref)
@@ -768,7 +778,34 @@ def reading(data) -> list[str]:
 
 #: the explanation of the measured differences (profiling; see the report of the run that
 #: produced the committed results)
-READING: list[str] = []
+READING = [
+    "Why jaxmbd is slower per step (code reading and traced program sizes, not a profile):",
+    "",
+    "* Coordinates. jaxmbd integrates absolute coordinates: each RK4 stage solves the index-1 "
+    "KKT system of 6 nb + nc unknowns (cartpole 22, inverted double pendulum 33) by a "
+    "row-equilibrated LU with a pivot-ratio condition check; MuJoCo factors its nv x nv "
+    "mass matrix (2 and 3) in reduced coordinates. The traced step (jax.make_jaxpr of the "
+    "scan body, cartpole) holds 13.5k primitives with 5 LU factorisations for rkmk against "
+    "10.2k for MJX RK4.",
+    "* Controls cost rkmk one solve per step. With controls, the first stage is recomputed "
+    "with the step's new controls (the first-same-as-last acceleration carried from the "
+    "previous step used the old ones), and the end-of-step solve (for sol.a and that carry) "
+    "is then used only for the output: 5 factorisations per step where RK4 needs 4. A cheap "
+    "saving when controls or a policy are given: skip the end-of-step solve and report the "
+    "accelerations from the next step's first stage (jaxmbd/integrators/munthe_kaas.py, "
+    "not changed here).",
+    "* Batches. Under vmap jaxmbd's dense LU runs member by member (lax.map of LAPACK getrf, "
+    "because jaxlib's batched getrf deadlocked on the CPU: jaxmbd/linear/dense.py), so a "
+    "batch of 256 makes 256 x 5 small LAPACK calls per step one after another, while MJX's "
+    "small factorisations are vectorised array code: the batch ratio is larger than the "
+    "single one. A vectorised LU for small systems (elimination unrolled over the batch "
+    "axis) would address it; not a small change.",
+    "* Compile time. Every jaxmbd program contains the consistent initial state (Newton "
+    "solves for positions, velocities, accelerations and multipliers) and the Solution's "
+    "outputs besides the step: the cartpole forward traces 26k primitives, 12.6k of them "
+    "outside the scan, against MJX's 10.2k; the gradient programs add the implicit-function "
+    "adjoints of every solve. XLA's CPU compile time grows with the program.",
+]
 
 
 def plot(data, path: Path):
@@ -866,6 +903,9 @@ def main(argv=None):
         help="also backward_euler, MJX implicitfast and RK4 with limits, jaxmbd's jit'd forward",
     )
     parser.add_argument("--quick", action="store_true", help="smoke run (module docstring)")
+    parser.add_argument("--no-batch-grad", action="store_true", help="no batch gradients")
+    parser.add_argument("--no-implicit-batch", action="store_true",
+                        help="no batch runs of gen_alpha and MJX Euler")  # fmt: skip
     parser.add_argument("--out", default=str(OUT), help="folder of the json, md and png")
     parser.add_argument(
         "--from-json",
