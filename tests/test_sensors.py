@@ -411,7 +411,8 @@ def test_sensors_survive_save_and_load(tmp_path, spin):
 
 # -- MJCF <sensor> against MuJoCo's sensordata ------------------------------------------------
 # a two-hinge arm (non-parallel axes, offset inertial frames) with a jointless weight merged
-# into the lower link, rotated sites, every mapped sensor type and three unmapped ones
+# into the lower link, a tumbling free body (asymmetric inertia: omega changes), rotated
+# sites, every mapped sensor type and three unmapped ones
 CHAIN_XML = """
 <mujoco model="sensor_chain">
   <option timestep="1e-4" integrator="RK4" gravity="0 0 -9.81"/>
@@ -432,8 +433,15 @@ CHAIN_XML = """
         </body>
       </body>
     </body>
+    <body name="tumbler" pos="1 0 2" euler="10 20 30">
+      <freejoint name="free"/>
+      <inertial pos="0.1 0 0" euler="0 15 0" mass="0.5" diaginertia="0.004 0.006 0.008"/>
+      <site name="imu" pos="0.2 0.05 -0.03" euler="45 0 -20"/>
+    </body>
   </worldbody>
-  <keyframe><key qpos="0.8 -0.5" qvel="1.5 -2"/></keyframe>
+  <keyframe>
+    <key qpos="0.8 -0.5 1 0 2 0.9 0.1 0.3 0.2" qvel="1.5 -2 0.3 -0.2 1 2 -3 5"/>
+  </keyframe>
   <sensor>
     <jointpos name="q_shoulder" joint="shoulder"/>
     <jointvel name="v_elbow" joint="elbow"/>
@@ -454,6 +462,11 @@ CHAIN_XML = """
     <touch name="tip_touch" site="tip"/>
     <framepos name="relative" objtype="site" objname="tip" reftype="body" refname="upper"/>
     <subtreecom name="com" body="upper"/>
+    <accelerometer name="free_acc" site="imu"/>
+    <gyro name="free_gyro" site="imu"/>
+    <velocimeter name="free_vel" site="imu"/>
+    <framequat name="free_quat" objtype="site" objname="imu"/>
+    <framepos name="free_com" objtype="body" objname="tumbler"/>
   </sensor>
 </mujoco>
 """
@@ -495,9 +508,10 @@ def compare_sensors(m, model, sol, rows):
 
 def test_mjcf_sensors_follow_mujoco_sensordata(tmp_path):
     """Every mapped MJCF sensor type (joint, frame on site/body/xbody, accelerometer, gyro,
-    velocimeter; a site on a merged jointless body) follows MuJoCo's sensordata along RK4
-    runs of the same file (MuJoCo at 1e-4, jaxmbd's rkmk at 1e-3: 1e-10 measured); the
-    unmapped ones are named in the importer's one warning; noise is mapped."""
+    velocimeter; sites on a merged jointless body and on a tumbling free body) follows
+    MuJoCo's sensordata along RK4 runs of the same file (MuJoCo at 1e-4, jaxmbd's rkmk at
+    1e-3: 5e-11 measured); the unmapped ones are named in the importer's one warning; noise
+    is mapped."""
     mujoco = pytest.importorskip("mujoco")
     path = tmp_path / "chain.xml"
     path.write_text(CHAIN_XML)
@@ -507,7 +521,7 @@ def test_mjcf_sensors_follow_mujoco_sensordata(tmp_path):
     for part in ("'tip_touch' (touch)", "'relative' (framepos): relative to a reference frame",
                  "'com' (subtreecom)"):  # fmt: skip
         assert part in message, message
-    assert len(model.sensors.sensor_names) == 16
+    assert len(model.sensors.sensor_names) == 21
     assert float(model.sensors.noise[model.sensors.index("upper_site_pos")]) == 0.01
     m = mujoco.MjModel.from_xml_path(str(path))
     h, t_end = 1e-3, 0.2
@@ -515,7 +529,7 @@ def test_mjcf_sensors_follow_mujoco_sensordata(tmp_path):
     sol = mbd.simulate(model, integrator="rkmk", t_end=t_end, h=h)
     assert np.ptp(rows[:, 0]) > 0.05  # it moves
     errors = compare_sensors(m, model, sol, rows)
-    assert len(errors) == 16
+    assert len(errors) == 21
     assert max(errors.values()) < 1e-8, errors
 
 
