@@ -153,10 +153,29 @@ class Reactions(NamedTuple):
     names: tuple[str, ...]
 
 
-def reaction_forces(model: Model, sol: Solution, *, per: str = "constraint") -> Reactions:
+#: Joint kinds whose frame's third axis is the joint axis: ``frame="joint"`` lists it first.
+_AXIS_LAST = ("revolute", "translational", "cylindrical", "planar")
+
+
+def reaction_forces(
+    model: Model, sol: Solution, *, per: str = "constraint", at: str = "com",
+    frame: str = "global",
+) -> Reactions:  # fmt: skip
     """Reaction force and torque of each GCON (``per="constraint"``) or joint (``"joint"``).
 
     The generalised reaction on a body is -[Phi_r, Pi_bar(Phi)]^T lam (paper 1 eq. 34c).
+
+    ``at="com"`` (default): the force acts at each body's centre of mass with the torque
+    about it (``torque_*`` in the body frame, ``torque_*_global`` global). ``at="joint"``
+    (with ``per="joint"``): the same load moved to the joint point on each body (the
+    torque about that point, tau_P = tau_com - (A s_bar) x f). ``frame="joint"`` (with
+    ``at="joint"``): force and torque (``force_*``, ``torque_*``) in the joint's frame on
+    each body, its axis first for revolute, translational, cylindrical and planar joints
+    (then the frame's first two axes; a universal joint's axes are axis_i, axis_j, normal;
+    :mod:`jaxmbd.joints`): the components an engineer reads off a bearing (axial, radial)
+    and the torque the joint transmits about each axis (zero about a revolute's axis
+    unless something drives it). ``torque_*_global`` stays the torque about the joint
+    point in global axes.
 
     Redundant rows (an overconstrained loop, :mod:`jaxmbd.redundancy`) were dropped for the
     run and carry zero. The split of a loop's internal force among dependent rows is not
@@ -200,9 +219,58 @@ def reaction_forces(model: Model, sol: Solution, *, per: str = "constraint") -> 
         tig, tjg = jnp.where(s, tjg, tig), jnp.where(s, tig, tjg)
         out = tuple(jnp.einsum("tci,cj->tji", x, one_hot) for x in (fi, ti, fj, tj, tig, tjg))
         names = tuple(joints)
+        bodies = [model.constraint_bodies[first[j]] for j in joints]
     elif per != "constraint":
         raise ValueError(f"per must be 'constraint' or 'joint', got {per!r}")
+    if at not in ("com", "joint") or frame not in ("global", "joint"):
+        raise ValueError(f"reaction_forces: at must be 'com' or 'joint' and frame 'global' or "
+                         f"'joint', got at={at!r}, frame={frame!r}")  # fmt: skip
+    if frame == "joint" and at != "joint":
+        raise ValueError("reaction_forces: frame='joint' needs at='joint'")
+    if at == "joint":
+        if per != "joint":
+            raise ValueError("reaction_forces: at='joint' needs per='joint'")
+        out = _at_joints(model, sol, out, names, bodies, frame)
     return Reactions(*out, names=names)
+
+
+def _at_joints(model: Model, sol: Solution, out, names, bodies, frame: str):
+    """The per-joint loads ``out`` (at the centres of mass) moved to each joint's point on
+    each body, and in its frame when ``frame="joint"`` (see :func:`reaction_forces`)."""
+    defs = {d.name: d for d in model.joints}
+    missing = [n for n in names if n not in defs]
+    if missing:
+        raise ValueError(
+            f"reaction_forces: at='joint' needs joint frames; {missing} have none (joints "
+            "defined at GCON level, e.g. in a published model file); use at='com'"
+        )
+    nb = model.nb
+    fi, ti, fj, tj, tig, tjg = out
+    A_all = jnp.concatenate([sol.A, jnp.broadcast_to(jnp.eye(3), sol.A[:, :1].shape)], 1)
+    new = {"fi": [], "ti": [], "fj": [], "tj": [], "tig": [], "tjg": []}
+    for k, name in enumerate(names):
+        d = defs[name]
+        # the rows' first body is the joint's body_i unless the builder listed them swapped
+        pairs = {"i": (d.body_i, d.s_bar_i, d.frame_i), "j": (d.body_j, d.s_bar_j, d.frame_j)}
+        if bodies[k] != (d.body_i, d.body_j):
+            pairs = {"i": pairs["j"], "j": pairs["i"]}
+        for side, force, torque_g in (("i", fi, tig), ("j", fj, tjg)):
+            body, s_bar, axes = pairs[side]
+            A = A_all[:, body] if body < nb else A_all[:, nb]
+            arm = jnp.einsum("tij,j->ti", A, s_bar)  # from the centre of mass to the point
+            f, tau = force[:, k], torque_g[:, k] - jnp.cross(arm, force[:, k])
+            if frame == "joint":
+                E = jnp.einsum("tij,jk->tik", A, axes)
+                if d.kind in _AXIS_LAST:
+                    E = E[:, :, jnp.array([2, 0, 1])]
+                f_out = jnp.einsum("tij,ti->tj", E, f)
+                t_out = jnp.einsum("tij,ti->tj", E, tau)
+            else:
+                f_out, t_out = f, jnp.einsum("tij,ti->tj", A, tau)  # body frame
+            new["f" + side].append(f_out)
+            new["t" + side].append(t_out)
+            new["t" + side + "g"].append(tau)
+    return tuple(jnp.stack(new[key], 1) for key in ("fi", "ti", "fj", "tj", "tig", "tjg"))
 
 
 def position_residual(model: Model, sol: Solution):

@@ -133,6 +133,17 @@ def _least_squares(J, rhs):
     return jnp.linalg.lstsq(J, rhs, rcond=LSTSQ_RTOL)[0]
 
 
+#: A row whose Jacobian vanishes (a neutral coordinate: a body free to spin about its
+#: hinge axis through its centre of mass) holds only round-off; it may keep this fraction
+#: of the largest row tolerance (the usual |J| (tol w + e) would demand an exact zero).
+NEUTRAL_ROW_FRACTION = 1e-6
+
+
+def _row_tolerance(J, allowed):
+    rows = jnp.abs(J) @ allowed
+    return rows + NEUTRAL_ROW_FRACTION * jnp.max(rows)
+
+
 @eqx.filter_jit
 def _solve(model: Model, form, q0, t, tol, max_iter: int, load_steps: int):
     residual, retract, n_q = _static_system(model, form, t)
@@ -174,7 +185,7 @@ def _solve(model: Model, form, q0, t, tol, max_iter: int, load_steps: int):
 
         x_new, info = newton_iterate(
             F_and_J, retract, x, tol=tol, max_iter=max_iter, residual=F, scale=scale,
-            linear_solve=_least_squares,
+            linear_solve=_least_squares, row_tolerance=_row_tolerance,
         )  # fmt: skip
         first = (status == 0) & (info.status != 0)
         status = jnp.where(status == 0, info.status, status)

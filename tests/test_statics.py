@@ -127,3 +127,30 @@ def test_load_stepping_and_the_failure_report():
     assert int(quiet.status) != 0 and int(quiet.stage) == 0
     with pytest.raises(ValueError, match="load_steps must be a positive integer"):
         mbd.static_equilibrium(model, load_steps=0)
+
+
+def test_joint_frame_reactions_of_a_rod_on_its_hinge_axis():
+    """A rod whose centre of mass lies 0.4 m along its hinge's axis (y) at rest: the hinge
+    carries the weight m g up and the moment m g L about global x, nothing about its axis.
+    At the joint, in the joint's frame (axis first): force (0, a, b) with a, b the weight's
+    components on the frame's other two axes, torque (0, ...) with norm m g L; at the
+    centre of mass the torque is zero."""
+    mass, arm = 1.5, 0.4
+    b = mbd.ModelBuilder("cantilever")
+    b.add_body("rod", mass=mass, inertia=[0.02, 0.01, 0.02], r=(0, arm, 0))
+    b.revolute("hinge", body_i="ground", body_j="rod", point=(0, 0, 0), axis=(0, 1, 0))
+    model = b.build()
+    sol = mbd.static_equilibrium(model).as_solution()
+    at_com = mbd.diagnostics.reaction_forces(model, sol, per="joint")
+    np.testing.assert_allclose(at_com.force_j[0, 0], [0, 0, mass * G], atol=1e-9)
+    np.testing.assert_allclose(at_com.torque_j_global[0, 0], 0.0, atol=1e-9)
+    joint = mbd.diagnostics.reaction_forces(model, sol, per="joint", at="joint", frame="joint")
+    np.testing.assert_allclose(joint.torque_j_global[0, 0], [mass * G * arm, 0, 0], atol=1e-9)
+    E = np.asarray(model.joints[0].frame_j)[:, [2, 0, 1]]  # axis first
+    np.testing.assert_allclose(joint.force_j[0, 0], E.T @ [0, 0, mass * G], atol=1e-9)
+    np.testing.assert_allclose(joint.torque_j[0, 0], E.T @ [mass * G * arm, 0, 0], atol=1e-9)
+    assert abs(float(joint.torque_j[0, 0, 0])) < 1e-9  # none about the axis
+    # the ground's side: equal and opposite, at the same point
+    np.testing.assert_allclose(joint.torque_i_global[0, 0], [-mass * G * arm, 0, 0], atol=1e-9)
+    with pytest.raises(ValueError, match="at='joint' needs per='joint'"):
+        mbd.diagnostics.reaction_forces(model, sol, at="joint")
