@@ -25,8 +25,8 @@ velocimeter              3     F^T A^T p_dot (site frame)
 gyro                     3     F^T omega (site frame)
 accelerometer            3     F^T A^T (p_ddot - g), p_ddot = r_ddot + A (omegadot x s +
                                omega x (omega x s)): the proper acceleration in the site frame
-joint_reaction_force     3     force of body i on body j through the joint, in the joint frame
-joint_reaction_torque    3     its torque about the joint point, in the joint frame
+joint_reaction_force     3     force of body i on body j through the joint, joint axes on j
+joint_reaction_torque    3     its torque about the joint point, same axes
 ======================== ===== =================================================================
 
 (MuJoCo's ``jointpos``, ``jointvel``, ``framepos``, ``framequat``, ``framelinvel``,
@@ -39,10 +39,16 @@ sign of its integration).
 **Joint reactions** come from the joint's constraint multipliers: the generalised load on
 body j is -[Phi_r, Pi_bar(Phi)]_j^T lam over the joint's rows (paper 1 eq. 34c; the force
 f at the centre of mass, global, and the torque n_bar about it, body frame), moved to the
-joint point s_j and expressed in the joint's frame on body j (``frame_j``, its axes in
-body j's coordinates; :mod:`jaxmbd.joints`):
+joint point s_j and expressed in the joint's axes E on body j (:func:`joint_axes`: its frame
+``frame_j`` in body j's coordinates, :mod:`jaxmbd.joints`, with the joint axis first for
+revolute, translational, cylindrical and planar joints, so that the components read axial,
+then radial; the convention of ``diagnostics.reaction_forces(per="joint", at="joint",
+frame="joint")``):
 
-    force  = frame_j^T A_j^T f,        torque = frame_j^T (n_bar - s_j x A_j^T f).
+    force  = E^T A_j^T f,        torque = E^T (n_bar - s_j x A_j^T f).
+
+A revolute joint's torque about its own axis (the first component) is zero unless a driver
+acts on it.
 
 Joints of a closed loop have them as well (MuJoCo's ``force``/``torque`` sensors need a
 site on a tree, and read the loop's equality forces only in aggregate). A redundant row
@@ -180,7 +186,20 @@ def _reaction(model, defn: JointDefinition, t, r, A, lam):
         A_j = jnp.broadcast_to(jnp.eye(3, dtype=A.dtype), A[:, 0].shape)
     f_bar = _mv(_t(A_j), f)
     torque = n_bar - jnp.cross(defn.s_bar_j, f_bar)
-    return _mv(_t(defn.frame_j), f_bar), _mv(_t(defn.frame_j), torque)
+    axes = joint_axes(defn)
+    return _mv(_t(axes), f_bar), _mv(_t(axes), torque)
+
+
+def joint_axes(defn: JointDefinition):
+    """The axes (columns, body j's coordinates) in which a joint's reactions are given: its
+    frame on body j with the joint axis first for revolute, translational, cylindrical and
+    planar joints (axial, then radial components), as
+    ``diagnostics.reaction_forces(..., at="joint", frame="joint")``."""
+    from .diagnostics import _AXIS_LAST
+
+    if defn.kind in _AXIS_LAST:
+        return defn.frame_j[:, np.array([2, 0, 1])]
+    return defn.frame_j
 
 
 def _joint(model, name: str) -> JointDefinition:
@@ -335,4 +354,4 @@ class SensorReadings(Mapping):
         return f"SensorReadings({{{items}}})"
 
 
-__all__ = ["SENSOR_KINDS", "SOLVED_KINDS", "SensorReadings", "Sensors", "sensor_dim"]
+__all__ = ["SENSOR_KINDS", "SOLVED_KINDS", "SensorReadings", "Sensors", "joint_axes", "sensor_dim"]

@@ -20,6 +20,7 @@ import pytest
 
 import jaxmbd as mbd
 from jaxmbd.errors import ModelError
+from jaxmbd.sensors import joint_axes
 
 G = 9.81
 # the spinner: rod of mass M, centre of mass at distance D from a vertical hinge, spinning
@@ -99,7 +100,7 @@ def test_spinner_every_kind_matches_its_closed_form(spin):
     r_cm = np.einsum("tij,j->ti", A, [D, 0.0, 0.0])
     f = M * (np.cross([0.0, 0.0, W], np.cross([0.0, 0.0, W], r_cm)) - gvec)  # on the arm
     n = np.cross(r_cm, f)  # about the joint point (no moment about the centre of mass)
-    F_j = np.einsum("tij,jk->tik", A, np.asarray(model.joints[0].frame_j))  # joint frame
+    F_j = np.einsum("tij,jk->tik", A, np.asarray(joint_axes(model.joints[0])))  # joint axes
     expected = {
         "angle": W * t[:, None],
         "rate": np.full((len(t), 1), W),
@@ -150,7 +151,7 @@ def test_pendulum_hanging_at_rest_carries_its_weight():
     moment; the accelerometer reads +g up."""
     model = pendulum(0.0)
     sol = mbd.simulate(model, **RUN)  # the swinging pendulum's program
-    F_j = np.asarray(model.joints[0].frame_j)  # the rod hangs in its drawn pose
+    F_j = np.asarray(joint_axes(model.joints[0]))  # the rod hangs in its drawn pose
     force = np.asarray(sol.sensors["force"]) @ F_j.T  # back to global
     np.testing.assert_allclose(force, np.tile([0.0, 0.0, PM * G], (len(sol.t), 1)), atol=1e-9)
     np.testing.assert_allclose(np.asarray(sol.sensors["torque"]), 0.0, atol=1e-9)
@@ -178,7 +179,7 @@ def test_pendulum_accelerometer_and_reactions_match_the_equation_of_motion(swing
     imu = body_acc(np.array([0.0, 0.0, -PD - SITE])) - g_bar
     np.testing.assert_allclose(np.asarray(sol.sensors["imu"]), imu, atol=1e-9 * G)
     f_bar = PM * (body_acc(np.array([0.0, 0.0, -PD])) - g_bar)  # on the rod, body frame
-    F_j = np.asarray(model.joints[0].frame_j)
+    F_j = np.asarray(joint_axes(model.joints[0]))
     np.testing.assert_allclose(np.asarray(sol.sensors["force"]), f_bar @ F_j, atol=1e-9 * PM * G)
     np.testing.assert_allclose(np.asarray(sol.sensors["torque"]), 0.0, atol=1e-9 * PM * G * PD)
 
@@ -216,7 +217,8 @@ def four_bar():
 def test_four_bar_reactions_balance_every_body():
     """A closed loop (redundant rows dropped): each body's Newton-Euler equations hold with
     the joint reactions read as sensors (joint j's load on its body j, minus it on body
-    i), and each force equals diagnostics.reaction_forces' resultant on body j."""
+    i), and they equal diagnostics.reaction_forces(per="joint", at="joint",
+    frame="joint") on body j (the same axes: the joint axis first)."""
     model = four_bar()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", mbd.RedundancyWarning)
@@ -227,13 +229,18 @@ def test_four_bar_reactions_balance_every_body():
     moment = np.zeros_like(r)  # about each centre of mass, global
     A_all = np.concatenate([A, np.tile(np.eye(3), (len(A), 1, 1, 1))], axis=1)
     r_all = np.concatenate([r, np.zeros_like(r[:, :1])], axis=1)
-    reactions = mbd.diagnostics.reaction_forces(model, sol, per="joint")
+    reactions = mbd.diagnostics.reaction_forces(model, sol, per="joint", at="joint",
+                                                frame="joint")  # fmt: skip
     for defn in model.joints:
-        F_j = np.einsum("tij,jk->tik", A_all[:, defn.body_j], np.asarray(defn.frame_j))
-        f = np.einsum("tij,tj->ti", F_j, np.asarray(sol.sensors[f"{defn.name}.force"]))
-        n = np.einsum("tij,tj->ti", F_j, np.asarray(sol.sensors[f"{defn.name}.torque"]))
+        F_j = np.einsum("tij,jk->tik", A_all[:, defn.body_j], np.asarray(joint_axes(defn)))
+        f_joint = np.asarray(sol.sensors[f"{defn.name}.force"])
+        n_joint = np.asarray(sol.sensors[f"{defn.name}.torque"])
         k = reactions.names.index(defn.name)
-        np.testing.assert_allclose(f, np.asarray(reactions.force_j[:, k]), atol=1e-9)
+        np.testing.assert_allclose(f_joint, np.asarray(reactions.force_j[:, k]), atol=1e-9)
+        np.testing.assert_allclose(n_joint, np.asarray(reactions.torque_j[:, k]), atol=1e-9)
+        np.testing.assert_allclose(n_joint[:, 0], 0.0, atol=1e-9)  # free about the axis
+        f = np.einsum("tij,tj->ti", F_j, f_joint)  # global
+        n = np.einsum("tij,tj->ti", F_j, n_joint)
         p = r_all[:, defn.body_j] + np.einsum("tij,j->ti", A_all[:, defn.body_j],
                                               np.asarray(defn.s_bar_j))  # fmt: skip
         for body, sign in ((defn.body_j, 1.0), (defn.body_i, -1.0)):
