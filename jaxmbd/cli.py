@@ -403,10 +403,17 @@ def animate_command(
             "model has contact pairs; a .npz run's are computed from the model's pairs)",
         ),
     ] = None,
+    mode: Annotated[
+        int | None,
+        typer.Option(
+            help="animate natural mode K of the model about its static equilibrium instead "
+            "of a run (0 = the lowest frequency; jaxmbd.modes)",
+        ),
+    ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ):
     """Animate a saved run or a model in 3-D: bodies, ground planes, joints, contact forces,
-    traces, time label."""
+    traces, time label; or a model's natural mode (--mode)."""
     _setup_logging(verbose)
     from .animation import FORMATS
     from .solution import Solution
@@ -417,7 +424,20 @@ def animate_command(
     _positive(fps, "--fps")
     _positive(speed, "--speed")
     try:
-        if run.endswith(".npz"):
+        if mode is not None:
+            if run.endswith(".npz"):
+                raise typer.BadParameter("--mode animates a model, not a run", param_hint="--mode")
+            from .linearize import mode_motion, modes
+
+            m = _load(run)
+            found = modes(m)
+            sol = mode_motion(m, found, mode)
+            Console().print(
+                f"mode {mode}: {found.frequencies[mode]:.6g} Hz, damping ratio "
+                f"{found.damping_ratios[mode]:.3g} ({len(found.frequencies)} modes)"
+            )
+            contacts = False
+        elif run.endswith(".npz"):
             if model is None:
                 raise typer.BadParameter(
                     "a .npz run needs --model (the model file or built-in name it was run on)",

@@ -181,21 +181,12 @@ def _jacobians(model, form, q_star, t, N, P, zeta_star, u_star):
     nc = model.nc
 
     def closed(z):
-        """xi = N z + P w with Phi(q* (+) xi) = 0 (Newton from w = 0)."""
-
-        def phi(w):
-            return form.residual(model, form.retract(q_star, N @ z + P @ w), t)[:nc]
-
-        def newton(_, w):
-            return w - jnp.linalg.solve(jax.jacfwd(phi)(w), phi(w))
-
-        w = jax.lax.fori_loop(0, CLOSURE_ITERATIONS, newton, jnp.zeros(P.shape[1]))
-        return N @ z + P @ w
+        return _closed(model, form, q_star, t, N, P, z)
 
     def rates(x, u):
         f = N.shape[1]
         z, zeta = x[:f], x[f:]
-        xi = closed(z) if P.shape[1] else N @ z
+        xi = closed(z)
         q = form.retract(q_star, xi)
         G, nu_ = _velocity_terms(model, form, q, t, nc)
         if P.shape[1]:
@@ -213,6 +204,21 @@ def _jacobians(model, form, q_star, t, N, P, zeta_star, u_star):
     A_mat = jax.jacfwd(rates)(x0, u_star)
     B_mat = None if u_star is None else jax.jacfwd(rates, argnums=1)(x0, u_star)
     return A_mat, B_mat
+
+
+def _closed(model, form, q_star, t, N, P, z):
+    """xi = N z + P w with Phi(q* (+) xi) = 0 (Newton from w = 0)."""
+    if P.shape[1] == 0:
+        return N @ z
+
+    def phi(w):
+        return form.residual(model, form.retract(q_star, N @ z + P @ w), t)[: model.nc]
+
+    def newton(_, w):
+        return w - jnp.linalg.solve(jax.jacfwd(phi)(w), phi(w))
+
+    w = jax.lax.fori_loop(0, CLOSURE_ITERATIONS, newton, jnp.zeros(P.shape[1]))
+    return N @ z + P @ w
 
 
 def _velocity_terms(model, form, q, t, nc):
@@ -266,4 +272,64 @@ def modes_of(lin: Linearization) -> Modes:
     )
 
 
-__all__ = ["Linearization", "Modes", "linearize", "modes", "modes_of"]
+def mode_motion(
+    model: Model, modes: Modes, k: int, *, amplitude: float | None = None, cycles: int = 2,
+    samples_per_cycle: int = 48,
+):  # fmt: skip
+    """Mode ``k`` of ``modes`` (of ``model``) as a motion to animate: a Solution of the
+    poses q* (+) xi(a sin(2 pi f t) z_k) over ``cycles`` periods, the constraints closed at
+    every sample (so the joints hold at any amplitude), velocities and accelerations zero
+    (a picture, not a dynamics run). ``amplitude`` a scales the mode's coordinates z_k
+    (largest entry 1); default: the largest body translation 10 % of the model's size or
+    the largest rotation 0.3 rad, whichever is smaller. A mode without oscillation (f = 0
+    or a real eigenvalue) is drawn at 1 Hz. Pass it to :func:`jaxmbd.animation.animate`
+    (``jaxmbd animate MODEL --mode k`` does)."""
+    from .solution import Solution
+
+    if not 0 <= k < len(modes.frequencies):
+        raise ValueError(f"mode_motion: mode {k} of {len(modes.frequencies)} (0 .. "
+                         f"{len(modes.frequencies) - 1})")  # fmt: skip
+    lin = modes.linearization
+    form = get_formulation(lin.formulation)
+    shape = modes.shapes[k]
+    if amplitude is None:
+        r0 = np.asarray(lin.r)
+        size = max(float(np.ptp(r0, axis=0).max()) if len(r0) > 1 else 0.0,
+                   float(np.abs(r0).max()), 0.1)  # fmt: skip
+        translation = np.abs(shape[:, :3]).max()
+        rotation = np.abs(shape[:, 3:]).max() if shape.shape[1] > 3 else 0.0
+        limits = [0.1 * size / translation if translation > 0 else np.inf,
+                  0.3 / rotation if rotation > 0 else np.inf]  # fmt: skip
+        amplitude = float(min(limits)) if np.isfinite(min(limits)) else 0.1
+    frequency = float(modes.frequencies[k])
+    oscillates = frequency > 0 and abs(modes.eigenvalues[k].imag) > 0
+    f = frequency if oscillates else 1.0
+    n = cycles * samples_per_cycle
+    t = np.arange(n + 1) / (samples_per_cycle * f)
+    model = with_contact(model, "none", where="mode_motion")
+    model, _ = rows_for_run(model, "drop", where="mode_motion")
+    zero = jnp.zeros_like(lin.r)
+    q_star = to_formulation(form, lin.r, lin.A_body, zero, zero, zero, zero)[0]
+    G = form.position_terms(model, q_star, lin.t)[1][: model.nc]
+    N, P = (jnp.asarray(x) for x in _null_space(G))
+    z_k = jnp.asarray(modes.coordinates[k])
+
+    @jax.jit
+    def pose(s):
+        xi = _closed(model, form, q_star, lin.t, N, P, amplitude * s * z_k)
+        q = form.retract(q_star, xi)
+        ts = form.tangent_size
+        return form.to_body_state(q, jnp.zeros((model.nb, ts)), jnp.zeros((model.nb, ts)))[:2]
+
+    r, A = jax.vmap(pose)(jnp.sin(2 * np.pi * f * jnp.asarray(t)))
+    zeros = jnp.zeros_like(r)
+    T = len(t)
+    return Solution(
+        jnp.asarray(t), r, A, zeros, zeros, zeros, zeros, jnp.zeros((T, model.nc)),
+        jnp.zeros(T, jnp.int32), jnp.zeros(T, jnp.int32), jnp.zeros(T),
+        body_names=model.body_names, constraint_names=model.constraint_names,
+        joint_definitions=model.joints,
+    )  # fmt: skip
+
+
+__all__ = ["Linearization", "Modes", "linearize", "mode_motion", "modes", "modes_of"]
