@@ -280,6 +280,7 @@ def main(argv=None):
     parser.add_argument("--t-end", type=float, default=4.0)
     parser.add_argument("--hold", type=float, default=2.0)
     parser.add_argument("--learning-rate", type=float, default=0.05)
+    parser.add_argument("--tag", default="", help="suffix of the result files")
     args = parser.parse_args(argv)
     RESULTS.mkdir(exist_ok=True)
     model = load_cartpole()
@@ -336,7 +337,7 @@ def main(argv=None):
         f"{mj_hold[:, 0].max():+.3f}] m"
     )
 
-    with open(RESULTS / "cartpole_swing_up.csv", "w", newline="") as f:
+    with open(RESULTS / f"cartpole_swing_up{args.tag}.csv", "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["iteration", "cost", "seconds"])
         for k, c in enumerate(costs):
@@ -365,8 +366,10 @@ def main(argv=None):
 
 LQR gain K = {np.round(K, 4).tolist()}, spectral radius of A - B K = {rho:.4f}.
 """  # noqa: E501
-    (RESULTS / "cartpole_swing_up.md").write_text(report)
-    print(RESULTS / "cartpole_swing_up.md")
+    (RESULTS / f"cartpole_swing_up{args.tag}.md").write_text(report)
+    np.savetxt(RESULTS / f"cartpole_swing_up{args.tag}_controls.csv", u_open[:, 0], fmt="%.10f",
+               header="u per step (h = 0.01 s), ctrl units (x 10 N)")  # fmt: skip
+    print(RESULTS / f"cartpole_swing_up{args.tag}.md")
 
 
 def _plot(costs, n, x, theta, u, x_hold, theta_hold, mj, args):
@@ -392,7 +395,7 @@ def _plot(costs, n, x, theta, u, x_hold, theta_hold, mj, args):
     ax[2].step(t[:-1], u[:, 0], where="post")
     ax[2].set(xlabel="t (s)", ylabel="u (ctrl, x 10 N)", title="optimised controls")
     fig.tight_layout()
-    fig.savefig(RESULTS / "cartpole_swing_up.png", dpi=120)
+    fig.savefig(RESULTS / f"cartpole_swing_up{args.tag}.png", dpi=120)
 
 
 if __name__ == "__main__":
