@@ -28,6 +28,33 @@ from .lie import hat
 #: Joint kinds with one coordinate that a joint force acts along.
 SCALAR_KINDS = ("revolute", "translational")
 
+#: A cylindrical joint's coordinates (slide, angle) as one-coordinate joints: (suffix, kind)
+#: in the order of its q. The slide is the translational joint's d_z and the angle the
+#: revolute joint's angle_z of the same frames (:func:`jaxmbd.joints._geometric`), so the
+#: view ``"<joint>.slide"`` (``"<joint>.angle"``) with the joint's frames, offset[k] and
+#: sign[k] has exactly the joint's k-th coordinate, and every joint force acts on it.
+CYLINDRICAL_VIEWS = (("slide", "translational"), ("angle", "revolute"))
+
+
+def coordinate_views(joints: tuple[JointDefinition, ...]) -> tuple[JointDefinition, ...]:
+    """The one-coordinate views (``"<joint>.slide"``, ``"<joint>.angle"``) of the cylindrical
+    joints among ``joints`` (see :data:`CYLINDRICAL_VIEWS`), for the joint limits, joint
+    dynamics and actuators on either coordinate."""
+    out = []
+    for d in joints:
+        if d.kind != "cylindrical":
+            continue
+        for k, (suffix, kind) in enumerate(CYLINDRICAL_VIEWS):
+            out.append(
+                JointDefinition(
+                    name=f"{d.name}.{suffix}", kind=kind, body_i=d.body_i, body_j=d.body_j,
+                    s_bar_i=d.s_bar_i, s_bar_j=d.s_bar_j, frame_i=d.frame_i,
+                    frame_j=d.frame_j, offset=d.offset[k : k + 1],
+                    q_start=d.q_start[k : k + 1], sign=(d.sign[k],),
+                )
+            )  # fmt: skip
+    return tuple(out)
+
 
 class _Frames(NamedTuple):
     """One joint's body-fixed frames, as :func:`jaxmbd.joints._relative` reads them."""
@@ -144,7 +171,8 @@ def apply_generalised_force(joints, force, g, nb: int):
 
 class AbstractJointForce(AbstractForce):
     """A force element along the coordinates of ``joints`` (revolute and translational
-    :class:`~jaxmbd.joints.JointDefinition`): subclasses give :meth:`generalised_force`."""
+    :class:`~jaxmbd.joints.JointDefinition`, or the views of a cylindrical joint's
+    coordinates, :func:`coordinate_views`): subclasses give :meth:`generalised_force`."""
 
     joints: eqx.AbstractVar[tuple[JointDefinition, ...]]
 

@@ -12,7 +12,8 @@ Own schema (``"format": "jaxmbd-model"``)::
                  "point", "axis" (or "axis_i", "axis_j" for universal), revolute and
                  translational also "limits": [lower, upper], "limit_stiffness",
                  "limit_damping", "damping", "stiffness", "spring_reference",
-                 "friction_loss", "armature"}],
+                 "friction_loss", "armature"; cylindrical "slide": {...}, "angle": {...}
+                 with those keys for each coordinate}],
      "constraints": [{"name", "type": "DP1" | "DP2" | "D" | "CD" | "ROT", "body_i", "body_j",
                       vectors in body frames, "f": number or expression in t, "joint"}],
      "drivers": [{"name", "type": "rotation", "body_i", "body_j", "axis", "angle",
@@ -67,6 +68,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ._joint_forces import CYLINDRICAL_VIEWS
 from .actuators import Actuators
 from .bushing import Bushing
 from .drivers import Expression, ExpressionError, check_expression_derivative, program_to_source
@@ -103,6 +105,10 @@ _GCON_FIELDS = {
 _LIMIT_KEYS = ("limits", "limit_stiffness", "limit_damping")
 _DYNAMICS_KEYS = ("damping", "stiffness", "spring_reference", "friction_loss", "armature")
 _JOINT_FORCE_KEYS = _LIMIT_KEYS + _DYNAMICS_KEYS
+#: A cylindrical joint's entries for its two coordinates ("slide", "angle"): objects with
+#: the keys of :data:`_JOINT_FORCE_KEYS` (the coordinate views of
+#: :data:`jaxmbd._joint_forces.CYLINDRICAL_VIEWS`).
+_CYLINDRICAL_KEYS = tuple(suffix for suffix, _ in CYLINDRICAL_VIEWS)
 
 # Keys each object of a model file may have; anything else is refused (a typo such as
 # "inertia_" must not silently fall back to a default).
@@ -113,7 +119,7 @@ _OWN_KEYS = {
     "body": {"name", "mass", "inertia", "r", "A", "axes", "rdot", "omega", "shapes"},
     "axes": {"x", "y"},
     "joint": {"name", "type", "body_i", "body_j", "point", "axis", "axis_i", "axis_j",
-              *_JOINT_FORCE_KEYS},
+              *_JOINT_FORCE_KEYS, *_CYLINDRICAL_KEYS},
     "constraint": {"name", "type", "body_i", "body_j", "a_bar_i", "a_bar_j", "s_bar_p_i",
                    "s_bar_q_j", "c", "u_bar_i", "v_bar_i", "f", "angle", "joint"},
     "driver": {"name", "type", "body_i", "body_j", "axis", "angle", "reference"},
@@ -124,7 +130,8 @@ _OWN_KEYS = {
     "contact": {"body_i", "body_j", "friction", "restitution", "stiffness", "damping",
                 "exponent", "slip_velocity", "shapes"},
     "joint_coordinates": {"name", "type", "body_i", "body_j", "s_bar_i", "s_bar_j", "frame_i",
-                          "frame_j", "offset", "sign", "q_start", *_JOINT_FORCE_KEYS},
+                          "frame_j", "offset", "sign", "q_start", *_JOINT_FORCE_KEYS,
+                          *_CYLINDRICAL_KEYS},
     "actuator": {"name", "joint", "kind", "gear", "ctrl_range", "force_range", "kp", "kv",
                  "gain", "bias"},
     "sensor": {"name", "kind", "joint", "body", "site", "frame", "noise"},
@@ -355,6 +362,7 @@ def _load_own(path: Path, data: dict) -> Model:
             )
         kwargs = {key: _get(joint, key, path, where) for key in _JOINT_FIELDS[kind]}
         kwargs.update(_joint_force_options(joint, kind, path, where))
+        coordinates = _coordinate_options(joint, kind, path, where)
         try:
             getattr(builder, kind)(
                 name,
@@ -364,6 +372,7 @@ def _load_own(path: Path, data: dict) -> Model:
             )
         except ModelError as err:
             raise ModelFileError(path, where, str(err)) from None
+        _record_coordinate_options(builder, name, coordinates, path, where)
     for k, con in enumerate(_list(data, "constraints", path, required=False)):
         where = f"constraints[{k}]"
         _object(con, path, where, _OWN_KEYS["constraint"])
@@ -483,17 +492,11 @@ def _load_own(path: Path, data: dict) -> Model:
                 **{key: _get(jc, key, path, where) for key in _JOINT_FRAME_FIELDS},
                 **{key: jc[key] for key in ("offset", "sign", "q_start") if key in jc},
             )
-            options = _joint_force_options(jc, jc["type"], path, where)
-            if any(key in options for key in _LIMIT_KEYS):
-                builder._record_limits(
-                    name, options.get("limits"), options.get("limit_stiffness"),
-                    options.get("limit_damping"),
-                )  # fmt: skip
-            dynamics = {key: options[key] for key in _DYNAMICS_KEYS if key in options}
-            if dynamics:
-                builder._record_dynamics(name, **{**_DYNAMICS_DEFAULTS, **dynamics})
+            _record_joint_forces(builder, name, _joint_force_options(jc, jc["type"], path, where))
         except ModelError as err:
             raise ModelFileError(path, where, str(err)) from None
+        coordinates = _coordinate_options(jc, jc["type"], path, where)
+        _record_coordinate_options(builder, name, coordinates, path, where)
     for k, act in enumerate(_list(data, "actuators", path, required=False)):
         where = f"actuators[{k}]"
         _object(act, path, where, _OWN_KEYS["actuator"])
@@ -543,6 +546,43 @@ def _joint_force_options(joint: dict, kind: str, path, where: str) -> dict:
             f"limits and joint dynamics act on revolute and translational joints, not {kind}",
         )
     return options
+
+
+def _record_joint_forces(builder, name: str, options: dict, kind=None) -> None:
+    """Record a joint's (or coordinate view's, of ``kind``) limit and dynamics ``options``
+    on ``builder`` as its builder method would."""
+    if any(key in options for key in _LIMIT_KEYS):
+        builder._record_limits(
+            name, options.get("limits"), options.get("limit_stiffness"),
+            options.get("limit_damping"), kind=kind,
+        )  # fmt: skip
+    dynamics = {key: options[key] for key in _DYNAMICS_KEYS if key in options}
+    if dynamics:
+        builder._record_dynamics(name, **{**_DYNAMICS_DEFAULTS, **dynamics})
+
+
+def _coordinate_options(joint: dict, kind: str, path, where: str) -> dict:
+    """A cylindrical joint entry's per-coordinate options {"slide": {...}, "angle": {...}}
+    (checked: objects with the limit and dynamics keys); refused on other joints."""
+    found = {key: joint[key] for key in _CYLINDRICAL_KEYS if key in joint}
+    if found and kind != "cylindrical":
+        raise ModelFileError(
+            path, f"{where}.{next(iter(found))}",
+            f"per-coordinate options ('slide', 'angle') belong to cylindrical joints, not {kind}",
+        )  # fmt: skip
+    for key, options in found.items():
+        _object(options, path, f"{where}.{key}", set(_JOINT_FORCE_KEYS))
+    return found
+
+
+def _record_coordinate_options(builder, name: str, coordinates: dict, path, where) -> None:
+    """Record a cylindrical joint's per-coordinate options on its coordinate views."""
+    kinds = dict(CYLINDRICAL_VIEWS)
+    for key, options in coordinates.items():
+        try:
+            _record_joint_forces(builder, f"{name}.{key}", options, kind=kinds[key])
+        except ModelError as err:
+            raise ModelFileError(path, f"{where}.{key}", str(err)) from None
 
 
 def _range_from_json(value):
@@ -711,6 +751,11 @@ def save_model(model: Model, path, *, solver: dict | None = None) -> Path:
                 "sign": list(d.sign),
                 "q_start": np.asarray(d.q_start).tolist(),
                 **joint_forces.get(d.name, {}),
+                **{
+                    suffix: joint_forces[f"{d.name}.{suffix}"]
+                    for suffix, _ in CYLINDRICAL_VIEWS
+                    if d.kind == "cylindrical" and f"{d.name}.{suffix}" in joint_forces
+                },
             }
             for d in model.joints
         ]

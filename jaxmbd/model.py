@@ -219,6 +219,19 @@ def _has_non_number(value, depth: int = 0) -> bool:
     return False
 
 
+def _coordinate_pair(joint: str, key: str, value) -> tuple:
+    """A cylindrical joint's option ``key`` as (slide's, angle's); None: (None, None). Anything
+    but a pair is refused, naming the joint and option."""
+    if value is None:
+        return (None, None)
+    if isinstance(value, str | bytes | dict) or not hasattr(value, "__len__") or len(value) != 2:
+        raise ModelError(
+            f"joint '{joint}'.{key}: expected a pair (slide, angle) (None for a coordinate "
+            f"without it), got {_short(value)}"
+        )
+    return tuple(value)
+
+
 def _numbers(value, *, where: str, expected: str) -> np.ndarray:
     """``value`` as a float64 array of plain numbers: no strings, booleans or objects, no
     NaN or inf, no magnitude above MAX_MAGNITUDE (hostile input is refused, never cast)."""
@@ -731,8 +744,10 @@ class ModelBuilder:
                               armature)  # fmt: skip
         return self
 
-    def _record_limits(self, name, limits, stiffness, damping) -> None:
-        """Keep a joint's ``limits=(lower, upper)`` and optional gains (checked here)."""
+    def _record_limits(self, name, limits, stiffness, damping, *, kind=None) -> None:
+        """Keep a joint's ``limits=(lower, upper)`` and optional gains (checked here).
+        ``kind``: the coordinate's kind where ``name`` is a cylindrical joint's coordinate
+        view (``"<joint>.slide"``, ``"<joint>.angle"``; default: the joint's kind)."""
         if limits is None:
             if stiffness is not None or damping is not None:
                 raise ModelError(f"joint '{name}': limit_stiffness/limit_damping need limits=")
@@ -741,8 +756,8 @@ class ModelBuilder:
         lo_hi = _numbers(limits, where=w, expected="(lower, upper)")
         if lo_hi.shape != (2,) or not lo_hi[0] < lo_hi[1]:
             raise ModelError(f"{w}: expected (lower, upper) with lower < upper, got {limits!r}")
-        spec = next(j for j in self._joints if j.name == name)
-        if spec.kind == "revolute" and lo_hi[1] - lo_hi[0] >= 2 * math.pi:
+        kind = kind or next(j for j in self._joints if j.name == name).kind
+        if kind == "revolute" and lo_hi[1] - lo_hi[0] >= 2 * math.pi:
             raise ModelError(f"{w}: a revolute range must be narrower than a full turn")
         gains = []
         for key, value in (("limit_stiffness", stiffness), ("limit_damping", damping)):
@@ -773,7 +788,7 @@ class ModelBuilder:
                 i, j = defn.body_i, defn.body_j
                 child = graph.child_of(i, j) if graph.is_tree_pair(i, j) else j
                 side = graph.subtree(child) if child < nb else ()
-                spec = next(s for s in self._joints if s.name == defn.name)
+                spec = self._coordinate_joint(defn.name)
                 b0 = self._bodies[index[spec.body_i]] if spec.body_i != GROUND else None
                 r_i, A_i = (b0.r, b0.A) if b0 is not None else (np.zeros(3), np.eye(3))
                 point, axis = r_i + A_i @ spec.s_bar_i, A_i @ spec.frame_i[:, 2]
@@ -864,9 +879,11 @@ class ModelBuilder:
         self, name, *, joint, kind, gear=1.0, ctrl_range=None, force_range=None, kp=None,
         kv=None, gain=None, bias=None,
     ) -> ModelBuilder:  # fmt: skip
-        """An actuator driving the coordinate of the revolute or translational ``joint``
-        (:mod:`jaxmbd.actuators`): ``kind`` "motor" (force gear u), "position" (``kp``,
-        optional ``kv``: kp (u - L) - kv L_dot), "velocity" (``kv``: kv (u - L_dot)) or
+        """An actuator driving the coordinate of the revolute or translational ``joint``, or
+        one coordinate of a cylindrical joint, ``joint="<joint>.slide"`` (force along its
+        axis) or ``"<joint>.angle"`` (torque about it) (:mod:`jaxmbd.actuators`): ``kind``
+        "motor" (force gear u), "position" (``kp``, optional ``kv``: kp (u - L) - kv L_dot),
+        "velocity" (``kv``: kv (u - L_dot)) or
         "general" (``gain`` u + ``bias`` . (1, L, L_dot)), with L = gear q. ``ctrl_range``
         and ``force_range`` = (lower, upper) clamp the control and the force (MuJoCo's
         ``ctrllimited``, ``forcelimited``); None: unlimited (one side None: unlimited
@@ -881,14 +898,20 @@ class ModelBuilder:
             raise ModelError(f"{where}: duplicate actuator name")
         if kind not in ACTUATOR_KINDS:
             raise ModelError(f"{where}.kind: expected one of {ACTUATOR_KINDS}, got {kind!r}")
+        known = self._scalar_coordinates()
         spec = next((j for j in self._joints if j.name == joint), None)
-        if spec is None:
-            known = [j.name for j in self._joints if j.kind in ("revolute", "translational")]
+        if spec is None and joint not in known:
             raise ModelError(f"{where}.joint: no joint {joint!r}; actuated joints can be {known}")
-        if spec.kind not in ("revolute", "translational"):
+        if spec is not None and spec.kind == "cylindrical":
+            raise ModelError(
+                f"{where}.joint: '{joint}' is cylindrical; actuate one of its coordinates, "
+                f"'{joint}.slide' or '{joint}.angle'"
+            )
+        if spec is not None and spec.kind not in ("revolute", "translational"):
             raise ModelError(
                 f"{where}.joint: '{joint}' is {spec.kind}; actuators drive revolute and "
-                "translational joints"
+                "translational joints and the coordinates of cylindrical joints "
+                "('<joint>.slide', '<joint>.angle')"
             )
 
         def number(key, value, *, positive=False, required=False):
@@ -1080,16 +1103,73 @@ class ModelBuilder:
         )
         return self
 
-    def cylindrical(self, name, *, body_i, body_j, point, axis):
+    def cylindrical(
+        self, name, *, body_i, body_j, point, axis, limits=None, limit_stiffness=None,
+        limit_damping=None, damping=None, stiffness=None, spring_reference=None,
+        friction_loss=None, armature=None,
+    ):  # fmt: skip
         """CJ = Perp-1 + Perp-2 (4 equations): slide along and rotate about ``axis``.
 
         Coordinates: (slide, angle) of body j relative to body i along and about ``axis``,
-        zero where drawn.
+        zero where drawn. Each of them is also a one-coordinate joint, ``"<name>.slide"``
+        (a translational joint's slide, m) and ``"<name>.angle"`` (a revolute joint's angle,
+        rad), which :meth:`add_actuator` drives and whose limits and joint dynamics the
+        options set: each option is a pair (slide's, angle's), in that coordinate's units,
+        a None entry (or the option None) leaves that coordinate without it. ``limits``:
+        ((lower, upper) or None, (lower, upper) or None), with ``limit_stiffness`` and
+        ``limit_damping`` (defaults as for :meth:`revolute`, from the effective mass along
+        resp. inertia about the axis); ``damping``, ``stiffness``, ``spring_reference``
+        (None: the drawn pose), ``friction_loss``, ``armature``: as for
+        :meth:`translational` on the slide and :meth:`revolute` on the angle. For a body
+        symmetric about the axis the two coordinates are uncoupled: each is the damped
+        oscillator of its mass (resp. inertia plus armature), damping and stiffness.
         """
+        from ._joint_forces import CYLINDRICAL_VIEWS
+
         self._check_joint_name(name)
+        options = dict(limits=limits, limit_stiffness=limit_stiffness,
+                       limit_damping=limit_damping, damping=damping, stiffness=stiffness,
+                       spring_reference=spring_reference, friction_loss=friction_loss,
+                       armature=armature)  # fmt: skip
+        pairs = {key: _coordinate_pair(name, key, value) for key, value in options.items()}
         self._cylindrical_rows(name, body_i=body_i, body_j=body_j, point=point, axis=axis)
         self._record_joint(name, "cylindrical", body_i, body_j, point, _axis_frame(axis))
+        for k, (suffix, kind) in enumerate(CYLINDRICAL_VIEWS):
+            view = f"{name}.{suffix}"
+            self._record_limits(view, pairs["limits"][k], pairs["limit_stiffness"][k],
+                                pairs["limit_damping"][k], kind=kind)  # fmt: skip
+            self._record_dynamics(
+                view, *(0.0 if pairs[key][k] is None else pairs[key][k]
+                        for key in ("damping", "stiffness")),
+                pairs["spring_reference"][k],
+                0.0 if pairs["friction_loss"][k] is None else pairs["friction_loss"][k],
+                pairs["armature"][k],
+            )  # fmt: skip
         return self
+
+    def _scalar_coordinates(self) -> list[str]:
+        """The names of the one-coordinate joints and of the cylindrical joints' coordinate
+        views (``"<joint>.slide"``, ``"<joint>.angle"``): what joint forces act on."""
+        from ._joint_forces import CYLINDRICAL_VIEWS
+
+        out = []
+        for j in self._joints:
+            if j.kind in ("revolute", "translational"):
+                out.append(j.name)
+            elif j.kind == "cylindrical":
+                out += [f"{j.name}.{suffix}" for suffix, _ in CYLINDRICAL_VIEWS]
+        return out
+
+    def _coordinate_joint(self, name: str):
+        """The recorded joint of ``name``: a joint, or the cylindrical joint of a coordinate
+        view ``"<joint>.slide"`` / ``"<joint>.angle"``."""
+        spec = next((s for s in self._joints if s.name == name), None)
+        if spec is None and "." in name:
+            base = name.rsplit(".", 1)[0]
+            spec = next((s for s in self._joints if s.name == base), None)
+        if spec is None:
+            raise ModelError(f"no joint {name!r}; joint coordinates: {self._scalar_coordinates()}")
+        return spec
 
     def translational(
         self, name, *, body_i, body_j, point, axis, limits=None, limit_stiffness=None,
@@ -1556,6 +1636,9 @@ class ModelBuilder:
     def build(self) -> Model:
         if not self._bodies:
             raise ModelError(f"model '{self.name}': no bodies")
+        from ._joint_points import warn_far_joint_points
+
+        warn_far_joint_points(self.name, self._bodies, self._joints)
         g = _vec3(self.gravity, where=f"model '{self.name}'.gravity")
         index = {b.name: k for k, b in enumerate(self._bodies)}
         index[GROUND] = len(self._bodies)
@@ -1595,6 +1678,17 @@ class ModelBuilder:
                 f_offset[row] = gc.f
         bodies = self._bodies
         joint_defs = tuple(spec.definition(index) for spec in self._joints)
+        # joint forces act on one-coordinate joints and the cylindrical joints' coordinates
+        from ._joint_forces import coordinate_views
+
+        views = coordinate_views(joint_defs)
+        clash = sorted({d.name for d in views} & {d.name for d in joint_defs})
+        if clash:
+            raise ModelError(
+                f"model '{self.name}': joint names {clash} are also the coordinates of "
+                "cylindrical joints ('<joint>.slide', '<joint>.angle'); rename them"
+            )
+        force_defs = joint_defs + views
         model = Model(
             name=self.name,
             body_names=tuple(b.name for b in bodies),
@@ -1614,9 +1708,9 @@ class ModelBuilder:
             drivers=group_drivers(driven),
             forces=self._resolved_forces()
             + _optional(self._contact_element(len(bodies)))
-            + self._limits_element(index, joint_defs)
-            + self._dynamics_element(joint_defs)
-            + self._actuator_element(joint_defs),
+            + self._limits_element(index, force_defs)
+            + self._dynamics_element(force_defs)
+            + self._actuator_element(force_defs),
             shapes=tuple(b.shapes for b in bodies) if any(b.shapes for b in bodies) else (),
             ground_shapes=tuple(self._ground_shapes),
             joints=joint_defs,
