@@ -23,6 +23,7 @@ from .bushing import Bushing
 from .drivers import Expression
 from .errors import (
     AdjustmentWarning,
+    AssemblyWarning,
     ModelError,
     ModelFileError,
     RedundancyWarning,
@@ -65,6 +66,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AdjustmentWarning",
+    "AssemblyWarning",
     "REDUNDANCY_RTOL",
     "Redundancy",
     "RedundancyWarning",

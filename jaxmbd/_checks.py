@@ -13,7 +13,7 @@ import numpy as np
 
 from ._results import RESULT_ITEMS, RESULTS, code_message
 from .equations import constraint_values, rA_terms
-from .errors import SolverError
+from .errors import AssemblyWarning, SolverError
 from .model import Model
 from .newton import NONFINITE, SUCCESS
 
@@ -77,6 +77,16 @@ def raise_on_failure(model: Model, sol, *, what: str):
         f"{code_message(code)}; iterations {int(sol.iterations[k])}, "
         f"residual norm {float(sol.residual[k]):.3e}."
     )
+    if k == 0 and model.nc:
+        phi0 = np.asarray(constraint_values(model, model.r0, model.A0, 0.0))
+        worst = largest_residuals(model, phi0)
+        msg = (
+            f"{what} of model '{model.name}': could not assemble the initial configuration: "
+            f"closure error {np.max(np.abs(phi0)):.3e} at the drawn pose, rows "
+            + "; ".join(worst) + f". The consistent start's Newton: {code_message(code)} "
+            f"(iterations {int(sol.iterations[0])}, residual norm {float(sol.residual[0]):.3e})."
+            " Check the lengths and positions of the bodies these rows join."
+        )  # fmt: skip
     ref = k - 1 if k > 0 else 0
     r, A = np.asarray(sol.r[ref]), np.asarray(sol.A[ref])
     if np.all(np.isfinite(r)) and np.all(np.isfinite(A)):
@@ -120,8 +130,75 @@ def initial_correction(model: Model, sol=None, *, start=None) -> dict[str, float
     }
 
 
+#: Corrections of the consistent start above which an :class:`~jaxmbd.AssemblyWarning`
+#: says what moved (m, rad, m/s or rad/s); change the entries to make it more or less
+#: strict (``warnings.filterwarnings("ignore", category=jaxmbd.AssemblyWarning)`` silences
+#: it). Below them the correction is only logged (INFO).
+ASSEMBLY_TOLERANCE = {"position": 1e-6, "rotation": 1e-6, "velocity": 1e-6}
+
+
+class StartCorrection(eqx.Module):
+    """How far the consistent start moved each body (``sol.start_correction``): the
+    distance its centre moved (m), the angle it turned (rad) and the largest change of
+    its velocities (m/s, rad/s), each (..., nb)."""
+
+    position: jax.Array
+    rotation: jax.Array
+    velocity: jax.Array
+
+
+def start_correction(model: Model, r, A, rdot, omega) -> StartCorrection:
+    """The :class:`StartCorrection` of the t = 0 state (r, A, rdot, omega) against the
+    model's initial state (diagnostic values: no gradient flows through them)."""
+    sg = jax.lax.stop_gradient
+    r, A, rdot, omega = sg(r), sg(A), sg(rdot), sg(omega)
+    dA = jnp.einsum("bji,bjk->bik", sg(model.A0), A)
+    cos = jnp.clip(0.5 * (jnp.trace(dA, axis1=1, axis2=2) - 1.0), -1.0, 1.0)
+    sin = 0.5 * jnp.linalg.norm(dA - jnp.swapaxes(dA, 1, 2), axis=(1, 2)) / jnp.sqrt(2.0)
+    dv = jnp.concatenate([rdot - sg(model.rdot0), omega - sg(model.omega0)], 1)
+    return StartCorrection(
+        jnp.linalg.norm(r - sg(model.r0), axis=1), jnp.arctan2(sin, cos),
+        jnp.max(jnp.abs(dv), axis=1),
+    )  # fmt: skip
+
+
+def _moved_bodies(model: Model, values, tol: float, unit: str) -> str:
+    order = np.argsort(-values)
+    return ", ".join(f"'{model.body_names[b]}' {values[b]:.3g} {unit}"
+                     for b in order[:3] if values[b] > tol)  # fmt: skip
+
+
 def report_initial_correction(model: Model, sol, what: str, *, threshold=1e-10, start=None):
     moved = initial_correction(model, sol, start=start)
+    if model.nb and (start is not None or sol is not None):
+        state = start if start is not None else (sol.r[0], sol.A[0], sol.rdot[0], sol.omega[0])
+        per_body = start_correction(model, *(jnp.asarray(x) for x in state[:4]))
+        pos, rot, vel = (
+            np.asarray(x) for x in (per_body.position, per_body.rotation, per_body.velocity)
+        )
+        tol = ASSEMBLY_TOLERANCE
+        parts = []
+        if pos.max(initial=0) > tol["position"] or rot.max(initial=0) > tol["rotation"]:
+            moved_by = _moved_bodies(model, pos, tol["position"], "m")
+            turned_by = _moved_bodies(model, rot, tol["rotation"], "rad")
+            what_moved = [f"moved {moved_by}" if moved_by else "",
+                          f"turned {turned_by}" if turned_by else ""]  # fmt: skip
+            parts.append("the initial configuration did not satisfy the constraints; to "
+                         "assemble it the consistent start "
+                         + " and ".join(x for x in what_moved if x))  # fmt: skip
+        # a driven model's velocities come from its drivers, and a kinematic analysis has
+        # no initial velocities of its own: only a free model's given velocities count
+        if what == "dynamics" and not model.drivers and vel.max(initial=0) > tol["velocity"]:
+            parts.append("the initial velocities were projected onto the constraints "
+                         "(changed by up to " + _moved_bodies(model, vel, tol["velocity"],
+                                                              "m/s or rad/s") + ")")  # fmt: skip
+        if parts:
+            warnings.warn(
+                f"{what} of model '{model.name}': " + "; ".join(parts) + " (threshold "
+                "jaxmbd._checks.ASSEMBLY_TOLERANCE; sol.start_correction has every body)",
+                AssemblyWarning,
+                stacklevel=4,
+            )
     if max(moved.values()) > threshold:
         logger.info(
             "%s of model '%s': the consistent start moved positions by %.3e, orientations by "
@@ -193,6 +270,9 @@ def solution_from_outputs(
         contact_element=getattr(model, "contacts", None),
         sensor_model=None if model.sensors is None else dataclasses.replace(model, forces=()),
         sensor_key=None if model.sensors is None else sensor_key,
+        start_correction=start_correction(model, r[0], A[0], rdot[0], omega[0])
+        if model.nb
+        else None,
     )
 
 

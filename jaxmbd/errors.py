@@ -29,3 +29,10 @@ class AdjustmentWarning(UserWarning):
 class RedundancyWarning(UserWarning):
     """A model's redundant constraint rows were dropped for a run; the message names them and
     the loop they close (see :mod:`jaxmbd.redundancy`)."""
+
+
+class AssemblyWarning(UserWarning):
+    """The consistent start moved the model's initial state by more than
+    :data:`jaxmbd._checks.ASSEMBLY_TOLERANCE` (a body moved or turned to close the
+    constraints, or velocities projected onto them), or a joint's point lies far from both
+    of its bodies; the message names the bodies and how far."""

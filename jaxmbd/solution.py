@@ -29,6 +29,9 @@ class Solution(eqx.Module):
     ``condition`` (T,): the 2-norm condition number of the iteration matrix at each step's
     converged iterate, when the integrator was asked to record it (``record_condition=True``;
     NaN at t = 0), else None.
+    ``start_correction``: how far the consistent start moved each body from the model's
+    initial state (``position`` m, ``rotation`` rad, ``velocity``, each (nb,); a
+    :class:`~jaxmbd._checks.StartCorrection`; None for a Solution read from a file).
     ``chart_singular`` (T,) bool, re kinematics only: the steps at the ZXZ chart singularity
     (some |sin theta| < ``RE.chart_band``) that were stepped over by the verified
     least-squares solve (their G v = nu and G a = gamma residuals checked in rA, multipliers
@@ -65,12 +68,14 @@ class Solution(eqx.Module):
     # the key of their noise (simulate's sensor_key; None: noise-free)
     sensor_model: object | None = None
     sensor_key: jax.Array | None = None
+    # how far the consistent start moved each body (jaxmbd._checks.StartCorrection)
+    start_correction: object | None = None
 
     def __init__(
         self, t, r, A, rdot, omega, rddot, omegadot, lam, iterations, status, residual,
         q=None, v=None, condition=None, chart_singular=None, formulation="rA", integrator="",
         save_every=1, body_names=(), constraint_names=(), joint_definitions=(),
-        contact_element=None, sensor_model=None, sensor_key=None,
+        contact_element=None, sensor_model=None, sensor_key=None, start_correction=None,
     ):  # fmt: skip
         self.t, self.r, self.A, self.rdot, self.omega = t, r, A, rdot, omega
         self.rddot, self.omegadot, self.lam = rddot, omegadot, lam
@@ -82,6 +87,7 @@ class Solution(eqx.Module):
         self.joint_definitions = tuple(joint_definitions)
         self.contact_element = contact_element
         self.sensor_model, self.sensor_key = sensor_model, sensor_key
+        self.start_correction = start_correction
 
     def _from_body_state(self):
         """(q, v) of a dynamics run whose formulation does not store them (its coordinates
