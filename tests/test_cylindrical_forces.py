@@ -32,6 +32,8 @@ C_A, K_A, ARMATURE = 0.3, 6.0, 0.05  # angle: damping ratio 0.16 with the armatu
 V_STOP, W_STOP, LIMIT = 1.0, 2.0, 0.05
 # drive: motors on both coordinates, viscous damping on the angle
 J_M, C_M, GEAR, U_ANGLE, U_SLIDE, M_DRIVE = 0.05, 0.2, 2.0, 0.5, 0.3, 1.5
+# the drive's coordinates reported as offset + sign * (drawn-pose value), as MJCF sets them
+OFFSET, SIGN = (0.2, 0.3), (-1, -1)
 T_END, H = 0.4, 1e-3
 
 
@@ -39,7 +41,9 @@ def build(
     damping=(C_S, C_A), armature=(None, ARMATURE)
 ) -> mbd.ModelBuilder:  # fmt: skip
     """Three independent bodies without gravity, each on a cylindrical joint along x to the
-    ground; the bodies are symmetric about x, so slide and angle are uncoupled."""
+    ground; the bodies are symmetric about x, so slide and angle are uncoupled. The drive's
+    coordinates have an offset and point against the axis (MuJoCo's qpos0 and axis sign):
+    its motors push along +q all the same."""
     b = mbd.ModelBuilder("cylindrical forces", gravity=(0.0, 0.0, 0.0))
     b.add_body("osc", mass=M, inertia=[J_AX, 0.3, 0.3], rdot=(V0, 0, 0), omega=(W0, 0, 0))
     b.cylindrical("osc", body_i="ground", body_j="osc", point=(0, 0, 0), axis=(1, 0, 0),
@@ -52,6 +56,7 @@ def build(
     b.add_body("drive", mass=M_DRIVE, inertia=[J_M, 0.2, 0.2], r=(0, 2, 0))
     b.cylindrical("drive", body_i="ground", body_j="drive", point=(0, 2, 0), axis=(1, 0, 0),
                   damping=(None, C_M))  # fmt: skip
+    b._joint_convention("drive", offset=OFFSET, sign=SIGN)
     b.add_actuator("spin", joint="drive.angle", kind="motor", gear=GEAR)
     b.add_actuator("push", joint="drive.slide", kind="motor")
     return b
@@ -83,7 +88,7 @@ def test_views_measure_the_joint_coordinates():
     assert [v.name for v in views] == [f"{j}.{c}" for j in ("osc", "stop", "drive")
                                        for c in ("slide", "angle")]  # fmt: skip
     state = BodyState(sol.r, sol.A, sol.rdot, sol.omega)
-    q, qdot, _ = jax.vmap(lambda s: coordinates_and_rates(views, s))(state)
+    q, qdot, _ = jax.jit(jax.vmap(lambda s: coordinates_and_rates(views, s)))(state)
     for n, name in enumerate(("osc", "stop", "drive")):
         for k in range(2):
             np.testing.assert_allclose(q[:, 2 * n + k], sol.joints[name].q[:, k], atol=1e-12)
@@ -119,14 +124,19 @@ def test_limit_stops_the_slide_and_leaves_the_angle_free():
 
 def test_motors_on_both_coordinates_give_the_closed_form_spin_up():
     """A motor (gear 2) on the angle against viscous damping: omega = (g u / c)
-    (1 - exp(-c t / J)); a motor on the slide: x = u t^2 / (2 m)."""
+    (1 - exp(-c t / J)); a motor on the slide: x = u t^2 / (2 m); both from the offsets,
+    along +q (against the axis: sign -1)."""
     model, sol = run()
     t = np.asarray(sol.t)
     q, qdot = np.asarray(sol.joints["drive"].q), np.asarray(sol.joints["drive"].qdot)
     tau, w_end = J_M / C_M, GEAR * U_ANGLE / C_M
     np.testing.assert_allclose(qdot[:, 1], w_end * (1 - np.exp(-t / tau)), atol=1e-8)
-    np.testing.assert_allclose(q[:, 1], w_end * (t - tau * (1 - np.exp(-t / tau))), atol=1e-8)
-    np.testing.assert_allclose(q[:, 0], U_SLIDE * t**2 / (2 * M_DRIVE), atol=1e-8)
+    theta = OFFSET[1] + w_end * (t - tau * (1 - np.exp(-t / tau)))
+    np.testing.assert_allclose(q[:, 1], theta, atol=1e-8)
+    np.testing.assert_allclose(q[:, 0], OFFSET[0] + U_SLIDE * t**2 / (2 * M_DRIVE), atol=1e-8)
+    # against the axis: body "drive" moves to -x
+    x = np.asarray(sol.r)[:, 2, 0]
+    np.testing.assert_allclose(x, -U_SLIDE * t**2 / (2 * M_DRIVE), atol=1e-8)
 
 
 def test_model_file_round_trip_keeps_every_coordinate_option(tmp_path):
