@@ -67,7 +67,18 @@ NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.i
 PAPERS = [p for p in NOTEBOOKS if p.name.startswith("paper")]
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+#: Notebooks whose run compiles several large programs (batched policy training, a
+#: checkpointed swing-up gradient): minutes on 2 cores, so they run with -m slow; their
+#: experiments (experiments/cartpole_swing_up.py, learn_balance.py) and
+#: tests/test_batch_control.py cover the same paths in the default suite.
+SLOW_NOTEBOOKS = {"robot_control.ipynb"}
+
+
+@pytest.mark.parametrize(
+    "path",
+    [pytest.param(p, marks=pytest.mark.slow) if p.name in SLOW_NOTEBOOKS else p for p in NOTEBOOKS],
+    ids=lambda p: p.name,
+)
 def test_notebook_runs(path):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
