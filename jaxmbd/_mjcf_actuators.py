@@ -29,20 +29,26 @@ def _kind(gain: float, bias) -> tuple[str, dict]:
     return "general", {"gain": gain, "bias": (b0, b1, b2)}
 
 
-def add_actuators(mujoco, m, builder, joint_names: set[str], unsupported: list[str]):
+def add_actuators(mujoco, m, builder, joint_names: set[str], unsupported: list[str], *,
+                  aliases: dict[int, str] | None = None):  # fmt: skip
     """Add the actuators of ``m`` that drive joints in ``joint_names`` (jaxmbd joints named
-    as MuJoCo's); name the others in ``unsupported``."""
+    as MuJoCo's) or in ``aliases`` ({MuJoCo joint id: jaxmbd coordinate}, the hinge and
+    slide of a cylindrical joint: ``"<joint>.angle"``, ``"<joint>.slide"``); name the others
+    in ``unsupported``."""
+    aliases = aliases or {}
     left_out = []
     for k in range(m.nu):
         name = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_ACTUATOR, k) or f"actuator{k}"
-        joint = None
+        joint, j = None, -1
         if int(m.actuator_trntype[k]) == int(mujoco.mjtTrn.mjTRN_JOINT):
             j = int(m.actuator_trnid[k][0])
             scalar = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
-            if int(m.jnt_type[j]) in scalar:
+            if j in aliases:
+                joint = aliases[j]
+            elif int(m.jnt_type[j]) in scalar:
                 joint = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_JOINT, j)
         reasons = []
-        if joint is None or joint not in joint_names:
+        if joint is None or (joint not in joint_names and j not in aliases):
             reasons.append("transmission")
         if int(m.actuator_dyntype[k]) != int(mujoco.mjtDyn.mjDYN_NONE):
             reasons.append("activation dynamics")

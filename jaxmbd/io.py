@@ -543,8 +543,10 @@ def _joint_force_options(joint: dict, kind: str, path, where: str) -> dict:
         raise ModelFileError(
             path,
             f"{where}.{next(iter(options))}",
-            f"limits and joint dynamics act on revolute and translational joints, not {kind}",
-        )
+            f"limits and joint dynamics act on revolute and translational joints, not {kind}"
+            + ("; give a cylindrical joint's under 'slide' and 'angle'"
+               if kind == "cylindrical" else ""),
+        )  # fmt: skip
     return options
 
 

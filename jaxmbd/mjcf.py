@@ -43,7 +43,9 @@ reference pose** (``qpos0``) from ``mj_forward``:
 * **Joint limits**: a body's single hinge or slide with ``limited`` ``range`` gets the
   compliant limit of :mod:`jaxmbd.joint_limits` on its coordinate (qpos units; default
   gains, not MuJoCo's ``solref``/``solimp``); a hinge range of a full turn or more is left
-  out.
+  out. The slide and hinge of a cylindrical joint ``"a+b"`` get theirs on its coordinates
+  ``"a+b.slide"`` and ``"a+b.angle"`` (whose q is their qpos), and so do their damping,
+  stiffness, friction loss, armature and actuators.
 * **Contacts** (:mod:`jaxmbd._mjcf_contact`): the geom pairs MuJoCo collides become the
   shape pairs of jaxmbd contact pairs, with friction, stiffness, restitution and slip
   velocity from ``friction``, ``solref`` and ``solimp``; the world's planes and geoms are
@@ -57,8 +59,8 @@ reference pose** (``qpos0``) from ``mj_forward``:
   ``accelerometer``, ``gyro`` and ``velocimeter`` become ``model.sensors``
   (``sol.sensors[name]``, :mod:`jaxmbd.sensors`) with their ``noise``.
 * Whatever is not supported (limits, damping, stiffness, friction loss and armature of
-  multi-joint bodies, tendons, actuators, sensors (touch, force, torque, subtree, ...),
-  other equality types, mocap bodies,
+  multi-joint bodies other than a cylindrical pair, tendons, actuators, sensors (touch,
+  force, torque, subtree, ...), other equality types, mocap bodies,
   torsional friction, contact margins, geom pairs without a narrow phase, ...) is listed
   in **one** warning; nothing is dropped silently.
 """
@@ -186,12 +188,20 @@ def _unsupported(mujoco, m) -> list[str]:
     out = []
     jn = [_name(mujoco, m, mujoco.mjtObj.mjOBJ_JOINT, j, "joint") for j in range(m.njnt)]
 
-    mapped = _mapped_limits(mujoco, m)
+    cylindrical = _cylindrical_coordinates(mujoco, m)
+    hinge = int(mujoco.mjtJoint.mjJNT_HINGE)
+    mapped = _mapped_limits(mujoco, m) | {
+        j for j in cylindrical if _limits(m, j, int(m.jnt_type[j]) == hinge) is not None
+    }
     limited = [jn[j] for j in np.flatnonzero(m.jnt_limited) if j not in mapped]
     if limited:
-        out.append(f"joint limits on {limited} (only a body's single hinge or slide is limited)")
+        out.append(
+            f"joint limits on {limited} (only a body's single hinge or slide, or the hinge "
+            "and slide of a cylindrical joint, is limited)"
+        )
     dof_jnt = np.asarray(m.dof_jntid)
-    passive = _single_scalar_joints(mujoco, m)  # their damping, stiffness, friction loss map
+    # their damping, stiffness, friction loss and armature map
+    passive = _single_scalar_joints(mujoco, m) | set(cylindrical)
     damping, stiffness, friction_loss = _passive_values(mujoco, m)
     for label, values, skip in (
         ("damping", damping, passive),
@@ -289,7 +299,8 @@ def _convert(mujoco, m, path: Path, keyframe, model_name: str) -> Model:
             _add_joints(mujoco, m, d0, builder, b, label(m.body_parentid[b]), body_names[b], path)
         )
     _add_equalities(mujoco, m, d0, builder, label, body_names, unsupported)
-    add_actuators(mujoco, m, builder, set(mapped), unsupported)
+    add_actuators(mujoco, m, builder, set(mapped), unsupported,
+                  aliases=_cylindrical_coordinates(mujoco, m))  # fmt: skip
     add_sensors(mujoco, m, d0, builder, owner, body_names, frame, set(mapped), unsupported)
     _add_ground_geoms(mujoco, m, d0, builder, owner, shape_of)
     masses = {body_names[b]: float(sum(m.body_mass[k] for k in range(1, m.nbody)
@@ -383,6 +394,29 @@ def _limits(m, j: int, hinge: bool):
     if hinge and hi - lo >= 2 * np.pi:
         return None
     return (lo, hi)
+
+
+def _cylindrical_coordinates(mujoco, m) -> dict[int, str]:
+    """{MuJoCo joint: jaxmbd coordinate} of the hinges and slides that are a body's
+    cylindrical joint (a slide and a hinge on one axis line, as :func:`_add_joints` maps
+    them): the slide is ``"<joint>.slide"`` and the hinge ``"<joint>.angle"``, each with
+    MuJoCo's qpos as coordinate (:data:`jaxmbd._joint_forces.CYLINDRICAL_VIEWS`)."""
+    T = mujoco.mjtJoint
+    out = {}
+    for b in range(1, m.nbody):
+        jids = list(range(m.body_jntadr[b], m.body_jntadr[b] + m.body_jntnum[b]))
+        kinds = [int(m.jnt_type[j]) for j in jids]
+        if len(jids) != 2 or sorted(kinds) != sorted([int(T.mjJNT_HINGE), int(T.mjJNT_SLIDE)]):
+            continue
+        axes = [np.asarray(m.jnt_axis[j], dtype=np.float64) for j in jids]  # body frame
+        axes = [a / np.linalg.norm(a) for a in axes]
+        gap = np.asarray(m.jnt_pos[jids[1]]) - np.asarray(m.jnt_pos[jids[0]])
+        if abs(abs(axes[0] @ axes[1]) - 1) < 1e-9 and np.linalg.norm(np.cross(gap, axes[0])) < 1e-9:
+            names = [_name(mujoco, m, mujoco.mjtObj.mjOBJ_JOINT, j, "joint") for j in jids]
+            for j, kind in zip(jids, kinds, strict=True):
+                suffix = "angle" if kind == int(T.mjJNT_HINGE) else "slide"
+                out[j] = f"{'+'.join(names)}.{suffix}"
+    return out
 
 
 def _single_scalar_joints(mujoco, m) -> set[int]:
@@ -495,8 +529,14 @@ def _add_joints(mujoco, m, d, builder: ModelBuilder, b, parent: str, child: str,
         abs(abs(axes[0] @ axes[1]) - 1) < 1e-9
         and np.linalg.norm(np.cross(anchors[1] - anchors[0], axes[0])) < 1e-9
     ):
-        builder.cylindrical(joined, body_i=parent, body_j=child, point=anchors[0], axis=axes[0])
         order = [kinds.index(int(T.mjJNT_SLIDE)), kinds.index(int(T.mjJNT_HINGE))]
+        # each MuJoCo joint's range, damping, stiffness, ... on its coordinate (qpos units)
+        passive = [_passive(mujoco, m, jids[k]) for k in order]
+        builder.cylindrical(
+            joined, body_i=parent, body_j=child, point=anchors[0], axis=axes[0],
+            limits=tuple(_limits(m, jids[k], kinds[k] == T.mjJNT_HINGE) for k in order),
+            **{key: tuple(p[key] for p in passive) for key in passive[0]},
+        )  # fmt: skip
         return convention(joined, order, [float(axes[k] @ axes[0]) for k in order])
     if (
         kinds == [int(T.mjJNT_HINGE)] * 3

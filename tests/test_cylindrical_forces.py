@@ -176,6 +176,10 @@ def test_hand_written_cylindrical_joint_loads_its_coordinate_options(tmp_path):
     (tmp_path / "bad2.json").write_text(json.dumps({**doc, "joints": [bad]}))
     with pytest.raises(mbd.ModelFileError, match=r"angle.*dampnig"):
         mbd.load_model(tmp_path / "bad2.json")
+    flat = {**joint, "damping": 0.4}
+    (tmp_path / "bad3.json").write_text(json.dumps({**doc, "joints": [flat]}))
+    with pytest.raises(mbd.ModelFileError, match=r"damping.*under 'slide' and 'angle'"):
+        mbd.load_model(tmp_path / "bad3.json")
 
 
 @pytest.mark.parametrize(
@@ -205,3 +209,39 @@ def test_actuator_on_an_unknown_coordinate_lists_the_coordinates():
         b.add_actuator("m", joint="c.twist", kind="motor")
     with pytest.raises(mbd.ModelError, match=r"'c' is cylindrical; .*'c\.slide' or 'c\.angle'"):
         b.add_actuator("m", joint="c", kind="motor")
+
+
+CYLINDER_XML = """<mujoco><option gravity="0 0 0"/><worldbody>
+  <body name="c" pos="0 0 1"><joint name="s" type="slide" axis="0 0 1" damping="0.7"
+      stiffness="3" springref="0.05" range="-0.2 0.3" limited="true" armature="0.01"/>
+    <joint name="h" axis="0 0 -1" damping="0.2" frictionloss="0.1" armature="0.02"/>
+    <geom type="cylinder" size="0.1 0.2" mass="1"/></body>
+  </worldbody><actuator><motor name="spin" joint="h" gear="2"/>
+  <position name="lift" joint="s" kp="10"/></actuator></mujoco>"""
+
+
+def test_mjcf_hinge_and_slide_options_go_to_the_cylindrical_coordinates(tmp_path):
+    """A body's slide and hinge on one axis load as the cylindrical joint "s+h": the
+    slide's range, damping, stiffness about springref and armature act on "s+h.slide",
+    the hinge's (axis reversed: sign -1) damping, friction loss and armature on
+    "s+h.angle", the actuators drive them, with no unsupported-feature warning."""
+    import warnings
+
+    pytest.importorskip("mujoco")
+    (tmp_path / "c.xml").write_text(CYLINDER_XML)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", mbd.mjcf.UnsupportedFeatureWarning)
+        model = mbd.load_model(tmp_path / "c.xml")
+    (limits,) = [f for f in model.forces if isinstance(f, mbd.joint_limits.JointLimits)]
+    (dyn,) = [f for f in model.forces if isinstance(f, mbd.joint_dynamics.JointDynamics)]
+    assert [d.name for d in limits.joints] == ["s+h.slide"]
+    np.testing.assert_array_equal([limits.lower[0], limits.upper[0]], [-0.2, 0.3])
+    assert [d.name for d in dyn.joints] == ["s+h.slide", "s+h.angle"]
+    np.testing.assert_array_equal(dyn.damping, [0.7, 0.2])
+    np.testing.assert_array_equal(dyn.stiffness, [3.0, 0.0])
+    np.testing.assert_array_equal(dyn.spring_reference[0], 0.05)
+    np.testing.assert_array_equal(dyn.friction_loss, [0.0, 0.1])
+    np.testing.assert_array_equal(dyn.armature, [0.01, 0.02])
+    assert dyn.joints[1].sign == (-1,)
+    assert [d.name for d in model.actuators.joints] == ["s+h.angle", "s+h.slide"]
+    assert model.actuators.kinds == ("motor", "position")
