@@ -5,7 +5,8 @@ A batch is a Model whose array leaves carry a leading batch axis (same static to
 compiled function keyed by (analysis, topology, options, batch shape, devices): the first
 call compiles, later calls with new parameter values (masses, initial states, drivers, ...)
 reuse the compiled program; so do new per-member controls and new parameters of a shared
-policy (``simulate_batch(models, policy=pi)``, the parameters dynamic). When several devices are present (e.g. two host devices from
+policy (``simulate_batch(models, policy=pi)``, the parameters dynamic). When several
+devices are present (e.g. two host devices from
 ``XLA_FLAGS=--xla_force_host_platform_device_count=2``, set before JAX starts) the batch is
 split across them by ``shard_map`` (padded to a multiple of the device count, the padding
 dropped after; a batch smaller than the device count uses as many devices as members): one
