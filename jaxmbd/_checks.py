@@ -111,23 +111,19 @@ def raise_on_failure(model: Model, sol, *, what: str):
 
 
 def initial_correction(model: Model, sol=None, *, start=None) -> dict[str, float]:
-    """How far the t = 0 analysis moved the model's initial state (positions, rotation angle,
-    velocities); computed from a concrete Solution, or from ``start``, its concrete t = 0
-    state (r, A, rdot, omega): small arrays instead of a row sliced out of each trajectory
-    (an eager slice of a device array costs a dispatch, ~0.1 ms each)."""
+    """How far the t = 0 analysis moved the model's initial state (the largest over the
+    bodies of :func:`start_correction`: position, rotation angle, velocities); from a
+    concrete Solution, or from ``start``, its concrete t = 0 state (r, A, rdot, omega)."""
+    per_body = _start_correction_of(model, sol, start)
+    return {key: float(np.max(value, initial=0.0)) for key, value in per_body.items()}
+
+
+def _start_correction_of(model: Model, sol, start) -> dict[str, np.ndarray]:
+    """:func:`start_correction` of a concrete run as numpy arrays, by field."""
     if start is None:
         start = (sol.r[0], sol.A[0], sol.rdot[0], sol.omega[0])
-    r, A, rdot, omega = (np.asarray(x) for x in start[:4])
-    r0, A0 = np.asarray(model.r0), np.asarray(model.A0)
-    dA = np.einsum("bji,bjk->bik", A0, A)
-    cos = np.clip(0.5 * (np.trace(dA, axis1=1, axis2=2) - 1.0), -1.0, 1.0)
-    v0 = np.concatenate([np.asarray(model.rdot0), np.asarray(model.omega0)], 1)
-    v = np.concatenate([rdot, omega], 1)
-    return {
-        "position": float(np.max(np.linalg.norm(r - r0, axis=1))),
-        "rotation": float(np.max(np.arccos(cos))),
-        "velocity": float(np.max(np.abs(v - v0))),
-    }
+    moved = start_correction(model, *(jnp.asarray(x) for x in start[:4]))
+    return {key: np.asarray(getattr(moved, key)) for key in ("position", "rotation", "velocity")}
 
 
 #: Corrections of the consistent start above which an :class:`~jaxmbd.AssemblyWarning`
@@ -169,13 +165,10 @@ def _moved_bodies(model: Model, values, tol: float, unit: str) -> str:
 
 
 def report_initial_correction(model: Model, sol, what: str, *, threshold=1e-10, start=None):
-    moved = initial_correction(model, sol, start=start)
-    if model.nb and (start is not None or sol is not None):
-        state = start if start is not None else (sol.r[0], sol.A[0], sol.rdot[0], sol.omega[0])
-        per_body = start_correction(model, *(jnp.asarray(x) for x in state[:4]))
-        pos, rot, vel = (
-            np.asarray(x) for x in (per_body.position, per_body.rotation, per_body.velocity)
-        )
+    per_body = _start_correction_of(model, sol, start)
+    moved = {key: float(np.max(value, initial=0.0)) for key, value in per_body.items()}
+    if model.nb:
+        pos, rot, vel = per_body["position"], per_body["rotation"], per_body["velocity"]
         tol = ASSEMBLY_TOLERANCE
         parts = []
         if pos.max(initial=0) > tol["position"] or rot.max(initial=0) > tol["rotation"]:

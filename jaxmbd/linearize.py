@@ -196,8 +196,9 @@ def _jacobians(model, form, q_star, t, N, P, zeta_star, u_star):
             v = N @ zeta
         m = model if u is None else with_controls(model, u)
         a = index1_dynamics(m, form, q, v.reshape(nb, ts), t).a.reshape(-1)
-        T = jax.scipy.linalg.block_diag(*form.tangent_map(xi))
-        z_dot = N.T @ jnp.linalg.solve(T, v)
+        # T(xi)^-1 v body by body (T is block diagonal: one batched solve, no dense T)
+        T = form.tangent_map(xi)
+        z_dot = N.T @ jnp.linalg.solve(T, v.reshape(nb, ts, 1)).reshape(-1)
         return jnp.concatenate([z_dot, N.T @ a])
 
     x0 = jnp.concatenate([jnp.zeros(N.shape[1]), zeta_star])

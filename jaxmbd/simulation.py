@@ -183,12 +183,19 @@ def _chart_flags(form: AbstractFormulation, outs):
 CONTACT_RHO_INF = 0.0
 
 
+def _has_rho_inf(cls) -> bool:
+    """Whether an integrator class has the spectral-radius option (gen_alpha, or any
+    integrator that declares it): asked of its fields, not its name."""
+    return "rho_inf" in getattr(cls, "__dataclass_fields__", {})
+
+
 def _contact_newton(model, integrator, form, options: dict) -> dict:
     """The integrator options of a run of ``model``: with contact pairs, an implicit
     integrator named (or the default) without a ``newton`` option gets
-    :class:`~jaxmbd.line_search.LineSearchNewton` (``max_iter`` moves onto it), and
-    gen_alpha without ``rho_inf`` gets :data:`CONTACT_RHO_INF` (0: stiff contact modes
-    are damped out in a step instead of ringing)."""
+    :class:`~jaxmbd.line_search.LineSearchNewton` (``max_iter`` moves onto it), and an
+    integrator with a ``rho_inf`` option (gen_alpha) without it gets
+    :data:`CONTACT_RHO_INF` (0: stiff contact modes are damped out in a step instead of
+    ringing)."""
     if model.contacts is None:
         return options
     if integrator is not None and not isinstance(integrator, str):
@@ -197,14 +204,14 @@ def _contact_newton(model, integrator, form, options: dict) -> dict:
     if cls is None or not issubclass(cls, AbstractImplicitIntegrator):
         return options
     if options.get("newton") is not None:
-        if cls.name == "gen_alpha" and options.get("rho_inf") is None:
+        if _has_rho_inf(cls) and options.get("rho_inf") is None:
             return {**options, "rho_inf": CONTACT_RHO_INF}
         return options
     options = dict(options)
     max_iter = options.pop("max_iter", None)
     newton = LineSearchNewton() if max_iter is None else LineSearchNewton(max_iter=max_iter)
     options = {**options, "newton": newton}
-    if cls.name == "gen_alpha" and options.get("rho_inf") is None:
+    if _has_rho_inf(cls) and options.get("rho_inf") is None:
         # a contact is a stiff, short-lived mode: rho_inf = 0.9 keeps 90 % of its
         # amplitude per step, and a plastic landing rebounds at 0.87 of its speed at
         # h = 1e-3; rho_inf = 0 annihilates it as the contact law intends
