@@ -15,24 +15,26 @@ os.environ["XLA_FLAGS"] = (
     + " --xla_cpu_use_fusion_emitters=false --xla_backend_optimization_level=0"
 ).strip()
 
-import jax  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-
-import jaxmbd  # noqa: E402, F401  (enables float64 before any test builds arrays)
-
 # Identical computations reached through different Python objects (the same mechanism from
 # a published file and from a built-in, say) compile once: XLA's cache is keyed by the HLO.
 # The child processes (notebook kernels, CLI runs, the multi-device runs) share the cache
-# through the environment, which they inherit.
+# through the environment, which they inherit. Set before jax and jaxmbd are imported:
+# jaxmbd then keeps this folder instead of its per-user default (jaxmbd/_config.py).
 # JAXMBD_TEST_CACHE_DIR moves it (an empty folder measures the suite as CI runs it).
 CACHE_DIR = os.environ.get(
     "JAXMBD_TEST_CACHE_DIR", str(Path.home() / ".cache" / "jaxmbd" / "xla-tests")
 )
 os.environ["JAX_COMPILATION_CACHE_DIR"] = CACHE_DIR
 os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0.5"
-jax.config.update("jax_compilation_cache_dir", CACHE_DIR)
-jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+import jaxmbd  # noqa: E402, F401  (enables float64 before any test builds arrays)
+
+assert jax.config.jax_compilation_cache_dir == CACHE_DIR
+
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
