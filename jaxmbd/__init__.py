@@ -11,6 +11,7 @@ from . import (
     integrators,
     joint_limits,
     joints,
+    markers,
     mjcf,
     models,
     plot,
@@ -46,6 +47,7 @@ from .kinematics import kinematics
 from .lie import hat, so3_exp, so3_log, so3_right_jacobian, vee
 from .line_search import LineSearchNewton
 from .linearize import Linearization, Modes, linearize, modes
+from .markers import MarkerMotion
 from .model import Model, ModelBuilder
 from .newton import (
     ILL_CONDITIONED,
@@ -112,6 +114,7 @@ __all__ = [
     "Equilibrium",
     "static_equilibrium",
     "Linearization",
+    "MarkerMotion",
     "Modes",
     "linearize",
     "modes",
@@ -123,6 +126,7 @@ __all__ = [
     "mjcf",
     "plot",
     "sensors",
+    "markers",
     "get_formulation",
     "hat",
     "kinematics",

@@ -263,6 +263,7 @@ def solution_from_outputs(
         contact_element=getattr(model, "contacts", None),
         sensor_model=None if model.sensors is None else dataclasses.replace(model, forces=()),
         sensor_key=None if model.sensors is None else sensor_key,
+        marker_element=getattr(model, "markers", None),
         start_correction=start_correction(model, r[0], A[0], rdot[0], omega[0])
         if model.nb
         else None,

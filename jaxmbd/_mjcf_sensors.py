@@ -22,6 +22,11 @@ sensor (touch, force and torque at sites, rangefinder, subtree and tendon, actua
 limit sensors, frame axes and accelerations, sensors relative to a ``reftype`` frame, on
 a multi-joint body's joint or on the world, ...) and any ``cutoff`` are named in the
 importer's one warning.
+
+Every named ``<site>`` on a moving body also becomes a **marker** of that name
+(:mod:`jaxmbd.markers`, ``sol.markers[name]``): its point and axes at the reference pose,
+on the jaxmbd body that owns its MuJoCo body (sites on the world are constants and are
+left out).
 """
 
 from __future__ import annotations
@@ -114,3 +119,15 @@ def add_sensors(mujoco, m, d, builder, owner, body_names, frame, joint_names, un
         unsupported.append("sensors " + ", ".join(left_out))
     if cut:
         unsupported.append("the cutoff of sensors " + ", ".join(cut) + " (read unclipped)")
+
+
+def add_site_markers(mujoco, m, d, builder, owner, body_names):
+    """A marker (:meth:`~jaxmbd.ModelBuilder.add_marker`) for every named site of ``m`` on a
+    moving body, at the pose of ``d`` (the reference pose, as the builder's bodies)."""
+    for k in range(m.nsite):
+        name = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_SITE, k)
+        body = int(m.site_bodyid[k])
+        if not name or body == 0 or owner[body] < 0:
+            continue
+        builder.add_marker(name, body_names[int(owner[body])], np.array(d.site_xpos[k]),
+                           axes=np.array(d.site_xmat[k]).reshape(3, 3))  # fmt: skip

@@ -36,6 +36,8 @@ Own schema (``"format": "jaxmbd-model"``)::
                     "ctrl_range", "force_range": [lower, upper] (null: unbounded side)}],
      "sensors": [{"name", "kind" (jaxmbd.sensors.SENSOR_KINDS), "joint" or "body",
                   "site": [x, y, z], "frame": 3x3 (body frame), "noise"}],
+     "markers": [{"name", "body", "point": [x, y, z], "axes": 3x3 (optional; global,
+                  at the initial configuration)}],
      "solver": {"h": ..., "t_end": ..., "tol": ...}}
 
 ``joint_coordinates`` (optional; written by :func:`save_model`) define the joint coordinates
@@ -49,7 +51,8 @@ ground's planes and shapes, ``contacts`` the pairs of :meth:`ModelBuilder.add_co
 damping, stiffness and friction loss are options of their joint (:meth:`ModelBuilder.revolute`,
 :mod:`jaxmbd.joint_limits`, :mod:`jaxmbd.joint_dynamics`); ``actuators`` are those of
 :meth:`ModelBuilder.add_actuator` (:mod:`jaxmbd.actuators`), in control order; ``sensors``
-those of :meth:`ModelBuilder.add_sensor` (:mod:`jaxmbd.sensors`), in order. Saved models
+those of :meth:`ModelBuilder.add_sensor` (:mod:`jaxmbd.sensors`), in order; ``markers``
+those of :meth:`ModelBuilder.add_marker` (:mod:`jaxmbd.markers`). Saved models
 write limit gains and spring references as built (defaults resolved).
 a body without shapes is drawn as a stick figure joining its joint points (see
 :func:`jaxmbd.geometry.default_shapes`). Joint points and axes are
@@ -115,7 +118,7 @@ _CYLINDRICAL_KEYS = tuple(suffix for suffix, _ in CYLINDRICAL_VIEWS)
 _OWN_KEYS = {
     "model": {"format", "version", "name", "description", "gravity", "bodies", "joints",
               "constraints", "drivers", "forces", "joint_coordinates", "solver",
-              "ground_shapes", "contacts", "actuators", "sensors"},
+              "ground_shapes", "contacts", "actuators", "sensors", "markers"},
     "body": {"name", "mass", "inertia", "r", "A", "axes", "rdot", "omega", "shapes"},
     "axes": {"x", "y"},
     "joint": {"name", "type", "body_i", "body_j", "point", "axis", "axis_i", "axis_j",
@@ -135,6 +138,7 @@ _OWN_KEYS = {
     "actuator": {"name", "joint", "kind", "gear", "ctrl_range", "force_range", "kp", "kv",
                  "gain", "bias"},
     "sensor": {"name", "kind", "joint", "body", "site", "frame", "noise"},
+    "marker": {"name", "body", "point", "axes"},
 }  # fmt: skip
 _PUBLISHED_KEYS = {
     "model": {"name", "bodies", "constraints"},
@@ -147,6 +151,7 @@ _RANGE_KEYS = {"ctrl_range", "force_range"}
 _OBJECT_LISTS = {
     "actuators",
     "sensors",
+    "markers",
     "bodies",
     "joints",
     "constraints",
@@ -514,6 +519,19 @@ def _load_own(path: Path, data: dict) -> Model:
             )
         except ModelError as err:
             raise ModelFileError(path, where, str(err)) from None
+    for k, mark in enumerate(_list(data, "markers", path, required=False)):
+        where = f"markers[{k}]"
+        _object(mark, path, where, _OWN_KEYS["marker"])
+        name = _string(mark, "name", path, where)
+        where = f"markers[{k}] ('{name}')"
+        if "point" not in mark:
+            raise ModelFileError(path, where, "missing key 'point' (global, at the initial "
+                                 "configuration)")  # fmt: skip
+        try:
+            builder.add_marker(name, _string(mark, "body", path, where), mark["point"],
+                               axes=mark.get("axes"))  # fmt: skip
+        except ModelError as err:
+            raise ModelFileError(path, where, str(err)) from None
     for k, sen in enumerate(_list(data, "sensors", path, required=False)):
         where = f"sensors[{k}]"
         _object(sen, path, where, _OWN_KEYS["sensor"])
@@ -765,6 +783,8 @@ def save_model(model: Model, path, *, solver: dict | None = None) -> Path:
         doc["actuators"] = _actuators_to_json(model.actuators)
     if model.sensors is not None:
         doc["sensors"] = _sensors_to_json(model)
+    if model.markers is not None:
+        doc["markers"] = _markers_to_json(model)
     if solver:
         doc["solver"] = dict(solver)
     path.write_text(json.dumps(doc, indent=2) + "\n")
@@ -785,6 +805,22 @@ def _sensors_to_json(model: Model) -> list[dict]:
             entry["frame"] = np.asarray(sensors.frame[k]).tolist()
         entry["noise"] = float(sensors.noise[k])
         out.append(entry)
+    return out
+
+
+def _markers_to_json(model: Model) -> list[dict]:
+    """Every marker as :meth:`ModelBuilder.add_marker`'s arguments: point and axes global,
+    at the model's initial configuration."""
+    markers, out = model.markers, []
+    r0, A0 = np.asarray(model.r0), np.asarray(model.A0)
+    for k, name in enumerate(markers.marker_names):
+        b = markers.bodies[k]
+        out.append({
+            "name": name,
+            "body": model.body_names[b],
+            "point": (r0[b] + A0[b] @ np.asarray(markers.point[k])).tolist(),
+            "axes": (A0[b] @ np.asarray(markers.axes[k])).tolist(),
+        })  # fmt: skip
     return out
 
 

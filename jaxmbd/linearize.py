@@ -329,7 +329,7 @@ def mode_motion(
         jnp.asarray(t), r, A, zeros, zeros, zeros, zeros, jnp.zeros((T, model.nc)),
         jnp.zeros(T, jnp.int32), jnp.zeros(T, jnp.int32), jnp.zeros(T),
         body_names=model.body_names, constraint_names=model.constraint_names,
-        joint_definitions=model.joints,
+        joint_definitions=model.joints, marker_element=model.markers,
     )  # fmt: skip
 
 

@@ -58,6 +58,8 @@ reference pose** (``qpos0``) from ``mj_forward``:
   ``ballangvel``, ``framepos``, ``framequat``, ``framelinvel``, ``frameangvel``,
   ``accelerometer``, ``gyro`` and ``velocimeter`` become ``model.sensors``
   (``sol.sensors[name]``, :mod:`jaxmbd.sensors`) with their ``noise``.
+* **Sites**: every named ``<site>`` on a moving body becomes a marker of that name
+  (``sol.markers[name]``, :mod:`jaxmbd.markers`).
 * Whatever is not supported (limits, damping, stiffness, friction loss and armature of
   multi-joint bodies other than a cylindrical pair, tendons, actuators, sensors (touch,
   force, torque, subtree, ...), other equality types, mocap bodies,
@@ -78,7 +80,7 @@ import numpy as np
 
 from ._mjcf_actuators import add_actuators
 from ._mjcf_contact import add_contacts
-from ._mjcf_sensors import add_sensors
+from ._mjcf_sensors import add_sensors, add_site_markers
 from .errors import ModelError, ModelFileError
 from .joints import ANGLES, joint_coordinates, move_subtree
 from .model import GROUND, Model, ModelBuilder
@@ -301,6 +303,7 @@ def _convert(mujoco, m, path: Path, keyframe, model_name: str) -> Model:
     _add_equalities(mujoco, m, d0, builder, label, body_names, unsupported)
     add_actuators(mujoco, m, builder, set(mapped), unsupported,
                   aliases=_cylindrical_coordinates(mujoco, m))  # fmt: skip
+    add_site_markers(mujoco, m, d0, builder, owner, body_names)
     add_sensors(mujoco, m, d0, builder, owner, body_names, frame, set(mapped), unsupported)
     _add_ground_geoms(mujoco, m, d0, builder, owner, shape_of)
     masses = {body_names[b]: float(sum(m.body_mass[k] for k in range(1, m.nbody)

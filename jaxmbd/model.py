@@ -29,7 +29,14 @@ from .drivers import DriverGroup, Expression, group_drivers
 from .errors import AdjustmentWarning, ModelError
 from .forces import AbstractForce
 from .geometry import Shape, make_shapes
-from .joints import SIZES, JointDefinition, place_joint_states, scalar_size
+from .joints import (
+    SIZES,
+    JointDefinition,
+    joint_coordinates,
+    place_joint_states,
+    scalar_size,
+)
+from .markers import markers_from_specs
 from .redundancy import Redundancy, find_redundancy
 
 logger = logging.getLogger("jaxmbd")
@@ -89,6 +96,8 @@ class Model(eqx.Module):
     joints: tuple[JointDefinition, ...] = ()
     # the sensors (jaxmbd.sensors.Sensors; sol.sensors[name]); None: no sensors
     sensors: object | None = None
+    # frames fixed on bodies (jaxmbd.markers.Markers; sol.markers[name]); None: no markers
+    markers: object | None = None
 
     @property
     def nb(self) -> int:
@@ -126,6 +135,38 @@ class Model(eqx.Module):
     def joint_names(self) -> tuple[str, ...]:
         """Joints with coordinates (``sol.joints``), in the order they were added."""
         return tuple(d.name for d in self.joints)
+
+    def with_joint_state(self, name: str, *, q=None, qdot=None) -> Model:
+        """This model starting with joint ``name`` at (``q``, ``qdot``) in its coordinates:
+        :meth:`ModelBuilder.set_joint_state` for a built or loaded model (an MJCF file's,
+        say). The joint's child body (the one farther from the ground in the body graph's
+        spanning tree) is placed relative to its parent with its subtree moving rigidly; the
+        joint's ``q_start`` becomes ``q`` (angles of ``sol.joints`` unwrap from it). Left out,
+        ``q`` keeps the current relative pose and ``qdot`` the current relative velocity.
+        Joints that close a loop are refused (set the loop's tree joints; the consistent
+        start of :func:`~jaxmbd.simulate` closes the loop). Chain calls to set several
+        joints; the pose is computed with NumPy (call it outside ``jit``)."""
+        defn = next((d for d in self.joints if d.name == name), None)
+        if defn is None:
+            raise ModelError(f"with_joint_state: model '{self.name}' has no joint {name!r}; "
+                             f"joints with coordinates: {list(self.joint_names)}")  # fmt: skip
+        where = f"with_joint_state: joint '{name}' ({defn.kind})"
+        if q is None and qdot is None:
+            raise ModelError(f"{where}: give q, qdot or both")
+        nq, nv = SIZES[defn.kind]
+        if q is None:  # the current relative pose
+            q = np.asarray(joint_coordinates(defn, *(
+                jnp.asarray(x)[None] for x in (self.r0, self.A0, self.rdot0, self.omega0)
+            )).q)[0]  # fmt: skip
+        state = (
+            None if q is None else _joint_values(q, nq, where=f"{where}.q", kind=defn.kind),
+            None if qdot is None else _joint_values(qdot, nv, where=f"{where}.qdot"),
+        )
+        r0, A0, rdot0, omega0, joints = place_joint_states(self, {name: state})
+        return dataclasses.replace(
+            self, r0=jnp.asarray(r0), A0=jnp.asarray(A0), rdot0=jnp.asarray(rdot0),
+            omega0=jnp.asarray(omega0), joints=joints,
+        )  # fmt: skip
 
     def gcon(self, kind: str) -> GconSet:
         return self.gcons[GCON_KINDS.index(kind)]
@@ -447,6 +488,7 @@ class ModelBuilder:
     _dynamics: dict[str, tuple] = field(default_factory=dict)  # joint damping etc.
     _actuators: list[dict] = field(default_factory=list)
     _sensors: list[dict] = field(default_factory=list)  # jaxmbd.sensors
+    _markers: list[dict] = field(default_factory=list)  # jaxmbd.markers
     _ground_shapes: list[Shape] = field(default_factory=list)
     _contacts: list = field(default_factory=list)  # jaxmbd.contact.build.ContactSpec
     _all_contacts: dict | None = None  # add_contacts' rule, expanded by build
@@ -996,9 +1038,34 @@ class ModelBuilder:
         )
 
     # -- sensors (jaxmbd.sensors) ------------------------------------------------------------
+    # -- markers (jaxmbd.markers) ------------------------------------------------------------
+    def add_marker(self, name, body, point, axes=None) -> ModelBuilder:
+        """A frame fixed on ``body``, read as ``sol.markers[name]`` (position, velocity,
+        acceleration, orientation, angular velocity and acceleration over time;
+        :mod:`jaxmbd.markers`) and usable as a body sensor's site
+        (``add_sensor(..., marker=name)``).
+
+        ``point``: global, at the initial configuration (as drawn, like joint points);
+        ``axes``: the marker's x, y, z axes as the columns of a global 3x3 rotation at that
+        configuration (None: the body's own axes). Both are stored in the body frame, so
+        they move with the body when :meth:`set_joint_state` poses the model."""
+        where = f"marker '{name}'"
+        if not isinstance(name, str) or not name:
+            raise ModelError(f"marker name: expected a non-empty string, got {name!r}")
+        if any(m["name"] == name for m in self._markers):
+            raise ModelError(f"{where}: duplicate marker name")
+        if body == GROUND:
+            raise ModelError(f"{where}.body: the ground does not move; a marker goes on a "
+                             "moving body (a point on the ground is a constant)")  # fmt: skip
+        r, A = self._frame(body, where=f"{where}.body")
+        s = A.T @ (_vec3(point, where=f"{where}.point") - r)
+        F = np.eye(3) if axes is None else A.T @ _rotation_matrix(axes, where=f"{where}.axes")[0]
+        self._markers.append(dict(name=name, body=body, point=s, axes=F))
+        return self
+
     def add_sensor(
         self, name, *, kind, joint=None, body=None, site=(0.0, 0.0, 0.0), frame=None,
-        noise=0.0,
+        noise=0.0, marker=None,
     ) -> ModelBuilder:  # fmt: skip
         """A sensor read as ``sol.sensors[name]`` (T, dim) (:mod:`jaxmbd.sensors`).
 
@@ -1008,12 +1075,24 @@ class ModelBuilder:
         "body_angular_velocity", "velocimeter", "gyro" or "accelerometer" (on ``body``, at
         the site ``site``: a point in the body frame, from the centre of mass; ``frame``:
         the site's axes as the columns of a 3x3 rotation in body coordinates, None: the
-        body's own). ``noise``: the standard deviation of Gaussian noise, applied when
-        :func:`~jaxmbd.simulate` gets ``sensor_key=``. Sensors are listed, and a policy
-        observes them, in the order they are added."""
+        body's own). ``marker``: instead of ``body``, ``site`` and ``frame``, a marker of
+        :meth:`add_marker` (its body, point and axes). ``noise``: the standard deviation of
+        Gaussian noise, applied when :func:`~jaxmbd.simulate` gets ``sensor_key=``. Sensors
+        are listed, and a policy observes them, in the order they are added."""
         from .sensors import SENSOR_KINDS
 
         where = f"sensor '{name}'"
+        if marker is not None:
+            if body is not None or frame is not None or tuple(np.ravel(site)) != (0, 0, 0):
+                raise ModelError(f"{where}: marker= gives the sensor's body, site and frame; "
+                                 "leave body=, site= and frame= out")  # fmt: skip
+            found = [m for m in self._markers if m["name"] == marker]
+            if not found:
+                raise ModelError(
+                    f"{where}.marker: no marker {marker!r}; markers are "
+                    f"{[m['name'] for m in self._markers]} (add_marker first)"
+                )
+            body, site, frame = found[0]["body"], found[0]["point"], found[0]["axes"]
         if not isinstance(name, str) or not name:
             raise ModelError(f"sensor name: expected a non-empty string, got {name!r}")
         if any(s["name"] == name for s in self._sensors):
@@ -1715,6 +1794,7 @@ class ModelBuilder:
             ground_shapes=tuple(self._ground_shapes),
             joints=joint_defs,
             sensors=self._sensor_element(index, joint_defs),
+            markers=markers_from_specs(self._markers, index),
         )
         # the rank of the constraints as drawn (before any joint state is applied)
         model = dataclasses.replace(model, redundancy=find_redundancy(model))

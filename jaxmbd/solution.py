@@ -70,12 +70,15 @@ class Solution(eqx.Module):
     sensor_key: jax.Array | None = None
     # how far the consistent start moved each body (jaxmbd._checks.StartCorrection)
     start_correction: object | None = None
+    # the model's markers (jaxmbd.markers.Markers), for :attr:`markers`; None if none
+    marker_element: object | None = None
 
     def __init__(
         self, t, r, A, rdot, omega, rddot, omegadot, lam, iterations, status, residual,
         q=None, v=None, condition=None, chart_singular=None, formulation="rA", integrator="",
         save_every=1, body_names=(), constraint_names=(), joint_definitions=(),
         contact_element=None, sensor_model=None, sensor_key=None, start_correction=None,
+        marker_element=None,
     ):  # fmt: skip
         self.t, self.r, self.A, self.rdot, self.omega = t, r, A, rdot, omega
         self.rddot, self.omegadot, self.lam = rddot, omegadot, lam
@@ -88,6 +91,7 @@ class Solution(eqx.Module):
         self.contact_element = contact_element
         self.sensor_model, self.sensor_key = sensor_model, sensor_key
         self.start_correction = start_correction
+        self.marker_element = marker_element
 
     def _from_body_state(self):
         """(q, v) of a dynamics run whose formulation does not store them (its coordinates
@@ -152,6 +156,18 @@ class Solution(eqx.Module):
         from .sensors import SensorReadings
 
         return SensorReadings(self.sensor_model, self, self.sensor_key)
+
+    @property
+    def markers(self):
+        """The model's markers over time, by name: ``sol.markers["tip"].position`` (T, 3),
+        ``.velocity``, ``.acceleration``, ``.orientation`` (T, 3, 3), ``.angular_velocity``,
+        ``.angular_acceleration`` (a :class:`~jaxmbd.markers.MarkerMotion`, a batch's axes
+        first), computed from the stored body states when read (:mod:`jaxmbd.markers`) and
+        differentiable (usable in losses). An unknown name raises ``KeyError`` listing the
+        markers; a Solution read from a file has none."""
+        from .markers import MarkerMap
+
+        return MarkerMap(self.marker_element, self)
 
     @property
     def result(self):

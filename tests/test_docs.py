@@ -120,6 +120,15 @@ def test_statics_example():
     assert_prints(printed, shown, rtol=1e-6)
 
 
+def test_markers_example():
+    """The markers page: the crank tip's speed, centripetal acceleration and position meet
+    the closed forms printed beside them, and the page shows what the example prints."""
+    code, shown = EXAMPLE.findall((DOCS / "guide/markers.md").read_text())[0]
+    printed, _ = run_example(code)
+    assert_expected_values(printed, rtol=1e-12)
+    assert_prints(printed, shown, rtol=1e-9)
+
+
 def test_closed_loop_example():
     """The closed-loops page: the four-bar of four revolutes builds, runs without its 3
     redundant rows, and prints what the page shows."""

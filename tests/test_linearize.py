@@ -148,3 +148,30 @@ def test_mode_motion_and_the_cli(pendulum_and_chain, tmp_path):
     assert "mode 0:" in result.output and Image.open(gif).n_frames > 10
     bad = CliRunner().invoke(app, ["animate", str(path), "--out", str(gif), "--mode", "9"])
     assert bad.exit_code != 0 and "mode 9 of 4" in bad.output
+
+
+@pytest.mark.parametrize(("axis", "stable"), [(2, True), (1, False)])
+def test_moving_state_steady_spin_stability(axis, stable):
+    """About a moving state: a body pinned at its centre of mass (torque-free) spinning
+    at Omega about a principal axis k. Euler's equations linearised there have the
+    eigenvalues 0 and lambda^2 = Omega^2 (I_k - I_i)(I_j - I_k) / (I_i I_j): an oscillation
+    about the largest axis, an exponential divergence about the intermediate one (the
+    tennis-racket instability), which A (gyroscopic terms of the moving state included)
+    must contain."""
+    inertia, spin = np.array([1.0, 2.0, 3.0]), 2.0
+    omega0 = np.zeros(3)
+    omega0[axis] = spin
+    b = mbd.ModelBuilder("spinner", gravity=(0.0, 0.0, -G))
+    b.add_body("body", mass=1.5, inertia=inertia.tolist(), r=(0.0, 0.0, 0.0), omega=omega0)
+    b.spherical("pivot", body_i="ground", body_j="body", point=(0.0, 0.0, 0.0))
+    lin = mbd.linearize(b.build(), "initial")
+    i, j = (k for k in range(3) if k != axis)
+    lam2 = spin**2 * (inertia[axis] - inertia[i]) * (inertia[j] - inertia[axis])
+    lam2 /= inertia[i] * inertia[j]
+    assert (lam2 < 0) == stable
+    lam = np.sqrt(complex(lam2))
+    eig = np.linalg.eigvals(np.asarray(lin.A))
+    assert lin.A.shape == (6, 6)
+    for target in (lam, -lam):
+        assert np.min(np.abs(eig - target)) < 1e-9 * spin, (target, eig)
+    assert (np.max(eig.real) > 0.5 * abs(lam)) == (not stable)
