@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import count_compilations
 
 import jaxmbd as mbd
 
@@ -157,16 +158,28 @@ class _Feedback(eqx.Module):
 
 def test_policy_closes_the_loop_each_step(position_servo):
     """A linear state feedback as a policy: the controls it produced (read back from the
-    run's own joint states at each step's start) replayed open loop give the same run,
-    and d x(T) / d gain matches central differences."""
+    run's own joint states at each step's start) replayed open loop give the same run.
+    (A policy module, _Feedback: tests/test_batch_control.py, tests/test_sensors.py and the
+    slow gradient test below.)"""
     model = _slider(kind="motor", gear=1.0)
     gain = jnp.array([[30.0, 0.0, 4.0, 0.0], [0.0, 2.0, 0.0, 0.3]])
     # the model above starts at rest: give it a kick
     model = dataclasses.replace(model, rdot0=model.rdot0.at[0, 0].set(0.5),
                                 omega0=model.omega0.at[1, 2].set(1.0))  # fmt: skip
     n = 100
-    sol = mbd.simulate(model, t_end=n * H, h=H, policy=_Feedback(gain), integrator="rkmk",
-                       formulation="se3")  # fmt: skip
+
+    # the law as a new lambda per run: its closed-over gains are traced leaves
+    # (jaxmbd/_jit.py, tests/test_compile_once.py), so the second run compiles nothing
+    def run(k):
+        return mbd.simulate(model, t_end=n * H, h=H, policy=lambda t, o: -k @ o,
+                            integrator="rkmk", formulation="se3")  # fmt: skip
+
+    other = gain * 1.5  # (an eager op compiles: outside the count)
+    sol = run(gain)
+    with count_compilations() as counts:
+        other_run = run(other)
+    assert counts == {"trace": 0, "compile": 0}, counts
+    assert float(jnp.abs(other_run.r - sol.r).max()) > 1e-4  # its own gains, not baked in
     obs = np.concatenate(
         [np.stack([sol.joints[j].q for j in ("rail", "spin")], 1),
          np.stack([sol.joints[j].qdot for j in ("rail", "spin")], 1)], axis=1
