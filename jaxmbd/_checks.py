@@ -221,7 +221,7 @@ def error_if_failed(sol, what: str):
 
 def solution_from_outputs(
     model: Model, form, h, outs, integrator: str = "", *, chart_singular=None, save_every=1,
-    sensor_key=None,
+    sensor_key=None, contact_history: bool = True,
 ):  # fmt: skip
     """Solution of the per-step outputs (r, A, rdot, omega, rddot, omegadot, lam,
     iterations, status, residual[, q, v[, condition]]) of an analysis; q and v are the
@@ -260,7 +260,7 @@ def solution_from_outputs(
         body_names=model.body_names,
         constraint_names=model.constraint_names,
         joint_definitions=model.joints,
-        contact_element=getattr(model, "contacts", None),
+        contact_element=getattr(model, "contacts", None) if contact_history else None,
         sensor_model=None if model.sensors is None else dataclasses.replace(model, forces=()),
         sensor_key=None if model.sensors is None else sensor_key,
         marker_element=getattr(model, "markers", None),

@@ -33,6 +33,7 @@ from .integrators import (
     INTEGRATORS,
     AbstractImplicitIntegrator,
     AbstractIntegrator,
+    MoreauJean,
     StartState,
     get_integrator,
 )
@@ -219,6 +220,29 @@ def _contact_newton(model, integrator, form, options: dict) -> dict:
     return options
 
 
+def _hard_contact_integrator(model, contact, integrator):
+    """The integrator of a run with ``contact``: "hard" takes ``moreau_jean`` (the default
+    then) and refuses any other; ``moreau_jean`` treats the contact pairs as unilateral
+    constraints and so needs contact="hard" when the model has pairs."""
+    name = integrator if integrator is None or isinstance(integrator, str) else integrator.name
+    if contact == "hard":
+        if name not in (None, MoreauJean.name):
+            raise ValueError(
+                f"simulate: contact='hard' (unilateral constraints with impacts and Coulomb "
+                f"friction) is stepped by integrator='{MoreauJean.name}' (the default with "
+                f"contact='hard'), not {name!r}; the other integrators take the compliant "
+                "contact (contact='compliant')"
+            )
+        return MoreauJean.name if integrator is None else integrator
+    if name == MoreauJean.name and model.contacts is not None and contact != "none":
+        raise ValueError(
+            f"simulate: integrator='{MoreauJean.name}' steps contact pairs as unilateral "
+            f"constraints: pass contact='hard' (or contact='none' to ignore the pairs of "
+            f"model '{model.name}')"
+        )
+    return integrator
+
+
 def simulate(
     model: Model,
     *,
@@ -283,8 +307,11 @@ def simulate(
     act. "compliant" (the default): Hunt–Crossley contact with regularised Coulomb friction,
     a force element whose stiffness enters the implicit integrators' Newton matrix;
     ``sol.contact`` reports every slot per step. "none": every pair is ignored (the same
-    model without contact). "hard" (unilateral constraints) is not implemented yet and is
-    refused. With contact pairs the implicit integrators default to
+    model without contact). "hard": exact contact, the pairs as unilateral constraints with
+    Newton's restitution law and Coulomb friction on the exact cone, stepped by the
+    projected Moreau–Jean scheme (``integrator="moreau_jean"``, the default then and the
+    only one; :mod:`jaxmbd.integrators.moreau_jean`; ``sol.contact`` is None). With contact
+    pairs the implicit integrators default to
     ``newton=LineSearchNewton()`` (:mod:`jaxmbd.line_search`: exact Newton damped by
     backtracking, which converges on the saturating friction and damping at large steps);
     ``max_iter`` then sets its iterations, and ``newton=`` chooses another method; gen_alpha
@@ -321,7 +348,8 @@ def simulate(
     throw = resolve_throw(throw, check, "simulate")
     if chunk_size is not None and progress is None:
         raise ValueError("simulate: chunk_size (steps between progress calls) needs progress=")
-    model = with_contact(model, contact, where="simulate")
+    model = with_contact(model, contact, where="simulate", hard=True)
+    integrator = _hard_contact_integrator(model, contact, integrator)
     n = num_steps(t_end, h)
     controls = control_inputs(model, controls, n, h, where="simulate")
     if policy is not None and (controls is not None or model.nu == 0):
@@ -380,6 +408,9 @@ def simulate(
         chart_singular=_chart_flags(form, outs),
         save_every=save_every,
         sensor_key=sensor_key,
+        # the compliant law's forces are not those of hard contact (its impulses are not
+        # kept yet): sol.contact is None there
+        contact_history=contact != "hard",
     )
     return finish(
         model, sol, what="dynamics", throw=throw, traced=traced,

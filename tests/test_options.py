@@ -67,6 +67,11 @@ DOCUMENTED = {
         "record_condition": (True, False),
         "linear_solver": ("auto", "dense", "structured"),
     },
+    "moreau_jean": {
+        "tol": (1e-8,),
+        "max_iter": (10,),
+        "project": (True, False),
+    },
 }
 
 #: Options that apply only together with another one.
@@ -230,6 +235,8 @@ RUN_OPTIONS = {
     ("rp", "rk"): dict(tableau="euler", multipliers="frozen", linear_solver="structured"),
     ("re", "rk"): dict(tableau="rk3", linear_solver="auto"),
     ("rotmat", "rk"): dict(tableau="heun", multipliers="one_step", linear_solver="structured"),
+    ("rA", "moreau_jean"): dict(tol=1e-8, max_iter=10),
+    ("se3", "moreau_jean"): dict(project=False),
 }
 
 

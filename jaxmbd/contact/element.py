@@ -216,21 +216,23 @@ def contact_element(model) -> ContactForce | None:
     return next((f for f in model.forces if isinstance(f, ContactForce)), None)
 
 
-def with_contact(model, contact: str | None, *, where: str = "simulate"):
+def with_contact(model, contact: str | None, *, where: str = "simulate", hard: bool = False):
     """``model`` as a run with ``contact`` sees it: "compliant" (the default): the contact
     element's masses set to ``model.mass``; "none": without the contact element (every pair
-    ignored); "hard": refused (unilateral constraints are a later issue)."""
+    ignored); "hard": the element kept for an integrator that treats its pairs as
+    unilateral constraints (:mod:`jaxmbd.integrators.moreau_jean`), only where the caller
+    has one (``hard=True``: :func:`~jaxmbd.simulate`), else refused."""
     if contact is None:
         contact = "compliant"
     if contact not in CONTACT_OPTIONS:
         raise ValueError(
             f"{where}: contact must be one of {list(CONTACT_OPTIONS)}, got {contact!r}"
         )
-    if contact == "hard":
+    if contact == "hard" and not hard:
         raise ValueError(
-            f"{where}: contact='hard' (contact as unilateral constraints with a nonsmooth "
-            "solver) is not implemented yet; use contact='compliant' (the default: "
-            "Hunt–Crossley contact with regularised Coulomb friction) or contact='none'"
+            f"{where}: contact='hard' (unilateral constraints with impacts) is an option of "
+            "simulate only; use contact='compliant' (Hunt–Crossley contact with regularised "
+            "Coulomb friction) or contact='none' here"
         )
     element = contact_element(model)
     if element is None:

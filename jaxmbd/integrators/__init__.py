@@ -22,13 +22,14 @@ from .base import (
 )
 from .energy_momentum import EnergyMomentum
 from .generalized_alpha import GeneralizedAlpha
+from .moreau_jean import MoreauJean
 from .munthe_kaas import MuntheKaas
 from .runge_kutta import RungeKutta
 from .tableau import TABLEAUS, ButcherTableau, get_tableau
 
 INTEGRATORS: dict[str, type[AbstractIntegrator]] = {
     cls.name: cls
-    for cls in (BackwardEuler, GeneralizedAlpha, MuntheKaas, EnergyMomentum, RungeKutta)
+    for cls in (BackwardEuler, GeneralizedAlpha, MuntheKaas, EnergyMomentum, RungeKutta, MoreauJean)
 }
 
 #: The integrator used when none is named, per formulation (each formulation's

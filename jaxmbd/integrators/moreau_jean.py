@@ -1,0 +1,374 @@
+"""Moreau–Jean time stepping with exact contact: ``simulate(..., contact="hard")``.
+
+Contact is a set of unilateral constraints with impacts and Coulomb friction, solved at the
+velocity level once per step together with the joints, then the positions are projected
+onto the admissible set. The scheme is the projected Moreau–Jean scheme of V. Acary,
+"Projected event-capturing time-stepping schemes for nonsmooth mechanical systems with
+unilateral contact and Coulomb's friction", Comput. Methods Appl. Mech. Engrg. 256 (2013)
+224–250 (its eqs. 3.1 and 4.2, theta = 1 for the impulses, the midpoint for the
+positions), after J. J. Moreau, "Unilateral contact and dry friction in finite freedom
+dynamics" (1988) and M. Jean, "The non-smooth contact dynamics method", CMAME 177 (1999).
+
+**One step** from (q_k, v_k) at t_k to t_{k+1} = t_k + h (h-free equations of the
+formulation's index-1 form, :mod:`jaxmbd.formulations.index1`: mass matrix M, forces Q,
+joint Jacobian G with G v = nu):
+
+1. q_M = q_k (+) (h / 2) v_k, the midpoint; the contact slots of :mod:`jaxmbd.contact`
+   at q_M give the gaps g, normals n and tangents (t1, t2), and the contact Jacobians
+   W_N, W_T (rows n . v_rel, t . v_rel of the relative velocity of the pair's body_i to
+   its body_j at the contact point). A slot is **active** when g(q_M) <= 0.
+2. Unknowns v_{k+1}, the joint impulses Lambda and the contact impulses P_N, P_T (2 per
+   slot):
+
+       M (v_{k+1} - v_k) = h Q(q_M, v_k, t_M) - G^T Lambda + W_N^T P_N + W_T^T P_T,
+       G v_{k+1} = nu(q_M, t_M),
+
+   with, on every active slot, Newton's impact law and Coulomb's law on the exact cone
+   written as the Alart–Curnier proximal equations (P. Alart, A. Curnier, CMAME 92 (1991)
+   353–375; their semismooth Newton: eqs. 36–38):
+
+       P_N = max(0, P_N - rho xi_N),             xi_N = W_N v_{k+1} + e W_N v_k,
+       P_T = proj_{|P| <= mu P_N}(P_T - rho xi_T), xi_T = W_T v_{k+1},
+
+   and P = 0 on the inactive slots. rho is each slot's inverse Delassus diagonal
+   1 / (W M^-1 W^T)_ii (a scale; the solution does not depend on it). The system is
+   solved by a semismooth Newton method (the generalised Jacobian of the max and the
+   disk projection by forward-mode autodiff of their branches: L. Qi, J. Sun, Math.
+   Programming 58 (1993) 353–367) inside the compiled step; a step whose iteration
+   does not converge to ``tol`` in ``max_iter`` iterations has status max_iterations.
+3. q_{k+1} = q_M (+) (h / 2) v_{k+1}.
+4. **Projection** (Acary 2013, section 4): q_{k+1} <- q_{k+1} (+) M^-1 (-G^T mu_G + W_N^T
+   mu_N), with Phi(q_{k+1}) = 0 and 0 <= mu_N complementary to g(q_{k+1}) >= 0 (the same
+   proximal form and Newton method): joints closed and no penetration, to the position
+   tolerance, at every step; velocities are kept.
+
+The multipliers reported (``sol.lam``) are Lambda / h, the joint reactions averaged over
+the step; the accelerations (v_{k+1} - v_k) / h, impulsive where an impact happened.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import _config  # noqa: F401
+from .._step_status import first_failure
+from ..contact.element import ContactForce, contact_element
+from ..forces import BodyState
+from ..formulations.index1 import index1_system
+from ..model import Model
+from ..newton import MAX_ITERATIONS, NONFINITE, SUCCESS, NewtonInfo
+from .base import AbstractIntegrator, StepResult
+
+#: A slot is active when its gap at the step's midpoint is below this times ``tol`` (in
+#: metres): the projection leaves closed contacts within ``tol`` of zero.
+ACTIVE_GAP_PER_TOL = 10.0
+#: Relative singular-value cut of the Newton steps' least-squares solve.
+LSTSQ_RCOND = 1e-13
+#: The smallest velocity scale (m/s) of the impulse tolerance (a model at rest, no force).
+VELOCITY_FLOOR = 1e-6
+
+
+class MoreauJeanState(NamedTuple):
+    """Positions, velocities and the last step's contact impulses (a warm start)."""
+
+    q: Any
+    v: jax.Array
+    impulses: jax.Array  # (3 ns,): P_N, then P_T (2 per slot)
+
+
+def _tangents(normal):
+    """Two unit tangents (ns, 3) each orthogonal to the unit normals (ns, 3) and to each
+    other: t1 from the coordinate axis least aligned with n (smooth away from the switch;
+    the friction disk is isotropic, so the choice does not change the solution)."""
+    axis = jnp.eye(3, dtype=normal.dtype)[jnp.argmin(jnp.abs(normal), axis=-1)]
+    t1 = jnp.cross(normal, axis)
+    t1 = t1 / jnp.linalg.norm(t1, axis=-1, keepdims=True)
+    return t1, jnp.cross(normal, t1)
+
+
+def _positive_part(x):
+    """max(0, x) with the B-subdifferential's derivative (1 or 0, never 1/2 at the tie)."""
+    return jnp.where(x > 0, x, 0.0)
+
+
+def _disk_projection(y, radius):
+    """Projection of y (ns, 2) onto the disks |y| <= radius (ns,), NaN-safe at y = 0."""
+    yy = jnp.sum(y * y, axis=-1)
+    norm = jnp.sqrt(jnp.where(yy > 0, yy, 1.0))
+    inside = norm <= radius
+    scale = jnp.where(inside, 1.0, radius / norm)
+    return y * scale[:, None]
+
+
+class _ContactKinematics(NamedTuple):
+    gap: jax.Array  # (ns,)
+    W_N: jax.Array  # (ns, n)
+    W_T: jax.Array  # (2 ns, n)
+
+
+def _contact_kinematics(element: ContactForce, form, q, v) -> _ContactKinematics:
+    """Gaps and contact Jacobians of every slot at positions q (velocity coordinates of the
+    formulation, body-major): the rows n . v_rel and (t1, t2) . v_rel of the velocity of
+    the pair's body_i relative to its body_j at the contact point."""
+    r, A = form.to_body_state(q, v, jnp.zeros_like(v))[:2]
+    zero = jnp.zeros_like(r)
+    gap, point, normal = element.collide(BodyState(r, A, zero, zero))
+    t1, t2 = _tangents(normal)
+    bi, bj = element._slot_bodies()
+    nb = r.shape[0]
+
+    def relative_velocity(v_flat):
+        body = form.to_body_state(q, v_flat.reshape(v.shape), jnp.zeros_like(v))
+        rdot, omega = body[2], body[3]
+        zero3 = jnp.zeros((1, 3), r.dtype)
+        r_all = jnp.concatenate([r, zero3])
+        rdot_all = jnp.concatenate([rdot, zero3])
+        w_all = jnp.concatenate([jnp.einsum("bij,bj->bi", A, omega), zero3])  # global
+
+        def at(b):
+            return rdot_all[b] + jnp.cross(w_all[b], point - r_all[b])
+
+        v_rel = at(bi) - at(bj)
+        along = lambda d: jnp.sum(d * v_rel, axis=-1)  # noqa: E731
+        return jnp.concatenate([along(normal), jnp.stack([along(t1), along(t2)], -1).reshape(-1)])
+
+    del nb
+    W = jax.jacfwd(relative_velocity)(jnp.zeros(v.size, v.dtype))
+    ns = gap.shape[0]
+    return _ContactKinematics(gap, W[:ns], W[ns:])
+
+
+def _smooth_model(model: Model) -> Model:
+    """The model without its contact element: its smooth forces."""
+    import dataclasses
+
+    element = contact_element(model)
+    if element is None:
+        return model
+    return dataclasses.replace(model, forces=tuple(f for f in model.forces if f is not element))
+
+
+def _mass_matrix(system):
+    nb, k, _ = system.mass.shape
+    M = jnp.einsum("ab,aij->aibj", jnp.eye(nb, dtype=system.mass.dtype), system.mass)
+    M = M.reshape(nb * k, nb * k)
+    return M if system.coupling is None else M + system.coupling
+
+
+def _newton(residual, x0, tol, max_iter):
+    """Semismooth Newton on residual(x) = 0 from x0: (x, iterations, converged, ||F||).
+    The generalised Jacobian is forward-mode autodiff of the residual's branches."""
+
+    def cond(carry):
+        _, it, done, _ = carry
+        return (it < max_iter) & ~done
+
+    def body(carry):
+        x, it, _, _ = carry
+        F = residual(x)
+        J = jax.jacfwd(residual)(x)
+        # least squares: a body resting on several contact points (a box on four corners)
+        # has more normal rows than the directions they constrain, and the generalised
+        # Jacobian is singular there (the split of the impulses is not unique); the
+        # minimum-norm step converges to one solution
+        dx = jnp.linalg.lstsq(J, F, rcond=LSTSQ_RCOND)[0]
+        x = x - dx
+        F_new = residual(x)
+        norm = jnp.max(jnp.abs(F_new))
+        return x, it + 1, norm <= tol, norm
+
+    F0 = residual(x0)
+    norm0 = jnp.max(jnp.abs(F0))
+    x, it, done, norm = jax.lax.while_loop(cond, body, (x0, jnp.asarray(0), norm0 <= tol, norm0))
+    return x, it, done, norm
+
+
+def _implicit_min_norm(residual, x_star):
+    """``x_star`` (a root of ``residual``) with implicit-function derivatives taken by the
+    pseudo-inverse of the generalised Jacobian: dx = -J^+ dF. Where contact impulses are
+    not unique (a box on four corners) J is singular, but the velocities are, and so are
+    their derivatives: every solution of J dx = -dF (consistent: F = 0 holds along the
+    family of roots) has the same velocity part, and the minimum-norm one is one of them.
+    First derivatives (jvp and its transpose, so jax.grad); the residual's closed-over
+    values (the model, the state) are differentiated."""
+    x_star = jax.lax.stop_gradient(x_star)
+    fn, consts = jax.closure_convert(residual, x_star)
+
+    @jax.custom_jvp
+    def root(x, consts):
+        del consts
+        return x
+
+    @root.defjvp
+    def _rule(primals, tangents):
+        x, consts = primals
+        _, dconsts = tangents
+        J = jax.lax.stop_gradient(jax.jacfwd(lambda y: fn(y, *consts))(x))
+        _, dF = jax.jvp(lambda c: fn(x, *c), (consts,), (dconsts,))
+        return x, -jnp.linalg.pinv(J, rtol=LSTSQ_RCOND) @ dF
+
+    return root(x_star, tuple(consts))
+
+
+class MoreauJean(AbstractIntegrator):
+    """The projected Moreau–Jean scheme with exact contact (module docstring): the
+    integrator of ``simulate(..., contact="hard")``.
+
+    Options: ``tol`` (1e-10): the semismooth Newton iterations stop when every equation's
+    residual is below ``tol`` times its scale (impulses: the step's momentum scale;
+    positions: metres); ``max_iter`` (50); ``project`` (True): the position projection of
+    step 4 (without it the positions drift and penetrate by O(h) at impacts)."""
+
+    name: ClassVar[str] = "moreau_jean"
+    # the index-1 blocks (M, Q, G) and a Lie group whose retraction along h v is the
+    # exponential update of the velocities (rA, se3)
+    requires: ClassVar[frozenset[str]] = frozenset({"index1_blocks", "lie_group"})
+    tol: float = 1e-10
+    max_iter: int = 50
+    project: bool = True
+
+    def check_formulation(self, form) -> None:
+        if isinstance(self.max_iter, bool) or not isinstance(self.max_iter, int | np.integer):
+            raise ValueError(f"moreau_jean: max_iter must be a positive integer, got "
+                             f"{self.max_iter!r}")  # fmt: skip
+        if self.max_iter < 1:
+            raise ValueError(f"moreau_jean: max_iter must be positive, got {self.max_iter}")
+        if not (isinstance(self.tol, float | int) and self.tol > 0):
+            raise ValueError(f"moreau_jean: tol must be a positive number, got {self.tol!r}")
+
+    def init(self, model, form, start, h):
+        element = contact_element(model)
+        ns = 0 if element is None else element.n_slots
+        return MoreauJeanState(start.q, start.v, jnp.zeros(3 * ns, start.v.dtype))
+
+    def _velocity_step(self, model, form, q_mid, v, t_mid, h, warm):
+        """(v_{k+1}, Lambda, impulses, iterations, converged, ||F||) of step 2."""
+        element = contact_element(model)
+        smooth = _smooth_model(model)
+        system = index1_system(smooth, form, q_mid, v, t_mid)
+        M = _mass_matrix(system)
+        G = system.G
+        n, m = v.size, G.shape[0]
+        v_flat = v.reshape(-1)
+        Q = system.force.reshape(-1)
+        # nu = G v - (G v - nu) at any v: the velocity equations' right-hand side
+        nu = G @ v_flat - form.velocity_residual(smooth, q_mid, v, t_mid)
+        if element is None or element.n_slots == 0:
+            kkt = jnp.block([[M, G.T], [G, jnp.zeros((m, m), M.dtype)]])
+            x = jnp.linalg.solve(kkt, jnp.concatenate([M @ v_flat + h * Q, nu]))
+            zero = jnp.zeros(0, v.dtype)
+            return x[:n], x[n:], zero, jnp.asarray(1), jnp.asarray(True), jnp.asarray(0.0)
+        kin = _contact_kinematics(element, form, q_mid, v)
+        ns = kin.gap.shape[0]
+        slot_pair = np.asarray(element.slot_pair, dtype=int)
+        mu = element.friction[slot_pair]
+        e = element.restitution[slot_pair]
+        # active at the midpoint's gap; a contact closed by the last projection (to its
+        # tolerance) stays active, so a resting body does not lift off by round-off
+        # a float mask: closure conversion (the implicit derivative) hoists float values only
+        active = jnp.where(kin.gap <= ACTIVE_GAP_PER_TOL * self.tol, 1.0, 0.0)
+        W = jnp.concatenate([kin.W_N, kin.W_T])
+        delassus = jnp.einsum("ij,ji->i", W, jnp.linalg.solve(M, W.T))
+        rho = 1.0 / jnp.maximum(delassus, 1e-300)
+        rho_N, rho_T = rho[:ns], rho[ns:].reshape(ns, 2)
+        # the momentum scale of the step: impulses converge to tol of it; the joint rows
+        # (velocities) are weighed by the largest mass to be momenta too
+        mass_scale = jnp.max(jnp.abs(jnp.diagonal(M)))
+        scale = jnp.max(jnp.abs(M @ v_flat)) + h * jnp.max(jnp.abs(Q))
+        scale = jnp.maximum(scale, mass_scale * VELOCITY_FLOOR)
+        xi_N0 = e * (kin.W_N @ v_flat)  # Newton's law: the pre-impact normal velocity
+
+        def residual(x):
+            v1, lam = x[:n], x[n : n + m]
+            P_N, P_T = x[n + m : n + m + ns], x[n + m + ns :].reshape(ns, 2)
+            momentum = M @ (v1 - v_flat) - h * Q + G.T @ lam - kin.W_N.T @ P_N
+            momentum = momentum - kin.W_T.T @ P_T.reshape(-1)
+            joints = G @ v1 - nu
+            xi_N = kin.W_N @ v1 + xi_N0
+            xi_T = (kin.W_T @ v1).reshape(ns, 2)
+            normal = P_N - _positive_part(P_N - rho_N * xi_N)
+            tangent = P_T - _disk_projection(P_T - rho_T * xi_T, mu * _positive_part(P_N))
+            normal = jnp.where(active > 0, normal, P_N)
+            tangent = jnp.where(active[:, None] > 0, tangent, P_T)
+            # every row in momentum units (the proximal rows are impulses already)
+            return jnp.concatenate([momentum, mass_scale * joints, normal, tangent.reshape(-1)])
+
+        warm = jnp.where(jnp.concatenate([active, jnp.repeat(active, 2)]) > 0, warm, 0.0)
+        x0 = jnp.concatenate([v_flat, jnp.zeros(m, v.dtype), warm])
+        x, it, done, norm = _newton(residual, x0, self.tol * scale, self.max_iter)
+        x = _implicit_min_norm(residual, x)
+        return x[:n], x[n : n + m], x[n + m :], it, done, norm / scale
+
+    def _projection(self, model, form, q, v, t, W_N_of):
+        """Step 4: (q projected, iterations, converged, max violation)."""
+        element = contact_element(model)
+        smooth = _smooth_model(model)
+        system = index1_system(smooth, form, q, v, t)
+        M = _mass_matrix(system)
+        G = form.position_terms(smooth, q, t)[1]
+        m = G.shape[0]
+        has_contact = element is not None and element.n_slots > 0
+        if has_contact:
+            kin = _contact_kinematics(element, form, q, v)
+            W_N = kin.W_N
+            rho = 1.0 / jnp.maximum(jnp.einsum("ij,ji->i", W_N, jnp.linalg.solve(M, W_N.T)),
+                                    1e-300)  # fmt: skip
+        else:
+            W_N = jnp.zeros((0, v.size), v.dtype)
+            rho = jnp.zeros(0, v.dtype)
+        ns = W_N.shape[0]
+        B = jnp.concatenate([-G, W_N]).T  # (n, m + ns): the correction's directions
+        MinvB = jnp.linalg.solve(M, B)
+        # lengths: the constraint rows are in their own units (m or dimensionless), the
+        # gaps in metres; a unit metre scale keeps both O(1) for models of metre size
+        tol = self.tol
+
+        def moved(mu):
+            return form.retract(q, MinvB @ mu)
+
+        def residual(mu):
+            qq = moved(mu)
+            rows = [form.residual(smooth, qq, t)[:m]]
+            if has_contact:
+                r, A = form.to_body_state(qq, v, jnp.zeros_like(v))[:2]
+                zero = jnp.zeros_like(r)
+                gap = element.collide(BodyState(r, A, zero, zero)).gap
+                mu_N = mu[m:]
+                rows.append((mu_N - _positive_part(mu_N - rho * gap)) / jnp.maximum(rho, 1e-300))
+            return jnp.concatenate(rows)
+
+        mu0 = jnp.zeros(m + ns, v.dtype)
+        mu, it, done, norm = _newton(residual, mu0, tol, self.max_iter)
+        mu = _implicit_min_norm(residual, mu)
+        return moved(mu), it, done, norm
+
+    def step(self, model, form, state: MoreauJeanState, k, h):
+        t0 = (k - 1) * h
+        t_mid, t1 = t0 + 0.5 * h, k * h
+        q, v = state.q, state.v
+        q_mid = form.retract(q, 0.5 * h * v.reshape(-1))
+        v1, lam, impulses, it, done, norm = self._velocity_step(
+            model, form, q_mid, v, t_mid, h, state.impulses
+        )
+        v1 = v1.reshape(v.shape)
+        q1 = form.retract(q_mid, 0.5 * h * v1.reshape(-1))
+        iterations, statuses = it, [jnp.where(done, SUCCESS, MAX_ITERATIONS)]
+        if self.project:
+            q1, it_p, done_p, norm_p = self._projection(model, form, q1, v1, t1, None)
+            iterations = iterations + it_p
+            statuses.append(jnp.where(done_p, SUCCESS, MAX_ITERATIONS))
+            norm = jnp.maximum(norm, norm_p)
+        a1 = (v1 - v) / h
+        finite = jnp.all(jnp.isfinite(v1)) & jnp.all(jnp.isfinite(lam))
+        status = first_failure(jnp.where(finite, SUCCESS, NONFINITE), *statuses)
+        info = NewtonInfo(iterations, status, norm, jnp.asarray(0.0, v.dtype))
+        lam_out = lam / h
+        new = MoreauJeanState(q1, v1, impulses if impulses.size else state.impulses)
+        return new, StepResult(q1, v1, a1, lam_out, info)
+
+
+__all__ = ["MoreauJean", "MoreauJeanState"]

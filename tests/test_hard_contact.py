@@ -1,0 +1,187 @@
+"""Exact (hard) contact: ``simulate(..., contact="hard")``, the projected Moreau–Jean
+scheme of jaxmbd/integrators/moreau_jean.py, against closed forms.
+
+References: free fall and Newton's restitution law (apex heights h_n = e^(2n) h_0), a box
+sliding to rest under Coulomb friction (distance v0^2 / (2 mu g)), a block held on an
+incline with tan(theta) < mu (no motion at all), a solid sphere rolling down it
+(s = 5/14 g sin(theta) t^2), Newton's cradle with e = 1 (the momentum passes to the last
+ball), and the derivative of an apex with respect to e (2 e h_0) by central differences.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxmbd as mbd
+from jaxmbd.forces import BodyState
+
+G = 9.81
+R_BALL, H0, E = 0.05, 0.45, 0.8
+
+
+def _ball(restitution=E):
+    b = mbd.ModelBuilder("ball", gravity=(0.0, 0.0, -G))
+    b.add_body("ball", mass=1.0, inertia=[0.4 * R_BALL**2] * 3, r=(0.0, 0.0, H0 + R_BALL),
+               shapes=[mbd.geometry.sphere(R_BALL)])  # fmt: skip
+    b.add_ground_plane(point=(0, 0, 0), normal=(0, 0, 1))
+    b.add_contact("ball", "ground", friction=0.5, restitution=restitution)
+    return b.build()
+
+
+def _gaps(model, sol):
+    """The gap of every contact slot at every saved step (T, ns)."""
+    element = model.contacts
+
+    def one(r, A):
+        zero = jnp.zeros_like(r)
+        return element.collide(BodyState(r, A, zero, zero)).gap
+
+    return np.asarray(jax.vmap(one)(sol.r, sol.A))
+
+
+def _apexes(height, vz):
+    return [height[k] for k in range(1, len(height)) if vz[k - 1] > 0 >= vz[k]]
+
+
+def test_bouncing_ball_apexes_follow_e_squared():
+    """Each bounce reaches e^2 of the previous apex (up to the event timing error of the
+    step), and the ball never penetrates the ground."""
+    model = _ball()
+    sol = mbd.simulate(model, contact="hard", t_end=1.5, h=1e-3)
+    assert np.all(np.asarray(sol.status) == 0)
+    height = np.asarray(sol.r[:, 0, 2]) - R_BALL
+    apexes = _apexes(height, np.asarray(sol.rdot[:, 0, 2]))
+    assert len(apexes) >= 3
+    np.testing.assert_allclose(apexes[0], E**2 * H0, rtol=2e-3)
+    np.testing.assert_allclose(np.array(apexes[1:]) / np.array(apexes[:-1]), E**2, rtol=3e-3)
+    assert _gaps(model, sol).min() > -1e-10
+
+
+def _box(*, incline=0.0, v0=0.0, friction=0.4, half=0.1):
+    """A cube of edge 2 ``half`` resting on a plane tilted by ``incline`` about y (downhill
+    along +x'), sliding downhill at ``v0``."""
+    c, s = np.cos(incline), np.sin(incline)
+    normal = np.array([s, 0.0, c])  # the plane's normal: downhill is +x along (c, 0, -s)
+    A = np.array([[c, 0.0, s], [0.0, 1.0, 0.0], [-s, 0.0, c]])  # R_y(incline): z -> normal
+    b = mbd.ModelBuilder("box", gravity=(0.0, 0.0, -G))
+    b.add_body(
+        "box",
+        mass=2.0,
+        inertia=[2.0 * (2 * half) ** 2 / 6] * 3,
+        r=half * normal,
+        A=A,
+        rdot=v0 * np.array([c, 0.0, -s]),
+        shapes=[mbd.geometry.box([2 * half] * 3)],
+    )
+    b.add_ground_plane(point=(0, 0, 0), normal=normal)
+    b.add_contact("box", "ground", friction=friction, restitution=0.0)
+    return b.build()
+
+
+def test_sliding_box_stops_at_the_closed_form_without_penetrating():
+    """A box sliding at v0 on four corners decelerates at mu g and stops after
+    v0^2 / (2 mu g); it neither tilts nor penetrates (gaps within 1e-8 m of zero)."""
+    mu, v0 = 0.4, 2.0
+    model = _box(v0=v0, friction=mu)
+    sol = mbd.simulate(model, contact="hard", t_end=0.8, h=1e-3)
+    assert np.all(np.asarray(sol.status) == 0)
+    t, x = np.asarray(sol.t), np.asarray(sol.r[:, 0, 0])
+    stop = v0 / (mu * G)
+    expected = np.where(t < stop, v0 * t - 0.5 * mu * G * t**2, v0**2 / (2 * mu * G))
+    np.testing.assert_allclose(x[-1], v0**2 / (2 * mu * G), rtol=1e-4)
+    np.testing.assert_allclose(x, expected, atol=1e-4 * x[-1])
+    corners = _gaps(model, sol)[:, :8]
+    lowest = np.sort(corners, axis=1)[:, :4]  # the four corners on the ground
+    assert np.abs(lowest).max() < 1e-8, np.abs(lowest).max()
+    np.testing.assert_allclose(np.asarray(sol.A[:, 0]), np.broadcast_to(np.eye(3), (len(t), 3, 3)),
+                               atol=1e-9)  # fmt: skip
+
+
+def test_block_sticks_on_the_incline():
+    """tan(theta) = 0.3 < mu = 0.4: the block stays exactly where it is (Coulomb's cone,
+    not a regularised law that creeps)."""
+    theta = np.arctan(0.3)
+    model = _box(incline=theta, friction=0.4)
+    sol = mbd.simulate(model, contact="hard", t_end=1.0, h=2e-3)
+    assert np.all(np.asarray(sol.status) == 0)
+    drift = np.linalg.norm(np.asarray(sol.r[:, 0]) - np.asarray(sol.r[0, 0]), axis=-1)
+    assert drift.max() < 1e-10, drift.max()
+
+
+def test_sphere_rolls_down_the_incline():
+    """A solid sphere on the incline (mu = 0.4 > 2/7 tan(theta)) rolls without slipping:
+    s(t) = (5/14) g sin(theta) t^2, and its contact point does not slip."""
+    theta, R = np.arctan(0.3), 0.1
+    c, s = np.cos(theta), np.sin(theta)
+    normal = np.array([s, 0.0, c])
+    b = mbd.ModelBuilder("sphere", gravity=(0.0, 0.0, -G))
+    b.add_body("sphere", mass=1.0, inertia=[0.4 * R**2] * 3, r=R * normal,
+               shapes=[mbd.geometry.sphere(R)])  # fmt: skip
+    b.add_ground_plane(point=(0, 0, 0), normal=normal)
+    b.add_contact("sphere", "ground", friction=0.4, restitution=0.0)
+    model = b.build()
+    sol = mbd.simulate(model, contact="hard", t_end=0.5, h=1e-3)
+    assert np.all(np.asarray(sol.status) == 0)
+    downhill = np.array([c, 0.0, -s])
+    travelled = (np.asarray(sol.r[:, 0]) - R * normal) @ downhill
+    t = np.asarray(sol.t)
+    expected = 5.0 / 14.0 * G * s * t**2
+    np.testing.assert_allclose(travelled[-1], expected[-1], rtol=1e-4)
+    np.testing.assert_allclose(travelled, expected, atol=1e-4 * expected[-1])
+    # rolling: the contact point's velocity r_dot + omega x (-R n) vanishes
+    w = np.einsum("tij,tj->ti", np.asarray(sol.A[:, 0]), np.asarray(sol.omega[:, 0]))
+    slip = np.asarray(sol.rdot[:, 0]) + np.cross(w, -R * normal)
+    assert np.abs(slip).max() < 1e-9, np.abs(slip).max()
+
+
+def test_newtons_cradle_passes_the_momentum_to_the_last_ball():
+    """Three equal balls in a row, 0.1 mm apart, e = 1: the first arrives at v0, and after
+    the two impacts the last leaves at v0 while the others are at rest."""
+    v0, R, gap = 1.0, 0.05, 1e-4
+    b = mbd.ModelBuilder("cradle", gravity=(0.0, 0.0, 0.0))
+    for k in range(3):
+        b.add_body(f"ball{k}", mass=1.0, inertia=[0.4 * R**2] * 3,
+                   r=(k * (2 * R + gap), 0.0, 0.0), rdot=(v0 if k == 0 else 0.0, 0.0, 0.0),
+                   shapes=[mbd.geometry.sphere(R)])  # fmt: skip
+    b.add_contact("ball0", "ball1", friction=0.0, restitution=1.0)
+    b.add_contact("ball1", "ball2", friction=0.0, restitution=1.0)
+    sol = mbd.simulate(b.build(), contact="hard", t_end=0.01, h=1e-4)
+    assert np.all(np.asarray(sol.status) == 0)
+    v = np.asarray(sol.rdot[-1, :, 0])
+    np.testing.assert_allclose(v, [0.0, 0.0, v0], atol=1e-6)
+    momentum = np.asarray(sol.rdot[:, :, 0]).sum(axis=1)
+    np.testing.assert_allclose(momentum, v0, atol=1e-12)
+
+
+@pytest.mark.slow  # a gradient program through 550 steps: ~80 s to compile on 2 cores
+def test_apex_gradient_with_respect_to_restitution():
+    """d(first apex)/de = 2 e h_0 (up to the event timing of the step), and exactly the
+    central difference of the discrete run."""
+    model = _ball()
+
+    def apex(e):
+        m = eqx.tree_at(lambda m: m.contacts.restitution, model, jnp.array([e]))
+        sol = mbd.simulate(m, contact="hard", t_end=0.55, h=1e-3)
+        return jnp.max(sol.r[400:, 0, 2]) - R_BALL  # after the bounce (t ~ 0.3 s)
+
+    grad = jax.grad(apex)(E)
+    eps = 1e-5
+    central = (apex(E + eps) - apex(E - eps)) / (2 * eps)
+    np.testing.assert_allclose(grad, central, rtol=1e-7)
+    np.testing.assert_allclose(grad, 2 * E * H0, rtol=2e-3)
+
+
+def test_hard_contact_options_are_checked():
+    model = _ball()
+    with pytest.raises(ValueError, match="stepped by integrator='moreau_jean'"):
+        mbd.simulate(model, contact="hard", integrator="gen_alpha", t_end=0.01, h=1e-3)
+    with pytest.raises(ValueError, match="pass contact='hard'"):
+        mbd.simulate(model, integrator="moreau_jean", t_end=0.01, h=1e-3)
+    with pytest.raises(ValueError, match="option of simulate only"):
+        mbd.linearize(model, "initial", contact="hard")
+    with pytest.raises(ValueError, match="max_iter must be positive"):
+        mbd.simulate(model, contact="hard", max_iter=0, t_end=0.01, h=1e-3)
