@@ -14,21 +14,31 @@ independent vmapped program per device. On a CPU large batches run in chunks on 
 device (see ``simulate_batch``'s ``chunk``), so throughput does not fall as the batch
 outgrows the cache; on a GPU the whole batch is one vmap, and the batching rules of the
 Newton solves take their GPU paths (``jaxmbd._batching.cpu_or_accelerator``).
+
+Across processes (``jax.distributed.initialize``, then ``devices=jax.devices()`` or a
+``jax.sharding.Mesh`` spanning every process; ``docs/guide/distributed.md``) the same
+``shard_map`` runs inside one ``jax.jit`` per process whose inputs are replicated global
+arrays (every process passes the same batch; each device slices its own members, no
+communication) and whose outputs are gathered by XLA's collectives into replicated global
+arrays (``gather=True``) or left sharded over the batch (``gather=False``). The gradient of a
+loss of such a result comes back replicated, the same in every process.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import Mesh, PartitionSpec
+from jax.experimental import multihost_utils
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from . import _config  # noqa: F401
 from ._checks import is_traced, resolve_throw
-from ._jit import jit
+from ._jit import XLA_OPTIONS, _at_top_level, _options_accepted, jit
 from ._results import code_message
 from ._stepping import num_steps
 from .errors import ModelError, SolverError
@@ -179,11 +189,29 @@ def _chunk_size(
     return None if chunk >= per_device else int(chunk)
 
 
-def _sharded_map(analysis: str, members, devices, options: dict, chunk):
+def _device_list(devices) -> list:
+    """The devices of ``devices=``: None (all of them, every process's), a sequence of
+    devices, or a ``jax.sharding.Mesh`` (its devices in order, whatever its axes)."""
+    if devices is None:
+        return list(jax.devices())
+    if isinstance(devices, Mesh):
+        return list(devices.devices.flat)
+    devices = list(devices)
+    if not devices or not all(isinstance(d, jax.Device) for d in devices):
+        raise ValueError(
+            "devices= must be a non-empty sequence of jax devices (jax.devices(), "
+            f"jax.local_devices()) or a jax.sharding.Mesh, got {devices!r}"
+        )
+    return devices
+
+
+def _sharded_map(analysis: str, members, devices, options: dict, chunk, gather: bool = True):
     models = members[0]
-    devices = list(devices if devices is not None else jax.devices())
+    devices = _device_list(devices)
     options = _static_options(options)
     n = batch_size(models)
+    if {d.process_index for d in devices} != {jax.process_index()}:
+        return _across_processes(analysis, members, devices, options, chunk, gather)
     devices = devices[: max(1, min(n, len(devices)))]  # no device runs padding alone
     per_device = -(-n // len(devices))
     chunk = _chunk_size(models, per_device, chunk, len(devices), devices[0].platform)
@@ -196,6 +224,111 @@ def _sharded_map(analysis: str, members, devices, options: dict, chunk):
         )
     out = _vmapped_per_device(analysis, members, options, tuple(devices), chunk)
     return jax.tree_util.tree_map(lambda x: x[:n], out) if pad else out
+
+
+def _across_processes(analysis: str, members, devices: list, options: dict, chunk, gather):
+    """The batch on devices of several processes (multi-controller ``jax.distributed``):
+    every process calls this with the same batch, and runs the same compiled program."""
+    me = jax.process_index()
+    if not any(d.process_index == me for d in devices):
+        raise ValueError(
+            f"{analysis}_batch: devices= holds no device of this process ({me}); every "
+            "process must pass the same devices, spanning all of them (jax.devices())"
+        )
+    if len(set(devices)) != len(devices):
+        raise ValueError(f"{analysis}_batch: devices= lists a device twice")
+    models = members[0]
+    n = batch_size(models)
+    pad = (-n) % len(devices)  # every device holds members: each process runs its share
+    if pad and not gather:
+        raise ValueError(
+            f"{analysis}_batch: gather=False needs a batch divisible by the {len(devices)} "
+            f"devices (each holds an equal shard), got {n} members; pad the batch or gather"
+        )
+    local = sum(d.process_index == me for d in devices)
+    chunk = _chunk_size(models, -(-n // len(devices)), chunk, local, devices[0].platform)
+    dynamic, static = eqx.partition((members, options), eqx.is_array)
+    leaves, treedef = jax.tree_util.tree_flatten(dynamic)
+    static_leaves, static_def = jax.tree_util.tree_flatten(static)
+    avals = tuple((jnp.shape(x), jnp.result_type(x)) for x in leaves)
+    program = _mesh_program(
+        analysis, treedef, static_def, tuple(static_leaves), avals, tuple(devices), chunk, pad
+    )
+    top = _at_top_level is not None and _at_top_level() and _options_accepted()
+    out = (program.tuned if top else program.plain)(*leaves)
+    if gather:  # one all-gather after the run, the padding dropped
+        out = _gathered(tuple(devices), n)(out)
+    return eqx.combine(out, program.out_static[-1])
+
+
+class _MeshProgram:
+    """A multi-process program: ``plain``/``tuned`` jits (XLA options only at top level, as
+    in :func:`jaxmbd.jit`) and the static leaves of its output, recorded when traced."""
+
+    def __init__(self, fn, in_sharding, out_sharding):
+        self.out_static = []
+        kwargs = dict(in_shardings=in_sharding, out_shardings=out_sharding)
+        self.plain = jax.jit(fn, **kwargs)
+        self.tuned = jax.jit(fn, compiler_options=XLA_OPTIONS, **kwargs)
+
+
+@functools.lru_cache(maxsize=32)
+def _mesh_program(
+    analysis, treedef, static_def, static_leaves, avals, devices, chunk, pad
+) -> _MeshProgram:
+    """One jit per (analysis, static model fields and options, shapes, devices, chunk): its
+    inputs (every array leaf of the members and options) are replicated over the mesh, so
+    each process hands over its own copy of the batch without a transfer, and a gradient
+    with respect to them comes back replicated (XLA sums the devices' shares); inside,
+    ``shard_map`` gives each device its members with no communication. The outputs stay
+    sharded over the batch axis (padding included); ``gather=True`` and ``False`` share
+    this program."""
+    mesh = Mesh(np.asarray(devices), ("batch",))
+    static = jax.tree_util.tree_unflatten(static_def, static_leaves)
+
+    def run(*leaves):
+        members, options = eqx.combine(jax.tree_util.tree_unflatten(treedef, leaves), static)
+        if pad:
+            members = jax.tree_util.tree_map(
+                lambda x: jnp.concatenate([x, jnp.repeat(x[-1:], pad, axis=0)]), members
+            )
+        out = _on_arrays(
+            lambda arrays, local: jax.shard_map(
+                local, mesh=mesh, in_specs=PartitionSpec("batch"),
+                out_specs=PartitionSpec("batch"), check_vma=False,
+            )(arrays),
+            lambda local: _members(analysis, local, options, chunk),
+            members,
+        )  # fmt: skip
+        arrays, rest = eqx.partition(out, eqx.is_array)
+        program.out_static.append(rest)
+        return arrays
+
+    program = _MeshProgram(
+        run, NamedSharding(mesh, PartitionSpec()), NamedSharding(mesh, PartitionSpec("batch"))
+    )
+    return program
+
+
+@functools.lru_cache(maxsize=32)
+def _gathered(devices: tuple, n: int):
+    """The all-gather of ``gather=True``: the first ``n`` members, replicated on every
+    device of every process (a small program of its own, so that ``gather=False`` runs
+    the same simulation program)."""
+    mesh = Mesh(np.asarray(devices), ("batch",))
+    return jax.jit(  # in_shardings: its transpose hands the program sharded cotangents
+        lambda arrays: jax.tree_util.tree_map(lambda x: x[:n], arrays),
+        in_shardings=NamedSharding(mesh, PartitionSpec("batch")),
+        out_shardings=NamedSharding(mesh, PartitionSpec()),
+    )
+
+
+def _to_host(x) -> np.ndarray:
+    """A concrete array on the host, also when it is sharded over other processes' devices
+    (``gather=False``): then every process must call this (an all-gather)."""
+    if isinstance(x, jax.Array) and not (x.is_fully_addressable or x.is_fully_replicated):
+        return np.asarray(multihost_utils.process_allgather(x, tiled=True))
+    return np.asarray(x)
 
 
 def _member_controls(models: Model, controls, options: dict):
@@ -242,15 +375,15 @@ def _member_controls(models: Model, controls, options: dict):
 def _raise_for_members(sol, what: str):
     """SolverError naming every failed member of a concrete batched Solution: its index, the
     first failed step, its time and the RESULTS message."""
-    status = np.asarray(sol.status)
+    status = _to_host(sol.status)
     failed = np.nonzero((status != 0).any(axis=1))[0]
     if failed.size == 0:
         return
-    lines = []
+    lines, times = [], _to_host(sol.t)
     for b in failed[:10]:
         k = int(np.argmax(status[b] != 0))
         lines.append(
-            f"member {int(b)}: step {k} (t = {float(np.asarray(sol.t)[b, k]):.6g} s): "
+            f"member {int(b)}: step {k} (t = {float(times[b, k]):.6g} s): "
             f"{code_message(int(status[b, k]))}"
         )
     more = f"; and {failed.size - 10} more" if failed.size > 10 else ""
@@ -262,7 +395,9 @@ def _raise_for_members(sol, what: str):
     )
 
 
-def _batch(analysis: str, models: Model, devices, throw: bool, chunk, options: dict):
+def _batch(analysis: str, models: Model, devices, throw: bool, chunk, gather, options: dict):
+    if not isinstance(gather, bool):
+        raise TypeError(f"{analysis}_batch: gather= must be True or False, got {gather!r}")
     if "check" in options:
         throw = resolve_throw(throw, options.pop("check"), f"{analysis}_batch")
     controls = None
@@ -270,14 +405,20 @@ def _batch(analysis: str, models: Model, devices, throw: bool, chunk, options: d
         if options.get("policy") is not None and options.get("controls") is not None:
             raise ValueError("simulate_batch: policy= excludes controls= (give one of them)")
         controls = _member_controls(models, options.pop("controls", None), options)
-    sol = _sharded_map(analysis, (models, controls), devices, options, chunk)
+    sol = _sharded_map(analysis, (models, controls), devices, options, chunk, gather)
     if throw and not is_traced(models, controls, options):
         _raise_for_members(sol, f"{analysis}_batch")
     return sol
 
 
 def simulate_batch(
-    models: Model, *, devices=None, throw: bool = False, chunk: int | None = None, **options
+    models: Model,
+    *,
+    devices=None,
+    throw: bool = False,
+    chunk: int | None = None,
+    gather: bool = True,
+    **options,
 ):
     """``simulate`` over a batched Model (vmap, compiled once per topology, options and batch
     shape; later calls with new parameter values reuse the program), sharded across
@@ -296,6 +437,15 @@ def simulate_batch(
     256 members for the double pendulum, 64 for the slider crank; on two, 64 and 16); on
     a GPU the whole batch in one vmap. Results do not depend on it.
 
+    Across processes (``docs/guide/distributed.md``): after ``jax.distributed.initialize``,
+    ``devices=jax.devices()`` (the default) or a ``jax.sharding.Mesh`` spanning every
+    process shards the batch over all their devices; every process passes the same batch
+    and runs the same compiled program. ``gather`` (default True): every process gets the
+    whole result as replicated global arrays (``np.asarray`` reads the local copy; a
+    gradient of a loss of it is the same in every process); False: arrays sharded over the
+    batch axis, each process holding its own members (``sol.r.addressable_shards``, with
+    their ``index``), no communication after the run. On one process it changes nothing.
+
     Controls and policies (:mod:`jaxmbd.actuators`, ``docs/guide/actuators.md``):
 
     * ``policy=pi``: one policy shared by every member, u = pi(t, observation) from each
@@ -312,11 +462,17 @@ def simulate_batch(
       shape could be read either way (B = N): broadcast it, ``jnp.broadcast_to(u, (B,) +
       u.shape)``, or pass a function.
     """
-    return _batch("simulate", models, devices, throw, chunk, options)
+    return _batch("simulate", models, devices, throw, chunk, gather, options)
 
 
 def kinematics_batch(
-    models: Model, *, devices=None, throw: bool = False, chunk: int | None = None, **options
+    models: Model,
+    *,
+    devices=None,
+    throw: bool = False,
+    chunk: int | None = None,
+    gather: bool = True,
+    **options,
 ):
     """``kinematics`` over a batched Model; see :func:`simulate_batch`."""
-    return _batch("kinematics", models, devices, throw, chunk, options)
+    return _batch("kinematics", models, devices, throw, chunk, gather, options)

@@ -211,7 +211,7 @@ def plane_cylinder(pa, Ra, sa, pb, Rb, sb) -> Slots:
     return Slots(gap, point, jnp.broadcast_to(n, (4, 3)))
 
 
-_Z = jnp.array([0.0, 0.0, 1.0])
+_Z = np.array([0.0, 0.0, 1.0])  # NumPy: importing jaxmbd starts no JAX backend (jax.distributed)
 
 
 def sphere_sphere(pa, Ra, sa, pb, Rb, sb) -> Slots:
