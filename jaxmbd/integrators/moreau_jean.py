@@ -55,10 +55,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _config  # noqa: F401
+from .._joint_forces import coordinates_and_gradients, coordinates_and_rates
 from .._step_status import first_failure
-from ..contact.element import ContactForce, contact_element
+from ..contact.element import contact_element
 from ..forces import BodyState
 from ..formulations.index1 import index1_system
+from ..joint_limits import JointLimits
 from ..model import Model
 from ..newton import MAX_ITERATIONS, NONFINITE, SUCCESS, NewtonInfo
 from .base import AbstractIntegrator, StepResult
@@ -104,52 +106,111 @@ def _disk_projection(y, radius):
     return y * scale[:, None]
 
 
-class _ContactKinematics(NamedTuple):
-    gap: jax.Array  # (ns,)
-    W_N: jax.Array  # (ns, n)
+class _Unilateral(NamedTuple):
+    """Every unilateral row at one configuration: the contact slots first (normal rows,
+    each with two tangent rows), then the hard joint limits (q - lower, upper - q of each
+    limited coordinate, normal rows only)."""
+
+    gap: jax.Array  # (n_N,)
+    W_N: jax.Array  # (n_N, n)
     W_T: jax.Array  # (2 ns, n)
+    restitution: jax.Array  # (n_N,)
+    friction: jax.Array  # (ns,)
 
 
-def _contact_kinematics(element: ContactForce, form, q, v) -> _ContactKinematics:
-    """Gaps and contact Jacobians of every slot at positions q (velocity coordinates of the
-    formulation, body-major): the rows n . v_rel and (t1, t2) . v_rel of the velocity of
-    the pair's body_i relative to its body_j at the contact point."""
-    r, A = form.to_body_state(q, v, jnp.zeros_like(v))[:2]
-    zero = jnp.zeros_like(r)
-    gap, point, normal = element.collide(BodyState(r, A, zero, zero))
-    t1, t2 = _tangents(normal)
-    bi, bj = element._slot_bodies()
-    nb = r.shape[0]
+def _parts(model: Model):
+    """(contact element or None, its slot count, the JointLimits elements, their row count)."""
+    element = contact_element(model)
+    ns = 0 if element is None else element.n_slots
+    limits = tuple(f for f in model.forces if isinstance(f, JointLimits))
+    return element, ns, limits, 2 * sum(len(lim.joints) for lim in limits)
 
-    def relative_velocity(v_flat):
-        body = form.to_body_state(q, v_flat.reshape(v.shape), jnp.zeros_like(v))
-        rdot, omega = body[2], body[3]
-        zero3 = jnp.zeros((1, 3), r.dtype)
-        r_all = jnp.concatenate([r, zero3])
-        rdot_all = jnp.concatenate([rdot, zero3])
-        w_all = jnp.concatenate([jnp.einsum("bij,bj->bi", A, omega), zero3])  # global
 
-        def at(b):
-            return rdot_all[b] + jnp.cross(w_all[b], point - r_all[b])
+def _body_state(form, q, v):
+    r, A, rdot, omega = form.to_body_state(q, v, jnp.zeros_like(v))[:4]
+    return BodyState(r, A, rdot, omega)
 
-        v_rel = at(bi) - at(bj)
-        along = lambda d: jnp.sum(d * v_rel, axis=-1)  # noqa: E731
-        return jnp.concatenate([along(normal), jnp.stack([along(t1), along(t2)], -1).reshape(-1)])
 
-    del nb
-    W = jax.jacfwd(relative_velocity)(jnp.zeros(v.size, v.dtype))
-    ns = gap.shape[0]
-    return _ContactKinematics(gap, W[:ns], W[ns:])
+def _gaps(model: Model, form, q, v):
+    """The gaps (n_N,) of every unilateral row at positions q (``v`` only for its shape)."""
+    element, ns, limits, _ = _parts(model)
+    state = _body_state(form, q, jnp.zeros_like(v))
+    rows = [element.collide(state).gap] if ns else []
+    for lim in limits:
+        coordinate = coordinates_and_gradients(lim.joints, state)[0]
+        rows += [coordinate - lim.lower, lim.upper - coordinate]
+    return jnp.concatenate(rows) if rows else jnp.zeros(0, v.dtype)
+
+
+def _unilateral(model: Model, form, q, v) -> _Unilateral:
+    """Gaps and Jacobians of every unilateral row at positions q, in the formulation's
+    velocity coordinates (body-major): for a contact slot the rows n . v_rel and
+    (t1, t2) . v_rel of the velocity of the pair's body_i relative to its body_j at the
+    contact point; for a limit the rate of its coordinate, +-q_dot."""
+    element, ns, limits, _ = _parts(model)
+    state0 = _body_state(form, q, jnp.zeros_like(v))
+    r, A = state0.r, state0.A
+    gaps, restitution = [], []
+    if ns:
+        gap, point, normal = element.collide(state0)
+        t1, t2 = _tangents(normal)
+        bi, bj = element._slot_bodies()
+        slot_pair = np.asarray(element.slot_pair, dtype=int)
+        gaps.append(gap)
+        restitution.append(element.restitution[slot_pair])
+    coordinates = []
+    for lim in limits:
+        coordinate = coordinates_and_gradients(lim.joints, state0)[0]
+        coordinates.append(coordinate)
+        gaps += [coordinate - lim.lower, lim.upper - coordinate]
+        restitution.append(jnp.zeros(2 * len(lim.joints), v.dtype))  # plastic stops
+
+    def rates(v_flat):
+        state = _body_state(form, q, v_flat.reshape(v.shape))
+        normal_rows, tangent_rows = [], []
+        if ns:
+            zero3 = jnp.zeros((1, 3), r.dtype)
+            r_all = jnp.concatenate([r, zero3])
+            rdot_all = jnp.concatenate([state.rdot, zero3])
+            w_all = jnp.concatenate([jnp.einsum("bij,bj->bi", A, state.omega), zero3])
+
+            def at(b):
+                return rdot_all[b] + jnp.cross(w_all[b], point - r_all[b])
+
+            v_rel = at(bi) - at(bj)
+
+            def along(d):
+                return jnp.sum(d * v_rel, axis=-1)
+
+            normal_rows.append(along(normal))
+            tangent_rows.append(jnp.stack([along(t1), along(t2)], -1).reshape(-1))
+        for lim in limits:
+            qdot = coordinates_and_rates(lim.joints, state)[1]
+            normal_rows += [qdot, -qdot]
+        rows = normal_rows + tangent_rows
+        return jnp.concatenate(rows) if rows else jnp.zeros(0, v_flat.dtype)
+
+    W = jax.jacfwd(rates)(jnp.zeros(v.size, v.dtype))
+    n_N = W.shape[0] - 2 * ns
+    friction = (element.friction[np.asarray(element.slot_pair, dtype=int)] if ns
+                else jnp.zeros(0, v.dtype))  # fmt: skip
+    empty = jnp.zeros(0, v.dtype)
+    return _Unilateral(
+        jnp.concatenate(gaps) if gaps else empty, W[:n_N], W[n_N:],
+        jnp.concatenate(restitution) if restitution else empty, friction,
+    )  # fmt: skip
 
 
 def _smooth_model(model: Model) -> Model:
-    """The model without its contact element: its smooth forces."""
+    """The model without its contact element and joint limits: its smooth forces (the
+    unilateral ones are constraints here)."""
     import dataclasses
 
     element = contact_element(model)
-    if element is None:
+    forces = tuple(f for f in model.forces if f is not element and not isinstance(f, JointLimits))
+    if len(forces) == len(model.forces):
         return model
-    return dataclasses.replace(model, forces=tuple(f for f in model.forces if f is not element))
+    return dataclasses.replace(model, forces=forces)
 
 
 def _mass_matrix(system):
@@ -241,13 +302,11 @@ class MoreauJean(AbstractIntegrator):
             raise ValueError(f"moreau_jean: tol must be a positive number, got {self.tol!r}")
 
     def init(self, model, form, start, h):
-        element = contact_element(model)
-        ns = 0 if element is None else element.n_slots
-        return MoreauJeanState(start.q, start.v, jnp.zeros(3 * ns, start.v.dtype))
+        _, ns, _, n_limits = _parts(model)
+        return MoreauJeanState(start.q, start.v, jnp.zeros(3 * ns + n_limits, start.v.dtype))
 
     def _velocity_step(self, model, form, q_mid, v, t_mid, h, warm):
-        """(v_{k+1}, Lambda, impulses, iterations, converged, ||F||) of step 2."""
-        element = contact_element(model)
+        """(v_{k+1}, Lambda, impulses, iterations, converged, ||F|| / scale) of step 2."""
         smooth = _smooth_model(model)
         system = index1_system(smooth, form, q_mid, v, t_mid)
         M = _mass_matrix(system)
@@ -257,92 +316,71 @@ class MoreauJean(AbstractIntegrator):
         Q = system.force.reshape(-1)
         # nu = G v - (G v - nu) at any v: the velocity equations' right-hand side
         nu = G @ v_flat - form.velocity_residual(smooth, q_mid, v, t_mid)
-        if element is None or element.n_slots == 0:
-            kkt = jnp.block([[M, G.T], [G, jnp.zeros((m, m), M.dtype)]])
-            x = jnp.linalg.solve(kkt, jnp.concatenate([M @ v_flat + h * Q, nu]))
-            zero = jnp.zeros(0, v.dtype)
-            return x[:n], x[n:], zero, jnp.asarray(1), jnp.asarray(True), jnp.asarray(0.0)
-        kin = _contact_kinematics(element, form, q_mid, v)
-        ns = kin.gap.shape[0]
-        slot_pair = np.asarray(element.slot_pair, dtype=int)
-        mu = element.friction[slot_pair]
-        e = element.restitution[slot_pair]
-        # active at the midpoint's gap; a contact closed by the last projection (to its
-        # tolerance) stays active, so a resting body does not lift off by round-off
-        # a float mask: closure conversion (the implicit derivative) hoists float values only
-        active = jnp.where(kin.gap <= ACTIVE_GAP_PER_TOL * self.tol, 1.0, 0.0)
-        W = jnp.concatenate([kin.W_N, kin.W_T])
+        uni = _unilateral(model, form, q_mid, v)
+        n_N, ns = uni.W_N.shape[0], uni.friction.shape[0]
+        # active at the midpoint's gap; a row closed by the last projection (to its
+        # tolerance) stays active, so a resting body does not lift off by round-off. A
+        # float mask: closure conversion (the implicit derivative) hoists floats only
+        active = jnp.where(uni.gap <= ACTIVE_GAP_PER_TOL * self.tol, 1.0, 0.0)
+        W = jnp.concatenate([uni.W_N, uni.W_T])
         delassus = jnp.einsum("ij,ji->i", W, jnp.linalg.solve(M, W.T))
         rho = 1.0 / jnp.maximum(delassus, 1e-300)
-        rho_N, rho_T = rho[:ns], rho[ns:].reshape(ns, 2)
+        rho_N, rho_T = rho[:n_N], rho[n_N:].reshape(ns, 2)
         # the momentum scale of the step: impulses converge to tol of it; the joint rows
         # (velocities) are weighed by the largest mass to be momenta too
         mass_scale = jnp.max(jnp.abs(jnp.diagonal(M)))
         scale = jnp.max(jnp.abs(M @ v_flat)) + h * jnp.max(jnp.abs(Q))
         scale = jnp.maximum(scale, mass_scale * VELOCITY_FLOOR)
-        xi_N0 = e * (kin.W_N @ v_flat)  # Newton's law: the pre-impact normal velocity
+        xi_N0 = uni.restitution * (uni.W_N @ v_flat)  # Newton's law: pre-impact velocity
 
         def residual(x):
             v1, lam = x[:n], x[n : n + m]
-            P_N, P_T = x[n + m : n + m + ns], x[n + m + ns :].reshape(ns, 2)
-            momentum = M @ (v1 - v_flat) - h * Q + G.T @ lam - kin.W_N.T @ P_N
-            momentum = momentum - kin.W_T.T @ P_T.reshape(-1)
+            P_N, P_T = x[n + m : n + m + n_N], x[n + m + n_N :].reshape(ns, 2)
+            momentum = M @ (v1 - v_flat) - h * Q + G.T @ lam - uni.W_N.T @ P_N
+            momentum = momentum - uni.W_T.T @ P_T.reshape(-1)
             joints = G @ v1 - nu
-            xi_N = kin.W_N @ v1 + xi_N0
-            xi_T = (kin.W_T @ v1).reshape(ns, 2)
+            xi_N = uni.W_N @ v1 + xi_N0
+            xi_T = (uni.W_T @ v1).reshape(ns, 2)
             normal = P_N - _positive_part(P_N - rho_N * xi_N)
-            tangent = P_T - _disk_projection(P_T - rho_T * xi_T, mu * _positive_part(P_N))
+            radius = uni.friction * _positive_part(P_N[:ns])
+            tangent = P_T - _disk_projection(P_T - rho_T * xi_T, radius)
             normal = jnp.where(active > 0, normal, P_N)
-            tangent = jnp.where(active[:, None] > 0, tangent, P_T)
+            tangent = jnp.where(active[:ns, None] > 0, tangent, P_T)
             # every row in momentum units (the proximal rows are impulses already)
             return jnp.concatenate([momentum, mass_scale * joints, normal, tangent.reshape(-1)])
 
-        warm = jnp.where(jnp.concatenate([active, jnp.repeat(active, 2)]) > 0, warm, 0.0)
-        x0 = jnp.concatenate([v_flat, jnp.zeros(m, v.dtype), warm])
+        on = jnp.concatenate([active, jnp.repeat(active[:ns], 2)])
+        x0 = jnp.concatenate([v_flat, jnp.zeros(m, v.dtype), jnp.where(on > 0, warm, 0.0)])
         x, it, done, norm = _newton(residual, x0, self.tol * scale, self.max_iter)
         x = _implicit_min_norm(residual, x)
         return x[:n], x[n : n + m], x[n + m :], it, done, norm / scale
 
-    def _projection(self, model, form, q, v, t, W_N_of):
-        """Step 4: (q projected, iterations, converged, max violation)."""
-        element = contact_element(model)
+    def _projection(self, model, form, q, v, t):
+        """Step 4: (q projected, iterations, converged, max violation): Phi(q) = 0 and
+        0 <= mu_N complementary to the gaps (metres, or radians for limits)."""
         smooth = _smooth_model(model)
         system = index1_system(smooth, form, q, v, t)
         M = _mass_matrix(system)
         G = form.position_terms(smooth, q, t)[1]
         m = G.shape[0]
-        has_contact = element is not None and element.n_slots > 0
-        if has_contact:
-            kin = _contact_kinematics(element, form, q, v)
-            W_N = kin.W_N
-            rho = 1.0 / jnp.maximum(jnp.einsum("ij,ji->i", W_N, jnp.linalg.solve(M, W_N.T)),
-                                    1e-300)  # fmt: skip
-        else:
-            W_N = jnp.zeros((0, v.size), v.dtype)
-            rho = jnp.zeros(0, v.dtype)
-        ns = W_N.shape[0]
-        B = jnp.concatenate([-G, W_N]).T  # (n, m + ns): the correction's directions
-        MinvB = jnp.linalg.solve(M, B)
-        # lengths: the constraint rows are in their own units (m or dimensionless), the
-        # gaps in metres; a unit metre scale keeps both O(1) for models of metre size
-        tol = self.tol
+        W_N = _unilateral(model, form, q, v).W_N
+        rho = 1.0 / jnp.maximum(jnp.einsum("ij,ji->i", W_N, jnp.linalg.solve(M, W_N.T)),
+                                1e-300)  # fmt: skip
+        n_N = W_N.shape[0]
+        MinvB = jnp.linalg.solve(M, jnp.concatenate([-G, W_N]).T)  # the corrections
 
         def moved(mu):
             return form.retract(q, MinvB @ mu)
 
         def residual(mu):
             qq = moved(mu)
-            rows = [form.residual(smooth, qq, t)[:m]]
-            if has_contact:
-                r, A = form.to_body_state(qq, v, jnp.zeros_like(v))[:2]
-                zero = jnp.zeros_like(r)
-                gap = element.collide(BodyState(r, A, zero, zero)).gap
-                mu_N = mu[m:]
-                rows.append((mu_N - _positive_part(mu_N - rho * gap)) / jnp.maximum(rho, 1e-300))
-            return jnp.concatenate(rows)
+            mu_N = mu[m:]
+            gap = _gaps(model, form, qq, v)
+            closing = (mu_N - _positive_part(mu_N - rho * gap)) / rho
+            return jnp.concatenate([form.residual(smooth, qq, t)[:m], closing])
 
-        mu0 = jnp.zeros(m + ns, v.dtype)
-        mu, it, done, norm = _newton(residual, mu0, tol, self.max_iter)
+        mu0 = jnp.zeros(m + n_N, v.dtype)
+        mu, it, done, norm = _newton(residual, mu0, self.tol, self.max_iter)
         mu = _implicit_min_norm(residual, mu)
         return moved(mu), it, done, norm
 
@@ -358,7 +396,7 @@ class MoreauJean(AbstractIntegrator):
         q1 = form.retract(q_mid, 0.5 * h * v1.reshape(-1))
         iterations, statuses = it, [jnp.where(done, SUCCESS, MAX_ITERATIONS)]
         if self.project:
-            q1, it_p, done_p, norm_p = self._projection(model, form, q1, v1, t1, None)
+            q1, it_p, done_p, norm_p = self._projection(model, form, q1, v1, t1)
             iterations = iterations + it_p
             statuses.append(jnp.where(done_p, SUCCESS, MAX_ITERATIONS))
             norm = jnp.maximum(norm, norm_p)
@@ -367,7 +405,7 @@ class MoreauJean(AbstractIntegrator):
         status = first_failure(jnp.where(finite, SUCCESS, NONFINITE), *statuses)
         info = NewtonInfo(iterations, status, norm, jnp.asarray(0.0, v.dtype))
         lam_out = lam / h
-        new = MoreauJeanState(q1, v1, impulses if impulses.size else state.impulses)
+        new = MoreauJeanState(q1, v1, impulses)
         return new, StepResult(q1, v1, a1, lam_out, info)
 
 
