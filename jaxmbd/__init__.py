@@ -3,6 +3,8 @@
 Importing jaxmbd enables float64 (``jax_enable_x64``): the solvers need it.
 """
 
+# first: XLA reads XLA_FLAGS when JAX's backend starts (jaxmbd._xla_flags sets them)
+from . import _xla_flags  # noqa: F401, I001
 from . import (
     _config,  # noqa: F401
     contact,

@@ -19,6 +19,7 @@ import numpy as np
 from . import _config  # noqa: F401
 from . import gcons as K
 from .drivers import driver_derivatives, driver_values
+from .linear.small import hoistable, incidence_sum
 from .model import Model
 
 
@@ -179,7 +180,7 @@ def _sum_rows_per_body(model: Model, bodies, values):
     nb = model.nb
     if len(bodies) * (nb + 1) <= DENSE_INCIDENCE_MAX:
         incidence = (np.asarray(bodies)[None, :] == np.arange(nb)[:, None]).astype(np.float64)
-        return jnp.tensordot(incidence, values, axes=1)
+        return incidence_sum(incidence, values)  # no dot in a hoistable step
     shape = (nb + 1,) + values.shape[1:]
     return jnp.zeros(shape, values.dtype).at[bodies].add(values)[:nb]
 
@@ -322,7 +323,7 @@ def rA_reaction_sensitivity(model: Model, r, A, lam, t):
         # ground (index nb) matches no pair
         pair = np.where((acted < nb) & (varied < nb), acted * nb + varied, -1)
         incidence = (pair[None, :] == np.arange(nb * nb)[:, None]).astype(np.float64)
-        K4 = jnp.tensordot(incidence, blocks, axes=1).reshape(nb, nb, 6, 6)
+        K4 = incidence_sum(incidence, blocks).reshape(nb, nb, 6, 6)
     else:  # one scatter-add for all types and body pairs
         K4 = jnp.zeros((nb + 1, nb + 1, 6, 6)).at[acted, varied].add(blocks)[:nb, :nb]
     return jnp.transpose(K4, (0, 2, 1, 3)).reshape(6 * nb, 6 * nb)
@@ -365,7 +366,10 @@ def rA_velocity_sensitivity(model: Model, r, A, v, t):
             [v_all[np.asarray(s.body_i, dtype=int)], v_all[np.asarray(s.body_j, dtype=int)]], 1
         )
         # d(G_c v)/dq_b = sum_a v_a^T blocks[c, a, b]
-        contracted = jnp.einsum("caj,cabjk->cbk", v_pair, blocks)
+        if hoistable():  # no dot in a hoistable step (jaxmbd.linear.small)
+            contracted = jnp.sum(v_pair[:, :, None, :, None] * blocks, axis=(1, 3))
+        else:
+            contracted = jnp.einsum("caj,cabjk->cbk", v_pair, blocks)
         rows_i.append(contracted[:, 0])
         rows_j.append(contracted[:, 1])
         row_index.append(rows)

@@ -22,6 +22,7 @@ import jax.numpy as jnp
 from . import _config  # noqa: F401
 from ._batching import all_batched, broadcast_batched, cpu_or_accelerator, on_single_member
 from ._results import RESULT_ITEMS, code_message
+from .linear import small
 from .linear.dense import dense_lu, inverse_and_pivots, lu_factor, lu_solve, lu_solve_nondiff
 from .linear.dense import solve as dense_solve
 from .linear.structured import (
@@ -95,15 +96,20 @@ def solve_with_condition(matrix, rhs):
     frozen = jax.lax.stop_gradient(matrix)
     row = jnp.max(jnp.abs(frozen), axis=1)
     row = jnp.where(row > 0, row, 1.0)  # an all-zero row: singular, caught by the pivots
-    lu, permutation = dense_lu(frozen / row[:, None])
+    if small.active(matrix.shape[0]):  # elementwise kernels (jaxmbd.linear.small)
+        lu, permutation = small.lu(frozen / row[:, None])
+        product, lu_solve_ = small.matmul, small.lu_solve
+    else:
+        lu, permutation = dense_lu(frozen / row[:, None])
+        product, lu_solve_ = jnp.matmul, lu_solve_nondiff
     rcond = _pivot_ratio(jnp.abs(jnp.diagonal(lu)))
     scale = row if rhs.ndim == 1 else row[:, None]
     # differentiated implicitly, so the factors themselves are never differentiated
     x = jax.lax.custom_linear_solve(
-        lambda y: matrix @ y,
+        lambda y: product(matrix, y),
         rhs,
-        solve=lambda _, b: lu_solve_nondiff(lu, permutation, b / scale),
-        transpose_solve=lambda _, b: lu_solve_nondiff(lu, permutation, b, transpose=True) / scale,
+        solve=lambda _, b: lu_solve_(lu, permutation, b / scale),
+        transpose_solve=lambda _, b: lu_solve_(lu, permutation, b, transpose=True) / scale,
     )
     return x, condition_status(rcond, x)
 
@@ -280,6 +286,8 @@ class LUFactors(NamedTuple):
 def lu_factors(matrix) -> LUFactors:
     if isinstance(matrix, BlockMatrix):  # structured: block LU on the body-joint graph
         return factor_plain(matrix)
+    if small.active(matrix.shape[0]):  # elementwise kernels (jaxmbd.linear.small)
+        return LUFactors(*small.lu(matrix))
     return LUFactors(*lu_factor(matrix))  # differentiable (kinematics), no batched getrf
 
 
@@ -291,6 +299,8 @@ def lu_factors_solve(factors: LUFactors, rhs, transpose: bool = False):
         if rhs.ndim == 2:
             return jax.vmap(lambda b: factors_solve(factors, b, transpose), 1, 1)(rhs)
         return factors_solve(factors, rhs, transpose)
+    if small.active(factors[0].shape[-1]):  # factored by the same kernels (lu_factors)
+        return small.lu_solve(factors[0], factors[1], rhs, transpose=transpose)
     return lu_solve(factors[0], factors[1], rhs, transpose=transpose)
 
 
@@ -344,19 +354,21 @@ def factor_matrix(J, w, allowed, *, keep: bool = True) -> IterationMatrix:
     if isinstance(J, BlockMatrix):
         return factor_block_matrix(J, w, allowed)
     n = J.shape[0]
-    row = jnp.abs(J) @ allowed
+    use_small = small.active(n)  # elementwise kernels (jaxmbd.linear.small), else LAPACK
+    row = small.matvec(jnp.abs(J), allowed) if use_small else jnp.abs(J) @ allowed
     row = jnp.where(row > 0, row, 1.0)  # an all-zero row: singular, caught by the pivots
     scaled = J * w[None, :] / row[:, None]
     empty = jnp.zeros((0, 0), J.dtype)
     if keep and _keeps_inverse(n):
         # one matrix: LAPACK's getrf and the inverse of its factors (under vmap member by
-        # member, see jaxmbd.linear.dense)
-        scaled_inverse, pivots = inverse_and_pivots(scaled)
+        # member, see jaxmbd.linear.dense), or Gauss-Jordan in elementwise kernels
+        invert = small.inverse_and_pivots if use_small else inverse_and_pivots
+        scaled_inverse, pivots = invert(scaled)
         rcond = _pivot_ratio(pivots)
         status = _factor_status(scaled_inverse, rcond)
         inverse = w[:, None] * scaled_inverse / row[None, :]
         return IterationMatrix(inverse, empty, jnp.zeros((0,), jnp.int32), w, row, rcond, status)
-    lu, permutation = dense_lu(scaled)
+    lu, permutation = small.lu(scaled) if use_small else dense_lu(scaled)
     rcond = _pivot_ratio(jnp.abs(jnp.diagonal(lu)))
     # stored transposed: LAPACK's triangular solve reads column-major factors, and the
     # transpose of the row-major loop carry is that layout, so no copy at every solve
@@ -401,12 +413,15 @@ def placeholder_like(shapes):
 
 def matrix_solve(matrix: IterationMatrix, rhs):
     """J^{-1} rhs: one product with a kept inverse, else W (D^{-1} J W)^{-1} D^{-1} rhs from
-    the equilibrated LU factors (structured: block substitution)."""
+    the equilibrated LU factors (structured: block substitution), by the kernels that
+    :func:`factor_matrix` chose in the same traced context (:mod:`jaxmbd.linear.small`)."""
     if isinstance(matrix, BlockFactors):
         return factors_solve(matrix, rhs)
+    use_small = small.active(matrix.col.shape[-1])  # as factor_matrix chose
     if matrix.inverse.size:
-        return matrix.inverse @ rhs
-    return matrix.col * lu_solve_nondiff(matrix.lu.mT, matrix.permutation, rhs / matrix.row)
+        return small.matvec(matrix.inverse, rhs) if use_small else matrix.inverse @ rhs
+    solve = small.lu_solve if use_small else lu_solve_nondiff
+    return matrix.col * solve(matrix.lu.mT, matrix.permutation, rhs / matrix.row)
 
 
 def _factor_status(factors, rcond):

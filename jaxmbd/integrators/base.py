@@ -33,6 +33,7 @@ import jax.numpy as jnp
 from .. import _config  # noqa: F401
 from ..equations import rA_generalized_reaction, rA_rows, rA_terms
 from ..formulations import AbstractFormulation
+from ..linear import small as _small_kernels
 from ..model import Model
 from ..newton import (
     ILL_CONDITIONED,
@@ -53,7 +54,11 @@ from . import structured as _structured
 #: ``linear_solver="auto"`` picks the structured solver from this many Newton unknowns on
 #: (measured crossover on 2 CPU cores, see experiments/scaling.py and the README).
 STRUCTURED_FROM = 300
-LINEAR_SOLVERS = ("auto", "dense", "structured")
+#: "dense": LAPACK's LU; "small": the elementwise LU of :mod:`jaxmbd.linear.small` (no custom
+#: call, so XLA can compile a whole step as one native loop on the CPU); "structured":
+#: block elimination on the body-joint graph; "auto": one of them by size and backend
+#: (:func:`resolve_linear_solver`).
+LINEAR_SOLVERS = ("auto", "dense", "small", "structured")
 
 #: Paper 1 section 4.4's absolute rule Theta h^2 = 1e-11 (kept for reference; the default
 #: tolerance is now relative, :data:`DEFAULT_TOL`).
@@ -84,14 +89,34 @@ def default_tolerance(h):
     return jnp.clip(TOL_PER_H2 * h * h, DEFAULT_TOL, TOL_MAX)
 
 
-def choose_structured(choice: str, n_unknowns: int, nc: int) -> bool:
-    """Whether a ``linear_solver`` option ("auto", "dense", "structured") means the
-    structured solver for a system of ``n_unknowns`` ("auto": from STRUCTURED_FROM on)."""
+def resolve_linear_solver(choice: str, n_unknowns: int, nc: int, *, own_solve=False) -> str:
+    """The solver a ``linear_solver`` option means for a system of ``n_unknowns``: "auto"
+    is "structured" from :data:`STRUCTURED_FROM` on (with constraints, and no formulation's
+    own solve), else "small" up to :data:`~jaxmbd.linear.small.SMALL_MAX` unknowns when
+    the default backend is the CPU (on a GPU the vendor's kernels), else "dense"."""
     if choice not in LINEAR_SOLVERS:
         raise ValueError(f"linear_solver must be one of {LINEAR_SOLVERS}, got {choice!r}")
-    if choice == "auto":
-        return n_unknowns >= STRUCTURED_FROM and nc > 0
-    return choice == "structured"
+    if choice != "auto":
+        return choice
+    if n_unknowns >= STRUCTURED_FROM and nc > 0 and not own_solve:
+        return "structured"
+    if n_unknowns <= _small_kernels.SMALL_MAX and jax.default_backend() == "cpu":
+        return "small"
+    return "dense"
+
+
+def choose_structured(choice: str, n_unknowns: int, nc: int) -> bool:
+    """Whether a ``linear_solver`` option ("auto", "dense", "small", "structured") means the
+    structured solver for a system of ``n_unknowns`` ("auto": from STRUCTURED_FROM on)."""
+    return resolve_linear_solver(choice, n_unknowns, nc) == "structured"
+
+
+def dense_kernels(choice: str, n_unknowns: int, nc: int = 0):
+    """Context (while a step is traced) in which the dense solves use the elementwise
+    kernels of :mod:`jaxmbd.linear.small` where ``linear_solver`` resolves to "small"
+    (:func:`resolve_linear_solver`), else LAPACK."""
+    resolved = resolve_linear_solver(choice, n_unknowns, nc)
+    return _small_kernels.prefer(_small_kernels.limit_for(resolved))
 
 
 class StartState(NamedTuple):
@@ -188,16 +213,16 @@ class AbstractImplicitIntegrator(AbstractIntegrator):
         return False
 
     def linear_solver_for(self, model, form) -> str:
-        """ "dense" or "structured": the integrator's ``linear_solver`` option resolved
-        ("auto": structured from :data:`STRUCTURED_FROM` Newton unknowns on)."""
+        """ "dense", "small" or "structured": the integrator's ``linear_solver`` option
+        resolved (:func:`resolve_linear_solver`; a formulation's own solve keeps it off
+        "structured"; re's chart-singularity fallback keeps "dense")."""
         choice = getattr(self, "linear_solver", "dense")
-        if choice not in LINEAR_SOLVERS:
-            raise ValueError(f"linear_solver must be one of {LINEAR_SOLVERS}, got {choice!r}")
-        if choice == "auto":  # re keeps its own solve (chart-singularity fallback)
-            big = self.num_unknowns(model, form) >= STRUCTURED_FROM
-            own = own_linear_solve(form) is not None
-            return "structured" if big and model.nc and not own else "dense"
-        return choice
+        own = own_linear_solve(form) is not None
+        n = self.num_unknowns(model, form)
+        resolved = resolve_linear_solver(choice, n, model.nc, own_solve=own)
+        if choice == "auto" and resolved == "small" and form.name == "re":
+            return "dense"  # its least-squares step-over solves with LAPACK anyway
+        return resolved
 
     def tolerance(self, h):
         """Relative Newton tolerance (eq. 46 in scaled norms); default
@@ -246,19 +271,21 @@ class AbstractImplicitIntegrator(AbstractIntegrator):
         # does not depend on the guess: no gradient through it.
         x1, x2, x3 = state.history
         guess = jnp.where(k >= 3, 3.0 * x1 - 3.0 * x2 + x3, jnp.where(k == 2, 2.0 * x1 - x2, x1))
-        return implicit_step(
-            model,
-            form,
-            self.newton,
-            state.q,
-            disc,
-            jax.lax.stop_gradient(guess),
-            state.newton,
-            k * h,
-            tol=self.tolerance(h),
-            stabilised=self.stabilised,
-            linear_solver=self.linear_solver_for(model, form),
-        )
+        solver = self.linear_solver_for(model, form)
+        with _small_kernels.prefer(_small_kernels.limit_for(solver)):
+            return implicit_step(
+                model,
+                form,
+                self.newton,
+                state.q,
+                disc,
+                jax.lax.stop_gradient(guess),
+                state.newton,
+                k * h,
+                tol=self.tolerance(h),
+                stabilised=self.stabilised,
+                linear_solver=solver,
+            )
 
 
 def _factor_shapes(matrix, x):
@@ -312,7 +339,7 @@ def step_system(
     def transpose_times(G_n, mu):
         if assembled:
             return rA_generalized_reaction(model, G_n[0], G_n[1], mu).reshape(-1)
-        return G_n.T @ mu
+        return _product(G_n.T, mu)
 
     def increment(x, disc, G_n):
         a, _, mu = unpack(x)
@@ -505,6 +532,12 @@ def _verify_chart_step(model, form, system, x_star, frozen, t, near, info: Newto
     return info._replace(status=status)
 
 
+def _product(a, b):
+    """A B (or A v): elementwise in a step solved by the small kernels, whose loop XLA
+    can compile natively only without a ``dot`` (:mod:`jaxmbd.linear.small`)."""
+    return _small_kernels.matmul(a, b) if _small_kernels.hoistable() else a @ b
+
+
 def assemble_newton_matrix(form, blocks, delta, disc, G_n, model, q1, v1, t, *, stabilised):
     """Newton matrix of the discretised step from the continuous-time blocks:
 
@@ -526,9 +559,10 @@ def assemble_newton_matrix(form, blocks, delta, disc, G_n, model, q1, v1, t, *, 
     S_T = form.times_tangent_map(form.velocity_residual_linearisation(model, q1, v1, t), delta)
     ratio = c_q / c_v
     zeros = jnp.zeros((m, m))
+    G_n_T = G_n.T
     rows = [
-        [top_left, blocks.G.T, c_q * stiffness_T @ G_n.T],
-        [G_T, zeros, G_T @ G_n.T],
-        [blocks.G + ratio * S_T, zeros, ratio * S_T @ G_n.T],
+        [top_left, blocks.G.T, c_q * _product(stiffness_T, G_n_T)],
+        [G_T, zeros, _product(G_T, G_n_T)],
+        [blocks.G + ratio * S_T, zeros, ratio * _product(S_T, G_n_T)],
     ]
     return jnp.concatenate([jnp.concatenate(r, 1) for r in rows], 0)

@@ -89,7 +89,13 @@ from ..newton import (
     solve_with_condition,
     step_test,
 )
-from .base import LINEAR_SOLVERS, AbstractIntegrator, StepResult, choose_structured
+from .base import (
+    LINEAR_SOLVERS,
+    AbstractIntegrator,
+    StepResult,
+    choose_structured,
+    dense_kernels,
+)
 
 SCHEMES = ("constrained", "null_space")
 PARAMETRISATIONS = ("pairs", "numerical")
@@ -782,6 +788,13 @@ class EnergyMomentum(AbstractIntegrator):
         return y_star, info, newton_state, reduced_matrix, first_failure(projection, rows)
 
     def step(self, model, form, state, k, h):
+        """One step, its dense solves by the kernels ``linear_solver`` picks
+        (:func:`~jaxmbd.integrators.base.dense_kernels`)."""
+        n = 12 * model.nb + form_rows(model)
+        with dense_kernels(self.linear_solver, n, model.nc):
+            return self._step(model, form, state, k, h)
+
+    def _step(self, model, form, state, k, h):
         """One step of the midpoint scheme (10). Its status: the first failure of the run
         before it (the step starts from that state), of its Newton solve, of its inner
         solves at the root (the projection onto the joints, the conditioning of the

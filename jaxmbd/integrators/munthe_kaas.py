@@ -36,7 +36,13 @@ from .._min_norm import min_norm_solve
 from .._step_status import finite_status, first_failure
 from ..formulations.index1 import index1_dynamics
 from ..newton import NewtonInfo
-from .base import LINEAR_SOLVERS, AbstractIntegrator, StepResult, choose_structured
+from .base import (
+    LINEAR_SOLVERS,
+    AbstractIntegrator,
+    StepResult,
+    choose_structured,
+    dense_kernels,
+)
 from .tableau import ButcherTableau, get_tableau
 
 STABILIZE = (None, "projection")
@@ -61,9 +67,11 @@ class MuntheKaas(AbstractIntegrator):
     Options (keyword): ``tableau`` ("euler", "heun", "rk3", "rk4" (default), a
     :class:`~jaxmbd.integrators.ButcherTableau` or a table (a, b, c)); ``stabilize`` (None,
     the default, or "projection"); ``projection_iterations`` (3, with "projection" only);
-    ``linear_solver`` ("dense", the default, "structured" or "auto"); ``dexp_sign`` (-1, the
-    correct sign for left-trivialised velocities; +1 exists only to show that the wrong sign
-    drops RK4 to order 2).
+    ``linear_solver`` ("auto", the default: "small" on the CPU up to
+    :data:`~jaxmbd.linear.small.SMALL_MAX` KKT unknowns, "structured" from
+    :data:`~jaxmbd.integrators.base.STRUCTURED_FROM`, else "dense"; or any of them);
+    ``dexp_sign`` (-1, the correct sign for left-trivialised velocities; +1 exists only to
+    show that the wrong sign drops RK4 to order 2).
     """
 
     name: ClassVar[str] = "rkmk"
@@ -72,11 +80,10 @@ class MuntheKaas(AbstractIntegrator):
     stabilize: str | None = eqx.field(static=True, default=None)
     projection_iterations: int | None = eqx.field(static=True, default=None)
     dexp_sign: int = eqx.field(static=True, default=-1)
-    linear_solver: str = eqx.field(static=True, default="dense")
+    linear_solver: str = eqx.field(static=True, default="auto")
 
     def _structured(self, model) -> bool:
-        """KKT solves by structured block elimination (option ``linear_solver``: "dense",
-        the default, "structured" or "auto")."""
+        """KKT solves by structured block elimination (option ``linear_solver``)."""
         n = model.nb * 6 + model.nc
         return choose_structured(self.linear_solver, n, model.nc)
 
@@ -131,6 +138,12 @@ class MuntheKaas(AbstractIntegrator):
         return q, v - correction.reshape(v.shape), first_failure(*statuses, status)
 
     def step(self, model, form, state: MuntheKaasState, k, h):
+        """One step (eq. 37), its dense KKT solves by the kernels ``linear_solver`` picks
+        (:func:`~jaxmbd.integrators.base.dense_kernels`)."""
+        with dense_kernels(self.linear_solver, model.nb * 6 + model.nc, model.nc):
+            return self._step(model, form, state, k, h)
+
+    def _step(self, model, form, state: MuntheKaasState, k, h):
         """One step (eq. 37). Its status: the first failure of the run before it, of its
         index-1 and projection solves (pivot-ratio conditioning) and of finiteness."""
         tab = self.tableau

@@ -49,7 +49,13 @@ from .. import _config  # noqa: F401
 from .._step_status import as_status, finite_status, first_failure
 from ..formulations.index1 import index1_system, solve_index1
 from ..newton import SUCCESS, NewtonInfo, solve_with_condition
-from .base import LINEAR_SOLVERS, AbstractIntegrator, StepResult, choose_structured
+from .base import (
+    LINEAR_SOLVERS,
+    AbstractIntegrator,
+    StepResult,
+    choose_structured,
+    dense_kernels,
+)
 from .tableau import ButcherTableau, get_tableau
 
 MULTIPLIERS = ("two_step", "one_step", "frozen")
@@ -77,15 +83,16 @@ class RungeKutta(AbstractIntegrator):
     :class:`~jaxmbd.integrators.ButcherTableau` or a table (a, b, c)); ``multipliers``
     ("two_step", eq. 25, the default where the formulation offers it (rotmat); "one_step",
     the full KKT system, the default elsewhere; or "frozen", multipliers constant over a
-    step, first order); ``linear_solver`` for the KKT solves ("dense", the default,
-    "structured" or "auto"; "two_step" has no KKT solve: "structured" is refused there).
+    step, first order); ``linear_solver`` for the KKT solves ("auto", the default: "small"
+    on the CPU for small systems, "structured" for large ones, else "dense"; or any of
+    them; "two_step" has no KKT solve: "structured" is refused there).
     """
 
     name: ClassVar[str] = "rk"
     requires: ClassVar[frozenset[str]] = frozenset({"vector_space", "index1_blocks"})
     tableau: ButcherTableau = eqx.field(static=True, converter=get_tableau, default="rk4")
     multipliers: str | None = eqx.field(static=True, default=None)
-    linear_solver: str = eqx.field(static=True, default="dense")
+    linear_solver: str = eqx.field(static=True, default="auto")
 
     def __check_init__(self):
         if self.multipliers is not None and self.multipliers not in MULTIPLIERS:
@@ -157,6 +164,13 @@ class RungeKutta(AbstractIntegrator):
         return RungeKuttaState(start.q, start.v, a, lam, constants, status)
 
     def step(self, model, form, state: RungeKuttaState, k, h):
+        """One step, its dense solves by the kernels ``linear_solver`` picks
+        (:func:`~jaxmbd.integrators.base.dense_kernels`)."""
+        n = model.nb * form.tangent_size + model.nc
+        with dense_kernels(self.linear_solver, n, model.nc):
+            return self._step(model, form, state, k, h)
+
+    def _step(self, model, form, state: RungeKuttaState, k, h):
         """One step. The stages i = 2..s and the end of the step (row b) share one traced
         index-1 solve inside a ``lax.scan`` (compile time does not grow with s). Its status:
         the first failure of the run before it, of its solves (pivot-ratio conditioning) and

@@ -1,0 +1,116 @@
+"""The XLA option that lets the CPU backend compile a whole small time step as one loop.
+
+XLA's CPU runtime executes a program as a sequence of "thunks" (one per kernel, about
+0.1-0.2 us of overhead each); a step of a small model is hundreds of them. A ``while``
+loop whose body holds no custom call, ``dot`` fusion, scatter or sort and accesses fewer
+bytes than ``xla_cpu_small_while_loop_byte_threshold`` is instead compiled into one native
+function (``SmallWhileLoopHoistingPass``). jaxmbd's time steps qualify when their linear
+solves use the elementwise kernels of :mod:`jaxmbd.linear.small` (``linear_solver="auto"``
+on the CPU), but XLA's default threshold is far below a step's size.
+
+:func:`configure` runs when jaxmbd is imported, before anything initialises JAX's backend:
+it adds ``--xla_backend_extra_options=xla_cpu_small_while_loop_byte_threshold=N`` to
+``XLA_FLAGS`` (appending to what is there, never replacing it) unless the user has already
+set that option (their value is kept) or set ``JAXMBD_XLA_FLAGS=0``. XLA reads the
+variable once, when the backend starts: if JAX's backend is already running at import
+(jaxmbd imported after a computation), it cannot take effect and :func:`configure` warns
+once with the exact line to set.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import warnings
+
+#: The option and its value: bytes accessed by one loop body below which XLA compiles the
+#: loop natively. A step of the slider crank (54 Newton unknowns) is well below it
+#: (``experiments/bench_small_solve.py``); larger models keep XLA's runtime.
+OPTION = "xla_cpu_small_while_loop_byte_threshold"
+THRESHOLD_BYTES = 1 << 24
+EXTRA = "--xla_backend_extra_options"
+LINE = f"{EXTRA}={OPTION}={THRESHOLD_BYTES}"
+#: ``JAXMBD_XLA_FLAGS=0`` leaves XLA_FLAGS alone.
+OPT_OUT = "JAXMBD_XLA_FLAGS"
+
+_warned = False
+
+
+def _backend_started() -> bool:
+    """Whether JAX's backends exist already (XLA_FLAGS was then read)."""
+    if "jax" not in sys.modules:
+        return False
+    try:
+        from jax._src import xla_bridge
+
+        return bool(xla_bridge.backends_are_initialized())
+    except Exception:  # an unknown jax: assume the worst, and say so
+        return True
+
+
+def with_threshold(flags: str) -> str:
+    """``flags`` (an XLA_FLAGS value) with the threshold added: into an existing
+    ``--xla_backend_extra_options=...`` list (its other options kept), else as a new
+    flag at the end."""
+    pattern = re.compile(rf"{EXTRA}=(\S*)")
+    match = pattern.search(flags)
+    if match is None:
+        return f"{flags} {LINE}".strip()
+    value = match.group(1)
+    merged = f"{value},{OPTION}={THRESHOLD_BYTES}" if value else f"{OPTION}={THRESHOLD_BYTES}"
+    return flags[: match.start(1)] + merged + flags[match.end(1) :]
+
+
+def configure() -> str:
+    """Add the threshold to ``XLA_FLAGS`` when that can still take effect; returns what
+    happened: "user" (the option is set already: kept), "opt-out" (``JAXMBD_XLA_FLAGS=0``),
+    "set", or "warned" (the backend had started: a one-time warning with the line)."""
+    global _warned
+    flags = os.environ.get("XLA_FLAGS", "")
+    if OPTION in flags:
+        return "user"
+    if os.environ.get(OPT_OUT, "").strip() == "0":
+        return "opt-out"
+    if _backend_started():
+        if not _warned:
+            _warned = True
+            warnings.warn(
+                "jaxmbd was imported after JAX started its backend, so it could not raise "
+                "XLA's small-loop threshold: time steps then run several times slower on "
+                f"the CPU. Set it before starting Python (or import jaxmbd first):\n"
+                f'    export XLA_FLAGS="$XLA_FLAGS {LINE}"\n'
+                f"(or {OPT_OUT}=0 to silence this).",
+                stacklevel=3,
+            )
+        return "warned"
+    os.environ["XLA_FLAGS"] = with_threshold(flags)
+    return "set"
+
+
+def loop_hoisted(hlo_text: str, trip_count: int) -> bool:
+    """Whether the compiled program (``compiled.as_text()``) runs its ``while`` loop of
+    ``trip_count`` iterations (a ``lax.scan`` of that length, e.g. simulate's time steps) as
+    one native call: the loop sits in a computation that a ``call`` marked
+    ``xla_cpu_small_call`` runs (what ``SmallWhileLoopHoistingPass`` makes of it) instead
+    of being executed by XLA's runtime thunk by thunk. Structure, not time: for tests and
+    benchmarks."""
+    computations = re.split(r"\n(?=\S)", hlo_text)
+    count = re.compile(r'"known_trip_count":\{"n":"(\d+)"\}')
+    holders = set()
+    for computation in computations:
+        name = computation.split(" ", 1)[0].lstrip("%")
+        for line in computation.splitlines():
+            if " while(" in line:
+                match = count.search(line)
+                if match and int(match.group(1)) == trip_count:
+                    holders.add(name)
+    if not holders:
+        return False
+    calls = re.findall(
+        r"call\([^\n]*?to_apply=%([\w.\-]+)[^\n]*xla_cpu_small_call=\"true\"", hlo_text
+    )
+    return any(name in holders for name in calls)
+
+
+configure()  # at import: jaxmbd/__init__.py imports this module before anything else
