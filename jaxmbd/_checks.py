@@ -146,14 +146,22 @@ class StartCorrection(eqx.Module):
 def start_correction(model: Model, r, A, rdot, omega) -> StartCorrection:
     """The :class:`StartCorrection` of the t = 0 state (r, A, rdot, omega) against the
     model's initial state (diagnostic values: no gradient flows through them)."""
+    start = (model.r0, model.A0, model.rdot0, model.omega0)
+    return StartCorrection(*_correction(r, A, rdot, omega, *start))
+
+
+@jax.jit
+def _correction(r, A, rdot, omega, r0, A0, rdot0, omega0):
+    """:func:`start_correction`'s arrays. One program: run eagerly after every simulation,
+    its 16 operations were 16 small compilations (several seconds of a first run)."""
     sg = jax.lax.stop_gradient
     r, A, rdot, omega = sg(r), sg(A), sg(rdot), sg(omega)
-    dA = jnp.einsum("bji,bjk->bik", sg(model.A0), A)
+    dA = jnp.einsum("bji,bjk->bik", sg(A0), A)
     cos = jnp.clip(0.5 * (jnp.trace(dA, axis1=1, axis2=2) - 1.0), -1.0, 1.0)
     sin = 0.5 * jnp.linalg.norm(dA - jnp.swapaxes(dA, 1, 2), axis=(1, 2)) / jnp.sqrt(2.0)
-    dv = jnp.concatenate([rdot - sg(model.rdot0), omega - sg(model.omega0)], 1)
-    return StartCorrection(
-        jnp.linalg.norm(r - sg(model.r0), axis=1), jnp.arctan2(sin, cos),
+    dv = jnp.concatenate([rdot - sg(rdot0), omega - sg(omega0)], 1)
+    return (
+        jnp.linalg.norm(r - sg(r0), axis=1), jnp.arctan2(sin, cos),
         jnp.max(jnp.abs(dv), axis=1),
     )  # fmt: skip
 
@@ -221,7 +229,7 @@ def error_if_failed(sol, what: str):
 
 def solution_from_outputs(
     model: Model, form, h, outs, integrator: str = "", *, chart_singular=None, save_every=1,
-    sensor_key=None, contact_history: bool = True,
+    sensor_key=None,
 ):  # fmt: skip
     """Solution of the per-step outputs (r, A, rdot, omega, rddot, omegadot, lam,
     iterations, status, residual[, q, v[, condition]]) of an analysis; q and v are the
@@ -231,6 +239,9 @@ def solution_from_outputs(
     ``sol.sensors``, with ``sensor_key`` for their noise."""
     from .solution import Solution
 
+    # an integrator's own outputs come last, as a dict (moreau_jean's unilateral forces)
+    extra = outs[-1] if isinstance(outs[-1], dict) else {}
+    outs = outs[:-1] if extra else outs
     r, A, rdot, omega, rddot, omegadot, lam, iters, status, residual = outs[:10]
     q, v = outs[10:12] if len(outs) >= 12 else (None, None)
     condition = outs[12] if len(outs) == 13 else None
@@ -260,10 +271,11 @@ def solution_from_outputs(
         body_names=model.body_names,
         constraint_names=model.constraint_names,
         joint_definitions=model.joints,
-        contact_element=getattr(model, "contacts", None) if contact_history else None,
+        contact_element=getattr(model, "contacts", None),
         sensor_model=None if model.sensors is None else dataclasses.replace(model, forces=()),
         sensor_key=None if model.sensors is None else sensor_key,
         marker_element=getattr(model, "markers", None),
+        unilateral_forces=extra.get("unilateral_forces"),
         start_correction=start_correction(model, r[0], A[0], rdot[0], omega[0])
         if model.nb
         else None,

@@ -100,7 +100,11 @@ def strided_scan(step, carry, steps, save_every: int, summaries=None):
     def segment(carry, ks):
         carry, outs = jax.lax.scan(step, carry, ks)
         saved = tuple(
-            None if x is None else (summaries[i](x) if i in summaries else x[-1])
+            None
+            if x is None
+            else (
+                summaries[i](x) if i in summaries else jax.tree_util.tree_map(lambda y: y[-1], x)
+            )  # fmt: skip
             for i, x in enumerate(outs)
         )
         return carry, saved

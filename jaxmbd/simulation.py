@@ -73,6 +73,8 @@ def _initial(model, form: AbstractFormulation, integrator: AbstractIntegrator, h
     out = out + _own_coordinates(form, q, v)
     if getattr(integrator, "record_condition", False):  # no step at t = 0
         out = out + (jnp.asarray(jnp.nan),)
+    if hasattr(integrator, "extra_outputs"):  # an integrator's own per-step outputs (a dict)
+        out = out + (integrator.extra_outputs(carry),)
     return carry, out
 
 
@@ -104,7 +106,10 @@ def _scan(
         out = _outputs(form, res.q, res.v, res.a, res.lam, model.nc)
         info = (res.info.iterations, res.info.status, res.info.residual_norm)
         out = out + info + _own_coordinates(form, res.q, res.v)
-        return carry, out + (() if res.condition is None else (res.condition,))
+        out = out + (() if res.condition is None else (res.condition,))
+        if hasattr(integrator, "extra_outputs"):
+            out = out + (integrator.extra_outputs(carry),)
+        return carry, out
 
     steps = k0 + jnp.arange(1, n + 1)
     if not checkpoint or n <= checkpoint:
@@ -310,7 +315,8 @@ def simulate(
     model without contact). "hard": exact contact, the pairs as unilateral constraints with
     Newton's restitution law and Coulomb friction on the exact cone, stepped by the
     projected Moreau–Jean scheme (``integrator="moreau_jean"``, the default then and the
-    only one; :mod:`jaxmbd.integrators.moreau_jean`; ``sol.contact`` is None). With contact
+    only one; :mod:`jaxmbd.integrators.moreau_jean`; ``sol.contact`` reports each step's
+    mean contact forces, its impulses / h). With contact
     pairs the implicit integrators default to
     ``newton=LineSearchNewton()`` (:mod:`jaxmbd.line_search`: exact Newton damped by
     backtracking, which converges on the saturating friction and damping at large steps);
@@ -408,9 +414,6 @@ def simulate(
         chart_singular=_chart_flags(form, outs),
         save_every=save_every,
         sensor_key=sensor_key,
-        # the compliant law's forces are not those of hard contact (its impulses are not
-        # kept yet): sol.contact is None there
-        contact_history=contact != "hard",
     )
     return finish(
         model, sol, what="dynamics", throw=throw, traced=traced,

@@ -72,13 +72,15 @@ class Solution(eqx.Module):
     start_correction: object | None = None
     # the model's markers (jaxmbd.markers.Markers), for :attr:`markers`; None if none
     marker_element: object | None = None
+    # hard contact (moreau_jean): the unilateral rows' mean forces per step (T, n_N + 2 ns)
+    unilateral_forces: jax.Array | None = None
 
     def __init__(
         self, t, r, A, rdot, omega, rddot, omegadot, lam, iterations, status, residual,
         q=None, v=None, condition=None, chart_singular=None, formulation="rA", integrator="",
         save_every=1, body_names=(), constraint_names=(), joint_definitions=(),
         contact_element=None, sensor_model=None, sensor_key=None, start_correction=None,
-        marker_element=None,
+        marker_element=None, unilateral_forces=None,
     ):  # fmt: skip
         self.t, self.r, self.A, self.rdot, self.omega = t, r, A, rdot, omega
         self.rddot, self.omegadot, self.lam = rddot, omegadot, lam
@@ -92,6 +94,7 @@ class Solution(eqx.Module):
         self.sensor_model, self.sensor_key = sensor_model, sensor_key
         self.start_correction = start_correction
         self.marker_element = marker_element
+        self.unilateral_forces = unilateral_forces
 
     def _from_body_state(self):
         """(q, v) of a dynamics run whose formulation does not store them (its coordinates
@@ -143,7 +146,12 @@ class Solution(eqx.Module):
             return None
         from .contact import slot_history
 
-        return slot_history(self.contact_element, self.r, self.A, self.rdot, self.omega)
+        slots = slot_history(self.contact_element, self.r, self.A, self.rdot, self.omega)
+        if self.unilateral_forces is None:
+            return slots
+        from .integrators.moreau_jean import hard_contact_slots
+
+        return hard_contact_slots(slots, self.unilateral_forces)
 
     @property
     def sensors(self):

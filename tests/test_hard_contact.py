@@ -94,6 +94,15 @@ def test_sliding_box_stops_at_the_closed_form_without_penetrating():
     expected = np.where(t < stop, v0 * t - 0.5 * mu * G * t**2, v0**2 / (2 * mu * G))
     np.testing.assert_allclose(x[-1], v0**2 / (2 * mu * G), rtol=1e-4)
     np.testing.assert_allclose(x, expected, atol=1e-4 * x[-1])
+    # sol.contact: the mean forces of each step; while sliding, the four corners carry
+    # m g and Coulomb's mu m g against the motion
+    contact = sol.contact
+    sliding = slice(1, int(0.9 * stop / 1e-3))
+    normal = np.asarray(contact.normal_force).sum(axis=1)
+    friction = np.asarray(contact.tangential_force).sum(axis=1)
+    np.testing.assert_allclose(normal[sliding], 2.0 * G, rtol=1e-9)
+    np.testing.assert_allclose(friction[sliding, 0], -mu * 2.0 * G, rtol=1e-9)
+    assert np.all(np.asarray(contact.active)[sliding].sum(axis=1) >= 3)
     corners = _gaps(model, sol)[:, :8]
     lowest = np.sort(corners, axis=1)[:, :4]  # the four corners on the ground
     assert np.abs(lowest).max() < 1e-8, np.abs(lowest).max()

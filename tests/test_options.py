@@ -71,6 +71,7 @@ DOCUMENTED = {
         "tol": (1e-8,),
         "max_iter": (10,),
         "project": (True, False),
+        "relaxation": (0.0, 1e-3),
     },
 }
 

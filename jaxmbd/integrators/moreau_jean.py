@@ -79,7 +79,8 @@ class MoreauJeanState(NamedTuple):
 
     q: Any
     v: jax.Array
-    impulses: jax.Array  # (3 ns,): P_N, then P_T (2 per slot)
+    impulses: jax.Array  # (n_N + 2 ns,): P_N, then P_T (2 per slot)
+    forces: jax.Array  # the same divided by h: the mean forces over the step
 
 
 def _tangents(normal):
@@ -92,18 +93,26 @@ def _tangents(normal):
     return t1, jnp.cross(normal, t1)
 
 
-def _positive_part(x):
-    """max(0, x) with the B-subdifferential's derivative (1 or 0, never 1/2 at the tie)."""
-    return jnp.where(x > 0, x, 0.0)
+def _positive_part(x, smoothing=None):
+    """max(0, x) with the B-subdifferential's derivative (1 or 0, never 1/2 at the tie);
+    with ``smoothing`` eps, the Chen-Harker-Kanzow-Smale smoothing (x + sqrt(x^2 + 4
+    eps^2)) / 2 (C. Chen, O. L. Mangasarian, Comput. Optim. Appl. 5 (1996) 97-138)."""
+    if smoothing is None:
+        return jnp.where(x > 0, x, 0.0)
+    return 0.5 * (x + jnp.sqrt(x * x + 4.0 * smoothing * smoothing))
 
 
-def _disk_projection(y, radius):
-    """Projection of y (ns, 2) onto the disks |y| <= radius (ns,), NaN-safe at y = 0."""
+def _disk_projection(y, radius, smoothing=None):
+    """Projection of y (ns, 2) onto the disks |y| <= radius (ns,), NaN-safe at y = 0;
+    with ``smoothing`` eps, y radius / smax(|y|, radius) with the same smoothing of max."""
     yy = jnp.sum(y * y, axis=-1)
-    norm = jnp.sqrt(jnp.where(yy > 0, yy, 1.0))
-    inside = norm <= radius
-    scale = jnp.where(inside, 1.0, radius / norm)
-    return y * scale[:, None]
+    if smoothing is None:
+        norm = jnp.sqrt(jnp.where(yy > 0, yy, 1.0))
+        scale = jnp.where(norm <= radius, 1.0, radius / norm)
+        return y * scale[:, None]
+    norm = jnp.sqrt(yy + smoothing * smoothing)
+    larger = radius + _positive_part(norm - radius, smoothing)
+    return y * (radius / jnp.maximum(larger, 1e-300))[:, None]
 
 
 class _Unilateral(NamedTuple):
@@ -248,16 +257,17 @@ def _newton(residual, x0, tol, max_iter):
     return x, it, done, norm
 
 
-def _implicit_min_norm(residual, x_star):
+def _implicit_min_norm(residual, x_star, derivative_of=None):
     """``x_star`` (a root of ``residual``) with implicit-function derivatives taken by the
     pseudo-inverse of the generalised Jacobian: dx = -J^+ dF. Where contact impulses are
     not unique (a box on four corners) J is singular, but the velocities are, and so are
     their derivatives: every solution of J dx = -dF (consistent: F = 0 holds along the
     family of roots) has the same velocity part, and the minimum-norm one is one of them.
     First derivatives (jvp and its transpose, so jax.grad); the residual's closed-over
-    values (the model, the state) are differentiated."""
+    values (the model, the state) are differentiated. ``derivative_of``: another residual
+    whose derivatives at ``x_star`` are used instead (a relaxed one, ``relaxation``)."""
     x_star = jax.lax.stop_gradient(x_star)
-    fn, consts = jax.closure_convert(residual, x_star)
+    fn, consts = jax.closure_convert(residual if derivative_of is None else derivative_of, x_star)
 
     @jax.custom_jvp
     def root(x, consts):
@@ -282,7 +292,16 @@ class MoreauJean(AbstractIntegrator):
     Options: ``tol`` (1e-10): the semismooth Newton iterations stop when every equation's
     residual is below ``tol`` times its scale (impulses: the step's momentum scale;
     positions: metres); ``max_iter`` (50); ``project`` (True): the position projection of
-    step 4 (without it the positions drift and penetrate by O(h) at impacts)."""
+    step 4 (without it the positions drift and penetrate by O(h) at impacts);
+    ``relaxation`` (0): kappa > 0 takes the gradients of each step's velocity problem from
+    its relaxed equations (the max and the disk projection smoothed by
+    eps = kappa x the step's momentum scale, Chen-Mangasarian) at the exact root, as Dojo
+    takes them at a relaxed interior-point kappa (T. Howell et al., "Dojo: a
+    differentiable physics engine for robotics", 2022): the motion is unchanged; the
+    gradients are biased by O(kappa) and smooth across stick-slip and contact-release
+    transitions instead of jumping there (experiments/hard_contact_relaxation.py reports
+    the trade-off). The activation of a contact (its gap at the step's midpoint) stays a
+    discrete decision."""
 
     name: ClassVar[str] = "moreau_jean"
     # the index-1 blocks (M, Q, G) and a Lie group whose retraction along h v is the
@@ -291,6 +310,7 @@ class MoreauJean(AbstractIntegrator):
     tol: float = 1e-10
     max_iter: int = 50
     project: bool = True
+    relaxation: float = 0.0
 
     def check_formulation(self, form) -> None:
         if isinstance(self.max_iter, bool) or not isinstance(self.max_iter, int | np.integer):
@@ -298,12 +318,22 @@ class MoreauJean(AbstractIntegrator):
                              f"{self.max_iter!r}")  # fmt: skip
         if self.max_iter < 1:
             raise ValueError(f"moreau_jean: max_iter must be positive, got {self.max_iter}")
+        if not (isinstance(self.relaxation, float | int) and self.relaxation >= 0):
+            raise ValueError(f"moreau_jean: relaxation must be a non-negative number, got "
+                             f"{self.relaxation!r}")  # fmt: skip
         if not (isinstance(self.tol, float | int) and self.tol > 0):
             raise ValueError(f"moreau_jean: tol must be a positive number, got {self.tol!r}")
 
     def init(self, model, form, start, h):
         _, ns, _, n_limits = _parts(model)
-        return MoreauJeanState(start.q, start.v, jnp.zeros(3 * ns + n_limits, start.v.dtype))
+        zero = jnp.zeros(3 * ns + n_limits, start.v.dtype)
+        return MoreauJeanState(start.q, start.v, zero, zero)
+
+    def extra_outputs(self, state: MoreauJeanState) -> dict:
+        """Per-step outputs besides the body state (read by the Solution): the mean forces
+        of the unilateral rows over the step (impulses / h; contact slots' normal, then
+        limits', then the slots' two tangential components)."""
+        return {"unilateral_forces": state.forces}
 
     def _velocity_step(self, model, form, q_mid, v, t_mid, h, warm):
         """(v_{k+1}, Lambda, impulses, iterations, converged, ||F|| / scale) of step 2."""
@@ -333,7 +363,7 @@ class MoreauJean(AbstractIntegrator):
         scale = jnp.maximum(scale, mass_scale * VELOCITY_FLOOR)
         xi_N0 = uni.restitution * (uni.W_N @ v_flat)  # Newton's law: pre-impact velocity
 
-        def residual(x):
+        def residual(x, smoothing=None):
             v1, lam = x[:n], x[n : n + m]
             P_N, P_T = x[n + m : n + m + n_N], x[n + m + n_N :].reshape(ns, 2)
             momentum = M @ (v1 - v_flat) - h * Q + G.T @ lam - uni.W_N.T @ P_N
@@ -341,9 +371,9 @@ class MoreauJean(AbstractIntegrator):
             joints = G @ v1 - nu
             xi_N = uni.W_N @ v1 + xi_N0
             xi_T = (uni.W_T @ v1).reshape(ns, 2)
-            normal = P_N - _positive_part(P_N - rho_N * xi_N)
-            radius = uni.friction * _positive_part(P_N[:ns])
-            tangent = P_T - _disk_projection(P_T - rho_T * xi_T, radius)
+            normal = P_N - _positive_part(P_N - rho_N * xi_N, smoothing)
+            radius = uni.friction * _positive_part(P_N[:ns], smoothing)
+            tangent = P_T - _disk_projection(P_T - rho_T * xi_T, radius, smoothing)
             normal = jnp.where(active > 0, normal, P_N)
             tangent = jnp.where(active[:ns, None] > 0, tangent, P_T)
             # every row in momentum units (the proximal rows are impulses already)
@@ -352,7 +382,10 @@ class MoreauJean(AbstractIntegrator):
         on = jnp.concatenate([active, jnp.repeat(active[:ns], 2)])
         x0 = jnp.concatenate([v_flat, jnp.zeros(m, v.dtype), jnp.where(on > 0, warm, 0.0)])
         x, it, done, norm = _newton(residual, x0, self.tol * scale, self.max_iter)
-        x = _implicit_min_norm(residual, x)
+        relaxed = None
+        if self.relaxation:  # gradients of the relaxed equations at the exact root
+            relaxed = lambda y: residual(y, self.relaxation * scale)  # noqa: E731
+        x = _implicit_min_norm(residual, x, relaxed)
         return x[:n], x[n : n + m], x[n + m :], it, done, norm / scale
 
     def _projection(self, model, form, q, v, t):
@@ -405,8 +438,28 @@ class MoreauJean(AbstractIntegrator):
         status = first_failure(jnp.where(finite, SUCCESS, NONFINITE), *statuses)
         info = NewtonInfo(iterations, status, norm, jnp.asarray(0.0, v.dtype))
         lam_out = lam / h
-        new = MoreauJeanState(q1, v1, impulses)
+        new = MoreauJeanState(q1, v1, impulses, impulses / h)
         return new, StepResult(q1, v1, a1, lam_out, info)
 
 
-__all__ = ["MoreauJean", "MoreauJeanState"]
+def hard_contact_slots(slots, unilateral_forces):
+    """``sol.contact`` of a hard-contact run: the slots' geometry and kinematics at each
+    saved state (:func:`~jaxmbd.contact.slot_history`) with the forces of the step that
+    ended there, its impulses / h: ``normal_force`` P_N / h and ``tangential_force``
+    (P_T1 t1 + P_T2 t2) / h on the pair's body_i (the tangents of the state's normal; the
+    step solved them at its midpoint, O(h) away), and ``active`` where the normal force is
+    positive. The first row (t = 0) has no step: zero forces."""
+    ns = slots.gap.shape[-1]
+    forces = unilateral_forces
+    n_N = forces.shape[-1] - 2 * ns
+    normal_force = forces[..., :ns]
+    tangent = forces[..., n_N:].reshape(forces.shape[:-1] + (ns, 2))
+    flat = slots.normal.reshape(-1, 3)
+    t1, t2 = _tangents(flat)
+    t1, t2 = t1.reshape(slots.normal.shape), t2.reshape(slots.normal.shape)
+    tangential = tangent[..., :1] * t1 + tangent[..., 1:] * t2
+    return slots._replace(normal_force=normal_force, tangential_force=tangential,
+                          active=normal_force > 0)  # fmt: skip
+
+
+__all__ = ["MoreauJean", "MoreauJeanState", "hard_contact_slots"]
