@@ -313,6 +313,11 @@ def test_arm_joint_coordinates_match_mujoco():
     assert np.abs(qdot - qvel).max() < 5e-3
 
 
+# default suite: tests/test_mujoco_models.py[acrobot] (the same file and damping, joint
+# coordinates from sol.joints against MuJoCo to 1e-6 under controls), keyframes in
+# test_mjcf_keyframes_through_joint_states, MJCF damping against MuJoCo in
+# tests/test_joint_dynamics.py; this gen_alpha run (~20 s to compile) adds the integrator
+@pytest.mark.slow
 def test_acrobot_joint_coordinates_match_mujoco(tmp_path):
     """dm_control's acrobot (read from the installed package; a keyframe added in memory
     with MuJoCo's model editor, written to a temporary file), with its joint damping
