@@ -55,13 +55,18 @@ def body(x, _):
     return solve(A0 + 1e-6 * eye * x[None, :], b0 + 1e-3 * x), None
 
 f = jax.jit(lambda x: jax.lax.scan(body, x, None, length=steps)[0])
-t0 = time.perf_counter(); compiled = f.lower(b0).compile(); tc = time.perf_counter() - t0
-runs = []
+t0, c0 = time.perf_counter(), time.process_time()
+compiled = f.lower(b0).compile()
+tc, cc = time.perf_counter() - t0, time.process_time() - c0
+runs, cpu = [], []
 for _ in range(repeats):
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     jax.block_until_ready(compiled(b0))
     runs.append(time.perf_counter() - t0)
-print(json.dumps({"compile": tc, "steps_per_s": steps / sorted(runs)[len(runs) // 2],
+    cpu.append(time.process_time() - c0)
+print(json.dumps({"compile": tc, "compile_cpu": cc,
+                  "steps_per_s": steps / sorted(runs)[len(runs) // 2],
+                  "steps_per_cpu_s": steps / sorted(cpu)[len(cpu) // 2],
                   "hoisted": loop_hoisted(compiled.as_text(), steps)}))
 """
 
@@ -82,14 +87,19 @@ else:
 steps = round(t_end / h)
 opts = {"integrator": integrator, "linear_solver": solver}
 f = jax.jit(lambda m: mbd.simulate(m, t_end=t_end, h=h, throw=False, **opts))
-t0 = time.perf_counter(); compiled = f.lower(model).compile(); tc = time.perf_counter() - t0
-runs = []
+t0, c0 = time.perf_counter(), time.process_time()
+compiled = f.lower(model).compile()
+tc, cc = time.perf_counter() - t0, time.process_time() - c0
+runs, cpu = [], []
 for _ in range(repeats):
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     sol = jax.block_until_ready(compiled(model))
     runs.append(time.perf_counter() - t0)
+    cpu.append(time.process_time() - c0)
 ok = bool((sol.status == 0).all())
-print(json.dumps({"compile": tc, "steps_per_s": steps / sorted(runs)[len(runs) // 2],
+print(json.dumps({"compile": tc, "compile_cpu": cc,
+                  "steps_per_s": steps / sorted(runs)[len(runs) // 2],
+                  "steps_per_cpu_s": steps / sorted(cpu)[len(cpu) // 2],
                   "hoisted": loop_hoisted(compiled.as_text(), steps), "ok": ok,
                   "r_end": [float(v) for v in sol.r[-1].reshape(-1)[:3]]}))
 """
@@ -133,7 +143,7 @@ def kernels(args):
                 print(
                     f"{n:3d} {method:8s} {'on' if flag else 'off':5s} "
                     f"{'yes' if r['hoisted'] else 'no':8s} {r['compile']:11.2f} "
-                    f"{r['steps_per_s']:10.0f}",
+                    f"{r['steps_per_s']:9.0f} {r['steps_per_cpu_s']:11.0f}",
                     flush=True,
                 )
     return rows
@@ -151,12 +161,16 @@ def simulate(args):
     print(f"\nsimulate, h = 1e-3, {args.t_end} s (steps/s, medians of {args.repeats})")
     print(
         f"{'model':16s} {'integrator':10s} {'solver':6s} {'flag':5s} {'hoisted':8s} "
-        f"{'compile [s]':>11s} {'steps/s':>9s}  r_end"
+        f"{'compile [s]':>11s} {'cpu [s]':>7s} {'steps/s':>9s} {'steps/cpu-s':>11s}  r_end"
     )
     rows = []
     for which, integrator in CASES:
+        if args.models and which not in args.models:
+            continue
         for solver in ("dense", "small"):
             for flag in (0, args.threshold):
+                if args.configs and f"{solver}:{'on' if flag else 'off'}" not in args.configs:
+                    continue
                 a = [which, integrator, solver, args.t_end, args.repeats, ROOT]
                 r = _child(SIM_CHILD, a, flag)
                 rows.append(
@@ -169,7 +183,8 @@ def simulate(args):
                     continue
                 print(
                     f"{tag} {'yes' if r['hoisted'] else 'no':8s} {r['compile']:11.1f} "
-                    f"{r['steps_per_s']:9.0f}  {r['r_end']}{'' if r['ok'] else '  (failed)'}",
+                    f"{r['compile_cpu']:7.1f} {r['steps_per_s']:9.0f} {r['steps_per_cpu_s']:11.0f}"
+                    f"  {r['r_end']}{'' if r['ok'] else '  (failed)'}",
                     flush=True,
                 )
     return rows
@@ -183,6 +198,10 @@ def main():
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threshold", type=int, default=1 << 24)
     parser.add_argument("--json", type=Path, help="write the rows here")
+    parser.add_argument("--models", nargs="*", help="only these models (simulate)")
+    parser.add_argument(
+        "--configs", nargs="*", help="only these solver:flag pairs, e.g. dense:off small:on"
+    )
     args = parser.parse_args()
     import jax
 

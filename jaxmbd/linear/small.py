@@ -190,30 +190,34 @@ def lu_solve(lu_, permutation, rhs, *, transpose: bool = False):
 
 def inverse_and_pivots(matrix):
     """(M^{-1}, |U_kk|): the inverse by Gauss-Jordan elimination with partial pivoting on
-    [M | I], and the magnitudes of its pivots, which are those of the LU factorisation with
-    partial pivoting (the same row choices and eliminations below the diagonal) up to
-    round-off. A zero pivot (an exactly singular matrix) gives a NaN inverse, as LAPACK's
-    factors give a non-finite one."""
+    [M | I], and the magnitudes of its pivots. Each row is eliminated as in :func:`lu`
+    (a_ij - (a_ik / a_kk) a_kj, the pivot row unscaled until the end), so the rows below
+    the diagonal, the row choices and the pivots are exactly those of the LU
+    factorisation: an exactly singular matrix gives the same zero pivot (and a NaN
+    inverse, where LAPACK's factors give a non-finite one)."""
     n = matrix.shape[-1]
     if matrix.ndim != 2 or matrix.shape[0] != n:
         raise ValueError(f"small inverse: expected a square matrix, got shape {matrix.shape}")
     rows = _rows(n)
     work = jnp.concatenate([matrix, jnp.eye(n, dtype=matrix.dtype)], axis=1)
-    pivots = jnp.zeros(n, matrix.dtype)
+    columns = jnp.arange(2 * n, dtype=jnp.int32)
 
-    def step(k, carry):
-        work, pivots = carry
+    def step(k, work):
         work, _, pivot_row = _pivot_and_swap(work, rows, k, rows)
         pivot = _at(pivot_row, k)
-        nonzero = pivot != 0
-        scaled = pivot_row / jnp.where(nonzero, pivot, 1.0)
-        column = jnp.where(nonzero & (rows != k), _at(work, k, 1), 0.0)
-        work = work - column[:, None] * scaled[None, :]
-        work = jnp.where((rows == k)[:, None], scaled[None, :], work)
-        return work, jnp.where(rows == k, jnp.abs(pivot), pivots)
+        safe = jnp.where(pivot != 0, pivot, 1.0)
+        column = _at(work, k, 1)
+        multipliers = jnp.where((pivot != 0) & (rows != k), column / safe, 0.0)
+        work = work - multipliers[:, None] * pivot_row[None, :]
+        # column k is exactly zero off the pivot (as LU's rows below it), not round-off
+        # that a later tiny pivot's multiplier would amplify into the kept diagonal
+        cleared = (pivot != 0) & (rows != k)[:, None] & (columns == k)[None, :]
+        return jnp.where(cleared, 0.0, work)
 
-    work, pivots = jax.lax.fori_loop(0, n, step, (work, pivots))
-    inverse = jnp.where(jnp.all(pivots > 0), work[:, n:], jnp.nan)
+    work = jax.lax.fori_loop(0, n, step, work)
+    diagonal = jnp.diagonal(work[:, :n])
+    pivots = jnp.abs(diagonal)
+    inverse = work[:, n:] / jnp.where(pivots > 0, diagonal, jnp.nan)[:, None]
     return inverse, pivots
 
 
