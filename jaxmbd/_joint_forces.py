@@ -13,6 +13,7 @@ joint damping, stiffness and friction loss, actuators.
 from __future__ import annotations
 
 import abc
+import functools
 from typing import NamedTuple
 
 import equinox as eqx
@@ -65,6 +66,50 @@ class _Frames(NamedTuple):
     frame_j: jax.Array
 
 
+def _one(r_i, A_i, r_j, A_j, vel, frames, offset, sign, *, kind: str, bias: bool):
+    """One joint's coordinate, its twist gradient (4, 3) and (``bias``) g_dot . V."""
+
+    def at(r_i, A_i, r_j, A_j):
+        R, d = _relative(frames, r_i, A_i, r_j, A_j)
+        return offset + sign * _geometric(kind, R[0], d[0])[0]
+
+    def coordinate(tw):
+        eye = jnp.eye(3)
+        return at(r_i + tw[0], A_i @ (eye + hat(tw[1])),
+                  r_j + tw[2], A_j @ (eye + hat(tw[3])))  # fmt: skip
+
+    value, grad = jax.value_and_grad(coordinate)(jnp.zeros((4, 3)))
+    if not bias:
+        return value, grad, jnp.zeros_like(value)
+
+    def along(s):  # r + s r_dot, A exp(s omega~) to second order in s
+        def turned(A, w):
+            W = hat(w)
+            return A @ (jnp.eye(3) + s * W + 0.5 * s**2 * W @ W)
+
+        return at(r_i + s * vel[0], turned(A_i, vel[1]), r_j + s * vel[2],
+                  turned(A_j, vel[3]))  # fmt: skip
+
+    def rate(s):
+        return jax.jvp(along, (s,), (jnp.ones_like(s),))[1]
+
+    zero = jnp.zeros((), value.dtype)
+    return value, grad, jax.jvp(rate, (zero,), (jnp.ones_like(zero),))[1]
+
+
+@functools.partial(jax.jit, static_argnames=("kind", "bias"))
+def _group(r_i, A_i, r_j, A_j, vel, frames, offset, sign, *, kind: str, bias: bool):
+    """:func:`_one` over a group of joints of one kind. A jit of its own (inlined by XLA:
+    the compiled program is the same) so that its trace, and its linearisation and
+    transpose under ``grad``, are made once per shape and reused: every force evaluation
+    of every joint-force element (limits, dynamics, actuators; several per step, more in
+    the consistent start) called it, and its autodiff-inside-vmap was about two thirds of
+    the tracing of a cart-pole gradient program."""
+    return jax.vmap(functools.partial(_one, kind=kind, bias=bias))(
+        r_i, A_i, r_j, A_j, vel, frames, offset, sign
+    )
+
+
 def coordinates_and_gradients(joints: tuple[JointDefinition, ...], state: BodyState, *,
                               bias: bool = False):  # fmt: skip
     """q (n,) of ``joints`` at ``state`` and their gradients (n, 4, 3) with respect to the
@@ -95,38 +140,11 @@ def coordinates_and_gradients(joints: tuple[JointDefinition, ...], state: BodySt
         offset = jnp.stack([d.offset[0] for d in group])
         sign = jnp.asarray([d.sign[0] for d in group], dtype=offset.dtype)
 
-        def one(r_i, A_i, r_j, A_j, vel, frames, offset, sign, kind=kind):
-            def at(r_i, A_i, r_j, A_j):
-                R, d = _relative(frames, r_i, A_i, r_j, A_j)
-                return offset + sign * _geometric(kind, R[0], d[0])[0]
-
-            def coordinate(tw):
-                eye = jnp.eye(3)
-                return at(r_i + tw[0], A_i @ (eye + hat(tw[1])),
-                          r_j + tw[2], A_j @ (eye + hat(tw[3])))  # fmt: skip
-
-            value, grad = jax.value_and_grad(coordinate)(jnp.zeros((4, 3)))
-            if not bias:
-                return value, grad, jnp.zeros_like(value)
-
-            def along(s):  # r + s r_dot, A exp(s omega~) to second order in s
-                def turned(A, w):
-                    W = hat(w)
-                    return A @ (jnp.eye(3) + s * W + 0.5 * s**2 * W @ W)
-
-                return at(r_i + s * vel[0], turned(A_i, vel[1]), r_j + s * vel[2],
-                          turned(A_j, vel[3]))  # fmt: skip
-
-            def rate(s):
-                return jax.jvp(along, (s,), (jnp.ones_like(s),))[1]
-
-            zero = jnp.zeros((), value.dtype)
-            return value, grad, jax.jvp(rate, (zero,), (jnp.ones_like(zero),))[1]
-
         vel = jnp.stack([v_all[bi], w_all[bi], v_all[bj], w_all[bj]], 1)
-        q_k, g_k, b_k = jax.vmap(one)(
-            r_all[bi], A_all[bi], r_all[bj], A_all[bj], vel, frames, offset, sign
-        )
+        q_k, g_k, b_k = _group(
+            r_all[bi], A_all[bi], r_all[bj], A_all[bj], vel, frames, offset, sign,
+            kind=kind, bias=bias,
+        )  # fmt: skip
         q, grads, biases = q.at[idx].set(q_k), grads.at[idx].set(g_k), biases.at[idx].set(b_k)
     if bias:
         return q, grads, biases
