@@ -45,7 +45,7 @@ smallest rest penetration and the largest restitution and slip velocity. What ha
 counterpart is named in the importer's one warning: torsional and rolling friction
 (``condim`` 4 and 6), contact
 ``margin`` and ``gap`` (jaxmbd's surfaces touch at distance 0; MuJoCo's contact acts from
-distance margin - gap), and geom pairs without a narrow phase (box-box, box-capsule,
+distance margin - gap), and geom pairs without a narrow phase (box-capsule,
 meshes, ellipsoids, height fields, ...). MuJoCo's pyramidal friction cone (its default) is
 direction dependent; jaxmbd's regularised Coulomb friction is isotropic (MuJoCo's elliptic
 cone).

@@ -145,6 +145,34 @@ def test_sphere_box_outside_and_inside(rng):
     np.testing.assert_allclose(normal[0], -R[:, 1], atol=1e-14)
 
 
+def test_box_box_corners_face_to_face_and_tilted(rng):
+    """Box B resting on box A (shifted by 0.05 m): the four corners of the contact patch
+    (two of each box) touch along +z and every other corner is clear; pressed 1 mm into
+    A they penetrate by 1 mm. A tilted box B with one corner 2 mm into A's top face:
+    that corner alone, at the brute-force depth along A's face normal. Swapping the boxes
+    gives the same gaps with the normals reversed."""
+    h = np.array([0.1, 0.1, 0.1])
+    for lift, gap_on in ((0.2, 0.0), (0.199, -0.001)):
+        gap, point, normal = _collide("box_box", (0, 0, 0), I3, h, (0.05, 0, lift), I3, h)
+        touching = np.flatnonzero(gap < 1e-12)
+        assert len(touching) == 4
+        np.testing.assert_allclose(gap[touching], gap_on, atol=1e-15)
+        np.testing.assert_allclose(normal[touching], np.tile([0, 0, 1.0], (4, 1)), atol=1e-15)
+        np.testing.assert_allclose(point[touching, 2], 0.1 + 0.5 * gap_on, atol=1e-15)
+        assert np.all(gap[gap > 1e-12] >= 0.05 - 1e-15)
+        swapped = _collide("box_box", (0.05, 0, lift), I3, h, (0, 0, 0), I3, h)
+        np.testing.assert_allclose(np.sort(swapped[0]), np.sort(gap), atol=1e-15)
+        np.testing.assert_allclose(swapped[2][swapped[0] < 1e-12], -normal[touching], atol=1e-15)
+    R = _rot((1, 1, 0), 0.6)
+    lowest = (R @ (nph._CORNERS * h).T).T[:, 2].min()
+    centre = np.array([0.0, 0.0, 0.1 - lowest - 0.002])
+    gap, _, normal = _collide("box_box", (0, 0, 0), I3, h, centre, R, h)
+    k = int(np.argmin(gap))
+    np.testing.assert_allclose(gap[k], -0.002, atol=1e-14)
+    np.testing.assert_allclose(normal[k], [0, 0, 1.0], atol=1e-14)
+    assert np.sum(gap < 0) == 1
+
+
 def _segment_distance(p1, d1, p2, d2, n=2001):
     s = np.linspace(0, 1, n)
     a = p1[None] + s[:, None] * d1
@@ -189,6 +217,8 @@ def test_capsule_capsule_crossing_parallel_and_random(rng):
         ("sphere_box", ((0, 0, 0.1), I3, (0.1, 0, 0)), ((0, 0, 0), I3, (0.1, 0.1, 0.1))),  # on
         ("capsule_capsule", ((0, 0, 0), I3, (0.1, 0.3, 0)), ((0, 0.2, 0), I3, (0.1, 0.3, 0))),
         ("capsule_capsule", ((0, 0, 0), I3, (0.1, 0.3, 0)), ((0, 0, 0), I3, (0.1, 0.3, 0))),
+        ("box_box", ((0, 0, 0), I3, (0.1, 0.1, 0.1)), ((0.05, 0, 0.2), I3, (0.1, 0.1, 0.1))),
+        ("box_box", ((0, 0, 0), I3, (0.1, 0.1, 0.1)), ((0, 0, 0), I3, (0.1, 0.1, 0.1))),  # same
     ],
 )
 def test_narrow_phase_gradients_finite_when_touching(kind, a, b):

@@ -282,3 +282,23 @@ def test_stopping_distance_gradient_through_stick_slip():
     central = (distance(mu + eps) - distance(mu - eps)) / (2 * eps)
     np.testing.assert_allclose(grad, central, rtol=1e-7)
     np.testing.assert_allclose(grad, -(v0**2) / (2 * mu**2 * G), rtol=2e-3)
+
+
+@pytest.mark.slow  # 40 contact slots: ~4 min to compile and run on a loaded 2-core machine
+def test_box_stack_stands_still():
+    """Three boxes stacked on the ground (box-box corners, aligned faces: each touching
+    corner seen twice, so the impulses are not unique): nothing moves or sinks."""
+    a = 0.1
+    b = mbd.ModelBuilder("stack", gravity=(0.0, 0.0, -G))
+    for k in range(3):
+        b.add_body(f"box{k}", mass=1.0, inertia=[2 * (2 * a) ** 2 / 6] * 3,
+                   r=(0.0, 0.0, a + 2 * a * k), shapes=[mbd.geometry.box([2 * a] * 3)])  # fmt: skip
+    b.add_ground_plane(point=(0, 0, 0), normal=(0, 0, 1))
+    b.add_contact("box0", "ground", friction=0.5, restitution=0.0)
+    for k in range(2):
+        b.add_contact(f"box{k}", f"box{k + 1}", friction=0.5, restitution=0.0)
+    model = b.build()
+    sol = mbd.simulate(model, contact="hard", t_end=0.2, h=1e-3)
+    assert np.all(np.asarray(sol.status) == 0)
+    np.testing.assert_allclose(sol.r, np.broadcast_to(sol.r[0], sol.r.shape), atol=1e-10)
+    assert _gaps(model, sol).min() > -1e-10

@@ -202,13 +202,14 @@ def test_loaded_ball_rests_at_mujocos_penetration(tmp_path):
 
 def test_disabled_contact_and_what_is_named(tmp_path):
     """<flag contact="disable"/> creates no pairs and names nothing about contact;
-    box-box pairs, condim 6 and a margin are named in the one warning; condim 1 pairs
+    box-capsule pairs, condim 6 and a margin are named in the one warning; condim 1 pairs
     get no friction."""
     xml = """<mujoco><option><flag contact="{flag}"/></option>
       <default><geom condim="{condim}"/></default><worldbody>
       <geom type="plane" size="1 1 .1" margin="{margin}"/>
       <body name="a" pos="0 0 0.1"><freejoint/><geom type="box" size=".1 .1 .1" mass="1"/></body>
-      <body name="b" pos="0 0 0.35"><freejoint/><geom type="box" size=".1 .1 .1" mass="1"/></body>
+      <body name="b" pos="0 0 0.35"><freejoint/><geom type="capsule" size=".05 .1" mass="1"/>
+      </body>
     </worldbody></mujoco>"""
     path = tmp_path / "boxes.xml"
 
@@ -225,7 +226,7 @@ def test_disabled_contact_and_what_is_named(tmp_path):
 
     model, said = load(flag="enable", condim=6, margin=0.01)
     assert sorted(model.contacts.pair_names) == ["a/ground", "b/ground"]
-    assert "box-box (1)" in said and "condim [6]" in said and "margin" in said
+    assert "box-capsule (1)" in said and "condim [6]" in said and "margin" in said
 
     model, said = load(flag="enable", condim=1, margin=0)
     assert np.all(np.asarray(model.contacts.friction) == 0.0)

@@ -118,7 +118,7 @@ def build_contact_element(
             stiffness.append(float(spec.stiffness))
     if skipped and warn:
         warnings.warn(
-            "contact: shape pairs without a narrow phase are skipped (box-box, box-capsule and "
+            "contact: shape pairs without a narrow phase are skipped (box-capsule and "
             "cylinder against anything but the plane come later): " + "; ".join(skipped),
             stacklevel=4,
         )

@@ -27,9 +27,13 @@ sphere_box                1       the sphere against the closest point of the bo
                                   inside: the face of least penetration)
 capsule_capsule           1       the closest points of the two segments (parallel: the
                                   middle of their overlap)
+box_box                   16      each box's 8 corners against the other box, on the
+                                  face normal of least overlap: face-face and corner-face
+                                  contact, so boxes stack and rest on each other; edge-edge
+                                  contact of crossing edges is not seen
 ========================= ======= =========================================================
 
-Box–box, box–capsule, cylinder against anything but the plane, cones, pyramids and meshes
+Box–capsule, cylinder against anything but the plane, cones, pyramids and meshes
 have no narrow phase yet (such shape pairs are skipped, with a warning, when pairs are
 built). NaN-safe: unit vectors of zero length (coincident centres, a sphere centre on the
 box surface, an upright cylinder, parallel segments) fall back to a fixed direction
@@ -60,6 +64,7 @@ SLOTS = {
     "sphere_capsule": 1,
     "sphere_box": 1,
     "capsule_capsule": 1,
+    "box_box": 16,
 }
 
 _TINY = 1e-24  # squared length below which a direction is taken as undefined
@@ -272,6 +277,56 @@ def capsule_capsule(pa, Ra, sa, pb, Rb, sb) -> Slots:
     return _one(*_spheres(p1 + s * d1, sa[0], p2 + t * d2, sb[0], Ra[:, 0]))
 
 
+def _box_radius(R, half, u):
+    """Half extent of the box (R, half) along the unit vector u."""
+    return jnp.sum(half * jnp.abs(u @ R))
+
+
+def _corners_against_box(corners, n, pb, Rb, hb, tol):
+    """Gaps, points and normals (along +n, from the corners' box to box B) of corners
+    against box B: a corner outside B by more than ``tol`` against B's closest point; one
+    on or inside B's surface against B's face whose outward normal is -n (the pair's
+    separating axis), so that corners lying on B's edges take the face normal, not an
+    arbitrary one."""
+    c = (corners - pb[None, :]) @ Rb  # corners in B's frame
+    q = jnp.clip(c, -hb, hb)
+    out_dir, dist = _unit(c - q, jnp.zeros(3))
+    outside = dist > tol
+    to_corner = out_dir @ Rb.T  # world: from B's surface to the corner
+    face_gap = (pb - corners) @ n - _box_radius(Rb, hb, n)
+    gap = jnp.where(outside, dist, face_gap)
+    normal = jnp.where(outside[:, None], -to_corner, n[None, :])
+    point = corners + 0.5 * gap[:, None] * normal
+    return gap, point, normal
+
+
+def box_box(pa, Ra, sa, pb, Rb, sb) -> Slots:
+    """Each box's 8 corners against the other box: 8 slots of A's corners on B, then 8 of
+    B's corners on A, every normal from A to B. The pair's separating axis n is the face
+    normal (of either box) of least overlap (the face axes of the separating-axis test);
+    corners on or inside the other box are measured along it to that box's face, corners
+    outside against its closest point. Two aligned boxes of one size resting face to face
+    see each touching corner twice (once from each box): hard contact splits the load
+    among them (the impulses are not unique, the motion is); a compliant pair is twice as
+    stiff there."""
+    axes = jnp.concatenate([Ra.T, Rb.T])  # (6, 3): the face normals
+    d = pb - pa
+    along = axes @ d
+    overlap = jax.vmap(lambda u: _box_radius(Ra, sa, u) + _box_radius(Rb, sb, u))(axes)
+    k = jnp.argmin(overlap - jnp.abs(along))
+    n = axes[k] * jnp.where(along[k] >= 0, 1.0, -1.0)  # from A to B
+    tol = 1e-9 * jnp.minimum(jnp.min(sa), jnp.min(sb))
+    corners_a = pa[None, :] + (jnp.asarray(_CORNERS) * sa[None, :]) @ Ra.T
+    corners_b = pb[None, :] + (jnp.asarray(_CORNERS) * sb[None, :]) @ Rb.T
+    gap_a, point_a, normal_a = _corners_against_box(corners_a, n, pb, Rb, sb, tol)
+    gap_b, point_b, normal_b = _corners_against_box(corners_b, -n, pa, Ra, sa, tol)
+    return Slots(
+        jnp.concatenate([gap_a, gap_b]),
+        jnp.concatenate([point_a, point_b]),
+        jnp.concatenate([normal_a, -normal_b]),
+    )
+
+
 #: The narrow-phase function of each pair kind.
 COLLIDE = {
     "plane_sphere": plane_sphere,
@@ -282,4 +337,5 @@ COLLIDE = {
     "sphere_capsule": sphere_capsule,
     "sphere_box": sphere_box,
     "capsule_capsule": capsule_capsule,
+    "box_box": box_box,
 }
