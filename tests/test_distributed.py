@@ -7,6 +7,7 @@ member, the addressable shards of ``gather=False``, no recompilation on new valu
 programs compile once per process; both children share the suite's persistent compilation
 cache through JAX_COMPILATION_CACHE_DIR (tests/conftest.py), which they inherit."""
 
+import signal
 import socket
 import subprocess
 import sys
@@ -62,9 +63,13 @@ CHILD = textwrap.dedent("""
     jax.monitoring.register_event_duration_secs_listener(listen)
     again = mbd.simulate_batch(with_masses(masses * [1.0, 1.1]), devices=everywhere, **OPTS)
     jax.block_until_ready(again.r)
+    mesh = jax.sharding.Mesh(np.array(everywhere), ("members",))  # a Mesh: the same program
+    via_mesh = mbd.simulate_batch(with_masses(masses), devices=mesh, **OPTS)
+    jax.block_until_ready(via_mesh.r)
     jax.monitoring.unregister_event_duration_listener(listen)
     assert counts == {"trace": 0, "compile": 0}, counts
     assert not np.allclose(np.asarray(again.r), np.asarray(sol.r))
+    np.testing.assert_array_equal(np.asarray(via_mesh.r), np.asarray(sol.r))
 
     # the gradient of the batch mean, all-reduced by XLA: replicated, the single process's
     grad = jax.grad(loss)(jnp.asarray(masses), everywhere)
@@ -87,11 +92,13 @@ CHILD = textwrap.dedent("""
     keep = np.arange(8) != 5
     err = np.abs(np.asarray(failed.r)[keep] - np.asarray(ref.r)[keep]).max()
     assert err <= 1e-12, err
-    try:
-        mbd.simulate_batch(with_masses(bad), devices=everywhere, throw=True, **OPTS)
-        raise AssertionError("throw=True did not raise")
-    except mbd.SolverError as e:
-        assert "1 of 8 batch members failed: member 5:" in str(e), e
+    for gather in (True, False):  # every process raises, also when it holds 4 members
+        try:
+            mbd.simulate_batch(with_masses(bad), devices=everywhere, throw=True, gather=gather,
+                               **OPTS)
+            raise AssertionError("throw=True did not raise")
+        except mbd.SolverError as e:
+            assert "1 of 8 batch members failed: member 5:" in str(e), e
 
     # gather=False: each process keeps its own 4 members, no communication
     mine = mbd.simulate_batch(with_masses(bad), devices=everywhere, gather=False, **OPTS)
@@ -99,9 +106,25 @@ CHILD = textwrap.dedent("""
     rows = np.arange(8)[shard.index[0]]
     assert rows.tolist() == list(range(4 * process_id, 4 * process_id + 4)), rows
     np.testing.assert_array_equal(np.asarray(shard.data), np.asarray(failed.status)[rows])
+    try:  # 7 members on 2 devices: no equal shards to keep
+        mbd.simulate_batch(mbd.stack_models([model] * 7), gather=False, **OPTS)
+        raise AssertionError("an indivisible batch with gather=False did not raise")
+    except ValueError as e:
+        assert "gather=False needs a batch divisible by the 2 devices" in str(e), e
     print("RESULT", process_id, int(result), step.tolist(), flush=True)
     print("OK", process_id, flush=True)
 """)
+
+
+def _die_with_parent():
+    """Linux: the child gets SIGKILL when the test process dies (killed by a CI timeout,
+    say), so no child outlives it holding the coordinator's port."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def _free_port() -> int:
@@ -138,7 +161,10 @@ def test_two_processes_equal_one(tmp_path):
             with open(out, "w") as fo, open(err, "w") as fe:
                 procs.append(
                     subprocess.Popen(
-                        [sys.executable, str(script), str(k), str(port)], stdout=fo, stderr=fe
+                        [sys.executable, str(script), str(k), str(port)],
+                        stdout=fo,
+                        stderr=fe,
+                        preexec_fn=_die_with_parent if sys.platform == "linux" else None,
                     )  # fmt: skip
                 )
         deadline = time.monotonic() + 900
@@ -162,3 +188,12 @@ def test_two_processes_equal_one(tmp_path):
     assert len(results) == 2 and results[0] == results[1], results
     grads = [line for out, _ in outs for line in out.splitlines() if line.startswith("GRAD")]
     assert len(grads) == 2 and grads[0][7:] == grads[1][7:], grads  # bit for bit
+
+
+def test_gather_must_be_a_bool():
+    """A clear error before anything compiles (gather=False matters only across processes)."""
+    import jaxmbd as mbd
+
+    batch = mbd.stack_models([mbd.models.double_pendulum()] * 2)
+    with pytest.raises(TypeError, match="gather= must be True or False, got 'no'"):
+        mbd.simulate_batch(batch, gather="no", t_end=0.01, h=1e-3)
