@@ -77,9 +77,9 @@ Writes experiments/results/bench_control.{json,md,png}. ``--quick``: cartpole, 0
 not the report's): 6 min on the shared 2-core machine at load 4-8, five compilations of
 35-105 s. Compilation dominates every run: at load 8-17 on that machine one gradient
 program took 9 (single) to 19 (batch) minutes to compile, so the default run (24 programs)
-takes over an hour there; ``--models`` runs one model, ``--no-grad``, ``--no-batch-grad``
-and ``--no-implicit-batch`` leave programs out, and ``--from-json a.json b.json`` merges
-runs of single models into one report.
+takes over an hour there; ``--models`` runs one model, ``--no-grad``, ``--no-batch-grad``,
+``--no-implicit-batch`` and ``--rk4-only`` leave programs out, and ``--from-json a.json
+b.json`` merges runs of single models into one report.
 """
 
 from __future__ import annotations
@@ -430,6 +430,8 @@ def study(name: str, args) -> dict:
         wanted = {c: tuple(p for p in ps if "grad" not in p) for c, ps in wanted.items()}
     if args.no_batch_grad:
         wanted = {c: tuple(p for p in ps if p != "gradB") for c, ps in wanted.items()}
+    if args.rk4_only:
+        wanted = {c: ps for c, ps in wanted.items() if c in RK4_CLASS}
     if args.no_implicit_batch:
         wanted = {c: tuple(p for p in ps if p != "fwdB" or c in RK4_CLASS)
                   for c, ps in wanted.items()}  # fmt: skip
@@ -922,6 +924,8 @@ def main(argv=None):
     parser.add_argument("--no-batch-grad", action="store_true", help="no batch gradients")
     parser.add_argument("--no-implicit-batch", action="store_true",
                         help="no batch runs of gen_alpha and MJX Euler")  # fmt: skip
+    parser.add_argument("--rk4-only", action="store_true",
+                        help="only the RK4 class (jaxmbd rkmk, MJX RK4)")  # fmt: skip
     parser.add_argument("--out", default=str(OUT), help="folder of the json, md and png")
     parser.add_argument("--note", help="a sentence for the merged report's header")
     parser.add_argument(

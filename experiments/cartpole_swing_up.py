@@ -429,7 +429,17 @@ the optimised per-step controls: `cartpole_swing_up{args.tag}_controls.csv`.
     (RESULTS / f"cartpole_swing_up{args.tag}.md").write_text(report)
     np.savetxt(RESULTS / f"cartpole_swing_up{args.tag}_controls.csv", u_open[:, 0], fmt="%.10f",
                header="u per step (h = 0.01 s), ctrl units (x 10 N)")  # fmt: skip
+    save_gain(K, rho, args.tag)
     print(RESULTS / f"cartpole_swing_up{args.tag}.md")
+
+
+def save_gain(K, rho, tag: str = ""):
+    """The hold's LQR gain, for replays of the run (``notebooks/robot_control.ipynb``)."""
+    import json
+
+    gain = dict(K=np.asarray(K).tolist(), spectral_radius=float(rho), h=H,
+                state="(x, wrap(theta), x_dot, theta_dot), u = -K state")  # fmt: skip
+    (RESULTS / f"cartpole_swing_up{tag}_lqr.json").write_text(json.dumps(gain, indent=1))
 
 
 def _load() -> str:
