@@ -151,6 +151,7 @@ def kernels(args):
 
 CASES = (
     ("double_pendulum", "gen_alpha"),
+    ("double_pendulum", "rkmk"),
     ("slider_crank", "gen_alpha"),
     ("arm3", "gen_alpha"),
     ("arm3", "rkmk"),

@@ -221,14 +221,25 @@ def inverse_and_pivots(matrix):
     return inverse, pivots
 
 
+def _sum_unrolled(product, axis):
+    """sum over ``axis`` as a chain of additions of unit slices (one fused elementwise
+    loop): XLA's CPU compiler matches an elementwise product followed by a ``reduce``
+    into a YNNPACK dot fusion (a custom fusion, which blocks hoisting), but not this."""
+    parts = jnp.split(product, product.shape[axis], axis=axis)
+    total = parts[0]
+    for part in parts[1:]:
+        total = total + part
+    return jnp.squeeze(total, axis)
+
+
 def matvec(matrix, vector):
-    """M v as an elementwise product and a row sum (a reduction, not a ``dot``)."""
-    return jnp.sum(matrix * vector[None, :], axis=1)
+    """M v as an elementwise product and an unrolled sum (no ``dot``)."""
+    return _sum_unrolled(matrix * vector[None, :], 1)
 
 
 def matmul(a, b):
-    """A B as an elementwise product and a sum (not a ``dot``), for small operands; also
-    A v for a vector v."""
+    """A B (or A v for a vector v) as an elementwise product and an unrolled sum (no
+    ``dot``), for small operands."""
     if b.ndim == 1:
         return matvec(a, b)
-    return jnp.sum(a[:, :, None] * b[None, :, :], axis=1)
+    return _sum_unrolled(a[:, :, None] * b[None, :, :], 1)
