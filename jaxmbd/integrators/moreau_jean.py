@@ -293,15 +293,14 @@ class MoreauJean(AbstractIntegrator):
     residual is below ``tol`` times its scale (impulses: the step's momentum scale;
     positions: metres); ``max_iter`` (50); ``project`` (True): the position projection of
     step 4 (without it the positions drift and penetrate by O(h) at impacts);
-    ``relaxation`` (0): kappa > 0 takes the gradients of each step's velocity problem from
-    its relaxed equations (the max and the disk projection smoothed by
-    eps = kappa x the step's momentum scale, Chen-Mangasarian) at the exact root, as Dojo
-    takes them at a relaxed interior-point kappa (T. Howell et al., "Dojo: a
-    differentiable physics engine for robotics", 2022): the motion is unchanged; the
-    gradients are biased by O(kappa) and smooth across stick-slip and contact-release
-    transitions instead of jumping there (experiments/hard_contact_relaxation.py reports
-    the trade-off). The activation of a contact (its gap at the step's midpoint) stays a
-    discrete decision."""
+    ``relaxation`` (0): kappa > 0 takes the gradients of each step's velocity problem at
+    the root of its relaxed equations (the max and the disk projection smoothed by
+    eps = kappa x the step's momentum scale, Chen-Mangasarian; a second Newton solve from
+    the exact root), as Dojo takes them at a relaxed interior-point kappa (T. Howell et
+    al., "Dojo: a differentiable physics engine for robotics", 2022): the motion is the
+    exact one; the gradients are biased and smoothed across stick-slip transitions
+    (experiments/hard_contact_relaxation.py measures both). The activation of a contact
+    (its gap at the step's midpoint) stays a discrete decision."""
 
     name: ClassVar[str] = "moreau_jean"
     # the index-1 blocks (M, Q, G) and a Lie group whose retraction along h v is the
@@ -382,10 +381,20 @@ class MoreauJean(AbstractIntegrator):
         on = jnp.concatenate([active, jnp.repeat(active[:ns], 2)])
         x0 = jnp.concatenate([v_flat, jnp.zeros(m, v.dtype), jnp.where(on > 0, warm, 0.0)])
         x, it, done, norm = _newton(residual, x0, self.tol * scale, self.max_iter)
-        relaxed = None
-        if self.relaxation:  # gradients of the relaxed equations at the exact root
-            relaxed = lambda y: residual(y, self.relaxation * scale)  # noqa: E731
-        x = _implicit_min_norm(residual, x, relaxed)
+        if self.relaxation:
+            # Dojo's gradients: the root of the relaxed equations (Newton from the exact
+            # root, a few iterations), differentiated implicitly; the value stays the exact
+            # root, so the motion does not change
+            def relaxed(y):
+                return residual(y, jax.lax.stop_gradient(self.relaxation * scale))
+
+            x_exact = x
+            x_relaxed, *_ = _newton(relaxed, jax.lax.stop_gradient(x), self.tol * scale,
+                                    self.max_iter)  # fmt: skip
+            x_relaxed = _implicit_min_norm(relaxed, x_relaxed)
+            x = jax.lax.stop_gradient(x_exact) + (x_relaxed - jax.lax.stop_gradient(x_relaxed))
+        else:
+            x = _implicit_min_norm(residual, x)
         return x[:n], x[n : n + m], x[n + m :], it, done, norm / scale
 
     def _projection(self, model, form, q, v, t):
