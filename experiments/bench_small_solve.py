@@ -108,6 +108,7 @@ print(json.dumps({"compile": tc, "compile_cpu": cc,
 def _child(code, args, flag_bytes):
     env = dict(os.environ)
     env["JAXMBD_XLA_FLAGS"] = "0"  # this script decides
+    env["JAXMBD_NO_COMPILATION_CACHE"] = "1"  # compile times, not cache loads
     flags = env.get("XLA_FLAGS", "")
     if flag_bytes:
         flags = f"{flags} {FLAG.format(flag_bytes)}".strip()

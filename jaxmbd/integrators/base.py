@@ -111,11 +111,17 @@ def choose_structured(choice: str, n_unknowns: int, nc: int) -> bool:
     return resolve_linear_solver(choice, n_unknowns, nc) == "structured"
 
 
-def dense_kernels(choice: str, n_unknowns: int, nc: int = 0):
+def dense_kernels(choice: str, n_unknowns: int, nc: int = 0, *, auto_small: bool = True):
     """Context (while a step is traced) in which the dense solves use the elementwise
     kernels of :mod:`jaxmbd.linear.small` where ``linear_solver`` resolves to "small"
-    (:func:`resolve_linear_solver`), else LAPACK."""
+    (:func:`resolve_linear_solver`), else LAPACK. ``auto_small=False``: "auto" never
+    means "small" (only an explicit ``linear_solver="small"`` does): the explicit
+    integrators factor a KKT matrix at every stage, and there the elementwise LU was not
+    measured faster (``experiments/results/bench_small_solve_simulate.txt``: double
+    pendulum rkmk 11.3k -> 8.0k steps per CPU-second, arm3 rkmk 6.0k -> 7.3k)."""
     resolved = resolve_linear_solver(choice, n_unknowns, nc)
+    if choice == "auto" and not auto_small and resolved == "small":
+        resolved = "dense"
     return _small_kernels.prefer(_small_kernels.limit_for(resolved))
 
 
@@ -215,13 +221,16 @@ class AbstractImplicitIntegrator(AbstractIntegrator):
     def linear_solver_for(self, model, form) -> str:
         """ "dense", "small" or "structured": the integrator's ``linear_solver`` option
         resolved (:func:`resolve_linear_solver`; a formulation's own solve keeps it off
-        "structured"; re's chart-singularity fallback keeps "dense")."""
+        "structured"; "auto" means "small" for rA only)."""
         choice = getattr(self, "linear_solver", "dense")
         own = own_linear_solve(form) is not None
         n = self.num_unknowns(model, form)
         resolved = resolve_linear_solver(choice, n, model.nc, own_solve=own)
-        if choice == "auto" and resolved == "small" and form.name == "re":
-            return "dense"  # its least-squares step-over solves with LAPACK anyway
+        if choice == "auto" and resolved == "small" and not form.body_state_coordinates:
+            # measured for rA only (the step hoisted, 2-5x the steps per CPU-second:
+            # experiments/results/bench_small_solve_simulate.txt); other formulations'
+            # steps may keep a dot, where the small kernels alone are slower than LAPACK
+            return "dense"
         return resolved
 
     def tolerance(self, h):

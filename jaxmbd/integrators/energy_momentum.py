@@ -791,7 +791,8 @@ class EnergyMomentum(AbstractIntegrator):
         """One step, its dense solves by the kernels ``linear_solver`` picks
         (:func:`~jaxmbd.integrators.base.dense_kernels`)."""
         n = 12 * model.nb + form_rows(model)
-        with dense_kernels(self.linear_solver, n, model.nc):
+        # "small" when asked for (not measured for this scheme: "auto" keeps LAPACK)
+        with dense_kernels(self.linear_solver, n, model.nc, auto_small=False):
             return self._step(model, form, state, k, h)
 
     def _step(self, model, form, state, k, h):

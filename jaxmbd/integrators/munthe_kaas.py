@@ -67,9 +67,9 @@ class MuntheKaas(AbstractIntegrator):
     Options (keyword): ``tableau`` ("euler", "heun", "rk3", "rk4" (default), a
     :class:`~jaxmbd.integrators.ButcherTableau` or a table (a, b, c)); ``stabilize`` (None,
     the default, or "projection"); ``projection_iterations`` (3, with "projection" only);
-    ``linear_solver`` ("auto", the default: "small" on the CPU up to
-    :data:`~jaxmbd.linear.small.SMALL_MAX` KKT unknowns, "structured" from
-    :data:`~jaxmbd.integrators.base.STRUCTURED_FROM`, else "dense"; or any of them);
+    ``linear_solver`` ("dense", the default, "structured", "auto" (structured from
+    :data:`~jaxmbd.integrators.base.STRUCTURED_FROM` KKT unknowns on) or "small", the
+    elementwise kernels of :mod:`jaxmbd.linear.small`);
     ``dexp_sign`` (-1, the correct sign for left-trivialised velocities; +1 exists only to
     show that the wrong sign drops RK4 to order 2).
     """
@@ -80,7 +80,7 @@ class MuntheKaas(AbstractIntegrator):
     stabilize: str | None = eqx.field(static=True, default=None)
     projection_iterations: int | None = eqx.field(static=True, default=None)
     dexp_sign: int = eqx.field(static=True, default=-1)
-    linear_solver: str = eqx.field(static=True, default="auto")
+    linear_solver: str = eqx.field(static=True, default="dense")
 
     def _structured(self, model) -> bool:
         """KKT solves by structured block elimination (option ``linear_solver``)."""
@@ -140,7 +140,8 @@ class MuntheKaas(AbstractIntegrator):
     def step(self, model, form, state: MuntheKaasState, k, h):
         """One step (eq. 37), its dense KKT solves by the kernels ``linear_solver`` picks
         (:func:`~jaxmbd.integrators.base.dense_kernels`)."""
-        with dense_kernels(self.linear_solver, model.nb * 6 + model.nc, model.nc):
+        n = model.nb * 6 + model.nc
+        with dense_kernels(self.linear_solver, n, model.nc, auto_small=False):
             return self._step(model, form, state, k, h)
 
     def _step(self, model, form, state: MuntheKaasState, k, h):

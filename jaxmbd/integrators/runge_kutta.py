@@ -83,16 +83,16 @@ class RungeKutta(AbstractIntegrator):
     :class:`~jaxmbd.integrators.ButcherTableau` or a table (a, b, c)); ``multipliers``
     ("two_step", eq. 25, the default where the formulation offers it (rotmat); "one_step",
     the full KKT system, the default elsewhere; or "frozen", multipliers constant over a
-    step, first order); ``linear_solver`` for the KKT solves ("auto", the default: "small"
-    on the CPU for small systems, "structured" for large ones, else "dense"; or any of
-    them; "two_step" has no KKT solve: "structured" is refused there).
+    step, first order); ``linear_solver`` for the KKT solves ("dense", the default,
+    "structured", "auto" or "small", the elementwise kernels of :mod:`jaxmbd.linear.small`;
+    "two_step" has no KKT solve: "structured" is refused there).
     """
 
     name: ClassVar[str] = "rk"
     requires: ClassVar[frozenset[str]] = frozenset({"vector_space", "index1_blocks"})
     tableau: ButcherTableau = eqx.field(static=True, converter=get_tableau, default="rk4")
     multipliers: str | None = eqx.field(static=True, default=None)
-    linear_solver: str = eqx.field(static=True, default="auto")
+    linear_solver: str = eqx.field(static=True, default="dense")
 
     def __check_init__(self):
         if self.multipliers is not None and self.multipliers not in MULTIPLIERS:
@@ -167,7 +167,7 @@ class RungeKutta(AbstractIntegrator):
         """One step, its dense solves by the kernels ``linear_solver`` picks
         (:func:`~jaxmbd.integrators.base.dense_kernels`)."""
         n = model.nb * form.tangent_size + model.nc
-        with dense_kernels(self.linear_solver, n, model.nc):
+        with dense_kernels(self.linear_solver, n, model.nc, auto_small=False):
             return self._step(model, form, state, k, h)
 
     def _step(self, model, form, state: RungeKuttaState, k, h):
