@@ -32,9 +32,10 @@ within 0.2 rad, |x| < 0.9 m, rates below 2) start the next run where theirs ende
 ``--max-age`` times in a row; the others restart from a pool of ``--pool`` fresh random
 starts (seed 2), in order. Plain BPTT over a 1 s horizon from the reset distribution
 (the earlier version) kept the angles small inside the horizon and fell soon after it (0 %
-balanced for 5 s, first exits at 1.4 s); a terminal cost or longer horizons made the
-gradients through the falling pendulum explode. Carrying the states over trains the
-policy on where its own feedback leads, one compiled 1 s program throughout.
+balanced for 5 s, first exits at 1.4 s); a terminal cost on the state at 1 s made the
+loss diverge (on a reduced model: the results' notes). Carrying the states over trains
+the policy on where its own feedback leads, one compiled 1 s program throughout. It does
+not yet give a balancing policy on this file (``results/learn_balance.md``).
 
 The same MLP initialisation, initial states, pool, loss, optimiser, horizon and iterations
 for both simulators; the restarts depend only on the joint states (the two simulators'
