@@ -27,6 +27,7 @@ loss of such a result comes back replicated, the same in every process.
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Sequence
 
 import equinox as eqx
@@ -256,6 +257,9 @@ def _across_processes(analysis: str, members, devices: list, options: dict, chun
     )
     top = _at_top_level is not None and _at_top_level() and _options_accepted()
     out = (program.tuned if top else program.plain)(*leaves)
+    if not program.synced:  # compiled (minutes, unequal across processes) before the gather
+        _wait_for_every_process()
+        program.synced = True
     if gather:  # one all-gather after the run, the padding dropped
         out = _gathered(tuple(devices), n)(out)
     return eqx.combine(out, program.out_static[-1])
@@ -267,6 +271,7 @@ class _MeshProgram:
 
     def __init__(self, fn, in_sharding, out_sharding):
         self.out_static = []
+        self.synced = False
         kwargs = dict(in_shardings=in_sharding, out_shardings=out_sharding)
         self.plain = jax.jit(fn, **kwargs)
         self.tuned = jax.jit(fn, compiler_options=XLA_OPTIONS, **kwargs)
@@ -321,6 +326,24 @@ def _gathered(devices: tuple, n: int):
         in_shardings=NamedSharding(mesh, PartitionSpec("batch")),
         out_shardings=NamedSharding(mesh, PartitionSpec()),
     )
+
+
+_BARRIERS = itertools.count()
+
+
+def _wait_for_every_process(timeout_s: float = 3600.0):
+    """A barrier of the distributed runtime (not a collective). The first collective on a
+    set of CPU devices sets up gloo, which waits only 30 s for the other processes; after
+    a first compilation one process can be minutes behind another (measured on a loaded
+    2-core machine: the run failed with 'Gloo context initialization failed'). Every
+    process calls this in the same order, so the counter names the same barrier."""
+    try:
+        from jax._src import distributed
+    except ImportError:  # pragma: no cover
+        return
+    client = distributed.global_state.client
+    if client is not None:
+        client.wait_at_barrier(f"jaxmbd.batch.{next(_BARRIERS)}", int(timeout_s * 1000))
 
 
 def _to_host(x) -> np.ndarray:
