@@ -225,6 +225,8 @@ def _sum_unrolled(product, axis):
     """sum over ``axis`` as a chain of additions of unit slices (one fused elementwise
     loop): XLA's CPU compiler matches an elementwise product followed by a ``reduce``
     into a YNNPACK dot fusion (a custom fusion, which blocks hoisting), but not this."""
+    if product.shape[axis] == 0:  # an empty sum (a model without constraint rows)
+        return jnp.sum(product, axis=axis)
     parts = jnp.split(product, product.shape[axis], axis=axis)
     total = parts[0]
     for part in parts[1:]:
