@@ -465,8 +465,10 @@ def test_collide_flag_round_trips_and_hashes(tmp_path):
 
 def test_contact_options_refused():
     model = _ball()
-    with pytest.raises(ValueError, match="not implemented yet"):
-        mbd.simulate(model, t_end=0.01, h=1e-3, contact="hard")
+    with pytest.raises(ValueError, match="stepped by integrator='moreau_jean'"):
+        mbd.simulate(model, t_end=0.01, h=1e-3, contact="hard", integrator="gen_alpha")
+    with pytest.raises(ValueError, match="option of simulate only"):
+        mbd.static_equilibrium(model, contact="hard")
     with pytest.raises(ValueError, match="contact must be one of"):
         mbd.simulate(model, t_end=0.01, h=1e-3, contact="soft")
     with pytest.raises(TypeError):
