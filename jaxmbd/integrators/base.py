@@ -56,9 +56,12 @@ from . import structured as _structured
 STRUCTURED_FROM = 300
 #: "dense": LAPACK's LU; "small": the elementwise LU of :mod:`jaxmbd.linear.small` (no custom
 #: call, so XLA can compile a whole step as one native loop on the CPU); "structured":
-#: block elimination on the body-joint graph; "auto": one of them by size and backend
-#: (:func:`resolve_linear_solver`).
-LINEAR_SOLVERS = ("auto", "dense", "small", "structured")
+#: block elimination on the body-joint graph; "small_structured": the same elimination in
+#: elementwise kernels (:mod:`jaxmbd.linear.small_blocks`: the step stays one native loop);
+#: "auto": one of them by size and backend (:func:`resolve_linear_solver`).
+LINEAR_SOLVERS = ("auto", "dense", "small", "structured", "small_structured")
+#: The solvers that factor the Newton matrix as blocks of the body-joint graph.
+BLOCK_SOLVERS = ("structured", "small_structured")
 
 #: Paper 1 section 4.4's absolute rule Theta h^2 = 1e-11 (kept for reference; the default
 #: tolerance is now relative, :data:`DEFAULT_TOL`).
@@ -108,7 +111,7 @@ def resolve_linear_solver(choice: str, n_unknowns: int, nc: int, *, own_solve=Fa
 def choose_structured(choice: str, n_unknowns: int, nc: int) -> bool:
     """Whether a ``linear_solver`` option ("auto", "dense", "small", "structured") means the
     structured solver for a system of ``n_unknowns`` ("auto": from STRUCTURED_FROM on)."""
-    return resolve_linear_solver(choice, n_unknowns, nc) == "structured"
+    return resolve_linear_solver(choice, n_unknowns, nc) in BLOCK_SOLVERS
 
 
 def dense_kernels(choice: str, n_unknowns: int, nc: int = 0, *, auto_small: bool = True):
@@ -255,19 +258,19 @@ class AbstractImplicitIntegrator(AbstractIntegrator):
     def implicit_init(self, model, form, start: StartState) -> ImplicitState:
         x0 = self.initial_unknowns(model, form, start)
         n = x0.shape[0]
-        if isinstance(self.newton, ReusedNewton) and self.linear_solver_for(model, form) == (
-            "structured"
-        ):
+        solver = self.linear_solver_for(model, form)
+        if isinstance(self.newton, ReusedNewton) and solver in BLOCK_SOLVERS:
             # the stored matrix is structured factors: a NaN placeholder of their shapes
             disc = Discretisation(jnp.zeros(n - form.num_multipliers(model) * (
                 2 if self.stabilised else 1)), 1.0, start.v, 1.0)  # fmt: skip
             system = step_system(
                 model, form, start.q, disc, 0.0, stabilised=self.stabilised,
-                linear_solver="structured",
+                linear_solver=solver,
             )  # fmt: skip
-            shapes = jax.eval_shape(
-                lambda x: _factor_shapes(system.jacobian(x), x), jax.lax.stop_gradient(x0)
-            )
+            with _small_kernels.prefer(_small_kernels.limit_for(solver)):
+                shapes = jax.eval_shape(
+                    lambda x: _factor_shapes(system.jacobian(x), x), jax.lax.stop_gradient(x0)
+                )
             state = self.newton.init(n, placeholder=placeholder_like(shapes))
         else:
             state = self.newton.init(n)
@@ -334,7 +337,7 @@ def step_system(
     nb, ts = model.nb, form.tangent_size
     n = nb * ts
     m = form.num_multipliers(model)
-    structured = linear_solver == "structured"
+    structured = linear_solver in BLOCK_SOLVERS
     assembled = structured and _structured.block_assembled(model, form)
     layout = _structured.layout_for(model, form, stabilised=stabilised) if structured else None
     if stabilised and assembled:
@@ -484,7 +487,7 @@ def implicit_step(
     # predicted q_{n+1} is at the singularity, and then verified below
     # (the structured solver has no step-over: re runs strict there)
     near = None
-    if linear_solver != "structured":
+    if linear_solver not in BLOCK_SOLVERS:
         near = form.near_chart_singularity(system.update(x0, frozen)[0])
     if near is not None:
         near = jax.lax.stop_gradient(near)
@@ -495,7 +498,7 @@ def implicit_step(
         x0,
         newton_state,
         tol=tol,
-        linear_solve=None if linear_solver == "structured" else linear_solve,
+        linear_solve=None if linear_solver in BLOCK_SOLVERS else linear_solve,
         scale=step_scale(*frozen[:3], form, stabilised=stabilised),
     )
     if near is not None:

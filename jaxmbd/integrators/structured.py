@@ -36,6 +36,7 @@ from ..equations import (
     rA_velocity_sensitivity_rows,
 )
 from ..lie import so3_right_jacobian
+from ..linear import small, small_blocks
 from ..linear.graph import Layout, newton_layout
 from ..linear.structured import BlockMatrix
 
@@ -169,15 +170,15 @@ def newton_blocks(layout: Layout, model, q1, v1, a, lam, t, delta, disc, rows_n,
         # the stabilised rows' S contracts them with v (one evaluation for both)
         H = rA_sensitivity_rows(model, r, A, jnp.ones(nc, r.dtype), t)  # (nc, 2, 2, 6, 6)
         Kr = lam[:nc, None, None, None, None] * H
-        KT = c_q * jnp.einsum("cxyij,cyjk->cxyik", Kr, T_pair)
-        GT = jnp.einsum("cxj,cxjk->cxk", jac, T_pair)[:, :, None, :]
+        KT = c_q * _bmm(Kr, T_pair[:, None])
+        GT = _bmtv(T_pair, jac)[:, :, None, :]
         pos += [P.K, P.Gt, P.GT]
         vals += [KT, jac[:, :, :, None], GT]
         if stabilised:
             ratio = c_q / c_v
             s_i, s_j = rA_velocity_sensitivity_rows(model, r, A, v1, t, unit_blocks=H)
             S = jnp.stack([s_i, s_j], 1)
-            ST = ratio * jnp.einsum("cxj,cxjk->cxk", S, T_pair)[:, :, None, :]
+            ST = ratio * _bmtv(T_pair, S)[:, :, None, :]
             gn = jnp.stack(rows_n, 1)  # (nc, 2, 6)
             pos += [P.Kz, P.GTz, P.Sa, P.Sz, P.zmu]
             vals += [KT, GT, jac[:, :, None, :] + ST, ST, -gn[:, :, :, None]]
@@ -201,8 +202,21 @@ def kkt_blocks(layout: Layout, model, body_blocks, upper_rows, lower_rows) -> Bl
                        layout.structure, layout.n)  # fmt: skip
 
 
+def _bmm(a, b):
+    """Batched a @ b: an einsum, or in a hoistable step (:func:`jaxmbd.linear.small.hoistable`)
+    elementwise (a ``dot`` would keep XLA from compiling the step as one loop)."""
+    return small_blocks.bmm(a, b) if small.hoistable() else jnp.einsum("...ij,...jk->...ik", a, b)
+
+
+def _bmtv(a, x):
+    """Batched a^T x, as :func:`_bmm`."""
+    return small_blocks.bmtv(a, x) if small.hoistable() else jnp.einsum("...ji,...j->...i", a, x)
+
+
 def _scatter_blocks(st, pos, vals, dtype):
     """The slots' values from contributions ``vals`` at flat ``pos`` (see :class:`_Positions`)."""
+    if small.hoistable():
+        return _gathered_sum_blocks(st, pos, vals, dtype)
     # one windowed scatter-add per block shape: each contribution is a p x q window at
     # (slot, row, column) of the slots (the ground's go to an extra trash slot)
     b = st.b
@@ -223,6 +237,27 @@ def _scatter_blocks(st, pos, vals, dtype):
             unique_indices=False, mode=jax.lax.GatherScatterMode.PROMISE_IN_BOUNDS,
         )  # fmt: skip
     return values[:-1]
+
+
+def _gathered_sum_blocks(st, pos, vals, dtype):
+    """:func:`_scatter_blocks` without a scatter: every written entry of the slots is the
+    sum of the contributions aimed at it, picked by a static gather (index arrays computed
+    once per structure and contribution layout)."""
+    b = st.b
+    flat_pos = np.concatenate([p.reshape(-1) for p in pos])
+    key = ("gathered blocks", flat_pos.tobytes())
+    if key not in st.cache:
+        st.cache[key] = small_blocks._grouped(flat_pos, {st.num_slots * b * b})
+    rows, index = st.cache[key]
+    flat = jnp.concatenate(
+        [
+            jnp.broadcast_to(v, p.shape).astype(dtype).reshape(-1)
+            for p, v in zip(pos, vals, strict=True)
+        ]
+    )
+    values = jnp.zeros((st.num_slots * b * b,), dtype)
+    values = small_blocks._place(values, rows, small_blocks._gather_sum(flat, index))
+    return values.reshape(st.num_slots, b, b)
 
 
 def _window_starts(positions: np.ndarray, b: int) -> np.ndarray:

@@ -83,9 +83,10 @@ def incidence_sum(incidence, values):
 
 
 def limit_for(choice: str) -> float:
-    """The :func:`prefer` limit of an integrator's resolved ``linear_solver``: "small" all
-    dense solves, anything else none."""
-    return math.inf if choice == "small" else 0
+    """The :func:`prefer` limit of an integrator's resolved ``linear_solver``: "small" and
+    "small_structured" (whose block elimination runs in these kernels,
+    :mod:`jaxmbd.linear.small_blocks`) all dense solves, anything else none."""
+    return math.inf if choice in ("small", "small_structured") else 0
 
 
 def _rows(n):

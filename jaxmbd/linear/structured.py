@@ -41,6 +41,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _config  # noqa: F401
+from . import small, small_blocks
 
 
 class _Round(NamedTuple):
@@ -218,6 +219,8 @@ class BlockStructure:
 
     def matvec(self, values, x):
         """A x from the blocks, O(S b^2)."""
+        if small.hoistable():  # a step compiled as one loop: no dot, no scatter
+            return small_blocks.matvec(self, values, x)
         X = self.to_nodes(x)
         Y = jnp.einsum("sij,sj->si", values, X[self.slot_col])
         out = jax.ops.segment_sum(Y, self.slot_row, num_segments=self.num_nodes + 2)
@@ -356,7 +359,12 @@ def factor_values(structure: BlockStructure, values):
     or nearly redundant constraint shows up as a pivot that is tiny *against its own block's
     largest*. A ratio over all blocks together (as the dense LU's) would compare blocks of
     unrelated scales (a crankshaft carrying every cylinder with a piston pin) and flag
-    well-posed mechanisms."""
+    well-posed mechanisms.
+
+    In a hoistable step (:func:`jaxmbd.linear.small.hoistable`) the same factors come from
+    :func:`jaxmbd.linear.small_blocks.factor_values` (elementwise, no custom call)."""
+    if small.hoistable():
+        return small_blocks.factor_values(structure, values)
     dtype = values.dtype
     b = structure.b
     vals = _extend(structure, _pad_identity(structure, values))
@@ -393,6 +401,8 @@ def _as_arrays(run: _Round):
 
 def solve_values(structure: BlockStructure, vals, dinv, rhs, *, transpose: bool = False):
     """A^{-1} rhs (or A^{-T} rhs) from :func:`factor_values`'s output; rhs (n,)."""
+    if small.hoistable():
+        return small_blocks.solve_values(structure, vals, dinv, rhs, transpose=transpose)
     X = structure.to_nodes(rhs)
     X = jnp.concatenate([X[:-2], jnp.zeros((2,) + X.shape[1:], X.dtype)])
     runs = [_as_arrays(r) for r in structure.runs]
@@ -434,6 +444,8 @@ def solve_values(structure: BlockStructure, vals, dinv, rhs, *, transpose: bool 
 
 def _row_scale(structure: BlockStructure, values, allowed):
     """(|A| allowed) per row, from the blocks."""
+    if small.hoistable():
+        return small_blocks.row_scale(structure, values, allowed)
     Al = structure.to_nodes(allowed)
     contrib = jnp.einsum("sij,sj->si", jnp.abs(values), Al[structure.slot_col])
     row = jax.ops.segment_sum(contrib, structure.slot_row, num_segments=structure.num_nodes + 2)
