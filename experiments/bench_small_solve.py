@@ -9,11 +9,14 @@ steps per second with and without each, compile time apart.
 iterate-dependent matrix, n = 8, 24, 54: LAPACK (``jnp.linalg.solve``) against the
 elementwise LU + substitution of :mod:`jaxmbd.linear.small`, with and without
 ``xla_cpu_small_while_loop_byte_threshold``. ``simulate``: the double pendulum, slider crank
-(gen_alpha, rA, default options) and the MJCF arm of ``tests/data/arm3.xml`` (gen_alpha and
-rkmk RK4), h = 1e-3 for ``--t-end`` s, with ``linear_solver`` "dense" (LAPACK) or "small",
-flag on or off. Each row runs in a fresh process (``JAXMBD_XLA_FLAGS=0`` turns jaxmbd's own
-flag handling off); ``hoisted`` says whether XLA compiled the time-stepping loop as one
-native call (:func:`step_loop_hoisted`, read from the compiled HLO: structure, not time).
+(gen_alpha, rA, default options), the MJCF arm of ``tests/data/arm3.xml`` (gen_alpha and
+rkmk RK4) and chains of 10 and 20 bodies (``pendulum_chain``, gen_alpha), h = 1e-3 for
+``--t-end`` s, with ``linear_solver`` "dense" (LAPACK), "small" (elementwise dense LU),
+"structured" (block elimination, LAPACK) or "small_structured" (block elimination in
+elementwise kernels), flag on or off. Each row runs in a fresh process
+(``JAXMBD_XLA_FLAGS=0`` turns jaxmbd's own flag handling off); ``hoisted`` says whether
+XLA compiled the time-stepping loop as one native call (:func:`step_loop_hoisted`, read
+from the compiled HLO: structure, not time).
 Medians of ``--repeats`` runs after compilation.
 
 A jax upgrade that drops the option or the hoisting shows up as ``hoisted = no`` and the
@@ -82,6 +85,8 @@ root = Path(sys.argv[6])
 h = 1e-3
 if which == "arm3":
     model = mbd.mjcf.load_robot(root / "tests" / "data" / "arm3.xml")
+elif which.startswith("chain"):  # chainN: pendulum_chain(N), N spherical joints
+    model = mbd.models.pendulum_chain(int(which[5:]))
 else:
     model = getattr(mbd.models, which)()
 steps = round(t_end / h)
@@ -156,20 +161,27 @@ CASES = (
     ("slider_crank", "gen_alpha"),
     ("arm3", "gen_alpha"),
     ("arm3", "rkmk"),
+    ("chain10", "gen_alpha"),
+    ("chain20", "gen_alpha"),
 )
+#: "dense" (LAPACK), "small" (elementwise dense LU), "structured" (block elimination with
+#: LAPACK and scatters), "small_structured" (block elimination in elementwise kernels)
+SOLVERS = ("dense", "small", "structured", "small_structured")
 
 
 def simulate(args):
     print(f"\nsimulate, h = 1e-3, {args.t_end} s (steps/s, medians of {args.repeats})")
     print(
-        f"{'model':16s} {'integrator':10s} {'solver':6s} {'flag':5s} {'hoisted':8s} "
+        f"{'model':16s} {'integrator':10s} {'solver':16s} {'flag':5s} {'hoisted':8s} "
         f"{'compile [s]':>11s} {'cpu [s]':>7s} {'steps/s':>9s} {'steps/cpu-s':>11s}  r_end"
     )
     rows = []
     for which, integrator in CASES:
         if args.models and which not in args.models:
             continue
-        for solver in ("dense", "small"):
+        if args.integrators and integrator not in args.integrators:
+            continue
+        for solver in SOLVERS:
             for flag in (0, args.threshold):
                 if args.configs and f"{solver}:{'on' if flag else 'off'}" not in args.configs:
                     continue
@@ -179,7 +191,7 @@ def simulate(args):
                     {"model": which, "integrator": integrator, "solver": solver,
                      "flag": bool(flag), **r}
                 )  # fmt: skip
-                tag = f"{which:16s} {integrator:10s} {solver:6s} {'on' if flag else 'off':5s}"
+                tag = f"{which:16s} {integrator:10s} {solver:16s} {'on' if flag else 'off':5s}"
                 if "error" in r:
                     print(f"{tag} error: {r['error']}")
                     continue
@@ -201,6 +213,7 @@ def main():
     parser.add_argument("--threshold", type=int, default=1 << 24)
     parser.add_argument("--json", type=Path, help="write the rows here")
     parser.add_argument("--models", nargs="*", help="only these models (simulate)")
+    parser.add_argument("--integrators", nargs="*", help="only these integrators (simulate)")
     parser.add_argument(
         "--configs", nargs="*", help="only these solver:flag pairs, e.g. dense:off small:on"
     )
