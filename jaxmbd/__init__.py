@@ -3,8 +3,10 @@
 Importing jaxmbd enables float64 (``jax_enable_x64``): the solvers need it.
 """
 
-# first: XLA reads XLA_FLAGS when JAX's backend starts (jaxmbd._xla_flags sets them)
+# first: XLA reads XLA_FLAGS when JAX's backend starts (jaxmbd._xla_flags sets them), and
+# scipy's OpenBLAS its thread count when JAX's first LAPACK call loads it (_blas_threads)
 from . import _xla_flags  # noqa: F401, I001
+from . import _blas_threads  # noqa: F401, I001
 from . import (
     _config,  # noqa: F401
     contact,

@@ -1,5 +1,6 @@
 """Settings made by ``import jaxmbd`` (jaxmbd/_config.py): float64 and the per-user
-persistent compilation cache, its opt-out, and that a cache folder the user chose wins."""
+persistent compilation cache, its opt-out, and that a cache folder the user chose wins;
+one BLAS thread for jax's LAPACK kernels (jaxmbd/_blas_threads.py)."""
 
 import json
 import os
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import jax
 
+from jaxmbd import _blas_threads as _blas
 from jaxmbd._config import NO_CACHE_ENV, default_cache_dir, enable_compilation_cache
 
 CHILD = """
@@ -56,3 +58,45 @@ def test_compilation_cache_opt_out_and_user_dir(monkeypatch, tmp_path):
     assert default_cache_dir() == tmp_path / "jaxmbd" / "xla"
     monkeypatch.delenv("XDG_CACHE_HOME")
     assert default_cache_dir() == Path.home() / ".cache" / "jaxmbd" / "xla"
+
+
+BLAS_CHILD = """
+import json, sys
+if sys.argv[1] == "scipy-first":
+    import scipy.linalg  # scipy's OpenBLAS loaded before jaxmbd: limited by threadpoolctl
+import jax.numpy as jnp
+import jaxmbd
+jnp.linalg.solve(jnp.eye(3) + 1.0, jnp.ones(3)).block_until_ready()  # loads jax's LAPACK
+from threadpoolctl import threadpool_info
+print(json.dumps({info["filepath"]: info["num_threads"] for info in threadpool_info()
+                  if info["user_api"] == "blas"}))
+"""
+
+
+def _blas_threads(case, **env):
+    clean = {
+        k: v for k, v in os.environ.items() if k not in _blas.USER_VARIABLES + (_blas.OPT_OUT,)
+    }
+    out = subprocess.run([sys.executable, "-c", BLAS_CHILD, case], env={**clean, **env},
+                         capture_output=True, text=True, check=True, timeout=300)  # fmt: skip
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_lapack_kernels_get_one_blas_thread():
+    """jax's LAPACK calls run in scipy's OpenBLAS; after ``import jaxmbd`` it has one
+    thread (jaxmbd/_blas_threads.py), whether scipy was imported before jaxmbd or not."""
+    for case in ("fresh", "scipy-first"):
+        threads = _blas_threads(case)
+        scipy_blas = [n for path, n in threads.items() if "scipy" in Path(path).parent.name]
+        assert scipy_blas == [1], (case, threads)
+
+
+def test_blas_configuration_respects_the_user(monkeypatch):
+    """A thread count the user set, or the opt-out, leaves the environment alone."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "4")
+    assert _blas.configure() == "user"
+    for name in _blas.USER_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv(_blas.OPT_OUT, "0")
+    assert _blas.configure() == "opt-out"
+    assert "OPENBLAS_NUM_THREADS" not in os.environ
