@@ -248,6 +248,7 @@ def _across_processes(analysis: str, members, devices: list, options: dict, chun
         )
     local = sum(d.process_index == me for d in devices)
     chunk = _chunk_size(models, -(-n // len(devices)), chunk, local, devices[0].platform)
+    _open_collectives(tuple(devices))  # in step, before anything of this call compiles
     dynamic, static = eqx.partition((members, options), eqx.is_array)
     leaves, treedef = jax.tree_util.tree_flatten(dynamic)
     static_leaves, static_def = jax.tree_util.tree_flatten(static)
@@ -257,9 +258,6 @@ def _across_processes(analysis: str, members, devices: list, options: dict, chun
     )
     top = _at_top_level is not None and _at_top_level() and _options_accepted()
     out = (program.tuned if top else program.plain)(*leaves)
-    if not program.synced:  # compiled (minutes, unequal across processes) before the gather
-        _wait_for_every_process()
-        program.synced = True
     if gather:  # one all-gather after the run, the padding dropped
         out = _gathered(tuple(devices), n)(out)
     return eqx.combine(out, program.out_static[-1])
@@ -271,7 +269,6 @@ class _MeshProgram:
 
     def __init__(self, fn, in_sharding, out_sharding):
         self.out_static = []
-        self.synced = False
         kwargs = dict(in_shardings=in_sharding, out_shardings=out_sharding)
         self.plain = jax.jit(fn, **kwargs)
         self.tuned = jax.jit(fn, compiler_options=XLA_OPTIONS, **kwargs)
@@ -329,14 +326,35 @@ def _gathered(devices: tuple, n: int):
 
 
 _BARRIERS = itertools.count()
+_OPENED: set[tuple] = set()
+
+
+def _open_collectives(devices: tuple):
+    """The first use of a set of devices in this process: a barrier, then one tiny
+    all-gather over them. On CPUs gloo connects the processes at their first collective
+    over a set of devices and waits only 30 s there for the others ('Gloo context
+    initialization failed'); once connected, a collective waits as long as the other
+    process needs (measured: 45 s). A first compilation can leave one process minutes
+    behind another (a loaded 2-core machine), also when the program is traced inside the
+    user's own ``jax.jit`` and compiled after it: so the connection is made here, at
+    trace time, while every process stands at the same barrier."""
+    if devices in _OPENED:
+        return
+    _wait_for_every_process()
+    mesh = Mesh(np.asarray(devices), ("batch",))
+    zeros = np.zeros(len(devices))
+    with jax.ensure_compile_time_eval():  # run now, also while a jit of the user traces
+        x = jax.make_array_from_callback(
+            zeros.shape, NamedSharding(mesh, PartitionSpec("batch")), lambda i: zeros[i]
+        )
+        gathered = jax.jit(lambda a: a, out_shardings=NamedSharding(mesh, PartitionSpec()))
+        jax.block_until_ready(gathered(x))
+    _OPENED.add(devices)
 
 
 def _wait_for_every_process(timeout_s: float = 3600.0):
-    """A barrier of the distributed runtime (not a collective). The first collective on a
-    set of CPU devices sets up gloo, which waits only 30 s for the other processes; after
-    a first compilation one process can be minutes behind another (measured on a loaded
-    2-core machine: the run failed with 'Gloo context initialization failed'). Every
-    process calls this in the same order, so the counter names the same barrier."""
+    """A barrier of the distributed runtime (not a collective): every process calls this
+    in the same order, so the counter names the same barrier."""
     try:
         from jax._src import distributed
     except ImportError:  # pragma: no cover
