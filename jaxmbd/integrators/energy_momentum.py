@@ -90,6 +90,7 @@ from ..newton import (
     step_test,
 )
 from .base import (
+    BLOCK_SOLVERS,
     LINEAR_SOLVERS,
     AbstractIntegrator,
     StepResult,
@@ -660,9 +661,10 @@ class EnergyMomentum(AbstractIntegrator):
                 f"energy_momentum: parametrisation must be one of {PARAMETRISATIONS}, "
                 f"got {self.parametrisation!r}"
             )
-        if self.linear_solver == "structured" and self.scheme != "constrained":
+        if self.linear_solver in BLOCK_SOLVERS and self.scheme != "constrained":
             raise ValueError(
-                "energy_momentum: linear_solver='structured' needs scheme='constrained' (the "
+                f"energy_momentum: linear_solver={self.linear_solver!r} needs "
+                "scheme='constrained' (the "
                 "null-space scheme's reduced matrix is dense); use 'dense' or 'auto'"
             )
         if self.parametrisation is not None and self.scheme != "null_space":
@@ -696,10 +698,11 @@ class EnergyMomentum(AbstractIntegrator):
 
     def structured(self, model) -> bool:
         """Whether the constrained scheme's solves use the structured factorisation."""
-        if self.linear_solver == "structured":
+        if self.linear_solver in BLOCK_SOLVERS:
             if self.scheme != "constrained" or self.redundant_constraints(model):
                 raise ValueError(
-                    "energy_momentum: linear_solver='structured' needs scheme='constrained' "
+                    f"energy_momentum: linear_solver={self.linear_solver!r} needs "
+                    "scheme='constrained' "
                     "and independent joint rows (no dof option); the null-space scheme's "
                     "reduced matrix and the selected rows W^T Phi of a redundant loop are "
                     "dense: use linear_solver='dense'"

@@ -50,6 +50,7 @@ from .._step_status import as_status, finite_status, first_failure
 from ..formulations.index1 import index1_system, solve_index1
 from ..newton import SUCCESS, NewtonInfo, solve_with_condition
 from .base import (
+    BLOCK_SOLVERS,
     LINEAR_SOLVERS,
     AbstractIntegrator,
     StepResult,
@@ -118,9 +119,9 @@ class RungeKutta(AbstractIntegrator):
                 "'one_step' (full KKT system) or 'frozen'"
             )
         kkt = method == "one_step" or not two_step  # frozen solves a KKT system at the start
-        if self.linear_solver == "structured" and not kkt:
+        if self.linear_solver in BLOCK_SOLVERS and not kkt:
             raise ValueError(
-                f"rk: linear_solver='structured' applies to KKT solves, and "
+                f"rk: linear_solver={self.linear_solver!r} applies to KKT solves, and "
                 f"multipliers={method!r} with formulation {form.name!r} has none (per-body "
                 "eq. 25 and a small dense joint system); use linear_solver 'dense' or "
                 "'auto', or multipliers='one_step'"
