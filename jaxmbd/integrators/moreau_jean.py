@@ -240,8 +240,9 @@ def _least_squares(J, F):
     Tikhonov, V. Y. Arsenin, "Solutions of ill-posed problems", 1977): each sweep
     y <- y + (A^T A + mu I)^-1 A^T (F - A y) divides the regularisation's error in a
     direction of singular value sigma by 1 + sigma^2 / mu; one Cholesky factorisation. It
-    replaces an SVD least squares: 15 ms for a 138 x 138 matrix (the 3-box stack's Newton
-    system) against 0.2 ms for the factorisation (experiments/bench_blas_threads.py). The
+    replaces an SVD least squares: 4.4 ms of CPU for a 138 x 138 matrix (the 3-box stack's
+    Newton system) against 0.7 ms for an LU of that size (experiments/bench_blas_threads.py,
+    one BLAS thread). The
     squared condition number costs accuracy in one solve; the Newton iteration around it
     corrects that."""
     norms = jnp.sqrt(jnp.sum(J * J, axis=0))
