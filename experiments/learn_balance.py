@@ -3,7 +3,8 @@ jaxmbd and in MJX (issue 36 item 7; benchmark: time to train the policy).
 
     python experiments/learn_balance.py [--stages 10:30,25:30,50:40,100:60]
         [--batch 64] [--learning-rate 3e-3] [--clip 1.0] [--decay 0.1] [--discount 1.0]
-        [--eval-horizon 5.0] [--no-mjx | --no-jaxmbd] [--lqr-only] [--report-only]
+        [--eval-horizon 5.0] [--no-mjx | --no-jaxmbd] [--skip-lqr-check]
+        [--lqr-only | --compare-only | --report-only]
 
 gymnasium's ``inverted_double_pendulum.xml`` (read from the installed package, never
 copied): a cart on a rail (|x| < 1 m) carrying two 0.6 m poles on hinges, one motor on the
@@ -67,7 +68,9 @@ Writes ``experiments/results/learn_balance.{csv,json,png,md}`` and the policies
 (``learn_balance_policy_{jaxmbd,mjx}.eqx``): the loss curves, success rates, training wall
 time (compile apart: the first iteration minus the median of the others). ``--no-mjx`` and
 ``--no-jaxmbd`` run one simulator (the other's rows are kept from the json); ``--lqr-only``
-runs the LQR check alone; ``--report-only`` rewrites the report from the json.
+runs the LQR check alone, ``--skip-lqr-check`` keeps its row from the json;
+``--compare-only`` runs :func:`compare_with_lqr` on the stored policies (also done after
+training); ``--report-only`` rewrites the report from the json.
 """
 
 from __future__ import annotations
@@ -413,6 +416,31 @@ def mujoco_success(policy, qpos, qvel, t_end):
     return success(out), out
 
 
+def compare_with_lqr(A, B, qpos_eval, qvel_eval, eval_horizon):
+    """The clipped LQR and the stored trained policies side by side, each run in MuJoCo C
+    from the held-out starts: which starts fail, how many fall (an angle past 0.5 rad or
+    the cart off |x| < CART_TOL: not recovered), and the policy's linear gain at the
+    upright pose (-du/dx, forward-mode; the LQR's is K), to see what BPTT learned."""
+    K, _ = lqr(A, B)
+    policies = {"LQR": LinearPolicy(jnp.asarray(K))}
+    for name, file in (("jaxmbd", "jaxmbd"), ("MJX", "mjx")):
+        path = RESULTS / f"learn_balance_policy_{file}.eqx"
+        if path.exists():
+            policies[name] = eqx.tree_deserialise_leaves(path, make_policy(seed=0))
+    out = {}
+    for name, policy in policies.items():
+        ok, q = mujoco_success(policy, qpos_eval, qvel_eval, eval_horizon)
+        fell = (np.abs(q[..., 1:]) > 0.5).any(axis=(1, 2)) | (np.abs(q[..., 0]) >= CART_TOL).any(1)
+        gain = -np.asarray(jax.jacfwd(lambda o, p=policy: p(0.0, o))(jnp.zeros(6)))[0]
+        out[name] = dict(failed=np.flatnonzero(~ok).tolist(), fell=int(fell.sum()),
+                         gain=gain.tolist())  # fmt: skip
+        print(f"{name} in MuJoCo C: failed starts {out[name]['failed']}, fell {int(fell.sum())},"
+              f" -du/dx at upright {np.round(gain, 3)}", flush=True)  # fmt: skip
+    bound = best_possible(A, B, qpos_eval, qvel_eval)
+    out["infeasible"] = np.flatnonzero(bound > ANGLE_TOL).tolist()
+    return out
+
+
 # ----------------------------------------------------------------------------- training
 
 
@@ -502,6 +530,8 @@ def main(argv=None):
                         help="keep the LQR check's row from the json")  # fmt: skip
     parser.add_argument("--report-only", action="store_true",
                         help="rewrite the report from learn_balance.json")  # fmt: skip
+    parser.add_argument("--compare-only", action="store_true",
+                        help="compare the stored policies with the LQR (no training)")  # fmt: skip
     args = parser.parse_args(argv)
     stages = parse_stages(args.stages)
     if not 0.0 < args.discount <= 1.0:
@@ -514,6 +544,10 @@ def main(argv=None):
     qpos_eval, qvel_eval = random_starts(args.held_out, seed=1)
     rows, curves = {}, {}
     A, B = joint_linearization(load_pendulum())
+    if args.compare_only:
+        compare = compare_with_lqr(A, B, qpos_eval, qvel_eval, args.eval_horizon)
+        write_results(args, rows, curves, compare)
+        return
     if not args.skip_lqr_check:
         rows["LQR"] = lqr_check(A, B, qpos_eval, qvel_eval, args.eval_horizon)
     if args.lqr_only:
@@ -532,7 +566,8 @@ def main(argv=None):
     if mx is not None:
         run_mjx(args, stages, common, cost, mx, initial, qpos, qvel, qpos_eval, qvel_eval,
                 rows, curves)  # fmt: skip
-    write_results(args, rows, curves)
+    compare = compare_with_lqr(A, B, qpos_eval, qvel_eval, args.eval_horizon)
+    write_results(args, rows, curves, compare)
 
 
 def _row(times, losses, skipped, own, in_c, eval_s):
@@ -589,7 +624,7 @@ def run_mjx(args, stages, common, cost, mx, initial, qpos, qvel, qpos_eval, qvel
           flush=True)  # fmt: skip
 
 
-def write_results(args, rows, curves):
+def write_results(args, rows, curves, compare=None):
     """CSV (loss per iteration), PNG and markdown; rows and curves not run this time are kept
     from the last run (``learn_balance.json``)."""
     store = RESULTS / "learn_balance.json"
@@ -600,10 +635,13 @@ def write_results(args, rows, curves):
     rows = {**{k: v for k, v in old["rows"].items() if k not in rows}, **rows}
     curves = {**{k: v for k, v in old["curves"].items() if k not in curves}, **curves}
     rows = {k: {f: float(x) for f, x in r.items()} for k, r in rows.items()}
-    meta = old.get("args", {}) if args.report_only else {
+    compare = compare or old.get("compare", {})
+    keep_args = args.report_only or args.compare_only
+    meta = old.get("args", {}) if keep_args else {
         k: getattr(args, k) for k in ("stages", "batch", "learning_rate", "clip", "decay",
                                       "discount", "eval_horizon", "held_out")}  # fmt: skip
-    store.write_text(json.dumps({"args": meta, "rows": rows, "curves": curves}, indent=1))
+    store.write_text(json.dumps({"args": meta, "rows": rows, "curves": curves,
+                                 "compare": compare}, indent=1))  # fmt: skip
     losses = {k: c for k, c in curves.items() if k != "horizon"}
     if losses:
         horizon = curves.get("horizon", [])
@@ -687,6 +725,24 @@ def write_results(args, rows, curves):
         if "value" in rows.get("LQR", {}):
             lines += ["", f"The LQR's value x0^T P x0 on the training starts (the loss's "
                       f"optimum in the linear regime): {rows['LQR']['value']:.4g}."]  # fmt: skip
+    if compare:
+        lines += [
+            "",
+            "## The learned policies beside the LQR (in MuJoCo C)",
+            "",
+            "| controller | failed starts (index; their number if many) "
+            "| fell (an angle past 0.5 rad, or the cart out) "
+            "| -du/dx at upright (x, theta_1, theta_2, rates) |",
+            "|---|---|---|---|",
+        ]
+        for name in ("LQR", "jaxmbd", "MJX"):
+            if name in compare:
+                c = compare[name]
+                gain = ", ".join(f"{g:.2f}" for g in c["gain"])
+                failed = len(c["failed"]) if len(c["failed"]) > 12 else c["failed"]
+                lines.append(f"| {name} | {failed} | {c['fell']} | ({gain}) |")
+        lines += ["", f"Starts that no |u| <= 1 keeps within {ANGLE_TOL} rad (the linear "
+                  f"program): {compare.get('infeasible')}."]  # fmt: skip
     if "MJX" not in rows:
         lines += ["", "MJX: not run (not installed, or `--no-mjx`)."]
     notes = RESULTS / "learn_balance_notes.md"
