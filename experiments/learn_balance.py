@@ -657,12 +657,13 @@ def write_results(args, rows, curves, compare=None):
         import matplotlib.pyplot as plt
 
         fig, ax = plt.subplots(figsize=(6.5, 4))
+        style = {"jaxmbd": dict(lw=4, alpha=0.5), "MJX": dict(lw=1.2, ls="--")}
         for name, c in losses.items():
-            ax.semilogy(c, label=name)
+            ax.semilogy(c, label=name, **style.get(name, {}))
         if "value" in rows.get("LQR", {}):
-            ax.axhline(rows["LQR"]["value"], color="k", ls=":", label="LQR value (linear)")
-        for k in range(1, len(horizon)):
-            if horizon[k] != horizon[k - 1]:
+            ax.axhline(rows["LQR"]["value"], color="k", ls=":", label="LQR value (linear model)")
+        for k in range(len(horizon)):
+            if k == 0 or horizon[k] != horizon[k - 1]:
                 ax.axvline(k, color="0.8", lw=0.8)
                 ax.text(k, ax.get_ylim()[1], f" {horizon[k] * H:g} s", va="top", fontsize=8)
         ax.set(xlabel="Adam iteration (grey: the horizon grows)",
@@ -723,8 +724,9 @@ def write_results(args, rows, curves, compare=None):
                 f"({r['min_s']:.3f}-{r['max_s']:.3f}) | {r.get('train_s', np.nan):.0f} |"
             )
         if "value" in rows.get("LQR", {}):
-            lines += ["", f"The LQR's value x0^T P x0 on the training starts (the loss's "
-                      f"optimum in the linear regime): {rows['LQR']['value']:.4g}."]  # fmt: skip
+            lines += ["", f"The LQR's value x0^T P x0 on the training starts, the loss's "
+                      f"optimum for the linear model without the clip (the pendulum's own "
+                      f"optimum differs): {rows['LQR']['value']:.4g}."]  # fmt: skip
     if compare:
         lines += [
             "",
