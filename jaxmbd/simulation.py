@@ -286,10 +286,15 @@ def simulate(
     tolerance (step test of eq. 46 and a residual test, both in scaled norms; default 1e-10,
     see :class:`~jaxmbd.newton.Scale`); ``max_iter`` (25).
     ``linear_solver``: "auto" (default: "structured" from
-    :data:`~jaxmbd.integrators.base.STRUCTURED_FROM` Newton unknowns on, else "dense"),
-    "dense" (equilibrated dense LU) or "structured" (block elimination on the body-joint
+    :data:`~jaxmbd.integrators.base.STRUCTURED_FROM` Newton unknowns on, "small" for rA on
+    the CPU up to :data:`~jaxmbd.linear.small.SMALL_MAX`, else "dense"),
+    "dense" (equilibrated dense LU), "small" (the same LU in elementwise kernels, so
+    that XLA compiles the whole time loop as one native loop on the CPU,
+    :mod:`jaxmbd.linear.small`), "structured" (block elimination on the body-joint
     graph, O(N) per factorisation on trees and on loops that share few bodies; rA's matrix
-    is then assembled block by block, see :mod:`jaxmbd.linear.structured`).
+    is then assembled block by block, see :mod:`jaxmbd.linear.structured`) or
+    "small_structured" (that block elimination in elementwise kernels, hoistable like
+    "small": :mod:`jaxmbd.linear.small_blocks`).
     gen_alpha: ``rho_inf`` (0.9) and ``variant`` ("stabilised", the GGL index-2 form, default
     for rA and rp; or "index3", default for re, see
     :data:`~jaxmbd.integrators.DEFAULT_OPTIONS`).

@@ -115,8 +115,9 @@ def get_integrator(integrator, formulation, **options) -> AbstractIntegrator:
 
     Options of the implicit integrators: ``newton`` ("full", "modified", "reuse" or a solver
     object), ``max_iter`` (with a newton name), ``tol``, ``linear_solver`` ("auto", "dense",
-    "structured"); gen_alpha adds ``rho_inf`` and ``variant``. An option the integrator does
-    not have or does not use raises ``ValueError`` naming the valid ones.
+    "small", "structured", "small_structured"); gen_alpha adds ``rho_inf`` and ``variant``.
+    An option the integrator does not have or does not use raises ``ValueError`` naming the
+    valid ones.
     """
     form = get_formulation(formulation)
     options = {k: v for k, v in options.items() if v is not None}

@@ -96,7 +96,10 @@ def resolve_linear_solver(choice: str, n_unknowns: int, nc: int, *, own_solve=Fa
     """The solver a ``linear_solver`` option means for a system of ``n_unknowns``: "auto"
     is "structured" from :data:`STRUCTURED_FROM` on (with constraints, and no formulation's
     own solve), else "small" up to :data:`~jaxmbd.linear.small.SMALL_MAX` unknowns when
-    the default backend is the CPU (on a GPU the vendor's kernels), else "dense"."""
+    the default backend is the CPU (on a GPU the vendor's kernels), else "dense". "auto"
+    never means "small_structured": measured (``experiments/bench_small_solve.py``, the
+    guide's performance page) at half the dense kernel's speed or less up to 54 unknowns,
+    level with LAPACK at 120 and no longer hoisted at 240."""
     if choice not in LINEAR_SOLVERS:
         raise ValueError(f"linear_solver must be one of {LINEAR_SOLVERS}, got {choice!r}")
     if choice != "auto":
@@ -109,8 +112,9 @@ def resolve_linear_solver(choice: str, n_unknowns: int, nc: int, *, own_solve=Fa
 
 
 def choose_structured(choice: str, n_unknowns: int, nc: int) -> bool:
-    """Whether a ``linear_solver`` option ("auto", "dense", "small", "structured") means the
-    structured solver for a system of ``n_unknowns`` ("auto": from STRUCTURED_FROM on)."""
+    """Whether a ``linear_solver`` option ("auto", "dense", "small", "structured",
+    "small_structured") means a block solver for a system of ``n_unknowns`` ("auto": the
+    structured one from STRUCTURED_FROM on)."""
     return resolve_linear_solver(choice, n_unknowns, nc) in BLOCK_SOLVERS
 
 
@@ -222,9 +226,9 @@ class AbstractImplicitIntegrator(AbstractIntegrator):
         return False
 
     def linear_solver_for(self, model, form) -> str:
-        """ "dense", "small" or "structured": the integrator's ``linear_solver`` option
-        resolved (:func:`resolve_linear_solver`; a formulation's own solve keeps it off
-        "structured"; "auto" means "small" for rA only)."""
+        """ "dense", "small", "structured" or "small_structured": the integrator's
+        ``linear_solver`` option resolved (:func:`resolve_linear_solver`; a formulation's own
+        solve keeps it off "structured"; "auto" means "small" for rA only)."""
         choice = getattr(self, "linear_solver", "dense")
         own = own_linear_solve(form) is not None
         n = self.num_unknowns(model, form)
