@@ -279,4 +279,6 @@ def test_simulate_gradient_equals_dense_and_central_differences():
     fd = (value_and_grad(p + eps, "small_structured")[0]
           - value_and_grad(p - eps, "small_structured")[0]) / (2 * eps)  # fmt: skip
     assert abs(float(grad) - float(grad_dense)) <= 1e-8 * abs(float(grad_dense))
-    assert abs(float(grad) - float(fd)) <= 1e-6 * abs(float(fd))
+    # the differences carry the runs' Newton tolerance (1e-9 relative at h = 1e-3): measured
+    # 6e-5 relative here, where the gradient itself equals the dense path's to 1e-8
+    assert abs(float(grad) - float(fd)) <= 3e-4 * abs(float(fd))
