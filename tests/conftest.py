@@ -1,4 +1,3 @@
-import contextlib
 import os
 import sys
 from pathlib import Path
@@ -31,7 +30,7 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-import jaxmbd  # noqa: E402, F401  (enables float64 before any test builds arrays)
+import jaxmbd as mbd  # noqa: E402  (enables float64 before any test builds arrays)
 
 assert jax.config.jax_compilation_cache_dir == CACHE_DIR
 
@@ -40,6 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 REFERENCE_MODELS = SHARED / "reference-models"
 sys.path.insert(0, str(Path(__file__).parent))
+from compile_counter import count_compilations  # noqa: E402, F401  (tests import it from here)
 
 # Masses and inertias of PAPER_NOTES section 1 (the published files have none).
 PAPER_MASSES = {
@@ -61,22 +61,18 @@ PAPER_MASSES = {
 }
 
 
-@contextlib.contextmanager
-def count_compilations():
-    """Counts JAX traces and XLA compilations (jax.monitoring events) inside the block."""
-    counts = {"trace": 0, "compile": 0}
-
-    def listener(event, duration, **kwargs):
-        if event == "/jax/core/compile/jaxpr_trace_duration":
-            counts["trace"] += 1
-        elif event == "/jax/core/compile/backend_compile_duration":
-            counts["compile"] += 1
-
-    jax.monitoring.register_event_duration_secs_listener(listener)
-    try:
-        yield counts
-    finally:
-        jax.monitoring.unregister_event_duration_listener(listener)
+def compiled_runs(model, solvers, *, t_end, h=1e-3):
+    """``{solver: (compiled HLO text, Solution)}``: ``simulate(model)`` compiled once per
+    ``linear_solver`` in ``solvers`` (the hoisting tests read the loop's structure from
+    the text and compare the runs)."""
+    out = {}
+    for solver in solvers:
+        run = jax.jit(
+            lambda m, s=solver: mbd.simulate(m, t_end=t_end, h=h, linear_solver=s, throw=False)
+        )
+        compiled = run.lower(model).compile()
+        out[solver] = (compiled.as_text(), compiled(model))
+    return out
 
 
 def reference_model(relative: str) -> Path:
@@ -89,7 +85,7 @@ def reference_model(relative: str) -> Path:
 @pytest.fixture(scope="session")
 def crank():
     """One body on a pin, driven: kinematics compiles in a few seconds."""
-    b = jaxmbd.ModelBuilder("crank")
+    b = mbd.ModelBuilder("crank")
     b.add_body("a", mass=1, inertia=[1, 1, 1], r=[1, 0, 0])
     b.revolute("pin", body_i="ground", body_j="a", point=[0, 0, 0], axis=[0, 0, 1])
     b.rotation_driver("m", body_i="ground", body_j="a", axis=[0, 0, 1], angle="t")

@@ -14,6 +14,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from compile_counter import count_compilations  # tests/: the script's folder
 
 import jaxmbd as mbd  # before initialize, as users write it: the import starts no backend
 
@@ -45,18 +46,6 @@ def keep(name, tree):
     for k, leaf in enumerate(jax.tree_util.tree_leaves(eqx.filter(tree, eqx.is_array))):
         saved[f"{name}.{k}"] = np.asarray(leaf)
 
-
-counts = {"trace": 0, "compile": 0}
-
-
-def listen(event, duration, **kwargs):
-    if event == "/jax/core/compile/jaxpr_trace_duration":
-        counts["trace"] += 1
-    elif event == "/jax/core/compile/backend_compile_duration":
-        counts["compile"] += 1
-
-
-jax.monitoring.register_event_duration_secs_listener(listen)
 
 # --- double pendulum: 8 members, rod 2's mass varying (inertia scaled with it) ----------
 OPTS = dict(t_end=0.05, h=1e-3)  # 50 steps
@@ -109,13 +98,13 @@ keep("run", (sol.r, sol.A, sol.rdot, sol.omega))
 keep("run_iterations", sol.iterations)
 mark("double pendulum run")
 # compiled once per process: new values, and a Mesh as devices=, reuse the program
-counts.update(trace=0, compile=0)
-again = mbd.simulate_batch(with_masses(masses * [1.0, 1.1]), devices=everywhere, **OPTS)
-mesh = jax.sharding.Mesh(np.array(everywhere), ("members",))
-via_mesh = mbd.simulate_batch(with_masses(masses), devices=mesh, **OPTS)
-measured = mbd.simulate_batch(truth, devices=everywhere, **OPTS).r
-keep("measured", measured)
-jax.block_until_ready((again.r, via_mesh.r, measured))
+with count_compilations() as counts:
+    again = mbd.simulate_batch(with_masses(masses * [1.0, 1.1]), devices=everywhere, **OPTS)
+    mesh = jax.sharding.Mesh(np.array(everywhere), ("members",))
+    via_mesh = mbd.simulate_batch(with_masses(masses), devices=mesh, **OPTS)
+    measured = mbd.simulate_batch(truth, devices=everywhere, **OPTS).r
+    keep("measured", measured)
+    jax.block_until_ready((again.r, via_mesh.r, measured))
 assert counts == {"trace": 0, "compile": 0}, counts
 assert not np.allclose(np.asarray(again.r), np.asarray(sol.r))
 np.testing.assert_array_equal(np.asarray(via_mesh.r), np.asarray(sol.r))

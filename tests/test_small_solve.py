@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import compiled_runs
 
 import jaxmbd as mbd
 from jaxmbd import _xla_flags
@@ -173,15 +174,7 @@ def test_flag_handling(monkeypatch):
 def pendulum_programs():
     """A 4-step single-pendulum run (gen_alpha, rA), compiled with linear_solver "small" and
     "dense": (compiled HLO text, solution) per solver."""
-    model = mbd.models.single_pendulum()
-    out = {}
-    for solver in ("small", "dense"):
-        run = jax.jit(
-            lambda m, s=solver: mbd.simulate(m, t_end=4e-3, h=1e-3, linear_solver=s, throw=False)
-        )
-        compiled = run.lower(model).compile()
-        out[solver] = (compiled.as_text(), compiled(model))
-    return out
+    return compiled_runs(mbd.models.single_pendulum(), ("small", "dense"), t_end=4e-3)
 
 
 def test_step_loop_is_hoisted(pendulum_programs):

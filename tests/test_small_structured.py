@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import compiled_runs
 
 import jaxmbd as mbd
 from jaxmbd import _xla_flags
@@ -208,15 +209,7 @@ def test_vmap():
 def pendulum_runs():
     """A 6-step double-pendulum run (gen_alpha, stabilised, reused Newton matrix) with
     "small_structured" and "dense": (compiled HLO text, solution) per solver."""
-    model = mbd.models.double_pendulum()
-    out = {}
-    for solver in ("small_structured", "dense"):
-        run = jax.jit(
-            lambda m, s=solver: mbd.simulate(m, t_end=6e-3, h=1e-3, linear_solver=s, throw=False)
-        )
-        compiled = run.lower(model).compile()
-        out[solver] = (compiled.as_text(), compiled(model))
-    return out
+    return compiled_runs(mbd.models.double_pendulum(), ("small_structured", "dense"), t_end=6e-3)
 
 
 def test_step_loop_is_hoisted_and_equals_dense(pendulum_runs):
