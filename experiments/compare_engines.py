@@ -9,8 +9,11 @@ Slider crank 3 s (crank driven at 2 pi rad/s; output: slider x), double pendulum
 time is the max-abs entry of A - A_ref). Reference: tests/references.py. For every
 engine/integrator: run time per step (median, min/max over the repeats; jaxmbd's compile
 time apart), steps/s, max abs error over time and at t_end, MuJoCo's loop-closure
-violation. Then a work-precision study over h. Writes experiments/results/engines/{speed.csv,
-work_precision.csv, series_<mechanism>.csv, work_precision_<mechanism>.png, REPORT.md}.
+violation. Then a work-precision study over h. jaxmbd's explicit RK4 (``rkmk``, rA) runs on
+the double pendulum and the heavy top (issue 38, item 2: against MuJoCo's RK4 at equal
+error); the slider crank's closed loop is left to the implicit integrators. Writes
+experiments/results/engines/{speed.csv, work_precision.csv, series_<mechanism>.csv,
+work_precision_<mechanism>.png, REPORT.md}.
 
 Exudyn's "fastest" runs use its exudynCPPfast module (no range checks), which is chosen at
 import time, so they run in a child process (this script with --exudyn-worker).
@@ -114,6 +117,7 @@ def jaxmbd_output(mechanism, sol):
 
 
 def measure_jaxmbd(mechanism, h, newton, repeats, integrator="gen_alpha", variant=None):
+    """``newton=None``: an explicit integrator (rkmk), which takes no Newton option."""
     import jax
     from _timing import time_call
 
@@ -135,7 +139,7 @@ def measure_jaxmbd(mechanism, h, newton, repeats, integrator="gen_alpha", varian
             integrator=integrator,
             t_end=T_END[mechanism],
             h=h,
-            newton=newton,
+            **({} if newton is None else {"newton": newton}),
             **({} if variant is None else {"variant": variant}),
         )
 
@@ -151,7 +155,10 @@ def measure_jaxmbd(mechanism, h, newton, repeats, integrator="gen_alpha", varian
     runs = times[1:]  # time_call's own median over the same calls is `median`
     sol = run()
     t, y = np.asarray(sol.t), jaxmbd_output(mechanism, sol)
-    label = f"rA {integrator}{'' if variant is None else ' ' + variant} {newton} Newton"
+    if newton is None:
+        label = f"rA {integrator} RK4"
+    else:
+        label = f"rA {integrator}{'' if variant is None else ' ' + variant} {newton} Newton"
     rec = _record(mechanism, "jaxmbd", label, h, runs, t, y, first - median)
     jax.clear_caches()
     return rec
@@ -184,6 +191,19 @@ JAXMBD_MAIN = (
 # Exudyn's generalized-alpha (also index 3); the stabilised (GGL) variant is jaxmbd's
 # default, which also makes accelerations and multipliers second order
 JAXMBD_STUDY = (("gen_alpha", None), ("gen_alpha", "index3"), ("backward_euler", None))
+# explicit Munthe-Kaas RK4 (rkmk's default tableau; no Newton) on the tree-structured
+# mechanisms, main table and work-precision study: its counterpart is MuJoCo's RK4
+RKMK_MECHANISMS = ("double_pendulum", "heavy_top")
+
+
+def jaxmbd_main(mechanism):
+    return JAXMBD_MAIN + ((("rkmk", None, None),) if mechanism in RKMK_MECHANISMS else ())
+
+
+def jaxmbd_study(mechanism):
+    """(integrator, newton, variant) of the work-precision study."""
+    study = tuple((i, "reuse", v) for i, v in JAXMBD_STUDY)
+    return study + ((("rkmk", None, None),) if mechanism in RKMK_MECHANISMS else ())
 
 
 FAILED = []  # runs that did not complete: dict(mechanism, engine, variant, h, failed=reason)
@@ -415,6 +435,14 @@ def time_to_accuracy_table(records):
             ratios.append("-" if a is None or b is None else f"{a / b:.2f}")
         out.append(f"| **time ratio jaxmbd {name} / fastest Exudyn GA** | " + " | ".join(ratios))
         out[-1] += " |"
+    rk = [v for k, v in lines.items() if k.startswith("jaxmbd") and k.endswith("rkmk RK4")]
+    mj = [v for k, v in lines.items() if k == "MuJoCo: RK4"]
+    if rk and mj:
+        ratios = []
+        for lv in LEVELS:
+            a, b = best(rk[0], lv), best(mj[0], lv)
+            ratios.append("-" if a is None or b is None else f"{a / b:.2f}")
+        out.append("| **time ratio jaxmbd rkmk RK4 / MuJoCo RK4** | " + " | ".join(ratios) + " |")
     return "\n".join(out)
 
 
@@ -441,7 +469,9 @@ REPORT_NOTES = """\
   positions are as accurate but whose accelerations and multipliers keep an O(h) start-up
   transient) and backward Euler on the index-3 DAE (first order, strongly
   damped), Newton on (a, lam[, mu]) with the default relative tolerance 1e-3 h^2 within
-  [1e-10, 1e-6], reused matrix unless stated. Exudyn: generalized-alpha
+  [1e-10, 1e-6], reused matrix unless stated; and rkmk, explicit Munthe-Kaas RK4 on the
+  index-1 form (four KKT solves per step, fourth order; the joints drift at the
+  truncation error's level, not projected). Exudyn: generalized-alpha
   (second order, spectral radius 0.9, index 3) and Newmark beta = 1/2, gamma = 1 (first
   order, damped, the closest to backward Euler Exudyn offers). MuJoCo: semi-implicit Euler
   (first order), implicitfast (Euler with the velocity-dependent forces implicit, their
@@ -495,6 +525,85 @@ REPORT_NOTES = """\
 """
 
 
+def _at(records, mechanism, engine, variant):
+    for r in records:
+        if (r["mechanism"], r["engine"], r["variant"]) == (mechanism, engine, variant):
+            return r
+    return None
+
+
+def _best_time(records, level):
+    ok = [r["run_median_s"] for r in records if r["err_max"] <= level]
+    return min(ok) if ok else None
+
+
+def goals(speed, study, mechanisms):
+    """Issue 38's goals (benchmark items 1-2), each with its figures and met / not met.
+
+    At h = H_MAIN: jaxmbd's faster gen_alpha row (reused-matrix Newton, stabilised or index
+    3) against Exudyn's GA with the fast module (same integrator family, same order, errors
+    side by side); the slider crank's goal is against Exudyn's fastest row of any setting.
+    rkmk: least time to reach each error level in the study (no interpolation) against
+    MuJoCo's RK4, the goal being a ratio <= 3 at the levels both reach."""
+    out = []
+    fast = "GA, fastest settings + fast module"
+    for m in mechanisms:
+        sp = [r for r in speed if r["mechanism"] == m]
+        ga = [r for r in sp if r["engine"] == "jaxmbd" and "gen_alpha" in r["variant"]
+              and r["variant"].endswith("reuse Newton")]  # fmt: skip
+        ex = _at(sp, m, "Exudyn", fast)
+        if not ga or ex is None:
+            continue
+        best = max(ga, key=lambda r: r["steps_per_s"])
+        if m == "slider_crank":
+            jx = max((r for r in sp if r["engine"] == "jaxmbd"), key=lambda r: r["steps_per_s"])
+            ex = max((r for r in sp if r["engine"] == "Exudyn"), key=lambda r: r["steps_per_s"])
+            ratio, target, what = jx["steps_per_s"] / ex["steps_per_s"], 1.0, "ahead of"
+            best = jx
+        else:
+            target = 1.5 if m == "double_pendulum" else 1.0
+            ratio = best["steps_per_s"] / ex["steps_per_s"]
+            what = "1.5x ahead of" if target > 1 else "ahead of"
+        met = ratio >= target and best["err_max"] <= 1.05 * ex["err_max"]
+        if m == "slider_crank":  # like for like too: generalized-alpha against Exudyn's GA
+            ga_best = max(ga, key=lambda r: r["steps_per_s"])
+            ex_ga = max(
+                (r for r in sp if r["engine"] == "Exudyn" and r["variant"].startswith("GA")),
+                key=lambda r: r["steps_per_s"],
+            )
+            out.append(
+                f"- {m}, generalized-alpha only: jaxmbd {ga_best['variant']} "
+                f"{ga_best['steps_per_s']:,.0f} steps/s (max error {ga_best['err_max']:.2e}) "
+                f"against Exudyn {ex_ga['variant']} {ex_ga['steps_per_s']:,.0f} (max error "
+                f"{ex_ga['err_max']:.2e}): ratio "
+                f"{ga_best['steps_per_s'] / ex_ga['steps_per_s']:.2f}."
+            )
+        out.append(
+            f"- {m}: jaxmbd {best['variant']} {best['steps_per_s']:,.0f} steps/s (max error "
+            f"{best['err_max']:.2e}) against Exudyn {ex['variant']} {ex['steps_per_s']:,.0f} "
+            f"(max error {ex['err_max']:.2e}) at h = {H_MAIN:g}: ratio {ratio:.2f}; goal "
+            f"({what} Exudyn at equal or better error): **{'met' if met else 'not met'}**."
+        )
+    for m in mechanisms:
+        st = [r for r in study if r["mechanism"] == m]
+        rk = [r for r in st if r["engine"] == "jaxmbd" and r["variant"].endswith("rkmk RK4")]
+        mj = [r for r in st if r["engine"] == "MuJoCo" and r["variant"] == "RK4"]
+        if not (rk and mj):
+            continue
+        pairs = [(lv, _best_time(rk, lv), _best_time(mj, lv)) for lv in LEVELS]
+        pairs = [(lv, a, b) for lv, a, b in pairs if a is not None and b is not None]
+        if not pairs:
+            out.append(f"- {m}: rkmk RK4 and MuJoCo RK4 reach no common error level.")
+            continue
+        ratios = ", ".join(f"{a / b:.1f} at {lv:.0e}" for lv, a, b in pairs)
+        met = all(a / b <= 3.0 for _, a, b in pairs)
+        out.append(
+            f"- {m}: time ratio jaxmbd rkmk RK4 / MuJoCo RK4 at equal error: {ratios}; goal "
+            f"(within 3x): **{'met' if met else 'not met'}**."
+        )
+    return "\n".join(out)
+
+
 def write_report(path, args, speed, study, machine, elapsed):
     cmd = "python experiments/compare_engines.py " + " ".join(sys.argv[1:])
     import exudyn
@@ -506,7 +615,8 @@ def write_report(path, args, speed, study, machine, elapsed):
         f"Command: `{cmd.strip()}` (wall time {elapsed / 60:.1f} min)",
         "",
         f"Machine: {machine}; Exudyn {exudyn.__version__}, MuJoCo {mujoco.__version__}.",
-        "Another process may have been using the CPU: treat single timings as +-30%.",
+        f"Load average (1 min) at the start {args.load[0]:.1f}, at the end {args.load[1]:.1f}: "
+        "other processes shared the 2 cores; treat single timings as +-30%.",
         "",
         f"Outputs: slider crank: slider x over {T_END['slider_crank']:g} s; double pendulum: z "
         f"of rod 2's tip over {T_END['double_pendulum']:g} s; heavy top: the rotation matrix "
@@ -526,7 +636,14 @@ def write_report(path, args, speed, study, machine, elapsed):
         "sizes). *relTol 1e-4*: fastest with `newton.relativeTolerance=1e-4` (default 1e-8). "
         "*fast module*: `sys.exudynFast=True` (exudynCPPfast, no range checks, AVX2). jaxmbd: "
         "rA, gen_alpha (rho_inf 0.9, stabilised by default, index3 where stated) or backward "
-        "Euler, full or reused-matrix Newton.",
+        "Euler, full or reused-matrix Newton; rkmk: explicit Munthe-Kaas RK4 (rkmk's "
+        "default tableau, rA; double pendulum and heavy top only). jaxmbd's defaults otherwise: "
+        "linear_solver='auto' (elementwise small solves on the CPU, with XLA's small-loop "
+        "hoisting flag that `import jaxmbd` sets) and one BLAS thread.",
+        "",
+        "## Goals (issue 38, benchmark items 1-2)",
+        "",
+        goals(speed, study, args.mechanisms),
         "",
     ]
     for mechanism in args.mechanisms:
@@ -583,11 +700,12 @@ def main():
     hs = H_STUDY_QUICK if args.quick else H_STUDY
     args.out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    print(f"machine: {machine()}", flush=True)
+    load_start = os.getloadavg()[0]
+    print(f"machine: {machine()}; load {load_start:.1f}", flush=True)
     speed, study = [], []
     for mechanism in args.mechanisms:
         recs = []
-        for integrator, newton, variant in JAXMBD_MAIN:
+        for integrator, newton, variant in jaxmbd_main(mechanism):
             recs.append(
                 measure_jaxmbd(mechanism, H_MAIN, newton, args.repeats, integrator, variant)
             )
@@ -612,14 +730,19 @@ def main():
         write_series(args.out / f"series_{mechanism}.csv", recs)
 
         # work-precision: jaxmbd reused-matrix Newton, Exudyn fastest, every MuJoCo integrator
-        wp = [r for r in recs if r["engine"] == "jaxmbd" and r["variant"].endswith("reuse Newton")]
+        wp = [
+            r
+            for r in recs
+            if r["engine"] == "jaxmbd"
+            and (r["variant"].endswith("reuse Newton") or r["variant"].endswith("RK4"))
+        ]
         wp += [r for r in recs if r["variant"] in EXUDYN_STUDY]
         wp += [r for r in recs if r["engine"] == "MuJoCo"]
         other = [h for h in hs if h != H_MAIN]
         for h in other:
-            for integrator, variant in JAXMBD_STUDY:
+            for integrator, newton, variant in jaxmbd_study(mechanism):
                 wp.append(
-                    measure_jaxmbd(mechanism, h, "reuse", args.study_repeats, integrator, variant)
+                    measure_jaxmbd(mechanism, h, newton, args.study_repeats, integrator, variant)
                 )
                 print(
                     f"{mechanism} jaxmbd {wp[-1]['variant']} h={h:g} err {wp[-1]['err_max']:.2e}",
@@ -639,6 +762,7 @@ def main():
     write_csv(args.out / "speed.csv", speed)
     write_csv(args.out / "work_precision.csv", study)
     elapsed = time.perf_counter() - start
+    args.load = (load_start, os.getloadavg()[0])
     write_report(args.out / "REPORT.md", args, speed, study, machine(), elapsed)
     print(f"wrote {args.out} in {elapsed:.0f} s", flush=True)
 
