@@ -754,6 +754,8 @@ def report(data, path):
     grad = [r for r in records if r["part"] == "grad"]
     if grad:
         lines += _grad_section(grad)
+    if data.get("previous"):
+        lines += _before_after(data["records"], data["previous"])
     lines += ["## Reading", "", *data.get("reading", ["(to be written from the numbers above)"])]
     path.write_text("\n".join(lines) + "\n")
 
@@ -894,6 +896,42 @@ def _grad_section(grad):
     return [*lines, ""]
 
 
+def _before_after(records, previous):
+    """The box stack's and the gradients' figures of this run against the run it replaced
+    (``previous``: that run's metadata and records, kept in the json)."""
+    runs = "; ".join(f"{r['date']}, load {r['load'][0]:.1f} / {r['load'][1]:.1f}"
+                     for r in previous["runs"])  # fmt: skip
+    lines = [
+        "## Before / after (this run against the one it replaced)",
+        "",
+        f"The replaced run: {runs}. Same machine, other code (see the Reading).",
+        "",
+        "| problem | variant | before | after | after / before |",
+        "|---|---|---|---|---|",
+    ]
+
+    def key(r):
+        return (r["part"], r["case"], r.get("n_bodies"), r["variant"])
+
+    old = {key(r): r for r in previous["records"] if "failed" not in r}
+    for r in records:
+        o = old.get(key(r))
+        if o is None or "failed" in r:
+            continue
+        if r["part"] == "boxstack":
+            name = f"box stack N = {r['n_bodies']}, steps/s"
+            a, b = o["steps_per_s"], r["steps_per_s"]
+            lines.append(f"| {name} | {r['variant']} | {a:.0f} | {b:.0f} | {b / a:.2f} |")
+        elif r["part"] == "grad":
+            for field, what in (("forward_run_s", "forward run (s)"),
+                                ("grad_run_s", "value_and_grad run (s)"),
+                                ("ratio", "gradient / forward")):  # fmt: skip
+                a, b = o[field], r[field]
+                lines.append(f"| {r['case']}: {what} | {r['variant']} | {a:.3g} | {b:.3g} | "
+                             f"{b / a:.2f} |")  # fmt: skip
+    return [*lines, ""]
+
+
 # ---------------------------------------------------------------------------- main
 
 
@@ -943,6 +981,12 @@ def main(argv=None):
             old = json.loads(json_path.read_text())
             kept = [r for r in old["records"] if r["part"] not in args.parts]
             data["records"] = kept + records
+            # the records this run replaces, for the report's before/after table
+            data["previous"] = dict(
+                runs=[r for r in old.get("runs", [old]) if set(r.get("parts", [])) &
+                      set(args.parts)],
+                records=[r for r in old["records"] if r["part"] in args.parts],
+            )  # fmt: skip
             if "wp" not in args.parts:
                 data["calibration"] = old.get("calibration", {})
             data["runs"] = [r for r in old.get("runs", [old]) if not set(r.get("parts", [])) <=

@@ -276,10 +276,18 @@ def solution_from_outputs(
         sensor_key=None if model.sensors is None else sensor_key,
         marker_element=getattr(model, "markers", None),
         unilateral_forces=extra.get("unilateral_forces"),
+        limit_element=_limit_element(model),
         start_correction=start_correction(model, r[0], A[0], rdot[0], omega[0])
         if model.nb
         else None,
     )
+
+
+def _limit_element(model):
+    """The model's joint limits (one JointLimits element, jaxmbd.model) for sol.limits."""
+    from .joint_limits import JointLimits
+
+    return next((f for f in model.forces if isinstance(f, JointLimits)), None)
 
 
 def resolve_throw(throw: bool, check: bool | None, where: str) -> bool:

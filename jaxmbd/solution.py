@@ -14,6 +14,26 @@ from . import _config  # noqa: F401
 from .joints import JointCoordinatesMap, JointDefinition
 
 
+@jax.jit
+def _compliant_limit_forces(element, r, A, rdot, omega):
+    """The compliant limits' forces (..., T, n) at every saved state; the element's own
+    leading axes (a batch of models) are mapped with the states'."""
+    from ._joint_forces import coordinates_and_rates
+    from .forces import BodyState
+
+    def at(el, r_, A_, rd_, w_):
+        q, qdot, _ = coordinates_and_rates(el.joints, BodyState(r_, A_, rd_, w_))
+        return el.generalised_force(0.0, q, qdot)
+
+    fn = jax.vmap(at, in_axes=(None, 0, 0, 0, 0))  # over time
+    leading = element.lower.ndim - 1  # a batch of models
+    for _ in range(r.ndim - 3 - leading):
+        fn = jax.vmap(fn, in_axes=(None, 0, 0, 0, 0))
+    for _ in range(leading):
+        fn = jax.vmap(fn)
+    return fn(element, r, A, rdot, omega)
+
+
 class Solution(eqx.Module):
     """Time histories, time first, bodies in model order, ground excluded (API contract).
 
@@ -74,13 +94,15 @@ class Solution(eqx.Module):
     marker_element: object | None = None
     # hard contact (moreau_jean): the unilateral rows' mean forces per step (T, n_N + 2 ns)
     unilateral_forces: jax.Array | None = None
+    # the model's joint limits (jaxmbd.joint_limits.JointLimits), for :attr:`limits`
+    limit_element: object | None = None
 
     def __init__(
         self, t, r, A, rdot, omega, rddot, omegadot, lam, iterations, status, residual,
         q=None, v=None, condition=None, chart_singular=None, formulation="rA", integrator="",
         save_every=1, body_names=(), constraint_names=(), joint_definitions=(),
         contact_element=None, sensor_model=None, sensor_key=None, start_correction=None,
-        marker_element=None, unilateral_forces=None,
+        marker_element=None, unilateral_forces=None, limit_element=None,
     ):  # fmt: skip
         self.t, self.r, self.A, self.rdot, self.omega = t, r, A, rdot, omega
         self.rddot, self.omegadot, self.lam = rddot, omegadot, lam
@@ -95,6 +117,7 @@ class Solution(eqx.Module):
         self.start_correction = start_correction
         self.marker_element = marker_element
         self.unilateral_forces = unilateral_forces
+        self.limit_element = limit_element
 
     def _from_body_state(self):
         """(q, v) of a dynamics run whose formulation does not store them (its coordinates
@@ -152,6 +175,28 @@ class Solution(eqx.Module):
         from .integrators.moreau_jean import hard_contact_slots
 
         return hard_contact_slots(slots, self.unilateral_forces)
+
+    @property
+    def limits(self):
+        """The joint limits' generalised forces per step, by limited joint name:
+        ``sol.limits["hinge"]`` (..., T) along the joint's coordinate (N m for a revolute
+        joint, N for a translational one; positive where the lower stop pushes, negative at
+        the upper). With ``contact="hard"`` the stops' reactions, each step's impulse / h
+        (the mean over the step that ended at the row, as :attr:`contact`'s forces; 0 at
+        t = 0); otherwise the compliant limits' forces at each saved state. None for a model
+        without limits and for a Solution read from a file."""
+        element = self.limit_element
+        if element is None:
+            return None
+        names = [d.name for d in element.joints]
+        if self.unilateral_forces is not None:
+            from .integrators.moreau_jean import hard_limit_forces
+
+            n_slots = 0 if self.contact_element is None else self.contact_element.n_slots
+            forces = hard_limit_forces(n_slots, len(names), self.unilateral_forces)
+        else:
+            forces = _compliant_limit_forces(element, self.r, self.A, self.rdot, self.omega)
+        return {name: forces[..., k] for k, name in enumerate(names)}
 
     @property
     def sensors(self):

@@ -321,3 +321,60 @@ def test_relaxed_gradients_are_close_and_leave_the_motion_alone():
     np.testing.assert_allclose(travelled(0.26, 1e-3), travelled(0.26, 0.0), atol=1e-12)
     grad = jax.grad(travelled)(0.26, 1e-3)
     np.testing.assert_allclose(grad, -0.5 * G * np.cos(theta) * T**2, rtol=5e-3)
+
+
+def _resting_pendulum(angle, *, lower, upper):
+    """A rod (1 kg, centre 0.5 m below a hinge about y) held at ``angle`` at rest."""
+    b = mbd.ModelBuilder("rest", gravity=(0.0, 0.0, -G))
+    b.add_body("rod", mass=1.0, inertia=[0.02, 0.02, 0.001], r=(0.0, 0.0, -0.5))
+    b.revolute("hinge", body_i="ground", body_j="rod", point=(0, 0, 0), axis=(0, 1, 0),
+               limits=(lower, upper))  # fmt: skip
+    b.set_joint_state("hinge", q=angle, qdot=0.0)
+    return b.build()
+
+
+def test_limit_reaction_holds_a_pendulum_at_its_stop():
+    """sol.limits: a pendulum resting on its hard stop (gravity pulls it back towards
+    q = 0, out of the range (0.3, 1.0) rad or (-1.0, -0.3)) is held by the stop's torque
+    m g l sin(q) along +q at the lower stop, -m g l sin|q| at the upper, to 1e-8; the
+    compliant limit settles on the same torque."""
+    for angle, lower, upper in ((0.3, 0.3, 1.0), (-0.3, -1.0, -0.3)):
+        model = _resting_pendulum(angle, lower=lower, upper=upper)
+        sol = mbd.simulate(model, contact="hard", t_end=0.02, h=1e-3)
+        assert np.all(np.asarray(sol.status) == 0)
+        q = np.asarray(sol.joints["hinge"].q)
+        np.testing.assert_allclose(q, angle, atol=1e-10)
+        torque = np.asarray(sol.limits["hinge"])
+        assert torque[0] == 0.0  # no step ended at t = 0
+        np.testing.assert_allclose(torque[1:], 1.0 * G * 0.5 * np.sin(angle), rtol=1e-8)
+    assert sol.contact is None and set(sol.limits) == {"hinge"}
+    # compliant: the critically damped limit (tau = 0.01 s) settles within 0.3 s
+    sol = mbd.simulate(model, t_end=0.3, h=1e-3)
+    q, torque = np.asarray(sol.joints["hinge"].q), np.asarray(sol.limits["hinge"])
+    assert q[-1] > -0.3  # in the upper stop's spring
+    np.testing.assert_allclose(torque[-1], G * 0.5 * np.sin(q[-1]), rtol=1e-6)
+
+
+def test_closed_form_generalised_jacobian_matches_autodiff():
+    """The semismooth Newton's generalised Jacobian of the Alart-Curnier equations in
+    Delassus form (closed form, Alart & Curnier eqs. 36-38), exact and smoothed, equals
+    forward-mode autodiff of the residual away from its kinks (random points: a slot
+    inactive, the others sticking or sliding)."""
+    from jaxmbd.integrators import moreau_jean as mj
+
+    rng = np.random.default_rng(0)
+    n_N, ns = 5, 3  # 3 contact slots and 2 limit rows
+    p = n_N + 2 * ns
+    low_rank = rng.normal(size=(p, 4))  # a rank-deficient Delassus matrix
+    closed_form = jax.jit(mj._proximal_jacobian, static_argnums=2)
+    autodiff = jax.jit(jax.jacfwd(mj._proximal_residual), static_argnums=2)
+    for smoothing in (None, 0.05):
+        for _ in range(3):
+            contact = mj._Contact(
+                jnp.asarray(rng.normal(size=p)), jnp.asarray(low_rank @ low_rank.T),
+                jnp.asarray(rng.uniform(0.5, 2.0, size=p)), jnp.array([0.3, 0.5, 0.7]),
+                jnp.array([1.0, 1.0, 0.0, 1.0, 1.0]),
+            )  # fmt: skip
+            P = jnp.asarray(rng.normal(size=p))
+            np.testing.assert_allclose(closed_form(P, contact, smoothing),
+                                       autodiff(P, contact, smoothing), atol=1e-14)  # fmt: skip

@@ -32,15 +32,28 @@ joint Jacobian G with G v = nu):
 
    and P = 0 on the inactive slots. rho is each slot's inverse Delassus diagonal
    1 / (W M^-1 W^T)_ii (a scale; the solution does not depend on it). The system is
-   solved by a semismooth Newton method (the generalised Jacobian of the max and the
-   disk projection by forward-mode autodiff of their branches: L. Qi, J. Sun, Math.
-   Programming 58 (1993) 353–367) inside the compiled step; a step whose iteration
-   does not converge to ``tol`` in ``max_iter`` iterations has status max_iterations.
+   solved in **Delassus form** (V. Acary, B. Brogliato, "Numerical methods for
+   nonsmooth dynamical systems", Springer 2008, ch. 10): the joints are eliminated once
+   per step (M^-1 from M's body blocks, the Schur complement S = G M^-1 G^T by Cholesky),
+   so that v_{k+1} = v_free + X P and Lambda = Lambda_free + L P, and the unknowns are the
+   impulses P alone, with the contact velocities W v_{k+1} = W v_free + D P and the
+   Delassus matrix D = W X. A semismooth Newton method (L. Qi, J. Sun, Math. Programming
+   58 (1993) 353-367) with the generalised Jacobian of the max and the disk projection in
+   closed form (Alart & Curnier eqs. 36-38) solves it inside the compiled step; its steps
+   are least-squares solves (a box on four corners: D is singular, the impulses' split
+   is not unique); a step whose iteration does not converge to ``tol`` in ``max_iter``
+   iterations has status max_iterations.
 3. q_{k+1} = q_M (+) (h / 2) v_{k+1}.
 4. **Projection** (Acary 2013, section 4): q_{k+1} <- q_{k+1} (+) M^-1 (-G^T mu_G + W_N^T
    mu_N), with Phi(q_{k+1}) = 0 and 0 <= mu_N complementary to g(q_{k+1}) >= 0 (the same
-   proximal form and Newton method): joints closed and no penetration, to the position
-   tolerance, at every step; velocities are kept.
+   proximal form and Newton method; M^-1 is the velocity step's): joints closed and no
+   penetration, to the position tolerance, at every step; velocities are kept.
+
+**Gradients** are implicit: each solve's root is differentiated by the implicit function
+theorem at the converged step (the least-squares solution of J dx = -dF with the
+generalised Jacobian J at the root, formed and factored once per step and reused by the
+backward sweep); v_{k+1} and Lambda follow from P through the eliminated (differentiable)
+linear algebra.
 
 The multipliers reported (``sol.lam``) are Lambda / h, the joint reactions averaged over
 the step; the accelerations (v_{k+1} - v_k) / h, impulsive where an impact happened.
@@ -116,6 +129,94 @@ def _disk_projection(y, radius, smoothing=None):
     norm = jnp.sqrt(yy + smoothing * smoothing)
     larger = radius + _positive_part(norm - radius, smoothing)
     return y * (radius / jnp.maximum(larger, 1e-300))[:, None]
+
+
+def _positive_part_derivative(x, smoothing=None):
+    """d max(0, x)/dx as :func:`_positive_part` takes it: 1 where x > 0, else 0 (an element
+    of the B-subdifferential), or the smoothing's derivative."""
+    if smoothing is None:
+        return jnp.where(x > 0, 1.0, 0.0)
+    return 0.5 * (1.0 + x / jnp.sqrt(x * x + 4.0 * smoothing * smoothing))
+
+
+def _disk_projection_derivatives(y, radius, smoothing=None):
+    """(d proj / dy (ns, 2, 2), d proj / d radius (ns, 2)) of :func:`_disk_projection`, in
+    closed form (Alart & Curnier 1991, eqs. 36-38): inside the disk (|y| <= radius, radius
+    > 0) the identity and 0; outside, (radius / |y|) (I - y y^T / |y|^2) and y / |y| (0
+    at y = 0). With ``smoothing``, the derivatives of the smoothed projection."""
+    eye = jnp.eye(2, dtype=y.dtype)
+    yy = jnp.sum(y * y, axis=-1)
+    if smoothing is None:
+        norm = jnp.sqrt(jnp.where(yy > 0, yy, 1.0))
+        unit = y / norm[:, None]
+        inside = (jnp.sqrt(jnp.where(yy > 0, yy, 0.0)) <= radius) & (radius > 0)
+        outer = unit[:, :, None] * unit[:, None, :]
+        d_y = jnp.where(inside[:, None, None], eye,
+                        (radius / norm)[:, None, None] * (eye - outer))  # fmt: skip
+        d_r = jnp.where(inside[:, None], 0.0, unit)
+        return d_y, d_r
+    norm = jnp.sqrt(yy + smoothing * smoothing)
+    larger = jnp.maximum(radius + _positive_part(norm - radius, smoothing), 1e-300)
+    slope = _positive_part_derivative(norm - radius, smoothing)
+    dL_dy = (slope / norm)[:, None] * y
+    d_y = (radius / larger)[:, None, None] * eye - (radius / larger**2)[:, None, None] * (
+        y[:, :, None] * dL_dy[:, None, :]
+    )
+    d_r = y / larger[:, None] - (radius * (1.0 - slope) / larger**2)[:, None] * y
+    return d_y, d_r
+
+
+class _Contact(NamedTuple):
+    """The velocity step's contact problem in the impulses P alone (Delassus form): the
+    rows' velocities after the step are u = free + delassus P (normal rows with Newton's
+    pre-impact term added), and the Alart-Curnier equations are solved for P."""
+
+    free: jax.Array  # (p,)
+    delassus: jax.Array  # (p, p)
+    rho: jax.Array  # (p,)
+    friction: jax.Array  # (ns,)
+    active: jax.Array  # (n_N,) 1.0 or 0.0
+
+
+def _proximal_residual(P, c: _Contact, smoothing=None):
+    """Alart-Curnier's equations (module docstring, step 2) at the impulses P (p,)."""
+    n_N, ns = c.active.shape[0], c.friction.shape[0]
+    u = c.free + c.delassus @ P
+    P_N, P_T = P[:n_N], P[n_N:].reshape(ns, 2)
+    xi_T = u[n_N:].reshape(ns, 2)
+    normal = P_N - _positive_part(P_N - c.rho[:n_N] * u[:n_N], smoothing)
+    radius = c.friction * _positive_part(P_N[:ns], smoothing)
+    y_T = P_T - c.rho[n_N:].reshape(ns, 2) * xi_T
+    tangent = P_T - _disk_projection(y_T, radius, smoothing)
+    normal = jnp.where(c.active > 0, normal, P_N)
+    tangent = jnp.where(c.active[:ns, None] > 0, tangent, P_T)
+    return jnp.concatenate([normal, tangent.reshape(-1)])
+
+
+def _proximal_jacobian(P, c: _Contact, smoothing=None):
+    """An element of the generalised Jacobian of :func:`_proximal_residual` at P, in
+    closed form (Alart & Curnier 1991, eqs. 36-38): a normal row is e_i where the max is
+    0 (or the slot is inactive), rho_i D_i where it is open; a tangent pair is
+    E_T - J_y (E_T - rho_T D_T) - J_r mu H(P_N) e_N with the disk projection's derivatives
+    J_y, J_r (:func:`_disk_projection_derivatives`)."""
+    n_N, ns = c.active.shape[0], c.friction.shape[0]
+    p = P.shape[0]
+    eye = jnp.eye(p, dtype=P.dtype)
+    u = c.free + c.delassus @ P
+    rho_D = c.rho[:, None] * c.delassus
+    P_N, P_T = P[:n_N], P[n_N:].reshape(ns, 2)
+    slope = _positive_part_derivative(P_N - c.rho[:n_N] * u[:n_N], smoothing) * c.active
+    normal = (1.0 - slope)[:, None] * eye[:n_N] + slope[:, None] * rho_D[:n_N]
+    radius = c.friction * _positive_part(P_N[:ns], smoothing)
+    d_radius = c.friction * _positive_part_derivative(P_N[:ns], smoothing)
+    y_T = P_T - c.rho[n_N:].reshape(ns, 2) * u[n_N:].reshape(ns, 2)
+    d_y, d_r = _disk_projection_derivatives(y_T, radius, smoothing)
+    on = c.active[:ns]
+    d_y, d_r = d_y * on[:, None, None], d_r * (on * d_radius)[:, None]
+    E_T = eye[n_N:].reshape(ns, 2, p)
+    tangent = E_T - jnp.einsum("sij,sjp->sip", d_y, E_T - rho_D[n_N:].reshape(ns, 2, p))
+    tangent = tangent - d_r[:, :, None] * eye[:ns][:, None, :]
+    return jnp.concatenate([normal, tangent.reshape(2 * ns, p)])
 
 
 class _Unilateral(NamedTuple):
@@ -232,6 +333,31 @@ def _mass_matrix(system):
     return M if system.coupling is None else M + system.coupling
 
 
+def _mass_solver(system):
+    """x -> M^-1 x for x (n,) or (n, c): M's (nb, k, k) blocks inverted once where M is
+    block-diagonal (no added mass couples the bodies: rA's and se3's M), a dense Cholesky
+    factor otherwise; built once per step and shared by the velocity problem and the
+    projection."""
+    nb, k, _ = system.mass.shape
+    if system.coupling is None:
+        inverse = jnp.linalg.inv(system.mass)
+
+        def solve(x):
+            blocks = jnp.einsum("aij,aj...->ai...", inverse, x.reshape((nb, k) + x.shape[1:]))
+            return blocks.reshape(x.shape)
+
+        return solve
+    factor = jax.scipy.linalg.cho_factor(_mass_matrix(system))
+    return lambda x: jax.scipy.linalg.cho_solve(factor, x)
+
+
+def _mass_times(system, x):
+    """M x for x (n,), from the blocks."""
+    nb, k, _ = system.mass.shape
+    out = jnp.einsum("aij,aj->ai", system.mass, x.reshape(nb, k)).reshape(-1)
+    return out if system.coupling is None else out + system.coupling @ x
+
+
 def _least_squares(J, F):
     """A least-squares solution of J x = F for a J that may be rank-deficient (a body
     resting on more contact points than the directions they constrain: the impulses' split
@@ -256,9 +382,11 @@ def _least_squares(J, F):
     return col * y
 
 
-def _newton(residual, x0, tol, max_iter):
+def _newton(residual, x0, tol, max_iter, *, jacobian=None, F0=None):
     """Semismooth Newton on residual(x) = 0 from x0: (x, iterations, converged, ||F||).
-    The generalised Jacobian is forward-mode autodiff of the residual's branches."""
+    The generalised Jacobian is ``jacobian(x)`` (closed form) or forward-mode autodiff of
+    the residual's branches; ``F0``: residual(x0) when the caller has it already."""
+    jacobian = jax.jacfwd(residual) if jacobian is None else jacobian
 
     def cond(carry):
         _, it, done, _ = carry
@@ -267,7 +395,7 @@ def _newton(residual, x0, tol, max_iter):
     def body(carry):
         x, it, _, _ = carry
         F = residual(x)
-        J = jax.jacfwd(residual)(x)
+        J = jacobian(x)
         # least squares: a body resting on several contact points (a box on four corners)
         # has more normal rows than the directions they constrain, and the generalised
         # Jacobian is singular there (the split of the impulses is not unique); the
@@ -278,10 +406,34 @@ def _newton(residual, x0, tol, max_iter):
         norm = jnp.max(jnp.abs(F_new))
         return x, it + 1, norm <= tol, norm
 
-    F0 = residual(x0)
-    norm0 = jnp.max(jnp.abs(F0))
+    F0 = residual(x0) if F0 is None else F0
+    norm0 = jnp.max(jnp.abs(F0)) if F0.size else jnp.zeros((), x0.dtype)
     x, it, done, norm = jax.lax.while_loop(cond, body, (x0, jnp.asarray(0), norm0 <= tol, norm0))
     return x, it, done, norm
+
+
+def _implicit_root(residual, jacobian, x_star, args):
+    """``x_star`` (a root of residual(., args)) with implicit-function derivatives: the
+    least-squares solution (:func:`_least_squares`) of J dx = -dF, J = jacobian(x_star,
+    args) in closed form and dF the residual's derivative with respect to ``args`` (a
+    pytree of arrays). Under reverse mode J and its factorisation are formed once, in the
+    forward sweep, and the backward sweep solves with that factor."""
+    x_star = jax.lax.stop_gradient(x_star)
+
+    @jax.custom_jvp
+    def root(x, args):
+        del args
+        return x
+
+    @root.defjvp
+    def _rule(primals, tangents):
+        x, args = primals
+        _, dargs = tangents
+        J = jax.lax.stop_gradient(jacobian(x, args))
+        _, dF = jax.jvp(lambda a: residual(x, a), (args,), (dargs,))
+        return x, -_least_squares(J, dF)
+
+    return root(x_star, args)
 
 
 def _implicit_min_norm(residual, x_star, derivative_of=None):
@@ -363,94 +515,111 @@ class MoreauJean(AbstractIntegrator):
         return {"unilateral_forces": state.forces}
 
     def _velocity_step(self, model, form, q_mid, v, t_mid, h, warm):
-        """(v_{k+1}, Lambda, impulses, iterations, converged, ||F|| / scale) of step 2."""
+        """Step 2 in Delassus form: (v_{k+1}, Lambda, impulses, iterations, converged,
+        ||F|| / scale, M^-1). The joints are eliminated once per step: with the Schur
+        complement S = G M^-1 G^T, v_{k+1} = v_free + X P and Lambda = Lambda_free + L P
+        are linear in the impulses P, and the semismooth Newton iterates on P alone with
+        the Delassus matrix D = W X = W (M^-1 - M^-1 G^T S^-1 G M^-1) W^T (Acary &
+        Brogliato, "Numerical methods for nonsmooth dynamical systems", 2008, ch. 10) and a
+        closed-form generalised Jacobian (:func:`_proximal_jacobian`)."""
         smooth = _smooth_model(model)
         system = index1_system(smooth, form, q_mid, v, t_mid)
-        M = _mass_matrix(system)
+        solve_M = _mass_solver(system)
         G = system.G
-        n, m = v.size, G.shape[0]
+        m = G.shape[0]
         v_flat = v.reshape(-1)
         Q = system.force.reshape(-1)
         # nu = G v - (G v - nu) at any v: the velocity equations' right-hand side
         nu = G @ v_flat - form.velocity_residual(smooth, q_mid, v, t_mid)
         uni = _unilateral(model, form, q_mid, v)
-        n_N, ns = uni.W_N.shape[0], uni.friction.shape[0]
+        ns = uni.friction.shape[0]
         # active at the midpoint's gap; a row closed by the last projection (to its
-        # tolerance) stays active, so a resting body does not lift off by round-off. A
-        # float mask: closure conversion (the implicit derivative) hoists floats only
+        # tolerance) stays active, so a resting body does not lift off by round-off
         active = jnp.where(uni.gap <= ACTIVE_GAP_PER_TOL * self.tol, 1.0, 0.0)
         W = jnp.concatenate([uni.W_N, uni.W_T])
-        delassus = jnp.einsum("ij,ji->i", W, jnp.linalg.solve(M, W.T))
-        rho = 1.0 / jnp.maximum(delassus, 1e-300)
-        rho_N, rho_T = rho[:n_N], rho[n_N:].reshape(ns, 2)
-        # the momentum scale of the step: impulses converge to tol of it; the joint rows
-        # (velocities) are weighed by the largest mass to be momenta too
-        mass_scale = jnp.max(jnp.abs(jnp.diagonal(M)))
-        scale = jnp.max(jnp.abs(M @ v_flat)) + h * jnp.max(jnp.abs(Q))
-        scale = jnp.maximum(scale, mass_scale * VELOCITY_FLOOR)
+        Y = solve_M(W.T)  # (n, p)
+        rho = 1.0 / jnp.maximum(jnp.einsum("ij,ji->i", W, Y), 1e-300)
+        v_star = v_flat + h * solve_M(Q)  # the step without joints and contacts
+        if m:
+            MinvGT = solve_M(G.T)
+            schur = jax.scipy.linalg.cho_factor(G @ MinvGT)
+            lam_free = jax.scipy.linalg.cho_solve(schur, G @ v_star - nu)
+            lam_of = jax.scipy.linalg.cho_solve(schur, G @ Y)  # (m, p)
+            v_free = v_star - MinvGT @ lam_free
+            X = Y - MinvGT @ lam_of
+        else:
+            lam_free, lam_of = jnp.zeros(0, v.dtype), jnp.zeros((0, W.shape[0]), v.dtype)
+            v_free, X = v_star, Y
         xi_N0 = uni.restitution * (uni.W_N @ v_flat)  # Newton's law: pre-impact velocity
-
-        def residual(x, smoothing=None):
-            v1, lam = x[:n], x[n : n + m]
-            P_N, P_T = x[n + m : n + m + n_N], x[n + m + n_N :].reshape(ns, 2)
-            momentum = M @ (v1 - v_flat) - h * Q + G.T @ lam - uni.W_N.T @ P_N
-            momentum = momentum - uni.W_T.T @ P_T.reshape(-1)
-            joints = G @ v1 - nu
-            xi_N = uni.W_N @ v1 + xi_N0
-            xi_T = (uni.W_T @ v1).reshape(ns, 2)
-            normal = P_N - _positive_part(P_N - rho_N * xi_N, smoothing)
-            radius = uni.friction * _positive_part(P_N[:ns], smoothing)
-            tangent = P_T - _disk_projection(P_T - rho_T * xi_T, radius, smoothing)
-            normal = jnp.where(active > 0, normal, P_N)
-            tangent = jnp.where(active[:ns, None] > 0, tangent, P_T)
-            # every row in momentum units (the proximal rows are impulses already)
-            return jnp.concatenate([momentum, mass_scale * joints, normal, tangent.reshape(-1)])
+        free = W @ v_free + jnp.concatenate([xi_N0, jnp.zeros(2 * ns, v.dtype)])
+        contact = _Contact(free, W @ X, rho, uni.friction, active)
+        # the momentum scale of the step: impulses converge to tol of it
+        mass_scale = jnp.max(jnp.abs(jnp.diagonal(system.mass, axis1=1, axis2=2)))
+        scale = jnp.max(jnp.abs(_mass_times(system, v_flat))) + h * jnp.max(jnp.abs(Q))
+        scale = jnp.maximum(scale, mass_scale * VELOCITY_FLOOR)
 
         on = jnp.concatenate([active, jnp.repeat(active[:ns], 2)])
-        x0 = jnp.concatenate([v_flat, jnp.zeros(m, v.dtype), jnp.where(on > 0, warm, 0.0)])
-        x, it, done, norm = _newton(residual, x0, self.tol * scale, self.max_iter)
+        P0 = jnp.where(on > 0, warm, 0.0)
+        P, it, done, norm = _newton(
+            lambda P: _proximal_residual(P, contact), P0, self.tol * scale, self.max_iter,
+            jacobian=lambda P: _proximal_jacobian(P, contact),
+        )  # fmt: skip
         if self.relaxation:
             # Dojo's gradients: the root of the relaxed equations (Newton from the exact
-            # root, a few iterations), differentiated implicitly; the value stays the exact
-            # root, so the motion does not change
-            def relaxed(y):
-                return residual(y, jax.lax.stop_gradient(self.relaxation * scale))
+            # root, a few iterations), differentiated implicitly; the values stay the exact
+            # root's, so the motion does not change
+            eps = jax.lax.stop_gradient(self.relaxation * scale)
+            P_relaxed, *_ = _newton(
+                lambda y: _proximal_residual(y, contact, eps), jax.lax.stop_gradient(P),
+                self.tol * scale, self.max_iter,
+                jacobian=lambda y: _proximal_jacobian(y, contact, eps),
+            )  # fmt: skip
+            P_relaxed = _implicit_root(
+                lambda y, a: _proximal_residual(y, a[0], a[1]),
+                lambda y, a: _proximal_jacobian(y, a[0], a[1]), P_relaxed, (contact, eps),
+            )  # fmt: skip
 
-            x_exact = x
-            x_relaxed, *_ = _newton(relaxed, jax.lax.stop_gradient(x), self.tol * scale,
-                                    self.max_iter)  # fmt: skip
-            x_relaxed = _implicit_min_norm(relaxed, x_relaxed)
-            x = jax.lax.stop_gradient(x_exact) + (x_relaxed - jax.lax.stop_gradient(x_relaxed))
+            def exact_value(relaxed, exact):
+                return jax.lax.stop_gradient(exact) + relaxed - jax.lax.stop_gradient(relaxed)
+
+            v1 = exact_value(v_free + X @ P_relaxed, v_free + X @ P)
+            lam = exact_value(lam_free + lam_of @ P_relaxed, lam_free + lam_of @ P)
+            P = exact_value(P_relaxed, P)
         else:
-            x = _implicit_min_norm(residual, x)
-        return x[:n], x[n : n + m], x[n + m :], it, done, norm / scale
+            P = _implicit_root(_proximal_residual, _proximal_jacobian, P, contact)
+            v1, lam = v_free + X @ P, lam_free + lam_of @ P
+        return v1, lam, P, it, done, norm / scale, solve_M
 
-    def _projection(self, model, form, q, v, t):
+    def _projection(self, model, form, q, v, t, solve_M):
         """Step 4: (q projected, iterations, converged, max violation): Phi(q) = 0 and
-        0 <= mu_N complementary to the gaps (metres, or radians for limits)."""
+        0 <= mu_N complementary to the gaps (metres, or radians for limits). The metric is
+        the velocity step's M (``solve_M``: its factor; any positive definite metric gives
+        a projection onto the same set, and rA's and se3's M are constant in the body
+        frame); the residual at mu = 0 is the one of the gaps the Jacobians came with."""
         smooth = _smooth_model(model)
-        system = index1_system(smooth, form, q, v, t)
-        M = _mass_matrix(system)
-        G = form.position_terms(smooth, q, t)[1]
+        phi, G = form.position_terms(smooth, q, t)
         m = G.shape[0]
-        W_N = _unilateral(model, form, q, v).W_N
-        rho = 1.0 / jnp.maximum(jnp.einsum("ij,ji->i", W_N, jnp.linalg.solve(M, W_N.T)),
-                                1e-300)  # fmt: skip
+        uni = _unilateral(model, form, q, v)
+        W_N = uni.W_N
         n_N = W_N.shape[0]
-        MinvB = jnp.linalg.solve(M, jnp.concatenate([-G, W_N]).T)  # the corrections
+        B = jnp.concatenate([-G, W_N])
+        MinvB = solve_M(B.T)  # the corrections
+        rho = 1.0 / jnp.maximum(jnp.einsum("ij,ji->i", W_N, MinvB[:, m:]), 1e-300)
 
         def moved(mu):
             return form.retract(q, MinvB @ mu)
 
+        def closing(mu_N, gap):
+            return (mu_N - _positive_part(mu_N - rho * gap)) / rho
+
         def residual(mu):
             qq = moved(mu)
-            mu_N = mu[m:]
             gap = _gaps(model, form, qq, v)
-            closing = (mu_N - _positive_part(mu_N - rho * gap)) / rho
-            return jnp.concatenate([form.residual(smooth, qq, t)[:m], closing])
+            return jnp.concatenate([form.residual(smooth, qq, t)[:m], closing(mu[m:], gap)])
 
         mu0 = jnp.zeros(m + n_N, v.dtype)
-        mu, it, done, norm = _newton(residual, mu0, self.tol, self.max_iter)
+        F0 = jnp.concatenate([phi[:m], closing(mu0[m:], uni.gap)])
+        mu, it, done, norm = _newton(residual, mu0, self.tol, self.max_iter, F0=F0)
         mu = _implicit_min_norm(residual, mu)
         return moved(mu), it, done, norm
 
@@ -459,14 +628,14 @@ class MoreauJean(AbstractIntegrator):
         t_mid, t1 = t0 + 0.5 * h, k * h
         q, v = state.q, state.v
         q_mid = form.retract(q, 0.5 * h * v.reshape(-1))
-        v1, lam, impulses, it, done, norm = self._velocity_step(
+        v1, lam, impulses, it, done, norm, solve_M = self._velocity_step(
             model, form, q_mid, v, t_mid, h, state.impulses
         )
         v1 = v1.reshape(v.shape)
         q1 = form.retract(q_mid, 0.5 * h * v1.reshape(-1))
         iterations, statuses = it, [jnp.where(done, SUCCESS, MAX_ITERATIONS)]
         if self.project:
-            q1, it_p, done_p, norm_p = self._projection(model, form, q1, v1, t1)
+            q1, it_p, done_p, norm_p = self._projection(model, form, q1, v1, t1, solve_M)
             iterations = iterations + it_p
             statuses.append(jnp.where(done_p, SUCCESS, MAX_ITERATIONS))
             norm = jnp.maximum(norm, norm_p)
@@ -499,4 +668,13 @@ def hard_contact_slots(slots, unilateral_forces):
                           active=normal_force > 0)  # fmt: skip
 
 
-__all__ = ["MoreauJean", "MoreauJeanState", "hard_contact_slots"]
+def hard_limit_forces(n_slots, n_limits, unilateral_forces):
+    """``sol.limits`` of a hard-contact run (..., T, n_limits): each limited coordinate's
+    stop reactions along +q, the lower stop's mean force (impulse / h) minus the upper's
+    (the unilateral rows after the ``n_slots`` contact normals: the lower rows, then the
+    upper, :class:`_Unilateral`)."""
+    rows = unilateral_forces[..., n_slots : n_slots + 2 * n_limits]
+    return rows[..., :n_limits] - rows[..., n_limits:]
+
+
+__all__ = ["MoreauJean", "MoreauJeanState", "hard_contact_slots", "hard_limit_forces"]

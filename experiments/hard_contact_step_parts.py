@@ -1,0 +1,186 @@
+"""Per-step cost of exact contact (``contact="hard"``), part by part (issue 39).
+
+Each part of one projected Moreau-Jean step (jaxmbd/integrators/moreau_jean.py) is jitted
+alone and timed at the same state (median of repeated calls after a warm-up, so the
+Python dispatch of one call, ~10-30 us, is in every figure): the narrow phase, the
+unilateral rows' Jacobians, the velocity problem (warm-started from the last step's
+impulses, and cold from zero impulses, when its Newton iterates), the position projection,
+the whole step, and the whole step's reverse-mode derivative (a vjp of q_{k+1}, v_{k+1}
+with respect to q_k, v_k and the friction coefficients). ``--before FILE`` times the same
+parts with an earlier version of the module (e.g. ``git show 4003482:jaxmbd/integrators/
+moreau_jean.py > /tmp/mj_before.py``) in the same process, so the ratios compare like with
+like on a loaded machine.
+
+    python experiments/hard_contact_step_parts.py [--before /tmp/mj_before.py] [--out F]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import equinox as eqx  # noqa: E402
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+
+import jaxmbd as mbd  # noqa: E402
+from jaxmbd.formulations import get_formulation  # noqa: E402
+from jaxmbd.integrators import moreau_jean as current  # noqa: E402
+
+G = 9.81
+
+
+def box_stack(n, a=0.1, m=1.0):
+    """The benchmark's box stack (experiments/bench_hard_contact.py, --parts boxstack)."""
+    b = mbd.ModelBuilder(f"stack{n}", gravity=(0.0, 0.0, -G))
+    b.add_ground_plane(point=(0, 0, 0), normal=(0, 0, 1))
+    inertia = m * a * a / 6
+    for k in range(n):
+        b.add_body(f"b{k}", mass=m, inertia=[inertia] * 3, r=(0.0, 0.0, a / 2 + a * k),
+                   shapes=[mbd.geometry.box((a, a, a))])  # fmt: skip
+        b.add_contact(f"b{k}", "ground" if k == 0 else f"b{k - 1}", friction=0.5)
+    return b.build()
+
+
+def ball():
+    """A ball sliding on the ground at 0.3 m/s (its contact active, friction slipping)."""
+    b = mbd.ModelBuilder("ball", gravity=(0.0, 0.0, -G))
+    R = 0.05
+    b.add_body("ball", mass=1.0, inertia=[0.4 * R * R] * 3, r=(0.0, 0.0, R),
+               rdot=(0.3, 0.0, 0.0), shapes=[mbd.geometry.sphere(R)])  # fmt: skip
+    b.add_ground_plane(point=(0, 0, 0), normal=(0, 0, 1))
+    b.add_contact("ball", "ground", friction=0.5, restitution=0.8)
+    return b.build()
+
+
+def load_module(path):
+    spec = importlib.util.spec_from_file_location("jaxmbd.integrators._moreau_jean_before", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def interleaved(calls, repeats):
+    """Median time (us) of each (fn, args) in ``calls`` (a dict), the calls alternating in
+    every round so that a change of the machine's load reaches all of them alike."""
+    for fn, args in calls.values():
+        jax.block_until_ready(fn(*args))  # compile
+    times = {name: [] for name in calls}
+    for _ in range(repeats):
+        for name, (fn, args) in calls.items():
+            start = time.perf_counter()
+            jax.block_until_ready(fn(*args))
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(t) * 1e6 for name, t in times.items()}
+
+
+def parts(module, model, steps_before=5, h=1e-3):
+    """The parts (name -> (jitted fn, args)) with the module's integrator at the state after
+    ``steps_before`` steps from the model's start, and the Newton iterations of the
+    velocity problem there (warm, cold)."""
+    form = get_formulation("rA")
+    integ = module.MoreauJean()
+    q = (model.r0, model.A0)
+    v = jnp.concatenate([model.rdot0, model.omega0], 1)
+    _, ns, _, n_lim = module._parts(model)
+    zero = jnp.zeros(3 * ns + n_lim)
+    state = module.MoreauJeanState(q, v, zero, zero)
+    step = jax.jit(lambda s, k: integ.step(model, form, s, k, h))
+    for k in range(1, steps_before + 1):
+        state, res = step(state, k)
+    k = steps_before + 1
+    q, v = state.q, state.v
+    q_mid = form.retract(q, 0.5 * h * v.reshape(-1))
+    t_mid = (k - 0.5) * h
+    element = module.contact_element(model)
+    out = {}
+    out["narrow phase"] = (
+        jax.jit(lambda q: element.collide(module._body_state(form, q, v))),
+        (q_mid,),
+    )
+    out["unilateral rows + Jacobians"] = (
+        jax.jit(lambda q: module._unilateral(model, form, q, v)),
+        (q_mid,),
+    )
+
+    def velocity(warm):
+        return integ._velocity_step(model, form, q_mid, v, t_mid, h, warm)[:6]
+
+    fn = jax.jit(velocity)
+    cold = jnp.zeros_like(state.impulses)
+    out["velocity problem, warm"] = (fn, (state.impulses,))
+    out["velocity problem, cold"] = (fn, (cold,))
+    iterations = (int(fn(state.impulses)[3]), int(fn(cold)[3]))
+    v1 = fn(state.impulses)[0].reshape(v.shape)
+    q1 = form.retract(q_mid, 0.5 * h * v1.reshape(-1))
+    if "solve_M" in module.MoreauJean._projection.__code__.co_varnames:
+        system = module.index1_system(module._smooth_model(model), form, q_mid, v, t_mid)
+
+        def project(q1, system):
+            solve_M = module._mass_solver(system)  # built by the velocity step
+            return integ._projection(model, form, q1, v1, k * h, solve_M)
+
+        out["projection"] = (jax.jit(project), (q1, system))
+    else:
+        out["projection"] = (jax.jit(lambda q1: integ._projection(model, form, q1, v1, k * h)),
+                             (q1,))  # fmt: skip
+    out["whole step"] = (step, (state, k))
+
+    def loss(q, v, friction):
+        m = eqx.tree_at(lambda m: m.contacts.friction, model, friction)
+        new, _ = integ.step(m, form, state._replace(q=q, v=v), k, h)
+        return new.q, new.v
+
+    def vjp(q, v, friction):
+        out, pullback = jax.vjp(loss, q, v, friction)
+        return pullback(jax.tree_util.tree_map(jnp.ones_like, out))
+
+    out["whole step, vjp"] = (jax.jit(vjp), (q, v, model.contacts.friction))
+    return out, iterations
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--before", help="an earlier moreau_jean.py to time alongside")
+    parser.add_argument("--models", nargs="+", default=["ball", "stack2", "stack3"])
+    parser.add_argument("--repeats", type=int, default=30)
+    parser.add_argument("--out", default=str(Path(__file__).parent / "results" /
+                                             "hard_contact_step_parts.json"))  # fmt: skip
+    args = parser.parse_args(argv)
+    versions = {"current": current}
+    if args.before:
+        versions = {"before": load_module(args.before), **versions}
+    models = {"ball": ball, "stack2": lambda: box_stack(2), "stack3": lambda: box_stack(3)}
+    load0 = os.getloadavg()[0]
+    rows = []
+    for name in args.models:
+        model = models[name]()
+        calls, iterations = {}, {}
+        for label, module in versions.items():
+            fns, iterations[label] = parts(module, model)
+            calls.update({(label, part): call for part, call in fns.items()})
+        times = interleaved(calls, args.repeats)
+        for label in versions:
+            row = {"model": name, "version": label, "iterations warm / cold": iterations[label]}
+            row.update({part: t for (lab, part), t in times.items() if lab == label})
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+        jax.clear_caches()
+    data = dict(command="python experiments/hard_contact_step_parts.py " +
+                " ".join(argv or sys.argv[1:]), load=[load0, os.getloadavg()[0]],
+                date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), rows=rows)  # fmt: skip
+    Path(args.out).write_text(json.dumps(data, indent=1))
+    print("wrote", args.out, "load", data["load"])
+
+
+if __name__ == "__main__":
+    main()
