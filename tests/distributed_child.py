@@ -1,6 +1,6 @@
 """The child process of tests/test_distributed.py: ``python distributed_child.py
-PROCESS_ID PORT OUT.npz``. Two of these, joined by ``jax.distributed`` with gloo, run every
-case of the test in one launch (the launch and the compilations are the test's time):
+PROCESS_ID PORT OUT.npz [full]``. Two of these, joined by ``jax.distributed`` with gloo,
+run every case of the test in one launch (the launch and the compilations are the test's time):
 simulate_batch (run, failing member, gather=False, no recompilation), the gradient of a
 batch mean, identification under the user's own ``jax.jit``, a policy's run and gradient,
 and kinematics_batch. Each process then runs half of the single-process references (no
@@ -19,6 +19,7 @@ from compile_counter import count_compilations  # tests/: the script's folder
 import jaxmbd as mbd  # before initialize, as users write it: the import starts no backend
 
 process_id, port, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+FULL = sys.argv[4:] == ["full"]
 T0 = time.monotonic()
 
 
@@ -138,18 +139,6 @@ except ValueError as e:
     assert "gather=False needs a batch divisible by the 2 devices" in str(e), e
 mark("double pendulum failures")
 
-# the gradient of the batch mean, all-reduced by XLA: replicated, as one process's
-grad = jax.grad(loss)(jnp.asarray(masses), everywhere)
-assert grad.is_fully_replicated, grad.sharding
-keep("grad", grad)
-mark("double pendulum gradient")
-# identification under the user's own jax.jit around the whole loss: value and gradient
-# with respect to rod 2's mass, shared by the 8 experiments
-fit = jax.jit(jax.value_and_grad(fit_loss), static_argnums=2)(39.0, measured, tuple(everywhere))
-assert fit[1].is_fully_replicated, fit[1].sharding
-keep("fit_value", fit[0])
-keep("fit_grad", fit[1])
-mark("identification under jit")
 
 # --- policy: one MLP shared by 4 carts on a rail (1 body), 5 steps ------------------------
 b = mbd.ModelBuilder("cart", gravity=(0.0, 0.0, -9.81))
@@ -182,11 +171,25 @@ def policy_loss(p, devices):  # value, gradient and the run from one forward pro
 
 
 steer = eqx.filter_value_and_grad(policy_loss, has_aux=True)
-(value, run), grad = steer(policy, everywhere)
-keep("policy_value", value)
-keep("policy_run", run)
-keep("policy_grad", grad)
-mark("policy")
+if FULL:
+    # the gradient of the batch mean, all-reduced by XLA: replicated, as one process's
+    grad = jax.grad(loss)(jnp.asarray(masses), everywhere)
+    assert grad.is_fully_replicated, grad.sharding
+    keep("grad", grad)
+    mark("double pendulum gradient")
+    # identification under the user's own jax.jit around the whole loss: value and
+    # gradient with respect to rod 2's mass, shared by the 8 experiments
+    fit_program = jax.jit(jax.value_and_grad(fit_loss), static_argnums=2)
+    fit = fit_program(39.0, measured, tuple(everywhere))
+    assert fit[1].is_fully_replicated, fit[1].sharding
+    keep("fit_value", fit[0])
+    keep("fit_grad", fit[1])
+    mark("identification under jit")
+    (value, run), grad = steer(policy, everywhere)
+    keep("policy_value", value)
+    keep("policy_run", run)
+    keep("policy_grad", grad)
+    mark("policy")
 
 # --- kinematics: 2 rods turned by a driver at 2 and 3 rad/s, 2 steps ----------------------
 b = mbd.ModelBuilder("crank")
@@ -207,10 +210,11 @@ mark("kinematics")
 
 # --- the single-process references, split between the processes (no collective) -----------
 if process_id == 0:
-    (value, run), grad = steer(policy, here)
-    keep("ref_policy_value", value)
-    keep("ref_policy_run", run)
-    keep("ref_policy_grad", grad)
+    if FULL:
+        (value, run), grad = steer(policy, here)
+        keep("ref_policy_value", value)
+        keep("ref_policy_run", run)
+        keep("ref_policy_grad", grad)
     ref_kin = mbd.kinematics_batch(cranks, devices=here, **KOPTS)
     keep("ref_kinematics", (ref_kin.r, ref_kin.A, ref_kin.rdot, ref_kin.omega))
 else:
@@ -219,10 +223,11 @@ else:
     keep("ref_run_iterations", ref.iterations)
     ref_measured = mbd.simulate_batch(truth, devices=here, **OPTS).r
     keep("ref_measured", ref_measured)
-    keep("ref_grad", jax.grad(loss)(jnp.asarray(masses), here))
-    value, grad = jax.value_and_grad(fit_loss)(39.0, ref_measured, tuple(here))
-    keep("ref_fit_value", value)
-    keep("ref_fit_grad", grad)
+    if FULL:
+        keep("ref_grad", jax.grad(loss)(jnp.asarray(masses), here))
+        value, grad = jax.value_and_grad(fit_loss)(39.0, ref_measured, tuple(here))
+        keep("ref_fit_value", value)
+        keep("ref_fit_grad", grad)
 mark("references")
 np.savez(out, **saved)
 print("OK", process_id, flush=True)
