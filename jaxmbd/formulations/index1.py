@@ -29,8 +29,9 @@ from .. import _config  # noqa: F401
 from .._rigid_body import mass_blocks, newton_euler_forces
 from ..equations import rA_terms
 from ..forces import BodyState, added_mass, added_mass_matrix, adds_mass
+from ..linear import schur
 from ..model import Model
-from ..newton import solve_with_condition
+from ..newton import condition_status, solve_with_condition
 
 
 class Index1System(NamedTuple):
@@ -66,6 +67,15 @@ def _block_diagonal(blocks):
     )
 
 
+def _own_rows(model: Model | None, m: int, nb: int) -> int | None:
+    """Rows per body after the model's constraint rows (rp's normalisation, rotmat's
+    orthonormality), or None where that is not known (no model) or not a whole number."""
+    if model is None or nb == 0:
+        return None
+    per_body, rest = divmod(m - model.nc, nb)
+    return None if rest or per_body < 0 else per_body
+
+
 def solve_index1(
     system: Index1System, *, model: Model | None = None, structured: bool = False
 ) -> Index1Solution:
@@ -76,9 +86,21 @@ def solve_index1(
 
     ``structured=True`` (needs ``model``): block elimination on the body-joint graph
     (:mod:`jaxmbd.linear.structured`) instead of a dense LU; the KKT matrix is gathered
-    into blocks from its dense form (the factorisation is structured, the assembly not)."""
+    into blocks from its dense form (the factorisation is structured, the assembly not).
+
+    Inside :func:`jaxmbd.linear.schur.prefer` (``linear_solver="schur"``, or "auto" on the
+    CPU for small systems), with ``model`` given and M block-diagonal (no added mass between
+    bodies), the system is solved exactly through the Schur complement G M^{-1} G^T in
+    elementwise kernels (:mod:`jaxmbd.linear.schur`; same statuses)."""
     nb, k, _ = system.mass.shape
     m = system.G.shape[0]
+    own_rows = _own_rows(model, m, nb)
+    if not structured and own_rows is not None and system.coupling is None and schur.active():
+        # exact Schur complement of the block-diagonal M (jaxmbd.linear.schur)
+        a, lam, rcond = schur.solve(
+            system.mass, system.G, system.force, system.gamma, own_rows=own_rows
+        )
+        return Index1Solution(a, lam, condition_status(rcond, jnp.concatenate([a.ravel(), lam])))
     Q = system.force.reshape(-1)
     M = _block_diagonal(system.mass)
     if system.coupling is not None:

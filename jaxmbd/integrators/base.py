@@ -22,6 +22,7 @@ G v_{n+1} - nu = 0 (scaled by 1 / c_v) are enforced, so x = (a, lam, mu).
 from __future__ import annotations
 
 import abc
+import contextlib
 import functools
 from collections.abc import Callable
 from typing import Any, ClassVar, NamedTuple
@@ -33,6 +34,7 @@ import jax.numpy as jnp
 from .. import _config  # noqa: F401
 from ..equations import rA_generalized_reaction, rA_rows, rA_terms
 from ..formulations import AbstractFormulation
+from ..linear import schur as _schur
 from ..linear import small as _small_kernels
 from ..model import Model
 from ..newton import (
@@ -58,8 +60,10 @@ STRUCTURED_FROM = 300
 #: call, so XLA can compile a whole step as one native loop on the CPU); "structured":
 #: block elimination on the body-joint graph; "small_structured": the same elimination in
 #: elementwise kernels (:mod:`jaxmbd.linear.small_blocks`: the step stays one native loop);
+#: "schur" (the explicit integrators' index-1 KKT solves only): the exact Schur complement
+#: of their block-diagonal mass matrix in elementwise kernels (:mod:`jaxmbd.linear.schur`);
 #: "auto": one of them by size and backend (:func:`resolve_linear_solver`).
-LINEAR_SOLVERS = ("auto", "dense", "small", "structured", "small_structured")
+LINEAR_SOLVERS = ("auto", "dense", "small", "structured", "small_structured", "schur")
 #: The solvers that factor the Newton matrix as blocks of the body-joint graph.
 BLOCK_SOLVERS = ("structured", "small_structured")
 
@@ -92,6 +96,11 @@ def default_tolerance(h):
     return jnp.clip(TOL_PER_H2 * h * h, DEFAULT_TOL, TOL_MAX)
 
 
+#: "auto" means "schur" for the explicit integrators' KKT solves on the CPU up to
+#: :data:`~jaxmbd.linear.small.SMALL_MAX` unknowns (:func:`dense_kernels`).
+SCHUR_AUTO = True
+
+
 def resolve_linear_solver(choice: str, n_unknowns: int, nc: int, *, own_solve=False) -> str:
     """The solver a ``linear_solver`` option means for a system of ``n_unknowns``: "auto"
     is "structured" from :data:`STRUCTURED_FROM` on (with constraints, and no formulation's
@@ -118,18 +127,35 @@ def choose_structured(choice: str, n_unknowns: int, nc: int) -> bool:
     return resolve_linear_solver(choice, n_unknowns, nc) in BLOCK_SOLVERS
 
 
-def dense_kernels(choice: str, n_unknowns: int, nc: int = 0, *, auto_small: bool = True):
+@contextlib.contextmanager
+def dense_kernels(
+    choice: str, n_unknowns: int, nc: int = 0, *, auto_small: bool = True, kkt: bool = True
+):
     """Context (while a step is traced) in which the dense solves use the elementwise
     kernels of :mod:`jaxmbd.linear.small` where ``linear_solver`` resolves to "small"
-    (:func:`resolve_linear_solver`), else LAPACK. ``auto_small=False``: "auto" never
-    means "small" (only an explicit ``linear_solver="small"`` does): the explicit
-    integrators factor a KKT matrix at every stage, and there the elementwise LU was not
-    measured faster (``experiments/results/bench_small_solve_simulate.txt``: double
-    pendulum rkmk 11.3k -> 8.0k steps per CPU-second, arm3 rkmk 6.0k -> 7.3k)."""
+    (:func:`resolve_linear_solver`), else LAPACK, and the index-1 KKT solves the Schur
+    complement (:mod:`jaxmbd.linear.schur`) where it resolves to "schur".
+
+    ``auto_small=False``: "auto" never means "small" (only an explicit
+    ``linear_solver="small"`` does): the explicit integrators factor a KKT matrix at every
+    stage, and there the elementwise LU of the whole KKT matrix was not measured faster
+    (``experiments/results/bench_small_solve_simulate.txt``: double pendulum rkmk 11.3k ->
+    8.0k steps per CPU-second, arm3 rkmk 6.0k -> 7.3k). ``kkt`` (True: rk, rkmk, whose
+    step solves index-1 KKT systems; energy_momentum passes False): "auto" means "schur"
+    where it would mean "small" (:data:`SCHUR_AUTO`; measured by
+    ``experiments/bench_small_solve.py integrators``), the other dense solves of the step
+    (rk's frozen multipliers, rkmk's projection) then staying on LAPACK."""
     resolved = resolve_linear_solver(choice, n_unknowns, nc)
     if choice == "auto" and not auto_small and resolved == "small":
-        resolved = "dense"
-    return _small_kernels.prefer(_small_kernels.limit_for(resolved))
+        resolved = "schur" if kkt and SCHUR_AUTO else "dense"
+    if resolved == "schur" and not kkt:
+        raise ValueError(
+            "linear_solver='schur' applies to the index-1 KKT solves of the explicit "
+            "integrators (rk, rkmk); use 'auto', 'dense' or 'small'"
+        )
+    with _small_kernels.prefer(_small_kernels.limit_for(resolved)):
+        with _schur.prefer(resolved == "schur"):
+            yield
 
 
 class StartState(NamedTuple):
@@ -224,6 +250,15 @@ class AbstractImplicitIntegrator(AbstractIntegrator):
     @property
     def stabilised(self) -> bool:
         return False
+
+    def __check_init__(self):
+        if getattr(self, "linear_solver", None) == "schur":
+            raise ValueError(
+                f"{self.name}: linear_solver='schur' applies to the explicit integrators' "
+                "index-1 KKT systems (rk, rkmk), whose mass matrix is block-diagonal; the "
+                "Newton matrix of an implicit step couples bodies through its stiffness "
+                "(use 'auto', 'dense', 'small', 'structured' or 'small_structured')"
+            )
 
     def linear_solver_for(self, model, form) -> str:
         """ "dense", "small", "structured" or "small_structured": the integrator's

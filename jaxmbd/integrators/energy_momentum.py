@@ -652,6 +652,12 @@ class EnergyMomentum(AbstractIntegrator):
                 f"energy_momentum: linear_solver must be one of {LINEAR_SOLVERS}, "
                 f"got {self.linear_solver!r}"
             )
+        if self.linear_solver == "schur":
+            raise ValueError(
+                "energy_momentum: linear_solver='schur' applies to the index-1 KKT systems of "
+                "rk and rkmk; the midpoint scheme's Newton matrix is not of that form (use "
+                "'auto', 'dense', 'small', 'structured' or 'small_structured')"
+            )
         if self.scheme not in SCHEMES:
             raise ValueError(
                 f"energy_momentum: scheme must be one of {SCHEMES}, got {self.scheme!r}"
@@ -795,7 +801,7 @@ class EnergyMomentum(AbstractIntegrator):
         (:func:`~jaxmbd.integrators.base.dense_kernels`)."""
         n = 12 * model.nb + form_rows(model)
         # "small" when asked for (not measured for this scheme: "auto" keeps LAPACK)
-        with dense_kernels(self.linear_solver, n, model.nc, auto_small=False):
+        with dense_kernels(self.linear_solver, n, model.nc, auto_small=False, kkt=False):
             return self._step(model, form, state, k, h)
 
     def _step(self, model, form, state, k, h):

@@ -85,8 +85,11 @@ class RungeKutta(AbstractIntegrator):
     ("two_step", eq. 25, the default where the formulation offers it (rotmat); "one_step",
     the full KKT system, the default elsewhere; or "frozen", multipliers constant over a
     step, first order); ``linear_solver`` for the KKT solves ("dense", the default,
-    "structured", "auto" or "small", the elementwise kernels of :mod:`jaxmbd.linear.small`;
-    "two_step" has no KKT solve: "structured" is refused there).
+    "structured", "auto", "small", the elementwise kernels of :mod:`jaxmbd.linear.small`,
+    or "schur", the exact Schur complement of the block-diagonal mass matrix in those
+    kernels, :mod:`jaxmbd.linear.schur`; "auto" is "schur" on the CPU up to
+    :data:`~jaxmbd.linear.small.SMALL_MAX` KKT unknowns; "two_step" has no KKT solve:
+    "structured" and "schur" are refused there).
     """
 
     name: ClassVar[str] = "rk"
@@ -119,7 +122,7 @@ class RungeKutta(AbstractIntegrator):
                 "'one_step' (full KKT system) or 'frozen'"
             )
         kkt = method == "one_step" or not two_step  # frozen solves a KKT system at the start
-        if self.linear_solver in BLOCK_SOLVERS and not kkt:
+        if (self.linear_solver in BLOCK_SOLVERS or self.linear_solver == "schur") and not kkt:
             raise ValueError(
                 f"rk: linear_solver={self.linear_solver!r} applies to KKT solves, and "
                 f"multipliers={method!r} with formulation {form.name!r} has none (per-body "
