@@ -1,0 +1,196 @@
+"""The Schur-complement solve of the explicit integrators' index-1 KKT systems
+(jaxmbd.linear.schur, linear_solver="schur" and rk/rkmk's "auto" on the CPU): equal to the
+dense KKT solve on real systems, the same statuses on singular and near-singular ones,
+implicit gradients against central differences, vmap, and a hoisted rkmk step."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxmbd as mbd
+from jaxmbd._xla_flags import loop_hoisted
+from jaxmbd.formulations import get_formulation
+from jaxmbd.formulations.index1 import index1_system, solve_index1
+from jaxmbd.initial_state import to_formulation
+from jaxmbd.linear import schur
+from jaxmbd.newton import ILL_CONDITIONED, NONFINITE, SUCCESS
+
+
+def _system(name, formulation, t=0.3):
+    """A real KKT system: the model's consistent start with velocities added (any v gives
+    a well-posed KKT system; non-zero ones make gamma and the gyroscopic forces non-zero)."""
+    model = getattr(mbd.models, name)()
+    form = get_formulation(formulation)
+    rng = np.random.default_rng(0)
+    rdot, omega = (0.5 * rng.standard_normal(model.r0.shape) for _ in range(2))
+
+    @jax.jit
+    def build(model):
+        zero = jnp.zeros_like(model.r0)
+        q, v, _ = to_formulation(form, model.r0, model.A0, rdot, omega, zero, zero)
+        return index1_system(model, form, q, v, t)
+
+    system = build(model)
+    return model, system, (system.G.shape[0] - model.nc) // model.nb
+
+
+@pytest.fixture(scope="module")
+def systems():
+    """rA double pendulum (6x6 blocks, 10 rows) and rp slider crank (7x7 blocks with a
+    singular quaternion part, 18 joint rows + one normalisation row per body)."""
+    return {
+        "double_pendulum-rA": _system("double_pendulum", "rA"),
+        "slider_crank-rp": _system("slider_crank", "rp"),
+    }
+
+
+_JITTED = {}
+
+
+def _routed(model, schur_on: bool):
+    """solve_index1 for ``model``, jitted once per (model, route)."""
+    key = (model.name, schur_on)
+    if key not in _JITTED:
+
+        def run(system):
+            with schur.prefer(schur_on):
+                return solve_index1(system, model=model)
+
+        _JITTED[key] = jax.jit(run)
+    return _JITTED[key]
+
+
+def _dense(model, system):
+    return _routed(model, False)(system)
+
+
+@pytest.mark.parametrize("name", ["double_pendulum-rA", "slider_crank-rp"])
+def test_equals_the_dense_kkt_solve(systems, name):
+    """Through solve_index1 in the context the integrators set (linear_solver="schur", or
+    "auto" on the CPU), against the dense KKT solve (LAPACK)."""
+    model, system, _ = systems[name]
+    ref = _dense(model, system)
+    out = _routed(model, True)(system)
+    x_ref = np.concatenate([np.ravel(ref.a), ref.lam])
+    x = np.concatenate([np.ravel(out.a), out.lam])
+    assert int(ref.status) == SUCCESS and int(out.status) == SUCCESS
+    assert np.max(np.abs(x - x_ref)) <= 1e-12 * np.max(np.abs(x_ref))
+
+
+def _statuses(model, system):
+    ref = _dense(model, system)
+    out = _routed(model, True)(system)
+    return int(ref.status), int(out.status), out
+
+
+def test_singular_and_near_singular_statuses(systems):
+    """Dependent rows (a repeated row), nearly dependent ones (1e-13 apart), a body without
+    mass, and rows 1e-4 apart (well-posed): the Schur solve reports what the dense one
+    reports."""
+    model, system, _ = systems["double_pendulum-rA"]
+    G = np.asarray(system.G)
+    repeated = G.copy()
+    repeated[3] = G[2]
+    near = G.copy()
+    near[3] = G[2] + 1e-13 * np.abs(G[2]).max() * np.sign(G[3] + 0.5)
+    apart = G.copy()
+    apart[3] = G[2] + 1e-4 * G[3]
+    massless = np.asarray(system.mass).copy()
+    massless[1] = 0.0
+    cases = {
+        "repeated": (system._replace(G=jnp.asarray(repeated)), (ILL_CONDITIONED, NONFINITE)),
+        "near": (system._replace(G=jnp.asarray(near)), (ILL_CONDITIONED, NONFINITE)),
+        "massless": (system._replace(mass=jnp.asarray(massless)), (NONFINITE,)),
+        "apart": (system._replace(G=jnp.asarray(apart)), (SUCCESS,)),
+    }
+    for label, (case, expected) in cases.items():
+        dense, via_schur, out = _statuses(model, case)
+        assert dense in expected, (label, dense)
+        assert via_schur == dense, (label, dense, via_schur)
+        if via_schur == SUCCESS:
+            ref = _dense(model, case)
+            x_ref = np.concatenate([np.ravel(ref.a), ref.lam])
+            x = np.concatenate([np.ravel(out.a), out.lam])
+            # a condition number ~1e8: agreement to what it allows
+            assert np.max(np.abs(x - x_ref)) <= 1e-6 * np.max(np.abs(x_ref)), label
+
+
+def test_gradient_against_central_differences(systems):
+    """d/dp of a weighted sum of (a, lam) with the mass blocks, G, Q and gamma all moving
+    with p (the slider crank in rp: the augmented quaternion blocks too)."""
+    model, system, own = systems["slider_crank-rp"]
+    rng = np.random.default_rng(3)
+    # on G's pattern: a body's own rows (rp's normalisation) stay its own
+    dG = jnp.asarray(rng.standard_normal(system.G.shape) * (np.asarray(system.G) != 0)) * 0.01
+    dQ = jnp.asarray(rng.standard_normal(system.force.shape))
+    dg = jnp.asarray(rng.standard_normal(system.gamma.shape))
+
+    def f(p):
+        mass = system.mass * (1.0 + 0.1 * p)
+        a, lam, _ = schur.solve(
+            mass, system.G + p * dG, system.force + p * dQ, system.gamma + p * dg, own_rows=own
+        )
+        weights = jnp.sin(jnp.arange(a.size + lam.size) + 1.0)
+        return jnp.sum(weights * jnp.concatenate([a.ravel(), lam]))
+
+    grad = jax.jit(jax.grad(f))(0.0)
+    eps = 1e-5
+    values = jax.jit(jax.vmap(f))(jnp.asarray([eps, -eps]))
+    fd = (values[0] - values[1]) / (2 * eps)
+    assert abs(grad - fd) <= 1e-6 * abs(fd), (grad, fd)
+
+
+def test_vmap_equals_member_by_member(systems):
+    model, system, own = systems["double_pendulum-rA"]
+    scales = jnp.asarray([0.5, 1.0, 3.0])
+    shifts = jnp.asarray([-1.0, 0.0, 2.0])
+
+    def one(s, d):
+        return schur.solve(system.mass * s, system.G, system.force + d, system.gamma, own_rows=own)
+
+    a, lam, rcond = jax.jit(jax.vmap(one))(scales, shifts)
+    single = jax.jit(one)
+    for i in range(3):
+        a_i, lam_i, rcond_i = single(scales[i], shifts[i])
+        np.testing.assert_allclose(a[i], a_i, rtol=1e-13, atol=1e-13)
+        np.testing.assert_allclose(lam[i], lam_i, rtol=1e-13, atol=1e-11)
+        np.testing.assert_allclose(rcond[i], rcond_i, rtol=1e-13)
+
+
+@pytest.fixture(scope="module")
+def rkmk_runs():
+    """The double pendulum's rkmk (rA) run compiled with "auto" (the Schur solve on the
+    CPU) and "dense" (LAPACK), 40 steps."""
+    model = mbd.models.double_pendulum()
+    runs = {}
+    for solver in ("auto", "dense"):
+        run = jax.jit(
+            lambda m, s=solver: mbd.simulate(
+                m, t_end=0.04, h=1e-3, integrator="rkmk", linear_solver=s, throw=False
+            )
+        )
+        compiled = run.lower(model).compile()
+        runs[solver] = (compiled.as_text(), compiled(model))
+    return runs
+
+
+def test_rkmk_auto_step_is_hoisted_and_equals_dense(rkmk_runs):
+    if jax.default_backend() != "cpu":
+        pytest.skip("the hoisting pass is XLA's CPU compiler's")
+    hlo, sol = rkmk_runs["auto"]
+    dense_hlo, dense = rkmk_runs["dense"]
+    assert loop_hoisted(hlo, 40)
+    assert not loop_hoisted(dense_hlo, 40)  # LAPACK's custom call keeps it out
+    assert np.all(np.asarray(sol.status) == SUCCESS)
+    np.testing.assert_allclose(sol.r, dense.r, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(sol.lam, dense.lam, rtol=1e-11, atol=1e-9)
+
+
+def test_schur_refused_where_there_is_no_kkt_system():
+    model = mbd.models.double_pendulum()
+    with pytest.raises(ValueError, match="schur"):
+        mbd.simulate(model, t_end=0.01, h=1e-3, integrator="gen_alpha", linear_solver="schur")
+    with pytest.raises(ValueError, match="schur"):
+        mbd.simulate(model, t_end=0.01, h=1e-3, formulation="rotmat", integrator="rk",
+                     linear_solver="schur")  # fmt: skip
