@@ -2,6 +2,7 @@
 
     python experiments/compare_engines.py
         [--mechanisms slider_crank double_pendulum heavy_top] [--repeats 5] [--quick]
+        [--study-h 1e-2 5e-3 ...]
 
 Needs the optional engines: pip install -e '.[bench]' (and scipy for the reference).
 Slider crank 3 s (crank driven at 2 pi rad/s; output: slider x), double pendulum 5 s
@@ -681,6 +682,13 @@ def main():
     parser.add_argument("--mechanisms", nargs="*", default=list(T_END), choices=list(T_END))
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="3 step sizes, 2 repeats")
+    parser.add_argument(
+        "--study-h",
+        nargs="*",
+        type=float,
+        help=f"the work-precision study's steps (default {' '.join(map(str, H_STUDY))}); "
+        "each is one compilation per jaxmbd variant",
+    )
     parser.add_argument("--out", type=Path, default=HERE / "results" / "engines")
     parser.add_argument("--exudyn-worker", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -698,6 +706,8 @@ def main():
         args.repeats = min(args.repeats, 2)
     args.study_repeats = 1 if args.quick else 3
     hs = H_STUDY_QUICK if args.quick else H_STUDY
+    if args.study_h:
+        hs = tuple(args.study_h) if H_MAIN in args.study_h else (*args.study_h, H_MAIN)
     args.out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     load_start = os.getloadavg()[0]
