@@ -33,9 +33,9 @@ import jax.numpy as jnp
 
 from .. import _config  # noqa: F401
 from .._min_norm import min_norm_solve
-from .._step_status import finite_status, first_failure
+from .._step_status import as_status, finite_status, first_failure
 from ..formulations.index1 import index1_dynamics
-from ..newton import NewtonInfo
+from ..newton import SUCCESS, NewtonInfo
 from .base import (
     LINEAR_SOLVERS,
     AbstractIntegrator,
@@ -118,9 +118,21 @@ class MuntheKaas(AbstractIntegrator):
         return 3 if self.projection_iterations is None else self.projection_iterations
 
     def init(self, model, form, start, h):
-        a, lam, status = index1_dynamics(
-            model, form, start.q, start.v, jnp.asarray(0.0), structured=self._structured(model)
-        )
+        def solve():
+            t = jnp.asarray(0.0)
+            return index1_dynamics(
+                model, form, start.q, start.v, t, structured=self._structured(model)
+            )
+
+        if model.nu:
+            # with controls every step solves its first stage again (_step), at this same
+            # state with the same controls: a solve here would be discarded, and it would
+            # add a copy of the force model and the KKT solve (and their derivatives) to
+            # every program; its shapes only, then
+            shapes = jax.eval_shape(solve)
+            a, lam = (jnp.zeros(x.shape, x.dtype) for x in shapes[:2])
+            return MuntheKaasState(start.q, start.v, a, lam, as_status(SUCCESS))
+        a, lam, status = solve()
         status = first_failure(status, finite_status(a, lam))
         return MuntheKaasState(start.q, start.v, a, lam, status)
 
@@ -145,48 +157,77 @@ class MuntheKaas(AbstractIntegrator):
             return self._step(model, form, state, k, h)
 
     def _step(self, model, form, state: MuntheKaasState, k, h):
-        """One step (eq. 37). Its status: the first failure of the run before it, of its
-        index-1 and projection solves (pivot-ratio conditioning) and of finiteness."""
+        """One step (eq. 37). Its stages and the end of the step (the index-1 solve at the
+        new state) share one traced index-1 solve inside a ``lax.scan`` over the tableau's
+        rows, as in ``rk``: the force model and the KKT solve are traced, differentiated
+        and compiled once instead of once per stage (cart-pole gradient: see
+        ``experiments/results/bench_compile.md``). Its status: the first failure of the run
+        before it, of its index-1 and projection solves (pivot-ratio conditioning) and of
+        finiteness."""
         tab = self.tableau
+        s = tab.stages
         t0 = (k - 1) * h
         q, v = state.q, state.v
-        kq, kv, statuses = [], [], [state.status]
-        for j in range(tab.stages):
-            if j == 0:
-                psi_q = jnp.zeros(v.size, v.dtype)
-                qj, vj, aj = q, v, state.a
-                if model.nu:
-                    # the step's controls hold from t0 on: the carried acceleration used the
-                    # previous step's (first same as last would shift each switch by h / 6)
-                    aj, _, status = index1_dynamics(
-                        model, form, q, v, t0, structured=self._structured(model)
-                    )
-                    statuses.append(status)
-            else:
-                psi_q = h * sum(tab.a[j][l] * kq[l] for l in range(j) if tab.a[j][l] != 0.0)
-                psi_v = h * sum(tab.a[j][l] * kv[l] for l in range(j) if tab.a[j][l] != 0.0)
-                psi_q = jnp.zeros(v.size, v.dtype) + psi_q
-                qj = form.retract(q, psi_q)
-                vj = v + psi_v
-                aj, _, status = index1_dynamics(
-                    model, form, qj, vj, t0 + tab.c[j] * h, structured=self._structured(model)
-                )
-                statuses.append(status)
-            increment = form.dexpinv(psi_q.reshape(vj.shape), vj, sign=self.dexp_sign)
-            kq.append(increment.reshape(-1))
-            kv.append(aj)
-        phi_q = h * sum(b * kq_j for b, kq_j in zip(tab.b, kq, strict=True) if b != 0.0)
-        phi_v = h * sum(b * kv_j for b, kv_j in zip(tab.b, kv, strict=True) if b != 0.0)
-        q1 = form.retract(q, phi_q)
-        v1 = v + phi_v
-        t1 = k * h
-        if self.stabilize == "projection":
-            q1, v1, status = self._project(model, form, q1, v1, t1)
-            statuses.append(status)
-        a1, lam1, status = index1_dynamics(
-            model, form, q1, v1, t1, structured=self._structured(model)
+        n = v.size
+        structured = self._structured(model)
+        project = self.stabilize == "projection"
+        # with controls the first stage is solved again (the step's controls hold from t0
+        # on: the carried acceleration used the previous step's, and first same as last
+        # would shift each switch by h / 6): it is the scan's row 0, with zero increments
+        first = 0 if model.nu else 1
+        # the end of the step is the scan's last row (b) unless it is projected first
+        last = s if project else s + 1
+        rows = [list(tab.a[j]) for j in range(first, s)] + ([] if project else [list(tab.b)])
+        stage_index = jnp.arange(first, last)
+        coefficients = jnp.asarray(rows, v.dtype)  # (iterations, s)
+        times = jnp.asarray(list(tab.c[first:]) + ([] if project else [1.0]), v.dtype)
+        slots = jnp.arange(s)
+        Kq = Kv = jnp.zeros((s, n), v.dtype)
+        if first:  # stage 1 without a solve: the carried acceleration (first same as last)
+            rest = jnp.zeros((s - 1, n), v.dtype)
+            kq0 = form.dexpinv(jnp.zeros_like(v), v, sign=self.dexp_sign).reshape(1, -1)
+            Kq = jnp.concatenate([kq0, rest])
+            Kv = jnp.concatenate([state.a.reshape(1, -1), rest])
+
+        def combination(row, K):
+            # sum_l row_l K_l in the order of the stages, elementwise (no dot: a step solved
+            # by the small kernels stays hoistable); zero coefficients add exact zeros
+            total = row[0] * K[0]
+            for j in range(1, s):
+                total = total + row[j] * K[j]
+            return total
+
+        def stage(carry, inputs):
+            Kq, Kv, _, _, _, _, status = carry
+            i, row, ci = inputs
+            psi_q = h * combination(row, Kq)
+            psi_v = h * combination(row, Kv).reshape(v.shape)
+            qi = form.retract(q, psi_q)
+            if first == 0:  # row 0 is the step's start itself (no retraction round-off)
+                qi = jax.tree_util.tree_map(lambda a, b: jnp.where(i == 0, a, b), q, qi)
+            vi = v + psi_v
+            # the end of the step at t = k h, as the stages' t0 + c h
+            ti = jnp.where(i == s, k * h, t0 + ci * h)
+            ai, lami, status_i = index1_dynamics(model, form, qi, vi, ti, structured=structured)
+            status = first_failure(status, status_i)
+            increment = form.dexpinv(psi_q.reshape(vi.shape), vi, sign=self.dexp_sign)
+            here = (slots == i)[:, None]  # the end of the step (i = s) is stored nowhere
+            Kq = jnp.where(here, increment.reshape(1, -1), Kq)
+            Kv = jnp.where(here, ai.reshape(1, -1), Kv)
+            return (Kq, Kv, qi, vi, ai, lami, status), None
+
+        init = (Kq, Kv, q, v, state.a, state.lam, state.status)
+        (Kq, Kv, q1, v1, a1, lam1, status), _ = jax.lax.scan(
+            stage, init, (stage_index, coefficients, times)
         )
-        status = first_failure(*statuses, status, finite_status(q1, v1, a1, lam1))
+        if project:
+            t1 = k * h
+            phi_q = h * combination(jnp.asarray(tab.b, v.dtype), Kq)
+            phi_v = h * combination(jnp.asarray(tab.b, v.dtype), Kv).reshape(v.shape)
+            q1, v1, status_p = self._project(model, form, form.retract(q, phi_q), v + phi_v, t1)
+            a1, lam1, status_1 = index1_dynamics(model, form, q1, v1, t1, structured=structured)
+            status = first_failure(status, status_p, status_1)
+        status = first_failure(status, finite_status(q1, v1, a1, lam1))
         iterations = self.iterations
         info = NewtonInfo(
             jnp.asarray(iterations), status, jnp.asarray(0.0, v.dtype), jnp.asarray(0.0, v.dtype)
