@@ -2,7 +2,7 @@
 
     python experiments/compare_engines.py
         [--mechanisms slider_crank double_pendulum heavy_top] [--repeats 5] [--quick]
-        [--study-h 1e-2 5e-3 ...]
+        [--study-h 1e-2 5e-3 ...] [--study-jaxmbd gen_alpha index3 backward_euler rkmk]
 
 Needs the optional engines: pip install -e '.[bench]' (and scipy for the reference).
 Slider crank 3 s (crank driven at 2 pi rad/s; output: slider x), double pendulum 5 s
@@ -201,10 +201,14 @@ def jaxmbd_main(mechanism):
     return JAXMBD_MAIN + ((("rkmk", None, None),) if mechanism in RKMK_MECHANISMS else ())
 
 
-def jaxmbd_study(mechanism):
-    """(integrator, newton, variant) of the work-precision study."""
+def jaxmbd_study(mechanism, names=None):
+    """(integrator, newton, variant) of the work-precision study; ``names`` (e.g.
+    "gen_alpha", "index3", "backward_euler", "rkmk") picks some of them."""
     study = tuple((i, "reuse", v) for i, v in JAXMBD_STUDY)
-    return study + ((("rkmk", None, None),) if mechanism in RKMK_MECHANISMS else ())
+    study += (("rkmk", None, None),) if mechanism in RKMK_MECHANISMS else ()
+    if names:
+        study = tuple(s for s in study if (s[2] or s[0]) in names)
+    return study
 
 
 FAILED = []  # runs that did not complete: dict(mechanism, engine, variant, h, failed=reason)
@@ -689,6 +693,13 @@ def main():
         help=f"the work-precision study's steps (default {' '.join(map(str, H_STUDY))}); "
         "each is one compilation per jaxmbd variant",
     )
+    parser.add_argument(
+        "--study-jaxmbd",
+        nargs="*",
+        choices=["gen_alpha", "index3", "backward_euler", "rkmk"],
+        help="the jaxmbd variants of the work-precision study (default: all); the h = 1e-3 "
+        "table has them all",
+    )
     parser.add_argument("--out", type=Path, default=HERE / "results" / "engines")
     parser.add_argument("--exudyn-worker", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -750,7 +761,7 @@ def main():
         wp += [r for r in recs if r["engine"] == "MuJoCo"]
         other = [h for h in hs if h != H_MAIN]
         for h in other:
-            for integrator, newton, variant in jaxmbd_study(mechanism):
+            for integrator, newton, variant in jaxmbd_study(mechanism, args.study_jaxmbd):
                 wp.append(
                     measure_jaxmbd(mechanism, h, newton, args.study_repeats, integrator, variant)
                 )
