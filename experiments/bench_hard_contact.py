@@ -897,30 +897,36 @@ def _grad_section(grad):
 
 
 def _before_after(records, previous):
-    """The box stack's and the gradients' figures of this run against the run it replaced
-    (``previous``: that run's metadata and records, kept in the json)."""
+    """The jaxmbd timings of the latest runs against the runs they replaced (``previous``:
+    their metadata and records, kept in the json): steps/s, µs per step (work-precision,
+    jaxmbd's variants at the default stiffness) and the gradients' run times."""
     runs = "; ".join(f"{r['date']}, load {r['load'][0]:.1f} / {r['load'][1]:.1f}"
                      for r in previous["runs"])  # fmt: skip
     lines = [
         "## Before / after (this run against the one it replaced)",
         "",
-        f"The replaced run: {runs}. Same machine, other code (see the Reading).",
+        f"The replaced runs: {runs}. Same machine, other code (see the Reading); the "
+        "compliant and MuJoCo rows did not change and show how far the load moved.",
         "",
         "| problem | variant | before | after | after / before |",
         "|---|---|---|---|---|",
     ]
 
     def key(r):
-        return (r["part"], r["case"], r.get("n_bodies"), r["variant"])
+        return (r["part"], r["case"], r.get("n_bodies"), r["variant"], r.get("h"))
 
     old = {key(r): r for r in previous["records"] if "failed" not in r}
     for r in records:
         o = old.get(key(r))
         if o is None or "failed" in r:
             continue
-        if r["part"] == "boxstack":
-            name = f"box stack N = {r['n_bodies']}, steps/s"
+        if r["part"] in ("boxstack", "stack"):
+            name = f"{r['case']} N = {r['n_bodies']}, steps/s"
             a, b = o["steps_per_s"], r["steps_per_s"]
+            lines.append(f"| {name} | {r['variant']} | {a:.0f} | {b:.0f} | {b / a:.2f} |")
+        elif r["part"] == "wp" and r["variant"] in ("jaxmbd hard", "jaxmbd compliant"):
+            name = f"{r['case']} h = {r['h']:g}, µs/step"
+            a, b = o["us_per_step"], r["us_per_step"]
             lines.append(f"| {name} | {r['variant']} | {a:.0f} | {b:.0f} | {b / a:.2f} |")
         elif r["part"] == "grad":
             for field, what in (("forward_run_s", "forward run (s)"),
@@ -981,11 +987,15 @@ def main(argv=None):
             old = json.loads(json_path.read_text())
             kept = [r for r in old["records"] if r["part"] not in args.parts]
             data["records"] = kept + records
-            # the records this run replaces, for the report's before/after table
+            # the records this run replaces, for the report's before/after table (with
+            # those an earlier run replaced for the other parts)
+            before = old.get("previous", {"runs": [], "records": []})
             data["previous"] = dict(
-                runs=[r for r in old.get("runs", [old]) if set(r.get("parts", [])) &
-                      set(args.parts)],
-                records=[r for r in old["records"] if r["part"] in args.parts],
+                runs=[r for r in before["runs"] if not set(r["parts"]) <= set(args.parts)]
+                + [r for r in old.get("runs", [old]) if set(r.get("parts", [])) &
+                   set(args.parts)],
+                records=[r for r in before["records"] if r["part"] not in args.parts]
+                + [r for r in old["records"] if r["part"] in args.parts],
             )  # fmt: skip
             if "wp" not in args.parts:
                 data["calibration"] = old.get("calibration", {})

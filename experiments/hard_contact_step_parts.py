@@ -7,9 +7,11 @@ unilateral rows' Jacobians, the velocity problem (warm-started from the last ste
 impulses, and cold from zero impulses, when its Newton iterates), the position projection,
 the whole step, and the whole step's reverse-mode derivative (a vjp of q_{k+1}, v_{k+1}
 with respect to q_k, v_k and the friction coefficients). ``--before FILE`` times the same
-parts with an earlier version of the module (e.g. ``git show 4003482:jaxmbd/integrators/
-moreau_jean.py > /tmp/mj_before.py``) in the same process, so the ratios compare like with
-like on a loaded machine.
+parts with an earlier version of the module in the same process, so the ratios compare like
+with like on a loaded machine; the results' "before" is the module before the Delassus form:
+``git show a1b7f36~1:jaxmbd/integrators/moreau_jean.py > /tmp/mj_before.py``. A single
+jitted call carries its dispatch (a few hundred µs on the loaded machine), which dominates
+the small parts; the ball's run as a plain ``lax.scan`` (:func:`scan_gradient`) has none.
 
     python experiments/hard_contact_step_parts.py [--before /tmp/mj_before.py] [--out F]
 """
@@ -148,6 +150,98 @@ def parts(module, model, steps_before=5, h=1e-3):
     return out, iterations
 
 
+def scan_gradient(versions, steps=550, h=1e-3):
+    """The benchmark's bouncing ball (d(apex)/de, experiments/bench_hard_contact.py --parts
+    grad) stepped by a plain lax.scan of the integrator's step (no simulate around it):
+    forward and value_and_grad per step (us), each version, and the current one without
+    the projection (its share of the gradient)."""
+    from bench_hard_contact import jaxmbd_model
+
+    model = jaxmbd_model("ball", hard=True)
+    form = get_formulation("rA")
+
+    def make(module, **options):
+        integ = module.MoreauJean(**options)
+        _, ns, _, n_lim = module._parts(model)
+
+        def apex(e):
+            m = eqx.tree_at(lambda m: m.contacts.restitution, model, jnp.array([e]))
+            v = jnp.concatenate([m.rdot0, m.omega0], 1)
+            zero = jnp.zeros(3 * ns + n_lim)
+            start = module.MoreauJeanState((m.r0, m.A0), v, zero, zero)
+
+            def body(state, k):
+                state, _ = integ.step(m, form, state, k, h)
+                return state, state.q[0][0, 2]
+
+            _, z = jax.lax.scan(body, start, jnp.arange(1, steps + 1))
+            return jnp.max(z[400:])
+
+        return jax.jit(apex), jax.jit(jax.value_and_grad(apex))
+
+    variants = [(label, module, {}) for label, module in versions.items()]
+    variants.append(("current, project=False", versions["current"], {"project": False}))
+    calls = {}
+    for label, module, options in variants:
+        forward, both = make(module, **options)
+        calls[(label, "forward")] = (forward, (0.8,))
+        calls[(label, "value_and_grad")] = (both, (0.8,))
+    times = interleaved(calls, 7)
+    return [{"variant": label, "forward us/step": times[(label, "forward")] / steps,
+             "value_and_grad us/step": times[(label, "value_and_grad")] / steps}
+            for label, _, _ in variants]  # fmt: skip
+
+
+PARTS = ("narrow phase", "unilateral rows + Jacobians", "velocity problem, warm",
+         "velocity problem, cold", "projection", "whole step", "whole step, vjp")  # fmt: skip
+
+
+def report(data, path):
+    """The markdown table of the json: each part's time per version, and their ratio."""
+    rows = data["rows"]
+    versions = list(dict.fromkeys(r["version"] for r in rows))
+    lines = [
+        "# Per-step cost of exact contact, part by part",
+        "",
+        f"`{data['command']}`, {data['date']}, load average {data['load'][0]:.1f} / "
+        f"{data['load'][1]:.1f} (2 shared cores: compare versions within a row, not across "
+        "runs). Medians in µs of interleaved jitted calls, each call's dispatch included (it "
+        "dominates the ball's parts: compare its whole step with the scan below). 'before': "
+        "moreau_jean.py at a1b7f36~1 (before the Delassus form). "
+        "Parts and states: the docstring of experiments/hard_contact_step_parts.py.",
+        "",
+        "| model | part | " + " | ".join(versions) + (" | current / before |" if
+                                                       len(versions) == 2 else " |"),
+        "|---|---|" + "---|" * (len(versions) + (len(versions) == 2)),
+    ]  # fmt: skip
+    for model in dict.fromkeys(r["model"] for r in rows):
+        by = {r["version"]: r for r in rows if r["model"] == model}
+        its = ", ".join(f"{v} {by[v]['iterations warm / cold'][0]} / "
+                        f"{by[v]['iterations warm / cold'][1]}" for v in versions)  # fmt: skip
+        lines.append(f"| {model} | Newton iterations of the velocity problem, warm / cold | "
+                     f"{its} |" + " |" * len(versions))  # fmt: skip
+        for part in PARTS:
+            times = [by[v][part] for v in versions]
+            ratio = f" {times[1] / times[0]:.2f} |" if len(times) == 2 else ""
+            lines.append(f"| {model} | {part} | " + " | ".join(f"{t:.0f}" for t in times)
+                         + " |" + ratio)  # fmt: skip
+    if data.get("scan"):
+        lines += [
+            "",
+            f"The bouncing ball of `bench_hard_contact.py --parts grad` ({data['scan_steps']} "
+            "steps of h = 1e-3, d(apex)/de) as a plain `lax.scan` of the step (no dispatch "
+            "per step; medians of 7 interleaved runs):",
+            "",
+            "| variant | forward (µs/step) | value_and_grad (µs/step) | ratio |",
+            "|---|---|---|---|",
+            *(f"| {r['variant']} | {r['forward us/step']:.1f} | "
+              f"{r['value_and_grad us/step']:.1f} | "
+              f"{r['value_and_grad us/step'] / r['forward us/step']:.1f} |"
+              for r in data["scan"]),
+        ]  # fmt: skip
+    Path(path).write_text("\n".join(lines) + "\n")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--before", help="an earlier moreau_jean.py to time alongside")
@@ -155,7 +249,11 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" /
                                              "hard_contact_step_parts.json"))  # fmt: skip
+    parser.add_argument("--report-only", action="store_true", help="the markdown from --out")
     args = parser.parse_args(argv)
+    if args.report_only:
+        report(json.loads(Path(args.out).read_text()), Path(args.out).with_suffix(".md"))
+        return
     versions = {"current": current}
     if args.before:
         versions = {"before": load_module(args.before), **versions}
@@ -175,11 +273,22 @@ def main(argv=None):
             print(json.dumps(row), flush=True)
             rows.append(row)
         jax.clear_caches()
-    data = dict(command="python experiments/hard_contact_step_parts.py " +
-                " ".join(argv or sys.argv[1:]), load=[load0, os.getloadavg()[0]],
-                date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), rows=rows)  # fmt: skip
+    scan = scan_gradient(versions) if "current" in versions else []
+    for row in scan:
+        print(json.dumps(row), flush=True)
+    command = "python experiments/hard_contact_step_parts.py " + " ".join(argv or sys.argv[1:])
+    load = [load0, os.getloadavg()[0]]
+    data = dict(
+        command=command,
+        load=load,
+        rows=rows,
+        scan=scan,
+        scan_steps=550,
+        date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    )
     Path(args.out).write_text(json.dumps(data, indent=1))
-    print("wrote", args.out, "load", data["load"])
+    report(data, Path(args.out).with_suffix(".md"))
+    print("wrote", args.out, "and .md; load", data["load"])
 
 
 if __name__ == "__main__":

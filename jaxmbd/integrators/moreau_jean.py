@@ -367,8 +367,8 @@ def _least_squares(J, F):
     y <- y + (A^T A + mu I)^-1 A^T (F - A y) divides the regularisation's error in a
     direction of singular value sigma by 1 + sigma^2 / mu; one Cholesky factorisation. It
     replaces an SVD least squares: 4.4 ms of CPU for a 138 x 138 matrix (the 3-box stack's
-    Newton system) against 0.7 ms for an LU of that size (experiments/bench_blas_threads.py,
-    one BLAS thread). The
+    Newton system before the Delassus form; 120 x 120 now) against 0.7 ms for an LU of that
+    size (experiments/bench_blas_threads.py, one BLAS thread). The
     squared condition number costs accuracy in one solve; the Newton iteration around it
     corrects that."""
     norms = jnp.sqrt(jnp.sum(J * J, axis=0))
