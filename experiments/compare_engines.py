@@ -3,6 +3,7 @@
     python experiments/compare_engines.py
         [--mechanisms slider_crank double_pendulum heavy_top] [--repeats 5] [--quick]
         [--study-h 1e-2 5e-3 ...] [--study-jaxmbd gen_alpha index3 backward_euler rkmk]
+        [--skip-full-newton]
 
 Needs the optional engines: pip install -e '.[bench]' (and scipy for the reference).
 Slider crank 3 s (crank driven at 2 pi rad/s; output: slider x), double pendulum 5 s
@@ -197,8 +198,11 @@ JAXMBD_STUDY = (("gen_alpha", None), ("gen_alpha", "index3"), ("backward_euler",
 RKMK_MECHANISMS = ("double_pendulum", "heavy_top")
 
 
-def jaxmbd_main(mechanism):
-    return JAXMBD_MAIN + ((("rkmk", None, None),) if mechanism in RKMK_MECHANISMS else ())
+def jaxmbd_main(mechanism, reuse_only=False):
+    """(integrator, newton, variant) of the h = H_MAIN table; ``reuse_only`` leaves out the
+    full-Newton rows (one compilation each)."""
+    rows = JAXMBD_MAIN + ((("rkmk", None, None),) if mechanism in RKMK_MECHANISMS else ())
+    return tuple(r for r in rows if not (reuse_only and r[1] == "full"))
 
 
 def jaxmbd_study(mechanism, names=None):
@@ -694,6 +698,11 @@ def main():
         "each is one compilation per jaxmbd variant",
     )
     parser.add_argument(
+        "--skip-full-newton",
+        action="store_true",
+        help="leave jaxmbd's full-Newton rows out of the h = 1e-3 table",
+    )
+    parser.add_argument(
         "--study-jaxmbd",
         nargs="*",
         choices=["gen_alpha", "index3", "backward_euler", "rkmk"],
@@ -726,7 +735,7 @@ def main():
     speed, study = [], []
     for mechanism in args.mechanisms:
         recs = []
-        for integrator, newton, variant in jaxmbd_main(mechanism):
+        for integrator, newton, variant in jaxmbd_main(mechanism, args.skip_full_newton):
             recs.append(
                 measure_jaxmbd(mechanism, H_MAIN, newton, args.repeats, integrator, variant)
             )
