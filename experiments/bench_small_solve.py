@@ -4,6 +4,7 @@ steps per second with and without each, compile time apart.
     python experiments/bench_small_solve.py kernels    # one dense solve per scan step
     python experiments/bench_small_solve.py simulate   # whole simulate runs
     python experiments/bench_small_solve.py all
+    python experiments/bench_small_solve.py integrators  # every default integrator path
 
 ``kernels``: a ``lax.scan`` of ``--steps`` steps each doing one dense solve with an
 iterate-dependent matrix, n = 8, 24, 54: LAPACK (``jnp.linalg.solve``) against the
@@ -18,6 +19,15 @@ elementwise kernels), flag on or off. Each row runs in a fresh process
 XLA compiled the time-stepping loop as one native call (:func:`step_loop_hoisted`, read
 from the compiled HLO: structure, not time).
 Medians of ``--repeats`` runs after compilation.
+
+``integrators``: every default integrator path (gen_alpha both variants with each Newton
+policy, backward_euler, rkmk, rk, energy_momentum) on the double pendulum and slider crank
+(arm3 where the formulation takes MJCF models' joints), ``linear_solver`` "dense" against
+"auto" (what a user gets; for rk/rkmk's KKT solves on the CPU that is "schur",
+:mod:`jaxmbd.linear.schur`) and, for the explicit integrators and energy_momentum, "small"
+(the dense matrices in elementwise kernels), all with jaxmbd's
+default flag handling (the threshold set). Per row: whether the time loop is hoisted,
+compile time (wall and CPU), steps per CPU-second.
 
 A jax upgrade that drops the option or the hoisting shows up as ``hoisted = no`` and the
 "flag" rows falling back to the "no flag" ones.
@@ -106,6 +116,42 @@ print(json.dumps({"compile": tc, "compile_cpu": cc,
                   "steps_per_s": steps / sorted(runs)[len(runs) // 2],
                   "steps_per_cpu_s": steps / sorted(cpu)[len(cpu) // 2],
                   "hoisted": loop_hoisted(compiled.as_text(), steps), "ok": ok,
+                  "r_end": [float(v) for v in sol.r[-1].reshape(-1)[:3]]}))
+"""
+
+
+INTEGRATOR_CHILD = r"""
+import json, sys, time
+from pathlib import Path
+import jax
+import jaxmbd as mbd
+from jaxmbd._xla_flags import loop_hoisted
+which, formulation, integrator, options, solver = sys.argv[1:6]
+t_end, repeats = float(sys.argv[6]), int(sys.argv[7])
+root = Path(sys.argv[8])
+h = 1e-3
+if which == "arm3":
+    model = mbd.mjcf.load_robot(root / "tests" / "data" / "arm3.xml")
+else:
+    model = getattr(mbd.models, which)()
+steps = round(t_end / h)
+opts = {"formulation": formulation, "integrator": integrator, "linear_solver": solver,
+        **json.loads(options)}
+f = jax.jit(lambda m: mbd.simulate(m, t_end=t_end, h=h, throw=False, **opts))
+t0, c0 = time.perf_counter(), time.process_time()
+compiled = f.lower(model).compile()
+tc, cc = time.perf_counter() - t0, time.process_time() - c0
+runs, cpu = [], []
+for _ in range(repeats):
+    t0, c0 = time.perf_counter(), time.process_time()
+    sol = jax.block_until_ready(compiled(model))
+    runs.append(time.perf_counter() - t0)
+    cpu.append(time.process_time() - c0)
+print(json.dumps({"compile": tc, "compile_cpu": cc,
+                  "steps_per_s": steps / sorted(runs)[len(runs) // 2],
+                  "steps_per_cpu_s": steps / sorted(cpu)[len(cpu) // 2],
+                  "hoisted": loop_hoisted(compiled.as_text(), steps),
+                  "ok": bool((sol.status == 0).all()),
                   "r_end": [float(v) for v in sol.r[-1].reshape(-1)[:3]]}))
 """
 
@@ -204,9 +250,69 @@ def simulate(args):
     return rows
 
 
+#: (label, formulation, integrator, options, models, solvers): every default integrator
+#: path of issue 38 item 3
+PATHS = (
+    ("gen_alpha stab. reuse", "rA", "gen_alpha", {}, ("double_pendulum", "slider_crank", "arm3")),
+    ("gen_alpha stab. full", "rA", "gen_alpha", {"newton": "full"}, None),
+    ("gen_alpha stab. modified", "rA", "gen_alpha", {"newton": "modified"}, None),
+    ("gen_alpha index3 reuse", "rA", "gen_alpha", {"variant": "index3"}, None),
+    ("gen_alpha index3 full", "rA", "gen_alpha", {"variant": "index3", "newton": "full"}, None),
+    ("gen_alpha index3 modified", "rA", "gen_alpha",
+     {"variant": "index3", "newton": "modified"}, None),
+    ("backward_euler", "rA", "backward_euler", {}, None),
+    ("rkmk rA", "rA", "rkmk", {}, ("double_pendulum", "slider_crank", "arm3")),
+    ("rkmk se3", "se3", "rkmk", {}, None),
+    ("rk rotmat two_step", "rotmat", "rk", {}, None),
+    ("rk rp one_step", "rp", "rk", {}, None),
+    ("energy_momentum", "director", "energy_momentum", {}, None),
+)  # fmt: skip
+EXPLICIT = ("rkmk", "rk")
+
+
+def integrators(args):
+    print(f"\nevery integrator path, h = 1e-3, {args.t_end} s (medians of {args.repeats}), flag on")
+    print(
+        f"{'model':16s} {'path':26s} {'solver':7s} {'hoisted':8s} {'compile [s]':>11s} "
+        f"{'cpu [s]':>7s} {'steps/cpu-s':>11s}  r_end"
+    )
+    rows = []
+    for label, formulation, integrator, options, models in PATHS:
+        if args.paths and not any(p in label for p in args.paths):
+            continue
+        # "auto" is "schur" for rk/rkmk's KKT solves on the CPU (the same program): an
+        # explicit "schur" row only on request (--solvers)
+        solvers = ["dense", "auto"]
+        if integrator in EXPLICIT or integrator == "energy_momentum":
+            solvers.append("small")
+        if args.solvers:
+            solvers = list(args.solvers)
+        for which in models or ("double_pendulum", "slider_crank"):
+            if args.models and which not in args.models:
+                continue
+            for solver in solvers:
+                a = [which, formulation, integrator, json.dumps(options), solver, args.t_end,
+                     args.repeats, ROOT]  # fmt: skip
+                r = _child(INTEGRATOR_CHILD, a, args.threshold)
+                rows.append({"model": which, "path": label, "formulation": formulation,
+                             "integrator": integrator, "options": options, "solver": solver,
+                             **r})  # fmt: skip
+                tag = f"{which:16s} {label:26s} {solver:7s}"
+                if "error" in r:
+                    print(f"{tag} error: {r['error']}", flush=True)
+                    continue
+                print(
+                    f"{tag} {'yes' if r['hoisted'] else 'no':8s} {r['compile']:11.1f} "
+                    f"{r['compile_cpu']:7.1f} {r['steps_per_cpu_s']:11.0f}"
+                    f"  {r['r_end']}{'' if r['ok'] else '  (failed)'}",
+                    flush=True,
+                )
+    return rows
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("what", choices=("kernels", "simulate", "all"))
+    parser.add_argument("what", choices=("kernels", "simulate", "all", "integrators"))
     parser.add_argument("--steps", type=int, default=20000)
     parser.add_argument("--t-end", type=float, default=2.0)
     parser.add_argument("--repeats", type=int, default=5)
@@ -214,6 +320,8 @@ def main():
     parser.add_argument("--json", type=Path, help="write the rows here")
     parser.add_argument("--models", nargs="*", help="only these models (simulate)")
     parser.add_argument("--integrators", nargs="*", help="only these integrators (simulate)")
+    parser.add_argument("--paths", nargs="*", help="only paths whose label has one of these")
+    parser.add_argument("--solvers", nargs="*", help="only these solvers (integrators)")
     parser.add_argument(
         "--configs", nargs="*", help="only these solver:flag pairs, e.g. dense:off small:on"
     )
@@ -227,6 +335,8 @@ def main():
         rows["kernels"] = kernels(args)
     if args.what in ("simulate", "all"):
         rows["simulate"] = simulate(args)
+    if args.what == "integrators":
+        rows["integrators"] = integrators(args)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
     print(f"({time.perf_counter() - start:.0f} s)")

@@ -67,9 +67,12 @@ class MuntheKaas(AbstractIntegrator):
     Options (keyword): ``tableau`` ("euler", "heun", "rk3", "rk4" (default), a
     :class:`~jaxmbd.integrators.ButcherTableau` or a table (a, b, c)); ``stabilize`` (None,
     the default, or "projection"); ``projection_iterations`` (3, with "projection" only);
-    ``linear_solver`` ("dense", the default, "structured", "auto" (structured from
-    :data:`~jaxmbd.integrators.base.STRUCTURED_FROM` KKT unknowns on) or "small", the
-    elementwise kernels of :mod:`jaxmbd.linear.small`);
+    ``linear_solver`` for the index-1 KKT solves ("auto", the default: on the CPU "schur" up
+    to :data:`~jaxmbd.linear.small.SMALL_MAX` KKT unknowns, "structured" from
+    :data:`~jaxmbd.integrators.base.STRUCTURED_FROM` on, else "dense"; "dense", LAPACK;
+    "structured"; "small", the elementwise kernels of :mod:`jaxmbd.linear.small`; or
+    "schur", the exact Schur complement of the block-diagonal mass matrix in those kernels,
+    :mod:`jaxmbd.linear.schur`, which keeps the step one hoisted loop on the CPU);
     ``dexp_sign`` (-1, the correct sign for left-trivialised velocities; +1 exists only to
     show that the wrong sign drops RK4 to order 2).
     """
@@ -80,7 +83,7 @@ class MuntheKaas(AbstractIntegrator):
     stabilize: str | None = eqx.field(static=True, default=None)
     projection_iterations: int | None = eqx.field(static=True, default=None)
     dexp_sign: int = eqx.field(static=True, default=-1)
-    linear_solver: str = eqx.field(static=True, default="dense")
+    linear_solver: str = eqx.field(static=True, default="auto")
 
     def _structured(self, model) -> bool:
         """KKT solves by structured block elimination (option ``linear_solver``)."""

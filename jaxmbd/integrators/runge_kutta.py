@@ -84,12 +84,15 @@ class RungeKutta(AbstractIntegrator):
     :class:`~jaxmbd.integrators.ButcherTableau` or a table (a, b, c)); ``multipliers``
     ("two_step", eq. 25, the default where the formulation offers it (rotmat); "one_step",
     the full KKT system, the default elsewhere; or "frozen", multipliers constant over a
-    step, first order); ``linear_solver`` for the KKT solves ("dense", the default,
-    "structured", "auto", "small", the elementwise kernels of :mod:`jaxmbd.linear.small`,
-    or "schur", the exact Schur complement of the block-diagonal mass matrix in those
-    kernels, :mod:`jaxmbd.linear.schur`; "auto" is "schur" on the CPU up to
-    :data:`~jaxmbd.linear.small.SMALL_MAX` KKT unknowns; "two_step" has no KKT solve:
-    "structured" and "schur" are refused there).
+    step, first order); ``linear_solver`` for the KKT solves ("dense", the default, LAPACK;
+    "structured"; "auto", "structured" from
+    :data:`~jaxmbd.integrators.base.STRUCTURED_FROM` KKT unknowns on, else "dense"; "small",
+    the elementwise kernels of :mod:`jaxmbd.linear.small`; or "schur", the exact Schur
+    complement of the block-diagonal mass matrix in those kernels,
+    :mod:`jaxmbd.linear.schur`: rkmk's default path on the CPU, not rk's, whose step keeps
+    the formulations' ``einsum`` products and is not hoisted, where the Schur solve alone
+    measured 0.7-1.0x LAPACK's speed; "two_step" has no KKT solve: "structured" and
+    "schur" are refused there).
     """
 
     name: ClassVar[str] = "rk"
@@ -171,7 +174,7 @@ class RungeKutta(AbstractIntegrator):
         """One step, its dense solves by the kernels ``linear_solver`` picks
         (:func:`~jaxmbd.integrators.base.dense_kernels`)."""
         n = model.nb * form.tangent_size + model.nc
-        with dense_kernels(self.linear_solver, n, model.nc, auto_small=False):
+        with dense_kernels(self.linear_solver, n, model.nc, auto_small=False, auto_schur=False):
             return self._step(model, form, state, k, h)
 
     def _step(self, model, form, state: RungeKuttaState, k, h):
@@ -194,14 +197,25 @@ class RungeKutta(AbstractIntegrator):
             # step's (first same as last would shift each switch by a stage)
             a0, _, status_a = self._solve(model, form, c, q, v, t0)
             status0 = first_failure(status0, status_a)
-        Kq = jnp.zeros((s, n), v.dtype).at[0].set(v.reshape(-1))
-        Kv = jnp.zeros((s, n), v.dtype).at[0].set(a0.reshape(-1))
+        # no scatter and no dot in the step (a step whose solves are elementwise, "schur"
+        # or "small", then stays one hoisted loop on the CPU, jaxmbd.linear.small)
+        rest = jnp.zeros((s - 1, n), v.dtype)
+        Kq = jnp.concatenate([v.reshape(1, -1), rest])
+        Kv = jnp.concatenate([a0.reshape(1, -1), rest])
+        slots = jnp.arange(s)
+
+        def combination(row, K):
+            # sum_l row_l K_l in the order of the stages, elementwise
+            total = row[0] * K[0]
+            for j in range(1, s):
+                total = total + row[j] * K[j]
+            return total
 
         def stage(carry, inputs):
             Kq, Kv, _, _, _, _, status = carry
             i, row, ci = inputs
-            qi = form.retract(q, h * (row @ Kq))
-            vi = v + h * (row @ Kv).reshape(v.shape)
+            qi = form.retract(q, h * combination(row, Kq))
+            vi = v + h * combination(row, Kv).reshape(v.shape)
             ti = t0 + ci * h
             if frozen:
 
@@ -215,9 +229,10 @@ class RungeKutta(AbstractIntegrator):
             else:
                 ai, lami, status_i = self._solve(model, form, c, qi, vi, ti)
             status = first_failure(status, status_i)
-            # the end of the step (i = s) is out of range: dropped
-            Kq = Kq.at[i].set(vi.reshape(-1), mode="drop")
-            Kv = Kv.at[i].set(ai.reshape(-1), mode="drop")
+            # the end of the step (i = s) is stored nowhere
+            here = (slots == i)[:, None]
+            Kq = jnp.where(here, vi.reshape(1, -1), Kq)
+            Kv = jnp.where(here, ai.reshape(1, -1), Kv)
             return (Kq, Kv, qi, vi, ai, lami, status), None
 
         init = (Kq, Kv, q, v, a0, state.lam, status0)
