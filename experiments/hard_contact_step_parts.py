@@ -13,7 +13,11 @@ with like on a loaded machine; the results' "before" is the module before the De
 jitted call carries its dispatch (a few hundred µs on the loaded machine), which dominates
 the small parts; the ball's run as a plain ``lax.scan`` (:func:`scan_gradient`) has none.
 
+``--stack-scan``: only the resting box stacks (N = 2, 3) as plain ``lax.scan`` programs of
+100 steps, versions interleaved (results/hard_contact_step_parts_stack_scan.{json,md}).
+
     python experiments/hard_contact_step_parts.py [--before /tmp/mj_before.py] [--out F]
+    python experiments/hard_contact_step_parts.py --stack-scan --before /tmp/mj_before.py
 """
 
 from __future__ import annotations
@@ -192,6 +196,38 @@ def scan_gradient(versions, steps=550, h=1e-3):
             for label, _, _ in variants]  # fmt: skip
 
 
+def scan_stack(versions, n, steps=100, h=1e-3, repeats=7):
+    """The box stack of N boxes at rest (0.1 s, the benchmark's box stack part) stepped by a
+    plain lax.scan of each version's step, interleaved: us per step and the mean Newton
+    iterations per step."""
+    model = box_stack(n)
+    form = get_formulation("rA")
+    calls = {}
+    for label, module in versions.items():
+        integ = module.MoreauJean()
+        _, ns, _, n_lim = module._parts(model)
+        zero = jnp.zeros(3 * ns + n_lim)
+        v = jnp.concatenate([model.rdot0, model.omega0], 1)
+        start = module.MoreauJeanState((model.r0, model.A0), v, zero, zero)
+
+        def run(start, integ=integ):
+            def body(state, k):
+                state, res = integ.step(model, form, state, k, h)
+                return state, res.info.iterations
+
+            return jax.lax.scan(body, start, jnp.arange(1, steps + 1))
+
+        calls[label] = (jax.jit(run), (start,))
+    times = interleaved(calls, repeats)
+    rows = []
+    for label, (fn, args) in calls.items():
+        final, iterations = fn(*args)
+        sink = float(jnp.min(final.q[0][:, 2] - model.r0[:, 2]))
+        rows.append({"variant": label, "n": n, "us/step": times[label] / steps,
+                     "iterations/step": float(jnp.mean(iterations)), "lowest z": sink})  # fmt: skip
+    return rows
+
+
 PARTS = ("narrow phase", "unilateral rows + Jacobians", "velocity problem, warm",
          "velocity problem, cold", "projection", "whole step", "whole step, vjp")  # fmt: skip
 
@@ -250,7 +286,32 @@ def main(argv=None):
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" /
                                              "hard_contact_step_parts.json"))  # fmt: skip
     parser.add_argument("--report-only", action="store_true", help="the markdown from --out")
+    parser.add_argument("--stack-scan", action="store_true",
+                        help="only the box stacks as plain scans")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.stack_scan:
+        versions = {"before": load_module(args.before)} if args.before else {}
+        versions["current"] = current
+        load0 = os.getloadavg()[0]
+        rows = [row for n in (2, 3) for row in scan_stack(versions, n)]
+        for row in rows:
+            print(json.dumps(row), flush=True)
+        command = "python experiments/hard_contact_step_parts.py " + " ".join(argv or sys.argv[1:])
+        out = Path(__file__).parent / "results" / "hard_contact_step_parts_stack_scan.json"
+        out.write_text(json.dumps(dict(command=command, load=[load0, os.getloadavg()[0]],
+                                       date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                                       rows=rows), indent=1))  # fmt: skip
+        lines = [f"# Box stacks at rest as plain scans (`{command}`)", "",
+                 f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load "
+                 f"{load0:.1f} / {os.getloadavg()[0]:.1f}; 100 steps of h = 1e-3, versions "
+                 "interleaved (median of 7). 'before': moreau_jean.py at a1b7f36~1.", "",
+                 "| N | variant | µs/step | Newton iterations/step | lowest z (m) |",
+                 "|---|---|---|---|---|",
+                 *(f"| {r['n']} | {r['variant']} | {r['us/step']:.0f} | "
+                   f"{r['iterations/step']:.2f} | {r['lowest z']:.2g} |"
+                   for r in rows)]  # fmt: skip
+        out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+        return
     if args.report_only:
         report(json.loads(Path(args.out).read_text()), Path(args.out).with_suffix(".md"))
         return
