@@ -10,7 +10,9 @@ The program is ``jax.value_and_grad`` of a loss on one simulation of
   (rA + gen_alpha, the defaults);
 - ``cartpole``: dm_control's ``suite/cartpole.xml`` (read from the installed package),
   loss = squared final state plus effort, with respect to the controls of 0.1 s at
-  h = 0.01 (rA + rkmk as in ``experiments/cartpole_swing_up.py``, and rA + gen_alpha).
+  h = 0.01 (rA + rkmk as in ``experiments/cartpole_swing_up.py``; ``cartpole_ga``: rA +
+  gen_alpha; ``cartpole_dense``: rkmk with LAPACK's KKT solves, ``linear_solver="dense"``,
+  whose time loop XLA does not hoist into one native function).
 
 Each variant runs in a fresh process with the persistent compilation cache off
 (``JAXMBD_NO_COMPILATION_CACHE=1``, ``JAX_COMPILATION_CACHE_DIR`` unset), so every figure is a
@@ -55,6 +57,7 @@ import equinox as eqx, jax, jax.numpy as jnp
 import jaxmbd as mbd
 from jaxmbd._jit import XLA_OPTIONS
 t_import = time.perf_counter() - t_import
+print("JAXMBD", mbd.__file__)
 model_name, variant, root = sys.argv[1], sys.argv[2], sys.argv[3]
 if variant.endswith("-jk"):  # the joint-force kernel traced at every call, as before 22d0f4e
     import jaxmbd._joint_forces as JF
@@ -69,9 +72,11 @@ if model_name == "arm3":
 else:
     path = Path(importlib.import_module("dm_control").__file__).parent / "suite" / "cartpole.xml"
     model = mbd.mjcf.load_robot(path)
-    integrator = "rkmk" if model_name == "cartpole" else "gen_alpha"
+    integrator = "gen_alpha" if model_name == "cartpole_ga" else "rkmk"
+    solver_options = {"linear_solver": "dense"} if model_name == "cartpole_dense" else {}
     def loss(u):
-        sol = mbd.simulate(model, t_end=0.1, h=0.01, controls=u, integrator=integrator)
+        sol = mbd.simulate(model, t_end=0.1, h=0.01, controls=u, integrator=integrator,
+                           **solver_options)
         return jnp.sum(sol.r[-1] ** 2) + jnp.sum(sol.rdot[-1] ** 2) + 1e-3 * jnp.sum(u ** 2)
     x = jnp.full((10, model.nu), 0.3)
 vg = jax.value_and_grad(loss)
@@ -89,8 +94,9 @@ else:
     t0, c0 = time.perf_counter(), cpu(); traced = program.trace(x)
     t1, c1 = time.perf_counter(), cpu(); lowered = traced.lower()
     t2, c2 = time.perf_counter(), cpu(); compiled = lowered.compile()
-    t3, c3 = time.perf_counter(), cpu(); jax.block_until_ready(compiled(x))
+    t3, c3 = time.perf_counter(), cpu(); value, grad = jax.block_until_ready(compiled(x))
     t4 = time.perf_counter()
+    out.update(value=float(value), grad_abs_sum=float(jnp.sum(jnp.abs(grad))))
     out.update(cpu_trace=c1 - c0, cpu_lower=c2 - c1, cpu_compile=c3 - c2,
                hlo_lines=lowered.as_text().count("\n"))
     runs = []
@@ -132,20 +138,29 @@ for key, n in counts.most_common(15):
 """
 
 VARIANTS = ("jit", "mbd.jit", "mbd.jit+O0", "eager", "mbd.jit-jk")
-MODELS = ("arm3", "cartpole", "cartpole_ga")
+MODELS = ("arm3", "cartpole", "cartpole_ga", "cartpole_dense")
 
 
-def run_child(model: str, variant: str) -> dict:
+def run_child(model: str, variant: str, source: Path | None = None) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_COMPILATION_CACHE")}
     env["JAXMBD_NO_COMPILATION_CACHE"] = "1"
     env.pop("XLA_FLAGS", None)
+    if source is not None:  # another jaxmbd tree first on the path (an older commit's)
+        env["PYTHONPATH"] = os.pathsep.join([str(source), env.get("PYTHONPATH", "")]).strip(
+            os.pathsep
+        )
+    # python -c puts the working directory first on sys.path: run in the tree to import
     proc = subprocess.run(
         [sys.executable, "-c", CHILD, model, variant, str(ROOT)],
-        capture_output=True, text=True, env=env,
+        capture_output=True, text=True, env=env, cwd=source or ROOT,
     )  # fmt: skip
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     if proc.returncode or not lines:
         raise RuntimeError(f"{model}/{variant} failed:\n{proc.stderr[-3000:]}")
+    imported = [ln for ln in proc.stdout.splitlines() if ln.startswith("JAXMBD ")]
+    expected = (source or ROOT).resolve() / "jaxmbd"
+    if not imported or Path(imported[-1].split(" ", 1)[1]).resolve().parent != expected:
+        raise RuntimeError(f"{model}/{variant} imported {imported} instead of {expected}")
     return json.loads(lines[-1][len("RESULT ") :])
 
 
@@ -156,6 +171,13 @@ def main():
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--note", default="")
+    parser.add_argument(
+        "--jaxmbd",
+        type=Path,
+        default=None,
+        help="import jaxmbd from this directory (e.g. `git archive <commit> jaxmbd | tar -x "
+        "-C DIR`) instead of the installed one: before/after comparisons",
+    )
     parser.add_argument(
         "--equations",
         choices=MODELS,
@@ -175,8 +197,10 @@ def main():
     for _ in range(args.repeats):
         for model in args.models:
             for variant in args.variants:
-                got = run_child(model, variant)
-                print(model, variant, {k: round(v, 3) for k, v in got.items()}, flush=True)
+                got = run_child(model, variant, args.jaxmbd)
+                exact = ("value", "grad_abs_sum")
+                shown = {k: v if k in exact else round(v, 3) for k, v in got.items()}
+                print(model, variant, shown, flush=True)
                 rows.setdefault((model, variant), []).append(got)
     med = {
         key: {k: statistics.median(r[k] for r in runs) for k in runs[0]}
@@ -187,21 +211,23 @@ def main():
         f"Medians of {args.repeats} fresh processes, persistent cache off. {args.note}",
         "",
         "| model | variant | trace [s] | lower [s] | XLA compile [s] | total to first "
-        "result [s] | run [s] | CPU s: trace / lower / compile | HLO lines |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "result [s] | run [s] | CPU s: trace / lower / compile | HLO lines | "
+        "value, sum abs(grad) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for (model, variant), m in med.items():
         if variant == "eager":
             lines.append(
                 f"| {model} | eager value_and_grad | | | | {m['call1']:.1f} (calls 2, 3: "
-                f"{m['call2']:.2f}, {m['call3']:.2f}) | | | |"
+                f"{m['call2']:.2f}, {m['call3']:.2f}) | | | | |"
             )
             continue
         first = m["trace"] + m["lower"] + m["compile"] + m["first_run"]
         lines.append(
             f"| {model} | {variant} | {m['trace']:.1f} | {m['lower']:.1f} | "
             f"{m['compile']:.1f} | {first:.1f} | {m['run']:.4f} | {m['cpu_trace']:.1f} / "
-            f"{m['cpu_lower']:.1f} / {m['cpu_compile']:.1f} | {int(m['hlo_lines'])} |"
+            f"{m['cpu_lower']:.1f} / {m['cpu_compile']:.1f} | {int(m['hlo_lines'])} | "
+            f"{m['value']:.15g}, {m['grad_abs_sum']:.15g} |"
         )
     table = "\n".join(lines)
     print(table)
