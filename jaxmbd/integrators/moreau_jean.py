@@ -403,11 +403,12 @@ def _newton(residual, x0, tol, max_iter, *, jacobian=None, F0=None):
         dx = _least_squares(J, F)
         x = x - dx
         F_new = residual(x)
-        norm = jnp.max(jnp.abs(F_new))
+        # initial=0: a model without contact rows (limits only, none active) has none
+        norm = jnp.max(jnp.abs(F_new), initial=0.0)
         return x, it + 1, norm <= tol, norm
 
     F0 = residual(x0) if F0 is None else F0
-    norm0 = jnp.max(jnp.abs(F0)) if F0.size else jnp.zeros((), x0.dtype)
+    norm0 = jnp.max(jnp.abs(F0), initial=0.0)
     x, it, done, norm = jax.lax.while_loop(cond, body, (x0, jnp.asarray(0), norm0 <= tol, norm0))
     return x, it, done, norm
 
