@@ -8,6 +8,10 @@ import time
 
 import jax
 
+# before anything starts JAX's backend (machine() does): importing jaxmbd sets XLA's
+# small-loop threshold and one BLAS thread, which it cannot do once the backend runs
+import jaxmbd  # noqa: F401, E402
+
 
 def machine() -> str:
     import os
