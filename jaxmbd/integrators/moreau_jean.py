@@ -447,23 +447,15 @@ def _implicit_min_norm(residual, x_star, derivative_of=None):
     First derivatives (jvp and its transpose, so jax.grad); the residual's closed-over
     values (the model, the state) are differentiated. ``derivative_of``: another residual
     whose derivatives at ``x_star`` are used instead (a relaxed one, ``relaxation``)."""
-    x_star = jax.lax.stop_gradient(x_star)
     fn, consts = jax.closure_convert(residual if derivative_of is None else derivative_of, x_star)
 
-    @jax.custom_jvp
-    def root(x, consts):
-        del consts
-        return x
+    def closed(x, consts):
+        return fn(x, *consts)
 
-    @root.defjvp
-    def _rule(primals, tangents):
-        x, consts = primals
-        _, dconsts = tangents
-        J = jax.lax.stop_gradient(jax.jacfwd(lambda y: fn(y, *consts))(x))
-        _, dF = jax.jvp(lambda c: fn(x, *c), (consts,), (dconsts,))
-        return x, -_least_squares(J, dF)
+    def jacobian(x, consts):  # forward-mode autodiff of the residual's branches
+        return jax.jacfwd(closed)(x, consts)
 
-    return root(x_star, tuple(consts))
+    return _implicit_root(closed, jacobian, x_star, tuple(consts))
 
 
 class MoreauJean(AbstractIntegrator):

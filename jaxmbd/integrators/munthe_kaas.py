@@ -43,7 +43,7 @@ from .base import (
     choose_structured,
     dense_kernels,
 )
-from .tableau import ButcherTableau, get_tableau
+from .tableau import ButcherTableau, get_tableau, stage_combination
 
 STABILIZE = (None, "projection")
 
@@ -192,19 +192,11 @@ class MuntheKaas(AbstractIntegrator):
             Kq = jnp.concatenate([kq0, rest])
             Kv = jnp.concatenate([state.a.reshape(1, -1), rest])
 
-        def combination(row, K):
-            # sum_l row_l K_l in the order of the stages, elementwise (no dot: a step solved
-            # by the small kernels stays hoistable); zero coefficients add exact zeros
-            total = row[0] * K[0]
-            for j in range(1, s):
-                total = total + row[j] * K[j]
-            return total
-
         def stage(carry, inputs):
             Kq, Kv, _, _, _, _, status = carry
             i, row, ci = inputs
-            psi_q = h * combination(row, Kq)
-            psi_v = h * combination(row, Kv).reshape(v.shape)
+            psi_q = h * stage_combination(row, Kq)
+            psi_v = h * stage_combination(row, Kv).reshape(v.shape)
             qi = form.retract(q, psi_q)
             if first == 0:  # row 0 is the step's start itself (no retraction round-off)
                 qi = jax.tree_util.tree_map(lambda a, b: jnp.where(i == 0, a, b), q, qi)
@@ -225,8 +217,8 @@ class MuntheKaas(AbstractIntegrator):
         )
         if project:
             t1 = k * h
-            phi_q = h * combination(jnp.asarray(tab.b, v.dtype), Kq)
-            phi_v = h * combination(jnp.asarray(tab.b, v.dtype), Kv).reshape(v.shape)
+            phi_q = h * stage_combination(jnp.asarray(tab.b, v.dtype), Kq)
+            phi_v = h * stage_combination(jnp.asarray(tab.b, v.dtype), Kv).reshape(v.shape)
             q1, v1, status_p = self._project(model, form, form.retract(q, phi_q), v + phi_v, t1)
             a1, lam1, status_1 = index1_dynamics(model, form, q1, v1, t1, structured=structured)
             status = first_failure(status, status_p, status_1)

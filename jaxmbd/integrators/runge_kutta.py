@@ -57,7 +57,7 @@ from .base import (
     choose_structured,
     dense_kernels,
 )
-from .tableau import ButcherTableau, get_tableau
+from .tableau import ButcherTableau, get_tableau, stage_combination
 
 MULTIPLIERS = ("two_step", "one_step", "frozen")
 
@@ -204,18 +204,11 @@ class RungeKutta(AbstractIntegrator):
         Kv = jnp.concatenate([a0.reshape(1, -1), rest])
         slots = jnp.arange(s)
 
-        def combination(row, K):
-            # sum_l row_l K_l in the order of the stages, elementwise
-            total = row[0] * K[0]
-            for j in range(1, s):
-                total = total + row[j] * K[j]
-            return total
-
         def stage(carry, inputs):
             Kq, Kv, _, _, _, _, status = carry
             i, row, ci = inputs
-            qi = form.retract(q, h * combination(row, Kq))
-            vi = v + h * combination(row, Kv).reshape(v.shape)
+            qi = form.retract(q, h * stage_combination(row, Kq))
+            vi = v + h * stage_combination(row, Kv).reshape(v.shape)
             ti = t0 + ci * h
             if frozen:
 

@@ -114,3 +114,13 @@ def get_tableau(tableau) -> ButcherTableau:
 TABLEAUS = tuple(_NAMED)
 
 __all__ = ["ButcherTableau", "TABLEAUS", "get_tableau"]
+
+
+def stage_combination(row, K):
+    """sum_l row_l K_l over the stages in their order, elementwise: no dot, so a step whose
+    solves are elementwise stays one hoisted loop on the CPU (jaxmbd.linear.small); zero
+    coefficients add exact zeros. ``row``: (s,) coefficients, ``K``: (s, n) stage values."""
+    total = row[0] * K[0]
+    for j in range(1, K.shape[0]):
+        total = total + row[j] * K[j]
+    return total
