@@ -1,5 +1,6 @@
 import os
 import sys
+from importlib.metadata import version
 from pathlib import Path
 
 # The suite's time is compilation, not running (a gradient program: ~13 s tracing, ~23 s
@@ -8,11 +9,13 @@ from pathlib import Path
 # for the gradient tests. LLVM optimisation level 0 saves ~20 % more of a gradient test
 # (46.6 -> 37.3 s) and even the run-heavy notebooks come out faster (slider crank + swing-up:
 # 65 -> 56 s); results are unchanged (no fast-math at any level). Set before jax creates its
-# CPU client; the notebook kernels inherit it.
-os.environ["XLA_FLAGS"] = (
-    os.environ.get("XLA_FLAGS", "")
-    + " --xla_cpu_use_fusion_emitters=false --xla_backend_optimization_level=0"
-).strip()
+# CPU client; the notebook kernels inherit it. XLA aborts the process on a flag it does not
+# know, and jax 0.11's XLA has no fusion-emitter switch (seen on a GPU machine's jax 0.11.2):
+# the switch is added only for the jaxlib it was measured on.
+_XLA_TEST_FLAGS = ["--xla_backend_optimization_level=0"]
+if tuple(int(p) for p in version("jaxlib").split(".")[:2]) < (0, 11):
+    _XLA_TEST_FLAGS.insert(0, "--xla_cpu_use_fusion_emitters=false")
+os.environ["XLA_FLAGS"] = " ".join([os.environ.get("XLA_FLAGS", ""), *_XLA_TEST_FLAGS]).strip()
 
 # Identical computations reached through different Python objects (the same mechanism from
 # a published file and from a built-in, say) compile once: XLA's cache is keyed by the HLO.

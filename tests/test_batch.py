@@ -188,7 +188,9 @@ def test_accelerator_paths_equal_single_runs(newton, monkeypatch):
         text = jax.jit(jax.vmap(fn)).lower(stack).as_text()
         return 'num_batch_dims = "0"' in text and 'num_batch_dims = "1"' not in text
 
-    assert loops(dense_lu) and loops(inverse_and_pivots)
+    # on the CPU its own paths; on a GPU the batched ones without the hook (seen on an H100)
+    cpu = jax.default_backend() == "cpu"
+    assert loops(dense_lu) == cpu and loops(inverse_and_pivots) == cpu
     # the single runs first, on the CPU paths (the default Newton's program is the file's)
     singles = {k: mbd.simulate(members[k], **opts) for k in (0, 2)}
     jax.clear_caches()  # the hook is read when a program is traced

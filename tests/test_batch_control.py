@@ -182,7 +182,8 @@ def test_sharded_policy_batch_and_gradient_equal_one_device():
         print("OK")
     """)
     flags = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2"
-    env = dict(os.environ, XLA_FLAGS=flags.strip())
+    # host devices are CPU devices: on a GPU machine the default backend would be its one GPU
+    env = dict(os.environ, XLA_FLAGS=flags.strip(), JAX_PLATFORMS="cpu")
     env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(__file__), env.get("PYTHONPATH", "")])
     result = subprocess.run(
         [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=900

@@ -77,6 +77,8 @@ def _blas_threads(case, **env):
     clean = {
         k: v for k, v in os.environ.items() if k not in _blas.USER_VARIABLES + (_blas.OPT_OUT,)
     }
+    # jax's LAPACK kernels are its CPU backend's (on a GPU the solve would not load them)
+    env = {"JAX_PLATFORMS": "cpu", **env}
     out = subprocess.run([sys.executable, "-c", BLAS_CHILD, case], env={**clean, **env},
                          capture_output=True, text=True, check=True, timeout=300)  # fmt: skip
     return json.loads(out.stdout.strip().splitlines()[-1])

@@ -278,7 +278,8 @@ def test_sharded_batch_equals_unsharded(tmp_path):
     """)
     # the suite's XLA flags (tests/conftest.py: ~a third less compile time) and four devices
     flags = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4"
-    env = dict(os.environ, XLA_FLAGS=flags.strip())
+    # host devices are CPU devices: on a GPU machine the default backend would be its one GPU
+    env = dict(os.environ, XLA_FLAGS=flags.strip(), JAX_PLATFORMS="cpu")
     result = subprocess.run(
         [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600
     )

@@ -312,8 +312,12 @@ def test_xla_inverse_and_batched_lu_equal_lapack():
     lu, permutation = jax.jit(jax.vmap(dense_lu))(singular)
     for k in range(5):  # LAPACK's getrf member by member: the singular one has a zero pivot
         lapack_lu, _, lapack_permutation = jax.lax.linalg.lu(singular[k])
-        np.testing.assert_array_equal(permutation[k], lapack_permutation)
-        np.testing.assert_allclose(lu[k], lapack_lu, rtol=0, atol=1e-13)
+        # the singular member's factors agree up to its zero pivot (step 4): the rows that
+        # later steps pivot are arbitrary after it (a GPU's batched getrf and its single
+        # getrf swap them differently: seen on an H100); rows 0-4 are final before that
+        rows = 5 if k == 2 else 12
+        np.testing.assert_array_equal(permutation[k][:rows], lapack_permutation[:rows])
+        np.testing.assert_allclose(lu[k][:rows], lapack_lu[:rows], rtol=0, atol=1e-13)
         assert (np.min(np.abs(np.diagonal(np.asarray(lu[k])))) == 0.0) == (k == 2)
 
 
@@ -385,7 +389,9 @@ def test_solve_with_condition_reports_singular_and_near_singular_systems():
     np.testing.assert_allclose(x, jnp.linalg.solve(regular, rhs), rtol=1e-12)
     many, status = solve_with_condition(regular, jnp.eye(3))
     assert int(status) == SUCCESS
-    np.testing.assert_allclose(regular @ many, jnp.eye(3), atol=1e-9)
+    # entry by entry (all nonzero): regular @ many sums terms of 1e12 whose round-off
+    # alone is ~1e-4 (1e-5 seen on an H100), so the product is no test of the solve
+    np.testing.assert_allclose(many, np.linalg.inv(np.asarray(regular)), rtol=1e-10)
     singular = regular.at[2].set(regular[1])
     near = jnp.array([[4.0, 1.0, 0.0], [1.0, 3.0, 1.0], [1.0, 3.0, 1.0 + 1e-13]])
     _, status = solve_with_condition(singular, rhs)
@@ -420,11 +426,16 @@ def test_attainable_floor_is_capped():
         return solver.solve(lambda x: A @ x - b, lambda x: A, jnp.zeros(3), solver.init(3),
                             tol=tol)[:2]  # fmt: skip
 
+    # the stagnation is a round-off pattern: on the CPU backend (a GPU's fused products
+    # happened to reach a zero residual in 8 iterations on an H100)
+    cpu = jax.devices("cpu")[0]
+    A, b = jax.device_put(A, cpu), jax.device_put(b, cpu)
     for solver in (FullNewton(), ReusedNewton()):
-        _, info = solve(1e-12, solver)
-        assert int(info.status) == mbd.newton.MAX_ITERATIONS, type(solver).__name__
-        x, info = solve(1e-5, solver)
-        assert int(info.status) == SUCCESS, type(solver).__name__
+        with jax.default_device(cpu):
+            _, info = solve(1e-12, solver)
+            assert int(info.status) == mbd.newton.MAX_ITERATIONS, type(solver).__name__
+            x, info = solve(1e-5, solver)
+            assert int(info.status) == SUCCESS, type(solver).__name__
         np.testing.assert_allclose(x, jnp.linalg.solve(A, b), rtol=0, atol=1e-5)
 
 

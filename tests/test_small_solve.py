@@ -126,8 +126,15 @@ def test_statuses_unchanged(name):
     with small.prefer(math.inf):
         elementwise = statuses()
     assert lapack[:3] == elementwise[:3] == (expected,) * 3
-    if expected != NONFINITE:
+    if expected == SUCCESS or (expected != NONFINITE and jax.default_backend() == "cpu"):
         np.testing.assert_allclose(elementwise[3], lapack[3], rtol=1e-10)
+    if expected == ILL_CONDITIONED:
+        # x is determined only to cond * eps ~ 1 here: the kernels agree with the CPU's
+        # LAPACK (same pivots, same operations) but not with a GPU's (2.6 % on an H100);
+        # both are backward stable, |A x - b| of the order of eps |A| |x|
+        for x in (np.asarray(elementwise[3]), np.asarray(lapack[3])):
+            residual = np.asarray(a) @ x - np.asarray(b)
+            assert np.abs(residual).max() <= 1e-12 * np.abs(np.asarray(a)).max() * np.abs(x).max()
 
 
 def test_solve_gradient_central_differences():
@@ -228,7 +235,12 @@ def test_simulate_gradient_small_path_central_differences():
         sol = mbd.simulate(m, t_end=0.02, h=1e-3, linear_solver="small")
         return jnp.sum(sol.r[:, 1] ** 2)
 
-    p, eps = float(model.mass[1]), 1e-5
+    # fourth-order central differences: truncation ~eps^4, and the run's round-off
+    # (~1e-14 of the loss) over eps stays below 1e-6 of the derivative; a second-order
+    # stencil at eps = 1e-5 is at that floor (7e-6 relative on an H100)
+    p, eps = float(model.mass[1]), 1e-3
     grad = mbd.jit(jax.grad(loss))(p)
-    fd = (loss(p + eps) - loss(p - eps)) / (2 * eps)
-    assert abs(grad - fd) <= 1e-6 * abs(fd)
+    fd = (8 * (loss(p + eps) - loss(p - eps)) - (loss(p + 2 * eps) - loss(p - 2 * eps))) / (
+        12 * eps
+    )
+    assert abs(grad - fd) <= 1e-6 * abs(fd), (grad, fd)
