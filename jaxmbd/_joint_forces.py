@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _config  # noqa: F401
+from ._small import mm
 from .forces import AbstractForce, BodyState
 from .joints import JointDefinition, _geometric, _relative
 from .lie import hat
@@ -75,8 +76,8 @@ def _one(r_i, A_i, r_j, A_j, vel, frames, offset, sign, *, kind: str, bias: bool
 
     def coordinate(tw):
         eye = jnp.eye(3)
-        return at(r_i + tw[0], A_i @ (eye + hat(tw[1])),
-                  r_j + tw[2], A_j @ (eye + hat(tw[3])))  # fmt: skip
+        return at(r_i + tw[0], mm(A_i, eye + hat(tw[1])),
+                  r_j + tw[2], mm(A_j, eye + hat(tw[3])))  # fmt: skip
 
     value, grad = jax.value_and_grad(coordinate)(jnp.zeros((4, 3)))
     if not bias:
@@ -85,7 +86,7 @@ def _one(r_i, A_i, r_j, A_j, vel, frames, offset, sign, *, kind: str, bias: bool
     def along(s):  # r + s r_dot, A exp(s omega~) to second order in s
         def turned(A, w):
             W = hat(w)
-            return A @ (jnp.eye(3) + s * W + 0.5 * s**2 * W @ W)
+            return mm(A, jnp.eye(3) + s * W + 0.5 * s**2 * mm(W, W))
 
         return at(r_i + s * vel[0], turned(A_i, vel[1]), r_j + s * vel[2],
                   turned(A_j, vel[3]))  # fmt: skip
@@ -128,8 +129,13 @@ def coordinates_and_gradients(joints: tuple[JointDefinition, ...], state: BodySt
     A_all = jnp.concatenate([state.A, jnp.eye(3)[None]])
     v_all = jnp.concatenate([state.rdot, jnp.zeros((1, 3))])
     w_all = jnp.concatenate([state.omega, jnp.zeros((1, 3))])  # the ground is at rest
-    n = len(joints)
-    q, grads, biases = jnp.zeros(n), jnp.zeros((n, 4, 3)), jnp.zeros(n)
+
+    def zeros(m):
+        return jnp.zeros(m), jnp.zeros((m, 4, 3)), jnp.zeros(m)
+
+    # rows of other kinds stay zero (as the groups' rows, in the joints' order at the end)
+    other = np.asarray([k for k, d in enumerate(joints) if d.kind not in SCALAR_KINDS], int)
+    parts, order = [zeros(other.size)], [other]
     for kind in SCALAR_KINDS:
         idx = np.asarray([k for k, d in enumerate(joints) if d.kind == kind], dtype=int)
         if idx.size == 0:
@@ -145,7 +151,15 @@ def coordinates_and_gradients(joints: tuple[JointDefinition, ...], state: BodySt
             r_all[bi], A_all[bi], r_all[bj], A_all[bj], vel, frames, offset, sign,
             kind=kind, bias=bias,
         )  # fmt: skip
-        q, grads, biases = q.at[idx].set(q_k), grads.at[idx].set(g_k), biases.at[idx].set(b_k)
+        parts.append((q_k, g_k, b_k))
+        order.append(idx)
+    # the groups' rows back in the joints' order by a constant permutation (a gather), not
+    # a scatter into zeros: a scatter keeps XLA from compiling the time step as one loop
+    q, grads, biases = (jnp.concatenate(x) for x in zip(*parts, strict=True))
+    order = np.concatenate(order)
+    if np.any(order != np.arange(order.size)):
+        back = np.argsort(order)
+        q, grads, biases = q[back], grads[back], biases[back]
     if bias:
         return q, grads, biases
     return q, grads
@@ -178,13 +192,39 @@ def rates_and_bias(joints: tuple[JointDefinition, ...], state: BodyState):
 def apply_generalised_force(joints, force, g, nb: int):
     """Body forces and torques (nb, 3), (nb, 3) of generalised forces ``force`` (n,) along
     the coordinates whose twist gradients are ``g`` (n, 4, 3)."""
-    bi = np.asarray([d.body_i for d in joints])
-    bj = np.asarray([d.body_j for d in joints])
+    bodies = np.concatenate([[d.body_i for d in joints], [d.body_j for d in joints]])
     force = force[:, None]
-    # rows on the ground (index nb) are summed into a row that is dropped
-    f = jnp.zeros((nb + 1, 3)).at[bi].add(force * g[:, 0]).at[bj].add(force * g[:, 2])
-    n = jnp.zeros((nb + 1, 3)).at[bi].add(force * g[:, 1]).at[bj].add(force * g[:, 3])
-    return f[:nb], n[:nb]
+    f = jnp.concatenate([force * g[:, 0], force * g[:, 2]])  # (2 n, 3), rows of ``bodies``
+    n = jnp.concatenate([force * g[:, 1], force * g[:, 3]])
+    return _sum_per_body(bodies, f, nb), _sum_per_body(bodies, n, nb)
+
+
+#: Up to this many (row, body) pairs, :func:`_sum_per_body` sums each body's rows, picked
+#: by constant indices; beyond it (large models, where the trace would grow with nb), a
+#: scatter-add.
+PICKED_SUM_MAX = 1 << 14
+
+
+def _sum_per_body(bodies, values, nb: int):
+    """sum of the rows ``values[k]`` with ``bodies[k] = b`` for b < nb (rows on the ground,
+    index nb, are dropped). Each body's rows picked by constant indices and summed, not a
+    scatter-add: a scatter (and a product with a 0/1 matrix, which XLA's CPU compiler
+    turns back into a dot) keeps XLA from compiling the time step as one native loop."""
+    if bodies.size * (nb + 1) > PICKED_SUM_MAX:
+        shape = (nb + 1,) + values.shape[1:]
+        return jnp.zeros(shape, values.dtype).at[bodies].add(values)[:nb]
+    zero = jnp.zeros(values.shape[1:], values.dtype)
+    parts = []
+    for b in range(nb):
+        picked = np.flatnonzero(bodies == b)
+        if picked.size == 0:
+            parts.append(zero)
+            continue
+        total = values[picked[0]]
+        for k in picked[1:]:
+            total = total + values[k]
+        parts.append(total)
+    return jnp.stack(parts)
 
 
 class AbstractJointForce(AbstractForce):

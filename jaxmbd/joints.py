@@ -54,6 +54,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _config  # noqa: F401
+from ._small import mm, mtm, mv, row_vec_mat
 from ._topology import body_graph
 from .errors import ModelError
 from .lie import hat
@@ -144,9 +145,11 @@ def _relative(defn: JointDefinition, r_i, A_i, r_j, A_j):
     own, the definition's arrays may carry the leading (batch) axes."""
     frame_i, frame_j = defn.frame_i[..., None, :, :], defn.frame_j[..., None, :, :]
     s_i, s_j = defn.s_bar_i[..., None, :], defn.s_bar_j[..., None, :]
-    F_i = A_i @ frame_i
-    R = _t(F_i) @ (A_j @ frame_j)
-    d = _mv(_t(F_i), r_j + _mv(A_j, s_j) - r_i - _mv(A_i, s_i))
+    # elementwise 3x3 products (jaxmbd._small), not ``@``: the joint forces evaluate this
+    # map inside the time step, where a dot keeps XLA from compiling the step as one loop
+    F_i = mm(A_i, frame_i)
+    R = mtm(F_i, mm(A_j, frame_j))
+    d = row_vec_mat(r_j + mv(A_j, s_j) - r_i - mv(A_i, s_i), F_i)
     return R, d
 
 
