@@ -84,11 +84,44 @@ def _members(analysis: str, members, options: dict, chunk: int | None):
 
     if chunk is None:
         return eqx.filter_vmap(one)(members)
-    return _on_arrays(
-        lambda arrays, g: jax.lax.map(g, arrays, batch_size=chunk),
-        one,
-        members,
-    )
+    return _on_arrays(lambda arrays, g: _chunked_map(g, arrays, chunk), one, members)
+
+
+def _chunked_map(g, arrays, chunk: int):
+    """``lax.map(g, arrays, batch_size=chunk)``, except that zero-size leaves (a model
+    without actuators or sensors has empty arrays, and so has its Solution) are not
+    mapped: ``lax.map`` reshapes every input and output leaf into chunks, which divides by
+    zero on them. Each member gets the empty input of its own shape, and the empty outputs
+    are made with the batch axis in front."""
+    leaves, treedef = jax.tree_util.tree_flatten(arrays)
+    batch = leaves[0].shape[0]
+    empty_in = [leaf.size == 0 for leaf in leaves]
+
+    def full(mapped):
+        rest = iter(mapped)
+        own = [
+            jnp.zeros(leaf.shape[1:], leaf.dtype) if e else next(rest)
+            for leaf, e in zip(leaves, empty_in, strict=True)
+        ]
+        return g(jax.tree_util.tree_unflatten(treedef, own))
+
+    mapped = [leaf for leaf, e in zip(leaves, empty_in, strict=True) if not e]
+    one = [jax.ShapeDtypeStruct(leaf.shape[1:], leaf.dtype) for leaf in mapped]
+    out_leaves, out_treedef = jax.tree_util.tree_flatten(jax.eval_shape(full, one))
+    empty_out = [leaf.size == 0 for leaf in out_leaves]
+    if not any(empty_in) and not any(empty_out):
+        return jax.lax.map(g, arrays, batch_size=chunk)
+
+    def member(mapped):
+        out = jax.tree_util.tree_leaves(full(mapped))
+        return [x for x, e in zip(out, empty_out, strict=True) if not e]
+
+    results = iter(jax.lax.map(member, mapped, batch_size=chunk))
+    out = [
+        jnp.zeros((batch,) + leaf.shape, leaf.dtype) if e else next(results)
+        for leaf, e in zip(out_leaves, empty_out, strict=True)
+    ]
+    return jax.tree_util.tree_unflatten(out_treedef, out)
 
 
 def _on_arrays(transform, fn, members):
