@@ -23,10 +23,13 @@ cold start as a new user sees it:
   second call;
 - ``mbd.jit``: the same with jaxmbd's XLA options (``jaxmbd._jit.XLA_OPTIONS``), as
   ``mbd.jit`` compiles a top-level program;
-- ``mbd.jit+O0``: also LLVM optimisation level 0 (``xla_backend_optimization_level=0``,
-  what the test suite uses), run time reported to show its cost;
+- ``mbd.jit+O0``, ``mbd.jit+O1``: also LLVM optimisation level 0 or 1
+  (``xla_backend_optimization_level``; XLA's default 2, the test suite 0), run time
+  reported to show its cost;
 - ``eager``: the un-jitted ``jax.value_and_grad(loss)`` called three times (first call, then
   the later calls: they must not compile again);
+- ``mbd.jit-fwd``, ``jit-fwd``: the loss alone (simulate's forward program), to compare the
+  forward program's compile and run (``sum abs(grad)`` is then 0);
 - ``mbd.jit-jk``: ``mbd.jit`` with the joint forces' coordinate kernel
   (``jaxmbd._joint_forces._group``) replaced by its unjitted function, i.e. traced and
   linearised at every force evaluation as before commit 22d0f4e (A/B of that change).
@@ -34,11 +37,15 @@ cold start as a new user sees it:
 Medians over ``--repeats`` processes, alternated so all variants see the same machine load.
 Wall-clock seconds, and the process's CPU seconds (all its threads), which a shared
 machine's load inflates less; HLO lines measure the program's size independently of load.
+"hoisted loops (largest)": how many loops XLA's small-while-loop pass compiled each as one
+native function, and the largest one's HLO instructions (``jaxmbd._xla_flags.hoisted_sizes``):
+LLVM's time goes mostly into those.
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import statistics
@@ -79,7 +86,10 @@ else:
                            **solver_options)
         return jnp.sum(sol.r[-1] ** 2) + jnp.sum(sol.rdot[-1] ** 2) + 1e-3 * jnp.sum(u ** 2)
     x = jnp.full((10, model.nu), 0.3)
-vg = jax.value_and_grad(loss)
+forward = variant.endswith("-fwd")  # the loss alone: simulate's forward program
+if forward:
+    variant = variant[: -len("-fwd")]
+vg = (lambda x: (loss(x), x)) if forward else jax.value_and_grad(loss)
 out = {"import": t_import}
 if variant == "eager":
     for i in range(3):
@@ -87,8 +97,8 @@ if variant == "eager":
         out[f"call{i + 1}"] = time.perf_counter() - t0
 else:
     options = None if variant == "jit" else dict(XLA_OPTIONS)
-    if variant.endswith("+O0"):
-        options["xla_backend_optimization_level"] = 0
+    if "+O" in variant:  # LLVM's optimisation level (XLA's default is 2)
+        options["xla_backend_optimization_level"] = int(variant.split("+O")[1])
     program = jax.jit(vg, compiler_options=options)
     cpu = time.process_time
     t0, c0 = time.perf_counter(), cpu(); traced = program.trace(x)
@@ -96,15 +106,19 @@ else:
     t2, c2 = time.perf_counter(), cpu(); compiled = lowered.compile()
     t3, c3 = time.perf_counter(), cpu(); value, grad = jax.block_until_ready(compiled(x))
     t4 = time.perf_counter()
-    out.update(value=float(value), grad_abs_sum=float(jnp.sum(jnp.abs(grad))))
+    out.update(value=float(value), grad_abs_sum=0.0 if forward else float(jnp.sum(jnp.abs(grad))))
+    text = compiled.as_text()
+    sizes = hoisted_sizes(text)  # prepended by run_child (from the working tree)
+    out.update(hoisted=len(sizes), hoisted_largest=max(sizes, default=0),
+               custom_calls=text.count("custom-call("))
     out.update(cpu_trace=c1 - c0, cpu_lower=c2 - c1, cpu_compile=c3 - c2,
                hlo_lines=lowered.as_text().count("\n"))
     runs = []
-    for _ in range(5):
+    for _ in range(21):
         s = time.perf_counter(); jax.block_until_ready(compiled(x))
         runs.append(time.perf_counter() - s)
     out.update(trace=t1 - t0, lower=t2 - t1, compile=t3 - t2, first_run=t4 - t3,
-               run=sorted(runs)[2], eqns=len(traced.jaxpr.eqns))
+               run=sorted(runs)[10], eqns=len(traced.jaxpr.eqns))
 print("RESULT " + json.dumps(out))
 """
 
@@ -137,7 +151,17 @@ for key, n in counts.most_common(15):
     print(f"{n:7d} {key}")
 """
 
-VARIANTS = ("jit", "mbd.jit", "mbd.jit+O0", "eager", "mbd.jit-jk")
+VARIANTS = (
+    "jit",
+    "mbd.jit",
+    "mbd.jit+O0",
+    "eager",
+    "mbd.jit-jk",
+    "mbd.jit-fwd",
+    "jit-fwd",
+    "mbd.jit+O1",
+    "mbd.jit+O1-fwd",
+)
 MODELS = ("arm3", "cartpole", "cartpole_ga", "cartpole_dense")
 
 
@@ -150,8 +174,11 @@ def run_child(model: str, variant: str, source: Path | None = None) -> dict:
             os.pathsep
         )
     # python -c puts the working directory first on sys.path: run in the tree to import
+    from jaxmbd._xla_flags import hoisted_sizes  # the same measure for every tree
+
+    child = "import re\n" + inspect.getsource(hoisted_sizes) + CHILD
     proc = subprocess.run(
-        [sys.executable, "-c", CHILD, model, variant, str(ROOT)],
+        [sys.executable, "-c", child, model, variant, str(ROOT)],
         capture_output=True, text=True, env=env, cwd=source or ROOT,
     )  # fmt: skip
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
@@ -212,8 +239,8 @@ def main():
         "",
         "| model | variant | trace [s] | lower [s] | XLA compile [s] | total to first "
         "result [s] | run [s] | CPU s: trace / lower / compile | HLO lines | "
-        "value, sum abs(grad) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "value, sum abs(grad) | hoisted loops (largest) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for (model, variant), m in med.items():
         if variant == "eager":
@@ -227,7 +254,8 @@ def main():
             f"| {model} | {variant} | {m['trace']:.1f} | {m['lower']:.1f} | "
             f"{m['compile']:.1f} | {first:.1f} | {m['run']:.4f} | {m['cpu_trace']:.1f} / "
             f"{m['cpu_lower']:.1f} / {m['cpu_compile']:.1f} | {int(m['hlo_lines'])} | "
-            f"{m['value']:.15g}, {m['grad_abs_sum']:.15g} |"
+            f"{m['value']:.15g}, {m['grad_abs_sum']:.15g} | "
+            f"{m.get('hoisted', 0):.0f} ({m.get('hoisted_largest', 0):.0f}) |"
         )
     table = "\n".join(lines)
     print(table)

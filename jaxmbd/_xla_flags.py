@@ -15,10 +15,18 @@ set that option (their value is kept) or set ``JAXMBD_XLA_FLAGS=0``. XLA reads t
 variable once, when the backend starts: if JAX's backend is already running at import
 (jaxmbd imported after a computation), it cannot take effect and :func:`configure` warns
 once with the exact line to set.
+
+Hoisting has a price at compile time: LLVM compiles a hoisted loop as one function, on one
+thread, and its time grows faster than the loop's size. A gradient's whole forward and
+transposed time scans hoisted took the cart-pole's XLA compile from 24 to 96 CPU-s
+(``experiments/results/bench_compile.md``, section 5). :func:`unhoisted_when_differentiated`
+keeps a differentiated program's time loops (and rkmk's stage loop) out of the pass while
+the loops inside a step stay hoisted; undifferentiated programs are unchanged.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import sys
@@ -112,5 +120,107 @@ def loop_hoisted(hlo_text: str, trip_count: int) -> bool:
     )
     return any(name in holders for name in calls)
 
+
+def hoisted_sizes(hlo_text: str) -> list[int]:
+    """The size (instructions, nested computations included) of each loop that XLA's
+    small-while-loop pass hoisted in a compiled program (``compiled.as_text()``), largest
+    first: LLVM compiles each as one function, and its time grows with that size."""
+    computations = {}
+    for computation in re.split(r"\n(?=\S)", hlo_text):
+        name = computation.split(" ", 1)[0].lstrip("%")
+        computations[name] = computation
+    callee = re.compile(r"(?:to_apply|body|condition|calls|branch_computations)=\{?%([\w.\-]+)")
+
+    def size(name, seen):
+        if name in seen or name not in computations:
+            return 0
+        seen.add(name)
+        text = computations[name]
+        own = sum(1 for line in text.splitlines() if " = " in line)
+        return own + sum(size(c, seen) for c in callee.findall(text))
+
+    hoisted = re.findall(
+        r"call\([^\n]*?to_apply=%([\w.\-]+)[^\n]*xla_cpu_small_call=\"true\"", hlo_text
+    )
+    return sorted((size(name, set()) for name in hoisted), reverse=True)
+
+
+def _through_custom_call(tree):
+    """``tree`` unchanged, its inexact leaves passed together through one LAPACK triangular
+    solve with the 1x1 unit-diagonal matrix (a custom call: exact identity, linear, and its
+    transpose is again a triangular solve)."""
+    import jax
+    import jax.numpy as jnp
+    from jax.custom_derivatives import SymbolicZero
+
+    leaves, treedef = jax.tree_util.tree_flatten(tree)
+    dtypes = [x.dtype if hasattr(x, "dtype") else jnp.result_type(x) for x in leaves]
+    # integer leaves (float0 tangents) and symbolic-zero tangents pass by: a zero tangent
+    # made concrete would reach the Newton loop, which cannot be linearised
+    picked = [
+        i
+        for i, (x, d) in enumerate(zip(leaves, dtypes, strict=True))
+        if jnp.issubdtype(d, jnp.inexact) and not isinstance(x, SymbolicZero)
+    ]
+    if not picked:
+        return tree
+    dtype = jnp.result_type(*(dtypes[i] for i in picked))
+    flat = jnp.concatenate([jnp.ravel(leaves[i]).astype(dtype) for i in picked])[None]
+    one = jnp.ones((1, 1), dtype)
+    flat = jax.lax.linalg.triangular_solve(
+        one, flat, left_side=True, lower=True, unit_diagonal=True
+    )[0]
+    start = 0
+    for i in picked:
+        size = jnp.size(leaves[i])
+        leaves[i] = flat[start : start + size].reshape(jnp.shape(leaves[i])).astype(dtypes[i])
+        start += size
+    return jax.tree_util.tree_unflatten(treedef, leaves)
+
+
+def _make_unhoisted_when_differentiated():
+    import jax
+
+    @jax.custom_jvp
+    def unhoisted(tree):
+        return tree
+
+    @functools.partial(unhoisted.defjvp, symbolic_zeros=True)
+    def _rule(primals, tangents):
+        (tree,), (dtree,) = primals, tangents
+        return _through_custom_call(tree), _through_custom_call(dtree)
+
+    return unhoisted
+
+
+_unhoisted = None
+
+
+def unhoisted_when_differentiated(tree):
+    """``tree`` (a loop's carry) as it is, except that in a differentiated program its
+    value and its tangent pass through a custom call, which XLA's small-while-loop pass
+    does not hoist: the enclosing loop (simulate's time scan, rkmk's stage scan, and their
+    transposed scans in a gradient) then runs as XLA thunks, while the loops inside a step
+    (the Newton iteration, the elementwise KKT solves) stay hoisted. Why: LLVM compiles a
+    hoisted loop as one function, on one thread; the cart-pole gradient's hoisted forward
+    and transposed time scans took 96 CPU-s of XLA compile, against 25 now, for a run of
+    0.010 s against 0.024 s (experiments/results/bench_compile.md, section 5).
+    Undifferentiated programs (simulate) are unchanged: no op is added. Zero tangents stay
+    symbolic (a concrete one would reach the Newton loop, which JAX cannot linearise).
+    CPU only (the pass is the CPU backend's); ``JAXMBD_HOIST_GRADIENT_LOOPS=1`` at trace
+    time keeps every loop hoistable (slow compile, fastest gradient run)."""
+    global _unhoisted
+    import jax
+
+    if os.environ.get(HOIST_GRADIENT_LOOPS, "").strip() == "1" or jax.default_backend() != "cpu":
+        return tree
+    if _unhoisted is None:
+        _unhoisted = _make_unhoisted_when_differentiated()
+    return _unhoisted(tree)
+
+
+#: ``JAXMBD_HOIST_GRADIENT_LOOPS=1``: differentiated time loops hoisted as before (read at
+#: trace time).
+HOIST_GRADIENT_LOOPS = "JAXMBD_HOIST_GRADIENT_LOOPS"
 
 configure()  # at import: jaxmbd/__init__.py imports this module before anything else

@@ -25,6 +25,7 @@ from ._stepping import (
     run_in_chunks,
     strided_scan,
 )
+from ._xla_flags import unhoisted_when_differentiated
 from .actuators import control_inputs, policy_controls, with_controls
 from .contact import with_contact
 from .formulations import AbstractFormulation, get_formulation
@@ -93,6 +94,8 @@ def _scan(
     sensor_key=None,
 ):
     def step(carry, k):
+        # a gradient's time loops stay out of XLA's small-loop hoisting (compile time)
+        carry = unhoisted_when_differentiated(carry)
         # zero-order hold: step k (from t = (k - 1) h) runs with the controls of row k - 1,
         # or the policy's reply to the state at (k - 1) h
         stepped = model if controls is None else with_controls(model, controls[k - 1])

@@ -34,6 +34,7 @@ import jax.numpy as jnp
 from .. import _config  # noqa: F401
 from .._min_norm import min_norm_solve
 from .._step_status import as_status, finite_status, first_failure
+from .._xla_flags import unhoisted_when_differentiated
 from ..formulations.index1 import index1_dynamics
 from ..newton import SUCCESS, NewtonInfo
 from .base import (
@@ -193,7 +194,8 @@ class MuntheKaas(AbstractIntegrator):
             Kv = jnp.concatenate([state.a.reshape(1, -1), rest])
 
         def stage(carry, inputs):
-            Kq, Kv, _, _, _, _, status = carry
+            # in a gradient, this loop (a whole model evaluation) is not hoisted either
+            Kq, Kv, _, _, _, _, status = unhoisted_when_differentiated(carry)
             i, row, ci = inputs
             psi_q = h * stage_combination(row, Kq)
             psi_v = h * stage_combination(row, Kv).reshape(v.shape)
