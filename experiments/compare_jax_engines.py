@@ -4,6 +4,14 @@ against MuJoCo C RK4 at h = 1e-5, all at the same step h = 1e-3 on this CPU.
 
     python experiments/compare_jax_engines.py [--models double_pendulum arm3 cartpole]
         [--t-end 1.0] [--batch 256] [--repeats 7] [--jaxsim-python PATH] [--quick]
+        [--engines jaxmbd mjx jaxsim] [--integrators gen_alpha rkmk]
+        [--grad-engines jaxmbd mjx jaxsim] [--reuse RAW.pkl]
+
+Partial reruns: ``--engines``, ``--integrators`` (jaxmbd's) and ``--grad-engines`` choose
+what runs; ``--reuse RAW.pkl`` (an earlier run's raw results, ``--raw``) fills in the rows
+that did not run and the gradients of rows whose gradient did not run, each marked in the
+report with that run's date, commit and load (a reused gradient keeps its own run's
+forward time for grad/forward). Only the rows and figures of one run compare at one load.
 
 Files (each engine reads the same one): ``double_pendulum``, compare_engines.py's double
 pendulum (two rods of 4 m and 2 m, 78 kg and 39 kg, hinges about global x, starting
@@ -115,21 +123,25 @@ def _progress(message):
 
 def timed(fn, repeats: int):
     """(last output, dict of first-call, median, min, max seconds and compile = first -
-    median) of ``fn`` called once and then ``repeats`` times, blocking on its output."""
+    median) of ``fn`` called once and then ``repeats`` times, blocking on its output; also
+    the median process CPU time of the calls (all threads: on the shared machine the
+    steadier figure)."""
     import jax
 
     start = time.perf_counter()
     out = jax.block_until_ready(fn())
     first = time.perf_counter() - start
-    runs = []
+    runs, cpu = [], []
     for _ in range(repeats):
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         out = jax.block_until_ready(fn())
         runs.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - cpu_start)
     med = statistics.median(runs)
     return out, dict(
         first_s=first,
         median_s=med,
+        cpu_median_s=statistics.median(cpu),
         min_s=min(runs),
         max_s=max(runs),
         compile_s=first - med,
@@ -324,7 +336,7 @@ def run_jaxmbd(F, integrator, qvel, n, args) -> dict:
     fwd1 = mbd.jit(loss_traj)
     (loss0, q1), res["fwd1"] = timed(lambda: fwd1(v0), args.repeats)
     res["q_fwd1"], res["loss"] = np.asarray(q1), float(loss0)
-    if not args.no_grad:
+    if not args.no_grad and "jaxmbd" in args.grad_engines:
         _progress(f"{F['name']} jaxmbd {integrator}: gradient")
         grad1 = mbd.jit(jax.grad(lambda v: loss_traj(v)[0]))
         g, res["grad1"] = timed(lambda: grad1(v0), args.repeats)
@@ -332,13 +344,9 @@ def run_jaxmbd(F, integrator, qvel, n, args) -> dict:
         res["fd"] = _fd_check(lambda v: float(fwd1(jnp.asarray(v))[0]), np.asarray(v0), g)
     if not args.no_batch:
         _progress(f"{F['name']} jaxmbd {integrator}: batch {len(qvel)}")
-        # a model with empty array leaves (no actuators, ...) fails in simulate_batch's
-        # chunked lax.map (jax's reshape of a zero-size leaf divides by zero, jaxmbd at
-        # 25ca34a): such batches run as one vmap per device (chunk = members per device)
-        empty = any(
-            leaf.size == 0 for leaf in jax.tree_util.tree_leaves(stacked) if hasattr(leaf, "size")
-        )
-        res["batch_chunk"] = -(-len(qvel) // len(jax.devices())) if empty else None
+        # simulate_batch's default chunks (its chunked lax.map failed on these models' empty
+        # array leaves before 2026-11-26 evening: the first run used one vmap per device)
+        res["batch_chunk"] = None
         solB, res["fwdB"] = timed(
             lambda: mbd.simulate_batch(stacked, chunk=res["batch_chunk"], **opts),
             args.batch_repeats,
@@ -384,7 +392,7 @@ def run_mjx(F, qvel, n, args) -> dict:
     fwd1 = jax.jit(loss_traj)
     (loss0, q1), res["fwd1"] = timed(lambda: fwd1(v0), args.repeats)
     res["q_fwd1"], res["loss"] = np.asarray(q1), float(loss0)
-    if not args.no_grad:
+    if not args.no_grad and "mjx" in args.grad_engines:
         _progress(f"{F['name']} MJX: gradient")
         grad1 = jax.jit(jax.grad(lambda v: loss_traj(v)[0]))
         g, res["grad1"] = timed(lambda: grad1(v0), args.repeats)
@@ -583,7 +591,7 @@ def run_jaxsim(files, args) -> dict:
             args=dict(
                 repeats=args.repeats,
                 batch_repeats=args.batch_repeats,
-                no_grad=args.no_grad,
+                no_grad=args.no_grad or "jaxsim" not in args.grad_engines,
                 jaxsim_grad_models=args.jaxsim_grad_models,
                 no_batch=args.no_batch,
             ),
@@ -614,13 +622,22 @@ def run_jaxsim(files, args) -> dict:
 
 # ---------------------------------------------------------------------------- the report
 
+ENGINES = ("jaxmbd", "mjx", "jaxsim")
 ROWS = (("jaxmbd", "rA gen_alpha"), ("jaxmbd", "rA rkmk RK4"), ("MJX", "RK4"), ("jaxsim", "RK4"))
 
 
 def summarise(r: dict, ref: np.ndarray, n: int, batch: int) -> dict:
     """The figures of one engine row from its raw results (times, trajectories)."""
     s = dict(engine=r["engine"], integrator=r["integrator"])
-    for key in ("unsupported", "failed", "version", "rates_check", "grad_skipped"):
+    for key in (
+        "unsupported",
+        "failed",
+        "version",
+        "rates_check",
+        "grad_skipped",
+        "reused",
+        "grad_reused",
+    ):
         if key in r:
             s[key] = r[key]
     if "fwd1" not in r:
@@ -629,13 +646,16 @@ def summarise(r: dict, ref: np.ndarray, n: int, batch: int) -> dict:
     s["single_steps_per_s"] = n / single["median_s"]
     s["single_program"] = "mbd.simulate call" if "api1" in r else "jit'd loss and trajectory"
     s["loss_steps_per_s"] = n / r["fwd1"]["median_s"]
+    if "cpu_median_s" in single:
+        s["single_steps_per_cpu_s"] = n / single["cpu_median_s"]
     s["error"] = _error(r.get("q_api1", r["q_fwd1"]), ref[0])
     s["error_loss_program"] = _error(r["q_fwd1"], ref[0])
     s["loss"] = r["loss"]
     s["times"] = {k: r[k] for k in ("api1", "fwd1", "grad1", "fwdB") if k in r}
     if "grad1" in r:
         s["grad_ms"] = 1e3 * r["grad1"]["median_s"]
-        s["grad_over_forward"] = r["grad1"]["median_s"] / r["fwd1"]["median_s"]
+        fwd = r.get("reused_fwd1", r["fwd1"])  # a reused gradient: its own run's forward
+        s["grad_over_forward"] = r["grad1"]["median_s"] / fwd["median_s"]
         s["grad"] = r["grad"].tolist()
         s["fd"] = r["fd"]
     if r.get("batch_chunk"):
@@ -645,6 +665,8 @@ def summarise(r: dict, ref: np.ndarray, n: int, batch: int) -> dict:
         )
     if "fwdB" in r:
         s["batch_model_steps_per_s"] = batch * n / r["fwdB"]["median_s"]
+        if "cpu_median_s" in r["fwdB"]:
+            s["batch_model_steps_per_cpu_s"] = batch * n / r["fwdB"]["cpu_median_s"]
         s["batch_error"] = _error(r["q_fwdB"], ref[: len(r["q_fwdB"])])
     return s
 
@@ -721,15 +743,16 @@ def write_report(data: dict, path_md: Path, path_json: Path):
         lines += [f"## {name}", "", info["note"], ""]
         lines += [
             "| engine | integrator | single steps/s | jit'd loss steps/s | batch model-steps/s "
+            "| single steps/CPU-s | batch model-steps/CPU-s "
             "| gradient [ms] | grad/forward | error | batch error | compile [s] single / "
             "loss / batch / grad |",
-            "|---|---|---|---|---|---|---|---|---|---|",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for s in rows.values():
             if "single_steps_per_s" not in s:
                 why = s.get("unsupported") or s.get("failed") or "not run"
                 lines.append(
-                    f"| {s['engine']} | {s['integrator']} | cannot run: {why} | | | | | | | |"
+                    f"| {s['engine']} | {s['integrator']} | cannot run: {why} | | | | | | | | | |"
                 )
                 continue
             t = s["times"]
@@ -740,6 +763,8 @@ def write_report(data: dict, path_md: Path, path_json: Path):
             lines.append(
                 f"| {s['engine']} | {s['integrator']} | {s['single_steps_per_s']:,.0f} "
                 f"| {s['loss_steps_per_s']:,.0f} | {_f(s.get('batch_model_steps_per_s'))} "
+                f"| {_f(s.get('single_steps_per_cpu_s'))} "
+                f"| {_f(s.get('batch_model_steps_per_cpu_s'))} "
                 f"| {_f(s.get('grad_ms'), '.1f')} | {_f(s.get('grad_over_forward'), '.1f')} "
                 f"| {s['error']:.1e} | {_f(s.get('batch_error'), '.1e')} | {comp} |"
             )
@@ -759,6 +784,17 @@ def write_report(data: dict, path_md: Path, path_json: Path):
                     rel = np.linalg.norm(np.asarray(s["grad"]) - g_mj) / np.linalg.norm(g_mj)
                     checks.append(f"* {key} gradient against MJX RK4's: relative {rel:.1e}")
         notes = [f"* {key}: {s['batch_note']}" for key, s in rows.items() if "batch_note" in s]
+        notes += [
+            f"* {key}: **not rerun**, the row of the {s['reused']}"
+            for key, s in rows.items()
+            if "reused" in s
+        ]
+        notes += [
+            f"* {key} gradient: **not rerun**, from the {s['grad_reused']} (grad/forward "
+            "against that run's forward time)"
+            for key, s in rows.items()
+            if "grad_reused" in s
+        ]
         notes += [
             f"* {key} gradient: {s['grad_skipped']}"
             for key, s in rows.items()
@@ -813,7 +849,22 @@ def main():
     parser.add_argument(
         "--api", action="store_true", help="also time jaxmbd's mbd.simulate call (one more compile)"
     )
-    parser.add_argument("--engines", nargs="*", default=["jaxmbd", "mjx", "jaxsim"])
+    parser.add_argument("--engines", nargs="*", default=list(ENGINES), choices=list(ENGINES))
+    parser.add_argument(
+        "--integrators", nargs="*", default=["gen_alpha", "rkmk"], choices=["gen_alpha", "rkmk"]
+    )
+    parser.add_argument(
+        "--grad-engines",
+        nargs="*",
+        default=list(ENGINES),
+        choices=list(ENGINES),
+        help="engines whose gradient runs (the others' from --reuse, if given)",
+    )
+    parser.add_argument(
+        "--reuse",
+        type=Path,
+        help="an earlier run's raw results: rows and gradients that did not run come from it",
+    )
     parser.add_argument("--jaxsim-python", default=JAXSIM_PYTHON)
     parser.add_argument("--jaxsim-grad-models", nargs="*", default=list(JAXSIM_GRAD_MODELS))
     parser.add_argument(
@@ -841,6 +892,9 @@ def main():
             raw = pickle.load(fh)
     else:
         raw = collect(args)
+        if args.reuse:
+            with open(args.reuse, "rb") as fh:
+                merge_reused(raw, pickle.load(fh))
         with open(args.raw, "wb") as fh:
             pickle.dump(raw, fh)
     data = analyse(raw)
@@ -854,7 +908,7 @@ def collect(args) -> dict:
     import jax
     import mujoco
 
-    import jaxmbd as mbd  # noqa: F401  (float64, XLA flag; before any computation)
+    import jaxmbd as mbd  # float64, XLA flag; before any computation
 
     sys.path.insert(0, str(HERE))
     from _timing import machine
@@ -865,7 +919,10 @@ def collect(args) -> dict:
     dirty = subprocess.run(
         ["git", "status", "--porcelain", "--", "jaxmbd"], cwd=ROOT, capture_output=True, text=True
     ).stdout.split()[1::2]
-    if dirty:  # other engineers' uncommitted edits in the working tree the run used
+    used = Path(mbd.__file__).resolve().parent.parent
+    if used != ROOT:  # PYTHONPATH=<an export of a commit>: the shared tree's edits are not in it
+        commit += f" (jaxmbd from {used}, an export of the commit)"
+    elif dirty:  # other engineers' uncommitted edits in the working tree the run used
         commit += " + uncommitted changes to " + ", ".join(dirty)
     start = time.perf_counter()
     load_start = os.getloadavg()[0]
@@ -897,7 +954,7 @@ def collect(args) -> dict:
         )
         rows = raw["results"].setdefault(name, {})
         if "jaxmbd" in args.engines:
-            for integrator in ("gen_alpha", "rkmk"):
+            for integrator in args.integrators:
                 r = run_jaxmbd(F, integrator, qvel, n, args)
                 rows[f"jaxmbd {r['integrator']}"] = r
         if "mjx" in args.engines:
@@ -942,6 +999,30 @@ FILE_NOTES = {
     "cartpole": "dm_control's suite/cartpole.xml (slider with damping 5e-4 and a range of +-1.8 "
     "m, hinge with damping 2e-6), from pole angle 0.3 rad and cart rate 0.2 m/s, no control.",
 }
+
+
+def merge_reused(raw: dict, old: dict):
+    """Rows of ``old`` (an earlier run's raw results) that this run did not make, and the
+    gradients of this run's rows that did not run, copied in, each marked ``reused`` with
+    the earlier run's date, commit and load (a copied gradient brings its own run's forward
+    time along, ``reused_fwd1``, for grad/forward)."""
+    meta = old["meta"]
+    origin = (
+        f"{meta['date']} run at {meta['commit']}, load {meta['load_start']:.1f} to "
+        f"{meta['load_end']:.1f}"
+    )
+    raw["meta"]["reused_from"] = origin
+    for name, rows in raw["results"].items():
+        if old["meta"]["n"] != raw["meta"]["n"] or old["meta"]["batch"] != raw["meta"]["batch"]:
+            raise ValueError("--reuse: the earlier run has another horizon or batch size")
+        for key, r_old in old["results"].get(name, {}).items():
+            if key not in rows:
+                rows[key] = dict(r_old, reused=origin)
+            elif "grad1" not in rows[key] and "grad1" in r_old:
+                r = rows[key]
+                for k in ("grad1", "grad", "fd"):
+                    r[k] = r_old[k]
+                r["reused_fwd1"], r["grad_reused"] = r_old["fwd1"], origin
 
 
 def analyse(raw: dict) -> dict:
