@@ -402,17 +402,29 @@ def test_energy_momentum_structured_equals_dense(newton):
         run("structured", scheme="null_space")
 
 
-def test_structured_kinematics_chunked_and_batched():
+# -m slow: the chunked driver is one more compilation of the same structured step (the
+# default suite runs that step in engine_kinematics' scan, and the chunked kinematics
+# driver with the dense solves in test_save_every.py and test_cli.py)
+@pytest.mark.slow
+def test_structured_kinematics_chunked():
     """The structured kinematics gives the same run through the chunked driver
-    (``progress=``) and as a member of ``kinematics_batch`` (vmap of the block solves)."""
-    import equinox as eqx
-
+    (``progress=``)."""
     model = SQUARE["engine"]()
     options = dict(t_end=0.05, h=1e-2, linear_solver="structured")
     one = engine_kinematics("rA", "structured")
     chunked = mbd.kinematics(model, progress=lambda done, total: None, chunk_size=2, **options)
     # two programs (the chunked driver compiles its own): equal to round-off
     np.testing.assert_allclose(np.asarray(chunked.r), np.asarray(one.r), rtol=0, atol=1e-14)
+
+
+def test_structured_kinematics_batched():
+    """The structured kinematics gives the same run as a member of ``kinematics_batch``
+    (vmap of the block solves)."""
+    import equinox as eqx
+
+    model = SQUARE["engine"]()
+    options = dict(t_end=0.05, h=1e-2, linear_solver="structured")
+    one = engine_kinematics("rA", "structured")
     heavier = eqx.tree_at(lambda m: m.mass, model, model.mass * 1.1)
     batch = mbd.kinematics_batch(mbd.stack_models([model, heavier]), **options)
     np.testing.assert_allclose(np.asarray(batch.r)[0], np.asarray(one.r), rtol=0, atol=1e-14)
