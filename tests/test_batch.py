@@ -147,6 +147,34 @@ def test_chunked_batch_equals_loop_and_isolates_failures():
             mbd.simulate_batch(mbd.stack_models(members), chunk=wrong, **opts)
 
 
+SENSED_PENDULUM = """<mujoco><worldbody><body name="a">
+<joint name="j1" type="hinge" axis="1 0 0"/><geom type="capsule" fromto="0 0 0 0 1 0" size="0.05"
+mass="1"/><body name="b" pos="0 1 0"><joint name="j2" type="hinge" axis="1 0 0"/>
+<geom type="capsule" fromto="0 0 0 0 1 0" size="0.05" mass="1"/></body></body></worldbody>
+<sensor><jointpos joint="j2"/></sensor></mujoco>"""
+
+
+def test_chunked_batch_with_empty_arrays_in_the_solution(tmp_path):
+    """A Solution can hold zero-size arrays (an MJCF model with sensors keeps a copy of the
+    model, with its empty constraint-parameter arrays): ``lax.map``'s chunking divided by
+    zero on them (a batch of the MJCF double pendulum with the default chunk failed);
+    chunked members equal the one-vmap batch, sensors included."""
+    file = tmp_path / "sensed.xml"
+    file.write_text(SENSED_PENDULUM)
+    model = mbd.load_model(file)
+    members = [eqx.tree_at(lambda m: m.omega0, model, model.omega0 + s) for s in (0, 1, 2, 3)]
+    opts = dict(integrator="rkmk", t_end=0.004, h=1e-3, devices=jax.devices()[:1])
+    stacked = mbd.stack_models(members)
+    chunked = mbd.simulate_batch(stacked, chunk=2, **opts)
+    whole = mbd.simulate_batch(stacked, chunk=4, **opts)
+    assert np.all(np.asarray(chunked.status) == SUCCESS)
+    for key in ("r", "A", "omega", "lam"):
+        got, want = np.asarray(getattr(chunked, key)), np.asarray(getattr(whole, key))
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+    (name,) = whole.sensors
+    np.testing.assert_allclose(chunked.sensors[name], whole.sensors[name], rtol=0, atol=1e-12)
+
+
 def test_default_chunk_fits_each_devices_share_of_the_cache():
     """The default chunk: the largest power of two of members whose Newton matrices
     (n = 6 nb + 2 nc) fit in the device's share of CHUNK_BYTES; a device with no more
