@@ -14,7 +14,7 @@ from jax.extend import core as jax_core
 
 import jaxmbd as mbd
 from jaxmbd import _xla_flags
-from jaxmbd._xla_flags import loop_hoisted, unhoisted_when_differentiated
+from jaxmbd._xla_flags import hoisted_sizes, loop_hoisted, unhoisted_when_differentiated
 
 
 def _toy(p, guard=True):
@@ -34,9 +34,11 @@ def _cpu_only():
 
 def test_forward_loop_hoisted_gradient_loops_not():
     _cpu_only()
-    assert loop_hoisted(jax.jit(_toy).lower(0.7).compile().as_text(), 20)
+    forward = jax.jit(_toy).lower(0.7).compile().as_text()
+    assert loop_hoisted(forward, 20)
+    assert len(hoisted_sizes(forward)) == 1 and hoisted_sizes(forward)[0] > 10
     grad = jax.jit(jax.value_and_grad(_toy)).lower(0.7).compile().as_text()
-    assert not loop_hoisted(grad, 20)
+    assert not loop_hoisted(grad, 20) and hoisted_sizes(grad) == []
     plain = jax.jit(jax.value_and_grad(lambda p: _toy(p, guard=False))).lower(0.7).compile()
     assert loop_hoisted(plain.as_text(), 20)  # the guard is what keeps them out
     value, g = jax.jit(jax.value_and_grad(_toy))(0.7)
