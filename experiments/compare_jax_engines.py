@@ -738,6 +738,13 @@ def write_report(data: dict, path_md: Path, path_json: Path):
         "over the jit'd loss's time. Settings and protocol: the script's docstring.",
         "",
     ]
+    if meta.get("reused_from"):
+        lines += [
+            "**Partial rerun**: the rows and gradients marked *not rerun* below come from "
+            f"the {meta['reused_from']}; every other figure is this run's. Compare figures "
+            "within one run only.",
+            "",
+        ]
     for name, rows in data["models"].items():
         info = data["files"][name]
         lines += [f"## {name}", "", info["note"], ""]
@@ -826,12 +833,16 @@ NOTES = """## What differs between the engines
   step and holds them over the four RK4 stages, so the damping term is integrated at first
   order (code reading of jaxsim 0.9.0's `api/model.py`; the undamped files agree with MJX to
   1e-14 in the gradient).
-- **Load.** The run shared the 2 cores with other engineers' jobs (load 9-10 for most of
-  it): absolute figures are several times a quiet machine's and swing between programs;
-  the ratios within a row's program pair (gradient over forward) are the steadier figures.
+- **Load.** The runs share the 2 cores with other engineers' jobs (the load average is in
+  the header): absolute figures swing between programs and runs (MJX's single-model
+  double pendulum measured 13.1k steps/s in the 20:06 run and 19.7k in a probe at load
+  2.2 minutes before); the ratios within a row's program pair (gradient over forward) are
+  the steadier figures. CPU-s columns: process CPU time, all threads (a figure above the
+  wall-clock one means the program waited for a core).
 - **Batches.** jaxmbd's `simulate_batch` shards the members over the two host devices by
-  `shard_map` and runs them in chunks per device; MJX and jaxsim run `jax.jit(jax.vmap)`
-  with the batch axis sharded over the same two devices (XLA partitions the program).
+  `shard_map` and runs them in chunks per device (its default chunk size); MJX and jaxsim
+  run `jax.jit(jax.vmap)` with the batch axis sharded over the same two devices (XLA
+  partitions the program).
 """
 
 
@@ -1012,6 +1023,8 @@ def merge_reused(raw: dict, old: dict):
         f"{meta['load_end']:.1f}"
     )
     raw["meta"]["reused_from"] = origin
+    if raw["meta"].get("jaxsim") is None:  # jaxsim's rows (and version) from the earlier run
+        raw["meta"]["jaxsim"] = meta.get("jaxsim")
     for name, rows in raw["results"].items():
         if old["meta"]["n"] != raw["meta"]["n"] or old["meta"]["batch"] != raw["meta"]["batch"]:
             raise ValueError("--reuse: the earlier run has another horizon or batch size")
