@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -42,10 +43,18 @@ def energy(model: Model, sol: Solution) -> Energy:
         kinetic = jax.vmap(lambda v: form.kinetic_energy(model, v))(sol.v)
         potential = jax.vmap(lambda q_: form.potential(model, q_))(q)
         return Energy(kinetic, potential, kinetic + potential)
+    return _energy(model, sol.r, sol.A, sol.rdot, sol.omega)
+
+
+@eqx.filter_jit
+def _energy(model, r, A, rdot, omega):
+    """The body-state branch of :func:`energy`, compiled as one program: run op by op, each
+    primitive compiled on its own for every new trajectory length (several CPU-seconds
+    the first time, against about one for the program)."""
     J = model.inertia
     kinetic = 0.5 * (
-        jnp.einsum("b,tbi,tbi->t", model.mass, sol.rdot, sol.rdot)
-        + jnp.einsum("tbi,bij,tbj->t", sol.omega, J, sol.omega)
+        jnp.einsum("b,tbi,tbi->t", model.mass, rdot, rdot)
+        + jnp.einsum("tbi,bij,tbj->t", omega, J, omega)
     )
     if adds_mass(model.forces):  # joint armature: + 1/2 a q_dot^2 (forces.AddedMass)
 
@@ -53,8 +62,8 @@ def energy(model: Model, sol: Solution) -> Energy:
             state = BodyState(r, A, rdot, omega)
             return added_kinetic_energy(added_mass(model.forces, 0.0, state), rdot, omega)
 
-        kinetic = kinetic + jax.vmap(rotor)(sol.r, sol.A, sol.rdot, sol.omega)
-    potential = -jnp.einsum("b,i,tbi->t", model.mass, model.gravity, sol.r)
+        kinetic = kinetic + jax.vmap(rotor)(r, A, rdot, omega)
+    potential = -jnp.einsum("b,i,tbi->t", model.mass, model.gravity, r)
     for force in model.forces:
         if isinstance(force, SpringDamper):
 
@@ -65,14 +74,14 @@ def energy(model: Model, sol: Solution) -> Energy:
                 length = jnp.linalg.norm(q - p)
                 return 0.5 * force.stiffness * (length - force.rest_length) ** 2
 
-            potential = potential + jax.vmap(spring)(sol.r, sol.A)
+            potential = potential + jax.vmap(spring)(r, A)
         elif hasattr(force, "potential_energy"):  # e.g. contacts' elastic energy
 
             def stored(r, A, force=force):
                 zero = jnp.zeros_like(r)
                 return force.potential_energy(BodyState(r, A, zero, zero))
 
-            potential = potential + jax.vmap(stored)(sol.r, sol.A)
+            potential = potential + jax.vmap(stored)(r, A)
     return Energy(kinetic, potential, kinetic + potential)
 
 
@@ -120,7 +129,13 @@ class Violations(NamedTuple):
 
 def constraint_violation(model: Model, sol: Solution) -> Violations:
     """Constraint violation at position, velocity and acceleration level, and ||A^T A - I||."""
+    return Violations(
+        *_violations(model, sol.t, sol.r, sol.A, sol.rdot, sol.omega, sol.rddot, sol.omegadot)
+    )
 
+
+@eqx.filter_jit  # one program (see _energy)
+def _violations(model, t, r, A, rdot, omega, rddot, omegadot):
     def one(t, r, A, rdot, omega, rddot, omegadot):
         phi, G, nu, gamma = rA_terms(model, r, A, rdot, omega, t)
         v = jnp.concatenate([rdot, omega], 1).reshape(-1)
@@ -132,8 +147,7 @@ def constraint_violation(model: Model, sol: Solution) -> Violations:
 
         return inf(phi), inf(G @ v - nu), inf(G @ a - gamma), ortho
 
-    out = jax.vmap(one)(sol.t, sol.r, sol.A, sol.rdot, sol.omega, sol.rddot, sol.omegadot)
-    return Violations(*out)
+    return jax.vmap(one)(t, r, A, rdot, omega, rddot, omegadot)
 
 
 class Reactions(NamedTuple):
@@ -275,7 +289,12 @@ def _at_joints(model: Model, sol: Solution, out, names, bodies, frame: str):
 
 def position_residual(model: Model, sol: Solution):
     """Phi at every step, (T, nc)."""
-    return jax.vmap(lambda t, r, A: constraint_values(model, r, A, t))(sol.t, sol.r, sol.A)
+    return _position_residual(model, sol.t, sol.r, sol.A)
+
+
+@eqx.filter_jit  # one program (see _energy)
+def _position_residual(model, t, r, A):
+    return jax.vmap(lambda t_, r_, A_: constraint_values(model, r_, A_, t_))(t, r, A)
 
 
 class ContactForces(NamedTuple):
