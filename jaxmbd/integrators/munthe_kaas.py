@@ -34,7 +34,6 @@ import jax.numpy as jnp
 from .. import _config  # noqa: F401
 from .._min_norm import min_norm_solve
 from .._step_status import as_status, finite_status, first_failure
-from .._xla_flags import unhoisted_when_differentiated
 from ..formulations.index1 import index1_dynamics
 from ..newton import SUCCESS, NewtonInfo
 from .base import (
@@ -194,8 +193,11 @@ class MuntheKaas(AbstractIntegrator):
             Kv = jnp.concatenate([state.a.reshape(1, -1), rest])
 
         def stage(carry, inputs):
-            # in a gradient, this loop (a whole model evaluation) is not hoisted either
-            Kq, Kv, _, _, _, _, status = unhoisted_when_differentiated(carry)
+            # not guarded like the time loop (_xla_flags.unhoisted_when_differentiated):
+            # inside the guarded time scan, a guard here too made the se3 rkmk gradient of
+            # tests/test_bushing.py fail at run time ("no registered implementation for
+            # untyped custom call to lapack_dtrsm_ffi"): XLA 0.10.2 hoisted a loop holding it
+            Kq, Kv, _, _, _, _, status = carry
             i, row, ci = inputs
             psi_q = h * stage_combination(row, Kq)
             psi_v = h * stage_combination(row, Kv).reshape(v.shape)
