@@ -202,10 +202,10 @@ def unhoisted_when_differentiated(tree):
     does not hoist: the enclosing loop (simulate's time scan and its transposed scan in a
     gradient; not rkmk's stage scan inside it, see munthe_kaas.py) then runs as XLA
     thunks, while the loops inside a step (the Newton iteration, the elementwise KKT
-    solves) stay hoisted. Why: LLVM compiles a
-    hoisted loop as one function, on one thread; the cart-pole gradient's hoisted forward
-    and transposed time scans took 96 CPU-s of XLA compile, against 25 now, for a run of
-    0.010 s against 0.024 s (experiments/results/bench_compile.md, section 5).
+    solves) stay hoisted. Why: LLVM compiles a hoisted loop as one function, on one
+    thread; the cart-pole gradient's hoisted forward and transposed time scans took 75-96
+    CPU-s of XLA compile, against 35 now, at a run of 0.0035 s
+    (experiments/results/bench_compile.md, section 5 and its correction).
     Undifferentiated programs (simulate) are unchanged: no op is added. Zero tangents stay
     symbolic (a concrete one would reach the Newton loop, which JAX cannot linearise).
     CPU only (the pass is the CPU backend's); ``JAXMBD_HOIST_GRADIENT_LOOPS=1`` at trace

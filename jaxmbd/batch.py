@@ -91,37 +91,34 @@ def _chunked_map(g, arrays, chunk: int):
     """``lax.map(g, arrays, batch_size=chunk)``, except that zero-size leaves (a model
     without actuators or sensors has empty arrays, and so has its Solution) are not
     mapped: ``lax.map`` reshapes every input and output leaf into chunks, which divides by
-    zero on them. Each member gets the empty input of its own shape, and the empty outputs
-    are made with the batch axis in front."""
+    zero on them. Each member gets the empty input of its own shape; an empty output leaf
+    leaves the map as a one-element placeholder (its shape recorded while ``g`` is traced,
+    so ``g`` is traced once, as by ``lax.map``) and is made again with the batch axis in
+    front."""
     leaves, treedef = jax.tree_util.tree_flatten(arrays)
     batch = leaves[0].shape[0]
     empty_in = [leaf.size == 0 for leaf in leaves]
+    mapped = [leaf for leaf, e in zip(leaves, empty_in, strict=True) if not e]
+    outputs = {}  # the output's structure and leaf shapes, recorded at trace time
 
-    def full(mapped):
-        rest = iter(mapped)
+    def member(mapped_one):
+        rest = iter(mapped_one)
         own = [
             jnp.zeros(leaf.shape[1:], leaf.dtype) if e else next(rest)
             for leaf, e in zip(leaves, empty_in, strict=True)
         ]
-        return g(jax.tree_util.tree_unflatten(treedef, own))
+        out, outputs["treedef"] = jax.tree_util.tree_flatten(
+            g(jax.tree_util.tree_unflatten(treedef, own))
+        )
+        outputs["leaves"] = [(x.shape, x.dtype) for x in out]
+        return [jnp.zeros(1, x.dtype) if x.size == 0 else x for x in out]
 
-    mapped = [leaf for leaf, e in zip(leaves, empty_in, strict=True) if not e]
-    one = [jax.ShapeDtypeStruct(leaf.shape[1:], leaf.dtype) for leaf in mapped]
-    out_leaves, out_treedef = jax.tree_util.tree_flatten(jax.eval_shape(full, one))
-    empty_out = [leaf.size == 0 for leaf in out_leaves]
-    if not any(empty_in) and not any(empty_out):
-        return jax.lax.map(g, arrays, batch_size=chunk)
-
-    def member(mapped):
-        out = jax.tree_util.tree_leaves(full(mapped))
-        return [x for x, e in zip(out, empty_out, strict=True) if not e]
-
-    results = iter(jax.lax.map(member, mapped, batch_size=chunk))
+    results = jax.lax.map(member, mapped, batch_size=chunk)
     out = [
-        jnp.zeros((batch,) + leaf.shape, leaf.dtype) if e else next(results)
-        for leaf, e in zip(out_leaves, empty_out, strict=True)
+        jnp.zeros((batch,) + shape, dtype) if 0 in shape else result
+        for (shape, dtype), result in zip(outputs["leaves"], results, strict=True)
     ]
-    return jax.tree_util.tree_unflatten(out_treedef, out)
+    return jax.tree_util.tree_unflatten(outputs["treedef"], out)
 
 
 def _on_arrays(transform, fn, members):
