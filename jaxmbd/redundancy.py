@@ -124,16 +124,39 @@ def _most_robust(rest: np.ndarray, k: int, rtol: float) -> list[int]:
     longest as the self-stresses turn with the motion. (Dropping the last dependent row in
     model order instead can pick a row whose self-stress share is small: the six-body
     linkage left its loop within 0.3 s that way.)"""
-    import scipy.linalg
-
     U, s, _ = np.linalg.svd(rest, full_matrices=True)
     Y = U[:, rest.shape[0] - k :]
-    _, _, pivots = scipy.linalg.qr(Y.T, pivoting=True, mode="economic")
-    drop = set(pivots[:k].tolist())
+    drop = set(_pivots_breaking_ties(Y, k))
     kept = [i for i in range(rest.shape[0]) if i not in drop]
     if len(_greedy(rest[kept], rtol, normalise=False)) != len(kept):  # cannot happen in exact
         raise RuntimeError("redundancy: the kept closure rows are not independent")  # arithmetic
     return kept
+
+
+#: Shares within this relative distance of the largest are a tie, broken by model order.
+TIE_RTOL = 1e-9
+
+
+def _pivots_breaking_ties(Y: np.ndarray, k: int) -> list[int]:
+    """The first k pivots of a column-pivoted QR of ``Y``^T (Businger-Golub: the row of Y
+    with the largest remaining norm, then the others' components along it removed), except
+    that norms within :data:`TIE_RTOL` of the largest count as equal and the first such row
+    in model order wins. Symmetric mechanisms have exact ties (the six-body linkage's two
+    DP1 rows of its closing joint carry equal self-stress shares), and LAPACK's pivoted QR
+    breaks them by round-off, which differs between CPUs (AVX2 and AVX-512 kernels chose
+    different rows): the model's rows must not depend on the machine that built it. The
+    remaining norms depend on the null space only, not on the basis the SVD returned."""
+    remaining = np.array(Y, dtype=float)
+    chosen: list[int] = []
+    for _ in range(k):
+        norms = np.linalg.norm(remaining, axis=1)
+        norms[chosen] = -1.0
+        best = norms.max()
+        pivot = int(np.flatnonzero(norms >= best * (1.0 - TIE_RTOL))[0])
+        chosen.append(pivot)
+        direction = remaining[pivot] / np.linalg.norm(remaining[pivot])
+        remaining = remaining - np.outer(remaining @ direction, direction)
+    return chosen
 
 
 def _characteristic_length(model) -> float:

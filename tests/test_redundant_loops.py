@@ -310,6 +310,27 @@ def test_six_body_linkage_in_rA():
     assert np.abs(np.asarray(mbd.diagnostics.position_residual(model, sol))).max() < 1e-9
 
 
+def test_dropped_rows_do_not_depend_on_round_off():
+    """The rows dropped are the pivots of a column-pivoted QR of the self-stresses Y^T, with
+    exact ties (a symmetric mechanism's) broken by model order, not by round-off: two rows
+    of equal share that differ in their last bits give the first row on either side, and
+    without ties the pivots are LAPACK's (scipy's pivoted QR) for several dependencies."""
+    import scipy.linalg
+
+    from jaxmbd.redundancy import _pivots_breaking_ties
+
+    tie = np.array([[0.3], [0.5392505715467617], [0.5392505715467619], [0.1]])
+    assert _pivots_breaking_ties(tie, 1) == [1]
+    assert _pivots_breaking_ties(tie[[0, 2, 1, 3]], 1) == [1]
+    rng = np.random.default_rng(5)
+    for k in (1, 2, 3):
+        Y, _ = np.linalg.qr(rng.normal(size=(9, k)))
+        _, _, lapack = scipy.linalg.qr(Y.T, pivoting=True, mode="economic")
+        assert _pivots_breaking_ties(Y, k) == lapack[:k].tolist()
+        turned = Y @ np.linalg.qr(rng.normal(size=(k, k)))[0]  # another basis, same space
+        assert _pivots_breaking_ties(turned, k) == lapack[:k].tolist()
+
+
 def test_gradient_through_a_redundant_loop():
     """d(rocker angle at 0.2 s)/d(coupler mass) of the free four-bar (rA gen_alpha, rows
     dropped inside the differentiated program) against central differences."""
