@@ -4,12 +4,14 @@ any formulation."""
 from __future__ import annotations
 
 import functools
+import numbers
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
 from . import _config  # noqa: F401
+from ._jit import jit
 from ._min_norm import PINV_RTOL, min_norm_solve
 from ._rigid_body import mass_blocks, newton_euler_forces
 from ._step_status import first_failure
@@ -35,6 +37,11 @@ from .newton import (
     solve_with_condition,
 )
 
+#: :func:`consistent_initial_state`'s default Newton tolerance and iteration limit (also
+#: those of ``simulate``'s start)
+START_TOL = 1e-13
+START_MAX_ITER = 30
+
 
 class InitialCorrection(NamedTuple):
     """How far the consistent start moved the model's initial state."""
@@ -48,8 +55,8 @@ def consistent_initial_state(
     model: Model,
     *,
     t=0.0,
-    tol=1e-13,
-    max_iter=30,
+    tol=START_TOL,
+    max_iter=START_MAX_ITER,
     redundant: bool = False,
     linear_solver: str = "auto",
 ):
@@ -75,6 +82,27 @@ def consistent_initial_state(
     :mod:`jaxmbd.redundancy`) is solved without them, as ``simulate`` does, and their
     multipliers are zero in ``lam``.
     """
+    if isinstance(max_iter, bool) or not isinstance(max_iter, numbers.Integral) or max_iter < 1:
+        raise ValueError(
+            f"consistent_initial_state: max_iter must be a positive integer, got {max_iter!r}"
+        )
+    # one compiled program per model structure and options (t and tol traced): run op by op
+    # it compiled every primitive on its own, ~22 CPU-s on a fresh slider crank
+    return _consistent_program(
+        model, jnp.asarray(t, jnp.float64), jnp.asarray(tol, jnp.float64),
+        max_iter=int(max_iter), redundant=bool(redundant), linear_solver=linear_solver,
+    )  # fmt: skip
+
+
+@jit
+def _consistent_program(model, t, tol, *, max_iter, redundant, linear_solver):
+    return _consistent_initial_state(
+        model, t=t, tol=tol, max_iter=max_iter, redundant=redundant, linear_solver=linear_solver
+    )
+
+
+def _consistent_initial_state(model: Model, *, t, tol, max_iter, redundant, linear_solver):
+    """:func:`consistent_initial_state` traced in the caller's program (simulate's start)."""
     from .integrators.base import choose_structured
 
     dropped = () if model.redundancy is None or redundant else model.redundancy.dropped
@@ -82,8 +110,8 @@ def consistent_initial_state(
         from .redundancy import full_multipliers
 
         kept = tuple(r for r in range(model.nc) if r not in set(dropped))
-        state, correction, info = consistent_initial_state(
-            model.without_rows(dropped), t=t, tol=tol, max_iter=max_iter,
+        state, correction, info = _consistent_initial_state(
+            model.without_rows(dropped), t=t, tol=tol, max_iter=max_iter, redundant=False,
             linear_solver=linear_solver,
         )  # fmt: skip
         lam = full_multipliers(state[6], kept, model.nc)

@@ -29,7 +29,7 @@ from ._xla_flags import unhoisted_when_differentiated
 from .actuators import control_inputs, policy_controls, with_controls
 from .contact import with_contact
 from .formulations import AbstractFormulation, get_formulation
-from .initial_state import consistent_initial_state, to_formulation
+from .initial_state import START_MAX_ITER, START_TOL, _consistent_initial_state, to_formulation
 from .integrators import (
     INTEGRATORS,
     AbstractImplicitIntegrator,
@@ -60,8 +60,9 @@ def _initial(model, form: AbstractFormulation, integrator: AbstractIntegrator, h
     """The integrator's first carry and the t = 0 outputs; ``start``: the consistent start
     when already computed (:func:`_consistent_start`), else it is traced here."""
     if start is None:
-        start = consistent_initial_state(
+        start = _consistent_initial_state(
             model,
+            **_START_OPTIONS,
             redundant=integrator.redundant_constraints(model),
             linear_solver=start_solver(integrator),
         )
@@ -147,12 +148,18 @@ def start_solver(integrator) -> str:
     return getattr(integrator, "linear_solver", "auto")
 
 
+#: the start of every run: consistent_initial_state's defaults, at t = 0
+_START_OPTIONS = {"t": 0.0, "tol": START_TOL, "max_iter": START_MAX_ITER}
+
+
 @jit
 def _consistent_start(model, redundant: bool, linear_solver: str = "auto"):
     """The consistent start as its own program: it depends on the model only, so runs of
     one model with other formulations or integrators reuse it instead of compiling it
     into each of their programs (about a third of a small model's compile time)."""
-    return consistent_initial_state(model, redundant=redundant, linear_solver=linear_solver)
+    return _consistent_initial_state(
+        model, **_START_OPTIONS, redundant=redundant, linear_solver=linear_solver
+    )
 
 
 @jit
