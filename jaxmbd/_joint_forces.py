@@ -230,7 +230,8 @@ def _sum_per_body(bodies, values, nb: int):
 class AbstractJointForce(AbstractForce):
     """A force element along the coordinates of ``joints`` (revolute and translational
     :class:`~jaxmbd.joints.JointDefinition`, or the views of a cylindrical joint's
-    coordinates, :func:`coordinate_views`): subclasses give :meth:`generalised_force`."""
+    coordinates, :func:`coordinate_views`): subclasses give :meth:`generalised_force` (or
+    :meth:`joint_force`, when the force also needs the velocity part of q_ddot)."""
 
     joints: eqx.AbstractVar[tuple[JointDefinition, ...]]
 
@@ -242,7 +243,58 @@ class AbstractJointForce(AbstractForce):
     def generalised_force(self, t, q, qdot):
         """The forces (n,) along +q at time t, coordinates q and rates qdot (n,)."""
 
+    @property
+    def needs_bias(self) -> bool:
+        """Whether :meth:`joint_force` uses g_dot . V (see :func:`rates_and_bias`)."""
+        return False
+
+    def joint_force(self, t, q, qdot, bias):
+        """The forces (n,) along +q from the joints' coordinates, rates and, where
+        :attr:`needs_bias`, the velocity part g_dot . V of q_ddot (else None)."""
+        return self.generalised_force(t, q, qdot)
+
     def __call__(self, t, state: BodyState):
-        q, qdot, g = coordinates_and_rates(self.joints, state)
-        force = self.generalised_force(t, q, qdot)
-        return apply_generalised_force(self.joints, force, g, state.r.shape[0])
+        return joint_forces_together((self,), t, state)
+
+
+def joint_forces_together(elements, t, state: BodyState):
+    """Body forces and torques (nb, 3), (nb, 3) of several joint-force elements from one
+    evaluation of their joints' coordinates and gradients: a joint that two elements act
+    on (a limited, damped and actuated slider: three) is evaluated once, its forces summed
+    along its coordinate and applied once. Evaluated per element, the cart-pole's step
+    traced the slider's coordinate map and its derivatives three times."""
+    union: list[JointDefinition] = []
+    index: dict = {}
+    rows = []
+    for element in elements:
+        own = []
+        for d in element.joints:
+            key = (d.name, d.kind, d.body_i, d.body_j, d.sign)  # the static fields
+            if key not in index:
+                index[key] = len(union)
+                union.append(d)
+            own.append(index[key])
+        rows.append(np.asarray(own, dtype=int))
+    union = tuple(union)
+    if any(element.needs_bias for element in elements):
+        q, qdot, g, bias = rates_and_bias(union, state)
+    else:
+        (q, qdot, g), bias = coordinates_and_rates(union, state), None
+    whole = np.arange(len(union))
+    per_row = [[] for _ in union]
+    total = None
+    for element, own in zip(elements, rows, strict=True):
+        if own.size == whole.size and np.all(own == whole):  # the whole union, in order
+            force = element.joint_force(t, q, qdot, bias)
+            total = force if total is None else total + force
+            continue
+        force = element.joint_force(t, q[own], qdot[own], None if bias is None else bias[own])
+        for k, row in enumerate(own):
+            per_row[row].append(force[k])
+    if any(per_row):
+        picked = [
+            sum(parts[1:], parts[0]) if parts else jnp.zeros((), q.dtype) for parts in per_row
+        ]
+        picked = jnp.stack(picked)
+        total = picked if total is None else total + picked
+    return apply_generalised_force(union, total, g, state.r.shape[0])

@@ -215,8 +215,17 @@ def added_kinetic_energy(am: AddedMass, rdot, omega):
 
 def applied_forces(forces, t, state: BodyState, mass, gravity):
     """Sum of gravity and all force elements: (f (nb, 3), n_bar (nb, 3))."""
+    from ._joint_forces import AbstractJointForce, joint_forces_together
+
     f = mass[:, None] * gravity[None, :]
     n = jnp.zeros_like(f)
+    # the joint-force elements (limits, joint dynamics, actuators) together: each joint's
+    # coordinates evaluated once, however many of them act on it
+    joint_elements = [e for e in forces if isinstance(e, AbstractJointForce)]
+    if len(joint_elements) > 1:
+        df, dn = joint_forces_together(joint_elements, t, state)
+        f, n = f + df, n + dn
+        forces = [e for e in forces if not isinstance(e, AbstractJointForce)]
     for element in forces:  # one term per force element (a handful), not per constraint
         df, dn = element(t, state)
         f, n = f + df, n + dn

@@ -62,9 +62,7 @@ import numpy as np
 from . import _config  # noqa: F401
 from ._joint_forces import (
     AbstractJointForce,
-    apply_generalised_force,
     coordinates_and_gradients,
-    rates_and_bias,
 )
 from .forces import AddedMass, BodyState
 from .joints import JointDefinition
@@ -95,14 +93,15 @@ class JointDynamics(AbstractJointForce):
         friction = self.friction_loss * jnp.tanh(qdot / self.friction_velocity)
         return -self.damping * qdot - self.stiffness * (q - self.spring_reference) - friction
 
-    def __call__(self, t, state: BodyState):
+    @property
+    def needs_bias(self) -> bool:
+        return self.armature is not None
+
+    def joint_force(self, t, q, qdot, bias):
         """The passive forces and, with armature, the velocity part -a (g_dot . V) of its
         inertial force -a q_ddot (the acceleration part is :meth:`added_mass`)."""
-        if self.armature is None:
-            return super().__call__(t, state)
-        q, qdot, g, bias = rates_and_bias(self.joints, state)
-        force = self.generalised_force(t, q, qdot) - self.armature * bias
-        return apply_generalised_force(self.joints, force, g, state.r.shape[0])
+        force = self.generalised_force(t, q, qdot)
+        return force if self.armature is None else force - self.armature * bias
 
     @property
     def adds_mass(self) -> bool:
