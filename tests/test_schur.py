@@ -14,7 +14,7 @@ from jaxmbd.formulations import get_formulation
 from jaxmbd.formulations.index1 import index1_system, solve_index1
 from jaxmbd.initial_state import to_formulation
 from jaxmbd.linear import schur
-from jaxmbd.newton import ILL_CONDITIONED, NONFINITE, SUCCESS
+from jaxmbd.newton import ILL_CONDITIONED, NONFINITE, SUCCESS, condition_status
 
 
 def _system(name, formulation, t=0.3):
@@ -156,6 +156,96 @@ def test_vmap_equals_member_by_member(systems):
         np.testing.assert_allclose(a[i], a_i, rtol=1e-13, atol=1e-13)
         np.testing.assert_allclose(lam[i], lam_i, rtol=1e-13, atol=1e-11)
         np.testing.assert_allclose(rcond[i], rcond_i, rtol=1e-13)
+
+
+def _member_batch(system, rng):
+    """Eight members of the double pendulum's KKT system (rA): mass blocks and G perturbed
+    per member, then made exactly singular (a repeated row; a massless body), nearly
+    singular (rows 1e-13 apart), non-finite (a NaN in G) and with every row of G scaled by
+    a power of two (the equilibrated S unchanged: its rows' ties at |1| kept)."""
+    B = 8
+    mass = np.asarray(system.mass) * (1.0 + 0.2 * rng.random((B, 1, 1, 1)))
+    mass = mass + 1e-3 * rng.standard_normal(mass.shape) * (np.asarray(system.mass) != 0)
+    G = np.asarray(system.G) * (1.0 + 0.1 * rng.standard_normal((B,) + system.G.shape))
+    G[1, 3] = G[1, 2]
+    mass[2, 1] = 0.0
+    G[3, 3] = G[3, 2] + 1e-13 * np.abs(G[3, 2]).max()
+    G[4, 0, 0] = np.nan
+    G[5] = np.asarray(system.G) * 2.0 ** rng.integers(-3, 4, (G.shape[1], 1))
+    Q = np.asarray(system.force) + rng.standard_normal((B,) + system.force.shape)
+    gamma = np.asarray(system.gamma) + rng.standard_normal((B,) + system.gamma.shape)
+    return tuple(jnp.asarray(v) for v in (mass, G, Q, gamma))
+
+
+def test_batched_factor_equals_member_by_member(systems):
+    """schur.factor under vmap (its own batched kernels on the CPU: S by batched dots, row
+    maxima elementwise) against the unbatched kernels member by member (lax.map): the mass
+    blocks' inverses bitwise, the solutions (plain and transposed) to round-off, the same
+    status for every member, singular and non-finite ones included."""
+    _, system, _ = systems["double_pendulum-rA"]
+    mass, G, Q, gamma = _member_batch(system, np.random.default_rng(5))
+    batched = jax.jit(jax.vmap(schur.factor))
+    if jax.default_backend() == "cpu":  # the batched rule, not the plain vmap, ran
+        assert "dot_general" in batched.lower(mass, G).as_text()
+    by_member = jax.jit(lambda m, g: jax.lax.map(lambda x: schur.factor(*x), (m, g)))
+    fb, fs = batched(mass, G), by_member(mass, G)
+    np.testing.assert_array_equal(fb.inverse, fs.inverse)
+    np.testing.assert_array_equal(fb.G, fs.G)
+
+    def solve(f, q, g, transpose):
+        a, lam = schur.factors_solve(f, q, g, transpose=transpose)
+        x = jnp.concatenate([a.ravel(), lam])
+        return x, condition_status(f.rcond, x)
+
+    for transpose in (False, True):
+        run = jax.jit(jax.vmap(lambda f, q, g, t=transpose: solve(f, q, g, t)))
+        (xb, sb), (xs, ss) = run(fb, Q, gamma), run(fs, Q, gamma)
+        np.testing.assert_array_equal(sb, ss)
+        singular = (ILL_CONDITIONED, NONFINITE)
+        expected = [(SUCCESS,), singular, (NONFINITE,), singular, (NONFINITE,), (SUCCESS,)]
+        assert all(int(v) in e for v, e in zip(np.asarray(ss)[:6], expected, strict=True)), ss
+        ok = np.asarray(ss) == SUCCESS
+        error = np.abs(np.asarray(xb) - np.asarray(xs)).max(1) / np.abs(np.asarray(xs)).max(1)
+        assert np.all(error[ok] <= 1e-13), error
+
+
+def test_batched_factor_of_one_member_and_unbatched_operands(systems):
+    """A batch of one takes the unbatched kernels (bitwise equal), and a batch where only
+    G varies broadcasts the mass blocks."""
+    _, system, _ = systems["double_pendulum-rA"]
+    mass, G, _, _ = _member_batch(system, np.random.default_rng(6))
+    one = jax.jit(jax.vmap(schur.factor))(mass[:1], G[:1])
+    single = jax.jit(schur.factor)(mass[0], G[0])
+    for b, s in zip(one, single, strict=True):
+        np.testing.assert_array_equal(b[0], s)
+    shared = jax.jit(jax.vmap(schur.factor, in_axes=(None, 0)))(mass[0], G[5:8])
+    np.testing.assert_array_equal(
+        shared.inverse, jnp.broadcast_to(single.inverse, (3,) + single.inverse.shape)
+    )
+
+
+def test_batched_solve_gradient_against_central_differences(systems):
+    """jax.grad through schur.solve under vmap (the factors by the batched rule, never
+    differentiated; the solution's implicit derivative through its solves)."""
+    _, system, own = systems["double_pendulum-rA"]
+    rng = np.random.default_rng(7)
+    dG = jnp.asarray(rng.standard_normal(system.G.shape) * (np.asarray(system.G) != 0)) * 0.01
+    scales = jnp.asarray([0.8, 1.0, 1.3])
+
+    def f(p):
+        def one(s):
+            mass = system.mass * (s + 0.1 * p)
+            a, lam, _ = schur.solve(mass, system.G + p * s * dG, system.force, system.gamma)
+            return jnp.sum(
+                jnp.sin(jnp.arange(a.size + lam.size) + s) * jnp.concatenate([a.ravel(), lam])
+            )
+
+        return jnp.sum(jax.vmap(one)(scales))
+
+    grad = jax.jit(jax.grad(f))(0.0)
+    eps = 1e-5
+    fd = (jax.jit(f)(eps) - jax.jit(f)(-eps)) / (2 * eps)
+    assert abs(grad - fd) <= 1e-6 * abs(fd), (grad, fd)
 
 
 @pytest.fixture(scope="module")

@@ -35,6 +35,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import _config  # noqa: F401
+from .._batching import all_batched, broadcast_batched, cpu_or_accelerator, on_single_member
 from . import small
 
 
@@ -77,10 +78,14 @@ def _rows_transpose_times(Gb, lam):
 
 def factor(mass, G) -> SchurFactors:
     """The factors of [[blockdiag(mass), G^T], [G, 0]] (``mass`` (nb, k, k), ``G``
-    (nc, nb k), body-major columns); not differentiated (see :func:`solve`)."""
+    (nc, nb k), body-major columns); not differentiated (see :func:`solve`). Under ``vmap``
+    on the CPU its own batched kernels (:func:`_factor_batched`)."""
+    return _factor(*jax.lax.stop_gradient((mass, G)))
+
+
+def _factor_single(mass, G) -> SchurFactors:
     nb, k, _ = mass.shape
     nc = G.shape[0]
-    mass, G = jax.lax.stop_gradient((mass, G))
     Gb = G.reshape(nc, nb, k)
     # rows equilibrated by their largest entries, as the dense solve's, per block
     row_m = jnp.max(jnp.abs(mass), axis=2)
@@ -101,6 +106,83 @@ def factor(mass, G) -> SchurFactors:
     lu, permutation = small.lu(S / row_g[:, None])
     rcond = jnp.minimum(rcond, _pivot_ratio(jnp.abs(jnp.diagonal(lu))))
     return SchurFactors(inverse, Gb, lu, permutation, row_g, rcond)
+
+
+@jax.custom_batching.custom_vmap
+def _factor(mass, G) -> SchurFactors:
+    return _factor_single(mass, G)
+
+
+@_factor.def_vmap
+def _factor_vmap(axis_size, in_batched, mass, G):
+    """A batch of factorisations (a batched program's time loop is not hoisted, so its
+    kernels may hold ``dot``s): on the CPU :func:`_factor_batched`; a batch of one, the
+    unbatched kernels; on a GPU the plain ``vmap``."""
+    mass, G = broadcast_batched(axis_size, (mass, G), in_batched)
+    if axis_size == 1:
+        out = on_single_member(_factor, mass, G)
+    else:
+        out = cpu_or_accelerator(mass, G, cpu=_factor_batched, accelerator=jax.vmap(_factor_single))
+    return out, all_batched(out)
+
+
+def _factor_batched(mass, G) -> SchurFactors:
+    """:func:`_factor_single` of each member of ``mass`` (B, nb, k, k) and ``G``
+    (B, nc, nb k), the same computation but for two kinds of kernels that XLA's CPU
+    compiler runs slowly on a batch (jax.profiler, ``jit(vmap(simulate))`` of the double
+    pendulum, rkmk, B = 256: of the kernels' time, 34 % in forming S and 10 % in its row
+    maxima):
+
+    * S = G M^{-1} G^T as two batched ``dot``s instead of broadcast products and unrolled
+      sums, whose fusions XLA duplicated into their consumers (the product computed
+      again per consumer);
+    * the row maxima as chains of elementwise maxima instead of a ``reduce`` over the
+      small minor axis (a YNNPACK reduction, slow at this size).
+
+    The eliminations are the unbatched kernels under ``vmap``: each block's inverse and
+    pivots equal the unbatched ones bitwise; S differs from the unbatched S by round-off
+    (another summation order), so the factors agree to round-off and, where two rows of the
+    equilibrated S tie (each row's largest entry is 1), the pivot order may differ (the
+    solutions agree to round-off either way: ``tests/test_schur.py``).
+
+    An elimination unrolled over the entries in batch-minor layout (each entry a [B]
+    vector) was slower, not faster, once it pivots: XLA fused every select of the row
+    swaps into each of its consumers, so the program grew exponentially with the steps
+    (n = 10: 8 s to compile, as slow as the ``fori_loop``; the Gauss-Jordan inverse 3x
+    slower), and a pivot index duplicated into two fusions rounded its inputs differently
+    in each (a fused multiply-add in one only) and broke the permutation."""
+    B, nb, k, _ = mass.shape
+    nc = G.shape[1]
+    row_m = _maximum([jnp.abs(mass[..., j]) for j in range(k)])  # (B, nb, k)
+    row_m = jnp.where(row_m > 0, row_m, 1.0)
+    members = jax.vmap(jax.vmap(small.inverse_and_pivots))
+    scaled_inverse, pivots = members(mass / row_m[:, :, :, None])
+    inverse = scaled_inverse / row_m[:, :, None, :]
+    rcond = jnp.min(jax.vmap(jax.vmap(_pivot_ratio))(pivots), axis=1)
+    Gb = G.reshape(B, nc, nb, k)
+    if nc == 0:
+        empty = jnp.zeros((B, 0, 0), mass.dtype)
+        return SchurFactors(
+            inverse, Gb, empty, jnp.zeros((B, 0), jnp.int32), jnp.zeros((B, 0)), rcond
+        )
+    highest = jax.lax.Precision.HIGHEST
+    W = jnp.einsum("xbij,xcbj->xbic", inverse, Gb, precision=highest)  # M^{-1} G^T
+    S = jnp.einsum("xcm,xmd->xcd", G, W.reshape(B, nb * k, nc), precision=highest)
+    row_g = _maximum([jnp.abs(S[:, :, j]) for j in range(nc)])  # (B, nc)
+    row_g = jnp.where(row_g > 0, row_g, 1.0)
+    lu, permutation = jax.vmap(small.lu)(S / row_g[:, :, None])
+    diagonal = jnp.abs(jnp.diagonal(lu, axis1=1, axis2=2))
+    rcond = jnp.minimum(rcond, jax.vmap(_pivot_ratio)(diagonal))
+    return SchurFactors(inverse, Gb, lu, permutation, row_g, rcond)
+
+
+def _maximum(values):
+    """The largest of ``values`` (NaN propagating, as ``jnp.max``) as a chain of
+    ``jnp.maximum``."""
+    out = values[0]
+    for v in values[1:]:
+        out = jnp.maximum(out, v)
+    return out
 
 
 def _pivot_ratio(pivots):
