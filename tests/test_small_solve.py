@@ -96,6 +96,40 @@ def test_batched_equals_members():
         np.testing.assert_allclose(inv[k], small.inverse_and_pivots(a)[0], rtol=0, atol=1e-12)
 
 
+def test_lu_stack_equals_vmap_of_lu_bitwise():
+    """small.lu_stack (the batched rules' LU, steps unrolled) against vmap(small.lu) on
+    one compiled stack: random members, rows tied at |1| in the first column (the first
+    of them pivots), the singular matrices below (a zero row, dependent rows, a zero
+    column: its pivot left unscaled), a NaN; factors and permutations bitwise equal (the
+    NaN member's: permutation and diagonal). Above LU_STACK_UNROLLED_MAX: vmap(lu)
+    itself."""
+    rng = np.random.default_rng(11)
+    n = 6
+    members = list(rng.standard_normal((4, n, n)))
+    tied = rng.uniform(-0.9, 0.9, (n, n))
+    tied[[1, 3], 0], tied[4, 0] = 1.0, -1.0
+    members.append(tied)
+    for a in (SINGULAR["zero_row"], SINGULAR["dependent_rows"], SINGULAR["zero_column"]):
+        padded = np.eye(n)
+        padded[:3, :3] = a
+        members.append(padded)
+    members[-1][4, 5] = np.nan
+    stack = jnp.asarray(np.stack(members))
+    lu, perm = jax.jit(small.lu_stack)(stack)
+    lu_ref, perm_ref = jax.jit(jax.vmap(small.lu))(stack)
+    np.testing.assert_array_equal(perm, perm_ref)
+    np.testing.assert_array_equal(lu[:-1], lu_ref[:-1])
+    # the NaN member: lu's masked updates also spread it into the rows above (0 * NaN)
+    diagonal, diagonal_ref = (np.diagonal(v[-1]) for v in (lu, lu_ref))
+    np.testing.assert_array_equal(diagonal, diagonal_ref)
+    assert np.isnan(lu[-1]).any() and np.isnan(lu_ref[-1]).any()
+    assert list(np.asarray(perm[4]))[0] == 1  # the first of the tied rows
+    m = small.LU_STACK_UNROLLED_MAX + 1
+    big = jnp.asarray(rng.standard_normal((2, m, m)))
+    for out, ref in zip(small.lu_stack(big), jax.vmap(small.lu)(big), strict=True):
+        np.testing.assert_array_equal(out, ref)
+
+
 SINGULAR = {
     "zero_row": np.array([[1.0, 2.0, 3.0], [0.0, 0.0, 0.0], [4.0, 5.0, 7.0]]),
     "dependent_rows": np.array([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [1.0, 0.0, 1.0]]),

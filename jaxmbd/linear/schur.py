@@ -128,22 +128,26 @@ def _factor_vmap(axis_size, in_batched, mass, G):
 
 def _factor_batched(mass, G) -> SchurFactors:
     """:func:`_factor_single` of each member of ``mass`` (B, nb, k, k) and ``G``
-    (B, nc, nb k), the same computation but for two kinds of kernels that XLA's CPU
-    compiler runs slowly on a batch (jax.profiler, ``jit(vmap(simulate))`` of the double
-    pendulum, rkmk, B = 256: of the kernels' time, 34 % in forming S and 10 % in its row
-    maxima):
+    (B, nc, nb k), the same computation with other kernels where XLA's CPU compiler ran
+    the plain ``vmap``'s slowly (jax.profiler, ``jit(vmap(simulate))`` of the double
+    pendulum, rkmk, B = 256: of the kernels' time, 34 % in forming S, 19 % in its LU and
+    10 % in its row maxima):
 
     * S = G M^{-1} G^T as two batched ``dot``s instead of broadcast products and unrolled
       sums, whose fusions XLA duplicated into their consumers (the product computed
       again per consumer);
     * the row maxima as chains of elementwise maxima instead of a ``reduce`` over the
-      small minor axis (a YNNPACK reduction, slow at this size).
+      small minor axis (a YNNPACK reduction, slow at this size);
+    * S's LU by :func:`~jaxmbd.linear.small.lu_stack` (the steps unrolled; 2.5x faster
+      than ``vmap`` of :func:`~jaxmbd.linear.small.lu`'s ``fori_loop`` at nc = 10).
 
-    The eliminations are the unbatched kernels under ``vmap``: each block's inverse and
-    pivots equal the unbatched ones bitwise; S differs from the unbatched S by round-off
-    (another summation order), so the factors agree to round-off and, where two rows of the
-    equilibrated S tie (each row's largest entry is 1), the pivot order may differ (the
-    solutions agree to round-off either way: ``tests/test_schur.py``).
+    The eliminations perform the unbatched kernels' arithmetic: each block's inverse and
+    pivots equal the unbatched ones bitwise, and S's factors are
+    :func:`~jaxmbd.linear.small.lu`'s of the same S. S itself differs from the unbatched
+    S by round-off (another summation order), so the factors agree to round-off and,
+    where two rows of the equilibrated S tie (each row's largest entry is 1), the pivot
+    order may differ; the solutions agree to round-off either way
+    (``tests/test_schur.py``).
 
     An elimination unrolled over the entries in batch-minor layout (each entry a [B]
     vector) was slower, not faster, once it pivots: XLA fused every select of the row
@@ -170,7 +174,7 @@ def _factor_batched(mass, G) -> SchurFactors:
     S = jnp.einsum("xcm,xmd->xcd", G, W.reshape(B, nb * k, nc), precision=highest)
     row_g = _maximum([jnp.abs(S[:, :, j]) for j in range(nc)])  # (B, nc)
     row_g = jnp.where(row_g > 0, row_g, 1.0)
-    lu, permutation = jax.vmap(small.lu)(S / row_g[:, :, None])
+    lu, permutation = small.lu_stack(S / row_g[:, :, None])
     diagonal = jnp.abs(jnp.diagonal(lu, axis1=1, axis2=2))
     rcond = jnp.minimum(rcond, jax.vmap(_pivot_ratio)(diagonal))
     return SchurFactors(inverse, Gb, lu, permutation, row_g, rcond)
