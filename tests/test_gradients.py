@@ -261,6 +261,9 @@ def test_vmapped_batch_equals_single_runs():
         np.testing.assert_array_equal(np.asarray(batch.iterations)[k], single.iterations)
 
 
+# -m slow (41 s, CI budget): test_distributed.py::test_two_processes_equal_one[forward]
+# shards simulate_batch over the devices of two processes in the default suite
+@pytest.mark.slow
 def test_sharded_batch_equals_unsharded(tmp_path):
     """Four host devices (XLA_FLAGS) against one, in a fresh process."""
     script = textwrap.dedent("""
