@@ -391,6 +391,11 @@ def test_every_pair_runs_the_redundant_loop(formulation, integrator):
     assert np.all(np.asarray(sol.lam)[:, list(FREE.redundancy.dropped)] == 0.0)
 
 
+# -m slow (22 s, CI budget): the dropped rows are fixed when the model is built, so the
+# vmapped program is simulate_batch's usual one (test_batch.py::test_batch_equals_loop);
+# the rows dropped in a run are checked by default in test_gradient_through_a_redundant_loop
+# and the single-run tests above
+@pytest.mark.slow
 def test_batched_redundant_loop_equals_single_runs():
     """simulate_batch over coupler masses (rows dropped inside the vmapped program) equals
     the single runs member by member."""
