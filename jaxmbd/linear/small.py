@@ -99,17 +99,14 @@ def _at(v, k, axis=0):
 
 def _pivot_and_swap(work, perm, k, rows):
     """Partial pivoting at step k: the first row p >= k of largest |work[p, k]|, swapped
-    with row k (whole rows, as LAPACK's laswp); ``perm`` swapped alike (None: no
-    permutation kept, none traced: a ``custom_vmap`` keeps the dead code that the
-    jaxpr's dead-code elimination removes elsewhere, :mod:`jaxmbd.linear.schur`)."""
+    with row k (whole rows, as LAPACK's laswp)."""
     column = jnp.where(rows >= k, jnp.abs(_at(work, k, 1)), -1.0)
     p = jnp.argmax(column).astype(jnp.int32)
     row_k, row_p = _at(work, k), _at(work, p)
     work = jnp.where((rows == k)[:, None], row_p[None], work)
     work = jnp.where(((rows == p) & (p != k))[:, None], row_k[None], work)
-    if perm is not None:
-        perm_k, perm_p = _at(perm, k), _at(perm, p)
-        perm = jnp.where(rows == k, perm_p, jnp.where(rows == p, perm_k, perm))
+    perm_k, perm_p = _at(perm, k), _at(perm, p)
+    perm = jnp.where(rows == k, perm_p, jnp.where(rows == p, perm_k, perm))
     return work, perm, row_p
 
 
@@ -254,7 +251,7 @@ def inverse_and_pivots(matrix):
     columns = jnp.arange(2 * n, dtype=jnp.int32)
 
     def step(k, work):
-        work, _, pivot_row = _pivot_and_swap(work, None, k, rows)
+        work, _, pivot_row = _pivot_and_swap(work, rows, k, rows)
         pivot = _at(pivot_row, k)
         safe = jnp.where(pivot != 0, pivot, 1.0)
         column = _at(work, k, 1)
