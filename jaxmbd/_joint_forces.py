@@ -281,20 +281,20 @@ def joint_forces_together(elements, t, state: BodyState):
     else:
         (q, qdot, g), bias = coordinates_and_rates(union, state), None
     whole = np.arange(len(union))
-    per_row = [[] for _ in union]
     total = None
+    picked_rows, picked_forces = [], []
     for element, own in zip(elements, rows, strict=True):
         if own.size == whole.size and np.all(own == whole):  # the whole union, in order
             force = element.joint_force(t, q, qdot, bias)
             total = force if total is None else total + force
             continue
-        force = element.joint_force(t, q[own], qdot[own], None if bias is None else bias[own])
-        for k, row in enumerate(own):
-            per_row[row].append(force[k])
-    if any(per_row):
-        picked = [
-            sum(parts[1:], parts[0]) if parts else jnp.zeros((), q.dtype) for parts in per_row
-        ]
-        picked = jnp.stack(picked)
+        picked_rows.append(own)
+        picked_forces.append(
+            element.joint_force(t, q[own], qdot[own], None if bias is None else bias[own])
+        )
+    if picked_rows:  # each union row's forces summed by constant picks (no scatter)
+        picked = _sum_per_body(
+            np.concatenate(picked_rows), jnp.concatenate(picked_forces), len(union)
+        )
         total = picked if total is None else total + picked
     return apply_generalised_force(union, total, g, state.r.shape[0])

@@ -137,9 +137,9 @@ def lu(matrix):
 
 
 #: :func:`lu_stack` unrolls its steps up to this many unknowns (beyond, ``vmap`` of
-#: :func:`lu`): B = 256 stacks on 2 CPU cores (``/tmp/s49``'s bench, a scan of 20 LUs),
-#: us per stack against ``vmap(lu)``: n = 6 56 / 103, n = 10 255 / 691, n = 16 1750 /
-#: 1823, n = 20 3077 / 3772 (compile 5 s), n = 32 8211 / 5761.
+#: :func:`lu`): B = 256 stacks on 2 CPU cores (``python experiments/bench_lu_stack.py``, a
+#: scan of 20 LUs), us per stack against ``vmap(lu)``: n = 6 56 / 103, n = 10 255 / 691,
+#: n = 16 1750 / 1823, n = 20 3077 / 3772 (compile 5 s), n = 32 8211 / 5761.
 LU_STACK_UNROLLED_MAX = 12
 
 
