@@ -11,6 +11,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from . import _config  # noqa: F401
+from ._small import mm
 from .lie import hat
 
 
@@ -129,7 +130,8 @@ def _rx(a):
 def zxz_to_A(eps):
     """A(phi, theta, psi) = Rz(phi) Rx(theta) Rz(psi), paper 1 section 2.3."""
     eps = jnp.asarray(eps)
-    return _rz(eps[..., 0]) @ _rx(eps[..., 1]) @ _rz(eps[..., 2])
+    # elementwise products, not @: a dot keeps a time step from being hoisted
+    return mm(mm(_rz(eps[..., 0]), _rx(eps[..., 1])), _rz(eps[..., 2]))
 
 
 def zxz_Bbar(eps):

@@ -383,6 +383,6 @@ def index1_from_equations(form, model: Model, q, v, t):
     coupling = None
     if adds_mass(model.forces):
         eye = jnp.eye(nb, dtype=M.dtype)
-        diagonal = jnp.einsum("ab,aij->aibj", eye, blocks).reshape(nb * ts, nb * ts)
+        diagonal = (eye[:, None, :, None] * blocks[:, :, None, :]).reshape(nb * ts, nb * ts)
         coupling = M - diagonal
     return Index1System(blocks, -minus_Q.reshape(nb, ts), G, gamma, coupling)

@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._rigid_body import gyroscopic_torque
+from .._small import mv, row_vec_mat
 from ..equations import constraint_values
 from ..linear import dense
 from ..rotations import A_to_zxz, zxz_Bbar, zxz_to_A
@@ -70,8 +71,7 @@ class RE(AbstractAutodiffFormulation):
         """omega_bar = B_bar eps_dot; omegadot_bar = B_bar eps_ddot + B_bar_dot eps_dot."""
         B = zxz_Bbar(ori)
         B_dot = jax.jvp(zxz_Bbar, (ori,), (rate,))[1]
-        omega = jnp.einsum("bij,bj->bi", B, rate)
-        return omega, jnp.einsum("bij,bj->bi", B, rate_dot) + jnp.einsum("bij,bj->bi", B_dot, rate)
+        return mv(B, rate), mv(B, rate_dot) + mv(B_dot, rate)
 
     def dynamics_equations(self, model, q, v, a, lam, t):
         """Eqs. 43-44 (h-free) with the corrected inertial force of PAPER_NOTES:
@@ -80,19 +80,16 @@ class RE(AbstractAutodiffFormulation):
         r, eps = q
         eps_dot, eps_ddot = v[:, 3:], a[:, 3:]
         Phi_q = self.constraint_jacobian(model, q, t).reshape(nc, nb, 6)
-        reaction = jnp.einsum("cbk,c->bk", Phi_q, lam)
+        reaction = jnp.sum(Phi_q * lam[:, None, None], axis=0)  # Phi_q^T lam, no dot
         f, n = self._forces(model, q, v, t, a)  # a: armature's inertial force
         B = zxz_Bbar(eps)
         B_dot = jax.jvp(zxz_Bbar, (eps,), (eps_dot,))[1]
         J = model.inertia
-        w = jnp.einsum("bij,bj->bi", B, eps_dot)
-        rhs = n - gyroscopic_torque(J, w) - jnp.einsum("bij,bjk,bk->bi", J, B_dot, eps_dot)
-        Bt = jnp.swapaxes(B, -1, -2)
+        # elementwise products (jaxmbd._small), not einsum: a dot keeps XLA:CPU from
+        # compiling the time step as one native loop (jaxmbd.linear.small)
+        w = mv(B, eps_dot)
+        rhs = n - gyroscopic_torque(J, w) - mv(J, mv(B_dot, eps_dot))
         g_r = model.mass[:, None] * a[:, :3] + reaction[:, :3] - f
-        g_e = (
-            jnp.einsum("bij,bjk,bkl,bl->bi", Bt, J, B, eps_ddot)
-            + reaction[:, 3:]
-            - jnp.einsum("bij,bj->bi", Bt, rhs)
-        )
+        g_e = row_vec_mat(mv(J, mv(B, eps_ddot)) - rhs, B) + reaction[:, 3:]
         phi = constraint_values(model, r, zxz_to_A(eps), t)
         return jnp.concatenate([g_r, g_e], 1).reshape(-1), phi

@@ -10,6 +10,7 @@ from typing import ClassVar
 
 import jax.numpy as jnp
 
+from .._small import mm, mtm, mv, row_vec_mat
 from ..equations import constraint_values
 from ..rotations import A_to_ep, ep_G, ep_to_A
 from .base import AbstractAutodiffFormulation
@@ -37,12 +38,12 @@ class RP(AbstractAutodiffFormulation):
 
     def rate_from_omega(self, ori, omega):
         """p_dot = G(p)^T omega_bar / 2 (G G^T = I, G p = 0 for unit p)."""
-        return 0.5 * jnp.einsum("bji,bj->bi", ep_G(ori), omega)
+        return 0.5 * row_vec_mat(omega, ep_G(ori))
 
     def omega_from_rate(self, ori, rate, rate_dot):
         """omega_bar = 2 G(p) p_dot; omegadot_bar = 2 G(p) p_ddot (G_dot p_dot = 0)."""
         G = ep_G(ori)
-        return 2.0 * jnp.einsum("bij,bj->bi", G, rate), 2.0 * jnp.einsum("bij,bj->bi", G, rate_dot)
+        return 2.0 * mv(G, rate), 2.0 * mv(G, rate_dot)
 
     def num_multipliers(self, model):
         return model.nc + model.nb
@@ -58,16 +59,15 @@ class RP(AbstractAutodiffFormulation):
         r, p = q
         p_dot, p_ddot = v[:, 3:], a[:, 3:]
         Phi_q = self.constraint_jacobian(model, q, t).reshape(nc, nb, 7)
-        reaction = jnp.einsum("cbk,c->bk", Phi_q, lam)
+        reaction = jnp.sum(Phi_q * lam[:, None, None], axis=0)  # Phi_q^T lam, no dot
         f, n = self._forces(model, q, v, t, a)  # a: armature's inertial force
         G, G_dot = ep_G(p), ep_G(p_dot)
-        Gt = jnp.swapaxes(G, -1, -2)
         J = model.inertia
-        mass_p = 4.0 * Gt @ J @ G
-        tau = 2.0 * jnp.einsum("bij,bj->bi", Gt, n) + 8.0 * jnp.einsum(
-            "bij,bjk,bkl,bl->bi", jnp.swapaxes(G_dot, -1, -2), J, G_dot, p
-        )
+        # elementwise products (jaxmbd._small), not einsum/@: a dot keeps XLA:CPU from
+        # compiling the time step as one native loop (jaxmbd.linear.small)
+        mass_p = 4.0 * mm(mtm(G, J), G)
+        tau = 2.0 * row_vec_mat(n, G) + 8.0 * row_vec_mat(mv(J, mv(G_dot, p)), G_dot)
         g_r = model.mass[:, None] * a[:, :3] + reaction[:, :3] - f
-        g_p = jnp.einsum("bij,bj->bi", mass_p, p_ddot) + reaction[:, 3:] + p * lam_p[:, None] - tau
+        g_p = mv(mass_p, p_ddot) + reaction[:, 3:] + p * lam_p[:, None] - tau
         phi = jnp.concatenate([constraint_values(model, r, ep_to_A(p), t), self.extra_equations(p)])
         return jnp.concatenate([g_r, g_p], 1).reshape(-1), phi

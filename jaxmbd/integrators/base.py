@@ -135,7 +135,6 @@ def dense_kernels(
     *,
     auto_small: bool = True,
     kkt: bool = True,
-    auto_schur: bool = True,
 ):
     """Context (while a step is traced) in which the dense solves use the elementwise
     kernels of :mod:`jaxmbd.linear.small` where ``linear_solver`` resolves to "small"
@@ -147,15 +146,14 @@ def dense_kernels(
     stage, and there the elementwise LU of the whole KKT matrix was not measured faster
     (``experiments/results/bench_small_solve_simulate.txt``: double pendulum rkmk 11.3k ->
     8.0k steps per CPU-second, arm3 rkmk 6.0k -> 7.3k). ``kkt`` (True: rk, rkmk, whose
-    step solves index-1 KKT systems; energy_momentum passes False): with ``auto_schur``
-    "auto" means "schur" where it would mean "small" (:data:`SCHUR_AUTO`; rkmk: measured
-    2-4x the steps per CPU-second by ``experiments/bench_small_solve.py integrators``), the
-    other dense solves of the step (rkmk's projection) then staying on LAPACK. rk passes
-    ``auto_schur=False``: its formulations' products (rp, re: ``einsum``s) keep its step
-    from being hoisted, and there the Schur solve alone was not faster than LAPACK."""
+    step solves index-1 KKT systems; energy_momentum passes False): "auto" means "schur"
+    where it would mean "small" (:data:`SCHUR_AUTO`; measured by
+    ``experiments/bench_small_solve.py integrators``: rkmk 2-4x the steps per CPU-second,
+    rk on rp 1.4-3x), the other dense solves of the step (rkmk's projection) then staying
+    on LAPACK."""
     resolved = resolve_linear_solver(choice, n_unknowns, nc)
     if choice == "auto" and not auto_small and resolved == "small":
-        resolved = "schur" if kkt and auto_schur and SCHUR_AUTO else "dense"
+        resolved = "schur" if kkt and SCHUR_AUTO else "dense"
     if resolved == "schur" and not kkt:
         raise ValueError(
             "linear_solver='schur' applies to the index-1 KKT solves of the explicit "

@@ -84,22 +84,24 @@ class RungeKutta(AbstractIntegrator):
     :class:`~jaxmbd.integrators.ButcherTableau` or a table (a, b, c)); ``multipliers``
     ("two_step", eq. 25, the default where the formulation offers it (rotmat); "one_step",
     the full KKT system, the default elsewhere; or "frozen", multipliers constant over a
-    step, first order); ``linear_solver`` for the KKT solves ("dense", the default, LAPACK;
-    "structured"; "auto", "structured" from
-    :data:`~jaxmbd.integrators.base.STRUCTURED_FROM` KKT unknowns on, else "dense"; "small",
-    the elementwise kernels of :mod:`jaxmbd.linear.small`; or "schur", the exact Schur
+    step, first order); ``linear_solver`` for the KKT solves ("auto", the default:
+    "structured" from :data:`~jaxmbd.integrators.base.STRUCTURED_FROM` KKT unknowns on,
+    else on the CPU "schur", else "dense"; "dense", LAPACK; "structured"; "small", the
+    elementwise kernels of :mod:`jaxmbd.linear.small`; or "schur", the exact Schur
     complement of the block-diagonal mass matrix in those kernels,
-    :mod:`jaxmbd.linear.schur`: rkmk's default path on the CPU, not rk's, whose step keeps
-    the formulations' ``einsum`` products and is not hoisted, where the Schur solve alone
-    measured 0.7-1.0x LAPACK's speed; "two_step" has no KKT solve: "structured" and
-    "schur" are refused there).
+    :mod:`jaxmbd.linear.schur`. With "schur" or "small" the whole rp or re step compiles
+    as one native loop on the CPU (the formulations' products are elementwise,
+    :mod:`jaxmbd._small`); ``experiments/bench_small_solve.py integrators --paths "rk rp"``:
+    double pendulum 6.5k (dense) -> 19.1k (schur) steps per CPU-second, slider crank
+    3.8k -> 5.4k. "two_step" has no KKT solve: "structured" and "schur" are refused there,
+    and "auto" is "dense").
     """
 
     name: ClassVar[str] = "rk"
     requires: ClassVar[frozenset[str]] = frozenset({"vector_space", "index1_blocks"})
     tableau: ButcherTableau = eqx.field(static=True, converter=get_tableau, default="rk4")
     multipliers: str | None = eqx.field(static=True, default=None)
-    linear_solver: str = eqx.field(static=True, default="dense")
+    linear_solver: str = eqx.field(static=True, default="auto")
 
     def __check_init__(self):
         if self.multipliers is not None and self.multipliers not in MULTIPLIERS:
@@ -174,7 +176,8 @@ class RungeKutta(AbstractIntegrator):
         """One step, its dense solves by the kernels ``linear_solver`` picks
         (:func:`~jaxmbd.integrators.base.dense_kernels`)."""
         n = model.nb * form.tangent_size + model.nc
-        with dense_kernels(self.linear_solver, n, model.nc, auto_small=False, auto_schur=False):
+        kkt = self.method(form) == "one_step" or not form.two_step_multipliers
+        with dense_kernels(self.linear_solver, n, model.nc, auto_small=False, kkt=kkt):
             return self._step(model, form, state, k, h)
 
     def _step(self, model, form, state: RungeKuttaState, k, h):

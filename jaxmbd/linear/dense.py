@@ -33,6 +33,7 @@ import numpy as np
 
 from .. import _config  # noqa: F401
 from .._batching import broadcast_batched, cpu_or_accelerator, on_single_member
+from . import small
 
 
 @jax.custom_batching.custom_vmap
@@ -193,12 +194,16 @@ def solve(matrix, rhs):
         return jax.vmap(solve)(matrix, rhs)
     # differentiated implicitly (custom_linear_solve: dx = M^{-1} (db - dM x)), so the
     # factors and their batch-safe solves are never differentiated themselves
-    lu, permutation = dense_lu(jax.lax.stop_gradient(matrix))
+    if small.active(matrix.shape[-1]):  # a hoistable step: elementwise kernels, no LAPACK
+        factor, product, substitute = small.lu, small.matmul, small.lu_solve
+    else:
+        factor, product, substitute = dense_lu, jnp.matmul, lu_solve_nondiff
+    lu, permutation = factor(jax.lax.stop_gradient(matrix))
     return jax.lax.custom_linear_solve(
-        lambda x: matrix @ x,
+        lambda x: product(matrix, x),
         rhs,
-        solve=lambda _, b: lu_solve_nondiff(lu, permutation, b),
-        transpose_solve=lambda _, b: lu_solve_nondiff(lu, permutation, b, transpose=True),
+        solve=lambda _, b: substitute(lu, permutation, b),
+        transpose_solve=lambda _, b: substitute(lu, permutation, b, transpose=True),
     )
 
 

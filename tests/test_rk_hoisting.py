@@ -1,0 +1,80 @@
+"""rk's time step as one native loop on the CPU (issue 38 item 3): with its default
+``linear_solver="auto"`` ("schur" on the CPU) the rp and re steps hold no ``dot`` and no
+LAPACK call (the formulations' products are elementwise, jaxmbd._small; ``dense.solve``
+uses the elementwise kernels in such a step), so XLA hoists the time loop; with "dense"
+it cannot. Structure from the compiled HLO, never time; the trajectories equal LAPACK's."""
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxmbd as mbd
+from jaxmbd import _xla_flags
+from jaxmbd.linear import dense, small
+
+STEPS = 4
+
+
+@pytest.fixture(scope="module")
+def rk_runs():
+    """{(formulation, solver): (compiled HLO text, Solution)} of a 4-step double-pendulum
+    run with rk (RK4, one-step multipliers)."""
+    model = mbd.models.double_pendulum()
+    out = {}
+    for formulation in ("rp", "re"):
+        for solver in ("auto", "dense"):
+            run = jax.jit(
+                lambda m, f=formulation, s=solver: mbd.simulate(
+                    m, formulation=f, integrator="rk", t_end=STEPS * 1e-3, h=1e-3,
+                    linear_solver=s, throw=False,
+                )
+            )  # fmt: skip
+            compiled = run.lower(model).compile()
+            out[formulation, solver] = (compiled.as_text(), compiled(model))
+    return out
+
+
+@pytest.mark.parametrize("formulation", ["rp", "re"])
+def test_rk_step_is_hoisted_and_equals_lapack(rk_runs, formulation):
+    if jax.default_backend() != "cpu":
+        pytest.skip("the hoisting pass is XLA's CPU backend's")
+    hlo_auto, sol_auto = rk_runs[formulation, "auto"]
+    hlo_dense, sol_dense = rk_runs[formulation, "dense"]
+    assert _xla_flags.loop_hoisted(hlo_auto, STEPS)
+    assert not _xla_flags.loop_hoisted(hlo_dense, STEPS)
+    for key in ("r", "A"):
+        np.testing.assert_allclose(
+            getattr(sol_auto, key), getattr(sol_dense, key), rtol=0, atol=1e-12
+        )
+    np.testing.assert_allclose(sol_auto.lam, sol_dense.lam, rtol=1e-9, atol=1e-9)
+    np.testing.assert_array_equal(sol_auto.status, sol_dense.status)
+    assert int(jnp.max(sol_auto.status)) == 0
+    assert not np.allclose(sol_auto.r[0], sol_auto.r[-1])  # it moved
+
+
+def test_dense_solve_in_elementwise_kernels_equals_lapack_with_gradient():
+    """``dense.solve`` where a step prefers the elementwise kernels (re's rate from omega):
+    the same solution and the same implicit derivative as with LAPACK."""
+    rng = np.random.default_rng(7)
+    a0 = jnp.asarray(rng.normal(size=(3, 3)) + 3.0 * np.eye(3))
+    a1 = jnp.asarray(rng.normal(size=(3, 3)))
+    b = jnp.asarray(rng.normal(size=3))
+
+    def f(p):
+        return jnp.sum(jnp.sin(dense.solve(a0 + p * a1, b * (1.0 + p**2))))
+
+    def elementwise(p):
+        with small.prefer(math.inf):
+            return f(p)
+
+    np.testing.assert_allclose(elementwise(0.3), f(0.3), rtol=1e-13)
+    eps = 1e-6
+    fd = (f(0.3 + eps) - f(0.3 - eps)) / (2 * eps)
+    np.testing.assert_allclose(jax.grad(elementwise)(0.3), jax.grad(f)(0.3), rtol=1e-12)
+    assert abs(jax.grad(elementwise)(0.3) - fd) <= 1e-7 * max(1.0, abs(fd))
+    with small.prefer(math.inf):
+        text = jax.jit(lambda p: dense.solve(a0 + p * a1, b)).lower(0.3).as_text()
+    assert "lapack" not in text and "dot_general" not in text
