@@ -265,6 +265,7 @@ PATHS = (
     ("rkmk se3", "se3", "rkmk", {}, None),
     ("rk rotmat two_step", "rotmat", "rk", {}, None),
     ("rk rp one_step", "rp", "rk", {}, None),
+    ("gen_alpha rp reuse", "rp", "gen_alpha", {}, None),
     ("energy_momentum", "director", "energy_momentum", {}, None),
 )  # fmt: skip
 EXPLICIT = ("rkmk", "rk")
