@@ -2,7 +2,10 @@
 ``linear_solver="auto"`` ("schur" on the CPU) the rp and re steps hold no ``dot`` and no
 LAPACK call (the formulations' products are elementwise, jaxmbd._small; ``dense.solve``
 uses the elementwise kernels in such a step), so XLA hoists the time loop; with "dense"
-it cannot. Structure from the compiled HLO, never time; the trajectories equal LAPACK's."""
+it cannot. rp's gen_alpha step with ``linear_solver="small"`` too (G^T lam unrolled,
+:func:`jaxmbd.linear.small.weighted_row_sum`: XLA matched the summed product with the
+Newton matrix's one-hot tangents into a dot). Structure from the compiled HLO, never
+time; the trajectories equal LAPACK's."""
 
 import math
 
@@ -24,25 +27,29 @@ def rk_runs():
     run with rk (RK4, one-step multipliers)."""
     model = mbd.models.double_pendulum()
     out = {}
-    for formulation in ("rp", "re"):
-        for solver in ("auto", "dense"):
-            run = jax.jit(
-                lambda m, f=formulation, s=solver: mbd.simulate(
-                    m, formulation=f, integrator="rk", t_end=STEPS * 1e-3, h=1e-3,
-                    linear_solver=s, throw=False,
-                )
-            )  # fmt: skip
-            compiled = run.lower(model).compile()
-            out[formulation, solver] = (compiled.as_text(), compiled(model))
+    cases = [(f, "rk", s) for f in ("rp", "re") for s in ("auto", "dense")]
+    cases += [("rp", "gen_alpha", "small"), ("rp", "gen_alpha", "dense")]
+    for formulation, integrator, solver in cases:
+        run = jax.jit(
+            lambda m, f=formulation, i=integrator, s=solver: mbd.simulate(
+                m, formulation=f, integrator=i, t_end=STEPS * 1e-3, h=1e-3,
+                linear_solver=s, throw=False,
+            )
+        )  # fmt: skip
+        compiled = run.lower(model).compile()
+        out[formulation, integrator, solver] = (compiled.as_text(), compiled(model))
     return out
 
 
-@pytest.mark.parametrize("formulation", ["rp", "re"])
-def test_rk_step_is_hoisted_and_equals_lapack(rk_runs, formulation):
+@pytest.mark.parametrize(
+    "formulation, integrator, solver",
+    [("rp", "rk", "auto"), ("re", "rk", "auto"), ("rp", "gen_alpha", "small")],
+)
+def test_step_is_hoisted_and_equals_lapack(rk_runs, formulation, integrator, solver):
     if jax.default_backend() != "cpu":
         pytest.skip("the hoisting pass is XLA's CPU backend's")
-    hlo_auto, sol_auto = rk_runs[formulation, "auto"]
-    hlo_dense, sol_dense = rk_runs[formulation, "dense"]
+    hlo_auto, sol_auto = rk_runs[formulation, integrator, solver]
+    hlo_dense, sol_dense = rk_runs[formulation, integrator, "dense"]
     assert _xla_flags.loop_hoisted(hlo_auto, STEPS)
     assert not _xla_flags.loop_hoisted(hlo_dense, STEPS)
     for key in ("r", "A"):

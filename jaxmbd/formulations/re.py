@@ -17,7 +17,7 @@ import numpy as np
 from .._rigid_body import gyroscopic_torque
 from .._small import mv, row_vec_mat
 from ..equations import constraint_values
-from ..linear import dense
+from ..linear import dense, small
 from ..rotations import A_to_zxz, zxz_Bbar, zxz_to_A
 from .base import AbstractAutodiffFormulation
 
@@ -80,7 +80,7 @@ class RE(AbstractAutodiffFormulation):
         r, eps = q
         eps_dot, eps_ddot = v[:, 3:], a[:, 3:]
         Phi_q = self.constraint_jacobian(model, q, t).reshape(nc, nb, 6)
-        reaction = jnp.sum(Phi_q * lam[:, None, None], axis=0)  # Phi_q^T lam, no dot
+        reaction = small.weighted_row_sum(Phi_q, lam)  # Phi_q^T lam, no dot
         f, n = self._forces(model, q, v, t, a)  # a: armature's inertial force
         B = zxz_Bbar(eps)
         B_dot = jax.jvp(zxz_Bbar, (eps,), (eps_dot,))[1]

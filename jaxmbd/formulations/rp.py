@@ -12,6 +12,7 @@ import jax.numpy as jnp
 
 from .._small import mm, mtm, mv, row_vec_mat
 from ..equations import constraint_values
+from ..linear import small
 from ..rotations import A_to_ep, ep_G, ep_to_A
 from .base import AbstractAutodiffFormulation
 
@@ -59,7 +60,7 @@ class RP(AbstractAutodiffFormulation):
         r, p = q
         p_dot, p_ddot = v[:, 3:], a[:, 3:]
         Phi_q = self.constraint_jacobian(model, q, t).reshape(nc, nb, 7)
-        reaction = jnp.sum(Phi_q * lam[:, None, None], axis=0)  # Phi_q^T lam, no dot
+        reaction = small.weighted_row_sum(Phi_q, lam)  # Phi_q^T lam, no dot
         f, n = self._forces(model, q, v, t, a)  # a: armature's inertial force
         G, G_dot = ep_G(p), ep_G(p_dot)
         J = model.inertia

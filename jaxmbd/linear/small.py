@@ -82,6 +82,16 @@ def incidence_sum(incidence, values):
     return jnp.stack(parts)
 
 
+def weighted_row_sum(rows, weights):
+    """sum_k weights[k] rows[k, ...] (G^T lam from stacked Jacobian rows) without a ``dot``:
+    an elementwise product and a sum, unrolled in a hoistable step (:func:`hoistable`),
+    where the Newton matrix differentiates it with respect to lam and XLA's CPU compiler
+    would match the product of a constant one-hot tangent and a ``reduce`` into a YNNPACK
+    dot fusion (which blocks hoisting, :func:`_sum_unrolled`)."""
+    product = rows * weights.reshape(weights.shape + (1,) * (rows.ndim - 1))
+    return _sum_unrolled(product, 0) if hoistable() else jnp.sum(product, axis=0)
+
+
 def limit_for(choice: str) -> float:
     """The :func:`prefer` limit of an integrator's resolved ``linear_solver``: "small" and
     "small_structured" (whose block elimination runs in these kernels,
