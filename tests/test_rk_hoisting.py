@@ -2,10 +2,10 @@
 ``linear_solver="auto"`` ("schur" on the CPU) the rp and re steps hold no ``dot`` and no
 LAPACK call (the formulations' products are elementwise, jaxmbd._small; ``dense.solve``
 uses the elementwise kernels in such a step), so XLA hoists the time loop; with "dense"
-it cannot. rp's gen_alpha step with ``linear_solver="small"`` too (G^T lam unrolled,
-:func:`jaxmbd.linear.small.weighted_row_sum`: XLA matched the summed product with the
-Newton matrix's one-hot tangents into a dot). Structure from the compiled HLO, never
-time; the trajectories equal LAPACK's."""
+it cannot. rp's gen_alpha step too, whose "auto" is now "small" (G^T lam unrolled,
+:func:`jaxmbd.linear.small.weighted_row_sum`, and ``ep_to_A``'s e.e: XLA matched a summed
+product with the Newton matrix's one-hot tangents into a dot fusion). Structure from the
+compiled HLO, never time; the trajectories equal LAPACK's."""
 
 import math
 
@@ -28,7 +28,7 @@ def rk_runs():
     model = mbd.models.double_pendulum()
     out = {}
     cases = [(f, "rk", s) for f in ("rp", "re") for s in ("auto", "dense")]
-    cases += [("rp", "gen_alpha", "small"), ("rp", "gen_alpha", "dense")]
+    cases += [("rp", "gen_alpha", "auto"), ("rp", "gen_alpha", "dense")]
     for formulation, integrator, solver in cases:
         run = jax.jit(
             lambda m, f=formulation, i=integrator, s=solver: mbd.simulate(
@@ -43,7 +43,7 @@ def rk_runs():
 
 @pytest.mark.parametrize(
     "formulation, integrator, solver",
-    [("rp", "rk", "auto"), ("re", "rk", "auto"), ("rp", "gen_alpha", "small")],
+    [("rp", "rk", "auto"), ("re", "rk", "auto"), ("rp", "gen_alpha", "auto")],
 )
 def test_step_is_hoisted_and_equals_lapack(rk_runs, formulation, integrator, solver):
     if jax.default_backend() != "cpu":
@@ -85,3 +85,16 @@ def test_dense_solve_in_elementwise_kernels_equals_lapack_with_gradient():
     with small.prefer(math.inf):
         text = jax.jit(lambda p: dense.solve(a0 + p * a1, b)).lower(0.3).as_text()
     assert "lapack" not in text and "dot_general" not in text
+
+
+@pytest.mark.slow  # ~60 CPU-s of compilation; the double pendulum's case above is the default
+def test_slider_crank_rp_step_is_hoisted():
+    """The slider crank's rp step: hoisted only since ep_to_A's e.e is unrolled (its
+    second derivative in the Newton matrix became a dot fusion)."""
+    model = mbd.models.slider_crank()
+    run = jax.jit(
+        lambda m: mbd.simulate(m, formulation="rp", t_end=STEPS * 1e-3, h=1e-3, throw=False)
+    )
+    compiled = run.lower(model).compile()
+    assert _xla_flags.loop_hoisted(compiled.as_text(), STEPS)
+    assert int(jnp.max(compiled(model).status)) == 0

@@ -93,6 +93,14 @@ class AbstractFormulation(eqx.Module):
         """The capability flags this formulation sets."""
         return frozenset(c for c in CAPABILITIES if getattr(cls, c))
 
+    #: The implicit step's own products are elementwise (no ``dot``, no LAPACK outside the
+    #: Newton solve), so with the elementwise small solves XLA:CPU compiles the whole time
+    #: step as one native loop: ``linear_solver="auto"`` then means "small" for the
+    #: implicit integrators (``AbstractImplicitIntegrator.linear_solver_for``, measured in
+    #: ``experiments/bench_small_solve.py integrators``). Not a capability: every
+    #: formulation runs either way.
+    hoistable_implicit_step: ClassVar[bool] = False
+
     #: Whether a Solution stores the formulation's own coordinates ``q`` and velocities
     #: ``v`` besides the body state (r, A, r_dot, omega_bar). Not where they are that body
     #: state itself (rA): the copy would be about a third of every stored step.

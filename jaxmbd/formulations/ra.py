@@ -35,6 +35,7 @@ class RA(AbstractFormulation):
     stores_own_coordinates: ClassVar[bool] = False  # q = (r, A), v = (r_dot, omega_bar)
     default_integrator: ClassVar[str] = "gen_alpha"
     body_state_coordinates: ClassVar[bool] = True
+    hoistable_implicit_step: ClassVar[bool] = True
     index3_blocks: ClassVar[bool] = True
     index1_blocks: ClassVar[bool] = True
     lie_group: ClassVar[bool] = True  # SO(3) x R^3

@@ -24,6 +24,9 @@ class RP(AbstractAutodiffFormulation):
     default_integrator: ClassVar[str] = "gen_alpha"
     index3_blocks: ClassVar[bool] = True
     index1_blocks: ClassVar[bool] = True
+    #: its products elementwise (jaxmbd._small): double pendulum 2.6x, slider crank 2.0x
+    #: the steps per CPU-second with "small" (hoisted) against LAPACK, gen_alpha
+    hoistable_implicit_step: ClassVar[bool] = True
 
     def num_equations(self, model):
         return model.nc + model.nb

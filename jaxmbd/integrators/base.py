@@ -269,15 +269,17 @@ class AbstractImplicitIntegrator(AbstractIntegrator):
     def linear_solver_for(self, model, form) -> str:
         """ "dense", "small", "structured" or "small_structured": the integrator's
         ``linear_solver`` option resolved (:func:`resolve_linear_solver`; a formulation's own
-        solve keeps it off "structured"; "auto" means "small" for rA only)."""
+        solve keeps it off "structured"; "auto" means "small" only for formulations whose
+        step is hoisted with it, ``hoistable_implicit_step``: rA and rp)."""
         choice = getattr(self, "linear_solver", "dense")
         own = own_linear_solve(form) is not None
         n = self.num_unknowns(model, form)
         resolved = resolve_linear_solver(choice, n, model.nc, own_solve=own)
-        if choice == "auto" and resolved == "small" and not form.body_state_coordinates:
-            # measured for rA only (the step hoisted, 2-5x the steps per CPU-second:
-            # experiments/results/bench_small_solve_simulate.txt); other formulations'
-            # steps may keep a dot, where the small kernels alone are slower than LAPACK
+        if choice == "auto" and resolved == "small" and not form.hoistable_implicit_step:
+            # rA and rp measured (the step hoisted, 2-5x the steps per CPU-second:
+            # experiments/results/bench_small_solve_*.txt); other formulations' steps keep
+            # a dot or LAPACK (re: the chart singularity's least-squares step), where the
+            # small kernels alone are slower than LAPACK
             return "dense"
         return resolved
 
