@@ -35,6 +35,7 @@ from typing import ClassVar
 import equinox as eqx
 import jax.numpy as jnp
 
+from .. import _small
 from .._rigid_body import euler_tensor  # E = 1/2 tr(J) I - J (eq. 20/158)
 from ..forces import BodyState, SpringDamper, applied_forces
 from ..lie import hat, vee
@@ -76,10 +77,11 @@ class Director(AbstractAutodiffFormulation):
 
     def omega_from_rate(self, ori, rate, rate_dot):
         """omega_bar = vee(skew(A^T A_dot)), omegadot_bar = vee(skew(A^T A_ddot))
-        (A_dot^T A_dot is symmetric)."""
-        At = jnp.swapaxes(self.rotation(ori), -1, -2)
-        W = At @ self.rotation(rate)
-        Wd = At @ self.rotation(rate_dot)
+        (A_dot^T A_dot is symmetric). Elementwise products (:mod:`jaxmbd._small`): on the
+        time step's path, where a ``dot`` would keep XLA from hoisting the step loop."""
+        A = self.rotation(ori)
+        W = _small.mtm(A, self.rotation(rate))
+        Wd = _small.mtm(A, self.rotation(rate_dot))
         return vee(_skew_part(W)), vee(_skew_part(Wd))
 
     def extra_equations(self, ori):
@@ -110,12 +112,12 @@ class Director(AbstractAutodiffFormulation):
         return M
 
     def times_mass(self, model, v):
-        """M v for per-body rows v (nb, 12) without forming M."""
+        """M v for per-body rows v (nb, 12) without forming M (eq. 23): m v_phi and
+        sum_J E_IJ v_J, the latter an elementwise product (:mod:`jaxmbd._small`, no ``dot``
+        in the time step)."""
         E = euler_tensor(model.inertia)
         vd = v[:, 3:].reshape(-1, 3, 3)
-        return jnp.concatenate(
-            [model.mass[:, None] * v[:, :3], jnp.einsum("bij,bjk->bik", E, vd).reshape(-1, 9)], 1
-        )
+        return jnp.concatenate([model.mass[:, None] * v[:, :3], _small.mm(E, vd).reshape(-1, 9)], 1)
 
     def kinetic_energy(self, model, v):
         """T = 1/2 v^T M v with the redundant velocities (eq. 17)."""
@@ -138,7 +140,7 @@ class Director(AbstractAutodiffFormulation):
         """V(q) = -sum m g.phi + sum 1/2 k (l - l0)^2 (spring-dampers' springs), with the
         spring points x = phi + s_bar_I d_I linear in q."""
         phi, dirs = q
-        V = -jnp.sum(model.mass * (phi @ model.gravity))
+        V = -jnp.sum(model.mass * _small.dot(phi, model.gravity))
         A = self.rotation(dirs)
         for force in model.forces:
             if isinstance(force, SpringDamper):
@@ -169,7 +171,7 @@ class Director(AbstractAutodiffFormulation):
         f, n_bar = applied_forces(
             forces, t, BodyState(phi, A, v[:, :3], omega), model.mass, gravity
         )
-        n = jnp.einsum("bij,bj->bi", A, n_bar)
+        n = _small.mv(A, n_bar)
         d = dirs.reshape(-1, 3, 3)
         Qd = 0.5 * jnp.cross(n[:, None, :], d)
         return jnp.concatenate([f, Qd.reshape(-1, 9)], 1)
@@ -208,7 +210,7 @@ class Director(AbstractAutodiffFormulation):
 def _point(phi, A, body, s_bar):
     if body == phi.shape[0]:
         return s_bar  # ground: global point
-    return phi[body] + A[body] @ s_bar
+    return phi[body] + _small.mv(A[body], jnp.asarray(s_bar))
 
 
 def _without_stiffness(force):

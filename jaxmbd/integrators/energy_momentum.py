@@ -61,6 +61,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from .. import _small
 from .._jit import jit
 from .._min_norm import min_norm_solve
 from .._step_status import as_status, finite_status, first_failure
@@ -68,6 +69,7 @@ from ..equations import constraint_values
 from ..forces import SpringDamper, adds_mass
 from ..formulations import director_pairs as pairs
 from ..lie import so3_exp
+from ..linear import small
 from ..linear.graph import newton_layout
 from ..linear.structured import BlockMatrix, empty_factors
 from ..newton import (
@@ -81,6 +83,8 @@ from ..newton import (
     _allowed,
     _as_solution,
     _custom,
+    _pivot_ratio,
+    condition_status,
     default_scale,
     get_newton,
     implicit_root,
@@ -99,6 +103,15 @@ from .base import (
 )
 
 SCHEMES = ("constrained", "null_space")
+#: ``linear_solver="auto"`` solves the constrained scheme's Newton systems (independent rows)
+#: with the elementwise kernels of :mod:`jaxmbd.linear.small` on the CPU up to this many
+#: unknowns: the step loop is then hoisted, and measured faster at 24 and 46 unknowns
+#: (single pendulum 7.1k -> 11.8k, double pendulum 3.9k -> 4.5k steps per CPU-second) but
+#: slower at 72 (slider crank 1.2k -> 1.0k: the elementwise LU's n masked whole-matrix
+#: updates per factorisation, 3 per step, outweigh the runtime overhead hoisting saves in a
+#: step of ~1 ms); the crossover between is not measured
+#: (``experiments/results/bench_small_solve_energy_momentum.txt``).
+AUTO_SMALL_MAX = 46
 PARAMETRISATIONS = ("pairs", "numerical")
 
 
@@ -152,6 +165,8 @@ class DampedNewton(AbstractNewton):
         def correction(J, F) -> LinearSolution:
             if _custom(linear_solve):
                 return _as_solution(linear_solve(J, F))
+            if small.active(J.shape[0]):
+                return LinearSolution(*_small_solve_with_condition(J, F))
             return LinearSolution(*solve_with_condition(J, F))
 
         def cond(carry):
@@ -171,7 +186,7 @@ class DampedNewton(AbstractNewton):
             full = test.ratio <= 1.0  # a converged correction is taken undamped
             alpha = jnp.where(full, 1.0, alpha)
             f_new = jnp.where(full, jnp.linalg.norm(F1), f_new)
-            converged = full & (residual_test(F1, jnp.abs(J) @ allowed) <= 1.0)
+            converged = full & (residual_test(F1, _row_tolerances(J, allowed)) <= 1.0)
             status = jnp.where(finite, SUCCESS, NONFINITE)
             status = jnp.where(solution.status != SUCCESS, solution.status, status)
             step = jnp.where(finite, test.relative, jnp.inf)
@@ -205,6 +220,39 @@ class DampedNewton(AbstractNewton):
         init = (one, inf, jnp.asarray(0), jnp.full_like(F, jnp.inf))
         alpha, f_new, _, F1 = jax.lax.while_loop(ls_cond, ls_body, init)
         return alpha, f_new, F1
+
+
+def _small_solve_with_condition(matrix, rhs):
+    """:func:`~jaxmbd.newton.solve_with_condition`'s value with the elementwise kernels
+    (same row equilibration, LU, pivot ratio and status), its row maxima taken unrolled:
+    XLA's CPU compiler turned the ``max`` reduce of a 72 x 72 Newton matrix (slider crank)
+    into a YNNPACK reduce-window fusion, which keeps the step loop from being hoisted. Not
+    a ``custom_linear_solve``: Newton iterations are never differentiated (the step's
+    gradient comes from :func:`~jaxmbd.newton.implicit_root`)."""
+    columns = jnp.split(jnp.abs(matrix), matrix.shape[1], axis=1)
+    row = columns[0]
+    for column in columns[1:]:
+        row = jnp.maximum(row, column)
+    row = row[:, 0]
+    row = jnp.where(row > 0, row, 1.0)  # an all-zero row: singular, caught by the pivots
+    lu, permutation = small.lu(matrix / row[:, None])
+    x = small.lu_solve(lu, permutation, rhs / row)
+    return x, condition_status(_pivot_ratio(jnp.abs(jnp.diagonal(lu))), x)
+
+
+def _row_tolerances(J, allowed):
+    """|J| allowed: the residual test's row tolerances, without a ``dot`` where the solves
+    use the elementwise kernels (a hoistable step, :mod:`jaxmbd.linear.small`)."""
+    if small.active(J.shape[0]):
+        return small.matvec(jnp.abs(J), allowed)
+    return jnp.abs(J) @ allowed
+
+
+def _transposed_times(G, lam):
+    """G^T lam; in a hoistable step an elementwise product and unrolled row sum
+    (:func:`jaxmbd.linear.small.weighted_row_sum`: XLA would otherwise match the Newton
+    matrix's lam-derivative, a one-hot product and a sum, into a dot fusion)."""
+    return small.weighted_row_sum(G, lam) if small.hoistable() else G.T @ lam
 
 
 def _jacobian(newton, residual):
@@ -369,7 +417,7 @@ def constrained_residual(form, model, x0, v0, y, h, k, W=None):
     t1 = k * h
     xm = 0.5 * (x0 + x1)
     G = jax.jacfwd(lambda x: _all_values(form, model, x, t1, W))(xm)
-    r1 = 0.5 * h * momentum_residual(form, model, x0, v0, x1, h, k) + G.T @ lam_hat
+    r1 = 0.5 * h * momentum_residual(form, model, x0, v0, x1, h, k) + _transposed_times(G, lam_hat)
     return jnp.concatenate([r1, _all_values(form, model, x1, t1, W)])
 
 
@@ -391,7 +439,8 @@ def constrained_matrix(form, model, x0, v0, x1, lam, h, k, W=None):
 def independent_rows_status(G):
     """SUCCESS while the rows of G are independent, else ILL_CONDITIONED or NONFINITE: the
     pivot-ratio test of G G^T (:func:`~jaxmbd.newton.solve_with_condition`)."""
-    return solve_with_condition(G @ G.T, jnp.zeros(G.shape[0], G.dtype))[1]
+    GGt = small.matmul(G, G.T) if small.hoistable() else G @ G.T  # no dot in a hoistable step
+    return solve_with_condition(GGt, jnp.zeros(G.shape[0], G.dtype))[1]
 
 
 def midpoint_rows_status(form, model, x0, x1, t, W=None):
@@ -419,7 +468,7 @@ def _global_omega(form, q, v):
     """Global angular velocities omega = A omega_bar from director rates."""
     phi, dirs = q
     w_bar, _ = form.omega_from_rate(dirs, v[:, 3:], jnp.zeros_like(v[:, 3:]))
-    return jnp.einsum("bij,bj->bi", form.rotation(dirs), w_bar)
+    return _small.mv(form.rotation(dirs), w_bar)
 
 
 def twist_predictor(form, q, v, h):
@@ -438,7 +487,7 @@ def apply_twists(form, q, xi):
     phi, dirs = q
     R = so3_exp(xi[:, 3:])
     d = dirs.reshape(-1, 3, 3)
-    d1 = jnp.einsum("bij,bIj->bIi", R, d)
+    d1 = _small.mv(R[:, None], d)  # d_I <- R d_I
     return phi + xi[:, :3], d1.reshape(-1, 9)
 
 
@@ -631,8 +680,11 @@ class EnergyMomentum(AbstractIntegrator):
     * ``linear_solver`` (constrained scheme): "dense" (LU of the (n + m) matrix),
       "structured" (block elimination on the body-joint graph, :func:`director_layout`: O(N)
       per solve on a tree; the matrix is still formed densely by forward-mode autodiff) or
-      "auto" (default: structured from 300 unknowns on). Not with redundant rows (``dof``)
-      or the null-space scheme, whose reduced matrix is dense.
+      "auto" (default: structured from 300 unknowns on; on the CPU "small", the elementwise
+      kernels with the step compiled as one native loop, up to :data:`AUTO_SMALL_MAX`
+      unknowns; else "dense"), "small" (every dense solve in elementwise kernels, no
+      ``dot`` in the step: XLA hoists the step loop). Block solvers not with redundant rows
+      (``dof``) or the null-space scheme, whose reduced matrix is dense.
     """
 
     name: ClassVar[str] = "energy_momentum"
@@ -800,8 +852,14 @@ class EnergyMomentum(AbstractIntegrator):
         """One step, its dense solves by the kernels ``linear_solver`` picks
         (:func:`~jaxmbd.integrators.base.dense_kernels`)."""
         n = 12 * model.nb + form_rows(model)
-        # "small" when asked for (not measured for this scheme: "auto" keeps LAPACK)
-        with dense_kernels(self.linear_solver, n, model.nc, auto_small=False, kkt=False):
+        # "auto" means "small" where measured faster (AUTO_SMALL_MAX; the constrained scheme
+        # with independent rows only: the others were not measured)
+        auto_small = (
+            n <= AUTO_SMALL_MAX
+            and self.scheme == "constrained"
+            and not self.redundant_constraints(model)
+        )
+        with dense_kernels(self.linear_solver, n, model.nc, auto_small=auto_small, kkt=False):
             return self._step(model, form, state, k, h)
 
     def _step(self, model, form, state, k, h):

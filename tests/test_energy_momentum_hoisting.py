@@ -1,0 +1,83 @@
+"""energy_momentum's time step as one native loop on the CPU (issue 38): with the elementwise
+kernels of :mod:`jaxmbd.linear.small` (``linear_solver="small"``; "auto" up to
+:data:`~jaxmbd.integrators.energy_momentum.AUTO_SMALL_MAX` unknowns) the director step holds
+no ``dot``, no LAPACK call and no YNNPACK reduce, so XLA hoists the time loop; with "dense"
+(LAPACK) it cannot. Structure from the compiled HLO, never time; the trajectories and
+statuses equal LAPACK's."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxmbd as mbd
+from jaxmbd import _xla_flags
+from jaxmbd.integrators import energy_momentum as em
+from jaxmbd.linear import small
+from jaxmbd.newton import SUCCESS, solve_with_condition
+
+STEPS = 4
+
+
+def _compiled(model, solver):
+    run = jax.jit(
+        lambda m: mbd.simulate(
+            m, formulation="director", integrator="energy_momentum", t_end=STEPS * 1e-3,
+            h=1e-3, linear_solver=solver, throw=False,
+        )
+    )  # fmt: skip
+    compiled = run.lower(model).compile()
+    return compiled.as_text(), compiled(model)
+
+
+@pytest.fixture(scope="module")
+def em_runs():
+    """{(model, solver): (compiled HLO text, Solution)}: the double pendulum (46 Newton
+    unknowns: "auto" is "small") and the slider crank (72: its row maxima were a YNNPACK
+    reduce-window fusion until taken unrolled)."""
+    out = {}
+    models = {"double_pendulum": ("auto", "dense"), "slider_crank": ("small", "dense")}
+    for name, solvers in models.items():
+        model = getattr(mbd.models, name)()
+        for solver in solvers:
+            out[name, solver] = _compiled(model, solver)
+    return out
+
+
+@pytest.mark.parametrize(
+    "name, solver", [("double_pendulum", "auto"), ("slider_crank", "small")]
+)  # fmt: skip
+def test_step_is_hoisted_and_equals_lapack(em_runs, name, solver):
+    if jax.default_backend() != "cpu":
+        pytest.skip("the hoisting pass is XLA's CPU backend's")
+    hlo_small, sol_small = em_runs[name, solver]
+    hlo_dense, sol_dense = em_runs[name, "dense"]
+    assert _xla_flags.loop_hoisted(hlo_small, STEPS)
+    assert not _xla_flags.loop_hoisted(hlo_dense, STEPS)
+    for key in ("r", "A", "rdot", "omega"):
+        np.testing.assert_allclose(
+            getattr(sol_small, key), getattr(sol_dense, key), rtol=0, atol=1e-12
+        )
+    np.testing.assert_allclose(sol_small.lam, sol_dense.lam, rtol=1e-9, atol=1e-9)
+    np.testing.assert_array_equal(sol_small.status, sol_dense.status)
+    np.testing.assert_array_equal(sol_small.status, SUCCESS)
+    np.testing.assert_array_equal(sol_small.iterations, sol_dense.iterations)
+
+
+def test_small_solve_equals_solve_with_condition():
+    """The Newton solve of a hoistable step: solve_with_condition's x and status (a
+    well-conditioned, a near-singular and a singular matrix)."""
+    rng = np.random.default_rng(0)
+    well = rng.standard_normal((9, 9)) + 3.0 * np.eye(9)
+    near = well.copy()
+    near[4] = near[3] + 1e-15 * near[2]
+    singular = well.copy()
+    singular[:, 5] = 0.0
+    rhs = jnp.asarray(rng.standard_normal(9))
+    for matrix in (well, near, singular):
+        expected, expected_status = solve_with_condition(jnp.asarray(matrix), rhs)
+        with small.prefer(np.inf):
+            x, status = em._small_solve_with_condition(jnp.asarray(matrix), rhs)
+        assert int(status) == int(expected_status)
+        if int(status) == SUCCESS:
+            np.testing.assert_allclose(x, expected, rtol=1e-12, atol=1e-14)
