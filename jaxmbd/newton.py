@@ -94,7 +94,7 @@ def solve_with_condition(matrix, rhs):
     if matrix.ndim > 2:
         return jax.vmap(solve_with_condition)(matrix, rhs)
     frozen = jax.lax.stop_gradient(matrix)
-    row = jnp.max(jnp.abs(frozen), axis=1)
+    row = _row_maxima(jnp.abs(frozen))
     row = jnp.where(row > 0, row, 1.0)  # an all-zero row: singular, caught by the pivots
     if small.active(matrix.shape[0]):  # elementwise kernels (jaxmbd.linear.small)
         lu, permutation = small.lu(frozen / row[:, None])
@@ -112,6 +112,22 @@ def solve_with_condition(matrix, rhs):
         transpose_solve=lambda _, b: lu_solve_(lu, permutation, b, transpose=True) / scale,
     )
     return x, condition_status(rcond, x)
+
+
+def _row_maxima(absolute):
+    """max over each row; unrolled (exact, the same values) where the solves use the
+    elementwise kernels: XLA's CPU compiler turned the ``max`` reduce of a 72 x 72 Newton
+    matrix (energy_momentum, slider crank) into a YNNPACK fusion, which keeps a step loop
+    from being hoisted."""
+    if not small.active(absolute.shape[0]):
+        return jnp.max(absolute, axis=1)
+    return functools.reduce(jnp.maximum, jnp.split(absolute, absolute.shape[1], axis=1))[:, 0]
+
+
+def row_tolerances(J, allowed):
+    """|J| allowed, the Newton residual test's row tolerances; without a ``dot`` where the
+    solves use the elementwise kernels (a hoistable step, :mod:`jaxmbd.linear.small`)."""
+    return small.matvec(jnp.abs(J), allowed) if small.active(J.shape[0]) else jnp.abs(J) @ allowed
 
 
 def checked_solver(matrix, *, least_squares=False):
@@ -355,7 +371,7 @@ def factor_matrix(J, w, allowed, *, keep: bool = True) -> IterationMatrix:
         return factor_block_matrix(J, w, allowed)
     n = J.shape[0]
     use_small = small.active(n)  # elementwise kernels (jaxmbd.linear.small), else LAPACK
-    row = small.matvec(jnp.abs(J), allowed) if use_small else jnp.abs(J) @ allowed
+    row = row_tolerances(J, allowed)
     row = jnp.where(row > 0, row, 1.0)  # an all-zero row: singular, caught by the pivots
     scaled = J * w[None, :] / row[:, None]
     empty = jnp.zeros((0, 0), J.dtype)

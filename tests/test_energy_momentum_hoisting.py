@@ -12,7 +12,6 @@ import pytest
 
 import jaxmbd as mbd
 from jaxmbd import _xla_flags
-from jaxmbd.integrators import energy_momentum as em
 from jaxmbd.linear import small
 from jaxmbd.newton import SUCCESS, solve_with_condition
 
@@ -65,8 +64,9 @@ def test_step_is_hoisted_and_equals_lapack(em_runs, name, solver):
 
 
 def test_small_solve_equals_solve_with_condition():
-    """The Newton solve of a hoistable step: solve_with_condition's x and status (a
-    well-conditioned, a near-singular and a singular matrix)."""
+    """The Newton solve of a hoistable step (solve_with_condition in the elementwise
+    kernels, its row maxima unrolled) against LAPACK's: x and status (a well-conditioned,
+    a near-singular and a singular matrix)."""
     rng = np.random.default_rng(0)
     well = rng.standard_normal((9, 9)) + 3.0 * np.eye(9)
     near = well.copy()
@@ -77,7 +77,7 @@ def test_small_solve_equals_solve_with_condition():
     for matrix in (well, near, singular):
         expected, expected_status = solve_with_condition(jnp.asarray(matrix), rhs)
         with small.prefer(np.inf):
-            x, status = em._small_solve_with_condition(jnp.asarray(matrix), rhs)
+            x, status = solve_with_condition(jnp.asarray(matrix), rhs)
         assert int(status) == int(expected_status)
         if int(status) == SUCCESS:
             np.testing.assert_allclose(x, expected, rtol=1e-12, atol=1e-14)

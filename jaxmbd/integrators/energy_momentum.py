@@ -83,12 +83,11 @@ from ..newton import (
     _allowed,
     _as_solution,
     _custom,
-    _pivot_ratio,
-    condition_status,
     default_scale,
     get_newton,
     implicit_root,
     residual_test,
+    row_tolerances,
     solve_linear,
     solve_with_condition,
     step_test,
@@ -165,8 +164,6 @@ class DampedNewton(AbstractNewton):
         def correction(J, F) -> LinearSolution:
             if _custom(linear_solve):
                 return _as_solution(linear_solve(J, F))
-            if small.active(J.shape[0]):
-                return LinearSolution(*_small_solve_with_condition(J, F))
             return LinearSolution(*solve_with_condition(J, F))
 
         def cond(carry):
@@ -186,7 +183,7 @@ class DampedNewton(AbstractNewton):
             full = test.ratio <= 1.0  # a converged correction is taken undamped
             alpha = jnp.where(full, 1.0, alpha)
             f_new = jnp.where(full, jnp.linalg.norm(F1), f_new)
-            converged = full & (residual_test(F1, _row_tolerances(J, allowed)) <= 1.0)
+            converged = full & (residual_test(F1, row_tolerances(J, allowed)) <= 1.0)
             status = jnp.where(finite, SUCCESS, NONFINITE)
             status = jnp.where(solution.status != SUCCESS, solution.status, status)
             step = jnp.where(finite, test.relative, jnp.inf)
@@ -220,32 +217,6 @@ class DampedNewton(AbstractNewton):
         init = (one, inf, jnp.asarray(0), jnp.full_like(F, jnp.inf))
         alpha, f_new, _, F1 = jax.lax.while_loop(ls_cond, ls_body, init)
         return alpha, f_new, F1
-
-
-def _small_solve_with_condition(matrix, rhs):
-    """:func:`~jaxmbd.newton.solve_with_condition`'s value with the elementwise kernels
-    (same row equilibration, LU, pivot ratio and status), its row maxima taken unrolled:
-    XLA's CPU compiler turned the ``max`` reduce of a 72 x 72 Newton matrix (slider crank)
-    into a YNNPACK reduce-window fusion, which keeps the step loop from being hoisted. Not
-    a ``custom_linear_solve``: Newton iterations are never differentiated (the step's
-    gradient comes from :func:`~jaxmbd.newton.implicit_root`)."""
-    columns = jnp.split(jnp.abs(matrix), matrix.shape[1], axis=1)
-    row = columns[0]
-    for column in columns[1:]:
-        row = jnp.maximum(row, column)
-    row = row[:, 0]
-    row = jnp.where(row > 0, row, 1.0)  # an all-zero row: singular, caught by the pivots
-    lu, permutation = small.lu(matrix / row[:, None])
-    x = small.lu_solve(lu, permutation, rhs / row)
-    return x, condition_status(_pivot_ratio(jnp.abs(jnp.diagonal(lu))), x)
-
-
-def _row_tolerances(J, allowed):
-    """|J| allowed: the residual test's row tolerances, without a ``dot`` where the solves
-    use the elementwise kernels (a hoistable step, :mod:`jaxmbd.linear.small`)."""
-    if small.active(J.shape[0]):
-        return small.matvec(jnp.abs(J), allowed)
-    return jnp.abs(J) @ allowed
 
 
 def _transposed_times(G, lam):
