@@ -5,7 +5,9 @@ uses the elementwise kernels in such a step), so XLA hoists the time loop; with 
 it cannot. rp's gen_alpha step too, whose "auto" is now "small" (G^T lam unrolled,
 :func:`jaxmbd.linear.small.weighted_row_sum`, and ``ep_to_A``'s e.e: XLA matched a summed
 product with the Newton matrix's one-hot tangents into a dot fusion). Structure from the
-compiled HLO, never time; the trajectories equal LAPACK's."""
+compiled HLO, never time; the trajectories equal LAPACK's. rk on rotmat (two-step multipliers,
+eq. 25), whose "auto" is "small" for its joint system W: its 3x3 products elementwise,
+G P G^T and G^T lam summed unrolled."""
 
 import math
 
@@ -23,11 +25,11 @@ STEPS = 4
 
 @pytest.fixture(scope="module")
 def rk_runs():
-    """{(formulation, solver): (compiled HLO text, Solution)} of a 4-step double-pendulum
-    run with rk (RK4, one-step multipliers)."""
+    """{(formulation, integrator, solver): (compiled HLO text, Solution)} of a 4-step
+    double-pendulum run (rk: RK4, the formulation's default multipliers)."""
     model = mbd.models.double_pendulum()
     out = {}
-    cases = [(f, "rk", s) for f in ("rp", "re") for s in ("auto", "dense")]
+    cases = [(f, "rk", s) for f in ("rp", "re", "rotmat") for s in ("auto", "dense")]
     cases += [("rp", "gen_alpha", "auto"), ("rp", "gen_alpha", "dense")]
     for formulation, integrator, solver in cases:
         run = jax.jit(
@@ -43,7 +45,12 @@ def rk_runs():
 
 @pytest.mark.parametrize(
     "formulation, integrator, solver",
-    [("rp", "rk", "auto"), ("re", "rk", "auto"), ("rp", "gen_alpha", "auto")],
+    [
+        ("rp", "rk", "auto"),
+        ("re", "rk", "auto"),
+        ("rotmat", "rk", "auto"),
+        ("rp", "gen_alpha", "auto"),
+    ],
 )
 def test_step_is_hoisted_and_equals_lapack(rk_runs, formulation, integrator, solver):
     if jax.default_backend() != "cpu":

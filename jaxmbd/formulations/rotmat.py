@@ -44,10 +44,12 @@ import jax
 import jax.numpy as jnp
 
 from .._rigid_body import euler_tensor
+from .._small import mm, mtm, mv, row_vec_mat
 from .._step_status import first_failure, first_failure_along
 from ..equations import constraint_values
 from ..forces import BodyState, adds_mass, applied_forces
 from ..lie import hat, vee
+from ..linear import small
 from ..newton import SUCCESS, solve_with_condition
 from .base import AbstractFormulation, index1_from_equations
 from .index1 import Index1Solution, Index1System, solve_index1
@@ -93,9 +95,11 @@ poinsot_tensor = euler_tensor
 
 def _eig_solve(Q, d, B):
     """Lambda with Lambda K^-1 + K^-1 Lambda = B for K^-1 = Q diag(d) Q^T (eq. 25):
-    Lambda = Q [(Q^T B Q)_kl / (d_k + d_l)] Q^T."""
-    Bt = _mT(Q) @ B @ Q
-    return Q @ (Bt / (d[..., :, None] + d[..., None, :])) @ _mT(Q)
+    Lambda = Q [(Q^T B Q)_kl / (d_k + d_l)] Q^T. The 3x3 products here and below are
+    elementwise (:mod:`jaxmbd._small`): a ``dot`` in the time step keeps XLA's CPU compiler
+    from running the step loop as one native loop (:mod:`jaxmbd.linear.small`)."""
+    Bt = mm(mtm(Q, B), Q)
+    return mm(mm(Q, Bt / (d[..., :, None] + d[..., None, :])), _mT(Q))
 
 
 def _lyapunov_with_derivative(K_inv, B, Q, d):
@@ -104,7 +108,7 @@ def _lyapunov_with_derivative(K_inv, B, Q, d):
     differentiates the primal function instead of the rule (partial evaluation in scan)."""
     lam = _eig_solve(Q, d, B)
     dK = K_inv - jax.lax.stop_gradient(K_inv)
-    return lam + _eig_solve(Q, d, -(lam @ dK + dK @ lam))
+    return lam + _eig_solve(Q, d, -(mm(lam, dK) + mm(dK, lam)))
 
 
 @jax.custom_jvp
@@ -128,8 +132,8 @@ def _lyapunov_solve_jvp(primals, tangents):
     # a linear solve whose operator X -> X K^-1 + K^-1 X carries K^-1's own derivative, so
     # the next order sees d(L^-1) = -L^-1 dL L^-1; the numbers come from the eigen-solve
     tangent = jax.lax.custom_linear_solve(
-        lambda X: X @ K_inv + K_inv @ X,
-        dB - lam @ dK - dK @ lam,
+        lambda X: mm(X, K_inv) + mm(K_inv, X),
+        dB - mm(lam, dK) - mm(dK, lam),
         solve=lambda _, rhs: _eig_solve(Q, d, rhs),
         symmetric=True,
     )
@@ -142,12 +146,12 @@ def _pack_upper(L):
 
 
 def unpack_multipliers(lam6):
-    """(..., 6) orthogonality multipliers -> symmetric (..., 3, 3) Lambda matrices."""
-    L = jnp.zeros(lam6.shape[:-1] + (3, 3), lam6.dtype)
+    """(..., 6) orthogonality multipliers -> symmetric (..., 3, 3) Lambda matrices (stacked,
+    not set by index: a scatter would keep the time step from being hoisted)."""
+    at = {}
     for k, (i, j) in enumerate(_UPPER):
-        L = L.at[..., i, j].set(lam6[..., k])
-        L = L.at[..., j, i].set(lam6[..., k])
-    return L
+        at[i, j] = at[j, i] = lam6[..., k]
+    return jnp.stack([jnp.stack([at[i, j] for j in range(3)], -1) for i in range(3)], -2)
 
 
 class Rotmat(AbstractFormulation):
@@ -206,13 +210,12 @@ class Rotmat(AbstractFormulation):
         nb = q.T.shape[0]
         R = q.R
         R_d, R_dd = v[:, 3:].reshape(nb, 3, 3), a[:, 3:].reshape(nb, 3, 3)
-        r = q.T + jnp.einsum("bij,bj->bi", R, q.g0)
-        A = R @ q.A0
-        rdot = v[:, :3] + jnp.einsum("bij,bj->bi", R_d, q.g0)
-        rddot = a[:, :3] + jnp.einsum("bij,bj->bi", R_dd, q.g0)
-        At = _mT(A)
-        omega = jnp.einsum("bij,bj->bi", At, vee(R_d @ _mT(R)))
-        omegadot = jnp.einsum("bij,bj->bi", At, vee(R_dd @ _mT(R)))
+        r = q.T + mv(R, q.g0)
+        A = mm(R, q.A0)
+        rdot = v[:, :3] + mv(R_d, q.g0)
+        rddot = a[:, :3] + mv(R_dd, q.g0)
+        omega = row_vec_mat(vee(mm(R_d, _mT(R))), A)
+        omegadot = row_vec_mat(vee(mm(R_dd, _mT(R))), A)
         return r, A, rdot, omega, rddot, omegadot
 
     def flat_coordinates(self, q):
@@ -239,12 +242,12 @@ class Rotmat(AbstractFormulation):
     def joint_residual(self, model, q, t):
         """The model's GCON rows in (T*, R): Phi(T* + R OG_0, R A_0, t), polynomial of degree
         at most 2 (linear for CD and the spherical joint, eq. 13)."""
-        r = q.T + jnp.einsum("bij,bj->bi", q.R, q.g0)
-        return constraint_values(model, r, q.R @ q.A0, t)
+        r = q.T + mv(q.R, q.g0)
+        return constraint_values(model, r, mm(q.R, q.A0), t)
 
     def orthogonality_residual(self, q):
         """(nb * 6,): 1/2 (1 - S_kk), -S_kl (k < l), S = R^T R, body-major (eq. 2)."""
-        S = _mT(q.R) @ q.R
+        S = mtm(q.R, q.R)
         rows = jnp.stack(
             [0.5 * (1.0 - S[:, k, k]) if k == m else -S[:, k, m] for k, m in _UPPER], -1
         )
@@ -307,16 +310,16 @@ class Rotmat(AbstractFormulation):
 
     def poinsot_tensors(self, model, q):
         """K_G at t = 0 in the inertial basis, (nb, 3, 3) (eqs. 10-11, 15)."""
-        return q.A0 @ poinsot_tensor(model.inertia) @ _mT(q.A0)
+        return mm(mm(q.A0, poinsot_tensor(model.inertia)), _mT(q.A0))
 
     def body_velocities(self, q, v):
         """BodyState (r, A, r', omega_bar) of a rotmat state (for the applied forces)."""
         nb = q.T.shape[0]
         R_d = v[:, 3:].reshape(nb, 3, 3)
-        A = q.R @ q.A0
-        r = q.T + jnp.einsum("bij,bj->bi", q.R, q.g0)
-        rdot = v[:, :3] + jnp.einsum("bij,bj->bi", R_d, q.g0)
-        omega = jnp.einsum("bji,bj->bi", A, vee(R_d @ _mT(q.R)))
+        A = mm(q.R, q.A0)
+        r = q.T + mv(q.R, q.g0)
+        rdot = v[:, :3] + mv(R_d, q.g0)
+        omega = row_vec_mat(vee(mm(R_d, _mT(q.R))), A)
         return BodyState(r, A, rdot, omega)
 
     def generalized_forces(self, model, q, v, t, a=None):
@@ -329,8 +332,8 @@ class Rotmat(AbstractFormulation):
         inertial = None if a is None else self.added_mass_forces(model, q, v, a, t)
         if inertial is not None:
             f, n_bar = f + inertial[0], n_bar + inertial[1]
-        n = jnp.einsum("bij,bj->bi", state.A, n_bar)
-        Y = f[:, :, None] * q.g0[:, None, :] + 0.5 * hat(n) @ q.R
+        n = mv(state.A, n_bar)
+        Y = f[:, :, None] * q.g0[:, None, :] + 0.5 * mm(hat(n), q.R)
         return f, Y
 
     def mass_matrix(self, model, q):
@@ -340,8 +343,9 @@ class Rotmat(AbstractFormulation):
         K_O = self.poinsot_tensors(model, q) + m[:, None, None] * g0[:, :, None] * g0[:, None, :]
         eye = jnp.eye(3)
         M_TT = m[:, None, None] * eye
-        M_TR = m[:, None, None] * jnp.einsum("ij,bk->bijk", eye, g0).reshape(-1, 3, 9)
-        M_RR = jnp.einsum("ij,bkl->bikjl", eye, K_O).reshape(-1, 9, 9)
+        # Kronecker products as broadcasts (an einsum is a dot, also without contraction)
+        M_TR = m[:, None, None] * (eye[None, :, :, None] * g0[:, None, None, :]).reshape(-1, 3, 9)
+        M_RR = (eye[None, :, None, :, None] * K_O[:, None, :, None, :]).reshape(-1, 9, 9)
         top = jnp.concatenate([M_TT, M_TR], 2)
         bottom = jnp.concatenate([_mT(M_TR), M_RR], 2)
         return jnp.concatenate([top, bottom], 1)
@@ -365,15 +369,15 @@ class Rotmat(AbstractFormulation):
         the velocity term -2 R'^T R' of B (the linear part of the map)."""
         A_bar = Y - X[:, :, None] * c.g0[:, None, :]
         if lyapunov:
-            B = -(c.K_inv @ _mT(A_bar) @ R) - _mT(R) @ A_bar @ c.K_inv
+            B = -mm(mm(c.K_inv, _mT(A_bar)), R) - mm(mtm(R, A_bar), c.K_inv)
             if R_d is not None:
-                B = B - 2.0 * _mT(R_d) @ R_d
+                B = B - 2.0 * mtm(R_d, R_d)
             L = lyapunov_solve(c.K_inv, B, c.Q, c.d)
-            A_bar = A_bar + R @ L
+            A_bar = A_bar + mm(R, L)
         else:
             L = jnp.zeros_like(R)
-        R_dd = A_bar @ c.K_inv
-        T_dd = X / c.mass[:, None] - jnp.einsum("bij,bj->bi", R_dd, c.g0)
+        R_dd = mm(A_bar, c.K_inv)
+        T_dd = X / c.mass[:, None] - mv(R_dd, c.g0)
         nb = R.shape[0]
         return jnp.concatenate([T_dd, R_dd.reshape(nb, 9)], 1), L
 
@@ -409,11 +413,9 @@ class Rotmat(AbstractFormulation):
                 return acc(e[:, :3], e[:, 3:].reshape(nb, 3, 3), None)[0]
 
             P = jax.vmap(column, out_axes=-1)(jnp.eye(12))  # (nb, 12, 12)
-            G3 = G.reshape(nc, nb, 12)
-            PGt = jnp.einsum("bkl,cbl->cbk", P, G3)
-            W = jnp.einsum("dbk,cbk->dc", G3, PGt)
-            lam, status = solve_with_condition(W, G @ a_free.reshape(-1) - gamma)
-            reaction = (G.T @ lam).reshape(nb, 12)
+            W, G_a_free = _joint_system(G, P, a_free.reshape(-1))
+            lam, status = solve_with_condition(W, G_a_free - gamma)
+            reaction = _rows_transpose_times(G, lam).reshape(nb, 12)
             X = X - reaction[:, :3]
             Y = Y - reaction[:, 3:].reshape(nb, 3, 3)
         else:
@@ -454,7 +456,7 @@ class Rotmat(AbstractFormulation):
             X = X - reaction[:, :3]
             Y = Y - reaction[:, 3:].reshape(nb, 3, 3)
         L = unpack_multipliers(lam[nc:].reshape(nb, 6))
-        a, _ = self._accelerations(c, q.R, None, X, Y + q.R @ L, lyapunov=False)
+        a, _ = self._accelerations(c, q.R, None, X, Y + mm(q.R, L), lyapunov=False)
         return a
 
     # -- diagnostics -----------------------------------------------------------------------
@@ -466,6 +468,27 @@ class Rotmat(AbstractFormulation):
         K = self.poinsot_tensors(model, q)
         rot = jnp.einsum("bij,bjk,bik->b", R_d, K, R_d)
         return 0.5 * jnp.sum(model.mass * jnp.sum(rdot * rdot, -1) + rot)
+
+
+def _joint_system(G, P, a_free):
+    """(W, G a_free) of the two-step elimination (:meth:`Rotmat.two_step`): W = G_J P G_J^T
+    for the joint rows G (nc, 12 nb) and the per-body blocks P (nb, 12, 12). In a hoistable
+    step (:func:`jaxmbd.linear.small.hoistable`) elementwise products with unrolled sums:
+    XLA's CPU compiler makes an einsum, and a product followed by a ``reduce``, a YNNPACK
+    dot fusion, which keeps the step loop from being hoisted."""
+    nc, nb = G.shape[0], P.shape[0]
+    G3 = G.reshape(nc, nb, 12)
+    if not small.hoistable():
+        PGt = jnp.einsum("bkl,cbl->cbk", P, G3)
+        return jnp.einsum("dbk,cbk->dc", G3, PGt), G @ a_free
+    PGt = small._sum_unrolled(P[None] * G3[:, :, None, :], 3).reshape(nc, nb * 12)
+    W = small.matmul(G, PGt.T)
+    return W, small.matvec(G, a_free)
+
+
+def _rows_transpose_times(G, lam):
+    """G^T lam, summed unrolled in a hoistable step (:func:`_joint_system`)."""
+    return small.weighted_row_sum(G, lam) if small.hoistable() else G.T @ lam
 
 
 def _refuse_added_mass(model, what: str) -> None:
