@@ -60,6 +60,12 @@ from .base import (
 from .tableau import ButcherTableau, get_tableau, stage_combination
 
 MULTIPLIERS = ("two_step", "one_step", "frozen")
+#: With two-step multipliers (rotmat) "auto" means "small" on the CPU up to this many
+#: unknowns 12 nb + nc (the step hoisted), else LAPACK: steps per CPU-second, LAPACK ->
+#: "small", programs run alternately in one process: double pendulum (34) 11.2k -> 15.2k,
+#: three-link spherical chain (45) 10.3k -> 12.6k, slider crank (54) 5.8k -> 4.6k,
+#: four-link chain (60) 7.0k -> 6.3k (experiments/results/bench_small_solve_integrators.txt)
+TWO_STEP_SMALL_MAX = 48
 
 
 class RungeKuttaState(NamedTuple):
@@ -94,10 +100,11 @@ class RungeKutta(AbstractIntegrator):
     :mod:`jaxmbd._small`); ``experiments/bench_small_solve.py integrators --paths "rk rp"``:
     double pendulum 6.5k (dense) -> 19.1k (schur) steps per CPU-second, slider crank
     3.8k -> 5.4k. "two_step" has no KKT solve: "structured" and "schur" are refused there,
-    and "auto" is "small" on the CPU up to :data:`~jaxmbd.linear.small.SMALL_MAX` unknowns
+    and "auto" is "small" on the CPU up to :data:`TWO_STEP_SMALL_MAX` unknowns
     (12 nb + nc): the joint system W in the elementwise kernels and rotmat's products
-    elementwise, the step one native loop; same bench, ``--paths "rk rotmat"``: double
-    pendulum 7.4k (229e4c5: LAPACK and einsums) -> 14.3k steps per CPU-second).
+    elementwise, the step one native loop; same bench, ``--paths "rk rotmat"``, two
+    rounds, steps per CPU-second: double pendulum 4.9k-7.8k (229e4c5, not hoisted, every
+    solver) -> 16.0k, 16.4k, the paper's bar double pendulum 4.9k-8.2k -> 24.5k, 29.2k).
     """
 
     name: ClassVar[str] = "rk"
@@ -181,8 +188,10 @@ class RungeKutta(AbstractIntegrator):
         n = model.nb * form.tangent_size + model.nc
         kkt = self.method(form) == "one_step" or not form.two_step_multipliers
         # two_step's only dense solve is the small joint system W: "auto" = "small" there
-        # (the rotmat step hoisted); KKT solves keep "schur" or LAPACK (dense_kernels)
-        with dense_kernels(self.linear_solver, n, model.nc, auto_small=not kkt, kkt=kkt):
+        # where measured faster (the rotmat step hoisted); KKT solves keep "schur" or LAPACK,
+        # "frozen" LAPACK (its step is not hoisted: the vjp of its reaction scatters)
+        auto_small = self.method(form) == "two_step" and n <= TWO_STEP_SMALL_MAX
+        with dense_kernels(self.linear_solver, n, model.nc, auto_small=auto_small, kkt=kkt):
             return self._step(model, form, state, k, h)
 
     def _step(self, model, form, state: RungeKuttaState, k, h):
@@ -250,4 +259,4 @@ class RungeKutta(AbstractIntegrator):
         )
 
 
-__all__ = ["MULTIPLIERS", "RungeKutta", "RungeKuttaState"]
+__all__ = ["MULTIPLIERS", "TWO_STEP_SMALL_MAX", "RungeKutta", "RungeKuttaState"]
