@@ -62,9 +62,9 @@ from .tableau import ButcherTableau, get_tableau, stage_combination
 MULTIPLIERS = ("two_step", "one_step", "frozen")
 #: With two-step multipliers (rotmat) "auto" means "small" on the CPU up to this many
 #: unknowns 12 nb + nc (the step hoisted), else LAPACK: steps per CPU-second, LAPACK ->
-#: "small", programs run alternately in one process: double pendulum (34) 11.2k -> 15.2k,
-#: three-link spherical chain (45) 10.3k -> 12.6k, slider crank (54) 5.8k -> 4.6k,
-#: four-link chain (60) 7.0k -> 6.3k (experiments/results/bench_small_solve_integrators.txt)
+#: "small" (``experiments/bench_rk_two_step.py``, two runs): double pendulum (34)
+#: 11.2k/11.5k -> 15.2k/15.7k, three-link spherical chain (45) 10.3k/7.2k -> 12.6k/10.3k,
+#: slider crank (54) 5.8k/4.8k -> 4.6k/4.0k, four-link chain (60) 7.0k/5.7k -> 6.3k/5.0k
 TWO_STEP_SMALL_MAX = 48
 
 
