@@ -213,7 +213,7 @@ def main():
     )
     args = parser.parse_args()
     if args.equations:
-        head = CHILD[: CHILD.index("vg = jax.value_and_grad(loss)")]
+        head = CHILD[: CHILD.index("forward = variant.endswith")]
         subprocess.run([sys.executable, "-c", head + EQUATIONS, args.equations, "jit", str(ROOT)],
                        check=True)  # fmt: skip
         return

@@ -23,6 +23,7 @@ import numpy as np
 
 from . import _config  # noqa: F401
 from ._small import mm
+from .equations import take_rows
 from .forces import AbstractForce, BodyState
 from .joints import JointDefinition, _geometric, _relative
 from .lie import hat
@@ -146,9 +147,10 @@ def coordinates_and_gradients(joints: tuple[JointDefinition, ...], state: BodySt
         offset = jnp.stack([d.offset[0] for d in group])
         sign = jnp.asarray([d.sign[0] for d in group], dtype=offset.dtype)
 
-        vel = jnp.stack([v_all[bi], w_all[bi], v_all[bj], w_all[bj]], 1)
+        vel = jnp.stack([take_rows(x, b) for b in (bi, bj) for x in (v_all, w_all)], 1)
         q_k, g_k, b_k = _group(
-            r_all[bi], A_all[bi], r_all[bj], A_all[bj], vel, frames, offset, sign,
+            take_rows(r_all, bi), take_rows(A_all, bi), take_rows(r_all, bj),
+            take_rows(A_all, bj), vel, frames, offset, sign,
             kind=kind, bias=bias,
         )  # fmt: skip
         parts.append((q_k, g_k, b_k))
@@ -159,7 +161,7 @@ def coordinates_and_gradients(joints: tuple[JointDefinition, ...], state: BodySt
     order = np.concatenate(order)
     if np.any(order != np.arange(order.size)):
         back = np.argsort(order)
-        q, grads, biases = q[back], grads[back], biases[back]
+        q, grads, biases = (take_rows(x, back) for x in (q, grads, biases))
     if bias:
         return q, grads, biases
     return q, grads
@@ -177,8 +179,9 @@ def _rates(joints, g, state: BodyState):
     bj = np.asarray([d.body_j for d in joints])
     v_all = jnp.concatenate([state.rdot, jnp.zeros((1, 3))])
     w_all = jnp.concatenate([state.omega, jnp.zeros((1, 3))])
-    return jnp.sum(g[:, 0] * v_all[bi] + g[:, 1] * w_all[bi], axis=-1) + jnp.sum(
-        g[:, 2] * v_all[bj] + g[:, 3] * w_all[bj], axis=-1
+    v_i, w_i, v_j, w_j = (take_rows(x, b) for b in (bi, bj) for x in (v_all, w_all))
+    return jnp.sum(g[:, 0] * v_i + g[:, 1] * w_i, axis=-1) + jnp.sum(
+        g[:, 2] * v_j + g[:, 3] * w_j, axis=-1
     )
 
 

@@ -20,7 +20,7 @@ Hoisting has a price at compile time: LLVM compiles a hoisted loop as one functi
 thread, and its time grows faster than the loop's size. A gradient's whole forward and
 transposed time scans hoisted took the cart-pole's XLA compile from 24 to 96 CPU-s
 (``experiments/results/bench_compile.md``, section 5). :func:`unhoisted_when_differentiated`
-keeps a differentiated program's time loop out of the pass while
+keeps a differentiated program's time loops (and rkmk's stage loops) out of the pass while
 the loops inside a step stay hoisted; undifferentiated programs are unchanged.
 """
 
@@ -145,10 +145,14 @@ def hoisted_sizes(hlo_text: str) -> list[int]:
     return sorted((size(name, set()) for name in hoisted), reverse=True)
 
 
-def _through_custom_call(tree):
-    """``tree`` unchanged, its inexact leaves passed together through one LAPACK triangular
-    solve with the 1x1 unit-diagonal matrix (a custom call: exact identity, linear, and its
-    transpose is again a triangular solve)."""
+def _through_fft(tree):
+    """``tree`` unchanged, its inexact leaves passed together through one FFT of length 1
+    (an exact identity, linear, its transpose again an FFT): XLA's small-while-loop pass
+    refuses a loop that holds an FFT, and no simplification removes it. Not a custom call:
+    XLA 0.10.2's loop passes clone a custom call in a short loop (rkmk's stage scan) without
+    its FFI API version, and the program then fails to compile ("No registered
+    implementation for untyped custom call to lapack_dtrsm_ffi", seen with a LAPACK
+    triangular solve as the guard)."""
     import jax
     import jax.numpy as jnp
     from jax.custom_derivatives import SymbolicZero
@@ -160,16 +164,14 @@ def _through_custom_call(tree):
     picked = [
         i
         for i, (x, d) in enumerate(zip(leaves, dtypes, strict=True))
-        if jnp.issubdtype(d, jnp.inexact) and not isinstance(x, SymbolicZero)
+        if jnp.issubdtype(d, jnp.floating) and not isinstance(x, SymbolicZero)
     ]
     if not picked:
         return tree
     dtype = jnp.result_type(*(dtypes[i] for i in picked))
-    flat = jnp.concatenate([jnp.ravel(leaves[i]).astype(dtype) for i in picked])[None]
-    one = jnp.ones((1, 1), dtype)
-    flat = jax.lax.linalg.triangular_solve(
-        one, flat, left_side=True, lower=True, unit_diagonal=True
-    )[0]
+    complex_dtype = jnp.result_type(dtype, jnp.complex64)
+    flat = jnp.concatenate([jnp.ravel(leaves[i]).astype(dtype) for i in picked])
+    flat = jnp.fft.fft(flat.astype(complex_dtype)[:, None], axis=-1)[:, 0].real.astype(dtype)
     start = 0
     for i in picked:
         size = jnp.size(leaves[i])
@@ -188,7 +190,7 @@ def _make_unhoisted_when_differentiated():
     @functools.partial(unhoisted.defjvp, symbolic_zeros=True)
     def _rule(primals, tangents):
         (tree,), (dtree,) = primals, tangents
-        return _through_custom_call(tree), _through_custom_call(dtree)
+        return _through_fft(tree), _through_fft(dtree)
 
     return unhoisted
 
@@ -198,14 +200,15 @@ _unhoisted = None
 
 def unhoisted_when_differentiated(tree):
     """``tree`` (a loop's carry) as it is, except that in a differentiated program its
-    value and its tangent pass through a custom call, which XLA's small-while-loop pass
-    does not hoist: the enclosing loop (simulate's time scan and its transposed scan in a
-    gradient; not rkmk's stage scan inside it, see munthe_kaas.py) then runs as XLA
-    thunks, while the loops inside a step (the Newton iteration, the elementwise KKT
-    solves) stay hoisted. Why: LLVM compiles a hoisted loop as one function, on one
-    thread; the cart-pole gradient's hoisted forward and transposed time scans took 75-96
-    CPU-s of XLA compile, against 35 now, at a run of 0.0035 s
-    (experiments/results/bench_compile.md, section 5 and its correction).
+    value and its tangent pass through a length-1 FFT (:func:`_through_fft`), which XLA's
+    small-while-loop pass does not hoist: the enclosing loop (simulate's time scan, rkmk's
+    stage scan and their transposed scans in a gradient) then runs as XLA thunks, while
+    the loops inside a step (the Newton iteration, the elementwise KKT solves) stay
+    hoisted. Why: LLVM compiles a hoisted loop as one function, on one thread; the
+    cart-pole gradient's hoisted forward and transposed time scans took 75-96 CPU-s of XLA
+    compile, against 35 with this guard (experiments/results/bench_compile.md, section 5
+    and its correction), and its two hoisted stage loops of ~7k instructions each about
+    half of what was left (section 7).
     Undifferentiated programs (simulate) are unchanged: no op is added. Zero tangents stay
     symbolic (a concrete one would reach the Newton loop, which JAX cannot linearise).
     CPU only (the pass is the CPU backend's); ``JAXMBD_HOIST_GRADIENT_LOOPS=1`` at trace

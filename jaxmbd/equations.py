@@ -23,6 +23,29 @@ from .linear.small import hoistable, incidence_sum
 from .model import Model
 
 
+def take_rows(x, index):
+    """``x[index]`` for a static index array: ``x`` itself for the identity, a slice for a
+    contiguous run, else one gather with the index as a constant. ``x[numpy array]``
+    instead adds the run-time wrapping of negative indices (three more equations per
+    gather, traced, linearised and compiled at every constraint evaluation)."""
+    index = np.asarray(index, dtype=np.int64).reshape(-1)
+    n = index.size
+    if n and np.array_equal(index, np.arange(index[0], index[0] + n)):
+        return x if (index[0] == 0 and n == x.shape[0]) else x[int(index[0]) : int(index[0]) + n]
+    dimensions = jax.lax.GatherDimensionNumbers(
+        offset_dims=tuple(range(1, x.ndim)), collapsed_slice_dims=(0,), start_index_map=(0,)
+    )
+    return jax.lax.gather(
+        x,
+        np.asarray(index, np.int32)[:, None],
+        dimensions,
+        slice_sizes=(1, *x.shape[1:]),
+        indices_are_sorted=bool(np.all(np.diff(index) >= 0)),
+        unique_indices=len(set(index.tolist())) == n,
+        mode=jax.lax.GatherScatterMode.PROMISE_IN_BOUNDS,
+    )
+
+
 def with_ground(x, ground_value):
     """Append the ground (index nb) to a per-body array."""
     return jnp.concatenate([x, jnp.asarray(ground_value, x.dtype)[None]], axis=0)
@@ -38,11 +61,12 @@ def _gather(model: Model, s, r, A, rdot=None, omega=None):
     bi, bj = np.asarray(s.body_i, dtype=int), np.asarray(s.body_j, dtype=int)
     r_all = with_ground(r, np.zeros(3))
     A_all = with_ground(A, np.eye(3))
-    out = [r_all[bi], A_all[bi], r_all[bj], A_all[bj]]
+    out = [take_rows(r_all, bi), take_rows(A_all, bi), take_rows(r_all, bj), take_rows(A_all, bj)]
     if rdot is not None:
         rd_all = with_ground(rdot, np.zeros(3))
         w_all = with_ground(omega, np.zeros(3))
-        out += [rd_all[bi], w_all[bi], rd_all[bj], w_all[bj]]
+        out += [take_rows(rd_all, bi), take_rows(w_all, bi)]
+        out += [take_rows(rd_all, bj), take_rows(w_all, bj)]
     return out
 
 
@@ -124,7 +148,9 @@ def _row_parameters(model: Model) -> _RowParameters:
         cols["beta"].append(ones * (not rot))
         cols["kappa"].append(ones * rot)
     order = _model_order(model)
-    return _RowParameters(*(jnp.concatenate(cols[k])[order] for k in _RowParameters._fields))
+    return _RowParameters(
+        *(take_rows(jnp.concatenate(cols[k]), order) for k in _RowParameters._fields)
+    )
 
 
 def _row_bodies(model: Model) -> tuple[np.ndarray, np.ndarray]:
@@ -154,7 +180,8 @@ def _rows_at(model: Model, r, A, f):
     bi, bj = _row_bodies(model)
     r_all = with_ground(r, np.zeros(3))
     A_all = with_ground(A, np.eye(3))
-    r_i, A_i, r_j, A_j = r_all[bi], A_all[bi], r_all[bj], A_all[bj]
+    r_i, A_i = take_rows(r_all, bi), take_rows(A_all, bi)
+    r_j, A_j = take_rows(r_all, bj), take_rows(A_all, bj)
     angle = P.kappa * f
     u_bar = jnp.cos(angle)[:, None] * P.p_bar + jnp.sin(angle)[:, None] * P.q_bar
     d = r_j + K._mv(A_j, P.s_bar_q) - r_i - K._mv(A_i, P.s_bar_p)
@@ -272,11 +299,11 @@ def rA_terms_rows(model: Model, r, A, rdot, omega, t):
         jac_i.append(out.jac_i)
         jac_j.append(out.jac_j)
     order = _model_order(model)
-    phi = jnp.concatenate(phis)[order]
-    nu = jnp.concatenate(nus)[order]
-    gamma = jnp.concatenate(gammas)[order]
-    ji = jnp.concatenate(jac_i)[order]
-    jj = jnp.concatenate(jac_j)[order]
+    phi = take_rows(jnp.concatenate(phis), order)
+    nu = take_rows(jnp.concatenate(nus), order)
+    gamma = take_rows(jnp.concatenate(gammas), order)
+    ji = take_rows(jnp.concatenate(jac_i), order)
+    jj = take_rows(jnp.concatenate(jac_j), order)
     return phi, ji, jj, nu, gamma
 
 
@@ -374,8 +401,8 @@ def rA_velocity_sensitivity(model: Model, r, A, v, t):
         rows_j.append(contracted[:, 1])
         row_index.append(rows)
     order = np.argsort(np.concatenate(row_index))
-    jac_i = jnp.concatenate(rows_i)[order]
-    jac_j = jnp.concatenate(rows_j)[order]
+    jac_i = take_rows(jnp.concatenate(rows_i), order)
+    jac_j = take_rows(jnp.concatenate(rows_j), order)
     kappa = _row_parameters(model).kappa
     _, time_i, time_j = _rows_at(model, r, A, f + 0.5 * np.pi * kappa)
     scale = (kappa * f_dot)[:, None]
@@ -412,7 +439,7 @@ def rA_velocity_sensitivity_rows(model: Model, r, A, v, t, *, unit_blocks=None):
     blocks = unit_blocks
     if blocks is None:
         blocks = rA_sensitivity_rows(model, r, A, jnp.ones(model.nc), t)
-    v_pair = jnp.stack([v_all[bi], v_all[bj]], 1)
+    v_pair = jnp.stack([take_rows(v_all, bi), take_rows(v_all, bj)], 1)
     contracted = jnp.einsum("caj,cabjk->cbk", v_pair, blocks)
     kappa = _row_parameters(model).kappa
     _, time_i, time_j = _rows_at(model, r, A, f + 0.5 * np.pi * kappa)

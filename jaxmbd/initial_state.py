@@ -3,10 +3,12 @@ any formulation."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import numbers
 from typing import NamedTuple
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 
@@ -101,6 +103,22 @@ def _consistent_program(model, t, tol, *, max_iter, redundant, linear_solver):
     )
 
 
+def _kinematic(model: Model) -> Model:
+    """``model`` for the position projection, whose residual reads the constraints, the
+    drivers and the initial pose only: masses, inertias, gravity and forces pass through
+    ``stop_gradient``. Their derivative there is zero anyway; without their tangents a
+    gradient with respect to a mass or the controls does not trace, linearise and
+    compile the projection's implicit derivative (a Newton solve's linear system) for
+    nothing."""
+    frozen = jax.tree_util.tree_map(
+        lambda x: jax.lax.stop_gradient(x) if eqx.is_inexact_array(x) else x,
+        (model.mass, model.inertia, model.gravity, model.forces),
+    )
+    return dataclasses.replace(
+        model, mass=frozen[0], inertia=frozen[1], gravity=frozen[2], forces=frozen[3]
+    )
+
+
 def _consistent_initial_state(model: Model, *, t, tol, max_iter, redundant, linear_solver):
     """:func:`consistent_initial_state` traced in the caller's program (simulate's start)."""
     from .integrators.base import choose_structured
@@ -129,9 +147,9 @@ def _consistent_initial_state(model: Model, *, t, tol, max_iter, redundant, line
         return (state, *_report(model, state, v, info))
 
     if model.nc and redundant:
-        q, info = _project_positions(model, t, tol, max_iter, redundant)
+        q, info = _project_positions(_kinematic(model), t, tol, max_iter, redundant)
     elif model.nc:
-        q, info = _normal_projection(model, t, tol, max_iter)
+        q, info = _normal_projection(_kinematic(model), t, tol, max_iter)
     else:
         q, info = (
             (model.r0, model.A0),

@@ -115,6 +115,8 @@ def _scan(
             out = out + (integrator.extra_outputs(carry),)
         return carry, out
 
+    # tangents present from the start: JAX's scan linearisation then needs one pass
+    carry = integrator.with_state_tangents(carry, (controls, policy, model.mass, model.inertia))
     steps = k0 + jnp.arange(1, n + 1)
     if not checkpoint or n <= checkpoint:
         return strided_scan(step, carry, steps, save_every)

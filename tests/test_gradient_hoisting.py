@@ -1,9 +1,9 @@
 """A gradient's time loops stay out of XLA's small-while-loop hoisting, simulate's do not.
 
-``jaxmbd._xla_flags.unhoisted_when_differentiated`` passes a time step's carry through a
-custom call only in differentiated programs (compile time: a hoisted loop is one LLVM
-function). Checked on the compiled HLO of a toy scan (cheap) and on the jaxpr of a real
-simulate gradient (tracing only); values must be unchanged to the bit."""
+``jaxmbd._xla_flags.unhoisted_when_differentiated`` passes a time step's carry (and rkmk's
+stage carry) through a length-1 FFT only in differentiated programs (compile time: a hoisted
+loop is one LLVM function). Checked on the compiled HLO of a toy scan (cheap) and on the
+jaxpr of a real simulate gradient (tracing only); values must be unchanged to the bit."""
 
 import equinox as eqx
 import jax
@@ -60,9 +60,9 @@ def test_opt_out_and_higher_order(monkeypatch):
 
 
 def test_simulate_gradient_has_the_guard_and_forward_not():
-    """simulate's time step carries the guard (rkmk's stage loop does not: see
-    munthe_kaas.py): a 1x1 triangular solve in the gradient's forward and transposed
-    loops (counted in the jaxpr: tracing only), none in the forward program."""
+    """simulate's time step and rkmk's stages carry the guard: a length-1 FFT in the
+    gradient's forward and transposed time loops and in their stage loops (counted in the
+    jaxpr by how many scans enclose it: tracing only), none in the forward program."""
     _cpu_only()
     model = mbd.models.single_pendulum()
 
@@ -71,15 +71,38 @@ def test_simulate_gradient_has_the_guard_and_forward_not():
         sol = mbd.simulate(moved, t_end=3e-3, h=1e-3, integrator="rkmk")
         return jnp.sum(sol.r[-1] ** 2)
 
-    def guards(jaxpr):
-        found = []  # the guard's 1x1 triangular solves, by transpose_a
+    def guards(jaxpr, scans=0):
+        found = []  # the guard's length-1 FFTs, by the number of enclosing scans
         for eqn in jaxpr.eqns:
-            if eqn.primitive.name == "triangular_solve" and eqn.invars[0].aval.shape == (1, 1):
-                found.append(eqn.params["transpose_a"])
+            if eqn.primitive.name == "fft" and tuple(eqn.params["fft_lengths"]) == (1,):
+                found.append(scans)
             for sub in jax_core.jaxprs_in_params(eqn.params):
-                found += guards(sub)
+                found += guards(sub, scans + (eqn.primitive.name == "scan"))
         return found
 
     assert guards(jax.make_jaxpr(loss)(1.0).jaxpr) == []
-    # the time step: in the forward and the transposed scan
-    assert sorted(guards(jax.make_jaxpr(jax.grad(loss))(1.0).jaxpr)) == [False, True]
+    # the time step's (forward and transposed scans), and the stages' inside them
+    assert sorted(guards(jax.make_jaxpr(jax.grad(loss))(1.0).jaxpr)) == [1, 1, 2, 2]
+
+
+def test_stage_guard_compiles_and_runs_in_a_short_loop():
+    """rkmk's stage scan (4 iterations) guarded by an FFT that survives XLA's passes into
+    the compiled gradient, which is right (central differences). With a LAPACK custom call
+    as the guard, XLA 0.10.2 cloned it in a short loop without its FFI version and the
+    se3 gradient of tests/test_bushing.py failed to compile ("No registered implementation
+    for untyped custom call to lapack_dtrsm_ffi"): that test is the regression check."""
+    _cpu_only()
+    model = mbd.models.double_pendulum()
+
+    def final_x(scale):
+        moved = eqx.tree_at(lambda m: m.gravity, model, model.gravity * scale)
+        return mbd.simulate(moved, formulation="se3", integrator="rkmk", t_end=5e-3,
+                            h=1e-3).r[-1].sum()  # fmt: skip
+
+    grad = jax.jit(jax.grad(final_x))
+    g = grad(1.0)
+    stages = grad.lower(1.0).compile().as_text()
+    assert " fft(" in stages
+    e = 1e-4
+    fd = (final_x(1.0 + e) - final_x(1.0 - e)) / (2 * e)
+    assert float(g) == pytest.approx(float(fd), rel=1e-5) and abs(float(g)) > 1e-8

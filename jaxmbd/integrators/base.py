@@ -32,6 +32,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import _config  # noqa: F401
+from .._tangents import with_tangents
 from ..equations import rA_generalized_reaction, rA_rows, rA_terms
 from ..formulations import AbstractFormulation
 from ..linear import schur as _schur
@@ -164,6 +165,16 @@ def dense_kernels(
             yield
 
 
+def fields_with_tangents(state, names: tuple[str, ...], witness: tuple[str, ...], extra=()):
+    """``state`` (a NamedTuple) with the fields ``names`` passed through
+    :func:`jaxmbd._tangents.with_tangents`, the fields ``witness`` and ``extra`` its witness
+    (for :meth:`AbstractIntegrator.with_state_tangents`)."""
+    picked = tuple(getattr(state, name) for name in names)
+    own = tuple(getattr(state, name) for name in witness)
+    picked = with_tangents(picked, (own, extra))
+    return state._replace(**dict(zip(names, picked, strict=True)))
+
+
 class StartState(NamedTuple):
     """A consistent state in formulation coordinates: q, v (nb, ts), a (nb, ts), lam (nm,)."""
 
@@ -216,6 +227,19 @@ class AbstractIntegrator(eqx.Module):
     def step(self, model: Model, form: AbstractFormulation, state, k, h):
         """(state, StepResult) at t = k h from the state at (k - 1) h."""
 
+    def with_state_tangents(self, state, extra):
+        """``state`` with its physical quantities (positions, velocities, accelerations,
+        multipliers) entering a differentiated time loop with tangents wherever its
+        accelerations or multipliers or ``extra`` (the loop's controls, policy, masses)
+        have one (:func:`jaxmbd._tangents.with_tangents`; the start's accelerations
+        depend on the masses, forces, controls and policy, its positions not): JAX's scan
+        linearisation then takes one pass instead of one per carry that turns non-zero.
+        Values unchanged to the bit. Default: ``state`` as it is. Never the Newton
+        solver's carried matrices or other quantities whose tangents stay zero: a tangent
+        there would reach a loop JAX cannot linearise."""
+        del extra
+        return state
+
     def positions_velocities(self, state):
         """(q, v) in formulation coordinates of the integrator's ``state`` (a policy's
         observation is taken from them at the start of each step)."""
@@ -265,6 +289,11 @@ class AbstractImplicitIntegrator(AbstractIntegrator):
                 "Newton matrix of an implicit step couples bodies through its stiffness "
                 "(use 'auto', 'dense', 'small', 'structured' or 'small_structured')"
             )
+
+    def with_state_tangents(self, state, extra):
+        # not the Newton state (its matrix, reused across steps, has no tangent); the
+        # history holds the start's accelerations and multipliers
+        return fields_with_tangents(state, ("q", "v", "history"), ("history",), extra)
 
     def linear_solver_for(self, model, form) -> str:
         """ "dense", "small", "structured" or "small_structured": the integrator's

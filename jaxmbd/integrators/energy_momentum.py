@@ -99,6 +99,7 @@ from .base import (
     StepResult,
     choose_structured,
     dense_kernels,
+    fields_with_tangents,
 )
 
 SCHEMES = ("constrained", "null_space")
@@ -740,6 +741,9 @@ class EnergyMomentum(AbstractIntegrator):
         if self.scheme != "constrained" or self.redundant_constraints(model):
             return False
         return choose_structured(self.linear_solver, 12 * model.nb + form_rows(model), model.nc)
+
+    def with_state_tangents(self, state, extra):
+        return fields_with_tangents(state, ("q", "v", "lam_hat"), ("lam_hat",), extra)
 
     def init(self, model, form, start, h):
         if not self.supports(form):

@@ -35,7 +35,13 @@ import jax
 import jax.numpy as jnp
 
 from ..newton import AbstractNewton, ReusedNewton
-from .base import AbstractImplicitIntegrator, Discretisation, ImplicitState, StepResult
+from .base import (
+    AbstractImplicitIntegrator,
+    Discretisation,
+    ImplicitState,
+    StepResult,
+    fields_with_tangents,
+)
 
 VARIANTS = ("stabilised", "index3")
 
@@ -89,6 +95,11 @@ class GeneralizedAlpha(AbstractImplicitIntegrator):
     @property
     def stabilised(self) -> bool:
         return self.variant == "stabilised"
+
+    def with_state_tangents(self, state, extra):
+        extra = (extra, state.a, state.a_hat)
+        implicit = fields_with_tangents(state.implicit, ("q", "v", "history"), (), extra)
+        return fields_with_tangents(state._replace(implicit=implicit), ("a", "a_hat"), (), extra)
 
     def init(self, model, form, start, h):
         return GenAlphaState(self.implicit_init(model, form, start), start.a, start.a)

@@ -34,6 +34,8 @@ import jax.numpy as jnp
 from .. import _config  # noqa: F401
 from .._min_norm import min_norm_solve
 from .._step_status import as_status, finite_status, first_failure
+from .._tangents import with_tangents
+from .._xla_flags import unhoisted_when_differentiated
 from ..formulations.index1 import index1_dynamics
 from ..newton import SUCCESS, NewtonInfo
 from .base import (
@@ -42,6 +44,7 @@ from .base import (
     StepResult,
     choose_structured,
     dense_kernels,
+    fields_with_tangents,
 )
 from .tableau import ButcherTableau, get_tableau, stage_combination
 
@@ -120,6 +123,9 @@ class MuntheKaas(AbstractIntegrator):
             return 0
         return 3 if self.projection_iterations is None else self.projection_iterations
 
+    def with_state_tangents(self, state, extra):
+        return fields_with_tangents(state, ("q", "v", "a", "lam"), ("a", "lam"), extra)
+
     def init(self, model, form, start, h):
         def solve():
             t = jnp.asarray(0.0)
@@ -193,10 +199,11 @@ class MuntheKaas(AbstractIntegrator):
             Kv = jnp.concatenate([state.a.reshape(1, -1), rest])
 
         def stage(carry, inputs):
-            # not guarded like the time loop (_xla_flags.unhoisted_when_differentiated):
-            # inside the guarded time scan, a guard here too made the se3 rkmk gradient of
-            # tests/test_bushing.py fail at run time ("no registered implementation for
-            # untyped custom call to lapack_dtrsm_ffi"): XLA 0.10.2 hoisted a loop holding it
+            # a gradient's stage loop stays out of XLA's small-loop hoisting like the time
+            # loop (_xla_flags.unhoisted_when_differentiated): hoisted, each of the cart-pole
+            # gradient's forward and transposed stage loops was one LLVM function of ~7k
+            # instructions, about half of its XLA compile time
+            carry = unhoisted_when_differentiated(carry)
             Kq, Kv, _, _, _, _, status = carry
             i, row, ci = inputs
             psi_q = h * stage_combination(row, Kq)
@@ -216,6 +223,7 @@ class MuntheKaas(AbstractIntegrator):
             return (Kq, Kv, qi, vi, ai, lami, status), None
 
         init = (Kq, Kv, q, v, state.a, state.lam, state.status)
+        init = with_tangents(init, (state.a,))  # one pass of JAX's scan linearisation
         (Kq, Kv, q1, v1, a1, lam1, status), _ = jax.lax.scan(
             stage, init, (stage_index, coefficients, times)
         )

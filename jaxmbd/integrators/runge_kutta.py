@@ -56,6 +56,7 @@ from .base import (
     StepResult,
     choose_structured,
     dense_kernels,
+    fields_with_tangents,
 )
 from .tableau import ButcherTableau, get_tableau, stage_combination
 
@@ -175,6 +176,10 @@ class RungeKutta(AbstractIntegrator):
         return a.reshape(nb, ts), as_status(status)
 
     # -- integrator interface -------------------------------------------------------------
+    def with_state_tangents(self, state, extra):
+        # not the formulation's constants (rotmat's eigen-decomposition has no tangent)
+        return fields_with_tangents(state, ("q", "v", "a", "lam"), ("a", "lam"), extra)
+
     def init(self, model, form, start, h):
         self.method(form)
         constants = form.constants(model, start.q) if form.two_step_multipliers else None
