@@ -267,7 +267,7 @@ def rA_terms_rows(model: Model, r, A, rdot, omega, t):
             continue
         rows = np.asarray(s.rows, dtype=int)
         r_i, A_i, r_j, A_j, rd_i, w_i, rd_j, w_j = _gather(model, s, r, A, rdot, omega)
-        phis.append(_value_of_set(s, r_i, A_i, r_j, A_j, f[rows]))
+        phis.append(_value_of_set(s, r_i, A_i, r_j, A_j, take_rows(f, rows)))
         if s.kind == "DP1":
             out = K.rA_dp1(A_i, w_i, A_j, w_j, s.a_bar_i, s.a_bar_j)
         elif s.kind == "DP2":
@@ -287,15 +287,15 @@ def rA_terms_rows(model: Model, r, A, rdot, omega, t):
                 s.a_bar_i,
                 s.b_bar_i,
                 s.a_bar_j,
-                f[rows],
-                f_dot[rows],
-                f_ddot[rows],
+                take_rows(f, rows),
+                take_rows(f_dot, rows),
+                take_rows(f_ddot, rows),
             )
             nus.append(nu)
             gammas.append(-out.quad)
         else:
-            nus.append(f_dot[rows])
-            gammas.append(f_ddot[rows] - out.quad)
+            nus.append(take_rows(f_dot, rows))
+            gammas.append(take_rows(f_ddot, rows) - out.quad)
         jac_i.append(out.jac_i)
         jac_j.append(out.jac_j)
     order = _model_order(model)
@@ -335,7 +335,7 @@ def rA_reaction_sensitivity(model: Model, r, A, lam, t):
         if s.size == 0:
             continue
         rows = np.asarray(s.rows, dtype=int)
-        blocks = _sensitivity_blocks(model, s, r, A, lam[rows], f[rows])
+        blocks = _sensitivity_blocks(model, s, r, A, take_rows(lam, rows), take_rows(f, rows))
         bodies = (np.asarray(s.body_i, dtype=int), np.asarray(s.body_j, dtype=int))
         for a in range(2):
             for b in range(2):
@@ -388,10 +388,9 @@ def rA_velocity_sensitivity(model: Model, r, A, v, t):
         elif s.kind == "CD":
             blocks = K.rA_sensitivity_cd(A_i, A_j, s.c, s.s_bar_p_i, s.s_bar_q_j, ones)
         else:
-            blocks = K.rA_sensitivity_rot(A_i, A_j, s.a_bar_i, s.b_bar_i, s.a_bar_j, f[rows], ones)
-        v_pair = jnp.stack(
-            [v_all[np.asarray(s.body_i, dtype=int)], v_all[np.asarray(s.body_j, dtype=int)]], 1
-        )
+            f_rows = take_rows(f, rows)
+            blocks = K.rA_sensitivity_rot(A_i, A_j, s.a_bar_i, s.b_bar_i, s.a_bar_j, f_rows, ones)
+        v_pair = jnp.stack([take_rows(v_all, s.body_i), take_rows(v_all, s.body_j)], 1)
         # d(G_c v)/dq_b = sum_a v_a^T blocks[c, a, b]
         if hoistable():  # no dot in a hoistable step (jaxmbd.linear.small)
             contracted = jnp.sum(v_pair[:, :, None, :, None] * blocks, axis=(1, 3))
@@ -421,7 +420,7 @@ def rA_sensitivity_rows(model: Model, r, A, weights, t):
         if s.size == 0:
             continue
         rows = np.asarray(s.rows, dtype=int)
-        blocks = _sensitivity_blocks(model, s, r, A, weights[rows], f[rows])
+        blocks = _sensitivity_blocks(model, s, r, A, take_rows(weights, rows), take_rows(f, rows))
         out.append(blocks)
     return jnp.concatenate(out)[_model_order(model)]
 

@@ -22,6 +22,7 @@ from ..equations import (
     rA_rows,
     rA_terms,
     rA_velocity_sensitivity,
+    take_rows,
 )
 from ..forces import BodyState, added_mass, added_mass_matrix, adds_mass, applied_forces
 from ..lie import reorthonormalize, so3_dexpinv, so3_exp, so3_right_jacobian
@@ -143,7 +144,7 @@ class RA(AbstractFormulation):
         _, jac_i, jac_j = rows
         bi, bj = _row_bodies(model)
         v_all = jnp.concatenate([v, jnp.zeros((1, 6), v.dtype)])
-        return dot(jac_i, v_all[bi]) + dot(jac_j, v_all[bj])
+        return dot(jac_i, take_rows(v_all, bi)) + dot(jac_j, take_rows(v_all, bj))
 
     def dynamics_linearisation(self, model, q, v, a, lam, t):
         """The blocks of the Newton matrix of eq. 38c, hand-coded from the Pi-bar variations
