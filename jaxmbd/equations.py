@@ -37,7 +37,7 @@ def take_rows(x, index):
     )
     return jax.lax.gather(
         x,
-        np.asarray(index, np.int32)[:, None],
+        index.astype(np.int32)[:, None],
         dimensions,
         slice_sizes=(1, *x.shape[1:]),
         indices_are_sorted=bool(np.all(np.diff(index) >= 0)),
@@ -94,8 +94,8 @@ def constraint_values(model: Model, r, A, t):
         if s.size == 0:
             continue
         r_i, A_i, r_j, A_j = _gather(model, s, r, A)
-        parts.append(_value_of_set(s, r_i, A_i, r_j, A_j, f[np.asarray(s.rows, dtype=int)]))
-    return jnp.concatenate(parts)[_model_order(model)]
+        parts.append(_value_of_set(s, r_i, A_i, r_j, A_j, take_rows(f, s.rows)))
+    return take_rows(jnp.concatenate(parts), _model_order(model))
 
 
 class _RowParameters(NamedTuple):
@@ -422,7 +422,7 @@ def rA_sensitivity_rows(model: Model, r, A, weights, t):
         rows = np.asarray(s.rows, dtype=int)
         blocks = _sensitivity_blocks(model, s, r, A, take_rows(weights, rows), take_rows(f, rows))
         out.append(blocks)
-    return jnp.concatenate(out)[_model_order(model)]
+    return take_rows(jnp.concatenate(out), _model_order(model))
 
 
 def rA_velocity_sensitivity_rows(model: Model, r, A, v, t, *, unit_blocks=None):

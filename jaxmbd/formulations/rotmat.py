@@ -415,7 +415,7 @@ class Rotmat(AbstractFormulation):
             P = jax.vmap(column, out_axes=-1)(jnp.eye(12))  # (nb, 12, 12)
             W, G_a_free = _joint_system(G, P, a_free.reshape(-1))
             lam, status = solve_with_condition(W, G_a_free - gamma)
-            reaction = _rows_transpose_times(G, lam).reshape(nb, 12)
+            reaction = small.transpose_times(G, lam).reshape(nb, 12)
             X = X - reaction[:, :3]
             Y = Y - reaction[:, 3:].reshape(nb, 3, 3)
         else:
@@ -484,11 +484,6 @@ def _joint_system(G, P, a_free):
     PGt = small._sum_unrolled(P[None] * G3[:, :, None, :], 3).reshape(nc, nb * 12)
     W = small.matmul(G, PGt.T)
     return W, small.matvec(G, a_free)
-
-
-def _rows_transpose_times(G, lam):
-    """G^T lam, summed unrolled in a hoistable step (:func:`_joint_system`)."""
-    return small.weighted_row_sum(G, lam) if small.hoistable() else G.T @ lam
 
 
 def _refuse_added_mass(model, what: str) -> None:

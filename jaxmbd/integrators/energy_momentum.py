@@ -220,13 +220,6 @@ class DampedNewton(AbstractNewton):
         return alpha, f_new, F1
 
 
-def _transposed_times(G, lam):
-    """G^T lam; in a hoistable step an elementwise product and unrolled row sum
-    (:func:`jaxmbd.linear.small.weighted_row_sum`: XLA would otherwise match the Newton
-    matrix's lam-derivative, a one-hot product and a sum, into a dot fusion)."""
-    return small.weighted_row_sum(G, lam) if small.hoistable() else G.T @ lam
-
-
 def _jacobian(newton, residual):
     """None lets :class:`DampedNewton` form the residual and its Jacobian in one pass."""
     return None if isinstance(newton, DampedNewton) else jax.jacfwd(residual)
@@ -389,7 +382,10 @@ def constrained_residual(form, model, x0, v0, y, h, k, W=None):
     t1 = k * h
     xm = 0.5 * (x0 + x1)
     G = jax.jacfwd(lambda x: _all_values(form, model, x, t1, W))(xm)
-    r1 = 0.5 * h * momentum_residual(form, model, x0, v0, x1, h, k) + _transposed_times(G, lam_hat)
+    # G^T lam without a dot in a hoistable step (XLA would match the Newton matrix's
+    # lam-derivative, a one-hot product and a sum, into a dot fusion)
+    reaction = small.transpose_times(G, lam_hat)
+    r1 = 0.5 * h * momentum_residual(form, model, x0, v0, x1, h, k) + reaction
     return jnp.concatenate([r1, _all_values(form, model, x1, t1, W)])
 
 

@@ -92,6 +92,12 @@ def weighted_row_sum(rows, weights):
     return _sum_unrolled(product, 0) if hoistable() else jnp.sum(product, axis=0)
 
 
+def transpose_times(G, lam):
+    """G^T lam: :func:`weighted_row_sum` in a hoistable step, else one ``dot`` (LAPACK
+    paths, GPU)."""
+    return weighted_row_sum(G, lam) if hoistable() else G.T @ lam
+
+
 def limit_for(choice: str) -> float:
     """The :func:`prefer` limit of an integrator's resolved ``linear_solver``: "small" and
     "small_structured" (whose block elimination runs in these kernels,
