@@ -64,19 +64,34 @@ def _hard_ball():
 
 CASES = {
     "double_pendulum_gen_alpha": lambda: mbd.simulate(
-        mbd.models.double_pendulum(), formulation="rA", integrator="gen_alpha", t_end=1.0,
-        h=1e-3),
+        mbd.models.double_pendulum(), formulation="rA", integrator="gen_alpha", t_end=1.0, h=1e-3
+    ),
     "slider_crank_rp": lambda: mbd.simulate(
-        mbd.models.slider_crank(), formulation="rp", t_end=1.0, h=1e-3),
+        mbd.models.slider_crank(), formulation="rp", t_end=1.0, h=1e-3
+    ),
     "heavy_top_se3_rkmk": lambda: mbd.simulate(
-        mbd.models.heavy_top(), formulation="se3", integrator="rkmk", tableau="rk4",
-        t_end=0.5, h=1e-3),
+        mbd.models.heavy_top(),
+        formulation="se3",
+        integrator="rkmk",
+        tableau="rk4",
+        t_end=0.5,
+        h=1e-3,
+    ),
     "gyro_top_energy_momentum": lambda: mbd.simulate(
-        mbd.models.gyro_top(), formulation="director", integrator="energy_momentum",
-        t_end=0.5, h=1e-2),
+        mbd.models.gyro_top(),
+        formulation="director",
+        integrator="energy_momentum",
+        t_end=0.5,
+        h=1e-2,
+    ),
     "bar_double_pendulum_rotmat_rk": lambda: mbd.simulate(
-        mbd.models.bar_double_pendulum(), formulation="rotmat", integrator="rk",
-        tableau="rk4", t_end=0.5, h=1e-3),
+        mbd.models.bar_double_pendulum(),
+        formulation="rotmat",
+        integrator="rk",
+        tableau="rk4",
+        t_end=0.5,
+        h=1e-3,
+    ),
     "cartpole_policy": _cartpole_policy,
     "sliding_box_compliant": _sliding_box,
     "hard_contact_ball": _hard_ball,
@@ -108,8 +123,10 @@ def main() -> int:
         return 0
     before = dict(np.load(args.check))
     bad = sorted(set(before) ^ set(arrays))
-    bad += [k for k in sorted(set(before) & set(arrays))
-            if before[k].shape != arrays[k].shape or before[k].tobytes() != arrays[k].tobytes()]  # fmt: skip
+    for key in sorted(set(before) & set(arrays)):
+        old, new = before[key], arrays[key]
+        if old.shape != new.shape or old.tobytes() != new.tobytes():
+            bad.append(key)
     for key in bad:
         print(f"DIFFERENT: {key}")
     print(f"{len(arrays) - len(bad)} of {len(arrays)} arrays bit-identical")
