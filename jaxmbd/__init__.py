@@ -24,6 +24,7 @@ from . import (
 from ._jit import jit
 from ._results import RESULTS
 from .batch import kinematics_batch, simulate_batch, stack_models
+from .build import ModelBuilder
 from .bushing import Bushing
 from .drivers import Expression
 from .errors import (
@@ -52,7 +53,7 @@ from .lie import hat, so3_exp, so3_log, so3_right_jacobian, vee
 from .line_search import LineSearchNewton
 from .linearize import Linearization, Modes, linearize, modes
 from .markers import MarkerMotion
-from .model import Model, ModelBuilder
+from .model import Model
 from .newton import (
     ILL_CONDITIONED,
     MAX_ITERATIONS,

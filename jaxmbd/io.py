@@ -72,14 +72,16 @@ from pathlib import Path
 import numpy as np
 
 from ._joint_forces import CYLINDRICAL_VIEWS
+from ._values import MAX_MAGNITUDE, _short, _vec3
 from .actuators import Actuators
+from .build import ModelBuilder
 from .bushing import Bushing
 from .drivers import Expression, ExpressionError, check_expression_derivative, program_to_source
 from .errors import ModelError, ModelFileError
 from .forces import SpringDamper
 from .joint_dynamics import FRICTION_VELOCITY, JointDynamics
 from .joint_limits import JointLimits
-from .model import GROUND, MAX_MAGNITUDE, Model, ModelBuilder, _short, _vec3
+from .model import GROUND, Model
 
 logger = logging.getLogger("jaxmbd")
 

@@ -81,9 +81,10 @@ import numpy as np
 from ._mjcf_actuators import add_actuators
 from ._mjcf_contact import add_contacts
 from ._mjcf_sensors import add_sensors, add_site_markers
+from .build import ModelBuilder
 from .errors import ModelError, ModelFileError
 from .joints import ANGLES, joint_coordinates, move_subtree
-from .model import GROUND, Model, ModelBuilder
+from .model import GROUND, Model
 
 logger = logging.getLogger("jaxmbd")
 

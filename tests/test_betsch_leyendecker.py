@@ -24,10 +24,10 @@ import numpy as np
 import pytest
 
 import jaxmbd as mbd
+from jaxmbd import ModelBuilder
 from jaxmbd.formulations import director_pairs as dp
 from jaxmbd.formulations import get_formulation
 from jaxmbd.lie import so3_exp
-from jaxmbd.model import ModelBuilder
 from jaxmbd.models.betsch_leyendecker import gyro_top_data
 
 FORM = get_formulation("director")

@@ -16,8 +16,9 @@ import math
 
 import numpy as np
 
+from ..build import ModelBuilder
 from ..geometry import box, cone, cylinder, mesh, pyramid
-from ..model import Model, ModelBuilder
+from ..model import Model
 
 
 def _rot_x(angle: float) -> np.ndarray:

@@ -21,9 +21,10 @@ import math
 import jax.numpy as jnp
 import numpy as np
 
+from ..build import ModelBuilder
 from ..formulations.rotmat import is_rotmat_solution
 from ..geometry import box
-from ..model import Model, ModelBuilder
+from ..model import Model
 
 #: The paper's data (SI units).
 MASS = 0.108

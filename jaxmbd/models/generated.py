@@ -12,7 +12,8 @@ import math
 
 import numpy as np
 
-from ..model import Model, ModelBuilder
+from ..build import ModelBuilder
+from ..model import Model
 
 
 def pendulum_chain(n_links: int, *, length: float = 0.5) -> Model:

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..build import ModelBuilder
 from ..geometry import box, cylinder
-from ..model import GROUND, Model, ModelBuilder
+from ..model import GROUND, Model
 
 #: Aluminium density used for the boxes of sections 5.1-5.4 [kg/m^3].
 RHO = 2700.0
