@@ -14,8 +14,10 @@ import numpy as np
 from ._results import RESULT_ITEMS, RESULTS, code_message
 from .equations import constraint_values, rA_terms
 from .errors import AssemblyWarning, SolverError
+from .joint_limits import JointLimits
 from .model import Model
 from .newton import NONFINITE, SUCCESS
+from .solution import Solution
 
 logger = logging.getLogger("jaxmbd")
 
@@ -237,8 +239,6 @@ def solution_from_outputs(
     matrix's condition number per step (integrators' ``record_condition``). A model with
     sensors is kept (without its forces, which the readings do not need) for
     ``sol.sensors``, with ``sensor_key`` for their noise."""
-    from .solution import Solution
-
     # an integrator's own outputs come last, as a dict (moreau_jean's unilateral forces)
     extra = outs[-1] if isinstance(outs[-1], dict) else {}
     outs = outs[:-1] if extra else outs
@@ -285,8 +285,6 @@ def solution_from_outputs(
 
 def _limit_element(model):
     """The model's joint limits (one JointLimits element, jaxmbd.model) for sol.limits."""
-    from .joint_limits import JointLimits
-
     return next((f for f in model.forces if isinstance(f, JointLimits)), None)
 
 

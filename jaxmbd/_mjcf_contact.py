@@ -61,6 +61,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .contact.narrow_phase import pair_kind
+from .model import GROUND
 
 _MIN_IMPEDANCE, _MAX_IMPEDANCE = 1e-4, 1 - 1e-4  # MuJoCo's mjMINIMP, mjMAXIMP
 _MINVAL = 1e-15  # MuJoCo's mjMINVAL
@@ -287,8 +288,6 @@ def add_contacts(mujoco, m, builder, shape_of: dict, mass_of, unsupported: list[
     ``shape_of[g]`` = (jaxmbd body or "ground", index in its shape list) of geom g;
     ``mass_of(body)`` its mass (inf for the ground). What cannot be mapped is appended to
     ``unsupported``."""
-    from .model import GROUND
-
     gravity = float(np.linalg.norm(m.opt.gravity))
     if not gravity > 0 or m.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_GRAVITY:
         gravity = STANDARD_GRAVITY

@@ -38,7 +38,8 @@ import jax.numpy as jnp
 
 from . import _config  # noqa: F401
 from ._joint_forces import AbstractJointForce
-from .joints import JointDefinition
+from .joints import JointDefinition, joint_coordinates
+from .sensors import observation_vector
 
 #: The actuator kinds of :meth:`~jaxmbd.ModelBuilder.add_actuator`.
 ACTUATOR_KINDS = ("motor", "position", "velocity", "general")
@@ -144,11 +145,7 @@ def observation(model, r, A, rdot, omega, *, t=0.0, key=None, step=0, where="sim
     Without sensors: the coordinates of ``model.joint_names`` in order, then their rates,
     flattened (a spherical joint's quaternion and angular velocity; angles on the branch
     nearest the joint's start)."""
-    from .joints import joint_coordinates
-
     if getattr(model, "sensors", None) is not None:
-        from .sensors import observation_vector
-
         return observation_vector(model, t, (r, A, rdot, omega), key=key, step=step, where=where)
 
     q, qdot = [], []

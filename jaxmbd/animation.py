@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .contact import slot_history, with_contact
 from .geometry import Shape, ground_shapes, ground_slides, joint_points, model_shapes
 from .model import Model
 
@@ -230,8 +231,6 @@ def _contact_slots(model: Model, sol, contacts):
     slots = getattr(sol, "contact", None)
     if slots is not None or not contacts:
         return slots
-    from .contact import slot_history, with_contact
-
     element = with_contact(model, "compliant", where="animate").contacts
     if element is None:
         raise ValueError(

@@ -26,13 +26,18 @@ from rich.logging import RichHandler
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from .animation import FORMATS
+from .animation import animate as write_animation
 from .errors import ModelError, SolverError
 from .integrators import DEFAULT_INTEGRATOR
 from .io import load_model
 from .kinematics import kinematics as run_kinematics
+from .linearize import mode_motion, modes
 from .model import Model
 from .models import REGISTRY, Builtin, load
+from .plot import plot_solution
 from .simulation import simulate as run_simulate
+from .solution import Solution
 
 #: Help texts derived from the integrators' tables (never repeated here).
 _FORMULATIONS = ", ".join(DEFAULT_INTEGRATOR)
@@ -185,10 +190,10 @@ def _with_progress(fn, label: str):
 def _animate(
     m: Model, sol, path: Path, trace, fps: float, speed: float, contacts: bool | None = None
 ) -> Path:
-    from .animation import animate
-
     with console.status(f"writing {path}"):
-        return animate(m, sol, path, traces=trace or None, fps=fps, speed=speed, contacts=contacts)
+        return write_animation(
+            m, sol, path, traces=trace or None, fps=fps, speed=speed, contacts=contacts
+        )
 
 
 def _run_analysis(
@@ -211,8 +216,6 @@ def _run_analysis(
     if out:
         out = sol.save(out)
     if plot:
-        from .plot import plot_solution
-
         plot_solution(sol, plot, title=f"{m.name}: {label} ({sol.formulation})")
     if animate:
         try:
@@ -415,9 +418,6 @@ def animate_command(
     """Animate a saved run or a model in 3-D: bodies, ground planes, joints, contact forces,
     traces, time label; or a model's natural mode (--mode)."""
     _setup_logging(verbose)
-    from .animation import FORMATS
-    from .solution import Solution
-
     _output(out, "--out", tuple(FORMATS))
     _positive(h, "--h")
     _positive(t_end, "--t-end", zero=True)
@@ -427,8 +427,6 @@ def animate_command(
         if mode is not None:
             if run.endswith(".npz"):
                 raise typer.BadParameter("--mode animates a model, not a run", param_hint="--mode")
-            from .linearize import mode_motion, modes
-
             m = _load(run)
             found = modes(m)
             sol = mode_motion(m, found, mode)

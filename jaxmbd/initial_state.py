@@ -27,8 +27,11 @@ from .equations import (
 )
 from .forces import BodyState, added_mass, added_mass_matrix, adds_mass
 from .formulations import AbstractFormulation
+from .integrators.base import choose_structured
+from .integrators.structured import kkt_blocks
 from .lie import hat, so3_exp, vee
 from .linear import dense
+from .linear.graph import newton_layout
 from .model import Model
 from .newton import (
     NONFINITE,
@@ -38,6 +41,7 @@ from .newton import (
     newton_iterate,
     solve_with_condition,
 )
+from .redundancy import full_multipliers
 
 #: :func:`consistent_initial_state`'s default Newton tolerance and iteration limit (also
 #: those of ``simulate``'s start)
@@ -121,12 +125,8 @@ def _kinematic(model: Model) -> Model:
 
 def _consistent_initial_state(model: Model, *, t, tol, max_iter, redundant, linear_solver):
     """:func:`consistent_initial_state` traced in the caller's program (simulate's start)."""
-    from .integrators.base import choose_structured
-
     dropped = () if model.redundancy is None or redundant else model.redundancy.dropped
     if dropped:
-        from .redundancy import full_multipliers
-
         kept = tuple(r for r in range(model.nc) if r not in set(dropped))
         state, correction, info = _consistent_initial_state(
             model.without_rows(dropped), t=t, tol=tol, max_iter=max_iter, redundant=False,
@@ -227,9 +227,6 @@ def _structured_start(model, t, tol, max_iter):
     * accelerations and multipliers: [[M, G^T], [G, 0]] [a; lam] = [Q; gamma].
 
     Returns ((r, A, rdot, omega, rddot, omegadot, lam), v (6 nb,), NewtonInfo)."""
-    from .integrators.structured import kkt_blocks
-    from .linear.graph import newton_layout
-
     nb, nc = model.nb, model.nc
     n = 6 * nb
     zero = jnp.zeros((nb, 3))

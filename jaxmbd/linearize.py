@@ -44,6 +44,7 @@ from .formulations.index1 import index1_dynamics
 from .initial_state import to_formulation
 from .model import Model
 from .redundancy import rows_for_run
+from .solution import Solution
 from .statics import Equilibrium, static_equilibrium
 
 #: Singular values of G below this times the largest count as zero (its null space).
@@ -293,8 +294,6 @@ def mode_motion(
     the largest rotation 0.3 rad, whichever is smaller. A mode without oscillation (f = 0
     or a real eigenvalue) is drawn at 1 Hz. Pass it to :func:`jaxmbd.animation.animate`
     (``jaxmbd animate MODEL --mode k`` does)."""
-    from .solution import Solution
-
     if not 0 <= k < len(modes.frequencies):
         raise ValueError(f"mode_motion: mode {k} of {len(modes.frequencies)} (0 .. "
                          f"{len(modes.frequencies) - 1})")  # fmt: skip

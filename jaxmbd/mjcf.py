@@ -78,6 +78,7 @@ from pathlib import Path
 import jax.numpy as jnp
 import numpy as np
 
+from . import geometry as G
 from ._mjcf_actuators import add_actuators
 from ._mjcf_contact import add_contacts
 from ._mjcf_sensors import add_sensors, add_site_markers
@@ -349,8 +350,6 @@ def _geom_shape(mujoco, m, d, g, com, A):
     """Geom g as a shape in the frame (com, A), colliding when MuJoCo collides it; None
     for a geom that is neither drawn (transparent) nor colliding, and for kinds that
     have no shape (planes, height fields, SDFs)."""
-    from . import geometry as G
-
     T = mujoco.mjtGeom
     kind, size = m.geom_type[g], np.asarray(m.geom_size[g])
     pos = A.T @ (d.geom_xpos[g] - com)

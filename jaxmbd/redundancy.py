@@ -53,7 +53,10 @@ import numpy as np
 from . import _config  # noqa: F401
 from ._jit import jit
 from ._topology import body_graph
+from .drivers import driver_values
+from .equations import _row_bodies, constraint_values
 from .errors import ModelError, RedundancyWarning
+from .newton import ILL_CONDITIONED, SUCCESS
 
 #: Relative tolerance of the rank decision (see the module docstring).
 REDUNDANCY_RTOL = 1e-8
@@ -190,9 +193,6 @@ def _rows_numpy(model):
     t = 0, in numpy: the formula of :func:`jaxmbd.equations.rA_rows` (each row as
     Phi = u.w - beta f), evaluated without compiling anything at model-build time (tested
     equal to ``rA_rows``)."""
-    from .drivers import driver_values
-    from .equations import _row_bodies
-
     nc = model.nc
     P = {k: np.zeros((nc, 3)) for k in ("p_bar", "q_bar", "w_bar", "s_bar_p", "s_bar_q", "c")}
     alpha, delta = np.zeros(nc), np.zeros(nc)
@@ -242,8 +242,6 @@ def find_redundancy(model, *, rtol: float = REDUNDANCY_RTOL) -> Redundancy:
     """The maximal independent set of constraint rows at the model's initial pose, t = 0
     (see the module docstring for the order and the tolerance)."""
     import scipy.sparse as sp
-
-    from .equations import _row_bodies
 
     nb, nc = model.nb, model.nc
     if nc == 0:
@@ -367,9 +365,6 @@ def with_full_multipliers(outs, kept, model, h, save_every: int = 1):
 
 @jit
 def _mark_drift(model, r, A, t, status):
-    from .equations import constraint_values
-    from .newton import ILL_CONDITIONED, SUCCESS
-
     rows = np.asarray(model.redundancy.dropped)
     length = model.redundancy.length
     units = {"DP1": 1.0, "ROT": 1.0, "D": length * length}

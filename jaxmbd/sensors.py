@@ -78,6 +78,7 @@ import numpy as np
 
 from . import _config  # noqa: F401
 from ._jit import jit
+from .equations import rA_terms_rows
 from .joints import SIZES, JointDefinition, joint_coordinates
 from .rotations import A_to_ep
 
@@ -161,8 +162,6 @@ def _canonical(p):
 def _reaction(model, defn: JointDefinition, t, r, A, lam):
     """(force, torque) (T, 3) each of the joint ``defn`` on its body j at the joint point,
     in the joint frame on body j (module docstring), from the multipliers ``lam`` (T, nc)."""
-    from .equations import rA_terms_rows
-
     rows = [k for k, j in enumerate(model.constraint_joints) if j == defn.name]
     if not rows:
         raise ValueError(f"sensor on joint '{defn.name}': the model has no constraint rows "

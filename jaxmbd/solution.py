@@ -11,15 +11,21 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _config  # noqa: F401
+from ._joint_forces import coordinates_and_rates
+from ._results import first_failure
+from .contact import slot_history
+from .forces import BodyState
+from .formulations import get_formulation
+from .integrators.moreau_jean import hard_contact_slots, hard_limit_forces
 from .joints import JointCoordinatesMap, JointDefinition
+from .markers import MarkerMap
+from .sensors import SensorReadings
 
 
 @jax.jit
 def _compliant_limit_forces(element, r, A, rdot, omega):
     """The compliant limits' forces (..., T, n) at every saved state; the element's own
     leading axes (a batch of models) are mapped with the states'."""
-    from ._joint_forces import coordinates_and_rates
-    from .forces import BodyState
 
     def at(el, r_, A_, rd_, w_):
         q, qdot, _ = coordinates_and_rates(el.joints, BodyState(r_, A_, rd_, w_))
@@ -124,8 +130,6 @@ class Solution(eqx.Module):
         are the body state, see ``stores_own_coordinates``), else None."""
         if self.stored_q is not None or self.integrator == "":
             return None
-        from .formulations import get_formulation
-
         form = get_formulation(self.formulation)
         if form.stores_own_coordinates:
             return None
@@ -167,13 +171,9 @@ class Solution(eqx.Module):
         or with ``contact="none"``, and for a Solution read from a file."""
         if self.contact_element is None:
             return None
-        from .contact import slot_history
-
         slots = slot_history(self.contact_element, self.r, self.A, self.rdot, self.omega)
         if self.unilateral_forces is None:
             return slots
-        from .integrators.moreau_jean import hard_contact_slots
-
         return hard_contact_slots(slots, self.unilateral_forces)
 
     @property
@@ -190,8 +190,6 @@ class Solution(eqx.Module):
             return None
         names = [d.name for d in element.joints]
         if self.unilateral_forces is not None:
-            from .integrators.moreau_jean import hard_limit_forces
-
             n_slots = 0 if self.contact_element is None else self.contact_element.n_slots
             forces = hard_limit_forces(n_slots, len(names), self.unilateral_forces)
         else:
@@ -206,8 +204,6 @@ class Solution(eqx.Module):
         read (:mod:`jaxmbd.sensors`), with the noise of ``simulate(sensor_key=)`` if one
         was given. An unknown name raises ``KeyError`` listing the sensors; a Solution
         read from a file has none."""
-        from .sensors import SensorReadings
-
         return SensorReadings(self.sensor_model, self, self.sensor_key)
 
     @property
@@ -218,23 +214,17 @@ class Solution(eqx.Module):
         first), computed from the stored body states when read (:mod:`jaxmbd.markers`) and
         differentiable (usable in losses). An unknown name raises ``KeyError`` listing the
         markers; a Solution read from a file has none."""
-        from .markers import MarkerMap
-
         return MarkerMap(self.marker_element, self)
 
     @property
     def result(self):
         """The run's :class:`~jaxmbd.RESULTS` item: ``RESULTS.successful`` when every step
         converged, else the status of the first failed step (one per member of a batch)."""
-        from ._results import first_failure
-
         return first_failure(self.status)[0]
 
     @property
     def failed_step(self):
         """Index of the first failed step (-1 when none; one per member of a batch)."""
-        from ._results import first_failure
-
         return first_failure(self.status)[1]
 
     _ARRAYS = (

@@ -51,6 +51,7 @@ from .kinematics import position_scale
 from .model import Model
 from .newton import ROUNDOFF, Scale, implicit_root, newton_iterate
 from .redundancy import full_multipliers, rows_for_run
+from .solution import Solution
 
 
 class Equilibrium(eqx.Module):
@@ -82,8 +83,6 @@ class Equilibrium(eqx.Module):
         """The equilibrium as a one-sample :class:`~jaxmbd.Solution` at rest (time ``t``),
         for the tools that read Solutions, e.g.
         ``reaction_forces(model, eq.as_solution(), per="joint")``."""
-        from .solution import Solution
-
         zero = jnp.zeros_like(self.r)[None]
         return Solution(
             jnp.asarray(self.t)[None], self.r[None], self.A[None], zero, zero, zero, zero,

@@ -30,6 +30,8 @@ from .._rigid_body import mass_blocks, newton_euler_forces
 from ..equations import rA_terms
 from ..forces import BodyState, added_mass, added_mass_matrix, adds_mass
 from ..linear import schur
+from ..linear.graph import newton_layout
+from ..linear.structured import BlockMatrix
 from ..model import Model
 from ..newton import condition_status, solve_with_condition
 
@@ -117,9 +119,6 @@ def solve_index1(
     )
     rhs = jnp.concatenate([Q, system.gamma])
     if structured:
-        from ..linear.graph import newton_layout
-        from ..linear.structured import BlockMatrix
-
         per_body, rest = divmod(m - model.nc, nb)
         if rest:
             raise ValueError(

@@ -49,6 +49,7 @@ from ..newton import (
     ReusedNewton,
     Scale,
     chart_solve,
+    factor_matrix,
     implicit_root,
     placeholder_like,
 )
@@ -377,8 +378,6 @@ class AbstractImplicitIntegrator(AbstractIntegrator):
 
 
 def _factor_shapes(matrix, x):
-    from ..newton import factor_matrix
-
     one = jnp.ones_like(x)
     return factor_matrix(matrix, one, one)
 

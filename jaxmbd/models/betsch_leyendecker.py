@@ -18,6 +18,7 @@ import numpy as np
 
 from ..build import ModelBuilder
 from ..geometry import box, cone, cylinder, mesh, pyramid
+from ..lie import so3_log
 from ..model import Model
 
 
@@ -220,8 +221,6 @@ def six_body_linkage(*, theta_dot: float = 30.0) -> Model:
 def six_body_joint_angles(A):
     """Relative joint angles theta_1..theta_6 (T, 6) from body rotations A (T, 5, 3, 3):
     the rotation angle of body k relative to body k - 1 about the joint axis a(H_k)."""
-    from ..lie import so3_log
-
     geo = six_body_linkage_geometry()
     axes = geo["axes"]
     A = np.asarray(A)

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..build import ModelBuilder
 from ..geometry import box, cylinder
+from ..io import save_model
 from ..model import GROUND, Model
 
 #: Aluminium density used for the boxes of sections 5.1-5.4 [kg/m^3].
@@ -186,8 +187,6 @@ BUILDERS = {
 def write_data(directory=None) -> None:
     """(Re)write the shipped JSON files of the four examples."""
     from importlib import resources
-
-    from ..io import save_model
 
     directory = directory or resources.files(__package__) / "data"
     for name, build in BUILDERS.items():
