@@ -26,8 +26,8 @@ from rich.logging import RichHandler
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from . import animation
 from .animation import FORMATS
-from .animation import animate as write_animation
 from .errors import ModelError, SolverError
 from .integrators import DEFAULT_INTEGRATOR
 from .io import load_model
@@ -191,7 +191,7 @@ def _animate(
     m: Model, sol, path: Path, trace, fps: float, speed: float, contacts: bool | None = None
 ) -> Path:
     with console.status(f"writing {path}"):
-        return write_animation(
+        return animation.animate(
             m, sol, path, traces=trace or None, fps=fps, speed=speed, contacts=contacts
         )
 
