@@ -3,6 +3,7 @@ interactive HTML; see :mod:`jaxmbd.animation`)."""
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 
 import numpy as np
@@ -73,8 +74,6 @@ class Inline:
         self.width = width
 
     def _repr_mimebundle_(self, include=None, exclude=None):
-        import base64
-
         data = base64.b64encode(self.path.read_bytes()).decode("ascii")
         width = "" if self.width is None else f' width="{int(self.width)}"'
         html = f'<img src="data:{self.mime};base64,{data}"{width} alt="{self.path.name}"/>'

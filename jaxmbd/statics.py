@@ -36,6 +36,8 @@ equilibrium in this model.
 
 from __future__ import annotations
 
+import dataclasses
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -94,8 +96,6 @@ class Equilibrium(eqx.Module):
     def with_model(self, model: Model) -> Model:
         """``model`` with its initial pose at this equilibrium and at rest (velocities zero):
         the start of a run that stays put, or of a linearisation."""
-        import dataclasses
-
         zero = jnp.zeros_like(model.rdot0)
         return dataclasses.replace(model, r0=self.r, A0=self.A, rdot0=zero, omega0=zero)
 

@@ -10,6 +10,8 @@ each). Units: SI.
 
 from __future__ import annotations
 
+from importlib import resources
+
 import numpy as np
 
 from ..build import ModelBuilder
@@ -186,8 +188,6 @@ BUILDERS = {
 
 def write_data(directory=None) -> None:
     """(Re)write the shipped JSON files of the four examples."""
-    from importlib import resources
-
     directory = directory or resources.files(__package__) / "data"
     for name, build in BUILDERS.items():
         save_model(build(), directory / f"{name}.json")
