@@ -11,150 +11,74 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch  # noqa: E402
 
-#: (layer, what it holds), bottom first
+#: (layer, what it holds, colour), bottom first
 LAYERS = [
-    ("Lie groups, rotations", "SO(3), SE(3), Euler parameters and angles, rigid-body blocks"),
-    ("model types", "Model pytree, bodies, drivers, joints and joint coordinates, shapes"),
-    ("constraints", "GCON kernels DP1 DP2 D CD, equations Φ G ν γ, redundancy"),
-    ("forces and contact", "force elements, joint forces, actuators; narrow phase, contact law"),
-    ("sensors", "sensor definitions and readings"),
-    ("solvers", "linear: dense, small, Schur, structured; Newton, line search"),
-    ("formulations", "rA  rp  re  se3  director  rotmat"),
-    ("integrators", "gen_alpha, backward_euler, rkmk, rk, energy_momentum, moreau_jean"),
-    ("analyses", "simulate, kinematics, batches, statics, linearize, modes"),
-    ("io, solution, diagnostics", "JSON, MJCF, URDF; Solution; energy, reactions"),
-    ("viz, command line", "animations, plots, the jaxmbd command"),
+    (
+        "foundations",
+        "float64 and XLA settings, elementwise products, body graph, errors",
+        "#f0f0f0",
+    ),
+    ("Lie groups, rotations", "SO(3), SE(3), Euler parameters and angles", "#dbe9f6"),
+    (
+        "model types",
+        "Model pytree, joints and joint coordinates, drivers, shapes, markers",
+        "#c6dbef",
+    ),
+    ("solvers", "linear: dense, small, Schur, structured; Newton, line search", "#fdd0a2"),
+    ("constraints", "GCON kernels DP1 DP2 D CD, equations Φ G ν γ, redundancy", "#9ecae1"),
+    (
+        "forces, contact, sensors",
+        "force elements, joint forces, contact, sensors, actuators",
+        "#a1d99b",
+    ),
+    ("builder", "ModelBuilder: one module per part", "#fff7bc"),
+    ("formulations", "rA, rp, re, se3, director, rotmat", "#fdae6b"),
+    ("integrators", "gen_alpha, backward_euler, rkmk, rk, energy_momentum, moreau_jean", "#fc9272"),
+    ("analyses", "Solution, simulate, kinematics, batches, statics, linearize, modes", "#bcbddc"),
+    ("files, diagnostics", "MJCF, URDF, JSON, published files; energy, reactions", "#d9d9d9"),
+    ("built-in models", "the papers' mechanisms, generated families", "#e5e5e5"),
+    ("viz, command line", "animations, plots, the jaxmbd command", "#f0f0f0"),
 ]
 ROUND = "round,pad=0.02,rounding_size=0.08"
-#: the builder: beside the stack, from just above sensors to just below io
-BUILDER = (5, 8)  # first and last layer index it spans
-COLOURS = [
-    "#dbe9f6",
-    "#c6dbef",
-    "#9ecae1",
-    "#a1d99b",
-    "#c7e9c0",
-    "#fdd0a2",
-    "#fdae6b",
-    "#fc9272",
-    "#bcbddc",
-    "#d9d9d9",
-    "#f0f0f0",
-]
+BROWN = "#7a6a00"
 
 
 def main(out: Path) -> None:
-    height, gap, width = 0.62, 0.12, 9.6
-    fig, ax = plt.subplots(figsize=(12.6, 8.4))
-    for k, ((name, what), colour) in enumerate(zip(LAYERS, COLOURS, strict=True)):
-        y = k * (height + gap)
+    height, gap, width = 0.56, 0.1, 10.0
+    step = height + gap
+    fig, ax = plt.subplots(figsize=(12.6, 8.6))
+    for k, (name, what, colour) in enumerate(LAYERS):
+        y = k * step
+        bold = name == "builder"
         ax.add_patch(
             FancyBboxPatch(
-                (0, y),
-                width,
-                height,
-                boxstyle=ROUND,
-                facecolor=colour,
-                edgecolor="#555555",
-                linewidth=1,
+                (0, y), width, height, boxstyle=ROUND, facecolor=colour,
+                edgecolor=BROWN if bold else "#555555", linewidth=2.0 if bold else 1.0,
             )
-        )
-        ax.text(
-            0.18, y + height / 2, name, va="center", ha="left", fontsize=12.5, fontweight="bold"
-        )
-        ax.text(3.45, y + height / 2, what, va="center", ha="left", fontsize=10)
-    # the builder, beside the layers it sits between
-    lo, hi = BUILDER
-    y0 = lo * (height + gap)
-    y1 = hi * (height + gap) + height
-    bx = width + 0.5
-    ax.add_patch(
-        FancyBboxPatch(
-            (bx, y0),
-            2.2,
-            y1 - y0,
-            boxstyle=ROUND,
-            facecolor="#fff7bc",
-            edgecolor="#555555",
-            linewidth=1,
-        )
-    )
-    ax.text(
-        bx + 1.1,
-        (y0 + y1) / 2 + 0.2,
-        "ModelBuilder",
-        ha="center",
-        va="bottom",
-        fontsize=12.5,
-        fontweight="bold",
-    )
-    ax.text(
-        bx + 1.1,
-        (y0 + y1) / 2,
-        "records bodies, joints,\nforces, contacts,\nactuators, sensors;\nbuilds the Model",
-        ha="center",
-        va="top",
-        fontsize=10,
-    )
-    ax.text(
-        bx + 0.55,
-        y0 - 0.55,
-        "builds",
-        ha="left",
-        va="center",
-        fontsize=10,
-        color="#7a6a00",
-        style="italic",
-    )
-    ax.text(
-        bx + 1.25,
-        y1 + 0.28,
-        "used by the readers",
-        ha="left",
-        va="center",
-        fontsize=10,
-        color="#7a6a00",
-        style="italic",
-    )
-    for target in (1, 2, 3, 4):  # the types it builds
-        yt = target * (height + gap) + height / 2
+        )  # fmt: skip
+        ax.text(0.18, y + height / 2, name, va="center", ha="left", fontsize=12.5,
+                fontweight="bold")  # fmt: skip
+        ax.text(3.5, y + height / 2, what, va="center", ha="left", fontsize=10)
+    # the builder builds the types and the elements below it
+    builder = [n for n, _, _ in LAYERS].index("builder")
+    for target in ("model types", "forces, contact, sensors", "constraints"):
+        k = [n for n, _, _ in LAYERS].index(target)
         ax.add_patch(
             FancyArrowPatch(
-                (bx + 0.3, y0),
-                (width + 0.05, yt),
-                arrowstyle="-|>",
-                mutation_scale=12,
-                color="#7a6a00",
-                linewidth=1.0,
-                connectionstyle="arc3,rad=-0.15",
+                (width + 0.05, builder * step + height / 2), (width + 0.05, k * step + height / 2),
+                arrowstyle="-|>", mutation_scale=12, color=BROWN, linewidth=1.0,
+                connectionstyle=f"arc3,rad=-{0.25 + 0.1 * (builder - k)}",
             )
-        )
-    io = 9 * (height + gap)
-    ax.add_patch(
-        FancyArrowPatch(
-            (width - 0.6, io),
-            (bx + 1.1, y1),
-            arrowstyle="-|>",
-            mutation_scale=12,
-            color="#7a6a00",
-            linewidth=1.0,
-            connectionstyle="arc3,rad=-0.3",
-        )
-    )
+        )  # fmt: skip
+    ax.text(width + 1.2, (builder - 2) * step, "builds", ha="left", va="center", fontsize=10.5,
+            color=BROWN, style="italic")  # fmt: skip
     # imports point down
-    top = len(LAYERS) * (height + gap) - gap
-    ax.add_patch(
-        FancyArrowPatch(
-            (-0.55, top),
-            (-0.55, 0),
-            arrowstyle="-|>",
-            mutation_scale=18,
-            color="#333333",
-            linewidth=1.5,
-        )
-    )
-    ax.text(-0.8, top / 2, "imports point down", rotation=90, ha="center", va="center", fontsize=11)
-    ax.set_xlim(-1.2, bx + 2.5)
+    top = len(LAYERS) * step - gap
+    ax.add_patch(FancyArrowPatch((-0.55, top), (-0.55, 0), arrowstyle="-|>", mutation_scale=18,
+                                 color="#333333", linewidth=1.5))  # fmt: skip
+    ax.text(-0.8, top / 2, "imports point down", rotation=90, ha="center", va="center",
+            fontsize=11)  # fmt: skip
+    ax.set_xlim(-1.2, width + 2.2)
     ax.set_ylim(-0.2, top + 0.2)
     ax.set_axis_off()
     fig.tight_layout()
