@@ -507,10 +507,10 @@ def test_sliding_block_stops_at_the_coulomb_distance_and_time(sliding):
     v = np.asarray(sliding.rdot[:, 0, 0])
     t = np.asarray(sliding.t)
     distance = x[-1] - x[0]
-    assert distance == pytest.approx(v0**2 / (2 * mu * G), rel=1e-2)
+    assert distance == pytest.approx(v0**2 / (2 * mu * G), rel=2e-5)  # met to 8.0e-6
     assert abs(v[-1]) < 1e-6  # at rest, no creep without a tangential load
     stop = t[np.argmax(np.abs(v) < 1e-3)]  # 1e-3 m/s: 5e-4 of v0 before the end
-    assert stop == pytest.approx(v0 / (mu * G), rel=1e-2)
+    assert stop == pytest.approx(v0 / (mu * G), rel=1.8e-3)  # met to 6.2e-4 (grid: 2e-3)
     # the slot view: four corners press, summing to the weight once the block rests
     c = sliding.contact
     assert c.gap.shape == c.normal_force.shape == (len(t), 8)
@@ -526,13 +526,14 @@ def test_sliding_block_stops_at_the_coulomb_distance_and_time(sliding):
 
 @pytest.mark.parametrize("tan_theta", [0.3, 0.5])
 def test_incline_sticks_or_slides_at_the_coulomb_acceleration(tan_theta):
-    """Gravity tilted by theta on mu = 0.4: tan(theta) = 0.3 sticks (creep below 1 mm in
-    1 s), tan(theta) = 0.5 slides with a = g (sin(theta) - mu cos(theta))."""
+    """Gravity tilted by theta on mu = 0.4: tan(theta) = 0.3 sticks (creep below 0.3 mm in
+    1 s; 0.12 mm measured), tan(theta) = 0.5 slides with a = g (sin(theta) - mu cos(theta))
+    (met to 4.0e-3)."""
     theta = np.arctan(tan_theta)
     sol = mbd.simulate(_block(theta=theta), t_end=T_BLOCK, h=H)
     x = np.asarray(sol.r[:, 0, 0] - sol.r[0, 0, 0])
     if tan_theta < 0.4:
-        assert np.max(np.abs(x)) < 1e-3
+        assert np.max(np.abs(x)) < 3e-4
     else:
         a = G * (np.sin(theta) - 0.4 * np.cos(theta))
         assert x[-1] == pytest.approx(0.5 * a * T_BLOCK**2, rel=1e-2)
@@ -550,9 +551,9 @@ def test_rolling_sphere_slides_then_rolls():
     depth = R - float(model.r0[0, 2])
     slip = v - w * (R - depth)  # the contact point sits at the penetrated radius
     t_roll = t[np.argmax(np.abs(slip) < 1e-3 * v0)]
-    assert t_roll == pytest.approx(2 * v0 / (7 * mu * G), rel=1e-2)
-    assert v[-1] == pytest.approx(5 / 7 * v0, rel=1e-2)
-    assert w[-1] * R == pytest.approx(v[-1], rel=1e-2)
+    assert t_roll == pytest.approx(2 * v0 / (7 * mu * G), rel=1e-2)  # met to 4.3e-3
+    assert v[-1] == pytest.approx(5 / 7 * v0, rel=8e-4)  # met to 2.9e-4
+    assert w[-1] * R == pytest.approx(v[-1], rel=1.5e-3)  # met to 5.0e-4
 
 
 @pytest.mark.parametrize("exponent, stiffness", [(1.5, 1e7), (1.0, 1e5)])
@@ -580,15 +581,16 @@ def bounces():
 
 @pytest.mark.parametrize("e", [0.5, 0.8])
 def test_bouncing_ball_apex_heights_follow_e_squared(bounces, e):
-    """Apex heights above touching follow e^2 per bounce within 3 % over three bounces
-    (impact speeds 4.3 to 1.1 m/s for e = 0.5, 3.0 to 1.9 m/s for e = 0.8)."""
+    """Apex heights above touching follow e^2 per bounce over three bounces (impact speeds
+    4.3 to 1.1 m/s for e = 0.5, 3.0 to 1.9 m/s for e = 0.8): within 3 % for e = 0.5 (met to
+    2.4e-2: gravity acts during its longer impact) and 1.6e-3 for e = 0.8 (met to 5.4e-4)."""
     model, sol = bounces[e]
     z = np.asarray(sol.r[:, 0, 2]) - 0.05
     peaks = np.nonzero((z[1:-1] > z[:-2]) & (z[1:-1] >= z[2:]) & (z[1:-1] > 0))[0] + 1
     apex = np.concatenate([[z[0]], z[peaks]])[:4]
     assert len(apex) == 4
     ratios = apex[1:] / apex[:-1]
-    np.testing.assert_allclose(ratios, e**2, rtol=3e-2)
+    np.testing.assert_allclose(ratios, e**2, rtol={0.5: 3e-2, 0.8: 1.6e-3}[e])
 
 
 def test_energy_never_grows_at_a_contact(bounces):
@@ -728,7 +730,7 @@ def test_vmap_over_friction_equals_single_runs():
         np.testing.assert_allclose(batched[0][k], single[0], rtol=1e-9, atol=1e-12)
         np.testing.assert_allclose(batched[1][k], single[1], rtol=1e-9, atol=1e-9)
     stops = np.asarray(batched[0][:, 0])
-    np.testing.assert_allclose(stops, 4.0 / (2 * np.asarray(mus) * G), rtol=1e-2)
+    np.testing.assert_allclose(stops, 4.0 / (2 * np.asarray(mus) * G), rtol=1e-4)  # 3.9e-5
 
 
 # ----------------------------------------------------------------------------- guide page
