@@ -237,6 +237,108 @@ def test_narrow_phase_gradients_finite_when_touching(kind, a, b):
     assert value.shape[0] == 7 * nph.SLOTS[kind]
 
 
+def _unit(n, atol=1e-12):
+    np.testing.assert_allclose(np.linalg.norm(n, axis=-1), 1.0, atol=atol)
+
+
+def test_narrow_phase_values_in_degenerate_configurations():
+    """The degenerate cases of the gradient check above, by value: the gap is what the
+    geometry makes it, the normal is one of the directions that separate the shapes by
+    that gap (any unit vector where all do: perpendicular to a capsule's axis for a point
+    on it), and the point lies midway between the two surfaces along that normal."""
+    # exactly touching: gap 0, the point on both surfaces
+    gap, point, normal = _collide("plane_sphere", *PLANE, (0, 0, 0.1), I3, (0.1, 0, 0))
+    np.testing.assert_allclose(gap, [0.0], atol=1e-15)
+    np.testing.assert_allclose(point, [[0, 0, 0]], atol=1e-15)
+    np.testing.assert_allclose(normal, [[0, 0, 1]], atol=1e-15)
+    gap, point, normal = _collide("plane_box", *PLANE, (0, 0, 0.1), I3, (0.1, 0.1, 0.1))
+    corners = np.array([[0, 0, 0.1] + np.array(s) * 0.1 for s in nph._CORNERS])
+    np.testing.assert_allclose(gap, corners[:, 2], atol=1e-15)
+    np.testing.assert_allclose(point[:, :2], corners[:, :2], atol=1e-15)
+    np.testing.assert_allclose(point[:, 2], corners[:, 2] / 2, atol=1e-15)
+    np.testing.assert_allclose(normal, np.tile([0, 0, 1.0], (8, 1)), atol=1e-15)
+    R = _rot((0, 1, 0), np.pi / 2)
+    gap, point, normal = _collide("plane_capsule", *PLANE, (0, 0, 0.1), R, (0.1, 0.3, 0))
+    np.testing.assert_allclose(gap, [0, 0], atol=1e-15)
+    np.testing.assert_allclose(point[np.argsort(point[:, 0])], [[-0.3, 0, 0], [0.3, 0, 0]],
+                               atol=1e-15)  # fmt: skip
+    np.testing.assert_allclose(normal, [[0, 0, 1.0]] * 2, atol=1e-15)
+    # upright cylinder on its cap (no rim direction): three distinct rim points at gap 0
+    gap, point, normal = _collide("plane_cylinder", *PLANE, (0, 0, 0.3), I3, (0.1, 0.3, 0))
+    np.testing.assert_allclose(gap, [0, 0, 0, 0.6], atol=1e-12)
+    rim = point[:3]
+    np.testing.assert_allclose(np.linalg.norm(rim[:, :2], axis=1), 0.1, atol=1e-12)
+    np.testing.assert_allclose(rim[:, 2], 0.0, atol=1e-12)
+    sides = np.linalg.norm(rim - np.roll(rim, 1, axis=0), axis=1)
+    np.testing.assert_allclose(sides, 0.1 * np.sqrt(3), atol=1e-12)  # 120 degrees apart
+    np.testing.assert_allclose(normal, [[0, 0, 1.0]] * 4, atol=1e-15)
+    # lying along y: both rims' lowest points touch, the other two points 1.5 r higher
+    R = _rot((1, 0, 0), np.pi / 2)
+    gap, point, _ = _collide("plane_cylinder", *PLANE, (0, 0, 0.1), R, (0.1, 0.3, 0))
+    np.testing.assert_allclose(gap, [0, 0.15, 0.15, 0], atol=1e-12)
+    np.testing.assert_allclose(point[[0, 3]], [[0, 0.3, 0], [0, -0.3, 0]], atol=1e-9)
+    # spheres touching, and concentric (every direction separates them by 2 r)
+    gap, point, normal = _collide("sphere_sphere", (0, 0, 0), I3, (0.1, 0, 0), (0, 0, 0.2), I3,
+                                  (0.1, 0, 0))  # fmt: skip
+    np.testing.assert_allclose(gap, [0.0], atol=1e-15)
+    np.testing.assert_allclose(point, [[0, 0, 0.1]], atol=1e-15)
+    np.testing.assert_allclose(normal, [[0, 0, 1]], atol=1e-15)
+    gap, point, normal = _collide("sphere_sphere", (0, 0, 0), I3, (0.1, 0, 0), (0, 0, 0), I3,
+                                  (0.1, 0, 0))  # fmt: skip
+    np.testing.assert_allclose(gap, [-0.2], atol=1e-15)
+    np.testing.assert_allclose(point, [[0, 0, 0]], atol=1e-15)
+    _unit(normal)
+    # a sphere centre on the capsule's axis (at its end, inside it): the normal is
+    # perpendicular to the axis, the gap -(r_a + r_b), the point the centre (equal radii)
+    for z in (0.2, 0.1):
+        gap, point, normal = _collide("sphere_capsule", (0, 0, z), I3, (0.1, 0, 0), (0, 0, 0),
+                                      I3, (0.1, 0.2, 0))  # fmt: skip
+        np.testing.assert_allclose(gap, [-0.2], atol=1e-15)
+        np.testing.assert_allclose(point, [[0, 0, z]], atol=1e-15)
+        _unit(normal)
+        assert abs(normal[0, 2]) < 1e-15
+    # a sphere touching a box face, its centre on the face, on an edge, at the centre
+    h = (0.1, 0.1, 0.1)
+    gap, point, normal = _collide("sphere_box", (0, 0, 0.2), I3, (0.1, 0, 0), (0, 0, 0), I3, h)
+    np.testing.assert_allclose(gap, [0.0], atol=1e-15)
+    np.testing.assert_allclose(point, [[0, 0, 0.1]], atol=1e-15)
+    np.testing.assert_allclose(normal, [[0, 0, -1]], atol=1e-15)  # sphere -> box
+    gap, point, normal = _collide("sphere_box", (0, 0, 0.1), I3, (0.1, 0, 0), (0, 0, 0), I3, h)
+    np.testing.assert_allclose(gap, [-0.1], atol=1e-15)
+    np.testing.assert_allclose(point, [[0, 0, 0.05]], atol=1e-15)
+    np.testing.assert_allclose(normal, [[0, 0, -1]], atol=1e-15)
+    edge = np.array([0.1, 0.1, 0.0])
+    gap, point, normal = _collide("sphere_box", edge, I3, (0.05, 0, 0), (0, 0, 0), I3, h)
+    np.testing.assert_allclose(gap, [-0.05], atol=1e-15)
+    n = normal[0]
+    assert any(np.allclose(n, d, atol=1e-15) for d in ([-1, 0, 0], [0, -1, 0]))  # either face
+    np.testing.assert_allclose(point[0], edge + 0.025 * n, atol=1e-15)
+    gap, point, normal = _collide("sphere_box", (0, 0, 0), I3, (0.05, 0, 0), (0, 0, 0), I3, h)
+    np.testing.assert_allclose(gap, [-0.15], atol=1e-15)  # out through any face: 0.1 + r
+    n = normal[0]
+    assert np.isclose(np.max(np.abs(n)), 1.0, atol=1e-15) and np.isclose(
+        np.linalg.norm(n), 1.0, atol=1e-15
+    )  # a face normal
+    np.testing.assert_allclose(point[0], -0.025 * n, atol=1e-15)
+    # parallel capsules touching side by side: the middle of the overlap; coincident ones
+    gap, point, normal = _collide("capsule_capsule", (0, 0, 0), I3, (0.1, 0.3, 0), (0, 0.2, 0),
+                                  I3, (0.1, 0.3, 0))  # fmt: skip
+    np.testing.assert_allclose(gap, [0.0], atol=1e-15)
+    np.testing.assert_allclose(point, [[0, 0.1, 0]], atol=1e-15)
+    np.testing.assert_allclose(normal, [[0, 1, 0]], atol=1e-15)
+    gap, point, normal = _collide("capsule_capsule", (0, 0, 0), I3, (0.1, 0.3, 0), (0, 0, 0),
+                                  I3, (0.1, 0.3, 0))  # fmt: skip
+    np.testing.assert_allclose(gap, [-0.2], atol=1e-15)
+    assert abs(point[0, 0]) < 1e-15 and abs(point[0, 1]) < 1e-15 and abs(point[0, 2]) <= 0.3
+    _unit(normal)
+    assert abs(normal[0, 2]) < 1e-15
+    # coincident boxes: every corner 2 h deep along a face normal of the other box
+    gap, _, normal = _collide("box_box", (0, 0, 0), I3, h, (0, 0, 0), I3, h)
+    assert gap.min() == pytest.approx(-0.2, abs=1e-15)
+    _unit(normal)
+    np.testing.assert_allclose(np.max(np.abs(normal), axis=1), 1.0, atol=1e-15)
+
+
 # ----------------------------------------------------------------------------- the law
 
 
