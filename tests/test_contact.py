@@ -786,14 +786,15 @@ def _gradient_outputs(model):
 
 
 def test_gradients_friction_restitution_and_touchdown():
-    """d(stopping distance)/d mu against -v0^2 / (2 mu^2 g) within 2 %; d(rebound apex)/d
-    (restitution) against central differences; every derivative finite for the ball that
-    starts exactly touching the plane."""
+    """d(stopping distance)/d mu against the central difference of the simulated distance
+    (to 1e-8; met to 1.8e-9) and against -v0^2 / (2 mu^2 g) (to 1.5e-3; met to 5.1e-4);
+    d(rebound apex)/d(restitution) against central differences (1e-8; met to 1.5e-9);
+    every derivative finite for the ball that starts exactly touching the plane."""
     mu, v0 = 0.4, 2.0
     model = _gradient_model()
     outputs = mbd.jit(_gradient_outputs)  # one program for the run and the differences
     distance, apex, _, gap = outputs(model)
-    assert float(distance) == pytest.approx(v0**2 / (2 * mu * G), rel=1e-2)
+    assert float(distance) == pytest.approx(v0**2 / (2 * mu * G), rel=2e-5)  # met to 6.5e-6
     assert float(gap[model.contacts.slot_pair.index(1)]) > 0  # the dropped ball flies
     assert 0.7 * 0.45 * 0.25 < float(apex) < 1.1 * 0.45 * 0.25
 
@@ -801,17 +802,27 @@ def test_gradients_friction_restitution_and_touchdown():
     grad = mbd.jit(jax.grad(lambda m: sum(_gradient_outputs(m)[:3])))(model)
     assert all(np.all(np.isfinite(leaf)) for leaf in jax.tree_util.tree_leaves(grad))
     d_mu = float(grad.contacts.friction[0])
-    assert d_mu == pytest.approx(-(v0**2) / (2 * mu**2 * G), rel=2e-2)
-    step = 1e-4
+    assert d_mu == pytest.approx(-(v0**2) / (2 * mu**2 * G), rel=1.5e-3)
+
+    def distance_at(friction):
+        m = eqx.tree_at(lambda m: m.contacts.friction, model,
+                        model.contacts.friction.at[0].set(friction))  # fmt: skip
+        return float(outputs(m)[0])
+
+    # step 1e-6: truncation 1.2e-7 at 1e-5, round-off 4.4e-9 at 1e-7 (relative)
+    step = 1e-6
+    central = (distance_at(mu + step) - distance_at(mu - step)) / (2 * step)
+    assert d_mu == pytest.approx(central, rel=1e-8)
 
     def apex_at(e):
         restitution = model.contacts.restitution.at[1].set(e)
         m = eqx.tree_at(lambda m: m.contacts.restitution, model, restitution)
         return float(outputs(m)[1])
 
+    step = 1e-5  # 1.3e-8 at 1e-4
     central = (apex_at(0.5 + step) - apex_at(0.5 - step)) / (2 * step)
-    assert float(grad.contacts.restitution[1]) == pytest.approx(central, rel=1e-4)
-    assert central == pytest.approx(2 * 0.5 * 0.45, rel=0.15)  # ~ d(e^2 h)/de
+    assert float(grad.contacts.restitution[1]) == pytest.approx(central, rel=1e-8)
+    assert central == pytest.approx(2 * 0.5 * 0.45, rel=5e-2)  # ~ d(e^2 h)/de; 1.8e-2
 
 
 # ----------------------------------------------------------------------------- vmap
