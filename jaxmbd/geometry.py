@@ -47,6 +47,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .errors import ModelError
+from .gcons import DP2, gcon_kind
 
 SHAPE_KINDS = ("box", "cylinder", "sphere", "capsule", "cone", "pyramid", "mesh", "plane")
 
@@ -313,11 +314,10 @@ def make_shapes(specs, *, where: str) -> tuple[Shape, ...]:
 
 # ----------------------------------------------------------------------------- default look
 
-# the kinds of GCON rows that carry body points, best first: CD rows make two points
-# coincide (an attachment), DP2 rows keep a point on a line or plane through the other (a
-# sliding pair's reference point), D rows hold two points at a distance (construction
-# points, possibly far from the body)
-_POINT_KINDS = ("CD", "DP2", "D")
+# GCON rows that carry body points rank by GconKind.point_rank, best first: CD rows make two
+# points coincide (an attachment), DP2 rows keep a point on a line or plane through the
+# other (a sliding pair's reference point), D rows hold two points at a distance
+# (construction points, possibly far from the body)
 STICK_RADIUS = 0.02  # of the mechanism's size (its bounding-box diagonal at the start)
 STICK_RADIUS_PER_LINK = 0.08  # at most this fraction of the median link length
 GROUND_COLOR = "#3a3a3a"
@@ -367,10 +367,9 @@ def joint_points(model) -> list[JointPoint]:
     for row, joint in enumerate(model.constraint_joints):
         first_row.setdefault(joint, row)
     best: dict[tuple[str, int], tuple[int, int, np.ndarray, str]] = {}
-    by_kind = {gset.kind: gset for gset in model.gcons}
-    for rank, kind in enumerate(_POINT_KINDS):
-        gset = by_kind.get(kind)
-        if gset is None or not gset.rows:
+    for gset in model.gcons:
+        rank = gcon_kind(gset.kind).point_rank
+        if rank is None or not gset.rows:
             continue
         sp, sq = np.asarray(gset.s_bar_p_i), np.asarray(gset.s_bar_q_j)
         for k, row in enumerate(gset.rows):
@@ -378,9 +377,14 @@ def joint_points(model) -> list[JointPoint]:
             for body, point in ((gset.body_i[k], sp[k]), (gset.body_j[k], sq[k])):
                 key = (joint, int(body))
                 if key not in best or (rank, row) < best[key][:2]:
-                    best[key] = (rank, row, np.array(point, dtype=np.float64), kind)
+                    best[key] = (rank, row, np.array(point, dtype=np.float64), gset.kind)
     order = sorted(best, key=lambda key: (first_row[key[0]], key[1]))
     return [JointPoint(j, b, best[j, b][2], best[j, b][3]) for j, b in order]
+
+
+def _joins(point: JointPoint) -> bool:
+    """The point comes from rows that keep the two bodies' points together (CD)."""
+    return gcon_kind(point.kind).joins_points
 
 
 def _world_point(model, body: int, point: np.ndarray) -> np.ndarray:
@@ -519,7 +523,7 @@ def ground_slides(model) -> list[GroundSlide]:
     ground and a body keep the points' offset perpendicular to two independent vectors
     a_1, a_2 (Perp-2), i.e. along a_1 x a_2, taken at the initial configuration."""
     by_joint: dict[str, list[np.ndarray]] = {}
-    gset = next((g for g in model.gcons if g.kind == "DP2"), None)
+    gset = next((g for g in model.gcons if gcon_kind(g.kind) is DP2), None)
     for k, row in enumerate(gset.rows if gset is not None else ()):
         i, j = gset.body_i[k], gset.body_j[k]
         if model.nb in (i, j) and i != j:
@@ -532,7 +536,7 @@ def ground_slides(model) -> list[GroundSlide]:
     for joint, normals in by_joint.items():
         mine = {p.body: p for p in points if p.joint == joint}
         axis = np.cross(normals[0], normals[-1])
-        if any(p.kind == "CD" for p in mine.values()) or np.linalg.norm(axis) < 1e-6:
+        if any(_joins(p) for p in mine.values()) or np.linalg.norm(axis) < 1e-6:
             continue
         body = next(b for b in mine if b != model.nb)
         axis = axis / np.linalg.norm(axis)
@@ -553,7 +557,7 @@ def ground_shapes(model, travel: dict[str, tuple[float, float]] | None = None) -
         return ()
     anchors: list[np.ndarray] = []
     for p in points:
-        if p.body == model.nb and p.kind == "CD":
+        if p.body == model.nb and _joins(p):
             if not any(np.linalg.norm(p.point - q) <= 1e-9 * radius for q in anchors):
                 anchors.append(p.point)
     size = (3.0 * radius,) * 3
