@@ -435,6 +435,12 @@ class GconKind:
         return self.point_rank is not None
 
     @property
+    def builder_method(self) -> str:
+        """The :class:`~jaxmbd.ModelBuilder` method that adds a row (f by the keyword
+        ``file_value``)."""
+        return f"add_{self.name.lower()}"
+
+    @property
     def angle_driven(self) -> bool:
         """Its f(t) is an angle the rows turn with (not subtracted: beta = 0)."""
         return self.kappa != 0.0

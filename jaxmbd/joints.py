@@ -500,7 +500,9 @@ class JointKind:
     sign), None for a quaternion joint; ``relative_motion(g, gdot)``: (R, d, Omega, d')
     back from the coordinates (numpy); ``quaternion``: q is a unit quaternion and qdot an
     angular velocity (no offset, no sign); ``axis_last``: the frame's z is the joint axis,
-    listed first in the joint's reaction axes."""
+    listed first in the joint's reaction axes; ``views``: (suffix, one-coordinate kind) of
+    each coordinate that joint forces and actuators act on as ``"<joint>.<suffix>"`` (the
+    cylindrical joint's slide and angle)."""
 
     name: str
     nq: int
@@ -511,6 +513,7 @@ class JointKind:
     relative_motion: Callable
     quaternion: bool = False
     axis_last: bool = False
+    views: tuple[tuple[str, JointKind], ...] = ()
 
     @property
     def scalar_size(self) -> int:
@@ -538,8 +541,11 @@ REVOLUTE = JointKind("revolute", 1, 1, (0,), ("angle",), _revolute_geometric,
                      _revolute_motion, axis_last=True)  # fmt: skip
 TRANSLATIONAL = JointKind("translational", 1, 1, (), ("slide",), _translational_geometric,
                           _translational_motion, axis_last=True)  # fmt: skip
+# the slide is the translational joint's d_z and the angle the revolute joint's angle_z of
+# the same frames, so each view with offset[k] and sign[k] is exactly the k-th coordinate
 CYLINDRICAL = JointKind("cylindrical", 2, 2, (1,), ("slide", "angle"), _cylindrical_geometric,
-                        _cylindrical_motion, axis_last=True)  # fmt: skip
+                        _cylindrical_motion, axis_last=True,
+                        views=(("slide", TRANSLATIONAL), ("angle", REVOLUTE)))  # fmt: skip
 UNIVERSAL = JointKind("universal", 2, 2, (0, 1), ("angle_1", "angle_2"), _universal_geometric,
                       _universal_motion)  # fmt: skip
 SPHERICAL = JointKind("spherical", 4, 3, (), ("w", "x", "y", "z"), None, _spherical_motion,
@@ -551,6 +557,8 @@ PLANAR = JointKind("planar", 3, 3, (2,), ("x", "y", "angle"), _planar_geometric,
 JOINT_KINDS: dict[str, JointKind] = {
     spec.name: spec for spec in (REVOLUTE, TRANSLATIONAL, CYLINDRICAL, UNIVERSAL, SPHERICAL, PLANAR)
 }
+#: The kinds with one scalar coordinate (what joint forces, limits and actuators act on).
+ONE_COORDINATE_KINDS = tuple(spec for spec in JOINT_KINDS.values() if spec.one_coordinate)
 #: The sizes of q and qdot of each kind.
 SIZES = {name: (spec.nq, spec.nv) for name, spec in JOINT_KINDS.items()}
 #: Which entries of q are angles (unwrapped over time).
