@@ -1,7 +1,7 @@
 """The standard control models of dm_control's suite and gymnasium's MuJoCo environments,
 read from the installed packages, follow MuJoCo under the same random open-loop controls
 (issue 36): joint positions to 1e-6, bodies in MuJoCo's order. The harness is
-``experiments/mujoco_models.py`` (2 s there; 0.5 s here, two models by default and all six
+``benchmarks/control_models.py`` (2 s there; 0.5 s here, two models by default and all six
 with ``-m slow``)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("mujoco")
 
 _spec = importlib.util.spec_from_file_location(
-    "mujoco_models", Path(__file__).parents[1] / "experiments" / "mujoco_models.py"
+    "mujoco_models", Path(__file__).parents[1] / "experiments" / "control_models.py"
 )
 harness = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(harness)
