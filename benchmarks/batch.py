@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks._harness import RESULTS, child, from_tests  # noqa: E402
+from benchmarks._harness import RESULTS, child, command, from_tests  # noqa: E402
 
 OUT = RESULTS / "batch"
 
@@ -289,7 +289,7 @@ def write_outputs(rows, args, elapsed):
     lines = [
         "# Batched simulation throughput",
         "",
-        f"`python -m benchmarks.batch {' '.join(sys.argv[1:])}` on {machine()}; "
+        f"`{command()}` on {machine()}; "
         f"{elapsed:.0f} s in all. Model-steps/s = batch x steps / median run time; compile = "
         "first call minus the median run. x smaller batch: the throughput over that of the "
         "next smaller batch, median over the rounds of timed calls (jaxmbd). "
@@ -311,7 +311,7 @@ def write_outputs(rows, args, elapsed):
     print("\n".join(lines))
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 16, 64, 256, 1024])
     parser.add_argument("--mechanisms", nargs="+", default=["double_pendulum", "slider_crank"])
@@ -324,7 +324,7 @@ def main():
     parser.add_argument("--skip-mujoco", action="store_true")
     parser.add_argument("--out", default=str(OUT), help="folder of the csv, png and md")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.worker:
         jaxmbd_worker(args)
         return

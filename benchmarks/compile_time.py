@@ -191,7 +191,7 @@ def run_child(model: str, variant: str, source: Path | None = None) -> dict:
     return json.loads(lines[-1][len("RESULT ") :])
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS[:4]), choices=VARIANTS)
@@ -211,7 +211,7 @@ def main():
         default=None,
         help="count the forward jaxpr's equations by jaxmbd function instead",
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.equations:
         head = CHILD[: CHILD.index("forward = variant.endswith")]
         subprocess.run([sys.executable, "-c", head + EQUATIONS, args.equations, "jit", str(ROOT)],

@@ -77,13 +77,12 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # see the module docstring
 import argparse  # noqa: E402
 import json  # noqa: E402
 import statistics  # noqa: E402
-import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from benchmarks._harness import RESULTS  # noqa: E402
+from benchmarks._harness import RESULTS, command  # noqa: E402
 
 OUT = RESULTS
 G = 9.81
@@ -928,7 +927,7 @@ def main(argv=None):
     from benchmarks._harness import machine
 
     stem = "bench_contact_quick" if args.quick else "bench_contact"
-    meta = dict(command=" ".join(["python", "benchmarks/contact.py", *sys.argv[1:]]),
+    meta = dict(command=command(),
                 machine=machine(), date=time.strftime("%Y-%m-%d %H:%M"), elapsed_s=elapsed,
                 openblas_threads=os.environ["OPENBLAS_NUM_THREADS"], mujoco=_mujoco_version(),
                 load_average=load, cases=args.cases)  # fmt: skip

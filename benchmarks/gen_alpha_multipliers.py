@@ -24,7 +24,7 @@ import jaxmbd as mbd  # noqa: E402
 STEPS = (4e-3, 2e-3, 1e-3, 5e-4)
 
 
-def main():
+def main(argv=None):
     model = mbd.models.double_pendulum()
     names = model.constraint_names
     cd1 = [names.index(f"revJoint_CD_{k}") for k in (1, 2, 3)]

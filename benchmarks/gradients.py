@@ -124,7 +124,7 @@ def write(rows, path):
         writer.writerows(rows)
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--max-batch", type=int, default=4096)
@@ -135,7 +135,7 @@ def main():
         default=["cost", "memory", "batch"],
         choices=["cost", "memory", "batch"],
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     print(f"machine: {machine()}, devices: {jax.devices()}")
     parts = {

@@ -511,7 +511,7 @@ def print_summary(res):
         )
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -530,7 +530,7 @@ def main():
         "sensitivities",
     )
     parser.add_argument("--out", type=Path, default=RESULTS)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     from benchmarks._harness import machine
 

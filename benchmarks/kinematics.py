@@ -26,13 +26,13 @@ PAPER_TABLE8 = {  # speed-up vs rp: (C1 rA, C1 re, C2 rA, C2 re)
 }
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--h", type=float, default=1e-3)
     parser.add_argument("--t-end", type=float, default=3.0)
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--out", type=Path, default=RESULTS)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     print(f"machine: {machine()}")
     rows = []

@@ -74,12 +74,12 @@ def run(integrator: str, steps: int, save_every: int, h: float = 1e-3) -> dict:
     }
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=1_000_000)
     parser.add_argument("--save-every", type=int, default=1000)
     parser.add_argument("--integrators", nargs="+", default=["backward_euler", "gen_alpha"])
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     rows = [run(name, args.steps, args.save_every) for name in args.integrators]
     lines = [
         f"# {args.steps:,} steps of the slider crank in rA (h = 1e-3, save_every = "

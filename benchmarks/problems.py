@@ -75,14 +75,15 @@ def cube(*, half=0.1, mass=2.0, friction=0.4, rdot=(0.0, 0.0, 0.0), gravity=(0.0
     return b.build()
 
 
-def incline_block(mu: float, *, tan_theta=0.3, half=0.1, mass=1.0):
+def incline_block(mu: float, *, tan_theta=0.3, half=0.1, mass=1.0, inertia=None):
     """A cube resting on a plane inclined by ``arctan(tan_theta)`` about y (faces on it)."""
     theta = float(np.arctan(tan_theta))
     c, s = np.cos(theta), np.sin(theta)
     normal = np.array([s, 0.0, c])
     A = np.array([[c, 0.0, s], [0.0, 1.0, 0.0], [-s, 0.0, c]])
     b = mbd.ModelBuilder("incline", gravity=(0.0, 0.0, -G))
-    b.add_body("block", mass=mass, inertia=[cube_inertia(mass, 2 * half)] * 3,
+    inertia = cube_inertia(mass, 2 * half) if inertia is None else inertia
+    b.add_body("block", mass=mass, inertia=[inertia] * 3,
                r=half * normal, A=A, shapes=[mbd.geometry.box([2 * half] * 3)])  # fmt: skip
     b.add_ground_plane(point=(0, 0, 0), normal=normal)
     b.add_contact("block", "ground", friction=mu, restitution=0.0)

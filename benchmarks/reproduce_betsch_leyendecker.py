@@ -160,7 +160,7 @@ def conditions(model, instant, hs, *, dof=None):
     return out
 
 
-def main():
+def main(argv=None):
     OUT.mkdir(parents=True, exist_ok=True)
     lines = ["# Betsch & Leyendecker (2006): reproduction", ""]
     lines += [

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import sys
 import time
 
 import jax
@@ -36,7 +35,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 import jaxmbd as mbd  # noqa: E402
-from benchmarks._harness import RESULTS, machine  # noqa: E402
+from benchmarks._harness import RESULTS, command, machine  # noqa: E402
 
 OUT = RESULTS / "mueller_terze"
 H = 1e-3
@@ -413,15 +412,15 @@ def header(args):
     ]
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser()
     parser.add_argument("part", choices=("figures", "bench", "report"))
     parser.add_argument("--t-end", type=float, default=5.0)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     OUT.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     stamp = f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC"
-    command = f"`python -m benchmarks.reproduce_mueller_terze {' '.join(sys.argv[1:])}`"
+    cmd_line = f"`{command()}`"
     if args.part == "figures":
         t_end = args.t_end
         lines, claims = [], []
@@ -474,7 +473,7 @@ def main():
         # h = 1e-3 and 2e-4 (9.6e-3, 1.1e-2) although it falls 20x at 0.5 s (see REPORT)
         work_precision(lines, (4e-3, 2e-3, 1e-3, 5e-4), 0.5)
     if args.part != "report":
-        lines.append(f"({command}, {stamp}, {time.perf_counter() - start:.0f} s)")
+        lines.append(f"({cmd_line}, {stamp}, {time.perf_counter() - start:.0f} s)")
         (OUT / f"_{args.part}.md").write_text("\n".join(lines) + "\n")
     parts = [OUT / f"_{p}.md" for p in ("figures", "bench")]
     body = "\n".join(p.read_text() for p in parts if p.exists())

@@ -153,7 +153,7 @@ def step_seconds(model, h, steps, repeats, newton, solver):
     return compile_s, statistics.median(runs), temp, int(status.max()), float(iterations.mean())
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--families", nargs="*", default=list(FAMILIES))
     parser.add_argument("--sizes", nargs="*", type=int, default=[2, 4, 8, 16, 32, 64, 128, 256,
@@ -181,7 +181,7 @@ def main():
         metavar=("BEFORE", "AFTER"),
         help="no runs: plot the time per step of two earlier runs (tags) side by side",
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     global XLA_DEFAULTS
     XLA_DEFAULTS = args.xla_defaults
     if args.compare:

@@ -313,7 +313,7 @@ def integrators(args):
     return rows
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("what", choices=("kernels", "simulate", "all", "integrators"))
     parser.add_argument("--steps", type=int, default=20000)
@@ -328,7 +328,7 @@ def main():
     parser.add_argument(
         "--configs", nargs="*", help="only these solver:flag pairs, e.g. dense:off small:on"
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     import jax
 
     print(f"jax {jax.__version__}, {os.cpu_count()} CPU cores; threshold {args.threshold} bytes")

@@ -57,7 +57,7 @@ def pytest_sessionfinish(session):
     (_folder() / f"suite_timing_{worker}.json").write_text(json.dumps(_rows))
 
 
-def main():
+def main(argv=None):
     rows = [r for f in _folder().glob("suite_timing_*.json") for r in json.loads(f.read_text())]
     if not rows:
         raise SystemExit(f"no suite_timing_*.json in {_folder()}: run pytest with the plugin")

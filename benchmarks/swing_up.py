@@ -90,12 +90,12 @@ def run(*, iterations=80, t_end=2.0, h=2e-3, learning_rate=150.0, verbose=True):
     )
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--iterations", type=int, default=80)
     parser.add_argument("--t-end", type=float, default=2.0)
     parser.add_argument("--out", type=Path, default=RESULTS)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     res = run(iterations=args.iterations, t_end=args.t_end)
     print(

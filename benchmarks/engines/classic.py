@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks._harness import RESULTS, child, from_tests  # noqa: E402
+from benchmarks._harness import RESULTS, child, command, from_tests  # noqa: E402
 
 BENCH_HINT = "engines/classic.py needs Exudyn and MuJoCo: pip install -e '.[bench]'"
 T_END = {"slider_crank": 3.0, "double_pendulum": 5.0, "heavy_top": 1.0}
@@ -617,7 +617,7 @@ def goals(speed, study, mechanisms):
 
 
 def write_report(path, args, speed, study, machine, elapsed):
-    cmd = "python -m benchmarks.engines classic " + " ".join(sys.argv[1:])
+    cmd = command()
     import exudyn
     import mujoco
 
@@ -686,7 +686,7 @@ def write_report(path, args, speed, study, machine, elapsed):
     path.write_text("\n".join(parts))
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
@@ -714,7 +714,7 @@ def main():
     )
     parser.add_argument("--out", type=Path, default=RESULTS / "engines")
     parser.add_argument("--exudyn-worker", nargs=2, help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.exudyn_worker:
         _exudyn_worker(*args.exudyn_worker)
         return

@@ -91,7 +91,6 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # see the module docstring
 import argparse  # noqa: E402
 import json  # noqa: E402
 import statistics  # noqa: E402
-import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
@@ -99,7 +98,7 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from benchmarks._harness import RESULTS, ROOT  # noqa: E402
+from benchmarks._harness import RESULTS, ROOT, command  # noqa: E402
 from benchmarks.problems import control_model_path as model_path  # noqa: E402
 
 OUT = RESULTS
@@ -973,7 +972,7 @@ def _write(path, args, argv, start, load_start, results):
 
     elapsed = time.perf_counter() - start
     mujoco_version, mjx_version, commit = _versions()
-    meta = dict(command="python -m benchmarks.engines control " + " ".join(argv or sys.argv[1:]),
+    meta = dict(command=command(),
                 machine=machine(), date=time.strftime("%Y-%m-%d %H:%M"), elapsed_s=elapsed,
                 mujoco=mujoco_version, mjx=mjx_version, jaxmbd_commit=commit,
                 batch=args.batch, rounds=args.rounds, t_end=args.t_end, quick=args.quick,

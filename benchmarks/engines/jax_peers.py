@@ -99,7 +99,7 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from benchmarks._harness import RESULTS, ROOT, child  # noqa: E402
+from benchmarks._harness import RESULTS, ROOT, child, command  # noqa: E402
 
 OUT = RESULTS
 MODELS = ("double_pendulum", "arm3", "cartpole")
@@ -845,7 +845,7 @@ NOTES = """## What differs between the engines
 """
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
@@ -891,7 +891,7 @@ def main():
     )
     parser.add_argument("--from-raw", action="store_true", help="only rewrite the report")
     parser.add_argument("--jaxsim-worker", nargs=2, help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.jaxsim_worker:
         _jaxsim_worker(*args.jaxsim_worker)
         return
@@ -979,7 +979,7 @@ def collect(args) -> dict:
     import importlib.metadata as md
 
     raw["meta"] = dict(
-        command="python -m benchmarks.engines jax-peers " + " ".join(sys.argv[1:]),
+        command=command(),
         date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         wall_min=(time.perf_counter() - start) / 60,
         load_start=load_start,

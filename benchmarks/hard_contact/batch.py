@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
@@ -42,7 +41,8 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxmbd as mbd  # noqa: E402
-from benchmarks._harness import RESULTS, machine, time_call  # noqa: E402  (imports jaxmbd first)
+from benchmarks._harness import RESULTS, command, machine, time_call  # noqa: E402  (imports jaxmbd first)
+from benchmarks.problems import ball, broadcast, cube, member  # noqa: E402
 
 G = 9.81
 R_BALL = 0.05
@@ -50,36 +50,10 @@ HALF = 0.1
 OUT = RESULTS / "hard_contact_batch"
 
 
-def _ball():
-    b = mbd.ModelBuilder("ball", gravity=(0.0, 0.0, -G))
-    b.add_body("ball", mass=1.0, inertia=[0.4 * R_BALL**2] * 3, r=(0.0, 0.0, 0.45 + R_BALL),
-               shapes=[mbd.geometry.sphere(R_BALL)])  # fmt: skip
-    b.add_ground_plane(point=(0, 0, 0), normal=(0, 0, 1))
-    b.add_contact("ball", "ground", friction=0.5, restitution=0.8)
-    return b.build()
-
-
-def _cube():
-    b = mbd.ModelBuilder("cube", gravity=(0.0, 0.0, -G))
-    b.add_body("box", mass=2.0, inertia=[2.0 * (2 * HALF) ** 2 / 6] * 3, r=(0.0, 0.0, HALF),
-               rdot=(1.0, 0.0, 0.0), shapes=[mbd.geometry.box([2 * HALF] * 3)])  # fmt: skip
-    b.add_ground_plane(point=(0, 0, 0), normal=(0, 0, 1))
-    b.add_contact("box", "ground", friction=0.4, restitution=0.0)
-    return b.build()
-
-
-def _broadcast(model, size):
-    """``size`` copies of ``model`` as one batched Model (what stack_models gives, without
-    a Python loop over the members)."""
-    return jax.tree_util.tree_map(
-        lambda x: jnp.broadcast_to(jnp.asarray(x), (size,) + jnp.shape(x)), model
-    )
-
-
 def _balls(size, rng, *, h0=None, e=None):
     h0 = rng.uniform(0.05, 0.45, size) if h0 is None else h0
     e = rng.uniform(0.5, 0.9, size) if e is None else e
-    models = _broadcast(_ball(), size)
+    models = broadcast(ball(), size)
     z0 = models.r0.at[:, 0, 2].set(jnp.asarray(h0) + R_BALL)
     models = eqx.tree_at(lambda m: m.r0, models, z0)
     models = eqx.tree_at(lambda m: m.contacts.restitution, models, jnp.asarray(e)[:, None])
@@ -89,14 +63,10 @@ def _balls(size, rng, *, h0=None, e=None):
 def _cubes(size, rng):
     v0 = rng.uniform(0.5, 2.0, size)
     mu = rng.uniform(0.3, 0.6, size)
-    models = _broadcast(_cube(), size)
+    models = broadcast(cube(friction=0.4, rdot=(1.0, 0.0, 0.0)), size)
     models = eqx.tree_at(lambda m: m.rdot0, models, models.rdot0.at[:, 0, 0].set(jnp.asarray(v0)))
     models = eqx.tree_at(lambda m: m.contacts.friction, models, jnp.asarray(mu)[:, None])
     return models, v0, mu
-
-
-def _member(models, k):
-    return jax.tree_util.tree_map(lambda x: x[k], models)
 
 
 def _first_apex_after_bounce(height, vz):
@@ -132,7 +102,7 @@ def run_balls(size, repeats, rng, records):
     apex_error = np.abs(apex / (e**2 * h0) - 1.0)
     single = []
     for k in sorted({0, size - 1}):
-        one = mbd.simulate(_member(models, k), **options)
+        one = mbd.simulate(member(models, k), **options)
         single.append(float(np.abs(np.asarray(one.r) - np.asarray(sol.r[k])).max()))
     records.append(dict(
         case="balls", batch=size, steps=steps, model_steps_per_s=size * steps / median,
@@ -225,14 +195,14 @@ def report(data) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 64, 1024, 8192])
     parser.add_argument("--cases", nargs="+", default=["balls", "cubes", "gradient"])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--grad-size", type=int, default=1024)
     parser.add_argument("--out", default=str(OUT))
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     start = time.perf_counter()
     rng = np.random.default_rng(0)
     records = []
@@ -244,7 +214,7 @@ def main():
     if "gradient" in args.cases:
         run_gradient(args.grad_size, args.repeats, rng, records)
     data = dict(
-        command="python -m benchmarks.hard_contact batch " + " ".join(sys.argv[1:]),
+        command=command(),
         machine=machine(), date=time.strftime("%Y-%m-%d"),
         seconds=time.perf_counter() - start, records=records,
     )  # fmt: skip

@@ -90,12 +90,13 @@ import argparse  # noqa: E402
 import csv  # noqa: E402
 import json  # noqa: E402
 import statistics  # noqa: E402
-import sys  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from benchmarks._harness import RESULTS  # noqa: E402
+from benchmarks import problems  # noqa: E402
+from benchmarks._harness import RESULTS, command  # noqa: E402
+from benchmarks.problems import cube_inertia  # noqa: E402
 
 OUT = RESULTS
 STEM = "bench_hard_contact"
@@ -149,30 +150,19 @@ def steps(case, h):
 # ---------------------------------------------------------------------------- jaxmbd models
 
 
-def cube_inertia(m, a):
-    return m * a * a / 6
-
-
 def jaxmbd_model(case, *, stiffness_factor=1.0, hard=False):
     """The problem as a jaxmbd model; compliant cubes start at their static penetration."""
     import equinox as eqx
 
-    import jaxmbd as mbd
 
-    b = mbd.ModelBuilder(case, gravity=tuple(gravity(case)))
-    b.add_ground_plane(point=(0, 0, 0), normal=(0, 0, 1))
     if case == "ball":
-        R, m = BALL["radius"], BALL["mass"]
-        b.add_body("ball", mass=m, inertia=[0.4 * m * R * R] * 3, r=(0, 0, R + BALL["drop"]),
-                   shapes=[mbd.geometry.sphere(R)])  # fmt: skip
-        b.add_contact("ball", "ground", friction=BALL["mu"], restitution=BALL["e"])
+        model = problems.ball(radius=BALL["radius"], mass=BALL["mass"], height=BALL["drop"],
+                              friction=BALL["mu"], restitution=BALL["e"],
+                              gravity=gravity(case), name=case)  # fmt: skip
     else:
-        a, m = 2 * CUBE["half"], CUBE["mass"]
         v0 = SLIDE["v0"] if case == "slide" else 0.0
-        b.add_body("box", mass=m, inertia=[cube_inertia(m, a)] * 3, r=(0, 0, a / 2),
-                   rdot=(v0, 0, 0), shapes=[mbd.geometry.box((a, a, a))])  # fmt: skip
-        b.add_contact("box", "ground", friction=CUBE["mu"], restitution=0.0)
-    model = b.build()
+        model = problems.cube(half=CUBE["half"], mass=CUBE["mass"], friction=CUBE["mu"],
+                              rdot=(v0, 0, 0), gravity=gravity(case), name=case)  # fmt: skip
     if stiffness_factor != 1.0:
         stiffer = model.contacts.stiffness * stiffness_factor
         model = eqx.tree_at(lambda mo: mo.contacts.stiffness, model, stiffer)
@@ -485,13 +475,7 @@ def many_bodies(kind, n, *, hard):
             model = eqx.tree_at(lambda mo: mo.r0, model, model.r0.at[:, 2].add(-depth))
         return model
     if kind == "box stack":  # face to face, touching (box-box: 16 corner slots a pair)
-        a, m = 0.1, 1.0
-        for k in range(n):
-            z = a / 2 + a * k
-            b.add_body(f"b{k}", mass=m, inertia=[cube_inertia(m, a)] * 3, r=(0.0, 0.0, z),
-                       shapes=[mbd.geometry.box((a, a, a))])  # fmt: skip
-            b.add_contact(f"b{k}", "ground" if k == 0 else f"b{k - 1}", friction=0.5)
-        return b.build()
+        return problems.box_stack(n)
     R, m = 0.05, 0.5
     for k in range(n):
         b.add_body(f"s{k}", mass=m, inertia=[0.4 * m * R * R] * 3,
@@ -974,7 +958,7 @@ def main(argv=None):
         if "grad" in args.parts:
             records += gradient_cost(args.repeats)
         data = dict(
-            command="python -m benchmarks.hard_contact compare " + " ".join(argv or sys.argv[1:]),
+            command=command(),
             machine=machine(),
             load=[load0, os.getloadavg()[0]],
             date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),

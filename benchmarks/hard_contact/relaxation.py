@@ -29,6 +29,7 @@ import numpy as np
 
 import jaxmbd as mbd
 from benchmarks._harness import RESULTS  # noqa: E402
+from benchmarks.problems import incline_block
 
 G, T_END, H, HALF = 9.81, 0.5, 1e-3, 0.1
 THETA = float(np.arctan(0.3))
@@ -36,26 +37,19 @@ THETA = float(np.arctan(0.3))
 
 def block(mu: float):
     """A cube of edge 0.2 m resting on the incline (its faces on the plane)."""
-    c, s = np.cos(THETA), np.sin(THETA)
-    normal = np.array([s, 0.0, c])
-    A = np.array([[c, 0.0, s], [0.0, 1.0, 0.0], [-s, 0.0, c]])
-    b = mbd.ModelBuilder("incline", gravity=(0.0, 0.0, -G))
-    b.add_body("block", mass=1.0, inertia=[2.0 * (2 * HALF) ** 2 / 6] * 3, r=HALF * normal, A=A,
-               shapes=[mbd.geometry.box([2 * HALF] * 3)])  # fmt: skip
-    b.add_ground_plane(point=(0, 0, 0), normal=normal)
-    b.add_contact("block", "ground", friction=mu, restitution=0.0)
-    return b.build()
+    # the inertia of the 2 kg cube of the other scenes (the block does not turn)
+    return incline_block(mu, tan_theta=0.3, half=HALF, inertia=2.0 * (2 * HALF) ** 2 / 6)
 
 
 def closed_form_gradient(mu):
     return np.where(mu < np.tan(THETA), -0.5 * G * np.cos(THETA) * T_END**2, 0.0)
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--kappas", type=float, nargs="+", default=[0.0, 1e-3, 1e-2, 1e-1])
     parser.add_argument("--points", type=int, default=21)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     model = block(0.3)
     downhill = jnp.array([np.cos(THETA), 0.0, -np.sin(THETA)])
     mus = np.linspace(0.26, 0.34, args.points)

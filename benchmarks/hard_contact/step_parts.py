@@ -35,35 +35,18 @@ import equinox as eqx  # noqa: E402
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
-import jaxmbd as mbd  # noqa: E402
-from benchmarks._harness import RESULTS  # noqa: E402
+from benchmarks import problems  # noqa: E402
+from benchmarks._harness import RESULTS, command  # noqa: E402
+from benchmarks.problems import box_stack  # noqa: E402
 from jaxmbd.formulations import get_formulation  # noqa: E402
 from jaxmbd.integrators import moreau_jean as current  # noqa: E402
 
 G = 9.81
 
 
-def box_stack(n, a=0.1, m=1.0):
-    """The benchmark's box stack (benchmarks/hard_contact/compare.py, --parts boxstack)."""
-    b = mbd.ModelBuilder(f"stack{n}", gravity=(0.0, 0.0, -G))
-    b.add_ground_plane(point=(0, 0, 0), normal=(0, 0, 1))
-    inertia = m * a * a / 6
-    for k in range(n):
-        b.add_body(f"b{k}", mass=m, inertia=[inertia] * 3, r=(0.0, 0.0, a / 2 + a * k),
-                   shapes=[mbd.geometry.box((a, a, a))])  # fmt: skip
-        b.add_contact(f"b{k}", "ground" if k == 0 else f"b{k - 1}", friction=0.5)
-    return b.build()
-
-
 def ball():
     """A ball sliding on the ground at 0.3 m/s (its contact active, friction slipping)."""
-    b = mbd.ModelBuilder("ball", gravity=(0.0, 0.0, -G))
-    R = 0.05
-    b.add_body("ball", mass=1.0, inertia=[0.4 * R * R] * 3, r=(0.0, 0.0, R),
-               rdot=(0.3, 0.0, 0.0), shapes=[mbd.geometry.sphere(R)])  # fmt: skip
-    b.add_ground_plane(point=(0, 0, 0), normal=(0, 0, 1))
-    b.add_contact("ball", "ground", friction=0.5, restitution=0.8)
-    return b.build()
+    return problems.ball(height=0.0, rdot=(0.3, 0.0, 0.0))
 
 
 def load_module(path):
@@ -295,12 +278,12 @@ def main(argv=None):
         rows = [row for n in (2, 3) for row in scan_stack(versions, n)]
         for row in rows:
             print(json.dumps(row), flush=True)
-        command = "python -m benchmarks.hard_contact step-parts " + " ".join(argv or sys.argv[1:])
+        cmd_line = command()
         out = RESULTS / "hard_contact_step_parts_stack_scan.json"
-        out.write_text(json.dumps(dict(command=command, load=[load0, os.getloadavg()[0]],
+        out.write_text(json.dumps(dict(command=cmd_line, load=[load0, os.getloadavg()[0]],
                                        date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                                        rows=rows), indent=1))  # fmt: skip
-        lines = [f"# Box stacks at rest as plain scans (`{command}`)", "",
+        lines = [f"# Box stacks at rest as plain scans (`{cmd_line}`)", "",
                  f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load "
                  f"{load0:.1f} / {os.getloadavg()[0]:.1f}; 100 steps of h = 1e-3, versions "
                  "interleaved (median of 7). 'before': moreau_jean.py at a1b7f36~1.", "",
@@ -336,10 +319,10 @@ def main(argv=None):
     scan = scan_gradient(versions) if "current" in versions else []
     for row in scan:
         print(json.dumps(row), flush=True)
-    command = "python -m benchmarks.hard_contact step-parts " + " ".join(argv or sys.argv[1:])
+    cmd_line = command()
     load = [load0, os.getloadavg()[0]]
     data = dict(
-        command=command,
+        command=cmd_line,
         load=load,
         rows=rows,
         scan=scan,

@@ -36,12 +36,12 @@ print(f"{which},{t1 - t0:.2f},{t2 - t1:.2f},{t4 - t3:.3f}")
 """
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--t-end", type=float, default=1.0)
     parser.add_argument("--h", type=float, default=2e-3)
     parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     rows = {"jax.jit": [], "mbd.jit": []}
     for _ in range(args.repeats):
         for which in rows:  # alternated, so both see the same machine load

@@ -55,11 +55,11 @@ def _timed(factor, M):
     return np.median(times) / REPEATS * 1e6, compile_s
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[6, 10, 16, 20, 32])
     parser.add_argument("--batch", type=int, default=256)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     print(f"jax {jax.__version__}, {jax.devices()[0].platform}, B = {args.batch}")
     for n in args.sizes:
         M = _stack(args.batch, n)

@@ -44,7 +44,7 @@ def run(model, dropped_name: str):
     }
 
 
-def main():
+def main(argv=None):
     model = mbd.models.six_body_linkage()
     picked = model.constraint_names[model.redundancy.dropped[0]]
     for name in (picked, "joint6.perp1.dp1_b", "joint6.cd_z"):

@@ -23,7 +23,7 @@ from jaxmbd._xla_flags import loop_hoisted
 REPEATS = 9
 
 
-def main():
+def main(argv=None):
     name, t_end, multipliers = sys.argv[1], float(sys.argv[2]), sys.argv[3]
     solvers = sys.argv[4:]
     builder, _, arg = name.partition(":")

@@ -33,13 +33,13 @@ def load(which):
     return getattr(mbd.models, which)()
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("model")
     parser.add_argument("--solvers", nargs="+", default=["dense", "structured", "small_structured"])
     parser.add_argument("--t-end", type=float, default=0.5)
     parser.add_argument("--rounds", type=int, default=7)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     model = load(args.model)
     steps = round(args.t_end / 1e-3)
     programs, compile_s, hoisted = {}, {}, {}
