@@ -64,14 +64,40 @@ def seconds(fn: Callable[[], Any]) -> float:
     return time.perf_counter() - start
 
 
-def time_call(fn: Callable[[], Any], *, repeats: int = 7) -> Timing:
+def repeat(fn: Callable[[], Any], repeats: int = 7, *, long_run: float | None = None):
+    """Seconds of up to ``repeats`` calls of ``fn``. With ``long_run`` (s), a long run stops
+    early: after two calls both longer than it, or one ten times longer."""
+    runs: list[float] = []
+    for _ in range(repeats):
+        runs.append(seconds(fn))
+        if long_run is not None and (
+            len(runs) == 2 and min(runs) > long_run or runs[0] > 10 * long_run
+        ):
+            break
+    return runs
+
+
+def time_call(fn: Callable[[], Any], *, repeats: int = 7, long_run: float | None = None):
     """Time ``fn()``: the first call, then the median and spread of ``repeats`` more."""
     first = seconds(fn)
-    runs = [seconds(fn) for _ in range(repeats)]
+    runs = repeat(fn, repeats, long_run=long_run)
     return Timing(first, statistics.median(runs), (min(runs), max(runs)))
 
 
-def interleaved(calls: Mapping[str, Callable[[], Any]], *, repeats: int = 7) -> dict:
+def timing_fields(first: float, runs: Sequence[float]) -> dict:
+    """The record fields of a timing: repeats, compile (first less the median) and the
+    median, min and max run seconds."""
+    median = statistics.median(runs)
+    return {
+        "repeats": len(runs),
+        "compile_s": max(first - median, 0.0),
+        "run_median_s": median,
+        "run_min_s": min(runs),
+        "run_max_s": max(runs),
+    }
+
+
+def interleaved(calls: Mapping[str, Callable[[], Any]], *, repeats: int = 7) -> dict[str, Timing]:
     """Median seconds of each call, timed in rounds (one call of each per round) so that a
     changing load falls on all alike; every call's first (compiling) call comes first."""
     first = {name: seconds(fn) for name, fn in calls.items()}

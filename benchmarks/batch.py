@@ -1,4 +1,4 @@
-"""Batched simulation throughput (issue 16): jaxmbd ``simulate_batch`` against MuJoCo's
+"""Batched simulation throughput: jaxmbd ``simulate_batch`` against MuJoCo's
 threaded ``rollout``, model-steps per second against batch size, compile time apart.
 
     python -m benchmarks.batch [--sizes 1 16 64 256 1024]
@@ -28,7 +28,6 @@ Writes benchmarks/results/batch/{bench_batch.csv, bench_batch.png, bench_batch.m
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import statistics
 import subprocess
@@ -38,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks._harness import RESULTS, child, command, from_tests  # noqa: E402
+from benchmarks._harness import RESULTS, child, command, from_tests, write_csv  # noqa: E402
 
 OUT = RESULTS / "batch"
 
@@ -242,11 +241,7 @@ def _fmt_ratio(ratio) -> str:
 def write_outputs(rows, args, elapsed):
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    with open(out / "bench_batch.csv", "w", newline="") as fh:
-        fields = list(dict.fromkeys(k for r in rows for k in r))
-        writer = csv.DictWriter(fh, fieldnames=fields, restval="")
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(out / "bench_batch.csv", rows)
     import matplotlib
 
     matplotlib.use("Agg")

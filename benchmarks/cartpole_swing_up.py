@@ -1,5 +1,4 @@
-"""Cart-pole swing-up and hold by trajectory optimisation through ``mbd.simulate`` (issue 36
-item 7).
+"""Cart-pole swing-up and hold by trajectory optimisation through ``mbd.simulate``.
 
     python -m benchmarks.cartpole_swing_up [--iterations 200] [--t-end 5.0] [--hold 5.0]
 

@@ -1,4 +1,4 @@
-"""Contact benchmark (issue 35): jaxmbd's compliant contact against MuJoCo, speed and
+"""Contact benchmark: jaxmbd's compliant contact against MuJoCo, speed and
 accuracy at equal step h, and work-precision over h.
 
     python -m benchmarks.contact [--quick] [--cases block ball pile chain]
@@ -82,7 +82,7 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from benchmarks._harness import RESULTS, command  # noqa: E402
+from benchmarks._harness import RESULTS, command, repeat, timing_fields  # noqa: E402
 
 OUT = RESULTS
 G = 9.81
@@ -372,13 +372,7 @@ def run_jaxmbd(case, label, hs, repeats, *, long_run=2.0, reference_h=None):
             records.append({**rec, "failed": failed, "first_call_s": first})
             print(f"{case} {label} h={h:g}: failed, {failed}", flush=True)
             continue
-        times = []
-        for _ in range(repeats):
-            start = time.perf_counter()
-            jax.block_until_ready(call(h))
-            times.append(time.perf_counter() - start)
-            if len(times) == 2 and min(times) > long_run or times[0] > 10 * long_run:
-                break  # a long run: the median of two, or one
+        times = repeat(lambda h=h: call(h), repeats, long_run=long_run)
         outputs[h] = _jaxmbd_output(case, sol)
         records.append(_timed(rec, first, times))
     if reference_h is not None:
@@ -413,11 +407,7 @@ def _timed(rec, first, times):
     t_end = rec["steps"] * rec["h"]
     return {
         **rec,
-        "repeats": len(times),
-        "compile_s": max(first - median, 0.0),
-        "run_median_s": median,
-        "run_min_s": min(times),
-        "run_max_s": max(times),
+        **timing_fields(first, times),
         "us_per_step": 1e6 * median / rec["steps"],
         "steps_per_s": rec["steps"] / median,
         "wall_per_sim_s": median / t_end,
@@ -741,7 +731,7 @@ def _error_text(error):
 def report(records, calibration, meta, cases, path):
     load = meta.get("load_average")
     lines = [
-        "# Contact benchmark: jaxmbd against MuJoCo (issue 35)",
+        "# Contact benchmark: jaxmbd against MuJoCo",
         "",
         f"`{meta['command']}` on {meta['machine']}, MuJoCo {meta['mujoco']}, "
         f"OPENBLAS_NUM_THREADS={meta['openblas_threads']}; {meta['date']}, "

@@ -1,5 +1,5 @@
 """The standard control models of dm_control and gymnasium in jaxmbd and in MuJoCo, under
-the same random open-loop controls (issue 36): joint positions over 2 s.
+the same random open-loop controls: joint positions over 2 s.
 
 The files are read from the installed packages (``pip install dm-control gymnasium``),
 never copied. Both engines hold each control for 0.01 s (a multiple of both steps) and

@@ -12,13 +12,12 @@ benchmarks/results/dynamics_speed.csv.
 from __future__ import annotations
 
 import argparse
-import csv
 from pathlib import Path
 
 import numpy as np
 
 import jaxmbd as mbd
-from benchmarks._harness import RESULTS, machine, time_call
+from benchmarks._harness import RESULTS, machine, time_call, write_csv
 
 PAPER_TABLE10 = {  # speed-up vs rp: (C1 rA, C1 re, C2 rA, C2 re)
     "single_pendulum": (2.43, 1.29, 2.46, 1.69),
@@ -87,10 +86,7 @@ def main(argv=None):
                 f"x{res['speedup_vs_rp']:.2f} vs rp   paper: {PAPER_TABLE10.get(name, '-')}"
             )
     path = args.out / "dynamics_speed.csv"
-    with path.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(path, rows)
     print(f"wrote {path}")
 
 

@@ -11,11 +11,11 @@ acceleration error, with observed orders; writes benchmarks/results/gen_alpha_mu
 
 from __future__ import annotations
 
-import csv
+import argparse
 
 import numpy as np
 
-from benchmarks._harness import RESULTS, from_tests  # noqa: E402
+from benchmarks._harness import RESULTS, from_tests, write_csv  # noqa: E402
 
 references = from_tests("references")
 
@@ -25,6 +25,9 @@ STEPS = (4e-3, 2e-3, 1e-3, 5e-4)
 
 
 def main(argv=None):
+    argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    ).parse_args(argv)
     model = mbd.models.double_pendulum()
     names = model.constraint_names
     cd1 = [names.index(f"revJoint_CD_{k}") for k in (1, 2, 3)]
@@ -77,10 +80,7 @@ def main(argv=None):
                     f"acc max {e[2]:.2e} (order {o[2]:5.2f})"
                 )
     path = RESULTS / "gen_alpha_multipliers.csv"
-    with path.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(path, rows)
     print(f"wrote {path}")
 
 

@@ -15,7 +15,6 @@ Writes benchmarks/results/gradients_*.csv.
 from __future__ import annotations
 
 import argparse
-import csv
 from pathlib import Path
 
 import equinox as eqx
@@ -23,7 +22,7 @@ import jax
 import jax.numpy as jnp
 
 import jaxmbd as mbd
-from benchmarks._harness import RESULTS, machine, time_call
+from benchmarks._harness import RESULTS, machine, time_call, write_csv
 
 
 def loss_fn(model, t_end, h, **options):
@@ -118,10 +117,7 @@ def batched_throughput(repeats, max_batch, rows):
 
 
 def write(rows, path):
-    with path.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(path, rows)
 
 
 def main(argv=None):

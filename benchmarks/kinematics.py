@@ -11,13 +11,12 @@ benchmarks/results/.
 from __future__ import annotations
 
 import argparse
-import csv
 from pathlib import Path
 
 import numpy as np
 
 import jaxmbd as mbd
-from benchmarks._harness import RESULTS, machine, time_call
+from benchmarks._harness import RESULTS, machine, time_call, write_csv
 
 PAPER_TABLE8 = {  # speed-up vs rp: (C1 rA, C1 re, C2 rA, C2 re)
     "single_pendulum": (2.21, 1.40, 2.63, 1.27),
@@ -67,10 +66,7 @@ def main(argv=None):
                 f"x{res['speedup_vs_rp']:.2f} vs rp   paper rA/re vs rp: {PAPER_TABLE8[name]}"
             )
     path = args.out / "kinematics_speed.csv"
-    with path.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(path, rows)
     print(f"wrote {path}")
 
 

@@ -1,5 +1,5 @@
 """Learning to balance the inverted double pendulum by back-propagation through time, in
-jaxmbd and in MJX (issue 36 item 7; benchmark: time to train the policy).
+jaxmbd and in MJX (benchmark: time to train the policy).
 
     python -m benchmarks.learn_balance [--stages 10:30,25:30,50:40,100:60]
         [--batch 64] [--learning-rate 3e-3] [--clip 1.0] [--decay 0.1] [--discount 1.0]

@@ -14,6 +14,7 @@ the paper's pair-specific method (``parametrisation="pairs"``, the default).
 
 from __future__ import annotations
 
+import argparse
 import math
 import time
 
@@ -161,6 +162,9 @@ def conditions(model, instant, hs, *, dof=None):
 
 
 def main(argv=None):
+    argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    ).parse_args(argv)
     OUT.mkdir(parents=True, exist_ok=True)
     lines = ["# Betsch & Leyendecker (2006): reproduction", ""]
     lines += [

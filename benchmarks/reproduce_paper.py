@@ -32,6 +32,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 import jaxmbd as mbd  # noqa: E402
+from benchmarks import _harness  # noqa: E402
 from benchmarks._harness import RESULTS, machine, time_call  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -130,13 +131,7 @@ def fmt(x, digits=2):
 
 def write_csv(name: str, rows: list[dict]):
     path = OUT / f"{name}.csv"
-    fields = list(rows[0])
-    for row in rows[1:]:
-        fields += [k for k in row if k not in fields]
-    with path.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(rows)
+    _harness.write_csv(path, rows)
     print(f"wrote {path.relative_to(ROOT)}")
 
 

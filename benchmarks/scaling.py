@@ -36,7 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxmbd as mbd
-from benchmarks._harness import RESULTS, machine
+from benchmarks._harness import RESULTS, machine, write_csv
 from jaxmbd.models.generated import binary_tree, engine, pendulum_chain
 
 FAMILIES = {"chain": pendulum_chain, "engine": engine, "tree": binary_tree}
@@ -230,10 +230,7 @@ def main(argv=None):
                     flush=True,
                 )
                 jax.clear_caches()
-                with path.open("w", newline="") as fh:
-                    writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-                    writer.writeheader()
-                    writer.writerows(rows)
+                write_csv(path, rows)
     print(f"wrote {path}")
     fits(rows)
     plot(rows, RESULTS / f"scaling_{args.tag}.png")

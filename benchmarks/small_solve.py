@@ -251,7 +251,7 @@ def simulate(args):
 
 
 #: (label, formulation, integrator, options, models, solvers): every default integrator
-#: path of issue 38 item 3
+#: path
 PATHS = (
     ("gen_alpha stab. reuse", "rA", "gen_alpha", {}, ("double_pendulum", "slider_crank", "arm3")),
     ("gen_alpha stab. full", "rA", "gen_alpha", {"newton": "full"}, None),

@@ -1,18 +1,19 @@
 """Where the test suite's time goes, per test: JAX tracing, lowering to MLIR, XLA compile,
 and the rest (running, Python, subprocesses), from ``jax.monitoring``'s duration events.
 
-    JAXMBD_TEST_CACHE_DIR=$(mktemp -d) PYTHONPATH=experiments \\
-        python -m pytest -q -p no:cacheprovider -p suite_timing
+    JAXMBD_TEST_CACHE_DIR=$(mktemp -d) python -m pytest -q -p no:cacheprovider \\
+        -p benchmarks.suite_timing           # from the repository root
     python -m benchmarks.suite_timing            # the totals and the 30 longest tests
 
 Each pytest worker writes ``suite_timing_<worker>.json`` into ``$SUITE_TIMING_DIR``
-(default: the system's temporary folder). The listener is registered when the session
+(default: the system's temporary folder). The listener is registered when the test run
 starts, after ``tests/conftest.py`` has set the compilation cache (importing jax earlier
 would fix its configuration before the conftest runs).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import tempfile
@@ -37,7 +38,7 @@ def _listen(event, duration, **_):
     _current[event] += duration
 
 
-def pytest_sessionstart(session):
+def pytest_sessionstart():
     import jax.monitoring
 
     jax.monitoring.register_event_duration_secs_listener(_listen)
@@ -51,13 +52,16 @@ def pytest_runtest_protocol(item, nextitem):
     _rows.append({"test": item.nodeid, "wall": time.perf_counter() - start, **_current})
 
 
-def pytest_sessionfinish(session):
+def pytest_sessionfinish():
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     _folder().mkdir(parents=True, exist_ok=True)
     (_folder() / f"suite_timing_{worker}.json").write_text(json.dumps(_rows))
 
 
 def main(argv=None):
+    argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    ).parse_args(argv)
     rows = [r for f in _folder().glob("suite_timing_*.json") for r in json.loads(f.read_text())]
     if not rows:
         raise SystemExit(f"no suite_timing_*.json in {_folder()}: run pytest with the plugin")

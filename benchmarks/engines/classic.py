@@ -12,7 +12,7 @@ time is the max-abs entry of A - A_ref). Reference: tests/references.py. For eve
 engine/integrator: run time per step (median, min/max over the repeats; jaxmbd's compile
 time apart), steps/s, max abs error over time and at t_end, MuJoCo's loop-closure
 violation. Then a work-precision study over h. jaxmbd's explicit RK4 (``rkmk``, rA) runs on
-the double pendulum and the heavy top (issue 38, item 2: against MuJoCo's RK4 at equal
+the double pendulum and the heavy top (against MuJoCo's RK4 at equal
 error); the slider crank's closed loop is left to the implicit integrators. Writes
 benchmarks/results/engines/{speed.csv, work_precision.csv, series_<mechanism>.csv,
 work_precision_<mechanism>.png, REPORT.md}.
@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks._harness import RESULTS, child, command, from_tests  # noqa: E402
+from benchmarks._harness import RESULTS, child, command, from_tests, write_csv  # noqa: E402
 
 BENCH_HINT = "engines/classic.py needs Exudyn and MuJoCo: pip install -e '.[bench]'"
 T_END = {"slider_crank": 3.0, "double_pendulum": 5.0, "heavy_top": 1.0}
@@ -321,11 +321,8 @@ COLUMNS = [
 ]
 
 
-def write_csv(path, records):
-    with path.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=COLUMNS, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(records)
+def write_records(path, records):
+    write_csv(path, records, COLUMNS)
 
 
 def write_series(path, records):
@@ -550,7 +547,7 @@ def _best_time(records, level):
 
 
 def goals(speed, study, mechanisms):
-    """Issue 38's goals (benchmark items 1-2), each with its figures and met / not met.
+    """The goals against the other engines, each with its figures and met / not met.
 
     At h = H_MAIN: jaxmbd's faster gen_alpha row (reused-matrix Newton, stabilised or index
     3) against Exudyn's GA with the fast module (same integrator family, same order, errors
@@ -653,7 +650,7 @@ def write_report(path, args, speed, study, machine, elapsed):
         "linear_solver='auto' (elementwise small solves on the CPU, with XLA's small-loop "
         "hoisting flag that `import jaxmbd` sets) and one BLAS thread.",
         "",
-        "## Goals (issue 38, benchmark items 1-2)",
+        "## Goals",
         "",
         goals(speed, study, args.mechanisms),
         "",
@@ -792,8 +789,8 @@ def main(argv=None):
         wp = [r for r in wp if r is not None]
         study += wp
         plot_work_precision(args.out / f"work_precision_{mechanism}.png", mechanism, wp)
-    write_csv(args.out / "speed.csv", speed)
-    write_csv(args.out / "work_precision.csv", study)
+    write_records(args.out / "speed.csv", speed)
+    write_records(args.out / "work_precision.csv", study)
     elapsed = time.perf_counter() - start
     args.load = (load_start, os.getloadavg()[0])
     write_report(args.out / "REPORT.md", args, speed, study, machine(), elapsed)

@@ -1,4 +1,4 @@
-"""Control benchmark (issue 36): jaxmbd against MJX on dm_control's cartpole and gymnasium's
+"""Control benchmark: jaxmbd against MJX on dm_control's cartpole and gymnasium's
 inverted double pendulum: steps/s, gradient cost and compile time, single model and batch
 256, at stated (equal) accuracy.
 
@@ -641,7 +641,7 @@ def report(data, path: Path):
         for m in meta.get("runs", [meta])
     )
     lines = [
-        "# Control benchmark: jaxmbd against MJX (issue 36)",
+        "# Control benchmark: jaxmbd against MJX",
         "",
         f"{runs} on {meta['machine']}; MuJoCo {meta['mujoco']}, MJX "
         f"{meta['mjx']}, jaxmbd at {meta['jaxmbd_commit']}; OPENBLAS_NUM_THREADS=1. "

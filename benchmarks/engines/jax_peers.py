@@ -1,5 +1,5 @@
-"""jaxmbd against its JAX peers, MJX and jaxsim, on the same MJCF files (issue 38, benchmark
-item 3): single-model steps/s, batch-256 model-steps/s, gradient/forward cost and the error
+"""jaxmbd against its JAX peers, MJX and jaxsim, on the same MJCF files:
+single-model steps/s, batch-256 model-steps/s, gradient/forward cost and the error
 against MuJoCo C RK4 at h = 1e-5, all at the same step h = 1e-3 on this CPU.
 
     python -m benchmarks.engines jax-peers [--models double_pendulum arm3 cartpole]
@@ -675,7 +675,7 @@ def _f(x, spec=",.0f", none="-"):
 
 
 def goals(model_rows: dict) -> list[str]:
-    """Issue 38's goals per model: rkmk against MJX RK4 (single >= 3x at equal or better
+    """The goals per model: rkmk against MJX RK4 (single >= 3x at equal or better
     error, batch >= 1x, gradient time <= MJX's); gen_alpha's batch beside it."""
     lines = []
     for name, rows in model_rows.items():
@@ -720,7 +720,7 @@ def goals(model_rows: dict) -> list[str]:
 def write_report(data: dict, path_md: Path, path_json: Path):
     meta = data["meta"]
     lines = [
-        "# jaxmbd against MJX and jaxsim on the same MJCF files (issue 38)",
+        "# jaxmbd against MJX and jaxsim on the same MJCF files",
         "",
         f"`{meta['command']}` ({meta['date']}, {meta['wall_min']:.1f} min, load average "
         f"{meta['load_start']:.1f} at the start, {meta['load_end']:.1f} at the end: a shared "
@@ -810,7 +810,7 @@ def write_report(data: dict, path_md: Path, path_json: Path):
             lines += ["Notes:", ""] + notes + [""]
         if checks:
             lines += ["Gradient checks:", ""] + checks + [""]
-    lines += ["## Goals (issue 38, benchmark item 3)", ""] + goals(data["models"]) + [""]
+    lines += ["## Goals", ""] + goals(data["models"]) + [""]
     lines += [NOTES]
     path_md.write_text("\n".join(lines) + "\n")
     path_json.write_text(json.dumps(data, indent=1, default=float) + "\n")

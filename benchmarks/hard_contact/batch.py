@@ -1,5 +1,5 @@
-"""Exact contact in batches (issue 39, "works under vmap and jit with the active set
-changing per member, and on GPU"): ``simulate_batch(..., contact="hard")`` on whatever
+"""Exact contact in batches (under vmap and jit with the active set changing per
+member, and on a GPU): ``simulate_batch(..., contact="hard")`` on whatever
 backend JAX runs on (a GPU where there is one), checked member by member against the closed
 forms of tests/test_hard_contact.py, and timed.
 

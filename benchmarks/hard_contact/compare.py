@@ -1,4 +1,4 @@
-"""Exact-contact benchmark (issue 39, closing note): jaxmbd's hard contact
+"""Exact-contact benchmark: jaxmbd's hard contact
 (``simulate(contact="hard")``, projected Moreau–Jean) against its compliant contact and
 MuJoCo C, on closed-form problems, in steps/s on many bodies, and in gradient cost.
 
@@ -87,7 +87,6 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # see the module docstring
 
 import argparse  # noqa: E402
-import csv  # noqa: E402
 import json  # noqa: E402
 import statistics  # noqa: E402
 import time  # noqa: E402
@@ -95,7 +94,7 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 
 from benchmarks import problems  # noqa: E402
-from benchmarks._harness import RESULTS, command  # noqa: E402
+from benchmarks._harness import RESULTS, command, repeat, timing_fields, write_csv  # noqa: E402
 from benchmarks.problems import cube_inertia  # noqa: E402
 
 OUT = RESULTS
@@ -201,11 +200,7 @@ def _timed(rec, first, times):
     median = statistics.median(times)
     return {
         **rec,
-        "repeats": len(times),
-        "compile_s": max(first - median, 0.0),
-        "run_median_s": median,
-        "run_min_s": min(times),
-        "run_max_s": max(times),
+        **timing_fields(first, times),
         "steps_per_s": rec["steps"] / median,
         "us_per_step": 1e6 * median / rec["steps"],
         "wall_per_sim_s": median / (rec["steps"] * rec["h"]),
@@ -213,14 +208,7 @@ def _timed(rec, first, times):
 
 
 def _repeat(call, repeats, first_seconds, long_run=2.0):
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - start)
-        if len(times) == 2 and min(times) > long_run or times[0] > 10 * long_run:
-            break
-    return times
+    return repeat(call, repeats, long_run=long_run)
 
 
 def run_jaxmbd(case, label, hs, repeats):
@@ -642,16 +630,9 @@ def _fmt(x, spec=".3g"):
     return format(x, spec)
 
 
-def write_csv(records, path):
-    keys = []
-    for rec in records:
-        keys += [k for k in rec if k not in keys]
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=keys)
-        writer.writeheader()
-        for rec in records:
-            writer.writerow({k: json.dumps(v) if isinstance(v, list) else v
-                             for k, v in rec.items()})  # fmt: skip
+def write_records(records, path):
+    write_csv(path, [{k: json.dumps(v) if isinstance(v, list) else v for k, v in rec.items()}
+                     for rec in records])  # fmt: skip
 
 
 def _colour(variant):
@@ -709,7 +690,7 @@ def plot(records, path):
 def report(data, path):
     records, calibration = data["records"], data["calibration"]
     lines = [
-        "# Exact-contact benchmark (issue 39, closing note)",
+        "# Exact-contact benchmark",
         "",
         f"Machine: {data['machine']}, shared with other engineers' test runs and training: "
         "one run of each part at modest sizes; every time is a median of runs in one "
@@ -991,7 +972,7 @@ def main(argv=None):
             | {"parts": args.parts}
         ]
         json_path.write_text(json.dumps(data, indent=1))
-    write_csv(data["records"], OUT / f"{STEM}.csv")
+    write_records(data["records"], OUT / f"{STEM}.csv")
     if any(r["part"] == "wp" for r in data["records"]):
         plot(data["records"], OUT / f"{STEM}.png")
     report(data, OUT / f"{STEM}.md")

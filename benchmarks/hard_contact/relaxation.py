@@ -1,4 +1,4 @@
-"""How the gradient relaxation of hard contact trades bias for smoothness (issue 39).
+"""How the gradient relaxation of hard contact trades bias for smoothness.
 
     python -m benchmarks.hard_contact relaxation [--kappas 0 1e-3 1e-2 1e-1] [--points 21]
 
@@ -19,7 +19,6 @@ Writes benchmarks/results/hard_contact_relaxation.{csv,md,png}.
 from __future__ import annotations
 
 import argparse
-import csv
 import time
 
 import equinox as eqx
@@ -28,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxmbd as mbd
-from benchmarks._harness import RESULTS  # noqa: E402
+from benchmarks._harness import RESULTS, write_csv  # noqa: E402
 from benchmarks.problems import incline_block
 
 G, T_END, H, HALF = 9.81, 0.5, 1e-3, 0.1
@@ -74,10 +73,7 @@ def main(argv=None):
                              seconds=time.perf_counter() - start))  # fmt: skip
         curves[kappa] = (np.array(values), compile_s)
     RESULTS.mkdir(exist_ok=True)
-    with open(RESULTS / "hard_contact_relaxation.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(RESULTS / "hard_contact_relaxation.csv", rows)
     exact = closed_form_gradient(mus)
     jump = abs(0.5 * G * np.cos(THETA) * T_END**2)
     far = np.abs(mus - np.tan(THETA)) >= 0.04 - 1e-12

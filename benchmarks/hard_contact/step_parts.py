@@ -1,4 +1,4 @@
-"""Per-step cost of exact contact (``contact="hard"``), part by part (issue 39).
+"""Per-step cost of exact contact (``contact="hard"``), part by part.
 
 Each part of one projected Moreau-Jean step (jaxmbd/integrators/moreau_jean.py) is jitted
 alone and timed at the same state (median of repeated calls after a warm-up, so the
@@ -26,7 +26,6 @@ import argparse
 import importlib.util
 import json
 import os
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -37,6 +36,7 @@ import jax.numpy as jnp  # noqa: E402
 
 from benchmarks import problems  # noqa: E402
 from benchmarks._harness import RESULTS, command  # noqa: E402
+from benchmarks._harness import interleaved as harness_interleaved  # noqa: E402
 from benchmarks.problems import box_stack  # noqa: E402
 from jaxmbd.formulations import get_formulation  # noqa: E402
 from jaxmbd.integrators import moreau_jean as current  # noqa: E402
@@ -60,15 +60,11 @@ def load_module(path):
 def interleaved(calls, repeats):
     """Median time (us) of each (fn, args) in ``calls`` (a dict), the calls alternating in
     every round so that a change of the machine's load reaches all of them alike."""
-    for fn, args in calls.values():
-        jax.block_until_ready(fn(*args))  # compile
-    times = {name: [] for name in calls}
-    for _ in range(repeats):
-        for name, (fn, args) in calls.items():
-            start = time.perf_counter()
-            jax.block_until_ready(fn(*args))
-            times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(t) * 1e6 for name, t in times.items()}
+    timings = harness_interleaved(
+        {name: (lambda fn=fn, args=args: fn(*args)) for name, (fn, args) in calls.items()},
+        repeats=repeats,
+    )
+    return {name: tm.median * 1e6 for name, tm in timings.items()}
 
 
 def parts(module, model, steps_before=5, h=1e-3):

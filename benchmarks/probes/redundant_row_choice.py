@@ -12,6 +12,7 @@ row passes near zero on the way (the kept rows then stop implying it).
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import warnings
 
@@ -45,6 +46,9 @@ def run(model, dropped_name: str):
 
 
 def main(argv=None):
+    argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    ).parse_args(argv)
     model = mbd.models.six_body_linkage()
     picked = model.constraint_names[model.redundancy.dropped[0]]
     for name in (picked, "joint6.perp1.dp1_b", "joint6.cd_z"):

@@ -11,7 +11,7 @@ time loop is hoisted. Where "small" (hoisted) beats LAPACK decides
 ``MODEL:N`` calls ``jaxmbd.models.MODEL(N)`` (``pendulum_chain:3``); h = 1e-3.
 """
 
-import sys
+import argparse
 import time
 
 import jax
@@ -24,8 +24,15 @@ REPEATS = 9
 
 
 def main(argv=None):
-    name, t_end, multipliers = sys.argv[1], float(sys.argv[2]), sys.argv[3]
-    solvers = sys.argv[4:]
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("model", help="MODEL or MODEL:N of jaxmbd.models")
+    parser.add_argument("t_end", type=float)
+    parser.add_argument("multipliers", help="the rk integrator's multipliers option")
+    parser.add_argument("solvers", nargs="+", help="linear_solver values")
+    args = parser.parse_args(argv)
+    name, t_end, multipliers, solvers = args.model, args.t_end, args.multipliers, args.solvers
     builder, _, arg = name.partition(":")
     model = getattr(mbd.models, builder)(*([int(arg)] if arg else []))
     steps = round(t_end / 1e-3)
