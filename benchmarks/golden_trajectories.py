@@ -1,8 +1,8 @@
 """Bit-identical trajectories of a fixed set of models, for refactors that must not change
 behaviour.
 
-    python experiments/golden_trajectories.py --save before.npz      # on the old tree
-    python experiments/golden_trajectories.py --check before.npz     # on the new tree
+    python benchmarks/golden_trajectories.py --save before.npz      # on the old tree
+    python benchmarks/golden_trajectories.py --check before.npz     # on the new tree
 
 ``--check`` compares every array of every model bit for bit and exits non-zero on the first
 difference, naming the model and the field.
