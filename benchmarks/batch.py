@@ -31,13 +31,12 @@ import argparse
 import json
 import statistics
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-from benchmarks._harness import RESULTS, child, command, from_tests, write_csv  # noqa: E402
+from benchmarks._harness import RESULTS, child, command, from_tests, log, seconds, write_csv  # noqa: E402
 
 OUT = RESULTS / "batch"
 
@@ -116,9 +115,7 @@ def jaxmbd_worker(args) -> list[dict]:
             for k in range(args.repeats):
                 for size in args.sizes:
                     models = batch(1e-3 * (k + 1), size)  # new values: no recompilation
-                    start = time.perf_counter()
-                    run(models)
-                    times[size].append(time.perf_counter() - start)
+                    times[size].append(seconds(lambda models=models: run(models)))
                     _progress(f"  round {k} batch {size}: {times[size][-1]:.3f} s")
             previous = None
             for size in args.sizes:
@@ -155,12 +152,8 @@ def jaxmbd_worker(args) -> list[dict]:
     return rows
 
 
-def _progress(line: str):
-    """Progress on stderr (passed through by the parent process), with the elapsed time."""
-    print(f"[{time.perf_counter() - _START:7.1f} s] {line}", file=sys.stderr, flush=True)
-
-
-_START = time.perf_counter()
+# progress on stderr (passed through by the parent process), with the elapsed time
+_progress = log
 
 
 def measure_jaxmbd(args, devices: int) -> list[dict]:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks._harness import RESULTS  # noqa: E402
+from benchmarks._harness import RESULTS, write_results  # noqa: E402
 from benchmarks.problems import CONTROL_MODELS, control_model_path
 
 MODELS = CONTROL_MODELS
@@ -133,6 +133,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="*", default=list(MODELS))
     parser.add_argument("--t-end", type=float, default=2.0)
+    parser.add_argument("--out", type=Path, default=RESULTS, help="folder of mujoco_models.md")
     args = parser.parse_args(argv)
     rows = [compare(name, args.t_end) for name in args.models]
     lines = ["| model | max joint error (before any limit) | largest travel | joint limit "
@@ -148,11 +149,11 @@ def main(argv=None):
         cells = (r["model"], f"{r['error']:.1e}", f"{r['travel']:.2f}", limit,
                  r["bodies_in_mujoco_order"], f"{r['wall_s']:.1f}")  # fmt: skip
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
-    out = RESULTS / "mujoco_models.md"
-    out.write_text(
-        f"t_end = {args.t_end} s, controls held {PERIOD} s, seed 0\n\n" + "\n".join(lines) + "\n"
+    report = (
+        "# Control models in jaxmbd and MuJoCo\n\n"
+        f"t_end = {args.t_end} s, controls held {PERIOD} s, seed 0\n\n" + "\n".join(lines)
     )
-    print(out)
+    print(*write_results(args.out / "mujoco_models", report=report, formats=("md",)))
 
 
 if __name__ == "__main__":

@@ -145,8 +145,7 @@ def read_csv(name: str) -> list[dict] | None:
 
 def write_meta(name: str, args, wall_s: float, **extra):
     meta = dict(
-        command=f"python -m benchmarks.reproduce_paper {name}"
-        + (" --quick" if args.quick else ""),
+        command=f"python -m benchmarks.reproduce_paper {name}" + (" --quick" if args.quick else ""),
         run_as=f"reproduce_paper.py {args.command}" + (" --quick" if args.quick else ""),
         machine=machine(),
         date=datetime.datetime.now().isoformat(timespec="seconds"),

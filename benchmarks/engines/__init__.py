@@ -1,8 +1,12 @@
-"""Slider crank, double pendulum and heavy top built in other engines (Exudyn, MuJoCo).
+"""jaxmbd against other engines: one study, three comparisons, one entry point.
 
-Both engines are optional (``pip install -e '.[bench]'``). The geometry, masses and inertias
-are those of jaxmbd's built-in models ``slider_crank``, ``double_pendulum`` and
-``heavy_top``.
+    python -m benchmarks.engines classic ...    # Exudyn and MuJoCo C, the built-in models
+    python -m benchmarks.engines jax-peers ...  # MJX and jaxsim on the same MJCF files
+    python -m benchmarks.engines control ...    # MJX on control models under controls
+
+This module holds the geometry, masses and inertias of jaxmbd's built-in ``slider_crank``,
+``double_pendulum`` and ``heavy_top`` that ``in_exudyn.py`` and ``in_mujoco.py`` build in
+the other engines. Both engines are optional (``pip install -e '.[bench]'``).
 """
 
 from __future__ import annotations
@@ -116,3 +120,21 @@ def slider_crank_initial_velocities() -> tuple[np.ndarray, np.ndarray]:
     assert np.allclose(basis @ coef, v_c - v_pin)
     velocities = np.stack([np.zeros(3), 0.5 * (v_pin + v_c), v_c])
     return velocities, np.stack([crank_w, rod_w, np.zeros(3)])
+
+
+def mjx_compatible_model(path, integrator: str = "RK4", h: float = 1e-3, *, limits=False):
+    """A MuJoCo model of the MJCF file ``path`` set up as MJX can run and differentiate it:
+    ``integrator`` (Euler, implicitfast, RK4) at step ``h``, ``opt.enableflags = 0`` (MJX
+    does not implement the energy flag; the energy is unused), contacts off, and joint
+    limits off unless ``limits`` (with them MJX's constraint solver is a while loop that
+    reverse mode cannot differentiate)."""
+    import mujoco
+
+    m = mujoco.MjModel.from_xml_path(str(path))
+    m.opt.integrator = getattr(mujoco.mjtIntegrator, f"mjINT_{integrator}")
+    m.opt.timestep = h
+    m.opt.enableflags = 0
+    m.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT
+    if not limits:
+        m.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONSTRAINT
+    return m

@@ -56,7 +56,9 @@ def reference(mechanism: str, t: np.ndarray) -> np.ndarray:
     """The reference output: a scalar series (T,) or, for the heavy top, A(t) (T, 3, 3)."""
     references = from_tests("references")
     double_pendulum, heavy_top, slider_crank = (
-        references.double_pendulum, references.heavy_top, references.slider_crank
+        references.double_pendulum,
+        references.heavy_top,
+        references.slider_crank,
     )
 
     if mechanism == "slider_crank":

@@ -99,6 +99,7 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 
 from benchmarks._harness import RESULTS, ROOT, command  # noqa: E402
+from benchmarks.engines import mjx_compatible_model  # noqa: E402
 from benchmarks.problems import control_model_path as model_path  # noqa: E402
 
 OUT = RESULTS
@@ -180,16 +181,7 @@ def problem(name: str, t_end: float, batch: int) -> dict:
 
 
 def _mj_model(name, integrator: str, h: float, limits: bool = True):
-    import mujoco
-
-    m = mujoco.MjModel.from_xml_path(str(model_path(name)))
-    m.opt.integrator = getattr(mujoco.mjtIntegrator, f"mjINT_{integrator}")
-    m.opt.timestep = h
-    m.opt.enableflags = 0  # MJX: mjENBL_ENERGY not implemented (energy is not used)
-    m.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT  # as the files (none collide)
-    if not limits:
-        m.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONSTRAINT
-    return m
+    return mjx_compatible_model(model_path(name), integrator, h, limits=limits)
 
 
 def mujoco_c(name, integrator: str, h: float, controls, qvel, substeps: int = 1,

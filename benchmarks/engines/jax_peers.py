@@ -100,6 +100,7 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 
 from benchmarks._harness import RESULTS, ROOT, child, command  # noqa: E402
+from benchmarks.engines import mjx_compatible_model  # noqa: E402
 
 OUT = RESULTS
 MODELS = ("double_pendulum", "arm3", "cartpole")
@@ -193,15 +194,7 @@ def model_file(name: str, tmp: Path) -> dict:
 
 
 def _mj_model(path: str, h: float):
-    import mujoco
-
-    m = mujoco.MjModel.from_xml_path(path)
-    m.opt.integrator = mujoco.mjtIntegrator.mjINT_RK4
-    m.opt.timestep = h
-    m.opt.enableflags = 0  # MJX: mjENBL_ENERGY is not implemented (the energy is unused)
-    m.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT
-    m.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONSTRAINT
-    return m
+    return mjx_compatible_model(path, "RK4", h, limits=False)
 
 
 def reference(F: dict, qvel: np.ndarray, n: int) -> np.ndarray:

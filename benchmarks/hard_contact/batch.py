@@ -41,7 +41,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxmbd as mbd  # noqa: E402
-from benchmarks._harness import RESULTS, command, machine, time_call  # noqa: E402  (imports jaxmbd first)
+from benchmarks._harness import RESULTS, command, machine, time_call, write_results  # noqa: E402  (imports jaxmbd first)
 from benchmarks.problems import ball, broadcast, cube, member  # noqa: E402
 
 G = 9.81
@@ -218,10 +218,8 @@ def main(argv=None):
         machine=machine(), date=time.strftime("%Y-%m-%d"),
         seconds=time.perf_counter() - start, records=records,
     )  # fmt: skip
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "hard_contact_batch.json").write_text(json.dumps(data, indent=1))
-    (out / "hard_contact_batch.md").write_text(report(data))
+    write_results(Path(args.out) / "hard_contact_batch", data=data, report=report(data),
+                  formats=("json", "md"))  # fmt: skip
     print(report(data))
 
 

@@ -153,7 +153,6 @@ def jaxmbd_model(case, *, stiffness_factor=1.0, hard=False):
     """The problem as a jaxmbd model; compliant cubes start at their static penetration."""
     import equinox as eqx
 
-
     if case == "ball":
         model = problems.ball(radius=BALL["radius"], mass=BALL["mass"], height=BALL["drop"],
                               friction=BALL["mu"], restitution=BALL["e"],

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 import equinox as eqx
 import jax
@@ -27,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxmbd as mbd
-from benchmarks._harness import RESULTS, write_csv  # noqa: E402
+from benchmarks._harness import RESULTS, write_results  # noqa: E402
 from benchmarks.problems import incline_block
 
 G, T_END, H, HALF = 9.81, 0.5, 1e-3, 0.1
@@ -48,6 +49,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--kappas", type=float, nargs="+", default=[0.0, 1e-3, 1e-2, 1e-1])
     parser.add_argument("--points", type=int, default=21)
+    parser.add_argument("--out", type=Path, default=RESULTS, help="folder of the results")
     args = parser.parse_args(argv)
     model = block(0.3)
     downhill = jnp.array([np.cos(THETA), 0.0, -np.sin(THETA)])
@@ -72,16 +74,13 @@ def main(argv=None):
                              closed_form=float(closed_form_gradient(mu)),
                              seconds=time.perf_counter() - start))  # fmt: skip
         curves[kappa] = (np.array(values), compile_s)
-    RESULTS.mkdir(exist_ok=True)
-    write_csv(RESULTS / "hard_contact_relaxation.csv", rows)
     exact = closed_form_gradient(mus)
     jump = abs(0.5 * G * np.cos(THETA) * T_END**2)
     far = np.abs(mus - np.tan(THETA)) >= 0.04 - 1e-12
     lines = [
         "# Hard contact: gradient relaxation, bias against smoothness",
         "",
-        f"`python -m benchmarks.hard_contact relaxation --points {args.points}`: a block on "
-        f"an incline (tan theta = 0.3), d x({T_END} s)/d mu by jax.grad through "
+        f"A block on an incline (tan theta = 0.3), d x({T_END} s)/d mu by jax.grad through "
         f'`simulate(contact="hard", relaxation=kappa)` at h = {H}, mu from {mus[0]} to '
         f"{mus[-1]}; the closed form jumps by {jump:.4f} m at mu = 0.3. 2-core CPU shared "
         "with other jobs (times indicative only).",
@@ -103,7 +102,8 @@ def main(argv=None):
         "the relaxed roots: compare the sticking side's gradients next to mu = 0.3 (the "
         "smoothing) with the bias far from it (csv: every point).",
     ]
-    (RESULTS / "hard_contact_relaxation.md").write_text("\n".join(lines) + "\n")
+    write_results(args.out / "hard_contact_relaxation", rows, report="\n".join(lines),
+                  formats=("csv", "md"))  # fmt: skip
     try:
         import matplotlib
 
@@ -118,7 +118,7 @@ def main(argv=None):
         ax.set_ylabel("d x(T) / d mu  [m]")
         ax.legend()
         fig.tight_layout()
-        fig.savefig(RESULTS / "hard_contact_relaxation.png", dpi=120)
+        fig.savefig(args.out / "hard_contact_relaxation.png", dpi=120)
     except ImportError:  # pragma: no cover
         pass
     print("\n".join(lines))
