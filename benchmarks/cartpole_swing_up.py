@@ -49,7 +49,6 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
-import importlib
 import time
 import warnings
 from pathlib import Path
@@ -62,6 +61,7 @@ import optax
 
 import jaxmbd as mbd
 from benchmarks._harness import RESULTS  # noqa: E402
+from benchmarks.problems import control_model_path
 
 H = 0.01  # the file's timestep
 KNOT_DT = 0.1
@@ -70,7 +70,7 @@ SIM = dict(formulation="rA", integrator="rkmk")
 
 
 def cartpole_path() -> Path:
-    return Path(importlib.import_module("dm_control").__file__).parent / "suite" / "cartpole.xml"
+    return control_model_path("cartpole")
 
 
 def load_cartpole(path=None, *, angle=np.pi):

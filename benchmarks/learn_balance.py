@@ -77,7 +77,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import importlib
 import json
 import platform
 import time
@@ -93,6 +92,7 @@ from scipy.linalg import expm, solve_discrete_are
 
 import jaxmbd as mbd
 from benchmarks._harness import RESULTS  # noqa: E402
+from benchmarks.problems import control_model_path
 
 H = 0.01  # the file's timestep
 JOINTS = ("slider", "hinge", "hinge2")
@@ -107,8 +107,7 @@ OBS_SCALE = (0.5, 0.1, 0.1, 1.0, 1.0, 1.0)
 
 
 def model_path() -> Path:
-    gym = Path(importlib.import_module("gymnasium").__file__).parent
-    return gym / "envs" / "mujoco" / "assets" / "inverted_double_pendulum.xml"
+    return control_model_path("inverted_double_pendulum")
 
 
 def load_pendulum(path=None):

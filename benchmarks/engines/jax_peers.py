@@ -101,6 +101,7 @@ import numpy as np  # noqa: E402
 
 from benchmarks._harness import RESULTS, ROOT, child, command  # noqa: E402
 from benchmarks.engines import mjx_compatible_model  # noqa: E402
+from benchmarks.problems import ARM3, control_model_path  # noqa: E402
 
 OUT = RESULTS
 MODELS = ("double_pendulum", "arm3", "cartpole")
@@ -163,11 +164,9 @@ def model_file(name: str, tmp: Path) -> dict:
 
         spec = mujoco.MjSpec.from_string(double_pendulum_xml(H, "RK4"))
     elif name == "arm3":
-        spec = mujoco.MjSpec.from_file(str(ROOT / "tests" / "data" / "arm3.xml"))
+        spec = mujoco.MjSpec.from_file(str(ARM3))
     elif name == "cartpole":
-        from benchmarks.problems import control_model_path as model_path
-
-        spec = mujoco.MjSpec.from_file(str(model_path("cartpole")))
+        spec = mujoco.MjSpec.from_file(str(control_model_path("cartpole")))
     else:
         raise ValueError(f"unknown model {name!r}; choose from {MODELS}")
     spec.option.timestep = H

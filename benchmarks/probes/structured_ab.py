@@ -15,21 +15,19 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 
 import jax
 
 import jaxmbd as mbd
+from benchmarks.problems import ARM3
 from jaxmbd._xla_flags import loop_hoisted
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def load(which):
     if which.startswith("chain"):
         return mbd.models.pendulum_chain(int(which[5:]))
     if which == "arm3":
-        return mbd.mjcf.load_robot(ROOT / "tests" / "data" / "arm3.xml")
+        return mbd.mjcf.load_robot(ARM3)
     return getattr(mbd.models, which)()
 
 
