@@ -33,9 +33,9 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks._harness import RESULTS, child  # noqa: E402
-
-RESULTS = RESULTS / "bench_distributed.md"
+# not benchmarks._harness at the top: it imports jaxmbd, which a worker imports only after
+# jax.distributed.initialize
+RESULTS = Path(__file__).resolve().parent / "results" / "bench_distributed.md"
 
 
 # --------------------------------------------------------------------------------------
@@ -153,6 +153,8 @@ def _probe() -> tuple[str, int, str]:
 def launch(nproc: int, devices_per_process: int, args, platform: str) -> dict:
     """Run one configuration: nproc workers; kill them all if one fails or time runs out."""
     port = _free_port()
+    from benchmarks._harness import child
+
     cmd, env = child(__spec__.name, "--worker", "--nproc", nproc, "--port", port,
                      "--platform", platform, "--devices-per-process", devices_per_process,
                      "--batch", args.batch, "--t-end", args.t_end,

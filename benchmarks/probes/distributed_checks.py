@@ -36,8 +36,6 @@ import subprocess
 import sys
 import time
 
-from benchmarks._harness import child  # noqa: E402
-
 
 def worker(check: str, pid: int, port: int, late: float, connect: bool) -> None:
     import equinox as eqx
@@ -182,6 +180,9 @@ def main() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+    # the workers import jax and jaxmbd themselves, after their configuration
+    from benchmarks._harness import child
+
     command, env = child(__spec__.name, *sys.argv[1:], "--worker")
     procs = [subprocess.Popen([*command, str(pid), str(port)], stderr=subprocess.PIPE, text=True,
                               env=env) for pid in range(2)]  # fmt: skip
