@@ -11,6 +11,7 @@ the other engines. Both engines are optional (``pip install -e '.[bench]'``).
 
 from __future__ import annotations
 
+import time
 from typing import NamedTuple
 
 import numpy as np
@@ -138,3 +139,8 @@ def mjx_compatible_model(path, integrator: str = "RK4", h: float = 1e-3, *, limi
     if not limits:
         m.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONSTRAINT
     return m
+
+
+def progress(message: str) -> None:
+    """A progress line on stdout with the wall-clock time (the long comparisons' log)."""
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)

@@ -99,7 +99,7 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 
 from benchmarks._harness import RESULTS, ROOT, command  # noqa: E402
-from benchmarks.engines import mjx_compatible_model  # noqa: E402
+from benchmarks.engines import mjx_compatible_model, progress  # noqa: E402
 from benchmarks.problems import control_model_path as model_path  # noqa: E402
 
 OUT = RESULTS
@@ -155,8 +155,7 @@ PAIRS = [
 ]
 
 
-def _progress(message):
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+_progress = progress
 
 
 # ---------------------------------------------------------------------------- the problem

@@ -100,7 +100,7 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 
 from benchmarks._harness import RESULTS, ROOT, child, command  # noqa: E402
-from benchmarks.engines import mjx_compatible_model  # noqa: E402
+from benchmarks.engines import mjx_compatible_model, progress  # noqa: E402
 from benchmarks.problems import ARM3, control_model_path  # noqa: E402
 
 OUT = RESULTS
@@ -119,8 +119,7 @@ JAXSIM_GRAD_MODELS = ("arm3",)
 CARTPOLE_START = (np.array([0.0, 0.3]), np.array([0.2, 0.0]))
 
 
-def _progress(message):
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+_progress = progress
 
 
 def timed(fn, repeats: int):
