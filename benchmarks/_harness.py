@@ -34,6 +34,7 @@ import jax
 # before anything starts JAX's backend (machine() does): importing jaxmbd sets XLA's
 # small-loop threshold and one BLAS thread, which it cannot do once the backend runs
 import jaxmbd  # noqa: F401, E402
+from benchmarks._tests import from_tests  # noqa: E402, F401  (re-exported)
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -302,21 +303,6 @@ def _jsonable(x):
     if hasattr(x, "tolist"):
         return x.tolist()
     return str(x)
-
-
-# ---- test helpers outside the test suite ----------------------------------------------------
-def from_tests(name: str):
-    """A module of ``tests/`` (``references``: the scipy reference solutions), imported by
-    its path and cached in ``sys.modules`` under ``name``."""
-    import importlib.util
-
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, TESTS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 _START = time.perf_counter()

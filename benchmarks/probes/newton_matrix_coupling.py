@@ -14,22 +14,23 @@ import argparse
 
 import numpy as np
 
-import jaxmbd as mbd
-from benchmarks._harness import from_tests
-
-MODELS = [
-    ("double_pendulum", mbd.models.double_pendulum),
-    ("slider_crank", mbd.models.slider_crank),
-    ("chain4 (spherical)", lambda: mbd.models.pendulum_chain(4)),
-]
+from benchmarks._tests import from_tests
 
 
 def main(argv=None):
     argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     ).parse_args(argv)
-    from_tests("conftest")  # the test module imports its helpers
+    # the tests' conftest first: it configures jax's compilation cache before jax loads
+    from_tests("conftest")
     _step_matrices = from_tests("test_small_structured")._step_matrices
+    import jaxmbd as mbd
+
+    MODELS = [
+        ("double_pendulum", mbd.models.double_pendulum),
+        ("slider_crank", mbd.models.slider_crank),
+        ("chain4 (spherical)", lambda: mbd.models.pendulum_chain(4)),
+    ]
     for name, make in MODELS:
         model = make()
         nb = model.nb
