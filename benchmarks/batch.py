@@ -36,7 +36,16 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks._harness import RESULTS, child, command, from_tests, log, seconds, write_csv  # noqa: E402
+from benchmarks._harness import (  # noqa: E402
+    RESULTS,
+    child,
+    command,
+    footer,
+    from_tests,
+    log,
+    seconds,
+    write_csv,
+)
 
 OUT = RESULTS / "batch"
 
@@ -295,7 +304,7 @@ def write_outputs(rows, args, elapsed):
             f"| {_fmt_ratio(r.get('ratio_to_smaller'))} | {r['compile_s']:.1f} "
             f"| {r['max_error']:.2e} | {r['newton_iterations']:.2f} |"
         )
-    (out / "bench_batch.md").write_text("\n".join(lines) + "\n")
+    (out / "bench_batch.md").write_text("\n".join(lines) + "\n\n" + footer())
     print("\n".join(lines))
 
 

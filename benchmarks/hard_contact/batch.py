@@ -41,7 +41,13 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxmbd as mbd  # noqa: E402
-from benchmarks._harness import RESULTS, command, machine, time_call, write_results  # noqa: E402  (imports jaxmbd first)
+from benchmarks._harness import (  # noqa: E402
+    RESULTS,
+    command,
+    machine,
+    time_call,
+    write_results,
+)
 from benchmarks.problems import ball, broadcast, cube, member  # noqa: E402
 
 G = 9.81
