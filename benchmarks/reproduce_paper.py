@@ -22,7 +22,6 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import jax
 import matplotlib
@@ -33,10 +32,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 import jaxmbd as mbd  # noqa: E402
 from benchmarks import _harness  # noqa: E402
-from benchmarks._harness import RESULTS, machine, time_call  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[1]
-from benchmarks._harness import from_tests  # noqa: E402
+from benchmarks._harness import RESULTS, ROOT, from_tests, machine, time_call  # noqa: E402
 
 references = from_tests("references")
 
