@@ -1,0 +1,135 @@
+"""Actuators (:mod:`jaxmbd.actuators`) on joint coordinates."""
+
+from __future__ import annotations
+
+import math
+from typing import Self
+
+import jax.numpy as jnp
+import numpy as np
+
+from .._values import (
+    _numbers,
+)
+from ..actuators import ACTUATOR_KINDS, Actuators, gains_of_kind
+from ..errors import ModelError
+
+
+class _ActuatorBuilder:
+    """The actuator methods of :class:`~jaxmbd.ModelBuilder`."""
+
+    def add_actuator(
+        self, name, *, joint, kind, gear=1.0, ctrl_range=None, force_range=None, kp=None,
+        kv=None, gain=None, bias=None,
+    ) -> Self:  # fmt: skip
+        """An actuator driving the coordinate of the revolute or translational ``joint``, or
+        one coordinate of a cylindrical joint, ``joint="<joint>.slide"`` (force along its
+        axis) or ``"<joint>.angle"`` (torque about it) (:mod:`jaxmbd.actuators`): ``kind``
+        "motor" (force gear u), "position" (``kp``, optional ``kv``: kp (u - L) - kv L_dot),
+        "velocity" (``kv``: kv (u - L_dot)) or
+        "general" (``gain`` u + ``bias`` . (1, L, L_dot)), with L = gear q. ``ctrl_range``
+        and ``force_range`` = (lower, upper) clamp the control and the force (MuJoCo's
+        ``ctrllimited``, ``forcelimited``); None: unlimited (one side None: unlimited
+        there). Controls are given to
+        :func:`~jaxmbd.simulate` (``controls=``) in the order actuators are added."""
+        where = f"actuator '{name}'"
+        if not isinstance(name, str) or not name:
+            raise ModelError(f"actuator name: expected a non-empty string, got {name!r}")
+        if any(a["name"] == name for a in self._actuators):
+            raise ModelError(f"{where}: duplicate actuator name")
+        if kind not in ACTUATOR_KINDS:
+            raise ModelError(f"{where}.kind: expected one of {ACTUATOR_KINDS}, got {kind!r}")
+        known = self._scalar_coordinates()
+        spec = next((j for j in self._joints if j.name == joint), None)
+        if spec is None and joint not in known:
+            raise ModelError(f"{where}.joint: no joint {joint!r}; actuated joints can be {known}")
+        if spec is not None and spec.kind == "cylindrical":
+            raise ModelError(
+                f"{where}.joint: '{joint}' is cylindrical; actuate one of its coordinates, "
+                f"'{joint}.slide' or '{joint}.angle'"
+            )
+        if spec is not None and spec.kind not in ("revolute", "translational"):
+            raise ModelError(
+                f"{where}.joint: '{joint}' is {spec.kind}; actuators drive revolute and "
+                "translational joints and the coordinates of cylindrical joints "
+                "('<joint>.slide', '<joint>.angle')"
+            )
+
+        def number(key, value, *, positive=False, required=False):
+            if value is None:
+                if required:
+                    raise ModelError(f"{where}: kind {kind!r} needs {key}=")
+                return 0.0
+            x = _numbers(value, where=f"{where}.{key}", expected="a number")
+            if x.shape != () or (positive and not x > 0):
+                raise ModelError(f"{where}.{key}: expected a positive number, got {value!r}")
+            return float(x)
+
+        def span(key, value):
+            if value is None:
+                return (-math.inf, math.inf)
+            # one side may be None: unbounded there
+            if isinstance(value, list | tuple) and len(value) == 2 and None in value:
+                bounds = [-math.inf if value[0] is None else value[0],
+                          math.inf if value[1] is None else value[1]]  # fmt: skip
+                finite = [x for x in value if x is not None]
+                if finite:
+                    _numbers(finite, where=f"{where}.{key}", expected="(lower, upper)")
+                lo_hi = np.asarray(bounds, dtype=np.float64)
+            else:
+                lo_hi = _numbers(value, where=f"{where}.{key}", expected="(lower, upper)")
+            if lo_hi.shape != (2,) or not lo_hi[0] <= lo_hi[1]:
+                raise ModelError(f"{where}.{key}: expected (lower, upper), lower <= upper, "
+                                 f"got {value!r}")  # fmt: skip
+            return (float(lo_hi[0]), float(lo_hi[1]))
+
+        gear_value = number("gear", gear)
+        if gear_value == 0.0:
+            raise ModelError(f"{where}.gear: must be non-zero")
+        options = {"kp": (kp, ("position",)), "kv": (kv, ("position", "velocity")),
+                   "gain": (gain, ("general",)), "bias": (bias, ("general",))}  # fmt: skip
+        for key, (value, used) in options.items():
+            if value is not None and kind not in used:
+                raise ModelError(f"{where}.{key}: not an option of kind {kind!r}")
+        kp_value = number("kp", kp, positive=True, required=kind == "position")
+        kv_value = number("kv", kv, positive=True, required=kind == "velocity")
+        gain_value = number("gain", gain, required=kind == "general")
+        bias_value = (0.0, 0.0, 0.0)
+        if bias is not None:
+            b = _numbers(bias, where=f"{where}.bias", expected="(b0, b1, b2)")
+            if b.shape != (3,):
+                raise ModelError(f"{where}.bias: expected (b0, b1, b2), got {bias!r}")
+            bias_value = tuple(float(x) for x in b)
+        self._actuators.append(
+            dict(name=name, joint=joint, kind=kind, gear=gear_value, kp=kp_value, kv=kv_value,
+                 gain=gain_value, bias=bias_value, ctrl=span("ctrl_range", ctrl_range),
+                 force=span("force_range", force_range))
+        )  # fmt: skip
+        return self
+
+    def _actuator_element(self, joints) -> tuple:
+        """The :class:`~jaxmbd.actuators.Actuators` element (none: empty)."""
+        if not self._actuators:
+            return ()
+        by_name = {d.name: d for d in joints}
+        gains = [gains_of_kind(a["kind"], kp=a["kp"], kv=a["kv"], gain=a["gain"],
+                               bias=a["bias"]) for a in self._actuators]  # fmt: skip
+
+        def column(values):
+            return jnp.asarray(values, dtype=jnp.float64)
+
+        return (
+            Actuators(
+                actuator_names=tuple(a["name"] for a in self._actuators),
+                kinds=tuple(a["kind"] for a in self._actuators),
+                joints=tuple(by_name[a["joint"]] for a in self._actuators),
+                gear=column([a["gear"] for a in self._actuators]),
+                gain=column([g for g, _ in gains]),
+                bias=column([b for _, b in gains]),
+                ctrl_lower=column([a["ctrl"][0] for a in self._actuators]),
+                ctrl_upper=column([a["ctrl"][1] for a in self._actuators]),
+                force_lower=column([a["force"][0] for a in self._actuators]),
+                force_upper=column([a["force"][1] for a in self._actuators]),
+                controls=jnp.zeros(len(self._actuators)),
+            ),
+        )

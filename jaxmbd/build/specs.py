@@ -1,0 +1,68 @@
+"""What the builder records before :meth:`~jaxmbd.ModelBuilder.build`: bodies, GCONs and
+joints by name."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import jax.numpy as jnp
+import numpy as np
+
+from ..drivers import Expression
+from ..geometry import Shape
+from ..joints import JointDefinition
+
+
+@dataclass
+class _BodySpec:
+    name: str
+    mass: float
+    inertia: np.ndarray
+    r: np.ndarray
+    A: np.ndarray
+    rdot: np.ndarray
+    omega: np.ndarray
+    shapes: tuple[Shape, ...] = ()
+
+
+@dataclass
+class _GconSpec:
+    name: str
+    kind: str
+    body_i: str
+    body_j: str
+    vectors: dict[str, np.ndarray]
+    f: Expression | float
+    joint: str
+
+
+@dataclass
+class _JointSpec:
+    """A joint's frames in its bodies' frames (they coincide where drawn) and convention."""
+
+    name: str
+    kind: str
+    body_i: str
+    body_j: str
+    s_bar_i: np.ndarray
+    s_bar_j: np.ndarray
+    frame_i: np.ndarray
+    frame_j: np.ndarray
+    offset: np.ndarray
+    sign: tuple[int, ...]
+    q_start: np.ndarray
+
+    def definition(self, index: dict[str, int]) -> JointDefinition:
+        return JointDefinition(
+            name=self.name,
+            kind=self.kind,
+            body_i=index[self.body_i],
+            body_j=index[self.body_j],
+            s_bar_i=jnp.asarray(self.s_bar_i),
+            s_bar_j=jnp.asarray(self.s_bar_j),
+            frame_i=jnp.asarray(self.frame_i),
+            frame_j=jnp.asarray(self.frame_j),
+            offset=jnp.asarray(self.offset, dtype=jnp.float64).reshape(-1),
+            q_start=jnp.asarray(self.q_start, dtype=jnp.float64).reshape(-1),
+            sign=self.sign,
+        )
