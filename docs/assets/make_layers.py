@@ -18,14 +18,18 @@ LAYERS = [
         "float64 and XLA settings, elementwise products, body graph, errors",
         "#f0f0f0",
     ),
-    ("Lie groups, rotations", "SO(3), SE(3), Euler parameters and angles", "#dbe9f6"),
+    (
+        "Lie groups, rotations, GCONs",
+        "SO(3), SE(3), Euler parameters and angles; GCON kernels DP1 DP2 D CD",
+        "#dbe9f6",
+    ),
     (
         "model types",
         "Model pytree, joints and joint coordinates, drivers, shapes, markers",
         "#c6dbef",
     ),
     ("solvers", "linear: dense, small, Schur, structured; Newton, line search", "#fdd0a2"),
-    ("constraints", "GCON kernels DP1 DP2 D CD, equations Φ G ν γ, redundancy", "#9ecae1"),
+    ("constraints", "equations Φ G ν γ of a model, redundancy", "#9ecae1"),
     (
         "forces, contact, sensors",
         "force elements, joint forces, contact, sensors, actuators",
