@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import abc
 import functools
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import equinox as eqx
 import jax
@@ -237,10 +237,25 @@ class AbstractJointForce(AbstractForce):
     :meth:`joint_force`, when the force also needs the velocity part of q_ddot)."""
 
     joints: eqx.AbstractVar[tuple[JointDefinition, ...]]
+    #: Model files store joint forces with their joints (:meth:`joint_entries`).
+    file_section: ClassVar[str] = "joints"
 
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(d.name for d in self.joints)
+
+    @classmethod
+    def family(cls):
+        return AbstractJointForce
+
+    @classmethod
+    def combined(cls, elements, t, state: BodyState):
+        return joint_forces_together(elements, t, state)
+
+    def joint_entries(self) -> dict[str, dict]:
+        """The element's keys of each joint's model-file entry, by joint name (none by
+        default: the element is stored elsewhere in the file)."""
+        return {}
 
     @abc.abstractmethod
     def generalised_force(self, t, q, qdot):

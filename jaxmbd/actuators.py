@@ -31,6 +31,7 @@ reaches them.
 from __future__ import annotations
 
 import dataclasses
+from typing import ClassVar
 
 import equinox as eqx
 import jax
@@ -61,6 +62,8 @@ class Actuators(AbstractJointForce):
     force_lower: jax.Array
     force_upper: jax.Array
     controls: jax.Array
+    #: Model files store actuators in their own list (``"actuators"``).
+    file_section: ClassVar[str] = "actuators"
 
     @property
     def nu(self) -> int:

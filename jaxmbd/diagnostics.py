@@ -16,8 +16,6 @@ from . import _config  # noqa: F401
 from .equations import constraint_values, rA_terms
 from .forces import (
     BodyState,
-    SpringDamper,
-    _point_kinematics,
     added_kinetic_energy,
     added_mass,
     adds_mass,
@@ -64,24 +62,15 @@ def _energy(model, r, A, rdot, omega):
 
         kinetic = kinetic + jax.vmap(rotor)(r, A, rdot, omega)
     potential = -jnp.einsum("b,i,tbi->t", model.mass, model.gravity, r)
-    for force in model.forces:
-        if isinstance(force, SpringDamper):
+    for force in model.forces:  # elements that store energy (springs, contacts, ...)
 
-            def spring(r, A, force=force):
-                state = BodyState(r, A, jnp.zeros_like(r), jnp.zeros_like(r))
-                p, _ = _point_kinematics(state, force.body_i, force.s_bar_p_i)
-                q, _ = _point_kinematics(state, force.body_j, force.s_bar_q_j)
-                length = jnp.linalg.norm(q - p)
-                return 0.5 * force.stiffness * (length - force.rest_length) ** 2
+        def stored(r, A, force=force):
+            zero = jnp.zeros_like(r)
+            return force.potential_energy(BodyState(r, A, zero, zero))
 
-            potential = potential + jax.vmap(spring)(r, A)
-        elif hasattr(force, "potential_energy"):  # e.g. contacts' elastic energy
-
-            def stored(r, A, force=force):
-                zero = jnp.zeros_like(r)
-                return force.potential_energy(BodyState(r, A, zero, zero))
-
-            potential = potential + jax.vmap(stored)(r, A)
+        energy = jax.vmap(stored)(r, A)  # None where the element stores none
+        if energy is not None:
+            potential = potential + energy
     return Energy(kinetic, potential, kinetic + potential)
 
 
