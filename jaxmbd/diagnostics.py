@@ -20,6 +20,7 @@ from .forces import (
     added_mass,
     adds_mass,
 )
+from .formulations import formulation_named, get_formulation, rotmat
 from .model import Model
 from .solution import Solution
 
@@ -96,16 +97,12 @@ def angular_momentum(model: Model, sol: Solution, point=(0.0, 0.0, 0.0)):
 def _director(sol) -> bool:
     """Whether ``sol`` holds director coordinates (capability ``director_coordinates``),
     whose redundant velocities carry the exactly conserved invariants."""
-    from .formulations import formulation_named
-
     form = formulation_named(sol.formulation)
     own = sol.q is not None and sol.v is not None
     return form is not None and form.director_coordinates and own
 
 
 def _director_q(sol):
-    from .formulations import get_formulation
-
     return get_formulation(sol.formulation), (sol.q[:, :, :3], sol.q[:, :, 3:])
 
 
@@ -382,14 +379,10 @@ def orthogonality_multipliers(model: Model, sol: Solution, *, method: str = "two
     """The symmetric multipliers Lambda_i (T, nb, 3, 3) of the orthogonality constraints
     R_i^T R_i = I along a ``rotmat`` Solution (Dumitriu & Margaritescu eqs. 9 and 25), see
     :func:`jaxmbd.formulations.rotmat.orthogonality_multipliers`."""
-    from .formulations.rotmat import orthogonality_multipliers as _lambda
-
-    return _lambda(model, sol, method=method)
+    return rotmat.orthogonality_multipliers(model, sol, method=method)
 
 
 def orthogonality_error(sol: Solution):
     """||R_i^T R_i - I||_F (T, nb) of a ``rotmat`` Solution (the drift of the quadratic
     orthogonality constraints; no stabilisation)."""
-    from .formulations.rotmat import orthogonality_error as _error
-
-    return _error(sol)
+    return rotmat.orthogonality_error(sol)
