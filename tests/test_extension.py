@@ -148,3 +148,45 @@ def test_sensor_kind_from_outside():
     # through simulate (sol.sensors[name]), save/load and policies' observations, once the
     # sensor records make that possible.
     pytest.skip("placeholder: a sensor kind from outside the package")
+
+
+def test_unknown_types_in_model_files_name_the_known_ones(tmp_path):
+    import json
+
+    model = _resting_ball(mbd.contact.LinearSpringDamper(), z0=0.05)
+    doc = json.loads(mbd.save_model(model, tmp_path / "m.json").read_text())
+    doc["contacts"][0]["law"] = {"type": "no_such_law"}
+    (tmp_path / "law.json").write_text(json.dumps(doc))
+    with pytest.raises(mbd.ModelFileError, match=r"contacts\[0\]\.law.*'hunt_crossley'"):
+        mbd.load_model(tmp_path / "law.json")
+    doc["contacts"][0]["law"] = {"type": "linear"}
+    doc["forces"] = [{"name": "f", "type": "no_such_force"}]
+    (tmp_path / "force.json").write_text(json.dumps(doc))
+    with pytest.raises(mbd.ModelFileError, match=r"forces\[0\]\.type.*'spring_damper'"):
+        mbd.load_model(tmp_path / "force.json")
+
+
+def test_pairs_with_different_laws_each_follow_their_own():
+    from jaxmbd.forces import BodyState
+
+    def model(laws):
+        b = mbd.ModelBuilder("two balls", gravity=(0.0, 0.0, -9.81))
+        for k in range(len(laws)):
+            b.add_body(f"ball{k}", mass=1.0, inertia=[4e-4] * 3, r=(k, 0.0, 0.049),
+                       rdot=(0.0, 0.0, -0.1), shapes=[mbd.geometry.sphere(0.05)])  # fmt: skip
+        b.add_ground_plane()
+        for k, law in enumerate(laws):
+            b.add_contact(f"ball{k}", "ground", friction=0.5, stiffness=1e4, damping=20.0,
+                          law=law)  # fmt: skip
+        return b.build()
+
+    def normal_forces(m):
+        state = BodyState(m.r0, m.A0, m.rdot0, m.omega0)
+        return np.asarray(m.contacts.slots(state).normal_force)
+
+    linear = mbd.contact.LinearSpringDamper()
+    both = model([None, linear])
+    assert len(both.contacts.laws) == 2 and both.contacts.pair_law == (0, 1)
+    hc, lin = normal_forces(model([None])), normal_forces(model([linear]))
+    np.testing.assert_array_equal(normal_forces(both), np.concatenate([hc, lin]))
+    np.testing.assert_allclose(lin, 1e4 * 1e-3 + 20.0 * 0.1, rtol=1e-12)  # k delta + c v
