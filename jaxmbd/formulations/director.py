@@ -151,9 +151,7 @@ class Director(AbstractAutodiffFormulation):
     def nonconservative_forces(self, model, q, v, t):
         """Generalised forces of every applied force except gravity and springs' stiffness
         (spring damping, point forces, torques, user laws), shape (nb, 12)."""
-        forces = tuple(
-            f if (rest := f.without_potential()) is None else rest for f in model.forces
-        )
+        forces = tuple(f if (rest := f.without_potential()) is None else rest for f in model.forces)
         return self._generalised(model, forces, jnp.zeros(3), q, v, t)
 
     def generalized_forces(self, model, q, v, t):
