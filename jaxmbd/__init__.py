@@ -64,6 +64,7 @@ from .newton import (
     ReusedNewton,
 )
 from .redundancy import REDUNDANCY_RTOL, Redundancy, find_redundancy
+from .sensors import SensorInput, SensorKind, SensorMount, register_sensor_kind
 from .simulation import simulate
 from .solution import Solution
 from .statics import Equilibrium, static_equilibrium
@@ -130,6 +131,10 @@ __all__ = [
     "mjcf",
     "plot",
     "sensors",
+    "SensorInput",
+    "SensorKind",
+    "SensorMount",
+    "register_sensor_kind",
     "markers",
     "get_formulation",
     "hat",
