@@ -25,7 +25,7 @@ from . import _config  # noqa: F401
 from ._small import mm
 from .equations import take_rows
 from .forces import AbstractForce, BodyState
-from .joints import JointDefinition, _geometric, _relative
+from .joints import JOINT_KINDS, JointDefinition, _geometric, _relative
 from .lie import hat
 
 #: Joint kinds with one coordinate that a joint force acts along.
@@ -45,12 +45,11 @@ def coordinate_views(joints: tuple[JointDefinition, ...]) -> tuple[JointDefiniti
     dynamics and actuators on either coordinate."""
     out = []
     for d in joints:
-        if d.kind != "cylindrical":
-            continue
-        for k, (suffix, kind) in enumerate(CYLINDRICAL_VIEWS):
+        spec = JOINT_KINDS.get(d.kind)
+        for k, (suffix, view) in enumerate(() if spec is None else spec.views):
             out.append(
                 JointDefinition(
-                    name=f"{d.name}.{suffix}", kind=kind, body_i=d.body_i, body_j=d.body_j,
+                    name=f"{d.name}.{suffix}", kind=view.name, body_i=d.body_i, body_j=d.body_j,
                     s_bar_i=d.s_bar_i, s_bar_j=d.s_bar_j, frame_i=d.frame_i,
                     frame_j=d.frame_j, offset=d.offset[k : k + 1],
                     q_start=d.q_start[k : k + 1], sign=(d.sign[k],),

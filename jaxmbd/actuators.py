@@ -38,11 +38,12 @@ import jax
 import jax.numpy as jnp
 
 from . import _config  # noqa: F401
+from ._actuator_kinds import ACTUATOR_KIND_NAMES, actuator_kind
 from ._joint_forces import AbstractJointForce
 from .joints import JointDefinition
 
 #: The actuator kinds of :meth:`~jaxmbd.ModelBuilder.add_actuator`.
-ACTUATOR_KINDS = ("motor", "position", "velocity", "general")
+ACTUATOR_KINDS = ACTUATOR_KIND_NAMES
 
 
 class Actuators(AbstractJointForce):
@@ -178,10 +179,4 @@ def policy_controls(model, policy, t, state_rAvw, *, where: str = "simulate", ke
 
 def gains_of_kind(kind: str, *, kp, kv, gain, bias) -> tuple[float, tuple[float, float, float]]:
     """(gain, bias) of an actuator kind (the module docstring's table)."""
-    if kind == "motor":
-        return 1.0, (0.0, 0.0, 0.0)
-    if kind == "position":
-        return kp, (0.0, -kp, -kv)
-    if kind == "velocity":
-        return kv, (0.0, 0.0, -kv)
-    return gain, tuple(bias)
+    return actuator_kind(kind).gains(kp=kp, kv=kv, gain=gain, bias=bias)

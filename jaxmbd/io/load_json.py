@@ -10,6 +10,7 @@ from ..contact import law_from_json
 from ..drivers import ExpressionError
 from ..errors import ModelError, ModelFileError
 from ..forces import FORCE_TYPES
+from ..joints import JOINT_KINDS
 from ..model import Model, ModelBuilder
 from ._read import _add_gcon, _Entry, _get, _list, _object, _string
 from .schema import (
@@ -251,13 +252,14 @@ def _joint_force_options(joint: dict, kind: str, path, where: str) -> dict:
     """The limit and joint-dynamics options of a joint entry; refused (naming the key) on
     joints without a scalar coordinate."""
     options = {key: joint[key] for key in _JOINT_FORCE_KEYS if key in joint}
-    if options and kind not in ("revolute", "translational"):
+    spec = JOINT_KINDS.get(kind)
+    if options and not (spec is not None and spec.one_coordinate):
         raise ModelFileError(
             path,
             f"{where}.{next(iter(options))}",
             f"limits and joint dynamics act on revolute and translational joints, not {kind}"
             + ("; give a cylindrical joint's under 'slide' and 'angle'"
-               if kind == "cylindrical" else ""),
+               if spec is not None and spec.views else ""),
         )  # fmt: skip
     return options
 
@@ -279,7 +281,8 @@ def _coordinate_options(joint: dict, kind: str, path, where: str) -> dict:
     """A cylindrical joint entry's per-coordinate options {"slide": {...}, "angle": {...}}
     (checked: objects with the limit and dynamics keys); refused on other joints."""
     found = {key: joint[key] for key in _CYLINDRICAL_KEYS if key in joint}
-    if found and kind != "cylindrical":
+    spec = JOINT_KINDS.get(kind)
+    if found and not (spec is not None and spec.views):
         raise ModelFileError(
             path, f"{where}.{next(iter(found))}",
             f"per-coordinate options ('slide', 'angle') belong to cylindrical joints, not {kind}",

@@ -10,10 +10,12 @@ from pathlib import Path
 
 import numpy as np
 
-from .._joint_forces import CYLINDRICAL_VIEWS, AbstractJointForce
+from .._actuator_kinds import actuator_kind
+from .._joint_forces import AbstractJointForce
 from ..actuators import Actuators
 from ..contact import HuntCrossley
 from ..drivers import program_to_source
+from ..joints import joint_kind
 from ..model import GROUND, Model
 from .schema import _CONTACT_NUMBERS, _JOINT_FRAME_FIELDS, FORMAT
 
@@ -123,8 +125,8 @@ def save_model(model: Model, path, *, solver: dict | None = None) -> Path:
                 **joint_forces.get(d.name, {}),
                 **{
                     suffix: joint_forces[f"{d.name}.{suffix}"]
-                    for suffix, _ in CYLINDRICAL_VIEWS
-                    if d.kind == "cylindrical" and f"{d.name}.{suffix}" in joint_forces
+                    for suffix, _ in joint_kind(d.kind).views
+                    if f"{d.name}.{suffix}" in joint_forces
                 },
             }
             for d in model.joints
@@ -203,12 +205,7 @@ def _actuators_to_json(actuators: Actuators) -> list[dict]:
         gain, bias = float(actuators.gain[k]), [float(x) for x in actuators.bias[k]]
         entry = {"name": name, "joint": actuators.joints[k].name, "kind": kind,
                  "gear": float(actuators.gear[k])}  # fmt: skip
-        if kind == "position":
-            entry.update(kp=gain, **({"kv": -bias[2]} if bias[2] else {}))
-        elif kind == "velocity":
-            entry["kv"] = gain
-        elif kind == "general":
-            entry.update(gain=gain, bias=bias)
+        entry.update(actuator_kind(kind).to_options(gain, bias))
         for key, lower, upper in (
             ("ctrl_range", actuators.ctrl_lower[k], actuators.ctrl_upper[k]),
             ("force_range", actuators.force_lower[k], actuators.force_upper[k]),
