@@ -66,7 +66,7 @@ from .._jit import jit
 from .._min_norm import min_norm_solve
 from .._step_status import as_status, finite_status, first_failure
 from ..equations import constraint_values
-from ..forces import SpringDamper, adds_mass
+from ..forces import adds_mass
 from ..formulations import director_pairs as pairs
 from ..lie import so3_exp
 from ..linear import small
@@ -292,7 +292,8 @@ def _newton(newton, max_iter):
 
 
 def _has_springs(model) -> bool:
-    return any(isinstance(f, SpringDamper) for f in model.forces)
+    """Whether an element splits off a potential (a spring) for the discrete gradient."""
+    return any(f.without_potential() is not None for f in model.forces)
 
 
 def discrete_force(form, model, x0, x1, h, t_mid):

@@ -44,8 +44,7 @@ def _topology(model: Model):
     bodies = np.asarray(model.constraint_bodies, dtype=int).reshape(-1, 2)
     force_bodies = []
     for force in model.forces:
-        found = [getattr(force, k) for k in ("body", "body_i", "body_j") if hasattr(force, k)]
-        found = tuple(sorted({int(b) for b in found if int(b) < nb}))
+        found = tuple(sorted({int(b) for b in (force.bodies or ()) if int(b) < nb}))
         force_bodies.append(found if found else tuple(range(nb)))  # unknown: all coupled
     return (nb, tuple(map(tuple, bodies)), tuple(model.constraint_joints), tuple(force_bodies))
 
