@@ -11,11 +11,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._results import RESULT_ITEMS, RESULTS, code_message
+from ._results import NONFINITE, RESULT_ITEMS, RESULTS, SUCCESS, code_message
 from .equations import constraint_values, rA_terms
 from .errors import AssemblyWarning, SolverError
 from .model import Model
-from .newton import NONFINITE, SUCCESS
 
 logger = logging.getLogger("jaxmbd")
 

@@ -367,8 +367,8 @@ def with_full_multipliers(outs, kept, model, h, save_every: int = 1):
 
 @jit
 def _mark_drift(model, r, A, t, status):
+    from ._results import ILL_CONDITIONED, SUCCESS
     from .equations import constraint_values
-    from .newton import ILL_CONDITIONED, SUCCESS
 
     rows = np.asarray(model.redundancy.dropped)
     length = model.redundancy.length

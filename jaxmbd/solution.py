@@ -226,16 +226,16 @@ class Solution(eqx.Module):
     def result(self):
         """The run's :class:`~jaxmbd.RESULTS` item: ``RESULTS.successful`` when every step
         converged, else the status of the first failed step (one per member of a batch)."""
-        from ._results import first_failure
+        from ._results import first_failed_step
 
-        return first_failure(self.status)[0]
+        return first_failed_step(self.status)[0]
 
     @property
     def failed_step(self):
         """Index of the first failed step (-1 when none; one per member of a batch)."""
-        from ._results import first_failure
+        from ._results import first_failed_step
 
-        return first_failure(self.status)[1]
+        return first_failed_step(self.status)[1]
 
     _ARRAYS = (
         "t",

@@ -43,14 +43,14 @@ from typing import ClassVar, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from .._results import SUCCESS, as_status, first_failure
 from .._rigid_body import euler_tensor
 from .._small import mm, mtm, mv, row_vec_mat
-from .._step_status import first_failure, first_failure_along
 from ..equations import constraint_values
 from ..forces import BodyState, adds_mass, applied_forces
 from ..lie import hat, vee
 from ..linear import small
-from ..newton import SUCCESS, solve_with_condition
+from ..newton import solve_with_condition
 from .base import AbstractFormulation, index1_from_equations
 from .index1 import Index1Solution, Index1System, solve_index1
 
@@ -306,7 +306,8 @@ class Rotmat(AbstractFormulation):
         K_inv = q.A0 @ K_bar_inv @ _mT(q.A0)
         d, Q_bar = jnp.linalg.eigh(jax.lax.stop_gradient(K_bar_inv))
         Q = jax.lax.stop_gradient(q.A0) @ Q_bar
-        return RotmatConstants(model.mass, q.g0, K_inv, Q, d, first_failure_along(statuses))
+        status = first_failure(as_status(statuses), axis=0)
+        return RotmatConstants(model.mass, q.g0, K_inv, Q, d, status)
 
     def poinsot_tensors(self, model, q):
         """K_G at t = 0 in the inertial basis, (nb, 3, 3) (eqs. 10-11, 15)."""

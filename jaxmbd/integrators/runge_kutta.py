@@ -46,9 +46,9 @@ import jax
 import jax.numpy as jnp
 
 from .. import _config  # noqa: F401
-from .._step_status import as_status, finite_status, first_failure
+from .._results import SUCCESS, as_status, finite_status, first_failure
 from ..formulations.index1 import index1_system, solve_index1
-from ..newton import SUCCESS, NewtonInfo, solve_with_condition
+from ..newton import NewtonInfo, solve_with_condition
 from .base import (
     BLOCK_SOLVERS,
     LINEAR_SOLVERS,
