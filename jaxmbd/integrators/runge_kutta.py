@@ -130,7 +130,7 @@ class RungeKutta(AbstractIntegrator):
     and "auto" is "small" on the CPU up to :data:`TWO_STEP_SMALL_MAX` unknowns
     (12 nb + nc): the joint system W in the elementwise kernels and rotmat's products
     elementwise, the step one native loop; same bench, ``--paths "rk rotmat"``, two
-    rounds, steps per CPU-second: double pendulum 4.9k-7.8k (229e4c5, not hoisted, every
+    rounds, steps per CPU-second: double pendulum 4.9k-7.8k (before the step was hoisted, every
     solver) -> 16.0k, 16.4k, the paper's bar double pendulum 4.9k-8.2k -> 24.5k, 29.2k).
     """
 
