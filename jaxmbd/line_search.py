@@ -31,7 +31,7 @@ import jax
 import jax.numpy as jnp
 
 from . import _config  # noqa: F401
-from ._results import MAX_ITERATIONS, NONFINITE, SUCCESS, as_status, first_failure
+from ._results import NONFINITE, SUCCESS, as_status, first_failure
 from .newton import (
     AbstractNewton,
     LinearSolution,
@@ -44,6 +44,7 @@ from .newton import (
     step_test,
 )
 from .newton._convergence import allowed_step, converged
+from .newton._iterate import solve_outcome
 from .newton._linear import as_solution, is_custom_solve, matrix_status
 
 ARMIJO = 1e-4  # sufficient decrease of the merit, per unit step length
@@ -147,6 +148,5 @@ class LineSearchNewton(AbstractNewton):
         init = _Carry(x0, F0, zero, jnp.asarray(False), as_status(SUCCESS),
                       jnp.asarray(jnp.inf, F0.dtype))  # fmt: skip
         out = jax.lax.while_loop(cond, body, init)
-        status = jnp.where((out.status == SUCCESS) & ~out.done, MAX_ITERATIONS, out.status)
-        status = jnp.where((status == SUCCESS) & ~jnp.all(jnp.isfinite(out.F)), NONFINITE, status)
+        status = solve_outcome(out.status, out.done, jnp.all(jnp.isfinite(out.F)))
         return out.x, NewtonInfo(out.k, status, jnp.linalg.norm(out.F), out.step), state

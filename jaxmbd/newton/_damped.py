@@ -8,9 +8,9 @@ import jax
 import jax.numpy as jnp
 
 from .. import _config  # noqa: F401
-from .._results import MAX_ITERATIONS, NONFINITE, SUCCESS, as_status, first_failure
+from .._results import NONFINITE, SUCCESS, as_status, first_failure
 from ._convergence import allowed_step, default_scale, residual_test, step_test
-from ._iterate import NewtonInfo
+from ._iterate import NewtonInfo, solve_outcome
 from ._linear import (
     LinearSolution,
     as_solution,
@@ -87,8 +87,7 @@ class DampedNewton(AbstractNewton):
         init = (x0, jnp.asarray(0), jnp.asarray(jnp.inf, x0.dtype), as_status(SUCCESS),
                 jnp.asarray(jnp.inf, x0.dtype), jnp.asarray(False))  # fmt: skip
         x, k, step, status, res_norm, converged = jax.lax.while_loop(cond, body, init)
-        status = jnp.where((status == SUCCESS) & ~converged, MAX_ITERATIONS, status)
-        status = jnp.where((status == SUCCESS) & ~jnp.isfinite(res_norm), NONFINITE, status)
+        status = solve_outcome(status, converged, jnp.isfinite(res_norm))
         return x, NewtonInfo(k, status, res_norm, step), state
 
     def _line_search(self, residual, x, delta, F):

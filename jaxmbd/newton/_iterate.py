@@ -40,6 +40,18 @@ class NewtonInfo(NamedTuple):
     step_norm: jax.Array
 
 
+def solve_outcome(status, converged, finite):
+    """The status a Newton loop ends with (every loop of jaxmbd): the first failure of its
+    iterations (``status``: a singular matrix, a failed linear solve, a non-finite
+    correction), else MAX_ITERATIONS where it did not converge, else NONFINITE where its
+    last residual is not ``finite``."""
+    return first_failure(
+        status,
+        jnp.where(converged, SUCCESS, MAX_ITERATIONS),
+        jnp.where(finite, SUCCESS, NONFINITE),
+    )
+
+
 class _Carry(NamedTuple):
     x: Any
     F: jax.Array  # residual at x
@@ -165,8 +177,7 @@ def iterate(
         out = while_loop_keeping(cond, body, init, frozenset({_Carry._fields.index("matrix")}))
     else:
         out = jax.lax.while_loop(cond, body, init)
-    status = jnp.where((out.status == SUCCESS) & ~out.done, MAX_ITERATIONS, out.status)
-    status = jnp.where((status == SUCCESS) & ~jnp.all(jnp.isfinite(out.F)), NONFINITE, status)
+    status = solve_outcome(out.status, out.done, jnp.all(jnp.isfinite(out.F)))
     info = NewtonInfo(out.k, status, jnp.linalg.norm(out.F), out.step)
     return out.x, info, out.matrix, out.refreshes, out.rate
 
