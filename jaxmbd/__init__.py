@@ -56,6 +56,7 @@ from .model import Model, ModelBuilder
 from ._results import ILL_CONDITIONED, MAX_ITERATIONS, NONFINITE, SUCCESS
 from .newton import AbstractNewton, FullNewton, ModifiedNewton, ReusedNewton
 from .redundancy import REDUNDANCY_RTOL, Redundancy, find_redundancy
+from .sensors import SensorInput, SensorKind, SensorMount, register_sensor_kind
 from .simulation import simulate
 from .solution import Solution
 from .statics import Equilibrium, static_equilibrium
@@ -122,6 +123,10 @@ __all__ = [
     "mjcf",
     "plot",
     "sensors",
+    "SensorInput",
+    "SensorKind",
+    "SensorMount",
+    "register_sensor_kind",
     "markers",
     "get_formulation",
     "hat",

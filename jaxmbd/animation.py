@@ -25,7 +25,14 @@ from pathlib import Path
 
 import numpy as np
 
-from .geometry import Shape, ground_shapes, ground_slides, joint_points, model_shapes
+from .geometry import (
+    Shape,
+    ground_shapes,
+    ground_slides,
+    joint_points,
+    model_shapes,
+    shape_kind,
+)
 from .model import Model
 
 logger = logging.getLogger("jaxmbd")
@@ -339,9 +346,9 @@ def _scene(
         for out, x in zip((verts, faces, colors), entry, strict=True):
             out.append(x)
     fixed = tuple(getattr(model, "ground_shapes", ()) or ())
-    planes = [s for s in fixed if s.kind == "plane"]
+    planes = [s for s in fixed if shape_kind(s.kind).ground_only]
     ground = ground_shapes(model, travel=_travel(model, r_all, A_all))
-    ground += tuple(s for s in fixed if s.kind != "plane")
+    ground += tuple(s for s in fixed if not shape_kind(s.kind).ground_only)
     if ground:
         entry = _mesh_entry(ground, r, A, model.nb, model.nb, GROUND_SHAPE_COLOR, resolution)
         for out, x in zip((verts, faces, colors), entry, strict=True):

@@ -5,7 +5,8 @@
   (paper 1 eqs. 14c, 15b, 16-18) assembled from the per-type kernels of :mod:`jaxmbd.gcons`.
 
 Body-major tangent layout: the columns of G for body b are 6b..6b+5 = (delta r_b, theta_bar_b).
-Every loop below runs over the five GCON *types*, never over constraints or bodies.
+Every loop below runs over the GCON kinds (the records of :mod:`jaxmbd.gcons`), never over
+constraints or bodies.
 """
 
 from __future__ import annotations
@@ -71,15 +72,7 @@ def _gather(model: Model, s, r, A, rdot=None, omega=None):
 
 
 def _value_of_set(s, r_i, A_i, r_j, A_j, f):
-    if s.kind == "DP1":
-        return K.value_dp1(A_i, A_j, s.a_bar_i, s.a_bar_j, f)
-    if s.kind == "DP2":
-        return K.value_dp2(r_i, A_i, r_j, A_j, s.a_bar_i, s.s_bar_p_i, s.s_bar_q_j, f)
-    if s.kind == "D":
-        return K.value_d(r_i, A_i, r_j, A_j, s.s_bar_p_i, s.s_bar_q_j, f)
-    if s.kind == "CD":
-        return K.value_cd(r_i, A_i, r_j, A_j, s.c, s.s_bar_p_i, s.s_bar_q_j, f)
-    return K.value_rot(A_i, A_j, s.a_bar_i, s.b_bar_i, s.a_bar_j, f)
+    return K.gcon_kind(s.kind).value(s, r_i, A_i, r_j, A_j, f)
 
 
 def constraint_values(model: Model, r, A, t):
@@ -130,23 +123,22 @@ class _RowParameters(NamedTuple):
     kappa: jax.Array
 
 
+_ROW_VECTORS = ("p_bar", "q_bar", "w_bar", "s_bar_p", "s_bar_q", "c")
+_ROW_COEFFICIENTS = ("alpha", "delta", "beta", "kappa")
+
+
 def _row_parameters(model: Model) -> _RowParameters:
     cols = {name: [] for name in _RowParameters._fields}
     for s in model.gcons:
         if s.size == 0:
             continue
+        spec = K.gcon_kind(s.kind)
         zeros, ones = jnp.zeros((s.size, 3)), np.ones(s.size)
-        dp1, dp2, d, cd, rot = (s.kind == k for k in ("DP1", "DP2", "D", "CD", "ROT"))
-        cols["p_bar"].append(s.b_bar_i if rot else s.a_bar_i if (dp1 or dp2) else zeros)
-        cols["q_bar"].append(-s.a_bar_i if rot else zeros)
-        cols["w_bar"].append(s.a_bar_j if (dp1 or rot) else zeros)
-        cols["s_bar_p"].append(zeros if (dp1 or rot) else s.s_bar_p_i)
-        cols["s_bar_q"].append(zeros if (dp1 or rot) else s.s_bar_q_j)
-        cols["c"].append(s.c if cd else zeros)
-        cols["alpha"].append(ones * d)
-        cols["delta"].append(ones * (dp2 or d or cd))
-        cols["beta"].append(ones * (not rot))
-        cols["kappa"].append(ones * rot)
+        vectors = spec.row_vectors(s)
+        for name in _ROW_VECTORS:
+            cols[name].append(vectors.get(name, zeros))
+        for name in _ROW_COEFFICIENTS:
+            cols[name].append(ones * getattr(spec, name))
     order = _model_order(model)
     return _RowParameters(
         *(take_rows(jnp.concatenate(cols[k]), order) for k in _RowParameters._fields)
@@ -266,36 +258,15 @@ def rA_terms_rows(model: Model, r, A, rdot, omega, t):
         if s.size == 0:
             continue
         rows = np.asarray(s.rows, dtype=int)
-        r_i, A_i, r_j, A_j, rd_i, w_i, rd_j, w_j = _gather(model, s, r, A, rdot, omega)
-        phis.append(_value_of_set(s, r_i, A_i, r_j, A_j, take_rows(f, rows)))
-        if s.kind == "DP1":
-            out = K.rA_dp1(A_i, w_i, A_j, w_j, s.a_bar_i, s.a_bar_j)
-        elif s.kind == "DP2":
-            out = K.rA_dp2(
-                r_i, A_i, rd_i, w_i, r_j, A_j, rd_j, w_j, s.a_bar_i, s.s_bar_p_i, s.s_bar_q_j
-            )
-        elif s.kind == "D":
-            out = K.rA_d(r_i, A_i, rd_i, w_i, r_j, A_j, rd_j, w_j, s.s_bar_p_i, s.s_bar_q_j)
-        elif s.kind == "CD":
-            out = K.rA_cd(r_i, A_i, rd_i, w_i, r_j, A_j, rd_j, w_j, s.c, s.s_bar_p_i, s.s_bar_q_j)
-        if s.kind == "ROT":
-            out, nu = K.rA_rot(
-                A_i,
-                w_i,
-                A_j,
-                w_j,
-                s.a_bar_i,
-                s.b_bar_i,
-                s.a_bar_j,
-                take_rows(f, rows),
-                take_rows(f_dot, rows),
-                take_rows(f_ddot, rows),
-            )
-            nus.append(nu)
-            gammas.append(-out.quad)
-        else:
-            nus.append(take_rows(f_dot, rows))
-            gammas.append(take_rows(f_ddot, rows) - out.quad)
+        poses = _gather(model, s, r, A, rdot, omega)
+        phis.append(_value_of_set(s, *poses[:4], take_rows(f, rows)))
+
+        def rows_of(x, rows=rows):
+            return take_rows(x, rows)
+
+        out, nu, gamma = K.gcon_kind(s.kind).rA(s, poses, rows_of, f, f_dot, f_ddot)
+        nus.append(nu)
+        gammas.append(gamma)
         jac_i.append(out.jac_i)
         jac_j.append(out.jac_j)
     order = _model_order(model)
@@ -310,15 +281,7 @@ def rA_terms_rows(model: Model, r, A, rdot, omega, t):
 def _sensitivity_blocks(model: Model, s, r, A, lam_s, f_s):
     """(rows, 2, 2, 6, 6) blocks d(G^T lam)/d(r, theta_bar) of one GCON set (Tables 3-6)."""
     r_i, A_i, r_j, A_j = _gather(model, s, r, A)
-    if s.kind == "DP1":
-        return K.rA_sensitivity_dp1(A_i, A_j, s.a_bar_i, s.a_bar_j, lam_s)
-    if s.kind == "DP2":
-        return K.rA_sensitivity_dp2(r_i, A_i, r_j, A_j, s.a_bar_i, s.s_bar_p_i, s.s_bar_q_j, lam_s)
-    if s.kind == "D":
-        return K.rA_sensitivity_d(r_i, A_i, r_j, A_j, s.s_bar_p_i, s.s_bar_q_j, lam_s)
-    if s.kind == "CD":
-        return K.rA_sensitivity_cd(A_i, A_j, s.c, s.s_bar_p_i, s.s_bar_q_j, lam_s)
-    return K.rA_sensitivity_rot(A_i, A_j, s.a_bar_i, s.b_bar_i, s.a_bar_j, f_s, lam_s)
+    return K.gcon_kind(s.kind).sensitivity(s, r_i, A_i, r_j, A_j, lam_s, lambda: f_s)
 
 
 def rA_reaction_sensitivity(model: Model, r, A, lam, t):
@@ -377,19 +340,9 @@ def rA_velocity_sensitivity(model: Model, r, A, v, t):
         rows = np.asarray(s.rows, dtype=int)
         r_i, A_i, r_j, A_j = _gather(model, s, r, A)
         ones = jnp.ones(s.size)
-        if s.kind == "DP1":
-            blocks = K.rA_sensitivity_dp1(A_i, A_j, s.a_bar_i, s.a_bar_j, ones)
-        elif s.kind == "DP2":
-            blocks = K.rA_sensitivity_dp2(
-                r_i, A_i, r_j, A_j, s.a_bar_i, s.s_bar_p_i, s.s_bar_q_j, ones
-            )
-        elif s.kind == "D":
-            blocks = K.rA_sensitivity_d(r_i, A_i, r_j, A_j, s.s_bar_p_i, s.s_bar_q_j, ones)
-        elif s.kind == "CD":
-            blocks = K.rA_sensitivity_cd(A_i, A_j, s.c, s.s_bar_p_i, s.s_bar_q_j, ones)
-        else:
-            f_rows = take_rows(f, rows)
-            blocks = K.rA_sensitivity_rot(A_i, A_j, s.a_bar_i, s.b_bar_i, s.a_bar_j, f_rows, ones)
+        blocks = K.gcon_kind(s.kind).sensitivity(
+            s, r_i, A_i, r_j, A_j, ones, lambda rows=rows: take_rows(f, rows)
+        )
         v_pair = jnp.stack([take_rows(v_all, s.body_i), take_rows(v_all, s.body_j)], 1)
         # d(G_c v)/dq_b = sum_a v_a^T blocks[c, a, b]
         if hoistable():  # no dot in a hoistable step (jaxmbd.linear.small)

@@ -22,6 +22,8 @@ rank when theta passes 0 or pi.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import jax.numpy as jnp
@@ -312,3 +314,172 @@ def rA_sensitivity_rot(A_i, A_j, u_bar_i, v_bar_i, a_bar_j, angle, lam):
     _dp1_pieces(B, A_i, A_j, v_bar_i, a_bar_j, lam * jnp.cos(angle))
     _dp1_pieces(B, A_i, A_j, u_bar_i, a_bar_j, -lam * jnp.sin(angle))
     return B.assemble()
+
+
+# ----------------------------------------------------------------------------- the records
+#
+# Each kernel below takes one stacked GconSet ``s`` (duck-typed: its vector fields) and the
+# poses gathered for it. ``rows_of(x)`` picks the set's rows of a per-row array (the driver
+# values f, f_dot, f_ddot), so that a kind takes only what it reads.
+
+
+def _value_dp1(s, r_i, A_i, r_j, A_j, f):
+    return value_dp1(A_i, A_j, s.a_bar_i, s.a_bar_j, f)
+
+
+def _value_dp2(s, r_i, A_i, r_j, A_j, f):
+    return value_dp2(r_i, A_i, r_j, A_j, s.a_bar_i, s.s_bar_p_i, s.s_bar_q_j, f)
+
+
+def _value_d(s, r_i, A_i, r_j, A_j, f):
+    return value_d(r_i, A_i, r_j, A_j, s.s_bar_p_i, s.s_bar_q_j, f)
+
+
+def _value_cd(s, r_i, A_i, r_j, A_j, f):
+    return value_cd(r_i, A_i, r_j, A_j, s.c, s.s_bar_p_i, s.s_bar_q_j, f)
+
+
+def _value_rot(s, r_i, A_i, r_j, A_j, f):
+    return value_rot(A_i, A_j, s.a_bar_i, s.b_bar_i, s.a_bar_j, f)
+
+
+def _driven_by_f(rows_kernel):
+    """rA quantities of a kind of the form g(q) - f(t): nu = f_dot, gamma = f_ddot - quad."""
+
+    def rA(s, poses, rows_of, f, f_dot, f_ddot):
+        out = rows_kernel(s, *poses)
+        return out, rows_of(f_dot), rows_of(f_ddot) - out.quad
+
+    return rA
+
+
+def _rA_dp1(s, r_i, A_i, r_j, A_j, rd_i, w_i, rd_j, w_j):
+    return rA_dp1(A_i, w_i, A_j, w_j, s.a_bar_i, s.a_bar_j)
+
+
+def _rA_dp2(s, r_i, A_i, r_j, A_j, rd_i, w_i, rd_j, w_j):
+    return rA_dp2(r_i, A_i, rd_i, w_i, r_j, A_j, rd_j, w_j, s.a_bar_i, s.s_bar_p_i, s.s_bar_q_j)
+
+
+def _rA_d(s, r_i, A_i, r_j, A_j, rd_i, w_i, rd_j, w_j):
+    return rA_d(r_i, A_i, rd_i, w_i, r_j, A_j, rd_j, w_j, s.s_bar_p_i, s.s_bar_q_j)
+
+
+def _rA_cd(s, r_i, A_i, r_j, A_j, rd_i, w_i, rd_j, w_j):
+    return rA_cd(r_i, A_i, rd_i, w_i, r_j, A_j, rd_j, w_j, s.c, s.s_bar_p_i, s.s_bar_q_j)
+
+
+def _rA_rot_set(s, poses, rows_of, f, f_dot, f_ddot):
+    _, A_i, _, A_j, _, w_i, _, w_j = poses
+    out, nu = rA_rot(A_i, w_i, A_j, w_j, s.a_bar_i, s.b_bar_i, s.a_bar_j,
+                     rows_of(f), rows_of(f_dot), rows_of(f_ddot))  # fmt: skip
+    return out, nu, -out.quad
+
+
+def _sens_dp1(s, r_i, A_i, r_j, A_j, lam, f_rows):
+    return rA_sensitivity_dp1(A_i, A_j, s.a_bar_i, s.a_bar_j, lam)
+
+
+def _sens_dp2(s, r_i, A_i, r_j, A_j, lam, f_rows):
+    return rA_sensitivity_dp2(r_i, A_i, r_j, A_j, s.a_bar_i, s.s_bar_p_i, s.s_bar_q_j, lam)
+
+
+def _sens_d(s, r_i, A_i, r_j, A_j, lam, f_rows):
+    return rA_sensitivity_d(r_i, A_i, r_j, A_j, s.s_bar_p_i, s.s_bar_q_j, lam)
+
+
+def _sens_cd(s, r_i, A_i, r_j, A_j, lam, f_rows):
+    return rA_sensitivity_cd(A_i, A_j, s.c, s.s_bar_p_i, s.s_bar_q_j, lam)
+
+
+def _sens_rot(s, r_i, A_i, r_j, A_j, lam, f_rows):
+    return rA_sensitivity_rot(A_i, A_j, s.a_bar_i, s.b_bar_i, s.a_bar_j, f_rows(), lam)
+
+
+@dataclass(frozen=True)
+class GconKind:
+    """One GCON kind: its kernels and how its rows read as Phi = u.w - beta f.
+
+    ``value(s, r_i, A_i, r_j, A_j, f)``: Phi of the stacked set ``s``.
+    ``rA(s, poses, rows_of, f, f_dot, f_ddot)``: (RaRows, nu, gamma) with poses the
+    gathered (r_i, A_i, r_j, A_j, rdot_i, omega_i, rdot_j, omega_j).
+    ``sensitivity(s, r_i, A_i, r_j, A_j, lam, f_rows)``: the (n, 2, 2, 6, 6) blocks of
+    d(G^T lam)/d(r, theta_bar); ``f_rows()`` gives the set's driver values.
+    ``row_vectors(s)``: the nonzero vectors of the row form (``p_bar``, ``q_bar``,
+    ``w_bar``, ``s_bar_p``, ``s_bar_q``, ``c``) and ``alpha``, ``delta``, ``beta``,
+    ``kappa`` its 0/1 coefficients (the table of :mod:`jaxmbd.equations`).
+    ``fields``: the builder's vector keywords. ``point_rank``: how well a row marks where
+    a joint attaches (0 best; None: no points). ``joins_points``: its rows make two body
+    points coincide (an attachment, not a slide). ``file_value``: the file key of f
+    (``"angle"`` for the rotation driver). ``positive_f``: f must be > 0 (a squared
+    distance)."""
+
+    name: str
+    fields: tuple[str, ...]
+    value: Callable
+    rA: Callable
+    sensitivity: Callable
+    row_vectors: Callable
+    alpha: float = 0.0
+    delta: float = 0.0
+    beta: float = 1.0
+    kappa: float = 0.0
+    point_rank: int | None = None
+    file_value: str = "f"
+    positive_f: bool = False
+    joins_points: bool = False
+
+    @property
+    def has_points(self) -> bool:
+        """Its rows carry body points (s_bar_p_i, s_bar_q_j)."""
+        return self.point_rank is not None
+
+    @property
+    def builder_method(self) -> str:
+        """The :class:`~jaxmbd.ModelBuilder` method that adds a row (f by the keyword
+        ``file_value``)."""
+        return f"add_{self.name.lower()}"
+
+    @property
+    def angle_driven(self) -> bool:
+        """Its f(t) is an angle the rows turn with (not subtracted: beta = 0)."""
+        return self.kappa != 0.0
+
+
+DP1 = GconKind(
+    "DP1", ("a_bar_i", "a_bar_j"), _value_dp1, _driven_by_f(_rA_dp1), _sens_dp1,
+    lambda s: {"p_bar": s.a_bar_i, "w_bar": s.a_bar_j},
+)  # fmt: skip
+DP2 = GconKind(
+    "DP2", ("a_bar_i", "s_bar_p_i", "s_bar_q_j"), _value_dp2, _driven_by_f(_rA_dp2), _sens_dp2,
+    lambda s: {"p_bar": s.a_bar_i, "s_bar_p": s.s_bar_p_i, "s_bar_q": s.s_bar_q_j},
+    delta=1.0, point_rank=1,
+)  # fmt: skip
+D = GconKind(
+    "D", ("s_bar_p_i", "s_bar_q_j"), _value_d, _driven_by_f(_rA_d), _sens_d,
+    lambda s: {"s_bar_p": s.s_bar_p_i, "s_bar_q": s.s_bar_q_j},
+    alpha=1.0, delta=1.0, point_rank=2, positive_f=True,
+)  # fmt: skip
+CD = GconKind(
+    "CD", ("c", "s_bar_p_i", "s_bar_q_j"), _value_cd, _driven_by_f(_rA_cd), _sens_cd,
+    lambda s: {"s_bar_p": s.s_bar_p_i, "s_bar_q": s.s_bar_q_j, "c": s.c},
+    delta=1.0, point_rank=0, joins_points=True,
+)  # fmt: skip
+ROT = GconKind(
+    "ROT", ("u_bar_i", "v_bar_i", "a_bar_j"), _value_rot, _rA_rot_set, _sens_rot,
+    lambda s: {"p_bar": s.b_bar_i, "q_bar": -s.a_bar_i, "w_bar": s.a_bar_j},
+    beta=0.0, kappa=1.0, file_value="angle",
+)  # fmt: skip
+
+#: Every GCON kind, in the order of ``Model.gcons``.
+GCON_SPECS: tuple[GconKind, ...] = (DP1, DP2, D, CD, ROT)
+#: The records by name (the strings of files, the builder and ``Model.constraint_kinds``).
+GCON_BY_NAME: dict[str, GconKind] = {spec.name: spec for spec in GCON_SPECS}
+
+
+def gcon_kind(name: str) -> GconKind:
+    """The record of the GCON kind ``name``."""
+    try:
+        return GCON_BY_NAME[name]
+    except KeyError:
+        raise ValueError(f"unknown GCON kind {name!r}; known: {list(GCON_BY_NAME)}") from None

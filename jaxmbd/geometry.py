@@ -40,28 +40,15 @@ pairs runs as before.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 
 from .errors import ModelError
+from .gcons import DP2, gcon_kind
 
-SHAPE_KINDS = ("box", "cylinder", "sphere", "capsule", "cone", "pyramid", "mesh", "plane")
-
-# JSON / keyword fields of each kind: (name, count) with count None for a scalar
-_FIELDS: dict[str, tuple[tuple[str, int | None, bool], ...]] = {
-    # (field, length or None for scalar, required)
-    "box": (("size", 3, True),),
-    "cylinder": (("radius", None, True), ("length", None, True), ("inner_radius", None, False)),
-    "sphere": (("radius", None, True),),
-    "capsule": (("radius", None, True), ("length", None, True)),
-    "cone": (("radius", None, True), ("length", None, True)),
-    "pyramid": (("size", 2, True), ("height", None, True)),
-    "mesh": (),
-    "plane": (("size", 2, False),),
-}
 _POSE_FIELDS = ("type", "pos", "A", "axis", "color", "vertices", "faces", "collide")
 
 
@@ -92,7 +79,7 @@ class Shape:
         out: dict = {"type": self.kind}
         for key, val in self.params:
             out[key] = list(val) if key == "size" else val[0]
-        if self.kind == "mesh":
+        if shape_kind(self.kind).explicit_mesh:
             out["vertices"] = [list(v) for v in self.vertices]
             out["faces"] = [list(f) for f in self.faces]
         if any(self.pos):
@@ -155,6 +142,27 @@ def _z_to(axis: np.ndarray) -> np.ndarray:
     return np.stack([u, np.cross(n, u), n], axis=1)
 
 
+def _mesh_data(spec, where: str):
+    """(vertices, faces) of a mesh's JSON form, checked."""
+    for key in ("vertices", "faces"):
+        if key not in spec:
+            raise ModelError(f"{where}.{key}: missing required field for a mesh")
+    try:
+        V = np.asarray(spec["vertices"], dtype=np.float64)
+        F = np.asarray(spec["faces"])
+    except (TypeError, ValueError):
+        raise ModelError(f"{where}: vertices and faces must be numeric arrays") from None
+    if V.ndim != 2 or V.shape[1] != 3 or len(V) < 3 or not np.all(np.isfinite(V)):
+        raise ModelError(f"{where}.vertices: expected (n >= 3, 3) finite numbers")
+    if F.ndim != 2 or F.shape[1] != 3 or len(F) < 1 or not np.issubdtype(F.dtype, np.integer):
+        raise ModelError(f"{where}.faces: expected (k, 3) integer vertex indices")
+    if F.min() < 0 or F.max() >= len(V):
+        raise ModelError(f"{where}.faces: vertex index out of range 0..{len(V) - 1}")
+    vertices = tuple(tuple(float(x) for x in row) for row in V)
+    faces = tuple(tuple(int(i) for i in row) for row in F)
+    return vertices, faces
+
+
 def make_shape(spec, *, where: str = "shape") -> Shape:
     """A :class:`Shape` from a dict (the JSON form, ``type`` plus fields) or a Shape."""
     if isinstance(spec, Shape):
@@ -162,16 +170,17 @@ def make_shape(spec, *, where: str = "shape") -> Shape:
     if not isinstance(spec, Mapping):
         raise ModelError(f"{where}: expected a shape object with a 'type', got {spec!r}")
     kind = spec.get("type")
-    if kind not in SHAPE_KINDS:
+    record = SHAPE_BY_NAME.get(kind) if isinstance(kind, str) else None
+    if record is None:
         raise ModelError(f"{where}.type: unknown shape type {kind!r}; known: {list(SHAPE_KINDS)}")
-    known = {name for name, _, _ in _FIELDS[kind]} | set(_POSE_FIELDS)
+    known = {name for name, _, _ in record.fields} | set(_POSE_FIELDS)
     extra = sorted(set(spec) - known)
     if extra:
         raise ModelError(
             f"{where}: unknown field(s) {extra} for a {kind}; allowed: {sorted(known - {'type'})}"
         )
     params = []
-    for name, count, required in _FIELDS[kind]:
+    for name, count, required in record.fields:
         if name not in spec:
             if required:
                 raise ModelError(f"{where}.{name}: missing required field for a {kind}")
@@ -183,28 +192,12 @@ def make_shape(spec, *, where: str = "shape") -> Shape:
             if np.any(vec <= 0):
                 raise ModelError(f"{where}.{name}: sizes must be positive, got {spec[name]!r}")
             params.append((name, tuple(float(x) for x in vec)))
-    if kind == "cylinder" and "inner_radius" in spec:
-        if float(spec["inner_radius"]) >= float(spec["radius"]):
-            raise ModelError(f"{where}.inner_radius: must be smaller than radius")
+    if record.check is not None:
+        record.check(spec, where)
     vertices: tuple = ()
     faces: tuple = ()
-    if kind == "mesh":
-        for key in ("vertices", "faces"):
-            if key not in spec:
-                raise ModelError(f"{where}.{key}: missing required field for a mesh")
-        try:
-            V = np.asarray(spec["vertices"], dtype=np.float64)
-            F = np.asarray(spec["faces"])
-        except (TypeError, ValueError):
-            raise ModelError(f"{where}: vertices and faces must be numeric arrays") from None
-        if V.ndim != 2 or V.shape[1] != 3 or len(V) < 3 or not np.all(np.isfinite(V)):
-            raise ModelError(f"{where}.vertices: expected (n >= 3, 3) finite numbers")
-        if F.ndim != 2 or F.shape[1] != 3 or len(F) < 1 or not np.issubdtype(F.dtype, np.integer):
-            raise ModelError(f"{where}.faces: expected (k, 3) integer vertex indices")
-        if F.min() < 0 or F.max() >= len(V):
-            raise ModelError(f"{where}.faces: vertex index out of range 0..{len(V) - 1}")
-        vertices = tuple(tuple(float(x) for x in row) for row in V)
-        faces = tuple(tuple(int(i) for i in row) for row in F)
+    if record.explicit_mesh:
+        vertices, faces = _mesh_data(spec, where)
     pos = _vector(spec.get("pos", (0.0, 0.0, 0.0)), 3, where=f"{where}.pos")
     if "A" in spec and "axis" in spec:
         raise ModelError(f"{where}: give either A or axis, not both")
@@ -313,11 +306,10 @@ def make_shapes(specs, *, where: str) -> tuple[Shape, ...]:
 
 # ----------------------------------------------------------------------------- default look
 
-# the kinds of GCON rows that carry body points, best first: CD rows make two points
-# coincide (an attachment), DP2 rows keep a point on a line or plane through the other (a
-# sliding pair's reference point), D rows hold two points at a distance (construction
-# points, possibly far from the body)
-_POINT_KINDS = ("CD", "DP2", "D")
+# GCON rows that carry body points rank by GconKind.point_rank, best first: CD rows make two
+# points coincide (an attachment), DP2 rows keep a point on a line or plane through the
+# other (a sliding pair's reference point), D rows hold two points at a distance
+# (construction points, possibly far from the body)
 STICK_RADIUS = 0.02  # of the mechanism's size (its bounding-box diagonal at the start)
 STICK_RADIUS_PER_LINK = 0.08  # at most this fraction of the median link length
 GROUND_COLOR = "#3a3a3a"
@@ -367,10 +359,9 @@ def joint_points(model) -> list[JointPoint]:
     for row, joint in enumerate(model.constraint_joints):
         first_row.setdefault(joint, row)
     best: dict[tuple[str, int], tuple[int, int, np.ndarray, str]] = {}
-    by_kind = {gset.kind: gset for gset in model.gcons}
-    for rank, kind in enumerate(_POINT_KINDS):
-        gset = by_kind.get(kind)
-        if gset is None or not gset.rows:
+    for gset in model.gcons:
+        rank = gcon_kind(gset.kind).point_rank
+        if rank is None or not gset.rows:
             continue
         sp, sq = np.asarray(gset.s_bar_p_i), np.asarray(gset.s_bar_q_j)
         for k, row in enumerate(gset.rows):
@@ -378,9 +369,14 @@ def joint_points(model) -> list[JointPoint]:
             for body, point in ((gset.body_i[k], sp[k]), (gset.body_j[k], sq[k])):
                 key = (joint, int(body))
                 if key not in best or (rank, row) < best[key][:2]:
-                    best[key] = (rank, row, np.array(point, dtype=np.float64), kind)
+                    best[key] = (rank, row, np.array(point, dtype=np.float64), gset.kind)
     order = sorted(best, key=lambda key: (first_row[key[0]], key[1]))
     return [JointPoint(j, b, best[j, b][2], best[j, b][3]) for j, b in order]
+
+
+def _joins(point: JointPoint) -> bool:
+    """The point comes from rows that keep the two bodies' points together (CD)."""
+    return gcon_kind(point.kind).joins_points
 
 
 def _world_point(model, body: int, point: np.ndarray) -> np.ndarray:
@@ -519,7 +515,7 @@ def ground_slides(model) -> list[GroundSlide]:
     ground and a body keep the points' offset perpendicular to two independent vectors
     a_1, a_2 (Perp-2), i.e. along a_1 x a_2, taken at the initial configuration."""
     by_joint: dict[str, list[np.ndarray]] = {}
-    gset = next((g for g in model.gcons if g.kind == "DP2"), None)
+    gset = next((g for g in model.gcons if gcon_kind(g.kind) is DP2), None)
     for k, row in enumerate(gset.rows if gset is not None else ()):
         i, j = gset.body_i[k], gset.body_j[k]
         if model.nb in (i, j) and i != j:
@@ -532,7 +528,7 @@ def ground_slides(model) -> list[GroundSlide]:
     for joint, normals in by_joint.items():
         mine = {p.body: p for p in points if p.joint == joint}
         axis = np.cross(normals[0], normals[-1])
-        if any(p.kind == "CD" for p in mine.values()) or np.linalg.norm(axis) < 1e-6:
+        if any(_joins(p) for p in mine.values()) or np.linalg.norm(axis) < 1e-6:
             continue
         body = next(b for b in mine if b != model.nb)
         axis = axis / np.linalg.norm(axis)
@@ -553,7 +549,7 @@ def ground_shapes(model, travel: dict[str, tuple[float, float]] | None = None) -
         return ()
     anchors: list[np.ndarray] = []
     for p in points:
-        if p.body == model.nb and p.kind == "CD":
+        if p.body == model.nb and _joins(p):
             if not any(np.linalg.norm(p.point - q) <= 1e-9 * radius for q in anchors):
                 anchors.append(p.point)
     size = (3.0 * radius,) * 3
@@ -592,65 +588,164 @@ def _fan(centre, i0, n, flip=False):
 
 
 def _local_mesh(shape: Shape, n: int) -> tuple[np.ndarray, np.ndarray]:
-    kind = shape.kind
-    if kind == "box":
-        lx, ly, lz = shape.param("size")
-        c = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], float)
-        V = 0.5 * c * np.array([lx, ly, lz])
-        F = [(0, 1, 3), (0, 3, 2), (4, 6, 7), (4, 7, 5), (0, 4, 5), (0, 5, 1),
-             (2, 3, 7), (2, 7, 6), (0, 2, 6), (0, 6, 4), (1, 5, 7), (1, 7, 3)]  # fmt: skip
+    return shape_kind(shape.kind).local_mesh(shape, n)
+
+
+# Triangle meshes in the shape frame, per kind: (shape, resolution) -> (vertices, faces).
+
+
+def _box_mesh(shape: Shape, n: int):
+    lx, ly, lz = shape.param("size")
+    c = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], float)
+    V = 0.5 * c * np.array([lx, ly, lz])
+    F = [(0, 1, 3), (0, 3, 2), (4, 6, 7), (4, 7, 5), (0, 4, 5), (0, 5, 1),
+         (2, 3, 7), (2, 7, 6), (0, 2, 6), (0, 6, 4), (1, 5, 7), (1, 7, 3)]  # fmt: skip
+    return V, np.asarray(F)
+
+
+def _cylinder_mesh(shape: Shape, n: int):
+    R, L = shape.param("radius"), shape.param("length")
+    Ri = shape.param("inner_radius", 0.0) or 0.0
+    bottom, top = _ring(R, -L / 2, n), _ring(R, L / 2, n)
+    if Ri > 0:
+        ib, it = _ring(Ri, -L / 2, n), _ring(Ri, L / 2, n)
+        V = np.concatenate([bottom, top, ib, it])
+        F = _band(0, n, n) + _band(3 * n, 2 * n, n) + _band(n, 3 * n, n) + _band(2 * n, 0, n)
         return V, np.asarray(F)
-    if kind == "cylinder":
-        R, L = shape.param("radius"), shape.param("length")
-        Ri = shape.param("inner_radius", 0.0) or 0.0
-        bottom, top = _ring(R, -L / 2, n), _ring(R, L / 2, n)
-        if Ri > 0:
-            ib, it = _ring(Ri, -L / 2, n), _ring(Ri, L / 2, n)
-            V = np.concatenate([bottom, top, ib, it])
-            F = _band(0, n, n) + _band(3 * n, 2 * n, n) + _band(n, 3 * n, n) + _band(2 * n, 0, n)
-            return V, np.asarray(F)
-        V = np.concatenate([bottom, top, [[0, 0, -L / 2], [0, 0, L / 2]]])
-        F = _band(0, n, n) + _fan(2 * n, 0, n) + _fan(2 * n + 1, n, n, flip=True)
-        return V, np.asarray(F)
-    if kind in ("sphere", "capsule"):
-        R = shape.param("radius")
-        L = shape.param("length", 0.0) if kind == "capsule" else 0.0
-        m = max(n // 2, 4)
-        rings = []
-        for k in range(1, m):
-            th = np.pi * k / m
-            z, r = -R * np.cos(th), R * np.sin(th)
-            if k == m / 2:  # the equator: the capsule's cylinder runs from -L/2 to L/2
-                rings.append(_ring(r, -L / 2, n))
-                if L > 0:
-                    rings.append(_ring(r, L / 2, n))
-            else:
-                rings.append(_ring(r, z + (L / 2 if th > np.pi / 2 else -L / 2), n))
-        V = np.concatenate(rings + [np.array([[0, 0, -R - L / 2], [0, 0, R + L / 2]])])
-        nr = len(rings)
-        F = []
-        for k in range(nr - 1):
-            F += _band(k * n, (k + 1) * n, n)
-        F += _fan(nr * n, 0, n) + _fan(nr * n + 1, (nr - 1) * n, n, flip=True)
-        return V, np.asarray(F)
-    if kind == "cone":
-        R, L = shape.param("radius"), shape.param("length")
-        V = np.concatenate([_ring(R, 0.0, n), [[0, 0, 0], [0, 0, L]]])
-        F = _fan(n, 0, n) + _fan(n + 1, 0, n, flip=True)
-        return V, np.asarray(F)
-    if kind == "pyramid":
-        (lx, ly), H = shape.param("size"), shape.param("height")
-        V = np.array([[-lx / 2, -ly / 2, 0], [lx / 2, -ly / 2, 0], [lx / 2, ly / 2, 0],
-                      [-lx / 2, ly / 2, 0], [0, 0, H]])  # fmt: skip
-        F = [(0, 2, 1), (0, 3, 2), (0, 1, 4), (1, 2, 4), (2, 3, 4), (3, 0, 4)]
-        return V, np.asarray(F)
-    if kind == "mesh":
-        return np.asarray(shape.vertices, float), np.asarray(shape.faces, int)
-    if kind == "plane":
-        lx, ly = shape.param("size") or (1.0, 1.0)
-        V = 0.5 * np.array([[-lx, -ly, 0], [lx, -ly, 0], [lx, ly, 0], [-lx, ly, 0]], float)
-        return V, np.asarray([(0, 1, 2), (0, 2, 3)])
-    raise ModelError(f"unknown shape type {kind!r}")  # pragma: no cover
+    V = np.concatenate([bottom, top, [[0, 0, -L / 2], [0, 0, L / 2]]])
+    F = _band(0, n, n) + _fan(2 * n, 0, n) + _fan(2 * n + 1, n, n, flip=True)
+    return V, np.asarray(F)
+
+
+def _round_mesh(shape: Shape, n: int):
+    """A sphere, or a capsule: a sphere split at its equator by a cylinder of ``length``."""
+    R = shape.param("radius")
+    L = shape.param("length", 0.0)
+    m = max(n // 2, 4)
+    rings = []
+    for k in range(1, m):
+        th = np.pi * k / m
+        z, r = -R * np.cos(th), R * np.sin(th)
+        if k == m / 2:  # the equator: the capsule's cylinder runs from -L/2 to L/2
+            rings.append(_ring(r, -L / 2, n))
+            if L > 0:
+                rings.append(_ring(r, L / 2, n))
+        else:
+            rings.append(_ring(r, z + (L / 2 if th > np.pi / 2 else -L / 2), n))
+    V = np.concatenate(rings + [np.array([[0, 0, -R - L / 2], [0, 0, R + L / 2]])])
+    nr = len(rings)
+    F = []
+    for k in range(nr - 1):
+        F += _band(k * n, (k + 1) * n, n)
+    F += _fan(nr * n, 0, n) + _fan(nr * n + 1, (nr - 1) * n, n, flip=True)
+    return V, np.asarray(F)
+
+
+def _cone_mesh(shape: Shape, n: int):
+    R, L = shape.param("radius"), shape.param("length")
+    V = np.concatenate([_ring(R, 0.0, n), [[0, 0, 0], [0, 0, L]]])
+    F = _fan(n, 0, n) + _fan(n + 1, 0, n, flip=True)
+    return V, np.asarray(F)
+
+
+def _pyramid_mesh(shape: Shape, n: int):
+    (lx, ly), H = shape.param("size"), shape.param("height")
+    V = np.array([[-lx / 2, -ly / 2, 0], [lx / 2, -ly / 2, 0], [lx / 2, ly / 2, 0],
+                  [-lx / 2, ly / 2, 0], [0, 0, H]])  # fmt: skip
+    F = [(0, 2, 1), (0, 3, 2), (0, 1, 4), (1, 2, 4), (2, 3, 4), (3, 0, 4)]
+    return V, np.asarray(F)
+
+
+def _explicit_mesh(shape: Shape, n: int):
+    return np.asarray(shape.vertices, float), np.asarray(shape.faces, int)
+
+
+def _plane_mesh(shape: Shape, n: int):
+    lx, ly = shape.param("size") or (1.0, 1.0)
+    V = 0.5 * np.array([[-lx, -ly, 0], [lx, -ly, 0], [lx, ly, 0], [-lx, ly, 0]], float)
+    return V, np.asarray([(0, 1, 2), (0, 2, 3)])
+
+
+# ----------------------------------------------------------------------------- the records
+
+
+def _check_tube(spec, where: str) -> None:
+    if "inner_radius" in spec and float(spec["inner_radius"]) >= float(spec["radius"]):
+        raise ModelError(f"{where}.inner_radius: must be smaller than radius")
+
+
+def _radius_size(shape: Shape) -> np.ndarray:
+    return np.array([shape.param("radius"), 0.0, 0.0])
+
+
+def _radius_half_length_size(shape: Shape) -> np.ndarray:
+    return np.array([shape.param("radius"), 0.5 * shape.param("length"), 0.0])
+
+
+def _half_edges_size(shape: Shape) -> np.ndarray:
+    return 0.5 * np.asarray(shape.param("size"), dtype=np.float64)
+
+
+def _no_size(shape: Shape) -> np.ndarray:
+    return np.zeros(3)
+
+
+@dataclass(frozen=True)
+class ShapeKind:
+    """One shape kind (the table of the module docstring).
+
+    ``fields``: its JSON / keyword fields (name, length or None for a scalar, required);
+    ``local_mesh(shape, resolution)``: its triangle mesh in the shape frame; ``check(spec,
+    where)``: checks across fields (None: none); ``explicit_mesh``: it carries
+    ``vertices`` and ``faces``; ``ground_only``: ground geometry (a plane), refused on a
+    body. Collision (:mod:`jaxmbd.contact.narrow_phase`): ``collision_size(shape)`` its
+    (3,) size vector (None: the kind does not collide) and ``collision_scale(size)`` its
+    smallest dimension (the default contact stiffness's length)."""
+
+    name: str
+    fields: tuple[tuple[str, int | None, bool], ...]
+    local_mesh: Callable
+    check: Callable | None = None
+    explicit_mesh: bool = False
+    ground_only: bool = False
+    collision_size: Callable | None = None
+    collision_scale: Callable = lambda size: float(size[0])  # noqa: E731
+
+    @property
+    def collides(self) -> bool:
+        return self.collision_size is not None
+
+
+_RADIUS, _LENGTH = ("radius", None, True), ("length", None, True)
+BOX = ShapeKind("box", (("size", 3, True),), _box_mesh, collision_size=_half_edges_size,
+                collision_scale=lambda size: float(size.min()))  # fmt: skip
+CYLINDER = ShapeKind(
+    "cylinder", (_RADIUS, _LENGTH, ("inner_radius", None, False)), _cylinder_mesh, _check_tube,
+    collision_size=_radius_half_length_size,
+    collision_scale=lambda size: float(min(size[0], size[1])),
+)  # fmt: skip
+SPHERE = ShapeKind("sphere", (_RADIUS,), _round_mesh, collision_size=_radius_size)
+CAPSULE = ShapeKind("capsule", (_RADIUS, _LENGTH), _round_mesh,
+                    collision_size=_radius_half_length_size)  # fmt: skip
+CONE = ShapeKind("cone", (_RADIUS, _LENGTH), _cone_mesh)
+PYRAMID = ShapeKind("pyramid", (("size", 2, True), ("height", None, True)), _pyramid_mesh)
+MESH = ShapeKind("mesh", (), _explicit_mesh, explicit_mesh=True)
+PLANE = ShapeKind("plane", (("size", 2, False),), _plane_mesh, ground_only=True,
+                  collision_size=_no_size, collision_scale=lambda size: float("inf"))  # fmt: skip
+
+#: Every shape kind by name (the files' ``type`` strings).
+SHAPE_BY_NAME: dict[str, ShapeKind] = {
+    k.name: k for k in (BOX, CYLINDER, SPHERE, CAPSULE, CONE, PYRAMID, MESH, PLANE)
+}
+SHAPE_KINDS = tuple(SHAPE_BY_NAME)
+
+
+def shape_kind(name: str) -> ShapeKind:
+    """The record of the shape kind ``name``."""
+    try:
+        return SHAPE_BY_NAME[name]
+    except KeyError:
+        raise ModelError(f"unknown shape type {name!r}; known: {list(SHAPE_KINDS)}") from None
 
 
 def extent(model) -> float:

@@ -37,7 +37,7 @@ import numpy as np
 from . import _config  # noqa: F401
 from ._joint_forces import SCALAR_KINDS, AbstractJointForce, coordinates_and_gradients
 from .forces import BodyState
-from .joints import JointDefinition
+from .joints import JointDefinition, joint_kind
 
 #: Time constant of the default limit stiffness and damping (s), see the module docstring.
 LIMIT_TIME_CONSTANT = 0.01
@@ -85,7 +85,7 @@ class JointLimits(AbstractJointForce):
 def effective_inertia(kind: str, point, axis, bodies) -> float:
     """Inertia of ``bodies`` = [(mass, J_global (3, 3), centre (3,))] about ``axis`` through
     ``point`` (revolute), or their mass (translational)."""
-    if kind == "translational":
+    if not joint_kind(kind).angular:
         return float(sum(m for m, _, _ in bodies))
     axis = np.asarray(axis) / np.linalg.norm(axis)
     total = 0.0

@@ -46,7 +46,8 @@ only its own joint's relative state), so the result does not depend on their ord
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 
 import equinox as eqx
 import jax
@@ -60,39 +61,7 @@ from .errors import ModelError
 from .lie import hat
 from .rotations import A_to_ep
 
-#: Joint kinds with coordinates, and the sizes of their q and qdot.
-SIZES = {
-    "revolute": (1, 1),
-    "translational": (1, 1),
-    "cylindrical": (2, 2),
-    "universal": (2, 2),
-    "spherical": (4, 3),
-    "planar": (3, 3),
-}
-#: Which entries of q are angles (unwrapped over time).
-ANGLES = {
-    "revolute": (0,),
-    "translational": (),
-    "cylindrical": (1,),
-    "universal": (0, 1),
-    "spherical": (),
-    "planar": (2,),
-}
-#: What each entry of q is.
-COORDINATE_NAMES = {
-    "revolute": ("angle",),
-    "translational": ("slide",),
-    "cylindrical": ("slide", "angle"),
-    "universal": ("angle_1", "angle_2"),
-    "spherical": ("w", "x", "y", "z"),
-    "planar": ("x", "y", "angle"),
-}
 _TWO_PI = 2.0 * math.pi
-
-
-def scalar_size(kind: str) -> int:
-    """Number of scalar coordinates that take an offset and a sign (none for spherical)."""
-    return 0 if kind == "spherical" else SIZES[kind][0]
 
 
 class JointDefinition(eqx.Module):
@@ -158,20 +127,37 @@ def _angle_z(R):
     return jnp.arctan2(R[..., 1, 0] - R[..., 0, 1], R[..., 0, 0] + R[..., 1, 1])
 
 
-def _geometric(kind: str, R, d):
-    """The coordinates measured from the drawn pose (before offset and sign)."""
-    if kind == "revolute":
-        return _angle_z(R)[..., None]
-    if kind == "translational":
-        return d[..., 2:3]
-    if kind == "cylindrical":
-        return jnp.stack([d[..., 2], _angle_z(R)], axis=-1)
-    if kind == "universal":  # R = Rx(a) Ry(b): R[2,1] = sin a, R[1,1] = cos a, R[0,2] = sin b
-        a = jnp.arctan2(R[..., 2, 1], R[..., 1, 1])
-        return jnp.stack([a, jnp.arctan2(R[..., 0, 2], R[..., 0, 0])], axis=-1)
-    if kind == "planar":
-        return jnp.stack([d[..., 0], d[..., 1], _angle_z(R)], axis=-1)
-    raise ValueError(f"no coordinate map for joint kind {kind!r}")
+# The coordinates measured from the drawn pose (before offset and sign), per kind.
+
+
+def _revolute_geometric(R, d):
+    return _angle_z(R)[..., None]
+
+
+def _translational_geometric(R, d):
+    return d[..., 2:3]
+
+
+def _cylindrical_geometric(R, d):
+    return jnp.stack([d[..., 2], _angle_z(R)], axis=-1)
+
+
+def _universal_geometric(R, d):  # R = Rx(a) Ry(b): R[2,1] = sin a, R[1,1] = cos a, R[0,2] = sin b
+    a = jnp.arctan2(R[..., 2, 1], R[..., 1, 1])
+    return jnp.stack([a, jnp.arctan2(R[..., 0, 2], R[..., 0, 0])], axis=-1)
+
+
+def _planar_geometric(R, d):
+    return jnp.stack([d[..., 0], d[..., 1], _angle_z(R)], axis=-1)
+
+
+def _geometric(kind, R, d):
+    """The coordinates of joint kind ``kind`` (a name or a :class:`JointKind`) measured
+    from the drawn pose (before offset and sign)."""
+    spec = joint_kind(kind)
+    if spec.geometric is None:
+        raise ValueError(f"no scalar coordinate map for joint kind {spec.name!r}")
+    return spec.geometric(R, d)
 
 
 def _body_state(k: int, r, A, rdot, omega):
@@ -218,7 +204,8 @@ def joint_coordinates(defn: JointDefinition, r, A, rdot, omega) -> JointCoordina
     r_i, A_i, v_i, w_i = _body_state(defn.body_i, r, A, rdot, omega)
     r_j, A_j, v_j, w_j = _body_state(defn.body_j, r, A, rdot, omega)
     q_start = jnp.asarray(defn.q_start)
-    if defn.kind == "spherical":
+    spec = joint_kind(defn.kind)
+    if spec.quaternion:
         R, _ = _relative(defn, r_i, A_i, r_j, A_j)
         p = _continuous_quaternion(A_to_ep(R), q_start)
         # relative angular velocity in j's joint frame: frame_j^T (w_j - A_j^T A_i w_i)
@@ -227,15 +214,15 @@ def joint_coordinates(defn: JointDefinition, r, A, rdot, omega) -> JointCoordina
         return JointCoordinates(p, qdot, rotation_vector(p), defn.name, defn.kind)
 
     def geometric(r_i, A_i, r_j, A_j):
-        return _geometric(defn.kind, *_relative(defn, r_i, A_i, r_j, A_j))
+        return spec.geometric(*_relative(defn, r_i, A_i, r_j, A_j))
 
     g, gdot = jax.jvp(geometric, (r_i, A_i, r_j, A_j), (v_i, A_i @ hat(w_i), v_j, A_j @ hat(w_j)))
     sign = jnp.asarray(defn.sign, dtype=g.dtype)
     q = jnp.asarray(defn.offset)[..., None, :] + sign * g
     qdot = sign * gdot
-    if ANGLES[defn.kind]:
-        q = _unwrapped(q, ANGLES[defn.kind], q_start)
-    if SIZES[defn.kind][0] == 1:
+    if spec.angles:
+        q = _unwrapped(q, spec.angles, q_start)
+    if spec.nq == 1:
         q, qdot = q[..., 0], qdot[..., 0]
     return JointCoordinates(q, qdot, None, defn.name, defn.kind)
 
@@ -303,28 +290,44 @@ def quaternion_matrix(p) -> np.ndarray:
     )
 
 
-def relative_motion(kind: str, g, gdot):
-    """R, d and their rates for geometric coordinates ``g`` and rates ``gdot``: the relative
-    angular velocity Omega (R' R^T = hat(Omega)) and d' = dd/dt, both in F_i."""
+# R, d and their rates (R' R^T = hat(Omega), d' = dd/dt, both in F_i) per kind, for
+# geometric coordinates g and rates gdot (numpy).
+_ZERO, _EX, _EZ = np.zeros(3), np.array([1.0, 0.0, 0.0]), np.array([0.0, 0.0, 1.0])
+
+
+def _revolute_motion(g, gdot):
+    return _rz(g[0]), _ZERO, _EZ * gdot[0], _ZERO
+
+
+def _translational_motion(g, gdot):
+    return np.eye(3), _EZ * g[0], _ZERO, _EZ * gdot[0]
+
+
+def _cylindrical_motion(g, gdot):
+    return _rz(g[1]), _EZ * g[0], _EZ * gdot[1], _EZ * gdot[0]
+
+
+def _universal_motion(g, gdot):
+    omega = _EX * gdot[0] + _rx(g[0]) @ np.array([0.0, gdot[1], 0.0])
+    return _rx(g[0]) @ _ry(g[1]), _ZERO, omega, _ZERO
+
+
+def _planar_motion(g, gdot):
+    d = np.array([g[0], g[1], 0.0])
+    return _rz(g[2]), d, _EZ * gdot[2], np.array([gdot[0], gdot[1], 0.0])
+
+
+def _spherical_motion(g, gdot):  # gdot: angular velocity in F_j
+    R = quaternion_matrix(g)
+    return R, _ZERO, R @ gdot, _ZERO
+
+
+def relative_motion(kind, g, gdot):
+    """R, d and their rates for geometric coordinates ``g`` and rates ``gdot`` of a joint of
+    kind ``kind`` (a name or a :class:`JointKind`): the relative angular velocity Omega
+    (R' R^T = hat(Omega)) and d' = dd/dt, both in F_i."""
     g, gdot = np.asarray(g, dtype=np.float64), np.asarray(gdot, dtype=np.float64)
-    zero, ez = np.zeros(3), np.array([0.0, 0.0, 1.0])
-    if kind == "revolute":
-        return _rz(g[0]), zero, ez * gdot[0], zero
-    if kind == "translational":
-        return np.eye(3), ez * g[0], zero, ez * gdot[0]
-    if kind == "cylindrical":
-        return _rz(g[1]), ez * g[0], ez * gdot[1], ez * gdot[0]
-    if kind == "universal":
-        ex = np.array([1.0, 0.0, 0.0])
-        omega = ex * gdot[0] + _rx(g[0]) @ np.array([0.0, gdot[1], 0.0])
-        return _rx(g[0]) @ _ry(g[1]), zero, omega, zero
-    if kind == "planar":
-        d = np.array([g[0], g[1], 0.0])
-        return _rz(g[2]), d, ez * gdot[2], np.array([gdot[0], gdot[1], 0.0])
-    if kind == "spherical":  # gdot: angular velocity in F_j
-        R = quaternion_matrix(g)
-        return R, zero, R @ gdot, zero
-    raise ValueError(f"no coordinate map for joint kind {kind!r}")
+    return tuple(np.array(x) for x in joint_kind(kind).relative_motion(g, gdot))
 
 
 def _child_state(defn: JointDefinition, child_is_j: bool, parent, motion):
@@ -375,7 +378,7 @@ def move_subtree(state, child: int, subtree: Sequence[int], new) -> None:
 def geometric_from_user(defn: JointDefinition, q) -> np.ndarray:
     """The geometric coordinates of a q in the joint's convention (q = offset + sign g)."""
     q = np.asarray(q, dtype=np.float64)
-    if defn.kind == "spherical":
+    if joint_kind(defn.kind).quaternion:
         return q / np.linalg.norm(q)
     return np.asarray(defn.sign, dtype=np.float64) * (q - np.asarray(defn.offset))
 
@@ -430,22 +433,23 @@ def place_joint_states(model, states: Mapping[str, tuple]):
     starts = {}
     for _, name, child in sorted(placed, key=lambda item: item[0]):
         defn, (q, qdot) = defs[name], states[name]
+        spec = joint_kind(defn.kind)
         child_is_j = child == defn.body_j
         parent = defn.body_i if child_is_j else defn.body_j
         if q is None:  # the drawn relative pose
-            q = np.array([1.0, 0.0, 0.0, 0.0]) if defn.kind == "spherical" else defn.offset
+            q = spec.drawn_q(defn.offset)
         if qdot is None:  # the bodies' relative velocity now (as drawn: others keep it)
             now = joint_coordinates(defn, *(x[None, :nb] for x in (r, A, v, w_bar)))
             qdot = np.asarray(now.qdot)[0]
         g = geometric_from_user(defn, q)
         g_rate = np.asarray(qdot, dtype=np.float64).reshape(-1)
-        if defn.kind != "spherical":
+        if not spec.quaternion:
             g_rate = np.asarray(defn.sign, dtype=np.float64) * g_rate
-        motion = relative_motion(defn.kind, g, g_rate)
+        motion = relative_motion(spec, g, g_rate)
         new = _child_state(defn, child_is_j, tuple(x[parent] for x in state), motion)
         move_subtree(state, child, _descendants(children, child), new)
         w_bar[:] = np.einsum("bji,bj->bi", A, w)
-        starts[name] = g if defn.kind == "spherical" else np.asarray(q, dtype=np.float64)
+        starts[name] = g if spec.quaternion else np.asarray(q, dtype=np.float64)
     joints = tuple(
         eqx.tree_at(lambda d: d.q_start, d, jnp.asarray(starts[d.name]).reshape(-1))
         if d.name in starts
@@ -481,3 +485,99 @@ def _loop_message(model, graph, defn: JointDefinition) -> str:
         f"'{model.body_label(j)}' closes a loop (its bodies are already joined through the "
         f"joints added before it); {suggestion}: the consistent start then closes the loop"
     )
+
+
+# ----------------------------------------------------------------------------- the records
+
+
+@dataclass(frozen=True)
+class JointKind:
+    """One joint kind with coordinates (the table of the module docstring).
+
+    ``nq``, ``nv``: the sizes of q and qdot; ``angles``: which entries of q are angles
+    (unwrapped over time); ``coordinate_names``: what each entry of q is;
+    ``geometric(R, d)``: q from the relative rotation and translation (before offset and
+    sign), None for a quaternion joint; ``relative_motion(g, gdot)``: (R, d, Omega, d')
+    back from the coordinates (numpy); ``quaternion``: q is a unit quaternion and qdot an
+    angular velocity (no offset, no sign); ``axis_last``: the frame's z is the joint axis,
+    listed first in the joint's reaction axes; ``views``: (suffix, one-coordinate kind) of
+    each coordinate that joint forces and actuators act on as ``"<joint>.<suffix>"`` (the
+    cylindrical joint's slide and angle)."""
+
+    name: str
+    nq: int
+    nv: int
+    angles: tuple[int, ...]
+    coordinate_names: tuple[str, ...]
+    geometric: Callable | None
+    relative_motion: Callable
+    quaternion: bool = False
+    axis_last: bool = False
+    views: tuple[tuple[str, JointKind], ...] = ()
+
+    @property
+    def scalar_size(self) -> int:
+        """Number of scalar coordinates that take an offset and a sign."""
+        return 0 if self.quaternion else self.nq
+
+    @property
+    def one_coordinate(self) -> bool:
+        """A single scalar coordinate (what actuators, limits and joint forces act on)."""
+        return self.scalar_size == 1
+
+    @property
+    def angular(self) -> bool:
+        """A one-coordinate joint whose coordinate is an angle."""
+        return self.one_coordinate and self.angles == (0,)
+
+    def drawn_q(self, offset) -> np.ndarray:
+        """q at the drawn pose: the identity quaternion, else the offset."""
+        if self.quaternion:
+            return np.array([1.0, 0.0, 0.0, 0.0])
+        return np.asarray(offset)
+
+
+REVOLUTE = JointKind("revolute", 1, 1, (0,), ("angle",), _revolute_geometric,
+                     _revolute_motion, axis_last=True)  # fmt: skip
+TRANSLATIONAL = JointKind("translational", 1, 1, (), ("slide",), _translational_geometric,
+                          _translational_motion, axis_last=True)  # fmt: skip
+# the slide is the translational joint's d_z and the angle the revolute joint's angle_z of
+# the same frames, so each view with offset[k] and sign[k] is exactly the k-th coordinate
+CYLINDRICAL = JointKind("cylindrical", 2, 2, (1,), ("slide", "angle"), _cylindrical_geometric,
+                        _cylindrical_motion, axis_last=True,
+                        views=(("slide", TRANSLATIONAL), ("angle", REVOLUTE)))  # fmt: skip
+UNIVERSAL = JointKind("universal", 2, 2, (0, 1), ("angle_1", "angle_2"), _universal_geometric,
+                      _universal_motion)  # fmt: skip
+SPHERICAL = JointKind("spherical", 4, 3, (), ("w", "x", "y", "z"), None, _spherical_motion,
+                      quaternion=True)  # fmt: skip
+PLANAR = JointKind("planar", 3, 3, (2,), ("x", "y", "angle"), _planar_geometric,
+                   _planar_motion, axis_last=True)  # fmt: skip
+
+#: Every joint kind with coordinates, by name (the builder's and the files' strings).
+JOINT_KINDS: dict[str, JointKind] = {
+    spec.name: spec for spec in (REVOLUTE, TRANSLATIONAL, CYLINDRICAL, UNIVERSAL, SPHERICAL, PLANAR)
+}
+#: The kinds with one scalar coordinate (what joint forces, limits and actuators act on).
+ONE_COORDINATE_KINDS = tuple(spec for spec in JOINT_KINDS.values() if spec.one_coordinate)
+#: The sizes of q and qdot of each kind.
+SIZES = {name: (spec.nq, spec.nv) for name, spec in JOINT_KINDS.items()}
+#: Which entries of q are angles (unwrapped over time).
+ANGLES = {name: spec.angles for name, spec in JOINT_KINDS.items()}
+#: What each entry of q is.
+COORDINATE_NAMES = {name: spec.coordinate_names for name, spec in JOINT_KINDS.items()}
+
+
+def joint_kind(kind) -> JointKind:
+    """The record of a joint kind given by name (or the record itself)."""
+    if isinstance(kind, JointKind):
+        return kind
+    try:
+        return JOINT_KINDS[kind]
+    except KeyError:
+        raise ValueError(f"no coordinate map for joint kind {kind!r}; known: "
+                         f"{list(JOINT_KINDS)}") from None  # fmt: skip
+
+
+def scalar_size(kind) -> int:
+    """Number of scalar coordinates that take an offset and a sign (none for spherical)."""
+    return joint_kind(kind).scalar_size

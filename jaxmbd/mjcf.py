@@ -82,7 +82,7 @@ from ._mjcf_actuators import add_actuators
 from ._mjcf_contact import add_contacts
 from ._mjcf_sensors import add_sensors, add_site_markers
 from .errors import ModelError, ModelFileError
-from .joints import ANGLES, joint_coordinates, move_subtree
+from .joints import REVOLUTE, TRANSLATIONAL, joint_coordinates, joint_kind, move_subtree
 from .model import GROUND, Model, ModelBuilder
 
 logger = logging.getLogger("jaxmbd")
@@ -351,7 +351,7 @@ def _geom_shape(mujoco, m, d, g, com, A):
     from . import geometry as G
 
     T = mujoco.mjtGeom
-    kind, size = m.geom_type[g], np.asarray(m.geom_size[g])
+    geom_type, size = m.geom_type[g], np.asarray(m.geom_size[g])
     pos = A.T @ (d.geom_xpos[g] - com)
     R = A.T @ d.geom_xmat[g].reshape(3, 3)
     rgba = np.asarray(m.geom_rgba[g])
@@ -365,26 +365,30 @@ def _geom_shape(mujoco, m, d, g, com, A):
         if default
         else "#{:02x}{:02x}{:02x}".format(*(np.clip(rgba[:3], 0, 1) * 255).astype(int))
     )
-    if kind == T.mjGEOM_BOX:
-        return G.box(2 * size, pos=pos, A=R, color=color, collide=collide)
-    if kind == T.mjGEOM_SPHERE:
-        return G.sphere(size[0], pos=pos, color=color, collide=collide)
-    if kind == T.mjGEOM_CAPSULE:
-        return G.capsule(size[0], 2 * size[1], pos=pos, A=R, color=color, collide=collide)
-    if kind == T.mjGEOM_CYLINDER:
-        return G.cylinder(size[0], 2 * size[1], pos=pos, A=R, color=color, collide=collide)
-    if kind == T.mjGEOM_ELLIPSOID:  # drawn as the sphere scaled into a mesh
-        s = G.sphere(1.0)
-        V, F = s.mesh(16)
-        return G.mesh((V * size) @ R.T + pos, F, color=color, collide=collide)
-    if kind == T.mjGEOM_MESH:
+    style = dict(color=color, collide=collide)
+
+    def ellipsoid():  # drawn as the sphere scaled into a mesh
+        V, F = G.sphere(1.0).mesh(16)
+        return G.mesh((V * size) @ R.T + pos, F, **style)
+
+    def mesh():
         mid = m.geom_dataid[g]
         v0, nv = m.mesh_vertadr[mid], m.mesh_vertnum[mid]
         f0, nf = m.mesh_faceadr[mid], m.mesh_facenum[mid]
         V = np.asarray(m.mesh_vert[v0 : v0 + nv], dtype=np.float64)
         F = np.asarray(m.mesh_face[f0 : f0 + nf], dtype=np.int64)
-        return G.mesh(V @ R.T + pos, F, color=color, collide=collide)
-    return None  # planes, height fields, SDFs: not drawn
+        return G.mesh(V @ R.T + pos, F, **style)
+
+    makers = {
+        int(T.mjGEOM_BOX): lambda: G.box(2 * size, pos=pos, A=R, **style),
+        int(T.mjGEOM_SPHERE): lambda: G.sphere(size[0], pos=pos, **style),
+        int(T.mjGEOM_CAPSULE): lambda: G.capsule(size[0], 2 * size[1], pos=pos, A=R, **style),
+        int(T.mjGEOM_CYLINDER): lambda: G.cylinder(size[0], 2 * size[1], pos=pos, A=R, **style),
+        int(T.mjGEOM_ELLIPSOID): ellipsoid,
+        int(T.mjGEOM_MESH): mesh,
+    }
+    make = makers.get(int(geom_type))
+    return None if make is None else make()  # planes, height fields, SDFs: not drawn
 
 
 def _limits(m, j: int, hinge: bool):
@@ -416,9 +420,9 @@ def _cylindrical_coordinates(mujoco, m) -> dict[int, str]:
         gap = np.asarray(m.jnt_pos[jids[1]]) - np.asarray(m.jnt_pos[jids[0]])
         if abs(abs(axes[0] @ axes[1]) - 1) < 1e-9 and np.linalg.norm(np.cross(gap, axes[0])) < 1e-9:
             names = [_name(mujoco, m, mujoco.mjtObj.mjOBJ_JOINT, j, "joint") for j in jids]
-            for j, kind in zip(jids, kinds, strict=True):
-                suffix = "angle" if kind == int(T.mjJNT_HINGE) else "slide"
-                out[j] = f"{'+'.join(names)}.{suffix}"
+            suffix = {int(T.mjJNT_HINGE): "angle", int(T.mjJNT_SLIDE): "slide"}
+            for j, jnt_type in zip(jids, kinds, strict=True):
+                out[j] = f"{'+'.join(names)}.{suffix[jnt_type]}"
     return out
 
 
@@ -505,18 +509,13 @@ def _add_joints(mujoco, m, d, builder: ModelBuilder, b, parent: str, child: str,
         return {name: tuple((c, adr[k]) for c, k in enumerate(order))}
 
     if len(jids) == 1:
-        kind, name = kinds[0], names[0]
-        limits = _limits(m, jids[0], kind == T.mjJNT_HINGE)
-        if kind == T.mjJNT_HINGE:
-            builder.revolute(
-                name, body_i=parent, body_j=child, point=anchors[0], axis=axes[0], limits=limits,
-                **_passive(mujoco, m, jids[0]),
-            )  # fmt: skip
-            return convention(name, [0])
-        if kind == T.mjJNT_SLIDE:
-            builder.translational(
-                name, body_i=parent, body_j=child, point=anchors[0], axis=axes[0], limits=limits,
-                **_passive(mujoco, m, jids[0]),
+        name = names[0]
+        # a hinge or a slide: the builder's joint of that name; else a ball
+        spec = {int(T.mjJNT_HINGE): REVOLUTE, int(T.mjJNT_SLIDE): TRANSLATIONAL}.get(kinds[0])
+        if spec is not None:
+            getattr(builder, spec.name)(
+                name, body_i=parent, body_j=child, point=anchors[0], axis=axes[0],
+                limits=_limits(m, jids[0], spec.angular), **_passive(mujoco, m, jids[0]),
             )  # fmt: skip
             return convention(name, [0])
         builder.spherical(name, body_i=parent, body_j=child, point=anchors[0])  # ball
@@ -593,15 +592,17 @@ def _add_joints(mujoco, m, d, builder: ModelBuilder, b, parent: str, child: str,
 
 def _add_equalities(mujoco, m, d, builder, label, body_names, unsupported):
     E = mujoco.mjtEq
+    handlers = {int(E.mjEQ_CONNECT): _add_connect, int(E.mjEQ_WELD): _add_weld}
     for e in range(m.neq):
         name = _name(mujoco, m, mujoco.mjtObj.mjOBJ_EQUALITY, e, "equality")
-        kind = int(m.eq_type[e])
+        eq_type = int(m.eq_type[e])
         if not m.eq_active0[e]:
             unsupported.append(f"inactive equality '{name}' (left out)")
             continue
-        if kind not in (E.mjEQ_CONNECT, E.mjEQ_WELD):
-            kind_name = str(E(kind)).split(".")[-1].removeprefix("mjEQ_").lower()
-            unsupported.append(f"equality '{name}' of type {kind_name}")
+        add = handlers.get(eq_type)
+        if add is None:
+            type_name = str(E(eq_type)).split(".")[-1].removeprefix("mjEQ_").lower()
+            unsupported.append(f"equality '{name}' of type {type_name}")
             continue
         if getattr(m, "eq_objtype", None) is not None and int(m.eq_objtype[e]) not in (
             int(mujoco.mjtObj.mjOBJ_BODY),
@@ -616,25 +617,30 @@ def _add_equalities(mujoco, m, d, builder, label, body_names, unsupported):
             continue
         R1 = d.xmat[b1].reshape(3, 3)
         anchor = d.xpos[b1] + R1 @ np.asarray(m.eq_data[e][:3])
-        if kind == E.mjEQ_CONNECT:
-            R2 = d.xmat[b2].reshape(3, 3)
-            other = d.xpos[b2] + R2 @ np.asarray(m.eq_data[e][3:6])
-            if np.linalg.norm(other - anchor) > 1e-6:
-                logger.warning(
-                    "equality connect '%s': the anchors are %.3g apart at the reference "
-                    "pose; the loop is closed at body 1's anchor",
-                    name,
-                    np.linalg.norm(other - anchor),
-                )
-            builder.spherical(name, body_i=i, body_j=j, point=anchor)
-        else:  # rows only: a weld has no joint coordinates
-            builder._spherical_rows(name, body_i=i, body_j=j, point=anchor)
-            A_i = builder._frame(i, where=name)[1]
-            A_j = builder._frame(j, where=name)[1]
-            for k, (a_i, a_j) in enumerate(_rot_lock_vectors(A_i, A_j)):
-                builder.add_dp1(
-                    f"{name}.dp1_{k}", body_i=i, a_bar_i=a_i, body_j=j, a_bar_j=a_j, joint=name
-                )
+        add(m, d, builder, e, name, i, j, b2, anchor)
+
+
+def _add_connect(m, d, builder, e, name, i, j, b2, anchor):
+    """An equality connect: a spherical joint at body 1's anchor."""
+    R2 = d.xmat[b2].reshape(3, 3)
+    other = d.xpos[b2] + R2 @ np.asarray(m.eq_data[e][3:6])
+    if np.linalg.norm(other - anchor) > 1e-6:
+        logger.warning(
+            "equality connect '%s': the anchors are %.3g apart at the reference "
+            "pose; the loop is closed at body 1's anchor",
+            name,
+            np.linalg.norm(other - anchor),
+        )
+    builder.spherical(name, body_i=i, body_j=j, point=anchor)
+
+
+def _add_weld(m, d, builder, e, name, i, j, b2, anchor):
+    """An equality weld: rows only (a weld has no joint coordinates)."""
+    builder._spherical_rows(name, body_i=i, body_j=j, point=anchor)
+    A_i = builder._frame(i, where=name)[1]
+    A_j = builder._frame(j, where=name)[1]
+    for k, (a_i, a_j) in enumerate(_rot_lock_vectors(A_i, A_j)):
+        builder.add_dp1(f"{name}.dp1_{k}", body_i=i, a_bar_i=a_i, body_j=j, a_bar_j=a_j, joint=name)
 
 
 def _body_states(mujoco, m, roots, owner, qpos, qvel):
@@ -668,7 +674,7 @@ def _set_joint_states(builder: ModelBuilder, mapped, key, qpos):
         state = joint_coordinates(spec.definition(index), *(x[None] for x in key))
         q = np.atleast_1d(np.asarray(state.q)[0]).copy()
         for c, address in mapped[spec.name]:
-            if c in ANGLES[spec.kind]:
+            if c in joint_kind(spec.kind).angles:
                 q[c] += 2 * np.pi * np.round((qpos[address] - q[c]) / (2 * np.pi))
         builder.set_joint_state(spec.name, q=q, qdot=np.asarray(state.qdot)[0])
 

@@ -54,6 +54,7 @@ from . import _config  # noqa: F401
 from ._jit import jit
 from ._topology import body_graph
 from .errors import ModelError, RedundancyWarning
+from .gcons import gcon_kind
 
 #: Relative tolerance of the rank decision (see the module docstring).
 REDUNDANCY_RTOL = 1e-8
@@ -195,31 +196,18 @@ def _rows_numpy(model):
 
     nc = model.nc
     P = {k: np.zeros((nc, 3)) for k in ("p_bar", "q_bar", "w_bar", "s_bar_p", "s_bar_q", "c")}
-    alpha, delta = np.zeros(nc), np.zeros(nc)
+    alpha, delta, kappa = np.zeros(nc), np.zeros(nc), np.zeros(nc)
     for s in model.gcons:
         if s.size == 0:
             continue
         rows = np.asarray(s.rows, dtype=int)
-        a_i, b_i, a_j = (np.asarray(x) for x in (s.a_bar_i, s.b_bar_i, s.a_bar_j))
-        if s.kind == "ROT":
-            P["p_bar"][rows], P["q_bar"][rows], P["w_bar"][rows] = b_i, -a_i, a_j
-            continue
-        if s.kind in ("DP1", "DP2"):
-            P["p_bar"][rows] = a_i
-        if s.kind == "DP1":
-            P["w_bar"][rows] = a_j
-            continue
-        P["s_bar_p"][rows], P["s_bar_q"][rows] = np.asarray(s.s_bar_p_i), np.asarray(s.s_bar_q_j)
-        delta[rows] = 1.0
-        if s.kind == "D":
-            alpha[rows] = 1.0
-        if s.kind == "CD":
-            P["c"][rows] = np.asarray(s.c)
-    kappa = np.zeros(nc)
-    kappa[np.asarray(model.gcon("ROT").rows, dtype=int)] = 1.0
+        spec = gcon_kind(s.kind)
+        for name, vector in spec.row_vectors(s).items():
+            P[name][rows] = np.asarray(vector)
+        alpha[rows], delta[rows], kappa[rows] = spec.alpha, spec.delta, spec.kappa
     f = np.asarray(model.f_offset)
-    rot_rows = set(model.gcon("ROT").rows)
-    if any(r in rot_rows for group in model.drivers for r in group.rows):  # only ROT needs f
+    angle_rows = set(np.flatnonzero(kappa).tolist())
+    if any(r in angle_rows for group in model.drivers for r in group.rows):  # only they need f
         f = np.asarray(driver_values(model.f_offset, model.drivers, 0.0))
     bi, bj = _row_bodies(model)
     r_all = np.concatenate([np.asarray(model.r0), np.zeros((1, 3))])

@@ -69,7 +69,9 @@ but does not apply it.)
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import NamedTuple
 
 import equinox as eqx
 import jax
@@ -78,35 +80,108 @@ import numpy as np
 
 from . import _config  # noqa: F401
 from ._jit import jit
-from .joints import SIZES, JointDefinition, joint_coordinates
+from .joints import JointDefinition, JointKind, joint_coordinates, joint_kind
 from .rotations import A_to_ep
 
+
+class SensorInput(NamedTuple):
+    """What a sensor reads along one run, time first: ``t`` (T,), ``r``, ``A``, ``rdot``,
+    ``omega`` (body frame), ``rddot``, ``omegadot`` (body frame) over the moving bodies
+    (T, nb, ...), and the multipliers ``lam`` (T, nc)."""
+
+    t: jax.Array
+    r: jax.Array
+    A: jax.Array
+    rdot: jax.Array
+    omega: jax.Array
+    rddot: jax.Array
+    omegadot: jax.Array
+    lam: jax.Array
+
+
+class SensorMount(NamedTuple):
+    """Where a sensor sits: a joint sensor's ``joint`` (its :class:`JointDefinition`), or a
+    body sensor's ``body`` (model index), ``site`` (3,) and ``frame`` (3, 3)."""
+
+    joint: JointDefinition | None
+    body: int
+    site: jax.Array
+    frame: jax.Array
+
+
+@dataclass(frozen=True)
+class SensorKind:
+    """One sensor kind.
+
+    ``attached_to``: ``"joint"`` or ``"body"`` (what :meth:`~jaxmbd.ModelBuilder.add_sensor`
+    asks for). ``read(model, mount, run)``: the noise-free reading (T, dim) from a
+    :class:`SensorMount` and a :class:`SensorInput`, traceable (``jit``, ``vmap``,
+    ``grad``). ``dim``: the number of components, or a function of the joint's
+    :class:`~jaxmbd.joints.JointKind` for a joint sensor. ``needs_solution``: the reading
+    needs the step's accelerations or multipliers, so a policy cannot observe it at the
+    step's start. Add a kind with :func:`register_sensor_kind`."""
+
+    name: str
+    attached_to: str
+    read: Callable
+    dim: int | Callable[[JointKind], int] = 3
+    needs_solution: bool = False
+
+    def size(self, joint: str | JointKind | None = None) -> int:
+        """Components of a sensor of this kind (on a joint of kind ``joint``)."""
+        return self.dim(joint_kind(joint)) if callable(self.dim) else int(self.dim)
+
+
+_REGISTRY: dict[str, SensorKind] = {}
+_BUILT_IN: set[str] = set()
+
+
+def register_sensor_kind(spec: SensorKind) -> SensorKind:
+    """Make a sensor kind known by its name to :meth:`~jaxmbd.ModelBuilder.add_sensor` (and
+    model files); returns it. Registering a name again replaces its record; the built-in
+    names are refused."""
+    if not isinstance(spec, SensorKind):
+        raise TypeError(f"register_sensor_kind: expected a SensorKind, got {spec!r}")
+    if spec.attached_to not in ("joint", "body"):
+        raise ValueError(f"sensor kind {spec.name!r}: attached_to must be 'joint' or 'body', "
+                         f"got {spec.attached_to!r}")  # fmt: skip
+    if spec.name in _BUILT_IN and _REGISTRY[spec.name] != spec:
+        raise ValueError(f"sensor kind {spec.name!r} is built in; give yours another name")
+    _REGISTRY[spec.name] = spec
+    return spec
+
+
+def sensor_kind(name: str) -> SensorKind:
+    """The record of the sensor kind ``name``."""
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"unknown sensor kind {name!r}; known: {list(_REGISTRY)}") from None
+
+
+class _Attachments(Mapping):
+    """{kind name: "joint" or "body"} of every registered sensor kind (a live view)."""
+
+    def __getitem__(self, name: str) -> str:
+        return _REGISTRY[name].attached_to
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_REGISTRY)
+
+    def __len__(self) -> int:
+        return len(_REGISTRY)
+
+    def __repr__(self) -> str:
+        return repr(dict(self))
+
+
 #: The sensor kinds of :meth:`~jaxmbd.ModelBuilder.add_sensor` and what each is attached to.
-SENSOR_KINDS = {
-    "joint_position": "joint",
-    "joint_velocity": "joint",
-    "body_position": "body",
-    "body_quaternion": "body",
-    "body_linear_velocity": "body",
-    "body_angular_velocity": "body",
-    "velocimeter": "body",
-    "gyro": "body",
-    "accelerometer": "body",
-    "joint_reaction_force": "joint",
-    "joint_reaction_torque": "joint",
-}
-#: Kinds that need the step's accelerations or multipliers (solved with the step's
-#: controls): a policy cannot observe them at the step's start.
-SOLVED_KINDS = ("accelerometer", "joint_reaction_force", "joint_reaction_torque")
+SENSOR_KINDS: Mapping[str, str] = _Attachments()
 
 
 def sensor_dim(kind: str, joint_kind: str | None = None) -> int:
     """Number of components of a sensor of ``kind`` (on a joint of ``joint_kind``)."""
-    if kind == "joint_position":
-        return SIZES[joint_kind][0]
-    if kind == "joint_velocity":
-        return SIZES[joint_kind][1]
-    return 4 if kind == "body_quaternion" else 3
+    return sensor_kind(kind).size(joint_kind)
 
 
 class Sensors(eqx.Module):
@@ -195,9 +270,7 @@ def joint_axes(defn: JointDefinition):
     frame on body j with the joint axis first for revolute, translational, cylindrical and
     planar joints (axial, then radial components), as
     ``diagnostics.reaction_forces(..., at="joint", frame="joint")``."""
-    from .diagnostics import _AXIS_LAST
-
-    if defn.kind in _AXIS_LAST:
+    if joint_kind(defn.kind).axis_last:
         return defn.frame_j[:, np.array([2, 0, 1])]
     return defn.frame_j
 
@@ -210,36 +283,105 @@ def _joint(model, name: str) -> JointDefinition:
                      f"(joints: {list(model.joint_names)})")  # fmt: skip
 
 
+# ----------------------------------------------------------------------------- the kinds
+
+
+def _coordinates(mount, run):
+    return joint_coordinates(mount.joint, run.r, run.A, run.rdot, run.omega)
+
+
+def _per_step(value):
+    return jnp.reshape(value, (value.shape[0], -1))
+
+
+def _read_joint_position(model, mount, run):
+    return _per_step(_coordinates(mount, run).q)
+
+
+def _read_joint_velocity(model, mount, run):
+    return _per_step(_coordinates(mount, run).qdot)
+
+
+def _read_reaction_force(model, mount, run):
+    return _reaction(model, mount.joint, run.t, run.r, run.A, run.lam)[0]
+
+
+def _read_reaction_torque(model, mount, run):
+    return _reaction(model, mount.joint, run.t, run.r, run.A, run.lam)[1]
+
+
+def _read_body_position(model, mount, run):
+    return run.r[:, mount.body] + _mv(run.A[:, mount.body], mount.site)
+
+
+def _read_body_quaternion(model, mount, run):
+    return _canonical(A_to_ep(run.A[:, mount.body] @ mount.frame))
+
+
+def _read_body_angular_velocity(model, mount, run):
+    return _mv(run.A[:, mount.body], run.omega[:, mount.body])
+
+
+def _read_gyro(model, mount, run):
+    return _mv(_t(mount.frame), run.omega[:, mount.body])
+
+
+def _site_velocity(mount, run):
+    """The site's velocity in the body frame."""
+    b = mount.body
+    A_b, w = run.A[:, b], run.omega[:, b]
+    return _mv(_t(A_b), run.rdot[:, b]) + jnp.cross(w, mount.site)
+
+
+def _read_body_linear_velocity(model, mount, run):
+    return _mv(run.A[:, mount.body], _site_velocity(mount, run))
+
+
+def _read_velocimeter(model, mount, run):
+    return _mv(_t(mount.frame), _site_velocity(mount, run))
+
+
+def _read_accelerometer(model, mount, run):
+    b, s = mount.body, mount.site
+    A_b, w = run.A[:, b], run.omega[:, b]
+    a_bar = _mv(_t(A_b), run.rddot[:, b] - model.gravity)
+    a_bar = a_bar + jnp.cross(run.omegadot[:, b], s) + jnp.cross(w, jnp.cross(w, s))
+    return _mv(_t(mount.frame), a_bar)
+
+
+for _spec in (
+    SensorKind("joint_position", "joint", _read_joint_position, lambda j: j.nq),
+    SensorKind("joint_velocity", "joint", _read_joint_velocity, lambda j: j.nv),
+    SensorKind("body_position", "body", _read_body_position),
+    SensorKind("body_quaternion", "body", _read_body_quaternion, 4),
+    SensorKind("body_linear_velocity", "body", _read_body_linear_velocity),
+    SensorKind("body_angular_velocity", "body", _read_body_angular_velocity),
+    SensorKind("velocimeter", "body", _read_velocimeter),
+    SensorKind("gyro", "body", _read_gyro),
+    SensorKind("accelerometer", "body", _read_accelerometer, needs_solution=True),
+    SensorKind("joint_reaction_force", "joint", _read_reaction_force, needs_solution=True),
+    SensorKind("joint_reaction_torque", "joint", _read_reaction_torque, needs_solution=True),
+):
+    register_sensor_kind(_spec)
+    _BUILT_IN.add(_spec.name)
+del _spec
+
+#: The built-in kinds that need the step's accelerations or multipliers (solved with the
+#: step's controls): a policy cannot observe them at the step's start.
+SOLVED_KINDS = tuple(name for name, spec in _REGISTRY.items() if spec.needs_solution)
+
+
+def _mount(model, sensors: Sensors, k: int) -> SensorMount:
+    spec = sensor_kind(sensors.kinds[k])
+    if spec.attached_to == "joint":
+        return SensorMount(_joint(model, sensors.joints[k]), -1, sensors.site[k], sensors.frame[k])
+    return SensorMount(None, sensors.bodies[k], sensors.site[k], sensors.frame[k])
+
+
 def _one_sensor(model, sensors: Sensors, k: int, t, r, A, rdot, omega, rddot, omegadot, lam):
     """Noise-free reading (T, dim) of sensor ``k`` along one run (time first)."""
-    kind = sensors.kinds[k]
-    if kind in ("joint_position", "joint_velocity"):
-        c = joint_coordinates(_joint(model, sensors.joints[k]), r, A, rdot, omega)
-        value = c.q if kind == "joint_position" else c.qdot
-        return jnp.reshape(value, (value.shape[0], -1))
-    if kind in ("joint_reaction_force", "joint_reaction_torque"):
-        force, torque = _reaction(model, _joint(model, sensors.joints[k]), t, r, A, lam)
-        return force if kind == "joint_reaction_force" else torque
-    b, s, F = sensors.bodies[k], sensors.site[k], sensors.frame[k]
-    A_b, w = A[:, b], omega[:, b]
-    if kind == "body_position":
-        return r[:, b] + _mv(A_b, s)
-    if kind == "body_quaternion":
-        return _canonical(A_to_ep(A_b @ F))
-    if kind == "body_angular_velocity":
-        return _mv(A_b, w)
-    if kind == "gyro":
-        return _mv(_t(F), w)
-    v_bar = _mv(_t(A_b), rdot[:, b]) + jnp.cross(w, s)  # site velocity, body frame
-    if kind == "body_linear_velocity":
-        return _mv(A_b, v_bar)
-    if kind == "velocimeter":
-        return _mv(_t(F), v_bar)
-    if kind == "accelerometer":
-        a_bar = _mv(_t(A_b), rddot[:, b] - model.gravity)
-        a_bar = a_bar + jnp.cross(omegadot[:, b], s) + jnp.cross(w, jnp.cross(w, s))
-        return _mv(_t(F), a_bar)
-    raise ValueError(f"unknown sensor kind {kind!r}")
+    run = SensorInput(t, r, A, rdot, omega, rddot, omegadot, lam)
+    return sensor_kind(sensors.kinds[k]).read(model, _mount(model, sensors, k), run)
 
 
 def _noise(sensors: Sensors, k: int, key, steps, dim: int):
@@ -268,12 +410,12 @@ def readings(model, names, t, r, A, rdot, omega, rddot, omegadot, lam, *, key=No
 def observation_vector(model, t, state_rAvw, *, key=None, step=None, where: str = "simulate"):
     """The sensor vector (size,) of ``model`` at one state (r, A, rdot, omega) (a policy's
     observation): the sensors in model order, concatenated; with ``key``, the noise of step
-    ``step``. Sensors of :data:`SOLVED_KINDS` are refused: their values need the step's
+    ``step``. Sensors whose kind ``needs_solution`` are refused: their values need the step's
     accelerations and multipliers, which depend on the controls being chosen. Joint angles
     are on the branch nearest the joint's start (one state has no history to unwrap)."""
     sensors = model.sensors
-    solved = [n for n, kind in zip(sensors.sensor_names, sensors.kinds, strict=True)
-              if kind in SOLVED_KINDS]  # fmt: skip
+    solved = [n for n, name in zip(sensors.sensor_names, sensors.kinds, strict=True)
+              if sensor_kind(name).needs_solution]  # fmt: skip
     if solved:
         raise ValueError(
             f"{where}: the policy's observation is model '{model.name}''s sensor vector, but "
@@ -354,4 +496,16 @@ class SensorReadings(Mapping):
         return f"SensorReadings({{{items}}})"
 
 
-__all__ = ["SENSOR_KINDS", "SOLVED_KINDS", "SensorReadings", "Sensors", "joint_axes", "sensor_dim"]
+__all__ = [
+    "SENSOR_KINDS",
+    "SOLVED_KINDS",
+    "SensorInput",
+    "SensorKind",
+    "SensorMount",
+    "SensorReadings",
+    "Sensors",
+    "joint_axes",
+    "register_sensor_kind",
+    "sensor_dim",
+    "sensor_kind",
+]

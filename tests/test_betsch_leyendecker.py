@@ -9,7 +9,7 @@ integrator).
 
 Test time: every simulation is shared through module-scoped fixtures, and runs of one
 model and scheme use one step count (30 for the gyro top) so that they compile once; the
-long studies are in ``experiments/reproduce_betsch_leyendecker.py`` and ``-m slow``.
+long studies are in ``benchmarks/reproduce_betsch_leyendecker.py`` and ``-m slow``.
 """
 
 from __future__ import annotations

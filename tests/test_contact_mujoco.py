@@ -26,6 +26,8 @@ resolved impacts").
 
 from __future__ import annotations
 
+import equinox as eqx
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -349,7 +351,7 @@ def test_chain_mujoco_and_jaxmbd_rest_at_the_same_pose(chain_jaxmbd, chain_mujoc
     link's landing. The rest positions along x must agree to the sum of these,
     depth_MuJoCo + 5 v h (about 4 cm; they differ by 1.3 cm). That is coarse: no friction
     (mu = 0 instead of 0.5 moves MuJoCo's chain by 6.6 cm) fails it, half the friction
-    (2 cm) passes; the box above checks friction to a few per cent."""
+    (2 cm) passes: the sliding chain below checks its friction."""
     s = chain_mujoco[integrator]
     j = chain_jaxmbd
     assert s["between_links"] == 0  # only link-floor contacts, as in the jaxmbd model
@@ -365,3 +367,48 @@ def test_chain_mujoco_and_jaxmbd_rest_at_the_same_pose(chain_jaxmbd, chain_mujoc
     tolerance = s["max_depth"] + N_LINKS * j["fastest"] * H
     assert 1e-2 < s["max_depth"] < 5e-2  # the soft landing this tolerance rests on
     np.testing.assert_allclose(s["r"][:, 0], j["r"][:, 0], atol=tolerance)
+
+
+# The chain lying straight on the floor, pushed along its length at V_SLIDE: every link slides
+# on its two end slots and the chain stops after V_SLIDE^2 / (2 mu g) (Coulomb; no rolling
+# along the links' axes), a distance friction sets (half the friction doubles it).
+V_SLIDE = 1.0
+FLAT = np.array([[(k + 0.5) * LENGTH, 0.0, RADIUS] for k in range(N_LINKS)])
+
+
+@pytest.fixture(scope="module")
+def chain_slides():
+    """Slide distances along x of the five links: jaxmbd (the chain model of the fixture
+    above with another initial state: the same compiled program) and MuJoCo's three
+    integrators."""
+    model = _chain_model()
+    start = (jnp.asarray(FLAT), jnp.tile(jnp.eye(3), (N_LINKS, 1, 1)),
+             jnp.tile(jnp.array([V_SLIDE, 0.0, 0.0]), (N_LINKS, 1)))  # fmt: skip
+    model = eqx.tree_at(lambda m: (m.r0, m.A0, m.rdot0), model, start)
+    sol = mbd.simulate(model, t_end=T_CHAIN, h=H, rho_inf=0.0)
+    out = {"jaxmbd": np.asarray(sol.r[-1, :, 0] - sol.r[0, :, 0])}
+    for integrator in ("Euler", "implicitfast", "RK4"):
+
+        def flat_start(d):
+            d.qpos[:3], d.qpos[3:7], d.qpos[7:] = FLAT[0], (1.0, 0.0, 0.0, 0.0), 0.0
+            d.qvel[:] = 0.0
+            d.qvel[0] = V_SLIDE
+
+        _, d, _, _ = _mujoco_run(_chain_xml(integrator), T_CHAIN, start=flat_start)
+        assert np.max(np.abs(d.qvel)) < 1e-6  # stopped
+        out[integrator] = d.xpos[1:, 0] - FLAT[:, 0]
+    return out
+
+
+def test_chain_slides_the_coulomb_distance_in_both_engines(chain_slides):
+    """The friction the rest pose above cannot resolve: the sliding chain stops after
+    V_SLIDE^2 / (2 mu g) = 0.102 m, in jaxmbd to 2.3e-4 (met to 7.7e-5) and in MuJoCo to
+    7.7e-3 (met to 2.6e-3: its soft friction creeps), the two engines within 7.9e-3 of
+    each other (met to 2.6e-3)."""
+    closed = V_SLIDE**2 / (2 * MU_CHAIN * G)
+    ours = chain_slides["jaxmbd"]
+    np.testing.assert_allclose(ours, closed, rtol=2.3e-4)
+    for integrator in ("Euler", "implicitfast", "RK4"):
+        theirs = chain_slides[integrator]
+        np.testing.assert_allclose(theirs, closed, rtol=7.7e-3)
+        np.testing.assert_allclose(ours, theirs, rtol=7.9e-3)

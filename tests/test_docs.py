@@ -16,7 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
-#: the site's own pages (docs/reports links to experiments/results, which are not examples)
+#: the site's own pages (docs/reports links to benchmarks/results, which are not examples)
 PAGES = [README] + sorted(p for p in DOCS.rglob("*.md") if "reports" not in p.parts)
 NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
 #: a Python block followed by the block of what it prints

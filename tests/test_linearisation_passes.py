@@ -4,7 +4,7 @@ JAX linearises a scan by a fixed point over which carries have non-zero tangents
 whole body again each time one turns non-zero. The state enters simulate's time scan (and
 rkmk's stage scan) with its tangents present, so each body is linearised once: the
 dm_control cart-pole's gradient with respect to its controls linearised rkmk's stage body
-six times and the time body twice before (tracing time; experiments/results/
+six times and the time body twice before (tracing time; benchmarks/results/
 bench_compile.md, section 7). Tracing only, nothing is compiled here."""
 
 import collections

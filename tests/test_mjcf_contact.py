@@ -145,17 +145,19 @@ def test_rest_penetration_and_rebound_are_mujocos(solref, solimp_geom, condim, f
     )
     assert predicted == pytest.approx(rest, rel=1e-6)
 
-    m = mujoco.MjModel.from_xml_string(base.format(h=2e-5, g=0, z=0.1005, **xml))
+    # the rebound at h = 1e-5: MuJoCo's discrete stepping meets the continuous impact
+    # within 2.0e-4 of e there (7.6e-4 ... 1.7e-3 at h = 2e-5, 1.9e-4 ... 4.4e-4 at 5e-6)
+    m = mujoco.MjModel.from_xml_string(base.format(h=1e-5, g=0, z=0.1005, **xml))
     d = mujoco.MjData(m)
     d.qvel[2] = -1.0
     touched = False
-    for _ in range(50000):  # until it has left the floor (1 s at most)
+    for _ in range(100000):  # until it has left the floor (1 s at most)
         mujoco.mj_step(m, d)
         touched = touched or d.qpos[2] < 0.1
         if touched and d.qpos[2] > 0.1001:
             break
-    e = mc.restitution(tuple(pair.solref), tuple(pair.solimp), timestep=2e-5, cone_factor=c)
-    assert d.qpos[2] > 0.1 and e == pytest.approx(d.qvel[2], abs=0.01)
+    e = mc.restitution(tuple(pair.solref), tuple(pair.solimp), timestep=1e-5, cone_factor=c)
+    assert d.qpos[2] > 0.1 and e == pytest.approx(d.qvel[2], rel=6e-4)
 
 
 SPHERE_XML = """

@@ -1,23 +1,36 @@
 """The standard control models of dm_control's suite and gymnasium's MuJoCo environments,
 read from the installed packages, follow MuJoCo under the same random open-loop controls
 (issue 36): joint positions to 1e-6, bodies in MuJoCo's order. The harness is
-``experiments/mujoco_models.py`` (2 s there; 0.5 s here, two models by default and all six
+``benchmarks/control_models.py`` (2 s there; 0.5 s here, two models by default and all six
 with ``-m slow``)."""
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("mujoco")
 
-_spec = importlib.util.spec_from_file_location(
-    "mujoco_models", Path(__file__).parents[1] / "experiments" / "mujoco_models.py"
-)
-harness = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(harness)
+
+def _benchmark(name):
+    """``benchmarks.<name>`` imported as part of the ``benchmarks`` package of this tree,
+    wherever pytest runs from."""
+    root = Path(__file__).parents[1] / "benchmarks"
+    if "benchmarks" not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            "benchmarks", root / "__init__.py", submodule_search_locations=[str(root)]
+        )
+        package = importlib.util.module_from_spec(spec)
+        sys.modules["benchmarks"] = package
+        spec.loader.exec_module(package)
+    return importlib.import_module(f"benchmarks.{name}")
+
+
+harness = _benchmark("control_models")
 
 # cheetah and hopper (joint armature; limits off in both engines): ~2 min each to compile
 SLOW = {"pendulum", "reacher", "inverted_pendulum", "inverted_double_pendulum", "cheetah",

@@ -256,6 +256,33 @@ def test_four_bar_reactions_balance_every_body():
     np.testing.assert_allclose(np.einsum("tbji,tbj->tbi", A, moment), euler, atol=1e-8 * 50)
 
 
+def _read_site_height(model, mount, run):
+    """Height of the site above the ground plane z = 0 (one component)."""
+    p = run.r[:, mount.body] + jnp.einsum("tij,j->ti", run.A[:, mount.body], mount.site)
+    return p[:, 2:3]
+
+
+def test_a_sensor_kind_registered_from_outside_reads_like_a_built_in():
+    """A kind added with register_sensor_kind is accepted by add_sensor, has its dim, reads
+    its function along the run and matches the built-in body_position's z component."""
+    mbd.register_sensor_kind(mbd.SensorKind("site_height", "body", _read_site_height, 1))
+    assert mbd.sensors.SENSOR_KINDS["site_height"] == "body"
+    b = mbd.ModelBuilder("pendulum", gravity=(0.0, 0.0, -G))
+    b.add_body("rod", mass=1.0, inertia=[0.01, 0.01, 0.001], r=(0.5, 0.0, 0.0))
+    b.revolute("pin", body_i="ground", body_j="rod", point=(0, 0, 0), axis=(0, 1, 0))
+    b.add_sensor("height", kind="site_height", body="rod", site=S)
+    b.add_sensor("pos", kind="body_position", body="rod", site=S)
+    model = b.build()
+    assert model.sensors.dims == (1, 3)
+    sol = mbd.simulate(model, integrator="rkmk", t_end=0.05, h=1e-3)
+    height, pos = np.asarray(sol.sensors["height"]), np.asarray(sol.sensors["pos"])
+    assert height.shape == (len(sol.t), 1)
+    np.testing.assert_array_equal(height[:, 0], pos[:, 2])
+    assert height[-1, 0] < height[0, 0]  # the pendulum falls
+    with pytest.raises(ValueError, match="built in"):
+        mbd.register_sensor_kind(mbd.SensorKind("gyro", "body", _read_site_height, 1))
+
+
 def test_noise_statistics_and_key(spin):
     """Gaussian noise with the sensor's standard deviation, only with a key: zero mean and
     the given std within sampling error, the same readings for the same key, other ones

@@ -50,22 +50,16 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _config  # noqa: F401
-
-#: Shape kinds that collide, in the canonical order of a pair kind (A before B).
-COLLIDING_KINDS = ("plane", "sphere", "capsule", "box", "cylinder")
-
-#: Contact slots of each supported pair kind.
-SLOTS = {
-    "plane_sphere": 1,
-    "plane_capsule": 2,
-    "plane_box": 8,
-    "plane_cylinder": 4,
-    "sphere_sphere": 1,
-    "sphere_capsule": 1,
-    "sphere_box": 1,
-    "capsule_capsule": 1,
-    "box_box": 16,
-}
+from ..geometry import (
+    BOX,
+    CAPSULE,
+    CYLINDER,
+    PLANE,
+    SHAPE_BY_NAME,
+    SPHERE,
+    ShapeKind,
+    shape_kind,
+)
 
 _TINY = 1e-24  # squared length below which a direction is taken as undefined
 
@@ -81,38 +75,27 @@ class Slots(NamedTuple):
 def pair_kind(kind_a: str, kind_b: str) -> tuple[str | None, bool]:
     """The pair kind of shapes of kinds (kind_a, kind_b) and whether they are swapped
     (B first) in it; (None, False) when the pair has no narrow phase."""
-    if kind_a not in COLLIDING_KINDS or kind_b not in COLLIDING_KINDS:
-        return None, False
-    swapped = COLLIDING_KINDS.index(kind_a) > COLLIDING_KINDS.index(kind_b)
-    first, second = (kind_b, kind_a) if swapped else (kind_a, kind_b)
-    kind = f"{first}_{second}"
-    return (kind, swapped) if kind in SLOTS else (None, False)
+    a, b = SHAPE_BY_NAME.get(kind_a), SHAPE_BY_NAME.get(kind_b)
+    if (a, b) in PAIRS:
+        return PAIRS[a, b].name, False
+    if (b, a) in PAIRS:
+        return PAIRS[b, a].name, True
+    return None, False
 
 
 def shape_size(shape) -> np.ndarray:
     """The (3,) size vector of a :class:`~jaxmbd.geometry.Shape` (see the module docstring)."""
-    kind = shape.kind
-    if kind == "sphere":
-        return np.array([shape.param("radius"), 0.0, 0.0])
-    if kind in ("capsule", "cylinder"):
-        return np.array([shape.param("radius"), 0.5 * shape.param("length"), 0.0])
-    if kind == "box":
-        return 0.5 * np.asarray(shape.param("size"), dtype=np.float64)
-    if kind == "plane":
-        return np.zeros(3)
-    raise ValueError(f"shape kind {kind!r} does not collide; colliding: {COLLIDING_KINDS}")
+    spec = SHAPE_BY_NAME.get(shape.kind)
+    if spec is None or not spec.collides:
+        raise ValueError(
+            f"shape kind {shape.kind!r} does not collide; colliding: {COLLIDING_KINDS}"
+        )
+    return spec.collision_size(shape)
 
 
 def shape_scale(shape) -> float:
     """The smallest dimension of a colliding shape (radius, half edge; inf for a plane)."""
-    size = shape_size(shape)
-    if shape.kind == "plane":
-        return float("inf")
-    if shape.kind == "box":
-        return float(size.min())
-    if shape.kind == "cylinder":
-        return float(min(size[0], size[1]))
-    return float(size[0])
+    return shape_kind(shape.kind).collision_scale(shape_size(shape))
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -327,15 +310,33 @@ def box_box(pa, Ra, sa, pb, Rb, sb) -> Slots:
     )
 
 
-#: The narrow-phase function of each pair kind.
-COLLIDE = {
-    "plane_sphere": plane_sphere,
-    "plane_capsule": plane_capsule,
-    "plane_box": plane_box,
-    "plane_cylinder": plane_cylinder,
-    "sphere_sphere": sphere_sphere,
-    "sphere_capsule": sphere_capsule,
-    "sphere_box": sphere_box,
-    "capsule_capsule": capsule_capsule,
-    "box_box": box_box,
+# ----------------------------------------------------------------------------- the records
+
+
+class PairKind(NamedTuple):
+    """One pair kind: its name (``"<A>_<B>"``), its number of contact slots and its
+    narrow-phase function ``collide(pa, Ra, sa, pb, Rb, sb) -> Slots``."""
+
+    name: str
+    slots: int
+    collide: object
+
+
+#: The pair kinds by the shape records of (A, B), A first.
+PAIRS: dict[tuple[ShapeKind, ShapeKind], PairKind] = {
+    (PLANE, SPHERE): PairKind("plane_sphere", 1, plane_sphere),
+    (PLANE, CAPSULE): PairKind("plane_capsule", 2, plane_capsule),
+    (PLANE, BOX): PairKind("plane_box", 8, plane_box),
+    (PLANE, CYLINDER): PairKind("plane_cylinder", 4, plane_cylinder),
+    (SPHERE, SPHERE): PairKind("sphere_sphere", 1, sphere_sphere),
+    (SPHERE, CAPSULE): PairKind("sphere_capsule", 1, sphere_capsule),
+    (SPHERE, BOX): PairKind("sphere_box", 1, sphere_box),
+    (CAPSULE, CAPSULE): PairKind("capsule_capsule", 1, capsule_capsule),
+    (BOX, BOX): PairKind("box_box", 16, box_box),
 }
+#: Shape kinds that collide, in the canonical order of a pair kind (A before B).
+COLLIDING_KINDS = tuple(k.name for k in (PLANE, SPHERE, CAPSULE, BOX, CYLINDER))
+#: Contact slots of each supported pair kind.
+SLOTS = {pair.name: pair.slots for pair in PAIRS.values()}
+#: The narrow-phase function of each pair kind.
+COLLIDE = {pair.name: pair.collide for pair in PAIRS.values()}

@@ -63,20 +63,65 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..gcons import CD, DP1, DP2, gcon_kind
 from ..lie import hat, so3_exp
 from ..linear import dense
 from ..model import Model
 
+# Body-fixed frame vectors (a, m1, m2) of a pair from its rows' vectors: ``dp1``, ``dp2``
+# the (kind, a_bar_i, a_bar_j, s_bar_p_i, s_bar_q_j) of its DP1 and DP2 rows in row order.
+
+
+def _no_vectors(dp1, dp2, flipped, z):
+    return z, z, z
+
+
+def _revolute_vectors(dp1, dp2, flipped, z):  # Perp-1: u, v on body i; n on body j
+    return (dp1[1][2] if flipped else jnp.cross(dp1[0][1], dp1[1][1])), z, z
+
+
+def _sliding_vectors(dp1, dp2, flipped, z):  # Perp-2 carries m1, m2 (body i)
+    return jnp.cross(dp1[0][1], dp1[1][1]), dp2[0][1], dp2[1][1]
+
+
+def _planar_vectors(dp1, dp2, flipped, z):  # Perp-1 m1, m2 (body i), DP2 a_bar_i = n (body i)
+    return dp2[0][1], dp1[0][1], dp1[1][1]
+
+
+class PairKind(NamedTuple):
+    """One kind of kinematic pair (the table of the module docstring).
+
+    ``signature``: the sorted GCON kinds of a joint's rows that make it this pair (None for
+    a free root); ``n_translation``, ``n_rotation``: its unknowns (Table I: translations
+    first); ``reversible``: it may enter the tree from body_j (its vectors are not tied to
+    body_i); ``absolute``: the child's rotation is exp(hat(theta)), not relative to the
+    parent; ``frame_vectors(dp1, dp2, flipped, z)``: (a, m1, m2) from its rows."""
+
+    name: str
+    signature: tuple[str, ...] | None
+    n_translation: int
+    n_rotation: int
+    reversible: bool
+    absolute: bool
+    frame_vectors: object
+
+    @property
+    def dof(self) -> int:
+        return self.n_translation + self.n_rotation
+
+
+FREE = PairKind("free", None, 3, 3, False, True, _no_vectors)
+S_PAIR = PairKind("S", ("CD", "CD", "CD"), 0, 3, True, True, _no_vectors)
+R_PAIR = PairKind("R", ("CD", "CD", "CD", "DP1", "DP1"), 0, 1, True, False, _revolute_vectors)
+C_PAIR = PairKind("C", ("DP1", "DP1", "DP2", "DP2"), 1, 1, False, False, _sliding_vectors)
+P_PAIR = PairKind("P", ("DP1", "DP1", "DP1", "DP2", "DP2"), 1, 0, False, False, _sliding_vectors)
+E_PAIR = PairKind("E", ("DP1", "DP1", "DP2"), 2, 1, False, False, _planar_vectors)
+#: The pair kinds by name (``TreeEdge.kind``).
+PAIR_KINDS = {p.name: p for p in (FREE, S_PAIR, R_PAIR, C_PAIR, P_PAIR, E_PAIR)}
 #: joint unknowns per pair kind (Table I: r, relative degrees of freedom)
-PAIR_DOF = {"free": 6, "S": 3, "R": 1, "C": 2, "P": 1, "E": 3}
+PAIR_DOF = {name: p.dof for name, p in PAIR_KINDS.items()}
 #: GCON kinds (sorted) of each recognised joint
-_SIGNATURES = {
-    ("CD", "CD", "CD"): "S",
-    ("CD", "CD", "CD", "DP1", "DP1"): "R",
-    ("DP1", "DP1", "DP2", "DP2"): "C",
-    ("DP1", "DP1", "DP1", "DP2", "DP2"): "P",
-    ("DP1", "DP1", "DP2"): "E",
-}
+_SIGNATURES = {p.signature: p.name for p in PAIR_KINDS.values() if p.signature is not None}
 
 
 class TreeEdge(NamedTuple):
@@ -89,6 +134,10 @@ class TreeEdge(NamedTuple):
     rows: tuple[int, ...]  # the joint's GCON rows (model order)
     start: int  # first column of its unknowns in mu
     flipped: bool  # the parent is the joint's body_j (S and R only)
+
+    @property
+    def pair(self) -> PairKind:
+        return PAIR_KINDS[self.kind]
 
 
 class PairStructure(NamedTuple):
@@ -104,7 +153,7 @@ class PairStructure(NamedTuple):
         names = [*model.body_names, "ground"]
         parts = []
         for e in self.edges:
-            if e.kind == "free":
+            if e.pair is FREE:
                 parts.append(f"free root '{names[e.child]}' (6)")
             else:
                 parts.append(
@@ -164,7 +213,7 @@ def pair_structure(model: Model) -> PairStructure:
                     continue
                 if i == b and j not in visited:
                     child, flipped = j, False
-                elif j == b and i not in visited and kind in ("S", "R"):
+                elif j == b and i not in visited and PAIR_KINDS[kind].reversible:
                     child, flipped = i, True
                 else:
                     continue
@@ -190,7 +239,9 @@ def _driven_rows(model: Model) -> set[int]:
     rows = set()
     for group in model.drivers:
         rows.update(group.rows)
-    rows.update(model.gcon("ROT").rows)
+    for s in model.gcons:  # angle drivers (ROT) change the joint they act on
+        if gcon_kind(s.kind).angle_driven:
+            rows.update(s.rows)
     return rows
 
 
@@ -219,26 +270,16 @@ def _row_vectors(model: Model, row: int):
 def edge_data(model: Model, edge: TreeEdge) -> EdgeData:
     """Body-fixed vectors of a tree joint from its GCON rows (traceable: model arrays)."""
     z = jnp.zeros(3)
-    if edge.kind == "free":
+    if edge.pair is FREE:
         return EdgeData(z, z, z, z, z)
-    rows = sorted(edge.rows)
-    vecs = [_row_vectors(model, r) for r in rows]
-    dp1 = [v for v in vecs if v[0] == "DP1"]
-    dp2 = [v for v in vecs if v[0] == "DP2"]
-    cd = [v for v in vecs if v[0] == "CD"]
-    point = (cd or dp2)[0]
+    by_kind: dict[str, list] = {}
+    for r in sorted(edge.rows):
+        v = _row_vectors(model, r)
+        by_kind.setdefault(v[0], []).append(v)
+    dp1, dp2 = by_kind.get(DP1.name, []), by_kind.get(DP2.name, [])
+    point = (by_kind.get(CD.name) or dp2)[0]
     rho_i, rho_j = point[3], point[4]
-    if edge.kind == "S":
-        a = m1 = m2 = z
-    elif edge.kind == "R":  # Perp-1: a_bar_i = u, v on body i; a_bar_j = n on body j
-        a = dp1[1][2] if edge.flipped else jnp.cross(dp1[0][1], dp1[1][1])
-        m1 = m2 = z
-    elif edge.kind in ("C", "P"):  # Perp-2 carries m1, m2 (body i)
-        m1, m2 = dp2[0][1], dp2[1][1]
-        a = jnp.cross(dp1[0][1], dp1[1][1])
-    else:  # E: Perp-1 m1, m2 (body i), DP2 a_bar_i = n (body i)
-        m1, m2 = dp1[0][1], dp1[1][1]
-        a = dp2[0][1]
+    a, m1, m2 = edge.pair.frame_vectors(dp1, dp2, edge.flipped, z)
     if edge.flipped:
         rho_i, rho_j = rho_j, rho_i
     return EdgeData(rho_i, rho_j, a, m1, m2)
@@ -271,28 +312,28 @@ class _Layout(NamedTuple):
 
 def _layout(model: Model, structure: PairStructure) -> _Layout:
     nb, d = model.nb, structure.size
-    kinds = [e.kind for e in structure.edges]
-    col = np.full((len(kinds), 6), d, dtype=int)
+    pairs = [e.pair for e in structure.edges]
+    col = np.full((len(pairs), 6), d, dtype=int)
     for k, e in enumerate(structure.edges):
-        n_t = {"free": 3, "S": 0, "R": 0, "C": 1, "P": 1, "E": 2}[e.kind]
-        n_r = {"free": 3, "S": 3, "R": 1, "C": 1, "P": 0, "E": 1}[e.kind]
+        n_t, n_r = e.pair.n_translation, e.pair.n_rotation
         col[k, :n_t] = e.start + np.arange(n_t)
         col[k, 3 : 3 + n_r] = e.start + n_t + np.arange(n_r)
 
-    def mask(*names):
-        return np.array([kd in names for kd in kinds], dtype=bool)
+    def mask(test):
+        return np.array([bool(test(p)) for p in pairs], dtype=bool)
 
     return _Layout(
         parent=np.array([nb if e.parent < 0 else e.parent for e in structure.edges], dtype=int),
         child=np.array([e.child for e in structure.edges], dtype=int),
-        absolute=mask("free", "S"),
-        relative=mask("R", "C", "E"),
-        free=mask("free"),
-        kind_c=mask("C", "P"),
-        kind_e=mask("E"),
+        absolute=mask(lambda p: p.absolute),
+        relative=mask(lambda p: not p.absolute and p.n_rotation > 0),
+        free=mask(lambda p: p is FREE),
+        # a slide along one line (C, P: m1 x m2) or in a plane (E: two directions)
+        kind_c=mask(lambda p: p is not FREE and p.n_translation == 1),
+        kind_e=mask(lambda p: p is not FREE and p.n_translation == 2),
         col=col,
-        s_joint=mask("S"),
-        r_joint=mask("R"),
+        s_joint=mask(lambda p: p is S_PAIR),
+        r_joint=mask(lambda p: p is R_PAIR),
     )
 
 
