@@ -15,6 +15,7 @@ from .._joint_forces import AbstractJointForce
 from ..actuators import Actuators
 from ..contact import HuntCrossley
 from ..drivers import program_to_source
+from ..gcons import gcon_kind
 from ..joints import joint_kind
 from ..model import GROUND, Model
 from .schema import _CONTACT_NUMBERS, _JOINT_FRAME_FIELDS, FORMAT
@@ -65,7 +66,7 @@ def save_model(model: Model, path, *, solver: dict | None = None) -> Path:
                 "body_j": model.body_label(s.body_j[k]) if s.body_j[k] < nb else GROUND,
             }
             entry.update({key: np.asarray(val[k]).tolist() for key, val in fields.items()})
-            entry["angle" if s.kind == "ROT" else "f"] = f_source[row]
+            entry[gcon_kind(s.kind).file_value] = f_source[row]
             entry["joint"] = model.constraint_joints[row]
             constraints[row] = entry
     forces = []
