@@ -1,9 +1,9 @@
 """The model: bodies, GCONs, drivers and forces as an equinox pytree.
 
 Topology (how many bodies, which constraint types, which bodies they connect) is static;
-every number is an array leaf reachable with ``eqx.tree_at`` (DESIGN principle 1). Bodies
+every number is an array leaf reachable with ``eqx.tree_at`` (docs/design.md, principle 1). Bodies
 are indexed 0..nb-1 in model order; the ground is index ``nb`` in the static topology.
-Constraints are stored grouped by GCON type (DESIGN principle 3) and keep their model order
+Constraints are stored grouped by GCON type (docs/design.md, principle 3) and keep their model order
 through static row indices, so ``lam[:, k]`` is the multiplier of the k-th constraint.
 
 Build models with :class:`~jaxmbd.ModelBuilder` (:mod:`jaxmbd.build`; joints of paper 1
