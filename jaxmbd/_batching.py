@@ -22,6 +22,25 @@ def broadcast_batched(axis_size: int, args: tuple, in_batched) -> tuple:
     )
 
 
+def none_batched(in_batched) -> bool:
+    """True where no argument carries the batch axis: a rule must then return ``fn``'s
+    unbatched outputs (:func:`unbatched`). JAX calls a rule so when it batches the
+    derivative of a ``custom_vmap`` function whose tangents alone carry the batch axis
+    (``jax.jacfwd`` of a function that calls it, ``jax.hessian`` of a ``simulate``): it
+    vmaps the rule over the batched tangents and adds that axis to every output the rule
+    marks batched, so a rule that broadcast its unbatched arguments would give its
+    outputs the batch axis twice (jax 0.10.2, ``custom_vmap_jvp``)."""
+    return not any(jax.tree_util.tree_leaves(in_batched))
+
+
+def unbatched(fn, *args):
+    """``fn(*args)`` with out-batched flags all False: the rule's answer when
+    :func:`none_batched`. ``fn`` is the plain computation, not the ``custom_vmap``
+    function itself (whose derivative would call the same rule again)."""
+    out = fn(*args)
+    return out, jax.tree_util.tree_map(lambda _: False, out)
+
+
 def on_single_member(fn, *args):
     """``fn`` on the single member of a batch of one (every leaf of ``args`` batched), its
     outputs given the batch axis back. Under ``vmap`` of size 1 the vectorised batched

@@ -32,7 +32,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _config  # noqa: F401
-from .._batching import broadcast_batched, cpu_or_accelerator, on_single_member
+from .._batching import (
+    broadcast_batched,
+    cpu_or_accelerator,
+    none_batched,
+    on_single_member,
+    unbatched,
+)
 from . import small
 
 
@@ -55,6 +61,8 @@ def _lapack_lu(matrix):
 
 @dense_lu.def_vmap
 def _dense_lu_vmap(axis_size, in_batched, matrix):
+    if none_batched(in_batched):
+        return unbatched(_lapack_lu, matrix)
     (matrix,) = broadcast_batched(axis_size, (matrix,), in_batched)
     if axis_size == 1:  # a batch of one: the unbatched kernel, no loop
         return on_single_member(dense_lu, matrix), (True, True)
@@ -143,6 +151,8 @@ def _batch_safe(transpose):
 
     @lu_solve_.def_vmap
     def _rule(axis_size, in_batched, lu, permutation, rhs):
+        if none_batched(in_batched):
+            return unbatched(_lapack_solve, lu, permutation, rhs, transpose)
         lu_b, perm_b, _ = in_batched
         if not (lu_b or perm_b):  # one matrix, many right-hand sides: no batched kernel
             out = jax.vmap(lambda r: _lapack_solve(lu, permutation, r, transpose))(rhs)
@@ -230,6 +240,8 @@ def _inverse_and_pivots_body(matrix):
 
 @inverse_and_pivots.def_vmap
 def _inverse_and_pivots_vmap(axis_size, in_batched, matrix):
+    if none_batched(in_batched):
+        return unbatched(_inverse_and_pivots_body, matrix)
     (matrix,) = broadcast_batched(axis_size, (matrix,), in_batched)
     if axis_size == 1:
         return on_single_member(inverse_and_pivots, matrix), (True, True)
@@ -287,6 +299,10 @@ def inverse_from_lu(lu, permutation):
     Neither calls LAPACK's triangular solve with the n columns of the identity: with a
     threaded OpenBLAS (NumPy's and SciPy's wheels) a multi-column solve wakes its worker
     threads, about 0.5-1 ms per call for n = 32 on 2 CPU cores (jax.profiler)."""
+    return _inverse_from_lu_body(lu, permutation)
+
+
+def _inverse_from_lu_body(lu, permutation):
     n = lu.shape[-1]
     # both factors in one recursion, as lower triangles: L (unit diagonal) and U^T
     unit_lower = jnp.tril(lu, -1) + jnp.eye(n, dtype=lu.dtype)
@@ -297,6 +313,8 @@ def inverse_from_lu(lu, permutation):
 
 @inverse_from_lu.def_vmap
 def _inverse_from_lu_vmap(axis_size, in_batched, lu, permutation):
+    if none_batched(in_batched):
+        return unbatched(_inverse_from_lu_body, lu, permutation)
     lu, permutation = broadcast_batched(axis_size, (lu, permutation), in_batched)
     if axis_size == 1:
         return on_single_member(inverse_from_lu, lu, permutation), True

@@ -35,7 +35,14 @@ import jax
 import jax.numpy as jnp
 
 from .. import _config  # noqa: F401
-from .._batching import all_batched, broadcast_batched, cpu_or_accelerator, on_single_member
+from .._batching import (
+    all_batched,
+    broadcast_batched,
+    cpu_or_accelerator,
+    none_batched,
+    on_single_member,
+    unbatched,
+)
 from . import small
 
 
@@ -118,6 +125,8 @@ def _factor_vmap(axis_size, in_batched, mass, G):
     """A batch of factorisations (a batched program's time loop is not hoisted, so its
     kernels may hold ``dot``s): on the CPU :func:`_factor_batched`; a batch of one, the
     unbatched kernels; on a GPU the plain ``vmap``."""
+    if none_batched(in_batched):
+        return unbatched(_factor_single, mass, G)
     mass, G = broadcast_batched(axis_size, (mass, G), in_batched)
     if axis_size == 1:
         out = on_single_member(_factor, mass, G)

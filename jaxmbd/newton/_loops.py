@@ -9,7 +9,14 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
-from .._batching import all_batched, broadcast_batched, cpu_or_accelerator, on_single_member
+from .._batching import (
+    all_batched,
+    broadcast_batched,
+    cpu_or_accelerator,
+    none_batched,
+    on_single_member,
+    unbatched,
+)
 
 
 def refresh_where(stale, x, old, factor: Callable):
@@ -23,12 +30,15 @@ def refresh_where(stale, x, old, factor: Callable):
 
 
 def _refresh_where_p(stale, x, old, consts, fn):
-    @jax.custom_batching.custom_vmap
-    def run(stale, x, old, consts):
+    def plain(stale, x, old, consts):
         return jax.lax.cond(stale, lambda: fn(x, *consts), lambda: old)
+
+    run = jax.custom_batching.custom_vmap(plain)
 
     @run.def_vmap
     def _rule(axis_size, in_batched, stale, x, old, consts):
+        if none_batched(in_batched):
+            return unbatched(plain, stale, x, old, consts)
         stale, x, old, consts = broadcast_batched(axis_size, (stale, x, old, consts), in_batched)
         if axis_size == 1:  # a batch of one: the unbatched cond
             out = on_single_member(run, stale, x, old, consts)
@@ -89,8 +99,7 @@ def while_loop_keeping(cond, body, init, keep: frozenset):
     body_fn, body_consts = jax.closure_convert(body, init)
     cond_fn, cond_consts = jax.closure_convert(cond, init)
 
-    @jax.custom_batching.custom_vmap
-    def loop(init, body_consts, cond_consts):
+    def plain(init, body_consts, cond_consts):
         def cond_(c):
             return cond_fn(c, *cond_consts)
 
@@ -99,8 +108,12 @@ def while_loop_keeping(cond, body, init, keep: frozenset):
 
         return jax.lax.while_loop(cond_, body_, init)
 
+    loop = jax.custom_batching.custom_vmap(plain)
+
     @loop.def_vmap
     def _rule(axis_size, in_batched, init, body_consts, cond_consts):
+        if none_batched(in_batched):
+            return unbatched(plain, init, body_consts, cond_consts)
         init, body_consts, cond_consts = broadcast_batched(
             axis_size, (init, body_consts, cond_consts), in_batched
         )
