@@ -123,3 +123,73 @@ def test_kinematics_hessian():
         e = jnp.zeros(c0.size).at[i].set(1.0).reshape(c0.shape)
         fd = (grad(c0 + eps * e) - grad(c0 - eps * e)).reshape(-1) / (2 * eps)
         np.testing.assert_allclose(hessian[:, i], fd, rtol=1e-6, atol=1e-8 * np.abs(fd).max())
+
+
+def _hessian_against_fd(loss, p, eps):
+    """jax.hessian of ``loss`` at ``p`` (a vector) and central differences of its gradient,
+    both from one compiled program (jacfwd of grad returns the gradient as an aux)."""
+
+    def grad_twice(p_):
+        g = jax.grad(loss)(p_)
+        return g, g
+
+    hessian_and_grad = jax.jit(jax.jacfwd(grad_twice, has_aux=True))
+    hessian = np.asarray(hessian_and_grad(p)[0])
+    fd = np.stack(
+        [
+            (hessian_and_grad(p + eps * e)[1] - hessian_and_grad(p - eps * e)[1]) / (2 * eps)
+            for e in np.eye(p.size)
+        ],
+        axis=1,
+    )
+    return hessian, fd
+
+
+def _double_pendulum_mass_loss(steps, **options):
+    model = mbd.models.double_pendulum()
+
+    def loss(mass):
+        m = eqx.tree_at(lambda m_: m_.mass, model, mass)
+        # tight roots: the differences of the gradient see the Newton tolerance divided by
+        # the step (at the default tolerance they were off by 1e-5 relative)
+        sol = mbd.simulate(m, t_end=steps * 1e-3, h=1e-3, tol=1e-11, **options)
+        return jnp.sum(sol.r[-1] ** 2) + jnp.sum(sol.omega[-1] ** 2)
+
+    return loss, model.mass
+
+
+@pytest.mark.parametrize(
+    "steps, options",
+    [
+        (200, {}),  # rA gen_alpha (the default)
+        pytest.param(1000, {}, marks=pytest.mark.slow),
+        pytest.param(1000, {"integrator": "rkmk"}, marks=pytest.mark.slow),
+    ],
+)
+def test_simulate_hessian_masses(steps, options):
+    """jax.hessian (jacfwd of grad: vmap over the tangents of jvp of grad) through simulate.
+    Regression: the batching rules of the Newton loop gave the tangent-batched derivative a
+    doubled batch axis (a TypeError in the step's slicing)."""
+    loss, mass = _double_pendulum_mass_loss(steps, **options)
+    # masses 78 and 39 kg; 200 steps: 4e-10 relative (steps 1e-2: 4e-8, 1e-4: 6e-10)
+    hessian, fd = _hessian_against_fd(loss, mass, 1e-3)
+    np.testing.assert_allclose(hessian, hessian.T, rtol=1e-9, atol=1e-12 * np.abs(hessian).max())
+    np.testing.assert_allclose(hessian, fd, rtol=1e-6, atol=1e-8 * np.abs(fd).max())
+
+
+@pytest.mark.slow  # ~2 min compilation of the hessian of kinematics on 2 cores
+@pytest.mark.parametrize("steps", [200, 1000])
+def test_kinematics_hessian_long(steps):
+    """jax.hessian through kinematics over a long horizon: the slider crank's driver
+    parameters (initial angle and speed)."""
+    model = mbd.models.slider_crank()
+    c0 = model.drivers[0].constants
+    h = 1e-3
+
+    def loss(p):
+        m = eqx.tree_at(lambda m_: m_.drivers[0].constants, model, p.reshape(c0.shape))
+        kin = mbd.kinematics(m, t_end=steps * h, h=h, tol=1e-12)
+        return jnp.sum(kin.r[-1] ** 2) + 1e-3 * jnp.sum(kin.lam[-1])
+
+    hessian, fd = _hessian_against_fd(loss, c0.reshape(-1), 1e-5)
+    np.testing.assert_allclose(hessian, fd, rtol=1e-6, atol=1e-8 * np.abs(fd).max())
