@@ -14,7 +14,8 @@ import jax.numpy as jnp
 
 class RESULTS(eqx.Enumeration):
     """Outcome of a solve. The integer codes (``Solution.status``) follow the order here:
-    0 successful, 1 max_iterations, 2 nonfinite, 3 ill_conditioned, 4 chart_singularity."""
+    0 successful, 1 max_iterations, 2 nonfinite, 3 ill_conditioned, 4 chart_singularity,
+    5 invalid_parameters."""
 
     successful = ""
     max_iterations = (
@@ -32,6 +33,13 @@ class RESULTS(eqx.Enumeration):
         "the least-squares velocities or accelerations fail the chart-free constraints "
         "G v = nu or G a = gamma, or the multipliers are not finite"
     )
+    invalid_parameters = (
+        "invalid model parameters (checked at the start of the run): a mass <= 0, an "
+        "inertia not symmetric positive semi-definite or breaking the triangle inequality "
+        "of its principal moments, a contact friction, stiffness or damping < 0, a "
+        "restitution outside [0, 1], or a joint-limit stiffness or damping < 0; the run's "
+        "values are not to be used"
+    )
 
 
 #: RESULTS items in code order: ``RESULT_ITEMS[code]``.
@@ -41,6 +49,7 @@ RESULT_ITEMS = (
     RESULTS.nonfinite,
     RESULTS.ill_conditioned,
     RESULTS.chart_singularity,
+    RESULTS.invalid_parameters,
 )
 
 

@@ -37,6 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _config  # noqa: F401
+from ._parameter_checks import checked_parameters
 from .actuators import with_controls
 from .contact import with_contact
 from .formulations import get_formulation
@@ -146,6 +147,7 @@ def linearize(
     (``redundant``), contact as in :func:`~jaxmbd.simulate`.
     """
     model = with_contact(model, contact, where="linearize")
+    model = checked_parameters(model, where="linearize")
     nu = model.nu
     if inputs is not None and nu == 0:
         raise ValueError(f"linearize: inputs given, but model '{model.name}' has no actuators")
