@@ -6,7 +6,9 @@ unchecked. :func:`checked_parameters` checks the concrete leaves on the host and
 :class:`~jaxmbd.ModelError` naming the body or contact pair, the value found and what is
 allowed; leaves that are tracers (a user's ``jit``, ``grad`` or ``vmap``) are checked in
 the traced program instead (:func:`parameters_invalid`), and the run's status then carries
-``RESULTS.invalid_parameters`` from step 0 (:func:`with_parameter_status`).
+``RESULTS.invalid_parameters`` from step 0 (:func:`with_parameter_status`). A batch
+(:func:`~jaxmbd.simulate_batch`) refuses nothing at entry: its members are traced, so an
+invalid member is marked by its status and spoils no other.
 
 What is allowed: masses > 0; inertias symmetric, positive semi-definite with a positive
 moment, and, when positive definite, each principal moment at most the sum of the other
@@ -27,14 +29,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._results import RESULT_ITEMS, RESULTS
 from ._values import SINGULAR_RTOL, SYMMETRY_RTOL, TRIANGLE_RTOL, inertia_problem
 from .errors import ModelError
 from .joint_limits import JointLimits
 from .model import Model
 
-#: The status code of RESULTS.invalid_parameters.
-INVALID_PARAMETERS = RESULT_ITEMS.index(RESULTS.invalid_parameters)
+#: The status code of RESULTS.invalid_parameters (its place in RESULT_ITEMS).
+INVALID_PARAMETERS = 5
 
 _CONTACT_RULES = (
     ("friction", 0.0, None),
@@ -74,6 +75,22 @@ def _ranged_leaves(model: Model):
             yield limits, name, low, high, joint
 
 
+def _inertia_invalid(J, xp):
+    """Per inertia (..., 3, 3) -> (...): not finite, not symmetric, not positive
+    semi-definite with a positive moment, or (positive definite and) breaking the triangle
+    inequality; ``xp``: numpy or jax.numpy (as :func:`jaxmbd._values.inertia_problem`)."""
+    finite = xp.all(xp.isfinite(J), axis=(-2, -1))
+    J = xp.where(finite[..., None, None], J, 0.0)
+    Jt = xp.swapaxes(J, -1, -2)
+    scale = xp.max(xp.abs(J), axis=(-2, -1))
+    asym = xp.max(xp.abs(J - Jt), axis=(-2, -1)) > SYMMETRY_RTOL * scale
+    m = xp.linalg.eigvalsh(0.5 * (J + Jt))
+    low, mid, top = m[..., 0], m[..., 1], m[..., 2]
+    indefinite = ~(top > 0) | (low < -SINGULAR_RTOL * xp.maximum(1.0, top))
+    triangle = (low > SINGULAR_RTOL * top) & (top - low - mid > TRIANGLE_RTOL * top)
+    return ~finite | asym | indefinite | triangle
+
+
 # -- concrete leaves: numpy on the host ----------------------------------------------------
 def _member(index: tuple) -> str:
     return f"batch member {index[0] if len(index) == 1 else index}: " if index else ""
@@ -98,13 +115,12 @@ def _check_concrete(model: Model, where: str):
             )
     if not _is_tracer(model.inertia):
         inertia = np.asarray(model.inertia)
-        for index in np.ndindex(inertia.shape[:-2]):
-            problem = inertia_problem(inertia[index])
-            if problem is not None:
-                raise ModelError(
-                    f"{prefix}{_member(index[:-1])}body '{model.body_names[index[-1]]}': "
-                    f"inertia {problem}"
-                )
+        bad = _first_bad(_inertia_invalid(inertia, np))
+        if bad is not None:
+            problem = inertia_problem(inertia[bad]) or f"{inertia[bad].tolist()} is invalid"
+            raise ModelError(
+                f"{prefix}{_member(bad[:-1])}body '{model.body_names[bad[-1]]}': inertia {problem}"
+            )
     for element, name, low, high, label in _ranged_leaves(model):
         leaf = getattr(element, name)
         if _is_tracer(leaf):
@@ -115,8 +131,8 @@ def _check_concrete(model: Model, where: str):
         if bad is not None:
             rule = f">= {low:g}" if high is None else f"in [{low:g}, {high:g}]"
             raise ModelError(
-                f"{prefix}{_member(bad[:-1])}{label(bad[-1])}: {name} {float(value[bad]):.6g}; must "
-                f"be {rule}"
+                f"{prefix}{_member(bad[:-1])}{label(bad[-1])}: {name} "
+                f"{float(value[bad]):.6g}; must be {rule}"
             )
 
 
@@ -129,14 +145,8 @@ def parameters_invalid(model: Model):
     mass = sg(jnp.asarray(model.mass))
     flags.append(jnp.any(~(mass > 0), axis=-1))
     J = sg(jnp.asarray(model.inertia))
-    if J.shape[-3] if J.ndim >= 3 else 0:
-        scale = jnp.max(jnp.abs(J), axis=(-2, -1))
-        asym = jnp.max(jnp.abs(J - jnp.swapaxes(J, -1, -2)), axis=(-2, -1)) > SYMMETRY_RTOL * scale
-        m = jnp.linalg.eigvalsh(0.5 * (J + jnp.swapaxes(J, -1, -2)))
-        low, mid, top = m[..., 0], m[..., 1], m[..., 2]
-        indefinite = ~(top > 0) | (low < -SINGULAR_RTOL * jnp.maximum(1.0, top))
-        triangle = (low > SINGULAR_RTOL * top) & (top - low - mid > TRIANGLE_RTOL * top)
-        flags.append(jnp.any(asym | indefinite | triangle | ~jnp.isfinite(scale), axis=-1))
+    if J.ndim >= 3 and J.shape[-3]:
+        flags.append(jnp.any(_inertia_invalid(J, jnp), axis=-1))
     for element, name, low_, high_, _ in _ranged_leaves(model):
         value = sg(jnp.asarray(getattr(element, name)))
         if value.shape[-1:] == (0,):

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import jaxmbd as mbd
+from jaxmbd._parameter_checks import INVALID_PARAMETERS
 from jaxmbd._results import RESULT_ITEMS, first_failure, result_from_code
 
 
@@ -21,6 +22,7 @@ def test_codes_follow_the_enum():
         mbd.NONFINITE,
         mbd.ILL_CONDITIONED,
         mbd.newton.CHART_SINGULARITY,
+        INVALID_PARAMETERS,
     ]
     assert [int(item._value) for item in RESULT_ITEMS] == codes
     assert result_from_code(mbd.NONFINITE) == mbd.RESULTS.nonfinite

@@ -71,9 +71,7 @@ def test_triangle_inequality_after_building_names_the_body_and_moments():
     for run in (
         lambda: mbd.simulate(model, t_end=0.01, h=1e-3),
         lambda: mbd.linearize(model, "initial"),
-        lambda: mbd.simulate_batch(
-            jax.tree_util.tree_map(lambda x: jnp.stack([x, x]), model), t_end=0.01, h=1e-3
-        ),  # fmt: skip
+        lambda: mbd.kinematics(model, t_end=0.01, h=1e-3),
     ):
         with pytest.raises(mbd.ModelError, match=rf"body '{name}'.*\(1, 0.1, 0.1\).*triangle"):
             run()
@@ -138,3 +136,15 @@ def test_weakly_typed_mass_compiles_nothing_new():
     with count_compilations() as counts:
         mbd.simulate(weak, t_end=0.003, h=1e-3)
     assert counts["compile"] == 0, counts
+
+
+def test_invalid_batch_member_is_marked_and_spoils_no_other():
+    """A batch refuses nothing at entry: the member with an invalid value has the status
+    invalid_parameters at every step, the others run as alone."""
+    model = _pendulum()
+    members = [model, eqx.tree_at(lambda m: m.mass, model, jnp.array([-1.0]))]
+    batch = mbd.simulate_batch(mbd.stack_models(members), t_end=0.003, h=1e-3)
+    status = np.asarray(batch.status)
+    assert np.all(status[0] == 0) and np.all(status[1] == INVALID_PARAMETERS)
+    single = mbd.simulate(model, t_end=0.003, h=1e-3)
+    np.testing.assert_allclose(np.asarray(batch.r)[0], np.asarray(single.r), rtol=0, atol=1e-12)
