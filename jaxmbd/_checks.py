@@ -12,12 +12,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._parameter_checks import unheld_singular_inertia, with_parameter_status
-from ._results import RESULT_ITEMS, RESULTS, code_message
+from ._results import NONFINITE, RESULT_ITEMS, RESULTS, SUCCESS, code_message
 from .equations import constraint_values, rA_terms
 from .errors import AssemblyWarning, ModelError, SolverError
 from .joint_limits import JointLimits
 from .model import Model
-from .newton import NONFINITE, SUCCESS
 from .solution import Solution
 
 logger = logging.getLogger("jaxmbd")

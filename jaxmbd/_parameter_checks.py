@@ -29,13 +29,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._results import INVALID_PARAMETERS
 from ._values import SINGULAR_RTOL, SYMMETRY_RTOL, TRIANGLE_RTOL, inertia_problem
 from .errors import ModelError
 from .joint_limits import JointLimits
 from .model import Model
-
-#: The status code of RESULTS.invalid_parameters (its place in RESULT_ITEMS).
-INVALID_PARAMETERS = 5
 
 _CONTACT_RULES = (
     ("friction", 0.0, None),
@@ -229,7 +227,6 @@ def unheld_singular_inertia(model: Model, G) -> str | None:
 
 
 __all__ = [
-    "INVALID_PARAMETERS",
     "as_float64",
     "checked_parameters",
     "parameters_invalid",

@@ -19,6 +19,7 @@ from . import _config  # noqa: F401
 from ._checks import finish, is_traced, resolve_throw, solution_from_outputs
 from ._jit import jit
 from ._parameter_checks import checked_parameters
+from ._results import CHART_SINGULARITY, ILL_CONDITIONED, NONFINITE, SUCCESS
 from ._rigid_body import newton_euler_forces
 from ._stepping import (
     SUMMARIES,
@@ -36,12 +37,8 @@ from .integrators.base import choose_structured, own_linear_solve
 from .linear.square import factor_square, layout_for_formulation
 from .model import Model
 from .newton import (
-    CHART_SINGULARITY,
-    ILL_CONDITIONED,
-    NONFINITE,
     RCOND_MIN,
     ROUNDOFF,
-    SUCCESS,
     Scale,
     chart_solve,
     checked_solver,

@@ -44,8 +44,8 @@ import jax.numpy as jnp
 
 from . import _config  # noqa: F401
 from ._checks import is_traced
-from ._parameter_checks import INVALID_PARAMETERS, checked_parameters, parameters_invalid
-from ._results import code_message, result_from_code
+from ._parameter_checks import checked_parameters, parameters_invalid
+from ._results import INVALID_PARAMETERS, code_message, result_from_code
 from .contact import with_contact
 from .errors import SolverError
 from .formulations import get_formulation

@@ -14,7 +14,8 @@ import pytest
 from conftest import count_compilations
 
 import jaxmbd as mbd
-from jaxmbd._parameter_checks import INVALID_PARAMETERS, checked_parameters, parameters_invalid
+from jaxmbd._parameter_checks import checked_parameters, parameters_invalid
+from jaxmbd._results import INVALID_PARAMETERS
 
 
 def _sliding_box():

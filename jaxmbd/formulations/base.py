@@ -30,7 +30,7 @@ from ..equations import constraint_values
 from ..forces import BodyState, added_mass, added_mass_forces, adds_mass, applied_forces
 from ..model import Model
 from ..newton import lu_solver, solve_linear
-from .index1 import Index1System
+from .index1 import AbstractMultiplierElimination, Index1System
 
 #: The capability flags of :class:`AbstractFormulation`: what a formulation provides, and
 #: what an integrator may require (``AbstractIntegrator.requires``).
@@ -81,9 +81,10 @@ class AbstractFormulation(eqx.Module):
     #: Director coordinates (phi, d1, d2, d3) with a constant mass matrix and constraints at
     #: most quadratic (Betsch & Leyendecker): the energy-momentum scheme's discrete gradient.
     director_coordinates: ClassVar[bool] = False
-    #: ``constants``, ``two_step`` and ``accelerations_given_multipliers``: multipliers by
-    #: two-step elimination (Dumitriu & Margaritescu eq. 25).
-    two_step_multipliers: ClassVar[bool] = False
+    #: The formulation's own multiplier elimination for explicit steps, an
+    #: :class:`~jaxmbd.formulations.index1.AbstractMultiplierElimination` (rotmat: two-step
+    #: elimination, Dumitriu & Margaritescu eq. 25), or None: the integrator's KKT solve.
+    two_step_multipliers: ClassVar[AbstractMultiplierElimination | None] = None
     #: The orientation chart has singular points: ``near_chart_singularity`` flags them and
     #: ``start_chart_problems`` refuses a start on one.
     has_chart_singularity: ClassVar[bool] = False
@@ -91,7 +92,7 @@ class AbstractFormulation(eqx.Module):
     @classmethod
     def capabilities(cls) -> frozenset[str]:
         """The capability flags this formulation sets."""
-        return frozenset(c for c in CAPABILITIES if getattr(cls, c))
+        return frozenset(c for c in CAPABILITIES if getattr(cls, c) not in (False, None))
 
     #: The implicit step's own products are elementwise (no ``dot``, no LAPACK outside the
     #: Newton solve), so with the elementwise small solves XLA:CPU compiles the whole time

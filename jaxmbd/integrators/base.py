@@ -32,6 +32,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import _config  # noqa: F401
+from .._results import ILL_CONDITIONED, NONFINITE, SUCCESS
 from .._tangents import with_tangents
 from ..equations import rA_generalized_reaction, rA_rows, rA_terms
 from ..formulations import AbstractFormulation
@@ -39,11 +40,8 @@ from ..linear import schur as _schur
 from ..linear import small as _small_kernels
 from ..model import Model
 from ..newton import (
-    ILL_CONDITIONED,
-    NONFINITE,
     RCOND_MIN,
     ROUNDOFF,
-    SUCCESS,
     AbstractNewton,
     NewtonInfo,
     ReusedNewton,

@@ -69,13 +69,13 @@ import numpy as np
 
 from .. import _config  # noqa: F401
 from .._joint_forces import coordinates_and_gradients, coordinates_and_rates
-from .._step_status import first_failure
+from .._results import MAX_ITERATIONS, NONFINITE, SUCCESS, first_failure
 from ..contact.element import contact_element
 from ..forces import BodyState
 from ..formulations.index1 import index1_system
 from ..joint_limits import JointLimits
 from ..model import Model
-from ..newton import MAX_ITERATIONS, NONFINITE, SUCCESS, NewtonInfo
+from ..newton import NewtonInfo
 from .base import AbstractIntegrator, StepResult
 
 #: A slot is active when its gap at the step's midpoint is below this times ``tol`` (in

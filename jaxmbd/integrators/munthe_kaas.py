@@ -33,11 +33,11 @@ import jax.numpy as jnp
 
 from .. import _config  # noqa: F401
 from .._min_norm import min_norm_solve
-from .._step_status import as_status, finite_status, first_failure
+from .._results import SUCCESS, as_status, finite_status, first_failure
 from .._tangents import with_tangents
 from .._xla_flags import unhoisted_when_differentiated
 from ..formulations.index1 import index1_dynamics
-from ..newton import SUCCESS, NewtonInfo
+from ..newton import NewtonInfo
 from .base import (
     LINEAR_SOLVERS,
     AbstractIntegrator,
