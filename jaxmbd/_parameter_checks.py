@@ -202,28 +202,38 @@ def checked_parameters(model: Model, *, where: str) -> Model:
 
 
 def unheld_singular_inertia(model: Model, G) -> str | None:
-    """A sentence naming the bodies (of a concrete model) whose singular inertia leaves a
-    rotation that no constraint holds (the columns of the rA Jacobian ``G`` (nc, 6 nb),
-    body-major, at the start), or None."""
+    """A sentence naming the bodies (of a concrete model) whose singular inertias leave a
+    rotation that no constraint holds, or None. The mass matrix's null space (the zero
+    moments' axes) must meet the null space of the rA Jacobian ``G`` (nc, 6 nb; body-major
+    columns, at the start) only in zero, else the accelerations are undetermined."""
     inertia = np.asarray(model.inertia)
     G = np.asarray(G).reshape(-1, 6 * model.nb)
-    size = max(float(np.max(np.abs(G))) if G.size else 0.0, 1.0)
-    found = []
+    singular = []  # (body, moments, axis of the zero moment, unit tangent direction)
     for b in range(model.nb):
         moments, axes = np.linalg.eigh(inertia[b])
-        if moments[0] > SINGULAR_RTOL * moments[-1]:
-            continue
-        direction = np.zeros(6 * model.nb)
-        direction[6 * b + 3 : 6 * b + 6] = axes[:, 0]
-        if G.shape[0] == 0 or np.linalg.norm(G @ direction) <= 1e-9 * size:
-            shown = ", ".join(f"{m:.6g}" for m in moments[::-1])
-            found.append(
-                f"body '{model.body_names[b]}' has a singular inertia (principal moments "
-                f"({shown})) and no joint holds its rotation about body axis "
-                f"{np.round(axes[:, 0], 6).tolist()}: its acceleration there is undetermined; "
-                "give it a positive moment about every axis"
-            )
-    return "; ".join(found) if found else None
+        if moments[0] <= SINGULAR_RTOL * moments[-1]:
+            direction = np.zeros(6 * model.nb)
+            direction[6 * b + 3 : 6 * b + 6] = axes[:, 0]
+            singular.append((b, moments, axes[:, 0], direction))
+    if not singular:
+        return None
+    Z = np.stack([d for *_, d in singular], axis=1)
+    GZ = G @ Z
+    size = max(float(np.max(np.abs(G))) if G.size else 0.0, 1.0)
+    _, s, vt = np.linalg.svd(GZ) if GZ.size else (None, np.zeros(0), np.eye(Z.shape[1]))
+    rank = int(np.sum(s > 1e-9 * size))
+    if rank == Z.shape[1]:
+        return None
+    weight = np.max(np.abs(vt[rank:]), axis=0)  # each body's part in the free rotations
+    found = [
+        f"body '{model.body_names[b]}' has a singular inertia (principal moments ("
+        + ", ".join(f"{m:.6g}" for m in moments[::-1])
+        + f")) and no joint holds its rotation about body axis {np.round(axis, 6).tolist()}"
+        for (b, moments, axis, _), w in zip(singular, weight, strict=True)
+        if w > 1e-6
+    ]
+    return ("; ".join(found) + ": the accelerations are undetermined; give every body a "
+            "positive moment about each axis a joint leaves free")  # fmt: skip
 
 
 __all__ = [

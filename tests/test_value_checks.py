@@ -149,3 +149,15 @@ def test_invalid_batch_member_is_marked_and_spoils_no_other():
     assert np.all(status[0] == 0) and np.all(status[1] == INVALID_PARAMETERS)
     single = mbd.simulate(model, t_end=0.003, h=1e-3)
     np.testing.assert_allclose(np.asarray(batch.r)[0], np.asarray(single.r), rtol=0, atol=1e-12)
+
+
+def test_static_equilibrium_under_jit_reports_invalid_parameters():
+    model = _pendulum()
+
+    @jax.jit
+    def status(mass):
+        m = eqx.tree_at(lambda m: m.mass, model, mass)
+        return mbd.static_equilibrium(m, throw=False).status
+
+    assert int(status(jnp.array([1.0]))) == 0
+    assert int(status(jnp.array([-1.0]))) == INVALID_PARAMETERS
