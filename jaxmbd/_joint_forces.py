@@ -25,11 +25,17 @@ from . import _config  # noqa: F401
 from ._small import mm
 from .equations import take_rows
 from .forces import AbstractForce, BodyState
-from .joints import JOINT_KINDS, JointDefinition, _geometric, _relative
+from .joints import (
+    JOINT_KINDS,
+    ONE_COORDINATE_KINDS,
+    JointDefinition,
+    _geometric,
+    _relative,
+)
 from .lie import hat
 
 #: Joint kinds with one coordinate that a joint force acts along.
-SCALAR_KINDS = ("revolute", "translational")
+SCALAR_KINDS = tuple(spec.name for spec in ONE_COORDINATE_KINDS)
 
 #: A cylindrical joint's coordinates (slide, angle) as one-coordinate joints: (suffix, kind)
 #: in the order of its q. The slide is the translational joint's d_z and the angle the
@@ -136,8 +142,12 @@ def coordinates_and_gradients(joints: tuple[JointDefinition, ...], state: BodySt
     # rows of other kinds stay zero (as the groups' rows, in the joints' order at the end)
     other = np.asarray([k for k, d in enumerate(joints) if d.kind not in SCALAR_KINDS], int)
     parts, order = [zeros(other.size)], [other]
-    for kind in SCALAR_KINDS:
-        idx = np.asarray([k for k, d in enumerate(joints) if d.kind == kind], dtype=int)
+    groups: dict[str, list[int]] = {}
+    for k, d in enumerate(joints):
+        groups.setdefault(d.kind, []).append(k)
+    for spec in ONE_COORDINATE_KINDS:
+        kind = spec.name
+        idx = np.asarray(groups.get(kind, []), dtype=int)
         if idx.size == 0:
             continue
         group = [joints[k] for k in idx]
@@ -250,11 +260,6 @@ class AbstractJointForce(AbstractForce):
     @classmethod
     def combined(cls, elements, t, state: BodyState):
         return joint_forces_together(elements, t, state)
-
-    def joint_entries(self) -> dict[str, dict]:
-        """The element's keys of each joint's model-file entry, by joint name (none by
-        default: the element is stored elsewhere in the file)."""
-        return {}
 
     @abc.abstractmethod
     def generalised_force(self, t, q, qdot):

@@ -21,6 +21,7 @@ from .forces import (
     adds_mass,
 )
 from .formulations import formulation_named, get_formulation, rotmat
+from .joints import joint_kind
 from .model import Model
 from .solution import Solution
 
@@ -153,10 +154,6 @@ class Reactions(NamedTuple):
     names: tuple[str, ...]
 
 
-#: Joint kinds whose frame's third axis is the joint axis: ``frame="joint"`` lists it first.
-_AXIS_LAST = ("revolute", "translational", "cylindrical", "planar")
-
-
 def reaction_forces(
     model: Model, sol: Solution, *, per: str = "constraint", at: str = "com",
     frame: str = "global",
@@ -261,7 +258,7 @@ def _at_joints(model: Model, sol: Solution, out, names, bodies, frame: str):
             f, tau = force[:, k], torque_g[:, k] - jnp.cross(arm, force[:, k])
             if frame == "joint":
                 E = jnp.einsum("tij,jk->tik", A, axes)
-                if d.kind in _AXIS_LAST:
+                if joint_kind(d.kind).axis_last:
                     E = E[:, :, jnp.array([2, 0, 1])]
                 f_out = jnp.einsum("tij,ti->tj", E, f)
                 t_out = jnp.einsum("tij,ti->tj", E, tau)

@@ -208,7 +208,7 @@ def _per_row(model, ji, jj, per_body):
 
 
 def _structured_start(model, t, tol, max_iter):
-    """The consistent start by block elimination (issue 14): every system is a saddle
+    """The consistent start by block elimination: every system is a saddle
     point [[W, G_u^T], [G_l, 0]] with the index-1 KKT block structure, assembled from the
     rA rows (:func:`~jaxmbd.integrators.structured.kkt_blocks`), so memory and work are
     O(N) on a tree instead of the dense G (nc x 6 nb), G G^T and KKT matrix:

@@ -4,7 +4,7 @@ At each t_k = k h: position analysis by Newton (predictor eq. 11, corrections eq
 stop when ||delta|| < tol), then the velocity (eq. 15b) and acceleration (eq. 16) solves,
 and the multipliers of inverse dynamics, G_rA^T lam = Q - M a, that the prescribed motion
 needs. The whole loop is one ``lax.scan`` under ``jit``; positions carry implicit-function
-gradients (DESIGN principle 5).
+gradients (docs/design.md, principle 5).
 """
 
 from __future__ import annotations

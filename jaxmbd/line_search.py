@@ -63,7 +63,7 @@ class LineSearchNewton(AbstractNewton):
     """Exact Newton damped by backtracking (see the module docstring): at most
     ``max_halvings`` halvings of a correction per iteration."""
 
-    # a pile of capsules landing at h = 1e-3 takes up to 60 (experiments/bench_contact.py)
+    # a pile of capsules landing at h = 1e-3 takes up to 60 (benchmarks/contact.py)
     max_iter: int = eqx.field(static=True, default=100)
     max_halvings: int = eqx.field(static=True, default=20)
 

@@ -92,7 +92,7 @@ def build_contact_element(
     index = {b.name: k for k, b in enumerate(bodies)}
     nb = len(bodies) - 1
     g_ref = float(np.linalg.norm(gravity)) or STANDARD_GRAVITY
-    members: dict[str, list] = {kind: [] for kind in SLOTS}
+    members: dict[str, list] = {name: [] for name in SLOTS}
     skipped: list[str] = []
     stiffness = []
     laws: list[AbstractContactLaw] = []

@@ -1,7 +1,7 @@
 """The formulation interface: how orientation is represented, constrained and updated.
 
-Kinematics and dynamics are written once against :class:`AbstractFormulation` (DESIGN
-principle 2). A formulation fixes:
+Kinematics and dynamics are written once against :class:`AbstractFormulation`
+(docs/design.md, principle 2). A formulation fixes:
 
 * positions ``q = (r (nb, 3), ori)`` where ``ori`` is A (nb, 3, 3) for rA, p (nb, 4) for rp
   and eps (nb, 3) for re;
@@ -98,7 +98,7 @@ class AbstractFormulation(eqx.Module):
     #: Newton solve), so with the elementwise small solves XLA:CPU compiles the whole time
     #: step as one native loop: ``linear_solver="auto"`` then means "small" for the
     #: implicit integrators (``AbstractImplicitIntegrator.linear_solver_for``, measured in
-    #: ``experiments/bench_small_solve.py integrators``). Not a capability: every
+    #: ``benchmarks/small_solve.py integrators``). Not a capability: every
     #: formulation runs either way.
     hoistable_implicit_step: ClassVar[bool] = False
 

@@ -110,7 +110,7 @@ SCHEMES = ("constrained", "null_space")
 #: slower at 72 (slider crank 1.2k -> 1.0k: the elementwise LU's n masked whole-matrix
 #: updates per factorisation, 3 per step, outweigh the runtime overhead hoisting saves in a
 #: step of ~1 ms); the crossover between is not measured
-#: (``experiments/results/bench_small_solve_energy_momentum.txt``).
+#: (``benchmarks/results/bench_small_solve_energy_momentum.txt``).
 AUTO_SMALL_MAX = 46
 PARAMETRISATIONS = ("pairs", "numerical")
 

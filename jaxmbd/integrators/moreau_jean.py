@@ -368,7 +368,7 @@ def _least_squares(J, F):
     direction of singular value sigma by 1 + sigma^2 / mu; one Cholesky factorisation. It
     replaces an SVD least squares: 4.4 ms of CPU for a 138 x 138 matrix (the 3-box stack's
     Newton system before the Delassus form; 120 x 120 now) against 0.7 ms for an LU of that
-    size (experiments/bench_blas_threads.py, one BLAS thread). The
+    size (benchmarks/blas_threads.py, one BLAS thread). The
     squared condition number costs accuracy in one solve; the Newton iteration around it
     corrects that."""
     norms = jnp.sqrt(jnp.sum(J * J, axis=0))
@@ -472,7 +472,7 @@ class MoreauJean(AbstractIntegrator):
     the exact root), as Dojo takes them at a relaxed interior-point kappa (T. Howell et
     al., "Dojo: a differentiable physics engine for robotics", 2022): the motion is the
     exact one; the gradients are biased and smoothed across stick-slip transitions
-    (experiments/hard_contact_relaxation.py measures both). The activation of a contact
+    (benchmarks/hard_contact/relaxation.py measures both). The activation of a contact
     (its gap at the step's midpoint) stays a discrete decision."""
 
     name: ClassVar[str] = "moreau_jean"

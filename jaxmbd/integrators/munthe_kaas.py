@@ -170,7 +170,7 @@ class MuntheKaas(AbstractIntegrator):
         new state) share one traced index-1 solve inside a ``lax.scan`` over the tableau's
         rows, as in ``rk``: the force model and the KKT solve are traced, differentiated
         and compiled once instead of once per stage (cart-pole gradient: see
-        ``experiments/results/bench_compile.md``). Its status: the first failure of the run
+        ``benchmarks/results/bench_compile.md``). Its status: the first failure of the run
         before it, of its index-1 and projection solves (pivot-ratio conditioning) and of
         finiteness."""
         tab = self.tableau

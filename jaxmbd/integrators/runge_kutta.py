@@ -63,7 +63,7 @@ from .tableau import ButcherTableau, get_tableau, stage_combination
 MULTIPLIERS = ("two_step", "one_step", "frozen")
 #: With two-step multipliers (rotmat) "auto" means "small" on the CPU up to this many
 #: unknowns 12 nb + nc (the step hoisted), else LAPACK: steps per CPU-second, LAPACK ->
-#: "small" (``experiments/bench_rk_two_step.py``, two runs): double pendulum (34)
+#: "small" (``benchmarks/probes/rk_two_step.py``, two runs): double pendulum (34)
 #: 11.2k/11.5k -> 15.2k/15.7k, three-link spherical chain (45) 10.3k/7.2k -> 12.6k/10.3k,
 #: slider crank (54) 5.8k/4.8k -> 4.6k/4.0k, four-link chain (60) 7.0k/5.7k -> 6.3k/5.0k
 TWO_STEP_SMALL_MAX = 48
@@ -124,7 +124,7 @@ class RungeKutta(AbstractIntegrator):
     complement of the block-diagonal mass matrix in those kernels,
     :mod:`jaxmbd.linear.schur`. With "schur" or "small" the whole rp or re step compiles
     as one native loop on the CPU (the formulations' products are elementwise,
-    :mod:`jaxmbd._small`); ``experiments/bench_small_solve.py integrators --paths "rk rp"``:
+    :mod:`jaxmbd._small`); ``benchmarks/small_solve.py integrators --paths "rk rp"``:
     double pendulum 6.5k (dense) -> 19.1k (schur) steps per CPU-second, slider crank
     3.8k -> 5.4k. "two_step" has no KKT solve: "structured" and "schur" are refused there,
     and "auto" is "small" on the CPU up to :data:`TWO_STEP_SMALL_MAX` unknowns

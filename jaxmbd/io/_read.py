@@ -11,6 +11,7 @@ from .._values import MAX_MAGNITUDE, _short, _vec3
 from ..build import ModelBuilder
 from ..errors import ModelError, ModelFileError
 from ..forces import FileEntry
+from ..gcons import gcon_kind
 from .schema import _OBJECT_LISTS, _RANGE_KEYS, MAX_DEPTH, MAX_FILE_BYTES
 
 
@@ -146,9 +147,7 @@ class _Entry(FileEntry):
 
 
 def _add_gcon(builder: ModelBuilder, name, kind, body_i, body_j, vectors, f, joint):
-    if kind == "ROT":
-        builder.add_rot(name, body_i=body_i, body_j=body_j, angle=f, joint=joint, **vectors)
-    else:
-        getattr(builder, f"add_{kind.lower()}")(
-            name, body_i=body_i, body_j=body_j, f=f, joint=joint, **vectors
-        )
+    spec = gcon_kind(kind)
+    getattr(builder, spec.builder_method)(
+        name, body_i=body_i, body_j=body_j, joint=joint, **{spec.file_value: f}, **vectors
+    )

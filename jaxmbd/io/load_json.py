@@ -11,6 +11,7 @@ from ..contact import law_from_json
 from ..drivers import ExpressionError
 from ..errors import ModelError, ModelFileError
 from ..forces import FORCE_TYPES
+from ..gcons import gcon_kind
 from ..joints import JOINT_KINDS
 from ..model import Model
 from ._read import _add_gcon, _Entry, _get, _list, _object, _string
@@ -27,6 +28,9 @@ from .schema import (
     _LIMIT_KEYS,
     _OWN_KEYS,
 )
+
+#: Model-file driver types and the builder method that adds each.
+_DRIVER_TYPES = {"rotation": "rotation_driver"}
 
 
 def _load_own(path: Path, data: dict) -> Model:
@@ -116,7 +120,7 @@ def _load_own(path: Path, data: dict) -> Model:
                 _string(con, "body_i", path, where),
                 _string(con, "body_j", path, where),
                 vectors,
-                con.get("angle" if kind == "ROT" else "f", 0.0),
+                con.get(gcon_kind(kind).file_value, 0.0),
                 _string(con, "joint", path, where, default=name),
             )
         except (ModelError, ExpressionError) as err:
@@ -127,12 +131,12 @@ def _load_own(path: Path, data: dict) -> Model:
         name = _string(drv, "name", path, where)
         where = f"drivers[{k}] ('{name}')"
         kind = _string(drv, "type", path, where)
-        if kind != "rotation":
+        if kind not in _DRIVER_TYPES:
             raise ModelFileError(
-                path, f"{where}.type", f"unknown driver type {kind!r}; known: ['rotation']"
+                path, f"{where}.type", f"unknown driver type {kind!r}; known: {list(_DRIVER_TYPES)}"
             )
         try:
-            builder.rotation_driver(
+            getattr(builder, _DRIVER_TYPES[kind])(
                 name,
                 body_i=_string(drv, "body_i", path, where),
                 body_j=_string(drv, "body_j", path, where),

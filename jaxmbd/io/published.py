@@ -15,6 +15,7 @@ from .._values import _vec3
 from ..build import ModelBuilder
 from ..drivers import Expression, ExpressionError, check_expression_derivative
 from ..errors import ModelError, ModelFileError
+from ..gcons import DP1, gcon_kind
 from ..model import GROUND, Model
 from ._read import _add_gcon, _get, _list, _object, _string
 from .schema import _GCON_FIELDS, _PUBLISHED_KEYS
@@ -142,7 +143,7 @@ def _load_published(path: Path, data: dict, masses: dict, drivers: dict) -> Mode
             expr = Expression(f, where=f"{where}.f")
             if name not in drivers:
                 _check_published_derivatives(path, where, expr, con)
-            angle = _published_angle(f) if kind == "DP1" else None
+            angle = _published_angle(f) if gcon_kind(kind) is DP1 else None
             if angle is not None:
                 _add_published_rotation_driver(builder, path, name, body_names, vectors, angle)
             else:

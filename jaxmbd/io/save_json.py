@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 
 from .._actuator_kinds import actuator_kind
-from .._joint_forces import AbstractJointForce
 from ..actuators import Actuators
 from ..contact import HuntCrossley
 from ..drivers import program_to_source
+from ..gcons import gcon_kind
 from ..joints import joint_kind
 from ..model import GROUND, Model
 from .schema import _CONTACT_NUMBERS, _JOINT_FRAME_FIELDS, FORMAT
@@ -65,7 +65,7 @@ def save_model(model: Model, path, *, solver: dict | None = None) -> Path:
                 "body_j": model.body_label(s.body_j[k]) if s.body_j[k] < nb else GROUND,
             }
             entry.update({key: np.asarray(val[k]).tolist() for key, val in fields.items()})
-            entry["angle" if s.kind == "ROT" else "f"] = f_source[row]
+            entry[gcon_kind(s.kind).file_value] = f_source[row]
             entry["joint"] = model.constraint_joints[row]
             constraints[row] = entry
     forces = []
@@ -181,9 +181,8 @@ def _joint_forces_to_json(model: Model) -> dict[str, dict]:
     as built (defaults resolved), and its joint dynamics (see :data:`_JOINT_FORCE_KEYS`)."""
     out: dict[str, dict] = {}
     for force in model.forces:
-        if isinstance(force, AbstractJointForce):
-            for name, entries in force.joint_entries().items():
-                out.setdefault(name, {}).update(entries)
+        for name, entries in force.joint_entries().items():
+            out.setdefault(name, {}).update(entries)
     return out
 
 

@@ -1,7 +1,7 @@
 """Newton iteration with status codes and implicit-function-theorem gradients.
 
 The iteration itself never sees gradients (its inputs are ``stop_gradient``-ed), so memory
-does not grow with the number of iterations (DESIGN principle 5). Derivatives of the root
+does not grow with the number of iterations (docs/design.md, principle 5). Derivatives of the root
 come from a ``jax.custom_jvp`` rule applied in the tangent space at the converged point
 x*: the root xi = 0 of F(x* (+) xi, params) is differentiated with respect to ``params``
 and mapped back through the retraction (+) (``A exp(xi~)`` for rA orientations). This works

@@ -199,7 +199,7 @@ def lu_solver(matrix):
 #: Solving with a kept inverse is one matrix-vector product (one kernel, one batched product
 #: under ``vmap``) instead of a permutation and two triangular solves, but forming it costs
 #: two more triangular solves with n right-hand sides at every refresh. Measured on 2 CPU
-#: cores (experiments/bench_batch.py, A/B runs of simulate): the inverse wins for batches
+#: cores (benchmarks/batch.py, A/B runs of simulate): the inverse wins for batches
 #: of the double pendulum (n = 22 and 32) and loses for the slider crank (n = 36 and 54,
 #: the stabilised matrix refreshed at one step in eight).
 INVERSE_MAX = 32
