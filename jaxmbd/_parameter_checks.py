@@ -24,6 +24,9 @@ so a weakly typed leaf (``jnp.full(2, 40.0)``) compiles no new program.
 
 from __future__ import annotations
 
+import collections
+import operator
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -166,12 +169,17 @@ def with_parameter_status(model: Model, sol):
 
 # -- the entry: cast and check --------------------------------------------------------------
 def _as_float64(x):
-    """A floating array leaf as strongly typed float64 (others unchanged)."""
-    if not isinstance(x, jax.Array | np.ndarray) or not jnp.issubdtype(x.dtype, jnp.floating):
+    """A floating array leaf as strongly typed float64 (others unchanged). Called on every
+    leaf of every run (hundreds for a large model): attribute tests only on the way through."""
+    dtype = getattr(x, "dtype", None)
+    if dtype is None or getattr(dtype, "kind", None) != "f":
         return x
     if isinstance(x, np.ndarray):
-        return x if x.dtype == np.float64 else x.astype(np.float64)
-    if x.dtype == jnp.float64 and not jax.typeof(x).weak_type:
+        return x if dtype == np.float64 else x.astype(np.float64)
+    if not isinstance(x, jax.Array):
+        return x
+    weak = x.aval.weak_type if _is_tracer(x) else x.weak_type
+    if dtype == np.float64 and not weak:
         return x
     if _is_tracer(x):
         return jax.lax.convert_element_type(x, jnp.float64)
@@ -193,11 +201,26 @@ def as_float64(tree):
     return jax.tree_util.tree_unflatten(treedef, cast)
 
 
+#: The parameter leaves of the last models that passed (the arrays themselves, so their ids
+#: stay theirs): a model run again is not transferred and checked again.
+_PASSED: collections.deque = collections.deque(maxlen=8)
+
+
+def _checked_leaves(model: Model) -> tuple:
+    fields = tuple(getattr(e, name) for e, name, *_ in _ranged_leaves(model))
+    return (model.mass, model.inertia) + fields
+
+
 def checked_parameters(model: Model, *, where: str) -> Model:
     """``model`` with its floating leaves as float64 (:func:`as_float64`), after checking
     its concrete parameter leaves (ModelError naming the first invalid one)."""
     model = as_float64(model)
+    leaves = _checked_leaves(model)
+    if any(len(p) == len(leaves) and all(map(operator.is_, p, leaves)) for p in _PASSED):
+        return model
     _check_concrete(model, where)
+    if not any(_is_tracer(x) for x in leaves):
+        _PASSED.append(leaves)
     return model
 
 
