@@ -428,6 +428,7 @@ def simulate(
         h_arr,
         with_full_multipliers(outs, kept, full_model, h_arr, save_every),
         integrator=stepper.name,
+        linear_solver=stepper.linear_solver_name(model, form),
         chart_singular=_chart_flags(form, outs),
         save_every=save_every,
         sensor_key=sensor_key,
