@@ -42,6 +42,7 @@ from .contact import with_contact
 from .formulations import get_formulation
 from .formulations.index1 import index1_dynamics
 from .initial_state import to_formulation
+from .limits_option import with_limits
 from .model import Model
 from .redundancy import rows_for_run
 from .solution import Solution
@@ -135,6 +136,7 @@ def linearize(
     formulation="rA",
     redundant: str = "drop",
     contact: str | None = None,
+    limits: str | None = None,
 ) -> Linearization:
     """The linearised dynamics of ``model`` in minimal coordinates (module docstring).
 
@@ -143,9 +145,10 @@ def linearize(
     be consistent). ``inputs``: the actuators' controls u* (nu,) at the operating point
     (default zero); ``B`` is d(x_dot)/du there. ``formulation``: one with the index-1
     form (rA, the default; se3, rotmat). Redundant rows are dropped first
-    (``redundant``), contact as in :func:`~jaxmbd.simulate`.
+    (``redundant``), contact and limits as in :func:`~jaxmbd.simulate`.
     """
     model = with_contact(model, contact, where="linearize")
+    model = with_limits(model, limits, where="linearize")
     nu = model.nu
     if inputs is not None and nu == 0:
         raise ValueError(f"linearize: inputs given, but model '{model.name}' has no actuators")
