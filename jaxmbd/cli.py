@@ -34,6 +34,7 @@ from .io import load_model
 from .kinematics import kinematics as run_kinematics
 from .linearize import mode_motion, modes
 from .model import Model
+from .model_report import model_report
 from .models import REGISTRY, Builtin, load
 from .plot import plot_solution
 from .simulation import simulate as run_simulate
@@ -501,24 +502,21 @@ def models():
 
 @app.command()
 def info(model: Annotated[str, typer.Argument(help="model file or built-in name")]):
-    """Describe a model: bodies, constraints, degrees of freedom."""
+    """Describe a model: bodies, joints (dynamics, limits), force elements, contact pairs,
+    actuators, sensors, markers, constraints, degrees of freedom."""
     _setup_logging(False)
     try:
         m = _load(model)
     except ModelError as err:
         console.print(f"[red]error:[/red] {err}")
         raise typer.Exit(code=1) from None
-    table = Table(title=m.name)
-    table.add_column("body")
-    table.add_column("mass")
-    table.add_column("inertia (diag)")
-    for b, name in enumerate(m.body_names):
-        table.add_row(
-            name,
-            f"{float(m.mass[b]):.6g}",
-            np.array2string(np.diagonal(np.asarray(m.inertia[b])), precision=6),
-        )
-    Console().print(table)
+    for section in model_report(m):
+        table = Table(title=f"{m.name}: {section.title}" if section.title != "bodies" else m.name)
+        for column in section.columns:
+            table.add_column(column)
+        for row in section.rows:
+            table.add_row(*row)
+        Console().print(table)
     found = _builtin(model)
     if found is not None:
         entry = found[0]
