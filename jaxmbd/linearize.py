@@ -37,13 +37,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _config  # noqa: F401
-from ._joint_forces import SCALAR_KINDS, coordinates_and_rates
+from ._joint_forces import coordinates_and_rates
 from .actuators import with_controls
 from .contact import with_contact
 from .forces import BodyState
 from .formulations import get_formulation
 from .formulations.index1 import index1_dynamics
 from .initial_state import to_formulation
+from .joints import joint_kind
 from .limits_option import with_limits
 from .model import Model
 from .redundancy import rows_for_run
@@ -277,7 +278,8 @@ def _joint_jacobians(model, form, q_star, t, N, P, zeta_star, u_star):
 
 def _in_joint_coordinates(model, form, q_star, t, N, P, zeta_star, u_star, B_mat):
     """A, B and the position basis (n, f) in joint coordinates (see :func:`linearize`)."""
-    scalar = all(d.kind in SCALAR_KINDS for d in model.joints)
+    # one coordinate per joint (revolute, translational): what coordinates_and_rates reads
+    scalar = all(joint_kind(d.kind).nq == 1 for d in model.joints)
     if not model.joints or not scalar or len(model.joints) != N.shape[1]:
         kinds = sorted({d.kind for d in model.joints})
         raise ValueError(
@@ -400,7 +402,8 @@ def mode_motion(
     q_star = to_formulation(form, lin.r, lin.A_body, zero, zero, zero, zero)[0]
     G = form.position_terms(model, q_star, lin.t)[1][: model.nc]
     N, P = (jnp.asarray(x) for x in _null_space(G))
-    z_k = jnp.asarray(modes.coordinates[k])
+    # z of the mode in this basis N (joint coordinates: basis = N (d theta / dz)^-1)
+    z_k = N.T @ (jnp.asarray(lin.basis) @ jnp.asarray(modes.coordinates[k]))
 
     @jax.jit
     def pose(s):

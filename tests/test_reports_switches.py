@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 import jaxmbd as mbd
 from jaxmbd.cli import app
 from jaxmbd.integrators.base import STRUCTURED_FROM
+from jaxmbd.linearize import mode_motion, modes_of
 from jaxmbd.solution import Solution
 
 L, M, G = 1.0, 1.0, 9.81
@@ -188,3 +189,10 @@ def test_cartpole_linearization_in_joint_coordinates_matches_mujoco():
     np.testing.assert_allclose(np.asarray(lin.A), A, rtol=0, atol=1e-6)
     np.testing.assert_allclose(np.asarray(lin.B), B, rtol=0, atol=1e-6)
     assert abs(A[3, 1]) > 10  # the pole's gravity term is in the comparison
+    # the same modes as in the tangent coordinates: frequencies and body shapes
+    model = mbd.load_model(path)
+    joint, tangent = modes_of(lin), modes_of(mbd.linearize(model))
+    np.testing.assert_allclose(joint.frequencies, tangent.frequencies, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(np.abs(joint.shapes), np.abs(tangent.shapes), atol=1e-9)
+    motion = mode_motion(model, joint, 3, amplitude=0.1, cycles=1)
+    assert np.ptp(np.asarray(motion.r)[:, 1, 0]) > 0.01  # the pole moves
