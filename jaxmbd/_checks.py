@@ -11,12 +11,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._results import RESULT_ITEMS, RESULTS, code_message
+from ._results import NONFINITE, RESULT_ITEMS, RESULTS, SUCCESS, code_message
 from .equations import constraint_values, rA_terms
 from .errors import AssemblyWarning, SolverError
 from .joint_limits import JointLimits
 from .model import Model
-from .newton import NONFINITE, SUCCESS
 from .solution import Solution
 
 logger = logging.getLogger("jaxmbd")

@@ -125,7 +125,7 @@ def _perpendicular_pair(axis: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return u, np.cross(n, u)
 
 
-def _joint_values(value, size: int, *, where: str, kind: str = "") -> np.ndarray:
+def _joint_values(value, size: int, *, where: str, quaternion: bool = False) -> np.ndarray:
     """``size`` numbers of a joint state (a number or a 1-vector where ``size`` is 1); a
     spherical joint's quaternion normalised."""
     expected = "a number" if size == 1 else f"{size} numbers"
@@ -133,7 +133,7 @@ def _joint_values(value, size: int, *, where: str, kind: str = "") -> np.ndarray
     if arr.size != size or arr.ndim > 1:
         raise ModelError(f"{where}: expected {expected}, got shape {arr.shape}")
     arr = arr.reshape(size)
-    if kind == "spherical":
+    if quaternion:
         norm = float(np.linalg.norm(arr))
         if norm < 1e-12:
             raise ModelError(f"{where}: the zero quaternion is not a rotation; give (w, x, y, z)")

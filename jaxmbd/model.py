@@ -1,9 +1,9 @@
 """The model: bodies, GCONs, drivers and forces as an equinox pytree.
 
 Topology (how many bodies, which constraint types, which bodies they connect) is static;
-every number is an array leaf reachable with ``eqx.tree_at`` (DESIGN principle 1). Bodies
+every number is an array leaf reachable with ``eqx.tree_at`` (docs/design.md, principle 1). Bodies
 are indexed 0..nb-1 in model order; the ground is index ``nb`` in the static topology.
-Constraints are stored grouped by GCON type (DESIGN principle 3) and keep their model order
+Constraints are stored grouped by GCON type (docs/design.md, principle 3) and keep their model order
 through static row indices, so ``lam[:, k]`` is the multiplier of the k-th constraint.
 
 Build models with :class:`~jaxmbd.ModelBuilder` (:mod:`jaxmbd.build`; joints of paper 1
@@ -23,16 +23,18 @@ from . import _config  # noqa: F401
 from ._values import _joint_values
 from .drivers import DriverGroup
 from .errors import ModelError
+from .gcons import GCON_SPECS
 from .geometry import Shape
 from .joints import (
     SIZES,
     JointDefinition,
     joint_coordinates,
+    joint_kind,
     place_joint_states,
 )
 
 GROUND = "ground"
-GCON_KINDS = ("DP1", "DP2", "D", "CD", "ROT")
+GCON_KINDS = tuple(spec.name for spec in GCON_SPECS)
 
 
 class GconSet(eqx.Module):
@@ -108,7 +110,7 @@ class Model(eqx.Module):
     A0: jax.Array  # (nb, 3, 3)
     rdot0: jax.Array  # (nb, 3)
     omega0: jax.Array  # (nb, 3), body frame
-    gcons: tuple[GconSet, ...]  # one per kind in GCON_KINDS order (possibly empty)
+    gcons: tuple[GconSet, ...]  # one per record of GCON_SPECS, in order (possibly empty)
     f_offset: jax.Array  # (nc,) constant part of each row's f(t)
     drivers: tuple[DriverGroup, ...]
     forces: tuple  # the force elements (jaxmbd.forces.AbstractForce), summed in this order
@@ -232,7 +234,11 @@ class Model(eqx.Module):
                 jnp.asarray(x)[None] for x in (self.r0, self.A0, self.rdot0, self.omega0)
             )).q)[0]  # fmt: skip
         state = (
-            None if q is None else _joint_values(q, nq, where=f"{where}.q", kind=defn.kind),
+            None
+            if q is None
+            else _joint_values(
+                q, nq, where=f"{where}.q", quaternion=joint_kind(defn.kind).quaternion
+            ),
             None if qdot is None else _joint_values(qdot, nv, where=f"{where}.qdot"),
         )
         r0, A0, rdot0, omega0, joints = place_joint_states(self, {name: state})
@@ -257,7 +263,7 @@ class Model(eqx.Module):
         )
 
     def gcon_counts(self) -> dict[str, int]:
-        return {kind: self.gcon(kind).size for kind in GCON_KINDS}
+        return {spec.name: self.gcon(spec.name).size for spec in GCON_SPECS}
 
     def without_rows(self, rows) -> Model:
         """This model without the constraint rows ``rows`` (model row indices; static, so

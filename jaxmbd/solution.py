@@ -12,7 +12,7 @@ import numpy as np
 
 from . import _config  # noqa: F401
 from ._joint_forces import coordinates_and_rates
-from ._results import first_failure
+from ._results import first_failed_step
 from .contact import slot_history
 from .forces import BodyState
 from .formulations import get_formulation
@@ -224,12 +224,12 @@ class Solution(eqx.Module):
     def result(self):
         """The run's :class:`~jaxmbd.RESULTS` item: ``RESULTS.successful`` when every step
         converged, else the status of the first failed step (one per member of a batch)."""
-        return first_failure(self.status)[0]
+        return first_failed_step(self.status)[0]
 
     @property
     def failed_step(self):
         """Index of the first failed step (-1 when none; one per member of a batch)."""
-        return first_failure(self.status)[1]
+        return first_failed_step(self.status)[1]
 
     _ARRAYS = (
         "t",
