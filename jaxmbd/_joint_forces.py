@@ -261,11 +261,6 @@ class AbstractJointForce(AbstractForce):
     def combined(cls, elements, t, state: BodyState):
         return joint_forces_together(elements, t, state)
 
-    def joint_entries(self) -> dict[str, dict]:
-        """The element's keys of each joint's model-file entry, by joint name (none by
-        default: the element is stored elsewhere in the file)."""
-        return {}
-
     @abc.abstractmethod
     def generalised_force(self, t, q, qdot):
         """The forces (n,) along +q at time t, coordinates q and rates qdot (n,)."""

@@ -120,6 +120,11 @@ class AbstractForce(eqx.Module):
         function, say), and :func:`jaxmbd.save_model` warns."""
         return None
 
+    def joint_entries(self) -> dict[str, dict]:
+        """The element's entries in a model file's joints, by joint name (limits, joint
+        dynamics); empty (the default) for an element written in ``"forces"``."""
+        return {}
+
     @classmethod
     def from_json(cls, builder, entry: FileEntry) -> None:
         """Add the element of the model-file entry ``entry`` to ``builder``."""

@@ -11,7 +11,6 @@ from pathlib import Path
 import numpy as np
 
 from .._actuator_kinds import actuator_kind
-from .._joint_forces import AbstractJointForce
 from ..actuators import Actuators
 from ..contact import HuntCrossley
 from ..drivers import program_to_source
@@ -182,9 +181,8 @@ def _joint_forces_to_json(model: Model) -> dict[str, dict]:
     as built (defaults resolved), and its joint dynamics (see :data:`_JOINT_FORCE_KEYS`)."""
     out: dict[str, dict] = {}
     for force in model.forces:
-        if isinstance(force, AbstractJointForce):
-            for name, entries in force.joint_entries().items():
-                out.setdefault(name, {}).update(entries)
+        for name, entries in force.joint_entries().items():
+            out.setdefault(name, {}).update(entries)
     return out
 
 
