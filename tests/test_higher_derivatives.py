@@ -65,8 +65,11 @@ KINDS = {
 def _direction(model, rng):
     """One random direction over all KINDS together (zero elsewhere)."""
     zero = jax.tree_util.tree_map(jnp.zeros_like, model)
-    for where in KINDS.values():
-        zero = eqx.tree_at(where, zero, jnp.asarray(rng.normal(size=where(model).shape)))
+    for name, where in KINDS.items():
+        step = rng.normal(size=where(model).shape)
+        if name == "inertia":  # symmetric: the run rejects a non-symmetric inertia
+            step = 0.5 * (step + np.swapaxes(step, -1, -2))
+        zero = eqx.tree_at(where, zero, jnp.asarray(step))
     return zero
 
 
