@@ -48,6 +48,11 @@ def _options_accepted() -> bool:
     return True
 
 
+def at_top_level() -> bool:
+    """Whether no JAX transformation (jit, grad, vmap) is tracing the caller."""
+    return _at_top_level is not None and _at_top_level()
+
+
 class _ById:
     """A static value compared and hashed by identity (a module's globals dict)."""
 
