@@ -54,16 +54,8 @@ from .line_search import LineSearchNewton
 from .linearize import Linearization, Modes, linearize, modes
 from .markers import MarkerMotion
 from .model import Model
-from .newton import (
-    ILL_CONDITIONED,
-    MAX_ITERATIONS,
-    NONFINITE,
-    SUCCESS,
-    AbstractNewton,
-    FullNewton,
-    ModifiedNewton,
-    ReusedNewton,
-)
+from ._results import ILL_CONDITIONED, MAX_ITERATIONS, NONFINITE, SUCCESS
+from .newton import AbstractNewton, FullNewton, ModifiedNewton, ReusedNewton
 from .redundancy import REDUNDANCY_RTOL, Redundancy, find_redundancy
 from .sensors import SensorInput, SensorKind, SensorMount, register_sensor_kind
 from .simulation import simulate

@@ -5,7 +5,7 @@ least-squares of a step) run in scipy's OpenBLAS, which by default starts one th
 core that busy-waits for work. Inside an XLA program, whose own thread pool already holds
 the cores, those threads compete with XLA's and with each other, and a factorisation of a
 hundred unknowns, below the size where a second thread could pay off, stalls. Measured on
-this project's 2-core CPU (shared, load average 10.7; ``experiments/bench_blas_threads.py``,
+this project's 2-core CPU (shared, load average 10.7; ``benchmarks/blas_threads.py``,
 wall time, one thread against two): a 138 x 138 SVD 22 ms against 1.33 s; the 3-box
 hard-contact stack 2.9 against 62 ms per step; a 20-link chain's dense generalized-alpha
 step 4.3 against 10.7 ms; a 138 x 138 LU solve 3.2 against 4.6 ms.

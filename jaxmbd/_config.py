@@ -1,6 +1,6 @@
 """Library-wide settings made on import.
 
-jaxmbd works in float64 throughout (DESIGN principle 6): constraint residuals of 1e-12 and
+jaxmbd works in float64 throughout (docs/design.md, principle 6): constraint residuals of 1e-12 and
 the 1/h^2 scaling of index-3 dynamics are out of reach in float32. Importing jaxmbd
 therefore enables ``jax_enable_x64``.
 

@@ -139,7 +139,7 @@ def jit(fun=None, **jitkwargs):
     level: use it for the top-level programs of your own loops around jaxmbd (a loss and its
     gradient, an optimiser step), whose XLA compilation then takes about a third less time
     than under ``jax.jit`` (tracing unchanged) at the same run time (module docstring;
-    ``experiments/compile_options.py``). Inside another transformation it is a plain
+    ``benchmarks/probes/compile_options.py``). Inside another transformation it is a plain
     ``eqx.filter_jit``. ``.lower(*args)`` lowers the version a call would compile; the two
     versions are ``.plain`` and ``.tuned`` (each with its own cache)."""
     if fun is None:

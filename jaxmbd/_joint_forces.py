@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import abc
 import functools
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import equinox as eqx
 import jax
@@ -25,11 +25,17 @@ from . import _config  # noqa: F401
 from ._small import mm
 from .equations import take_rows
 from .forces import AbstractForce, BodyState
-from .joints import JointDefinition, _geometric, _relative
+from .joints import (
+    JOINT_KINDS,
+    ONE_COORDINATE_KINDS,
+    JointDefinition,
+    _geometric,
+    _relative,
+)
 from .lie import hat
 
 #: Joint kinds with one coordinate that a joint force acts along.
-SCALAR_KINDS = ("revolute", "translational")
+SCALAR_KINDS = tuple(spec.name for spec in ONE_COORDINATE_KINDS)
 
 #: A cylindrical joint's coordinates (slide, angle) as one-coordinate joints: (suffix, kind)
 #: in the order of its q. The slide is the translational joint's d_z and the angle the
@@ -45,12 +51,11 @@ def coordinate_views(joints: tuple[JointDefinition, ...]) -> tuple[JointDefiniti
     dynamics and actuators on either coordinate."""
     out = []
     for d in joints:
-        if d.kind != "cylindrical":
-            continue
-        for k, (suffix, kind) in enumerate(CYLINDRICAL_VIEWS):
+        spec = JOINT_KINDS.get(d.kind)
+        for k, (suffix, view) in enumerate(() if spec is None else spec.views):
             out.append(
                 JointDefinition(
-                    name=f"{d.name}.{suffix}", kind=kind, body_i=d.body_i, body_j=d.body_j,
+                    name=f"{d.name}.{suffix}", kind=view.name, body_i=d.body_i, body_j=d.body_j,
                     s_bar_i=d.s_bar_i, s_bar_j=d.s_bar_j, frame_i=d.frame_i,
                     frame_j=d.frame_j, offset=d.offset[k : k + 1],
                     q_start=d.q_start[k : k + 1], sign=(d.sign[k],),
@@ -137,8 +142,12 @@ def coordinates_and_gradients(joints: tuple[JointDefinition, ...], state: BodySt
     # rows of other kinds stay zero (as the groups' rows, in the joints' order at the end)
     other = np.asarray([k for k, d in enumerate(joints) if d.kind not in SCALAR_KINDS], int)
     parts, order = [zeros(other.size)], [other]
-    for kind in SCALAR_KINDS:
-        idx = np.asarray([k for k, d in enumerate(joints) if d.kind == kind], dtype=int)
+    groups: dict[str, list[int]] = {}
+    for k, d in enumerate(joints):
+        groups.setdefault(d.kind, []).append(k)
+    for spec in ONE_COORDINATE_KINDS:
+        kind = spec.name
+        idx = np.asarray(groups.get(kind, []), dtype=int)
         if idx.size == 0:
             continue
         group = [joints[k] for k in idx]
@@ -237,10 +246,20 @@ class AbstractJointForce(AbstractForce):
     :meth:`joint_force`, when the force also needs the velocity part of q_ddot)."""
 
     joints: eqx.AbstractVar[tuple[JointDefinition, ...]]
+    #: Model files store joint forces with their joints (:meth:`joint_entries`).
+    file_section: ClassVar[str] = "joints"
 
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(d.name for d in self.joints)
+
+    @classmethod
+    def family(cls):
+        return AbstractJointForce
+
+    @classmethod
+    def combined(cls, elements, t, state: BodyState):
+        return joint_forces_together(elements, t, state)
 
     @abc.abstractmethod
     def generalised_force(self, t, q, qdot):

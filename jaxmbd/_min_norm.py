@@ -18,7 +18,8 @@ import jax
 import jax.numpy as jnp
 
 from . import _config  # noqa: F401
-from .newton import NONFINITE, SUCCESS, solve_with_condition
+from ._results import NONFINITE, SUCCESS
+from .newton import solve_with_condition
 
 #: Relative singular-value cut-off of the pseudo-inverse for dependent rows: well above
 #: round-off, so a rank-deficient G is treated as exactly rank-deficient.

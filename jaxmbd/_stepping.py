@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._checks import is_traced
+from ._results import first_failure
 from .errors import AdjustmentWarning, ModelError
 from .model import Model
 
@@ -72,19 +73,14 @@ def check_save_every(save_every, n: int) -> int:
     return save_every
 
 
-def _first_failure_of(status, axis=0):
-    failed = status != 0
-    return jnp.where(
-        jnp.any(failed, axis=axis),
-        jnp.take(status, jnp.argmax(failed, axis=axis), axis=axis),
-        0,
-    )
-
-
 #: How a strided scan summarises the steps between two saved rows, by output position:
 #: iterations (max), status (the first failure), residual norm (max); other outputs are
 #: the saved step's own.
-SUMMARIES = {7: lambda x: jnp.max(x, 0), 8: _first_failure_of, 9: lambda x: jnp.max(x, 0)}
+SUMMARIES = {
+    7: lambda x: jnp.max(x, 0),
+    8: lambda x: first_failure(x, axis=0),
+    9: lambda x: jnp.max(x, 0),
+}
 
 
 def strided_scan(step, carry, steps, save_every: int, summaries=None):

@@ -8,7 +8,7 @@ controls, a mass or a force's parameters are differentiated (the start's positio
 depend on them) and turn non-zero after one step; rkmk's stage scan, nested inside, runs
 its own fixed point in each outer pass: the dm_control cart-pole's gradient linearised the
 stage body six times and the time body twice. Tangents present from the start end each
-fixed point after one pass (measured in experiments/results/bench_compile.md, section 7).
+fixed point after one pass (measured in benchmarks/results/bench_compile.md, section 7).
 """
 
 from __future__ import annotations

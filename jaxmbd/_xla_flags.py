@@ -19,7 +19,7 @@ once with the exact line to set.
 Hoisting has a price at compile time: LLVM compiles a hoisted loop as one function, on one
 thread, and its time grows faster than the loop's size. A gradient's whole forward and
 transposed time scans hoisted took the cart-pole's XLA compile from 24 to 96 CPU-s
-(``experiments/results/bench_compile.md``, section 5). :func:`unhoisted_when_differentiated`
+(``benchmarks/results/bench_compile.md``, section 5). :func:`unhoisted_when_differentiated`
 keeps a differentiated program's time loops (and rkmk's stage loops) out of the pass while
 the loops inside a step stay hoisted; undifferentiated programs are unchanged.
 """
@@ -34,7 +34,7 @@ import warnings
 
 #: The option and its value: bytes accessed by one loop body below which XLA compiles the
 #: loop natively. A step of the slider crank (54 Newton unknowns) is well below it
-#: (``experiments/bench_small_solve.py``); larger models keep XLA's runtime.
+#: (``benchmarks/small_solve.py``); larger models keep XLA's runtime.
 OPTION = "xla_cpu_small_while_loop_byte_threshold"
 THRESHOLD_BYTES = 1 << 24
 EXTRA = "--xla_backend_extra_options"
@@ -206,7 +206,7 @@ def unhoisted_when_differentiated(tree):
     the loops inside a step (the Newton iteration, the elementwise KKT solves) stay
     hoisted. Why: LLVM compiles a hoisted loop as one function, on one thread; the
     cart-pole gradient's hoisted forward and transposed time scans took 75-96 CPU-s of XLA
-    compile, against 35 with this guard (experiments/results/bench_compile.md, section 5
+    compile, against 35 with this guard (benchmarks/results/bench_compile.md, section 5
     and its correction), and its two hoisted stage loops of ~7k instructions each about
     half of what was left (section 7).
     Undifferentiated programs (simulate) are unchanged: no op is added. Zero tangents stay

@@ -31,6 +31,7 @@ reaches them.
 from __future__ import annotations
 
 import dataclasses
+from typing import ClassVar
 
 import equinox as eqx
 import jax
@@ -38,12 +39,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _config  # noqa: F401
+from ._actuator_kinds import ACTUATOR_KIND_NAMES, actuator_kind
 from ._joint_forces import AbstractJointForce
 from .joints import JointDefinition, joint_coordinates
 from .sensors import observation_vector
 
 #: The actuator kinds of :meth:`~jaxmbd.ModelBuilder.add_actuator`.
-ACTUATOR_KINDS = ("motor", "position", "velocity", "general")
+ACTUATOR_KINDS = ACTUATOR_KIND_NAMES
 
 
 class Actuators(AbstractJointForce):
@@ -63,6 +65,8 @@ class Actuators(AbstractJointForce):
     force_lower: jax.Array
     force_upper: jax.Array
     controls: jax.Array
+    #: Model files store actuators in their own list (``"actuators"``).
+    file_section: ClassVar[str] = "actuators"
 
     @property
     def nu(self) -> int:
@@ -184,10 +188,4 @@ def policy_controls(model, policy, t, state_rAvw, *, where: str = "simulate", ke
 
 def gains_of_kind(kind: str, *, kp, kv, gain, bias) -> tuple[float, tuple[float, float, float]]:
     """(gain, bias) of an actuator kind (the module docstring's table)."""
-    if kind == "motor":
-        return 1.0, (0.0, 0.0, 0.0)
-    if kind == "position":
-        return kp, (0.0, -kp, -kv)
-    if kind == "velocity":
-        return kv, (0.0, 0.0, -kv)
-    return gain, tuple(bias)
+    return actuator_kind(kind).gains(kp=kp, kv=kv, gain=gain, bias=bias)

@@ -17,14 +17,31 @@ force arrows (:func:`animate`'s ``contacts``). The format follows the suffix:
 
 from __future__ import annotations
 
-import json
 import logging
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from ._animation_html import _write_html
+from ._scene import (
+    _COLORS,
+    ARROW_CUT,
+    CONTACT_COLOR,
+    FORCE_ARROW_FRACTION,
+    FORMATS,
+    GROUND_SHAPE_COLOR,
+    PLANE_CELLS,
+    PLANE_CHECKER,
+    PLANE_COLOR,
+    PLANE_MARGIN,
+    _arrow_polyline,
+    _Contacts,
+    _eye,
+    _force_legend,
+    _Patch,
+    _Scene,
+)
 from .contact import slot_history, with_contact
 from .geometry import (
     Shape,
@@ -37,71 +54,6 @@ from .geometry import (
 from .model import Model
 
 logger = logging.getLogger("jaxmbd")
-
-FORMATS = (".gif", ".mp4", ".html")
-_COLORS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3",
-           "#8c8c8c", "#ccb974", "#64b5cd")  # fmt: skip
-GROUND_SHAPE_COLOR = "#9a9a9a"  # shapes fixed to the ground without their own colour
-PLANE_COLOR = "#d6d6d6"  # the light squares of a ground plane's checkered patch
-PLANE_CHECKER = 0.86  # the dark squares: the light colour times this
-PLANE_CELLS = 10  # squares along the longer side of a plane's patch
-#: A plane's patch reaches this fraction of the scene's size beyond the bodies' travel.
-PLANE_MARGIN = 0.25
-#: The largest contact force of the run is drawn this fraction of the scene's size long.
-FORCE_ARROW_FRACTION = 0.25
-#: Arrows (with a given ``force_scale``) are cut to this fraction of the scene's size.
-ARROW_CUT = 0.5
-CONTACT_COLOR = "#e8000b"  # contact points and force arrows
-ARROW_HEAD = 0.25  # barb length over arrow length
-ARROW_HEAD_ANGLE = np.radians(25.0)  # barb angle to the shaft
-BODY_OPACITY_WITH_CONTACTS = 0.6  # HTML: bodies see-through when contact arrows are drawn
-
-
-@dataclass
-class _Scene:
-    """Everything needed to draw a frame, precomputed in numpy."""
-
-    t: np.ndarray  # (F,) frame times
-    r: np.ndarray  # (F, nb, 3) centres of mass at the frames
-    verts: list[np.ndarray]  # per body, then the ground (anchors, rails) if drawn: (F, n, 3)
-    faces: list[np.ndarray]  # per entry of verts: (k, 3)
-    colors: list[np.ndarray]  # per entry of verts: (k, 3) RGB, one per face
-    names: tuple[str, ...]  # per entry of verts: the bodies' names, then "ground"
-    nb: int  # the number of bodies (the first nb entries of verts)
-    joint_names: list[str]
-    joints: np.ndarray  # (F, nj, 3)
-    traces: list[tuple[str, np.ndarray]]  # label, (F_all, 3) over all saved steps up to frame
-    trace_upto: np.ndarray  # (F,) index into the trace arrays of each frame
-    lo: np.ndarray
-    hi: np.ndarray
-    size: float  # the scene's size: largest edge of the box around the bodies over the run
-    planes: list[_Patch]  # the ground planes' patches (static)
-    contacts: _Contacts | None  # the contact slots at the frames, None when not drawn
-    automatic_scale: bool = True  # the arrows' scale from the largest force (no force_scale)
-
-
-@dataclass
-class _Patch:
-    """A static triangle mesh in global coordinates (a ground plane's checkered patch)."""
-
-    name: str
-    verts: np.ndarray  # (n, 3)
-    faces: np.ndarray  # (k, 3)
-    colors: np.ndarray  # (k, 3) RGB
-    normal: np.ndarray  # (3,) unit normal of the plane
-
-
-@dataclass
-class _Contacts:
-    """The contact slots at the frames: every slot's point, its force arrow (the force on
-    the pair's body_i, normal plus tangential, times ``scale``) and whether it is active."""
-
-    point: np.ndarray  # (F, ns, 3)
-    arrow: np.ndarray  # (F, ns, 3) scale * (F_n n + F_t)
-    active: np.ndarray  # (F, ns) bool: gap < 0
-    cut: np.ndarray  # (F, ns) bool: the arrow is cut to ARROW_CUT of the scene's size
-    scale: float  # arrow length per unit force (m/N)
-    largest: float  # the largest slot force over the run (N)
 
 
 def _joint_markers(model: Model) -> tuple[list[str], list[tuple[int, np.ndarray]]]:
@@ -280,42 +232,6 @@ def _contact_arrows(slots, idx: np.ndarray, size: float, force_scale) -> _Contac
     )
 
 
-def _arrow_polyline(
-    start: np.ndarray, arrow: np.ndarray, eye: np.ndarray, cut: np.ndarray | None = None
-) -> np.ndarray:
-    """Arrows as one polyline, NaN rows between the pieces: per arrow its shaft from
-    ``start`` to ``start + arrow`` and two barbs :data:`ARROW_HEAD` of its length long at
-    :data:`ARROW_HEAD_ANGLE` to it, in the plane of the arrow and the direction ``eye``
-    towards the camera (so that the head shows). ``start``, ``arrow``: (k, 3); ``cut``
-    (k,): arrows drawn without a head (cut to length); zero arrows give nothing."""
-    out = []
-    gap = np.full((1, 3), np.nan)
-    cut = np.zeros(len(start), bool) if cut is None else cut
-    for p, a, headless in zip(start, arrow, cut, strict=True):
-        length = float(np.linalg.norm(a))
-        if length == 0.0:
-            continue
-        out += [np.stack([p, p + a]), gap]
-        if headless:
-            continue
-        d = a / length
-        side = np.cross(d, eye)
-        if np.linalg.norm(side) < 1e-6:  # arrow along the line of sight: any side
-            side = np.cross(d, np.eye(3)[np.argmin(np.abs(d))])
-        side /= np.linalg.norm(side)
-        tip, head = p + a, ARROW_HEAD * length
-        back = -np.cos(ARROW_HEAD_ANGLE) * d
-        barbs = [tip + head * (back + sign * np.sin(ARROW_HEAD_ANGLE) * side) for sign in (1, -1)]
-        out += [np.stack([barbs[0], tip, barbs[1]]), gap]
-    return np.concatenate(out) if out else np.zeros((0, 3))
-
-
-def _eye(view) -> np.ndarray:
-    """Unit vector from the scene towards the camera at (elevation, azimuth) in degrees."""
-    elev, azim = np.radians(view[0]), np.radians(view[1])
-    return np.array([np.cos(elev) * np.cos(azim), np.cos(elev) * np.sin(azim), np.sin(elev)])
-
-
 def _scene(
     model: Model, sol, *, fps, speed, max_frames, traces, resolution, contacts=None,
     force_scale=None,
@@ -481,17 +397,6 @@ def animate(
     return path
 
 
-def _force_legend(scene: _Scene) -> str:
-    """The arrows' scale: the force drawn a quarter of the scene's size long (the largest
-    force over the run when the scale is automatic)."""
-    contacts, automatic = scene.contacts, scene.automatic_scale
-    length = FORCE_ARROW_FRACTION * scene.size
-    if contacts.scale == 0.0:
-        return "contact points (no force)"
-    force = contacts.largest if automatic else length / contacts.scale
-    return f"contact forces: {force:.3g} N drawn {length:.3g} m" + (" (max)" if automatic else "")
-
-
 # ----------------------------------------------------------------------------- matplotlib
 
 
@@ -615,209 +520,3 @@ def _matplotlib_animation(scene: _Scene, joints: bool, view, size, title, fps):
 
 
 # ----------------------------------------------------------------------------- HTML
-
-
-def _write_html(scene: _Scene, path: Path, *, joints, view, size, title, fps) -> Path:
-    fig = _plotly_figure(scene, joints=joints, view=view, size=size, title=title, fps=fps)
-    html = fig.to_html(include_plotlyjs=True, full_html=True, auto_play=False)
-    trajectory = {
-        "t": scene.t.tolist(),
-        "bodies": list(scene.names[: scene.nb]),
-        "joints": scene.joint_names,
-        "r": scene.r.tolist(),  # (frames, bodies, 3) centres of mass
-    }
-    block = (
-        '<script type="application/json" id="jaxmbd-trajectory">'
-        + json.dumps(trajectory).replace("</", "<\\/")
-        + "</script>\n"
-    )
-    html = html.replace("</body>", block + "</body>", 1)
-    path.write_text(html, encoding="utf-8")
-    return path
-
-
-def _gaps(x: np.ndarray) -> list:
-    """A coordinate column for plotly, NaN (a break in a line) as None."""
-    return [None if np.isnan(v) else float(v) for v in x]
-
-
-def _plotly_figure(scene: _Scene, *, joints, view, size, title, fps):
-    """The plotly figure: moving traces first (updated by every frame), then the static
-    ground planes."""
-    try:
-        import plotly.graph_objects as go
-    except ImportError:
-        raise RuntimeError(
-            "animate: the interactive .html export needs plotly: pip install 'jaxmbd[anim]' "
-            "(or write .gif / .mp4)"
-        ) from None
-
-    def rgb(c):
-        return "rgb({:.0f},{:.0f},{:.0f})".format(*(255 * np.asarray(c)))
-
-    # WebGL hides lines inside a mesh: with contacts the bodies are see-through, so that
-    # the arrows into them (the force on the body) show
-    opacity = 1.0 if scene.contacts is None else BODY_OPACITY_WITH_CONTACTS
-
-    def body_traces(f):
-        out = []
-        for b, name in enumerate(scene.names):
-            v, F = scene.verts[b][f], scene.faces[b]
-            out.append(
-                go.Mesh3d(
-                    x=v[:, 0].tolist(),
-                    y=v[:, 1].tolist(),
-                    z=v[:, 2].tolist(),
-                    i=F[:, 0].tolist(),
-                    j=F[:, 1].tolist(),
-                    k=F[:, 2].tolist(),
-                    facecolor=[rgb(c) for c in scene.colors[b]],
-                    flatshading=True,
-                    lighting=dict(ambient=0.5, diffuse=0.7, specular=0.1),
-                    opacity=opacity,
-                    name=name,
-                    showlegend=True,
-                    hovertext=name,
-                    hoverinfo="text",
-                )
-            )
-        if joints and scene.joints.shape[1]:
-            p = scene.joints[f]
-            out.append(
-                go.Scatter3d(
-                    x=p[:, 0].tolist(), y=p[:, 1].tolist(), z=p[:, 2].tolist(), mode="markers",
-                    marker=dict(size=5, color="white", line=dict(color="black", width=2)),
-                    name="joints", text=scene.joint_names, hoverinfo="text",
-                )
-            )  # fmt: skip
-        for label, tr in scene.traces:
-            seg = tr[: scene.trace_upto[f] + 1]
-            out.append(
-                go.Scatter3d(
-                    x=seg[:, 0].tolist(), y=seg[:, 1].tolist(), z=seg[:, 2].tolist(),
-                    mode="lines", line=dict(width=4), name=label,
-                )
-            )  # fmt: skip
-        contact = scene.contacts
-        if contact is not None:
-            on = contact.active[f]
-            p = contact.point[f][on]
-            seg = _arrow_polyline(p, contact.arrow[f][on], eye / 2.0, contact.cut[f][on])
-            out.append(
-                go.Scatter3d(
-                    x=p[:, 0].tolist(), y=p[:, 1].tolist(), z=p[:, 2].tolist(), mode="markers",
-                    marker=dict(size=3, color=CONTACT_COLOR), name="contact points",
-                )
-            )  # fmt: skip
-            out.append(
-                go.Scatter3d(
-                    x=_gaps(seg[:, 0]), y=_gaps(seg[:, 1]), z=_gaps(seg[:, 2]), mode="lines",
-                    line=dict(width=5, color=CONTACT_COLOR), name=_force_legend(scene),
-                )
-            )  # fmt: skip
-        return out
-
-    planes = [
-        go.Mesh3d(
-            x=patch.verts[:, 0].tolist(), y=patch.verts[:, 1].tolist(),
-            z=patch.verts[:, 2].tolist(), i=patch.faces[:, 0].tolist(),
-            j=patch.faces[:, 1].tolist(), k=patch.faces[:, 2].tolist(),
-            facecolor=[rgb(c) for c in patch.colors], flatshading=True,
-            lighting=dict(ambient=0.8, diffuse=0.3, specular=0.0), name=patch.name,
-            showlegend=True, hoverinfo="skip",
-        )
-        for patch in scene.planes
-    ]  # fmt: skip
-
-    def heading(f):  # the arrows' scale under the time: empty traces have no legend entry
-        text = f"{title}  t = {scene.t[f]:.3f} s"
-        if scene.contacts is not None:
-            text += f"<br><sub>{_force_legend(scene)}</sub>"
-        return text
-
-    eye = 2.0 * _eye(view)
-    n = len(scene.t)
-    moving = len(body_traces(0))
-    frames = [
-        go.Frame(
-            data=body_traces(f),
-            traces=list(range(moving)),
-            name=f"{scene.t[f]:.4f}",
-            layout=go.Layout(title=dict(text=heading(f))),
-        )
-        for f in range(n)
-    ]
-    duration = 1000.0 / fps
-    span = scene.hi - scene.lo
-    ratio = span / span.max()
-    fig = go.Figure(
-        data=body_traces(0) + planes,
-        frames=frames,
-        layout=go.Layout(
-            title=dict(text=heading(0)),
-            width=size[0],
-            height=size[1],
-            scene=dict(
-                xaxis=dict(range=[scene.lo[0], scene.hi[0]], autorange=False),
-                yaxis=dict(range=[scene.lo[1], scene.hi[1]], autorange=False),
-                zaxis=dict(range=[scene.lo[2], scene.hi[2]], autorange=False),
-                aspectmode="manual",
-                aspectratio=dict(x=ratio[0], y=ratio[1], z=ratio[2]),
-                camera=dict(eye=dict(x=eye[0], y=eye[1], z=eye[2])),
-            ),
-            updatemenus=[
-                dict(
-                    type="buttons",
-                    showactive=False,
-                    direction="left",
-                    x=0.1,
-                    y=0,
-                    xanchor="right",
-                    yanchor="top",
-                    pad=dict(r=10, t=60),
-                    buttons=[
-                        dict(
-                            label="Play",
-                            method="animate",
-                            args=[
-                                None,
-                                dict(
-                                    frame=dict(duration=duration, redraw=True),
-                                    transition=dict(duration=0),
-                                    fromcurrent=True,
-                                ),
-                            ],
-                        ),
-                        dict(
-                            label="Pause",
-                            method="animate",
-                            args=[[None], dict(frame=dict(duration=0), mode="immediate")],
-                        ),
-                    ],
-                )
-            ],
-            sliders=[
-                dict(
-                    x=0.1,
-                    y=0,
-                    len=0.9,
-                    xanchor="left",
-                    yanchor="top",
-                    pad=dict(b=10, t=30),
-                    currentvalue=dict(prefix="t = ", suffix=" s"),
-                    steps=[
-                        dict(
-                            label=f"{scene.t[f]:.3f}",
-                            method="animate",
-                            args=[
-                                [f"{scene.t[f]:.4f}"],
-                                dict(frame=dict(duration=0, redraw=True), mode="immediate"),
-                            ],
-                        )
-                        for f in range(n)
-                    ],
-                )
-            ],
-        ),
-    )
-    return fig

@@ -27,15 +27,22 @@ is differentiable; ``stiffness`` and ``damping`` are array leaves.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from . import _config  # noqa: F401
-from .forces import AbstractForce, BodyState
+from .forces import AbstractForce, BodyState, register_force_type
 from .lie import hat, so3_log
 
+#: The fields of a bushing's model-file entry besides its name and bodies.
+_FILE_KEYS = ("s_bar_i", "s_bar_j", "frame_i", "frame_j", "stiffness", "damping")
 
+
+@register_force_type("bushing")
 class Bushing(AbstractForce):
     """A bushing between body ``body_i`` and ``body_j`` (indices; ``nb``: the ground), at
     the body-frame points ``s_bar_i``, ``s_bar_j`` (3,) with body-frame axes ``frame_i``,
@@ -51,6 +58,31 @@ class Bushing(AbstractForce):
     frame_j: jax.Array
     stiffness: jax.Array
     damping: jax.Array
+    file_keys: ClassVar[frozenset[str]] = frozenset({"body_i", "body_j", *_FILE_KEYS})
+
+    @property
+    def bodies(self):
+        return (self.body_i, self.body_j)
+
+    def to_json(self, body_label):
+        return {
+            "name": self.name,
+            "type": self.file_type,
+            "body_i": body_label(self.body_i),
+            "body_j": body_label(self.body_j),
+            **{key: np.asarray(getattr(self, key)).tolist() for key in _FILE_KEYS},
+        }
+
+    @classmethod
+    def from_json(cls, builder, entry):
+        builder._add_bushing(
+            entry.string("name"),
+            entry.string("body_i"),
+            entry.string("body_j"),
+            **{key: entry.get(key) for key in _FILE_KEYS[:4]},
+            stiffness=entry.get("stiffness"),
+            damping=entry.get("damping", None),
+        )
 
     def _pose(self, state: BodyState, body: int):
         if body == state.r.shape[0]:  # the ground

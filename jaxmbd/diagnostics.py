@@ -16,12 +16,12 @@ from . import _config  # noqa: F401
 from .equations import constraint_values, rA_terms
 from .forces import (
     BodyState,
-    SpringDamper,
-    _point_kinematics,
     added_kinetic_energy,
     added_mass,
     adds_mass,
 )
+from .formulations import formulation_named, get_formulation, rotmat
+from .joints import joint_kind
 from .model import Model
 from .solution import Solution
 
@@ -64,24 +64,15 @@ def _energy(model, r, A, rdot, omega):
 
         kinetic = kinetic + jax.vmap(rotor)(r, A, rdot, omega)
     potential = -jnp.einsum("b,i,tbi->t", model.mass, model.gravity, r)
-    for force in model.forces:
-        if isinstance(force, SpringDamper):
+    for force in model.forces:  # elements that store energy (springs, contacts, ...)
 
-            def spring(r, A, force=force):
-                state = BodyState(r, A, jnp.zeros_like(r), jnp.zeros_like(r))
-                p, _ = _point_kinematics(state, force.body_i, force.s_bar_p_i)
-                q, _ = _point_kinematics(state, force.body_j, force.s_bar_q_j)
-                length = jnp.linalg.norm(q - p)
-                return 0.5 * force.stiffness * (length - force.rest_length) ** 2
+        def stored(r, A, force=force):
+            zero = jnp.zeros_like(r)
+            return force.potential_energy(BodyState(r, A, zero, zero))
 
-            potential = potential + jax.vmap(spring)(r, A)
-        elif hasattr(force, "potential_energy"):  # e.g. contacts' elastic energy
-
-            def stored(r, A, force=force):
-                zero = jnp.zeros_like(r)
-                return force.potential_energy(BodyState(r, A, zero, zero))
-
-            potential = potential + jax.vmap(stored)(r, A)
+        energy = jax.vmap(stored)(r, A)  # None where the element stores none
+        if energy is not None:
+            potential = potential + energy
     return Energy(kinetic, potential, kinetic + potential)
 
 
@@ -107,16 +98,12 @@ def angular_momentum(model: Model, sol: Solution, point=(0.0, 0.0, 0.0)):
 def _director(sol) -> bool:
     """Whether ``sol`` holds director coordinates (capability ``director_coordinates``),
     whose redundant velocities carry the exactly conserved invariants."""
-    from .formulations import formulation_named
-
     form = formulation_named(sol.formulation)
     own = sol.q is not None and sol.v is not None
     return form is not None and form.director_coordinates and own
 
 
 def _director_q(sol):
-    from .formulations import get_formulation
-
     return get_formulation(sol.formulation), (sol.q[:, :, :3], sol.q[:, :, 3:])
 
 
@@ -165,10 +152,6 @@ class Reactions(NamedTuple):
     torque_i_global: jax.Array
     torque_j_global: jax.Array
     names: tuple[str, ...]
-
-
-#: Joint kinds whose frame's third axis is the joint axis: ``frame="joint"`` lists it first.
-_AXIS_LAST = ("revolute", "translational", "cylindrical", "planar")
 
 
 def reaction_forces(
@@ -275,7 +258,7 @@ def _at_joints(model: Model, sol: Solution, out, names, bodies, frame: str):
             f, tau = force[:, k], torque_g[:, k] - jnp.cross(arm, force[:, k])
             if frame == "joint":
                 E = jnp.einsum("tij,jk->tik", A, axes)
-                if d.kind in _AXIS_LAST:
+                if joint_kind(d.kind).axis_last:
                     E = E[:, :, jnp.array([2, 0, 1])]
                 f_out = jnp.einsum("tij,ti->tj", E, f)
                 t_out = jnp.einsum("tij,ti->tj", E, tau)
@@ -393,14 +376,10 @@ def orthogonality_multipliers(model: Model, sol: Solution, *, method: str = "two
     """The symmetric multipliers Lambda_i (T, nb, 3, 3) of the orthogonality constraints
     R_i^T R_i = I along a ``rotmat`` Solution (Dumitriu & Margaritescu eqs. 9 and 25), see
     :func:`jaxmbd.formulations.rotmat.orthogonality_multipliers`."""
-    from .formulations.rotmat import orthogonality_multipliers as _lambda
-
-    return _lambda(model, sol, method=method)
+    return rotmat.orthogonality_multipliers(model, sol, method=method)
 
 
 def orthogonality_error(sol: Solution):
     """||R_i^T R_i - I||_F (T, nb) of a ``rotmat`` Solution (the drift of the quadratic
     orthogonality constraints; no stabilisation)."""
-    from .formulations.rotmat import orthogonality_error as _error
-
-    return _error(sol)
+    return rotmat.orthogonality_error(sol)

@@ -2,7 +2,7 @@
 
 An expression such as ``"cos(2*pi*t + pi/2)"`` is parsed with :mod:`ast` against a whitelist
 (no ``eval``) into a static program; its numeric literals become an array of parameters, so
-``jax.grad`` reaches them (DESIGN principle 1). Time derivatives f_dot and f_ddot come from
+``jax.grad`` reaches them (docs/design.md, principle 1). Time derivatives f_dot and f_ddot come from
 forward-mode autodiff, never from hand-written strings.
 """
 

@@ -1,4 +1,4 @@
-"""Constraint equations of a model, vectorised by GCON type (DESIGN principle 3).
+"""Constraint equations of a model, vectorised by GCON type (docs/design.md, principle 3).
 
 * :func:`constraint_values`: Phi(r, A, f) in model row order, for any formulation.
 * :func:`rA_terms`: the hand-coded rA quantities Phi, G = [Phi_r, Pi_bar(Phi)], nu, gamma

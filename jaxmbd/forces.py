@@ -4,13 +4,22 @@ Each element returns the global force on every body's centre of mass, ``f (nb, 3
 the applied torque in every body frame, ``n_bar (nb, 3)`` (paper 1 eq. 31a). Gravity is not
 an element: it is ``model.gravity`` times the masses. Parameters are array leaves, so
 ``jax.grad`` reaches stiffness, damping and user parameters.
+
+:class:`AbstractForce` is everything the rest of the library asks of an element: the
+bodies it touches (:attr:`~AbstractForce.bodies`, for the sparsity of the Newton matrix),
+its potential energy (:meth:`~AbstractForce.potential_energy`, for the energy diagnostics)
+and its conservative part (:meth:`~AbstractForce.without_potential`, for the discrete
+gradient of the energy-momentum integrator), how elements of one family are evaluated
+together (:meth:`~AbstractForce.family`, :meth:`~AbstractForce.combined`), and its entry
+in a model file (:meth:`~AbstractForce.to_json`, :meth:`~AbstractForce.from_json` with
+:func:`register_force_type`). A new element is one class; nothing else learns its name.
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable
-from typing import NamedTuple
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar, NamedTuple
 
 import equinox as eqx
 import jax
@@ -18,6 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _config  # noqa: F401
+from ._small import mv
 
 
 class BodyState(NamedTuple):
@@ -53,11 +63,72 @@ class AddedMass(NamedTuple):
 
 
 class AbstractForce(eqx.Module):
-    """An applied force element."""
+    """An applied force element (see the module docstring for what it declares)."""
+
+    #: Where a model file stores the element: ``"forces"`` (its own entry, written by
+    #: :meth:`to_json`), or the name of the part of the file that stores it with other model
+    #: data (``"joints"``: joint limits and dynamics, ``"contacts"``, ``"actuators"``).
+    file_section: ClassVar[str] = "forces"
+    #: The ``"type"`` of the element's model-file entries (set by :func:`register_force_type`).
+    file_type: ClassVar[str | None] = None
+    #: The keys of its entries besides ``"name"`` and ``"type"`` (others are refused).
+    file_keys: ClassVar[frozenset[str]] = frozenset()
 
     @abc.abstractmethod
     def __call__(self, t, state: BodyState) -> tuple[jax.Array, jax.Array]:
         """Return (f (nb, 3) global forces at the centres of mass, n_bar (nb, 3) body torques)."""
+
+    @property
+    def bodies(self) -> tuple[int, ...] | None:
+        """The indices of the bodies the element acts on (nb: the ground), static; None
+        (the default): it may act on any body, so every body is coupled to every other in
+        the Newton matrix."""
+        return None
+
+    def potential_energy(self, state: BodyState) -> jax.Array | None:
+        """The energy stored in the element at ``state`` (a scalar), counted by
+        :func:`jaxmbd.diagnostics.energy`; None (the default): the element stores none."""
+        return None
+
+    def without_potential(self) -> AbstractForce | None:
+        """The element without the conservative force -grad :meth:`potential_energy`
+        (its damping, say), for integrators that take the potential's discrete gradient
+        (:mod:`jaxmbd.integrators.energy_momentum`); None (the default): the element is not
+        split and acts as a whole."""
+        return None
+
+    @classmethod
+    def family(cls) -> type[AbstractForce] | None:
+        """The class whose :meth:`combined` evaluates this element together with the other
+        elements of the same family (the joint-force elements share their joints'
+        coordinates); None (the default): the element is evaluated on its own."""
+        return None
+
+    @classmethod
+    def combined(cls, elements: Sequence[AbstractForce], t, state: BodyState):
+        """(f, n_bar) of several elements of this family at once (default: their sum)."""
+        f = n = None
+        for element in elements:
+            df, dn = element(t, state)
+            f, n = (df, dn) if f is None else (f + df, n + dn)
+        return f, n
+
+    def to_json(self, body_label: Callable[[int], str]) -> dict | None:
+        """The element's entry in a model file's ``"forces"`` list: ``"type"`` (the name it
+        was registered under, :func:`register_force_type`) and its fields, bodies named by
+        ``body_label(index)``. None (the default): the element cannot be written (a Python
+        function, say), and :func:`jaxmbd.save_model` warns."""
+        return None
+
+    def joint_entries(self) -> dict[str, dict]:
+        """The element's entries in a model file's joints, by joint name (limits, joint
+        dynamics); empty (the default) for an element written in ``"forces"``."""
+        return {}
+
+    @classmethod
+    def from_json(cls, builder, entry: FileEntry) -> None:
+        """Add the element of the model-file entry ``entry`` to ``builder``."""
+        raise NotImplementedError(f"{cls.__name__} cannot be read from a model file")
 
     @property
     def adds_mass(self) -> bool:
@@ -69,6 +140,51 @@ class AbstractForce(eqx.Module):
         """The :class:`AddedMass` of the element at ``state`` (None: none, the default).
         Its velocity part belongs in ``__call__``; see :class:`AddedMass`."""
         return None
+
+
+class FileEntry(abc.ABC):
+    """One entry of a model file as :meth:`AbstractForce.from_json` reads it: every getter
+    raises an error that names the file and the field when the field is missing or of the
+    wrong type (:mod:`jaxmbd.io` gives the implementation)."""
+
+    #: The entry's position in its list (for default names).
+    index: int
+    #: Where the entry is in the file (for error messages), e.g. ``"forces[2]"``.
+    where: str
+
+    @abc.abstractmethod
+    def get(self, key: str, default: Any = ...) -> Any:
+        """The field ``key`` (``default`` where missing; no default: required)."""
+
+    @abc.abstractmethod
+    def string(self, key: str, default: Any = ...) -> str:
+        """The field ``key``, a non-empty string."""
+
+    @abc.abstractmethod
+    def flag(self, key: str, default: bool = False) -> bool:
+        """The field ``key``, true or false."""
+
+    @abc.abstractmethod
+    def vector(self, key: str) -> np.ndarray:
+        """The required field ``key``, three finite numbers."""
+
+
+#: Force element classes by the ``"type"`` of their model-file entries.
+FORCE_TYPES: dict[str, type[AbstractForce]] = {}
+
+
+def register_force_type(name: str):
+    """Class decorator: model files name the element's entries ``"type": name``
+    (:meth:`AbstractForce.to_json`, :meth:`AbstractForce.from_json`)."""
+
+    def register(cls):
+        if FORCE_TYPES.get(name, cls) is not cls:
+            raise ValueError(f"force type {name!r} is already {FORCE_TYPES[name].__name__}")
+        FORCE_TYPES[name] = cls
+        cls.file_type = name
+        return cls
+
+    return register
 
 
 def _point_kinematics(state: BodyState, body: int, s_bar):
@@ -105,6 +221,10 @@ class PointForce(AbstractForce):
     def __call__(self, t, state):
         return _apply_point_force(state, self.body, self.s_bar, self.fn(t, self.params))
 
+    @property
+    def bodies(self):
+        return (self.body,)
+
 
 class BodyTorque(AbstractForce):
     """A torque ``fn(t, params)`` given in the body frame of one body."""
@@ -118,7 +238,12 @@ class BodyTorque(AbstractForce):
         n = jnp.zeros((nb, 3)).at[self.body].add(self.fn(t, self.params))
         return jnp.zeros((nb, 3)), n
 
+    @property
+    def bodies(self):
+        return (self.body,)
 
+
+@register_force_type("spring_damper")
 class SpringDamper(AbstractForce):
     """Translational spring-damper between point P of body i and point Q of body j.
 
@@ -133,6 +258,10 @@ class SpringDamper(AbstractForce):
     stiffness: jax.Array
     damping: jax.Array
     rest_length: jax.Array
+    file_keys: ClassVar[frozenset[str]] = frozenset(
+        {"body_i", "point_i", "local_i", "body_j", "point_j", "local_j", "stiffness",
+         "damping", "rest_length"}
+    )  # fmt: skip
 
     def __call__(self, t, state):
         p, vp = _point_kinematics(state, self.body_i, self.s_bar_p_i)
@@ -145,6 +274,63 @@ class SpringDamper(AbstractForce):
         fi, ni = _apply_point_force(state, self.body_i, self.s_bar_p_i, tension * e)
         fj, nj = _apply_point_force(state, self.body_j, self.s_bar_q_j, -tension * e)
         return fi + fj, ni + nj
+
+    @property
+    def bodies(self):
+        return (self.body_i, self.body_j)
+
+    def potential_energy(self, state: BodyState):
+        """1/2 stiffness (l - rest_length)^2 (the spring; NaN-safe at l = 0)."""
+
+        def point(body, s_bar):
+            if body == state.r.shape[0]:
+                return s_bar  # ground: global point
+            return state.r[body] + mv(state.A[body], jnp.asarray(s_bar))
+
+        d = point(self.body_j, self.s_bar_q_j) - point(self.body_i, self.s_bar_p_i)
+        length = jnp.sqrt(jnp.sum(d * d) + 1e-300)
+        return 0.5 * self.stiffness * (length - self.rest_length) ** 2
+
+    def without_potential(self):
+        """The damper alone (stiffness zero)."""
+        return eqx.tree_at(lambda f: f.stiffness, self, jnp.zeros_like(self.stiffness))
+
+    def to_json(self, body_label):
+        return {
+            "type": self.file_type,
+            "body_i": body_label(self.body_i),
+            "point_i": np.asarray(self.s_bar_p_i).tolist(),
+            "local_i": True,
+            "body_j": body_label(self.body_j),
+            "point_j": np.asarray(self.s_bar_q_j).tolist(),
+            "local_j": True,
+            "stiffness": float(self.stiffness),
+            "damping": float(self.damping),
+            "rest_length": float(self.rest_length),
+        }
+
+    @classmethod
+    def from_json(cls, builder, entry):
+        """Points global at the initial configuration, or in the body frame where
+        ``local_i`` / ``local_j`` is true (what :meth:`to_json` writes)."""
+        points = {}
+        for side in ("i", "j"):
+            body = entry.string(f"body_{side}")
+            point = entry.get(f"point_{side}")
+            if entry.flag(f"local_{side}"):
+                r, A = builder._frame(body, where=f"{entry.where}.body_{side}")
+                point = r + A @ entry.vector(f"point_{side}")
+            points[side] = (body, point)
+        builder.spring_damper(
+            entry.string("name", default=f"force_{entry.index}"),
+            body_i=points["i"][0],
+            point_i=points["i"][1],
+            body_j=points["j"][0],
+            point_j=points["j"][1],
+            stiffness=entry.get("stiffness"),
+            damping=entry.get("damping", 0.0),
+            rest_length=entry.get("rest_length"),
+        )
 
 
 class GeneralForce(AbstractForce):
@@ -215,18 +401,21 @@ def added_kinetic_energy(am: AddedMass, rdot, omega):
 
 def applied_forces(forces, t, state: BodyState, mass, gravity):
     """Sum of gravity and all force elements: (f (nb, 3), n_bar (nb, 3))."""
-    from ._joint_forces import AbstractJointForce, joint_forces_together
-
     f = mass[:, None] * gravity[None, :]
     n = jnp.zeros_like(f)
-    # the joint-force elements (limits, joint dynamics, actuators) together: each joint's
-    # coordinates evaluated once, however many of them act on it
-    joint_elements = [e for e in forces if isinstance(e, AbstractJointForce)]
-    if len(joint_elements) > 1:
-        df, dn = joint_forces_together(joint_elements, t, state)
+    # the elements of a family together (the joint-force elements: each joint's coordinates
+    # evaluated once, however many of them act on it), where a family has several
+    families: dict = {}
+    for element in forces:
+        if (family := element.family()) is not None:
+            families.setdefault(family, []).append(element)
+    together = {family: members for family, members in families.items() if len(members) > 1}
+    for family, members in together.items():
+        df, dn = family.combined(members, t, state)
         f, n = f + df, n + dn
-        forces = [e for e in forces if not isinstance(e, AbstractJointForce)]
     for element in forces:  # one term per force element (a handful), not per constraint
+        if element.family() in together:
+            continue
         df, dn = element(t, state)
         f, n = f + df, n + dn
     return f, n

@@ -1,6 +1,6 @@
 """The basic geometric constraints (GCONs) DP1, DP2, D, CD and the rotation driver.
 
-Kernels act on *stacked* constraints of one type (DESIGN principle 3): every input has a
+Kernels act on *stacked* constraints of one type (docs/design.md, principle 3): every input has a
 leading axis of length n (constraints of that type), bodies already gathered. Two families:
 
 * ``value_*``: the constraint value Phi(r, A, f) (paper 1 eqs. 1-4). rp and re differentiate

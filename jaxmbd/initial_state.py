@@ -15,8 +15,8 @@ import jax.numpy as jnp
 from . import _config  # noqa: F401
 from ._jit import jit
 from ._min_norm import PINV_RTOL, min_norm_solve
+from ._results import NONFINITE, SUCCESS, first_failure
 from ._rigid_body import mass_blocks, newton_euler_forces
-from ._step_status import first_failure
 from .equations import (
     _row_bodies,
     constraint_values,
@@ -33,14 +33,7 @@ from .lie import hat, so3_exp, vee
 from .linear import dense
 from .linear.graph import newton_layout
 from .model import Model
-from .newton import (
-    NONFINITE,
-    SUCCESS,
-    NewtonInfo,
-    implicit_root,
-    newton_iterate,
-    solve_with_condition,
-)
+from .newton import NewtonInfo, implicit_root, newton_iterate, solve_with_condition
 from .redundancy import full_multipliers
 
 #: :func:`consistent_initial_state`'s default Newton tolerance and iteration limit (also
@@ -215,7 +208,7 @@ def _per_row(model, ji, jj, per_body):
 
 
 def _structured_start(model, t, tol, max_iter):
-    """The consistent start by block elimination (issue 14): every system is a saddle
+    """The consistent start by block elimination: every system is a saddle
     point [[W, G_u^T], [G_l, 0]] with the index-1 KKT block structure, assembled from the
     rA rows (:func:`~jaxmbd.integrators.structured.kkt_blocks`), so memory and work are
     O(N) on a tree instead of the dense G (nc x 6 nb), G G^T and KKT matrix:

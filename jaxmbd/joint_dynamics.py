@@ -55,6 +55,8 @@ counts full turns). Damping and friction loss act on the rate and have no such l
 
 from __future__ import annotations
 
+import logging
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -66,6 +68,11 @@ from ._joint_forces import (
 )
 from .forces import AddedMass, BodyState
 from .joints import JointDefinition
+
+logger = logging.getLogger("jaxmbd")
+
+#: The joint-dynamics keys of a joint's model-file entry, in the file's order.
+_FILE_KEYS = ("damping", "stiffness", "spring_reference", "friction_loss", "armature")
 
 #: Regularisation velocity of friction loss (rad/s or m/s), see the module docstring.
 FRICTION_VELOCITY = 1e-2
@@ -115,6 +122,28 @@ class JointDynamics(AbstractJointForce):
         bi = np.asarray([d.body_i for d in self.joints], dtype=int)
         bj = np.asarray([d.body_j for d in self.joints], dtype=int)
         return AddedMass(self.armature, g, bi, bj)
+
+    def joint_entries(self):
+        """Each joint's damping, stiffness, spring reference (with a spring), friction loss
+        and armature (where given). The friction velocity is not part of the file: where it
+        is not the default, a warning says so."""
+        out = {}
+        for k, d in enumerate(self.joints):
+            values = {
+                key: float(getattr(self, key)[k])
+                for key in _FILE_KEYS
+                if getattr(self, key) is not None  # armature: None where none given
+            }
+            if values["stiffness"] == 0.0:
+                del values["spring_reference"]  # meaningless without a spring
+            out[d.name] = values
+            if float(self.friction_velocity[k]) != FRICTION_VELOCITY:
+                logger.warning(
+                    "save_model: joint '%s': friction_velocity %g is not saved (the file "
+                    "gets the default %g)", d.name, float(self.friction_velocity[k]),
+                    FRICTION_VELOCITY,
+                )  # fmt: skip
+        return out
 
     def potential_energy(self, state: BodyState):
         """Energy stored in the joint springs, sum of 1/2 k (q - q_ref)^2 (counted by

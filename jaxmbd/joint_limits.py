@@ -77,6 +77,17 @@ class JointLimits(AbstractJointForce):
         q, _ = coordinates_and_gradients(self.joints, state)
         return jnp.sum(0.5 * self.stiffness * self.penetration(q) ** 2)
 
+    def joint_entries(self):
+        """Each limited joint's ``limits`` with the gains as built (defaults resolved)."""
+        return {
+            d.name: {
+                "limits": [float(self.lower[k]), float(self.upper[k])],
+                "limit_stiffness": float(self.stiffness[k]),
+                "limit_damping": float(self.damping[k]),
+            }
+            for k, d in enumerate(self.joints)
+        }
+
     def penetration(self, q):
         """How far coordinates ``q`` (..., n) lie beyond their limits (0 inside)."""
         return jnp.maximum(0.0, jnp.maximum(self.lower - q, q - self.upper))

@@ -4,7 +4,7 @@ At each t_k = k h: position analysis by Newton (predictor eq. 11, corrections eq
 stop when ||delta|| < tol), then the velocity (eq. 15b) and acceleration (eq. 16) solves,
 and the multipliers of inverse dynamics, G_rA^T lam = Q - M a, that the prescribed motion
 needs. The whole loop is one ``lax.scan`` under ``jit``; positions carry implicit-function
-gradients (DESIGN principle 5).
+gradients (docs/design.md, principle 5).
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ import jax.numpy as jnp
 from . import _config  # noqa: F401
 from ._checks import finish, is_traced, resolve_throw, solution_from_outputs
 from ._jit import jit
+from ._parameter_checks import checked_parameters
+from ._results import CHART_SINGULARITY, ILL_CONDITIONED, NONFINITE, SUCCESS
 from ._rigid_body import newton_euler_forces
 from ._stepping import (
     SUMMARIES,
@@ -35,12 +37,8 @@ from .integrators.base import choose_structured, own_linear_solve
 from .linear.square import factor_square, layout_for_formulation
 from .model import Model
 from .newton import (
-    CHART_SINGULARITY,
-    ILL_CONDITIONED,
-    NONFINITE,
     RCOND_MIN,
     ROUNDOFF,
-    SUCCESS,
     Scale,
     chart_solve,
     checked_solver,
@@ -326,6 +324,7 @@ def kinematics(
     throw = resolve_throw(throw, check, "kinematics")
     if chunk_size is not None and progress is None:
         raise ValueError("kinematics: chunk_size (steps between progress calls) needs progress=")
+    model = checked_parameters(model, where="kinematics")
     full_model = model
     model, kept = rows_for_run(model, redundant, where="kinematics")
     form = get_formulation(formulation)

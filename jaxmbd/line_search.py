@@ -31,19 +31,11 @@ import jax
 import jax.numpy as jnp
 
 from . import _config  # noqa: F401
+from ._results import NONFINITE, SUCCESS, as_status, first_failure
 from .newton import (
-    MAX_ITERATIONS,
-    NONFINITE,
-    SUCCESS,
     AbstractNewton,
     LinearSolution,
     NewtonInfo,
-    _allowed,
-    _as_solution,
-    _converged,
-    _custom,
-    _first_failure,
-    _matrix_status,
     default_scale,
     factor_matrix,
     matrix_solve,
@@ -51,6 +43,9 @@ from .newton import (
     solve_linear,
     step_test,
 )
+from .newton._convergence import allowed_step, converged
+from .newton._iterate import solve_outcome
+from .newton._linear import as_solution, is_custom_solve, matrix_status
 
 ARMIJO = 1e-4  # sufficient decrease of the merit, per unit step length
 
@@ -68,7 +63,7 @@ class LineSearchNewton(AbstractNewton):
     """Exact Newton damped by backtracking (see the module docstring): at most
     ``max_halvings`` halvings of a correction per iteration."""
 
-    # a pile of capsules landing at h = 1e-3 takes up to 60 (experiments/bench_contact.py)
+    # a pile of capsules landing at h = 1e-3 takes up to 60 (benchmarks/contact.py)
     max_iter: int = eqx.field(static=True, default=100)
     max_halvings: int = eqx.field(static=True, default=20)
 
@@ -79,11 +74,11 @@ class LineSearchNewton(AbstractNewton):
         scale = default_scale if scale is None else scale
         F0 = residual(x0)
         n = F0.shape[0]
-        custom = _custom(linear_solve)
+        custom = is_custom_solve(linear_solve)
 
         def linearise(x):
             """(solve(F) -> LinearSolution of J^{-1} F, the rows' tolerances, status)."""
-            w, allowed = _allowed(scale(x), tol, (n,))
+            w, allowed = allowed_step(scale(x), tol, (n,))
             J = jacobian(x)
             if not custom:
                 matrix = factor_matrix(J, w, allowed, keep=False)
@@ -92,13 +87,13 @@ class LineSearchNewton(AbstractNewton):
                 def solve(F):
                     return LinearSolution(matrix_solve(matrix, F), ok, jnp.asarray(False))
 
-                return solve, matrix.row, _matrix_status(matrix)
+                return solve, matrix.row, matrix_status(matrix)
             # a formulation's own solve (re's chart step-over): it reports its conditioning
             row = jnp.abs(J) @ allowed
             row = jnp.where(row > 0, row, 1.0)
 
             def solve(F):
-                out = _as_solution(linear_solve(J, F))
+                out = as_solution(linear_solve(J, F))
                 return LinearSolution(
                     out.x, jnp.asarray(out.status), jnp.asarray(out.least_squares)
                 )
@@ -137,22 +132,21 @@ class LineSearchNewton(AbstractNewton):
             )
             x = c.x + alpha * delta
             after = -solve(F).x
-            converged, _, _ = _converged(
+            accepted, _, _ = converged(
                 test, step_test(after, scale(x), tol), jnp.asarray(True), jnp.asarray(True),
                 residual_test(F, row), correction.least_squares, max_rate=0.2,
             )  # fmt: skip
-            status = _first_failure(
+            status = first_failure(
                 matrix_status, correction.status, jnp.where(finite, SUCCESS, NONFINITE)
             )
-            return _Carry(x, F, c.k + 1, converged & (alpha == 1.0), status, alpha * test.relative)
+            return _Carry(x, F, c.k + 1, accepted & (alpha == 1.0), status, alpha * test.relative)
 
         def cond(c: _Carry):
             return (c.k < self.max_iter) & ~c.done & (c.status == SUCCESS)
 
         zero = jnp.asarray(0)
-        init = _Carry(x0, F0, zero, jnp.asarray(False), jnp.asarray(SUCCESS),
+        init = _Carry(x0, F0, zero, jnp.asarray(False), as_status(SUCCESS),
                       jnp.asarray(jnp.inf, F0.dtype))  # fmt: skip
         out = jax.lax.while_loop(cond, body, init)
-        status = jnp.where((out.status == SUCCESS) & ~out.done, MAX_ITERATIONS, out.status)
-        status = jnp.where((status == SUCCESS) & ~jnp.all(jnp.isfinite(out.F)), NONFINITE, status)
+        status = solve_outcome(out.status, out.done, jnp.all(jnp.isfinite(out.F)))
         return out.x, NewtonInfo(out.k, status, jnp.linalg.norm(out.F), out.step), state

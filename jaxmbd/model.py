@@ -1,9 +1,9 @@
 """The model: bodies, GCONs, drivers and forces as an equinox pytree.
 
 Topology (how many bodies, which constraint types, which bodies they connect) is static;
-every number is an array leaf reachable with ``eqx.tree_at`` (DESIGN principle 1). Bodies
+every number is an array leaf reachable with ``eqx.tree_at`` (docs/design.md, principle 1). Bodies
 are indexed 0..nb-1 in model order; the ground is index ``nb`` in the static topology.
-Constraints are stored grouped by GCON type (DESIGN principle 3) and keep their model order
+Constraints are stored grouped by GCON type (docs/design.md, principle 3) and keep their model order
 through static row indices, so ``lam[:, k]`` is the multiplier of the k-th constraint.
 
 Build models with :class:`~jaxmbd.ModelBuilder` (:mod:`jaxmbd.build`; joints of paper 1
@@ -23,16 +23,18 @@ from . import _config  # noqa: F401
 from ._values import _joint_values
 from .drivers import DriverGroup
 from .errors import ModelError
+from .gcons import GCON_SPECS
 from .geometry import Shape
 from .joints import (
     SIZES,
     JointDefinition,
     joint_coordinates,
+    joint_kind,
     place_joint_states,
 )
 
 GROUND = "ground"
-GCON_KINDS = ("DP1", "DP2", "D", "CD", "ROT")
+GCON_KINDS = tuple(spec.name for spec in GCON_SPECS)
 
 
 class GconSet(eqx.Module):
@@ -54,6 +56,44 @@ class GconSet(eqx.Module):
         return len(self.rows)
 
 
+@dataclasses.dataclass(frozen=True)
+class JointDynamicsView:
+    """One joint's entries of the model's joint-dynamics element
+    (:meth:`Model.joint_dynamics`): ``damping``, ``stiffness``, ``spring_reference``,
+    ``friction_loss`` and ``armature`` (0 where the element has none) of ``joint``; the
+    ``element`` itself and this joint's ``index`` in its (n,) leaves."""
+
+    FIELDS = ("damping", "stiffness", "spring_reference", "friction_loss", "armature")
+
+    joint: str
+    element: object
+    index: int
+
+    def _entry(self, field: str):
+        values = getattr(self.element, field)
+        return jnp.asarray(0.0) if values is None else values[self.index]
+
+    @property
+    def damping(self):
+        return self._entry("damping")
+
+    @property
+    def stiffness(self):
+        return self._entry("stiffness")
+
+    @property
+    def spring_reference(self):
+        return self._entry("spring_reference")
+
+    @property
+    def friction_loss(self):
+        return self._entry("friction_loss")
+
+    @property
+    def armature(self):
+        return self._entry("armature")
+
+
 class Model(eqx.Module):
     """A multibody model. Arrays are leaves; names and topology are static."""
 
@@ -70,7 +110,7 @@ class Model(eqx.Module):
     A0: jax.Array  # (nb, 3, 3)
     rdot0: jax.Array  # (nb, 3)
     omega0: jax.Array  # (nb, 3), body frame
-    gcons: tuple[GconSet, ...]  # one per kind in GCON_KINDS order (possibly empty)
+    gcons: tuple[GconSet, ...]  # one per record of GCON_SPECS, in order (possibly empty)
     f_offset: jax.Array  # (nc,) constant part of each row's f(t)
     drivers: tuple[DriverGroup, ...]
     forces: tuple  # the force elements (jaxmbd.forces.AbstractForce), summed in this order
@@ -113,6 +153,53 @@ class Model(eqx.Module):
         for a model without actuators."""
         return next((f for f in self.forces if hasattr(f, "actuator_force")), None)
 
+    def joint_dynamics(self, joint: str) -> JointDynamicsView:
+        """Damping, stiffness, spring reference, friction loss and armature of ``joint``
+        (:mod:`jaxmbd.joint_dynamics`) as a view: ``model.joint_dynamics("hinge").damping``
+        (a scalar). Its ``element`` is the model's own element, whose (n,) leaves
+        ``eqx.tree_at`` replaces: ``eqx.tree_at(lambda m: m.joint_dynamics("hinge")
+        .element.damping, model, new)`` (every joint of the element; ``index`` is this
+        joint's entry); :meth:`with_joint_dynamics` changes one joint."""
+        # the element with per-joint friction loss: the model names no element class
+        element = next((f for f in self.forces if hasattr(f, "friction_loss")), None)
+        names = () if element is None else element.names
+        if joint not in names:
+            known = [n for n in self.joint_names if n not in names]
+            raise ModelError(
+                f"model '{self.name}': joint {joint!r} has no joint dynamics; joints with "
+                f"them: {list(names)}"
+                + (
+                    f" (give one of {known} damping, stiffness, friction_loss or armature "
+                    "when it is built: armature=0.0 makes its entries settable)"
+                    if joint in known
+                    else ""
+                )
+            )
+        return JointDynamicsView(joint, element, names.index(joint))
+
+    def with_joint_dynamics(self, joint: str, **values) -> Model:
+        """This model with ``joint``'s dynamics changed: keywords ``damping``, ``stiffness``,
+        ``spring_reference``, ``friction_loss``, ``armature`` (numbers or traced scalars,
+        so ``jax.grad`` reaches them). Example: ``model.with_joint_dynamics("hinge",
+        damping=2.0)``."""
+        view = self.joint_dynamics(joint)
+        unknown = set(values) - set(JointDynamicsView.FIELDS)
+        if unknown:
+            raise ModelError(
+                f"with_joint_dynamics: unknown {sorted(unknown)}; "
+                f"use {list(JointDynamicsView.FIELDS)}"
+            )
+        element, i = view.element, view.index
+        changes = {}
+        for key, value in values.items():
+            old = getattr(element, key)
+            if old is None:  # armature: zero for the element's other joints
+                old = jnp.zeros(len(element.names))
+            changes[key] = jnp.asarray(old, jnp.float64).at[i].set(value)
+        new = dataclasses.replace(element, **changes)
+        forces = tuple(new if f is element else f for f in self.forces)
+        return dataclasses.replace(self, forces=forces)
+
     @property
     def nu(self) -> int:
         """The number of control inputs (actuators)."""
@@ -147,7 +234,11 @@ class Model(eqx.Module):
                 jnp.asarray(x)[None] for x in (self.r0, self.A0, self.rdot0, self.omega0)
             )).q)[0]  # fmt: skip
         state = (
-            None if q is None else _joint_values(q, nq, where=f"{where}.q", kind=defn.kind),
+            None
+            if q is None
+            else _joint_values(
+                q, nq, where=f"{where}.q", quaternion=joint_kind(defn.kind).quaternion
+            ),
             None if qdot is None else _joint_values(qdot, nv, where=f"{where}.qdot"),
         )
         r0, A0, rdot0, omega0, joints = place_joint_states(self, {name: state})
@@ -172,7 +263,7 @@ class Model(eqx.Module):
         )
 
     def gcon_counts(self) -> dict[str, int]:
-        return {kind: self.gcon(kind).size for kind in GCON_KINDS}
+        return {spec.name: self.gcon(spec.name).size for spec in GCON_SPECS}
 
     def without_rows(self, rows) -> Model:
         """This model without the constraint rows ``rows`` (model row indices; static, so

@@ -52,12 +52,12 @@ import numpy as np
 
 from . import _config  # noqa: F401
 from ._jit import jit
+from ._results import ILL_CONDITIONED, SUCCESS
 from ._topology import body_graph
 from .drivers import driver_values
 from .equations import _row_bodies, constraint_values
 from .errors import ModelError, RedundancyWarning
 from .gcons import gcon_kind
-from .newton import ILL_CONDITIONED, SUCCESS
 
 #: Relative tolerance of the rank decision (see the module docstring).
 REDUNDANCY_RTOL = 1e-8

@@ -508,7 +508,7 @@ def test_html_contacts_traces_and_offline_file(ball, tmp_path):
     frame with a shaft exactly at the active slots; contacts=False drops both contact
     traces; the HTML is written."""
     pytest.importorskip("plotly")
-    from jaxmbd.animation import _plotly_figure
+    from jaxmbd._animation_html import _plotly_figure
 
     model, sol = ball
     opts = dict(joints=True, view=(25, -60), size=(500, 400), title="ball", fps=5)

@@ -193,7 +193,7 @@ def test_batched_refresh_factors_only_stale_members(n, stale_members):
     """Under vmap the kept matrices of the stale members are refreshed, one member at a
     time by the unbatched kernels (37 members, 3, 11 or all stale): every stale member gets
     exactly its own new factors, every other member keeps its old ones untouched."""
-    from jaxmbd.newton import _refresh_where
+    from jaxmbd.newton._loops import refresh_where as _refresh_where
 
     members = 37
     rng = np.random.default_rng(0)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import jaxmbd as mbd
-from jaxmbd._results import RESULT_ITEMS, first_failure, result_from_code
+from jaxmbd._results import INVALID_PARAMETERS, RESULT_ITEMS, first_failed_step, result_from_code
 
 
 def test_codes_follow_the_enum():
@@ -21,12 +21,13 @@ def test_codes_follow_the_enum():
         mbd.NONFINITE,
         mbd.ILL_CONDITIONED,
         mbd.newton.CHART_SINGULARITY,
+        INVALID_PARAMETERS,
     ]
     assert [int(item._value) for item in RESULT_ITEMS] == codes
     assert result_from_code(mbd.NONFINITE) == mbd.RESULTS.nonfinite
-    item, index = first_failure(jnp.array([0, 0, 3, 1]))
+    item, index = first_failed_step(jnp.array([0, 0, 3, 1]))
     assert item == mbd.RESULTS.ill_conditioned and int(index) == 2
-    item, index = first_failure(jnp.zeros(4, int))
+    item, index = first_failed_step(jnp.zeros(4, int))
     assert item == mbd.RESULTS.successful and int(index) == -1
 
 

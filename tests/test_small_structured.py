@@ -22,12 +22,12 @@ from jaxmbd.newton import (
     ILL_CONDITIONED,
     NONFINITE,
     SUCCESS,
-    _matrix_status,
     factor_matrix,
     lu_factors,
     lu_factors_solve,
     matrix_solve,
 )
+from jaxmbd.newton._linear import matrix_status as _matrix_status
 
 MODELS = {
     "double_pendulum": mbd.models.double_pendulum,

@@ -8,11 +8,13 @@ from typing import Self
 import jax.numpy as jnp
 import numpy as np
 
+from .._actuator_kinds import actuator_kind
 from .._values import (
     _numbers,
 )
 from ..actuators import ACTUATOR_KINDS, Actuators, gains_of_kind
 from ..errors import ModelError
+from ..joints import joint_kind
 
 
 class _ActuatorBuilder:
@@ -43,7 +45,7 @@ class _ActuatorBuilder:
         spec = next((j for j in self._joints if j.name == joint), None)
         if spec is None and joint not in known:
             raise ModelError(f"{where}.joint: no joint {joint!r}; actuated joints can be {known}")
-        if spec is not None and spec.kind == "cylindrical":
+        if spec is not None and joint_kind(spec.kind).views:
             raise ModelError(
                 f"{where}.joint: '{joint}' is cylindrical; actuate one of its coordinates, "
                 f"'{joint}.slide' or '{joint}.angle'"
@@ -86,14 +88,13 @@ class _ActuatorBuilder:
         gear_value = number("gear", gear)
         if gear_value == 0.0:
             raise ModelError(f"{where}.gear: must be non-zero")
-        options = {"kp": (kp, ("position",)), "kv": (kv, ("position", "velocity")),
-                   "gain": (gain, ("general",)), "bias": (bias, ("general",))}  # fmt: skip
-        for key, (value, used) in options.items():
-            if value is not None and kind not in used:
+        record = actuator_kind(kind)
+        for key, value in (("kp", kp), ("kv", kv), ("gain", gain), ("bias", bias)):
+            if value is not None and key not in record.options:
                 raise ModelError(f"{where}.{key}: not an option of kind {kind!r}")
-        kp_value = number("kp", kp, positive=True, required=kind == "position")
-        kv_value = number("kv", kv, positive=True, required=kind == "velocity")
-        gain_value = number("gain", gain, required=kind == "general")
+        kp_value = number("kp", kp, positive=True, required="kp" in record.required)
+        kv_value = number("kv", kv, positive=True, required="kv" in record.required)
+        gain_value = number("gain", gain, required="gain" in record.required)
         bias_value = (0.0, 0.0, 0.0)
         if bias is not None:
             b = _numbers(bias, where=f"{where}.bias", expected="(b0, b1, b2)")

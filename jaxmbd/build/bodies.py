@@ -17,7 +17,7 @@ from .._values import (
     _vec3,
 )
 from ..errors import ModelError
-from ..geometry import make_shapes
+from ..geometry import make_shapes, shape_kind
 from ..model import GROUND
 from .specs import _BodySpec
 
@@ -72,7 +72,7 @@ class _BodyBuilder:
         else:
             R = np.eye(3)
         body_shapes = make_shapes(shapes, where=f"{where}.shapes")
-        if any(s.kind == "plane" for s in body_shapes):
+        if any(shape_kind(s.kind).ground_only for s in body_shapes):
             raise ModelError(f"{where}.shapes: a plane is ground geometry (add_ground_plane)")
         self._bodies.append(
             _BodySpec(
@@ -93,7 +93,7 @@ class _BodyBuilder:
         for b in self._bodies:
             if b.name == body:
                 b.shapes = make_shapes(shapes, where=f"body '{body}'.shapes")
-                if any(s.kind == "plane" for s in b.shapes):
+                if any(shape_kind(s.kind).ground_only for s in b.shapes):
                     raise ModelError(f"body '{body}'.shapes: a plane is ground geometry")
                 return self
         raise ModelError(

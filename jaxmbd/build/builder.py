@@ -18,10 +18,11 @@ from .._values import _vec3
 from ..drivers import Expression, group_drivers
 from ..errors import ModelError
 from ..forces import AbstractForce
+from ..gcons import GCON_SPECS
 from ..geometry import Shape
 from ..joints import place_joint_states
 from ..markers import markers_from_specs
-from ..model import GCON_KINDS, GROUND, GconSet, Model
+from ..model import GROUND, GconSet, Model
 from ..redundancy import find_redundancy
 from .actuators import _ActuatorBuilder
 from .bodies import _BodyBuilder
@@ -89,8 +90,11 @@ class ModelBuilder(
         f_offset = np.zeros(nc)
         driven: dict[int, Expression] = {}
         sets = []
-        for kind in GCON_KINDS:
-            members = [(row, gc) for row, gc in enumerate(self._gcons) if gc.kind == kind]
+        by_kind: dict[str, list] = {}
+        for row, gc in enumerate(self._gcons):
+            by_kind.setdefault(gc.kind, []).append((row, gc))
+        for spec in GCON_SPECS:
+            members = by_kind.get(spec.name, [])
 
             def stack(key, members=members, alias=None):
                 vals = [
@@ -100,7 +104,7 @@ class ModelBuilder(
 
             sets.append(
                 GconSet(
-                    kind=kind,
+                    kind=spec.name,
                     rows=tuple(row for row, _ in members),
                     body_i=tuple(index[gc.body_i] for _, gc in members),
                     body_j=tuple(index[gc.body_j] for _, gc in members),

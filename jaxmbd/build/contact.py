@@ -11,7 +11,13 @@ from .._values import (
     _unit,
     _vec3,
 )
-from ..contact.build import ContactSpec, _Body, build_contact_element, check_contact_numbers
+from ..contact.build import (
+    ContactSpec,
+    _Body,
+    build_contact_element,
+    check_contact_law,
+    check_contact_numbers,
+)
 from ..contact.narrow_phase import SLOTS, pair_kind
 from ..errors import ModelError
 from ..geometry import Shape, make_shapes, plane
@@ -42,12 +48,13 @@ class _ContactBuilder:
         self._ground_shapes.extend(make_shapes(shape, where="add_ground_shape"))
         return self
 
-    def _contact_spec(self, where, body_i, body_j, shapes=None, **numbers):
+    def _contact_spec(self, where, body_i, body_j, shapes=None, law=None, **numbers):
         try:
             values = check_contact_numbers(where, **numbers)
+            check_contact_law(where, law)
         except ValueError as err:
             raise ModelError(str(err)) from None
-        return ContactSpec(body_i=body_i, body_j=body_j, shapes=shapes, **values)
+        return ContactSpec(body_i=body_i, body_j=body_j, shapes=shapes, law=law, **values)
 
     def _shapes_of(self, body: str) -> list[Shape]:
         if body == GROUND:
@@ -84,7 +91,7 @@ class _ContactBuilder:
 
     def add_contact(
         self, body_i, body_j, *, friction, restitution=0.0, stiffness=None, damping=None,
-        exponent=1.5, slip_velocity=1e-4, shapes=None,
+        exponent=1.5, slip_velocity=1e-4, shapes=None, law=None,
     ) -> Self:  # fmt: skip
         """A contact pair: the colliding shapes of ``body_i`` against those of ``body_j``
         (a body or "ground"), with compliant contact (:mod:`jaxmbd.contact.law`).
@@ -99,6 +106,8 @@ class _ContactBuilder:
         pairs checked, as (k_i, k_j) indices into the two bodies' shape lists (the ground's:
         its planes and shapes in the order added); default: every pair of colliding shapes
         (MuJoCo's geom-level filters, :mod:`jaxmbd.mjcf`, select pairs this way).
+        ``law``: the contact law (:class:`jaxmbd.contact.AbstractContactLaw`; None:
+        Hunt–Crossley, :class:`jaxmbd.contact.HuntCrossley`).
         """
         where = f"contact '{body_i}' - '{body_j}'"
         for key, body in (("body_i", body_i), ("body_j", body_j)):
@@ -114,7 +123,7 @@ class _ContactBuilder:
             self._contact_spec(
                 where, body_i, body_j, shapes, friction=friction, restitution=restitution,
                 stiffness=stiffness, damping=damping, exponent=exponent,
-                slip_velocity=slip_velocity,
+                slip_velocity=slip_velocity, law=law,
             )
         )  # fmt: skip
         return self

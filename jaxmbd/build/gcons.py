@@ -13,6 +13,7 @@ from .._values import (
 )
 from ..drivers import Expression
 from ..errors import ModelError
+from ..gcons import gcon_kind
 from .specs import _GconSpec
 
 
@@ -45,7 +46,7 @@ class _GconBuilder:
             if f_arr.shape != ():
                 raise ModelError(f"{where}.f: expected a number or an expression, got {_short(f)}")
             f_value = float(f_arr)
-        if kind == "D" and not isinstance(f_value, Expression) and f_value <= 0:
+        if gcon_kind(kind).positive_f and not isinstance(f_value, Expression) and f_value <= 0:
             raise ModelError(f"{where}.f: a distance constraint needs f = C^2 > 0, got {f_value}")
         self._gcons.append(_GconSpec(name, kind, body_i, body_j, checked, f_value, joint or name))
         return self

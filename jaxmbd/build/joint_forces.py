@@ -16,6 +16,7 @@ from .._values import (
 from ..errors import ModelError
 from ..joint_dynamics import FRICTION_VELOCITY, JointDynamics
 from ..joint_limits import JointLimits, default_limit_gains, effective_inertia
+from ..joints import joint_kind
 from ..model import GROUND
 
 
@@ -35,7 +36,7 @@ class _JointForceBuilder:
         if lo_hi.shape != (2,) or not lo_hi[0] < lo_hi[1]:
             raise ModelError(f"{w}: expected (lower, upper) with lower < upper, got {limits!r}")
         kind = kind or next(j for j in self._joints if j.name == name).kind
-        if kind == "revolute" and lo_hi[1] - lo_hi[0] >= 2 * math.pi:
+        if joint_kind(kind).angular and lo_hi[1] - lo_hi[0] >= 2 * math.pi:
             raise ModelError(f"{w}: a revolute range must be narrower than a full turn")
         gains = []
         for key, value in (("limit_stiffness", stiffness), ("limit_damping", damping)):

@@ -19,7 +19,7 @@ from .._values import (
     _vec3,
 )
 from ..errors import ModelError
-from ..joints import SIZES, scalar_size
+from ..joints import SIZES, joint_kind, scalar_size
 from .specs import _JointSpec
 
 
@@ -291,10 +291,11 @@ class _JointBuilder:
         views (``"<joint>.slide"``, ``"<joint>.angle"``): what joint forces act on."""
         out = []
         for j in self._joints:
-            if j.kind in ("revolute", "translational"):
+            spec = joint_kind(j.kind)
+            if spec.one_coordinate:
                 out.append(j.name)
-            elif j.kind == "cylindrical":
-                out += [f"{j.name}.{suffix}" for suffix, _ in CYLINDRICAL_VIEWS]
+            else:
+                out += [f"{j.name}.{suffix}" for suffix, _ in spec.views]
         return out
 
     def _coordinate_joint(self, name: str):
@@ -341,7 +342,7 @@ class _JointBuilder:
         ):
             raise ModelError(f"{w}.sign: expected {n} entries, each 1 or -1, got {_short(sign)}")
         if q_start is None:
-            q_start = np.array([1.0, 0.0, 0.0, 0.0]) if kind == "spherical" else offset.copy()
+            q_start = joint_kind(kind).drawn_q(offset).copy()
         self._joints.append(
             _JointSpec(
                 name=name,
@@ -354,7 +355,9 @@ class _JointBuilder:
                 frame_j=_rotation_matrix(frame_j, where=f"{w}.frame_j")[0],
                 offset=offset,
                 sign=tuple(int(v) for v in sign),
-                q_start=_joint_values(q_start, nq, where=f"{w}.q_start", kind=kind),
+                q_start=_joint_values(
+                    q_start, nq, where=f"{w}.q_start", quaternion=joint_kind(kind).quaternion
+                ),
             )
         )
         return self
@@ -391,7 +394,11 @@ class _JointBuilder:
             raise ModelError(f"{where}: give q, qdot or both")
         nq, nv = SIZES[spec.kind]
         self._joint_states[name] = (
-            None if q is None else _joint_values(q, nq, where=f"{where}.q", kind=spec.kind),
+            None
+            if q is None
+            else _joint_values(
+                q, nq, where=f"{where}.q", quaternion=joint_kind(spec.kind).quaternion
+            ),
             None if qdot is None else _joint_values(qdot, nv, where=f"{where}.qdot"),
         )
         return self

@@ -2,8 +2,11 @@
 
 - :mod:`jaxmbd.contact.narrow_phase`: the slots (gap, point, normal) of each supported pair
   of shapes, pure JAX functions with a fixed number of slots per pair kind.
-- :mod:`jaxmbd.contact.law`: Hunt–Crossley normal force with a restitution-calibrated
-  damping, regularised isotropic Coulomb friction.
+- :mod:`jaxmbd.contact.abstract_law`: :class:`AbstractContactLaw`, what a contact law gives
+  (normal force, elastic energy, friction), and the laws' registry for model files.
+- :mod:`jaxmbd.contact.law`: :class:`HuntCrossley` (the default), Hunt–Crossley normal force
+  with a restitution-calibrated damping, regularised isotropic Coulomb friction.
+- :mod:`jaxmbd.contact.linear_law`: :class:`LinearSpringDamper`, k delta + c delta_dot.
 - :mod:`jaxmbd.contact.element`: :class:`ContactForce`, the force element that evaluates
   every pair of a model (``model.contacts``), and the ``contact=`` option of
   :func:`~jaxmbd.simulate`.
@@ -15,6 +18,13 @@ Pairs are added with :meth:`~jaxmbd.ModelBuilder.add_contact` /
 :meth:`~jaxmbd.ModelBuilder.add_ground_shape`.
 """
 
+from .abstract_law import (
+    CONTACT_LAWS,
+    AbstractContactLaw,
+    PairParameters,
+    law_from_json,
+    register_contact_law,
+)
 from .build import STATIC_PENETRATION
 from .element import (
     CONTACT_OPTIONS,
@@ -29,6 +39,7 @@ from .law import (
     E_MIN,
     HERTZ_EXPONENT,
     SLIP_VELOCITY,
+    HuntCrossley,
     calibrate_restitution,
     damping_factor,
     elastic_energy,
@@ -36,9 +47,17 @@ from .law import (
     normal_force,
     restitution_of,
 )
+from .linear_law import LinearSpringDamper
 from .narrow_phase import COLLIDE, COLLIDING_KINDS, SLOTS, Slots, pair_kind
 
 __all__ = [
+    "CONTACT_LAWS",
+    "AbstractContactLaw",
+    "HuntCrossley",
+    "LinearSpringDamper",
+    "PairParameters",
+    "law_from_json",
+    "register_contact_law",
     "COLLIDE",
     "COLLIDING_KINDS",
     "CONTACT_OPTIONS",

@@ -9,9 +9,10 @@ warning naming them.
 Default stiffness (``stiffness=None``): the pair's reduced mass m_eff resting on one slot
 under gravity (|g|, or 9.81 m/s^2 in a model without gravity) penetrates
 :data:`STATIC_PENETRATION` (1e-3) of the smallest dimension L of the pair's shapes (a radius,
-a half edge): K = m_eff |g| / (1e-3 L)^n. A 1 kg sphere of radius 5 cm then has
-K = 2.8e7 N/m^1.5 and an impact at 1 m/s lasts 4 ms; choose h at most a tenth of that for
-an accurate restitution, or give a softer stiffness.
+a half edge): K = m_eff |g| / (1e-3 L)^n for Hunt–Crossley (each law's
+:meth:`~jaxmbd.contact.abstract_law.AbstractContactLaw.default_stiffness`). A 1 kg sphere
+of radius 5 cm then has K = 2.8e7 N/m^1.5 and an impact at 1 m/s lasts 4 ms; choose h at
+most a tenth of that for an accurate restitution, or give a softer stiffness.
 """
 
 from __future__ import annotations
@@ -20,11 +21,14 @@ import math
 import warnings
 from dataclasses import dataclass
 
+import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 
 from .. import _config  # noqa: F401
+from .abstract_law import AbstractContactLaw
 from .element import CollisionGroup, ContactForce
+from .law import HuntCrossley
 from .narrow_phase import SLOTS, pair_kind, shape_scale, shape_size
 
 #: Static penetration of the default stiffness, as a fraction of the pair's smallest size.
@@ -47,6 +51,7 @@ class ContactSpec:
     # (k_i, k_j) indices into the two bodies' shape lists (the ground's: its ground shapes in
     # the order added) of the shape pairs that collide; None: every pair of colliding shapes
     shapes: tuple[tuple[int, int], ...] | None = None
+    law: AbstractContactLaw | None = None  # None: Hunt–Crossley
 
 
 @dataclass
@@ -87,10 +92,17 @@ def build_contact_element(
     index = {b.name: k for k, b in enumerate(bodies)}
     nb = len(bodies) - 1
     g_ref = float(np.linalg.norm(gravity)) or STANDARD_GRAVITY
-    members: dict[str, list] = {kind: [] for kind in SLOTS}
+    members: dict[str, list] = {name: [] for name in SLOTS}
     skipped: list[str] = []
     stiffness = []
+    laws: list[AbstractContactLaw] = []
+    pair_law = []
     for p, spec in enumerate(specs):
+        law = HuntCrossley() if spec.law is None else spec.law
+        same = [k for k, known in enumerate(laws) if _same_law(known, law)]
+        if not same:
+            laws.append(law)
+        pair_law.append(same[0] if same else len(laws) - 1)
         i, j = index[spec.body_i], index[spec.body_j]
         used = []
         for si, sj in _shape_pairs(bodies[i], bodies[j], spec):
@@ -113,7 +125,9 @@ def build_contact_element(
                 m_i if math.isinf(m_j) else (m_j if math.isinf(m_i) else m_i * m_j / (m_i + m_j))
             )
             scale = min(shape_scale(s) for s in used)
-            stiffness.append(m_eff * g_ref / (STATIC_PENETRATION * scale) ** spec.exponent)
+            stiffness.append(
+                law.default_stiffness(m_eff * g_ref, STATIC_PENETRATION * scale, spec.exponent)
+            )
         else:
             stiffness.append(float(spec.stiffness))
     if skipped and warn:
@@ -161,7 +175,23 @@ def build_contact_element(
         exponent=per_pair("exponent"),
         slip_velocity=per_pair("slip_velocity"),
         mass=jnp.asarray([b.mass for b in bodies[:nb]]),
+        laws=tuple(laws),
+        pair_law=tuple(pair_law),
     )
+
+
+def _same_law(a: AbstractContactLaw, b: AbstractContactLaw) -> bool:
+    """Whether two laws are the same law with equal parameters (pairs then share it)."""
+    return type(a) is type(b) and bool(eqx.tree_equal(a, b))
+
+
+def check_contact_law(where: str, law) -> None:
+    """``law`` must be None or a contact law (ValueError otherwise)."""
+    if law is not None and not isinstance(law, AbstractContactLaw):
+        raise ValueError(
+            f"{where}.law: expected a contact law (jaxmbd.contact.AbstractContactLaw), got "
+            f"{type(law).__name__}"
+        )
 
 
 def check_contact_numbers(where: str, **values) -> dict:

@@ -9,7 +9,9 @@ regularised friction) into their Newton matrix: nothing below ``integrators/`` k
 Static: the pairs (bodies), the collision groups (one per pair kind, shape pairs stacked,
 see :mod:`jaxmbd.contact.narrow_phase`) and so the slots. Array leaves (``jax.grad``
 reaches them): per pair ``friction``, ``restitution``, ``stiffness``, ``damping``,
-``exponent``, ``slip_velocity``; per collision shape its local pose and size; ``mass``,
+``exponent``, ``slip_velocity``; per collision shape its local pose and size; the contact
+laws (``laws``, :class:`~jaxmbd.contact.abstract_law.AbstractContactLaw`, and
+``pair_law``, static: the law of each pair); ``mass``,
 the bodies' masses for the pair's reduced mass of the normal law, which
 :func:`~jaxmbd.simulate` sets to ``model.mass`` before a run (so ``jax.grad`` with respect
 to ``model.mass`` is complete).
@@ -18,7 +20,7 @@ to ``model.mass`` is complete).
 from __future__ import annotations
 
 import dataclasses
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import equinox as eqx
 import jax
@@ -27,7 +29,7 @@ import numpy as np
 
 from .. import _config  # noqa: F401
 from ..forces import AbstractForce, BodyState
-from .law import elastic_energy, friction_force, normal_force
+from .abstract_law import AbstractContactLaw, PairParameters
 from .narrow_phase import COLLIDE, SLOTS, Slots
 
 CONTACT_OPTIONS = ("compliant", "none", "hard")
@@ -80,7 +82,8 @@ class ContactSlots(NamedTuple):
 
 
 class ContactForce(AbstractForce):
-    """Compliant contact of all pairs of a model (see :mod:`jaxmbd.contact.law`)."""
+    """Compliant contact of all pairs of a model, each with its contact law (``laws``,
+    ``pair_law``; :mod:`jaxmbd.contact.law`: Hunt–Crossley)."""
 
     pairs: tuple[tuple[int, int], ...] = eqx.field(static=True)
     pair_names: tuple[str, ...] = eqx.field(static=True)
@@ -94,6 +97,10 @@ class ContactForce(AbstractForce):
     exponent: jax.Array  # (n_pairs,)
     slip_velocity: jax.Array  # (n_pairs,)
     mass: jax.Array  # (nb,) set to model.mass by simulate
+    laws: tuple[AbstractContactLaw, ...]  # the distinct laws
+    pair_law: tuple[int, ...] = eqx.field(static=True)  # (n_pairs,) index into laws
+    #: Model files store the pairs in their own list (``"contacts"``).
+    file_section: ClassVar[str] = "contacts"
 
     @property
     def n_pairs(self) -> int:
@@ -136,7 +143,6 @@ class ContactForce(AbstractForce):
     # -- the law ---------------------------------------------------------------------------
     def slots(self, state: BodyState) -> ContactSlots:
         """Gap, forces and kinematics of every slot at ``state`` (no time axis)."""
-        slot_pair = np.asarray(self.slot_pair, dtype=int)
         gap, point, normal = self.collide(state)
         r, A, rdot, omega = _with_ground(state)
         bi, bj = self._slot_bodies()
@@ -148,22 +154,38 @@ class ContactForce(AbstractForce):
         v_rel = velocity(bi) - velocity(bj)
         along = jnp.sum(normal * v_rel, axis=-1)
         slip = v_rel - along[:, None] * normal
+        pair = self._slot_parameters(bi, bj)
+        fn = self._by_law(lambda law: law.normal_force(-gap, -along, pair))
+        ft = self._by_law(lambda law: law.friction_force(slip, fn, pair))
+        return ContactSlots(gap, gap < 0, fn, ft, point, normal, slip, self.slot_pair)
+
+    def _slot_parameters(self, bi, bj) -> PairParameters:
+        """Each slot's pair numbers and the pair's reduced mass."""
+        slot_pair = np.asarray(self.slot_pair, dtype=int)
         inv_mass = jnp.concatenate([1.0 / self.mass, jnp.zeros(1, self.mass.dtype)])
         m_eff = 1.0 / (inv_mass[bi] + inv_mass[bj])  # the pair's reduced mass
-        fn = normal_force(
-            -gap,
-            -along,
+        return PairParameters(
             stiffness=self.stiffness[slot_pair],
             restitution=self.restitution[slot_pair],
             damping=self.damping[slot_pair],
-            m_eff=m_eff,
             exponent=self.exponent[slot_pair],
-        )
-        ft = friction_force(
-            slip, fn, friction=self.friction[slot_pair],
+            friction=self.friction[slot_pair],
             slip_velocity=self.slip_velocity[slot_pair],
-        )  # fmt: skip
-        return ContactSlots(gap, gap < 0, fn, ft, point, normal, slip, self.slot_pair)
+            m_eff=m_eff,
+        )
+
+    def _by_law(self, evaluate):
+        """``evaluate(law)`` for every slot, each slot's value from its pair's law (one law:
+        that law's values; several: each evaluated on every slot, picked by constant masks)."""
+        if len(self.laws) == 1:
+            return evaluate(self.laws[0])
+        slot_law = np.asarray(self.pair_law, dtype=int)[np.asarray(self.slot_pair, dtype=int)]
+        out = None
+        for k, law in enumerate(self.laws):
+            value = evaluate(law)
+            mine = jnp.asarray(slot_law == k).reshape((-1,) + (1,) * (value.ndim - 1))
+            out = value if out is None else jnp.where(mine, value, out)
+        return out
 
     def __call__(self, t, state):
         nb = state.r.shape[0]
@@ -180,17 +202,19 @@ class ContactForce(AbstractForce):
         n_bar = jnp.einsum("bji,bj->bi", A, n)  # body frame
         return f[:nb], n_bar[:nb]
 
+    @property
+    def law_of_pair(self) -> tuple[AbstractContactLaw, ...]:
+        """The contact law of each pair."""
+        return tuple(self.laws[k] for k in self.pair_law)
+
     def potential_energy(self, state: BodyState):
-        """Elastic energy stored in the contacts, sum of K delta^(n+1) / (n + 1)."""
-        slot_pair = np.asarray(self.slot_pair, dtype=int)
+        """Elastic energy stored in the contacts (Hunt–Crossley: sum of K delta^(n+1) /
+        (n + 1))."""
         if self.n_slots == 0:
             return jnp.zeros(())
         gap = self.collide(state).gap
-        return jnp.sum(
-            elastic_energy(
-                -gap, stiffness=self.stiffness[slot_pair], exponent=self.exponent[slot_pair]
-            )
-        )
+        pair = self._slot_parameters(*self._slot_bodies())
+        return jnp.sum(self._by_law(lambda law: law.elastic_energy(-gap, pair)))
 
     def with_mass(self, mass) -> ContactForce:
         return dataclasses.replace(self, mass=jnp.asarray(mass))

@@ -70,11 +70,16 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _config  # noqa: F401
+from .abstract_law import (
+    SLIP_VELOCITY,
+    AbstractContactLaw,
+    PairParameters,
+    friction_force,
+    register_contact_law,
+)
 
 #: The smallest coefficient of restitution the calibration covers (smaller ones use it).
 E_MIN = 0.01
-#: Default regularisation velocity of Coulomb friction (m/s).
-SLIP_VELOCITY = 1e-4
 #: Hertz's exponent of point contact, the default exponent n of the normal law.
 HERTZ_EXPONENT = 1.5
 
@@ -163,9 +168,35 @@ def elastic_energy(delta, *, stiffness, exponent=1.5):
     return stiffness * d ** (exponent + 1.0) / (exponent + 1.0)
 
 
-def friction_force(slip, normal, *, friction, slip_velocity=SLIP_VELOCITY):
-    """Regularised Coulomb friction -mu F_n v_t / sqrt(|v_t|^2 + v_s^2) (..., 3) opposing
-    the slip velocity ``slip`` (..., 3, in the tangent plane); smooth at zero slip."""
-    speed2 = jnp.sum(slip * slip, axis=-1)
-    scale = friction * normal / jnp.sqrt(speed2 + jnp.asarray(slip_velocity) ** 2)
-    return -scale[..., None] * slip
+@register_contact_law("hunt_crossley")
+class HuntCrossley(AbstractContactLaw):
+    """The Hunt–Crossley law of the module docstring (the default contact law): the pair's
+    ``stiffness`` K, ``exponent`` n, ``restitution`` e and ``damping`` chi."""
+
+    def normal_force(self, delta, delta_dot, pair: PairParameters):
+        return normal_force(
+            delta,
+            delta_dot,
+            stiffness=pair.stiffness,
+            restitution=pair.restitution,
+            damping=pair.damping,
+            m_eff=pair.m_eff,
+            exponent=pair.exponent,
+        )
+
+    def elastic_energy(self, delta, pair: PairParameters):
+        return elastic_energy(delta, stiffness=pair.stiffness, exponent=pair.exponent)
+
+
+__all__ = [
+    "E_MIN",
+    "HERTZ_EXPONENT",
+    "SLIP_VELOCITY",
+    "HuntCrossley",
+    "calibrate_restitution",
+    "damping_factor",
+    "elastic_energy",
+    "friction_force",
+    "normal_force",
+    "restitution_of",
+]

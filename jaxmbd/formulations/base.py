@@ -1,7 +1,7 @@
 """The formulation interface: how orientation is represented, constrained and updated.
 
-Kinematics and dynamics are written once against :class:`AbstractFormulation` (DESIGN
-principle 2). A formulation fixes:
+Kinematics and dynamics are written once against :class:`AbstractFormulation`
+(docs/design.md, principle 2). A formulation fixes:
 
 * positions ``q = (r (nb, 3), ori)`` where ``ori`` is A (nb, 3, 3) for rA, p (nb, 4) for rp
   and eps (nb, 3) for re;
@@ -30,7 +30,7 @@ from ..equations import constraint_values
 from ..forces import BodyState, added_mass, added_mass_forces, adds_mass, applied_forces
 from ..model import Model
 from ..newton import lu_solver, solve_linear
-from .index1 import Index1System
+from .index1 import AbstractMultiplierElimination, Index1System
 
 #: The capability flags of :class:`AbstractFormulation`: what a formulation provides, and
 #: what an integrator may require (``AbstractIntegrator.requires``).
@@ -81,9 +81,10 @@ class AbstractFormulation(eqx.Module):
     #: Director coordinates (phi, d1, d2, d3) with a constant mass matrix and constraints at
     #: most quadratic (Betsch & Leyendecker): the energy-momentum scheme's discrete gradient.
     director_coordinates: ClassVar[bool] = False
-    #: ``constants``, ``two_step`` and ``accelerations_given_multipliers``: multipliers by
-    #: two-step elimination (Dumitriu & Margaritescu eq. 25).
-    two_step_multipliers: ClassVar[bool] = False
+    #: The formulation's own multiplier elimination for explicit steps, an
+    #: :class:`~jaxmbd.formulations.index1.AbstractMultiplierElimination` (rotmat: two-step
+    #: elimination, Dumitriu & Margaritescu eq. 25), or None: the integrator's KKT solve.
+    two_step_multipliers: ClassVar[AbstractMultiplierElimination | None] = None
     #: The orientation chart has singular points: ``near_chart_singularity`` flags them and
     #: ``start_chart_problems`` refuses a start on one.
     has_chart_singularity: ClassVar[bool] = False
@@ -91,13 +92,13 @@ class AbstractFormulation(eqx.Module):
     @classmethod
     def capabilities(cls) -> frozenset[str]:
         """The capability flags this formulation sets."""
-        return frozenset(c for c in CAPABILITIES if getattr(cls, c))
+        return frozenset(c for c in CAPABILITIES if getattr(cls, c) not in (False, None))
 
     #: The implicit step's own products are elementwise (no ``dot``, no LAPACK outside the
     #: Newton solve), so with the elementwise small solves XLA:CPU compiles the whole time
     #: step as one native loop: ``linear_solver="auto"`` then means "small" for the
     #: implicit integrators (``AbstractImplicitIntegrator.linear_solver_for``, measured in
-    #: ``experiments/bench_small_solve.py integrators``). Not a capability: every
+    #: ``benchmarks/small_solve.py integrators``). Not a capability: every
     #: formulation runs either way.
     hoistable_implicit_step: ClassVar[bool] = False
 

@@ -32,12 +32,11 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-import equinox as eqx
 import jax.numpy as jnp
 
 from .. import _small
 from .._rigid_body import euler_tensor  # E = 1/2 tr(J) I - J (eq. 20/158)
-from ..forces import BodyState, SpringDamper, applied_forces
+from ..forces import BodyState, applied_forces
 from ..lie import hat, vee
 from .base import AbstractAutodiffFormulation
 
@@ -137,26 +136,22 @@ class Director(AbstractAutodiffFormulation):
 
     # -- forces ---------------------------------------------------------------------------
     def potential(self, model, q):
-        """V(q) = -sum m g.phi + sum 1/2 k (l - l0)^2 (spring-dampers' springs), with the
-        spring points x = phi + s_bar_I d_I linear in q."""
+        """V(q) = -sum m g.phi + the potentials of the elements that split theirs off
+        (:meth:`~jaxmbd.forces.AbstractForce.without_potential`; spring-dampers' springs,
+        whose points x = phi + s_bar_I d_I are linear in q)."""
         phi, dirs = q
         V = -jnp.sum(model.mass * _small.dot(phi, model.gravity))
         A = self.rotation(dirs)
+        zero = jnp.zeros_like(phi)
         for force in model.forces:
-            if isinstance(force, SpringDamper):
-                p = _point(phi, A, force.body_i, force.s_bar_p_i)
-                x = _point(phi, A, force.body_j, force.s_bar_q_j)
-                d = x - p
-                length = jnp.sqrt(jnp.sum(d * d) + 1e-300)
-                V = V + 0.5 * force.stiffness * (length - force.rest_length) ** 2
+            if force.without_potential() is not None:
+                V = V + force.potential_energy(BodyState(phi, A, zero, zero))
         return V
 
     def nonconservative_forces(self, model, q, v, t):
         """Generalised forces of every applied force except gravity and springs' stiffness
         (spring damping, point forces, torques, user laws), shape (nb, 12)."""
-        forces = tuple(
-            _without_stiffness(f) if isinstance(f, SpringDamper) else f for f in model.forces
-        )
+        forces = tuple(f if (rest := f.without_potential()) is None else rest for f in model.forces)
         return self._generalised(model, forces, jnp.zeros(3), q, v, t)
 
     def generalized_forces(self, model, q, v, t):
@@ -205,13 +200,3 @@ class Director(AbstractAutodiffFormulation):
         P = P.at[:, :3, :3].set(jnp.eye(3))
         P = P.at[:, 3:, 3:].set(-hat(d).reshape(nb, 9, 3))
         return P
-
-
-def _point(phi, A, body, s_bar):
-    if body == phi.shape[0]:
-        return s_bar  # ground: global point
-    return phi[body] + _small.mv(A[body], jnp.asarray(s_bar))
-
-
-def _without_stiffness(force):
-    return eqx.tree_at(lambda f: f.stiffness, force, jnp.zeros_like(force.stiffness))

@@ -20,8 +20,10 @@ integrator calls :func:`index1_dynamics` (``rkmk``, ``rk``).
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import abc
+from typing import Any, ClassVar, NamedTuple
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 
@@ -60,6 +62,29 @@ class Index1Solution(NamedTuple):
     a: jax.Array
     lam: jax.Array
     status: jax.Array
+
+
+class AbstractMultiplierElimination(eqx.Module):
+    """How an explicit step gets the accelerations and multipliers at a stage state: the
+    full KKT system (the integrator's own, for every formulation with index-1 blocks) or a
+    formulation's own elimination (rotmat's two-step eq. 25, the formulation's
+    ``two_step_multipliers``). The integrator asks this object, never the formulation's
+    name (as diffrax's implicit solvers hold their root finder)."""
+
+    #: Whether :meth:`solve` solves a KKT system (the KKT linear solvers apply to it).
+    solves_kkt: ClassVar[bool]
+
+    def constants(self, model, form, q) -> Any:
+        """Per-simulation constants computed once at the start (None: none)."""
+        return None
+
+    @abc.abstractmethod
+    def solve(self, model, form, constants, q, v, t) -> Index1Solution:
+        """The accelerations, multipliers and the status of their solve at (q, v, t)."""
+
+    @abc.abstractmethod
+    def given(self, model, form, constants, q, v, t, lam):
+        """(a, status): the accelerations M^-1 (Q - G^T lam) for given multipliers lam."""
 
 
 def _block_diagonal(blocks):

@@ -43,16 +43,21 @@ from typing import ClassVar, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from .._results import SUCCESS, as_status, first_failure
 from .._rigid_body import euler_tensor
 from .._small import mm, mtm, mv, row_vec_mat
-from .._step_status import first_failure, first_failure_along
 from ..equations import constraint_values
 from ..forces import BodyState, adds_mass, applied_forces
 from ..lie import hat, vee
 from ..linear import small
-from ..newton import SUCCESS, solve_with_condition
+from ..newton import solve_with_condition
 from .base import AbstractFormulation, index1_from_equations
-from .index1 import Index1Solution, Index1System, solve_index1
+from .index1 import (
+    AbstractMultiplierElimination,
+    Index1Solution,
+    Index1System,
+    solve_index1,
+)
 
 _UPPER = ((0, 0), (1, 1), (2, 2), (0, 1), (0, 2), (1, 2))
 
@@ -154,6 +159,24 @@ def unpack_multipliers(lam6):
     return jnp.stack([jnp.stack([at[i, j] for j in range(3)], -1) for i in range(3)], -2)
 
 
+class TwoStepMultipliers(AbstractMultiplierElimination):
+    """Rotmat's multipliers by two-step elimination (eq. 25, :meth:`Rotmat.two_step`) from
+    the per-simulation constants (:meth:`Rotmat.constants`), and its closed-form
+    accelerations for given multipliers (eq. 12): no KKT system."""
+
+    solves_kkt: ClassVar[bool] = False
+
+    def constants(self, model, form, q):
+        return form.constants(model, q)
+
+    def solve(self, model, form, constants, q, v, t) -> Index1Solution:
+        return form.two_step(model, constants, q, v, t)
+
+    def given(self, model, form, constants, q, v, t, lam):
+        a = form.accelerations_given_multipliers(model, constants, q, v, t, lam)
+        return a, as_status(SUCCESS)
+
+
 class Rotmat(AbstractFormulation):
     """Rotation-matrix elements (T*, R), reference = configuration at t = 0 (Dumitriu &
     Mărgăritescu eqs. 1-14). Default integrator: ``rk`` (explicit Runge-Kutta on the index-1
@@ -165,7 +188,7 @@ class Rotmat(AbstractFormulation):
     has_pose: ClassVar[bool] = False  # coordinates relative to the configuration at t = 0
     index1_blocks: ClassVar[bool] = True
     vector_space: ClassVar[bool] = True
-    two_step_multipliers: ClassVar[bool] = True
+    two_step_multipliers: ClassVar[AbstractMultiplierElimination] = TwoStepMultipliers()
 
     # -- the orientation-representation interface does not apply without a reference ----
     def _no_reference(self, what):
@@ -306,7 +329,8 @@ class Rotmat(AbstractFormulation):
         K_inv = q.A0 @ K_bar_inv @ _mT(q.A0)
         d, Q_bar = jnp.linalg.eigh(jax.lax.stop_gradient(K_bar_inv))
         Q = jax.lax.stop_gradient(q.A0) @ Q_bar
-        return RotmatConstants(model.mass, q.g0, K_inv, Q, d, first_failure_along(statuses))
+        status = first_failure(as_status(statuses), axis=0)
+        return RotmatConstants(model.mass, q.g0, K_inv, Q, d, status)
 
     def poinsot_tensors(self, model, q):
         """K_G at t = 0 in the inertial basis, (nb, 3, 3) (eqs. 10-11, 15)."""

@@ -1,4 +1,4 @@
-"""Time integrators, one file each (DESIGN section 1): each owns its state pytree and
+"""Time integrators, one file each (docs/design.md, section 1): each owns its state pytree and
 discretises the h-free equations of a formulation."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The integrator interface, and the generic implicit index-3 step shared by all implicit
-integrators (DESIGN principle 2).
+integrators (docs/design.md, principle 2).
 
 An integrator discretises the h-free equations of a formulation. It owns its state pytree
 (``init``) and advances it by one step (``step``). An implicit index-3 integrator only says
@@ -32,6 +32,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import _config  # noqa: F401
+from .._results import ILL_CONDITIONED, NONFINITE, SUCCESS
 from .._tangents import with_tangents
 from ..equations import rA_generalized_reaction, rA_rows, rA_terms
 from ..formulations import AbstractFormulation
@@ -39,11 +40,8 @@ from ..linear import schur as _schur
 from ..linear import small as _small_kernels
 from ..model import Model
 from ..newton import (
-    ILL_CONDITIONED,
-    NONFINITE,
     RCOND_MIN,
     ROUNDOFF,
-    SUCCESS,
     AbstractNewton,
     NewtonInfo,
     ReusedNewton,
@@ -56,7 +54,7 @@ from ..newton import (
 from . import structured as _structured
 
 #: ``linear_solver="auto"`` picks the structured solver from this many Newton unknowns on
-#: (measured crossover on 2 CPU cores, see experiments/scaling.py and the README).
+#: (measured crossover on 2 CPU cores, see benchmarks/scaling.py and the README).
 STRUCTURED_FROM = 300
 #: "dense": LAPACK's LU; "small": the elementwise LU of :mod:`jaxmbd.linear.small` (no custom
 #: call, so XLA can compile a whole step as one native loop on the CPU); "structured":
@@ -108,7 +106,7 @@ def resolve_linear_solver(choice: str, n_unknowns: int, nc: int, *, own_solve=Fa
     is "structured" from :data:`STRUCTURED_FROM` on (with constraints, and no formulation's
     own solve), else "small" up to :data:`~jaxmbd.linear.small.SMALL_MAX` unknowns when
     the default backend is the CPU (on a GPU the vendor's kernels), else "dense". "auto"
-    never means "small_structured": measured (``experiments/bench_small_solve.py``, the
+    never means "small_structured": measured (``benchmarks/small_solve.py``, the
     guide's performance page) at half the dense kernel's speed or less up to 54 unknowns,
     level with LAPACK at 120 and no longer hoisted at 240."""
     if choice not in LINEAR_SOLVERS:
@@ -129,6 +127,20 @@ def choose_structured(choice: str, n_unknowns: int, nc: int) -> bool:
     return resolve_linear_solver(choice, n_unknowns, nc) in BLOCK_SOLVERS
 
 
+def kernel_solver(
+    choice: str, n_unknowns: int, nc: int = 0, *, auto_small=True, kkt=True, blocks=True
+) -> str:
+    """The solver name :func:`dense_kernels` runs with these arguments ("auto" resolved);
+    ``blocks=False``: a step without a block factorisation, whose dense solves a block
+    solver's choice leaves on LAPACK ("dense")."""
+    resolved = resolve_linear_solver(choice, n_unknowns, nc)
+    if choice == "auto" and not auto_small and resolved == "small":
+        resolved = "schur" if kkt and SCHUR_AUTO else "dense"
+    if not blocks and resolved in BLOCK_SOLVERS:
+        return "dense"
+    return resolved
+
+
 @contextlib.contextmanager
 def dense_kernels(
     choice: str,
@@ -146,16 +158,14 @@ def dense_kernels(
     ``auto_small=False``: "auto" never means "small" (only an explicit
     ``linear_solver="small"`` does): the explicit integrators factor a KKT matrix at every
     stage, and there the elementwise LU of the whole KKT matrix was not measured faster
-    (``experiments/results/bench_small_solve_simulate.txt``: double pendulum rkmk 11.3k ->
+    (``benchmarks/results/bench_small_solve_simulate.txt``: double pendulum rkmk 11.3k ->
     8.0k steps per CPU-second, arm3 rkmk 6.0k -> 7.3k). ``kkt`` (True: rk, rkmk, whose
     step solves index-1 KKT systems; energy_momentum passes False): "auto" means "schur"
     where it would mean "small" (:data:`SCHUR_AUTO`; measured by
-    ``experiments/bench_small_solve.py integrators``: rkmk 2-4x the steps per CPU-second,
+    ``benchmarks/small_solve.py integrators``: rkmk 2-4x the steps per CPU-second,
     rk on rp 1.4-3x), the other dense solves of the step (rkmk's projection) then staying
     on LAPACK."""
-    resolved = resolve_linear_solver(choice, n_unknowns, nc)
-    if choice == "auto" and not auto_small and resolved == "small":
-        resolved = "schur" if kkt and SCHUR_AUTO else "dense"
+    resolved = kernel_solver(choice, n_unknowns, nc, auto_small=auto_small, kkt=kkt)
     if resolved == "schur" and not kkt:
         raise ValueError(
             "linear_solver='schur' applies to the index-1 KKT solves of the explicit "
@@ -251,6 +261,12 @@ class AbstractIntegrator(eqx.Module):
         the consistent start then uses pseudo-inverses (least-norm multipliers)."""
         return False
 
+    def linear_solver_name(self, model: Model, form: AbstractFormulation) -> str:
+        """The linear solver a run of ``model`` in ``form`` uses (its ``linear_solver``
+        option with "auto" resolved; ``Solution.linear_solver``). Default: "dense"."""
+        del model, form
+        return "dense"
+
 
 class Discretisation(NamedTuple):
     """q_{n+1} = q_n (+) (d0 + c_q a), v_{n+1} = v0 + c_v a (flat tangent d0, v0 (nb, ts))."""
@@ -307,11 +323,14 @@ class AbstractImplicitIntegrator(AbstractIntegrator):
         resolved = resolve_linear_solver(choice, n, model.nc, own_solve=own)
         if choice == "auto" and resolved == "small" and not form.hoistable_implicit_step:
             # rA and rp measured (the step hoisted, 2-5x the steps per CPU-second:
-            # experiments/results/bench_small_solve_*.txt); other formulations' steps keep
+            # benchmarks/results/bench_small_solve_*.txt); other formulations' steps keep
             # a dot or LAPACK (re: the chart singularity's least-squares step), where the
             # small kernels alone are slower than LAPACK
             return "dense"
         return resolved
+
+    def linear_solver_name(self, model, form) -> str:
+        return self.linear_solver_for(model, form)
 
     def tolerance(self, h):
         """Relative Newton tolerance (eq. 46 in scaled norms); default

@@ -61,36 +61,36 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from .. import _small
 from .._jit import jit
-from .._min_norm import min_norm_solve
-from .._step_status import as_status, finite_status, first_failure
-from ..equations import constraint_values
-from ..forces import SpringDamper, adds_mass
+from .._results import SUCCESS, as_status, finite_status, first_failure
+from ..forces import adds_mass
 from ..formulations import director_pairs as pairs
-from ..lie import so3_exp
-from ..linear import small
 from ..linear.graph import newton_layout
 from ..linear.structured import BlockMatrix, empty_factors
 from ..newton import (
-    MAX_ITERATIONS,
-    NONFINITE,
-    SUCCESS,
     AbstractNewton,
-    LinearSolution,
+    DampedNewton,
     NewtonInfo,
     ReusedNewton,
-    _allowed,
-    _as_solution,
-    _custom,
-    default_scale,
     get_newton,
     implicit_root,
-    residual_test,
-    row_tolerances,
-    solve_linear,
     solve_with_condition,
-    step_test,
+)
+from ._discrete_gradient import (
+    apply_twists,
+    constrained_matrix,
+    constrained_residual,
+    midpoint_rows_status,
+    multipliers,
+    row_selection,
+    twist_predictor,
+)
+from ._null_space import (
+    closure_data,
+    pairs_residual,
+    reduced_residual,
+    reparametrise,
+    twist_basis,
 )
 from .base import (
     BLOCK_SOLVERS,
@@ -100,6 +100,7 @@ from .base import (
     choose_structured,
     dense_kernels,
     fields_with_tangents,
+    kernel_solver,
 )
 
 SCHEMES = ("constrained", "null_space")
@@ -110,7 +111,7 @@ SCHEMES = ("constrained", "null_space")
 #: slower at 72 (slider crank 1.2k -> 1.0k: the elementwise LU's n masked whole-matrix
 #: updates per factorisation, 3 per step, outweigh the runtime overhead hoisting saves in a
 #: step of ~1 ms); the crossover between is not measured
-#: (``experiments/results/bench_small_solve_energy_momentum.txt``).
+#: (``benchmarks/results/bench_small_solve_energy_momentum.txt``).
 AUTO_SMALL_MAX = 46
 PARAMETRISATIONS = ("pairs", "numerical")
 
@@ -122,102 +123,6 @@ class EMState(NamedTuple):
     newton: Any = None  # the Newton solver's state, carried across steps (newton="reuse")
     # the first failure of the run so far: a step starts from its predecessor's state
     status: Any = None
-
-
-# ------------------------------------------------------------------------- damped Newton
-
-
-class DampedNewton(AbstractNewton):
-    """Newton with a backtracking line search on ||F|| (Armijo, halving up to
-    ``max_halvings`` times): the "damping for large rotation steps" of the notes (gyro top
-    at h = 0.05 turns by ~2.6 rad per step). An iterate is accepted by the tests of every
-    Newton solver of jaxmbd (:func:`~jaxmbd.newton.step_test`,
-    :func:`~jaxmbd.newton.residual_test`): the scaled step passes (|delta_j| <= tol w_j +
-    e_j, w the unknowns' magnitudes, :class:`~jaxmbd.newton.Scale`; such a correction is
-    taken undamped) and the residual at the new iterate passes |F_i| <= (|J| (tol w + e))_i;
-    ``tol`` is relative. Every linear solve reports its conditioning
-    (:func:`~jaxmbd.newton.solve_with_condition`, or a caller's solve returning a status):
-    a singular or near-singular matrix ends the solve with NONFINITE or ILL_CONDITIONED."""
-
-    max_iter: int = eqx.field(static=True, default=30)
-    max_halvings: int = eqx.field(static=True, default=10)
-
-    def init(self, n):
-        return None
-
-    def solve(
-        self, residual, jacobian, x0, state, *, tol, linear_solve=solve_linear, scale=None, **_
-    ):
-        """``jacobian=None``: the residual and its forward-mode Jacobian in one pass. The
-        residual is traced twice in all (Newton point, line search), which keeps the
-        compile time of large reduced residuals down."""
-        scale = default_scale if scale is None else scale
-        if jacobian is None:
-
-            def value_and_jacobian(x):
-                J, F = jax.jacfwd(lambda y: (lambda r: (r, r))(residual(y)), has_aux=True)(x)
-                return F, J
-        else:
-
-            def value_and_jacobian(x):
-                return residual(x), jacobian(x)
-
-        def correction(J, F) -> LinearSolution:
-            if _custom(linear_solve):
-                return _as_solution(linear_solve(J, F))
-            return LinearSolution(*solve_with_condition(J, F))
-
-        def cond(carry):
-            _, k, _, status, _, converged = carry
-            return (k < self.max_iter) & ~converged & (status == SUCCESS)
-
-        def body(carry):
-            x, k, _, _, _, _ = carry
-            F, J = value_and_jacobian(x)
-            solution = correction(J, F)
-            delta = -solution.x
-            test = step_test(delta, scale(x), tol)
-            finite = jnp.isfinite(test.relative)
-            delta = jnp.where(finite, delta, 0.0)
-            _, allowed = _allowed(scale(x), tol, x.shape)
-            alpha, f_new, F1 = self._line_search(residual, x, delta, F)
-            full = test.ratio <= 1.0  # a converged correction is taken undamped
-            alpha = jnp.where(full, 1.0, alpha)
-            f_new = jnp.where(full, jnp.linalg.norm(F1), f_new)
-            converged = full & (residual_test(F1, row_tolerances(J, allowed)) <= 1.0)
-            status = jnp.where(finite, SUCCESS, NONFINITE)
-            status = jnp.where(solution.status != SUCCESS, solution.status, status)
-            step = jnp.where(finite, test.relative, jnp.inf)
-            return x + alpha * delta, k + 1, step, status, f_new, converged
-
-        init = (x0, jnp.asarray(0), jnp.asarray(jnp.inf, x0.dtype), jnp.asarray(SUCCESS),
-                jnp.asarray(jnp.inf, x0.dtype), jnp.asarray(False))  # fmt: skip
-        x, k, step, status, res_norm, converged = jax.lax.while_loop(cond, body, init)
-        status = jnp.where((status == SUCCESS) & ~converged, MAX_ITERATIONS, status)
-        status = jnp.where((status == SUCCESS) & ~jnp.isfinite(res_norm), NONFINITE, status)
-        return x, NewtonInfo(k, status, res_norm, step), state
-
-    def _line_search(self, residual, x, delta, F):
-        """Backtracking: alpha = 1, 1/2, ... until Armijo's ||F(x + alpha delta)|| <=
-        (1 - 1e-4 alpha) ||F(x)|| (the first trial always runs). Returns (alpha, its ||F||,
-        F at the full step)."""
-
-        def ls_cond(c):
-            alpha, f_new, j, _ = c
-            armijo = f_new <= (1.0 - 1e-4 * alpha) * fnorm
-            return (j == 0) | ((j <= self.max_halvings) & ~armijo)
-
-        def ls_body(c):
-            alpha, _, j, F1 = c
-            alpha = jnp.where(j == 0, 1.0, 0.5 * alpha)
-            F_trial = residual(x + alpha * delta)
-            return alpha, jnp.linalg.norm(F_trial), j + 1, jnp.where(j == 0, F_trial, F1)
-
-        fnorm = jnp.linalg.norm(F)
-        one, inf = jnp.asarray(1.0, x.dtype), jnp.asarray(jnp.inf, x.dtype)
-        init = (one, inf, jnp.asarray(0), jnp.full_like(F, jnp.inf))
-        alpha, f_new, _, F1 = jax.lax.while_loop(ls_cond, ls_body, init)
-        return alpha, f_new, F1
 
 
 def _jacobian(newton, residual):
@@ -286,330 +191,6 @@ def _newton(newton, max_iter):
             "energy_momentum: newton must be one of ['damped', 'full', 'modified', 'reuse'] "
             f"or a Newton solver object, got {newton!r}"
         ) from None
-
-
-# ------------------------------------------------------------------------- shared pieces
-
-
-def _has_springs(model) -> bool:
-    return any(isinstance(f, SpringDamper) for f in model.forces)
-
-
-def discrete_force(form, model, x0, x1, h, t_mid):
-    """-grad_bar V(q0, q1) + Q_nc(q_mid, v_mid, t_mid), flat (12 nb,).
-
-    Gravity's gradient is constant (exact); with springs, Gonzalez's discrete gradient of
-    the whole potential (NaN-safe at dq = 0, where it is grad V(q_mid))."""
-    nb = model.nb
-    xm = 0.5 * (x0 + x1)
-    dx = x1 - x0
-    vm = (dx / h).reshape(nb, 12)
-    qm = form._unflat(xm, nb)
-    grav = jnp.concatenate(
-        [model.mass[:, None] * model.gravity[None, :], jnp.zeros((nb, 9))], 1
-    ).reshape(-1)
-    Q = grav + form.nonconservative_forces(model, qm, vm, t_mid).reshape(-1)
-    if not _has_springs(model):
-        return Q
-
-    def V_springs(x):  # the potential minus gravity's
-        q = form._unflat(x, nb)
-        return form.potential(model, q) + jnp.sum(model.mass * (q[0] @ model.gravity))
-
-    gV = jax.grad(V_springs)(xm)
-    dx2 = jnp.sum(dx * dx)
-    ok = dx2 > 1e-28
-    safe = jnp.where(ok, dx2, 1.0)
-    corr = (V_springs(x1) - V_springs(x0) - gV @ dx) / safe
-    return Q - (gV + jnp.where(ok, corr, 0.0) * dx)
-
-
-def _gcon_values(form, model, x, t):
-    q = form._unflat(x, model.nb)
-    return constraint_values(model, q[0], form.rotation(q[1]), t)
-
-
-def _all_values(form, model, x, t, W=None):
-    """[Phi_GCON; Phi_int], or W^T of it when the rows are redundant (closed loops): W
-    (m x rank) spans range G(q_n), fixed during a step, so W^T G(q_mid) is still the exact
-    discrete derivative of W^T Phi."""
-    phi = form.residual(model, form._unflat(x, model.nb), t)
-    return phi if W is None else W.T @ phi
-
-
-def row_selection(form, model, structure, x0, t, dof: int):
-    """W (m x (n - dof)) selecting independent constraint rows when the joint rows are
-    redundant (closed loops, notes 1.6): every internal row and every row of the spanning
-    tree's joints (:func:`~jaxmbd.formulations.director_pairs.pair_structure`), and k = d - dof
-    combinations B^T Phi_c of the closure rows, B the left singular vectors of the k largest
-    singular values of G_c(q_n) P(q_n) (d the tree's unknowns). W is fixed during a step
-    (gradient-stopped: the root does not depend on it), so W^T G(q_{n+1/2}) is still the
-    exact discrete derivative of W^T Phi. Both schemes use the same W, so they solve the same
-    equations."""
-    nb, nc = model.nb, model.nc
-    m = nc + 6 * nb
-    closure = list(structure.closure_rows)
-    k = structure.size - dof
-    if not 0 <= k <= len(closure):
-        raise ValueError(
-            f"energy_momentum: dof = {dof} is impossible for this model: its spanning tree "
-            f"({structure.describe(model)}) has {structure.size} unknowns and "
-            f"{len(closure)} closure rows"
-        )
-    keep = list(structure.tree_rows) + list(range(nc, m))
-    q0 = form._unflat(x0, nb)
-    Gc = jax.jacfwd(lambda x: _gcon_values(form, model, x, t))(x0)[jnp.asarray(closure, int)]
-    U, _, _ = jnp.linalg.svd(Gc @ pairs.null_space(model, structure, q0), full_matrices=False)
-    W = jnp.zeros((m, len(keep) + k))
-    W = W.at[jnp.asarray(keep, int), jnp.arange(len(keep))].set(1.0)
-    W = W.at[jnp.asarray(closure, int)[:, None], len(keep) + jnp.arange(k)[None, :]].set(U[:, :k])
-    return jax.lax.stop_gradient(W)
-
-
-def momentum_residual(form, model, x0, v0, x1, h, k):
-    """R1 without the multiplier term: (2/h) M (q1 - q0) - 2 M v0 - h f_bar (flat)."""
-    nb = model.nb
-    Mdx = form.times_mass(model, (x1 - x0).reshape(nb, 12)).reshape(-1)
-    Mv0 = form.times_mass(model, v0).reshape(-1)
-    f = discrete_force(form, model, x0, x1, h, (k - 0.5) * h)
-    return (2.0 / h) * Mdx - 2.0 * Mv0 - h * f
-
-
-def constrained_residual(form, model, x0, v0, y, h, k, W=None):
-    """(h/2) [R1; R2] in y = (q1 flat, lam_hat = h^2 lam / 2): an O(1) Newton matrix."""
-    n = 12 * model.nb
-    x1, lam_hat = y[:n], y[n:]
-    t1 = k * h
-    xm = 0.5 * (x0 + x1)
-    G = jax.jacfwd(lambda x: _all_values(form, model, x, t1, W))(xm)
-    # G^T lam without a dot in a hoistable step (XLA would match the Newton matrix's
-    # lam-derivative, a one-hot product and a sum, into a dot fusion)
-    reaction = small.transpose_times(G, lam_hat)
-    r1 = 0.5 * h * momentum_residual(form, model, x0, v0, x1, h, k) + reaction
-    return jnp.concatenate([r1, _all_values(form, model, x1, t1, W)])
-
-
-def constrained_matrix(form, model, x0, v0, x1, lam, h, k, W=None):
-    """The paper's iteration matrix d(R1, R2)/d(q1, lam) (unscaled, eq. 10 with v_{n+1}
-    eliminated): its 2-norm condition number grows like h^-3 (Tables II-V)."""
-    n = 12 * model.nb
-    t1 = k * h
-
-    def R(y):
-        x1_, lam_ = y[:n], y[n:]
-        G = jax.jacfwd(lambda x: _all_values(form, model, x, t1, W))(0.5 * (x0 + x1_))
-        r1 = momentum_residual(form, model, x0, v0, x1_, h, k) + h * G.T @ lam_
-        return jnp.concatenate([r1, _all_values(form, model, x1_, t1, W)])
-
-    return jax.jacfwd(R)(jnp.concatenate([x1, lam]))
-
-
-def independent_rows_status(G):
-    """SUCCESS while the rows of G are independent, else ILL_CONDITIONED or NONFINITE: the
-    pivot-ratio test of G G^T (:func:`~jaxmbd.newton.solve_with_condition`)."""
-    GGt = small.matmul(G, G.T) if small.hoistable() else G @ G.T  # no dot in a hoistable step
-    return solve_with_condition(GGt, jnp.zeros(G.shape[0], G.dtype))[1]
-
-
-def midpoint_rows_status(form, model, x0, x1, t, W=None):
-    """:func:`independent_rows_status` of G(q_{n+1/2}), the rows through which a step's
-    multipliers act (eq. 10): where they have become dependent (a singular configuration)
-    the multipliers are not determined, whatever the Newton iteration returned."""
-    G = jax.jacfwd(lambda x: _all_values(form, model, x, t, W))(0.5 * (x0 + x1))
-    return independent_rows_status(G)
-
-
-def multipliers(form, model, x0, v0, x1, h, k, W=None):
-    """(lam, status) of a step from its positions: lam the least-squares solution of
-    h G(q_mid)^T lam = -R1_0 (exact at a root of the constrained equations), status the
-    pivot-ratio test of G G^T (:func:`~jaxmbd.newton.solve_with_condition`): rows of
-    G(q_mid) that have become dependent (a singular configuration) are reported, not
-    averaged away by the least squares. It is also the conditioning of the null-space
-    scheme's projections, which use the same G(q_mid) (:func:`discrete_null_space`, the
-    closure rows of :func:`pairs_residual`)."""
-    G = jax.jacfwd(lambda x: _all_values(form, model, x, k * h, W))(0.5 * (x0 + x1))
-    r = momentum_residual(form, model, x0, v0, x1, h, k)
-    return -jnp.linalg.lstsq(G.T, r)[0] / h, independent_rows_status(G)
-
-
-def _global_omega(form, q, v):
-    """Global angular velocities omega = A omega_bar from director rates."""
-    phi, dirs = q
-    w_bar, _ = form.omega_from_rate(dirs, v[:, 3:], jnp.zeros_like(v[:, 3:]))
-    return _small.mv(form.rotation(dirs), w_bar)
-
-
-def twist_predictor(form, q, v, h):
-    """Per-body increments (h v_phi, theta) with theta = 2 atan(h |omega| / 2) omega / |omega|:
-    the midpoint rule turns a body by this Cayley angle (notes 2.1, practical notes)."""
-    w = _global_omega(form, q, v)
-    nw2 = jnp.sum(w * w, -1, keepdims=True)
-    ok = nw2 > 1e-30
-    nw = jnp.sqrt(jnp.where(ok, nw2, 1.0))
-    scale = jnp.where(ok, 2.0 * jnp.arctan(0.5 * h * nw) / nw, h)
-    return jnp.concatenate([h * v[:, :3], scale * w], 1)
-
-
-def apply_twists(form, q, xi):
-    """F0: phi + u, d_I <- exp(theta~) d_I per body for xi = (u, theta) (nb, 6) (eq. 44)."""
-    phi, dirs = q
-    R = so3_exp(xi[:, 3:])
-    d = dirs.reshape(-1, 3, 3)
-    d1 = _small.mv(R[:, None], d)  # d_I <- R d_I
-    return phi + xi[:, :3], d1.reshape(-1, 9)
-
-
-# ----------------------------------------------------------------------- null space pieces
-
-
-class NullSpaceBasis(NamedTuple):
-    """Twist-space bases at q_n: N (6 nb, dof) spans null(G_ext P_int) (so P(q_n) =
-    P_int(q_n) N, eq. 58-61), C (6 nb, 6 nb - dof) its orthogonal complement."""
-
-    N: jax.Array
-    C: jax.Array
-
-
-def twist_basis(form, model, q, t, dof: int) -> NullSpaceBasis:
-    """SVD of G_ext(q) P_int(q): the last ``dof`` right singular vectors span its null space.
-    Depends on q_n only; gradient-stopped (the root does not depend on the basis)."""
-    nb = model.nb
-    x = form._flat(q)
-    P_int = jax.scipy.linalg.block_diag(*form.null_space_internal(q[1]))
-    if model.nc == 0:
-        return NullSpaceBasis(jnp.eye(6 * nb), jnp.zeros((6 * nb, 0)))
-    G_ext = jax.jacfwd(lambda x_: _gcon_values(form, model, x_, t))(x)
-    _, _, Vt = jnp.linalg.svd(G_ext @ P_int, full_matrices=True)
-    V = jax.lax.stop_gradient(Vt.T)
-    r = 6 * nb - dof
-    return NullSpaceBasis(V[:, r:], V[:, :r])
-
-
-def reparametrise(form, model, q0, basis: NullSpaceBasis, mu, t, *, tol, max_iter=30):
-    """(q_{n+1}, status): q_{n+1} = F_{q_n}(mu) with Phi(F(mu)) = 0 to round-off (eq. 15), and
-    the status of the inner Newton projection that found it (non-convergence, an
-    ill-conditioned or singular matrix).
-
-    F(mu) = F0(N mu + C kappa(mu)), where F0 moves each body by a twist increment
-    (phi + u, exp(theta~) d_I: the internal constraints hold exactly, eq. 44) and kappa solves
-    the joint constraints Phi_ext(F0(N mu + C kappa)) = 0 (an r x r Newton, r = 6 nb - dof,
-    implicit gradients w.r.t. mu). DF(0) = P_int(q_n) N = P(q_n) (Sec. 2.2.2, property of
-    every reparametrisation): d Phi_ext F0 / d kappa = G_ext P_int C is invertible and
-    G_ext P_int N = 0.
-    """
-    nb = model.nb
-    N, C = basis
-    r = C.shape[1]
-
-    def F0(mu_, kappa):
-        xi = (N @ mu_ + C @ kappa).reshape(nb, 6)
-        return apply_twists(form, q0, xi)
-
-    if r == 0:
-        return F0(mu, jnp.zeros(0)), as_status(SUCCESS)
-
-    # B = d Phi_ext / d kappa at q_n (full column rank): B^T Phi_ext = 0 is square and, near
-    # kappa = 0, equivalent to Phi_ext = 0 also when the joint rows are redundant
-    x0 = form._flat(q0)
-    P_int = jax.scipy.linalg.block_diag(*form.null_space_internal(q0[1]))
-    G_ext = jax.jacfwd(lambda x_: _gcon_values(form, model, x_, t))(x0)
-    B = jax.lax.stop_gradient(G_ext @ P_int @ C)
-
-    def g(kappa, mu_):
-        q = F0(mu_, kappa)
-        return B.T @ constraint_values(model, q[0], form.rotation(q[1]), t)
-
-    mu_s = jax.lax.stop_gradient(mu)
-    kappa, info, _ = get_newton("full", max_iter=max_iter).solve(
-        lambda k_: g(k_, mu_s), jax.jacfwd(lambda k_: g(k_, mu_s)), jnp.zeros(r), None, tol=tol
-    )
-    kappa = implicit_root(g, lambda k_, d: k_ + d, kappa, mu, r)
-    return F0(mu, kappa), as_status(info.status)
-
-
-def discrete_null_space(form, model, xm, P0, t, W=None):
-    """P(q_n, q_{n+1}) = Pi(q_mid) P(q_n) with Pi = I - G^T (G G^T)^-1 G, G = G(q_mid) (all
-    rows): range P = null G(q_{n+1/2}) exactly (eq. 14), P -> P(q_n) as q_{n+1} -> q_n
-    (eq. 13, since G(q_n) P(q_n) = 0). For the paper's pairs this spans the same space as
-    its closed forms (113)-(115), (133)-(135), (150)-(151). Also returns the status of the
-    minimum-norm solve (dependent rows of G(q_mid): ill-conditioned)."""
-    G = jax.jacfwd(lambda x: _all_values(form, model, x, t, W))(xm)
-    correction, status = min_norm_solve(G, G @ P0)
-    return P0 - correction, status
-
-
-def reduced_residual(form, model, q0, v0, basis, mu, h, k, *, tol, W=None):
-    """R(mu) = P(q_n, F(mu))^T [(2/h) M (F(mu) - q_n) - 2 M v_n + h grad_bar V] (notes 1.2).
-
-    The statuses of its inner solves are those of an iterate; the step reports them at its
-    root (:func:`reparametrise` of the root, :func:`multipliers`' test of G(q_mid))."""
-    nb = model.nb
-    x0 = form._flat(q0)
-    x1 = form._flat(reparametrise(form, model, q0, basis, mu, k * h, tol=tol)[0])
-    P0 = jax.scipy.linalg.block_diag(*form.null_space_internal(q0[1])) @ basis.N
-    P, _ = discrete_null_space(form, model, 0.5 * (x0 + x1), P0, k * h, W)
-    return P.T @ momentum_residual(form, model, x0, v0.reshape(nb, 12), x1, h, k)
-
-
-# ------------------------------------------------------ the paper's pair-specific method
-
-
-class ClosureData(NamedTuple):
-    """Per-step data of the closure rows (fixed during a step, gradient-stopped): B combines
-    the closure rows into k = d - dof independent equations (identity without redundancy),
-    p_ref (d x dof) spans null(B^T G_c(q_n) P(q_n))."""
-
-    B: jax.Array
-    p_ref: jax.Array
-
-
-def closure_data(form, model, structure, q0, t, dof: int, table=None) -> ClosureData | None:
-    """None for a tree (no closure rows); else B and p_ref at q_n (notes 1.6)."""
-    closure = jnp.asarray(structure.closure_rows, int)
-    if closure.shape[0] == 0:
-        return None
-    x0 = form._flat(q0)
-    k = structure.size - dof
-    Gc = jax.jacfwd(lambda x: _gcon_values(form, model, x, t))(x0)[closure]
-    K = Gc @ pairs.null_space(model, structure, q0, table=table)
-    U, _, Vt = jnp.linalg.svd(K, full_matrices=True)
-    B = jnp.eye(closure.shape[0]) if k == closure.shape[0] else U[:, :k]
-    return jax.lax.stop_gradient(ClosureData(B, Vt[k:].T))
-
-
-def pairs_residual(form, model, structure, closure, q0, v0, mu, h, k, table=None):
-    """The reduced equations of the discrete null space method in the paper's incremental
-    unknowns mu (Sec. 2.2.2, 4.4, 5.4; notes 1.2 and 1.6), q_{n+1} = F_{q_n}(mu):
-
-        P(q_n, q_{n+1})^T R1(q_{n+1}) = 0                          (tree: d equations)
-        [p_c^T P^T R1; B^T Phi_c(q_{n+1})] = 0                     (closed loops)
-
-    R1 = (2/h) M (q_{n+1} - q_n) - 2 M v_n + h grad_bar V without the multipliers, P the
-    discrete null space matrix of the tree (eqs. 65-74, 113, 133, 149, 185-187), and for
-    closure rows Phi_c: p_c = Pi p_ref spanning null(B^T G_c(q_{n+1/2}) P) (Pi the orthogonal
-    projector onto it: smooth in mu and -> p_ref as q_{n+1} -> q_n), so P p_c spans
-    null G(q_{n+1/2}) of the selected rows and lam drops out exactly. The projector's
-    conditioning is reported at the step's root, by :func:`multipliers`' test of the same
-    rows of G(q_mid)."""
-    nb = model.nb
-    x0 = form._flat(q0)
-    x1 = form._flat(pairs.reparametrise(model, structure, q0, mu, table=table))
-    xm = 0.5 * (x0 + x1)
-    P = pairs.null_space(model, structure, form._unflat(xm, nb), table=table)
-    y = P.T @ momentum_residual(form, model, x0, v0.reshape(nb, 12), x1, h, k)
-    if closure is None:
-        return y
-    rows = jnp.asarray(structure.closure_rows, int)
-    t1 = k * h
-
-    def phi_c(x):
-        return _gcon_values(form, model, x, t1)[rows]
-
-    # B^T G_c(q_{n+1/2}) P column by column (d forward passes instead of 12 nb)
-    GcP = jax.vmap(lambda col: jax.jvp(phi_c, (xm,), (col,))[1], in_axes=1, out_axes=1)(P)
-    K = closure.B.T @ GcP
-    p_c = closure.p_ref - min_norm_solve(K, K @ closure.p_ref)[0]
-    return jnp.concatenate([p_c.T @ y, closure.B.T @ phi_c(x1)])
 
 
 # ------------------------------------------------------------------------------ integrator
@@ -819,9 +400,9 @@ class EnergyMomentum(AbstractIntegrator):
         reduced_matrix = jax.jacfwd(res_mu)(mu_star) if self.record_condition else None
         return y_star, info, newton_state, reduced_matrix, first_failure(projection, rows)
 
-    def step(self, model, form, state, k, h):
-        """One step, its dense solves by the kernels ``linear_solver`` picks
-        (:func:`~jaxmbd.integrators.base.dense_kernels`)."""
+    def _kernels(self, model):
+        """(n, auto_small): the arguments of the step's
+        :func:`~jaxmbd.integrators.base.dense_kernels`."""
         n = 12 * model.nb + form_rows(model)
         # "auto" means "small" where measured faster (AUTO_SMALL_MAX; the constrained scheme
         # with independent rows only: the others were not measured)
@@ -830,6 +411,19 @@ class EnergyMomentum(AbstractIntegrator):
             and self.scheme == "constrained"
             and not self.redundant_constraints(model)
         )
+        return n, auto_small
+
+    def linear_solver_name(self, model, form) -> str:
+        n, auto_small = self._kernels(model)
+        return kernel_solver(
+            self.linear_solver, n, model.nc, auto_small=auto_small, kkt=False,
+            blocks=self.structured(model),
+        )  # fmt: skip
+
+    def step(self, model, form, state, k, h):
+        """One step, its dense solves by the kernels ``linear_solver`` picks
+        (:func:`~jaxmbd.integrators.base.dense_kernels`)."""
+        n, auto_small = self._kernels(model)
         with dense_kernels(self.linear_solver, n, model.nc, auto_small=auto_small, kkt=False):
             return self._step(model, form, state, k, h)
 

@@ -69,13 +69,13 @@ import numpy as np
 
 from .. import _config  # noqa: F401
 from .._joint_forces import coordinates_and_gradients, coordinates_and_rates
-from .._step_status import first_failure
+from .._results import MAX_ITERATIONS, NONFINITE, SUCCESS, first_failure
 from ..contact.element import contact_element
 from ..forces import BodyState
 from ..formulations.index1 import index1_system
 from ..joint_limits import JointLimits
 from ..model import Model
-from ..newton import MAX_ITERATIONS, NONFINITE, SUCCESS, NewtonInfo
+from ..newton import NewtonInfo
 from .base import AbstractIntegrator, StepResult
 
 #: A slot is active when its gap at the step's midpoint is below this times ``tol`` (in
@@ -368,7 +368,7 @@ def _least_squares(J, F):
     direction of singular value sigma by 1 + sigma^2 / mu; one Cholesky factorisation. It
     replaces an SVD least squares: 4.4 ms of CPU for a 138 x 138 matrix (the 3-box stack's
     Newton system before the Delassus form; 120 x 120 now) against 0.7 ms for an LU of that
-    size (experiments/bench_blas_threads.py, one BLAS thread). The
+    size (benchmarks/blas_threads.py, one BLAS thread). The
     squared condition number costs accuracy in one solve; the Newton iteration around it
     corrects that."""
     norms = jnp.sqrt(jnp.sum(J * J, axis=0))
@@ -472,7 +472,7 @@ class MoreauJean(AbstractIntegrator):
     the exact root), as Dojo takes them at a relaxed interior-point kappa (T. Howell et
     al., "Dojo: a differentiable physics engine for robotics", 2022): the motion is the
     exact one; the gradients are biased and smoothed across stick-slip transitions
-    (experiments/hard_contact_relaxation.py measures both). The activation of a contact
+    (benchmarks/hard_contact/relaxation.py measures both). The activation of a contact
     (its gap at the step's midpoint) stays a discrete decision."""
 
     name: ClassVar[str] = "moreau_jean"

@@ -33,11 +33,11 @@ import jax.numpy as jnp
 
 from .. import _config  # noqa: F401
 from .._min_norm import min_norm_solve
-from .._step_status import as_status, finite_status, first_failure
+from .._results import SUCCESS, as_status, finite_status, first_failure
 from .._tangents import with_tangents
 from .._xla_flags import unhoisted_when_differentiated
 from ..formulations.index1 import index1_dynamics
-from ..newton import SUCCESS, NewtonInfo
+from ..newton import NewtonInfo
 from .base import (
     LINEAR_SOLVERS,
     AbstractIntegrator,
@@ -45,6 +45,7 @@ from .base import (
     choose_structured,
     dense_kernels,
     fields_with_tangents,
+    kernel_solver,
 )
 from .tableau import ButcherTableau, get_tableau, stage_combination
 
@@ -158,6 +159,10 @@ class MuntheKaas(AbstractIntegrator):
         correction, status = min_norm_solve(G, G @ v.reshape(-1) - nu)
         return q, v - correction.reshape(v.shape), first_failure(*statuses, status)
 
+    def linear_solver_name(self, model, form) -> str:
+        n = model.nb * 6 + model.nc
+        return kernel_solver(self.linear_solver, n, model.nc, auto_small=False)
+
     def step(self, model, form, state: MuntheKaasState, k, h):
         """One step (eq. 37), its dense KKT solves by the kernels ``linear_solver`` picks
         (:func:`~jaxmbd.integrators.base.dense_kernels`)."""
@@ -170,7 +175,7 @@ class MuntheKaas(AbstractIntegrator):
         new state) share one traced index-1 solve inside a ``lax.scan`` over the tableau's
         rows, as in ``rk``: the force model and the KKT solve are traced, differentiated
         and compiled once instead of once per stage (cart-pole gradient: see
-        ``experiments/results/bench_compile.md``). Its status: the first failure of the run
+        ``benchmarks/results/bench_compile.md``). Its status: the first failure of the run
         before it, of its index-1 and projection solves (pivot-ratio conditioning) and of
         finiteness."""
         tab = self.tableau

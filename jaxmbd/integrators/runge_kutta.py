@@ -46,9 +46,9 @@ import jax
 import jax.numpy as jnp
 
 from .. import _config  # noqa: F401
-from .._step_status import as_status, finite_status, first_failure
-from ..formulations.index1 import index1_system, solve_index1
-from ..newton import SUCCESS, NewtonInfo, solve_with_condition
+from .._results import as_status, finite_status, first_failure
+from ..formulations.index1 import AbstractMultiplierElimination, index1_system, solve_index1
+from ..newton import NewtonInfo, solve_with_condition
 from .base import (
     BLOCK_SOLVERS,
     LINEAR_SOLVERS,
@@ -57,13 +57,14 @@ from .base import (
     choose_structured,
     dense_kernels,
     fields_with_tangents,
+    kernel_solver,
 )
 from .tableau import ButcherTableau, get_tableau, stage_combination
 
 MULTIPLIERS = ("two_step", "one_step", "frozen")
 #: With two-step multipliers (rotmat) "auto" means "small" on the CPU up to this many
 #: unknowns 12 nb + nc (the step hoisted), else LAPACK: steps per CPU-second, LAPACK ->
-#: "small" (``experiments/bench_rk_two_step.py``, two runs): double pendulum (34)
+#: "small" (``benchmarks/probes/rk_two_step.py``, two runs): double pendulum (34)
 #: 11.2k/11.5k -> 15.2k/15.7k, three-link spherical chain (45) 10.3k/7.2k -> 12.6k/10.3k,
 #: slider crank (54) 5.8k/4.8k -> 4.6k/4.0k, four-link chain (60) 7.0k/5.7k -> 6.3k/5.0k
 TWO_STEP_SMALL_MAX = 48
@@ -83,6 +84,32 @@ class RungeKuttaState(NamedTuple):
     status: jax.Array
 
 
+class KKTMultipliers(AbstractMultiplierElimination):
+    """Accelerations and multipliers from the full index-1 KKT system (every formulation
+    with index-1 blocks), solved by ``linear_solver``; for given multipliers, the mass
+    matrix's solve."""
+
+    solves_kkt: ClassVar[bool] = True
+    linear_solver: str = eqx.field(static=True, default="auto")
+
+    def solve(self, model, form, constants, q, v, t):
+        system = index1_system(model, form, q, v, t)
+        n = system.force.size + system.G.shape[0]
+        structured = choose_structured(self.linear_solver, n, model.nc)
+        return solve_index1(system, model=model, structured=structured)
+
+    def given(self, model, form, constants, q, v, t, lam):
+        nb, ts = model.nb, form.tangent_size
+
+        def g(a_flat):
+            return form.dynamics_equations(model, q, v, a_flat.reshape(nb, ts), lam, t)[0]
+
+        zero = jnp.zeros(nb * ts, v.dtype)
+        M = jax.jacfwd(g)(zero)
+        a, status = solve_with_condition(M, -g(zero))
+        return a.reshape(nb, ts), status
+
+
 class RungeKutta(AbstractIntegrator):
     """Explicit Runge-Kutta on the index-1 ODE, for formulations whose coordinates form a
     vector space and that give the index-1 blocks (rotmat, its default integrator; rp; re).
@@ -98,13 +125,13 @@ class RungeKutta(AbstractIntegrator):
     complement of the block-diagonal mass matrix in those kernels,
     :mod:`jaxmbd.linear.schur`. With "schur" or "small" the whole rp or re step compiles
     as one native loop on the CPU (the formulations' products are elementwise,
-    :mod:`jaxmbd._small`); ``experiments/bench_small_solve.py integrators --paths "rk rp"``:
+    :mod:`jaxmbd._small`); ``benchmarks/small_solve.py integrators --paths "rk rp"``:
     double pendulum 6.5k (dense) -> 19.1k (schur) steps per CPU-second, slider crank
     3.8k -> 5.4k. "two_step" has no KKT solve: "structured" and "schur" are refused there,
     and "auto" is "small" on the CPU up to :data:`TWO_STEP_SMALL_MAX` unknowns
     (12 nb + nc): the joint system W in the elementwise kernels and rotmat's products
     elementwise, the step one native loop; same bench, ``--paths "rk rotmat"``, two
-    rounds, steps per CPU-second: double pendulum 4.9k-7.8k (229e4c5, not hoisted, every
+    rounds, steps per CPU-second: double pendulum 4.9k-7.8k (before the step was hoisted, every
     solver) -> 16.0k, 16.4k, the paper's bar double pendulum 4.9k-8.2k -> 24.5k, 29.2k).
     """
 
@@ -129,15 +156,15 @@ class RungeKutta(AbstractIntegrator):
 
     def method(self, form) -> str:
         """The multiplier method used with ``form`` (checks that the choice makes sense)."""
-        two_step = form.two_step_multipliers
-        method = self.multipliers or ("two_step" if two_step else "one_step")
-        if method == "two_step" and not two_step:
+        own = form.two_step_multipliers
+        method = self.multipliers or ("one_step" if own is None else "two_step")
+        if method == "two_step" and own is None:
             raise ValueError(
                 "rk: multipliers='two_step' (eq. 25) needs the rotmat formulation or another "
                 f"with the capability 'two_step_multipliers', not {form.name!r}; use "
                 "'one_step' (full KKT system) or 'frozen'"
             )
-        kkt = method == "one_step" or not two_step  # frozen solves a KKT system at the start
+        kkt = self.elimination(form, method).solves_kkt  # frozen: a KKT system at the start
         if (self.linear_solver in BLOCK_SOLVERS or self.linear_solver == "schur") and not kkt:
             raise ValueError(
                 f"rk: linear_solver={self.linear_solver!r} applies to KKT solves, and "
@@ -147,33 +174,27 @@ class RungeKutta(AbstractIntegrator):
             )
         return method
 
+    def elimination(self, form, method: str | None = None) -> AbstractMultiplierElimination:
+        """Who gives the accelerations and multipliers at a stage state: the formulation's
+        own elimination (two-step; "frozen" too where the formulation has one), else the
+        KKT system."""
+        method = self.method(form) if method is None else method
+        own = form.two_step_multipliers
+        if method == "one_step" or own is None:
+            return KKTMultipliers(linear_solver=self.linear_solver)
+        return own
+
     # -- index-1 solves -------------------------------------------------------------------
     def _solve(self, model, form, constants, q, v, t):
         """(a, lam, status) at a stage state with the chosen method (frozen: at the step
         start); status: the conditioning of its solve (SUCCESS, ILL_CONDITIONED, NONFINITE)."""
-        if self.method(form) != "one_step" and form.two_step_multipliers:
-            solution = form.two_step(model, constants, q, v, t)
-            return solution._replace(status=as_status(solution.status))
-        system = index1_system(model, form, q, v, t)
-        n = system.force.size + system.G.shape[0]
-        structured = choose_structured(self.linear_solver, n, model.nc)
-        solution = solve_index1(system, model=model, structured=structured)
+        solution = self.elimination(form).solve(model, form, constants, q, v, t)
         return solution._replace(status=as_status(solution.status))
 
     def _given(self, model, form, constants, q, v, t, lam):
         """(a, status): accelerations M^-1 (Q - G^T lam) for frozen multipliers lam."""
-        if form.two_step_multipliers:  # closed form (eq. 12): no solve
-            a = form.accelerations_given_multipliers(model, constants, q, v, t, lam)
-            return a, as_status(SUCCESS)
-        nb, ts = model.nb, form.tangent_size
-
-        def g(a_flat):
-            return form.dynamics_equations(model, q, v, a_flat.reshape(nb, ts), lam, t)[0]
-
-        zero = jnp.zeros(nb * ts, v.dtype)
-        M = jax.jacfwd(g)(zero)
-        a, status = solve_with_condition(M, -g(zero))
-        return a.reshape(nb, ts), as_status(status)
+        a, status = self.elimination(form).given(model, form, constants, q, v, t, lam)
+        return a, as_status(status)
 
     # -- integrator interface -------------------------------------------------------------
     def with_state_tangents(self, state, extra):
@@ -182,20 +203,32 @@ class RungeKutta(AbstractIntegrator):
 
     def init(self, model, form, start, h):
         self.method(form)
-        constants = form.constants(model, start.q) if form.two_step_multipliers else None
+        constants = self.elimination(form).constants(model, form, start.q)
         a, lam, status = self._solve(model, form, constants, start.q, start.v, jnp.asarray(0.0))
         status = first_failure(status, finite_status(a, lam))
         return RungeKuttaState(start.q, start.v, a, lam, constants, status)
 
-    def step(self, model, form, state: RungeKuttaState, k, h):
-        """One step, its dense solves by the kernels ``linear_solver`` picks
-        (:func:`~jaxmbd.integrators.base.dense_kernels`)."""
+    def _kernels(self, model, form):
+        """(n, auto_small, kkt): the arguments of the step's
+        :func:`~jaxmbd.integrators.base.dense_kernels`."""
         n = model.nb * form.tangent_size + model.nc
-        kkt = self.method(form) == "one_step" or not form.two_step_multipliers
+        kkt = self.elimination(form).solves_kkt
         # two_step's only dense solve is the small joint system W: "auto" = "small" there
         # where measured faster (the rotmat step hoisted); KKT solves keep "schur" or LAPACK,
         # "frozen" LAPACK (its step is not hoisted: the vjp of its reaction scatters)
         auto_small = self.method(form) == "two_step" and n <= TWO_STEP_SMALL_MAX
+        return n, auto_small, kkt
+
+    def linear_solver_name(self, model, form) -> str:
+        n, auto_small, kkt = self._kernels(model, form)
+        return kernel_solver(
+            self.linear_solver, n, model.nc, auto_small=auto_small, kkt=kkt, blocks=kkt
+        )
+
+    def step(self, model, form, state: RungeKuttaState, k, h):
+        """One step, its dense solves by the kernels ``linear_solver`` picks
+        (:func:`~jaxmbd.integrators.base.dense_kernels`)."""
+        n, auto_small, kkt = self._kernels(model, form)
         with dense_kernels(self.linear_solver, n, model.nc, auto_small=auto_small, kkt=kkt):
             return self._step(model, form, state, k, h)
 
@@ -264,4 +297,10 @@ class RungeKutta(AbstractIntegrator):
         )
 
 
-__all__ = ["MULTIPLIERS", "TWO_STEP_SMALL_MAX", "RungeKutta", "RungeKuttaState"]
+__all__ = [
+    "MULTIPLIERS",
+    "TWO_STEP_SMALL_MAX",
+    "KKTMultipliers",
+    "RungeKutta",
+    "RungeKuttaState",
+]

@@ -42,7 +42,7 @@ def dense_lu(matrix):
     same getrf member by member (``lax.map``, each call inline on the calling thread)
     instead of jaxlib's batched getrf, which runs the members on XLA's intra-op thread
     pool and, on jax 0.10.2 CPU, can deadlock there (a pool thread waits on members queued
-    behind it: ``experiments/bench_batch.py`` hung at 0 % CPU in ``jax::ParallelBatchMap``
+    behind it: ``benchmarks/batch.py`` hung at 0 % CPU in ``jax::ParallelBatchMap``
     under ``LuDecomposition``, seen in gdb). On a GPU: the batched LU
     (:func:`member_by_member_on_cpu`)."""
     return _lapack_lu(matrix)

@@ -24,7 +24,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..model import Model
 from .structured import BlockStructure
 
 
@@ -39,13 +38,12 @@ class Layout(NamedTuple):
     row_node: np.ndarray
 
 
-def _topology(model: Model):
+def _topology(model):
     nb = model.nb
     bodies = np.asarray(model.constraint_bodies, dtype=int).reshape(-1, 2)
     force_bodies = []
     for force in model.forces:
-        found = [getattr(force, k) for k in ("body", "body_i", "body_j") if hasattr(force, k)]
-        found = tuple(sorted({int(b) for b in found if int(b) < nb}))
+        found = tuple(sorted({int(b) for b in (force.bodies or ()) if int(b) < nb}))
         force_bodies.append(found if found else tuple(range(nb)))  # unknown: all coupled
     return (nb, tuple(map(tuple, bodies)), tuple(model.constraint_joints), tuple(force_bodies))
 
@@ -154,7 +152,7 @@ def _layout(topology, ts: int, extra: int, stabilised: bool, augmented: bool) ->
     return Layout(structure, n_own, body_node, row_node)
 
 
-def newton_layout(model: Model, *, tangent_size: int, extra_rows: bool | int = False,
+def newton_layout(model, *, tangent_size: int, extra_rows: bool | int = False,
                   stabilised: bool = False, augmented: bool = False) -> Layout:  # fmt: skip
     """The block layout of the implicit step's Newton matrix (x = (a, lam[, mu])), or, with
     ``stabilised=False``, of the index-1 KKT matrix [[M, G^T], [G, 0]]. ``extra_rows``:

@@ -12,7 +12,7 @@ elimination loops are short (k and nc pivots instead of nb k + nc), and everythi
 elementwise (no ``dot``, no custom call, no scatter), so a step that solves its KKT systems
 this way stays one hoisted native loop on the CPU (:mod:`jaxmbd.linear.small`): rkmk's
 double pendulum 9.3k -> 36.9k steps per CPU-second against LAPACK, where the dense KKT
-matrix in the same kernels gave 7.0k (``experiments/results/bench_small_solve_integrators.txt``).
+matrix in the same kernels gave 7.0k (``benchmarks/results/bench_small_solve_integrators.txt``).
 
 Conditioning is tested as every jaxmbd solve tests it (the pivot ratio of
 :func:`jaxmbd.newton.condition_status`), on each system actually factored: every mass

@@ -8,7 +8,7 @@ the byte threshold is raised by ``xla_cpu_small_while_loop_byte_threshold``, whi
 :mod:`jaxmbd._xla_flags` sets). A LAPACK getrf or trsm is a custom call, and a ``dot`` is
 emitted as a YNNPACK custom fusion: a loop around either is never hoisted. With these
 kernels in the Newton solve a whole time step becomes one native loop
-(``experiments/bench_small_solve.py``: the double pendulum's gen_alpha step several times
+(``benchmarks/small_solve.py``: the double pendulum's gen_alpha step several times
 faster on a 2-core CPU).
 
 Each routine is one ``fori_loop`` over the pivots whose step updates the whole (fixed-shape)
@@ -37,7 +37,7 @@ import numpy as np
 from .. import _config  # noqa: F401
 
 #: ``linear_solver="auto"`` uses these kernels on the CPU for dense systems up to this many
-#: unknowns (``experiments/bench_small_solve.py``: whole-step throughput of the double
+#: unknowns (``benchmarks/small_solve.py``: whole-step throughput of the double
 #: pendulum, n = 32, and the slider crank, n = 54, with the hoisting flag).
 SMALL_MAX = 64
 
@@ -153,7 +153,7 @@ def lu(matrix):
 
 
 #: :func:`lu_stack` unrolls its steps up to this many unknowns (beyond, ``vmap`` of
-#: :func:`lu`): B = 256 stacks on 2 CPU cores (``python experiments/bench_lu_stack.py``, a
+#: :func:`lu`): B = 256 stacks on 2 CPU cores (``python -m benchmarks.probes.lu_stack``, a
 #: scan of 20 LUs), us per stack against ``vmap(lu)``: n = 6 56 / 103, n = 10 255 / 691,
 #: n = 16 1750 / 1823, n = 20 3077 / 3772 (compile 5 s), n = 32 8211 / 5761.
 LU_STACK_UNROLLED_MAX = 12

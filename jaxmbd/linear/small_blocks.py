@@ -21,7 +21,7 @@ value and the sum of the updates aimed at it, by numpy index arrays computed onc
 structure). Rounds are few for small models (a chain of N bodies: O(log N) rounds of tree
 contraction).
 
-Measured (``experiments/bench_small_solve.py``, the guide's performance page): slower than
+Measured (``benchmarks/small_solve.py``, the guide's performance page): slower than
 the dense elementwise LU up to 54 unknowns (0.3-0.6x), level with LAPACK at 120 (a chain
 of 10 bodies), and past about 240 unknowns the step no longer fits XLA's small-loop
 threshold; ``linear_solver="auto"`` does not pick it.

@@ -1,0 +1,219 @@
+"""Saving a model in jaxmbd's own schema (:mod:`jaxmbd.io.schema`) at GCON level, an exact
+round trip through :func:`jaxmbd.load_model`."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from pathlib import Path
+
+import numpy as np
+
+from .._actuator_kinds import actuator_kind
+from ..actuators import Actuators
+from ..contact import HuntCrossley
+from ..drivers import program_to_source
+from ..gcons import gcon_kind
+from ..joints import joint_kind
+from ..model import GROUND, Model
+from .schema import _CONTACT_NUMBERS, _JOINT_FRAME_FIELDS, FORMAT
+
+logger = logging.getLogger("jaxmbd")
+
+
+def save_model(model: Model, path, *, solver: dict | None = None) -> Path:
+    """Write ``model`` in jaxmbd's own schema at GCON level (an exact round trip), with its
+    joints' coordinate definitions (``joint_coordinates``)."""
+    path = Path(path)
+    nb = model.nb
+    bodies = []
+    for b, name in enumerate(model.body_names):
+        bodies.append(
+            {
+                "name": name,
+                "mass": float(model.mass[b]),
+                "inertia": np.asarray(model.inertia[b]).tolist(),
+                "r": np.asarray(model.r0[b]).tolist(),
+                "A": np.asarray(model.A0[b]).tolist(),
+                "rdot": np.asarray(model.rdot0[b]).tolist(),
+                "omega": np.asarray(model.omega0[b]).tolist(),
+            }
+        )
+        if model.shapes and model.shapes[b]:
+            bodies[-1]["shapes"] = [shape.to_json() for shape in model.shapes[b]]
+    f_source = {row: repr(float(model.f_offset[row])) for row in range(model.nc)}
+    for group in model.drivers:
+        for k, row in enumerate(group.rows):
+            src = program_to_source(group.program, np.asarray(group.constants[k]))
+            offset = float(model.f_offset[row])
+            f_source[row] = src if offset == 0.0 else f"{offset!r} + {src}"
+    constraints = [None] * model.nc
+    for s in model.gcons:
+        fields = {
+            "DP1": {"a_bar_i": s.a_bar_i, "a_bar_j": s.a_bar_j},
+            "DP2": {"a_bar_i": s.a_bar_i, "s_bar_p_i": s.s_bar_p_i, "s_bar_q_j": s.s_bar_q_j},
+            "D": {"s_bar_p_i": s.s_bar_p_i, "s_bar_q_j": s.s_bar_q_j},
+            "CD": {"c": s.c, "s_bar_p_i": s.s_bar_p_i, "s_bar_q_j": s.s_bar_q_j},
+            "ROT": {"u_bar_i": s.a_bar_i, "v_bar_i": s.b_bar_i, "a_bar_j": s.a_bar_j},
+        }[s.kind]
+        for k, row in enumerate(s.rows):
+            entry = {
+                "name": model.constraint_names[row],
+                "type": s.kind,
+                "body_i": model.body_label(s.body_i[k]) if s.body_i[k] < nb else GROUND,
+                "body_j": model.body_label(s.body_j[k]) if s.body_j[k] < nb else GROUND,
+            }
+            entry.update({key: np.asarray(val[k]).tolist() for key, val in fields.items()})
+            entry[gcon_kind(s.kind).file_value] = f_source[row]
+            entry["joint"] = model.constraint_joints[row]
+            constraints[row] = entry
+    forces = []
+    contacts = model.contacts
+    for k, force in enumerate(model.forces):
+        if force.file_section != "forces":
+            continue  # written with the joints and as "contacts" and "actuators"
+        entry = force.to_json(model.body_label)
+        if entry is None:
+            logger.warning(
+                "save_model: force element %d (%s) is a Python function and is not saved",
+                k,
+                type(force).__name__,
+            )
+            continue
+        forces.append({"name": entry.pop("name", f"force_{k}"), **entry})
+    doc = {
+        "format": FORMAT,
+        "version": 1,
+        "name": model.name,
+        "gravity": np.asarray(model.gravity).tolist(),
+        "bodies": bodies,
+        "constraints": constraints,
+    }
+    if forces:
+        doc["forces"] = forces
+    if model.ground_shapes:
+        doc["ground_shapes"] = [shape.to_json() for shape in model.ground_shapes]
+    if contacts is not None:
+        doc["contacts"] = [
+            {
+                "body_i": model.body_label(i),
+                "body_j": model.body_label(j),
+                "friction": float(contacts.friction[p]),
+                **{key: float(getattr(contacts, key)[p]) for key in _CONTACT_NUMBERS},
+                **(
+                    {}
+                    if contacts.shapes[p] is None
+                    else {"shapes": [list(pair) for pair in contacts.shapes[p]]}
+                ),
+                **_law_to_json(contacts.law_of_pair[p]),
+            }  # fmt: skip
+            for p, (i, j) in enumerate(contacts.pairs)
+        ]
+    joint_forces = _joint_forces_to_json(model)
+    if model.joints:
+        doc["joint_coordinates"] = [
+            {
+                "name": d.name,
+                "type": d.kind,
+                "body_i": model.body_label(d.body_i),
+                "body_j": model.body_label(d.body_j),
+                **{key: np.asarray(getattr(d, key)).tolist() for key in _JOINT_FRAME_FIELDS},
+                "offset": np.asarray(d.offset).tolist(),
+                "sign": list(d.sign),
+                "q_start": np.asarray(d.q_start).tolist(),
+                **joint_forces.get(d.name, {}),
+                **{
+                    suffix: joint_forces[f"{d.name}.{suffix}"]
+                    for suffix, _ in joint_kind(d.kind).views
+                    if f"{d.name}.{suffix}" in joint_forces
+                },
+            }
+            for d in model.joints
+        ]
+    if model.actuators is not None:
+        doc["actuators"] = _actuators_to_json(model.actuators)
+    if model.sensors is not None:
+        doc["sensors"] = _sensors_to_json(model)
+    if model.markers is not None:
+        doc["markers"] = _markers_to_json(model)
+    if solver:
+        doc["solver"] = dict(solver)
+    path.write_text(json.dumps(doc, indent=2) + "\n")
+    return path
+
+
+def _sensors_to_json(model: Model) -> list[dict]:
+    """Every sensor as :meth:`ModelBuilder.add_sensor`'s options (body sensors with their
+    site and frame)."""
+    sensors, out = model.sensors, []
+    for k, (name, kind) in enumerate(zip(sensors.sensor_names, sensors.kinds, strict=True)):
+        entry = {"name": name, "kind": kind}
+        if sensors.joints[k] is not None:
+            entry["joint"] = sensors.joints[k]
+        else:
+            entry["body"] = model.body_names[sensors.bodies[k]]
+            entry["site"] = np.asarray(sensors.site[k]).tolist()
+            entry["frame"] = np.asarray(sensors.frame[k]).tolist()
+        entry["noise"] = float(sensors.noise[k])
+        out.append(entry)
+    return out
+
+
+def _markers_to_json(model: Model) -> list[dict]:
+    """Every marker as :meth:`ModelBuilder.add_marker`'s arguments: point and axes global,
+    at the model's initial configuration."""
+    markers, out = model.markers, []
+    r0, A0 = np.asarray(model.r0), np.asarray(model.A0)
+    for k, name in enumerate(markers.marker_names):
+        b = markers.bodies[k]
+        out.append({
+            "name": name,
+            "body": model.body_names[b],
+            "point": (r0[b] + A0[b] @ np.asarray(markers.point[k])).tolist(),
+            "axes": (A0[b] @ np.asarray(markers.axes[k])).tolist(),
+        })  # fmt: skip
+    return out
+
+
+def _joint_forces_to_json(model: Model) -> dict[str, dict]:
+    """Each limited or damped joint's entries (by joint name): its limits with their gains
+    as built (defaults resolved), and its joint dynamics (see :data:`_JOINT_FORCE_KEYS`)."""
+    out: dict[str, dict] = {}
+    for force in model.forces:
+        for name, entries in force.joint_entries().items():
+            out.setdefault(name, {}).update(entries)
+    return out
+
+
+def _law_to_json(law) -> dict:
+    """A contact pair's ``"law"`` (none for the default, Hunt–Crossley)."""
+    return {} if isinstance(law, HuntCrossley) else {"law": law.to_json()}
+
+
+def _range_to_json(lower, upper):
+    """(lower, upper) for JSON (null where unbounded), or None when both are."""
+    values = [None if not math.isfinite(x) else x for x in (float(lower), float(upper))]
+    return None if values == [None, None] else values
+
+
+def _actuators_to_json(actuators: Actuators) -> list[dict]:
+    """Every actuator as :meth:`ModelBuilder.add_actuator`'s options (kind and gains)."""
+    out = []
+    for k, (name, kind) in enumerate(zip(actuators.actuator_names, actuators.kinds, strict=True)):
+        gain, bias = float(actuators.gain[k]), [float(x) for x in actuators.bias[k]]
+        entry = {"name": name, "joint": actuators.joints[k].name, "kind": kind,
+                 "gear": float(actuators.gear[k])}  # fmt: skip
+        entry.update(actuator_kind(kind).to_options(gain, bias))
+        for key, lower, upper in (
+            ("ctrl_range", actuators.ctrl_lower[k], actuators.ctrl_upper[k]),
+            ("force_range", actuators.force_lower[k], actuators.force_upper[k]),
+        ):
+            span = _range_to_json(lower, upper)
+            if span is not None:
+                entry[key] = span
+        out.append(entry)
+    return out
+
+
+# ----------------------------------------------------------------------------- published
