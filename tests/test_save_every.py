@@ -108,11 +108,14 @@ def test_long_run_keeps_rotations_orthonormal():
     assert drift < 2e-15, drift
 
 
-def test_top_level_programs_compile_with_xla_options_and_nested_ones_without():
+def test_top_level_programs_compile_with_xla_options_and_nested_ones_without(monkeypatch):
     """jaxmbd._jit: a top-level simulate compiles the tuned program (XLA options); under an
     outer jit the plain one is inlined (XLA refuses compiler options on a nested jit), with
-    the same result."""
+    the same result. (The disk cache of exported programs, which would serve the top-level
+    call instead, is off.)"""
     import jax
+
+    monkeypatch.setenv("JAXMBD_NO_COMPILATION_CACHE", "1")
 
     from jaxmbd._jit import _options_accepted
     from jaxmbd.simulation import _run
