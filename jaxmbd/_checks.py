@@ -230,7 +230,7 @@ def error_if_failed(sol, what: str):
 
 def solution_from_outputs(
     model: Model, form, h, outs, integrator: str = "", *, chart_singular=None, save_every=1,
-    sensor_key=None,
+    sensor_key=None, linear_solver: str = "",
 ):  # fmt: skip
     """Solution of the per-step outputs (r, A, rdot, omega, rddot, omegadot, lam,
     iterations, status, residual[, q, v[, condition]]) of an analysis; q and v are the
@@ -267,6 +267,7 @@ def solution_from_outputs(
         save_every=save_every,
         formulation=form.name,
         integrator=integrator,
+        linear_solver=linear_solver,
         body_names=model.body_names,
         constraint_names=model.constraint_names,
         joint_definitions=model.joints,

@@ -28,12 +28,14 @@ from rich.table import Table
 
 from . import animation
 from .animation import FORMATS
+from .controls_file import read_controls
 from .errors import ModelError, SolverError
 from .integrators import DEFAULT_INTEGRATOR
 from .io import load_model
 from .kinematics import kinematics as run_kinematics
 from .linearize import mode_motion, modes
 from .model import Model
+from .model_report import model_report
 from .models import REGISTRY, Builtin, load
 from .plot import plot_solution
 from .simulation import simulate as run_simulate
@@ -153,6 +155,8 @@ def _summary(model: Model, sol, seconds: float, out: Path | None, plot: Path | N
     )
     table.add_row("bodies", ", ".join(model.body_names))
     table.add_row("GCONs", ", ".join(f"{k} {v}" for k, v in model.gcon_counts().items() if v))
+    if getattr(sol, "linear_solver", ""):
+        table.add_row("linear solver", sol.linear_solver)
     table.add_row("wall time (incl. compile)", f"{seconds:.2f} s")
     table.add_row(
         "Newton iterations / step",
@@ -308,6 +312,18 @@ def simulate(
             "-o scheme=null_space, -o multipliers=one_step); VALUE is a Python literal or text",
         ),
     ] = None,
+    controls: Annotated[
+        Path | None,
+        typer.Option(
+            help="actuator controls from a CSV file: a header naming every actuator (and "
+            "optionally t), then one line per step, one line held over the run, or lines at "
+            "times t held until the next (docs/guide/cli.md)",
+        ),
+    ] = None,
+    limits: Annotated[
+        str | None,
+        typer.Option(help="joint limits: compliant (default), hard (moreau_jean) or none"),
+    ] = None,
     save_every: Annotated[
         int,
         typer.Option(
@@ -328,7 +344,8 @@ def simulate(
     _check_run_options(h, t_end, tol, out, plot)
     extra = _parse_options(option or [])
     named = {"formulation", "t_end", "h", "tol", "integrator", "rho_inf", "variant", "newton",
-             "progress", "model", "out", "plot", "verbose", "animate", "save_every"}  # fmt: skip
+             "progress", "model", "out", "plot", "verbose", "animate", "save_every",
+             "controls", "limits"}  # fmt: skip
     clash = sorted(named & set(extra))
     if clash:
         raise typer.BadParameter(
@@ -336,8 +353,15 @@ def simulate(
             param_hint="--option",
         )
     formulation, model_options = _run_defaults(model, formulation, integrator)
+    if controls is not None and not controls.is_file():
+        raise typer.BadParameter(f"no file {str(controls)!r}", param_hint="--controls")
+
+    def analysis(m, **options):
+        u = None if controls is None else read_controls(controls, m, t_end=t_end, h=h)
+        return run_simulate(m, controls=u, **options)
+
     _run_analysis(
-        run_simulate,
+        analysis,
         "dynamics",
         model,
         out,
@@ -353,6 +377,7 @@ def simulate(
         variant=variant,
         newton=newton,
         save_every=save_every,
+        limits=limits,
         **{**model_options, **extra},
     )
 
@@ -501,24 +526,21 @@ def models():
 
 @app.command()
 def info(model: Annotated[str, typer.Argument(help="model file or built-in name")]):
-    """Describe a model: bodies, constraints, degrees of freedom."""
+    """Describe a model: bodies, joints (dynamics, limits), force elements, contact pairs,
+    actuators, sensors, markers, constraints, degrees of freedom."""
     _setup_logging(False)
     try:
         m = _load(model)
     except ModelError as err:
         console.print(f"[red]error:[/red] {err}")
         raise typer.Exit(code=1) from None
-    table = Table(title=m.name)
-    table.add_column("body")
-    table.add_column("mass")
-    table.add_column("inertia (diag)")
-    for b, name in enumerate(m.body_names):
-        table.add_row(
-            name,
-            f"{float(m.mass[b]):.6g}",
-            np.array2string(np.diagonal(np.asarray(m.inertia[b])), precision=6),
-        )
-    Console().print(table)
+    for section in model_report(m):
+        table = Table(title=f"{m.name}: {section.title}" if section.title != "bodies" else m.name)
+        for column in section.columns:
+            table.add_column(column)
+        for row in section.rows:
+            table.add_row(*row)
+        Console().print(table)
     found = _builtin(model)
     if found is not None:
         entry = found[0]

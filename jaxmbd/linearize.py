@@ -37,11 +37,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _config  # noqa: F401
+from ._joint_forces import coordinates_and_rates
 from .actuators import with_controls
 from .contact import with_contact
+from .forces import BodyState
 from .formulations import get_formulation
 from .formulations.index1 import index1_dynamics
 from .initial_state import to_formulation
+from .joints import joint_kind
+from .limits_option import with_limits
 from .model import Model
 from .redundancy import rows_for_run
 from .solution import Solution
@@ -54,9 +58,14 @@ NULL_SPACE_RTOL = 1e-9
 CLOSURE_ITERATIONS = 8
 
 
+#: The coordinates of :func:`linearize`'s A and B.
+COORDINATES = ("tangent", "joint")
+
+
 class Linearization(eqx.Module):
-    """x_dot = A x + B (u - u*) with x = (z, zeta) (2f,): ``A`` (2f, 2f), ``B`` (2f, nu)
-    (None without actuators), ``basis`` N (n, f) (tangent coordinates, body-major),
+    """x_dot = A x + B (u - u*) with x = (z, zeta) (2f,), or (theta, theta_dot) in joint
+    ``coordinates``: ``A`` (2f, 2f), ``B`` (2f, nu) (None without actuators), ``basis``
+    N (n, f) (body displacements per unit of z or theta; tangent coordinates, body-major),
     the operating point ``r``, ``A_body``, ``rdot``, ``omega``, ``controls`` u*, time
     ``t`` (see the module docstring)."""
 
@@ -71,6 +80,9 @@ class Linearization(eqx.Module):
     t: jax.Array
     body_names: tuple[str, ...] = eqx.field(static=True, default=())
     formulation: str = eqx.field(static=True, default="rA")
+    # "tangent" (x = (z, zeta)) or "joint" (x = (theta, theta_dot) of coordinate_names)
+    coordinates: str = eqx.field(static=True, default="tangent")
+    coordinate_names: tuple[str, ...] = eqx.field(static=True, default=())
 
     @property
     def dof(self) -> int:
@@ -135,6 +147,8 @@ def linearize(
     formulation="rA",
     redundant: str = "drop",
     contact: str | None = None,
+    limits: str | None = None,
+    coordinates: str = "tangent",
 ) -> Linearization:
     """The linearised dynamics of ``model`` in minimal coordinates (module docstring).
 
@@ -143,9 +157,22 @@ def linearize(
     be consistent). ``inputs``: the actuators' controls u* (nu,) at the operating point
     (default zero); ``B`` is d(x_dot)/du there. ``formulation``: one with the index-1
     form (rA, the default; se3, rotmat). Redundant rows are dropped first
-    (``redundant``), contact as in :func:`~jaxmbd.simulate`.
+    (``redundant``), contact and limits as in :func:`~jaxmbd.simulate`.
+
+    ``coordinates``: "tangent" (default): x = (z, zeta) of the module docstring; "joint":
+    x = (theta, theta_dot), the coordinates of ``model.joint_names`` in order, then their
+    rates (for an MJCF model MuJoCo's (qpos, qvel)), for a tree of revolute and
+    translational joints (one per degree of freedom). With phi: (z, zeta) -> (theta,
+    theta_dot), A = d(D phi x_dot)/dx D phi^-1 and B = D phi B_tangent: exact at any
+    operating point, not only at rest. ``basis`` then maps joint displacements to body
+    displacements (``body_displacements``, :func:`modes`).
     """
+    if coordinates not in COORDINATES:
+        raise ValueError(
+            f"linearize: coordinates must be one of {list(COORDINATES)}, got {coordinates!r}"
+        )
     model = with_contact(model, contact, where="linearize")
+    model = with_limits(model, limits, where="linearize")
     nu = model.nu
     if inputs is not None and nu == 0:
         raise ValueError(f"linearize: inputs given, but model '{model.name}' has no actuators")
@@ -168,9 +195,15 @@ def linearize(
     N, P = jnp.asarray(N), jnp.asarray(P)
     zeta_star = N.T @ v_star.reshape(-1)
     A_mat, B_mat = _jacobians(model, form, q_star, t, N, P, zeta_star, u_star)
+    basis = N
+    if coordinates == "joint":
+        A_mat, B_mat, basis = _in_joint_coordinates(
+            model, form, q_star, t, N, P, zeta_star, u_star, B_mat
+        )
     return Linearization(
-        A_mat, B_mat, N, r, A, rdot, omega, u_star, t, body_names=model.body_names,
-        formulation=form.name,
+        A_mat, B_mat, basis, r, A, rdot, omega, u_star, t, body_names=model.body_names,
+        formulation=form.name, coordinates=coordinates,
+        coordinate_names=model.joint_names if coordinates == "joint" else (),
     )  # fmt: skip
 
 
@@ -184,18 +217,15 @@ def _point(model, form, r, A, rdot, omega, t):
     return q_star, v_star, form.position_terms(model, q_star, t)[1][: model.nc]
 
 
-@eqx.filter_jit
-def _jacobians(model, form, q_star, t, N, P, zeta_star, u_star):
+def _rates(model, form, q_star, t, N, P):
+    """The map (x = (z, zeta), u) -> x_dot of the module docstring, and x -> (q, v)."""
     nb, ts = model.nb, form.tangent_size
     nc = model.nc
+    f = N.shape[1]
 
-    def closed(z):
-        return _closed(model, form, q_star, t, N, P, z)
-
-    def rates(x, u):
-        f = N.shape[1]
+    def state(x):
         z, zeta = x[:f], x[f:]
-        xi = closed(z)
+        xi = _closed(model, form, q_star, t, N, P, z)
         q = form.retract(q_star, xi)
         G, nu_ = _velocity_terms(model, form, q, t, nc)
         if P.shape[1]:
@@ -203,6 +233,10 @@ def _jacobians(model, form, q_star, t, N, P, zeta_star, u_star):
             v = N @ zeta + P @ y
         else:
             v = N @ zeta
+        return xi, q, v
+
+    def rates(x, u):
+        xi, q, v = state(x)
         m = model if u is None else with_controls(model, u)
         a = index1_dynamics(m, form, q, v.reshape(nb, ts), t).a.reshape(-1)
         # T(xi)^-1 v body by body (T is block diagonal: one batched solve, no dense T)
@@ -210,10 +244,58 @@ def _jacobians(model, form, q_star, t, N, P, zeta_star, u_star):
         z_dot = N.T @ jnp.linalg.solve(T, v.reshape(nb, ts, 1)).reshape(-1)
         return jnp.concatenate([z_dot, N.T @ a])
 
+    return rates, state
+
+
+@eqx.filter_jit
+def _jacobians(model, form, q_star, t, N, P, zeta_star, u_star):
+    rates, _ = _rates(model, form, q_star, t, N, P)
     x0 = jnp.concatenate([jnp.zeros(N.shape[1]), zeta_star])
     A_mat = jax.jacfwd(rates)(x0, u_star)
     B_mat = None if u_star is None else jax.jacfwd(rates, argnums=1)(x0, u_star)
     return A_mat, B_mat
+
+
+@eqx.filter_jit
+def _joint_jacobians(model, form, q_star, t, N, P, zeta_star, u_star):
+    """(D phi, d(D phi x_dot)/dx) at x*, phi: x -> (joint coordinates, their rates)."""
+    rates, state = _rates(model, form, q_star, t, N, P)
+    nb, ts = model.nb, form.tangent_size
+
+    def phi(x):
+        _, q, v = state(x)
+        zero = jnp.zeros((nb, ts))
+        r, A, rdot, omega = form.to_body_state(q, v.reshape(nb, ts), zero)[:4]
+        theta, theta_dot, _ = coordinates_and_rates(model.joints, BodyState(r, A, rdot, omega))
+        return jnp.concatenate([theta, theta_dot])
+
+    def phi_dot(x):  # d/dt phi(x(t)) = D phi(x) x_dot
+        return jax.jvp(phi, (x,), (rates(x, u_star),))[1]
+
+    x0 = jnp.concatenate([jnp.zeros(N.shape[1]), zeta_star])
+    return jax.jacfwd(phi)(x0), jax.jacfwd(phi_dot)(x0)
+
+
+def _in_joint_coordinates(model, form, q_star, t, N, P, zeta_star, u_star, B_mat):
+    """A, B and the position basis (n, f) in joint coordinates (see :func:`linearize`)."""
+    # one coordinate per joint (revolute, translational): what coordinates_and_rates reads
+    scalar = all(joint_kind(d.kind).nq == 1 for d in model.joints)
+    if not model.joints or not scalar or len(model.joints) != N.shape[1]:
+        kinds = sorted({d.kind for d in model.joints})
+        raise ValueError(
+            f"linearize: coordinates='joint' needs one revolute or translational joint per "
+            f"degree of freedom (a tree of hinges and slides); model '{model.name}' has "
+            f"{len(model.joints)} joints with coordinates ({kinds}) and {N.shape[1]} degrees "
+            "of freedom: use coordinates='tangent'"
+        )
+    D, D_rates = _joint_jacobians(model, form, q_star, t, N, P, zeta_star, u_star)
+    D_inv = jnp.linalg.inv(D)
+    f = N.shape[1]
+    A_mat = D_rates @ D_inv
+    B_mat = None if B_mat is None else D @ B_mat
+    # positions: theta depends on z alone, so body displacements per joint coordinate are
+    # N (d theta / dz)^-1
+    return A_mat, B_mat, N @ jnp.linalg.inv(D[:f, :f])
 
 
 def _closed(model, form, q_star, t, N, P, z):
@@ -320,7 +402,8 @@ def mode_motion(
     q_star = to_formulation(form, lin.r, lin.A_body, zero, zero, zero, zero)[0]
     G = form.position_terms(model, q_star, lin.t)[1][: model.nc]
     N, P = (jnp.asarray(x) for x in _null_space(G))
-    z_k = jnp.asarray(modes.coordinates[k])
+    # z of the mode in this basis N (joint coordinates: basis = N (d theta / dz)^-1)
+    z_k = N.T @ (jnp.asarray(lin.basis) @ jnp.asarray(modes.coordinates[k]))
 
     @jax.jit
     def pose(s):

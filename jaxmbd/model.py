@@ -56,6 +56,44 @@ class GconSet(eqx.Module):
         return len(self.rows)
 
 
+@dataclasses.dataclass(frozen=True)
+class JointDynamicsView:
+    """One joint's entries of the model's joint-dynamics element
+    (:meth:`Model.joint_dynamics`): ``damping``, ``stiffness``, ``spring_reference``,
+    ``friction_loss`` and ``armature`` (0 where the element has none) of ``joint``; the
+    ``element`` itself and this joint's ``index`` in its (n,) leaves."""
+
+    FIELDS = ("damping", "stiffness", "spring_reference", "friction_loss", "armature")
+
+    joint: str
+    element: object
+    index: int
+
+    def _entry(self, field: str):
+        values = getattr(self.element, field)
+        return jnp.asarray(0.0) if values is None else values[self.index]
+
+    @property
+    def damping(self):
+        return self._entry("damping")
+
+    @property
+    def stiffness(self):
+        return self._entry("stiffness")
+
+    @property
+    def spring_reference(self):
+        return self._entry("spring_reference")
+
+    @property
+    def friction_loss(self):
+        return self._entry("friction_loss")
+
+    @property
+    def armature(self):
+        return self._entry("armature")
+
+
 class Model(eqx.Module):
     """A multibody model. Arrays are leaves; names and topology are static."""
 
@@ -114,6 +152,53 @@ class Model(eqx.Module):
         ``model.actuators.gain``, ``.bias``, ``.gear``, ... ``(nu,)`` array leaves; None
         for a model without actuators."""
         return next((f for f in self.forces if hasattr(f, "actuator_force")), None)
+
+    def joint_dynamics(self, joint: str) -> JointDynamicsView:
+        """Damping, stiffness, spring reference, friction loss and armature of ``joint``
+        (:mod:`jaxmbd.joint_dynamics`) as a view: ``model.joint_dynamics("hinge").damping``
+        (a scalar). Its ``element`` is the model's own element, whose (n,) leaves
+        ``eqx.tree_at`` replaces: ``eqx.tree_at(lambda m: m.joint_dynamics("hinge")
+        .element.damping, model, new)`` (every joint of the element; ``index`` is this
+        joint's entry); :meth:`with_joint_dynamics` changes one joint."""
+        # the element with per-joint friction loss: the model names no element class
+        element = next((f for f in self.forces if hasattr(f, "friction_loss")), None)
+        names = () if element is None else element.names
+        if joint not in names:
+            known = [n for n in self.joint_names if n not in names]
+            raise ModelError(
+                f"model '{self.name}': joint {joint!r} has no joint dynamics; joints with "
+                f"them: {list(names)}"
+                + (
+                    f" (give one of {known} damping, stiffness, friction_loss or armature "
+                    "when it is built: armature=0.0 makes its entries settable)"
+                    if joint in known
+                    else ""
+                )
+            )
+        return JointDynamicsView(joint, element, names.index(joint))
+
+    def with_joint_dynamics(self, joint: str, **values) -> Model:
+        """This model with ``joint``'s dynamics changed: keywords ``damping``, ``stiffness``,
+        ``spring_reference``, ``friction_loss``, ``armature`` (numbers or traced scalars,
+        so ``jax.grad`` reaches them). Example: ``model.with_joint_dynamics("hinge",
+        damping=2.0)``."""
+        view = self.joint_dynamics(joint)
+        unknown = set(values) - set(JointDynamicsView.FIELDS)
+        if unknown:
+            raise ModelError(
+                f"with_joint_dynamics: unknown {sorted(unknown)}; "
+                f"use {list(JointDynamicsView.FIELDS)}"
+            )
+        element, i = view.element, view.index
+        changes = {}
+        for key, value in values.items():
+            old = getattr(element, key)
+            if old is None:  # armature: zero for the element's other joints
+                old = jnp.zeros(len(element.names))
+            changes[key] = jnp.asarray(old, jnp.float64).at[i].set(value)
+        new = dataclasses.replace(element, **changes)
+        forces = tuple(new if f is element else f for f in self.forces)
+        return dataclasses.replace(self, forces=forces)
 
     @property
     def nu(self) -> int:

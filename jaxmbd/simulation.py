@@ -38,6 +38,7 @@ from .integrators import (
     StartState,
     get_integrator,
 )
+from .limits_option import limits_integrator, with_limits
 from .line_search import LineSearchNewton
 from .model import Model
 from .redundancy import rows_for_run, with_full_multipliers
@@ -275,6 +276,7 @@ def simulate(
     check: bool | None = None,
     redundant: str = "drop",
     contact: str | None = None,
+    limits: str | None = None,
     controls=None,
     policy=None,
     sensor_key=None,
@@ -341,6 +343,11 @@ def simulate(
     then defaults to ``rho_inf=0`` (a contact is a stiff mode that 0.9 lets ring: a plastic
     landing rebounded at 0.87 of its speed at h = 1e-3).
 
+    ``limits``: how the joint limits act (:mod:`jaxmbd.limits_option`). None (default): as
+    the integrator treats them (compliant spring-dampers; hard stops with "moreau_jean").
+    "compliant": the spring-dampers of :mod:`jaxmbd.joint_limits`. "hard": unilateral stops,
+    stepped by ``integrator="moreau_jean"`` (the default then). "none": limits removed.
+
     Differentiable: ``jax.grad``/``jacfwd``/``jacrev`` of any function of the Solution with
     respect to every array of the model use implicit-function gradients
     of each step's root. ``checkpoint=k`` recomputes segments of k steps in reverse mode
@@ -372,6 +379,8 @@ def simulate(
     if chunk_size is not None and progress is None:
         raise ValueError("simulate: chunk_size (steps between progress calls) needs progress=")
     model = with_contact(model, contact, where="simulate", hard=True)
+    model = with_limits(model, limits, where="simulate", hard=True)
+    integrator = limits_integrator(limits, integrator, where="simulate")
     integrator = _hard_contact_integrator(model, contact, integrator)
     n = num_steps(t_end, h)
     controls = control_inputs(model, controls, n, h, where="simulate")
@@ -428,6 +437,7 @@ def simulate(
         h_arr,
         with_full_multipliers(outs, kept, full_model, h_arr, save_every),
         integrator=stepper.name,
+        linear_solver=stepper.linear_solver_name(model, form),
         chart_singular=_chart_flags(form, outs),
         save_every=save_every,
         sensor_key=sensor_key,

@@ -81,6 +81,9 @@ class Solution(eqx.Module):
     chart_singular: jax.Array | None = None
     formulation: str = eqx.field(static=True, default="rA")
     integrator: str = eqx.field(static=True, default="")
+    # the linear solver that ran ("auto" resolved: "dense", "small", "schur", "structured",
+    # "small_structured"); "" for kinematic analyses and files without it
+    linear_solver: str = eqx.field(static=True, default="")
     save_every: int = eqx.field(
         static=True, default=1
     )  # steps between saved rows  # "" for kinematic analyses
@@ -108,7 +111,7 @@ class Solution(eqx.Module):
         q=None, v=None, condition=None, chart_singular=None, formulation="rA", integrator="",
         save_every=1, body_names=(), constraint_names=(), joint_definitions=(),
         contact_element=None, sensor_model=None, sensor_key=None, start_correction=None,
-        marker_element=None, unilateral_forces=None, limit_element=None,
+        marker_element=None, unilateral_forces=None, limit_element=None, linear_solver="",
     ):  # fmt: skip
         self.t, self.r, self.A, self.rdot, self.omega = t, r, A, rdot, omega
         self.rddot, self.omegadot, self.lam = rddot, omegadot, lam
@@ -124,6 +127,7 @@ class Solution(eqx.Module):
         self.marker_element = marker_element
         self.unilateral_forces = unilateral_forces
         self.limit_element = limit_element
+        self.linear_solver = linear_solver
 
     def _from_body_state(self):
         """(q, v) of a dynamics run whose formulation does not store them (its coordinates
@@ -279,6 +283,7 @@ class Solution(eqx.Module):
             **own,
             formulation=np.asarray(self.formulation),
             integrator=np.asarray(self.integrator),
+            linear_solver=np.asarray(self.linear_solver),
             save_every=np.asarray(self.save_every),
             body_names=np.asarray(self.body_names, dtype=str),
             constraint_names=np.asarray(self.constraint_names, dtype=str),
@@ -299,6 +304,7 @@ class Solution(eqx.Module):
                 **{k: data[k] for k in ("q", "v", "condition", "chart_singular") if k in data},
                 formulation=str(data["formulation"]),
                 integrator=str(data["integrator"]) if "integrator" in data else "",
+                linear_solver=str(data["linear_solver"]) if "linear_solver" in data else "",
                 save_every=int(data["save_every"]) if "save_every" in data else 1,
                 body_names=tuple(str(s) for s in data["body_names"]),
                 constraint_names=tuple(str(s) for s in data["constraint_names"]),

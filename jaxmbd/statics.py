@@ -50,6 +50,7 @@ from .errors import SolverError
 from .formulations import get_formulation
 from .initial_state import to_formulation
 from .kinematics import position_scale
+from .limits_option import with_limits
 from .model import Model
 from .newton import ROUNDOFF, Scale, implicit_root, newton_iterate
 from .redundancy import full_multipliers, rows_for_run
@@ -209,6 +210,7 @@ def static_equilibrium(
     load_steps: int = 1,
     redundant: str = "drop",
     contact: str | None = None,
+    limits: str | None = None,
     throw: bool = True,
 ) -> Equilibrium:
     """The static equilibrium of ``model`` (see the module docstring): the pose, the
@@ -218,7 +220,7 @@ def static_equilibrium(
     initial pose (it need not satisfy the constraints: the solve closes them). ``t``: the
     time at which drivers are held. ``tol``: the relative Newton tolerance (as
     :func:`~jaxmbd.simulate`'s), ``max_iter`` per load stage, ``load_steps``: the stages of
-    the load-stepping homotopy (1: plain Newton). ``redundant``, ``contact``: as for
+    the load-stepping homotopy (1: plain Newton). ``redundant``, ``contact``, ``limits``: as for
     :func:`~jaxmbd.simulate`. ``formulation``: "rA" (default) or any formulation whose
     static equations are square. Under ``jit``/``grad``/``vmap`` the outcome is in
     ``status``; outside, a failure raises :class:`~jaxmbd.SolverError` unless
@@ -228,6 +230,7 @@ def static_equilibrium(
         raise ValueError(f"static_equilibrium: load_steps must be a positive integer, got "
                          f"{load_steps!r}")  # fmt: skip
     model = with_contact(model, contact, where="static_equilibrium")
+    model = with_limits(model, limits, where="static_equilibrium")
     full_model = model
     model, kept = rows_for_run(model, redundant, where="static_equilibrium")
     form = get_formulation(formulation)

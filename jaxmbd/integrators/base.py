@@ -127,6 +127,20 @@ def choose_structured(choice: str, n_unknowns: int, nc: int) -> bool:
     return resolve_linear_solver(choice, n_unknowns, nc) in BLOCK_SOLVERS
 
 
+def kernel_solver(
+    choice: str, n_unknowns: int, nc: int = 0, *, auto_small=True, kkt=True, blocks=True
+) -> str:
+    """The solver name :func:`dense_kernels` runs with these arguments ("auto" resolved);
+    ``blocks=False``: a step without a block factorisation, whose dense solves a block
+    solver's choice leaves on LAPACK ("dense")."""
+    resolved = resolve_linear_solver(choice, n_unknowns, nc)
+    if choice == "auto" and not auto_small and resolved == "small":
+        resolved = "schur" if kkt and SCHUR_AUTO else "dense"
+    if not blocks and resolved in BLOCK_SOLVERS:
+        return "dense"
+    return resolved
+
+
 @contextlib.contextmanager
 def dense_kernels(
     choice: str,
@@ -151,9 +165,7 @@ def dense_kernels(
     ``benchmarks/small_solve.py integrators``: rkmk 2-4x the steps per CPU-second,
     rk on rp 1.4-3x), the other dense solves of the step (rkmk's projection) then staying
     on LAPACK."""
-    resolved = resolve_linear_solver(choice, n_unknowns, nc)
-    if choice == "auto" and not auto_small and resolved == "small":
-        resolved = "schur" if kkt and SCHUR_AUTO else "dense"
+    resolved = kernel_solver(choice, n_unknowns, nc, auto_small=auto_small, kkt=kkt)
     if resolved == "schur" and not kkt:
         raise ValueError(
             "linear_solver='schur' applies to the index-1 KKT solves of the explicit "
@@ -249,6 +261,12 @@ class AbstractIntegrator(eqx.Module):
         the consistent start then uses pseudo-inverses (least-norm multipliers)."""
         return False
 
+    def linear_solver_name(self, model: Model, form: AbstractFormulation) -> str:
+        """The linear solver a run of ``model`` in ``form`` uses (its ``linear_solver``
+        option with "auto" resolved; ``Solution.linear_solver``). Default: "dense"."""
+        del model, form
+        return "dense"
+
 
 class Discretisation(NamedTuple):
     """q_{n+1} = q_n (+) (d0 + c_q a), v_{n+1} = v0 + c_v a (flat tangent d0, v0 (nb, ts))."""
@@ -310,6 +328,9 @@ class AbstractImplicitIntegrator(AbstractIntegrator):
             # small kernels alone are slower than LAPACK
             return "dense"
         return resolved
+
+    def linear_solver_name(self, model, form) -> str:
+        return self.linear_solver_for(model, form)
 
     def tolerance(self, h):
         """Relative Newton tolerance (eq. 46 in scaled norms); default

@@ -100,6 +100,7 @@ from .base import (
     choose_structured,
     dense_kernels,
     fields_with_tangents,
+    kernel_solver,
 )
 
 SCHEMES = ("constrained", "null_space")
@@ -399,9 +400,9 @@ class EnergyMomentum(AbstractIntegrator):
         reduced_matrix = jax.jacfwd(res_mu)(mu_star) if self.record_condition else None
         return y_star, info, newton_state, reduced_matrix, first_failure(projection, rows)
 
-    def step(self, model, form, state, k, h):
-        """One step, its dense solves by the kernels ``linear_solver`` picks
-        (:func:`~jaxmbd.integrators.base.dense_kernels`)."""
+    def _kernels(self, model):
+        """(n, auto_small): the arguments of the step's
+        :func:`~jaxmbd.integrators.base.dense_kernels`."""
         n = 12 * model.nb + form_rows(model)
         # "auto" means "small" where measured faster (AUTO_SMALL_MAX; the constrained scheme
         # with independent rows only: the others were not measured)
@@ -410,6 +411,19 @@ class EnergyMomentum(AbstractIntegrator):
             and self.scheme == "constrained"
             and not self.redundant_constraints(model)
         )
+        return n, auto_small
+
+    def linear_solver_name(self, model, form) -> str:
+        n, auto_small = self._kernels(model)
+        return kernel_solver(
+            self.linear_solver, n, model.nc, auto_small=auto_small, kkt=False,
+            blocks=self.structured(model),
+        )  # fmt: skip
+
+    def step(self, model, form, state, k, h):
+        """One step, its dense solves by the kernels ``linear_solver`` picks
+        (:func:`~jaxmbd.integrators.base.dense_kernels`)."""
+        n, auto_small = self._kernels(model)
         with dense_kernels(self.linear_solver, n, model.nc, auto_small=auto_small, kkt=False):
             return self._step(model, form, state, k, h)
 

@@ -45,6 +45,7 @@ from .base import (
     choose_structured,
     dense_kernels,
     fields_with_tangents,
+    kernel_solver,
 )
 from .tableau import ButcherTableau, get_tableau, stage_combination
 
@@ -157,6 +158,10 @@ class MuntheKaas(AbstractIntegrator):
         G, nu = form.velocity_terms(model, q, t)
         correction, status = min_norm_solve(G, G @ v.reshape(-1) - nu)
         return q, v - correction.reshape(v.shape), first_failure(*statuses, status)
+
+    def linear_solver_name(self, model, form) -> str:
+        n = model.nb * 6 + model.nc
+        return kernel_solver(self.linear_solver, n, model.nc, auto_small=False)
 
     def step(self, model, form, state: MuntheKaasState, k, h):
         """One step (eq. 37), its dense KKT solves by the kernels ``linear_solver`` picks

@@ -57,6 +57,7 @@ from .base import (
     choose_structured,
     dense_kernels,
     fields_with_tangents,
+    kernel_solver,
 )
 from .tableau import ButcherTableau, get_tableau, stage_combination
 
@@ -207,15 +208,27 @@ class RungeKutta(AbstractIntegrator):
         status = first_failure(status, finite_status(a, lam))
         return RungeKuttaState(start.q, start.v, a, lam, constants, status)
 
-    def step(self, model, form, state: RungeKuttaState, k, h):
-        """One step, its dense solves by the kernels ``linear_solver`` picks
-        (:func:`~jaxmbd.integrators.base.dense_kernels`)."""
+    def _kernels(self, model, form):
+        """(n, auto_small, kkt): the arguments of the step's
+        :func:`~jaxmbd.integrators.base.dense_kernels`."""
         n = model.nb * form.tangent_size + model.nc
         kkt = self.elimination(form).solves_kkt
         # two_step's only dense solve is the small joint system W: "auto" = "small" there
         # where measured faster (the rotmat step hoisted); KKT solves keep "schur" or LAPACK,
         # "frozen" LAPACK (its step is not hoisted: the vjp of its reaction scatters)
         auto_small = self.method(form) == "two_step" and n <= TWO_STEP_SMALL_MAX
+        return n, auto_small, kkt
+
+    def linear_solver_name(self, model, form) -> str:
+        n, auto_small, kkt = self._kernels(model, form)
+        return kernel_solver(
+            self.linear_solver, n, model.nc, auto_small=auto_small, kkt=kkt, blocks=kkt
+        )
+
+    def step(self, model, form, state: RungeKuttaState, k, h):
+        """One step, its dense solves by the kernels ``linear_solver`` picks
+        (:func:`~jaxmbd.integrators.base.dense_kernels`)."""
+        n, auto_small, kkt = self._kernels(model, form)
         with dense_kernels(self.linear_solver, n, model.nc, auto_small=auto_small, kkt=kkt):
             return self._step(model, form, state, k, h)
 
