@@ -39,7 +39,7 @@ whose damping factor a(e) (:func:`jaxmbd.contact.law.damping_factor`, the same c
 the exponent drops out of it) makes the joint leave the limit at e times its impact rate,
 for any impact rate and stiffness (exact without other loads during the impact). The
 damper c then defaults to 0 (a given ``limit_damping`` adds to it). e below 0.01 is taken
-as 0.01. Hard limits (``contact="hard"``, :mod:`jaxmbd.integrators.moreau_jean`) use e in
+as 0.01. Hard limits (``limits="hard"``, :mod:`jaxmbd.integrators.moreau_jean`) use e in
 Newton's impact law; without ``limit_restitution`` they are plastic (e = 0).
 
 **Bound.** The penetration never exceeds what the spring alone allows: with impact rate

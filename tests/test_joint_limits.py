@@ -171,8 +171,8 @@ def _rod_on_a_stop(restitution):
     return b.build()
 
 
-@pytest.mark.parametrize("contact", ["compliant", "hard"])
-def test_limit_restitution_rebound_angle(contact):
+@pytest.mark.parametrize("limits", ["compliant", "hard"])
+def test_limit_restitution_rebound_angle(limits):
     """Rebound speed e v at the stop: the rod rises e^2 of its drop height, L/2 (1 - cos phi)
     = e^2 L/2, to phi = acos(1 - e^2) from hanging (gravity has no torque at the stop), to
     2 %; one compiled program for every e (the restitution is a leaf)."""
@@ -182,7 +182,7 @@ def test_limit_restitution_rebound_angle(contact):
     (k,) = [i for i, f in enumerate(model.forces) if isinstance(f, JointLimits)]
     for e in (0.3, 0.6, 0.9):
         m = eqx.tree_at(lambda m: m.forces[k].restitution, model, np.asarray([e]))
-        q = np.asarray(mbd.simulate(m, contact=contact, t_end=1.2, h=1e-3).joints["hinge"].q)
+        q = np.asarray(mbd.simulate(m, limits=limits, t_end=1.2, h=1e-3).joints["hinge"].q)
         hit = int(np.argmax(q >= np.pi / 2 - 1e-9))
         assert hit > 0
         rise = np.pi / 2 - q[hit:].min()
