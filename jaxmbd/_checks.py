@@ -11,9 +11,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._parameter_checks import unheld_singular_inertia, with_parameter_status
 from ._results import NONFINITE, RESULT_ITEMS, RESULTS, SUCCESS, code_message
 from .equations import constraint_values, rA_terms
-from .errors import AssemblyWarning, SolverError
+from .errors import AssemblyWarning, ModelError, SolverError
 from .joint_limits import JointLimits
 from .model import Model
 from .solution import Solution
@@ -57,7 +58,9 @@ def raise_on_failure(model: Model, sol, *, what: str):
     """Raise :class:`SolverError` for the first failed step of a concrete Solution: the time,
     the status, the Newton iterations and residual, the constraints in a rank deficiency of
     the Jacobian, and the largest constraint residuals Phi at the failed step's iterate (or
-    at the last good step when that iterate is not finite)."""
+    at the last good step when that iterate is not finite). A start that failed because a
+    body's singular inertia leaves a rotation no joint holds raises :class:`ModelError`
+    naming the body instead."""
     status = np.asarray(sol.status)
     bad = np.nonzero(status != SUCCESS)[0]
     if bad.size == 0:
@@ -78,6 +81,14 @@ def raise_on_failure(model: Model, sol, *, what: str):
         f"{code_message(code)}; iterations {int(sol.iterations[k])}, "
         f"residual norm {float(sol.residual[k]):.3e}."
     )
+    if k == 0:
+        # a start that fails because a body's rotation has neither inertia nor a joint
+        # holding it is an inertia problem, whatever the closure of the drawn pose
+        zero = jnp.zeros_like(model.r0)
+        unheld = unheld_singular_inertia(model, rA_terms(model, model.r0, model.A0, zero,
+                                                         zero, 0.0)[1])  # fmt: skip
+        if unheld is not None:
+            raise ModelError(f"{what} of model '{model.name}' failed at the start: {unheld}.")
     if k == 0 and model.nc:
         phi0 = np.asarray(constraint_values(model, model.r0, model.A0, 0.0))
         worst = largest_residuals(model, phi0)
@@ -304,7 +315,11 @@ def finish(model: Model, sol, *, what: str, throw: bool, traced: bool, start=Non
     """Status handling shared by the analyses: with ``throw``, a runtime error under a trace
     and a detailed SolverError outside one; then a report of the consistent-start
     correction (from ``start``, the concrete t = 0 state (r, A, rdot, omega, ...), when
-    given). Without ``throw`` the Solution carries the outcome (``status``, ``result``)."""
+    given). Without ``throw`` the Solution carries the outcome (``status``, ``result``).
+    Under a trace, invalid parameter values (checked on the host for concrete models at
+    the analysis's entry) set the status ``invalid_parameters`` at every step."""
+    if traced:
+        sol = with_parameter_status(model, sol)
     if not throw:
         return sol
     if traced:

@@ -17,7 +17,8 @@ from . import _config  # noqa: F401
 
 class RESULTS(eqx.Enumeration):
     """Outcome of a solve. The integer codes (``Solution.status``) follow the order here:
-    0 successful, 1 max_iterations, 2 nonfinite, 3 ill_conditioned, 4 chart_singularity."""
+    0 successful, 1 max_iterations, 2 nonfinite, 3 ill_conditioned, 4 chart_singularity,
+    5 invalid_parameters."""
 
     successful = ""
     max_iterations = (
@@ -35,6 +36,13 @@ class RESULTS(eqx.Enumeration):
         "the least-squares velocities or accelerations fail the chart-free constraints "
         "G v = nu or G a = gamma, or the multipliers are not finite"
     )
+    invalid_parameters = (
+        "invalid model parameters (checked at the start of the run): a mass <= 0, an "
+        "inertia not symmetric positive semi-definite or breaking the triangle inequality "
+        "of its principal moments, a contact friction, stiffness or damping < 0, a "
+        "restitution outside [0, 1], or a joint-limit stiffness or damping < 0; the run's "
+        "values are not to be used"
+    )
 
 
 #: RESULTS items in code order: ``RESULT_ITEMS[code]``.
@@ -44,6 +52,7 @@ RESULT_ITEMS = (
     RESULTS.nonfinite,
     RESULTS.ill_conditioned,
     RESULTS.chart_singularity,
+    RESULTS.invalid_parameters,
 )
 
 # The integer codes of the RESULTS items, as solvers return them inside jit (a status array
@@ -53,6 +62,7 @@ MAX_ITERATIONS = int(RESULTS.max_iterations._value)
 NONFINITE = int(RESULTS.nonfinite._value)
 ILL_CONDITIONED = int(RESULTS.ill_conditioned._value)
 CHART_SINGULARITY = int(RESULTS.chart_singularity._value)
+INVALID_PARAMETERS = int(RESULTS.invalid_parameters._value)
 
 
 def as_status(code) -> jax.Array:

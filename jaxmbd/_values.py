@@ -13,6 +13,13 @@ from .errors import AdjustmentWarning, ModelError
 # largest magnitude accepted for any number of a model: products of two stay finite
 MAX_MAGNITUDE = 1e100
 
+#: Relative tolerance of the triangle inequality J_max <= J_a + J_b (times J_max).
+TRIANGLE_RTOL = 1e-6
+#: Relative tolerance of an inertia's symmetry (times its largest entry).
+SYMMETRY_RTOL = 1e-9
+#: A principal moment at most this times the largest counts as zero (a singular inertia).
+SINGULAR_RTOL = 1e-12
+
 
 def _short(value, limit: int = 80) -> str:
     text = repr(value)
@@ -169,4 +176,33 @@ def _inertia(value, *, where: str) -> np.ndarray:
             f"{where}: inertia must be positive (semi-)definite with a positive moment; "
             f"principal moments {eig.tolist()}"
         )
+    problem = inertia_problem(J)
+    if problem is not None:
+        raise ModelError(f"{where}: inertia {problem}")
     return J
+
+
+def inertia_problem(J: np.ndarray) -> str | None:
+    """What is wrong with one inertia matrix (3, 3), or None: symmetry, definiteness,
+    the triangle inequality (for a positive definite one: a zero moment is the textbooks'
+    slender or planar idealisation, which a joint may hold); the message gives the
+    principal moments, largest first."""
+    scale = float(np.max(np.abs(J))) if J.size else 0.0
+    if not np.all(np.isfinite(J)):
+        return f"is not finite ({np.round(J, 6).tolist()})"
+    if np.max(np.abs(J - J.T)) > SYMMETRY_RTOL * scale:
+        return f"is not symmetric ({np.round(J, 6).tolist()})"
+    moments = np.linalg.eigvalsh(J)
+    shown = "(" + ", ".join(f"{m:.6g}" for m in moments[::-1]) + ")"
+    if moments[-1] <= 0 or moments[0] < -SINGULAR_RTOL * max(1.0, moments[-1]):
+        return (f"has principal moments {shown}: they must be >= 0 and the largest "
+                "positive")  # fmt: skip
+    if moments[0] > SINGULAR_RTOL * moments[-1]:
+        excess = moments[-1] - (moments[0] + moments[1])
+        if excess > TRIANGLE_RTOL * moments[-1]:
+            return (
+                f"has principal moments {shown}: each must be at most the sum of the other "
+                f"two (a rigid body's triangle inequality; {moments[-1]:.6g} > "
+                f"{moments[0]:.6g} + {moments[1]:.6g})"
+            )
+    return None

@@ -40,6 +40,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from . import _config  # noqa: F401
 from ._checks import is_traced, resolve_throw
 from ._jit import XLA_OPTIONS, _at_top_level, _options_accepted, jit
+from ._parameter_checks import as_float64
 from ._results import code_message
 from ._stepping import num_steps
 from .errors import ModelError, SolverError
@@ -471,6 +472,9 @@ def _batch(analysis: str, models: Model, devices, throw: bool, chunk, gather, op
         raise TypeError(f"{analysis}_batch: gather= must be True or False, got {gather!r}")
     if "check" in options:
         throw = resolve_throw(throw, options.pop("check"), f"{analysis}_batch")
+    # invalid values are not refused here: like a failed solve, they mark their member
+    # (status invalid_parameters) and spoil no other
+    models = as_float64(models)
     controls = None
     if analysis == "simulate":
         if options.get("policy") is not None and options.get("controls") is not None:

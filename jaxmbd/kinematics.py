@@ -18,6 +18,7 @@ import jax.numpy as jnp
 from . import _config  # noqa: F401
 from ._checks import finish, is_traced, resolve_throw, solution_from_outputs
 from ._jit import jit
+from ._parameter_checks import checked_parameters
 from ._results import CHART_SINGULARITY, ILL_CONDITIONED, NONFINITE, SUCCESS
 from ._rigid_body import newton_euler_forces
 from ._stepping import (
@@ -323,6 +324,7 @@ def kinematics(
     throw = resolve_throw(throw, check, "kinematics")
     if chunk_size is not None and progress is None:
         raise ValueError("kinematics: chunk_size (steps between progress calls) needs progress=")
+    model = checked_parameters(model, where="kinematics")
     full_model = model
     model, kept = rows_for_run(model, redundant, where="kinematics")
     form = get_formulation(formulation)

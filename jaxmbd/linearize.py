@@ -38,6 +38,7 @@ import numpy as np
 
 from . import _config  # noqa: F401
 from ._joint_forces import coordinates_and_rates
+from ._parameter_checks import checked_parameters
 from .actuators import with_controls
 from .contact import with_contact
 from .forces import BodyState
@@ -173,6 +174,7 @@ def linearize(
         )
     model = with_contact(model, contact, where="linearize")
     model = with_limits(model, limits, where="linearize")
+    model = checked_parameters(model, where="linearize")
     nu = model.nu
     if inputs is not None and nu == 0:
         raise ValueError(f"linearize: inputs given, but model '{model.name}' has no actuators")

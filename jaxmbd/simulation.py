@@ -18,6 +18,7 @@ import jax.numpy as jnp
 from . import _config  # noqa: F401
 from ._checks import finish, is_traced, resolve_throw, solution_from_outputs
 from ._jit import jit
+from ._parameter_checks import checked_parameters
 from ._stepping import (
     check_euler_angle_start,
     check_save_every,
@@ -381,6 +382,7 @@ def simulate(
     model = with_contact(model, contact, where="simulate", hard=True)
     model = with_limits(model, limits, where="simulate", hard=True)
     integrator = limits_integrator(limits, integrator, where="simulate")
+    model = checked_parameters(model, where="simulate")
     integrator = _hard_contact_integrator(model, contact, integrator)
     n = num_steps(t_end, h)
     controls = control_inputs(model, controls, n, h, where="simulate")

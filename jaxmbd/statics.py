@@ -44,7 +44,8 @@ import jax.numpy as jnp
 
 from . import _config  # noqa: F401
 from ._checks import is_traced
-from ._results import code_message, result_from_code
+from ._parameter_checks import checked_parameters, parameters_invalid
+from ._results import INVALID_PARAMETERS, code_message, result_from_code
 from .contact import with_contact
 from .errors import SolverError
 from .formulations import get_formulation
@@ -231,6 +232,7 @@ def static_equilibrium(
                          f"{load_steps!r}")  # fmt: skip
     model = with_contact(model, contact, where="static_equilibrium")
     model = with_limits(model, limits, where="static_equilibrium")
+    model = checked_parameters(model, where="static_equilibrium")
     full_model = model
     model, kept = rows_for_run(model, redundant, where="static_equilibrium")
     form = get_formulation(formulation)
@@ -252,6 +254,9 @@ def static_equilibrium(
     r, A = form.to_body_state(q, jnp.zeros((model.nb, form.tangent_size)),
                               jnp.zeros((model.nb, form.tangent_size)))[:2]  # fmt: skip
     lam = full_multipliers(lam[: model.nc], kept, full_model.nc)
+    if is_traced(full_model):  # concrete values were checked above
+        invalid = parameters_invalid(full_model)
+        status = jnp.where(invalid, jnp.asarray(INVALID_PARAMETERS, status.dtype), status)
     eq = Equilibrium(
         r, A, lam, status, iterations, residual, stage, jnp.asarray(t, jnp.float64),
         body_names=full_model.body_names, constraint_names=full_model.constraint_names,

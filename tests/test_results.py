@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import jaxmbd as mbd
-from jaxmbd._results import RESULT_ITEMS, first_failed_step, result_from_code
+from jaxmbd._results import INVALID_PARAMETERS, RESULT_ITEMS, first_failed_step, result_from_code
 
 
 def test_codes_follow_the_enum():
@@ -21,6 +21,7 @@ def test_codes_follow_the_enum():
         mbd.NONFINITE,
         mbd.ILL_CONDITIONED,
         mbd.newton.CHART_SINGULARITY,
+        INVALID_PARAMETERS,
     ]
     assert [int(item._value) for item in RESULT_ITEMS] == codes
     assert result_from_code(mbd.NONFINITE) == mbd.RESULTS.nonfinite

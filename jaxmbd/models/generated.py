@@ -52,7 +52,12 @@ def engine(n_cylinders: int, *, radius=0.08, rod=0.3, pitch=0.2) -> Model:
     builder.add_body(
         "shaft",
         mass=1.0 * n_cylinders,
-        inertia=(1e-3 * n_cylinders, shaft_len**2 / 12 * n_cylinders, 1e-3 * n_cylinders),
+        # a rod along x: equal moments about y and z (the triangle inequality of a body)
+        inertia=(
+            1e-3 * n_cylinders,
+            shaft_len**2 / 12 * n_cylinders,
+            shaft_len**2 / 12 * n_cylinders,
+        ),
         r=(shaft_len / 2, 0.0, 0.0),
     )
     builder.revolute(
