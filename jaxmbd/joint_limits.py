@@ -35,7 +35,7 @@ Hunt–Crossley form of :mod:`jaxmbd.contact.law` with exponent 1,
     F = max(0, k delta (1 + a(e) delta_dot / v_est) + c min(1, delta / delta_r) delta_dot),
     v_est = sqrt(delta_dot^2 + k delta^2 / I),
 
-whose damping factor a(e) (:func:`jaxmbd.contact.law.damping_factor`, the same calibration:
+whose damping factor a(e) (:func:`jaxmbd._restitution.damping_factor`, the same calibration:
 the exponent drops out of it) makes the joint leave the limit at e times its impact rate,
 for any impact rate and stiffness (exact without other loads during the impact). The
 damper c then defaults to 0 (a given ``limit_damping`` adds to it). e below 0.01 is taken
@@ -61,7 +61,7 @@ import numpy as np
 
 from . import _config  # noqa: F401
 from ._joint_forces import SCALAR_KINDS, AbstractJointForce, coordinates_and_gradients
-from .contact.law import damping_factor
+from ._restitution import damping_factor
 from .forces import BodyState
 from .joints import JointDefinition, joint_kind
 
