@@ -257,8 +257,8 @@ def solution_from_outputs(
     condition = outs[12] if len(outs) == 13 else None
     if is_traced(h):
         t = jnp.arange(r.shape[0]) * h * save_every
-    else:  # one transfer instead of three dispatched operations
-        t = jnp.asarray(np.arange(r.shape[0]) * float(h) * save_every)
+    else:  # one transfer (no program per number of rows)
+        t = jax.device_put(np.arange(r.shape[0]) * float(h) * save_every)
     return Solution(
         t=t,
         r=r,
@@ -288,10 +288,16 @@ def solution_from_outputs(
         marker_element=getattr(model, "markers", None),
         unilateral_forces=extra.get("unilateral_forces"),
         limit_element=_limit_element(model),
-        start_correction=start_correction(model, r[0], A[0], rdot[0], omega[0])
+        start_correction=start_correction(model, *(first_row(x) for x in (r, A, rdot, omega)))
         if model.nb
         else None,
     )
+
+
+def first_row(x):
+    """``x[0]``; of a concrete array read on the host, so that no indexing program is
+    compiled per number of rows."""
+    return x[0] if is_traced(x) else jax.device_put(np.asarray(x)[0])
 
 
 def _limit_element(model):

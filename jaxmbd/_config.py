@@ -55,6 +55,9 @@ def enable_compilation_cache() -> str | None:
     if not os.access(path, os.W_OK):
         return None
     jax.config.update("jax_compilation_cache_dir", str(path))
+    if "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS" not in os.environ:
+        # jaxmbd's many small programs (under JAX's default of 1 s each) add up to seconds
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     try:  # a program compiled before this import decided "no cache" for the process
         from jax.experimental.compilation_cache.compilation_cache import reset_cache
 

@@ -25,6 +25,8 @@ import types
 import equinox as eqx
 import jax
 
+from ._program_cache import NOT_STORED, cached
+
 try:  # not public API: without it, options are never used (always safe)
     from jax._src.core import trace_state_clean as _at_top_level
 except ImportError:  # pragma: no cover
@@ -46,6 +48,11 @@ def _options_accepted() -> bool:
     except Exception:  # an XLA without the flag: compile with its defaults
         return False
     return True
+
+
+def at_top_level() -> bool:
+    """Whether no JAX transformation (jit, grad, vmap) is tracing the caller."""
+    return _at_top_level is not None and _at_top_level()
 
 
 class _ById:
@@ -139,6 +146,8 @@ def jit(fun=None, **jitkwargs):
         return functools.partial(jit, **jitkwargs)
     plain = eqx.filter_jit(fun, **jitkwargs)
     tuned = eqx.filter_jit(fun, compiler_options=XLA_OPTIONS, **jitkwargs)
+    # a top-level call first asks the disk cache of exported programs (no tracing)
+    stored = None if jitkwargs else cached(fun, f"{fun.__module__}.{fun.__qualname__}")
 
     def pick():
         top = _at_top_level is not None and _at_top_level() and _options_accepted()
@@ -147,6 +156,10 @@ def jit(fun=None, **jitkwargs):
     @functools.wraps(fun)
     def call(*args, **kwargs):
         args, kwargs = _convert_functions((args, kwargs))
+        if stored is not None and at_top_level():
+            out = stored(args, kwargs, XLA_OPTIONS if _options_accepted() else None)
+            if out is not NOT_STORED:
+                return out
         return pick()(*args, **kwargs)
 
     call.plain, call.tuned = plain, tuned

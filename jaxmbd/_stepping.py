@@ -129,6 +129,38 @@ def run_in_chunks(initial, chunk, n: int, chunk_size: int, progress, *, save_eve
     return jax.tree_util.tree_map(lambda *xs: jnp.concatenate(xs, axis=0), *pieces)
 
 
+def block_steps(size: int, save_every: int = 1) -> int:
+    """``size`` rounded up to a multiple of ``save_every`` (a block's saved rows are whole)."""
+    return -(-max(1, size) // save_every) * save_every
+
+
+def run_in_blocks(head, block, n: int, size: int, progress=None, *, save_every: int = 1):
+    """n steps as blocks of ``size`` steps, each a call of a program compiled once for every
+    n: ``head(size)`` returns the carry and the outputs of t = 0 and of the first ``size``
+    steps, ``block(carry, k0, size)`` those of ``size`` steps from step k0 (size /
+    save_every rows each). The last block may run past step n; its extra rows are dropped.
+    The rows are gathered on the host and concatenated there (numpy: no program per
+    horizon), then put on the device once."""
+
+    def rows_of(out, keep, extra=0):
+        rows = keep // save_every + extra
+        return jax.tree_util.tree_map(lambda x: np.asarray(x)[:rows], out)
+
+    carry, out = head(size)
+    done = min(size, n)
+    pieces = [rows_of(out, done, extra=1)]
+    if progress is not None:
+        progress(done, n)
+    while done < n:
+        carry, out = block(carry, jnp.asarray(done), size)
+        keep = min(size, n - done)
+        pieces.append(rows_of(out, keep))
+        done += keep
+        if progress is not None:
+            progress(done, n)
+    return jax.tree_util.tree_map(lambda *xs: jax.device_put(np.concatenate(xs, axis=0)), *pieces)
+
+
 def check_euler_angle_start(model: Model, form):
     """Refuse a start that the formulation's orientation chart cannot represent (a chart
     with singularities, e.g. re's ZXZ angles at theta = 0 or pi), naming the body."""

@@ -36,6 +36,7 @@ from typing import ClassVar
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from . import _config  # noqa: F401
 from ._actuator_kinds import ACTUATOR_KIND_NAMES, actuator_kind
@@ -121,20 +122,31 @@ def control_inputs(model, controls, n: int, h, *, where: str):
             raise ValueError(f"{where}: controls(t) returned shape {u.shape[1:]}, expected "
                              f"({nu},) (actuators {names})")  # fmt: skip
         return u
+    if not any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(controls)):
+        # checked on the host: no program per number of steps
+        u = np.asarray(controls, np.float64)
+        if u.shape == (nu,):
+            u = np.broadcast_to(u, (n, nu))
+        _check_control_rows(u, n, nu, names, where)
+        if not np.all(np.isfinite(u)):
+            step, column = (int(x[0]) for x in np.nonzero(~np.isfinite(u)))
+            raise ValueError(
+                f"{where}: controls are not finite at step {step}, actuator '{names[column]}'"
+            )
+        return jax.device_put(u)
     u = jnp.asarray(controls, jnp.float64)
     if u.shape == (nu,):
         u = jnp.broadcast_to(u, (n, nu))
-    elif u.shape != (n, nu):
+    _check_control_rows(u, n, nu, names, where)
+    return u
+
+
+def _check_control_rows(u, n, nu, names, where):
+    if u.shape != (n, nu):
         raise ValueError(
             f"{where}: controls has shape {u.shape}; expected ({n}, {nu}) (one row per step, "
             f"one column per actuator {names}), ({nu},) or a function of t"
         )
-    if not isinstance(u, jax.core.Tracer) and not bool(jnp.all(jnp.isfinite(u))):
-        step, column = (int(x[0]) for x in jnp.nonzero(~jnp.isfinite(u)))
-        raise ValueError(
-            f"{where}: controls are not finite at step {step}, actuator '{names[column]}'"
-        )
-    return u
 
 
 def observation(model, r, A, rdot, omega, *, t=0.0, key=None, step=0, where="simulate"):

@@ -14,8 +14,33 @@ the implicit integrators put its stiffness and damping in the Newton matrix.
 
 **Defaults.** With the joint's effective inertia I (the child side's bodies about the
 joint axis through the joint point, or their mass along a slide, at the drawn pose),
-k = I / tau^2 and c = 2 I / tau (critically damped: no rebound, as MuJoCo's default
-``solref`` damping ratio 1) with the time constant :data:`LIMIT_TIME_CONSTANT` = 0.01 s.
+k = I / tau^2 and c = 2 I / tau (critically damped, as MuJoCo's default ``solref`` damping
+ratio 1) with the time constant :data:`LIMIT_TIME_CONSTANT` = 0.01 s. Because the limit
+never pulls, this default still rebounds, by an amount that depends on the impact rate v:
+the force reaches zero where k delta + c delta_dot = 0, at omega t = 2 (omega = 1 / tau)
+while delta > 0, so a fast impact leaves at e^-2 = 13.5 % of v (:data:`DEFAULT_REBOUND`);
+a slow one penetrates less than the ramp delta_r, sees less damping and rebounds more. The
+rebound speed over the impact speed, without loads during the impact (slide units; divide
+by the same factor in rad for a revolute joint):
+
+    v (m/s)    0.01   0.03   0.1    0.3    1      3      10
+    rebound    0.88   0.71   0.41   0.18   0.149  0.140  0.137
+
+For a limit that does not bounce (or bounces by a set amount at every impact rate) give
+``limit_restitution``.
+
+**Restitution.** ``limit_restitution=e`` (in [0, 1]) replaces the damper by the
+Hunt–Crossley form of :mod:`jaxmbd.contact.law` with exponent 1,
+
+    F = max(0, k delta (1 + a(e) delta_dot / v_est) + c min(1, delta / delta_r) delta_dot),
+    v_est = sqrt(delta_dot^2 + k delta^2 / I),
+
+whose damping factor a(e) (:func:`jaxmbd._restitution.damping_factor`, the same calibration:
+the exponent drops out of it) makes the joint leave the limit at e times its impact rate,
+for any impact rate and stiffness (exact without other loads during the impact). The
+damper c then defaults to 0 (a given ``limit_damping`` adds to it). e below 0.01 is taken
+as 0.01. Hard limits (``limits="hard"``, :mod:`jaxmbd.integrators.moreau_jean`) use e in
+Newton's impact law; without ``limit_restitution`` they are plastic (e = 0).
 
 **Bound.** The penetration never exceeds what the spring alone allows: with impact rate
 v = |q_dot| at the limit and a generalised load |Q| <= Q_max pushing through it,
@@ -36,6 +61,7 @@ import numpy as np
 
 from . import _config  # noqa: F401
 from ._joint_forces import SCALAR_KINDS, AbstractJointForce, coordinates_and_gradients
+from ._restitution import damping_factor
 from .forces import BodyState
 from .joints import JointDefinition, joint_kind
 
@@ -44,6 +70,10 @@ LIMIT_TIME_CONSTANT = 0.01
 
 LIMITED_KINDS = SCALAR_KINDS
 
+#: The rebound of the default (critically damped, never pulling) limit at fast impacts (impact
+#: rate >> DAMPING_RAMP / LIMIT_TIME_CONSTANT): e^-2 of the impact rate.
+DEFAULT_REBOUND = float(np.exp(-2.0))
+
 #: Penetration (rad or m) over which the limit's damper ramps in, so the force is continuous.
 DAMPING_RAMP = 1e-3
 
@@ -51,13 +81,20 @@ DAMPING_RAMP = 1e-3
 class JointLimits(AbstractJointForce):
     """Compliant limits of revolute and translational joints (see the module docstring).
     ``lower``, ``upper``, ``stiffness``, ``damping``: (n,) array leaves, one per limited
-    joint, in the joints' coordinate units (rad or m)."""
+    joint, in the joints' coordinate units (rad or m). ``restitution`` (n,): the
+    ``limit_restitution`` of each joint (0 where none was given: hard limits are then
+    plastic); ``calibrated`` (n,): 1.0 where it sets the compliant law's damping (the
+    module docstring's Restitution), 0.0 for the plain spring-damper; ``inertia`` (n,): the
+    effective inertia I of v_est. None (all three): no joint has ``limit_restitution``."""
 
     joints: tuple[JointDefinition, ...]
     lower: jax.Array
     upper: jax.Array
     stiffness: jax.Array
     damping: jax.Array
+    restitution: jax.Array | None = None
+    calibrated: jax.Array | None = None
+    inertia: jax.Array | None = None
 
     def generalised_force(self, t, q, qdot):
         """The forces (n,) along +q of the limits at coordinates q and rates qdot (n,)."""
@@ -67,9 +104,19 @@ class JointLimits(AbstractJointForce):
             # continuous at delta = 0 (a jump of c v there makes Newton cycle at impact)
             ramp = jnp.clip(delta / DAMPING_RAMP, 0.0, 1.0)
             force = self.stiffness * delta + self.damping * ramp * delta_dot
+            if self.restitution is not None:
+                force = force + self.calibrated * self._rate_term(delta, delta_dot)
             return jnp.where(delta > 0, jnp.maximum(0.0, force), 0.0)
 
         return push(self.lower - q, -qdot) - push(q - self.upper, qdot)
+
+    def _rate_term(self, delta, delta_dot):
+        """k delta a(e) delta_dot / v_est (0 where delta <= 0; finite gradients at rest)."""
+        d = jnp.where(delta > 0, delta, 0.0)
+        ve2 = delta_dot**2 + self.stiffness * d**2 / self.inertia
+        moving = ve2 > 0
+        ratio = jnp.where(moving, delta_dot / jnp.sqrt(jnp.where(moving, ve2, 1.0)), 0.0)
+        return self.stiffness * d * damping_factor(self.restitution) * ratio
 
     def potential_energy(self, state: BodyState):
         """Energy stored in the limit springs, sum of 1/2 k delta^2 (counted by
@@ -79,7 +126,7 @@ class JointLimits(AbstractJointForce):
 
     def joint_entries(self):
         """Each limited joint's ``limits`` with the gains as built (defaults resolved)."""
-        return {
+        entries = {
             d.name: {
                 "limits": [float(self.lower[k]), float(self.upper[k])],
                 "limit_stiffness": float(self.stiffness[k]),
@@ -87,6 +134,11 @@ class JointLimits(AbstractJointForce):
             }
             for k, d in enumerate(self.joints)
         }
+        if self.restitution is not None:
+            for k, d in enumerate(self.joints):
+                if float(self.calibrated[k]):
+                    entries[d.name]["limit_restitution"] = float(self.restitution[k])
+        return entries
 
     def penetration(self, q):
         """How far coordinates ``q`` (..., n) lie beyond their limits (0 inside)."""

@@ -14,16 +14,18 @@ from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from . import _config  # noqa: F401
-from ._checks import finish, is_traced, resolve_throw, solution_from_outputs
-from ._jit import jit
+from ._checks import finish, first_row, is_traced, resolve_throw, solution_from_outputs
+from ._jit import at_top_level, jit
 from ._parameter_checks import checked_parameters
 from ._stepping import (
+    block_steps,
     check_euler_angle_start,
     check_save_every,
     num_steps,
-    run_in_chunks,
+    run_in_blocks,
     strided_scan,
 )
 from ._xla_flags import unhoisted_when_differentiated
@@ -99,9 +101,10 @@ def _scan(
     def step(carry, k):
         # a gradient's time loops stay out of XLA's small-loop hoisting (compile time)
         carry = unhoisted_when_differentiated(carry)
-        # zero-order hold: step k (from t = (k - 1) h) runs with the controls of row k - 1,
-        # or the policy's reply to the state at (k - 1) h
-        stepped = model if controls is None else with_controls(model, controls[k - 1])
+        # zero-order hold: step k (from t = (k - 1) h) runs with the controls of row k - 1
+        # (``controls`` holds the rows from step k0 on), or the policy's reply to the state
+        # at (k - 1) h
+        stepped = model if controls is None else with_controls(model, controls[k - 1 - k0])
         if policy is not None:
             q, v = integrator.positions_velocities(carry)
             r, A, rdot, omega = form.to_body_state(q, v, jnp.zeros_like(v))[:4]
@@ -139,8 +142,75 @@ def _scan(
     return carry, outs
 
 
-_chunk = jit(_scan)
-_first = jit(_initial)
+_block = jit(_scan)
+
+
+@jit
+def _head(model, form, integrator, size: int, h, checkpoint, save_every, start, *inputs):
+    """The start and the first ``size`` steps of a run as blocks (:func:`_run_blocks`): the
+    same program as :func:`_run` for ``size`` steps, and so bit for bit its trajectory,
+    with the carry returned for the next block."""
+    carry, first = _initial(model, form, integrator, h, start)
+    carry, rest = _scan(model, form, integrator, carry, 0, size, h, checkpoint, save_every, *inputs)
+    return carry, jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), first, rest)
+
+
+#: Steps per compiled block of a forward run outside any transformation (see
+#: :func:`_run_blocks`). A scan compiles in the same time whatever its length, so one size
+#: serves every horizon; the last block runs past t_end by fewer than this many steps,
+#: whose cost bounds the choice from above. A run of up to this many steps is the one
+#: program of this many steps, cut: the same bits as one program of its own length. A
+#: longer run compiles two programs once (the start with the first block, then the later
+#: blocks), whose steps may differ from one program's in the last bits: XLA optimises a
+#: loop whose final state is returned (to carry it on) differently from one whose final
+#: state is dropped.
+BLOCK_STEPS = 1024
+
+
+def _control_block(controls, k0: int, size: int):
+    """Rows k0 .. k0 + size of the (N, nu) host ``controls``, the last row repeated past N
+    (steps past t_end, whose outputs are dropped), on the device."""
+    rows = controls[k0 : k0 + size]
+    if rows.shape[0] < size:
+        rows = np.concatenate([rows, np.repeat(controls[-1:], size - rows.shape[0], axis=0)])
+    return jax.device_put(rows)
+
+
+def _run_blocks(
+    model, form, stepper, n, h_arr, size, checkpoint, save_every, start, controls, policy, key,
+    progress,
+):  # fmt: skip
+    """The forward run of concrete inputs as blocks of ``size`` steps, each one call of a
+    program compiled once for every horizon, the integrator's carry passed from block to
+    block: a new t_end compiles nothing."""
+    host = None if controls is None else np.asarray(controls)
+
+    def rows(k0):
+        return None if host is None else _control_block(host, k0, size)
+
+    def head(size):
+        return _head(
+            model, form, stepper, size, h_arr, checkpoint, save_every, start, rows(0), policy,
+            key,
+        )  # fmt: skip
+
+    def block(carry, k0, size):
+        return _block(
+            model, form, stepper, carry, k0, size, h_arr, checkpoint, save_every,
+            rows(int(k0)), policy, key,
+        )  # fmt: skip
+
+    if n <= size:  # one block: the one program of `size` steps, cut (its bits: see BLOCK_STEPS)
+        outs = _run(
+            model, form, stepper, size, h_arr, checkpoint, save_every, start, rows(0), policy,
+            key,
+        )  # fmt: skip
+        if progress is not None:
+            progress(n, n)
+        return jax.tree_util.tree_map(
+            lambda x: jax.device_put(np.asarray(x)[: n // save_every + 1]), outs
+        )
+    return run_in_blocks(head, block, n, size, progress, save_every=save_every)
 
 
 def _start_state(model):
@@ -368,8 +438,10 @@ def simulate(
     ``sensor_key``: a ``jax.random`` key for the sensors' noise (their ``noise`` standard
     deviations), in ``sol.sensors`` and in the policy's observation; None: noise-free.
 
-    ``progress(done, total)`` is called between chunks of ``chunk_size`` steps (default
-    1000; only with ``progress``, and not under a trace, where the run is one program).
+    Outside ``jit``/``grad``/``vmap`` the run is a loop over blocks of :data:`BLOCK_STEPS`
+    steps (``chunk_size`` if given), one compiled program for every ``t_end``: a new horizon
+    compiles nothing. Under a transformation it is one program.
+    ``progress(done, total)`` is called after each block (not under a transformation).
 
     ``save_every=k`` keeps every k-th step only (t = j k h; k must divide the number of
     steps): memory stays flat over long runs. Each saved row's ``status`` is the first
@@ -395,7 +467,7 @@ def simulate(
     if sensor_key is not None and model.sensors is None:
         raise ValueError(f"simulate: sensor_key= given, but model '{model.name}' has no sensors")
     if controls is not None:  # the start (and its accelerations) with the first row
-        model = with_controls(model, controls[0])
+        model = with_controls(model, first_row(controls))
     if policy is not None:  # likewise with the policy's reply to the initial state
         u0 = policy_controls(model, policy, 0.0, _start_state(model), key=sensor_key, step=0)
         model = with_controls(model, u0)
@@ -420,19 +492,15 @@ def simulate(
     # the key enters the compiled steps only for a policy's observation (else a run with a
     # key shares the program of one without: the noise is added when sol.sensors is read)
     inputs = (controls, policy, None if policy is None else sensor_key)
-    if progress is None or traced:
+    if traced or not at_top_level() or is_traced(inputs):
+        # a transformation's inputs: one program (what gradients differentiate)
         outs = _run(model, form, stepper, n, h_arr, checkpoint, save_every, start, *inputs)
-    else:
-        outs = run_in_chunks(
-            lambda: _first(model, form, stepper, h_arr, start),
-            lambda carry, k0, size: _chunk(
-                model, form, stepper, carry, k0, size, h_arr, None, save_every, *inputs
-            ),
-            n,
-            1000 if chunk_size is None else chunk_size,
-            progress,
-            save_every=save_every,
-        )
+    else:  # blocks of one program for every t_end
+        size = BLOCK_STEPS if chunk_size is None else chunk_size
+        outs = _run_blocks(
+            model, form, stepper, n, h_arr, block_steps(size, save_every), checkpoint,
+            save_every, start, *inputs, progress,
+        )  # fmt: skip
     sol = solution_from_outputs(
         full_model,
         form,

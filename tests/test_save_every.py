@@ -80,12 +80,14 @@ def test_bad_save_every(crank):
         mbd.simulate(mbd.models.double_pendulum(), t_end=0.01, h=1e-3, save_every=5, checkpoint=5)
 
 
-def test_chunked_run_compiles_its_chunk_once():
+def test_chunked_run_compiles_its_chunk_once(monkeypatch):
     """Regression: the reused-matrix Newton's initial contraction rate was weakly typed, so
     the second chunk of a progress run traced and compiled the chunk again (counted here
-    by the chunk function's jit cache: one entry per compiled signature)."""
-    from jaxmbd.simulation import _chunk
+    by the chunk function's jit cache: one entry per compiled signature; the disk cache of
+    exported programs, which would serve it instead, is off)."""
+    from jaxmbd.simulation import _block as _chunk
 
+    monkeypatch.setenv("JAXMBD_NO_COMPILATION_CACHE", "1")
     model = mbd.models.double_pendulum()
     cache = _chunk.tuned._cached  # a top-level call compiles the tuned version (jaxmbd._jit)
     before = cache._cache_size()
@@ -106,11 +108,14 @@ def test_long_run_keeps_rotations_orthonormal():
     assert drift < 2e-15, drift
 
 
-def test_top_level_programs_compile_with_xla_options_and_nested_ones_without():
+def test_top_level_programs_compile_with_xla_options_and_nested_ones_without(monkeypatch):
     """jaxmbd._jit: a top-level simulate compiles the tuned program (XLA options); under an
     outer jit the plain one is inlined (XLA refuses compiler options on a nested jit), with
-    the same result."""
+    the same result. (The disk cache of exported programs, which would serve the top-level
+    call instead, is off.)"""
     import jax
+
+    monkeypatch.setenv("JAXMBD_NO_COMPILATION_CACHE", "1")
 
     from jaxmbd._jit import _options_accepted
     from jaxmbd.simulation import _run

@@ -23,13 +23,17 @@ from ..model import GROUND
 class _JointForceBuilder:
     """The joint-limit and joint-dynamics parts of :class:`~jaxmbd.ModelBuilder`."""
 
-    def _record_limits(self, name, limits, stiffness, damping, *, kind=None) -> None:
-        """Keep a joint's ``limits=(lower, upper)`` and optional gains (checked here).
+    def _record_limits(self, name, limits, stiffness, damping, restitution=None, *,
+                       kind=None) -> None:  # fmt: skip
+        """Keep a joint's ``limits=(lower, upper)``, optional gains and restitution (checked
+        here).
         ``kind``: the coordinate's kind where ``name`` is a cylindrical joint's coordinate
         view (``"<joint>.slide"``, ``"<joint>.angle"``; default: the joint's kind)."""
         if limits is None:
-            if stiffness is not None or damping is not None:
-                raise ModelError(f"joint '{name}': limit_stiffness/limit_damping need limits=")
+            if stiffness is not None or damping is not None or restitution is not None:
+                raise ModelError(
+                    f"joint '{name}': limit_stiffness/limit_damping/limit_restitution need limits="
+                )
             return
         w = f"joint '{name}'.limits"
         lo_hi = _numbers(limits, where=w, expected="(lower, upper)")
@@ -46,7 +50,16 @@ class _JointForceBuilder:
                     raise ModelError(f"joint '{name}'.{key}: must be positive, got {value!r}")
                 value = float(x)
             gains.append(value)
-        self._limits[name] = (float(lo_hi[0]), float(lo_hi[1]), *gains)
+        if restitution is not None:
+            x = _numbers(restitution, where=f"joint '{name}'.limit_restitution",
+                         expected="a number")  # fmt: skip
+            if x.shape != () or not 0 <= x <= 1:
+                raise ModelError(
+                    f"joint '{name}'.limit_restitution: expected a number in [0, 1], got "
+                    f"{_short(restitution)}"
+                )
+            restitution = float(x)
+        self._limits[name] = (float(lo_hi[0]), float(lo_hi[1]), *gains, restitution)
 
     def _limits_element(self, index: dict[str, int], joints) -> tuple:
         """The :class:`~jaxmbd.joint_limits.JointLimits` force element of the limited joints
@@ -59,28 +72,35 @@ class _JointForceBuilder:
         for defn in joints:
             if defn.name not in self._limits:
                 continue
-            lo, hi, k, c = self._limits[defn.name]
-            if k is None or c is None:
-                i, j = defn.body_i, defn.body_j
-                child = graph.child_of(i, j) if graph.is_tree_pair(i, j) else j
-                side = graph.subtree(child) if child < nb else ()
-                spec = self._coordinate_joint(defn.name)
-                b0 = self._bodies[index[spec.body_i]] if spec.body_i != GROUND else None
-                r_i, A_i = (b0.r, b0.A) if b0 is not None else (np.zeros(3), np.eye(3))
-                point, axis = r_i + A_i @ spec.s_bar_i, A_i @ spec.frame_i[:, 2]
-                bodies = [
-                    (self._bodies[b].mass, self._bodies[b].A @ self._bodies[b].inertia
-                     @ self._bodies[b].A.T, self._bodies[b].r)
-                    for b in side
-                ]  # fmt: skip
-                inertia = effective_inertia(defn.kind, point, axis, bodies)
-                k_def, c_def = default_limit_gains(inertia)
-                k = k_def if k is None else k
-                c = c_def if c is None else c
+            lo, hi, k, c, e = self._limits[defn.name]
+            if e is not None and c is None:
+                c = 0.0  # the restitution damps (module docstring of joint_limits)
+            # the effective inertia: the default gains' scale and the restitution's v_est
+            i, j = defn.body_i, defn.body_j
+            child = graph.child_of(i, j) if graph.is_tree_pair(i, j) else j
+            side = graph.subtree(child) if child < nb else ()
+            spec = self._coordinate_joint(defn.name)
+            b0 = self._bodies[index[spec.body_i]] if spec.body_i != GROUND else None
+            r_i, A_i = (b0.r, b0.A) if b0 is not None else (np.zeros(3), np.eye(3))
+            point, axis = r_i + A_i @ spec.s_bar_i, A_i @ spec.frame_i[:, 2]
+            bodies = [
+                (self._bodies[b].mass, self._bodies[b].A @ self._bodies[b].inertia
+                 @ self._bodies[b].A.T, self._bodies[b].r)
+                for b in side
+            ]  # fmt: skip
+            inertia = effective_inertia(defn.kind, point, axis, bodies)
+            k_def, c_def = default_limit_gains(inertia)
+            k = k_def if k is None else k
+            c = c_def if c is None else c
             defns.append(defn)
-            rows.append((lo, hi, k, c))
-        lo, hi, k, c = (jnp.asarray([row[m] for row in rows]) for m in range(4))
-        return (JointLimits(joints=tuple(defns), lower=lo, upper=hi, stiffness=k, damping=c),)
+            rows.append((lo, hi, k, c, 0.0 if e is None else e, float(e is not None), inertia))
+        lo, hi, k, c, e, on, inertia = (jnp.asarray([row[m] for row in rows]) for m in range(7))
+        if not any(row[5] for row in rows):
+            e = on = inertia = None  # the plain spring-damper law
+        return (
+            JointLimits(joints=tuple(defns), lower=lo, upper=hi, stiffness=k, damping=c,
+                        restitution=e, calibrated=on, inertia=inertia),
+        )  # fmt: skip
 
     def _record_dynamics(self, name, damping, stiffness, spring_reference, friction_loss,
                          armature=None):  # fmt: skip

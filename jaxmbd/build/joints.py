@@ -112,15 +112,17 @@ class _JointBuilder:
 
     def revolute(
         self, name, *, body_i, body_j, point, axis, limits=None, limit_stiffness=None,
-        limit_damping=None, damping=0.0, stiffness=0.0, spring_reference=None,
-        friction_loss=0.0, armature=None,
+        limit_damping=None, limit_restitution=None, damping=0.0, stiffness=0.0,
+        spring_reference=None, friction_loss=0.0, armature=None,
     ):  # fmt: skip
         """RJ = SJ + Perp-1 (5 equations): rotation about ``axis`` through ``point``.
 
         Coordinate: the angle of body j relative to body i about ``axis`` (right hand), zero
         where drawn. ``limits=(lower, upper)`` (rad): a compliant limit on that angle, with
         ``limit_stiffness`` (N m/rad) and ``limit_damping`` (N m s/rad) defaulting to the
-        joint's effective inertia over a 0.01 s time constant (:mod:`jaxmbd.joint_limits`).
+        joint's effective inertia over a 0.01 s time constant (:mod:`jaxmbd.joint_limits`);
+        ``limit_restitution`` (in [0, 1]; None: none): the joint leaves the limit at that
+        fraction of its impact rate, compliant or hard (the damper then defaults to 0).
         ``damping`` (N m s/rad), ``stiffness`` (N m/rad) about ``spring_reference`` (rad;
         None: the drawn pose) and ``friction_loss`` (N m): passive torques on that angle;
         ``armature`` (kg m^2; None: none): rotor inertia on it, kinetic energy
@@ -130,7 +132,7 @@ class _JointBuilder:
         self._spherical_rows(name, body_i=body_i, body_j=body_j, point=point)
         self.perpendicular_1(f"{name}.perp1", body_i=body_i, body_j=body_j, axis=axis, joint=name)
         self._record_joint(name, "revolute", body_i, body_j, point, _axis_frame(axis))
-        self._record_limits(name, limits, limit_stiffness, limit_damping)
+        self._record_limits(name, limits, limit_stiffness, limit_damping, limit_restitution)
         self._record_dynamics(name, damping, stiffness, spring_reference, friction_loss,
                               armature)  # fmt: skip
         return self
@@ -172,8 +174,8 @@ class _JointBuilder:
 
     def cylindrical(
         self, name, *, body_i, body_j, point, axis, limits=None, limit_stiffness=None,
-        limit_damping=None, damping=None, stiffness=None, spring_reference=None,
-        friction_loss=None, armature=None,
+        limit_damping=None, limit_restitution=None, damping=None, stiffness=None,
+        spring_reference=None, friction_loss=None, armature=None,
     ):  # fmt: skip
         """CJ = Perp-1 + Perp-2 (4 equations): slide along and rotate about ``axis``.
 
@@ -185,15 +187,16 @@ class _JointBuilder:
         a None entry (or the option None) leaves that coordinate without it. ``limits``:
         ((lower, upper) or None, (lower, upper) or None), with ``limit_stiffness`` and
         ``limit_damping`` (defaults as for :meth:`revolute`, from the effective mass along
-        resp. inertia about the axis); ``damping``, ``stiffness``, ``spring_reference``
-        (None: the drawn pose), ``friction_loss``, ``armature``: as for
+        resp. inertia about the axis) and ``limit_restitution``; ``damping``, ``stiffness``,
+        ``spring_reference`` (None: the drawn pose), ``friction_loss``, ``armature``: as for
         :meth:`translational` on the slide and :meth:`revolute` on the angle. For a body
         symmetric about the axis the two coordinates are uncoupled: each is the damped
         oscillator of its mass (resp. inertia plus armature), damping and stiffness.
         """
         self._check_joint_name(name)
         options = dict(limits=limits, limit_stiffness=limit_stiffness,
-                       limit_damping=limit_damping, damping=damping, stiffness=stiffness,
+                       limit_damping=limit_damping, limit_restitution=limit_restitution,
+                       damping=damping, stiffness=stiffness,
                        spring_reference=spring_reference, friction_loss=friction_loss,
                        armature=armature)  # fmt: skip
         pairs = {key: _coordinate_pair(name, key, value) for key, value in options.items()}
@@ -202,7 +205,8 @@ class _JointBuilder:
         for k, (suffix, kind) in enumerate(CYLINDRICAL_VIEWS):
             view = f"{name}.{suffix}"
             self._record_limits(view, pairs["limits"][k], pairs["limit_stiffness"][k],
-                                pairs["limit_damping"][k], kind=kind)  # fmt: skip
+                                pairs["limit_damping"][k], pairs["limit_restitution"][k],
+                                kind=kind)  # fmt: skip
             self._record_dynamics(
                 view, *(0.0 if pairs[key][k] is None else pairs[key][k]
                         for key in ("damping", "stiffness")),
@@ -214,8 +218,8 @@ class _JointBuilder:
 
     def translational(
         self, name, *, body_i, body_j, point, axis, limits=None, limit_stiffness=None,
-        limit_damping=None, damping=0.0, stiffness=0.0, spring_reference=None,
-        friction_loss=0.0, armature=None,
+        limit_damping=None, limit_restitution=None, damping=0.0, stiffness=0.0,
+        spring_reference=None, friction_loss=0.0, armature=None,
     ):  # fmt: skip
         """TJ = CJ + DP1 (5 equations): slide along ``axis`` without rotation.
 
@@ -239,7 +243,7 @@ class _JointBuilder:
             joint=name,
         )
         self._record_joint(name, "translational", body_i, body_j, point, _axis_frame(axis))
-        self._record_limits(name, limits, limit_stiffness, limit_damping)
+        self._record_limits(name, limits, limit_stiffness, limit_damping, limit_restitution)
         self._record_dynamics(name, damping, stiffness, spring_reference, friction_loss,
                               armature)  # fmt: skip
         return self

@@ -276,7 +276,9 @@ def _unilateral(model: Model, form, q, v) -> _Unilateral:
         coordinate = coordinates_and_gradients(lim.joints, state0)[0]
         coordinates.append(coordinate)
         gaps += [coordinate - lim.lower, lim.upper - coordinate]
-        restitution.append(jnp.zeros(2 * len(lim.joints), v.dtype))  # plastic stops
+        # Newton's law with each limit's restitution (plastic where none was given)
+        e = jnp.zeros(len(lim.joints), v.dtype) if lim.restitution is None else lim.restitution
+        restitution += [e, e]
 
     def rates(v_flat):
         state = _body_state(form, q, v_flat.reshape(v.shape))

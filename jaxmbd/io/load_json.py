@@ -275,7 +275,7 @@ def _record_joint_forces(builder, name: str, options: dict, kind=None) -> None:
     if any(key in options for key in _LIMIT_KEYS):
         builder._record_limits(
             name, options.get("limits"), options.get("limit_stiffness"),
-            options.get("limit_damping"), kind=kind,
+            options.get("limit_damping"), options.get("limit_restitution"), kind=kind,
         )  # fmt: skip
     dynamics = {key: options[key] for key in _DYNAMICS_KEYS if key in options}
     if dynamics:

@@ -1,0 +1,277 @@
+"""jaxmbd's top-level programs kept on disk as exported StableHLO (``jax.export``), so that a
+new process runs a model it ran before without tracing it again.
+
+JAX's persistent compilation cache keeps XLA's compiled programs, but its key is the
+lowered program: every new process traces and lowers each program again before it can look
+the compiled one up, and tracing is most of a warm start (seconds for a small model). Here a
+program is looked up before tracing, by a key of everything that makes it: the function,
+the static part of its arguments (the model's structure, the options: pickled, with the
+code of every function and class met on the way), the shapes and dtypes of its array
+arguments, JAX's tracing configuration, the versions of jax and jaxlib and the source of
+jaxmbd itself. A hit is deserialised and compiled (XLA's cache then has it); a miss is
+exported, run and saved. Anything that cannot be keyed or exported (a closure over an
+object that does not pickle, a host callback in the program) or a file that does not load
+runs the ordinary ``jit`` path. ``JAXMBD_NO_COMPILATION_CACHE=1`` turns this cache off with
+XLA's (:mod:`jaxmbd._config`).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import io
+import marshal
+import os
+import pickle
+import types
+import warnings
+from pathlib import Path
+
+import equinox as eqx
+import jax
+import jaxlib
+from jax._src import config as jax_config
+
+from . import _config
+
+#: Bumped when the file layout changes.
+FORMAT = 1
+
+
+class _Leaf:
+    """Where an array leaf of a program's output goes (the output's skeleton)."""
+
+    def __reduce__(self):
+        return (_Leaf, ())
+
+
+class _Unkeyable(Exception):
+    pass
+
+
+def _code_bytes(code: types.CodeType) -> bytes:
+    return marshal.dumps(code)
+
+
+def _names(code: types.CodeType) -> set[str]:
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _names(const)
+    return names
+
+
+def _globals_used(fun: types.FunctionType) -> tuple:
+    """The global values a function's code reads (modules by name): a changed constant
+    changes the key."""
+    used = []
+    for name in sorted(_names(fun.__code__)):
+        if name in fun.__globals__:
+            value = fun.__globals__[name]
+            if isinstance(value, types.ModuleType):
+                value = ("module", value.__name__)
+            used.append((name, value))
+    return tuple(used)
+
+
+def _class_code(cls) -> bytes:
+    """The code of a class defined outside jaxmbd: its functions' bytecode in MRO order, so
+    that an edited method changes the key."""
+    parts = []
+    for klass in cls.__mro__:
+        if klass.__module__.split(".")[0] in ("builtins", "jaxmbd", "equinox", "jax", "abc"):
+            continue
+        for name, value in sorted(vars(klass).items()):
+            fun = getattr(value, "__func__", value)
+            if isinstance(fun, types.FunctionType):
+                parts.append(name.encode() + _code_bytes(fun.__code__))
+                parts.append(_static_bytes(_globals_used(fun)))
+            elif not name.startswith("__"):
+                parts.append(name.encode() + repr(value).encode())
+    return b"".join(parts)
+
+
+class _KeyPickler(pickle.Pickler):
+    """Pickles the static part of a program's arguments for its key; a function or class
+    from outside jaxmbd also contributes its code, and a code object its bytecode."""
+
+    def reducer_override(self, obj):
+        if isinstance(obj, types.CodeType):
+            return (bytes, (_code_bytes(obj),))
+        if isinstance(obj, types.FunctionType):
+            if obj.__module__ and obj.__module__.split(".")[0] == "jaxmbd":
+                return NotImplemented
+            if "<locals>" in obj.__qualname__ or obj.__name__ == "<lambda>":
+                raise _Unkeyable(obj)
+            cells = tuple(c.cell_contents for c in obj.__closure__ or ())
+            return (tuple, ((obj.__module__, obj.__qualname__, obj.__code__, cells,
+                             obj.__defaults__, _globals_used(obj)),))  # fmt: skip
+        if isinstance(obj, type) and obj.__module__.split(".")[0] != "jaxmbd":
+            if "<locals>" in obj.__qualname__:
+                raise _Unkeyable(obj)
+            return (tuple, ((obj.__module__, obj.__qualname__, _class_code(obj)),))
+        return NotImplemented
+
+
+def _static_bytes(tree) -> bytes:
+    buffer = io.BytesIO()
+    try:
+        _KeyPickler(buffer, protocol=5).dump(tree)
+    except _Unkeyable:
+        raise
+    except Exception as err:  # an object that does not pickle: no key
+        raise _Unkeyable(err) from None
+    return buffer.getvalue()
+
+
+@functools.cache
+def _source_hash() -> str:
+    """The hash of jaxmbd's own source (an edited checkout changes every key)."""
+    digest = hashlib.sha256()
+    root = Path(__file__).resolve().parent
+    for path in sorted(root.rglob("*.py")):
+        digest.update(str(path.relative_to(root)).encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def _environment() -> bytes:
+    context = [repr(x) for x in jax_config.trace_context() if " at 0x" not in repr(x)]
+    return repr(
+        (FORMAT, jax.__version__, jaxlib.__version__, _source_hash(), jax.default_backend(),
+         [d.device_kind for d in jax.local_devices()][:1], context)
+    ).encode()  # fmt: skip
+
+
+def folder() -> Path | None:
+    """The folder of the exported programs, next to XLA's cache; None when off."""
+    if _config._opted_out() or not jax.config.jax_enable_compilation_cache:
+        return None
+    xla = jax.config.jax_compilation_cache_dir
+    if xla is None:
+        return None
+    return Path(xla).parent / "programs"
+
+
+def _key(name: str, static, avals) -> str:
+    digest = hashlib.sha256(_environment())
+    digest.update(name.encode())
+    digest.update(_static_bytes(static))
+    digest.update(repr(avals).encode())
+    return digest.hexdigest()
+
+
+def _split(args, kwargs):
+    tree = (args, kwargs)
+    dynamic, static = eqx.partition(tree, eqx.is_array)
+    leaves = jax.tree_util.tree_leaves(dynamic)
+    avals = tuple((x.shape, str(x.dtype), bool(getattr(x, "weak_type", False))) for x in leaves)
+    return dynamic, static, leaves, avals
+
+
+class _Program:
+    """An exported program ready to call: its compiled call and its output's skeleton."""
+
+    def __init__(self, exported, skeleton, compiler_options):
+        self.call = jax.jit(exported.call, compiler_options=compiler_options)
+        self.skeleton = skeleton
+
+    def __call__(self, leaves):
+        out = iter(self.call(*leaves))
+        return jax.tree_util.tree_map(
+            lambda x: next(out) if isinstance(x, _Leaf) else x,
+            self.skeleton,
+            is_leaf=lambda x: isinstance(x, _Leaf),
+        )
+
+
+def _export(fun, dynamic, static, leaves, compiler_options):
+    skeletons = []
+
+    def flat(*xs):
+        it = iter(xs)
+        args, kwargs = eqx.combine(jax.tree_util.tree_map(lambda _: next(it), dynamic), static)
+        out = fun(*args, **kwargs)
+        out_dynamic, out_static = eqx.partition(out, eqx.is_array)
+        out_leaves, treedef = jax.tree_util.tree_flatten(out_dynamic)
+        skeletons.append(
+            eqx.combine(
+                jax.tree_util.tree_unflatten(treedef, [_Leaf()] * len(out_leaves)), out_static
+            )  # fmt: skip
+        )
+        return out_leaves
+
+    specs = [jax.ShapeDtypeStruct(x.shape, x.dtype, weak_type=x.weak_type) for x in leaves]
+    exported = jax.export.export(jax.jit(flat))(*specs)
+    return exported, skeletons[-1]
+
+
+def _write(path: Path, data: bytes):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)  # atomic: a reader sees a whole file or none
+
+
+#: What :func:`cached`'s function returns when the cache cannot serve a call.
+NOT_STORED = object()
+
+
+def cached(fun, name: str):
+    """``fun`` (a function of pytrees, as ``eqx.filter_jit`` takes) through the disk cache
+    of exported programs; returns a function of (args, kwargs, compiler_options) that
+    returns :data:`NOT_STORED` when the cache cannot serve the call (the caller then runs
+    its ordinary path)."""
+    programs: dict = {}
+
+    def call(args, kwargs, compiler_options):
+        where = folder()
+        if where is None:
+            return NOT_STORED
+        dynamic, static, leaves, avals = _split(args, kwargs)
+        try:
+            memo = (jax.tree_util.tree_structure(static), tuple(
+                jax.tree_util.tree_leaves(static)), avals)  # fmt: skip
+            hash(memo)
+        except TypeError:
+            return NOT_STORED
+        memo = memo + (str(where), repr(compiler_options))
+        program = programs.get(memo)
+        if program is None:
+            program = programs[memo] = _load_or_export(
+                fun, name, where, dynamic, static, leaves, avals, compiler_options
+            )
+        return NOT_STORED if program is False else program(leaves)
+
+    return call
+
+
+def _load_or_export(fun, name, where, dynamic, static, leaves, avals, compiler_options):
+    try:
+        key = _key(name, static, avals)
+    except _Unkeyable:
+        return False
+    path = where / f"{name}-{key[:40]}.jaxexport"
+    if path.exists():
+        try:
+            exported_bytes, skeleton = pickle.loads(path.read_bytes())
+            exported = jax.export.deserialize(exported_bytes)
+            return _Program(exported, skeleton, compiler_options)
+        except Exception:  # a corrupt or foreign file: trace instead, and replace it
+            pass
+    try:
+        exported, skeleton = _export(fun, dynamic, static, leaves, compiler_options)
+        serialized = exported.serialize()
+        data = pickle.dumps((serialized, skeleton), protocol=5)
+        # run what a later process will load (its outputs' types: the keys of later calls)
+        exported = jax.export.deserialize(serialized)
+    except Exception:  # a program JAX cannot export (a host callback): the ordinary path
+        return False
+    try:
+        _write(path, data)
+    except OSError as err:
+        warnings.warn(f"jaxmbd: cannot write {path}: {err}", RuntimeWarning, stacklevel=4)
+    return _Program(exported, skeleton, compiler_options)
+
+
+__all__ = ["NOT_STORED", "cached", "folder"]
