@@ -56,11 +56,22 @@ def directions(model, rng):
 
     def along(where):
         leaf = where(model)
-        return eqx.tree_at(where, zero, jnp.asarray(rng.normal(size=leaf.shape)))
+        if where is inertia:
+            # each body's inertia scaled by a random factor: a general step leaves the
+            # positive (semi-)definite inertias, with the triangle inequality, that the
+            # runs accept (a thin rod sits on its boundary)
+            factor = rng.normal(size=leaf.shape[:1])[:, None, None]
+            step = factor * np.asarray(leaf) / np.abs(np.asarray(leaf)).max()
+        else:
+            step = rng.normal(size=leaf.shape)
+        return eqx.tree_at(where, zero, jnp.asarray(step))
+
+    def inertia(m):
+        return m.inertia
 
     kinds = {
         "mass": lambda m: m.mass,
-        "inertia": lambda m: m.inertia,
+        "inertia": inertia,
         "gravity": lambda m: m.gravity,
         "initial velocity": lambda m: m.omega0,
         "joint point (CD s_bar_q_j)": lambda m: m.gcon("CD").s_bar_q_j,
