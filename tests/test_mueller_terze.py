@@ -416,7 +416,7 @@ def test_gradient_and_vmap():
             [m2 - eps_m, j2],
             [m2, j2 + eps_j],
             [m2, j2 - eps_j],
-            [3.5, 0.02],
+            [3.5, 0.012],  # within the triangle inequality (0.012 <= 0.0028 + 0.0096)
         ]
     )
     values, grads = jax.jit(jax.vmap(jax.value_and_grad(loss_of)))(params)
