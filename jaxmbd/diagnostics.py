@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _config  # noqa: F401
+from .contact import slot_history, with_contact
 from .equations import constraint_values, rA_terms
 from .forces import (
     BodyState,
@@ -305,8 +306,6 @@ def contact_forces(model: Model, sol: Solution) -> ContactForces:
     Solution's body states with the model's contact element (its masses set to
     ``model.mass``, as :func:`~jaxmbd.simulate` does): after a run with ``contact="none"``
     these are the forces the pairs would have exerted."""
-    from .contact import slot_history, with_contact
-
     element = with_contact(model, "compliant", where="contact_forces").contacts
     if element is None:
         raise ValueError(f"contact_forces: model '{model.name}' has no contact pairs")
