@@ -52,10 +52,7 @@ def _load_own(path: Path, data: dict) -> Model:
     gravity = data.get("gravity", (0.0, 0.0, -9.81))
     builder = ModelBuilder(name=data.get("name", path.stem), gravity=gravity)
     for k, body in enumerate(_list(data, "bodies", path)):
-        where = f"bodies[{k}]"
-        _object(body, path, where, _OWN_KEYS["body"])
-        name = _string(body, "name", path, where)
-        where = f"bodies[{k}] ('{name}')"
+        name, where = _named(body, "bodies", k, _OWN_KEYS["body"], path)
         axes = body.get("axes")
         if axes is not None:
             _object(axes, path, f"{where}.axes", _OWN_KEYS["axes"])
@@ -75,17 +72,8 @@ def _load_own(path: Path, data: dict) -> Model:
         except ModelError as err:
             raise ModelFileError(path, where, str(err)) from None
     for k, joint in enumerate(_list(data, "joints", path, required=False)):
-        where = f"joints[{k}]"
-        _object(joint, path, where, _OWN_KEYS["joint"])
-        name = _string(joint, "name", path, where)
-        where = f"joints[{k}] ('{name}')"
-        kind = _string(joint, "type", path, where)
-        if kind not in _JOINT_FIELDS:
-            raise ModelFileError(
-                path,
-                f"{where}.type",
-                f"unknown joint type {kind!r}; known: {sorted(_JOINT_FIELDS)}",
-            )
+        name, where = _named(joint, "joints", k, _OWN_KEYS["joint"], path)
+        kind = _typed(joint, _JOINT_FIELDS, "joint", path, where)
         kwargs = {key: _get(joint, key, path, where) for key in _JOINT_FIELDS[kind]}
         kwargs.update(_joint_force_options(joint, kind, path, where))
         coordinates = _coordinate_options(joint, kind, path, where)
@@ -100,17 +88,8 @@ def _load_own(path: Path, data: dict) -> Model:
             raise ModelFileError(path, where, str(err)) from None
         _record_coordinate_options(builder, name, coordinates, path, where)
     for k, con in enumerate(_list(data, "constraints", path, required=False)):
-        where = f"constraints[{k}]"
-        _object(con, path, where, _OWN_KEYS["constraint"])
-        name = _string(con, "name", path, where)
-        where = f"constraints[{k}] ('{name}')"
-        kind = _string(con, "type", path, where)
-        if kind not in _GCON_FIELDS:
-            raise ModelFileError(
-                path,
-                f"{where}.type",
-                f"unknown constraint type {kind!r}; known: {sorted(_GCON_FIELDS)}",
-            )
+        name, where = _named(con, "constraints", k, _OWN_KEYS["constraint"], path)
+        kind = _typed(con, _GCON_FIELDS, "constraint", path, where)
         vectors = {key: _get(con, key, path, where) for key in _GCON_FIELDS[kind]}
         try:
             _add_gcon(
@@ -126,15 +105,8 @@ def _load_own(path: Path, data: dict) -> Model:
         except (ModelError, ExpressionError) as err:
             raise ModelFileError(path, where, str(err)) from None
     for k, drv in enumerate(_list(data, "drivers", path, required=False)):
-        where = f"drivers[{k}]"
-        _object(drv, path, where, _OWN_KEYS["driver"])
-        name = _string(drv, "name", path, where)
-        where = f"drivers[{k}] ('{name}')"
-        kind = _string(drv, "type", path, where)
-        if kind not in _DRIVER_TYPES:
-            raise ModelFileError(
-                path, f"{where}.type", f"unknown driver type {kind!r}; known: {list(_DRIVER_TYPES)}"
-            )
+        name, where = _named(drv, "drivers", k, _OWN_KEYS["driver"], path)
+        kind = _typed(drv, _DRIVER_TYPES, "driver", path, where)
         try:
             getattr(builder, _DRIVER_TYPES[kind])(
                 name,
@@ -173,10 +145,7 @@ def _load_own(path: Path, data: dict) -> Model:
         except ModelError as err:
             raise ModelFileError(path, where, str(err)) from None
     for k, jc in enumerate(_list(data, "joint_coordinates", path, required=False)):
-        where = f"joint_coordinates[{k}]"
-        _object(jc, path, where, _OWN_KEYS["joint_coordinates"])
-        name = _string(jc, "name", path, where)
-        where = f"joint_coordinates[{k}] ('{name}')"
+        name, where = _named(jc, "joint_coordinates", k, _OWN_KEYS["joint_coordinates"], path)
         try:
             builder._define_joint(
                 name,
@@ -192,10 +161,7 @@ def _load_own(path: Path, data: dict) -> Model:
         coordinates = _coordinate_options(jc, jc["type"], path, where)
         _record_coordinate_options(builder, name, coordinates, path, where)
     for k, act in enumerate(_list(data, "actuators", path, required=False)):
-        where = f"actuators[{k}]"
-        _object(act, path, where, _OWN_KEYS["actuator"])
-        name = _string(act, "name", path, where)
-        where = f"actuators[{k}] ('{name}')"
+        name, where = _named(act, "actuators", k, _OWN_KEYS["actuator"], path)
         options = {key: act[key] for key in ("gear", "kp", "kv", "gain", "bias") if key in act}
         try:
             builder.add_actuator(
@@ -209,10 +175,7 @@ def _load_own(path: Path, data: dict) -> Model:
         except ModelError as err:
             raise ModelFileError(path, where, str(err)) from None
     for k, mark in enumerate(_list(data, "markers", path, required=False)):
-        where = f"markers[{k}]"
-        _object(mark, path, where, _OWN_KEYS["marker"])
-        name = _string(mark, "name", path, where)
-        where = f"markers[{k}] ('{name}')"
+        name, where = _named(mark, "markers", k, _OWN_KEYS["marker"], path)
         if "point" not in mark:
             raise ModelFileError(path, where, "missing key 'point' (global, at the initial "
                                  "configuration)")  # fmt: skip
@@ -222,10 +185,7 @@ def _load_own(path: Path, data: dict) -> Model:
         except ModelError as err:
             raise ModelFileError(path, where, str(err)) from None
     for k, sen in enumerate(_list(data, "sensors", path, required=False)):
-        where = f"sensors[{k}]"
-        _object(sen, path, where, _OWN_KEYS["sensor"])
-        name = _string(sen, "name", path, where)
-        where = f"sensors[{k}] ('{name}')"
+        name, where = _named(sen, "sensors", k, _OWN_KEYS["sensor"], path)
         options = {key: sen[key] for key in ("joint", "body", "site", "frame", "noise")
                    if key in sen}  # fmt: skip
         try:
@@ -312,3 +272,22 @@ def _range_from_json(value):
     if not isinstance(value, list) or len(value) != 2:
         return value
     return tuple(value)  # add_actuator reads a None side as unbounded
+
+
+def _named(entry, section: str, k: int, own_keys, path: Path):
+    """(name, where) of the ``k``-th entry of a model file's ``section`` list: an object
+    with only ``own_keys`` and a ``"name"``; ``where`` names it in error messages."""
+    where = f"{section}[{k}]"
+    _object(entry, path, where, own_keys)
+    name = _string(entry, "name", path, where)
+    return name, f"{section}[{k}] ('{name}')"
+
+
+def _typed(entry, known, what: str, path: Path, where: str) -> str:
+    """The entry's ``"type"``, one of ``known``."""
+    kind = _string(entry, "type", path, where)
+    if kind not in known:
+        raise ModelFileError(
+            path, f"{where}.type", f"unknown {what} type {kind!r}; known: {sorted(known)}"
+        )
+    return kind
