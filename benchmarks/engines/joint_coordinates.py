@@ -44,10 +44,13 @@ a random unit direction). Each program's first call (trace + compile + run) is t
 from the median of ``--repeats`` later calls (batch ``--batch-repeats``): compile = first
 less the median. jaxmbd's persistent compilation cache is off
 (``JAXMBD_NO_COMPILATION_CACHE=1``, unless set otherwise), so compile figures are
-compiles. The hopper (contact): single and batch steps/s only.
+compiles. The hopper (contact): single-model steps/s only (``--contact-batch`` adds the
+batch: MJX's vmap of 256 hoppers ran slower per model than one hopper, 2.6 min a call).
 
 Error: largest difference of the final qpos from MuJoCo C RK4 at h/100 (same file, contacts
-and limits off), rad or m (the free joint's quaternion compared as numbers).
+and limits off), rad or m (the free joint's quaternion compared as numbers); beside it the
+difference from MuJoCo C at the same h and integrator (the implementation's share, without
+the truncation error, which dominates on the chaotic acrobot).
 
 Writes benchmarks/results/joint_coordinates.{md,json}.
 """
@@ -209,7 +212,7 @@ def run_mujoco(F: dict, qvel: np.ndarray, n: int, args) -> dict:
         time_call(lambda: rollout.rollout(m, d, one, nstep=n), repeats=args.repeats)
     )
     res["qpos_final"] = rollout.rollout(m, d, one, nstep=n)[0][0, -1, 1 : 1 + m.nq]
-    if not args.no_batch:
+    if F["batch"]:
         log(f"{F['name']} MuJoCo C: batch {len(states)}")
         res["batch"] = _timing(
             time_call(lambda: rollout.rollout(m, d, states, nstep=n), repeats=args.batch_repeats)
@@ -261,7 +264,7 @@ def run_mjx(files: list[dict], n: int, args) -> dict:
                     qvel=F["qvel"].tolist(),
                     n=n,
                     grad=not args.no_grad and not F["contact"],
-                    batch=not args.no_batch,
+                    batch=F["batch"],
                     batch_repeats=args.batch_repeats,
                 )
                 for F in files
@@ -392,7 +395,7 @@ def run_jaxmbd(F: dict, n: int, args) -> dict:
     if attempt("single", single_program):
         if not args.no_grad and not F["contact"]:
             attempt("gradient", grad_program)
-        if not args.no_batch:
+        if F["batch"]:
             attempt(f"batch {qvel.shape[0]}", batch_program)
     res.pop("final_qpos", None)
     jax.clear_caches()
@@ -428,7 +431,10 @@ def row(F: dict, engine: str, r: dict, n: int, batch: int, ref, fd, run: str) ->
         if k in t and t[k].get("compile_s") is not None:
             out[f"compile_{k}_s"] = t[k]["compile_s"]
     if ref is not None:
-        out["error"] = float(np.max(np.abs(np.asarray(r["qpos_final"]) - ref)))
+        q = np.asarray(r["qpos_final"])
+        out["error"] = float(np.max(np.abs(q - ref[0])))
+        out["diff_mujoco_same_h"] = float(np.max(np.abs(q - ref[1])))
+    out["qpos_final"] = np.asarray(r["qpos_final"]).tolist()
     if fd is not None and "gradient" in r:
         d, central = fd
         gd = float(np.dot(np.asarray(r["gradient"]), d))
@@ -454,12 +460,12 @@ def collect(args) -> dict:
         qvel = F["v0"] + QVEL_SPREAD * rng.uniform(-1, 1, size=(args.batch, F["nv"]))
         qvel[0] = F["v0"]
         F["qvel"] = qvel
+        F["batch"] = not args.no_batch and (not F["contact"] or args.contact_batch)
         files.append(F)
         if not F["contact"]:
             log(f"{name}: MuJoCo C reference (RK4, h = {F['h'] / REF_DIVISOR:g})")
-            refs[name] = mujoco_final_qpos(F, F["v0"][None], n * REF_DIVISOR, F["h"] / REF_DIVISOR)[
-                0
-            ]
+            fine = mujoco_final_qpos(F, F["v0"][None], n * REF_DIVISOR, F["h"] / REF_DIVISOR)
+            refs[name] = (fine[0], mujoco_final_qpos(F, F["v0"][None], n, F["h"])[0])
             if not args.no_grad:
                 fds[name] = fd_reference(F, F["v0"], n)
     raw: dict[str, dict[str, dict]] = {F["name"]: {} for F in files}
@@ -608,7 +614,10 @@ def report(data: dict) -> str:
         f"{meta['steps']} steps from the initial state; batch {meta['batch']}; medians of "
         f"{meta['repeats']} calls (batch {meta['batch_repeats']}) after the first; compile = "
         "first call less the median. Error: largest difference of the final qpos from MuJoCo "
-        "C RK4 at h/100. Gradient: jax.grad of |qpos(T)|^2 with respect to the initial qvel; "
+        "C RK4 at h/100; *vs MuJoCo C at h*: from MuJoCo C's own run at the same h and "
+        "integrator (the same discrete map: what is left is the implementation's, not the "
+        "truncation's). The hopper (contact): no error, no gradient. Gradient: jax.grad of "
+        "|qpos(T)|^2 with respect to the initial qvel; "
         "grad check: relative difference of g.d from MuJoCo C's central difference along a "
         "random unit d. Settings and protocol: the module's docstring.",
         "",
@@ -622,15 +631,15 @@ def report(data: dict) -> str:
         ]
     lines += [
         "| model | engine | integrator | h [s] | single steps/s | batch model-steps/s "
-        "| gradient [ms] | grad/forward | grad check | error | compile [s] single / batch / "
-        "grad | run |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| gradient [ms] | grad/forward | grad check | error | vs MuJoCo C at h "
+        "| compile [s] single / batch / grad | run |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in data["rows"]:
         if "single_steps_per_s" not in r:
             lines.append(
                 f"| {r['model']} | {r['engine']} | {r.get('integrator') or '-'} | {r['h']:g} "
-                f"| {r.get('note', 'not run')[:160]} | | | | | | | {r['run']} |"
+                f"| {r.get('note', 'not run')[:160]} | | | | | | | | {r['run']} |"
             )
             continue
         comp = " / ".join(_f(r.get(f"compile_{k}_s"), ".1f") for k in ("single", "batch", "grad"))
@@ -638,7 +647,8 @@ def report(data: dict) -> str:
             f"| {r['model']} | {r['engine']} | {r['integrator']} | {r['h']:g} "
             f"| {r['single_steps_per_s']:,.0f} | {_f(r.get('batch_model_steps_per_s'))} "
             f"| {_f(r.get('grad_ms'), '.1f')} | {_f(r.get('grad_over_forward'), '.1f')} "
-            f"| {_f(r.get('grad_check'), '.1e')} | {_f(r.get('error'), '.1e')} | {comp} "
+            f"| {_f(r.get('grad_check'), '.1e')} | {_f(r.get('error'), '.1e')} "
+            f"| {_f(r.get('diff_mujoco_same_h'), '.1e')} | {comp} "
             f"| {r['run']} |"
         )
     notes = [
@@ -675,6 +685,11 @@ def main(argv=None):
     parser.add_argument("--batch-repeats", type=int, default=3)
     parser.add_argument("--no-grad", action="store_true")
     parser.add_argument("--no-batch", action="store_true")
+    parser.add_argument(
+        "--contact-batch",
+        action="store_true",
+        help="also batch the contact model (MJX's batch of 256 hoppers took 2.6 min a call)",
+    )
     parser.add_argument("--jaxmbd-integrator", default="rk", help="contact-off models' integrator")
     parser.add_argument(
         "--jaxmbd-formulation",
