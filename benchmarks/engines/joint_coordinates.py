@@ -5,7 +5,7 @@ against MuJoCo C RK4 at h/100.
     python -m benchmarks.engines joint-coordinates [--engines jaxmbd mjx mujoco]
         [--models double_pendulum arm3 cartpole acrobot humanoid hopper]
         [--steps 1000] [--batch 256] [--repeats 5] [--batch-repeats 3]
-        [--mjx-python /work/venvs/mjx/bin/python]
+        [--mjx-python /work/venvs/mjx/bin/python] [--contact-batch] [--report-only]
 
 ``--engines`` chooses what runs; the rows of the engines that do not run are kept from the
 last run's ``joint_coordinates.json`` (each row names the run it comes from), so
@@ -24,8 +24,10 @@ floor (up to 5 contacts). dm_control's files are read from the installed package
 
 Engines (float64 everywhere, ``--steps`` steps from the initial state):
 
-* jaxmbd: ``mbd.simulate(model, formulation="joint", integrator="rk", t_end, h)`` with
-  ``sol.qpos`` in MuJoCo's layout (the hopper: the default integrator), inside
+* jaxmbd: ``mbd.simulate(model, formulation="joint", integrator="rk", limits="none",
+  t_end, h)`` with ``sol.qpos`` in MuJoCo's layout (the hopper: the default integrator and
+  the limits as authored; jaxmbd's loader keeps joint limits under MuJoCo's disabled
+  constraint flag, so ``limits="none"`` matches MJX and the reference), inside
   ``jax.jit`` (``mbd.jit``) as a function of the initial joint rates; batch
   ``jit(vmap(...))``. When the formulation is missing or fails, the row says so.
 * MJX (``mujoco-mjx``): ``jit`` of ``lax.scan`` over ``mjx.step``, batch
@@ -74,6 +76,7 @@ import numpy as np  # noqa: E402
 
 from benchmarks._harness import (  # noqa: E402
     RESULTS,
+    footer,
     log,
     machine,
     provenance,
@@ -354,6 +357,8 @@ def run_jaxmbd(F: dict, n: int, args) -> dict:
     opts = dict(formulation=args.jaxmbd_formulation, t_end=n * F["h"], h=F["h"])
     if integrator:
         opts["integrator"] = integrator
+    if not F["contact"]:  # MuJoCo's constraint flag off: jaxmbd's loader keeps the limits
+        opts["limits"] = "none"
     jit = getattr(mbd, "jit", jax.jit)
     qvel = jnp.asarray(F["qvel"])
 
@@ -547,6 +552,9 @@ def merge_kept(data: dict, previous: dict) -> None:
         data["rows"] + kept, key=lambda r: (order[r["model"]], engine_order(r["engine"]))
     )
     data["meta"]["kept_rows_from"] = sorted({r["run"] for r in kept})
+    files = dict(previous["meta"].get("files", {}))
+    files.update(data["meta"]["files"])
+    data["meta"]["files"] = {m: files[m] for m in MODELS if m in files}
     data["meta"]["previous_meta"] = {
         k: v for k, v in previous["meta"].items() if k != "previous_meta"
     }
@@ -603,8 +611,9 @@ def report(data: dict) -> str:
         "",
         f"Command: `{prov['command']}`; {prov['date']}, commit {prov['commit']}.",
         "",
-        f"Machine load (1/5/15 min averages) {load} at the start, {load_end} at the end: "
-        "a shared 2-core CPU, absolute figures swing with the load.",
+        f"Machine load (1/5/15 min averages) {load} at the start, {load_end} at the end "
+        f"({meta.get('wall_min', float('nan')):.0f} min): a shared 2-core CPU, absolute "
+        "figures swing with the load.",
         "",
         f"MuJoCo C {meta['mujoco']} (main environment); MJX {mjx.get('mjx', '-')} with "
         f"MuJoCo {mjx.get('mujoco', '-')} and jax {mjx.get('jax', '-')} in its own virtual "
@@ -658,6 +667,13 @@ def report(data: dict) -> str:
     ]
     if notes:
         lines += ["", "Notes:", ""] + notes
+    lines += [
+        "",
+        "Reading the table: an error equal in an engine's row and MuJoCo C's is RK4's "
+        "truncation at h, not the engine's (the acrobot's 10 s are chaotic); MJX's gradient "
+        "is jax.grad through lax.scan on the CPU; MuJoCo C's rows are mujoco.rollout on one "
+        "thread (no compile).",
+    ]
     lines += ["", "## Goals (jaxmbd joint against MJX)", ""] + goals(data["rows"]) + [""]
     lines += [
         "## Files",
@@ -699,10 +715,20 @@ def main(argv=None):
     parser.add_argument("--mjx-python", default=MJX_PYTHON)
     parser.add_argument("--fresh", action="store_true", help="keep no rows of the last run's JSON")
     parser.add_argument("--out", type=Path, default=RESULTS / STEM, help="stem of the files")
+    parser.add_argument(
+        "--report-only", action="store_true", help="rewrite the markdown from the JSON"
+    )
     args = parser.parse_args(argv)
+    json_file = args.out.with_suffix(".json")
+    if args.report_only:
+        data = json.loads(json_file.read_text())
+        meta = data["meta"]
+        text = report(data) + "\n" + footer(meta["provenance"], meta["machine"])
+        args.out.with_suffix(".md").write_text(text)
+        log(f"wrote {args.out.with_suffix('.md')}")
+        return 0
     start = time.perf_counter()
     data = collect(args)
-    json_file = args.out.with_suffix(".json")
     if not args.fresh and json_file.exists():
         merge_kept(data, json.loads(json_file.read_text()))
     data["meta"]["wall_min"] = (time.perf_counter() - start) / 60
