@@ -1,0 +1,25 @@
+"""Kinematic trees in joint coordinates (the ``"joint"`` formulation's kinematics and
+dynamics)."""
+
+from .dynamics import bias_forces, body_velocities, body_wrenches, joint_forces, mass_matrix
+from .from_mujoco import MujocoTree, body_owners, tree_from_mujoco
+from .kinematics import TreePoses, integrate_positions, poses, velocities
+from .topology import WORLD, JointType, KinematicTree
+
+__all__ = [
+    "WORLD",
+    "JointType",
+    "KinematicTree",
+    "MujocoTree",
+    "TreePoses",
+    "bias_forces",
+    "body_owners",
+    "body_velocities",
+    "body_wrenches",
+    "integrate_positions",
+    "joint_forces",
+    "mass_matrix",
+    "poses",
+    "tree_from_mujoco",
+    "velocities",
+]
