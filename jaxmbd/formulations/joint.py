@@ -22,7 +22,7 @@ class JointCoordinates(eqx.Module):
     stores_own_coordinates: ClassVar[bool] = True
     default_integrator: ClassVar[str] = "rk"
     #: The integrators that step it (:data:`jaxmbd.joint_space.steppers.JOINT_STEPPERS`).
-    integrators: ClassVar[tuple[str, ...]] = ("rk", "rkmk", "euler")
+    integrators: ClassVar[tuple[str, ...]] = ("rk", "rkmk", "euler", "implicit")
 
     @classmethod
     def capabilities(cls) -> frozenset[str]:

@@ -2,11 +2,18 @@
 elements, loop-closing constraints and time steps."""
 
 from .run import model_tree, run_joint_space, simulate_joint_space
-from .steppers import JOINT_STEPPERS, AbstractJointStepper, RungeKutta4, SemiImplicitEuler
+from .steppers import (
+    JOINT_STEPPERS,
+    AbstractJointStepper,
+    LinearlyImplicitEuler,
+    RungeKutta4,
+    SemiImplicitEuler,
+)
 
 __all__ = [
     "JOINT_STEPPERS",
     "AbstractJointStepper",
+    "LinearlyImplicitEuler",
     "RungeKutta4",
     "SemiImplicitEuler",
     "model_tree",

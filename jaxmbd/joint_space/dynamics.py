@@ -16,7 +16,15 @@ from jax.scipy.linalg import cho_factor, cho_solve
 
 from .. import _config  # noqa: F401
 from ..model import Model
-from ..tree import KinematicTree, TreePoses, bias_forces, body_velocities, mass_matrix, poses
+from ..tree import (
+    KinematicTree,
+    TreePoses,
+    bias_forces,
+    body_velocities,
+    joint_forces,
+    mass_matrix,
+    poses,
+)
 from ..tree.kinematics import dof_ancestors, velocities
 from .forces import JointSpaceForces, body_state, joint_space_forces
 from .loops import Loops, loop_terms
@@ -28,6 +36,17 @@ class Accelerations(NamedTuple):
     poses: TreePoses
     forces: JointSpaceForces
     loop_residual: jax.Array  # ||Phi|| of the loop rows (0 without loops)
+    rhs: jax.Array  # tau + J^T w - C: M qacc = rhs (- G^T lam)
+
+
+def applied_generalised_forces(model: Model, tree: KinematicTree, qpos, qvel, t):
+    """The force elements' generalised forces tau + J^T w (nv,) at (qpos, qvel, t)."""
+    p = poses(tree, qpos)
+    rdot, omega = body_velocities(tree, p, qvel)
+    forces = joint_space_forces(model, tree, p, body_state(p, rdot, omega), qpos, qvel, t)
+    if forces.wrenches is None:
+        return forces.tau
+    return forces.tau + joint_forces(tree, p, forces.wrenches)
 
 
 def accelerations(model: Model, tree: KinematicTree, loops: Loops | None, qpos, qvel, t,
@@ -46,11 +65,11 @@ def accelerations(model: Model, tree: KinematicTree, loops: Loops | None, qpos, 
     qacc = cho_solve(factor, rhs)
     if loops is None:
         zero = jnp.zeros((), qacc.dtype)
-        return Accelerations(qacc, jnp.zeros(0, qacc.dtype), p, forces, zero)
+        return Accelerations(qacc, jnp.zeros(0, qacc.dtype), p, forces, zero, rhs)
     phi, G, _, gamma = loop_terms(loops, tree, qpos, qvel, t)
     Y = cho_solve(factor, G.T)
     lam = jnp.linalg.lstsq(G @ Y, G @ qacc - gamma)[0]
-    return Accelerations(qacc - Y @ lam, lam, p, forces, jnp.linalg.norm(phi))
+    return Accelerations(qacc - Y @ lam, lam, p, forces, jnp.linalg.norm(phi), rhs)
 
 
 def body_accelerations(tree: KinematicTree, p: TreePoses, qvel, qacc):
