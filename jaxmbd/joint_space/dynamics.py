@@ -37,6 +37,8 @@ class Accelerations(NamedTuple):
     forces: JointSpaceForces
     loop_residual: jax.Array  # ||Phi|| of the loop rows (0 without loops)
     rhs: jax.Array  # tau + J^T w - C: M qacc = rhs (- G^T lam)
+    mass: jax.Array  # M (with armature; without the Euler step's h D)
+    velocity_jacobian: jax.Array | None  # d(tau + J^T w)/d qvel, where asked for
 
 
 def applied_generalised_forces(model: Model, tree: KinematicTree, qpos, qvel, t):
@@ -49,27 +51,47 @@ def applied_generalised_forces(model: Model, tree: KinematicTree, qpos, qvel, t)
     return forces.tau + joint_forces(tree, p, forces.wrenches)
 
 
+def _generalised(model, tree, p, qpos, t):
+    """qvel -> (tau + J^T w, the JointSpaceForces) at fixed poses."""
+
+    def at(qvel):
+        rdot, omega = body_velocities(tree, p, qvel)
+        forces = joint_space_forces(model, tree, p, body_state(p, rdot, omega), qpos, qvel, t)
+        if forces.wrenches is None:
+            return forces.tau, forces
+        return forces.tau + joint_forces(tree, p, forces.wrenches), forces
+
+    return at
+
+
 def accelerations(model: Model, tree: KinematicTree, loops: Loops | None, qpos, qvel, t,
-                  *, damping_step=None) -> Accelerations:  # fmt: skip
+                  *, damping_step=None, velocity_jacobian=False) -> Accelerations:  # fmt: skip
     """qacc at (qpos, qvel, t). ``damping_step``: h of MuJoCo's Euler step, which treats
-    joint damping implicitly: M + h D replaces M (``mj_Euler``); None: explicit."""
+    joint damping implicitly: M + h D replaces M (``mj_Euler``); None: explicit.
+    ``velocity_jacobian``: also the forces' Jacobian d(tau + J^T w)/d qvel, from the same
+    evaluation (forward mode, one tangent per dof)."""
     p = poses(tree, qpos)
-    rdot, omega = body_velocities(tree, p, qvel)
-    forces = joint_space_forces(model, tree, p, body_state(p, rdot, omega), qpos, qvel, t)
-    M = mass_matrix(tree, p, model.mass, model.inertia, forces.armature)
+    at = _generalised(model, tree, p, qpos, t)
+    D = None
+    if velocity_jacobian:
+        tau, forces = at(qvel)
+        D = jax.jacfwd(lambda v: at(v)[0])(qvel)
+    else:
+        tau, forces = at(qvel)
+    mass = mass_matrix(tree, p, model.mass, model.inertia, forces.armature)
+    M = mass
     if damping_step is not None and forces.damping is not None:
         M = M + damping_step * jnp.diag(forces.damping)
-    rhs = forces.tau - bias_forces(tree, p, model.mass, model.inertia, model.gravity, qvel,
-                                   forces.wrenches)  # fmt: skip
+    rhs = tau - bias_forces(tree, p, model.mass, model.inertia, model.gravity, qvel)
     factor = cho_factor(M, lower=True)
     qacc = cho_solve(factor, rhs)
     if loops is None:
         zero = jnp.zeros((), qacc.dtype)
-        return Accelerations(qacc, jnp.zeros(0, qacc.dtype), p, forces, zero, rhs)
+        return Accelerations(qacc, jnp.zeros(0, qacc.dtype), p, forces, zero, rhs, mass, D)
     phi, G, _, gamma = loop_terms(loops, tree, qpos, qvel, t)
     Y = cho_solve(factor, G.T)
     lam = jnp.linalg.lstsq(G @ Y, G @ qacc - gamma)[0]
-    return Accelerations(qacc - Y @ lam, lam, p, forces, jnp.linalg.norm(phi), rhs)
+    return Accelerations(qacc - Y @ lam, lam, p, forces, jnp.linalg.norm(phi), rhs, mass, D)
 
 
 def body_accelerations(tree: KinematicTree, p: TreePoses, qvel, qacc):

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 from jax.scipy.linalg import lu_factor, lu_solve
 
 from .. import _config  # noqa: F401
-from ..tree import integrate_positions, mass_matrix
+from ..tree import integrate_positions
 from .dynamics import Accelerations, accelerations, applied_generalised_forces
 from .loops import loop_terms, project
 
@@ -87,24 +87,24 @@ class LinearlyImplicitEuler(AbstractJointStepper):
     #: Jacobian needs the narrow phase differentiated, which costs more than the step).
     position_jacobian: bool = False
 
-    def step(self, model, tree, loops, qpos, qvel, acc, t, h):
-        def applied_at(q, v):
-            return applied_generalised_forces(model, tree, q, v, t)
+    def start_accelerations(self, model, tree, loops, qpos, qvel, t, h):
+        return accelerations(model, tree, loops, qpos, qvel, t, velocity_jacobian=True)
 
-        zero = jnp.zeros(tree.nv, qvel.dtype)
-        D = jax.jacfwd(lambda v: applied_at(qpos, v))(qvel)
+    def step(self, model, tree, loops, qpos, qvel, acc, t, h):
+        D = acc.velocity_jacobian
         if self.position_jacobian:
-            K = jax.jacfwd(lambda d: applied_at(integrate_positions(tree, qpos, d, 1.0), qvel))(
-                zero
-            )
+            zero = jnp.zeros(tree.nv, qvel.dtype)
+
+            def applied_at(d):
+                q = integrate_positions(tree, qpos, d, 1.0)
+                return applied_generalised_forces(model, tree, q, qvel, t)
+
+            K = jax.jacfwd(applied_at)(zero)
         else:
             K = jnp.zeros_like(D)
-        M = mass_matrix(tree, acc.poses, model.mass, model.inertia, acc.forces.armature)
-        # M qacc = f - C (- G^T lam): the start's right-hand side without the loops
-        rhs = acc.rhs
         # not symmetric (friction, K of a follower force): LU
-        lu = lu_factor(M - h * D - h * h * K)
-        dv = lu_solve(lu, h * rhs + h * h * (K @ qvel))
+        lu = lu_factor(acc.mass - h * D - h * h * K)
+        dv = lu_solve(lu, h * acc.rhs + h * h * (K @ qvel))
         if loops is not None:
             _, G, nu, _ = loop_terms(loops, tree, qpos, qvel, t + h)
             Y = lu_solve(lu, G.T)
