@@ -12,6 +12,8 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
+import scipy.linalg
 
 from .. import _config  # noqa: F401
 from ..equations import constraint_values
@@ -84,3 +86,18 @@ def project(loops: Loops, tree: KinematicTree, qpos, qvel, t, *, iterations: int
     _, G, nu, _ = loop_terms(loops, tree, qpos, qvel, t)
     qvel = qvel - jnp.linalg.lstsq(G, G @ qvel - nu)[0]
     return qpos, qvel
+
+
+def independent_rows(loops: Loops, tree: KinematicTree, qpos, t=0.0, *, rtol: float = 1e-9):
+    """The loop rows (full-model indices) that are independent at ``qpos`` (concrete
+    values): a pivoted QR of G^T keeps the rows whose pivots exceed ``rtol`` times the
+    largest. In joint coordinates many rows hold by the tree's own structure (the
+    out-of-plane rows of a planar loop's closing revolute joint have G = 0), so dependent
+    rows are expected, not a modelling error: they are dropped, their multipliers zero."""
+    G = np.asarray(loop_jacobian(loops, tree, jnp.asarray(qpos), t)[1])
+    if G.size == 0:
+        return ()
+    _, R, pivots = scipy.linalg.qr(G.T, mode="economic", pivoting=True)
+    diag = np.abs(np.diag(R))
+    rank = int(np.sum(diag > rtol * max(diag.max(initial=0.0), 1e-300)))
+    return tuple(sorted(loops.rows[k] for k in pivots[:rank]))

@@ -20,20 +20,33 @@ from ..model import Model
 from ..tree import KinematicTree, body_velocities
 from .dynamics import Accelerations, body_accelerations
 from .from_model import tree_of_model
-from .loops import Loops, loops_of, project
+from .loops import Loops, independent_rows, loops_of, project
 from .steppers import AbstractJointStepper, get_stepper
 
 NONFINITE = int(RESULTS.nonfinite._value)
 
 
-def model_tree(model: Model) -> tuple[KinematicTree, Loops | None]:
+def model_tree(model: Model, rows=None) -> tuple[KinematicTree, Loops | None]:
     """The model's kinematic tree (read from its file, or derived from its joints) and its
-    loop-closing rows."""
+    loop-closing rows (``rows``: those of them to keep, see :func:`independent_loop_rows`;
+    None: all)."""
     if model.tree is not None:
-        tree = model.tree
-        return tree, loops_of(model, tree)
-    built = tree_of_model(model)
-    return built.tree, loops_of(model, built.tree, built.loop_rows)
+        tree, closing = model.tree, None
+    else:
+        built = tree_of_model(model)
+        tree, closing = built.tree, built.loop_rows
+    return tree, loops_of(model, tree, closing if rows is None else rows)
+
+
+def independent_loop_rows(model: Model):
+    """The independent loop rows at the model's initial state, or None where the model's
+    values are traced (then every row is kept, their multipliers by least squares)."""
+    if is_traced(model):
+        return None
+    tree, loops = model_tree(model)
+    if loops is None:
+        return None
+    return independent_rows(loops, tree, tree.qpos_init)
 
 
 def _outputs(model, tree, loops, qpos, qvel, acc: Accelerations):
@@ -53,9 +66,10 @@ def _outputs(model, tree, loops, qpos, qvel, acc: Accelerations):
 
 @eqx.filter_jit
 def run_joint_space(model: Model, stepper: AbstractJointStepper, n: int, h, controls=None,
-                    policy=None):  # fmt: skip
-    """The per-step outputs (t = 0..n h) of ``n`` steps (see :func:`_outputs`)."""
-    tree, loops = model_tree(model)
+                    policy=None, rows=None):  # fmt: skip
+    """The per-step outputs (t = 0..n h) of ``n`` steps (see :func:`_outputs`); ``rows``:
+    the loop rows to keep (static; :func:`independent_loop_rows`)."""
+    tree, loops = model_tree(model, rows)
     qpos, qvel = tree.qpos_init, tree.qvel_init
     t0 = jnp.zeros((), qvel.dtype)
     if loops is not None:
@@ -113,7 +127,8 @@ def simulate_joint_space(model: Model, form, *, integrator, n: int, h, controls,
         if model.sensors is None or policy is not None
         else dataclasses.replace(model, sensors=None)
     )
-    outs = run_joint_space(run_model, stepper, n, h_arr, controls, policy)
+    rows = independent_loop_rows(model)
+    outs = run_joint_space(run_model, stepper, n, h_arr, controls, policy, rows)
     tree, _ = model_tree(model)
     sol = solution_from_outputs(model, form, h_arr, outs, integrator=stepper.name,
                                 linear_solver="cholesky")  # fmt: skip
