@@ -49,6 +49,11 @@ def _unit(v):
     return v / jnp.linalg.norm(v)
 
 
+def _safe_unit(v):
+    """v / |v|, finite (with finite derivatives) at v = 0, where a ``jnp.where`` drops it."""
+    return v / jnp.sqrt(v @ v + 1e-300)
+
+
 def _frame_about(axis):
     """Right-handed axes (columns u, v, axis) for a unit ``axis``; u from the coordinate
     direction least aligned with it (chosen by value, traceable)."""
@@ -171,18 +176,27 @@ def recognised_joint(model: Model, name: str, rows: tuple[int, ...]) -> JointDef
         s_i, s_j = A_i.T @ (point - r_i), A_j.T @ (point - r_j)
     if kind == "spherical":
         axes_i, axes_j = A_i.T @ A_j, jnp.eye(3)  # body J's own axes (MuJoCo's ball)
-    elif kind == "universal":
+    elif kind == "universal":  # x = the row's vector on I, y = its vector on J, exactly
         on_i, on_j = _dp1_vectors(model, by_kind["DP1"], pair)
         ai, aj = _unit(on_i[0]), _unit(on_j[0])
         checks.append(jnp.abs(ai @ aj))
         y = _unit(aj - ai * (ai @ aj))
-        axes = jnp.stack([ai, y, jnp.cross(ai, y)], 1)
-        axes_i, axes_j = A_i.T @ axes, A_j.T @ axes
-    elif kind == "revolute":
-        axis, mismatch = _shared_axis(*_dp1_vectors(model, by_kind["DP1"], pair))
+        x = _unit(ai - aj * (ai @ aj))
+        axes_i = A_i.T @ jnp.stack([ai, y, jnp.cross(ai, y)], 1)
+        axes_j = A_j.T @ jnp.stack([x, aj, jnp.cross(x, aj)], 1)
+    elif kind == "revolute":  # the shared vector on one body, the normal of the two on the other
+        on_i, on_j = _dp1_vectors(model, by_kind["DP1"], pair)
+        axis, mismatch = _shared_axis(on_i, on_j)
         checks.append(mismatch)
-        axes = _frame_about(axis)
-        axes_i, axes_j = A_i.T @ axes, A_j.T @ axes
+        normal_i = _safe_unit(jnp.cross(on_i[0], on_i[1]))
+        normal_j = _safe_unit(jnp.cross(on_j[0], on_j[1]))
+        # the side whose two vectors are parallel carries the axis itself
+        parallel_i = jnp.linalg.norm(jnp.cross(_unit(on_i[0]), _unit(on_i[1])))
+        parallel_j = jnp.linalg.norm(jnp.cross(_unit(on_j[0]), _unit(on_j[1])))
+        other_i = jnp.where(parallel_i < parallel_j, axis, normal_i)
+        other_j = jnp.where(parallel_i < parallel_j, normal_j, axis)
+        axes_i = A_i.T @ _frame_about(_unit(other_i * jnp.sign(other_i @ axis)))
+        axes_j = A_j.T @ _frame_about(_unit(other_j * jnp.sign(other_j @ axis)))
     else:  # the axis normal to the DP2 planes; a cylindrical joint's Perp-1 pair shares it
         axis = _dp2_axis(model, by_kind["DP2"], pair)
         if kind == "cylindrical":
