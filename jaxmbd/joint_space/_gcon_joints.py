@@ -170,9 +170,7 @@ def recognised_joint(model: Model, name: str, rows: tuple[int, ...]) -> JointDef
         point = r_i + A_i @ s_i
     else:  # the line of a cylindrical or translational joint through the DP2 point on I
         dp2 = by_kind["DP2"][0]
-        point = (
-            r_j + A_j @ dp2.vec("s_bar_p_i") if dp2.flip else r_i + A_i @ dp2.vec("s_bar_p_i")
-        )
+        point = r_j + A_j @ dp2.vec("s_bar_p_i") if dp2.flip else r_i + A_i @ dp2.vec("s_bar_p_i")
         s_i, s_j = A_i.T @ (point - r_i), A_j.T @ (point - r_j)
     if kind == "spherical":
         axes_i, axes_j = A_i.T @ A_j, jnp.eye(3)  # body J's own axes (MuJoCo's ball)

@@ -39,7 +39,6 @@ from collections import deque
 from typing import NamedTuple
 
 import jax.numpy as jnp
-import numpy as np
 
 from .. import _config  # noqa: F401
 from ..joints import JointDefinition, joint_coordinates, joint_kind
