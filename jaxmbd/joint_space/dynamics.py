@@ -25,9 +25,10 @@ from ..tree import (
     mass_matrix,
     poses,
 )
+from ..tree._elementwise import mv
 from ..tree.kinematics import dof_ancestors, velocities
 from .forces import JointSpaceForces, body_state, joint_space_forces
-from .loops import Loops, loop_terms
+from .loops import Loops, loop_terms, solve_normal
 
 
 class Accelerations(NamedTuple):
@@ -88,9 +89,9 @@ def accelerations(model: Model, tree: KinematicTree, loops: Loops | None, qpos, 
         zero = jnp.zeros((), qacc.dtype)
         return Accelerations(qacc, jnp.zeros(0, qacc.dtype), p, forces, zero, rhs, mass, D)
     phi, G, _, gamma = loop_terms(loops, tree, qpos, qvel, t)
-    Y = cholesky_solve(M, G.T)
-    lam = jnp.linalg.lstsq(G @ Y, G @ qacc - gamma)[0]
-    return Accelerations(qacc - Y @ lam, lam, p, forces, jnp.linalg.norm(phi), rhs, mass, D)
+    Y = cholesky_solve(M, G.T)  # (nv, m)
+    lam = solve_normal(loops, G, Y.T, mv(G, qacc) - gamma)
+    return Accelerations(qacc - mv(Y, lam), lam, p, forces, jnp.linalg.norm(phi), rhs, mass, D)
 
 
 def body_accelerations(tree: KinematicTree, p: TreePoses, qvel, qacc):

@@ -18,15 +18,19 @@ import scipy.linalg
 from .. import _config  # noqa: F401
 from ..equations import constraint_values
 from ..model import Model
-from ..tree import KinematicTree, integrate_positions, poses
+from ..tree import KinematicTree, cholesky_solve, integrate_positions, poses
+from ..tree._elementwise import mtv, mv, row_products
 
 
 class Loops(NamedTuple):
-    """The loop rows as a model of their own (``model`` with only those rows) and their
-    row indices in the full model."""
+    """The loop rows as a model of their own (``model`` with only those rows), their row
+    indices in the full model, and whether they are known to be independent (found at a
+    concrete start, :func:`independent_rows`): then their normal matrices are positive
+    definite and solved by Cholesky; else by least squares."""
 
     model: Model
     rows: tuple[int, ...]
+    independent: bool = False
 
 
 def loop_rows(model: Model, tree: KinematicTree) -> tuple[int, ...]:
@@ -35,12 +39,21 @@ def loop_rows(model: Model, tree: KinematicTree) -> tuple[int, ...]:
     return tuple(k for k, joint in enumerate(model.constraint_joints) if joint in closing)
 
 
-def loops_of(model: Model, tree: KinematicTree, rows=None) -> Loops | None:
+def loops_of(model: Model, tree: KinematicTree, rows=None, *, independent=False) -> Loops | None:
     rows = loop_rows(model, tree) if rows is None else tuple(rows)
     if not rows:
         return None
     drop = [k for k in range(model.nc) if k not in set(rows)]
-    return Loops(model.without_rows(drop) if drop else model, rows)
+    return Loops(model.without_rows(drop) if drop else model, rows, independent)
+
+
+def solve_normal(loops: Loops, A, B, rhs):
+    """x with (A B^T) x = rhs for the loops' (m, n) Jacobian-like A and B (A B^T is G Y or
+    G G^T): Cholesky for independent rows, least squares otherwise."""
+    matrix = row_products(A, B)
+    if loops.independent:
+        return cholesky_solve(matrix, rhs)
+    return jnp.linalg.lstsq(matrix, rhs)[0]
 
 
 def loop_residual(loops: Loops, tree: KinematicTree, qpos, t):
@@ -75,16 +88,25 @@ def loop_terms(loops: Loops, tree: KinematicTree, qpos, qvel, t):
     return phi, G, -phi_t, gamma
 
 
-def project(loops: Loops, tree: KinematicTree, qpos, qvel, t, *, iterations: int = 3):
+def project(loops: Loops, tree: KinematicTree, qpos, qvel, t, *, iterations: int = 1):
     """qpos and qvel projected onto Phi = 0 and G qvel = nu: Gauss-Newton steps
     delta = -G^T (G G^T)^-1 Phi (the least-norm correction), then the velocity's least-norm
-    correction; ``lstsq`` keeps dependent rows harmless."""
-    for _ in range(iterations):
+    correction. After a step of an explicit method the drift is of the step's truncation
+    order, so one step brings it to round-off."""
+
+    def newton(qpos):
         phi, G = loop_jacobian(loops, tree, qpos, t)
-        delta = -jnp.linalg.lstsq(G, phi)[0]
-        qpos = integrate_positions(tree, qpos, delta, 1.0)
-    _, G, nu, _ = loop_terms(loops, tree, qpos, qvel, t)
-    qvel = qvel - jnp.linalg.lstsq(G, G @ qvel - nu)[0]
+        return integrate_positions(tree, qpos, -mtv(G, solve_normal(loops, G, G, phi)), 1.0)
+
+    if iterations == 1:
+        qpos = newton(qpos)
+    else:
+        qpos = jax.lax.fori_loop(0, iterations, lambda _, q: newton(q), qpos)
+    # G at the corrected positions, and nu = -dPhi/dt
+    zero = jnp.zeros((), qpos.dtype)
+    _, G = loop_jacobian(loops, tree, qpos, t)
+    _, phi_t = jax.jvp(lambda s: loop_residual(loops, tree, qpos, t + s), (zero,), (1.0 + zero,))
+    qvel = qvel - mtv(G, solve_normal(loops, G, G, mv(G, qvel) + phi_t))
     return qpos, qvel
 
 

@@ -15,7 +15,6 @@ from .. import _config  # noqa: F401
 from .._checks import finish, is_traced, solution_from_outputs
 from .._results import RESULTS
 from ..actuators import policy_controls, with_controls
-from ..errors import ModelError
 from ..model import Model
 from ..tree import KinematicTree, assemble, body_velocities
 from .dynamics import Accelerations, body_accelerations
@@ -35,7 +34,9 @@ def model_tree(model: Model, rows=None) -> tuple[KinematicTree, Loops | None]:
     else:
         built = tree_of_model(model)
         tree, closing = built.tree, built.loop_rows
-    return tree, loops_of(model, tree, closing if rows is None else rows)
+    if rows is None:
+        return tree, loops_of(model, tree, closing)
+    return tree, loops_of(model, tree, rows, independent=True)
 
 
 def independent_loop_rows(model: Model):
@@ -107,14 +108,6 @@ def run_joint_space(model: Model, stepper: AbstractJointStepper, n: int, h, cont
     return jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), out0, outs)
 
 
-def check_runs_in_joint_space(model: Model, *, where: str) -> None:
-    if model.nc and model.tree is None and not model.joints:
-        raise ModelError(
-            f"{where}: model '{model.name}' has constraint rows but no joints: the joint "
-            "formulation needs the joints (or a file's kinematic tree) to build its tree"
-        )
-
-
 def simulate_joint_space(model: Model, form, *, integrator, n: int, h, controls, policy,
                          throw: bool, options: dict):  # fmt: skip
     """:func:`jaxmbd.simulate` for ``formulation="joint"`` (its options: none yet)."""
@@ -124,7 +117,6 @@ def simulate_joint_space(model: Model, form, *, integrator, n: int, h, controls,
             "explicit steps"
         )
     stepper = get_stepper(form.default_integrator if integrator is None else integrator)
-    check_runs_in_joint_space(model, where="simulate")
     h_arr = jnp.asarray(h, dtype=jnp.float64)
     run_model = (
         model

@@ -1,10 +1,10 @@
 """Time steps in joint coordinates.
 
-``rk`` (also named ``rkmk``): the classical 4-stage Runge-Kutta method on the joints'
-manifolds as MuJoCo's ``mj_RungeKutta`` takes it: each stage's positions are
-qpos_0 (+) h sum_j a_ij qvel_j (the retraction of :func:`jaxmbd.tree.integrate_positions`:
-body-frame rotations for ball and free joints, so it is a Munthe-Kaas RK4 on SO(3) frozen
-at the step's start, exact to the method's order). ``euler``: MuJoCo's semi-implicit Euler
+``rk``: the classical 4-stage Runge-Kutta method on the joints' manifolds as MuJoCo's
+``mj_RungeKutta`` takes it: each stage's positions are qpos_0 (+) h sum_j a_ij qvel_j (the
+retraction of :func:`jaxmbd.tree.integrate_positions`: body-frame rotations for ball and
+free joints). ``rkmk``: the Munthe-Kaas RK4, fourth order on the rotations too
+(:class:`RungeKutta4`). ``euler``: MuJoCo's semi-implicit Euler
 step, qvel += h qacc with the joint damping taken implicitly (M + h D), then
 qpos (+)= h qvel. Loops: after each step the positions and velocities are projected back
 onto the constraints (:func:`jaxmbd.joint_space.loops.project`)."""
@@ -21,8 +21,9 @@ import jax.numpy as jnp
 from .. import _config  # noqa: F401
 from ..linear import small as small_kernels
 from ..tree import integrate_positions
+from ..tree.kinematics import tangent_rates
 from .dynamics import Accelerations, accelerations, applied_generalised_forces
-from .loops import loop_terms, project
+from .loops import loop_terms, project, solve_normal
 
 
 class AbstractJointStepper(eqx.Module):
@@ -45,21 +46,42 @@ class AbstractJointStepper(eqx.Module):
 
 
 class RungeKutta4(AbstractJointStepper):
-    name: ClassVar[str] = "rk"
+    """The classical RK4 tableau on the joints' manifolds. ``munthe_kaas=False`` (``rk``):
+    each stage's increment is h sum_j a_ij qvel_j, as MuJoCo's ``mj_RungeKutta``, of
+    second order on the rotations of ball and free joints; ``True`` (``rkmk``): the
+    increments integrate the rates of :func:`jaxmbd.tree.kinematics.tangent_rates`
+    (Munthe-Kaas RK4, Mueller & Terze eq. 37), of fourth order on SO(3) too. The two are
+    the same step for trees of hinges and slides."""
+
+    munthe_kaas: bool = False
+
+    @property
+    def name(self) -> str:
+        return "rkmk" if self.munthe_kaas else "rk"
 
     def step(self, model, tree, loops, qpos, qvel, acc, t, h):
-        def stage(c, v_dir, a_dir):
-            q = integrate_positions(tree, qpos, c * h * v_dir, 1.0)
-            v = qvel + c * h * a_dir
-            return v, accelerations(model, tree, loops, q, v, t + c * h).qacc
+        def rates(increment, v):
+            return tangent_rates(tree, increment, v) if self.munthe_kaas else v
 
-        v1, a1 = qvel, acc.qacc
-        v2, a2 = stage(0.5, v1, a1)
-        v3, a3 = stage(0.5, v2, a2)
-        v4, a4 = stage(1.0, v3, a3)
-        v_mean = (v1 + 2.0 * v2 + 2.0 * v3 + v4) / 6.0
-        a_mean = (a1 + 2.0 * a2 + 2.0 * a3 + a4) / 6.0
-        return integrate_positions(tree, qpos, h * v_mean, 1.0), qvel + h * a_mean
+        # stages 2-4 as one scan: the accelerations' code is compiled once, not three times
+        def stage(carry, c_and_weight):
+            k_dir, a_dir, k_sum, a_sum = carry
+            c, weight = c_and_weight[0], c_and_weight[1]
+            increment = c * h * k_dir
+            q = integrate_positions(tree, qpos, increment, 1.0)
+            v = qvel + c * h * a_dir
+            k = rates(increment, v)
+            a = accelerations(model, tree, loops, q, v, t + c * h).qacc
+            return (k, a, k_sum + weight * k, a_sum + weight * a), None
+
+        dtype = qvel.dtype
+        table = jnp.asarray([[0.5, 2.0], [0.5, 2.0], [1.0, 1.0]], dtype)
+        first = (qvel, acc.qacc, qvel, acc.qacc)
+        (_, _, k_sum, a_sum), _ = jax.lax.scan(stage, first, table)
+        return (
+            integrate_positions(tree, qpos, (h / 6.0) * k_sum, 1.0),
+            qvel + (h / 6.0) * a_sum,
+        )
 
 
 class SemiImplicitEuler(AbstractJointStepper):
@@ -108,8 +130,8 @@ class LinearlyImplicitEuler(AbstractJointStepper):
         if loops is not None:
             _, G, nu, _ = loop_terms(loops, tree, qpos, qvel, t + h)
             Y = small_kernels.lu_solve(lu, perm, G.T)
-            lam = jnp.linalg.lstsq(G @ Y, G @ (qvel + dv) - nu)[0]
-            dv = dv - Y @ lam
+            lam = solve_normal(loops, G, Y.T, small_kernels.matvec(G, qvel + dv) - nu)
+            dv = dv - small_kernels.matvec(Y, lam)
         qvel = qvel + dv
         return integrate_positions(tree, qpos, h * qvel, 1.0), qvel
 
@@ -117,7 +139,7 @@ class LinearlyImplicitEuler(AbstractJointStepper):
 #: The joint formulation's time steps by name.
 JOINT_STEPPERS: dict[str, type[AbstractJointStepper]] = {
     "rk": RungeKutta4,
-    "rkmk": RungeKutta4,
+    "rkmk": RungeKutta4,  # with munthe_kaas=True (see get_stepper)
     "euler": SemiImplicitEuler,
     "implicit": LinearlyImplicitEuler,
 }
@@ -132,4 +154,6 @@ def get_stepper(integrator) -> AbstractJointStepper:
             f"formulation 'joint' has no integrator {integrator!r}; choose one of "
             f"{sorted(JOINT_STEPPERS)}"
         )
+    if cls is RungeKutta4:
+        return cls(munthe_kaas=integrator == "rkmk")
     return cls()

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _config  # noqa: F401
-from ..lie import so3_exp
+from ..lie import so3_dexpinv, so3_exp
 from ._elementwise import assemble, cross, mm, mv, picked_sum
 from ._quaternion import quat_to_matrix, rotate_by_quat_increment
 from .topology import WORLD, JointType, KinematicTree
@@ -271,3 +271,21 @@ def integrate_positions(tree: KinematicTree, qpos, qvel, h):
     if not parts:
         return qpos
     return assemble(tree.nq, parts)
+
+
+def tangent_rates(tree: KinematicTree, increment, qvel):
+    """d increment / dt of q(t) = q_0 (+) increment(t) (:func:`integrate_positions`) moving
+    with ``qvel``: the identity on hinge, slide and translation dofs; on each ball's and
+    free joint's rotation, J_r(theta)^-1 omega with theta that block of ``increment`` (the
+    body-frame angular velocity of q_0 exp(theta), Mueller & Terze eq. 11): the
+    Munthe-Kaas correction that keeps RK4 of fourth order on SO(3)."""
+    types = np.asarray(tree.joint_type, dtype=int)
+    vadr = np.asarray(tree.joint_dof_adr, dtype=int)
+    blocks = [vadr[types == JointType.BALL], vadr[types == JointType.FREE] + 3]
+    starts = np.concatenate(blocks)
+    if starts.size == 0:
+        return qvel
+    idx = starts[:, None] + np.arange(3)
+    turned = mv(so3_dexpinv(-increment[idx]), qvel[idx])
+    rest = np.setdiff1d(np.arange(tree.nv), idx.reshape(-1))
+    return assemble(tree.nv, [(rest, qvel[rest]), (idx.reshape(-1), turned.reshape(-1))])
