@@ -303,7 +303,7 @@ def add_contacts(mujoco, m, builder, shape_of: dict, mass_of, unsupported: list[
         (b1, k1), (b2, k2) = shape_of[pair.geom1], shape_of[pair.geom2]
         if b1 == b2:
             continue  # one rigid jaxmbd body (merged bodies)
-        if b1 == GROUND:
+        if b1 == GROUND or (b2, b1) in bodies:  # one contact pair per two bodies
             (b1, k1), (b2, k2) = (b2, k2), (b1, k1)
         shapes_1, shapes_2 = builder._shapes_of(b1), builder._shapes_of(b2)
         kind, _ = pair_kind(shapes_1[k1].kind, shapes_2[k2].kind)
