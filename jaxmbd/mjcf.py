@@ -85,7 +85,7 @@ from ._mjcf_sensors import add_sensors, add_site_markers
 from ._values import _axis_frame
 from .build import ModelBuilder
 from .errors import ModelError, ModelFileError
-from .joints import REVOLUTE, TRANSLATIONAL, joint_coordinates, joint_kind, move_subtree
+from .joints import REVOLUTE, TRANSLATIONAL, joint_coordinates, joint_kind
 from .model import GROUND, Model
 from .tree import tree_from_mujoco
 
@@ -332,7 +332,7 @@ def _convert(mujoco, m, path: Path, keyframe, model_name: str) -> Model:
     qpos, qvel, source = _keyframe_state(mujoco, m, path, keyframe)
     key = _body_states(mujoco, m, roots, owner, qpos, qvel)
     _set_joint_states(builder, placed, mapped, key, qpos)
-    model = _place_unjointed(mujoco, m, builder.build(), roots, owner, placed, key)
+    model = _at_state(builder.build(), key)
     model = dataclasses.replace(
         model,
         tree=_tree(mujoco, m, path, roots, qpos, qvel),
@@ -801,43 +801,10 @@ def _set_joint_states(builder: ModelBuilder, placed, mapped, key, qpos):
         builder.set_joint_state(spec.name, q=q, qdot=np.asarray(state.qdot)[0])
 
 
-def _place_unjointed(mujoco, m, model: Model, roots, owner, placed, key) -> Model:
-    """Free bodies, bodies on three slides (no library joint) and bodies whose joints are
-    joint-space only at their keyframe state, each with its MuJoCo subtree, which keeps its
-    motion relative to it."""
-    index = {b: k for k, b in enumerate(roots)}
-    mine = {k for k, b in enumerate(roots) if not _joint_names(mujoco, m, b) & set(placed)}
-    if not mine:
-        return model
-    r, A = np.asarray(model.r0).copy(), np.asarray(model.A0).copy()
-    v = np.asarray(model.rdot0).copy()
-    w = np.einsum("bij,bj->bi", A, np.asarray(model.omega0))
-    for k in sorted(mine):  # MuJoCo's order: parents first
-        b = roots[k]
-        subtree = {
-            index[owner[c]] for c in range(1, m.nbody) if owner[c] >= 0 and _descends(m, c, b)
-        }
-        new = (key[0][k], key[1][k], key[2][k], key[1][k] @ key[3][k])
-        move_subtree((r, A, v, w), k, subtree, new)
-    omega = np.einsum("bji,bj->bi", A, w)
-    return dataclasses.replace(
-        model,
-        r0=jnp.asarray(r),
-        A0=jnp.asarray(A),
-        rdot0=jnp.asarray(v),
-        omega0=jnp.asarray(omega),
-    )
-
-
-def _joint_names(mujoco, m, b) -> set[str]:
-    jids = range(m.body_jntadr[b], m.body_jntadr[b] + m.body_jntnum[b])
-    names = [_name(mujoco, m, mujoco.mjtObj.mjOBJ_JOINT, j, "joint") for j in jids]
-    return {*names, "+".join(names)}
-
-
-def _descends(m, body: int, ancestor: int) -> bool:
-    while body > 0:
-        if body == ancestor:
-            return True
-        body = int(m.body_parentid[body])
-    return False
+def _at_state(model: Model, key) -> Model:
+    """``model`` with its bodies at MuJoCo's kinematics of the keyframe (exactly: free
+    bodies, bodies on three slides and bodies whose joints are joint-space only have no
+    joint state to set, and the joint states of the others reproduce MuJoCo's poses only to
+    round-off, which grows down long chains)."""
+    r, A, v, w = (jnp.asarray(x) for x in key)
+    return dataclasses.replace(model, r0=r, A0=A, rdot0=v, omega0=w)
