@@ -16,9 +16,18 @@ reference pose** (``qpos0``) from ``mj_forward``:
   joints is mapped when the chain of joints is one of the library's joints: two hinges on
   perpendicular axes through one point → universal, a slide and a hinge on one axis →
   cylindrical, three hinges through one point on independent axes → spherical, two slides
-  and a hinge normal to them → planar, three independent slides → pure translation; any other
-  combination is a clear :class:`~jaxmbd.errors.ModelFileError` (massless intermediate
-  bodies would make the mass matrix singular).
+  and a hinge normal to them → planar, three independent slides → pure translation. Any
+  other combination (two slides, two hinges on skew axes, ...) composes into no GCON joint
+  (massless intermediate bodies would make the mass matrix singular): each of its hinges
+  and slides is a revolute or translational joint of its own name between the body and its
+  parent, at its anchor and axis at the reference pose, whose coordinate is its qpos, with
+  no constraint rows; its limits, damping, stiffness, friction loss, armature and
+  actuators are kept as for a single hinge or slide. The ``"joint"`` formulation
+  evaluates them in joint space; ``model.joint_space_only`` names such bodies and the
+  absolute formulations refuse the model.
+* **Kinematic tree**: ``model.tree`` is the model in MuJoCo's joints and qpos layout
+  (:func:`jaxmbd.tree.tree_from_mujoco`, body k of the tree is body k of the model) at the
+  initial state.
 * **Joint coordinates** (``sol.joints[name]``, :mod:`jaxmbd.joints`) are MuJoCo's ``qpos``
   and ``qvel``: each joint's zero is the reference pose with MuJoCo's ``qpos0`` (the joint's
   ``ref``) as offset, and the signs follow MuJoCo's axes. A hinge, slide or ball keeps its
@@ -37,15 +46,15 @@ reference pose** (``qpos0``) from ``mj_forward``:
   rest; ``keyframe=`` picks another (index or name), or ``keyframe=None`` the reference pose.
   A keyframe's ``qpos`` and ``qvel`` set every joint through
   :meth:`~jaxmbd.ModelBuilder.set_joint_state` (its coordinates read from MuJoCo's own
-  kinematics of the keyframe, angles on the branch of its qpos); free bodies and bodies on
-  three slides are placed at MuJoCo's pose and velocity with their subtrees. The initial
-  body states equal MuJoCo's kinematics of (qpos, qvel).
+  kinematics of the keyframe, angles on the branch of its qpos). The initial body states
+  are MuJoCo's kinematics of (qpos, qvel).
 * **Joint limits**: a body's single hinge or slide with ``limited`` ``range`` gets the
   compliant limit of :mod:`jaxmbd.joint_limits` on its coordinate (qpos units; default
   gains, not MuJoCo's ``solref``/``solimp``); a hinge range of a full turn or more is left
   out. The slide and hinge of a cylindrical joint ``"a+b"`` get theirs on its coordinates
   ``"a+b.slide"`` and ``"a+b.angle"`` (whose q is their qpos), and so do their damping,
-  stiffness, friction loss, armature and actuators.
+  stiffness, friction loss, armature and actuators; the hinges and slides of a body whose
+  joints compose into no GCON joint get theirs on their own names.
 * **Contacts** (:mod:`jaxmbd._mjcf_contact`): the geom pairs MuJoCo collides become the
   shape pairs of jaxmbd contact pairs, with friction, stiffness, restitution and slip
   velocity from ``friction``, ``solref`` and ``solimp``; the world's planes and geoms are
@@ -60,8 +69,8 @@ reference pose** (``qpos0``) from ``mj_forward``:
   (``sol.sensors[name]``, :mod:`jaxmbd.sensors`) with their ``noise``.
 * **Sites**: every named ``<site>`` on a moving body becomes a marker of that name
   (``sol.markers[name]``, :mod:`jaxmbd.markers`).
-* Whatever is not supported (limits, damping, stiffness, friction loss and armature of
-  multi-joint bodies other than a cylindrical pair, tendons, actuators, sensors (touch,
+* Whatever is not supported (limits, damping, stiffness, friction loss, armature and
+  actuators of the joints of universal, three-hinge spherical and planar joints, tendons, actuators, sensors (touch,
   force, torque, subtree, ...), other equality types, mocap bodies,
   torsional friction, contact margins, geom pairs without a narrow phase, ...) is listed
   in **one** warning; nothing is dropped silently.
