@@ -70,9 +70,10 @@ reference pose** (``qpos0``) from ``mj_forward``:
 * **Sites**: every named ``<site>`` on a moving body becomes a marker of that name
   (``sol.markers[name]``, :mod:`jaxmbd.markers`).
 * Whatever is not supported (limits, damping, stiffness, friction loss, armature and
-  actuators of the joints of universal, three-hinge spherical and planar joints, tendons, actuators, sensors (touch,
-  force, torque, subtree, ...), other equality types, mocap bodies,
-  torsional friction, contact margins, geom pairs without a narrow phase, ...) is listed
+  actuators of the hinges and slides of universal, three-hinge spherical and planar joints,
+  tendons, actuators, sensors (touch, force, torque, subtree, ...), other equality types,
+  mocap bodies, torsional friction, contact margins, geom pairs without a narrow phase, ...)
+  is listed
   in **one** warning; nothing is dropped silently.
 """
 
