@@ -73,8 +73,7 @@ reference pose** (``qpos0``) from ``mj_forward``:
   actuators of the hinges and slides of universal, three-hinge spherical and planar joints,
   tendons, actuators, sensors (touch, force, torque, subtree, ...), other equality types,
   mocap bodies, torsional friction, contact margins, geom pairs without a narrow phase, ...)
-  is listed
-  in **one** warning; nothing is dropped silently.
+  is listed in **one** warning; nothing is dropped silently.
 """
 
 from __future__ import annotations
