@@ -31,6 +31,7 @@ from ._stepping import (
 from ._xla_flags import unhoisted_when_differentiated
 from .actuators import control_inputs, policy_controls, with_controls
 from .contact import with_contact
+from .errors import ModelError
 from .formulations import AbstractFormulation, get_formulation
 from .initial_state import START_MAX_ITER, START_TOL, _consistent_initial_state, to_formulation
 from .integrators import (
@@ -41,6 +42,7 @@ from .integrators import (
     StartState,
     get_integrator,
 )
+from .joint_space import simulate_joint_space
 from .limits_option import limits_integrator, with_limits
 from .line_search import LineSearchNewton
 from .model import Model
@@ -474,8 +476,19 @@ def simulate(
     full_model = model
     if policy is None and model.sensors is not None:  # read after the run: not compiled in
         model = dataclasses.replace(model, sensors=None)
-    model, kept = rows_for_run(model, redundant, where="simulate")
     form = get_formulation(formulation)
+    if form.runs_in_joint_space:
+        return simulate_joint_space(
+            full_model, form, integrator=integrator, n=n, h=h, controls=controls,
+            policy=policy, throw=throw, options=options,
+        )  # fmt: skip
+    if model.joint_space_only:
+        raise ModelError(
+            f"simulate: formulation {form.name!r} cannot run model '{model.name}': "
+            + "; ".join(model.joint_space_only)
+            + ". Use formulation='joint' (joints in joint coordinates, any number per body)"
+        )
+    model, kept = rows_for_run(model, redundant, where="simulate")
     stepper = get_integrator(integrator, form, **_contact_newton(model, integrator, form, options))
     check_euler_angle_start(model, form)
     save_every = check_save_every(save_every, n)

@@ -67,6 +67,9 @@ class KinematicTree(eqx.Module):
     qpos0: jax.Array
     qpos_init: jax.Array
     qvel_init: jax.Array
+    #: The model joints (``Model.constraint_joints`` names) that close loops: their rows
+    #: stay as exact constraints between the tree's bodies (MJCF: the equality constraints).
+    closing_joints: tuple[str, ...] = eqx.field(static=True, default=())
 
     def __check_init__(self):
         nb = len(self.body_names)

@@ -1,0 +1,135 @@
+"""Time steps in joint coordinates.
+
+``rk`` (also named ``rkmk``): the classical 4-stage Runge-Kutta method on the joints'
+manifolds as MuJoCo's ``mj_RungeKutta`` takes it: each stage's positions are
+qpos_0 (+) h sum_j a_ij qvel_j (the retraction of :func:`jaxmbd.tree.integrate_positions`:
+body-frame rotations for ball and free joints, so it is a Munthe-Kaas RK4 on SO(3) frozen
+at the step's start, exact to the method's order). ``euler``: MuJoCo's semi-implicit Euler
+step, qvel += h qacc with the joint damping taken implicitly (M + h D), then
+qpos (+)= h qvel. Loops: after each step the positions and velocities are projected back
+onto the constraints (:func:`jaxmbd.joint_space.loops.project`)."""
+
+from __future__ import annotations
+
+import abc
+from typing import ClassVar
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jax.scipy.linalg import lu_factor, lu_solve
+
+from .. import _config  # noqa: F401
+from ..tree import integrate_positions
+from .dynamics import Accelerations, accelerations, applied_generalised_forces
+from .loops import loop_terms, project
+
+
+class AbstractJointStepper(eqx.Module):
+    """One explicit time step (qpos, qvel, acc at the start) -> (qpos, qvel) at t + h."""
+
+    name: ClassVar[str]
+
+    @abc.abstractmethod
+    def step(self, model, tree, loops, qpos, qvel, acc: Accelerations, t, h):
+        """(qpos, qvel) at t + h."""
+
+    def start_accelerations(self, model, tree, loops, qpos, qvel, t, h) -> Accelerations:
+        return accelerations(model, tree, loops, qpos, qvel, t)
+
+    def finish(self, model, tree, loops, qpos, qvel, t, h):
+        """The state after the step, projected onto the loops, and its accelerations."""
+        if loops is not None:
+            qpos, qvel = project(loops, tree, qpos, qvel, t)
+        return qpos, qvel, self.start_accelerations(model, tree, loops, qpos, qvel, t, h)
+
+
+class RungeKutta4(AbstractJointStepper):
+    name: ClassVar[str] = "rk"
+
+    def step(self, model, tree, loops, qpos, qvel, acc, t, h):
+        def stage(c, v_dir, a_dir):
+            q = integrate_positions(tree, qpos, c * h * v_dir, 1.0)
+            v = qvel + c * h * a_dir
+            return v, accelerations(model, tree, loops, q, v, t + c * h).qacc
+
+        v1, a1 = qvel, acc.qacc
+        v2, a2 = stage(0.5, v1, a1)
+        v3, a3 = stage(0.5, v2, a2)
+        v4, a4 = stage(1.0, v3, a3)
+        v_mean = (v1 + 2.0 * v2 + 2.0 * v3 + v4) / 6.0
+        a_mean = (a1 + 2.0 * a2 + 2.0 * a3 + a4) / 6.0
+        return integrate_positions(tree, qpos, h * v_mean, 1.0), qvel + h * a_mean
+
+
+class SemiImplicitEuler(AbstractJointStepper):
+    name: ClassVar[str] = "euler"
+
+    def start_accelerations(self, model, tree, loops, qpos, qvel, t, h):
+        return accelerations(model, tree, loops, qpos, qvel, t, damping_step=h)
+
+    def step(self, model, tree, loops, qpos, qvel, acc, t, h):
+        qvel = qvel + h * acc.qacc
+        return integrate_positions(tree, qpos, h * qvel, 1.0), qvel
+
+
+class LinearlyImplicitEuler(AbstractJointStepper):
+    """Backward Euler linearised once per step (a Rosenbrock-Euler step, MuJoCo's
+    ``implicit`` family): with the applied forces' exact Jacobians D = df/dqvel and
+    K = df/dq (tangent) at the step's start (autodiff of the force elements: contact,
+    friction, joint damping and springs, actuators),
+    (M - h D - h^2 K) (qvel+ - qvel) = h (f - C) + h^2 K qvel, then qpos+ = qpos (+) h qvel+.
+    Stiff contact and the steep friction law stay stable at robot time steps where the
+    explicit steps diverge; loops add G qvel+ = nu by the Schur complement."""
+
+    name: ClassVar[str] = "implicit"
+    #: Whether K enters (else only D, MuJoCo's ``implicitfast``: the forces' position
+    #: Jacobian needs the narrow phase differentiated, which costs more than the step).
+    position_jacobian: bool = False
+
+    def start_accelerations(self, model, tree, loops, qpos, qvel, t, h):
+        return accelerations(model, tree, loops, qpos, qvel, t, velocity_jacobian=True)
+
+    def step(self, model, tree, loops, qpos, qvel, acc, t, h):
+        D = acc.velocity_jacobian
+        if self.position_jacobian:
+            zero = jnp.zeros(tree.nv, qvel.dtype)
+
+            def applied_at(d):
+                q = integrate_positions(tree, qpos, d, 1.0)
+                return applied_generalised_forces(model, tree, q, qvel, t)
+
+            K = jax.jacfwd(applied_at)(zero)
+        else:
+            K = jnp.zeros_like(D)
+        # not symmetric (friction, K of a follower force): LU
+        lu = lu_factor(acc.mass - h * D - h * h * K)
+        dv = lu_solve(lu, h * acc.rhs + h * h * (K @ qvel))
+        if loops is not None:
+            _, G, nu, _ = loop_terms(loops, tree, qpos, qvel, t + h)
+            Y = lu_solve(lu, G.T)
+            lam = jnp.linalg.lstsq(G @ Y, G @ (qvel + dv) - nu)[0]
+            dv = dv - Y @ lam
+        qvel = qvel + dv
+        return integrate_positions(tree, qpos, h * qvel, 1.0), qvel
+
+
+#: The joint formulation's time steps by name.
+JOINT_STEPPERS: dict[str, type[AbstractJointStepper]] = {
+    "rk": RungeKutta4,
+    "rkmk": RungeKutta4,
+    "euler": SemiImplicitEuler,
+    "implicit": LinearlyImplicitEuler,
+}
+
+
+def get_stepper(integrator) -> AbstractJointStepper:
+    if isinstance(integrator, AbstractJointStepper):
+        return integrator
+    cls = JOINT_STEPPERS.get(integrator) if isinstance(integrator, str) else None
+    if cls is None:
+        raise ValueError(
+            f"formulation 'joint' has no integrator {integrator!r}; choose one of "
+            f"{sorted(JOINT_STEPPERS)}"
+        )
+    return cls()
