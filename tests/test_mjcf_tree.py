@@ -165,3 +165,15 @@ def test_two_hinges_on_one_body_load_for_the_joint_formulation(tmp_path):
     assert model.actuators.actuator_names == ("m",)
     assert [d.name for d in _forces(model, JointLimits).joints] == ["h1"]
     assert [d.name for d in _forces(model, JointDynamics).joints] == ["h1"]
+
+
+def test_tree_and_joint_space_only_round_trip_through_model_files(tmp_path):
+    import jax
+
+    model = _load(os.path.join(SUITE, "point_mass.xml"))
+    again = mbd.load_model(mbd.save_model(model, tmp_path / "point_mass.json"))
+    assert again.joint_space_only == model.joint_space_only
+    assert jax.tree_util.tree_structure(again) == jax.tree_util.tree_structure(model)
+    for a, b in zip(jax.tree_util.tree_leaves(model), jax.tree_util.tree_leaves(again),
+                    strict=True):  # fmt: skip
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
