@@ -12,7 +12,6 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-from jax.scipy.linalg import cho_factor, cho_solve
 
 from .. import _config  # noqa: F401
 from ..model import Model
@@ -21,6 +20,7 @@ from ..tree import (
     TreePoses,
     bias_forces,
     body_velocities,
+    cholesky_solve,
     joint_forces,
     mass_matrix,
     poses,
@@ -83,13 +83,12 @@ def accelerations(model: Model, tree: KinematicTree, loops: Loops | None, qpos, 
     if damping_step is not None and forces.damping is not None:
         M = M + damping_step * jnp.diag(forces.damping)
     rhs = tau - bias_forces(tree, p, model.mass, model.inertia, model.gravity, qvel)
-    factor = cho_factor(M, lower=True)
-    qacc = cho_solve(factor, rhs)
+    qacc = cholesky_solve(M, rhs)
     if loops is None:
         zero = jnp.zeros((), qacc.dtype)
         return Accelerations(qacc, jnp.zeros(0, qacc.dtype), p, forces, zero, rhs, mass, D)
     phi, G, _, gamma = loop_terms(loops, tree, qpos, qvel, t)
-    Y = cho_solve(factor, G.T)
+    Y = cholesky_solve(M, G.T)
     lam = jnp.linalg.lstsq(G @ Y, G @ qacc - gamma)[0]
     return Accelerations(qacc - Y @ lam, lam, p, forces, jnp.linalg.norm(phi), rhs, mass, D)
 

@@ -19,7 +19,7 @@ from .. import _config  # noqa: F401
 from ..errors import ModelError
 from ..forces import BodyState
 from ..model import Model
-from ..tree import JointType, KinematicTree, TreePoses, body_wrenches
+from ..tree import JointType, KinematicTree, TreePoses, body_wrenches, picked_sum
 
 
 class JointSpaceForces(NamedTuple):
@@ -60,10 +60,11 @@ def body_state(poses: TreePoses, rdot, omega) -> BodyState:
 
 def joint_space_forces(model: Model, tree: KinematicTree, poses: TreePoses, state: BodyState,
                        qpos, qvel, t) -> JointSpaceForces:  # fmt: skip
-    """Every force element of ``model`` at one state (see the module docstring)."""
+    """Every force element of ``model`` at one state (see the module docstring). The joint
+    elements' values are summed per dof by constant indices (no scatter: see
+    :mod:`jaxmbd.tree._elementwise`)."""
     nv = tree.nv
-    tau = jnp.zeros(nv, qvel.dtype)
-    armature = damping = None
+    forces, armatures, dampings = [], [], []  # (dof addresses, values)
     f = n = None
     for element in model.forces:
         if element.acts_along_joints:
@@ -71,16 +72,27 @@ def joint_space_forces(model: Model, tree: KinematicTree, poses: TreePoses, stat
             qadr, dadr = joint_coordinate_indices(tree, [d.name for d in element.joints],
                                                   where=where)  # fmt: skip
             q, qdot = qpos[qadr], qvel[dadr]
-            force = element.joint_force(t, q, qdot, jnp.zeros_like(q))
-            tau = tau.at[dadr].add(force)
+            forces.append((dadr, element.joint_force(t, q, qdot, jnp.zeros_like(q))))
             if element.joint_armature is not None:
-                armature = jnp.zeros(nv, qvel.dtype) if armature is None else armature
-                armature = armature.at[dadr].add(element.joint_armature)
+                armatures.append((dadr, element.joint_armature))
             if element.joint_damping is not None:
-                damping = jnp.zeros(nv, qvel.dtype) if damping is None else damping
-                damping = damping.at[dadr].add(element.joint_damping)
+                dampings.append((dadr, element.joint_damping))
             continue
         df, dn = element(t, state)
         f, n = (df, dn) if f is None else (f + df, n + dn)
     wrenches = None if f is None else body_wrenches(poses, f, n)
+    tau = _per_dof(nv, forces, qvel.dtype)
+    armature = _per_dof(nv, armatures, qvel.dtype) if armatures else None
+    damping = _per_dof(nv, dampings, qvel.dtype) if dampings else None
     return JointSpaceForces(tau, wrenches, armature, damping)
+
+
+def _per_dof(nv: int, parts, dtype):
+    """sum of the values of ``parts`` ((dof addresses, values) pairs) per dof (nv,)."""
+    if not parts:
+        return jnp.zeros(nv, dtype)
+    dofs = np.concatenate([np.asarray(d, dtype=int) for d, _ in parts])
+    values = jnp.concatenate([jnp.broadcast_to(v, (len(d),)) for d, v in parts])
+    incidence = np.zeros((nv, dofs.size), dtype=bool)
+    incidence[dofs, np.arange(dofs.size)] = True
+    return picked_sum(incidence, values)

@@ -17,7 +17,7 @@ from .._results import RESULTS
 from ..actuators import policy_controls, with_controls
 from ..errors import ModelError
 from ..model import Model
-from ..tree import KinematicTree, body_velocities
+from ..tree import KinematicTree, assemble, body_velocities
 from .dynamics import Accelerations, body_accelerations
 from .from_model import tree_of_model
 from .loops import Loops, independent_rows, loops_of, project
@@ -53,9 +53,13 @@ def _outputs(model, tree, loops, qpos, qvel, acc: Accelerations):
     p = acc.poses
     rdot, omega = body_velocities(tree, p, qvel)
     rddot, omegadot = body_accelerations(tree, p, qvel, acc.qacc)
-    lam = jnp.zeros(model.nc, qvel.dtype)
-    if loops is not None:
-        lam = lam.at[np.asarray(loops.rows)].set(acc.lam)
+    if loops is None:
+        lam = jnp.zeros(model.nc, qvel.dtype)
+    else:
+        rows = np.asarray(loops.rows, dtype=int)
+        others = np.setdiff1d(np.arange(model.nc), rows)
+        zeros = jnp.zeros(others.size, qvel.dtype)
+        lam = assemble(model.nc, [(others, zeros), (rows, acc.lam)])
     finite = jnp.all(jnp.isfinite(qpos)) & jnp.all(jnp.isfinite(qvel))
     finite = finite & jnp.all(jnp.isfinite(acc.qacc))
     status = jnp.where(finite, 0, NONFINITE).astype(jnp.int32)

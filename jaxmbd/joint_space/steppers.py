@@ -17,9 +17,9 @@ from typing import ClassVar
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jax.scipy.linalg import lu_factor, lu_solve
 
 from .. import _config  # noqa: F401
+from ..linear import small as small_kernels
 from ..tree import integrate_positions
 from .dynamics import Accelerations, accelerations, applied_generalised_forces
 from .loops import loop_terms, project
@@ -103,11 +103,11 @@ class LinearlyImplicitEuler(AbstractJointStepper):
         else:
             K = jnp.zeros_like(D)
         # not symmetric (friction, K of a follower force): LU
-        lu = lu_factor(acc.mass - h * D - h * h * K)
-        dv = lu_solve(lu, h * acc.rhs + h * h * (K @ qvel))
+        lu, perm = small_kernels.lu(acc.mass - h * D - h * h * K)
+        dv = small_kernels.lu_solve(lu, perm, h * acc.rhs + h * h * small_kernels.matvec(K, qvel))
         if loops is not None:
             _, G, nu, _ = loop_terms(loops, tree, qpos, qvel, t + h)
-            Y = lu_solve(lu, G.T)
+            Y = small_kernels.lu_solve(lu, perm, G.T)
             lam = jnp.linalg.lstsq(G @ Y, G @ (qvel + dv) - nu)[0]
             dv = dv - Y @ lam
         qvel = qvel + dv

@@ -14,6 +14,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _config  # noqa: F401
+from .._small import _sum_along
+from ._elementwise import cross, mm, mtv, mv, picked_sum, row_products
 from .kinematics import TreePoses, cross_force, dof_ancestors, velocities
 from .topology import KinematicTree
 
@@ -21,7 +23,7 @@ from .topology import KinematicTree
 def world_inertias(poses: TreePoses, mass, inertia):
     """Rotational inertias about the centres of mass in world axes, R J R^T (nb, 3, 3),
     from the body-frame inertias ``inertia`` (nb, 3, 3)."""
-    return jnp.einsum("bij,bjk,blk->bil", poses.R, inertia, poses.R)
+    return mm(mm(poses.R, inertia), jnp.swapaxes(poses.R, -1, -2))
 
 
 def spatial_inertia(c, mass, Ic):
@@ -29,7 +31,7 @@ def spatial_inertia(c, mass, Ic):
     [[Ic - m c~ c~, m c~], [-m c~, m 1]] for centres of mass c (nb, 3)."""
     m = mass[:, None, None]
     cx = _hat(c)
-    top = jnp.concatenate([Ic - m * cx @ cx, m * cx], -1)
+    top = jnp.concatenate([Ic - m * mm(cx, cx), m * cx], -1)
     bottom = jnp.concatenate([-m * cx, m * jnp.eye(3, dtype=c.dtype)], -1)
     return jnp.concatenate([top, bottom], -2)
 
@@ -49,8 +51,8 @@ def _hat(v):
 def inertia_times(c, mass, Ic, V):
     """I V (nb, 6) without forming I: momentum (Ic w + c x p, p), p = m (v + w x c)."""
     w, v = V[..., :3], V[..., 3:]
-    p = mass[:, None] * (v + jnp.cross(w, c))
-    return jnp.concatenate([jnp.einsum("bij,bj->bi", Ic, w) + jnp.cross(c, p), p], -1)
+    p = mass[:, None] * (v + cross(w, c))
+    return jnp.concatenate([mv(Ic, w) + cross(c, p), p], -1)
 
 
 def mass_matrix(tree: KinematicTree, poses: TreePoses, mass, inertia, armature=None):
@@ -60,15 +62,15 @@ def mass_matrix(tree: KinematicTree, poses: TreePoses, mass, inertia, armature=N
     ancestors. ``armature`` (nv,) is added to the diagonal (MuJoCo's ``dof_armature``)."""
     Ic = world_inertias(poses, mass, inertia)
     spatial = spatial_inertia(poses.c, mass, Ic)
-    anc = tree.ancestors().astype(float)  # [b, a]: a is b or an ancestor of b
-    composite = jnp.einsum("ba,bij->aij", jnp.asarray(anc), spatial)
+    anc = tree.ancestors()  # [b, a]: a is b or an ancestor of b
+    composite = picked_sum(anc.T, spatial)  # [a] = sum over the subtree of a
     dof_body = np.asarray(tree.dof_body, dtype=int)
-    F = jnp.einsum("dij,dj->di", composite[dof_body], poses.S)
-    P = poses.S @ F.T  # P[i, j] = S_i . F_j
+    F = mv(composite[dof_body], poses.S)
+    P = row_products(poses.S, F)  # P[i, j] = S_i . F_j
     above = anc[dof_body][:, dof_body]  # [i, j]: body(j) is body(i) or its ancestor
     M = jnp.where(above.T, P, jnp.where(above, P.T, 0.0))
     if armature is not None:
-        M = M + jnp.diag(armature)
+        M = M + armature[:, None] * jnp.eye(tree.nv, dtype=M.dtype)
     return M
 
 
@@ -81,9 +83,8 @@ def bias_forces(tree: KinematicTree, poses: TreePoses, mass, inertia, gravity, q
     ``wrenches`` (nb, 6): applied world wrenches (n_O, f) at the origin, or None.
     Equals MuJoCo's ``qfrc_bias`` (``mj_rne`` with zero acceleration) without wrenches."""
     V, S_dot = velocities(tree, poses.S, qvel)
-    anc_dof = jnp.asarray(dof_ancestors(tree))
     base = jnp.concatenate([jnp.zeros(3, qvel.dtype), -gravity])
-    A = base[None, :] + anc_dof @ (S_dot * qvel[:, None])
+    A = base[None, :] + picked_sum(dof_ancestors(tree), S_dot * qvel[:, None])
     Ic = world_inertias(poses, mass, inertia)
     f = inertia_times(poses.c, mass, Ic, A) + cross_force(V, inertia_times(poses.c, mass, Ic, V))
     if wrenches is not None:
@@ -94,21 +95,20 @@ def bias_forces(tree: KinematicTree, poses: TreePoses, mass, inertia, gravity, q
 def joint_forces(tree: KinematicTree, poses: TreePoses, body_forces):
     """tau_i = S_i . (sum of ``body_forces`` (nb, 6) over the subtree of body(i)): the
     generalised forces of world wrenches, J^T w (Featherstone eq. 5.14)."""
-    anc = jnp.asarray(tree.ancestors().astype(float))
-    subtree = anc.T @ body_forces  # [a] = sum over bodies b with a in chain(b)
+    subtree = picked_sum(tree.ancestors().T, body_forces)  # [a]: the subtree of a
     dof_body = np.asarray(tree.dof_body, dtype=int)
-    return jnp.sum(poses.S * subtree[dof_body], -1)
+    return _sum_along(poses.S * subtree[dof_body], -1)
 
 
 def body_velocities(tree: KinematicTree, poses: TreePoses, qvel):
     """(centre-of-mass velocities (nb, 3), body-frame angular velocities (nb, 3))."""
     V, _ = velocities(tree, poses.S, qvel)
     w, v = V[:, :3], V[:, 3:]
-    return v + jnp.cross(w, poses.c), jnp.einsum("bji,bj->bi", poses.R, w)
+    return v + cross(w, poses.c), mtv(poses.R, w)
 
 
 def body_wrenches(poses: TreePoses, f, n_bar):
     """World wrenches (n_O, f) (nb, 6) at the origin of forces f (nb, 3) at the centres of
     mass and body-frame torques n_bar (nb, 3)."""
-    n = jnp.einsum("bij,bj->bi", poses.R, n_bar) + jnp.cross(poses.c, f)
+    n = mv(poses.R, n_bar) + cross(poses.c, f)
     return jnp.concatenate([n, f], -1)
