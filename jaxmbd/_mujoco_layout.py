@@ -203,11 +203,17 @@ def mujoco_layout(model, r, A, rdot, omega):
     if not isinstance(tree, KinematicTree):
         raise ModelError(f"model '{model.name}': no kinematic tree (model.tree); MuJoCo's "
                          "layout needs a model read from an MJCF or URDF file")  # fmt: skip
+    return tree_layout(tree, r, A, rdot, omega, name=model.name)
+
+
+def tree_layout(tree: KinematicTree, r, A, rdot, omega, *, name: str = ""):
+    """:func:`mujoco_layout` of a kinematic tree's bodies (``name``: the model's, for
+    messages)."""
     refused = {tree.body_names[b]: why for b in range(tree.nb)
                if (why := _refusal(tree, b)) is not None}  # fmt: skip
     if refused:
         raise ModelError(
-            f"model '{model.name}': MuJoCo's qpos is not read from body states for the joints "
+            f"model '{name}': MuJoCo's qpos is not read from body states for the joints "
             f"of {refused}"
         )
     r, A, rdot, omega = (jnp.asarray(v) for v in (r, A, rdot, omega))

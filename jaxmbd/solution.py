@@ -12,6 +12,7 @@ import numpy as np
 
 from . import _config  # noqa: F401
 from ._joint_forces import coordinates_and_rates
+from ._mujoco_layout import tree_layout
 from ._results import first_failed_step
 from .contact import slot_history
 from .forces import BodyState
@@ -187,15 +188,28 @@ class Solution(eqx.Module):
         return self.stored_v if derived is None else derived[1]
 
     @property
+    def _joint_space_run(self) -> bool:
+        return self.tree is not None and get_formulation(self.formulation).runs_in_joint_space
+
+    def _layout(self):
+        return tree_layout(self.tree, self.r, self.A, self.rdot, self.omega)
+
+    @property
     def qpos(self):
         """Joint coordinates (..., T, nq) in the kinematic tree's layout (MuJoCo's for a
-        model read from MJCF) of a run in joint coordinates; None otherwise."""
-        return self.stored_q if self.tree is not None else None
+        model read from MJCF or URDF), in every formulation: stored by a run in joint
+        coordinates, read from the body states of the others
+        (:func:`jaxmbd._mujoco_layout.mujoco_layout`); None for a model without a tree."""
+        if self.tree is None:
+            return None
+        return self.stored_q if self._joint_space_run else self._layout()[0]
 
     @property
     def qvel(self):
-        """Joint velocities (..., T, nv) of a run in joint coordinates (see :attr:`qpos`)."""
-        return self.stored_v if self.tree is not None else None
+        """Joint velocities (..., T, nv) (see :attr:`qpos`)."""
+        if self.tree is None:
+            return None
+        return self.stored_v if self._joint_space_run else self._layout()[1]
 
     @property
     def joints(self) -> JointCoordinatesMap:
@@ -205,7 +219,7 @@ class Solution(eqx.Module):
         unwrapped over time. Conventions per joint kind (and MuJoCo's for joints loaded from
         MJCF): :mod:`jaxmbd.joints`. An unknown name raises ``KeyError`` listing the joints;
         a Solution read from a file has none."""
-        if self.tree is not None:
+        if self._joint_space_run:
             return TreeJointMap(self.tree, self.stored_q, self.stored_v)
         return JointCoordinatesMap(self.joint_definitions, (self.r, self.A, self.rdot, self.omega))
 

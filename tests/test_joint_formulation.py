@@ -18,15 +18,7 @@ SUITE = os.path.join(os.path.dirname(dm_control.__file__), "suite")
 def _load(name):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model = mbd.load_model(os.path.join(SUITE, name + ".xml"), keyframe=None)
-    if model.tree is None:
-        import dataclasses
-
-        from jaxmbd.tree import tree_from_mujoco
-
-        m = mujoco.MjModel.from_xml_path(os.path.join(SUITE, name + ".xml"))
-        model = dataclasses.replace(model, tree=tree_from_mujoco(mujoco, m).tree)
-    return model
+        return mbd.load_model(os.path.join(SUITE, name + ".xml"), keyframe=None)
 
 
 def _mujoco_reference(path, qpos, qvel, controls, h, substeps=100):
@@ -106,7 +98,7 @@ def test_gradients_against_central_differences(acrobot):
     damping0 = model.forces[damping_index].damping[0] + 0.05
     grads = jax.grad(with_params, argnums=(0, 1, 2))(mass0, damping0, controls)
     eps = 1e-6
-    for k, (value, grad) in enumerate(zip((mass0, damping0), grads[:2])):
+    for k, (value, grad) in enumerate(zip((mass0, damping0), grads[:2], strict=True)):
         args = [mass0, damping0, controls]
         args[k] = value + eps
         up = with_params(*args)

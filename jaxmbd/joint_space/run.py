@@ -127,7 +127,6 @@ def simulate_joint_space(model: Model, form, *, integrator, n: int, h, controls,
     outs = run_joint_space(run_model, stepper, n, h_arr, controls, policy, rows)
     tree, _ = model_tree(model)
     sol = solution_from_outputs(model, form, h_arr, outs, integrator=stepper.name,
-                                linear_solver="cholesky")  # fmt: skip
-    sol = eqx.tree_at(lambda s: s.tree, sol, tree, is_leaf=lambda x: x is None)
+                                linear_solver="cholesky", tree=tree)  # fmt: skip
     traced = is_traced(model) or is_traced((controls, policy))
     return finish(model, sol, what="dynamics", throw=throw, traced=traced)
