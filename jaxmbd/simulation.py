@@ -371,7 +371,8 @@ def simulate(
     "backward_euler", "rkmk", "rk", "energy_momentum"; "joint" has "rk", "rkmk", "euler" and
     "implicit", see :mod:`jaxmbd.joint_space.steppers`; default: the formulation's
     ``default_integrator``) or an integrator object. An integrator steps every formulation
-    that has the capabilities it requires (``requires``); any other pair raises ``ValueError`` listing the valid pairs.
+    that has the capabilities it requires (``requires``); any other pair raises
+    ``ValueError`` listing the valid pairs.
 
     ``options`` go to the integrator (:func:`~jaxmbd.integrators.get_integrator`; an option
     it does not have raises ``ValueError`` listing its options; ``None`` means the default).
