@@ -241,7 +241,7 @@ def error_if_failed(sol, what: str):
 
 def solution_from_outputs(
     model: Model, form, h, outs, integrator: str = "", *, chart_singular=None, save_every=1,
-    sensor_key=None, linear_solver: str = "",
+    sensor_key=None, linear_solver: str = "", tree=None,
 ):  # fmt: skip
     """Solution of the per-step outputs (r, A, rdot, omega, rddot, omegadot, lam,
     iterations, status, residual[, q, v[, condition]]) of an analysis; q and v are the
@@ -279,6 +279,7 @@ def solution_from_outputs(
         formulation=form.name,
         integrator=integrator,
         linear_solver=linear_solver,
+        tree=getattr(model, "tree", None) if tree is None else tree,
         body_names=model.body_names,
         constraint_names=model.constraint_names,
         joint_definitions=model.joints,

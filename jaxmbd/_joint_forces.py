@@ -248,6 +248,7 @@ class AbstractJointForce(AbstractForce):
     joints: eqx.AbstractVar[tuple[JointDefinition, ...]]
     #: Model files store joint forces with their joints (:meth:`joint_entries`).
     file_section: ClassVar[str] = "joints"
+    acts_along_joints: ClassVar[bool] = True
 
     @property
     def names(self) -> tuple[str, ...]:

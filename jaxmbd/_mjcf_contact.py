@@ -295,6 +295,7 @@ def add_contacts(mujoco, m, builder, shape_of: dict, mass_of, unsupported: list[
     timestep = float(m.opt.timestep)
     cone = "elliptic" if m.opt.cone == mujoco.mjtCone.mjCONE_ELLIPTIC else "pyramidal"
     bodies: dict[tuple[str, str], dict] = {}
+    laws: dict[tuple, dict] = {}
     no_narrow_phase, torsional, margins = Counter(), Counter(), 0
     for pair in geom_pairs(mujoco, m):
         if pair.geom1 not in shape_of or pair.geom2 not in shape_of:
@@ -303,7 +304,7 @@ def add_contacts(mujoco, m, builder, shape_of: dict, mass_of, unsupported: list[
         (b1, k1), (b2, k2) = shape_of[pair.geom1], shape_of[pair.geom2]
         if b1 == b2:
             continue  # one rigid jaxmbd body (merged bodies)
-        if b1 == GROUND:
+        if b1 == GROUND or (b2, b1) in bodies:  # one contact pair per two bodies
             (b1, k1), (b2, k2) = (b2, k2), (b1, k1)
         shapes_1, shapes_2 = builder._shapes_of(b1), builder._shapes_of(b2)
         kind, _ = pair_kind(shapes_1[k1].kind, shapes_2[k2].kind)
@@ -314,20 +315,25 @@ def add_contacts(mujoco, m, builder, shape_of: dict, mass_of, unsupported: list[
             torsional[pair.condim] += 1
         if pair.margin - pair.gap != 0:
             margins += 1
-        options = dict(
-            timestep=timestep,
-            refsafe=refsafe,
-            cone_factor=cone_factor(cone, pair.condim, pair.friction),
-        )
-        numbers = dict(
-            friction=0.0 if pair.condim == 1 else pair.friction,
-            penetration=static_penetration(pair.solref, pair.solimp, gravity=gravity, **options),
-            restitution=restitution(tuple(pair.solref), tuple(pair.solimp), **options),
-            slip_velocity=slip_velocity(
-                pair.solref, pair.solimp, friction=pair.friction, gravity=gravity,
-                timestep=timestep, refsafe=refsafe,
-            ),
-        )  # fmt: skip
+        # many pairs share their parameters: each law's root finding once per parameter set
+        key = (tuple(pair.solref), tuple(pair.solimp), pair.condim, pair.friction)
+        if key not in laws:
+            options = dict(
+                timestep=timestep,
+                refsafe=refsafe,
+                cone_factor=cone_factor(cone, pair.condim, pair.friction),
+            )
+            laws[key] = dict(
+                friction=0.0 if pair.condim == 1 else pair.friction,
+                penetration=static_penetration(pair.solref, pair.solimp, gravity=gravity,
+                                               **options),
+                restitution=restitution(tuple(pair.solref), tuple(pair.solimp), **options),
+                slip_velocity=slip_velocity(
+                    pair.solref, pair.solimp, friction=pair.friction, gravity=gravity,
+                    timestep=timestep, refsafe=refsafe,
+                ),
+            )  # fmt: skip
+        numbers = laws[key]
         entry = bodies.setdefault((b1, b2), {"shapes": [], "numbers": []})
         entry["shapes"].append((k1, k2))
         entry["numbers"].append(numbers)

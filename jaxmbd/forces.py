@@ -73,6 +73,10 @@ class AbstractForce(eqx.Module):
     file_type: ClassVar[str | None] = None
     #: The keys of its entries besides ``"name"`` and ``"type"`` (others are refused).
     file_keys: ClassVar[frozenset[str]] = frozenset()
+    #: The element is a force along joint coordinates (``joints`` by name, and
+    #: ``joint_force(t, q, qdot, bias)``), which the joint formulation evaluates in joint
+    #: space; False: it acts on the bodies (``__call__``).
+    acts_along_joints: ClassVar[bool] = False
 
     @abc.abstractmethod
     def __call__(self, t, state: BodyState) -> tuple[jax.Array, jax.Array]:
@@ -139,6 +143,18 @@ class AbstractForce(eqx.Module):
     def added_mass(self, t, state: BodyState) -> AddedMass | None:
         """The :class:`AddedMass` of the element at ``state`` (None: none, the default).
         Its velocity part belongs in ``__call__``; see :class:`AddedMass`."""
+        return None
+
+    @property
+    def joint_armature(self) -> jax.Array | None:
+        """The inertia (n,) the element adds along its joints' coordinates (joint
+        armature), in joint space; None (the default): none."""
+        return None
+
+    @property
+    def joint_damping(self) -> jax.Array | None:
+        """The viscous damping (n,) the element puts along its joints' coordinates (which
+        MuJoCo's Euler step treats implicitly); None (the default): none."""
         return None
 
 

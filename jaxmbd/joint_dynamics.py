@@ -114,6 +114,14 @@ class JointDynamics(AbstractJointForce):
     def adds_mass(self) -> bool:
         return self.armature is not None
 
+    @property
+    def joint_armature(self):
+        return self.armature
+
+    @property
+    def joint_damping(self):
+        return self.damping
+
     def added_mass(self, t, state: BodyState) -> AddedMass | None:
         """The armature a along each joint coordinate, with its twist gradients g."""
         if self.armature is None:

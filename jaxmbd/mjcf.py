@@ -16,9 +16,18 @@ reference pose** (``qpos0``) from ``mj_forward``:
   joints is mapped when the chain of joints is one of the library's joints: two hinges on
   perpendicular axes through one point → universal, a slide and a hinge on one axis →
   cylindrical, three hinges through one point on independent axes → spherical, two slides
-  and a hinge normal to them → planar, three independent slides → pure translation; any other
-  combination is a clear :class:`~jaxmbd.errors.ModelFileError` (massless intermediate
-  bodies would make the mass matrix singular).
+  and a hinge normal to them → planar, three independent slides → pure translation. Any
+  other combination (two slides, two hinges on skew axes, ...) composes into no GCON joint
+  (massless intermediate bodies would make the mass matrix singular): each of its hinges
+  and slides is a revolute or translational joint of its own name between the body and its
+  parent, at its anchor and axis at the reference pose, whose coordinate is its qpos, with
+  no constraint rows; its limits, damping, stiffness, friction loss, armature and
+  actuators are kept as for a single hinge or slide. The ``"joint"`` formulation
+  evaluates them in joint space; ``model.joint_space_only`` names such bodies and the
+  absolute formulations refuse the model.
+* **Kinematic tree**: ``model.tree`` is the model in MuJoCo's joints and qpos layout
+  (:func:`jaxmbd.tree.tree_from_mujoco`, body k of the tree is body k of the model) at the
+  initial state.
 * **Joint coordinates** (``sol.joints[name]``, :mod:`jaxmbd.joints`) are MuJoCo's ``qpos``
   and ``qvel``: each joint's zero is the reference pose with MuJoCo's ``qpos0`` (the joint's
   ``ref``) as offset, and the signs follow MuJoCo's axes. A hinge, slide or ball keeps its
@@ -37,15 +46,15 @@ reference pose** (``qpos0``) from ``mj_forward``:
   rest; ``keyframe=`` picks another (index or name), or ``keyframe=None`` the reference pose.
   A keyframe's ``qpos`` and ``qvel`` set every joint through
   :meth:`~jaxmbd.ModelBuilder.set_joint_state` (its coordinates read from MuJoCo's own
-  kinematics of the keyframe, angles on the branch of its qpos); free bodies and bodies on
-  three slides are placed at MuJoCo's pose and velocity with their subtrees. The initial
-  body states equal MuJoCo's kinematics of (qpos, qvel).
+  kinematics of the keyframe, angles on the branch of its qpos). The initial body states
+  are MuJoCo's kinematics of (qpos, qvel).
 * **Joint limits**: a body's single hinge or slide with ``limited`` ``range`` gets the
   compliant limit of :mod:`jaxmbd.joint_limits` on its coordinate (qpos units; default
   gains, not MuJoCo's ``solref``/``solimp``); a hinge range of a full turn or more is left
   out. The slide and hinge of a cylindrical joint ``"a+b"`` get theirs on its coordinates
   ``"a+b.slide"`` and ``"a+b.angle"`` (whose q is their qpos), and so do their damping,
-  stiffness, friction loss, armature and actuators.
+  stiffness, friction loss, armature and actuators; the hinges and slides of a body whose
+  joints compose into no GCON joint get theirs on their own names.
 * **Contacts** (:mod:`jaxmbd._mjcf_contact`): the geom pairs MuJoCo collides become the
   shape pairs of jaxmbd contact pairs, with friction, stiffness, restitution and slip
   velocity from ``friction``, ``solref`` and ``solimp``; the world's planes and geoms are
@@ -60,11 +69,11 @@ reference pose** (``qpos0``) from ``mj_forward``:
   (``sol.sensors[name]``, :mod:`jaxmbd.sensors`) with their ``noise``.
 * **Sites**: every named ``<site>`` on a moving body becomes a marker of that name
   (``sol.markers[name]``, :mod:`jaxmbd.markers`).
-* Whatever is not supported (limits, damping, stiffness, friction loss and armature of
-  multi-joint bodies other than a cylindrical pair, tendons, actuators, sensors (touch,
-  force, torque, subtree, ...), other equality types, mocap bodies,
-  torsional friction, contact margins, geom pairs without a narrow phase, ...) is listed
-  in **one** warning; nothing is dropped silently.
+* Whatever is not supported (limits, damping, stiffness, friction loss, armature and
+  actuators of the hinges and slides of universal, three-hinge spherical and planar joints,
+  tendons, actuators, sensors (touch, force, torque, subtree, ...), other equality types,
+  mocap bodies, torsional friction, contact margins, geom pairs without a narrow phase, ...)
+  is listed in **one** warning; nothing is dropped silently.
 """
 
 from __future__ import annotations
@@ -82,10 +91,12 @@ from . import geometry as G
 from ._mjcf_actuators import add_actuators
 from ._mjcf_contact import add_contacts
 from ._mjcf_sensors import add_sensors, add_site_markers
+from ._values import _axis_frame
 from .build import ModelBuilder
 from .errors import ModelError, ModelFileError
-from .joints import REVOLUTE, TRANSLATIONAL, joint_coordinates, joint_kind, move_subtree
+from .joints import REVOLUTE, TRANSLATIONAL, joint_coordinates, joint_kind
 from .model import GROUND, Model
+from .tree import tree_from_mujoco
 
 logger = logging.getLogger("jaxmbd")
 
@@ -188,24 +199,32 @@ def _keyframe_state(mujoco, m, path, keyframe):
     return np.array(m.key_qpos[k]), np.array(m.key_qvel[k]), f"keyframe '{label}'"
 
 
-def _unsupported(mujoco, m) -> list[str]:
+def _unsupported(mujoco, m, joint_space: set[int]) -> list[str]:
+    """What the model loses; ``joint_space``: the joints of bodies whose joints compose into
+    no library joint (their hinges' and slides' limits and passive values are kept)."""
     out = []
     jn = [_name(mujoco, m, mujoco.mjtObj.mjOBJ_JOINT, j, "joint") for j in range(m.njnt)]
 
     cylindrical = _cylindrical_coordinates(mujoco, m)
-    hinge = int(mujoco.mjtJoint.mjJNT_HINGE)
+    T = mujoco.mjtJoint
+    hinge = int(T.mjJNT_HINGE)
+    scalar = set(cylindrical) | {
+        j for j in joint_space if int(m.jnt_type[j]) in (hinge, int(T.mjJNT_SLIDE))
+    }
     mapped = _mapped_limits(mujoco, m) | {
-        j for j in cylindrical if _limits(m, j, int(m.jnt_type[j]) == hinge) is not None
+        j for j in scalar if _limits(m, j, int(m.jnt_type[j]) == hinge) is not None
     }
     limited = [jn[j] for j in np.flatnonzero(m.jnt_limited) if j not in mapped]
     if limited:
         out.append(
-            f"joint limits on {limited} (only a body's single hinge or slide, or the hinge "
-            "and slide of a cylindrical joint, is limited)"
+            f"joint limits on {limited} (only hinges and slides with their own coordinate are "
+            "limited: a body's single hinge or slide, the hinge and slide of a cylindrical "
+            "joint, those of a body whose joints compose into no GCON joint; a hinge range "
+            "of a full turn or more)"
         )
     dof_jnt = np.asarray(m.dof_jntid)
     # their damping, stiffness, friction loss and armature map
-    passive = _single_scalar_joints(mujoco, m) | set(cylindrical)
+    passive = _single_scalar_joints(mujoco, m) | scalar
     damping, stiffness, friction_loss = _passive_values(mujoco, m)
     for label, values, skip in (
         ("damping", damping, passive),
@@ -241,8 +260,8 @@ def _rot_lock_vectors(A_i, A_j):
 
 
 def _convert(mujoco, m, path: Path, keyframe, model_name: str) -> Model:
-    unsupported = _unsupported(mujoco, m)
     d0 = _forward(mujoco, m, m.qpos0, np.zeros(m.nv))
+    unsupported = _unsupported(mujoco, m, _joint_space_joints(mujoco, m, d0))
     body_names = [_name(mujoco, m, mujoco.mjtObj.mjOBJ_BODY, b, "body") for b in range(m.nbody)]
     # owner: the jaxmbd body that a MuJoCo body belongs to (a jointless body is merged
     # into its parent's owner; -1 = ground)
@@ -298,10 +317,15 @@ def _convert(mujoco, m, path: Path, keyframe, model_name: str) -> Model:
         return GROUND if o < 0 else body_names[o]
 
     mapped = {}  # jaxmbd joint name -> ((coordinate, qpos address), ...) where q = qpos
+    joint_space_only = []  # why the absolute formulations cannot run the model
+    placed = set(mapped)  # the joints whose state sets their child body's placement
     for b in roots:
-        mapped.update(
-            _add_joints(mujoco, m, d0, builder, b, label(m.body_parentid[b]), body_names[b], path)
-        )
+        joints = _add_joints(mujoco, m, d0, builder, b, label(m.body_parentid[b]), body_names[b])
+        mapped.update(joints)
+        if _composition(mujoco, m, d0, b) is None:
+            joint_space_only.append(_joint_space_reason(mujoco, m, b))
+        else:
+            placed.update(joints)
     _add_equalities(mujoco, m, d0, builder, label, body_names, unsupported)
     add_actuators(mujoco, m, builder, set(mapped), unsupported,
                   aliases=_cylindrical_coordinates(mujoco, m))  # fmt: skip
@@ -316,10 +340,27 @@ def _convert(mujoco, m, path: Path, keyframe, model_name: str) -> Model:
         warnings.warn(message, UnsupportedFeatureWarning, stacklevel=3)
     qpos, qvel, source = _keyframe_state(mujoco, m, path, keyframe)
     key = _body_states(mujoco, m, roots, owner, qpos, qvel)
-    _set_joint_states(builder, mapped, key, qpos)
-    model = _place_unjointed(mujoco, m, builder.build(), roots, owner, mapped, key)
+    _set_joint_states(builder, placed, mapped, key, qpos)
+    model = _at_state(builder.build(), key)
+    model = dataclasses.replace(
+        model,
+        tree=_tree(mujoco, m, path, roots, qpos, qvel),
+        joint_space_only=tuple(joint_space_only),
+    )
     logger.info("%s: %d bodies, initial state from the %s", path, len(roots), source)
     return model
+
+
+def _tree(mujoco, m, path, roots, qpos, qvel):
+    """The kinematic tree in MuJoCo's joints, tree body k the model's body k."""
+    tree = tree_from_mujoco(mujoco, m, qpos, qvel)
+    if list(tree.bodies) != list(roots):
+        names = [_name(mujoco, m, mujoco.mjtObj.mjOBJ_BODY, b, "body") for b in roots]
+        raise ModelFileError(
+            path, None, f"the kinematic tree's bodies {list(tree.tree.body_names)} are not "
+            f"the model's bodies {names}"
+        )  # fmt: skip
+    return tree.tree
 
 
 def _collides(m, g: int) -> bool:
@@ -484,11 +525,80 @@ def _mapped_limits(mujoco, m) -> set[int]:
     return out
 
 
-def _add_joints(mujoco, m, d, builder: ModelBuilder, b, parent: str, child: str, path):
+def _composition(mujoco, m, d, b) -> str | None:
+    """The library joint that body ``b``'s MuJoCo joints form (MuJoCo's ``xanchor`` and
+    ``xaxis`` in ``d``): "free", "single" (one hinge, slide or ball), "universal",
+    "cylindrical", "spherical" (three hinges), "planar", "translation" (three slides);
+    None when they form none (the body's joints are joint-space only)."""
+    T = mujoco.mjtJoint
+    hinge, slide = int(T.mjJNT_HINGE), int(T.mjJNT_SLIDE)
+    jids = list(range(m.body_jntadr[b], m.body_jntadr[b] + m.body_jntnum[b]))
+    kinds = [int(m.jnt_type[j]) for j in jids]
+    anchors = [np.array(d.xanchor[j]) for j in jids]
+    axes = [np.array(d.xaxis[j]) for j in jids]
+    if kinds == [int(T.mjJNT_FREE)]:
+        return "free"
+    if len(jids) == 1:
+        return "single"
+    same_point = all(np.linalg.norm(p - anchors[0]) < 1e-9 for p in anchors)
+    if kinds == [hinge] * 2 and same_point and abs(axes[0] @ axes[1]) < 1e-9:
+        return "universal"
+    if sorted(kinds) == sorted([hinge, slide]) and (
+        abs(abs(axes[0] @ axes[1]) - 1) < 1e-9
+        and np.linalg.norm(np.cross(anchors[1] - anchors[0], axes[0])) < 1e-9
+    ):
+        return "cylindrical"
+    if kinds == [hinge] * 3 and same_point and abs(np.linalg.det(np.stack(axes))) > 1e-6:
+        return "spherical"
+    slides = [axes[k] for k in range(len(jids)) if kinds[k] == slide]
+    hinges = [k for k in range(len(jids)) if kinds[k] == hinge]
+    if len(slides) == 2 and len(hinges) == 1 and len(jids) == 3:
+        normal = np.cross(slides[0], slides[1])
+        h = axes[hinges[0]]
+        if np.linalg.norm(normal) > 1e-6 and np.linalg.norm(np.cross(normal, h)) < 1e-9:
+            return "planar"
+    if len(slides) == 3 and len(jids) == 3 and abs(np.linalg.det(np.stack(slides))) > 1e-6:
+        return "translation"
+    return None
+
+
+def _joint_space_reason(mujoco, m, b) -> str:
+    """Why body ``b`` needs the ``"joint"`` formulation (:attr:`Model.joint_space_only`)."""
+    jids = range(m.body_jntadr[b], m.body_jntadr[b] + m.body_jntnum[b])
+    kind_names = {int(mujoco.mjtJoint.mjJNT_HINGE): "hinge",
+                  int(mujoco.mjtJoint.mjJNT_SLIDE): "slide",
+                  int(mujoco.mjtJoint.mjJNT_BALL): "ball"}  # fmt: skip
+    joints = ", ".join(
+        f"{_name(mujoco, m, mujoco.mjtObj.mjOBJ_JOINT, j, 'joint')} "
+        f"({kind_names.get(int(m.jnt_type[j]), 'free')})"
+        for j in jids
+    )
+    body = _name(mujoco, m, mujoco.mjtObj.mjOBJ_BODY, b, "body")
+    return (
+        f"body '{body}': joints {joints} compose into no GCON joint (supported on one body: "
+        "one hinge/slide/ball/free joint, two hinges on perpendicular axes through one point, "
+        "a slide and a hinge on one axis, three hinges through one point, two slides and a "
+        "hinge normal to them, three slides)"
+    )
+
+
+def _joint_space_joints(mujoco, m, d) -> set[int]:
+    """The MuJoCo joints of bodies whose joints compose into no library joint."""
+    return {
+        j
+        for b in range(1, m.nbody)
+        if m.body_jntnum[b] and _composition(mujoco, m, d, b) is None
+        for j in range(m.body_jntadr[b], m.body_jntadr[b] + m.body_jntnum[b])
+    }
+
+
+def _add_joints(mujoco, m, d, builder: ModelBuilder, b, parent: str, child: str):
     """The library joint of body ``b``'s MuJoCo joints: {name: ((coordinate, qpos address),
     ...)}, the coordinates that equal a MuJoCo qpos (all but a spherical joint's; the
     in-plane slides of a planar joint only when the two slides come first and are
-    orthogonal); {} for a free body and three slides (no library joint)."""
+    orthogonal); {} for a free body and three slides (no library joint). Joints that form
+    no library joint: one joint per MuJoCo joint, without rows
+    (:func:`_add_joint_space_joints`)."""
     T = mujoco.mjtJoint
     jids = list(range(m.body_jntadr[b], m.body_jntadr[b] + m.body_jntnum[b]))
     kinds = [int(m.jnt_type[j]) for j in jids]
@@ -498,8 +608,11 @@ def _add_joints(mujoco, m, d, builder: ModelBuilder, b, parent: str, child: str,
     adr = [int(m.jnt_qposadr[j]) for j in jids]
     qpos0 = np.asarray(m.qpos0)
     where = f"body '{child}'"
-    if kinds == [int(T.mjJNT_FREE)]:
+    composition = _composition(mujoco, m, d, b)
+    if composition == "free":
         return {}
+    if composition is None:
+        return _add_joint_space_joints(mujoco, m, builder, jids, parent, child, anchors, axes)
 
     def convention(name, order, signs=None):
         """q = qpos: MuJoCo's qpos0 as the offset, the axes' directions as the signs."""
@@ -508,7 +621,7 @@ def _add_joints(mujoco, m, d, builder: ModelBuilder, b, parent: str, child: str,
         )
         return {name: tuple((c, adr[k]) for c, k in enumerate(order))}
 
-    if len(jids) == 1:
+    if composition == "single":
         name = names[0]
         # a hinge or a slide: the builder's joint of that name; else a ball
         spec = {int(T.mjJNT_HINGE): REVOLUTE, int(T.mjJNT_SLIDE): TRANSLATIONAL}.get(kinds[0])
@@ -521,16 +634,12 @@ def _add_joints(mujoco, m, d, builder: ModelBuilder, b, parent: str, child: str,
         builder.spherical(name, body_i=parent, body_j=child, point=anchors[0])  # ball
         return {name: ()}
     joined = "+".join(names)
-    same_point = all(np.linalg.norm(p - anchors[0]) < 1e-9 for p in anchors)
-    if kinds == [int(T.mjJNT_HINGE)] * 2 and same_point and abs(axes[0] @ axes[1]) < 1e-9:
+    if composition == "universal":
         builder.universal(
             joined, body_i=parent, body_j=child, point=anchors[0], axis_i=axes[0], axis_j=axes[1]
         )
         return convention(joined, [0, 1])
-    if sorted(kinds) == sorted([int(T.mjJNT_HINGE), int(T.mjJNT_SLIDE)]) and (
-        abs(abs(axes[0] @ axes[1]) - 1) < 1e-9
-        and np.linalg.norm(np.cross(anchors[1] - anchors[0], axes[0])) < 1e-9
-    ):
+    if composition == "cylindrical":
         order = [kinds.index(int(T.mjJNT_SLIDE)), kinds.index(int(T.mjJNT_HINGE))]
         # each MuJoCo joint's range, damping, stiffness, ... on its coordinate (qpos units)
         passive = [_passive(mujoco, m, jids[k]) for k in order]
@@ -540,54 +649,71 @@ def _add_joints(mujoco, m, d, builder: ModelBuilder, b, parent: str, child: str,
             **{key: tuple(p[key] for p in passive) for key in passive[0]},
         )  # fmt: skip
         return convention(joined, order, [float(axes[k] @ axes[0]) for k in order])
-    if (
-        kinds == [int(T.mjJNT_HINGE)] * 3
-        and same_point
-        and abs(np.linalg.det(np.stack(axes))) > 1e-6
-    ):
+    if composition == "spherical":
         builder.spherical(joined, body_i=parent, body_j=child, point=anchors[0])
         return {joined: ()}
     slide_ids = [k for k in range(len(jids)) if kinds[k] == int(T.mjJNT_SLIDE)]
     slides = [axes[k] for k in slide_ids]
-    hinges = [k for k in range(len(jids)) if kinds[k] == int(T.mjJNT_HINGE)]
-    if len(slides) == 2 and len(hinges) == 1 and len(jids) == 3:
+    if composition == "planar":
+        h = next(k for k in range(len(jids)) if kinds[k] == int(T.mjJNT_HINGE))
         normal = np.cross(slides[0], slides[1])
-        h = hinges[0]
-        if np.linalg.norm(normal) > 1e-6 and np.linalg.norm(np.cross(normal, axes[h])) < 1e-9:
-            # in-plane axes x = the first slide, y = the second where they are orthogonal
-            exact = abs(slides[0] @ slides[1]) < 1e-9 and h == 2
-            n = normal / np.linalg.norm(normal) if exact else axes[h]
-            builder.planar(
-                joined, body_i=parent, body_j=child, point=anchors[h], axis=n, x_axis=slides[0]
-            )
-            signs = [1, 1, float(axes[h] @ n)]
-            if exact:
-                return convention(joined, [*slide_ids, h], signs)
-            # the slides' qpos are not the in-plane coordinates: only the angle is MuJoCo's
-            builder._joint_convention(joined, offset=[0.0, 0.0, qpos0[adr[h]]], sign=signs)
-            return {joined: ((2, adr[h]),)}
-    if len(slides) == 3 and len(jids) == 3 and abs(np.linalg.det(np.stack(slides))) > 1e-6:
-        # pure translation: the relative rotation is locked by three DP1 rows
-        A_i = builder._frame(parent, where=where)[1]
-        A_j = builder._frame(child, where=where)[1]
-        for k, (a_i, a_j) in enumerate(_rot_lock_vectors(A_i, A_j)):
-            builder.add_dp1(
-                f"{joined}.dp1_{k}", body_i=parent, a_bar_i=a_i, body_j=child, a_bar_j=a_j,
-                joint=joined,
-            )  # fmt: skip
-        return {}
-    kind_names = {int(T.mjJNT_HINGE): "hinge", int(T.mjJNT_SLIDE): "slide",
-                  int(T.mjJNT_BALL): "ball", int(T.mjJNT_FREE): "free"}  # fmt: skip
-    raise ModelFileError(
-        path,
-        where,
-        f"joints {names} ({[kind_names[k] for k in kinds]}) do not form one jaxmbd joint; "
-        "supported on one body: one hinge/slide/ball/free joint, two hinges on "
-        "perpendicular axes through one point (universal), a slide and a hinge on one axis "
-        "(cylindrical), three hinges through one point (spherical), two slides and a hinge "
-        "normal to them (planar), three slides (translation). Split the body with "
-        "massive intermediate bodies.",
-    )
+        # in-plane axes x = the first slide, y = the second where they are orthogonal
+        exact = abs(slides[0] @ slides[1]) < 1e-9 and h == 2
+        n = normal / np.linalg.norm(normal) if exact else axes[h]
+        builder.planar(
+            joined, body_i=parent, body_j=child, point=anchors[h], axis=n, x_axis=slides[0]
+        )
+        signs = [1, 1, float(axes[h] @ n)]
+        if exact:
+            return convention(joined, [*slide_ids, h], signs)
+        # the slides' qpos are not the in-plane coordinates: only the angle is MuJoCo's
+        builder._joint_convention(joined, offset=[0.0, 0.0, qpos0[adr[h]]], sign=signs)
+        return {joined: ((2, adr[h]),)}
+    # three slides, pure translation: the relative rotation is locked by three DP1 rows
+    A_i = builder._frame(parent, where=where)[1]
+    A_j = builder._frame(child, where=where)[1]
+    for k, (a_i, a_j) in enumerate(_rot_lock_vectors(A_i, A_j)):
+        builder.add_dp1(
+            f"{joined}.dp1_{k}", body_i=parent, a_bar_i=a_i, body_j=child, a_bar_j=a_j,
+            joint=joined,
+        )  # fmt: skip
+    return {}
+
+
+def _add_joint_space_joints(mujoco, m, builder, jids, parent, child, anchors, axes):
+    """Joints of one body that compose into no GCON joint: no rows, and each MuJoCo joint a
+    joint of its own name between the body and its parent (hinge → revolute, slide →
+    translational, ball → spherical, at its anchor and axis at the reference pose), whose
+    coordinate is its qpos. Their limits, damping, stiffness, friction loss, armature and
+    actuators are those of a single hinge or slide; the ``"joint"`` formulation evaluates
+    them in joint space (q = qpos, qdot = qvel), the absolute formulations refuse the model
+    (:attr:`~jaxmbd.Model.joint_space_only`)."""
+    T = mujoco.mjtJoint
+    kinds = {int(T.mjJNT_HINGE): "revolute", int(T.mjJNT_SLIDE): "translational",
+             int(T.mjJNT_BALL): "spherical"}  # fmt: skip
+    qpos0 = np.asarray(m.qpos0)
+    out = {}
+    for j, point, axis in zip(jids, anchors, axes, strict=True):
+        name = _name(mujoco, m, mujoco.mjtObj.mjOBJ_JOINT, j, "joint")
+        kind = kinds[int(m.jnt_type[j])]
+        frame = builder._frame(child, where=f"joint '{name}'")[1] if kind == "spherical" else None
+        builder._record_joint(
+            name, kind, parent, child, point, _axis_frame(axis) if frame is None else frame
+        )
+        if kind == "spherical":
+            out[name] = ()
+            continue
+        adr = int(m.jnt_qposadr[j])
+        builder._joint_convention(name, offset=[qpos0[adr]], sign=[1])
+        hinge = kind == "revolute"
+        builder._record_limits(name, _limits(m, j, hinge), None, None)
+        passive = _passive(mujoco, m, j)
+        builder._record_dynamics(
+            name, *(passive[key] for key in ("damping", "stiffness", "spring_reference",
+                                              "friction_loss", "armature")),
+        )  # fmt: skip
+        out[name] = ((0, adr),)
+    return out
 
 
 def _add_equalities(mujoco, m, d, builder, label, body_names, unsupported):
@@ -662,14 +788,19 @@ def _body_states(mujoco, m, roots, owner, qpos, qvel):
     return r, A, rdot, omega
 
 
-def _set_joint_states(builder: ModelBuilder, mapped, key, qpos):
+def _set_joint_states(builder: ModelBuilder, placed, mapped, key, qpos):
     """The keyframe as joint states, through :meth:`ModelBuilder.set_joint_state`: each
     library joint's coordinates from MuJoCo's poses at the keyframe, its angles on the
-    branch of MuJoCo's qpos (a hinge at 5 rad stays at 5 rad)."""
+    branch of MuJoCo's qpos (a hinge at 5 rad stays at 5 rad). Joints in ``mapped`` but not
+    in ``placed`` (joint-space only) start at their qpos without placing their body."""
     index = {b.name: k for k, b in enumerate(builder._bodies)}
     index[GROUND] = len(builder._bodies)
     for spec in builder._joints:
-        if spec.name not in mapped:
+        if spec.name in mapped and spec.name not in placed:
+            for c, address in mapped[spec.name]:
+                spec.q_start[c] = qpos[address]
+            continue
+        if spec.name not in placed:
             continue  # an equality connect: closed by the consistent start
         state = joint_coordinates(spec.definition(index), *(x[None] for x in key))
         q = np.atleast_1d(np.asarray(state.q)[0]).copy()
@@ -679,42 +810,10 @@ def _set_joint_states(builder: ModelBuilder, mapped, key, qpos):
         builder.set_joint_state(spec.name, q=q, qdot=np.asarray(state.qdot)[0])
 
 
-def _place_unjointed(mujoco, m, model: Model, roots, owner, mapped, key) -> Model:
-    """Free bodies and bodies on three slides (no library joint) at their keyframe state,
-    each with its MuJoCo subtree, which keeps its motion relative to it."""
-    index = {b: k for k, b in enumerate(roots)}
-    mine = {k for k, b in enumerate(roots) if not _joint_names(mujoco, m, b) & set(mapped)}
-    if not mine:
-        return model
-    r, A = np.asarray(model.r0).copy(), np.asarray(model.A0).copy()
-    v = np.asarray(model.rdot0).copy()
-    w = np.einsum("bij,bj->bi", A, np.asarray(model.omega0))
-    for k in sorted(mine):  # MuJoCo's order: parents first
-        b = roots[k]
-        subtree = {
-            index[owner[c]] for c in range(1, m.nbody) if owner[c] >= 0 and _descends(m, c, b)
-        }
-        new = (key[0][k], key[1][k], key[2][k], key[1][k] @ key[3][k])
-        move_subtree((r, A, v, w), k, subtree, new)
-    omega = np.einsum("bji,bj->bi", A, w)
-    return dataclasses.replace(
-        model,
-        r0=jnp.asarray(r),
-        A0=jnp.asarray(A),
-        rdot0=jnp.asarray(v),
-        omega0=jnp.asarray(omega),
-    )
-
-
-def _joint_names(mujoco, m, b) -> set[str]:
-    jids = range(m.body_jntadr[b], m.body_jntadr[b] + m.body_jntnum[b])
-    names = [_name(mujoco, m, mujoco.mjtObj.mjOBJ_JOINT, j, "joint") for j in jids]
-    return {*names, "+".join(names)}
-
-
-def _descends(m, body: int, ancestor: int) -> bool:
-    while body > 0:
-        if body == ancestor:
-            return True
-        body = int(m.body_parentid[body])
-    return False
+def _at_state(model: Model, key) -> Model:
+    """``model`` with its bodies at MuJoCo's kinematics of the keyframe (exactly: free
+    bodies, bodies on three slides and bodies whose joints are joint-space only have no
+    joint state to set, and the joint states of the others reproduce MuJoCo's poses only to
+    round-off, which grows down long chains)."""
+    r, A, v, w = (jnp.asarray(x) for x in key)
+    return dataclasses.replace(model, r0=r, A0=A, rdot0=v, omega0=w)

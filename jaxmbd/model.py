@@ -128,6 +128,13 @@ class Model(eqx.Module):
     sensors: object | None = None
     # frames fixed on bodies (jaxmbd.markers.Markers; sol.markers[name]); None: no markers
     markers: object | None = None
+    # the bodies as a kinematic tree in joint coordinates (jaxmbd.tree.KinematicTree, body k
+    # of the tree is body k of the model), as read from a file (MJCF: MuJoCo's joints and
+    # qpos layout); None: derived from the joints when the "joint" formulation runs
+    tree: object | None = None
+    # why the absolute-coordinate formulations cannot run the model (bodies whose joints
+    # compose into no GCON joint), static; () when they can
+    joint_space_only: tuple[str, ...] = eqx.field(static=True, default=())
 
     @property
     def nb(self) -> int:

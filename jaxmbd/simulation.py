@@ -31,6 +31,7 @@ from ._stepping import (
 from ._xla_flags import unhoisted_when_differentiated
 from .actuators import control_inputs, policy_controls, with_controls
 from .contact import with_contact
+from .errors import ModelError
 from .formulations import AbstractFormulation, get_formulation
 from .initial_state import START_MAX_ITER, START_TOL, _consistent_initial_state, to_formulation
 from .integrators import (
@@ -41,6 +42,7 @@ from .integrators import (
     StartState,
     get_integrator,
 )
+from .joint_space import simulate_joint_space
 from .limits_option import limits_integrator, with_limits
 from .line_search import LineSearchNewton
 from .model import Model
@@ -332,10 +334,16 @@ def _hard_contact_integrator(model, contact, integrator):
     return integrator
 
 
+def default_formulation(model: Model) -> str:
+    """ "joint" for a model with a kinematic tree read from its file (MJCF, URDF), else
+    "rA" (the formulations guide says why)."""
+    return "joint" if model.tree is not None else "rA"
+
+
 def simulate(
     model: Model,
     *,
-    formulation="rA",
+    formulation=None,
     integrator=None,
     t_end: float,
     h: float,
@@ -355,12 +363,16 @@ def simulate(
 ) -> Solution:
     """Dynamics of ``model`` on t = k h, k = 0..round(t_end / h).
 
-    ``formulation``: a name ("rA", "rp", "re", "se3", "director", "rotmat") or a formulation
-    object (any :class:`~jaxmbd.formulations.AbstractFormulation`, also one defined outside
-    the package). ``integrator``: a name ("gen_alpha", "backward_euler", "rkmk", "rk",
-    "energy_momentum"; default: the formulation's ``default_integrator``) or an integrator
-    object. An integrator steps every formulation that has the capabilities it requires
-    (``requires``); any other pair raises ``ValueError`` listing the valid pairs.
+    ``formulation``: a name ("joint", "rA", "rp", "re", "se3", "director", "rotmat") or a
+    formulation object; None (the default): "joint" for a model read from MJCF or URDF (its
+    kinematic tree in MuJoCo's joint coordinates, :mod:`jaxmbd.joint_space`), "rA" for
+    others. A formulation object: any :class:`~jaxmbd.formulations.AbstractFormulation`,
+    also one defined outside the package. ``integrator``: a name ("gen_alpha",
+    "backward_euler", "rkmk", "rk", "energy_momentum"; "joint" has "rk", "rkmk", "euler" and
+    "implicit", see :mod:`jaxmbd.joint_space.steppers`; default: the formulation's
+    ``default_integrator``) or an integrator object. An integrator steps every formulation
+    that has the capabilities it requires (``requires``); any other pair raises
+    ``ValueError`` listing the valid pairs.
 
     ``options`` go to the integrator (:func:`~jaxmbd.integrators.get_integrator`; an option
     it does not have raises ``ValueError`` listing its options; ``None`` means the default).
@@ -474,8 +486,19 @@ def simulate(
     full_model = model
     if policy is None and model.sensors is not None:  # read after the run: not compiled in
         model = dataclasses.replace(model, sensors=None)
+    form = get_formulation(default_formulation(model) if formulation is None else formulation)
+    if form.runs_in_joint_space:
+        return simulate_joint_space(
+            full_model, form, integrator=integrator, n=n, h=h, controls=controls,
+            policy=policy, throw=throw, options=options,
+        )  # fmt: skip
+    if model.joint_space_only:
+        raise ModelError(
+            f"simulate: formulation {form.name!r} cannot run model '{model.name}': "
+            + "; ".join(model.joint_space_only)
+            + ". Use formulation='joint' (joints in joint coordinates, any number per body)"
+        )
     model, kept = rows_for_run(model, redundant, where="simulate")
-    form = get_formulation(formulation)
     stepper = get_integrator(integrator, form, **_contact_newton(model, integrator, form, options))
     check_euler_angle_start(model, form)
     save_every = check_save_every(save_every, n)

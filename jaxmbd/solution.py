@@ -12,14 +12,16 @@ import numpy as np
 
 from . import _config  # noqa: F401
 from ._joint_forces import coordinates_and_rates
+from ._mujoco_layout import tree_layout
 from ._results import first_failed_step
 from .contact import slot_history
 from .forces import BodyState
 from .formulations import get_formulation
 from .integrators.moreau_jean import hard_contact_slots, hard_limit_forces
-from .joints import JointCoordinatesMap, JointDefinition
+from .joints import JointCoordinates, JointCoordinatesMap, JointDefinition
 from .markers import MarkerMap
 from .sensors import SensorReadings
+from .tree import JointType
 
 
 @jax.jit
@@ -38,6 +40,32 @@ def _compliant_limit_forces(element, r, A, rdot, omega):
     for _ in range(leading):
         fn = jax.vmap(fn)
     return fn(element, r, A, rdot, omega)
+
+
+class TreeJointMap(JointCoordinatesMap):
+    """``sol.joints`` of a run in joint coordinates: every tree joint by name, read from
+    qpos/qvel (hinge and slide: (..., T); ball: the quaternion (..., T, 4) and the
+    body-frame angular velocity; free: position and quaternion (..., T, 7), (..., T, 6))."""
+
+    def __init__(self, tree, qpos, qvel):
+        self._tree, self._qpos, self._qvel = tree, qpos, qvel
+        self._definitions = dict.fromkeys(tree.joint_names)
+
+    def __getitem__(self, name: str) -> JointCoordinates:
+        tree = self._tree
+        if name not in self._definitions:
+            raise KeyError(f"no joint {name!r}; the joints are {list(tree.joint_names)}")
+        j = tree.joint_names.index(name)
+        jtype = JointType(tree.joint_type[j])
+        qa, va = tree.joint_qpos_adr[j], tree.joint_dof_adr[j]
+        if jtype.nv == 1:
+            q, qdot = self._qpos[..., qa], self._qvel[..., va]
+        else:
+            q, qdot = self._qpos[..., qa : qa + jtype.nq], self._qvel[..., va : va + jtype.nv]
+        return JointCoordinates(q=q, qdot=qdot, name=name, kind=jtype.name.lower())
+
+    def __repr__(self) -> str:
+        return f"TreeJointMap({list(self._tree.joint_names)})"
 
 
 class Solution(eqx.Module):
@@ -105,6 +133,9 @@ class Solution(eqx.Module):
     unilateral_forces: jax.Array | None = None
     # the model's joint limits (jaxmbd.joint_limits.JointLimits), for :attr:`limits`
     limit_element: object | None = None
+    # the kinematic tree of a run in joint coordinates (jaxmbd.tree.KinematicTree): q and v
+    # are then its qpos and qvel (T, nq), (T, nv)
+    tree: object | None = None
 
     def __init__(
         self, t, r, A, rdot, omega, rddot, omegadot, lam, iterations, status, residual,
@@ -112,6 +143,7 @@ class Solution(eqx.Module):
         save_every=1, body_names=(), constraint_names=(), joint_definitions=(),
         contact_element=None, sensor_model=None, sensor_key=None, start_correction=None,
         marker_element=None, unilateral_forces=None, limit_element=None, linear_solver="",
+        tree=None,
     ):  # fmt: skip
         self.t, self.r, self.A, self.rdot, self.omega = t, r, A, rdot, omega
         self.rddot, self.omegadot, self.lam = rddot, omegadot, lam
@@ -128,6 +160,7 @@ class Solution(eqx.Module):
         self.unilateral_forces = unilateral_forces
         self.limit_element = limit_element
         self.linear_solver = linear_solver
+        self.tree = tree
 
     def _from_body_state(self):
         """(q, v) of a dynamics run whose formulation does not store them (its coordinates
@@ -155,6 +188,30 @@ class Solution(eqx.Module):
         return self.stored_v if derived is None else derived[1]
 
     @property
+    def _joint_space_run(self) -> bool:
+        return self.tree is not None and get_formulation(self.formulation).runs_in_joint_space
+
+    def _layout(self):
+        return tree_layout(self.tree, self.r, self.A, self.rdot, self.omega)
+
+    @property
+    def qpos(self):
+        """Joint coordinates (..., T, nq) in the kinematic tree's layout (MuJoCo's for a
+        model read from MJCF or URDF), in every formulation: stored by a run in joint
+        coordinates, read from the body states of the others
+        (:func:`jaxmbd._mujoco_layout.mujoco_layout`); None for a model without a tree."""
+        if self.tree is None:
+            return None
+        return self.stored_q if self._joint_space_run else self._layout()[0]
+
+    @property
+    def qvel(self):
+        """Joint velocities (..., T, nv) (see :attr:`qpos`)."""
+        if self.tree is None:
+            return None
+        return self.stored_v if self._joint_space_run else self._layout()[1]
+
+    @property
     def joints(self) -> JointCoordinatesMap:
         """Joint coordinates over time, by joint name: ``sol.joints["hinge"].q`` and
         ``.qdot`` (a :class:`~jaxmbd.joints.JointCoordinates`; ``.rotation_vector`` too for a
@@ -162,6 +219,8 @@ class Solution(eqx.Module):
         unwrapped over time. Conventions per joint kind (and MuJoCo's for joints loaded from
         MJCF): :mod:`jaxmbd.joints`. An unknown name raises ``KeyError`` listing the joints;
         a Solution read from a file has none."""
+        if self._joint_space_run:
+            return TreeJointMap(self.tree, self.stored_q, self.stored_v)
         return JointCoordinatesMap(self.joint_definitions, (self.r, self.A, self.rdot, self.omega))
 
     @property

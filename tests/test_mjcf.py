@@ -278,13 +278,6 @@ def test_unsupported_mjcf_features_in_one_warning(tmp_path):
             "<parent link='a'/><child link='missing'/></joint></robot>",
             "MuJoCo cannot parse this file",
         ),
-        (
-            "twohinges.xml",
-            "<mujoco><worldbody><body name='b'><joint name='h1' axis='0 1 0'/>"
-            "<joint name='h2' axis='0 1 0' pos='0.1 0 0'/><geom size='0.1'/></body>"
-            "</worldbody></mujoco>",
-            "body 'b': joints ['h1', 'h2'] (['hinge', 'hinge']) do not form one jaxmbd joint",
-        ),
     ],
 )
 def test_malformed_files_give_model_file_error(tmp_path, name, text, message):

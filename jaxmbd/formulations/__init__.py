@@ -5,6 +5,7 @@ string (an unregistered formulation object runs as well)."""
 
 from .base import CAPABILITIES, AbstractAutodiffFormulation, AbstractFormulation, DynamicsBlocks
 from .director import Director
+from .joint import JointCoordinates
 from .ra import RA
 from .re import RE
 from .rotmat import Rotmat
@@ -29,14 +30,22 @@ def _defined_classes(name: str) -> list[type[AbstractFormulation]]:
     return found
 
 
+#: Formulations that run in joint space (not through :class:`AbstractFormulation`).
+JOINT_SPACE_FORMULATIONS: dict[str, type[JointCoordinates]] = {
+    JointCoordinates.name: JointCoordinates
+}
+
+
 def get_formulation(name) -> AbstractFormulation:
     """The formulation object for a name or an instance (returned as is).
 
     A name is looked up among the registered :data:`FORMULATIONS`, then among the other
     defined formulation classes (so that a Solution of a user's formulation finds its
     formulation again by ``sol.formulation``)."""
-    if isinstance(name, AbstractFormulation):
+    if isinstance(name, (AbstractFormulation, JointCoordinates)):
         return name
+    if isinstance(name, str) and name in JOINT_SPACE_FORMULATIONS:
+        return JOINT_SPACE_FORMULATIONS[name]()
     cls = FORMULATIONS.get(name) if isinstance(name, str) else None
     if cls is None and isinstance(name, str):
         defined = _defined_classes(name)
@@ -48,7 +57,8 @@ def get_formulation(name) -> AbstractFormulation:
         cls = defined[0] if defined else None
     if cls is None:
         raise ValueError(
-            f"unknown formulation {name!r}; choose one of {sorted(FORMULATIONS)} or pass a "
+            f"unknown formulation {name!r}; choose one of "
+            f"{sorted(FORMULATIONS) + sorted(JOINT_SPACE_FORMULATIONS)} or pass a "
             "formulation object (an AbstractFormulation instance)"
         )
     return cls()
@@ -74,6 +84,8 @@ __all__ = [
     "Director",
     "Rotmat",
     "FORMULATIONS",
+    "JOINT_SPACE_FORMULATIONS",
+    "JointCoordinates",
     "formulation_named",
     "get_formulation",
 ]

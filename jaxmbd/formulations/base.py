@@ -102,6 +102,10 @@ class AbstractFormulation(eqx.Module):
     #: formulation runs either way.
     hoistable_implicit_step: ClassVar[bool] = False
 
+    #: Runs go to the joint-space engine instead (:class:`~jaxmbd.formulations.joint.
+    #: JointCoordinates`); every per-body formulation: False.
+    runs_in_joint_space: ClassVar[bool] = False
+
     #: Whether a Solution stores the formulation's own coordinates ``q`` and velocities
     #: ``v`` besides the body state (r, A, r_dot, omega_bar). Not where they are that body
     #: state itself (rA): the copy would be about a third of every stored step.

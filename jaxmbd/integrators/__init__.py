@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import inspect
 
-from ..formulations import FORMULATIONS, get_formulation
+from ..formulations import FORMULATIONS, JOINT_SPACE_FORMULATIONS, get_formulation
 from ..newton import get_newton
 from .backward_euler import BackwardEuler
 from .base import (
@@ -64,18 +64,21 @@ def default_options(form, integrator) -> dict:
 def valid_pairs() -> list[tuple[str, str]]:
     """(formulation, integrator) pairs of the registered names that :func:`jaxmbd.simulate`
     accepts: every integrator with every formulation that has the capabilities it requires."""
-    return [
+    pairs = [
         (f, name)
         for name, cls in INTEGRATORS.items()
         for f, form in FORMULATIONS.items()
         if cls.supports(form)
     ]
+    return pairs + [(f, name) for f, cls in JOINT_SPACE_FORMULATIONS.items()
+                    for name in cls.integrators]  # fmt: skip
 
 
 #: :func:`default_options` of every valid pair that has some (documentation and tests).
 DEFAULT_OPTIONS = {
     pair: options
     for pair in valid_pairs()
+    if pair[0] in FORMULATIONS
     if (options := default_options(FORMULATIONS[pair[0]], pair[1]))
 }
 

@@ -12,7 +12,7 @@ from ..build import ModelBuilder
 from ..errors import ModelError, ModelFileError
 from ..forces import FileEntry
 from ..gcons import gcon_kind
-from .schema import _OBJECT_LISTS, _RANGE_KEYS, MAX_DEPTH, MAX_FILE_BYTES
+from .schema import _OBJECT_LISTS, _RANGE_KEYS, _STRING_LISTS, MAX_DEPTH, MAX_FILE_BYTES
 
 
 def _read_json(path: Path):
@@ -69,7 +69,7 @@ def _check_values(path, value, where: str, depth: int):
                 path, where, f"number {shown} is not finite or above {MAX_MAGNITUDE:g}"
             )
         return
-    if isinstance(value, list) and where.rpartition(".")[2] not in _OBJECT_LISTS:
+    if isinstance(value, list) and where.rpartition(".")[2] not in _OBJECT_LISTS | _STRING_LISTS:
         open_ended = where.rpartition(".")[2] in _RANGE_KEYS  # null: an unbounded side
         for k, item in enumerate(value):
             if isinstance(item, str | bool) or (item is None and not open_ended):

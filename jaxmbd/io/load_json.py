@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from .._joint_forces import CYLINDRICAL_VIEWS
@@ -14,6 +15,8 @@ from ..forces import FORCE_TYPES
 from ..gcons import gcon_kind
 from ..joints import JOINT_KINDS
 from ..model import Model
+from ..tree import KinematicTree
+from ..tree.topology import tree_arrays
 from ._read import _add_gcon, _Entry, _get, _list, _object, _string
 from .schema import (
     _CONTACT_NUMBERS,
@@ -192,7 +195,33 @@ def _load_own(path: Path, data: dict) -> Model:
             builder.add_sensor(name, kind=_string(sen, "kind", path, where), **options)
         except ModelError as err:
             raise ModelFileError(path, where, str(err)) from None
-    return builder.build()
+    return _with_tree(builder.build(), data, path)
+
+
+def _with_tree(model: Model, data: dict, path: Path) -> Model:
+    """``model`` with the file's ``tree`` and ``joint_space_only`` (see the schema)."""
+    reasons = data.get("joint_space_only", [])
+    if not isinstance(reasons, list) or not all(isinstance(r, str) for r in reasons):
+        raise ModelFileError(path, "joint_space_only", "expected a list of strings")
+    tree = data.get("tree")
+    if tree is not None:
+        _object(tree, path, "tree", _OWN_KEYS["tree"])
+        missing = sorted(_OWN_KEYS["tree"] - set(tree))
+        if missing:
+            raise ModelFileError(path, "tree", f"missing keys {missing}")
+        static = ("body_names", "parent", "joint_names", "joint_type", "joint_body")
+        try:
+            tree = KinematicTree(
+                **{key: tuple(tree[key]) for key in static},
+                **tree_arrays(**{k: v for k, v in tree.items() if k not in static}),
+            )
+        except (ModelError, TypeError, ValueError) as err:
+            raise ModelFileError(path, "tree", str(err)) from None
+        if tree.body_names != model.body_names:
+            raise ModelFileError(
+                path, "tree", f"bodies {list(tree.body_names)} are not the model's bodies"
+            )
+    return dataclasses.replace(model, tree=tree, joint_space_only=tuple(reasons))
 
 
 def _add_force(builder: ModelBuilder, frc, path: Path, k: int) -> None:

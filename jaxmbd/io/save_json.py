@@ -17,7 +17,7 @@ from ..drivers import program_to_source
 from ..gcons import gcon_kind
 from ..joints import joint_kind
 from ..model import GROUND, Model
-from .schema import _CONTACT_NUMBERS, _JOINT_FRAME_FIELDS, FORMAT
+from .schema import _CONTACT_NUMBERS, _JOINT_FRAME_FIELDS, _OWN_KEYS, FORMAT
 
 logger = logging.getLogger("jaxmbd")
 
@@ -137,6 +137,13 @@ def save_model(model: Model, path, *, solver: dict | None = None) -> Path:
         doc["sensors"] = _sensors_to_json(model)
     if model.markers is not None:
         doc["markers"] = _markers_to_json(model)
+    if model.tree is not None:
+        doc["tree"] = {
+            key: (np.asarray(value).tolist() if hasattr(value, "shape") else list(value))
+            for key, value in ((key, getattr(model.tree, key)) for key in _OWN_KEYS["tree"])
+        }
+    if model.joint_space_only:
+        doc["joint_space_only"] = list(model.joint_space_only)
     if solver:
         doc["solver"] = dict(solver)
     path.write_text(json.dumps(doc, indent=2) + "\n")

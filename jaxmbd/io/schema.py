@@ -41,6 +41,10 @@ Own schema (``"format": "jaxmbd-model"``)::
                   "site": [x, y, z], "frame": 3x3 (body frame), "noise"}],
      "markers": [{"name", "body", "point": [x, y, z], "axes": 3x3 (optional; global,
                   at the initial configuration)}],
+     "tree": {"body_names", "parent", "joint_names", "joint_type", "joint_body",
+              "body_pos", "body_rot", "com", "joint_pos", "joint_axis", "qpos0",
+              "qpos_init", "qvel_init"} (optional; jaxmbd.tree.KinematicTree's fields),
+     "joint_space_only": [reason, ...] (optional),
      "solver": {"h": ..., "t_end": ..., "tol": ...}}
 
 ``joint_coordinates`` (optional; written by :func:`save_model`) define the joint coordinates
@@ -56,7 +60,10 @@ damping, stiffness and friction loss are options of their joint (:meth:`ModelBui
 :meth:`ModelBuilder.add_actuator` (:mod:`jaxmbd.actuators`), in control order; ``sensors``
 those of :meth:`ModelBuilder.add_sensor` (:mod:`jaxmbd.sensors`), in order; ``markers``
 those of :meth:`ModelBuilder.add_marker` (:mod:`jaxmbd.markers`). Saved models
-write limit gains and spring references as built (defaults resolved).
+write limit gains and spring references as built (defaults resolved). ``tree`` and
+``joint_space_only`` are :attr:`Model.tree` and :attr:`Model.joint_space_only` (models read
+from MJCF: MuJoCo's joints and qpos layout, and the bodies whose joints compose into no
+GCON joint).
 a body without shapes is drawn as a stick figure joining its joint points (see
 :func:`jaxmbd.geometry.default_shapes`). Joint points and axes are
 global, at the initial configuration; GCON vectors are in body frames. The published
@@ -103,7 +110,10 @@ _CYLINDRICAL_KEYS = tuple(suffix for suffix, _ in CYLINDRICAL_VIEWS)
 _OWN_KEYS = {
     "model": {"format", "version", "name", "description", "gravity", "bodies", "joints",
               "constraints", "drivers", "forces", "joint_coordinates", "solver",
-              "ground_shapes", "contacts", "actuators", "sensors", "markers"},
+              "ground_shapes", "contacts", "actuators", "sensors", "markers", "tree",
+              "joint_space_only"},
+    "tree": {"body_names", "parent", "joint_names", "joint_type", "joint_body", "body_pos",
+             "body_rot", "com", "joint_pos", "joint_axis", "qpos0", "qpos_init", "qvel_init"},
     "body": {"name", "mass", "inertia", "r", "A", "axes", "rdot", "omega", "shapes"},
     "axes": {"x", "y"},
     "joint": {"name", "type", "body_i", "body_j", "point", "axis", "axis_i", "axis_j",
@@ -144,6 +154,8 @@ _OBJECT_LISTS = {
     "ground_shapes",
     "contacts",
 }
+#: Lists of strings (names, reasons).
+_STRING_LISTS = {"body_names", "joint_names", "joint_space_only"}
 MAX_DEPTH = 12  # the deepest field of the schema (a shape's matrix row) is at depth 6
 MAX_FILE_BYTES = 64 * 2**20
 

@@ -1,0 +1,29 @@
+"""The ``"joint"`` formulation's name and declarations.
+
+A model in joint coordinates is its kinematic tree (:mod:`jaxmbd.tree`) with loop-closing
+constraints; it is stepped by its own explicit integrators (:mod:`jaxmbd.joint_space`),
+not through the per-body interface of :class:`~jaxmbd.formulations.AbstractFormulation`,
+so this class declares what :func:`jaxmbd.simulate` needs to route a run there."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import equinox as eqx
+
+
+class JointCoordinates(eqx.Module):
+    """Joint coordinates (``formulation="joint"``): qpos/qvel of the model's kinematic tree."""
+
+    name: ClassVar[str] = "joint"
+    #: Runs go to :func:`jaxmbd.joint_space.run_joint_space` (the absolute formulations:
+    #: False).
+    runs_in_joint_space: ClassVar[bool] = True
+    stores_own_coordinates: ClassVar[bool] = True
+    default_integrator: ClassVar[str] = "rk"
+    #: The integrators that step it (:data:`jaxmbd.joint_space.steppers.JOINT_STEPPERS`).
+    integrators: ClassVar[tuple[str, ...]] = ("rk", "rkmk", "euler", "implicit")
+
+    @classmethod
+    def capabilities(cls) -> frozenset[str]:
+        return frozenset({"joint_coordinates"})

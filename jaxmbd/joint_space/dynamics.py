@@ -1,0 +1,108 @@
+"""Forward dynamics in joint coordinates: M qacc + C = tau + J^T w (- G^T lam), G qacc = gamma.
+
+The tree's equations (:mod:`jaxmbd.tree.dynamics`) with the force elements of
+:mod:`jaxmbd.joint_space.forces`; loops add their multipliers by the Schur complement on
+the Cholesky factor of M: with Y = M^-1 G^T, (G Y) lam = G qacc_0 - gamma and
+qacc = qacc_0 - Y lam (Featherstone 2008, section 8.1, eq. 8.12-8.13 with the sign of the
+multipliers of :mod:`jaxmbd.formulations`: the reaction on the bodies is -G^T lam)."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from .. import _config  # noqa: F401
+from ..model import Model
+from ..tree import (
+    KinematicTree,
+    TreePoses,
+    bias_forces,
+    body_velocities,
+    cholesky_solve,
+    joint_forces,
+    mass_matrix,
+    poses,
+)
+from ..tree._elementwise import mv
+from ..tree.kinematics import dof_ancestors, velocities
+from .forces import JointSpaceForces, body_state, joint_space_forces
+from .loops import Loops, loop_terms, solve_normal
+
+
+class Accelerations(NamedTuple):
+    qacc: jax.Array
+    lam: jax.Array  # (n_loop_rows,)
+    poses: TreePoses
+    forces: JointSpaceForces
+    loop_residual: jax.Array  # ||Phi|| of the loop rows (0 without loops)
+    rhs: jax.Array  # tau + J^T w - C: M qacc = rhs (- G^T lam)
+    mass: jax.Array  # M (with armature; without the Euler step's h D)
+    velocity_jacobian: jax.Array | None  # d(tau + J^T w)/d qvel, where asked for
+
+
+def applied_generalised_forces(model: Model, tree: KinematicTree, qpos, qvel, t):
+    """The force elements' generalised forces tau + J^T w (nv,) at (qpos, qvel, t)."""
+    p = poses(tree, qpos)
+    rdot, omega = body_velocities(tree, p, qvel)
+    forces = joint_space_forces(model, tree, p, body_state(p, rdot, omega), qpos, qvel, t)
+    if forces.wrenches is None:
+        return forces.tau
+    return forces.tau + joint_forces(tree, p, forces.wrenches)
+
+
+def _generalised(model, tree, p, qpos, t):
+    """qvel -> (tau + J^T w, the JointSpaceForces) at fixed poses."""
+
+    def at(qvel):
+        rdot, omega = body_velocities(tree, p, qvel)
+        forces = joint_space_forces(model, tree, p, body_state(p, rdot, omega), qpos, qvel, t)
+        if forces.wrenches is None:
+            return forces.tau, forces
+        return forces.tau + joint_forces(tree, p, forces.wrenches), forces
+
+    return at
+
+
+def accelerations(model: Model, tree: KinematicTree, loops: Loops | None, qpos, qvel, t,
+                  *, damping_step=None, velocity_jacobian=False) -> Accelerations:  # fmt: skip
+    """qacc at (qpos, qvel, t). ``damping_step``: h of MuJoCo's Euler step, which treats
+    joint damping implicitly: M + h D replaces M (``mj_Euler``); None: explicit.
+    ``velocity_jacobian``: also the forces' Jacobian d(tau + J^T w)/d qvel, from the same
+    evaluation (forward mode, one tangent per dof)."""
+    p = poses(tree, qpos)
+    at = _generalised(model, tree, p, qpos, t)
+    D = None
+    if velocity_jacobian:
+        tau, forces = at(qvel)
+        D = jax.jacfwd(lambda v: at(v)[0])(qvel)
+    else:
+        tau, forces = at(qvel)
+    mass = mass_matrix(tree, p, model.mass, model.inertia, forces.armature)
+    M = mass
+    if damping_step is not None and forces.damping is not None:
+        M = M + damping_step * jnp.diag(forces.damping)
+    rhs = tau - bias_forces(tree, p, model.mass, model.inertia, model.gravity, qvel)
+    qacc = cholesky_solve(M, rhs)
+    if loops is None:
+        zero = jnp.zeros((), qacc.dtype)
+        return Accelerations(qacc, jnp.zeros(0, qacc.dtype), p, forces, zero, rhs, mass, D)
+    phi, G, _, gamma = loop_terms(loops, tree, qpos, qvel, t)
+    Y = cholesky_solve(M, G.T)  # (nv, m)
+    lam = solve_normal(loops, G, Y.T, mv(G, qacc) - gamma)
+    return Accelerations(qacc - mv(Y, lam), lam, p, forces, jnp.linalg.norm(phi), rhs, mass, D)
+
+
+def body_accelerations(tree: KinematicTree, p: TreePoses, qvel, qacc):
+    """(centre-of-mass accelerations (nb, 3), body-frame angular accelerations (nb, 3)):
+    the spatial accelerations sum over the chain of S qacc + S_dot qvel, then
+    r_ddot = a_O + alpha x c + omega x v_c (the classical acceleration of the centre of
+    mass from the spatial one, Featherstone eq. 2.47)."""
+    V, S_dot = velocities(tree, p.S, qvel)
+    anc = jnp.asarray(dof_ancestors(tree))
+    A = anc @ (p.S * qacc[:, None] + S_dot * qvel[:, None])
+    w, alpha = V[:, :3], A[:, :3]
+    v_c = V[:, 3:] + jnp.cross(w, p.c)
+    rddot = A[:, 3:] + jnp.cross(alpha, p.c) + jnp.cross(w, v_c)
+    return rddot, jnp.einsum("bji,bj->bi", p.R, alpha)

@@ -1,0 +1,159 @@
+"""Time steps in joint coordinates.
+
+``rk``: the classical 4-stage Runge-Kutta method on the joints' manifolds as MuJoCo's
+``mj_RungeKutta`` takes it: each stage's positions are qpos_0 (+) h sum_j a_ij qvel_j (the
+retraction of :func:`jaxmbd.tree.integrate_positions`: body-frame rotations for ball and
+free joints). ``rkmk``: the Munthe-Kaas RK4, fourth order on the rotations too
+(:class:`RungeKutta4`). ``euler``: MuJoCo's semi-implicit Euler
+step, qvel += h qacc with the joint damping taken implicitly (M + h D), then
+qpos (+)= h qvel. Loops: after each step the positions and velocities are projected back
+onto the constraints (:func:`jaxmbd.joint_space.loops.project`)."""
+
+from __future__ import annotations
+
+import abc
+from typing import ClassVar
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from .. import _config  # noqa: F401
+from ..linear import small as small_kernels
+from ..tree import integrate_positions
+from ..tree.kinematics import tangent_rates
+from .dynamics import Accelerations, accelerations, applied_generalised_forces
+from .loops import loop_terms, project, solve_normal
+
+
+class AbstractJointStepper(eqx.Module):
+    """One explicit time step (qpos, qvel, acc at the start) -> (qpos, qvel) at t + h."""
+
+    name: ClassVar[str]
+
+    @abc.abstractmethod
+    def step(self, model, tree, loops, qpos, qvel, acc: Accelerations, t, h):
+        """(qpos, qvel) at t + h."""
+
+    def start_accelerations(self, model, tree, loops, qpos, qvel, t, h) -> Accelerations:
+        return accelerations(model, tree, loops, qpos, qvel, t)
+
+    def finish(self, model, tree, loops, qpos, qvel, t, h):
+        """The state after the step, projected onto the loops, and its accelerations."""
+        if loops is not None:
+            qpos, qvel = project(loops, tree, qpos, qvel, t)
+        return qpos, qvel, self.start_accelerations(model, tree, loops, qpos, qvel, t, h)
+
+
+class RungeKutta4(AbstractJointStepper):
+    """The classical RK4 tableau on the joints' manifolds. ``munthe_kaas=False`` (``rk``):
+    each stage's increment is h sum_j a_ij qvel_j, as MuJoCo's ``mj_RungeKutta``, of
+    second order on the rotations of ball and free joints; ``True`` (``rkmk``): the
+    increments integrate the rates of :func:`jaxmbd.tree.kinematics.tangent_rates`
+    (Munthe-Kaas RK4, Mueller & Terze eq. 37), of fourth order on SO(3) too. The two are
+    the same step for trees of hinges and slides."""
+
+    munthe_kaas: bool = False
+
+    @property
+    def name(self) -> str:
+        return "rkmk" if self.munthe_kaas else "rk"
+
+    def step(self, model, tree, loops, qpos, qvel, acc, t, h):
+        def rates(increment, v):
+            return tangent_rates(tree, increment, v) if self.munthe_kaas else v
+
+        # stages 2-4 as one scan: the accelerations' code is compiled once, not three times
+        def stage(carry, c_and_weight):
+            k_dir, a_dir, k_sum, a_sum = carry
+            c, weight = c_and_weight[0], c_and_weight[1]
+            increment = c * h * k_dir
+            q = integrate_positions(tree, qpos, increment, 1.0)
+            v = qvel + c * h * a_dir
+            k = rates(increment, v)
+            a = accelerations(model, tree, loops, q, v, t + c * h).qacc
+            return (k, a, k_sum + weight * k, a_sum + weight * a), None
+
+        dtype = qvel.dtype
+        table = jnp.asarray([[0.5, 2.0], [0.5, 2.0], [1.0, 1.0]], dtype)
+        first = (qvel, acc.qacc, qvel, acc.qacc)
+        (_, _, k_sum, a_sum), _ = jax.lax.scan(stage, first, table)
+        return (
+            integrate_positions(tree, qpos, (h / 6.0) * k_sum, 1.0),
+            qvel + (h / 6.0) * a_sum,
+        )
+
+
+class SemiImplicitEuler(AbstractJointStepper):
+    name: ClassVar[str] = "euler"
+
+    def start_accelerations(self, model, tree, loops, qpos, qvel, t, h):
+        return accelerations(model, tree, loops, qpos, qvel, t, damping_step=h)
+
+    def step(self, model, tree, loops, qpos, qvel, acc, t, h):
+        qvel = qvel + h * acc.qacc
+        return integrate_positions(tree, qpos, h * qvel, 1.0), qvel
+
+
+class LinearlyImplicitEuler(AbstractJointStepper):
+    """Backward Euler linearised once per step (a Rosenbrock-Euler step, MuJoCo's
+    ``implicit`` family): with the applied forces' exact Jacobians D = df/dqvel and
+    K = df/dq (tangent) at the step's start (autodiff of the force elements: contact,
+    friction, joint damping and springs, actuators),
+    (M - h D - h^2 K) (qvel+ - qvel) = h (f - C) + h^2 K qvel, then qpos+ = qpos (+) h qvel+.
+    Stiff contact and the steep friction law stay stable at robot time steps where the
+    explicit steps diverge; loops add G qvel+ = nu by the Schur complement."""
+
+    name: ClassVar[str] = "implicit"
+    #: Whether K enters (else only D, MuJoCo's ``implicitfast``: the forces' position
+    #: Jacobian needs the narrow phase differentiated, which costs more than the step).
+    position_jacobian: bool = False
+
+    def start_accelerations(self, model, tree, loops, qpos, qvel, t, h):
+        return accelerations(model, tree, loops, qpos, qvel, t, velocity_jacobian=True)
+
+    def step(self, model, tree, loops, qpos, qvel, acc, t, h):
+        D = acc.velocity_jacobian
+        if self.position_jacobian:
+            zero = jnp.zeros(tree.nv, qvel.dtype)
+
+            def applied_at(d):
+                q = integrate_positions(tree, qpos, d, 1.0)
+                return applied_generalised_forces(model, tree, q, qvel, t)
+
+            K = jax.jacfwd(applied_at)(zero)
+        else:
+            K = jnp.zeros_like(D)
+        # not symmetric (friction, K of a follower force): LU
+        lu, perm = small_kernels.lu(acc.mass - h * D - h * h * K)
+        dv = small_kernels.lu_solve(lu, perm, h * acc.rhs + h * h * small_kernels.matvec(K, qvel))
+        if loops is not None:
+            _, G, nu, _ = loop_terms(loops, tree, qpos, qvel, t + h)
+            Y = small_kernels.lu_solve(lu, perm, G.T)
+            lam = solve_normal(loops, G, Y.T, small_kernels.matvec(G, qvel + dv) - nu)
+            dv = dv - small_kernels.matvec(Y, lam)
+        qvel = qvel + dv
+        return integrate_positions(tree, qpos, h * qvel, 1.0), qvel
+
+
+#: The joint formulation's time steps by name.
+JOINT_STEPPERS: dict[str, type[AbstractJointStepper]] = {
+    "rk": RungeKutta4,
+    "rkmk": RungeKutta4,  # with munthe_kaas=True (see get_stepper)
+    "euler": SemiImplicitEuler,
+    "implicit": LinearlyImplicitEuler,
+}
+
+
+def get_stepper(integrator) -> AbstractJointStepper:
+    if isinstance(integrator, AbstractJointStepper):
+        return integrator
+    cls = JOINT_STEPPERS.get(integrator) if isinstance(integrator, str) else None
+    if cls is None:
+        raise ValueError(
+            f"formulation 'joint' has no integrator {integrator!r}; choose one of "
+            f"{sorted(JOINT_STEPPERS)}"
+        )
+    if cls is RungeKutta4:
+        return cls(munthe_kaas=integrator == "rkmk")
+    return cls()

@@ -1,0 +1,29 @@
+"""Kinematic trees in joint coordinates (the ``"joint"`` formulation's kinematics and
+dynamics)."""
+
+from ._elementwise import assemble, cholesky_solve, picked_sum
+from .dynamics import bias_forces, body_velocities, body_wrenches, joint_forces, mass_matrix
+from .from_mujoco import MujocoTree, body_owners, tree_from_mujoco
+from .kinematics import TreePoses, integrate_positions, poses, velocities
+from .topology import WORLD, JointType, KinematicTree
+
+__all__ = [
+    "WORLD",
+    "JointType",
+    "KinematicTree",
+    "MujocoTree",
+    "TreePoses",
+    "assemble",
+    "bias_forces",
+    "cholesky_solve",
+    "body_owners",
+    "body_velocities",
+    "body_wrenches",
+    "integrate_positions",
+    "joint_forces",
+    "mass_matrix",
+    "picked_sum",
+    "poses",
+    "tree_from_mujoco",
+    "velocities",
+]

@@ -1,0 +1,122 @@
+"""Elementwise building blocks of the tree's recursions: gathers by constant indices, sums of
+rows picked by constant 0/1 matrices, small products as broadcast products with unrolled
+sums, and a trace-time unrolled Cholesky solve.
+
+Why not ``@``, ``einsum``, ``.at[].set`` or LAPACK: on the CPU, XLA compiles a time loop
+into one native loop only when its body holds no ``dot``, scatter, sort or custom call
+(:mod:`jaxmbd._xla_flags`); a small model's step is otherwise hundreds of runtime thunks,
+each costing more than its arithmetic (a 2x2 LAPACK Cholesky solve took 25 us of a 33 us
+acrobot step). Everything here is also what ``vmap`` turns into wide elementwise loops.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+
+from .. import _config  # noqa: F401
+from .._small import _sum_along
+from ..linear import small as small_kernels
+
+#: Cholesky solves are unrolled at trace time up to this many unknowns (compile time grows
+#: with n^3); beyond it, a ``fori_loop`` of masked column updates.
+UNROLLED_CHOLESKY_MAX = 12
+
+
+def assemble(n: int, parts):
+    """An (n, ...) array from ``parts``: (static row indices, values) pairs whose rows
+    cover 0..n-1 (later parts win), by one concatenation and one constant gather."""
+    source = np.full(n, -1, dtype=int)
+    offset = 0
+    for rows, _ in parts:
+        source[np.asarray(rows, dtype=int)] = offset + np.arange(len(rows))
+        offset += len(rows)
+    if np.any(source < 0):
+        raise ValueError("assemble: rows not covered")
+    stacked = jnp.concatenate([values for _, values in parts])
+    return stacked[source]
+
+
+def picked_sum(incidence: np.ndarray, values):
+    """sum_k incidence[i, k] values[k, ...] for a constant 0/1 ``incidence`` (m, r): each
+    output the sum of its picked rows (no product with the 0/1 matrix, which XLA would
+    match into a dot)."""
+    zero = jnp.zeros(values.shape[1:], values.dtype)
+    parts = []
+    for row in np.asarray(incidence):
+        picked = np.flatnonzero(row)
+        if picked.size == 0:
+            parts.append(zero)
+            continue
+        total = values[int(picked[0])]
+        for k in picked[1:]:
+            total = total + values[int(k)]
+        parts.append(total)
+    return jnp.stack(parts) if parts else jnp.zeros((0,) + values.shape[1:], values.dtype)
+
+
+def mv(M, v):
+    """M v for stacked (..., n, k), (..., k)."""
+    return _sum_along(M * v[..., None, :], -1)
+
+
+def mm(X, Y):
+    """X Y for stacked small matrices."""
+    return _sum_along(X[..., :, :, None] * Y[..., None, :, :], -2)
+
+
+def mtv(M, v):
+    """M^T v for stacked (..., k, n), (..., k)."""
+    return _sum_along(M * v[..., :, None], -2)
+
+
+def cross(a, b):
+    """a x b for stacked 3-vectors (elementwise)."""
+    a0, a1, a2 = a[..., 0], a[..., 1], a[..., 2]
+    b0, b1, b2 = b[..., 0], b[..., 1], b[..., 2]
+    return jnp.stack([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], -1)
+
+
+def row_products(X, Y):
+    """P[i, j] = X_i . Y_j for rows X (m, k), Y (n, k)."""
+    return _sum_along(X[:, None, :] * Y[None, :, :], -1)
+
+
+def cholesky_solve(M, rhs):
+    """M^-1 rhs for a symmetric positive definite M (n, n) and rhs (n,) or (n, k): a
+    Cholesky factorisation unrolled at trace time (n <= :data:`UNROLLED_CHOLESKY_MAX`)
+    or a loop of masked updates, then the two triangular solves, all elementwise."""
+    n = M.shape[0]
+    vector = rhs.ndim == 1
+    b = rhs[:, None] if vector else rhs
+    if n == 0:
+        return rhs
+    if n <= UNROLLED_CHOLESKY_MAX:
+        L = [[None] * n for _ in range(n)]
+        for j in range(n):
+            s = M[j, j]
+            for k in range(j):
+                s = s - L[j][k] * L[j][k]
+            d = jnp.sqrt(s)
+            L[j][j] = d
+            for i in range(j + 1, n):
+                s = M[i, j]
+                for k in range(j):
+                    s = s - L[i][k] * L[j][k]
+                L[i][j] = s / d
+        y = []
+        for i in range(n):
+            s = b[i]
+            for k in range(i):
+                s = s - L[i][k] * y[k]
+            y.append(s / L[i][i])
+        x = [None] * n
+        for i in reversed(range(n)):
+            s = y[i]
+            for k in range(i + 1, n):
+                s = s - L[k][i] * x[k]
+            x[i] = s / L[i][i]
+        out = jnp.stack(x)
+        return out[:, 0] if vector else out
+    lu_, perm = small_kernels.lu(M)
+    return small_kernels.lu_solve(lu_, perm, rhs)
