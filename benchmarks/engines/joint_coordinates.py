@@ -293,9 +293,10 @@ QVEL_FIELDS = ("qvel0", "qvel", "qdot0", "v0")
 
 def _jaxmbd_with_qvel(F: dict):
     """A function of the initial joint rates (nv,) to jaxmbd's model of the file. A model
-    with a joint-rate field (``QVEL_FIELDS``) gets it set; otherwise its body velocities,
-    linear in the joint rates at the fixed pose, are combined from the models of
-    keyframes qvel = e_i (as in jax_peers.py)."""
+    with a kinematic tree read from the file gets its ``tree.qvel_init`` set (what the joint
+    formulation starts from); one with a joint-rate field (``QVEL_FIELDS``), that field;
+    otherwise its body velocities, linear in the joint rates at the fixed pose, are
+    combined from the models of keyframes qvel = e_i (as in jax_peers.py)."""
     import warnings
 
     import equinox as eqx
@@ -307,6 +308,9 @@ def _jaxmbd_with_qvel(F: dict):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the importer's notes on unused MJCF features
         base = mbd.load_model(F["path"], keyframe=0)
+    tree = getattr(base, "tree", None)  # a model read from its file: MuJoCo's joint rates
+    if tree is not None and np.shape(getattr(tree, "qvel_init", None)) == (F["nv"],):
+        return lambda v: eqx.tree_at(lambda mo: mo.tree.qvel_init, base, v)
     for field in QVEL_FIELDS:
         if hasattr(base, field) and np.shape(getattr(base, field)) == (F["nv"],):
             return lambda v, f=field: eqx.tree_at(lambda mo: getattr(mo, f), base, v)
