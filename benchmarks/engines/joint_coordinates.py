@@ -345,6 +345,14 @@ def _qpos(sol, joints):
     return jnp.stack([sol.joints[k].q for k in joints], axis=-1)
 
 
+def _message(err: Exception) -> str:
+    """One line for a table: equinox's runtime errors carry their stack first, their
+    message last."""
+    lines = [x.strip() for x in str(err).splitlines() if x.strip().strip("-")]
+    text = next((x for x in reversed(lines) if "jaxmbd:" in x), lines[0] if lines else "")
+    return f"{type(err).__name__}: {text}"[:240]
+
+
 def run_jaxmbd(F: dict, n: int, args) -> dict:
     """jaxmbd's joint formulation: the three programs; ``failed`` with the reason when the
     single run fails (the formulation is not there, or cannot run the file), a ``notes``
@@ -373,7 +381,7 @@ def run_jaxmbd(F: dict, n: int, args) -> dict:
             return True
         except Exception as err:  # the formulation is missing, or fails on this file
             traceback.print_exc(limit=-3)
-            message = f"{type(err).__name__}: {err}".splitlines()[0][:240]
+            message = _message(err)
             if what == "single":
                 res["failed"] = f"not available: {message}"
             else:
@@ -556,6 +564,8 @@ def merge_kept(data: dict, previous: dict) -> None:
         data["rows"] + kept, key=lambda r: (order[r["model"]], engine_order(r["engine"]))
     )
     data["meta"]["kept_rows_from"] = sorted({r["run"] for r in kept})
+    for key in ("mjx", "mujoco"):  # the versions of the kept rows' engines
+        data["meta"][key] = data["meta"].get(key) or previous["meta"].get(key)
     files = dict(previous["meta"].get("files", {}))
     files.update(data["meta"]["files"])
     data["meta"]["files"] = {m: files[m] for m in MODELS if m in files}
