@@ -325,10 +325,17 @@ def _tree_wrenches(model: Model, sol: Solution, along_joints: bool):
         raise ValueError("joint_wrenches: runs with contact='hard' are not supported")
     contact = "compliant" if sol.contact_element is not None else "none"
     run_model = with_contact(model, contact, where="joint_wrenches")
-    return tree_joint_wrenches(
-        run_model, sol.tree, sol.t, sol.qpos, sol.r, sol.A, sol.rdot, sol.omega, sol.rddot,
-        sol.omegadot, sol.lam, along_joints=along_joints,
-    )  # fmt: skip
+    return _tree_wrenches_jit(run_model, sol.tree, along_joints, *_tree_arrays(sol))
+
+
+def _tree_arrays(sol: Solution):
+    return (sol.t, sol.qpos, sol.r, sol.A, sol.rdot, sol.omega, sol.rddot, sol.omegadot,
+            sol.lam)  # fmt: skip
+
+
+@eqx.filter_jit  # one program (see _energy)
+def _tree_wrenches_jit(model, tree, along_joints, *arrays):
+    return tree_joint_wrenches(model, tree, *arrays, along_joints=along_joints)
 
 
 def _tree_multipliers(model: Model, sol: Solution):
@@ -336,7 +343,7 @@ def _tree_multipliers(model: Model, sol: Solution):
     reaction (:func:`joint_wrenches`, ``along_joints=False``) written as -G_b^T lam over the
     rows that join it to its parent (least squares: exact, the reaction lies in their
     span; the split among dependent rows is the minimum-norm one)."""
-    tree, nb, nc = sol.tree, model.nb, model.nc
+    tree, nb = sol.tree, model.nb
     _, loops = model_tree(model)
     loop = set(() if loops is None else loops.rows)
     groups = []
@@ -345,23 +352,32 @@ def _tree_multipliers(model: Model, sol: Solution):
         rows = [k for k, pair in enumerate(model.constraint_bodies)
                 if k not in loop and set(pair) == {b, parent}]  # fmt: skip
         if rows:
-            groups.append((b, np.asarray(rows, dtype=int)))
+            groups.append((b, tuple(rows)))
     if not groups:
         return sol.lam
     wrenches = _tree_wrenches(model, sol, along_joints=False)
+    return _rows_of_wrenches(model, tuple(groups), sol.t, sol.r, sol.A, sol.lam, wrenches)
+
+
+@eqx.filter_jit  # one program (see _energy)
+def _rows_of_wrenches(model, groups, t, r, A, lam, wrenches):
+    """``lam`` with the rows of each (body, rows) of ``groups`` solved from the body's
+    constraint wrench (see :func:`_tree_multipliers`)."""
+    nb, nc = model.nb, model.nc
 
     def one(t, r, A, lam, w):
         zero = jnp.zeros_like(r)
         _, G, _, _ = rA_terms(model, r, A, zero, zero, t)
         G = G.reshape(nc, nb, 6)
         for b, rows in groups:
+            rows = np.asarray(rows, dtype=int)
             f = w[b, 3:]
             n_bar = A[b].T @ (w[b, :3] - jnp.cross(r[b], f))
             load = jnp.concatenate([f, n_bar])
             lam = lam.at[rows].set(jnp.linalg.lstsq(-G[rows, b].T, load)[0])
         return lam
 
-    return jax.vmap(one)(sol.t, sol.r, sol.A, sol.lam, wrenches)
+    return jax.vmap(one)(t, r, A, lam, wrenches)
 
 
 def position_residual(model: Model, sol: Solution):

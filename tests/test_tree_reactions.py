@@ -5,6 +5,7 @@ and each body's own Newton-Euler balance in a closed loop."""
 import os
 import warnings
 
+import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -130,6 +131,17 @@ def test_interaction_wrenches_against_mujoco_at_random_states(name, spatial_file
         warnings.simplefilter("ignore")
         model = with_contact(mbd.load_model(path, keyframe=None), "none")
     tree = model.tree
+
+    @eqx.filter_jit
+    def wrenches(model, qpos, qvel, qacc):
+        p = poses(tree, qpos)
+        rdot, omega = body_velocities(tree, p, qvel)
+        rddot, omegadot = body_accelerations(tree, p, qvel, qacc)
+        f, n = body_loads(model, p.c, p.R, rdot, omega, 0.0, jnp.zeros(model.nc))
+        whole = transmitted_wrenches(tree, model.mass, model.inertia, p.c, p.R, omega, rddot,
+                                     omegadot, f, n)  # fmt: skip
+        return whole, constraint_wrenches(tree, qpos, whole), p.S
+
     m, d = _mujoco(path)
     rng = np.random.default_rng(1)
     for _ in range(5):
@@ -138,19 +150,13 @@ def test_interaction_wrenches_against_mujoco_at_random_states(name, spatial_file
         qvel = rng.uniform(-3.0, 3.0, tree.nv)
         ctrl = rng.uniform(-1.0, 1.0, m.nu)
         reference, qacc = _cfrc_int(m, d, qpos, qvel, ctrl, model.body_names)
-        p = poses(tree, jnp.asarray(qpos))
-        rdot, omega = body_velocities(tree, p, jnp.asarray(qvel))
-        rddot, omegadot = body_accelerations(tree, p, jnp.asarray(qvel), jnp.asarray(qacc))
-        f, n = body_loads(model, p.c, p.R, rdot, omega, 0.0, jnp.zeros(model.nc))
-        ours = transmitted_wrenches(tree, model.mass, model.inertia, p.c, p.R, omega, rddot,
-                                    omegadot, f, n)  # fmt: skip
+        ours, reaction, S = map(np.asarray, wrenches(model, qpos, qvel, qacc))
         scale = np.abs(reference).max()
-        assert np.abs(np.asarray(ours) - reference).max() < 1e-9 * scale
+        assert np.abs(ours - reference).max() < 1e-9 * scale
         # the constraint reactions do no work in any joint's motion; a ball's is a force
         # through its centre (MuJoCo's anchor), a free joint's nothing
-        reaction = np.asarray(constraint_wrenches(tree, jnp.asarray(qpos), ours))
         dof_body = np.asarray(tree.dof_body)
-        power = np.sum(np.asarray(p.S) * reaction[dof_body], -1)
+        power = np.sum(S * reaction[dof_body], -1)
         assert np.abs(power).max() < 1e-10 * scale
         for j, kind in enumerate(m.jnt_type):
             b = model.body_names.index(m.body(m.jnt_bodyid[j]).name)
