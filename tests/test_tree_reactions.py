@@ -20,15 +20,17 @@ from jaxmbd.joint_space.dynamics import body_accelerations
 from jaxmbd.tree import body_velocities, poses
 
 
-@pytest.fixture(scope="module")
-def pendulum_runs():
-    model = mbd.models.double_pendulum()
-    run = dict(integrator="rkmk", t_end=0.05, h=1e-3)
+def _runs(model, **run):
     return (
         model,
         mbd.simulate(model, formulation="joint", **run),
         mbd.simulate(model, formulation="rA", **run),
     )
+
+
+@pytest.fixture(scope="module")
+def pendulum_runs():
+    return _runs(mbd.models.double_pendulum(), integrator="rkmk", t_end=0.05, h=1e-3)
 
 
 @pytest.mark.parametrize("per", ["constraint", "joint"])
@@ -37,12 +39,31 @@ def test_double_pendulum_against_rA_multipliers(pendulum_runs, per):
     rA run's, which come from its own multipliers, row by row and joint by joint."""
     model, joint, absolute = pendulum_runs
     assert np.abs(np.asarray(joint.lam)).max() == 0.0  # no loops: nothing stored
-    a = diagnostics.reaction_forces(model, joint, per=per)
-    b = diagnostics.reaction_forces(model, absolute, per=per)
+    _same_reactions(model, joint, absolute, per=per)
+
+
+def test_actuated_cartpole_against_rA_multipliers():
+    """dm_control's cartpole under a constant control: the slider's motor and the hinge's
+    damping act along the joints, applied loads in rA; the joint run's constraint reactions
+    (those forces removed: a slide's along its axis through its anchor, a hinge's about its
+    axis) equal rA's row by row, and at the joints in their frames."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = mbd.load_model(os.path.join(SUITE, "cartpole.xml"), keyframe=None)
+    model, joint, absolute = _runs(model, integrator="rkmk", t_end=0.01, h=1e-3,
+                                   controls=np.array([0.8]), limits="none",
+                                   contact="none")  # fmt: skip
+    _same_reactions(model, joint, absolute, per="constraint")
+    _same_reactions(model, joint, absolute, per="joint", at="joint", frame="joint")
+
+
+def _same_reactions(model, joint, absolute, **options):
+    a = diagnostics.reaction_forces(model, joint, **options)
+    b = diagnostics.reaction_forces(model, absolute, **options)
     assert a.names == b.names
+    scale = max(np.abs(np.asarray(y)).max() for y in b[:6])
+    assert scale > 1.0
     for x, y in zip(a[:6], b[:6], strict=True):
-        scale = np.abs(np.asarray(y)).max()
-        assert scale > 1.0
         assert np.abs(np.asarray(x) - np.asarray(y)).max() < 1e-8 * scale
 
 
