@@ -9,8 +9,11 @@ rest is 1.34e5 1/s for the block on its four corners (its tilting modes) and 1.0
 for the ball (slip of its contact point, 1/m + R^2/I = 3.5/m). RK4 is stable on the
 negative real axis for h lambda < 2.785: h = 1.6e-5 for the block (2.15), 2e-5 for the
 ball (2.06). Above the bound (block at 5e-5) the stopped block does not come to rest but
-rocks in a limit cycle (sum of normal forces 0.59 m g). The implicit step (``implicit``,
-first order) is stable at 1e-3 but misses the stopping distance by 2e-3 (tolerance 2e-5).
+rocks in a limit cycle (sum of normal forces 0.59 m g). The linearly implicit step
+(``implicit``, with or without the position Jacobian) is stable at 1e-3 but cannot stick:
+linearised where the friction is saturated, its one solve per step flips the stopped
+block's velocity to -v each step, at v = mu g h / 2 = 2e-3 m/s; and, first order, it
+misses the stopping distance by 2e-3 (2.1e-4 at h = 1e-4; tolerance 2e-5).
 
 Each structure compiles once: the three block runs share one program (gravity, friction
 and initial state are array leaves) on one time grid, the five ball runs (rolling, two
@@ -208,10 +211,10 @@ def hopper():
     """dm_control's hopper with its contacts as authored, in joint coordinates, from its
     reference pose (the foot 6 cm above the floor, the knee below its limit): it drops,
     topples backwards and comes to rest lying on its back. The step: the linearly implicit
-    Euler step with the forces' position Jacobian too (the contact's normal stiffness:
-    h omega = 2.4 to 3.5 for the capsules' default stiffness at 5 ms, above the bound 2 of
-    a step explicit in it, where ``implicit`` without it lifts the torso off the floor again
-    after it lands and rests only after 3 s)."""
+    Euler step with the forces' position Jacobian too. The contacts' normal stiffness
+    reaches h omega = 2.0 at 5 ms as the foot lands (1.2 at rest), the bound of a step
+    explicit in positions: ``implicit`` without that Jacobian lifts the torso off the floor
+    again after it lands (0.21 to 0.41 m from 0.8 to 1.0 s) and rests only after 3 s."""
     dm_control = pytest.importorskip("dm_control")
     path = os.path.dirname(dm_control.__file__) + "/suite/hopper.xml"
     with warnings.catch_warnings():
