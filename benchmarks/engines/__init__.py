@@ -1,8 +1,9 @@
-"""jaxmbd against other engines: one study, three comparisons, one entry point.
+"""jaxmbd against other engines: one study, four comparisons, one entry point.
 
     python -m benchmarks.engines classic ...    # Exudyn and MuJoCo C, the built-in models
     python -m benchmarks.engines jax-peers ...  # MJX and jaxsim on the same MJCF files
     python -m benchmarks.engines control ...    # MJX on control models under controls
+    python -m benchmarks.engines joint-coordinates ...  # the joint formulation, MJX, MuJoCo C
 
 This module holds the geometry, masses and inertias of jaxmbd's built-in ``slider_crank``,
 ``double_pendulum`` and ``heavy_top`` that ``in_exudyn.py`` and ``in_mujoco.py`` build in

@@ -15,6 +15,11 @@ dispatch(
             "jaxmbd against MJX and jaxsim on the same MJCF files: "
             "steps/s, batch, gradients, accuracy",
         ),  # fmt: skip
+        "joint-coordinates": (
+            "joint_coordinates",
+            "jaxmbd's joint formulation against MJX and MuJoCo C on robot files: "
+            "steps/s, batch, gradients, compile, accuracy",
+        ),  # fmt: skip
         "control": (
             "control",
             "jaxmbd against MJX on dm_control's cartpole and gymnasium's "

@@ -28,6 +28,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _config  # noqa: F401
+from .._joint_forces import _sum_per_body
+from .._small import mm, mv
 from ..forces import AbstractForce, BodyState
 from .abstract_law import AbstractContactLaw, PairParameters
 from .narrow_phase import COLLIDE, SLOTS, Slots
@@ -123,10 +125,10 @@ class ContactForce(AbstractForce):
         gaps, points, normals = [], [], []
         for g in self.groups:  # one batched call per pair kind (a handful)
             a, b = np.asarray(g.body_a), np.asarray(g.body_b)
-            pa = r[a] + jnp.einsum("kij,kj->ki", A[a], g.pos_a)
-            pb = r[b] + jnp.einsum("kij,kj->ki", A[b], g.pos_b)
-            Ra = jnp.einsum("kij,kjl->kil", A[a], g.rot_a)
-            Rb = jnp.einsum("kij,kjl->kil", A[b], g.rot_b)
+            pa = r[a] + mv(A[a], g.pos_a)
+            pb = r[b] + mv(A[b], g.pos_b)
+            Ra = mm(A[a], g.rot_a)
+            Rb = mm(A[b], g.rot_b)
             slots = jax.vmap(COLLIDE[g.kind])(pa, Ra, g.size_a, pb, Rb, g.size_b)
             sign = jnp.where(jnp.asarray(g.b_is_i), 1.0, -1.0)[:, None, None]
             gaps.append(slots.gap.reshape(-1))
@@ -146,7 +148,7 @@ class ContactForce(AbstractForce):
         gap, point, normal = self.collide(state)
         r, A, rdot, omega = _with_ground(state)
         bi, bj = self._slot_bodies()
-        w = jnp.einsum("bij,bj->bi", A, omega)  # global angular velocities
+        w = mv(A, omega)  # global angular velocities
 
         def velocity(b):
             return rdot[b] + jnp.cross(w[b], point - r[b])
@@ -195,12 +197,14 @@ class ContactForce(AbstractForce):
         r, A, _, _ = _with_ground(state)
         bi, bj = self._slot_bodies()
         force = s.normal_force[:, None] * s.normal + s.tangential_force  # on body_i
-        f = jnp.zeros((nb + 1, 3)).at[bi].add(force).at[bj].add(-force)
+        # summed per body by constant indices, not scattered (keeps a step hoistable,
+        # jaxmbd._xla_flags); the ground's rows (index nb) are dropped
+        bodies = np.concatenate([bi, bj])
+        f = _sum_per_body(bodies, jnp.concatenate([force, -force]), nb)
         moment_i = jnp.cross(s.point - r[bi], force)
         moment_j = jnp.cross(s.point - r[bj], -force)
-        n = jnp.zeros((nb + 1, 3)).at[bi].add(moment_i).at[bj].add(moment_j)  # global
-        n_bar = jnp.einsum("bji,bj->bi", A, n)  # body frame
-        return f[:nb], n_bar[:nb]
+        n = _sum_per_body(bodies, jnp.concatenate([moment_i, moment_j]), nb)  # global
+        return f, mv(jnp.swapaxes(A[:nb], -1, -2), n)  # body frame
 
     @property
     def law_of_pair(self) -> tuple[AbstractContactLaw, ...]:

@@ -50,6 +50,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _config  # noqa: F401
+from .._small import dot as small_dot
+from .._small import mv, row_vec_mat
 from ..geometry import (
     BOX,
     CAPSULE,
@@ -102,7 +104,7 @@ def shape_scale(shape) -> float:
 
 
 def _dot(a, b):
-    return jnp.sum(a * b, axis=-1)
+    return small_dot(a, b)
 
 
 def _unit(v, fallback):
@@ -151,7 +153,7 @@ def plane_capsule(pa, Ra, sa, pb, Rb, sb) -> Slots:
     n = Ra[:, 2]
     r, half = sb[0], sb[1]
     ends = pb[None, :] + jnp.array([[-1.0], [1.0]]) * (Rb[:, 2] * half)[None, :]
-    gap = ends @ n - _dot(n, pa) - r
+    gap = _dot(ends, n) - _dot(n, pa) - r
     point = ends - n[None, :] * (r + 0.5 * gap)[:, None]
     return Slots(gap, point, jnp.broadcast_to(n, (2, 3)))
 
@@ -161,8 +163,8 @@ _CORNERS = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1
 
 def plane_box(pa, Ra, sa, pb, Rb, sb) -> Slots:
     n = Ra[:, 2]
-    corners = pb[None, :] + (jnp.asarray(_CORNERS) * sb[None, :]) @ Rb.T
-    gap = corners @ n - _dot(n, pa)
+    corners = pb[None, :] + mv(Rb, jnp.asarray(_CORNERS) * sb[None, :])
+    gap = _dot(corners, n) - _dot(n, pa)
     point = corners - n[None, :] * (0.5 * gap)[:, None]
     return Slots(gap, point, jnp.broadcast_to(n, (8, 3)))
 
@@ -194,7 +196,7 @@ def plane_cylinder(pa, Ra, sa, pb, Rb, sb) -> Slots:
             high + r * rim,
         ]
     )
-    gap = points @ n - _dot(n, pa)
+    gap = _dot(points, n) - _dot(n, pa)
     point = points - n[None, :] * (0.5 * gap)[:, None]
     return Slots(gap, point, jnp.broadcast_to(n, (4, 3)))
 
@@ -216,19 +218,21 @@ def sphere_box(pa, Ra, sa, pb, Rb, sb) -> Slots:
     """Sphere A against box B. Centre outside the box: the closest point of the box;
     inside (or on its surface): the face of least penetration."""
     r, h = sa[0], sb
-    c = Rb.T @ (pa - pb)  # sphere centre in the box frame
+    c = row_vec_mat(pa - pb, Rb)  # sphere centre in the box frame
     q = jnp.clip(c, -h, h)
     out_dir, dist = _unit(c - q, jnp.zeros(3))  # box surface -> sphere centre (local)
     outside = dist > 0
     depth = h - jnp.abs(c)  # distance to each pair of faces, inside
     k = jnp.argmin(depth)
     sign = jnp.where(c[k] >= 0, 1.0, -1.0)
-    face = jnp.zeros(3).at[k].set(sign)  # outward normal of the nearest face (local)
+    picked = jnp.arange(3) == k
+    face = jnp.where(picked, sign, 0.0)  # outward normal of the nearest face (local)
     to_sphere = jnp.where(outside, out_dir, face)  # from the box towards the sphere (local)
-    on_box = jnp.where(outside, q, c.at[k].set(sign * h[k]))  # surface point of B (local)
-    gap = jnp.where(outside, dist, -depth[k]) - r
-    normal = -(Rb @ to_sphere)  # from the sphere (A) to the box (B)
-    surface_b = pb + Rb @ on_box
+    on_face = jnp.where(picked, sign * h, c)
+    on_box = jnp.where(outside, q, on_face)  # surface point of B (local)
+    gap = jnp.where(outside, dist, -jnp.min(depth)) - r
+    normal = -mv(Rb, to_sphere)  # from the sphere (A) to the box (B)
+    surface_b = pb + mv(Rb, on_box)
     surface_a = pa + normal * r
     return _one(gap, 0.5 * (surface_a + surface_b), normal)
 
@@ -262,7 +266,7 @@ def capsule_capsule(pa, Ra, sa, pb, Rb, sb) -> Slots:
 
 def _box_radius(R, half, u):
     """Half extent of the box (R, half) along the unit vector u."""
-    return jnp.sum(half * jnp.abs(u @ R))
+    return jnp.sum(half * jnp.abs(row_vec_mat(u, R)), axis=-1)
 
 
 def _corners_against_box(corners, n, pb, Rb, hb, tol):
@@ -271,12 +275,12 @@ def _corners_against_box(corners, n, pb, Rb, hb, tol):
     on or inside B's surface against B's face whose outward normal is -n (the pair's
     separating axis), so that corners lying on B's edges take the face normal, not an
     arbitrary one."""
-    c = (corners - pb[None, :]) @ Rb  # corners in B's frame
+    c = row_vec_mat(corners - pb[None, :], Rb)  # corners in B's frame
     q = jnp.clip(c, -hb, hb)
     out_dir, dist = _unit(c - q, jnp.zeros(3))
     outside = dist > tol
-    to_corner = out_dir @ Rb.T  # world: from B's surface to the corner
-    face_gap = (pb - corners) @ n - _box_radius(Rb, hb, n)
+    to_corner = mv(Rb, out_dir)  # world: from B's surface to the corner
+    face_gap = _dot(pb - corners, n) - _box_radius(Rb, hb, n)
     gap = jnp.where(outside, dist, face_gap)
     normal = jnp.where(outside[:, None], -to_corner, n[None, :])
     point = corners + 0.5 * gap[:, None] * normal
@@ -294,13 +298,13 @@ def box_box(pa, Ra, sa, pb, Rb, sb) -> Slots:
     stiff there."""
     axes = jnp.concatenate([Ra.T, Rb.T])  # (6, 3): the face normals
     d = pb - pa
-    along = axes @ d
+    along = _dot(axes, d)
     overlap = jax.vmap(lambda u: _box_radius(Ra, sa, u) + _box_radius(Rb, sb, u))(axes)
     k = jnp.argmin(overlap - jnp.abs(along))
     n = axes[k] * jnp.where(along[k] >= 0, 1.0, -1.0)  # from A to B
     tol = 1e-9 * jnp.minimum(jnp.min(sa), jnp.min(sb))
-    corners_a = pa[None, :] + (jnp.asarray(_CORNERS) * sa[None, :]) @ Ra.T
-    corners_b = pb[None, :] + (jnp.asarray(_CORNERS) * sb[None, :]) @ Rb.T
+    corners_a = pa[None, :] + mv(Ra, jnp.asarray(_CORNERS) * sa[None, :])
+    corners_b = pb[None, :] + mv(Rb, jnp.asarray(_CORNERS) * sb[None, :])
     gap_a, point_a, normal_a = _corners_against_box(corners_a, n, pb, Rb, sb, tol)
     gap_b, point_b, normal_b = _corners_against_box(corners_b, -n, pa, Ra, sa, tol)
     return Slots(
