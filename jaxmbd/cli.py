@@ -129,13 +129,14 @@ def _load(model: str) -> Model:
 
 
 def _run_defaults(model: str, formulation: str | None, integrator: str | None):
-    """(formulation, options) for a run: a built-in's default formulation (a file: rA), and
+    """(formulation, options) for a run: a built-in's default formulation (a file: None,
+    simulate's default: "joint" for MJCF and URDF, "rA" for model files), and
     the registry's options of the model (none of the built-ins needs one today), which
     apply only with that formulation and its default integrator, the pair they were chosen for."""
     found = _builtin(model)
     entry = found[0] if found else None
     if formulation is None:
-        formulation = entry.formulation if entry else "rA"
+        formulation = entry.formulation if entry else None
     if (
         entry is not None
         and formulation == entry.formulation

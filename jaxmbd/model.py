@@ -32,6 +32,7 @@ from .joints import (
     joint_kind,
     place_joint_states,
 )
+from .tree import JointType, body_velocities, poses
 
 GROUND = "ground"
 GCON_KINDS = tuple(spec.name for spec in GCON_SPECS)
@@ -228,6 +229,8 @@ class Model(eqx.Module):
         Joints that close a loop are refused (set the loop's tree joints; the consistent
         start of :func:`~jaxmbd.simulate` closes the loop). Chain calls to set several
         joints; the pose is computed with NumPy (call it outside ``jit``)."""
+        if self.tree is not None and name in self.tree.joint_names:
+            return self._with_tree_joint_state(name, q, qdot)
         defn = next((d for d in self.joints if d.name == name), None)
         if defn is None:
             raise ModelError(f"with_joint_state: model '{self.name}' has no joint {name!r}; "
@@ -253,6 +256,35 @@ class Model(eqx.Module):
             self, r0=jnp.asarray(r0), A0=jnp.asarray(A0), rdot0=jnp.asarray(rdot0),
             omega0=jnp.asarray(omega0), joints=joints,
         )  # fmt: skip
+
+    def _with_tree_joint_state(self, name: str, q, qdot) -> Model:
+        """:meth:`with_joint_state` of a model with a kinematic tree read from its file: the
+        joint's block of the tree's initial qpos/qvel (MuJoCo's coordinates) is set, and
+        the bodies' initial states follow from the tree's forward kinematics (so every
+        formulation starts from the same state)."""
+        tree = self.tree
+        j = tree.joint_names.index(name)
+        jtype = JointType(tree.joint_type[j])
+        where = f"with_joint_state: joint '{name}' ({jtype.name.lower()})"
+        if q is None and qdot is None:
+            raise ModelError(f"{where}: give q, qdot or both")
+        qpos, qvel = np.array(tree.qpos_init), np.array(tree.qvel_init)
+        qa, va = tree.joint_qpos_adr[j], tree.joint_dof_adr[j]
+        if q is not None:
+            qpos[qa : qa + jtype.nq] = _joint_values(q, jtype.nq, where=f"{where}.q",
+                                                    quaternion=jtype.nq == 4)  # fmt: skip
+        if qdot is not None:
+            qvel[va : va + jtype.nv] = _joint_values(qdot, jtype.nv, where=f"{where}.qdot")
+        tree = dataclasses.replace(tree, qpos_init=jnp.asarray(qpos), qvel_init=jnp.asarray(qvel))
+        p = poses(tree, tree.qpos_init)
+        rdot, omega = body_velocities(tree, p, tree.qvel_init)
+        joints = tuple(
+            dataclasses.replace(d, q_start=jnp.asarray(qpos[qa : qa + 1]))
+            if d.name == name and jtype.nv == 1 else d
+            for d in self.joints
+        )  # fmt: skip
+        return dataclasses.replace(self, r0=p.c, A0=p.R, rdot0=rdot, omega0=omega, tree=tree,
+                                   joints=joints)  # fmt: skip
 
     def gcon(self, kind: str) -> GconSet:
         return self.gcons[GCON_KINDS.index(kind)]

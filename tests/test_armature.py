@@ -216,12 +216,14 @@ def double(tmp_path_factory):
 _RUNS: dict = {}
 
 
-def double_run(model, integrator):
-    """One run per integrator, shared by the tests (``model``: the module's fixture)."""
-    if integrator not in _RUNS:
-        _RUNS[integrator] = mbd.simulate(model, integrator=integrator, t_end=T_DOUBLE,
-                                         h=H_DOUBLE)  # fmt: skip
-    return _RUNS[integrator]
+def double_run(model, integrator, formulation="rA"):
+    """One run per (formulation, integrator), shared by the tests (``model``: the module's
+    fixture)."""
+    key = (formulation, integrator)
+    if key not in _RUNS:
+        _RUNS[key] = mbd.simulate(model, formulation=formulation, integrator=integrator,
+                                  t_end=T_DOUBLE, h=H_DOUBLE)  # fmt: skip
+    return _RUNS[key]
 
 
 def joint_angles(sol):
@@ -244,17 +246,17 @@ def test_mjcf_armature_and_default_are_read(double):
 
 
 @pytest.mark.parametrize(
-    "integrator, tol",
-    [("rkmk", 1e-9), ("gen_alpha", 2e-5)],
+    "formulation, integrator, tol",
+    [("rA", "rkmk", 1e-9), ("rA", "gen_alpha", 2e-5), ("joint", "rkmk", 1e-9)],
 )
-def test_double_pendulum_follows_its_lagrangian(double, integrator, tol):
+def test_double_pendulum_follows_its_lagrangian(double, formulation, integrator, tol):
     """Armature between two moving bodies: rA with rkmk (the index-1 system's coupling
     blocks) and gen_alpha (the dynamics equations and the hand-coded Newton matrix) against
     the joint-space Euler-Lagrange equations integrated with DOP853 at 1e-12, over 0.3 s
     at h = 1e-3 (RK4's error ~1e-11; gen_alpha's second-order error ~1e-6 rad). The
     consistent start's accelerations are the reference's q_ddot(0)."""
     t, q_ref, qddot0 = lagrange_reference()
-    sol = double_run(double, integrator)
+    sol = double_run(double, integrator, formulation)
     assert bool(jnp.all(sol.status == 0))
     np.testing.assert_allclose(np.asarray(sol.t), t, atol=1e-12)
     np.testing.assert_allclose(joint_angles(sol), q_ref, rtol=0, atol=tol)

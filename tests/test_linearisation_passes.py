@@ -69,7 +69,8 @@ def test_cartpole_gradient_linearises_each_loop_body_once():
     model = mbd.mjcf.load_robot(path)
 
     def loss(u):
-        sol = mbd.simulate(model, t_end=0.03, h=0.01, controls=u, integrator="rkmk")
+        sol = mbd.simulate(model, formulation="rA", t_end=0.03, h=0.01, controls=u,
+                           integrator="rkmk")  # fmt: skip
         return jnp.sum(sol.r[-1] ** 2) + jnp.sum(sol.rdot[-1] ** 2)
 
     calls = _linearised_bodies(loss, jnp.full((3, model.nu), 0.3))

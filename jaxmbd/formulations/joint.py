@@ -27,6 +27,18 @@ class JointCoordinates(eqx.Module):
     #: The integrators that step it (:data:`jaxmbd.joint_space.steppers.JOINT_STEPPERS`).
     integrators: ClassVar[tuple[str, ...]] = ("rk", "rkmk", "euler", "implicit", "implicitfast")
 
+    # the per-body formulations' capabilities (jaxmbd.formulations.base.CAPABILITIES): none,
+    # so that what asks a Solution's formulation for them (diagnostics) gets an answer
+    body_state_coordinates: ClassVar[bool] = False
+    has_pose: ClassVar[bool] = True
+    index3_blocks: ClassVar[bool] = False
+    index1_blocks: ClassVar[bool] = False
+    vector_space: ClassVar[bool] = False
+    lie_group: ClassVar[bool] = False
+    director_coordinates: ClassVar[bool] = False
+    two_step_multipliers: ClassVar[None] = None
+    has_chart_singularity: ClassVar[bool] = False
+
     @classmethod
     def capabilities(cls) -> frozenset[str]:
         return frozenset({"joint_coordinates"})

@@ -125,6 +125,7 @@ def run_joint_space(model: Model, stepper: AbstractJointStepper, n: int, h, cont
 def simulate_joint_space(model: Model, form, *, integrator, n: int, h, controls, policy,
                          throw: bool, options: dict):  # fmt: skip
     """:func:`jaxmbd.simulate` for ``formulation="joint"`` (its options: none yet)."""
+    options = {k: v for k, v in options.items() if v is not None}
     if options:
         raise ValueError(
             f"formulation 'joint': integrator options {sorted(options)} are not used by its "

@@ -11,12 +11,12 @@ acrobot step). Everything here is also what ``vmap`` turns into wide elementwise
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
 from .. import _config  # noqa: F401
 from .._small import _sum_along
-from ..linear import small as small_kernels
 
 #: Cholesky solves are unrolled at trace time up to this many unknowns (compile time grows
 #: with n^3); beyond it, a ``fori_loop`` of masked column updates.
@@ -118,5 +118,36 @@ def cholesky_solve(M, rhs):
             x[i] = s / L[i][i]
         out = jnp.stack(x)
         return out[:, 0] if vector else out
-    lu_, perm = small_kernels.lu(M)
-    return small_kernels.lu_solve(lu_, perm, rhs)
+    L = _cholesky_loop(M)
+    rows = jnp.arange(n)
+
+    def forward(i, y):  # L y = b
+        yi = (b[i] - jnp.sum(jnp.where((rows < i)[:, None], L[i][:, None] * y, 0.0), 0)) / L[i, i]
+        return jnp.where((rows == i)[:, None], yi[None], y)
+
+    def backward(k, x):  # L^T x = y
+        i = n - 1 - k
+        column = L[:, i]
+        xi = x[i] - jnp.sum(jnp.where((rows > i)[:, None], column[:, None] * x, 0.0), 0)
+        return jnp.where((rows == i)[:, None], (xi / L[i, i])[None], x)
+
+    y = jax.lax.fori_loop(0, n, forward, jnp.zeros_like(b))
+    x = jax.lax.fori_loop(0, n, backward, y)
+    return x[:, 0] if vector else x
+
+
+def _cholesky_loop(M):
+    """The lower Cholesky factor of M by a loop over columns, each an elementwise update of
+    the whole array under masks (compiles in constant time for any n)."""
+    n = M.shape[0]
+    rows = jnp.arange(n)
+
+    def column(j, L):
+        # L[:, j] = (M[:, j] - L[:, :j] L[j, :j]) / L[j, j], rows >= j
+        left = jnp.where((rows < j)[None, :], L * L[j][None, :], 0.0)
+        c = M[:, j] - jnp.sum(left, 1)
+        d = jnp.sqrt(c[j])
+        new = jnp.where(rows > j, c / d, jnp.where(rows == j, d, 0.0))
+        return jnp.where((rows == j)[None, :], new[:, None], L)
+
+    return jax.lax.fori_loop(0, n, column, jnp.zeros_like(M))
