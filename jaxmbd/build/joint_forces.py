@@ -20,6 +20,14 @@ from ..joints import joint_kind
 from ..model import GROUND
 
 
+def absolute_entries(joints, space) -> tuple[bool, ...] | None:
+    """The ``absolute_entries`` of a joint-force element on ``joints``: False for those
+    named in ``space`` (coordinates only joint space has); None where none is."""
+    if not any(d.name in space for d in joints):
+        return None
+    return tuple(d.name not in space for d in joints)
+
+
 class _JointForceBuilder:
     """The joint-limit and joint-dynamics parts of :class:`~jaxmbd.ModelBuilder`."""
 
@@ -61,9 +69,11 @@ class _JointForceBuilder:
             restitution = float(x)
         self._limits[name] = (float(lo_hi[0]), float(lo_hi[1]), *gains, restitution)
 
-    def _limits_element(self, index: dict[str, int], joints) -> tuple:
+    def _limits_element(self, index: dict[str, int], joints, space=frozenset()) -> tuple:
         """The :class:`~jaxmbd.joint_limits.JointLimits` force element of the limited joints
-        (none: empty), default gains from each joint's child side at the drawn pose."""
+        (none: empty), default gains from each joint's child side at the drawn pose;
+        ``space``: the names of coordinates only joint space has (left out of the absolute
+        formulations, :func:`absolute_entries`)."""
         if not self._limits:
             return ()
         nb = len(self._bodies)
@@ -99,7 +109,8 @@ class _JointForceBuilder:
             e = on = inertia = None  # the plain spring-damper law
         return (
             JointLimits(joints=tuple(defns), lower=lo, upper=hi, stiffness=k, damping=c,
-                        restitution=e, calibrated=on, inertia=inertia),
+                        restitution=e, calibrated=on, inertia=inertia,
+                        absolute_entries=absolute_entries(defns, space)),
         )  # fmt: skip
 
     def _record_dynamics(self, name, damping, stiffness, spring_reference, friction_loss,
@@ -140,10 +151,11 @@ class _JointForceBuilder:
                 armature,
             )  # fmt: skip
 
-    def _dynamics_element(self, joints) -> tuple:
+    def _dynamics_element(self, joints, space=frozenset()) -> tuple:
         """The :class:`~jaxmbd.joint_dynamics.JointDynamics` force element of the joints with
         damping, stiffness or friction loss (none: empty); a spring reference of None is
-        the joint's coordinate where drawn (its offset)."""
+        the joint's coordinate where drawn (its offset); ``space``: as
+        :meth:`_limits_element`'s."""
         if not self._dynamics:
             return ()
         defns = [d for d in joints if d.name in self._dynamics]
@@ -164,6 +176,6 @@ class _JointForceBuilder:
             JointDynamics(
                 joints=tuple(defns), damping=c, stiffness=k, spring_reference=ref,
                 friction_loss=f, friction_velocity=jnp.asarray([FRICTION_VELOCITY] * len(defns)),
-                armature=armature,
+                armature=armature, absolute_entries=absolute_entries(defns, space),
             ),
         )  # fmt: skip

@@ -51,6 +51,11 @@ class _JointSpec:
     offset: np.ndarray
     sign: tuple[int, ...]
     q_start: np.ndarray
+    #: A coordinate that only joint space has (a hinge or slide inside a composition of
+    #: MuJoCo joints that forms one library joint): not one of ``model.joints``; the joint
+    #: forces on it are left to the ``"joint"`` formulation
+    #: (:attr:`jaxmbd._joint_forces.AbstractJointForce.absolute_entries`).
+    joint_space: bool = False
 
     def definition(self, index: dict[str, int]) -> JointDefinition:
         return JointDefinition(
