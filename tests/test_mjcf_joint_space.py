@@ -171,3 +171,57 @@ def test_absolute_formulations_leave_out_the_composite_hinges():
         assert {d.name for d in kept.joints} <= names
         assert "abdomen_z" in element.names and "abdomen_z" not in kept.names
     assert model.actuators.absolute_part().nu < model.nu == 21
+
+
+GIMBAL = """<mujoco><option><flag contact="disable"/></option><worldbody>
+  <body name="gimbal" pos="0 0 1">
+    <joint name="u1" axis="1 0 0" damping="0.5" stiffness="3" range="-1 1" limited="true"/>
+    <joint name="u2" axis="0 1 0" damping="0.2" armature="0.1"/>
+    <geom type="capsule" fromto="0 0 0 0.3 0 -0.4" size="0.05" mass="1"/>
+    <body name="arm" pos="0.3 0 -0.4"><joint name="elbow" axis="0 1 0" damping="0.1"
+        range="-0.5 0.5" limited="true"/>
+      <geom type="capsule" fromto="0 0 0 0 0.2 -0.3" size="0.04" mass="0.5"/></body></body>
+</worldbody><actuator><motor joint="u1" gear="2"/><motor joint="elbow"/></actuator>
+<keyframe><key qpos="0.3 -0.2 0.4" qvel="1 -2 3"/></keyframe></mujoco>"""
+
+
+def test_absolute_run_ignores_the_composite_hinges_entries(tmp_path):
+    """rA on a universal joint whose hinges are damped, sprung, limited and actuated is
+    the run of the same file without those entries (to round-off: the absolute
+    formulations leave them out), with the same observation and limits; the model file round trip
+    keeps the entries and which formulations apply them."""
+    plain = (
+        GIMBAL.replace(' damping="0.5" stiffness="3" range="-1 1" limited="true"', "")
+        .replace(' damping="0.2" armature="0.1"', "")
+        .replace('<motor joint="u1" gear="2"/>', "")
+    )
+    models = []
+    for text, name in ((GIMBAL, "gimbal.xml"), (plain, "plain.xml")):
+        (tmp_path / name).write_text(text)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            models.append(mbd.load_model(tmp_path / name))
+    full, bare = models
+    assert (full.nu, bare.nu) == (2, 1)
+    rng = np.random.default_rng(3)
+    u = rng.uniform(-1.0, 1.0, (50, 2))
+    runs = [
+        mbd.simulate(model, formulation="rA", integrator="rkmk", t_end=0.05, h=1e-3,
+                     controls=controls)  # fmt: skip
+        for model, controls in ((full, u), (bare, u[:, 1:]))
+    ]
+    assert np.abs(np.asarray(runs[0].r) - runs[0].r[0]).max() > 1e-2  # it moved
+    np.testing.assert_allclose(runs[0].r, runs[1].r, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(runs[0].limits["elbow"], runs[1].limits["elbow"], rtol=0,
+                               atol=1e-10)  # fmt: skip
+    assert sorted(runs[0].limits) == ["elbow"]
+    np.testing.assert_array_equal(
+        mbd.actuators.observation(full, full.r0, full.A0, full.rdot0, full.omega0),
+        mbd.actuators.observation(bare, bare.r0, bare.A0, bare.rdot0, bare.omega0),
+    )
+    path = mbd.save_model(full, tmp_path / "gimbal.json")
+    again = mbd.load_model(path)
+    for a, b in zip(full.forces, again.forces, strict=True):
+        if a.acts_along_joints:
+            assert a.names == b.names and a.absolute_entries == b.absolute_entries
+            assert a.absolute_entries is not None
