@@ -24,7 +24,13 @@ reference pose** (``qpos0``) from ``mj_forward``:
   no constraint rows; its limits, damping, stiffness, friction loss, armature and
   actuators are kept as for a single hinge or slide. The ``"joint"`` formulation
   evaluates them in joint space; ``model.joint_space_only`` names such bodies and the
-  absolute formulations refuse the model.
+  absolute formulations refuse the model. The hinges and slides of a universal, three-hinge
+  spherical, planar or three-slide joint are also such joints of their own names, for
+  their limits, passive values and actuators, but not joints of ``model.joints``: only
+  the ``"joint"`` formulation, which reads their qpos, applies those; the absolute
+  formulations leave them out (their coordinate is not the hinge's qpos once the other
+  hinges have turned; :attr:`jaxmbd._joint_forces.AbstractJointForce.absolute_entries`)
+  and the one warning names them.
 * **Kinematic tree**: ``model.tree`` is the model in MuJoCo's joints and qpos layout
   (:func:`jaxmbd.tree.tree_from_mujoco`, body k of the tree is body k of the model) at the
   initial state.
@@ -69,11 +75,12 @@ reference pose** (``qpos0``) from ``mj_forward``:
   (``sol.sensors[name]``, :mod:`jaxmbd.sensors`) with their ``noise``.
 * **Sites**: every named ``<site>`` on a moving body becomes a marker of that name
   (``sol.markers[name]``, :mod:`jaxmbd.markers`).
-* Whatever is not supported (limits, damping, stiffness, friction loss, armature and
-  actuators of the hinges and slides of universal, three-hinge spherical and planar joints,
-  tendons, actuators, sensors (touch, force, torque, subtree, ...), other equality types,
-  mocap bodies, torsional friction, contact margins, geom pairs without a narrow phase, ...)
-  is listed in **one** warning; nothing is dropped silently.
+* Whatever is not supported (in the absolute formulations: limits, damping, stiffness,
+  friction loss, armature and actuators of the hinges and slides of universal, three-hinge
+  spherical, planar and three-slide joints; tendons, actuators, sensors (touch, force,
+  torque, subtree, ...), other equality types, mocap bodies, torsional friction, contact
+  margins, geom pairs without a narrow phase, ...) is listed in **one** warning; nothing
+  is dropped silently.
 """
 
 from __future__ import annotations

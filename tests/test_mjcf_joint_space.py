@@ -62,9 +62,11 @@ def _mujoco(name):
 
 
 def _joint_transmissions(m) -> bool:
-    return bool(m.nu) and all(
-        int(t) == int(mujoco.mjtTrn.mjTRN_JOINT) for t in m.actuator_trntype
-    ) and all(int(t) == int(mujoco.mjtDyn.mjDYN_NONE) for t in m.actuator_dyntype)
+    return (
+        bool(m.nu)
+        and all(int(t) == int(mujoco.mjtTrn.mjTRN_JOINT) for t in m.actuator_trntype)
+        and all(int(t) == int(mujoco.mjtDyn.mjDYN_NONE) for t in m.actuator_dyntype)
+    )
 
 
 @eqx.filter_jit
@@ -206,8 +208,9 @@ def test_absolute_run_ignores_the_composite_hinges_entries(tmp_path):
     rng = np.random.default_rng(3)
     u = rng.uniform(-1.0, 1.0, (50, 2))
     runs = [
-        mbd.simulate(model, formulation="rA", integrator="rkmk", t_end=0.05, h=1e-3,
-                     controls=controls)  # fmt: skip
+        mbd.simulate(
+            model, formulation="rA", integrator="rkmk", t_end=0.05, h=1e-3, controls=controls
+        )  # fmt: skip
         for model, controls in ((full, u), (bare, u[:, 1:]))
     ]
     assert np.abs(np.asarray(runs[0].r) - runs[0].r[0]).max() > 1e-2  # it moved
