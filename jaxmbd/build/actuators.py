@@ -15,7 +15,7 @@ from .._values import (
 from ..actuators import ACTUATOR_KINDS, Actuators, gains_of_kind
 from ..errors import ModelError
 from ..joints import joint_kind
-from .joint_forces import absolute_entries
+from .specs import absolute_entries
 
 
 class _ActuatorBuilder:

@@ -18,14 +18,7 @@ from ..joint_dynamics import FRICTION_VELOCITY, JointDynamics
 from ..joint_limits import JointLimits, default_limit_gains, effective_inertia
 from ..joints import joint_kind
 from ..model import GROUND
-
-
-def absolute_entries(joints, space) -> tuple[bool, ...] | None:
-    """The ``absolute_entries`` of a joint-force element on ``joints``: False for those
-    named in ``space`` (coordinates only joint space has); None where none is."""
-    if not any(d.name in space for d in joints):
-        return None
-    return tuple(d.name not in space for d in joints)
+from .specs import absolute_entries
 
 
 class _JointForceBuilder:
