@@ -368,9 +368,10 @@ def simulate(
     kinematic tree in MuJoCo's joint coordinates, :mod:`jaxmbd.joint_space`), "rA" for
     others. A formulation object: any :class:`~jaxmbd.formulations.AbstractFormulation`,
     also one defined outside the package. ``integrator``: a name ("gen_alpha",
-    "backward_euler", "rkmk", "rk", "energy_momentum"; "joint" has "rk", "rkmk", "euler" and
-    "implicit", see :mod:`jaxmbd.joint_space.steppers`; default: the formulation's
-    ``default_integrator``) or an integrator object. An integrator steps every formulation
+    "backward_euler", "rkmk", "rk", "energy_momentum"; "joint" has "rk", "rkmk", "euler",
+    "implicit" and "implicitfast", see :mod:`jaxmbd.joint_space.steppers`; default: the
+    formulation's ``default_integrator``, for "joint" with contact pairs "implicit") or an
+    integrator object. An integrator steps every formulation
     that has the capabilities it requires (``requires``); any other pair raises
     ``ValueError`` listing the valid pairs.
 
@@ -478,6 +479,13 @@ def simulate(
         )
     if sensor_key is not None and model.sensors is None:
         raise ValueError(f"simulate: sensor_key= given, but model '{model.name}' has no sensors")
+    if get_formulation(default_formulation(model) if formulation is None else formulation
+                       ).runs_in_joint_space:  # fmt: skip
+        return simulate_joint_space(
+            model, get_formulation(formulation or default_formulation(model)),
+            integrator=integrator, n=n, h=h, controls=controls, policy=policy, throw=throw,
+            options=options,
+        )  # fmt: skip
     if controls is not None:  # the start (and its accelerations) with the first row
         model = with_controls(model, first_row(controls))
     if policy is not None:  # likewise with the policy's reply to the initial state
@@ -487,11 +495,6 @@ def simulate(
     if policy is None and model.sensors is not None:  # read after the run: not compiled in
         model = dataclasses.replace(model, sensors=None)
     form = get_formulation(default_formulation(model) if formulation is None else formulation)
-    if form.runs_in_joint_space:
-        return simulate_joint_space(
-            full_model, form, integrator=integrator, n=n, h=h, controls=controls,
-            policy=policy, throw=throw, options=options,
-        )  # fmt: skip
     if model.joint_space_only:
         raise ModelError(
             f"simulate: formulation {form.name!r} cannot run model '{model.name}': "

@@ -131,10 +131,24 @@ def moved(tree, rng):
     return jnp.asarray(q), jnp.asarray(rng.normal(size=tree.nv))
 
 
+@eqx.filter_jit
 def body_state(tree, qpos, qvel):
     P = poses(tree, qpos)
     v, w = body_velocities(tree, P, qvel)
     return P, v, w
+
+
+@eqx.filter_jit
+def _rows_at(model, P):
+    return constraint_values(model, P.c, P.R, 0.0)
+
+
+@eqx.filter_jit
+def _pose_rates(tree, qpos, qvel):
+    def along(s):
+        return tuple(poses(tree, integrate_positions(tree, qpos, qvel, s))[2:0:-1])
+
+    return jax.jvp(along, (0.0,), (1.0,))[1]
 
 
 def check_coordinates(model, mt, qpos, qvel, P, v, w):
@@ -184,14 +198,11 @@ def check(model, consistent_start=True, seed=0):
     for _ in range(1):
         qpos, qvel = moved(tree, rng)
         P, v, w = body_state(tree, qpos, qvel)
-        phi = np.asarray(constraint_values(model, P.c, P.R, 0.0))
+        phi = np.asarray(_rows_at(model, P))
         assert np.abs(phi[tree_rows]).max(initial=0.0) < TOL
 
         # the body velocities are the poses' time derivatives along qvel
-        def along(s, qpos=qpos, qvel=qvel):
-            return tuple(poses(tree, integrate_positions(tree, qpos, qvel, s))[2:0:-1])
-
-        c_dot, R_dot = jax.jvp(along, (0.0,), (1.0,))[1]
+        c_dot, R_dot = _pose_rates(tree, qpos, qvel)
         np.testing.assert_allclose(v, c_dot, atol=1e-11)
         W = jnp.einsum("bji,bjk->bik", P.R, R_dot)
         np.testing.assert_allclose(w, jnp.stack([W[:, 2, 1], W[:, 0, 2], W[:, 1, 0]], -1),

@@ -20,9 +20,12 @@ class JointCoordinates(eqx.Module):
     #: False).
     runs_in_joint_space: ClassVar[bool] = True
     stores_own_coordinates: ClassVar[bool] = True
+    #: Without contact pairs (smooth motion): RK4, as MuJoCo's.
     default_integrator: ClassVar[str] = "rk"
+    #: With contact pairs: the linearly implicit Euler step with both force Jacobians.
+    contact_integrator: ClassVar[str] = "implicit"
     #: The integrators that step it (:data:`jaxmbd.joint_space.steppers.JOINT_STEPPERS`).
-    integrators: ClassVar[tuple[str, ...]] = ("rk", "rkmk", "euler", "implicit")
+    integrators: ClassVar[tuple[str, ...]] = ("rk", "rkmk", "euler", "implicit", "implicitfast")
 
     @classmethod
     def capabilities(cls) -> frozenset[str]:

@@ -1,6 +1,12 @@
 """The ``"joint"`` formulation: a model's kinematic tree in joint coordinates, with its force
 elements, loop-closing constraints and time steps."""
 
+from .reactions import (
+    body_loads,
+    constraint_wrenches,
+    transmitted_wrenches,
+    tree_joint_wrenches,
+)
 from .run import model_tree, run_joint_space, simulate_joint_space
 from .steppers import (
     JOINT_STEPPERS,
@@ -16,7 +22,11 @@ __all__ = [
     "LinearlyImplicitEuler",
     "RungeKutta4",
     "SemiImplicitEuler",
+    "body_loads",
+    "constraint_wrenches",
     "model_tree",
     "run_joint_space",
     "simulate_joint_space",
+    "transmitted_wrenches",
+    "tree_joint_wrenches",
 ]

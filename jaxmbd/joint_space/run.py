@@ -69,6 +69,22 @@ def _outputs(model, tree, loops, qpos, qvel, acc: Accelerations):
             acc.loop_residual, qpos, qvel)  # fmt: skip
 
 
+def _policy_controls(model, tree, policy, t, qpos, qvel, acc, k):
+    """The policy's controls at a step's start. It observes (qpos, qvel) concatenated
+    (MuJoCo's state, every joint of the tree), or the model's sensors where it has them."""
+    if model.sensors is None:
+        u = jnp.asarray(policy(t, jnp.concatenate([qpos, qvel])))
+        if u.shape != (model.nu,):
+            raise ValueError(
+                f"simulate: policy(t, observation) returned shape {u.shape}, expected "
+                f"({model.nu},) (actuators {model.actuators.actuator_names})"
+            )
+        return u
+    p = acc.poses
+    rdot, omega = body_velocities(tree, p, qvel)
+    return policy_controls(model, policy, t, (p.c, p.R, rdot, omega), step=k)
+
+
 @eqx.filter_jit
 def run_joint_space(model: Model, stepper: AbstractJointStepper, n: int, h, controls=None,
                     policy=None, rows=None):  # fmt: skip
@@ -84,10 +100,8 @@ def run_joint_space(model: Model, stepper: AbstractJointStepper, n: int, h, cont
         if controls is not None:
             return with_controls(model, controls[k])
         if policy is not None:
-            p = acc.poses
-            rdot, omega = body_velocities(tree, p, qvel)
-            u = policy_controls(model, policy, k * h, (p.c, p.R, rdot, omega), step=k)
-            return with_controls(model, u)
+            return with_controls(model, _policy_controls(model, tree, policy, k * h, qpos,
+                                                         qvel, acc, k))  # fmt: skip
         return model
 
     first = stepped_model(0, qpos, qvel, None) if policy is None else model
@@ -116,7 +130,15 @@ def simulate_joint_space(model: Model, form, *, integrator, n: int, h, controls,
             f"formulation 'joint': integrator options {sorted(options)} are not used by its "
             "explicit steps"
         )
-    stepper = get_stepper(form.default_integrator if integrator is None else integrator)
+    if integrator is None:
+        integrator = form.default_integrator if model.contacts is None else form.contact_integrator
+    if getattr(integrator, "name", integrator) == "moreau_jean":
+        raise ValueError(
+            "simulate: hard contact and hard limits (moreau_jean) run in the absolute "
+            "formulations: pass formulation='rA' (joint coordinates: compliant contact and "
+            "limits)"
+        )
+    stepper = get_stepper(integrator)
     h_arr = jnp.asarray(h, dtype=jnp.float64)
     run_model = (
         model
