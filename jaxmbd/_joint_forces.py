@@ -13,6 +13,7 @@ joint damping, stiffness and friction loss, actuators.
 from __future__ import annotations
 
 import abc
+import dataclasses
 import functools
 from typing import ClassVar, NamedTuple
 
@@ -243,9 +244,22 @@ class AbstractJointForce(AbstractForce):
     """A force element along the coordinates of ``joints`` (revolute and translational
     :class:`~jaxmbd.joints.JointDefinition`, or the views of a cylindrical joint's
     coordinates, :func:`coordinate_views`): subclasses give :meth:`generalised_force` (or
-    :meth:`joint_force`, when the force also needs the velocity part of q_ddot)."""
+    :meth:`joint_force`, when the force also needs the velocity part of q_ddot).
+
+    ``absolute_entries`` (static, one flag per joint of ``joints``; None: all True): the
+    entries that the absolute formulations evaluate from the body states. An entry marked
+    False acts on a coordinate that only joint space has, a hinge or slide inside a
+    composition of MuJoCo joints that forms one library joint (the hinges of a universal
+    joint): its definition's coordinate is not the hinge's qpos once the other hinge has
+    turned, so only the ``"joint"`` formulation, which reads qpos by joint name, applies
+    it (:meth:`absolute_part`)."""
 
     joints: eqx.AbstractVar[tuple[JointDefinition, ...]]
+    # absolute_entries: a static field of each subclass, after its other fields (a
+    # dataclass field with a default cannot come first)
+    #: The fields with one entry per joint (arrays: along their first axis), which
+    #: :meth:`absolute_part` picks.
+    entry_fields: ClassVar[tuple[str, ...]] = ("joints",)
     #: Model files store joint forces with their joints (:meth:`joint_entries`).
     file_section: ClassVar[str] = "joints"
     acts_along_joints: ClassVar[bool] = True
@@ -279,13 +293,44 @@ class AbstractJointForce(AbstractForce):
     def __call__(self, t, state: BodyState):
         return joint_forces_together((self,), t, state)
 
+    @property
+    def absolute_rows(self) -> np.ndarray:
+        """Indices of the entries the absolute formulations evaluate (static)."""
+        entries = getattr(self, "absolute_entries", None)
+        if entries is None:
+            return np.arange(len(self.joints))
+        return np.flatnonzero(np.asarray(entries, dtype=bool))
+
+    def absolute_part(self):
+        """The element restricted to :attr:`absolute_rows` (itself where that is all of
+        them): what every evaluation from the body states uses."""
+        keep = self.absolute_rows
+        if keep.size == len(self.joints):
+            return self
+        changes = {"absolute_entries": None}
+        for key in self.entry_fields:
+            value = getattr(self, key)
+            if value is None:
+                continue
+            if isinstance(value, tuple):
+                changes[key] = tuple(value[k] for k in keep)
+            else:
+                changes[key] = take_rows(value, keep)
+        return dataclasses.replace(self, **changes)
+
 
 def joint_forces_together(elements, t, state: BodyState):
     """Body forces and torques (nb, 3), (nb, 3) of several joint-force elements from one
     evaluation of their joints' coordinates and gradients: a joint that two elements act
     on (a limited, damped and actuated slider: three) is evaluated once, its forces summed
     along its coordinate and applied once. Evaluated per element, the cart-pole's step
-    traced the slider's coordinate map and its derivatives three times."""
+    traced the slider's coordinate map and its derivatives three times. Each element
+    contributes its :meth:`~AbstractJointForce.absolute_part`."""
+    elements = [e.absolute_part() for e in elements]
+    elements = [e for e in elements if e.joints]
+    if not elements:
+        zero = jnp.zeros_like(state.r)
+        return zero, zero
     union: list[JointDefinition] = []
     index: dict = {}
     rows = []

@@ -1,7 +1,9 @@
 """MuJoCo's actuators as jaxmbd actuators (:mod:`jaxmbd.actuators`).
 
-An MJCF actuator maps when its transmission is a joint that jaxmbd drives (a body's single
-hinge or slide, whose coordinate is MuJoCo's qpos, :mod:`jaxmbd.mjcf`), it has no
+An MJCF actuator maps when its transmission is a joint that jaxmbd drives (a hinge or
+slide whose coordinate is MuJoCo's qpos, :mod:`jaxmbd.mjcf`; those inside a universal,
+three-hinge spherical, planar or three-slide joint act in the ``"joint"`` formulation
+only), it has no
 activation dynamics (``dyntype`` none), a fixed gain and no or an affine bias: exactly
 MuJoCo's force gain u + b0 + b1 L + b2 L_dot with L = gear qpos, the clamps of
 ``ctrllimited``/``ctrlrange`` and ``forcelimited``/``forcerange`` and the generalised force

@@ -65,8 +65,13 @@ class Actuators(AbstractJointForce):
     force_lower: jax.Array
     force_upper: jax.Array
     controls: jax.Array
+    absolute_entries: tuple[bool, ...] | None = eqx.field(static=True, default=None)
     #: Model files store actuators in their own list (``"actuators"``).
     file_section: ClassVar[str] = "actuators"
+    entry_fields: ClassVar[tuple[str, ...]] = (
+        "actuator_names", "kinds", "joints", "gear", "gain", "bias", "ctrl_lower",
+        "ctrl_upper", "force_lower", "force_upper", "controls",
+    )  # fmt: skip
 
     @property
     def nu(self) -> int:

@@ -56,7 +56,9 @@ counts full turns). Damping and friction loss act on the rate and have no such l
 from __future__ import annotations
 
 import logging
+from typing import ClassVar
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -94,6 +96,11 @@ class JointDynamics(AbstractJointForce):
     friction_loss: jax.Array
     friction_velocity: jax.Array
     armature: jax.Array | None = None
+    absolute_entries: tuple[bool, ...] | None = eqx.field(static=True, default=None)
+    entry_fields: ClassVar[tuple[str, ...]] = (
+        "joints", "damping", "stiffness", "spring_reference", "friction_loss",
+        "friction_velocity", "armature",
+    )  # fmt: skip
 
     def generalised_force(self, t, q, qdot):
         """-c q_dot - k (q - q_ref) - f tanh(q_dot / v_r), (n,), along +q."""
@@ -124,12 +131,13 @@ class JointDynamics(AbstractJointForce):
 
     def added_mass(self, t, state: BodyState) -> AddedMass | None:
         """The armature a along each joint coordinate, with its twist gradients g."""
-        if self.armature is None:
+        part = self.absolute_part()
+        if part.armature is None or not part.joints:
             return None
-        _, g = coordinates_and_gradients(self.joints, state)
-        bi = np.asarray([d.body_i for d in self.joints], dtype=int)
-        bj = np.asarray([d.body_j for d in self.joints], dtype=int)
-        return AddedMass(self.armature, g, bi, bj)
+        _, g = coordinates_and_gradients(part.joints, state)
+        bi = np.asarray([d.body_i for d in part.joints], dtype=int)
+        bj = np.asarray([d.body_j for d in part.joints], dtype=int)
+        return AddedMass(part.armature, g, bi, bj)
 
     def joint_entries(self):
         """Each joint's damping, stiffness, spring reference (with a spring), friction loss
@@ -156,5 +164,6 @@ class JointDynamics(AbstractJointForce):
     def potential_energy(self, state: BodyState):
         """Energy stored in the joint springs, sum of 1/2 k (q - q_ref)^2 (counted by
         :func:`jaxmbd.diagnostics.energy`; damping and friction loss only dissipate)."""
-        q, _ = coordinates_and_gradients(self.joints, state)
-        return jnp.sum(0.5 * self.stiffness * (q - self.spring_reference) ** 2)
+        part = self.absolute_part()
+        q, _ = coordinates_and_gradients(part.joints, state)
+        return jnp.sum(0.5 * part.stiffness * (q - part.spring_reference) ** 2)

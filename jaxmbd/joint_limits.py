@@ -55,6 +55,9 @@ pose.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -95,6 +98,11 @@ class JointLimits(AbstractJointForce):
     restitution: jax.Array | None = None
     calibrated: jax.Array | None = None
     inertia: jax.Array | None = None
+    absolute_entries: tuple[bool, ...] | None = eqx.field(static=True, default=None)
+    entry_fields: ClassVar[tuple[str, ...]] = (
+        "joints", "lower", "upper", "stiffness", "damping", "restitution", "calibrated",
+        "inertia",
+    )  # fmt: skip
 
     def generalised_force(self, t, q, qdot):
         """The forces (n,) along +q of the limits at coordinates q and rates qdot (n,)."""
@@ -121,8 +129,9 @@ class JointLimits(AbstractJointForce):
     def potential_energy(self, state: BodyState):
         """Energy stored in the limit springs, sum of 1/2 k delta^2 (counted by
         :func:`jaxmbd.diagnostics.energy`; the dampers only dissipate)."""
-        q, _ = coordinates_and_gradients(self.joints, state)
-        return jnp.sum(0.5 * self.stiffness * self.penetration(q) ** 2)
+        part = self.absolute_part()
+        q, _ = coordinates_and_gradients(part.joints, state)
+        return jnp.sum(0.5 * part.stiffness * part.penetration(q) ** 2)
 
     def joint_entries(self):
         """Each limited joint's ``limits`` with the gains as built (defaults resolved)."""

@@ -24,7 +24,13 @@ reference pose** (``qpos0``) from ``mj_forward``:
   no constraint rows; its limits, damping, stiffness, friction loss, armature and
   actuators are kept as for a single hinge or slide. The ``"joint"`` formulation
   evaluates them in joint space; ``model.joint_space_only`` names such bodies and the
-  absolute formulations refuse the model.
+  absolute formulations refuse the model. The hinges and slides of a universal, three-hinge
+  spherical, planar or three-slide joint are also such joints of their own names, for
+  their limits, passive values and actuators, but not joints of ``model.joints``: only
+  the ``"joint"`` formulation, which reads their qpos, applies those; the absolute
+  formulations leave them out (their coordinate is not the hinge's qpos once the other
+  hinges have turned; :attr:`jaxmbd._joint_forces.AbstractJointForce.absolute_entries`)
+  and the one warning names them.
 * **Kinematic tree**: ``model.tree`` is the model in MuJoCo's joints and qpos layout
   (:func:`jaxmbd.tree.tree_from_mujoco`, body k of the tree is body k of the model) at the
   initial state.
@@ -69,11 +75,12 @@ reference pose** (``qpos0``) from ``mj_forward``:
   (``sol.sensors[name]``, :mod:`jaxmbd.sensors`) with their ``noise``.
 * **Sites**: every named ``<site>`` on a moving body becomes a marker of that name
   (``sol.markers[name]``, :mod:`jaxmbd.markers`).
-* Whatever is not supported (limits, damping, stiffness, friction loss, armature and
-  actuators of the hinges and slides of universal, three-hinge spherical and planar joints,
-  tendons, actuators, sensors (touch, force, torque, subtree, ...), other equality types,
-  mocap bodies, torsional friction, contact margins, geom pairs without a narrow phase, ...)
-  is listed in **one** warning; nothing is dropped silently.
+* Whatever is not supported (in the absolute formulations: limits, damping, stiffness,
+  friction loss, armature and actuators of the hinges and slides of universal, three-hinge
+  spherical, planar and three-slide joints; tendons, actuators, sensors (touch, force,
+  torque, subtree, ...), other equality types, mocap bodies, torsional friction, contact
+  margins, geom pairs without a narrow phase, ...) is listed in **one** warning; nothing
+  is dropped silently.
 """
 
 from __future__ import annotations
@@ -208,6 +215,8 @@ def _unsupported(mujoco, m, joint_space: set[int]) -> list[str]:
     cylindrical = _cylindrical_coordinates(mujoco, m)
     T = mujoco.mjtJoint
     hinge = int(T.mjJNT_HINGE)
+    # hinges and slides of their own coordinate; those inside compositions are named by
+    # _absolute_formulations_ignore
     scalar = set(cylindrical) | {
         j for j in joint_space if int(m.jnt_type[j]) in (hinge, int(T.mjJNT_SLIDE))
     }
@@ -261,7 +270,9 @@ def _rot_lock_vectors(A_i, A_j):
 
 def _convert(mujoco, m, path: Path, keyframe, model_name: str) -> Model:
     d0 = _forward(mujoco, m, m.qpos0, np.zeros(m.nv))
-    unsupported = _unsupported(mujoco, m, _joint_space_joints(mujoco, m, d0))
+    unsupported = _unsupported(
+        mujoco, m, _joint_space_joints(mujoco, m, d0) | _composite_coordinates(mujoco, m, d0)
+    )
     body_names = [_name(mujoco, m, mujoco.mjtObj.mjOBJ_BODY, b, "body") for b in range(m.nbody)]
     # owner: the jaxmbd body that a MuJoCo body belongs to (a jointless body is merged
     # into its parent's owner; -1 = ground)
@@ -326,11 +337,18 @@ def _convert(mujoco, m, path: Path, keyframe, model_name: str) -> Model:
             joint_space_only.append(_joint_space_reason(mujoco, m, b))
         else:
             placed.update(joints)
+    # the hinges and slides inside compositions: coordinates only joint space has
+    space = {spec.name for spec in builder._joints if spec.joint_space}
+    placed -= space
     _add_equalities(mujoco, m, d0, builder, label, body_names, unsupported)
     add_actuators(mujoco, m, builder, set(mapped), unsupported,
                   aliases=_cylindrical_coordinates(mujoco, m))  # fmt: skip
+    absolute_only = _absolute_formulations_ignore(builder, space)
+    if absolute_only:
+        unsupported.append(absolute_only)
     add_site_markers(mujoco, m, d0, builder, owner, body_names)
-    add_sensors(mujoco, m, d0, builder, owner, body_names, frame, set(mapped), unsupported)
+    add_sensors(mujoco, m, d0, builder, owner, body_names, frame, set(mapped) - space,
+                unsupported)  # fmt: skip
     _add_ground_geoms(mujoco, m, d0, builder, owner, shape_of)
     masses = {body_names[b]: float(sum(m.body_mass[k] for k in range(1, m.nbody)
                                        if owner[k] == b)) for b in roots}  # fmt: skip
@@ -349,6 +367,26 @@ def _convert(mujoco, m, path: Path, keyframe, model_name: str) -> Model:
     )
     logger.info("%s: %d bodies, initial state from the %s", path, len(roots), source)
     return model
+
+
+def _absolute_formulations_ignore(builder: ModelBuilder, space: set[str]) -> str:
+    """The unsupported-features clause of the hinges and slides inside compositions
+    (``space``) whose limits, passive values or actuators only the ``"joint"`` formulation
+    applies (empty: none)."""
+    limited = sorted(space & set(builder._limits))
+    passive = sorted(space & set(builder._dynamics))
+    actuated = [a["name"] for a in builder._actuators if a["joint"] in space]
+    parts = [f"{label} {names}" for label, names in (
+        ("limits on", limited), ("damping, stiffness, friction loss or armature on", passive),
+        ("actuators", actuated)) if names]  # fmt: skip
+    if not parts:
+        return ""
+    return (
+        "in the absolute formulations only (the joint formulation applies them): "
+        + ", ".join(parts)
+        + " (hinges and slides inside universal, three-hinge spherical, planar or "
+        "three-slide joints, whose coordinates the body states do not give one by one)"
+    )
 
 
 def _tree(mujoco, m, path, roots, qpos, qvel):
@@ -592,6 +630,24 @@ def _joint_space_joints(mujoco, m, d) -> set[int]:
     }
 
 
+#: Compositions whose hinges and slides are also coordinates of their own in joint space.
+_COMPOSITIONS_WITH_COORDINATES = ("universal", "spherical", "planar", "translation")
+
+
+def _composite_coordinates(mujoco, m, d) -> set[int]:
+    """The hinges and slides inside the compositions of
+    :data:`_COMPOSITIONS_WITH_COORDINATES` (their limits, passive values and actuators act
+    in joint space only)."""
+    scalar = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
+    return {
+        j
+        for b in range(1, m.nbody)
+        if m.body_jntnum[b] > 1 and _composition(mujoco, m, d, b) in _COMPOSITIONS_WITH_COORDINATES
+        for j in range(m.body_jntadr[b], m.body_jntadr[b] + m.body_jntnum[b])
+        if int(m.jnt_type[j]) in scalar
+    }
+
+
 def _add_joints(mujoco, m, d, builder: ModelBuilder, b, parent: str, child: str):
     """The library joint of body ``b``'s MuJoCo joints: {name: ((coordinate, qpos address),
     ...)}, the coordinates that equal a MuJoCo qpos (all but a spherical joint's; the
@@ -607,7 +663,6 @@ def _add_joints(mujoco, m, d, builder: ModelBuilder, b, parent: str, child: str)
     axes = [np.array(d.xaxis[j]) for j in jids]
     adr = [int(m.jnt_qposadr[j]) for j in jids]
     qpos0 = np.asarray(m.qpos0)
-    where = f"body '{child}'"
     composition = _composition(mujoco, m, d, b)
     if composition == "free":
         return {}
@@ -633,7 +688,34 @@ def _add_joints(mujoco, m, d, builder: ModelBuilder, b, parent: str, child: str)
             return convention(name, [0])
         builder.spherical(name, body_i=parent, body_j=child, point=anchors[0])  # ball
         return {name: ()}
+    joint_space = {}  # the composition's hinges and slides as coordinates of joint space
+    if composition in _COMPOSITIONS_WITH_COORDINATES:
+        for j, point, axis in zip(jids, anchors, axes, strict=True):
+            if int(m.jnt_type[j]) in (int(T.mjJNT_HINGE), int(T.mjJNT_SLIDE)):
+                joint_space.update(
+                    _add_coordinate_joint(mujoco, m, builder, j, parent, child, point, axis,
+                                          joint_space=True)
+                )  # fmt: skip
+    return {**_add_composition(mujoco, m, builder, composition, jids, kinds, names, anchors,
+                               axes, adr, parent, child), **joint_space}  # fmt: skip
+
+
+def _add_composition(mujoco, m, builder, composition, jids, kinds, names, anchors, axes, adr,
+                     parent, child):  # fmt: skip
+    """The library joint of a body's several MuJoCo joints that compose into one (see
+    :func:`_add_joints`)."""
+    T = mujoco.mjtJoint
+    qpos0 = np.asarray(m.qpos0)
+    where = f"body '{child}'"
     joined = "+".join(names)
+
+    def convention(name, order, signs=None):
+        """q = qpos: MuJoCo's qpos0 as the offset, the axes' directions as the signs."""
+        builder._joint_convention(
+            name, offset=[qpos0[adr[k]] for k in order], sign=signs or [1] * len(order)
+        )
+        return {name: tuple((c, adr[k]) for c, k in enumerate(order))}
+
     if composition == "universal":
         builder.universal(
             joined, body_i=parent, body_j=child, point=anchors[0], axis_i=axes[0], axis_j=axes[1]
@@ -688,32 +770,41 @@ def _add_joint_space_joints(mujoco, m, builder, jids, parent, child, anchors, ax
     actuators are those of a single hinge or slide; the ``"joint"`` formulation evaluates
     them in joint space (q = qpos, qdot = qvel), the absolute formulations refuse the model
     (:attr:`~jaxmbd.Model.joint_space_only`)."""
-    T = mujoco.mjtJoint
-    kinds = {int(T.mjJNT_HINGE): "revolute", int(T.mjJNT_SLIDE): "translational",
-             int(T.mjJNT_BALL): "spherical"}  # fmt: skip
-    qpos0 = np.asarray(m.qpos0)
     out = {}
     for j, point, axis in zip(jids, anchors, axes, strict=True):
-        name = _name(mujoco, m, mujoco.mjtObj.mjOBJ_JOINT, j, "joint")
-        kind = kinds[int(m.jnt_type[j])]
-        frame = builder._frame(child, where=f"joint '{name}'")[1] if kind == "spherical" else None
-        builder._record_joint(
-            name, kind, parent, child, point, _axis_frame(axis) if frame is None else frame
-        )
-        if kind == "spherical":
+        if int(m.jnt_type[j]) == int(mujoco.mjtJoint.mjJNT_BALL):
+            name = _name(mujoco, m, mujoco.mjtObj.mjOBJ_JOINT, j, "joint")
+            frame = builder._frame(child, where=f"joint '{name}'")[1]
+            builder._record_joint(name, "spherical", parent, child, point, frame)
             out[name] = ()
             continue
-        adr = int(m.jnt_qposadr[j])
-        builder._joint_convention(name, offset=[qpos0[adr]], sign=[1])
-        hinge = kind == "revolute"
-        builder._record_limits(name, _limits(m, j, hinge), None, None)
-        passive = _passive(mujoco, m, j)
-        builder._record_dynamics(
-            name, *(passive[key] for key in ("damping", "stiffness", "spring_reference",
-                                              "friction_loss", "armature")),
-        )  # fmt: skip
-        out[name] = ((0, adr),)
+        out.update(_add_coordinate_joint(mujoco, m, builder, j, parent, child, point, axis))
     return out
+
+
+def _add_coordinate_joint(mujoco, m, builder, j, parent, child, point, axis, *,
+                          joint_space=False):  # fmt: skip
+    """MuJoCo's hinge or slide ``j`` as a revolute or translational joint of its own name
+    between ``child`` and ``parent`` at its anchor and axis at the reference pose, whose
+    coordinate is its qpos, with its limits, damping, stiffness, friction loss and armature.
+    ``joint_space``: a hinge or slide inside a composition that forms one library joint,
+    a coordinate only joint space has (:class:`jaxmbd.build.specs._JointSpec`): not one of
+    ``model.joints``, and its joint forces are left to the ``"joint"`` formulation.
+    {name: ((0, qpos address),)}."""
+    name = _name(mujoco, m, mujoco.mjtObj.mjOBJ_JOINT, j, "joint")
+    hinge = int(m.jnt_type[j]) == int(mujoco.mjtJoint.mjJNT_HINGE)
+    kind = "revolute" if hinge else "translational"
+    builder._record_joint(name, kind, parent, child, point, _axis_frame(axis),
+                          joint_space=joint_space)  # fmt: skip
+    adr = int(m.jnt_qposadr[j])
+    builder._joint_convention(name, offset=[float(m.qpos0[adr])], sign=[1])
+    builder._record_limits(name, _limits(m, j, hinge), None, None)
+    passive = _passive(mujoco, m, j)
+    builder._record_dynamics(
+        name, *(passive[key] for key in ("damping", "stiffness", "spring_reference",
+                                          "friction_loss", "armature")),
+    )  # fmt: skip
+    return {name: ((0, adr),)}
 
 
 def _add_equalities(mujoco, m, d, builder, label, body_names, unsupported):

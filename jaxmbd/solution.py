@@ -30,6 +30,7 @@ def _compliant_limit_forces(element, r, A, rdot, omega):
     leading axes (a batch of models) are mapped with the states'."""
 
     def at(el, r_, A_, rd_, w_):
+        el = el.absolute_part()
         q, qdot, _ = coordinates_and_rates(el.joints, BodyState(r_, A_, rd_, w_))
         return el.generalised_force(0.0, q, qdot)
 
@@ -40,6 +41,19 @@ def _compliant_limit_forces(element, r, A, rdot, omega):
     for _ in range(leading):
         fn = jax.vmap(fn)
     return fn(element, r, A, rdot, omega)
+
+
+@jax.jit
+def _limit_forces_at(element, q, qdot):
+    """The compliant limits' forces (..., T, n) at coordinates and rates (..., T, n); the
+    element's own leading axes (a batch of models) are mapped with theirs."""
+    fn = jax.vmap(lambda el, q_, v_: el.generalised_force(0.0, q_, v_), in_axes=(None, 0, 0))
+    leading = element.lower.ndim - 1  # a batch of models
+    for _ in range(q.ndim - 2 - leading):
+        fn = jax.vmap(fn, in_axes=(None, 0, 0))
+    for _ in range(leading):
+        fn = jax.vmap(fn)
+    return fn(element, q, qdot)
 
 
 class TreeJointMap(JointCoordinatesMap):
@@ -251,7 +265,20 @@ class Solution(eqx.Module):
         element = self.limit_element
         if element is None:
             return None
+        if self._joint_space_run and self.unilateral_forces is None:
+            # every limited coordinate, read from qpos and qvel by joint name
+            tree = self.tree
+            q, qdot = [], []
+            for d in element.joints:
+                j = tree.joint_names.index(d.name)
+                q.append(self.stored_q[..., tree.joint_qpos_adr[j]])
+                qdot.append(self.stored_v[..., tree.joint_dof_adr[j]])
+            forces = _limit_forces_at(element, jnp.stack(q, -1), jnp.stack(qdot, -1))
+            return {d.name: forces[..., k] for k, d in enumerate(element.joints)}
+        element = element.absolute_part()  # the coordinates the body states give
         names = [d.name for d in element.joints]
+        if not names:
+            return {}
         if self.unilateral_forces is not None:
             n_slots = 0 if self.contact_element is None else self.contact_element.n_slots
             forces = hard_limit_forces(n_slots, len(names), self.unilateral_forces)

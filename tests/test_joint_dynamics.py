@@ -299,24 +299,27 @@ MAPPING = """<mujoco><worldbody>
 
 def test_mjcf_maps_single_hinges_and_slides_and_names_the_rest(tmp_path):
     """A slide's frictionloss, damping, stiffness and springref (about a ref offset) are
-    read; damping of a ball joint and stiffness and friction loss of a body's two hinges
-    stay named in the one unsupported-features warning; MuJoCo's damper, spring and
-    frictionloss flags disabled: none of them."""
+    read; damping of a ball joint stays named in the one unsupported-features warning; the
+    stiffness and friction loss of a universal joint's two hinges are kept for the joint
+    formulation, and the warning names them as left out of the absolute formulations;
+    MuJoCo's damper, spring and frictionloss flags disabled: none of them."""
     pytest.importorskip("mujoco")
     path = tmp_path / "mapping.xml"
     path.write_text(MAPPING)
     with pytest.warns(mbd.mjcf.UnsupportedFeatureWarning) as record:
         model = mbd.load_model(path)
     text = str(record[0].message)
-    for item in ("joint damping on ['ball']", "joint friction loss on ['u2']",
-                 "joint stiffness on ['u1']"):  # fmt: skip
-        assert item in text, text
-    assert "slide" not in text
+    assert "joint damping on ['ball']" in text, text
+    assert "in the absolute formulations only" in text and "['u1', 'u2']" in text, text
+    assert "'slide'" not in text  # the single slide's values map
     element = joint_dynamics(model)
-    assert element.names == ("slide",)
+    assert element.names == ("slide", "u1", "u2")
+    assert element.absolute_part().names == ("slide",)
     for leaf, value in (("damping", 2.0), ("stiffness", 30.0), ("spring_reference", 0.05),
                         ("friction_loss", 0.7)):  # fmt: skip
-        np.testing.assert_array_equal(getattr(element, leaf), [value])
+        np.testing.assert_array_equal(getattr(element.absolute_part(), leaf), [value])
+    np.testing.assert_array_equal(element.stiffness, [30.0, 3.0, 0.0])
+    np.testing.assert_array_equal(element.friction_loss, [0.7, 0.0, 0.1])
     # what MuJoCo's flags switch off is not applied, nor named
     flags = '<option><flag damper="disable" spring="disable" frictionloss="disable"/></option>'
     path.write_text(MAPPING.replace("<worldbody>", flags + "<worldbody>", 1))

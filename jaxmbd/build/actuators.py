@@ -15,6 +15,7 @@ from .._values import (
 from ..actuators import ACTUATOR_KINDS, Actuators, gains_of_kind
 from ..errors import ModelError
 from ..joints import joint_kind
+from .specs import absolute_entries
 
 
 class _ActuatorBuilder:
@@ -108,8 +109,9 @@ class _ActuatorBuilder:
         )  # fmt: skip
         return self
 
-    def _actuator_element(self, joints) -> tuple:
-        """The :class:`~jaxmbd.actuators.Actuators` element (none: empty)."""
+    def _actuator_element(self, joints, space=frozenset()) -> tuple:
+        """The :class:`~jaxmbd.actuators.Actuators` element (none: empty); ``space``: the
+        names of coordinates only joint space has (left out of the absolute formulations)."""
         if not self._actuators:
             return ()
         by_name = {d.name: d for d in joints}
@@ -119,11 +121,12 @@ class _ActuatorBuilder:
         def column(values):
             return jnp.asarray(values, dtype=jnp.float64)
 
+        driven = tuple(by_name[a["joint"]] for a in self._actuators)
         return (
             Actuators(
                 actuator_names=tuple(a["name"] for a in self._actuators),
                 kinds=tuple(a["kind"] for a in self._actuators),
-                joints=tuple(by_name[a["joint"]] for a in self._actuators),
+                joints=driven,
                 gear=column([a["gear"] for a in self._actuators]),
                 gain=column([g for g, _ in gains]),
                 bias=column([b for _, b in gains]),
@@ -132,5 +135,6 @@ class _ActuatorBuilder:
                 force_lower=column([a["force"][0] for a in self._actuators]),
                 force_upper=column([a["force"][1] for a in self._actuators]),
                 controls=jnp.zeros(len(self._actuators)),
+                absolute_entries=absolute_entries(driven, space),
             ),
         )

@@ -124,7 +124,9 @@ class ModelBuilder(
             else:
                 f_offset[row] = gc.f
         bodies = self._bodies
-        joint_defs = tuple(spec.definition(index) for spec in self._joints)
+        joint_defs = tuple(spec.definition(index) for spec in self._joints if not spec.joint_space)
+        # coordinates only joint space has: joint forces act on them, model.joints lacks them
+        space_defs = tuple(spec.definition(index) for spec in self._joints if spec.joint_space)
         # joint forces act on one-coordinate joints and the cylindrical joints' coordinates
         views = coordinate_views(joint_defs)
         clash = sorted({d.name for d in views} & {d.name for d in joint_defs})
@@ -133,7 +135,8 @@ class ModelBuilder(
                 f"model '{self.name}': joint names {clash} are also the coordinates of "
                 "cylindrical joints ('<joint>.slide', '<joint>.angle'); rename them"
             )
-        force_defs = joint_defs + views
+        force_defs = joint_defs + views + space_defs
+        space = {d.name for d in space_defs}
         model = Model(
             name=self.name,
             body_names=tuple(b.name for b in bodies),
@@ -153,9 +156,9 @@ class ModelBuilder(
             drivers=group_drivers(driven),
             forces=self._resolved_forces()
             + _optional(self._contact_element(len(bodies)))
-            + self._limits_element(index, force_defs)
-            + self._dynamics_element(force_defs)
-            + self._actuator_element(force_defs),
+            + self._limits_element(index, force_defs, space)
+            + self._dynamics_element(force_defs, space)
+            + self._actuator_element(force_defs, space),
             shapes=tuple(b.shapes for b in bodies) if any(b.shapes for b in bodies) else (),
             ground_shapes=tuple(self._ground_shapes),
             joints=joint_defs,

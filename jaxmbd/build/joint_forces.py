@@ -18,6 +18,7 @@ from ..joint_dynamics import FRICTION_VELOCITY, JointDynamics
 from ..joint_limits import JointLimits, default_limit_gains, effective_inertia
 from ..joints import joint_kind
 from ..model import GROUND
+from .specs import absolute_entries
 
 
 class _JointForceBuilder:
@@ -61,9 +62,11 @@ class _JointForceBuilder:
             restitution = float(x)
         self._limits[name] = (float(lo_hi[0]), float(lo_hi[1]), *gains, restitution)
 
-    def _limits_element(self, index: dict[str, int], joints) -> tuple:
+    def _limits_element(self, index: dict[str, int], joints, space=frozenset()) -> tuple:
         """The :class:`~jaxmbd.joint_limits.JointLimits` force element of the limited joints
-        (none: empty), default gains from each joint's child side at the drawn pose."""
+        (none: empty), default gains from each joint's child side at the drawn pose;
+        ``space``: the names of coordinates only joint space has (left out of the absolute
+        formulations, :func:`absolute_entries`)."""
         if not self._limits:
             return ()
         nb = len(self._bodies)
@@ -99,7 +102,8 @@ class _JointForceBuilder:
             e = on = inertia = None  # the plain spring-damper law
         return (
             JointLimits(joints=tuple(defns), lower=lo, upper=hi, stiffness=k, damping=c,
-                        restitution=e, calibrated=on, inertia=inertia),
+                        restitution=e, calibrated=on, inertia=inertia,
+                        absolute_entries=absolute_entries(defns, space)),
         )  # fmt: skip
 
     def _record_dynamics(self, name, damping, stiffness, spring_reference, friction_loss,
@@ -140,10 +144,11 @@ class _JointForceBuilder:
                 armature,
             )  # fmt: skip
 
-    def _dynamics_element(self, joints) -> tuple:
+    def _dynamics_element(self, joints, space=frozenset()) -> tuple:
         """The :class:`~jaxmbd.joint_dynamics.JointDynamics` force element of the joints with
         damping, stiffness or friction loss (none: empty); a spring reference of None is
-        the joint's coordinate where drawn (its offset)."""
+        the joint's coordinate where drawn (its offset); ``space``: as
+        :meth:`_limits_element`'s."""
         if not self._dynamics:
             return ()
         defns = [d for d in joints if d.name in self._dynamics]
@@ -164,6 +169,6 @@ class _JointForceBuilder:
             JointDynamics(
                 joints=tuple(defns), damping=c, stiffness=k, spring_reference=ref,
                 friction_loss=f, friction_velocity=jnp.asarray([FRICTION_VELOCITY] * len(defns)),
-                armature=armature,
+                armature=armature, absolute_entries=absolute_entries(defns, space),
             ),
         )  # fmt: skip

@@ -32,9 +32,11 @@ class _JointBuilder:
         if any(j.name == name for j in self._joints):
             raise ModelError(f"joint '{name}': duplicate joint name")
 
-    def _record_joint(self, name, kind, body_i, body_j, point, axes) -> None:
+    def _record_joint(self, name, kind, body_i, body_j, point, axes, *,
+                      joint_space=False) -> None:  # fmt: skip
         """Keep the joint frame (``point``, ``axes`` columns, global where drawn) fixed in both
-        bodies: the two frames coincide here, where every coordinate is zero."""
+        bodies: the two frames coincide here, where every coordinate is zero.
+        ``joint_space``: a coordinate only joint space has (:class:`~.specs._JointSpec`)."""
         w = f"joint '{name}'"
         point = _vec3(point, where=f"{w}.point")
         r_i, A_i = self._frame(body_i, where=f"{w}.body_i")
@@ -42,6 +44,7 @@ class _JointBuilder:
         self._define_joint(
             name, kind=kind, body_i=body_i, body_j=body_j, s_bar_i=A_i.T @ (point - r_i),
             s_bar_j=A_j.T @ (point - r_j), frame_i=A_i.T @ axes, frame_j=A_j.T @ axes,
+            joint_space=joint_space,
         )  # fmt: skip
 
     def _spherical_rows(self, name, *, body_i, body_j, point, joint=None):
@@ -324,10 +327,11 @@ class _JointBuilder:
 
     def _define_joint(
         self, name, *, kind, body_i, body_j, s_bar_i, s_bar_j, frame_i, frame_j, offset=None,
-        sign=None, q_start=None,
+        sign=None, q_start=None, joint_space=False,
     ) -> Self:  # fmt: skip
         """A joint's coordinates from its frames given in the body frames, without rows
-        (model files written by :func:`~jaxmbd.save_model`)."""
+        (model files written by :func:`~jaxmbd.save_model`). ``joint_space``: a coordinate
+        only joint space has (:class:`~.specs._JointSpec`)."""
         w = f"joint '{name}'"
         self._check_joint_name(name)
         if kind not in SIZES:
@@ -362,6 +366,7 @@ class _JointBuilder:
                 q_start=_joint_values(
                     q_start, nq, where=f"{w}.q_start", quaternion=joint_kind(kind).quaternion
                 ),
+                joint_space=bool(joint_space),
             )
         )
         return self

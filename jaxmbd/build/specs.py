@@ -51,6 +51,11 @@ class _JointSpec:
     offset: np.ndarray
     sign: tuple[int, ...]
     q_start: np.ndarray
+    #: A coordinate that only joint space has (a hinge or slide inside a composition of
+    #: MuJoCo joints that forms one library joint): not one of ``model.joints``; the joint
+    #: forces on it are left to the ``"joint"`` formulation
+    #: (:attr:`jaxmbd._joint_forces.AbstractJointForce.absolute_entries`).
+    joint_space: bool = False
 
     def definition(self, index: dict[str, int]) -> JointDefinition:
         return JointDefinition(
@@ -66,3 +71,12 @@ class _JointSpec:
             q_start=jnp.asarray(self.q_start, dtype=jnp.float64).reshape(-1),
             sign=self.sign,
         )
+
+
+def absolute_entries(joints, space) -> tuple[bool, ...] | None:
+    """The ``absolute_entries`` of a joint-force element on ``joints``: False for those
+    named in ``space`` (coordinates only joint space has, :attr:`_JointSpec.joint_space`);
+    None where none is."""
+    if not any(d.name in space for d in joints):
+        return None
+    return tuple(d.name not in space for d in joints)

@@ -235,7 +235,9 @@ def _parts(model: Model):
     """(contact element or None, its slot count, the JointLimits elements, their row count)."""
     element = contact_element(model)
     ns = 0 if element is None else element.n_slots
-    limits = tuple(f for f in model.forces if isinstance(f, JointLimits))
+    # the limits of coordinates that the body states give (AbstractJointForce.absolute_part)
+    limits = tuple(f.absolute_part() for f in model.forces if isinstance(f, JointLimits))
+    limits = tuple(lim for lim in limits if lim.joints)
     return element, ns, limits, 2 * sum(len(lim.joints) for lim in limits)
 
 

@@ -157,6 +157,7 @@ def _load_own(path: Path, data: dict) -> Model:
                 body_j=_string(jc, "body_j", path, where),
                 **{key: _get(jc, key, path, where) for key in _JOINT_FRAME_FIELDS},
                 **{key: jc[key] for key in ("offset", "sign", "q_start") if key in jc},
+                joint_space=_flag(jc, "joint_space", path, where),
             )
             _record_joint_forces(builder, name, _joint_force_options(jc, jc["type"], path, where))
         except ModelError as err:
@@ -196,6 +197,14 @@ def _load_own(path: Path, data: dict) -> Model:
         except ModelError as err:
             raise ModelFileError(path, where, str(err)) from None
     return _with_tree(builder.build(), data, path)
+
+
+def _flag(entry: dict, key: str, path: Path, where: str) -> bool:
+    """An optional boolean of ``entry`` (False where absent)."""
+    value = entry.get(key, False)
+    if not isinstance(value, bool):
+        raise ModelFileError(path, f"{where}.{key}", f"expected true or false, got {value!r}")
+    return value
 
 
 def _with_tree(model: Model, data: dict, path: Path) -> Model:

@@ -111,7 +111,9 @@ def save_model(model: Model, path, *, solver: dict | None = None) -> Path:
             for p, (i, j) in enumerate(contacts.pairs)
         ]
     joint_forces = _joint_forces_to_json(model)
-    if model.joints:
+    space = _joint_space_coordinates(model)
+    space_names = {d.name for d in space}
+    if model.joints or space:
         doc["joint_coordinates"] = [
             {
                 "name": d.name,
@@ -128,8 +130,9 @@ def save_model(model: Model, path, *, solver: dict | None = None) -> Path:
                     for suffix, _ in joint_kind(d.kind).views
                     if f"{d.name}.{suffix}" in joint_forces
                 },
+                **({"joint_space": True} if d.name in space_names else {}),
             }
-            for d in model.joints
+            for d in model.joints + space
         ]
     if model.actuators is not None:
         doc["actuators"] = _actuators_to_json(model.actuators)
@@ -181,6 +184,20 @@ def _markers_to_json(model: Model) -> list[dict]:
             "axes": (A0[b] @ np.asarray(markers.axes[k])).tolist(),
         })  # fmt: skip
     return out
+
+
+def _joint_space_coordinates(model: Model) -> tuple:
+    """The joint definitions of the joint forces' entries that the absolute formulations
+    leave out (coordinates only joint space has), once each."""
+    out = {}
+    for force in model.forces:
+        if not force.acts_along_joints:
+            continue
+        kept = set(force.absolute_rows.tolist())
+        for k, d in enumerate(force.joints):
+            if k not in kept:
+                out.setdefault(d.name, d)
+    return tuple(out.values())
 
 
 def _joint_forces_to_json(model: Model) -> dict[str, dict]:

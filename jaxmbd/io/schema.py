@@ -33,7 +33,9 @@ Own schema (``"format": "jaxmbd-model"``)::
                             "universal" | "spherical" | "planar", "body_i", "body_j",
                             "s_bar_i", "s_bar_j", "frame_i", "frame_j" (body frames),
                             "offset", "sign", "q_start", and the limit and dynamics
-                            keys of "joints"}],
+                            keys of "joints"; "joint_space": true for a coordinate only
+                            joint space has (a hinge inside a universal joint read from
+                            MJCF), which the absolute formulations leave out}],
      "actuators": [{"name", "joint", "kind": "motor" | "position" | "velocity" | "general",
                     "gear", "kp", "kv", "gain", "bias": [b0, b1, b2],
                     "ctrl_range", "force_range": [lower, upper] (null: unbounded side)}],
@@ -125,6 +127,7 @@ _OWN_KEYS = {
     "contact": {"body_i", "body_j", "friction", "restitution", "stiffness", "damping",
                 "exponent", "slip_velocity", "shapes", "law"},
     "joint_coordinates": {"name", "type", "body_i", "body_j", "s_bar_i", "s_bar_j", "frame_i",
+                          "joint_space",
                           "frame_j", "offset", "sign", "q_start", *_JOINT_FORCE_KEYS,
                           *_CYLINDRICAL_KEYS},
     "actuator": {"name", "joint", "kind", "gear", "ctrl_range", "force_range", "kp", "kv",
