@@ -216,7 +216,8 @@ def test_cli_animate_npz_and_simulate_animate(tmp_path, monkeypatch):
     assert calls[0]["t_end"] == 0.2 and Image.open(out).n_frames == 6
     result = runner.invoke(app, ["animate", str(tmp_path / "m.json"), "--out", str(out)])
     assert result.exit_code == 0, result.output
-    assert calls[1]["formulation"] == "rA" and "animation:" in result.output
+    # a file's formulation is simulate's default for it (rA for a JSON model)
+    assert calls[1]["formulation"] is None and "animation:" in result.output
 
 
 # ----------------------------------------------------------------------------- default look

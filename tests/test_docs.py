@@ -151,6 +151,8 @@ def test_readme_example():
     assert abs(float(energy[-1] - energy[0])) < 1e-5 * float(np.abs(energy).max())
     # the slider crank's crank turns once a second: the slider is back at x = 0.2
     assert abs(float(ns["kin"].r[-1, 2, 0]) - 0.2) < 1e-9
+    # the MJCF arm runs in joint coordinates, MuJoCo's layout
+    assert ns["arm"].formulation == "joint" and ns["arm"].qpos.shape == (1001, 3)
     gradient = [line for line in printed.splitlines() if line.startswith("d z / d mass:")]
     assert len(gradient) == 1 and np.isfinite(float(NUMBER.findall(gradient[0])[-1]))
 
