@@ -15,14 +15,14 @@ that fails stays as plain rows.
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from .. import _config  # noqa: F401
-from ..joints import JointDefinition
+from ..joints import JOINT_KINDS, JointDefinition
 from ..model import Model
 
 _TOL = 1e-9
@@ -145,6 +145,62 @@ def _point_of_cd(model, rows, pair):
     return s_p, s_q, ok
 
 
+def _spherical_axes(model, by_kind, pair, A_i, A_j):
+    return A_i.T @ A_j, jnp.eye(3), []  # body J's own axes (MuJoCo's ball)
+
+
+def _universal_axes(model, by_kind, pair, A_i, A_j):
+    """x = the row's vector on I, y = its vector on J, exactly."""
+    on_i, on_j = _dp1_vectors(model, by_kind["DP1"], pair)
+    ai, aj = _unit(on_i[0]), _unit(on_j[0])
+    y = _unit(aj - ai * (ai @ aj))
+    x = _unit(ai - aj * (ai @ aj))
+    axes_i = A_i.T @ jnp.stack([ai, y, jnp.cross(ai, y)], 1)
+    axes_j = A_j.T @ jnp.stack([x, aj, jnp.cross(x, aj)], 1)
+    return axes_i, axes_j, [jnp.abs(ai @ aj)]
+
+
+def _revolute_axes(model, by_kind, pair, A_i, A_j):
+    """The shared vector on one body, the normal of the two on the other."""
+    on_i, on_j = _dp1_vectors(model, by_kind["DP1"], pair)
+    axis, mismatch = _shared_axis(on_i, on_j)
+    normal_i = _safe_unit(jnp.cross(on_i[0], on_i[1]))
+    normal_j = _safe_unit(jnp.cross(on_j[0], on_j[1]))
+    # the side whose two vectors are parallel carries the axis itself
+    parallel_i = jnp.linalg.norm(jnp.cross(_unit(on_i[0]), _unit(on_i[1])))
+    parallel_j = jnp.linalg.norm(jnp.cross(_unit(on_j[0]), _unit(on_j[1])))
+    other_i = jnp.where(parallel_i < parallel_j, axis, normal_i)
+    other_j = jnp.where(parallel_i < parallel_j, normal_j, axis)
+    axes_i = A_i.T @ _frame_about(_unit(other_i * jnp.sign(other_i @ axis)))
+    axes_j = A_j.T @ _frame_about(_unit(other_j * jnp.sign(other_j @ axis)))
+    return axes_i, axes_j, [mismatch]
+
+
+def _translational_axes(model, by_kind, pair, A_i, A_j):
+    """The axis normal to the DP2 planes."""
+    axes = _frame_about(_dp2_axis(model, by_kind["DP2"], pair))
+    return A_i.T @ axes, A_j.T @ axes, []
+
+
+def _cylindrical_axes(model, by_kind, pair, A_i, A_j):
+    """The axis normal to the DP2 planes, which the Perp-1 pair's shared vector is."""
+    axis = _dp2_axis(model, by_kind["DP2"], pair)
+    on_i, on_j = _dp1_vectors(model, by_kind["DP1"], pair)
+    shared, mismatch = _shared_axis(on_i, on_j)
+    axes = _frame_about(axis)
+    return A_i.T @ axes, A_j.T @ axes, [mismatch, jnp.linalg.norm(jnp.cross(axis, shared))]
+
+
+#: Each recognised kind's joint frames on the two bodies (and the residuals that check them).
+_AXES = {
+    "spherical": _spherical_axes,
+    "universal": _universal_axes,
+    "revolute": _revolute_axes,
+    "cylindrical": _cylindrical_axes,
+    "translational": _translational_axes,
+}
+
+
 def recognised_joint(model: Model, name: str, rows: tuple[int, ...]) -> JointDefinition | None:
     """The joint that the rows ``rows`` (one tag, one body pair) compose, or None."""
     first = next(s for s in model.gcons if rows[0] in s.rows)
@@ -161,8 +217,9 @@ def recognised_joint(model: Model, name: str, rows: tuple[int, ...]) -> JointDef
     if f is not None and np.any(np.abs(f) > _TOL):
         return None
     (r_i, A_i), (r_j, A_j) = (_global(model, b) for b in pair)
-    by_kind = {key: [p for p in parsed if p.kind == key] for key in counts}
-    checks = []
+    by_kind = defaultdict(list)
+    for p in parsed:
+        by_kind[p.kind].append(p)
     if "CD" in by_kind:
         s_i, s_j, ok = _point_of_cd(model, by_kind["CD"], pair)
         if not ok:
@@ -172,41 +229,12 @@ def recognised_joint(model: Model, name: str, rows: tuple[int, ...]) -> JointDef
         dp2 = by_kind["DP2"][0]
         point = r_j + A_j @ dp2.vec("s_bar_p_i") if dp2.flip else r_i + A_i @ dp2.vec("s_bar_p_i")
         s_i, s_j = A_i.T @ (point - r_i), A_j.T @ (point - r_j)
-    if kind == "spherical":
-        axes_i, axes_j = A_i.T @ A_j, jnp.eye(3)  # body J's own axes (MuJoCo's ball)
-    elif kind == "universal":  # x = the row's vector on I, y = its vector on J, exactly
-        on_i, on_j = _dp1_vectors(model, by_kind["DP1"], pair)
-        ai, aj = _unit(on_i[0]), _unit(on_j[0])
-        checks.append(jnp.abs(ai @ aj))
-        y = _unit(aj - ai * (ai @ aj))
-        x = _unit(ai - aj * (ai @ aj))
-        axes_i = A_i.T @ jnp.stack([ai, y, jnp.cross(ai, y)], 1)
-        axes_j = A_j.T @ jnp.stack([x, aj, jnp.cross(x, aj)], 1)
-    elif kind == "revolute":  # the shared vector on one body, the normal of the two on the other
-        on_i, on_j = _dp1_vectors(model, by_kind["DP1"], pair)
-        axis, mismatch = _shared_axis(on_i, on_j)
-        checks.append(mismatch)
-        normal_i = _safe_unit(jnp.cross(on_i[0], on_i[1]))
-        normal_j = _safe_unit(jnp.cross(on_j[0], on_j[1]))
-        # the side whose two vectors are parallel carries the axis itself
-        parallel_i = jnp.linalg.norm(jnp.cross(_unit(on_i[0]), _unit(on_i[1])))
-        parallel_j = jnp.linalg.norm(jnp.cross(_unit(on_j[0]), _unit(on_j[1])))
-        other_i = jnp.where(parallel_i < parallel_j, axis, normal_i)
-        other_j = jnp.where(parallel_i < parallel_j, normal_j, axis)
-        axes_i = A_i.T @ _frame_about(_unit(other_i * jnp.sign(other_i @ axis)))
-        axes_j = A_j.T @ _frame_about(_unit(other_j * jnp.sign(other_j @ axis)))
-    else:  # the axis normal to the DP2 planes; a cylindrical joint's Perp-1 pair shares it
-        axis = _dp2_axis(model, by_kind["DP2"], pair)
-        if kind == "cylindrical":
-            on_i, on_j = _dp1_vectors(model, by_kind["DP1"], pair)
-            shared, mismatch = _shared_axis(on_i, on_j)
-            checks += [mismatch, jnp.linalg.norm(jnp.cross(axis, shared))]
-        axes = _frame_about(axis)
-        axes_i, axes_j = A_i.T @ axes, A_j.T @ axes
+    axes_i, axes_j, checks = _AXES[kind](model, by_kind, pair, A_i, A_j)
     checked = _concrete(jnp.stack(checks)) if checks else None
     if checked is not None and np.any(checked > 1e-6):
         return None
-    n = {"spherical": 0, "revolute": 1, "translational": 1}.get(kind, 2)
+    spec = JOINT_KINDS[kind]
+    n = spec.scalar_size
     return JointDefinition(
         name=name,
         kind=kind,
@@ -217,6 +245,6 @@ def recognised_joint(model: Model, name: str, rows: tuple[int, ...]) -> JointDef
         frame_i=axes_i,
         frame_j=axes_j,
         offset=jnp.zeros(n),
-        q_start=jnp.asarray([1.0, 0.0, 0.0, 0.0]) if kind == "spherical" else jnp.zeros(n),
+        q_start=jnp.asarray(spec.drawn_q(np.zeros(n))),
         sign=(1,) * n,
     )
