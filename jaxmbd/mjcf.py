@@ -97,11 +97,24 @@ import numpy as np
 from . import geometry as G
 from ._mjcf_actuators import add_actuators
 from ._mjcf_contact import add_contacts
+from ._mjcf_joints import (
+    _add_joints,
+    _composite_coordinates,
+    _composition,
+    _cylindrical_coordinates,
+    _joint_space_joints,
+    _joint_space_reason,
+    _limits,
+    _mapped_limits,
+    _name,
+    _passive_values,
+    _rot_lock_vectors,
+    _single_scalar_joints,
+)
 from ._mjcf_sensors import add_sensors, add_site_markers
-from ._values import _axis_frame
 from .build import ModelBuilder
 from .errors import ModelError, ModelFileError
-from .joints import REVOLUTE, TRANSLATIONAL, joint_coordinates, joint_kind
+from .joints import joint_coordinates, joint_kind
 from .model import GROUND, Model
 from .tree import tree_from_mujoco
 
@@ -123,11 +136,6 @@ def _mujoco():
             "MJCF/URDF import needs the mujoco package: pip install 'jaxmbd[mjcf]'"
         ) from None
     return mujoco
-
-
-def _name(mujoco, m, objtype, k: int, prefix: str) -> str:
-    name = mujoco.mj_id2name(m, objtype, k)
-    return name if name else f"{prefix}{k}"
 
 
 def load_robot(path, *, keyframe=_FIRST, name: str | None = None) -> Model:
@@ -259,13 +267,6 @@ def _unsupported(mujoco, m, joint_space: set[int]) -> list[str]:
     if np.any(np.asarray(m.opt.wind) != 0) or m.opt.density or m.opt.viscosity:
         out.append("fluid forces (wind, density, viscosity)")
     return out
-
-
-def _rot_lock_vectors(A_i, A_j):
-    """Local vectors of three DP1 rows that lock the relative rotation of two frames."""
-    e = np.eye(3)
-    pairs = ((e[0], e[1]), (e[1], e[2]), (e[2], e[0]))
-    return [(A_i.T @ u, A_j.T @ v) for u, v in pairs]
 
 
 def _convert(mujoco, m, path: Path, keyframe, model_name: str) -> Model:
@@ -468,343 +469,6 @@ def _geom_shape(mujoco, m, d, g, com, A):
     }
     make = makers.get(int(geom_type))
     return None if make is None else make()  # planes, height fields, SDFs: not drawn
-
-
-def _limits(m, j: int, hinge: bool):
-    """A hinge's or slide's ``range`` when ``limited`` (qpos units, which are the joint
-    coordinate's), else None; a hinge range of a full turn or more cannot act on the
-    principal angle and is left out (named by the unsupported-features warning)."""
-    if not m.jnt_limited[j]:
-        return None
-    lo, hi = (float(x) for x in m.jnt_range[j])
-    if hinge and hi - lo >= 2 * np.pi:
-        return None
-    return (lo, hi)
-
-
-def _cylindrical_coordinates(mujoco, m) -> dict[int, str]:
-    """{MuJoCo joint: jaxmbd coordinate} of the hinges and slides that are a body's
-    cylindrical joint (a slide and a hinge on one axis line, as :func:`_add_joints` maps
-    them): the slide is ``"<joint>.slide"`` and the hinge ``"<joint>.angle"``, each with
-    MuJoCo's qpos as coordinate (:data:`jaxmbd._joint_forces.CYLINDRICAL_VIEWS`)."""
-    T = mujoco.mjtJoint
-    out = {}
-    for b in range(1, m.nbody):
-        jids = list(range(m.body_jntadr[b], m.body_jntadr[b] + m.body_jntnum[b]))
-        kinds = [int(m.jnt_type[j]) for j in jids]
-        if len(jids) != 2 or sorted(kinds) != sorted([int(T.mjJNT_HINGE), int(T.mjJNT_SLIDE)]):
-            continue
-        axes = [np.asarray(m.jnt_axis[j], dtype=np.float64) for j in jids]  # body frame
-        axes = [a / np.linalg.norm(a) for a in axes]
-        gap = np.asarray(m.jnt_pos[jids[1]]) - np.asarray(m.jnt_pos[jids[0]])
-        if abs(abs(axes[0] @ axes[1]) - 1) < 1e-9 and np.linalg.norm(np.cross(gap, axes[0])) < 1e-9:
-            names = [_name(mujoco, m, mujoco.mjtObj.mjOBJ_JOINT, j, "joint") for j in jids]
-            suffix = {int(T.mjJNT_HINGE): "angle", int(T.mjJNT_SLIDE): "slide"}
-            for j, jnt_type in zip(jids, kinds, strict=True):
-                out[j] = f"{'+'.join(names)}.{suffix[jnt_type]}"
-    return out
-
-
-def _single_scalar_joints(mujoco, m) -> set[int]:
-    """Joints that are a body's only joint and a hinge or slide (a revolute or translational
-    joint with MuJoCo's qpos as coordinate)."""
-    T = mujoco.mjtJoint
-    scalar = (int(T.mjJNT_HINGE), int(T.mjJNT_SLIDE))
-    return {
-        int(m.body_jntadr[b])
-        for b in range(1, m.nbody)
-        if m.body_jntnum[b] == 1 and int(m.jnt_type[m.body_jntadr[b]]) in scalar
-    }
-
-
-def _passive_values(mujoco, m):
-    """(dof_damping, jnt_stiffness, dof_frictionloss) as MuJoCo applies them: zero where its
-    ``damper``, ``spring``, ``frictionloss`` or ``constraint`` flag is disabled."""
-    flags, bit = m.opt.disableflags, mujoco.mjtDisableBit
-    on = {
-        "damper": not flags & bit.mjDSBL_DAMPER,
-        "spring": not flags & bit.mjDSBL_SPRING,
-        "friction": not flags & (bit.mjDSBL_FRICTIONLOSS | bit.mjDSBL_CONSTRAINT),
-    }
-    return tuple(
-        np.asarray(values, dtype=np.float64) * on[key]
-        for key, values in (("damper", m.dof_damping), ("spring", m.jnt_stiffness),
-                            ("friction", m.dof_frictionloss))
-    )  # fmt: skip
-
-
-def _passive(mujoco, m, j: int) -> dict:
-    """A hinge's or slide's damping, stiffness about ``qpos_spring``, friction loss and
-    armature as the builder's keyword options (qpos units, which are the joint
-    coordinate's)."""
-    damping, stiffness, friction_loss = _passive_values(mujoco, m)
-    dof, k = int(m.jnt_dofadr[j]), float(stiffness[j])
-    return {
-        "damping": float(damping[dof]),
-        "stiffness": k,
-        "spring_reference": float(m.qpos_spring[m.jnt_qposadr[j]]) if k else None,
-        "friction_loss": float(friction_loss[dof]),
-        # rotor inertia on qpos (MuJoCo adds it to its mass matrix's diagonal); None: none
-        "armature": float(m.dof_armature[dof]) if m.dof_armature[dof] else None,
-    }
-
-
-def _mapped_limits(mujoco, m) -> set[int]:
-    """Joints whose limits become compliant limits: the one hinge or slide of a body."""
-    T = mujoco.mjtJoint
-    out = set()
-    for b in range(1, m.nbody):
-        if m.body_jntnum[b] == 1:
-            j = int(m.body_jntadr[b])
-            hinge = int(m.jnt_type[j]) == int(T.mjJNT_HINGE)
-            if hinge or int(m.jnt_type[j]) == int(T.mjJNT_SLIDE):
-                if _limits(m, j, hinge) is not None:
-                    out.add(j)
-    return out
-
-
-def _composition(mujoco, m, d, b) -> str | None:
-    """The library joint that body ``b``'s MuJoCo joints form (MuJoCo's ``xanchor`` and
-    ``xaxis`` in ``d``): "free", "single" (one hinge, slide or ball), "universal",
-    "cylindrical", "spherical" (three hinges), "planar", "translation" (three slides);
-    None when they form none (the body's joints are joint-space only)."""
-    T = mujoco.mjtJoint
-    hinge, slide = int(T.mjJNT_HINGE), int(T.mjJNT_SLIDE)
-    jids = list(range(m.body_jntadr[b], m.body_jntadr[b] + m.body_jntnum[b]))
-    kinds = [int(m.jnt_type[j]) for j in jids]
-    anchors = [np.array(d.xanchor[j]) for j in jids]
-    axes = [np.array(d.xaxis[j]) for j in jids]
-    if kinds == [int(T.mjJNT_FREE)]:
-        return "free"
-    if len(jids) == 1:
-        return "single"
-    same_point = all(np.linalg.norm(p - anchors[0]) < 1e-9 for p in anchors)
-    if kinds == [hinge] * 2 and same_point and abs(axes[0] @ axes[1]) < 1e-9:
-        return "universal"
-    if sorted(kinds) == sorted([hinge, slide]) and (
-        abs(abs(axes[0] @ axes[1]) - 1) < 1e-9
-        and np.linalg.norm(np.cross(anchors[1] - anchors[0], axes[0])) < 1e-9
-    ):
-        return "cylindrical"
-    if kinds == [hinge] * 3 and same_point and abs(np.linalg.det(np.stack(axes))) > 1e-6:
-        return "spherical"
-    slides = [axes[k] for k in range(len(jids)) if kinds[k] == slide]
-    hinges = [k for k in range(len(jids)) if kinds[k] == hinge]
-    if len(slides) == 2 and len(hinges) == 1 and len(jids) == 3:
-        normal = np.cross(slides[0], slides[1])
-        h = axes[hinges[0]]
-        if np.linalg.norm(normal) > 1e-6 and np.linalg.norm(np.cross(normal, h)) < 1e-9:
-            return "planar"
-    if len(slides) == 3 and len(jids) == 3 and abs(np.linalg.det(np.stack(slides))) > 1e-6:
-        return "translation"
-    return None
-
-
-def _joint_space_reason(mujoco, m, b) -> str:
-    """Why body ``b`` needs the ``"joint"`` formulation (:attr:`Model.joint_space_only`)."""
-    jids = range(m.body_jntadr[b], m.body_jntadr[b] + m.body_jntnum[b])
-    kind_names = {int(mujoco.mjtJoint.mjJNT_HINGE): "hinge",
-                  int(mujoco.mjtJoint.mjJNT_SLIDE): "slide",
-                  int(mujoco.mjtJoint.mjJNT_BALL): "ball"}  # fmt: skip
-    joints = ", ".join(
-        f"{_name(mujoco, m, mujoco.mjtObj.mjOBJ_JOINT, j, 'joint')} "
-        f"({kind_names.get(int(m.jnt_type[j]), 'free')})"
-        for j in jids
-    )
-    body = _name(mujoco, m, mujoco.mjtObj.mjOBJ_BODY, b, "body")
-    return (
-        f"body '{body}': joints {joints} compose into no GCON joint (supported on one body: "
-        "one hinge/slide/ball/free joint, two hinges on perpendicular axes through one point, "
-        "a slide and a hinge on one axis, three hinges through one point, two slides and a "
-        "hinge normal to them, three slides)"
-    )
-
-
-def _joint_space_joints(mujoco, m, d) -> set[int]:
-    """The MuJoCo joints of bodies whose joints compose into no library joint."""
-    return {
-        j
-        for b in range(1, m.nbody)
-        if m.body_jntnum[b] and _composition(mujoco, m, d, b) is None
-        for j in range(m.body_jntadr[b], m.body_jntadr[b] + m.body_jntnum[b])
-    }
-
-
-#: Compositions whose hinges and slides are also coordinates of their own in joint space.
-_COMPOSITIONS_WITH_COORDINATES = ("universal", "spherical", "planar", "translation")
-
-
-def _composite_coordinates(mujoco, m, d) -> set[int]:
-    """The hinges and slides inside the compositions of
-    :data:`_COMPOSITIONS_WITH_COORDINATES` (their limits, passive values and actuators act
-    in joint space only)."""
-    scalar = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
-    return {
-        j
-        for b in range(1, m.nbody)
-        if m.body_jntnum[b] > 1 and _composition(mujoco, m, d, b) in _COMPOSITIONS_WITH_COORDINATES
-        for j in range(m.body_jntadr[b], m.body_jntadr[b] + m.body_jntnum[b])
-        if int(m.jnt_type[j]) in scalar
-    }
-
-
-def _add_joints(mujoco, m, d, builder: ModelBuilder, b, parent: str, child: str):
-    """The library joint of body ``b``'s MuJoCo joints: {name: ((coordinate, qpos address),
-    ...)}, the coordinates that equal a MuJoCo qpos (all but a spherical joint's; the
-    in-plane slides of a planar joint only when the two slides come first and are
-    orthogonal); {} for a free body and three slides (no library joint). Joints that form
-    no library joint: one joint per MuJoCo joint, without rows
-    (:func:`_add_joint_space_joints`)."""
-    T = mujoco.mjtJoint
-    jids = list(range(m.body_jntadr[b], m.body_jntadr[b] + m.body_jntnum[b]))
-    kinds = [int(m.jnt_type[j]) for j in jids]
-    names = [_name(mujoco, m, mujoco.mjtObj.mjOBJ_JOINT, j, "joint") for j in jids]
-    anchors = [np.array(d.xanchor[j]) for j in jids]
-    axes = [np.array(d.xaxis[j]) for j in jids]
-    adr = [int(m.jnt_qposadr[j]) for j in jids]
-    qpos0 = np.asarray(m.qpos0)
-    composition = _composition(mujoco, m, d, b)
-    if composition == "free":
-        return {}
-    if composition is None:
-        return _add_joint_space_joints(mujoco, m, builder, jids, parent, child, anchors, axes)
-
-    def convention(name, order, signs=None):
-        """q = qpos: MuJoCo's qpos0 as the offset, the axes' directions as the signs."""
-        builder._joint_convention(
-            name, offset=[qpos0[adr[k]] for k in order], sign=signs or [1] * len(order)
-        )
-        return {name: tuple((c, adr[k]) for c, k in enumerate(order))}
-
-    if composition == "single":
-        name = names[0]
-        # a hinge or a slide: the builder's joint of that name; else a ball
-        spec = {int(T.mjJNT_HINGE): REVOLUTE, int(T.mjJNT_SLIDE): TRANSLATIONAL}.get(kinds[0])
-        if spec is not None:
-            getattr(builder, spec.name)(
-                name, body_i=parent, body_j=child, point=anchors[0], axis=axes[0],
-                limits=_limits(m, jids[0], spec.angular), **_passive(mujoco, m, jids[0]),
-            )  # fmt: skip
-            return convention(name, [0])
-        builder.spherical(name, body_i=parent, body_j=child, point=anchors[0])  # ball
-        return {name: ()}
-    joint_space = {}  # the composition's hinges and slides as coordinates of joint space
-    if composition in _COMPOSITIONS_WITH_COORDINATES:
-        for j, point, axis in zip(jids, anchors, axes, strict=True):
-            if int(m.jnt_type[j]) in (int(T.mjJNT_HINGE), int(T.mjJNT_SLIDE)):
-                joint_space.update(
-                    _add_coordinate_joint(mujoco, m, builder, j, parent, child, point, axis,
-                                          joint_space=True)
-                )  # fmt: skip
-    return {**_add_composition(mujoco, m, builder, composition, jids, kinds, names, anchors,
-                               axes, adr, parent, child), **joint_space}  # fmt: skip
-
-
-def _add_composition(mujoco, m, builder, composition, jids, kinds, names, anchors, axes, adr,
-                     parent, child):  # fmt: skip
-    """The library joint of a body's several MuJoCo joints that compose into one (see
-    :func:`_add_joints`)."""
-    T = mujoco.mjtJoint
-    qpos0 = np.asarray(m.qpos0)
-    where = f"body '{child}'"
-    joined = "+".join(names)
-
-    def convention(name, order, signs=None):
-        """q = qpos: MuJoCo's qpos0 as the offset, the axes' directions as the signs."""
-        builder._joint_convention(
-            name, offset=[qpos0[adr[k]] for k in order], sign=signs or [1] * len(order)
-        )
-        return {name: tuple((c, adr[k]) for c, k in enumerate(order))}
-
-    if composition == "universal":
-        builder.universal(
-            joined, body_i=parent, body_j=child, point=anchors[0], axis_i=axes[0], axis_j=axes[1]
-        )
-        return convention(joined, [0, 1])
-    if composition == "cylindrical":
-        order = [kinds.index(int(T.mjJNT_SLIDE)), kinds.index(int(T.mjJNT_HINGE))]
-        # each MuJoCo joint's range, damping, stiffness, ... on its coordinate (qpos units)
-        passive = [_passive(mujoco, m, jids[k]) for k in order]
-        builder.cylindrical(
-            joined, body_i=parent, body_j=child, point=anchors[0], axis=axes[0],
-            limits=tuple(_limits(m, jids[k], kinds[k] == T.mjJNT_HINGE) for k in order),
-            **{key: tuple(p[key] for p in passive) for key in passive[0]},
-        )  # fmt: skip
-        return convention(joined, order, [float(axes[k] @ axes[0]) for k in order])
-    if composition == "spherical":
-        builder.spherical(joined, body_i=parent, body_j=child, point=anchors[0])
-        return {joined: ()}
-    slide_ids = [k for k in range(len(jids)) if kinds[k] == int(T.mjJNT_SLIDE)]
-    slides = [axes[k] for k in slide_ids]
-    if composition == "planar":
-        h = next(k for k in range(len(jids)) if kinds[k] == int(T.mjJNT_HINGE))
-        normal = np.cross(slides[0], slides[1])
-        # in-plane axes x = the first slide, y = the second where they are orthogonal
-        exact = abs(slides[0] @ slides[1]) < 1e-9 and h == 2
-        n = normal / np.linalg.norm(normal) if exact else axes[h]
-        builder.planar(
-            joined, body_i=parent, body_j=child, point=anchors[h], axis=n, x_axis=slides[0]
-        )
-        signs = [1, 1, float(axes[h] @ n)]
-        if exact:
-            return convention(joined, [*slide_ids, h], signs)
-        # the slides' qpos are not the in-plane coordinates: only the angle is MuJoCo's
-        builder._joint_convention(joined, offset=[0.0, 0.0, qpos0[adr[h]]], sign=signs)
-        return {joined: ((2, adr[h]),)}
-    # three slides, pure translation: the relative rotation is locked by three DP1 rows
-    A_i = builder._frame(parent, where=where)[1]
-    A_j = builder._frame(child, where=where)[1]
-    for k, (a_i, a_j) in enumerate(_rot_lock_vectors(A_i, A_j)):
-        builder.add_dp1(
-            f"{joined}.dp1_{k}", body_i=parent, a_bar_i=a_i, body_j=child, a_bar_j=a_j,
-            joint=joined,
-        )  # fmt: skip
-    return {}
-
-
-def _add_joint_space_joints(mujoco, m, builder, jids, parent, child, anchors, axes):
-    """Joints of one body that compose into no GCON joint: no rows, and each MuJoCo joint a
-    joint of its own name between the body and its parent (hinge → revolute, slide →
-    translational, ball → spherical, at its anchor and axis at the reference pose), whose
-    coordinate is its qpos. Their limits, damping, stiffness, friction loss, armature and
-    actuators are those of a single hinge or slide; the ``"joint"`` formulation evaluates
-    them in joint space (q = qpos, qdot = qvel), the absolute formulations refuse the model
-    (:attr:`~jaxmbd.Model.joint_space_only`)."""
-    out = {}
-    for j, point, axis in zip(jids, anchors, axes, strict=True):
-        if int(m.jnt_type[j]) == int(mujoco.mjtJoint.mjJNT_BALL):
-            name = _name(mujoco, m, mujoco.mjtObj.mjOBJ_JOINT, j, "joint")
-            frame = builder._frame(child, where=f"joint '{name}'")[1]
-            builder._record_joint(name, "spherical", parent, child, point, frame)
-            out[name] = ()
-            continue
-        out.update(_add_coordinate_joint(mujoco, m, builder, j, parent, child, point, axis))
-    return out
-
-
-def _add_coordinate_joint(mujoco, m, builder, j, parent, child, point, axis, *,
-                          joint_space=False):  # fmt: skip
-    """MuJoCo's hinge or slide ``j`` as a revolute or translational joint of its own name
-    between ``child`` and ``parent`` at its anchor and axis at the reference pose, whose
-    coordinate is its qpos, with its limits, damping, stiffness, friction loss and armature.
-    ``joint_space``: a hinge or slide inside a composition that forms one library joint,
-    a coordinate only joint space has (:class:`jaxmbd.build.specs._JointSpec`): not one of
-    ``model.joints``, and its joint forces are left to the ``"joint"`` formulation.
-    {name: ((0, qpos address),)}."""
-    name = _name(mujoco, m, mujoco.mjtObj.mjOBJ_JOINT, j, "joint")
-    hinge = int(m.jnt_type[j]) == int(mujoco.mjtJoint.mjJNT_HINGE)
-    kind = "revolute" if hinge else "translational"
-    builder._record_joint(name, kind, parent, child, point, _axis_frame(axis),
-                          joint_space=joint_space)  # fmt: skip
-    adr = int(m.jnt_qposadr[j])
-    builder._joint_convention(name, offset=[float(m.qpos0[adr])], sign=[1])
-    builder._record_limits(name, _limits(m, j, hinge), None, None)
-    passive = _passive(mujoco, m, j)
-    builder._record_dynamics(
-        name, *(passive[key] for key in ("damping", "stiffness", "spring_reference",
-                                          "friction_loss", "armature")),
-    )  # fmt: skip
-    return {name: ((0, adr),)}
 
 
 def _add_equalities(mujoco, m, d, builder, label, body_names, unsupported):
