@@ -22,7 +22,7 @@ from .forces import (
     adds_mass,
 )
 from .formulations import formulation_named, get_formulation, rotmat
-from .joint_space import model_tree, tree_joint_wrenches
+from .joint_space import tree_multipliers, tree_wrenches
 from .joints import joint_kind
 from .model import Model
 from .solution import Solution
@@ -192,7 +192,7 @@ def reaction_forces(
     nb, nc = model.nb, model.nc
     bi = np.array([b for b, _ in model.constraint_bodies], dtype=int)
     bj = np.array([b for _, b in model.constraint_bodies], dtype=int)
-    lam = _tree_multipliers(model, sol) if _joint_space(sol) else sol.lam
+    lam = tree_multipliers(model, sol) if _joint_space(sol) else sol.lam
 
     def one(t, r, A, lam):
         zero = jnp.zeros_like(r)
@@ -309,7 +309,7 @@ def joint_wrenches(model: Model, sol: Solution, *, along_joints: bool = True) ->
             "joint_wrenches: needs a run with formulation='joint' (the absolute formulations "
             "give reactions from their multipliers: reaction_forces)"
         )
-    w = _tree_wrenches(model, sol, along_joints)
+    w = tree_wrenches(model, sol, along_joints)
     force, origin = w[..., 3:], w[..., :3]
     return JointWrenches(force, origin - jnp.cross(sol.r, force), origin, tuple(model.body_names))
 
@@ -317,67 +317,6 @@ def joint_wrenches(model: Model, sol: Solution, *, along_joints: bool = True) ->
 def _joint_space(sol: Solution) -> bool:
     form = formulation_named(sol.formulation)
     return sol.tree is not None and form is not None and form.runs_in_joint_space
-
-
-def _tree_wrenches(model: Model, sol: Solution, along_joints: bool):
-    """(T, nb, 6) world wrenches (n_O, f) through the tree joints of a joint-space run."""
-    if sol.unilateral_forces is not None:
-        raise ValueError("joint_wrenches: runs with contact='hard' are not supported")
-    contact = "compliant" if sol.contact_element is not None else "none"
-    run_model = with_contact(model, contact, where="joint_wrenches")
-    return _tree_wrenches_jit(run_model, sol.tree, along_joints, *_tree_arrays(sol))
-
-
-def _tree_arrays(sol: Solution):
-    return (sol.t, sol.qpos, sol.r, sol.A, sol.rdot, sol.omega, sol.rddot, sol.omegadot,
-            sol.lam)  # fmt: skip
-
-
-@eqx.filter_jit  # one program (see _energy)
-def _tree_wrenches_jit(model, tree, along_joints, *arrays):
-    return tree_joint_wrenches(model, tree, *arrays, along_joints=along_joints)
-
-
-def _tree_multipliers(model: Model, sol: Solution):
-    """``sol.lam`` (T, nc) with the tree joints' rows filled: each tree body's constraint
-    reaction (:func:`joint_wrenches`, ``along_joints=False``) written as -G_b^T lam over the
-    rows that join it to its parent (least squares: exact, the reaction lies in their
-    span; the split among dependent rows is the minimum-norm one)."""
-    tree, nb = sol.tree, model.nb
-    _, loops = model_tree(model)
-    loop = set(() if loops is None else loops.rows)
-    groups = []
-    for b in range(nb):
-        parent = nb if tree.parent[b] < 0 else tree.parent[b]
-        rows = [k for k, pair in enumerate(model.constraint_bodies)
-                if k not in loop and set(pair) == {b, parent}]  # fmt: skip
-        if rows:
-            groups.append((b, tuple(rows)))
-    if not groups:
-        return sol.lam
-    wrenches = _tree_wrenches(model, sol, along_joints=False)
-    return _rows_of_wrenches(model, tuple(groups), sol.t, sol.r, sol.A, sol.lam, wrenches)
-
-
-@eqx.filter_jit  # one program (see _energy)
-def _rows_of_wrenches(model, groups, t, r, A, lam, wrenches):
-    """``lam`` with the rows of each (body, rows) of ``groups`` solved from the body's
-    constraint wrench (see :func:`_tree_multipliers`)."""
-    nb, nc = model.nb, model.nc
-
-    def one(t, r, A, lam, w):
-        zero = jnp.zeros_like(r)
-        _, G, _, _ = rA_terms(model, r, A, zero, zero, t)
-        G = G.reshape(nc, nb, 6)
-        for b, rows in groups:
-            rows = np.asarray(rows, dtype=int)
-            f = w[b, 3:]
-            n_bar = A[b].T @ (w[b, :3] - jnp.cross(r[b], f))
-            load = jnp.concatenate([f, n_bar])
-            lam = lam.at[rows].set(jnp.linalg.lstsq(-G[rows, b].T, load)[0])
-        return lam
-
-    return jax.vmap(one)(t, r, A, lam, wrenches)
 
 
 def position_residual(model: Model, sol: Solution):

@@ -605,3 +605,16 @@ def test_dm_control_finger_sensors_follow_mujoco():
         assert errors[name] < 1e-12, errors
     for name in ("touchtop_pos", "touchbottom_pos", "tip", "spinner"):
         assert errors[name] < 2 * drift + 1e-12, (errors, drift)
+
+
+def test_reaction_sensors_in_joint_coordinates_equal_ra(swing):
+    """The joint formulation's tree-joint reactions (Newton-Euler) read by the same sensors
+    as rA's multipliers: the swinging pendulum's hinge force and torque agree."""
+    model, sol = swing
+    joint = mbd.simulate(model, formulation="joint", integrator="rkmk",
+                         **{k: v for k, v in RUN.items() if k not in ("integrator",)})  # fmt: skip
+    for name in ("force", "torque"):
+        a, b = np.asarray(joint.sensors[name]), np.asarray(sol.sensors[name])
+        scale = max(1.0, np.abs(b).max())
+        assert np.abs(a).max() > 0.1 * scale or name == "torque"
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-9 * scale)

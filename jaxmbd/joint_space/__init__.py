@@ -7,7 +7,13 @@ from .reactions import (
     transmitted_wrenches,
     tree_joint_wrenches,
 )
-from .run import model_tree, run_joint_space, simulate_joint_space
+from .run import (
+    model_tree,
+    run_joint_space,
+    simulate_joint_space,
+    tree_multipliers,
+    tree_wrenches,
+)
 from .steppers import (
     JOINT_STEPPERS,
     AbstractJointStepper,
@@ -27,6 +33,8 @@ __all__ = [
     "model_tree",
     "run_joint_space",
     "simulate_joint_space",
+    "tree_multipliers",
+    "tree_wrenches",
     "transmitted_wrenches",
     "tree_joint_wrenches",
 ]

@@ -15,11 +15,14 @@ from .. import _config  # noqa: F401
 from .._checks import finish, is_traced, solution_from_outputs
 from .._results import RESULTS
 from ..actuators import policy_controls, with_controls
+from ..contact import with_contact
+from ..equations import rA_terms
 from ..model import Model
 from ..tree import KinematicTree, assemble, body_velocities
 from .dynamics import Accelerations, body_accelerations
 from .from_model import tree_of_model
 from .loops import Loops, independent_rows, loops_of, project
+from .reactions import tree_joint_wrenches
 from .steppers import AbstractJointStepper, get_stepper
 
 NONFINITE = int(RESULTS.nonfinite._value)
@@ -122,6 +125,67 @@ def run_joint_space(model: Model, stepper: AbstractJointStepper, n: int, h, cont
     return jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), out0, outs)
 
 
+def tree_wrenches(model: Model, sol, along_joints: bool):
+    """(T, nb, 6) world wrenches (n_O, f) through the tree joints of a joint-space run."""
+    if sol.unilateral_forces is not None:
+        raise ValueError("joint_wrenches: runs with contact='hard' are not supported")
+    contact = "compliant" if sol.contact_element is not None else "none"
+    run_model = with_contact(model, contact, where="joint_wrenches")
+    return _tree_wrenches_jit(run_model, sol.tree, along_joints, *_tree_arrays(sol))
+
+
+def _tree_arrays(sol):
+    return (sol.t, sol.qpos, sol.r, sol.A, sol.rdot, sol.omega, sol.rddot, sol.omegadot,
+            sol.lam)  # fmt: skip
+
+
+@eqx.filter_jit  # one program (see _energy)
+def _tree_wrenches_jit(model, tree, along_joints, *arrays):
+    return tree_joint_wrenches(model, tree, *arrays, along_joints=along_joints)
+
+
+def tree_multipliers(model: Model, sol):
+    """``sol.lam`` (T, nc) with the tree joints' rows filled: each tree body's constraint
+    reaction (:func:`jaxmbd.diagnostics.joint_wrenches`, ``along_joints=False``) written
+    as -G_b^T lam over the rows that join it to its parent (least squares: exact, the
+    reaction lies in their span; the split among dependent rows is the minimum-norm one)."""
+    tree, nb = sol.tree, model.nb
+    _, loops = model_tree(model)
+    loop = set(() if loops is None else loops.rows)
+    groups = []
+    for b in range(nb):
+        parent = nb if tree.parent[b] < 0 else tree.parent[b]
+        rows = [k for k, pair in enumerate(model.constraint_bodies)
+                if k not in loop and set(pair) == {b, parent}]  # fmt: skip
+        if rows:
+            groups.append((b, tuple(rows)))
+    if not groups:
+        return sol.lam
+    wrenches = tree_wrenches(model, sol, along_joints=False)
+    return _rows_of_wrenches(model, tuple(groups), sol.t, sol.r, sol.A, sol.lam, wrenches)
+
+
+@eqx.filter_jit  # one program (see _energy)
+def _rows_of_wrenches(model, groups, t, r, A, lam, wrenches):
+    """``lam`` with the rows of each (body, rows) of ``groups`` solved from the body's
+    constraint wrench (see :func:`_tree_multipliers`)."""
+    nb, nc = model.nb, model.nc
+
+    def one(t, r, A, lam, w):
+        zero = jnp.zeros_like(r)
+        _, G, _, _ = rA_terms(model, r, A, zero, zero, t)
+        G = G.reshape(nc, nb, 6)
+        for b, rows in groups:
+            rows = np.asarray(rows, dtype=int)
+            f = w[b, 3:]
+            n_bar = A[b].T @ (w[b, :3] - jnp.cross(r[b], f))
+            load = jnp.concatenate([f, n_bar])
+            lam = lam.at[rows].set(jnp.linalg.lstsq(-G[rows, b].T, load)[0])
+        return lam
+
+    return jax.vmap(one)(t, r, A, lam, wrenches)
+
+
 def simulate_joint_space(model: Model, form, *, integrator, n: int, h, controls, policy,
                          throw: bool, options: dict):  # fmt: skip
     """:func:`jaxmbd.simulate` for ``formulation="joint"`` (its options: none yet)."""
@@ -152,4 +216,7 @@ def simulate_joint_space(model: Model, form, *, integrator, n: int, h, controls,
     sol = solution_from_outputs(model, form, h_arr, outs, integrator=stepper.name,
                                 linear_solver="cholesky", tree=tree)  # fmt: skip
     traced = is_traced(model) or is_traced((controls, policy))
+    if model.sensors is not None and not traced:
+        # the sensors read the tree joints' reactions from sol.lam: Newton-Euler's
+        sol = eqx.tree_at(lambda s: s.lam, sol, tree_multipliers(model, sol))
     return finish(model, sol, what="dynamics", throw=throw, traced=traced)
