@@ -479,12 +479,11 @@ def simulate(
         )
     if sensor_key is not None and model.sensors is None:
         raise ValueError(f"simulate: sensor_key= given, but model '{model.name}' has no sensors")
-    if get_formulation(default_formulation(model) if formulation is None else formulation
-                       ).runs_in_joint_space:  # fmt: skip
+    form = get_formulation(default_formulation(model) if formulation is None else formulation)
+    if form.runs_in_joint_space:
         return simulate_joint_space(
-            model, get_formulation(formulation or default_formulation(model)),
-            integrator=integrator, n=n, h=h, controls=controls, policy=policy, throw=throw,
-            options=options,
+            model, form, integrator=integrator, n=n, h=h, controls=controls, policy=policy,
+            throw=throw, options=options,
         )  # fmt: skip
     if controls is not None:  # the start (and its accelerations) with the first row
         model = with_controls(model, first_row(controls))
@@ -494,7 +493,6 @@ def simulate(
     full_model = model
     if policy is None and model.sensors is not None:  # read after the run: not compiled in
         model = dataclasses.replace(model, sensors=None)
-    form = get_formulation(default_formulation(model) if formulation is None else formulation)
     if model.joint_space_only:
         raise ModelError(
             f"simulate: formulation {form.name!r} cannot run model '{model.name}': "

@@ -3,7 +3,13 @@ director, rotmat). Each declares its capabilities (:data:`CAPABILITIES`); integr
 for those, so a new formulation is one new class, registered here only to be named by a
 string (an unregistered formulation object runs as well)."""
 
-from .base import CAPABILITIES, AbstractAutodiffFormulation, AbstractFormulation, DynamicsBlocks
+from .base import (
+    CAPABILITIES,
+    AbstractAutodiffFormulation,
+    AbstractFormulation,
+    DynamicsBlocks,
+    FormulationCapabilities,
+)
 from .director import Director
 from .joint import JointCoordinates
 from .ra import RA
@@ -42,7 +48,7 @@ def get_formulation(name) -> AbstractFormulation:
     A name is looked up among the registered :data:`FORMULATIONS`, then among the other
     defined formulation classes (so that a Solution of a user's formulation finds its
     formulation again by ``sol.formulation``)."""
-    if isinstance(name, (AbstractFormulation, JointCoordinates)):
+    if isinstance(name, FormulationCapabilities):
         return name
     if isinstance(name, str) and name in JOINT_SPACE_FORMULATIONS:
         return JOINT_SPACE_FORMULATIONS[name]()

@@ -47,18 +47,11 @@ CAPABILITIES = (
 )
 
 
-class AbstractFormulation(eqx.Module):
-    """Strategy object for one orientation representation.
-
-    A formulation declares what it provides by capability flags (:data:`CAPABILITIES`,
-    each a ClassVar below, False unless set); integrators and analyses ask for these, never
-    for a formulation's name, so a new formulation is one new class.
-    """
-
-    name: ClassVar[str]
-    tangent_size: ClassVar[int]  # Newton unknowns per body
-    #: The integrator :func:`jaxmbd.simulate` uses when none is named.
-    default_integrator: ClassVar[str]
+class FormulationCapabilities(eqx.Module):
+    """The capability flags (:data:`CAPABILITIES`, each False unless set) that integrators
+    and analyses ask a formulation for, never its name: every formulation declares them,
+    the per-body ones (:class:`AbstractFormulation`) and the joint coordinates
+    (:class:`~jaxmbd.formulations.joint.JointCoordinates`) alike."""
 
     # -- capabilities ------------------------------------------------------------------------
     #: q = (r, A) and v = (r_dot, omega_bar) are the body state itself: the hand-coded rA
@@ -94,6 +87,24 @@ class AbstractFormulation(eqx.Module):
         """The capability flags this formulation sets."""
         return frozenset(c for c in CAPABILITIES if getattr(cls, c) not in (False, None))
 
+    #: Runs go to the joint-space engine (:class:`~jaxmbd.formulations.joint.
+    #: JointCoordinates`) instead of the per-body interface.
+    runs_in_joint_space: ClassVar[bool] = False
+
+
+class AbstractFormulation(FormulationCapabilities):
+    """Strategy object for one orientation representation.
+
+    A formulation declares what it provides by capability flags (:data:`CAPABILITIES`,
+    each a ClassVar below, False unless set); integrators and analyses ask for these, never
+    for a formulation's name, so a new formulation is one new class.
+    """
+
+    name: ClassVar[str]
+    tangent_size: ClassVar[int]  # Newton unknowns per body
+    #: The integrator :func:`jaxmbd.simulate` uses when none is named.
+    default_integrator: ClassVar[str]
+
     #: The implicit step's own products are elementwise (no ``dot``, no LAPACK outside the
     #: Newton solve), so with the elementwise small solves XLA:CPU compiles the whole time
     #: step as one native loop: ``linear_solver="auto"`` then means "small" for the
@@ -101,10 +112,6 @@ class AbstractFormulation(eqx.Module):
     #: ``benchmarks/small_solve.py integrators``). Not a capability: every
     #: formulation runs either way.
     hoistable_implicit_step: ClassVar[bool] = False
-
-    #: Runs go to the joint-space engine instead (:class:`~jaxmbd.formulations.joint.
-    #: JointCoordinates`); every per-body formulation: False.
-    runs_in_joint_space: ClassVar[bool] = False
 
     #: Whether a Solution stores the formulation's own coordinates ``q`` and velocities
     #: ``v`` besides the body state (r, A, r_dot, omega_bar). Not where they are that body

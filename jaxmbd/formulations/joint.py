@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-import equinox as eqx
+from .base import FormulationCapabilities
 
 
-class JointCoordinates(eqx.Module):
+class JointCoordinates(FormulationCapabilities):
     """Joint coordinates (``formulation="joint"``): qpos/qvel of the model's kinematic tree."""
 
     name: ClassVar[str] = "joint"
@@ -26,18 +26,6 @@ class JointCoordinates(eqx.Module):
     contact_integrator: ClassVar[str] = "implicit"
     #: The integrators that step it (:data:`jaxmbd.joint_space.steppers.JOINT_STEPPERS`).
     integrators: ClassVar[tuple[str, ...]] = ("rk", "rkmk", "euler", "implicit", "implicitfast")
-
-    # the per-body formulations' capabilities (jaxmbd.formulations.base.CAPABILITIES): none,
-    # so that what asks a Solution's formulation for them (diagnostics) gets an answer
-    body_state_coordinates: ClassVar[bool] = False
-    has_pose: ClassVar[bool] = True
-    index3_blocks: ClassVar[bool] = False
-    index1_blocks: ClassVar[bool] = False
-    vector_space: ClassVar[bool] = False
-    lie_group: ClassVar[bool] = False
-    director_coordinates: ClassVar[bool] = False
-    two_step_multipliers: ClassVar[None] = None
-    has_chart_singularity: ClassVar[bool] = False
 
     @classmethod
     def capabilities(cls) -> frozenset[str]:

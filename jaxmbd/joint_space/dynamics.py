@@ -73,12 +73,8 @@ def accelerations(model: Model, tree: KinematicTree, loops: Loops | None, qpos, 
     evaluation (forward mode, one tangent per dof)."""
     p = poses(tree, qpos)
     at = _generalised(model, tree, p, qpos, t)
-    D = None
-    if velocity_jacobian:
-        tau, forces = at(qvel)
-        D = jax.jacfwd(lambda v: at(v)[0])(qvel)
-    else:
-        tau, forces = at(qvel)
+    tau, forces = at(qvel)
+    D = jax.jacfwd(lambda v: at(v)[0])(qvel) if velocity_jacobian else None
     mass = mass_matrix(tree, p, model.mass, model.inertia, forces.armature)
     M = mass
     if damping_step is not None and forces.damping is not None:

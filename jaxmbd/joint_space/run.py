@@ -197,12 +197,6 @@ def simulate_joint_space(model: Model, form, *, integrator, n: int, h, controls,
         )
     if integrator is None:
         integrator = form.default_integrator if model.contacts is None else form.contact_integrator
-    if getattr(integrator, "name", integrator) == "moreau_jean":
-        raise ValueError(
-            "simulate: hard contact and hard limits (moreau_jean) run in the absolute "
-            "formulations: pass formulation='rA' (joint coordinates: compliant contact and "
-            "limits)"
-        )
     stepper = get_stepper(integrator)
     h_arr = jnp.asarray(h, dtype=jnp.float64)
     run_model = (

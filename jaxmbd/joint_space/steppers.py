@@ -142,27 +142,24 @@ class LinearlyImplicitEuler(AbstractJointStepper):
         return integrate_positions(tree, qpos, h * qvel, 1.0), qvel
 
 
-#: The joint formulation's time steps by name.
-JOINT_STEPPERS: dict[str, type[AbstractJointStepper]] = {
-    "rk": RungeKutta4,
-    "rkmk": RungeKutta4,  # with munthe_kaas=True (see get_stepper)
-    "euler": SemiImplicitEuler,
-    "implicit": LinearlyImplicitEuler,
-    "implicitfast": LinearlyImplicitEuler,  # position_jacobian=False (see get_stepper)
+#: The joint formulation's time steps by name: each name's stepper.
+JOINT_STEPPERS: dict[str, AbstractJointStepper] = {
+    "rk": RungeKutta4(munthe_kaas=False),
+    "rkmk": RungeKutta4(munthe_kaas=True),
+    "euler": SemiImplicitEuler(),
+    "implicit": LinearlyImplicitEuler(position_jacobian=True),
+    "implicitfast": LinearlyImplicitEuler(position_jacobian=False),
 }
 
 
 def get_stepper(integrator) -> AbstractJointStepper:
     if isinstance(integrator, AbstractJointStepper):
         return integrator
-    cls = JOINT_STEPPERS.get(integrator) if isinstance(integrator, str) else None
-    if cls is None:
+    stepper = JOINT_STEPPERS.get(integrator) if isinstance(integrator, str) else None
+    if stepper is None:
         raise ValueError(
-            f"formulation 'joint' has no integrator {integrator!r}; choose one of "
-            f"{sorted(JOINT_STEPPERS)}"
+            f"formulation 'joint' has no integrator {getattr(integrator, 'name', integrator)!r};"
+            f" choose one of {sorted(JOINT_STEPPERS)} (hard contact and hard limits, stepped "
+            "by moreau_jean, run in the absolute formulations: formulation='rA')"
         )
-    if cls is RungeKutta4:
-        return cls(munthe_kaas=integrator == "rkmk")
-    if cls is LinearlyImplicitEuler:
-        return cls(position_jacobian=integrator == "implicit")
-    return cls()
+    return stepper
