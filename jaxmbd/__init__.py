@@ -27,6 +27,7 @@ from .batch import kinematics_batch, simulate_batch, stack_models
 from .build import ModelBuilder
 from .bushing import Bushing
 from .drivers import Expression
+from .fluid import FluidForce
 from .errors import (
     AdjustmentWarning,
     AssemblyWarning,
@@ -117,6 +118,7 @@ __all__ = [
     "linearize",
     "modes",
     "Bushing",
+    "FluidForce",
     "consistent_initial_state",
     "contact",
     "diagnostics",

@@ -73,6 +73,9 @@ reference pose** (``qpos0``) from ``mj_forward``:
   ``ballangvel``, ``framepos``, ``framequat``, ``framelinvel``, ``frameangvel``,
   ``accelerometer``, ``gyro`` and ``velocimeter`` become ``model.sensors``
   (``sol.sensors[name]``, :mod:`jaxmbd.sensors`) with their ``noise``.
+* **Fluid forces** (:mod:`jaxmbd._mjcf_fluid`): ``density``, ``viscosity`` and ``wind``
+  with MuJoCo's inertia-box and ellipsoid models (``fluidshape``, ``fluidcoef``), one
+  :class:`jaxmbd.fluid.FluidForce`.
 * **Sites**: every named ``<site>`` on a moving body becomes a marker of that name
   (``sol.markers[name]``, :mod:`jaxmbd.markers`).
 * Whatever is not supported (in the absolute formulations: limits, damping, stiffness,
@@ -97,6 +100,7 @@ import numpy as np
 from . import geometry as G
 from ._mjcf_actuators import add_actuators
 from ._mjcf_contact import add_contacts
+from ._mjcf_fluid import add_fluid
 from ._mjcf_joints import (
     _add_joints,
     _composite_coordinates,
@@ -264,8 +268,6 @@ def _unsupported(mujoco, m, joint_space: set[int]) -> list[str]:
         out.append(f"gravity compensation on {names}")
     if getattr(m, "nflex", 0):
         out.append(f"{m.nflex} flex object(s)")
-    if np.any(np.asarray(m.opt.wind) != 0) or m.opt.density or m.opt.viscosity:
-        out.append("fluid forces (wind, density, viscosity)")
     return out
 
 
@@ -350,6 +352,7 @@ def _convert(mujoco, m, path: Path, keyframe, model_name: str) -> Model:
     add_site_markers(mujoco, m, d0, builder, owner, body_names)
     add_sensors(mujoco, m, d0, builder, owner, body_names, frame, set(mapped) - space,
                 unsupported)  # fmt: skip
+    add_fluid(mujoco, m, d0, builder, owner, body_names, frame)
     _add_ground_geoms(mujoco, m, d0, builder, owner, shape_of)
     masses = {body_names[b]: float(sum(m.body_mass[k] for k in range(1, m.nbody)
                                        if owner[k] == b)) for b in roots}  # fmt: skip
