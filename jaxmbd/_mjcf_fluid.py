@@ -2,7 +2,8 @@
 as one :class:`jaxmbd.fluid.FluidForce`.
 
 As MuJoCo's ``mj_fluid`` (``engine_passive.c``): nothing when density and viscosity are
-both zero; else every MuJoCo body of positive mass that moves is an inertia box, unless
+both zero, or when the spring and damper flags are both disabled (``mj_passive`` then
+skips every passive force); else every MuJoCo body of positive mass that moves is an inertia box, unless
 one of its geoms has ``fluidshape="ellipsoid"``, and then each such geom is an ellipsoid
 (the body's other geoms feel nothing). A body merged into its parent (no joints) keeps
 its own box or ellipsoids, fixed on the body it is merged into. Box sides come from
@@ -40,7 +41,9 @@ def add_fluid(mujoco, m, d, builder: ModelBuilder, owner, body_names, frame) -> 
     """Add the model's fluid forces to ``builder`` (see the module docstring). ``d``:
     MuJoCo's data at the reference pose; ``owner[k]``: the moving body that MuJoCo body k
     belongs to (-1: the ground); ``frame[b]``: its (centre of mass, rotation)."""
-    if not (m.opt.density or m.opt.viscosity):
+    off = mujoco.mjtDisableBit
+    passive_off = off.mjDSBL_SPRING | off.mjDSBL_DAMPER
+    if not (m.opt.density or m.opt.viscosity) or (m.opt.disableflags & passive_off) == passive_off:
         return
     boxes: dict[str, list] = {"body": [], "point": [], "rotation": [], "sides": []}
     ellipsoids: dict[str, list] = {"body": [], "point": [], "rotation": [], "semiaxes": [],
