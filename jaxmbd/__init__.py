@@ -31,6 +31,7 @@ from .fluid import FluidForce
 from .errors import (
     AdjustmentWarning,
     AssemblyWarning,
+    JointSpaceOnlyWarning,
     ModelError,
     ModelFileError,
     RedundancyWarning,
@@ -68,6 +69,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AdjustmentWarning",
     "AssemblyWarning",
+    "JointSpaceOnlyWarning",
     "REDUNDANCY_RTOL",
     "Redundancy",
     "RedundancyWarning",

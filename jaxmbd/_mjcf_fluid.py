@@ -3,12 +3,12 @@ as one :class:`jaxmbd.fluid.FluidForce`.
 
 As MuJoCo's ``mj_fluid`` (``engine_passive.c``): nothing when density and viscosity are
 both zero, or when the spring and damper flags are both disabled (``mj_passive`` then
-skips every passive force); else every MuJoCo body of positive mass that moves is an inertia box, unless
-one of its geoms has ``fluidshape="ellipsoid"``, and then each such geom is an ellipsoid
-(the body's other geoms feel nothing). A body merged into its parent (no joints) keeps
-its own box or ellipsoids, fixed on the body it is merged into. Box sides come from
-``body_mass`` and ``body_inertia`` (principal, frame ``ximat``), the ellipsoids'
-coefficients and added masses from ``geom_fluid``."""
+skips every passive force); else every MuJoCo body of positive mass that moves is an
+inertia box, unless one of its geoms has ``fluidshape="ellipsoid"``, and then each such
+geom is an ellipsoid (the body's other geoms feel nothing). A body merged into its parent
+(no joints) keeps its own box or ellipsoids, fixed on the body it is merged into. Box
+sides come from ``body_mass`` and ``body_inertia`` (principal, frame ``ximat``), the
+ellipsoids' coefficients and added masses from ``geom_fluid``."""
 
 from __future__ import annotations
 

@@ -66,6 +66,7 @@ class Actuators(AbstractJointForce):
     force_upper: jax.Array
     controls: jax.Array
     absolute_entries: tuple[bool, ...] | None = eqx.field(static=True, default=None)
+    entries_label: ClassVar[str] = "actuators"
     #: Model files store actuators in their own list (``"actuators"``).
     file_section: ClassVar[str] = "actuators"
     entry_fields: ClassVar[tuple[str, ...]] = (

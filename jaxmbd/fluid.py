@@ -74,9 +74,7 @@ def inertia_box_forces(lin, ang, sides, density, viscosity):
     bx, by, bz = sides[:, 0], sides[:, 1], sides[:, 2]
     area = jnp.stack([by * bz, bx * bz, bx * by], -1)
     force = force - 0.5 * density * area * jnp.abs(lin) * lin
-    lever = jnp.stack(
-        [bx * (by**4 + bz**4), by * (bx**4 + bz**4), bz * (bx**4 + by**4)], -1
-    )
+    lever = jnp.stack([bx * (by**4 + bz**4), by * (bx**4 + bz**4), bz * (bx**4 + by**4)], -1)
     torque = torque - density * lever * jnp.abs(ang) * ang / 64.0
     return force, torque
 
@@ -284,9 +282,14 @@ class FluidForce(AbstractForce):
             "point": (3,), "rotation": (3, 3), "semiaxes": (3,), "coefficients": (6,),
             "virtual_mass": (3,), "virtual_inertia": (3,)})  # fmt: skip
         builder.add_force(
-            fluid_force(density=entry.get("density"), viscosity=entry.get("viscosity"),
-                        wind=entry.vector("wind"), boxes=boxes, ellipsoids=ellipsoids,
-                        where=entry.where)  # fmt: skip
+            fluid_force(
+                density=entry.get("density"),
+                viscosity=entry.get("viscosity"),
+                wind=entry.vector("wind"),
+                boxes=boxes,
+                ellipsoids=ellipsoids,
+                where=entry.where,
+            )  # fmt: skip
         )
 
 

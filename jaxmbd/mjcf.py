@@ -27,10 +27,11 @@ reference pose** (``qpos0``) from ``mj_forward``:
   absolute formulations refuse the model. The hinges and slides of a universal, three-hinge
   spherical, planar or three-slide joint are also such joints of their own names, for
   their limits, passive values and actuators, but not joints of ``model.joints``: only
-  the ``"joint"`` formulation, which reads their qpos, applies those; the absolute
-  formulations leave them out (their coordinate is not the hinge's qpos once the other
-  hinges have turned; :attr:`jaxmbd._joint_forces.AbstractJointForce.absolute_entries`)
-  and the one warning names them.
+  the ``"joint"`` formulation (the default for these models), which reads their qpos,
+  applies those; the absolute formulations leave them out (their coordinate is not the
+  hinge's qpos once the other hinges have turned;
+  :attr:`jaxmbd._joint_forces.AbstractJointForce.absolute_entries`), and ``simulate`` in
+  one of them names them in a :class:`~jaxmbd.errors.JointSpaceOnlyWarning`.
 * **Kinematic tree**: ``model.tree`` is the model in MuJoCo's joints and qpos layout
   (:func:`jaxmbd.tree.tree_from_mujoco`, body k of the tree is body k of the model) at the
   initial state.
@@ -78,9 +79,7 @@ reference pose** (``qpos0``) from ``mj_forward``:
   :class:`jaxmbd.fluid.FluidForce`.
 * **Sites**: every named ``<site>`` on a moving body becomes a marker of that name
   (``sol.markers[name]``, :mod:`jaxmbd.markers`).
-* Whatever is not supported (in the absolute formulations: limits, damping, stiffness,
-  friction loss, armature and actuators of the hinges and slides of universal, three-hinge
-  spherical, planar and three-slide joints; tendons, actuators, sensors (touch, force,
+* Whatever no formulation supports (tendons, actuators, sensors (touch, force,
   torque, subtree, ...), other equality types, mocap bodies, torsional friction, contact
   margins, geom pairs without a narrow phase, ...) is listed in **one** warning; nothing
   is dropped silently.
@@ -227,8 +226,8 @@ def _unsupported(mujoco, m, joint_space: set[int]) -> list[str]:
     cylindrical = _cylindrical_coordinates(mujoco, m)
     T = mujoco.mjtJoint
     hinge = int(T.mjJNT_HINGE)
-    # hinges and slides of their own coordinate; those inside compositions are named by
-    # _absolute_formulations_ignore
+    # hinges and slides of their own coordinate; those inside compositions the joint
+    # formulation applies (an absolute formulation's run names them: JointSpaceOnlyWarning)
     scalar = set(cylindrical) | {
         j for j in joint_space if int(m.jnt_type[j]) in (hinge, int(T.mjJNT_SLIDE))
     }
@@ -346,9 +345,6 @@ def _convert(mujoco, m, path: Path, keyframe, model_name: str) -> Model:
     _add_equalities(mujoco, m, d0, builder, label, body_names, unsupported)
     add_actuators(mujoco, m, builder, set(mapped), unsupported,
                   aliases=_cylindrical_coordinates(mujoco, m))  # fmt: skip
-    absolute_only = _absolute_formulations_ignore(builder, space)
-    if absolute_only:
-        unsupported.append(absolute_only)
     add_site_markers(mujoco, m, d0, builder, owner, body_names)
     add_sensors(mujoco, m, d0, builder, owner, body_names, frame, set(mapped) - space,
                 unsupported)  # fmt: skip
@@ -371,26 +367,6 @@ def _convert(mujoco, m, path: Path, keyframe, model_name: str) -> Model:
     )
     logger.info("%s: %d bodies, initial state from the %s", path, len(roots), source)
     return model
-
-
-def _absolute_formulations_ignore(builder: ModelBuilder, space: set[str]) -> str:
-    """The unsupported-features clause of the hinges and slides inside compositions
-    (``space``) whose limits, passive values or actuators only the ``"joint"`` formulation
-    applies (empty: none)."""
-    limited = sorted(space & set(builder._limits))
-    passive = sorted(space & set(builder._dynamics))
-    actuated = [a["name"] for a in builder._actuators if a["joint"] in space]
-    parts = [f"{label} {names}" for label, names in (
-        ("limits on", limited), ("damping, stiffness, friction loss or armature on", passive),
-        ("actuators", actuated)) if names]  # fmt: skip
-    if not parts:
-        return ""
-    return (
-        "in the absolute formulations only (the joint formulation applies them): "
-        + ", ".join(parts)
-        + " (hinges and slides inside universal, three-hinge spherical, planar or "
-        "three-slide joints, whose coordinates the body states do not give one by one)"
-    )
 
 
 def _tree(mujoco, m, path, roots, qpos, qvel):

@@ -83,6 +83,20 @@ def xml_dir(tmp_path_factory):
     return tmp_path_factory.mktemp("fluid")
 
 
+@pytest.fixture(scope="module")
+def loaded(xml_dir):
+    """name -> (path, model), each file loaded once for the module."""
+    cache = {}
+
+    def get(name):
+        if name not in cache:
+            path = _path(name, xml_dir)
+            cache[name] = (path, _load(path))
+        return cache[name]
+
+    return get
+
+
 def _path(name, directory):
     if name == "ellipsoids":
         path = directory / "ellipsoids.xml"
@@ -101,15 +115,19 @@ def _fluid_only(model):
     )
 
 
-@pytest.mark.parametrize("name", ["dm_swimmer", "swimmer6", "fish", "gym_swimmer",
-                                  "ellipsoids"])  # fmt: skip
-def test_fluid_forces_against_qfrc_passive(name, xml_dir):
+SLOW = pytest.mark.slow
+
+
+@pytest.mark.parametrize("name", ["swimmer6", "ellipsoids", pytest.param("fish", marks=SLOW),
+                                  pytest.param("dm_swimmer", marks=SLOW),
+                                  pytest.param("gym_swimmer", marks=SLOW)])  # fmt: skip
+def test_fluid_forces_against_qfrc_passive(name, loaded):
     """J^T of the fluid wrenches = MuJoCo's qfrc_passive with joint and tendon damping and
     stiffness zeroed, to 1e-10 relative, at random states: the inertia-box model (the
     swimmers, fish's free body and fins) and the ellipsoid model (every geom kind, custom
     coefficients, wind)."""
-    path = _path(name, xml_dir)
-    model = _fluid_only(_load(path))
+    path, model = loaded(name)
+    model = _fluid_only(model)
     m = mujoco.MjModel.from_xml_path(path)
     # (disabling both flags would skip the fluid too: MuJoCo's mj_passive)
     for field in ("dof_damping", "jnt_stiffness", "tendon_damping", "tendon_stiffness"):
@@ -143,11 +161,10 @@ def _reference(m, qpos, qvel, controls, h, substeps=100):
 
 @pytest.mark.parametrize("name", ["swimmer6", pytest.param("gym_swimmer", marks=pytest.mark.slow)])
 @pytest.mark.filterwarnings("ignore::jaxmbd.AssemblyWarning")
-def test_swimmer_after_one_second_of_random_controls(name, xml_dir):
+def test_swimmer_after_one_second_of_random_controls(name, loaded):
     """Joint coordinates after 1 s of random controls, jaxmbd's RK4 at the file's step
     against MuJoCo's RK4 at a hundredth of it, contact and limits off in both: to 1e-6."""
-    path = _path(name, xml_dir)
-    model = _load(path)
+    path, model = loaded(name)
     m = mujoco.MjModel.from_xml_path(path)
     m.opt.disableflags |= OFF.mjDSBL_CONTACT | OFF.mjDSBL_LIMIT
     h = float(m.opt.timestep)
@@ -220,11 +237,11 @@ def test_gradients_with_respect_to_density_and_viscosity(sphere):
         assert grad[i] == pytest.approx(central, rel=1e-6)
 
 
-def test_model_file_round_trip_keeps_the_fluid(xml_dir, tmp_path):
+def test_model_file_round_trip_keeps_the_fluid(loaded, tmp_path):
     """save_model / load_model keep the fluid element (medium and parts) exactly."""
-    model = _load(_path("ellipsoids", xml_dir))
-    mbd.save_model(model, tmp_path / "fish.json")
-    again = mbd.load_model(tmp_path / "fish.json")
+    model = loaded("ellipsoids")[1]
+    mbd.save_model(model, tmp_path / "ellipsoids.json")
+    again = mbd.load_model(tmp_path / "ellipsoids.json")
     (a,) = [f for f in model.forces if isinstance(f, mbd.FluidForce)]
     (b,) = [f for f in again.forces if isinstance(f, mbd.FluidForce)]
     for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
