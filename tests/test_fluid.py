@@ -210,7 +210,7 @@ def test_sphere_reaches_the_terminal_velocity(sphere):
 @pytest.mark.slow
 def test_sphere_terminal_velocity_in_an_absolute_formulation(sphere):
     """The fluid force acts through the body wrench: the same terminal velocity in rA."""
-    sol = mbd.simulate(sphere, formulation="rA", integrator="rk", t_end=2.0, h=2e-3)
+    sol = mbd.simulate(sphere, formulation="rA", integrator="rkmk", t_end=2.0, h=2e-3)
     speed = -float(np.asarray(sol.rdot)[-1, 0, 2])
     assert speed == pytest.approx(_terminal_velocity(), rel=1e-9)
 
