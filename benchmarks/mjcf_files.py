@@ -11,8 +11,9 @@ For each file:
   reference pose with random joint rates (uniform in [-0.5, 0.5]), with contact and limits
   disabled by flags in MuJoCo (``limits="none"``, ``contact="none"`` in jaxmbd) and friction
   loss off in both (a constraint row in MuJoCo, regularised in jaxmbd). Reference: MuJoCo's
-  RK4 at h / 100; jaxmbd: ``formulation="joint"``, ``integrator="rk"`` at the file's step h.
-  MuJoCo's actuators that jaxmbd does not map get zero controls in both;
+  RK4 at h / 100; jaxmbd: ``formulation="joint"``, ``integrator="rk"`` at the file's step h
+  (at h / 2^k where MuJoCo's own RK4 diverges at h; the notes say where). MuJoCo's
+  actuators that jaxmbd does not map get zero controls in both;
 * **steps/s**: MuJoCo C's ``mj_step`` at the file's own settings (integrator, step,
   contact) from the reference pose, and jaxmbd's compiled run (the whole 1 s as one
   ``jit``-compiled ``lax.scan``, the run above), its compile time apart.
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import time
 import traceback
@@ -38,7 +40,7 @@ import mujoco
 import numpy as np
 
 import jaxmbd as mbd
-from benchmarks._harness import log, markdown_table, time_call, write_results
+from benchmarks._harness import RESULTS, log, markdown_table, time_call, write_results
 from jaxmbd.joint_dynamics import JointDynamics
 
 
@@ -84,8 +86,9 @@ def random_controls(m, n: int, rng) -> np.ndarray:
 
 
 def mujoco_reference(path, qpos, qvel, controls, h, substeps=100):
-    """qpos after the controls, MuJoCo's RK4 at h / substeps (contact, limits, friction
-    loss off)."""
+    """qpos after the controls (each held over a step h), MuJoCo's RK4 at h / substeps
+    (contact, limits, friction loss off); None where it diverges (MuJoCo's bad-qacc
+    warning or a non-finite qpos)."""
     m = _mujoco_model(path, reference=True)
     m.opt.timestep = h / substeps
     m.opt.integrator = mujoco.mjtIntegrator.mjINT_RK4
@@ -95,6 +98,8 @@ def mujoco_reference(path, qpos, qvel, controls, h, substeps=100):
         d.ctrl[:] = u
         for _ in range(substeps):
             mujoco.mj_step(m, d)
+        if d.warning[mujoco.mjtWarning.mjWARN_BADQACC].number or not np.all(np.isfinite(d.qpos)):
+            return None
     return np.array(d.qpos)
 
 
@@ -128,21 +133,30 @@ def _run(model, controls, h, n):
 
 
 def compare(path: str, model, rng) -> dict:
-    """The difference to MuJoCo after 1 s and both engines' steps/s (see the docstring)."""
+    """The difference to MuJoCo after 1 s and both engines' steps/s (see the docstring).
+    Where MuJoCo's own RK4 diverges at the file's step (a stiff model), both engines run at
+    the largest step h / 2^k at which it does not, and the row's note says so."""
     m = _mujoco_model(path, reference=True)
-    h = float(m.opt.timestep)
-    n = round(1.0 / h)
+    file_h = float(m.opt.timestep)
     names = [
         mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_ACTUATOR, k) or f"actuator{k}" for k in range(m.nu)
     ]
-    controls = random_controls(m, n, rng)
     ours = [] if model.actuators is None else list(model.actuators.actuator_names)
     mapped = [names.index(a) for a in ours if a in names]
     if len(mapped) != len(ours):
         raise RuntimeError(f"actuators {ours} are not MuJoCo's {names}")
-    full = np.zeros_like(controls)
-    full[:, mapped] = controls[:, mapped]  # the others: zero in both
     qvel = rng.uniform(-0.5, 0.5, m.nv)
+    controls = random_controls(m, round(1.0 / file_h), rng)
+    h, note = file_h, ""
+    for _ in range(4):  # the step at which MuJoCo's RK4 is stable
+        n = round(1.0 / h)
+        full = np.zeros((n, m.nu))  # the actuators jaxmbd does not map: zero in both
+        held = np.repeat(controls, round(file_h / h), axis=0)
+        full[:, mapped] = held[:, mapped]
+        if mujoco_reference(path, np.array(m.qpos0), qvel, full, h, substeps=1) is not None:
+            break
+        note = f"MuJoCo's RK4 diverges at the file's step {file_h:g} s: both at {h / 2:g} s"
+        h /= 2
     start = dataclasses.replace(model, tree=dataclasses.replace(
         model.tree, qpos_init=jnp.asarray(m.qpos0), qvel_init=jnp.asarray(qvel)))  # fmt: skip
     start = _without_friction_loss(start)
@@ -159,43 +173,51 @@ def compare(path: str, model, rng) -> dict:
         "jaxmbd_steps_per_s": n / timing.median,
         "jaxmbd_compile_s": timing.compile,
         "unmapped_actuators": m.nu - len(mapped),
+        "note": note,
     }
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--only", nargs="*", help="labels (dm_control/swimmer, ...) to run")
+    parser.add_argument("--only", nargs="*", help="labels (dm_control/swimmer, ...) to run; "
+                        "the other rows are kept from the results file")  # fmt: skip
     parser.add_argument("--stem", default="mjcf_files", help="results file stem")
     args = parser.parse_args(argv)
-    rows, notes = [], []
+    previous = RESULTS / f"{args.stem}.json"
+    kept = {}
+    if args.only and previous.exists():
+        kept = {r["file"]: r for r in json.loads(previous.read_text())["rows"]}
+    rows = []
     for label, path in files().items():
         if args.only and label not in args.only and label.split("/")[-1] not in args.only:
+            if label in kept:
+                rows.append(kept[label])
             continue
         log(f"{label}: load")
         model, warning, error = load_as_authored(path)
-        row = {"file": label, "loads_as_authored": "yes" if model and not warning else "no"}
-        if error:
-            notes.append(f"- **{label}** does not load: {error}")
-        elif warning:
-            notes.append(f"- **{label}**: {warning}")
+        row = {"file": label, "loads_as_authored": "yes" if model and not warning else "no",
+               "warning": error and f"does not load: {error}" or warning}  # fmt: skip
         if model is not None:
             try:
                 log(f"{label}: run")
                 row |= compare(path, model, np.random.default_rng(0))
             except Exception as err:  # noqa: BLE001  (reported in the table)
                 traceback.print_exc()
-                notes.append(f"- **{label}** run failed: {' '.join(str(err).split())[:300]}")
+                row["note"] = f"run failed: {' '.join(str(err).split())[:300]}"
         rows.append(row)
         log(f"{label}: {row}")
     columns = ["file", "loads_as_authored", "max_qpos_diff", "h", "mujoco_steps_per_s",
                "jaxmbd_steps_per_s", "jaxmbd_compile_s", "unmapped_actuators"]  # fmt: skip
     loaded = sum(r["loads_as_authored"] == "yes" for r in rows)
+    notes = [f"- **{r['file']}**: " + "; ".join(x for x in (r.get("warning"), r.get("note"))
+                                                if x)  # fmt: skip
+             for r in rows if r.get("warning") or r.get("note")]  # fmt: skip
     report = (
         "# The MJCF files as authored, against MuJoCo C\n\n"
         + (__doc__.split("\n\n", 1)[1].split("Run ``python")[0])
         + f"**{loaded} of {len(rows)} load as authored.**\n\n"
         + markdown_table(rows, columns)
-        + "\n\n## What the warnings and errors name\n\n"
+        + "\n\n## What the warnings name, and notes on the runs\n\n"
         + ("\n".join(notes) if notes else "Nothing.")
         + "\n"
     )
