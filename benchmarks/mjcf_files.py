@@ -180,7 +180,8 @@ def compare(path: str, model, rng) -> dict:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", nargs="*", help="labels (dm_control/swimmer, ...) to run; "
-                        "the other rows are kept from the results file")  # fmt: skip
+                        "the other files are loaded again, their runs kept from the results "
+                        "file")  # fmt: skip
     parser.add_argument("--stem", default="mjcf_files", help="results file stem")
     args = parser.parse_args(argv)
     previous = RESULTS / f"{args.stem}.json"
@@ -189,14 +190,14 @@ def main(argv=None) -> None:
         kept = {r["file"]: r for r in json.loads(previous.read_text())["rows"]}
     rows = []
     for label, path in files().items():
-        if args.only and label not in args.only and label.split("/")[-1] not in args.only:
-            if label in kept:
-                rows.append(kept[label])
-            continue
         log(f"{label}: load")
         model, warning, error = load_as_authored(path)
         row = {"file": label, "loads_as_authored": "yes" if model and not warning else "no",
                "warning": error and f"does not load: {error}" or warning}  # fmt: skip
+        if args.only and label not in args.only and label.split("/")[-1] not in args.only:
+            run = {k: v for k, v in kept.get(label, {}).items() if k not in row}
+            rows.append(row | run)  # loaded again, the run kept
+            continue
         if model is not None:
             try:
                 log(f"{label}: run")
