@@ -22,6 +22,10 @@ Own schema (``"format": "jaxmbd-model"``)::
                  "stiffness", "damping", "rest_length"} or
                 {"name", "type": "bushing", "body_i", "body_j", "s_bar_i", "s_bar_j",
                  "frame_i", "frame_j" (body frames), "stiffness", "damping": 6 numbers} or
+                {"type": "fluid", "density", "viscosity", "wind", "boxes": [{"body",
+                 "point", "rotation", "sides"}], "ellipsoids": [{"body", "point",
+                 "rotation", "semiaxes", "coefficients", "virtual_mass",
+                 "virtual_inertia"}]} (jaxmbd.fluid) or
                 any type registered with jaxmbd.forces.register_force_type],
      "ground_shapes": [{"type": "plane" | "box" | ..., sizes, "pos", "A" or "axis"}],
      "contacts": [{"body_i", "body_j" (a body or "ground"), "friction", "restitution",
