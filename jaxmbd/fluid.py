@@ -315,7 +315,7 @@ def fluid_force(*, density, viscosity, wind=(0.0, 0.0, 0.0), boxes=None, ellipso
             raise ModelError(f"{where}: {key} must be a number, got {value!r}") from None
         if not (np.isfinite(number) and number >= 0):
             raise ModelError(f"{where}: {key} must be a non-negative number, got {value!r}")
-        values[key] = jnp.asarray(number)
+        values[key] = jnp.asarray(number, dtype=jnp.float64)
     wind = np.asarray(wind, dtype=np.float64)
     if wind.shape != (3,) or not np.all(np.isfinite(wind)):
         raise ModelError(f"{where}: wind must be three finite numbers, got {wind!r}")
