@@ -13,7 +13,10 @@ For each file:
   loss off in both (a constraint row in MuJoCo, regularised in jaxmbd). Reference: MuJoCo's
   RK4 at h / 100; jaxmbd: ``formulation="joint"``, ``integrator="rk"`` at the file's step h
   (at h / 2^k where MuJoCo's own RK4 diverges at h; the notes say where). MuJoCo's
-  actuators that jaxmbd does not map get zero controls in both;
+  actuators that jaxmbd does not map get zero controls in both. Two more columns tell the
+  model's difference from RK4's own error: ``diff_to_mujoco_rk4_at_h``, jaxmbd against
+  MuJoCo's RK4 at the same step h (the same scheme: round-off where the models agree), and
+  ``mujoco_rk4_at_h_error``, MuJoCo's RK4 at h against its reference;
 * **steps/s**: MuJoCo C's ``mj_step`` at the file's own settings (integrator, step,
   contact) from the reference pose, and jaxmbd's compiled run (the whole 1 s as one
   ``jit``-compiled ``lax.scan``, the run above), its compile time apart.
@@ -153,7 +156,8 @@ def compare(path: str, model, rng) -> dict:
         full = np.zeros((n, m.nu))  # the actuators jaxmbd does not map: zero in both
         held = np.repeat(controls, round(file_h / h), axis=0)
         full[:, mapped] = held[:, mapped]
-        if mujoco_reference(path, np.array(m.qpos0), qvel, full, h, substeps=1) is not None:
+        same_step = mujoco_reference(path, np.array(m.qpos0), qvel, full, h, substeps=1)
+        if same_step is not None:
             break
         note = f"MuJoCo's RK4 diverges at the file's step {file_h:g} s: both at {h / 2:g} s"
         h /= 2
@@ -169,6 +173,9 @@ def compare(path: str, model, rng) -> dict:
     return {
         "h": h,
         "max_qpos_diff": float(np.abs(qpos - reference).max()),
+        "diff_to_mujoco_rk4_at_h": float(np.abs(qpos - same_step).max()),
+        "mujoco_rk4_at_h_error": float(np.abs(same_step - reference).max()),
+        "jaxmbd_qpos": qpos.tolist(),
         "mujoco_steps_per_s": mujoco_steps_per_second(path, random_controls(m, 1000, rng)),
         "jaxmbd_steps_per_s": n / timing.median,
         "jaxmbd_compile_s": timing.compile,
@@ -207,8 +214,9 @@ def main(argv=None) -> None:
                 row["note"] = f"run failed: {' '.join(str(err).split())[:300]}"
         rows.append(row)
         log(f"{label}: {row}")
-    columns = ["file", "loads_as_authored", "max_qpos_diff", "h", "mujoco_steps_per_s",
-               "jaxmbd_steps_per_s", "jaxmbd_compile_s", "unmapped_actuators"]  # fmt: skip
+    columns = ["file", "loads_as_authored", "max_qpos_diff", "h", "diff_to_mujoco_rk4_at_h",
+               "mujoco_rk4_at_h_error", "mujoco_steps_per_s", "jaxmbd_steps_per_s",
+               "jaxmbd_compile_s", "unmapped_actuators"]  # fmt: skip
     loaded = sum(r["loads_as_authored"] == "yes" for r in rows)
     notes = [f"- **{r['file']}**: " + "; ".join(x for x in (r.get("warning"), r.get("note"))
                                                 if x)  # fmt: skip
