@@ -284,7 +284,7 @@ def solution_from_outputs(
         constraint_names=model.constraint_names,
         joint_definitions=model.joints,
         contact_element=getattr(model, "contacts", None),
-        sensor_model=None if model.sensors is None else dataclasses.replace(model, forces=()),
+        sensor_model=None if model.sensors is None else _sensor_model(model),
         sensor_key=None if model.sensors is None else sensor_key,
         marker_element=getattr(model, "markers", None),
         unilateral_forces=extra.get("unilateral_forces"),
@@ -293,6 +293,13 @@ def solution_from_outputs(
         if model.nb
         else None,
     )
+
+
+def _sensor_model(model: Model) -> Model:
+    """The model kept for ``sol.sensors``, with only the forces its readings use: the
+    contact element (touch sensors) and the actuators (actuator forces)."""
+    keep = tuple(f for f in model.forces if f is model.contacts or f is model.actuators)
+    return dataclasses.replace(model, forces=keep)
 
 
 def first_row(x):

@@ -79,10 +79,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _config  # noqa: F401
+from . import _sensor_kinds as K
 from ._jit import jit
 from .equations import rA_terms_rows
 from .joints import JointDefinition, JointKind, joint_coordinates, joint_kind
-from .rotations import A_to_ep
 
 
 class SensorInput(NamedTuple):
@@ -98,16 +98,21 @@ class SensorInput(NamedTuple):
     rddot: jax.Array
     omegadot: jax.Array
     lam: jax.Array
+    #: the actuators' controls (T, nu) at each row; None: the actuators' own ``controls``
+    controls: jax.Array | None = None
 
 
 class SensorMount(NamedTuple):
     """Where a sensor sits: a joint sensor's ``joint`` (its :class:`JointDefinition`), or a
-    body sensor's ``body`` (model index), ``site`` (3,) and ``frame`` (3, 3)."""
+    body sensor's ``body`` (model index; ``model.nb``: the ground), ``site`` (3,) and
+    ``frame`` (3, 3); ``params``: the kind's further options (a reference frame, a subtree,
+    a touch zone, actuators: :mod:`jaxmbd._sensor_kinds`), or None."""
 
     joint: JointDefinition | None
     body: int
     site: jax.Array
     frame: jax.Array
+    params: object = None
 
 
 @dataclass(frozen=True)
@@ -127,6 +132,11 @@ class SensorKind:
     read: Callable
     dim: int | Callable[[JointKind], int] = 3
     needs_solution: bool = False
+    #: the builder option that sets the mount's ``params`` (:meth:`~jaxmbd.ModelBuilder.
+    #: add_sensor`): "reference", "subtree", "zone", "actuator" or "joint_actuators"; None
+    params: str | None = None
+    #: the sensor may sit on the ground (a fixed frame, or the whole model's subtree)
+    on_ground: bool = False
 
     def size(self, joint: str | JointKind | None = None) -> int:
         """Components of a sensor of this kind (on a joint of kind ``joint``)."""
@@ -143,9 +153,9 @@ def register_sensor_kind(spec: SensorKind) -> SensorKind:
     names are refused."""
     if not isinstance(spec, SensorKind):
         raise TypeError(f"register_sensor_kind: expected a SensorKind, got {spec!r}")
-    if spec.attached_to not in ("joint", "body"):
-        raise ValueError(f"sensor kind {spec.name!r}: attached_to must be 'joint' or 'body', "
-                         f"got {spec.attached_to!r}")  # fmt: skip
+    if spec.attached_to not in ("joint", "body", "model"):
+        raise ValueError(f"sensor kind {spec.name!r}: attached_to must be 'joint', 'body' or "
+                         f"'model', got {spec.attached_to!r}")  # fmt: skip
     if spec.name in _BUILT_IN and _REGISTRY[spec.name] != spec:
         raise ValueError(f"sensor kind {spec.name!r} is built in; give yours another name")
     _REGISTRY[spec.name] = spec
@@ -191,7 +201,8 @@ class Sensors(eqx.Module):
     model index; -1 for joint sensors) and ``joints`` (the joint's name, one of
     ``model.joint_names``; None for body sensors). Array leaves: ``site`` (n, 3) and
     ``frame`` (n, 3, 3) in body coordinates (zero and the identity for joint sensors),
-    ``noise`` (n,)."""
+    ``noise`` (n,); ``params``: each sensor's further options (None where its kind has
+    none; :class:`SensorMount`), () where no sensor has any."""
 
     sensor_names: tuple[str, ...] = eqx.field(static=True)
     kinds: tuple[str, ...] = eqx.field(static=True)
@@ -201,6 +212,7 @@ class Sensors(eqx.Module):
     site: jax.Array
     frame: jax.Array
     noise: jax.Array
+    params: tuple = ()
 
     @property
     def size(self) -> int:
@@ -227,11 +239,6 @@ def _t(M):
 
 def _mv(M, v):
     return (M @ v[..., None])[..., 0]
-
-
-def _canonical(p):
-    """Quaternions on the hemisphere w >= 0."""
-    return jnp.where(p[..., :1] < 0, -p, p)
 
 
 def _reaction(model, defn: JointDefinition, t, r, A, lam):
@@ -309,18 +316,6 @@ def _read_reaction_torque(model, mount, run):
     return _reaction(model, mount.joint, run.t, run.r, run.A, run.lam)[1]
 
 
-def _read_body_position(model, mount, run):
-    return run.r[:, mount.body] + _mv(run.A[:, mount.body], mount.site)
-
-
-def _read_body_quaternion(model, mount, run):
-    return _canonical(A_to_ep(run.A[:, mount.body] @ mount.frame))
-
-
-def _read_body_angular_velocity(model, mount, run):
-    return _mv(run.A[:, mount.body], run.omega[:, mount.body])
-
-
 def _read_gyro(model, mount, run):
     return _mv(_t(mount.frame), run.omega[:, mount.body])
 
@@ -330,10 +325,6 @@ def _site_velocity(mount, run):
     b = mount.body
     A_b, w = run.A[:, b], run.omega[:, b]
     return _mv(_t(A_b), run.rdot[:, b]) + jnp.cross(w, mount.site)
-
-
-def _read_body_linear_velocity(model, mount, run):
-    return _mv(run.A[:, mount.body], _site_velocity(mount, run))
 
 
 def _read_velocimeter(model, mount, run):
@@ -348,13 +339,38 @@ def _read_accelerometer(model, mount, run):
     return _mv(_t(mount.frame), a_bar)
 
 
+_FRAME = dict(params="reference", on_ground=True)
+
 for _spec in (
     SensorKind("joint_position", "joint", _read_joint_position, lambda j: j.nq),
     SensorKind("joint_velocity", "joint", _read_joint_velocity, lambda j: j.nv),
-    SensorKind("body_position", "body", _read_body_position),
-    SensorKind("body_quaternion", "body", _read_body_quaternion, 4),
-    SensorKind("body_linear_velocity", "body", _read_body_linear_velocity),
-    SensorKind("body_angular_velocity", "body", _read_body_angular_velocity),
+    SensorKind("body_position", "body", K.read_frame_position, **_FRAME),
+    SensorKind("body_quaternion", "body", K.read_frame_quaternion, 4, **_FRAME),
+    SensorKind("body_linear_velocity", "body", K.read_frame_linear_velocity, **_FRAME),
+    SensorKind("body_angular_velocity", "body", K.read_frame_angular_velocity, **_FRAME),
+    SensorKind("body_x_axis", "body", K.read_frame_x_axis, **_FRAME),
+    SensorKind("body_y_axis", "body", K.read_frame_y_axis, **_FRAME),
+    SensorKind("body_z_axis", "body", K.read_frame_z_axis, **_FRAME),
+    SensorKind("subtree_com", "body", K.read_subtree_com, params="subtree", on_ground=True),
+    SensorKind(
+        "subtree_linear_velocity",
+        "body",
+        K.read_subtree_linear_velocity,
+        params="subtree",
+        on_ground=True,
+    ),
+    SensorKind(
+        "subtree_angular_momentum",
+        "body",
+        K.read_subtree_angular_momentum,
+        params="subtree",
+        on_ground=True,
+    ),
+    SensorKind("touch", "body", K.read_touch, 1, params="zone"),
+    SensorKind("actuator_force", "model", K.read_actuator_force, 1, params="actuator"),
+    SensorKind(
+        "joint_actuator_force", "model", K.read_joint_actuator_force, 1, params="joint_actuators"
+    ),
     SensorKind("velocimeter", "body", _read_velocimeter),
     SensorKind("gyro", "body", _read_gyro),
     SensorKind("accelerometer", "body", _read_accelerometer, needs_solution=True),
@@ -372,14 +388,15 @@ SOLVED_KINDS = tuple(name for name, spec in _REGISTRY.items() if spec.needs_solu
 
 def _mount(model, sensors: Sensors, k: int) -> SensorMount:
     spec = sensor_kind(sensors.kinds[k])
+    params = sensors.params[k] if sensors.params else None
     if spec.attached_to == "joint":
-        return SensorMount(_joint(model, sensors.joints[k]), -1, sensors.site[k], sensors.frame[k])
-    return SensorMount(None, sensors.bodies[k], sensors.site[k], sensors.frame[k])
+        joint = _joint(model, sensors.joints[k])
+        return SensorMount(joint, -1, sensors.site[k], sensors.frame[k], params)
+    return SensorMount(None, sensors.bodies[k], sensors.site[k], sensors.frame[k], params)
 
 
-def _one_sensor(model, sensors: Sensors, k: int, t, r, A, rdot, omega, rddot, omegadot, lam):
+def _one_sensor(model, sensors: Sensors, k: int, run: SensorInput):
     """Noise-free reading (T, dim) of sensor ``k`` along one run (time first)."""
-    run = SensorInput(t, r, A, rdot, omega, rddot, omegadot, lam)
     return sensor_kind(sensors.kinds[k]).read(model, _mount(model, sensors, k), run)
 
 
@@ -392,14 +409,17 @@ def _noise(sensors: Sensors, k: int, key, steps, dim: int):
     return sensors.noise[k] * jax.vmap(draw)(steps)
 
 
-def readings(model, names, t, r, A, rdot, omega, rddot, omegadot, lam, *, key=None, steps=None):
+def readings(model, names, t, r, A, rdot, omega, rddot, omegadot, lam, *, key=None, steps=None,
+             controls=None):  # fmt: skip
     """Readings {name: (T, dim)} of the sensors ``names`` of ``model`` along one run (time
-    first, no batch axis); with ``key``, the noise of the steps ``steps`` (T,) added."""
+    first, no batch axis); with ``key``, the noise of the steps ``steps`` (T,) added;
+    ``controls`` (T, nu): the actuators' controls at each row (None: their own)."""
     sensors = model.sensors
+    run = SensorInput(t, r, A, rdot, omega, rddot, omegadot, lam, controls)
     out = {}
     for name in names:
         k = sensors.index(name)
-        value = _one_sensor(model, sensors, k, t, r, A, rdot, omega, rddot, omegadot, lam)
+        value = _one_sensor(model, sensors, k, run)
         if key is not None:
             value = value + _noise(sensors, k, key, steps, value.shape[-1])
         out[name] = value
