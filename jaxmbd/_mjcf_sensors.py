@@ -72,6 +72,13 @@ def _subtree(m, owner, body: int):
     return np.flatnonzero(inside)
 
 
+def _members(m, owner, body_names, body: int) -> list[str]:
+    """The jaxmbd bodies of MuJoCo ``body``'s subtree (``body`` owns its jaxmbd body or is
+    the world)."""
+    return [body_names[b] for b in sorted({int(owner[b]) for b in _subtree(m, owner, body)
+                                           if owner[b] >= 0})]  # fmt: skip
+
+
 def add_sensors(mujoco, m, d, builder, owner, body_names, frame, joint_names, unsupported):
     """Add the sensors of ``m`` that jaxmbd has (module docstring) to ``builder``; name the
     others in ``unsupported``. ``d``: MuJoCo's data at the reference pose; ``owner``: the
@@ -98,6 +105,8 @@ def add_sensors(mujoco, m, d, builder, owner, body_names, frame, joint_names, un
         int(S.mjSENS_GYRO): "gyro",
         int(S.mjSENS_VELOCIMETER): "velocimeter",
         int(S.mjSENS_TOUCH): "touch",
+        int(S.mjSENS_FORCE): "interaction_force",
+        int(S.mjSENS_TORQUE): "interaction_torque",
     }
     subtree_kinds = {
         int(S.mjSENS_SUBTREECOM): "subtree_com",
@@ -152,6 +161,14 @@ def add_sensors(mujoco, m, d, builder, owner, body_names, frame, joint_names, un
                     left_out.append(f"{label}: reference {ref}")
                     continue
                 options["reference"] = dict(body=ref[0], site=ref[1], frame=ref[2])
+            if kind.startswith("interaction"):
+                own = int(m.site_bodyid[objid])
+                if owner[own] != own:
+                    left_out.append(f"{label}: on a body welded to its parent")
+                    continue
+                up = int(owner[m.body_parentid[own]])
+                options["parent"] = GROUND if up < 0 else body_names[up]
+                options["subtree"] = _members(m, owner, body_names, own)
             if kind == "touch":
                 zone = _zone(mujoco, m, objid)
                 if zone is None:
@@ -164,10 +181,14 @@ def add_sensors(mujoco, m, d, builder, owner, body_names, frame, joint_names, un
             if objid != 0 and root != objid:
                 left_out.append(f"{label}: on a body welded to its parent")
                 continue
-            members = sorted({int(owner[b]) for b in _subtree(m, owner, objid) if owner[b] >= 0})
             body = GROUND if objid == 0 else body_names[objid]
-            builder.add_sensor(name, kind=subtree_kinds[stype], body=body,
-                               subtree=[body_names[b] for b in members], **options)  # fmt: skip
+            builder.add_sensor(
+                name,
+                kind=subtree_kinds[stype],
+                body=body,
+                subtree=_members(m, owner, body_names, objid),
+                **options,
+            )
         elif stype == int(S.mjSENS_ACTUATORFRC):
             actuator = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_ACTUATOR, objid)
             if actuator not in actuator_names:

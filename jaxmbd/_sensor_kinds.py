@@ -21,6 +21,7 @@ import numpy as np
 from . import _config  # noqa: F401
 from ._joint_forces import coordinates_and_rates
 from ._ray_zone import ray_meets_zone
+from .equations import rA_terms_rows
 from .forces import BodyState
 from .rotations import A_to_ep
 
@@ -36,9 +37,12 @@ class FrameReference(eqx.Module):
 
 
 class SubtreeBodies(eqx.Module):
-    """The bodies (model indices) of a subtree sensor's subtree."""
+    """The bodies (model indices) of a subtree sensor's subtree; for the interaction wrench,
+    also the subtree root's ``parent`` (model index; ``nb``: the ground), whose joint
+    carries the wrench."""
 
     bodies: tuple[int, ...] = eqx.field(static=True)
+    parent: int = eqx.field(static=True, default=-1)
 
 
 class TouchZone(eqx.Module):
@@ -238,3 +242,75 @@ def read_joint_actuator_force(model, mount, run):
         return jnp.zeros((run.r.shape[0], 1), run.r.dtype)
     F = actuator_forces(model, run)[:, k]
     return jnp.sum(model.actuators.gear[k] * F, axis=-1, keepdims=True)
+
+
+# ----------------------------------------------------------------------------- interaction
+
+
+def _external_loads(model, bodies, root: int, parent: int, run):
+    """(f (T, n, 3) global, n_bar (T, n, 3) body frame) on the subtree's bodies from
+    outside it, besides the joint to its parent: gravity, contact (the compliant law of
+    ``model.contacts``) and the constraint rows that join a subtree body to a body outside
+    it other than through that joint (loops closed by equalities). MuJoCo's ``cfrc_ext``
+    with gravity (``mj_rnePostConstraint``); forces along joints and passive forces stay
+    inside the interaction, as MuJoCo's do."""
+    nb = run.r.shape[1]
+    idx = np.asarray(bodies, dtype=int)
+    inside = np.zeros(nb + 1, dtype=bool)
+    inside[idx] = True
+    rows = []  # (row, subtree body, its block is jac_i)
+    for c, (i, j) in enumerate(model.constraint_bodies):
+        if inside[i] == inside[j] or {i, j} == {root, parent}:
+            continue
+        rows.append((c, i if inside[i] else j, bool(inside[i])))
+    element = model.contacts
+
+    def one(t, r, A, rdot, omega, lam):
+        f = jnp.broadcast_to(model.mass[:, None] * model.gravity, r.shape)
+        n = jnp.zeros_like(r)
+        if element is not None and element.n_slots:
+            df, dn = element(t, BodyState(r, A, rdot, omega))
+            f, n = f + df, n + dn
+        f, n = f[idx], n[idx]
+        if rows:
+            zero = jnp.zeros_like(r)
+            _, jac_i, jac_j, _, _ = rA_terms_rows(model, r, A, zero, zero, t)
+            for c, b, on_i in rows:
+                load = -(jac_i[c] if on_i else jac_j[c]) * lam[c]
+                k = int(np.flatnonzero(idx == b)[0])
+                f = f.at[k].add(load[:3])
+                n = n.at[k].add(load[3:])
+        return f, n
+
+    return jax.vmap(one)(run.t, run.r, run.A, run.rdot, run.omega, run.lam)
+
+
+def interaction_wrench(model, mount, run):
+    """(force, torque) (T, 3) each: the wrench that the sensor's body receives from its
+    parent through its joint (MuJoCo's ``cfrc_int``: the subtree's rates of momentum less
+    its external loads, Featherstone 2008, Table 5.1), the torque about the site, both in
+    the site's axes (MuJoCo's ``force`` and ``torque`` sensors, ``mju_transformSpatial``
+    to the site)."""
+    sub = mount.params
+    idx = np.asarray(sub.bodies, dtype=int)
+    f_ext, n_ext = _external_loads(model, sub.bodies, mount.body, sub.parent, run)
+    r, A = run.r[:, idx], run.A[:, idx]
+    w, alpha = _mv(A, run.omega[:, idx]), _mv(A, run.omegadot[:, idx])
+    J = model.inertia[idx]
+    Ic = A @ J @ _t(A)
+    force = model.mass[idx][None, :, None] * run.rddot[:, idx] - f_ext
+    spin = _mv(Ic, alpha) + jnp.cross(w, _mv(Ic, w)) - _mv(A, n_ext)
+    p, R, _, _ = _object(mount, run)
+    F = jnp.sum(force, axis=1)
+    N = jnp.sum(spin + jnp.cross(r - p[:, None], force), axis=1)
+    return _mv(_t(R), F), _mv(_t(R), N)
+
+
+def read_interaction_force(model, mount, run):
+    """MuJoCo's ``force``: the interaction force at the site, in its axes."""
+    return interaction_wrench(model, mount, run)[0]
+
+
+def read_interaction_torque(model, mount, run):
+    """MuJoCo's ``torque``: the interaction torque about the site, in its axes."""
+    return interaction_wrench(model, mount, run)[1]

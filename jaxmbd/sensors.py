@@ -367,6 +367,20 @@ for _spec in (
         on_ground=True,
     ),
     SensorKind("touch", "body", K.read_touch, 1, params="zone"),
+    SensorKind(
+        "interaction_force",
+        "body",
+        K.read_interaction_force,
+        needs_solution=True,
+        params="interaction",
+    ),
+    SensorKind(
+        "interaction_torque",
+        "body",
+        K.read_interaction_torque,
+        needs_solution=True,
+        params="interaction",
+    ),
     SensorKind("actuator_force", "model", K.read_actuator_force, 1, params="actuator"),
     SensorKind(
         "joint_actuator_force", "model", K.read_joint_actuator_force, 1, params="joint_actuators"

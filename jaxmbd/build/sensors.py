@@ -49,6 +49,7 @@ class _SensorBuilder:
     def add_sensor(
         self, name, *, kind, joint=None, body=None, site=(0.0, 0.0, 0.0), frame=None,
         noise=0.0, marker=None, reference=None, subtree=None, zone=None, actuator=None,
+        parent=None,
     ) -> Self:  # fmt: skip
         """A sensor read as ``sol.sensors[name]`` (T, dim) (:mod:`jaxmbd.sensors`).
 
@@ -74,7 +75,9 @@ class _SensorBuilder:
         (shape, size): MuJoCo's site shape ("sphere", "capsule", "ellipsoid",
         "cylinder", "box") and size (3,); "actuator_force" of the actuator named
         ``actuator``; "joint_actuator_force" on ``joint`` (the sum of gear times force of
-        the actuators that drive it)."""
+        the actuators that drive it); "interaction_force" and "interaction_torque" at the
+        site: the wrench ``body`` receives from its ``parent`` through its joint (None: the
+        body next to it on the way to the ground), ``subtree`` as for the subtree kinds."""
         where = f"sensor '{name}'"
         if marker is not None:
             if body is not None or frame is not None or tuple(np.ravel(site)) != (0, 0, 0):
@@ -96,8 +99,10 @@ class _SensorBuilder:
         spec = dict(name=name, kind=kind, joint=None, body=None, site=np.zeros(3),
                     frame=np.eye(3), params=None)  # fmt: skip
         option = sensor_kind(kind).params
-        given = dict(reference=reference, subtree=subtree, zone=zone, actuator=actuator)
-        extra = [k for k, v in given.items() if v is not None and k != option]
+        given = dict(reference=reference, subtree=subtree, zone=zone, actuator=actuator,
+                     parent=parent)  # fmt: skip
+        takes = {"interaction": ("subtree", "parent")}.get(option, (option,))
+        extra = [k for k, v in given.items() if v is not None and k not in takes]
         if extra:
             raise ModelError(f"{where}: kind {kind!r} takes no {extra[0]}=")
         if SENSOR_KINDS[kind] == "model":
@@ -130,7 +135,8 @@ class _SensorBuilder:
             spec["site"] = _vec3(site, where=f"{where}.site")
             if frame is not None:
                 spec["frame"] = _rotation_matrix(frame, where=f"{where}.frame")[0]
-            spec["params"] = self._sensor_option(where, option, body, reference, subtree, zone)
+            spec["params"] = self._sensor_option(where, option, body, reference, subtree, zone,
+                                                 parent)  # fmt: skip
         sigma = _numbers(noise, where=f"{where}.noise", expected="a number")
         if sigma.shape != () or not sigma >= 0:
             raise ModelError(f"{where}.noise: expected a non-negative number, got {noise!r}")
@@ -138,7 +144,7 @@ class _SensorBuilder:
         self._sensors.append(spec)
         return self
 
-    def _sensor_option(self, where, option, body, reference, subtree, zone):
+    def _sensor_option(self, where, option, body, reference, subtree, zone, parent=None):
         """The builder-time form of a body sensor's option (resolved by
         :meth:`_sensor_params` when the model is built)."""
         if option == "reference" and reference is not None:
@@ -158,13 +164,15 @@ class _SensorBuilder:
             axes = reference.get("frame")
             F = np.eye(3) if axes is None else _rotation_matrix(axes, where=f"{where}.reference")[0]
             return ("reference", ref_body, site, F)
-        if option == "subtree":
+        if option in ("subtree", "interaction"):
             names = None if subtree is None else tuple(subtree)
             known = [b.name for b in self._bodies]
             for n in names or ():
                 if n not in known:
                     raise ModelError(f"{where}.subtree: unknown body {n!r}")
-            return ("subtree", body, names)
+            if parent is not None and parent != GROUND and parent not in known:
+                raise ModelError(f"{where}.parent: unknown body {parent!r}")
+            return (option, body, names, parent)
         if option == "zone":
             if zone is None:
                 raise ModelError(f"{where}: a touch sensor needs zone=(shape, size)")
@@ -177,12 +185,13 @@ class _SensorBuilder:
             return ("zone", shape, size)
         return None
 
-    def _subtree_of(self, root: str, index: dict[str, int], joints) -> tuple[int, ...]:
-        """``root`` and every body joined to it away from the ground (the first path from
-        the ground found through the joints; the ground: every body)."""
+    def _subtree_of(self, root: str, index: dict[str, int], joints) -> tuple[tuple[int, ...], int]:
+        """(``root`` and every body joined to it away from the ground, the body before it on
+        the way to the ground): by the first paths from the ground found through the
+        joints; the ground's subtree is every body."""
         nb = len(self._bodies)
         if root == GROUND:
-            return tuple(range(nb))
+            return tuple(range(nb)), -1
         links: dict[int, set[int]] = {k: set() for k in range(nb + 1)}
         for d in joints:
             links[d.body_i].add(d.body_j)
@@ -204,7 +213,8 @@ class _SensorBuilder:
                 a = parent.get(a)
             if a == r:
                 out.append(b)
-        return tuple(out) if r in out else (r,)
+        up = parent.get(r)
+        return (tuple(out) if r in out else (r,)), (nb if up is None else up)
 
     def _sensor_params(self, s, index: dict[str, int], joints):
         """The :class:`~jaxmbd.sensors.SensorMount` ``params`` of sensor ``s``."""
@@ -214,10 +224,13 @@ class _SensorBuilder:
         where = f"sensor '{s['name']}'"
         if p[0] == "reference":
             return FrameReference(index[p[1]], jnp.asarray(p[2]), jnp.asarray(p[3]))
-        if p[0] == "subtree":
+        if p[0] in ("subtree", "interaction"):
+            bodies, up = self._subtree_of(p[1], index, joints)
             if p[2] is not None:
-                return SubtreeBodies(tuple(index[n] for n in p[2]))
-            return SubtreeBodies(self._subtree_of(p[1], index, joints))
+                bodies = tuple(index[n] for n in p[2])
+            if p[0] == "subtree":
+                return SubtreeBodies(bodies)
+            return SubtreeBodies(bodies, up if p[3] is None else index[p[3]])
         if p[0] == "zone":
             return TouchZone(p[1], jnp.asarray(p[2]))
         names = [a["name"] for a in self._actuators]

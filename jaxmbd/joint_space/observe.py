@@ -4,6 +4,7 @@ observes (MuJoCo's ``sensordata`` after ``mj_forward`` on the same state)."""
 from __future__ import annotations
 
 import jax.numpy as jnp
+import numpy as np
 
 from .. import _config  # noqa: F401
 from ..actuators import with_controls
@@ -24,7 +25,8 @@ def read_sensors(model: Model, qpos, qvel, *, names=None, t=0.0, controls=None,
 
     Position and velocity kinds (frames, subtrees, touch, joint coordinates, actuator
     forces) come from the forward kinematics alone; kinds that need the accelerations
-    (``accelerometer``) solve the forward dynamics at the state. The joint reactions need a
+    (``accelerometer``, the interaction force and torque) solve the forward dynamics at
+    the state (the loops' multipliers with it). The joint reactions need a
     run's multipliers: read them from ``simulate(...).sensors``. Traceable: ``jit``,
     ``vmap`` over states and ``grad`` apply."""
     sensors = model.sensors
@@ -48,12 +50,15 @@ def read_sensors(model: Model, qpos, qvel, *, names=None, t=0.0, controls=None,
     p = poses(tree, qpos)
     rdot, omega = body_velocities(tree, p, qvel)
     solved = any(sensor_kind(sensors.kinds[sensors.index(n)]).needs_solution for n in names)
+    lam = jnp.zeros(model.nc, qvel.dtype)
     if solved:
         acc = accelerations(model, tree, loops, qpos, qvel, t)
         rddot, omegadot = body_accelerations(tree, p, qvel, acc.qacc)
+        if loops is not None:  # the loops' multipliers (the tree's rows carry none)
+            lam = lam.at[np.asarray(loops.rows, dtype=int)].set(acc.lam)
     else:
         rddot = omegadot = jnp.zeros_like(rdot)
     t = jnp.reshape(jnp.asarray(t, jnp.float64), (1,))
     values = readings(model, names, t, p.c[None], p.R[None], rdot[None], omega[None],
-                      rddot[None], omegadot[None], jnp.zeros((1, model.nc)))  # fmt: skip
+                      rddot[None], omegadot[None], lam[None])  # fmt: skip
     return {name: value[0] for name, value in values.items()}
