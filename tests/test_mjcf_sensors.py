@@ -248,3 +248,117 @@ def test_absolute_formulation_reads_the_same_at_the_start(tree_readings):
             ref = ref if ours @ ref >= 0 else -ref
         worst[name] = float(np.max(np.abs(ours - ref)))
     assert max(worst.values()) < 1e-9, worst
+
+
+# a 2 kg box lying on the floor on its four bottom corners; zones around the whole bottom,
+# around its +x half (two corners) and on the top
+TOUCH_XML = """
+<mujoco model="touch_rest">
+  <worldbody>
+    <geom name="floor" type="plane" size="2 2 0.1"/>
+    <body name="box" pos="0 0 0.1">
+      <freejoint name="free"/>
+      <geom type="box" size="0.2 0.1 0.1" mass="2"/>
+      <site name="bottom" type="box" pos="0 0 -0.1" size="0.25 0.15 0.02"/>
+      <site name="half" type="box" pos="0.1 0 -0.1" size="0.12 0.15 0.02"/>
+      <site name="top" type="sphere" pos="0 0 0.1" size="0.05"/>
+    </body>
+  </worldbody>
+  <sensor>
+    <touch name="all" site="bottom"/>
+    <touch name="half" site="half"/>
+    <touch name="top" site="top"/>
+  </sensor>
+</mujoco>
+"""
+
+
+def test_touch_reads_the_weight_it_carries_at_rest(tmp_path):
+    """Touch at rest, where contact laws agree: jaxmbd's box at its equilibrium height (the
+    root of its vertical acceleration, compliant law) and MuJoCo's after 2 s of settling
+    both read the weight m g on the zone around the bottom, half of it on the zone around
+    two of the four corners (symmetry), and nothing on the top (1e-9 relative; MuJoCo to
+    its solver's 1e-6)."""
+    from scipy.optimize import brentq
+
+    from jaxmbd.contact import with_contact
+    from jaxmbd.joint_space.dynamics import accelerations
+
+    path = tmp_path / "touch.xml"
+    path.write_text(TOUCH_XML)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", mbd.mjcf.UnsupportedFeatureWarning)
+        model = mbd.load_model(path)
+    weight = 2.0 * 9.81
+    tree, loops = mbd.joint_space.model_tree(model)
+    run = with_contact(model, "compliant")
+
+    def state(z):
+        return jnp.array([0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0]).at[2].set(z)
+
+    # the vertical acceleration at height z, at rest
+    lift = jax.jit(lambda z: accelerations(run, tree, loops, state(z), jnp.zeros(6), 0.0).qacc[2])
+
+    z = brentq(lambda z: float(lift(z)), 0.099, 0.1, xtol=1e-16, rtol=1e-15)
+    ours = {k: float(v[0]) for k, v in mbd.read_sensors(model, state(z), jnp.zeros(6)).items()}
+    assert abs(ours["all"] - weight) < 1e-9 * weight, ours
+    assert abs(ours["half"] - weight / 2) < 1e-9 * weight, ours
+    assert ours["top"] == 0.0
+
+    m = mujoco.MjModel.from_xml_path(str(path))
+    d = mujoco.MjData(m)
+    while d.time < 2.0:
+        mujoco.mj_step(m, d)
+    mujoco.mj_forward(m, d)
+    theirs = dict(zip(("all", "half", "top"), d.sensordata, strict=True))
+    assert abs(theirs["all"] - weight) < 1e-6 * weight, theirs
+    assert abs(theirs["half"] - weight / 2) < 1e-6 * weight, theirs
+    assert theirs["top"] == 0.0
+
+
+DM_CONTROL = ("hopper", "cheetah", "walker", "finger", "swimmer", "manipulator")
+
+
+def _dm_control_model(name):
+    dm_control = pytest.importorskip("dm_control")
+    path = os.path.join(os.path.dirname(dm_control.__file__), "suite", f"{name}.xml")
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always", mbd.mjcf.UnsupportedFeatureWarning)
+        model = mbd.load_model(path)
+    return path, model, " ".join(str(w.message) for w in record)
+
+
+@pytest.mark.parametrize("name", DM_CONTROL)
+def test_dm_control_sensors_all_read(name):
+    """dm_control's hopper, cheetah, walker, finger, swimmer and manipulator: every sensor
+    of the file is a jaxmbd sensor of the same name and size, and the importer's warning
+    names none."""
+    path, model, message = _dm_control_model(name)
+    assert "sensor" not in message, message
+    m = mujoco.MjModel.from_xml_path(path)
+    names = [mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_SENSOR, k) for k in range(m.nsensor)]
+    assert list(model.sensors.sensor_names) == names
+    assert list(model.sensors.dims) == [int(x) for x in m.sensor_dim]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", DM_CONTROL)
+def test_dm_control_sensors_match_sensordata(name):
+    """The same files at random states without contact (the touch sensors then read zero
+    in both): every sensor equals MuJoCo's sensordata to 1e-9."""
+    path, model, _ = _dm_control_model(name)
+    m = mujoco.MjModel.from_xml_path(path)
+    m.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT
+    rng = np.random.default_rng(3)
+    for _ in range(2):
+        qpos, qvel, ctrl = _random_state(m, rng)
+        theirs = _sensordata(m, qpos, qvel, ctrl)
+        ours = mbd.read_sensors(model, qpos, qvel, controls=ctrl[: model.nu], contact="none")
+        for k in range(m.nsensor):
+            name_k = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_SENSOR, k)
+            a, n = m.sensor_adr[k], m.sensor_dim[k]
+            ref = theirs[a : a + n]
+            value = np.asarray(ours[name_k])
+            if int(m.sensor_type[k]) == int(mujoco.mjtSensor.mjSENS_FRAMEQUAT):
+                ref = ref if value @ ref >= 0 else -ref
+            np.testing.assert_allclose(value, ref, atol=1e-9, err_msg=name_k)

@@ -3,6 +3,7 @@ observes (MuJoCo's ``sensordata`` after ``mj_forward`` on the same state)."""
 
 from __future__ import annotations
 
+import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 
@@ -16,6 +17,7 @@ from .dynamics import accelerations, body_accelerations
 from .run import model_tree
 
 
+@eqx.filter_jit  # one program per model structure (op by op: seconds per call)
 def read_sensors(model: Model, qpos, qvel, *, names=None, t=0.0, controls=None,
                  contact: str = "compliant") -> dict:  # fmt: skip
     """Readings {name: (dim,)} of the sensors ``names`` (None: all) of ``model`` at the
@@ -32,7 +34,7 @@ def read_sensors(model: Model, qpos, qvel, *, names=None, t=0.0, controls=None,
     sensors = model.sensors
     if sensors is None:
         raise ValueError(f"read_sensors: model '{model.name}' has no sensors")
-    names = sensors.sensor_names if names is None else tuple(names)
+    names = sensors.sensor_names if names is None else tuple(names)  # static under jit
     for name in names:
         sensors.index(name)  # a clear KeyError for an unknown name
     reactions = [n for n in names if sensor_kind(sensors.kinds[sensors.index(n)]).name
@@ -43,8 +45,11 @@ def read_sensors(model: Model, qpos, qvel, *, names=None, t=0.0, controls=None,
             "them from simulate(...).sensors"
         )
     model = with_contact(model, contact, where="read_sensors")
-    if controls is not None:
+    if controls is not None and model.actuators is not None:
         model = with_controls(model, controls)
+    elif controls is not None and jnp.size(controls):
+        raise ValueError(f"read_sensors: controls= given, but model '{model.name}' has no "
+                         "actuators")  # fmt: skip
     tree, loops = model_tree(model)
     qpos, qvel = jnp.asarray(qpos, jnp.float64), jnp.asarray(qvel, jnp.float64)
     p = poses(tree, qpos)
