@@ -6,22 +6,31 @@ MJCF                                jaxmbd kind
 ``jointpos``, ``jointvel``          joint_position, joint_velocity (a body's single hinge or
                                     slide: MuJoCo's qpos, qvel)
 ``ballquat``, ``ballangvel``        joint_position, joint_velocity of the spherical joint
-``framepos``, ``framequat``,        body_position, body_quaternion, body_linear_velocity,
-``framelinvel``, ``frameangvel``    body_angular_velocity (global) of a site, geom, body
-                                    (``objtype="body"``: its inertial frame, ``xipos``) or
-                                    body frame (``"xbody"``: ``xpos``) without ``reftype``
+``framepos``, ``framequat``,        body_position, body_quaternion, body_x_axis (y, z),
+``framexaxis`` (y, z),              body_linear_velocity, body_angular_velocity of a site,
+``framelinvel``, ``frameangvel``    geom, body (``objtype="body"``: its inertial frame,
+                                    ``xipos``) or body frame (``"xbody"``: ``xpos``), on a
+                                    moving body or the world, against ``reftype``/``refname``
 ``accelerometer``, ``gyro``,        accelerometer, gyro, velocimeter at the site
 ``velocimeter``
+``touch``                           touch, the site's shape and size as its zone
+``force``, ``torque``               interaction_force, interaction_torque at the site
+``subtreecom``, ``subtreelinvel``,  subtree_com, subtree_linear_velocity,
+``subtreeangmom``                   subtree_angular_momentum (the world: every body)
+``actuatorfrc``                     actuator_force of a jaxmbd actuator
+``jointactuatorfrc``                joint_actuator_force
 =================================== =========================================================
 
 The object's frame becomes a site on the jaxmbd body that owns its MuJoCo body (a jointless
 body is merged into its parent, :mod:`jaxmbd.mjcf`): its point and axes at the reference
-pose (``qpos0``) in that body's frame. ``noise`` maps to the sensor's noise (MuJoCo stores
-it without applying it; jaxmbd applies it with ``simulate(sensor_key=)``). Every other
-sensor (touch, force and torque at sites, rangefinder, subtree and tendon, actuator and
-limit sensors, frame axes and accelerations, sensors relative to a ``reftype`` frame, on
-a multi-joint body's joint or on the world, ...) and any ``cutoff`` are named in the
-importer's one warning.
+pose (``qpos0``) in that body's frame; on the world it is a fixed frame. A touch sensor
+counts the contacts of the whole jaxmbd body (MuJoCo's counts those of the site's own
+MuJoCo body: they differ only where a merged body's contacts fall in the zone). Subtree,
+force and torque sensors on a body merged into its parent (whose subtree or joint the
+jaxmbd bodies do not have) are named in the importer's one warning, as are every other
+sensor (rangefinder, tendon and limit sensors, ...) and any ``cutoff``. ``noise`` maps to
+the sensor's noise (MuJoCo stores it without applying it; jaxmbd applies it with
+``simulate(sensor_key=)``).
 
 Every named ``<site>`` on a moving body also becomes a **marker** of that name
 (:mod:`jaxmbd.markers`, ``sol.markers[name]``): its point and axes at the reference pose,

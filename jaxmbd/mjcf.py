@@ -69,10 +69,9 @@ reference pose** (``qpos0``) from ``mj_forward``:
   ``damping``, ``stiffness`` about ``springref`` (``qpos_spring``, qpos units),
   ``frictionloss`` and ``armature`` as :mod:`jaxmbd.joint_dynamics` (friction loss
   regularised, not MuJoCo's soft constraint row).
-* **Sensors** (:mod:`jaxmbd._mjcf_sensors`): ``jointpos``, ``jointvel``, ``ballquat``,
-  ``ballangvel``, ``framepos``, ``framequat``, ``framelinvel``, ``frameangvel``,
-  ``accelerometer``, ``gyro`` and ``velocimeter`` become ``model.sensors``
-  (``sol.sensors[name]``, :mod:`jaxmbd.sensors`) with their ``noise``.
+* **Sensors** (:mod:`jaxmbd._mjcf_sensors`): the joint, frame, IMU, touch, subtree,
+  force/torque and actuator sensors become ``model.sensors`` (``sol.sensors[name]``,
+  :mod:`jaxmbd.sensors`) with their ``noise``.
 * **Sites**: every named ``<site>`` on a moving body becomes a marker of that name
   (``sol.markers[name]``, :mod:`jaxmbd.markers`).
 * **Flags** (:mod:`jaxmbd._mjcf_flags`): ``<flag ...="disable"/>`` of ``contact``,
@@ -80,8 +79,8 @@ reference pose** (``qpos0``) from ``mj_forward``:
   ``spring``, ``damper`` and ``clampctrl`` are honoured as MuJoCo defines them.
 * Whatever is not supported (in the absolute formulations: limits, damping, stiffness,
   friction loss, armature and actuators of the hinges and slides of universal, three-hinge
-  spherical, planar and three-slide joints; tendons, actuators, sensors (touch, force,
-  torque, subtree, ...), other equality types, mocap bodies, torsional friction, contact
+  spherical, planar and three-slide joints; tendons, actuators, sensors (rangefinder,
+  tendon, limit, ...), other equality types, mocap bodies, torsional friction, contact
   margins, geom pairs without a narrow phase, ...) is listed in **one** warning; nothing
   is dropped silently.
 """

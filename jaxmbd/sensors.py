@@ -27,14 +27,33 @@ accelerometer            3     F^T A^T (p_ddot - g), p_ddot = r_ddot + A (omegad
                                omega x (omega x s)): the proper acceleration in the site frame
 joint_reaction_force     3     force of body i on body j through the joint, joint axes on j
 joint_reaction_torque    3     its torque about the joint point, same axes
+body_x_axis (y, z)       3     the site's x (y, z) axis A F e_x (global)
+subtree_com              3     centre of mass of the body's subtree (global)
+subtree_linear_velocity  3     its velocity
+subtree_angular_momentum 3     the subtree's angular momentum about its centre of mass
+touch                    1     normal forces of the body's contacts in the site's zone, summed
+interaction_force        3     force the body receives from its parent (site axes)
+interaction_torque       3     its moment about the site (site axes)
+actuator_force           1     an actuator's force (before the gear)
+joint_actuator_force     1     sum of gear x force of the actuators on a joint
 ======================== ===== =================================================================
 
 (MuJoCo's ``jointpos``, ``jointvel``, ``framepos``, ``framequat``, ``framelinvel``,
-``frameangvel``, ``velocimeter``, ``gyro`` and ``accelerometer``: at rest the
-accelerometer reads -g, +9.81 upwards.) The quaternion is taken on the hemisphere w >= 0
-at every step, so that a reading is a function of the current state alone (a policy sees
-the same number as ``sol.sensors``); compare quaternions up to sign (MuJoCo's keeps the
-sign of its integration).
+``frameangvel``, ``velocimeter``, ``gyro``, ``accelerometer``, ``framexaxis``, ...,
+``subtreecom``, ``subtreelinvel``, ``subtreeangmom``, ``touch``, ``force``, ``torque``,
+``actuatorfrc`` and ``jointactuatorfrc``: at rest the accelerometer reads -g, +9.81
+upwards.) The frame kinds may sit on the ground (``model.nb``: a fixed site) and read
+against a reference frame; the kinds after the joint reactions keep their options in the
+mount's ``params`` (:mod:`jaxmbd._sensor_kinds`, where each is defined).
+
+The quaternion is taken on the hemisphere w >= 0 at every step, so that a reading is a
+function of the current state alone (a policy sees the same number as ``sol.sensors``);
+compare quaternions up to sign (MuJoCo's keeps the sign of its integration).
+
+**Actuator forces** read the controls held over each row's step (``sol.controls``, the
+run's ``controls=``; the model's own where the run had none; after a policy run, whose
+replies are not kept, NaN); like the accelerometer they depend on the controls being
+chosen, so a policy cannot observe them.
 
 **Joint reactions** come from the joint's constraint multipliers: the generalised load on
 body j is -[Phi_r, Pi_bar(Phi)]_j^T lam over the joint's rows (paper 1 eq. 34c; the force
@@ -381,9 +400,16 @@ for _spec in (
         needs_solution=True,
         params="interaction",
     ),
-    SensorKind("actuator_force", "model", K.read_actuator_force, 1, params="actuator"),
     SensorKind(
-        "joint_actuator_force", "model", K.read_joint_actuator_force, 1, params="joint_actuators"
+        "actuator_force", "model", K.read_actuator_force, 1, needs_solution=True, params="actuator"
+    ),
+    SensorKind(
+        "joint_actuator_force",
+        "model",
+        K.read_joint_actuator_force,
+        1,
+        needs_solution=True,
+        params="joint_actuators",
     ),
     SensorKind("velocimeter", "body", _read_velocimeter),
     SensorKind("gyro", "body", _read_gyro),
@@ -469,15 +495,16 @@ def observation_vector(model, t, state_rAvw, *, key=None, step=None, where: str 
 @jit
 def _all_readings(model, key, save_every: int, arrays):
     """Every sensor's readings along a Solution's ``arrays`` (t, r, A, rdot, omega, rddot,
-    omegadot, lam), a batch's leading axes first: one compiled program per model
-    structure (op by op, a few hundred small dispatches per sensor)."""
+    omegadot, lam, controls or None), a batch's leading axes first: one compiled program
+    per model structure (op by op, a few hundred small dispatches per sensor)."""
 
     def run(model, key, *arrays):
         steps = jnp.arange(arrays[0].shape[0]) * save_every
-        return readings(model, model.sensors.sensor_names, *arrays, key=key, steps=steps)
+        return readings(model, model.sensors.sensor_names, *arrays[:8], key=key, steps=steps,
+                        controls=arrays[8])  # fmt: skip
 
     for _ in range(arrays[0].ndim - 1):  # every leaf of a batched Solution has the batch axes
-        run = jax.vmap(run, in_axes=(0, None if key is None else 0) + (0,) * 8)
+        run = jax.vmap(run, in_axes=(0, None if key is None else 0) + (0,) * 9)
     return run(model, key, *arrays)
 
 
@@ -494,7 +521,8 @@ class SensorReadings(Mapping):
 
     def _read(self):
         sol = self._sol
-        arrays = (sol.t, sol.r, sol.A, sol.rdot, sol.omega, sol.rddot, sol.omegadot, sol.lam)
+        arrays = (sol.t, sol.r, sol.A, sol.rdot, sol.omega, sol.rddot, sol.omegadot, sol.lam,
+                  getattr(sol, "controls", None))  # fmt: skip
         return _all_readings(self._model, self._key, sol.save_every, arrays)
 
     def __getitem__(self, name: str):
