@@ -380,3 +380,40 @@ def test_sensor_options_survive_save_and_load(tree_readings, tmp_path):
             for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b),
                             strict=True):  # fmt: skip
                 np.testing.assert_allclose(np.asarray(x), np.asarray(y), atol=1e-14)
+
+
+SERVO_XML = """
+<mujoco model="servo">
+  <worldbody>
+    <body name="rod" pos="0 0 1">
+      <joint name="hinge" type="hinge" axis="0 1 0"/>
+      <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.02" mass="1"/>
+    </body>
+  </worldbody>
+  <actuator>
+    <position name="servo" joint="hinge" kp="20" kv="1.5" gear="2" ctrlrange="-0.5 0.5"/>
+  </actuator>
+  <sensor>
+    <actuatorfrc name="force" actuator="servo"/>
+    <jointactuatorfrc name="torque" joint="hinge"/>
+  </sensor>
+</mujoco>
+"""
+
+
+@pytest.mark.slow
+def test_actuator_sensors_read_each_steps_controls_along_a_run(tmp_path):
+    """Along a joint-space run with a control per step (beyond the range on some), row i
+    reads the controls held over the step that ended there (row 0: the first step's):
+    F = kp (clip(u) - L) - kv L_dot with L = gear q (closed form on sol.qpos, sol.qvel),
+    and the joint reads gear F."""
+    path = tmp_path / "servo.xml"
+    path.write_text(SERVO_XML)
+    model = mbd.load_model(path)
+    u = np.linspace(-0.9, 0.9, 20)[:, None]
+    sol = mbd.simulate(model, formulation="joint", t_end=0.02, h=1e-3, controls=jnp.asarray(u))
+    held = np.clip(u[np.maximum(np.arange(21) - 1, 0), 0], -0.5, 0.5)
+    q, qdot = np.asarray(sol.qpos[:, 0]), np.asarray(sol.qvel[:, 0])
+    force = 20 * (held - 2 * q) - 1.5 * 2 * qdot
+    np.testing.assert_allclose(np.asarray(sol.sensors["force"][:, 0]), force, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(sol.sensors["torque"][:, 0]), 2 * force, atol=1e-12)
