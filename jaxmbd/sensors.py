@@ -521,6 +521,13 @@ class SensorReadings(Mapping):
 
     def _read(self):
         sol = self._sol
+        kinds = () if self._model is None else self._model.sensors.kinds
+        touch = [n for n, k in zip(self._names(), kinds, strict=True) if k == "touch"]
+        if touch and getattr(sol, "unilateral_forces", None) is not None:
+            raise ValueError(
+                f"sensors {touch}: touch sensors read the compliant contact law; this run "
+                "used contact='hard', whose contact forces are sol.contact's"
+            )
         arrays = (sol.t, sol.r, sol.A, sol.rdot, sol.omega, sol.rddot, sol.omegadot, sol.lam,
                   getattr(sol, "controls", None))  # fmt: skip
         return _all_readings(self._model, self._key, sol.save_every, arrays)
