@@ -176,6 +176,8 @@ class _SensorBuilder:
         if option == "zone":
             if zone is None:
                 raise ModelError(f"{where}: a touch sensor needs zone=(shape, size)")
+            if not isinstance(zone, tuple | list) or len(zone) != 2:
+                raise ModelError(f"{where}.zone: expected (shape, size), got {zone!r}")
             shape, size = zone
             if shape not in ZONE_SHAPES:
                 raise ModelError(f"{where}.zone: shape must be one of {ZONE_SHAPES}, got {shape!r}")
