@@ -15,6 +15,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
+from ._mjcf_flags import passive_forces_off
 from .build import ModelBuilder
 from .fluid import MINVAL, EllipsoidParts, InertiaBoxParts, fluid_force, inertia_box_sides
 
@@ -41,9 +42,7 @@ def add_fluid(mujoco, m, d, builder: ModelBuilder, owner, body_names, frame) -> 
     """Add the model's fluid forces to ``builder`` (see the module docstring). ``d``:
     MuJoCo's data at the reference pose; ``owner[k]``: the moving body that MuJoCo body k
     belongs to (-1: the ground); ``frame[b]``: its (centre of mass, rotation)."""
-    off = mujoco.mjtDisableBit
-    passive_off = off.mjDSBL_SPRING | off.mjDSBL_DAMPER
-    if not (m.opt.density or m.opt.viscosity) or (m.opt.disableflags & passive_off) == passive_off:
+    if not (m.opt.density or m.opt.viscosity) or passive_forces_off(m):
         return
     boxes: dict[str, list] = {"body": [], "point": [], "rotation": [], "sides": []}
     ellipsoids: dict[str, list] = {"body": [], "point": [], "rotation": [], "semiaxes": [],
