@@ -31,6 +31,7 @@ import argparse
 import dataclasses
 import json
 import os
+import re
 import time
 import traceback
 import warnings
@@ -184,6 +185,12 @@ def compare(path: str, model, rng) -> dict:
     }
 
 
+def _short(note: str) -> str:
+    """A failed run's note without the traceback: jaxmbd's own message where it has one."""
+    found = re.search(r"jaxmbd: [^;]*", note)
+    return f"run failed: {found.group(0)}" if found and "run failed" in note else note
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", nargs="*", help="labels (dm_control/swimmer, ...) to run; "
@@ -218,8 +225,8 @@ def main(argv=None) -> None:
                "mujoco_rk4_at_h_error", "mujoco_steps_per_s", "jaxmbd_steps_per_s",
                "jaxmbd_compile_s", "unmapped_actuators"]  # fmt: skip
     loaded = sum(r["loads_as_authored"] == "yes" for r in rows)
-    notes = [f"- **{r['file']}**: " + "; ".join(x for x in (r.get("warning"), r.get("note"))
-                                                if x)  # fmt: skip
+    notes = [f"- **{r['file']}**: " + "; ".join(x for x in (r.get("warning"),
+                                                         _short(r.get("note", ""))) if x)
              for r in rows if r.get("warning") or r.get("note")]  # fmt: skip
     report = (
         "# The MJCF files as authored, against MuJoCo C\n\n"
