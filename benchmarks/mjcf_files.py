@@ -185,12 +185,6 @@ def compare(path: str, model, rng) -> dict:
     }
 
 
-def _short(note: str) -> str:
-    """A failed run's note without the traceback: jaxmbd's own message where it has one."""
-    found = re.search(r"jaxmbd: [^;]*", note)
-    return f"run failed: {found.group(0)}" if found and "run failed" in note else note
-
-
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", nargs="*", help="labels (dm_control/swimmer, ...) to run; "
@@ -218,7 +212,9 @@ def main(argv=None) -> None:
                 row |= compare(path, model, np.random.default_rng(0))
             except Exception as err:  # noqa: BLE001  (reported in the table)
                 traceback.print_exc()
-                row["note"] = f"run failed: {' '.join(str(err).split())[:300]}"
+                message = " ".join(str(err).split())
+                found = re.search(r"jaxmbd: [^;]*", message)
+                row["note"] = f"run failed: {found.group(0) if found else message[:300]}"
         rows.append(row)
         log(f"{label}: {row}")
     columns = ["file", "loads_as_authored", "max_qpos_diff", "h", "diff_to_mujoco_rk4_at_h",
@@ -226,7 +222,7 @@ def main(argv=None) -> None:
                "jaxmbd_compile_s", "unmapped_actuators"]  # fmt: skip
     loaded = sum(r["loads_as_authored"] == "yes" for r in rows)
     notes = [f"- **{r['file']}**: " + "; ".join(x for x in (r.get("warning"),
-                                                         _short(r.get("note", ""))) if x)
+                                                         r.get("note")) if x)
              for r in rows if r.get("warning") or r.get("note")]  # fmt: skip
     report = (
         "# The MJCF files as authored, against MuJoCo C\n\n"
