@@ -252,6 +252,7 @@ def test_model_file_round_trip_keeps_the_fluid(loaded, tmp_path):
     assert (a.boxes.body, a.ellipsoids.body) == (b.boxes.body, b.ellipsoids.body)
 
 
+@pytest.mark.slow
 def test_velocity_jacobian_is_finite_at_rest(loaded):
     """The implicit integrators differentiate the forces with respect to qvel: the
     ellipsoid model's norms of the velocity keep that derivative finite at rest, in both
