@@ -228,6 +228,12 @@ def main(argv=None) -> None:
         "# The MJCF files as authored, against MuJoCo C\n\n"
         + (__doc__.split("\n\n", 1)[1].split("Run ``python")[0])
         + f"**{loaded} of {len(rows)} load as authored.**\n\n"
+        + (
+            f"Every file loaded at this commit; run at it: {', '.join(args.only)}; the other "
+            "runs are kept from the previous results file (the JSON's rows).\n\n"
+            if args.only
+            else ""
+        )  # fmt: skip
         + markdown_table(rows, columns)
         + "\n\n## What the warnings name, and notes on the runs\n\n"
         + ("\n".join(notes) if notes else "Nothing.")
