@@ -23,7 +23,7 @@ from .dynamics import Accelerations, body_accelerations
 from .from_model import tree_of_model
 from .loops import Loops, independent_rows, loops_of, project
 from .reactions import tree_joint_wrenches
-from .steppers import AbstractJointStepper, get_stepper
+from .steppers import AbstractJointStepper, get_stepper, step_state
 
 NONFINITE = int(RESULTS.nonfinite._value)
 
@@ -117,8 +117,7 @@ def run_joint_space(model: Model, stepper: AbstractJointStepper, n: int, h, cont
         m_k = stepped_model(k, qpos, qvel, acc)
         if controls is not None or policy is not None:
             acc = stepper.start_accelerations(m_k, tree, loops, qpos, qvel, t, h)
-        qpos, qvel = stepper.step(m_k, tree, loops, qpos, qvel, acc, t, h)
-        qpos, qvel, acc = stepper.finish(m_k, tree, loops, qpos, qvel, t + h, h)
+        qpos, qvel, acc = step_state(stepper, m_k, tree, loops, qpos, qvel, acc, t, h)
         return (qpos, qvel, acc), _outputs(model, tree, loops, qpos, qvel, acc)
 
     _, outs = jax.lax.scan(step, (qpos, qvel, acc), jnp.arange(n))

@@ -1,0 +1,79 @@
+"""dm_control's suite files (``dm_control/suite/<domain>.xml``, read from the installed
+package) as jaxmbd models, with the MuJoCo quantities the tasks read that are constants of
+the file: time steps, sizes, and the frames of sites and geoms on the tree's bodies."""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import numpy as np
+
+from .. import _config  # noqa: F401
+from ..io import load_model
+from ..model import Model
+
+
+def suite_file(domain: str) -> str:
+    """The path of dm_control's ``suite/<domain>.xml``."""
+    try:
+        import dm_control  # noqa: PLC0415  (optional dependency)
+    except ImportError as err:
+        raise ImportError(
+            f"jaxmbd.envs: the '{domain}' tasks read dm_control's model files: pip install "
+            "dm_control"
+        ) from err
+    return os.path.join(os.path.dirname(dm_control.__file__), "suite", f"{domain}.xml")
+
+
+class SuiteModel:
+    """A suite file read twice: ``model`` (jaxmbd, joint coordinates; the file's
+    unsupported entries, sensors among them, ignored quietly) and ``mj`` (MuJoCo's
+    compiled model, for the file's constants). :meth:`frame` places a MuJoCo site, geom
+    or body on the tree body that carries it."""
+
+    def __init__(self, domain: str):
+        import mujoco  # noqa: PLC0415  (optional dependency)
+
+        self.path = suite_file(domain)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self.model: Model = load_model(self.path)
+        self.mj = mujoco.MjModel.from_xml_path(self.path)
+        self._data = mujoco.MjData(self.mj)
+        mujoco.mj_forward(self.mj, self._data)
+        self._mujoco = mujoco
+
+    @property
+    def timestep(self) -> float:
+        return float(self.mj.opt.timestep)
+
+    def id(self, kind: str, name: str) -> int:
+        """MuJoCo's index of the ``kind`` ("body", "geom", "site") named ``name``."""
+        obj = getattr(self._mujoco.mjtObj, f"mjOBJ_{kind.upper()}")
+        i = self._mujoco.mj_name2id(self.mj, obj, name)
+        if i < 0:
+            raise ValueError(f"{self.path}: no {kind} named '{name}'")
+        return int(i)
+
+    def frame(self, kind: str, name: str):
+        """(tree body index, position (3,), rotation (3, 3)) of the ``kind`` ("site",
+        "geom", "body") ``name`` in the frame of the tree body that carries it (-1 and
+        world coordinates: fixed to the world). Read at the file's qpos0 (``mj_forward``),
+        where the tree's body frames are MuJoCo's."""
+        i = self.id(kind, name)
+        d, mj = self._data, self.mj
+        if kind == "body":
+            mj_body, x, R = i, d.xpos[i], d.xmat[i].reshape(3, 3)
+        else:
+            mj_body = int(getattr(mj, f"{kind}_bodyid")[i])
+            x, R = getattr(d, f"{kind}_xpos")[i], getattr(d, f"{kind}_xmat")[i].reshape(3, 3)
+        owner = mj_body
+        while owner > 0 and mj.body_jntnum[owner] == 0:
+            owner = int(mj.body_parentid[owner])
+        if owner == 0:
+            return -1, np.array(x), np.array(R)
+        names = self.model.tree.body_names
+        b = names.index(self._mujoco.mj_id2name(mj, self._mujoco.mjtObj.mjOBJ_BODY, owner))
+        xb, Rb = d.xpos[owner], d.xmat[owner].reshape(3, 3)
+        return b, Rb.T @ (x - xb), Rb.T @ R
