@@ -4,7 +4,7 @@ deterministic MLP policy, each generation's population rolled out in one compile
 program (``jax.vmap`` over members and episodes, ``lax.scan`` over the steps).
 
     python -m benchmarks.rl.es --env cartpole-balance [--backend jaxmbd|mjx]
-        [--strategy open_es|cma_es] [--population 64] [--steps 2000000] [--target 800]
+        [--strategy cma_es|open_es] [--population 64] [--steps 2000000] [--target 800]
 
 The fitness of a member is its mean return over ``--episodes`` episodes of
 ``--episode-length`` steps from resets shared by the whole generation (common random
@@ -34,11 +34,11 @@ from benchmarks.rl._common import (
 
 @dataclasses.dataclass(frozen=True)
 class ESConfig:
-    strategy: str = "open_es"
+    strategy: str = "cma_es"
     population: int = 64
     episodes: int = 1  # per member and generation
     episode_length: int = 1000
-    sigma: float = 0.1  # OpenAI-ES's perturbation scale
+    sigma: float = 0.1  # OpenAI-ES's perturbation scale (CMA-ES adapts its own)
     learning_rate: float = 0.03  # OpenAI-ES's Adam step on the mean
     generations_per_eval: int = 5
     width: int = 32
@@ -87,7 +87,10 @@ class ES:
     def init(self, rng):
         k_init, rng = jax.random.split(rng)
         state = self.strategy.init(k_init, self.params, self.es_params)
-        return state, rng
+        # the dtypes a generation returns (evosax starts some scalars weakly typed): else
+        # the second call of ``generations`` compiles again
+        out = jax.eval_shape(self._generations, (state, rng))
+        return jax.tree.map(lambda x, s: jnp.asarray(x, dtype=s.dtype), (state, rng), out)
 
     def _generation(self, carry, _):
         state, rng = carry
@@ -150,7 +153,7 @@ def train(env, config: ESConfig, *, seed: int = 0, max_env_steps: int, target=No
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_common_arguments(parser)
-    parser.add_argument("--strategy", default="open_es", choices=["open_es", "cma_es"])
+    parser.add_argument("--strategy", default="cma_es", choices=["open_es", "cma_es"])
     parser.add_argument("--population", type=int, default=64)
     parser.add_argument("--episodes", type=int, default=1)
     parser.add_argument("--sigma", type=float, default=0.1)

@@ -82,8 +82,10 @@ class ActorCritic(eqx.Module):
         self.log_std = jnp.zeros(action_size)
 
     def __call__(self, obs):
-        pi = distrax.MultivariateNormalDiag(self.actor(obs), jnp.exp(self.log_std))
-        return pi, self.critic(obs)
+        """The policy's Gaussian and the values of a batch of observations (n, obs)."""
+        mean = jax.vmap(self.actor)(obs)
+        std = jnp.broadcast_to(jnp.exp(self.log_std), mean.shape)
+        return distrax.MultivariateNormalDiag(mean, std), jax.vmap(self.critic)(obs)
 
 
 class Transition(NamedTuple):
@@ -136,7 +138,7 @@ class PPO:
     def _env_step(self, runner: Runner, _):
         params, opt_state, env_state, rng = runner
         rng, k = jax.random.split(rng)
-        pi, value = jax.vmap(self.network(params))(env_state.obs)
+        pi, value = self.network(params)(env_state.obs)
         action = pi.sample(seed=k)
         log_prob = pi.log_prob(action)
         obs = env_state.obs
@@ -159,7 +161,7 @@ class PPO:
 
     def _loss(self, params, traj: Transition, gae, targets):
         c = self.config
-        pi, value = jax.vmap(self.network(params))(traj.obs)
+        pi, value = self.network(params)(traj.obs)
         log_prob = pi.log_prob(traj.action)
         value_clipped = traj.value + jnp.clip(value - traj.value, -c.clip_eps, c.clip_eps)
         value_loss = 0.5 * jnp.mean(
@@ -199,7 +201,7 @@ class PPO:
         c = self.config
         runner, traj = jax.lax.scan(self._env_step, runner, None, c.num_steps)
         params, opt_state, env_state, rng = runner
-        _, last_val = jax.vmap(self.network(params))(env_state.obs)
+        _, last_val = self.network(params)(env_state.obs)
         advantages, targets = self._gae(traj, last_val)
         carry = (params, opt_state, (traj, advantages, targets), rng)
         (params, opt_state, _, rng), _ = jax.lax.scan(self._epoch, carry, None, c.update_epochs)
