@@ -67,8 +67,8 @@ def test_apg_gradient_equals_central_differences(env):
             return loss(jax.tree.map(lambda w, d: w + eps * d, params, direction))
 
         grad = jax.grad(loss)(params)
-        analytic = sum(jnp.vdot(g, d) for g, d in zip(jax.tree.leaves(grad),
-                                                       jax.tree.leaves(direction)))  # fmt: skip
+        pairs = zip(jax.tree.leaves(grad), jax.tree.leaves(direction), strict=True)
+        analytic = sum(jnp.vdot(g, d) for g, d in pairs)
         plus, minus = jax.vmap(shifted)(jnp.array([eps, -eps]))
         return analytic, (plus - minus) / (2 * eps)
 
