@@ -15,8 +15,11 @@ import jax
 import jax.numpy as jnp
 
 from .. import _config  # noqa: F401
+from ..contact import ContactSlots, contact_element, with_contact
 from ..joint_space import JointState, advance, initial_joint_state, model_tree
+from ..limits_option import with_limits
 from ..model import Model
+from ..forces import BodyState
 from ..tree import KinematicTree, body_velocities, poses
 from ._base import Env, State
 
@@ -27,10 +30,12 @@ class Physics(eqx.Module):
     zeros after a reset), ``xpos``/``xmat`` (nb, 3)/(nb, 3, 3): the tree bodies' frames,
     ``xipos`` (nb, 3): their centres of mass, ``com_velocity`` (nb, 3): the centres of
     mass's world velocities, ``angular_velocity`` (nb, 3): in each body's frame. Body k is
-    the model's tree body k (:meth:`body` finds it by name)."""
+    the model's tree body k (:meth:`body` finds it by name). ``contact``: the model's
+    contact element (None without contact; :meth:`contacts` evaluates it)."""
 
     tree: KinematicTree
     mass: jax.Array
+    contact: Any
     qpos: jax.Array
     qvel: jax.Array
     ctrl: jax.Array
@@ -66,6 +71,14 @@ class Physics(eqx.Module):
         m = self.mass[jnp.asarray(members)]
         return m @ self.com_velocity[jnp.asarray(members)] / jnp.sum(m)
 
+    def contacts(self) -> ContactSlots:
+        """Every contact slot's gap, normal force, point, ... at this state (the forces the
+        step applied; :class:`~jaxmbd.contact.ContactSlots`)."""
+        if self.contact is None:
+            raise ValueError("Physics.contacts: the model has no contact pairs")
+        state = BodyState(self.xipos, self.xmat, self.com_velocity, self.angular_velocity)
+        return self.contact.slots(state)
+
     def subtree_com(self, body: int) -> jax.Array:
         """The centre of mass of ``body`` and its descendants (MuJoCo's ``subtree_com``)."""
         members = [b for b in range(len(self.tree.parent)) if _descends(self.tree, b, body)]
@@ -82,11 +95,13 @@ def _descends(tree: KinematicTree, b: int, ancestor: int) -> bool:
 
 
 def physics_of(model: Model, qpos, qvel, ctrl) -> Physics:
-    """:class:`Physics` of ``model`` at (qpos, qvel) after the action ``ctrl``."""
+    """:class:`Physics` of ``model`` at (qpos, qvel) after the action ``ctrl``; ``model``
+    as the run sees it (its contact element's masses set: :func:`~jaxmbd.contact.with_contact`)."""
     tree, _ = model_tree(model)
     p = poses(tree, qpos)
     rdot, omega = body_velocities(tree, p, qvel)
-    return Physics(tree, model.mass, qpos, qvel, ctrl, p.x, p.R, p.c, rdot, omega)
+    return Physics(tree, model.mass, contact_element(model), qpos, qvel, ctrl, p.x, p.R, p.c,
+                   rdot, omega)  # fmt: skip
 
 
 class ModelEnv(Env):
@@ -104,6 +119,8 @@ class ModelEnv(Env):
       own initial state, empty info.
     - ``terminated(physics, info) -> bool``: where the episode ends early; None: never
       (a time limit is the wrappers' :class:`EpisodeWrapper`).
+    - ``contact`` ("compliant" or "none") and ``limits`` (None, "compliant" or "none"):
+      as :func:`~jaxmbd.simulate`'s options.
     - ``episode_length``: the time limit in control steps that :func:`wrap` applies
       (dm_control's ``time_limit / control_timestep``: 1000 for its tasks).
 
@@ -114,18 +131,22 @@ class ModelEnv(Env):
 
     def __init__(self, model: Model, *, h: float, observation: Callable, reward: Callable,
                  initial_state: Callable | None = None, terminated: Callable | None = None,
-                 n_substeps: int = 1, integrator=None, episode_length: int = 1000):  # fmt: skip
+                 n_substeps: int = 1, integrator=None, episode_length: int = 1000,
+                 contact: str = "compliant", limits: str | None = None):  # fmt: skip
         if model.nu == 0:
             raise ValueError(f"ModelEnv: model '{model.name}' has no actuators to act with")
         if int(n_substeps) < 1:
             raise ValueError(f"ModelEnv: n_substeps must be at least 1, got {n_substeps}")
         if not float(h) > 0:
             raise ValueError(f"ModelEnv: the time step h must be positive, got {h}")
+        self.contact = contact
+        self.limits = limits
         self.sys = model
+        model = self._run_model()
         self.h = float(h)
         self.n_substeps = int(n_substeps)
         if integrator is None:
-            integrator = "rk" if model.contacts is None else "implicit"
+            integrator = "rk" if contact_element(model) is None else "implicit"
         self.integrator = integrator
         self.episode_length = int(episode_length)
         self._observation = observation
@@ -134,9 +155,12 @@ class ModelEnv(Env):
         self._terminated = terminated
         state = initial_joint_state(model)
         ctrl = jnp.zeros(model.nu, state.qvel.dtype)
-        info = {} if initial_state is None else initial_state(model, jax.random.PRNGKey(0))[2]
-        obs = jax.eval_shape(lambda: observation(physics_of(model, state.qpos, state.qvel, ctrl),
-                                                 info))  # fmt: skip
+
+        def first_observation():
+            info = {} if initial_state is None else initial_state(model, jax.random.PRNGKey(0))[2]
+            return observation(physics_of(model, state.qpos, state.qvel, ctrl), info)
+
+        obs = jax.eval_shape(first_observation)
         if len(obs.shape) != 1:
             raise ValueError(f"ModelEnv: observation() must return a vector, got shape {obs.shape}")
         self._observation_size = int(obs.shape[0])
@@ -154,13 +178,18 @@ class ModelEnv(Env):
     def action_size(self) -> int:
         return self.sys.nu
 
+    def _run_model(self) -> Model:
+        """``sys`` as the run sees it (the contact and limits options applied)."""
+        model = with_contact(self.sys, self.contact, where="ModelEnv")
+        return with_limits(model, self.limits, where="ModelEnv")
+
     def _done(self, physics, info):
         if self._terminated is None:
             return jnp.zeros((), physics.qvel.dtype)
         return jnp.asarray(self._terminated(physics, info)).astype(physics.qvel.dtype)
 
     def reset(self, rng: jax.Array) -> State:
-        model = self.sys
+        model = self._run_model()
         start = initial_joint_state(model)
         info: dict[str, Any] = {}
         qpos, qvel = start.qpos, start.qvel
@@ -176,7 +205,7 @@ class ModelEnv(Env):
         return State(pipeline_state, obs, zero, self._done(physics, info), {}, info)
 
     def step(self, state: State, action: jax.Array) -> State:
-        model = self.sys
+        model = self._run_model()
         action = jnp.asarray(action, state.pipeline_state.qvel.dtype)
         pipeline_state = advance(model, state.pipeline_state, action, h=self.h,
                                  n_steps=self.n_substeps, integrator=self.integrator)  # fmt: skip

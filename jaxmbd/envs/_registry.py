@@ -5,13 +5,20 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .. import _config  # noqa: F401
-from . import cartpole
+from . import acrobot, cartpole, cheetah, hopper, pendulum, reacher, walker
 from ._model_env import ModelEnv
 
 #: The tasks by (domain, task): each a factory of keyword options.
 TASKS: dict[tuple[str, str], Callable[..., ModelEnv]] = {
     ("cartpole", "balance"): cartpole.balance,
     ("cartpole", "swingup"): cartpole.swingup,
+    ("acrobot", "swingup"): acrobot.swingup,
+    ("pendulum", "swingup"): pendulum.swingup,
+    ("reacher", "easy"): reacher.easy,
+    ("hopper", "stand"): hopper.stand,
+    ("hopper", "hop"): hopper.hop,
+    ("cheetah", "run"): cheetah.run,
+    ("walker", "walk"): walker.walk,
 }
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import warnings
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from .. import _config  # noqa: F401
@@ -77,3 +79,43 @@ class SuiteModel:
         b = names.index(self._mujoco.mj_id2name(mj, self._mujoco.mjtObj.mjOBJ_BODY, owner))
         xb, Rb = d.xpos[owner], d.xmat[owner].reshape(3, 3)
         return b, Rb.T @ (x - xb), Rb.T @ R
+
+
+def joint_sampler(suite: SuiteModel):
+    """``dm_control/suite/utils/randomizers.py`` ``randomize_limited_and_rotational_joints``
+    as a JAX function ``(rng, qpos) -> qpos``: limited hinges and slides uniform in their
+    range, unlimited hinges uniform in [-pi, pi], unlimited balls uniform on the unit
+    3-sphere, free joints' quaternions ``rand(4)`` normalised (as dm_control draws them),
+    their positions and unlimited slides kept. Limited balls are not drawn (none in the
+    tasks here)."""
+    import mujoco  # noqa: PLC0415  (optional dependency)
+
+    mj = suite.mj
+    kinds = mujoco.mjtJoint
+    joints = []
+    for j in range(mj.njnt):
+        kind, limited, adr = int(mj.jnt_type[j]), bool(mj.jnt_limited[j]), int(mj.jnt_qposadr[j])
+        lo, hi = (float(v) for v in mj.jnt_range[j])
+        if kind in (kinds.mjJNT_HINGE, kinds.mjJNT_SLIDE) and limited:
+            joints.append(("uniform", adr, lo, hi))
+        elif kind == kinds.mjJNT_HINGE:
+            joints.append(("uniform", adr, -np.pi, np.pi))
+        elif kind == kinds.mjJNT_BALL and limited:
+            raise NotImplementedError(f"{suite.path}: a limited ball joint is not drawn")
+        elif kind == kinds.mjJNT_BALL:
+            joints.append(("sphere", adr, 0.0, 0.0))
+        elif kind == kinds.mjJNT_FREE:
+            joints.append(("quaternion", adr + 3, 0.0, 0.0))
+
+    def sample(rng, qpos):
+        keys = jax.random.split(rng, max(len(joints), 1))
+        for key, (kind, adr, lo, hi) in zip(keys, joints, strict=False):
+            if kind == "uniform":
+                qpos = qpos.at[adr].set(jax.random.uniform(key, (), qpos.dtype, lo, hi))
+            else:
+                draw = jax.random.normal if kind == "sphere" else jax.random.uniform
+                quat = draw(key, (4,), qpos.dtype)
+                qpos = qpos.at[adr : adr + 4].set(quat / jnp.linalg.norm(quat))
+        return qpos
+
+    return sample

@@ -51,18 +51,18 @@ def _swingup_start(model, rng):
     return q, qvel, {}
 
 
-def _env(start, integrator, n_substeps) -> ModelEnv:
+def _env(start, integrator, n_substeps, options) -> ModelEnv:
     suite = SuiteModel("cartpole")
     return ModelEnv(suite.model, h=suite.timestep, n_substeps=n_substeps, integrator=integrator,
                     observation=_observation, reward=_reward, initial_state=start,
-                    episode_length=EPISODE_LENGTH)  # fmt: skip
+                    episode_length=EPISODE_LENGTH, **options)  # fmt: skip
 
 
-def balance(*, integrator="rk", n_substeps: int = 1) -> ModelEnv:
+def balance(*, integrator="rk", n_substeps: int = 1, **options) -> ModelEnv:
     """Cart-pole balance: the pole starts near upright."""
-    return _env(_balance_start, integrator, n_substeps)
+    return _env(_balance_start, integrator, n_substeps, options)
 
 
-def swingup(*, integrator="rk", n_substeps: int = 1) -> ModelEnv:
+def swingup(*, integrator="rk", n_substeps: int = 1, **options) -> ModelEnv:
     """Cart-pole swing-up: the pole starts hanging down."""
-    return _env(_swingup_start, integrator, n_substeps)
+    return _env(_swingup_start, integrator, n_substeps, options)

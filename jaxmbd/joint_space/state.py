@@ -1,7 +1,7 @@
 """The joint formulation's state as a value: :class:`JointState` (qpos, qvel, t in MuJoCo's
 layout) and :func:`advance`, which steps it under held controls. :func:`jaxmbd.simulate`'s
-scan and the environments of :mod:`jaxmbd.envs` take the same steps
-(:func:`jaxmbd.joint_space.steppers.step_state`).
+scan and the environments of :mod:`jaxmbd.envs` take the same steps (the steppers of
+:mod:`jaxmbd.joint_space.steppers`).
 
 Everything here is a pure JAX function of its inputs (``jit``, ``vmap``, ``grad``): the
 state is the integrator's own, carried from step to step without re-projection or angle
@@ -18,7 +18,7 @@ from ..actuators import with_controls
 from ..model import Model
 from .loops import project
 from .run import model_tree
-from .steppers import get_stepper, step_state
+from .steppers import get_stepper
 
 
 class JointState(eqx.Module):
@@ -49,8 +49,8 @@ def advance(model: Model, state: JointState, controls=None, *, h, n_steps: int =
     ``controls`` (nu,) held over them (zero-order hold, as MuJoCo's ``ctrl``); None: the
     model's own controls. One ``lax.scan``: the accelerations' program is traced once.
 
-    The accelerations at each step's start are the previous step's end's (the controls
-    are constant), so the n steps cost n evaluations per stage, as ``simulate``'s."""
+    Each step evaluates the accelerations once per stage (its start's included), as
+    ``simulate``'s steps do; the step's code is traced once, whatever ``n_steps``."""
     stepper = get_stepper(integrator)
     if n_steps < 1:
         raise ValueError(f"advance: n_steps must be at least 1, got {n_steps}")
@@ -66,18 +66,18 @@ def advance(model: Model, state: JointState, controls=None, *, h, n_steps: int =
             )
         model = with_controls(model, controls)
     h = jnp.asarray(h, state.qvel.dtype)
-    qpos, qvel, t = state.qpos, state.qvel, state.t
-    acc = stepper.start_accelerations(model, tree, loops, qpos, qvel, t, h)
 
     def substep(carry, _):
-        qpos, qvel, acc, t = carry
-        qpos, qvel, acc = step_state(stepper, model, tree, loops, qpos, qvel, acc, t, h)
-        return (qpos, qvel, acc, t + h), None
+        qpos, qvel, t = carry
+        acc = stepper.start_accelerations(model, tree, loops, qpos, qvel, t, h)
+        qpos, qvel = stepper.step(model, tree, loops, qpos, qvel, acc, t, h)
+        if loops is not None:
+            qpos, qvel = project(loops, tree, qpos, qvel, t + h)
+        return (qpos, qvel, t + h), None
 
-    if n_steps > 1:
-        (qpos, qvel, acc, t), _ = jax.lax.scan(substep, (qpos, qvel, acc, t), None, n_steps - 1)
-    # the last step: its end's accelerations belong to the next controls, not computed here
-    qpos, qvel = stepper.step(model, tree, loops, qpos, qvel, acc, t, h)
-    if loops is not None:
-        qpos, qvel = project(loops, tree, qpos, qvel, t + h)
-    return JointState(qpos, qvel, t + h)
+    carry = (state.qpos, state.qvel, state.t)
+    if n_steps == 1:
+        carry, _ = substep(carry, None)
+    else:
+        carry, _ = jax.lax.scan(substep, carry, None, n_steps)
+    return JointState(*carry)

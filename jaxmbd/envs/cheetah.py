@@ -1,0 +1,57 @@
+"""dm_control's half-cheetah (``dm_control/suite/cheetah.py``): ``run``. The file's time
+step (``cheetah.xml``: h = 0.01 s), one per control step, 1000 steps (10 s); with contact
+the implicit step (``"implicit"``). ``torso_subtreelinvel`` is computed from the state
+(:meth:`Physics.subtree_com_velocity`)."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from .. import _config  # noqa: F401
+from ..joint_space import JointState, advance
+from ._model_env import ModelEnv, Physics
+from ._suite import SuiteModel, joint_sampler
+from .rewards import tolerance
+
+RUN_SPEED = 10.0  # _RUN_SPEED
+SETTLE_STEPS = 200  # Cheetah.initialize_episode: physics.step(nstep=200)
+
+
+def _observation(physics: Physics, info):
+    """``Cheetah.get_observation``: position = qpos[1:], velocity = qvel."""
+    return jnp.concatenate([physics.qpos[1:], physics.qvel])
+
+
+def _reward(physics: Physics, info):
+    """``Cheetah.get_reward``: tolerance(torso subtree x velocity, (10, inf), margin 10,
+    linear, 0 at the margin)."""
+    speed = physics.subtree_com_velocity(physics.body("torso"))[0]
+    return tolerance(speed, bounds=(RUN_SPEED, float("inf")), margin=RUN_SPEED,
+                     value_at_margin=0, sigmoid="linear")  # fmt: skip
+
+
+def run(*, integrator=None, n_substeps: int = 1, settle_steps: int = SETTLE_STEPS,
+        **options) -> ModelEnv:  # fmt: skip
+    """Cheetah run: the limited joints uniform in their ranges, then ``settle_steps``
+    uncontrolled time steps (it falls onto the floor), the clock set back to 0
+    (``Cheetah.initialize_episode``)."""
+    suite = SuiteModel("cheetah")
+    sample = joint_sampler(suite)
+    limited = suite.mj.jnt_limited.astype(bool)
+    h = suite.timestep
+    if integrator is None:
+        integrator = "implicit" if options.get("contact", "compliant") != "none" else "rk"
+
+    def initial_state(model, rng):
+        # only the limited joints (cheetah's root slides and hinge stay at 0)
+        drawn = sample(rng, jnp.zeros(model.tree.nq))
+        qpos = jnp.where(jnp.asarray(limited), drawn, 0.0)
+        state = JointState(qpos, jnp.zeros(model.tree.nv), jnp.zeros(()))
+        if settle_steps > 0:
+            state = advance(model, state, jnp.zeros(model.nu), h=h, n_steps=settle_steps,
+                            integrator=integrator)  # fmt: skip
+        return state.qpos, state.qvel, {}
+
+    return ModelEnv(suite.model, h=h, n_substeps=n_substeps, integrator=integrator,
+                    observation=_observation, reward=_reward, initial_state=initial_state,
+                    episode_length=1000, **options)  # fmt: skip
