@@ -44,7 +44,7 @@ ENVS = {
     "walker-walk": ("walker", "walk", "WalkerWalk"),
 }
 
-BACKENDS = ("jaxmbd", "mjx")
+BACKENDS = ("jaxmbd", "mjx", "playground")
 
 
 def make_env(name: str, backend: str = "jaxmbd"):
@@ -53,9 +53,12 @@ def make_env(name: str, backend: str = "jaxmbd"):
     action_repeat)``: vmap, time limit, auto-reset to the cached first state).
 
     * ``"jaxmbd"``: ``jaxmbd.envs.make(domain, task)`` and ``jaxmbd.envs.wrap``;
-    * ``"mjx"``: MuJoCo Playground's environment (``mujoco_playground.registry.load``,
-      MJX's JAX implementation, the same dm_control reward code) and
-      ``mujoco_playground.wrapper.wrap_for_brax_training``."""
+    * ``"playground"``: MuJoCo Playground's environment as shipped
+      (``mujoco_playground.registry.load``, MJX's JAX implementation, Playground's copy of
+      the suite file: semi-implicit Euler, one solver iteration), the same dm_control
+      reward code, and ``mujoco_playground.wrapper.wrap_for_brax_training``;
+    * ``"mjx"``: the same with the suite file's own integrator (dm_control's
+      ``cartpole.xml``: RK4), the one jaxmbd's environment runs."""
     if name not in ENVS:
         raise ValueError(f"unknown environment {name!r}; known: {', '.join(ENVS)}")
     domain, task, playground_name = ENVS[name]
@@ -63,10 +66,15 @@ def make_env(name: str, backend: str = "jaxmbd"):
         import jaxmbd as mbd  # noqa: PLC0415  (absent from MJX's environment)
 
         return mbd.envs.make(domain, task), mbd.envs.wrap
-    if backend == "mjx":
-        from mujoco_playground import registry, wrapper  # noqa: PLC0415  (MJX's environment)
+    if backend in ("mjx", "playground"):
+        import mujoco  # noqa: PLC0415  (MJX's environment)
+        from mujoco import mjx  # noqa: PLC0415
+        from mujoco_playground import registry, wrapper  # noqa: PLC0415
 
         env = registry.load(playground_name, config_overrides={"impl": "jax"})
+        if backend == "mjx" and domain == "cartpole":
+            env._mj_model.opt.integrator = mujoco.mjtIntegrator.mjINT_RK4
+            env._mjx_model = mjx.put_model(env._mj_model, impl="jax")
         return env, wrapper.wrap_for_brax_training
     raise ValueError(f"unknown backend {backend!r}; known: {', '.join(BACKENDS)}")
 

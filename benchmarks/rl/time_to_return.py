@@ -1,0 +1,137 @@
+"""Wall time for a trainer to reach a return on a task: jaxmbd's environment against MJX's
+(MuJoCo Playground's environment of the same dm_control task: its reward code is
+dm_control's, as jaxmbd's is), the same trainer, hyperparameters and seed.
+
+    python -m benchmarks.rl.time_to_return [--trainers ppo es] [--envs cartpole-balance]
+        [--backends jaxmbd mjx] [--target 800] [--steps 5000000]
+        [--mjx-python /work/venvs/mjx/bin/python]
+
+Each run is its own process, one at a time (``python -m benchmarks.rl.<trainer> --env ...
+--backend ... --target ...``): jaxmbd's in this interpreter, MJX's in MJX's virtual
+environment (which has no jaxmbd; it needs ``pip install playground optax evosax distrax
+equinox matplotlib`` there, which keeps its JAX), both in float64. The time to the target
+is the training calls' wall time up to the first evaluation at or above it, their first
+compilation included (``first_call_s`` is the first call: compilation and one chunk);
+evaluations are excluded. ``mjx`` runs Playground's environment with the suite file's RK4
+(what jaxmbd runs), ``playground`` as Playground ships it (semi-implicit Euler). Writes
+``benchmarks/results/rl/time_to_return.{json,md,png}``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "benchmarks" / "results" / "rl"
+
+
+def run(trainer: str, env: str, backend: str, args) -> dict:
+    stem = RESULTS / f"time_{trainer}_{env}_{backend}"
+    python = sys.executable if backend == "jaxmbd" else args.mjx_python
+    cmd = [python, "-m", f"benchmarks.rl.{trainer}", "--env", env, "--backend", backend,
+           "--target", str(args.target), "--steps", str(args.steps), "--seed", str(args.seed),
+           "--out", str(stem), "--no-plot"]  # fmt: skip
+    environ = dict(os.environ, PYTHONPATH=str(ROOT))
+    load = os.getloadavg()[0]
+    print(f"[{time.strftime('%H:%M:%S')}] load {load:.1f}: {shlex.join(cmd)}", flush=True)
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=ROOT, env=environ, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        print(proc.stderr[-3000:], file=sys.stderr)
+        return dict(trainer=trainer, env=env, backend=backend, failed=proc.stderr[-500:])
+    result = json.loads(stem.with_suffix(".json").read_text())
+    curve = result["curve"]
+    reached = next((p for p in curve if p["ret"] >= args.target), None)
+    return dict(
+        trainer=trainer,
+        env=env,
+        backend=backend,
+        target=args.target,
+        reached=reached is not None,
+        time_to_target_s=reached["train_s"] if reached else None,
+        env_steps_to_target=reached["env_steps"] if reached else None,
+        first_call_s=curve[-1]["first_call_s"],
+        final_return=curve[-1]["ret"],
+        process_wall_s=wall,
+        load_before=load,
+        command=shlex.join(cmd),
+        curve=curve,
+        config=result["config"],
+        versions=result["versions"],
+    )
+
+
+def report(rows: list[dict], args) -> str:
+    lines = [
+        f"# Time to a return of {args.target:g}: jaxmbd's environments against MJX's",
+        "",
+        "Regenerate: `python -m benchmarks.rl.time_to_return "
+        + " ".join(sys.argv[1:])
+        + "` (each row's own command is in time_to_return.json).",
+        "",
+        "| trainer | task | environment | time to target (s) | first call (s) | "
+        "env steps to target | final return | load |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        if "failed" in r:
+            lines.append(f"| {r['trainer']} | {r['env']} | {r['backend']} | failed | | | | |")
+            continue
+        t = f"{r['time_to_target_s']:.1f}" if r["reached"] else "not reached"
+        steps = f"{r['env_steps_to_target']:,}" if r["reached"] else "-"
+        lines.append(
+            f"| {r['trainer']} | {r['env']} | {r['backend']} | {t} | {r['first_call_s']:.1f} "
+            f"| {steps} | {r['final_return']:.0f} | {r['load_before']:.1f} |"
+        )
+    v = next((r["versions"] for r in rows if "versions" in r), {})
+    lines += [
+        "",
+        "Time to target: the training calls' wall time up to the first evaluation at or above "
+        "the target, compilation included; first call: the first compiled call "
+        "(compilation and one chunk of training). Load: the machine's 1-minute load average "
+        "before the run (other work shares the CPU: times are noisy beyond about 1).",
+        f"Versions: {json.dumps({k: v[k] for k in sorted(v) if k != 'devices'})}; "
+        f"devices {v.get('devices')}.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trainers", nargs="+", default=["ppo", "es"])
+    parser.add_argument("--envs", nargs="+", default=["cartpole-balance"])
+    parser.add_argument("--backends", nargs="+", default=["jaxmbd", "mjx"])
+    parser.add_argument("--target", type=float, default=800.0)
+    parser.add_argument("--steps", type=int, default=5_000_000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--mjx-python", default="/work/venvs/mjx/bin/python")
+    args = parser.parse_args(argv)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for env in args.envs:
+        for trainer in args.trainers:
+            for backend in args.backends:
+                rows.append(run(trainer, env, backend, args))
+                (RESULTS / "time_to_return.json").write_text(json.dumps(rows, indent=1))
+    (RESULTS / "time_to_return.md").write_text(report(rows, args))
+    from benchmarks.rl._common import plot_curves  # noqa: PLC0415  (imports jaxmbd first)
+
+    for env in args.envs:
+        done = [r for r in rows if r["env"] == env and "failed" not in r]
+        for r in done:
+            r["label"] = f"{r['trainer']}, {r['backend']}"
+        if done:
+            plot_curves(done, RESULTS / f"time_to_return_{env}.png",
+                        title=f"{env}: time to a return of {args.target:g}")  # fmt: skip
+    print(report(rows, args))
+
+
+if __name__ == "__main__":
+    main()
