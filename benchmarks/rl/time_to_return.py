@@ -11,7 +11,7 @@ Each run is its own process, one at a time (``python -m benchmarks.rl.<trainer> 
 environment (which has no jaxmbd; it needs ``pip install playground optax evosax distrax
 equinox matplotlib`` there, which keeps its JAX), both in float64. The time to the target
 is the training calls' wall time up to the first evaluation at or above it, their first
-compilation included (``first_call_s`` is the first call: compilation and one chunk);
+compilation included (no persistent compilation cache on either side) (``first_call_s`` is the first call: compilation and one chunk);
 evaluations are excluded. ``mjx`` runs Playground's environment with the suite file's RK4
 (what jaxmbd runs), ``playground`` as Playground ships it (semi-implicit Euler). Writes
 ``benchmarks/results/rl/time_to_return.{json,md,png}``."""
@@ -37,7 +37,9 @@ def run(trainer: str, env: str, backend: str, args) -> dict:
     cmd = [python, "-m", f"benchmarks.rl.{trainer}", "--env", env, "--backend", backend,
            "--target", str(args.target), "--steps", str(args.steps), "--seed", str(args.seed),
            "--out", str(stem), "--no-plot"]  # fmt: skip
-    environ = dict(os.environ, PYTHONPATH=str(ROOT))
+    # every run compiles afresh: no persistent compilation cache (jaxmbd turns one on)
+    environ = dict(os.environ, PYTHONPATH=str(ROOT), JAXMBD_NO_COMPILATION_CACHE="1",
+                   JAX_ENABLE_COMPILATION_CACHE="false")  # fmt: skip
     load = os.getloadavg()[0]
     print(f"[{time.strftime('%H:%M:%S')}] load {load:.1f}: {shlex.join(cmd)}", flush=True)
     start = time.perf_counter()
