@@ -87,9 +87,13 @@ def report(rows: list[dict], args) -> str:
     lines = [
         f"# Time to a return of {args.target:g}: jaxmbd's environments against MJX's",
         "",
-        "Regenerate: `python -m benchmarks.rl.time_to_return "
-        + " ".join(sys.argv[1:])
-        + "` (each row's own command is in time_to_return.json).",
+        "Regenerate: `python -m benchmarks.rl.time_to_return --trainers "
+        + " ".join(dict.fromkeys(r["trainer"] for r in rows))
+        + " --envs "
+        + " ".join(dict.fromkeys(r["env"] for r in rows))
+        + " --backends "
+        + " ".join(dict.fromkeys(r["backend"] for r in rows))
+        + f" --target {args.target:g}` (each row's own command is in time_to_return.json).",
         "",
         "| trainer | task | environment | time to target (s) | first call (s) | "
         "env steps to target | training env steps/s, compiled | final return | load |",
@@ -107,7 +111,11 @@ def report(rows: list[dict], args) -> str:
             f"| {r['trainer']} | {r['env']} | {r['backend']} | {t} | {r['first_call_s']:.1f} "
             f"| {steps} | {rate} | {r['final_return']:.0f} | {r['load_before']:.1f} |"
         )
-    v = next((r["versions"] for r in rows if "versions" in r), {})
+    versions = {}
+    for r in rows:
+        if "versions" in r:
+            v = {k: x for k, x in r["versions"].items() if k not in ("devices", "machine")}
+            versions.setdefault(r["backend"], v)
     lines += [
         "",
         "Time to target: the training calls' wall time up to the first evaluation at or above "
@@ -116,8 +124,9 @@ def report(rows: list[dict], args) -> str:
         "steps of the later calls over their wall time (rollouts and updates). Load: the "
         "machine's 1-minute load average before the run (other work shares the CPU: times "
         "are noisy beyond about 1).",
-        f"Versions: {json.dumps({k: v[k] for k in sorted(v) if k != 'devices'})}; "
-        f"devices {v.get('devices')}.",
+        "Versions: "
+        + "; ".join(f"{b}: {json.dumps(v, sort_keys=True)}" for b, v in versions.items())
+        + ".",
     ]
     return "\n".join(lines) + "\n"
 
