@@ -124,8 +124,10 @@ def _states_by_stepping(env, n_members=32, n_steps=10, seed=0):
     return out
 
 
-CLASSIC = [("cartpole", "balance"), ("cartpole", "swingup"), ("acrobot", "swingup"),
-           ("pendulum", "swingup"), ("reacher", "easy")]  # fmt: skip
+SLOW = pytest.mark.slow  # the same check on more tasks: compile time, not new coverage
+CLASSIC = [("cartpole", "balance"), pytest.param("cartpole", "swingup", marks=SLOW),
+           pytest.param("acrobot", "swingup", marks=SLOW),
+           pytest.param("pendulum", "swingup", marks=SLOW), ("reacher", "easy")]  # fmt: skip
 
 
 @pytest.mark.parametrize(("domain", "task"), CLASSIC)
@@ -149,7 +151,7 @@ def test_reward_and_observation_equal_dm_control_along_random_actions(domain, ta
             worst_reward = max(worst_reward, abs(float(reward[k]) - float(expected_reward)))
             rewards.append(float(expected_reward))
     assert worst_obs < 1e-9 and worst_reward < 1e-9, (worst_obs, worst_reward)
-    assert np.ptp(rewards) > 1e-3 or domain in ("pendulum", "acrobot")  # rewards vary
+    assert np.ptp(rewards) > 0.1 * max(rewards) or domain == "pendulum"  # rewards vary
 
 
 @pytest.mark.slow  # the contact tasks compile for minutes
@@ -188,31 +190,36 @@ def test_contact_tasks_reward_and_observation_equal_dm_control(domain, task):
 # ------------------------------------------------------------------------- dynamics
 
 
-@pytest.mark.parametrize(("domain", "task", "seconds"), [
-    ("cartpole", "balance", 1.0), ("acrobot", "swingup", 1.0), ("pendulum", "swingup", 1.0),
-    ("reacher", "easy", 1.0)])  # fmt: skip
-def test_trajectory_equals_mujoco_rk4(domain, task, seconds):
-    """The env's qpos/qvel under random actions (RK4 at the file's h, contact and limits
-    off) against MuJoCo's RK4 at h / 100 on the same file (contact, limits and friction
-    loss off) over 1 s: 1e-6."""
+@pytest.mark.parametrize(("domain", "task", "refine"), [
+    ("cartpole", "balance", 4), ("acrobot", "swingup", 4),
+    pytest.param("pendulum", "swingup", 4, marks=SLOW),
+    pytest.param("reacher", "easy", 20, marks=SLOW)])  # fmt: skip
+def test_trajectory_equals_mujoco_rk4(domain, task, refine):
+    """The env's qpos/qvel under random actions (RK4, contact and limits off) against
+    MuJoCo's RK4 at h / 100 on the same file (contact, limits and friction loss off) over
+    1 s: 1e-6. The env takes ``refine`` RK4 steps of h / refine per control step (the same
+    dt): at the files' h (0.01-0.02 s) RK4's own error reaches 1.4e-6 over 1 s on the
+    acrobot, and the reacher's light arm (damping time constant ~0.01 s) needs h / 20."""
     env = mbd.envs.make(domain, task, integrator="rk", contact="none", limits="none")
+    env.h, env.n_substeps = env.h / refine, refine * env.n_substeps
     m, d = _mj(domain, OFF.mjDSBL_CONTACT | OFF.mjDSBL_LIMIT | OFF.mjDSBL_FRICTIONLOSS)
-    n = round(seconds / env.dt)
+    n = round(1.0 / env.dt)
     state = jax.jit(env.reset)(jax.random.PRNGKey(4))
     actions = np.random.default_rng(4).uniform(-1, 1, (n, env.action_size))
     step = jax.jit(env.step)
-    m.opt.timestep = env.h / 100
+    m.opt.timestep = env.h * refine / 100
     m.opt.integrator = mujoco.mjtIntegrator.mjINT_RK4
     d.qpos[:], d.qvel[:] = state.pipeline_state.qpos, state.pipeline_state.qvel
+    start = np.array(d.qpos)
     worst = 0.0
     for a in actions:
         state = step(state, jnp.asarray(a))
         d.ctrl[:] = a
-        for _ in range(100 * env.n_substeps):
+        for _ in range(100 * env.n_substeps // refine):
             mujoco.mj_step(m, d)
         worst = max(worst, np.abs(np.asarray(state.pipeline_state.qpos) - d.qpos).max(),
                     np.abs(np.asarray(state.pipeline_state.qvel) - d.qvel).max() * env.h)  # fmt: skip
-    assert np.abs(d.qvel).max() > 0.1  # it moved
+    assert np.abs(d.qpos - start).max() > 1e-2  # it moved
     assert worst < 1e-6, worst
 
 
@@ -276,22 +283,24 @@ def test_domain_randomization_over_a_batch_of_models(cartpole):
     keys = jnp.stack([jax.random.PRNGKey(2)] * 4)
     state = jax.jit(env.reset)(keys)
     a = jnp.ones((4, 1))
+    step = jax.jit(env.step)
     for _ in range(5):
-        state = jax.jit(env.step)(state, a)
+        state = step(state, a)
     qpos = np.asarray(state.pipeline_state.qpos)
     assert np.unique(qpos[:, 1]).size == 4  # the masses matter
     single = mbd.envs.make("cartpole", "balance")
     single.sys = dataclasses.replace(single.sys, mass=single.sys.mass.at[1].set(masses[2]))
     s = single.reset(keys[2])
+    step = jax.jit(single.step)
     for _ in range(5):
-        s = single.step(s, a[2])
+        s = step(s, a[2])
     np.testing.assert_allclose(np.asarray(s.pipeline_state.qpos), qpos[2], rtol=0, atol=1e-12)
 
 
-def test_gradient_of_a_rollout_return_equals_central_differences(cartpole):
+def test_gradient_of_a_rollout_return_equals_central_differences():
     """d(sum of rewards over 10 steps)/d(actions) through env.step, against central
-    differences of the same rollout (float64)."""
-    env = cartpole
+    differences of the same rollout (float64; the Euler step: a smaller program)."""
+    env = mbd.envs.make("cartpole", "balance", integrator="euler")
     start = env.reset(jax.random.PRNGKey(5))
 
     @jax.jit
@@ -318,10 +327,11 @@ def test_angles_are_not_wrapped(cartpole):
     """A hinge spun past pi keeps counting (the integrator's own qpos)."""
     env = cartpole
     s = env.reset(jax.random.PRNGKey(0))
+    step = jax.jit(env.step)
     s = s.replace(pipeline_state=s.pipeline_state.__class__(
         jnp.array([0.0, 3.1]), jnp.array([0.0, 20.0]), s.pipeline_state.t))  # fmt: skip
     for _ in range(3):
-        s = jax.jit(env.step)(s, jnp.zeros(1))
+        s = step(s, jnp.zeros(1))
     assert float(s.pipeline_state.qpos[1]) > math.pi + 0.3
 
 
