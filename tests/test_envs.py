@@ -74,14 +74,18 @@ def _reference(domain, task, m, d, info):
     if domain == "acrobot":
         arms = [xmat[body("upper_arm")], xmat[body("lower_arm")]]
         obs = np.hstack([[R[0, 2] for R in arms], [R[2, 2] for R in arms], d.qvel])
-        dist = np.linalg.norm(d.site_xpos[name("SITE", "target")] - d.site_xpos[name("SITE", "tip")])
+        dist = np.linalg.norm(
+            d.site_xpos[name("SITE", "target")] - d.site_xpos[name("SITE", "tip")]
+        )
         return obs, tol(dist, bounds=(0, m.site_size[name("SITE", "target"), 0]), margin=1)
     if domain == "pendulum":
         R = xmat[body("pole")]
         obs = np.hstack([R[2, 2], R[0, 2], d.qvel])
         return obs, tol(R[2, 2], (np.cos(np.deg2rad(8)), 1))
     if domain == "reacher":
-        to_target = d.geom_xpos[name("GEOM", "target"), :2] - d.geom_xpos[name("GEOM", "finger"), :2]
+        to_target = (
+            d.geom_xpos[name("GEOM", "target"), :2] - d.geom_xpos[name("GEOM", "finger"), :2]
+        )
         radii = m.geom_size[[name("GEOM", "target"), name("GEOM", "finger")], 0].sum()
         return np.hstack([d.qpos, to_target, d.qvel]), tol(np.linalg.norm(to_target), (0, radii))
     speed = d.sensordata[m.sensor_adr[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_SENSOR,
@@ -142,9 +146,9 @@ def test_reward_and_observation_equal_dm_control_along_random_actions(domain, ta
         for k in range(qpos.shape[0]):
             d.qpos[:], d.qvel[:], d.ctrl[:] = qpos[k], qvel[k], ctrl[k]
             if domain == "reacher":  # the target's place: drawn per episode (geom_pos)
-                m.geom_pos[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_GEOM, "target"), :2] = (
-                    info["target"][k]
-                )
+                m.geom_pos[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_GEOM, "target"), :2] = info[
+                    "target"
+                ][k]
             mujoco.mj_forward(m, d)
             expected_obs, expected_reward = _reference(domain, task, m, d, None)
             worst_obs = max(worst_obs, np.abs(np.asarray(obs[k]) - expected_obs).max())
@@ -352,3 +356,23 @@ def test_brax_training_wrappers_run_on_the_env(cartpole):
 def test_make_names_the_tasks_on_a_wrong_name():
     with pytest.raises(ValueError, match="cartpole/balance"):
         mbd.envs.make("cartpole", "juggle")
+
+
+def test_gymnasium_vector_env_adapter(cartpole):
+    """gymnasium's VectorEnv API over the batched step: spaces, shapes, truncation at the
+    time limit with the next episode's first observation and the final one in info; the
+    rewards equal the env's own."""
+    from jaxmbd.envs.gymnasium_adapter import GymnasiumVectorEnv
+
+    envs = GymnasiumVectorEnv(cartpole, num_envs=4, episode_length=2)
+    obs, _ = envs.reset(seed=0)
+    assert obs.shape == (4, 5) and envs.action_space.shape == (4, 1)
+    assert envs.single_action_space.low[0] == -1 and envs.single_action_space.high[0] == 1
+    first = obs.copy()
+    actions = np.full((4, 1), 0.5)
+    obs1, reward, terminated, truncated, info = envs.step(actions)
+    assert reward.shape == (4,) and not truncated.any() and not terminated.any()
+    obs2, _, terminated, truncated, info = envs.step(actions)
+    assert truncated.all() and not terminated.any()
+    np.testing.assert_array_equal(obs2, first)  # same-step auto-reset
+    assert info["final_obs"].shape == (4, 5) and not np.array_equal(info["final_obs"], first)
