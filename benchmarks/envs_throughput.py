@@ -20,11 +20,9 @@ from __future__ import annotations
 import argparse
 
 import jax
-import jax.numpy as jnp
-
-from benchmarks._harness import log, machine, repeat, seconds, timing_fields, write_results
 
 import jaxmbd as mbd  # noqa: E402  (after the harness: its XLA settings first)
+from benchmarks._harness import log, machine, repeat, seconds, timing_fields, write_results
 
 
 def rollout_program(env, batch: int, steps: int):
@@ -55,10 +53,10 @@ def measure(task: str, sizes, steps: int, repeats: int) -> list[dict]:
         # resets are part of the program: timed apart and subtracted
         reset = jax.jit(lambda k, b=batch: jax.vmap(env.reset)(jax.random.split(k, b)).obs)
         key = jax.random.PRNGKey(0)
-        first = seconds(lambda: run(key))
-        runs = repeat(lambda: run(key), repeats)
-        seconds(lambda: reset(key))
-        reset_s = min(repeat(lambda: reset(key), repeats))
+        first = seconds(lambda run=run, key=key: run(key))
+        runs = repeat(lambda run=run, key=key: run(key), repeats)
+        seconds(lambda reset=reset, key=key: reset(key))
+        reset_s = min(repeat(lambda reset=reset, key=key: reset(key), repeats))
         row = {"task": task, "batch": batch, "steps": steps, "integrator": env.integrator,
                "n_substeps": env.n_substeps, **timing_fields(first, runs)}  # fmt: skip
         row["reset_s"] = reset_s

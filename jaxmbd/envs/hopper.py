@@ -44,7 +44,9 @@ def _hopper(hopping: bool, integrator, n_substeps, options) -> ModelEnv:
     def observation(physics: Physics, info):
         """``Hopper.get_observation``: position = qpos[1:], velocity = qvel, touch =
         log1p of the touch sensors (toe, heel)."""
-        sensed = jnp.stack([touch(physics, b, x, r) for (b, x, _), r in zip(sites, radii)])
+        sensed = jnp.stack(
+            [touch(physics, b, x, r) for (b, x, _), r in zip(sites, radii, strict=True)]
+        )
         return jnp.concatenate([physics.qpos[1:], physics.qvel, jnp.log1p(sensed)])
 
     def reward(physics: Physics, info):
