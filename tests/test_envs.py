@@ -170,7 +170,7 @@ def test_contact_tasks_reward_and_observation_equal_dm_control(domain, task):
     model = env._run_model()
     rng = np.random.default_rng(3)
     keys = jax.random.split(jax.random.PRNGKey(3), 300)
-    qpos = np.asarray(jax.vmap(lambda k: env._initial_state(model, k)[0])(keys))
+    qpos = np.array(jax.vmap(lambda k: env._initial_state(model, k)[0])(keys))
     qpos[:, :2] += rng.uniform(-0.5, 0.5, (300, 2))
     qvel = rng.uniform(-2, 2, (300, m.nv))
     ctrl = rng.uniform(-1.2, 1.2, (300, m.nu))
