@@ -10,7 +10,7 @@ import jax.numpy as jnp
 from .. import _config  # noqa: F401
 from ..joint_space import JointState, advance
 from ._model_env import ModelEnv, Physics
-from ._suite import SuiteModel, joint_sampler
+from ._suite import SuiteModel, joint_sampler, lifted_to_floor
 from .rewards import tolerance
 
 RUN_SPEED = 10.0  # _RUN_SPEED
@@ -30,22 +30,29 @@ def _reward(physics: Physics, info):
                      value_at_margin=0, sigmoid="linear")  # fmt: skip
 
 
-def run(*, integrator=None, n_substeps: int = 1, settle_steps: int = SETTLE_STEPS,
-        **options) -> ModelEnv:  # fmt: skip
-    """Cheetah run: the limited joints uniform in their ranges, then ``settle_steps``
-    uncontrolled time steps (it falls onto the floor), the clock set back to 0
-    (``Cheetah.initialize_episode``)."""
+def run(*, integrator=None, n_substeps: int | None = None, h: float | None = None,
+        settle_steps: int = SETTLE_STEPS, **options) -> ModelEnv:  # fmt: skip
+    """Cheetah run: the limited joints uniform in their ranges, raised out of the floor
+    (:func:`~jaxmbd.envs._suite.lifted_to_floor`), then ``settle_steps`` uncontrolled time
+    steps (it falls onto the floor), the clock set back to 0
+    (``Cheetah.initialize_episode``). ``h``: the time step (None: the file's 0.01 s;
+    ``n_substeps`` then defaults to keep dm_control's control step of 0.01 s)."""
     suite = SuiteModel("cheetah")
     sample = joint_sampler(suite)
+    root_z = int(suite.mj.jnt_qposadr[suite.id("joint", "rootz")])
     limited = suite.mj.jnt_limited.astype(bool)
-    h = suite.timestep
+    file_h = suite.timestep
+    h = file_h if h is None else float(h)
+    if n_substeps is None:
+        n_substeps = max(round(file_h / h), 1)  # dm_control's control step: the file's h
+    settle_steps = round(settle_steps * file_h / h)  # the same settling time
     if integrator is None:
         integrator = "implicit" if options.get("contact", "compliant") != "none" else "rk"
 
     def initial_state(model, rng):
         # only the limited joints (cheetah's root slides and hinge stay at 0)
         drawn = sample(rng, jnp.zeros(model.tree.nq))
-        qpos = jnp.where(jnp.asarray(limited), drawn, 0.0)
+        qpos = lifted_to_floor(model, jnp.where(jnp.asarray(limited), drawn, 0.0), root_z)
         state = JointState(qpos, jnp.zeros(model.tree.nv), jnp.zeros(()))
         if settle_steps > 0:
             state = advance(model, state, jnp.zeros(model.nu), h=h, n_steps=settle_steps,
