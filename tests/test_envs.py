@@ -19,7 +19,7 @@ mujoco = pytest.importorskip("mujoco")
 pytest.importorskip("dm_control")
 from dm_control.utils import rewards as dm_rewards  # noqa: E402
 
-from jaxmbd.envs._suite import suite_file  # noqa: E402
+from jaxmbd.envs._suite import SuiteModel, joint_sampler, suite_file  # noqa: E402
 
 OFF = mujoco.mjtDisableBit
 
@@ -74,14 +74,18 @@ def _reference(domain, task, m, d, info):
     if domain == "acrobot":
         arms = [xmat[body("upper_arm")], xmat[body("lower_arm")]]
         obs = np.hstack([[R[0, 2] for R in arms], [R[2, 2] for R in arms], d.qvel])
-        dist = np.linalg.norm(d.site_xpos[name("SITE", "target")] - d.site_xpos[name("SITE", "tip")])
+        dist = np.linalg.norm(
+            d.site_xpos[name("SITE", "target")] - d.site_xpos[name("SITE", "tip")]
+        )
         return obs, tol(dist, bounds=(0, m.site_size[name("SITE", "target"), 0]), margin=1)
     if domain == "pendulum":
         R = xmat[body("pole")]
         obs = np.hstack([R[2, 2], R[0, 2], d.qvel])
         return obs, tol(R[2, 2], (np.cos(np.deg2rad(8)), 1))
     if domain == "reacher":
-        to_target = d.geom_xpos[name("GEOM", "target"), :2] - d.geom_xpos[name("GEOM", "finger"), :2]
+        to_target = (
+            d.geom_xpos[name("GEOM", "target"), :2] - d.geom_xpos[name("GEOM", "finger"), :2]
+        )
         radii = m.geom_size[[name("GEOM", "target"), name("GEOM", "finger")], 0].sum()
         return np.hstack([d.qpos, to_target, d.qvel]), tol(np.linalg.norm(to_target), (0, radii))
     speed = d.sensordata[m.sensor_adr[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_SENSOR,
@@ -124,8 +128,10 @@ def _states_by_stepping(env, n_members=32, n_steps=10, seed=0):
     return out
 
 
-CLASSIC = [("cartpole", "balance"), ("cartpole", "swingup"), ("acrobot", "swingup"),
-           ("pendulum", "swingup"), ("reacher", "easy")]  # fmt: skip
+SLOW = pytest.mark.slow  # the same check on more tasks: compile time, not new coverage
+CLASSIC = [("cartpole", "balance"), pytest.param("cartpole", "swingup", marks=SLOW),
+           pytest.param("acrobot", "swingup", marks=SLOW),
+           pytest.param("pendulum", "swingup", marks=SLOW), ("reacher", "easy")]  # fmt: skip
 
 
 @pytest.mark.parametrize(("domain", "task"), CLASSIC)
@@ -140,16 +146,16 @@ def test_reward_and_observation_equal_dm_control_along_random_actions(domain, ta
         for k in range(qpos.shape[0]):
             d.qpos[:], d.qvel[:], d.ctrl[:] = qpos[k], qvel[k], ctrl[k]
             if domain == "reacher":  # the target's place: drawn per episode (geom_pos)
-                m.geom_pos[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_GEOM, "target"), :2] = (
-                    info["target"][k]
-                )
+                m.geom_pos[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_GEOM, "target"), :2] = info[
+                    "target"
+                ][k]
             mujoco.mj_forward(m, d)
             expected_obs, expected_reward = _reference(domain, task, m, d, None)
             worst_obs = max(worst_obs, np.abs(np.asarray(obs[k]) - expected_obs).max())
             worst_reward = max(worst_reward, abs(float(reward[k]) - float(expected_reward)))
             rewards.append(float(expected_reward))
     assert worst_obs < 1e-9 and worst_reward < 1e-9, (worst_obs, worst_reward)
-    assert np.ptp(rewards) > 1e-3 or domain in ("pendulum", "acrobot")  # rewards vary
+    assert np.ptp(rewards) > 0.1 * max(rewards) or domain == "pendulum"  # rewards vary
 
 
 @pytest.mark.slow  # the contact tasks compile for minutes
@@ -164,7 +170,9 @@ def test_contact_tasks_reward_and_observation_equal_dm_control(domain, task):
     model = env._run_model()
     rng = np.random.default_rng(3)
     keys = jax.random.split(jax.random.PRNGKey(3), 300)
-    qpos = np.asarray(jax.vmap(lambda k: env._initial_state(model, k)[0])(keys))
+    # dm_control's joint draw (the cheetah's reset also lets it settle: not needed here)
+    sample = joint_sampler(SuiteModel(domain))
+    qpos = np.array(jax.vmap(lambda k: sample(k, jnp.zeros(m.nq)))(keys))
     qpos[:, :2] += rng.uniform(-0.5, 0.5, (300, 2))
     qvel = rng.uniform(-2, 2, (300, m.nv))
     ctrl = rng.uniform(-1.2, 1.2, (300, m.nu))
@@ -188,31 +196,37 @@ def test_contact_tasks_reward_and_observation_equal_dm_control(domain, task):
 # ------------------------------------------------------------------------- dynamics
 
 
-@pytest.mark.parametrize(("domain", "task", "seconds"), [
-    ("cartpole", "balance", 1.0), ("acrobot", "swingup", 1.0), ("pendulum", "swingup", 1.0),
-    ("reacher", "easy", 1.0)])  # fmt: skip
-def test_trajectory_equals_mujoco_rk4(domain, task, seconds):
-    """The env's qpos/qvel under random actions (RK4 at the file's h, contact and limits
-    off) against MuJoCo's RK4 at h / 100 on the same file (contact, limits and friction
-    loss off) over 1 s: 1e-6."""
+@pytest.mark.parametrize(("domain", "task", "refine"), [
+    ("cartpole", "balance", 4), ("acrobot", "swingup", 4),
+    pytest.param("pendulum", "swingup", 4, marks=SLOW),
+    pytest.param("reacher", "easy", 20, marks=SLOW)])  # fmt: skip
+def test_trajectory_equals_mujoco_rk4(domain, task, refine):
+    """The env's qpos/qvel under random actions (RK4, contact and limits off) against
+    MuJoCo's RK4 at h / 100 on the same file (contact, limits and friction loss off) over
+    1 s: 1e-6. The env takes ``refine`` RK4 steps of h / refine per control step (the same
+    dt): at the files' h (0.01-0.02 s) RK4's own error reaches 1.4e-6 over 1 s on the
+    acrobot, and the reacher's light arm (damping time constant ~0.01 s) needs h / 20."""
     env = mbd.envs.make(domain, task, integrator="rk", contact="none", limits="none")
+    env.h, env.n_substeps = env.h / refine, refine * env.n_substeps
     m, d = _mj(domain, OFF.mjDSBL_CONTACT | OFF.mjDSBL_LIMIT | OFF.mjDSBL_FRICTIONLOSS)
-    n = round(seconds / env.dt)
+    n = round(1.0 / env.dt)
     state = jax.jit(env.reset)(jax.random.PRNGKey(4))
     actions = np.random.default_rng(4).uniform(-1, 1, (n, env.action_size))
     step = jax.jit(env.step)
-    m.opt.timestep = env.h / 100
+    m.opt.timestep = env.h * refine / 100
     m.opt.integrator = mujoco.mjtIntegrator.mjINT_RK4
     d.qpos[:], d.qvel[:] = state.pipeline_state.qpos, state.pipeline_state.qvel
+    start = np.array(d.qpos)
     worst = 0.0
     for a in actions:
         state = step(state, jnp.asarray(a))
         d.ctrl[:] = a
-        for _ in range(100 * env.n_substeps):
+        for _ in range(100 * env.n_substeps // refine):
             mujoco.mj_step(m, d)
-        worst = max(worst, np.abs(np.asarray(state.pipeline_state.qpos) - d.qpos).max(),
-                    np.abs(np.asarray(state.pipeline_state.qvel) - d.qvel).max() * env.h)  # fmt: skip
-    assert np.abs(d.qvel).max() > 0.1  # it moved
+        ours = state.pipeline_state
+        worst = max(worst, np.abs(np.asarray(ours.qpos) - d.qpos).max(),
+                    np.abs(np.asarray(ours.qvel) - d.qvel).max() * env.h)  # fmt: skip
+    assert np.abs(d.qpos - start).max() > 1e-2  # it moved
     assert worst < 1e-6, worst
 
 
@@ -276,22 +290,24 @@ def test_domain_randomization_over_a_batch_of_models(cartpole):
     keys = jnp.stack([jax.random.PRNGKey(2)] * 4)
     state = jax.jit(env.reset)(keys)
     a = jnp.ones((4, 1))
+    step = jax.jit(env.step)
     for _ in range(5):
-        state = jax.jit(env.step)(state, a)
+        state = step(state, a)
     qpos = np.asarray(state.pipeline_state.qpos)
     assert np.unique(qpos[:, 1]).size == 4  # the masses matter
     single = mbd.envs.make("cartpole", "balance")
     single.sys = dataclasses.replace(single.sys, mass=single.sys.mass.at[1].set(masses[2]))
     s = single.reset(keys[2])
+    step = jax.jit(single.step)
     for _ in range(5):
-        s = single.step(s, a[2])
+        s = step(s, a[2])
     np.testing.assert_allclose(np.asarray(s.pipeline_state.qpos), qpos[2], rtol=0, atol=1e-12)
 
 
-def test_gradient_of_a_rollout_return_equals_central_differences(cartpole):
+def test_gradient_of_a_rollout_return_equals_central_differences():
     """d(sum of rewards over 10 steps)/d(actions) through env.step, against central
-    differences of the same rollout (float64)."""
-    env = cartpole
+    differences of the same rollout (float64; the Euler step: a smaller program)."""
+    env = mbd.envs.make("cartpole", "balance", integrator="euler")
     start = env.reset(jax.random.PRNGKey(5))
 
     @jax.jit
@@ -318,10 +334,11 @@ def test_angles_are_not_wrapped(cartpole):
     """A hinge spun past pi keeps counting (the integrator's own qpos)."""
     env = cartpole
     s = env.reset(jax.random.PRNGKey(0))
+    step = jax.jit(env.step)
     s = s.replace(pipeline_state=s.pipeline_state.__class__(
         jnp.array([0.0, 3.1]), jnp.array([0.0, 20.0]), s.pipeline_state.t))  # fmt: skip
     for _ in range(3):
-        s = jax.jit(env.step)(s, jnp.zeros(1))
+        s = step(s, jnp.zeros(1))
     assert float(s.pipeline_state.qpos[1]) > math.pi + 0.3
 
 
@@ -342,3 +359,23 @@ def test_brax_training_wrappers_run_on_the_env(cartpole):
 def test_make_names_the_tasks_on_a_wrong_name():
     with pytest.raises(ValueError, match="cartpole/balance"):
         mbd.envs.make("cartpole", "juggle")
+
+
+def test_gymnasium_vector_env_adapter(cartpole):
+    """gymnasium's VectorEnv API over the batched step: spaces, shapes, truncation at the
+    time limit with the next episode's first observation and the final one in info; the
+    rewards equal the env's own."""
+    from jaxmbd.envs.gymnasium_adapter import GymnasiumVectorEnv
+
+    envs = GymnasiumVectorEnv(cartpole, num_envs=4, episode_length=2)
+    obs, _ = envs.reset(seed=0)
+    assert obs.shape == (4, 5) and envs.action_space.shape == (4, 1)
+    assert envs.single_action_space.low[0] == -1 and envs.single_action_space.high[0] == 1
+    first = obs.copy()
+    actions = np.full((4, 1), 0.5)
+    obs1, reward, terminated, truncated, info = envs.step(actions)
+    assert reward.shape == (4,) and not truncated.any() and not terminated.any()
+    obs2, _, terminated, truncated, info = envs.step(actions)
+    assert truncated.all() and not terminated.any()
+    np.testing.assert_array_equal(obs2, first)  # same-step auto-reset
+    assert info["final_obs"].shape == (4, 5) and not np.array_equal(info["final_obs"], first)

@@ -16,10 +16,10 @@ import jax.numpy as jnp
 
 from .. import _config  # noqa: F401
 from ..contact import ContactSlots, contact_element, with_contact
+from ..forces import BodyState
 from ..joint_space import JointState, advance, initial_joint_state, model_tree
 from ..limits_option import with_limits
 from ..model import Model
-from ..forces import BodyState
 from ..tree import KinematicTree, body_velocities, poses
 from ._base import Env, State
 

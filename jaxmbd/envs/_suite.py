@@ -14,6 +14,7 @@ import numpy as np
 from .. import _config  # noqa: F401
 from ..io import load_model
 from ..model import Model
+from ._model_env import physics_of
 
 
 def suite_file(domain: str) -> str:
@@ -119,3 +120,19 @@ def joint_sampler(suite: SuiteModel):
         return qpos
 
     return sample
+
+
+def lifted_to_floor(model: Model, qpos, root_z: int):
+    """``qpos`` with the root's vertical slide (qpos index ``root_z``) raised until no
+    geom penetrates the ground. dm_control draws the planar robots' poses at the file's
+    height, often with a leg inside the floor, which MuJoCo's soft contact pushes out over
+    a few steps; jaxmbd's compliant contact is stiffer (Hertz, matched to MuJoCo's rest
+    penetration) and would launch the robot, so the drawn pose is raised first."""
+    nb = model.nb
+    physics = physics_of(model, qpos, jnp.zeros(model.tree.nv, qpos.dtype),
+                         jnp.zeros(model.nu, qpos.dtype))  # fmt: skip
+    slots = physics.contacts()
+    pairs = np.asarray(physics.contact.pairs, dtype=int)[np.asarray(slots.pair, dtype=int)]
+    ground = jnp.asarray((pairs == nb).any(axis=1) | (pairs < 0).any(axis=1))
+    depth = jnp.max(jnp.where(ground, -slots.gap, 0.0))
+    return qpos.at[root_z].add(jnp.maximum(depth, 0.0))

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 
 from .. import _config  # noqa: F401
 from ._model_env import ModelEnv, Physics
-from ._suite import SuiteModel, joint_sampler
+from ._suite import SuiteModel, joint_sampler, lifted_to_floor
 from .rewards import tolerance
 
 STAND_HEIGHT = 0.6  # _STAND_HEIGHT
@@ -40,11 +40,14 @@ def _hopper(hopping: bool, integrator, n_substeps, options) -> ModelEnv:
     radii = [float(suite.mj.site_size[suite.id("site", name), 0])
              for name in ("touch_toe", "touch_heel")]  # fmt: skip
     sample = joint_sampler(suite)
+    root_z = int(suite.mj.jnt_qposadr[suite.id("joint", "rootz")])
 
     def observation(physics: Physics, info):
         """``Hopper.get_observation``: position = qpos[1:], velocity = qvel, touch =
         log1p of the touch sensors (toe, heel)."""
-        sensed = jnp.stack([touch(physics, b, x, r) for (b, x, _), r in zip(sites, radii)])
+        sensed = jnp.stack(
+            [touch(physics, b, x, r) for (b, x, _), r in zip(sites, radii, strict=True)]
+        )
         return jnp.concatenate([physics.qpos[1:], physics.qvel, jnp.log1p(sensed)])
 
     def reward(physics: Physics, info):
@@ -61,8 +64,10 @@ def _hopper(hopping: bool, integrator, n_substeps, options) -> ModelEnv:
         return standing * (jnp.mean(small_control) + 4) / 5
 
     def initial_state(model, rng):
-        """``randomize_limited_and_rotational_joints``, at rest."""
-        return sample(rng, jnp.zeros(model.tree.nq)), jnp.zeros(model.tree.nv), {}
+        """``randomize_limited_and_rotational_joints``, at rest, raised out of the floor
+        (:func:`~jaxmbd.envs._suite.lifted_to_floor`)."""
+        qpos = lifted_to_floor(model, sample(rng, jnp.zeros(model.tree.nq)), root_z)
+        return qpos, jnp.zeros(model.tree.nv), {}
 
     if n_substeps is None:
         n_substeps = round(CONTROL_TIMESTEP / suite.timestep)

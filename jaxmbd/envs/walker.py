@@ -9,7 +9,7 @@ import jax.numpy as jnp
 
 from .. import _config  # noqa: F401
 from ._model_env import ModelEnv, Physics
-from ._suite import SuiteModel, joint_sampler
+from ._suite import SuiteModel, joint_sampler, lifted_to_floor
 from .rewards import tolerance
 
 STAND_HEIGHT = 1.2  # _STAND_HEIGHT
@@ -23,6 +23,7 @@ def walk(*, integrator=None, n_substeps: int | None = None, **options) -> ModelE
     ``move_speed = 1``."""
     suite = SuiteModel("walker")
     sample = joint_sampler(suite)
+    root_z = int(suite.mj.jnt_qposadr[suite.id("joint", "rootz")])
     # xmat[1:] of dm_control: every MuJoCo body but the world, each a tree body here
     names = [suite.mj.body(i).name for i in range(1, suite.mj.nbody)]
 
@@ -45,7 +46,9 @@ def walk(*, integrator=None, n_substeps: int | None = None, **options) -> ModelE
         return stand_reward * (5 * move_reward + 1) / 6
 
     def initial_state(model, rng):
-        return sample(rng, jnp.zeros(model.tree.nq)), jnp.zeros(model.tree.nv), {}
+        """Raised out of the floor (:func:`~jaxmbd.envs._suite.lifted_to_floor`)."""
+        qpos = lifted_to_floor(model, sample(rng, jnp.zeros(model.tree.nq)), root_z)
+        return qpos, jnp.zeros(model.tree.nv), {}
 
     if n_substeps is None:
         n_substeps = round(CONTROL_TIMESTEP / suite.timestep)
