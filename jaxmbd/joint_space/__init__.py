@@ -1,6 +1,7 @@
 """The ``"joint"`` formulation: a model's kinematic tree in joint coordinates, with its force
 elements, loop-closing constraints and time steps."""
 
+from .observe import read_sensors
 from .reactions import (
     body_loads,
     constraint_wrenches,
@@ -8,7 +9,9 @@ from .reactions import (
     tree_joint_wrenches,
 )
 from .run import (
+    independent_loop_rows,
     model_tree,
+    rest_multipliers,
     run_joint_space,
     simulate_joint_space,
     tree_multipliers,
@@ -34,8 +37,11 @@ __all__ = [
     "advance",
     "body_loads",
     "constraint_wrenches",
+    "independent_loop_rows",
     "initial_joint_state",
     "model_tree",
+    "read_sensors",
+    "rest_multipliers",
     "run_joint_space",
     "simulate_joint_space",
     "step_state",
