@@ -22,15 +22,18 @@ maximum; ``<option><flag override>`` replaces them by ``o_solref``, ``o_solimp``
   sliding one from 3, the torsional from 4, the rolling from 6 (1: frictionless).
   Torsional and rolling friction follow jaxmbd's elliptic cone
   (:func:`jaxmbd.contact.friction_wrench`, MuJoCo's ``cone="elliptic"``).
-* margin: MuJoCo generates a contact at distance < margin and includes it in the
-  constraint problem only when distance < margin - gap (``mjContact.exclude`` = 1, "in
-  gap", otherwise), with the violation r = distance - (margin - gap)
-  (``mjContact.includemargin``) in its reference acceleration; margin and gap are the
-  larger of the two geoms' (documentation, XML reference, geom/margin and geom/gap). So
-  jaxmbd's law acts on the penetration (margin - gap) - distance (the pair's ``margin``):
-  the body rests at margin - gap minus MuJoCo's rest penetration r_s below the touching
-  height, as in MuJoCo (checked on a resting ball, ``tests/test_contact_params.py``).
-  Contacts in the gap exert no force in either engine.
+* margin: MuJoCo includes a contact in its constraint problem when the distance is below
+  ``mjContact.includemargin`` (others in its list are "in gap", ``mjContact.exclude`` = 1,
+  and exert no force), and its reference acceleration acts on the violation r = distance
+  - includemargin. jaxmbd's law acts on the penetration includemargin - distance (the
+  pair's ``margin``): a body rests r_s (MuJoCo's rest penetration) below the height where
+  its surfaces are includemargin apart, in both engines (checked on resting balls,
+  ``tests/test_contact_params.py``). How includemargin comes from the geoms' margin and
+  gap changed between MuJoCo versions: up to 3.x (documentation, XML reference,
+  geom/margin and geom/gap) it is max(margins) - max(gaps), and a pair's margin - gap;
+  MuJoCo 4.0 adds the two geoms' margins, and gap only widens the band of listed, inactive
+  contacts. :func:`margin_rule` asks the installed MuJoCo which rule it follows (one
+  two-geom model, once), so that the pairs rest where that MuJoCo rests them.
 * stiffness: MuJoCo's contact is a soft constraint whose reference acceleration is
   a_ref = -B v - K d(r) r with impedance d(r) (``solimp``) and, for solref = (timeconst,
   dampratio) > 0, K = 1 / (d_width^2 timeconst^2 dampratio^2) (timeconst at least two time
@@ -96,17 +99,18 @@ class GeomPair:
     gap: float
     torsional: float = 0.0  # MuJoCo's friction[1] of the geoms (a pair's friction[2]), m
     rolling: float = 0.0  # MuJoCo's friction[2] of the geoms (a pair's friction[3]), m
+    includemargin: float = 0.0  # the distance below which the contact pushes
 
     @property
     def numbers(self) -> dict:
         """The friction coefficients the pair's ``condim`` keeps (MuJoCo's
         documentation, XML reference, geom/condim): 1 frictionless, 3 sliding, 4 and
-        torsional, 6 and rolling; and its margin as jaxmbd's (margin - gap)."""
+        torsional, 6 and rolling; and MuJoCo's includemargin as jaxmbd's margin."""
         return dict(
             friction=self.friction if self.condim >= 3 else 0.0,
             torsional_friction=self.torsional if self.condim >= 4 else 0.0,
             rolling_friction=self.rolling if self.condim >= 6 else 0.0,
-            margin=self.margin - self.gap,
+            margin=self.includemargin,
         )
 
 
@@ -229,10 +233,41 @@ def restitution(
     return max(0.0, v / speed)
 
 
+_MARGIN_PROBE = """<mujoco><worldbody>
+  <geom name="floor" type="plane" size="1 1 .1" margin="0.002" gap="0.0005"/>
+  <body pos="0 0 0.099"><freejoint/>
+    <geom type="sphere" size="0.1" margin="0.01" gap="0.003"/></body>
+  <body pos="1 0 0.099"><freejoint/>
+    <geom name="paired" type="sphere" size="0.1" contype="0" conaffinity="0"/></body>
+</worldbody><contact><pair geom1="paired" geom2="floor" margin="0.004" gap="0.001"/></contact>
+</mujoco>"""
+
+
+@functools.cache
+def margin_rule(mujoco) -> tuple[str, bool, bool]:
+    """How the installed MuJoCo makes ``mjContact.includemargin``: ("max" or "sum" of the
+    geoms' margins (and gaps), whether a geom pair's gap is subtracted, whether an explicit
+    pair's gap is), read off the contacts of a two-geom model (the module docstring)."""
+    m = mujoco.MjModel.from_xml_string(_MARGIN_PROBE)
+    d = mujoco.MjData(m)
+    mujoco.mj_forward(m, d)
+    paired = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_GEOM, "paired")
+    found = {paired in (c.geom1, c.geom2): float(c.includemargin) for c in d.contact[: d.ncon]}
+    geoms = {(0.007, "max", True), (0.0085, "sum", True), (0.01, "max", False),
+             (0.012, "sum", False)}  # fmt: skip
+    rules = [(mix, gap) for value, mix, gap in geoms if abs(found.get(False, -1) - value) < 1e-12]
+    if not rules or abs(found.get(True, -1) - 0.0035) < 1e-12:
+        raise RuntimeError(f"MuJoCo {mujoco.__version__}: unknown contact margin rule {found}")
+    (mix, subtract), pair_subtract = rules[0], abs(found[True] - 0.003) < 1e-12
+    return mix, subtract, pair_subtract
+
+
 def _mixed(mujoco, m, g1: int, g2: int) -> GeomPair:
     """MuJoCo's mj_contactParam for a dynamic geom pair."""
-    margin = max(float(m.geom_margin[g1]), float(m.geom_margin[g2]))
-    gap = max(float(m.geom_gap[g1]), float(m.geom_gap[g2]))
+    mix, subtract, _ = margin_rule(mujoco)
+    combine = max if mix == "max" else (lambda a, b: a + b)
+    margin = combine(float(m.geom_margin[g1]), float(m.geom_margin[g2]))
+    gap = combine(float(m.geom_gap[g1]), float(m.geom_gap[g2]))
     p1, p2 = int(m.geom_priority[g1]), int(m.geom_priority[g2])
     if p1 != p2:
         g = g1 if p1 > p2 else g2
@@ -254,6 +289,7 @@ def _mixed(mujoco, m, g1: int, g2: int) -> GeomPair:
     return GeomPair(
         g1, g2, condim, float(friction[0]), tuple(solref), tuple(solimp), margin, gap,
         torsional=float(friction[1]), rolling=float(friction[2]),
+        includemargin=margin - gap if subtract else margin,
     )  # fmt: skip
 
 
@@ -265,6 +301,7 @@ def _overridden(mujoco, m, pair: GeomPair) -> GeomPair:
         pair.geom1, pair.geom2, pair.condim, float(friction[0]),
         tuple(m.opt.o_solref), tuple(m.opt.o_solimp), float(m.opt.o_margin), 0.0,
         torsional=float(friction[2]), rolling=float(friction[3]),
+        includemargin=float(m.opt.o_margin),
     )  # fmt: skip
 
 
@@ -285,10 +322,12 @@ def geom_pairs(mujoco, m) -> list[GeomPair]:
     for k in range(m.npair):
         g1, g2 = int(m.pair_geom1[k]), int(m.pair_geom2[k])
         friction = np.asarray(m.pair_friction[k], dtype=float)  # t1, t2, spin, roll1, roll2
+        margin, gap = float(m.pair_margin[k]), float(m.pair_gap[k])
         explicit[frozenset((g1, g2))] = GeomPair(
             g1, g2, int(m.pair_dim[k]), float(friction[0]), tuple(m.pair_solref[k]),
-            tuple(m.pair_solimp[k]), float(m.pair_margin[k]), float(m.pair_gap[k]),
+            tuple(m.pair_solimp[k]), margin, gap,
             torsional=float(friction[2]), rolling=float(friction[3]),
+            includemargin=margin - gap if margin_rule(mujoco)[2] else margin,
         )  # fmt: skip
     contype, conaffinity = np.asarray(m.geom_contype), np.asarray(m.geom_conaffinity)
     body = np.asarray(m.geom_bodyid)

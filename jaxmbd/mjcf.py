@@ -403,7 +403,12 @@ def _tree(mujoco, m, path, roots, qpos, qvel):
 
 
 def _collides(m, g: int) -> bool:
-    return bool(m.geom_contype[g] or m.geom_conaffinity[g])
+    """Whether MuJoCo collides geom g with anything: its bits, or an explicit <pair>."""
+    return bool(m.geom_contype[g] or m.geom_conaffinity[g]) or g in _paired_geoms(m)
+
+
+def _paired_geoms(m) -> set[int]:
+    return {int(g) for g in (*m.pair_geom1, *m.pair_geom2)}
 
 
 def _add_ground_geoms(mujoco, m, d, builder: ModelBuilder, owner, shape_of):
