@@ -129,7 +129,7 @@ class ContactForce(AbstractForce):
     def collide(self, state: BodyState) -> Slots:
         """Narrow phase of every slot (gap, point, normal from body_j to body_i), (ns, ...),
         the gap less the pair's ``margin`` (the surfaces push from that distance on, as
-        MuJoCo's contacts from margin - gap; :mod:`jaxmbd._mjcf_contact`). The function
+        MuJoCo's contacts from their includemargin; :mod:`jaxmbd._mjcf_contact`). The function
         other analyses can use (joint limits, sensors, hard contact)."""
         r, A, _, _ = _with_ground(state)
         gaps, points, normals = [], [], []
