@@ -23,15 +23,29 @@ mujoco = pytest.importorskip("mujoco")
 
 G = 9.81
 
+# three boxes of decreasing size; beside them the two balls of
+# tests/test_contact_params.py: "a" with a margin and a gap, "b" colliding through an
+# explicit <pair> only (its bits exclude it), with the pair's margin
 STACK_XML = """<mujoco model="stack"><option timestep="0.002"/>
   <worldbody>
-    <geom name="floor" type="plane" size="2 2 .1"/>
+    <geom name="floor" type="plane" size="2 2 .1" friction="1 0.005 0.0001"/>
     <body name="b1" pos="0 0 0.1"><freejoint/><geom type="box" size=".1 .1 .1" mass="1"/></body>
     <body name="b2" pos="0.01 0.005 0.3"><freejoint/>
       <geom type="box" size=".08 .08 .1" mass="0.5"/></body>
     <body name="b3" pos="-0.005 0.005 0.48"><freejoint/>
       <geom type="box" size=".06 .06 .08" mass="0.3"/></body>
+    <body name="a" pos="0.5 0 0.11"><freejoint/>
+      <geom name="ga" type="sphere" size="0.1" mass="1" margin="0.01" gap="0.004"/>
+    </body>
+    <body name="b" pos="1 0 0.105"><freejoint/>
+      <geom name="gb" type="sphere" size="0.1" mass="2" contype="0" conaffinity="0"
+            friction="1.5 0.005 0.0001"/>
+    </body>
   </worldbody>
+  <contact>
+    <pair geom1="gb" geom2="floor" condim="6" friction="0.2 0.2 0.01 0.001 0.001"
+          margin="0.006" gap="0.001" solref="0.01 1"/>
+  </contact>
 </mujoco>"""
 
 
@@ -80,11 +94,12 @@ def _compare(m, d, model, sol):
             float(np.max(np.abs(np.asarray(sol.qvel[-1])))))  # fmt: skip
 
 
-def test_stack_of_three_boxes_rests_as_in_mujoco(tmp_path):
+def test_stack_of_boxes_and_balls_with_margins_rest_as_in_mujoco(tmp_path):
     """Three boxes of decreasing size, each resting on the one below (8 corner contacts per
-    interface here, MuJoCo's box-box clipping there): heights to 0.1 mm (0.075 mm
-    measured, the difference of the two laws' penetrations), and the floor carries the
-    1.8 kg to 1e-6 (4e-14 measured)."""
+    interface here, MuJoCo's box-box clipping there), and the balls with a margin and an
+    explicit pair: heights to 0.1 mm (0.075 mm measured for the boxes, the difference of
+    the two laws' penetrations shared by several contacts; 1e-6 for the balls, whose one
+    contact is calibrated to MuJoCo's), and the floor carries the 4.8 kg to 1e-6."""
     spec = mujoco.MjSpec.from_string(STACK_XML)
     m, d = _mujoco_rest(spec, 2.0)
     assert np.max(np.abs(d.qvel)) < 1e-5
@@ -92,14 +107,17 @@ def test_stack_of_three_boxes_rests_as_in_mujoco(tmp_path):
     sol = mbd.simulate(model, t_end=0.3, h=2e-3)
     assert sol.result == mbd.RESULTS.successful
     height, load, speed = _compare(m, d, model, sol)
-    assert height < 1e-4 and abs(load) < 1e-6 and speed < 1e-5
+    assert height < 1e-4 and abs(load) < 1e-6 and speed < 1e-5, (height, load, speed)
+    balls = [list(model.body_names).index(name) for name in ("a", "b")]
+    np.testing.assert_allclose(np.asarray(sol.r[-1, balls, 2]), d.qpos[[23, 30]], atol=1e-6)
 
 
 @pytest.mark.slow
 def test_humanoid_lying_on_the_floor_rests_as_in_mujoco(tmp_path):
     """dm_control's humanoid turned onto its back and lowered to 12 cm, stepped by MuJoCo
-    for 20 s (|qvel| < 2e-4), then 1 s in jaxmbd: the heights of its unmerged bodies to
-    1 mm, the weight on the floor to 1e-6."""
+    for 20 s (|qvel| < 2e-4), then 2 s in jaxmbd: the bodies' heights to 1 mm (0.37 mm
+    measured after 1 s), the weight on the floor to 1e-6 (1.4e-6 after 1 s, still
+    settling at |qvel| 4e-4)."""
     dm_control = pytest.importorskip("dm_control")
     spec = mujoco.MjSpec.from_file(os.path.dirname(dm_control.__file__) + "/suite/humanoid.xml")
     qpos = np.array(spec.compile().qpos0)
@@ -107,7 +125,7 @@ def test_humanoid_lying_on_the_floor_rests_as_in_mujoco(tmp_path):
     m, d = _mujoco_rest(spec, 20.0, qpos=qpos)
     assert np.max(np.abs(d.qvel)) < 1e-3
     model = _ours_from(spec, d, tmp_path / "humanoid.xml")
-    sol = mbd.simulate(model, t_end=1.0, h=2e-3)
+    sol = mbd.simulate(model, t_end=2.0, h=2e-3)
     assert sol.result == mbd.RESULTS.successful
     height, load, speed = _compare(m, d, model, sol)
     assert height < 1e-3 and abs(load) < 1e-6, (height, load, speed)
