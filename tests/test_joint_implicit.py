@@ -47,6 +47,7 @@ def test_orders_of_convergence(model_and_reference, integrator, order):
     assert np.log2(errs[0] / errs[1]) == pytest.approx(order, abs=0.15)
 
 
+@pytest.mark.slow  # a reverse-mode program through 50 Newton roots: minutes to compile
 def test_gen_alpha_gradient_through_the_roots(model_and_reference):
     """d(crank's final x)/d(coupler mass) by reverse mode through 50 gen_alpha steps (the
     implicit derivative of each Newton root) against central differences."""
