@@ -11,6 +11,7 @@ from . import (
     _config,  # noqa: F401
     contact,
     diagnostics,
+    envs,
     geometry,
     integrators,
     joint_limits,
@@ -125,6 +126,7 @@ __all__ = [
     "consistent_initial_state",
     "contact",
     "diagnostics",
+    "envs",
     "geometry",
     "mjcf",
     "plot",

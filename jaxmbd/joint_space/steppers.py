@@ -124,6 +124,12 @@ class LinearlyImplicitEuler(AbstractJointStepper):
         return integrate_positions(tree, qpos, h * qvel, 1.0), qvel
 
 
+def step_state(stepper: AbstractJointStepper, model, tree, loops, qpos, qvel, acc, t, h):
+    """One time step from (qpos, qvel) at t with its accelerations ``acc``: (qpos, qvel,
+    accelerations) at t + h, projected onto the loops (``stepper.advance``)."""
+    return stepper.advance(model, tree, loops, qpos, qvel, acc, t, h)
+
+
 #: The joint formulation's time steps by name: each name's stepper.
 JOINT_STEPPERS: dict[str, AbstractJointStepper] = {
     "rk": RungeKutta4(munthe_kaas=False),
