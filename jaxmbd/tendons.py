@@ -143,11 +143,23 @@ def _unit(v):
 
 
 def _acos(x):
-    return jnp.arccos(jnp.clip(x, -1.0, 1.0))
+    """arccos clamped to [-1, 1] (MuJoCo's ``mju_acos``), with finite gradients at the
+    ends (zero: the clamped side)."""
+    inside = jnp.abs(x) < 1
+    return jnp.where(inside, jnp.arccos(jnp.where(inside, x, 0.0)), jnp.where(x > 0, 0.0, jnp.pi))
 
 
 def _asin(x):
-    return jnp.arcsin(jnp.clip(x, -1.0, 1.0))
+    """arcsin clamped to [-1, 1] (``mju_asin``), finite gradients at the ends."""
+    inside = jnp.abs(x) < 1
+    end = jnp.where(x > 0, 0.5 * jnp.pi, -0.5 * jnp.pi)
+    return jnp.where(inside, jnp.arcsin(jnp.where(inside, x, 0.0)), end)
+
+
+def _sqrt(x):
+    """sqrt of max(x, 0) with a finite gradient at 0."""
+    pos = x > 0
+    return jnp.where(pos, jnp.sqrt(jnp.where(pos, x, 1.0)), 0.0)
 
 
 def _segments_cross(a, b, c, d):
@@ -165,7 +177,7 @@ def _arc(p0, p1, first: bool, radius):
     first of the two tangent solutions)."""
     angle = _acos(jnp.dot(_unit(p0), _unit(p1)))
     turn = p0[1] * p1[0] - p0[0] * p1[1]
-    flip = (turn > 0) if first else (turn < 0)
+    flip = (turn < 0) if first else (turn > 0)
     return radius * jnp.where(flip, 2 * jnp.pi - angle, angle)
 
 
@@ -184,8 +196,7 @@ def _wrap_circle(end0, end1, side, radius):
     if side is not None:
         clear = clear & (side @ near >= 0)
     wrap = wrap & ~clear
-    root0 = jnp.sqrt(jnp.maximum(sq0 - sqrad, 0.0) + jnp.where(wrap, 0.0, 1.0))
-    root1 = jnp.sqrt(jnp.maximum(sq1 - sqrad, 0.0) + jnp.where(wrap, 0.0, 1.0))
+    root0, root1 = _sqrt(sq0 - sqrad), _sqrt(sq1 - sqrad)
     s0 = jnp.where(wrap, sq0, 1.0)
     s1 = jnp.where(wrap, sq1, 1.0)
     sols, good = [], []
@@ -239,9 +250,9 @@ def _wrap_inside(end0, end1, radius):
     def step(_, carry):
         z, f, running, ok = carry
         go = running & (jnp.abs(f) > 1e-6)
-        df = (A / jnp.maximum(MINVAL, jnp.sqrt(jnp.maximum(1 - z * z * A * A, 0.0)))
-              + B / jnp.maximum(MINVAL, jnp.sqrt(jnp.maximum(1 - z * z * B * B, 0.0)))
-              - 2 / jnp.maximum(MINVAL, jnp.sqrt(jnp.maximum(1 - z * z, 0.0))))  # fmt: skip
+        df = (A / jnp.maximum(MINVAL, _sqrt(1 - z * z * A * A))
+              + B / jnp.maximum(MINVAL, _sqrt(1 - z * z * B * B))
+              - 2 / jnp.maximum(MINVAL, _sqrt(1 - z * z)))  # fmt: skip
         bad = df > -MINVAL
         z1 = z - f / jnp.where(bad, -1.0, df)
         bad = bad | (z1 > z)
