@@ -414,7 +414,7 @@ def lengths_and_jacobians(tendons: Tendons, tree: KinematicTree, qpos,
 
         zero = jnp.zeros((tree.nb, 6), c.dtype)
         values = lengths(zero)
-        G = jax.jacrev(lengths)(zero)  # (ns, nb, 6)
+        G = jax.jacfwd(lengths)(zero)  # (ns, nb, 6)
         anc = jnp.asarray(dof_ancestors(tree))
         J = jnp.einsum("sbk,bd,dk->sd", G, anc, p.S)
         for i, k in enumerate(spatial):
@@ -464,7 +464,7 @@ def lengths_and_gradients(tendons: Tendons, state: BodyState):
 
         zero = jnp.zeros((nb, 2, 3), c.dtype)
         values = lengths(zero)
-        G = jax.jacrev(lengths)(zero)
+        G = jax.jacfwd(lengths)(zero)
         for i, k in enumerate(spatial):
             rows_L[k], rows_G[k] = values[i], G[i]
     if tendons.nt == 0:

@@ -169,6 +169,7 @@ class ModelBuilder(
             joints=joint_defs,
             sensors=self._sensor_element(index, joint_defs),
             markers=markers_from_specs(self._markers, index),
+            tendons=tendons,
         )
         # the rank of the constraints as drawn (before any joint state is applied)
         model = dataclasses.replace(model, redundancy=find_redundancy(model))
