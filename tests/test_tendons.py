@@ -296,26 +296,37 @@ def test_tendon_limit_against_scipy(tmp_path):
     assert abs(float(free.qpos[-1, 0]) - (1.0 + 2.0 * 0.15)) < 1e-9
 
 
-#: A double pendulum (single hinges) with a spatial spring-damper wrapping a sphere and a
-#: motor along it: runs in every formulation.
+#: A double pendulum (single hinges) with a spatial spring-damper through a site on each
+#: link (KNOB: wrapping a sphere on the upper link instead) and a motor along it: runs in
+#: every formulation.
 SPRING = """<mujoco><option gravity="0 0 -9.81"/><worldbody><site name="top" pos="0.3 0 1.2"/>
   <body name="upper" pos="0 0 1"><joint name="h1" axis="0 1 0"/>
     <geom name="knob" type="sphere" pos="0.15 0 -0.15" size="0.06" mass="0.2"/>
+    <site name="knob_site" pos="0.15 0.05 -0.15"/>
     <geom type="capsule" fromto="0 0 0 0 0 -0.4" size="0.03" mass="1"/>
     <body name="lower" pos="0 0 -0.4"><joint name="h2" axis="0 1 0"/>
       <geom type="capsule" fromto="0 0 0 0.3 0 -0.3" size="0.03" mass="0.5"/>
       <site name="end" pos="0.3 0 -0.3"/></body></body></worldbody>
   <tendon><spatial name="spring" stiffness="40" springlength="0.6" damping="0.5">
-    <site site="top"/><geom geom="knob"/><site site="end"/></spatial></tendon>
+    <site site="top"/>VIA<site site="end"/></spatial></tendon>
   <actuator><motor tendon="spring" gear="3"/></actuator>
   <keyframe><key qpos="0.4 -0.6" qvel="1 0"/></keyframe></mujoco>"""
+SPRINGS = {"sites": SPRING.replace("VIA", '<site site="knob_site"/>'),
+           "wrap": SPRING.replace("VIA", '<geom geom="knob"/>')}  # fmt: skip
+
+
+def _spring(kind, tmp_path_factory):
+    path = tmp_path_factory.mktemp("spring") / f"spring_{kind}.xml"
+    path.write_text(SPRINGS[kind])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = mbd.load_model(str(path))
+    return with_contact(model, "none"), str(path)
 
 
 @pytest.fixture(scope="module")
 def spring_model(tmp_path_factory):
-    path = tmp_path_factory.mktemp("spring") / "spring.xml"
-    path.write_text(SPRING)
-    return _load(str(path)), str(path)
+    return _spring("sites", tmp_path_factory)
 
 
 def test_absolute_formulation_spatial_tendon(spring_model):
@@ -323,8 +334,7 @@ def test_absolute_formulation_spatial_tendon(spring_model):
     absolute formulation (rA) runs them: its joint angles follow the joint formulation's
     to the integrators' accuracy (and both follow MuJoCo's RK4)."""
     model, path = spring_model
-    model = with_contact(model, "none")
-    h, n = 1e-3, 200
+    h, n = 1e-3, 100
     u = jnp.full((n, 1), 0.7)
     joint = mbd.simulate(model, formulation="joint", integrator="rk", t_end=n * h, h=h,
                          controls=u)  # fmt: skip
@@ -340,11 +350,12 @@ def test_absolute_formulation_spatial_tendon(spring_model):
         assert np.abs(q - ref[:, k]).max() < 1e-4, name
 
 
-def test_gradient_through_tendon_forces(spring_model):
+@pytest.mark.parametrize("kind", ["sites", pytest.param("wrap", marks=pytest.mark.slow)])
+def test_gradient_through_tendon_forces(kind, tmp_path_factory):
     """d(final angle)/d(tendon stiffness, motor control) by jax.grad through a joint
-    formulation run, against central differences (1e-6 relative)."""
-    model, _ = spring_model
-    model = with_contact(model, "none")
+    formulation run, against central differences (1e-6 relative): a path through sites,
+    and one wrapping a sphere."""
+    model, _ = _spring(kind, tmp_path_factory)
     h, n = 1e-3, 50
 
     def final(params):
