@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._mjcf_joints import _name
+
+def _name(mujoco, m, objtype, k: int, prefix: str) -> str:
+    """MuJoCo's name of object k, or ``prefix`` and k (the importer's default names)."""
+    return mujoco.mj_id2name(m, objtype, k) or f"{prefix}{k}"
 
 
 def add_tendons(mujoco, m, d, builder, label, aliases: dict[int, str], space: set[str],

@@ -113,8 +113,8 @@ class _ActuatorBuilder:
                 raise ModelError(f"{where}.bias: expected (b0, b1, b2), got {bias!r}")
             bias_value = tuple(float(x) for x in b)
         self._actuators.append(
-            dict(name=name, joint=joint, tendon=tendon, kind=kind, gear=gear_value, kp=kp_value, kv=kv_value,
-                 gain=gain_value, bias=bias_value, ctrl=span("ctrl_range", ctrl_range),
+            dict(name=name, joint=joint, tendon=tendon, kind=kind, gear=gear_value, kp=kp_value,
+                 kv=kv_value, gain=gain_value, bias=bias_value, ctrl=span("ctrl_range", ctrl_range),
                  force=span("force_range", force_range))
         )  # fmt: skip
         return self

@@ -44,8 +44,9 @@ class _TendonBuilder:
         if unknown:
             raise ModelError(f"{where}.joints: {unknown} are not revolute or translational "
                              f"joint coordinates; they can be {known}")  # fmt: skip
+        options = self._tendon_options(where, options)
         self._tendons.append(dict(name=name, kind="fixed", joints=tuple(names),
-                                  coef=np.asarray(coefs), **self._tendon_options(where, options)))  # fmt: skip
+                                  coef=np.asarray(coefs), **options))  # fmt: skip
         return self
 
     def add_spatial_tendon(self, name, *, path, stiffness=0.0, spring_length=None, damping=0.0,
@@ -106,8 +107,8 @@ class _TendonBuilder:
                 return None
             x = _numbers(value, where=f"{where}.{key}", expected="a number")
             if x.shape != () or x < 0 or (positive and x == 0):
-                raise ModelError(f"{where}.{key}: expected a {'positive' if positive else 'non-negative'} "
-                                 f"number, got {value!r}")  # fmt: skip
+                sign = "positive" if positive else "non-negative"
+                raise ModelError(f"{where}.{key}: expected a {sign} number, got {value!r}")
             return float(x)
 
         out = {key: number(key, 0.0) for key in ("stiffness", "damping", "friction_loss")}
@@ -132,8 +133,10 @@ class _TendonBuilder:
             inertia = number("limit_inertia", positive=True)
             if k is None or c is None:
                 if inertia is None:
-                    raise ModelError(f"{where}: limits need limit_stiffness= and limit_damping=, "
-                                     "or the tendon's effective inertia limit_inertia=")  # fmt: skip
+                    raise ModelError(
+                        f"{where}: limits need limit_stiffness= and limit_damping=, or the "
+                        "tendon's effective inertia limit_inertia="
+                    )
                 k_def, c_def = default_limit_gains(inertia)
                 k = k_def if k is None else k
                 c = c_def if c is None else c
