@@ -143,7 +143,8 @@ def _reference(name, qpos, qvel, controls, h, substeps=100):
 def test_rk4_trajectories_against_mujoco_under_random_controls(name, h, n):
     """Joint coordinates of jaxmbd's RK4 against MuJoCo's RK4 at h / 100 (to 1e-6), from
     random rates, under random controls (point_mass's pull along its tendons). The humanoid
-    at h = 5e-4: RK4's own error at 1e-3 is 6e-6 after 0.2 s (and 3e-7 at 5e-4, the factor 16 of fourth order)."""
+    at h = 5e-4: RK4's own error at 1e-3 is 6e-6 after 0.2 s (and 3e-7 at 5e-4, the factor
+    16 of fourth order)."""
     model, m = _load(name), _mujoco(name)
     tree = model.tree
     rng = np.random.default_rng(2)
