@@ -9,12 +9,15 @@ side sites, with pulleys. ``stiffness`` about ``springlength`` (MuJoCo's compile
 compliant limit law of the joints, with default gains of the effective inertia
 1 / ``tendon_invweight0``) become the tendon's passive forces. Left out, and named in the
 importer's warning: tendon armature, polynomial stiffness and damping, actuator force
-limits on tendons (``actuatorfrcrange``).
+limits on tendons (``actuatorfrcrange``). The model's ``spring``, ``damper``,
+``frictionloss`` and ``limit`` flags switch the tendons' as the joints' off.
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+from ._mjcf_flags import switched_off
 
 
 def _name(mujoco, m, objtype, k: int, prefix: str) -> str:
@@ -89,14 +92,15 @@ def add_tendons(mujoco, m, d, builder, label, aliases: dict[int, str], space: se
 
 
 def _passive(m, i: int) -> dict:
-    """The builder options of tendon i's stiffness, damping, friction loss and limits."""
+    """The builder options of tendon i's stiffness, damping, friction loss and limits (none
+    of a kind that the model's flags switch off, :mod:`jaxmbd._mjcf_flags`)."""
     out = dict(
-        stiffness=float(m.tendon_stiffness[i]),
+        stiffness=0.0 if switched_off(m, "spring") else float(m.tendon_stiffness[i]),
         spring_length=tuple(float(x) for x in np.asarray(m.tendon_lengthspring[i])),
-        damping=float(m.tendon_damping[i]),
-        friction_loss=float(m.tendon_frictionloss[i]),
+        damping=0.0 if switched_off(m, "damper") else float(m.tendon_damping[i]),
+        friction_loss=0.0 if switched_off(m, "frictionloss") else float(m.tendon_frictionloss[i]),
     )
-    if m.tendon_limited[i]:
+    if m.tendon_limited[i] and not switched_off(m, "limit"):
         out["limits"] = tuple(float(x) for x in m.tendon_range[i])
         weight = float(m.tendon_invweight0[i])
         out["limit_inertia"] = 1.0 / weight if weight > 0 else 1.0

@@ -69,10 +69,9 @@ reference pose** (``qpos0``) from ``mj_forward``:
   ``damping``, ``stiffness`` about ``springref`` (``qpos_spring``, qpos units),
   ``frictionloss`` and ``armature`` as :mod:`jaxmbd.joint_dynamics` (friction loss
   regularised, not MuJoCo's soft constraint row).
-* **Sensors** (:mod:`jaxmbd._mjcf_sensors`): ``jointpos``, ``jointvel``, ``ballquat``,
-  ``ballangvel``, ``framepos``, ``framequat``, ``framelinvel``, ``frameangvel``,
-  ``accelerometer``, ``gyro`` and ``velocimeter`` become ``model.sensors``
-  (``sol.sensors[name]``, :mod:`jaxmbd.sensors`) with their ``noise``.
+* **Sensors** (:mod:`jaxmbd._mjcf_sensors`): the joint, frame, IMU, touch, subtree,
+  force/torque and actuator sensors become ``model.sensors`` (``sol.sensors[name]``,
+  :mod:`jaxmbd.sensors`) with their ``noise``.
 * **Sites**: every named ``<site>`` on a moving body becomes a marker of that name
   (``sol.markers[name]``, :mod:`jaxmbd.markers`).
 * **Tendons** (:mod:`jaxmbd._mjcf_tendons`): fixed and spatial tendons (sites, wrapping
@@ -80,10 +79,13 @@ reference pose** (``qpos0``) from ``mj_forward``:
   and limits (:mod:`jaxmbd.tendons`, :mod:`jaxmbd.tendon_forces`); actuators with a
   ``tendon=`` transmission pull along them. A fixed tendon over hinges inside a
   composition of MuJoCo joints is joint-space only (``model.joint_space_only``).
+* **Flags** (:mod:`jaxmbd._mjcf_flags`): ``<flag ...="disable"/>`` of ``contact``,
+  ``limit``, ``equality``, ``constraint``, ``frictionloss``, ``actuation``, ``gravity``,
+  ``spring``, ``damper`` and ``clampctrl`` are honoured as MuJoCo defines them.
 * Whatever is not supported (in the absolute formulations: limits, damping, stiffness,
   friction loss, armature and actuators of the hinges and slides of universal, three-hinge
-  spherical, planar and three-slide joints; actuators, sensors (touch, force,
-  torque, subtree, ...), other equality types, mocap bodies, torsional friction, contact
+  spherical, planar and three-slide joints; actuators, sensors (rangefinder, limit, ...),
+  other equality types, mocap bodies, torsional friction, contact
   margins, geom pairs without a narrow phase, ...) is listed in **one** warning; nothing
   is dropped silently.
 """
@@ -102,6 +104,7 @@ import numpy as np
 from . import geometry as G
 from ._mjcf_actuators import add_actuators
 from ._mjcf_contact import add_contacts
+from ._mjcf_flags import switched_off, with_actuation_flags
 from ._mjcf_joints import (
     _add_joints,
     _composite_coordinates,
@@ -238,7 +241,7 @@ def _unsupported(mujoco, m, joint_space: set[int]) -> list[str]:
         j for j in scalar if _limits(m, j, int(m.jnt_type[j]) == hinge) is not None
     }
     limited = [jn[j] for j in np.flatnonzero(m.jnt_limited) if j not in mapped]
-    if limited:
+    if limited and not switched_off(m, "limit"):
         out.append(
             f"joint limits on {limited} (only hinges and slides with their own coordinate are "
             "limited: a body's single hinge or slide, the hinge and slide of a cylindrical "
@@ -345,7 +348,8 @@ def _convert(mujoco, m, path: Path, keyframe, model_name: str) -> Model:
     # the hinges and slides inside compositions: coordinates only joint space has
     space = {spec.name for spec in builder._joints if spec.joint_space}
     placed -= space
-    _add_equalities(mujoco, m, d0, builder, label, body_names, unsupported)
+    if not switched_off(m, "equality"):
+        _add_equalities(mujoco, m, d0, builder, label, body_names, unsupported)
     aliases = _cylindrical_coordinates(mujoco, m)
     joint_space_only += add_tendons(mujoco, m, d0, builder, label, aliases, space, unsupported)
     add_actuators(mujoco, m, builder, set(mapped), unsupported, aliases=aliases,
@@ -368,7 +372,7 @@ def _convert(mujoco, m, path: Path, keyframe, model_name: str) -> Model:
     _set_joint_states(builder, placed, mapped, key, qpos)
     model = _at_state(builder.build(), key)
     model = dataclasses.replace(
-        model,
+        with_actuation_flags(m, model),
         tree=_tree(mujoco, m, path, roots, qpos, qvel),
         joint_space_only=tuple(joint_space_only),
     )

@@ -1,6 +1,7 @@
 """The ``"joint"`` formulation: a model's kinematic tree in joint coordinates, with its force
 elements, loop-closing constraints and time steps."""
 
+from .observe import read_sensors
 from .reactions import (
     body_loads,
     constraint_wrenches,
@@ -31,6 +32,7 @@ __all__ = [
     "body_loads",
     "constraint_wrenches",
     "model_tree",
+    "read_sensors",
     "run_joint_space",
     "simulate_joint_space",
     "tree_multipliers",

@@ -208,7 +208,8 @@ def simulate_joint_space(model: Model, form, *, integrator, n: int, h, controls,
     outs = run_joint_space(run_model, stepper, n, h_arr, controls, policy, rows)
     tree, _ = model_tree(model)
     sol = solution_from_outputs(model, form, h_arr, outs, integrator=stepper.name,
-                                linear_solver="cholesky", tree=tree)  # fmt: skip
+                                linear_solver="cholesky", tree=tree,
+                                controls="policy" if policy is not None else controls)  # fmt: skip
     traced = is_traced(model) or is_traced((controls, policy))
     if model.sensors is not None and not traced:
         # the sensors read the tree joints' reactions from sol.lam: Newton-Euler's
