@@ -411,3 +411,39 @@ def test_importer_warning_names_no_tendons(file):
         for part in text.split("; "):
             if "tendon" in part and "of type tendon" not in part:
                 pytest.fail(f"{file}: {part}")
+
+
+#: tendon sensors and an actuator-force sensor on a tendon actuator, on the spring model
+SENSORS = (
+    SPRINGS["wrap"]
+    .replace(
+        "</actuator>",
+        """</actuator><sensor>
+  <tendonpos name="length" tendon="spring"/><tendonvel name="rate" tendon="spring"/>
+  <actuatorfrc name="pull" actuator="motor"/></sensor>""",
+    )
+    .replace(
+        '<motor tendon="spring" gear="3"/>',
+        '<position name="motor" tendon="spring" gear="3" kp="5" kv="0.5"/>',
+    )
+)
+
+
+def test_tendon_sensors_against_mujoco(tmp_path):
+    """tendonpos, tendonvel and actuatorfrc (a position servo on a wrapped tendon) equal
+    MuJoCo's sensordata at random states and controls (1e-10)."""
+    path = tmp_path / "sensors.xml"
+    path.write_text(SENSORS)
+    model, m = _load(str(path)), _mujoco(str(path))
+    assert model.sensors.sensor_names == ("length", "rate", "pull")
+    d = mujoco.MjData(m)
+    read = eqx.filter_jit(mbd.read_sensors)
+    rng = np.random.default_rng(3)
+    for _ in range(4):
+        d.qpos[:] = rng.uniform(-1.0, 1.0, m.nq)
+        d.qvel[:] = rng.uniform(-2.0, 2.0, m.nv)
+        d.ctrl[:] = u = rng.uniform(-1.0, 1.0, m.nu)
+        mujoco.mj_forward(m, d)
+        values = read(model, jnp.asarray(d.qpos), jnp.asarray(d.qvel), controls=jnp.asarray(u))
+        got = np.concatenate([np.asarray(values[n]) for n in model.sensors.sensor_names])
+        assert np.abs(got - d.sensordata).max() < 1e-10
