@@ -9,7 +9,9 @@ from .reactions import (
     tree_joint_wrenches,
 )
 from .run import (
+    independent_loop_rows,
     model_tree,
+    rest_multipliers,
     run_joint_space,
     simulate_joint_space,
     tree_multipliers,
@@ -31,8 +33,10 @@ __all__ = [
     "SemiImplicitEuler",
     "body_loads",
     "constraint_wrenches",
+    "independent_loop_rows",
     "model_tree",
     "read_sensors",
+    "rest_multipliers",
     "run_joint_space",
     "simulate_joint_space",
     "tree_multipliers",
