@@ -27,8 +27,12 @@ import numpy as np
 from . import _config  # noqa: F401
 from .forces import AbstractForce, BodyState
 from .joint_limits import JointLimits
-from .tendons import Tendons, body_forces, lengths_and_gradients, velocities
+from .tendons import SpatialTendon, Tendons, body_forces, lengths_and_gradients, velocities
 from .tree import picked_sum
+
+#: The (nt,) leaves of :class:`TendonForces`.
+_PER_TENDON = ("stiffness", "spring_lower", "spring_upper", "damping", "friction_loss",
+               "friction_velocity")  # fmt: skip
 
 
 class TendonForces(AbstractForce):
@@ -68,6 +72,31 @@ class TendonForces(AbstractForce):
         incidence = np.zeros((self.tendons.nt, rows.size), dtype=bool)
         incidence[rows, np.arange(rows.size)] = True
         return force + picked_sum(incidence, pushed)
+
+    def spatial_part(self) -> TendonForces | None:
+        """The element restricted to its spatial tendons (None: it has none): the loads
+        that act on bodies at sites (a fixed tendon's act along its joints, inside the
+        tree's joints, as the joint forces)."""
+        keep = [k for k, t in enumerate(self.tendons.tendons) if isinstance(t, SpatialTendon)]
+        if not keep:
+            return None
+        if len(keep) == self.tendons.nt:
+            return self
+        rows = np.asarray(keep, int)
+        limited = [k for k in self.limited if k in keep]
+        limits = None
+        if limited:
+            picked = np.asarray([self.limited.index(k) for k in limited], int)
+            limits = eqx.tree_at(
+                lambda lim: (lim.lower, lim.upper, lim.stiffness, lim.damping), self.limits,
+                tuple(x[picked] for x in (self.limits.lower, self.limits.upper,
+                                          self.limits.stiffness, self.limits.damping)),
+            )  # fmt: skip
+        return TendonForces(
+            tendons=self.tendons.subset(keep),
+            **{key: getattr(self, key)[rows] for key in _PER_TENDON},
+            limits=limits, limited=tuple(keep.index(k) for k in limited),
+        )  # fmt: skip
 
     def __call__(self, t, state: BodyState):
         length, G = lengths_and_gradients(self.tendons, state)
