@@ -398,8 +398,9 @@ def test_fixed_tendon_over_composite_joints_is_joint_space_only(tmp_path):
 
 @pytest.mark.parametrize(
     "file",
-    ["ball_in_cup", "point_mass", "manipulator", "stacker", "fish", "quadruped", "dog"],
-)
+    ["ball_in_cup", "point_mass", "manipulator", "stacker", "fish", "quadruped",
+     pytest.param("dog", marks=pytest.mark.slow)],
+)  # fmt: skip
 def test_importer_warning_names_no_tendons(file):
     """dm_control's files with tendons load with no tendon or tendon-actuator in the
     unsupported-features warning (tendon equality constraints aside: another part)."""
