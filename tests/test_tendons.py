@@ -158,7 +158,7 @@ def test_lengths_jacobians_and_velocities_against_mujoco(name, tmp_path_factory)
         # to 1e-6 and moves it with the geom; jaxmbd differentiates the same iterations
         tol = 1e-9 if name == "wrap_inside" else 1e-10
         assert np.abs(np.asarray(J) - _dense_jacobian(m, d)).max() < tol
-        assert np.abs(np.asarray(v) - d.ten_velocity).max() < 1e-10
+        assert np.abs(np.asarray(v) - d.ten_velocity).max() < 4 * tol  # |qvel| <= 2
         for i in range(m.ntendon):
             kinds = m.wrap_type[m.tendon_adr[i] : m.tendon_adr[i] + m.tendon_num[i]]
             geoms = np.sum((kinds == mujoco.mjtWrap.mjWRAP_SPHERE)
@@ -214,6 +214,7 @@ def _reference(m, qpos, qvel, controls, h, substeps):
 def _trajectories(name, integrator, mj_integrator, h, n, substeps):
     path = SOURCES[name]
     model = with_limits(with_contact(_load(path), "none"), "none")
+    model = dataclasses.replace(model, sensors=None)  # the joint coordinates alone
     m = _mujoco(path)
     # contact, limits and friction loss (soft constraint rows) off; the tendon equality of
     # the manipulator is not part of this comparison
