@@ -166,7 +166,7 @@ def test_lengths_jacobians_and_velocities_against_mujoco(name, tmp_path_factory)
             # each wrap adds two wrap points to the path
             wrapped[i] += d.ten_wrapnum[i] - (m.tendon_num[i] - geoms) >= 2
     if name.startswith("wrap"):
-        assert np.all(wrapped[:4] >= 2), wrapped  # every wrapping tendon wrapped
+        assert np.all(wrapped[:4] >= 1), wrapped  # every wrapping tendon wrapped
 
 
 @eqx.filter_jit
