@@ -62,9 +62,10 @@ reference pose** (``qpos0``) from ``mj_forward``:
   stiffness, friction loss, armature and actuators; the hinges and slides of a body whose
   joints compose into no GCON joint get theirs on their own names.
 * **Contacts** (:mod:`jaxmbd._mjcf_contact`): the geom pairs MuJoCo collides become the
-  shape pairs of jaxmbd contact pairs, with friction, stiffness, restitution and slip
-  velocity from ``friction``, ``solref`` and ``solimp``; the world's planes and geoms are
-  ground planes and ground shapes.
+  shape pairs of jaxmbd contact pairs, with friction (sliding, torsional and rolling by
+  ``condim``), stiffness, restitution and slip velocity from ``friction``, ``solref`` and
+  ``solimp``, and a margin from ``margin`` and ``gap`` (``<pair>`` elements with their
+  own); the world's planes and geoms are ground planes and ground shapes.
 * **Joint damping, stiffness, friction loss**: a body's single hinge or slide gets
   ``damping``, ``stiffness`` about ``springref`` (``qpos_spring``, qpos units),
   ``frictionloss`` and ``armature`` as :mod:`jaxmbd.joint_dynamics` (friction loss
@@ -85,8 +86,8 @@ reference pose** (``qpos0``) from ``mj_forward``:
 * Whatever is not supported (in the absolute formulations: limits, damping, stiffness,
   friction loss, armature and actuators of the hinges and slides of universal, three-hinge
   spherical, planar and three-slide joints; actuators, sensors (rangefinder, limit, ...),
-  other equality types, mocap bodies, torsional friction, contact
-  margins, geom pairs without a narrow phase, ...) is listed in **one** warning; nothing
+  other equality types, mocap bodies, geom pairs without a narrow
+  phase, ...) is listed in **one** warning; nothing
   is dropped silently.
 """
 
@@ -413,7 +414,12 @@ def _tree(mujoco, m, path, roots, qpos, qvel):
 
 
 def _collides(m, g: int) -> bool:
-    return bool(m.geom_contype[g] or m.geom_conaffinity[g])
+    """Whether MuJoCo collides geom g with anything: its bits, or an explicit <pair>."""
+    return bool(m.geom_contype[g] or m.geom_conaffinity[g]) or g in _paired_geoms(m)
+
+
+def _paired_geoms(m) -> set[int]:
+    return {int(g) for g in (*m.pair_geom1, *m.pair_geom2)}
 
 
 def _add_ground_geoms(mujoco, m, d, builder: ModelBuilder, owner, shape_of):

@@ -42,6 +42,7 @@ from .integrators import (
     StartState,
     get_integrator,
 )
+from .integrators.moreau_jean import check_friction_cone
 from .joint_space import simulate_joint_space
 from .limits_option import limits_integrator, with_limits
 from .line_search import LineSearchNewton
@@ -324,6 +325,7 @@ def _hard_contact_integrator(model, contact, integrator):
                 f"contact='hard'), not {name!r}; the other integrators take the compliant "
                 "contact (contact='compliant')"
             )
+        check_friction_cone(model)
         return MoreauJean.name if integrator is None else integrator
     if name == MoreauJean.name and model.contacts is not None and contact != "none":
         raise ValueError(

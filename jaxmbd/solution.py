@@ -279,7 +279,8 @@ class Solution(eqx.Module):
                 qdot.append(self.stored_v[..., tree.joint_dof_adr[j]])
             forces = _limit_forces_at(element, jnp.stack(q, -1), jnp.stack(qdot, -1))
             return {d.name: forces[..., k] for k, d in enumerate(element.joints)}
-        element = element.absolute_part()  # the coordinates the body states give
+        if not self._joint_space_run:
+            element = element.absolute_part()  # the coordinates the body states give
         names = [d.name for d in element.joints]
         if not names:
             return {}
