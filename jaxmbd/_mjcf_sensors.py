@@ -19,6 +19,7 @@ MJCF                                jaxmbd kind
 ``subtreeangmom``                   subtree_angular_momentum (the world: every body)
 ``actuatorfrc``                     actuator_force of a jaxmbd actuator
 ``jointactuatorfrc``                joint_actuator_force
+``tendonpos``, ``tendonvel``        tendon_position, tendon_velocity (:mod:`jaxmbd.tendon_sensors`)
 =================================== =========================================================
 
 The object's frame becomes a site on the jaxmbd body that owns its MuJoCo body (a jointless
@@ -28,7 +29,7 @@ counts the contacts of the whole jaxmbd body (MuJoCo's counts those of the site'
 MuJoCo body: they differ only where a merged body's contacts fall in the zone). Subtree,
 force and torque sensors on a body merged into its parent (whose subtree or joint the
 jaxmbd bodies do not have) are named in the importer's one warning, as are every other
-sensor (rangefinder, tendon and limit sensors, ...) and any ``cutoff``. ``noise`` maps to
+sensor (rangefinder, limit sensors, ...) and any ``cutoff``. ``noise`` maps to
 the sensor's noise (MuJoCo stores it without applying it; jaxmbd applies it with
 ``simulate(sensor_key=)``).
 
@@ -198,6 +199,10 @@ def add_sensors(mujoco, m, d, builder, owner, body_names, frame, joint_names, un
                 subtree=_members(m, owner, body_names, objid),
                 **options,
             )
+        elif stype in (int(S.mjSENS_TENDONPOS), int(S.mjSENS_TENDONVEL)):
+            tendon = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_TENDON, objid)
+            kind = "tendon_position" if stype == int(S.mjSENS_TENDONPOS) else "tendon_velocity"
+            builder.add_sensor(name, kind=kind, tendon=tendon, **options)
         elif stype == int(S.mjSENS_ACTUATORFRC):
             actuator = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_ACTUATOR, objid)
             if actuator not in actuator_names:

@@ -24,6 +24,7 @@ from ._ray_zone import ray_meets_zone
 from .equations import rA_terms_rows
 from .forces import BodyState
 from .rotations import A_to_ep
+from .tendons import lengths_and_gradients, velocities
 
 
 class FrameReference(eqx.Module):
@@ -221,8 +222,14 @@ def actuator_forces(model, run):
     u = run.controls
     u = jnp.broadcast_to(element.controls, (T, element.nu)) if u is None else u
 
+    rows = np.asarray(element.tendon_actuated, dtype=int)
+
     def one(u, r, A, rdot, omega):
-        q, qdot, _ = coordinates_and_rates(element.joints, BodyState(r, A, rdot, omega))
+        state = BodyState(r, A, rdot, omega)
+        q, qdot, _ = coordinates_and_rates(element.joints, state)
+        if rows.size:  # tendon transmissions: the tendons' lengths and velocities
+            length, G = lengths_and_gradients(element.tendons, state)
+            q, qdot = q.at[rows].set(length), qdot.at[rows].set(velocities(G, state))
         return element.actuator_force(u, q, qdot)
 
     return jax.vmap(one)(u, run.r, run.A, run.rdot, run.omega)

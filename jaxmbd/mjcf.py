@@ -79,10 +79,15 @@ reference pose** (``qpos0``) from ``mj_forward``:
   :class:`jaxmbd.fluid.FluidForce`.
 * **Sites**: every named ``<site>`` on a moving body becomes a marker of that name
   (``sol.markers[name]``, :mod:`jaxmbd.markers`).
+* **Tendons** (:mod:`jaxmbd._mjcf_tendons`): fixed and spatial tendons (sites, wrapping
+  spheres and cylinders, side sites, pulleys) with their stiffness, damping, friction loss
+  and limits (:mod:`jaxmbd.tendons`, :mod:`jaxmbd.tendon_forces`); actuators with a
+  ``tendon=`` transmission pull along them. A fixed tendon over hinges inside a
+  composition of MuJoCo joints is joint-space only (``model.joint_space_only``).
 * **Flags** (:mod:`jaxmbd._mjcf_flags`): ``<flag ...="disable"/>`` of ``contact``,
   ``limit``, ``equality``, ``constraint``, ``frictionloss``, ``actuation``, ``gravity``,
   ``spring``, ``damper`` and ``clampctrl`` are honoured as MuJoCo defines them.
-* Whatever no formulation supports (tendons, actuators, sensors (rangefinder,
+* Whatever no formulation supports (actuators with activation dynamics, sensors (rangefinder,
   tendon, limit, ...), other equality types, mocap bodies, geom pairs without a narrow
   phase, ...) is listed in **one** warning; nothing
   is dropped silently.
@@ -119,6 +124,7 @@ from ._mjcf_joints import (
     _single_scalar_joints,
 )
 from ._mjcf_sensors import add_sensors, add_site_markers
+from ._mjcf_tendons import add_tendons
 from .build import ModelBuilder
 from .errors import ModelError, ModelFileError
 from .joints import joint_coordinates, joint_kind
@@ -261,8 +267,6 @@ def _unsupported(mujoco, m, joint_space: set[int]) -> list[str]:
     stiff = [jn[j] for j in np.flatnonzero(stiffness != 0) if j not in passive]
     if stiff:
         out.append(f"joint stiffness on {stiff}")
-    if m.ntendon:
-        out.append(f"{m.ntendon} tendon(s)")
     if m.nmocap:
         out.append(f"{m.nmocap} mocap body(ies) (treated as fixed to the world)")
     gravcomp = np.flatnonzero(np.asarray(getattr(m, "body_gravcomp", np.zeros(m.nbody))) != 0)
@@ -348,8 +352,10 @@ def _convert(mujoco, m, path: Path, keyframe, model_name: str) -> Model:
     placed -= space
     if not switched_off(m, "equality"):
         _add_equalities(mujoco, m, d0, builder, label, body_names, unsupported)
-    add_actuators(mujoco, m, builder, set(mapped), unsupported,
-                  aliases=_cylindrical_coordinates(mujoco, m))  # fmt: skip
+    aliases = _cylindrical_coordinates(mujoco, m)
+    joint_space_only += add_tendons(mujoco, m, d0, builder, label, aliases, space, unsupported)
+    add_actuators(mujoco, m, builder, set(mapped), unsupported, aliases=aliases,
+                  tendons={t["name"] for t in builder._tendons})  # fmt: skip
     add_site_markers(mujoco, m, d0, builder, owner, body_names)
     add_sensors(mujoco, m, d0, builder, owner, body_names, frame, set(mapped) - space,
                 unsupported)  # fmt: skip

@@ -62,9 +62,11 @@ def _mujoco(name):
 
 
 def _joint_transmissions(m) -> bool:
+    """Whether every actuator is jaxmbd's: on a joint or a tendon, no activation dynamics."""
+    kinds = (int(mujoco.mjtTrn.mjTRN_JOINT), int(mujoco.mjtTrn.mjTRN_TENDON))
     return (
         bool(m.nu)
-        and all(int(t) == int(mujoco.mjtTrn.mjTRN_JOINT) for t in m.actuator_trntype)
+        and all(int(t) in kinds for t in m.actuator_trntype)
         and all(int(t) == int(mujoco.mjtDyn.mjDYN_NONE) for t in m.actuator_dyntype)
     )
 
@@ -79,18 +81,22 @@ def _joint_space(model, qpos, qvel):
 @pytest.mark.parametrize("name", ["humanoid", "point_mass", "quadruped", "reacher", "pusher"])
 def test_forces_and_accelerations_against_mujoco_at_random_states(name):
     """tau (the joint elements' generalised forces) = qfrc_passive + qfrc_actuator and
-    qacc = mj_forward's, to 1e-10 relative, at random states and controls. point_mass's
-    actuators drive tendons and quadruped's have activation dynamics (not jaxmbd's): there
-    the controls are zero and tau is compared with qfrc_passive; quadruped's equality
+    qacc = mj_forward's, to 1e-10 relative, at random states and controls (point_mass's
+    actuators drive its tendons). quadruped's have activation dynamics (not jaxmbd's):
+    there the controls are zero and tau is compared with qfrc_passive; quadruped's equality
     loops are exact in jaxmbd and soft in MuJoCo: its qacc is not compared."""
     model, m = _load(name), _mujoco(name)
     d = mujoco.MjData(m)
     actuated = _joint_transmissions(m)
     if actuated:
         assert model.nu == m.nu
-        # MuJoCo's order: each actuator drives the joint of MuJoCo's actuator
+        # MuJoCo's order: each actuator drives the joint (or tendon) of MuJoCo's actuator
+        obj = mujoco.mjtObj
+        tendon = int(mujoco.mjtTrn.mjTRN_TENDON)
         assert model.actuators.names == tuple(
-            mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_JOINT, int(m.actuator_trnid[k][0]))
+            "tendon:" + mujoco.mj_id2name(m, obj.mjOBJ_TENDON, int(m.actuator_trnid[k][0]))
+            if int(m.actuator_trntype[k]) == tendon
+            else mujoco.mj_id2name(m, obj.mjOBJ_JOINT, int(m.actuator_trnid[k][0]))
             for k in range(m.nu)
         )
     rng = np.random.default_rng(1)
@@ -136,9 +142,9 @@ def _reference(name, qpos, qvel, controls, h, substeps=100):
 @pytest.mark.filterwarnings("ignore::jaxmbd.AssemblyWarning")  # rates set in the tree only
 def test_rk4_trajectories_against_mujoco_under_random_controls(name, h, n):
     """Joint coordinates of jaxmbd's RK4 against MuJoCo's RK4 at h / 100 (to 1e-6), from
-    random rates, under random controls (point_mass: its tendon actuators are not
-    jaxmbd's, no controls). The humanoid at h = 5e-4: RK4's own error at 1e-3 is 6e-6
-    after 0.2 s (and 3e-7 at 5e-4, the factor 16 of fourth order)."""
+    random rates, under random controls (point_mass's pull along its tendons). The humanoid
+    at h = 5e-4: RK4's own error at 1e-3 is 6e-6 after 0.2 s (and 3e-7 at 5e-4, the factor
+    16 of fourth order)."""
     model, m = _load(name), _mujoco(name)
     tree = model.tree
     rng = np.random.default_rng(2)

@@ -17,6 +17,7 @@ from .._values import (
 from ..errors import ModelError
 from ..model import GROUND
 from ..sensors import SENSOR_KINDS, Sensors, sensor_dim, sensor_kind
+from ..tendon_sensors import SensorTendon
 
 
 class _SensorBuilder:
@@ -49,7 +50,7 @@ class _SensorBuilder:
     def add_sensor(
         self, name, *, kind, joint=None, body=None, site=(0.0, 0.0, 0.0), frame=None,
         noise=0.0, marker=None, reference=None, subtree=None, zone=None, actuator=None,
-        parent=None,
+        parent=None, tendon=None,
     ) -> Self:  # fmt: skip
         """A sensor read as ``sol.sensors[name]`` (T, dim) (:mod:`jaxmbd.sensors`).
 
@@ -100,7 +101,7 @@ class _SensorBuilder:
                     frame=np.eye(3), params=None)  # fmt: skip
         option = sensor_kind(kind).params
         given = dict(reference=reference, subtree=subtree, zone=zone, actuator=actuator,
-                     parent=parent)  # fmt: skip
+                     parent=parent, tendon=tendon)  # fmt: skip
         takes = {"interaction": ("subtree", "parent")}.get(option, (option,))
         extra = [k for k, v in given.items() if v is not None and k not in takes]
         if extra:
@@ -109,11 +110,11 @@ class _SensorBuilder:
             if body is not None or frame is not None or tuple(np.ravel(site)) != (0, 0, 0):
                 raise ModelError(f"{where}: kind {kind!r} is read from the actuators; body=, "
                                  "site= and frame= are options of body sensors")  # fmt: skip
-            spec["params"] = (option, actuator if option == "actuator" else joint)
+            key = option if option in ("actuator", "tendon") else "joint"
+            spec["params"] = (option, {"actuator": actuator, "tendon": tendon, "joint": joint}[key])
             spec["joint"] = joint if option == "joint_actuators" else None
             if spec["params"][1] is None:
-                raise ModelError(f"{where}: kind {kind!r} needs "
-                                 f"{'actuator' if option == 'actuator' else 'joint'}=")  # fmt: skip
+                raise ModelError(f"{where}: kind {kind!r} needs {key}=")
         elif SENSOR_KINDS[kind] == "joint":
             if body is not None or frame is not None or tuple(np.ravel(site)) != (0, 0, 0):
                 raise ModelError(f"{where}: kind {kind!r} is read at its joint; body=, site= "
@@ -235,6 +236,11 @@ class _SensorBuilder:
             return SubtreeBodies(bodies, up if p[3] is None else index[p[3]])
         if p[0] == "zone":
             return TouchZone(p[1], jnp.asarray(p[2]))
+        if p[0] == "tendon":
+            tendons = [t["name"] for t in self._tendons]
+            if p[1] not in tendons:
+                raise ModelError(f"{where}.tendon: no tendon {p[1]!r}; tendons: {tendons}")
+            return SensorTendon(p[1])
         names = [a["name"] for a in self._actuators]
         if p[0] == "actuator":
             if p[1] not in names:

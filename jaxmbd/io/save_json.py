@@ -25,8 +25,14 @@ logger = logging.getLogger("jaxmbd")
 
 def save_model(model: Model, path, *, solver: dict | None = None) -> Path:
     """Write ``model`` in jaxmbd's own schema at GCON level (an exact round trip), with its
-    joints' coordinate definitions (``joint_coordinates``)."""
+    joints' coordinate definitions (``joint_coordinates``). Tendons have no entries in the
+    schema: a model with tendons is refused."""
     path = Path(path)
+    if getattr(model, "tendons", None) is not None:
+        raise ValueError(
+            f"save_model: model '{model.name}' has tendons {list(model.tendons.names)}, which "
+            "model files do not hold; keep its source (the MJCF file, or the builder code)"
+        )
     nb = model.nb
     bodies = []
     for b, name in enumerate(model.body_names):
