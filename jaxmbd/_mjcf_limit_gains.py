@@ -27,13 +27,15 @@ mapping keeps what the joint shows at rest and the character of its impacts:
   inertia I = 1 / A0 equals that of MuJoCo's spring, damper and inertia, zeta
   (b / (2 sqrt(k_s)) in the direct form), so impacts rebound alike.
 
-d is taken at r = 0, d = d_min (clipped to [1e-4, 0.9999] as MuJoCo does): robots rest on
-their limits with r well below ``width`` (1 mm by default), where d(r) stays within
-d_min + 2 (r / width)^2 (d_max - d_min) for the default power 2. Beyond ``width`` MuJoCo
-stiffens, up to K(d_max) / K(d_min) (2.2 for the default ``solimp``); the spring stays
-linear. Because the spring acts on the joint's own inertia 1 / A0 instead of MuJoCo's
-1 / ((1-d) A0) during penetration, an impact is 1 / sqrt(1 - d) (3.2 at d = 0.9) shorter
-and shallower than MuJoCo's, with the same rebound.
+The gains returned are those at r = 0, d = d_min (clipped to [1e-4, 0.9999] as MuJoCo
+does); the importer also hands ``solimp`` to :class:`jaxmbd.joint_limits.JointLimits`
+(``impedance``), which scales them with d(r) as the formulas above (MuJoCo stiffens by up
+to K(d_max) / K(d_min) = 2.2 beyond ``width`` with the default ``solimp``). Because the
+spring acts on the joint's own inertia 1 / A0 instead of MuJoCo's 1 / ((1-d) A0) during
+penetration, an impact lasts sqrt(1 - d) (0.22 to 0.32 with the default ``solimp``) as
+long as MuJoCo's and penetrates about as much less, with the same damping ratio; the motion
+away from the limit is MuJoCo's. A0 at ``qpos0`` is MuJoCo's choice too; the rest state
+does not depend on the inertia at the current pose.
 """
 
 from __future__ import annotations

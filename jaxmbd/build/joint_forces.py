@@ -98,11 +98,16 @@ class _JointForceBuilder:
             defns.append(defn)
             rows.append((lo, hi, k, c, 0.0 if e is None else e, float(e is not None), inertia))
         lo, hi, k, c, e, on, inertia = (jnp.asarray([row[m] for row in rows]) for m in range(7))
+        impedance = None
+        if self._limit_impedance:
+            # joints without one: a flat impedance (constant gains)
+            flat = (0.5, 0.5, 1.0, 0.5, 1.0)
+            impedance = jnp.asarray([self._limit_impedance.get(d.name, flat) for d in defns])
         if not any(row[5] for row in rows):
             e = on = inertia = None  # the plain spring-damper law
         return (
             JointLimits(joints=tuple(defns), lower=lo, upper=hi, stiffness=k, damping=c,
-                        restitution=e, calibrated=on, inertia=inertia,
+                        restitution=e, calibrated=on, inertia=inertia, impedance=impedance,
                         absolute_entries=absolute_entries(defns, space)),
         )  # fmt: skip
 
