@@ -15,8 +15,8 @@ import logging
 
 import numpy as np
 
-from ._mjcf_flags import switched_off
 from ._joint_forces import CYLINDRICAL_VIEWS
+from ._mjcf_flags import switched_off
 from ._mjcf_limit_gains import limit_gains
 from ._values import _axis_frame
 from .build import ModelBuilder
@@ -263,7 +263,8 @@ def _add_joints(mujoco, m, d, builder: ModelBuilder, b, parent: str, child: str)
         if spec is not None:
             getattr(builder, spec.name)(
                 name, body_i=parent, body_j=child, point=anchors[0], axis=axes[0],
-                **_limit_options(m, jids[0], spec.angular, builder, name), **_passive(mujoco, m, jids[0]),
+                **_limit_options(m, jids[0], spec.angular, builder, name),
+                **_passive(mujoco, m, jids[0]),
             )  # fmt: skip
             return convention(name, [0])
         builder.spherical(name, body_i=parent, body_j=child, point=anchors[0])  # ball

@@ -173,6 +173,9 @@ class JointLimits(AbstractJointForce):
             }
             for k, d in enumerate(self.joints)
         }
+        if self.impedance is not None:
+            for k, d in enumerate(self.joints):
+                entries[d.name]["limit_impedance"] = [float(x) for x in self.impedance[k]]
         if self.restitution is not None:
             for k, d in enumerate(self.joints):
                 if float(self.calibrated[k]):

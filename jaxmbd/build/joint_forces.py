@@ -62,6 +62,16 @@ class _JointForceBuilder:
             restitution = float(x)
         self._limits[name] = (float(lo_hi[0]), float(lo_hi[1]), *gains, restitution)
 
+    def _record_limit_impedance(self, name, solimp) -> None:
+        """Keep a limited joint's MuJoCo ``solimp`` (:attr:`JointLimits.impedance`)."""
+        x = _numbers(solimp, where=f"joint '{name}'.limit_impedance", expected="5 numbers")
+        if name not in self._limits or x.shape != (5,) or not np.all(np.isfinite(x)):
+            raise ModelError(
+                f"joint '{name}'.limit_impedance: expected MuJoCo's solimp (5 numbers) on a "
+                f"limited joint, got {_short(solimp)}"
+            )
+        self._limit_impedance[name] = tuple(float(v) for v in x)
+
     def _limits_element(self, index: dict[str, int], joints, space=frozenset()) -> tuple:
         """The :class:`~jaxmbd.joint_limits.JointLimits` force element of the limited joints
         (none: empty), default gains from each joint's child side at the drawn pose;
