@@ -143,25 +143,29 @@ class JointLimits(AbstractJointForce):
         return self.stiffness * d * damping_factor(self.restitution) * ratio
 
     def potential_energy(self, state: BodyState):
-        """Energy stored in the limit springs, sum of 1/2 k delta^2 (counted by
-        :func:`jaxmbd.diagnostics.energy`; the dampers only dissipate)."""
+        """Energy stored in the limit springs, sum of 1/2 k delta^2 (with ``impedance``: the
+        integral of the spring force; counted by :func:`jaxmbd.diagnostics.energy`; the
+        dampers only dissipate)."""
         part = self.absolute_part()
         q, _ = coordinates_and_gradients(part.joints, state)
-        delta = part.penetration(q)
-        if part.impedance is None:
-            return jnp.sum(0.5 * part.stiffness * delta**2)
+        return jnp.sum(part.spring_energy(part.penetration(q)))
+
+    def spring_energy(self, delta):
+        """The energies (n,) of the springs at penetrations ``delta`` (n,) >= 0."""
+        if self.impedance is None:
+            return 0.5 * self.stiffness * delta**2
         # the integral of k s(x) x over [0, delta] by Gauss-Legendre on each smooth piece of
         # d(x): [0, midpoint width], [midpoint width, width], beyond width (constant)
         x, w = (jnp.asarray(a) for a in np.polynomial.legendre.leggauss(8))
-        width, mid = part.impedance[:, 2], part.impedance[:, 3]
+        width, mid = self.impedance[:, 2], self.impedance[:, 3]
         edges = jnp.stack([jnp.zeros_like(delta), mid * width, width, delta + width])
         edges = jnp.minimum(edges, delta)
         energy = 0.0
         for a, b in zip(edges[:-1], edges[1:], strict=True):
             xs = 0.5 * (a + b)[:, None] + 0.5 * (b - a)[:, None] * x
-            k_scale, _ = jax.vmap(part._impedance_scales, in_axes=1, out_axes=1)(xs)
+            k_scale, _ = jax.vmap(self._impedance_scales, in_axes=1, out_axes=1)(xs)
             energy = energy + 0.5 * (b - a) * jnp.sum(w * k_scale * xs, axis=1)
-        return jnp.sum(part.stiffness * energy)
+        return self.stiffness * energy
 
     def joint_entries(self):
         """Each limited joint's ``limits`` with the gains as built (defaults resolved)."""

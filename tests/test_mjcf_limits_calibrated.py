@@ -75,6 +75,23 @@ def test_impedance_is_mujocos(solimp):
         np.testing.assert_allclose(float(ours), d.efc_KBIP[0, 2], rtol=1e-12)
 
 
+def test_spring_energy_is_the_integral_of_the_spring_force(tmp_path):
+    """With MuJoCo's impedance the spring force is the derivative of the stored energy
+    (scipy's quadrature of the force as the reference)."""
+    from scipy.integrate import quad
+
+    _, model = _files(tmp_path, "stiff", UPPER)
+    limits = _limits(model)
+
+    def force(r):
+        return -float(limits.generalised_force(0.0, jnp.asarray([UPPER + r]), jnp.zeros(1))[0])
+
+    for r in (3e-4, 1.5e-3, 5e-3):  # below the midpoint, between midpoint and width, beyond
+        ours = float(limits.spring_energy(jnp.asarray([r]))[0])
+        theirs = quad(force, 0.0, r, points=[1e-3, 2e-3], epsabs=0, epsrel=1e-12)[0]
+        np.testing.assert_allclose(ours, theirs, rtol=1e-6)
+
+
 @pytest.mark.parametrize("limit", ["default", "slow", "stiff"])
 def test_rest_penetration_is_mujocos(tmp_path, limit):
     """The rod resting on its stop sinks as deep as in MuJoCo (RK4 at 1e-4, 2 s to rest):
