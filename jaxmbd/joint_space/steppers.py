@@ -23,6 +23,7 @@ from ..tree.kinematics import tangent_rates
 from ._stepper_base import AbstractJointStepper
 from .dynamics import accelerations, applied_generalised_forces
 from .hard_contact import JointMoreauJean
+from .implicit_steppers import BackwardEulerJoint, GeneralizedAlphaJoint
 from .loops import loop_terms, solve_normal
 
 
@@ -130,6 +131,8 @@ JOINT_STEPPERS: dict[str, AbstractJointStepper] = {
     "euler": SemiImplicitEuler(),
     "implicit": LinearlyImplicitEuler(position_jacobian=True),
     "implicitfast": LinearlyImplicitEuler(position_jacobian=False),
+    "gen_alpha": GeneralizedAlphaJoint(),
+    "backward_euler": BackwardEulerJoint(),
     "moreau_jean": JointMoreauJean(),
 }
 
