@@ -56,10 +56,11 @@ reference pose** (``qpos0``) from ``mj_forward``:
   kinematics of the keyframe, angles on the branch of its qpos). The initial body states
   are MuJoCo's kinematics of (qpos, qvel).
 * **Joint limits**: a body's single hinge or slide with ``limited`` ``range`` gets the
-  compliant limit of :mod:`jaxmbd.joint_limits` on its coordinate (qpos units; default
-  gains, not MuJoCo's ``solref``/``solimp``); a hinge range of a full turn or more is left
-  out. The slide and hinge of a cylindrical joint ``"a+b"`` get theirs on its coordinates
-  ``"a+b.slide"`` and ``"a+b.angle"`` (whose q is their qpos), and so do their damping,
+  compliant limit of :mod:`jaxmbd.joint_limits` on its coordinate (qpos units; stiffness
+  and damping from MuJoCo's ``solref``/``solimp``, :mod:`jaxmbd._mjcf_limit_gains`: the
+  penetration at rest and the damping ratio are MuJoCo's); a hinge range of a full turn or
+  more is left out. The slide and hinge of a cylindrical joint ``"a+b"`` get theirs on its
+  coordinates ``"a+b.slide"`` and ``"a+b.angle"`` (whose q is their qpos), and so do their damping,
   stiffness, friction loss, armature and actuators; the hinges and slides of a body whose
   joints compose into no GCON joint get theirs on their own names.
 * **Contacts** (:mod:`jaxmbd._mjcf_contact`): the geom pairs MuJoCo collides become the

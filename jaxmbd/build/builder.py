@@ -73,6 +73,8 @@ class ModelBuilder(
     _joints: list[_JointSpec] = field(default_factory=list)
     _joint_states: dict[str, tuple] = field(default_factory=dict)
     _limits: dict[str, tuple] = field(default_factory=dict)
+    # MuJoCo's solimp of a limit (the MJCF importer's): JointLimits.impedance
+    _limit_impedance: dict[str, tuple] = field(default_factory=dict)
     _dynamics: dict[str, tuple] = field(default_factory=dict)  # joint damping etc.
     _actuators: list[dict] = field(default_factory=list)
     _tendons: list[dict] = field(default_factory=list)  # jaxmbd.tendons

@@ -276,6 +276,8 @@ def _record_joint_forces(builder, name: str, options: dict, kind=None) -> None:
             name, options.get("limits"), options.get("limit_stiffness"),
             options.get("limit_damping"), options.get("limit_restitution"), kind=kind,
         )  # fmt: skip
+    if "limit_impedance" in options:
+        builder._record_limit_impedance(name, options["limit_impedance"])
     dynamics = {key: options[key] for key in _DYNAMICS_KEYS if key in options}
     if dynamics:
         builder._record_dynamics(name, **{**_DYNAMICS_DEFAULTS, **dynamics})

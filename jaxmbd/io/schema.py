@@ -11,9 +11,9 @@ Own schema (``"format": "jaxmbd-model"``)::
                  "translational" | "perpendicular_1" | "perpendicular_2", "body_i", "body_j",
                  "point", "axis" (or "axis_i", "axis_j" for universal), revolute and
                  translational also "limits": [lower, upper], "limit_stiffness",
-                 "limit_damping", "limit_restitution", "damping", "stiffness", "spring_reference",
-                 "friction_loss", "armature"; cylindrical "slide": {...}, "angle": {...}
-                 with those keys for each coordinate}],
+                 "limit_damping", "limit_restitution", "limit_impedance" (MuJoCo's solimp),
+                 "damping", "stiffness", "spring_reference", "friction_loss", "armature";
+                 cylindrical "slide": {...}, "angle": {...} with those keys for each coordinate}],
      "constraints": [{"name", "type": "DP1" | "DP2" | "D" | "CD" | "ROT", "body_i", "body_j",
                       vectors in body frames, "f": number or expression in t, "joint"}],
      "drivers": [{"name", "type": "rotation", "body_i", "body_j", "axis", "angle",
@@ -104,7 +104,7 @@ _GCON_FIELDS = {
 #: Optional keys of revolute and translational joints (``joints`` and
 #: ``joint_coordinates`` entries): the options of :meth:`ModelBuilder.revolute` for limits
 #: (:mod:`jaxmbd.joint_limits`) and joint dynamics (:mod:`jaxmbd.joint_dynamics`).
-_LIMIT_KEYS = ("limits", "limit_stiffness", "limit_damping", "limit_restitution")
+_LIMIT_KEYS = ("limits", "limit_stiffness", "limit_damping", "limit_restitution", "limit_impedance")
 _DYNAMICS_KEYS = ("damping", "stiffness", "spring_reference", "friction_loss", "armature")
 _JOINT_FORCE_KEYS = _LIMIT_KEYS + _DYNAMICS_KEYS
 #: A cylindrical joint's entries for its two coordinates ("slide", "angle"): objects with
