@@ -136,6 +136,9 @@ class Model(eqx.Module):
     # why the absolute-coordinate formulations cannot run the model (bodies whose joints
     # compose into no GCON joint), static; () when they can
     joint_space_only: tuple[str, ...] = eqx.field(static=True, default=())
+    # MJCF's equality constraints (jaxmbd.equalities: rows of the tree state, active or
+    # not), in file order; () for models without them
+    equalities: tuple = ()
 
     @property
     def nb(self) -> int:
