@@ -75,8 +75,8 @@ def _connect(mujoco, m, e, name, bodies: _Bodies, params, active):
     a2 = data[3:6] if s2 is None else np.asarray(m.site_pos[s2])
     p1, _ = bodies.in_owner(b1, a1, np.eye(3))
     p2, _ = bodies.in_owner(b2, a2, np.eye(3))
-    return Connect(name, bodies.tree_body(b1), bodies.tree_body(b2), p1, p2, params,
-                   active=active)  # fmt: skip
+    return Connect(name=name, body1=bodies.tree_body(b1), body2=bodies.tree_body(b2),
+                   anchor1=p1, anchor2=p2, parameters=params, active=active)  # fmt: skip
 
 
 def _weld(mujoco, m, e, name, bodies: _Bodies, params, active):
@@ -90,8 +90,9 @@ def _weld(mujoco, m, e, name, bodies: _Bodies, params, active):
         a2, f2 = np.asarray(m.site_pos[s2]), _quat_matrix(m.site_quat[s2])
     p1, F1 = bodies.in_owner(b1, a1, f1)
     p2, F2 = bodies.in_owner(b2, a2, f2)
-    return Weld(name, bodies.tree_body(b1), bodies.tree_body(b2), p1, p2, F1, F2,
-                np.float64(data[10]), params, active=active)  # fmt: skip
+    return Weld(name=name, body1=bodies.tree_body(b1), body2=bodies.tree_body(b2),
+                anchor1=p1, anchor2=p2, frame1=F1, frame2=F2, torquescale=np.float64(data[10]),
+                parameters=params, active=active)  # fmt: skip
 
 
 def _joint(mujoco, m, e, name, bodies: _Bodies, params, active):
@@ -108,10 +109,10 @@ def _joint(mujoco, m, e, name, bodies: _Bodies, params, active):
     a1 = int(m.jnt_qposadr[joints[0]])
     a2 = int(m.jnt_qposadr[joints[1]]) if joints[1] >= 0 else -1
     qpos0 = np.asarray(m.qpos0, dtype=np.float64)
-    return JointCoupling(name, a1, a2, np.float64(qpos0[a1]),
-                         np.float64(qpos0[a2] if a2 >= 0 else 0.0),
-                         np.asarray(m.eq_data[e][:5], dtype=np.float64), params,
-                         active=active)  # fmt: skip
+    return JointCoupling(name=name, address1=a1, address2=a2, ref1=np.float64(qpos0[a1]),
+                         ref2=np.float64(qpos0[a2] if a2 >= 0 else 0.0),
+                         polycoef=np.asarray(m.eq_data[e][:5], dtype=np.float64),
+                         parameters=params, active=active)  # fmt: skip
 
 
 def _diag_approx(mujoco, m, e: int, size: int) -> np.ndarray:
@@ -153,6 +154,7 @@ def equalities_of(mujoco, m, d0, roots, owner):
             np.asarray(m.eq_solimp[e], dtype=np.float64),
             _diag_approx(mujoco, m, e, size),
             refsafe=refsafe,
+            velocity_product=kind in ("connect", "weld"),
         )
         out.append(make(mujoco, m, e, name, bodies, params, bool(m.eq_active0[e])))
         if kind == "joint" and m.eq_active0[e]:

@@ -145,35 +145,34 @@ def constraint_terms(cons: TreeConstraints, tree: KinematicTree, qpos, qvel, t):
     return phi, G, -_time_rate(cons, tree, qpos, t), gamma
 
 
-def _soft_terms(cons: TreeConstraints, phi, velocity, h):
-    """(R, aref) of every row of the concatenation (``phi``, ``velocity``: all rows): zero
-    on exact rows."""
-    R, aref, start = [], [], 0
+def _soft_terms(cons: TreeConstraints, phi, velocity, gamma, h):
+    """The target and R of every row of the concatenation (``phi``, ``velocity``,
+    ``gamma``: all rows): gamma and zero on exact rows, MuJoCo's aref (with gamma where
+    its ``velocity_product`` says) and R on soft ones."""
+    R, target, start = [], [], 0
     for part in cons.parts:
         stop = start + part.size
-        if part.softness is None:
+        soft = part.softness
+        if soft is None:
             R.append(jnp.zeros(part.size, phi.dtype))
-            aref.append(jnp.zeros(part.size, phi.dtype))
+            target.append(gamma[start:stop])
         else:
-            r, a = part.softness.terms(phi[start:stop], velocity[start:stop], h)
+            r, aref = soft.terms(phi[start:stop], velocity[start:stop], h)
             R.append(r)
-            aref.append(a)
+            target.append(aref + gamma[start:stop] if soft.velocity_product else aref)
         start = stop
-    return jnp.concatenate(R), jnp.concatenate(aref)
+    return jnp.concatenate(R), jnp.concatenate(target)
 
 
 def acceleration_terms(cons: TreeConstraints, tree: KinematicTree, qpos, qvel, t, h):
     """(Phi, G, nu, target, R) of the kept rows: their values, Jacobian and velocity
     right-hand side, and G qacc = target - R lam, with target gamma on exact rows and
-    MuJoCo's aref on soft ones (R: None without soft rows)."""
+    MuJoCo's reference acceleration on soft ones (R: None without soft rows)."""
     if not cons.soft.any():
         return (*constraint_terms(cons, tree, qpos, qvel, t), None)
     # a soft part's impedance reads all its rows (soft rows are always kept)
     phi, G, nu, gamma = constraint_terms(cons._replace(keep=None), tree, qpos, qvel, t)
-    R, aref = _soft_terms(cons, phi, mv(G, qvel), h)
-    soft = np.zeros(cons._all, dtype=bool)
-    soft[cons.kept[cons.soft]] = True
-    target = jnp.where(jnp.asarray(soft), aref, gamma)
+    R, target = _soft_terms(cons, phi, mv(G, qvel), gamma, h)
     if cons.keep is None:
         return phi, G, nu, target, R
     k = cons.kept

@@ -30,7 +30,10 @@ class Softness(eqx.Module):
     ``solimp`` (dmin, dmax, width, midpoint, power); ``diag_approx`` (size,), MuJoCo's
     approximation of the diagonal of J M^-1 J^T from the bodies', dofs' or tendons'
     ``invweight0`` (``mj_diagApprox``). ``refsafe``: raise timeconst to at least 2 h, as
-    MuJoCo does unless ``<flag refsafe="disable"/>``.
+    MuJoCo does unless ``<flag refsafe="disable"/>``. ``velocity_product``: the target
+    acceleration of J qacc also carries the rows' velocity-product term gamma = -J_dot qvel
+    (MuJoCo 4.0 does so for connect and weld rows, not for joint and tendon couplings;
+    measured on ``efc_aref``).
 
     With pos the group's violation (its rows' norm, MuJoCo's ``getposdim``), the impedance
     d(pos) of ``getimpedance`` gives per row R = (1 - d) / d * diag_approx, and the
@@ -42,6 +45,7 @@ class Softness(eqx.Module):
     solimp: jax.Array
     diag_approx: jax.Array
     refsafe: bool = eqx.field(static=True, default=True)
+    velocity_product: bool = eqx.field(static=True, default=False)
 
     def impedance(self, pos):
         """d(pos) of MuJoCo's ``getimpedance`` (solimp clamped as ``getsolparam``)."""
