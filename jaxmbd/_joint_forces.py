@@ -307,6 +307,19 @@ class AbstractJointForce(AbstractForce):
         keep = self.absolute_rows
         if keep.size == len(self.joints):
             return self
+        return self.entries(keep)
+
+    @property
+    def tendon_rows(self) -> tuple[int, ...]:
+        """The entries that act along tendons instead of joints (static; none by default):
+        the element's ``tendons`` (:class:`jaxmbd.tendons.Tendons`, one per such entry)
+        give their coordinates, the length and velocity of the tendon (its entry in
+        ``joints`` is a placeholder that no formulation reads)."""
+        return ()
+
+    def entries(self, keep):
+        """The element restricted to the entries ``keep`` (static indices), every
+        evaluation's rows (``absolute_entries`` dropped: the rows are chosen)."""
         changes = {"absolute_entries": None}
         for key in self.entry_fields:
             value = getattr(self, key)

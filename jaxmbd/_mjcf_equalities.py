@@ -1,4 +1,4 @@
-"""MJCF equality constraints (``<equality>``: connect, weld, joint; active or not).
+"""MJCF equality constraints (``<equality>``: connect, weld, joint, tendon; active or not).
 
 Every equality becomes a :mod:`jaxmbd.equalities` constraint of ``model.equalities``, with
 MuJoCo's compiled data (``eq_data``: anchors, the relative pose that the compiler fills
@@ -7,7 +7,7 @@ approximation of ``mj_diagApprox`` (bodies', dofs' ``invweight0``), on the tree'
 (a jointless body's anchor and frame carried into the body that owns it). The ``"joint"``
 formulation runs them. For the absolute formulations an active connect is also a spherical
 joint at the anchor and an active weld a fixed joint at the relative pose of ``qpos0``
-(GCON rows of the equality's name); a joint coupling, and a connect or weld that does not
+(GCON rows of the equality's name); a joint or tendon coupling, and a connect or weld that does not
 hold at ``qpos0`` (an explicit ``relpose``, sites apart), make the model joint-space only
 (``Model.joint_space_only`` says which).
 """
@@ -19,7 +19,7 @@ import logging
 import numpy as np
 
 from ._mjcf_joints import _name, _rot_lock_vectors
-from .equalities import Connect, JointCoupling, Weld
+from .equalities import Connect, JointCoupling, TendonCoupling, Weld
 from .errors import ModelError
 from .tree.constraint_rows import Softness
 
@@ -115,31 +115,46 @@ def _joint(mujoco, m, e, name, bodies: _Bodies, params, active):
                          parameters=params, active=active)  # fmt: skip
 
 
+def _tendon(mujoco, m, e, name, bodies: _Bodies, params, active, tendons):
+    ids = [k for k in (int(m.eq_obj1id[e]), int(m.eq_obj2id[e])) if k >= 0]
+    names = [_name(mujoco, m, mujoco.mjtObj.mjOBJ_TENDON, k, "tendon") for k in ids]
+    if tendons is None or any(n not in tendons.names for n in names):
+        raise ModelError(f"equality tendon '{name}': tendons {names} are not read")
+    return TendonCoupling(name=name, tendons=tendons.subset([tendons.index(n) for n in names]),
+                          length0=np.asarray([m.tendon_length0[k] for k in ids], np.float64),
+                          polycoef=np.asarray(m.eq_data[e][:5], dtype=np.float64),
+                          parameters=params, active=active)  # fmt: skip
+
+
 def _diag_approx(mujoco, m, e: int, size: int) -> np.ndarray:
     """MuJoCo's ``mj_diagApprox`` rows of equality e (translation, then rotation for
     welds; dofs' invweight0 for joint couplings)."""
     E = mujoco.mjtEq
     kind = int(m.eq_type[e])
+    objects = [k for k in (int(m.eq_obj1id[e]), int(m.eq_obj2id[e])) if k >= 0]
     if kind == int(E.mjEQ_JOINT):
-        value = sum(
-            float(m.dof_invweight0[m.jnt_dofadr[j]])
-            for j in (int(m.eq_obj1id[e]), int(m.eq_obj2id[e]))
-            if j >= 0
-        )
-        return np.full(size, value)
+        return np.full(size, sum(float(m.dof_invweight0[m.jnt_dofadr[j]]) for j in objects))
+    if kind == int(E.mjEQ_TENDON):
+        return np.full(size, sum(float(m.tendon_invweight0[k]) for k in objects))
     b1, b2, _, _ = _objects(mujoco, m, e)
     w = np.asarray(m.body_invweight0).reshape(-1, 2)
     tran, rot = w[b1, 0] + w[b2, 0], w[b1, 1] + w[b2, 1]
     return np.asarray([tran] * 3 + [rot] * (size - 3))
 
 
-_MAKERS = {"connect": (_connect, 3), "weld": (_weld, 6), "joint": (_joint, 1)}
+_MAKERS = {
+    "connect": (_connect, 3),
+    "weld": (_weld, 6),
+    "joint": (_joint, 1),
+    "tendon": (_tendon, 1),
+}
 
 
-def equalities_of(mujoco, m, d0, roots, owner):
+def equalities_of(mujoco, m, d0, roots, owner, tendons=None):
     """(the model's equality constraints, the joint-space-only reasons they add): every
     equality of ``m`` of a supported type, active or not, on the tree bodies ``roots``
-    (MuJoCo body ids) with ``owner`` (the tree body each MuJoCo body belongs to)."""
+    (MuJoCo body ids) with ``owner`` (the tree body each MuJoCo body belongs to);
+    ``tendons``: the model's :class:`~jaxmbd.tendons.Tendons` (by name)."""
     bodies = _Bodies(m, d0, roots, owner)
     refsafe = not (m.opt.disableflags & int(mujoco.mjtDisableBit.mjDSBL_REFSAFE))
     out, reasons = [], []
@@ -156,11 +171,13 @@ def equalities_of(mujoco, m, d0, roots, owner):
             refsafe=refsafe,
             velocity_product=kind in ("connect", "weld"),
         )
-        out.append(make(mujoco, m, e, name, bodies, params, bool(m.eq_active0[e])))
-        if kind == "joint" and m.eq_active0[e]:
+        extra = (tendons,) if kind == "tendon" else ()
+        out.append(make(mujoco, m, e, name, bodies, params, bool(m.eq_active0[e]), *extra))
+        if kind in ("joint", "tendon") and m.eq_active0[e]:
+            what = "joint coordinates" if kind == "joint" else "tendon lengths"
             reasons.append(
-                f"equality '{name}' couples joint coordinates (a constraint of joint "
-                "coordinates, which the absolute formulations do not have)"
+                f"equality '{name}' couples {what} (a constraint of joint coordinates, which "
+                "the absolute formulations do not have)"
             )
     return tuple(out), reasons
 
@@ -222,3 +239,10 @@ def add_equality_joints(mujoco, m, d0, builder, label, reasons: list[str]):
         for k, (a_i, a_j) in enumerate(_rot_lock_vectors(A_i, A_j)):
             builder.add_dp1(f"{name}.dp1_{k}", body_i=i, a_bar_i=a_i, body_j=j, a_bar_j=a_j,
                             joint=name)  # fmt: skip
+
+
+def tendons_of(builder):
+    """The builder's tendons as :class:`~jaxmbd.tendons.Tendons` on its bodies (None
+    without tendons): the geometry that tendon couplings read in joint space."""
+    index = {b.name: k for k, b in enumerate(builder._bodies)}
+    return builder._tendon_geometry(index, ())

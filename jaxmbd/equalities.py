@@ -9,7 +9,9 @@ their rows (``mj_instantiateEquality``, ``engine_core_constraint.c``; MuJoCo XML
   neg(q2) q1 q_rel times ``torquescale`` (6 rows);
 * :class:`JointCoupling`: q1 - q1_ref = c0 + c1 x + c2 x^2 + c3 x^3 + c4 x^4 with
   x = q2 - q2_ref (``polycoef``; without joint 2: q1 - q1_ref = c0), on hinge and slide
-  coordinates, the references MuJoCo's ``qpos0`` (1 row).
+  coordinates, the references MuJoCo's ``qpos0`` (1 row);
+* :class:`TendonCoupling`: the same polynomial on two tendons' lengths (:mod:`jaxmbd.tendons`)
+  relative to their lengths at ``qpos0`` (MuJoCo's ``tendon_length0``; 1 row).
 
 Each is exact by default: the ``"joint"`` formulation holds its rows at zero
 (:mod:`jaxmbd.joint_space.constraint_rows`). ``soft=True`` (:func:`with_equalities` with
@@ -30,6 +32,7 @@ import jax.numpy as jnp
 from . import _config  # noqa: F401
 from .errors import ModelError
 from .model import Model
+from .tendons import Tendons, lengths_and_jacobians
 from .tree.constraint_rows import AbstractTreeConstraint, Softness
 from .tree.kinematics import TreePoses
 from .tree.topology import KinematicTree
@@ -179,6 +182,33 @@ class JointCoupling(AbstractEquality):
         return polynomial_coupling(self.polycoef, qpos[self.address1] - self.ref1, q2)[None]
 
 
+class TendonCoupling(AbstractEquality):
+    """L1 - length0_1 = poly(L2 - length0_2) on the lengths of ``tendons`` (one or two
+    tendons of :mod:`jaxmbd.tendons`: tendon 1, then tendon 2 where there is one),
+    ``polycoef`` (5,)."""
+
+    name: str = eqx.field(static=True)
+    tendons: Tendons
+    length0: jax.Array  # (1,) or (2,)
+    polycoef: jax.Array
+    parameters: Softness
+    active: bool = eqx.field(static=True, default=True, kw_only=True)
+    soft: bool = eqx.field(static=True, default=False, kw_only=True)
+
+    @property
+    def kind(self) -> str:
+        return "tendon"
+
+    @property
+    def size(self) -> int:
+        return 1
+
+    def residual(self, tree: KinematicTree, p: TreePoses, qpos, t):
+        lengths = lengths_and_jacobians(self.tendons, tree, qpos, p)[0] - self.length0
+        second = lengths[1] if self.tendons.nt > 1 else None
+        return polynomial_coupling(self.polycoef, lengths[0], second)[None]
+
+
 def active_equalities(model: Model) -> tuple[AbstractEquality, ...]:
     """The model's equality constraints that act in a run."""
     return tuple(e for e in model.equalities if e.active)
@@ -242,6 +272,7 @@ __all__ = [
     "AbstractEquality",
     "Connect",
     "JointCoupling",
+    "TendonCoupling",
     "Weld",
     "active_equalities",
     "check_soft_equalities",

@@ -79,9 +79,14 @@ reference pose** (``qpos0``) from ``mj_forward``:
   (``sol.sensors[name]``, :mod:`jaxmbd.sensors`) with their ``noise``.
 * **Sites**: every named ``<site>`` on a moving body becomes a marker of that name
   (``sol.markers[name]``, :mod:`jaxmbd.markers`).
+* **Tendons** (:mod:`jaxmbd._mjcf_tendons`): fixed and spatial tendons (sites, wrapping
+  spheres and cylinders, side sites, pulleys) with their stiffness, damping, friction loss
+  and limits (:mod:`jaxmbd.tendons`, :mod:`jaxmbd.tendon_forces`); actuators with a
+  ``tendon=`` transmission pull along them. A fixed tendon over hinges inside a
+  composition of MuJoCo joints is joint-space only (``model.joint_space_only``).
 * Whatever is not supported (in the absolute formulations: limits, damping, stiffness,
   friction loss, armature and actuators of the hinges and slides of universal, three-hinge
-  spherical, planar and three-slide joints; tendons, actuators, sensors (touch, force,
+  spherical, planar and three-slide joints; actuators, sensors (touch, force,
   torque, subtree, ...), flex equalities, mocap bodies, torsional friction, contact
   margins, geom pairs without a narrow phase, ...) is listed in **one** warning; nothing
   is dropped silently.
@@ -101,7 +106,12 @@ import numpy as np
 from . import geometry as G
 from ._mjcf_actuators import add_actuators
 from ._mjcf_contact import add_contacts
-from ._mjcf_equalities import add_equality_joints, equalities_of, unsupported_equalities
+from ._mjcf_equalities import (
+    add_equality_joints,
+    equalities_of,
+    tendons_of,
+    unsupported_equalities,
+)
 from ._mjcf_joints import (
     _add_joints,
     _composite_coordinates,
@@ -116,6 +126,7 @@ from ._mjcf_joints import (
     _single_scalar_joints,
 )
 from ._mjcf_sensors import add_sensors, add_site_markers
+from ._mjcf_tendons import add_tendons
 from .build import ModelBuilder
 from .errors import ModelError, ModelFileError
 from .joints import joint_coordinates, joint_kind
@@ -258,8 +269,6 @@ def _unsupported(mujoco, m, joint_space: set[int]) -> list[str]:
     stiff = [jn[j] for j in np.flatnonzero(stiffness != 0) if j not in passive]
     if stiff:
         out.append(f"joint stiffness on {stiff}")
-    if m.ntendon:
-        out.append(f"{m.ntendon} tendon(s)")
     if m.nmocap:
         out.append(f"{m.nmocap} mocap body(ies) (treated as fixed to the world)")
     gravcomp = np.flatnonzero(np.asarray(getattr(m, "body_gravcomp", np.zeros(m.nbody))) != 0)
@@ -348,9 +357,12 @@ def _convert(mujoco, m, path: Path, keyframe, model_name: str) -> Model:
     unsupported += unsupported_equalities(mujoco, m)
     equality_reasons: list[str] = []
     add_equality_joints(mujoco, m, d0, builder, label, equality_reasons)
-    equalities, coupling_reasons = equalities_of(mujoco, m, d0, roots, owner)
-    add_actuators(mujoco, m, builder, set(mapped), unsupported,
-                  aliases=_cylindrical_coordinates(mujoco, m))  # fmt: skip
+    aliases = _cylindrical_coordinates(mujoco, m)
+    joint_space_only += add_tendons(mujoco, m, d0, builder, label, aliases, space, unsupported)
+    equalities, coupling_reasons = equalities_of(mujoco, m, d0, roots, owner,
+                                                 tendons_of(builder))  # fmt: skip
+    add_actuators(mujoco, m, builder, set(mapped), unsupported, aliases=aliases,
+                  tendons={t["name"] for t in builder._tendons})  # fmt: skip
     absolute_only = _absolute_formulations_ignore(builder, space)
     if absolute_only:
         unsupported.append(absolute_only)
