@@ -72,6 +72,11 @@ class TreeConstraints(NamedTuple):
         return len(self.kept)
 
     @property
+    def rows(self) -> tuple[int, ...]:
+        """The kept rows (indices into the concatenation)."""
+        return tuple(int(k) for k in self.kept)
+
+    @property
     def soft(self) -> np.ndarray:
         """Whether each kept row is soft (static)."""
         flags = [part.softness is not None for part in self.parts for _ in range(part.size)]

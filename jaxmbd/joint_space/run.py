@@ -74,6 +74,10 @@ def independent_constraint_rows(model: Model):
     return independent_rows(cons, tree, tree.qpos_init)
 
 
+#: The loops' name of :func:`independent_constraint_rows`.
+independent_loop_rows = independent_constraint_rows
+
+
 def _outputs(model, tree, loops, qpos, qvel, acc: Accelerations):
     p = acc.poses
     rdot, omega = body_velocities(tree, p, qvel)
