@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 
+import jax.numpy as jnp
 import numpy as np
 
 from ._mjcf_joints import _name, _rot_lock_vectors
@@ -76,7 +77,8 @@ def _connect(mujoco, m, e, name, bodies: _Bodies, params, active):
     p1, _ = bodies.in_owner(b1, a1, np.eye(3))
     p2, _ = bodies.in_owner(b2, a2, np.eye(3))
     return Connect(name=name, body1=bodies.tree_body(b1), body2=bodies.tree_body(b2),
-                   anchor1=p1, anchor2=p2, parameters=params, active=active)  # fmt: skip
+                   anchor1=jnp.asarray(p1), anchor2=jnp.asarray(p2), parameters=params,
+                   active=active)  # fmt: skip
 
 
 def _weld(mujoco, m, e, name, bodies: _Bodies, params, active):
@@ -91,7 +93,8 @@ def _weld(mujoco, m, e, name, bodies: _Bodies, params, active):
     p1, F1 = bodies.in_owner(b1, a1, f1)
     p2, F2 = bodies.in_owner(b2, a2, f2)
     return Weld(name=name, body1=bodies.tree_body(b1), body2=bodies.tree_body(b2),
-                anchor1=p1, anchor2=p2, frame1=F1, frame2=F2, torquescale=np.float64(data[10]),
+                anchor1=jnp.asarray(p1), anchor2=jnp.asarray(p2), frame1=jnp.asarray(F1),
+                frame2=jnp.asarray(F2), torquescale=jnp.asarray(data[10]),
                 parameters=params, active=active)  # fmt: skip
 
 
@@ -109,9 +112,9 @@ def _joint(mujoco, m, e, name, bodies: _Bodies, params, active):
     a1 = int(m.jnt_qposadr[joints[0]])
     a2 = int(m.jnt_qposadr[joints[1]]) if joints[1] >= 0 else -1
     qpos0 = np.asarray(m.qpos0, dtype=np.float64)
-    return JointCoupling(name=name, address1=a1, address2=a2, ref1=np.float64(qpos0[a1]),
-                         ref2=np.float64(qpos0[a2] if a2 >= 0 else 0.0),
-                         polycoef=np.asarray(m.eq_data[e][:5], dtype=np.float64),
+    return JointCoupling(name=name, address1=a1, address2=a2, ref1=jnp.asarray(qpos0[a1]),
+                         ref2=jnp.asarray(qpos0[a2] if a2 >= 0 else 0.0),
+                         polycoef=jnp.asarray(m.eq_data[e][:5], dtype=jnp.float64),
                          parameters=params, active=active)  # fmt: skip
 
 
@@ -121,8 +124,8 @@ def _tendon(mujoco, m, e, name, bodies: _Bodies, params, active, tendons):
     if tendons is None or any(n not in tendons.names for n in names):
         raise ModelError(f"equality tendon '{name}': tendons {names} are not read")
     return TendonCoupling(name=name, tendons=tendons.subset([tendons.index(n) for n in names]),
-                          length0=np.asarray([m.tendon_length0[k] for k in ids], np.float64),
-                          polycoef=np.asarray(m.eq_data[e][:5], dtype=np.float64),
+                          length0=jnp.asarray([m.tendon_length0[k] for k in ids]),
+                          polycoef=jnp.asarray(m.eq_data[e][:5], dtype=jnp.float64),
                           parameters=params, active=active)  # fmt: skip
 
 
@@ -165,9 +168,9 @@ def equalities_of(mujoco, m, d0, roots, owner, tendons=None):
             continue  # named by unsupported_equalities
         make, size = _MAKERS[kind]
         params = Softness(
-            np.asarray(m.eq_solref[e], dtype=np.float64),
-            np.asarray(m.eq_solimp[e], dtype=np.float64),
-            _diag_approx(mujoco, m, e, size),
+            jnp.asarray(m.eq_solref[e], dtype=jnp.float64),
+            jnp.asarray(m.eq_solimp[e], dtype=jnp.float64),
+            jnp.asarray(_diag_approx(mujoco, m, e, size)),
             refsafe=refsafe,
             velocity_product=kind in ("connect", "weld"),
         )

@@ -77,12 +77,20 @@ def _xml(bodies, equalities, qpos, qvel):
 </mujoco>"""
 
 
-# the keyframe does not satisfy the constraints: the run's start projects it
+# every type; the keyframe does not satisfy the constraints: the run's start projects it
 XML = _xml(
     LOOPS + COUPLED,
     LOOP_EQUALITIES + COUPLINGS,
     "0.3 0 0  1 0 0 0  1.3 0.1 -0.2 1 0 0 0  0.4 0.37 0",
     "1 0 0  0.5 -0.4 0.8  0 0 0 0 0 0  2 0 0",
+)
+# the hinges' mechanisms alone (the four-bar and the couplings): the runs of the default
+# tests (a shorter program to compile than the ball and free joints of the weld)
+HINGES = _xml(
+    LOOPS.split('<body name="arm"')[0] + COUPLED,
+    LOOP_EQUALITIES.split("<weld")[0] + COUPLINGS,
+    "0.3 0 0  0.4 0.37 0",
+    "1 0 0  2 0 0",
 )
 H, T_END = 1e-3, 1.0
 
@@ -96,8 +104,13 @@ def _load(tmp_path_factory, xml, name):
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory):
+def full(tmp_path_factory):
     return _load(tmp_path_factory, XML, "equalities.xml")
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    return _load(tmp_path_factory, HINGES, "hinges.xml")
 
 
 @pytest.fixture(scope="module")
@@ -108,7 +121,7 @@ def run(model):
     return np.asarray(sol.qpos), np.asarray(sol.qvel)
 
 
-def _mujoco_model(xml=XML):
+def _mujoco_model(xml=HINGES):
     return mujoco.MjModel.from_xml_string(xml)
 
 
@@ -118,8 +131,9 @@ def _qpos_error(m, q_ours, q_mj):
     return np.abs(dq).max()
 
 
-def test_every_type_is_read_without_warning(model):
+def test_every_type_is_read_without_warning(full):
     """Loading raised no UnsupportedFeatureWarning (the fixture turns it into an error)."""
+    model = full
     kinds = [(e.name, e.kind, e.active) for e in model.equalities]
     assert kinds == [
         ("close", "connect", True),
@@ -138,10 +152,10 @@ def test_rows_stay_at_zero_for_one_second(model, run):
     qpos, _ = run
     tree, cons = model_tree(model)
     rows = jax.jit(jax.vmap(lambda q: constraint_residual(cons, tree, q, 0.0)))(qpos)
-    assert cons.size == 3 + 6 + 1 + 1  # the inactive coupling has no rows
+    assert cons.size == 3 + 1 + 1  # the inactive coupling has no rows
     assert np.abs(np.asarray(rows)).max() < 1e-9
     # the inactive one does not act: its row (slide - 0.3 - x_one) moves as the pendulum swings
-    idle = qpos[:, 16] - 0.3 - (qpos[:, 14] - float(model.equalities[4].ref2))
+    idle = qpos[:, 5] - 0.3 - (qpos[:, 3] - float(model.equalities[3].ref2))
     assert np.ptp(idle) > 0.1
 
 
@@ -162,7 +176,7 @@ def test_polynomial_coupling_is_one_pendulum(run):
         return mass, I_y, c
 
     (m1, I1, c1), (m2, I2, c2) = body("one"), body("two")
-    f = np.polynomial.Polynomial(m.eq_data[2][:5])
+    f = np.polynomial.Polynomial(m.eq_data[1][:5])
     df, ddf = f.deriv(1), f.deriv(2)
     g = -m.opt.gravity[2]
 
@@ -175,12 +189,12 @@ def test_polynomial_coupling_is_one_pendulum(run):
         torque = I2 * fp * fpp * w * w + dV(th, m1, c1) + dV(f(th), m2, c2) * fp
         return [w, -torque / (I1 + I2 * fp * fp)]
 
-    ref1 = m.qpos0[14]
+    ref1 = m.qpos0[3]
     t = np.arange(len(qpos)) * H
-    ivp = solve_ivp(rhs, (0, t[-1]), [qpos[0, 14] - ref1, qvel[0, 12]], t_eval=t,
+    ivp = solve_ivp(rhs, (0, t[-1]), [qpos[0, 3] - ref1, qvel[0, 3]], t_eval=t,
                     rtol=1e-12, atol=1e-12, method="DOP853")  # fmt: skip
-    assert np.abs(qpos[:, 14] - ref1 - ivp.y[0]).max() < 1e-9  # measured 3.6e-11
-    assert np.abs(qpos[:, 15] - f(ivp.y[0])).max() < 1e-9
+    assert np.abs(qpos[:, 3] - ref1 - ivp.y[0]).max() < 1e-9  # measured 3.6e-11
+    assert np.abs(qpos[:, 4] - f(ivp.y[0])).max() < 1e-9
 
 
 def test_against_stiff_mujoco(run):
@@ -204,12 +218,12 @@ def test_against_stiff_mujoco(run):
     assert worst < 2e-6
 
 
-def test_soft_accelerations_are_mujocos(model):
+def test_soft_accelerations_are_mujocos(full):
     """equality="soft": MuJoCo's solref/solimp rows; at the (inconsistent) keyframe, where
     every row is far from zero, qacc equals mj_forward's (measured 2.7e-11 of ~1e3)."""
-    soft = with_equalities(model, "soft")
+    soft = with_equalities(full, "soft")
     tree, cons = model_tree(soft)
-    m = _mujoco_model()
+    m = _mujoco_model(XML)
     d = mujoco.MjData(m)
     mujoco.mj_resetDataKeyframe(m, d, 0)
     mujoco.mj_forward(m, d)
@@ -219,7 +233,8 @@ def test_soft_accelerations_are_mujocos(model):
     np.testing.assert_allclose(np.asarray(qacc), d.qacc, rtol=0, atol=1e-9 * np.abs(d.qacc).max())
 
 
-def test_switched_off_and_refused(model):
+def test_switched_off_and_refused(full):
+    model = full
     off = with_equalities(model, "none", where="test")
     assert off.equalities == () and not off.joint_space_only
     assert not {"close", "glue"} & set(off.constraint_joints)
@@ -240,11 +255,12 @@ def _loops_xml(qpos, qvel):
 
 
 @pytest.mark.slow
-def test_connect_and_weld_against_rA(model, tmp_path_factory):
+def test_connect_and_weld_against_rA(full, tmp_path_factory):
     """The same mechanism in the rA formulation, where the loader builds the connect as a
     spherical joint and the weld as a fixed joint (ModelBuilder joints, exact): body poses
-    agree to 1e-8 over 1 s (rkmk on rA, rk in joint coordinates, both RK4 at h = 2.5e-4)."""
-    h = 2.5e-4
+    agree to 1e-8 over 1 s (rkmk on rA, rk in joint coordinates, both RK4 at h = 1.25e-4;
+    measured 2.6e-7 at h = 1e-3 and 1.7e-8 at h = 2.5e-4, the two methods' O(h^4))."""
+    model, h = full, 1.25e-4
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", mbd.AssemblyWarning)
         sol = mbd.simulate(model, formulation="joint", t_end=T_END, h=h)
@@ -252,24 +268,23 @@ def test_connect_and_weld_against_rA(model, tmp_path_factory):
     loops = _load(tmp_path_factory, _loops_xml(qpos, qvel), "loops.xml")
     assert not loops.joint_space_only
     ra = mbd.simulate(loops, formulation="rA", integrator="rkmk", t_end=T_END, h=h)
+    tree, cons = model_tree(model)
+    rows = jax.jit(jax.vmap(lambda q: constraint_residual(cons, tree, q, 0.0)))(qpos)
+    assert np.abs(np.asarray(rows)).max() < 1e-9  # the weld's rows too
     bodies = [model.body_names.index(b) for b in loops.body_names]
     np.testing.assert_allclose(np.asarray(ra.r), np.asarray(sol.r)[:, bodies], rtol=0, atol=1e-8)
     np.testing.assert_allclose(np.asarray(ra.A), np.asarray(sol.A)[:, bodies], rtol=0, atol=1e-8)
 
 
 @pytest.mark.slow
-def test_soft_trajectory_is_mujocos(tmp_path_factory):
+def test_soft_trajectory_is_mujocos(model):
     """equality="soft" against MuJoCo's own RK4 at the same step from the same keyframe
-    (default solref 0.02, solimp 0.9 0.95) on the hinges' mechanisms (the connect and the
-    couplings; our "rk" and MuJoCo's RK4 are the same step on hinges, while on ball and
-    free joints they differ at 1e-7 per 50 steps): the joint coordinates over 1 s."""
-    hinges = LOOPS.split('<body name="arm"')[0] + COUPLED
-    xml = _xml(hinges, LOOP_EQUALITIES.split("<weld")[0] + COUPLINGS,
-               "0.3 0 0  0.4 0.37 0", "1 0 0  2 0 0")  # fmt: skip
-    model = _load(tmp_path_factory, xml, "hinges.xml")
+    (default solref 0.02, solimp 0.9 0.95) on the hinges' mechanisms (our "rk" and
+    MuJoCo's RK4 are the same step on hinges, while on ball and free joints they differ at
+    1e-7 per 50 steps): the joint coordinates over 1 s."""
     sol = mbd.simulate(model, formulation="joint", t_end=T_END, h=H, equality="soft")
     qpos = np.asarray(sol.qpos)
-    m = _mujoco_model(xml)
+    m = _mujoco_model()
     d = mujoco.MjData(m)
     mujoco.mj_resetDataKeyframe(m, d, 0)
     worst = 0.0
@@ -296,8 +311,8 @@ def test_gradient_through_constrained_run(tmp_path_factory):
     assert [e.name for e in model.equalities] == ["couple", "glue"]
 
     def final(c1, anchor):
-        m = eqx.tree_at(lambda m: m.equalities[0].polycoef, model,
-                        model.equalities[0].polycoef.at[1].set(c1))  # fmt: skip
+        coef = model.equalities[0].polycoef
+        m = eqx.tree_at(lambda m: m.equalities[0].polycoef, model, coef.at[1].set(c1))
         m = eqx.tree_at(lambda m: m.equalities[1].anchor2, m, anchor)
         sol = mbd.simulate(m, formulation="joint", t_end=0.05, h=H)
         return jnp.sum(sol.qpos[-1, :2]) + jnp.sum(sol.qpos[-1, 6:9])  # hinges, box position
@@ -316,8 +331,9 @@ def test_gradient_through_constrained_run(tmp_path_factory):
 
 def test_xml_blocks_are_consistent():
     """The file's parts compose into files MuJoCo compiles (a guard on the string edits)."""
-    m = _mujoco_model()
+    m = _mujoco_model(XML)
     assert (m.nq, m.nv, m.neq) == (17, 15, 5)
+    assert _mujoco_model().nq == 6
     assert re.search(r'<connect name="close"', XML)
 
 
@@ -366,12 +382,13 @@ def test_manipulator_tendon_coupling_is_mujocos(manipulator):
 
 @pytest.mark.slow
 def test_manipulator_tendon_coupling_holds(manipulator):
-    """Exact (the default): the coupling row stays at zero over 1 s of the arm falling
-    (semi-implicit Euler at h = 1e-3, MuJoCo's own step for this file)."""
+    """Exact (the default): the coupling row stays at zero over 1 s of the arm and the
+    grasp driven (semi-implicit Euler at h = 1e-3, MuJoCo's own step for this file)."""
     _, model, _ = manipulator
+    controls = np.full(model.nu, 0.3)  # the arm's motors and the grasp tendon's
     sol = mbd.simulate(model, formulation="joint", integrator="euler", contact="none",
-                       limits="none", t_end=T_END, h=H)  # fmt: skip
+                       limits="none", t_end=T_END, h=H, controls=controls)  # fmt: skip
     tree, cons = model_tree(model)
     rows = jax.jit(jax.vmap(lambda q: constraint_residual(cons, tree, q, 0.0)))(sol.qpos)
     assert np.abs(np.asarray(rows)).max() < 1e-9
-    assert np.ptp(np.asarray(sol.qpos)[:, :4]) > 0.1  # the arm moved
+    assert np.ptp(np.asarray(sol.qpos)[:, :8]) > 0.1  # the arm and the fingers moved
