@@ -11,6 +11,7 @@ from . import (
     _config,  # noqa: F401
     contact,
     diagnostics,
+    equalities,
     geometry,
     integrators,
     joint_limits,
@@ -120,6 +121,7 @@ __all__ = [
     "consistent_initial_state",
     "contact",
     "diagnostics",
+    "equalities",
     "geometry",
     "mjcf",
     "plot",
