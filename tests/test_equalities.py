@@ -274,6 +274,14 @@ def test_connect_and_weld_against_rA(full, tmp_path_factory):
     bodies = [model.body_names.index(b) for b in loops.body_names]
     np.testing.assert_allclose(np.asarray(ra.r), np.asarray(sol.r)[:, bodies], rtol=0, atol=1e-8)
     np.testing.assert_allclose(np.asarray(ra.A), np.asarray(sol.A)[:, bodies], rtol=0, atol=1e-8)
+    # sol.lam of the connect's and weld's GCON rows: the multipliers that exert the
+    # equality rows' force (measured against rA's own)
+    mine = [k for k, joint in enumerate(loops.constraint_joints) if joint in ("close", "glue")]
+    rows = [model.constraint_names.index(loops.constraint_names[k]) for k in mine]
+    lam = np.asarray(sol.lam)[:, rows]
+    assert len(rows) == 3 + 6 and np.abs(lam).max() > 1.0
+    np.testing.assert_allclose(np.asarray(ra.lam)[:, mine], lam, rtol=0,
+                               atol=1e-6 * np.abs(lam).max())  # fmt: skip
 
 
 @pytest.mark.slow

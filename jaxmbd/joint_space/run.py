@@ -20,7 +20,14 @@ from ..equalities import active_equalities
 from ..equations import rA_terms
 from ..model import Model
 from ..tree import KinematicTree, assemble, body_velocities
-from .constraint_rows import ClosingRows, TreeConstraints, independent_rows, project
+from ..tree._elementwise import mtv
+from .constraint_rows import (
+    ClosingRows,
+    TreeConstraints,
+    constraint_jacobian,
+    independent_rows,
+    project,
+)
 from .dynamics import Accelerations, body_accelerations
 from .from_model import tree_of_model
 from .reactions import tree_joint_wrenches
@@ -78,16 +85,42 @@ def independent_constraint_rows(model: Model):
 independent_loop_rows = independent_constraint_rows
 
 
-def _outputs(model, tree, loops, qpos, qvel, acc: Accelerations):
+def _equality_joints(model: Model, tree: KinematicTree) -> ClosingRows | None:
+    """The GCON rows that the absolute formulations build for the active equalities
+    (connect: a spherical joint, weld: a fixed joint, named as the equality), or None."""
+    names = {e.name for e in active_equalities(model)}
+    rows = [k for k, joint in enumerate(model.constraint_joints) if joint in names]
+    return _closing_rows(model, tree, rows) if rows else None
+
+
+def _equality_joint_multipliers(tree, loops: TreeConstraints, joints: ClosingRows, qpos, lam):
+    """The multipliers of the equalities' GCON rows ``joints`` that exert the equality
+    rows' generalised force: G_joints^T lam_joints = G_eq^T lam_eq (least squares; the
+    minimum-norm split among dependent rows). Not differentiated (a derived report)."""
+    m = loops.size
+    keep = (*loops.rows, *range(loops._all, loops._all + joints.size))
+    both = TreeConstraints((*loops.parts, joints), keep)
+    _, G = constraint_jacobian(both, tree, qpos, 0.0)
+    equality = jnp.asarray(loops.model_rows < 0)
+    force = mtv(G[:m], jnp.where(equality, lam, 0.0))
+    return jax.lax.stop_gradient(jnp.linalg.lstsq(G[m:].T, force)[0])
+
+
+def _outputs(model, tree, loops, qpos, qvel, acc: Accelerations, joints=None):
     p = acc.poses
     rdot, omega = body_velocities(tree, p, qvel)
     rddot, omegadot = body_accelerations(tree, p, qvel, acc.qacc)
     lam = jnp.zeros(model.nc, qvel.dtype)
     rows = np.asarray([] if loops is None else loops.model_rows, dtype=int)
-    if (rows >= 0).any():
-        others = np.setdiff1d(np.arange(model.nc), rows)
+    parts = [(rows[rows >= 0], acc.lam[rows >= 0])] if (rows >= 0).any() else []
+    if joints is not None and loops is not None:
+        lam_joints = _equality_joint_multipliers(tree, loops, joints, qpos, acc.lam)
+        parts.append((np.asarray(joints.model_rows), lam_joints))
+    if parts:
+        covered = np.concatenate([r for r, _ in parts])
+        others = np.setdiff1d(np.arange(model.nc), covered)
         zeros = jnp.zeros(others.size, qvel.dtype)
-        lam = assemble(model.nc, [(others, zeros), (rows[rows >= 0], acc.lam[rows >= 0])])
+        lam = assemble(model.nc, [(others, zeros), *parts])
     finite = jnp.all(jnp.isfinite(qpos)) & jnp.all(jnp.isfinite(qvel))
     finite = finite & jnp.all(jnp.isfinite(acc.qacc))
     status = jnp.where(finite, 0, NONFINITE).astype(jnp.int32)
@@ -133,7 +166,8 @@ def run_joint_space(model: Model, stepper: AbstractJointStepper, n: int, h, cont
 
     first = stepped_model(0, qpos, qvel, None) if policy is None else model
     acc = stepper.start_accelerations(first, tree, loops, qpos, qvel, t0, h)
-    out0 = _outputs(model, tree, loops, qpos, qvel, acc)
+    joints = _equality_joints(model, tree)
+    out0 = _outputs(model, tree, loops, qpos, qvel, acc, joints)
 
     def step(carry, k):
         qpos, qvel, acc = carry
@@ -143,7 +177,7 @@ def run_joint_space(model: Model, stepper: AbstractJointStepper, n: int, h, cont
             acc = stepper.start_accelerations(m_k, tree, loops, qpos, qvel, t, h)
         qpos, qvel = stepper.step(m_k, tree, loops, qpos, qvel, acc, t, h)
         qpos, qvel, acc = stepper.finish(m_k, tree, loops, qpos, qvel, t + h, h)
-        return (qpos, qvel, acc), _outputs(model, tree, loops, qpos, qvel, acc)
+        return (qpos, qvel, acc), _outputs(model, tree, loops, qpos, qvel, acc, joints)
 
     _, outs = jax.lax.scan(step, (qpos, qvel, acc), jnp.arange(n))
     return jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), out0, outs)
@@ -175,7 +209,9 @@ def tree_multipliers(model: Model, sol):
     reaction lies in their span; the split among dependent rows is the minimum-norm one)."""
     tree, nb = sol.tree, model.nb
     _, loops = model_tree(model)
+    joints = _equality_joints(model, tree)
     loop = set(() if loops is None else loops.model_rows)
+    loop |= set(() if joints is None else joints.model_rows)
     groups = []
     for b in range(nb):
         parent = nb if tree.parent[b] < 0 else tree.parent[b]
