@@ -8,7 +8,9 @@ from .reactions import (
     tree_joint_wrenches,
 )
 from .run import (
+    independent_loop_rows,
     model_tree,
+    rest_multipliers,
     run_joint_space,
     simulate_joint_space,
     tree_multipliers,
@@ -30,7 +32,9 @@ __all__ = [
     "SemiImplicitEuler",
     "body_loads",
     "constraint_wrenches",
+    "independent_loop_rows",
     "model_tree",
+    "rest_multipliers",
     "run_joint_space",
     "simulate_joint_space",
     "tree_multipliers",

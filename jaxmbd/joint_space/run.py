@@ -28,7 +28,7 @@ from .constraint_rows import (
     independent_rows,
     project,
 )
-from .dynamics import Accelerations, body_accelerations
+from .dynamics import Accelerations, accelerations, body_accelerations
 from .from_model import tree_of_model
 from .reactions import tree_joint_wrenches
 from .steppers import AbstractJointStepper, get_stepper
@@ -72,7 +72,9 @@ def model_tree(model: Model, keep=None) -> tuple[KinematicTree, TreeConstraints 
 def independent_constraint_rows(model: Model):
     """The independent constraint rows at the model's initial state, or None where the
     model's values are traced (then every row is kept, their multipliers by least
-    squares)."""
+    squares). Under ``grad`` alone the values are concrete (the primal of a JVP), so the
+    rows are found."""
+    model = jax.lax.stop_gradient(model)
     if is_traced(model):
         return None
     tree, cons = model_tree(model)
@@ -244,6 +246,23 @@ def _rows_of_wrenches(model, groups, t, r, A, lam, wrenches):
         return lam
 
     return jax.vmap(one)(t, r, A, lam, wrenches)
+
+
+def rest_multipliers(model: Model, form, qpos, lam_loops, t):
+    """``lam`` (nc,) of an equilibrium at ``qpos`` (at rest): the loop rows' multipliers
+    ``lam_loops`` and the tree joints' rows from Newton-Euler (:func:`tree_multipliers`)."""
+    tree, loops = model_tree(model, independent_loop_rows(model))
+    zero = jnp.zeros(tree.nv, qpos.dtype)
+    acc = accelerations(model, tree, loops, qpos, zero, t)
+    acc = acc._replace(qacc=zero, lam=lam_loops)
+    outs = _outputs(model, tree, loops, qpos, zero, acc)
+    outs = jax.tree_util.tree_map(lambda a: a[None], outs)
+    h = jnp.ones((), qpos.dtype)
+    sol = solution_from_outputs(model, form, h, outs, tree=tree)
+    sol = eqx.tree_at(lambda s: s.t, sol, jnp.asarray(t, qpos.dtype)[None])
+    if model.nc == 0:
+        return sol.lam[0]
+    return tree_multipliers(model, sol)[0]
 
 
 def simulate_joint_space(model: Model, form, *, integrator, n: int, h, controls, policy,
