@@ -48,6 +48,7 @@ from .integrators import (
     valid_pairs,
 )
 from .io import load_model, save_model
+from .joint_space import read_sensors
 from .joints import JointCoordinates
 from .kinematics import kinematics
 from .lie import hat, so3_exp, so3_log, so3_right_jacobian, vee
@@ -129,6 +130,7 @@ __all__ = [
     "SensorInput",
     "SensorKind",
     "SensorMount",
+    "read_sensors",
     "register_sensor_kind",
     "markers",
     "get_formulation",

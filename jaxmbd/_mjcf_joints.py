@@ -15,6 +15,7 @@ import logging
 
 import numpy as np
 
+from ._mjcf_flags import switched_off
 from ._values import _axis_frame
 from .build import ModelBuilder
 from .joints import REVOLUTE, TRANSLATIONAL
@@ -37,8 +38,9 @@ def _name(mujoco, m, objtype, k: int, prefix: str) -> str:
 def _limits(m, j: int, hinge: bool):
     """A hinge's or slide's ``range`` when ``limited`` (qpos units, which are the joint
     coordinate's), else None; a hinge range of a full turn or more cannot act on the
-    principal angle and is left out (named by the unsupported-features warning)."""
-    if not m.jnt_limited[j]:
+    principal angle and is left out (named by the unsupported-features warning). None
+    where the ``limit`` or ``constraint`` flag is disabled."""
+    if not m.jnt_limited[j] or switched_off(m, "limit"):
         return None
     lo, hi = (float(x) for x in m.jnt_range[j])
     if hinge and hi - lo >= 2 * np.pi:

@@ -73,10 +73,9 @@ reference pose** (``qpos0``) from ``mj_forward``:
   ``damping``, ``stiffness`` about ``springref`` (``qpos_spring``, qpos units),
   ``frictionloss`` and ``armature`` as :mod:`jaxmbd.joint_dynamics` (friction loss
   regularised, not MuJoCo's soft constraint row).
-* **Sensors** (:mod:`jaxmbd._mjcf_sensors`): ``jointpos``, ``jointvel``, ``ballquat``,
-  ``ballangvel``, ``framepos``, ``framequat``, ``framelinvel``, ``frameangvel``,
-  ``accelerometer``, ``gyro`` and ``velocimeter`` become ``model.sensors``
-  (``sol.sensors[name]``, :mod:`jaxmbd.sensors`) with their ``noise``.
+* **Sensors** (:mod:`jaxmbd._mjcf_sensors`): the joint, frame, IMU, touch, subtree,
+  force/torque and actuator sensors become ``model.sensors`` (``sol.sensors[name]``,
+  :mod:`jaxmbd.sensors`) with their ``noise``.
 * **Sites**: every named ``<site>`` on a moving body becomes a marker of that name
   (``sol.markers[name]``, :mod:`jaxmbd.markers`).
 * **Tendons** (:mod:`jaxmbd._mjcf_tendons`): fixed and spatial tendons (sites, wrapping
@@ -84,10 +83,14 @@ reference pose** (``qpos0``) from ``mj_forward``:
   and limits (:mod:`jaxmbd.tendons`, :mod:`jaxmbd.tendon_forces`); actuators with a
   ``tendon=`` transmission pull along them. A fixed tendon over hinges inside a
   composition of MuJoCo joints is joint-space only (``model.joint_space_only``).
+* **Flags** (:mod:`jaxmbd._mjcf_flags`): ``<flag ...="disable"/>`` of ``contact``,
+  ``limit``, ``equality``, ``constraint``, ``frictionloss``, ``actuation``, ``gravity``,
+  ``spring``, ``damper`` and ``clampctrl`` are honoured as MuJoCo defines them
+  (``equality``: :func:`jaxmbd.equalities.with_equalities` with ``"none"``).
 * Whatever is not supported (in the absolute formulations: limits, damping, stiffness,
   friction loss, armature and actuators of the hinges and slides of universal, three-hinge
-  spherical, planar and three-slide joints; actuators, sensors (touch, force,
-  torque, subtree, ...), flex equalities, mocap bodies, torsional friction, contact
+  spherical, planar and three-slide joints; actuators, sensors (rangefinder,
+  tendon, limit, ...), flex equalities, mocap bodies, torsional friction, contact
   margins, geom pairs without a narrow phase, ...) is listed in **one** warning; nothing
   is dropped silently.
 """
@@ -112,6 +115,7 @@ from ._mjcf_equalities import (
     tendons_of,
     unsupported_equalities,
 )
+from ._mjcf_flags import switched_off, with_actuation_flags
 from ._mjcf_joints import (
     _add_joints,
     _composite_coordinates,
@@ -128,6 +132,7 @@ from ._mjcf_joints import (
 from ._mjcf_sensors import add_sensors, add_site_markers
 from ._mjcf_tendons import add_tendons
 from .build import ModelBuilder
+from .equalities import with_equalities
 from .errors import ModelError, ModelFileError
 from .joints import joint_coordinates, joint_kind
 from .model import GROUND, Model
@@ -247,7 +252,7 @@ def _unsupported(mujoco, m, joint_space: set[int]) -> list[str]:
         j for j in scalar if _limits(m, j, int(m.jnt_type[j]) == hinge) is not None
     }
     limited = [jn[j] for j in np.flatnonzero(m.jnt_limited) if j not in mapped]
-    if limited:
+    if limited and not switched_off(m, "limit"):
         out.append(
             f"joint limits on {limited} (only hinges and slides with their own coordinate are "
             "limited: a body's single hinge or slide, the hinge and slide of a cylindrical "
@@ -381,11 +386,13 @@ def _convert(mujoco, m, path: Path, keyframe, model_name: str) -> Model:
     _set_joint_states(builder, placed, mapped, key, qpos)
     model = _at_state(builder.build(), key)
     model = dataclasses.replace(
-        model,
+        with_actuation_flags(m, model),
         tree=_tree(mujoco, m, path, roots, qpos, qvel),
         joint_space_only=tuple(joint_space_only + equality_reasons + coupling_reasons),
         equalities=equalities,
     )
+    if switched_off(m, "equality"):
+        model = with_equalities(model, "none", where=str(path))
     logger.info("%s: %d bodies, initial state from the %s", path, len(roots), source)
     return model
 

@@ -544,6 +544,7 @@ def simulate(
         chart_singular=_chart_flags(form, outs),
         save_every=save_every,
         sensor_key=sensor_key,
+        controls="policy" if policy is not None else controls,
     )
     return finish(
         model, sol, what="dynamics", throw=throw, traced=traced,

@@ -190,8 +190,9 @@ def _load_own(path: Path, data: dict) -> Model:
             raise ModelFileError(path, where, str(err)) from None
     for k, sen in enumerate(_list(data, "sensors", path, required=False)):
         name, where = _named(sen, "sensors", k, _OWN_KEYS["sensor"], path)
-        options = {key: sen[key] for key in ("joint", "body", "site", "frame", "noise")
-                   if key in sen}  # fmt: skip
+        keys = ("joint", "body", "site", "frame", "noise", "reference", "subtree", "parent",
+                "zone", "actuator")  # fmt: skip
+        options = {key: sen[key] for key in keys if key in sen}
         try:
             builder.add_sensor(name, kind=_string(sen, "kind", path, where), **options)
         except ModelError as err:

@@ -132,7 +132,8 @@ _OWN_KEYS = {
                           *_CYLINDRICAL_KEYS},
     "actuator": {"name", "joint", "kind", "gear", "ctrl_range", "force_range", "kp", "kv",
                  "gain", "bias"},
-    "sensor": {"name", "kind", "joint", "body", "site", "frame", "noise"},
+    "sensor": {"name", "kind", "joint", "body", "site", "frame", "noise", "reference",
+               "subtree", "parent", "zone", "actuator"},  # fmt: skip
     "marker": {"name", "body", "point", "axes"},
 }  # fmt: skip
 _PUBLISHED_KEYS = {
@@ -158,7 +159,7 @@ _OBJECT_LISTS = {
     "contacts",
 }
 #: Lists of strings (names, reasons).
-_STRING_LISTS = {"body_names", "joint_names", "joint_space_only"}
+_STRING_LISTS = {"body_names", "joint_names", "joint_space_only", "subtree", "zone"}
 MAX_DEPTH = 12  # the deepest field of the schema (a shape's matrix row) is at depth 6
 MAX_FILE_BYTES = 64 * 2**20
 

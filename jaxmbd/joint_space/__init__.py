@@ -1,6 +1,7 @@
 """The ``"joint"`` formulation: a model's kinematic tree in joint coordinates, with its force
 elements, loop-closing constraints and time steps."""
 
+from .observe import read_sensors
 from .reactions import (
     body_loads,
     constraint_wrenches,
@@ -34,6 +35,7 @@ __all__ = [
     "constraint_wrenches",
     "independent_loop_rows",
     "model_tree",
+    "read_sensors",
     "rest_multipliers",
     "run_joint_space",
     "simulate_joint_space",

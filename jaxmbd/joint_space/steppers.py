@@ -11,10 +11,8 @@ projected back onto the exact ones (:func:`jaxmbd.joint_space.constraint_rows.pr
 
 from __future__ import annotations
 
-import abc
 from typing import ClassVar
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 
@@ -23,33 +21,10 @@ from ..linear import small as small_kernels
 from ..tree import integrate_positions
 from ..tree._elementwise import mtv
 from ..tree.kinematics import tangent_rates
-from .constraint_rows import (
-    constraint_jacobian,
-    constraint_terms,
-    exact_part,
-    project,
-    solve_normal,
-)
-from .dynamics import Accelerations, accelerations, applied_generalised_forces
-
-
-class AbstractJointStepper(eqx.Module):
-    """One explicit time step (qpos, qvel, acc at the start) -> (qpos, qvel) at t + h."""
-
-    name: ClassVar[str]
-
-    @abc.abstractmethod
-    def step(self, model, tree, loops, qpos, qvel, acc: Accelerations, t, h):
-        """(qpos, qvel) at t + h."""
-
-    def start_accelerations(self, model, tree, loops, qpos, qvel, t, h) -> Accelerations:
-        return accelerations(model, tree, loops, qpos, qvel, t, step=h)
-
-    def finish(self, model, tree, loops, qpos, qvel, t, h):
-        """The state after the step, projected onto the loops, and its accelerations."""
-        if loops is not None:
-            qpos, qvel = project(loops, tree, qpos, qvel, t)
-        return qpos, qvel, self.start_accelerations(model, tree, loops, qpos, qvel, t, h)
+from ._stepper_base import AbstractJointStepper
+from .constraint_rows import constraint_jacobian, constraint_terms, exact_part, solve_normal
+from .dynamics import accelerations, applied_generalised_forces
+from .hard_contact import JointMoreauJean
 
 
 class RungeKutta4(AbstractJointStepper):
@@ -164,6 +139,7 @@ JOINT_STEPPERS: dict[str, AbstractJointStepper] = {
     "euler": SemiImplicitEuler(),
     "implicit": LinearlyImplicitEuler(position_jacobian=True),
     "implicitfast": LinearlyImplicitEuler(position_jacobian=False),
+    "moreau_jean": JointMoreauJean(),
 }
 
 
@@ -174,7 +150,6 @@ def get_stepper(integrator) -> AbstractJointStepper:
     if stepper is None:
         raise ValueError(
             f"formulation 'joint' has no integrator {getattr(integrator, 'name', integrator)!r};"
-            f" choose one of {sorted(JOINT_STEPPERS)} (hard contact and hard limits, stepped "
-            "by moreau_jean, run in the absolute formulations: formulation='rA')"
+            f" choose one of {sorted(JOINT_STEPPERS)}"
         )
     return stepper
