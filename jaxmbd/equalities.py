@@ -234,8 +234,8 @@ def with_equalities(model: Model, equality: str | None, *, where: str = "simulat
     """``model`` as a run with ``equality`` sees its equality constraints: None or "exact"
     (the default): exact rows; "soft": MuJoCo's soft constraints with the file's
     ``solref``/``solimp`` (the ``"joint"`` formulation only); "none": switched off, as
-    MuJoCo's ``<flag equality="disable"/>`` (their GCON rows removed too, so the absolute
-    formulations run without them)."""
+    MuJoCo's ``<flag equality="disable"/>`` (their GCON rows and joints removed too, so
+    the absolute formulations run without them)."""
     if equality is None:
         return model
     if equality not in EQUALITY_OPTIONS:
@@ -247,8 +247,12 @@ def with_equalities(model: Model, equality: str | None, *, where: str = "simulat
     if equality == "none":
         rows = equality_rows(model)
         stripped = model.without_rows(rows) if rows else model
+        names = {e.name for e in model.equalities}
         return dataclasses.replace(
-            stripped, equalities=(), joint_space_only=_without_equality_reasons(model)
+            stripped,
+            equalities=(),
+            joints=tuple(d for d in stripped.joints if d.name not in names),
+            joint_space_only=_without_equality_reasons(model),
         )
     soft = equality == "soft"
     return dataclasses.replace(
