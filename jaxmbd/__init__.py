@@ -12,6 +12,7 @@ from . import (
     contact,
     diagnostics,
     equalities,
+    envs,
     geometry,
     integrators,
     joint_limits,
@@ -28,9 +29,11 @@ from .batch import kinematics_batch, simulate_batch, stack_models
 from .build import ModelBuilder
 from .bushing import Bushing
 from .drivers import Expression
+from .fluid import FluidForce
 from .errors import (
     AdjustmentWarning,
     AssemblyWarning,
+    JointSpaceOnlyWarning,
     ModelError,
     ModelFileError,
     RedundancyWarning,
@@ -69,6 +72,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AdjustmentWarning",
     "AssemblyWarning",
+    "JointSpaceOnlyWarning",
     "REDUNDANCY_RTOL",
     "Redundancy",
     "RedundancyWarning",
@@ -119,10 +123,12 @@ __all__ = [
     "linearize",
     "modes",
     "Bushing",
+    "FluidForce",
     "consistent_initial_state",
     "contact",
     "diagnostics",
     "equalities",
+    "envs",
     "geometry",
     "mjcf",
     "plot",

@@ -73,6 +73,7 @@ class Actuators(AbstractJointForce):
     #: their entries in ``joints`` are placeholders.
     tendon_actuated: tuple[int, ...] = eqx.field(static=True, default=())
     tendons: Tendons | None = None
+    entries_label: ClassVar[str] = "actuators"
     #: Model files store actuators in their own list (``"actuators"``).
     file_section: ClassVar[str] = "actuators"
     entry_fields: ClassVar[tuple[str, ...]] = (

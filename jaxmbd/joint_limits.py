@@ -99,6 +99,7 @@ class JointLimits(AbstractJointForce):
     calibrated: jax.Array | None = None
     inertia: jax.Array | None = None
     absolute_entries: tuple[bool, ...] | None = eqx.field(static=True, default=None)
+    entries_label: ClassVar[str] = "limits"
     entry_fields: ClassVar[tuple[str, ...]] = (
         "joints", "lower", "upper", "stiffness", "damping", "restitution", "calibrated",
         "inertia",

@@ -163,7 +163,7 @@ def test_absolute_formulations_leave_out_the_composite_hinges():
         warnings.simplefilter("always")
         model = mbd.load_model(PATHS["humanoid"])
     message = " ".join(str(w.message) for w in record)
-    assert "in the absolute formulations only" in message and "abdomen_z" in message
+    assert "abdomen_z" not in message  # the joint formulation, the default, applies them
     names = {d.name for d in model.joints}
     assert "abdomen_z" not in names and "abdomen_z+abdomen_y" in names
     for element in model.forces:
@@ -190,8 +190,9 @@ GIMBAL = """<mujoco><option><flag contact="disable"/></option><worldbody>
 def test_absolute_run_ignores_the_composite_hinges_entries(tmp_path):
     """rA on a universal joint whose hinges are damped, sprung, limited and actuated is
     the run of the same file without those entries (to round-off: the absolute
-    formulations leave them out), with the same observation and limits; the model file round trip
-    keeps the entries and which formulations apply them."""
+    formulations leave them out, and the run's JointSpaceOnlyWarning names them), with the
+    same observation and limits; the model file round trip keeps the entries and which
+    formulations apply them."""
     plain = (
         GIMBAL.replace(' damping="0.5" stiffness="3" range="-1 1" limited="true"', "")
         .replace(' damping="0.2" armature="0.1"', "")
@@ -207,12 +208,17 @@ def test_absolute_run_ignores_the_composite_hinges_entries(tmp_path):
     assert (full.nu, bare.nu) == (2, 1)
     rng = np.random.default_rng(3)
     u = rng.uniform(-1.0, 1.0, (50, 2))
-    runs = [
-        mbd.simulate(
-            model, formulation="rA", integrator="rkmk", t_end=0.05, h=1e-3, controls=controls
-        )  # fmt: skip
-        for model, controls in ((full, u), (bare, u[:, 1:]))
-    ]
+    with pytest.warns(mbd.JointSpaceOnlyWarning) as record:
+        runs = [
+            mbd.simulate(
+                model, formulation="rA", integrator="rkmk", t_end=0.05, h=1e-3, controls=controls
+            )  # fmt: skip
+            for model, controls in ((full, u), (bare, u[:, 1:]))
+        ]
+    (warning,) = [w for w in record if w.category is mbd.JointSpaceOnlyWarning]  # full only
+    text = str(warning.message)
+    assert "formulation 'rA'" in text and "limits on ['u1']" in text, text
+    assert "['u1', 'u2']" in text and "actuators on ['u1']" in text, text
     assert np.abs(np.asarray(runs[0].r) - runs[0].r[0]).max() > 1e-2  # it moved
     np.testing.assert_allclose(runs[0].r, runs[1].r, rtol=0, atol=1e-13)
     np.testing.assert_allclose(runs[0].limits["elbow"], runs[1].limits["elbow"], rtol=0,

@@ -31,6 +31,8 @@ class JointCoordinates(FormulationCapabilities):
         "euler",
         "implicit",
         "implicitfast",
+        "gen_alpha",
+        "backward_euler",
         "moreau_jean",
     )
 

@@ -22,10 +22,15 @@ Own schema (``"format": "jaxmbd-model"``)::
                  "stiffness", "damping", "rest_length"} or
                 {"name", "type": "bushing", "body_i", "body_j", "s_bar_i", "s_bar_j",
                  "frame_i", "frame_j" (body frames), "stiffness", "damping": 6 numbers} or
+                {"type": "fluid", "density", "viscosity", "wind", "boxes": [{"body",
+                 "point", "rotation", "sides"}], "ellipsoids": [{"body", "point",
+                 "rotation", "semiaxes", "coefficients", "virtual_mass",
+                 "virtual_inertia"}]} (jaxmbd.fluid) or
                 any type registered with jaxmbd.forces.register_force_type],
      "ground_shapes": [{"type": "plane" | "box" | ..., sizes, "pos", "A" or "axis"}],
      "contacts": [{"body_i", "body_j" (a body or "ground"), "friction", "restitution",
                    "stiffness", "damping", "exponent", "slip_velocity",
+                   "torsional_friction", "rolling_friction", "margin",
                    "shapes" (optional: [[k_i, k_j], ...] shape pairs),
                    "law" (optional: {"type": "hunt_crossley" | "linear" | any registered
                           with jaxmbd.contact.register_contact_law, its fields})}],
@@ -125,7 +130,8 @@ _OWN_KEYS = {
     "driver": {"name", "type", "body_i", "body_j", "axis", "angle", "reference"},
     "solver": {"h", "t_end", "tol"},
     "contact": {"body_i", "body_j", "friction", "restitution", "stiffness", "damping",
-                "exponent", "slip_velocity", "shapes", "law"},
+                "exponent", "slip_velocity", "torsional_friction", "rolling_friction",
+                "margin", "shapes", "law"},
     "joint_coordinates": {"name", "type", "body_i", "body_j", "s_bar_i", "s_bar_j", "frame_i",
                           "joint_space",
                           "frame_j", "offset", "sign", "q_start", *_JOINT_FORCE_KEYS,
@@ -164,7 +170,8 @@ MAX_DEPTH = 12  # the deepest field of the schema (a shape's matrix row) is at d
 MAX_FILE_BYTES = 64 * 2**20
 
 _JOINT_FRAME_FIELDS = ("s_bar_i", "s_bar_j", "frame_i", "frame_j")
-_CONTACT_NUMBERS = ("restitution", "stiffness", "damping", "exponent", "slip_velocity")
+_CONTACT_NUMBERS = ("restitution", "stiffness", "damping", "exponent", "slip_velocity",
+                    "torsional_friction", "rolling_friction", "margin")  # fmt: skip
 #: The keys of a force element's entry besides those of its type.
 _FORCE_KEYS = {"name", "type"}
 #: The joint dynamics a ``joint_coordinates`` entry leaves out (ModelBuilder's defaults).

@@ -17,28 +17,34 @@ from .run import (
     tree_multipliers,
     tree_wrenches,
 )
+from .state import JointState, advance, initial_joint_state
 from .steppers import (
     JOINT_STEPPERS,
     AbstractJointStepper,
     LinearlyImplicitEuler,
     RungeKutta4,
     SemiImplicitEuler,
+    step_state,
 )
 
 __all__ = [
     "JOINT_STEPPERS",
     "AbstractJointStepper",
+    "JointState",
     "LinearlyImplicitEuler",
     "RungeKutta4",
     "SemiImplicitEuler",
+    "advance",
     "body_loads",
     "constraint_wrenches",
     "independent_loop_rows",
+    "initial_joint_state",
     "model_tree",
     "read_sensors",
     "rest_multipliers",
     "run_joint_space",
     "simulate_joint_space",
+    "step_state",
     "tree_multipliers",
     "tree_wrenches",
     "transmitted_wrenches",

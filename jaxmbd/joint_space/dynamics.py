@@ -46,6 +46,8 @@ class Accelerations(NamedTuple):
     # contact (jaxmbd.joint_space.hard_contact) set them
     unilateral: jax.Array | None = None
     status: jax.Array | None = None
+    # the generalized-alpha method's algorithmic acceleration a_k
+    algorithmic: jax.Array | None = None
 
 
 def applied_generalised_forces(model: Model, tree: KinematicTree, qpos, qvel, t):

@@ -25,6 +25,7 @@ from ._stepper_base import AbstractJointStepper
 from .constraint_rows import constraint_jacobian, constraint_terms, exact_part, solve_normal
 from .dynamics import accelerations, applied_generalised_forces
 from .hard_contact import JointMoreauJean
+from .implicit_steppers import BackwardEulerJoint, GeneralizedAlphaJoint
 
 
 class RungeKutta4(AbstractJointStepper):
@@ -132,6 +133,12 @@ class LinearlyImplicitEuler(AbstractJointStepper):
         return integrate_positions(tree, qpos, h * qvel, 1.0), qvel
 
 
+def step_state(stepper: AbstractJointStepper, model, tree, loops, qpos, qvel, acc, t, h):
+    """One time step from (qpos, qvel) at t with its accelerations ``acc``: (qpos, qvel,
+    accelerations) at t + h, projected onto the loops (``stepper.advance``)."""
+    return stepper.advance(model, tree, loops, qpos, qvel, acc, t, h)
+
+
 #: The joint formulation's time steps by name: each name's stepper.
 JOINT_STEPPERS: dict[str, AbstractJointStepper] = {
     "rk": RungeKutta4(munthe_kaas=False),
@@ -139,6 +146,8 @@ JOINT_STEPPERS: dict[str, AbstractJointStepper] = {
     "euler": SemiImplicitEuler(),
     "implicit": LinearlyImplicitEuler(position_jacobian=True),
     "implicitfast": LinearlyImplicitEuler(position_jacobian=False),
+    "gen_alpha": GeneralizedAlphaJoint(),
+    "backward_euler": BackwardEulerJoint(),
     "moreau_jean": JointMoreauJean(),
 }
 
