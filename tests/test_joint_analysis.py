@@ -53,6 +53,7 @@ def test_four_bar_modes_match_absolute(hanging_four_bar):
     assert np.max(np.abs(np.asarray(motion.r)[:, 0])) < 1.0
 
 
+@pytest.mark.slow  # the implicit gradient's program: about a minute to compile
 def test_four_bar_equilibrium_gradient_against_central_differences(hanging_four_bar):
     model, _, _ = hanging_four_bar
 
