@@ -45,8 +45,8 @@ smallest rest penetration and the largest restitution and slip velocity. What ha
 counterpart is named in the importer's one warning: torsional and rolling friction
 (``condim`` 4 and 6), contact
 ``margin`` and ``gap`` (jaxmbd's surfaces touch at distance 0; MuJoCo's contact acts from
-distance margin - gap), and geom pairs without a narrow phase (box-capsule,
-meshes, ellipsoids, height fields, ...). MuJoCo's pyramidal friction cone (its default) is
+distance margin - gap), and geom pairs without a narrow phase (ellipsoids, height
+fields, SDFs; meshes collide, as MuJoCo's do, as the convex hulls of their vertices). MuJoCo's pyramidal friction cone (its default) is
 direction dependent; jaxmbd's regularised Coulomb friction is isotropic (MuJoCo's elliptic
 cone).
 """
@@ -308,7 +308,10 @@ def add_contacts(mujoco, m, builder, shape_of: dict, mass_of, unsupported: list[
             (b1, k1), (b2, k2) = (b2, k2), (b1, k1)
         shapes_1, shapes_2 = builder._shapes_of(b1), builder._shapes_of(b2)
         kind, _ = pair_kind(shapes_1[k1].kind, shapes_2[k2].kind)
-        if kind is None:
+        drawn_as = _kinds(mujoco, m, pair) != "-".join(
+            sorted((shapes_1[k1].kind, shapes_2[k2].kind))
+        )
+        if kind is None or drawn_as:  # an ellipsoid is drawn as a mesh, not collided as one
             no_narrow_phase[_kinds(mujoco, m, pair)] += 1
             continue
         if pair.condim > 3:
