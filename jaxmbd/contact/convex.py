@@ -14,29 +14,29 @@ distance of M from the origin, and overlap when M contains the origin.
   is the projection onto the one whose barycentric coordinates are all positive and that
   lies nearest). Exact after finitely many steps on polytopes (box, hull, segment, point);
   linearly convergent on the cylinder's round surfaces.
-* **Overlapping cores**: MPR, Minkowski portal refinement (G. Snethen, "XenoCollide:
-  complex collision made simple", Game Programming Gems 7, 2008), as libccd implements it
-  (``ccdMPRPenetration``, MuJoCo's convex collision with ``<flag nativeccd="disable"/>``):
-  the ray from an interior point of M (the difference of the shapes' centres) through the
-  origin is followed to M's surface by a triangle of support points (the portal), refined
-  until a support point in its normal direction no longer moves it; the depth and normal
-  are those of the portal's point closest to the origin. For shallow contact (resting, the
-  compliant law's range) it is the minimum translation distance wherever the ray leaves M
-  through the face or surface patch nearest the origin; MuJoCo's default (nativeccd's EPA,
-  van den Bergen 2001) gives the minimum translation distance everywhere. Deep
-  penetrations near an edge of M can differ (MPR's normal is then that of the face the ray
-  crosses).
+* **Overlapping cores**: the penetration depth (the minimum translation distance, the
+  distance from the origin to M's surface) by EPA, the expanding polytope algorithm (G. van
+  den Bergen, "Proximity queries and penetration depth computation on 3D game objects",
+  GDC 2001), as MuJoCo's default convex collision (nativeccd) computes it. EPA needs a
+  polytope inside M that contains the origin: the tetrahedron of MPR's portal, Minkowski
+  portal refinement (G. Snethen, "XenoCollide: complex collision made simple", Game
+  Programming Gems 7, 2008; libccd's discoverPortal and refinePortal), whose ray from an
+  interior point of M (the difference of the shapes' centres, set slightly off their line
+  so that symmetric poses keep the origin off the ray) crosses a triangle of support
+  points beyond the origin.
 
-Both loops run a fixed number of iterations (:data:`GJK_ITERATIONS`,
-:data:`MPR_ITERATIONS`; converged iterations leave the state unchanged) on values without
-gradients, elementwise, with no data-dependent shapes. What they find is the witness
-simplex: the support directions d_i and barycentric weights w_i of the closest point, and
-the normal n. The result is then evaluated again from the live inputs: the witness points
-x_A = sum w_i s_A(-d_i), x_B = sum w_i s_B(d_i) and gap = n . (x_B - x_A) - margin_A -
-margin_B, whose derivative at fixed witness and normal is the distance's derivative (the
-envelope theorem: the witness points move with the shapes; exact for the GJK distance and
-for a minimum translation distance). NaN-safe: every normalisation and division has a
-fallback for zero length (coincident centres, touching cores, parallel edges).
+The loops run a fixed number of iterations (:data:`GJK_ITERATIONS`,
+:data:`MPR_ITERATIONS`, :data:`EPA_ITERATIONS`; converged iterations leave the state
+unchanged) on values without gradients, elementwise, with no data-dependent shapes. What
+they find is the witness simplex: the support directions d_i and barycentric weights w_i
+of the closest point, and the normal n. The result is then evaluated again from the live
+inputs: the witness points x_A = sum w_i s_A(-d_i), x_B = sum w_i s_B(d_i) and gap = n .
+(x_B - x_A) - margin_A - margin_B, whose derivative at fixed witness and normal is the
+distance's derivative (the envelope theorem: the witness points move with the shapes;
+exact for the distance and the minimum translation distance). Accuracy: to rounding on
+polytopes (boxes, hulls), about 1e-12 of the size on the cylinders' round surfaces.
+NaN-safe: every normalisation and division has a fallback for zero length (coincident
+centres, touching cores, parallel edges).
 """
 
 from __future__ import annotations

@@ -8,9 +8,11 @@ and the normal pointing from shape A (the kind's first shape) to shape B (force 
 along +normal). A slot whose gap is positive exerts no force.
 
 Every shape is given by its world position ``p`` (3,), rotation ``R`` (3, 3) (shape to
-world) and ``size`` (3,) (:func:`shape_size`): sphere (radius, 0, 0); capsule (radius,
-half length of the segment along z, 0); box (half edges along x, y, z); cylinder (radius,
-half length along z, 0); plane (unused): the plane through ``p`` normal to R's z column.
+world) and ``size`` (:func:`shape_size`): sphere (radius, 0, 0); capsule (radius, half
+length of the segment along z, 0); box (half edges along x, y, z); cylinder (radius, half
+length along z, 0); plane (unused): the plane through ``p`` normal to R's z column; mesh:
+its convex hull's rows (x, y, z, weight) (:func:`jaxmbd.geometry` ``_hull_size``; padded
+rows of weight 0 in a group of meshes of different sizes).
 
 ========================= ======= =========================================================
 kind                      slots   what
@@ -21,24 +23,40 @@ plane_box                 8       the corners
 plane_cylinder            4       the deepest rim point of both caps and two more rim points
                                   of the lower cap at +-120 deg from it (a cylinder standing
                                   on a cap rests on a triangle; as MuJoCo)
+plane_mesh                4       hull vertices: the deepest and three spread over the face
+                                  it rests on (:func:`plane_mesh`)
 sphere_sphere             1       along the line of centres
 sphere_capsule            1       the sphere against the closest point of the segment
 sphere_box                1       the sphere against the closest point of the box (centre
                                   inside: the face of least penetration)
 capsule_capsule           1       the closest points of the two segments (parallel: the
                                   middle of their overlap)
+capsule_box               2       spheres of the capsule against the box: the segment's
+                                  closest (or deepest) point, and the far end of the part
+                                  over that box face (a lying capsule rests on both ends;
+                                  MuJoCo's mjraw_CapsuleBox)
 box_box                   16      each box's 8 corners against the other box, on the
                                   face normal of least overlap: face-face and corner-face
                                   contact, so boxes stack and rest on each other; edge-edge
                                   contact of crossing edges is not seen
+sphere_cylinder,          1       support-function distance (:mod:`jaxmbd.contact.convex`:
+capsule_cylinder,                 GJK apart, EPA in penetration): the signed distance, its
+box_cylinder,                     normal and the point midway between the surfaces, as
+cylinder_cylinder,                MuJoCo's mjc_Convex (nativeccd) gives its first contact
+sphere_mesh, capsule_mesh,
+box_mesh, cylinder_mesh,
+mesh_mesh
 ========================= ======= =========================================================
 
-Box–capsule, cylinder against anything but the plane, cones, pyramids and meshes
-have no narrow phase yet (such shape pairs are skipped, with a warning, when pairs are
-built). NaN-safe: unit vectors of zero length (coincident centres, a sphere centre on the
-box surface, an upright cylinder, parallel segments) fall back to a fixed direction
-through the double-where trick, so values and ``jax.grad`` stay finite when shapes touch
-exactly.
+One slot for the support-function pairs: MuJoCo adds up to four contacts of equal depth
+found by rotating the shapes slightly about the first (multiccd) or by clipping polygon
+faces (box and mesh pairs); a box or mesh resting flat on another here rests on one
+point (compliant contact: it tips until a second point touches). Cones, pyramids,
+ellipsoids and height fields have no narrow phase (such shape pairs are skipped, with a
+warning, when pairs are built). NaN-safe: unit vectors of zero length (coincident
+centres, a sphere centre on the box surface, an upright cylinder, parallel segments) fall
+back to a fixed direction through the double-where trick, so values and ``jax.grad`` stay
+finite when shapes touch exactly.
 """
 
 from __future__ import annotations
