@@ -11,6 +11,7 @@ from . import (
     _config,  # noqa: F401
     contact,
     diagnostics,
+    envs,
     geometry,
     integrators,
     joint_limits,
@@ -27,9 +28,11 @@ from .batch import kinematics_batch, simulate_batch, stack_models
 from .build import ModelBuilder
 from .bushing import Bushing
 from .drivers import Expression
+from .fluid import FluidForce
 from .errors import (
     AdjustmentWarning,
     AssemblyWarning,
+    JointSpaceOnlyWarning,
     ModelError,
     ModelFileError,
     RedundancyWarning,
@@ -47,6 +50,7 @@ from .integrators import (
     valid_pairs,
 )
 from .io import load_model, save_model
+from .joint_space import read_sensors
 from .joints import JointCoordinates
 from .kinematics import kinematics
 from .lie import hat, so3_exp, so3_log, so3_right_jacobian, vee
@@ -67,6 +71,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AdjustmentWarning",
     "AssemblyWarning",
+    "JointSpaceOnlyWarning",
     "REDUNDANCY_RTOL",
     "Redundancy",
     "RedundancyWarning",
@@ -117,9 +122,11 @@ __all__ = [
     "linearize",
     "modes",
     "Bushing",
+    "FluidForce",
     "consistent_initial_state",
     "contact",
     "diagnostics",
+    "envs",
     "geometry",
     "mjcf",
     "plot",
@@ -127,6 +134,7 @@ __all__ = [
     "SensorInput",
     "SensorKind",
     "SensorMount",
+    "read_sensors",
     "register_sensor_kind",
     "markers",
     "get_formulation",

@@ -241,14 +241,15 @@ def error_if_failed(sol, what: str):
 
 def solution_from_outputs(
     model: Model, form, h, outs, integrator: str = "", *, chart_singular=None, save_every=1,
-    sensor_key=None, linear_solver: str = "", tree=None,
+    sensor_key=None, linear_solver: str = "", tree=None, controls=None,
 ):  # fmt: skip
     """Solution of the per-step outputs (r, A, rdot, omega, rddot, omegadot, lam,
     iterations, status, residual[, q, v[, condition]]) of an analysis; q and v are the
     formulation's own coordinates and velocities, one row per body; condition the iteration
     matrix's condition number per step (integrators' ``record_condition``). A model with
     sensors is kept (without its forces, which the readings do not need) for
-    ``sol.sensors``, with ``sensor_key`` for their noise."""
+    ``sol.sensors``, with ``sensor_key`` for their noise and ``controls`` (the per-step
+    controls (n, nu) of the run, or "policy") for its actuator sensors."""
     # an integrator's own outputs come last, as a dict (moreau_jean's unilateral forces)
     extra = outs[-1] if isinstance(outs[-1], dict) else {}
     outs = outs[:-1] if extra else outs
@@ -284,8 +285,11 @@ def solution_from_outputs(
         constraint_names=model.constraint_names,
         joint_definitions=model.joints,
         contact_element=getattr(model, "contacts", None),
-        sensor_model=None if model.sensors is None else dataclasses.replace(model, forces=()),
+        sensor_model=None if model.sensors is None else _sensor_model(model),
         sensor_key=None if model.sensors is None else sensor_key,
+        controls=None
+        if model.sensors is None
+        else _row_controls(model, controls, r.shape[0], save_every),  # fmt: skip
         marker_element=getattr(model, "markers", None),
         unilateral_forces=extra.get("unilateral_forces"),
         limit_element=_limit_element(model),
@@ -293,6 +297,26 @@ def solution_from_outputs(
         if model.nb
         else None,
     )
+
+
+def _row_controls(model: Model, controls, rows: int, save_every: int):
+    """The controls (rows, nu) held at each saved row: row 0 the first step's, row i the
+    step that ended there (i save_every - 1); None without per-step controls (the model's
+    own acted); NaN after a policy (its replies are not kept)."""
+    if controls is None or model.actuators is None:
+        return None
+    nu = model.actuators.nu
+    if isinstance(controls, str):
+        return jnp.full((rows, nu), jnp.nan)
+    steps = np.maximum(np.arange(rows) * save_every - 1, 0)
+    return jnp.asarray(controls)[steps]
+
+
+def _sensor_model(model: Model) -> Model:
+    """The model kept for ``sol.sensors``, with only the forces its readings use: the
+    contact element (touch sensors) and the actuators (actuator forces)."""
+    keep = tuple(f for f in model.forces if f is model.contacts or f is model.actuators)
+    return dataclasses.replace(model, forces=keep)
 
 
 def first_row(x):

@@ -260,6 +260,8 @@ class AbstractJointForce(AbstractForce):
     #: The fields with one entry per joint (arrays: along their first axis), which
     #: :meth:`absolute_part` picks.
     entry_fields: ClassVar[tuple[str, ...]] = ("joints",)
+    #: What the element puts on its joints, for messages ("limits", "actuators").
+    entries_label: ClassVar[str] = "forces"
     #: Model files store joint forces with their joints (:meth:`joint_entries`).
     file_section: ClassVar[str] = "joints"
     acts_along_joints: ClassVar[bool] = True
@@ -307,6 +309,19 @@ class AbstractJointForce(AbstractForce):
         keep = self.absolute_rows
         if keep.size == len(self.joints):
             return self
+        return self.entries(keep)
+
+    @property
+    def tendon_rows(self) -> tuple[int, ...]:
+        """The entries that act along tendons instead of joints (static; none by default):
+        the element's ``tendons`` (:class:`jaxmbd.tendons.Tendons`, one per such entry)
+        give their coordinates, the length and velocity of the tendon (its entry in
+        ``joints`` is a placeholder that no formulation reads)."""
+        return ()
+
+    def entries(self, keep):
+        """The element restricted to the entries ``keep`` (static indices), every
+        evaluation's rows (``absolute_entries`` dropped: the rows are chosen)."""
         changes = {"absolute_entries": None}
         for key in self.entry_fields:
             value = getattr(self, key)
@@ -317,6 +332,37 @@ class AbstractJointForce(AbstractForce):
             else:
                 changes[key] = take_rows(value, keep)
         return dataclasses.replace(self, **changes)
+
+
+def joint_space_entries(forces) -> list[tuple[str, list[str]]]:
+    """(entries label, joint names) of the joint-force elements in ``forces`` whose entries
+    on those joints the absolute formulations leave out (``absolute_entries`` False), in
+    element order; empty: none."""
+    out = []
+    for element in forces:
+        entries = getattr(element, "absolute_entries", None)
+        if not element.acts_along_joints or entries is None:
+            continue
+        names = [d.name for d, kept in zip(element.joints, entries, strict=True) if not kept]
+        if names:
+            out.append((element.entries_label, names))
+    return out
+
+
+def joint_space_entries_message(forces, where: str) -> str | None:
+    """The :class:`~jaxmbd.errors.JointSpaceOnlyWarning` text of an absolute formulation's
+    run of ``forces`` (``where``: who runs it, e.g. "simulate: formulation 'rA' on model
+    'humanoid'"); None when every entry applies."""
+    parts = joint_space_entries(forces)
+    if not parts:
+        return None
+    listed = "; ".join(f"{label} on {names}" for label, names in parts)
+    return (
+        f"{where} leaves out {listed}: these hinges and slides lie inside universal, "
+        "three-hinge spherical, planar or three-slide joints, whose coordinates the body "
+        "states do not give one by one. formulation='joint' (the default for a model read "
+        "from MJCF or URDF) applies them"
+    )
 
 
 def joint_forces_together(elements, t, state: BodyState):

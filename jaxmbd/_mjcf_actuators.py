@@ -1,6 +1,7 @@
 """MuJoCo's actuators as jaxmbd actuators (:mod:`jaxmbd.actuators`).
 
-An MJCF actuator maps when its transmission is a joint that jaxmbd drives (a hinge or
+An MJCF actuator maps when its transmission is a tendon (:mod:`jaxmbd._mjcf_tendons`) or a
+joint that jaxmbd drives (a hinge or
 slide whose coordinate is MuJoCo's qpos, :mod:`jaxmbd.mjcf`; those inside a universal,
 three-hinge spherical, planar or three-slide joint act in the ``"joint"`` formulation
 only), it has no
@@ -10,7 +11,7 @@ MuJoCo's force gain u + b0 + b1 L + b2 L_dot with L = gear qpos, the clamps of
 gear F. ``<motor>``, ``<position>`` and ``<velocity>`` keep their kinds (recognised from
 the gain and bias MuJoCo compiled them to); any other such actuator is "general". The
 controls of :func:`~jaxmbd.simulate` are the mapped actuators in MuJoCo's order; the others
-(tendon, site or body transmissions, activation dynamics: filters, integrators, muscles)
+(site or body transmissions, activation dynamics: filters, integrators, muscles)
 are named in the importer's one warning.
 """
 
@@ -32,7 +33,7 @@ def _kind(gain: float, bias) -> tuple[str, dict]:
 
 
 def add_actuators(mujoco, m, builder, joint_names: set[str], unsupported: list[str], *,
-                  aliases: dict[int, str] | None = None):  # fmt: skip
+                  aliases: dict[int, str] | None = None, tendons=frozenset()):  # fmt: skip
     """Add the actuators of ``m`` that drive joints in ``joint_names`` (jaxmbd joints named
     as MuJoCo's) or in ``aliases`` ({MuJoCo joint id: jaxmbd coordinate}, the hinge and
     slide of a cylindrical joint: ``"<joint>.angle"``, ``"<joint>.slide"``); name the others
@@ -41,7 +42,9 @@ def add_actuators(mujoco, m, builder, joint_names: set[str], unsupported: list[s
     left_out = []
     for k in range(m.nu):
         name = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_ACTUATOR, k) or f"actuator{k}"
-        joint, j = None, -1
+        joint, j, tendon = None, -1, None
+        if int(m.actuator_trntype[k]) == int(mujoco.mjtTrn.mjTRN_TENDON):
+            tendon = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_TENDON, int(m.actuator_trnid[k][0]))
         if int(m.actuator_trntype[k]) == int(mujoco.mjtTrn.mjTRN_JOINT):
             j = int(m.actuator_trnid[k][0])
             scalar = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
@@ -50,7 +53,10 @@ def add_actuators(mujoco, m, builder, joint_names: set[str], unsupported: list[s
             elif int(m.jnt_type[j]) in scalar:
                 joint = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_JOINT, j)
         reasons = []
-        if joint is None or (joint not in joint_names and j not in aliases):
+        if tendon is not None:
+            if tendon not in tendons:
+                reasons.append("transmission")
+        elif joint is None or (joint not in joint_names and j not in aliases):
             reasons.append("transmission")
         if int(m.actuator_dyntype[k]) != int(mujoco.mjtDyn.mjDYN_NONE):
             reasons.append("activation dynamics")
@@ -71,7 +77,7 @@ def add_actuators(mujoco, m, builder, joint_names: set[str], unsupported: list[s
         kind, options = _kind(gain, bias)
         builder.add_actuator(
             name,
-            joint=joint,
+            **({"joint": joint} if tendon is None else {"tendon": tendon}),
             kind=kind,
             gear=float(m.actuator_gear[k][0]),
             ctrl_range=tuple(m.actuator_ctrlrange[k]) if m.actuator_ctrllimited[k] else None,

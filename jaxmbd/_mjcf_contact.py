@@ -3,7 +3,9 @@
 **Which pairs.** MuJoCo collides two geoms when (contype1 & conaffinity2) or (contype2 &
 conaffinity1) is non-zero, their bodies are not welded together, not parent and child
 (unless one is the world, or the ``filterparent`` flag is disabled) and not excluded by a
-``<contact><exclude>``; ``<contact><pair>`` adds geom pairs with numbers of their own.
+``<contact><exclude>``; ``<contact><pair>`` adds geom pairs with numbers of their own,
+whatever the filters say, and its numbers replace the geoms' (MuJoCo's documentation,
+"Computation", section Collision detection: explicit pairs bypass the filters).
 :func:`geom_pairs` applies exactly these rules; ``<flag contact="disable"/>`` gives none.
 Each geom pair becomes a shape pair of the contact pair of the two jaxmbd bodies that own
 the geoms (``ModelBuilder.add_contact(..., shapes=...)``), so that geoms which MuJoCo does
@@ -14,7 +16,24 @@ not collide are not checked either.
 maximum; ``<option><flag override>`` replaces them by ``o_solref``, ``o_solimp``,
 ``o_friction``):
 
-* friction: the sliding coefficient (``friction[0]``); 0 for ``condim`` 1.
+* friction, torsional_friction, rolling_friction: MuJoCo's (sliding, torsional, rolling)
+  coefficients (a geom's ``friction``, an explicit pair's friction[0], [2], [3]), each
+  the larger of the two geoms' (or the higher ``priority`` geom's); ``condim`` keeps the
+  sliding one from 3, the torsional from 4, the rolling from 6 (1: frictionless).
+  Torsional and rolling friction follow jaxmbd's elliptic cone
+  (:func:`jaxmbd.contact.friction_wrench`, MuJoCo's ``cone="elliptic"``).
+* margin: MuJoCo includes a contact in its constraint problem when the distance is below
+  ``mjContact.includemargin`` (others in its list are "in gap", ``mjContact.exclude`` = 1,
+  and exert no force), and its reference acceleration acts on the violation r = distance
+  - includemargin. jaxmbd's law acts on the penetration includemargin - distance (the
+  pair's ``margin``): a body rests r_s (MuJoCo's rest penetration) below the height where
+  its surfaces are includemargin apart, in both engines (checked on resting balls,
+  ``tests/test_contact_params.py``). How includemargin comes from the geoms' margin and
+  gap changed between MuJoCo versions: up to 3.x (documentation, XML reference,
+  geom/margin and geom/gap) it is max(margins) - max(gaps), and a pair's margin - gap;
+  MuJoCo 4.0 adds the two geoms' margins, and gap only widens the band of listed, inactive
+  contacts. :func:`margin_rule` asks the installed MuJoCo which rule it follows (one
+  two-geom model, once), so that the pairs rest where that MuJoCo rests them.
 * stiffness: MuJoCo's contact is a soft constraint whose reference acceleration is
   a_ref = -B v - K d(r) r with impedance d(r) (``solimp``) and, for solref = (timeconst,
   dampratio) > 0, K = 1 / (d_width^2 timeconst^2 dampratio^2) (timeconst at least two time
@@ -40,6 +59,7 @@ maximum; ``<option><flag override>`` replaces them by ``o_solref``, ``o_solimp``
   limit as fast as MuJoCo's soft friction rows do (:func:`slip_velocity`; about 9e-3 m/s at
   MuJoCo's defaults, where jaxmbd's own default is 1e-4 m/s).
 
+<<<<<<< HEAD
 When the geom pairs of one body pair differ, the pair takes the largest friction, the
 smallest rest penetration and the largest restitution and slip velocity. What has no
 counterpart is named in the importer's one warning: torsional and rolling friction
@@ -49,6 +69,15 @@ distance margin - gap), and geom pairs without a narrow phase (ellipsoids, heigh
 fields, SDFs; meshes collide, as MuJoCo's do, as the convex hulls of their vertices). MuJoCo's pyramidal friction cone (its default) is
 direction dependent; jaxmbd's regularised Coulomb friction is isotropic (MuJoCo's elliptic
 cone).
+=======
+Geom pairs of two bodies with equal numbers share one jaxmbd contact pair; those whose
+numbers differ (another condim, margin, solref, an explicit pair's own) get a pair of their
+own between the same bodies. What has no counterpart is named in the importer's one
+warning: geom pairs without a narrow phase (meshes, ellipsoids, height fields, ...).
+MuJoCo's pyramidal friction cone (its default) is direction dependent; jaxmbd's
+regularised Coulomb friction is isotropic (MuJoCo's elliptic cone); the pyramidal normal
+softening (:func:`cone_factor`) is that of condim 3's four edges for condim 4 and 6 too.
+>>>>>>> main
 """
 
 from __future__ import annotations
@@ -80,6 +109,21 @@ class GeomPair:
     solimp: tuple[float, float, float, float, float]
     margin: float
     gap: float
+    torsional: float = 0.0  # MuJoCo's friction[1] of the geoms (a pair's friction[2]), m
+    rolling: float = 0.0  # MuJoCo's friction[2] of the geoms (a pair's friction[3]), m
+    includemargin: float = 0.0  # the distance below which the contact pushes
+
+    @property
+    def numbers(self) -> dict:
+        """The friction coefficients the pair's ``condim`` keeps (MuJoCo's
+        documentation, XML reference, geom/condim): 1 frictionless, 3 sliding, 4 and
+        torsional, 6 and rolling; and MuJoCo's includemargin as jaxmbd's margin."""
+        return dict(
+            friction=self.friction if self.condim >= 3 else 0.0,
+            torsional_friction=self.torsional if self.condim >= 4 else 0.0,
+            rolling_friction=self.rolling if self.condim >= 6 else 0.0,
+            margin=self.includemargin,
+        )
 
 
 def impedance(r: float, solimp) -> float:
@@ -201,18 +245,49 @@ def restitution(
     return max(0.0, v / speed)
 
 
+_MARGIN_PROBE = """<mujoco><worldbody>
+  <geom name="floor" type="plane" size="1 1 .1" margin="0.002" gap="0.0005"/>
+  <body pos="0 0 0.099"><freejoint/>
+    <geom type="sphere" size="0.1" margin="0.01" gap="0.003"/></body>
+  <body pos="1 0 0.099"><freejoint/>
+    <geom name="paired" type="sphere" size="0.1" contype="0" conaffinity="0"/></body>
+</worldbody><contact><pair geom1="paired" geom2="floor" margin="0.004" gap="0.001"/></contact>
+</mujoco>"""
+
+
+@functools.cache
+def margin_rule(mujoco) -> tuple[str, bool, bool]:
+    """How the installed MuJoCo makes ``mjContact.includemargin``: ("max" or "sum" of the
+    geoms' margins (and gaps), whether a geom pair's gap is subtracted, whether an explicit
+    pair's gap is), read off the contacts of a two-geom model (the module docstring)."""
+    m = mujoco.MjModel.from_xml_string(_MARGIN_PROBE)
+    d = mujoco.MjData(m)
+    mujoco.mj_forward(m, d)
+    paired = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_GEOM, "paired")
+    found = {paired in (c.geom1, c.geom2): float(c.includemargin) for c in d.contact[: d.ncon]}
+    geoms = {(0.007, "max", True), (0.0085, "sum", True), (0.01, "max", False),
+             (0.012, "sum", False)}  # fmt: skip
+    rules = [(mix, gap) for value, mix, gap in geoms if abs(found.get(False, -1) - value) < 1e-12]
+    if not rules or abs(found.get(True, -1) - 0.0035) < 1e-12:
+        raise RuntimeError(f"MuJoCo {mujoco.__version__}: unknown contact margin rule {found}")
+    (mix, subtract), pair_subtract = rules[0], abs(found[True] - 0.003) < 1e-12
+    return mix, subtract, pair_subtract
+
+
 def _mixed(mujoco, m, g1: int, g2: int) -> GeomPair:
     """MuJoCo's mj_contactParam for a dynamic geom pair."""
-    margin = max(float(m.geom_margin[g1]), float(m.geom_margin[g2]))
-    gap = max(float(m.geom_gap[g1]), float(m.geom_gap[g2]))
+    mix, subtract, _ = margin_rule(mujoco)
+    combine = max if mix == "max" else (lambda a, b: a + b)
+    margin = combine(float(m.geom_margin[g1]), float(m.geom_margin[g2]))
+    gap = combine(float(m.geom_gap[g1]), float(m.geom_gap[g2]))
     p1, p2 = int(m.geom_priority[g1]), int(m.geom_priority[g2])
     if p1 != p2:
         g = g1 if p1 > p2 else g2
-        condim, friction = int(m.geom_condim[g]), float(m.geom_friction[g][0])
+        condim, friction = int(m.geom_condim[g]), np.asarray(m.geom_friction[g], dtype=float)
         solref, solimp = np.asarray(m.geom_solref[g]), np.asarray(m.geom_solimp[g])
     else:
         condim = max(int(m.geom_condim[g1]), int(m.geom_condim[g2]))
-        friction = max(float(m.geom_friction[g1][0]), float(m.geom_friction[g2][0]))
+        friction = np.maximum(np.asarray(m.geom_friction[g1]), np.asarray(m.geom_friction[g2]))
         s1, s2 = float(m.geom_solmix[g1]), float(m.geom_solmix[g2])
         if s1 >= _MINVAL and s2 >= _MINVAL:
             mix = s1 / (s1 + s2)
@@ -223,15 +298,22 @@ def _mixed(mujoco, m, g1: int, g2: int) -> GeomPair:
         r1, r2 = np.asarray(m.geom_solref[g1]), np.asarray(m.geom_solref[g2])
         solref = mix * r1 + (1 - mix) * r2 if r1[0] > 0 and r2[0] > 0 else np.minimum(r1, r2)
         solimp = mix * np.asarray(m.geom_solimp[g1]) + (1 - mix) * np.asarray(m.geom_solimp[g2])
-    return GeomPair(g1, g2, condim, friction, tuple(solref), tuple(solimp), margin, gap)
+    return GeomPair(
+        g1, g2, condim, float(friction[0]), tuple(solref), tuple(solimp), margin, gap,
+        torsional=float(friction[1]), rolling=float(friction[2]),
+        includemargin=margin - gap if subtract else margin,
+    )  # fmt: skip
 
 
 def _overridden(mujoco, m, pair: GeomPair) -> GeomPair:
     if not m.opt.enableflags & mujoco.mjtEnableBit.mjENBL_OVERRIDE:
         return pair
+    friction = np.asarray(m.opt.o_friction, dtype=float)  # MuJoCo's 5: t1, t2, spin, roll
     return GeomPair(
-        pair.geom1, pair.geom2, pair.condim, float(m.opt.o_friction[0]),
+        pair.geom1, pair.geom2, pair.condim, float(friction[0]),
         tuple(m.opt.o_solref), tuple(m.opt.o_solimp), float(m.opt.o_margin), 0.0,
+        torsional=float(friction[2]), rolling=float(friction[3]),
+        includemargin=float(m.opt.o_margin),
     )  # fmt: skip
 
 
@@ -251,9 +333,13 @@ def geom_pairs(mujoco, m) -> list[GeomPair]:
     explicit = {}
     for k in range(m.npair):
         g1, g2 = int(m.pair_geom1[k]), int(m.pair_geom2[k])
+        friction = np.asarray(m.pair_friction[k], dtype=float)  # t1, t2, spin, roll1, roll2
+        margin, gap = float(m.pair_margin[k]), float(m.pair_gap[k])
         explicit[frozenset((g1, g2))] = GeomPair(
-            g1, g2, int(m.pair_dim[k]), float(m.pair_friction[k][0]), tuple(m.pair_solref[k]),
-            tuple(m.pair_solimp[k]), float(m.pair_margin[k]), float(m.pair_gap[k]),
+            g1, g2, int(m.pair_dim[k]), float(friction[0]), tuple(m.pair_solref[k]),
+            tuple(m.pair_solimp[k]), margin, gap,
+            torsional=float(friction[2]), rolling=float(friction[3]),
+            includemargin=margin - gap if margin_rule(mujoco)[2] else margin,
         )  # fmt: skip
     contype, conaffinity = np.asarray(m.geom_contype), np.asarray(m.geom_conaffinity)
     body = np.asarray(m.geom_bodyid)
@@ -294,9 +380,10 @@ def add_contacts(mujoco, m, builder, shape_of: dict, mass_of, unsupported: list[
     refsafe = not m.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_REFSAFE
     timestep = float(m.opt.timestep)
     cone = "elliptic" if m.opt.cone == mujoco.mjtCone.mjCONE_ELLIPTIC else "pyramidal"
-    bodies: dict[tuple[str, str], dict] = {}
+    groups: dict[tuple, list] = {}  # (body_i, body_j, numbers) -> shape pairs
+    orientation: dict[frozenset, tuple[str, str]] = {}  # body_i, body_j of two bodies
     laws: dict[tuple, dict] = {}
-    no_narrow_phase, torsional, margins = Counter(), Counter(), 0
+    no_narrow_phase = Counter()
     for pair in geom_pairs(mujoco, m):
         if pair.geom1 not in shape_of or pair.geom2 not in shape_of:
             no_narrow_phase[_kinds(mujoco, m, pair)] += 1
@@ -304,8 +391,9 @@ def add_contacts(mujoco, m, builder, shape_of: dict, mass_of, unsupported: list[
         (b1, k1), (b2, k2) = shape_of[pair.geom1], shape_of[pair.geom2]
         if b1 == b2:
             continue  # one rigid jaxmbd body (merged bodies)
-        if b1 == GROUND or (b2, b1) in bodies:  # one contact pair per two bodies
+        if b1 == GROUND or orientation.get(frozenset((b1, b2)), (b1, b2)) != (b1, b2):
             (b1, k1), (b2, k2) = (b2, k2), (b1, k1)
+        orientation[frozenset((b1, b2))] = (b1, b2)
         shapes_1, shapes_2 = builder._shapes_of(b1), builder._shapes_of(b2)
         kind, _ = pair_kind(shapes_1[k1].kind, shapes_2[k2].kind)
         drawn_as = _kinds(mujoco, m, pair) != "-".join(
@@ -314,10 +402,6 @@ def add_contacts(mujoco, m, builder, shape_of: dict, mass_of, unsupported: list[
         if kind is None or drawn_as:  # an ellipsoid is drawn as a mesh, not collided as one
             no_narrow_phase[_kinds(mujoco, m, pair)] += 1
             continue
-        if pair.condim > 3:
-            torsional[pair.condim] += 1
-        if pair.margin - pair.gap != 0:
-            margins += 1
         # many pairs share their parameters: each law's root finding once per parameter set
         key = (tuple(pair.solref), tuple(pair.solimp), pair.condim, pair.friction)
         if key not in laws:
@@ -327,7 +411,6 @@ def add_contacts(mujoco, m, builder, shape_of: dict, mass_of, unsupported: list[
                 cone_factor=cone_factor(cone, pair.condim, pair.friction),
             )
             laws[key] = dict(
-                friction=0.0 if pair.condim == 1 else pair.friction,
                 penetration=static_penetration(pair.solref, pair.solimp, gravity=gravity,
                                                **options),
                 restitution=restitution(tuple(pair.solref), tuple(pair.solimp), **options),
@@ -336,31 +419,19 @@ def add_contacts(mujoco, m, builder, shape_of: dict, mass_of, unsupported: list[
                     timestep=timestep, refsafe=refsafe,
                 ),
             )  # fmt: skip
-        numbers = laws[key]
-        entry = bodies.setdefault((b1, b2), {"shapes": [], "numbers": []})
-        entry["shapes"].append((k1, k2))
-        entry["numbers"].append(numbers)
-    for (b1, b2), entry in bodies.items():
-        friction = max(n["friction"] for n in entry["numbers"])
-        penetration = min(n["penetration"] for n in entry["numbers"])
-        e = max(n["restitution"] for n in entry["numbers"])
-        slip = max(n["slip_velocity"] for n in entry["numbers"])
+        numbers = {**laws[key], **pair.numbers}
+        groups.setdefault((b1, b2, tuple(sorted(numbers.items()))), []).append((k1, k2))
+    # one contact pair per two bodies and set of numbers: geom pairs whose numbers differ
+    # (condim, margin, an explicit <pair>'s own) keep them
+    for (b1, b2, numbers), shapes in groups.items():
+        numbers = dict(numbers)
+        penetration = numbers.pop("penetration")
         m1, m2 = mass_of(b1), mass_of(b2)
         m_eff = m1 if math.isinf(m2) else m1 * m2 / (m1 + m2)
         builder.add_contact(
-            b1, b2, friction=friction, restitution=e, shapes=sorted(set(entry["shapes"])),
-            slip_velocity=slip,
+            b1, b2, shapes=sorted(set(shapes)), **numbers,
             stiffness=m_eff * gravity / penetration**1.5 if math.isfinite(penetration) else None,
         )  # fmt: skip
     if no_narrow_phase:
         kinds = ", ".join(f"{k} ({n})" for k, n in sorted(no_narrow_phase.items()))
         unsupported.append(f"contacts between geoms without a narrow phase in jaxmbd: {kinds}")
-    if torsional:
-        unsupported.append(
-            f"torsional/rolling friction (condim {sorted(torsional)}) on "
-            f"{sum(torsional.values())} geom pair(s) (sliding friction only)"
-        )
-    if margins:
-        unsupported.append(
-            f"contact margin/gap on {margins} geom pair(s) (jaxmbd's surfaces touch at distance 0)"
-        )

@@ -15,6 +15,9 @@ import logging
 
 import numpy as np
 
+from ._joint_forces import CYLINDRICAL_VIEWS
+from ._mjcf_flags import switched_off
+from ._mjcf_limit_gains import limit_gains
 from ._values import _axis_frame
 from .build import ModelBuilder
 from .joints import REVOLUTE, TRANSLATIONAL
@@ -37,13 +40,26 @@ def _name(mujoco, m, objtype, k: int, prefix: str) -> str:
 def _limits(m, j: int, hinge: bool):
     """A hinge's or slide's ``range`` when ``limited`` (qpos units, which are the joint
     coordinate's), else None; a hinge range of a full turn or more cannot act on the
-    principal angle and is left out (named by the unsupported-features warning)."""
-    if not m.jnt_limited[j]:
+    principal angle and is left out (named by the unsupported-features warning). None
+    where the ``limit`` or ``constraint`` flag is disabled."""
+    if not m.jnt_limited[j] or switched_off(m, "limit"):
         return None
     lo, hi = (float(x) for x in m.jnt_range[j])
     if hinge and hi - lo >= 2 * np.pi:
         return None
     return (lo, hi)
+
+
+def _limit_options(m, j: int, hinge: bool, builder, name: str) -> dict:
+    """A hinge's or slide's ``limits``, ``limit_stiffness`` and ``limit_damping`` as the
+    builder's keyword options: MuJoCo's range and the gains that stand for its soft limit
+    (:mod:`jaxmbd._mjcf_limit_gains`, its ``solimp`` kept for coordinate ``name``); all
+    None where it has no limit."""
+    limits = _limits(m, j, hinge)
+    k, c = limit_gains(m, j) if limits is not None else (None, None)
+    if limits is not None:
+        builder._limit_impedance[name] = tuple(float(x) for x in m.jnt_solimp[j])
+    return {"limits": limits, "limit_stiffness": k, "limit_damping": c}
 
 
 def _cylindrical_coordinates(mujoco, m) -> dict[int, str]:
@@ -247,7 +263,8 @@ def _add_joints(mujoco, m, d, builder: ModelBuilder, b, parent: str, child: str)
         if spec is not None:
             getattr(builder, spec.name)(
                 name, body_i=parent, body_j=child, point=anchors[0], axis=axes[0],
-                limits=_limits(m, jids[0], spec.angular), **_passive(mujoco, m, jids[0]),
+                **_limit_options(m, jids[0], spec.angular, builder, name),
+                **_passive(mujoco, m, jids[0]),
             )  # fmt: skip
             return convention(name, [0])
         builder.spherical(name, body_i=parent, body_j=child, point=anchors[0])  # ball
@@ -289,9 +306,13 @@ def _add_composition(mujoco, m, builder, composition, jids, kinds, names, anchor
         order = [kinds.index(int(T.mjJNT_SLIDE)), kinds.index(int(T.mjJNT_HINGE))]
         # each MuJoCo joint's range, damping, stiffness, ... on its coordinate (qpos units)
         passive = [_passive(mujoco, m, jids[k]) for k in order]
+        limits = [
+            _limit_options(m, jids[k], kinds[k] == T.mjJNT_HINGE, builder, f"{joined}.{view}")
+            for k, (view, _) in zip(order, CYLINDRICAL_VIEWS, strict=True)
+        ]
         builder.cylindrical(
             joined, body_i=parent, body_j=child, point=anchors[0], axis=axes[0],
-            limits=tuple(_limits(m, jids[k], kinds[k] == T.mjJNT_HINGE) for k in order),
+            **{key: tuple(limit[key] for limit in limits) for key in limits[0]},
             **{key: tuple(p[key] for p in passive) for key in passive[0]},
         )  # fmt: skip
         return convention(joined, order, [float(axes[k] @ axes[0]) for k in order])
@@ -362,7 +383,7 @@ def _add_coordinate_joint(mujoco, m, builder, j, parent, child, point, axis, *,
                           joint_space=joint_space)  # fmt: skip
     adr = int(m.jnt_qposadr[j])
     builder._joint_convention(name, offset=[float(m.qpos0[adr])], sign=[1])
-    builder._record_limits(name, _limits(m, j, hinge), None, None)
+    builder._record_limits(name, *_limit_options(m, j, hinge, builder, name).values())
     passive = _passive(mujoco, m, j)
     builder._record_dynamics(
         name, *(passive[key] for key in ("damping", "stiffness", "spring_reference",

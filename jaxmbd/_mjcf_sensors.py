@@ -6,22 +6,32 @@ MJCF                                jaxmbd kind
 ``jointpos``, ``jointvel``          joint_position, joint_velocity (a body's single hinge or
                                     slide: MuJoCo's qpos, qvel)
 ``ballquat``, ``ballangvel``        joint_position, joint_velocity of the spherical joint
-``framepos``, ``framequat``,        body_position, body_quaternion, body_linear_velocity,
-``framelinvel``, ``frameangvel``    body_angular_velocity (global) of a site, geom, body
-                                    (``objtype="body"``: its inertial frame, ``xipos``) or
-                                    body frame (``"xbody"``: ``xpos``) without ``reftype``
+``framepos``, ``framequat``,        body_position, body_quaternion, body_x_axis (y, z),
+``framexaxis`` (y, z),              body_linear_velocity, body_angular_velocity of a site,
+``framelinvel``, ``frameangvel``    geom, body (``objtype="body"``: its inertial frame,
+                                    ``xipos``) or body frame (``"xbody"``: ``xpos``), on a
+                                    moving body or the world, against ``reftype``/``refname``
 ``accelerometer``, ``gyro``,        accelerometer, gyro, velocimeter at the site
 ``velocimeter``
+``touch``                           touch, the site's shape and size as its zone
+``force``, ``torque``               interaction_force, interaction_torque at the site
+``subtreecom``, ``subtreelinvel``,  subtree_com, subtree_linear_velocity,
+``subtreeangmom``                   subtree_angular_momentum (the world: every body)
+``actuatorfrc``                     actuator_force of a jaxmbd actuator
+``jointactuatorfrc``                joint_actuator_force
+``tendonpos``, ``tendonvel``        tendon_position, tendon_velocity (:mod:`jaxmbd.tendon_sensors`)
 =================================== =========================================================
 
 The object's frame becomes a site on the jaxmbd body that owns its MuJoCo body (a jointless
 body is merged into its parent, :mod:`jaxmbd.mjcf`): its point and axes at the reference
-pose (``qpos0``) in that body's frame. ``noise`` maps to the sensor's noise (MuJoCo stores
-it without applying it; jaxmbd applies it with ``simulate(sensor_key=)``). Every other
-sensor (touch, force and torque at sites, rangefinder, subtree and tendon, actuator and
-limit sensors, frame axes and accelerations, sensors relative to a ``reftype`` frame, on
-a multi-joint body's joint or on the world, ...) and any ``cutoff`` are named in the
-importer's one warning.
+pose (``qpos0``) in that body's frame; on the world it is a fixed frame. A touch sensor
+counts the contacts of the whole jaxmbd body (MuJoCo's counts those of the site's own
+MuJoCo body: they differ only where a merged body's contacts fall in the zone). Subtree,
+force and torque sensors on a body merged into its parent (whose subtree or joint the
+jaxmbd bodies do not have) are named in the importer's one warning, as are every other
+sensor (rangefinder, limit sensors, ...) and any ``cutoff``. ``noise`` maps to
+the sensor's noise (MuJoCo stores it without applying it; jaxmbd applies it with
+``simulate(sensor_key=)``).
 
 Every named ``<site>`` on a moving body also becomes a **marker** of that name
 (:mod:`jaxmbd.markers`, ``sol.markers[name]``): its point and axes at the reference pose,
@@ -32,6 +42,8 @@ left out).
 from __future__ import annotations
 
 import numpy as np
+
+from .model import GROUND
 
 
 def _frames(mujoco, m, d, objtype: int, objid: int):
@@ -51,6 +63,32 @@ def _frames(mujoco, m, d, objtype: int, objid: int):
     return None
 
 
+def _zone(mujoco, m, site: int):
+    """(shape, size) of a site as a touch zone, or None for a shape without one."""
+    T = mujoco.mjtGeom
+    shapes = {int(T.mjGEOM_SPHERE): "sphere", int(T.mjGEOM_CAPSULE): "capsule",
+              int(T.mjGEOM_ELLIPSOID): "ellipsoid", int(T.mjGEOM_CYLINDER): "cylinder",
+              int(T.mjGEOM_BOX): "box"}  # fmt: skip
+    shape = shapes.get(int(m.site_type[site]))
+    return None if shape is None else (shape, np.array(m.site_size[site], dtype=np.float64))
+
+
+def _subtree(m, owner, body: int):
+    """The MuJoCo bodies of ``body``'s subtree (itself and its descendants)."""
+    inside = np.zeros(m.nbody, dtype=bool)
+    inside[body] = True
+    for b in range(body + 1, m.nbody):  # parents come before their children
+        inside[b] = inside[m.body_parentid[b]]
+    return np.flatnonzero(inside)
+
+
+def _members(m, owner, body_names, body: int) -> list[str]:
+    """The jaxmbd bodies of MuJoCo ``body``'s subtree (``body`` owns its jaxmbd body or is
+    the world)."""
+    return [body_names[b] for b in sorted({int(owner[b]) for b in _subtree(m, owner, body)
+                                           if owner[b] >= 0})]  # fmt: skip
+
+
 def add_sensors(mujoco, m, d, builder, owner, body_names, frame, joint_names, unsupported):
     """Add the sensors of ``m`` that jaxmbd has (module docstring) to ``builder``; name the
     others in ``unsupported``. ``d``: MuJoCo's data at the reference pose; ``owner``: the
@@ -63,17 +101,44 @@ def add_sensors(mujoco, m, d, builder, owner, body_names, frame, joint_names, un
         int(S.mjSENS_BALLQUAT): "joint_position",
         int(S.mjSENS_BALLANGVEL): "joint_velocity",
     }
-    body_kinds = {
+    frame_kinds = {
         int(S.mjSENS_FRAMEPOS): "body_position",
         int(S.mjSENS_FRAMEQUAT): "body_quaternion",
+        int(S.mjSENS_FRAMEXAXIS): "body_x_axis",
+        int(S.mjSENS_FRAMEYAXIS): "body_y_axis",
+        int(S.mjSENS_FRAMEZAXIS): "body_z_axis",
         int(S.mjSENS_FRAMELINVEL): "body_linear_velocity",
         int(S.mjSENS_FRAMEANGVEL): "body_angular_velocity",
+    }
+    site_kinds = {
         int(S.mjSENS_ACCELEROMETER): "accelerometer",
         int(S.mjSENS_GYRO): "gyro",
         int(S.mjSENS_VELOCIMETER): "velocimeter",
+        int(S.mjSENS_TOUCH): "touch",
+        int(S.mjSENS_FORCE): "interaction_force",
+        int(S.mjSENS_TORQUE): "interaction_torque",
+    }
+    subtree_kinds = {
+        int(S.mjSENS_SUBTREECOM): "subtree_com",
+        int(S.mjSENS_SUBTREELINVEL): "subtree_linear_velocity",
+        int(S.mjSENS_SUBTREEANGMOM): "subtree_angular_momentum",
     }
     type_names = {int(v): k[len("mjSENS_"):].lower() for k, v in vars(S).items()
                   if k.startswith("mjSENS_")}  # fmt: skip
+    actuator_names = [a["name"] for a in builder._actuators]
+    actuated = {a["joint"] for a in builder._actuators}
+
+    def placed(objtype, objid):
+        """(jaxmbd body or GROUND, site, axes in that body's frame), or a reason."""
+        found = _frames(mujoco, m, d, objtype, objid)
+        if found is None:
+            return f"object type {objtype}"
+        body, point, axes = found
+        if owner[body] < 0:
+            return GROUND, np.array(point), np.array(axes)
+        com, A = frame[int(owner[body])]
+        return body_names[int(owner[body])], A.T @ (np.asarray(point) - com), A.T @ axes
+
     left_out, cut = [], []
     for k in range(m.nsensor):
         name = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_SENSOR, k) or f"sensor{k}"
@@ -83,33 +148,73 @@ def add_sensors(mujoco, m, d, builder, owner, body_names, frame, joint_names, un
             int(m.sensor_objid[k]),
         )
         label = f"'{name}' ({type_names.get(stype, stype)})"
-        noise = float(m.sensor_noise[k])
+        options = dict(noise=float(m.sensor_noise[k]))
         if stype in joint_kinds:
             joint = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_JOINT, objid)
             if joint not in joint_names:
                 left_out.append(f"{label}: joint '{joint}' is not a jaxmbd joint of its own")
                 continue
-            builder.add_sensor(name, kind=joint_kinds[stype], joint=joint, noise=noise)
-        elif stype in body_kinds:
-            if (
-                int(m.sensor_reftype[k]) != int(mujoco.mjtObj.mjOBJ_UNKNOWN)
-                or int(m.sensor_refid[k]) >= 0
-            ):
-                left_out.append(f"{label}: relative to a reference frame")
+            builder.add_sensor(name, kind=joint_kinds[stype], joint=joint, **options)
+        elif stype in frame_kinds or stype in site_kinds:
+            kind = frame_kinds.get(stype) or site_kinds[stype]
+            where = placed(objtype, objid)
+            if isinstance(where, str):
+                left_out.append(f"{label}: {where}")
                 continue
-            found = _frames(mujoco, m, d, objtype, objid)
-            if found is None:
-                left_out.append(f"{label}: object type {objtype}")
-                continue
-            body, point, axes = found
-            if body == 0 or owner[body] < 0:
+            body, site, axes = where
+            if body == GROUND and kind in site_kinds.values():
                 left_out.append(f"{label}: on the world")
                 continue
-            com, A = frame[int(owner[body])]
+            if int(m.sensor_refid[k]) >= 0:
+                ref = placed(int(m.sensor_reftype[k]), int(m.sensor_refid[k]))
+                if isinstance(ref, str):
+                    left_out.append(f"{label}: reference {ref}")
+                    continue
+                options["reference"] = dict(body=ref[0], site=ref[1], frame=ref[2])
+            if kind.startswith("interaction"):
+                own = int(m.site_bodyid[objid])
+                if owner[own] != own:
+                    left_out.append(f"{label}: on a body welded to its parent")
+                    continue
+                up = int(owner[m.body_parentid[own]])
+                options["parent"] = GROUND if up < 0 else body_names[up]
+                options["subtree"] = _members(m, owner, body_names, own)
+            if kind == "touch":
+                zone = _zone(mujoco, m, objid)
+                if zone is None:
+                    left_out.append(f"{label}: site shape {int(m.site_type[objid])}")
+                    continue
+                options["zone"] = zone
+            builder.add_sensor(name, kind=kind, body=body, site=site, frame=axes, **options)
+        elif stype in subtree_kinds:
+            root = GROUND if objid == 0 else owner[objid]
+            if objid != 0 and root != objid:
+                left_out.append(f"{label}: on a body welded to its parent")
+                continue
+            body = GROUND if objid == 0 else body_names[objid]
             builder.add_sensor(
-                name, kind=body_kinds[stype], body=body_names[int(owner[body])],
-                site=A.T @ (np.asarray(point) - com), frame=A.T @ np.asarray(axes), noise=noise,
-            )  # fmt: skip
+                name,
+                kind=subtree_kinds[stype],
+                body=body,
+                subtree=_members(m, owner, body_names, objid),
+                **options,
+            )
+        elif stype in (int(S.mjSENS_TENDONPOS), int(S.mjSENS_TENDONVEL)):
+            tendon = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_TENDON, objid)
+            kind = "tendon_position" if stype == int(S.mjSENS_TENDONPOS) else "tendon_velocity"
+            builder.add_sensor(name, kind=kind, tendon=tendon, **options)
+        elif stype == int(S.mjSENS_ACTUATORFRC):
+            actuator = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_ACTUATOR, objid)
+            if actuator not in actuator_names:
+                left_out.append(f"{label}: actuator '{actuator}' is not a jaxmbd actuator")
+                continue
+            builder.add_sensor(name, kind="actuator_force", actuator=actuator, **options)
+        elif stype == int(S.mjSENS_JOINTACTFRC):
+            joint = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_JOINT, objid)
+            if joint not in actuated and joint not in joint_names:
+                left_out.append(f"{label}: joint '{joint}' has no coordinate of its own")
+                continue
+            builder.add_sensor(name, kind="joint_actuator_force", joint=joint, **options)
         else:
             left_out.append(label)
             continue

@@ -40,9 +40,11 @@ import numpy as np
 
 from . import _config  # noqa: F401
 from ._actuator_kinds import ACTUATOR_KIND_NAMES, actuator_kind
-from ._joint_forces import AbstractJointForce
+from ._joint_forces import AbstractJointForce, joint_forces_together
+from .forces import BodyState
 from .joints import JointDefinition, joint_coordinates
 from .sensors import observation_vector
+from .tendons import Tendons, body_forces, lengths_and_gradients, velocities
 
 #: The actuator kinds of :meth:`~jaxmbd.ModelBuilder.add_actuator`.
 ACTUATOR_KINDS = ACTUATOR_KIND_NAMES
@@ -66,6 +68,12 @@ class Actuators(AbstractJointForce):
     force_upper: jax.Array
     controls: jax.Array
     absolute_entries: tuple[bool, ...] | None = eqx.field(static=True, default=None)
+    entries_label: ClassVar[str] = "actuators"
+    #: The actuators whose transmission is a tendon (static indices, ascending) and their
+    #: tendons (:class:`~jaxmbd.tendons.Tendons`, one per such actuator, in that order);
+    #: their entries in ``joints`` are placeholders.
+    tendon_actuated: tuple[int, ...] = eqx.field(static=True, default=())
+    tendons: Tendons | None = None
     #: Model files store actuators in their own list (``"actuators"``).
     file_section: ClassVar[str] = "actuators"
     entry_fields: ClassVar[tuple[str, ...]] = (
@@ -88,6 +96,39 @@ class Actuators(AbstractJointForce):
 
     def generalised_force(self, t, q, qdot):
         return self.gear * self.actuator_force(self.controls, q, qdot)
+
+    @property
+    def tendon_rows(self) -> tuple[int, ...]:
+        return self.tendon_actuated
+
+    def entries(self, keep):
+        keep = [int(k) for k in keep]
+        out = super().entries(keep)
+        kept = [k for k in keep if k in self.tendon_actuated]
+        if not kept:
+            return dataclasses.replace(out, tendon_actuated=(), tendons=None)
+        position = [self.tendon_actuated.index(k) for k in kept]
+        return dataclasses.replace(out, tendon_actuated=tuple(keep.index(k) for k in kept),
+                                   tendons=self.tendons.subset(position))  # fmt: skip
+
+    def family(self):
+        """Evaluated with the other joint forces where every actuator drives a joint; with
+        tendon transmissions, on its own (:meth:`__call__`)."""
+        return None if self.tendon_actuated else AbstractJointForce
+
+    def __call__(self, t, state: BodyState):
+        """The joint actuators' forces along their joints (the tendon rows are not among
+        the entries the body states evaluate as joints: ``absolute_entries`` False), plus
+        the tendon actuators' tensions along their tendons' lengths (gear F along the
+        tendon, MuJoCo's moment arm gear J_ten)."""
+        f, n = joint_forces_together((self,), t, state)
+        if not self.tendon_actuated:
+            return f, n
+        part = self.entries(self.tendon_actuated)
+        length, G = lengths_and_gradients(part.tendons, state)
+        tension = part.generalised_force(t, length, velocities(G, state))
+        df, dn = body_forces(G, tension)
+        return f + df, n + dn
 
 
 def actuator_element(model) -> Actuators | None:

@@ -333,7 +333,8 @@ class ContactForces(NamedTuple):
     """Contact loads per pair (``model.contacts.pair_names``), global frame, time first:
     ``force`` (T, n_pairs, 3) the total force of body_j on body_i (``normal`` plus
     ``tangential``, each (T, n_pairs, 3)); ``torque`` (T, n_pairs, 3) its moment about
-    body_i's centre of mass; ``point`` (T, n_pairs, 3) the centre of pressure (the normal
+    body_i's centre of mass, the torsional and rolling friction torques included;
+    ``point`` (T, n_pairs, 3) the centre of pressure (the normal
     forces' weighted mean of the slot points; the deepest slot's point where no force
     acts); ``gap`` (T, n_pairs) the smallest gap of the pair's slots; ``active`` (T,
     n_pairs) whether any slot penetrates. Body_j feels the opposite force."""
@@ -366,7 +367,9 @@ def contact_forces(model: Model, sol: Solution) -> ContactForces:
     r_all = jnp.concatenate([sol.r, jnp.zeros_like(sol.r[..., :1, :])], axis=-2)
     arm = s.point - r_all[..., body_i, :]
     torque = jnp.einsum(
-        "...si,sp->...pi", jnp.cross(arm, normal_slot + s.tangential_force), one_hot
+        "...si,sp->...pi",
+        jnp.cross(arm, normal_slot + s.tangential_force) + s.friction_torque,
+        one_hot,
     )
     weight = jnp.einsum("...s,sp->...p", s.normal_force, one_hot)
     pressed = weight > 0

@@ -31,6 +31,13 @@ class RedundancyWarning(UserWarning):
     the loop they close (see :mod:`jaxmbd.redundancy`)."""
 
 
+class JointSpaceOnlyWarning(UserWarning):
+    """An absolute formulation runs a model whose force elements also act on coordinates
+    that only the ``"joint"`` formulation has (the hinges and slides inside a composition of
+    MuJoCo joints that forms one library joint): it leaves those entries out; the message
+    names the joints and why."""
+
+
 class AssemblyWarning(UserWarning):
     """The consistent start moved the model's initial state by more than
     :data:`jaxmbd._checks.ASSEMBLY_TOLERANCE` (a body moved or turned to close the

@@ -77,6 +77,11 @@ class AbstractForce(eqx.Module):
     #: ``joint_force(t, q, qdot, bias)``), which the joint formulation evaluates in joint
     #: space; False: it acts on the bodies (``__call__``).
     acts_along_joints: ClassVar[bool] = False
+    #: The element is a tension along tendons (``tendons``, a :class:`jaxmbd.tendons.Tendons`,
+    #: and ``tendon_force(t, length, velocity)``), which the joint formulation evaluates
+    #: from the tendons' lengths and Jacobians in joint space (fixed tendons read qpos);
+    #: the absolute formulations call ``__call__`` on the body states.
+    acts_along_tendons: ClassVar[bool] = False
 
     @abc.abstractmethod
     def __call__(self, t, state: BodyState) -> tuple[jax.Array, jax.Array]:

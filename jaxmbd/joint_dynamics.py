@@ -97,6 +97,7 @@ class JointDynamics(AbstractJointForce):
     friction_velocity: jax.Array
     armature: jax.Array | None = None
     absolute_entries: tuple[bool, ...] | None = eqx.field(static=True, default=None)
+    entries_label: ClassVar[str] = "damping, stiffness, friction loss or armature"
     entry_fields: ClassVar[tuple[str, ...]] = (
         "joints", "damping", "stiffness", "spring_reference", "friction_loss",
         "friction_velocity", "armature",

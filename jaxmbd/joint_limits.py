@@ -48,6 +48,12 @@ delta_max <= v sqrt(I / k) + 2 Q_max / k (energy balance of the spring; damping 
 lowers it): with the defaults v tau + 2 Q_max tau^2 / I, e.g. 0.03 rad for 3 rad/s.
 Energy is lost only while a limit is penetrated (the damper acts only there).
 
+**Impedance.** ``impedance`` (n, 5), MuJoCo's ``solimp`` (d_min, d_max, width, midpoint,
+power) of each limit (the MJCF importer sets it, :mod:`jaxmbd._mjcf_limit_gains`), makes the
+gains follow MuJoCo's impedance d(delta): k and c are the gains at d_min, scaled by
+g(d(delta)) / g(d_min) with g(d) = d^2 / (1 - d) for k and d / sqrt(1 - d) for c, so that
+the force at rest and the damping ratio are MuJoCo's at every penetration.
+
 Revolute limits are compared with the angle on its principal branch about the joint's
 offset (within pi of it), so a range must be narrower than a full turn about the drawn
 pose.
@@ -98,10 +104,12 @@ class JointLimits(AbstractJointForce):
     restitution: jax.Array | None = None
     calibrated: jax.Array | None = None
     inertia: jax.Array | None = None
+    impedance: jax.Array | None = None
     absolute_entries: tuple[bool, ...] | None = eqx.field(static=True, default=None)
+    entries_label: ClassVar[str] = "limits"
     entry_fields: ClassVar[tuple[str, ...]] = (
         "joints", "lower", "upper", "stiffness", "damping", "restitution", "calibrated",
-        "inertia",
+        "inertia", "impedance",
     )  # fmt: skip
 
     def generalised_force(self, t, q, qdot):
@@ -111,12 +119,21 @@ class JointLimits(AbstractJointForce):
             # the damper ramps in over the first DAMPING_RAMP of penetration: the force is
             # continuous at delta = 0 (a jump of c v there makes Newton cycle at impact)
             ramp = jnp.clip(delta / DAMPING_RAMP, 0.0, 1.0)
-            force = self.stiffness * delta + self.damping * ramp * delta_dot
+            k_scale, c_scale = self._impedance_scales(delta)
+            force = self.stiffness * k_scale * delta + self.damping * c_scale * ramp * delta_dot
             if self.restitution is not None:
                 force = force + self.calibrated * self._rate_term(delta, delta_dot)
             return jnp.where(delta > 0, jnp.maximum(0.0, force), 0.0)
 
         return push(self.lower - q, -qdot) - push(q - self.upper, qdot)
+
+    def _impedance_scales(self, delta):
+        """The factors (k, c) on the gains at penetration ``delta`` (the module docstring's
+        Impedance; 1 without ``impedance``)."""
+        if self.impedance is None:
+            return 1.0, 1.0
+        d, d0 = mujoco_impedance(self.impedance, delta), mujoco_impedance(self.impedance, 0.0)
+        return d**2 * (1 - d0) / (d0**2 * (1 - d)), d * jnp.sqrt(1 - d0) / (d0 * jnp.sqrt(1 - d))
 
     def _rate_term(self, delta, delta_dot):
         """k delta a(e) delta_dot / v_est (0 where delta <= 0; finite gradients at rest)."""
@@ -127,11 +144,29 @@ class JointLimits(AbstractJointForce):
         return self.stiffness * d * damping_factor(self.restitution) * ratio
 
     def potential_energy(self, state: BodyState):
-        """Energy stored in the limit springs, sum of 1/2 k delta^2 (counted by
-        :func:`jaxmbd.diagnostics.energy`; the dampers only dissipate)."""
+        """Energy stored in the limit springs, sum of 1/2 k delta^2 (with ``impedance``: the
+        integral of the spring force; counted by :func:`jaxmbd.diagnostics.energy`; the
+        dampers only dissipate)."""
         part = self.absolute_part()
         q, _ = coordinates_and_gradients(part.joints, state)
-        return jnp.sum(0.5 * part.stiffness * part.penetration(q) ** 2)
+        return jnp.sum(part.spring_energy(part.penetration(q)))
+
+    def spring_energy(self, delta):
+        """The energies (n,) of the springs at penetrations ``delta`` (n,) >= 0."""
+        if self.impedance is None:
+            return 0.5 * self.stiffness * delta**2
+        # the integral of k s(x) x over [0, delta] by Gauss-Legendre on each smooth piece of
+        # d(x): [0, midpoint width], [midpoint width, width], beyond width (constant)
+        x, w = (jnp.asarray(a) for a in np.polynomial.legendre.leggauss(8))
+        width, mid = self.impedance[:, 2], self.impedance[:, 3]
+        edges = jnp.stack([jnp.zeros_like(delta), mid * width, width, delta + width])
+        edges = jnp.minimum(edges, delta)
+        energy = 0.0
+        for a, b in zip(edges[:-1], edges[1:], strict=True):
+            xs = 0.5 * (a + b)[:, None] + 0.5 * (b - a)[:, None] * x
+            k_scale, _ = jax.vmap(self._impedance_scales, in_axes=1, out_axes=1)(xs)
+            energy = energy + 0.5 * (b - a) * jnp.sum(w * k_scale * xs, axis=1)
+        return self.stiffness * energy
 
     def joint_entries(self):
         """Each limited joint's ``limits`` with the gains as built (defaults resolved)."""
@@ -143,6 +178,9 @@ class JointLimits(AbstractJointForce):
             }
             for k, d in enumerate(self.joints)
         }
+        if self.impedance is not None:
+            for k, d in enumerate(self.joints):
+                entries[d.name]["limit_impedance"] = [float(x) for x in self.impedance[k]]
         if self.restitution is not None:
             for k, d in enumerate(self.joints):
                 if float(self.calibrated[k]):
@@ -152,6 +190,19 @@ class JointLimits(AbstractJointForce):
     def penetration(self, q):
         """How far coordinates ``q`` (..., n) lie beyond their limits (0 inside)."""
         return jnp.maximum(0.0, jnp.maximum(self.lower - q, q - self.upper))
+
+
+def mujoco_impedance(solimp, r):
+    """MuJoCo's impedance d(r) of ``solimp`` (..., 5) = (d_min, d_max, width, midpoint,
+    power) at violation r (documentation, Modeling → Solver parameters → solimp;
+    ``getimpedance`` in ``engine_core_constraint.c``), clamped to [1e-4, 0.9999]."""
+    d_min, d_max, width, mid, power = (solimp[..., k] for k in range(5))
+    x = jnp.clip(jnp.abs(r) / jnp.maximum(width, 1e-15), 0.0, 1.0)
+    low = x**power / mid ** (power - 1)
+    high = 1 - (1 - x) ** power / (1 - mid) ** (power - 1)
+    y = jnp.where(power == 1, x, jnp.where(x <= mid, low, high))
+    d = jnp.where((d_min == d_max) | (width <= 1e-15), d_min, d_min + y * (d_max - d_min))
+    return jnp.clip(d, 1e-4, 0.9999)
 
 
 def effective_inertia(kind: str, point, axis, bodies) -> float:

@@ -14,6 +14,7 @@ import dataclasses
 
 from .integrators import INTEGRATORS, MoreauJean
 from .joint_limits import JointLimits
+from .tendon_forces import TendonForces
 
 LIMIT_OPTIONS = ("compliant", "hard", "none")
 
@@ -33,8 +34,16 @@ def with_limits(model, limits: str | None, *, where: str = "simulate", hard: boo
         )
     if limits != "none":
         return model
-    forces = tuple(f for f in model.forces if not isinstance(f, JointLimits))
-    if len(forces) == len(model.forces):
+    forces = tuple(
+        dataclasses.replace(f, limits=None, limited=())
+        if isinstance(f, TendonForces) and f.limits is not None
+        else f
+        for f in model.forces
+        if not isinstance(f, JointLimits)
+    )  # the tendons' limits go with the joints'
+    if len(forces) == len(model.forces) and all(
+        a is b for a, b in zip(forces, model.forces, strict=True)
+    ):
         return model
     return dataclasses.replace(model, forces=forces)
 

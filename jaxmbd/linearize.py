@@ -45,12 +45,16 @@ from .forces import BodyState
 from .formulations import get_formulation
 from .formulations.index1 import index1_dynamics
 from .initial_state import to_formulation
+from .joint_space import independent_loop_rows, model_tree
+from .joint_space.analysis import body_displacement_basis, loop_bases, minimal_rates
 from .joints import joint_kind
 from .limits_option import with_limits
 from .model import Model
 from .redundancy import rows_for_run
+from .simulation import default_formulation
 from .solution import Solution
 from .statics import Equilibrium, static_equilibrium
+from .tree import JointType, body_velocities, poses
 
 #: Singular values of G below this times the largest count as zero (its null space).
 NULL_SPACE_RTOL = 1e-9
@@ -79,6 +83,10 @@ class Linearization(eqx.Module):
     omega: jax.Array
     controls: jax.Array | None
     t: jax.Array
+    #: The operating point's joint coordinates (nq,) and rates (nv,) in the tree's
+    #: (MuJoCo's) layout, for a linearisation in joint coordinates; None otherwise.
+    qpos: jax.Array | None = None
+    qvel: jax.Array | None = None
     body_names: tuple[str, ...] = eqx.field(static=True, default=())
     formulation: str = eqx.field(static=True, default="rA")
     # "tangent" (x = (z, zeta)) or "joint" (x = (theta, theta_dot) of coordinate_names)
@@ -145,7 +153,7 @@ def linearize(
     *,
     t: float = 0.0,
     inputs=None,
-    formulation="rA",
+    formulation=None,
     redundant: str = "drop",
     contact: str | None = None,
     limits: str | None = None,
@@ -156,9 +164,16 @@ def linearize(
     ``state``: None (default: the static equilibrium at ``t`` with ``inputs`` applied),
     an :class:`~jaxmbd.Equilibrium`, or "initial" (the model's initial state, which must
     be consistent). ``inputs``: the actuators' controls u* (nu,) at the operating point
-    (default zero); ``B`` is d(x_dot)/du there. ``formulation``: one with the index-1
-    form (rA, the default; se3, rotmat). Redundant rows are dropped first
+    (default zero); ``B`` is d(x_dot)/du there. ``formulation``: as
+    :func:`~jaxmbd.simulate`'s default ("joint" for MJCF/URDF models, else "rA"), or one
+    with the index-1 form (rA, se3, rotmat). Redundant rows are dropped first
     (``redundant``), contact and limits as in :func:`~jaxmbd.simulate`.
+
+    In ``formulation="joint"`` (:mod:`jaxmbd.joint_space.analysis`) a tree without loops
+    has x = (delta, qvel), delta the tangent of qpos at the operating point (for hinges
+    and slides delta = qpos - qpos*): MuJoCo's (qpos, qvel) tangent layout, in both
+    ``coordinates``; with loops, x = (z, zeta) in the loops' null space ("tangent" only).
+    ``state`` may also be an Equilibrium found in joint coordinates, or "initial".
 
     ``coordinates``: "tangent" (default): x = (z, zeta) of the module docstring; "joint":
     x = (theta, theta_dot), the coordinates of ``model.joint_names`` in order, then their
@@ -184,8 +199,11 @@ def linearize(
         if u_star.shape != (nu,):
             raise ValueError(f"linearize: inputs must have shape ({nu},), got {u_star.shape}")
         model = with_controls(model, u_star)
+    form = get_formulation(default_formulation(model) if formulation is None else formulation)
+    if form.runs_in_joint_space:
+        return _joint_linearization(model, form, state, jnp.asarray(t, jnp.float64), u_star,
+                                    coordinates)  # fmt: skip
     model, _ = rows_for_run(model, redundant, where="linearize")
-    form = get_formulation(formulation)
     if "index1_blocks" not in form.capabilities():
         raise ValueError(
             f"linearize: formulation {form.name!r} has no index-1 form; use 'rA', 'se3' or 'rotmat'"
@@ -207,6 +225,69 @@ def linearize(
         formulation=form.name, coordinates=coordinates,
         coordinate_names=model.joint_names if coordinates == "joint" else (),
     )  # fmt: skip
+
+
+def _joint_linearization(model, form, state, t, u_star, coordinates) -> Linearization:
+    rows = independent_loop_rows(model)
+    tree, loops = model_tree(model, rows)
+    if coordinates == "joint" and loops is not None:
+        raise ValueError(
+            f"linearize: coordinates='joint' in formulation 'joint' needs a tree without "
+            f"loops (model '{model.name}' closes {len(loops.rows)} loop rows, so its joint "
+            "coordinates are not independent): use coordinates='tangent'"
+        )
+    if state is None:
+        state = static_equilibrium(model, formulation=form.name, t=t)
+    if isinstance(state, Equilibrium):
+        if state.qpos is None:
+            raise ValueError(
+                "linearize: formulation 'joint' needs an Equilibrium found in joint "
+                "coordinates (static_equilibrium(model, formulation='joint'))"
+            )
+        qpos, qvel = state.qpos, jnp.zeros(tree.nv)
+    elif isinstance(state, str) and state == "initial":
+        qpos, qvel = tree.qpos_init, tree.qvel_init
+    else:
+        raise ValueError(
+            "linearize: state must be None (the static equilibrium), an Equilibrium "
+            f"(static_equilibrium) or 'initial' (the model's initial state), got {state!r}"
+        )
+    N, P = (jnp.asarray(x) for x in loop_bases(tree, loops, qpos, t))
+    A_mat, B_mat, basis, r, A, rdot, omega = _joint_jacobians_at(
+        model, tree, loops, qpos, qvel, t, N, P, u_star
+    )
+    return Linearization(
+        A_mat, B_mat, basis, r, A, rdot, omega, u_star, t, qpos, qvel,
+        body_names=model.body_names, formulation=form.name, coordinates=coordinates,
+        coordinate_names=_dof_names(tree) if loops is None else (),
+    )  # fmt: skip
+
+
+def _dof_names(tree) -> tuple[str, ...]:
+    """One name per velocity coordinate: a hinge's or slide's own, a ball's or free
+    joint's with a component suffix."""
+    names = []
+    for name, jtype in zip(tree.joint_names, tree.joint_type, strict=True):
+        nv = JointType(jtype).nv
+        if nv == 1:
+            names.append(name)
+        else:
+            parts = ("x", "y", "z", "rx", "ry", "rz") if nv == 6 else ("rx", "ry", "rz")
+            names.extend(f"{name}.{c}" for c in parts)
+    return tuple(names)
+
+
+@eqx.filter_jit
+def _joint_jacobians_at(model, tree, loops, qpos, qvel, t, N, P, u_star):
+    rates, state = minimal_rates(model, tree, loops, qpos, t, N, P)
+    f = N.shape[1]
+    x0 = jnp.concatenate([jnp.zeros(f, qpos.dtype), N.T @ qvel])
+    A_mat = jax.jacfwd(rates)(x0, u_star)
+    B_mat = None if u_star is None else jax.jacfwd(rates, argnums=1)(x0, u_star)
+    basis = body_displacement_basis(tree, qpos, state, f)
+    p = poses(tree, qpos)
+    rdot, omega = body_velocities(tree, p, qvel)
+    return A_mat, B_mat, basis, p.c, p.R, rdot, omega
 
 
 @eqx.filter_jit
@@ -322,7 +403,7 @@ def _velocity_terms(model, form, q, t, nc):
     return G[:nc], nu_[:nc]
 
 
-def modes(model: Model, state=None, *, t: float = 0.0, inputs=None, formulation="rA") -> Modes:
+def modes(model: Model, state=None, *, t: float = 0.0, inputs=None, formulation=None) -> Modes:
     """The natural modes of ``model`` about ``state`` (default: its static equilibrium;
     see :func:`linearize`): frequencies (Hz), damping ratios and mode shapes as body
     displacements (:class:`Modes`)."""
@@ -399,6 +480,14 @@ def mode_motion(
     n = cycles * samples_per_cycle
     t = np.arange(n + 1) / (samples_per_cycle * f)
     model = with_contact(model, "none", where="mode_motion")
+    if lin.qpos is not None:  # found in joint coordinates: z is the linearisation's own
+        rows = independent_loop_rows(model)
+        tree, loops = model_tree(model, rows)
+        N, P = (jnp.asarray(x) for x in loop_bases(tree, loops, lin.qpos, lin.t))
+        r, A = _joint_mode_poses(model, rows, lin, N, P,
+                                 amplitude * jnp.asarray(modes.coordinates[k]),
+                                 jnp.sin(2 * np.pi * f * jnp.asarray(t)))  # fmt: skip
+        return _poses_solution(model, t, r, A)
     model, _ = rows_for_run(model, "drop", where="mode_motion")
     zero = jnp.zeros_like(lin.r)
     q_star = to_formulation(form, lin.r, lin.A_body, zero, zero, zero, zero)[0]
@@ -415,6 +504,24 @@ def mode_motion(
         return form.to_body_state(q, jnp.zeros((model.nb, ts)), jnp.zeros((model.nb, ts)))[:2]
 
     r, A = jax.vmap(pose)(jnp.sin(2 * np.pi * f * jnp.asarray(t)))
+    return _poses_solution(model, t, r, A)
+
+
+@eqx.filter_jit
+def _joint_mode_poses(model, rows, lin, N, P, z_k, s):
+    """Body poses at qpos* (+) delta(s z_k), the loops closed, for each sample of ``s``."""
+    tree, loops = model_tree(model, rows)
+    _, state = minimal_rates(model, tree, loops, lin.qpos, lin.t, N, P)
+
+    def pose(s_):
+        x = jnp.concatenate([s_ * z_k, jnp.zeros_like(z_k)])
+        p = poses(tree, state(x)[1])
+        return p.c, p.R
+
+    return jax.vmap(pose)(s)
+
+
+def _poses_solution(model, t, r, A):
     zeros = jnp.zeros_like(r)
     T = len(t)
     return Solution(

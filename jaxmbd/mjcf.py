@@ -27,10 +27,11 @@ reference pose** (``qpos0``) from ``mj_forward``:
   absolute formulations refuse the model. The hinges and slides of a universal, three-hinge
   spherical, planar or three-slide joint are also such joints of their own names, for
   their limits, passive values and actuators, but not joints of ``model.joints``: only
-  the ``"joint"`` formulation, which reads their qpos, applies those; the absolute
-  formulations leave them out (their coordinate is not the hinge's qpos once the other
-  hinges have turned; :attr:`jaxmbd._joint_forces.AbstractJointForce.absolute_entries`)
-  and the one warning names them.
+  the ``"joint"`` formulation (the default for these models), which reads their qpos,
+  applies those; the absolute formulations leave them out (their coordinate is not the
+  hinge's qpos once the other hinges have turned;
+  :attr:`jaxmbd._joint_forces.AbstractJointForce.absolute_entries`), and ``simulate`` in
+  one of them names them in a :class:`~jaxmbd.errors.JointSpaceOnlyWarning`.
 * **Kinematic tree**: ``model.tree`` is the model in MuJoCo's joints and qpos layout
   (:func:`jaxmbd.tree.tree_from_mujoco`, body k of the tree is body k of the model) at the
   initial state.
@@ -55,31 +56,41 @@ reference pose** (``qpos0``) from ``mj_forward``:
   kinematics of the keyframe, angles on the branch of its qpos). The initial body states
   are MuJoCo's kinematics of (qpos, qvel).
 * **Joint limits**: a body's single hinge or slide with ``limited`` ``range`` gets the
-  compliant limit of :mod:`jaxmbd.joint_limits` on its coordinate (qpos units; default
-  gains, not MuJoCo's ``solref``/``solimp``); a hinge range of a full turn or more is left
-  out. The slide and hinge of a cylindrical joint ``"a+b"`` get theirs on its coordinates
-  ``"a+b.slide"`` and ``"a+b.angle"`` (whose q is their qpos), and so do their damping,
+  compliant limit of :mod:`jaxmbd.joint_limits` on its coordinate (qpos units; stiffness
+  and damping from MuJoCo's ``solref``/``solimp``, :mod:`jaxmbd._mjcf_limit_gains`: the
+  penetration at rest and the damping ratio are MuJoCo's); a hinge range of a full turn or
+  more is left out. The slide and hinge of a cylindrical joint ``"a+b"`` get theirs on its
+  coordinates ``"a+b.slide"`` and ``"a+b.angle"`` (whose q is their qpos), and so do their damping,
   stiffness, friction loss, armature and actuators; the hinges and slides of a body whose
   joints compose into no GCON joint get theirs on their own names.
 * **Contacts** (:mod:`jaxmbd._mjcf_contact`): the geom pairs MuJoCo collides become the
-  shape pairs of jaxmbd contact pairs, with friction, stiffness, restitution and slip
-  velocity from ``friction``, ``solref`` and ``solimp``; the world's planes and geoms are
-  ground planes and ground shapes.
+  shape pairs of jaxmbd contact pairs, with friction (sliding, torsional and rolling by
+  ``condim``), stiffness, restitution and slip velocity from ``friction``, ``solref`` and
+  ``solimp``, and a margin from ``margin`` and ``gap`` (``<pair>`` elements with their
+  own); the world's planes and geoms are ground planes and ground shapes.
 * **Joint damping, stiffness, friction loss**: a body's single hinge or slide gets
   ``damping``, ``stiffness`` about ``springref`` (``qpos_spring``, qpos units),
   ``frictionloss`` and ``armature`` as :mod:`jaxmbd.joint_dynamics` (friction loss
   regularised, not MuJoCo's soft constraint row).
-* **Sensors** (:mod:`jaxmbd._mjcf_sensors`): ``jointpos``, ``jointvel``, ``ballquat``,
-  ``ballangvel``, ``framepos``, ``framequat``, ``framelinvel``, ``frameangvel``,
-  ``accelerometer``, ``gyro`` and ``velocimeter`` become ``model.sensors``
-  (``sol.sensors[name]``, :mod:`jaxmbd.sensors`) with their ``noise``.
+* **Sensors** (:mod:`jaxmbd._mjcf_sensors`): the joint, frame, IMU, touch, subtree,
+  force/torque and actuator sensors become ``model.sensors`` (``sol.sensors[name]``,
+  :mod:`jaxmbd.sensors`) with their ``noise``.
+* **Fluid forces** (:mod:`jaxmbd._mjcf_fluid`): ``density``, ``viscosity`` and ``wind``
+  with MuJoCo's inertia-box and ellipsoid models (``fluidshape``, ``fluidcoef``), one
+  :class:`jaxmbd.fluid.FluidForce`.
 * **Sites**: every named ``<site>`` on a moving body becomes a marker of that name
   (``sol.markers[name]``, :mod:`jaxmbd.markers`).
-* Whatever is not supported (in the absolute formulations: limits, damping, stiffness,
-  friction loss, armature and actuators of the hinges and slides of universal, three-hinge
-  spherical, planar and three-slide joints; tendons, actuators, sensors (touch, force,
-  torque, subtree, ...), other equality types, mocap bodies, torsional friction, contact
-  margins, geom pairs without a narrow phase, ...) is listed in **one** warning; nothing
+* **Tendons** (:mod:`jaxmbd._mjcf_tendons`): fixed and spatial tendons (sites, wrapping
+  spheres and cylinders, side sites, pulleys) with their stiffness, damping, friction loss
+  and limits (:mod:`jaxmbd.tendons`, :mod:`jaxmbd.tendon_forces`); actuators with a
+  ``tendon=`` transmission pull along them. A fixed tendon over hinges inside a
+  composition of MuJoCo joints is joint-space only (``model.joint_space_only``).
+* **Flags** (:mod:`jaxmbd._mjcf_flags`): ``<flag ...="disable"/>`` of ``contact``,
+  ``limit``, ``equality``, ``constraint``, ``frictionloss``, ``actuation``, ``gravity``,
+  ``spring``, ``damper`` and ``clampctrl`` are honoured as MuJoCo defines them.
+* Whatever no formulation supports (actuators with activation dynamics, sensors (rangefinder,
+  tendon, limit, ...), other equality types, mocap bodies, geom pairs without a narrow
+  phase, ...) is listed in **one** warning; nothing
   is dropped silently.
 """
 
@@ -97,6 +108,8 @@ import numpy as np
 from . import geometry as G
 from ._mjcf_actuators import add_actuators
 from ._mjcf_contact import add_contacts
+from ._mjcf_flags import switched_off, with_actuation_flags
+from ._mjcf_fluid import add_fluid
 from ._mjcf_joints import (
     _add_joints,
     _composite_coordinates,
@@ -112,6 +125,7 @@ from ._mjcf_joints import (
     _single_scalar_joints,
 )
 from ._mjcf_sensors import add_sensors, add_site_markers
+from ._mjcf_tendons import add_tendons
 from .build import ModelBuilder
 from .errors import ModelError, ModelFileError
 from .joints import joint_coordinates, joint_kind
@@ -223,8 +237,8 @@ def _unsupported(mujoco, m, joint_space: set[int]) -> list[str]:
     cylindrical = _cylindrical_coordinates(mujoco, m)
     T = mujoco.mjtJoint
     hinge = int(T.mjJNT_HINGE)
-    # hinges and slides of their own coordinate; those inside compositions are named by
-    # _absolute_formulations_ignore
+    # hinges and slides of their own coordinate; those inside compositions the joint
+    # formulation applies (an absolute formulation's run names them: JointSpaceOnlyWarning)
     scalar = set(cylindrical) | {
         j for j in joint_space if int(m.jnt_type[j]) in (hinge, int(T.mjJNT_SLIDE))
     }
@@ -232,7 +246,7 @@ def _unsupported(mujoco, m, joint_space: set[int]) -> list[str]:
         j for j in scalar if _limits(m, j, int(m.jnt_type[j]) == hinge) is not None
     }
     limited = [jn[j] for j in np.flatnonzero(m.jnt_limited) if j not in mapped]
-    if limited:
+    if limited and not switched_off(m, "limit"):
         out.append(
             f"joint limits on {limited} (only hinges and slides with their own coordinate are "
             "limited: a body's single hinge or slide, the hinge and slide of a cylindrical "
@@ -254,8 +268,6 @@ def _unsupported(mujoco, m, joint_space: set[int]) -> list[str]:
     stiff = [jn[j] for j in np.flatnonzero(stiffness != 0) if j not in passive]
     if stiff:
         out.append(f"joint stiffness on {stiff}")
-    if m.ntendon:
-        out.append(f"{m.ntendon} tendon(s)")
     if m.nmocap:
         out.append(f"{m.nmocap} mocap body(ies) (treated as fixed to the world)")
     gravcomp = np.flatnonzero(np.asarray(getattr(m, "body_gravcomp", np.zeros(m.nbody))) != 0)
@@ -264,8 +276,6 @@ def _unsupported(mujoco, m, joint_space: set[int]) -> list[str]:
         out.append(f"gravity compensation on {names}")
     if getattr(m, "nflex", 0):
         out.append(f"{m.nflex} flex object(s)")
-    if np.any(np.asarray(m.opt.wind) != 0) or m.opt.density or m.opt.viscosity:
-        out.append("fluid forces (wind, density, viscosity)")
     return out
 
 
@@ -341,15 +351,16 @@ def _convert(mujoco, m, path: Path, keyframe, model_name: str) -> Model:
     # the hinges and slides inside compositions: coordinates only joint space has
     space = {spec.name for spec in builder._joints if spec.joint_space}
     placed -= space
-    _add_equalities(mujoco, m, d0, builder, label, body_names, unsupported)
-    add_actuators(mujoco, m, builder, set(mapped), unsupported,
-                  aliases=_cylindrical_coordinates(mujoco, m))  # fmt: skip
-    absolute_only = _absolute_formulations_ignore(builder, space)
-    if absolute_only:
-        unsupported.append(absolute_only)
+    if not switched_off(m, "equality"):
+        _add_equalities(mujoco, m, d0, builder, label, body_names, unsupported)
+    aliases = _cylindrical_coordinates(mujoco, m)
+    joint_space_only += add_tendons(mujoco, m, d0, builder, label, aliases, space, unsupported)
+    add_actuators(mujoco, m, builder, set(mapped), unsupported, aliases=aliases,
+                  tendons={t["name"] for t in builder._tendons})  # fmt: skip
     add_site_markers(mujoco, m, d0, builder, owner, body_names)
     add_sensors(mujoco, m, d0, builder, owner, body_names, frame, set(mapped) - space,
                 unsupported)  # fmt: skip
+    add_fluid(mujoco, m, d0, builder, owner, body_names, frame)
     _add_ground_geoms(mujoco, m, d0, builder, owner, shape_of)
     masses = {body_names[b]: float(sum(m.body_mass[k] for k in range(1, m.nbody)
                                        if owner[k] == b)) for b in roots}  # fmt: skip
@@ -362,32 +373,12 @@ def _convert(mujoco, m, path: Path, keyframe, model_name: str) -> Model:
     _set_joint_states(builder, placed, mapped, key, qpos)
     model = _at_state(builder.build(), key)
     model = dataclasses.replace(
-        model,
+        with_actuation_flags(m, model),
         tree=_tree(mujoco, m, path, roots, qpos, qvel),
         joint_space_only=tuple(joint_space_only),
     )
     logger.info("%s: %d bodies, initial state from the %s", path, len(roots), source)
     return model
-
-
-def _absolute_formulations_ignore(builder: ModelBuilder, space: set[str]) -> str:
-    """The unsupported-features clause of the hinges and slides inside compositions
-    (``space``) whose limits, passive values or actuators only the ``"joint"`` formulation
-    applies (empty: none)."""
-    limited = sorted(space & set(builder._limits))
-    passive = sorted(space & set(builder._dynamics))
-    actuated = [a["name"] for a in builder._actuators if a["joint"] in space]
-    parts = [f"{label} {names}" for label, names in (
-        ("limits on", limited), ("damping, stiffness, friction loss or armature on", passive),
-        ("actuators", actuated)) if names]  # fmt: skip
-    if not parts:
-        return ""
-    return (
-        "in the absolute formulations only (the joint formulation applies them): "
-        + ", ".join(parts)
-        + " (hinges and slides inside universal, three-hinge spherical, planar or "
-        "three-slide joints, whose coordinates the body states do not give one by one)"
-    )
 
 
 def _tree(mujoco, m, path, roots, qpos, qvel):
@@ -403,7 +394,12 @@ def _tree(mujoco, m, path, roots, qpos, qvel):
 
 
 def _collides(m, g: int) -> bool:
-    return bool(m.geom_contype[g] or m.geom_conaffinity[g])
+    """Whether MuJoCo collides geom g with anything: its bits, or an explicit <pair>."""
+    return bool(m.geom_contype[g] or m.geom_conaffinity[g]) or g in _paired_geoms(m)
+
+
+def _paired_geoms(m) -> set[int]:
+    return {int(g) for g in (*m.pair_geom1, *m.pair_geom2)}
 
 
 def _add_ground_geoms(mujoco, m, d, builder: ModelBuilder, owner, shape_of):

@@ -136,6 +136,9 @@ class Model(eqx.Module):
     # why the absolute-coordinate formulations cannot run the model (bodies whose joints
     # compose into no GCON joint), static; () when they can
     joint_space_only: tuple[str, ...] = eqx.field(static=True, default=())
+    # every tendon of the model (jaxmbd.tendons.Tendons: their paths; the force elements
+    # that act along them hold their own); None: no tendons
+    tendons: object | None = None
 
     @property
     def nb(self) -> int:

@@ -129,7 +129,7 @@ def sensors(model: Model) -> Section | None:
     if element is None:
         return None
     rows = [
-        (name, kind, str(dim), joint or _body(model, body))
+        (name, kind, str(dim), joint or (_body(model, body) if body >= 0 else "actuators"))
         for name, kind, dim, joint, body in zip(
             element.sensor_names, element.kinds, element.dims, element.joints, element.bodies,
             strict=True,

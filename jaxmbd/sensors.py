@@ -27,14 +27,33 @@ accelerometer            3     F^T A^T (p_ddot - g), p_ddot = r_ddot + A (omegad
                                omega x (omega x s)): the proper acceleration in the site frame
 joint_reaction_force     3     force of body i on body j through the joint, joint axes on j
 joint_reaction_torque    3     its torque about the joint point, same axes
+body_x_axis (y, z)       3     the site's x (y, z) axis A F e_x (global)
+subtree_com              3     centre of mass of the body's subtree (global)
+subtree_linear_velocity  3     its velocity
+subtree_angular_momentum 3     the subtree's angular momentum about its centre of mass
+touch                    1     normal forces of the body's contacts in the site's zone, summed
+interaction_force        3     force the body receives from its parent (site axes)
+interaction_torque       3     its moment about the site (site axes)
+actuator_force           1     an actuator's force (before the gear)
+joint_actuator_force     1     sum of gear x force of the actuators on a joint
 ======================== ===== =================================================================
 
 (MuJoCo's ``jointpos``, ``jointvel``, ``framepos``, ``framequat``, ``framelinvel``,
-``frameangvel``, ``velocimeter``, ``gyro`` and ``accelerometer``: at rest the
-accelerometer reads -g, +9.81 upwards.) The quaternion is taken on the hemisphere w >= 0
-at every step, so that a reading is a function of the current state alone (a policy sees
-the same number as ``sol.sensors``); compare quaternions up to sign (MuJoCo's keeps the
-sign of its integration).
+``frameangvel``, ``velocimeter``, ``gyro``, ``accelerometer``, ``framexaxis``, ...,
+``subtreecom``, ``subtreelinvel``, ``subtreeangmom``, ``touch``, ``force``, ``torque``,
+``actuatorfrc`` and ``jointactuatorfrc``: at rest the accelerometer reads -g, +9.81
+upwards.) The frame kinds may sit on the ground (``model.nb``: a fixed site) and read
+against a reference frame; the kinds after the joint reactions keep their options in the
+mount's ``params`` (:mod:`jaxmbd._sensor_kinds`, where each is defined).
+
+The quaternion is taken on the hemisphere w >= 0 at every step, so that a reading is a
+function of the current state alone (a policy sees the same number as ``sol.sensors``);
+compare quaternions up to sign (MuJoCo's keeps the sign of its integration).
+
+**Actuator forces** read the controls held over each row's step (``sol.controls``, the
+run's ``controls=``; the model's own where the run had none; after a policy run, whose
+replies are not kept, NaN); like the accelerometer they depend on the controls being
+chosen, so a policy cannot observe them.
 
 **Joint reactions** come from the joint's constraint multipliers: the generalised load on
 body j is -[Phi_r, Pi_bar(Phi)]_j^T lam over the joint's rows (paper 1 eq. 34c; the force
@@ -79,10 +98,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _config  # noqa: F401
+from . import _sensor_kinds as K
 from ._jit import jit
 from .equations import rA_terms_rows
 from .joints import JointDefinition, JointKind, joint_coordinates, joint_kind
-from .rotations import A_to_ep
 
 
 class SensorInput(NamedTuple):
@@ -98,16 +117,21 @@ class SensorInput(NamedTuple):
     rddot: jax.Array
     omegadot: jax.Array
     lam: jax.Array
+    #: the actuators' controls (T, nu) at each row; None: the actuators' own ``controls``
+    controls: jax.Array | None = None
 
 
 class SensorMount(NamedTuple):
     """Where a sensor sits: a joint sensor's ``joint`` (its :class:`JointDefinition`), or a
-    body sensor's ``body`` (model index), ``site`` (3,) and ``frame`` (3, 3)."""
+    body sensor's ``body`` (model index; ``model.nb``: the ground), ``site`` (3,) and
+    ``frame`` (3, 3); ``params``: the kind's further options (a reference frame, a subtree,
+    a touch zone, actuators: :mod:`jaxmbd._sensor_kinds`), or None."""
 
     joint: JointDefinition | None
     body: int
     site: jax.Array
     frame: jax.Array
+    params: object = None
 
 
 @dataclass(frozen=True)
@@ -127,6 +151,11 @@ class SensorKind:
     read: Callable
     dim: int | Callable[[JointKind], int] = 3
     needs_solution: bool = False
+    #: the builder option that sets the mount's ``params`` (:meth:`~jaxmbd.ModelBuilder.
+    #: add_sensor`): "reference", "subtree", "zone", "actuator" or "joint_actuators"; None
+    params: str | None = None
+    #: the sensor may sit on the ground (a fixed frame, or the whole model's subtree)
+    on_ground: bool = False
 
     def size(self, joint: str | JointKind | None = None) -> int:
         """Components of a sensor of this kind (on a joint of kind ``joint``)."""
@@ -143,9 +172,9 @@ def register_sensor_kind(spec: SensorKind) -> SensorKind:
     names are refused."""
     if not isinstance(spec, SensorKind):
         raise TypeError(f"register_sensor_kind: expected a SensorKind, got {spec!r}")
-    if spec.attached_to not in ("joint", "body"):
-        raise ValueError(f"sensor kind {spec.name!r}: attached_to must be 'joint' or 'body', "
-                         f"got {spec.attached_to!r}")  # fmt: skip
+    if spec.attached_to not in ("joint", "body", "model"):
+        raise ValueError(f"sensor kind {spec.name!r}: attached_to must be 'joint', 'body' or "
+                         f"'model', got {spec.attached_to!r}")  # fmt: skip
     if spec.name in _BUILT_IN and _REGISTRY[spec.name] != spec:
         raise ValueError(f"sensor kind {spec.name!r} is built in; give yours another name")
     _REGISTRY[spec.name] = spec
@@ -191,7 +220,8 @@ class Sensors(eqx.Module):
     model index; -1 for joint sensors) and ``joints`` (the joint's name, one of
     ``model.joint_names``; None for body sensors). Array leaves: ``site`` (n, 3) and
     ``frame`` (n, 3, 3) in body coordinates (zero and the identity for joint sensors),
-    ``noise`` (n,)."""
+    ``noise`` (n,); ``params``: each sensor's further options (None where its kind has
+    none; :class:`SensorMount`), () where no sensor has any."""
 
     sensor_names: tuple[str, ...] = eqx.field(static=True)
     kinds: tuple[str, ...] = eqx.field(static=True)
@@ -201,6 +231,7 @@ class Sensors(eqx.Module):
     site: jax.Array
     frame: jax.Array
     noise: jax.Array
+    params: tuple = ()
 
     @property
     def size(self) -> int:
@@ -227,11 +258,6 @@ def _t(M):
 
 def _mv(M, v):
     return (M @ v[..., None])[..., 0]
-
-
-def _canonical(p):
-    """Quaternions on the hemisphere w >= 0."""
-    return jnp.where(p[..., :1] < 0, -p, p)
 
 
 def _reaction(model, defn: JointDefinition, t, r, A, lam):
@@ -309,18 +335,6 @@ def _read_reaction_torque(model, mount, run):
     return _reaction(model, mount.joint, run.t, run.r, run.A, run.lam)[1]
 
 
-def _read_body_position(model, mount, run):
-    return run.r[:, mount.body] + _mv(run.A[:, mount.body], mount.site)
-
-
-def _read_body_quaternion(model, mount, run):
-    return _canonical(A_to_ep(run.A[:, mount.body] @ mount.frame))
-
-
-def _read_body_angular_velocity(model, mount, run):
-    return _mv(run.A[:, mount.body], run.omega[:, mount.body])
-
-
 def _read_gyro(model, mount, run):
     return _mv(_t(mount.frame), run.omega[:, mount.body])
 
@@ -330,10 +344,6 @@ def _site_velocity(mount, run):
     b = mount.body
     A_b, w = run.A[:, b], run.omega[:, b]
     return _mv(_t(A_b), run.rdot[:, b]) + jnp.cross(w, mount.site)
-
-
-def _read_body_linear_velocity(model, mount, run):
-    return _mv(run.A[:, mount.body], _site_velocity(mount, run))
 
 
 def _read_velocimeter(model, mount, run):
@@ -348,13 +358,59 @@ def _read_accelerometer(model, mount, run):
     return _mv(_t(mount.frame), a_bar)
 
 
+_FRAME = dict(params="reference", on_ground=True)
+
 for _spec in (
     SensorKind("joint_position", "joint", _read_joint_position, lambda j: j.nq),
     SensorKind("joint_velocity", "joint", _read_joint_velocity, lambda j: j.nv),
-    SensorKind("body_position", "body", _read_body_position),
-    SensorKind("body_quaternion", "body", _read_body_quaternion, 4),
-    SensorKind("body_linear_velocity", "body", _read_body_linear_velocity),
-    SensorKind("body_angular_velocity", "body", _read_body_angular_velocity),
+    SensorKind("body_position", "body", K.read_frame_position, **_FRAME),
+    SensorKind("body_quaternion", "body", K.read_frame_quaternion, 4, **_FRAME),
+    SensorKind("body_linear_velocity", "body", K.read_frame_linear_velocity, **_FRAME),
+    SensorKind("body_angular_velocity", "body", K.read_frame_angular_velocity, **_FRAME),
+    SensorKind("body_x_axis", "body", K.read_frame_x_axis, **_FRAME),
+    SensorKind("body_y_axis", "body", K.read_frame_y_axis, **_FRAME),
+    SensorKind("body_z_axis", "body", K.read_frame_z_axis, **_FRAME),
+    SensorKind("subtree_com", "body", K.read_subtree_com, params="subtree", on_ground=True),
+    SensorKind(
+        "subtree_linear_velocity",
+        "body",
+        K.read_subtree_linear_velocity,
+        params="subtree",
+        on_ground=True,
+    ),
+    SensorKind(
+        "subtree_angular_momentum",
+        "body",
+        K.read_subtree_angular_momentum,
+        params="subtree",
+        on_ground=True,
+    ),
+    SensorKind("touch", "body", K.read_touch, 1, params="zone"),
+    SensorKind(
+        "interaction_force",
+        "body",
+        K.read_interaction_force,
+        needs_solution=True,
+        params="interaction",
+    ),
+    SensorKind(
+        "interaction_torque",
+        "body",
+        K.read_interaction_torque,
+        needs_solution=True,
+        params="interaction",
+    ),
+    SensorKind(
+        "actuator_force", "model", K.read_actuator_force, 1, needs_solution=True, params="actuator"
+    ),
+    SensorKind(
+        "joint_actuator_force",
+        "model",
+        K.read_joint_actuator_force,
+        1,
+        needs_solution=True,
+        params="joint_actuators",
+    ),
     SensorKind("velocimeter", "body", _read_velocimeter),
     SensorKind("gyro", "body", _read_gyro),
     SensorKind("accelerometer", "body", _read_accelerometer, needs_solution=True),
@@ -372,14 +428,15 @@ SOLVED_KINDS = tuple(name for name, spec in _REGISTRY.items() if spec.needs_solu
 
 def _mount(model, sensors: Sensors, k: int) -> SensorMount:
     spec = sensor_kind(sensors.kinds[k])
+    params = sensors.params[k] if sensors.params else None
     if spec.attached_to == "joint":
-        return SensorMount(_joint(model, sensors.joints[k]), -1, sensors.site[k], sensors.frame[k])
-    return SensorMount(None, sensors.bodies[k], sensors.site[k], sensors.frame[k])
+        joint = _joint(model, sensors.joints[k])
+        return SensorMount(joint, -1, sensors.site[k], sensors.frame[k], params)
+    return SensorMount(None, sensors.bodies[k], sensors.site[k], sensors.frame[k], params)
 
 
-def _one_sensor(model, sensors: Sensors, k: int, t, r, A, rdot, omega, rddot, omegadot, lam):
+def _one_sensor(model, sensors: Sensors, k: int, run: SensorInput):
     """Noise-free reading (T, dim) of sensor ``k`` along one run (time first)."""
-    run = SensorInput(t, r, A, rdot, omega, rddot, omegadot, lam)
     return sensor_kind(sensors.kinds[k]).read(model, _mount(model, sensors, k), run)
 
 
@@ -392,14 +449,17 @@ def _noise(sensors: Sensors, k: int, key, steps, dim: int):
     return sensors.noise[k] * jax.vmap(draw)(steps)
 
 
-def readings(model, names, t, r, A, rdot, omega, rddot, omegadot, lam, *, key=None, steps=None):
+def readings(model, names, t, r, A, rdot, omega, rddot, omegadot, lam, *, key=None, steps=None,
+             controls=None):  # fmt: skip
     """Readings {name: (T, dim)} of the sensors ``names`` of ``model`` along one run (time
-    first, no batch axis); with ``key``, the noise of the steps ``steps`` (T,) added."""
+    first, no batch axis); with ``key``, the noise of the steps ``steps`` (T,) added;
+    ``controls`` (T, nu): the actuators' controls at each row (None: their own)."""
     sensors = model.sensors
+    run = SensorInput(t, r, A, rdot, omega, rddot, omegadot, lam, controls)
     out = {}
     for name in names:
         k = sensors.index(name)
-        value = _one_sensor(model, sensors, k, t, r, A, rdot, omega, rddot, omegadot, lam)
+        value = _one_sensor(model, sensors, k, run)
         if key is not None:
             value = value + _noise(sensors, k, key, steps, value.shape[-1])
         out[name] = value
@@ -435,15 +495,16 @@ def observation_vector(model, t, state_rAvw, *, key=None, step=None, where: str 
 @jit
 def _all_readings(model, key, save_every: int, arrays):
     """Every sensor's readings along a Solution's ``arrays`` (t, r, A, rdot, omega, rddot,
-    omegadot, lam), a batch's leading axes first: one compiled program per model
-    structure (op by op, a few hundred small dispatches per sensor)."""
+    omegadot, lam, controls or None), a batch's leading axes first: one compiled program
+    per model structure (op by op, a few hundred small dispatches per sensor)."""
 
     def run(model, key, *arrays):
         steps = jnp.arange(arrays[0].shape[0]) * save_every
-        return readings(model, model.sensors.sensor_names, *arrays, key=key, steps=steps)
+        return readings(model, model.sensors.sensor_names, *arrays[:8], key=key, steps=steps,
+                        controls=arrays[8])  # fmt: skip
 
     for _ in range(arrays[0].ndim - 1):  # every leaf of a batched Solution has the batch axes
-        run = jax.vmap(run, in_axes=(0, None if key is None else 0) + (0,) * 8)
+        run = jax.vmap(run, in_axes=(0, None if key is None else 0) + (0,) * 9)
     return run(model, key, *arrays)
 
 
@@ -460,7 +521,15 @@ class SensorReadings(Mapping):
 
     def _read(self):
         sol = self._sol
-        arrays = (sol.t, sol.r, sol.A, sol.rdot, sol.omega, sol.rddot, sol.omegadot, sol.lam)
+        kinds = () if self._model is None else self._model.sensors.kinds
+        touch = [n for n, k in zip(self._names(), kinds, strict=True) if k == "touch"]
+        if touch and getattr(sol, "unilateral_forces", None) is not None:
+            raise ValueError(
+                f"sensors {touch}: touch sensors read the compliant contact law; this run "
+                "used contact='hard', whose contact forces are sol.contact's"
+            )
+        arrays = (sol.t, sol.r, sol.A, sol.rdot, sol.omega, sol.rddot, sol.omegadot, sol.lam,
+                  getattr(sol, "controls", None))  # fmt: skip
         return _all_readings(self._model, self._key, sol.save_every, arrays)
 
     def __getitem__(self, name: str):

@@ -10,6 +10,7 @@ iterations.
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Callable
 
 import jax
@@ -19,6 +20,7 @@ import numpy as np
 from . import _config  # noqa: F401
 from ._checks import finish, first_row, is_traced, resolve_throw, solution_from_outputs
 from ._jit import at_top_level, jit
+from ._joint_forces import joint_space_entries_message
 from ._parameter_checks import checked_parameters
 from ._stepping import (
     block_steps,
@@ -31,7 +33,7 @@ from ._stepping import (
 from ._xla_flags import unhoisted_when_differentiated
 from .actuators import control_inputs, policy_controls, with_controls
 from .contact import with_contact
-from .errors import ModelError
+from .errors import JointSpaceOnlyWarning, ModelError
 from .formulations import AbstractFormulation, get_formulation
 from .initial_state import START_MAX_ITER, START_TOL, _consistent_initial_state, to_formulation
 from .integrators import (
@@ -42,6 +44,7 @@ from .integrators import (
     StartState,
     get_integrator,
 )
+from .integrators.moreau_jean import check_friction_cone
 from .joint_space import simulate_joint_space
 from .limits_option import limits_integrator, with_limits
 from .line_search import LineSearchNewton
@@ -324,6 +327,7 @@ def _hard_contact_integrator(model, contact, integrator):
                 f"contact='hard'), not {name!r}; the other integrators take the compliant "
                 "contact (contact='compliant')"
             )
+        check_friction_cone(model)
         return MoreauJean.name if integrator is None else integrator
     if name == MoreauJean.name and model.contacts is not None and contact != "none":
         raise ValueError(
@@ -499,6 +503,10 @@ def simulate(
             + "; ".join(model.joint_space_only)
             + ". Use formulation='joint' (joints in joint coordinates, any number per body)"
         )
+    if message := joint_space_entries_message(
+        model.forces, f"simulate: formulation {form.name!r} on model '{model.name}'"
+    ):
+        warnings.warn(message, JointSpaceOnlyWarning, stacklevel=2)
     model, kept = rows_for_run(model, redundant, where="simulate")
     stepper = get_integrator(integrator, form, **_contact_newton(model, integrator, form, options))
     check_euler_angle_start(model, form)
@@ -535,6 +543,7 @@ def simulate(
         chart_singular=_chart_flags(form, outs),
         save_every=save_every,
         sensor_key=sensor_key,
+        controls="policy" if policy is not None else controls,
     )
     return finish(
         model, sol, what="dynamics", throw=throw, traced=traced,

@@ -150,6 +150,9 @@ class Solution(eqx.Module):
     # the kinematic tree of a run in joint coordinates (jaxmbd.tree.KinematicTree): q and v
     # are then its qpos and qvel (T, nq), (T, nv)
     tree: object | None = None
+    # the actuators' controls at each row (T, nu) for the actuator sensors: the step's
+    # held controls (row 0: the first step's); None: the model's own; NaN after a policy
+    controls: jax.Array | None = None
 
     def __init__(
         self, t, r, A, rdot, omega, rddot, omegadot, lam, iterations, status, residual,
@@ -157,7 +160,7 @@ class Solution(eqx.Module):
         save_every=1, body_names=(), constraint_names=(), joint_definitions=(),
         contact_element=None, sensor_model=None, sensor_key=None, start_correction=None,
         marker_element=None, unilateral_forces=None, limit_element=None, linear_solver="",
-        tree=None,
+        tree=None, controls=None,
     ):  # fmt: skip
         self.t, self.r, self.A, self.rdot, self.omega = t, r, A, rdot, omega
         self.rddot, self.omegadot, self.lam = rddot, omegadot, lam
@@ -175,6 +178,7 @@ class Solution(eqx.Module):
         self.limit_element = limit_element
         self.linear_solver = linear_solver
         self.tree = tree
+        self.controls = controls
 
     def _from_body_state(self):
         """(q, v) of a dynamics run whose formulation does not store them (its coordinates
@@ -275,7 +279,8 @@ class Solution(eqx.Module):
                 qdot.append(self.stored_v[..., tree.joint_dof_adr[j]])
             forces = _limit_forces_at(element, jnp.stack(q, -1), jnp.stack(qdot, -1))
             return {d.name: forces[..., k] for k, d in enumerate(element.joints)}
-        element = element.absolute_part()  # the coordinates the body states give
+        if not self._joint_space_run:
+            element = element.absolute_part()  # the coordinates the body states give
         names = [d.name for d in element.joints]
         if not names:
             return {}

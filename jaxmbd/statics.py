@@ -44,18 +44,23 @@ import jax.numpy as jnp
 
 from . import _config  # noqa: F401
 from ._checks import is_traced
+from ._mujoco_layout import tree_layout
 from ._parameter_checks import checked_parameters, parameters_invalid
 from ._results import INVALID_PARAMETERS, code_message, result_from_code
 from .contact import with_contact
 from .errors import SolverError
 from .formulations import get_formulation
 from .initial_state import to_formulation
+from .joint_space import independent_loop_rows, model_tree, rest_multipliers
+from .joint_space.analysis import static_residual
 from .kinematics import position_scale
 from .limits_option import with_limits
 from .model import Model
 from .newton import ROUNDOFF, Scale, implicit_root, newton_iterate
 from .redundancy import full_multipliers, rows_for_run
+from .simulation import default_formulation
 from .solution import Solution
+from .tree import poses
 
 
 class Equilibrium(eqx.Module):
@@ -75,6 +80,9 @@ class Equilibrium(eqx.Module):
     residual: jax.Array
     stage: jax.Array
     t: jax.Array
+    #: The joint coordinates (nq,) in the tree's (MuJoCo's) layout, for an equilibrium
+    #: found in joint coordinates (``formulation="joint"``); None otherwise.
+    qpos: jax.Array | None = None
     body_names: tuple[str, ...] = eqx.field(static=True, default=())
     constraint_names: tuple[str, ...] = eqx.field(static=True, default=())
 
@@ -145,10 +153,26 @@ def _row_tolerance(J, allowed):
     return rows + NEUTRAL_ROW_FRACTION * jnp.max(rows)
 
 
-@eqx.filter_jit
-def _solve(model: Model, form, q0, t, tol, max_iter: int, load_steps: int):
+def _system(model: Model, form, t, rows):
+    """(residual, retract, n_q, n_lam, q_scale) of ``form``'s static equations; ``rows``:
+    the joint formulation's independent loop rows."""
+    if form.runs_in_joint_space:
+        tree, loops = model_tree(model, rows)
+        residual, retract, n_q, n_lam = static_residual(model, tree, loops, t)
+
+        def unit_scale(q):  # joint angles in radians and slides in metres, both O(1)
+            w = jnp.ones(n_q, q.dtype)
+            return Scale(w, ROUNDOFF * float(jnp.finfo(jnp.float64).eps) * w)
+
+        return residual, retract, n_q, n_lam, unit_scale
     residual, retract, n_q = _static_system(model, form, t)
-    n_lam = form.num_multipliers(model)
+    q_scale = position_scale(jax.lax.stop_gradient(model), form)
+    return residual, retract, n_q, form.num_multipliers(model), q_scale
+
+
+@eqx.filter_jit
+def _solve(model: Model, form, q0, t, tol, max_iter: int, load_steps: int, rows=None):
+    residual, retract, n_q, n_lam, q_scale = _system(model, form, t, rows)
     frozen = jax.lax.stop_gradient(model)
     # the start's multipliers: the least-squares reactions of its pose (with lam = 0 the
     # matrix lacks the reactions' geometric stiffness, the only stiffness of a hanging
@@ -163,7 +187,6 @@ def _solve(model: Model, form, q0, t, tol, max_iter: int, load_steps: int):
             f"static_equilibrium: formulation {form.name!r} gives {F0.shape[0]} static "
             f"equations for {n_q + n_lam} unknowns; use formulation='rA'"
         )
-    q_scale = position_scale(frozen, form)
     eps = ROUNDOFF * float(jnp.finfo(jnp.float64).eps)
 
     def scale(x):
@@ -203,7 +226,7 @@ def _solve(model: Model, form, q0, t, tol, max_iter: int, load_steps: int):
 def static_equilibrium(
     model: Model,
     *,
-    formulation="rA",
+    formulation=None,
     q0=None,
     t: float = 0.0,
     tol: float = 1e-10,
@@ -222,8 +245,10 @@ def static_equilibrium(
     time at which drivers are held. ``tol``: the relative Newton tolerance (as
     :func:`~jaxmbd.simulate`'s), ``max_iter`` per load stage, ``load_steps``: the stages of
     the load-stepping homotopy (1: plain Newton). ``redundant``, ``contact``, ``limits``: as for
-    :func:`~jaxmbd.simulate`. ``formulation``: "rA" (default) or any formulation whose
-    static equations are square. Under ``jit``/``grad``/``vmap`` the outcome is in
+    :func:`~jaxmbd.simulate`. ``formulation``: as :func:`~jaxmbd.simulate`'s default
+    ("joint" for MJCF/URDF models, else "rA"), or any formulation whose static equations
+    are square; in "joint", ``q0`` may also be qpos (nq,) in the tree's layout, and the
+    equilibrium's ``qpos`` is set. Under ``jit``/``grad``/``vmap`` the outcome is in
     ``status``; outside, a failure raises :class:`~jaxmbd.SolverError` unless
     ``throw=False``. Differentiable with implicit gradients.
     """
@@ -233,34 +258,79 @@ def static_equilibrium(
     model = with_contact(model, contact, where="static_equilibrium")
     model = with_limits(model, limits, where="static_equilibrium")
     model = checked_parameters(model, where="static_equilibrium")
+    form = get_formulation(default_formulation(model) if formulation is None else formulation)
+    t = jnp.asarray(t, jnp.float64)
+    if form.runs_in_joint_space:
+        eq = _joint_equilibrium(model, form, q0, t, tol, max_iter, load_steps)
+        return _finished(model, eq, load_steps, throw)
     full_model = model
     model, kept = rows_for_run(model, redundant, where="static_equilibrium")
-    form = get_formulation(formulation)
     if q0 is None:
         r0, A0 = model.r0, model.A0
     else:
-        r0, A0 = (jnp.asarray(x, jnp.float64) for x in q0)
-        if r0.shape != (model.nb, 3) or A0.shape != (model.nb, 3, 3):
-            raise ValueError(
-                f"static_equilibrium: q0 must be (r ({model.nb}, 3), A ({model.nb}, 3, 3)), "
-                f"got shapes {r0.shape}, {A0.shape}"
-            )
+        r0, A0 = _body_poses(model, q0)
     zero = jnp.zeros_like(r0)
     q_start = to_formulation(form, r0, A0, zero, zero, zero, zero)[0]
     x, iterations, status, stage, residual = _solve(
-        model, form, q_start, jnp.asarray(t, jnp.float64), tol, max_iter, load_steps
+        model, form, q_start, t, tol, max_iter, load_steps
     )
     q, lam = x
     r, A = form.to_body_state(q, jnp.zeros((model.nb, form.tangent_size)),
                               jnp.zeros((model.nb, form.tangent_size)))[:2]  # fmt: skip
     lam = full_multipliers(lam[: model.nc], kept, full_model.nc)
+    eq = Equilibrium(
+        r, A, lam, status, iterations, residual, stage, t,
+        body_names=full_model.body_names, constraint_names=full_model.constraint_names,
+    )  # fmt: skip
+    return _finished(full_model, eq, load_steps, throw)
+
+
+def _body_poses(model: Model, q0):
+    r0, A0 = (jnp.asarray(x, jnp.float64) for x in q0)
+    if r0.shape != (model.nb, 3) or A0.shape != (model.nb, 3, 3):
+        raise ValueError(
+            f"static_equilibrium: q0 must be (r ({model.nb}, 3), A ({model.nb}, 3, 3)), "
+            f"got shapes {r0.shape}, {A0.shape}"
+        )
+    return r0, A0
+
+
+def _joint_equilibrium(model: Model, form, q0, t, tol, max_iter, load_steps) -> Equilibrium:
+    """The equilibrium in joint coordinates (:mod:`jaxmbd.joint_space.analysis`): ``q0``
+    None (the tree's initial qpos), qpos (nq,), or body poses (r, A)."""
+    rows = independent_loop_rows(model)
+    tree, _ = model_tree(model, rows)
+    if q0 is None:
+        qpos0 = tree.qpos_init
+    elif isinstance(q0, (tuple, list)) and len(q0) == 2:
+        r0, A0 = _body_poses(model, q0)
+        zero = jnp.zeros_like(r0)
+        qpos0 = tree_layout(tree, r0, A0, zero, zero, name=model.name)[0]
+    else:
+        qpos0 = jnp.asarray(q0, jnp.float64)
+        if qpos0.shape != (tree.nq,):
+            raise ValueError(
+                f"static_equilibrium: q0 must be qpos ({tree.nq},) in the tree's layout or "
+                f"body poses (r, A), got shape {qpos0.shape}"
+            )
+    x, iterations, status, stage, residual = _solve(
+        model, form, qpos0, t, tol, max_iter, load_steps, rows
+    )
+    qpos, lam_loops = x
+    p = poses(tree, qpos)
+    lam = rest_multipliers(model, form, qpos, lam_loops, t)
+    return Equilibrium(
+        p.c, p.R, lam, status, iterations, residual, stage, t, qpos,
+        body_names=model.body_names, constraint_names=model.constraint_names,
+    )  # fmt: skip
+
+
+def _finished(full_model: Model, eq: Equilibrium, load_steps: int, throw: bool) -> Equilibrium:
+    status, stage, residual = eq.status, eq.stage, eq.residual
     if is_traced(full_model):  # concrete values were checked above
         invalid = parameters_invalid(full_model)
         status = jnp.where(invalid, jnp.asarray(INVALID_PARAMETERS, status.dtype), status)
-    eq = Equilibrium(
-        r, A, lam, status, iterations, residual, stage, jnp.asarray(t, jnp.float64),
-        body_names=full_model.body_names, constraint_names=full_model.constraint_names,
-    )  # fmt: skip
+        eq = eqx.tree_at(lambda e: e.status, eq, status)
     if throw and not is_traced(full_model) and int(status) != 0:
         where = f" at load stage {int(stage) + 1} of {load_steps}" if load_steps > 1 else ""
         hint = "" if load_steps > 1 else "; load_steps=10 follows the load in stages"

@@ -241,14 +241,14 @@ def test_hard_contact_options_are_checked():
 def test_pendulum_never_passes_a_hard_limit():
     """Joint limits are unilateral constraints with contact='hard': a pendulum thrown at
     4 rad/s against its 0.6 rad stop stays within the range to 1e-10 rad (a plastic stop),
-    in rA and se3, with its hinge closed."""
+    in rA, se3 and joint coordinates, with its hinge closed."""
     b = mbd.ModelBuilder("stop", gravity=(0.0, 0.0, -G))
     b.add_body("rod", mass=1.0, inertia=[0.02, 0.02, 0.001], r=(0.0, 0.0, -0.5))
     b.revolute("hinge", body_i="ground", body_j="rod", point=(0, 0, 0), axis=(0, 1, 0),
                limits=(-0.6, 0.6))  # fmt: skip
     b.set_joint_state("hinge", q=0.0, qdot=4.0)
     model = b.build()
-    for formulation in ("rA", "se3"):
+    for formulation in ("rA", "se3", "joint"):
         sol = mbd.simulate(model, contact="hard", formulation=formulation, t_end=0.6, h=1e-3)
         assert np.all(np.asarray(sol.status) == 0)
         q = np.asarray(sol.joints["hinge"].q)

@@ -235,7 +235,7 @@ UNSUPPORTED = """<mujoco model="everything">
       </body>
     </body>
   </worldbody>
-  <tendon><spatial name="t"><site site="s1"/><site site="s2"/></spatial></tendon>
+  <tendon><spatial name="t" armature="0.1"><site site="s1"/><site site="s2"/></spatial></tendon>
   <actuator><motor name="m" joint="hinge"/></actuator>
   <equality><joint name="couple" joint1="hinge" joint2="slider"/></equality>
 </mujoco>
@@ -252,7 +252,7 @@ def test_unsupported_mjcf_features_in_one_warning(tmp_path):
     # a body's single hinge or slide takes its damping and stiffness (jaxmbd.joint_dynamics)
     assert "joint damping" not in text and "joint stiffness" not in text
     for item in (
-        "1 tendon(s)",
+        "tendon 't' (armature)",
         "equality 'couple' of type joint",
         "gravity compensation on ['b']",
     ):

@@ -206,8 +206,8 @@ def test_loaded_ball_rests_at_mujocos_penetration(tmp_path):
 
 def test_disabled_contact_and_what_is_named(tmp_path):
     """<flag contact="disable"/> creates no pairs and names nothing about contact;
-    ellipsoid pairs, condim 6 and a margin are named in the one warning; condim 1 pairs
-    get no friction."""
+    ellipsoid pairs are named in the one warning, condim 6 and a margin are read (not
+    named); condim 1 pairs get no friction."""
     xml = """<mujoco><option><flag contact="{flag}"/></option>
       <default><geom condim="{condim}"/></default><worldbody>
       <geom type="plane" size="1 1 .1" margin="{margin}"/>
@@ -230,7 +230,10 @@ def test_disabled_contact_and_what_is_named(tmp_path):
 
     model, said = load(flag="enable", condim=6, margin=0.01)
     assert sorted(model.contacts.pair_names) == ["a/b", "a/ground", "b/ground"]
-    assert "box-ellipsoid (1)" in said and "condim [6]" in said and "margin" in said
+    assert "box-ellipsoid (1)" in said and "condim" not in said and "margin" not in said
+    assert np.allclose(model.contacts.margin, 0.01)
+    assert np.allclose(model.contacts.torsional_friction, 0.005)  # MuJoCo's defaults
+    assert np.allclose(model.contacts.rolling_friction, 0.0001)
 
     model, said = load(flag="enable", condim=1, margin=0)
     assert np.all(np.asarray(model.contacts.friction) == 0.0)

@@ -62,9 +62,11 @@ def _mujoco(name):
 
 
 def _joint_transmissions(m) -> bool:
+    """Whether every actuator is jaxmbd's: on a joint or a tendon, no activation dynamics."""
+    kinds = (int(mujoco.mjtTrn.mjTRN_JOINT), int(mujoco.mjtTrn.mjTRN_TENDON))
     return (
         bool(m.nu)
-        and all(int(t) == int(mujoco.mjtTrn.mjTRN_JOINT) for t in m.actuator_trntype)
+        and all(int(t) in kinds for t in m.actuator_trntype)
         and all(int(t) == int(mujoco.mjtDyn.mjDYN_NONE) for t in m.actuator_dyntype)
     )
 
@@ -79,18 +81,22 @@ def _joint_space(model, qpos, qvel):
 @pytest.mark.parametrize("name", ["humanoid", "point_mass", "quadruped", "reacher", "pusher"])
 def test_forces_and_accelerations_against_mujoco_at_random_states(name):
     """tau (the joint elements' generalised forces) = qfrc_passive + qfrc_actuator and
-    qacc = mj_forward's, to 1e-10 relative, at random states and controls. point_mass's
-    actuators drive tendons and quadruped's have activation dynamics (not jaxmbd's): there
-    the controls are zero and tau is compared with qfrc_passive; quadruped's equality
+    qacc = mj_forward's, to 1e-10 relative, at random states and controls (point_mass's
+    actuators drive its tendons). quadruped's have activation dynamics (not jaxmbd's):
+    there the controls are zero and tau is compared with qfrc_passive; quadruped's equality
     loops are exact in jaxmbd and soft in MuJoCo: its qacc is not compared."""
     model, m = _load(name), _mujoco(name)
     d = mujoco.MjData(m)
     actuated = _joint_transmissions(m)
     if actuated:
         assert model.nu == m.nu
-        # MuJoCo's order: each actuator drives the joint of MuJoCo's actuator
+        # MuJoCo's order: each actuator drives the joint (or tendon) of MuJoCo's actuator
+        obj = mujoco.mjtObj
+        tendon = int(mujoco.mjtTrn.mjTRN_TENDON)
         assert model.actuators.names == tuple(
-            mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_JOINT, int(m.actuator_trnid[k][0]))
+            "tendon:" + mujoco.mj_id2name(m, obj.mjOBJ_TENDON, int(m.actuator_trnid[k][0]))
+            if int(m.actuator_trntype[k]) == tendon
+            else mujoco.mj_id2name(m, obj.mjOBJ_JOINT, int(m.actuator_trnid[k][0]))
             for k in range(m.nu)
         )
     rng = np.random.default_rng(1)
@@ -136,9 +142,9 @@ def _reference(name, qpos, qvel, controls, h, substeps=100):
 @pytest.mark.filterwarnings("ignore::jaxmbd.AssemblyWarning")  # rates set in the tree only
 def test_rk4_trajectories_against_mujoco_under_random_controls(name, h, n):
     """Joint coordinates of jaxmbd's RK4 against MuJoCo's RK4 at h / 100 (to 1e-6), from
-    random rates, under random controls (point_mass: its tendon actuators are not
-    jaxmbd's, no controls). The humanoid at h = 5e-4: RK4's own error at 1e-3 is 6e-6
-    after 0.2 s (and 3e-7 at 5e-4, the factor 16 of fourth order)."""
+    random rates, under random controls (point_mass's pull along its tendons). The humanoid
+    at h = 5e-4: RK4's own error at 1e-3 is 6e-6 after 0.2 s (and 3e-7 at 5e-4, the factor
+    16 of fourth order)."""
     model, m = _load(name), _mujoco(name)
     tree = model.tree
     rng = np.random.default_rng(2)
@@ -163,7 +169,7 @@ def test_absolute_formulations_leave_out_the_composite_hinges():
         warnings.simplefilter("always")
         model = mbd.load_model(PATHS["humanoid"])
     message = " ".join(str(w.message) for w in record)
-    assert "in the absolute formulations only" in message and "abdomen_z" in message
+    assert "abdomen_z" not in message  # the joint formulation, the default, applies them
     names = {d.name for d in model.joints}
     assert "abdomen_z" not in names and "abdomen_z+abdomen_y" in names
     for element in model.forces:
@@ -190,8 +196,9 @@ GIMBAL = """<mujoco><option><flag contact="disable"/></option><worldbody>
 def test_absolute_run_ignores_the_composite_hinges_entries(tmp_path):
     """rA on a universal joint whose hinges are damped, sprung, limited and actuated is
     the run of the same file without those entries (to round-off: the absolute
-    formulations leave them out), with the same observation and limits; the model file round trip
-    keeps the entries and which formulations apply them."""
+    formulations leave them out, and the run's JointSpaceOnlyWarning names them), with the
+    same observation and limits; the model file round trip keeps the entries and which
+    formulations apply them."""
     plain = (
         GIMBAL.replace(' damping="0.5" stiffness="3" range="-1 1" limited="true"', "")
         .replace(' damping="0.2" armature="0.1"', "")
@@ -207,12 +214,17 @@ def test_absolute_run_ignores_the_composite_hinges_entries(tmp_path):
     assert (full.nu, bare.nu) == (2, 1)
     rng = np.random.default_rng(3)
     u = rng.uniform(-1.0, 1.0, (50, 2))
-    runs = [
-        mbd.simulate(
-            model, formulation="rA", integrator="rkmk", t_end=0.05, h=1e-3, controls=controls
-        )  # fmt: skip
-        for model, controls in ((full, u), (bare, u[:, 1:]))
-    ]
+    with pytest.warns(mbd.JointSpaceOnlyWarning) as record:
+        runs = [
+            mbd.simulate(
+                model, formulation="rA", integrator="rkmk", t_end=0.05, h=1e-3, controls=controls
+            )  # fmt: skip
+            for model, controls in ((full, u), (bare, u[:, 1:]))
+        ]
+    (warning,) = [w for w in record if w.category is mbd.JointSpaceOnlyWarning]  # full only
+    text = str(warning.message)
+    assert "formulation 'rA'" in text and "limits on ['u1']" in text, text
+    assert "['u1', 'u2']" in text and "actuators on ['u1']" in text, text
     assert np.abs(np.asarray(runs[0].r) - runs[0].r[0]).max() > 1e-2  # it moved
     np.testing.assert_allclose(runs[0].r, runs[1].r, rtol=0, atol=1e-13)
     np.testing.assert_allclose(runs[0].limits["elbow"], runs[1].limits["elbow"], rtol=0,

@@ -1,7 +1,9 @@
 """The tutorials in notebooks/ run from top to bottom.
 
 Every notebook executes with -m slow; the default suite runs the two cheapest (paper2,
-paper4; SLOW_NOTEBOOKS lists the rest and what covers them). The four paper notebooks
+paper4) and ``reinforcement_learning`` (eight CMA-ES generations on cart-pole balance,
+about 20 CPU-s; the only run of jaxmbd.envs under evosax in the default suite);
+SLOW_NOTEBOOKS lists the rest and what covers them. The four paper notebooks
 (``paper*.ipynb``, each reproducing its paper's headline figure with an animation) take
 11-22 s each on a 2-core CPU (measured at df10698 with nbclient, one at a time; most of it
 compilation), ``slider_crank`` about 35 s (six compiled programs: kinematics in rA, rp, re,

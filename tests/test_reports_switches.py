@@ -166,12 +166,14 @@ def test_joint_dynamics_by_joint_name():
 # -- linearize in joint coordinates against MuJoCo -----------------------------------------
 
 
-def test_cartpole_linearization_in_joint_coordinates_matches_mujoco():
+@pytest.mark.parametrize("formulation", ["rA", "joint"])
+def test_cartpole_linearization_in_joint_coordinates_matches_mujoco(formulation):
     """dm_control's cartpole at the upright equilibrium: A, B of linearize(coordinates=
-    "joint") in (qpos, qvel) order against central differences of MuJoCo's mj_forward."""
+    "joint") in (qpos, qvel) order against central differences of MuJoCo's mj_forward, from
+    the absolute coordinates (rA) and from the joint formulation."""
     mujoco = pytest.importorskip("mujoco")
     path = _cartpole_path()
-    lin = mbd.linearize(mbd.load_model(path), coordinates="joint")
+    lin = mbd.linearize(mbd.load_model(path), coordinates="joint", formulation=formulation)
     assert lin.coordinates == "joint" and lin.coordinate_names == ("slider", "hinge_1")
     m = mujoco.MjModel.from_xml_path(path)
     d = mujoco.MjData(m)
@@ -191,7 +193,7 @@ def test_cartpole_linearization_in_joint_coordinates_matches_mujoco():
     assert abs(A[3, 1]) > 10  # the pole's gravity term is in the comparison
     # the same modes as in the tangent coordinates: frequencies and body shapes
     model = mbd.load_model(path)
-    joint, tangent = modes_of(lin), modes_of(mbd.linearize(model))
+    joint, tangent = modes_of(lin), modes_of(mbd.linearize(model, formulation="rA"))
     np.testing.assert_allclose(joint.frequencies, tangent.frequencies, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(np.abs(joint.shapes), np.abs(tangent.shapes), atol=1e-9)
     motion = mode_motion(model, joint, 3, amplitude=0.1, cycles=1)

@@ -14,7 +14,7 @@ from .._values import (
 )
 from ..actuators import ACTUATOR_KINDS, Actuators, gains_of_kind
 from ..errors import ModelError
-from ..joints import joint_kind
+from ..joints import JointDefinition, joint_kind
 from .specs import absolute_entries
 
 
@@ -22,8 +22,8 @@ class _ActuatorBuilder:
     """The actuator methods of :class:`~jaxmbd.ModelBuilder`."""
 
     def add_actuator(
-        self, name, *, joint, kind, gear=1.0, ctrl_range=None, force_range=None, kp=None,
-        kv=None, gain=None, bias=None,
+        self, name, *, joint=None, kind, gear=1.0, ctrl_range=None, force_range=None, kp=None,
+        kv=None, gain=None, bias=None, tendon=None,
     ) -> Self:  # fmt: skip
         """An actuator driving the coordinate of the revolute or translational ``joint``, or
         one coordinate of a cylindrical joint, ``joint="<joint>.slide"`` (force along its
@@ -33,7 +33,10 @@ class _ActuatorBuilder:
         "general" (``gain`` u + ``bias`` . (1, L, L_dot)), with L = gear q. ``ctrl_range``
         and ``force_range`` = (lower, upper) clamp the control and the force (MuJoCo's
         ``ctrllimited``, ``forcelimited``); None: unlimited (one side None: unlimited
-        there). Controls are given to
+        there). ``tendon=`` instead of ``joint=``: the actuator pulls along the tendon
+        (:meth:`add_fixed_tendon`, :meth:`add_spatial_tendon`; L = gear times the tendon's
+        length, the generalised force gear F J^T, MuJoCo's ``tendon=`` transmission).
+        Controls are given to
         :func:`~jaxmbd.simulate` (``controls=``) in the order actuators are added."""
         where = f"actuator '{name}'"
         if not isinstance(name, str) or not name:
@@ -42,9 +45,16 @@ class _ActuatorBuilder:
             raise ModelError(f"{where}: duplicate actuator name")
         if kind not in ACTUATOR_KINDS:
             raise ModelError(f"{where}.kind: expected one of {ACTUATOR_KINDS}, got {kind!r}")
+        if (joint is None) == (tendon is None):
+            raise ModelError(f"{where}: give joint= or tendon= (the transmission), not both")
         known = self._scalar_coordinates()
         spec = next((j for j in self._joints if j.name == joint), None)
-        if spec is None and joint not in known:
+        if tendon is not None:
+            tendons = [t["name"] for t in self._tendons]
+            if tendon not in tendons:
+                raise ModelError(f"{where}.tendon: no tendon {tendon!r}; tendons: {tendons} "
+                                 "(add the tendon first)")  # fmt: skip
+        elif spec is None and joint not in known:
             raise ModelError(f"{where}.joint: no joint {joint!r}; actuated joints can be {known}")
         if spec is not None and joint_kind(spec.kind).views:
             raise ModelError(
@@ -103,25 +113,45 @@ class _ActuatorBuilder:
                 raise ModelError(f"{where}.bias: expected (b0, b1, b2), got {bias!r}")
             bias_value = tuple(float(x) for x in b)
         self._actuators.append(
-            dict(name=name, joint=joint, kind=kind, gear=gear_value, kp=kp_value, kv=kv_value,
-                 gain=gain_value, bias=bias_value, ctrl=span("ctrl_range", ctrl_range),
+            dict(name=name, joint=joint, tendon=tendon, kind=kind, gear=gear_value, kp=kp_value,
+                 kv=kv_value, gain=gain_value, bias=bias_value, ctrl=span("ctrl_range", ctrl_range),
                  force=span("force_range", force_range))
         )  # fmt: skip
         return self
 
-    def _actuator_element(self, joints, space=frozenset()) -> tuple:
+    def _actuator_element(self, joints, space=frozenset(), tendons=None) -> tuple:
         """The :class:`~jaxmbd.actuators.Actuators` element (none: empty); ``space``: the
-        names of coordinates only joint space has (left out of the absolute formulations)."""
+        names of coordinates only joint space has (left out of the absolute formulations);
+        ``tendons``: the model's :class:`~jaxmbd.tendons.Tendons` (tendon transmissions)."""
         if not self._actuators:
             return ()
         by_name = {d.name: d for d in joints}
+        # a tendon actuator's entry in ``joints``: a placeholder no formulation reads (the
+        # absolute formulations skip it as joint space only; the tendon gives its length)
+        ground = len(self._bodies)
+        zero, eye = jnp.zeros(3), jnp.eye(3)
+        for a in self._actuators:
+            if a.get("tendon") is not None:
+                by_name[f"tendon:{a['tendon']}"] = JointDefinition(
+                    name=f"tendon:{a['tendon']}", kind="tendon", body_i=ground, body_j=ground,
+                    s_bar_i=zero, s_bar_j=zero, frame_i=eye, frame_j=eye,
+                    offset=jnp.zeros(1), q_start=jnp.zeros(1), sign=(1,))  # fmt: skip
+                a = dict(a, joint=f"tendon:{a['tendon']}")
+        tendon_actuated = tuple(k for k, a in enumerate(self._actuators) if a.get("tendon"))
+        space = set(space) | {f"tendon:{self._actuators[k]['tendon']}" for k in tendon_actuated}
+        driven_tendons = None
+        if tendon_actuated:
+            driven_tendons = tendons.subset(
+                [tendons.index(self._actuators[k]["tendon"]) for k in tendon_actuated]
+            )
         gains = [gains_of_kind(a["kind"], kp=a["kp"], kv=a["kv"], gain=a["gain"],
                                bias=a["bias"]) for a in self._actuators]  # fmt: skip
 
         def column(values):
             return jnp.asarray(values, dtype=jnp.float64)
 
-        driven = tuple(by_name[a["joint"]] for a in self._actuators)
+        driven = tuple(by_name[a["joint"] if a.get("tendon") is None else f"tendon:{a['tendon']}"]
+                       for a in self._actuators)  # fmt: skip
         return (
             Actuators(
                 actuator_names=tuple(a["name"] for a in self._actuators),
@@ -136,5 +166,7 @@ class _ActuatorBuilder:
                 force_upper=column([a["force"][1] for a in self._actuators]),
                 controls=jnp.zeros(len(self._actuators)),
                 absolute_entries=absolute_entries(driven, space),
+                tendon_actuated=tendon_actuated,
+                tendons=driven_tendons,
             ),
         )

@@ -33,6 +33,7 @@ from .joint_forces import _JointForceBuilder
 from .joints import _JointBuilder
 from .sensors import _SensorBuilder
 from .specs import _BodySpec, _GconSpec, _JointSpec
+from .tendons import _TendonBuilder
 
 
 def _optional(element) -> tuple:
@@ -46,6 +47,7 @@ class ModelBuilder(
     _ForceBuilder,
     _SensorBuilder,
     _ActuatorBuilder,
+    _TendonBuilder,
     _JointForceBuilder,
     _JointBuilder,
     _GconBuilder,
@@ -71,8 +73,11 @@ class ModelBuilder(
     _joints: list[_JointSpec] = field(default_factory=list)
     _joint_states: dict[str, tuple] = field(default_factory=dict)
     _limits: dict[str, tuple] = field(default_factory=dict)
+    # MuJoCo's solimp of a limit (the MJCF importer's): JointLimits.impedance
+    _limit_impedance: dict[str, tuple] = field(default_factory=dict)
     _dynamics: dict[str, tuple] = field(default_factory=dict)  # joint damping etc.
     _actuators: list[dict] = field(default_factory=list)
+    _tendons: list[dict] = field(default_factory=list)  # jaxmbd.tendons
     _sensors: list[dict] = field(default_factory=list)  # jaxmbd.sensors
     _markers: list[dict] = field(default_factory=list)  # jaxmbd.markers
     _ground_shapes: list[Shape] = field(default_factory=list)
@@ -137,6 +142,7 @@ class ModelBuilder(
             )
         force_defs = joint_defs + views + space_defs
         space = {d.name for d in space_defs}
+        tendons = self._tendon_geometry(index, force_defs, space)
         model = Model(
             name=self.name,
             body_names=tuple(b.name for b in bodies),
@@ -158,12 +164,14 @@ class ModelBuilder(
             + _optional(self._contact_element(len(bodies)))
             + self._limits_element(index, force_defs, space)
             + self._dynamics_element(force_defs, space)
-            + self._actuator_element(force_defs, space),
+            + self._tendon_element(tendons)
+            + self._actuator_element(force_defs, space, tendons),
             shapes=tuple(b.shapes for b in bodies) if any(b.shapes for b in bodies) else (),
             ground_shapes=tuple(self._ground_shapes),
             joints=joint_defs,
             sensors=self._sensor_element(index, joint_defs),
             markers=markers_from_specs(self._markers, index),
+            tendons=tendons,
         )
         # the rank of the constraints as drawn (before any joint state is applied)
         model = dataclasses.replace(model, redundancy=find_redundancy(model))

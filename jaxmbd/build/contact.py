@@ -91,7 +91,8 @@ class _ContactBuilder:
 
     def add_contact(
         self, body_i, body_j, *, friction, restitution=0.0, stiffness=None, damping=None,
-        exponent=1.5, slip_velocity=1e-4, shapes=None, law=None,
+        exponent=1.5, slip_velocity=1e-4, torsional_friction=0.0, rolling_friction=0.0,
+        margin=0.0, shapes=None, law=None,
     ) -> Self:  # fmt: skip
         """A contact pair: the colliding shapes of ``body_i`` against those of ``body_j``
         (a body or "ground"), with compliant contact (:mod:`jaxmbd.contact.law`).
@@ -100,12 +101,19 @@ class _ContactBuilder:
         [0, 1] (below 0.01 taken as 0.01); ``stiffness``: K of K delta^n (default: from the
         pair's mass and size, :mod:`jaxmbd.contact.build`); ``damping``: Hunt–Crossley's
         chi (s/m) on top of the restitution's damping (None: 0); ``exponent``: n (Hertz: 1.5);
-        ``slip_velocity``: the regularisation velocity of friction (m/s). Each is an array
-        leaf of ``model.contacts`` (``jax.grad`` reaches it). Bodies joined by a joint may
-        be paired here (only :meth:`add_contacts` leaves them out). ``shapes``: the shape
-        pairs checked, as (k_i, k_j) indices into the two bodies' shape lists (the ground's:
-        its planes and shapes in the order added); default: every pair of colliding shapes
-        (MuJoCo's geom-level filters, :mod:`jaxmbd.mjcf`, select pairs this way).
+        ``slip_velocity``: the regularisation velocity of friction (m/s);
+        ``torsional_friction`` mu_t and ``rolling_friction`` mu_r (m): friction torques up
+        to mu_t F_n about the normal and mu_r F_n about the tangents (MuJoCo's condim 4
+        and 6; :func:`jaxmbd.contact.friction_wrench`); ``margin`` (m): the distance at
+        which the surfaces start to push (the law acts on the penetration margin -
+        distance; MuJoCo's margin - gap). Each is an array leaf of ``model.contacts``
+        (``jax.grad`` reaches it). Bodies joined by a joint may be paired here (only
+        :meth:`add_contacts` leaves them out). ``shapes``: the shape pairs checked, as
+        (k_i, k_j) indices into the two bodies' shape lists (the ground's: its planes and
+        shapes in the order added); default: every pair of colliding shapes (MuJoCo's
+        geom-level filters, :mod:`jaxmbd.mjcf`, select pairs this way). Two bodies may have
+        several pairs when each names its ``shapes`` and no shape pair is in two of them
+        (shape pairs with numbers of their own, as MuJoCo's ``<contact><pair>``).
         ``law``: the contact law (:class:`jaxmbd.contact.AbstractContactLaw`; None:
         Hunt–Crossley, :class:`jaxmbd.contact.HuntCrossley`).
         """
@@ -116,14 +124,27 @@ class _ContactBuilder:
             raise ModelError(f"{where}: a body cannot contact itself")
         if body_i == GROUND:
             raise ModelError(f"{where}: give the ground as body_j")
-        if any({c.body_i, c.body_j} == {body_i, body_j} for c in self._contacts):
-            raise ModelError(f"{where}: duplicate contact pair")
         shapes = self._check_shape_pairs(where, body_i, body_j, shapes)
+        for c in self._contacts:
+            if {c.body_i, c.body_j} != {body_i, body_j}:
+                continue
+            if shapes is None or c.shapes is None:
+                raise ModelError(
+                    f"{where}: duplicate contact pair (two pairs of the same bodies must each "
+                    "name their shape pairs, shapes=...)"
+                )
+            theirs = {p if c.body_i == body_i else p[::-1] for p in c.shapes}
+            if theirs & set(shapes):
+                raise ModelError(
+                    f"{where}: shape pairs {sorted(theirs & set(shapes))} are already in a "
+                    "contact pair of these bodies"
+                )
         self._contacts.append(
             self._contact_spec(
                 where, body_i, body_j, shapes, friction=friction, restitution=restitution,
                 stiffness=stiffness, damping=damping, exponent=exponent,
-                slip_velocity=slip_velocity, law=law,
+                slip_velocity=slip_velocity, torsional_friction=torsional_friction,
+                rolling_friction=rolling_friction, margin=margin, law=law,
             )
         )  # fmt: skip
         return self

@@ -62,6 +62,16 @@ class _JointForceBuilder:
             restitution = float(x)
         self._limits[name] = (float(lo_hi[0]), float(lo_hi[1]), *gains, restitution)
 
+    def _record_limit_impedance(self, name, solimp) -> None:
+        """Keep a limited joint's MuJoCo ``solimp`` (:attr:`JointLimits.impedance`)."""
+        x = _numbers(solimp, where=f"joint '{name}'.limit_impedance", expected="5 numbers")
+        if name not in self._limits or x.shape != (5,) or not np.all(np.isfinite(x)):
+            raise ModelError(
+                f"joint '{name}'.limit_impedance: expected MuJoCo's solimp (5 numbers) on a "
+                f"limited joint, got {_short(solimp)}"
+            )
+        self._limit_impedance[name] = tuple(float(v) for v in x)
+
     def _limits_element(self, index: dict[str, int], joints, space=frozenset()) -> tuple:
         """The :class:`~jaxmbd.joint_limits.JointLimits` force element of the limited joints
         (none: empty), default gains from each joint's child side at the drawn pose;
@@ -98,11 +108,16 @@ class _JointForceBuilder:
             defns.append(defn)
             rows.append((lo, hi, k, c, 0.0 if e is None else e, float(e is not None), inertia))
         lo, hi, k, c, e, on, inertia = (jnp.asarray([row[m] for row in rows]) for m in range(7))
+        impedance = None
+        if self._limit_impedance:
+            # joints without one: a flat impedance (constant gains)
+            flat = (0.5, 0.5, 1.0, 0.5, 1.0)
+            impedance = jnp.asarray([self._limit_impedance.get(d.name, flat) for d in defns])
         if not any(row[5] for row in rows):
             e = on = inertia = None  # the plain spring-damper law
         return (
             JointLimits(joints=tuple(defns), lower=lo, upper=hi, stiffness=k, damping=c,
-                        restitution=e, calibrated=on, inertia=inertia,
+                        restitution=e, calibrated=on, inertia=inertia, impedance=impedance,
                         absolute_entries=absolute_entries(defns, space)),
         )  # fmt: skip
 

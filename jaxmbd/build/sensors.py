@@ -7,6 +7,8 @@ from typing import Self
 import jax.numpy as jnp
 import numpy as np
 
+from .._ray_zone import ZONE_SHAPES
+from .._sensor_kinds import ActuatorSet, FrameReference, SubtreeBodies, TouchZone
 from .._values import (
     _numbers,
     _rotation_matrix,
@@ -14,7 +16,8 @@ from .._values import (
 )
 from ..errors import ModelError
 from ..model import GROUND
-from ..sensors import SENSOR_KINDS, Sensors, sensor_dim
+from ..sensors import SENSOR_KINDS, Sensors, sensor_dim, sensor_kind
+from ..tendon_sensors import SensorTendon
 
 
 class _SensorBuilder:
@@ -46,7 +49,8 @@ class _SensorBuilder:
 
     def add_sensor(
         self, name, *, kind, joint=None, body=None, site=(0.0, 0.0, 0.0), frame=None,
-        noise=0.0, marker=None,
+        noise=0.0, marker=None, reference=None, subtree=None, zone=None, actuator=None,
+        parent=None, tendon=None,
     ) -> Self:  # fmt: skip
         """A sensor read as ``sol.sensors[name]`` (T, dim) (:mod:`jaxmbd.sensors`).
 
@@ -59,7 +63,22 @@ class _SensorBuilder:
         body's own). ``marker``: instead of ``body``, ``site`` and ``frame``, a marker of
         :meth:`add_marker` (its body, point and axes). ``noise``: the standard deviation of
         Gaussian noise, applied when :func:`~jaxmbd.simulate` gets ``sensor_key=``. Sensors
-        are listed, and a policy observes them, in the order they are added."""
+        are listed, and a policy observes them, in the order they are added.
+
+        MuJoCo's further kinds (:mod:`jaxmbd.sensors`): "body_x_axis", "body_y_axis",
+        "body_z_axis"; the frame kinds (position, quaternion, axes, linear and angular
+        velocity) also on ``body="ground"`` (a fixed frame, ``site`` and ``frame`` global)
+        and against a ``reference`` frame, a dict ``{"body": ..., "site": ..., "frame":
+        ...}`` (or ``{"marker": name}``) of the same form; "subtree_com",
+        "subtree_linear_velocity", "subtree_angular_momentum" of the subtree of ``body``
+        (the ground: every body), whose bodies ``subtree`` names (None: ``body`` and every
+        body joined to it away from the ground); "touch" at the site, with ``zone`` =
+        (shape, size): MuJoCo's site shape ("sphere", "capsule", "ellipsoid",
+        "cylinder", "box") and size (3,); "actuator_force" of the actuator named
+        ``actuator``; "joint_actuator_force" on ``joint`` (the sum of gear times force of
+        the actuators that drive it); "interaction_force" and "interaction_torque" at the
+        site: the wrench ``body`` receives from its ``parent`` through its joint (None: the
+        body next to it on the way to the ground), ``subtree`` as for the subtree kinds."""
         where = f"sensor '{name}'"
         if marker is not None:
             if body is not None or frame is not None or tuple(np.ravel(site)) != (0, 0, 0):
@@ -79,8 +98,24 @@ class _SensorBuilder:
         if kind not in SENSOR_KINDS:
             raise ModelError(f"{where}.kind: expected one of {tuple(SENSOR_KINDS)}, got {kind!r}")
         spec = dict(name=name, kind=kind, joint=None, body=None, site=np.zeros(3),
-                    frame=np.eye(3))  # fmt: skip
-        if SENSOR_KINDS[kind] == "joint":
+                    frame=np.eye(3), params=None)  # fmt: skip
+        option = sensor_kind(kind).params
+        given = dict(reference=reference, subtree=subtree, zone=zone, actuator=actuator,
+                     parent=parent, tendon=tendon)  # fmt: skip
+        takes = {"interaction": ("subtree", "parent")}.get(option, (option,))
+        extra = [k for k, v in given.items() if v is not None and k not in takes]
+        if extra:
+            raise ModelError(f"{where}: kind {kind!r} takes no {extra[0]}=")
+        if SENSOR_KINDS[kind] == "model":
+            if body is not None or frame is not None or tuple(np.ravel(site)) != (0, 0, 0):
+                raise ModelError(f"{where}: kind {kind!r} is read from the actuators; body=, "
+                                 "site= and frame= are options of body sensors")  # fmt: skip
+            key = option if option in ("actuator", "tendon") else "joint"
+            spec["params"] = (option, {"actuator": actuator, "tendon": tendon, "joint": joint}[key])
+            spec["joint"] = joint if option == "joint_actuators" else None
+            if spec["params"][1] is None:
+                raise ModelError(f"{where}: kind {kind!r} needs {key}=")
+        elif SENSOR_KINDS[kind] == "joint":
             if body is not None or frame is not None or tuple(np.ravel(site)) != (0, 0, 0):
                 raise ModelError(f"{where}: kind {kind!r} is read at its joint; body=, site= "
                                  "and frame= are options of body sensors")  # fmt: skip
@@ -92,21 +127,130 @@ class _SensorBuilder:
         else:
             if joint is not None:
                 raise ModelError(f"{where}: kind {kind!r} is read on a body (body=), not joint=")
-            if body == GROUND:
+            if body == GROUND and not sensor_kind(kind).on_ground:
                 raise ModelError(f"{where}.body: the ground does not move; give a moving body")
-            if body not in [b.name for b in self._bodies]:
+            if body != GROUND and body not in [b.name for b in self._bodies]:
                 raise ModelError(f"{where}.body: unknown body {body!r}; known bodies: "
                                  f"{[b.name for b in self._bodies]}")  # fmt: skip
             spec["body"] = body
             spec["site"] = _vec3(site, where=f"{where}.site")
             if frame is not None:
                 spec["frame"] = _rotation_matrix(frame, where=f"{where}.frame")[0]
+            spec["params"] = self._sensor_option(where, option, body, reference, subtree, zone,
+                                                 parent)  # fmt: skip
         sigma = _numbers(noise, where=f"{where}.noise", expected="a number")
         if sigma.shape != () or not sigma >= 0:
             raise ModelError(f"{where}.noise: expected a non-negative number, got {noise!r}")
         spec["noise"] = float(sigma)
         self._sensors.append(spec)
         return self
+
+    def _sensor_option(self, where, option, body, reference, subtree, zone, parent=None):
+        """The builder-time form of a body sensor's option (resolved by
+        :meth:`_sensor_params` when the model is built)."""
+        if option == "reference" and reference is not None:
+            if not isinstance(reference, dict):
+                raise ModelError(f"{where}.reference: expected a dict with 'body', 'site' and "
+                                 f"'frame' (or 'marker'), got {reference!r}")  # fmt: skip
+            if "marker" in reference:
+                found = [m for m in self._markers if m["name"] == reference["marker"]]
+                if not found:
+                    raise ModelError(f"{where}.reference: no marker {reference['marker']!r}")
+                m = found[0]
+                return ("reference", m["body"], m["point"], m["axes"])
+            ref_body = reference.get("body")
+            if ref_body != GROUND and ref_body not in [b.name for b in self._bodies]:
+                raise ModelError(f"{where}.reference.body: unknown body {ref_body!r}")
+            site = _vec3(reference.get("site", (0.0, 0.0, 0.0)), where=f"{where}.reference.site")
+            axes = reference.get("frame")
+            F = np.eye(3) if axes is None else _rotation_matrix(axes, where=f"{where}.reference")[0]
+            return ("reference", ref_body, site, F)
+        if option in ("subtree", "interaction"):
+            names = None if subtree is None else tuple(subtree)
+            known = [b.name for b in self._bodies]
+            for n in names or ():
+                if n not in known:
+                    raise ModelError(f"{where}.subtree: unknown body {n!r}")
+            if parent is not None and parent != GROUND and parent not in known:
+                raise ModelError(f"{where}.parent: unknown body {parent!r}")
+            return (option, body, names, parent)
+        if option == "zone":
+            if zone is None:
+                raise ModelError(f"{where}: a touch sensor needs zone=(shape, size)")
+            if not isinstance(zone, tuple | list) or len(zone) != 2:
+                raise ModelError(f"{where}.zone: expected (shape, size), got {zone!r}")
+            shape, size = zone
+            if shape not in ZONE_SHAPES:
+                raise ModelError(f"{where}.zone: shape must be one of {ZONE_SHAPES}, got {shape!r}")
+            size = _vec3(size, where=f"{where}.zone")
+            if not np.all(size[: {"sphere": 1, "capsule": 2, "cylinder": 2}.get(shape, 3)] > 0):
+                raise ModelError(f"{where}.zone: sizes must be positive, got {size}")
+            return ("zone", shape, size)
+        return None
+
+    def _subtree_of(self, root: str, index: dict[str, int], joints) -> tuple[tuple[int, ...], int]:
+        """(``root`` and every body joined to it away from the ground, the body before it on
+        the way to the ground): by the first paths from the ground found through the
+        joints; the ground's subtree is every body."""
+        nb = len(self._bodies)
+        if root == GROUND:
+            return tuple(range(nb)), -1
+        links: dict[int, set[int]] = {k: set() for k in range(nb + 1)}
+        for d in joints:
+            links[d.body_i].add(d.body_j)
+            links[d.body_j].add(d.body_i)
+        parent, frontier = {nb: None}, [nb]
+        while frontier:
+            nxt = []
+            for a in frontier:
+                for b in sorted(links[a]):
+                    if b not in parent:
+                        parent[b] = a
+                        nxt.append(b)
+            frontier = nxt
+        r = index[root]
+        out = []
+        for b in range(nb):
+            a = b
+            while a is not None and a != r:
+                a = parent.get(a)
+            if a == r:
+                out.append(b)
+        up = parent.get(r)
+        return (tuple(out) if r in out else (r,)), (nb if up is None else up)
+
+    def _sensor_params(self, s, index: dict[str, int], joints):
+        """The :class:`~jaxmbd.sensors.SensorMount` ``params`` of sensor ``s``."""
+        p = s["params"]
+        if p is None:
+            return None
+        where = f"sensor '{s['name']}'"
+        if p[0] == "reference":
+            return FrameReference(index[p[1]], jnp.asarray(p[2]), jnp.asarray(p[3]))
+        if p[0] in ("subtree", "interaction"):
+            bodies, up = self._subtree_of(p[1], index, joints)
+            if p[2] is not None:
+                bodies = tuple(index[n] for n in p[2])
+            if p[0] == "subtree":
+                return SubtreeBodies(bodies)
+            return SubtreeBodies(bodies, up if p[3] is None else index[p[3]])
+        if p[0] == "zone":
+            return TouchZone(p[1], jnp.asarray(p[2]))
+        if p[0] == "tendon":
+            tendons = [t["name"] for t in self._tendons]
+            if p[1] not in tendons:
+                raise ModelError(f"{where}.tendon: no tendon {p[1]!r}; tendons: {tendons}")
+            return SensorTendon(p[1])
+        names = [a["name"] for a in self._actuators]
+        if p[0] == "actuator":
+            if p[1] not in names:
+                raise ModelError(f"{where}.actuator: no actuator {p[1]!r}; actuators: {names}")
+            return ActuatorSet((names.index(p[1]),))
+        driven = [k for k, a in enumerate(self._actuators) if a["joint"] == p[1]]
+        known = {a["joint"] for a in self._actuators} | {j.name for j in self._joints}
+        if p[1] not in known:
+            raise ModelError(f"{where}.joint: no joint {p[1]!r}")
+        return ActuatorSet(tuple(driven))
 
     def _sensor_element(self, index: dict[str, int], joints):
         """The :class:`~jaxmbd.sensors.Sensors` of the model (None without sensors)."""
@@ -122,4 +266,7 @@ class _SensorBuilder:
             site=jnp.asarray(np.stack([s["site"] for s in self._sensors])),
             frame=jnp.asarray(np.stack([s["frame"] for s in self._sensors])),
             noise=jnp.asarray([s["noise"] for s in self._sensors], dtype=jnp.float64),
+            params=tuple(self._sensor_params(s, index, joints) for s in self._sensors)
+            if any(s["params"] is not None for s in self._sensors)
+            else (),
         )

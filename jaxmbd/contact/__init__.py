@@ -5,7 +5,8 @@
 - :mod:`jaxmbd.contact.abstract_law`: :class:`AbstractContactLaw`, what a contact law gives
   (normal force, elastic energy, friction), and the laws' registry for model files.
 - :mod:`jaxmbd.contact.law`: :class:`HuntCrossley` (the default), Hunt–Crossley normal force
-  with a restitution-calibrated damping, regularised isotropic Coulomb friction.
+  with a restitution-calibrated damping, regularised isotropic Coulomb friction, with
+  torsional and rolling friction (:func:`friction_wrench`).
 - :mod:`jaxmbd.contact.linear_law`: :class:`LinearSpringDamper`, k delta + c delta_dot.
 - :mod:`jaxmbd.contact.element`: :class:`ContactForce`, the force element that evaluates
   every pair of a model (``model.contacts``), and the ``contact=`` option of
@@ -20,8 +21,10 @@ Pairs are added with :meth:`~jaxmbd.ModelBuilder.add_contact` /
 
 from .abstract_law import (
     CONTACT_LAWS,
+    MIN_FRICTION,
     AbstractContactLaw,
     PairParameters,
+    friction_wrench,
     law_from_json,
     register_contact_law,
 )
@@ -61,6 +64,7 @@ __all__ = [
     "COLLIDE",
     "COLLIDING_KINDS",
     "CONTACT_OPTIONS",
+    "MIN_FRICTION",
     "E_MIN",
     "HERTZ_EXPONENT",
     "SLIP_VELOCITY",
@@ -75,6 +79,7 @@ __all__ = [
     "damping_factor",
     "elastic_energy",
     "friction_force",
+    "friction_wrench",
     "normal_force",
     "pair_kind",
     "restitution_of",

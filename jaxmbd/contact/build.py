@@ -48,6 +48,9 @@ class ContactSpec:
     damping: float
     exponent: float
     slip_velocity: float
+    torsional_friction: float = 0.0
+    rolling_friction: float = 0.0
+    margin: float = 0.0
     # (k_i, k_j) indices into the two bodies' shape lists (the ground's: its ground shapes in
     # the order added) of the shape pairs that collide; None: every pair of colliding shapes
     shapes: tuple[tuple[int, int], ...] | None = None
@@ -176,9 +179,12 @@ def build_contact_element(
     return ContactForce(
         pairs=tuple((index[s.body_i], index[s.body_j]) for s in specs),
         shapes=tuple(s.shapes for s in specs),
-        pair_names=tuple(f"{s.body_i}/{s.body_j}" for s in specs),
+        pair_names=_pair_names(specs),
         groups=tuple(groups),
         friction=per_pair("friction"),
+        torsional_friction=per_pair("torsional_friction"),
+        rolling_friction=per_pair("rolling_friction"),
+        margin=per_pair("margin"),
         restitution=per_pair("restitution"),
         stiffness=jnp.asarray(stiffness),
         damping=per_pair("damping"),
@@ -188,6 +194,18 @@ def build_contact_element(
         laws=tuple(laws),
         pair_law=tuple(pair_law),
     )
+
+
+def _pair_names(specs) -> tuple[str, ...]:
+    """ "body_i/body_j" of each pair; a further pair between the same bodies (other shape
+    pairs with other numbers) gets "#2", "#3", ..."""
+    seen: dict[frozenset, int] = {}
+    names = []
+    for s in specs:
+        key = frozenset((s.body_i, s.body_j))
+        seen[key] = seen.get(key, 0) + 1
+        names.append(f"{s.body_i}/{s.body_j}" + (f"#{seen[key]}" if seen[key] > 1 else ""))
+    return tuple(names)
 
 
 def _same_law(a: AbstractContactLaw, b: AbstractContactLaw) -> bool:
@@ -208,6 +226,9 @@ def check_contact_numbers(where: str, **values) -> dict:
     """Validated pair parameters (plain floats; stiffness may be None)."""
     rules = {
         "friction": (0.0, math.inf, True),
+        "torsional_friction": (0.0, math.inf, True),
+        "rolling_friction": (0.0, math.inf, True),
+        "margin": (-math.inf, math.inf, True),
         "restitution": (0.0, 1.0, True),
         "stiffness": (0.0, math.inf, False),
         "damping": (0.0, math.inf, True),

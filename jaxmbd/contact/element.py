@@ -8,8 +8,9 @@ regularised friction) into their Newton matrix: nothing below ``integrators/`` k
 
 Static: the pairs (bodies), the collision groups (one per pair kind, shape pairs stacked,
 see :mod:`jaxmbd.contact.narrow_phase`) and so the slots. Array leaves (``jax.grad``
-reaches them): per pair ``friction``, ``restitution``, ``stiffness``, ``damping``,
-``exponent``, ``slip_velocity``; per collision shape its local pose and size; the contact
+reaches them): per pair ``friction``, ``torsional_friction``, ``rolling_friction``,
+``restitution``, ``stiffness``, ``damping``, ``exponent``, ``slip_velocity`` and
+``margin``; per collision shape its local pose and size; the contact
 laws (``laws``, :class:`~jaxmbd.contact.abstract_law.AbstractContactLaw`, and
 ``pair_law``, static: the law of each pair); ``mass``,
 the bodies' masses for the pair's reduced mass of the normal law, which
@@ -65,9 +66,12 @@ class CollisionGroup(eqx.Module):
 class ContactSlots(NamedTuple):
     """The state of every contact slot (time first where over a Solution: ``sol.contact``).
 
-    ``gap`` (..., ns): signed distance, negative when penetrating; ``active`` (..., ns):
+    ``gap`` (..., ns): signed distance less the pair's margin, negative when penetrating
+    (the margin: the distance at which the surfaces start to push); ``active`` (..., ns):
     gap < 0 (the slot can push); ``normal_force`` (..., ns) >= 0; ``tangential_force``
-    (..., ns, 3): the friction force on the pair's body_i (global); ``point`` (..., ns, 3):
+    (..., ns, 3): the friction force on the pair's body_i (global); ``friction_torque``
+    (..., ns, 3): the torsional and rolling friction torque on body_i (global; body_j
+    feels the opposite, no force); ``point`` (..., ns, 3):
     contact point (global); ``normal`` (..., ns, 3): unit normal from body_j to body_i (the
     direction of the normal force on body_i); ``slip`` (..., ns, 3): velocity of body_i
     relative to body_j at the point, in the tangent plane. ``pair`` (ns,): the contact pair
@@ -80,6 +84,7 @@ class ContactSlots(NamedTuple):
     point: jax.Array
     normal: jax.Array
     slip: jax.Array
+    friction_torque: jax.Array
     pair: tuple[int, ...]
 
 
@@ -93,6 +98,9 @@ class ContactForce(AbstractForce):
     shapes: tuple[tuple[tuple[int, int], ...] | None, ...] = eqx.field(static=True)
     groups: tuple[CollisionGroup, ...]
     friction: jax.Array  # (n_pairs,)
+    torsional_friction: jax.Array  # (n_pairs,) mu_t (m): torque mu_t F_n about the normal
+    rolling_friction: jax.Array  # (n_pairs,) mu_r (m): torque mu_r F_n in the tangent plane
+    margin: jax.Array  # (n_pairs,) distance (m) at which the surfaces start to push
     restitution: jax.Array  # (n_pairs,)
     stiffness: jax.Array  # (n_pairs,)
     damping: jax.Array  # (n_pairs,) Hunt–Crossley chi (s/m)
@@ -119,8 +127,10 @@ class ContactForce(AbstractForce):
 
     # -- geometry --------------------------------------------------------------------------
     def collide(self, state: BodyState) -> Slots:
-        """Narrow phase of every slot (gap, point, normal from body_j to body_i), (ns, ...).
-        The function other analyses can use (joint limits, sensors, hard contact)."""
+        """Narrow phase of every slot (gap, point, normal from body_j to body_i), (ns, ...),
+        the gap less the pair's ``margin`` (the surfaces push from that distance on, as
+        MuJoCo's contacts from their includemargin; :mod:`jaxmbd._mjcf_contact`). The function
+        other analyses can use (joint limits, sensors, hard contact)."""
         r, A, _, _ = _with_ground(state)
         gaps, points, normals = [], [], []
         for g in self.groups:  # one batched call per pair kind (a handful)
@@ -134,7 +144,10 @@ class ContactForce(AbstractForce):
             gaps.append(slots.gap.reshape(-1))
             points.append(slots.point.reshape(-1, 3))
             normals.append((sign * slots.normal).reshape(-1, 3))
-        return Slots(jnp.concatenate(gaps), jnp.concatenate(points), jnp.concatenate(normals))
+        margin = self.margin[np.asarray(self.slot_pair, dtype=int)]
+        return Slots(
+            jnp.concatenate(gaps) - margin, jnp.concatenate(points), jnp.concatenate(normals)
+        )
 
     def _slot_bodies(self):
         """(body_i, body_j) of every slot as index arrays."""
@@ -156,10 +169,13 @@ class ContactForce(AbstractForce):
         v_rel = velocity(bi) - velocity(bj)
         along = jnp.sum(normal * v_rel, axis=-1)
         slip = v_rel - along[:, None] * normal
+        w_rel = w[bi] - w[bj]
+        spin = jnp.sum(normal * w_rel, axis=-1)[:, None] * normal
+        roll = w_rel - spin
         pair = self._slot_parameters(bi, bj)
         fn = self._by_law(lambda law: law.normal_force(-gap, -along, pair))
-        ft = self._by_law(lambda law: law.friction_force(slip, fn, pair))
-        return ContactSlots(gap, gap < 0, fn, ft, point, normal, slip, self.slot_pair)
+        ft, tf = self._by_law(lambda law: law.friction_wrench(slip, spin, roll, fn, pair))
+        return ContactSlots(gap, gap < 0, fn, ft, point, normal, slip, tf, self.slot_pair)
 
     def _slot_parameters(self, bi, bj) -> PairParameters:
         """Each slot's pair numbers and the pair's reduced mass."""
@@ -174,6 +190,8 @@ class ContactForce(AbstractForce):
             friction=self.friction[slot_pair],
             slip_velocity=self.slip_velocity[slot_pair],
             m_eff=m_eff,
+            torsional_friction=self.torsional_friction[slot_pair],
+            rolling_friction=self.rolling_friction[slot_pair],
         )
 
     def _by_law(self, evaluate):
@@ -185,8 +203,12 @@ class ContactForce(AbstractForce):
         out = None
         for k, law in enumerate(self.laws):
             value = evaluate(law)
-            mine = jnp.asarray(slot_law == k).reshape((-1,) + (1,) * (value.ndim - 1))
-            out = value if out is None else jnp.where(mine, value, out)
+
+            def pick(new, old, k=k):
+                mine = jnp.asarray(slot_law == k).reshape((-1,) + (1,) * (new.ndim - 1))
+                return jnp.where(mine, new, old)
+
+            out = value if out is None else jax.tree.map(pick, value, out)
         return out
 
     def __call__(self, t, state):
@@ -201,8 +223,8 @@ class ContactForce(AbstractForce):
         # jaxmbd._xla_flags); the ground's rows (index nb) are dropped
         bodies = np.concatenate([bi, bj])
         f = _sum_per_body(bodies, jnp.concatenate([force, -force]), nb)
-        moment_i = jnp.cross(s.point - r[bi], force)
-        moment_j = jnp.cross(s.point - r[bj], -force)
+        moment_i = jnp.cross(s.point - r[bi], force) + s.friction_torque
+        moment_j = jnp.cross(s.point - r[bj], -force) - s.friction_torque
         n = _sum_per_body(bodies, jnp.concatenate([moment_i, moment_j]), nb)  # global
         return f, mv(jnp.swapaxes(A[:nb], -1, -2), n)  # body frame
 

@@ -25,7 +25,16 @@ class JointCoordinates(FormulationCapabilities):
     #: With contact pairs: the linearly implicit Euler step with both force Jacobians.
     contact_integrator: ClassVar[str] = "implicit"
     #: The integrators that step it (:data:`jaxmbd.joint_space.steppers.JOINT_STEPPERS`).
-    integrators: ClassVar[tuple[str, ...]] = ("rk", "rkmk", "euler", "implicit", "implicitfast")
+    integrators: ClassVar[tuple[str, ...]] = (
+        "rk",
+        "rkmk",
+        "euler",
+        "implicit",
+        "implicitfast",
+        "gen_alpha",
+        "backward_euler",
+        "moreau_jean",
+    )
 
     @classmethod
     def capabilities(cls) -> frozenset[str]:

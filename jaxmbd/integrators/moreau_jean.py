@@ -318,6 +318,28 @@ def _unilateral(model: Model, form, q, v) -> _Unilateral:
     )  # fmt: skip
 
 
+def check_friction_cone(model: Model) -> None:
+    """The exact cone here is Coulomb's disk of sliding friction: a pair with torsional or
+    rolling friction (MuJoCo's condim 4 and 6) is refused by name (ValueError); the
+    compliant law has them (:func:`~jaxmbd.contact.friction_wrench`). Traced numbers are
+    not checked."""
+    element = contact_element(model)
+    numbers = (element.torsional_friction, element.rolling_friction) if element else ()
+    if element is None or any(isinstance(x, jax.core.Tracer) for x in numbers):
+        return
+    # any model of a batch (leading axes) with a torque on the pair
+    torques = np.stack([np.asarray(x).reshape(-1, element.n_pairs) for x in numbers])
+    named = [name for name, on in zip(element.pair_names, (torques != 0).any((0, 1)),
+                                      strict=True) if on]  # fmt: skip
+    if named:
+        raise ValueError(
+            "simulate: contact='hard' has Coulomb's sliding friction only (the exact cone of "
+            "Moreau-Jean's step is the friction disk); contact pairs with torsional or "
+            f"rolling friction: {named}; use contact='compliant', or set their "
+            "torsional_friction and rolling_friction to 0"
+        )
+
+
 def _smooth_model(model: Model) -> Model:
     """The model without its contact element and joint limits: its smooth forces (the
     unilateral ones are constraints here)."""
@@ -674,4 +696,10 @@ def hard_limit_forces(n_slots, n_limits, unilateral_forces):
     return rows[..., :n_limits] - rows[..., n_limits:]
 
 
-__all__ = ["MoreauJean", "MoreauJeanState", "hard_contact_slots", "hard_limit_forces"]
+__all__ = [
+    "MoreauJean",
+    "MoreauJeanState",
+    "check_friction_cone",
+    "hard_contact_slots",
+    "hard_limit_forces",
+]

@@ -190,8 +190,9 @@ def _load_own(path: Path, data: dict) -> Model:
             raise ModelFileError(path, where, str(err)) from None
     for k, sen in enumerate(_list(data, "sensors", path, required=False)):
         name, where = _named(sen, "sensors", k, _OWN_KEYS["sensor"], path)
-        options = {key: sen[key] for key in ("joint", "body", "site", "frame", "noise")
-                   if key in sen}  # fmt: skip
+        keys = ("joint", "body", "site", "frame", "noise", "reference", "subtree", "parent",
+                "zone", "actuator")  # fmt: skip
+        options = {key: sen[key] for key in keys if key in sen}
         try:
             builder.add_sensor(name, kind=_string(sen, "kind", path, where), **options)
         except ModelError as err:
@@ -275,6 +276,8 @@ def _record_joint_forces(builder, name: str, options: dict, kind=None) -> None:
             name, options.get("limits"), options.get("limit_stiffness"),
             options.get("limit_damping"), options.get("limit_restitution"), kind=kind,
         )  # fmt: skip
+    if "limit_impedance" in options:
+        builder._record_limit_impedance(name, options["limit_impedance"])
     dynamics = {key: options[key] for key in _DYNAMICS_KEYS if key in options}
     if dynamics:
         builder._record_dynamics(name, **{**_DYNAMICS_DEFAULTS, **dynamics})

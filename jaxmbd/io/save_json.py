@@ -17,6 +17,7 @@ from ..drivers import program_to_source
 from ..gcons import gcon_kind
 from ..joints import joint_kind
 from ..model import GROUND, Model
+from ..sensors import sensor_kind
 from .schema import _CONTACT_NUMBERS, _JOINT_FRAME_FIELDS, _OWN_KEYS, FORMAT
 
 logger = logging.getLogger("jaxmbd")
@@ -24,8 +25,14 @@ logger = logging.getLogger("jaxmbd")
 
 def save_model(model: Model, path, *, solver: dict | None = None) -> Path:
     """Write ``model`` in jaxmbd's own schema at GCON level (an exact round trip), with its
-    joints' coordinate definitions (``joint_coordinates``)."""
+    joints' coordinate definitions (``joint_coordinates``). Tendons have no entries in the
+    schema: a model with tendons is refused."""
     path = Path(path)
+    if getattr(model, "tendons", None) is not None:
+        raise ValueError(
+            f"save_model: model '{model.name}' has tendons {list(model.tendons.names)}, which "
+            "model files do not hold; keep its source (the MJCF file, or the builder code)"
+        )
     nb = model.nb
     bodies = []
     for b, name in enumerate(model.body_names):
@@ -157,14 +164,32 @@ def _sensors_to_json(model: Model) -> list[dict]:
     """Every sensor as :meth:`ModelBuilder.add_sensor`'s options (body sensors with their
     site and frame)."""
     sensors, out = model.sensors, []
+
+    def label(b):
+        return GROUND if b >= model.nb else model.body_names[b]
+
     for k, (name, kind) in enumerate(zip(sensors.sensor_names, sensors.kinds, strict=True)):
         entry = {"name": name, "kind": kind}
+        params = sensors.params[k] if sensors.params else None
         if sensors.joints[k] is not None:
             entry["joint"] = sensors.joints[k]
-        else:
-            entry["body"] = model.body_names[sensors.bodies[k]]
+        elif sensors.bodies[k] >= 0:
+            entry["body"] = label(sensors.bodies[k])
             entry["site"] = np.asarray(sensors.site[k]).tolist()
             entry["frame"] = np.asarray(sensors.frame[k]).tolist()
+        option = sensor_kind(kind).params
+        if option == "reference" and params is not None:
+            entry["reference"] = {"body": label(params.body),
+                                  "site": np.asarray(params.site).tolist(),
+                                  "frame": np.asarray(params.frame).tolist()}  # fmt: skip
+        elif option in ("subtree", "interaction"):
+            entry["subtree"] = [label(b) for b in params.bodies]
+            if option == "interaction":
+                entry["parent"] = label(params.parent)
+        elif option == "zone":
+            entry["zone"] = [params.shape, np.asarray(params.size).tolist()]
+        elif option == "actuator":
+            entry["actuator"] = model.actuators.actuator_names[params.actuators[0]]
         entry["noise"] = float(sensors.noise[k])
         out.append(entry)
     return out

@@ -11,9 +11,9 @@ Own schema (``"format": "jaxmbd-model"``)::
                  "translational" | "perpendicular_1" | "perpendicular_2", "body_i", "body_j",
                  "point", "axis" (or "axis_i", "axis_j" for universal), revolute and
                  translational also "limits": [lower, upper], "limit_stiffness",
-                 "limit_damping", "limit_restitution", "damping", "stiffness", "spring_reference",
-                 "friction_loss", "armature"; cylindrical "slide": {...}, "angle": {...}
-                 with those keys for each coordinate}],
+                 "limit_damping", "limit_restitution", "limit_impedance" (MuJoCo's solimp),
+                 "damping", "stiffness", "spring_reference", "friction_loss", "armature";
+                 cylindrical "slide": {...}, "angle": {...} with those keys for each coordinate}],
      "constraints": [{"name", "type": "DP1" | "DP2" | "D" | "CD" | "ROT", "body_i", "body_j",
                       vectors in body frames, "f": number or expression in t, "joint"}],
      "drivers": [{"name", "type": "rotation", "body_i", "body_j", "axis", "angle",
@@ -22,10 +22,15 @@ Own schema (``"format": "jaxmbd-model"``)::
                  "stiffness", "damping", "rest_length"} or
                 {"name", "type": "bushing", "body_i", "body_j", "s_bar_i", "s_bar_j",
                  "frame_i", "frame_j" (body frames), "stiffness", "damping": 6 numbers} or
+                {"type": "fluid", "density", "viscosity", "wind", "boxes": [{"body",
+                 "point", "rotation", "sides"}], "ellipsoids": [{"body", "point",
+                 "rotation", "semiaxes", "coefficients", "virtual_mass",
+                 "virtual_inertia"}]} (jaxmbd.fluid) or
                 any type registered with jaxmbd.forces.register_force_type],
      "ground_shapes": [{"type": "plane" | "box" | ..., sizes, "pos", "A" or "axis"}],
      "contacts": [{"body_i", "body_j" (a body or "ground"), "friction", "restitution",
                    "stiffness", "damping", "exponent", "slip_velocity",
+                   "torsional_friction", "rolling_friction", "margin",
                    "shapes" (optional: [[k_i, k_j], ...] shape pairs),
                    "law" (optional: {"type": "hunt_crossley" | "linear" | any registered
                           with jaxmbd.contact.register_contact_law, its fields})}],
@@ -99,7 +104,7 @@ _GCON_FIELDS = {
 #: Optional keys of revolute and translational joints (``joints`` and
 #: ``joint_coordinates`` entries): the options of :meth:`ModelBuilder.revolute` for limits
 #: (:mod:`jaxmbd.joint_limits`) and joint dynamics (:mod:`jaxmbd.joint_dynamics`).
-_LIMIT_KEYS = ("limits", "limit_stiffness", "limit_damping", "limit_restitution")
+_LIMIT_KEYS = ("limits", "limit_stiffness", "limit_damping", "limit_restitution", "limit_impedance")
 _DYNAMICS_KEYS = ("damping", "stiffness", "spring_reference", "friction_loss", "armature")
 _JOINT_FORCE_KEYS = _LIMIT_KEYS + _DYNAMICS_KEYS
 #: A cylindrical joint's entries for its two coordinates ("slide", "angle"): objects with
@@ -125,14 +130,16 @@ _OWN_KEYS = {
     "driver": {"name", "type", "body_i", "body_j", "axis", "angle", "reference"},
     "solver": {"h", "t_end", "tol"},
     "contact": {"body_i", "body_j", "friction", "restitution", "stiffness", "damping",
-                "exponent", "slip_velocity", "shapes", "law"},
+                "exponent", "slip_velocity", "torsional_friction", "rolling_friction",
+                "margin", "shapes", "law"},
     "joint_coordinates": {"name", "type", "body_i", "body_j", "s_bar_i", "s_bar_j", "frame_i",
                           "joint_space",
                           "frame_j", "offset", "sign", "q_start", *_JOINT_FORCE_KEYS,
                           *_CYLINDRICAL_KEYS},
     "actuator": {"name", "joint", "kind", "gear", "ctrl_range", "force_range", "kp", "kv",
                  "gain", "bias"},
-    "sensor": {"name", "kind", "joint", "body", "site", "frame", "noise"},
+    "sensor": {"name", "kind", "joint", "body", "site", "frame", "noise", "reference",
+               "subtree", "parent", "zone", "actuator"},  # fmt: skip
     "marker": {"name", "body", "point", "axes"},
 }  # fmt: skip
 _PUBLISHED_KEYS = {
@@ -158,12 +165,13 @@ _OBJECT_LISTS = {
     "contacts",
 }
 #: Lists of strings (names, reasons).
-_STRING_LISTS = {"body_names", "joint_names", "joint_space_only"}
+_STRING_LISTS = {"body_names", "joint_names", "joint_space_only", "subtree", "zone"}
 MAX_DEPTH = 12  # the deepest field of the schema (a shape's matrix row) is at depth 6
 MAX_FILE_BYTES = 64 * 2**20
 
 _JOINT_FRAME_FIELDS = ("s_bar_i", "s_bar_j", "frame_i", "frame_j")
-_CONTACT_NUMBERS = ("restitution", "stiffness", "damping", "exponent", "slip_velocity")
+_CONTACT_NUMBERS = ("restitution", "stiffness", "damping", "exponent", "slip_velocity",
+                    "torsional_friction", "rolling_friction", "margin")  # fmt: skip
 #: The keys of a force element's entry besides those of its type.
 _FORCE_KEYS = {"name", "type"}
 #: The joint dynamics a ``joint_coordinates`` entry leaves out (ModelBuilder's defaults).

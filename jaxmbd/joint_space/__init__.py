@@ -1,6 +1,7 @@
 """The ``"joint"`` formulation: a model's kinematic tree in joint coordinates, with its force
 elements, loop-closing constraints and time steps."""
 
+from .observe import read_sensors
 from .reactions import (
     body_loads,
     constraint_wrenches,
@@ -8,31 +9,42 @@ from .reactions import (
     tree_joint_wrenches,
 )
 from .run import (
+    independent_loop_rows,
     model_tree,
+    rest_multipliers,
     run_joint_space,
     simulate_joint_space,
     tree_multipliers,
     tree_wrenches,
 )
+from .state import JointState, advance, initial_joint_state
 from .steppers import (
     JOINT_STEPPERS,
     AbstractJointStepper,
     LinearlyImplicitEuler,
     RungeKutta4,
     SemiImplicitEuler,
+    step_state,
 )
 
 __all__ = [
     "JOINT_STEPPERS",
     "AbstractJointStepper",
+    "JointState",
     "LinearlyImplicitEuler",
     "RungeKutta4",
     "SemiImplicitEuler",
+    "advance",
     "body_loads",
     "constraint_wrenches",
+    "independent_loop_rows",
+    "initial_joint_state",
     "model_tree",
+    "read_sensors",
+    "rest_multipliers",
     "run_joint_space",
     "simulate_joint_space",
+    "step_state",
     "tree_multipliers",
     "tree_wrenches",
     "transmitted_wrenches",

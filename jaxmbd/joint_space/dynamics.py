@@ -40,6 +40,12 @@ class Accelerations(NamedTuple):
     rhs: jax.Array  # tau + J^T w - C: M qacc = rhs (- G^T lam)
     mass: jax.Array  # M (with armature; without the Euler step's h D)
     velocity_jacobian: jax.Array | None  # d(tau + J^T w)/d qvel, where asked for
+    # a step's unilateral forces (impulses / h) and its solver status: steppers with exact
+    # contact (jaxmbd.joint_space.hard_contact) set them
+    unilateral: jax.Array | None = None
+    status: jax.Array | None = None
+    # the generalized-alpha method's algorithmic acceleration a_k
+    algorithmic: jax.Array | None = None
 
 
 def applied_generalised_forces(model: Model, tree: KinematicTree, qpos, qvel, t):

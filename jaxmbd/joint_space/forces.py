@@ -2,7 +2,10 @@
 
 Elements along joint coordinates (``acts_along_joints``: actuators, joint damping,
 stiffness, friction loss, limits) read their joints' coordinates straight from qpos/qvel by
-joint name and add their forces to those dofs; their armature adds to the mass matrix's
+joint name and add their forces to those dofs; elements along tendons
+(``acts_along_tendons``, and actuators with tendon transmissions) read the tendons' lengths
+L and Jacobians J at qpos (:func:`jaxmbd.tendons.lengths_and_jacobians`), their velocities
+J qvel, and add J^T F; their armature adds to the mass matrix's
 diagonal (MuJoCo's ``dof_armature``). Every other element acts on the bodies: it is
 evaluated on the body states of the forward kinematics, and its wrenches reach the dofs
 through the transposed Jacobian (:func:`jaxmbd.tree.joint_forces`)."""
@@ -19,6 +22,7 @@ from .. import _config  # noqa: F401
 from ..errors import ModelError
 from ..forces import BodyState
 from ..model import Model
+from ..tendons import lengths_and_jacobians
 from ..tree import JointType, KinematicTree, TreePoses, body_wrenches, picked_sum
 
 
@@ -65,8 +69,22 @@ def joint_space_forces(model: Model, tree: KinematicTree, poses: TreePoses, stat
     :mod:`jaxmbd.tree._elementwise`)."""
     nv = tree.nv
     forces, armatures, dampings = [], [], []  # (dof addresses, values)
+    along_tendons = []  # J^T F of the tensions along tendons
     f = n = None
     for element in model.forces:
+        if element.acts_along_tendons:
+            length, J = lengths_and_jacobians(element.tendons, tree, qpos, poses)
+            along_tendons.append(J.T @ element.tendon_force(t, length, J @ qvel))
+            continue
+        if element.acts_along_joints and element.tendon_rows:
+            rows = element.tendon_rows
+            part = element.entries(rows)
+            length, J = lengths_and_jacobians(part.tendons, tree, qpos, poses)
+            zero = jnp.zeros_like(length)
+            along_tendons.append(J.T @ part.joint_force(t, length, J @ qvel, zero))
+            element = element.entries([k for k in range(len(element.joints)) if k not in rows])
+            if not element.joints:
+                continue
         if element.acts_along_joints:
             where = f"force element {type(element).__name__}"
             qadr, dadr = joint_coordinate_indices(tree, [d.name for d in element.joints],
@@ -82,6 +100,8 @@ def joint_space_forces(model: Model, tree: KinematicTree, poses: TreePoses, stat
         f, n = (df, dn) if f is None else (f + df, n + dn)
     wrenches = None if f is None else body_wrenches(poses, f, n)
     tau = _per_dof(nv, forces, qvel.dtype)
+    for part in along_tendons:
+        tau = tau + part
     armature = _per_dof(nv, armatures, qvel.dtype) if armatures else None
     damping = _per_dof(nv, dampings, qvel.dtype) if dampings else None
     return JointSpaceForces(tau, wrenches, armature, damping)

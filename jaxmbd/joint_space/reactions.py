@@ -51,6 +51,10 @@ def body_loads(model: Model, r, A, rdot, omega, t, lam):
     for element in model.forces:
         if element.acts_along_joints:
             continue
+        if element.acts_along_tendons:  # the spatial tendons' loads at their sites
+            element = element.spatial_part()
+            if element is None:
+                continue
         df, dn = element(t, state)
         f, n = f + df, n + dn
     if model.nc:

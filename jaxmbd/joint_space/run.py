@@ -19,7 +19,7 @@ from ..contact import with_contact
 from ..equations import rA_terms
 from ..model import Model
 from ..tree import KinematicTree, assemble, body_velocities
-from .dynamics import Accelerations, body_accelerations
+from .dynamics import Accelerations, accelerations, body_accelerations
 from .from_model import tree_of_model
 from .loops import Loops, independent_rows, loops_of, project
 from .reactions import tree_joint_wrenches
@@ -44,7 +44,9 @@ def model_tree(model: Model, rows=None) -> tuple[KinematicTree, Loops | None]:
 
 def independent_loop_rows(model: Model):
     """The independent loop rows at the model's initial state, or None where the model's
-    values are traced (then every row is kept, their multipliers by least squares)."""
+    values are traced (then every row is kept, their multipliers by least squares). Under
+    ``grad`` alone the values are concrete (the primal of a JVP), so the rows are found."""
+    model = jax.lax.stop_gradient(model)
     if is_traced(model):
         return None
     tree, loops = model_tree(model)
@@ -67,9 +69,14 @@ def _outputs(model, tree, loops, qpos, qvel, acc: Accelerations):
     finite = jnp.all(jnp.isfinite(qpos)) & jnp.all(jnp.isfinite(qvel))
     finite = finite & jnp.all(jnp.isfinite(acc.qacc))
     status = jnp.where(finite, 0, NONFINITE).astype(jnp.int32)
+    if acc.status is not None:  # a step's own solver outcome (exact contact)
+        status = jnp.where(status == 0, acc.status, status).astype(jnp.int32)
     iterations = jnp.zeros((), jnp.int32)
-    return (p.c, p.R, rdot, omega, rddot, omegadot, lam, iterations, status,
+    outs = (p.c, p.R, rdot, omega, rddot, omegadot, lam, iterations, status,
             acc.loop_residual, qpos, qvel)  # fmt: skip
+    if acc.unilateral is not None:
+        return (*outs, {"unilateral_forces": acc.unilateral})
+    return outs
 
 
 def _policy_controls(model, tree, policy, t, qpos, qvel, acc, k):
@@ -117,8 +124,7 @@ def run_joint_space(model: Model, stepper: AbstractJointStepper, n: int, h, cont
         m_k = stepped_model(k, qpos, qvel, acc)
         if controls is not None or policy is not None:
             acc = stepper.start_accelerations(m_k, tree, loops, qpos, qvel, t, h)
-        qpos, qvel = stepper.step(m_k, tree, loops, qpos, qvel, acc, t, h)
-        qpos, qvel, acc = stepper.finish(m_k, tree, loops, qpos, qvel, t + h, h)
+        qpos, qvel, acc = stepper.advance(m_k, tree, loops, qpos, qvel, acc, t, h)
         return (qpos, qvel, acc), _outputs(model, tree, loops, qpos, qvel, acc)
 
     _, outs = jax.lax.scan(step, (qpos, qvel, acc), jnp.arange(n))
@@ -186,18 +192,45 @@ def _rows_of_wrenches(model, groups, t, r, A, lam, wrenches):
     return jax.vmap(one)(t, r, A, lam, wrenches)
 
 
+def rest_multipliers(model: Model, form, qpos, lam_loops, t):
+    """``lam`` (nc,) of an equilibrium at ``qpos`` (at rest): the loop rows' multipliers
+    ``lam_loops`` and the tree joints' rows from Newton-Euler (:func:`tree_multipliers`)."""
+    tree, loops = model_tree(model, independent_loop_rows(model))
+    zero = jnp.zeros(tree.nv, qpos.dtype)
+    acc = accelerations(model, tree, loops, qpos, zero, t)
+    acc = acc._replace(qacc=zero, lam=lam_loops)
+    outs = _outputs(model, tree, loops, qpos, zero, acc)
+    outs = jax.tree_util.tree_map(lambda a: a[None], outs)
+    h = jnp.ones((), qpos.dtype)
+    sol = solution_from_outputs(model, form, h, outs, tree=tree)
+    sol = eqx.tree_at(lambda s: s.t, sol, jnp.asarray(t, qpos.dtype)[None])
+    if model.nc == 0:
+        return sol.lam[0]
+    return tree_multipliers(model, sol)[0]
+
+
+def _with_options(stepper: AbstractJointStepper, options: dict) -> AbstractJointStepper:
+    """``stepper`` with the integrator ``options`` that are its fields (moreau_jean's
+    ``tol``, ``max_iter``, ``project``); any other option is refused."""
+    fields = {f.name for f in dataclasses.fields(stepper)}
+    unused = sorted(set(options) - fields)
+    if unused:
+        raise ValueError(
+            f"formulation 'joint': integrator {stepper.name!r} takes no options {unused}"
+            + (f" (its options: {sorted(fields)})" if fields else "")
+        )
+    return dataclasses.replace(stepper, **options)
+
+
 def simulate_joint_space(model: Model, form, *, integrator, n: int, h, controls, policy,
                          throw: bool, options: dict):  # fmt: skip
     """:func:`jaxmbd.simulate` for ``formulation="joint"`` (its options: none yet)."""
     options = {k: v for k, v in options.items() if v is not None}
-    if options:
-        raise ValueError(
-            f"formulation 'joint': integrator options {sorted(options)} are not used by its "
-            "explicit steps"
-        )
     if integrator is None:
         integrator = form.default_integrator if model.contacts is None else form.contact_integrator
     stepper = get_stepper(integrator)
+    if options:
+        stepper = _with_options(stepper, options)
     h_arr = jnp.asarray(h, dtype=jnp.float64)
     run_model = (
         model
@@ -208,7 +241,8 @@ def simulate_joint_space(model: Model, form, *, integrator, n: int, h, controls,
     outs = run_joint_space(run_model, stepper, n, h_arr, controls, policy, rows)
     tree, _ = model_tree(model)
     sol = solution_from_outputs(model, form, h_arr, outs, integrator=stepper.name,
-                                linear_solver="cholesky", tree=tree)  # fmt: skip
+                                linear_solver="cholesky", tree=tree,
+                                controls="policy" if policy is not None else controls)  # fmt: skip
     traced = is_traced(model) or is_traced((controls, policy))
     if model.sensors is not None and not traced:
         # the sensors read the tree joints' reactions from sol.lam: Newton-Euler's

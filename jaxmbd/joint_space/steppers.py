@@ -11,10 +11,8 @@ onto the constraints (:func:`jaxmbd.joint_space.loops.project`)."""
 
 from __future__ import annotations
 
-import abc
 from typing import ClassVar
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 
@@ -22,27 +20,11 @@ from .. import _config  # noqa: F401
 from ..linear import small as small_kernels
 from ..tree import integrate_positions
 from ..tree.kinematics import tangent_rates
-from .dynamics import Accelerations, accelerations, applied_generalised_forces
-from .loops import loop_terms, project, solve_normal
-
-
-class AbstractJointStepper(eqx.Module):
-    """One explicit time step (qpos, qvel, acc at the start) -> (qpos, qvel) at t + h."""
-
-    name: ClassVar[str]
-
-    @abc.abstractmethod
-    def step(self, model, tree, loops, qpos, qvel, acc: Accelerations, t, h):
-        """(qpos, qvel) at t + h."""
-
-    def start_accelerations(self, model, tree, loops, qpos, qvel, t, h) -> Accelerations:
-        return accelerations(model, tree, loops, qpos, qvel, t)
-
-    def finish(self, model, tree, loops, qpos, qvel, t, h):
-        """The state after the step, projected onto the loops, and its accelerations."""
-        if loops is not None:
-            qpos, qvel = project(loops, tree, qpos, qvel, t)
-        return qpos, qvel, self.start_accelerations(model, tree, loops, qpos, qvel, t, h)
+from ._stepper_base import AbstractJointStepper
+from .dynamics import accelerations, applied_generalised_forces
+from .hard_contact import JointMoreauJean
+from .implicit_steppers import BackwardEulerJoint, GeneralizedAlphaJoint
+from .loops import loop_terms, solve_normal
 
 
 class RungeKutta4(AbstractJointStepper):
@@ -142,6 +124,12 @@ class LinearlyImplicitEuler(AbstractJointStepper):
         return integrate_positions(tree, qpos, h * qvel, 1.0), qvel
 
 
+def step_state(stepper: AbstractJointStepper, model, tree, loops, qpos, qvel, acc, t, h):
+    """One time step from (qpos, qvel) at t with its accelerations ``acc``: (qpos, qvel,
+    accelerations) at t + h, projected onto the loops (``stepper.advance``)."""
+    return stepper.advance(model, tree, loops, qpos, qvel, acc, t, h)
+
+
 #: The joint formulation's time steps by name: each name's stepper.
 JOINT_STEPPERS: dict[str, AbstractJointStepper] = {
     "rk": RungeKutta4(munthe_kaas=False),
@@ -149,6 +137,9 @@ JOINT_STEPPERS: dict[str, AbstractJointStepper] = {
     "euler": SemiImplicitEuler(),
     "implicit": LinearlyImplicitEuler(position_jacobian=True),
     "implicitfast": LinearlyImplicitEuler(position_jacobian=False),
+    "gen_alpha": GeneralizedAlphaJoint(),
+    "backward_euler": BackwardEulerJoint(),
+    "moreau_jean": JointMoreauJean(),
 }
 
 
@@ -159,7 +150,6 @@ def get_stepper(integrator) -> AbstractJointStepper:
     if stepper is None:
         raise ValueError(
             f"formulation 'joint' has no integrator {getattr(integrator, 'name', integrator)!r};"
-            f" choose one of {sorted(JOINT_STEPPERS)} (hard contact and hard limits, stepped "
-            "by moreau_jean, run in the absolute formulations: formulation='rA')"
+            f" choose one of {sorted(JOINT_STEPPERS)}"
         )
     return stepper

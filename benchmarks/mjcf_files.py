@@ -1,0 +1,246 @@
+"""The 32 MJCF files a robotics user starts from (dm_control's suite without the lqr
+template, gymnasium's MuJoCo assets), each loaded as authored and run against MuJoCo C.
+
+For each file:
+
+* **loads as authored**: ``jaxmbd.load_model`` with no
+  :class:`~jaxmbd.mjcf.UnsupportedFeatureWarning`; otherwise what the warning names (or
+  the load error);
+* **difference to MuJoCo**: the largest joint-coordinate (qpos) difference after 1 s of
+  random controls (uniform in each actuator's control range, one row per step), from the
+  reference pose with random joint rates (uniform in [-0.5, 0.5]), with contact and limits
+  disabled by flags in MuJoCo (``limits="none"``, ``contact="none"`` in jaxmbd) and friction
+  loss off in both (a constraint row in MuJoCo, regularised in jaxmbd). Reference: MuJoCo's
+  RK4 at h / 100; jaxmbd: ``formulation="joint"``, ``integrator="rk"`` at the file's step h
+  (at h / 2^k where MuJoCo's own RK4 diverges at h; the notes say where). MuJoCo's
+  actuators that jaxmbd does not map get zero controls in both. Two more columns tell the
+  model's difference from RK4's own error: ``diff_to_mujoco_rk4_at_h``, jaxmbd against
+  MuJoCo's RK4 at the same step h (the same scheme: round-off where the models agree), and
+  ``mujoco_rk4_at_h_error``, MuJoCo's RK4 at h against its reference;
+* **steps/s**: MuJoCo C's ``mj_step`` at the file's own settings (integrator, step,
+  contact) from the reference pose, and jaxmbd's compiled run (the whole 1 s as one
+  ``jit``-compiled ``lax.scan``, the run above), its compile time apart.
+
+Run ``python -m benchmarks.mjcf_files`` (``--only NAME ...`` for some files) from the
+repository root; writes ``benchmarks/results/mjcf_files.{md,json,csv}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import re
+import time
+import traceback
+import warnings
+
+import dm_control
+import equinox as eqx
+import gymnasium
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+
+import jaxmbd as mbd
+from benchmarks._harness import RESULTS, log, markdown_table, time_call, write_results
+from jaxmbd.joint_dynamics import JointDynamics
+
+
+def files() -> dict[str, str]:
+    """{label: path} of the 32 files, read from the installed packages."""
+    suite = os.path.join(os.path.dirname(dm_control.__file__), "suite")
+    gym = os.path.join(os.path.dirname(gymnasium.__file__), "envs", "mujoco", "assets")
+    out = {}
+    for folder, prefix in ((suite, "dm_control"), (gym, "gymnasium")):
+        for name in sorted(os.listdir(folder)):
+            if name.endswith(".xml") and name != "lqr.xml":
+                out[f"{prefix}/{name[:-4]}"] = os.path.join(folder, name)
+    return out
+
+
+def load_as_authored(path: str):
+    """(model or None, the unsupported-features warning text ("" if none), load error)."""
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        try:
+            model = mbd.load_model(path)
+        except Exception as err:  # noqa: BLE001  (reported in the table)
+            return None, "", " ".join(str(err).split())
+    text = " ".join(
+        str(w.message) for w in record if issubclass(w.category, mbd.mjcf.UnsupportedFeatureWarning)
+    )
+    return model, text.split("ignored: ", 1)[-1] if text else "", ""
+
+
+def _mujoco_model(path: str, *, reference: bool):
+    m = mujoco.MjModel.from_xml_path(path)
+    if reference:
+        off = mujoco.mjtDisableBit
+        m.opt.disableflags |= off.mjDSBL_CONTACT | off.mjDSBL_LIMIT | off.mjDSBL_FRICTIONLOSS
+    return m
+
+
+def random_controls(m, n: int, rng) -> np.ndarray:
+    """(n, nu) uniform in the control ranges ([-1, 1] where unlimited)."""
+    low = np.where(m.actuator_ctrllimited, m.actuator_ctrlrange[:, 0], -1.0)
+    high = np.where(m.actuator_ctrllimited, m.actuator_ctrlrange[:, 1], 1.0)
+    return rng.uniform(low, high, (n, m.nu))
+
+
+def mujoco_reference(path, qpos, qvel, controls, h, substeps=100):
+    """qpos after the controls (each held over a step h), MuJoCo's RK4 at h / substeps
+    (contact, limits, friction loss off); None where it diverges (MuJoCo's bad-qacc
+    warning or a non-finite qpos)."""
+    m = _mujoco_model(path, reference=True)
+    m.opt.timestep = h / substeps
+    m.opt.integrator = mujoco.mjtIntegrator.mjINT_RK4
+    d = mujoco.MjData(m)
+    d.qpos[:], d.qvel[:] = qpos, qvel
+    for u in controls:
+        d.ctrl[:] = u
+        for _ in range(substeps):
+            mujoco.mj_step(m, d)
+        if d.warning[mujoco.mjtWarning.mjWARN_BADQACC].number or not np.all(np.isfinite(d.qpos)):
+            return None
+    return np.array(d.qpos)
+
+
+def mujoco_steps_per_second(path, controls, seconds: float = 1.0) -> float:
+    """mj_step at the file's own settings, random controls, for about ``seconds``."""
+    m = _mujoco_model(path, reference=False)
+    d = mujoco.MjData(m)
+    steps, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        for u in controls[:100]:
+            d.ctrl[:] = u
+            mujoco.mj_step(m, d)
+        steps += min(100, len(controls))
+    return steps / (time.perf_counter() - start)
+
+
+def _without_friction_loss(model):
+    forces = tuple(
+        dataclasses.replace(f, friction_loss=jnp.zeros_like(f.friction_loss))
+        if isinstance(f, JointDynamics) else f
+        for f in model.forces
+    )  # fmt: skip
+    return dataclasses.replace(model, forces=forces)
+
+
+@eqx.filter_jit
+def _run(model, controls, h, n):
+    sol = mbd.simulate(model, formulation="joint", integrator="rk", t_end=n * h, h=h,
+                       controls=controls, contact="none", limits="none")  # fmt: skip
+    return sol.qpos[-1]
+
+
+def compare(path: str, model, rng) -> dict:
+    """The difference to MuJoCo after 1 s and both engines' steps/s (see the docstring).
+    Where MuJoCo's own RK4 diverges at the file's step (a stiff model), both engines run at
+    the largest step h / 2^k at which it does not, and the row's note says so."""
+    m = _mujoco_model(path, reference=True)
+    file_h = float(m.opt.timestep)
+    names = [
+        mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_ACTUATOR, k) or f"actuator{k}" for k in range(m.nu)
+    ]
+    ours = [] if model.actuators is None else list(model.actuators.actuator_names)
+    mapped = [names.index(a) for a in ours if a in names]
+    if len(mapped) != len(ours):
+        raise RuntimeError(f"actuators {ours} are not MuJoCo's {names}")
+    qvel = rng.uniform(-0.5, 0.5, m.nv)
+    controls = random_controls(m, round(1.0 / file_h), rng)
+    h, note = file_h, ""
+    for _ in range(4):  # the step at which MuJoCo's RK4 is stable
+        n = round(1.0 / h)
+        full = np.zeros((n, m.nu))  # the actuators jaxmbd does not map: zero in both
+        held = np.repeat(controls, round(file_h / h), axis=0)
+        full[:, mapped] = held[:, mapped]
+        same_step = mujoco_reference(path, np.array(m.qpos0), qvel, full, h, substeps=1)
+        if same_step is not None:
+            break
+        note = f"MuJoCo's RK4 diverges at the file's step {file_h:g} s: both at {h / 2:g} s"
+        h /= 2
+    start = dataclasses.replace(model, tree=dataclasses.replace(
+        model.tree, qpos_init=jnp.asarray(m.qpos0), qvel_init=jnp.asarray(qvel)))  # fmt: skip
+    start = _without_friction_loss(start)
+    ctrl = jnp.asarray(full[:, mapped]) if mapped else None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        timing = time_call(lambda: _run(start, ctrl, h, n), repeats=3)
+        qpos = np.asarray(_run(start, ctrl, h, n))
+    reference = mujoco_reference(path, np.array(m.qpos0), qvel, full, h)
+    return {
+        "h": h,
+        "max_qpos_diff": float(np.abs(qpos - reference).max()),
+        "diff_to_mujoco_rk4_at_h": float(np.abs(qpos - same_step).max()),
+        "mujoco_rk4_at_h_error": float(np.abs(same_step - reference).max()),
+        "jaxmbd_qpos": qpos.tolist(),
+        "mujoco_steps_per_s": mujoco_steps_per_second(path, random_controls(m, 1000, rng)),
+        "jaxmbd_steps_per_s": n / timing.median,
+        "jaxmbd_compile_s": timing.compile,
+        "unmapped_actuators": m.nu - len(mapped),
+        "note": note,
+    }
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", nargs="*", help="labels (dm_control/swimmer, ...) to run; "
+                        "the other files are loaded again, their runs kept from the results "
+                        "file")  # fmt: skip
+    parser.add_argument("--stem", default="mjcf_files", help="results file stem")
+    args = parser.parse_args(argv)
+    previous = RESULTS / f"{args.stem}.json"
+    kept = {}
+    if args.only and previous.exists():
+        kept = {r["file"]: r for r in json.loads(previous.read_text())["rows"]}
+    rows = []
+    for label, path in files().items():
+        log(f"{label}: load")
+        model, warning, error = load_as_authored(path)
+        row = {"file": label, "loads_as_authored": "yes" if model and not warning else "no",
+               "warning": error and f"does not load: {error}" or warning}  # fmt: skip
+        if args.only and label not in args.only and label.split("/")[-1] not in args.only:
+            run = {k: v for k, v in kept.get(label, {}).items() if k not in row}
+            rows.append(row | run)  # loaded again, the run kept
+            continue
+        if model is not None:
+            try:
+                log(f"{label}: run")
+                row |= compare(path, model, np.random.default_rng(0))
+            except Exception as err:  # noqa: BLE001  (reported in the table)
+                traceback.print_exc()
+                message = " ".join(str(err).split())
+                found = re.search(r"jaxmbd: [^;]*", message)
+                row["note"] = f"run failed: {found.group(0) if found else message[:300]}"
+        rows.append(row)
+        log(f"{label}: {row}")
+    columns = ["file", "loads_as_authored", "max_qpos_diff", "h", "diff_to_mujoco_rk4_at_h",
+               "mujoco_rk4_at_h_error", "mujoco_steps_per_s", "jaxmbd_steps_per_s",
+               "jaxmbd_compile_s", "unmapped_actuators"]  # fmt: skip
+    loaded = sum(r["loads_as_authored"] == "yes" for r in rows)
+    notes = [f"- **{r['file']}**: " + "; ".join(x for x in (r.get("warning"),
+                                                         r.get("note")) if x)
+             for r in rows if r.get("warning") or r.get("note")]  # fmt: skip
+    report = (
+        "# The MJCF files as authored, against MuJoCo C\n\n"
+        + (__doc__.split("\n\n", 1)[1].split("Run ``python")[0])
+        + f"**{loaded} of {len(rows)} load as authored.**\n\n"
+        + (
+            f"Every file loaded at this commit; run at it: {', '.join(args.only)}; the other "
+            "runs are kept from the previous results file (the JSON's rows).\n\n"
+            if args.only
+            else ""
+        )  # fmt: skip
+        + markdown_table(rows, columns)
+        + "\n\n## What the warnings name, and notes on the runs\n\n"
+        + ("\n".join(notes) if notes else "Nothing.")
+        + "\n"
+    )
+    print(*write_results(args.stem, rows, report=report, columns=columns), sep="\n")
+
+
+if __name__ == "__main__":
+    main()

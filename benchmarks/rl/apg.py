@@ -1,0 +1,164 @@
+"""Analytic policy gradients: back-propagation through time through ``env.step`` (brax's
+APG, ``brax/training/agents/apg/train.py``; Freeman et al. 2021, arXiv:2106.13281; the
+short-horizon form of Xu et al. 2022, "Accelerated Policy Learning with Parallel
+Differentiable Simulation", arXiv:2204.07137).
+
+    python -m benchmarks.rl.apg --env cartpole-balance [--num-envs 64] [--horizon 32]
+        [--steps 2000000] [--target 800]
+
+A deterministic MLP policy acts in ``--num-envs`` environments through brax's training
+wrappers (batch, time limit, auto-reset). Each update rolls them ``--horizon`` steps on
+from where the last update left them, takes the gradient of minus the mean reward of that
+window with respect to the policy's weights by ``jax.grad`` through every step (the
+simulator's own derivatives: jaxmbd's steps are differentiable in float64), clips it to a
+global norm (exploding gradients through long chaotic rollouts are APG's known failure;
+brax clips too) and takes an Adam step. The state entering a window is a constant of its
+gradient (``lax.stop_gradient``), so the horizon bounds the back-propagation's length and
+memory. Writes the learning curve to ``benchmarks/results/rl/apg_<env>_<backend>.json``
+and ``.png``."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from typing import NamedTuple
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import optax
+
+from benchmarks.rl._common import (
+    Policy,
+    add_common_arguments,
+    episode_returns,
+    make_env,
+    run_until,
+    save_curve,
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class APGConfig:
+    num_envs: int = 64
+    horizon: int = 32
+    learning_rate: float = 3e-3
+    max_grad_norm: float = 1.0
+    width: int = 32
+    depth: int = 1
+    episode_length: int = 1000
+    updates_per_eval: int = 10
+
+
+class Runner(NamedTuple):
+    params: eqx.Module
+    opt_state: optax.OptState
+    env_state: object
+
+
+def window_loss(env, act, state, horizon: int):
+    """(minus the mean reward over ``horizon`` steps of the batched ``env`` from
+    ``state`` under ``act``, the state at the end): the loss whose gradient BPTT takes."""
+
+    def step(state, _):
+        state = env.step(state, jax.vmap(act)(state.obs))
+        return state, state.reward
+
+    state, rewards = jax.lax.scan(step, state, None, horizon)
+    return -jnp.mean(rewards), state
+
+
+class APG:
+    """``init(rng) -> Runner``; ``updates(runner)``: ``config.updates_per_eval`` updates
+    in one compiled call; ``policy(runner)``: the policy."""
+
+    def __init__(self, env, wrap, config: APGConfig, key):
+        self.config = c = config
+        self.env = wrap(env, episode_length=c.episode_length)
+        policy = Policy(env.observation_size, env.action_size, key, width=c.width, depth=c.depth)
+        self.params, self.static = eqx.partition(policy, eqx.is_inexact_array)
+        self.tx = optax.chain(optax.clip_by_global_norm(c.max_grad_norm),
+                              optax.adam(c.learning_rate))  # fmt: skip
+        self.updates = jax.jit(self._updates)
+
+    def act(self, params):
+        return eqx.combine(params, self.static)
+
+    def init(self, rng) -> Runner:
+        env_state = jax.jit(self.env.reset)(jax.random.split(rng, self.config.num_envs))
+        return Runner(self.params, self.tx.init(self.params), env_state)
+
+    def _update(self, runner: Runner, _):
+        params, opt_state, env_state = runner
+        env_state = jax.lax.stop_gradient(env_state)
+
+        def loss(params):
+            return window_loss(self.env, self.act(params), env_state, self.config.horizon)
+
+        (value, env_state), grads = jax.value_and_grad(loss, has_aux=True)(params)
+        updates, opt_state = self.tx.update(grads, opt_state, params)
+        return Runner(optax.apply_updates(params, updates), opt_state, env_state), value
+
+    def _updates(self, runner: Runner) -> Runner:
+        runner, _ = jax.lax.scan(self._update, runner, None, self.config.updates_per_eval)
+        return runner
+
+    def policy(self, runner: Runner):
+        return self.act(runner.params)
+
+    @property
+    def env_steps_per_call(self) -> int:
+        c = self.config
+        return c.updates_per_eval * c.horizon * c.num_envs
+
+
+def train(env, wrap, config: APGConfig, *, seed: int = 0, max_env_steps: int, target=None,
+          eval_episodes: int = 16, eval_length: int | None = None, log=print):  # fmt: skip
+    """Trains until ``max_env_steps`` or an evaluation return of ``target``: (the policy,
+    the learning curve)."""
+    key, rng = jax.random.split(jax.random.PRNGKey(seed))
+    apg = APG(env, wrap, config, key)
+    eval_rng = jax.random.PRNGKey(1234)
+    length = eval_length or config.episode_length
+
+    @jax.jit
+    def evaluate(params):
+        return jnp.mean(episode_returns(env, apg.act(params), eval_rng, episodes=eval_episodes,
+                                        length=length))  # fmt: skip
+
+    runner, curve = run_until(
+        step=apg.updates,
+        evaluate=lambda runner: evaluate(runner.params),
+        carry=apg.init(rng),
+        env_steps_per_call=apg.env_steps_per_call,
+        max_env_steps=max_env_steps,
+        target=target,
+        log=log,
+    )
+    return apg.policy(runner), curve
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_common_arguments(parser)
+    defaults = APGConfig()
+    for field in dataclasses.fields(APGConfig):
+        if field.name != "episode_length":
+            kind = {"int": int, "float": float}[field.type]
+            flag = "--" + field.name.replace("_", "-")
+            parser.add_argument(flag, type=kind, default=getattr(defaults, field.name))
+    args = parser.parse_args(argv)
+    options = {f.name: getattr(args, f.name) for f in dataclasses.fields(APGConfig)
+               if f.name != "episode_length"}  # fmt: skip
+    config = APGConfig(episode_length=args.episode_length, **options)
+    env, wrap = make_env(args.env, args.backend)
+    _, curve = train(env, wrap, config, seed=args.seed, max_env_steps=args.steps,
+                     target=args.target, eval_episodes=args.eval_episodes)  # fmt: skip
+    out = save_curve(dict(trainer="apg", env=args.env, backend=args.backend, target=args.target,
+                          config=dataclasses.asdict(config), seed=args.seed, curve=curve),
+                     args.out, plot=not args.no_plot)  # fmt: skip
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

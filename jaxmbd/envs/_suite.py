@@ -1,0 +1,138 @@
+"""dm_control's suite files (``dm_control/suite/<domain>.xml``, read from the installed
+package) as jaxmbd models, with the MuJoCo quantities the tasks read that are constants of
+the file: time steps, sizes, and the frames of sites and geoms on the tree's bodies."""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import _config  # noqa: F401
+from ..io import load_model
+from ..model import Model
+from ._model_env import physics_of
+
+
+def suite_file(domain: str) -> str:
+    """The path of dm_control's ``suite/<domain>.xml``."""
+    try:
+        import dm_control  # noqa: PLC0415  (optional dependency)
+    except ImportError as err:
+        raise ImportError(
+            f"jaxmbd.envs: the '{domain}' tasks read dm_control's model files: pip install "
+            "dm_control"
+        ) from err
+    return os.path.join(os.path.dirname(dm_control.__file__), "suite", f"{domain}.xml")
+
+
+class SuiteModel:
+    """A suite file read twice: ``model`` (jaxmbd, joint coordinates; the file's
+    unsupported entries, sensors among them, ignored quietly) and ``mj`` (MuJoCo's
+    compiled model, for the file's constants). :meth:`frame` places a MuJoCo site, geom
+    or body on the tree body that carries it."""
+
+    def __init__(self, domain: str):
+        import mujoco  # noqa: PLC0415  (optional dependency)
+
+        self.path = suite_file(domain)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self.model: Model = load_model(self.path)
+        self.mj = mujoco.MjModel.from_xml_path(self.path)
+        self._data = mujoco.MjData(self.mj)
+        mujoco.mj_forward(self.mj, self._data)
+        self._mujoco = mujoco
+
+    @property
+    def timestep(self) -> float:
+        return float(self.mj.opt.timestep)
+
+    def id(self, kind: str, name: str) -> int:
+        """MuJoCo's index of the ``kind`` ("body", "geom", "site") named ``name``."""
+        obj = getattr(self._mujoco.mjtObj, f"mjOBJ_{kind.upper()}")
+        i = self._mujoco.mj_name2id(self.mj, obj, name)
+        if i < 0:
+            raise ValueError(f"{self.path}: no {kind} named '{name}'")
+        return int(i)
+
+    def frame(self, kind: str, name: str):
+        """(tree body index, position (3,), rotation (3, 3)) of the ``kind`` ("site",
+        "geom", "body") ``name`` in the frame of the tree body that carries it (-1 and
+        world coordinates: fixed to the world). Read at the file's qpos0 (``mj_forward``),
+        where the tree's body frames are MuJoCo's."""
+        i = self.id(kind, name)
+        d, mj = self._data, self.mj
+        if kind == "body":
+            mj_body, x, R = i, d.xpos[i], d.xmat[i].reshape(3, 3)
+        else:
+            mj_body = int(getattr(mj, f"{kind}_bodyid")[i])
+            x, R = getattr(d, f"{kind}_xpos")[i], getattr(d, f"{kind}_xmat")[i].reshape(3, 3)
+        owner = mj_body
+        while owner > 0 and mj.body_jntnum[owner] == 0:
+            owner = int(mj.body_parentid[owner])
+        if owner == 0:
+            return -1, np.array(x), np.array(R)
+        names = self.model.tree.body_names
+        b = names.index(self._mujoco.mj_id2name(mj, self._mujoco.mjtObj.mjOBJ_BODY, owner))
+        xb, Rb = d.xpos[owner], d.xmat[owner].reshape(3, 3)
+        return b, Rb.T @ (x - xb), Rb.T @ R
+
+
+def joint_sampler(suite: SuiteModel):
+    """``dm_control/suite/utils/randomizers.py`` ``randomize_limited_and_rotational_joints``
+    as a JAX function ``(rng, qpos) -> qpos``: limited hinges and slides uniform in their
+    range, unlimited hinges uniform in [-pi, pi], unlimited balls uniform on the unit
+    3-sphere, free joints' quaternions ``rand(4)`` normalised (as dm_control draws them),
+    their positions and unlimited slides kept. Limited balls are not drawn (none in the
+    tasks here)."""
+    import mujoco  # noqa: PLC0415  (optional dependency)
+
+    mj = suite.mj
+    kinds = mujoco.mjtJoint
+    joints = []
+    for j in range(mj.njnt):
+        kind, limited, adr = int(mj.jnt_type[j]), bool(mj.jnt_limited[j]), int(mj.jnt_qposadr[j])
+        lo, hi = (float(v) for v in mj.jnt_range[j])
+        if kind in (kinds.mjJNT_HINGE, kinds.mjJNT_SLIDE) and limited:
+            joints.append(("uniform", adr, lo, hi))
+        elif kind == kinds.mjJNT_HINGE:
+            joints.append(("uniform", adr, -np.pi, np.pi))
+        elif kind == kinds.mjJNT_BALL and limited:
+            raise NotImplementedError(f"{suite.path}: a limited ball joint is not drawn")
+        elif kind == kinds.mjJNT_BALL:
+            joints.append(("sphere", adr, 0.0, 0.0))
+        elif kind == kinds.mjJNT_FREE:
+            joints.append(("quaternion", adr + 3, 0.0, 0.0))
+
+    def sample(rng, qpos):
+        keys = jax.random.split(rng, max(len(joints), 1))
+        for key, (kind, adr, lo, hi) in zip(keys, joints, strict=False):
+            if kind == "uniform":
+                qpos = qpos.at[adr].set(jax.random.uniform(key, (), qpos.dtype, lo, hi))
+            else:
+                draw = jax.random.normal if kind == "sphere" else jax.random.uniform
+                quat = draw(key, (4,), qpos.dtype)
+                qpos = qpos.at[adr : adr + 4].set(quat / jnp.linalg.norm(quat))
+        return qpos
+
+    return sample
+
+
+def lifted_to_floor(model: Model, qpos, root_z: int):
+    """``qpos`` with the root's vertical slide (qpos index ``root_z``) raised until no
+    geom penetrates the ground. dm_control draws the planar robots' poses at the file's
+    height, often with a leg inside the floor, which MuJoCo's soft contact pushes out over
+    a few steps; jaxmbd's compliant contact is stiffer (Hertz, matched to MuJoCo's rest
+    penetration) and would launch the robot, so the drawn pose is raised first."""
+    nb = model.nb
+    physics = physics_of(model, qpos, jnp.zeros(model.tree.nv, qpos.dtype),
+                         jnp.zeros(model.nu, qpos.dtype))  # fmt: skip
+    slots = physics.contacts()
+    pairs = np.asarray(physics.contact.pairs, dtype=int)[np.asarray(slots.pair, dtype=int)]
+    ground = jnp.asarray((pairs == nb).any(axis=1) | (pairs < 0).any(axis=1))
+    depth = jnp.max(jnp.where(ground, -slots.gap, 0.0))
+    return qpos.at[root_z].add(jnp.maximum(depth, 0.0))

@@ -1,0 +1,172 @@
+"""brax's training wrappers (``brax/envs/wrappers/training.py``: ``VmapWrapper``,
+``EpisodeWrapper``, ``AutoResetWrapper``, ``DomainRandomizationVmapWrapper``, ``wrap``),
+with the same behaviour and ``state.info`` entries, for environments of this package
+where brax is not installed. brax's own wrappers run on these environments too."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+
+from .. import _config  # noqa: F401
+from ._base import Env, State, Wrapper
+
+
+class VmapWrapper(Wrapper):
+    """``reset`` and ``step`` over a batch: ``reset(rng)`` takes (batch, 2) keys, or one
+    key split into ``batch_size``."""
+
+    def __init__(self, env: Env, batch_size: int | None = None):
+        super().__init__(env)
+        self.batch_size = batch_size
+
+    def reset(self, rng: jax.Array) -> State:
+        if self.batch_size is not None:
+            rng = jax.random.split(rng, self.batch_size)
+        return jax.vmap(self.env.reset)(rng)
+
+    def step(self, state: State, action: jax.Array) -> State:
+        return jax.vmap(self.env.step)(state, action)
+
+
+class EpisodeWrapper(Wrapper):
+    """A time limit: ``done`` after ``episode_length`` control steps (``info["truncation"]``
+    = 1 where the limit, not the task, ended it), each action repeated ``action_repeat``
+    times (rewards summed); ``info["episode_metrics"]`` sums the episode's reward."""
+
+    def __init__(self, env: Env, episode_length: int, action_repeat: int = 1):
+        super().__init__(env)
+        self.episode_length = episode_length
+        self.action_repeat = action_repeat
+
+    def reset(self, rng: jax.Array) -> State:
+        state = self.env.reset(rng)
+        zeros = jnp.zeros(rng.shape[:-1])
+        state.info["steps"] = zeros
+        state.info["truncation"] = zeros
+        state.info["episode_done"] = zeros
+        metrics = {"sum_reward": zeros, "length": zeros}
+        metrics.update({name: zeros for name in state.metrics})
+        state.info["episode_metrics"] = metrics
+        return state
+
+    def step(self, state: State, action: jax.Array) -> State:
+        def one(state, _):
+            nstate = self.env.step(state, action)
+            return nstate, (nstate.reward, nstate.metrics)
+
+        state, (rewards, metrics) = jax.lax.scan(one, state, (), self.action_repeat)
+        reward = jnp.sum(rewards, axis=0)
+        state = state.replace(reward=reward, metrics=jax.tree.map(lambda m: jnp.sum(m, 0), metrics))
+        steps = state.info["steps"] + self.action_repeat
+        limit = steps >= self.episode_length
+        done = jnp.where(limit, jnp.ones_like(state.done), state.done)
+        state.info["truncation"] = jnp.where(limit, 1 - state.done, jnp.zeros_like(state.done))
+        state.info["steps"] = steps
+        episode = dict(state.info["episode_metrics"])
+        keep = 1 - state.info["episode_done"]
+        episode["sum_reward"] = episode["sum_reward"] * keep + reward
+        episode["length"] = episode["length"] * keep + self.action_repeat
+        for name, value in state.metrics.items():
+            if name != "reward":
+                episode[name] = episode[name] * keep + value
+        state.info["episode_metrics"] = episode
+        state.info["episode_done"] = done
+        return state.replace(done=done)
+
+
+class AutoResetWrapper(Wrapper):
+    """A finished episode's member restarts from the state its reset drew (brax's
+    ``AutoResetWrapper``: ``info["first_pipeline_state"]`` and ``info["first_obs"]``),
+    so a batch runs on without host control; ``done`` stays 1 for that step."""
+
+    def reset(self, rng: jax.Array) -> State:
+        state = self.env.reset(rng)
+        state.info["first_pipeline_state"] = state.pipeline_state
+        state.info["first_obs"] = state.obs
+        return state
+
+    def step(self, state: State, action: jax.Array) -> State:
+        if "steps" in state.info:
+            steps = state.info["steps"]
+            state.info.update(steps=jnp.where(state.done, jnp.zeros_like(steps), steps))
+        state = state.replace(done=jnp.zeros_like(state.done))
+        state = self.env.step(state, action)
+
+        def where_done(first, x):
+            done = state.done
+            if done.shape and done.shape[0] != x.shape[0]:
+                return x
+            if done.shape:
+                done = jnp.reshape(done, [x.shape[0]] + [1] * (x.ndim - 1))
+            return jnp.where(done, first, x)
+
+        pipeline_state = jax.tree.map(where_done, state.info["first_pipeline_state"],
+                                      state.pipeline_state)  # fmt: skip
+        obs = jax.tree.map(where_done, state.info["first_obs"], state.obs)
+        return state.replace(pipeline_state=pipeline_state, obs=obs)
+
+
+class DomainRandomizationVmapWrapper(Wrapper):
+    """A batch of models, one per member: ``randomization_fn(env.sys) -> (models,
+    in_axes)`` gives the batched model (leaves with a leading batch axis where they vary)
+    and its ``vmap`` axes (a pytree prefix of the model: 0 where batched, None where
+    shared; :func:`model_axes` builds it). Each member's ``reset`` and ``step`` run on its
+    own model, swapped into ``env.unwrapped.sys`` while JAX traces them."""
+
+    def __init__(self, env: Env, randomization_fn: Callable):
+        super().__init__(env)
+        self._sys_v, self._in_axes = randomization_fn(self.sys)
+
+    @contextlib.contextmanager
+    def _env_with(self, sys):
+        env = self.env.unwrapped
+        old = env.sys
+        try:
+            env.sys = sys
+            yield env
+        finally:
+            env.sys = old
+
+    def reset(self, rng: jax.Array) -> State:
+        def reset(sys, rng):
+            with self._env_with(sys) as env:
+                return env.reset(rng)
+
+        return jax.vmap(reset, in_axes=[self._in_axes, 0])(self._sys_v, rng)
+
+    def step(self, state: State, action: jax.Array) -> State:
+        def step(sys, state, action):
+            with self._env_with(sys) as env:
+                return env.step(state, action)
+
+        return jax.vmap(step, in_axes=[self._in_axes, 0, 0])(self._sys_v, state, action)
+
+
+def model_axes(batched, single):
+    """``vmap`` axes for a batched model: 0 at each leaf whose array has one more axis in
+    ``batched`` than in ``single``, None elsewhere (the ``in_axes`` that
+    :class:`DomainRandomizationVmapWrapper`'s ``randomization_fn`` returns)."""
+
+    def axis(b, s):
+        return 0 if jnp.ndim(b) == jnp.ndim(s) + 1 else None
+
+    return jax.tree.map(axis, batched, single)
+
+
+def wrap(env: Env, episode_length: int | None = None, action_repeat: int = 1,
+         randomization_fn: Callable | None = None) -> Wrapper:  # fmt: skip
+    """brax's ``wrap``: batched (:class:`VmapWrapper`, or
+    :class:`DomainRandomizationVmapWrapper` with ``randomization_fn``), time-limited
+    (:class:`EpisodeWrapper`; ``episode_length`` None: the environment's own,
+    dm_control's 1000 steps) and auto-reset (:class:`AutoResetWrapper`)."""
+    if episode_length is None:
+        episode_length = getattr(env.unwrapped, "episode_length", 1000)
+    if randomization_fn is None:
+        env = VmapWrapper(env)
+    else:
+        env = DomainRandomizationVmapWrapper(env, randomization_fn)
+    return AutoResetWrapper(EpisodeWrapper(env, episode_length, action_repeat))

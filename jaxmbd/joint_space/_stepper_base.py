@@ -1,0 +1,36 @@
+"""The joint formulation's time-step interface."""
+
+from __future__ import annotations
+
+import abc
+from typing import ClassVar
+
+import equinox as eqx
+
+from .. import _config  # noqa: F401
+from .dynamics import Accelerations, accelerations
+from .loops import project
+
+
+class AbstractJointStepper(eqx.Module):
+    """One explicit time step (qpos, qvel, acc at the start) -> (qpos, qvel) at t + h."""
+
+    name: ClassVar[str]
+
+    @abc.abstractmethod
+    def step(self, model, tree, loops, qpos, qvel, acc: Accelerations, t, h):
+        """(qpos, qvel) at t + h."""
+
+    def start_accelerations(self, model, tree, loops, qpos, qvel, t, h) -> Accelerations:
+        return accelerations(model, tree, loops, qpos, qvel, t)
+
+    def advance(self, model, tree, loops, qpos, qvel, acc: Accelerations, t, h):
+        """(qpos, qvel, accelerations) at t + h: :meth:`step`, then :meth:`finish`."""
+        qpos, qvel = self.step(model, tree, loops, qpos, qvel, acc, t, h)
+        return self.finish(model, tree, loops, qpos, qvel, t + h, h)
+
+    def finish(self, model, tree, loops, qpos, qvel, t, h):
+        """The state after the step, projected onto the loops, and its accelerations."""
+        if loops is not None:
+            qpos, qvel = project(loops, tree, qpos, qvel, t)
+        return qpos, qvel, self.start_accelerations(model, tree, loops, qpos, qvel, t, h)

@@ -1,0 +1,83 @@
+"""The joint formulation's state as a value: :class:`JointState` (qpos, qvel, t in MuJoCo's
+layout) and :func:`advance`, which steps it under held controls. :func:`jaxmbd.simulate`'s
+scan and the environments of :mod:`jaxmbd.envs` take the same steps (the steppers of
+:mod:`jaxmbd.joint_space.steppers`).
+
+Everything here is a pure JAX function of its inputs (``jit``, ``vmap``, ``grad``): the
+state is the integrator's own, carried from step to step without re-projection or angle
+wrapping (a hinge's qpos keeps counting turns, as MuJoCo's does)."""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from .. import _config  # noqa: F401
+from ..actuators import with_controls
+from ..model import Model
+from .loops import project
+from .run import model_tree
+from .steppers import get_stepper
+
+
+class JointState(eqx.Module):
+    """The state of a model's kinematic tree: ``qpos`` (nq,) and ``qvel`` (nv,) in MuJoCo's
+    layout (:attr:`jaxmbd.Model.tree`'s joints, MuJoCo's order for MJCF files) and the time
+    ``t``. A pytree: batch it with ``vmap``, carry it through ``lax.scan``."""
+
+    qpos: jax.Array
+    qvel: jax.Array
+    t: jax.Array
+
+
+def initial_joint_state(model: Model) -> JointState:
+    """The model's initial state (its tree's ``qpos_init``/``qvel_init``, projected onto
+    the loop constraints where it has loops), at t = 0."""
+    tree, loops = model_tree(model)
+    qpos, qvel = tree.qpos_init, tree.qvel_init
+    t = jnp.zeros((), qvel.dtype)
+    if loops is not None:
+        qpos, qvel = project(loops, tree, qpos, qvel, t, iterations=8)
+    return JointState(qpos, qvel, t)
+
+
+def advance(model: Model, state: JointState, controls=None, *, h, n_steps: int = 1,
+            integrator="rk") -> JointState:  # fmt: skip
+    """``state`` advanced by ``n_steps`` time steps of size ``h`` of ``integrator`` (a
+    name of :data:`~jaxmbd.joint_space.JOINT_STEPPERS` or a stepper), the actuators'
+    ``controls`` (nu,) held over them (zero-order hold, as MuJoCo's ``ctrl``); None: the
+    model's own controls. One ``lax.scan``: the accelerations' program is traced once.
+
+    Each step evaluates the accelerations once per stage (its start's included), as
+    ``simulate``'s steps do; the step's code is traced once, whatever ``n_steps``."""
+    stepper = get_stepper(integrator)
+    if n_steps < 1:
+        raise ValueError(f"advance: n_steps must be at least 1, got {n_steps}")
+    tree, loops = model_tree(model)
+    if controls is not None:
+        if model.nu == 0:
+            raise ValueError(f"advance: controls given, but model '{model.name}' has no actuators")
+        controls = jnp.asarray(controls)
+        if controls.shape != (model.nu,):
+            raise ValueError(
+                f"advance: controls have shape {controls.shape}, expected ({model.nu},) "
+                f"(actuators {model.actuators.actuator_names})"
+            )
+        model = with_controls(model, controls)
+    h = jnp.asarray(h, state.qvel.dtype)
+
+    def substep(carry, _):
+        qpos, qvel, t = carry
+        acc = stepper.start_accelerations(model, tree, loops, qpos, qvel, t, h)
+        qpos, qvel = stepper.step(model, tree, loops, qpos, qvel, acc, t, h)
+        if loops is not None:
+            qpos, qvel = project(loops, tree, qpos, qvel, t + h)
+        return (qpos, qvel, t + h), None
+
+    carry = (state.qpos, state.qvel, state.t)
+    if n_steps == 1:
+        carry, _ = substep(carry, None)
+    else:
+        carry, _ = jax.lax.scan(substep, carry, None, n_steps)
+    return JointState(*carry)

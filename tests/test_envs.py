@@ -1,0 +1,381 @@
+"""jaxmbd.envs against independent references: dm_control's ``rewards.tolerance``, its
+tasks' reward and observation formulas evaluated on MuJoCo C's ``mj_forward`` at the same
+(qpos, qvel, ctrl) (dm_control's own Physics is not used: the formulas are rewritten here
+from ``dm_control/suite/<domain>.py``), MuJoCo's RK4 at h / 100 for the dynamics, central
+differences for the gradient; plus the brax interface (jit/vmap over 256 members, the
+training wrappers, auto-reset)."""
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxmbd as mbd
+from jaxmbd.envs import physics_of
+
+mujoco = pytest.importorskip("mujoco")
+pytest.importorskip("dm_control")
+from dm_control.utils import rewards as dm_rewards  # noqa: E402
+
+from jaxmbd.envs._suite import SuiteModel, joint_sampler, suite_file  # noqa: E402
+
+OFF = mujoco.mjtDisableBit
+
+
+def _mj(domain, flags=0):
+    m = mujoco.MjModel.from_xml_path(suite_file(domain))
+    m.opt.disableflags |= flags
+    return m, mujoco.MjData(m)
+
+
+# ------------------------------------------------------------------------- tolerance
+
+
+@pytest.mark.parametrize("sigmoid", mbd.envs.rewards.SIGMOIDS)
+def test_tolerance_equals_dm_control(sigmoid):
+    x = np.random.default_rng(0).uniform(-4, 4, 500)
+    value_at_margin = 0.0 if sigmoid in ("linear", "quadratic", "cosine") else 0.3
+    for bounds, margin in [((0.0, 0.0), 1.5), ((-1.0, 0.5), 2.0), ((1.0, math.inf), 0.5),
+                           ((-0.2, 0.2), 0.0)]:  # fmt: skip
+        expected = dm_rewards.tolerance(x, bounds, margin, sigmoid, value_at_margin)
+        got = mbd.envs.tolerance(jnp.asarray(x), bounds, margin, sigmoid, value_at_margin)
+        np.testing.assert_allclose(np.asarray(got), expected, rtol=0, atol=1e-14)
+
+
+def test_tolerance_gradient_is_finite_at_infinite_bounds():
+    g = jax.grad(lambda x: mbd.envs.tolerance(x, (1.0, math.inf), margin=0.5))(2.0)
+    assert np.isfinite(g) and g == 0.0
+
+
+# ------------------------------------------------------------- reward and observation
+
+
+def _dm_tolerance(*args, **kw):
+    return np.asarray(dm_rewards.tolerance(*args, **kw), dtype=float)
+
+
+def _reference(domain, task, m, d, info):
+    """dm_control's observation and reward of ``domain/task`` (its sources' formulas) on
+    MuJoCo's data after mj_forward."""
+    name = lambda kind, n: mujoco.mj_name2id(m, getattr(mujoco.mjtObj, f"mjOBJ_{kind}"), n)  # noqa: E731
+    xmat = d.xmat.reshape(-1, 3, 3)
+    body = lambda n: name("BODY", n)  # noqa: E731
+    tol = _dm_tolerance
+    if domain == "cartpole":  # Balance.get_observation, _get_reward(sparse=False)
+        R = xmat[body("pole_1")]
+        obs = np.hstack([d.qpos[0], R[2, 2], R[0, 2], d.qvel])
+        upright = (R[2, 2] + 1) / 2
+        centered = (1 + tol(d.qpos[0], margin=2)) / 2
+        small_control = (4 + tol(d.ctrl, margin=1, value_at_margin=0, sigmoid="quadratic")[0]) / 5
+        small_velocity = (1 + tol(d.qvel[1:], margin=5).min()) / 2
+        return obs, upright * small_control * small_velocity * centered
+    if domain == "acrobot":
+        arms = [xmat[body("upper_arm")], xmat[body("lower_arm")]]
+        obs = np.hstack([[R[0, 2] for R in arms], [R[2, 2] for R in arms], d.qvel])
+        dist = np.linalg.norm(
+            d.site_xpos[name("SITE", "target")] - d.site_xpos[name("SITE", "tip")]
+        )
+        return obs, tol(dist, bounds=(0, m.site_size[name("SITE", "target"), 0]), margin=1)
+    if domain == "pendulum":
+        R = xmat[body("pole")]
+        obs = np.hstack([R[2, 2], R[0, 2], d.qvel])
+        return obs, tol(R[2, 2], (np.cos(np.deg2rad(8)), 1))
+    if domain == "reacher":
+        to_target = (
+            d.geom_xpos[name("GEOM", "target"), :2] - d.geom_xpos[name("GEOM", "finger"), :2]
+        )
+        radii = m.geom_size[[name("GEOM", "target"), name("GEOM", "finger")], 0].sum()
+        return np.hstack([d.qpos, to_target, d.qvel]), tol(np.linalg.norm(to_target), (0, radii))
+    speed = d.sensordata[m.sensor_adr[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_SENSOR,
+                                                        "torso_subtreelinvel")]]  # fmt: skip
+    if domain == "hopper":
+        height = d.xipos[body("torso"), 2] - d.xipos[body("foot"), 2]
+        standing = tol(height, (0.6, 2))
+        obs = np.hstack([d.qpos[1:], d.qvel])  # the touch sensors are compared apart
+        if task == "hop":
+            return obs, standing * tol(speed, bounds=(2, np.inf), margin=1, value_at_margin=0.5,
+                                       sigmoid="linear")  # fmt: skip
+        small = tol(d.ctrl, margin=1, value_at_margin=0, sigmoid="quadratic").mean()
+        return obs, standing * (small + 4) / 5
+    if domain == "cheetah":
+        obs = np.hstack([d.qpos[1:], d.qvel])
+        return obs, tol(speed, bounds=(10, np.inf), margin=10, value_at_margin=0, sigmoid="linear")
+    if domain == "walker":
+        obs = np.hstack([xmat[1:][:, [0, 0], [0, 2]].ravel(), d.xpos[body("torso"), 2], d.qvel])
+        standing = tol(d.xpos[body("torso"), 2], bounds=(1.2, np.inf), margin=0.6)
+        stand_reward = (3 * standing + (1 + xmat[body("torso"), 2, 2]) / 2) / 4
+        move = tol(speed, bounds=(1, np.inf), margin=0.5, value_at_margin=0.5, sigmoid="linear")
+        return obs, stand_reward * (5 * move + 1) / 6
+    raise AssertionError(domain)
+
+
+def _states_by_stepping(env, n_members=32, n_steps=10, seed=0):
+    """(qpos, qvel, ctrl, info) of n_members x n_steps states reached from resets under
+    random actions in [-1.2, 1.2] (beyond the control range: the reward sees the raw
+    action, as dm_control's ``physics.control()``)."""
+    keys = jax.random.split(jax.random.PRNGKey(seed), n_members + 1)
+    state = jax.jit(jax.vmap(env.reset))(keys[1:])
+    step = jax.jit(jax.vmap(env.step))
+    actions = jax.random.uniform(keys[0], (n_steps, n_members, env.action_size), minval=-1.2,
+                                 maxval=1.2)  # fmt: skip
+    out = []
+    for a in actions:
+        state = step(state, a)
+        out.append((state.pipeline_state.qpos, state.pipeline_state.qvel, a, state.info,
+                    state.obs, state.reward))  # fmt: skip
+    return out
+
+
+SLOW = pytest.mark.slow  # the same check on more tasks: compile time, not new coverage
+CLASSIC = [("cartpole", "balance"), pytest.param("cartpole", "swingup", marks=SLOW),
+           pytest.param("acrobot", "swingup", marks=SLOW),
+           pytest.param("pendulum", "swingup", marks=SLOW), ("reacher", "easy")]  # fmt: skip
+
+
+@pytest.mark.parametrize(("domain", "task"), CLASSIC)
+def test_reward_and_observation_equal_dm_control_along_random_actions(domain, task):
+    """320 states reached by the env under random actions: its obs and reward equal
+    dm_control's formulas on mj_forward at the same qpos/qvel/ctrl to 1e-9."""
+    env = mbd.envs.make(domain, task)
+    m, d = _mj(domain)
+    worst_obs = worst_reward = 0.0
+    rewards = []
+    for qpos, qvel, ctrl, info, obs, reward in _states_by_stepping(env):
+        for k in range(qpos.shape[0]):
+            d.qpos[:], d.qvel[:], d.ctrl[:] = qpos[k], qvel[k], ctrl[k]
+            if domain == "reacher":  # the target's place: drawn per episode (geom_pos)
+                m.geom_pos[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_GEOM, "target"), :2] = info[
+                    "target"
+                ][k]
+            mujoco.mj_forward(m, d)
+            expected_obs, expected_reward = _reference(domain, task, m, d, None)
+            worst_obs = max(worst_obs, np.abs(np.asarray(obs[k]) - expected_obs).max())
+            worst_reward = max(worst_reward, abs(float(reward[k]) - float(expected_reward)))
+            rewards.append(float(expected_reward))
+    assert worst_obs < 1e-9 and worst_reward < 1e-9, (worst_obs, worst_reward)
+    assert np.ptp(rewards) > 0.1 * max(rewards) or domain == "pendulum"  # rewards vary
+
+
+@pytest.mark.slow  # the contact tasks compile for minutes
+@pytest.mark.parametrize(("domain", "task"), [("hopper", "stand"), ("hopper", "hop"),
+                                              ("cheetah", "run"), ("walker", "walk")])  # fmt: skip
+def test_contact_tasks_reward_and_observation_equal_dm_control(domain, task):
+    """At 300 random states and controls (joints by dm_control's randomizer, velocities
+    U(-2, 2)): obs (hopper: but its touch sensors) and reward equal dm_control's formulas
+    on mj_forward (the sensors subtreelinvel included) to 1e-9."""
+    env = mbd.envs.make(domain, task)
+    m, d = _mj(domain)
+    model = env._run_model()
+    rng = np.random.default_rng(3)
+    keys = jax.random.split(jax.random.PRNGKey(3), 300)
+    # dm_control's joint draw (the cheetah's reset also lets it settle: not needed here)
+    sample = joint_sampler(SuiteModel(domain))
+    qpos = np.array(jax.vmap(lambda k: sample(k, jnp.zeros(m.nq)))(keys))
+    qpos[:, :2] += rng.uniform(-0.5, 0.5, (300, 2))
+    qvel = rng.uniform(-2, 2, (300, m.nv))
+    ctrl = rng.uniform(-1.2, 1.2, (300, m.nu))
+
+    @jax.jit
+    @jax.vmap
+    def ours(q, v, u):
+        physics = physics_of(model, q, v, u)
+        return env._observation(physics, {}), env._reward(physics, {})
+
+    obs, reward = ours(jnp.asarray(qpos), jnp.asarray(qvel), jnp.asarray(ctrl))
+    n_obs = m.nq - 1 + m.nv if domain == "hopper" else env.observation_size
+    for k in range(300):
+        d.qpos[:], d.qvel[:], d.ctrl[:] = qpos[k], qvel[k], ctrl[k]
+        mujoco.mj_forward(m, d)
+        expected_obs, expected_reward = _reference(domain, task, m, d, None)
+        assert np.abs(np.asarray(obs[k, :n_obs]) - expected_obs).max() < 1e-9
+        assert abs(float(reward[k]) - float(expected_reward)) < 1e-9
+
+
+# ------------------------------------------------------------------------- dynamics
+
+
+@pytest.mark.parametrize(("domain", "task", "refine"), [
+    ("cartpole", "balance", 4), ("acrobot", "swingup", 4),
+    pytest.param("pendulum", "swingup", 4, marks=SLOW),
+    pytest.param("reacher", "easy", 20, marks=SLOW)])  # fmt: skip
+def test_trajectory_equals_mujoco_rk4(domain, task, refine):
+    """The env's qpos/qvel under random actions (RK4, contact and limits off) against
+    MuJoCo's RK4 at h / 100 on the same file (contact, limits and friction loss off) over
+    1 s: 1e-6. The env takes ``refine`` RK4 steps of h / refine per control step (the same
+    dt): at the files' h (0.01-0.02 s) RK4's own error reaches 1.4e-6 over 1 s on the
+    acrobot, and the reacher's light arm (damping time constant ~0.01 s) needs h / 20."""
+    env = mbd.envs.make(domain, task, integrator="rk", contact="none", limits="none")
+    env.h, env.n_substeps = env.h / refine, refine * env.n_substeps
+    m, d = _mj(domain, OFF.mjDSBL_CONTACT | OFF.mjDSBL_LIMIT | OFF.mjDSBL_FRICTIONLOSS)
+    n = round(1.0 / env.dt)
+    state = jax.jit(env.reset)(jax.random.PRNGKey(4))
+    actions = np.random.default_rng(4).uniform(-1, 1, (n, env.action_size))
+    step = jax.jit(env.step)
+    m.opt.timestep = env.h * refine / 100
+    m.opt.integrator = mujoco.mjtIntegrator.mjINT_RK4
+    d.qpos[:], d.qvel[:] = state.pipeline_state.qpos, state.pipeline_state.qvel
+    start = np.array(d.qpos)
+    worst = 0.0
+    for a in actions:
+        state = step(state, jnp.asarray(a))
+        d.ctrl[:] = a
+        for _ in range(100 * env.n_substeps // refine):
+            mujoco.mj_step(m, d)
+        ours = state.pipeline_state
+        worst = max(worst, np.abs(np.asarray(ours.qpos) - d.qpos).max(),
+                    np.abs(np.asarray(ours.qvel) - d.qvel).max() * env.h)  # fmt: skip
+    assert np.abs(d.qpos - start).max() > 1e-2  # it moved
+    assert worst < 1e-6, worst
+
+
+# -------------------------------------------------------------- the brax interface
+
+
+@pytest.fixture(scope="module")
+def cartpole():
+    return mbd.envs.make("cartpole", "balance")
+
+
+def test_jit_vmap_reset_and_step_over_256(cartpole):
+    env = cartpole
+    keys = jax.random.split(jax.random.PRNGKey(0), 256)
+    state = jax.jit(jax.vmap(env.reset))(keys)
+    assert state.obs.shape == (256, env.observation_size) and state.reward.shape == (256,)
+    state = jax.jit(jax.vmap(env.step))(state, jnp.zeros((256, env.action_size)))
+    assert state.pipeline_state.qpos.shape == (256, 2)
+    assert np.all(np.isfinite(np.asarray(state.obs)))
+    # the members differ: each its own key
+    assert np.unique(np.asarray(state.pipeline_state.qpos[:, 0])).size == 256
+    # balance's initial distribution (Balance.initialize_episode, swing_up=False)
+    first = jax.jit(jax.vmap(env.reset))(keys).pipeline_state
+    assert np.abs(first.qpos[:, 0]).max() <= 0.1 and np.abs(first.qpos[:, 1]).max() <= 0.034
+    assert 0.008 < float(jnp.std(first.qvel)) < 0.012
+
+
+def test_wrap_episode_limit_and_auto_reset(cartpole):
+    """wrap(): done after episode_length steps, and the member restarts from the state its
+    reset drew (its first state), the step counter back to 0."""
+    env = mbd.envs.wrap(cartpole, episode_length=3)
+    state = jax.jit(env.reset)(jax.random.split(jax.random.PRNGKey(1), 8))
+    first = state.info["first_pipeline_state"]
+    step = jax.jit(env.step)
+    a = 0.5 * jnp.ones((8, 1))
+    for k in range(3):
+        state = step(state, a)
+        assert bool(jnp.all(state.done == (1.0 if k == 2 else 0.0)))
+    assert np.array_equal(state.pipeline_state.qpos, first.qpos)
+    assert np.array_equal(state.obs, state.info["first_obs"])
+    assert np.all(np.asarray(state.info["truncation"]) == 1)
+    state = step(state, a)
+    assert bool(jnp.all(state.done == 0)) and np.all(np.asarray(state.info["steps"]) == 1)
+    assert not np.array_equal(state.pipeline_state.qpos, first.qpos)
+
+
+def test_domain_randomization_over_a_batch_of_models(cartpole):
+    """DomainRandomizationVmapWrapper: each member steps with its own pole mass; the
+    members agree with the single env run on that member's model."""
+    import dataclasses
+
+    masses = jnp.linspace(0.05, 0.5, 4)
+
+    def randomize(model):
+        batched = jax.vmap(lambda m: dataclasses.replace(model, mass=model.mass.at[1].set(m)))(
+            masses
+        )
+        return batched, mbd.envs.model_axes(batched, model)
+
+    env = mbd.envs.DomainRandomizationVmapWrapper(cartpole, randomize)
+    keys = jnp.stack([jax.random.PRNGKey(2)] * 4)
+    state = jax.jit(env.reset)(keys)
+    a = jnp.ones((4, 1))
+    step = jax.jit(env.step)
+    for _ in range(5):
+        state = step(state, a)
+    qpos = np.asarray(state.pipeline_state.qpos)
+    assert np.unique(qpos[:, 1]).size == 4  # the masses matter
+    single = mbd.envs.make("cartpole", "balance")
+    single.sys = dataclasses.replace(single.sys, mass=single.sys.mass.at[1].set(masses[2]))
+    s = single.reset(keys[2])
+    step = jax.jit(single.step)
+    for _ in range(5):
+        s = step(s, a[2])
+    np.testing.assert_allclose(np.asarray(s.pipeline_state.qpos), qpos[2], rtol=0, atol=1e-12)
+
+
+def test_gradient_of_a_rollout_return_equals_central_differences():
+    """d(sum of rewards over 10 steps)/d(actions) through env.step, against central
+    differences of the same rollout (float64; the Euler step: a smaller program)."""
+    env = mbd.envs.make("cartpole", "balance", integrator="euler")
+    start = env.reset(jax.random.PRNGKey(5))
+
+    @jax.jit
+    def ret(actions):
+        def one(state, a):
+            state = env.step(state, a)
+            return state, state.reward
+
+        return jnp.sum(jax.lax.scan(one, start, actions)[1])
+
+    actions = jnp.asarray(np.random.default_rng(5).uniform(-0.8, 0.8, (10, 1)))
+    g = np.asarray(jax.grad(ret)(actions))
+    eps = 1e-6
+    fd = np.zeros_like(g)
+    for k in range(10):
+        e = np.zeros_like(g)
+        e[k, 0] = eps
+        fd[k, 0] = (float(ret(actions + e)) - float(ret(actions - e))) / (2 * eps)
+    assert np.abs(g).max() > 1e-4
+    np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-9)
+
+
+def test_angles_are_not_wrapped(cartpole):
+    """A hinge spun past pi keeps counting (the integrator's own qpos)."""
+    env = cartpole
+    s = env.reset(jax.random.PRNGKey(0))
+    step = jax.jit(env.step)
+    s = s.replace(pipeline_state=s.pipeline_state.__class__(
+        jnp.array([0.0, 3.1]), jnp.array([0.0, 20.0]), s.pipeline_state.t))  # fmt: skip
+    for _ in range(3):
+        s = step(s, jnp.zeros(1))
+    assert float(s.pipeline_state.qpos[1]) > math.pi + 0.3
+
+
+def test_brax_training_wrappers_run_on_the_env(cartpole):
+    """brax's own wrappers (brax.envs.wrappers.training.wrap) on the env, where brax
+    imports."""
+    try:
+        from brax.envs.wrappers import training
+    except Exception as err:  # brax absent or not importable with this JAX / MuJoCo
+        pytest.skip(f"brax's wrappers do not import here: {type(err).__name__}: {err}")
+    env = training.wrap(cartpole, episode_length=2)
+    state = jax.jit(env.reset)(jax.random.split(jax.random.PRNGKey(0), 4))
+    for _ in range(2):
+        state = jax.jit(env.step)(state, jnp.zeros((4, 1)))
+    assert bool(jnp.all(state.done == 1))
+
+
+def test_make_names_the_tasks_on_a_wrong_name():
+    with pytest.raises(ValueError, match="cartpole/balance"):
+        mbd.envs.make("cartpole", "juggle")
+
+
+def test_gymnasium_vector_env_adapter(cartpole):
+    """gymnasium's VectorEnv API over the batched step: spaces, shapes, truncation at the
+    time limit with the next episode's first observation and the final one in info; the
+    rewards equal the env's own."""
+    from jaxmbd.envs.gymnasium_adapter import GymnasiumVectorEnv
+
+    envs = GymnasiumVectorEnv(cartpole, num_envs=4, episode_length=2)
+    obs, _ = envs.reset(seed=0)
+    assert obs.shape == (4, 5) and envs.action_space.shape == (4, 1)
+    assert envs.single_action_space.low[0] == -1 and envs.single_action_space.high[0] == 1
+    first = obs.copy()
+    actions = np.full((4, 1), 0.5)
+    obs1, reward, terminated, truncated, info = envs.step(actions)
+    assert reward.shape == (4,) and not truncated.any() and not terminated.any()
+    obs2, _, terminated, truncated, info = envs.step(actions)
+    assert truncated.all() and not terminated.any()
+    np.testing.assert_array_equal(obs2, first)  # same-step auto-reset
+    assert info["final_obs"].shape == (4, 5) and not np.array_equal(info["final_obs"], first)
