@@ -59,25 +59,14 @@ maximum; ``<option><flag override>`` replaces them by ``o_solref``, ``o_solimp``
   limit as fast as MuJoCo's soft friction rows do (:func:`slip_velocity`; about 9e-3 m/s at
   MuJoCo's defaults, where jaxmbd's own default is 1e-4 m/s).
 
-<<<<<<< HEAD
-When the geom pairs of one body pair differ, the pair takes the largest friction, the
-smallest rest penetration and the largest restitution and slip velocity. What has no
-counterpart is named in the importer's one warning: torsional and rolling friction
-(``condim`` 4 and 6), contact
-``margin`` and ``gap`` (jaxmbd's surfaces touch at distance 0; MuJoCo's contact acts from
-distance margin - gap), and geom pairs without a narrow phase (ellipsoids, height
-fields, SDFs; meshes collide, as MuJoCo's do, as the convex hulls of their vertices). MuJoCo's pyramidal friction cone (its default) is
-direction dependent; jaxmbd's regularised Coulomb friction is isotropic (MuJoCo's elliptic
-cone).
-=======
 Geom pairs of two bodies with equal numbers share one jaxmbd contact pair; those whose
 numbers differ (another condim, margin, solref, an explicit pair's own) get a pair of their
 own between the same bodies. What has no counterpart is named in the importer's one
-warning: geom pairs without a narrow phase (meshes, ellipsoids, height fields, ...).
+warning: geom pairs without a narrow phase (ellipsoids, height fields, SDFs; meshes
+collide, as MuJoCo's do, as the convex hulls of their vertices).
 MuJoCo's pyramidal friction cone (its default) is direction dependent; jaxmbd's
 regularised Coulomb friction is isotropic (MuJoCo's elliptic cone); the pyramidal normal
 softening (:func:`cone_factor`) is that of condim 3's four edges for condim 4 and 6 too.
->>>>>>> main
 """
 
 from __future__ import annotations
