@@ -11,6 +11,7 @@ from . import (
     _config,  # noqa: F401
     contact,
     diagnostics,
+    equalities,
     envs,
     geometry,
     integrators,
@@ -126,6 +127,7 @@ __all__ = [
     "consistent_initial_state",
     "contact",
     "diagnostics",
+    "equalities",
     "envs",
     "geometry",
     "mjcf",

@@ -47,8 +47,12 @@ reference pose** (``qpos0``) from ``mj_forward``:
   of the first slide and the normal; three hinges give a spherical joint's quaternion (not
   the three angles). Free bodies and three slides have no joint coordinates (read
   ``sol.r``, ``sol.A``).
-* **Equality constraints**: ``connect`` → a spherical joint at the anchor, ``weld`` → a
-  rigid joint (spherical + three DP1), both hard (exact) closed loops.
+* **Equality constraints** (:mod:`jaxmbd._mjcf_equalities`): ``connect``, ``weld`` and
+  ``joint`` (polynomial coupling) become ``model.equalities`` (:mod:`jaxmbd.equalities`,
+  MuJoCo's rows), exact by default, MuJoCo's soft ones with ``simulate(...,
+  equality="soft")``, off with ``equality="none"``; ``active="false"`` ones are kept
+  inactive. In the absolute formulations a connect is a spherical joint at the anchor and
+  a weld a fixed joint at the relative pose of qpos0.
 * **Initial state**: the first keyframe when the file has one, else the reference pose at
   rest; ``keyframe=`` picks another (index or name), or ``keyframe=None`` the reference pose.
   A keyframe's ``qpos`` and ``qvel`` set every joint through
@@ -87,9 +91,10 @@ reference pose** (``qpos0``) from ``mj_forward``:
   composition of MuJoCo joints is joint-space only (``model.joint_space_only``).
 * **Flags** (:mod:`jaxmbd._mjcf_flags`): ``<flag ...="disable"/>`` of ``contact``,
   ``limit``, ``equality``, ``constraint``, ``frictionloss``, ``actuation``, ``gravity``,
-  ``spring``, ``damper`` and ``clampctrl`` are honoured as MuJoCo defines them.
-* Whatever no formulation supports (actuators with activation dynamics, sensors (rangefinder,
-  tendon, limit, ...), other equality types, mocap bodies, geom pairs without a narrow
+  ``spring``, ``damper`` and ``clampctrl`` are honoured as MuJoCo defines them
+  (``equality``: :func:`jaxmbd.equalities.with_equalities` with ``"none"``).
+* Whatever no formulation supports (actuators with activation dynamics, sensors
+  (rangefinder, limit, ...), flex equalities, mocap bodies, geom pairs without a narrow
   phase, ...) is listed in **one** warning; nothing
   is dropped silently.
 """
@@ -108,6 +113,12 @@ import numpy as np
 from . import geometry as G
 from ._mjcf_actuators import add_actuators
 from ._mjcf_contact import add_contacts
+from ._mjcf_equalities import (
+    add_equality_joints,
+    equalities_of,
+    tendons_of,
+    unsupported_equalities,
+)
 from ._mjcf_flags import switched_off, with_actuation_flags
 from ._mjcf_fluid import add_fluid
 from ._mjcf_joints import (
@@ -121,12 +132,12 @@ from ._mjcf_joints import (
     _mapped_limits,
     _name,
     _passive_values,
-    _rot_lock_vectors,
     _single_scalar_joints,
 )
 from ._mjcf_sensors import add_sensors, add_site_markers
 from ._mjcf_tendons import add_tendons
 from .build import ModelBuilder
+from .equalities import with_equalities
 from .errors import ModelError, ModelFileError
 from .joints import joint_coordinates, joint_kind
 from .model import GROUND, Model
@@ -351,10 +362,13 @@ def _convert(mujoco, m, path: Path, keyframe, model_name: str) -> Model:
     # the hinges and slides inside compositions: coordinates only joint space has
     space = {spec.name for spec in builder._joints if spec.joint_space}
     placed -= space
-    if not switched_off(m, "equality"):
-        _add_equalities(mujoco, m, d0, builder, label, body_names, unsupported)
+    unsupported += unsupported_equalities(mujoco, m)
+    equality_reasons: list[str] = []
+    add_equality_joints(mujoco, m, d0, builder, label, equality_reasons)
     aliases = _cylindrical_coordinates(mujoco, m)
     joint_space_only += add_tendons(mujoco, m, d0, builder, label, aliases, space, unsupported)
+    equalities, coupling_reasons = equalities_of(mujoco, m, d0, roots, owner,
+                                                 tendons_of(builder))  # fmt: skip
     add_actuators(mujoco, m, builder, set(mapped), unsupported, aliases=aliases,
                   tendons={t["name"] for t in builder._tendons})  # fmt: skip
     add_site_markers(mujoco, m, d0, builder, owner, body_names)
@@ -375,8 +389,11 @@ def _convert(mujoco, m, path: Path, keyframe, model_name: str) -> Model:
     model = dataclasses.replace(
         with_actuation_flags(m, model),
         tree=_tree(mujoco, m, path, roots, qpos, qvel),
-        joint_space_only=tuple(joint_space_only),
+        joint_space_only=tuple(joint_space_only + equality_reasons + coupling_reasons),
+        equalities=equalities,
     )
+    if switched_off(m, "equality"):
+        model = with_equalities(model, "none", where=str(path))
     logger.info("%s: %d bodies, initial state from the %s", path, len(roots), source)
     return model
 
@@ -465,59 +482,6 @@ def _geom_shape(mujoco, m, d, g, com, A):
     }
     make = makers.get(int(geom_type))
     return None if make is None else make()  # planes, height fields, SDFs: not drawn
-
-
-def _add_equalities(mujoco, m, d, builder, label, body_names, unsupported):
-    E = mujoco.mjtEq
-    handlers = {int(E.mjEQ_CONNECT): _add_connect, int(E.mjEQ_WELD): _add_weld}
-    for e in range(m.neq):
-        name = _name(mujoco, m, mujoco.mjtObj.mjOBJ_EQUALITY, e, "equality")
-        eq_type = int(m.eq_type[e])
-        if not m.eq_active0[e]:
-            unsupported.append(f"inactive equality '{name}' (left out)")
-            continue
-        add = handlers.get(eq_type)
-        if add is None:
-            type_name = str(E(eq_type)).split(".")[-1].removeprefix("mjEQ_").lower()
-            unsupported.append(f"equality '{name}' of type {type_name}")
-            continue
-        if getattr(m, "eq_objtype", None) is not None and int(m.eq_objtype[e]) not in (
-            int(mujoco.mjtObj.mjOBJ_BODY),
-            int(mujoco.mjtObj.mjOBJ_XBODY),
-        ):
-            unsupported.append(f"equality '{name}' between sites")
-            continue
-        b1, b2 = int(m.eq_obj1id[e]), int(m.eq_obj2id[e])
-        i, j = label(b1), label(b2)
-        if i == j:
-            unsupported.append(f"equality '{name}' inside one rigid body (no effect)")
-            continue
-        R1 = d.xmat[b1].reshape(3, 3)
-        anchor = d.xpos[b1] + R1 @ np.asarray(m.eq_data[e][:3])
-        add(m, d, builder, e, name, i, j, b2, anchor)
-
-
-def _add_connect(m, d, builder, e, name, i, j, b2, anchor):
-    """An equality connect: a spherical joint at body 1's anchor."""
-    R2 = d.xmat[b2].reshape(3, 3)
-    other = d.xpos[b2] + R2 @ np.asarray(m.eq_data[e][3:6])
-    if np.linalg.norm(other - anchor) > 1e-6:
-        logger.warning(
-            "equality connect '%s': the anchors are %.3g apart at the reference "
-            "pose; the loop is closed at body 1's anchor",
-            name,
-            np.linalg.norm(other - anchor),
-        )
-    builder.spherical(name, body_i=i, body_j=j, point=anchor)
-
-
-def _add_weld(m, d, builder, e, name, i, j, b2, anchor):
-    """An equality weld: rows only (a weld has no joint coordinates)."""
-    builder._spherical_rows(name, body_i=i, body_j=j, point=anchor)
-    A_i = builder._frame(i, where=name)[1]
-    A_j = builder._frame(j, where=name)[1]
-    for k, (a_i, a_j) in enumerate(_rot_lock_vectors(A_i, A_j)):
-        builder.add_dp1(f"{name}.dp1_{k}", body_i=i, a_bar_i=a_i, body_j=j, a_bar_j=a_j, joint=name)
 
 
 def _body_states(mujoco, m, roots, owner, qpos, qvel):

@@ -139,6 +139,9 @@ class Model(eqx.Module):
     # every tendon of the model (jaxmbd.tendons.Tendons: their paths; the force elements
     # that act along them hold their own); None: no tendons
     tendons: object | None = None
+    # MJCF's equality constraints (jaxmbd.equalities: rows of the tree state, active or
+    # not), in file order; () for models without them
+    equalities: tuple = ()
 
     @property
     def nb(self) -> int:

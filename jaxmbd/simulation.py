@@ -33,6 +33,7 @@ from ._stepping import (
 from ._xla_flags import unhoisted_when_differentiated
 from .actuators import control_inputs, policy_controls, with_controls
 from .contact import with_contact
+from .equalities import check_soft_equalities, with_equalities
 from .errors import JointSpaceOnlyWarning, ModelError
 from .formulations import AbstractFormulation, get_formulation
 from .initial_state import START_MAX_ITER, START_TOL, _consistent_initial_state, to_formulation
@@ -360,6 +361,7 @@ def simulate(
     redundant: str = "drop",
     contact: str | None = None,
     limits: str | None = None,
+    equality: str | None = None,
     controls=None,
     policy=None,
     sensor_key=None,
@@ -436,6 +438,11 @@ def simulate(
     "compliant": the spring-dampers of :mod:`jaxmbd.joint_limits`. "hard": unilateral stops,
     stepped by ``integrator="moreau_jean"`` (the default then). "none": limits removed.
 
+    ``equality``: how the model's equality constraints (MJCF ``<equality>``,
+    :mod:`jaxmbd.equalities`) act. None or "exact" (default): exact constraint rows. "soft":
+    MuJoCo's soft constraints with the file's ``solref``/``solimp`` (``formulation="joint"``
+    only). "none": switched off (MuJoCo's ``<flag equality="disable"/>``).
+
     Differentiable: ``jax.grad``/``jacfwd``/``jacrev`` of any function of the Solution with
     respect to every array of the model use implicit-function gradients
     of each step's root. ``checkpoint=k`` recomputes segments of k steps in reverse mode
@@ -470,6 +477,7 @@ def simulate(
         raise ValueError("simulate: chunk_size (steps between progress calls) needs progress=")
     model = with_contact(model, contact, where="simulate", hard=True)
     model = with_limits(model, limits, where="simulate", hard=True)
+    model = with_equalities(model, equality, where="simulate")
     integrator = limits_integrator(limits, integrator, where="simulate")
     model = checked_parameters(model, where="simulate")
     integrator = _hard_contact_integrator(model, contact, integrator)
@@ -497,6 +505,7 @@ def simulate(
     full_model = model
     if policy is None and model.sensors is not None:  # read after the run: not compiled in
         model = dataclasses.replace(model, sensors=None)
+    check_soft_equalities(model, form.name)
     if model.joint_space_only:
         raise ModelError(
             f"simulate: formulation {form.name!r} cannot run model '{model.name}': "

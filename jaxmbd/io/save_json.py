@@ -27,6 +27,13 @@ def save_model(model: Model, path, *, solver: dict | None = None) -> Path:
     """Write ``model`` in jaxmbd's own schema at GCON level (an exact round trip), with its
     joints' coordinate definitions (``joint_coordinates``). Tendons have no entries in the
     schema: a model with tendons is refused."""
+    if model.equalities:
+        raise ValueError(
+            f"save_model: model '{model.name}' has MJCF equality constraints "
+            f"{[e.name for e in model.equalities]}, which jaxmbd's schema does not hold (an "
+            "exact round trip would lose them); keep the MJCF file, or save "
+            "jaxmbd.equalities.with_equalities(model, 'none')"
+        )
     path = Path(path)
     if getattr(model, "tendons", None) is not None:
         raise ValueError(

@@ -8,8 +8,8 @@ from typing import ClassVar
 import equinox as eqx
 
 from .. import _config  # noqa: F401
+from .constraint_rows import project
 from .dynamics import Accelerations, accelerations
-from .loops import project
 
 
 class AbstractJointStepper(eqx.Module):
@@ -22,7 +22,7 @@ class AbstractJointStepper(eqx.Module):
         """(qpos, qvel) at t + h."""
 
     def start_accelerations(self, model, tree, loops, qpos, qvel, t, h) -> Accelerations:
-        return accelerations(model, tree, loops, qpos, qvel, t)
+        return accelerations(model, tree, loops, qpos, qvel, t, step=h)
 
     def advance(self, model, tree, loops, qpos, qvel, acc: Accelerations, t, h):
         """(qpos, qvel, accelerations) at t + h: :meth:`step`, then :meth:`finish`."""
@@ -30,7 +30,8 @@ class AbstractJointStepper(eqx.Module):
         return self.finish(model, tree, loops, qpos, qvel, t + h, h)
 
     def finish(self, model, tree, loops, qpos, qvel, t, h):
-        """The state after the step, projected onto the loops, and its accelerations."""
+        """The state after the step, projected onto the exact constraint rows, and its
+        accelerations."""
         if loops is not None:
             qpos, qvel = project(loops, tree, qpos, qvel, t)
         return qpos, qvel, self.start_accelerations(model, tree, loops, qpos, qvel, t, h)

@@ -2,9 +2,11 @@
 
 The tree's equations (:mod:`jaxmbd.tree.dynamics`) with the force elements of
 :mod:`jaxmbd.joint_space.forces`; loops add their multipliers by the Schur complement on
-the Cholesky factor of M: with Y = M^-1 G^T, (G Y) lam = G qacc_0 - gamma and
+the Cholesky factor of M: with Y = M^-1 G^T, (G Y + R) lam = G qacc_0 - gamma and
 qacc = qacc_0 - Y lam (Featherstone 2008, section 8.1, eq. 8.12-8.13 with the sign of the
-multipliers of :mod:`jaxmbd.formulations`: the reaction on the bodies is -G^T lam)."""
+multipliers of :mod:`jaxmbd.formulations`: the reaction on the bodies is -G^T lam); R and
+the target of soft rows are MuJoCo's (:mod:`jaxmbd.joint_space.constraint_rows`), zero R
+on exact rows."""
 
 from __future__ import annotations
 
@@ -27,16 +29,16 @@ from ..tree import (
 )
 from ..tree._elementwise import mv
 from ..tree.kinematics import dof_ancestors, velocities
+from .constraint_rows import TreeConstraints, acceleration_terms, solve_normal
 from .forces import JointSpaceForces, body_state, joint_space_forces
-from .loops import Loops, loop_terms, solve_normal
 
 
 class Accelerations(NamedTuple):
     qacc: jax.Array
-    lam: jax.Array  # (n_loop_rows,)
+    lam: jax.Array  # (n_constraint_rows,)
     poses: TreePoses
     forces: JointSpaceForces
-    loop_residual: jax.Array  # ||Phi|| of the loop rows (0 without loops)
+    loop_residual: jax.Array  # ||Phi|| of the exact constraint rows (0 without)
     rhs: jax.Array  # tau + J^T w - C: M qacc = rhs (- G^T lam)
     mass: jax.Array  # M (with armature; without the Euler step's h D)
     velocity_jacobian: jax.Array | None  # d(tau + J^T w)/d qvel, where asked for
@@ -71,9 +73,11 @@ def _generalised(model, tree, p, qpos, t):
     return at
 
 
-def accelerations(model: Model, tree: KinematicTree, loops: Loops | None, qpos, qvel, t,
-                  *, damping_step=None, velocity_jacobian=False) -> Accelerations:  # fmt: skip
-    """qacc at (qpos, qvel, t). ``damping_step``: h of MuJoCo's Euler step, which treats
+def accelerations(model: Model, tree: KinematicTree, loops: TreeConstraints | None, qpos, qvel,
+                  t, *, step=None, damping_step=None,
+                  velocity_jacobian=False) -> Accelerations:  # fmt: skip
+    """qacc at (qpos, qvel, t). ``step``: the run's h (soft rows' ``refsafe``; None: 0).
+    ``damping_step``: h of MuJoCo's Euler step, which treats
     joint damping implicitly: M + h D replaces M (``mj_Euler``); None: explicit.
     ``velocity_jacobian``: also the forces' Jacobian d(tau + J^T w)/d qvel, from the same
     evaluation (forward mode, one tangent per dof)."""
@@ -90,9 +94,12 @@ def accelerations(model: Model, tree: KinematicTree, loops: Loops | None, qpos, 
     if loops is None:
         zero = jnp.zeros((), qacc.dtype)
         return Accelerations(qacc, jnp.zeros(0, qacc.dtype), p, forces, zero, rhs, mass, D)
-    phi, G, _, gamma = loop_terms(loops, tree, qpos, qvel, t)
+    h = damping_step if step is None else step
+    phi, G, _, target, R = acceleration_terms(loops, tree, qpos, qvel, t, 0.0 if h is None else h)
     Y = cholesky_solve(M, G.T)  # (nv, m)
-    lam = solve_normal(loops, G, Y.T, mv(G, qacc) - gamma)
+    lam = solve_normal(loops, G, Y.T, mv(G, qacc) - target, R)
+    if R is not None:  # the drift of soft rows is theirs to have
+        phi = jnp.where(jnp.asarray(loops.soft), 0.0, phi)
     return Accelerations(qacc - mv(Y, lam), lam, p, forces, jnp.linalg.norm(phi), rhs, mass, D)
 
 

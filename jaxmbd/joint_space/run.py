@@ -16,56 +16,113 @@ from .._checks import finish, is_traced, solution_from_outputs
 from .._results import RESULTS
 from ..actuators import policy_controls, with_controls
 from ..contact import with_contact
+from ..equalities import active_equalities
 from ..equations import rA_terms
 from ..model import Model
 from ..tree import KinematicTree, assemble, body_velocities
+from ..tree._elementwise import mtv
+from .constraint_rows import (
+    ClosingRows,
+    TreeConstraints,
+    constraint_jacobian,
+    independent_rows,
+    project,
+)
 from .dynamics import Accelerations, accelerations, body_accelerations
 from .from_model import tree_of_model
-from .loops import Loops, independent_rows, loops_of, project
 from .reactions import tree_joint_wrenches
 from .steppers import AbstractJointStepper, get_stepper
 
 NONFINITE = int(RESULTS.nonfinite._value)
 
 
-def model_tree(model: Model, rows=None) -> tuple[KinematicTree, Loops | None]:
+def _closing_rows(model: Model, tree: KinematicTree, rows) -> ClosingRows | None:
+    """The model's GCON rows ``rows`` (default: those of the joints that close loops,
+    ``tree.closing_joints``) as tree constraint rows."""
+    if rows is None:
+        closing = set(tree.closing_joints)
+        rows = [k for k, joint in enumerate(model.constraint_joints) if joint in closing]
+    rows = tuple(rows)
+    if not rows:
+        return None
+    drop = [k for k in range(model.nc) if k not in set(rows)]
+    return ClosingRows(model.without_rows(drop) if drop else model, rows)
+
+
+def model_tree(model: Model, keep=None) -> tuple[KinematicTree, TreeConstraints | None]:
     """The model's kinematic tree (read from its file, or derived from its joints) and its
-    loop-closing rows (``rows``: those of them to keep, see :func:`independent_loop_rows`;
-    None: all)."""
+    constraint rows: the loop-closing GCON rows, then the active equality constraints
+    (:mod:`jaxmbd.equalities`). ``keep``: the rows to keep (indices into their
+    concatenation, see :func:`independent_constraint_rows`; None: all)."""
     if model.tree is not None:
         tree, closing = model.tree, None
     else:
         built = tree_of_model(model)
         tree, closing = built.tree, built.loop_rows
-    if rows is None:
-        return tree, loops_of(model, tree, closing)
-    return tree, loops_of(model, tree, rows, independent=True)
+    parts = [_closing_rows(model, tree, closing)]
+    parts += list(active_equalities(model))
+    parts = tuple(part for part in parts if part is not None and part.size)
+    if not parts:
+        return tree, None
+    if keep is None:
+        return tree, TreeConstraints(parts)
+    return tree, TreeConstraints(parts, tuple(keep), independent=True)
 
 
-def independent_loop_rows(model: Model):
-    """The independent loop rows at the model's initial state, or None where the model's
-    values are traced (then every row is kept, their multipliers by least squares). Under
-    ``grad`` alone the values are concrete (the primal of a JVP), so the rows are found."""
+def independent_constraint_rows(model: Model):
+    """The independent constraint rows at the model's initial state, or None where the
+    model's values are traced (then every row is kept, their multipliers by least
+    squares). Under ``grad`` alone the values are concrete (the primal of a JVP), so the
+    rows are found."""
     model = jax.lax.stop_gradient(model)
     if is_traced(model):
         return None
-    tree, loops = model_tree(model)
-    if loops is None:
+    tree, cons = model_tree(model)
+    if cons is None:
         return None
-    return independent_rows(loops, tree, tree.qpos_init)
+    return independent_rows(cons, tree, tree.qpos_init)
 
 
-def _outputs(model, tree, loops, qpos, qvel, acc: Accelerations):
+#: The loops' name of :func:`independent_constraint_rows`.
+independent_loop_rows = independent_constraint_rows
+
+
+def _equality_joints(model: Model, tree: KinematicTree) -> ClosingRows | None:
+    """The GCON rows that the absolute formulations build for the active equalities
+    (connect: a spherical joint, weld: a fixed joint, named as the equality), or None."""
+    names = {e.name for e in active_equalities(model)}
+    rows = [k for k, joint in enumerate(model.constraint_joints) if joint in names]
+    return _closing_rows(model, tree, rows) if rows else None
+
+
+def _equality_joint_multipliers(tree, loops: TreeConstraints, joints: ClosingRows, qpos, lam):
+    """The multipliers of the equalities' GCON rows ``joints`` that exert the equality
+    rows' generalised force: G_joints^T lam_joints = G_eq^T lam_eq (least squares; the
+    minimum-norm split among dependent rows). Not differentiated (a derived report)."""
+    m = loops.size
+    keep = (*loops.rows, *range(loops._all, loops._all + joints.size))
+    both = TreeConstraints((*loops.parts, joints), keep)
+    _, G = constraint_jacobian(both, tree, qpos, 0.0)
+    equality = jnp.asarray(loops.model_rows < 0)
+    force = mtv(G[:m], jnp.where(equality, lam, 0.0))
+    return jax.lax.stop_gradient(jnp.linalg.lstsq(G[m:].T, force)[0])
+
+
+def _outputs(model, tree, loops, qpos, qvel, acc: Accelerations, joints=None):
     p = acc.poses
     rdot, omega = body_velocities(tree, p, qvel)
     rddot, omegadot = body_accelerations(tree, p, qvel, acc.qacc)
-    if loops is None:
-        lam = jnp.zeros(model.nc, qvel.dtype)
-    else:
-        rows = np.asarray(loops.rows, dtype=int)
-        others = np.setdiff1d(np.arange(model.nc), rows)
+    lam = jnp.zeros(model.nc, qvel.dtype)
+    rows = np.asarray([] if loops is None else loops.model_rows, dtype=int)
+    parts = [(rows[rows >= 0], acc.lam[rows >= 0])] if (rows >= 0).any() else []
+    if joints is not None and loops is not None:
+        lam_joints = _equality_joint_multipliers(tree, loops, joints, qpos, acc.lam)
+        parts.append((np.asarray(joints.model_rows), lam_joints))
+    if parts:
+        covered = np.concatenate([r for r, _ in parts])
+        others = np.setdiff1d(np.arange(model.nc), covered)
         zeros = jnp.zeros(others.size, qvel.dtype)
-        lam = assemble(model.nc, [(others, zeros), (rows, acc.lam)])
+        lam = assemble(model.nc, [(others, zeros), *parts])
     finite = jnp.all(jnp.isfinite(qpos)) & jnp.all(jnp.isfinite(qvel))
     finite = finite & jnp.all(jnp.isfinite(acc.qacc))
     status = jnp.where(finite, 0, NONFINITE).astype(jnp.int32)
@@ -99,7 +156,7 @@ def _policy_controls(model, tree, policy, t, qpos, qvel, acc, k):
 def run_joint_space(model: Model, stepper: AbstractJointStepper, n: int, h, controls=None,
                     policy=None, rows=None):  # fmt: skip
     """The per-step outputs (t = 0..n h) of ``n`` steps (see :func:`_outputs`); ``rows``:
-    the loop rows to keep (static; :func:`independent_loop_rows`)."""
+    the constraint rows to keep (static; :func:`independent_constraint_rows`)."""
     tree, loops = model_tree(model, rows)
     qpos, qvel = tree.qpos_init, tree.qvel_init
     t0 = jnp.zeros((), qvel.dtype)
@@ -116,7 +173,8 @@ def run_joint_space(model: Model, stepper: AbstractJointStepper, n: int, h, cont
 
     first = stepped_model(0, qpos, qvel, None) if policy is None else model
     acc = stepper.start_accelerations(first, tree, loops, qpos, qvel, t0, h)
-    out0 = _outputs(model, tree, loops, qpos, qvel, acc)
+    joints = _equality_joints(model, tree)
+    out0 = _outputs(model, tree, loops, qpos, qvel, acc, joints)
 
     def step(carry, k):
         qpos, qvel, acc = carry
@@ -125,7 +183,7 @@ def run_joint_space(model: Model, stepper: AbstractJointStepper, n: int, h, cont
         if controls is not None or policy is not None:
             acc = stepper.start_accelerations(m_k, tree, loops, qpos, qvel, t, h)
         qpos, qvel, acc = stepper.advance(m_k, tree, loops, qpos, qvel, acc, t, h)
-        return (qpos, qvel, acc), _outputs(model, tree, loops, qpos, qvel, acc)
+        return (qpos, qvel, acc), _outputs(model, tree, loops, qpos, qvel, acc, joints)
 
     _, outs = jax.lax.scan(step, (qpos, qvel, acc), jnp.arange(n))
     return jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), out0, outs)
@@ -157,7 +215,9 @@ def tree_multipliers(model: Model, sol):
     reaction lies in their span; the split among dependent rows is the minimum-norm one)."""
     tree, nb = sol.tree, model.nb
     _, loops = model_tree(model)
-    loop = set(() if loops is None else loops.rows)
+    joints = _equality_joints(model, tree)
+    loop = set(() if loops is None else loops.model_rows)
+    loop |= set(() if joints is None else joints.model_rows)
     groups = []
     for b in range(nb):
         parent = nb if tree.parent[b] < 0 else tree.parent[b]
@@ -237,7 +297,7 @@ def simulate_joint_space(model: Model, form, *, integrator, n: int, h, controls,
         if model.sensors is None or policy is not None
         else dataclasses.replace(model, sensors=None)
     )
-    rows = independent_loop_rows(model)
+    rows = independent_constraint_rows(model)
     outs = run_joint_space(run_model, stepper, n, h_arr, controls, policy, rows)
     tree, _ = model_tree(model)
     sol = solution_from_outputs(model, form, h_arr, outs, integrator=stepper.name,

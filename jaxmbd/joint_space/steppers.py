@@ -6,8 +6,8 @@ retraction of :func:`jaxmbd.tree.integrate_positions`: body-frame rotations for 
 free joints). ``rkmk``: the Munthe-Kaas RK4, fourth order on the rotations too
 (:class:`RungeKutta4`). ``euler``: MuJoCo's semi-implicit Euler
 step, qvel += h qacc with the joint damping taken implicitly (M + h D), then
-qpos (+)= h qvel. Loops: after each step the positions and velocities are projected back
-onto the constraints (:func:`jaxmbd.joint_space.loops.project`)."""
+qpos (+)= h qvel. Constraint rows: after each step the positions and velocities are
+projected back onto the exact ones (:func:`jaxmbd.joint_space.constraint_rows.project`)."""
 
 from __future__ import annotations
 
@@ -19,12 +19,13 @@ import jax.numpy as jnp
 from .. import _config  # noqa: F401
 from ..linear import small as small_kernels
 from ..tree import integrate_positions
+from ..tree._elementwise import mtv
 from ..tree.kinematics import tangent_rates
 from ._stepper_base import AbstractJointStepper
+from .constraint_rows import constraint_jacobian, constraint_terms, exact_part, solve_normal
 from .dynamics import accelerations, applied_generalised_forces
 from .hard_contact import JointMoreauJean
 from .implicit_steppers import BackwardEulerJoint, GeneralizedAlphaJoint
-from .loops import loop_terms, solve_normal
 
 
 class RungeKutta4(AbstractJointStepper):
@@ -53,7 +54,7 @@ class RungeKutta4(AbstractJointStepper):
             q = integrate_positions(tree, qpos, increment, 1.0)
             v = qvel + c * h * a_dir
             k = rates(increment, v)
-            a = accelerations(model, tree, loops, q, v, t + c * h).qacc
+            a = accelerations(model, tree, loops, q, v, t + c * h, step=h).qacc
             return (k, a, k_sum + weight * k, a_sum + weight * a), None
 
         dtype = qvel.dtype
@@ -84,7 +85,8 @@ class LinearlyImplicitEuler(AbstractJointStepper):
     friction, joint damping and springs, actuators),
     (M - h D - h^2 K) (qvel+ - qvel) = h (f - C) + h^2 K qvel, then qpos+ = qpos (+) h qvel+.
     Stiff contact and the steep friction law stay stable at robot time steps where the
-    explicit steps diverge; loops add G qvel+ = nu by the Schur complement.
+    explicit steps diverge; exact constraint rows add G qvel+ = nu by the Schur complement,
+    soft rows their force of the step's start.
 
     ``implicit`` takes both Jacobians (the contact's stiffness too: a landing hopper at
     h = 5 ms comes to rest); ``implicitfast`` only D (MuJoCo's ``implicitfast``: K needs the
@@ -98,7 +100,7 @@ class LinearlyImplicitEuler(AbstractJointStepper):
         return "implicit" if self.position_jacobian else "implicitfast"
 
     def start_accelerations(self, model, tree, loops, qpos, qvel, t, h):
-        return accelerations(model, tree, loops, qpos, qvel, t, velocity_jacobian=True)
+        return accelerations(model, tree, loops, qpos, qvel, t, step=h, velocity_jacobian=True)
 
     def step(self, model, tree, loops, qpos, qvel, acc, t, h):
         D = acc.velocity_jacobian
@@ -115,10 +117,17 @@ class LinearlyImplicitEuler(AbstractJointStepper):
         # not symmetric (friction, K of a follower force): LU
         lu, perm = small_kernels.lu(acc.mass - h * D - h * h * K)
         dv = small_kernels.lu_solve(lu, perm, h * acc.rhs + h * h * small_kernels.matvec(K, qvel))
-        if loops is not None:
-            _, G, nu, _ = loop_terms(loops, tree, qpos, qvel, t + h)
+        if loops is not None and loops.soft.any():
+            # soft rows: their force from the start's accelerations (found with M), as
+            # MuJoCo's implicit steps take qfrc_constraint into (M - h D) qacc = ...
+            _, G = constraint_jacobian(loops, tree, qpos, t)
+            soft_lam = jnp.where(jnp.asarray(loops.soft), acc.lam, 0.0)
+            dv = dv - small_kernels.lu_solve(lu, perm, h * mtv(G, soft_lam))
+        exact = exact_part(loops)
+        if exact is not None:
+            _, G, nu, _ = constraint_terms(exact, tree, qpos, qvel, t + h)
             Y = small_kernels.lu_solve(lu, perm, G.T)
-            lam = solve_normal(loops, G, Y.T, small_kernels.matvec(G, qvel + dv) - nu)
+            lam = solve_normal(exact, G, Y.T, small_kernels.matvec(G, qvel + dv) - nu)
             dv = dv - small_kernels.matvec(Y, lam)
         qvel = qvel + dv
         return integrate_positions(tree, qpos, h * qvel, 1.0), qvel

@@ -87,8 +87,6 @@ def tree_from_mujoco(mujoco, m, qpos=None, qvel=None) -> MujocoTree:
     if joints != list(range(m.njnt)):
         raise ValueError("MuJoCo's joints are not in tree-body order")  # MuJoCo guarantees it
     jt = mujoco.mjtObj.mjOBJ_JOINT
-    eq = mujoco.mjtObj.mjOBJ_EQUALITY
-    closing = tuple(_name(mujoco, m, eq, e, "equality") for e in range(m.neq) if m.eq_active0[e])
     tree = KinematicTree(
         body_names=tuple(_name(mujoco, m, mujoco.mjtObj.mjOBJ_BODY, b, "body") for b in bodies),
         parent=tuple(parent),
@@ -105,6 +103,5 @@ def tree_from_mujoco(mujoco, m, qpos=None, qvel=None) -> MujocoTree:
             qpos_init=np.asarray(m.qpos0 if qpos is None else qpos),
             qvel_init=np.zeros(m.nv) if qvel is None else np.asarray(qvel),
         ),
-        closing_joints=closing,
     )
     return MujocoTree(tree, mass, inertia, tuple(bodies))

@@ -68,7 +68,8 @@ class KinematicTree(eqx.Module):
     qpos_init: jax.Array
     qvel_init: jax.Array
     #: The model joints (``Model.constraint_joints`` names) that close loops: their rows
-    #: stay as exact constraints between the tree's bodies (MJCF: the equality constraints).
+    #: stay as exact constraints between the tree's bodies (MJCF's equality constraints
+    #: are ``Model.equalities`` instead).
     closing_joints: tuple[str, ...] = eqx.field(static=True, default=())
 
     def __check_init__(self):

@@ -1,0 +1,237 @@
+"""Constraint rows of the tree state in joint coordinates: the rows of every
+:class:`~jaxmbd.tree.constraint_rows.AbstractTreeConstraint` of a run (the joints that close
+loops, :class:`ClosingRows`; MJCF's equality constraints, :mod:`jaxmbd.equalities`) taken
+together.
+
+Their Jacobian G = dPhi(q (+) delta)/d delta at delta = 0 (the retraction of
+:func:`jaxmbd.tree.integrate_positions`, so G maps qvel), the right-hand sides
+nu = -dPhi/dt and gamma = -d^2/ds^2 Phi(q (+) s qvel, t + s) at s = 0 (the curve has zero
+joint acceleration, so what remains is the velocity-quadratic part) come from autodiff.
+
+Exact rows hold G qacc = gamma; soft rows (a part with a ``softness``) are MuJoCo's: their
+multipliers solve (G M^-1 G^T + R) lam = G qacc_0 - aref, with R and aref of
+:class:`~jaxmbd.tree.constraint_rows.Softness` (MuJoCo documentation, Computation >
+Soft constraints: the unconstrained minimiser of the Gauss principle with the soft cost,
+which MuJoCo's solvers reach for equality rows alone). After each step the exact rows are
+projected onto Phi = 0 and G qvel = nu; soft rows are left to drift as MuJoCo's do."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import scipy.linalg
+
+from .. import _config  # noqa: F401
+from ..equations import constraint_values
+from ..model import Model
+from ..tree import KinematicTree, cholesky_solve, integrate_positions, poses
+from ..tree._elementwise import mtv, mv, row_products
+from ..tree.constraint_rows import AbstractTreeConstraint
+from ..tree.kinematics import TreePoses
+
+
+class ClosingRows(AbstractTreeConstraint):
+    """The model's GCON rows that the tree does not carry (joints that close loops, raw
+    GCONs, drivers): ``model`` holds only those rows, ``model_rows`` their indices in the
+    full model, evaluated on the tree's centres of mass and rotations."""
+
+    model: Model
+    model_rows: tuple[int, ...]
+
+    @property
+    def size(self) -> int:
+        return len(self.model_rows)
+
+    def residual(self, tree: KinematicTree, p: TreePoses, qpos, t):
+        return constraint_values(self.model, p.c, p.R, t)
+
+
+class TreeConstraints(NamedTuple):
+    """The constraint rows of a run: ``parts`` concatenated, of which ``keep`` (indices into
+    the concatenation; None: all) act, and whether the kept exact rows are known to be
+    independent (found at a concrete start, :func:`independent_rows`): then the normal
+    matrices are positive definite and solved by Cholesky; else by least squares."""
+
+    parts: tuple[AbstractTreeConstraint, ...]
+    keep: tuple[int, ...] | None = None
+    independent: bool = False
+
+    @property
+    def _all(self) -> int:
+        return sum(part.size for part in self.parts)
+
+    @property
+    def kept(self) -> np.ndarray:
+        return np.arange(self._all) if self.keep is None else np.asarray(self.keep, dtype=int)
+
+    @property
+    def size(self) -> int:
+        return len(self.kept)
+
+    @property
+    def rows(self) -> tuple[int, ...]:
+        """The kept rows (indices into the concatenation)."""
+        return tuple(int(k) for k in self.kept)
+
+    @property
+    def soft(self) -> np.ndarray:
+        """Whether each kept row is soft (static)."""
+        flags = [part.softness is not None for part in self.parts for _ in range(part.size)]
+        return np.asarray(flags, dtype=bool)[self.kept]
+
+    @property
+    def model_rows(self) -> np.ndarray:
+        """Each kept row's index among the model's GCON rows, -1 for rows of no GCON."""
+        out = []
+        for part in self.parts:
+            out += list(getattr(part, "model_rows", (-1,) * part.size))
+        return np.asarray(out, dtype=int)[self.kept]
+
+    def without_parts(self, keep_part) -> TreeConstraints | None:
+        """Only the parts for which ``keep_part(part)`` holds (every row of them), or None."""
+        parts = tuple(part for part in self.parts if keep_part(part))
+        return TreeConstraints(parts) if parts else None
+
+
+def solve_normal(cons: TreeConstraints, A, B, rhs, R=None):
+    """x with (A B^T + diag(R)) x = rhs for the rows' (m, n) Jacobian-like A and B (A B^T
+    is G Y or G G^T; R the soft rows' regularisation, zero on exact rows): Cholesky where
+    positive definite, least squares otherwise."""
+    matrix = row_products(A, B)
+    if R is not None:
+        matrix = matrix + jnp.diag(R)
+    if cons.independent or (R is not None and bool(np.all(cons.soft))):
+        return cholesky_solve(matrix, rhs)
+    return jnp.linalg.lstsq(matrix, rhs)[0]
+
+
+def constraint_residual(cons: TreeConstraints, tree: KinematicTree, qpos, t):
+    p = poses(tree, qpos)
+    rows = [part.residual(tree, p, qpos, t) for part in cons.parts]
+    phi = jnp.concatenate(rows) if rows else jnp.zeros(0, qpos.dtype)
+    return phi if cons.keep is None else phi[cons.kept]
+
+
+def constraint_jacobian(cons: TreeConstraints, tree: KinematicTree, qpos, t):
+    """(Phi, G) at (qpos, t)."""
+
+    def phi(delta):
+        return constraint_residual(cons, tree, integrate_positions(tree, qpos, delta, 1.0), t)
+
+    zero = jnp.zeros(tree.nv, qpos.dtype)
+    return phi(zero), jax.jacfwd(phi)(zero)
+
+
+def _time_rate(cons, tree, qpos, t):
+    zero = jnp.zeros((), qpos.dtype)
+
+    def at(s):
+        return constraint_residual(cons, tree, qpos, t + s)
+
+    return jax.jvp(at, (zero,), (1.0 + zero,))[1]
+
+
+def constraint_terms(cons: TreeConstraints, tree: KinematicTree, qpos, qvel, t):
+    """(Phi, G, nu, gamma) at (qpos, qvel, t)."""
+    zero = jnp.zeros((), qpos.dtype)
+
+    def along(s):
+        q = integrate_positions(tree, qpos, s * qvel, 1.0)
+        return constraint_residual(cons, tree, q, t + s)
+
+    def rate(s):
+        return jax.jvp(along, (s,), (jnp.ones_like(s),))[1]
+
+    phi, G = constraint_jacobian(cons, tree, qpos, t)
+    gamma = -jax.jvp(rate, (zero,), (jnp.ones_like(zero),))[1]
+    return phi, G, -_time_rate(cons, tree, qpos, t), gamma
+
+
+def _soft_terms(cons: TreeConstraints, phi, velocity, gamma, h):
+    """The target and R of every row of the concatenation (``phi``, ``velocity``,
+    ``gamma``: all rows): gamma and zero on exact rows, MuJoCo's aref (with gamma where
+    its ``velocity_product`` says) and R on soft ones."""
+    R, target, start = [], [], 0
+    for part in cons.parts:
+        stop = start + part.size
+        soft = part.softness
+        if soft is None:
+            R.append(jnp.zeros(part.size, phi.dtype))
+            target.append(gamma[start:stop])
+        else:
+            r, aref = soft.terms(phi[start:stop], velocity[start:stop], h)
+            R.append(r)
+            target.append(aref + gamma[start:stop] if soft.velocity_product else aref)
+        start = stop
+    return jnp.concatenate(R), jnp.concatenate(target)
+
+
+def acceleration_terms(cons: TreeConstraints, tree: KinematicTree, qpos, qvel, t, h):
+    """(Phi, G, nu, target, R) of the kept rows: their values, Jacobian and velocity
+    right-hand side, and G qacc = target - R lam, with target gamma on exact rows and
+    MuJoCo's reference acceleration on soft ones (R: None without soft rows)."""
+    if not cons.soft.any():
+        return (*constraint_terms(cons, tree, qpos, qvel, t), None)
+    # a soft part's impedance reads all its rows (soft rows are always kept)
+    phi, G, nu, gamma = constraint_terms(cons._replace(keep=None), tree, qpos, qvel, t)
+    R, target = _soft_terms(cons, phi, mv(G, qvel), gamma, h)
+    if cons.keep is None:
+        return phi, G, nu, target, R
+    k = cons.kept
+    return phi[k], G[k], nu[k], target[k], R[k]
+
+
+def exact_part(cons: TreeConstraints | None) -> TreeConstraints | None:
+    """The exact rows only (those projected after each step), or None."""
+    if cons is None or not cons.soft.any():
+        return cons
+    soft = cons.soft
+    keep = [int(k) for k, s in zip(cons.kept, soft, strict=True) if not s]
+    return cons._replace(keep=tuple(keep)) if keep else None
+
+
+def project(cons: TreeConstraints, tree: KinematicTree, qpos, qvel, t, *, iterations: int = 1):
+    """qpos and qvel projected onto Phi = 0 and G qvel = nu of the exact rows: Gauss-Newton
+    steps delta = -G^T (G G^T)^-1 Phi (the least-norm correction), then the velocity's
+    least-norm correction. After a step of an explicit method the drift is of the step's
+    truncation order, so one step brings it to round-off."""
+    cons = exact_part(cons)
+    if cons is None:
+        return qpos, qvel
+
+    def newton(qpos):
+        phi, G = constraint_jacobian(cons, tree, qpos, t)
+        return integrate_positions(tree, qpos, -mtv(G, solve_normal(cons, G, G, phi)), 1.0)
+
+    if iterations == 1:
+        qpos = newton(qpos)
+    else:
+        qpos = jax.lax.fori_loop(0, iterations, lambda _, q: newton(q), qpos)
+    _, G = constraint_jacobian(cons, tree, qpos, t)
+    phi_t = _time_rate(cons, tree, qpos, t)
+    qvel = qvel - mtv(G, solve_normal(cons, G, G, mv(G, qvel) + phi_t))
+    return qpos, qvel
+
+
+def independent_rows(cons: TreeConstraints, tree: KinematicTree, qpos, t=0.0, *,
+                     rtol: float = 1e-9) -> tuple[int, ...]:  # fmt: skip
+    """The kept rows (indices into the concatenation) that act at ``qpos`` (concrete
+    values): every soft row, and the exact rows that a pivoted QR of G^T keeps (pivots
+    above ``rtol`` times the largest). In joint coordinates many rows hold by the tree's
+    own structure (the out-of-plane rows of a planar loop's closing revolute joint have
+    G = 0), so dependent rows are expected, not a modelling error: they are dropped, their
+    multipliers zero."""
+    G = np.asarray(constraint_jacobian(cons, tree, jnp.asarray(qpos), t)[1])
+    soft, kept = cons.soft, cons.kept
+    exact = np.flatnonzero(~soft)
+    chosen = [int(kept[k]) for k in np.flatnonzero(soft)]
+    if exact.size:
+        Ge = G[exact]
+        _, R, pivots = scipy.linalg.qr(Ge.T, mode="economic", pivoting=True)
+        diag = np.abs(np.diag(R))
+        rank = int(np.sum(diag > rtol * max(diag.max(initial=0.0), 1e-300)))
+        chosen += [int(kept[exact[k]]) for k in pivots[:rank]]
+    return tuple(sorted(chosen))
