@@ -27,6 +27,7 @@ from scipy.spatial.transform import Rotation
 import jaxmbd as mbd
 import jaxmbd.geometry as G
 from jaxmbd.contact.narrow_phase import COLLIDE, pair_kind, shape_size
+from jaxmbd.mjcf import UnsupportedFeatureWarning
 
 mujoco = pytest.importorskip("mujoco")
 
@@ -426,7 +427,7 @@ def scene(tmp_path_factory):  # noqa: D103 (the scene's runs in both engines)
     path = tmp_path_factory.mktemp("scene") / "scene.xml"
     path.write_text(SCENE_XML.format(cube=cube))
     with warnings.catch_warnings():
-        warnings.simplefilter("error", mbd.UnsupportedFeatureWarning)
+        warnings.simplefilter("error", UnsupportedFeatureWarning)
         model = mbd.load_model(path)
     sol = mbd.simulate(model, t_end=1.5, h=2e-3)
     m = mujoco.MjModel.from_xml_path(str(path))
