@@ -32,7 +32,8 @@ shape to body) or ``axis`` (the body-frame direction of the shape's z axis), def
 
 Collision: shapes also collide, unless ``collide=False`` (JSON ``"collide": false``): a
 contact pair (:meth:`~jaxmbd.ModelBuilder.add_contact`) checks the colliding shapes of its
-two bodies (spheres, capsules, boxes, cylinders and the ground's planes; see
+two bodies (spheres, capsules, boxes, cylinders, meshes (their convex hulls) and the
+ground's planes; see
 :mod:`jaxmbd.contact`). Shapes collide only where a contact pair is added: a model without
 pairs runs as before.
 """
@@ -45,6 +46,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
+from scipy.spatial import ConvexHull, QhullError
 
 from .errors import ModelError
 from .gcons import DP2, gcon_kind
@@ -690,6 +692,28 @@ def _no_size(shape: Shape) -> np.ndarray:
     return np.zeros(3)
 
 
+def _hull_size(shape: Shape) -> np.ndarray:
+    """A mesh's collision geometry, the convex hull of its vertices (MuJoCo's, too): rows
+    (x, y, z, weight) in the shape frame, first an interior point (the shape origin when it
+    lies inside the hull, else the mean of the hull's vertices) with weight 0, then the
+    hull's vertices (scipy.spatial.ConvexHull, Qhull) with weight 1; all vertices where
+    they span no volume."""
+    V = np.asarray(shape.vertices, dtype=np.float64)
+    try:
+        hull = ConvexHull(V)
+    except QhullError:
+        return np.concatenate([[[*V.mean(axis=0), 0.0]], np.c_[V, np.ones(len(V))]])
+    H = V[hull.vertices]
+    size = float(np.ptp(H, axis=0).max())
+    inside = bool(np.all(hull.equations[:, 3] < -1e-9 * size))  # origin: A 0 + b < 0
+    centre = np.zeros(3) if inside else H.mean(axis=0)
+    return np.concatenate([[[*centre, 0.0]], np.c_[H, np.ones(len(H))]])
+
+
+def _hull_scale(size: np.ndarray) -> float:
+    return 0.5 * float(np.ptp(size[1:, :3], axis=0).min())
+
+
 @dataclass(frozen=True)
 class ShapeKind:
     """One shape kind (the table of the module docstring).
@@ -729,7 +753,8 @@ CAPSULE = ShapeKind("capsule", (_RADIUS, _LENGTH), _round_mesh,
                     collision_size=_radius_half_length_size)  # fmt: skip
 CONE = ShapeKind("cone", (_RADIUS, _LENGTH), _cone_mesh)
 PYRAMID = ShapeKind("pyramid", (("size", 2, True), ("height", None, True)), _pyramid_mesh)
-MESH = ShapeKind("mesh", (), _explicit_mesh, explicit_mesh=True)
+MESH = ShapeKind("mesh", (), _explicit_mesh, explicit_mesh=True, collision_size=_hull_size,
+                 collision_scale=_hull_scale)  # fmt: skip
 PLANE = ShapeKind("plane", (("size", 2, False),), _plane_mesh, ground_only=True,
                   collision_size=_no_size, collision_scale=lambda size: float("inf"))  # fmt: skip
 

@@ -470,7 +470,7 @@ def _geom_shape(mujoco, m, d, g, com, A):
         f0, nf = m.mesh_faceadr[mid], m.mesh_facenum[mid]
         V = np.asarray(m.mesh_vert[v0 : v0 + nv], dtype=np.float64)
         F = np.asarray(m.mesh_face[f0 : f0 + nf], dtype=np.int64)
-        return G.mesh(V @ R.T + pos, F, **style)
+        return G.mesh(V, F, pos=pos, A=R, **style)  # geom frame: MuJoCo's centre
 
     makers = {
         int(T.mjGEOM_BOX): lambda: G.box(2 * size, pos=pos, A=R, **style),

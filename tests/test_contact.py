@@ -10,6 +10,8 @@ or resting ball case another.
 
 from __future__ import annotations
 
+import warnings
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -499,18 +501,18 @@ def test_add_contacts_filters_joined_bodies_visual_shapes_and_unsupported_pairs(
     b.spherical("ab", body_i="a", body_j="b", point=(0, 0, 1.5))
     b.revolute("ga", body_i="ground", body_j="a", point=(0, 0, 0.5), axis=(0, 1, 0))
     b.add_contacts(friction=0.3, exclude=[("b", "ground")])
-    with pytest.warns(UserWarning, match="box of 'd' - cylinder of 'e'"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # every colliding shape pair has a narrow phase
         model = b.build()
     names = set(model.contacts.pair_names)
     assert "a/b" not in names and "b/a" not in names  # joined
     assert "a/ground" in names  # joined to the ground: kept (as MuJoCo)
     assert "b/ground" not in names  # excluded
     assert not any("c" in n.split("/") for n in names)  # visual only
-    assert {"b/d", "d/ground", "e/ground", "a/e", "d/e"} <= names
-    assert "a/d" not in names  # capsule-box: no narrow phase yet
+    assert {"b/d", "d/ground", "e/ground", "a/e", "d/e", "a/d"} <= names
     assert not any("f" in n.split("/") for n in names)  # a cone: no narrow phase, no pair
-    k = model.contacts.pair_names.index("d/e")  # only the box-sphere shape pair
-    assert [g.kind for g in model.contacts.groups if k in g.pair] == ["sphere_box"]
+    k = model.contacts.pair_names.index("d/e")  # the box against e's sphere and cylinder
+    assert [g.kind for g in model.contacts.groups if k in g.pair] == ["sphere_box", "box_cylinder"]
     # mass of the box-sphere pair: reduced mass in the default stiffness
     k = model.contacts.pair_names.index("b/d")
     assert float(model.contacts.stiffness[k]) == pytest.approx(

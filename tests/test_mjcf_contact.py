@@ -46,6 +46,7 @@ FILTERS_XML = """
     <body name="e" pos="-0.05 0 0.1">
       <freejoint/>
       <geom name="ge" type="box" size="0.1 0.1 0.1" mass="1"/>
+      <geom name="ge2" type="ellipsoid" size="0.05 0.05 0.08" pos="0 0 -0.05" mass="0.1"/>
     </body>
     <body name="f" pos="0 0.05 0.1">
       <freejoint/>
@@ -100,11 +101,12 @@ def test_geom_pairs_are_mujocos_contacts(tmp_path):
     assert contacts.shapes[k] == ((0, 0), (1, 0))  # b's capsule and its welded sphere
     k = [set(n.split("/")) for n in contacts.pair_names].index({"c", "d"})
     assert float(contacts.friction[k]) == pytest.approx(0.3)  # the <pair>'s own friction
-    # b's capsule against e's box has no narrow phase (b's welded sphere has): named
+    # b's capsule and welded sphere against e's box; e's ellipsoid has no narrow phase
+    # (drawn as a mesh, not collided as one): named
     k = [set(n.split("/")) for n in contacts.pair_names].index({"b", "e"})
-    assert contacts.shapes[k] == ((1, 0),)
+    assert contacts.shapes[k] == ((0, 0), (1, 0))
     (said,) = [str(w.message) for w in caught if w.category is UnsupportedFeatureWarning]
-    assert "box-capsule (1)" in said
+    assert "capsule-ellipsoid (1)" in said
 
 
 @pytest.mark.parametrize(
@@ -204,14 +206,14 @@ def test_loaded_ball_rests_at_mujocos_penetration(tmp_path):
 
 def test_disabled_contact_and_what_is_named(tmp_path):
     """<flag contact="disable"/> creates no pairs and names nothing about contact;
-    box-capsule pairs are named in the one warning, condim 6 and a margin are read (not
+    ellipsoid pairs are named in the one warning, condim 6 and a margin are read (not
     named); condim 1 pairs get no friction."""
     xml = """<mujoco><option><flag contact="{flag}"/></option>
       <default><geom condim="{condim}"/></default><worldbody>
       <geom type="plane" size="1 1 .1" margin="{margin}"/>
       <body name="a" pos="0 0 0.1"><freejoint/><geom type="box" size=".1 .1 .1" mass="1"/></body>
       <body name="b" pos="0 0 0.35"><freejoint/><geom type="capsule" size=".05 .1" mass="1"/>
-      </body>
+        <geom type="ellipsoid" size=".05 .05 .08" pos="0 0 .1" mass=".1"/></body>
     </worldbody></mujoco>"""
     path = tmp_path / "boxes.xml"
 
@@ -227,9 +229,10 @@ def test_disabled_contact_and_what_is_named(tmp_path):
     assert [s.kind for s in model.ground_shapes] == ["plane"]  # still drawn
 
     model, said = load(flag="enable", condim=6, margin=0.01)
-    assert sorted(model.contacts.pair_names) == ["a/ground", "b/ground"]
-    assert "box-capsule (1)" in said and "condim" not in said and "margin" not in said
-    assert np.allclose(model.contacts.margin, 0.01)
+    assert sorted(model.contacts.pair_names) == ["a/b", "a/ground", "b/ground"]
+    assert "box-ellipsoid (1)" in said and "condim" not in said and "margin" not in said
+    margins = dict(zip(model.contacts.pair_names, np.asarray(model.contacts.margin)))
+    assert margins == pytest.approx({"a/ground": 0.01, "b/ground": 0.01, "a/b": 0.0})
     assert np.allclose(model.contacts.torsional_friction, 0.005)  # MuJoCo's defaults
     assert np.allclose(model.contacts.rolling_friction, 0.0001)
 

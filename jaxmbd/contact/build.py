@@ -72,6 +72,17 @@ def _member_data(shape):
     )
 
 
+def _stacked(arrays) -> np.ndarray:
+    """The members' arrays stacked; meshes' hull rows (n_k, 4) padded to the longest by
+    repeating their second row (a vertex) with weight 0, which changes neither the hull's
+    support nor its vertex slots (:func:`~jaxmbd.geometry` ``_hull_size``)."""
+    n = max(a.shape[0] for a in arrays)
+    if arrays[0].ndim < 2 or all(a.shape[0] == n for a in arrays):
+        return np.stack(arrays)
+    pad = [np.concatenate([a, np.tile(np.r_[a[1, :3], 0.0], (n - len(a), 1))]) for a in arrays]
+    return np.stack(pad)
+
+
 def _kinds(body: _Body) -> list[str]:
     return [s.kind for s in body.shapes if s.collide]
 
@@ -135,8 +146,7 @@ def build_contact_element(
             stiffness.append(float(spec.stiffness))
     if skipped and warn:
         warnings.warn(
-            "contact: shape pairs without a narrow phase are skipped (box-capsule and "
-            "cylinder against anything but the plane come later): " + "; ".join(skipped),
+            "contact: shape pairs without a narrow phase are skipped: " + "; ".join(skipped),
             stacklevel=4,
         )
     groups = []
@@ -144,8 +154,8 @@ def build_contact_element(
         if not rows:
             continue
         (pa, Ra, sa), (pb, Rb, sb) = (
-            [np.stack([row[4][k] for row in rows]) for k in range(3)],
-            [np.stack([row[5][k] for row in rows]) for k in range(3)],
+            [_stacked([row[4][k] for row in rows]) for k in range(3)],
+            [_stacked([row[5][k] for row in rows]) for k in range(3)],
         )
         groups.append(
             CollisionGroup(

@@ -8,9 +8,11 @@ and the normal pointing from shape A (the kind's first shape) to shape B (force 
 along +normal). A slot whose gap is positive exerts no force.
 
 Every shape is given by its world position ``p`` (3,), rotation ``R`` (3, 3) (shape to
-world) and ``size`` (3,) (:func:`shape_size`): sphere (radius, 0, 0); capsule (radius,
-half length of the segment along z, 0); box (half edges along x, y, z); cylinder (radius,
-half length along z, 0); plane (unused): the plane through ``p`` normal to R's z column.
+world) and ``size`` (:func:`shape_size`): sphere (radius, 0, 0); capsule (radius, half
+length of the segment along z, 0); box (half edges along x, y, z); cylinder (radius, half
+length along z, 0); plane (unused): the plane through ``p`` normal to R's z column; mesh:
+its convex hull's rows (x, y, z, weight) (:func:`jaxmbd.geometry` ``_hull_size``; padded
+rows of weight 0 in a group of meshes of different sizes).
 
 ========================= ======= =========================================================
 kind                      slots   what
@@ -21,24 +23,40 @@ plane_box                 8       the corners
 plane_cylinder            4       the deepest rim point of both caps and two more rim points
                                   of the lower cap at +-120 deg from it (a cylinder standing
                                   on a cap rests on a triangle; as MuJoCo)
+plane_mesh                4       hull vertices: the deepest and three spread over the face
+                                  it rests on (:func:`plane_mesh`)
 sphere_sphere             1       along the line of centres
 sphere_capsule            1       the sphere against the closest point of the segment
 sphere_box                1       the sphere against the closest point of the box (centre
                                   inside: the face of least penetration)
 capsule_capsule           1       the closest points of the two segments (parallel: the
                                   middle of their overlap)
+capsule_box               2       spheres of the capsule against the box: the segment's
+                                  closest (or deepest) point, and the far end of the part
+                                  over that box face (a lying capsule rests on both ends;
+                                  MuJoCo's mjraw_CapsuleBox)
 box_box                   16      each box's 8 corners against the other box, on the
                                   face normal of least overlap: face-face and corner-face
                                   contact, so boxes stack and rest on each other; edge-edge
                                   contact of crossing edges is not seen
+sphere_cylinder,          1       support-function distance (:mod:`jaxmbd.contact.convex`:
+capsule_cylinder,                 GJK apart, EPA in penetration): the signed distance, its
+box_cylinder,                     normal and the point midway between the surfaces, as
+cylinder_cylinder,                MuJoCo's mjc_Convex (nativeccd) gives its first contact
+sphere_mesh, capsule_mesh,
+box_mesh, cylinder_mesh,
+mesh_mesh
 ========================= ======= =========================================================
 
-Box–capsule, cylinder against anything but the plane, cones, pyramids and meshes
-have no narrow phase yet (such shape pairs are skipped, with a warning, when pairs are
-built). NaN-safe: unit vectors of zero length (coincident centres, a sphere centre on the
-box surface, an upright cylinder, parallel segments) fall back to a fixed direction
-through the double-where trick, so values and ``jax.grad`` stay finite when shapes touch
-exactly.
+One slot for the support-function pairs: MuJoCo adds up to four contacts of equal depth
+found by rotating the shapes slightly about the first (multiccd) or by clipping polygon
+faces (box and mesh pairs); a box or mesh resting flat on another here rests on one
+point (compliant contact: it tips until a second point touches). Cones, pyramids,
+ellipsoids and height fields have no narrow phase (such shape pairs are skipped, with a
+warning, when pairs are built). NaN-safe: unit vectors of zero length (coincident
+centres, a sphere centre on the box surface, an upright cylinder, parallel segments) fall
+back to a fixed direction through the double-where trick, so values and ``jax.grad`` stay
+finite when shapes touch exactly.
 """
 
 from __future__ import annotations
@@ -56,12 +74,14 @@ from ..geometry import (
     BOX,
     CAPSULE,
     CYLINDER,
+    MESH,
     PLANE,
     SHAPE_BY_NAME,
     SPHERE,
     ShapeKind,
     shape_kind,
 )
+from . import convex
 
 _TINY = 1e-24  # squared length below which a direction is taken as undefined
 
@@ -314,6 +334,153 @@ def box_box(pa, Ra, sa, pb, Rb, sb) -> Slots:
     )
 
 
+def _box_sdf(x, h):
+    """Signed distance of local points x (..., 3) to the box of half edges h (convex)."""
+    q = jnp.abs(x) - h
+    outside = jnp.maximum(q, 0.0)
+    n2 = _dot(outside, outside)
+    ok = n2 > 0
+    return jnp.where(ok, jnp.sqrt(jnp.where(ok, n2, 1.0)), 0.0) + jnp.minimum(
+        jnp.max(q, axis=-1), 0.0
+    )
+
+
+_SIGNS = np.array([-1.0, 1.0])
+# clamp patterns of the outside distance: each axis below (-1), inside (0) or above (+1)
+_PATTERNS = np.array([p for p in np.ndindex(3, 3, 3) if p != (1, 1, 1)], float) - 1.0
+_AXIS_PAIRS = [(0, 1), (0, 2), (1, 2)]
+
+
+def _segment_box_deepest(c, a, h):
+    """The parameter t in [-1, 1] of the point c + t a (box frame) of least signed distance
+    to the box of half edges h, and that distance. The signed distance is convex along the
+    segment, piecewise quadratic outside the box and piecewise linear inside it, so its
+    minimum is at one of: the ends, a crossing of a face plane, the stationary point of a
+    clamp pattern (each axis below, inside or above the box: 26 patterns), a point where
+    two axes' inside distances are equal (12) or an axis coordinate is zero (3). Every
+    candidate is evaluated and the least taken; among equal values (a segment parallel to
+    a face) the smallest t, as MuJoCo's mjraw_CapsuleBox tries the end -1 first."""
+    safe = jnp.where(jnp.abs(a) > _TINY, a, 1.0)
+    ok = jnp.abs(a) > _TINY
+    cands = [jnp.array([-1.0, 1.0])]
+    for s in _SIGNS:  # face planes x_k = +-h_k
+        cands.append(jnp.where(ok, (s * h - c) / safe, 0.0))
+    cands.append(jnp.where(ok, -c / safe, 0.0))  # x_k = 0
+    P = jnp.asarray(_PATTERNS)  # (26, 3)
+    on = P != 0
+    num = jnp.sum(jnp.where(on, a * (c - P * h), 0.0), axis=-1)
+    den = jnp.sum(jnp.where(on, a * a, 0.0), axis=-1)
+    cands.append(jnp.where(den > _TINY, -num / jnp.where(den > _TINY, den, 1.0), 0.0))
+    for j, k in _AXIS_PAIRS:  # sj x_j - h_j = sk x_k - h_k
+        for sj in _SIGNS:
+            for sk in _SIGNS:
+                den = sj * a[j] - sk * a[k]
+                good = jnp.abs(den) > _TINY
+                t = (h[j] - h[k] - sj * c[j] + sk * c[k]) / jnp.where(good, den, 1.0)
+                cands.append(jnp.where(good, t, 0.0)[None])
+    t = jnp.clip(jnp.concatenate(cands), -1.0, 1.0)
+    f = _box_sdf(c[None, :] + t[:, None] * a[None, :], h)
+    best = jnp.min(f)
+    tol = 1e-12 * (jnp.max(h) + jnp.sqrt(_dot(a, a)))
+    return jnp.min(jnp.where(f <= best + tol, t, 2.0)), best
+
+
+def capsule_box(pa, Ra, sa, pb, Rb, sb) -> Slots:
+    """Capsule A against box B, two slots, each a sphere of the capsule against the box
+    (:func:`sphere_box`), as MuJoCo's mjraw_CapsuleBox (engine_collision_box.c) builds its
+    contacts. The first: the segment's point of least signed distance to the box (its
+    closest point, or its deepest inside the box; ties, a segment parallel to a face: the
+    end first), so its gap is the pair's distance. The second: along the segment, the
+    farther end of the part that lies over the first contact's box face (a capsule lying
+    on a face rests on both ends of that part, MuJoCo's second contact there); where that
+    part is a point, the segment's end farther from the first. MuJoCo places its second
+    sphere by its own rules elsewhere (across an edge, at a corner), where it is not a
+    contact at rest."""
+    half, h = sa[1], sb
+    c = row_vec_mat(pa - pb, Rb)
+    a = row_vec_mat(Ra[:, 2], Rb) * half
+    t1, _ = _segment_box_deepest(c, a, h)
+    x1 = c + t1 * a
+    q = jnp.clip(x1, -h, h)
+    outside = x1 - q
+    inside_axis = jnp.argmin(h - jnp.abs(x1))
+    face = jnp.where(_dot(outside, outside) > 0, jnp.argmax(jnp.abs(outside)), inside_axis)
+    # the part of the segment over face `face`: |x_j| <= h_j for the other axes j
+    ok = jnp.abs(a) > _TINY
+    safe = jnp.where(ok, a, 1.0)
+    e1, e2 = (-h - c) / safe, (h - c) / safe
+    lo = jnp.where(ok, jnp.minimum(e1, e2), jnp.where(jnp.abs(c) <= h, -jnp.inf, jnp.inf))
+    hi = jnp.where(ok, jnp.maximum(e1, e2), jnp.where(jnp.abs(c) <= h, jnp.inf, -jnp.inf))
+    other = jnp.arange(3) != face
+    lo = jnp.maximum(-1.0, jnp.max(jnp.where(other, lo, -jnp.inf)))
+    hi = jnp.minimum(1.0, jnp.min(jnp.where(other, hi, jnp.inf)))
+    far = jnp.where(jnp.abs(hi - t1) >= jnp.abs(lo - t1), hi, lo)
+    t2 = jnp.where((hi > lo) & (jnp.abs(far - t1) > 1e-6), far, jnp.where(t1 > 0, -1.0, 1.0))
+    t = jnp.stack([t1, t2])
+    centres = pb[None, :] + mv(Rb, c[None, :] + t[:, None] * a[None, :])
+    return _stack_slots([sphere_box(centres[k], Ra, sa, pb, Rb, sb) for k in range(2)])
+
+
+def _stack_slots(slots) -> Slots:
+    return Slots(*(jnp.concatenate(parts) for parts in zip(*slots, strict=True)))
+
+
+# ------------------------------------------------------------- support-function pairs
+
+
+def _convex(kind, p, R, size) -> convex.Convex:
+    """The shape of ``kind`` at (p, R) as a :class:`~jaxmbd.contact.convex.Convex`."""
+    if kind is SPHERE:
+        return convex.point(p, size[0])
+    if kind is CAPSULE:
+        return convex.segment(p, R, size[0], size[1])
+    if kind is BOX:
+        return convex.box(p, R, size)
+    if kind is CYLINDER:
+        return convex.cylinder(p, R, size[0], size[1])
+    return convex.hull(p, R, size)
+
+
+def _support_pair(kind_a, kind_b):
+    """The narrow phase of two convex shapes by GJK and MPR (:mod:`jaxmbd.contact.convex`):
+    one slot, the closest points or the penetration's."""
+
+    def collide(pa, Ra, sa, pb, Rb, sb) -> Slots:
+        return _one(*convex.collide(_convex(kind_a, pa, Ra, sa), _convex(kind_b, pb, Rb, sb)))
+
+    collide.__name__ = f"{kind_a.name}_{kind_b.name}"
+    return collide
+
+
+_MESH_TILT = 0.1  # tangent weight of plane_mesh's extra support directions (about 6 deg)
+
+
+def plane_mesh(pa, Ra, sa, pb, Rb, sb) -> Slots:
+    """Plane A against the convex hull B of a mesh, four slots, each a hull vertex: the
+    deepest (MuJoCo's mjc_PlaneConvex first contact), then the support vertices of the
+    directions -n + 0.1 t for three tangents t at 120 deg, each among the vertices not yet
+    taken: a hull resting on a face rests on three points spread over that face (MuJoCo adds
+    up to two vertices adjacent to the deepest one)."""
+    n = Ra[:, 2]
+    xyz, weight = sb[:, :3], sb[:, 3]
+    world = pb[None, :] + mv(Rb, xyz)
+    height = _dot(world, n) - _dot(n, pa)
+    t1, t2 = Ra[:, 0], Ra[:, 1]
+    c, s = -0.5, 0.5 * np.sqrt(3.0)
+    tilts = [jnp.zeros(3), t1, c * t1 + s * t2, c * t1 - s * t2]
+    free = weight > 0
+    gaps, points = [], []
+    for tilt in tilts:
+        score = jnp.where(free, -height + _MESH_TILT * _dot(world, tilt), -jnp.inf)
+        one = jnp.arange(xyz.shape[0]) == jnp.argmax(score)
+        free = free & ~one
+        gap = jnp.sum(jnp.where(one, height, 0.0))
+        vertex = jnp.sum(jnp.where(one[:, None], world, 0.0), axis=0)
+        gaps.append(gap)
+        points.append(vertex - n * (0.5 * gap))
+    return Slots(jnp.stack(gaps), jnp.stack(points), jnp.broadcast_to(n, (4, 3)))
+
+
 # ----------------------------------------------------------------------------- the records
 
 
@@ -337,9 +504,27 @@ PAIRS: dict[tuple[ShapeKind, ShapeKind], PairKind] = {
     (SPHERE, BOX): PairKind("sphere_box", 1, sphere_box),
     (CAPSULE, CAPSULE): PairKind("capsule_capsule", 1, capsule_capsule),
     (BOX, BOX): PairKind("box_box", 16, box_box),
+    (CAPSULE, BOX): PairKind("capsule_box", 2, capsule_box),
+    (PLANE, MESH): PairKind("plane_mesh", 4, plane_mesh),
 }
+PAIRS.update(
+    {
+        (a, b): PairKind(f"{a.name}_{b.name}", 1, _support_pair(a, b))
+        for a, b in [
+            (SPHERE, CYLINDER),
+            (CAPSULE, CYLINDER),
+            (BOX, CYLINDER),
+            (CYLINDER, CYLINDER),
+            (SPHERE, MESH),
+            (CAPSULE, MESH),
+            (BOX, MESH),
+            (CYLINDER, MESH),
+            (MESH, MESH),
+        ]
+    }
+)
 #: Shape kinds that collide, in the canonical order of a pair kind (A before B).
-COLLIDING_KINDS = tuple(k.name for k in (PLANE, SPHERE, CAPSULE, BOX, CYLINDER))
+COLLIDING_KINDS = tuple(k.name for k in (PLANE, SPHERE, CAPSULE, BOX, CYLINDER, MESH))
 #: Contact slots of each supported pair kind.
 SLOTS = {pair.name: pair.slots for pair in PAIRS.values()}
 #: The narrow-phase function of each pair kind.
