@@ -22,6 +22,7 @@ import numpy as np
 from ._mjcf_joints import _name, _rot_lock_vectors
 from .equalities import Connect, JointCoupling, TendonCoupling, Weld
 from .errors import ModelError
+from .model import GROUND
 from .tree.constraint_rows import Softness
 
 logger = logging.getLogger("jaxmbd")
@@ -248,4 +249,5 @@ def tendons_of(builder):
     """The builder's tendons as :class:`~jaxmbd.tendons.Tendons` on its bodies (None
     without tendons): the geometry that tendon couplings read in joint space."""
     index = {b.name: k for k, b in enumerate(builder._bodies)}
+    index[GROUND] = len(builder._bodies)  # as the builder's own index: the world's row
     return builder._tendon_geometry(index, ())
