@@ -231,7 +231,7 @@ def test_disabled_contact_and_what_is_named(tmp_path):
     model, said = load(flag="enable", condim=6, margin=0.01)
     assert sorted(model.contacts.pair_names) == ["a/b", "a/ground", "b/ground"]
     assert "box-ellipsoid (1)" in said and "condim" not in said and "margin" not in said
-    margins = dict(zip(model.contacts.pair_names, np.asarray(model.contacts.margin)))
+    margins = dict(zip(model.contacts.pair_names, np.asarray(model.contacts.margin), strict=True))
     assert margins == pytest.approx({"a/ground": 0.01, "b/ground": 0.01, "a/b": 0.0})
     assert np.allclose(model.contacts.torsional_friction, 0.005)  # MuJoCo's defaults
     assert np.allclose(model.contacts.rolling_friction, 0.0001)
