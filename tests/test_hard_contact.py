@@ -166,7 +166,8 @@ def test_newtons_cradle_passes_the_momentum_to_the_last_ball():
     np.testing.assert_allclose(momentum, v0, atol=1e-12)
 
 
-def test_gradient_through_one_impact():
+@pytest.mark.parametrize("formulation", ["rA", "joint"])
+def test_gradient_through_one_impact(formulation):
     """100 steps of a ball dropped 2 cm while sliding at 0.5 m/s (mu = 0.1: it slides
     through the impact): reverse-mode derivatives of its apex and its horizontal speed after
     the bounce with respect to (e, mu), one compiled program for values and Jacobian. They
@@ -185,7 +186,7 @@ def test_gradient_through_one_impact():
     def outputs(p, model):
         m = eqx.tree_at(lambda m: (m.contacts.restitution, m.contacts.friction), model,
                         (p[:1], p[1:]))  # fmt: skip
-        sol = mbd.simulate(m, contact="hard", t_end=0.1, h=1e-3)
+        sol = mbd.simulate(m, formulation=formulation, contact="hard", t_end=0.1, h=1e-3)
         z, vz = sol.r[-1, 0, 2], sol.rdot[-1, 0, 2]
         out = jnp.stack([z - R_BALL + vz**2 / (2 * G), sol.rdot[-1, 0, 0]])
         return out, out
