@@ -322,7 +322,7 @@ def _hinge_pendulum(tmp_path):
     "case",
     [
         ("joint", "rk"),
-        pytest.param(("rA", "gen_alpha"), marks=pytest.mark.slow),
+        ("rA", "gen_alpha"),
     ],
     ids=lambda c: f"{c[0]}-{c[1]}",
 )
