@@ -533,10 +533,12 @@ def simulate_batch(
 
     ``chunk``: members vmapped together on a device; larger batches run as a sequence of
     such vmaps (``lax.map``), which keeps their Newton matrices in cache and lets each
-    chunk iterate only as long as its own slowest member. Default: the largest power of two
-    whose Newton matrices fit in the device's share of :data:`CHUNK_BYTES` (on one device
-    256 members for the double pendulum, 64 for the slider crank; on two, 64 and 16); on
-    a GPU the whole batch in one vmap. Results do not depend on it.
+    chunk iterate only as long as its own slowest member. Default on a CPU: for a small
+    model (n = 6 nb + 2 nc up to ``jaxmbd.linear.small.SMALL_MAX``: the double pendulum,
+    the slider crank, small robots) :data:`HOISTED_CHUNK` members, measured, for which
+    each chunk's time loop compiles to one native loop; for a larger model the largest
+    power of two whose Newton matrices fit in the device's share of :data:`CHUNK_BYTES`;
+    on a GPU the whole batch in one vmap. Results do not depend on it.
 
     Across processes (``docs/guide/distributed.md``): after ``jax.distributed.initialize``,
     ``devices=jax.devices()`` (the default) or a ``jax.sharding.Mesh`` spanning every
