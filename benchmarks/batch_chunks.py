@@ -10,7 +10,8 @@ Cases: ``rA-gen_alpha``, ``mbd.models.double_pendulum()`` in rA with gen_alpha (
 masses scaled by 1 +- 0.2); ``joint-rk``, the MJCF double pendulum of
 ``benchmarks.engines`` (two hinges, RK4) in the joint formulation (members' initial joint
 rates +-0.5 rad/s); h = 1 ms, ``--steps`` steps. *Single*: ``mbd.jit`` of
-``mbd.simulate`` (the whole Solution, as a member of the batch gets) of member 0. *Batch*:
+``mbd.simulate`` of member 0 with the batch's options (``throw=False``: no run-time
+checks; the whole Solution, as a member of the batch gets). *Batch*:
 the program ``simulate_batch`` runs on one device, compiled once per (chunk, size) and
 timed with the single run in alternating rounds (``benchmarks._harness.interleaved``),
 medians; batch / single = (batch x steps / batch time) / (steps / single time). Hoisted:
@@ -71,9 +72,9 @@ def measure(case: str, sizes_chunks: list[tuple[int, int | None]], steps: int, r
 
     biggest = max(size for size, _ in sizes_chunks)
     pool, opts = members(case, biggest, steps)
-    single = mbd.jit(lambda m: mbd.simulate(m, **opts))
+    static = mb._static_options(opts)  # throw=False, as for every member of a batch
+    single = mbd.jit(lambda m: mbd.simulate(m, **static))
     calls, info = {"single": lambda: jax.block_until_ready(single(pool[0]).r)}, {}
-    static = mb._static_options(opts)
     for size, chunk in sizes_chunks:
         stack = mbd.stack_models(pool[:size])
         used = mb._chunk_size(stack, size, chunk, 1, jax.devices()[0].platform)
