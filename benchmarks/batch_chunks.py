@@ -16,21 +16,34 @@ the program ``simulate_batch`` runs on one device, compiled once per (chunk, siz
 timed with the single run in alternating rounds (``benchmarks._harness.interleaved``),
 medians; batch / single = (batch x steps / batch time) / (steps / single time). Hoisted:
 ``jaxmbd._xla_flags.loop_hoisted`` of the compiled program (the time loop one native
-loop). Compile: first call less the median.
+loop). Compile: trace, lowering and XLA compile of the batch program.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
-import tempfile
-import time
-import warnings
-from pathlib import Path
 
-import numpy as np
+# before jaxmbd is imported: jaxmbd.jit's disk cache of exported programs keys a top-level
+# function by its name, not by the values it closes over (the options of the lambdas
+# below), and XLA's cache would hide the compile times
+os.environ.setdefault("JAXMBD_NO_COMPILATION_CACHE", "1")
 
-from benchmarks._harness import RESULTS, footer, interleaved, log, machine, markdown_table
+import argparse  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+import warnings  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from benchmarks._harness import (  # noqa: E402
+    RESULTS,
+    footer,
+    interleaved,
+    log,
+    machine,
+    markdown_table,
+)
 
 OUT = RESULTS / "batch" / "batch_chunks.md"
 
