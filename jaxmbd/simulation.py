@@ -45,6 +45,7 @@ from .integrators import (
     StartState,
     get_integrator,
 )
+from .integrators.impact_substeps import with_impact_substeps
 from .integrators.moreau_jean import check_friction_cone
 from .joint_space import simulate_joint_space
 from .limits_option import limits_integrator, with_limits
@@ -517,7 +518,10 @@ def simulate(
     ):
         warnings.warn(message, JointSpaceOnlyWarning, stacklevel=2)
     model, kept = rows_for_run(model, redundant, where="simulate")
+    substeps = options.pop("impact_substeps", None), options.pop("impact_speed", None)
     stepper = get_integrator(integrator, form, **_contact_newton(model, integrator, form, options))
+    if contact != "hard":
+        stepper = with_impact_substeps(model, stepper, *substeps)
     check_euler_angle_start(model, form)
     save_every = check_save_every(save_every, n)
     if save_every > 1 and checkpoint:

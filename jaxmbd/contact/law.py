@@ -69,8 +69,10 @@ import jax.numpy as jnp
 from .. import _config  # noqa: F401
 from .._restitution import (
     E_MIN,
+    GRAVITY_CAP,
     calibrate_restitution,
     damping_factor,
+    gravity_factor,
     restitution_of,
 )
 from .abstract_law import (
@@ -88,11 +90,14 @@ HERTZ_EXPONENT = 1.5
 # ----------------------------------------------------------------------------- the laws
 
 
-def normal_force(delta, delta_dot, *, stiffness, restitution, damping, m_eff, exponent=1.5):
+def normal_force(
+    delta, delta_dot, *, stiffness, restitution, damping, m_eff, exponent=1.5, gravity=0.0
+):
     """Hunt–Crossley normal force of the module docstring (>= 0), elementwise.
 
     ``delta``: penetration (-gap; <= 0 is no contact); ``delta_dot``: its rate (> 0
-    approaching); ``m_eff``: the pair's reduced mass (inf for none). Zero, with zero
+    approaching); ``m_eff``: the pair's reduced mass (inf for none); ``gravity``: the
+    acceleration gravity gives delta (m/s^2; 0: no gravity correction). Zero, with zero
     gradient, where delta <= 0; finite gradients at delta = delta_dot = 0."""
     n = exponent
     touching = delta > 0
@@ -100,10 +105,27 @@ def normal_force(delta, delta_dot, *, stiffness, restitution, damping, m_eff, ex
     elastic = stiffness * d**n
     ve2 = delta_dot**2 + 2.0 * stiffness * d ** (n + 1.0) / ((n + 1.0) * m_eff)
     moving = ve2 > 0
-    ratio = jnp.where(moving, delta_dot / jnp.sqrt(jnp.where(moving, ve2, 1.0)), 0.0)
-    a = damping_factor(restitution)
+    ve2_safe = jnp.where(moving, ve2, 1.0)
+    ratio = jnp.where(moving, delta_dot / jnp.sqrt(ve2_safe), 0.0)
+    a = damping_factor(restitution) / (1.0 + gravity_correction(
+        ve2_safe, moving, stiffness=stiffness, restitution=restitution, m_eff=m_eff,
+        exponent=n, gravity=gravity,
+    ))  # fmt: skip
     force = elastic * (1.0 + a * ratio + damping * delta_dot)
     return jnp.where(touching, jnp.maximum(force, 0.0), 0.0)
+
+
+def gravity_correction(ve2, moving, *, stiffness, restitution, m_eff, exponent, gravity):
+    """u = min(kappa(e) gamma, GRAVITY_CAP) of the module docstring, gamma = g t* / v_est
+    (0 where gravity does not push the pair together; the cap where v_est = 0)."""
+    pushed = (gravity > 0) & (stiffness > 0) & jnp.isfinite(m_eff)
+    g = jnp.where(pushed, gravity, 0.0)
+    # g t* / v = g (m_eff / K)^(1/(n+1)) v^(2/(n+1) - 2), with v^2 = ve2
+    scale = jnp.where(pushed, m_eff / jnp.where(pushed, stiffness, 1.0), 0.0)
+    power = 1.0 / (exponent + 1.0)
+    gamma = g * scale**power * ve2 ** (power - 1.0)
+    u = jnp.minimum(gravity_factor(restitution) * gamma, GRAVITY_CAP)
+    return jnp.where(pushed, jnp.where(moving, u, GRAVITY_CAP), 0.0)
 
 
 def elastic_energy(delta, *, stiffness, exponent=1.5):
@@ -126,6 +148,7 @@ class HuntCrossley(AbstractContactLaw):
             damping=pair.damping,
             m_eff=pair.m_eff,
             exponent=pair.exponent,
+            gravity=pair.gravity,
         )
 
     def elastic_energy(self, delta, pair: PairParameters):
@@ -141,6 +164,7 @@ __all__ = [
     "damping_factor",
     "elastic_energy",
     "friction_force",
+    "gravity_correction",
     "normal_force",
     "restitution_of",
 ]
