@@ -171,14 +171,29 @@ class ContactForce(AbstractForce):
         return gap, point, normal, velocity(bi) - velocity(bj), w[bi] - w[bj]
 
     def impact_speeds(self, state: BodyState):
-        """(gap, approach rate delta_dot, energy speed) of every slot: the energy speed
-        sqrt(delta_dot^2 + 2 E / m_eff), E the law's elastic energy, is the approach speed
-        that the slot's normal kinetic and elastic energy correspond to."""
+        """(gap, approach rate delta_dot, energy speed, rest speed) of every slot. The energy
+        speed sqrt(delta_dot^2 + 2 E / m_eff) (E the law's elastic energy) is the approach
+        speed that the slot's normal kinetic and elastic energy correspond to; the rest
+        speed sqrt(2 g delta_s / (n + 1)) is the energy speed of the pair resting on the
+        slot under gravity g (penetration delta_s = (m_eff g / K)^(1/n); 0 without)."""
         gap, _, normal, v_rel, _ = self._relative_motion(state)
         rate = -jnp.sum(normal * v_rel, axis=-1)
-        pair = self._slot_parameters(*self._slot_bodies())
+        pair = self._with_gravity(self._slot_parameters(*self._slot_bodies()), normal, state)
         energy = self._by_law(lambda law: law.elastic_energy(-gap, pair))
-        return gap, rate, jnp.sqrt(rate**2 + 2.0 * energy / pair.m_eff)
+        g = jnp.maximum(pair.gravity, 0.0)
+        n = pair.exponent
+        rest = (pair.m_eff * g / pair.stiffness) ** (1.0 / n) * 2.0 * g / (n + 1.0)
+        return gap, rate, jnp.sqrt(rate**2 + 2.0 * energy / pair.m_eff), jnp.sqrt(rest)
+
+    def _with_gravity(self, pair: PairParameters, normal, state: BodyState) -> PairParameters:
+        """``pair`` with each slot's penetration acceleration due to gravity (gravity
+        accelerates the bodies, not the ground); as it is without ``gravity``."""
+        if self.gravity is None:
+            return pair
+        nb = state[0].shape[0]  # r
+        bi, bj = self._slot_bodies()
+        free = jnp.asarray((bi < nb).astype(float) - (bj < nb).astype(float))
+        return pair._replace(gravity=-(normal @ self.gravity) * free)
 
     def slots(self, state: BodyState) -> ContactSlots:
         """Gap, forces and kinematics of every slot at ``state`` (no time axis)."""
@@ -188,11 +203,7 @@ class ContactForce(AbstractForce):
         slip = v_rel - along[:, None] * normal
         spin = jnp.sum(normal * w_rel, axis=-1)[:, None] * normal
         roll = w_rel - spin
-        pair = self._slot_parameters(bi, bj)
-        if self.gravity is not None:  # gravity accelerates the bodies, not the ground
-            nb = state.r.shape[0]
-            free = jnp.asarray((bi < nb).astype(float) - (bj < nb).astype(float))
-            pair = pair._replace(gravity=-(normal @ self.gravity) * free)
+        pair = self._with_gravity(self._slot_parameters(bi, bj), normal, state)
         fn = self._by_law(lambda law: law.normal_force(-gap, -along, pair))
         ft, tf = self._by_law(lambda law: law.friction_wrench(slip, spin, roll, fn, pair))
         return ContactSlots(gap, gap < 0, fn, ft, point, normal, slip, tf, self.slot_pair)

@@ -9,8 +9,9 @@ energy). Resolving t* everywhere would cost every step; resolving it where a con
 being hit costs a few steps per impact. A step is an impact step when a slot, at the start
 of the step, is closing on its surface fast enough to touch within two steps (gap < 2 h
 delta_dot) or is already in contact, and its energy speed v = sqrt(delta_dot^2 + 2 E / m_eff)
-(E: the law's elastic energy) exceeds ``impact_speed``: a resting or sliding contact stays
-at the full step.
+(E: the law's elastic energy) exceeds ``impact_speed`` and twice the energy speed of the
+pair resting on the slot under gravity: a resting or sliding contact stays at the full
+step.
 
 The choice is a ``lax.cond`` between the step and a fixed-count ``lax.scan`` of sub-steps,
 so the run stays differentiable in both modes (the branch taken is piecewise constant) and
@@ -40,12 +41,14 @@ IMPACT_SPEED = 0.05
 
 def impact_ahead(element: ContactForce, form, q, v, h, speed) -> jax.Array:
     """Whether a slot of ``element`` is being hit: in contact or touching within two steps
-    at its approach rate, with an energy speed above ``speed`` (module docstring)."""
-    q, v = jax.lax.stop_gradient((q, v))  # a branch choice: no derivative
+    at its approach rate, with an energy speed above ``speed`` and above twice the speed of
+    the pair resting on it (module docstring)."""
+    # a branch choice: no derivative
+    element, q, v = jax.lax.stop_gradient((element, q, v))
     state = form.to_body_state(q, v, jnp.zeros_like(v))[:4]
-    gap, rate, energy_speed = element.impact_speeds(state)
+    gap, rate, energy_speed, rest_speed = element.impact_speeds(state)
     near = gap < 2.0 * h * jnp.maximum(rate, 0.0)
-    return jnp.any(near & (energy_speed > speed))
+    return jnp.any(near & (energy_speed > jnp.maximum(speed, 2.0 * rest_speed)))
 
 
 class ImpactSubsteps(AbstractIntegrator):
