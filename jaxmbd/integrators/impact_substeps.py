@@ -13,9 +13,11 @@ delta_dot) or is already in contact, and its energy speed v = sqrt(delta_dot^2 +
 pair resting on the slot under gravity: a resting or sliding contact stays at the full
 step.
 
-The choice is a ``lax.cond`` between the step and a fixed-count ``lax.scan`` of sub-steps,
-so the run stays differentiable in both modes (the branch taken is piecewise constant) and
-batchable (under ``vmap`` both branches are evaluated for every member).
+The step is a fixed-count ``lax.scan`` of ``substeps`` passes over one copy of the
+integrator's step: the first pass takes the whole step or its first sub-step, the others
+the remaining sub-steps or nothing (``lax.cond``). The run stays differentiable in both
+modes (the choice is piecewise constant) and batchable; under ``vmap`` every pass runs for
+every member, so a batched step costs ``substeps`` steps.
 """
 
 from __future__ import annotations
@@ -89,25 +91,39 @@ class ImpactSubsteps(AbstractIntegrator):
         n = self.substeps
         q, v = self.inner.positions_velocities(state)
         hit = impact_ahead(element, form, q, v, h, self.speed)
+        size = jnp.where(hit, h / n, h)
 
-        def fine(state):
-            def sub(s, j):
-                return self.inner.step(model, form, s, (k - 1) * n + j, h / n)
+        def one(s, j):
+            # sub-step j of an impact step (time index (k - 1) n + j of the step h / n), or
+            # the whole step
+            return self.inner.step(model, form, s, jnp.where(hit, (k - 1) * n + j, k), size)
 
-            state, res = jax.lax.scan(sub, state, jnp.arange(1, n + 1))
-            info = NewtonInfo(
-                jnp.sum(res.info.iterations, axis=0).astype(res.info.iterations.dtype),
-                first_failure(res.info.status, axis=0),
-                jnp.max(res.info.residual_norm, axis=0),
-                jnp.max(res.info.step_norm, axis=0),
-            )
-            last = jax.tree.map(lambda x: x[-1], res)
-            return state, last._replace(info=info)
+        # one copy of the step in the program: a scan whose first pass takes the step (or
+        # the first sub-step) and whose other passes take the sub-steps or nothing
+        shape = jax.eval_shape(one, state, 1)[1]
+        res = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), shape)
 
-        def coarse(state):
-            return self.inner.step(model, form, state, k, h)
+        def sub(carry, j):
+            s, res, info = carry
 
-        return jax.lax.cond(hit, fine, coarse, state)
+            def take(s):
+                s, r = one(s, j)
+                return (
+                    s,
+                    r,
+                    NewtonInfo(
+                        info.iterations + r.info.iterations,
+                        first_failure(info.status, r.info.status),
+                        jnp.maximum(info.residual_norm, r.info.residual_norm),
+                        jnp.maximum(info.step_norm, r.info.step_norm),
+                    ),
+                )
+
+            return jax.lax.cond(hit | (j == 1), take, lambda s: (s, res, info), s), None
+
+        info = jax.tree.map(jnp.zeros_like, res.info)
+        (state, res, info), _ = jax.lax.scan(sub, (state, res, info), jnp.arange(1, n + 1))
+        return state, res._replace(info=info)
 
 
 def with_impact_substeps(model: Model, stepper, substeps, speed=None):
