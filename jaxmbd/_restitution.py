@@ -10,6 +10,7 @@ import functools
 
 import jax.numpy as jnp
 import numpy as np
+from scipy.interpolate import CubicSpline
 
 from . import _config  # noqa: F401
 
@@ -143,8 +144,29 @@ def calibrate_gravity_factor():
     return np.where(a > 0.0, k1, k1[-2])
 
 
+@functools.cache
+def _gravity_slopes() -> np.ndarray:
+    """d kappa / de of the cubic spline of :data:`GRAVITY_FACTOR` at its nodes."""
+    return CubicSpline(GRAVITY_TABLE_E, GRAVITY_FACTOR)(GRAVITY_TABLE_E, 1)
+
+
 def gravity_factor(restitution):
-    """kappa(e) (array, any shape): linear interpolation of :data:`GRAVITY_FACTOR` (held
-    constant outside :data:`GRAVITY_TABLE_E`)."""
-    e = jnp.asarray(restitution, dtype=jnp.float64)
-    return jnp.interp(e, jnp.asarray(GRAVITY_TABLE_E), jnp.asarray(GRAVITY_FACTOR))
+    """kappa(e) (array, any shape): the cubic spline of :data:`GRAVITY_FACTOR` (scipy's
+    ``CubicSpline``, C2 in e, so ``jax.grad`` reaches the restitution and central
+    differences agree with it; held at the end values outside :data:`GRAVITY_TABLE_E`), in
+    Hermite form."""
+    e_tab, k_tab = GRAVITY_TABLE_E, GRAVITY_FACTOR
+    m = len(e_tab) - 1
+    de = (e_tab[-1] - e_tab[0]) / m
+    slope = _gravity_slopes() * de
+    e = jnp.clip(jnp.asarray(restitution, dtype=jnp.float64), e_tab[0], e_tab[-1])
+    u = (e - e_tab[0]) / de
+    k = jnp.clip(jnp.floor(u), 0, m - 1).astype(jnp.int32)
+    s = u - k
+    k0, k1 = jnp.asarray(k_tab)[k], jnp.asarray(k_tab)[k + 1]
+    m0, m1 = jnp.asarray(slope)[k], jnp.asarray(slope)[k + 1]
+    s2, s3 = s * s, s * s * s
+    return (
+        (2 * s3 - 3 * s2 + 1) * k0 + (s3 - 2 * s2 + s) * m0 + (-2 * s3 + 3 * s2) * k1
+        + (s3 - s2) * m1
+    )  # fmt: skip
