@@ -432,7 +432,12 @@ def simulate(
     backtracking, which converges on the saturating friction and damping at large steps);
     ``max_iter`` then sets its iterations, and ``newton=`` chooses another method; gen_alpha
     then defaults to ``rho_inf=0`` (a contact is a stiff mode that 0.9 lets ring: a plastic
-    landing rebounded at 0.87 of its speed at h = 1e-3).
+    landing rebounded at 0.87 of its speed at h = 1e-3). Compliant contact takes a step that
+    meets a fast contact (in contact or touching within two steps, faster than
+    ``impact_speed``, 0.05 m/s, and than twice its resting speed) as ``impact_substeps``
+    (10) sub-steps of h / 10 of the same integrator, so that the impact is resolved and the
+    rebound honours the restitution (:mod:`jaxmbd.integrators.impact_substeps`;
+    ``impact_substeps=1``: off). Not in the "joint" formulation.
 
     ``limits``: how the joint limits act (:mod:`jaxmbd.limits_option`). None (default): as
     the integrator treats them (compliant spring-dampers; hard stops with "moreau_jean").
