@@ -12,6 +12,8 @@ no jaxmbd joint get no constraint rows (``Model.joint_space_only`` says why).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -143,11 +145,12 @@ def _mapped_limits(mujoco, m) -> set[int]:
     return out
 
 
-def _composition(mujoco, m, d, b) -> str | None:
+def _composition(mujoco, m, d, b) -> _Composition | None:
     """The library joint that body ``b``'s MuJoCo joints form (MuJoCo's ``xanchor`` and
-    ``xaxis`` in ``d``): "free", "single" (one hinge, slide or ball), "universal",
-    "cylindrical", "spherical" (three hinges), "planar", "translation" (three slides);
-    None when they form none (the body's joints are joint-space only)."""
+    ``xaxis`` in ``d``): :data:`FREE`, :data:`SINGLE` (one hinge, slide or ball),
+    :data:`UNIVERSAL`, :data:`CYLINDRICAL`, :data:`SPHERICAL` (three hinges),
+    :data:`PLANAR`, :data:`TRANSLATION` (three slides); None when they form none (the
+    body's joints are joint-space only)."""
     T = mujoco.mjtJoint
     hinge, slide = int(T.mjJNT_HINGE), int(T.mjJNT_SLIDE)
     jids = list(range(m.body_jntadr[b], m.body_jntadr[b] + m.body_jntnum[b]))
@@ -155,28 +158,28 @@ def _composition(mujoco, m, d, b) -> str | None:
     anchors = [np.array(d.xanchor[j]) for j in jids]
     axes = [np.array(d.xaxis[j]) for j in jids]
     if kinds == [int(T.mjJNT_FREE)]:
-        return "free"
+        return FREE
     if len(jids) == 1:
-        return "single"
+        return SINGLE
     same_point = all(np.linalg.norm(p - anchors[0]) < 1e-9 for p in anchors)
     if kinds == [hinge] * 2 and same_point and abs(axes[0] @ axes[1]) < 1e-9:
-        return "universal"
+        return UNIVERSAL
     if sorted(kinds) == sorted([hinge, slide]) and (
         abs(abs(axes[0] @ axes[1]) - 1) < 1e-9
         and np.linalg.norm(np.cross(anchors[1] - anchors[0], axes[0])) < 1e-9
     ):
-        return "cylindrical"
+        return CYLINDRICAL
     if kinds == [hinge] * 3 and same_point and abs(np.linalg.det(np.stack(axes))) > 1e-6:
-        return "spherical"
+        return SPHERICAL
     slides = [axes[k] for k in range(len(jids)) if kinds[k] == slide]
     hinges = [k for k in range(len(jids)) if kinds[k] == hinge]
     if len(slides) == 2 and len(hinges) == 1 and len(jids) == 3:
         normal = np.cross(slides[0], slides[1])
         h = axes[hinges[0]]
         if np.linalg.norm(normal) > 1e-6 and np.linalg.norm(np.cross(normal, h)) < 1e-9:
-            return "planar"
+            return PLANAR
     if len(slides) == 3 and len(jids) == 3 and abs(np.linalg.det(np.stack(slides))) > 1e-6:
-        return "translation"
+        return TRANSLATION
     return None
 
 
@@ -210,19 +213,15 @@ def _joint_space_joints(mujoco, m, d) -> set[int]:
     }
 
 
-#: Compositions whose hinges and slides are also coordinates of their own in joint space.
-_COMPOSITIONS_WITH_COORDINATES = ("universal", "spherical", "planar", "translation")
-
-
 def _composite_coordinates(mujoco, m, d) -> set[int]:
-    """The hinges and slides inside the compositions of
-    :data:`_COMPOSITIONS_WITH_COORDINATES` (their limits, passive values and actuators act
-    in joint space only)."""
+    """The hinges and slides inside the compositions whose hinges and slides are coordinates
+    of their own (``own_coordinates``; their limits, passive values and actuators act in
+    joint space only)."""
     scalar = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
     return {
         j
         for b in range(1, m.nbody)
-        if m.body_jntnum[b] > 1 and _composition(mujoco, m, d, b) in _COMPOSITIONS_WITH_COORDINATES
+        if m.body_jntnum[b] > 1 and getattr(_composition(mujoco, m, d, b), "own_coordinates", False)
         for j in range(m.body_jntadr[b], m.body_jntadr[b] + m.body_jntnum[b])
         if int(m.jnt_type[j]) in scalar
     }
@@ -237,114 +236,173 @@ def _add_joints(mujoco, m, d, builder: ModelBuilder, b, parent: str, child: str)
     (:func:`_add_joint_space_joints`)."""
     T = mujoco.mjtJoint
     jids = list(range(m.body_jntadr[b], m.body_jntadr[b] + m.body_jntnum[b]))
-    kinds = [int(m.jnt_type[j]) for j in jids]
-    names = [_name(mujoco, m, mujoco.mjtObj.mjOBJ_JOINT, j, "joint") for j in jids]
     anchors = [np.array(d.xanchor[j]) for j in jids]
     axes = [np.array(d.xaxis[j]) for j in jids]
-    adr = [int(m.jnt_qposadr[j]) for j in jids]
-    qpos0 = np.asarray(m.qpos0)
     composition = _composition(mujoco, m, d, b)
-    if composition == "free":
-        return {}
     if composition is None:
         return _add_joint_space_joints(mujoco, m, builder, jids, parent, child, anchors, axes)
-
-    def convention(name, order, signs=None):
-        """q = qpos: MuJoCo's qpos0 as the offset, the axes' directions as the signs."""
-        builder._joint_convention(
-            name, offset=[qpos0[adr[k]] for k in order], sign=signs or [1] * len(order)
-        )
-        return {name: tuple((c, adr[k]) for c, k in enumerate(order))}
-
-    if composition == "single":
-        name = names[0]
-        # a hinge or a slide: the builder's joint of that name; else a ball
-        spec = {int(T.mjJNT_HINGE): REVOLUTE, int(T.mjJNT_SLIDE): TRANSLATIONAL}.get(kinds[0])
-        if spec is not None:
-            getattr(builder, spec.name)(
-                name, body_i=parent, body_j=child, point=anchors[0], axis=axes[0],
-                **_limit_options(m, jids[0], spec.angular, builder, name),
-                **_passive(mujoco, m, jids[0]),
-            )  # fmt: skip
-            return convention(name, [0])
-        builder.spherical(name, body_i=parent, body_j=child, point=anchors[0])  # ball
-        return {name: ()}
+    body = _BodyJoints(
+        mujoco, m, builder, jids, [int(m.jnt_type[j]) for j in jids],
+        [_name(mujoco, m, mujoco.mjtObj.mjOBJ_JOINT, j, "joint") for j in jids],
+        anchors, axes, [int(m.jnt_qposadr[j]) for j in jids], parent, child,
+    )  # fmt: skip
     joint_space = {}  # the composition's hinges and slides as coordinates of joint space
-    if composition in _COMPOSITIONS_WITH_COORDINATES:
+    if composition.own_coordinates:
         for j, point, axis in zip(jids, anchors, axes, strict=True):
             if int(m.jnt_type[j]) in (int(T.mjJNT_HINGE), int(T.mjJNT_SLIDE)):
                 joint_space.update(
                     _add_coordinate_joint(mujoco, m, builder, j, parent, child, point, axis,
                                           joint_space=True)
                 )  # fmt: skip
-    return {**_add_composition(mujoco, m, builder, composition, jids, kinds, names, anchors,
-                               axes, adr, parent, child), **joint_space}  # fmt: skip
+    return {**composition.add(body), **joint_space}
 
 
-def _add_composition(mujoco, m, builder, composition, jids, kinds, names, anchors, axes, adr,
-                     parent, child):  # fmt: skip
-    """The library joint of a body's several MuJoCo joints that compose into one (see
-    :func:`_add_joints`)."""
-    T = mujoco.mjtJoint
-    qpos0 = np.asarray(m.qpos0)
-    where = f"body '{child}'"
-    joined = "+".join(names)
+@dataclass(frozen=True)
+class _BodyJoints:
+    """One body's MuJoCo joints (``jids``, their ``kinds``, ``names``, ``anchors`` and
+    ``axes`` at the reference pose, qpos addresses ``adr``) on their way into the library
+    joint between ``parent`` and ``child`` that they compose."""
 
-    def convention(name, order, signs=None):
+    mujoco: object
+    m: object
+    builder: ModelBuilder
+    jids: list
+    kinds: list
+    names: list
+    anchors: list
+    axes: list
+    adr: list
+    parent: str
+    child: str
+
+    @property
+    def joined(self) -> str:
+        """The composed joint's name: the MuJoCo joints' names joined by "+"."""
+        return "+".join(self.names)
+
+    def convention(self, name, order, signs=None):
         """q = qpos: MuJoCo's qpos0 as the offset, the axes' directions as the signs."""
-        builder._joint_convention(
-            name, offset=[qpos0[adr[k]] for k in order], sign=signs or [1] * len(order)
+        qpos0 = np.asarray(self.m.qpos0)
+        self.builder._joint_convention(
+            name, offset=[qpos0[self.adr[k]] for k in order], sign=signs or [1] * len(order)
         )
-        return {name: tuple((c, adr[k]) for c, k in enumerate(order))}
+        return {name: tuple((c, self.adr[k]) for c, k in enumerate(order))}
 
-    if composition == "universal":
-        builder.universal(
-            joined, body_i=parent, body_j=child, point=anchors[0], axis_i=axes[0], axis_j=axes[1]
-        )
-        return convention(joined, [0, 1])
-    if composition == "cylindrical":
-        order = [kinds.index(int(T.mjJNT_SLIDE)), kinds.index(int(T.mjJNT_HINGE))]
-        # each MuJoCo joint's range, damping, stiffness, ... on its coordinate (qpos units)
-        passive = [_passive(mujoco, m, jids[k]) for k in order]
-        limits = [
-            _limit_options(m, jids[k], kinds[k] == T.mjJNT_HINGE, builder, f"{joined}.{view}")
-            for k, (view, _) in zip(order, CYLINDRICAL_VIEWS, strict=True)
-        ]
-        builder.cylindrical(
-            joined, body_i=parent, body_j=child, point=anchors[0], axis=axes[0],
-            **{key: tuple(limit[key] for limit in limits) for key in limits[0]},
-            **{key: tuple(p[key] for p in passive) for key in passive[0]},
-        )  # fmt: skip
-        return convention(joined, order, [float(axes[k] @ axes[0]) for k in order])
-    if composition == "spherical":
-        builder.spherical(joined, body_i=parent, body_j=child, point=anchors[0])
-        return {joined: ()}
-    slide_ids = [k for k in range(len(jids)) if kinds[k] == int(T.mjJNT_SLIDE)]
+    def which(self, enum_name: str) -> list[int]:
+        """The positions of the joints of MuJoCo type ``enum_name`` (``mjtJoint``)."""
+        kind = int(getattr(self.mujoco.mjtJoint, enum_name))
+        return [k for k, t in enumerate(self.kinds) if t == kind]
+
+
+def _add_free(body: _BodyJoints) -> dict:
+    """A free body: no library joint."""
+    return {}
+
+
+def _add_single(body: _BodyJoints) -> dict:
+    """One hinge or slide: the builder's joint of that name; a ball: a spherical joint."""
+    T, name = body.mujoco.mjtJoint, body.names[0]
+    spec = {int(T.mjJNT_HINGE): REVOLUTE, int(T.mjJNT_SLIDE): TRANSLATIONAL}.get(body.kinds[0])
+    if spec is None:  # a ball
+        body.builder.spherical(name, body_i=body.parent, body_j=body.child,
+                               point=body.anchors[0])  # fmt: skip
+        return {name: ()}
+    getattr(body.builder, spec.name)(
+        name, body_i=body.parent, body_j=body.child, point=body.anchors[0], axis=body.axes[0],
+        **_limit_options(body.m, body.jids[0], spec.angular, body.builder, name),
+        **_passive(body.mujoco, body.m, body.jids[0]),
+    )  # fmt: skip
+    return body.convention(name, [0])
+
+
+def _add_universal(body: _BodyJoints) -> dict:
+    """Two hinges on perpendicular axes through one point."""
+    body.builder.universal(
+        body.joined, body_i=body.parent, body_j=body.child, point=body.anchors[0],
+        axis_i=body.axes[0], axis_j=body.axes[1],
+    )  # fmt: skip
+    return body.convention(body.joined, [0, 1])
+
+
+def _add_cylindrical(body: _BodyJoints) -> dict:
+    """A slide and a hinge on one axis line: each MuJoCo joint's range, damping, stiffness,
+    ... on its coordinate (qpos units)."""
+    mujoco, m, builder, joined, axes = body.mujoco, body.m, body.builder, body.joined, body.axes
+    order = [*body.which("mjJNT_SLIDE"), *body.which("mjJNT_HINGE")]
+    passive = [_passive(mujoco, m, body.jids[k]) for k in order]
+    angular = (False, True)  # the slide, then the hinge
+    limits = [
+        _limit_options(m, body.jids[k], hinge, builder, f"{joined}.{view}")
+        for k, hinge, (view, _) in zip(order, angular, CYLINDRICAL_VIEWS, strict=True)
+    ]
+    builder.cylindrical(
+        joined, body_i=body.parent, body_j=body.child, point=body.anchors[0], axis=axes[0],
+        **{key: tuple(limit[key] for limit in limits) for key in limits[0]},
+        **{key: tuple(p[key] for p in passive) for key in passive[0]},
+    )  # fmt: skip
+    return body.convention(joined, order, [float(axes[k] @ axes[0]) for k in order])
+
+
+def _add_spherical(body: _BodyJoints) -> dict:
+    """Three hinges through one point."""
+    body.builder.spherical(body.joined, body_i=body.parent, body_j=body.child,
+                           point=body.anchors[0])  # fmt: skip
+    return {body.joined: ()}
+
+
+def _add_planar(body: _BodyJoints) -> dict:
+    """Two slides and a hinge normal to them."""
+    axes, joined = body.axes, body.joined
+    slide_ids = body.which("mjJNT_SLIDE")
     slides = [axes[k] for k in slide_ids]
-    if composition == "planar":
-        h = next(k for k in range(len(jids)) if kinds[k] == int(T.mjJNT_HINGE))
-        normal = np.cross(slides[0], slides[1])
-        # in-plane axes x = the first slide, y = the second where they are orthogonal
-        exact = abs(slides[0] @ slides[1]) < 1e-9 and h == 2
-        n = normal / np.linalg.norm(normal) if exact else axes[h]
-        builder.planar(
-            joined, body_i=parent, body_j=child, point=anchors[h], axis=n, x_axis=slides[0]
-        )
-        signs = [1, 1, float(axes[h] @ n)]
-        if exact:
-            return convention(joined, [*slide_ids, h], signs)
-        # the slides' qpos are not the in-plane coordinates: only the angle is MuJoCo's
-        builder._joint_convention(joined, offset=[0.0, 0.0, qpos0[adr[h]]], sign=signs)
-        return {joined: ((2, adr[h]),)}
-    # three slides, pure translation: the relative rotation is locked by three DP1 rows
-    A_i = builder._frame(parent, where=where)[1]
-    A_j = builder._frame(child, where=where)[1]
+    h = body.which("mjJNT_HINGE")[0]
+    normal = np.cross(slides[0], slides[1])
+    # in-plane axes x = the first slide, y = the second where they are orthogonal
+    exact = abs(slides[0] @ slides[1]) < 1e-9 and h == 2
+    n = normal / np.linalg.norm(normal) if exact else axes[h]
+    body.builder.planar(joined, body_i=body.parent, body_j=body.child, point=body.anchors[h],
+                        axis=n, x_axis=slides[0])  # fmt: skip
+    signs = [1, 1, float(axes[h] @ n)]
+    if exact:
+        return body.convention(joined, [*slide_ids, h], signs)
+    # the slides' qpos are not the in-plane coordinates: only the angle is MuJoCo's
+    qpos0 = np.asarray(body.m.qpos0)
+    body.builder._joint_convention(joined, offset=[0.0, 0.0, qpos0[body.adr[h]]], sign=signs)
+    return {joined: ((2, body.adr[h]),)}
+
+
+def _add_translation(body: _BodyJoints) -> dict:
+    """Three slides, pure translation: the relative rotation is locked by three DP1 rows."""
+    builder, joined, where = body.builder, body.joined, f"body '{body.child}'"
+    A_i = builder._frame(body.parent, where=where)[1]
+    A_j = builder._frame(body.child, where=where)[1]
     for k, (a_i, a_j) in enumerate(_rot_lock_vectors(A_i, A_j)):
         builder.add_dp1(
-            f"{joined}.dp1_{k}", body_i=parent, a_bar_i=a_i, body_j=child, a_bar_j=a_j,
-            joint=joined,
+            f"{joined}.dp1_{k}", body_i=body.parent, a_bar_i=a_i, body_j=body.child,
+            a_bar_j=a_j, joint=joined,
         )  # fmt: skip
     return {}
+
+
+@dataclass(frozen=True)
+class _Composition:
+    """A library joint that one body's MuJoCo joints compose (:func:`_composition`).
+    ``add(body)``: adds it to the builder and returns {name: ((coordinate, qpos address),
+    ...)} (:func:`_add_joints`); ``own_coordinates``: its hinges and slides are also
+    coordinates of their own in joint space."""
+
+    name: str
+    add: Callable[[_BodyJoints], dict]
+    own_coordinates: bool = False
+
+
+FREE = _Composition("free", _add_free)
+SINGLE = _Composition("single", _add_single)
+UNIVERSAL = _Composition("universal", _add_universal, own_coordinates=True)
+CYLINDRICAL = _Composition("cylindrical", _add_cylindrical)
+SPHERICAL = _Composition("spherical", _add_spherical, own_coordinates=True)
+PLANAR = _Composition("planar", _add_planar, own_coordinates=True)
+TRANSLATION = _Composition("translation", _add_translation, own_coordinates=True)
 
 
 def _add_joint_space_joints(mujoco, m, builder, jids, parent, child, anchors, axes):

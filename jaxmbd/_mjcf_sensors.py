@@ -45,22 +45,26 @@ import numpy as np
 
 from .model import GROUND
 
+#: (MuJoCo body, global point, global axes) of a sensor's object ``(m, d, objid)``, by its
+#: ``mjtObj`` name: a site's, a geom's, a body's inertial frame, a body's own frame.
+_OBJECT_FRAMES = {
+    "mjOBJ_SITE": lambda m, d, k: (int(m.site_bodyid[k]), d.site_xpos[k],
+                                   d.site_xmat[k].reshape(3, 3)),
+    "mjOBJ_GEOM": lambda m, d, k: (int(m.geom_bodyid[k]), d.geom_xpos[k],
+                                   d.geom_xmat[k].reshape(3, 3)),
+    "mjOBJ_BODY": lambda m, d, k: (k, d.xipos[k], d.ximat[k].reshape(3, 3)),
+    "mjOBJ_XBODY": lambda m, d, k: (k, d.xpos[k], d.xmat[k].reshape(3, 3)),
+}  # fmt: skip
+
 
 def _frames(mujoco, m, d, objtype: int, objid: int):
     """(MuJoCo body, global point, global axes) of a sensor's object at the pose of ``d``,
     or None for an object type without a frame here."""
-    obj = mujoco.mjtObj
-    if objtype == int(obj.mjOBJ_SITE):
-        return (int(m.site_bodyid[objid]), d.site_xpos[objid],
-                d.site_xmat[objid].reshape(3, 3))  # fmt: skip
-    if objtype == int(obj.mjOBJ_GEOM):
-        return (int(m.geom_bodyid[objid]), d.geom_xpos[objid],
-                d.geom_xmat[objid].reshape(3, 3))  # fmt: skip
-    if objtype == int(obj.mjOBJ_BODY):  # the inertial frame
-        return objid, d.xipos[objid], d.ximat[objid].reshape(3, 3)
-    if objtype == int(obj.mjOBJ_XBODY):  # the body frame
-        return objid, d.xpos[objid], d.xmat[objid].reshape(3, 3)
-    return None
+    try:
+        frame_of = _OBJECT_FRAMES.get(mujoco.mjtObj(objtype).name)
+    except ValueError:  # not an mjtObj value (no object)
+        return None
+    return None if frame_of is None else frame_of(m, d, objid)
 
 
 def _zone(mujoco, m, site: int):
