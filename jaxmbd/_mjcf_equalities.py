@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import jax.numpy as jnp
 import numpy as np
 
-from ._mjcf_joints import _name, _rot_lock_vectors
+from ._mjcf_joints import _joint_type, _name, _rot_lock_vectors
 from .equalities import Connect, JointCoupling, TendonCoupling, Weld
 from .errors import ModelError
 from .model import GROUND
@@ -102,11 +102,9 @@ def _weld(mujoco, m, e, name, bodies: _Bodies, params, active, tendons):
 
 
 def _joint(mujoco, m, e, name, bodies: _Bodies, params, active, tendons):
-    T = mujoco.mjtJoint
-    scalar = (int(T.mjJNT_HINGE), int(T.mjJNT_SLIDE))
     joints = [int(m.eq_obj1id[e]), int(m.eq_obj2id[e])]
     for j in joints:
-        if j >= 0 and int(m.jnt_type[j]) not in scalar:
+        if j >= 0 and not _joint_type(mujoco, m, j).coordinate:
             jname = _name(mujoco, m, mujoco.mjtObj.mjOBJ_JOINT, j, "joint")
             raise ModelError(
                 f"equality joint '{name}': joint '{jname}' is not a hinge or slide (MuJoCo "

@@ -22,7 +22,7 @@ from ._mjcf_flags import switched_off
 from ._mjcf_limit_gains import limit_gains
 from ._values import _axis_frame
 from .build import ModelBuilder
-from .joints import REVOLUTE, TRANSLATIONAL
+from .joints import REVOLUTE, TRANSLATIONAL, JointKind
 
 logger = logging.getLogger("jaxmbd")
 
@@ -37,6 +37,38 @@ def _rot_lock_vectors(A_i, A_j):
 def _name(mujoco, m, objtype, k: int, prefix: str) -> str:
     name = mujoco.mj_id2name(m, objtype, k)
     return name if name else f"{prefix}{k}"
+
+
+@dataclass(frozen=True)
+class _MjJointType:
+    """What the importer asks of a MuJoCo joint type (``mjtJoint``): ``word``, MuJoCo's
+    name of it; ``coordinate``: its one qpos is a hinge's or slide's coordinate;
+    ``angular``: that coordinate is an angle (a hinge); ``view``: which coordinate of a
+    cylindrical joint it is; ``single``: the library joint of a body's only joint of this
+    type (None: a ball's spherical joint, or a free body's none); ``free``, ``ball``."""
+
+    word: str
+    coordinate: bool = False
+    angular: bool = False
+    view: str = ""
+    single: JointKind | None = None
+    free: bool = False
+    ball: bool = False
+
+
+#: The MuJoCo joint types by their ``mjtJoint`` name.
+_MJ_JOINT_TYPES = {
+    "mjJNT_FREE": _MjJointType("free", free=True),
+    "mjJNT_BALL": _MjJointType("ball", ball=True),
+    "mjJNT_SLIDE": _MjJointType("slide", coordinate=True, view="slide", single=TRANSLATIONAL),
+    "mjJNT_HINGE": _MjJointType("hinge", coordinate=True, angular=True, view="angle",
+                                single=REVOLUTE),
+}  # fmt: skip
+
+
+def _joint_type(mujoco, m, j: int) -> _MjJointType:
+    """The record of MuJoCo joint j's type."""
+    return _MJ_JOINT_TYPES[mujoco.mjtJoint(int(m.jnt_type[j])).name]
 
 
 def _limits(m, j: int, hinge: bool):
@@ -69,33 +101,44 @@ def _cylindrical_coordinates(mujoco, m) -> dict[int, str]:
     cylindrical joint (a slide and a hinge on one axis line, as :func:`_add_joints` maps
     them): the slide is ``"<joint>.slide"`` and the hinge ``"<joint>.angle"``, each with
     MuJoCo's qpos as coordinate (:data:`jaxmbd._joint_forces.CYLINDRICAL_VIEWS`)."""
-    T = mujoco.mjtJoint
     out = {}
     for b in range(1, m.nbody):
         jids = list(range(m.body_jntadr[b], m.body_jntadr[b] + m.body_jntnum[b]))
-        kinds = [int(m.jnt_type[j]) for j in jids]
-        if len(jids) != 2 or sorted(kinds) != sorted([int(T.mjJNT_HINGE), int(T.mjJNT_SLIDE)]):
+        types = [_joint_type(mujoco, m, j) for j in jids]
+        if not _hinge_and_slide(types):
             continue
         axes = [np.asarray(m.jnt_axis[j], dtype=np.float64) for j in jids]  # body frame
         axes = [a / np.linalg.norm(a) for a in axes]
         gap = np.asarray(m.jnt_pos[jids[1]]) - np.asarray(m.jnt_pos[jids[0]])
         if abs(abs(axes[0] @ axes[1]) - 1) < 1e-9 and np.linalg.norm(np.cross(gap, axes[0])) < 1e-9:
             names = [_name(mujoco, m, mujoco.mjtObj.mjOBJ_JOINT, j, "joint") for j in jids]
-            suffix = {int(T.mjJNT_HINGE): "angle", int(T.mjJNT_SLIDE): "slide"}
-            for j, jnt_type in zip(jids, kinds, strict=True):
-                out[j] = f"{'+'.join(names)}.{suffix[jnt_type]}"
+            for j, jnt_type in zip(jids, types, strict=True):
+                out[j] = f"{'+'.join(names)}.{jnt_type.view}"
     return out
+
+
+def _hinges(types) -> list[int]:
+    """The positions of the hinges among the joint types ``types``."""
+    return [k for k, t in enumerate(types) if t.coordinate and t.angular]
+
+
+def _slides(types) -> list[int]:
+    """The positions of the slides among the joint types ``types``."""
+    return [k for k, t in enumerate(types) if t.coordinate and not t.angular]
+
+
+def _hinge_and_slide(types) -> bool:
+    """Two joints, a hinge and a slide (in either order)."""
+    return len(types) == 2 and len(_hinges(types)) == 1 and len(_slides(types)) == 1
 
 
 def _single_scalar_joints(mujoco, m) -> set[int]:
     """Joints that are a body's only joint and a hinge or slide (a revolute or translational
     joint with MuJoCo's qpos as coordinate)."""
-    T = mujoco.mjtJoint
-    scalar = (int(T.mjJNT_HINGE), int(T.mjJNT_SLIDE))
     return {
         int(m.body_jntadr[b])
         for b in range(1, m.nbody)
-        if m.body_jntnum[b] == 1 and int(m.jnt_type[m.body_jntadr[b]]) in scalar
+        if m.body_jntnum[b] == 1 and _joint_type(mujoco, m, int(m.body_jntadr[b])).coordinate
     }
 
 
@@ -133,15 +176,13 @@ def _passive(mujoco, m, j: int) -> dict:
 
 def _mapped_limits(mujoco, m) -> set[int]:
     """Joints whose limits become compliant limits: the one hinge or slide of a body."""
-    T = mujoco.mjtJoint
     out = set()
     for b in range(1, m.nbody):
         if m.body_jntnum[b] == 1:
             j = int(m.body_jntadr[b])
-            hinge = int(m.jnt_type[j]) == int(T.mjJNT_HINGE)
-            if hinge or int(m.jnt_type[j]) == int(T.mjJNT_SLIDE):
-                if _limits(m, j, hinge) is not None:
-                    out.add(j)
+            jnt_type = _joint_type(mujoco, m, j)
+            if jnt_type.coordinate and _limits(m, j, jnt_type.angular) is not None:
+                out.add(j)
     return out
 
 
@@ -151,28 +192,26 @@ def _composition(mujoco, m, d, b) -> _Composition | None:
     :data:`UNIVERSAL`, :data:`CYLINDRICAL`, :data:`SPHERICAL` (three hinges),
     :data:`PLANAR`, :data:`TRANSLATION` (three slides); None when they form none (the
     body's joints are joint-space only)."""
-    T = mujoco.mjtJoint
-    hinge, slide = int(T.mjJNT_HINGE), int(T.mjJNT_SLIDE)
     jids = list(range(m.body_jntadr[b], m.body_jntadr[b] + m.body_jntnum[b]))
-    kinds = [int(m.jnt_type[j]) for j in jids]
+    types = [_joint_type(mujoco, m, j) for j in jids]
     anchors = [np.array(d.xanchor[j]) for j in jids]
     axes = [np.array(d.xaxis[j]) for j in jids]
-    if kinds == [int(T.mjJNT_FREE)]:
+    if len(jids) == 1 and types[0].free:
         return FREE
     if len(jids) == 1:
         return SINGLE
     same_point = all(np.linalg.norm(p - anchors[0]) < 1e-9 for p in anchors)
-    if kinds == [hinge] * 2 and same_point and abs(axes[0] @ axes[1]) < 1e-9:
+    hinges = _hinges(types)
+    if len(jids) == len(hinges) == 2 and same_point and abs(axes[0] @ axes[1]) < 1e-9:
         return UNIVERSAL
-    if sorted(kinds) == sorted([hinge, slide]) and (
+    if _hinge_and_slide(types) and (
         abs(abs(axes[0] @ axes[1]) - 1) < 1e-9
         and np.linalg.norm(np.cross(anchors[1] - anchors[0], axes[0])) < 1e-9
     ):
         return CYLINDRICAL
-    if kinds == [hinge] * 3 and same_point and abs(np.linalg.det(np.stack(axes))) > 1e-6:
+    if len(jids) == len(hinges) == 3 and same_point and abs(np.linalg.det(np.stack(axes))) > 1e-6:
         return SPHERICAL
-    slides = [axes[k] for k in range(len(jids)) if kinds[k] == slide]
-    hinges = [k for k in range(len(jids)) if kinds[k] == hinge]
+    slides = [axes[k] for k in _slides(types)]
     if len(slides) == 2 and len(hinges) == 1 and len(jids) == 3:
         normal = np.cross(slides[0], slides[1])
         h = axes[hinges[0]]
@@ -186,12 +225,9 @@ def _composition(mujoco, m, d, b) -> _Composition | None:
 def _joint_space_reason(mujoco, m, b) -> str:
     """Why body ``b`` needs the ``"joint"`` formulation (:attr:`Model.joint_space_only`)."""
     jids = range(m.body_jntadr[b], m.body_jntadr[b] + m.body_jntnum[b])
-    kind_names = {int(mujoco.mjtJoint.mjJNT_HINGE): "hinge",
-                  int(mujoco.mjtJoint.mjJNT_SLIDE): "slide",
-                  int(mujoco.mjtJoint.mjJNT_BALL): "ball"}  # fmt: skip
     joints = ", ".join(
         f"{_name(mujoco, m, mujoco.mjtObj.mjOBJ_JOINT, j, 'joint')} "
-        f"({kind_names.get(int(m.jnt_type[j]), 'free')})"
+        f"({_joint_type(mujoco, m, j).word})"
         for j in jids
     )
     body = _name(mujoco, m, mujoco.mjtObj.mjOBJ_BODY, b, "body")
@@ -217,13 +253,12 @@ def _composite_coordinates(mujoco, m, d) -> set[int]:
     """The hinges and slides inside the compositions whose hinges and slides are coordinates
     of their own (``own_coordinates``; their limits, passive values and actuators act in
     joint space only)."""
-    scalar = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
     return {
         j
         for b in range(1, m.nbody)
         if m.body_jntnum[b] > 1 and getattr(_composition(mujoco, m, d, b), "own_coordinates", False)
         for j in range(m.body_jntadr[b], m.body_jntadr[b] + m.body_jntnum[b])
-        if int(m.jnt_type[j]) in scalar
+        if _joint_type(mujoco, m, j).coordinate
     }
 
 
@@ -234,7 +269,6 @@ def _add_joints(mujoco, m, d, builder: ModelBuilder, b, parent: str, child: str)
     orthogonal); {} for a free body and three slides (no library joint). Joints that form
     no library joint: one joint per MuJoCo joint, without rows
     (:func:`_add_joint_space_joints`)."""
-    T = mujoco.mjtJoint
     jids = list(range(m.body_jntadr[b], m.body_jntadr[b] + m.body_jntnum[b]))
     anchors = [np.array(d.xanchor[j]) for j in jids]
     axes = [np.array(d.xaxis[j]) for j in jids]
@@ -242,14 +276,14 @@ def _add_joints(mujoco, m, d, builder: ModelBuilder, b, parent: str, child: str)
     if composition is None:
         return _add_joint_space_joints(mujoco, m, builder, jids, parent, child, anchors, axes)
     body = _BodyJoints(
-        mujoco, m, builder, jids, [int(m.jnt_type[j]) for j in jids],
+        mujoco, m, builder, jids, [_joint_type(mujoco, m, j) for j in jids],
         [_name(mujoco, m, mujoco.mjtObj.mjOBJ_JOINT, j, "joint") for j in jids],
         anchors, axes, [int(m.jnt_qposadr[j]) for j in jids], parent, child,
     )  # fmt: skip
     joint_space = {}  # the composition's hinges and slides as coordinates of joint space
     if composition.own_coordinates:
         for j, point, axis in zip(jids, anchors, axes, strict=True):
-            if int(m.jnt_type[j]) in (int(T.mjJNT_HINGE), int(T.mjJNT_SLIDE)):
+            if _joint_type(mujoco, m, j).coordinate:
                 joint_space.update(
                     _add_coordinate_joint(mujoco, m, builder, j, parent, child, point, axis,
                                           joint_space=True)
@@ -259,7 +293,7 @@ def _add_joints(mujoco, m, d, builder: ModelBuilder, b, parent: str, child: str)
 
 @dataclass(frozen=True)
 class _BodyJoints:
-    """One body's MuJoCo joints (``jids``, their ``kinds``, ``names``, ``anchors`` and
+    """One body's MuJoCo joints (``jids``, their ``types``, ``names``, ``anchors`` and
     ``axes`` at the reference pose, qpos addresses ``adr``) on their way into the library
     joint between ``parent`` and ``child`` that they compose."""
 
@@ -267,7 +301,7 @@ class _BodyJoints:
     m: object
     builder: ModelBuilder
     jids: list
-    kinds: list
+    types: list
     names: list
     anchors: list
     axes: list
@@ -288,11 +322,6 @@ class _BodyJoints:
         )
         return {name: tuple((c, self.adr[k]) for c, k in enumerate(order))}
 
-    def which(self, enum_name: str) -> list[int]:
-        """The positions of the joints of MuJoCo type ``enum_name`` (``mjtJoint``)."""
-        kind = int(getattr(self.mujoco.mjtJoint, enum_name))
-        return [k for k, t in enumerate(self.kinds) if t == kind]
-
 
 def _add_free(body: _BodyJoints) -> dict:
     """A free body: no library joint."""
@@ -301,8 +330,8 @@ def _add_free(body: _BodyJoints) -> dict:
 
 def _add_single(body: _BodyJoints) -> dict:
     """One hinge or slide: the builder's joint of that name; a ball: a spherical joint."""
-    T, name = body.mujoco.mjtJoint, body.names[0]
-    spec = {int(T.mjJNT_HINGE): REVOLUTE, int(T.mjJNT_SLIDE): TRANSLATIONAL}.get(body.kinds[0])
+    name = body.names[0]
+    spec = body.types[0].single
     if spec is None:  # a ball
         body.builder.spherical(name, body_i=body.parent, body_j=body.child,
                                point=body.anchors[0])  # fmt: skip
@@ -328,7 +357,7 @@ def _add_cylindrical(body: _BodyJoints) -> dict:
     """A slide and a hinge on one axis line: each MuJoCo joint's range, damping, stiffness,
     ... on its coordinate (qpos units)."""
     mujoco, m, builder, joined, axes = body.mujoco, body.m, body.builder, body.joined, body.axes
-    order = [*body.which("mjJNT_SLIDE"), *body.which("mjJNT_HINGE")]
+    order = [*_slides(body.types), *_hinges(body.types)]
     passive = [_passive(mujoco, m, body.jids[k]) for k in order]
     angular = (False, True)  # the slide, then the hinge
     limits = [
@@ -353,9 +382,9 @@ def _add_spherical(body: _BodyJoints) -> dict:
 def _add_planar(body: _BodyJoints) -> dict:
     """Two slides and a hinge normal to them."""
     axes, joined = body.axes, body.joined
-    slide_ids = body.which("mjJNT_SLIDE")
+    slide_ids = _slides(body.types)
     slides = [axes[k] for k in slide_ids]
-    h = body.which("mjJNT_HINGE")[0]
+    h = _hinges(body.types)[0]
     normal = np.cross(slides[0], slides[1])
     # in-plane axes x = the first slide, y = the second where they are orthogonal
     exact = abs(slides[0] @ slides[1]) < 1e-9 and h == 2
@@ -415,7 +444,7 @@ def _add_joint_space_joints(mujoco, m, builder, jids, parent, child, anchors, ax
     (:attr:`~jaxmbd.Model.joint_space_only`)."""
     out = {}
     for j, point, axis in zip(jids, anchors, axes, strict=True):
-        if int(m.jnt_type[j]) == int(mujoco.mjtJoint.mjJNT_BALL):
+        if _joint_type(mujoco, m, j).ball:
             name = _name(mujoco, m, mujoco.mjtObj.mjOBJ_JOINT, j, "joint")
             frame = builder._frame(child, where=f"joint '{name}'")[1]
             builder._record_joint(name, "spherical", parent, child, point, frame)
@@ -435,7 +464,7 @@ def _add_coordinate_joint(mujoco, m, builder, j, parent, child, point, axis, *,
     ``model.joints``, and its joint forces are left to the ``"joint"`` formulation.
     {name: ((0, qpos address),)}."""
     name = _name(mujoco, m, mujoco.mjtObj.mjOBJ_JOINT, j, "joint")
-    hinge = int(m.jnt_type[j]) == int(mujoco.mjtJoint.mjJNT_HINGE)
+    hinge = _joint_type(mujoco, m, j).angular
     kind = "revolute" if hinge else "translational"
     builder._record_joint(name, kind, parent, child, point, _axis_frame(axis),
                           joint_space=joint_space)  # fmt: skip
