@@ -34,12 +34,11 @@ STRING_ALLOWED = {
 
 #: {file: (count, why)} of comparisons with MuJoCo enum constants.
 ENUM_ALLOWED = {
-    "_mjcf_actuators.py": (5, "one transmission, dynamics, gain and bias type each is read"),
-    "_mjcf_contact.py": (1, "the model's friction cone option"),
-    "_mjcf_equalities.py": (1, "site or body semantics of a connect's or weld's objects"),
-    "_mjcf_joints.py": (7, "hinge, slide, ball or free: which MuJoCo joints compose"),
-    "_mjcf_sensors.py": (2, "the actuator force sensors' own branches (being extended)"),
-    "mjcf.py": (2, "ground planes and hinges/slides while reading the file"),
+    "_mjcf_actuators.py": (6, "transmission, dynamics, gain and bias types (being extended)"),
+    "_mjcf_contact.py": (1, "one option read: the model's friction cone"),
+    "_mjcf_equalities.py": (1, "one flag read: site or body semantics of a connect's objects"),
+    "_mjcf_sensors.py": (2, "the actuator force sensors' branches (being extended)"),
+    "mjcf.py": (1, "one test while reading geoms: the ground's planes"),
 }
 
 
