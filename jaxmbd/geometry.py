@@ -18,6 +18,8 @@ box        ``size`` = (lx, ly, lz) full edge lengths along the shape's x, y, z
 cylinder   ``radius``, ``length`` along z, centred; optional ``inner_radius`` (a tube)
 sphere     ``radius``
 capsule    ``radius``, ``length`` of the cylindrical part along z (hemispherical caps)
+ellipsoid  ``size`` = (lx, ly, lz) full axis lengths along the shape's x, y, z (twice the
+           semi-axes)
 cone       ``radius`` of the base (centred at the shape origin), apex at z = ``length``
 pyramid    ``size`` = (lx, ly) of the rectangular base (centred at the origin), apex at
            z = ``height``
@@ -32,7 +34,7 @@ shape to body) or ``axis`` (the body-frame direction of the shape's z axis), def
 
 Collision: shapes also collide, unless ``collide=False`` (JSON ``"collide": false``): a
 contact pair (:meth:`~jaxmbd.ModelBuilder.add_contact`) checks the colliding shapes of its
-two bodies (spheres, capsules, boxes, cylinders, meshes (their convex hulls) and the
+two bodies (spheres, capsules, boxes, cylinders, ellipsoids, meshes (their convex hulls) and the
 ground's planes; see
 :mod:`jaxmbd.contact`). Shapes collide only where a contact pair is added: a model without
 pairs runs as before.
@@ -251,6 +253,12 @@ def sphere(radius, *, pos=(0.0, 0.0, 0.0), color=None, collide=True) -> Shape:
 def capsule(radius, length, *, pos=(0.0, 0.0, 0.0), A=None, axis=None, color=None,
             collide=True) -> Shape:  # fmt: skip
     return make_shape(_spec("capsule", pos, A, axis, color, collide, radius=radius, length=length))
+
+
+def ellipsoid(size, *, pos=(0.0, 0.0, 0.0), A=None, axis=None, color=None,
+              collide=True) -> Shape:  # fmt: skip
+    """An ellipsoid with full axis lengths ``size`` = (lx, ly, lz) (twice its semi-axes)."""
+    return make_shape(_spec("ellipsoid", pos, A, axis, color, collide, size=list(size)))
 
 
 def cone(radius, length, *, pos=(0.0, 0.0, 0.0), A=None, axis=None, color=None,
@@ -643,6 +651,12 @@ def _round_mesh(shape: Shape, n: int):
     return V, np.asarray(F)
 
 
+def _ellipsoid_mesh(shape: Shape, n: int):
+    """The unit sphere's mesh scaled by the semi-axes."""
+    V, F = _round_mesh(sphere(1.0), n)
+    return V * (0.5 * np.asarray(shape.param("size"))), F
+
+
 def _cone_mesh(shape: Shape, n: int):
     R, L = shape.param("radius"), shape.param("length")
     V = np.concatenate([_ring(R, 0.0, n), [[0, 0, 0], [0, 0, L]]])
@@ -751,6 +765,9 @@ CYLINDER = ShapeKind(
 SPHERE = ShapeKind("sphere", (_RADIUS,), _round_mesh, collision_size=_radius_size)
 CAPSULE = ShapeKind("capsule", (_RADIUS, _LENGTH), _round_mesh,
                     collision_size=_radius_half_length_size)  # fmt: skip
+ELLIPSOID = ShapeKind("ellipsoid", (("size", 3, True),), _ellipsoid_mesh,
+                      collision_size=_half_edges_size,
+                      collision_scale=lambda size: float(size.min()))  # fmt: skip
 CONE = ShapeKind("cone", (_RADIUS, _LENGTH), _cone_mesh)
 PYRAMID = ShapeKind("pyramid", (("size", 2, True), ("height", None, True)), _pyramid_mesh)
 MESH = ShapeKind("mesh", (), _explicit_mesh, explicit_mesh=True, collision_size=_hull_size,
@@ -760,7 +777,7 @@ PLANE = ShapeKind("plane", (("size", 2, False),), _plane_mesh, ground_only=True,
 
 #: Every shape kind by name (the files' ``type`` strings).
 SHAPE_BY_NAME: dict[str, ShapeKind] = {
-    k.name: k for k in (BOX, CYLINDER, SPHERE, CAPSULE, CONE, PYRAMID, MESH, PLANE)
+    k.name: k for k in (BOX, CYLINDER, SPHERE, CAPSULE, ELLIPSOID, CONE, PYRAMID, MESH, PLANE)
 }
 SHAPE_KINDS = tuple(SHAPE_BY_NAME)
 
