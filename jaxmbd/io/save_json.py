@@ -268,6 +268,15 @@ def _actuators_to_json(actuators: Actuators) -> list[dict]:
             span = _range_to_json(lower, upper)
             if span is not None:
                 entry[key] = span
+        if actuators.has_dynamics and actuators.dynamics[k] != "none":
+            entry["dynamics"] = actuators.dynamics[k]
+            if actuators.dynamics[k] != "integrator":
+                entry["time_constant"] = float(actuators.time_constant[k])
+            span = _range_to_json(actuators.act_lower[k], actuators.act_upper[k])
+            if span is not None:
+                entry["act_range"] = span
+            if actuators.act_early[k]:
+                entry["act_early"] = True
         out.append(entry)
     return out
 

@@ -137,6 +137,7 @@ _OWN_KEYS = {
                           "frame_j", "offset", "sign", "q_start", *_JOINT_FORCE_KEYS,
                           *_CYLINDRICAL_KEYS},
     "actuator": {"name", "joint", "kind", "gear", "ctrl_range", "force_range", "kp", "kv",
+                 "dynamics", "time_constant", "act_range", "act_early",
                  "gain", "bias"},
     "sensor": {"name", "kind", "joint", "body", "site", "frame", "noise", "reference",
                "subtree", "parent", "zone", "actuator"},  # fmt: skip
