@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .actuators import ACTIVATION_DYNAMICS, NO_DYNAMICS
+
 # MuJoCo's mjtDyn values (mjDYN_NONE, mjDYN_INTEGRATOR, mjDYN_FILTER, mjDYN_FILTEREXACT)
 _DYNAMICS = {0: "none", 1: "integrator", 2: "filter", 3: "filterexact"}
 
@@ -82,11 +84,12 @@ def add_actuators(mujoco, m, builder, joint_names: set[str], unsupported: list[s
         if int(m.actuator_biastype[k]) == int(mujoco.mjtBias.mjBIAS_NONE):
             bias = (0.0, 0.0, 0.0)
         kind, options = _kind(gain, bias)
-        if dynamics != "none":
+        rule = ACTIVATION_DYNAMICS[dynamics]
+        if rule is not NO_DYNAMICS:
             options.update(dynamics=dynamics, act_early=bool(m.actuator_actearly[k]),
                            act_range=tuple(m.actuator_actrange[k])
                            if m.actuator_actlimited[k] else None)  # fmt: skip
-            if dynamics != "integrator":
+            if rule.time_constant:
                 options["time_constant"] = max(float(m.actuator_dynprm[k][0]), 1e-15)
         builder.add_actuator(
             name,

@@ -68,9 +68,36 @@ from .tendons import Tendons, body_forces, lengths_and_gradients, velocities
 
 #: The actuator kinds of :meth:`~jaxmbd.ModelBuilder.add_actuator`.
 ACTUATOR_KINDS = ACTUATOR_KIND_NAMES
-#: The activation dynamics of :meth:`~jaxmbd.ModelBuilder.add_actuator` (MuJoCo's dyntype
-#: none, integrator, filter, filterexact).
-ACTIVATION_DYNAMICS = ("none", "integrator", "filter", "filterexact")
+
+
+@dataclasses.dataclass(frozen=True)
+class ActivationDynamics:
+    """One kind of activation dynamics (the module docstring's table): ``activation(a0, u,
+    dt, tau)`` the activation dt after a0 under the held control u; ``time_constant``:
+    whether it takes one."""
+
+    name: str
+    activation: object
+    time_constant: bool
+
+
+def _filtered(a0, u, dt, tau):
+    return u + (a0 - u) * jnp.exp(-dt / tau)
+
+
+#: The activation dynamics of :meth:`~jaxmbd.ModelBuilder.add_actuator` by name (MuJoCo's
+#: dyntype none, integrator, filter, filterexact).
+ACTIVATION_DYNAMICS: dict[str, ActivationDynamics] = {
+    d.name: d
+    for d in (
+        ActivationDynamics("none", lambda a0, u, dt, tau: u, False),
+        ActivationDynamics("integrator", lambda a0, u, dt, tau: a0 + u * dt, False),
+        ActivationDynamics("filter", _filtered, True),
+        ActivationDynamics("filterexact", _filtered, True),
+    )
+}
+#: The dynamics of an actuator without any: the force follows u.
+NO_DYNAMICS = ACTIVATION_DYNAMICS["none"]
 
 
 class Actuators(AbstractJointForce):
@@ -125,7 +152,9 @@ class Actuators(AbstractJointForce):
     @property
     def has_dynamics(self) -> bool:
         """Whether an actuator has activation dynamics (a state of its own)."""
-        return self.dynamics is not None and any(d != "none" for d in self.dynamics)
+        return self.dynamics is not None and any(
+            ACTIVATION_DYNAMICS[d] is not NO_DYNAMICS for d in self.dynamics
+        )
 
     def activation_at(self, t, u, *, early: bool = True):
         """The activations (nu,) at time ``t`` under the controls ``u`` held since
@@ -134,17 +163,17 @@ class Actuators(AbstractJointForce):
         u = jnp.clip(u, self.ctrl_lower, self.ctrl_upper)
         if not self.has_dynamics:
             return u
-        kinds = np.asarray(self.dynamics)
         dt = t - self.activation_time
         if early:
             dt = dt + jnp.where(jnp.asarray(self.act_early), self.step, 0.0)
-        a0 = self.activation
         # MuJoCo's mjMINVAL floor on the time constant
         tau = jnp.maximum(self.time_constant, 1e-15)
-        filtered = u + (a0 - u) * jnp.exp(-dt / tau)
-        a = jnp.where(kinds == "integrator", a0 + u * dt, filtered)
-        a = jnp.clip(a, self.act_lower, self.act_upper)
-        return jnp.where(kinds == "none", u, a)
+        a = u
+        for rule in {ACTIVATION_DYNAMICS[d] for d in self.dynamics}:
+            own = np.asarray([ACTIVATION_DYNAMICS[d] is rule for d in self.dynamics])
+            a = jnp.where(own, rule.activation(self.activation, u, dt, tau), a)
+        # the range is unbounded where there are no dynamics (add_actuator)
+        return jnp.clip(a, self.act_lower, self.act_upper)
 
     def next_activation(self, h):
         """The activations (nu,) at ``activation_time`` + h (the next step's start)."""

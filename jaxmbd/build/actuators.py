@@ -12,7 +12,13 @@ from .._actuator_kinds import actuator_kind
 from .._values import (
     _numbers,
 )
-from ..actuators import ACTIVATION_DYNAMICS, ACTUATOR_KINDS, Actuators, gains_of_kind
+from ..actuators import (
+    ACTIVATION_DYNAMICS,
+    ACTUATOR_KINDS,
+    NO_DYNAMICS,
+    Actuators,
+    gains_of_kind,
+)
 from ..errors import ModelError
 from ..joints import JointDefinition, joint_kind
 from .specs import absolute_entries
@@ -65,7 +71,7 @@ class _ActuatorBuilder:
                 f"{where}.joint: '{joint}' is cylindrical; actuate one of its coordinates, "
                 f"'{joint}.slide' or '{joint}.angle'"
             )
-        if spec is not None and spec.kind not in ("revolute", "translational"):
+        if spec is not None and not joint_kind(spec.kind).one_coordinate:
             raise ModelError(
                 f"{where}.joint: '{joint}' is {spec.kind}; actuators drive revolute and "
                 "translational joints and the coordinates of cylindrical joints "
@@ -102,13 +108,14 @@ class _ActuatorBuilder:
 
         if dynamics not in ACTIVATION_DYNAMICS:
             raise ModelError(
-                f"{where}.dynamics: expected one of {ACTIVATION_DYNAMICS}, got {dynamics!r}"
+                f"{where}.dynamics: expected one of {list(ACTIVATION_DYNAMICS)}, got {dynamics!r}"
             )
-        filters = dynamics in ("filter", "filterexact")
-        if time_constant is not None and not filters:
-            raise ModelError(f"{where}.time_constant: only for dynamics 'filter', 'filterexact'")
-        tau = number("time_constant", time_constant, positive=True, required=filters)
-        if dynamics == "none" and (act_range is not None or act_early):
+        rule = ACTIVATION_DYNAMICS[dynamics]
+        if time_constant is not None and not rule.time_constant:
+            takes = [d.name for d in ACTIVATION_DYNAMICS.values() if d.time_constant]
+            raise ModelError(f"{where}.time_constant: only for dynamics {takes}")
+        tau = number("time_constant", time_constant, positive=True, required=rule.time_constant)
+        if rule is NO_DYNAMICS and (act_range is not None or act_early):
             raise ModelError(f"{where}: act_range and act_early need activation dynamics")
         gear_value = number("gear", gear)
         if gear_value == 0.0:
@@ -190,7 +197,7 @@ class _ActuatorBuilder:
     def _activation_fields(self) -> dict:
         """The activation-dynamics fields of the element (none where no actuator has any)."""
         acts = self._actuators
-        if all(a.get("dynamics", "none") == "none" for a in acts):
+        if all(ACTIVATION_DYNAMICS[a.get("dynamics", "none")] is NO_DYNAMICS for a in acts):
             return {}
         return dict(
             dynamics=tuple(a["dynamics"] for a in acts),
