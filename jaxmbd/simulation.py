@@ -31,7 +31,13 @@ from ._stepping import (
     strided_scan,
 )
 from ._xla_flags import unhoisted_when_differentiated
-from .actuators import control_inputs, policy_controls, with_controls
+from .actuators import (
+    ACTIVATION_DYNAMICS,
+    NO_DYNAMICS,
+    control_inputs,
+    policy_controls,
+    with_controls,
+)
 from .contact import with_contact
 from .equalities import check_soft_equalities, with_equalities
 from .errors import JointSpaceOnlyWarning, ModelError
@@ -503,6 +509,15 @@ def simulate(
             model, form, integrator=integrator, n=n, h=h, controls=controls, policy=policy,
             throw=throw, options=options,
         )  # fmt: skip
+    element = model.actuators
+    if element is not None and element.has_dynamics and (controls is not None or policy):
+        dynamic = [n for n, d in zip(element.actuator_names, element.dynamics, strict=True)
+                   if ACTIVATION_DYNAMICS[d] is not NO_DYNAMICS]  # fmt: skip
+        raise ModelError(
+            f"simulate: model '{model.name}' has actuators with activation dynamics "
+            f"({dynamic}), whose activation formulation='joint' carries from step to step; "
+            f"formulation {form.name!r} runs them only with their own held controls"
+        )
     if controls is not None:  # the start (and its accelerations) with the first row
         model = with_controls(model, first_row(controls))
     if policy is not None:  # likewise with the policy's reply to the initial state
