@@ -4,8 +4,9 @@ new process runs a model it ran before without tracing it again.
 JAX's persistent compilation cache keeps XLA's compiled programs, but its key is the
 lowered program: every new process traces and lowers each program again before it can look
 the compiled one up, and tracing is most of a warm start (seconds for a small model). Here a
-program is looked up before tracing, by a key of everything that makes it: the function,
-the static part of its arguments (the model's structure, the options: pickled, with the
+program is looked up before tracing, by a key of everything that makes it: the function
+(its code and the values it closes over and reads: a lambda over a new ``t_end`` is another
+program), the static part of its arguments (the model's structure, the options: pickled, with the
 code of every function and class met on the way), the shapes and dtypes of its array
 arguments, JAX's tracing configuration, the versions of jax and jaxlib and the source of
 jaxmbd itself. A hit is deserialised and compiled (XLA's cache then has it); a miss is
@@ -99,13 +100,18 @@ class _KeyPickler(pickle.Pickler):
         if isinstance(obj, types.CodeType):
             return (bytes, (_code_bytes(obj),))
         if isinstance(obj, types.FunctionType):
-            if obj.__module__ and obj.__module__.split(".")[0] == "jaxmbd":
-                return NotImplemented
-            if "<locals>" in obj.__qualname__ or obj.__name__ == "<lambda>":
-                raise _Unkeyable(obj)
-            cells = tuple(c.cell_contents for c in obj.__closure__ or ())
+            local = "<locals>" in obj.__qualname__ or obj.__name__ == "<lambda>"
+            if not local and obj.__module__ and obj.__module__.split(".")[0] == "jaxmbd":
+                return NotImplemented  # by reference: jaxmbd's source hash covers its code
+            # what the function computes: its code and every value it reads (a lambda's
+            # closure too: the same code over a new t_end is another program)
+            try:
+                cells = tuple(c.cell_contents for c in obj.__closure__ or ())
+            except ValueError:  # a cell not yet assigned
+                raise _Unkeyable(obj) from None
             return (tuple, ((obj.__module__, obj.__qualname__, obj.__code__, cells,
-                             obj.__defaults__, _globals_used(obj)),))  # fmt: skip
+                             obj.__defaults__, obj.__kwdefaults__,
+                             _globals_used(obj)),))  # fmt: skip
         if isinstance(obj, type) and obj.__module__.split(".")[0] != "jaxmbd":
             if "<locals>" in obj.__qualname__:
                 raise _Unkeyable(obj)
@@ -153,10 +159,10 @@ def folder() -> Path | None:
     return Path(xla).parent / "programs"
 
 
-def _key(name: str, static, avals) -> str:
+def _key(fun, name: str, static, avals) -> str:
     digest = hashlib.sha256(_environment())
     digest.update(name.encode())
-    digest.update(_static_bytes(static))
+    digest.update(_static_bytes((fun, static)))
     digest.update(repr(avals).encode())
     return digest.hexdigest()
 
@@ -248,7 +254,7 @@ def cached(fun, name: str):
 
 def _load_or_export(fun, name, where, dynamic, static, leaves, avals, compiler_options):
     try:
-        key = _key(name, static, avals)
+        key = _key(fun, name, static, avals)
     except _Unkeyable:
         return False
     path = where / f"{name}-{key[:40]}.jaxexport"

@@ -102,3 +102,23 @@ def test_blas_configuration_respects_the_user(monkeypatch):
     monkeypatch.setenv(_blas.OPT_OUT, "0")
     assert _blas.configure() == "opt-out"
     assert "OPENBLAS_NUM_THREADS" not in os.environ
+
+
+def test_program_cache_keys_what_a_lambda_closes_over():
+    """The disk cache of exported programs (jaxmbd/_program_cache.py) keys a top-level
+    function by its code and the values it closes over: two lambdas of the same source line
+    over another scale or another length are two programs, never the first one reloaded."""
+    import jax.numpy as jnp
+
+    import jaxmbd as mbd
+    from jaxmbd._program_cache import folder
+
+    assert folder() is not None  # the suite's cache is on: the call goes through the disk
+
+    def program(scale, n):
+        return mbd.jit(lambda x: jnp.full(n, scale) * x)
+
+    x = jnp.asarray(1.5)
+    for scale, n in ((2.0, 3), (3.0, 3), (3.0, 5)):
+        out = program(scale, n)(x)
+        assert out.shape == (n,) and float(out[0]) == scale * 1.5
