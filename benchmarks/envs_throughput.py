@@ -4,8 +4,9 @@
     python -m benchmarks.envs_throughput [--tasks cartpole/balance hopper/hop cheetah/run]
         [--sizes 1 256 2048] [--steps 100] [--repeats 3]
 
-One program per (task, batch size): ``lax.scan`` over ``--steps`` control steps of
-``vmap(env.step)`` under random actions in [-1, 1] (one draw per step, inside the
+One program per (task, batch size): ``lax.scan`` over ``--steps`` control steps of the
+batched step (:class:`jaxmbd.envs.VmapWrapper`: ``vmap``, or the members one after another
+where the env asks for it, ``env.member_chunk``) under random actions in [-1, 1] (one draw per step, inside the
 program), from ``vmap(env.reset)``'s states. An env-step is one member's control step
 (``env.n_substeps`` time steps of the model: cartpole 1 x RK4 at 10 ms, hopper 4 x the
 implicit step at 5 ms, cheetah 1 x the implicit step at 10 ms). Reported: the first call
@@ -27,7 +28,8 @@ from benchmarks._harness import log, machine, repeat, seconds, timing_fields, wr
 
 def rollout_program(env, batch: int, steps: int):
     """A jitted (key) -> final rewards: ``steps`` batched control steps from resets."""
-    reset, step = jax.vmap(env.reset), jax.vmap(env.step)
+    batched = mbd.envs.VmapWrapper(env)
+    reset, step = batched.reset, batched.step
 
     @jax.jit
     def run(key):
@@ -51,14 +53,16 @@ def measure(task: str, sizes, steps: int, repeats: int) -> list[dict]:
     for batch in sizes:
         run = rollout_program(env, batch, steps)
         # resets are part of the program: timed apart and subtracted
-        reset = jax.jit(lambda k, b=batch: jax.vmap(env.reset)(jax.random.split(k, b)).obs)
+        batched = mbd.envs.VmapWrapper(env)
+        reset = jax.jit(lambda k, b=batch: batched.reset(jax.random.split(k, b)).obs)
         key = jax.random.PRNGKey(0)
         first = seconds(lambda run=run, key=key: run(key))
         runs = repeat(lambda run=run, key=key: run(key), repeats)
         seconds(lambda reset=reset, key=key: reset(key))
         reset_s = min(repeat(lambda reset=reset, key=key: reset(key), repeats))
         row = {"task": task, "batch": batch, "steps": steps, "integrator": env.integrator,
-               "n_substeps": env.n_substeps, **timing_fields(first, runs)}  # fmt: skip
+               "n_substeps": env.n_substeps, "member_chunk": str(batched.member_chunk),
+               **timing_fields(first, runs)}  # fmt: skip
         row["reset_s"] = reset_s
         row["steps_per_s"] = batch * steps / max(row["run_median_s"] - reset_s, 1e-12)
         log(f"{task} batch {batch}: {row['steps_per_s']:.4g} env-steps/s, compile "
@@ -78,7 +82,7 @@ def main(argv=None) -> None:
     log(machine())
     rows = [row for task in args.tasks for row in measure(task, args.sizes, args.steps,
                                                           args.repeats)]  # fmt: skip
-    columns = ["task", "batch", "steps", "integrator", "n_substeps", "compile_s",
+    columns = ["task", "batch", "steps", "integrator", "n_substeps", "member_chunk", "compile_s",
                "run_median_s", "reset_s", "steps_per_s"]  # fmt: skip
     paths = write_results("envs_throughput/envs_throughput", rows, columns=columns,
                           title="jaxmbd.envs: env-steps per second (compile apart)")  # fmt: skip

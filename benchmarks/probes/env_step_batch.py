@@ -20,6 +20,8 @@ sB = jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, (batch,) + jnp.shape(x
 a1 = 0.3 * jnp.ones(env.action_size); aB = jnp.broadcast_to(a1, (batch, env.action_size))
 for name, f, s, a in (("single", jax.jit(env.step), s1, a1), (f"vmap{batch}", jax.jit(jax.vmap(env.step)), sB, aB)):
     t0 = time.time(); c = f.lower(s, a).compile(); tc = time.time() - t0
+    h = c.as_text()
+    open(f"/tmp/envspeed_{domain}_{name}.hlo", "w").write(h)
     out = c(s, a); jax.block_until_ready(out)
     ts = []
     for _ in range(7):
