@@ -54,8 +54,7 @@ def measure(task: str, sizes, steps: int, repeats: int) -> list[dict]:
         run = rollout_program(env, batch, steps)
         # resets are part of the program: timed apart and subtracted
         batched = mbd.envs.VmapWrapper(env)
-        split = jax.random.split
-        reset = jax.jit(lambda k, b=batch, env=batched: env.reset(split(k, b)).obs)
+        reset = jax.jit(lambda k, b=batch, env=batched: env.reset(jax.random.split(k, b)).obs)
         key = jax.random.PRNGKey(0)
         first = seconds(lambda run=run, key=key: run(key))
         runs = repeat(lambda run=run, key=key: run(key), repeats)
