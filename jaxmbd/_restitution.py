@@ -14,19 +14,28 @@ from . import _config  # noqa: F401
 #: The smallest coefficient of restitution the calibration covers (smaller ones use it).
 E_MIN = 0.01
 
-_NODES, _WEIGHTS = np.polynomial.legendre.leggauss(400)
+#: Gauss–Legendre nodes of the quadrature in :func:`restitution_of`.
+QUADRATURE_NODES = 400
 #: Intervals of the table of a(e) on [E_MIN, 1].
 TABLE_INTERVALS = 200
+
+
+@functools.cache
+def _gauss_legendre(n: int):
+    """The nodes and weights of n-point Gauss–Legendre quadrature on [-1, 1], computed on
+    first use (an eigenvalue problem of size n: kept out of ``import jaxmbd``)."""
+    return np.polynomial.legendre.leggauss(n)
 
 
 def restitution_of(a) -> np.ndarray:
     """The coefficient of restitution e(a) of the normal law with damping factor ``a``
     (NumPy, any shape; the quadrature of the module docstring, exact to ~1e-12)."""
+    nodes, weights = _gauss_legendre(QUADRATURE_NODES)
     a = np.asarray(a, dtype=np.float64)[..., None]
     lo = np.where(a > 1.0, -1.0 / np.maximum(a, 1.0), -1.0)
-    c = lo + 0.5 * (_NODES + 1.0) * (1.0 - lo)
+    c = lo + 0.5 * (nodes + 1.0) * (1.0 - lo)
     integrand = a * c * c / (1.0 + a * c * (1.0 - c * c))
-    total = 0.5 * (1.0 - lo[..., 0]) * np.sum(_WEIGHTS * integrand, axis=-1)
+    total = 0.5 * (1.0 - lo[..., 0]) * np.sum(weights * integrand, axis=-1)
     return np.exp(-total) / np.maximum(a[..., 0], 1.0)
 
 

@@ -61,7 +61,7 @@ class _ActuatorBuilder:
                 f"{where}.joint: '{joint}' is cylindrical; actuate one of its coordinates, "
                 f"'{joint}.slide' or '{joint}.angle'"
             )
-        if spec is not None and spec.kind not in ("revolute", "translational"):
+        if spec is not None and not joint_kind(spec.kind).one_coordinate:
             raise ModelError(
                 f"{where}.joint: '{joint}' is {spec.kind}; actuators drive revolute and "
                 "translational joints and the coordinates of cylindrical joints "
