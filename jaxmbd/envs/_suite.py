@@ -104,7 +104,7 @@ _OBJECT_KINDS = {
 
 
 #: Joints are named (:meth:`SuiteModel.id`: their qpos addresses) but carry no frame.
-_JOINT_OBJTYPE = "mjOBJ_JNT"
+_JOINT_OBJTYPE = "mjOBJ_JOINT"
 
 
 def _object_kind(kind: str) -> _ObjectKind:
