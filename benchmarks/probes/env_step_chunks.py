@@ -4,8 +4,14 @@ chunk): compile and step time per member.
     PYTHONPATH=$PWD python benchmarks/probes/env_step_chunks.py hopper hop 256 1 8 0
 (chunk 0: one vmap over the whole batch)
 """
-import statistics, sys, time
-import jax, jax.numpy as jnp
+
+import statistics
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+
 from jaxmbd import envs
 from jaxmbd.joint_space import initial_joint_state
 
@@ -21,12 +27,23 @@ for chunk in chunks:
     if chunk == 0:
         f = jax.jit(jax.vmap(env.step))
     else:
-        f = jax.jit(lambda s, a, c=chunk: jax.lax.map(lambda sa: env.step(*sa), (s, a), batch_size=c))
-    t0 = time.time(); c = f.lower(sB, aB).compile(); tc = time.time() - t0
-    out = c(sB, aB); jax.block_until_ready(out)
+        f = jax.jit(
+            lambda s, a, c=chunk: jax.lax.map(lambda sa: env.step(*sa), (s, a), batch_size=c)
+        )
+    t0 = time.time()
+    c = f.lower(sB, aB).compile()
+    tc = time.time() - t0
+    out = c(sB, aB)
+    jax.block_until_ready(out)
     ts = []
     for _ in range(5):
-        t0 = time.time(); out = c(out, aB); jax.block_until_ready(out); ts.append(time.time() - t0)
+        t0 = time.time()
+        out = c(out, aB)
+        jax.block_until_ready(out)
+        ts.append(time.time() - t0)
     med = statistics.median(ts)
-    print(f"{domain}/{task} batch {batch} chunk {chunk}: compile {tc:.1f} s, step {1e3*med:.1f} ms, "
-          f"per member {1e3*med/batch:.3f} ms, finite {bool(jnp.all(jnp.isfinite(out.obs)))}", flush=True)
+    print(
+        f"{domain}/{task} batch {batch} chunk {chunk}: compile {tc:.1f} s, step {1e3 * med:.1f} ms, "
+        f"per member {1e3 * med / batch:.3f} ms, finite {bool(jnp.all(jnp.isfinite(out.obs)))}",
+        flush=True,
+    )

@@ -1,6 +1,13 @@
 """Op counts of the lowered (and optionally compiled) env step, single and batched."""
-import collections, re, sys, time
-import jax, jax.numpy as jnp
+
+import collections
+import re
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+
 from jaxmbd import envs
 
 domain, task = sys.argv[1], sys.argv[2]
@@ -33,6 +40,15 @@ if compile_:
     print("compile", round(time.time() - t0, 1))
     h = c.as_text()
     open(f"/tmp/envspeed_{domain}_{batch}.hlo", "w").write(h)
-    print("compiled while", h.count(" while("), "custom-call", h.count("custom-call("),
-          "gather", h.count(" gather("), "scatter", h.count(" scatter("),
-          "conditional", h.count("conditional("))
+    print(
+        "compiled while",
+        h.count(" while("),
+        "custom-call",
+        h.count("custom-call("),
+        "gather",
+        h.count(" gather("),
+        "scatter",
+        h.count(" scatter("),
+        "conditional",
+        h.count("conditional("),
+    )
