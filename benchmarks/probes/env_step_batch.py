@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxmbd import envs
+from jaxmbd.joint_space import initial_joint_state
 
 domain, task, batch = sys.argv[1], sys.argv[2], int(sys.argv[3])
 opts = {"integrator": sys.argv[4]} if len(sys.argv) > 4 else {}
@@ -18,7 +19,6 @@ env = envs.make(domain, task, **opts)
 keys = jax.random.split(jax.random.PRNGKey(0), batch)
 # states from the model's own start (no settling program), the same for every member
 s1 = jax.eval_shape(env.reset, keys[0])
-from jaxmbd.joint_space import initial_joint_state
 
 st = initial_joint_state(env._run_model())
 s1 = jax.tree_util.tree_map(lambda x: jnp.zeros(x.shape, x.dtype), s1)

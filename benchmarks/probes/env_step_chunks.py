@@ -43,7 +43,8 @@ for chunk in chunks:
         ts.append(time.time() - t0)
     med = statistics.median(ts)
     print(
-        f"{domain}/{task} batch {batch} chunk {chunk}: compile {tc:.1f} s, step {1e3 * med:.1f} ms, "
+        f"{domain}/{task} batch {batch} chunk {chunk}: compile {tc:.1f} s, "
+        f"step {1e3 * med:.1f} ms, "
         f"per member {1e3 * med / batch:.3f} ms, finite {bool(jnp.all(jnp.isfinite(out.obs)))}",
         flush=True,
     )

@@ -12,13 +12,13 @@ import time
 import jax
 import jax.numpy as jnp
 
-jax.config.update("jax_enable_compilation_cache", False)  # compile times, not cache hits
-
 from jaxmbd import envs
 from jaxmbd.joint_space import initial_joint_state
 from jaxmbd.joint_space.dynamics import accelerations, applied_generalised_forces
 from jaxmbd.joint_space.steppers import LinearlyImplicitEuler
 from jaxmbd.tree import integrate_positions
+
+jax.config.update("jax_enable_compilation_cache", False)  # compile times, not cache hits
 
 
 class ThreeCopies(LinearlyImplicitEuler):
