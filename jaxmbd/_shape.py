@@ -215,6 +215,12 @@ def capsule(radius, length, *, pos=(0.0, 0.0, 0.0), A=None, axis=None, color=Non
     return make_shape(_spec("capsule", pos, A, axis, color, collide, radius=radius, length=length))
 
 
+def ellipsoid(size, *, pos=(0.0, 0.0, 0.0), A=None, axis=None, color=None,
+              collide=True) -> Shape:  # fmt: skip
+    """An ellipsoid with full axis lengths ``size`` = (lx, ly, lz) (twice its semi-axes)."""
+    return make_shape(_spec("ellipsoid", pos, A, axis, color, collide, size=list(size)))
+
+
 def cone(radius, length, *, pos=(0.0, 0.0, 0.0), A=None, axis=None, color=None,
          collide=True) -> Shape:  # fmt: skip
     """A cone with its base centred at ``pos`` and its apex ``length`` along ``axis``."""

@@ -60,8 +60,16 @@ def _cylinder_mesh(shape, n: int):
 
 def _round_mesh(shape, n: int):
     """A sphere, or a capsule: a sphere split at its equator by a cylinder of ``length``."""
-    R = shape.param("radius")
-    L = shape.param("length", 0.0)
+    return _round_mesh_of(shape.param("radius"), shape.param("length", 0.0), n)
+
+
+def _ellipsoid_mesh(shape, n: int):
+    """The unit sphere's mesh scaled by the semi-axes."""
+    V, F = _round_mesh_of(1.0, 0.0, n)
+    return V * (0.5 * np.asarray(shape.param("size"))), F
+
+
+def _round_mesh_of(R, L, n: int):
     m = max(n // 2, 4)
     rings = []
     for k in range(1, m):
@@ -190,6 +198,9 @@ CYLINDER = ShapeKind(
 SPHERE = ShapeKind("sphere", (_RADIUS,), _round_mesh, collision_size=_radius_size)
 CAPSULE = ShapeKind("capsule", (_RADIUS, _LENGTH), _round_mesh,
                     collision_size=_radius_half_length_size)  # fmt: skip
+ELLIPSOID = ShapeKind("ellipsoid", (("size", 3, True),), _ellipsoid_mesh,
+                      collision_size=_half_edges_size,
+                      collision_scale=lambda size: float(size.min()))  # fmt: skip
 CONE = ShapeKind("cone", (_RADIUS, _LENGTH), _cone_mesh)
 PYRAMID = ShapeKind("pyramid", (("size", 2, True), ("height", None, True)), _pyramid_mesh)
 MESH = ShapeKind("mesh", (), _explicit_mesh, explicit_mesh=True, collision_size=_hull_size,
@@ -199,7 +210,7 @@ PLANE = ShapeKind("plane", (("size", 2, False),), _plane_mesh, ground_only=True,
 
 #: Every shape kind by name (the files' ``type`` strings).
 SHAPE_BY_NAME: dict[str, ShapeKind] = {
-    k.name: k for k in (BOX, CYLINDER, SPHERE, CAPSULE, CONE, PYRAMID, MESH, PLANE)
+    k.name: k for k in (BOX, CYLINDER, SPHERE, CAPSULE, ELLIPSOID, CONE, PYRAMID, MESH, PLANE)
 }
 SHAPE_KINDS = tuple(SHAPE_BY_NAME)
 

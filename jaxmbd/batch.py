@@ -45,6 +45,7 @@ from ._results import code_message
 from ._stepping import num_steps
 from .errors import ModelError, SolverError
 from .kinematics import kinematics
+from .linear import small
 from .model import Model
 from .simulation import simulate
 
@@ -139,7 +140,19 @@ def _on_arrays(transform, fn, members):
     return eqx.combine(out, out_static[-1])
 
 
-@jit
+#: XLA options of the batch programs, beside jaxmbd's own (:mod:`jaxmbd._jit`): no YNNPACK
+#: library fusions. Under ``vmap`` a member's tiny reductions and products with constant
+#: matrices (``jnp.max`` of a residual, ``ancestors @ x`` of the joint formulation's body
+#: accelerations) grow the batch into their shapes, and XLA's CPU compiler hands them to
+#: YNNPACK as library fusions, which its small-while-loop pass never hoists: the time loop
+#: of a batch then ran as XLA thunks while the same member alone ran as one native loop.
+#: Without them those ops are XLA's own loops (a plain ``dot`` hoists), and each chunk's
+#: time loop compiles natively (``tests/test_batch.py``, the structural test).
+BATCH_XLA_OPTIONS = {"xla_cpu_experimental_ynn_fusion_type": ""}
+_BATCH_EXTRA = tuple(sorted(BATCH_XLA_OPTIONS.items()))
+
+
+@functools.partial(jit, xla_options=BATCH_XLA_OPTIONS)
 def _vmapped(analysis: str, members, options: dict, chunk: int | None):
     """One compiled program per (analysis, static model fields, options, shapes, chunk):
     ``analysis`` and the options' non-array leaves are static; the model's arrays, the
@@ -158,7 +171,7 @@ def _static_options(options: dict) -> dict:
     return out
 
 
-@jit
+@functools.partial(jit, xla_options=BATCH_XLA_OPTIONS)
 def _vmapped_per_device(analysis: str, members, options: dict, devices: tuple, chunk: int | None):
     """``_vmapped`` with the batch split over ``devices`` by ``shard_map``: each device runs
     the vmapped program on its own members, with no communication. (Sharding the inputs of
@@ -178,12 +191,26 @@ def _vmapped_per_device(analysis: str, members, options: dict, devices: tuple, c
     )
 
 
-#: Default chunk budget: the members of a chunk hold their Newton matrices (n^2 doubles
-#: each, n = 6 nb + 2 nc at most) within about this many bytes, the size of this machine's
-#: L2 caches together. With d host devices at once, each device's chunks get 1 / d^2 of it:
-#: the d programs share the caches and the memory bus, and each chunk's stored steps pass
-#: through them too. Measured (scratch runs of simulate_batch, 1 s at h = 1e-3 unless
-#: stated):
+#: Default chunk of a small model on a CPU (Newton unknowns n = 6 nb + 2 nc up to
+#: ``jaxmbd.linear.small.SMALL_MAX``, whose steps use the elementwise kernels): members per
+#: vmap. Chosen by measurement (``python -m benchmarks.batch_chunks``, the table in
+#: ``benchmarks/results/batch/batch_chunks.md``): XLA compiles a time loop as one native
+#: loop only while its body accesses fewer bytes than the hoisting threshold
+#: (:mod:`jaxmbd._xla_flags`), and a vmapped body grows with its members. The double
+#: pendulum's rA gen_alpha step hoists in chunks of up to 64 members, not 128 or 256; but
+#: LLVM's compile of the hoisted loop grows with the chunk (8: 53 s, 32: 67 s, 64: 559 s
+#: of XLA compile on the loaded 2-core machine), and the run gains nothing past 8-16
+#: members (each member's data is a few rows of 2-12 entries: the batch axis leads,
+#: so the SIMD lanes see a member's short rows, not the members).
+HOISTED_CHUNK = 8
+
+#: Default chunk budget of a larger model (steps not hoisted either way): the members of a
+#: chunk hold their Newton matrices (n^2 doubles each, n = 6 nb + 2 nc at most) within
+#: about this many bytes, the size of this machine's L2 caches together. With d host
+#: devices at once, each device's chunks get 1 / d^2 of it: the d programs share the
+#: caches and the memory bus, and each chunk's stored steps pass through them too.
+#: Measured before small models got :data:`HOISTED_CHUNK` (scratch runs of
+#: simulate_batch, 1 s at h = 1e-3 unless stated):
 #:
 #: * one device, double pendulum gen_alpha (n = 32): batch 256 175-179k model-steps/s
 #:   whole, 152k in chunks of 128, 135k in chunks of 16;
@@ -192,13 +219,7 @@ def _vmapped_per_device(analysis: str, members, options: dict, devices: tuple, c
 #:   256 (a 2 MiB budget per device), 0.99 with 128; backward_euler (n = 22) 0.91 with 512,
 #:   0.98 with 256; slider crank backward_euler (n = 36, 0.3 s) at batch 256 126k with
 #:   chunks of 128 and 155-157k with 64 or 32; slider crank gen_alpha (n = 54) batch
-#:   64 -> 1024 flat with chunks of 32 or 64 (66-70k, 0.3 s);
-#: * after rA stopped storing q and v twice, two host devices, alternating processes:
-#:   double pendulum gen_alpha at batch 1024 328k-334k with chunks of 64 (1 / d^2), 317k-320k
-#:   with 128 (1 / d), against 324k-330k at batch 256 (one vmap of 128 per device, or chunks
-#:   of 64); backward_euler 446k-466k with 128 against 444k-458k with 256 and slider crank
-#:   gen_alpha 70k with 16 against 70k-71k with 32 (no change); one device: batch 256 180k
-#:   in one vmap, 151k-161k in chunks of 64 or 32.
+#:   64 -> 1024 flat with chunks of 32 or 64 (66-70k, 0.3 s).
 CHUNK_BYTES = 2 * 2**20
 
 
@@ -206,16 +227,21 @@ def _chunk_size(
     models: Model, per_device: int, chunk, devices: int = 1, platform: str = "cpu"
 ) -> int | None:
     """Members per vmap on a device (None: all of its members at once): the caller's
-    choice, else on a CPU the largest power of two whose Newton matrices fit in the
-    device's share of CHUNK_BYTES (1 / devices^2 of it), and on a GPU (any other platform)
-    the whole batch: each kernel then runs over every member, and a GPU's time per step is
-    mostly kernel launches, nearly independent of the members per kernel."""
+    choice, else on a CPU :data:`HOISTED_CHUNK` for a small model (n = 6 nb + 2 nc up to
+    ``SMALL_MAX``: its chunk's time loop compiles to one native loop) and for a larger
+    one the largest power of two whose Newton matrices fit in the device's share of
+    CHUNK_BYTES (1 / devices^2 of it), and on a GPU (any other platform) the whole
+    batch: each kernel then runs over every member, and a GPU's time per step is mostly
+    kernel launches, nearly independent of the members per kernel."""
     if chunk is None and platform != "cpu":
         return None
     if chunk is None:
         n = 6 * models.nb + 2 * models.nc
-        budget = CHUNK_BYTES // max(devices, 1) ** 2
-        chunk = max(8, 2 ** int(np.log2(max(budget // (8 * n * n), 1))))
+        if n <= small.SMALL_MAX:
+            chunk = HOISTED_CHUNK
+        else:
+            budget = CHUNK_BYTES // max(devices, 1) ** 2
+            chunk = max(8, 2 ** int(np.log2(max(budget // (8 * n * n), 1))))
     elif isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk < 1:
         raise ValueError(f"chunk must be a positive integer (members per vmap), got {chunk!r}")
     return None if chunk >= per_device else int(chunk)
@@ -287,7 +313,7 @@ def _across_processes(analysis: str, members, devices: list, options: dict, chun
     program = _mesh_program(
         analysis, treedef, static_def, tuple(static_leaves), avals, tuple(devices), chunk, pad
     )
-    top = _at_top_level is not None and _at_top_level() and _options_accepted()
+    top = _at_top_level is not None and _at_top_level() and _options_accepted(_BATCH_EXTRA)
     out = (program.tuned if top else program.plain)(*leaves)
     if gather:  # one all-gather after the run, the padding dropped
         out = _gathered(tuple(devices), n)(out)
@@ -302,7 +328,7 @@ class _MeshProgram:
         self.out_static = []
         kwargs = dict(in_shardings=in_sharding, out_shardings=out_sharding)
         self.plain = jax.jit(fn, **kwargs)
-        self.tuned = jax.jit(fn, compiler_options=XLA_OPTIONS, **kwargs)
+        self.tuned = jax.jit(fn, compiler_options={**XLA_OPTIONS, **BATCH_XLA_OPTIONS}, **kwargs)
 
 
 @functools.lru_cache(maxsize=32)
@@ -507,10 +533,12 @@ def simulate_batch(
 
     ``chunk``: members vmapped together on a device; larger batches run as a sequence of
     such vmaps (``lax.map``), which keeps their Newton matrices in cache and lets each
-    chunk iterate only as long as its own slowest member. Default: the largest power of two
-    whose Newton matrices fit in the device's share of :data:`CHUNK_BYTES` (on one device
-    256 members for the double pendulum, 64 for the slider crank; on two, 64 and 16); on
-    a GPU the whole batch in one vmap. Results do not depend on it.
+    chunk iterate only as long as its own slowest member. Default on a CPU: for a small
+    model (n = 6 nb + 2 nc up to ``jaxmbd.linear.small.SMALL_MAX``: the double pendulum,
+    the slider crank, small robots) :data:`HOISTED_CHUNK` members, measured, for which
+    each chunk's time loop compiles to one native loop; for a larger model the largest
+    power of two whose Newton matrices fit in the device's share of :data:`CHUNK_BYTES`;
+    on a GPU the whole batch in one vmap. Results do not depend on it.
 
     Across processes (``docs/guide/distributed.md``): after ``jax.distributed.initialize``,
     ``devices=jax.devices()`` (the default) or a ``jax.sharding.Mesh`` spanning every

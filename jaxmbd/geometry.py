@@ -18,6 +18,8 @@ box        ``size`` = (lx, ly, lz) full edge lengths along the shape's x, y, z
 cylinder   ``radius``, ``length`` along z, centred; optional ``inner_radius`` (a tube)
 sphere     ``radius``
 capsule    ``radius``, ``length`` of the cylindrical part along z (hemispherical caps)
+ellipsoid  ``size`` = (lx, ly, lz) full axis lengths along the shape's x, y, z (twice the
+           semi-axes)
 cone       ``radius`` of the base (centred at the shape origin), apex at z = ``length``
 pyramid    ``size`` = (lx, ly) of the rectangular base (centred at the origin), apex at
            z = ``height``
@@ -32,7 +34,7 @@ shape to body) or ``axis`` (the body-frame direction of the shape's z axis), def
 
 Collision: shapes also collide, unless ``collide=False`` (JSON ``"collide": false``): a
 contact pair (:meth:`~jaxmbd.ModelBuilder.add_contact`) checks the colliding shapes of its
-two bodies (spheres, capsules, boxes, cylinders, meshes (their convex hulls) and the
+two bodies (spheres, capsules, boxes, cylinders, ellipsoids, meshes (their convex hulls) and the
 ground's planes; see
 :mod:`jaxmbd.contact`). Shapes collide only where a contact pair is added: a model without
 pairs runs as before.
@@ -68,6 +70,7 @@ from ._shape import (
     capsule,
     cone,
     cylinder,
+    ellipsoid,
     make_shape,
     make_shapes,
     mass_properties,
@@ -81,6 +84,7 @@ from ._shape_kinds import (
     CAPSULE,
     CONE,
     CYLINDER,
+    ELLIPSOID,
     MESH,
     PLANE,
     PYRAMID,
@@ -96,6 +100,7 @@ __all__ = [
     "CAPSULE",
     "CONE",
     "CYLINDER",
+    "ELLIPSOID",
     "GROUND_COLOR",
     "GroundSlide",
     "JointPoint",
@@ -115,6 +120,7 @@ __all__ = [
     "cone",
     "cylinder",
     "default_shapes",
+    "ellipsoid",
     "equivalent_box",
     "extent",
     "ground_shapes",

@@ -457,10 +457,6 @@ def _geom_shape(mujoco, m, d, g, com, A):
     )
     style = dict(color=color, collide=collide)
 
-    def ellipsoid():  # drawn as the sphere scaled into a mesh
-        V, F = G.sphere(1.0).mesh(16)
-        return G.mesh((V * size) @ R.T + pos, F, **style)
-
     def mesh():
         mid = m.geom_dataid[g]
         v0, nv = m.mesh_vertadr[mid], m.mesh_vertnum[mid]
@@ -474,7 +470,7 @@ def _geom_shape(mujoco, m, d, g, com, A):
         int(T.mjGEOM_SPHERE): lambda: G.sphere(size[0], pos=pos, **style),
         int(T.mjGEOM_CAPSULE): lambda: G.capsule(size[0], 2 * size[1], pos=pos, A=R, **style),
         int(T.mjGEOM_CYLINDER): lambda: G.cylinder(size[0], 2 * size[1], pos=pos, A=R, **style),
-        int(T.mjGEOM_ELLIPSOID): ellipsoid,
+        int(T.mjGEOM_ELLIPSOID): lambda: G.ellipsoid(2 * size, pos=pos, A=R, **style),
         int(T.mjGEOM_MESH): mesh,
     }
     make = makers.get(int(geom_type))

@@ -1,6 +1,8 @@
 """Batched analyses (issue 16): compiled once per (topology, options, batch shape), equal to
 the loop of single runs for every integrator, and failures reported per member."""
 
+import types
+
 import equinox as eqx
 import jax
 import numpy as np
@@ -123,6 +125,63 @@ def test_failed_member_is_reported_alone():
         assert np.all(np.isfinite(np.asarray(batch.lam)[k]))
 
 
+def _uneven_members(case):
+    """(members, options, index of the failing member) of a batch whose members take
+    different numbers of Newton iterations per step, one of them failing: double
+    pendulums under 0, 1 and 30 times gravity beside a massless second rod (a singular
+    Newton matrix) at h = 10 ms; hard contact: balls above the ground, landing slowly
+    and fast, beside one with a NaN rate (its Newton loop runs to the cap and fails)."""
+    from test_hard_contact import R_BALL, _ball
+
+    opts = dict(t_end=0.04, h=1e-2)
+    if case == "hard":
+        ball = _ball()
+
+        def dropped(gap, v):
+            return eqx.tree_at(
+                lambda m: (m.r0, m.rdot0),
+                ball,
+                (ball.r0.at[0, 2].set(R_BALL + gap), ball.rdot0.at[0, 2].set(-v)),
+            )
+
+        members = [dropped(0.01, 0.0), dropped(5e-4, 1.0), dropped(5e-4, np.nan)]
+        return members + [dropped(5e-4, 3.0)], dict(opts, contact="hard"), 2
+    model = mbd.models.double_pendulum()
+    formulation = "se3" if case == "rkmk" else "rA"
+    members = [eqx.tree_at(lambda m: m.gravity, model, model.gravity * g) for g in (0, 1, 30)]
+    members.insert(2, _massless_second_rod(model))
+    return members, dict(opts, formulation=formulation, integrator=case), 2
+
+
+@pytest.mark.parametrize(
+    "case", ["gen_alpha", pytest.param("rkmk", marks=pytest.mark.slow), "hard"]
+)
+def test_uneven_newton_work_equals_single_runs(case):
+    """Members whose Newton loops take different numbers of iterations, and one that
+    fails, in one vmapped chunk: the batched loop runs until its slowest member is done,
+    and a member that has converged (or failed) keeps its values (masked updates), so
+    every good member equals its single run to 1e-12, iteration counts included, and
+    the failing member fails alone."""
+    members, opts, bad = _uneven_members(case)
+    batch = mbd.simulate_batch(mbd.stack_models(members), **opts)
+    status, iterations = np.asarray(batch.status), np.asarray(batch.iterations)
+    assert np.any(status[bad] != SUCCESS)
+    good = [k for k in range(len(members)) if k != bad]
+    assert np.all(status[good] == SUCCESS)
+    if case != "rkmk":  # rkmk's steps are explicit: its Newton runs at the start only
+        assert len({tuple(iterations[k]) for k in good}) > 1, iterations
+    for k in good:
+        single = mbd.simulate(members[k], **opts)
+        for key in ("r", "A", "rdot", "omega"):
+            got, want = np.asarray(getattr(batch, key))[k], np.asarray(getattr(single, key))
+            np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+        lam, lam_single = np.asarray(batch.lam)[k], np.asarray(single.lam)
+        scale = max(1.0, float(np.abs(lam).max(initial=0.0)))
+        np.testing.assert_allclose(lam, lam_single, rtol=0, atol=1e-12 * scale)
+        np.testing.assert_array_equal(status[k], np.asarray(single.status))
+        np.testing.assert_array_equal(iterations[k], np.asarray(single.iterations))
+
+
 def test_chunked_batch_equals_loop_and_isolates_failures():
     """``chunk``: members vmapped a few at a time (lax.map over chunks, here 2 + 2 + a
     remainder of 1) give the single runs' results, and a failed member stays alone in its
@@ -175,25 +234,27 @@ def test_chunked_batch_with_empty_arrays_in_the_solution(tmp_path):
     np.testing.assert_allclose(chunked.sensors[name], whole.sensors[name], rtol=0, atol=1e-12)
 
 
-def test_default_chunk_fits_each_devices_share_of_the_cache():
-    """The default chunk: the largest power of two of members whose Newton matrices
-    (n = 6 nb + 2 nc) fit in the device's share of CHUNK_BYTES; a device with no more
-    members than that runs them in one vmap (None)."""
-    from jaxmbd.batch import CHUNK_BYTES, _chunk_size
+def test_default_chunk():
+    """The default chunk: HOISTED_CHUNK members for a small model (n = 6 nb + 2 nc up to
+    SMALL_MAX, its chunk's time loop one native loop), for a larger one the largest power
+    of two of members whose Newton matrices fit in the device's share of CHUNK_BYTES; a
+    device with no more members than that runs them in one vmap (None)."""
+    from jaxmbd.batch import CHUNK_BYTES, HOISTED_CHUNK, _chunk_size
+    from jaxmbd.linear.small import SMALL_MAX
 
     pendulum, crank = mbd.models.double_pendulum(), mbd.models.slider_crank()
-    for model in (pendulum, crank):
-        n = 6 * model.nb + 2 * model.nc
+    for model in (pendulum, crank):  # n = 32 and 54
+        assert 6 * model.nb + 2 * model.nc <= SMALL_MAX
         for devices in (1, 2):
-            chunk = _chunk_size(model, 10**6, None, devices)
-            assert chunk * 8 * n * n <= CHUNK_BYTES // devices**2 < 2 * chunk * 8 * n * n
-    assert _chunk_size(pendulum, 10**6, None, 1) == 256  # n = 32
-    assert _chunk_size(pendulum, 10**6, None, 2) == 64
-    assert _chunk_size(crank, 10**6, None, 1) == 64  # n = 54
-    assert _chunk_size(crank, 10**6, None, 2) == 16
-    assert _chunk_size(pendulum, 64, None, 2) is None  # 64 members: one vmap
-    assert _chunk_size(pendulum, 65, None, 2) == 64
+            assert _chunk_size(model, 10**6, None, devices) == HOISTED_CHUNK
+    assert _chunk_size(pendulum, HOISTED_CHUNK, None, 2) is None  # one vmap
+    assert _chunk_size(pendulum, HOISTED_CHUNK + 1, None, 2) == HOISTED_CHUNK
     assert _chunk_size(pendulum, 1000, 7, 2) == 7  # the caller's choice wins
+    chain = types.SimpleNamespace(nb=11, nc=0)  # n = 66: what the default reads of a model
+    for devices in (1, 2):
+        n = 6 * chain.nb + 2 * chain.nc
+        chunk = _chunk_size(chain, 10**6, None, devices)
+        assert chunk * 8 * n * n <= CHUNK_BYTES // devices**2 < 2 * chunk * 8 * n * n
 
 
 @pytest.mark.parametrize("newton", ["reuse", "full"])
@@ -238,3 +299,53 @@ def test_accelerator_paths_equal_single_runs(newton, monkeypatch):
             got, want = np.asarray(getattr(batch, key))[k], np.asarray(getattr(single, key))
             np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
         np.testing.assert_array_equal(status[k], np.asarray(single.status))
+
+
+HINGE_PENDULUM = """<mujoco><option timestep="0.001"/><worldbody><body name="a">
+<joint name="j1" type="hinge" axis="1 0 0"/><geom type="capsule" fromto="0 0 0 0 1 0" size="0.05"
+mass="1"/><body name="b" pos="0 1 0"><joint name="j2" type="hinge" axis="1 0 0"/>
+<geom type="capsule" fromto="0 0 0 0 1 0" size="0.05" mass="1"/></body></body></worldbody>
+</mujoco>"""
+
+#: steps of the structural test: a trip count no other loop of these programs has (rk's
+#: four stages, Newton's iteration caps)
+HOIST_STEPS = 7
+
+
+def _hinge_pendulum(tmp_path):
+    file = tmp_path / "hinge_pendulum.xml"
+    file.write_text(HINGE_PENDULUM)
+    return mbd.load_model(file)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        ("joint", "rk"),
+        ("rA", "gen_alpha"),
+    ],
+    ids=lambda c: f"{c[0]}-{c[1]}",
+)
+def test_batched_time_loop_is_one_native_loop(case, tmp_path):
+    """Structure, not time: the program ``simulate_batch`` compiles for 256 members by
+    default runs each chunk's time loop as one native loop (XLA's small-while-loop
+    hoisting, as for a single run), not as XLA's runtime thunks, which cost every member
+    the per-operation dispatch that a single run avoids. It failed when the batch was one
+    vmap of 256 (the loop body's bytes over the hoisting threshold) and when YNNPACK
+    library fusions (reductions and constant-matrix products grown by the batch axis)
+    sat in the loop."""
+    from jaxmbd._xla_flags import loop_hoisted
+    from jaxmbd.batch import _chunk_size, _static_options, _vmapped
+
+    formulation, integrator = case
+    if formulation == "joint":
+        model = _hinge_pendulum(tmp_path)
+    else:
+        model = mbd.models.double_pendulum()
+    members = mbd.stack_models([model] * 256)
+    opts = _static_options(
+        dict(formulation=formulation, integrator=integrator, t_end=HOIST_STEPS * 1e-3, h=1e-3)
+    )
+    chunk = _chunk_size(members, 256, None, 1, jax.devices()[0].platform)
+    text = _vmapped.lower("simulate", (members, None), opts, chunk).compile().compiled.as_text()
+    assert loop_hoisted(text, HOIST_STEPS), f"chunk {chunk}: the time loop is not hoisted"
