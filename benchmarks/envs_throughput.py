@@ -4,13 +4,16 @@
     python -m benchmarks.envs_throughput [--tasks cartpole/balance hopper/hop cheetah/run]
         [--sizes 1 256 2048] [--steps 100] [--repeats 3]
 
-One program per (task, batch size): ``lax.scan`` over ``--steps`` control steps of
-``vmap(env.step)`` under random actions in [-1, 1] (one draw per step, inside the
-program), from ``vmap(env.reset)``'s states. An env-step is one member's control step
-(``env.n_substeps`` time steps of the model: cartpole 1 x RK4 at 10 ms, hopper 4 x the
-implicit step at 5 ms, cheetah 1 x the implicit step at 10 ms). Reported: the first call
-(trace + compile + run) less the median run as ``compile_s``, the median run, and
-``steps_per_s`` = batch x steps / median run.
+One program per (task, batch size): ``lax.scan`` over ``--steps`` control steps of the
+batched step (:class:`jaxmbd.envs.VmapWrapper`: ``vmap``, or the members one after another
+where the env asks for it, ``env.member_chunk``) under random actions in [-1, 1] (one
+draw per step, inside the program), from the batched reset's states. An env-step is one
+member's control step (``env.n_substeps`` time steps of the model: cartpole 1 x RK4 at
+10 ms, hopper 4 x the implicit step at 5 ms, cheetah 4 x the implicit step at 2.5 ms).
+Reported: the first call (trace + compile + run) less the median run as ``compile_s``,
+the median run, and ``steps_per_s`` = batch x steps / median run; the batched reset (its
+own program, cheetah's settling steps included) likewise as ``reset_compile_s`` and
+``reset_s``.
 
 Writes benchmarks/results/envs_throughput/{envs_throughput.json, .md, .csv}.
 """
@@ -25,23 +28,25 @@ import jaxmbd as mbd  # noqa: E402  (after the harness: its XLA settings first)
 from benchmarks._harness import log, machine, repeat, seconds, timing_fields, write_results
 
 
-def rollout_program(env, batch: int, steps: int):
-    """A jitted (key) -> final rewards: ``steps`` batched control steps from resets."""
-    reset, step = jax.vmap(env.reset), jax.vmap(env.step)
+def programs(env, batch: int, steps: int):
+    """Jitted (key) -> batched states from resets, and (states, key) -> final rewards:
+    ``steps`` batched control steps under random actions."""
+    batched = mbd.envs.VmapWrapper(env)
 
     @jax.jit
-    def run(key):
-        k_reset, k_act = jax.random.split(key)
-        state = reset(jax.random.split(k_reset, batch))
+    def reset(key):
+        return batched.reset(jax.random.split(key, batch))
 
+    @jax.jit
+    def run(state, key):
         def one(state, k):
             a = jax.random.uniform(k, (batch, env.action_size), minval=-1.0, maxval=1.0)
-            return step(state, a), None
+            return batched.step(state, a), None
 
-        state, _ = jax.lax.scan(one, state, jax.random.split(k_act, steps))
+        state, _ = jax.lax.scan(one, state, jax.random.split(key, steps))
         return state.reward
 
-    return run
+    return batched, reset, run
 
 
 def measure(task: str, sizes, steps: int, repeats: int) -> list[dict]:
@@ -49,20 +54,23 @@ def measure(task: str, sizes, steps: int, repeats: int) -> list[dict]:
     env = mbd.envs.make(domain, name)
     rows = []
     for batch in sizes:
-        run = rollout_program(env, batch, steps)
-        # resets are part of the program: timed apart and subtracted
-        reset = jax.jit(lambda k, b=batch: jax.vmap(env.reset)(jax.random.split(k, b)).obs)
+        # resets are a program of their own (cheetah's settles 200 file steps): timed apart
+        batched, reset, run = programs(env, batch, steps)
         key = jax.random.PRNGKey(0)
-        first = seconds(lambda run=run, key=key: run(key))
-        runs = repeat(lambda run=run, key=key: run(key), repeats)
-        seconds(lambda reset=reset, key=key: reset(key))
+        reset_first = seconds(lambda reset=reset, key=key: reset(key))
+        state = reset(key)
+        jax.block_until_ready(state)
         reset_s = min(repeat(lambda reset=reset, key=key: reset(key), repeats))
+        first = seconds(lambda run=run, state=state, key=key: run(state, key))
+        runs = repeat(lambda run=run, state=state, key=key: run(state, key), repeats)
         row = {"task": task, "batch": batch, "steps": steps, "integrator": env.integrator,
-               "n_substeps": env.n_substeps, **timing_fields(first, runs)}  # fmt: skip
+               "n_substeps": env.n_substeps, "member_chunk": str(batched.member_chunk),
+               **timing_fields(first, runs)}  # fmt: skip
         row["reset_s"] = reset_s
-        row["steps_per_s"] = batch * steps / max(row["run_median_s"] - reset_s, 1e-12)
+        row["reset_compile_s"] = reset_first - reset_s
+        row["steps_per_s"] = batch * steps / row["run_median_s"]
         log(f"{task} batch {batch}: {row['steps_per_s']:.4g} env-steps/s, compile "
-            f"{row['compile_s']:.1f} s")  # fmt: skip
+            f"{row['compile_s']:.1f} s (reset {row['reset_compile_s']:.1f} s)")  # fmt: skip
         rows.append(row)
     return rows
 
@@ -78,8 +86,8 @@ def main(argv=None) -> None:
     log(machine())
     rows = [row for task in args.tasks for row in measure(task, args.sizes, args.steps,
                                                           args.repeats)]  # fmt: skip
-    columns = ["task", "batch", "steps", "integrator", "n_substeps", "compile_s",
-               "run_median_s", "reset_s", "steps_per_s"]  # fmt: skip
+    columns = ["task", "batch", "steps", "integrator", "n_substeps", "member_chunk", "compile_s",
+               "run_median_s", "reset_compile_s", "reset_s", "steps_per_s"]  # fmt: skip
     paths = write_results("envs_throughput/envs_throughput", rows, columns=columns,
                           title="jaxmbd.envs: env-steps per second (compile apart)")  # fmt: skip
     for path in paths:

@@ -111,13 +111,18 @@ class Policy(eqx.Module):
 def episode_returns(env, act: Callable, rng, *, episodes: int, length: int):
     """The returns of ``episodes`` episodes of ``length`` control steps of the unwrapped
     ``env`` under the deterministic ``act(obs)``, each from its own reset of ``rng``;
-    the rewards after an early ``done`` do not count."""
-    state = jax.vmap(env.reset)(jax.random.split(rng, episodes))
+    the rewards after an early ``done`` do not count. The batch as the env asks for
+    (``member_chunk`` 1: the members one after another, else ``vmap``)."""
+    if getattr(env, "member_chunk", None) == 1:
+        batched = lambda f: lambda *a: jax.lax.map(lambda x: f(*x), a)  # noqa: E731
+    else:
+        batched = jax.vmap
+    state = batched(env.reset)(jax.random.split(rng, episodes))
     zero = jnp.zeros(episodes, state.reward.dtype)
 
     def step(carry, _):
         state, alive, total = carry
-        state = jax.vmap(env.step)(state, jax.vmap(act)(state.obs))
+        state = batched(env.step)(state, jax.vmap(act)(state.obs))
         total = total + alive * state.reward
         return (state, alive * (1 - state.done), total), None
 

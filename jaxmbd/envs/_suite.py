@@ -54,8 +54,9 @@ class SuiteModel:
         return float(self.mj.opt.timestep)
 
     def id(self, kind: str, name: str) -> int:
-        """MuJoCo's index of the ``kind`` ("body", "geom", "site") named ``name``."""
-        obj = getattr(self._mujoco.mjtObj, _object_kind(kind).objtype)
+        """MuJoCo's index of the ``kind`` ("body", "geom", "site", "joint") named ``name``."""
+        objtype = _JOINT_OBJTYPE if kind == "joint" else _object_kind(kind).objtype
+        obj = getattr(self._mujoco.mjtObj, objtype)
         i = self._mujoco.mj_name2id(self.mj, obj, name)
         if i < 0:
             raise ValueError(f"{self.path}: no {kind} named '{name}'")
@@ -100,6 +101,10 @@ _OBJECT_KINDS = {
     "site": _ObjectKind("mjOBJ_SITE", lambda mj, i: int(mj.site_bodyid[i]), "site_xpos",
                         "site_xmat"),
 }  # fmt: skip
+
+
+#: Joints are named (:meth:`SuiteModel.id`: their qpos addresses) but carry no frame.
+_JOINT_OBJTYPE = "mjOBJ_JOINT"
 
 
 def _object_kind(kind: str) -> _ObjectKind:

@@ -17,19 +17,39 @@ from ._base import Env, State, Wrapper
 
 class VmapWrapper(Wrapper):
     """``reset`` and ``step`` over a batch: ``reset(rng)`` takes (batch, 2) keys, or one
-    key split into ``batch_size``."""
+    key split into ``batch_size``.
 
-    def __init__(self, env: Env, batch_size: int | None = None):
+    ``member_chunk``: how many members are stepped as one vectorised program (``vmap``);
+    the chunks run one after another (``lax.map``). None: the whole batch at once (brax's
+    ``VmapWrapper``); "env": the environment's own choice (``env.unwrapped.member_chunk``,
+    see :class:`~jaxmbd.envs.ModelEnv`). On the CPU a contact model's step vectorised over
+    256 members runs 3x slower per member than one member's step, whose time loop XLA
+    compiles as one native loop (``benchmarks/probes/env_step_chunks.py``), so contact
+    environments there step their members one at a time."""
+
+    def __init__(self, env: Env, batch_size: int | None = None, member_chunk="env"):
         super().__init__(env)
         self.batch_size = batch_size
+        if member_chunk == "env":
+            member_chunk = getattr(env.unwrapped, "member_chunk", None)
+        if member_chunk is not None and int(member_chunk) < 1:
+            raise ValueError(f"VmapWrapper: member_chunk must be at least 1, got {member_chunk}")
+        self.member_chunk = None if member_chunk is None else int(member_chunk)
+
+    def _over_members(self, f, *args):
+        if self.member_chunk is None:
+            return jax.vmap(f)(*args)
+        if self.member_chunk == 1:
+            return jax.lax.map(lambda a: f(*a), args)
+        return jax.lax.map(lambda a: f(*a), args, batch_size=self.member_chunk)
 
     def reset(self, rng: jax.Array) -> State:
         if self.batch_size is not None:
             rng = jax.random.split(rng, self.batch_size)
-        return jax.vmap(self.env.reset)(rng)
+        return self._over_members(self.env.reset, rng)
 
     def step(self, state: State, action: jax.Array) -> State:
-        return jax.vmap(self.env.step)(state, action)
+        return self._over_members(self.env.step, state, action)
 
 
 class EpisodeWrapper(Wrapper):

@@ -23,6 +23,7 @@ from ..tree import (
     bias_forces,
     body_velocities,
     cholesky_solve,
+    integrate_positions,
     joint_forces,
     mass_matrix,
     poses,
@@ -48,6 +49,8 @@ class Accelerations(NamedTuple):
     status: jax.Array | None = None
     # the generalized-alpha method's algorithmic acceleration a_k
     algorithmic: jax.Array | None = None
+    # d(tau + J^T w)/d q along the tangent qpos (+) d, where asked for
+    position_jacobian: jax.Array | None = None
 
 
 def applied_generalised_forces(model: Model, tree: KinematicTree, qpos, qvel, t):
@@ -73,18 +76,50 @@ def _generalised(model, tree, p, qpos, t):
     return at
 
 
+def _with_jacobians(model, tree, qpos, qvel, t):
+    """(tau + J^T w, its Jacobians K = d/d q along the tangent qpos (+) d and
+    D = d/d qvel, the JointSpaceForces, the poses) from one forward-mode evaluation of the
+    force elements with 2 nv tangents: the primal (narrow phase, laws, kinematics) is
+    traced once for both Jacobians and the forces themselves."""
+    nv = tree.nv
+
+    def at(x):
+        moved = integrate_positions(tree, qpos, x[:nv], 1.0)
+        # the primal is qpos itself (bitwise); the tangent is the retraction's
+        q = qpos + (moved - jax.lax.stop_gradient(moved))
+        v = x[nv:]
+        p = poses(tree, q)
+        rdot, omega = body_velocities(tree, p, v)
+        forces = joint_space_forces(model, tree, p, body_state(p, rdot, omega), q, v, t)
+        f = (
+            forces.tau
+            if forces.wrenches is None
+            else forces.tau + joint_forces(tree, p, forces.wrenches)
+        )
+        return f, (f, forces, p)
+
+    x = jnp.concatenate([jnp.zeros(nv, qvel.dtype), qvel])
+    J, (tau, forces, p) = jax.jacfwd(at, has_aux=True)(x)
+    return tau, J[:, :nv], J[:, nv:], forces, p
+
+
 def accelerations(model: Model, tree: KinematicTree, loops: TreeConstraints | None, qpos, qvel,
-                  t, *, step=None, damping_step=None,
-                  velocity_jacobian=False) -> Accelerations:  # fmt: skip
+                  t, *, step=None, damping_step=None, velocity_jacobian=False,
+                  position_jacobian=False) -> Accelerations:  # fmt: skip
     """qacc at (qpos, qvel, t). ``step``: the run's h (soft rows' ``refsafe``; None: 0).
     ``damping_step``: h of MuJoCo's Euler step, which treats
     joint damping implicitly: M + h D replaces M (``mj_Euler``); None: explicit.
     ``velocity_jacobian``: also the forces' Jacobian d(tau + J^T w)/d qvel, from the same
-    evaluation (forward mode, one tangent per dof)."""
-    p = poses(tree, qpos)
-    at = _generalised(model, tree, p, qpos, t)
-    tau, forces = at(qvel)
-    D = jax.jacfwd(lambda v: at(v)[0])(qvel) if velocity_jacobian else None
+    evaluation (forward mode, one tangent per dof). ``position_jacobian``: also
+    K = d(tau + J^T w)/d q along the tangent qpos (+) d (with D, in the same evaluation)."""
+    K = None
+    if position_jacobian:
+        tau, K, D, forces, p = _with_jacobians(model, tree, qpos, qvel, t)
+    else:
+        p = poses(tree, qpos)
+        at = _generalised(model, tree, p, qpos, t)
+        tau, forces = at(qvel)
+        D = jax.jacfwd(lambda v: at(v)[0])(qvel) if velocity_jacobian else None
     mass = mass_matrix(tree, p, model.mass, model.inertia, forces.armature)
     M = mass
     if damping_step is not None and forces.damping is not None:
@@ -93,14 +128,16 @@ def accelerations(model: Model, tree: KinematicTree, loops: TreeConstraints | No
     qacc = cholesky_solve(M, rhs)
     if loops is None:
         zero = jnp.zeros((), qacc.dtype)
-        return Accelerations(qacc, jnp.zeros(0, qacc.dtype), p, forces, zero, rhs, mass, D)
+        return Accelerations(qacc, jnp.zeros(0, qacc.dtype), p, forces, zero, rhs, mass, D,
+                             position_jacobian=K)  # fmt: skip
     h = damping_step if step is None else step
     phi, G, _, target, R = acceleration_terms(loops, tree, qpos, qvel, t, 0.0 if h is None else h)
     Y = cholesky_solve(M, G.T)  # (nv, m)
     lam = solve_normal(loops, G, Y.T, mv(G, qacc) - target, R)
     if R is not None:  # the drift of soft rows is theirs to have
         phi = jnp.where(jnp.asarray(loops.soft), 0.0, phi)
-    return Accelerations(qacc - mv(Y, lam), lam, p, forces, jnp.linalg.norm(phi), rhs, mass, D)
+    return Accelerations(qacc - mv(Y, lam), lam, p, forces, jnp.linalg.norm(phi), rhs, mass, D,
+                         position_jacobian=K)  # fmt: skip
 
 
 def body_accelerations(tree: KinematicTree, p: TreePoses, qvel, qacc):
