@@ -55,8 +55,9 @@ class SuiteModel:
 
     def id(self, kind: str, name: str) -> int:
         """MuJoCo's index of the ``kind`` ("body", "geom", "site", "joint") named ``name``."""
-        objtype = _JOINT_OBJTYPE if kind == "joint" else _object_kind(kind).objtype
-        obj = getattr(self._mujoco.mjtObj, objtype)
+        if kind not in _NAMED_OBJTYPES:
+            raise ValueError(f"no MuJoCo object kind {kind!r}; known: {list(_NAMED_OBJTYPES)}")
+        obj = getattr(self._mujoco.mjtObj, _NAMED_OBJTYPES[kind])
         i = self._mujoco.mj_name2id(self.mj, obj, name)
         if i < 0:
             raise ValueError(f"{self.path}: no {kind} named '{name}'")
@@ -103,8 +104,9 @@ _OBJECT_KINDS = {
 }  # fmt: skip
 
 
-#: Joints are named (:meth:`SuiteModel.id`: their qpos addresses) but carry no frame.
-_JOINT_OBJTYPE = "mjOBJ_JOINT"
+#: The ``mjtObj`` of every kind :meth:`SuiteModel.id` finds by name: joints too (their
+#: qpos addresses), which carry no frame.
+_NAMED_OBJTYPES = {**{k: v.objtype for k, v in _OBJECT_KINDS.items()}, "joint": "mjOBJ_JOINT"}
 
 
 def _object_kind(kind: str) -> _ObjectKind:
