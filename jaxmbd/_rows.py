@@ -9,7 +9,6 @@ import numpy as np
 
 from . import _config  # noqa: F401
 
-
 #: An index of at most this many runs (:func:`_runs`) is taken as slices, not a gather.
 MAX_RUNS = 8
 

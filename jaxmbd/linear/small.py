@@ -27,8 +27,8 @@ integrators from their ``linear_solver`` option; :func:`active`).
 from __future__ import annotations
 
 import contextlib
-import functools
 import contextvars
+import functools
 import math
 
 import jax
