@@ -20,8 +20,9 @@ Hoisting has a price at compile time: LLVM compiles a hoisted loop as one functi
 thread, and its time grows faster than the loop's size. A gradient's whole forward and
 transposed time scans hoisted took the cart-pole's XLA compile from 24 to 96 CPU-s
 (``benchmarks/results/bench_compile.md``, section 5). :func:`unhoisted_when_differentiated`
-keeps a differentiated program's time loops (and rkmk's stage loops) out of the pass while
-the loops inside a step stay hoisted; undifferentiated programs are unchanged.
+keeps a differentiated program's forward time loop (and rkmk's stage loops) out of the pass
+while the loops inside a step and the transposed time loop stay hoisted; undifferentiated
+programs are unchanged.
 """
 
 from __future__ import annotations
