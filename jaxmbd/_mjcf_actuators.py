@@ -4,20 +4,27 @@ An MJCF actuator maps when its transmission is a tendon (:mod:`jaxmbd._mjcf_tend
 joint that jaxmbd drives (a hinge or
 slide whose coordinate is MuJoCo's qpos, :mod:`jaxmbd.mjcf`; those inside a universal,
 three-hinge spherical, planar or three-slide joint act in the ``"joint"`` formulation
-only), it has no
-activation dynamics (``dyntype`` none), a fixed gain and no or an affine bias: exactly
-MuJoCo's force gain u + b0 + b1 L + b2 L_dot with L = gear qpos, the clamps of
+only), its activation dynamics (``dyntype``) are none, integrator, filter or filterexact
+(with ``dynprm[0]`` the filter's time constant, ``actlimited``/``actrange``, ``actearly``;
+:mod:`jaxmbd.actuators`), and it has a fixed gain and no or an affine bias: exactly
+MuJoCo's force gain u + b0 + b1 L + b2 L_dot with L = gear qpos (the activation in place
+of u where it has one), the clamps of
 ``ctrllimited``/``ctrlrange`` and ``forcelimited``/``forcerange`` and the generalised force
 gear F. ``<motor>``, ``<position>`` and ``<velocity>`` keep their kinds (recognised from
 the gain and bias MuJoCo compiled them to); any other such actuator is "general". The
 controls of :func:`~jaxmbd.simulate` are the mapped actuators in MuJoCo's order; the others
-(site or body transmissions, activation dynamics: filters, integrators, muscles)
-are named in the importer's one warning.
+(site or body transmissions, muscles, user dynamics) are named in the importer's one
+warning.
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+from .actuators import ACTIVATION_DYNAMICS, NO_DYNAMICS
+
+# MuJoCo's mjtDyn values (mjDYN_NONE, mjDYN_INTEGRATOR, mjDYN_FILTER, mjDYN_FILTEREXACT)
+_DYNAMICS = {0: "none", 1: "integrator", 2: "filter", 3: "filterexact"}
 
 
 def _kind(gain: float, bias) -> tuple[str, dict]:
@@ -58,8 +65,10 @@ def add_actuators(mujoco, m, builder, joint_names: set[str], unsupported: list[s
                 reasons.append("transmission")
         elif joint is None or (joint not in joint_names and j not in aliases):
             reasons.append("transmission")
-        if int(m.actuator_dyntype[k]) != int(mujoco.mjtDyn.mjDYN_NONE):
-            reasons.append("activation dynamics")
+        dynamics = _DYNAMICS.get(int(m.actuator_dyntype[k]))
+        if dynamics is None:
+            name_of = mujoco.mjtDyn(m.actuator_dyntype[k]).name.removeprefix("mjDYN_").lower()
+            reasons.append(f"activation dynamics {name_of}")
         if int(m.actuator_gaintype[k]) != int(mujoco.mjtGain.mjGAIN_FIXED):
             reasons.append("gain type")
         if int(m.actuator_biastype[k]) not in (
@@ -75,6 +84,13 @@ def add_actuators(mujoco, m, builder, joint_names: set[str], unsupported: list[s
         if int(m.actuator_biastype[k]) == int(mujoco.mjtBias.mjBIAS_NONE):
             bias = (0.0, 0.0, 0.0)
         kind, options = _kind(gain, bias)
+        rule = ACTIVATION_DYNAMICS[dynamics]
+        if rule is not NO_DYNAMICS:
+            options.update(dynamics=dynamics, act_early=bool(m.actuator_actearly[k]),
+                           act_range=tuple(m.actuator_actrange[k])
+                           if m.actuator_actlimited[k] else None)  # fmt: skip
+            if rule.time_constant:
+                options["time_constant"] = max(float(m.actuator_dynprm[k][0]), 1e-15)
         builder.add_actuator(
             name,
             **({"joint": joint} if tendon is None else {"tendon": tendon}),

@@ -62,7 +62,7 @@ maximum; ``<option><flag override>`` replaces them by ``o_solref``, ``o_solimp``
 Geom pairs of two bodies with equal numbers share one jaxmbd contact pair; those whose
 numbers differ (another condim, margin, solref, an explicit pair's own) get a pair of their
 own between the same bodies. What has no counterpart is named in the importer's one
-warning: geom pairs without a narrow phase (ellipsoids, height fields, SDFs; meshes
+warning: geom pairs without a narrow phase (height fields, SDFs; meshes
 collide, as MuJoCo's do, as the convex hulls of their vertices).
 MuJoCo's pyramidal friction cone (its default) is direction dependent; jaxmbd's
 regularised Coulomb friction is isotropic (MuJoCo's elliptic cone); the pyramidal normal
@@ -388,7 +388,7 @@ def add_contacts(mujoco, m, builder, shape_of: dict, mass_of, unsupported: list[
         drawn_as = _kinds(mujoco, m, pair) != "-".join(
             sorted((shapes_1[k1].kind, shapes_2[k2].kind))
         )
-        if kind is None or drawn_as:  # an ellipsoid is drawn as a mesh, not collided as one
+        if kind is None or drawn_as:  # a geom drawn as another kind is not collided as one
             no_narrow_phase[_kinds(mujoco, m, pair)] += 1
             continue
         # many pairs share their parameters: each law's root finding once per parameter set

@@ -15,11 +15,13 @@ hold at ``qpos0`` (an explicit ``relpose``, sites apart), make the model joint-s
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import jax.numpy as jnp
 import numpy as np
 
-from ._mjcf_joints import _name, _rot_lock_vectors
+from ._mjcf_joints import _joint_type, _name, _rot_lock_vectors
 from .equalities import Connect, JointCoupling, TendonCoupling, Weld
 from .errors import ModelError
 from .model import GROUND
@@ -70,7 +72,7 @@ def _objects(mujoco, m, e: int):
     return o1, o2, None, None
 
 
-def _connect(mujoco, m, e, name, bodies: _Bodies, params, active):
+def _connect(mujoco, m, e, name, bodies: _Bodies, params, active, tendons):
     b1, b2, s1, s2 = _objects(mujoco, m, e)
     data = np.asarray(m.eq_data[e], dtype=np.float64)
     a1 = data[0:3] if s1 is None else np.asarray(m.site_pos[s1])
@@ -82,7 +84,7 @@ def _connect(mujoco, m, e, name, bodies: _Bodies, params, active):
                    active=active)  # fmt: skip
 
 
-def _weld(mujoco, m, e, name, bodies: _Bodies, params, active):
+def _weld(mujoco, m, e, name, bodies: _Bodies, params, active, tendons):
     b1, b2, s1, s2 = _objects(mujoco, m, e)
     data = np.asarray(m.eq_data[e], dtype=np.float64)
     if s1 is None:  # body 1 carries the relative pose, body 2 the anchor
@@ -99,12 +101,10 @@ def _weld(mujoco, m, e, name, bodies: _Bodies, params, active):
                 parameters=params, active=active)  # fmt: skip
 
 
-def _joint(mujoco, m, e, name, bodies: _Bodies, params, active):
-    T = mujoco.mjtJoint
-    scalar = (int(T.mjJNT_HINGE), int(T.mjJNT_SLIDE))
+def _joint(mujoco, m, e, name, bodies: _Bodies, params, active, tendons):
     joints = [int(m.eq_obj1id[e]), int(m.eq_obj2id[e])]
     for j in joints:
-        if j >= 0 and int(m.jnt_type[j]) not in scalar:
+        if j >= 0 and not _joint_type(mujoco, m, j).coordinate:
             jname = _name(mujoco, m, mujoco.mjtObj.mjOBJ_JOINT, j, "joint")
             raise ModelError(
                 f"equality joint '{name}': joint '{jname}' is not a hinge or slide (MuJoCo "
@@ -130,28 +130,74 @@ def _tendon(mujoco, m, e, name, bodies: _Bodies, params, active, tendons):
                           parameters=params, active=active)  # fmt: skip
 
 
-def _diag_approx(mujoco, m, e: int, size: int) -> np.ndarray:
-    """MuJoCo's ``mj_diagApprox`` rows of equality e (translation, then rotation for
-    welds; dofs' invweight0 for joint couplings)."""
-    E = mujoco.mjtEq
-    kind = int(m.eq_type[e])
-    objects = [k for k in (int(m.eq_obj1id[e]), int(m.eq_obj2id[e])) if k >= 0]
-    if kind == int(E.mjEQ_JOINT):
-        return np.full(size, sum(float(m.dof_invweight0[m.jnt_dofadr[j]]) for j in objects))
-    if kind == int(E.mjEQ_TENDON):
-        return np.full(size, sum(float(m.tendon_invweight0[k]) for k in objects))
+def _body_weights(mujoco, m, e: int, size: int) -> np.ndarray:
+    """``mj_diagApprox`` of a connect or weld: the bodies' translational then rotational
+    ``body_invweight0``."""
     b1, b2, _, _ = _objects(mujoco, m, e)
     w = np.asarray(m.body_invweight0).reshape(-1, 2)
     tran, rot = w[b1, 0] + w[b2, 0], w[b1, 1] + w[b2, 1]
     return np.asarray([tran] * 3 + [rot] * (size - 3))
 
 
-_MAKERS = {
-    "connect": (_connect, 3),
-    "weld": (_weld, 6),
-    "joint": (_joint, 1),
-    "tendon": (_tendon, 1),
+def _dof_weights(mujoco, m, e: int, size: int) -> np.ndarray:
+    """``mj_diagApprox`` of a joint coupling: its joints' dofs' ``dof_invweight0``."""
+    return np.full(size, sum(float(m.dof_invweight0[m.jnt_dofadr[j]]) for j in _coupled(m, e)))
+
+
+def _tendon_weights(mujoco, m, e: int, size: int) -> np.ndarray:
+    """``mj_diagApprox`` of a tendon coupling: its tendons' ``tendon_invweight0``."""
+    return np.full(size, sum(float(m.tendon_invweight0[k]) for k in _coupled(m, e)))
+
+
+def _coupled(m, e: int) -> list[int]:
+    """The objects of equality e (the second one where there is one)."""
+    return [k for k in (int(m.eq_obj1id[e]), int(m.eq_obj2id[e])) if k >= 0]
+
+
+def _spherical(builder, name, i, j, anchor):
+    """A connect's joint for the absolute formulations: spherical at the anchor."""
+    builder.spherical(name, body_i=i, body_j=j, point=anchor)
+
+
+def _fixed(builder, name, i, j, anchor):
+    """A weld's joint for the absolute formulations: the spherical rows at the anchor and
+    three DP1 rows that lock the relative rotation at the reference pose."""
+    builder._spherical_rows(name, body_i=i, body_j=j, point=anchor)
+    A_i = builder._frame(i, where=name)[1]
+    A_j = builder._frame(j, where=name)[1]
+    for k, (a_i, a_j) in enumerate(_rot_lock_vectors(A_i, A_j)):
+        builder.add_dp1(f"{name}.dp1_{k}", body_i=i, a_bar_i=a_i, body_j=j, a_bar_j=a_j,
+                        joint=name)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _EqualityKind:
+    """How one MuJoCo equality type is read. ``make(mujoco, m, e, name, bodies, params,
+    active, tendons)``: its constraint; ``size``: its rows; ``weights(mujoco, m, e, size)``:
+    its ``mj_diagApprox`` rows. ``joint(builder, name, i, j, anchor)``: the GCON joint of an
+    equality of two bodies' frames for the absolute formulations (MuJoCo's velocity product
+    term in its reference acceleration, too); None for a coupling of joint coordinates,
+    whose ``couples`` says what it couples (the model is then joint-space only)."""
+
+    make: Callable
+    size: int
+    weights: Callable
+    joint: Callable | None = None
+    couples: str = ""
+
+
+#: The equality types read, by MuJoCo's ``mjtEq`` name.
+_KINDS = {
+    "mjEQ_CONNECT": _EqualityKind(_connect, 3, _body_weights, joint=_spherical),
+    "mjEQ_WELD": _EqualityKind(_weld, 6, _body_weights, joint=_fixed),
+    "mjEQ_JOINT": _EqualityKind(_joint, 1, _dof_weights, couples="joint coordinates"),
+    "mjEQ_TENDON": _EqualityKind(_tendon, 1, _tendon_weights, couples="tendon lengths"),
 }
+
+
+def _kind(mujoco, m, e: int) -> _EqualityKind | None:
+    """The record of equality e's type, None where it is not read."""
+    return _KINDS.get(mujoco.mjtEq(int(m.eq_type[e])).name)
 
 
 def equalities_of(mujoco, m, d0, roots, owner, tendons=None):
@@ -164,24 +210,22 @@ def equalities_of(mujoco, m, d0, roots, owner, tendons=None):
     out, reasons = [], []
     for e in range(m.neq):
         name = _name(mujoco, m, mujoco.mjtObj.mjOBJ_EQUALITY, e, "equality")
-        kind = str(mujoco.mjtEq(int(m.eq_type[e]))).split(".")[-1].removeprefix("mjEQ_").lower()
-        if kind not in _MAKERS:
+        kind = _kind(mujoco, m, e)
+        if kind is None:
             continue  # named by unsupported_equalities
-        make, size = _MAKERS[kind]
         params = Softness(
             jnp.asarray(m.eq_solref[e], dtype=jnp.float64),
             jnp.asarray(m.eq_solimp[e], dtype=jnp.float64),
-            jnp.asarray(_diag_approx(mujoco, m, e, size)),
+            jnp.asarray(kind.weights(mujoco, m, e, kind.size)),
             refsafe=refsafe,
-            velocity_product=kind in ("connect", "weld"),
+            velocity_product=kind.joint is not None,
         )
-        extra = (tendons,) if kind == "tendon" else ()
-        out.append(make(mujoco, m, e, name, bodies, params, bool(m.eq_active0[e]), *extra))
-        if kind in ("joint", "tendon") and m.eq_active0[e]:
-            what = "joint coordinates" if kind == "joint" else "tendon lengths"
+        active = bool(m.eq_active0[e])
+        out.append(kind.make(mujoco, m, e, name, bodies, params, active, tendons))
+        if kind.joint is None and active:
             reasons.append(
-                f"equality '{name}' couples {what} (a constraint of joint coordinates, which "
-                "the absolute formulations do not have)"
+                f"equality '{name}' couples {kind.couples} (a constraint of joint coordinates, "
+                "which the absolute formulations do not have)"
             )
     return tuple(out), reasons
 
@@ -190,9 +234,9 @@ def unsupported_equalities(mujoco, m) -> list[str]:
     """The unsupported-features clauses of the equalities that are not read (flex, ...)."""
     out = []
     for e in range(m.neq):
-        kind = str(mujoco.mjtEq(int(m.eq_type[e]))).split(".")[-1].removeprefix("mjEQ_").lower()
-        if kind not in _MAKERS:
+        if _kind(mujoco, m, e) is None:
             name = _name(mujoco, m, mujoco.mjtObj.mjOBJ_EQUALITY, e, "equality")
+            kind = mujoco.mjtEq(int(m.eq_type[e])).name.removeprefix("mjEQ_").lower()
             out.append(f"equality '{name}' of type {kind}")
     return out
 
@@ -213,10 +257,9 @@ def add_equality_joints(mujoco, m, d0, builder, label, reasons: list[str]):
     spherical joint at the anchor, a fixed joint at the relative pose of qpos0), named as
     the equality; ``reasons`` gets why the model is joint-space only where one does not
     hold at qpos0."""
-    E = mujoco.mjtEq
     for e in range(m.neq):
-        kind = int(m.eq_type[e])
-        if not m.eq_active0[e] or kind not in (int(E.mjEQ_CONNECT), int(E.mjEQ_WELD)):
+        kind = _kind(mujoco, m, e)
+        if not m.eq_active0[e] or kind is None or kind.joint is None:
             continue
         name = _name(mujoco, m, mujoco.mjtObj.mjOBJ_EQUALITY, e, "equality")
         b1, b2, s1, _ = _objects(mujoco, m, e)
@@ -234,15 +277,7 @@ def add_equality_joints(mujoco, m, d0, builder, label, reasons: list[str]):
             anchor = d0.xpos[b1] + R1 @ np.asarray(m.eq_data[e][:3])
         else:
             anchor = np.asarray(d0.site_xpos[s1])
-        if kind == int(E.mjEQ_CONNECT):
-            builder.spherical(name, body_i=i, body_j=j, point=anchor)
-            continue
-        builder._spherical_rows(name, body_i=i, body_j=j, point=anchor)
-        A_i = builder._frame(i, where=name)[1]
-        A_j = builder._frame(j, where=name)[1]
-        for k, (a_i, a_j) in enumerate(_rot_lock_vectors(A_i, A_j)):
-            builder.add_dp1(f"{name}.dp1_{k}", body_i=i, a_bar_i=a_i, body_j=j, a_bar_j=a_j,
-                            joint=name)  # fmt: skip
+        kind.joint(builder, name, i, j, anchor)
 
 
 def tendons_of(builder):

@@ -25,17 +25,20 @@ _VIRTUAL_MASS = slice(6, 9)
 _VIRTUAL_INERTIA = slice(9, 12)
 
 
+#: MuJoCo's ``mju_geomSemiAxes`` of the geom types whose semi-axes are not their sizes,
+#: by ``mjtGeom`` name.
+_SEMIAXES = {
+    "mjGEOM_SPHERE": lambda size: np.full(3, size[0]),
+    "mjGEOM_CAPSULE": lambda size: np.array([size[0], size[0], size[1] + size[0]]),
+    "mjGEOM_CYLINDER": lambda size: np.array([size[0], size[0], size[1]]),
+}
+
+
 def _semiaxes(mujoco, m, g: int) -> np.ndarray:
     """MuJoCo's ``mju_geomSemiAxes``."""
-    size, T = np.asarray(m.geom_size[g], dtype=np.float64), mujoco.mjtGeom
-    kind = int(m.geom_type[g])
-    if kind == int(T.mjGEOM_SPHERE):
-        return np.full(3, size[0])
-    if kind == int(T.mjGEOM_CAPSULE):
-        return np.array([size[0], size[0], size[1] + size[0]])
-    if kind == int(T.mjGEOM_CYLINDER):
-        return np.array([size[0], size[0], size[1]])
-    return size.copy()
+    size = np.asarray(m.geom_size[g], dtype=np.float64)
+    of = _SEMIAXES.get(mujoco.mjtGeom(int(m.geom_type[g])).name, lambda size: size.copy())
+    return of(size)
 
 
 def add_fluid(mujoco, m, d, builder: ModelBuilder, owner, body_names, frame) -> None:

@@ -12,6 +12,8 @@ no jaxmbd joint get no constraint rows (``Model.joint_space_only`` says why).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -20,7 +22,7 @@ from ._mjcf_flags import switched_off
 from ._mjcf_limit_gains import limit_gains
 from ._values import _axis_frame
 from .build import ModelBuilder
-from .joints import REVOLUTE, TRANSLATIONAL
+from .joints import REVOLUTE, TRANSLATIONAL, JointKind
 
 logger = logging.getLogger("jaxmbd")
 
@@ -35,6 +37,38 @@ def _rot_lock_vectors(A_i, A_j):
 def _name(mujoco, m, objtype, k: int, prefix: str) -> str:
     name = mujoco.mj_id2name(m, objtype, k)
     return name if name else f"{prefix}{k}"
+
+
+@dataclass(frozen=True)
+class _MjJointType:
+    """What the importer asks of a MuJoCo joint type (``mjtJoint``): ``word``, MuJoCo's
+    name of it; ``coordinate``: its one qpos is a hinge's or slide's coordinate;
+    ``angular``: that coordinate is an angle (a hinge); ``view``: which coordinate of a
+    cylindrical joint it is; ``single``: the library joint of a body's only joint of this
+    type (None: a ball's spherical joint, or a free body's none); ``free``, ``ball``."""
+
+    word: str
+    coordinate: bool = False
+    angular: bool = False
+    view: str = ""
+    single: JointKind | None = None
+    free: bool = False
+    ball: bool = False
+
+
+#: The MuJoCo joint types by their ``mjtJoint`` name.
+_MJ_JOINT_TYPES = {
+    "mjJNT_FREE": _MjJointType("free", free=True),
+    "mjJNT_BALL": _MjJointType("ball", ball=True),
+    "mjJNT_SLIDE": _MjJointType("slide", coordinate=True, view="slide", single=TRANSLATIONAL),
+    "mjJNT_HINGE": _MjJointType("hinge", coordinate=True, angular=True, view="angle",
+                                single=REVOLUTE),
+}  # fmt: skip
+
+
+def _joint_type(mujoco, m, j: int) -> _MjJointType:
+    """The record of MuJoCo joint j's type."""
+    return _MJ_JOINT_TYPES[mujoco.mjtJoint(int(m.jnt_type[j])).name]
 
 
 def _limits(m, j: int, hinge: bool):
@@ -67,33 +101,44 @@ def _cylindrical_coordinates(mujoco, m) -> dict[int, str]:
     cylindrical joint (a slide and a hinge on one axis line, as :func:`_add_joints` maps
     them): the slide is ``"<joint>.slide"`` and the hinge ``"<joint>.angle"``, each with
     MuJoCo's qpos as coordinate (:data:`jaxmbd._joint_forces.CYLINDRICAL_VIEWS`)."""
-    T = mujoco.mjtJoint
     out = {}
     for b in range(1, m.nbody):
         jids = list(range(m.body_jntadr[b], m.body_jntadr[b] + m.body_jntnum[b]))
-        kinds = [int(m.jnt_type[j]) for j in jids]
-        if len(jids) != 2 or sorted(kinds) != sorted([int(T.mjJNT_HINGE), int(T.mjJNT_SLIDE)]):
+        types = [_joint_type(mujoco, m, j) for j in jids]
+        if not _hinge_and_slide(types):
             continue
         axes = [np.asarray(m.jnt_axis[j], dtype=np.float64) for j in jids]  # body frame
         axes = [a / np.linalg.norm(a) for a in axes]
         gap = np.asarray(m.jnt_pos[jids[1]]) - np.asarray(m.jnt_pos[jids[0]])
         if abs(abs(axes[0] @ axes[1]) - 1) < 1e-9 and np.linalg.norm(np.cross(gap, axes[0])) < 1e-9:
             names = [_name(mujoco, m, mujoco.mjtObj.mjOBJ_JOINT, j, "joint") for j in jids]
-            suffix = {int(T.mjJNT_HINGE): "angle", int(T.mjJNT_SLIDE): "slide"}
-            for j, jnt_type in zip(jids, kinds, strict=True):
-                out[j] = f"{'+'.join(names)}.{suffix[jnt_type]}"
+            for j, jnt_type in zip(jids, types, strict=True):
+                out[j] = f"{'+'.join(names)}.{jnt_type.view}"
     return out
+
+
+def _hinges(types) -> list[int]:
+    """The positions of the hinges among the joint types ``types``."""
+    return [k for k, t in enumerate(types) if t.coordinate and t.angular]
+
+
+def _slides(types) -> list[int]:
+    """The positions of the slides among the joint types ``types``."""
+    return [k for k, t in enumerate(types) if t.coordinate and not t.angular]
+
+
+def _hinge_and_slide(types) -> bool:
+    """Two joints, a hinge and a slide (in either order)."""
+    return len(types) == 2 and len(_hinges(types)) == 1 and len(_slides(types)) == 1
 
 
 def _single_scalar_joints(mujoco, m) -> set[int]:
     """Joints that are a body's only joint and a hinge or slide (a revolute or translational
     joint with MuJoCo's qpos as coordinate)."""
-    T = mujoco.mjtJoint
-    scalar = (int(T.mjJNT_HINGE), int(T.mjJNT_SLIDE))
     return {
         int(m.body_jntadr[b])
         for b in range(1, m.nbody)
-        if m.body_jntnum[b] == 1 and int(m.jnt_type[m.body_jntadr[b]]) in scalar
+        if m.body_jntnum[b] == 1 and _joint_type(mujoco, m, int(m.body_jntadr[b])).coordinate
     }
 
 
@@ -131,64 +176,58 @@ def _passive(mujoco, m, j: int) -> dict:
 
 def _mapped_limits(mujoco, m) -> set[int]:
     """Joints whose limits become compliant limits: the one hinge or slide of a body."""
-    T = mujoco.mjtJoint
     out = set()
     for b in range(1, m.nbody):
         if m.body_jntnum[b] == 1:
             j = int(m.body_jntadr[b])
-            hinge = int(m.jnt_type[j]) == int(T.mjJNT_HINGE)
-            if hinge or int(m.jnt_type[j]) == int(T.mjJNT_SLIDE):
-                if _limits(m, j, hinge) is not None:
-                    out.add(j)
+            jnt_type = _joint_type(mujoco, m, j)
+            if jnt_type.coordinate and _limits(m, j, jnt_type.angular) is not None:
+                out.add(j)
     return out
 
 
-def _composition(mujoco, m, d, b) -> str | None:
+def _composition(mujoco, m, d, b) -> _Composition | None:
     """The library joint that body ``b``'s MuJoCo joints form (MuJoCo's ``xanchor`` and
-    ``xaxis`` in ``d``): "free", "single" (one hinge, slide or ball), "universal",
-    "cylindrical", "spherical" (three hinges), "planar", "translation" (three slides);
-    None when they form none (the body's joints are joint-space only)."""
-    T = mujoco.mjtJoint
-    hinge, slide = int(T.mjJNT_HINGE), int(T.mjJNT_SLIDE)
+    ``xaxis`` in ``d``): :data:`FREE`, :data:`SINGLE` (one hinge, slide or ball),
+    :data:`UNIVERSAL`, :data:`CYLINDRICAL`, :data:`SPHERICAL` (three hinges),
+    :data:`PLANAR`, :data:`TRANSLATION` (three slides); None when they form none (the
+    body's joints are joint-space only)."""
     jids = list(range(m.body_jntadr[b], m.body_jntadr[b] + m.body_jntnum[b]))
-    kinds = [int(m.jnt_type[j]) for j in jids]
+    types = [_joint_type(mujoco, m, j) for j in jids]
     anchors = [np.array(d.xanchor[j]) for j in jids]
     axes = [np.array(d.xaxis[j]) for j in jids]
-    if kinds == [int(T.mjJNT_FREE)]:
-        return "free"
+    if len(jids) == 1 and types[0].free:
+        return FREE
     if len(jids) == 1:
-        return "single"
+        return SINGLE
     same_point = all(np.linalg.norm(p - anchors[0]) < 1e-9 for p in anchors)
-    if kinds == [hinge] * 2 and same_point and abs(axes[0] @ axes[1]) < 1e-9:
-        return "universal"
-    if sorted(kinds) == sorted([hinge, slide]) and (
+    hinges = _hinges(types)
+    if len(jids) == len(hinges) == 2 and same_point and abs(axes[0] @ axes[1]) < 1e-9:
+        return UNIVERSAL
+    if _hinge_and_slide(types) and (
         abs(abs(axes[0] @ axes[1]) - 1) < 1e-9
         and np.linalg.norm(np.cross(anchors[1] - anchors[0], axes[0])) < 1e-9
     ):
-        return "cylindrical"
-    if kinds == [hinge] * 3 and same_point and abs(np.linalg.det(np.stack(axes))) > 1e-6:
-        return "spherical"
-    slides = [axes[k] for k in range(len(jids)) if kinds[k] == slide]
-    hinges = [k for k in range(len(jids)) if kinds[k] == hinge]
+        return CYLINDRICAL
+    if len(jids) == len(hinges) == 3 and same_point and abs(np.linalg.det(np.stack(axes))) > 1e-6:
+        return SPHERICAL
+    slides = [axes[k] for k in _slides(types)]
     if len(slides) == 2 and len(hinges) == 1 and len(jids) == 3:
         normal = np.cross(slides[0], slides[1])
         h = axes[hinges[0]]
         if np.linalg.norm(normal) > 1e-6 and np.linalg.norm(np.cross(normal, h)) < 1e-9:
-            return "planar"
+            return PLANAR
     if len(slides) == 3 and len(jids) == 3 and abs(np.linalg.det(np.stack(slides))) > 1e-6:
-        return "translation"
+        return TRANSLATION
     return None
 
 
 def _joint_space_reason(mujoco, m, b) -> str:
     """Why body ``b`` needs the ``"joint"`` formulation (:attr:`Model.joint_space_only`)."""
     jids = range(m.body_jntadr[b], m.body_jntadr[b] + m.body_jntnum[b])
-    kind_names = {int(mujoco.mjtJoint.mjJNT_HINGE): "hinge",
-                  int(mujoco.mjtJoint.mjJNT_SLIDE): "slide",
-                  int(mujoco.mjtJoint.mjJNT_BALL): "ball"}  # fmt: skip
     joints = ", ".join(
         f"{_name(mujoco, m, mujoco.mjtObj.mjOBJ_JOINT, j, 'joint')} "
-        f"({kind_names.get(int(m.jnt_type[j]), 'free')})"
+        f"({_joint_type(mujoco, m, j).word})"
         for j in jids
     )
     body = _name(mujoco, m, mujoco.mjtObj.mjOBJ_BODY, b, "body")
@@ -210,21 +249,16 @@ def _joint_space_joints(mujoco, m, d) -> set[int]:
     }
 
 
-#: Compositions whose hinges and slides are also coordinates of their own in joint space.
-_COMPOSITIONS_WITH_COORDINATES = ("universal", "spherical", "planar", "translation")
-
-
 def _composite_coordinates(mujoco, m, d) -> set[int]:
-    """The hinges and slides inside the compositions of
-    :data:`_COMPOSITIONS_WITH_COORDINATES` (their limits, passive values and actuators act
-    in joint space only)."""
-    scalar = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
+    """The hinges and slides inside the compositions whose hinges and slides are coordinates
+    of their own (``own_coordinates``; their limits, passive values and actuators act in
+    joint space only)."""
     return {
         j
         for b in range(1, m.nbody)
-        if m.body_jntnum[b] > 1 and _composition(mujoco, m, d, b) in _COMPOSITIONS_WITH_COORDINATES
+        if m.body_jntnum[b] > 1 and getattr(_composition(mujoco, m, d, b), "own_coordinates", False)
         for j in range(m.body_jntadr[b], m.body_jntadr[b] + m.body_jntnum[b])
-        if int(m.jnt_type[j]) in scalar
+        if _joint_type(mujoco, m, j).coordinate
     }
 
 
@@ -235,116 +269,169 @@ def _add_joints(mujoco, m, d, builder: ModelBuilder, b, parent: str, child: str)
     orthogonal); {} for a free body and three slides (no library joint). Joints that form
     no library joint: one joint per MuJoCo joint, without rows
     (:func:`_add_joint_space_joints`)."""
-    T = mujoco.mjtJoint
     jids = list(range(m.body_jntadr[b], m.body_jntadr[b] + m.body_jntnum[b]))
-    kinds = [int(m.jnt_type[j]) for j in jids]
-    names = [_name(mujoco, m, mujoco.mjtObj.mjOBJ_JOINT, j, "joint") for j in jids]
     anchors = [np.array(d.xanchor[j]) for j in jids]
     axes = [np.array(d.xaxis[j]) for j in jids]
-    adr = [int(m.jnt_qposadr[j]) for j in jids]
-    qpos0 = np.asarray(m.qpos0)
     composition = _composition(mujoco, m, d, b)
-    if composition == "free":
-        return {}
     if composition is None:
         return _add_joint_space_joints(mujoco, m, builder, jids, parent, child, anchors, axes)
-
-    def convention(name, order, signs=None):
-        """q = qpos: MuJoCo's qpos0 as the offset, the axes' directions as the signs."""
-        builder._joint_convention(
-            name, offset=[qpos0[adr[k]] for k in order], sign=signs or [1] * len(order)
-        )
-        return {name: tuple((c, adr[k]) for c, k in enumerate(order))}
-
-    if composition == "single":
-        name = names[0]
-        # a hinge or a slide: the builder's joint of that name; else a ball
-        spec = {int(T.mjJNT_HINGE): REVOLUTE, int(T.mjJNT_SLIDE): TRANSLATIONAL}.get(kinds[0])
-        if spec is not None:
-            getattr(builder, spec.name)(
-                name, body_i=parent, body_j=child, point=anchors[0], axis=axes[0],
-                **_limit_options(m, jids[0], spec.angular, builder, name),
-                **_passive(mujoco, m, jids[0]),
-            )  # fmt: skip
-            return convention(name, [0])
-        builder.spherical(name, body_i=parent, body_j=child, point=anchors[0])  # ball
-        return {name: ()}
+    body = _BodyJoints(
+        mujoco, m, builder, jids, [_joint_type(mujoco, m, j) for j in jids],
+        [_name(mujoco, m, mujoco.mjtObj.mjOBJ_JOINT, j, "joint") for j in jids],
+        anchors, axes, [int(m.jnt_qposadr[j]) for j in jids], parent, child,
+    )  # fmt: skip
     joint_space = {}  # the composition's hinges and slides as coordinates of joint space
-    if composition in _COMPOSITIONS_WITH_COORDINATES:
+    if composition.own_coordinates:
         for j, point, axis in zip(jids, anchors, axes, strict=True):
-            if int(m.jnt_type[j]) in (int(T.mjJNT_HINGE), int(T.mjJNT_SLIDE)):
+            if _joint_type(mujoco, m, j).coordinate:
                 joint_space.update(
                     _add_coordinate_joint(mujoco, m, builder, j, parent, child, point, axis,
                                           joint_space=True)
                 )  # fmt: skip
-    return {**_add_composition(mujoco, m, builder, composition, jids, kinds, names, anchors,
-                               axes, adr, parent, child), **joint_space}  # fmt: skip
+    return {**composition.add(body), **joint_space}
 
 
-def _add_composition(mujoco, m, builder, composition, jids, kinds, names, anchors, axes, adr,
-                     parent, child):  # fmt: skip
-    """The library joint of a body's several MuJoCo joints that compose into one (see
-    :func:`_add_joints`)."""
-    T = mujoco.mjtJoint
-    qpos0 = np.asarray(m.qpos0)
-    where = f"body '{child}'"
-    joined = "+".join(names)
+@dataclass(frozen=True)
+class _BodyJoints:
+    """One body's MuJoCo joints (``jids``, their ``types``, ``names``, ``anchors`` and
+    ``axes`` at the reference pose, qpos addresses ``adr``) on their way into the library
+    joint between ``parent`` and ``child`` that they compose."""
 
-    def convention(name, order, signs=None):
+    mujoco: object
+    m: object
+    builder: ModelBuilder
+    jids: list
+    types: list
+    names: list
+    anchors: list
+    axes: list
+    adr: list
+    parent: str
+    child: str
+
+    @property
+    def joined(self) -> str:
+        """The composed joint's name: the MuJoCo joints' names joined by "+"."""
+        return "+".join(self.names)
+
+    def convention(self, name, order, signs=None):
         """q = qpos: MuJoCo's qpos0 as the offset, the axes' directions as the signs."""
-        builder._joint_convention(
-            name, offset=[qpos0[adr[k]] for k in order], sign=signs or [1] * len(order)
+        qpos0 = np.asarray(self.m.qpos0)
+        self.builder._joint_convention(
+            name, offset=[qpos0[self.adr[k]] for k in order], sign=signs or [1] * len(order)
         )
-        return {name: tuple((c, adr[k]) for c, k in enumerate(order))}
+        return {name: tuple((c, self.adr[k]) for c, k in enumerate(order))}
 
-    if composition == "universal":
-        builder.universal(
-            joined, body_i=parent, body_j=child, point=anchors[0], axis_i=axes[0], axis_j=axes[1]
-        )
-        return convention(joined, [0, 1])
-    if composition == "cylindrical":
-        order = [kinds.index(int(T.mjJNT_SLIDE)), kinds.index(int(T.mjJNT_HINGE))]
-        # each MuJoCo joint's range, damping, stiffness, ... on its coordinate (qpos units)
-        passive = [_passive(mujoco, m, jids[k]) for k in order]
-        limits = [
-            _limit_options(m, jids[k], kinds[k] == T.mjJNT_HINGE, builder, f"{joined}.{view}")
-            for k, (view, _) in zip(order, CYLINDRICAL_VIEWS, strict=True)
-        ]
-        builder.cylindrical(
-            joined, body_i=parent, body_j=child, point=anchors[0], axis=axes[0],
-            **{key: tuple(limit[key] for limit in limits) for key in limits[0]},
-            **{key: tuple(p[key] for p in passive) for key in passive[0]},
-        )  # fmt: skip
-        return convention(joined, order, [float(axes[k] @ axes[0]) for k in order])
-    if composition == "spherical":
-        builder.spherical(joined, body_i=parent, body_j=child, point=anchors[0])
-        return {joined: ()}
-    slide_ids = [k for k in range(len(jids)) if kinds[k] == int(T.mjJNT_SLIDE)]
+
+def _add_free(body: _BodyJoints) -> dict:
+    """A free body: no library joint."""
+    return {}
+
+
+def _add_single(body: _BodyJoints) -> dict:
+    """One hinge or slide: the builder's joint of that name; a ball: a spherical joint."""
+    name = body.names[0]
+    spec = body.types[0].single
+    if spec is None:  # a ball
+        body.builder.spherical(name, body_i=body.parent, body_j=body.child,
+                               point=body.anchors[0])  # fmt: skip
+        return {name: ()}
+    getattr(body.builder, spec.name)(
+        name, body_i=body.parent, body_j=body.child, point=body.anchors[0], axis=body.axes[0],
+        **_limit_options(body.m, body.jids[0], spec.angular, body.builder, name),
+        **_passive(body.mujoco, body.m, body.jids[0]),
+    )  # fmt: skip
+    return body.convention(name, [0])
+
+
+def _add_universal(body: _BodyJoints) -> dict:
+    """Two hinges on perpendicular axes through one point."""
+    body.builder.universal(
+        body.joined, body_i=body.parent, body_j=body.child, point=body.anchors[0],
+        axis_i=body.axes[0], axis_j=body.axes[1],
+    )  # fmt: skip
+    return body.convention(body.joined, [0, 1])
+
+
+def _add_cylindrical(body: _BodyJoints) -> dict:
+    """A slide and a hinge on one axis line: each MuJoCo joint's range, damping, stiffness,
+    ... on its coordinate (qpos units)."""
+    mujoco, m, builder, joined, axes = body.mujoco, body.m, body.builder, body.joined, body.axes
+    order = [*_slides(body.types), *_hinges(body.types)]
+    passive = [_passive(mujoco, m, body.jids[k]) for k in order]
+    angular = (False, True)  # the slide, then the hinge
+    limits = [
+        _limit_options(m, body.jids[k], hinge, builder, f"{joined}.{view}")
+        for k, hinge, (view, _) in zip(order, angular, CYLINDRICAL_VIEWS, strict=True)
+    ]
+    builder.cylindrical(
+        joined, body_i=body.parent, body_j=body.child, point=body.anchors[0], axis=axes[0],
+        **{key: tuple(limit[key] for limit in limits) for key in limits[0]},
+        **{key: tuple(p[key] for p in passive) for key in passive[0]},
+    )  # fmt: skip
+    return body.convention(joined, order, [float(axes[k] @ axes[0]) for k in order])
+
+
+def _add_spherical(body: _BodyJoints) -> dict:
+    """Three hinges through one point."""
+    body.builder.spherical(body.joined, body_i=body.parent, body_j=body.child,
+                           point=body.anchors[0])  # fmt: skip
+    return {body.joined: ()}
+
+
+def _add_planar(body: _BodyJoints) -> dict:
+    """Two slides and a hinge normal to them."""
+    axes, joined = body.axes, body.joined
+    slide_ids = _slides(body.types)
     slides = [axes[k] for k in slide_ids]
-    if composition == "planar":
-        h = next(k for k in range(len(jids)) if kinds[k] == int(T.mjJNT_HINGE))
-        normal = np.cross(slides[0], slides[1])
-        # in-plane axes x = the first slide, y = the second where they are orthogonal
-        exact = abs(slides[0] @ slides[1]) < 1e-9 and h == 2
-        n = normal / np.linalg.norm(normal) if exact else axes[h]
-        builder.planar(
-            joined, body_i=parent, body_j=child, point=anchors[h], axis=n, x_axis=slides[0]
-        )
-        signs = [1, 1, float(axes[h] @ n)]
-        if exact:
-            return convention(joined, [*slide_ids, h], signs)
-        # the slides' qpos are not the in-plane coordinates: only the angle is MuJoCo's
-        builder._joint_convention(joined, offset=[0.0, 0.0, qpos0[adr[h]]], sign=signs)
-        return {joined: ((2, adr[h]),)}
-    # three slides, pure translation: the relative rotation is locked by three DP1 rows
-    A_i = builder._frame(parent, where=where)[1]
-    A_j = builder._frame(child, where=where)[1]
+    h = _hinges(body.types)[0]
+    normal = np.cross(slides[0], slides[1])
+    # in-plane axes x = the first slide, y = the second where they are orthogonal
+    exact = abs(slides[0] @ slides[1]) < 1e-9 and h == 2
+    n = normal / np.linalg.norm(normal) if exact else axes[h]
+    body.builder.planar(joined, body_i=body.parent, body_j=body.child, point=body.anchors[h],
+                        axis=n, x_axis=slides[0])  # fmt: skip
+    signs = [1, 1, float(axes[h] @ n)]
+    if exact:
+        return body.convention(joined, [*slide_ids, h], signs)
+    # the slides' qpos are not the in-plane coordinates: only the angle is MuJoCo's
+    qpos0 = np.asarray(body.m.qpos0)
+    body.builder._joint_convention(joined, offset=[0.0, 0.0, qpos0[body.adr[h]]], sign=signs)
+    return {joined: ((2, body.adr[h]),)}
+
+
+def _add_translation(body: _BodyJoints) -> dict:
+    """Three slides, pure translation: the relative rotation is locked by three DP1 rows."""
+    builder, joined, where = body.builder, body.joined, f"body '{body.child}'"
+    A_i = builder._frame(body.parent, where=where)[1]
+    A_j = builder._frame(body.child, where=where)[1]
     for k, (a_i, a_j) in enumerate(_rot_lock_vectors(A_i, A_j)):
         builder.add_dp1(
-            f"{joined}.dp1_{k}", body_i=parent, a_bar_i=a_i, body_j=child, a_bar_j=a_j,
-            joint=joined,
+            f"{joined}.dp1_{k}", body_i=body.parent, a_bar_i=a_i, body_j=body.child,
+            a_bar_j=a_j, joint=joined,
         )  # fmt: skip
     return {}
+
+
+@dataclass(frozen=True)
+class _Composition:
+    """A library joint that one body's MuJoCo joints compose (:func:`_composition`).
+    ``add(body)``: adds it to the builder and returns {name: ((coordinate, qpos address),
+    ...)} (:func:`_add_joints`); ``own_coordinates``: its hinges and slides are also
+    coordinates of their own in joint space."""
+
+    name: str
+    add: Callable[[_BodyJoints], dict]
+    own_coordinates: bool = False
+
+
+FREE = _Composition("free", _add_free)
+SINGLE = _Composition("single", _add_single)
+UNIVERSAL = _Composition("universal", _add_universal, own_coordinates=True)
+CYLINDRICAL = _Composition("cylindrical", _add_cylindrical)
+SPHERICAL = _Composition("spherical", _add_spherical, own_coordinates=True)
+PLANAR = _Composition("planar", _add_planar, own_coordinates=True)
+TRANSLATION = _Composition("translation", _add_translation, own_coordinates=True)
 
 
 def _add_joint_space_joints(mujoco, m, builder, jids, parent, child, anchors, axes):
@@ -357,7 +444,7 @@ def _add_joint_space_joints(mujoco, m, builder, jids, parent, child, anchors, ax
     (:attr:`~jaxmbd.Model.joint_space_only`)."""
     out = {}
     for j, point, axis in zip(jids, anchors, axes, strict=True):
-        if int(m.jnt_type[j]) == int(mujoco.mjtJoint.mjJNT_BALL):
+        if _joint_type(mujoco, m, j).ball:
             name = _name(mujoco, m, mujoco.mjtObj.mjOBJ_JOINT, j, "joint")
             frame = builder._frame(child, where=f"joint '{name}'")[1]
             builder._record_joint(name, "spherical", parent, child, point, frame)
@@ -377,7 +464,7 @@ def _add_coordinate_joint(mujoco, m, builder, j, parent, child, point, axis, *,
     ``model.joints``, and its joint forces are left to the ``"joint"`` formulation.
     {name: ((0, qpos address),)}."""
     name = _name(mujoco, m, mujoco.mjtObj.mjOBJ_JOINT, j, "joint")
-    hinge = int(m.jnt_type[j]) == int(mujoco.mjtJoint.mjJNT_HINGE)
+    hinge = _joint_type(mujoco, m, j).angular
     kind = "revolute" if hinge else "translational"
     builder._record_joint(name, kind, parent, child, point, _axis_frame(axis),
                           joint_space=joint_space)  # fmt: skip

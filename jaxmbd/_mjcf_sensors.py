@@ -45,22 +45,26 @@ import numpy as np
 
 from .model import GROUND
 
+#: (MuJoCo body, global point, global axes) of a sensor's object ``(m, d, objid)``, by its
+#: ``mjtObj`` name: a site's, a geom's, a body's inertial frame, a body's own frame.
+_OBJECT_FRAMES = {
+    "mjOBJ_SITE": lambda m, d, k: (int(m.site_bodyid[k]), d.site_xpos[k],
+                                   d.site_xmat[k].reshape(3, 3)),
+    "mjOBJ_GEOM": lambda m, d, k: (int(m.geom_bodyid[k]), d.geom_xpos[k],
+                                   d.geom_xmat[k].reshape(3, 3)),
+    "mjOBJ_BODY": lambda m, d, k: (k, d.xipos[k], d.ximat[k].reshape(3, 3)),
+    "mjOBJ_XBODY": lambda m, d, k: (k, d.xpos[k], d.xmat[k].reshape(3, 3)),
+}  # fmt: skip
+
 
 def _frames(mujoco, m, d, objtype: int, objid: int):
     """(MuJoCo body, global point, global axes) of a sensor's object at the pose of ``d``,
     or None for an object type without a frame here."""
-    obj = mujoco.mjtObj
-    if objtype == int(obj.mjOBJ_SITE):
-        return (int(m.site_bodyid[objid]), d.site_xpos[objid],
-                d.site_xmat[objid].reshape(3, 3))  # fmt: skip
-    if objtype == int(obj.mjOBJ_GEOM):
-        return (int(m.geom_bodyid[objid]), d.geom_xpos[objid],
-                d.geom_xmat[objid].reshape(3, 3))  # fmt: skip
-    if objtype == int(obj.mjOBJ_BODY):  # the inertial frame
-        return objid, d.xipos[objid], d.ximat[objid].reshape(3, 3)
-    if objtype == int(obj.mjOBJ_XBODY):  # the body frame
-        return objid, d.xpos[objid], d.xmat[objid].reshape(3, 3)
-    return None
+    try:
+        frame_of = _OBJECT_FRAMES.get(mujoco.mjtObj(objtype).name)
+    except ValueError:  # not an mjtObj value (no object)
+        return None
+    return None if frame_of is None else frame_of(m, d, objid)
 
 
 def _zone(mujoco, m, site: int):
@@ -71,6 +75,27 @@ def _zone(mujoco, m, site: int):
               int(T.mjGEOM_BOX): "box"}  # fmt: skip
     shape = shapes.get(int(m.site_type[site]))
     return None if shape is None else (shape, np.array(m.site_size[site], dtype=np.float64))
+
+
+def _touch_options(mujoco, m, site: int, owner, body_names, options) -> str | None:
+    """A touch sensor's zone (:func:`_zone`), or why it has none."""
+    zone = _zone(mujoco, m, site)
+    if zone is None:
+        return f"site shape {int(m.site_type[site])}"
+    options["zone"] = zone
+    return None
+
+
+def _interaction_options(mujoco, m, site: int, owner, body_names, options) -> str | None:
+    """An interaction sensor's body's parent and subtree (the joint it reads), or why it
+    has none."""
+    own = int(m.site_bodyid[site])
+    if owner[own] != own:
+        return "on a body welded to its parent"
+    up = int(owner[m.body_parentid[own]])
+    options["parent"] = GROUND if up < 0 else body_names[up]
+    options["subtree"] = _members(m, owner, body_names, own)
+    return None
 
 
 def _subtree(m, owner, body: int):
@@ -118,6 +143,17 @@ def add_sensors(mujoco, m, d, builder, owner, body_names, frame, joint_names, un
         int(S.mjSENS_FORCE): "interaction_force",
         int(S.mjSENS_TORQUE): "interaction_torque",
     }
+    tendon_kinds = {
+        int(S.mjSENS_TENDONPOS): "tendon_position",
+        int(S.mjSENS_TENDONVEL): "tendon_velocity",
+    }
+    # the options a site sensor needs besides its frame: (mujoco, m, site, owner,
+    # body_names, options) -> why it is left out, or None
+    site_options = {
+        int(S.mjSENS_TOUCH): _touch_options,
+        int(S.mjSENS_FORCE): _interaction_options,
+        int(S.mjSENS_TORQUE): _interaction_options,
+    }
     subtree_kinds = {
         int(S.mjSENS_SUBTREECOM): "subtree_com",
         int(S.mjSENS_SUBTREELINVEL): "subtree_linear_velocity",
@@ -162,7 +198,7 @@ def add_sensors(mujoco, m, d, builder, owner, body_names, frame, joint_names, un
                 left_out.append(f"{label}: {where}")
                 continue
             body, site, axes = where
-            if body == GROUND and kind in site_kinds.values():
+            if body == GROUND and stype in site_kinds:
                 left_out.append(f"{label}: on the world")
                 continue
             if int(m.sensor_refid[k]) >= 0:
@@ -171,20 +207,11 @@ def add_sensors(mujoco, m, d, builder, owner, body_names, frame, joint_names, un
                     left_out.append(f"{label}: reference {ref}")
                     continue
                 options["reference"] = dict(body=ref[0], site=ref[1], frame=ref[2])
-            if kind.startswith("interaction"):
-                own = int(m.site_bodyid[objid])
-                if owner[own] != own:
-                    left_out.append(f"{label}: on a body welded to its parent")
-                    continue
-                up = int(owner[m.body_parentid[own]])
-                options["parent"] = GROUND if up < 0 else body_names[up]
-                options["subtree"] = _members(m, owner, body_names, own)
-            if kind == "touch":
-                zone = _zone(mujoco, m, objid)
-                if zone is None:
-                    left_out.append(f"{label}: site shape {int(m.site_type[objid])}")
-                    continue
-                options["zone"] = zone
+            extra = site_options.get(stype)
+            reason = extra and extra(mujoco, m, objid, owner, body_names, options)
+            if reason:
+                left_out.append(f"{label}: {reason}")
+                continue
             builder.add_sensor(name, kind=kind, body=body, site=site, frame=axes, **options)
         elif stype in subtree_kinds:
             root = GROUND if objid == 0 else owner[objid]
@@ -199,10 +226,9 @@ def add_sensors(mujoco, m, d, builder, owner, body_names, frame, joint_names, un
                 subtree=_members(m, owner, body_names, objid),
                 **options,
             )
-        elif stype in (int(S.mjSENS_TENDONPOS), int(S.mjSENS_TENDONVEL)):
+        elif stype in tendon_kinds:
             tendon = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_TENDON, objid)
-            kind = "tendon_position" if stype == int(S.mjSENS_TENDONPOS) else "tendon_velocity"
-            builder.add_sensor(name, kind=kind, tendon=tendon, **options)
+            builder.add_sensor(name, kind=tendon_kinds[stype], tendon=tendon, **options)
         elif stype == int(S.mjSENS_ACTUATORFRC):
             actuator = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_ACTUATOR, objid)
             if actuator not in actuator_names:

@@ -17,7 +17,6 @@ import jax.numpy as jnp
 
 from . import _config  # noqa: F401
 
-ZONE_SHAPES = ("sphere", "capsule", "ellipsoid", "cylinder", "box")
 _TINY = 1e-15  # MuJoCo's mjMINVAL
 
 
@@ -92,22 +91,47 @@ def _segment_distance_sq(p, d, half, radius):
     return _dot(gap, gap)
 
 
+def _meets_sphere(size, p, d):
+    return _ball(p, d, size[0])
+
+
+def _meets_ellipsoid(size, p, d):
+    return _ball(p / size, d / size, 1.0)
+
+
+def _meets_box(size, p, d):
+    t0, t1 = _interval(-size, size, p, d)
+    start, end = jnp.max(t0, axis=-1), jnp.min(t1, axis=-1)
+    return end >= jnp.maximum(start, 0.0)
+
+
+def _meets_cylinder(size, p, d):
+    a0, a1 = _disc_interval(p, d, size[0])
+    b0, b1 = _interval(-size[1], size[1], p[..., 2], d[..., 2])
+    start, end = jnp.maximum(a0, b0), jnp.minimum(a1, b1)
+    return end >= jnp.maximum(start, 0.0)
+
+
+def _meets_capsule(size, p, d):
+    return _segment_distance_sq(p, d, size[1], size[0]) <= size[0] ** 2
+
+
+#: The test of each zone shape, ``(size, p, d) -> bool (...)``, by MuJoCo's site shape name.
+_MEETS = {
+    "sphere": _meets_sphere,
+    "capsule": _meets_capsule,
+    "ellipsoid": _meets_ellipsoid,
+    "cylinder": _meets_cylinder,
+    "box": _meets_box,
+}
+#: MuJoCo's site shapes that a touch sensor's zone may have.
+ZONE_SHAPES = tuple(_MEETS)
+
+
 def ray_meets_zone(shape: str, size, p, d):
     """Whether the half-line from ``p`` along ``d`` (zone frame, (..., 3)) meets the zone
     ``shape`` of ``size`` (3,) (module docstring): a boolean (...)."""
-    if shape == "sphere":
-        return _ball(p, d, size[0])
-    if shape == "ellipsoid":
-        return _ball(p / size, d / size, 1.0)
-    if shape == "box":
-        t0, t1 = _interval(-size, size, p, d)
-        start, end = jnp.max(t0, axis=-1), jnp.min(t1, axis=-1)
-        return end >= jnp.maximum(start, 0.0)
-    if shape == "cylinder":
-        a0, a1 = _disc_interval(p, d, size[0])
-        b0, b1 = _interval(-size[1], size[1], p[..., 2], d[..., 2])
-        start, end = jnp.maximum(a0, b0), jnp.minimum(a1, b1)
-        return end >= jnp.maximum(start, 0.0)
-    if shape == "capsule":
-        return _segment_distance_sq(p, d, size[1], size[0]) <= size[0] ** 2
-    raise ValueError(f"sensor zone: expected one of {ZONE_SHAPES}, got {shape!r}")
+    meets = _MEETS.get(shape)
+    if meets is None:
+        raise ValueError(f"sensor zone: expected one of {ZONE_SHAPES}, got {shape!r}")
+    return meets(size, p, d)

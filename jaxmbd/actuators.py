@@ -20,6 +20,26 @@ velocity   kv           (0, 0, -kv)              kv (u - L_dot)
 general    given        given                    gain u + b0 + b1 L + b2 L_dot
 ========== ============ ======================== =============================
 
+**Activation dynamics** (MuJoCo's ``dyntype``; documentation, Modeling, Actuators,
+"Activation dynamics"): an actuator with ``dynamics`` other than "none" drives its gain
+with an activation a, a state of its own (MuJoCo's ``act``), in place of u:
+F = gain a + bias_0 + bias_1 L + bias_2 L_dot, with
+
+============ ==================== ===============================================
+dynamics     a_dot                a over a step from a_0 with u held (t from its start)
+============ ==================== ===============================================
+integrator   u                    a_0 + u t
+filter       (u - a) / tau        u + (a_0 - u) exp(-t / tau)
+filterexact  (u - a) / tau        the same (MuJoCo integrates it exactly in ``euler``)
+============ ==================== ===============================================
+
+clamped to ``act_range`` (MuJoCo's ``actlimited``/``actrange``). The activation does not
+depend on the mechanism, so each step takes it in closed form at every stage time (exact
+where MuJoCo's steps integrate it: ``filter`` by its explicit Euler step in ``euler``, by
+the stages in ``rk4``); ``act_early`` (MuJoCo's ``actearly``) takes the force from the
+activation one step h ahead, a(t + h). :func:`~jaxmbd.simulate` carries a from step to
+step in the ``"joint"`` formulation (:func:`with_activation`, :meth:`Actuators.next_activation`).
+
 Controls are held constant over each step (zero-order hold, as MuJoCo's ``ctrl`` over
 ``mj_step``): :func:`~jaxmbd.simulate` sets ``controls`` of the element to the step's row of
 its ``controls=`` argument before the step, so the implicit integrators see the actuator's
@@ -50,6 +70,36 @@ from .tendons import Tendons, body_forces, lengths_and_gradients, velocities
 ACTUATOR_KINDS = ACTUATOR_KIND_NAMES
 
 
+@dataclasses.dataclass(frozen=True)
+class ActivationDynamics:
+    """One kind of activation dynamics (the module docstring's table): ``activation(a0, u,
+    dt, tau)`` the activation dt after a0 under the held control u; ``time_constant``:
+    whether it takes one."""
+
+    name: str
+    activation: object
+    time_constant: bool
+
+
+def _filtered(a0, u, dt, tau):
+    return u + (a0 - u) * jnp.exp(-dt / tau)
+
+
+#: The activation dynamics of :meth:`~jaxmbd.ModelBuilder.add_actuator` by name (MuJoCo's
+#: dyntype none, integrator, filter, filterexact).
+ACTIVATION_DYNAMICS: dict[str, ActivationDynamics] = {
+    d.name: d
+    for d in (
+        ActivationDynamics("none", lambda a0, u, dt, tau: u, False),
+        ActivationDynamics("integrator", lambda a0, u, dt, tau: a0 + u * dt, False),
+        ActivationDynamics("filter", _filtered, True),
+        ActivationDynamics("filterexact", _filtered, True),
+    )
+}
+#: The dynamics of an actuator without any: the force follows u.
+NO_DYNAMICS = ACTIVATION_DYNAMICS["none"]
+
+
 class Actuators(AbstractJointForce):
     """Every actuator of a model (see the module docstring): (nu,) array leaves ``gear``,
     ``gain``, ``ctrl_lower``/``ctrl_upper`` and ``force_lower``/``force_upper`` (+-inf
@@ -74,28 +124,75 @@ class Actuators(AbstractJointForce):
     #: their entries in ``joints`` are placeholders.
     tendon_actuated: tuple[int, ...] = eqx.field(static=True, default=())
     tendons: Tendons | None = None
+    #: Activation dynamics (module docstring): each actuator's kind of
+    #: :data:`ACTIVATION_DYNAMICS` and ``act_early`` (static; None: none has any), its
+    #: ``time_constant`` and ``act_lower``/``act_upper`` (nu,), and the activation
+    #: ``activation`` (nu,) at the time ``activation_time``, with the step ``step`` that
+    #: ``act_early`` looks ahead by.
+    dynamics: tuple[str, ...] | None = eqx.field(static=True, default=None)
+    act_early: tuple[bool, ...] | None = eqx.field(static=True, default=None)
+    time_constant: jax.Array | None = None
+    act_lower: jax.Array | None = None
+    act_upper: jax.Array | None = None
+    activation: jax.Array | None = None
+    activation_time: jax.Array | None = None
+    step: jax.Array | None = None
     #: Model files store actuators in their own list (``"actuators"``).
     file_section: ClassVar[str] = "actuators"
     entry_fields: ClassVar[tuple[str, ...]] = (
         "actuator_names", "kinds", "joints", "gear", "gain", "bias", "ctrl_lower",
-        "ctrl_upper", "force_lower", "force_upper", "controls",
+        "ctrl_upper", "force_lower", "force_upper", "controls", "dynamics", "act_early",
+        "time_constant", "act_lower", "act_upper", "activation",
     )  # fmt: skip
 
     @property
     def nu(self) -> int:
         return len(self.actuator_names)
 
-    def actuator_force(self, u, q, qdot):
-        """The actuator forces F (nu,) for controls ``u`` at joint coordinates q, rates
-        qdot (before the gear to the joint)."""
+    @property
+    def has_dynamics(self) -> bool:
+        """Whether an actuator has activation dynamics (a state of its own)."""
+        return self.dynamics is not None and any(
+            ACTIVATION_DYNAMICS[d] is not NO_DYNAMICS for d in self.dynamics
+        )
+
+    def activation_at(self, t, u, *, early: bool = True):
+        """The activations (nu,) at time ``t`` under the controls ``u`` held since
+        ``activation_time`` (the module docstring's closed forms; u where an actuator has
+        none); ``early``: the ``act_early`` actuators' a(t + step)."""
         u = jnp.clip(u, self.ctrl_lower, self.ctrl_upper)
+        if not self.has_dynamics:
+            return u
+        dt = t - self.activation_time
+        if early:
+            dt = dt + jnp.where(jnp.asarray(self.act_early), self.step, 0.0)
+        # MuJoCo's mjMINVAL floor on the time constant
+        tau = jnp.maximum(self.time_constant, 1e-15)
+        a = u
+        for rule in {ACTIVATION_DYNAMICS[d] for d in self.dynamics}:
+            own = np.asarray([ACTIVATION_DYNAMICS[d] is rule for d in self.dynamics])
+            a = jnp.where(own, rule.activation(self.activation, u, dt, tau), a)
+        # the range is unbounded where there are no dynamics (add_actuator)
+        return jnp.clip(a, self.act_lower, self.act_upper)
+
+    def next_activation(self, h):
+        """The activations (nu,) at ``activation_time`` + h (the next step's start)."""
+        return self.activation_at(self.activation_time + h, self.controls, early=False)
+
+    def actuator_force(self, u, q, qdot, t=None):
+        """The actuator forces F (nu,) for controls ``u`` at joint coordinates q, rates
+        qdot (before the gear to the joint); with activation dynamics, at time ``t``."""
+        if self.has_dynamics:
+            u = self.activation_at(self.activation_time if t is None else t, u)
+        else:
+            u = jnp.clip(u, self.ctrl_lower, self.ctrl_upper)
         length, velocity = self.gear * q, self.gear * qdot
         force = self.gain * u + self.bias[:, 0] + self.bias[:, 1] * length
         force = force + self.bias[:, 2] * velocity
         return jnp.clip(force, self.force_lower, self.force_upper)
 
     def generalised_force(self, t, q, qdot):
-        return self.gear * self.actuator_force(self.controls, q, qdot)
+        return self.gear * self.actuator_force(self.controls, q, qdot, t)
 
     @property
     def tendon_rows(self) -> tuple[int, ...]:
@@ -141,6 +238,22 @@ def with_controls(model, controls):
     """``model`` with its actuators' current controls set to ``controls`` (nu,)."""
     index = next(k for k, f in enumerate(model.forces) if isinstance(f, Actuators))
     element = dataclasses.replace(model.forces[index], controls=jnp.asarray(controls))
+    forces = model.forces[:index] + (element,) + model.forces[index + 1 :]
+    return dataclasses.replace(model, forces=forces)
+
+
+def with_activation(model, activation, t, h):
+    """``model`` with its actuators' activations ``activation`` (nu,) at time ``t`` and
+    the step ``h`` (the start of a step; unchanged without activation dynamics)."""
+    element = model.actuators
+    if element is None or not element.has_dynamics:
+        return model
+    index = next(k for k, f in enumerate(model.forces) if isinstance(f, Actuators))
+    dtype = jnp.asarray(activation).dtype
+    element = dataclasses.replace(
+        element, activation=jnp.asarray(activation), activation_time=jnp.asarray(t, dtype),
+        step=jnp.asarray(h, dtype),
+    )  # fmt: skip
     forces = model.forces[:index] + (element,) + model.forces[index + 1 :]
     return dataclasses.replace(model, forces=forces)
 

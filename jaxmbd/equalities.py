@@ -48,6 +48,14 @@ def _frame(p: TreePoses, body: int):
     return p.x[body], p.R[body]
 
 
+def _anchor_gap(p: TreePoses, equality):
+    """(p1 - p2, R1, R2) of a connect or weld: its anchors' gap p_k = x_k + R_k anchor_k
+    and its bodies' rotations."""
+    x1, R1 = _frame(p, equality.body1)
+    x2, R2 = _frame(p, equality.body2)
+    return x1 + R1 @ equality.anchor1 - x2 - R2 @ equality.anchor2, R1, R2
+
+
 def rotation_error(E):
     """The axis part v of the unit quaternion (w >= 0) of the rotation matrix ``E``:
     E - E^T = 4 w [v]x and w = sqrt(1 + tr E) / 2 (exact for rotations below a half
@@ -101,9 +109,7 @@ class Connect(AbstractEquality):
         return 3
 
     def residual(self, tree: KinematicTree, p: TreePoses, qpos, t):
-        x1, R1 = _frame(p, self.body1)
-        x2, R2 = _frame(p, self.body2)
-        return x1 + R1 @ self.anchor1 - x2 - R2 @ self.anchor2
+        return _anchor_gap(p, self)[0]
 
 
 class Weld(AbstractEquality):
@@ -134,9 +140,7 @@ class Weld(AbstractEquality):
         return 6
 
     def residual(self, tree: KinematicTree, p: TreePoses, qpos, t):
-        x1, R1 = _frame(p, self.body1)
-        x2, R2 = _frame(p, self.body2)
-        translation = x1 + R1 @ self.anchor1 - x2 - R2 @ self.anchor2
+        translation, R1, R2 = _anchor_gap(p, self)
         E = self.frame2.T @ R2.T @ R1 @ self.frame1
         return jnp.concatenate([translation, self.torquescale * rotation_error(E)])
 

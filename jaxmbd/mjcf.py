@@ -128,6 +128,7 @@ from ._mjcf_joints import (
     _cylindrical_coordinates,
     _joint_space_joints,
     _joint_space_reason,
+    _joint_type,
     _limits,
     _mapped_limits,
     _name,
@@ -246,15 +247,11 @@ def _unsupported(mujoco, m, joint_space: set[int]) -> list[str]:
     jn = [_name(mujoco, m, mujoco.mjtObj.mjOBJ_JOINT, j, "joint") for j in range(m.njnt)]
 
     cylindrical = _cylindrical_coordinates(mujoco, m)
-    T = mujoco.mjtJoint
-    hinge = int(T.mjJNT_HINGE)
     # hinges and slides of their own coordinate; those inside compositions the joint
     # formulation applies (an absolute formulation's run names them: JointSpaceOnlyWarning)
-    scalar = set(cylindrical) | {
-        j for j in joint_space if int(m.jnt_type[j]) in (hinge, int(T.mjJNT_SLIDE))
-    }
+    scalar = set(cylindrical) | {j for j in joint_space if _joint_type(mujoco, m, j).coordinate}
     mapped = _mapped_limits(mujoco, m) | {
-        j for j in scalar if _limits(m, j, int(m.jnt_type[j]) == hinge) is not None
+        j for j in scalar if _limits(m, j, _joint_type(mujoco, m, j).angular) is not None
     }
     limited = [jn[j] for j in np.flatnonzero(m.jnt_limited) if j not in mapped]
     if limited and not switched_off(m, "limit"):
@@ -460,10 +457,6 @@ def _geom_shape(mujoco, m, d, g, com, A):
     )
     style = dict(color=color, collide=collide)
 
-    def ellipsoid():  # drawn as the sphere scaled into a mesh
-        V, F = G.sphere(1.0).mesh(16)
-        return G.mesh((V * size) @ R.T + pos, F, **style)
-
     def mesh():
         mid = m.geom_dataid[g]
         v0, nv = m.mesh_vertadr[mid], m.mesh_vertnum[mid]
@@ -477,7 +470,7 @@ def _geom_shape(mujoco, m, d, g, com, A):
         int(T.mjGEOM_SPHERE): lambda: G.sphere(size[0], pos=pos, **style),
         int(T.mjGEOM_CAPSULE): lambda: G.capsule(size[0], 2 * size[1], pos=pos, A=R, **style),
         int(T.mjGEOM_CYLINDER): lambda: G.cylinder(size[0], 2 * size[1], pos=pos, A=R, **style),
-        int(T.mjGEOM_ELLIPSOID): ellipsoid,
+        int(T.mjGEOM_ELLIPSOID): lambda: G.ellipsoid(2 * size, pos=pos, A=R, **style),
         int(T.mjGEOM_MESH): mesh,
     }
     make = makers.get(int(geom_type))

@@ -156,6 +156,8 @@ class SensorKind:
     params: str | None = None
     #: the sensor may sit on the ground (a fixed frame, or the whole model's subtree)
     on_ground: bool = False
+    #: the reading needs a run's joint multipliers: no single state gives it
+    needs_run: bool = False
 
     def size(self, joint: str | JointKind | None = None) -> int:
         """Components of a sensor of this kind (on a joint of kind ``joint``)."""
@@ -414,8 +416,12 @@ for _spec in (
     SensorKind("velocimeter", "body", _read_velocimeter),
     SensorKind("gyro", "body", _read_gyro),
     SensorKind("accelerometer", "body", _read_accelerometer, needs_solution=True),
-    SensorKind("joint_reaction_force", "joint", _read_reaction_force, needs_solution=True),
-    SensorKind("joint_reaction_torque", "joint", _read_reaction_torque, needs_solution=True),
+    SensorKind(
+        "joint_reaction_force", "joint", _read_reaction_force, needs_solution=True, needs_run=True
+    ),
+    SensorKind(
+        "joint_reaction_torque", "joint", _read_reaction_torque, needs_solution=True, needs_run=True
+    ),
 ):
     register_sensor_kind(_spec)
     _BUILT_IN.add(_spec.name)

@@ -40,6 +40,7 @@ import numpy as np
 
 from . import _config  # noqa: F401
 from ._joint_forces import coordinates_and_gradients
+from ._tendon_paths import MINVAL, PATH_ELEMENT_KINDS, PathElementKind, WrapGeom, _norm, _unit
 from .errors import ModelError
 from .forces import BodyState
 from .joints import JointDefinition
@@ -47,11 +48,8 @@ from .lie import hat
 from .tree import JointType, KinematicTree, TreePoses, poses
 from .tree.kinematics import dof_ancestors
 
-#: MuJoCo's mjMINVAL: below it, a length or determinant is taken as zero.
-MINVAL = 1e-15
-
-#: The kinds of a spatial tendon's path elements.
-PATH_KINDS = ("site", "sphere", "cylinder", "pulley")
+#: The names of the kinds of a spatial tendon's path elements.
+PATH_KINDS = tuple(PATH_ELEMENT_KINDS)
 
 
 class FixedTendon(eqx.Module):
@@ -77,7 +75,8 @@ class FixedTendon(eqx.Module):
 
 
 class SpatialTendon(eqx.Module):
-    """A path of n elements (static ``kinds``, :data:`PATH_KINDS`): sites, wrapping geoms
+    """A path of n elements (static ``kinds``, :mod:`jaxmbd._tendon_paths` records): sites,
+    wrapping geoms
     (between two sites) and pulleys. ``bodies`` (static): each element's body (model index;
     nb, one past the last, is the ground, whose points are global; -1 for a pulley).
     ``points`` (n, 3): a site's point or a geom's centre in its body's frame (from the
@@ -87,7 +86,7 @@ class SpatialTendon(eqx.Module):
     ``side_points`` (n, 3)."""
 
     name: str = eqx.field(static=True)
-    kinds: tuple[str, ...] = eqx.field(static=True)
+    kinds: tuple[PathElementKind, ...] = eqx.field(static=True)
     bodies: tuple[int, ...] = eqx.field(static=True)
     side_bodies: tuple[int, ...] = eqx.field(static=True)
     points: jax.Array
@@ -128,18 +127,6 @@ class Tendons(eqx.Module):
 
 
 # ----------------------------------------------------------------------------- geometry
-
-
-def _norm(v):
-    """|v| with a finite gradient at v = 0 (zero there)."""
-    sq = jnp.sum(v * v, -1)
-    pos = sq > 0
-    return jnp.where(pos, jnp.sqrt(jnp.where(pos, sq, 1.0)), 0.0)
-
-
-def _unit(v):
-    n = _norm(v)
-    return v / jnp.where(n < MINVAL, 1.0, n)[..., None]
 
 
 def _acos(x):
@@ -274,27 +261,20 @@ def _wrap_inside(end0, end1, radius):
     return wrap, point
 
 
-def wrap_length(x0, x1, centre, axes, radius, kind: str, side=None):
+def wrap_length(x0, x1, centre, axes, radius, kind: WrapGeom | str, side=None):
     """Length of the path from x0 to x1 (global points) around the sphere or cylinder
-    (``kind``) of ``radius`` at ``centre`` with axes ``axes`` (3, 3; a cylinder's axis the
-    third column): the straight segment where the path does not wrap, else the segments to
-    and from the tangent points plus the arc between them (a helix on a cylinder).
-    ``side``: the side site's global point (None: none). MuJoCo's ``mju_wrap``."""
+    (``kind``: its :class:`~jaxmbd._tendon_paths.WrapGeom` record or name) of ``radius`` at
+    ``centre`` with axes ``axes`` (3, 3; a cylinder's axis the third column): the straight
+    segment where the path does not wrap, else the segments to and from the tangent points
+    plus the arc between them (a helix on a cylinder). ``side``: the side site's global
+    point (None: none). MuJoCo's ``mju_wrap``."""
+    geom = PATH_ELEMENT_KINDS.get(kind, kind) if isinstance(kind, str) else kind
+    if not getattr(geom, "wraps", False):
+        raise ValueError(f"wrap_length: kind must be 'sphere' or 'cylinder', got {kind!r}")
     p0, p1 = axes.T @ (x0 - centre), axes.T @ (x1 - centre)
     straight = _norm(x1 - x0)
     away = (_norm(p0) >= MINVAL) & (_norm(p1) >= MINVAL)
-    if kind == "sphere":
-        ax0 = _unit(p0)
-        normal = jnp.cross(p0, p1)
-        parallel = _norm(normal) < MINVAL
-        big = jnp.argmax(jnp.abs(ax0))  # MuJoCo's tie-breaking: the first largest component
-        second = jnp.ones(3).at[big].set(0.0)
-        normal = _unit(jnp.where(parallel, jnp.cross(ax0, second), normal))
-        ax1 = _unit(jnp.cross(normal, ax0))
-    elif kind == "cylinder":
-        ax0, ax1 = jnp.eye(3, dtype=p0.dtype)[0], jnp.eye(3, dtype=p0.dtype)[1]
-    else:
-        raise ValueError(f"wrap_length: kind must be 'sphere' or 'cylinder', got {kind!r}")
+    ax0, ax1 = geom.plane_axes(p0, p1)
     d0 = jnp.stack([p0 @ ax0, p0 @ ax1])
     d1 = jnp.stack([p1 @ ax0, p1 @ ax1])
     if side is not None:
@@ -312,16 +292,7 @@ def wrap_length(x0, x1, centre, axes, radius, kind: str, side=None):
     wrap = wrap & away
     w0 = ax0 * t0[0] + ax1 * t0[1]
     w1 = ax0 * t1[0] + ax1 * t1[1]
-    if kind == "cylinder":
-        l0 = _norm(p0[:2] - w0[:2])
-        l1 = _norm(p1[:2] - w1[:2])
-        total = l0 + arc + l1
-        total = jnp.where(total > 0, total, 1.0)
-        z0 = p0[2] + (p1[2] - p0[2]) * l0 / total
-        z1 = p0[2] + (p1[2] - p0[2]) * (l0 + arc) / total
-        w0 = w0.at[2].set(z0)
-        w1 = w1.at[2].set(z1)
-        arc = _norm(jnp.stack([arc, z1 - z0]))
+    w0, w1, arc = geom.rise(p0, p1, w0, w1, arc, _norm(p0[:2] - w0[:2]), _norm(p1[:2] - w1[:2]))
     wrapped = _norm(p0 - w0) + arc + _norm(w1 - p1)
     return jnp.where(wrap, wrapped, straight)
 
@@ -344,13 +315,13 @@ def spatial_length(tendon: SpatialTendon, c, R):
     j = 0
     while j < n - 1:
         k0, k1 = kinds[j], kinds[j + 1]
-        if k0 == "pulley" or k1 == "pulley":
-            if k0 == "pulley":
+        if k0.divides or k1.divides:
+            if k0.divides:
                 divisor = tendon.divisor[j]
             j += 1
             continue
         x0 = _point(c, R, bodies[j], tendon.points[j])
-        if k1 in ("sphere", "cylinder"):
+        if k1.wraps:
             g = j + 1
             x1 = _point(c, R, bodies[j + 2], tendon.points[j + 2])
             centre = _point(c, R, bodies[g], tendon.points[g])

@@ -104,11 +104,13 @@ def test_unmapped_actuators_are_named(tmp_path):
     xml = """<mujoco><worldbody><body name="a"><joint name="h" axis="0 1 0"/>
       <geom size="0.1" mass="1"/><site name="s"/></body></worldbody>
       <actuator><motor name="m" joint="h"/><intvelocity name="iv" joint="h" kp="1"
-        actrange="-1 1"/><motor name="site" site="s" gear="0 0 1 0 0 0"/></actuator></mujoco>"""
+        actrange="-1 1"/><motor name="site" site="s" gear="0 0 1 0 0 0"/>
+        <general name="mu" joint="h" dyntype="muscle"/></actuator></mujoco>"""
     path = tmp_path / "a.xml"
     path.write_text(xml)
     with pytest.warns(UnsupportedFeatureWarning) as record:
         model = mbd.load_model(path)
     (text,) = [str(w.message) for w in record]
-    assert "'iv' (activation dynamics)" in text and "'site' (transmission)" in text
-    assert model.actuators.actuator_names == ("m",)
+    assert "'mu' (activation dynamics muscle" in text and "'site' (transmission)" in text
+    assert model.actuators.actuator_names == ("m", "iv")  # iv: an integrator
+    assert model.actuators.dynamics == ("none", "integrator")

@@ -63,12 +63,16 @@ def _mujoco(name):
 
 
 def _joint_transmissions(m) -> bool:
-    """Whether every actuator is jaxmbd's: on a joint or a tendon, no activation dynamics."""
+    """Whether every actuator is jaxmbd's: on a joint or a tendon, no activation dynamics
+    but jaxmbd's (none, integrator, filter, filterexact)."""
     kinds = (int(mujoco.mjtTrn.mjTRN_JOINT), int(mujoco.mjtTrn.mjTRN_TENDON))
+    dyn = mujoco.mjtDyn
+    dynamics = [int(d) for d in (dyn.mjDYN_NONE, dyn.mjDYN_INTEGRATOR, dyn.mjDYN_FILTER,
+                                 dyn.mjDYN_FILTEREXACT)]  # fmt: skip
     return (
         bool(m.nu)
         and all(int(t) in kinds for t in m.actuator_trntype)
-        and all(int(t) == int(mujoco.mjtDyn.mjDYN_NONE) for t in m.actuator_dyntype)
+        and all(int(t) in dynamics for t in m.actuator_dyntype)
     )
 
 
@@ -83,8 +87,8 @@ def _joint_space(model, qpos, qvel):
 def test_forces_and_accelerations_against_mujoco_at_random_states(name):
     """tau (the joint elements' generalised forces) = qfrc_passive + qfrc_actuator and
     qacc = mj_forward's, to 1e-10 relative, at random states and controls (point_mass's
-    actuators drive its tendons). quadruped's have activation dynamics (not jaxmbd's):
-    there the controls are zero and tau is compared with qfrc_passive; quadruped's equality
+    actuators drive its tendons). quadruped's have activation dynamics (filters): at the
+    start of a run their activation is MuJoCo's initial act, 0, whatever u; quadruped's equality
     loops are exact in jaxmbd and soft in MuJoCo: its qacc is not compared."""
     model, m = _load(name), _mujoco(name)
     d = mujoco.MjData(m)
@@ -110,7 +114,7 @@ def test_forces_and_accelerations_against_mujoco_at_random_states(name):
         mujoco.mj_forward(m, d)
         run = with_controls(model, u) if actuated else model
         tau, qacc = _joint_space(run, jnp.asarray(d.qpos), jnp.asarray(d.qvel))
-        # quadruped's position servos have activation states: bias forces at zero control
+        # quadruped's position servos have activation states: bias forces at zero activation
         expected = d.qfrc_passive + (d.qfrc_actuator if actuated else 0.0)
         assert np.abs(expected).max() > 0
         scale = np.abs(expected).max()

@@ -449,3 +449,27 @@ def test_tendon_sensors_against_mujoco(tmp_path):
         values = read(model, jnp.asarray(d.qpos), jnp.asarray(d.qvel), controls=jnp.asarray(u))
         got = np.concatenate([np.asarray(values[n]) for n in model.sensors.sensor_names])
         assert np.abs(got - d.sensordata).max() < 1e-10
+
+
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ([("site", "arm", (0, 0, 0)), ("bead", 1.0)], r"path\[1\]: kind must be 'site'"),
+        ([("site", "arm", (0, 0, 0)), ("pulley",)], r"path\[1\]: expected \('pulley', divisor\)"),
+        ([("site", "arm", (0, 0, 0)), ("sphere", "arm", (0, 0, 0))],
+         r"path\[1\]: expected \('sphere', body, centre, radius"),
+        ([("sphere", "arm", (0, 0, 0), 0.1), ("site", "arm", (1, 0, 0))],
+         "starts and ends at a site"),
+        ([("site", "arm", (0, 0, 0)), ("pulley", 2.0), ("cylinder", "arm", (0, 0, 0),
+          (0, 0, 1), 0.1), ("site", "arm", (1, 0, 0))], r"path\[1\]: a pulley is followed"),
+        ([("site", "arm", (0, 0, 0)), ("cylinder", "arm", (0, 0, 0), (0, 0, 1), -0.1),
+          ("site", "arm", (1, 0, 0))], r"path\[1\].radius: expected a positive number"),
+        ([("site", "arm", (0, 0, 0)), ("pulley", 0.0), ("site", "arm", (1, 0, 0))],
+         r"path\[1\].divisor: expected a positive number"),
+    ],
+)  # fmt: skip
+def test_spatial_tendon_path_errors_name_the_element(path, message):
+    b = mbd.ModelBuilder("path")
+    b.add_body("arm", mass=1.0, inertia=(1.0, 1.0, 1.0))
+    with pytest.raises(ModelError, match=message):
+        b.add_spatial_tendon("t", path=path)

@@ -10,6 +10,7 @@ Playground's environment (``time_to_return.py``), with the repository root on
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -173,6 +174,50 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--episode-length", type=int, default=1000)
     parser.add_argument("--out", default=None, help="result stem (default: results/rl/...)")
     parser.add_argument("--no-plot", action="store_true")
+
+
+def add_config_arguments(parser: argparse.ArgumentParser, config_class) -> None:
+    """A flag ``--<field>`` for each field of the dataclass ``config_class`` but
+    ``episode_length`` (a common argument): a switch for a bool, else its type with the
+    class's default."""
+    defaults = config_class()
+    for field in dataclasses.fields(config_class):
+        if field.name == "episode_length":
+            continue
+        flag = "--" + field.name.replace("_", "-")
+        if field.type == "bool":
+            parser.add_argument(flag, action="store_true")
+        else:
+            kind = {"int": int, "float": float}[field.type]
+            parser.add_argument(flag, type=kind, default=getattr(defaults, field.name))
+
+
+def config_of(args: argparse.Namespace, config_class):
+    """The ``config_class`` of the parsed flags of :func:`add_config_arguments`."""
+    options = {f.name: getattr(args, f.name) for f in dataclasses.fields(config_class)
+               if f.name != "episode_length"}  # fmt: skip
+    return config_class(episode_length=args.episode_length, **options)
+
+
+def mean_return(env, act_of: Callable, *, episodes: int, length: int, seed: int = 1234):
+    """``evaluate(params) -> mean return`` of the policy ``act_of(params)`` over fixed
+    held-out resets (compiled)."""
+    rng = jax.random.PRNGKey(seed)
+
+    @jax.jit
+    def evaluate(params):
+        act = act_of(params)
+        return jnp.mean(episode_returns(env, act, rng, episodes=episodes, length=length))
+
+    return evaluate
+
+
+def write_curve(trainer: str, args: argparse.Namespace, config, curve) -> None:
+    """Saves a run's learning curve (:func:`save_curve`) with its flags and says where."""
+    result = dict(trainer=trainer, env=args.env, backend=args.backend, target=args.target,
+                  config=dataclasses.asdict(config), seed=args.seed, curve=curve)  # fmt: skip
+    out = save_curve(result, args.out, plot=not args.no_plot)
+    print(f"wrote {out}")
 
 
 def versions() -> dict:

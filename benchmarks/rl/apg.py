@@ -31,10 +31,12 @@ import optax
 from benchmarks.rl._common import (
     Policy,
     add_common_arguments,
-    episode_returns,
+    add_config_arguments,
+    config_of,
     make_env,
+    mean_return,
     run_until,
-    save_curve,
+    write_curve,
 )
 
 
@@ -118,13 +120,8 @@ def train(env, wrap, config: APGConfig, *, seed: int = 0, max_env_steps: int, ta
     the learning curve)."""
     key, rng = jax.random.split(jax.random.PRNGKey(seed))
     apg = APG(env, wrap, config, key)
-    eval_rng = jax.random.PRNGKey(1234)
-    length = eval_length or config.episode_length
-
-    @jax.jit
-    def evaluate(params):
-        return jnp.mean(episode_returns(env, apg.act(params), eval_rng, episodes=eval_episodes,
-                                        length=length))  # fmt: skip
+    evaluate = mean_return(env, apg.act, episodes=eval_episodes,
+                           length=eval_length or config.episode_length)  # fmt: skip
 
     runner, curve = run_until(
         step=apg.updates,
@@ -141,23 +138,13 @@ def train(env, wrap, config: APGConfig, *, seed: int = 0, max_env_steps: int, ta
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_common_arguments(parser)
-    defaults = APGConfig()
-    for field in dataclasses.fields(APGConfig):
-        if field.name != "episode_length":
-            kind = {"int": int, "float": float}[field.type]
-            flag = "--" + field.name.replace("_", "-")
-            parser.add_argument(flag, type=kind, default=getattr(defaults, field.name))
+    add_config_arguments(parser, APGConfig)
     args = parser.parse_args(argv)
-    options = {f.name: getattr(args, f.name) for f in dataclasses.fields(APGConfig)
-               if f.name != "episode_length"}  # fmt: skip
-    config = APGConfig(episode_length=args.episode_length, **options)
+    config = config_of(args, APGConfig)
     env, wrap = make_env(args.env, args.backend)
     _, curve = train(env, wrap, config, seed=args.seed, max_env_steps=args.steps,
                      target=args.target, eval_episodes=args.eval_episodes)  # fmt: skip
-    out = save_curve(dict(trainer="apg", env=args.env, backend=args.backend, target=args.target,
-                          config=dataclasses.asdict(config), seed=args.seed, curve=curve),
-                     args.out, plot=not args.no_plot)  # fmt: skip
-    print(f"wrote {out}")
+    write_curve("apg", args, config, curve)
 
 
 if __name__ == "__main__":

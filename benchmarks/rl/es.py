@@ -28,7 +28,7 @@ from benchmarks.rl._common import (
     episode_returns,
     make_env,
     run_until,
-    save_curve,
+    write_curve,
 )
 
 
@@ -168,10 +168,7 @@ def main(argv=None):
     env, _ = make_env(args.env, args.backend)
     _, curve = train(env, config, seed=args.seed, max_env_steps=args.steps, target=args.target,
                      eval_episodes=args.eval_episodes)  # fmt: skip
-    out = save_curve(dict(trainer="es", env=args.env, backend=args.backend, target=args.target,
-                          config=dataclasses.asdict(config), seed=args.seed, curve=curve),
-                     args.out, plot=not args.no_plot)  # fmt: skip
-    print(f"wrote {out}")
+    write_curve("es", args, config, curve)
 
 
 if __name__ == "__main__":

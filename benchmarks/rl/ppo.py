@@ -32,11 +32,13 @@ import optax
 
 from benchmarks.rl._common import (
     add_common_arguments,
-    episode_returns,
+    add_config_arguments,
+    config_of,
     make_env,
+    mean_return,
     orthogonal_mlp,
     run_until,
-    save_curve,
+    write_curve,
 )
 
 
@@ -227,14 +229,9 @@ def train(env, wrap, config: PPOConfig, *, seed: int = 0, max_env_steps: int, ta
     deterministic policy, the learning curve)."""
     key, rng = jax.random.split(jax.random.PRNGKey(seed))
     ppo = PPO(env, wrap, config, key)
-    eval_rng = jax.random.PRNGKey(1234)
-    length = eval_length or config.episode_length
-
-    @jax.jit
-    def evaluate(params):
-        act = ppo.policy(Runner(params, None, None, None))
-        return jnp.mean(episode_returns(env, act, eval_rng, episodes=eval_episodes,
-                                        length=length))  # fmt: skip
+    evaluate = mean_return(env, lambda params: ppo.policy(Runner(params, None, None, None)),
+                           episodes=eval_episodes,
+                           length=eval_length or config.episode_length)  # fmt: skip
 
     runner, curve = run_until(
         step=ppo.updates,
@@ -251,27 +248,13 @@ def train(env, wrap, config: PPOConfig, *, seed: int = 0, max_env_steps: int, ta
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_common_arguments(parser)
-    defaults = PPOConfig()
-    for field in dataclasses.fields(PPOConfig):
-        if field.name == "episode_length":
-            continue
-        flag = "--" + field.name.replace("_", "-")
-        if field.type == "bool":
-            parser.add_argument(flag, action="store_true")
-        else:
-            kind = {"int": int, "float": float}[field.type]
-            parser.add_argument(flag, type=kind, default=getattr(defaults, field.name))
+    add_config_arguments(parser, PPOConfig)
     args = parser.parse_args(argv)
-    options = {f.name: getattr(args, f.name) for f in dataclasses.fields(PPOConfig)
-               if f.name != "episode_length"}  # fmt: skip
-    config = PPOConfig(episode_length=args.episode_length, **options)
+    config = config_of(args, PPOConfig)
     env, wrap = make_env(args.env, args.backend)
     _, curve = train(env, wrap, config, seed=args.seed, max_env_steps=args.steps,
                      target=args.target, eval_episodes=args.eval_episodes)  # fmt: skip
-    out = save_curve(dict(trainer="ppo", env=args.env, backend=args.backend, target=args.target,
-                          config=dataclasses.asdict(config), seed=args.seed, curve=curve),
-                     args.out, plot=not args.no_plot)  # fmt: skip
-    print(f"wrote {out}")
+    write_curve("ppo", args, config, curve)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,13 @@ from .._actuator_kinds import actuator_kind
 from .._values import (
     _numbers,
 )
-from ..actuators import ACTUATOR_KINDS, Actuators, gains_of_kind
+from ..actuators import (
+    ACTIVATION_DYNAMICS,
+    ACTUATOR_KINDS,
+    NO_DYNAMICS,
+    Actuators,
+    gains_of_kind,
+)
 from ..errors import ModelError
 from ..joints import JointDefinition, joint_kind
 from .specs import absolute_entries
@@ -23,7 +29,8 @@ class _ActuatorBuilder:
 
     def add_actuator(
         self, name, *, joint=None, kind, gear=1.0, ctrl_range=None, force_range=None, kp=None,
-        kv=None, gain=None, bias=None, tendon=None,
+        kv=None, gain=None, bias=None, tendon=None, dynamics="none", time_constant=None,
+        act_range=None, act_early=False,
     ) -> Self:  # fmt: skip
         """An actuator driving the coordinate of the revolute or translational ``joint``, or
         one coordinate of a cylindrical joint, ``joint="<joint>.slide"`` (force along its
@@ -36,7 +43,10 @@ class _ActuatorBuilder:
         there). ``tendon=`` instead of ``joint=``: the actuator pulls along the tendon
         (:meth:`add_fixed_tendon`, :meth:`add_spatial_tendon`; L = gear times the tendon's
         length, the generalised force gear F J^T, MuJoCo's ``tendon=`` transmission).
-        Controls are given to
+        ``dynamics`` "integrator", "filter" or "filterexact" (MuJoCo's ``dyntype``) gives
+        the actuator an activation in place of u (:mod:`jaxmbd.actuators`), with the filter's
+        ``time_constant``, the clamp ``act_range`` = (lower, upper) (``actlimited``) and
+        ``act_early`` (``actearly``); it starts at 0 (MuJoCo's ``act``). Controls are given to
         :func:`~jaxmbd.simulate` (``controls=``) in the order actuators are added."""
         where = f"actuator '{name}'"
         if not isinstance(name, str) or not name:
@@ -61,7 +71,7 @@ class _ActuatorBuilder:
                 f"{where}.joint: '{joint}' is cylindrical; actuate one of its coordinates, "
                 f"'{joint}.slide' or '{joint}.angle'"
             )
-        if spec is not None and spec.kind not in ("revolute", "translational"):
+        if spec is not None and not joint_kind(spec.kind).one_coordinate:
             raise ModelError(
                 f"{where}.joint: '{joint}' is {spec.kind}; actuators drive revolute and "
                 "translational joints and the coordinates of cylindrical joints "
@@ -96,6 +106,17 @@ class _ActuatorBuilder:
                                  f"got {value!r}")  # fmt: skip
             return (float(lo_hi[0]), float(lo_hi[1]))
 
+        if dynamics not in ACTIVATION_DYNAMICS:
+            raise ModelError(
+                f"{where}.dynamics: expected one of {list(ACTIVATION_DYNAMICS)}, got {dynamics!r}"
+            )
+        rule = ACTIVATION_DYNAMICS[dynamics]
+        if time_constant is not None and not rule.time_constant:
+            takes = [d.name for d in ACTIVATION_DYNAMICS.values() if d.time_constant]
+            raise ModelError(f"{where}.time_constant: only for dynamics {takes}")
+        tau = number("time_constant", time_constant, positive=True, required=rule.time_constant)
+        if rule is NO_DYNAMICS and (act_range is not None or act_early):
+            raise ModelError(f"{where}: act_range and act_early need activation dynamics")
         gear_value = number("gear", gear)
         if gear_value == 0.0:
             raise ModelError(f"{where}.gear: must be non-zero")
@@ -115,7 +136,8 @@ class _ActuatorBuilder:
         self._actuators.append(
             dict(name=name, joint=joint, tendon=tendon, kind=kind, gear=gear_value, kp=kp_value,
                  kv=kv_value, gain=gain_value, bias=bias_value, ctrl=span("ctrl_range", ctrl_range),
-                 force=span("force_range", force_range))
+                 force=span("force_range", force_range), dynamics=dynamics, tau=tau,
+                 act=span("act_range", act_range), act_early=bool(act_early))
         )  # fmt: skip
         return self
 
@@ -168,5 +190,22 @@ class _ActuatorBuilder:
                 absolute_entries=absolute_entries(driven, space),
                 tendon_actuated=tendon_actuated,
                 tendons=driven_tendons,
+                **self._activation_fields(),
             ),
+        )
+
+    def _activation_fields(self) -> dict:
+        """The activation-dynamics fields of the element (none where no actuator has any)."""
+        acts = self._actuators
+        if all(ACTIVATION_DYNAMICS[a.get("dynamics", "none")] is NO_DYNAMICS for a in acts):
+            return {}
+        return dict(
+            dynamics=tuple(a["dynamics"] for a in acts),
+            act_early=tuple(a["act_early"] for a in acts),
+            time_constant=jnp.asarray([a["tau"] for a in acts], dtype=jnp.float64),
+            act_lower=jnp.asarray([a["act"][0] for a in acts], dtype=jnp.float64),
+            act_upper=jnp.asarray([a["act"][1] for a in acts], dtype=jnp.float64),
+            activation=jnp.zeros(len(acts)),
+            activation_time=jnp.zeros(()),
+            step=jnp.zeros(()),
         )

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import math
 from typing import Self
 
 import jax.numpy as jnp
 import numpy as np
 
-from .._values import _numbers, _rotation_matrix, _vec3
+from .._tendon_paths import path_element_kind
+from .._values import _numbers, _vec3
 from ..errors import ModelError
 from ..joint_dynamics import FRICTION_VELOCITY
 from ..joint_limits import JointLimits, default_limit_gains
-from ..model import GROUND
 from ..tendon_forces import TendonForces
 from ..tendons import FixedTendon, SpatialTendon, Tendons
 
@@ -45,7 +44,7 @@ class _TendonBuilder:
             raise ModelError(f"{where}.joints: {unknown} are not revolute or translational "
                              f"joint coordinates; they can be {known}")  # fmt: skip
         options = self._tendon_options(where, options)
-        self._tendons.append(dict(name=name, kind="fixed", joints=tuple(names),
+        self._tendons.append(dict(name=name, geometry=_fixed_tendon, joints=tuple(names),
                                   coef=np.asarray(coefs), **options))  # fmt: skip
         return self
 
@@ -77,15 +76,15 @@ class _TendonBuilder:
             limit_damping=limit_damping, limit_inertia=limit_inertia))  # fmt: skip
         elements = [self._path_element(f"{where}.path[{k}]", e) for k, e in enumerate(path)]
         kinds = [e["kind"] for e in elements]
-        if len(kinds) < 2 or kinds[0] != "site" or kinds[-1] != "site":
+        if len(kinds) < 2 or not (kinds[0].passes and kinds[-1].passes):
             raise ModelError(f"{where}.path: a spatial tendon starts and ends at a site, got "
-                             f"{kinds}")  # fmt: skip
+                             f"{[k.name for k in kinds]}")  # fmt: skip
         for k, kind in enumerate(kinds):
-            if kind in ("sphere", "cylinder") and not (kinds[k - 1] == kinds[k + 1] == "site"):
+            if kind.wraps and not (kinds[k - 1].passes and kinds[k + 1].passes):
                 raise ModelError(f"{where}.path[{k}]: a wrapping geom lies between two sites")
-            if kind == "pulley" and kinds[k + 1] != "site":
+            if kind.divides and not kinds[k + 1].passes:
                 raise ModelError(f"{where}.path[{k}]: a pulley is followed by a site")
-        self._tendons.append(dict(name=name, kind="spatial", path=elements, **options))
+        self._tendons.append(dict(name=name, geometry=_spatial_tendon, path=elements, **options))
         return self
 
     def _new_tendon(self, name):
@@ -146,50 +145,15 @@ class _TendonBuilder:
     def _path_element(self, where, element):
         if not isinstance(element, tuple | list) or not element:
             raise ModelError(f"{where}: expected a tuple such as ('site', body, point)")
-        kind, *rest = element
-        out = dict(kind=kind, body=None, point=np.zeros(3), frame=np.eye(3), radius=0.0,
-                   divisor=1.0, side=None)  # fmt: skip
-        if kind == "pulley":
-            if len(rest) != 1:
-                raise ModelError(f"{where}: expected ('pulley', divisor)")
-            d = _numbers(rest[0], where=f"{where}.divisor", expected="a positive number")
-            if d.shape != () or not d > 0:
-                raise ModelError(f"{where}.divisor: expected a positive number, got {rest[0]!r}")
-            out["divisor"] = float(d)
-            return out
-        if kind == "site":
-            if len(rest) != 2:
-                raise ModelError(f"{where}: expected ('site', body, point)")
-            out["body"], out["point"] = rest[0], self._path_point(where, rest[0], rest[1])
-            return out
-        if kind not in ("sphere", "cylinder"):
-            raise ModelError(f"{where}: kind must be 'site', 'sphere', 'cylinder' or 'pulley', "
-                             f"got {kind!r}")  # fmt: skip
-        n = 3 if kind == "sphere" else 4
-        if len(rest) not in (n, n + 1):
-            shape = "body, centre, radius" if kind == "sphere" else "body, centre, axes, radius"
-            raise ModelError(f"{where}: expected ('{kind}', {shape}[, (side body, point)])")
-        body, centre = rest[0], rest[1]
-        out["body"], out["point"] = body, self._path_point(where, body, centre)
-        _, A = self._frame(body, where=f"{where}.body")
-        if kind == "cylinder":
-            axes = np.asarray(rest[2], dtype=np.float64)
-            if axes.shape == (3,):
-                out["frame"] = A.T @ _frame_of_axis(axes, where=f"{where}.axes")
-            else:
-                out["frame"] = A.T @ _rotation_matrix(axes, where=f"{where}.axes")[0]
-        elif body != GROUND:
-            out["frame"] = A.T
-        radius = _numbers(rest[n - 1], where=f"{where}.radius", expected="a positive number")
-        if radius.shape != () or not radius > 0:
-            raise ModelError(f"{where}.radius: expected a positive number, got {rest[n - 1]!r}")
-        out["radius"] = float(radius)
-        if len(rest) == n + 1 and rest[n] is not None:
-            side = rest[n]
-            if not (isinstance(side, tuple | list) and len(side) == 2):
-                raise ModelError(f"{where}.side: expected (body, point), got {side!r}")
-            out["side"] = (side[0], self._path_point(f"{where}.side", side[0], side[1]))
-        return out
+        name, *rest = element
+        kind = path_element_kind(name, where=where)
+        if len(rest) not in kind.sizes:
+            raise ModelError(f"{where}: expected {kind.usage}")
+
+        def axes(at, body):
+            return self._frame(body, where=at)[1]
+
+        return dict(kind=kind, **kind.read(where, rest, self._path_point, axes))
 
     def _path_point(self, where, body, point):
         """A global point at the initial configuration in ``body``'s frame."""
@@ -203,32 +167,7 @@ class _TendonBuilder:
         if not self._tendons:
             return None
         by_name = {d.name: d for d in joints if d.name not in space}
-        out = []
-        for t in self._tendons:
-            if t["kind"] == "fixed":
-                out.append(FixedTendon(
-                    name=t["name"], joints=t["joints"], coef=jnp.asarray(t["coef"]),
-                    definitions=tuple(by_name.get(j) for j in t["joints"]),
-                    tree_joints=t.get("tree_joints", ())))  # fmt: skip
-                continue
-            path = t["path"]
-
-            def body_of(b):
-                return -1 if b is None else index[b]
-
-            out.append(SpatialTendon(
-                name=t["name"], kinds=tuple(e["kind"] for e in path),
-                bodies=tuple(body_of(e["body"]) for e in path),
-                side_bodies=tuple(-1 if e["side"] is None else index[e["side"][0]]
-                                  for e in path),
-                points=jnp.asarray(np.stack([e["point"] for e in path])),
-                frames=jnp.asarray(np.stack([e["frame"] for e in path])),
-                radius=jnp.asarray([e["radius"] for e in path]),
-                divisor=jnp.asarray([e["divisor"] for e in path]),
-                side_points=jnp.asarray(np.stack([np.zeros(3) if e["side"] is None
-                                                  else e["side"][1] for e in path])),
-            ))  # fmt: skip
-        return Tendons(tuple(out))
+        return Tendons(tuple(t["geometry"](t, index, by_name) for t in self._tendons))
 
     def _tendon_element(self, tendons: Tendons | None) -> tuple:
         """The :class:`~jaxmbd.tendon_forces.TendonForces` of the tendons with passive
@@ -261,13 +200,26 @@ class _TendonBuilder:
         )  # fmt: skip
 
 
-def _frame_of_axis(axis, *, where):
-    """A right-handed frame whose third column is the unit ``axis``."""
-    n = np.linalg.norm(axis)
-    if not (np.all(np.isfinite(axis)) and n > 0 and math.isfinite(n)):
-        raise ModelError(f"{where}: expected a non-zero axis, got {axis!r}")
-    z = axis / n
-    helper = np.eye(3)[int(np.argmin(np.abs(z)))]
-    x = np.cross(helper, z)
-    x /= np.linalg.norm(x)
-    return np.stack([x, np.cross(z, x), z], axis=1)
+def _fixed_tendon(t, index, by_name) -> FixedTendon:
+    """The :class:`~jaxmbd.tendons.FixedTendon` of the record ``t`` (``by_name``: the joint
+    coordinates' definitions)."""
+    return FixedTendon(name=t["name"], joints=t["joints"], coef=jnp.asarray(t["coef"]),
+                       definitions=tuple(by_name.get(j) for j in t["joints"]),
+                       tree_joints=t.get("tree_joints", ()))  # fmt: skip
+
+
+def _spatial_tendon(t, index, by_name) -> SpatialTendon:
+    """The :class:`~jaxmbd.tendons.SpatialTendon` of the record ``t`` on the bodies
+    ``index`` (name: model index)."""
+    path = t["path"]
+    return SpatialTendon(
+        name=t["name"], kinds=tuple(e["kind"] for e in path),
+        bodies=tuple(-1 if e["body"] is None else index[e["body"]] for e in path),
+        side_bodies=tuple(-1 if e["side"] is None else index[e["side"][0]] for e in path),
+        points=jnp.asarray(np.stack([e["point"] for e in path])),
+        frames=jnp.asarray(np.stack([e["frame"] for e in path])),
+        radius=jnp.asarray([e["radius"] for e in path]),
+        divisor=jnp.asarray([e["divisor"] for e in path]),
+        side_points=jnp.asarray(np.stack([np.zeros(3) if e["side"] is None else e["side"][1]
+                                          for e in path])),
+    )  # fmt: skip

@@ -28,7 +28,8 @@ SLIP_VELOCITY = 1e-4
 
 class PairParameters(NamedTuple):
     """The numbers of each slot's contact pair (arrays, one entry per slot): the options of
-    :meth:`~jaxmbd.ModelBuilder.add_contact` and the pair's reduced mass ``m_eff``."""
+    :meth:`~jaxmbd.ModelBuilder.add_contact`, the pair's reduced mass ``m_eff`` and
+    ``gravity``, the part of the slot's penetration acceleration due to gravity (m/s^2)."""
 
     stiffness: jax.Array
     restitution: jax.Array
@@ -39,6 +40,8 @@ class PairParameters(NamedTuple):
     m_eff: jax.Array
     torsional_friction: jax.Array | float = 0.0
     rolling_friction: jax.Array | float = 0.0
+    # the acceleration gravity gives the pair's penetration (>= 0 where it pushes in)
+    gravity: jax.Array | float = 0.0
 
 
 def friction_force(slip, normal, *, friction, slip_velocity=SLIP_VELOCITY):

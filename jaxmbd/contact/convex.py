@@ -1,11 +1,11 @@
 """Distance and penetration of two convex shapes given by their support functions.
 
-A convex shape here is a *core* (a point, a segment, a box, a solid cylinder or the convex
-hull of a vertex set) swept by a sphere of radius ``margin`` (a sphere is a point core with
-its radius, a capsule a segment core with its radius). Its support function s(d) is the
-core's point farthest along d. Two shapes A and B are compared through their Minkowski
-difference M = B - A, whose support is s_B(d) - s_A(-d): the cores are apart by the
-distance of M from the origin, and overlap when M contains the origin.
+A convex shape here is a *core* (a point, a segment, a box, a solid cylinder, an ellipsoid
+or the convex hull of a vertex set) swept by a sphere of radius ``margin`` (a sphere is a
+point core with its radius, a capsule a segment core with its radius). Its support
+function s(d) is the core's point farthest along d. Two shapes A and B are compared
+through their Minkowski difference M = B - A, whose support is s_B(d) - s_A(-d): the cores
+are apart by the distance of M from the origin, and overlap when M contains the origin.
 
 * **Separated cores**: GJK, the distance algorithm of Gilbert, Johnson and Keerthi (IEEE J.
   Robotics and Automation 4(2), 1988), the closest point of M to the origin by a simplex of
@@ -13,7 +13,7 @@ distance of M from the origin, and overlap when M contains the origin.
   simplex by its sub-simplices (all fifteen of a tetrahedron: the closest point of the hull
   is the projection onto the one whose barycentric coordinates are all positive and that
   lies nearest). Exact after finitely many steps on polytopes (box, hull, segment, point);
-  linearly convergent on the cylinder's round surfaces.
+  linearly convergent on round surfaces (the cylinder's side, the ellipsoid).
 * **Overlapping cores**: the penetration depth (the minimum translation distance, the
   distance from the origin to M's surface) by EPA, the expanding polytope algorithm (G. van
   den Bergen, "Proximity queries and penetration depth computation on 3D game objects",
@@ -119,6 +119,21 @@ def cylinder(p, R, radius, half) -> Convex:
         return p + mv(R, jnp.stack([scale * local[0], scale * local[1], z]))
 
     return Convex(support, p, jnp.zeros(()), jnp.minimum(radius, half))
+
+
+def ellipsoid(p, R, radii) -> Convex:
+    """An ellipsoid of semi-axes ``radii`` (3,) along R's columns: for the local direction
+    l = R^T d its support is R (r^2 l) / |r l| (r l elementwise), the point whose outward
+    normal r^-2 x is along l (MuJoCo's mjc_support, engine_collision_convex.c)."""
+
+    def support(d):
+        rl = radii * row_vec_mat(d, R)
+        n2 = dot(rl, rl)
+        ok = n2 > _TINY
+        scale = jnp.where(ok, 1.0 / jnp.sqrt(jnp.where(ok, n2, 1.0)), 0.0)
+        return p + mv(R, radii * rl * scale[..., None])
+
+    return Convex(support, p, jnp.zeros(()), jnp.min(radii))
 
 
 def hull(p, R, vertices) -> Convex:

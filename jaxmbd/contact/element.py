@@ -109,6 +109,7 @@ class ContactForce(AbstractForce):
     mass: jax.Array  # (nb,) set to model.mass by simulate
     laws: tuple[AbstractContactLaw, ...]  # the distinct laws
     pair_law: tuple[int, ...] = eqx.field(static=True)  # (n_pairs,) index into laws
+    gravity: jax.Array | None = None  # (3,) set to model.gravity by simulate; None: none
     #: Model files store the pairs in their own list (``"contacts"``).
     file_section: ClassVar[str] = "contacts"
 
@@ -156,8 +157,9 @@ class ContactForce(AbstractForce):
         return pairs[slot_pair, 0], pairs[slot_pair, 1]
 
     # -- the law ---------------------------------------------------------------------------
-    def slots(self, state: BodyState) -> ContactSlots:
-        """Gap, forces and kinematics of every slot at ``state`` (no time axis)."""
+    def _relative_motion(self, state: BodyState):
+        """(gap, point, normal, v_rel, w_rel) of every slot: v_rel the velocity of body_i
+        relative to body_j at the point, w_rel their relative angular velocity (global)."""
         gap, point, normal = self.collide(state)
         r, A, rdot, omega = _with_ground(state)
         bi, bj = self._slot_bodies()
@@ -166,13 +168,42 @@ class ContactForce(AbstractForce):
         def velocity(b):
             return rdot[b] + jnp.cross(w[b], point - r[b])
 
-        v_rel = velocity(bi) - velocity(bj)
+        return gap, point, normal, velocity(bi) - velocity(bj), w[bi] - w[bj]
+
+    def impact_speeds(self, state: BodyState):
+        """(gap, approach rate delta_dot, energy speed, rest speed) of every slot. The energy
+        speed sqrt(delta_dot^2 + 2 E / m_eff) (E the law's elastic energy) is the approach
+        speed that the slot's normal kinetic and elastic energy correspond to; the rest
+        speed sqrt(2 g delta_s / (n + 1)) is the energy speed of the pair resting on the
+        slot under gravity g (penetration delta_s = (m_eff g / K)^(1/n); 0 without)."""
+        gap, _, normal, v_rel, _ = self._relative_motion(state)
+        rate = -jnp.sum(normal * v_rel, axis=-1)
+        pair = self._with_gravity(self._slot_parameters(*self._slot_bodies()), normal, state)
+        energy = self._by_law(lambda law: law.elastic_energy(-gap, pair))
+        g = jnp.maximum(pair.gravity, 0.0)
+        n = pair.exponent
+        rest = (pair.m_eff * g / pair.stiffness) ** (1.0 / n) * 2.0 * g / (n + 1.0)
+        return gap, rate, jnp.sqrt(rate**2 + 2.0 * energy / pair.m_eff), jnp.sqrt(rest)
+
+    def _with_gravity(self, pair: PairParameters, normal, state: BodyState) -> PairParameters:
+        """``pair`` with each slot's penetration acceleration due to gravity (gravity
+        accelerates the bodies, not the ground); as it is without ``gravity``."""
+        if self.gravity is None:
+            return pair
+        nb = state[0].shape[0]  # r
+        bi, bj = self._slot_bodies()
+        free = jnp.asarray((bi < nb).astype(float) - (bj < nb).astype(float))
+        return pair._replace(gravity=-(normal @ self.gravity) * free)
+
+    def slots(self, state: BodyState) -> ContactSlots:
+        """Gap, forces and kinematics of every slot at ``state`` (no time axis)."""
+        gap, point, normal, v_rel, w_rel = self._relative_motion(state)
+        bi, bj = self._slot_bodies()
         along = jnp.sum(normal * v_rel, axis=-1)
         slip = v_rel - along[:, None] * normal
-        w_rel = w[bi] - w[bj]
         spin = jnp.sum(normal * w_rel, axis=-1)[:, None] * normal
         roll = w_rel - spin
-        pair = self._slot_parameters(bi, bj)
+        pair = self._with_gravity(self._slot_parameters(bi, bj), normal, state)
         fn = self._by_law(lambda law: law.normal_force(-gap, -along, pair))
         ft, tf = self._by_law(lambda law: law.friction_wrench(slip, spin, roll, fn, pair))
         return ContactSlots(gap, gap < 0, fn, ft, point, normal, slip, tf, self.slot_pair)
@@ -290,7 +321,8 @@ def with_contact(model, contact: str | None, *, where: str = "simulate", hard: b
     if contact == "none":
         forces = tuple(f for f in model.forces if f is not element)
     else:
-        forces = tuple(f.with_mass(model.mass) if f is element else f for f in model.forces)
+        run = dataclasses.replace(element.with_mass(model.mass), gravity=model.gravity)
+        forces = tuple(run if f is element else f for f in model.forces)
     return dataclasses.replace(model, forces=forces)
 
 

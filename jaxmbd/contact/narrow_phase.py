@@ -10,7 +10,8 @@ along +normal). A slot whose gap is positive exerts no force.
 Every shape is given by its world position ``p`` (3,), rotation ``R`` (3, 3) (shape to
 world) and ``size`` (:func:`shape_size`): sphere (radius, 0, 0); capsule (radius, half
 length of the segment along z, 0); box (half edges along x, y, z); cylinder (radius, half
-length along z, 0); plane (unused): the plane through ``p`` normal to R's z column; mesh:
+length along z, 0); ellipsoid (semi-axes along x, y, z); plane (unused): the plane
+through ``p`` normal to R's z column; mesh:
 its convex hull's rows (x, y, z, weight) (:func:`jaxmbd.geometry` ``_hull_size``; padded
 rows of weight 0 in a group of meshes of different sizes).
 
@@ -23,6 +24,8 @@ plane_box                 8       the corners
 plane_cylinder            4       the deepest rim point of both caps and two more rim points
                                   of the lower cap at +-120 deg from it (a cylinder standing
                                   on a cap rests on a triangle; as MuJoCo)
+plane_ellipsoid           1       the ellipsoid's deepest point, its support along -n (as
+                                  MuJoCo's mjc_PlaneConvex)
 plane_mesh                4       hull vertices: the deepest and three spread over the face
                                   it rests on (:func:`plane_mesh`)
 sphere_sphere             1       along the line of centres
@@ -43,16 +46,21 @@ sphere_cylinder,          1       support-function distance (:mod:`jaxmbd.contac
 capsule_cylinder,                 GJK apart, EPA in penetration): the signed distance, its
 box_cylinder,                     normal and the point midway between the surfaces, as
 cylinder_cylinder,                MuJoCo's mjc_Convex (nativeccd) gives its first contact
+sphere_ellipsoid,
+capsule_ellipsoid,
+box_ellipsoid,
+cylinder_ellipsoid,
+ellipsoid_ellipsoid,
 sphere_mesh, capsule_mesh,
 box_mesh, cylinder_mesh,
-mesh_mesh
+ellipsoid_mesh, mesh_mesh
 ========================= ======= =========================================================
 
 One slot for the support-function pairs: MuJoCo adds up to four contacts of equal depth
 found by rotating the shapes slightly about the first (multiccd) or by clipping polygon
 faces (box and mesh pairs); a box or mesh resting flat on another here rests on one
-point (compliant contact: it tips until a second point touches). Cones, pyramids,
-ellipsoids and height fields have no narrow phase (such shape pairs are skipped, with a
+point (compliant contact: it tips until a second point touches). Cones, pyramids and
+height fields have no narrow phase (such shape pairs are skipped, with a
 warning, when pairs are built). NaN-safe: unit vectors of zero length (coincident
 centres, a sphere centre on the box surface, an upright cylinder, parallel segments) fall
 back to a fixed direction through the double-where trick, so values and ``jax.grad`` stay
@@ -74,6 +82,7 @@ from ..geometry import (
     BOX,
     CAPSULE,
     CYLINDER,
+    ELLIPSOID,
     MESH,
     PLANE,
     SHAPE_BY_NAME,
@@ -438,6 +447,8 @@ def _convex(kind, p, R, size) -> convex.Convex:
         return convex.box(p, R, size)
     if kind is CYLINDER:
         return convex.cylinder(p, R, size[0], size[1])
+    if kind is ELLIPSOID:
+        return convex.ellipsoid(p, R, size)
     return convex.hull(p, R, size)
 
 
@@ -450,6 +461,15 @@ def _support_pair(kind_a, kind_b):
 
     collide.__name__ = f"{kind_a.name}_{kind_b.name}"
     return collide
+
+
+def plane_ellipsoid(pa, Ra, sa, pb, Rb, sb) -> Slots:
+    """Plane A against ellipsoid B, one slot: the ellipsoid's support point along -n, its
+    deepest (MuJoCo's mjc_PlaneConvex, engine_collision_convex.c, for a smooth shape)."""
+    n = Ra[:, 2]
+    deepest = convex.ellipsoid(pb, Rb, sb).support(-n)
+    gap = _dot(n, deepest - pa)
+    return _one(gap, deepest - n * (0.5 * gap), n)
 
 
 _MESH_TILT = 0.1  # tangent weight of plane_mesh's extra support directions (about 6 deg)
@@ -506,6 +526,7 @@ PAIRS: dict[tuple[ShapeKind, ShapeKind], PairKind] = {
     (BOX, BOX): PairKind("box_box", 16, box_box),
     (CAPSULE, BOX): PairKind("capsule_box", 2, capsule_box),
     (PLANE, MESH): PairKind("plane_mesh", 4, plane_mesh),
+    (PLANE, ELLIPSOID): PairKind("plane_ellipsoid", 1, plane_ellipsoid),
 }
 PAIRS.update(
     {
@@ -515,6 +536,12 @@ PAIRS.update(
             (CAPSULE, CYLINDER),
             (BOX, CYLINDER),
             (CYLINDER, CYLINDER),
+            (SPHERE, ELLIPSOID),
+            (CAPSULE, ELLIPSOID),
+            (BOX, ELLIPSOID),
+            (CYLINDER, ELLIPSOID),
+            (ELLIPSOID, ELLIPSOID),
+            (ELLIPSOID, MESH),
             (SPHERE, MESH),
             (CAPSULE, MESH),
             (BOX, MESH),
@@ -524,7 +551,7 @@ PAIRS.update(
     }
 )
 #: Shape kinds that collide, in the canonical order of a pair kind (A before B).
-COLLIDING_KINDS = tuple(k.name for k in (PLANE, SPHERE, CAPSULE, BOX, CYLINDER, MESH))
+COLLIDING_KINDS = tuple(k.name for k in (PLANE, SPHERE, CAPSULE, BOX, CYLINDER, ELLIPSOID, MESH))
 #: Contact slots of each supported pair kind.
 SLOTS = {pair.name: pair.slots for pair in PAIRS.values()}
 #: The narrow-phase function of each pair kind.

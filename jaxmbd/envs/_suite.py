@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
@@ -53,7 +55,7 @@ class SuiteModel:
 
     def id(self, kind: str, name: str) -> int:
         """MuJoCo's index of the ``kind`` ("body", "geom", "site") named ``name``."""
-        obj = getattr(self._mujoco.mjtObj, f"mjOBJ_{kind.upper()}")
+        obj = getattr(self._mujoco.mjtObj, _object_kind(kind).objtype)
         i = self._mujoco.mj_name2id(self.mj, obj, name)
         if i < 0:
             raise ValueError(f"{self.path}: no {kind} named '{name}'")
@@ -66,11 +68,9 @@ class SuiteModel:
         where the tree's body frames are MuJoCo's."""
         i = self.id(kind, name)
         d, mj = self._data, self.mj
-        if kind == "body":
-            mj_body, x, R = i, d.xpos[i], d.xmat[i].reshape(3, 3)
-        else:
-            mj_body = int(getattr(mj, f"{kind}_bodyid")[i])
-            x, R = getattr(d, f"{kind}_xpos")[i], getattr(d, f"{kind}_xmat")[i].reshape(3, 3)
+        what = _object_kind(kind)
+        mj_body = what.body(mj, i)
+        x, R = getattr(d, what.xpos)[i], getattr(d, what.xmat)[i].reshape(3, 3)
         owner = mj_body
         while owner > 0 and mj.body_jntnum[owner] == 0:
             owner = int(mj.body_parentid[owner])
@@ -80,6 +80,82 @@ class SuiteModel:
         b = names.index(self._mujoco.mj_id2name(mj, self._mujoco.mjtObj.mjOBJ_BODY, owner))
         xb, Rb = d.xpos[owner], d.xmat[owner].reshape(3, 3)
         return b, Rb.T @ (x - xb), Rb.T @ R
+
+
+@dataclass(frozen=True)
+class _ObjectKind:
+    """A MuJoCo object kind that :meth:`SuiteModel.frame` places: its ``mjtObj`` name, the
+    body that carries object i, and its ``mjData`` position and rotation fields."""
+
+    objtype: str
+    body: Callable[[object, int], int]
+    xpos: str
+    xmat: str
+
+
+_OBJECT_KINDS = {
+    "body": _ObjectKind("mjOBJ_BODY", lambda mj, i: i, "xpos", "xmat"),
+    "geom": _ObjectKind("mjOBJ_GEOM", lambda mj, i: int(mj.geom_bodyid[i]), "geom_xpos",
+                        "geom_xmat"),
+    "site": _ObjectKind("mjOBJ_SITE", lambda mj, i: int(mj.site_bodyid[i]), "site_xpos",
+                        "site_xmat"),
+}  # fmt: skip
+
+
+def _object_kind(kind: str) -> _ObjectKind:
+    try:
+        return _OBJECT_KINDS[kind]
+    except KeyError:
+        raise ValueError(f"no MuJoCo object kind {kind!r}; known: {list(_OBJECT_KINDS)}") from None
+
+
+@dataclass(frozen=True)
+class _Uniform:
+    """qpos[adr] uniform in [lo, hi]."""
+
+    adr: int
+    lo: float
+    hi: float
+
+    def draw(self, key, qpos):
+        return qpos.at[self.adr].set(jax.random.uniform(key, (), qpos.dtype, self.lo, self.hi))
+
+
+@dataclass(frozen=True)
+class _Quaternion:
+    """qpos[adr:adr + 4] a unit quaternion: four entries of ``entries`` normalised (normal:
+    uniform on the 3-sphere; uniform in [0, 1): dm_control's ``rand(4)``)."""
+
+    adr: int
+    entries: Callable
+
+    def draw(self, key, qpos):
+        quat = self.entries(key, (4,), qpos.dtype)
+        return qpos.at[self.adr : self.adr + 4].set(quat / jnp.linalg.norm(quat))
+
+
+def _hinge(path, adr, limited, lo, hi):
+    return _Uniform(adr, lo, hi) if limited else _Uniform(adr, -np.pi, np.pi)
+
+
+def _slide(path, adr, limited, lo, hi):
+    return _Uniform(adr, lo, hi) if limited else None
+
+
+def _ball(path, adr, limited, lo, hi):
+    if limited:
+        raise NotImplementedError(f"{path}: a limited ball joint is not drawn")
+    return _Quaternion(adr, jax.random.normal)
+
+
+def _free(path, adr, limited, lo, hi):
+    return _Quaternion(adr + 3, jax.random.uniform)
+
+
+#: How a joint of each MuJoCo type (``mjtJoint`` name) is drawn: ``(file, qpos address,
+#: limited, lower, upper) -> a record with draw(key, qpos)``, or None (kept).
+_JOINT_DRAWS = {"mjJNT_HINGE": _hinge, "mjJNT_SLIDE": _slide, "mjJNT_BALL": _ball,
+                "mjJNT_FREE": _free}  # fmt: skip
 
 
 def joint_sampler(suite: SuiteModel):
@@ -92,31 +168,18 @@ def joint_sampler(suite: SuiteModel):
     import mujoco  # noqa: PLC0415  (optional dependency)
 
     mj = suite.mj
-    kinds = mujoco.mjtJoint
     joints = []
     for j in range(mj.njnt):
-        kind, limited, adr = int(mj.jnt_type[j]), bool(mj.jnt_limited[j]), int(mj.jnt_qposadr[j])
+        draw = _JOINT_DRAWS[mujoco.mjtJoint(int(mj.jnt_type[j])).name]
         lo, hi = (float(v) for v in mj.jnt_range[j])
-        if kind in (kinds.mjJNT_HINGE, kinds.mjJNT_SLIDE) and limited:
-            joints.append(("uniform", adr, lo, hi))
-        elif kind == kinds.mjJNT_HINGE:
-            joints.append(("uniform", adr, -np.pi, np.pi))
-        elif kind == kinds.mjJNT_BALL and limited:
-            raise NotImplementedError(f"{suite.path}: a limited ball joint is not drawn")
-        elif kind == kinds.mjJNT_BALL:
-            joints.append(("sphere", adr, 0.0, 0.0))
-        elif kind == kinds.mjJNT_FREE:
-            joints.append(("quaternion", adr + 3, 0.0, 0.0))
+        joint = draw(suite.path, int(mj.jnt_qposadr[j]), bool(mj.jnt_limited[j]), lo, hi)
+        if joint is not None:
+            joints.append(joint)
 
     def sample(rng, qpos):
         keys = jax.random.split(rng, max(len(joints), 1))
-        for key, (kind, adr, lo, hi) in zip(keys, joints, strict=False):
-            if kind == "uniform":
-                qpos = qpos.at[adr].set(jax.random.uniform(key, (), qpos.dtype, lo, hi))
-            else:
-                draw = jax.random.normal if kind == "sphere" else jax.random.uniform
-                quat = draw(key, (4,), qpos.dtype)
-                qpos = qpos.at[adr : adr + 4].set(quat / jnp.linalg.norm(quat))
+        for key, joint in zip(keys, joints, strict=False):
+            qpos = joint.draw(key, qpos)
         return qpos
 
     return sample

@@ -54,8 +54,9 @@ class Coefficients(NamedTuple):
 
 
 def coefficients(rho_inf: float) -> Coefficients:
-    """Chung-Hulbert parameters of the spectral radius at infinity (second order)."""
-    rho = float(rho_inf)
+    """Chung-Hulbert parameters of the spectral radius at infinity (second order); a JAX
+    array ``rho_inf`` gives arrays (one compiled program for every value)."""
+    rho = rho_inf if isinstance(rho_inf, jax.Array) else float(rho_inf)
     alpha_m = (2.0 * rho - 1.0) / (rho + 1.0)
     alpha_f = rho / (rho + 1.0)
     gamma = 0.5 + alpha_f - alpha_m

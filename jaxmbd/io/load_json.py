@@ -166,7 +166,10 @@ def _load_own(path: Path, data: dict) -> Model:
         _record_coordinate_options(builder, name, coordinates, path, where)
     for k, act in enumerate(_list(data, "actuators", path, required=False)):
         name, where = _named(act, "actuators", k, _OWN_KEYS["actuator"], path)
-        options = {key: act[key] for key in ("gear", "kp", "kv", "gain", "bias") if key in act}
+        keys = ("gear", "kp", "kv", "gain", "bias", "dynamics", "time_constant", "act_early")
+        options = {key: act[key] for key in keys if key in act}
+        if "act_range" in act:
+            options["act_range"] = _range_from_json(act["act_range"])
         try:
             builder.add_actuator(
                 name,

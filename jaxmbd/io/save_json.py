@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from .._actuator_kinds import actuator_kind
-from ..actuators import Actuators
+from ..actuators import ACTIVATION_DYNAMICS, NO_DYNAMICS, Actuators
 from ..contact import HuntCrossley
 from ..drivers import program_to_source
 from ..gcons import gcon_kind
@@ -268,6 +268,16 @@ def _actuators_to_json(actuators: Actuators) -> list[dict]:
             span = _range_to_json(lower, upper)
             if span is not None:
                 entry[key] = span
+        rule = ACTIVATION_DYNAMICS[actuators.dynamics[k]] if actuators.has_dynamics else None
+        if rule is not None and rule is not NO_DYNAMICS:
+            entry["dynamics"] = rule.name
+            if rule.time_constant:
+                entry["time_constant"] = float(actuators.time_constant[k])
+            span = _range_to_json(actuators.act_lower[k], actuators.act_upper[k])
+            if span is not None:
+                entry["act_range"] = span
+            if actuators.act_early[k]:
+                entry["act_early"] = True
         out.append(entry)
     return out
 

@@ -5,8 +5,8 @@ Own schema (``"format": "jaxmbd-model"``)::
     {"format": "jaxmbd-model", "version": 1, "name": ..., "gravity": [0, 0, -9.81],
      "bodies": [{"name", "mass", "inertia": [Jxx, Jyy, Jzz] or 3x3, "r", "A" or
                  "axes": {"x": [...], "y": [...]}, "rdot", "omega",
-                 "shapes": [{"type": "box" | "cylinder" | "sphere" | "capsule" | "cone" |
-                             "pyramid" | "mesh", sizes, "pos", "A" or "axis", "color"}]}],
+                 "shapes": [{"type": "box" | "cylinder" | "sphere" | "capsule" | "ellipsoid" |
+                             "cone" | "pyramid" | "mesh", sizes, "pos", "A" or "axis", "color"}]}],
      "joints": [{"name", "type": "revolute" | "spherical" | "universal" | "cylindrical" |
                  "translational" | "perpendicular_1" | "perpendicular_2", "body_i", "body_j",
                  "point", "axis" (or "axis_i", "axis_j" for universal), revolute and
@@ -137,6 +137,7 @@ _OWN_KEYS = {
                           "frame_j", "offset", "sign", "q_start", *_JOINT_FORCE_KEYS,
                           *_CYLINDRICAL_KEYS},
     "actuator": {"name", "joint", "kind", "gear", "ctrl_range", "force_range", "kp", "kv",
+                 "dynamics", "time_constant", "act_range", "act_early",
                  "gain", "bias"},
     "sensor": {"name", "kind", "joint", "body", "site", "frame", "noise", "reference",
                "subtree", "parent", "zone", "actuator"},  # fmt: skip

@@ -192,6 +192,30 @@ def _cylindrical_axes(model, by_kind, pair, A_i, A_j):
 
 
 #: Each recognised kind's joint frames on the two bodies (and the residuals that check them).
+def _point_of_cd_rows(model, by_kind, pair, frame_i, frame_j):
+    """(s_bar_i, s_bar_j): the joint point that the CD rows make coincide, or None."""
+    s_i, s_j, ok = _point_of_cd(model, by_kind["CD"], pair)
+    return (s_i, s_j) if ok else None
+
+
+def _point_of_dp2_rows(model, by_kind, pair, frame_i, frame_j):
+    """(s_bar_i, s_bar_j): the DP2 point on I of the line of a cylindrical or translational
+    joint."""
+    (r_i, A_i), (r_j, A_j) = frame_i, frame_j
+    dp2 = by_kind["DP2"][0]
+    point = r_j + A_j @ dp2.vec("s_bar_p_i") if dp2.flip else r_i + A_i @ dp2.vec("s_bar_p_i")
+    return A_i.T @ (point - r_i), A_j.T @ (point - r_j)
+
+
+#: Where each recognised joint's point comes from: the CD rows, or the DP2 rows' line.
+_POINTS = {
+    "spherical": _point_of_cd_rows,
+    "universal": _point_of_cd_rows,
+    "revolute": _point_of_cd_rows,
+    "cylindrical": _point_of_dp2_rows,
+    "translational": _point_of_dp2_rows,
+}
+
 _AXES = {
     "spherical": _spherical_axes,
     "universal": _universal_axes,
@@ -220,15 +244,10 @@ def recognised_joint(model: Model, name: str, rows: tuple[int, ...]) -> JointDef
     by_kind = defaultdict(list)
     for p in parsed:
         by_kind[p.kind].append(p)
-    if "CD" in by_kind:
-        s_i, s_j, ok = _point_of_cd(model, by_kind["CD"], pair)
-        if not ok:
-            return None
-        point = r_i + A_i @ s_i
-    else:  # the line of a cylindrical or translational joint through the DP2 point on I
-        dp2 = by_kind["DP2"][0]
-        point = r_j + A_j @ dp2.vec("s_bar_p_i") if dp2.flip else r_i + A_i @ dp2.vec("s_bar_p_i")
-        s_i, s_j = A_i.T @ (point - r_i), A_j.T @ (point - r_j)
+    found = _POINTS[kind](model, by_kind, pair, (r_i, A_i), (r_j, A_j))
+    if found is None:
+        return None
+    s_i, s_j = found
     axes_i, axes_j, checks = _AXES[kind](model, by_kind, pair, A_i, A_j)
     checked = _concrete(jnp.stack(checks)) if checks else None
     if checked is not None and np.any(checked > 1e-6):

@@ -37,8 +37,7 @@ def read_sensors(model: Model, qpos, qvel, *, names=None, t=0.0, controls=None,
     names = sensors.sensor_names if names is None else tuple(names)  # static under jit
     for name in names:
         sensors.index(name)  # a clear KeyError for an unknown name
-    reactions = [n for n in names if sensor_kind(sensors.kinds[sensors.index(n)]).name
-                 in ("joint_reaction_force", "joint_reaction_torque")]  # fmt: skip
+    reactions = [n for n in names if sensor_kind(sensors.kinds[sensors.index(n)]).needs_run]
     if reactions:
         raise ValueError(
             f"read_sensors: sensors {reactions} read the joints' multipliers of a run; read "

@@ -14,7 +14,7 @@ import numpy as np
 from .. import _config  # noqa: F401
 from .._checks import finish, is_traced, solution_from_outputs
 from .._results import RESULTS
-from ..actuators import policy_controls, with_controls
+from ..actuators import policy_controls, with_activation, with_controls
 from ..contact import with_contact
 from ..equalities import active_equalities
 from ..equations import rA_terms
@@ -160,6 +160,8 @@ def run_joint_space(model: Model, stepper: AbstractJointStepper, n: int, h, cont
     tree, loops = model_tree(model, rows)
     qpos, qvel = tree.qpos_init, tree.qvel_init
     t0 = jnp.zeros((), qvel.dtype)
+    if model.actuators is not None and model.actuators.has_dynamics:
+        model = with_activation(model, model.actuators.activation, t0, h)
     if loops is not None:
         qpos, qvel = project(loops, tree, qpos, qvel, t0, iterations=8)
 
@@ -176,16 +178,28 @@ def run_joint_space(model: Model, stepper: AbstractJointStepper, n: int, h, cont
     joints = _equality_joints(model, tree)
     out0 = _outputs(model, tree, loops, qpos, qvel, acc, joints)
 
+    # activation dynamics under controls that change: the activation carried from step to
+    # step (held controls: the element's closed form from t = 0 is exact throughout)
+    carried = (
+        model.actuators is not None
+        and model.actuators.has_dynamics
+        and (controls is not None or policy is not None)
+    )
+    act0 = model.actuators.activation if carried else jnp.zeros(0, qvel.dtype)
+
     def step(carry, k):
-        qpos, qvel, acc = carry
+        qpos, qvel, acc, act = carry
         t = k * h
         m_k = stepped_model(k, qpos, qvel, acc)
+        if carried:
+            m_k = with_activation(m_k, act, t, h)
+            act = m_k.actuators.next_activation(h)
         if controls is not None or policy is not None:
             acc = stepper.start_accelerations(m_k, tree, loops, qpos, qvel, t, h)
         qpos, qvel, acc = stepper.advance(m_k, tree, loops, qpos, qvel, acc, t, h)
-        return (qpos, qvel, acc), _outputs(model, tree, loops, qpos, qvel, acc, joints)
+        return (qpos, qvel, acc, act), _outputs(model, tree, loops, qpos, qvel, acc, joints)
 
-    _, outs = jax.lax.scan(step, (qpos, qvel, acc), jnp.arange(n))
+    _, outs = jax.lax.scan(step, (qpos, qvel, acc, act0), jnp.arange(n))
     return jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), out0, outs)
 
 

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import _config  # noqa: F401
-from ..actuators import with_controls
+from ..actuators import with_activation, with_controls
 from ..model import Model
 from .loops import project
 from .run import model_tree
@@ -23,12 +23,16 @@ from .steppers import get_stepper
 
 class JointState(eqx.Module):
     """The state of a model's kinematic tree: ``qpos`` (nq,) and ``qvel`` (nv,) in MuJoCo's
-    layout (:attr:`jaxmbd.Model.tree`'s joints, MuJoCo's order for MJCF files) and the time
-    ``t``. A pytree: batch it with ``vmap``, carry it through ``lax.scan``."""
+    layout (:attr:`jaxmbd.Model.tree`'s joints, MuJoCo's order for MJCF files), the time
+    ``t`` and, for actuators with activation dynamics, their activations ``act`` (nu,)
+    (MuJoCo's ``act`` in the entries of those actuators, the clamped control in the others;
+    None: the model's own, :mod:`jaxmbd.actuators`). A pytree: batch it
+    with ``vmap``, carry it through ``lax.scan``."""
 
     qpos: jax.Array
     qvel: jax.Array
     t: jax.Array
+    act: jax.Array | None = None
 
 
 def initial_joint_state(model: Model) -> JointState:
@@ -39,7 +43,9 @@ def initial_joint_state(model: Model) -> JointState:
     t = jnp.zeros((), qvel.dtype)
     if loops is not None:
         qpos, qvel = project(loops, tree, qpos, qvel, t, iterations=8)
-    return JointState(qpos, qvel, t)
+    element = model.actuators
+    act = element.activation if element is not None and element.has_dynamics else None
+    return JointState(qpos, qvel, t, act)
 
 
 def advance(model: Model, state: JointState, controls=None, *, h, n_steps: int = 1,
@@ -66,16 +72,24 @@ def advance(model: Model, state: JointState, controls=None, *, h, n_steps: int =
             )
         model = with_controls(model, controls)
     h = jnp.asarray(h, state.qvel.dtype)
+    dynamics = model.actuators is not None and model.actuators.has_dynamics
+    act = state.act
+    if dynamics and act is None:
+        act = model.actuators.activation
 
     def substep(carry, _):
-        qpos, qvel, t = carry
-        acc = stepper.start_accelerations(model, tree, loops, qpos, qvel, t, h)
-        qpos, qvel = stepper.step(model, tree, loops, qpos, qvel, acc, t, h)
+        qpos, qvel, t, act = carry
+        m_k = model
+        if dynamics:  # the activation over the step from its start (jaxmbd.actuators)
+            m_k = with_activation(model, act, t, h)
+            act = m_k.actuators.next_activation(h)
+        acc = stepper.start_accelerations(m_k, tree, loops, qpos, qvel, t, h)
+        qpos, qvel = stepper.step(m_k, tree, loops, qpos, qvel, acc, t, h)
         if loops is not None:
             qpos, qvel = project(loops, tree, qpos, qvel, t + h)
-        return (qpos, qvel, t + h), None
+        return (qpos, qvel, t + h, act), None
 
-    carry = (state.qpos, state.qvel, state.t)
+    carry = (state.qpos, state.qvel, state.t, act)
     if n_steps == 1:
         carry, _ = substep(carry, None)
     else:

@@ -1,0 +1,145 @@
+"""Actuators with activation dynamics (MuJoCo's dyntype integrator, filter, filterexact,
+actlimited, actearly) loaded from MJCF, against MuJoCo C on the same controls:
+
+* MuJoCo's Euler at the same step, where its activation update is the closed form
+  (integrator, clamped to actrange; filterexact; actearly): joint coordinates to round-off;
+* MuJoCo's RK4 at the same step (filter and the rest, where RK4 integrates the activation
+  by its stages and jaxmbd takes it in closed form: they differ by RK4's error on an
+  exponential, (h / tau)^5 / 120, 1e-12 here).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxmbd as mbd
+from jaxmbd.joint_space import advance, initial_joint_state
+from jaxmbd.mjcf import UnsupportedFeatureWarning
+
+mujoco = pytest.importorskip("mujoco")
+
+XML = """<mujoco><option timestep="0.002" integrator="{integrator}"/><worldbody>
+  <body name="a" pos="0 0 1"><joint name="ja" type="hinge" axis="0 1 0" damping="0.05"/>
+    <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03" mass="1"/>
+    <body name="b" pos="0.3 0 0"><joint name="jb" type="hinge" axis="0 1 0"/>
+      <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03" mass="0.5"/></body></body>
+  <body name="c" pos="1 0 1"><joint name="jc" type="hinge" axis="1 0 0"/>
+    <geom type="box" size="0.1 0.05 0.2" pos="0 0 -0.2" mass="1"/>
+    <body name="d" pos="0 0 -0.4"><joint name="jd" type="slide" axis="0 0 1"/>
+      <geom type="sphere" size="0.05" mass="0.3"/></body></body>
+</worldbody><actuator>
+  <general name="int" joint="ja" dyntype="integrator" gainprm="4" ctrlrange="-1 1"
+           ctrllimited="true" actlimited="true" actrange="-0.1 0.1"/>
+  <general name="filt" joint="jb" dyntype="filter" dynprm="0.05" gainprm="2"
+           biastype="affine" biasprm="0 -1 -0.1"/>
+  <general name="exact" joint="jc" dyntype="filterexact" dynprm="0.03" gainprm="3"/>
+  <general name="early" joint="jd" dyntype="filterexact" dynprm="0.02" gainprm="5"
+           actearly="true"/>
+  <motor name="plain" joint="jd" gear="2"/>
+</actuator></mujoco>"""
+
+
+def _load(tmp_path, integrator, xml=XML):
+    path = tmp_path / f"act_{integrator}.xml"
+    path.write_text(xml.format(integrator=integrator))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnsupportedFeatureWarning)
+        model = mbd.load_model(str(path), keyframe=None)
+    return model, mujoco.MjModel.from_xml_path(str(path))
+
+
+def _controls(n, seed=0):
+    rng = np.random.default_rng(seed)
+    u = rng.uniform(-1.5, 1.5, (n, 5))
+    u[: n // 2, 0] = 1.0  # the integrator runs into its actrange
+    return u
+
+
+def _mujoco(m, controls):
+    d = mujoco.MjData(m)
+    qpos, act = [], []
+    for u in controls:
+        d.ctrl[:] = u
+        mujoco.mj_step(m, d)
+        qpos.append(np.array(d.qpos))
+        act.append(np.array(d.act))
+    return np.array(qpos), np.array(act)
+
+
+@pytest.fixture(scope="module")
+def euler(tmp_path_factory):
+    return _load(tmp_path_factory.mktemp("act"), "Euler")
+
+
+def test_activation_is_loaded_as_mujocos(euler, tmp_path):
+    """MuJoCo's dyntype, dynprm[0], actrange and actearly, kept through a model file."""
+    model, m = euler
+    path = mbd.save_model(model, tmp_path / "act.json")
+    for a in (model.actuators, mbd.load_model(path).actuators):
+        assert a.dynamics == ("integrator", "filter", "filterexact", "filterexact", "none")
+        np.testing.assert_allclose(a.time_constant[1:4], m.actuator_dynprm[1:4, 0])
+        assert a.act_early == (False, False, False, True, False)
+        np.testing.assert_allclose([a.act_lower[0], a.act_upper[0]], [-0.1, 0.1])
+
+
+def test_euler_with_exact_activation_updates_is_mujocos(euler):
+    """integrator (clamped), filterexact and actearly under MuJoCo's Euler, 150 steps of
+    random controls: qpos and act to 1e-10 (MuJoCo's Euler updates these activations as
+    the closed form does); the filter actuator's control is held at 0, where its
+    explicit update and the closed form agree (both stay at 0)."""
+    model, m = euler
+    n = 150
+    u = _controls(n)
+    u[:, 1] = 0.0
+    qpos_mj, act_mj = _mujoco(m, u)
+    assert act_mj[:, 0].max() == pytest.approx(0.1)  # it ran into its actrange
+    step = jax.jit(lambda state, u: advance(model, state, u, h=0.002, integrator="euler"))
+    state = initial_joint_state(model)
+    acts = []
+    for k in range(n):  # one compiled step (the controls are an argument)
+        state = step(state, jnp.asarray(u[k]))
+        acts.append(np.asarray(state.act))
+    # JointState.act: (nu,), the control where an actuator has no dynamics (MuJoCo's: na)
+    np.testing.assert_allclose(np.asarray(acts)[:, :4], act_mj, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(acts)[:, 4], np.clip(u[:, 4], -np.inf, np.inf))
+    np.testing.assert_allclose(np.asarray(state.qpos), qpos_mj[-1], atol=1e-10)
+
+
+def test_rk4_against_mujocos_rk4(tmp_path):
+    """Every dynamics kind under RK4 at h = 2 ms, 0.3 s of random controls through
+    ``simulate``: qpos to 1e-8 of MuJoCo's RK4 at the same step (the filters' RK4 error on
+    the activation, about 1e-12), and the run differs from one that ignores the
+    activation (the force follows a, not u) by far more. Filters (filterexact as filter),
+    without actearly and the integrator's clamp: MuJoCo's RK4 takes these from the stages'
+    unclamped activations, an Euler step ahead, and filterexact's update of the stages'
+    mean rate by tau (1 - exp(-h / tau)) in place of h (errors of first order in h), where
+    jaxmbd takes the closed form (Euler's, checked above)."""
+    xml = XML.replace('actrange="-0.1 0.1"', 'actrange="-10 10"').replace('actearly="true"', "")
+    xml = xml.replace('dyntype="filterexact"', 'dyntype="filter"')
+    model, m = _load(tmp_path, "RK4", xml)
+    n = 150
+    u = _controls(n, seed=1)
+    qpos_mj, _ = _mujoco(m, u)
+    sol = mbd.simulate(model, formulation="joint", integrator="rk", t_end=n * 0.002, h=0.002,
+                       controls=u)  # fmt: skip
+    assert np.abs(np.asarray(sol.qpos[-1]) - qpos_mj[-1]).max() < 1e-8
+    m.actuator_dyntype[:] = 0
+    plain, _ = _mujoco(m, u)
+    assert np.abs(plain[-1] - qpos_mj[-1]).max() > 1e-2
+
+
+def test_bad_activation_options():
+    b = mbd.ModelBuilder("bad")
+    b.add_body("a", mass=1.0, inertia=(1.0, 1.0, 1.0))
+    b.revolute("j", body_i="ground", body_j="a", point=(0, 0, 0), axis=(0, 0, 1))
+    with pytest.raises(mbd.ModelError, match="dynamics"):
+        b.add_actuator("m", joint="j", kind="motor", dynamics="muscle")
+    with pytest.raises(mbd.ModelError, match="time_constant"):
+        b.add_actuator("m", joint="j", kind="motor", dynamics="filter")
+    with pytest.raises(mbd.ModelError, match="act_range"):
+        b.add_actuator("m", joint="j", kind="motor", act_range=(0, 1))
