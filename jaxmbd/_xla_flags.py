@@ -20,8 +20,9 @@ Hoisting has a price at compile time: LLVM compiles a hoisted loop as one functi
 thread, and its time grows faster than the loop's size. A gradient's whole forward and
 transposed time scans hoisted took the cart-pole's XLA compile from 24 to 96 CPU-s
 (``benchmarks/results/bench_compile.md``, section 5). :func:`unhoisted_when_differentiated`
-keeps a differentiated program's time loops (and rkmk's stage loops) out of the pass while
-the loops inside a step stay hoisted; undifferentiated programs are unchanged.
+keeps a differentiated program's forward time loop (and rkmk's stage loops) out of the pass
+while the loops inside a step and the transposed time loop stay hoisted; undifferentiated
+programs are unchanged.
 """
 
 from __future__ import annotations
@@ -180,7 +181,7 @@ def _through_fft(tree):
     return jax.tree_util.tree_unflatten(treedef, leaves)
 
 
-def _make_unhoisted_when_differentiated():
+def _make_unhoisted_when_differentiated(tangent: bool):
     import jax
 
     @jax.custom_jvp
@@ -190,41 +191,52 @@ def _make_unhoisted_when_differentiated():
     @functools.partial(unhoisted.defjvp, symbolic_zeros=True)
     def _rule(primals, tangents):
         (tree,), (dtree,) = primals, tangents
-        return _through_fft(tree), _through_fft(dtree)
+        return _through_fft(tree), (_through_fft(dtree) if tangent else dtree)
 
     return unhoisted
 
 
-_unhoisted = None
+_unhoisted: dict = {}
 
 
-def unhoisted_when_differentiated(tree):
+def unhoisted_when_differentiated(tree, *, transposed: bool = False):
     """``tree`` (a loop's carry) as it is, except that in a differentiated program its
-    value and its tangent pass through a length-1 FFT (:func:`_through_fft`), which XLA's
-    small-while-loop pass does not hoist: the enclosing loop (simulate's time scan, rkmk's
-    stage scan and their transposed scans in a gradient) then runs as XLA thunks, while
-    the loops inside a step (the Newton iteration, the elementwise KKT solves) stay
-    hoisted. Why: LLVM compiles a hoisted loop as one function, on one thread; the
-    cart-pole gradient's hoisted forward and transposed time scans took 75-96 CPU-s of XLA
-    compile, against 35 with this guard (benchmarks/results/bench_compile.md, section 5
-    and its correction), and its two hoisted stage loops of ~7k instructions each about
-    half of what was left (section 7).
+    value (and, unless ``transposed``, its tangent) passes through a length-1 FFT
+    (:func:`_through_fft`), which XLA's small-while-loop pass does not hoist: the enclosing
+    loop then runs as XLA thunks, while the loops inside a step (the Newton iteration, the
+    elementwise KKT solves) stay hoisted.
+
+    A gradient's loop is two loops: the forward one (the step and its linearisation, whose
+    residuals it stores) and the transposed one (the adjoint step). The guard on the value
+    keeps the first out of the pass; the guard on the tangent the second. Why: LLVM
+    compiles a hoisted loop as one function, on one thread; the cart-pole gradient's
+    hoisted forward and transposed time scans took 75-96 CPU-s of XLA compile, against 35
+    with this guard (benchmarks/results/bench_compile.md, section 5 and its correction),
+    and its two hoisted stage loops of ~7k instructions each about half of what was left
+    (section 7). ``transposed=True`` (simulate's time scan) leaves the transposed loop to
+    the pass: it is the smaller of the two (the double pendulum's gen_alpha adjoint step,
+    ~3.8k instructions against ~19k for the forward one) and the one whose thunks cost the
+    most per instruction (benchmarks/results/gradients_cost.md). A loop nested inside
+    (rkmk's guarded stage loop) still keeps it out.
+
     Undifferentiated programs (simulate) are unchanged: no op is added. Zero tangents stay
     symbolic (a concrete one would reach the Newton loop, which JAX cannot linearise).
-    CPU only (the pass is the CPU backend's); ``JAXMBD_HOIST_GRADIENT_LOOPS=1`` at trace
-    time keeps every loop hoistable (slow compile, fastest gradient run)."""
-    global _unhoisted
+    CPU only (the pass is the CPU backend's). At trace time, ``JAXMBD_HOIST_GRADIENT_LOOPS``
+    =1 keeps every loop hoistable (slow compile, fastest gradient run), =0 guards the
+    transposed loops too."""
     import jax
 
-    if os.environ.get(HOIST_GRADIENT_LOOPS, "").strip() == "1" or jax.default_backend() != "cpu":
+    mode = os.environ.get(HOIST_GRADIENT_LOOPS, "").strip()
+    if mode == "1" or jax.default_backend() != "cpu":
         return tree
-    if _unhoisted is None:
-        _unhoisted = _make_unhoisted_when_differentiated()
-    return _unhoisted(tree)
+    tangent = mode == "0" or not transposed
+    if tangent not in _unhoisted:
+        _unhoisted[tangent] = _make_unhoisted_when_differentiated(tangent)
+    return _unhoisted[tangent](tree)
 
 
-#: ``JAXMBD_HOIST_GRADIENT_LOOPS=1``: differentiated time loops hoisted as before (read at
-#: trace time).
+#: ``JAXMBD_HOIST_GRADIENT_LOOPS``: 1 hoists every differentiated loop, 0 none (read at
+#: trace time; :func:`unhoisted_when_differentiated`).
 HOIST_GRADIENT_LOOPS = "JAXMBD_HOIST_GRADIENT_LOOPS"
 
 configure()  # at import: jaxmbd/__init__.py imports this module before anything else

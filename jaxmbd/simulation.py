@@ -112,8 +112,9 @@ def _scan(
     sensor_key=None,
 ):
     def step(carry, k):
-        # a gradient's time loops stay out of XLA's small-loop hoisting (compile time)
-        carry = unhoisted_when_differentiated(carry)
+        # a gradient's forward time loop stays out of XLA's small-loop hoisting (compile
+        # time), its transposed one is hoisted (run time)
+        carry = unhoisted_when_differentiated(carry, transposed=True)
         # zero-order hold: step k (from t = (k - 1) h) runs with the controls of row k - 1
         # (``controls`` holds the rows from step k0 on), or the policy's reply to the state
         # at (k - 1) h

@@ -170,7 +170,8 @@ class RA(AbstractFormulation):
             state = BodyState(r, A, v[:, :3], w)
             mass = mass + added_mass_matrix(added_mass(model.forces, t, state), nb)
         # only the gyroscopic term depends on the velocities: diag(0, d(w~ J w)/dw)
-        damping = jnp.zeros((nb, 6, 6), w.dtype).at[:, 3:, 3:].set(gyroscopic_damping(J, w))
+        # a pad, not ``.at[].set``: the latter's transpose is a scatter (no hoisted loop)
+        damping = jnp.pad(gyroscopic_damping(J, w), ((0, 0), (3, 0), (3, 0)))
         damping = _block_diagonal(damping)
         stiffness = rA_reaction_sensitivity(model, r, A, lam, t)
         if model.forces:

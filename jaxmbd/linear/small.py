@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import math
 
 import jax
@@ -55,6 +56,12 @@ def prefer(limit: float):
         _LIMIT.reset(token)
 
 
+def limit() -> float:
+    """The :func:`prefer` limit in force here (to re-enter it where a derivative rule runs
+    after the trace that chose it has closed)."""
+    return _LIMIT.get()
+
+
 def active(n: int) -> bool:
     """Whether a dense system of n unknowns is solved by these kernels here."""
     return n <= _LIMIT.get()
@@ -78,7 +85,10 @@ def incidence_sum(incidence, values):
     parts = []
     for row in np.asarray(incidence):
         picked = np.flatnonzero(row)
-        parts.append(jnp.sum(values[picked], axis=0) if picked.size else zero)
+        # static row slices summed, not ``values[picked]``: a gather's transpose in a
+        # gradient is a scatter, which keeps XLA from hoisting the transposed loop
+        rows = [values[int(k)] for k in picked]
+        parts.append(functools.reduce(jnp.add, rows) if rows else zero)
     return jnp.stack(parts)
 
 

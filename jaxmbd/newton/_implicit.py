@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import _config  # noqa: F401
+from ..linear import small
 from ._linear import lu_factors, lu_factors_solve
 
 
@@ -36,6 +37,11 @@ def implicit_root(
     primal output is itself differentiable with the implicit derivative (see ``_rule``).
     """
     x_star = jax.lax.stop_gradient(x_star)
+    # The linear-solver choice in force here (jaxmbd.linear.small.prefer): the rule may run
+    # after this trace has closed (a scan body's linearisation), and its factorisation and
+    # solves must stay in the same kernels as the step's (LAPACK's custom calls would keep
+    # the gradient's time loops from being hoisted).
+    kernels = small.limit()
     # The rule runs when the enclosing program is differentiated, possibly after a scan
     # body's trace has closed: closed-over tracers become explicit arguments. Values the
     # residual closes over are differentiated like params; the matrix is gradient-stopped.
@@ -60,6 +66,10 @@ def implicit_root(
 
     @root.defjvp
     def _rule(primals, tangents):
+        with small.prefer(kernels):
+            return _tangent(primals, tangents)
+
+    def _tangent(primals, tangents):
         x, p, consts, jac_consts = primals
         _, dp, dconsts, _ = tangents
         x = jax.lax.stop_gradient(x)
