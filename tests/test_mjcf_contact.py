@@ -101,12 +101,11 @@ def test_geom_pairs_are_mujocos_contacts(tmp_path):
     assert contacts.shapes[k] == ((0, 0), (1, 0))  # b's capsule and its welded sphere
     k = [set(n.split("/")) for n in contacts.pair_names].index({"c", "d"})
     assert float(contacts.friction[k]) == pytest.approx(0.3)  # the <pair>'s own friction
-    # b's capsule and welded sphere against e's box; e's ellipsoid has no narrow phase
-    # (drawn as a mesh, not collided as one): named
+    # b's capsule and welded sphere against e's box and ellipsoid (every pair collided:
+    # nothing is named)
     k = [set(n.split("/")) for n in contacts.pair_names].index({"b", "e"})
-    assert contacts.shapes[k] == ((0, 0), (1, 0))
-    (said,) = [str(w.message) for w in caught if w.category is UnsupportedFeatureWarning]
-    assert "capsule-ellipsoid (1)" in said
+    assert contacts.shapes[k] == ((0, 0), (0, 1), (1, 0), (1, 1))
+    assert not [w for w in caught if w.category is UnsupportedFeatureWarning]
 
 
 @pytest.mark.parametrize(
@@ -205,9 +204,9 @@ def test_loaded_ball_rests_at_mujocos_penetration(tmp_path):
 
 
 def test_disabled_contact_and_what_is_named(tmp_path):
-    """<flag contact="disable"/> creates no pairs and names nothing about contact;
-    ellipsoid pairs are named in the one warning, condim 6 and a margin are read (not
-    named); condim 1 pairs get no friction."""
+    """<flag contact="disable"/> creates no pairs and names nothing about contact; a
+    box-ellipsoid pair, condim 6 and a margin are read (nothing named); condim 1 pairs get
+    no friction."""
     xml = """<mujoco><option><flag contact="{flag}"/></option>
       <default><geom condim="{condim}"/></default><worldbody>
       <geom type="plane" size="1 1 .1" margin="{margin}"/>
@@ -230,7 +229,9 @@ def test_disabled_contact_and_what_is_named(tmp_path):
 
     model, said = load(flag="enable", condim=6, margin=0.01)
     assert sorted(model.contacts.pair_names) == ["a/b", "a/ground", "b/ground"]
-    assert "box-ellipsoid (1)" in said and "condim" not in said and "margin" not in said
+    assert not said  # condim 6, a margin and the box-ellipsoid pair are all read
+    k = model.contacts.pair_names.index("a/b")
+    assert model.contacts.shapes[k] == ((0, 0), (0, 1))  # a's box: b's capsule, ellipsoid
     margins = dict(zip(model.contacts.pair_names, np.asarray(model.contacts.margin), strict=True))
     assert margins == pytest.approx({"a/ground": 0.01, "b/ground": 0.01, "a/b": 0.0})
     assert np.allclose(model.contacts.torsional_friction, 0.005)  # MuJoCo's defaults
