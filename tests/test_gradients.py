@@ -95,8 +95,10 @@ LOSS_PRECISION = {"rA": 1e-12, "rp": 1e-10, "re": 1e-12}
 
 
 def check_against_fd(loss, model, rng, rtol=1e-6, precision=1e-12):
-    # one compiled program, with jaxmbd's compile options
+    # one compiled program, with jaxmbd's compile options; the loss of the differences is
+    # compiled too (a top-level simulate would run its 1024-step block for a short horizon)
     grad = mbd.jit(jax.grad(loss))(model)
+    loss = mbd.jit(loss)
     for kind, (d, scale) in directions(model, rng).items():
         ad = sum(
             jnp.sum(g * v)
