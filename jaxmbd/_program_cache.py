@@ -102,7 +102,9 @@ class _KeyPickler(pickle.Pickler):
         if isinstance(obj, types.FunctionType):
             local = "<locals>" in obj.__qualname__ or obj.__name__ == "<lambda>"
             if not local and obj.__module__ and obj.__module__.split(".")[0] == "jaxmbd":
-                return NotImplemented  # by reference: jaxmbd's source hash covers its code
+                # by name (jaxmbd's source hash covers its code); not by pickle's reference,
+                # which refuses a function its module holds decorated (``_run`` under ``@jit``)
+                return (tuple, ((obj.__module__, obj.__qualname__),))
             # what the function computes: its code and every value it reads (a lambda's
             # closure too: the same code over a new t_end is another program)
             try:
@@ -112,7 +114,8 @@ class _KeyPickler(pickle.Pickler):
             return (tuple, ((obj.__module__, obj.__qualname__, obj.__code__, cells,
                              obj.__defaults__, obj.__kwdefaults__,
                              _globals_used(obj)),))  # fmt: skip
-        if isinstance(obj, type) and obj.__module__.split(".")[0] != "jaxmbd":
+        # builtins by reference: ``tuple`` is the constructor of the reductions above
+        if isinstance(obj, type) and obj.__module__.split(".")[0] not in ("jaxmbd", "builtins"):
             if "<locals>" in obj.__qualname__:
                 raise _Unkeyable(obj)
             return (tuple, ((obj.__module__, obj.__qualname__, _class_code(obj)),))

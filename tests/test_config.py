@@ -122,3 +122,30 @@ def test_program_cache_keys_what_a_lambda_closes_over():
     for scale, n in ((2.0, 3), (3.0, 3), (3.0, 5)):
         out = program(scale, n)(x)
         assert out.shape == (n,) and float(out[0]) == scale * 1.5
+
+
+def test_program_cache_keys_simulates_programs(monkeypatch):
+    """simulate's top-level programs (``_consistent_start``, ``_run``: functions their module
+    holds under ``@jit``) get a key, so a new process reloads them instead of tracing them
+    (they were unkeyable: pickle refused the decorated functions, then recursed on
+    ``tuple``, and every warm process traced them again)."""
+    import jaxmbd as mbd
+    from jaxmbd import _program_cache
+
+    outcomes = []
+    key = _program_cache._key
+
+    def recording(fun, name, static, avals):
+        try:
+            found = key(fun, name, static, avals)
+        except _program_cache._Unkeyable:
+            outcomes.append((name, False))
+            raise
+        outcomes.append((name, True))
+        return found
+
+    monkeypatch.setattr(_program_cache, "_key", recording)
+    # options of its own: a program this process has not met (the in-memory memo is skipped)
+    mbd.simulate(mbd.models.double_pendulum(), t_end=0.012, h=1e-3, save_every=3)
+    assert ("jaxmbd.simulation._run", True) in outcomes
+    assert all(ok for _, ok in outcomes), outcomes
