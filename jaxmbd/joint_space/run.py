@@ -13,6 +13,7 @@ import numpy as np
 
 from .. import _config  # noqa: F401
 from .._checks import finish, is_traced, solution_from_outputs
+from .._jit import jit
 from .._results import RESULTS
 from ..actuators import policy_controls, with_activation, with_controls
 from ..contact import with_contact
@@ -152,7 +153,7 @@ def _policy_controls(model, tree, policy, t, qpos, qvel, acc, k):
     return policy_controls(model, policy, t, (p.c, p.R, rdot, omega), step=k)
 
 
-@eqx.filter_jit
+@jit  # a top-level call is a program of the disk cache (a new process does not trace it)
 def run_joint_space(model: Model, stepper: AbstractJointStepper, n: int, h, controls=None,
                     policy=None, rows=None):  # fmt: skip
     """The per-step outputs (t = 0..n h) of ``n`` steps (see :func:`_outputs`); ``rows``:
