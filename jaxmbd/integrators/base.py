@@ -215,6 +215,9 @@ class AbstractIntegrator(eqx.Module):
 
     name: ClassVar[str]
     requires: ClassVar[frozenset[str]]
+    #: Whether the step resolves impacts itself (an impact law on unilateral rows), so that
+    #: compliant-contact sub-steps (:mod:`jaxmbd.integrators.impact_substeps`) never apply.
+    resolves_impacts: ClassVar[bool] = False
 
     @classmethod
     def missing(cls, form) -> frozenset[str]:

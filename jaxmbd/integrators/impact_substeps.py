@@ -34,7 +34,6 @@ from ..contact.element import ContactForce, contact_element
 from ..model import Model
 from ..newton import NewtonInfo
 from .base import AbstractIntegrator
-from .moreau_jean import MoreauJean
 
 #: Sub-steps of an impact step (the default of ``simulate(impact_substeps=)``).
 IMPACT_SUBSTEPS = 10
@@ -134,7 +133,7 @@ def with_impact_substeps(model: Model, stepper, substeps, speed=None):
     if isinstance(substeps, bool) or not isinstance(substeps, int) or substeps < 1:
         raise ValueError(f"impact_substeps must be a positive integer, got {substeps!r}")
     element = contact_element(model)
-    if element is None or element.n_slots == 0 or substeps == 1 or isinstance(stepper, MoreauJean):
+    if element is None or element.n_slots == 0 or substeps == 1 or stepper.resolves_impacts:
         return stepper
     speed = IMPACT_SPEED if speed is None else float(speed)
     return ImpactSubsteps(stepper, substeps, speed)

@@ -505,6 +505,7 @@ class MoreauJean(AbstractIntegrator):
     # the index-1 blocks (M, Q, G) and a Lie group whose retraction along h v is the
     # exponential update of the velocities (rA, se3)
     requires: ClassVar[frozenset[str]] = frozenset({"index1_blocks", "lie_group"})
+    resolves_impacts: ClassVar[bool] = True
     tol: float = 1e-10
     max_iter: int = 50
     project: bool = True
