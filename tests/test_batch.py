@@ -257,7 +257,7 @@ def test_default_chunk():
         assert chunk * 8 * n * n <= CHUNK_BYTES // devices**2 < 2 * chunk * 8 * n * n
 
 
-@pytest.mark.parametrize("newton", ["reuse", "full"])
+@pytest.mark.parametrize("newton", ["reuse", pytest.param("full", marks=pytest.mark.slow)])
 def test_accelerator_paths_equal_single_runs(newton, monkeypatch):
     """The GPU paths of the batching rules (the whole batch refreshed in one vmap where any
     member is stale; batched getrf and triangular solves), taken here on the CPU through
