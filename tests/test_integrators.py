@@ -349,7 +349,11 @@ def spinning_top_errors(formulation, integrator, steps=STEPS, t_end=1.0):
 
 @pytest.mark.parametrize(
     "formulation,integrator,order",
-    [("rA", "gen_alpha", 2), ("rp", "gen_alpha", 2), ("rA", "backward_euler", 1)],
+    [
+        ("rA", "gen_alpha", 2),
+        pytest.param("rp", "gen_alpha", 2, marks=pytest.mark.slow),
+        pytest.param("rA", "backward_euler", 1, marks=pytest.mark.slow),
+    ],
 )
 def test_spinning_top_order_against_euler_equations(formulation, integrator, order):
     """A non-planar motion: asymmetric body, pivot off the centre of mass and off every

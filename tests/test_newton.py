@@ -188,7 +188,11 @@ def test_contraction_estimate_stops_one_iteration_earlier():
 @pytest.mark.parametrize("n", [3, 40])  # kept as an inverse / as LU factors (INVERSE_MAX)
 @pytest.mark.parametrize(
     "stale_members",
-    [(0, 3, 36), (0, 3, 4, 9, 10, 17, 20, 28, 33, 35, 36), tuple(range(37))],
+    [
+        (0, 3, 36),
+        pytest.param((0, 3, 4, 9, 10, 17, 20, 28, 33, 35, 36), marks=pytest.mark.slow),
+        tuple(range(37)),
+    ],
     ids=["few", "many", "all"],
 )
 def test_batched_refresh_factors_only_stale_members(n, stale_members):
