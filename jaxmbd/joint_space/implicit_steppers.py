@@ -58,16 +58,26 @@ class _ImplicitJointStepper(AbstractJointStepper):
     tol: float = 1e-10
     max_iter: int = 20
 
-    def _solve(self, residual, params, x0, nv):
+    def _solve(self, residual, params, x0, nv, qpos, c_q):
         """The root of residual(x, params) from x0, with implicit gradients; and the
-        Newton status (0: converged)."""
+        Newton status (0: converged). ``c_q``: d qpos_{k+1} / d x[:nv] (h for backward
+        Euler's velocities, beta h^2 (1 - alpha_f) / (1 - alpha_m) for generalized-alpha's
+        accelerations).
+
+        The resolution of the unknowns has a floor from the positions: the loop rows are
+        evaluated at qpos_{k+1} ~ |qpos| to round-off eps |qpos|, which x[:nv] can resolve
+        only to eps |qpos| / c_q (with h = 1e-3, 1e6 times finer than a position), as the
+        absolute formulations' Newton scale has it (:func:`jaxmbd.integrators.base`);
+        without it the tests ask the loop rows for less than their own round-off."""
         frozen = jax.lax.stop_gradient(params)
         eps = ROUNDOFF * float(jnp.finfo(jnp.float64).eps)
+        by_positions = eps * jnp.maximum(jnp.max(jnp.abs(qpos), initial=0.0), 1.0) / c_q
 
         def scale(x):
             size = jnp.maximum(jnp.max(jnp.abs(x[:nv]), initial=0.0), 1.0)
             w = jnp.full(x.shape, size, x.dtype)
-            return Scale(w, eps * w)
+            e = eps * w + jnp.where(jnp.arange(x.shape[0]) < nv, by_positions, 0.0)
+            return Scale(w, e)
 
         def F_and_J(x):
             return residual(x, frozen), jax.jacfwd(lambda y: residual(y, frozen))(x)
@@ -116,7 +126,7 @@ class BackwardEulerJoint(_ImplicitJointStepper):
             return jnp.concatenate([h * r, phi])
 
         x0 = jnp.concatenate([qvel + h * acc.qacc, jnp.zeros(m, qvel.dtype)])
-        x, status = self._solve(residual, (model, qpos, qvel), x0, nv)
+        x, status = self._solve(residual, (model, qpos, qvel), x0, nv, qpos, h)
         v = x[:nv]
         qacc = (v - qvel) / h
         return integrate_positions(tree, qpos, h * v, 1.0), v, qacc, qacc, status
@@ -159,7 +169,8 @@ class GeneralizedAlphaJoint(_ImplicitJointStepper):
         qacc_n = acc.qacc
         a_n = acc.qacc if acc.algorithmic is None else acc.algorithmic
         x0 = jnp.concatenate([qacc_n, jnp.zeros(m, qvel.dtype)])
-        x, status = self._solve(residual, (model, qpos, qvel, qacc_n, a_n), x0, nv)
+        c_q = beta * h * h * (1.0 - alpha_f) / (1.0 - alpha_m)
+        x, status = self._solve(residual, (model, qpos, qvel, qacc_n, a_n), x0, nv, qpos, c_q)
         q, v, a = advanced(qpos, qvel, qacc_n, a_n, x[:nv])
         return q, v, x[:nv], a, status
 
