@@ -7,6 +7,12 @@ Their Jacobian G = dPhi(q (+) delta)/d delta at delta = 0 (the retraction of
 :func:`jaxmbd.tree.integrate_positions`, so G maps qvel), the right-hand sides
 nu = -dPhi/dt and gamma = -d^2/ds^2 Phi(q (+) s qvel, t + s) at s = 0 (the curve has zero
 joint acceleration, so what remains is the velocity-quadratic part) come from autodiff.
+Rows of the bodies' frames alone (:class:`ClosingRows`) are differentiated at the body
+level, the forward kinematics evaluated once: the tree's motion subspaces S give each
+body's velocity along any tangent (Featherstone eq. 3.32), and the bodies' velocities and
+their accelerations at qacc = 0 (S_dot qvel, eq. 2.32) the second-order curve of the
+centres of mass and rotations that q (+) s qvel follows; only the GCON rows are
+differentiated along it. Other rows differentiate the forward kinematics themselves.
 
 Exact rows hold G qacc = gamma; soft rows (a part with a ``softness``) are MuJoCo's: their
 multipliers solve (G M^-1 G^T + R) lam = G qacc_0 - aref, with R and aref of
@@ -28,9 +34,9 @@ from .. import _config  # noqa: F401
 from ..equations import constraint_values
 from ..model import Model
 from ..tree import KinematicTree, cholesky_solve, integrate_positions, poses
-from ..tree._elementwise import mtv, mv, row_products
+from ..tree._elementwise import cross, mtv, mv, picked_sum, row_products
 from ..tree.constraint_rows import AbstractTreeConstraint
-from ..tree.kinematics import TreePoses
+from ..tree.kinematics import TreePoses, dof_ancestors, velocities
 
 
 class ClosingRows(AbstractTreeConstraint):
@@ -108,46 +114,153 @@ def solve_normal(cons: TreeConstraints, A, B, rhs, R=None):
     return jnp.linalg.lstsq(matrix, rhs)[0]
 
 
+def _joined(rows, qpos):
+    return jnp.concatenate(rows) if rows else jnp.zeros(0, qpos.dtype)
+
+
+def _kept(cons: TreeConstraints, x):
+    return x if cons.keep is None else x[cons.kept]
+
+
 def constraint_residual(cons: TreeConstraints, tree: KinematicTree, qpos, t):
     p = poses(tree, qpos)
-    rows = [part.residual(tree, p, qpos, t) for part in cons.parts]
-    phi = jnp.concatenate(rows) if rows else jnp.zeros(0, qpos.dtype)
-    return phi if cons.keep is None else phi[cons.kept]
+    return _kept(cons, _joined([part.residual(tree, p, qpos, t) for part in cons.parts], qpos))
 
 
-def constraint_jacobian(cons: TreeConstraints, tree: KinematicTree, qpos, t):
-    """(Phi, G) at (qpos, t)."""
+def _turned(w, R):
+    """w~ R for stacked (nb, 3) and (nb, 3, 3): each column of R crossed with w."""
+    return jnp.swapaxes(cross(w[:, None, :], jnp.swapaxes(R, 1, 2)), 1, 2)
+
+
+def _body_tangents(tree: KinematicTree, p: TreePoses, delta):
+    """(dc, dtheta): the centres of mass' and the world rotation vectors' first-order
+    change along qpos (+) delta (the spatial motions of the bodies, summed over their
+    chains, at the centre of mass)."""
+    V = picked_sum(dof_ancestors(tree), p.S * delta[:, None])
+    return V[:, 3:] + cross(V[:, :3], p.c), V[:, :3]
+
+
+def _frame_rows(part: ClosingRows):
+    """The part's rows as a function of (c, R, t) only."""
+    return lambda c, R, t: constraint_values(part.model, c, R, t)
+
+
+def _frame_jacobian(part: ClosingRows, tree, p: TreePoses, t):
+    """(Phi, G) of rows of the bodies' frames: forward mode along the bodies' first-order
+    curves c + dc, (1 + dtheta~) R, with dc and dtheta linear in the tangent."""
+    rows = _frame_rows(part)
+
+    def along(delta):
+        dc, dtheta = _body_tangents(tree, p, delta)
+        return rows(p.c + dc, p.R + _turned(dtheta, p.R), t)
+
+    zero = jnp.zeros(tree.nv, p.c.dtype)
+    return rows(p.c, p.R, t), jax.jacfwd(along)(zero)
+
+
+def _frame_time_rate(part: ClosingRows, p: TreePoses, t):
+    rows = _frame_rows(part)
+    t = jnp.asarray(t, p.c.dtype)
+    return jax.jvp(lambda t_: rows(p.c, p.R, t_), (t,), (jnp.ones_like(t),))[1]
+
+
+def _frame_gamma(part: ClosingRows, tree, p: TreePoses, qvel, t):
+    """gamma = -d^2/ds^2 Phi(c(s), R(s), t + s) along the bodies' second-order curve
+    c(s) = c + s c_dot + s^2/2 c_ddot, R(s) = (1 + s w~ + s^2/2 (alpha~ + w~ w~)) R, whose
+    derivatives at s = 0 are those of q (+) s qvel: w, c_dot the bodies' velocities and
+    alpha, c_ddot their accelerations at qacc = 0 (Featherstone eq. 2.47)."""
+    rows = _frame_rows(part)
+    V, S_dot = velocities(tree, p.S, qvel)
+    A = picked_sum(dof_ancestors(tree), S_dot * qvel[:, None])
+    w, alpha = V[:, :3], A[:, :3]
+    c_dot = V[:, 3:] + cross(w, p.c)
+    c_ddot = A[:, 3:] + cross(alpha, p.c) + cross(w, c_dot)
+    wR = _turned(w, p.R)
+    R_ddot = _turned(alpha, p.R) + _turned(w, wR)
+
+    def along(s):
+        return rows(p.c + s * c_dot + 0.5 * s * s * c_ddot, p.R + s * wR + 0.5 * s * s * R_ddot,
+                    t + s)  # fmt: skip
+
+    def rate(s):
+        return jax.jvp(along, (s,), (jnp.ones_like(s),))[1]
+
+    zero = jnp.zeros((), qvel.dtype)
+    return -jax.jvp(rate, (zero,), (jnp.ones_like(zero),))[1]
+
+
+def _part_residual(part, tree, qpos, t):
+    return part.residual(tree, poses(tree, qpos), qpos, t)
+
+
+def _part_jacobian(part, tree, qpos, t):
+    """(Phi, G) of a part that reads more than the bodies' frames: the forward kinematics
+    differentiated along the retraction."""
 
     def phi(delta):
-        return constraint_residual(cons, tree, integrate_positions(tree, qpos, delta, 1.0), t)
+        return _part_residual(part, tree, integrate_positions(tree, qpos, delta, 1.0), t)
 
     zero = jnp.zeros(tree.nv, qpos.dtype)
     return phi(zero), jax.jacfwd(phi)(zero)
 
 
-def _time_rate(cons, tree, qpos, t):
+def _part_time_rate(part, tree, qpos, t):
     zero = jnp.zeros((), qpos.dtype)
-
-    def at(s):
-        return constraint_residual(cons, tree, qpos, t + s)
-
-    return jax.jvp(at, (zero,), (1.0 + zero,))[1]
+    return jax.jvp(lambda s: _part_residual(part, tree, qpos, t + s), (zero,), (1.0 + zero,))[1]
 
 
-def constraint_terms(cons: TreeConstraints, tree: KinematicTree, qpos, qvel, t):
-    """(Phi, G, nu, gamma) at (qpos, qvel, t)."""
+def _part_gamma(part, tree, qpos, qvel, t):
     zero = jnp.zeros((), qpos.dtype)
 
     def along(s):
-        q = integrate_positions(tree, qpos, s * qvel, 1.0)
-        return constraint_residual(cons, tree, q, t + s)
+        return _part_residual(part, tree, integrate_positions(tree, qpos, s * qvel, 1.0), t + s)
 
     def rate(s):
         return jax.jvp(along, (s,), (jnp.ones_like(s),))[1]
 
-    phi, G = constraint_jacobian(cons, tree, qpos, t)
-    gamma = -jax.jvp(rate, (zero,), (jnp.ones_like(zero),))[1]
-    return phi, G, -_time_rate(cons, tree, qpos, t), gamma
+    return -jax.jvp(rate, (zero,), (jnp.ones_like(zero),))[1]
+
+
+def _jacobians(cons, tree, qpos, t, p):
+    out = [
+        _frame_jacobian(part, tree, p, t)
+        if isinstance(part, ClosingRows)
+        else _part_jacobian(part, tree, qpos, t)
+        for part in cons.parts
+    ]
+    phi = _joined([o[0] for o in out], qpos)
+    G = jnp.concatenate([o[1] for o in out]) if out else jnp.zeros((0, tree.nv), qpos.dtype)
+    return _kept(cons, phi), _kept(cons, G)
+
+
+def _time_rate(cons, tree, qpos, t, p=None):
+    p = poses(tree, qpos) if p is None else p
+    rates = [
+        _frame_time_rate(part, p, t)
+        if isinstance(part, ClosingRows)
+        else _part_time_rate(part, tree, qpos, t)
+        for part in cons.parts
+    ]
+    return _kept(cons, _joined(rates, qpos))
+
+
+def constraint_jacobian(cons: TreeConstraints, tree: KinematicTree, qpos, t, p=None):
+    """(Phi, G) at (qpos, t); ``p``: the poses at qpos where already computed."""
+    return _jacobians(cons, tree, qpos, t, poses(tree, qpos) if p is None else p)
+
+
+def constraint_terms(cons: TreeConstraints, tree: KinematicTree, qpos, qvel, t, p=None):
+    """(Phi, G, nu, gamma) at (qpos, qvel, t); ``p``: the poses at qpos, where computed."""
+    p = poses(tree, qpos) if p is None else p
+    phi, G = _jacobians(cons, tree, qpos, t, p)
+    gammas = [
+        _frame_gamma(part, tree, p, qvel, t)
+        if isinstance(part, ClosingRows)
+        else _part_gamma(part, tree, qpos, qvel, t)
+        for part in cons.parts
+    ]
+    gamma = _kept(cons, _joined(gammas, qpos))
+    return phi, G, -_time_rate(cons, tree, qpos, t, p), gamma
 
 
 def _soft_terms(cons: TreeConstraints, phi, velocity, gamma, h):
@@ -169,14 +282,14 @@ def _soft_terms(cons: TreeConstraints, phi, velocity, gamma, h):
     return jnp.concatenate(R), jnp.concatenate(target)
 
 
-def acceleration_terms(cons: TreeConstraints, tree: KinematicTree, qpos, qvel, t, h):
+def acceleration_terms(cons: TreeConstraints, tree: KinematicTree, qpos, qvel, t, h, p=None):
     """(Phi, G, nu, target, R) of the kept rows: their values, Jacobian and velocity
     right-hand side, and G qacc = target - R lam, with target gamma on exact rows and
     MuJoCo's reference acceleration on soft ones (R: None without soft rows)."""
     if not cons.soft.any():
-        return (*constraint_terms(cons, tree, qpos, qvel, t), None)
+        return (*constraint_terms(cons, tree, qpos, qvel, t, p), None)
     # a soft part's impedance reads all its rows (soft rows are always kept)
-    phi, G, nu, gamma = constraint_terms(cons._replace(keep=None), tree, qpos, qvel, t)
+    phi, G, nu, gamma = constraint_terms(cons._replace(keep=None), tree, qpos, qvel, t, p)
     R, target = _soft_terms(cons, phi, mv(G, qvel), gamma, h)
     if cons.keep is None:
         return phi, G, nu, target, R
@@ -210,8 +323,9 @@ def project(cons: TreeConstraints, tree: KinematicTree, qpos, qvel, t, *, iterat
         qpos = newton(qpos)
     else:
         qpos = jax.lax.fori_loop(0, iterations, lambda _, q: newton(q), qpos)
-    _, G = constraint_jacobian(cons, tree, qpos, t)
-    phi_t = _time_rate(cons, tree, qpos, t)
+    p = poses(tree, qpos)
+    _, G = constraint_jacobian(cons, tree, qpos, t, p)
+    phi_t = _time_rate(cons, tree, qpos, t, p)
     qvel = qvel - mtv(G, solve_normal(cons, G, G, mv(G, qvel) + phi_t))
     return qpos, qvel
 

@@ -131,7 +131,8 @@ def accelerations(model: Model, tree: KinematicTree, loops: TreeConstraints | No
         return Accelerations(qacc, jnp.zeros(0, qacc.dtype), p, forces, zero, rhs, mass, D,
                              position_jacobian=K)  # fmt: skip
     h = damping_step if step is None else step
-    phi, G, _, target, R = acceleration_terms(loops, tree, qpos, qvel, t, 0.0 if h is None else h)
+    h = 0.0 if h is None else h
+    phi, G, _, target, R = acceleration_terms(loops, tree, qpos, qvel, t, h, p)
     Y = cholesky_solve(M, G.T)  # (nv, m)
     lam = solve_normal(loops, G, Y.T, mv(G, qacc) - target, R)
     if R is not None:  # the drift of soft rows is theirs to have

@@ -39,7 +39,7 @@ from ..newton import ROUNDOFF, Scale, implicit_root, newton_iterate
 from ..tree import integrate_positions
 from ._stepper_base import AbstractJointStepper
 from .dynamics import Accelerations, accelerations
-from .loops import loop_jacobian, loop_residual
+from .loops import loop_jacobian
 
 
 def _equations(model, tree, loops, qpos, qvel, qacc, lam, t):
@@ -48,8 +48,8 @@ def _equations(model, tree, loops, qpos, qvel, qacc, lam, t):
     r = acc.mass @ qacc - acc.rhs
     if loops is None:
         return r, jnp.zeros(0, qpos.dtype)
-    _, G = loop_jacobian(loops, tree, qpos, t)
-    return r + G.T @ lam, loop_residual(loops, tree, qpos, t)
+    phi, G = loop_jacobian(loops, tree, qpos, t, acc.poses)
+    return r + G.T @ lam, phi
 
 
 class _ImplicitJointStepper(AbstractJointStepper):
