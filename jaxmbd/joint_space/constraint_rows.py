@@ -31,7 +31,7 @@ import numpy as np
 import scipy.linalg
 
 from .. import _config  # noqa: F401
-from ..equations import constraint_values
+from ..equations import _row_bodies, constraint_values, rA_terms_rows
 from ..model import Model
 from ..tree import KinematicTree, cholesky_solve, integrate_positions, poses
 from ..tree._elementwise import cross, mtv, mv, picked_sum, row_products
@@ -127,66 +127,50 @@ def constraint_residual(cons: TreeConstraints, tree: KinematicTree, qpos, t):
     return _kept(cons, _joined([part.residual(tree, p, qpos, t) for part in cons.parts], qpos))
 
 
-def _turned(w, R):
-    """w~ R for stacked (nb, 3) and (nb, 3, 3): each column of R crossed with w."""
-    return jnp.swapaxes(cross(w[:, None, :], jnp.swapaxes(R, 1, 2)), 1, 2)
+def _body_jacobians(tree: KinematicTree, p: TreePoses):
+    """(nb + 1, 6, nv): each body's (centre-of-mass displacement, body-frame rotation
+    vector) per joint tangent, the ground's row zero: the spatial motions S of the dofs
+    on the body's chain (Featherstone eq. 3.32) taken at the centre of mass and turned
+    into the body's frame."""
+    anc = jnp.asarray(dof_ancestors(tree), p.c.dtype)[:, :, None]  # (nb, nv, 1)
+    w = anc * p.S[None, :, :3]  # (nb, nv, 3)
+    dc = anc * p.S[None, :, 3:] + cross(w, p.c[:, None, :])
+    dtheta_bar = jnp.einsum("bki,bdk->bdi", p.R, w)
+    J = jnp.swapaxes(jnp.concatenate([dc, dtheta_bar], -1), 1, 2)
+    return jnp.concatenate([J, jnp.zeros((1, *J.shape[1:]), J.dtype)])
 
 
-def _body_tangents(tree: KinematicTree, p: TreePoses, delta):
-    """(dc, dtheta): the centres of mass' and the world rotation vectors' first-order
-    change along qpos (+) delta (the spatial motions of the bodies, summed over their
-    chains, at the centre of mass)."""
-    V = picked_sum(dof_ancestors(tree), p.S * delta[:, None])
-    return V[:, 3:] + cross(V[:, :3], p.c), V[:, :3]
-
-
-def _frame_rows(part: ClosingRows):
-    """The part's rows as a function of (c, R, t) only."""
-    return lambda c, R, t: constraint_values(part.model, c, R, t)
-
-
-def _frame_jacobian(part: ClosingRows, tree, p: TreePoses, t):
-    """(Phi, G) of rows of the bodies' frames: forward mode along the bodies' first-order
-    curves c + dc, (1 + dtheta~) R, with dc and dtheta linear in the tangent."""
-    rows = _frame_rows(part)
-
-    def along(delta):
-        dc, dtheta = _body_tangents(tree, p, delta)
-        return rows(p.c + dc, p.R + _turned(dtheta, p.R), t)
-
-    zero = jnp.zeros(tree.nv, p.c.dtype)
-    return rows(p.c, p.R, t), jax.jacfwd(along)(zero)
-
-
-def _frame_time_rate(part: ClosingRows, p: TreePoses, t):
-    rows = _frame_rows(part)
-    t = jnp.asarray(t, p.c.dtype)
-    return jax.jvp(lambda t_: rows(p.c, p.R, t_), (t,), (jnp.ones_like(t),))[1]
-
-
-def _frame_gamma(part: ClosingRows, tree, p: TreePoses, qvel, t):
-    """gamma = -d^2/ds^2 Phi(c(s), R(s), t + s) along the bodies' second-order curve
-    c(s) = c + s c_dot + s^2/2 c_ddot, R(s) = (1 + s w~ + s^2/2 (alpha~ + w~ w~)) R, whose
-    derivatives at s = 0 are those of q (+) s qvel: w, c_dot the bodies' velocities and
-    alpha, c_ddot their accelerations at qacc = 0 (Featherstone eq. 2.47)."""
-    rows = _frame_rows(part)
+def _frame_terms(part: ClosingRows, tree: KinematicTree, p: TreePoses, qvel, t):
+    """(Phi, G, nu, gamma) of rows of the bodies' frames from the GCONs' closed forms in
+    absolute coordinates (:func:`jaxmbd.equations.rA_terms_rows`: per-row body blocks and
+    the velocity-quadratic gamma_rA at the bodies' velocities), chained with the bodies'
+    Jacobians: G = sum_b jac_b J_b and gamma = gamma_rA - sum_b jac_b a_b, a_b the
+    bodies' (centre-of-mass, body-frame angular) accelerations at qacc = 0 (S_dot qvel,
+    Featherstone eqs. 2.32 and 2.47)."""
     V, S_dot = velocities(tree, p.S, qvel)
     A = picked_sum(dof_ancestors(tree), S_dot * qvel[:, None])
     w, alpha = V[:, :3], A[:, :3]
     c_dot = V[:, 3:] + cross(w, p.c)
     c_ddot = A[:, 3:] + cross(alpha, p.c) + cross(w, c_dot)
-    wR = _turned(w, p.R)
-    R_ddot = _turned(alpha, p.R) + _turned(w, wR)
+    omega_bar = jnp.einsum("bki,bk->bi", p.R, w)
+    t = jnp.asarray(t, p.c.dtype)
+    phi, jac_i, jac_j, nu, gamma = rA_terms_rows(part.model, p.c, p.R, c_dot, omega_bar, t)
+    bi, bj = _row_bodies(part.model)
+    J = _body_jacobians(tree, p)
+    a0 = jnp.concatenate([c_ddot, jnp.einsum("bki,bk->bi", p.R, alpha)], -1)
+    a0 = jnp.concatenate([a0, jnp.zeros((1, 6), a0.dtype)])
+    G = jnp.einsum("ri,rid->rd", jac_i, J[bi]) + jnp.einsum("ri,rid->rd", jac_j, J[bj])
+    gamma = gamma - jnp.sum(jac_i * a0[bi], -1) - jnp.sum(jac_j * a0[bj], -1)
+    return phi, G, nu, gamma
 
-    def along(s):
-        return rows(p.c + s * c_dot + 0.5 * s * s * c_ddot, p.R + s * wR + 0.5 * s * s * R_ddot,
-                    t + s)  # fmt: skip
 
-    def rate(s):
-        return jax.jvp(along, (s,), (jnp.ones_like(s),))[1]
+def _frame_jacobian(part: ClosingRows, tree, p: TreePoses, t):
+    phi, G, _, _ = _frame_terms(part, tree, p, jnp.zeros(tree.nv, p.c.dtype), t)
+    return phi, G
 
-    zero = jnp.zeros((), qvel.dtype)
-    return -jax.jvp(rate, (zero,), (jnp.ones_like(zero),))[1]
+
+def _frame_time_rate(part: ClosingRows, tree, p: TreePoses, t):
+    return -_frame_terms(part, tree, p, jnp.zeros(tree.nv, p.c.dtype), t)[2]
 
 
 def _part_residual(part, tree, qpos, t):
@@ -236,7 +220,7 @@ def _jacobians(cons, tree, qpos, t, p):
 def _time_rate(cons, tree, qpos, t, p=None):
     p = poses(tree, qpos) if p is None else p
     rates = [
-        _frame_time_rate(part, p, t)
+        _frame_time_rate(part, tree, p, t)
         if isinstance(part, ClosingRows)
         else _part_time_rate(part, tree, qpos, t)
         for part in cons.parts
@@ -252,15 +236,19 @@ def constraint_jacobian(cons: TreeConstraints, tree: KinematicTree, qpos, t, p=N
 def constraint_terms(cons: TreeConstraints, tree: KinematicTree, qpos, qvel, t, p=None):
     """(Phi, G, nu, gamma) at (qpos, qvel, t); ``p``: the poses at qpos, where computed."""
     p = poses(tree, qpos) if p is None else p
-    phi, G = _jacobians(cons, tree, qpos, t, p)
-    gammas = [
-        _frame_gamma(part, tree, p, qvel, t)
+    out = [
+        _frame_terms(part, tree, p, qvel, t)
         if isinstance(part, ClosingRows)
-        else _part_gamma(part, tree, qpos, qvel, t)
+        else (
+            *_part_jacobian(part, tree, qpos, t),
+            -_part_time_rate(part, tree, qpos, t),
+            _part_gamma(part, tree, qpos, qvel, t),
+        )
         for part in cons.parts
     ]
-    gamma = _kept(cons, _joined(gammas, qpos))
-    return phi, G, -_time_rate(cons, tree, qpos, t, p), gamma
+    phi, nu, gamma = (_kept(cons, _joined([o[k] for o in out], qpos)) for k in (0, 2, 3))
+    G = jnp.concatenate([o[1] for o in out]) if out else jnp.zeros((0, tree.nv), qpos.dtype)
+    return phi, _kept(cons, G), nu, gamma
 
 
 def _soft_terms(cons: TreeConstraints, phi, velocity, gamma, h):
