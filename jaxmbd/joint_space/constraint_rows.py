@@ -6,13 +6,13 @@ together.
 Their Jacobian G = dPhi(q (+) delta)/d delta at delta = 0 (the retraction of
 :func:`jaxmbd.tree.integrate_positions`, so G maps qvel), the right-hand sides
 nu = -dPhi/dt and gamma = -d^2/ds^2 Phi(q (+) s qvel, t + s) at s = 0 (the curve has zero
-joint acceleration, so what remains is the velocity-quadratic part) come from autodiff.
-Rows of the bodies' frames alone (:class:`ClosingRows`) are differentiated at the body
-level, the forward kinematics evaluated once: the tree's motion subspaces S give each
-body's velocity along any tangent (Featherstone eq. 3.32), and the bodies' velocities and
-their accelerations at qacc = 0 (S_dot qvel, eq. 2.32) the second-order curve of the
-centres of mass and rotations that q (+) s qvel follows; only the GCON rows are
-differentiated along it. Other rows differentiate the forward kinematics themselves.
+joint acceleration, so what remains is the velocity-quadratic part).
+Rows of the bodies' frames alone (:class:`ClosingRows`) need no autodiff and one forward
+kinematics: the GCONs' closed forms in absolute coordinates (rA's per-row body blocks,
+nu and the velocity-quadratic gamma at the bodies' velocities) are chained with the
+bodies' Jacobians, which the tree's motion subspaces S give (Featherstone eq. 3.32), and
+gamma takes the bodies' accelerations at qacc = 0 (S_dot qvel, eq. 2.32) through the
+blocks. Other rows differentiate the forward kinematics along the retraction.
 
 Exact rows hold G qacc = gamma; soft rows (a part with a ``softness``) are MuJoCo's: their
 multipliers solve (G M^-1 G^T + R) lam = G qacc_0 - aref, with R and aref of
