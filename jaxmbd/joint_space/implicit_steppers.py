@@ -52,13 +52,17 @@ def _equations(model, tree, loops, qpos, qvel, qacc, lam, t):
     return r + G.T @ lam, phi
 
 
+def _heaviest(model):
+    return jnp.maximum(jnp.max(model.mass, initial=0.0), 1.0)
+
+
 class _ImplicitJointStepper(AbstractJointStepper):
     """Shared Newton solve: ``tol`` (relative, 1e-10), ``max_iter`` (20)."""
 
     tol: float = 1e-10
     max_iter: int = 20
 
-    def _solve(self, residual, params, x0, nv, qpos, c_q):
+    def _solve(self, residual, params, x0, nv, qpos, c_q, heavy):
         """The root of residual(x, params) from x0, with implicit gradients; and the
         Newton status (0: converged). ``c_q``: d qpos_{k+1} / d x[:nv] (h for backward
         Euler's velocities, beta h^2 (1 - alpha_f) / (1 - alpha_m) for generalized-alpha's
@@ -68,7 +72,9 @@ class _ImplicitJointStepper(AbstractJointStepper):
         evaluated at qpos_{k+1} ~ |qpos| to round-off eps |qpos|, which x[:nv] can resolve
         only to eps |qpos| / c_q (with h = 1e-3, 1e6 times finer than a position), as the
         absolute formulations' Newton scale has it (:func:`jaxmbd.integrators.base`);
-        without it the tests ask the loop rows for less than their own round-off."""
+        without it the tests ask the loop rows for less than their own round-off. The
+        multipliers' floor is that times ``heavy``, the heaviest body's mass (the force
+        such an error of the accelerations makes), as there."""
         frozen = jax.lax.stop_gradient(params)
         eps = ROUNDOFF * float(jnp.finfo(jnp.float64).eps)
         by_positions = eps * jnp.maximum(jnp.max(jnp.abs(qpos), initial=0.0), 1.0) / c_q
@@ -76,7 +82,8 @@ class _ImplicitJointStepper(AbstractJointStepper):
         def scale(x):
             size = jnp.maximum(jnp.max(jnp.abs(x[:nv]), initial=0.0), 1.0)
             w = jnp.full(x.shape, size, x.dtype)
-            e = eps * w + jnp.where(jnp.arange(x.shape[0]) < nv, by_positions, 0.0)
+            floor = jnp.where(jnp.arange(x.shape[0]) < nv, 1.0, heavy) * by_positions
+            e = eps * w + floor
             return Scale(w, e)
 
         def F_and_J(x):
@@ -126,7 +133,7 @@ class BackwardEulerJoint(_ImplicitJointStepper):
             return jnp.concatenate([h * r, phi])
 
         x0 = jnp.concatenate([qvel + h * acc.qacc, jnp.zeros(m, qvel.dtype)])
-        x, status = self._solve(residual, (model, qpos, qvel), x0, nv, qpos, h)
+        x, status = self._solve(residual, (model, qpos, qvel), x0, nv, qpos, h, _heaviest(model))
         v = x[:nv]
         qacc = (v - qvel) / h
         return integrate_positions(tree, qpos, h * v, 1.0), v, qacc, qacc, status
@@ -170,7 +177,8 @@ class GeneralizedAlphaJoint(_ImplicitJointStepper):
         a_n = acc.qacc if acc.algorithmic is None else acc.algorithmic
         x0 = jnp.concatenate([qacc_n, jnp.zeros(m, qvel.dtype)])
         c_q = beta * h * h * (1.0 - alpha_f) / (1.0 - alpha_m)
-        x, status = self._solve(residual, (model, qpos, qvel, qacc_n, a_n), x0, nv, qpos, c_q)
+        x, status = self._solve(residual, (model, qpos, qvel, qacc_n, a_n), x0, nv, qpos, c_q,
+                                 _heaviest(model))  # fmt: skip
         q, v, a = advanced(qpos, qvel, qacc_n, a_n, x[:nv])
         return q, v, x[:nv], a, status
 
