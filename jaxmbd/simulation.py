@@ -30,7 +30,7 @@ from ._stepping import (
     run_in_blocks,
     strided_scan,
 )
-from ._xla_flags import unhoisted_when_differentiated
+from ._xla_flags import forward_loop_hoisted_when_differentiated, unhoisted_when_differentiated
 from .actuators import (
     ACTIVATION_DYNAMICS,
     NO_DYNAMICS,
@@ -57,6 +57,7 @@ from .joint_space import simulate_joint_space
 from .limits_option import limits_integrator, with_limits
 from .line_search import LineSearchNewton
 from .model import Model
+from .newton import SAVED_FOR_ADJOINT
 from .redundancy import rows_for_run, with_full_multipliers
 from .solution import Solution
 
@@ -97,6 +98,19 @@ def _initial(model, form: AbstractFormulation, integrator: AbstractIntegrator, h
     return carry, out
 
 
+def _adjoint_recomputes(step):
+    """``step`` as it is, or, where a gradient's forward time loop is hoisted by XLA
+    (:func:`forward_loop_hoisted_when_differentiated`), recomputed in reverse mode except
+    for its Newton roots and their factored Jacobians (``jax.checkpoint`` with
+    :data:`~jaxmbd.newton.SAVED_FOR_ADJOINT`): the forward loop then runs the step and
+    stores its carry and roots, not the ~20 kB of residuals of its linearisation, and the
+    adjoint step (a native loop) linearises again. Same derivatives; undifferentiated
+    programs unchanged (``prevent_cse=False`` adds no barrier)."""
+    if not forward_loop_hoisted_when_differentiated():
+        return step
+    return jax.checkpoint(step, prevent_cse=False, policy=SAVED_FOR_ADJOINT)
+
+
 def _scan(
     model,
     form,
@@ -125,7 +139,9 @@ def _scan(
             u = policy_controls(model, policy, (k - 1) * h, (r, A, rdot, omega),
                                 key=sensor_key, step=k - 1)  # fmt: skip
             stepped = with_controls(model, u)
-        carry, res = integrator.step(stepped, form, carry, k, h)
+        carry, res = _adjoint_recomputes(lambda carry: integrator.step(stepped, form, carry, k, h))(
+            carry
+        )
         out = _outputs(form, res.q, res.v, res.a, res.lam, model.nc)
         info = (res.info.iterations, res.info.status, res.info.residual_norm)
         out = out + info + _own_coordinates(form, res.q, res.v)

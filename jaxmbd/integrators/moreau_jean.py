@@ -66,6 +66,7 @@ from typing import Any, ClassVar, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.ad_checkpoint import checkpoint_name
 
 from .. import _config  # noqa: F401
 from .._joint_forces import coordinates_and_gradients, coordinates_and_rates
@@ -75,7 +76,7 @@ from ..forces import BodyState
 from ..formulations.index1 import index1_system
 from ..joint_limits import JointLimits
 from ..model import Model
-from ..newton import NewtonInfo
+from ..newton import ROOT, ROOT_FACTORS, NewtonInfo
 from .base import AbstractIntegrator, StepResult
 
 #: A slot is active when its gap at the step's midpoint is below this times ``tol`` (in
@@ -445,7 +446,7 @@ def _implicit_root(residual, jacobian, x_star, args):
     args) in closed form and dF the residual's derivative with respect to ``args`` (a
     pytree of arrays). Under reverse mode J and its factorisation are formed once, in the
     forward sweep, and the backward sweep solves with that factor."""
-    x_star = jax.lax.stop_gradient(x_star)
+    x_star = checkpoint_name(jax.lax.stop_gradient(x_star), ROOT)
 
     @jax.custom_jvp
     def root(x, args):
@@ -456,7 +457,7 @@ def _implicit_root(residual, jacobian, x_star, args):
     def _rule(primals, tangents):
         x, args = primals
         _, dargs = tangents
-        J = jax.lax.stop_gradient(jacobian(x, args))
+        J = checkpoint_name(jax.lax.stop_gradient(jacobian(x, args)), ROOT_FACTORS)
         _, dF = jax.jvp(lambda a: residual(x, a), (args,), (dargs,))
         return x, -_least_squares(J, dF)
 
