@@ -34,6 +34,7 @@ import jaxlib
 import numpy as np
 from jax._src import compiler as jax_compiler
 from jax._src import config as jax_config
+from jax._src.export._export import _ensure_backends_initialized
 from jax.experimental.serialize_executable import _JaxPjrtUnpickler, serialize
 
 from . import _config
@@ -341,6 +342,9 @@ def _load_executable(path: Path | None, compiler_options, rebuild) -> _Program |
     try:
         payload, in_tree, out_tree, skeleton = pickle.loads(path.read_bytes())
         device = jax.devices()[0]
+        # the FFI handlers that lowering would set up (LAPACK's function pointers on the
+        # CPU): jax.export's reloaded programs call the same before they run
+        _ensure_backends_initialized((device.platform,))
         unpickler = _ExecutableUnpickler(io.BytesIO(payload), device,
                                          _xla_options(compiler_options, device))  # fmt: skip
         unloaded, args_info_flat, no_kwargs = unpickler.load()
