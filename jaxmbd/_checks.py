@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._jit import jit
 from ._parameter_checks import unheld_singular_inertia, with_parameter_status
 from ._results import NONFINITE, RESULT_ITEMS, RESULTS, SUCCESS, code_message
 from .equations import constraint_values, rA_terms
@@ -162,7 +163,7 @@ def start_correction(model: Model, r, A, rdot, omega) -> StartCorrection:
     return StartCorrection(*_correction(r, A, rdot, omega, *start))
 
 
-@jax.jit
+@jit
 def _correction(r, A, rdot, omega, r0, A0, rdot0, omega0):
     """:func:`start_correction`'s arrays. One program: run eagerly after every simulation,
     its 16 operations were 16 small compilations (several seconds of a first run)."""

@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _config  # noqa: F401
+from ._jit import jit
 
 _FUNCTIONS = {
     "sin": jnp.sin,
@@ -165,11 +166,11 @@ class Expression(eqx.Module):
     def check_finite_at_start(self, *, where: str):
         """Refuse an expression whose value, first or second time derivative at t = 0 is not
         finite (``9**9**9``, ``log(-1)``, ``sqrt(t)``): it would enter the solver as inf/NaN."""
-        values = driver_derivatives(jnp.zeros(1), (_single_group(self),), 0.0)
+        values = _start_derivatives(_single_group(self))
         bad = [
             name
             for name, v in zip(("f", "f_dot", "f_ddot"), values, strict=True)
-            if not jnp.isfinite(v[0])
+            if not np.isfinite(float(v[0]))
         ]
         if bad:
             shown = self.source if len(self.source) <= 80 else self.source[:77] + "..."
@@ -192,6 +193,13 @@ class DriverGroup(eqx.Module):
 
     def __call__(self, t):
         return jax.vmap(lambda c: evaluate_program(self.program, c, t))(self.constants)
+
+
+@jit
+def _start_derivatives(group: DriverGroup):
+    """(f, f_dot, f_ddot) of one expression at t = 0: one program (a cached one in a new
+    process, :func:`jaxmbd.jit`) instead of a dozen operations each compiled apart."""
+    return driver_derivatives(jnp.zeros(1), (group,), 0.0)
 
 
 def _single_group(expr: Expression) -> DriverGroup:

@@ -9,6 +9,7 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -38,6 +39,13 @@ from .tendons import _TendonBuilder
 
 def _optional(element) -> tuple:
     return () if element is None else (element,)
+
+
+def _device(values) -> jax.Array:
+    """Host numbers as a float64 device array. ``jax.device_put``, not ``jnp.asarray``: on
+    a NumPy array JAX's ``asarray`` compiles a copy program per shape, which a new process
+    traces, lowers and looks up again (tens of ms each, a dozen per model)."""
+    return jax.device_put(np.asarray(values, dtype=np.float64))
 
 
 @dataclass
@@ -105,7 +113,7 @@ class ModelBuilder(
                 vals = [
                     gc.vectors.get(key, gc.vectors.get(alias, np.zeros(3))) for _, gc in members
                 ]
-                return jnp.asarray(np.reshape(np.array(vals, dtype=np.float64), (len(members), 3)))
+                return _device(np.reshape(np.array(vals, dtype=np.float64), (len(members), 3)))
 
             sets.append(
                 GconSet(
@@ -150,15 +158,15 @@ class ModelBuilder(
             constraint_kinds=tuple(gc.kind for gc in self._gcons),
             constraint_joints=tuple(gc.joint for gc in self._gcons),
             constraint_bodies=tuple((index[gc.body_i], index[gc.body_j]) for gc in self._gcons),
-            mass=jnp.asarray([b.mass for b in bodies]),
-            inertia=jnp.asarray(np.stack([b.inertia for b in bodies])),
-            gravity=jnp.asarray(g),
-            r0=jnp.asarray(np.stack([b.r for b in bodies])),
-            A0=jnp.asarray(np.stack([b.A for b in bodies])),
-            rdot0=jnp.asarray(np.stack([b.rdot for b in bodies])),
-            omega0=jnp.asarray(np.stack([b.omega for b in bodies])),
+            mass=_device([b.mass for b in bodies]),
+            inertia=_device(np.stack([b.inertia for b in bodies])),
+            gravity=_device(g),
+            r0=_device(np.stack([b.r for b in bodies])),
+            A0=_device(np.stack([b.A for b in bodies])),
+            rdot0=_device(np.stack([b.rdot for b in bodies])),
+            omega0=_device(np.stack([b.omega for b in bodies])),
             gcons=tuple(sets),
-            f_offset=jnp.asarray(f_offset),
+            f_offset=_device(f_offset),
             drivers=group_drivers(driven),
             forces=self._resolved_forces()
             + _optional(self._contact_element(len(bodies)))
