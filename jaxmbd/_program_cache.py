@@ -10,7 +10,12 @@ program), the static part of its arguments (the model's structure, the options: 
 code of every function and class met on the way), the shapes and dtypes of its array
 arguments, JAX's tracing configuration, the versions of jax and jaxlib and the source of
 jaxmbd itself. A hit is deserialised and compiled (XLA's cache then has it); a miss is
-exported, run and saved. Anything that cannot be keyed or exported (a closure over an
+exported, run and saved. Beside it the compiled executable is kept, keyed by that key and
+by what XLA compiles with (compiler options, ``XLA_FLAGS``, JAX's settings, the backend,
+its devices, the host CPU): a hit loads it without tracing, lowering or XLA's cache lookup
+(with its compile options and the FFI handlers that lowering would set up, as
+``jax.export``'s reload does); one that does not load, or fails on its first call, is
+replaced by the exported program's. Anything that cannot be keyed or exported (a closure over an
 object that does not pickle, a host callback in the program) or a file that does not load
 runs the ordinary ``jit`` path. ``JAXMBD_NO_COMPILATION_CACHE=1`` turns this cache off with
 XLA's (:mod:`jaxmbd._config`).

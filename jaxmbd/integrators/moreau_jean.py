@@ -53,7 +53,8 @@ joint Jacobian G with G v = nu):
 theorem at the converged step (the least-squares solution of J dx = -dF with the
 generalised Jacobian J at the root, formed and factored once per step and reused by the
 backward sweep); v_{k+1} and Lambda follow from P through the eliminated (differentiable)
-linear algebra.
+linear algebra. The rule is differentiable again (:func:`_implicit_root`): ``jax.hessian``
+and jvp of grad are exact, on each branch of the nonsmooth law.
 
 The multipliers reported (``sol.lam``) are Lambda / h, the joint reactions averaged over
 the step; the accelerations (v_{k+1} - v_k) / h, impulsive where an impact happened.
