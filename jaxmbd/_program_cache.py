@@ -31,6 +31,7 @@ import os
 import pickle
 import types
 import warnings
+import zlib
 from pathlib import Path
 
 import equinox as eqx
@@ -345,7 +346,7 @@ def _load_executable(path: Path | None, compiler_options, rebuild) -> _Program |
     if path is None or not path.exists():
         return None
     try:
-        payload, in_tree, out_tree, skeleton = pickle.loads(path.read_bytes())
+        payload, in_tree, out_tree, skeleton = pickle.loads(zlib.decompress(path.read_bytes()))
         device = jax.devices()[0]
         # the FFI handlers that lowering would set up (LAPACK's function pointers on the
         # CPU): jax.export's reloaded programs call the same before they run
@@ -373,7 +374,8 @@ def _compile_and_store(call, leaves, skeleton, path: Path | None):
         specs = [jax.ShapeDtypeStruct(x.shape, x.dtype, weak_type=x.weak_type) for x in leaves]
         compiled = call.lower(*specs).compile()
         payload, in_tree, out_tree = serialize(compiled)
-        data = pickle.dumps((payload, in_tree, out_tree, skeleton), protocol=5)
+        # compressed: a CPU executable's object code is 1-2 MB and compresses about 4x
+        data = zlib.compress(pickle.dumps((payload, in_tree, out_tree, skeleton), protocol=5), 1)
     except Exception:  # a backend without serialisable executables: XLA's cache serves
         return call
     try:
