@@ -55,6 +55,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _config  # noqa: F401
+from ._host_arrays import device_array
 from ._small import mm, mtm, mv, row_vec_mat
 from ._topology import body_graph
 from .errors import ModelError
@@ -480,7 +481,7 @@ def place_joint_states(model, states: Mapping[str, tuple]):
         w_bar[:] = np.einsum("bji,bj->bi", A, w)
         starts[name] = g if spec.quaternion else np.asarray(q, dtype=np.float64)
     joints = tuple(
-        eqx.tree_at(lambda d: d.q_start, d, jnp.asarray(starts[d.name]).reshape(-1))
+        eqx.tree_at(lambda d: d.q_start, d, device_array(np.asarray(starts[d.name]).reshape(-1)))
         if d.name in starts
         else d
         for d in model.joints

@@ -121,7 +121,10 @@ def main() -> None:
     def maker(tree, kind, what):
         if kind == "file":
             return lambda: tree.load_model(what)
-        return lambda: tree.models.REGISTRY[what].build()
+        entry = tree.models.REGISTRY[what]
+        if entry.size_argument is None:
+            return entry.build
+        return lambda: entry.build(**{entry.size_argument: entry.default_size})
 
     uptime = [subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()]
     times = {label: ([], []) for label, _, _ in jobs}
