@@ -14,6 +14,11 @@ alternate between the trees (the base first in odd repeats); the medians per fil
     git worktree add --detach /tmp/loadspeed_base <base commit>
     python -m benchmarks.probes.load_equality --base /tmp/loadspeed_base --repeats 3 \
         --out benchmarks/results/load_time.md
+    python -m benchmarks.probes.load_equality --base /tmp/loadspeed_base --fresh \
+        --repeats 3 --out benchmarks/results/load_time.md
+
+``--fresh`` appends a second table: each tree loads the 32 files one after another in a
+fresh process (a user's first loads, and a test session's), alternating, medians.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from __future__ import annotations
 import argparse
 import glob
 import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -89,9 +95,8 @@ def compare(old, new, package: str) -> list[str]:
             out.append(f"{where}: {a.shape} {a.dtype} against {b.shape} {b.dtype}")
         elif a.tobytes() != b.tobytes():
             diff = np.abs(a.astype(np.float64) - b.astype(np.float64))
-            scale = np.maximum(np.abs(a.astype(np.float64)), 1e-300)
-            out.append(f"{where}: max abs diff {np.nanmax(diff):.3g}, "
-                       f"rel {np.nanmax(diff / scale):.3g}")  # fmt: skip
+            out.append(f"{where}: max abs diff {np.nanmax(diff):.2g} "
+                       f"(max abs value {np.nanmax(np.abs(a)):.2g})")  # fmt: skip
     if _static_text(a_static, package) != _static_text(b_static, "jaxmbd"):
         out.append("static parts differ")
     return out
@@ -105,13 +110,68 @@ def _timed(make):
     return time.perf_counter() - start, model
 
 
+def child(labels) -> None:
+    """Load the files ``labels`` in this (fresh) process, in order: JSON {label: seconds}."""
+    paths = dict(files())
+    out = {}
+    for label in labels:
+        out[label] = _timed(lambda label=label: jaxmbd.load_model(paths[label]))[0]
+    print(json.dumps(out))
+
+
+def fresh(base: str, labels, repeats: int, out_path: str | None) -> None:
+    """Each tree loads ``labels`` in a fresh process (a user's first loads, the files one
+    after another as a test session meets them); the trees alternate, ``repeats`` times."""
+    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    uptime = [subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()]
+    times: dict[str, dict[str, list]] = {"base": {}, "this": {}}
+    for repeat in range(repeats):
+        trees = (("base", base), ("this", here))
+        for name, root in trees if repeat % 2 == 0 else trees[::-1]:
+            env = dict(os.environ, PYTHONPATH=root)
+            run = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", *labels],
+                                 env=env, capture_output=True, text=True, check=True)  # fmt: skip
+            for label, seconds in json.loads(run.stdout.strip().splitlines()[-1]).items():
+                times[name].setdefault(label, []).append(seconds)
+            print(f"repeat {repeat} {name}: {sum(times[name][k][-1] for k in labels):.1f} s",
+                  flush=True)  # fmt: skip
+    uptime.append(subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+    lines = ["| file (fresh process, in this order) | base (s) | this (s) | base / this |",
+             "|---|---|---|---|"]  # fmt: skip
+    totals = [0.0, 0.0]
+    for label in labels:
+        old, new = (float(np.median(times[t][label])) for t in ("base", "this"))
+        totals = [totals[0] + old, totals[1] + new]
+        lines.append(f"| {label} | {old:.2f} | {new:.2f} | {old / new:.1f} |")
+    lines.append(f"| **total** | {totals[0]:.1f} | {totals[1]:.1f} | "
+                 f"{totals[0] / totals[1]:.1f} |")  # fmt: skip
+    text = "\n".join(lines)
+    print(text)
+    print("\n".join(f"uptime: {u}" for u in uptime))
+    if out_path:
+        with open(out_path, "a") as fh:
+            fh.write("\n" + text + "\n\n" + "\n".join(f"`uptime`: {u}" for u in uptime) + "\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--base", required=True, help="checkout of the base tree")
+    parser.add_argument("--base", help="checkout of the base tree")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--only", nargs="*", help="labels to run (default: all)")
     parser.add_argument("--out", help="markdown table of the load times")
+    parser.add_argument(
+        "--fresh",
+        action="store_true",
+        help="time the files' first loads in fresh processes (no comparison)",
+    )
+    parser.add_argument("--child", nargs="*", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child is not None:
+        return child(args.child)
+    if args.fresh:
+        labels = [label for label, _ in files()
+                  if not args.only or any(key in label for key in args.only)]  # fmt: skip
+        return fresh(args.base, labels, args.repeats, args.out)
     base = import_tree(args.base, "jaxmbd_base")
     jobs = [(label, "file", path) for label, path in files()]
     jobs += [(f"builtin/{name}", "builtin", name) for name in jaxmbd.models.REGISTRY]
@@ -122,6 +182,8 @@ def main() -> None:
         if kind == "file":
             return lambda: tree.load_model(what)
         entry = tree.models.REGISTRY[what]
+        if what in tree.models.SHIPPED:  # the file, not the cached model
+            return lambda: tree.load_model(tree.models.path(what))
         if entry.size_argument is None:
             return entry.build
         return lambda: entry.build(**{entry.size_argument: entry.default_size})
