@@ -6,8 +6,9 @@ same kinds of joints compiles nothing."""
 
 import warnings
 
-import jaxmbd as mbd
 from conftest import count_compilations
+
+import jaxmbd as mbd
 
 
 def _chain(n: int) -> str:
