@@ -38,10 +38,15 @@ import equinox as eqx
 import jax
 import jaxlib
 import numpy as np
-from jax._src import compiler as jax_compiler
 from jax._src import config as jax_config
-from jax._src.export._export import _ensure_backends_initialized
-from jax.experimental.serialize_executable import _JaxPjrtUnpickler, serialize
+
+try:  # not public API: without it, no executable is stored or loaded (exported programs are)
+    from jax._src import compiler as jax_compiler
+    from jax._src.export._export import _ensure_backends_initialized
+    from jax.experimental.serialize_executable import _JaxPjrtUnpickler, serialize
+except ImportError:  # pragma: no cover
+    _JaxPjrtUnpickler = object
+    jax_compiler = _ensure_backends_initialized = serialize = None
 
 from . import _config
 
@@ -304,7 +309,7 @@ def _executable_key(key: str, compiler_options) -> str | None:
     devices, the host's CPU); None where the CPU cannot be identified (no executable is
     stored or loaded there)."""
     cpu = _host_cpu()
-    if cpu is None:
+    if cpu is None or serialize is None:
         return None
     client = jax.local_devices()[0].client
     settings = sorted((k, repr(v)) for k, v in jax.config.values.items())
