@@ -41,6 +41,8 @@ left out).
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .model import GROUND
@@ -86,16 +88,42 @@ def _touch_options(mujoco, m, site: int, owner, body_names, options) -> str | No
     return None
 
 
-def _interaction_options(mujoco, m, site: int, owner, body_names, options) -> str | None:
-    """An interaction sensor's body's parent and subtree (the joint it reads), or why it
-    has none."""
+def _interaction_options(mujoco, m, site: int, owner, body_names, options, *, d=None,
+                         shape_of=None) -> str | None:  # fmt: skip
+    """An interaction sensor's body's parent and subtree (the joint it reads); on a body
+    welded to its parent, the welded part (:func:`_welded_part`) and the bodies below it."""
     own = int(m.site_bodyid[site])
     if owner[own] != own:
-        return "on a body welded to its parent"
+        inside = _subtree(m, owner, own)
+        options["part"] = _welded_part(m, d, owner, inside, shape_of or {})
+        options["subtree"] = [body_names[b] for b in inside if owner[b] == b]
+        options["parent"] = body_names[int(owner[own])]
+        return None
     up = int(owner[m.body_parentid[own]])
     options["parent"] = GROUND if up < 0 else body_names[up]
     options["subtree"] = _members(m, owner, body_names, own)
     return None
+
+
+def _welded_part(m, d, owner, inside, shape_of) -> dict:
+    """The part of a jaxmbd body that a welded MuJoCo body's subtree ``inside`` holds (the
+    subtree's bodies merged into the same jaxmbd body): mass, centre of mass and inertia
+    about it (global, at the pose of ``d``) and its shapes (``shape_of``: geom -> (jaxmbd
+    body, shape index)), as :meth:`~jaxmbd.ModelBuilder.add_sensor`'s ``part``."""
+    host = int(owner[inside[0]])
+    members = [int(b) for b in inside if owner[b] == host]
+    mass = float(sum(m.body_mass[b] for b in members))
+    com = sum(m.body_mass[b] * d.xipos[b] for b in members) / mass
+    J = np.zeros((3, 3))
+    for b in members:
+        R = d.ximat[b].reshape(3, 3)
+        c = d.xipos[b] - com
+        J += R @ np.diag(m.body_inertia[b]) @ R.T + m.body_mass[b] * (c @ c * np.eye(3)
+                                                                     - np.outer(c, c))  # fmt: skip
+    shapes = [shape_of[g][1] for b in members
+              for g in range(m.body_geomadr[b], m.body_geomadr[b] + m.body_geomnum[b])
+              if g in shape_of]  # fmt: skip
+    return dict(mass=mass, com=np.array(com), inertia=J, shapes=shapes)
 
 
 def _subtree(m, owner, body: int):
@@ -114,11 +142,14 @@ def _members(m, owner, body_names, body: int) -> list[str]:
                                            if owner[b] >= 0})]  # fmt: skip
 
 
-def add_sensors(mujoco, m, d, builder, owner, body_names, frame, joint_names, unsupported):
+def add_sensors(mujoco, m, d, builder, owner, body_names, frame, joint_names, unsupported, *,
+                shape_of=None):  # fmt: skip
     """Add the sensors of ``m`` that jaxmbd has (module docstring) to ``builder``; name the
     others in ``unsupported``. ``d``: MuJoCo's data at the reference pose; ``owner``: the
     jaxmbd body (a MuJoCo body index, -1 the ground) of each MuJoCo body; ``frame``: each
-    jaxmbd body's (centre of mass, axes) at that pose; ``joint_names``: the mapped joints."""
+    jaxmbd body's (centre of mass, axes) at that pose; ``joint_names``: the mapped joints;
+    ``shape_of``: geom -> (jaxmbd body, index in its shapes)."""
+    interaction = functools.partial(_interaction_options, d=d, shape_of=shape_of)
     S = mujoco.mjtSensor
     joint_kinds = {
         int(S.mjSENS_JOINTPOS): "joint_position",
@@ -151,8 +182,8 @@ def add_sensors(mujoco, m, d, builder, owner, body_names, frame, joint_names, un
     # body_names, options) -> why it is left out, or None
     site_options = {
         int(S.mjSENS_TOUCH): _touch_options,
-        int(S.mjSENS_FORCE): _interaction_options,
-        int(S.mjSENS_TORQUE): _interaction_options,
+        int(S.mjSENS_FORCE): interaction,
+        int(S.mjSENS_TORQUE): interaction,
     }
     subtree_kinds = {
         int(S.mjSENS_SUBTREECOM): "subtree_com",

@@ -370,7 +370,7 @@ def _convert(mujoco, m, path: Path, keyframe, model_name: str) -> Model:
                   tendons={t["name"] for t in builder._tendons})  # fmt: skip
     add_site_markers(mujoco, m, d0, builder, owner, body_names)
     add_sensors(mujoco, m, d0, builder, owner, body_names, frame, set(mapped) - space,
-                unsupported)  # fmt: skip
+                unsupported, shape_of=shape_of)  # fmt: skip
     add_fluid(mujoco, m, d0, builder, owner, body_names, frame)
     _add_ground_geoms(mujoco, m, d0, builder, owner, shape_of)
     masses = {body_names[b]: float(sum(m.body_mass[k] for k in range(1, m.nbody)

@@ -193,6 +193,16 @@ def _sensors_to_json(model: Model) -> list[dict]:
             entry["subtree"] = [label(b) for b in params.bodies]
             if option == "interaction":
                 entry["parent"] = label(params.parent)
+            if option == "interaction" and params.part is not None:
+                b = sensors.bodies[k]
+                r0, A0 = np.asarray(model.r0[b]), np.asarray(model.A0[b])
+                part = params.part
+                entry["part"] = {
+                    "mass": float(part.mass),
+                    "com": (r0 + A0 @ np.asarray(part.com)).tolist(),
+                    "inertia": (A0 @ np.asarray(part.inertia) @ A0.T).tolist(),
+                    "shapes": list(part.shapes),
+                }
         elif option == "zone":
             entry["zone"] = [params.shape, np.asarray(params.size).tolist()]
         elif option == "actuator":
