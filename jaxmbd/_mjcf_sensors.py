@@ -45,6 +45,7 @@ import functools
 
 import numpy as np
 
+from ._ray_cast import RAY_SHAPES
 from .model import GROUND
 
 #: (MuJoCo body, global point, global axes) of a sensor's object ``(m, d, objid)``, by its
@@ -140,6 +141,34 @@ def _members(m, owner, body_names, body: int) -> list[str]:
     the world)."""
     return [body_names[b] for b in sorted({int(owner[b]) for b in _subtree(m, owner, body)
                                            if owner[b] >= 0})]  # fmt: skip
+
+
+def _ray_targets(mujoco, m, d, owner, body_names, exclude: int):
+    """The geoms ``mj_ray`` tests for a rangefinder on MuJoCo body ``exclude``
+    (``engine_ray.c``, ``ray_eliminate`` with no group mask and static geoms included:
+    every geom but those of ``exclude`` and the invisible ones, whose rgba, or their
+    material's, has alpha 0), as :meth:`~jaxmbd.ModelBuilder.add_sensor`'s ``targets`` at
+    the pose of ``d``; and the kinds of those that jaxmbd cannot ray-test (height fields,
+    meshes, SDFs), with their names."""
+    kinds = {int(v): k[len("mjGEOM_"):].lower() for k, v in vars(mujoco.mjtGeom).items()
+             if k.startswith("mjGEOM_")}  # fmt: skip
+    targets, unseen = [], []
+    for g in range(m.ngeom):
+        b = int(m.geom_bodyid[g])
+        mat = int(m.geom_matid[g])
+        alpha = m.mat_rgba[mat][3] if mat >= 0 else m.geom_rgba[g][3]
+        if b == exclude or alpha == 0:
+            continue
+        kind = kinds.get(int(m.geom_type[g]), str(int(m.geom_type[g])))
+        if kind not in RAY_SHAPES:
+            geom = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_GEOM, g) or f"geom{g}"
+            unseen.append(f"{kind} '{geom}'")
+            continue
+        on = GROUND if owner[b] < 0 else body_names[int(owner[b])]
+        axes = np.array(d.geom_xmat[g]).reshape(3, 3)
+        targets.append(dict(kind=kind, body=on, pos=np.array(d.geom_xpos[g]), axes=axes,
+                            size=np.array(m.geom_size[g])))  # fmt: skip
+    return targets, unseen
 
 
 def add_sensors(mujoco, m, d, builder, owner, body_names, frame, joint_names, unsupported, *,
@@ -260,6 +289,22 @@ def add_sensors(mujoco, m, d, builder, owner, body_names, frame, joint_names, un
         elif stype in tendon_kinds:
             tendon = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_TENDON, objid)
             builder.add_sensor(name, kind=tendon_kinds[stype], tendon=tendon, **options)
+        elif stype == int(S.mjSENS_RANGEFINDER):
+            where = placed(objtype, objid)
+            if isinstance(where, str) or objtype != int(mujoco.mjtObj.mjOBJ_SITE):
+                left_out.append(f"{label}: on a camera")
+                continue
+            if int(m.sensor_intprm[k][0]) != 1:  # MuJoCo's dataspec: the distance alone
+                left_out.append(f"{label}: data other than the distance")
+                continue
+            targets, unseen = _ray_targets(
+                mujoco, m, d, owner, body_names, int(m.site_bodyid[objid])
+            )
+            if unseen:
+                left_out.append(f"{label}: does not see the {', '.join(unseen)} geoms")
+            body, site, axes = where
+            builder.add_sensor(name, kind="rangefinder", body=body, site=site, frame=axes,
+                               targets=targets, **options)  # fmt: skip
         elif stype == int(S.mjSENS_ACTUATORFRC):
             actuator = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_ACTUATOR, objid)
             if actuator not in actuator_names:

@@ -20,6 +20,7 @@ import numpy as np
 
 from . import _config  # noqa: F401
 from ._joint_forces import coordinates_and_rates
+from ._ray_cast import RAY_SHAPES, nearest_hit
 from ._ray_zone import ray_meets_zone
 from .equations import rA_terms_rows
 from .forces import BodyState
@@ -67,6 +68,19 @@ class TouchZone(eqx.Module):
     of ``size`` (3,) (MuJoCo's ``site_size``) at the sensor's site and axes."""
 
     shape: str = eqx.field(static=True)
+    size: jax.Array
+
+
+class RayTargets(eqx.Module):
+    """The shapes a rangefinder's ray sees: MuJoCo's geom ``kinds`` (:data:`jaxmbd._ray_cast.
+    RAY_SHAPES`) on ``bodies`` (model indices; ``nb``: the ground), at ``pos`` (n, 3) with
+    axes ``rot`` (n, 3, 3) in their bodies' frames (global on the ground), of MuJoCo's geom
+    ``size`` (n, 3)."""
+
+    kinds: tuple[str, ...] = eqx.field(static=True)
+    bodies: tuple[int, ...] = eqx.field(static=True)
+    pos: jax.Array
+    rot: jax.Array
     size: jax.Array
 
 
@@ -223,6 +237,40 @@ def read_touch(model, mount, run):
         return jnp.sum(jnp.where(counted, s.normal_force, 0.0))[None]
 
     return jax.vmap(one)(run.r, run.A, run.rdot, run.omega)
+
+
+# ----------------------------------------------------------------------------- rangefinder
+
+
+def read_rangefinder(model, mount, run):
+    """MuJoCo's ``rangefinder`` (``mj_ray`` from the site along its z axis,
+    ``engine_sensor.c``): the distance to the nearest surface of the sensor's targets
+    (:class:`RayTargets`, :mod:`jaxmbd._ray_cast`), -1 where the ray meets none. (T, 1)."""
+    p, R, _, _ = _object(mount, run)
+    direction = R[..., 2]
+    targets = mount.params
+    T, nb = run.r.shape[0], run.r.shape[1]
+    found = []
+    for kind in sorted(set(targets.kinds)):  # one batched test per shape kind
+        k = np.array([i for i, x in enumerate(targets.kinds) if x == kind], dtype=int)
+        b = np.asarray(targets.bodies, dtype=int)[k]
+        moving = b < nb
+        r = jnp.concatenate([run.r, jnp.zeros((T, 1, 3), run.r.dtype)], axis=1)[:, b]
+        A = jnp.concatenate([run.A, jnp.broadcast_to(jnp.eye(3, dtype=run.A.dtype),
+                                                     (T, 1, 3, 3))], axis=1)[:, b]  # fmt: skip
+        pos = jnp.where(moving[None, :, None], r + _mv(A, targets.pos[k]), targets.pos[k])
+        rot = jnp.where(moving[None, :, None, None], A @ targets.rot[k], targets.rot[k])
+        test = RAY_SHAPES[kind]
+
+        def local(size, pos, rot, point, vec, test=test):
+            return test(size, _mv(_t(rot), point - pos), _mv(_t(rot), vec))
+
+        over_targets = jax.vmap(local, in_axes=(0, 0, 0, None, None))
+        found.append(jax.vmap(over_targets, in_axes=(None, 0, 0, 0, 0))(
+            targets.size[k], pos, rot, p, direction))  # fmt: skip
+    if not found:
+        return jnp.full((T, 1), -1.0, run.r.dtype)
+    return jax.vmap(nearest_hit)(jnp.concatenate(found, axis=1))[:, None]
 
 
 # ----------------------------------------------------------------------------- actuators

@@ -32,6 +32,8 @@ subtree_com              3     centre of mass of the body's subtree (global)
 subtree_linear_velocity  3     its velocity
 subtree_angular_momentum 3     the subtree's angular momentum about its centre of mass
 touch                    1     normal forces of the body's contacts in the site's zone, summed
+rangefinder              1     distance along the site's z axis to the nearest of its target
+                               shapes' surfaces, -1 where it meets none
 interaction_force        3     force the body receives from its parent (site axes)
 interaction_torque       3     its moment about the site (site axes)
 actuator_force           1     an actuator's force (before the gear)
@@ -40,7 +42,8 @@ joint_actuator_force     1     sum of gear x force of the actuators on a joint
 
 (MuJoCo's ``jointpos``, ``jointvel``, ``framepos``, ``framequat``, ``framelinvel``,
 ``frameangvel``, ``velocimeter``, ``gyro``, ``accelerometer``, ``framexaxis``, ...,
-``subtreecom``, ``subtreelinvel``, ``subtreeangmom``, ``touch``, ``force``, ``torque``,
+``subtreecom``, ``subtreelinvel``, ``subtreeangmom``, ``touch``, ``rangefinder``,
+``force``, ``torque``,
 ``actuatorfrc`` and ``jointactuatorfrc``: at rest the accelerometer reads -g, +9.81
 upwards.) The frame kinds may sit on the ground (``model.nb``: a fixed site) and read
 against a reference frame; the kinds after the joint reactions keep their options in the
@@ -152,7 +155,8 @@ class SensorKind:
     dim: int | Callable[[JointKind], int] = 3
     needs_solution: bool = False
     #: the builder option that sets the mount's ``params`` (:meth:`~jaxmbd.ModelBuilder.
-    #: add_sensor`): "reference", "subtree", "zone", "actuator" or "joint_actuators"; None
+    #: add_sensor`): "reference", "subtree", "zone", "targets", "actuator" or
+    #: "joint_actuators"; None
     params: str | None = None
     #: the sensor may sit on the ground (a fixed frame, or the whole model's subtree)
     on_ground: bool = False
@@ -388,6 +392,7 @@ for _spec in (
         on_ground=True,
     ),
     SensorKind("touch", "body", K.read_touch, 1, params="zone"),
+    SensorKind("rangefinder", "body", K.read_rangefinder, 1, params="targets", on_ground=True),
     SensorKind(
         "interaction_force",
         "body",
