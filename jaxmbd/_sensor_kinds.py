@@ -13,6 +13,8 @@ world frame, fixed).
 
 from __future__ import annotations
 
+import dataclasses
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -278,7 +280,8 @@ def read_rangefinder(model, mount, run):
 
 def actuator_forces(model, run):
     """The actuator forces F (T, nu) (before the gear; :mod:`jaxmbd.actuators`) at each
-    state with the run's controls (``run.controls``, else the element's own)."""
+    state with the run's controls (``run.controls``, else the element's own) and, with
+    activation dynamics, the run's activations (``run.act``, else the element's own)."""
     element = model.actuators
     if element is None:
         raise ValueError(f"model '{model.name}' has no actuators for an actuator sensor")
@@ -288,15 +291,23 @@ def actuator_forces(model, run):
 
     rows = np.asarray(element.tendon_actuated, dtype=int)
 
-    def one(u, r, A, rdot, omega):
+    act = run.act
+    if act is None or not element.has_dynamics:
+        act = jnp.zeros((T, 0), run.r.dtype)
+
+    def one(u, r, A, rdot, omega, t, act):
         state = BodyState(r, A, rdot, omega)
         q, qdot, _ = coordinates_and_rates(element.joints, state)
         if rows.size:  # tendon transmissions: the tendons' lengths and velocities
             length, G = lengths_and_gradients(element.tendons, state)
             q, qdot = q.at[rows].set(length), qdot.at[rows].set(velocities(G, state))
+        if act.size:  # the row's activations at the row's time (act_early: a step ahead)
+            at = dataclasses.replace(element, activation=element.full_activation(act),
+                                     activation_time=t)  # fmt: skip
+            return at.actuator_force(u, q, qdot)
         return element.actuator_force(u, q, qdot)
 
-    return jax.vmap(one)(u, run.r, run.A, run.rdot, run.omega)
+    return jax.vmap(one)(u, run.r, run.A, run.rdot, run.omega, run.t, act)
 
 
 def read_actuator_force(model, mount, run):

@@ -55,8 +55,9 @@ compare quaternions up to sign (MuJoCo's keeps the sign of its integration).
 
 **Actuator forces** read the controls held over each row's step (``sol.controls``, the
 run's ``controls=``; the model's own where the run had none; after a policy run, whose
-replies are not kept, NaN); like the accelerometer they depend on the controls being
-chosen, so a policy cannot observe them.
+replies are not kept, NaN) and, for actuators with activation dynamics, the row's
+activations (``sol.act``: MuJoCo's force at the row's qpos, qvel and act); like the
+accelerometer they depend on the controls being chosen, so a policy cannot observe them.
 
 **Joint reactions** come from the joint's constraint multipliers: the generalised load on
 body j is -[Phi_r, Pi_bar(Phi)]_j^T lam over the joint's rows (paper 1 eq. 34c; the force
@@ -122,6 +123,9 @@ class SensorInput(NamedTuple):
     lam: jax.Array
     #: the actuators' controls (T, nu) at each row; None: the actuators' own ``controls``
     controls: jax.Array | None = None
+    #: the activations (T, na) at each row (MuJoCo's ``act`` layout); None: the actuators'
+    #: own ``activation``
+    act: jax.Array | None = None
 
 
 class SensorMount(NamedTuple):
@@ -461,12 +465,13 @@ def _noise(sensors: Sensors, k: int, key, steps, dim: int):
 
 
 def readings(model, names, t, r, A, rdot, omega, rddot, omegadot, lam, *, key=None, steps=None,
-             controls=None):  # fmt: skip
+             controls=None, act=None):  # fmt: skip
     """Readings {name: (T, dim)} of the sensors ``names`` of ``model`` along one run (time
     first, no batch axis); with ``key``, the noise of the steps ``steps`` (T,) added;
-    ``controls`` (T, nu): the actuators' controls at each row (None: their own)."""
+    ``controls`` (T, nu): the actuators' controls at each row (None: their own); ``act``
+    (T, na): the activations at each row (None: the actuators' own)."""
     sensors = model.sensors
-    run = SensorInput(t, r, A, rdot, omega, rddot, omegadot, lam, controls)
+    run = SensorInput(t, r, A, rdot, omega, rddot, omegadot, lam, controls, act)
     out = {}
     for name in names:
         k = sensors.index(name)
@@ -506,16 +511,17 @@ def observation_vector(model, t, state_rAvw, *, key=None, step=None, where: str 
 @jit
 def _all_readings(model, key, save_every: int, arrays):
     """Every sensor's readings along a Solution's ``arrays`` (t, r, A, rdot, omega, rddot,
-    omegadot, lam, controls or None), a batch's leading axes first: one compiled program
-    per model structure (op by op, a few hundred small dispatches per sensor)."""
+    omegadot, lam, controls or None, act or None), a batch's leading axes first: one
+    compiled program per model structure (op by op, a few hundred small dispatches per
+    sensor)."""
 
     def run(model, key, *arrays):
         steps = jnp.arange(arrays[0].shape[0]) * save_every
         return readings(model, model.sensors.sensor_names, *arrays[:8], key=key, steps=steps,
-                        controls=arrays[8])  # fmt: skip
+                        controls=arrays[8], act=arrays[9])  # fmt: skip
 
     for _ in range(arrays[0].ndim - 1):  # every leaf of a batched Solution has the batch axes
-        run = jax.vmap(run, in_axes=(0, None if key is None else 0) + (0,) * 9)
+        run = jax.vmap(run, in_axes=(0, None if key is None else 0) + (0,) * 10)
     return run(model, key, *arrays)
 
 
@@ -540,7 +546,7 @@ class SensorReadings(Mapping):
                 "used contact='hard', whose contact forces are sol.contact's"
             )
         arrays = (sol.t, sol.r, sol.A, sol.rdot, sol.omega, sol.rddot, sol.omegadot, sol.lam,
-                  getattr(sol, "controls", None))  # fmt: skip
+                  getattr(sol, "controls", None), getattr(sol, "act", None))  # fmt: skip
         return _all_readings(self._model, self._key, sol.save_every, arrays)
 
     def __getitem__(self, name: str):
