@@ -14,7 +14,12 @@ MJCF                                jaxmbd kind
 ``accelerometer``, ``gyro``,        accelerometer, gyro, velocimeter at the site
 ``velocimeter``
 ``touch``                           touch, the site's shape and size as its zone
-``force``, ``torque``               interaction_force, interaction_torque at the site
+``force``, ``torque``               interaction_force, interaction_torque at the site (on a
+                                    body welded to its parent: with the welded part, see
+                                    below)
+``rangefinder`` (on a site,         rangefinder, the geoms ``mj_ray`` tests as its targets
+distance only)                      (every visible geom but the site's body's: planes,
+                                    spheres, capsules, ellipsoids, cylinders, boxes)
 ``subtreecom``, ``subtreelinvel``,  subtree_com, subtree_linear_velocity,
 ``subtreeangmom``                   subtree_angular_momentum (the world: every body)
 ``actuatorfrc``                     actuator_force of a jaxmbd actuator
@@ -26,10 +31,14 @@ The object's frame becomes a site on the jaxmbd body that owns its MuJoCo body (
 body is merged into its parent, :mod:`jaxmbd.mjcf`): its point and axes at the reference
 pose (``qpos0``) in that body's frame; on the world it is a fixed frame. A touch sensor
 counts the contacts of the whole jaxmbd body (MuJoCo's counts those of the site's own
-MuJoCo body: they differ only where a merged body's contacts fall in the zone). Subtree,
-force and torque sensors on a body merged into its parent (whose subtree or joint the
-jaxmbd bodies do not have) are named in the importer's one warning, as are every other
-sensor (rangefinder, limit sensors, ...) and any ``cutoff``. ``noise`` maps to
+MuJoCo body: they differ only where a merged body's contacts fall in the zone). A force
+or torque sensor on a body merged into its parent reads the wrench that the rest of the
+jaxmbd body exerts on the merged part (the MuJoCo body and those welded below it: its
+mass, centre of mass, inertia and the contact forces on its geoms) and on the jaxmbd
+bodies hanging from it (MuJoCo's ``cfrc_int`` of that body). Subtree sensors on such a
+body, geoms a rangefinder cannot see (height fields, meshes), and every other sensor
+(limit sensors, camera rangefinders, ...) and any ``cutoff`` are named in the importer's
+one warning. ``noise`` maps to
 the sensor's noise (MuJoCo stores it without applying it; jaxmbd applies it with
 ``simulate(sensor_key=)``).
 

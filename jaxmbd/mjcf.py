@@ -93,10 +93,9 @@ reference pose** (``qpos0``) from ``mj_forward``:
   ``limit``, ``equality``, ``constraint``, ``frictionloss``, ``actuation``, ``gravity``,
   ``spring``, ``damper`` and ``clampctrl`` are honoured as MuJoCo defines them
   (``equality``: :func:`jaxmbd.equalities.with_equalities` with ``"none"``).
-* Whatever no formulation supports (actuators with activation dynamics, sensors
-  (rangefinder, limit, ...), flex equalities, mocap bodies, geom pairs without a narrow
-  phase, ...) is listed in **one** warning; nothing
-  is dropped silently.
+* Whatever no formulation supports (muscles, sensors (limit, ...), flex equalities,
+  mocap bodies, geom pairs without a narrow phase, ...) is listed in **one** warning;
+  nothing is dropped silently.
 """
 
 from __future__ import annotations
