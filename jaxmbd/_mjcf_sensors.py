@@ -245,6 +245,7 @@ def add_sensors(mujoco, m, d, builder, owner, body_names, frame, joint_names, un
         return body_names[int(owner[body])], A.T @ (np.asarray(point) - com), A.T @ axes
 
     left_out, cut = [], []
+    blind: dict[str, list[str]] = {}  # geoms no ray test sees -> the rangefinders that miss them
     for k in range(m.nsensor):
         name = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_SENSOR, k) or f"sensor{k}"
         stype, objtype, objid = (
@@ -310,7 +311,7 @@ def add_sensors(mujoco, m, d, builder, owner, body_names, frame, joint_names, un
                 mujoco, m, d, owner, body_names, int(m.site_bodyid[objid])
             )
             if unseen:
-                left_out.append(f"{label}: does not see the {', '.join(unseen)} geoms")
+                blind.setdefault(", ".join(unseen), []).append(f"'{name}'")
             body, site, axes = where
             builder.add_sensor(name, kind="rangefinder", body=body, site=site, frame=axes,
                                targets=targets, **options)  # fmt: skip
@@ -335,6 +336,9 @@ def add_sensors(mujoco, m, d, builder, owner, body_names, frame, joint_names, un
         unsupported.append("sensors " + ", ".join(left_out))
     if cut:
         unsupported.append("the cutoff of sensors " + ", ".join(cut) + " (read unclipped)")
+    for geoms, names in blind.items():
+        unsupported.append(f"the geoms {geoms} as seen by the rangefinders {', '.join(names)} "
+                           "(not ray-tested: their rays pass through)")  # fmt: skip
 
 
 def add_site_markers(mujoco, m, d, builder, owner, body_names):
