@@ -109,6 +109,7 @@ def test_euler_with_exact_activation_updates_is_mujocos(euler):
     np.testing.assert_allclose(np.asarray(state.qpos), qpos_mj[-1], atol=1e-10)
 
 
+@pytest.mark.slow  # a run and its sensors: two programs (~40 s)
 def test_run_keeps_mujocos_act_and_its_sensors_read_it(tmp_path):
     """A joint-space Euler run of 100 steps with random controls (the filter actuator as
     filterexact, which MuJoCo's Euler integrates exactly, so that both engines take the
