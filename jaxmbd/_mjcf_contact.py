@@ -365,9 +365,13 @@ def geom_pairs(mujoco, m) -> list[GeomPair]:
     return out + [_overridden(mujoco, m, pair) for pair in explicit.values()]
 
 
-def _kinds(mujoco, m, pair: GeomPair) -> str:
+def _kinds(mujoco, m, pair: GeomPair, *, shapes: bool = False) -> str:
+    """The pair's geom kinds, "a-b"; ``shapes``: as jaxmbd shapes (a height field's prisms
+    are meshes, :mod:`jaxmbd._mjcf_hfield`)."""
     names = (mujoco.mjtGeom(int(m.geom_type[g])).name.removeprefix("mjGEOM_").lower()
              for g in (pair.geom1, pair.geom2))  # fmt: skip
+    if shapes:
+        names = ("mesh" if n == "hfield" else n for n in names)
     return "-".join(sorted(names))
 
 
@@ -397,10 +401,12 @@ def add_contacts(mujoco, m, builder, shape_of: dict, mass_of, unsupported: list[
         if b1 == GROUND or orientation.get(frozenset((b1, b2)), (b1, b2)) != (b1, b2):
             (b1, k1), (b2, k2) = (b2, k2), (b1, k1)
         orientation[frozenset((b1, b2))] = (b1, b2)
+        # a geom is one shape, or several (a height field's prisms)
+        k1s, k2s = (k if isinstance(k, list) else [k] for k in (k1, k2))
         shapes_1, shapes_2 = builder._shapes_of(b1), builder._shapes_of(b2)
-        kind, _ = pair_kind(shapes_1[k1].kind, shapes_2[k2].kind)
-        drawn_as = _kinds(mujoco, m, pair) != "-".join(
-            sorted((shapes_1[k1].kind, shapes_2[k2].kind))
+        kind, _ = pair_kind(shapes_1[k1s[0]].kind, shapes_2[k2s[0]].kind)
+        drawn_as = _kinds(mujoco, m, pair, shapes=True) != "-".join(
+            sorted((shapes_1[k1s[0]].kind, shapes_2[k2s[0]].kind))
         )
         if kind is None or drawn_as:  # a geom drawn as another kind is not collided as one
             no_narrow_phase[_kinds(mujoco, m, pair)] += 1
@@ -423,7 +429,9 @@ def add_contacts(mujoco, m, builder, shape_of: dict, mass_of, unsupported: list[
                 ),
             )  # fmt: skip
         numbers = {**laws[key], **pair.numbers}
-        groups.setdefault((b1, b2, tuple(sorted(numbers.items()))), []).append((k1, k2))
+        groups.setdefault((b1, b2, tuple(sorted(numbers.items()))), []).extend(
+            (a, b) for a in k1s for b in k2s
+        )
     # one contact pair per two bodies and set of numbers: geom pairs whose numbers differ
     # (condim, margin, an explicit <pair>'s own) keep them
     for (b1, b2, numbers), shapes in groups.items():
