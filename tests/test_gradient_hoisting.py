@@ -214,6 +214,7 @@ def test_hoisted_gradient_stores_roots_not_linearisations(monkeypatch):
     assert len(scan.outvars) - scan.params["num_carry"] <= 30
 
 
+@pytest.mark.slow
 def test_recomputed_step_matches_central_differences(monkeypatch):
     """The gradient with the step recomputed in the adjoint (every loop hoisted) against
     central differences."""
