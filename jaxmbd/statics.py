@@ -258,7 +258,11 @@ def static_equilibrium(
     model = with_contact(model, contact, where="static_equilibrium")
     model = with_limits(model, limits, where="static_equilibrium")
     model = checked_parameters(model, where="static_equilibrium")
-    form = get_formulation(default_formulation(model) if formulation is None else formulation)
+    if formulation is None:  # the joint path has no option "redundant"
+        formulation = default_formulation(
+            model, absolute_only=("redundant",) if redundant != "drop" else ()
+        )
+    form = get_formulation(formulation)
     t = jnp.asarray(t, jnp.float64)
     if form.runs_in_joint_space:
         eq = _joint_equilibrium(model, form, q0, t, tol, max_iter, load_steps)
