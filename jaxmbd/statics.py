@@ -150,7 +150,9 @@ NEUTRAL_ROW_FRACTION = 1e-6
 
 def _row_tolerance(J, allowed):
     rows = jnp.abs(J) @ allowed
-    return rows + NEUTRAL_ROW_FRACTION * jnp.max(rows)
+    # J = 0 (every coordinate neutral, a lone hinge through the centre of mass): only an
+    # exact zero passes, not 0 / 0
+    return rows + NEUTRAL_ROW_FRACTION * jnp.max(rows) + jnp.finfo(rows.dtype).tiny
 
 
 def _system(model: Model, form, t, rows):
