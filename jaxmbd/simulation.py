@@ -365,12 +365,11 @@ def default_formulation(model: Model, integrator=None, options=None, *,
     return "joint"
 
 
-def _absolute_only(*, save_every, checkpoint, progress, redundant, policy, sensor_key):
+def _absolute_only(*, save_every, checkpoint, redundant, policy, sensor_key):
     """The requests of a :func:`simulate` call that only the absolute formulations run."""
     asked = {
         "save_every": save_every != 1,
         "checkpoint": bool(checkpoint),
-        "progress": progress is not None,
         f"redundant={redundant!r}": redundant != "drop",
         "sensor_key with a policy": policy is not None and sensor_key is not None,
     }
@@ -530,16 +529,19 @@ def simulate(
         raise ValueError(f"simulate: sensor_key= given, but model '{model.name}' has no sensors")
     if formulation is None:
         absolute_only = _absolute_only(
-            save_every=save_every, checkpoint=checkpoint, progress=progress,
-            redundant=redundant, policy=policy, sensor_key=sensor_key,
+            save_every=save_every, checkpoint=checkpoint, redundant=redundant, policy=policy,
+            sensor_key=sensor_key,
         )  # fmt: skip
         formulation = default_formulation(model, integrator, options, absolute_only=absolute_only)
     form = get_formulation(formulation)
     if form.runs_in_joint_space:
-        return simulate_joint_space(
+        sol = simulate_joint_space(
             model, form, integrator=integrator, n=n, h=h, controls=controls, policy=policy,
             throw=throw, options=options, sensor_key=sensor_key,
         )  # fmt: skip
+        if progress is not None:  # one program for the whole run: done when it returns
+            progress(n, n)
+        return sol
     element = model.actuators
     if element is not None and element.has_dynamics and (controls is not None or policy):
         dynamic = [n for n, d in zip(element.actuator_names, element.dynamics, strict=True)
