@@ -74,6 +74,7 @@ from __future__ import annotations
 import functools
 import math
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -119,16 +120,26 @@ def impedance(r: float, solimp) -> float:
     """MuJoCo's impedance d(r) of a constraint violated by ``r`` (``solimp`` = (d0,
     d_width, width, midpoint, power)): d0 at r = 0 rising to d_width at r = width along two
     power-law halves joined at the midpoint; clamped to [1e-4, 1 - 1e-4]."""
+    return _impedance_of(solimp)(r)
+
+
+def _impedance_of(solimp) -> Callable[[float], float]:
+    """:func:`impedance` as a function of ``r`` alone (``solimp`` read once: the
+    restitution's integration calls it some 10^5 times)."""
     d0, d_width, width, midpoint, power = (float(x) for x in solimp)
     d0, d_width = (min(max(x, _MIN_IMPEDANCE), _MAX_IMPEDANCE) for x in (d0, d_width))
-    x = abs(r) / width if width > _MINVAL else 1.0
-    if x >= 1.0 or power == 1.0:
-        y = min(x, 1.0)
-    elif x <= midpoint:
-        y = x**power / midpoint ** (power - 1)
-    else:
-        y = 1 - (1 - x) ** power / (1 - midpoint) ** (power - 1)
-    return d0 + y * (d_width - d0)
+
+    def d(r: float) -> float:
+        x = abs(r) / width if width > _MINVAL else 1.0
+        if x >= 1.0 or power == 1.0:
+            y = min(x, 1.0)
+        elif x <= midpoint:
+            y = x**power / midpoint ** (power - 1)
+        else:
+            y = 1 - (1 - x) ** power / (1 - midpoint) ** (power - 1)
+        return d0 + y * (d_width - d0)
+
+    return d
 
 
 def reference_gains(solref, solimp, *, timestep: float, refsafe: bool) -> tuple[float, float]:
@@ -218,8 +229,11 @@ def restitution(
     period = 2 * math.pi / (d_width * math.sqrt(K))
     dt = period / 4000
 
-    def accel(r, v):
-        return max(0.0, _blend(r, solimp, cone_factor) * (-B * v - K * impedance(r, solimp) * r))
+    impedance_at = _impedance_of(solimp)
+
+    def accel(r, v):  # _blend's d' times the reference acceleration, d(r) evaluated once
+        d = impedance_at(r)
+        return max(0.0, d / (d + cone_factor * (1 - d)) * (-B * v - K * d * r))
 
     r, v = 0.0, -speed
     for _ in range(40000):  # ten periods: an overdamped contact creeps out

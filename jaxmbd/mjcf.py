@@ -107,10 +107,10 @@ import math
 import warnings
 from pathlib import Path
 
-import jax.numpy as jnp
 import numpy as np
 
 from . import geometry as G
+from ._host_arrays import device_array
 from ._mjcf_actuators import add_actuators
 from ._mjcf_contact import add_contacts
 from ._mjcf_equalities import (
@@ -140,7 +140,7 @@ from ._mjcf_tendons import add_tendons
 from .build import ModelBuilder
 from .equalities import with_equalities
 from .errors import ModelError, ModelFileError
-from .joints import joint_coordinates, joint_kind
+from .joints import joint_kind, joint_state_at
 from .model import GROUND, Model
 from .tree import tree_from_mujoco
 
@@ -510,12 +510,12 @@ def _set_joint_states(builder: ModelBuilder, placed, mapped, key, qpos):
             continue
         if spec.name not in placed:
             continue  # an equality connect: closed by the consistent start
-        state = joint_coordinates(spec.definition(index), *(x[None] for x in key))
-        q = np.atleast_1d(np.asarray(state.q)[0]).copy()
+        q, qdot = joint_state_at(spec.definition(index), *key)
+        q = np.atleast_1d(q).copy()
         for c, address in mapped[spec.name]:
             if c in joint_kind(spec.kind).angles:
                 q[c] += 2 * np.pi * np.round((qpos[address] - q[c]) / (2 * np.pi))
-        builder.set_joint_state(spec.name, q=q, qdot=np.asarray(state.qdot)[0])
+        builder.set_joint_state(spec.name, q=q, qdot=qdot)
 
 
 def _at_state(model: Model, key) -> Model:
@@ -523,5 +523,5 @@ def _at_state(model: Model, key) -> Model:
     bodies, bodies on three slides and bodies whose joints are joint-space only have no
     joint state to set, and the joint states of the others reproduce MuJoCo's poses only to
     round-off, which grows down long chains)."""
-    r, A, v, w = (jnp.asarray(x) for x in key)
+    r, A, v, w = (device_array(x) for x in key)
     return dataclasses.replace(model, r0=r, A0=A, rdot0=v, omega0=w)

@@ -73,6 +73,8 @@ def _direction(model, rng):
     return zero
 
 
+# -m slow: test_simulate_hessian_masses differentiates the same run twice in the default suite
+@pytest.mark.slow
 @pytest.mark.parametrize("formulation", FORMULATIONS)
 def test_simulate_hessian_vector_product(formulation):
     model = mbd.models.double_pendulum()

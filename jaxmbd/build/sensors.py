@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Self
 
-import jax.numpy as jnp
 import numpy as np
 
+from .._host_arrays import device_array
 from .._ray_zone import ZONE_SHAPES
 from .._sensor_kinds import ActuatorSet, FrameReference, SubtreeBodies, TouchZone
 from .._values import (
@@ -226,7 +226,7 @@ class _SensorBuilder:
             return None
         where = f"sensor '{s['name']}'"
         if p[0] == "reference":
-            return FrameReference(index[p[1]], jnp.asarray(p[2]), jnp.asarray(p[3]))
+            return FrameReference(index[p[1]], device_array(p[2]), device_array(p[3]))
         if p[0] in ("subtree", "interaction"):
             bodies, up = self._subtree_of(p[1], index, joints)
             if p[2] is not None:
@@ -235,7 +235,7 @@ class _SensorBuilder:
                 return SubtreeBodies(bodies)
             return SubtreeBodies(bodies, up if p[3] is None else index[p[3]])
         if p[0] == "zone":
-            return TouchZone(p[1], jnp.asarray(p[2]))
+            return TouchZone(p[1], device_array(p[2]))
         if p[0] == "tendon":
             tendons = [t["name"] for t in self._tendons]
             if p[1] not in tendons:
@@ -263,9 +263,9 @@ class _SensorBuilder:
             dims=tuple(sensor_dim(s["kind"], kinds.get(s["joint"])) for s in self._sensors),
             bodies=tuple(-1 if s["body"] is None else index[s["body"]] for s in self._sensors),
             joints=tuple(s["joint"] for s in self._sensors),
-            site=jnp.asarray(np.stack([s["site"] for s in self._sensors])),
-            frame=jnp.asarray(np.stack([s["frame"] for s in self._sensors])),
-            noise=jnp.asarray([s["noise"] for s in self._sensors], dtype=jnp.float64),
+            site=device_array(np.stack([s["site"] for s in self._sensors])),
+            frame=device_array(np.stack([s["frame"] for s in self._sensors])),
+            noise=device_array([s["noise"] for s in self._sensors], np.float64),
             params=tuple(self._sensor_params(s, index, joints) for s in self._sensors)
             if any(s["params"] is not None for s in self._sensors)
             else (),

@@ -22,10 +22,10 @@ import warnings
 from dataclasses import dataclass
 
 import equinox as eqx
-import jax.numpy as jnp
 import numpy as np
 
 from .. import _config  # noqa: F401
+from .._host_arrays import device_array
 from .abstract_law import AbstractContactLaw
 from .element import CollisionGroup, ContactForce
 from .law import HuntCrossley
@@ -164,17 +164,17 @@ def build_contact_element(
                 body_a=tuple(row[1] for row in rows),
                 body_b=tuple(row[2] for row in rows),
                 b_is_i=tuple(bool(row[3]) for row in rows),
-                pos_a=jnp.asarray(pa),
-                rot_a=jnp.asarray(Ra),
-                size_a=jnp.asarray(sa),
-                pos_b=jnp.asarray(pb),
-                rot_b=jnp.asarray(Rb),
-                size_b=jnp.asarray(sb),
+                pos_a=device_array(pa),
+                rot_a=device_array(Ra),
+                size_a=device_array(sa),
+                pos_b=device_array(pb),
+                rot_b=device_array(Rb),
+                size_b=device_array(sb),
             )
         )
 
     def per_pair(key):
-        return jnp.asarray([float(getattr(s, key)) for s in specs])
+        return device_array([float(getattr(s, key)) for s in specs])
 
     return ContactForce(
         pairs=tuple((index[s.body_i], index[s.body_j]) for s in specs),
@@ -186,11 +186,11 @@ def build_contact_element(
         rolling_friction=per_pair("rolling_friction"),
         margin=per_pair("margin"),
         restitution=per_pair("restitution"),
-        stiffness=jnp.asarray(stiffness),
+        stiffness=device_array(stiffness),
         damping=per_pair("damping"),
         exponent=per_pair("exponent"),
         slip_velocity=per_pair("slip_velocity"),
-        mass=jnp.asarray([b.mass for b in bodies[:nb]]),
+        mass=device_array([b.mass for b in bodies[:nb]]),
         laws=tuple(laws),
         pair_law=tuple(pair_law),
     )
