@@ -54,6 +54,7 @@ from .integrators import (
 from .integrators.impact_substeps import with_impact_substeps
 from .integrators.moreau_jean import check_friction_cone
 from .joint_space import simulate_joint_space
+from .joint_space.coverage import joint_space_obstacles
 from .limits_option import limits_integrator, with_limits
 from .line_search import LineSearchNewton
 from .model import Model
@@ -363,10 +364,32 @@ def _hard_contact_integrator(model, contact, integrator):
     return integrator
 
 
-def default_formulation(model: Model) -> str:
-    """ "joint" for a model with a kinematic tree read from its file (MJCF, URDF), else
-    "rA" (the formulations guide says why)."""
-    return "joint" if model.tree is not None else "rA"
+def default_formulation(model: Model, integrator=None, options=None, *,
+                        absolute_only: tuple[str, ...] = ()) -> str:  # fmt: skip
+    """The formulation of a run that names none: "joint" where the joint formulation runs
+    everything ``model`` holds with ``integrator`` and its ``options``
+    (:func:`jaxmbd.joint_space.coverage.joint_space_obstacles`: a kinematic tree from its
+    body-joint graph, loops kept as constraints, every force element and the pair) and the
+    run asks for nothing that only the absolute formulations give (``absolute_only``: the
+    requests that do, e.g. ``"save_every"``); else "rA". A model that only joint
+    coordinates express (``model.joint_space_only``) stays "joint", whose error then names
+    what it lacks. The formulations guide says why."""
+    if model.joint_space_only:
+        return "joint"
+    if absolute_only or joint_space_obstacles(model, integrator, options):
+        return "rA"
+    return "joint"
+
+
+def _absolute_only(*, save_every, checkpoint, redundant, policy, sensor_key):
+    """The requests of a :func:`simulate` call that only the absolute formulations run."""
+    asked = {
+        "save_every": save_every != 1,
+        "checkpoint": bool(checkpoint),
+        f"redundant={redundant!r}": redundant != "drop",
+        "sensor_key with a policy": policy is not None and sensor_key is not None,
+    }
+    return tuple(name for name, on in asked.items() if on)
 
 
 def simulate(
@@ -520,12 +543,21 @@ def simulate(
         )
     if sensor_key is not None and model.sensors is None:
         raise ValueError(f"simulate: sensor_key= given, but model '{model.name}' has no sensors")
-    form = get_formulation(default_formulation(model) if formulation is None else formulation)
-    if form.runs_in_joint_space:
-        return simulate_joint_space(
-            model, form, integrator=integrator, n=n, h=h, controls=controls, policy=policy,
-            throw=throw, options=options,
+    if formulation is None:
+        absolute_only = _absolute_only(
+            save_every=save_every, checkpoint=checkpoint, redundant=redundant, policy=policy,
+            sensor_key=sensor_key,
         )  # fmt: skip
+        formulation = default_formulation(model, integrator, options, absolute_only=absolute_only)
+    form = get_formulation(formulation)
+    if form.runs_in_joint_space:
+        sol = simulate_joint_space(
+            model, form, integrator=integrator, n=n, h=h, controls=controls, policy=policy,
+            throw=throw, options=options, sensor_key=sensor_key,
+        )  # fmt: skip
+        if progress is not None:  # one program for the whole run: done when it returns
+            progress(n, n)
+        return sol
     element = model.actuators
     if element is not None and element.has_dynamics and (controls is not None or policy):
         dynamic = [n for n, d in zip(element.actuator_names, element.dynamics, strict=True)

@@ -146,7 +146,7 @@ def test_program_cache_keys_simulates_programs(monkeypatch):
 
     monkeypatch.setattr(_program_cache, "_key", recording)
     # options of its own: a program this process has not met (the in-memory memo is skipped)
-    mbd.simulate(mbd.models.double_pendulum(), t_end=0.012, h=1e-3, save_every=3)
+    mbd.simulate(mbd.models.double_pendulum(), formulation="rA", t_end=0.012, h=1e-3, save_every=3)
     assert ("jaxmbd.simulation._run", True) in outcomes
     assert all(ok for _, ok in outcomes), outcomes
 

@@ -68,7 +68,7 @@ def test_simulate_gradient_has_the_guard_and_forward_not():
 
     def loss(scale):
         moved = eqx.tree_at(lambda m: m.mass, model, model.mass * scale)
-        sol = mbd.simulate(moved, t_end=3e-3, h=1e-3, integrator="rkmk")
+        sol = mbd.simulate(moved, formulation="rA", t_end=3e-3, h=1e-3, integrator="rkmk")
         return jnp.sum(sol.r[-1] ** 2)
 
     def guards(jaxpr, scans=0):
@@ -149,7 +149,9 @@ def test_adjoint_time_loop_is_hoistable():
 
     def loss(rates):
         moved = eqx.tree_at(lambda m: m.omega0, model, model.omega0 * rates)
-        sol = mbd.simulate(moved, t_end=steps * 1e-3, h=1e-3, integrator="gen_alpha")
+        sol = mbd.simulate(
+            moved, formulation="rA", t_end=steps * 1e-3, h=1e-3, integrator="gen_alpha"
+        )
         return jnp.sum(sol.r[-1] ** 2)
 
     transposed = _reverse_scans(jax.make_jaxpr(jax.grad(loss))(1.0).jaxpr, steps)
@@ -167,7 +169,9 @@ def test_adjoint_time_loop_is_hoisted_when_compiled():
 
     def loss(rates):
         moved = eqx.tree_at(lambda m: m.omega0, model, model.omega0 * rates)
-        sol = mbd.simulate(moved, t_end=steps * 1e-3, h=1e-3, integrator="gen_alpha")
+        sol = mbd.simulate(
+            moved, formulation="rA", t_end=steps * 1e-3, h=1e-3, integrator="gen_alpha"
+        )
         return jnp.sum(sol.r[-1] ** 2)
 
     grad = jax.jit(jax.grad(loss))

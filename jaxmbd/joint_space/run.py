@@ -314,7 +314,7 @@ def _with_options(stepper: AbstractJointStepper, options: dict) -> AbstractJoint
 
 
 def simulate_joint_space(model: Model, form, *, integrator, n: int, h, controls, policy,
-                         throw: bool, options: dict):  # fmt: skip
+                         throw: bool, options: dict, sensor_key=None):  # fmt: skip
     """:func:`jaxmbd.simulate` for ``formulation="joint"`` (its options: none yet)."""
     options = {k: v for k, v in options.items() if v is not None}
     if integrator is None:
@@ -332,7 +332,7 @@ def simulate_joint_space(model: Model, form, *, integrator, n: int, h, controls,
     outs = run_joint_space(run_model, stepper, n, h_arr, controls, policy, rows)
     tree, _ = model_tree(model)
     sol = solution_from_outputs(model, form, h_arr, outs, integrator=stepper.name,
-                                linear_solver="cholesky", tree=tree,
+                                linear_solver="cholesky", tree=tree, sensor_key=sensor_key,
                                 controls="policy" if policy is not None else controls)  # fmt: skip
     traced = is_traced(model) or is_traced((controls, policy))
     if model.sensors is not None and not traced:
