@@ -47,9 +47,18 @@ def pytest_sessionstart():
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     _current.clear()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), _cpu()
     yield
-    _rows.append({"test": item.nodeid, "wall": time.perf_counter() - start, **_current})
+    _rows.append(
+        {"test": item.nodeid, "wall": time.perf_counter() - start, "cpu": _cpu() - cpu, **_current}
+    )
+
+
+def _cpu() -> float:
+    """CPU seconds of this process (all its threads) and of its finished children: on a
+    loaded machine a test's CPU time stays near its time on a quiet one, its wall time not."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
 
 
 def pytest_sessionfinish():
@@ -68,16 +77,17 @@ def main(argv=None):
     parts = {"trace": TRACE, "lower": LOWER, "XLA compile": COMPILE}
     totals = {name: sum(r.get(key, 0.0) for r in rows) for name, key in parts.items()}
     wall = sum(r["wall"] for r in rows)
-    print(f"{len(rows)} tests, {wall:.0f} s summed")
+    cpu = sum(r.get("cpu", 0.0) for r in rows)
+    print(f"{len(rows)} tests, {wall:.0f} s summed ({cpu:.0f} CPU-s)")
     for name, total in totals.items():
         print(f"  {name:12s} {total:7.0f} s  {100 * total / wall:4.1f} %")
     rest = wall - sum(totals.values())
     print(f"  {'other':12s} {rest:7.0f} s  {100 * rest / wall:4.1f} %")
-    print(f"\n{'wall':>6s} {'trace':>6s} {'lower':>6s} {'xla':>6s}  test")
+    print(f"\n{'wall':>6s} {'cpu':>6s} {'trace':>6s} {'lower':>6s} {'xla':>6s}  test")
     for r in sorted(rows, key=lambda r: -r["wall"])[:30]:
         print(
-            f"{r['wall']:6.1f} {r.get(TRACE, 0):6.1f} {r.get(LOWER, 0):6.1f} "
-            f"{r.get(COMPILE, 0):6.1f}  {r['test']}"
+            f"{r['wall']:6.1f} {r.get('cpu', 0):6.1f} {r.get(TRACE, 0):6.1f} "
+            f"{r.get(LOWER, 0):6.1f} {r.get(COMPILE, 0):6.1f}  {r['test']}"
         )
 
 

@@ -247,7 +247,11 @@ def test_mjcf_armature_and_default_are_read(double):
 
 @pytest.mark.parametrize(
     "formulation, integrator, tol",
-    [("rA", "rkmk", 1e-9), ("rA", "gen_alpha", 2e-5), ("joint", "rkmk", 1e-9)],
+    [
+        ("rA", "rkmk", 1e-9),
+        pytest.param("rA", "gen_alpha", 2e-5, marks=pytest.mark.slow),
+        ("joint", "rkmk", 1e-9),
+    ],
 )
 def test_double_pendulum_follows_its_lagrangian(double, formulation, integrator, tol):
     """Armature between two moving bodies: rA with rkmk (the index-1 system's coupling

@@ -81,7 +81,7 @@ CASES = {
 
 # gen_alpha and backward_euler in the default suite; the explicit and director integrators
 # (one more compilation each) with -m slow, for the CI budget
-FAST = ("gen_alpha", "backward_euler")
+FAST = ("gen_alpha",)
 
 
 @pytest.mark.parametrize(
@@ -154,7 +154,12 @@ def _uneven_members(case):
 
 
 @pytest.mark.parametrize(
-    "case", ["gen_alpha", pytest.param("rkmk", marks=pytest.mark.slow), "hard"]
+    "case",
+    [
+        "gen_alpha",
+        pytest.param("rkmk", marks=pytest.mark.slow),
+        pytest.param("hard", marks=pytest.mark.slow),
+    ],
 )
 def test_uneven_newton_work_equals_single_runs(case):
     """Members whose Newton loops take different numbers of iterations, and one that
@@ -257,7 +262,7 @@ def test_default_chunk():
         assert chunk * 8 * n * n <= CHUNK_BYTES // devices**2 < 2 * chunk * 8 * n * n
 
 
-@pytest.mark.parametrize("newton", ["reuse", "full"])
+@pytest.mark.parametrize("newton", ["reuse", pytest.param("full", marks=pytest.mark.slow)])
 def test_accelerator_paths_equal_single_runs(newton, monkeypatch):
     """The GPU paths of the batching rules (the whole batch refreshed in one vmap where any
     member is stale; batched getrf and triangular solves), taken here on the CPU through

@@ -182,6 +182,7 @@ def test_new_integrator_is_first_order(top, reference, symplectic, formulation):
     assert 1.7 < errors[0] / errors[1] < 2.3  # first order
 
 
+@pytest.mark.slow  # a registered pair's run: test_new_formulation_runs_*
 def test_new_pair_in_batch_and_gradient(top, symplectic):
     """simulate_batch and jax.grad of the new formulation with the new integrator."""
     options = dict(formulation=RotationVector(), h=H, **SYMPLECTIC)

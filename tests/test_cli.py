@@ -171,8 +171,7 @@ def test_models_command_lists_every_builtin():
 
 #: one built-in per paper (and a generated one) in the default suite; the others compile
 #: 6-20 s each on 2 cores and run with ``-m slow``
-EVERY_SUITE = ("slider_crank", "heavy_top", "six_body_linkage", "bar_double_pendulum",
-               "pendulum_chain")  # fmt: skip
+EVERY_SUITE = ("slider_crank", "heavy_top", "six_body_linkage", "bar_double_pendulum")
 
 
 @pytest.mark.parametrize(

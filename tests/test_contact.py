@@ -886,8 +886,8 @@ def test_guide_page_example(part):
     "formulation, integrator, h",
     [
         ("rA", "gen_alpha", H),
-        ("rp", "gen_alpha", H),
-        ("rA", "backward_euler", 1e-4),
+        pytest.param("rp", "gen_alpha", H, marks=pytest.mark.slow),
+        pytest.param("rA", "backward_euler", 1e-4, marks=pytest.mark.slow),
         ("se3", "rkmk", 1e-4),
         pytest.param("rp", "backward_euler", 1e-4, marks=pytest.mark.slow),
         pytest.param("re", "gen_alpha", H, marks=pytest.mark.slow),

@@ -315,6 +315,7 @@ def chain_mujoco():
     return out
 
 
+@pytest.mark.slow  # the chain's friction bites in test_chain_slides_*
 def test_chain_settles_flat_and_straight(chain_jaxmbd):
     """jaxmbd: five hinged capsules (r = 2 cm, 20 cm between the hinges) released straight,
     pitched up 0.5 rad with the low end 2 cm above the floor, fall, whip down (the far end
@@ -336,6 +337,7 @@ def test_chain_settles_flat_and_straight(chain_jaxmbd):
     assert s["normal"] == pytest.approx(N_LINKS * LINK_MASS * G, rel=1e-6)
 
 
+@pytest.mark.slow  # its fixture compiles ~25 s
 @pytest.mark.parametrize("integrator", ["Euler", "implicitfast", "RK4"])
 def test_chain_mujoco_and_jaxmbd_rest_at_the_same_pose(chain_jaxmbd, chain_mujoco, integrator):
     """MuJoCo (elliptic cone) against the same closed forms and against jaxmbd.

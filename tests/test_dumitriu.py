@@ -364,6 +364,7 @@ def angle_errors(sol):
     return max(np.max(np.abs(np.asarray(phi) - ref[0])), np.max(np.abs(np.asarray(psi) - ref[1])))
 
 
+@pytest.mark.slow  # an order study; test_two_step_equals_one_step runs the scheme
 def test_rk4_two_step_order_4_and_invariants():
     sols = [simulated(h) for h in STEPS]
     errors = [angle_errors(s) for s in sols]
@@ -415,6 +416,7 @@ def test_joint_multipliers_are_the_reactions():
     assert np.max(np.abs(np.asarray(s.lam[:, 3:]) - l12)) < 1e-7 * scale
 
 
+@pytest.mark.slow  # a 5 s drift study
 def test_orthogonality_drift_bounded_over_5s_and_one_step_agrees():
     s = simulated(2e-3, t_end=5.0)
     drift = np.max(np.asarray(mbd.diagnostics.orthogonality_error(s)), axis=1)

@@ -112,6 +112,7 @@ def test_order_analysis_against_kinematics(name):
 
 # re with -m slow (12 s, CI budget): the driven slider crank in re runs by default in
 # test_integrators.py::test_re_default_steps_over_the_chart_singularity (against rA's run)
+@pytest.mark.slow  # rp against rA on a driven model; test_double_pendulum_formulations_nearly_equal
 @pytest.mark.parametrize("formulation", ["rp", pytest.param("re", marks=pytest.mark.slow)])
 def test_driven_formulations_agree(formulation):
     model = mbd.models.slider_crank()

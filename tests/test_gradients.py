@@ -135,7 +135,8 @@ INTEGRATOR_OF = {
 
 
 @pytest.mark.parametrize(
-    "formulation", ["rA", pytest.param("rp", marks=pytest.mark.slow), "re"]
+    "formulation",
+    ["rA", pytest.param("rp", marks=pytest.mark.slow), pytest.param("re", marks=pytest.mark.slow)],
 )  # rp shares re's autodiff-matrix path; it runs with -m slow (CI budget)
 def test_dynamics_gradients_match_central_differences(formulation, rng):
     model = sprung_double_pendulum()
@@ -240,6 +241,7 @@ def test_jacfwd_equals_jacrev():
     np.testing.assert_allclose(jax.jacfwd(out)(c0), jax.jacrev(out)(c0), rtol=1e-10, atol=1e-14)
 
 
+@pytest.mark.slow  # a second gradient program of the same run
 def test_checkpointed_gradient_equals_plain():
     """Two properties in one pair of programs (each gradient program is a ~20 s
     compilation): ``checkpoint=8`` recomputes segments in reverse mode (two of 8 steps and a

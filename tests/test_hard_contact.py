@@ -166,7 +166,8 @@ def test_newtons_cradle_passes_the_momentum_to_the_last_ball():
     np.testing.assert_allclose(momentum, v0, atol=1e-12)
 
 
-@pytest.mark.parametrize("formulation", ["rA", "joint"])
+# the joint formulation's impact gradient is -m slow (its program compiles for ~20 s)
+@pytest.mark.parametrize("formulation", ["rA", pytest.param("joint", marks=pytest.mark.slow)])
 def test_gradient_through_one_impact(formulation):
     """100 steps of a ball dropped 2 cm while sliding at 0.5 m/s (mu = 0.1: it slides
     through the impact): reverse-mode derivatives of its apex and its horizontal speed after
@@ -239,6 +240,7 @@ def test_hard_contact_options_are_checked():
         mbd.simulate(model, contact="hard", max_iter=0, t_end=0.01, h=1e-3)
 
 
+@pytest.mark.slow  # the hard stop is also test_limit_reaction_holds_a_pendulum_at_its_stop
 def test_pendulum_never_passes_a_hard_limit():
     """Joint limits are unilateral constraints with contact='hard': a pendulum thrown at
     4 rad/s against its 0.6 rad stop stays within the range to 1e-10 rad (a plastic stop),

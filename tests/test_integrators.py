@@ -77,7 +77,10 @@ def gen_alpha_double_pendulum(formulation, variant="stabilised"):
 
 # re with -m slow (13 s, CI budget): its gen_alpha steps run by default in
 # test_re_default_steps_over_the_chart_singularity; rA and rp keep the order check here
-@pytest.mark.parametrize("formulation", ["rA", "rp", pytest.param("re", marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "formulation",
+    ["rA", pytest.param("rp", marks=pytest.mark.slow), pytest.param("re", marks=pytest.mark.slow)],
+)
 def test_gen_alpha_second_order_double_pendulum(formulation):
     """Positions, velocities, accelerations and multipliers all converge at order 2."""
     errors = gen_alpha_double_pendulum(formulation)
@@ -346,7 +349,11 @@ def spinning_top_errors(formulation, integrator, steps=STEPS, t_end=1.0):
 
 @pytest.mark.parametrize(
     "formulation,integrator,order",
-    [("rA", "gen_alpha", 2), ("rp", "gen_alpha", 2), ("rA", "backward_euler", 1)],
+    [
+        ("rA", "gen_alpha", 2),
+        pytest.param("rp", "gen_alpha", 2, marks=pytest.mark.slow),
+        pytest.param("rA", "backward_euler", 1, marks=pytest.mark.slow),
+    ],
 )
 def test_spinning_top_order_against_euler_equations(formulation, integrator, order):
     """A non-planar motion: asymmetric body, pivot off the centre of mass and off every

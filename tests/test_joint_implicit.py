@@ -22,8 +22,10 @@ def model_and_reference():
     return model, np.asarray(ref.r[-1])
 
 
-@pytest.mark.parametrize(("integrator", "bound"), [("gen_alpha", 1.5e-5),
-                                                    ("backward_euler", 4e-3)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("integrator", "bound"),
+    [("gen_alpha", 1.5e-5), pytest.param("backward_euler", 4e-3, marks=pytest.mark.slow)],
+)
 def test_four_bar_closes_at_index_3_and_follows_the_reference(model_and_reference, integrator,
                                                               bound):  # fmt: skip
     """h = 1 ms: the loop holds to round-off without projection, and the final positions

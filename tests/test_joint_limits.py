@@ -189,6 +189,7 @@ def test_limit_restitution_rebound_angle(limits):
         assert rise == pytest.approx(np.arccos(1 - e * e), rel=0.02), (e, rise)
 
 
+@pytest.mark.slow  # a table of impact speeds
 def test_default_limit_rebound_is_documented():
     """The default critically damped limit (never pulling) rebounds as the module docstring's
     table says: 0.149 of the impact rate at 1 m/s, 0.41 at 0.1 m/s (the damper's ramp), and

@@ -24,7 +24,11 @@ SLOW_FOUR_LINK = pytest.mark.slow
 
 @pytest.mark.parametrize(
     "name",
-    ["single_pendulum", "slider_crank", pytest.param("four_link", marks=SLOW_FOUR_LINK)],
+    [
+        "single_pendulum",
+        pytest.param("slider_crank", marks=pytest.mark.slow),
+        pytest.param("four_link", marks=SLOW_FOUR_LINK),
+    ],
 )
 @pytest.mark.parametrize("formulation", ["rp", "re"])
 def test_formulations_agree(name, formulation):

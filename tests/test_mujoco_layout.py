@@ -125,7 +125,15 @@ def _same_up_to_layout(m, got, want):
 
 
 @pytest.mark.parametrize(
-    "name", ["joints", "cheetah", "ant", "quadruped", "humanoid", "point_mass"]
+    "name",
+    [
+        "joints",
+        "cheetah",
+        "ant",
+        pytest.param("quadruped", marks=pytest.mark.slow),
+        pytest.param("humanoid", marks=pytest.mark.slow),
+        "point_mass",
+    ],
 )
 def test_layout_of_mujoco_body_states(tmp_path, name):
     path = _files(tmp_path)[name]

@@ -34,7 +34,7 @@ harness = _benchmark("control_models")
 
 # cheetah and hopper (joint armature; limits off in both engines): ~2 min each to compile
 SLOW = {"pendulum", "reacher", "inverted_pendulum", "inverted_double_pendulum", "cheetah",
-        "hopper"}  # fmt: skip
+        "acrobot", "hopper"}  # fmt: skip
 
 
 @pytest.mark.parametrize(

@@ -106,7 +106,9 @@ def test_near_singular_matrix_is_reported():
     assert int(info.status) == SUCCESS
 
 
-@pytest.mark.parametrize(("formulation", "tol"), [("re", 1e-8), ("rA", 1e-9)])
+@pytest.mark.parametrize(
+    ("formulation", "tol"), [pytest.param("re", 1e-8, marks=pytest.mark.slow), ("rA", 1e-9)]
+)
 def test_double_pendulum_converges_at_tight_tolerance(formulation, tol):
     """Regression: on main these raised SolverError "did not converge" (re: residual norm
     9.4e-10, a round-off floor of the unscaled absolute step norm; rA at tol = 1e-9)."""
@@ -186,7 +188,11 @@ def test_contraction_estimate_stops_one_iteration_earlier():
 @pytest.mark.parametrize("n", [3, 40])  # kept as an inverse / as LU factors (INVERSE_MAX)
 @pytest.mark.parametrize(
     "stale_members",
-    [(0, 3, 36), (0, 3, 4, 9, 10, 17, 20, 28, 33, 35, 36), tuple(range(37))],
+    [
+        (0, 3, 36),
+        pytest.param((0, 3, 4, 9, 10, 17, 20, 28, 33, 35, 36), marks=pytest.mark.slow),
+        tuple(range(37)),
+    ],
     ids=["few", "many", "all"],
 )
 def test_batched_refresh_factors_only_stale_members(n, stale_members):
@@ -247,6 +253,7 @@ def test_kept_matrix_accepts_the_current_iterate_without_another_residual():
     np.testing.assert_allclose(np.asarray(x), np.asarray(x1), rtol=0, atol=1e-15)
 
 
+@pytest.mark.slow  # one more gen_alpha program per step size
 def test_default_tolerance_scales_with_the_step():
     """The implicit integrators' default tol is 1e-3 h^2 within [1e-10, 1e-6]: a run with
     the default equals one with that tol given, and at h = 1e-2 it needs fewer iterations
@@ -495,7 +502,7 @@ def test_full_newton_accepts_on_its_simplified_correction():
 TIGHT = dict(t_end=0.3, h=1e-3, tol=1e-12)
 
 
-@pytest.mark.parametrize("formulation", ["rA", "rp"])
+@pytest.mark.parametrize("formulation", ["rA", pytest.param("rp", marks=pytest.mark.slow)])
 def test_every_policy_honours_tol(formulation):
     """Issue 33: at tol = 1e-12 the reused matrix ("reuse", the default) and the matrix
     frozen per step ("modified") give full Newton's trajectory to 1e-12 m (double pendulum,

@@ -256,7 +256,8 @@ def _run(formulation, integrator, **options):
 #: pairs whose runs repeat another pair's integrator with another formulation of the
 #: same family: ``-m slow`` (each compiles 5-27 s on 2 cores)
 SLOW_PAIRS = {("rp", "gen_alpha"), ("re", "gen_alpha"), ("rp", "backward_euler"),
-              ("re", "backward_euler"), ("rp", "rk"), ("re", "rk")}  # fmt: skip
+              ("re", "backward_euler"), ("rp", "rk"), ("re", "rk"),
+              ("director", "energy_momentum")}  # fmt: skip
 
 
 @pytest.mark.parametrize(

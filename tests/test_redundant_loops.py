@@ -149,7 +149,7 @@ def test_a_redundant_driver_is_refused():
 # rows) in the default suite
 @pytest.mark.parametrize(
     "formulation",
-    ["rA", "rp", "director", *(pytest.param(f, marks=pytest.mark.slow) for f in ("re", "se3"))],
+    ["rA", "director", *(pytest.param(f, marks=pytest.mark.slow) for f in ("rp", "re", "se3"))],
 )
 def test_four_bar_rocker_follows_freudenstein(formulation):
     """Driven crank, one full revolution in 20 steps: the rocker angle (its body x axis)
@@ -166,6 +166,7 @@ def test_four_bar_rocker_follows_freudenstein(formulation):
     assert np.abs(phi).max() < 1e-9
 
 
+@pytest.mark.slow  # an order study
 def test_four_bar_free_swing_energy_second_order():
     """Free swing under gravity, rA gen_alpha at rho_inf = 1 (no numerical dissipation):
     the energy error falls at the integrator's second order (ratio ~4 per halving of h)."""
@@ -331,6 +332,7 @@ def test_dropped_rows_do_not_depend_on_round_off():
         assert _pivots_breaking_ties(turned, k) == lapack[:k].tolist()
 
 
+@pytest.mark.slow  # redundant rows under grad: ~10 s compile
 def test_gradient_through_a_redundant_loop():
     """d(rocker angle at 0.2 s)/d(coupler mass) of the free four-bar (rA gen_alpha, rows
     dropped inside the differentiated program) against central differences."""

@@ -166,7 +166,7 @@ def test_joint_dynamics_by_joint_name():
 # -- linearize in joint coordinates against MuJoCo -----------------------------------------
 
 
-@pytest.mark.parametrize("formulation", ["rA", "joint"])
+@pytest.mark.parametrize("formulation", [pytest.param("rA", marks=pytest.mark.slow), "joint"])
 def test_cartpole_linearization_in_joint_coordinates_matches_mujoco(formulation):
     """dm_control's cartpole at the upright equilibrium: A, B of linearize(coordinates=
     "joint") in (qpos, qvel) order against central differences of MuJoCo's mj_forward, from

@@ -69,7 +69,12 @@ PAIRS = {
 
 
 #: variants of an integrator already covered by another pair: -m slow (11-29 s each)
-SLOW = {"rk-rotmat-one_step", "rkmk-rA-projection", "em-null_space-numerical"}
+SLOW = {
+    "rk-rotmat-one_step",
+    "rkmk-rA-projection",
+    "em-null_space-numerical",
+    "em-null_space-pairs",
+}
 
 
 @pytest.mark.parametrize(

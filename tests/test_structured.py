@@ -269,7 +269,13 @@ def test_layout_of_a_tree_groups_joints_with_child_bodies():
     assert engine.structure.num_nodes == 9 + 4
 
 
-@pytest.mark.parametrize("formulation,integrator", [("rA", "rkmk"), ("rp", "rk")])
+@pytest.mark.parametrize(
+    "formulation,integrator",
+    [
+        pytest.param("rA", "rkmk", marks=pytest.mark.slow),
+        pytest.param("rp", "rk", marks=pytest.mark.slow),
+    ],
+)
 def test_index1_kkt_structured_equals_dense(chain3, formulation, integrator):
     """The explicit integrators' index-1 KKT solves [[M, G^T], [G, 0]] (rp: with the
     normalisation rows in the body nodes) give the dense solves' trajectories."""
@@ -340,6 +346,7 @@ def engine_kinematics(formulation, linear_solver):
 
 # rp with -m slow: its square solves (normalisation rows in the body nodes) are checked by
 # test_square_solve_of_the_embedding_equals_dense[rp-*], the structured kinematics loop by rA
+@pytest.mark.slow  # the structured solver against dense: test_simulation_and_gradients_match_dense
 @pytest.mark.parametrize("formulation", ["rA", pytest.param("rp", marks=pytest.mark.slow)])
 def test_structured_kinematics_equals_dense(formulation):
     """Kinematic analysis of the engine (loops closed through the crankshaft) with the
@@ -357,6 +364,7 @@ def test_structured_kinematics_equals_dense(formulation):
     assert np.all((extra >= 0) & (extra <= 1))
 
 
+@pytest.mark.slow  # the singular report: test_singular_structured_system_reported_like_dense
 def test_structured_kinematics_singular_jacobian_reported_like_dense():
     """A 0-DOF model whose sixth row is dependent (a DP1 row the revolute already implies):
     the structured kinematics ends with a singular-matrix status
@@ -380,7 +388,7 @@ def test_structured_kinematics_singular_jacobian_reported_like_dense():
         mbd.kinematics(model, t_end=0.02, h=1e-2, linear_solver="sparse")
 
 
-@pytest.mark.parametrize("newton", ["damped", "reuse"])
+@pytest.mark.parametrize("newton", [pytest.param("damped", marks=pytest.mark.slow), "reuse"])
 def test_energy_momentum_structured_equals_dense(newton):
     """The director bodies' constrained energy-momentum scheme (Betsch & Leyendecker eq.
     10; unknowns q_{n+1} and the multipliers of the joint and internal rows) with its
@@ -417,6 +425,7 @@ def test_structured_kinematics_chunked():
     np.testing.assert_allclose(np.asarray(chunked.r), np.asarray(one.r), rtol=0, atol=1e-14)
 
 
+@pytest.mark.slow  # test_batch.py batches kinematics; test_structured_kinematics_equals_dense
 def test_structured_kinematics_batched():
     """The structured kinematics gives the same run as a member of ``kinematics_batch``
     (vmap of the block solves)."""

@@ -13,7 +13,13 @@ mujoco = pytest.importorskip("mujoco")
 dm_control = pytest.importorskip("dm_control")
 
 SUITE = os.path.join(os.path.dirname(dm_control.__file__), "suite")
-FILES = ["humanoid", "quadruped", "point_mass", "acrobot", "cheetah"]
+FILES = [
+    "humanoid",
+    pytest.param("quadruped", marks=pytest.mark.slow),
+    "point_mass",
+    "acrobot",
+    "cheetah",
+]
 
 
 def _random_state(m, rng):

@@ -253,6 +253,7 @@ def test_loop_closed_by_a_spherical_joint():
     assert mt.tree_joints == ("A", "B", "D")
 
 
+@pytest.mark.slow  # joint-run gradients: test_joint_formulation.py
 def test_gradients_reach_the_model():
     """The tree's leaves are functions of the model's: d(tree c at the start)/d(r0) is the
     identity on a tree of a free body and a revolute child."""
