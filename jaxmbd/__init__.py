@@ -52,6 +52,7 @@ from .integrators import (
 )
 from .io import load_model, save_model
 from .joint_space import read_sensors
+from .joint_space.coverage import joint_space_obstacles
 from .joints import JointCoordinates
 from .kinematics import kinematics
 from .lie import hat, so3_exp, so3_log, so3_right_jacobian, vee
@@ -63,7 +64,7 @@ from ._results import ILL_CONDITIONED, MAX_ITERATIONS, NONFINITE, SUCCESS
 from .newton import AbstractNewton, FullNewton, ModifiedNewton, ReusedNewton
 from .redundancy import REDUNDANCY_RTOL, Redundancy, find_redundancy
 from .sensors import SensorInput, SensorKind, SensorMount, register_sensor_kind
-from .simulation import simulate
+from .simulation import default_formulation, simulate
 from .solution import Solution
 from .statics import Equilibrium, static_equilibrium
 
@@ -99,6 +100,8 @@ __all__ = [
     "jit",
     "integrators",
     "valid_pairs",
+    "default_formulation",
+    "joint_space_obstacles",
     "BodyState",
     "BodyTorque",
     "Expression",

@@ -11,8 +11,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._jit import jit
 from ._parameter_checks import unheld_singular_inertia, with_parameter_status
 from ._results import NONFINITE, RESULT_ITEMS, RESULTS, SUCCESS, code_message
+from .actuators import with_activation
 from .equations import constraint_values, rA_terms
 from .errors import AssemblyWarning, ModelError, SolverError
 from .joint_limits import JointLimits
@@ -162,7 +164,7 @@ def start_correction(model: Model, r, A, rdot, omega) -> StartCorrection:
     return StartCorrection(*_correction(r, A, rdot, omega, *start))
 
 
-@jax.jit
+@jit
 def _correction(r, A, rdot, omega, r0, A0, rdot0, omega0):
     """:func:`start_correction`'s arrays. One program: run eagerly after every simulation,
     its 16 operations were 16 small compilations (several seconds of a first run)."""
@@ -285,13 +287,14 @@ def solution_from_outputs(
         constraint_names=model.constraint_names,
         joint_definitions=model.joints,
         contact_element=getattr(model, "contacts", None),
-        sensor_model=None if model.sensors is None else _sensor_model(model),
+        sensor_model=None if model.sensors is None else _sensor_model(model, h),
         sensor_key=None if model.sensors is None else sensor_key,
         controls=None
         if model.sensors is None
         else _row_controls(model, controls, r.shape[0], save_every),  # fmt: skip
         marker_element=getattr(model, "markers", None),
         unilateral_forces=extra.get("unilateral_forces"),
+        act=extra.get("act"),
         limit_element=_limit_element(model),
         start_correction=start_correction(model, *(first_row(x) for x in (r, A, rdot, omega)))
         if model.nb
@@ -312,9 +315,13 @@ def _row_controls(model: Model, controls, rows: int, save_every: int):
     return jnp.asarray(controls)[steps]
 
 
-def _sensor_model(model: Model) -> Model:
+def _sensor_model(model: Model, h) -> Model:
     """The model kept for ``sol.sensors``, with only the forces its readings use: the
-    contact element (touch sensors) and the actuators (actuator forces)."""
+    contact element (touch sensors) and the actuators (actuator forces; with activation
+    dynamics, the run's step ``h``, which ``act_early`` looks ahead by)."""
+    element = model.actuators
+    if element is not None and element.has_dynamics:
+        model = with_activation(model, element.activation, 0.0, h)
     keep = tuple(f for f in model.forces if f is model.contacts or f is model.actuators)
     return dataclasses.replace(model, forces=keep)
 

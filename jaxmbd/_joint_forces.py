@@ -319,6 +319,18 @@ class AbstractJointForce(AbstractForce):
         ``joints`` is a placeholder that no formulation reads)."""
         return ()
 
+    def joint_space_obstacle(self, tree_dofs):
+        """Every entry off a tendon acts along a hinge or slide of the tree (a joint that
+        closes a loop has no coordinate there: its rows are constraints)."""
+        names = [d.name for k, d in enumerate(self.joints) if k not in set(self.tendon_rows)]
+        missing = [name for name in names if tree_dofs.get(name) != 1]
+        if missing:
+            return (
+                f"its {self.entries_label} act along {missing}, which are no one-dof joints of "
+                "the kinematic tree (joints that close a loop stay constraint rows)"
+            )
+        return None
+
     def entries(self, keep):
         """The element restricted to the entries ``keep`` (static indices), every
         evaluation's rows (``absolute_entries`` dropped: the rows are chosen)."""

@@ -74,6 +74,7 @@ from __future__ import annotations
 import functools
 import math
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -119,16 +120,26 @@ def impedance(r: float, solimp) -> float:
     """MuJoCo's impedance d(r) of a constraint violated by ``r`` (``solimp`` = (d0,
     d_width, width, midpoint, power)): d0 at r = 0 rising to d_width at r = width along two
     power-law halves joined at the midpoint; clamped to [1e-4, 1 - 1e-4]."""
+    return _impedance_of(solimp)(r)
+
+
+def _impedance_of(solimp) -> Callable[[float], float]:
+    """:func:`impedance` as a function of ``r`` alone (``solimp`` read once: the
+    restitution's integration calls it some 10^5 times)."""
     d0, d_width, width, midpoint, power = (float(x) for x in solimp)
     d0, d_width = (min(max(x, _MIN_IMPEDANCE), _MAX_IMPEDANCE) for x in (d0, d_width))
-    x = abs(r) / width if width > _MINVAL else 1.0
-    if x >= 1.0 or power == 1.0:
-        y = min(x, 1.0)
-    elif x <= midpoint:
-        y = x**power / midpoint ** (power - 1)
-    else:
-        y = 1 - (1 - x) ** power / (1 - midpoint) ** (power - 1)
-    return d0 + y * (d_width - d0)
+
+    def d(r: float) -> float:
+        x = abs(r) / width if width > _MINVAL else 1.0
+        if x >= 1.0 or power == 1.0:
+            y = min(x, 1.0)
+        elif x <= midpoint:
+            y = x**power / midpoint ** (power - 1)
+        else:
+            y = 1 - (1 - x) ** power / (1 - midpoint) ** (power - 1)
+        return d0 + y * (d_width - d0)
+
+    return d
 
 
 def reference_gains(solref, solimp, *, timestep: float, refsafe: bool) -> tuple[float, float]:
@@ -218,8 +229,11 @@ def restitution(
     period = 2 * math.pi / (d_width * math.sqrt(K))
     dt = period / 4000
 
-    def accel(r, v):
-        return max(0.0, _blend(r, solimp, cone_factor) * (-B * v - K * impedance(r, solimp) * r))
+    impedance_at = _impedance_of(solimp)
+
+    def accel(r, v):  # _blend's d' times the reference acceleration, d(r) evaluated once
+        d = impedance_at(r)
+        return max(0.0, d / (d + cone_factor * (1 - d)) * (-B * v - K * d * r))
 
     r, v = 0.0, -speed
     for _ in range(40000):  # ten periods: an overdamped contact creeps out
@@ -351,9 +365,13 @@ def geom_pairs(mujoco, m) -> list[GeomPair]:
     return out + [_overridden(mujoco, m, pair) for pair in explicit.values()]
 
 
-def _kinds(mujoco, m, pair: GeomPair) -> str:
+def _kinds(mujoco, m, pair: GeomPair, *, shapes: bool = False) -> str:
+    """The pair's geom kinds, "a-b"; ``shapes``: as jaxmbd shapes (a height field's prisms
+    are meshes, :mod:`jaxmbd._mjcf_hfield`)."""
     names = (mujoco.mjtGeom(int(m.geom_type[g])).name.removeprefix("mjGEOM_").lower()
              for g in (pair.geom1, pair.geom2))  # fmt: skip
+    if shapes:
+        names = ("mesh" if n == "hfield" else n for n in names)
     return "-".join(sorted(names))
 
 
@@ -383,10 +401,12 @@ def add_contacts(mujoco, m, builder, shape_of: dict, mass_of, unsupported: list[
         if b1 == GROUND or orientation.get(frozenset((b1, b2)), (b1, b2)) != (b1, b2):
             (b1, k1), (b2, k2) = (b2, k2), (b1, k1)
         orientation[frozenset((b1, b2))] = (b1, b2)
+        # a geom is one shape, or several (a height field's prisms)
+        k1s, k2s = (k if isinstance(k, list) else [k] for k in (k1, k2))
         shapes_1, shapes_2 = builder._shapes_of(b1), builder._shapes_of(b2)
-        kind, _ = pair_kind(shapes_1[k1].kind, shapes_2[k2].kind)
-        drawn_as = _kinds(mujoco, m, pair) != "-".join(
-            sorted((shapes_1[k1].kind, shapes_2[k2].kind))
+        kind, _ = pair_kind(shapes_1[k1s[0]].kind, shapes_2[k2s[0]].kind)
+        drawn_as = _kinds(mujoco, m, pair, shapes=True) != "-".join(
+            sorted((shapes_1[k1s[0]].kind, shapes_2[k2s[0]].kind))
         )
         if kind is None or drawn_as:  # a geom drawn as another kind is not collided as one
             no_narrow_phase[_kinds(mujoco, m, pair)] += 1
@@ -409,7 +429,9 @@ def add_contacts(mujoco, m, builder, shape_of: dict, mass_of, unsupported: list[
                 ),
             )  # fmt: skip
         numbers = {**laws[key], **pair.numbers}
-        groups.setdefault((b1, b2, tuple(sorted(numbers.items()))), []).append((k1, k2))
+        groups.setdefault((b1, b2, tuple(sorted(numbers.items()))), []).extend(
+            (a, b) for a in k1s for b in k2s
+        )
     # one contact pair per two bodies and set of numbers: geom pairs whose numbers differ
     # (condim, margin, an explicit <pair>'s own) keep them
     for (b1, b2, numbers), shapes in groups.items():

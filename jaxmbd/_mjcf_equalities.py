@@ -18,9 +18,9 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import jax.numpy as jnp
 import numpy as np
 
+from ._host_arrays import device_array
 from ._mjcf_joints import _joint_type, _name, _rot_lock_vectors
 from .equalities import Connect, JointCoupling, TendonCoupling, Weld
 from .errors import ModelError
@@ -80,7 +80,7 @@ def _connect(mujoco, m, e, name, bodies: _Bodies, params, active, tendons):
     p1, _ = bodies.in_owner(b1, a1, np.eye(3))
     p2, _ = bodies.in_owner(b2, a2, np.eye(3))
     return Connect(name=name, body1=bodies.tree_body(b1), body2=bodies.tree_body(b2),
-                   anchor1=jnp.asarray(p1), anchor2=jnp.asarray(p2), parameters=params,
+                   anchor1=device_array(p1), anchor2=device_array(p2), parameters=params,
                    active=active)  # fmt: skip
 
 
@@ -96,8 +96,8 @@ def _weld(mujoco, m, e, name, bodies: _Bodies, params, active, tendons):
     p1, F1 = bodies.in_owner(b1, a1, f1)
     p2, F2 = bodies.in_owner(b2, a2, f2)
     return Weld(name=name, body1=bodies.tree_body(b1), body2=bodies.tree_body(b2),
-                anchor1=jnp.asarray(p1), anchor2=jnp.asarray(p2), frame1=jnp.asarray(F1),
-                frame2=jnp.asarray(F2), torquescale=jnp.asarray(data[10]),
+                anchor1=device_array(p1), anchor2=device_array(p2), frame1=device_array(F1),
+                frame2=device_array(F2), torquescale=device_array(data[10]),
                 parameters=params, active=active)  # fmt: skip
 
 
@@ -113,9 +113,9 @@ def _joint(mujoco, m, e, name, bodies: _Bodies, params, active, tendons):
     a1 = int(m.jnt_qposadr[joints[0]])
     a2 = int(m.jnt_qposadr[joints[1]]) if joints[1] >= 0 else -1
     qpos0 = np.asarray(m.qpos0, dtype=np.float64)
-    return JointCoupling(name=name, address1=a1, address2=a2, ref1=jnp.asarray(qpos0[a1]),
-                         ref2=jnp.asarray(qpos0[a2] if a2 >= 0 else 0.0),
-                         polycoef=jnp.asarray(m.eq_data[e][:5], dtype=jnp.float64),
+    return JointCoupling(name=name, address1=a1, address2=a2, ref1=device_array(qpos0[a1]),
+                         ref2=device_array(qpos0[a2] if a2 >= 0 else 0.0),
+                         polycoef=device_array(m.eq_data[e][:5], np.float64),
                          parameters=params, active=active)  # fmt: skip
 
 
@@ -125,8 +125,8 @@ def _tendon(mujoco, m, e, name, bodies: _Bodies, params, active, tendons):
     if tendons is None or any(n not in tendons.names for n in names):
         raise ModelError(f"equality tendon '{name}': tendons {names} are not read")
     return TendonCoupling(name=name, tendons=tendons.subset([tendons.index(n) for n in names]),
-                          length0=jnp.asarray([m.tendon_length0[k] for k in ids]),
-                          polycoef=jnp.asarray(m.eq_data[e][:5], dtype=jnp.float64),
+                          length0=device_array([m.tendon_length0[k] for k in ids]),
+                          polycoef=device_array(m.eq_data[e][:5], np.float64),
                           parameters=params, active=active)  # fmt: skip
 
 
@@ -214,9 +214,9 @@ def equalities_of(mujoco, m, d0, roots, owner, tendons=None):
         if kind is None:
             continue  # named by unsupported_equalities
         params = Softness(
-            jnp.asarray(m.eq_solref[e], dtype=jnp.float64),
-            jnp.asarray(m.eq_solimp[e], dtype=jnp.float64),
-            jnp.asarray(kind.weights(mujoco, m, e, kind.size)),
+            device_array(m.eq_solref[e], np.float64),
+            device_array(m.eq_solimp[e], np.float64),
+            device_array(kind.weights(mujoco, m, e, kind.size)),
             refsafe=refsafe,
             velocity_product=kind.joint is not None,
         )

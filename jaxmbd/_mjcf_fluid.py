@@ -12,9 +12,9 @@ ellipsoids' coefficients and added masses from ``geom_fluid``."""
 
 from __future__ import annotations
 
-import jax.numpy as jnp
 import numpy as np
 
+from ._host_arrays import device_array
 from ._mjcf_flags import passive_forces_off
 from .build import ModelBuilder
 from .fluid import MINVAL, EllipsoidParts, InertiaBoxParts, fluid_force, inertia_box_sides
@@ -80,7 +80,7 @@ def add_fluid(mujoco, m, d, builder: ModelBuilder, owner, body_names, frame) -> 
     def parts(kind, rows):
         if not rows["body"]:
             return None
-        arrays = {key: jnp.asarray(np.asarray(v, dtype=np.float64))
+        arrays = {key: device_array(np.asarray(v, dtype=np.float64))
                   for key, v in rows.items() if key != "body"}  # fmt: skip
         return kind(body=tuple(rows["body"]), **arrays)
 

@@ -14,7 +14,12 @@ MJCF                                jaxmbd kind
 ``accelerometer``, ``gyro``,        accelerometer, gyro, velocimeter at the site
 ``velocimeter``
 ``touch``                           touch, the site's shape and size as its zone
-``force``, ``torque``               interaction_force, interaction_torque at the site
+``force``, ``torque``               interaction_force, interaction_torque at the site (on a
+                                    body welded to its parent: with the welded part, see
+                                    below)
+``rangefinder`` (on a site,         rangefinder, the geoms ``mj_ray`` tests as its targets
+distance only)                      (every visible geom but the site's body's: planes,
+                                    spheres, capsules, ellipsoids, cylinders, boxes)
 ``subtreecom``, ``subtreelinvel``,  subtree_com, subtree_linear_velocity,
 ``subtreeangmom``                   subtree_angular_momentum (the world: every body)
 ``actuatorfrc``                     actuator_force of a jaxmbd actuator
@@ -26,10 +31,14 @@ The object's frame becomes a site on the jaxmbd body that owns its MuJoCo body (
 body is merged into its parent, :mod:`jaxmbd.mjcf`): its point and axes at the reference
 pose (``qpos0``) in that body's frame; on the world it is a fixed frame. A touch sensor
 counts the contacts of the whole jaxmbd body (MuJoCo's counts those of the site's own
-MuJoCo body: they differ only where a merged body's contacts fall in the zone). Subtree,
-force and torque sensors on a body merged into its parent (whose subtree or joint the
-jaxmbd bodies do not have) are named in the importer's one warning, as are every other
-sensor (rangefinder, limit sensors, ...) and any ``cutoff``. ``noise`` maps to
+MuJoCo body: they differ only where a merged body's contacts fall in the zone). A force
+or torque sensor on a body merged into its parent reads the wrench that the rest of the
+jaxmbd body exerts on the merged part (the MuJoCo body and those welded below it: its
+mass, centre of mass, inertia and the contact forces on its geoms) and on the jaxmbd
+bodies hanging from it (MuJoCo's ``cfrc_int`` of that body). Subtree sensors on such a
+body, geoms a rangefinder cannot see (height fields, meshes), and every other sensor
+(limit sensors, camera rangefinders, ...) and any ``cutoff`` are named in the importer's
+one warning. ``noise`` maps to
 the sensor's noise (MuJoCo stores it without applying it; jaxmbd applies it with
 ``simulate(sensor_key=)``).
 
@@ -41,8 +50,11 @@ left out).
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
+from ._ray_cast import RAY_SHAPES
 from .model import GROUND
 
 #: (MuJoCo body, global point, global axes) of a sensor's object ``(m, d, objid)``, by its
@@ -86,16 +98,42 @@ def _touch_options(mujoco, m, site: int, owner, body_names, options) -> str | No
     return None
 
 
-def _interaction_options(mujoco, m, site: int, owner, body_names, options) -> str | None:
-    """An interaction sensor's body's parent and subtree (the joint it reads), or why it
-    has none."""
+def _interaction_options(mujoco, m, site: int, owner, body_names, options, *, d=None,
+                         shape_of=None) -> str | None:  # fmt: skip
+    """An interaction sensor's body's parent and subtree (the joint it reads); on a body
+    welded to its parent, the welded part (:func:`_welded_part`) and the bodies below it."""
     own = int(m.site_bodyid[site])
     if owner[own] != own:
-        return "on a body welded to its parent"
+        inside = _subtree(m, owner, own)
+        options["part"] = _welded_part(m, d, owner, inside, shape_of or {})
+        options["subtree"] = [body_names[b] for b in inside if owner[b] == b]
+        options["parent"] = body_names[int(owner[own])]
+        return None
     up = int(owner[m.body_parentid[own]])
     options["parent"] = GROUND if up < 0 else body_names[up]
     options["subtree"] = _members(m, owner, body_names, own)
     return None
+
+
+def _welded_part(m, d, owner, inside, shape_of) -> dict:
+    """The part of a jaxmbd body that a welded MuJoCo body's subtree ``inside`` holds (the
+    subtree's bodies merged into the same jaxmbd body): mass, centre of mass and inertia
+    about it (global, at the pose of ``d``) and its shapes (``shape_of``: geom -> (jaxmbd
+    body, shape index)), as :meth:`~jaxmbd.ModelBuilder.add_sensor`'s ``part``."""
+    host = int(owner[inside[0]])
+    members = [int(b) for b in inside if owner[b] == host]
+    mass = float(sum(m.body_mass[b] for b in members))
+    com = sum(m.body_mass[b] * d.xipos[b] for b in members) / mass
+    J = np.zeros((3, 3))
+    for b in members:
+        R = d.ximat[b].reshape(3, 3)
+        c = d.xipos[b] - com
+        J += R @ np.diag(m.body_inertia[b]) @ R.T + m.body_mass[b] * (c @ c * np.eye(3)
+                                                                     - np.outer(c, c))  # fmt: skip
+    shapes = [shape_of[g][1] for b in members
+              for g in range(m.body_geomadr[b], m.body_geomadr[b] + m.body_geomnum[b])
+              if g in shape_of]  # fmt: skip
+    return dict(mass=mass, com=np.array(com), inertia=J, shapes=shapes)
 
 
 def _subtree(m, owner, body: int):
@@ -114,11 +152,42 @@ def _members(m, owner, body_names, body: int) -> list[str]:
                                            if owner[b] >= 0})]  # fmt: skip
 
 
-def add_sensors(mujoco, m, d, builder, owner, body_names, frame, joint_names, unsupported):
+def _ray_targets(mujoco, m, d, owner, body_names, exclude: int):
+    """The geoms ``mj_ray`` tests for a rangefinder on MuJoCo body ``exclude``
+    (``engine_ray.c``, ``ray_eliminate`` with no group mask and static geoms included:
+    every geom but those of ``exclude`` and the invisible ones, whose rgba, or their
+    material's, has alpha 0), as :meth:`~jaxmbd.ModelBuilder.add_sensor`'s ``targets`` at
+    the pose of ``d``; and the kinds of those that jaxmbd cannot ray-test (height fields,
+    meshes, SDFs), with their names."""
+    kinds = {int(v): k[len("mjGEOM_"):].lower() for k, v in vars(mujoco.mjtGeom).items()
+             if k.startswith("mjGEOM_")}  # fmt: skip
+    targets, unseen = [], []
+    for g in range(m.ngeom):
+        b = int(m.geom_bodyid[g])
+        mat = int(m.geom_matid[g])
+        alpha = m.mat_rgba[mat][3] if mat >= 0 else m.geom_rgba[g][3]
+        if b == exclude or alpha == 0:
+            continue
+        kind = kinds.get(int(m.geom_type[g]), str(int(m.geom_type[g])))
+        if kind not in RAY_SHAPES:
+            geom = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_GEOM, g) or f"geom{g}"
+            unseen.append(f"{kind} '{geom}'")
+            continue
+        on = GROUND if owner[b] < 0 else body_names[int(owner[b])]
+        axes = np.array(d.geom_xmat[g]).reshape(3, 3)
+        targets.append(dict(kind=kind, body=on, pos=np.array(d.geom_xpos[g]), axes=axes,
+                            size=np.array(m.geom_size[g])))  # fmt: skip
+    return targets, unseen
+
+
+def add_sensors(mujoco, m, d, builder, owner, body_names, frame, joint_names, unsupported, *,
+                shape_of=None):  # fmt: skip
     """Add the sensors of ``m`` that jaxmbd has (module docstring) to ``builder``; name the
     others in ``unsupported``. ``d``: MuJoCo's data at the reference pose; ``owner``: the
     jaxmbd body (a MuJoCo body index, -1 the ground) of each MuJoCo body; ``frame``: each
-    jaxmbd body's (centre of mass, axes) at that pose; ``joint_names``: the mapped joints."""
+    jaxmbd body's (centre of mass, axes) at that pose; ``joint_names``: the mapped joints;
+    ``shape_of``: geom -> (jaxmbd body, index in its shapes)."""
+    interaction = functools.partial(_interaction_options, d=d, shape_of=shape_of)
     S = mujoco.mjtSensor
     joint_kinds = {
         int(S.mjSENS_JOINTPOS): "joint_position",
@@ -151,8 +220,8 @@ def add_sensors(mujoco, m, d, builder, owner, body_names, frame, joint_names, un
     # body_names, options) -> why it is left out, or None
     site_options = {
         int(S.mjSENS_TOUCH): _touch_options,
-        int(S.mjSENS_FORCE): _interaction_options,
-        int(S.mjSENS_TORQUE): _interaction_options,
+        int(S.mjSENS_FORCE): interaction,
+        int(S.mjSENS_TORQUE): interaction,
     }
     subtree_kinds = {
         int(S.mjSENS_SUBTREECOM): "subtree_com",
@@ -176,6 +245,7 @@ def add_sensors(mujoco, m, d, builder, owner, body_names, frame, joint_names, un
         return body_names[int(owner[body])], A.T @ (np.asarray(point) - com), A.T @ axes
 
     left_out, cut = [], []
+    blind: dict[str, list[str]] = {}  # geoms no ray test sees -> the rangefinders that miss them
     for k in range(m.nsensor):
         name = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_SENSOR, k) or f"sensor{k}"
         stype, objtype, objid = (
@@ -229,6 +299,22 @@ def add_sensors(mujoco, m, d, builder, owner, body_names, frame, joint_names, un
         elif stype in tendon_kinds:
             tendon = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_TENDON, objid)
             builder.add_sensor(name, kind=tendon_kinds[stype], tendon=tendon, **options)
+        elif stype == int(S.mjSENS_RANGEFINDER):
+            where = placed(objtype, objid)
+            if isinstance(where, str) or objtype != int(mujoco.mjtObj.mjOBJ_SITE):
+                left_out.append(f"{label}: on a camera")
+                continue
+            if int(m.sensor_intprm[k][0]) != 1:  # MuJoCo's dataspec: the distance alone
+                left_out.append(f"{label}: data other than the distance")
+                continue
+            targets, unseen = _ray_targets(
+                mujoco, m, d, owner, body_names, int(m.site_bodyid[objid])
+            )
+            if unseen:
+                blind.setdefault(", ".join(unseen), []).append(f"'{name}'")
+            body, site, axes = where
+            builder.add_sensor(name, kind="rangefinder", body=body, site=site, frame=axes,
+                               targets=targets, **options)  # fmt: skip
         elif stype == int(S.mjSENS_ACTUATORFRC):
             actuator = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_ACTUATOR, objid)
             if actuator not in actuator_names:
@@ -250,6 +336,9 @@ def add_sensors(mujoco, m, d, builder, owner, body_names, frame, joint_names, un
         unsupported.append("sensors " + ", ".join(left_out))
     if cut:
         unsupported.append("the cutoff of sensors " + ", ".join(cut) + " (read unclipped)")
+    for geoms, names in blind.items():
+        unsupported.append(f"the geoms {geoms} as seen by the rangefinders {', '.join(names)} "
+                           "(not ray-tested: their rays pass through)")  # fmt: skip
 
 
 def add_site_markers(mujoco, m, d, builder, owner, body_names):

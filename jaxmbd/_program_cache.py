@@ -10,7 +10,12 @@ program), the static part of its arguments (the model's structure, the options: 
 code of every function and class met on the way), the shapes and dtypes of its array
 arguments, JAX's tracing configuration, the versions of jax and jaxlib and the source of
 jaxmbd itself. A hit is deserialised and compiled (XLA's cache then has it); a miss is
-exported, run and saved. Anything that cannot be keyed or exported (a closure over an
+exported, run and saved. Beside it the compiled executable is kept, keyed by that key and
+by what XLA compiles with (compiler options, ``XLA_FLAGS``, JAX's settings, the backend,
+its devices, the host CPU): a hit loads it without tracing, lowering or XLA's cache lookup
+(with its compile options and the FFI handlers that lowering would set up, as
+``jax.export``'s reload does); one that does not load, or fails on its first call, is
+replaced by the exported program's. Anything that cannot be keyed or exported (a closure over an
 object that does not pickle, a host callback in the program) or a file that does not load
 runs the ordinary ``jit`` path. ``JAXMBD_NO_COMPILATION_CACHE=1`` turns this cache off with
 XLA's (:mod:`jaxmbd._config`).
@@ -26,17 +31,27 @@ import os
 import pickle
 import types
 import warnings
+import zlib
 from pathlib import Path
 
 import equinox as eqx
 import jax
 import jaxlib
+import numpy as np
 from jax._src import config as jax_config
+
+try:  # not public API: without it, no executable is stored or loaded (exported programs are)
+    from jax._src import compiler as jax_compiler
+    from jax._src.export._export import _ensure_backends_initialized
+    from jax.experimental.serialize_executable import _JaxPjrtUnpickler, serialize
+except ImportError:  # pragma: no cover
+    _JaxPjrtUnpickler = object
+    jax_compiler = _ensure_backends_initialized = serialize = None
 
 from . import _config
 
 #: Bumped when the file layout changes.
-FORMAT = 1
+FORMAT = 2
 
 
 class _Leaf:
@@ -179,14 +194,33 @@ def _split(args, kwargs):
 
 
 class _Program:
-    """An exported program ready to call: its compiled call and its output's skeleton."""
+    """A program ready to call on flat leaves: its compiled call and its output's skeleton.
+    ``fallback``: for a stored executable, the file and a function that builds the program
+    from the exported one instead, used when the executable fails on its first call (it
+    loaded but cannot run here): the file is removed and the call made again."""
 
-    def __init__(self, exported, skeleton, compiler_options):
-        self.call = jax.jit(exported.call, compiler_options=compiler_options)
+    def __init__(self, call, skeleton, fallback=None):
+        self.call = call
         self.skeleton = skeleton
+        self.fallback = fallback
 
     def __call__(self, leaves):
-        out = iter(self.call(*leaves))
+        if self.fallback is None:
+            out = self.call(*leaves)
+        else:
+            try:
+                out = self.call(*leaves)
+                jax.block_until_ready(out)
+            except jax.errors.JaxRuntimeError:
+                path, rebuild = self.fallback
+                path.unlink(missing_ok=True)
+                program = rebuild()
+                if program is False:
+                    raise
+                self.call, self.skeleton = program.call, program.skeleton
+                out = self.call(*leaves)
+            self.fallback = None
+        out = iter(out)
         return jax.tree_util.tree_map(
             lambda x: next(out) if isinstance(x, _Leaf) else x,
             self.skeleton,
@@ -255,32 +289,144 @@ def cached(fun, name: str):
     return call
 
 
+@functools.cache
+def _host_cpu() -> str | None:
+    """The host's CPU model and instruction-set flags (Linux's /proc/cpuinfo), or None
+    where they cannot be read: XLA compiles CPU code for the host's instruction set, so an
+    executable stored by another CPU (a home folder shared between machines) must not load."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return None
+    fields = ("model name", "flags", "features", "cpu implementer", "cpu part", "vendor_id")
+    found = sorted({line for line in lines if line.lower().startswith(fields)})
+    return "\n".join(found) if found else None
+
+
+def _executable_key(key: str, compiler_options) -> str | None:
+    """The key of a compiled executable: the exported program's ``key`` and everything that
+    XLA compiles it with (the options, ``XLA_FLAGS``, JAX's settings, the backend, its
+    devices, the host's CPU); None where the CPU cannot be identified (no executable is
+    stored or loaded there)."""
+    cpu = _host_cpu()
+    if cpu is None or serialize is None:
+        return None
+    client = jax.local_devices()[0].client
+    settings = sorted((k, repr(v)) for k, v in jax.config.values.items())
+    settings = [(k, v) for k, v in settings if " at 0x" not in v]
+    context = (key, sorted((compiler_options or {}).items()), os.environ.get("XLA_FLAGS", ""),
+               settings, client.platform, client.platform_version,
+               [(d.platform, d.device_kind, d.id) for d in jax.local_devices()], cpu)  # fmt: skip
+    return hashlib.sha256(repr(context).encode()).hexdigest()
+
+
+def _xla_options(compiler_options, device):
+    """The compile options of a one-device program: a stored CPU executable must load with
+    the debug options it was compiled with (the kernels it calls are named by them)."""
+    return jax_compiler.get_compile_options(
+        num_replicas=1, num_partitions=1, device_assignment=np.array([[device]]),
+        env_options_overrides=dict(compiler_options or {}), backend=device.client,
+    )  # fmt: skip
+
+
+class _ExecutableUnpickler(_JaxPjrtUnpickler):
+    """``jax.experimental.serialize_executable``'s unpickler, loading the executable with
+    its compile options (that module's loader passes none)."""
+
+    def __init__(self, file, device, options):
+        super().__init__(file, device.client, [device])
+        self.options = options
+
+    def persistent_load(self, pid):
+        if pid[0] == "exec":
+            return self.backend.deserialize_executable(pid[1], self.execution_devices,
+                                                       self.options)  # fmt: skip
+        return super().persistent_load(pid)
+
+
+def _load_executable(path: Path | None, compiler_options, rebuild) -> _Program | None:
+    """The compiled program stored at ``path`` (no tracing, lowering or compiling), or None
+    where there is none or it does not load; ``rebuild``: the program without it
+    (:class:`_Program`'s fallback)."""
+    if path is None or not path.exists():
+        return None
+    try:
+        payload, in_tree, out_tree, skeleton = pickle.loads(zlib.decompress(path.read_bytes()))
+        device = jax.devices()[0]
+        # the FFI handlers that lowering would set up (LAPACK's function pointers on the
+        # CPU): jax.export's reloaded programs call the same before they run
+        _ensure_backends_initialized((device.platform,))
+        unpickler = _ExecutableUnpickler(io.BytesIO(payload), device,
+                                         _xla_options(compiler_options, device))  # fmt: skip
+        unloaded, args_info_flat, no_kwargs = unpickler.load()
+        compiled = jax.stages.Compiled(unloaded.load(), [], in_tree.unflatten(args_info_flat),
+                                       out_tree, no_kwargs=no_kwargs)  # fmt: skip
+        leaves = jax.tree_util.tree_leaves(skeleton, is_leaf=lambda x: isinstance(x, _Leaf))
+        if sum(isinstance(x, _Leaf) for x in leaves) != out_tree.num_leaves:
+            return None
+        return _Program(compiled, skeleton, fallback=(path, rebuild))
+    except Exception:  # a corrupt or foreign file: compile instead, and replace it
+        return None
+
+
+def _compile_and_store(call, leaves, skeleton, path: Path | None):
+    """``call`` (a jitted exported program) compiled for ``leaves``, and stored at ``path``
+    for later processes; the plain ``call`` where there is no ``path`` or the executable
+    cannot be serialised."""
+    if path is None:
+        return call
+    try:
+        specs = [jax.ShapeDtypeStruct(x.shape, x.dtype, weak_type=x.weak_type) for x in leaves]
+        compiled = call.lower(*specs).compile()
+        payload, in_tree, out_tree = serialize(compiled)
+        # compressed: a CPU executable's object code is 1-2 MB and compresses about 4x
+        data = zlib.compress(pickle.dumps((payload, in_tree, out_tree, skeleton), protocol=5), 1)
+    except Exception:  # a backend without serialisable executables: XLA's cache serves
+        return call
+    try:
+        _write(path, data)
+    except OSError as err:
+        warnings.warn(f"jaxmbd: cannot write {path}: {err}", RuntimeWarning, stacklevel=6)
+    return compiled
+
+
 def _load_or_export(fun, name, where, dynamic, static, leaves, avals, compiler_options):
     try:
         key = _key(fun, name, static, avals)
     except _Unkeyable:
         return False
     path = where / f"{name}-{key[:40]}.jaxexport"
-    if path.exists():
-        try:
-            exported_bytes, skeleton = pickle.loads(path.read_bytes())
-            exported = jax.export.deserialize(exported_bytes)
-            return _Program(exported, skeleton, compiler_options)
-        except Exception:  # a corrupt or foreign file: trace instead, and replace it
-            pass
-    try:
-        exported, skeleton = _export(fun, dynamic, static, leaves, compiler_options)
-        serialized = exported.serialize()
-        data = pickle.dumps((serialized, skeleton), protocol=5)
-        # run what a later process will load (its outputs' types: the keys of later calls)
-        exported = jax.export.deserialize(serialized)
-    except Exception:  # a program JAX cannot export (a host callback): the ordinary path
-        return False
-    try:
-        _write(path, data)
-    except OSError as err:
-        warnings.warn(f"jaxmbd: cannot write {path}: {err}", RuntimeWarning, stacklevel=4)
-    return _Program(exported, skeleton, compiler_options)
+    binary_key = _executable_key(key, compiler_options)
+    binary = None if binary_key is None else path.with_suffix(f".{binary_key[:24]}.xlaexe")
+
+    def from_exported(store: Path | None):
+        exported = None
+        if path.exists():
+            try:
+                exported_bytes, skeleton = pickle.loads(path.read_bytes())
+                exported = jax.export.deserialize(exported_bytes)
+            except Exception:  # a corrupt or foreign file: trace instead, and replace it
+                exported = None
+        if exported is None:
+            try:
+                exported, skeleton = _export(fun, dynamic, static, leaves, compiler_options)
+                serialized = exported.serialize()
+                data = pickle.dumps((serialized, skeleton), protocol=5)
+                # run what a later process will load (its outputs' types: the keys of later
+                # calls)
+                exported = jax.export.deserialize(serialized)
+            except Exception:  # a program JAX cannot export (a host callback): plain jit
+                return False
+            try:
+                _write(path, data)
+            except OSError as err:
+                warnings.warn(f"jaxmbd: cannot write {path}: {err}", RuntimeWarning,
+                              stacklevel=5)  # fmt: skip
+        call = jax.jit(exported.call, compiler_options=compiler_options)
+        return _Program(_compile_and_store(call, leaves, skeleton, store), skeleton)
+
+    program = _load_executable(binary, compiler_options, lambda: from_exported(None))
+    return from_exported(binary) if program is None else program
 
 
 __all__ = ["NOT_STORED", "cached", "folder"]

@@ -10,7 +10,7 @@ import functools
 
 import jax.numpy as jnp
 import numpy as np
-from scipy.interpolate import CubicSpline
+import scipy  # its submodules load on first use (scipy.interpolate, .spatial, .linalg)
 
 from . import _config  # noqa: F401
 
@@ -156,7 +156,7 @@ def calibrate_gravity_factor():
 @functools.cache
 def _gravity_slopes() -> np.ndarray:
     """d kappa / de of the cubic spline of :data:`GRAVITY_FACTOR` at its nodes."""
-    return CubicSpline(GRAVITY_TABLE_E, GRAVITY_FACTOR)(GRAVITY_TABLE_E, 1)
+    return scipy.interpolate.CubicSpline(GRAVITY_TABLE_E, GRAVITY_FACTOR)(GRAVITY_TABLE_E, 1)
 
 
 def gravity_factor(restitution):

@@ -13,6 +13,8 @@ world frame, fixed).
 
 from __future__ import annotations
 
+import dataclasses
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -20,6 +22,7 @@ import numpy as np
 
 from . import _config  # noqa: F401
 from ._joint_forces import coordinates_and_rates
+from ._ray_cast import RAY_SHAPES, nearest_hit
 from ._ray_zone import ray_meets_zone
 from .equations import rA_terms_rows
 from .forces import BodyState
@@ -37,13 +40,29 @@ class FrameReference(eqx.Module):
     frame: jax.Array
 
 
+class WeldedPart(eqx.Module):
+    """A rigid part of a sensor's body: a MuJoCo body welded to its parent and merged into
+    the jaxmbd body (:mod:`jaxmbd.mjcf`), with the bodies welded below it. ``mass``, its
+    centre of mass ``com`` (3,) (body frame, from the body's centre of mass) and its
+    inertia ``inertia`` (3, 3) about that point (body axes); ``shapes``: the indices in the
+    body's shape list of the part's shapes, whose contact forces act on the part."""
+
+    mass: jax.Array
+    com: jax.Array
+    inertia: jax.Array
+    shapes: tuple[int, ...] = eqx.field(static=True, default=())
+
+
 class SubtreeBodies(eqx.Module):
     """The bodies (model indices) of a subtree sensor's subtree; for the interaction wrench,
     also the subtree root's ``parent`` (model index; ``nb``: the ground), whose joint
-    carries the wrench."""
+    carries the wrench, and where the subtree's root is a part of the sensor's body welded
+    to the rest of it, that ``part`` (:class:`WeldedPart`; then ``bodies`` are the whole
+    bodies below the part and ``parent`` is the sensor's body)."""
 
     bodies: tuple[int, ...] = eqx.field(static=True)
     parent: int = eqx.field(static=True, default=-1)
+    part: WeldedPart | None = None
 
 
 class TouchZone(eqx.Module):
@@ -51,6 +70,19 @@ class TouchZone(eqx.Module):
     of ``size`` (3,) (MuJoCo's ``site_size``) at the sensor's site and axes."""
 
     shape: str = eqx.field(static=True)
+    size: jax.Array
+
+
+class RayTargets(eqx.Module):
+    """The shapes a rangefinder's ray sees: MuJoCo's geom ``kinds`` (:data:`jaxmbd._ray_cast.
+    RAY_SHAPES`) on ``bodies`` (model indices; ``nb``: the ground), at ``pos`` (n, 3) with
+    axes ``rot`` (n, 3, 3) in their bodies' frames (global on the ground), of MuJoCo's geom
+    ``size`` (n, 3)."""
+
+    kinds: tuple[str, ...] = eqx.field(static=True)
+    bodies: tuple[int, ...] = eqx.field(static=True)
+    pos: jax.Array
+    rot: jax.Array
     size: jax.Array
 
 
@@ -209,12 +241,47 @@ def read_touch(model, mount, run):
     return jax.vmap(one)(run.r, run.A, run.rdot, run.omega)
 
 
+# ----------------------------------------------------------------------------- rangefinder
+
+
+def read_rangefinder(model, mount, run):
+    """MuJoCo's ``rangefinder`` (``mj_ray`` from the site along its z axis,
+    ``engine_sensor.c``): the distance to the nearest surface of the sensor's targets
+    (:class:`RayTargets`, :mod:`jaxmbd._ray_cast`), -1 where the ray meets none. (T, 1)."""
+    p, R, _, _ = _object(mount, run)
+    direction = R[..., 2]
+    targets = mount.params
+    T, nb = run.r.shape[0], run.r.shape[1]
+    found = []
+    for kind in sorted(set(targets.kinds)):  # one batched test per shape kind
+        k = np.array([i for i, x in enumerate(targets.kinds) if x == kind], dtype=int)
+        b = np.asarray(targets.bodies, dtype=int)[k]
+        moving = b < nb
+        r = jnp.concatenate([run.r, jnp.zeros((T, 1, 3), run.r.dtype)], axis=1)[:, b]
+        A = jnp.concatenate([run.A, jnp.broadcast_to(jnp.eye(3, dtype=run.A.dtype),
+                                                     (T, 1, 3, 3))], axis=1)[:, b]  # fmt: skip
+        pos = jnp.where(moving[None, :, None], r + _mv(A, targets.pos[k]), targets.pos[k])
+        rot = jnp.where(moving[None, :, None, None], A @ targets.rot[k], targets.rot[k])
+        test = RAY_SHAPES[kind]
+
+        def local(size, pos, rot, point, vec, test=test):
+            return test(size, _mv(_t(rot), point - pos), _mv(_t(rot), vec))
+
+        over_targets = jax.vmap(local, in_axes=(0, 0, 0, None, None))
+        found.append(jax.vmap(over_targets, in_axes=(None, 0, 0, 0, 0))(
+            targets.size[k], pos, rot, p, direction))  # fmt: skip
+    if not found:
+        return jnp.full((T, 1), -1.0, run.r.dtype)
+    return jax.vmap(nearest_hit)(jnp.concatenate(found, axis=1))[:, None]
+
+
 # ----------------------------------------------------------------------------- actuators
 
 
 def actuator_forces(model, run):
     """The actuator forces F (T, nu) (before the gear; :mod:`jaxmbd.actuators`) at each
-    state with the run's controls (``run.controls``, else the element's own)."""
+    state with the run's controls (``run.controls``, else the element's own) and, with
+    activation dynamics, the run's activations (``run.act``, else the element's own)."""
     element = model.actuators
     if element is None:
         raise ValueError(f"model '{model.name}' has no actuators for an actuator sensor")
@@ -224,15 +291,23 @@ def actuator_forces(model, run):
 
     rows = np.asarray(element.tendon_actuated, dtype=int)
 
-    def one(u, r, A, rdot, omega):
+    act = run.act
+    if act is None or not element.has_dynamics:
+        act = jnp.zeros((T, 0), run.r.dtype)
+
+    def one(u, r, A, rdot, omega, t, act):
         state = BodyState(r, A, rdot, omega)
         q, qdot, _ = coordinates_and_rates(element.joints, state)
         if rows.size:  # tendon transmissions: the tendons' lengths and velocities
             length, G = lengths_and_gradients(element.tendons, state)
             q, qdot = q.at[rows].set(length), qdot.at[rows].set(velocities(G, state))
+        if act.size:  # the row's activations at the row's time (act_early: a step ahead)
+            at = dataclasses.replace(element, activation=element.full_activation(act),
+                                     activation_time=t)  # fmt: skip
+            return at.actuator_force(u, q, qdot)
         return element.actuator_force(u, q, qdot)
 
-    return jax.vmap(one)(u, run.r, run.A, run.rdot, run.omega)
+    return jax.vmap(one)(u, run.r, run.A, run.rdot, run.omega, run.t, act)
 
 
 def read_actuator_force(model, mount, run):
@@ -254,20 +329,22 @@ def read_joint_actuator_force(model, mount, run):
 # ----------------------------------------------------------------------------- interaction
 
 
-def _external_loads(model, bodies, root: int, parent: int, run):
+def _external_loads(model, bodies, root: int, parent: int, run, *, welded: bool = False):
     """(f (T, n, 3) global, n_bar (T, n, 3) body frame) on the subtree's bodies from
     outside it, besides the joint to its parent: gravity, contact (the compliant law of
     ``model.contacts``) and the constraint rows that join a subtree body to a body outside
     it other than through that joint (loops closed by equalities). MuJoCo's ``cfrc_ext``
     with gravity (``mj_rnePostConstraint``); forces along joints and passive forces stay
-    inside the interaction, as MuJoCo's do."""
+    inside the interaction, as MuJoCo's do. ``welded``: the subtree hangs from a part of
+    ``root`` (``root`` outside it), whose rows to the subtree are the joints below the part
+    (inside the interaction)."""
     nb = run.r.shape[1]
     idx = np.asarray(bodies, dtype=int)
     inside = np.zeros(nb + 1, dtype=bool)
     inside[idx] = True
     rows = []  # (row, subtree body, its block is jac_i)
     for c, (i, j) in enumerate(model.constraint_bodies):
-        if inside[i] == inside[j] or {i, j} == {root, parent}:
+        if inside[i] == inside[j] or {i, j} == {root, parent} or (welded and root in (i, j)):
             continue
         rows.append((c, i if inside[i] else j, bool(inside[i])))
     element = model.contacts
@@ -289,7 +366,53 @@ def _external_loads(model, bodies, root: int, parent: int, run):
                 n = n.at[k].add(load[3:])
         return f, n
 
+    if idx.size == 0:
+        empty = jnp.zeros((run.r.shape[0], 0, 3), run.r.dtype)
+        return empty, empty
     return jax.vmap(one)(run.t, run.r, run.A, run.rdot, run.omega, run.lam)
+
+
+def _part_contact(model, body: int, shapes, run):
+    """(force, moment about the body's centre of mass) (T, 3) each, global: the contact
+    forces (the compliant law of ``model.contacts``) on the shapes ``shapes`` of ``body``."""
+    element = model.contacts
+    T = run.r.shape[0]
+    zero = jnp.zeros((T, 3), run.r.dtype)
+    if element is None or element.n_slots == 0 or not shapes:
+        return zero, zero
+    bi, bj = element._slot_bodies()
+    si, sj = element.slot_shapes()
+    mine = np.isin(np.arange(max(si.max(), sj.max()) + 1), shapes)
+    on_i, on_j = (bi == body) & mine[si], (bj == body) & mine[sj]
+    if not np.any(on_i | on_j):
+        return zero, zero
+    sign = jnp.asarray(on_i.astype(float) - on_j.astype(float))
+
+    def one(r, A, rdot, omega):
+        s = element.slots(BodyState(r, A, rdot, omega))
+        force = sign[:, None] * (s.normal_force[:, None] * s.normal + s.tangential_force)
+        moment = jnp.cross(s.point - r[body], force) + sign[:, None] * s.friction_torque
+        return jnp.sum(force, axis=0), jnp.sum(moment, axis=0)
+
+    return jax.vmap(one)(run.r, run.A, run.rdot, run.omega)
+
+
+def _part_wrench(model, body: int, part: WeldedPart, site_point, run):
+    """(force, moment about ``site_point``) (T, 3) each, global: the part's rate of
+    momentum less its gravity and contact forces (the wrench the rest of its body exerts
+    on it, besides what the bodies below it exert)."""
+    A, w_bar, a_bar = run.A[:, body], run.omega[:, body], run.omegadot[:, body]
+    w, alpha = _mv(A, w_bar), _mv(A, a_bar)
+    arm = _mv(A, jnp.broadcast_to(part.com, w.shape))
+    acc = run.rddot[:, body] + jnp.cross(alpha, arm) + jnp.cross(w, jnp.cross(w, arm))
+    f_c, n_c = _part_contact(model, body, part.shapes, run)  # n_c about the body's com
+    force = part.mass * (acc - model.gravity) - f_c
+    Ic = A @ part.inertia @ _t(A)
+    spin = _mv(Ic, alpha) + jnp.cross(w, _mv(Ic, w))
+    point = run.r[:, body] + arm
+    # the contact moment about the body's com moved to the part's centre of mass
+    spin = spin - (n_c - jnp.cross(arm, f_c))
+    return force, spin + jnp.cross(point - site_point, force)
 
 
 def interaction_wrench(model, mount, run):
@@ -297,10 +420,14 @@ def interaction_wrench(model, mount, run):
     parent through its joint (MuJoCo's ``cfrc_int``: the subtree's rates of momentum less
     its external loads, Featherstone 2008, Table 5.1), the torque about the site, both in
     the site's axes (MuJoCo's ``force`` and ``torque`` sensors, ``mju_transformSpatial``
-    to the site)."""
+    to the site). Where the sensor's MuJoCo body is welded to its parent (a
+    :class:`WeldedPart` of the jaxmbd body), the subtree is that part and the bodies below
+    it, and the wrench is the one the rest of the body exerts on the part."""
     sub = mount.params
     idx = np.asarray(sub.bodies, dtype=int)
-    f_ext, n_ext = _external_loads(model, sub.bodies, mount.body, sub.parent, run)
+    welded = sub.part is not None
+    f_ext, n_ext = _external_loads(model, sub.bodies, mount.body, sub.parent, run,
+                                   welded=welded)  # fmt: skip
     r, A = run.r[:, idx], run.A[:, idx]
     w, alpha = _mv(A, run.omega[:, idx]), _mv(A, run.omegadot[:, idx])
     J = model.inertia[idx]
@@ -310,6 +437,9 @@ def interaction_wrench(model, mount, run):
     p, R, _, _ = _object(mount, run)
     F = jnp.sum(force, axis=1)
     N = jnp.sum(spin + jnp.cross(r - p[:, None], force), axis=1)
+    if welded:
+        f_p, n_p = _part_wrench(model, mount.body, sub.part, p, run)
+        F, N = F + f_p, N + n_p
     return _mv(_t(R), F), _mv(_t(R), N)
 
 

@@ -122,9 +122,8 @@ def _mesh_data(spec, where: str):
         raise ModelError(f"{where}.faces: expected (k, 3) integer vertex indices")
     if F.min() < 0 or F.max() >= len(V):
         raise ModelError(f"{where}.faces: vertex index out of range 0..{len(V) - 1}")
-    vertices = tuple(tuple(float(x) for x in row) for row in V)
-    faces = tuple(tuple(int(i) for i in row) for row in F)
-    return vertices, faces
+    # Python floats and ints (tolist), as hashable rows
+    return tuple(map(tuple, V.tolist())), tuple(map(tuple, F.astype(np.int64).tolist()))
 
 
 def make_shape(spec, *, where: str = "shape") -> Shape:
@@ -237,8 +236,8 @@ def pyramid(size, height, *, pos=(0.0, 0.0, 0.0), A=None, axis=None, color=None,
 
 def mesh(vertices, faces, *, pos=(0.0, 0.0, 0.0), A=None, color=None, collide=True) -> Shape:
     return make_shape(
-        _spec("mesh", pos, A, None, color, collide, vertices=np.asarray(vertices).tolist(),
-              faces=np.asarray(faces).tolist())
+        _spec("mesh", pos, A, None, color, collide, vertices=np.asarray(vertices),
+              faces=np.asarray(faces))
     )  # fmt: skip
 
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.spatial import ConvexHull, QhullError
+import scipy  # its submodules load on first use (scipy.interpolate, .spatial, .linalg)
 
 from .errors import ModelError
 
@@ -147,8 +147,8 @@ def _hull_size(shape) -> np.ndarray:
     they span no volume."""
     V = np.asarray(shape.vertices, dtype=np.float64)
     try:
-        hull = ConvexHull(V)
-    except QhullError:
+        hull = scipy.spatial.ConvexHull(V)
+    except scipy.spatial.QhullError:
         return np.concatenate([[[*V.mean(axis=0), 0.0]], np.c_[V, np.ones(len(V))]])
     H = V[hull.vertices]
     size = float(np.ptp(H, axis=0).max())

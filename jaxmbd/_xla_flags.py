@@ -222,11 +222,13 @@ def unhoisted_when_differentiated(tree, *, transposed: bool = False):
     Undifferentiated programs (simulate) are unchanged: no op is added. Zero tangents stay
     symbolic (a concrete one would reach the Newton loop, which JAX cannot linearise).
     CPU only (the pass is the CPU backend's). At trace time, ``JAXMBD_HOIST_GRADIENT_LOOPS``
-    =1 keeps every loop hoistable (slow compile, fastest gradient run), =0 guards the
-    transposed loops too."""
+    =1 keeps every loop hoistable (slower compile, fastest gradient run; simulate's step is
+    then recomputed in the adjoint, :func:`forward_loop_hoisted_when_differentiated`, so
+    the hoisted forward loop is the step, not its linearisation: the double pendulum's
+    ~9.4k instructions instead of ~19k), =0 guards the transposed loops too."""
     import jax
 
-    mode = os.environ.get(HOIST_GRADIENT_LOOPS, "").strip()
+    mode = gradient_loops_mode()
     if mode == "1" or jax.default_backend() != "cpu":
         return tree
     tangent = mode == "0" or not transposed
@@ -238,5 +240,27 @@ def unhoisted_when_differentiated(tree, *, transposed: bool = False):
 #: ``JAXMBD_HOIST_GRADIENT_LOOPS``: 1 hoists every differentiated loop, 0 none (read at
 #: trace time; :func:`unhoisted_when_differentiated`).
 HOIST_GRADIENT_LOOPS = "JAXMBD_HOIST_GRADIENT_LOOPS"
+#: The mode when ``JAXMBD_HOIST_GRADIENT_LOOPS`` is unset: "" hoists the transposed time
+#: loop only (benchmarks/results/gradients_cost.md weighs it against "1").
+DEFAULT_GRADIENT_LOOPS = ""
+
+
+def gradient_loops_mode() -> str:
+    """``JAXMBD_HOIST_GRADIENT_LOOPS`` read now (at trace time): "1" (every differentiated
+    loop hoistable), "0" (none), "" (the transposed time loop only), else the default."""
+    mode = os.environ.get(HOIST_GRADIENT_LOOPS, "").strip()
+    return mode if mode in ("0", "1") else DEFAULT_GRADIENT_LOOPS
+
+
+def forward_loop_hoisted_when_differentiated() -> bool:
+    """Whether a differentiated time loop's forward half is left to XLA's hoisting pass
+    (on the CPU, mode "1"): its step is then worth recomputing in the adjoint
+    (``jax.checkpoint``), which shrinks the hoisted forward loop to the step itself. With
+    the forward loop run as thunks the recomputation only grows the hoisted adjoint loop
+    (the double pendulum's gradient: XLA compile +50 %, run -4 %)."""
+    import jax
+
+    return jax.default_backend() == "cpu" and gradient_loops_mode() == "1"
+
 
 configure()  # at import: jaxmbd/__init__.py imports this module before anything else

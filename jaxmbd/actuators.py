@@ -38,7 +38,10 @@ depend on the mechanism, so each step takes it in closed form at every stage tim
 where MuJoCo's steps integrate it: ``filter`` by its explicit Euler step in ``euler``, by
 the stages in ``rk4``); ``act_early`` (MuJoCo's ``actearly``) takes the force from the
 activation one step h ahead, a(t + h). :func:`~jaxmbd.simulate` carries a from step to
-step in the ``"joint"`` formulation (:func:`with_activation`, :meth:`Actuators.next_activation`).
+step in the ``"joint"`` formulation (:func:`with_activation`, :meth:`Actuators.next_activation`)
+and keeps it as ``sol.act`` (T, na) in MuJoCo's ``act`` layout (the actuators with
+dynamics, in order: :attr:`Actuators.dynamic`), from which the actuator sensors read the
+forces after the run.
 
 Controls are held constant over each step (zero-order hold, as MuJoCo's ``ctrl`` over
 ``mj_step``): :func:`~jaxmbd.simulate` sets ``controls`` of the element to the step's row of
@@ -155,6 +158,36 @@ class Actuators(AbstractJointForce):
         return self.dynamics is not None and any(
             ACTIVATION_DYNAMICS[d] is not NO_DYNAMICS for d in self.dynamics
         )
+
+    @property
+    def dynamic(self) -> tuple[int, ...]:
+        """The actuators with activation dynamics (indices, ascending): MuJoCo's ``act``
+        order, one activation each (``na`` of them)."""
+        if self.dynamics is None:
+            return ()
+        return tuple(k for k, d in enumerate(self.dynamics)
+                     if ACTIVATION_DYNAMICS[d] is not NO_DYNAMICS)  # fmt: skip
+
+    @property
+    def na(self) -> int:
+        """The number of activations (MuJoCo's ``na``)."""
+        return len(self.dynamic)
+
+    def act(self, activation=None):
+        """The activations (na,) in MuJoCo's ``act`` layout of the per-actuator
+        ``activation`` (nu,) (None: the element's own)."""
+        activation = self.activation if activation is None else activation
+        return jnp.asarray(activation)[..., np.asarray(self.dynamic, dtype=int)]
+
+    def full_activation(self, act):
+        """The per-actuator activations (nu,) with MuJoCo's ``act`` (na,) in the entries of
+        the actuators with dynamics (the element's own in the others, which no reading
+        uses)."""
+        act = jnp.asarray(act)
+        if act.shape != (self.na,):
+            raise ValueError(f"actuators: act has shape {act.shape}, expected ({self.na},) "
+                             "(MuJoCo's act: the actuators with activation dynamics)")  # fmt: skip
+        return jnp.asarray(self.activation).at[np.asarray(self.dynamic, dtype=int)].set(act)
 
     def activation_at(self, t, u, *, early: bool = True):
         """The activations (nu,) at time ``t`` under the controls ``u`` held since

@@ -130,7 +130,7 @@ def _load(model: str) -> Model:
 
 def _run_defaults(model: str, formulation: str | None, integrator: str | None):
     """(formulation, options) for a run: a built-in's default formulation (a file: None,
-    simulate's default: "joint" for MJCF and URDF, "rA" for model files), and
+    simulate's default, :func:`jaxmbd.default_formulation`), and
     the registry's options of the model (none of the built-ins needs one today), which
     apply only with that formulation and its default integrator, the pair they were chosen for."""
     found = _builtin(model)
@@ -274,7 +274,10 @@ def simulate(
     model: Annotated[str, typer.Argument(help="model file or built-in name")],
     formulation: Annotated[
         str | None,
-        typer.Option(help=f"{_FORMULATIONS} (default: the built-in's own, see jaxmbd models; rA)"),
+        typer.Option(
+            help=f"{_FORMULATIONS} (default: the built-in's own, see jaxmbd models; a "
+            "file: joint where it runs the model, else rA)"
+        ),
     ] = None,
     h: Annotated[float, typer.Option("--h", help="step size [s]")] = 1e-3,
     t_end: Annotated[float, typer.Option("--t-end", help="end time [s]")] = 3.0,

@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _config  # noqa: F401
+from ._host_arrays import device_array
 
 _FUNCTIONS = {
     "sin": jnp.sin,
@@ -156,7 +157,9 @@ class Expression(eqx.Module):
         program, constants = parse_expression(source, where=where)
         self.source = source
         self.program = program
-        self.constants = jnp.asarray(constants, dtype=jnp.float64).reshape(len(constants))
+        self.constants = device_array(
+            np.asarray(constants, dtype=np.float64).reshape(len(constants))
+        )
 
     @property
     def is_constant(self) -> bool:
@@ -165,11 +168,14 @@ class Expression(eqx.Module):
     def check_finite_at_start(self, *, where: str):
         """Refuse an expression whose value, first or second time derivative at t = 0 is not
         finite (``9**9**9``, ``log(-1)``, ``sqrt(t)``): it would enter the solver as inf/NaN."""
-        values = driver_derivatives(jnp.zeros(1), (_single_group(self),), 0.0)
+        # one compiled program per expression program (the source text left out of the key)
+        group = DriverGroup(rows=(0,), program=self.program, sources=("",),
+                            constants=device_array(np.asarray(self.constants)[None]))  # fmt: skip
+        values = [np.asarray(v) for v in _start_derivatives(group)]
         bad = [
             name
             for name, v in zip(("f", "f_dot", "f_ddot"), values, strict=True)
-            if not jnp.isfinite(v[0])
+            if not np.isfinite(v[0])
         ]
         if bad:
             shown = self.source if len(self.source) <= 80 else self.source[:77] + "..."
@@ -194,12 +200,6 @@ class DriverGroup(eqx.Module):
         return jax.vmap(lambda c: evaluate_program(self.program, c, t))(self.constants)
 
 
-def _single_group(expr: Expression) -> DriverGroup:
-    return DriverGroup(
-        rows=(0,), program=expr.program, sources=(expr.source,), constants=expr.constants[None]
-    )
-
-
 def group_drivers(row_expressions: dict[int, Expression]) -> tuple[DriverGroup, ...]:
     """Group time-dependent expressions by program so the trace grows with distinct programs."""
     by_program: dict[tuple, list[tuple[int, Expression]]] = {}
@@ -208,7 +208,9 @@ def group_drivers(row_expressions: dict[int, Expression]) -> tuple[DriverGroup, 
     groups = []
     for program, members in by_program.items():
         n_const = members[0][1].constants.shape[0]
-        constants = jnp.stack([e.constants for _, e in members]).reshape(len(members), n_const)
+        constants = device_array(
+            np.stack([np.asarray(e.constants) for _, e in members]).reshape(len(members), n_const)
+        )
         groups.append(
             DriverGroup(
                 rows=tuple(r for r, _ in members),
@@ -218,6 +220,12 @@ def group_drivers(row_expressions: dict[int, Expression]) -> tuple[DriverGroup, 
             )
         )
     return tuple(groups)
+
+
+@jax.jit
+def _start_derivatives(group: DriverGroup):
+    """(f, f_dot, f_ddot) of one group's row at t = 0 (:meth:`Expression.check_finite_at_start`)."""
+    return driver_derivatives(jnp.zeros(1), (group,), 0.0)
 
 
 def driver_values(offsets, groups: tuple[DriverGroup, ...], t):
@@ -233,6 +241,11 @@ def driver_values(offsets, groups: tuple[DriverGroup, ...], t):
         driven[np.asarray(group.rows)] = True
         f = f + jnp.where(driven, group(t)[position], 0.0)
     return f
+
+
+#: :func:`driver_values` as one compiled program (per set of driver programs): build-time
+#: values (:func:`jaxmbd.redundancy.find_redundancy`) without compiling op by op.
+compiled_driver_values = jax.jit(driver_values)
 
 
 def driver_derivatives(offsets, groups, t):

@@ -18,7 +18,7 @@ in a model file (:meth:`~AbstractForce.to_json`, :meth:`~AbstractForce.from_json
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, NamedTuple
 
 import equinox as eqx
@@ -154,6 +154,16 @@ class AbstractForce(eqx.Module):
     def joint_armature(self) -> jax.Array | None:
         """The inertia (n,) the element adds along its joints' coordinates (joint
         armature), in joint space; None (the default): none."""
+        return None
+
+    def joint_space_obstacle(self, tree_dofs: Mapping[str, int]) -> str | None:
+        """Why the ``"joint"`` formulation cannot evaluate the element on a kinematic tree
+        whose joints are ``tree_dofs`` (name: number of dofs); None: it can. The default: an
+        element acting on the bodies reaches the dofs through J^T (its added mass, if any,
+        only along joints, :attr:`joint_armature`: mass on the bodies has no joint-space
+        path)."""
+        if self.adds_mass and self.joint_armature is None:
+            return "it adds mass to the bodies, which the tree's mass matrix does not carry"
         return None
 
     @property

@@ -55,6 +55,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _config  # noqa: F401
+from ._host_arrays import device_array
 from ._small import mm, mtm, mv, row_vec_mat
 from ._topology import body_graph
 from .errors import ModelError
@@ -225,6 +226,36 @@ def joint_coordinates(defn: JointDefinition, r, A, rdot, omega) -> JointCoordina
     if spec.nq == 1:
         q, qdot = q[..., 0], qdot[..., 0]
     return JointCoordinates(q, qdot, None, defn.name, defn.kind)
+
+
+def _pair_state(k: int, r, A, rdot, omega):
+    """Body k's pose and velocity at one instant (numpy); k = nb: the ground, at rest."""
+    if k < len(r):
+        return r[k], A[k], rdot[k], omega[k]
+    return np.zeros(3), np.eye(3), np.zeros(3), np.zeros(3)
+
+
+#: :func:`joint_coordinates` compiled: build-time values go through one program per joint
+#: kind and sign (cached across joints and models) rather than op by op.
+_compiled_coordinates = jax.jit(joint_coordinates)
+
+
+def joint_state_at(defn: JointDefinition, r, A, rdot, omega) -> tuple[np.ndarray, np.ndarray]:
+    """(q, qdot) of joint ``defn`` at one instant of the body states ``r`` (nb, 3), ``A``
+    (nb, 3, 3), ``rdot`` and the body-frame ``omega`` (nb, 3) (ground excluded), as numpy:
+    :func:`joint_coordinates` of the joint's two bodies only, so that every joint of one kind
+    and sign shares one compiled program (the builder's and the MJCF importer's initial
+    states)."""
+    pair = [_pair_state(k, *(np.asarray(x) for x in (r, A, rdot, omega)))
+            for k in (defn.body_i, defn.body_j)]  # fmt: skip
+    states = [np.stack([p[n] for p in pair])[None] for n in range(4)]
+    local = JointDefinition(
+        name="", kind=defn.kind, body_i=0, body_j=1, s_bar_i=defn.s_bar_i,
+        s_bar_j=defn.s_bar_j, frame_i=defn.frame_i, frame_j=defn.frame_j, offset=defn.offset,
+        q_start=defn.q_start, sign=defn.sign,
+    )  # fmt: skip
+    out = _compiled_coordinates(local, *states)
+    return np.asarray(out.q)[0], np.asarray(out.qdot)[0]
 
 
 class JointCoordinatesMap(Mapping):
@@ -439,8 +470,7 @@ def place_joint_states(model, states: Mapping[str, tuple]):
         if q is None:  # the drawn relative pose
             q = spec.drawn_q(defn.offset)
         if qdot is None:  # the bodies' relative velocity now (as drawn: others keep it)
-            now = joint_coordinates(defn, *(x[None, :nb] for x in (r, A, v, w_bar)))
-            qdot = np.asarray(now.qdot)[0]
+            qdot = joint_state_at(defn, *(x[:nb] for x in (r, A, v, w_bar)))[1]
         g = geometric_from_user(defn, q)
         g_rate = np.asarray(qdot, dtype=np.float64).reshape(-1)
         if not spec.quaternion:
@@ -451,7 +481,7 @@ def place_joint_states(model, states: Mapping[str, tuple]):
         w_bar[:] = np.einsum("bji,bj->bi", A, w)
         starts[name] = g if spec.quaternion else np.asarray(q, dtype=np.float64)
     joints = tuple(
-        eqx.tree_at(lambda d: d.q_start, d, jnp.asarray(starts[d.name]).reshape(-1))
+        eqx.tree_at(lambda d: d.q_start, d, device_array(np.asarray(starts[d.name]).reshape(-1)))
         if d.name in starts
         else d
         for d in model.joints

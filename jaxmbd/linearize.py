@@ -199,7 +199,12 @@ def linearize(
         if u_star.shape != (nu,):
             raise ValueError(f"linearize: inputs must have shape ({nu},), got {u_star.shape}")
         model = with_controls(model, u_star)
-    form = get_formulation(default_formulation(model) if formulation is None else formulation)
+    if formulation is None:
+        absolute_only = ("redundant",) if redundant != "drop" else ()
+        if isinstance(state, Equilibrium) and state.qpos is None:
+            absolute_only += ("an Equilibrium in absolute coordinates",)
+        formulation = default_formulation(model, absolute_only=absolute_only)
+    form = get_formulation(formulation)
     if form.runs_in_joint_space:
         return _joint_linearization(model, form, state, jnp.asarray(t, jnp.float64), u_star,
                                     coordinates)  # fmt: skip

@@ -41,6 +41,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._host_arrays import device_array
+
 
 class Markers(eqx.Module):
     """Every marker of a model (``model.markers``), in the order they were added. Static:
@@ -141,8 +143,8 @@ def markers_from_specs(specs: list[dict], index: dict[str, int]) -> Markers | No
     return Markers(
         marker_names=tuple(s["name"] for s in specs),
         bodies=tuple(index[s["body"]] for s in specs),
-        point=jnp.asarray(np.stack([s["point"] for s in specs])),
-        axes=jnp.asarray(np.stack([s["axes"] for s in specs])),
+        point=device_array(np.stack([s["point"] for s in specs])),
+        axes=device_array(np.stack([s["axes"] for s in specs])),
     )
 
 

@@ -71,7 +71,8 @@ reference pose** (``qpos0``) from ``mj_forward``:
   shape pairs of jaxmbd contact pairs, with friction (sliding, torsional and rolling by
   ``condim``), stiffness, restitution and slip velocity from ``friction``, ``solref`` and
   ``solimp``, and a margin from ``margin`` and ``gap`` (``<pair>`` elements with their
-  own); the world's planes and geoms are ground planes and ground shapes.
+  own); the world's planes and geoms are ground planes and ground shapes, its height
+  fields ground prisms (:mod:`jaxmbd._mjcf_hfield`: small grids).
 * **Joint damping, stiffness, friction loss**: a body's single hinge or slide gets
   ``damping``, ``stiffness`` about ``springref`` (``qpos_spring``, qpos units),
   ``frictionloss`` and ``armature`` as :mod:`jaxmbd.joint_dynamics` (friction loss
@@ -93,10 +94,9 @@ reference pose** (``qpos0``) from ``mj_forward``:
   ``limit``, ``equality``, ``constraint``, ``frictionloss``, ``actuation``, ``gravity``,
   ``spring``, ``damper`` and ``clampctrl`` are honoured as MuJoCo defines them
   (``equality``: :func:`jaxmbd.equalities.with_equalities` with ``"none"``).
-* Whatever no formulation supports (actuators with activation dynamics, sensors
-  (rangefinder, limit, ...), flex equalities, mocap bodies, geom pairs without a narrow
-  phase, ...) is listed in **one** warning; nothing
-  is dropped silently.
+* Whatever no formulation supports (muscles, sensors (limit, ...), flex equalities,
+  mocap bodies, geom pairs without a narrow phase, ...) is listed in **one** warning;
+  nothing is dropped silently.
 """
 
 from __future__ import annotations
@@ -107,10 +107,10 @@ import math
 import warnings
 from pathlib import Path
 
-import jax.numpy as jnp
 import numpy as np
 
 from . import geometry as G
+from ._host_arrays import device_array
 from ._mjcf_actuators import add_actuators
 from ._mjcf_contact import add_contacts
 from ._mjcf_equalities import (
@@ -121,6 +121,7 @@ from ._mjcf_equalities import (
 )
 from ._mjcf_flags import switched_off, with_actuation_flags
 from ._mjcf_fluid import add_fluid
+from ._mjcf_hfield import hfield_prisms
 from ._mjcf_joints import (
     _add_joints,
     _composite_coordinates,
@@ -140,7 +141,7 @@ from ._mjcf_tendons import add_tendons
 from .build import ModelBuilder
 from .equalities import with_equalities
 from .errors import ModelError, ModelFileError
-from .joints import joint_coordinates, joint_kind
+from .joints import joint_kind, joint_state_at
 from .model import GROUND, Model
 from .tree import tree_from_mujoco
 
@@ -370,7 +371,7 @@ def _convert(mujoco, m, path: Path, keyframe, model_name: str) -> Model:
                   tendons={t["name"] for t in builder._tendons})  # fmt: skip
     add_site_markers(mujoco, m, d0, builder, owner, body_names)
     add_sensors(mujoco, m, d0, builder, owner, body_names, frame, set(mapped) - space,
-                unsupported)  # fmt: skip
+                unsupported, shape_of=shape_of)  # fmt: skip
     add_fluid(mujoco, m, d0, builder, owner, body_names, frame)
     _add_ground_geoms(mujoco, m, d0, builder, owner, shape_of)
     masses = {body_names[b]: float(sum(m.body_mass[k] for k in range(1, m.nbody)
@@ -421,6 +422,14 @@ def _add_ground_geoms(mujoco, m, d, builder: ModelBuilder, owner, shape_of):
     others as ground shapes (global pose), drawn and colliding as MuJoCo's."""
     for g in range(m.ngeom):
         if owner[int(m.geom_bodyid[g])] >= 0:
+            continue
+        if int(m.geom_type[g]) == int(mujoco.mjtGeom.mjGEOM_HFIELD) and _collides(m, g):
+            prisms = hfield_prisms(m, d, g)  # None: too many to map
+            if prisms is not None:
+                start = len(builder._ground_shapes)
+                shape_of[g] = (GROUND, list(range(start, start + len(prisms))))
+                for prism in prisms:
+                    builder.add_ground_shape(prism)
             continue
         if int(m.geom_type[g]) == int(mujoco.mjtGeom.mjGEOM_PLANE):
             size = np.asarray(m.geom_size[g][:2])
@@ -510,12 +519,12 @@ def _set_joint_states(builder: ModelBuilder, placed, mapped, key, qpos):
             continue
         if spec.name not in placed:
             continue  # an equality connect: closed by the consistent start
-        state = joint_coordinates(spec.definition(index), *(x[None] for x in key))
-        q = np.atleast_1d(np.asarray(state.q)[0]).copy()
+        q, qdot = joint_state_at(spec.definition(index), *key)
+        q = np.atleast_1d(q).copy()
         for c, address in mapped[spec.name]:
             if c in joint_kind(spec.kind).angles:
                 q[c] += 2 * np.pi * np.round((qpos[address] - q[c]) / (2 * np.pi))
-        builder.set_joint_state(spec.name, q=q, qdot=np.asarray(state.qdot)[0])
+        builder.set_joint_state(spec.name, q=q, qdot=qdot)
 
 
 def _at_state(model: Model, key) -> Model:
@@ -523,5 +532,5 @@ def _at_state(model: Model, key) -> Model:
     bodies, bodies on three slides and bodies whose joints are joint-space only have no
     joint state to set, and the joint states of the others reproduce MuJoCo's poses only to
     round-off, which grows down long chains)."""
-    r, A, v, w = (jnp.asarray(x) for x in key)
+    r, A, v, w = (device_array(x) for x in key)
     return dataclasses.replace(model, r0=r, A0=A, rdot0=v, omega0=w)

@@ -54,7 +54,7 @@ from . import _config  # noqa: F401
 from ._jit import jit
 from ._results import ILL_CONDITIONED, SUCCESS
 from ._topology import body_graph
-from .drivers import driver_values
+from .drivers import compiled_driver_values
 from .equations import _row_bodies, constraint_values
 from .errors import ModelError, RedundancyWarning
 from .gcons import gcon_kind
@@ -208,7 +208,7 @@ def _rows_numpy(model):
     f = np.asarray(model.f_offset)
     angle_rows = set(np.flatnonzero(kappa).tolist())
     if any(r in angle_rows for group in model.drivers for r in group.rows):  # only they need f
-        f = np.asarray(driver_values(model.f_offset, model.drivers, 0.0))
+        f = np.asarray(compiled_driver_values(model.f_offset, model.drivers, 0.0))
     bi, bj = _row_bodies(model)
     r_all = np.concatenate([np.asarray(model.r0), np.zeros((1, 3))])
     A_all = np.concatenate([np.asarray(model.A0), np.eye(3)[None]])

@@ -32,6 +32,8 @@ subtree_com              3     centre of mass of the body's subtree (global)
 subtree_linear_velocity  3     its velocity
 subtree_angular_momentum 3     the subtree's angular momentum about its centre of mass
 touch                    1     normal forces of the body's contacts in the site's zone, summed
+rangefinder              1     distance along the site's z axis to the nearest of its target
+                               shapes' surfaces, -1 where it meets none
 interaction_force        3     force the body receives from its parent (site axes)
 interaction_torque       3     its moment about the site (site axes)
 actuator_force           1     an actuator's force (before the gear)
@@ -40,7 +42,8 @@ joint_actuator_force     1     sum of gear x force of the actuators on a joint
 
 (MuJoCo's ``jointpos``, ``jointvel``, ``framepos``, ``framequat``, ``framelinvel``,
 ``frameangvel``, ``velocimeter``, ``gyro``, ``accelerometer``, ``framexaxis``, ...,
-``subtreecom``, ``subtreelinvel``, ``subtreeangmom``, ``touch``, ``force``, ``torque``,
+``subtreecom``, ``subtreelinvel``, ``subtreeangmom``, ``touch``, ``rangefinder``,
+``force``, ``torque``,
 ``actuatorfrc`` and ``jointactuatorfrc``: at rest the accelerometer reads -g, +9.81
 upwards.) The frame kinds may sit on the ground (``model.nb``: a fixed site) and read
 against a reference frame; the kinds after the joint reactions keep their options in the
@@ -52,8 +55,9 @@ compare quaternions up to sign (MuJoCo's keeps the sign of its integration).
 
 **Actuator forces** read the controls held over each row's step (``sol.controls``, the
 run's ``controls=``; the model's own where the run had none; after a policy run, whose
-replies are not kept, NaN); like the accelerometer they depend on the controls being
-chosen, so a policy cannot observe them.
+replies are not kept, NaN) and, for actuators with activation dynamics, the row's
+activations (``sol.act``: MuJoCo's force at the row's qpos, qvel and act); like the
+accelerometer they depend on the controls being chosen, so a policy cannot observe them.
 
 **Joint reactions** come from the joint's constraint multipliers: the generalised load on
 body j is -[Phi_r, Pi_bar(Phi)]_j^T lam over the joint's rows (paper 1 eq. 34c; the force
@@ -119,6 +123,9 @@ class SensorInput(NamedTuple):
     lam: jax.Array
     #: the actuators' controls (T, nu) at each row; None: the actuators' own ``controls``
     controls: jax.Array | None = None
+    #: the activations (T, na) at each row (MuJoCo's ``act`` layout); None: the actuators'
+    #: own ``activation``
+    act: jax.Array | None = None
 
 
 class SensorMount(NamedTuple):
@@ -152,7 +159,8 @@ class SensorKind:
     dim: int | Callable[[JointKind], int] = 3
     needs_solution: bool = False
     #: the builder option that sets the mount's ``params`` (:meth:`~jaxmbd.ModelBuilder.
-    #: add_sensor`): "reference", "subtree", "zone", "actuator" or "joint_actuators"; None
+    #: add_sensor`): "reference", "subtree", "zone", "targets", "actuator" or
+    #: "joint_actuators"; None
     params: str | None = None
     #: the sensor may sit on the ground (a fixed frame, or the whole model's subtree)
     on_ground: bool = False
@@ -388,6 +396,7 @@ for _spec in (
         on_ground=True,
     ),
     SensorKind("touch", "body", K.read_touch, 1, params="zone"),
+    SensorKind("rangefinder", "body", K.read_rangefinder, 1, params="targets", on_ground=True),
     SensorKind(
         "interaction_force",
         "body",
@@ -456,12 +465,13 @@ def _noise(sensors: Sensors, k: int, key, steps, dim: int):
 
 
 def readings(model, names, t, r, A, rdot, omega, rddot, omegadot, lam, *, key=None, steps=None,
-             controls=None):  # fmt: skip
+             controls=None, act=None):  # fmt: skip
     """Readings {name: (T, dim)} of the sensors ``names`` of ``model`` along one run (time
     first, no batch axis); with ``key``, the noise of the steps ``steps`` (T,) added;
-    ``controls`` (T, nu): the actuators' controls at each row (None: their own)."""
+    ``controls`` (T, nu): the actuators' controls at each row (None: their own); ``act``
+    (T, na): the activations at each row (None: the actuators' own)."""
     sensors = model.sensors
-    run = SensorInput(t, r, A, rdot, omega, rddot, omegadot, lam, controls)
+    run = SensorInput(t, r, A, rdot, omega, rddot, omegadot, lam, controls, act)
     out = {}
     for name in names:
         k = sensors.index(name)
@@ -501,16 +511,17 @@ def observation_vector(model, t, state_rAvw, *, key=None, step=None, where: str 
 @jit
 def _all_readings(model, key, save_every: int, arrays):
     """Every sensor's readings along a Solution's ``arrays`` (t, r, A, rdot, omega, rddot,
-    omegadot, lam, controls or None), a batch's leading axes first: one compiled program
-    per model structure (op by op, a few hundred small dispatches per sensor)."""
+    omegadot, lam, controls or None, act or None), a batch's leading axes first: one
+    compiled program per model structure (op by op, a few hundred small dispatches per
+    sensor)."""
 
     def run(model, key, *arrays):
         steps = jnp.arange(arrays[0].shape[0]) * save_every
         return readings(model, model.sensors.sensor_names, *arrays[:8], key=key, steps=steps,
-                        controls=arrays[8])  # fmt: skip
+                        controls=arrays[8], act=arrays[9])  # fmt: skip
 
     for _ in range(arrays[0].ndim - 1):  # every leaf of a batched Solution has the batch axes
-        run = jax.vmap(run, in_axes=(0, None if key is None else 0) + (0,) * 9)
+        run = jax.vmap(run, in_axes=(0, None if key is None else 0) + (0,) * 10)
     return run(model, key, *arrays)
 
 
@@ -535,7 +546,7 @@ class SensorReadings(Mapping):
                 "used contact='hard', whose contact forces are sol.contact's"
             )
         arrays = (sol.t, sol.r, sol.A, sol.rdot, sol.omega, sol.rddot, sol.omegadot, sol.lam,
-                  getattr(sol, "controls", None))  # fmt: skip
+                  getattr(sol, "controls", None), getattr(sol, "act", None))  # fmt: skip
         return _all_readings(self._model, self._key, sol.save_every, arrays)
 
     def __getitem__(self, name: str):

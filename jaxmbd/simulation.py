@@ -30,7 +30,7 @@ from ._stepping import (
     run_in_blocks,
     strided_scan,
 )
-from ._xla_flags import unhoisted_when_differentiated
+from ._xla_flags import forward_loop_hoisted_when_differentiated, unhoisted_when_differentiated
 from .actuators import (
     ACTIVATION_DYNAMICS,
     NO_DYNAMICS,
@@ -54,9 +54,11 @@ from .integrators import (
 from .integrators.impact_substeps import with_impact_substeps
 from .integrators.moreau_jean import check_friction_cone
 from .joint_space import simulate_joint_space
+from .joint_space.coverage import joint_space_obstacles
 from .limits_option import limits_integrator, with_limits
 from .line_search import LineSearchNewton
 from .model import Model
+from .newton import SAVED_FOR_ADJOINT
 from .redundancy import rows_for_run, with_full_multipliers
 from .solution import Solution
 
@@ -97,6 +99,19 @@ def _initial(model, form: AbstractFormulation, integrator: AbstractIntegrator, h
     return carry, out
 
 
+def _adjoint_recomputes(step):
+    """``step`` as it is, or, where a gradient's forward time loop is hoisted by XLA
+    (:func:`forward_loop_hoisted_when_differentiated`), recomputed in reverse mode except
+    for its Newton roots and their factored Jacobians (``jax.checkpoint`` with
+    :data:`~jaxmbd.newton.SAVED_FOR_ADJOINT`): the forward loop then runs the step and
+    stores its carry and roots, not the ~20 kB of residuals of its linearisation, and the
+    adjoint step (a native loop) linearises again. Same derivatives; undifferentiated
+    programs unchanged (``prevent_cse=False`` adds no barrier)."""
+    if not forward_loop_hoisted_when_differentiated():
+        return step
+    return jax.checkpoint(step, prevent_cse=False, policy=SAVED_FOR_ADJOINT)
+
+
 def _scan(
     model,
     form,
@@ -125,7 +140,9 @@ def _scan(
             u = policy_controls(model, policy, (k - 1) * h, (r, A, rdot, omega),
                                 key=sensor_key, step=k - 1)  # fmt: skip
             stepped = with_controls(model, u)
-        carry, res = integrator.step(stepped, form, carry, k, h)
+        carry, res = _adjoint_recomputes(lambda carry: integrator.step(stepped, form, carry, k, h))(
+            carry
+        )
         out = _outputs(form, res.q, res.v, res.a, res.lam, model.nc)
         info = (res.info.iterations, res.info.status, res.info.residual_norm)
         out = out + info + _own_coordinates(form, res.q, res.v)
@@ -347,10 +364,32 @@ def _hard_contact_integrator(model, contact, integrator):
     return integrator
 
 
-def default_formulation(model: Model) -> str:
-    """ "joint" for a model with a kinematic tree read from its file (MJCF, URDF), else
-    "rA" (the formulations guide says why)."""
-    return "joint" if model.tree is not None else "rA"
+def default_formulation(model: Model, integrator=None, options=None, *,
+                        absolute_only: tuple[str, ...] = ()) -> str:  # fmt: skip
+    """The formulation of a run that names none: "joint" where the joint formulation runs
+    everything ``model`` holds with ``integrator`` and its ``options``
+    (:func:`jaxmbd.joint_space.coverage.joint_space_obstacles`: a kinematic tree from its
+    body-joint graph, loops kept as constraints, every force element and the pair) and the
+    run asks for nothing that only the absolute formulations give (``absolute_only``: the
+    requests that do, e.g. ``"save_every"``); else "rA". A model that only joint
+    coordinates express (``model.joint_space_only``) stays "joint", whose error then names
+    what it lacks. The formulations guide says why."""
+    if model.joint_space_only:
+        return "joint"
+    if absolute_only or joint_space_obstacles(model, integrator, options):
+        return "rA"
+    return "joint"
+
+
+def _absolute_only(*, save_every, checkpoint, redundant, policy, sensor_key):
+    """The requests of a :func:`simulate` call that only the absolute formulations run."""
+    asked = {
+        "save_every": save_every != 1,
+        "checkpoint": bool(checkpoint),
+        f"redundant={redundant!r}": redundant != "drop",
+        "sensor_key with a policy": policy is not None and sensor_key is not None,
+    }
+    return tuple(name for name, on in asked.items() if on)
 
 
 def simulate(
@@ -504,12 +543,21 @@ def simulate(
         )
     if sensor_key is not None and model.sensors is None:
         raise ValueError(f"simulate: sensor_key= given, but model '{model.name}' has no sensors")
-    form = get_formulation(default_formulation(model) if formulation is None else formulation)
-    if form.runs_in_joint_space:
-        return simulate_joint_space(
-            model, form, integrator=integrator, n=n, h=h, controls=controls, policy=policy,
-            throw=throw, options=options,
+    if formulation is None:
+        absolute_only = _absolute_only(
+            save_every=save_every, checkpoint=checkpoint, redundant=redundant, policy=policy,
+            sensor_key=sensor_key,
         )  # fmt: skip
+        formulation = default_formulation(model, integrator, options, absolute_only=absolute_only)
+    form = get_formulation(formulation)
+    if form.runs_in_joint_space:
+        sol = simulate_joint_space(
+            model, form, integrator=integrator, n=n, h=h, controls=controls, policy=policy,
+            throw=throw, options=options, sensor_key=sensor_key,
+        )  # fmt: skip
+        if progress is not None:  # one program for the whole run: done when it returns
+            progress(n, n)
+        return sol
     element = model.actuators
     if element is not None and element.has_dynamics and (controls is not None or policy):
         dynamic = [n for n, d in zip(element.actuator_names, element.dynamics, strict=True)

@@ -153,6 +153,9 @@ class Solution(eqx.Module):
     # the actuators' controls at each row (T, nu) for the actuator sensors: the step's
     # held controls (row 0: the first step's); None: the model's own; NaN after a policy
     controls: jax.Array | None = None
+    # the activations of the actuators with activation dynamics at each row (T, na), in
+    # MuJoCo's ``act`` layout (:attr:`jaxmbd.actuators.Actuators.dynamic`); None without
+    act: jax.Array | None = None
 
     def __init__(
         self, t, r, A, rdot, omega, rddot, omegadot, lam, iterations, status, residual,
@@ -160,7 +163,7 @@ class Solution(eqx.Module):
         save_every=1, body_names=(), constraint_names=(), joint_definitions=(),
         contact_element=None, sensor_model=None, sensor_key=None, start_correction=None,
         marker_element=None, unilateral_forces=None, limit_element=None, linear_solver="",
-        tree=None, controls=None,
+        tree=None, controls=None, act=None,
     ):  # fmt: skip
         self.t, self.r, self.A, self.rdot, self.omega = t, r, A, rdot, omega
         self.rddot, self.omegadot, self.lam = rddot, omegadot, lam
@@ -179,6 +182,7 @@ class Solution(eqx.Module):
         self.linear_solver = linear_solver
         self.tree = tree
         self.controls = controls
+        self.act = act
 
     def _from_body_state(self):
         """(q, v) of a dynamics run whose formulation does not store them (its coordinates

@@ -150,7 +150,9 @@ NEUTRAL_ROW_FRACTION = 1e-6
 
 def _row_tolerance(J, allowed):
     rows = jnp.abs(J) @ allowed
-    return rows + NEUTRAL_ROW_FRACTION * jnp.max(rows)
+    # J = 0 (every coordinate neutral, a lone hinge through the centre of mass): only an
+    # exact zero passes, not 0 / 0
+    return rows + NEUTRAL_ROW_FRACTION * jnp.max(rows) + jnp.finfo(rows.dtype).tiny
 
 
 def _system(model: Model, form, t, rows):
@@ -258,7 +260,11 @@ def static_equilibrium(
     model = with_contact(model, contact, where="static_equilibrium")
     model = with_limits(model, limits, where="static_equilibrium")
     model = checked_parameters(model, where="static_equilibrium")
-    form = get_formulation(default_formulation(model) if formulation is None else formulation)
+    if formulation is None:  # the joint path has no option "redundant"
+        formulation = default_formulation(
+            model, absolute_only=("redundant",) if redundant != "drop" else ()
+        )
+    form = get_formulation(formulation)
     t = jnp.asarray(t, jnp.float64)
     if form.runs_in_joint_space:
         eq = _joint_equilibrium(model, form, q0, t, tol, max_iter, load_steps)

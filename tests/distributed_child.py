@@ -1,11 +1,11 @@
 """The child process of tests/test_distributed.py: ``python distributed_child.py
 PROCESS_ID PORT OUT.npz [full]``. Two of these, joined by ``jax.distributed`` with gloo,
 run every case of the test in one launch (the launch and the compilations are the test's time):
-simulate_batch (run, failing member, gather=False, no recompilation), the gradient of a
-batch mean, identification under the user's own ``jax.jit``, a policy's run and gradient,
-and kinematics_batch. Each process then runs half of the single-process references (no
-collective, so the two halves compile side by side) and saves everything to OUT.npz; the
-test compares the files."""
+simulate_batch (run, the run in joint coordinates, failing member, gather=False, no
+recompilation), the gradient of a batch mean, identification under the user's own
+``jax.jit``, a policy's run and gradient, and kinematics_batch. Each process then runs half
+of the single-process references (no collective, so the two halves compile side by side)
+and saves everything to OUT.npz; the test compares the files."""
 
 import sys
 import time
@@ -49,7 +49,7 @@ def keep(name, tree):
 
 
 # --- double pendulum: 8 members, rod 2's mass varying (inertia scaled with it) ----------
-OPTS = dict(t_end=0.05, h=1e-3)  # 50 steps
+OPTS = dict(formulation="rA", t_end=0.05, h=1e-3)  # 50 steps, gen_alpha
 model = mbd.models.double_pendulum()
 batch = mbd.stack_models([model] * 8)
 masses = np.stack([np.full(8, 78.0), np.linspace(30.0, 48.0, 8)], axis=1)
@@ -98,6 +98,12 @@ assert sol.r.sharding.mesh.devices.size == 2 and sol.r.is_fully_replicated
 keep("run", (sol.r, sol.A, sol.rdot, sol.omega))
 keep("run_iterations", sol.iterations)
 mark("double pendulum run")
+# the same batch in joint coordinates (MuJoCo's semi-implicit Euler: the cheapest program)
+JOPTS = dict(formulation="joint", integrator="euler", t_end=0.05, h=1e-3)
+joint = mbd.simulate_batch(with_masses(masses), devices=everywhere, **JOPTS)
+assert joint.r.is_fully_replicated and joint.formulation == "joint"
+keep("joint_run", (joint.r, joint.A, joint.qpos, joint.qvel))
+mark("double pendulum run in joint coordinates")
 # compiled once per process: new values, and a Mesh as devices=, reuse the program
 with count_compilations() as counts:
     again = mbd.simulate_batch(with_masses(masses * [1.0, 1.1]), devices=everywhere, **OPTS)
@@ -215,6 +221,8 @@ if process_id == 0:
         keep("ref_policy_value", value)
         keep("ref_policy_run", run)
         keep("ref_policy_grad", grad)
+    ref_joint = mbd.simulate_batch(with_masses(masses), devices=here, **JOPTS)
+    keep("ref_joint_run", (ref_joint.r, ref_joint.A, ref_joint.qpos, ref_joint.qvel))
     ref_kin = mbd.kinematics_batch(cranks, devices=here, **KOPTS)
     keep("ref_kinematics", (ref_kin.r, ref_kin.A, ref_kin.rdot, ref_kin.omega))
 else:

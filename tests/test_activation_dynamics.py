@@ -104,10 +104,51 @@ def test_euler_with_exact_activation_updates_is_mujocos(euler):
     for k in range(n):  # one compiled step (the controls are an argument)
         state = step(state, jnp.asarray(u[k]))
         acts.append(np.asarray(state.act))
-    # JointState.act: (nu,), the control where an actuator has no dynamics (MuJoCo's: na)
-    np.testing.assert_allclose(np.asarray(acts)[:, :4], act_mj, atol=1e-12)
-    np.testing.assert_allclose(np.asarray(acts)[:, 4], np.clip(u[:, 4], -np.inf, np.inf))
+    # JointState.act: MuJoCo's act (na,), the actuators with dynamics
+    np.testing.assert_allclose(np.asarray(acts), act_mj, atol=1e-12)
     np.testing.assert_allclose(np.asarray(state.qpos), qpos_mj[-1], atol=1e-10)
+
+
+@pytest.mark.slow  # a run and its sensors: two programs (~40 s)
+def test_run_keeps_mujocos_act_and_its_sensors_read_it(tmp_path):
+    """A joint-space Euler run of 100 steps with random controls (the filter actuator as
+    filterexact, which MuJoCo's Euler integrates exactly, so that both engines take the
+    same steps): ``sol.act`` (T, na) is MuJoCo's ``act`` after each ``mj_step`` (1e-10),
+    and the actuator sensors read after the run (actuatorfrc of each actuator,
+    jointactuatorfrc) equal MuJoCo's sensordata after ``mj_forward`` at MuJoCo's state of
+    each row (qpos, qvel, act, the row's held control), 1e-10; far from the readings
+    without the activation history."""
+    sensors = "".join(f'<actuatorfrc name="f_{a}" actuator="{a}"/>'
+                      for a in ("int", "filt", "exact", "early", "plain"))  # fmt: skip
+    sensors += '<jointactuatorfrc name="jd" joint="jd"/>'
+    xml = XML.replace('dyntype="filter"', 'dyntype="filterexact"').replace(
+        "</actuator></mujoco>", f"</actuator><sensor>{sensors}</sensor></mujoco>"
+    )
+    model, m = _load(tmp_path, "Euler", xml)
+    n, h = 100, 0.002
+    u = _controls(n, seed=2)
+    d = mujoco.MjData(m)
+    states = [(np.array(d.qpos), np.array(d.qvel), np.array(d.act))]
+    for k in range(n):
+        d.ctrl[:] = u[k]
+        mujoco.mj_step(m, d)
+        states.append((np.array(d.qpos), np.array(d.qvel), np.array(d.act)))
+    sol = mbd.simulate(model, formulation="joint", integrator="euler", t_end=n * h, h=h,
+                       controls=u)  # fmt: skip
+    assert sol.act.shape == (n + 1, 4)
+    np.testing.assert_allclose(np.asarray(sol.act), [a for _, _, a in states], atol=1e-10)
+    np.testing.assert_allclose(np.asarray(sol.qpos[-1]), states[-1][0], atol=1e-10)
+    theirs = []
+    for k, (qpos, qvel, act) in enumerate(states):
+        d = mujoco.MjData(m)
+        d.qpos[:], d.qvel[:], d.act[:] = qpos, qvel, act
+        d.ctrl[:] = u[max(k - 1, 0)]  # the control held over the step that ended at row k
+        mujoco.mj_forward(m, d)
+        theirs.append(np.array(d.sensordata))
+    theirs = np.array(theirs)
+    ours = np.asarray(sol.sensors.vector())
+    np.testing.assert_allclose(ours, theirs, atol=1e-10)
+    assert np.abs(theirs[:, :4] - np.asarray(sol.sensors.vector())[:1, :4]).max() > 0.1
 
 
 def test_rk4_against_mujocos_rk4(tmp_path):

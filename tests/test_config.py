@@ -146,6 +146,48 @@ def test_program_cache_keys_simulates_programs(monkeypatch):
 
     monkeypatch.setattr(_program_cache, "_key", recording)
     # options of its own: a program this process has not met (the in-memory memo is skipped)
-    mbd.simulate(mbd.models.double_pendulum(), t_end=0.012, h=1e-3, save_every=3)
+    mbd.simulate(mbd.models.double_pendulum(), formulation="rA", t_end=0.012, h=1e-3, save_every=3)
     assert ("jaxmbd.simulation._run", True) in outcomes
     assert all(ok for _, ok in outcomes), outcomes
+
+
+def _named_scaled_mass(model, scale):
+    """A program whose value depends on a static field of the model (its name)."""
+    return scale * model.mass * len(model.name)
+
+
+def test_program_cache_reloads_the_compiled_executable(monkeypatch, tmp_path):
+    """A program met before (here: by another ``jit`` of the same function, as in a new
+    process) is the stored executable: the same bits, no trace and no compilation. A model
+    of another structure (a static field) or a closure over another value is another
+    program, never the stored one; a corrupt executable file is compiled again."""
+    import dataclasses
+
+    import jax.numpy as jnp
+    import numpy as np
+    from conftest import count_compilations
+
+    import jaxmbd as mbd
+    from jaxmbd import _program_cache
+
+    monkeypatch.setattr(_program_cache, "folder", lambda: tmp_path)
+    model = mbd.models.double_pendulum()
+    renamed = dataclasses.replace(model, name=model.name + "_x")  # same arrays
+    scale = jnp.asarray(1.5)
+    first = mbd.jit(_named_scaled_mass)(model, scale)
+    assert list(tmp_path.glob("*.xlaexe"))
+    with count_compilations() as counts:
+        again = mbd.jit(_named_scaled_mass)(model, scale)
+    assert counts == {"trace": 0, "compile": 0}, counts
+    assert np.array_equal(np.asarray(again), np.asarray(first))
+    other = mbd.jit(_named_scaled_mass)(renamed, scale)
+    np.testing.assert_array_equal(other, 1.5 * model.mass * len(renamed.name))
+
+    def closing(factor):
+        return mbd.jit(lambda m: factor * m.mass)
+
+    for factor in (2.0, 3.0, 2.0):
+        np.testing.assert_array_equal(closing(factor)(model), factor * model.mass)
+    for path in tmp_path.glob("*.xlaexe"):
+        path.write_bytes(b"not an executable")
+    np.testing.assert_array_equal(mbd.jit(_named_scaled_mass)(model, scale), first)

@@ -570,11 +570,13 @@ def test_collide_flag_round_trips_and_hashes(tmp_path):
 def test_contact_options_refused():
     model = _ball()
     with pytest.raises(ValueError, match="stepped by integrator='moreau_jean'"):
-        mbd.simulate(model, t_end=0.01, h=1e-3, contact="hard", integrator="gen_alpha")
+        mbd.simulate(
+            model, formulation="rA", t_end=0.01, h=1e-3, contact="hard", integrator="gen_alpha"
+        )
     with pytest.raises(ValueError, match="option of simulate only"):
-        mbd.static_equilibrium(model, contact="hard")
+        mbd.static_equilibrium(model, formulation="rA", contact="hard")
     with pytest.raises(ValueError, match="contact must be one of"):
-        mbd.simulate(model, t_end=0.01, h=1e-3, contact="soft")
+        mbd.simulate(model, formulation="rA", t_end=0.01, h=1e-3, contact="soft")
     with pytest.raises(TypeError):
         mbd.kinematics(model, t_end=0.01, h=1e-3, contact="none")
 
@@ -601,7 +603,7 @@ def _block(*, mu=0.4, v0=0.0, theta=0.0):
 
 @pytest.fixture(scope="module")
 def sliding():
-    return mbd.simulate(_block(v0=2.0), t_end=T_BLOCK, h=H)
+    return mbd.simulate(_block(v0=2.0), formulation="rA", t_end=T_BLOCK, h=H)
 
 
 def test_sliding_block_stops_at_the_coulomb_distance_and_time(sliding):
@@ -634,7 +636,7 @@ def test_incline_sticks_or_slides_at_the_coulomb_acceleration(tan_theta):
     1 s; 0.12 mm measured), tan(theta) = 0.5 slides with a = g (sin(theta) - mu cos(theta))
     (met to 4.0e-3)."""
     theta = np.arctan(tan_theta)
-    sol = mbd.simulate(_block(theta=theta), t_end=T_BLOCK, h=H)
+    sol = mbd.simulate(_block(theta=theta), formulation="rA", t_end=T_BLOCK, h=H)
     x = np.asarray(sol.r[:, 0, 0] - sol.r[0, 0, 0])
     if tan_theta < 0.4:
         assert np.max(np.abs(x)) < 3e-4
@@ -648,7 +650,7 @@ def test_rolling_sphere_slides_then_rolls():
     then rolls with omega R = v."""
     R, v0, mu = 0.1, 2.0, 0.3
     model = _settled(_ball(radius=R, rdot=(v0, 0, 0), friction=mu))
-    sol = mbd.simulate(model, t_end=T_BALL, h=H)
+    sol = mbd.simulate(model, formulation="rA", t_end=T_BALL, h=H)
     v = np.asarray(sol.rdot[:, 0, 0])
     w = np.asarray(sol.omega[:, 0, 1])  # about y (body = global axes up to the roll)
     t = np.asarray(sol.t)
@@ -665,7 +667,7 @@ def test_ball_settles_at_the_static_penetration(exponent, stiffness):
     """A ball put on the plane settles where K delta^n = m g: mg / k (linear) or
     (mg / K)^(2/3) (Hertz)."""
     model = _ball(restitution=0.5, stiffness=stiffness, exponent=exponent)
-    sol = mbd.simulate(model, t_end=T_BALL, h=H)
+    sol = mbd.simulate(model, formulation="rA", t_end=T_BALL, h=H)
     depth = 0.1 - float(sol.r[-1, 0, 2])
     assert depth == pytest.approx((1.0 * G / stiffness) ** (1 / exponent), rel=1e-6)
     assert float(sol.contact.normal_force[-1, 0]) == pytest.approx(G, rel=1e-9)
@@ -679,7 +681,7 @@ def bounces():
     out = {}
     for e, z0 in ((0.5, 1.0), (0.8, 0.5)):
         model = _ball(radius=0.05, r=(0, 0, z0), restitution=e, stiffness=3e8)
-        out[e] = model, mbd.simulate(model, t_end=1.4, h=5e-5)
+        out[e] = model, mbd.simulate(model, formulation="rA", t_end=1.4, h=5e-5)
     return out
 
 
@@ -744,7 +746,7 @@ def test_energy_never_grows_at_a_contact(bounces):
     b.add_contacts(friction=0.4, restitution=0.5, stiffness=1e6)
     pair = b.build()
     assert set(pair.contacts.pair_names) == {"ball/box", "ball/ground", "box/ground"}
-    run = mbd.simulate(pair, integrator="backward_euler", t_end=0.6, h=1e-3)
+    run = mbd.simulate(pair, formulation="rA", integrator="backward_euler", t_end=0.6, h=1e-3)
     e_pair = np.asarray(mbd.diagnostics.energy(pair, run).total)
     assert np.max(np.diff(e_pair)) <= 1e-12 * e_pair[0]
     assert np.any(np.asarray(run.contact.active)[:, pair.contacts.slot_pair.index(0)])
@@ -752,7 +754,7 @@ def test_energy_never_grows_at_a_contact(bounces):
 
 def test_contact_none_ignores_every_pair():
     model = _ball(r=(0, 0, 0.2))
-    sol = mbd.simulate(model, t_end=0.3, h=1e-2, contact="none")
+    sol = mbd.simulate(model, formulation="rA", t_end=0.3, h=1e-2, contact="none")
     assert sol.contact is None
     np.testing.assert_allclose(sol.r[-1, 0, 2], 0.2 - 0.5 * G * 0.3**2, rtol=1e-9)
 
@@ -782,7 +784,7 @@ def _gradient_model():
 def _gradient_outputs(model):
     """(stopping distance of the block, rebound apex of the dropped ball from its ballistic
     state at t = 0.6 s (smooth in every parameter), final height of the resting ball)."""
-    sol = mbd.simulate(model, t_end=0.6, h=H)
+    sol = mbd.simulate(model, formulation="rA", t_end=0.6, h=H)
     z, vz = sol.r[-1, 1, 2], sol.rdot[-1, 1, 2]
     apex = z - 0.1 + vz**2 / (2 * G)
     return sol.r[-1, 0, 0] - sol.r[0, 0, 0], apex, sol.r[-1, 2, 2], sol.contact.gap[-1]
@@ -837,7 +839,7 @@ def test_vmap_over_friction_equals_single_runs():
 
     def final(mu):
         m = eqx.tree_at(lambda m: m.contacts.friction, model, jnp.reshape(mu, (1,)))
-        sol = mbd.simulate(m, t_end=T_BLOCK, h=H)
+        sol = mbd.simulate(m, formulation="rA", t_end=T_BLOCK, h=H)
         return sol.r[-1, 0], sol.contact.normal_force[-1]
 
     batched = jax.vmap(final)(mus)
@@ -928,8 +930,10 @@ def test_structured_solver_with_contact_equals_dense():
     b.add_ground_plane()
     b.add_contacts(friction=0.5, restitution=0.3)
     model = b.build()
-    dense = mbd.simulate(model, t_end=0.12, h=2e-3)
-    structured = mbd.simulate(model, t_end=0.12, h=2e-3, linear_solver="structured")
+    dense = mbd.simulate(model, formulation="rA", t_end=0.12, h=2e-3)
+    structured = mbd.simulate(
+        model, formulation="rA", t_end=0.12, h=2e-3, linear_solver="structured"
+    )
     assert np.asarray(dense.contact.active).any()  # the links hit the floor
     np.testing.assert_allclose(structured.r, dense.r, atol=1e-9)
     np.testing.assert_allclose(structured.lam, dense.lam, rtol=1e-6, atol=1e-6)

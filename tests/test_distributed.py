@@ -3,11 +3,12 @@
 ``simulate_batch``/``kinematics_batch(devices=jax.devices())``, against single-process runs.
 
 One launch of two children (tests/distributed_child.py) does every case, so each program
-compiles once per process: the double pendulum's run, failing member, ``gather=False``
-shards and gradient, identification under the user's own ``jax.jit``, a policy's run and
-gradient, kinematics. The single-process references are split between the two children;
-this file compares what they saved. Both share the suite's persistent compilation cache
-through JAX_COMPILATION_CACHE_DIR (tests/conftest.py), which they inherit."""
+compiles once per process: the double pendulum's run (in rA and in joint coordinates),
+failing member, ``gather=False`` shards and gradient, identification under the user's own
+``jax.jit``, a policy's run and gradient, kinematics. The single-process references are
+split between the two children; this file compares what they saved. Both share the suite's
+persistent compilation cache through JAX_COMPILATION_CACHE_DIR (tests/conftest.py), which
+they inherit."""
 
 import signal
 import socket
@@ -87,6 +88,10 @@ def _compare(first, second, *, full):
     _close(*both("measured"), atol=1e-12, what="measured")
     r = _tree(first, "run")[0]
     assert not np.allclose(r[0], r[-1])  # the masses matter
+    # the joint formulation's run (semi-implicit Euler on the tree): as one process's, and
+    # as rA's (gen_alpha) to the first-order step's error at h = 1e-3
+    _close(*both("joint_run"), atol=1e-12, what="joint run")
+    np.testing.assert_allclose(_tree(first, "joint_run")[0], r, atol=1e-3)
     # member 5 failed, the others equal their undisturbed runs
     status, failed_step = _tree(first, "failed_status")
     assert (status != 0).any(axis=1).tolist() == [k == 5 for k in range(8)], failed_step

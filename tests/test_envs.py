@@ -7,6 +7,7 @@ training wrappers, auto-reset)."""
 
 import math
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -196,6 +197,44 @@ def test_contact_tasks_reward_and_observation_equal_dm_control(domain, task):
 # ------------------------------------------------------------------------- dynamics
 
 
+@pytest.mark.slow  # two hopper step programs (a minute each)
+def test_hopper_landing_on_its_foot_stays_bounded():
+    """A state from random-action rollouts of hopper stand (foot 27 mm into the floor,
+    falling at 1.5 m/s) and the next four actions: MuJoCo C's step (mj_step, the file's
+    options) keeps |qvel| below 8 rad/s, the env's default step below five times that
+    (29: its contact is stiffer than MuJoCo's soft one). The linearly implicit step with
+    the position Jacobian ("implicit") reaches 219 rad/s (in the rollout this state came
+    from it diverged two control steps later)."""
+    qpos = [0.495105, -0.587171, 1.049208, -0.034915, -0.050165, 0.860443, -0.563385]
+    qvel = [1.994067, 1.533006, -3.465401, -9.447399, -4.684703, 0.451512, 2.443929]
+    actions = [[-0.454, -0.625, -0.488, 0.766], [-0.023, 0.74, -0.316, -0.78],
+               [-0.389, 0.984, 0.508, 0.398], [0.086, -0.351, 0.384, -0.531]]  # fmt: skip
+    m, d = _mj("hopper")
+    d.qpos[:], d.qvel[:] = qpos, qvel
+    reference = 0.0
+    for a in actions:
+        d.ctrl[:] = a
+        for _ in range(4):
+            mujoco.mj_step(m, d)
+        reference = max(reference, np.abs(d.qvel).max())
+    assert reference < 10
+
+    def worst(env):
+        state = env.reset(jax.random.PRNGKey(0))
+        ps = state.pipeline_state
+        state = state.replace(pipeline_state=type(ps)(jnp.asarray(qpos), jnp.asarray(qvel), ps.t))
+        step, out = jax.jit(env.step), 0.0
+        for a in actions:
+            state = step(state, jnp.asarray(a))
+            out = max(
+                out, float(jnp.nan_to_num(jnp.abs(state.pipeline_state.qvel), nan=1e300).max())
+            )
+        return out
+
+    assert worst(mbd.envs.make("hopper", "stand")) < 5 * reference
+    assert worst(mbd.envs.make("hopper", "stand", integrator="implicit")) > 10 * reference
+
+
 @pytest.mark.parametrize(("domain", "task", "refine"), [
     ("cartpole", "balance", 4), ("acrobot", "swingup", 4),
     pytest.param("pendulum", "swingup", 4, marks=SLOW),
@@ -271,6 +310,15 @@ def test_wrap_episode_limit_and_auto_reset(cartpole):
     state = step(state, a)
     assert bool(jnp.all(state.done == 0)) and np.all(np.asarray(state.info["steps"]) == 1)
     assert not np.array_equal(state.pipeline_state.qpos, first.qpos)
+    # a diverged member (its state no longer finite) ends its episode with reward 0 and
+    # restarts from its first state; the others run on
+    ps = state.pipeline_state
+    state = state.replace(pipeline_state=eqx.tree_at(lambda p: p.qvel, ps,
+                                                     ps.qvel.at[0].set(jnp.inf)))  # fmt: skip
+    state = step(state, a)
+    assert np.asarray(state.done).tolist() == [1.0] + [0.0] * 7
+    assert float(state.reward[0]) == 0.0 and np.all(np.isfinite(np.asarray(state.obs)))
+    assert np.array_equal(state.pipeline_state.qpos[0], first.qpos[0])
 
 
 def test_domain_randomization_over_a_batch_of_models(cartpole):

@@ -64,11 +64,11 @@ def test_simulate_gradient_has_the_guard_and_forward_not():
     gradient's forward and transposed time loops and in their stage loops (counted in the
     jaxpr by how many scans enclose it: tracing only), none in the forward program."""
     _cpu_only()
-    model = mbd.models.single_pendulum()
+    model = mbd.models.double_pendulum()
 
     def loss(scale):
         moved = eqx.tree_at(lambda m: m.mass, model, model.mass * scale)
-        sol = mbd.simulate(moved, t_end=3e-3, h=1e-3, integrator="rkmk")
+        sol = mbd.simulate(moved, formulation="rA", t_end=3e-3, h=1e-3, integrator="rkmk")
         return jnp.sum(sol.r[-1] ** 2)
 
     def guards(jaxpr, scans=0):
@@ -149,7 +149,9 @@ def test_adjoint_time_loop_is_hoistable():
 
     def loss(rates):
         moved = eqx.tree_at(lambda m: m.omega0, model, model.omega0 * rates)
-        sol = mbd.simulate(moved, t_end=steps * 1e-3, h=1e-3, integrator="gen_alpha")
+        sol = mbd.simulate(
+            moved, formulation="rA", t_end=steps * 1e-3, h=1e-3, integrator="gen_alpha"
+        )
         return jnp.sum(sol.r[-1] ** 2)
 
     transposed = _reverse_scans(jax.make_jaxpr(jax.grad(loss))(1.0).jaxpr, steps)
@@ -167,7 +169,9 @@ def test_adjoint_time_loop_is_hoisted_when_compiled():
 
     def loss(rates):
         moved = eqx.tree_at(lambda m: m.omega0, model, model.omega0 * rates)
-        sol = mbd.simulate(moved, t_end=steps * 1e-3, h=1e-3, integrator="gen_alpha")
+        sol = mbd.simulate(
+            moved, formulation="rA", t_end=steps * 1e-3, h=1e-3, integrator="gen_alpha"
+        )
         return jnp.sum(sol.r[-1] ** 2)
 
     grad = jax.jit(jax.grad(loss))
@@ -176,3 +180,73 @@ def test_adjoint_time_loop_is_hoisted_when_compiled():
     e = 1e-5
     fd = (loss(1.0 + e) - loss(1.0 - e)) / (2 * e)
     assert float(grad(1.0)) == pytest.approx(float(fd), rel=1e-6)
+
+
+def _forward_scans(jaxpr, length, found=None):
+    """The scans of ``length`` iterations run forward (simulate's time loop, and the
+    forward half of its gradient)."""
+    found = [] if found is None else found
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "scan" and not eqn.params["reverse"]:
+            if eqn.params["length"] == length:
+                found.append(eqn)
+        for sub in jax_core.jaxprs_in_params(eqn.params):
+            _forward_scans(sub, length, found)
+    return found
+
+
+def _pendulum_loss(steps, **options):
+    model = mbd.models.double_pendulum()
+
+    def loss(scale):
+        moved = eqx.tree_at(lambda m: m.gravity, model, model.gravity * scale)
+        sol = mbd.simulate(moved, t_end=steps * 1e-3, h=1e-3, integrator="gen_alpha", **options)
+        return jnp.sum(sol.r[-1] ** 2) + jnp.sum(sol.rdot[-1] ** 2)
+
+    return loss
+
+
+def test_hoisted_gradient_stores_roots_not_linearisations(monkeypatch):
+    """With every loop hoisted, the gradient's forward time loop stores per step only what
+    the adjoint cannot cheaply recompute (the carry, the Newton root and its factored
+    Jacobian: 18 arrays here), not the residuals of the step's linearisation (170 without
+    the recomputation, as in the guarded default). Traced only."""
+    _cpu_only()
+    monkeypatch.setenv(_xla_flags.HOIST_GRADIENT_LOOPS, "1")
+    steps = 3
+    (scan,) = _forward_scans(jax.make_jaxpr(jax.grad(_pendulum_loss(steps)))(1.0).jaxpr, steps)
+    assert len(scan.outvars) - scan.params["num_carry"] <= 30
+
+
+@pytest.mark.slow
+def test_recomputed_step_matches_central_differences(monkeypatch):
+    """The gradient with the step recomputed in the adjoint (every loop hoisted) against
+    central differences."""
+    _cpu_only()
+    monkeypatch.setenv(_xla_flags.HOIST_GRADIENT_LOOPS, "1")
+    loss = _pendulum_loss(3)
+    g = float(jax.jit(jax.grad(loss))(1.1))
+    e = 1e-5
+    lo, hi = jax.jit(jax.vmap(loss))(jnp.array([1.1 - e, 1.1 + e]))
+    assert g == pytest.approx(float(hi - lo) / (2 * e), rel=1e-6) and abs(g) > 1e-6
+
+
+@pytest.mark.slow
+def test_recomputed_step_gives_the_same_derivatives(monkeypatch):
+    """The same gradient equals the guarded one (its linearisation stored) to round-off,
+    and so does forward over reverse (the implicit rule's primal output carries its own
+    derivative through the recomputation). ``checkpoint`` longer than the run changes
+    nothing but the program's cache key (simulate's programs are cached per options, not
+    per mode)."""
+    _cpu_only()
+
+    def first_and_second(loss):
+        grad = jax.grad(loss)
+        return jax.jit(lambda s: jax.jvp(grad, (s,), (jnp.ones_like(s),)))(1.1)
+
+    monkeypatch.setenv(_xla_flags.HOIST_GRADIENT_LOOPS, "1")
+    g1, h1 = first_and_second(_pendulum_loss(3))
+    monkeypatch.setenv(_xla_flags.HOIST_GRADIENT_LOOPS, "0")
+    g0, h0 = first_and_second(_pendulum_loss(3, checkpoint=30))
+    assert float(g1) == pytest.approx(float(g0), rel=1e-10) and abs(float(g0)) > 1e-6
+    assert float(h1) == pytest.approx(float(h0), rel=1e-8) and abs(float(h0)) > 1e-8

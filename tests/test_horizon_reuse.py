@@ -50,10 +50,10 @@ def _controls(t_end, h=1e-3):
 
 
 CASES = {
-    "gen_alpha": (mbd.models.double_pendulum, {"integrator": "gen_alpha"}),
-    "rkmk": (mbd.models.double_pendulum, {"integrator": "rkmk"}),
-    "contact": (_sliding_box, {}),
-    "controls": (_rail_and_rotor, {"controls": _controls}),
+    "gen_alpha": (mbd.models.double_pendulum, {"formulation": "rA", "integrator": "gen_alpha"}),
+    "rkmk": (mbd.models.double_pendulum, {"formulation": "rA", "integrator": "rkmk"}),
+    "contact": (_sliding_box, {"formulation": "rA"}),
+    "controls": (_rail_and_rotor, {"formulation": "rA", "controls": _controls}),
 }
 
 
@@ -91,7 +91,7 @@ def test_a_failure_in_a_later_block_is_reported_at_its_step(monkeypatch):
     under the tests' XLA flags, 173 without them): the blocks report it at the same step and
     time as the one program, in sol.status and in the SolverError."""
     model = mbd.models.double_pendulum()
-    options = {"t_end": 1.0, "h": 2e-3, "max_iter": 3}
+    options = {"formulation": "rA", "t_end": 1.0, "h": 2e-3, "max_iter": 3}
     monkeypatch.setattr(simulation, "BLOCK_STEPS", 64)
     blocks = mbd.simulate(model, throw=False, **options)
     with pytest.raises(mbd.SolverError) as raised:

@@ -222,7 +222,9 @@ def test_backward_euler_unchanged():
     """backward_euler through the integrator layer reproduces the roots of the formulation-
     welded implementation it replaced (golden values from commit 486d5e9, full Newton)."""
     model = mbd.models.double_pendulum()
-    sol = mbd.simulate(model, integrator="backward_euler", newton="full", t_end=0.3, h=1e-3)
+    sol = mbd.simulate(
+        model, formulation="rA", integrator="backward_euler", newton="full", t_end=0.3, h=1e-3
+    )
     np.testing.assert_allclose(sol.r[-1], GOLDEN_BE_DOUBLE_PENDULUM["r"], rtol=0, atol=1e-12)
     # lam to the Newton tolerance's effect (||delta|| < 1e-5 on x = (a, lam))
     np.testing.assert_allclose(sol.lam[-1], GOLDEN_BE_DOUBLE_PENDULUM["lam"], rtol=0, atol=1e-7)
@@ -231,11 +233,13 @@ def test_backward_euler_unchanged():
 def test_invalid_pairs_and_options_are_refused():
     model = mbd.models.double_pendulum()
     with pytest.raises(ValueError, match="unknown integrator 'rk9'.*backward_euler.*gen_alpha"):
-        mbd.simulate(model, integrator="rk9", t_end=0.01, h=1e-3)
+        mbd.simulate(model, formulation="rA", integrator="rk9", t_end=0.01, h=1e-3)
     with pytest.raises(ValueError, match="has no option.*rho_inf"):
         mbd.get_integrator("backward_euler", "rA", rho_inf=0.5)
     with pytest.raises(ValueError, match="rho_inf must lie in"):
-        mbd.simulate(model, integrator="gen_alpha", rho_inf=1.5, t_end=0.01, h=1e-3)
+        mbd.simulate(
+            model, formulation="rA", integrator="gen_alpha", rho_inf=1.5, t_end=0.01, h=1e-3
+        )
 
     class OnlyRA(mbd.BackwardEuler):
         requires = frozenset({"index3_blocks", "body_state_coordinates"})
@@ -287,7 +291,7 @@ def test_gen_alpha_rho_one_conserves_energy_of_a_torque_free_body():
     model = spinning_body()
     drift = []
     for h in (1e-2, 5e-3):
-        sol = run(model, 6.0, h, integrator="gen_alpha", rho_inf=1.0)
+        sol = run(model, 6.0, h, formulation="rA", integrator="gen_alpha", rho_inf=1.0)
         e = np.asarray(energy(model, sol).kinetic)
         rel = np.abs(e - e[0]) / e[0]
         half = len(rel) // 2

@@ -1,6 +1,8 @@
 """Closed loops in joint coordinates: a planar four-bar against Freudenstein's closed form,
 and a spatial loop's closure over a run."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -55,8 +57,10 @@ def _freudenstein(phi):
 
 
 def test_four_bar_follows_freudenstein():
+    """The default formulation of a builder's loop is "joint" (no formulation named)."""
     model = four_bar()
-    sol = mbd.simulate(model, formulation="joint", integrator="rkmk", t_end=1.0, h=1e-3)
+    sol = mbd.simulate(model, integrator="rkmk", t_end=1.0, h=1e-3)
+    assert sol.formulation == "joint"
     rocker = np.asarray(sol.r[:, 2])  # rocker's centre: O4 + c/2 (cos psi, sin psi)
     crank = np.asarray(sol.r[:, 0])
     phi = np.arctan2(crank[:, 1], crank[:, 0])
@@ -74,6 +78,47 @@ def test_four_bar_agrees_with_ra():
     joint = mbd.simulate(model, formulation="joint", integrator="rkmk", t_end=0.5, h=1e-3)
     ra = mbd.simulate(model, formulation="rA", t_end=0.5, h=2e-4, rho_inf=1.0)
     assert np.abs(np.asarray(joint.r[-1]) - np.asarray(ra.r[-1])).max() < 1e-6
+
+
+def test_default_formulation_is_joint_where_joint_space_runs_everything():
+    """Builder models default to "joint" (a tree, a four-bar) unless something in the
+    model or the call has no joint-space path: then "rA", and mbd.joint_space_obstacles
+    says why. Nothing is compiled."""
+    tree, loop = mbd.models.double_pendulum(), four_bar()
+    for model in (tree, loop):
+        assert mbd.joint_space_obstacles(model) == ()
+        assert mbd.default_formulation(model) == "joint"
+        assert mbd.default_formulation(model, "gen_alpha", {"rho_inf": 0.5}) == "joint"
+        assert mbd.default_formulation(model, "backward_euler", {"tol": None}) == "joint"
+        # a pair that joint coordinates lack, an option of the absolute integrators only,
+        # a request of the absolute runs (simulate's save_every, say): rA
+        assert mbd.default_formulation(model, "energy_momentum") == "rA"
+        assert mbd.default_formulation(model, None, {"linear_solver": "dense"}) == "rA"
+        assert mbd.default_formulation(model, absolute_only=("save_every",)) == "rA"
+    # a motor on the joint that closes the loop: no coordinate of the spanning tree (grown
+    # breadth first from the ground: O2 and O4, then P; Q closes it)
+    b = mbd.ModelBuilder("driven four-bar")
+    b.add_body("crank", mass=1.0, inertia=[1e-4, 1e-2, 1e-2], r=(0.1, 0.0, 0.0))
+    b.add_body("coupler", mass=1.0, inertia=[1e-4, 1e-2, 1e-2], r=(0.3, 0.2, 0.0))
+    b.add_body("rocker", mass=1.0, inertia=[1e-4, 1e-2, 1e-2], r=(0.5, 0.1, 0.0))
+    z = (0.0, 0.0, 1.0)
+    b.revolute("O2", body_i="ground", body_j="crank", point=(0.0, 0.0, 0.0), axis=z)
+    b.revolute("P", body_i="crank", body_j="coupler", point=(0.2, 0.0, 0.0), axis=z)
+    b.revolute("Q", body_i="coupler", body_j="rocker", point=(0.4, 0.2, 0.0), axis=z)
+    b.revolute("O4", body_i="rocker", body_j="ground", point=(0.5, 0.0, 0.0), axis=z)
+    b.add_actuator("motor", joint="Q", kind="motor")
+    driven = b.build()
+    (reason,) = mbd.joint_space_obstacles(driven)
+    assert "['Q']" in reason and "close a loop" in reason, reason
+    assert mbd.default_formulation(driven) == "rA"
+    # a model that only joint coordinates express stays "joint" (its error names the rest)
+    assert (
+        mbd.default_formulation(
+            dataclasses.replace(tree, joint_space_only=("two hinges on one body",)),
+            "energy_momentum",
+        )
+        == "joint"
+    )
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -44,6 +44,15 @@ def _key(path):
     return "/".join(path.split(os.sep)[-2:])
 
 
+# the dog's 29 tree levels: its poses take ~15 s op by op (-m slow)
+DEEP = {"suite/dog.xml"}
+
+
+def _file_param(path):
+    marks = (pytest.mark.slow,) if _key(path) in DEEP else ()
+    return pytest.param(path, marks=marks, id=_key(path))
+
+
 def _load(path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UnsupportedFeatureWarning)
@@ -62,7 +71,7 @@ def _joint_names(m):
     )
 
 
-@pytest.mark.parametrize("path", FILES, ids=_key)
+@pytest.mark.parametrize("path", [_file_param(f) for f in FILES])
 def test_file_loads_as_a_kinematic_tree(path):
     model = _load(path)
     m = mujoco.MjModel.from_xml_path(path)

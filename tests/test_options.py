@@ -191,7 +191,7 @@ def test_options_that_do_not_apply_are_refused():
         get_integrator("rk", "rotmat", max_iter=5)
     model = mbd.models.single_pendulum()
     with pytest.raises(ValueError, match="chunk_size .* needs progress="):
-        mbd.simulate(model, t_end=2 * H, h=H, chunk_size=1)
+        mbd.simulate(model, formulation="rA", t_end=2 * H, h=H, chunk_size=1)
     with pytest.raises(ValueError, match="chunk_size .* needs progress="):
         mbd.kinematics(mbd.models.slider_crank(), t_end=2 * H, h=H, chunk_size=1)
 

@@ -114,12 +114,12 @@ def test_four_bar_redundancy_is_found_and_named():
 def test_redundant_error_refuses_and_names_rows():
     for run in (
         lambda: mbd.kinematics(DRIVEN, t_end=0.1, h=0.05, redundant="error"),
-        lambda: mbd.simulate(FREE, t_end=0.1, h=0.05, redundant="error"),
+        lambda: mbd.simulate(FREE, formulation="rA", t_end=0.1, h=0.05, redundant="error"),
     ):
         with pytest.raises(mbd.ModelError, match=r"J4\.cd_z.*J4\.perp1\.dp1_a.*closes the loop"):
             run()
     with pytest.raises(ValueError, match="redundant must be one of"):
-        mbd.simulate(FREE, t_end=0.1, h=0.05, redundant="least_squares")
+        mbd.simulate(FREE, formulation="rA", t_end=0.1, h=0.05, redundant="least_squares")
 
 
 def test_a_redundant_driver_is_refused():
@@ -343,7 +343,7 @@ def test_gradient_through_a_redundant_loop():
         import equinox as eqx
 
         model = eqx.tree_at(lambda m: m.mass, model, model.mass.at[coupler].set(mass))
-        sol = mbd.simulate(model, t_end=0.2, h=0.01)
+        sol = mbd.simulate(model, formulation="rA", t_end=0.2, h=0.01)
         ex = sol.A[-1, 2, :, 0]
         return jnp.arctan2(ex[1], ex[0])
 

@@ -45,7 +45,7 @@ def test_linear_solver_of_a_small_model_is_named():
     """ "auto" resolves to the elementwise kernels on the CPU (LAPACK elsewhere) for a small
     rA model; an explicit choice is recorded as given."""
     model = mbd.models.double_pendulum()
-    sol = mbd.simulate(model, t_end=0.002, h=1e-3)
+    sol = mbd.simulate(model, formulation="rA", t_end=0.002, h=1e-3)
     assert sol.linear_solver == ("small" if jax.default_backend() == "cpu" else "dense")
     sol = mbd.simulate(model, t_end=0.002, h=1e-3, linear_solver="dense")
     assert sol.linear_solver == "dense"
@@ -56,7 +56,7 @@ def test_linear_solver_of_a_long_chain_is_structured():
     picks the structured solver from STRUCTURED_FROM = 300 on, and the 24-link chain
     (288) stays dense."""
     assert STRUCTURED_FROM == 300
-    sol = mbd.simulate(mbd.models.pendulum_chain(25), t_end=0.002, h=1e-3)
+    sol = mbd.simulate(mbd.models.pendulum_chain(25), formulation="rA", t_end=0.002, h=1e-3)
     assert sol.linear_solver == "structured"
     form = mbd.get_formulation("rA")
     stepper = mbd.integrators.get_integrator("gen_alpha", form)

@@ -50,8 +50,8 @@ def test_failures_between_rows_are_reported():
 
 def test_simulate_rows_are_the_full_run_subsampled():
     model = mbd.models.double_pendulum()
-    full = mbd.simulate(model, t_end=0.02, h=1e-3)
-    every = mbd.simulate(model, t_end=0.02, h=1e-3, save_every=4)
+    full = mbd.simulate(model, formulation="rA", t_end=0.02, h=1e-3)
+    every = mbd.simulate(model, formulation="rA", t_end=0.02, h=1e-3, save_every=4)
     assert every.r.shape[0] == 6
     for key in ("t", "r", "A", "rdot", "omega", "lam", "q", "v"):
         np.testing.assert_allclose(getattr(every, key), getattr(full, key)[::4], atol=1e-15)
@@ -123,9 +123,11 @@ def test_top_level_programs_compile_with_xla_options_and_nested_ones_without(mon
     model = mbd.models.single_pendulum()
     tuned = _run.tuned._cached
     before = tuned._cache_size()
-    top = mbd.simulate(model, t_end=0.003, h=1e-3).r
+    top = mbd.simulate(model, formulation="rA", t_end=0.003, h=1e-3).r
     assert tuned._cache_size() - before == (1 if _options_accepted() else 0)
     # nested: inlined into the outer program (compiler options there would raise)
-    nested = jax.jit(lambda m: mbd.simulate(m, t_end=0.003, h=1e-3, throw=False).r)(model)
+    nested = jax.jit(
+        lambda m: mbd.simulate(m, formulation="rA", t_end=0.003, h=1e-3, throw=False).r
+    )(model)
     assert tuned._cache_size() - before == (1 if _options_accepted() else 0)
     np.testing.assert_allclose(nested, top, rtol=0, atol=1e-13)

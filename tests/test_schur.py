@@ -257,7 +257,13 @@ def rkmk_runs():
     for solver in ("auto", "dense"):
         run = jax.jit(
             lambda m, s=solver: mbd.simulate(
-                m, t_end=0.04, h=1e-3, integrator="rkmk", linear_solver=s, throw=False
+                m,
+                formulation="rA",
+                t_end=0.04,
+                h=1e-3,
+                integrator="rkmk",
+                linear_solver=s,
+                throw=False,
             )
         )
         compiled = run.lower(model).compile()
@@ -280,7 +286,14 @@ def test_rkmk_auto_step_is_hoisted_and_equals_dense(rkmk_runs):
 def test_schur_refused_where_there_is_no_kkt_system():
     model = mbd.models.double_pendulum()
     with pytest.raises(ValueError, match="schur"):
-        mbd.simulate(model, t_end=0.01, h=1e-3, integrator="gen_alpha", linear_solver="schur")
+        mbd.simulate(
+            model,
+            formulation="rA",
+            t_end=0.01,
+            h=1e-3,
+            integrator="gen_alpha",
+            linear_solver="schur",
+        )
     with pytest.raises(ValueError, match="schur"):
         mbd.simulate(model, t_end=0.01, h=1e-3, formulation="rotmat", integrator="rk",
                      linear_solver="schur")  # fmt: skip

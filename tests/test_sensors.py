@@ -222,7 +222,7 @@ def test_four_bar_reactions_balance_every_body():
     model = four_bar()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", mbd.RedundancyWarning)
-        sol = mbd.simulate(model, t_end=0.2, h=5e-3)
+        sol = mbd.simulate(model, formulation="rA", t_end=0.2, h=5e-3)
     r, A = np.asarray(sol.r), np.asarray(sol.A)
     w, wd = np.asarray(sol.omega), np.asarray(sol.omegadot)
     force = np.zeros_like(r)

@@ -236,7 +236,12 @@ def test_step_loop_is_hoisted(pendulum_programs):
 
 def _run(model, integrator, solver, steps):
     sol = mbd.simulate(
-        model, t_end=steps * 1e-3, h=1e-3, integrator=integrator, linear_solver=solver
+        model,
+        formulation="rA",
+        t_end=steps * 1e-3,
+        h=1e-3,
+        integrator=integrator,
+        linear_solver=solver,
     )
     return np.asarray(sol.r), np.asarray(sol.v)
 
@@ -266,7 +271,7 @@ def test_simulate_gradient_small_path_central_differences():
 
     def loss(mass2):
         m = eqx.tree_at(lambda m: m.mass, model, model.mass.at[1].set(mass2))
-        sol = mbd.simulate(m, t_end=0.02, h=1e-3, linear_solver="small")
+        sol = mbd.simulate(m, formulation="rA", t_end=0.02, h=1e-3, linear_solver="small")
         return jnp.sum(sol.r[:, 1] ** 2)
 
     # fourth-order central differences: truncation ~eps^4, and the run's round-off

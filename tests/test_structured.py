@@ -197,7 +197,7 @@ def test_simulation_and_gradients_match_dense(chain3):
     structured factors, transposed in reverse mode)."""
 
     def loss(model, solver):
-        sol = mbd.simulate(model, t_end=0.006, h=2e-3, newton="full", tol=1e-12,
+        sol = mbd.simulate(model, formulation="rA", t_end=0.006, h=2e-3, newton="full", tol=1e-12,
                            linear_solver=solver)  # fmt: skip
         return jnp.sum(sol.r[-1] ** 2) + 1e-3 * jnp.sum(sol.lam[-1] ** 2)
 
@@ -250,10 +250,12 @@ def test_singular_structured_system_reported_like_dense():
     model = dataclasses.replace(_redundant_loop(), redundancy=None)
     status = {}
     for solver in ("dense", "structured"):
-        sol = mbd.simulate(model, t_end=0.004, h=1e-3, linear_solver=solver, throw=False)
+        sol = mbd.simulate(
+            model, formulation="rA", t_end=0.004, h=1e-3, linear_solver=solver, throw=False
+        )
         status[solver] = int(np.max(np.asarray(sol.status)))
         with pytest.raises(mbd.SolverError) as err:
-            mbd.simulate(model, t_end=0.004, h=1e-3, linear_solver=solver)
+            mbd.simulate(model, formulation="rA", t_end=0.004, h=1e-3, linear_solver=solver)
         assert "'rope'" in str(err.value) and "'copy'" in str(err.value)
     assert status["dense"] in (NONFINITE, ILL_CONDITIONED)
     assert status["structured"] in (NONFINITE, ILL_CONDITIONED)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import math
 from typing import Self
 
-import jax.numpy as jnp
 import numpy as np
 
 from .._actuator_kinds import actuator_kind
+from .._host_arrays import device_array, device_zeros
 from .._values import (
     _numbers,
 )
@@ -151,13 +151,13 @@ class _ActuatorBuilder:
         # a tendon actuator's entry in ``joints``: a placeholder no formulation reads (the
         # absolute formulations skip it as joint space only; the tendon gives its length)
         ground = len(self._bodies)
-        zero, eye = jnp.zeros(3), jnp.eye(3)
+        zero, eye = device_zeros(3), device_array(np.eye(3))
         for a in self._actuators:
             if a.get("tendon") is not None:
                 by_name[f"tendon:{a['tendon']}"] = JointDefinition(
                     name=f"tendon:{a['tendon']}", kind="tendon", body_i=ground, body_j=ground,
                     s_bar_i=zero, s_bar_j=zero, frame_i=eye, frame_j=eye,
-                    offset=jnp.zeros(1), q_start=jnp.zeros(1), sign=(1,))  # fmt: skip
+                    offset=device_zeros(1), q_start=device_zeros(1), sign=(1,))  # fmt: skip
                 a = dict(a, joint=f"tendon:{a['tendon']}")
         tendon_actuated = tuple(k for k, a in enumerate(self._actuators) if a.get("tendon"))
         space = set(space) | {f"tendon:{self._actuators[k]['tendon']}" for k in tendon_actuated}
@@ -170,7 +170,7 @@ class _ActuatorBuilder:
                                bias=a["bias"]) for a in self._actuators]  # fmt: skip
 
         def column(values):
-            return jnp.asarray(values, dtype=jnp.float64)
+            return device_array(values, np.float64)
 
         driven = tuple(by_name[a["joint"] if a.get("tendon") is None else f"tendon:{a['tendon']}"]
                        for a in self._actuators)  # fmt: skip
@@ -186,7 +186,7 @@ class _ActuatorBuilder:
                 ctrl_upper=column([a["ctrl"][1] for a in self._actuators]),
                 force_lower=column([a["force"][0] for a in self._actuators]),
                 force_upper=column([a["force"][1] for a in self._actuators]),
-                controls=jnp.zeros(len(self._actuators)),
+                controls=device_zeros(len(self._actuators)),
                 absolute_entries=absolute_entries(driven, space),
                 tendon_actuated=tendon_actuated,
                 tendons=driven_tendons,
@@ -202,10 +202,10 @@ class _ActuatorBuilder:
         return dict(
             dynamics=tuple(a["dynamics"] for a in acts),
             act_early=tuple(a["act_early"] for a in acts),
-            time_constant=jnp.asarray([a["tau"] for a in acts], dtype=jnp.float64),
-            act_lower=jnp.asarray([a["act"][0] for a in acts], dtype=jnp.float64),
-            act_upper=jnp.asarray([a["act"][1] for a in acts], dtype=jnp.float64),
-            activation=jnp.zeros(len(acts)),
-            activation_time=jnp.zeros(()),
-            step=jnp.zeros(()),
+            time_constant=device_array([a["tau"] for a in acts], np.float64),
+            act_lower=device_array([a["act"][0] for a in acts], np.float64),
+            act_upper=device_array([a["act"][1] for a in acts], np.float64),
+            activation=device_zeros(len(acts)),
+            activation_time=device_zeros(()),
+            step=device_zeros(()),
         )

@@ -9,9 +9,9 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import jax.numpy as jnp
 import numpy as np
 
+from .._host_arrays import device_array
 from .._joint_forces import coordinate_views
 from .._joint_points import warn_far_joint_points
 from .._values import _vec3
@@ -105,7 +105,7 @@ class ModelBuilder(
                 vals = [
                     gc.vectors.get(key, gc.vectors.get(alias, np.zeros(3))) for _, gc in members
                 ]
-                return jnp.asarray(np.reshape(np.array(vals, dtype=np.float64), (len(members), 3)))
+                return device_array(np.reshape(np.array(vals, dtype=np.float64), (len(members), 3)))
 
             sets.append(
                 GconSet(
@@ -150,15 +150,15 @@ class ModelBuilder(
             constraint_kinds=tuple(gc.kind for gc in self._gcons),
             constraint_joints=tuple(gc.joint for gc in self._gcons),
             constraint_bodies=tuple((index[gc.body_i], index[gc.body_j]) for gc in self._gcons),
-            mass=jnp.asarray([b.mass for b in bodies]),
-            inertia=jnp.asarray(np.stack([b.inertia for b in bodies])),
-            gravity=jnp.asarray(g),
-            r0=jnp.asarray(np.stack([b.r for b in bodies])),
-            A0=jnp.asarray(np.stack([b.A for b in bodies])),
-            rdot0=jnp.asarray(np.stack([b.rdot for b in bodies])),
-            omega0=jnp.asarray(np.stack([b.omega for b in bodies])),
+            mass=device_array([b.mass for b in bodies]),
+            inertia=device_array(np.stack([b.inertia for b in bodies])),
+            gravity=device_array(g),
+            r0=device_array(np.stack([b.r for b in bodies])),
+            A0=device_array(np.stack([b.A for b in bodies])),
+            rdot0=device_array(np.stack([b.rdot for b in bodies])),
+            omega0=device_array(np.stack([b.omega for b in bodies])),
             gcons=tuple(sets),
-            f_offset=jnp.asarray(f_offset),
+            f_offset=device_array(f_offset),
             drivers=group_drivers(driven),
             forces=self._resolved_forces()
             + _optional(self._contact_element(len(bodies)))
@@ -184,9 +184,9 @@ class ModelBuilder(
         r0, A0, rdot0, omega0, joints = place_joint_states(model, self._joint_states)
         return dataclasses.replace(
             model,
-            r0=jnp.asarray(r0),
-            A0=jnp.asarray(A0),
-            rdot0=jnp.asarray(rdot0),
-            omega0=jnp.asarray(omega0),
+            r0=device_array(r0),
+            A0=device_array(A0),
+            rdot0=device_array(rdot0),
+            omega0=device_array(omega0),
             joints=joints,
         )

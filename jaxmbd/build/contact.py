@@ -125,8 +125,9 @@ class _ContactBuilder:
         if body_i == GROUND:
             raise ModelError(f"{where}: give the ground as body_j")
         shapes = self._check_shape_pairs(where, body_i, body_j, shapes)
-        for c in self._contacts:
-            if {c.body_i, c.body_j} != {body_i, body_j}:
+        for c in self._contacts:  # string comparisons: a file may add thousands of pairs
+            same = c.body_i == body_i and c.body_j == body_j
+            if not (same or c.body_i == body_j and c.body_j == body_i):
                 continue
             if shapes is None or c.shapes is None:
                 raise ModelError(

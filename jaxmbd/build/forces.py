@@ -7,9 +7,9 @@ import dataclasses
 import math
 from typing import Self
 
-import jax.numpy as jnp
 import numpy as np
 
+from .._host_arrays import device_array
 from .._values import (
     MAX_MAGNITUDE,
     _numbers,
@@ -65,11 +65,11 @@ class _ForceBuilder:
             SpringDamper(
                 body_i=self.body_index(body_i),
                 body_j=self.body_index(body_j),
-                s_bar_p_i=jnp.asarray(self._local_point(body_i, point_i, where=f"{w}.point_i")),
-                s_bar_q_j=jnp.asarray(self._local_point(body_j, point_j, where=f"{w}.point_j")),
-                stiffness=jnp.asarray(float(stiffness)),
-                damping=jnp.asarray(float(damping)),
-                rest_length=jnp.asarray(float(rest_length)),
+                s_bar_p_i=device_array(self._local_point(body_i, point_i, where=f"{w}.point_i")),
+                s_bar_q_j=device_array(self._local_point(body_j, point_j, where=f"{w}.point_j")),
+                stiffness=device_array(float(stiffness)),
+                damping=device_array(float(damping)),
+                rest_length=device_array(float(rest_length)),
             )
         )
 
@@ -119,6 +119,6 @@ class _ForceBuilder:
         return self.add_force(
             Bushing(
                 name=name, body_i=self.body_index(body_i), body_j=self.body_index(body_j),
-                **{k: jnp.asarray(v, dtype=jnp.float64) for k, v in values.items()},
+                **{k: device_array(v, np.float64) for k, v in values.items()},
             )
         )  # fmt: skip

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import math
 
-import jax.numpy as jnp
 import numpy as np
 
+from .._host_arrays import device_array
 from .._topology import body_graph
 from .._values import (
     _numbers,
@@ -107,12 +107,12 @@ class _JointForceBuilder:
             c = c_def if c is None else c
             defns.append(defn)
             rows.append((lo, hi, k, c, 0.0 if e is None else e, float(e is not None), inertia))
-        lo, hi, k, c, e, on, inertia = (jnp.asarray([row[m] for row in rows]) for m in range(7))
+        lo, hi, k, c, e, on, inertia = (device_array([row[m] for row in rows]) for m in range(7))
         impedance = None
         if self._limit_impedance:
             # joints without one: a flat impedance (constant gains)
             flat = (0.5, 0.5, 1.0, 0.5, 1.0)
-            impedance = jnp.asarray([self._limit_impedance.get(d.name, flat) for d in defns])
+            impedance = device_array([self._limit_impedance.get(d.name, flat) for d in defns])
         if not any(row[5] for row in rows):
             e = on = inertia = None  # the plain spring-damper law
         return (
@@ -169,8 +169,8 @@ class _JointForceBuilder:
         defns = [d for d in joints if d.name in self._dynamics]
         rows = [self._dynamics[d.name] for d in defns]
         c, k, ref, f = (
-            jnp.asarray([
-                float(d.offset[0]) if m == 2 and row[m] is None else row[m]
+            device_array([
+                float(np.asarray(d.offset)[0]) if m == 2 and row[m] is None else row[m]
                 for d, row in zip(defns, rows, strict=True)
             ])
             for m in range(4)
@@ -179,11 +179,11 @@ class _JointForceBuilder:
         given = [row[4] for row in rows]
         armature = None
         if any(x is not None for x in given):
-            armature = jnp.asarray([0.0 if x is None else x for x in given])
+            armature = device_array([0.0 if x is None else x for x in given])
         return (
             JointDynamics(
                 joints=tuple(defns), damping=c, stiffness=k, spring_reference=ref,
-                friction_loss=f, friction_velocity=jnp.asarray([FRICTION_VELOCITY] * len(defns)),
+                friction_loss=f, friction_velocity=device_array([FRICTION_VELOCITY] * len(defns)),
                 armature=armature, absolute_entries=absolute_entries(defns, space),
             ),
         )  # fmt: skip

@@ -4,11 +4,19 @@ from __future__ import annotations
 
 from typing import Self
 
-import jax.numpy as jnp
 import numpy as np
 
+from .._host_arrays import device_array
+from .._ray_cast import RAY_SHAPES
 from .._ray_zone import ZONE_SHAPES
-from .._sensor_kinds import ActuatorSet, FrameReference, SubtreeBodies, TouchZone
+from .._sensor_kinds import (
+    ActuatorSet,
+    FrameReference,
+    RayTargets,
+    SubtreeBodies,
+    TouchZone,
+    WeldedPart,
+)
 from .._values import (
     _numbers,
     _rotation_matrix,
@@ -50,7 +58,7 @@ class _SensorBuilder:
     def add_sensor(
         self, name, *, kind, joint=None, body=None, site=(0.0, 0.0, 0.0), frame=None,
         noise=0.0, marker=None, reference=None, subtree=None, zone=None, actuator=None,
-        parent=None, tendon=None,
+        parent=None, tendon=None, part=None, targets=None,
     ) -> Self:  # fmt: skip
         """A sensor read as ``sol.sensors[name]`` (T, dim) (:mod:`jaxmbd.sensors`).
 
@@ -78,7 +86,17 @@ class _SensorBuilder:
         ``actuator``; "joint_actuator_force" on ``joint`` (the sum of gear times force of
         the actuators that drive it); "interaction_force" and "interaction_torque" at the
         site: the wrench ``body`` receives from its ``parent`` through its joint (None: the
-        body next to it on the way to the ground), ``subtree`` as for the subtree kinds."""
+        body next to it on the way to the ground), ``subtree`` as for the subtree kinds;
+        with ``part``, a dict ``{"mass", "com", "inertia", "shapes"}`` of a rigid part of
+        ``body`` (a MuJoCo body welded to its parent; ``com`` global and ``inertia`` (3, 3)
+        about it in global axes, at the initial configuration; ``shapes``: indices into the
+        body's shapes), the wrench the rest of ``body`` exerts on that part and on the
+        ``subtree`` bodies hanging from it (``parent``: ``body``); "rangefinder" at the
+        site (also on the ground): the distance along the site's z axis to the nearest of
+        the shapes ``targets``, a list of dicts ``{"kind", "body", "pos", "axes", "size"}``
+        (MuJoCo's geom kind: "plane", "sphere", "capsule", "ellipsoid", "cylinder" or
+        "box", and its size (3,); ``pos`` and ``axes`` global at the initial
+        configuration), -1 where it meets none."""
         where = f"sensor '{name}'"
         if marker is not None:
             if body is not None or frame is not None or tuple(np.ravel(site)) != (0, 0, 0):
@@ -101,8 +119,8 @@ class _SensorBuilder:
                     frame=np.eye(3), params=None)  # fmt: skip
         option = sensor_kind(kind).params
         given = dict(reference=reference, subtree=subtree, zone=zone, actuator=actuator,
-                     parent=parent, tendon=tendon)  # fmt: skip
-        takes = {"interaction": ("subtree", "parent")}.get(option, (option,))
+                     parent=parent, tendon=tendon, part=part, targets=targets)  # fmt: skip
+        takes = {"interaction": ("subtree", "parent", "part")}.get(option, (option,))
         extra = [k for k, v in given.items() if v is not None and k not in takes]
         if extra:
             raise ModelError(f"{where}: kind {kind!r} takes no {extra[0]}=")
@@ -136,8 +154,11 @@ class _SensorBuilder:
             spec["site"] = _vec3(site, where=f"{where}.site")
             if frame is not None:
                 spec["frame"] = _rotation_matrix(frame, where=f"{where}.frame")[0]
-            spec["params"] = self._sensor_option(where, option, body, reference, subtree, zone,
-                                                 parent)  # fmt: skip
+            spec["params"] = (
+                self._ray_targets(where, targets) if option == "targets"
+                else self._sensor_option(where, option, body, reference, subtree, zone, parent,
+                                         part)
+            )  # fmt: skip
         sigma = _numbers(noise, where=f"{where}.noise", expected="a number")
         if sigma.shape != () or not sigma >= 0:
             raise ModelError(f"{where}.noise: expected a non-negative number, got {noise!r}")
@@ -145,7 +166,8 @@ class _SensorBuilder:
         self._sensors.append(spec)
         return self
 
-    def _sensor_option(self, where, option, body, reference, subtree, zone, parent=None):
+    def _sensor_option(self, where, option, body, reference, subtree, zone, parent=None,
+                       part=None):  # fmt: skip
         """The builder-time form of a body sensor's option (resolved by
         :meth:`_sensor_params` when the model is built)."""
         if option == "reference" and reference is not None:
@@ -173,7 +195,11 @@ class _SensorBuilder:
                     raise ModelError(f"{where}.subtree: unknown body {n!r}")
             if parent is not None and parent != GROUND and parent not in known:
                 raise ModelError(f"{where}.parent: unknown body {parent!r}")
-            return (option, body, names, parent)
+            if part is not None:
+                part = self._welded_part(where, body, part)
+                names = () if names is None else names
+                parent = body if parent is None else parent
+            return (option, body, names, parent, part)
         if option == "zone":
             if zone is None:
                 raise ModelError(f"{where}: a touch sensor needs zone=(shape, size)")
@@ -187,6 +213,49 @@ class _SensorBuilder:
                 raise ModelError(f"{where}.zone: sizes must be positive, got {size}")
             return ("zone", shape, size)
         return None
+
+    def _ray_targets(self, where, targets):
+        """A rangefinder's ``targets`` (global at the initial configuration) in their
+        bodies' frames: ("targets", [(kind, body, pos, rot, size), ...])."""
+        if targets is None:
+            raise ModelError(f"{where}: a rangefinder needs targets= (the shapes it sees)")
+        out = []
+        for k, t in enumerate(targets):
+            at = f"{where}.targets[{k}]"
+            if not isinstance(t, dict) or set(t) - {"kind", "body", "pos", "axes", "size"}:
+                raise ModelError(f"{at}: expected a dict with 'kind', 'body', 'pos', 'axes' "
+                                 f"and 'size', got {t!r}")  # fmt: skip
+            if t.get("kind") not in RAY_SHAPES:
+                raise ModelError(f"{at}.kind: expected one of {tuple(RAY_SHAPES)}, "
+                                 f"got {t.get('kind')!r}")  # fmt: skip
+            r, A = self._frame(t.get("body"), where=f"{at}.body")
+            pos = A.T @ (_vec3(t.get("pos"), where=f"{at}.pos") - r)
+            rot = A.T @ _rotation_matrix(t.get("axes", np.eye(3)), where=f"{at}.axes")[0]
+            size = _vec3(t.get("size"), where=f"{at}.size")
+            out.append((t["kind"], t["body"], pos, rot, size))
+        return ("targets", out)
+
+    def _welded_part(self, where, body, part) -> WeldedPart:
+        """An interaction sensor's ``part`` (global at the initial configuration) in the
+        body's frame."""
+        if not isinstance(part, dict) or set(part) - {"mass", "com", "inertia", "shapes"}:
+            raise ModelError(f"{where}.part: expected a dict with 'mass', 'com', 'inertia' "
+                             f"and 'shapes', got {part!r}")  # fmt: skip
+        r, A = self._frame(body, where=f"{where}.body")
+        mass = _numbers(part.get("mass"), where=f"{where}.part.mass", expected="a number")
+        if mass.shape != () or not mass > 0:
+            raise ModelError(f"{where}.part.mass: expected a positive number, got {mass}")
+        com = A.T @ (_vec3(part.get("com"), where=f"{where}.part.com") - r)
+        J = _numbers(part.get("inertia"), where=f"{where}.part.inertia", expected="a 3x3 matrix")
+        if J.shape != (3, 3):
+            raise ModelError(f"{where}.part.inertia: expected a 3x3 matrix, got shape {J.shape}")
+        shapes = tuple(int(k) for k in part.get("shapes", ()))
+        n = len(self._shapes_of(body) or ())
+        if any(not 0 <= k < n for k in shapes):
+            raise ModelError(f"{where}.part.shapes: indices into the {n} shapes of '{body}', "
+                             f"got {list(shapes)}")  # fmt: skip
+        return WeldedPart(device_array(float(mass)), device_array(com),
+                          device_array(A.T @ J @ A), shapes)  # fmt: skip
 
     def _subtree_of(self, root: str, index: dict[str, int], joints) -> tuple[tuple[int, ...], int]:
         """(``root`` and every body joined to it away from the ground, the body before it on
@@ -226,16 +295,25 @@ class _SensorBuilder:
             return None
         where = f"sensor '{s['name']}'"
         if p[0] == "reference":
-            return FrameReference(index[p[1]], jnp.asarray(p[2]), jnp.asarray(p[3]))
+            return FrameReference(index[p[1]], device_array(p[2]), device_array(p[3]))
         if p[0] in ("subtree", "interaction"):
             bodies, up = self._subtree_of(p[1], index, joints)
             if p[2] is not None:
                 bodies = tuple(index[n] for n in p[2])
             if p[0] == "subtree":
                 return SubtreeBodies(bodies)
-            return SubtreeBodies(bodies, up if p[3] is None else index[p[3]])
+            return SubtreeBodies(bodies, up if p[3] is None else index[p[3]], p[4])
         if p[0] == "zone":
-            return TouchZone(p[1], jnp.asarray(p[2]))
+            return TouchZone(p[1], device_array(p[2]))
+        if p[0] == "targets":
+            rows = p[1]
+            return RayTargets(
+                tuple(t[0] for t in rows),
+                tuple(index[t[1]] for t in rows),
+                device_array(np.reshape([t[2] for t in rows], (-1, 3))),
+                device_array(np.reshape([t[3] for t in rows], (-1, 3, 3))),
+                device_array(np.reshape([t[4] for t in rows], (-1, 3))),
+            )
         if p[0] == "tendon":
             tendons = [t["name"] for t in self._tendons]
             if p[1] not in tendons:
@@ -263,9 +341,9 @@ class _SensorBuilder:
             dims=tuple(sensor_dim(s["kind"], kinds.get(s["joint"])) for s in self._sensors),
             bodies=tuple(-1 if s["body"] is None else index[s["body"]] for s in self._sensors),
             joints=tuple(s["joint"] for s in self._sensors),
-            site=jnp.asarray(np.stack([s["site"] for s in self._sensors])),
-            frame=jnp.asarray(np.stack([s["frame"] for s in self._sensors])),
-            noise=jnp.asarray([s["noise"] for s in self._sensors], dtype=jnp.float64),
+            site=device_array(np.stack([s["site"] for s in self._sensors])),
+            frame=device_array(np.stack([s["frame"] for s in self._sensors])),
+            noise=device_array([s["noise"] for s in self._sensors], np.float64),
             params=tuple(self._sensor_params(s, index, joints) for s in self._sensors)
             if any(s["params"] is not None for s in self._sensors)
             else (),

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import jax.numpy as jnp
 import numpy as np
 
+from .._host_arrays import device_array
 from ..drivers import Expression
 from ..geometry import Shape
 from ..joints import JointDefinition
@@ -63,12 +63,12 @@ class _JointSpec:
             kind=self.kind,
             body_i=index[self.body_i],
             body_j=index[self.body_j],
-            s_bar_i=jnp.asarray(self.s_bar_i),
-            s_bar_j=jnp.asarray(self.s_bar_j),
-            frame_i=jnp.asarray(self.frame_i),
-            frame_j=jnp.asarray(self.frame_j),
-            offset=jnp.asarray(self.offset, dtype=jnp.float64).reshape(-1),
-            q_start=jnp.asarray(self.q_start, dtype=jnp.float64).reshape(-1),
+            s_bar_i=device_array(self.s_bar_i),
+            s_bar_j=device_array(self.s_bar_j),
+            frame_i=device_array(self.frame_i),
+            frame_j=device_array(self.frame_j),
+            offset=device_array(np.asarray(self.offset, dtype=np.float64).reshape(-1)),
+            q_start=device_array(np.asarray(self.q_start, dtype=np.float64).reshape(-1)),
             sign=self.sign,
         )
 

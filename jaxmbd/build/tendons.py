@@ -7,6 +7,7 @@ from typing import Self
 import jax.numpy as jnp
 import numpy as np
 
+from .._host_arrays import device_array
 from .._tendon_paths import path_element_kind
 from .._values import _numbers, _vec3
 from ..errors import ModelError
@@ -182,17 +183,19 @@ class _TendonBuilder:
         limited = [k for k, t in enumerate(specs) if t["limits"] is not None]
         limits = None
         if limited:
-            lo, hi, k, c = (jnp.asarray([specs[i]["limits"][m] for i in limited]) for m in range(4))
+            lo, hi, k, c = (
+                device_array([specs[i]["limits"][m] for i in limited]) for m in range(4)
+            )
             limits = JointLimits(joints=(), lower=lo, upper=hi, stiffness=k, damping=c)
 
         def column(key):
-            return jnp.asarray([float(t[key]) for t in specs])
+            return device_array([float(t[key]) for t in specs])
 
         return (
             TendonForces(
                 tendons=tendons, stiffness=column("stiffness"),
-                spring_lower=jnp.asarray([t["spring"][0] for t in specs]),
-                spring_upper=jnp.asarray([t["spring"][1] for t in specs]),
+                spring_lower=device_array([t["spring"][0] for t in specs]),
+                spring_upper=device_array([t["spring"][1] for t in specs]),
                 damping=column("damping"), friction_loss=column("friction_loss"),
                 friction_velocity=jnp.full(len(specs), FRICTION_VELOCITY),
                 limits=limits, limited=tuple(limited),
@@ -203,7 +206,7 @@ class _TendonBuilder:
 def _fixed_tendon(t, index, by_name) -> FixedTendon:
     """The :class:`~jaxmbd.tendons.FixedTendon` of the record ``t`` (``by_name``: the joint
     coordinates' definitions)."""
-    return FixedTendon(name=t["name"], joints=t["joints"], coef=jnp.asarray(t["coef"]),
+    return FixedTendon(name=t["name"], joints=t["joints"], coef=device_array(t["coef"]),
                        definitions=tuple(by_name.get(j) for j in t["joints"]),
                        tree_joints=t.get("tree_joints", ()))  # fmt: skip
 
@@ -216,10 +219,10 @@ def _spatial_tendon(t, index, by_name) -> SpatialTendon:
         name=t["name"], kinds=tuple(e["kind"] for e in path),
         bodies=tuple(-1 if e["body"] is None else index[e["body"]] for e in path),
         side_bodies=tuple(-1 if e["side"] is None else index[e["side"][0]] for e in path),
-        points=jnp.asarray(np.stack([e["point"] for e in path])),
-        frames=jnp.asarray(np.stack([e["frame"] for e in path])),
-        radius=jnp.asarray([e["radius"] for e in path]),
-        divisor=jnp.asarray([e["divisor"] for e in path]),
-        side_points=jnp.asarray(np.stack([np.zeros(3) if e["side"] is None else e["side"][1]
+        points=device_array(np.stack([e["point"] for e in path])),
+        frames=device_array(np.stack([e["frame"] for e in path])),
+        radius=device_array([e["radius"] for e in path]),
+        divisor=device_array([e["divisor"] for e in path]),
+        side_points=device_array(np.stack([np.zeros(3) if e["side"] is None else e["side"][1]
                                           for e in path])),
     )  # fmt: skip

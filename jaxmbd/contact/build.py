@@ -22,10 +22,10 @@ import warnings
 from dataclasses import dataclass
 
 import equinox as eqx
-import jax.numpy as jnp
 import numpy as np
 
 from .. import _config  # noqa: F401
+from .._host_arrays import device_array
 from .abstract_law import AbstractContactLaw
 from .element import CollisionGroup, ContactForce
 from .law import HuntCrossley
@@ -88,11 +88,13 @@ def _kinds(body: _Body) -> list[str]:
 
 
 def _shape_pairs(body_i: _Body, body_j: _Body, spec: ContactSpec):
-    """The shape pairs a contact pair checks: every pair of colliding shapes, or the
-    pairs ``spec.shapes`` names (validated by the builder)."""
+    """The shape pairs ((k_i, k_j) indices into the bodies' shape lists) a contact pair
+    checks: every pair of colliding shapes, or the pairs ``spec.shapes`` names (validated
+    by the builder)."""
     if spec.shapes is None:
-        return [(a, b) for a in body_i.shapes if a.collide for b in body_j.shapes if b.collide]
-    return [(body_i.shapes[a], body_j.shapes[b]) for a, b in spec.shapes]
+        return [(a, b) for a, sa in enumerate(body_i.shapes) if sa.collide
+                for b, sb in enumerate(body_j.shapes) if sb.collide]  # fmt: skip
+    return list(spec.shapes)
 
 
 def build_contact_element(
@@ -119,13 +121,16 @@ def build_contact_element(
         pair_law.append(same[0] if same else len(laws) - 1)
         i, j = index[spec.body_i], index[spec.body_j]
         used = []
-        for si, sj in _shape_pairs(bodies[i], bodies[j], spec):
+        for ki, kj in _shape_pairs(bodies[i], bodies[j], spec):
+            si, sj = bodies[i].shapes[ki], bodies[j].shapes[kj]
             kind, swapped = pair_kind(si.kind, sj.kind)
             if kind is None:
                 skipped.append(f"{si.kind} of '{spec.body_i}' - {sj.kind} of '{spec.body_j}'")
                 continue
-            (ba, sa), (bb, sb) = ((j, sj), (i, si)) if swapped else ((i, si), (j, sj))
-            members[kind].append((p, ba, bb, bb == i, _member_data(sa), _member_data(sb)))
+            (ba, sa, ka), (bb, sb, kb) = (
+                ((j, sj, kj), (i, si, ki)) if swapped else ((i, si, ki), (j, sj, kj))
+            )
+            members[kind].append((p, ba, bb, bb == i, _member_data(sa), _member_data(sb), ka, kb))
             used += [si, sj]
         if not used:
             raise ValueError(
@@ -164,17 +169,19 @@ def build_contact_element(
                 body_a=tuple(row[1] for row in rows),
                 body_b=tuple(row[2] for row in rows),
                 b_is_i=tuple(bool(row[3]) for row in rows),
-                pos_a=jnp.asarray(pa),
-                rot_a=jnp.asarray(Ra),
-                size_a=jnp.asarray(sa),
-                pos_b=jnp.asarray(pb),
-                rot_b=jnp.asarray(Rb),
-                size_b=jnp.asarray(sb),
+                pos_a=device_array(pa),
+                rot_a=device_array(Ra),
+                size_a=device_array(sa),
+                pos_b=device_array(pb),
+                rot_b=device_array(Rb),
+                size_b=device_array(sb),
+                shape_a=tuple(row[6] for row in rows),
+                shape_b=tuple(row[7] for row in rows),
             )
         )
 
     def per_pair(key):
-        return jnp.asarray([float(getattr(s, key)) for s in specs])
+        return device_array([float(getattr(s, key)) for s in specs])
 
     return ContactForce(
         pairs=tuple((index[s.body_i], index[s.body_j]) for s in specs),
@@ -186,11 +193,11 @@ def build_contact_element(
         rolling_friction=per_pair("rolling_friction"),
         margin=per_pair("margin"),
         restitution=per_pair("restitution"),
-        stiffness=jnp.asarray(stiffness),
+        stiffness=device_array(stiffness),
         damping=per_pair("damping"),
         exponent=per_pair("exponent"),
         slip_velocity=per_pair("slip_velocity"),
-        mass=jnp.asarray([b.mass for b in bodies[:nb]]),
+        mass=device_array([b.mass for b in bodies[:nb]]),
         laws=tuple(laws),
         pair_law=tuple(pair_law),
     )

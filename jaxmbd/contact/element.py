@@ -57,6 +57,8 @@ class CollisionGroup(eqx.Module):
     pos_b: jax.Array
     rot_b: jax.Array
     size_b: jax.Array
+    shape_a: tuple[int, ...] = eqx.field(static=True, default=())
+    shape_b: tuple[int, ...] = eqx.field(static=True, default=())
 
     @property
     def slots(self) -> int:
@@ -155,6 +157,20 @@ class ContactForce(AbstractForce):
         pairs = np.asarray(self.pairs, dtype=int).reshape(-1, 2)
         slot_pair = np.asarray(self.slot_pair, dtype=int)
         return pairs[slot_pair, 0], pairs[slot_pair, 1]
+
+    def slot_shapes(self):
+        """(shape_i, shape_j) of every slot as index arrays: the index of the slot's shape in
+        body_i's (body_j's) shape list."""
+        on_i, on_j = [], []
+        for g in self.groups:
+            n = SLOTS[g.kind]
+            a, b = np.asarray(g.shape_a, dtype=int), np.asarray(g.shape_b, dtype=int)
+            if a.size != len(g.pair):  # built without shape indices
+                raise ValueError("contact element: its collision groups carry no shape indices")
+            flip = np.asarray(g.b_is_i, dtype=bool)
+            on_i.append(np.repeat(np.where(flip, b, a), n))
+            on_j.append(np.repeat(np.where(flip, a, b), n))
+        return np.concatenate(on_i), np.concatenate(on_j)
 
     # -- the law ---------------------------------------------------------------------------
     def _relative_motion(self, state: BodyState):

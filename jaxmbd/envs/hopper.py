@@ -1,6 +1,7 @@
 """dm_control's hopper (``dm_control/suite/hopper.py``): ``stand`` and ``hop``. The file's
 time step (``hopper.xml``: h = 0.005 s), four per control step (``_CONTROL_TIMESTEP`` =
-0.02 s), 1000 steps (20 s); with contact the implicit step (``"implicit"``: jaxmbd's
+0.02 s), 1000 steps (20 s); with contact the linearly implicit step with the force's
+velocity Jacobian (``"implicitfast"``, :class:`~jaxmbd.envs.ModelEnv`'s default: jaxmbd's
 compliant contact is stiffer than MuJoCo's soft constraints, and the explicit steps
 diverge at this h).
 

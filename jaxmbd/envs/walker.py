@@ -1,6 +1,7 @@
 """dm_control's planar walker (``dm_control/suite/walker.py``): ``walk``. The file's time
 step (``walker.xml``: h = 0.0025 s), ten per control step (``_CONTROL_TIMESTEP`` =
-0.025 s), 1000 steps (25 s); with contact the implicit step (``"implicit"``).
+0.025 s), 1000 steps (25 s); with contact the linearly implicit step
+(``"implicitfast"``, :class:`~jaxmbd.envs.ModelEnv`'s default).
 ``torso_subtreelinvel`` is computed from the state (:meth:`Physics.subtree_com_velocity`)."""
 
 from __future__ import annotations

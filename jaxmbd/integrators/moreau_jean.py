@@ -53,7 +53,8 @@ joint Jacobian G with G v = nu):
 theorem at the converged step (the least-squares solution of J dx = -dF with the
 generalised Jacobian J at the root, formed and factored once per step and reused by the
 backward sweep); v_{k+1} and Lambda follow from P through the eliminated (differentiable)
-linear algebra.
+linear algebra. The rule is differentiable again (:func:`_implicit_root`): ``jax.hessian``
+and jvp of grad are exact, on each branch of the nonsmooth law.
 
 The multipliers reported (``sol.lam``) are Lambda / h, the joint reactions averaged over
 the step; the accelerations (v_{k+1} - v_k) / h, impulsive where an impact happened.
@@ -66,6 +67,7 @@ from typing import Any, ClassVar, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.ad_checkpoint import checkpoint_name
 
 from .. import _config  # noqa: F401
 from .._joint_forces import coordinates_and_gradients, coordinates_and_rates
@@ -75,7 +77,7 @@ from ..forces import BodyState
 from ..formulations.index1 import index1_system
 from ..joint_limits import JointLimits
 from ..model import Model
-from ..newton import NewtonInfo
+from ..newton import ROOT, ROOT_FACTORS, NewtonInfo
 from .base import AbstractIntegrator, StepResult
 
 #: A slot is active when its gap at the step's midpoint is below this times ``tol`` (in
@@ -397,11 +399,23 @@ def _least_squares(J, F):
     size (benchmarks/blas_threads.py, one BLAS thread). The
     squared condition number costs accuracy in one solve; the Newton iteration around it
     corrects that."""
+    return _least_squares_solve(_least_squares_factors(J), F)
+
+
+def _least_squares_factors(J):
+    """The column scaling, scaled matrix and normal equations' Cholesky factor of
+    :func:`_least_squares` (the factor lower-triangular), for several solves with one J."""
     norms = jnp.sqrt(jnp.sum(J * J, axis=0))
     col = jnp.where(norms > 0, 1.0 / jnp.where(norms > 0, norms, 1.0), 0.0)
     A = J * col[None, :]
     normal = A.T @ A + REGULARISATION * jnp.eye(A.shape[1], dtype=A.dtype)
-    factor = jax.scipy.linalg.cho_factor(normal)
+    return col, A, jax.scipy.linalg.cho_factor(normal, lower=True)[0]
+
+
+def _least_squares_solve(factors, F):
+    """:func:`_least_squares` with the factors of :func:`_least_squares_factors`."""
+    col, A, lower_factor = factors
+    factor = (lower_factor, True)
     y = jax.scipy.linalg.cho_solve(factor, A.T @ F)
     for _ in range(REFINEMENTS):
         y = y + jax.scipy.linalg.cho_solve(factor, A.T @ (F - A @ y))
@@ -444,8 +458,17 @@ def _implicit_root(residual, jacobian, x_star, args):
     least-squares solution (:func:`_least_squares`) of J dx = -dF, J = jacobian(x_star,
     args) in closed form and dF the residual's derivative with respect to ``args`` (a
     pytree of arrays). Under reverse mode J and its factorisation are formed once, in the
-    forward sweep, and the backward sweep solves with that factor."""
-    x_star = jax.lax.stop_gradient(x_star)
+    forward sweep, and the backward sweep solves with that factor.
+
+    Derivatives of every order (``jax.hessian``, jvp of grad): as in
+    :func:`jaxmbd.newton.implicit_root`, the tangent is a ``custom_linear_solve`` whose
+    matrix is J at a differentiable root, so the next order sees d(J^-1) = -J^-1 dJ J^-1,
+    and the rule's primal output carries the implicit derivative itself (partial
+    evaluation inside ``lax.scan`` differentiates that expression, not the rule). On a
+    kink of the max or of the disk projection J is the B-subdifferential's element that
+    :func:`_proximal_jacobian` picks, and the second derivative is the one of that
+    branch."""
+    x_star = checkpoint_name(jax.lax.stop_gradient(x_star), ROOT)
 
     @jax.custom_jvp
     def root(x, args):
@@ -456,9 +479,26 @@ def _implicit_root(residual, jacobian, x_star, args):
     def _rule(primals, tangents):
         x, args = primals
         _, dargs = tangents
-        J = jax.lax.stop_gradient(jacobian(x, args))
-        _, dF = jax.jvp(lambda a: residual(x, a), (args,), (dargs,))
-        return x, -_least_squares(J, dF)
+        x = jax.lax.stop_gradient(x)
+        factors = checkpoint_name(
+            jax.lax.stop_gradient(_least_squares_factors(jacobian(x, args))), ROOT_FACTORS
+        )
+
+        def solve(_, b):
+            return _least_squares_solve(factors, b)
+
+        def transpose_solve(_, b):  # the transpose of the linear map b -> solve(b)
+            return jax.linear_transpose(lambda c: solve(None, c), b)(b)[0]
+
+        # value exactly x (F - F = 0), first derivative -J^-1 dF/dargs
+        F = residual(x, args)
+        x_out = x - solve(None, F - jax.lax.stop_gradient(F))
+        J = jacobian(x_out, args)
+        _, dF = jax.jvp(lambda a: residual(x_out, a), (args,), (dargs,))
+        dx = jax.lax.custom_linear_solve(
+            lambda y: J @ y, -dF, solve=solve, transpose_solve=transpose_solve
+        )
+        return x_out, dx
 
     return root(x_star, args)
 
@@ -470,7 +510,7 @@ def _implicit_min_norm(residual, x_star, derivative_of=None):
     J is singular, but the velocities are, and so are their derivatives: every solution of
     J dx = -dF (consistent: F = 0 holds along the family of roots) has the same velocity
     part, and the least-squares one is one of them.
-    First derivatives (jvp and its transpose, so jax.grad); the residual's closed-over
+    Derivatives of every order (:func:`_implicit_root`); the residual's closed-over
     values (the model, the state) are differentiated. ``derivative_of``: another residual
     whose derivatives at ``x_star`` are used instead (a relaxed one, ``relaxation``)."""
     fn, consts = jax.closure_convert(residual if derivative_of is None else derivative_of, x_star)

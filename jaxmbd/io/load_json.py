@@ -194,7 +194,7 @@ def _load_own(path: Path, data: dict) -> Model:
     for k, sen in enumerate(_list(data, "sensors", path, required=False)):
         name, where = _named(sen, "sensors", k, _OWN_KEYS["sensor"], path)
         keys = ("joint", "body", "site", "frame", "noise", "reference", "subtree", "parent",
-                "zone", "actuator")  # fmt: skip
+                "zone", "actuator", "part", "targets")  # fmt: skip
         options = {key: sen[key] for key in keys if key in sen}
         try:
             builder.add_sensor(name, kind=_string(sen, "kind", path, where), **options)

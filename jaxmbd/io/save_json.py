@@ -193,8 +193,29 @@ def _sensors_to_json(model: Model) -> list[dict]:
             entry["subtree"] = [label(b) for b in params.bodies]
             if option == "interaction":
                 entry["parent"] = label(params.parent)
+            if option == "interaction" and params.part is not None:
+                b = sensors.bodies[k]
+                r0, A0 = np.asarray(model.r0[b]), np.asarray(model.A0[b])
+                part = params.part
+                entry["part"] = {
+                    "mass": float(part.mass),
+                    "com": (r0 + A0 @ np.asarray(part.com)).tolist(),
+                    "inertia": (A0 @ np.asarray(part.inertia) @ A0.T).tolist(),
+                    "shapes": list(part.shapes),
+                }
         elif option == "zone":
             entry["zone"] = [params.shape, np.asarray(params.size).tolist()]
+        elif option == "targets":
+            entry["targets"] = []
+            for kind, b, pos, rot, size in zip(params.kinds, params.bodies, params.pos,
+                                               params.rot, params.size, strict=True):  # fmt: skip
+                pos, rot = np.asarray(pos), np.asarray(rot)
+                if b < model.nb:  # global at the initial configuration
+                    r0, A0 = np.asarray(model.r0[b]), np.asarray(model.A0[b])
+                    pos, rot = r0 + A0 @ pos, A0 @ rot
+                entry["targets"].append({"kind": kind, "body": label(b), "pos": pos.tolist(),
+                                         "axes": rot.tolist(),
+                                         "size": np.asarray(size).tolist()})  # fmt: skip
         elif option == "actuator":
             entry["actuator"] = model.actuators.actuator_names[params.actuators[0]]
         entry["noise"] = float(sensors.noise[k])

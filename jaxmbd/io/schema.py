@@ -140,7 +140,7 @@ _OWN_KEYS = {
                  "dynamics", "time_constant", "act_range", "act_early",
                  "gain", "bias"},
     "sensor": {"name", "kind", "joint", "body", "site", "frame", "noise", "reference",
-               "subtree", "parent", "zone", "actuator"},  # fmt: skip
+               "subtree", "parent", "zone", "actuator", "part", "targets"},  # fmt: skip
     "marker": {"name", "body", "point", "axes"},
 }  # fmt: skip
 _PUBLISHED_KEYS = {

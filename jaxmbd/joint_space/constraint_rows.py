@@ -28,7 +28,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-import scipy.linalg
+import scipy  # its submodules load on first use (scipy.interpolate, .spatial, .linalg)
 
 from .. import _config  # noqa: F401
 from ..equations import _row_bodies, constraint_values, rA_terms_rows

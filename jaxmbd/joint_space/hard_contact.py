@@ -163,6 +163,13 @@ class JointMoreauJean(AbstractJointStepper):
     max_iter: int = 50
     project: bool = True
 
+    def __check_init__(self):
+        if isinstance(self.max_iter, bool) or not isinstance(self.max_iter, int | np.integer):
+            raise ValueError(f"moreau_jean: max_iter must be a positive integer, got "
+                             f"{self.max_iter!r}")  # fmt: skip
+        if self.max_iter < 1:
+            raise ValueError(f"moreau_jean: max_iter must be positive, got {self.max_iter}")
+
     def start_accelerations(self, model, tree, loops, qpos, qvel, t, h) -> Accelerations:
         acc = accelerations(_smooth_model(model), tree, loops, qpos, qvel, t)
         return acc._replace(unilateral=jnp.zeros(unilateral_count(model), qvel.dtype),

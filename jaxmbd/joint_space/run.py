@@ -137,6 +137,14 @@ def _outputs(model, tree, loops, qpos, qvel, acc: Accelerations, joints=None):
     return outs
 
 
+def _with_act(outs, act):
+    """The outputs ``outs`` of :func:`_outputs` with the activations ``act`` (na,) among
+    their trailing dict (``sol.act``)."""
+    if isinstance(outs[-1], dict):
+        return (*outs[:-1], {**outs[-1], "act": act})
+    return (*outs, {"act": act})
+
+
 def _policy_controls(model, tree, policy, t, qpos, qvel, acc, k):
     """The policy's controls at a step's start. It observes (qpos, qvel) concatenated
     (MuJoCo's state, every joint of the tree), or the model's sensors where it has them."""
@@ -177,7 +185,10 @@ def run_joint_space(model: Model, stepper: AbstractJointStepper, n: int, h, cont
     first = stepped_model(0, qpos, qvel, None) if policy is None else model
     acc = stepper.start_accelerations(first, tree, loops, qpos, qvel, t0, h)
     joints = _equality_joints(model, tree)
+    dynamics = model.actuators is not None and model.actuators.has_dynamics
     out0 = _outputs(model, tree, loops, qpos, qvel, acc, joints)
+    if dynamics:
+        out0 = _with_act(out0, model.actuators.act())
 
     # activation dynamics under controls that change: the activation carried from step to
     # step (held controls: the element's closed form from t = 0 is exact throughout)
@@ -198,7 +209,12 @@ def run_joint_space(model: Model, stepper: AbstractJointStepper, n: int, h, cont
         if controls is not None or policy is not None:
             acc = stepper.start_accelerations(m_k, tree, loops, qpos, qvel, t, h)
         qpos, qvel, acc = stepper.advance(m_k, tree, loops, qpos, qvel, acc, t, h)
-        return (qpos, qvel, acc, act), _outputs(model, tree, loops, qpos, qvel, acc, joints)
+        out = _outputs(model, tree, loops, qpos, qvel, acc, joints)
+        if dynamics:  # the activations at the step's end (held controls: the closed form)
+            element = m_k.actuators
+            ahead = act if carried else element.activation_at(t + h, element.controls, early=False)
+            out = _with_act(out, element.act(ahead))
+        return (qpos, qvel, acc, act), out
 
     _, outs = jax.lax.scan(step, (qpos, qvel, acc, act0), jnp.arange(n))
     return jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), out0, outs)
@@ -298,7 +314,7 @@ def _with_options(stepper: AbstractJointStepper, options: dict) -> AbstractJoint
 
 
 def simulate_joint_space(model: Model, form, *, integrator, n: int, h, controls, policy,
-                         throw: bool, options: dict):  # fmt: skip
+                         throw: bool, options: dict, sensor_key=None):  # fmt: skip
     """:func:`jaxmbd.simulate` for ``formulation="joint"`` (its options: none yet)."""
     options = {k: v for k, v in options.items() if v is not None}
     if integrator is None:
@@ -316,7 +332,7 @@ def simulate_joint_space(model: Model, form, *, integrator, n: int, h, controls,
     outs = run_joint_space(run_model, stepper, n, h_arr, controls, policy, rows)
     tree, _ = model_tree(model)
     sol = solution_from_outputs(model, form, h_arr, outs, integrator=stepper.name,
-                                linear_solver="cholesky", tree=tree,
+                                linear_solver="cholesky", tree=tree, sensor_key=sensor_key,
                                 controls="policy" if policy is not None else controls)  # fmt: skip
     traced = is_traced(model) or is_traced((controls, policy))
     if model.sensors is not None and not traced:

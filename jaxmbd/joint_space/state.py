@@ -24,9 +24,9 @@ from .steppers import get_stepper
 class JointState(eqx.Module):
     """The state of a model's kinematic tree: ``qpos`` (nq,) and ``qvel`` (nv,) in MuJoCo's
     layout (:attr:`jaxmbd.Model.tree`'s joints, MuJoCo's order for MJCF files), the time
-    ``t`` and, for actuators with activation dynamics, their activations ``act`` (nu,)
-    (MuJoCo's ``act`` in the entries of those actuators, the clamped control in the others;
-    None: the model's own, :mod:`jaxmbd.actuators`). A pytree: batch it
+    ``t`` and, for actuators with activation dynamics, their activations ``act`` (na,) in
+    MuJoCo's ``act`` layout (those actuators in order, :attr:`jaxmbd.actuators.Actuators.
+    dynamic`; None: the model's own, :mod:`jaxmbd.actuators`). A pytree: batch it
     with ``vmap``, carry it through ``lax.scan``."""
 
     qpos: jax.Array
@@ -44,7 +44,7 @@ def initial_joint_state(model: Model) -> JointState:
     if loops is not None:
         qpos, qvel = project(loops, tree, qpos, qvel, t, iterations=8)
     element = model.actuators
-    act = element.activation if element is not None and element.has_dynamics else None
+    act = element.act() if element is not None and element.has_dynamics else None
     return JointState(qpos, qvel, t, act)
 
 
@@ -73,9 +73,10 @@ def advance(model: Model, state: JointState, controls=None, *, h, n_steps: int =
         model = with_controls(model, controls)
     h = jnp.asarray(h, state.qvel.dtype)
     dynamics = model.actuators is not None and model.actuators.has_dynamics
-    act = state.act
-    if dynamics and act is None:
-        act = model.actuators.activation
+    act = None
+    if dynamics:
+        element = model.actuators
+        act = element.activation if state.act is None else element.full_activation(state.act)
 
     def substep(carry, _):
         qpos, qvel, t, act = carry
@@ -94,4 +95,5 @@ def advance(model: Model, state: JointState, controls=None, *, h, n_steps: int =
         carry, _ = substep(carry, None)
     else:
         carry, _ = jax.lax.scan(substep, carry, None, n_steps)
-    return JointState(*carry)
+    qpos, qvel, t, act = carry
+    return JointState(qpos, qvel, t, None if act is None else model.actuators.act(act))

@@ -33,7 +33,7 @@ from ._convergence import (
     step_test,
 )
 from ._damped import DampedNewton
-from ._implicit import implicit_root
+from ._implicit import ROOT, ROOT_FACTORS, SAVED_FOR_ADJOINT, implicit_root
 from ._iterate import NewtonInfo, newton_iterate, newton_iterate_reusing
 from ._linear import (
     INVERSE_MAX,
@@ -75,7 +75,10 @@ __all__ = [
     "NEWTON_METHODS",
     "NONFINITE",
     "RCOND_MIN",
+    "ROOT",
+    "ROOT_FACTORS",
     "ROUNDOFF",
+    "SAVED_FOR_ADJOINT",
     "STATUS_MESSAGES",
     "SUCCESS",
     "AbstractNewton",

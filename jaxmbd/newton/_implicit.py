@@ -9,10 +9,19 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+from jax.ad_checkpoint import checkpoint_name
 
 from .. import _config  # noqa: F401
 from ..linear import small
 from ._linear import lu_factors, lu_factors_solve
+
+#: ``checkpoint_name`` of a converged root and of the factors of the Jacobian there, as
+#: :func:`implicit_root` marks them: a time step recomputed in reverse mode
+#: (``jax.checkpoint`` with :data:`SAVED_FOR_ADJOINT`) saves these two and recomputes the
+#: rest, so the adjoint step never reruns the Newton iteration or the factorisation.
+ROOT = "jaxmbd_implicit_root"
+ROOT_FACTORS = "jaxmbd_implicit_root_factors"
+SAVED_FOR_ADJOINT = jax.checkpoint_policies.save_only_these_names(ROOT, ROOT_FACTORS)
 
 
 def implicit_root(
@@ -36,7 +45,7 @@ def implicit_root(
     differentiable root, so the next order sees d(J^{-1}) = -J^{-1} dJ J^{-1}; and the rule's
     primal output is itself differentiable with the implicit derivative (see ``_rule``).
     """
-    x_star = jax.lax.stop_gradient(x_star)
+    x_star = checkpoint_name(jax.lax.stop_gradient(x_star), ROOT)
     # The linear-solver choice in force here (jaxmbd.linear.small.prefer): the rule may run
     # after this trace has closed (a scan body's linearisation), and its factorisation and
     # solves must stay in the same kernels as the step's (LAPACK's custom calls would keep
@@ -74,7 +83,7 @@ def implicit_root(
         _, dp, dconsts, _ = tangents
         x = jax.lax.stop_gradient(x)
         zeros = jnp.zeros(n_tangent, dtype=jnp.result_type(float))
-        factors = matrix_factors(x, p, consts, jac_consts)
+        factors = checkpoint_name(matrix_factors(x, p, consts, jac_consts), ROOT_FACTORS)
 
         def at(xi, p_, consts_):
             return residual_fn(retract(x_out, xi), p_, *consts_)

@@ -20,10 +20,10 @@ import enum
 
 import equinox as eqx
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from .. import _config  # noqa: F401
+from .._host_arrays import device_array
 from ..errors import ModelError
 
 
@@ -180,4 +180,4 @@ class KinematicTree(eqx.Module):
 
 def tree_arrays(**arrays) -> dict[str, jax.Array]:
     """The leaves of a :class:`KinematicTree` as float64 arrays."""
-    return {k: jnp.asarray(v, dtype=jnp.float64) for k, v in arrays.items()}
+    return {k: device_array(v, np.float64) for k, v in arrays.items()}

@@ -1,0 +1,105 @@
+"""What the ``"joint"`` formulation can run: the reasons, if any, why a model or the options
+of a run have no joint-space path (empty: it runs them all). :func:`jaxmbd.simulate`,
+:func:`jaxmbd.static_equilibrium` and :func:`jaxmbd.linearize` default to ``"joint"`` where
+there is none (``jaxmbd.simulation.default_formulation``).
+
+Each part of the model is asked, never named: the body-joint graph must give a kinematic
+tree (:func:`~jaxmbd.joint_space.from_model.tree_of_model`; every joint kind with
+coordinates maps to hinges, slides and balls, every other row stays a constraint row,
+drivers included), each force element answers
+:meth:`~jaxmbd.forces.AbstractForce.joint_space_obstacle` for that tree, and the integrator
+with its options must be a pair of :func:`jaxmbd.valid_pairs` whose stepper has those
+options as fields."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from .. import _config  # noqa: F401
+from ..errors import ModelError
+from ..formulations.joint import JointCoordinates
+from ..integrators import valid_pairs
+from ..limits_option import with_limits
+from ..model import Model
+from ..tree import JointType
+from ._stepper_base import AbstractJointStepper
+from .from_model import tree_of_model
+from .steppers import get_stepper
+
+
+def built_model_gaps(model: Model) -> tuple[str, ...]:
+    """What a model built in code holds that the joint formulation runs, but not yet as the
+    absolute formulations do: compliant contact pairs (the joint steps take one linearised
+    solve a step and no impact sub-steps, so a block stops 2e-3 short of Coulomb's distance
+    at h = 1e-3 and restitution is not honoured there), joint limits (a restitution stop
+    never reached in joint coordinates) and sensors (a four-bar's reaction sensors disagree
+    with its reactions). Models read from a file (MJCF, URDF) are robots, whose contact,
+    limits and sensors are MuJoCo's and are checked against it in joint coordinates."""
+    if model.tree is not None:
+        return ()
+    gaps = []
+    if model.contacts is not None:
+        gaps.append("contact pairs: the joint steps take no impact sub-steps")
+    if with_limits(model, "none") is not model:
+        gaps.append("joint limits: their restitution stop is not reached in joint coordinates")
+    if model.sensors is not None:
+        gaps.append("sensors: reaction sensors of loops disagree in joint coordinates")
+    return tuple(gaps)
+
+
+def model_obstacles(model: Model) -> tuple[str, ...]:
+    """Why the joint formulation cannot run ``model`` (its tree and its force elements), or
+    does not yet run it as the absolute formulations do (:func:`built_model_gaps`)."""
+    gaps = built_model_gaps(model)
+    if model.tree is not None:
+        tree = model.tree
+    else:
+        try:
+            tree = tree_of_model(model).tree
+        except (ModelError, KeyError, ValueError) as error:
+            return (*gaps, f"its body-joint graph gives no kinematic tree ({error})")
+    dofs = {
+        name: JointType(kind).nv
+        for name, kind in zip(tree.joint_names, tree.joint_type, strict=True)
+    }
+    reasons = []
+    for element in model.forces:
+        reason = element.joint_space_obstacle(dofs)
+        if reason is not None:
+            reasons.append(f"force element {type(element).__name__}: {reason}")
+    return gaps + tuple(reasons)
+
+
+def integrator_obstacles(model: Model, integrator=None, options=None) -> tuple[str, ...]:
+    """Why the joint formulation cannot take ``integrator`` (a name, a stepper object or
+    None: its default for ``model``) with ``options`` (the integrator's keyword options;
+    None values count as absent)."""
+    if integrator is None:
+        contact = model.contacts is not None
+        integrator = JointCoordinates.contact_integrator if contact else (
+            JointCoordinates.default_integrator)  # fmt: skip
+    if isinstance(integrator, str):
+        if (JointCoordinates.name, integrator) not in valid_pairs():
+            return (f"integrator {integrator!r} has no joint-coordinate pair (valid_pairs())",)
+    elif not isinstance(integrator, AbstractJointStepper):
+        return (f"the integrator object {type(integrator).__name__} steps absolute coordinates",)
+    stepper = get_stepper(integrator)
+    fields = {f.name for f in dataclasses.fields(stepper)}
+    asked = sorted(k for k, v in (options or {}).items() if v is not None and k not in fields)
+    if asked:
+        return (f"integrator {stepper.name!r} of the joint formulation has no options {asked}",)
+    return ()
+
+
+def joint_space_obstacles(model: Model, integrator=None, options=None) -> tuple[str, ...]:
+    """Why the joint formulation cannot run ``model`` with ``integrator`` and ``options``
+    (:func:`model_obstacles`, :func:`integrator_obstacles`); empty: it runs them."""
+    return integrator_obstacles(model, integrator, options) + model_obstacles(model)
+
+
+__all__ = [
+    "built_model_gaps",
+    "integrator_obstacles",
+    "joint_space_obstacles",
+    "model_obstacles",
+]
