@@ -57,10 +57,8 @@ def _freudenstein(phi):
 
 
 def test_four_bar_follows_freudenstein():
-    """The default formulation of a builder's loop is "joint" (no formulation named)."""
     model = four_bar()
-    sol = mbd.simulate(model, integrator="rkmk", t_end=1.0, h=1e-3)
-    assert sol.formulation == "joint"
+    sol = mbd.simulate(model, formulation="joint", integrator="rkmk", t_end=1.0, h=1e-3)
     rocker = np.asarray(sol.r[:, 2])  # rocker's centre: O4 + c/2 (cos psi, sin psi)
     crank = np.asarray(sol.r[:, 0])
     phi = np.arctan2(crank[:, 1], crank[:, 0])
@@ -81,12 +79,16 @@ def test_four_bar_agrees_with_ra():
 
 
 def test_default_formulation_is_joint_where_joint_space_runs_everything():
-    """Builder models default to "joint" (a tree, a four-bar) unless something in the
-    model or the call has no joint-space path: then "rA", and mbd.joint_space_obstacles
-    says why. Nothing is compiled."""
+    """Builder trees default to "joint" unless something in the model or the call has no
+    joint-space path, or none as fast as rA's (a loop: its rows): then "rA", and
+    mbd.joint_space_obstacles says why. Nothing is compiled."""
     tree, loop = mbd.models.double_pendulum(), four_bar()
-    for model in (tree, loop):
-        assert mbd.joint_space_obstacles(model) == ()
+    assert mbd.joint_space_obstacles(tree) == ()
+    (reason,) = mbd.joint_space_obstacles(loop)
+    assert "closed loops" in reason, reason
+    assert mbd.default_formulation(loop) == "rA"
+    assert mbd.default_formulation(loop, "rkmk") == "rA"
+    for model in (tree,):
         assert mbd.default_formulation(model) == "joint"
         assert mbd.default_formulation(model, "gen_alpha", {"rho_inf": 0.5}) == "joint"
         assert mbd.default_formulation(model, "backward_euler", {"tol": None}) == "joint"
@@ -108,8 +110,8 @@ def test_default_formulation_is_joint_where_joint_space_runs_everything():
     b.revolute("O4", body_i="rocker", body_j="ground", point=(0.5, 0.0, 0.0), axis=z)
     b.add_actuator("motor", joint="Q", kind="motor")
     driven = b.build()
-    (reason,) = mbd.joint_space_obstacles(driven)
-    assert "['Q']" in reason and "close a loop" in reason, reason
+    reasons = mbd.joint_space_obstacles(driven)
+    assert any("['Q']" in r and "close a loop" in r for r in reasons), reasons
     assert mbd.default_formulation(driven) == "rA"
     # a model that only joint coordinates express stays "joint" (its error names the rest)
     assert (
