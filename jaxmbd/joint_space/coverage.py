@@ -66,6 +66,11 @@ def model_obstacles(model: Model) -> tuple[str, ...]:
             # rows' program compiles 1.4-2x slower and steps at 0.3-0.4x rA's speed
             gaps += ("constraint rows beyond the tree (closed loops, drivers): rA runs them "
                      "faster today",)  # fmt: skip
+        names = [name for name, _ in spanning.coordinates]
+        if len(set(names)) < len(names):
+            # a universal, cylindrical or planar joint is several tree joints there
+            gaps += ("joints of several coordinates: sol.joints names them one coordinate at "
+                     "a time in joint coordinates",)  # fmt: skip
     dofs = {
         name: JointType(kind).nv
         for name, kind in zip(tree.joint_names, tree.joint_type, strict=True)
