@@ -136,7 +136,7 @@ INTEGRATOR_OF = {
 
 @pytest.mark.parametrize(
     "formulation",
-    ["rA", pytest.param("rp", marks=pytest.mark.slow), pytest.param("re", marks=pytest.mark.slow)],
+    ["rA", pytest.param("rp", marks=pytest.mark.slow), "re"],
 )  # rp shares re's autodiff-matrix path; it runs with -m slow (CI budget)
 def test_dynamics_gradients_match_central_differences(formulation, rng):
     model = sprung_double_pendulum()
