@@ -381,10 +381,11 @@ def default_formulation(model: Model, integrator=None, options=None, *,
     return "joint"
 
 
-def _absolute_only(*, save_every, checkpoint, redundant, policy, sensor_key):
+def _absolute_only(*, save_every, checkpoint, redundant, policy, sensor_key, chunk_size=None):
     """The requests of a :func:`simulate` call that only the absolute formulations run."""
     asked = {
         "save_every": save_every != 1,
+        "chunk_size": chunk_size is not None,
         "checkpoint": bool(checkpoint),
         f"redundant={redundant!r}": redundant != "drop",
         "sensor_key with a policy": policy is not None and sensor_key is not None,
@@ -546,7 +547,7 @@ def simulate(
     if formulation is None:
         absolute_only = _absolute_only(
             save_every=save_every, checkpoint=checkpoint, redundant=redundant, policy=policy,
-            sensor_key=sensor_key,
+            sensor_key=sensor_key, chunk_size=chunk_size,
         )  # fmt: skip
         formulation = default_formulation(model, integrator, options, absolute_only=absolute_only)
     form = get_formulation(formulation)

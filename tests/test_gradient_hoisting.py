@@ -200,7 +200,9 @@ def _pendulum_loss(steps, **options):
 
     def loss(scale):
         moved = eqx.tree_at(lambda m: m.gravity, model, model.gravity * scale)
-        sol = mbd.simulate(moved, t_end=steps * 1e-3, h=1e-3, integrator="gen_alpha", **options)
+        sol = mbd.simulate(
+            moved, formulation="rA", t_end=steps * 1e-3, h=1e-3, integrator="gen_alpha", **options
+        )
         return jnp.sum(sol.r[-1] ** 2) + jnp.sum(sol.rdot[-1] ** 2)
 
     return loss
