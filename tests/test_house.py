@@ -37,8 +37,12 @@ ENUM_ALLOWED = {
     "_mjcf_actuators.py": (5, "transmission, gain and bias types (being extended)"),
     "_mjcf_contact.py": (1, "one option read: the model's friction cone"),
     "_mjcf_equalities.py": (1, "one flag read: site or body semantics of a connect's objects"),
-    "_mjcf_sensors.py": (2, "the actuator force sensors' branches (being extended)"),
-    "mjcf.py": (1, "one test while reading geoms: the ground's planes"),
+    "_mjcf_sensors.py": (
+        6,
+        "the actuator force and rangefinder sensors' branches, a rangefinder on a site only "
+        "(being extended)",
+    ),
+    "mjcf.py": (3, "reading the ground's geoms: planes and height fields"),
 }
 
 
