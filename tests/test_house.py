@@ -38,11 +38,11 @@ ENUM_ALLOWED = {
     "_mjcf_contact.py": (1, "one option read: the model's friction cone"),
     "_mjcf_equalities.py": (1, "one flag read: site or body semantics of a connect's objects"),
     "_mjcf_sensors.py": (
-        6,
+        4,
         "the actuator force and rangefinder sensors' branches, a rangefinder on a site only "
         "(being extended)",
     ),
-    "mjcf.py": (3, "reading the ground's geoms: planes and height fields"),
+    "mjcf.py": (2, "reading the ground's geoms: planes and height fields"),
 }
 
 
