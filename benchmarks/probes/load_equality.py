@@ -18,7 +18,7 @@ alternate between the trees (the base first in odd repeats); the medians per fil
         --repeats 3 --out benchmarks/results/load_time.md
 
 ``--fresh`` appends a second table: each tree loads the 32 files one after another in a
-fresh process (a user's first loads, and a test session's), alternating, medians.
+fresh process (a user's first loads, and a test run's), alternating, medians.
 """
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ def child(labels) -> None:
 
 def fresh(base: str, labels, repeats: int, out_path: str | None) -> None:
     """Each tree loads ``labels`` in a fresh process (a user's first loads, the files one
-    after another as a test session meets them); the trees alternate, ``repeats`` times."""
+    after another as a test run meets them); the trees alternate, ``repeats`` times."""
     here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     uptime = [subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()]
     times: dict[str, dict[str, list]] = {"base": {}, "this": {}}

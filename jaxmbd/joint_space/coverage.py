@@ -30,20 +30,21 @@ from .steppers import get_stepper
 def built_model_gaps(model: Model) -> tuple[str, ...]:
     """What a model built in code holds that the joint formulation runs, but not yet as the
     absolute formulations do: compliant contact pairs (the joint steps take one linearised
-    solve a step and no impact sub-steps, so a block stops 2e-3 short of Coulomb's distance
-    at h = 1e-3 and restitution is not honoured there), joint limits (a restitution stop
-    never reached in joint coordinates) and sensors (a four-bar's reaction sensors disagree
-    with its reactions); :func:`model_obstacles` adds constraint rows beyond the spanning
-    tree (loops, drivers), slower in joint coordinates today. Models read from a file (MJCF,
-    URDF) are robots, whose contact, limits and sensors are MuJoCo's and are checked against
-    it in joint coordinates."""
+    solve a step and no impact sub-steps, so a block comes to rest 2e-3 short of Coulomb's
+    distance at h = 1e-3 and restitution is not honoured there), joint limits (a rod
+    released onto a limit with restitution never reaches it in joint coordinates) and
+    sensors (a four-bar's reaction sensors disagree with its reactions);
+    :func:`model_obstacles` adds constraint rows beyond the spanning tree (loops, drivers),
+    slower in joint coordinates today, and joints of several coordinates. Models read from
+    a file (MJCF, URDF) are robots, whose contact, limits and sensors are MuJoCo's and are
+    checked against it in joint coordinates."""
     if model.tree is not None:
         return ()
     gaps = []
     if model.contacts is not None:
         gaps.append("contact pairs: the joint steps take no impact sub-steps")
     if with_limits(model, "none") is not model:
-        gaps.append("joint limits: their restitution stop is not reached in joint coordinates")
+        gaps.append("joint limits: a limit with restitution is not reached in joint coordinates")
     if model.sensors is not None:
         gaps.append("sensors: reaction sensors of loops disagree in joint coordinates")
     return tuple(gaps)
