@@ -64,6 +64,17 @@ PAPER_MASSES = {
 }
 
 
+def same_sensor_options(model, tmp_path):
+    """A model file keeps the sensors' options: the loaded model's equal the saved ones."""
+    loaded = mbd.load_model(mbd.save_model(model, tmp_path / "saved.json")).sensors
+    saved = model.sensors
+    assert loaded.kinds == saved.kinds
+    for a, b in zip(loaded.params, saved.params, strict=True):
+        assert jax.tree_util.tree_structure(a) == jax.tree_util.tree_structure(b)
+        for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b), strict=True):
+            np.testing.assert_allclose(np.asarray(x), np.asarray(y), atol=1e-12)
+
+
 def compiled_runs(model, solvers, *, t_end, h=1e-3):
     """``{solver: (compiled HLO text, Solution)}``: ``simulate(model)`` compiled once per
     ``linear_solver`` in ``solvers`` (the hoisting tests read the loop's structure from

@@ -20,10 +20,10 @@ from __future__ import annotations
 import os
 import warnings
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import same_sensor_options
 
 import jaxmbd as mbd
 from jaxmbd.contact import with_contact
@@ -36,17 +36,6 @@ dm_control = pytest.importorskip("dm_control")
 
 SUITE = os.path.join(os.path.dirname(dm_control.__file__), "suite")
 OFF = ("LIMIT", "EQUALITY")
-
-
-def _same_sensor_options(model, tmp_path):
-    """A model file keeps the sensors' options: the loaded model's equal the saved ones."""
-    loaded = mbd.load_model(mbd.save_model(model, tmp_path / "saved.json")).sensors
-    saved = model.sensors
-    assert loaded.kinds == saved.kinds
-    for a, b in zip(loaded.params, saved.params, strict=True):
-        assert jax.tree_util.tree_structure(a) == jax.tree_util.tree_structure(b)
-        for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b), strict=True):
-            np.testing.assert_allclose(np.asarray(x), np.asarray(y), atol=1e-12)
 
 
 def _files(tmp, name, *, hide=()):
@@ -143,7 +132,7 @@ def test_welded_foot_force_and_torque_match_sensordata(tmp_path):
         warnings.simplefilter("error", mbd.mjcf.UnsupportedFeatureWarning)
         model = mbd.load_model(path)
     assert model.nb == 3  # leg, shin (with the foot), claw
-    _same_sensor_options(model, tmp_path)
+    same_sensor_options(model, tmp_path)
     m_coll = mujoco.MjModel.from_xml_path(str(path))
     m = mujoco.MjModel.from_xml_path(str(path))
     m.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_CONSTRAINT)

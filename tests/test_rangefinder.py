@@ -10,23 +10,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import same_sensor_options
 from scipy.spatial.transform import Rotation
 
 import jaxmbd as mbd
 from jaxmbd._ray_cast import RAY_SHAPES, ray_distance
 
 mujoco = pytest.importorskip("mujoco")
-
-
-def _same_sensor_options(model, tmp_path):
-    """A model file keeps the sensors' options: the loaded model's equal the saved ones."""
-    loaded = mbd.load_model(mbd.save_model(model, tmp_path / "saved.json")).sensors
-    saved = model.sensors
-    assert loaded.kinds == saved.kinds
-    for a, b in zip(loaded.params, saved.params, strict=True):
-        assert jax.tree_util.tree_structure(a) == jax.tree_util.tree_structure(b)
-        for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b), strict=True):
-            np.testing.assert_allclose(np.asarray(x), np.asarray(y), atol=1e-12)
 
 
 def test_ray_tests_are_mujocos():
@@ -112,7 +102,7 @@ def test_rangefinders_match_sensordata(tmp_path):
         model = mbd.load_model(path)
     m = mujoco.MjModel.from_xml_path(str(path))
     d = mujoco.MjData(m)
-    _same_sensor_options(model, tmp_path)
+    same_sensor_options(model, tmp_path)
     rng = np.random.default_rng(1)
     names = model.sensors.sensor_names
 

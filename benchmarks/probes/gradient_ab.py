@@ -9,16 +9,12 @@ split, runs alternated, medians. From this tree's root:
 import os
 import statistics
 import sys
-import tempfile
 import time
 
-os.environ.setdefault("JAXMBD_NO_COMPILATION_CACHE", "1")
-_links = tempfile.mkdtemp()
-os.symlink(
-    os.path.join(os.environ.get("JAXMBD_OTHER", "/work/main"), "jaxmbd"),
-    os.path.join(_links, "jaxmbd_main"),
-)
-sys.path.insert(0, _links)
+# isort: off
+import benchmarks.probes._other_tree  # noqa: F401  (jaxmbd_main; caches off)
+
+# isort: on
 import equinox as eqx
 import jax
 import jax.numpy as jnp
