@@ -31,7 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks._harness import interleaved, machine, markdown_table, write_results
+from benchmarks._harness import interleaved, markdown_table, write_results
 from jaxmbd import tree as T
 from jaxmbd._xla_flags import loop_hoisted
 from jaxmbd.joint_space.from_model import tree_of_model
@@ -167,7 +167,7 @@ def main(argv=None):
         "each loop program (`JAXMBD_NO_COMPILATION_CACHE=1`); `hoisted`: whether XLA "
         "compiled the loop as one native call (dense/ltdl/lapack).\n\n"
     )
-    report += markdown_table(rows) + f"\nMachine: {machine()}.\n"
+    report += markdown_table(rows)
     write_results(stem, rows, title=None, report=report)
 
 

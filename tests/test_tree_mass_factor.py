@@ -137,18 +137,33 @@ def test_vmap_equals_the_loop(branched):
     def solve(M, b):
         return T.mass_solve(tree, M, b)
 
-    batched = jax.vmap(solve)(Ms, bs)
+    batched = jax.jit(jax.vmap(solve))(Ms, bs)
     for k in range(3):
         np.testing.assert_allclose(batched[k], solve(Ms[k], bs[k]), rtol=0, atol=1e-14)
         np.testing.assert_allclose(batched[k], np.linalg.solve(Ms[k], bs[k]), rtol=1e-12)
 
 
-def test_the_choice():
-    tree = T.tree_from_mujoco(mujoco, mujoco.MjModel.from_xml_string(BRANCHED_LOOP)).tree
-    assert not T.uses_ltdl(tree)  # few dofs: dense
-    assert T.uses_ltdl(dataclasses.replace(tree, mass_solver="ltdl"))
+def _nested_hinges(n):
+    body = ""
+    for k in reversed(range(n)):
+        body = (f'<body pos="0 0 -0.1"><joint name="j{k}" axis="0 1 0"/>'
+                f'<geom size="0.02" mass="0.1"/>{body}</body>')  # fmt: skip
+    xml = f"<mujoco><worldbody>{body}</worldbody></mujoco>"
+    return T.tree_from_mujoco(mujoco, mujoco.MjModel.from_xml_string(xml)).tree
+
+
+def test_the_choice(humanoid):
+    """ "auto": dense up to the unrolled Cholesky's size, L^T D L beyond it, dense again on
+    trees deeper than LTDL_MAX_DEPTH (measured, benchmarks/mass_factor.py)."""
+    small = T.tree_from_mujoco(mujoco, mujoco.MjModel.from_xml_string(BRANCHED_LOOP)).tree
+    assert not T.uses_ltdl(small)
+    assert T.uses_ltdl(dataclasses.replace(small, mass_solver="ltdl"))
+    assert T.uses_ltdl(humanoid[2].tree)
+    assert not T.uses_ltdl(dataclasses.replace(humanoid[2].tree, mass_solver="dense"))
+    assert T.uses_ltdl(_nested_hinges(MF.LTDL_MAX_DEPTH))
+    assert not T.uses_ltdl(_nested_hinges(MF.LTDL_MAX_DEPTH + 1))
     with pytest.raises(mbd.errors.ModelError, match="mass_solver"):
-        dataclasses.replace(tree, mass_solver="sparse")
+        dataclasses.replace(small, mass_solver="sparse")
 
 
 # a branched tree (a hinge carrying a hinge and a ball) whose hinge end is tied to a rocker
@@ -200,6 +215,12 @@ def loop_model(tmp_path_factory):
     return model
 
 
+@eqx.filter_jit
+def _accelerations(model, tree, loops, qpos, qvel):
+    acc = accelerations(model, tree, loops, qpos, qvel, 0.0)
+    return acc.qacc, acc.lam
+
+
 def test_loop_accelerations_with_ltdl_equal_the_dense_ones(loop_model):
     """qacc and the loop's multipliers (the Schur complement solves M with 1 + m right-hand
     sides) by L^T D L equal the dense Cholesky's to 1e-12 at random states."""
@@ -211,10 +232,10 @@ def test_loop_accelerations_with_ltdl_equal_the_dense_ones(loop_model):
     for _ in range(2):
         qpos = jnp.asarray(_random_qpos(m, rng))
         qvel = jnp.asarray(rng.normal(size=m.nv))
-        a, b = (accelerations(loop_model, tr, loops, qpos, qvel, 0.0) for tr in trees)
-        assert np.abs(np.asarray(a.lam)).max() > 1e-3
-        np.testing.assert_allclose(b.qacc, a.qacc, rtol=0, atol=1e-12 * np.abs(a.qacc).max())
-        np.testing.assert_allclose(b.lam, a.lam, rtol=0, atol=1e-12 * np.abs(a.lam).max())
+        a, b = (_accelerations(loop_model, tr, loops, qpos, qvel) for tr in trees)
+        assert np.abs(np.asarray(a[1])).max() > 1e-3
+        for x, y in zip(b, a, strict=True):
+            np.testing.assert_allclose(x, y, rtol=0, atol=1e-12 * np.abs(y).max())
 
 
 @pytest.mark.slow

@@ -22,7 +22,8 @@ is no scatter and no loop over dofs in the traced program, and every division is
 of M (positive for a positive definite M), so values and gradients stay finite.
 
 Which one a tree uses is :attr:`KinematicTree.mass_solver` (``"auto"``: LTDL from
-:data:`LTDL_MIN_NV` dofs on, where ``benchmarks/mass_factor.py`` measured it faster).
+:data:`LTDL_MIN_NV` dofs on and up to :data:`LTDL_MAX_DEPTH` dofs along a chain, where
+``benchmarks/mass_factor.py`` measured it faster).
 """
 
 from __future__ import annotations
@@ -36,12 +37,18 @@ import numpy as np
 
 from .. import _config  # noqa: F401
 from .._small import _sum_along
-from ._elementwise import cholesky_solve
+from ._elementwise import UNROLLED_CHOLESKY_MAX, cholesky_solve
 from .topology import KinematicTree
 
-#: ``mass_solver="auto"`` factors M by LTDL from this many dofs on, a dense Cholesky below
-#: (the crossover measured by ``benchmarks/mass_factor.py``, see the performance guide).
-LTDL_MIN_NV = 24
+#: ``mass_solver="auto"`` factors M by LTDL above this many dofs: up to it the dense Cholesky
+#: is unrolled at trace time and faster (``benchmarks/mass_factor.py``; the performance guide).
+LTDL_MIN_NV = UNROLLED_CHOLESKY_MAX + 1
+
+#: ... and while no chain of dofs is longer than this: the factorisation takes one step per
+#: depth level, and on deeper trees (long chains, whose M is dense anyway) the steps' kernels
+#: cost more than the dense loop and their compile time grows with the depth (measured: a
+#: 48-deep chain 2x faster than dense, a 96-deep one 2x slower).
+LTDL_MAX_DEPTH = 48
 
 
 def dof_parents(tree: KinematicTree) -> tuple[int, ...]:
@@ -65,14 +72,18 @@ def dof_parents(tree: KinematicTree) -> tuple[int, ...]:
 def uses_ltdl(tree: KinematicTree) -> bool:
     """Whether solves with this tree's M use the sparse L^T D L factorisation."""
     if tree.mass_solver == "auto":
-        return tree.nv >= LTDL_MIN_NV
+        if tree.nv < LTDL_MIN_NV:
+            return False
+        return schedule(dof_parents(tree)).max_depth <= LTDL_MAX_DEPTH
     return tree.mass_solver == "ltdl"
 
 
 def mass_solve(tree: KinematicTree, M, rhs):
     """M^-1 rhs for the tree's mass matrix M (nv, nv) and rhs (nv,) or (nv, k), by the
     factorisation :func:`uses_ltdl` picks. Solve several right-hand sides in one call: each
-    call factors M once."""
+    call factors M once. M must have the tree's sparsity (the composite rigid body
+    algorithm's M plus diagonal terms): L^T D L reads only the entries M[k, j] with j an
+    ancestor of k or k itself."""
     if uses_ltdl(tree):
         return ltdl_solve(tree, ltdl_factor(tree, M), rhs)
     return cholesky_solve(M, rhs)
