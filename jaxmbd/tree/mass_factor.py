@@ -37,11 +37,13 @@ import numpy as np
 
 from .. import _config  # noqa: F401
 from .._small import _sum_along
+from ..errors import ModelError
 from ._elementwise import UNROLLED_CHOLESKY_MAX, cholesky_solve
 from .topology import KinematicTree
 
-#: ``mass_solver="auto"`` factors M by LTDL above this many dofs: up to it the dense Cholesky
-#: is unrolled at trace time and faster (``benchmarks/mass_factor.py``; the performance guide).
+#: ``mass_solver="auto"`` factors M by LTDL from this many dofs on: below it the dense
+#: Cholesky is unrolled at trace time and faster (``benchmarks/mass_factor.py``; the
+#: performance guide).
 LTDL_MIN_NV = UNROLLED_CHOLESKY_MAX + 1
 
 #: ... and while no chain of dofs is longer than this: the factorisation takes one step per
@@ -54,18 +56,24 @@ LTDL_MAX_DEPTH = 48
 def dof_parents(tree: KinematicTree) -> tuple[int, ...]:
     """Featherstone's dof parent array lambda (-1: none), MuJoCo's ``dof_parentid``: a dof's
     parent is the previous dof on its body, the first dof of a body the last dof of its
-    nearest ancestor body that has dofs."""
-    last = {}  # body -> its last dof
+    nearest ancestor body that has dofs (each before the dof, as the tree order keeps them)."""
+    dof_body = tree.dof_body
+    last = {b: k for k, b in enumerate(dof_body)}  # body -> its last dof
     out = []
-    for k, b in enumerate(tree.dof_body):
-        if b in last:
-            out.append(last[b])
-        else:
-            p = tree.parent[b]
-            while p >= 0 and p not in last:
-                p = tree.parent[p]
-            out.append(last[p] if p >= 0 else -1)
-        last[b] = k
+    for k, b in enumerate(dof_body):
+        if k > 0 and dof_body[k - 1] == b:
+            out.append(k - 1)
+            continue
+        p = tree.parent[b]
+        while p >= 0 and p not in last:
+            p = tree.parent[p]
+        parent = last[p] if p >= 0 else -1
+        if parent >= k:
+            raise ModelError(
+                f"kinematic tree: the dofs of body '{tree.body_names[b]}' come before those "
+                "of its ancestors (joints must be in tree order)"
+            )
+        out.append(parent)
     return tuple(out)
 
 
