@@ -51,6 +51,7 @@ from .integrators import (
     StartState,
     get_integrator,
 )
+from .integrators.generalized_alpha import CONTACT_RHO_INF
 from .integrators.impact_substeps import with_impact_substeps
 from .integrators.moreau_jean import check_friction_cone
 from .joint_space import simulate_joint_space
@@ -299,9 +300,6 @@ def _chart_flags(form: AbstractFormulation, outs):
         return None
     return jax.vmap(lambda row: form.near_chart_singularity((row[:, :3], row[:, 3:])))(q)
 
-
-#: gen_alpha's rho_inf for models with contact pairs unless given (see _contact_newton).
-CONTACT_RHO_INF = 0.0
 
 
 def _has_rho_inf(cls) -> bool:
