@@ -142,4 +142,8 @@ def with_impact_substeps(model: Model, stepper: AbstractJointStepper, substeps=N
 
 __all__ = [
     "SUBSTEP_OPTIONS",
-    "JointImpactSubsteps", "contact_options", "impact_ahead", "with_impact_substeps"]
+    "JointImpactSubsteps",
+    "contact_options",
+    "impact_ahead",
+    "with_impact_substeps",
+]
