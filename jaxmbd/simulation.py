@@ -422,7 +422,8 @@ def simulate(
     also one defined outside the package. ``integrator``: a name ("gen_alpha",
     "backward_euler", "rkmk", "rk", "energy_momentum"; "joint" has "rk", "rkmk", "euler",
     "implicit" and "implicitfast", see :mod:`jaxmbd.joint_space.steppers`; default: the
-    formulation's ``default_integrator``, for "joint" with contact pairs "implicit") or an
+    formulation's ``default_integrator``; for "joint" with contact pairs "gen_alpha", or
+    "implicit" for a model read from a file, :mod:`jaxmbd.joint_space.contact_step`) or an
     integrator object. An integrator steps every formulation
     that has the capabilities it requires (``requires``); any other pair raises
     ``ValueError`` listing the valid pairs.
@@ -482,7 +483,9 @@ def simulate(
     ``impact_speed``, 0.05 m/s, and than twice its resting speed) as ``impact_substeps``
     (10) sub-steps of h / 10 of the same integrator, so that the impact is resolved and the
     rebound honours the restitution (:mod:`jaxmbd.integrators.impact_substeps`;
-    ``impact_substeps=1``: off). Not in the "joint" formulation.
+    ``impact_substeps=1``: off). The "joint" formulation does the same
+    (:mod:`jaxmbd.joint_space.contact_step`), but for models read from a file, whose default
+    is MuJoCo's one linearised solve a step without sub-steps.
 
     ``limits``: how the joint limits act (:mod:`jaxmbd.limits_option`). None (default): as
     the integrator treats them (compliant spring-dampers; hard stops with "moreau_jean").
