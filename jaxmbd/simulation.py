@@ -301,7 +301,6 @@ def _chart_flags(form: AbstractFormulation, outs):
     return jax.vmap(lambda row: form.near_chart_singularity((row[:, :3], row[:, 3:])))(q)
 
 
-
 def _has_rho_inf(cls) -> bool:
     """Whether an integrator class has the spectral-radius option (gen_alpha, or any
     integrator that declares it): asked of its fields, not its name."""
