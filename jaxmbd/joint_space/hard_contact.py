@@ -159,6 +159,7 @@ class JointMoreauJean(AbstractJointStepper):
     ``max_iter`` (50), ``project`` (True)."""
 
     name: ClassVar[str] = "moreau_jean"
+    resolves_impacts: ClassVar[bool] = True
     tol: float = 1e-10
     max_iter: int = 50
     project: bool = True
