@@ -42,8 +42,10 @@ import jax
 import jax.numpy as jnp
 
 from .. import _config  # noqa: F401
+from ..linear import small as small_kernels
 from ..newton import ROUNDOFF, AbstractNewton, Scale, get_newton, implicit_root, newton_iterate
 from ..tree import integrate_positions
+from ..tree._elementwise import mtv, mv
 from ._stepper_base import AbstractJointStepper
 from .dynamics import Accelerations, accelerations
 from .loops import loop_jacobian
@@ -52,11 +54,21 @@ from .loops import loop_jacobian
 def _equations(model, tree, loops, qpos, qvel, qacc, lam, t):
     """(M qacc - (tau + J^T w - C) + G^T lam, Phi) at (qpos, qvel, t)."""
     acc = accelerations(model, tree, None, qpos, qvel, t)
-    r = acc.mass @ qacc - acc.rhs
+    # elementwise products: a ``dot`` would keep the step from one native loop
+    r = mv(acc.mass, qacc) - acc.rhs
     if loops is None:
         return r, jnp.zeros(0, qpos.dtype)
     phi, G = loop_jacobian(loops, tree, qpos, t, acc.poses)
-    return r + G.T @ lam, phi
+    return r + mtv(G, lam), phi
+
+
+def _small_limit(n: int) -> float:
+    """The :func:`jaxmbd.linear.small.prefer` limit of a Newton solve of n unknowns: the
+    elementwise kernels on the CPU up to :data:`~jaxmbd.linear.small.SMALL_MAX` unknowns
+    (the absolute formulations' ``linear_solver="auto"``), LAPACK or the vendor's kernels
+    otherwise."""
+    use = n <= small_kernels.SMALL_MAX and jax.default_backend() == "cpu"
+    return small_kernels.limit_for("small" if use else "dense")
 
 
 def _heaviest(model):
@@ -104,13 +116,19 @@ class _ImplicitJointStepper(AbstractJointStepper):
                 residual=lambda x: residual(x, frozen), scale=scale,
                 linear_solve=jnp.linalg.solve,
             )  # fmt: skip
-        else:  # a Newton object, its state (stored factors) fresh at each step
-            newton = get_newton(self.newton)
+            x = implicit_root(residual, lambda x, d: x + d, x, params, x0.shape[0])
+            return x, info.status.astype(jnp.int32)
+        # a Newton object, its state (stored factors) fresh at each step; its linear solves
+        # in the elementwise kernels on the CPU (jaxmbd.linear.small), as the absolute
+        # formulations' "auto": no LAPACK call in the loop, so XLA compiles the whole step
+        # as one native loop (jaxmbd._xla_flags)
+        newton = get_newton(self.newton)
+        with small_kernels.prefer(_small_limit(x0.shape[0])):
             x, info, _ = newton.solve(
                 lambda x: residual(x, frozen), jax.jacfwd(lambda y: residual(y, frozen)), x0,
                 newton.init(x0.shape[0]), tol=self.tol, scale=scale,
             )  # fmt: skip
-        x = implicit_root(residual, lambda x, d: x + d, x, params, x0.shape[0])
+            x = implicit_root(residual, lambda x, d: x + d, x, params, x0.shape[0])
         return x, info.status.astype(jnp.int32)
 
     def start_accelerations(self, model, tree, loops, qpos, qvel, t, h) -> Accelerations:
