@@ -335,7 +335,7 @@ def simulate_joint_space(model: Model, form, *, integrator, n: int, h, controls,
                                 linear_solver="cholesky", tree=tree, sensor_key=sensor_key,
                                 controls="policy" if policy is not None else controls)  # fmt: skip
     traced = is_traced(model) or is_traced((controls, policy))
-    if model.sensors is not None and not traced:
+    if model.sensors is not None:
         # the sensors read the tree joints' reactions from sol.lam: Newton-Euler's
         sol = eqx.tree_at(lambda s: s.lam, sol, tree_multipliers(model, sol))
     return finish(model, sol, what="dynamics", throw=throw, traced=traced)
