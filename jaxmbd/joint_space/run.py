@@ -221,12 +221,34 @@ def run_joint_space(model: Model, stepper: AbstractJointStepper, n: int, h, cont
 
 
 def tree_wrenches(model: Model, sol, along_joints: bool):
-    """(T, nb, 6) world wrenches (n_O, f) through the tree joints of a joint-space run."""
-    if sol.unilateral_forces is not None:
-        raise ValueError("joint_wrenches: runs with contact='hard' are not supported")
-    contact = "compliant" if sol.contact_element is not None else "none"
+    """(T, nb, 6) world wrenches (n_O, f) through the tree joints of a joint-space run. A
+    run with ``contact="hard"`` (or hard limits) reads its accelerations as the steps' mean
+    ones and its contact slots' mean forces (``sol.contact``) as applied loads; the hard
+    limits act along the joints."""
+    hard = sol.unilateral_forces is not None
+    contact = "compliant" if sol.contact_element is not None and not hard else "none"
     run_model = with_contact(model, contact, where="joint_wrenches")
-    return _tree_wrenches_jit(run_model, sol.tree, along_joints, *_tree_arrays(sol))
+    loads = _hard_contact_loads(model.nb, sol) if hard and sol.contact_element is not None \
+        else None  # fmt: skip
+    return _tree_wrenches_jit(run_model, sol.tree, along_joints, *_tree_arrays(sol),
+                              loads=loads)  # fmt: skip
+
+
+def _hard_contact_loads(nb: int, sol):
+    """(T, nb, 6): each body's load (f global at its centre of mass, n_bar body frame) from
+    the hard contact slots' mean forces of a run."""
+    slots = sol.contact
+    bi, bj = sol.contact_element._slot_bodies()
+    force = slots.normal_force[..., None] * slots.normal + slots.tangential_force
+    r = jnp.concatenate([sol.r, jnp.zeros_like(sol.r[:, :1])], 1)
+    A = jnp.concatenate([sol.A, jnp.broadcast_to(jnp.eye(3), sol.A[:, :1].shape)], 1)
+    loads = jnp.zeros((sol.r.shape[0], nb + 1, 6), sol.r.dtype)
+    for bodies, sign in ((bi, 1.0), (bj, -1.0)):
+        f = sign * force
+        moment = jnp.cross(slots.point - r[:, bodies], f)
+        n_bar = jnp.einsum("tsji,tsj->tsi", A[:, bodies], moment)
+        loads = loads.at[:, bodies].add(jnp.concatenate([f, n_bar], -1))
+    return loads[:, :nb]
 
 
 def _tree_arrays(sol):
@@ -235,8 +257,8 @@ def _tree_arrays(sol):
 
 
 @eqx.filter_jit  # one program (see _energy)
-def _tree_wrenches_jit(model, tree, along_joints, *arrays):
-    return tree_joint_wrenches(model, tree, *arrays, along_joints=along_joints)
+def _tree_wrenches_jit(model, tree, along_joints, *arrays, loads=None):
+    return tree_joint_wrenches(model, tree, *arrays, along_joints=along_joints, loads=loads)
 
 
 def tree_multipliers(model: Model, sol):
