@@ -72,6 +72,7 @@ class TreeJointMap(JointCoordinatesMap):
     def __init__(self, tree, qpos, qvel, definitions=(), states=None):
         self._tree, self._qpos, self._qvel = tree, qpos, qvel
         names = tree.joint_names
+        self._kinds = {d.name: d.kind for d in definitions}
         own = {}
         for d in definitions:
             j = names.index(d.name) if d.name in names else None
@@ -97,7 +98,8 @@ class TreeJointMap(JointCoordinatesMap):
             q, qdot = self._qpos[..., qa], self._qvel[..., va]
         else:
             q, qdot = self._qpos[..., qa : qa + jtype.nq], self._qvel[..., va : va + jtype.nv]
-        return JointCoordinates(q=q, qdot=qdot, name=name, kind=jtype.name.lower())
+        kind = self._kinds.get(name, jtype.name.lower())
+        return JointCoordinates(q=q, qdot=qdot, name=name, kind=kind)
 
     def __iter__(self):
         return iter(self._listed)
@@ -266,11 +268,14 @@ class Solution(eqx.Module):
         ``.qdot`` (a :class:`~jaxmbd.joints.JointCoordinates`; ``.rotation_vector`` too for a
         spherical joint), computed from the body poses and velocities when read, angles
         unwrapped over time. Conventions per joint kind (and MuJoCo's for joints loaded from
-        MJCF): :mod:`jaxmbd.joints`. An unknown name raises ``KeyError`` listing the joints;
-        a Solution read from a file has none."""
+        MJCF): :mod:`jaxmbd.joints`. A run in joint coordinates reads the tree's joints from
+        qpos/qvel and gives every joint of the model the same coordinates as the other
+        formulations (:class:`TreeJointMap`). An unknown name raises ``KeyError`` listing
+        the joints; a Solution read from a file has none."""
         if self._joint_space_run:
+            states = (self.r, self.A, self.rdot, self.omega)
             return TreeJointMap(self.tree, self.stored_q, self.stored_v, self.joint_definitions,
-                                (self.r, self.A, self.rdot, self.omega))
+                                states)  # fmt: skip
         return JointCoordinatesMap(self.joint_definitions, (self.r, self.A, self.rdot, self.omega))
 
     @property

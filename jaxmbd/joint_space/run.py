@@ -230,8 +230,21 @@ def tree_wrenches(model: Model, sol, along_joints: bool):
     run_model = with_contact(model, contact, where="joint_wrenches")
     loads = _hard_contact_loads(model.nb, sol) if hard and sol.contact_element is not None \
         else None  # fmt: skip
-    return _tree_wrenches_jit(run_model, sol.tree, along_joints, *_tree_arrays(sol),
-                              loads=loads)  # fmt: skip
+    # the loops' multipliers only: a run with sensors has the tree rows' filled in
+    # (tree_multipliers), which are these wrenches themselves
+    loop = np.asarray(sorted(_loop_rows(model, sol.tree)), dtype=int)
+    lam = jnp.zeros_like(sol.lam).at[..., loop].set(sol.lam[..., loop])
+    arrays = (*_tree_arrays(sol)[:-1], lam)
+    return _tree_wrenches_jit(run_model, sol.tree, along_joints, *arrays, loads=loads)
+
+
+def _loop_rows(model: Model, tree) -> set[int]:
+    """The model's rows that the joint formulation keeps as constraints (loops, drivers,
+    equalities): those whose multipliers a joint-space run solves for."""
+    _, loops = model_tree(model)
+    joints = _equality_joints(model, tree)
+    rows = set(() if loops is None else loops.model_rows)
+    return rows | set(() if joints is None else joints.model_rows)
 
 
 def _hard_contact_loads(nb: int, sol):
@@ -267,10 +280,7 @@ def tree_multipliers(model: Model, sol):
     as -G_b^T lam over the rows that join it to its parent (least squares: exact, the
     reaction lies in their span; the split among dependent rows is the minimum-norm one)."""
     tree, nb = sol.tree, model.nb
-    _, loops = model_tree(model)
-    joints = _equality_joints(model, tree)
-    loop = set(() if loops is None else loops.model_rows)
-    loop |= set(() if joints is None else joints.model_rows)
+    loop = _loop_rows(model, tree)
     groups = []
     for b in range(nb):
         parent = nb if tree.parent[b] < 0 else tree.parent[b]
