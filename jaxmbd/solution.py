@@ -18,7 +18,7 @@ from .contact import slot_history
 from .forces import BodyState
 from .formulations import get_formulation
 from .integrators.moreau_jean import hard_contact_slots, hard_limit_forces
-from .joints import JointCoordinates, JointCoordinatesMap, JointDefinition
+from .joints import JointCoordinates, JointCoordinatesMap, JointDefinition, rotation_vector
 from .markers import MarkerMap
 from .sensors import SensorReadings
 from .tree import JointType
@@ -61,10 +61,11 @@ class TreeJointMap(JointCoordinatesMap):
     of the model's joints as it stands (every MJCF joint; a builder's revolute,
     translational, or spherical joint whose child is its body j) is read from qpos/qvel
     (hinge and slide: (..., T); ball: the quaternion (..., T, 4) and the body-frame angular
-    velocity; free: position and quaternion (..., T, 7), (..., T, 6)). A model joint that
-    the tree carries otherwise (a universal, cylindrical or planar joint built in code, as
-    one hinge or slide per coordinate; a spherical joint whose child is its body i, whose
-    ball turns the other way) is read from the body states, as in the absolute
+    velocity, and its rotation vector; free: position and quaternion (..., T, 7),
+    (..., T, 6)). A model joint that the tree carries otherwise (a universal, cylindrical or
+    planar joint built in code, as one hinge or slide per coordinate; a spherical joint
+    whose child is its body i, whose ball turns the other way) is read from the body
+    states, as in the absolute
     formulations (:func:`jaxmbd.joints.joint_coordinates`: the same coordinates, shapes
     and conventions in every formulation); the tree joints it is made of stay readable by
     their own names (``"u.angle_1"``)."""
@@ -99,7 +100,8 @@ class TreeJointMap(JointCoordinatesMap):
         else:
             q, qdot = self._qpos[..., qa : qa + jtype.nq], self._qvel[..., va : va + jtype.nv]
         kind = self._kinds.get(name, jtype.name.lower())
-        return JointCoordinates(q=q, qdot=qdot, name=name, kind=kind)
+        turned = rotation_vector(q) if jtype == JointType.BALL else None
+        return JointCoordinates(q=q, qdot=qdot, rotation_vector=turned, name=name, kind=kind)
 
     def __iter__(self):
         return iter(self._listed)

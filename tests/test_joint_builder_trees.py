@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import jaxmbd as mbd
-from jaxmbd.sensors import SENSOR_KINDS
+from jaxmbd.sensors import SENSOR_KINDS, sensor_kind
 
 T_END, H = 0.05, 1e-3
 STEPS = int(round(T_END / H))
@@ -124,7 +124,8 @@ def test_every_sensor_kind_of_a_tree_reads_as_in_ra(runs):
     reads the same in joint coordinates as in rA (1e-10 measured, relative to each
     sensor's scale)."""
     model, sols = runs
-    assert set(model.sensors.kinds) == set(SENSOR_KINDS)
+    library = {k for k in SENSOR_KINDS if sensor_kind(k).read.__module__.startswith("jaxmbd.")}
+    assert set(model.sensors.kinds) == library  # not those other tests register
     for name in model.sensors.sensor_names:
         a, b = np.asarray(sols["rA"].sensors[name]), np.asarray(sols["joint"].sensors[name])
         scale = max(1.0, np.abs(a).max())
