@@ -182,7 +182,8 @@ def _with_restitution(model, e):
     return eqx.tree_at(lambda m: m.forces[k].restitution, model, np.asarray([e]))
 
 
-@pytest.mark.parametrize("formulation", ["rA", "joint"])
+# rA's runs in the slow suite: the default suite keeps the default formulation's
+@pytest.mark.parametrize("formulation", [pytest.param("rA", marks=pytest.mark.slow), "joint"])
 @pytest.mark.parametrize("limits", ["compliant", "hard"])
 def test_limit_restitution_rebound_angle(limits, formulation):
     """Rebound speed e v at the stop: the rod rises e^2 of its drop height, L/2 (1 - cos phi)
