@@ -256,6 +256,30 @@ def _write(path: Path, data: bytes):
     os.replace(tmp, path)  # atomic: a reader sees a whole file or none
 
 
+def remembered(name: str, context, compute) -> bool:
+    """``compute()`` (a yes or no that costs a compile, such as whether XLA knows an
+    option), kept in the cache folder for later processes under ``name`` and a key of
+    ``context``, the versions of jax and jaxlib, the backend and ``XLA_FLAGS``; computed
+    where the cache is off or the file cannot be read or written."""
+    where = folder()
+    if where is None:
+        return compute()
+    client = jax.local_devices()[0].client
+    key = repr((FORMAT, name, context, jax.__version__, jaxlib.__version__, client.platform,
+                client.platform_version, os.environ.get("XLA_FLAGS", "")))  # fmt: skip
+    path = where / f"{name}-{hashlib.sha256(key.encode()).hexdigest()[:40]}.answer"
+    try:
+        return {b"1": True, b"0": False}[path.read_bytes()]
+    except (OSError, KeyError):
+        pass
+    answer = bool(compute())
+    try:
+        _write(path, b"1" if answer else b"0")
+    except OSError:
+        pass
+    return answer
+
+
 #: What :func:`cached`'s function returns when the cache cannot serve a call.
 NOT_STORED = object()
 
@@ -429,4 +453,4 @@ def _load_or_export(fun, name, where, dynamic, static, leaves, avals, compiler_o
     return from_exported(binary) if program is None else program
 
 
-__all__ = ["NOT_STORED", "cached", "folder"]
+__all__ = ["NOT_STORED", "cached", "folder", "remembered"]

@@ -229,8 +229,6 @@ def _rows_numpy(model):
 def find_redundancy(model, *, rtol: float = REDUNDANCY_RTOL) -> Redundancy:
     """The maximal independent set of constraint rows at the model's initial pose, t = 0
     (see the module docstring for the order and the tolerance)."""
-    import scipy.sparse as sp
-
     nb, nc = model.nb, model.nc
     if nc == 0:
         return Redundancy(rank=0)
@@ -265,6 +263,8 @@ def find_redundancy(model, *, rtol: float = REDUNDANCY_RTOL) -> Redundancy:
         kept += [rows[k] for k in _greedy(block, rtol)]
     closing_rows = [r for i, j in graph.closing_pairs for r in pair_rows[frozenset((i, j))]]
     if closing_rows:
+        import scipy.sparse as sp  # a tree (no closing rows) does without loading scipy
+
         tree = sp.csr_matrix(np.stack([full_row(r) for r in kept])) if kept else None
         closing = np.stack([full_row(r) for r in closing_rows])
         rest = _project_off(tree, closing) if tree is not None else closing

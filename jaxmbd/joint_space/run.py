@@ -13,6 +13,7 @@ import numpy as np
 
 from .. import _config  # noqa: F401
 from .._checks import finish, is_traced, solution_from_outputs
+from .._host_arrays import device_array
 from .._jit import jit
 from .._results import RESULTS
 from ..actuators import policy_controls, with_activation, with_controls
@@ -322,7 +323,7 @@ def simulate_joint_space(model: Model, form, *, integrator, n: int, h, controls,
     stepper = get_stepper(integrator)
     if options:
         stepper = _with_options(stepper, options)
-    h_arr = jnp.asarray(h, dtype=jnp.float64)
+    h_arr = device_array(h, jnp.float64)
     run_model = (
         model
         if model.sensors is None or policy is not None
