@@ -185,6 +185,12 @@ def _key(fun, name: str, static, avals) -> str:
     return digest.hexdigest()
 
 
+def _specs(leaves):
+    """The abstract values of array leaves (numpy arrays too: never weakly typed)."""
+    return [jax.ShapeDtypeStruct(x.shape, x.dtype, weak_type=bool(getattr(x, "weak_type", False)))
+            for x in leaves]  # fmt: skip
+
+
 def _split(args, kwargs):
     tree = (args, kwargs)
     dynamic, static = eqx.partition(tree, eqx.is_array)
@@ -244,7 +250,7 @@ def _export(fun, dynamic, static, leaves, compiler_options):
         )
         return out_leaves
 
-    specs = [jax.ShapeDtypeStruct(x.shape, x.dtype, weak_type=x.weak_type) for x in leaves]
+    specs = _specs(leaves)
     exported = jax.export.export(jax.jit(flat))(*specs)
     return exported, skeletons[-1]
 
@@ -400,7 +406,7 @@ def _compile_and_store(call, leaves, skeleton, path: Path | None):
     if path is None:
         return call
     try:
-        specs = [jax.ShapeDtypeStruct(x.shape, x.dtype, weak_type=x.weak_type) for x in leaves]
+        specs = _specs(leaves)
         compiled = call.lower(*specs).compile()
         payload, in_tree, out_tree = serialize(compiled)
         # compressed: a CPU executable's object code is 1-2 MB and compresses about 4x

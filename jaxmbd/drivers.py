@@ -279,7 +279,7 @@ def driver_values(offsets, groups: tuple[DriverGroup, ...], t):
 
 #: :func:`driver_values` as one compiled program (per set of driver programs): build-time
 #: values (:func:`jaxmbd.redundancy.find_redundancy`) without compiling op by op.
-compiled_driver_values = jax.jit(driver_values)
+compiled_driver_values = jit(driver_values)
 
 
 def driver_derivatives(offsets, groups, t):

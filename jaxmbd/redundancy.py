@@ -202,7 +202,8 @@ def _rows_numpy(model):
             continue
         rows = np.asarray(s.rows, dtype=int)
         spec = gcon_kind(s.kind)
-        for name, vector in spec.row_vectors(s).items():
+        host = jax.tree_util.tree_map(np.asarray, s)  # numpy: no eager op per vector
+        for name, vector in spec.row_vectors(host).items():
             P[name][rows] = np.asarray(vector)
         alpha[rows], delta[rows], kappa[rows] = spec.alpha, spec.delta, spec.kappa
     f = np.asarray(model.f_offset)
