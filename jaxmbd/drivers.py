@@ -147,7 +147,6 @@ def evaluate_program(program, constants, t):
     return a**b
 
 
-
 #: numpy's counterparts of :data:`_FUNCTIONS` (the same names in numpy)
 _HOST_FUNCTIONS = {name: getattr(np, f.__name__) for name, f in _FUNCTIONS.items()}
 
@@ -167,6 +166,7 @@ def _host_value(program, constants):
     a, b = _host_value(program[1], constants), _host_value(program[2], constants)
     return {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
             "pow": np.power}[op](a, b)  # fmt: skip
+
 
 class Expression(eqx.Module):
     """A scalar function f(t) parsed from a string; its numeric literals are parameters."""
@@ -203,8 +203,9 @@ class Expression(eqx.Module):
         else:
             # one compiled program per expression program (the source text left out of the
             # key)
+            constants = device_array(np.asarray(self.constants)[None])
             group = DriverGroup(rows=(0,), program=self.program, sources=("",),
-                                constants=device_array(np.asarray(self.constants)[None]))  # fmt: skip
+                                constants=constants)  # fmt: skip
             values = [np.asarray(v) for v in _start_derivatives(group)]
         bad = [
             name

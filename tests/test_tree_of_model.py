@@ -295,8 +295,10 @@ def test_rows_that_fail_their_geometry_check_stay_rows():
     hinge = ((1, 0, 0), (0, 0, 1)), ((1, 0, 0), (0, 1, 0))  # x on the ground, normal to y, z
     cases = {
         "hinge": (_gcon_hinge(hinge), ("hinge",)),
-        "no shared axis": (_gcon_hinge((((1, 0, 0), (0, 0, 1)), ((0, 1, 0), (1, 0, 0)))),
-                           ("a.free",)),  # fmt: skip
+        "no shared axis": (
+            _gcon_hinge((((1, 0, 0), (0, 0, 1)), ((0, 1, 0), (1, 0, 0)))),
+            ("a.free",),
+        ),  # fmt: skip
         "an offset": (_gcon_hinge(hinge, f=0.5), ("a.free",)),
     }
     for name, (model, joints) in cases.items():
