@@ -67,7 +67,8 @@ elif case == "pendulum":
     jax.block_until_ready(sol.r)
 else:
     import importlib
-        suite = Path(importlib.import_module("dm_control").__file__).parent / "suite"
+    from pathlib import Path
+    suite = Path(importlib.import_module("dm_control").__file__).parent / "suite"
     path = suite / "cartpole.xml"
     sol = mbd.simulate(mbd.mjcf.load_robot(path), t_end=1.0, h=1e-3)
     jax.block_until_ready(sol.r)
