@@ -23,27 +23,23 @@ from ..model import Model
 from ..sensors import sensor_kind
 from ..tree import JointType
 from ._stepper_base import AbstractJointStepper
+from .contact_step import SUBSTEP_OPTIONS
 from .from_model import tree_of_model
 from .steppers import get_stepper
 
 
 def built_model_gaps(model: Model) -> tuple[str, ...]:
     """What a model built in code holds that the joint formulation runs, but not yet as the
-    absolute formulations do: compliant contact pairs (the joint steps take one linearised
-    solve a step and no impact sub-steps, so a block comes to rest 2e-3 short of Coulomb's
-    distance at h = 1e-3 and restitution is not honoured there) and reaction sensors where
-    the body-joint graph has loops (a four-bar's reaction sensors disagree with its
-    reactions); :func:`model_obstacles` adds constraint rows beyond the spanning tree
-    (loops, drivers), slower in joint coordinates today. Joint limits, joints of several
-    coordinates and the sensors of trees run as in rA (``tests/test_joint_limits.py``,
-    ``tests/test_joint_builder_trees.py``). Models read from
+    absolute formulations do: reaction sensors where the body-joint graph has loops (a
+    four-bar's reaction sensors disagree with its reactions); :func:`model_obstacles` adds
+    constraint rows beyond the spanning tree (loops, drivers), slower in joint coordinates
+    today. Joint limits, joints of several coordinates and the sensors of trees run as in
+    rA (``tests/test_joint_limits.py``, ``tests/test_joint_builder_trees.py``). Models read from
     a file (MJCF, URDF) are robots, whose contact, limits and sensors are MuJoCo's and are
     checked against it in joint coordinates."""
     if model.tree is not None:
         return ()
     gaps = []
-    if model.contacts is not None:
-        gaps.append("contact pairs: the joint steps take no impact sub-steps")
     if _reaction_sensors_on_loops(model):
         gaps.append("sensors: reaction sensors of loops disagree in joint coordinates")
     return tuple(gaps)
@@ -96,16 +92,14 @@ def integrator_obstacles(model: Model, integrator=None, options=None) -> tuple[s
     None: its default for ``model``) with ``options`` (the integrator's keyword options;
     None values count as absent)."""
     if integrator is None:
-        contact = model.contacts is not None
-        integrator = JointCoordinates.contact_integrator if contact else (
-            JointCoordinates.default_integrator)  # fmt: skip
+        integrator = JointCoordinates.integrator_of(model)
     if isinstance(integrator, str):
         if (JointCoordinates.name, integrator) not in valid_pairs():
             return (f"integrator {integrator!r} has no joint-coordinate pair (valid_pairs())",)
     elif not isinstance(integrator, AbstractJointStepper):
         return (f"the integrator object {type(integrator).__name__} steps absolute coordinates",)
     stepper = get_stepper(integrator)
-    fields = {f.name for f in dataclasses.fields(stepper)}
+    fields = {f.name for f in dataclasses.fields(stepper)} | set(SUBSTEP_OPTIONS)
     asked = sorted(k for k, v in (options or {}).items() if v is not None and k not in fields)
     if asked:
         return (f"integrator {stepper.name!r} of the joint formulation has no options {asked}",)
