@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _config  # noqa: F401
+from .._batch_last import batch_last
 from .._checks import finish, is_traced, solution_from_outputs
 from .._jit import jit
 from .._results import RESULTS
@@ -165,7 +166,22 @@ def _policy_controls(model, tree, policy, t, qpos, qvel, acc, k):
 def run_joint_space(model: Model, stepper: AbstractJointStepper, n: int, h, controls=None,
                     policy=None, rows=None):  # fmt: skip
     """The per-step outputs (t = 0..n h) of ``n`` steps (see :func:`_outputs`); ``rows``:
-    the constraint rows to keep (static; :func:`independent_constraint_rows`)."""
+    the constraint rows to keep (static; :func:`independent_constraint_rows`). Under
+    ``vmap`` the members' time loop carries the batch as every array's minor axis
+    (:func:`jaxmbd._batch_last.batch_last`): a step's kernels run over the members."""
+    arrays, static = eqx.partition((model, h, controls, policy), eqx.is_array)
+    leaves, treedef = jax.tree_util.tree_flatten(arrays)
+
+    def run(*leaves):
+        args = eqx.combine(jax.tree_util.tree_unflatten(treedef, leaves), static)
+        model, h, controls, policy = args
+        return _run_joint_space(model, stepper, n, h, controls, policy, rows)
+
+    import os
+    return batch_last(run, chunk=int(os.environ.get("BL_CHUNK", "0")) or None)(*leaves)
+
+
+def _run_joint_space(model, stepper, n, h, controls, policy, rows):
     tree, loops = model_tree(model, rows)
     qpos, qvel = tree.qpos_init, tree.qvel_init
     t0 = jnp.zeros((), qvel.dtype)
