@@ -22,6 +22,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 from jax import lax
+from jax.custom_derivatives import SymbolicZero
 from jax.extend import core as jcore
 
 from . import _config  # noqa: F401
@@ -76,6 +77,7 @@ def batch_last(fn, *, chunk: int | None = None):
             return unbatched(plain, *args)
         flat, in_tree = jax.tree_util.tree_flatten(args)
         flags = jax.tree_util.tree_leaves(in_batched)
+        flat = [jnp.asarray(x) for x in flat]
         member = [
             jax.ShapeDtypeStruct(x.shape[1:] if b else x.shape, x.dtype)
             for x, b in zip(flat, flags, strict=True)
@@ -99,7 +101,7 @@ def batch_last(fn, *, chunk: int | None = None):
         if count == 1:
             outs = members(flat)
         else:  # chunks of members one after the other: each chunk's arrays stay in cache
-            batched = [x for x, b in zip(flat, flags, strict=True) if b]
+            stacked = [x for x, b in zip(flat, flags, strict=True) if b]
             fixed = [x for x, b in zip(flat, flags, strict=True) if not b]
 
             def chunk_of(xs):
@@ -107,8 +109,7 @@ def batch_last(fn, *, chunk: int | None = None):
                 return members([next(it_b) if b else next(it_f) for b in flags])
 
             padded = [
-                jnp.concatenate([x, jnp.repeat(x[-1:], pad, axis=0)]) if pad else x
-                for x in batched
+                jnp.concatenate([x, jnp.repeat(x[-1:], pad, axis=0)]) if pad else x for x in stacked
             ]
             chunks = [x.reshape((count, size) + x.shape[1:]) for x in padded]
             outs = jax.lax.map(chunk_of, chunks)
@@ -124,10 +125,20 @@ def batch_last(fn, *, chunk: int | None = None):
 
     differentiable = jax.custom_jvp(batched)
 
-    @differentiable.defjvp
     def _jvp(primals, tangents):
-        return jax.jvp(plain, primals, tangents)
+        # only the arguments with tangents are differentiated: an instantiated zero tangent
+        # would put non-transposable loops (a while loop's) into the linear program
+        live = [not isinstance(t, SymbolicZero) for t in tangents]
 
+        def of_live(*xs):
+            it = iter(xs)
+            return plain(*[next(it) if on else p for p, on in zip(primals, live, strict=True)])
+
+        pick = [p for p, on in zip(primals, live, strict=True) if on]
+        dots = [t for t, on in zip(tangents, live, strict=True) if on]
+        return jax.jvp(of_live, pick, dots)
+
+    differentiable.defjvp(_jvp, symbolic_zeros=True)
     return differentiable
 
 
@@ -160,13 +171,19 @@ def _flags(jaxpr, in_flags) -> list[bool]:
             carry = _while_flags(eqn, ins)[0]
             outs = carry
         elif name == "cond" and not ins[0]:
-            outs = [any(fs) for fs in zip(*(_flags(br.jaxpr, ins[1:]) for br in eqn.params["branches"]))]
+            outs = _union(_flags(br.jaxpr, ins[1:]) for br in eqn.params["branches"])
         elif name in _CALLS:
             outs = _flags(_call_jaxpr(eqn)[0], ins)
         else:
             outs = [any(ins)] * len(eqn.outvars)
         env.update(zip(eqn.outvars, outs, strict=True))
     return [read(v) for v in jaxpr.outvars]
+
+
+def _union(flag_lists) -> list[bool]:
+    """Elementwise ``or`` of equally long flag lists (the branches of a cond)."""
+    lists = list(flag_lists)
+    return [any(fs) for fs in zip(*lists, strict=True)]
 
 
 def _scan_flags(eqn, ins):
@@ -224,6 +241,15 @@ def _to_shape(x, batched: bool, shape, size: int):
     return lax.broadcast_in_dim(x, target, dims)
 
 
+def _widened(values, flags, wanted, size: int) -> list:
+    """``values`` with the batch given to those ``wanted`` batched that are not yet (a loop's
+    carry, a branch's output)."""
+    return [
+        x if b or not w else _batched(x, size)
+        for x, b, w in zip(values, flags, wanted, strict=True)
+    ]
+
+
 def _evaluate(jaxpr, consts, args, flags, size: int):
     """(outputs, their batched flags) of ``jaxpr`` on ``args`` whose batched ones carry the
     batch (of ``size``) as their last axis."""
@@ -237,8 +263,8 @@ def _evaluate(jaxpr, consts, args, flags, size: int):
         return (v.val, False) if isinstance(v, jcore.Literal) else env[v]
 
     for eqn in jaxpr.eqns:
-        vals, bs = zip(*(read(v) for v in eqn.invars)) if eqn.invars else ((), ())
-        vals, bs = list(vals), list(bs)
+        read_in = [read(v) for v in eqn.invars]
+        vals, bs = [x for x, _ in read_in], [b for _, b in read_in]
         if not any(bs):
             out = eqn.primitive.bind(*vals, **eqn.primitive.get_bind_params(eqn.params))
             outs = out if eqn.primitive.multiple_results else [out]
@@ -246,8 +272,6 @@ def _evaluate(jaxpr, consts, args, flags, size: int):
         else:
             outs, out_bs = _apply(eqn, vals, bs, size)
         for v, o, b in zip(eqn.outvars, outs, out_bs, strict=True):
-            if jnp.shape(o) != tuple(v.aval.shape) + ((size,) if b else ()):
-                print("DEBUG2", eqn, [jnp.shape(x) for x in vals], bs, jnp.shape(o))
             env[v] = (o, b)
     outs = [read(v) for v in jaxpr.outvars]
     return [o for o, _ in outs], [b for _, b in outs]
@@ -277,8 +301,6 @@ def _apply(eqn, vals, bs, size: int):
 
 
 def _by_vmap(eqn, vals, bs):
-    import os
-    if os.environ.get("BL_DEBUG"): print("FALLBACK", eqn.primitive.name, [jnp.shape(x) for x in vals], bs, str(eqn.source_info.name_stack)[-80:])
     """``jax.vmap``'s own batching of one equation, the batch moved to the front and back."""
     front = [jnp.moveaxis(x, -1, 0) if b else x for x, b in zip(vals, bs, strict=True)]
 
@@ -322,8 +344,6 @@ def _rule_pad(eqn, vals, bs, size):
 
 
 def _rule_transpose(eqn, vals, bs, size):
-    import os
-    if os.environ.get("BL_DEBUG"): print("TRANSPOSE", [jnp.shape(x) for x in vals], eqn.params)
     perm = tuple(eqn.params["permutation"])
     return [lax.transpose(vals[0], perm + (len(perm),))], [True]
 
@@ -365,23 +385,34 @@ def _rule_dynamic_update_slice(eqn, vals, bs, size):
 
 
 def _rule_dot_general(eqn, vals, bs, size):
-    import os
-    if os.environ.get("BL_DEBUG"): print("DOT", [jnp.shape(x) for x in vals], bs, eqn.params["dimension_numbers"])
+    """A product of a member's small arrays as a broadcast product and a sum over the
+    contracted axes, the batch last throughout (``dot_general`` would put it among the
+    output's leading axes, a transpose after)."""
     p = eqn.params
     (lc, rc), (lb, rb) = p["dimension_numbers"]
     lhs, rhs = vals
     nl, nr = lhs.ndim - bs[0], rhs.ndim - bs[1]
-    kwargs = dict(precision=p.get("precision"),
-                  preferred_element_type=p.get("preferred_element_type"))  # fmt: skip
-    if bs[0] and bs[1]:
-        dn = ((lc, rc), (tuple(lb) + (nl,), tuple(rb) + (nr,)))
-        out = lax.dot_general(lhs, rhs, dn, **kwargs)
-        return [jnp.moveaxis(out, len(lb), -1)], [True]
-    out = lax.dot_general(lhs, rhs, ((lc, rc), (lb, rb)), **kwargs)
-    if bs[1]:  # the batch is rhs's last free axis: the output's last
-        return [out], [True]
-    free = nl - len(lc) - len(lb)  # lhs's own free axes before its batch
-    return [jnp.moveaxis(out, len(lb) + free, -1)], [True]
+    lf = [a for a in range(nl) if a not in lc and a not in lb]
+    rf = [a for a in range(nr) if a not in rc and a not in rb]
+    dtype = eqn.outvars[0].aval.dtype
+
+    def arranged(x, batched, own_batch, own_free, own_contract, free_before, free_after):
+        # (batch..., free of lhs..., free of rhs..., contracted..., B or 1)
+        x = x if batched else x[..., None]
+        x = lax.transpose(x, (*own_batch, *own_free, *own_contract, x.ndim - 1))
+        shape = list(x.shape)
+        b, f = len(own_batch), len(own_free)
+        shape[b + f : b + f] = [1] * free_after
+        shape[b:b] = [1] * free_before
+        return jnp.reshape(x, shape).astype(dtype)
+
+    a = arranged(lhs, bs[0], lb, lf, lc, 0, len(rf))
+    b = arranged(rhs, bs[1], rb, rf, rc, len(lf), 0)
+    first = len(lb) + len(lf) + len(rf)
+    out = jnp.sum(a * b, axis=tuple(range(first, first + len(lc))))
+    if out.shape[-1] != size:
+        out = _batched(out[..., 0], size)
+    return [out], [True]
 
 
 def _rule_scan(eqn, vals, bs, size):
@@ -389,19 +420,15 @@ def _rule_scan(eqn, vals, bs, size):
     nc, nk = p["num_consts"], p["num_carry"]
     carry_flags, out_flags = _scan_flags(eqn, bs)
     consts, cflags = vals[:nc], bs[:nc]
-    init = [x if b or not f else _batched(x, size)
-            for x, b, f in zip(vals[nc : nc + nk], bs[nc : nc + nk], carry_flags, strict=True)]  # fmt: skip
+    init = _widened(vals[nc : nc + nk], bs[nc : nc + nk], carry_flags, size)
     xs, xflags = vals[nc + nk :], bs[nc + nk :]
     body = p["jaxpr"]
 
     def step(carry, x):
         outs, flags = _evaluate(body.jaxpr, body.consts, [*consts, *carry, *x],
                                 [*cflags, *carry_flags, *xflags], size)  # fmt: skip
-        new = [o if b or not f else _batched(o, size)
-               for o, b, f in zip(outs[:nk], flags[:nk], carry_flags, strict=True)]  # fmt: skip
-        ys = [o if b or not f else _batched(o, size)
-              for o, b, f in zip(outs[nk:], flags[nk:], out_flags[nk:], strict=True)]  # fmt: skip
-        return new, ys
+        new = _widened(outs[:nk], flags[:nk], carry_flags, size)
+        return new, _widened(outs[nk:], flags[nk:], out_flags[nk:], size)
 
     carry, ys = lax.scan(step, init, xs, length=p["length"], reverse=p["reverse"],
                          unroll=p["unroll"])  # fmt: skip
@@ -416,8 +443,7 @@ def _rule_while(eqn, vals, bs, size):
     cn, bn = p["cond_nconsts"], p["body_nconsts"]
     cconsts, bconsts = vals[:cn], vals[cn : cn + bn]
     cflags, bflags = bs[:cn], bs[cn : cn + bn]
-    init = [x if b or not f else _batched(x, size)
-            for x, b, f in zip(vals[cn + bn :], bs[cn + bn :], carry_flags, strict=True)]  # fmt: skip
+    init = _widened(vals[cn + bn :], bs[cn + bn :], carry_flags, size)
     cond, body = p["cond_jaxpr"], p["body_jaxpr"]
 
     def keep_going(carry):
@@ -428,8 +454,7 @@ def _rule_while(eqn, vals, bs, size):
     def step(carry):
         outs, flags = _evaluate(body.jaxpr, body.consts, [*bconsts, *carry],
                                 [*bflags, *carry_flags], size)  # fmt: skip
-        return [o if b or not f else _batched(o, size)
-                for o, b, f in zip(outs, flags, carry_flags, strict=True)]  # fmt: skip
+        return _widened(outs, flags, carry_flags, size)
 
     return list(lax.while_loop(keep_going, step, init)), carry_flags
 
@@ -439,13 +464,12 @@ def _rule_cond(eqn, vals, bs, size):
         return None
     branches = eqn.params["branches"]
     ops, oflags = vals[1:], bs[1:]
-    out_flags = [any(fs) for fs in zip(*(_flags(br.jaxpr, oflags) for br in branches))]
+    out_flags = _union(_flags(br.jaxpr, oflags) for br in branches)
 
     def branch(closed):
         def run(*xs):
             outs, flags = _evaluate(closed.jaxpr, closed.consts, list(xs), oflags, size)
-            return [o if b or not f else _batched(o, size)
-                    for o, b, f in zip(outs, flags, out_flags, strict=True)]  # fmt: skip
+            return _widened(outs, flags, out_flags, size)
 
         return run
 
@@ -466,4 +490,3 @@ _RULES = {
     "while": _rule_while,
     "cond": _rule_cond,
 }
-

@@ -37,6 +37,11 @@ from .steppers import AbstractJointStepper, get_stepper
 
 NONFINITE = int(RESULTS.nonfinite._value)
 
+#: Members of a batch (``vmap``) stepped together, batch-last; a larger batch runs in such
+#: chunks one after the other, so that a step's arrays stay in the core's caches.
+#: Measured (``python -m benchmarks.batch_joint``, ``benchmarks/results/batch/batch_joint.md``).
+BATCH_CHUNK = 64
+
 
 def _closing_rows(model: Model, tree: KinematicTree, rows) -> ClosingRows | None:
     """The model's GCON rows ``rows`` (default: those of the joints that close loops,
@@ -177,8 +182,7 @@ def run_joint_space(model: Model, stepper: AbstractJointStepper, n: int, h, cont
         model, h, controls, policy = args
         return _run_joint_space(model, stepper, n, h, controls, policy, rows)
 
-    import os
-    return batch_last(run, chunk=int(os.environ.get("BL_CHUNK", "0")) or None)(*leaves)
+    return batch_last(run, chunk=BATCH_CHUNK)(*leaves)
 
 
 def _run_joint_space(model, stepper, n, h, controls, policy, rows):
