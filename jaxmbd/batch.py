@@ -45,6 +45,8 @@ from ._results import code_message
 from ._stepping import num_steps
 from .errors import ModelError, SolverError
 from .formulations import get_formulation
+from .joint_space.run import BATCH_LAST_STEPPERS
+from .joint_space.steppers import get_stepper
 from .kinematics import kinematics
 from .linear import small
 from .model import Model
@@ -239,8 +241,9 @@ def _chunk_size(
     CHUNK_BYTES (1 / devices^2 of it), and on a GPU (any other platform) the whole
     batch: each kernel then runs over every member, and a GPU's time per step is mostly
     kernel launches, nearly independent of the members per kernel. ``joint``: a run of the
-    joint formulation, whose time loop chunks its batch itself (batch-last,
-    :data:`jaxmbd.joint_space.run.BATCH_CHUNK` members a chunk): the whole batch."""
+    joint formulation with an explicit step, whose time loop chunks its batch itself
+    (batch-last, :data:`jaxmbd.joint_space.run.BATCH_CHUNK` members a chunk): the whole
+    batch."""
     if chunk is None and (platform != "cpu" or joint):
         return None
     if chunk is None:
@@ -256,14 +259,23 @@ def _chunk_size(
 
 
 def _is_joint(models: Model, options: dict) -> bool:
-    """Whether ``simulate`` runs the batch in the joint formulation (asked for, or the
-    formulation of a model read from a file with its kinematic tree)."""
-    formulation = options.get("formulation")
+    """Whether ``simulate`` runs the batch in the joint formulation with a step whose
+    batches run batch-last (:data:`jaxmbd.joint_space.run.BATCH_LAST_STEPPERS`): asked
+    for, or the default formulation and integrator of the model."""
+    if options.get("contact") == "hard" or options.get("limits") == "hard":
+        return False
     try:
+        formulation = options.get("formulation")
+        integrator = options.get("integrator")
         if formulation is None:
-            integrator = options.get("integrator")
             formulation = default_formulation(models, integrator, options.get("options"))
-        return get_formulation(formulation).runs_in_joint_space
+        form = get_formulation(formulation)
+        if not form.runs_in_joint_space:
+            return False
+        if integrator is None:
+            no_pairs = models.contacts is None
+            integrator = form.default_integrator if no_pairs else form.contact_integrator
+        return isinstance(get_stepper(integrator), BATCH_LAST_STEPPERS)
     except (ValueError, TypeError, ModelError):  # simulate itself says what is wrong
         return False
 

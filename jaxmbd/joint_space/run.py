@@ -33,7 +33,7 @@ from .constraint_rows import (
 from .dynamics import Accelerations, accelerations, body_accelerations
 from .from_model import tree_of_model
 from .reactions import tree_joint_wrenches
-from .steppers import AbstractJointStepper, get_stepper
+from .steppers import AbstractJointStepper, RungeKutta4, SemiImplicitEuler, get_stepper
 
 NONFINITE = int(RESULTS.nonfinite._value)
 
@@ -41,6 +41,13 @@ NONFINITE = int(RESULTS.nonfinite._value)
 #: chunks one after the other, so that a step's arrays stay in the core's caches.
 #: Measured (``python -m benchmarks.batch_joint``, ``benchmarks/results/batch/batch_joint.md``).
 BATCH_CHUNK = 64
+
+#: The steps whose batches run batch-last: the explicit ones, with no Newton loop. A step
+#: with ``lax.cond`` (exact contact, the Newton loops of the implicit steps) keeps
+#: ``jax.vmap``'s own batching: its gradients of a batched loss would need the transpose
+#: of a ``cond`` batched inside a ``custom_jvp`` rule, which JAX lacks (jax 0.10.2:
+#: "Transpose rule for 'stop_gradient' not implemented").
+BATCH_LAST_STEPPERS = (RungeKutta4, SemiImplicitEuler)
 
 
 def _closing_rows(model: Model, tree: KinematicTree, rows) -> ClosingRows | None:
@@ -173,7 +180,8 @@ def run_joint_space(model: Model, stepper: AbstractJointStepper, n: int, h, cont
     """The per-step outputs (t = 0..n h) of ``n`` steps (see :func:`_outputs`); ``rows``:
     the constraint rows to keep (static; :func:`independent_constraint_rows`). Under
     ``vmap`` the members' time loop carries the batch as every array's minor axis
-    (:func:`jaxmbd._batch_last.batch_last`): a step's kernels run over the members."""
+    (:func:`jaxmbd._batch_last.batch_last`): a step's kernels run over the members
+    (the explicit steps of :data:`BATCH_LAST_STEPPERS`)."""
     arrays, static = eqx.partition((model, h, controls, policy), eqx.is_array)
     leaves, treedef = jax.tree_util.tree_flatten(arrays)
 
@@ -182,6 +190,8 @@ def run_joint_space(model: Model, stepper: AbstractJointStepper, n: int, h, cont
         model, h, controls, policy = args
         return _run_joint_space(model, stepper, n, h, controls, policy, rows)
 
+    if not isinstance(stepper, BATCH_LAST_STEPPERS):
+        return run(*leaves)
     return batch_last(run, chunk=BATCH_CHUNK)(*leaves)
 
 
