@@ -13,20 +13,26 @@ that the shared machine's load falls on all alike. Reported: medians of wall tim
 the process's CPU time (on a loaded machine the CPU-time ratios are the steadier ones),
 and batch / single, the ratio of model-steps per second.
 
-*batch-major*: the same batch of 256 with the joint run's batch-last rule switched off
-(``jax.vmap``'s own batching: the members in every array's major axis), the throughput
-before :mod:`jaxmbd._batch_last`. ``--chunks``: the batch of 256 with other chunk sizes
-(``jaxmbd.joint_space.run.BATCH_CHUNK``, members stepped together).
+*batch-last*: the same batches with the joint run's batch-last rule switched on
+(``jaxmbd.joint_space.run.BATCH_LAST_STEPPERS``, :mod:`jaxmbd._batch_last`: the members
+in every array's minor axis), against the default (``jax.vmap``'s own batching, the
+members in the major axis). ``--chunks``: batch-last 256 members with other chunk sizes
+(``BATCH_CHUNK``, members stepped together).
 
 Writes benchmarks/results/batch/batch_joint.{md,json,csv}.
 """
 
 from __future__ import annotations
 
+import os
+
+# each program compiles in this process: jaxmbd's disk cache of programs is keyed by the
+# function and its arguments, not by the module settings the variants below switch
+os.environ.setdefault("JAXMBD_NO_COMPILATION_CACHE", "1")
+
 import argparse
 import datetime
 import json
-import os
 import statistics
 import tempfile
 import time
@@ -59,24 +65,26 @@ def _programs(name: str, args, tmp: Path):
     top = max(max(args.sizes), 256)
     qvel = jnp.asarray(F["v0"] + 0.5 * rng.uniform(-1.0, 1.0, size=(top, F["nv"])))
     programs = {"single": (mbd.jit(final_qpos), qvel[0], 1)}
-    batch = mbd.jit(jax.vmap(final_qpos))
     for size in args.sizes:
-        programs[size] = (batch, qvel[:size], size)
-    # the variants trace when first called: each under its own setting
-    default_chunk, default_rule = joint_run.BATCH_CHUNK, joint_run.batch_last
-    for chunk in args.chunks:
-        joint_run.BATCH_CHUNK = chunk
         program = mbd.jit(jax.vmap(final_qpos))
-        jax.block_until_ready(program(qvel[:256]))
-        programs[f"chunk {chunk}"] = (program, qvel[:256], 256)
-    joint_run.BATCH_CHUNK = default_chunk
-    joint_run.batch_last = lambda fn, chunk=None: fn
+        jax.block_until_ready(program(qvel[:size]))
+        programs[f"batch {size}"] = (program, qvel[:size], size)
+    # the variants trace when first called: each under its own setting
+    default_chunk, default_steppers = joint_run.BATCH_CHUNK, joint_run.BATCH_LAST_STEPPERS
     try:
-        major = mbd.jit(jax.vmap(final_qpos))
-        jax.block_until_ready(major(qvel[:256]))
-        programs["batch-major"] = (major, qvel[:256], 256)
+        joint_run.BATCH_LAST_STEPPERS = (joint_run.RungeKutta4, joint_run.SemiImplicitEuler)
+        for chunk in args.chunks:
+            joint_run.BATCH_CHUNK = chunk
+            program = mbd.jit(jax.vmap(final_qpos))
+            jax.block_until_ready(program(qvel[:256]))
+            programs[f"batch-last, chunk {chunk}"] = (program, qvel[:256], 256)
+        joint_run.BATCH_CHUNK = default_chunk
+        for size in args.sizes:
+            program = mbd.jit(jax.vmap(final_qpos))
+            jax.block_until_ready(program(qvel[:size]))
+            programs[f"batch-last {size}"] = (program, qvel[:size], size)
     finally:
-        joint_run.batch_last = default_rule
+        joint_run.BATCH_CHUNK, joint_run.BATCH_LAST_STEPPERS = default_chunk, default_steppers
     return programs
 
 
@@ -126,7 +134,7 @@ def main(argv=None) -> None:
                 rows.append(
                     {
                         "model": name,
-                        "program": key if isinstance(key, str) else f"batch {key}",
+                        "program": key,
                         "members": size,
                         "model_steps_per_s": rate_wall,
                         "vs_single": rate_wall / (args.steps / wall_1),
@@ -164,9 +172,10 @@ def main(argv=None) -> None:
         )
     lines += [
         "",
-        "*batch-major*: 256 members with the batch-last rule off (``jax.vmap``'s own "
-        "batching, the members in the major axis); *chunk k*: 256 members stepped k at a "
-        "time.",
+        "*batch B*: the default program (``jax.vmap``'s own batching, the members in every "
+        "array's major axis); *batch-last B*: the joint run's batch-last rule switched on "
+        "(``BATCH_LAST_STEPPERS``: the members in the minor axis, stepped "
+        "``BATCH_CHUNK`` = 64 at a time); *chunk k*: 256 members batch-last, k at a time.",
     ]
     write_results("batch/batch_joint", rows, report="\n".join(lines) + "\n",
                   data={"args": vars(args)})  # fmt: skip

@@ -45,7 +45,7 @@ from ._results import code_message
 from ._stepping import num_steps
 from .errors import ModelError, SolverError
 from .formulations import get_formulation
-from .joint_space.run import BATCH_LAST_STEPPERS
+from .joint_space import run as joint_run
 from .joint_space.steppers import get_stepper
 from .kinematics import kinematics
 from .linear import small
@@ -275,7 +275,7 @@ def _is_joint(models: Model, options: dict) -> bool:
         if integrator is None:
             no_pairs = models.contacts is None
             integrator = form.default_integrator if no_pairs else form.contact_integrator
-        return isinstance(get_stepper(integrator), BATCH_LAST_STEPPERS)
+        return isinstance(get_stepper(integrator), joint_run.BATCH_LAST_STEPPERS)
     except (ValueError, TypeError, ModelError):  # simulate itself says what is wrong
         return False
 

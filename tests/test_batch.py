@@ -344,7 +344,7 @@ def test_batched_time_loop_is_one_native_loop(case, tmp_path):
     library fusions (reductions and constant-matrix products grown by the batch axis)
     sat in the loop."""
     from jaxmbd._xla_flags import loop_hoisted
-    from jaxmbd.batch import _chunk_size, _static_options, _vmapped
+    from jaxmbd.batch import _chunk_size, _is_joint, _static_options, _vmapped
 
     formulation, integrator = case
     if formulation == "joint":
@@ -355,7 +355,7 @@ def test_batched_time_loop_is_one_native_loop(case, tmp_path):
     opts = _static_options(
         dict(formulation=formulation, integrator=integrator, t_end=HOIST_STEPS * 1e-3, h=1e-3)
     )
-    platform = jax.devices()[0].platform
-    chunk = _chunk_size(members, 256, None, 1, platform, joint=formulation == "joint")
+    joint = _is_joint(members, opts)  # the joint run's batch-last rule chunks its batch
+    chunk = _chunk_size(members, 256, None, 1, jax.devices()[0].platform, joint)
     text = _vmapped.lower("simulate", (members, None), opts, chunk).compile().compiled.as_text()
     assert loop_hoisted(text, HOIST_STEPS), f"chunk {chunk}: the time loop is not hoisted"

@@ -1,7 +1,7 @@
-"""Batches of the joint formulation run with the batch as every array's minor axis
-(``jaxmbd._batch_last``), and sine and cosine as vectorisable polynomials (``jaxmbd._trig``):
-values against ``jax.vmap``/single runs/NumPy, gradients against central differences, and
-the structure of the compiled batch program."""
+"""Batches of the joint formulation: sine and cosine as vectorisable polynomials
+(``jaxmbd._trig``), and the opt-in batch-last rule (``jaxmbd._batch_last``, the batch as
+every array's minor axis): values against ``jax.vmap``, single runs and NumPy, gradients
+against central differences, and the structure of the compiled batch programs."""
 
 import re
 
@@ -12,9 +12,11 @@ import numpy as np
 import pytest
 
 import jaxmbd as mbd
+import jaxmbd.joint_space.run as joint_run
 from jaxmbd._batch_last import batch_last
 from jaxmbd._trig import sin_cos
 from jaxmbd.batch import _chunk_size, _static_options, _vmapped
+from jaxmbd.joint_space import RungeKutta4, SemiImplicitEuler
 
 PENDULUM = """<mujoco><option timestep="0.001"/><worldbody><body name="a">
 <joint name="j1" type="hinge" axis="1 0 0"/><geom type="capsule" fromto="0 0 0 0 1 0.2"
@@ -28,6 +30,18 @@ axis="1 0.3 0"/><geom type="capsule" fromto="0 0 0 0 1 0" size="0.05" mass="0.7"
 STEPS = 7
 #: members of the structural test: a size no axis of one member has
 MEMBERS = 40
+
+
+@pytest.fixture
+def batch_last_on(monkeypatch):
+    """The joint run's batch-last rule switched on for the explicit steps (off by default),
+    in programs traced and compiled afresh (jaxmbd's program cache does not key the
+    setting)."""
+    monkeypatch.setattr(joint_run, "BATCH_LAST_STEPPERS", (RungeKutta4, SemiImplicitEuler))
+    monkeypatch.setenv("JAXMBD_NO_COMPILATION_CACHE", "1")
+    jax.clear_caches()
+    yield
+    jax.clear_caches()
 
 
 @pytest.fixture(scope="module")
@@ -137,7 +151,7 @@ def _members(model, count):
 
 
 @pytest.mark.filterwarnings("ignore::jaxmbd.errors.AssemblyWarning")
-def test_batch_equals_single_runs(pendulum):
+def test_batch_equals_single_runs(pendulum, batch_last_on):
     """Members in several chunks (70 = 64 + 6, the last padded), each with its own masses,
     rates and controls: every state of every member equals its own single run."""
     count = 70
@@ -152,7 +166,7 @@ def test_batch_equals_single_runs(pendulum):
             np.testing.assert_allclose(got, want, rtol=0, atol=1e-12, err_msg=f"{key} {k}")
 
 
-def test_gradient_of_batched_loss(pendulum):
+def test_gradient_of_batched_loss(pendulum, batch_last_on):
     """d/d qvel0 of a loss of a vmapped batch of runs, against central differences."""
     opts = dict(formulation="joint", integrator="rk", t_end=STEPS * 1e-3, h=1e-3)
     qvel = jnp.asarray(np.random.default_rng(3).uniform(-1.0, 1.0, (2, pendulum.tree.nv)))
@@ -196,12 +210,29 @@ def _loop_computations(text: str, trip_count: int) -> list[str]:
     return [computations[name] for name in seen]
 
 
-def test_batched_time_loop_keeps_the_batch_minor(pendulum):
-    """Structure, not time: in the program ``simulate_batch`` compiles for a batch of the
-    joint formulation, every array of the time loop (its fusions, the stages' loop) that
-    holds the members holds them in its minor axis, where a fusion's innermost loop runs
-    over them in SIMD lanes. ``jax.vmap``'s own batching put them in the major axis,
-    a member's 2-6 entries in the lanes and transposes between layouts in the fusions."""
+def test_batched_time_loop_calls_no_libm_sine(pendulum):
+    """Structure, not time: the program ``simulate_batch`` compiles by default for a batch
+    of the joint formulation has no ``sine``/``cosine`` in its time loop (XLA's CPU backend
+    makes each a scalar libm call per element, 17-24 ns, more than the rest of a batched
+    step): the hinges' rotations take :mod:`jaxmbd._trig`'s polynomials, which vectorise."""
+    members, _ = _members(pendulum, MEMBERS)
+    opts = _static_options(dict(formulation="joint", integrator="rk", t_end=STEPS * 1e-3, h=1e-3))
+    chunk = _chunk_size(members, MEMBERS, None, 1, "cpu")
+    text = _vmapped.lower("simulate", (members, None), opts, chunk).compile().compiled.as_text()
+    loop = _loop_computations(text, STEPS)
+    assert loop, "no time loop found"
+    calls = [line.strip()[:120] for body in loop for line in body.splitlines()
+             if re.search(r" (sine|cosine)\(", line)]  # fmt: skip
+    assert not calls, f"libm sine/cosine in the batched time loop: {calls[:4]}"
+
+
+def test_batched_time_loop_keeps_the_batch_minor(pendulum, batch_last_on):
+    """Structure, not time: with the batch-last rule on, in the program ``simulate_batch``
+    compiles for a batch of the joint formulation, every array of the time loop (its
+    fusions, the stages' loop) that holds the members holds them in its minor axis, where a
+    fusion's innermost loop runs over them in SIMD lanes (``jax.vmap``'s own batching puts
+    them in the major axis: a member's 2-6 entries in the lanes, transposes between layouts
+    in the fusions)."""
     members, _ = _members(pendulum, MEMBERS)
     opts = _static_options(dict(formulation="joint", integrator="rk", t_end=STEPS * 1e-3, h=1e-3))
     chunk = _chunk_size(members, MEMBERS, None, 1, "cpu", joint=True)

@@ -33,7 +33,7 @@ from .constraint_rows import (
 from .dynamics import Accelerations, accelerations, body_accelerations
 from .from_model import tree_of_model
 from .reactions import tree_joint_wrenches
-from .steppers import AbstractJointStepper, RungeKutta4, SemiImplicitEuler, get_stepper
+from .steppers import AbstractJointStepper, get_stepper
 
 NONFINITE = int(RESULTS.nonfinite._value)
 
@@ -42,12 +42,14 @@ NONFINITE = int(RESULTS.nonfinite._value)
 #: Measured (``python -m benchmarks.batch_joint``, ``benchmarks/results/batch/batch_joint.md``).
 BATCH_CHUNK = 64
 
-#: The steps whose batches run batch-last: the explicit ones, with no Newton loop. A step
-#: with ``lax.cond`` (exact contact, the Newton loops of the implicit steps) keeps
-#: ``jax.vmap``'s own batching: its gradients of a batched loss would need the transpose
-#: of a ``cond`` batched inside a ``custom_jvp`` rule, which JAX lacks (jax 0.10.2:
-#: "Transpose rule for 'stop_gradient' not implemented").
-BATCH_LAST_STEPPERS = (RungeKutta4, SemiImplicitEuler)
+#: The steps whose batches run batch-last (:mod:`jaxmbd._batch_last`); none by default:
+#: measured on the 2-core CPU, once sine and cosine vectorise (:mod:`jaxmbd._trig`),
+#: ``jax.vmap``'s own batching of the RK4 run was as fast or faster
+#: (``benchmarks/results/batch/batch_joint.md``). ``(RungeKutta4, SemiImplicitEuler)``
+#: opts the explicit steps in. Not the steps with ``lax.cond`` (exact contact, the implicit
+#: steps' Newton loops): gradients of their batched losses would need the transpose of a
+#: ``cond`` batched inside a ``custom_jvp`` rule, which JAX lacks (jax 0.10.2).
+BATCH_LAST_STEPPERS: tuple = ()
 
 
 def _closing_rows(model: Model, tree: KinematicTree, rows) -> ClosingRows | None:
