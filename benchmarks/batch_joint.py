@@ -52,6 +52,7 @@ def _programs(name: str, args, tmp: Path):
 
     import jaxmbd as mbd
     import jaxmbd.joint_space.run as joint_run
+    from jaxmbd.joint_space import RungeKutta4, SemiImplicitEuler
 
     F = model_file(name, tmp)
     with_qvel = _jaxmbd_with_qvel(F)
@@ -72,7 +73,7 @@ def _programs(name: str, args, tmp: Path):
     # the variants trace when first called: each under its own setting
     default_chunk, default_steppers = joint_run.BATCH_CHUNK, joint_run.BATCH_LAST_STEPPERS
     try:
-        joint_run.BATCH_LAST_STEPPERS = (joint_run.RungeKutta4, joint_run.SemiImplicitEuler)
+        joint_run.BATCH_LAST_STEPPERS = (RungeKutta4, SemiImplicitEuler)
         for chunk in args.chunks:
             joint_run.BATCH_CHUNK = chunk
             program = mbd.jit(jax.vmap(final_qpos))
