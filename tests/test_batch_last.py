@@ -150,6 +150,7 @@ def _members(model, count):
     return members, controls
 
 
+@pytest.mark.slow  # the batch-last rule is opt-in; the default batches: tests/test_batch.py
 @pytest.mark.filterwarnings("ignore::jaxmbd.errors.AssemblyWarning")
 def test_batch_equals_single_runs(pendulum, batch_last_on):
     """Members in several chunks (70 = 64 + 6, the last padded), each with its own masses,
@@ -166,6 +167,7 @@ def test_batch_equals_single_runs(pendulum, batch_last_on):
             np.testing.assert_allclose(got, want, rtol=0, atol=1e-12, err_msg=f"{key} {k}")
 
 
+@pytest.mark.slow  # the batch-last rule is opt-in
 def test_gradient_of_batched_loss(pendulum, batch_last_on):
     """d/d qvel0 of a loss of a vmapped batch of runs, against central differences."""
     opts = dict(formulation="joint", integrator="rk", t_end=STEPS * 1e-3, h=1e-3)
