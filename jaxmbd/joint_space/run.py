@@ -39,7 +39,7 @@ NONFINITE = int(RESULTS.nonfinite._value)
 
 #: Members of a batch (``vmap``) stepped together, batch-last; a larger batch runs in such
 #: chunks one after the other, so that a step's arrays stay in the core's caches.
-#: Measured (``python -m benchmarks.batch_joint``, ``benchmarks/results/batch/batch_joint.md``).
+#: Chunks of 16 to 128 members ran alike (scratch runs, batch of 256, load ~10).
 BATCH_CHUNK = 64
 
 #: The steps whose batches run batch-last (:mod:`jaxmbd._batch_last`); none by default:
