@@ -14,6 +14,7 @@ import numpy as np
 from .. import _config  # noqa: F401
 from .._batch_last import batch_last
 from .._checks import finish, is_traced, solution_from_outputs
+from .._host_arrays import device_array
 from .._jit import jit
 from .._results import RESULTS
 from ..actuators import policy_controls, with_activation, with_controls
@@ -30,6 +31,7 @@ from .constraint_rows import (
     independent_rows,
     project,
 )
+from .contact_step import SUBSTEP_OPTIONS, contact_options, with_impact_substeps
 from .dynamics import Accelerations, accelerations, body_accelerations
 from .from_model import tree_of_model
 from .reactions import tree_joint_wrenches
@@ -349,12 +351,16 @@ def simulate_joint_space(model: Model, form, *, integrator, n: int, h, controls,
                          throw: bool, options: dict, sensor_key=None):  # fmt: skip
     """:func:`jaxmbd.simulate` for ``formulation="joint"`` (its options: none yet)."""
     options = {k: v for k, v in options.items() if v is not None}
+    substeps = [options.pop(k, None) for k in SUBSTEP_OPTIONS]
     if integrator is None:
-        integrator = form.default_integrator if model.contacts is None else form.contact_integrator
+        integrator = form.integrator_of(model)
     stepper = get_stepper(integrator)
+    if not isinstance(integrator, AbstractJointStepper):  # an object carries its options
+        options = contact_options(model, stepper, options)
     if options:
         stepper = _with_options(stepper, options)
-    h_arr = jnp.asarray(h, dtype=jnp.float64)
+    stepper = with_impact_substeps(model, stepper, *substeps)
+    h_arr = device_array(h, jnp.float64)
     run_model = (
         model
         if model.sensors is None or policy is not None
