@@ -220,13 +220,32 @@ def run_joint_space(model: Model, stepper: AbstractJointStepper, n: int, h, cont
     return jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), out0, outs)
 
 
+def _rows_with_multipliers(model: Model) -> np.ndarray:
+    """The model's GCON rows (indices, sorted) that carry multipliers in joint coordinates:
+    the loops' closing joints and the equalities' joints. The tree joints' rows have none
+    (Newton-Euler gives their reactions, :func:`tree_multipliers`)."""
+    tree, loops = model_tree(model)
+    joints = _equality_joints(model, tree)
+    rows = set(() if loops is None else loops.model_rows)
+    rows |= set(() if joints is None else joints.model_rows)
+    return np.asarray(sorted(k for k in rows if k >= 0), dtype=int)
+
+
 def tree_wrenches(model: Model, sol, along_joints: bool):
-    """(T, nb, 6) world wrenches (n_O, f) through the tree joints of a joint-space run."""
+    """(T, nb, 6) world wrenches (n_O, f) through the tree joints of a joint-space run. The
+    loads -G^T lam are those of the rows with multipliers in joint coordinates only
+    (:func:`_rows_with_multipliers`): ``sol.lam`` may hold the tree joints' rows too, filled
+    from these wrenches (:func:`tree_multipliers`, a run with sensors), which are not loads
+    on top of them."""
     if sol.unilateral_forces is not None:
         raise ValueError("joint_wrenches: runs with contact='hard' are not supported")
     contact = "compliant" if sol.contact_element is not None else "none"
     run_model = with_contact(model, contact, where="joint_wrenches")
-    return _tree_wrenches_jit(run_model, sol.tree, along_joints, *_tree_arrays(sol))
+    carried = np.zeros(model.nc, dtype=bool)
+    carried[_rows_with_multipliers(model)] = True
+    *arrays, lam = _tree_arrays(sol)
+    lam = jnp.where(jnp.asarray(carried), lam, 0.0)
+    return _tree_wrenches_jit(run_model, sol.tree, along_joints, *arrays, lam)
 
 
 def _tree_arrays(sol):
@@ -245,10 +264,7 @@ def tree_multipliers(model: Model, sol):
     as -G_b^T lam over the rows that join it to its parent (least squares: exact, the
     reaction lies in their span; the split among dependent rows is the minimum-norm one)."""
     tree, nb = sol.tree, model.nb
-    _, loops = model_tree(model)
-    joints = _equality_joints(model, tree)
-    loop = set(() if loops is None else loops.model_rows)
-    loop |= set(() if joints is None else joints.model_rows)
+    loop = set(_rows_with_multipliers(model).tolist())
     groups = []
     for b in range(nb):
         parent = nb if tree.parent[b] < 0 else tree.parent[b]
