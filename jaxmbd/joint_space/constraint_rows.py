@@ -326,7 +326,13 @@ def independent_rows(cons: TreeConstraints, tree: KinematicTree, qpos, t=0.0, *,
     own structure (the out-of-plane rows of a planar loop's closing revolute joint have
     G = 0), so dependent rows are expected, not a modelling error: they are dropped, their
     multipliers zero."""
-    G = np.asarray(constraint_jacobian(cons, tree, jnp.asarray(qpos), t)[1])
+    return independent_rows_of(cons, constraint_jacobian(cons, tree, jnp.asarray(qpos), t)[1],
+                               rtol=rtol)  # fmt: skip
+
+
+def independent_rows_of(cons: TreeConstraints, G, *, rtol: float = 1e-9) -> tuple[int, ...]:
+    """:func:`independent_rows` from the kept rows' Jacobian ``G`` (concrete values)."""
+    G = np.asarray(G)
     soft, kept = cons.soft, cons.kept
     exact = np.flatnonzero(~soft)
     chosen = [int(kept[k]) for k in np.flatnonzero(soft)]
