@@ -35,7 +35,8 @@ def built_model_gaps(model: Model) -> tuple[str, ...]:
     released onto a limit with restitution never reaches it in joint coordinates) and
     sensors (a four-bar's reaction sensors disagree with its reactions);
     :func:`model_obstacles` adds constraint rows beyond the spanning tree (loops, drivers),
-    slower in joint coordinates today, and joints of several coordinates. Models read from
+    whose program compiles slower in joint coordinates today, and joints of several
+    coordinates. Models read from
     a file (MJCF, URDF) are robots, whose contact, limits and sensors are MuJoCo's and are
     checked against it in joint coordinates."""
     if model.tree is not None:
@@ -63,10 +64,12 @@ def model_obstacles(model: Model) -> tuple[str, ...]:
             return (*gaps, f"its body-joint graph gives no kinematic tree ({error})")
         tree = spanning.tree
         if spanning.loop_rows:
-            # measured (slider crank, four-link, rk against rA gen_alpha, h = 1e-3): the loop
-            # rows' program compiles 1.4-2x slower and steps at 0.3-0.4x rA's speed
-            gaps += ("constraint rows beyond the tree (closed loops, drivers): rA runs them "
-                     "faster today",)  # fmt: skip
+            # measured (rk against rA gen_alpha, h = 1e-3, 1 s, one process, load ~9 on 2
+            # cores): steps 3x (slider crank, four-link) to 20x (six-body linkage) faster,
+            # but the first call compiles 0.9-1.0x (slider crank, four-link) to 1.8x
+            # (six-body linkage) as long as rA's
+            gaps += ("constraint rows beyond the tree (closed loops, drivers): their program "
+                     "compiles up to 1.8x slower than rA's today",)  # fmt: skip
         names = [name for name, _ in spanning.coordinates]
         if len(set(names)) < len(names):
             # a universal, cylindrical or planar joint is several tree joints there
