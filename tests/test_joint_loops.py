@@ -79,8 +79,9 @@ def test_four_bar_agrees_with_ra():
 
 
 def test_default_formulation_is_joint_where_joint_space_runs_everything():
-    """Builder trees default to "joint" unless something in the model or the call has no
-    joint-space path, or none as fast as rA's (a loop: its rows): then "rA", and
+    """Builder trees, with contact pairs too, default to "joint" unless something in the
+    model or the call has no joint-space path, or none as fast as rA's (a loop: its rows):
+    then "rA", and
     mbd.joint_space_obstacles says why. Nothing is compiled."""
     tree, loop = mbd.models.double_pendulum(), four_bar()
     assert mbd.joint_space_obstacles(tree) == ()
@@ -97,6 +98,18 @@ def test_default_formulation_is_joint_where_joint_space_runs_everything():
         assert mbd.default_formulation(model, "energy_momentum") == "rA"
         assert mbd.default_formulation(model, None, {"linear_solver": "dense"}) == "rA"
         assert mbd.default_formulation(model, absolute_only=("save_every",)) == "rA"
+    # contact pairs: the joint steps solve them by Newton and sub-step impacts as rA's do
+    b = mbd.ModelBuilder("ball", gravity=(0.0, 0.0, -9.81))
+    b.add_body("ball", mass=1.0, inertia=[4e-3] * 3, r=(0, 0, 0.2),
+               shapes=[mbd.geometry.sphere(0.1)])  # fmt: skip
+    b.add_ground_plane()
+    b.add_contact("ball", "ground", friction=0.5, restitution=0.6)
+    ball = b.build()
+    assert mbd.joint_space_obstacles(ball) == ()
+    assert mbd.default_formulation(ball) == "joint"
+    assert mbd.default_formulation(ball, None, {"rho_inf": 0.5, "impact_substeps": 4}) == "joint"
+    assert mbd.default_formulation(ball, "rkmk", {"impact_speed": 0.1}) == "joint"
+    assert mbd.default_formulation(ball, None, {"linear_solver": "dense"}) == "rA"
     # a motor on the joint that closes the loop: no coordinate of the spanning tree (grown
     # breadth first from the ground: O2 and O4, then P; Q closes it)
     b = mbd.ModelBuilder("driven four-bar")

@@ -23,15 +23,14 @@ from ..limits_option import with_limits
 from ..model import Model
 from ..tree import JointType
 from ._stepper_base import AbstractJointStepper
+from .contact_step import SUBSTEP_OPTIONS
 from .from_model import tree_of_model
 from .steppers import get_stepper
 
 
 def built_model_gaps(model: Model) -> tuple[str, ...]:
     """What a model built in code holds that the joint formulation runs, but not yet as the
-    absolute formulations do: compliant contact pairs (the joint steps take one linearised
-    solve a step and no impact sub-steps, so a block comes to rest 2e-3 short of Coulomb's
-    distance at h = 1e-3 and restitution is not honoured there), joint limits (a rod
+    absolute formulations do: joint limits (a rod
     released onto a limit with restitution never reaches it in joint coordinates) and
     sensors (a four-bar's reaction sensors disagree with its reactions);
     :func:`model_obstacles` adds constraint rows beyond the spanning tree (loops, drivers),
@@ -42,8 +41,6 @@ def built_model_gaps(model: Model) -> tuple[str, ...]:
     if model.tree is not None:
         return ()
     gaps = []
-    if model.contacts is not None:
-        gaps.append("contact pairs: the joint steps take no impact sub-steps")
     if with_limits(model, "none") is not model:
         gaps.append("joint limits: a limit with restitution is not reached in joint coordinates")
     if model.sensors is not None:
@@ -92,16 +89,14 @@ def integrator_obstacles(model: Model, integrator=None, options=None) -> tuple[s
     None: its default for ``model``) with ``options`` (the integrator's keyword options;
     None values count as absent)."""
     if integrator is None:
-        contact = model.contacts is not None
-        integrator = JointCoordinates.contact_integrator if contact else (
-            JointCoordinates.default_integrator)  # fmt: skip
+        integrator = JointCoordinates.integrator_of(model)
     if isinstance(integrator, str):
         if (JointCoordinates.name, integrator) not in valid_pairs():
             return (f"integrator {integrator!r} has no joint-coordinate pair (valid_pairs())",)
     elif not isinstance(integrator, AbstractJointStepper):
         return (f"the integrator object {type(integrator).__name__} steps absolute coordinates",)
     stepper = get_stepper(integrator)
-    fields = {f.name for f in dataclasses.fields(stepper)}
+    fields = {f.name for f in dataclasses.fields(stepper)} | set(SUBSTEP_OPTIONS)
     asked = sorted(k for k, v in (options or {}).items() if v is not None and k not in fields)
     if asked:
         return (f"integrator {stepper.name!r} of the joint formulation has no options {asked}",)

@@ -29,6 +29,7 @@ from .constraint_rows import (
     independent_rows_of,
     project,
 )
+from .contact_step import SUBSTEP_OPTIONS, contact_options, with_impact_substeps
 from .dynamics import Accelerations, accelerations, body_accelerations
 from .from_model import tree_of_model
 from .reactions import tree_joint_wrenches
@@ -351,11 +352,15 @@ def simulate_joint_space(model: Model, form, *, integrator, n: int, h, controls,
                          throw: bool, options: dict, sensor_key=None):  # fmt: skip
     """:func:`jaxmbd.simulate` for ``formulation="joint"`` (its options: none yet)."""
     options = {k: v for k, v in options.items() if v is not None}
+    substeps = [options.pop(k, None) for k in SUBSTEP_OPTIONS]
     if integrator is None:
-        integrator = form.default_integrator if model.contacts is None else form.contact_integrator
+        integrator = form.integrator_of(model)
     stepper = get_stepper(integrator)
+    if not isinstance(integrator, AbstractJointStepper):  # an object carries its options
+        options = contact_options(model, stepper, options)
     if options:
         stepper = _with_options(stepper, options)
+    stepper = with_impact_substeps(model, stepper, *substeps)
     h_arr = jnp.asarray(h, dtype=jnp.float64)
     run_model = (
         model
