@@ -61,10 +61,10 @@ def model_obstacles(model: Model) -> tuple[str, ...]:
             return (*gaps, f"its body-joint graph gives no kinematic tree ({error})")
         tree = spanning.tree
         if spanning.loop_rows:
-            # measured (rk against rA gen_alpha, h = 1e-3, 1 s, one process, load ~9 on 2
-            # cores): steps 3x (slider crank, four-link) to 20x (six-body linkage) faster,
-            # but the first call compiles 0.9-1.0x (slider crank, four-link) to 1.8x
-            # (six-body linkage) as long as rA's
+            # benchmarks/probes/loop_models_first_call.py (rk against rA gen_alpha, h = 1e-3,
+            # 1 s, one process, load 6-10 on 2 cores): steps 3-4x (slider crank, four-link)
+            # to 20x (six-body linkage) faster, but the first call compiles 0.9-1.3x (slider
+            # crank, four-link) to 1.2-1.8x (six-body linkage) as long as rA's
             gaps += ("constraint rows beyond the tree (closed loops, drivers): their program "
                      "compiles up to 1.8x slower than rA's today",)  # fmt: skip
         names = [name for name, _ in spanning.coordinates]
