@@ -63,7 +63,7 @@ def model_obstacles(model: Model) -> tuple[str, ...]:
         if spanning.loop_rows:
             # benchmarks/probes/loop_models_first_call.py (rk against rA gen_alpha, h = 1e-3,
             # 1 s, one process, load 6-10 on 2 cores): steps 3-4x (slider crank, four-link)
-            # to 20x (six-body linkage) faster, but the first call compiles 0.9-1.3x (slider
+            # to 20x (six-body linkage) faster, but the first call compiles 0.8-1.3x (slider
             # crank, four-link) to 1.2-1.8x (six-body linkage) as long as rA's
             gaps += ("constraint rows beyond the tree (closed loops, drivers): their program "
                      "compiles up to 1.8x slower than rA's today",)  # fmt: skip
