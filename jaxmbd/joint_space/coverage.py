@@ -20,7 +20,6 @@ from ..errors import ModelError
 from ..formulations.joint import JointCoordinates
 from ..integrators import valid_pairs
 from ..model import Model
-from ..sensors import sensor_kind
 from ..tree import JointType
 from ._stepper_base import AbstractJointStepper
 from .contact_step import SUBSTEP_OPTIONS
@@ -28,40 +27,13 @@ from .from_model import tree_of_model
 from .steppers import get_stepper
 
 
-def built_model_gaps(model: Model) -> tuple[str, ...]:
-    """What a model built in code holds that the joint formulation runs, but not yet as the
-    absolute formulations do: reaction sensors where the body-joint graph has loops (a
-    four-bar's reaction sensors disagree with its reactions); :func:`model_obstacles` adds
-    constraint rows beyond the spanning tree (loops, drivers), slower in joint coordinates
-    today. Joint limits, joints of several coordinates and the sensors of trees run as in
-    rA (``tests/test_joint_limits.py``, ``tests/test_joint_builder_trees.py``). Models read from
-    a file (MJCF, URDF) are robots, whose contact, limits and sensors are MuJoCo's and are
-    checked against it in joint coordinates."""
-    if model.tree is not None:
-        return ()
-    gaps = []
-    if _reaction_sensors_on_loops(model):
-        gaps.append("sensors: reaction sensors of loops disagree in joint coordinates")
-    return tuple(gaps)
-
-
-def _reaction_sensors_on_loops(model: Model) -> bool:
-    """Whether ``model`` has sensors that read joint reactions and rows beyond the spanning
-    tree of its body-joint graph (False where it gives no tree: :func:`model_obstacles`
-    says so)."""
-    sensors = model.sensors
-    if sensors is None or not any(sensor_kind(k).needs_run for k in sensors.kinds):
-        return False
-    try:
-        return bool(tree_of_model(model).loop_rows)
-    except (ModelError, KeyError, ValueError):
-        return False
-
-
 def model_obstacles(model: Model) -> tuple[str, ...]:
     """Why the joint formulation cannot run ``model`` (its tree and its force elements), or
-    does not yet run it as the absolute formulations do (:func:`built_model_gaps`)."""
-    gaps = built_model_gaps(model)
+    does not yet run it as well as the absolute formulations do. Contact, joint limits,
+    joints of several coordinates and sensors run as in rA (``tests/test_contact.py``,
+    ``tests/test_joint_limits.py``, ``tests/test_joint_builder_trees.py``,
+    ``tests/test_sensors.py``); what is left is measured below."""
+    gaps: tuple[str, ...] = ()
     if model.tree is not None:
         tree = model.tree
     else:
@@ -71,10 +43,12 @@ def model_obstacles(model: Model) -> tuple[str, ...]:
             return (*gaps, f"its body-joint graph gives no kinematic tree ({error})")
         tree = spanning.tree
         if spanning.loop_rows:
-            # measured (slider crank, four-link, rk against rA gen_alpha, h = 1e-3): the loop
-            # rows' program compiles 1.4-2x slower and steps at 0.3-0.4x rA's speed
-            gaps += ("constraint rows beyond the tree (closed loops, drivers): rA runs them "
-                     "faster today",)  # fmt: skip
+            # benchmarks/probes/loop_models_first_call.py (rk against rA gen_alpha, h = 1e-3,
+            # 1 s, one process, load 6-10 on 2 cores): steps 3-4x (slider crank, four-link)
+            # to 20x (six-body linkage) faster, but the first call compiles 0.8-1.3x (slider
+            # crank, four-link) to 1.2-1.8x (six-body linkage) as long as rA's
+            gaps += ("constraint rows beyond the tree (closed loops, drivers): their program "
+                     "compiles up to 1.8x slower than rA's today",)  # fmt: skip
     dofs = {
         name: JointType(kind).nv
         for name, kind in zip(tree.joint_names, tree.joint_type, strict=True)
@@ -113,7 +87,6 @@ def joint_space_obstacles(model: Model, integrator=None, options=None) -> tuple[
 
 
 __all__ = [
-    "built_model_gaps",
     "integrator_obstacles",
     "joint_space_obstacles",
     "model_obstacles",

@@ -28,7 +28,7 @@ from .constraint_rows import (
     ClosingRows,
     TreeConstraints,
     constraint_jacobian,
-    independent_rows,
+    independent_rows_of,
     project,
 )
 from .contact_step import SUBSTEP_OPTIONS, contact_options, with_impact_substeps
@@ -87,18 +87,36 @@ def model_tree(model: Model, keep=None) -> tuple[KinematicTree, TreeConstraints 
     return tree, TreeConstraints(parts, tuple(keep), independent=True)
 
 
+@eqx.filter_jit
+def _tree_and_start_jacobian(model: Model):
+    """:func:`model_tree` and the constraint rows' Jacobian G at the initial qpos, as one
+    small program: op by op (eagerly) the kinematics and the rows take ~1 s a call, more
+    than a thousand steps of a loop's run."""
+    tree, cons = model_tree(model)
+    if cons is None:
+        return tree, None, None
+    return tree, cons, constraint_jacobian(cons, tree, tree.qpos_init, 0.0)[1]
+
+
+def concrete_tree(model: Model):
+    """(tree, constraint rows, their Jacobian at the initial qpos or None) of a model with
+    concrete values (:func:`_tree_and_start_jacobian`); where traced, :func:`model_tree`
+    and None."""
+    model = jax.lax.stop_gradient(model)
+    if is_traced(model):
+        return (*model_tree(model), None)
+    return _tree_and_start_jacobian(model)
+
+
 def independent_constraint_rows(model: Model):
     """The independent constraint rows at the model's initial state, or None where the
     model's values are traced (then every row is kept, their multipliers by least
     squares). Under ``grad`` alone the values are concrete (the primal of a JVP), so the
     rows are found."""
-    model = jax.lax.stop_gradient(model)
-    if is_traced(model):
+    _, cons, G = concrete_tree(model)
+    if G is None:
         return None
-    tree, cons = model_tree(model)
-    if cons is None:
-        return None
-    return independent_rows(cons, tree, tree.qpos_init)
+    return independent_rows_of(cons, G)
 
 
 #: The loops' name of :func:`independent_constraint_rows`.
@@ -275,7 +293,7 @@ def tree_wrenches(model: Model, sol, along_joints: bool):
 def _loop_rows(model: Model, tree) -> set[int]:
     """The model's rows that the joint formulation keeps as constraints (loops, drivers,
     equalities): those whose multipliers a joint-space run solves for."""
-    _, loops = model_tree(model)
+    _, loops, _ = concrete_tree(model)
     joints = _equality_joints(model, tree)
     rows = set(() if loops is None else loops.model_rows)
     return rows | set(() if joints is None else joints.model_rows)
@@ -398,9 +416,9 @@ def simulate_joint_space(model: Model, form, *, integrator, n: int, h, controls,
         if model.sensors is None or policy is not None
         else dataclasses.replace(model, sensors=None)
     )
-    rows = independent_constraint_rows(model)
+    tree, cons, G = concrete_tree(model)
+    rows = None if G is None else independent_rows_of(cons, G)
     outs = run_joint_space(run_model, stepper, n, h_arr, controls, policy, rows)
-    tree, _ = model_tree(model)
     sol = solution_from_outputs(model, form, h_arr, outs, integrator=stepper.name,
                                 linear_solver="cholesky", tree=tree, sensor_key=sensor_key,
                                 controls="policy" if policy is not None else controls)  # fmt: skip
