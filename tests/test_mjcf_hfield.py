@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import jaxmbd as mbd
-from jaxmbd._mjcf_hfield import hfield_prisms
+#from jaxmbd._mjcf_hfield import hfield_prisms
 from jaxmbd.forces import BodyState
 
 mujoco = pytest.importorskip("mujoco")

@@ -28,6 +28,7 @@ from .. import _config  # noqa: F401
 from .._host_arrays import device_array
 from .abstract_law import AbstractContactLaw
 from .element import CollisionGroup, ContactForce
+from .height_field import HeightFieldGroup, bounding_radius, window_of
 from .law import HuntCrossley
 from .narrow_phase import SLOTS, pair_kind, shape_scale, shape_size
 
@@ -109,6 +110,7 @@ def build_contact_element(
     nb = len(bodies) - 1
     g_ref = float(np.linalg.norm(gravity)) or STANDARD_GRAVITY
     members: dict[str, list] = {name: [] for name in SLOTS}
+    fields: dict[tuple, list] = {}  # (kind, field's body, its shape index) -> members
     skipped: list[str] = []
     stiffness = []
     laws: list[AbstractContactLaw] = []
@@ -130,7 +132,11 @@ def build_contact_element(
             (ba, sa, ka), (bb, sb, kb) = (
                 ((j, sj, kj), (i, si, ki)) if swapped else ((i, si, ki), (j, sj, kj))
             )
-            members[kind].append((p, ba, bb, bb == i, _member_data(sa), _member_data(sb), ka, kb))
+            row = (p, ba, bb, bb == i, _member_data(sa), _member_data(sb), ka, kb)
+            if kind in members:
+                members[kind].append(row)
+            else:  # a height field (shape A) and a convex shape
+                fields.setdefault((kind, ba, ka), []).append(row + (sa, sb))
             used += [si, sj]
         if not used:
             raise ValueError(
@@ -179,6 +185,7 @@ def build_contact_element(
                 shape_b=tuple(row[7] for row in rows),
             )
         )
+    groups += [_height_field_group(kind, rows) for (kind, _, _), rows in fields.items()]
 
     def per_pair(key):
         return device_array([float(getattr(s, key)) for s in specs])
@@ -200,6 +207,35 @@ def build_contact_element(
         mass=device_array([b.mass for b in bodies[:nb]]),
         laws=tuple(laws),
         pair_law=tuple(pair_law),
+    )
+
+
+def _height_field_group(kind: str, rows) -> HeightFieldGroup:
+    """The group of one height field (every row's shape A) with shapes of one kind, its
+    window the largest its shapes need (:func:`~jaxmbd.contact.height_field.window_of`)."""
+    field = rows[0][8]
+    nrow, ncol = (int(x) for x in field.param("grid"))
+    size = shape_size(field)
+    heights = np.asarray(field.vertices, dtype=np.float64)[:, 2].reshape(nrow, ncol)
+    windows = [window_of(bounding_radius(row[9].kind, row[5][2]), size, (nrow, ncol))
+               for row in rows]  # fmt: skip
+    window = (max(w[0] for w in windows), max(w[1] for w in windows))
+    return HeightFieldGroup(
+        kind=kind,
+        pair=tuple(row[0] for row in rows),
+        body_a=tuple(row[1] for row in rows),
+        body_b=tuple(row[2] for row in rows),
+        b_is_i=tuple(bool(row[3]) for row in rows),
+        window=window,
+        pos_a=device_array(np.stack([row[4][0] for row in rows])),
+        rot_a=device_array(np.stack([row[4][1] for row in rows])),
+        size_a=device_array(size),
+        heights=device_array(heights),
+        pos_b=device_array(_stacked([row[5][0] for row in rows])),
+        rot_b=device_array(_stacked([row[5][1] for row in rows])),
+        size_b=device_array(_stacked([row[5][2] for row in rows])),
+        shape_a=tuple(row[6] for row in rows),
+        shape_b=tuple(row[7] for row in rows),
     )
 
 
