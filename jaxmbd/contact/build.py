@@ -185,7 +185,8 @@ def build_contact_element(
                 shape_b=tuple(row[7] for row in rows),
             )
         )
-    groups += [_height_field_group(kind, rows) for (kind, _, _), rows in fields.items()]
+    for (kind, _, _), rows in fields.items():
+        groups += _height_field_groups(kind, rows)
 
     def per_pair(key):
         return device_array([float(getattr(s, key)) for s in specs])
@@ -210,16 +211,22 @@ def build_contact_element(
     )
 
 
-def _height_field_group(kind: str, rows) -> HeightFieldGroup:
-    """The group of one height field (every row's shape A) with shapes of one kind, its
-    window the largest its shapes need (:func:`~jaxmbd.contact.height_field.window_of`)."""
+def _height_field_groups(kind: str, rows) -> list[HeightFieldGroup]:
+    """The groups of one height field (every row's shape A) with shapes of one kind, one
+    per window size that the shapes need (:func:`~jaxmbd.contact.height_field.window_of`)."""
     field = rows[0][8]
     nrow, ncol = (int(x) for x in field.param("grid"))
     size = shape_size(field)
     heights = np.asarray(field.vertices, dtype=np.float64)[:, 2].reshape(nrow, ncol)
-    windows = [window_of(bounding_radius(row[9].kind, row[5][2]), size, (nrow, ncol))
-               for row in rows]  # fmt: skip
-    window = (max(w[0] for w in windows), max(w[1] for w in windows))
+    by_window: dict[tuple[int, int], list] = {}
+    for row in rows:
+        window = window_of(bounding_radius(row[9].kind, row[5][2]), size, (nrow, ncol))
+        by_window.setdefault(window, []).append(row)
+    return [_height_field_group(kind, window, rows, size, heights)
+            for window, rows in by_window.items()]  # fmt: skip
+
+
+def _height_field_group(kind, window, rows, size, heights) -> HeightFieldGroup:
     return HeightFieldGroup(
         kind=kind,
         pair=tuple(row[0] for row in rows),

@@ -104,7 +104,7 @@ def window_of(bound: float, size, grid) -> tuple[int, int]:
     cells = []
     for n, s in ((nrow, sy), (ncol, sx)):
         step = 2.0 * s / (n - 1)
-        cells.append(min(n - 1, math.ceil(2.0 * bound / step * (1 + 1e-9)) + 1))
+        cells.append(min(n - 1, math.ceil(2.0 * bound / step) + 1))
     return cells[0], cells[1]
 
 
