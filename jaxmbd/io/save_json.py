@@ -207,6 +207,7 @@ def _sensors_to_json(model: Model) -> list[dict]:
             entry["zone"] = [params.shape, np.asarray(params.size).tolist()]
         elif option == "targets":
             entry["targets"] = []
+            fields = iter(params.heights)
             for kind, b, pos, rot, size in zip(params.kinds, params.bodies, params.pos,
                                                params.rot, params.size, strict=True):  # fmt: skip
                 pos, rot = np.asarray(pos), np.asarray(rot)
@@ -216,6 +217,8 @@ def _sensors_to_json(model: Model) -> list[dict]:
                 entry["targets"].append({"kind": kind, "body": label(b), "pos": pos.tolist(),
                                          "axes": rot.tolist(),
                                          "size": np.asarray(size).tolist()})  # fmt: skip
+                if kind == "hfield":
+                    entry["targets"][-1]["heights"] = np.asarray(next(fields)).tolist()
         elif option == "actuator":
             entry["actuator"] = model.actuators.actuator_names[params.actuators[0]]
         entry["noise"] = float(sensors.noise[k])
