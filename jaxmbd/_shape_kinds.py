@@ -4,6 +4,7 @@ function here takes a :class:`~jaxmbd.geometry.Shape`)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -112,7 +113,7 @@ def _explicit_mesh(shape, n: int):
 def _height_field_mesh(shape, n: int):
     """The height field's surface: its grid points and MuJoCo's two triangles per cell."""
     nrow, ncol = (int(x) for x in shape.param("grid"))
-    return np.asarray(shape.vertices, float), height_field_faces(nrow, ncol)
+    return np.array(height_field_points(shape)), height_field_faces(nrow, ncol)
 
 
 def height_field_faces(nrow: int, ncol: int) -> np.ndarray:
@@ -203,10 +204,19 @@ def _check_height_field(spec, where: str) -> None:
                          "y = -sy + 2 sy r / (nrow - 1))")  # fmt: skip
 
 
+@functools.lru_cache(maxsize=16)
+def height_field_points(shape) -> np.ndarray:
+    """A height field's grid points (nrow ncol, 3) as an array (read-only; computed once
+    per shape: a large field has many thousand)."""
+    V = np.asarray(shape.vertices, dtype=np.float64)
+    V.flags.writeable = False
+    return V
+
+
 def _height_field_size(shape) -> np.ndarray:
     """(half extent along x, along y, base depth): the field spans [-size0, size0] x
     [-size1, size1] and its prisms reach down to z = -size2."""
-    V = np.asarray(shape.vertices, dtype=np.float64)
+    V = height_field_points(shape)
     return np.array([V[:, 0].max(), V[:, 1].max(), shape.param("base")])
 
 

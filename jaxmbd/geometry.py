@@ -98,6 +98,7 @@ from ._shape_kinds import (
     SHAPE_KINDS,
     SPHERE,
     ShapeKind,
+    height_field_points,
     shape_kind,
 )
 
@@ -133,6 +134,7 @@ __all__ = [
     "ground_shapes",
     "ground_slides",
     "height_field",
+    "height_field_points",
     "joint_points",
     "make_shape",
     "make_shapes",

@@ -26,6 +26,7 @@ import numpy as np
 
 from .. import _config  # noqa: F401
 from .._host_arrays import device_array
+from ..geometry import height_field_points
 from .abstract_law import AbstractContactLaw
 from .element import CollisionGroup, ContactForce
 from .height_field import HeightFieldGroup, bounding_radius, window_of
@@ -217,7 +218,7 @@ def _height_field_groups(kind: str, rows) -> list[HeightFieldGroup]:
     field = rows[0][8]
     nrow, ncol = (int(x) for x in field.param("grid"))
     size = shape_size(field)
-    heights = np.asarray(field.vertices, dtype=np.float64)[:, 2].reshape(nrow, ncol)
+    heights = height_field_points(field)[:, 2].reshape(nrow, ncol)
     by_window: dict[tuple[int, int], list] = {}
     for row in rows:
         window = window_of(bounding_radius(row[9].kind, row[5][2]), size, (nrow, ncol))
