@@ -199,8 +199,11 @@ def ray_hfield(size, p, v, *, heights):
         u = (q[j] + s_j) / step
         u0 = jnp.clip(jnp.floor(u), 0, n_along - 2)
         i0 = u0.astype(jnp.int32)
-        edge = heights[:, 0 if side < 0 else ncol - 1] if k == 0 else heights[
-            0 if side < 0 else nrow - 1]
+        edge = (
+            heights[:, 0 if side < 0 else ncol - 1]
+            if k == 0
+            else heights[0 if side < 0 else nrow - 1]
+        )
         z_line = edge[i0] * (u0 + 1 - u) + edge[i0 + 1] * (u - u0)
         on = along & (x >= 0) & (jnp.abs(q[j]) <= s_j) & (q[2] >= lo) & (q[2] <= hi)
         walls.append(jnp.where(on & (q[2] < z_line), x, -1.0))

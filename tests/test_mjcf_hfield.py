@@ -63,8 +63,8 @@ def _terrain_contacts(m, d, terrain):
 
 
 def _field_collide(model):
-    """jit: qpos -> (gap, point, normal) of the height field's slots only, and the
-    MuJoCo body... of each slot's jaxmbd body (body_i)."""
+    """(jit: qpos -> (gap, point, normal) of the height field's slots only, the jaxmbd
+    body (body_i) of each of those slots)."""
     element = model.contacts
     fields = tuple(g for g in element.groups if isinstance(g, HeightFieldGroup))
     element = dataclasses.replace(element, groups=fields)
@@ -350,3 +350,49 @@ def test_quadruped_rangefinders_see_the_terrain(quadruped_terrain):
             hits += theirs >= 0
             assert abs(float(ours[n][0]) - theirs) < 1e-12
     assert hits >= 10
+
+
+BOWL = 9  # a 9 x 9 bowl, z = 0.1 (x^2 + y^2) over [-1, 1]^2
+_AXIS = np.linspace(-1, 1, BOWL)
+_BOWL_HEIGHTS = " ".join(f"{x * x + y * y:.6f}" for y in _AXIS for x in _AXIS)
+BOWL_XML = f"""
+<mujoco model="bowl">
+  <asset>
+    <hfield name="bowl" nrow="{BOWL}" ncol="{BOWL}" size="1 1 .2 .1"
+            elevation="{_BOWL_HEIGHTS}"/>
+  </asset>
+  <worldbody>
+    <geom name="bowl" type="hfield" hfield="bowl"/>
+    <body name="brick" pos=".02 -.01 .2" euler="0 0 15"><freejoint/>
+      <geom type="box" size=".1 .1 .05" density="500"/></body>
+  </worldbody>
+</mujoco>
+"""
+
+
+@pytest.mark.slow  # a contact run: minutes to compile
+def test_brick_comes_to_rest_in_a_bowl_as_in_mujoco(tmp_path):
+    """A brick dropped into a bowl-shaped field (its four lower corners on four prisms)
+    and run for 1.5 s in both engines (MuJoCo's own soft contact, Euler at 2 ms; jaxmbd's
+    compliant contact with the importer's stiffness, which rests at MuJoCo's rest
+    penetration): it comes to rest at MuJoCo's height (1 mm) and place (2 mm), and the
+    field's contact forces carry its weight (1e-6)."""
+    path = tmp_path / "bowl.xml"
+    path.write_text(BOWL_XML)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", mbd.mjcf.UnsupportedFeatureWarning)
+        model = mbd.load_model(path)
+    m = mujoco.MjModel.from_xml_path(str(path))
+    d = mujoco.MjData(m)
+    h, n = float(m.opt.timestep), 750
+    for _ in range(n):
+        mujoco.mj_step(m, d)
+    sol = mbd.simulate(model, t_end=n * h, h=h)
+    qpos = np.asarray(sol.qpos[-1])
+    assert abs(qpos[2] - d.qpos[2]) < 1e-3
+    assert np.abs(qpos[:2] - d.qpos[:2]).max() < 2e-3
+    slots = sol.contact
+    weight = float(model.mass[0]) * 9.81
+    up = np.asarray(slots.normal[-1])[:, 2] * np.asarray(slots.normal_force[-1])
+    up += np.asarray(slots.tangential_force[-1])[:, 2]  # friction on the slopes
+    assert abs(up.sum() - weight) < 1e-6 * weight

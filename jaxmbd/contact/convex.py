@@ -376,10 +376,11 @@ def _epa(a: Convex, b: Convex, size, D, W, v0, offset, iterations=None):
     its normal, removes the faces that point sees and closes the hole with triangles from
     the point to the horizon (the edges of seen faces whose twin is not seen); it stops
     when the support point does not lie beyond the face. Fixed arrays: up to
-    ``iterations`` (default :data:`EPA_ITERATIONS`) + 4 vertices (by id), 2 V - 4 face slots with a live mask; the
-    horizon by comparing every directed edge of the seen faces with every other, the new
-    faces placed in free slots by matching ranks (no scatter). Returns the nearest face's
-    directions (3, 3), centre flags (3,), points (3, 3) and outward unit normal."""
+    ``iterations`` (default :data:`EPA_ITERATIONS`) + 4 vertices (by id), 2 V - 4 face
+    slots with a live mask; the horizon by comparing every directed edge of the seen faces
+    with every other, the new faces placed in free slots by matching ranks (no scatter).
+    Returns the nearest face's directions (3, 3), centre flags (3,), points (3, 3) and
+    outward unit normal."""
     iterations = EPA_ITERATIONS if iterations is None else iterations
     nv = iterations + 4
     nf = 2 * nv - 4

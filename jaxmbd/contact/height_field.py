@@ -40,7 +40,6 @@ from ..geometry import SHAPE_BY_NAME
 from . import convex
 from .narrow_phase import Slots, convex_shape
 
-
 #: Per shape kind: (the most prisms of a window in which the shape's core (a sphere's
 #: centre, a capsule's segment, the whole of any other shape) can lie at once and each
 #: give its contact, EPA's budget). :func:`jaxmbd.contact.convex.collide_rows` runs the

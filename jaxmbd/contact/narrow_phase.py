@@ -464,7 +464,8 @@ def _support_pair(kind_a, kind_b):
     one slot, the closest points or the penetration's."""
 
     def collide(pa, Ra, sa, pb, Rb, sb) -> Slots:
-        return _one(*convex.collide(convex_shape(kind_a, pa, Ra, sa), convex_shape(kind_b, pb, Rb, sb)))
+        a, b = convex_shape(kind_a, pa, Ra, sa), convex_shape(kind_b, pb, Rb, sb)
+        return _one(*convex.collide(a, b))
 
     collide.__name__ = f"{kind_a.name}_{kind_b.name}"
     return collide
