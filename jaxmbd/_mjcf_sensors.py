@@ -55,7 +55,7 @@ import functools
 
 import numpy as np
 
-from ._ray_cast import RAY_SHAPES
+from ._ray_cast import RAY_FIELDS, RAY_SHAPES
 from .model import GROUND
 
 #: (MuJoCo body, global point, global axes) of a sensor's object ``(m, d, objid)``, by its
@@ -172,7 +172,7 @@ def _ray_targets(mujoco, m, d, owner, body_names, exclude: int):
         kind = kinds.get(int(m.geom_type[g]), str(int(m.geom_type[g])))
         on = GROUND if owner[b] < 0 else body_names[int(owner[b])]
         axes = np.array(d.geom_xmat[g]).reshape(3, 3)
-        if kind == "hfield":
+        if kind in RAY_FIELDS:
             h = int(m.geom_dataid[g])
             nrow, ncol, adr = int(m.hfield_nrow[h]), int(m.hfield_ncol[h]), int(m.hfield_adr[h])
             size = np.asarray(m.hfield_size[h], dtype=np.float64)

@@ -216,6 +216,10 @@ def _nearest_of(x):
     return jnp.where(jnp.any(hit), jnp.min(jnp.where(hit, x, jnp.inf)), -1.0)
 
 
+#: The ray test of each MuJoCo geom kind over a grid of elevations, ``(size, p, v, *,
+#: heights) -> x`` (the target carries its ``heights``).
+RAY_FIELDS = {"hfield": ray_hfield}
+
 #: The ray test of each MuJoCo geom kind that has one here, ``(size, p, v) -> x``.
 RAY_SHAPES = {
     "plane": ray_plane,

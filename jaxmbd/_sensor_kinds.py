@@ -23,7 +23,7 @@ import numpy as np
 
 from . import _config  # noqa: F401
 from ._joint_forces import coordinates_and_rates
-from ._ray_cast import RAY_SHAPES, nearest_hit, ray_hfield
+from ._ray_cast import RAY_FIELDS, RAY_SHAPES, nearest_hit
 from ._ray_zone import ray_meets_zone
 from .equations import rA_terms_rows
 from .forces import BodyState
@@ -87,7 +87,7 @@ class RayTargets(eqx.Module):
     pos: jax.Array
     rot: jax.Array
     size: jax.Array
-    heights: tuple[jax.Array, ...] = ()  # of the "hfield" targets, in order
+    heights: tuple[jax.Array, ...] = ()  # of the height field targets, in order
 
 
 class ActuatorSet(eqx.Module):
@@ -257,10 +257,10 @@ def read_rangefinder(model, mount, run):
     targets = mount.params
     T, nb = run.r.shape[0], run.r.shape[1]
     found = []
-    fields = [i for i, x in enumerate(targets.kinds) if x == "hfield"]
+    fields = [i for i, x in enumerate(targets.kinds) if x in RAY_FIELDS]
     groups = [(kind, [i for i, x in enumerate(targets.kinds) if x == kind])
-              for kind in sorted(set(targets.kinds) - {"hfield"})]  # fmt: skip
-    groups += [("hfield", [i]) for i in fields]  # each field its own grid
+              for kind in sorted(set(targets.kinds) - set(RAY_FIELDS))]  # fmt: skip
+    groups += [(targets.kinds[i], [i]) for i in fields]  # each field its own grid
     for kind, k in groups:  # one batched test per shape kind
         k = np.array(k, dtype=int)
         b = np.asarray(targets.bodies, dtype=int)[k]
@@ -270,8 +270,8 @@ def read_rangefinder(model, mount, run):
                                                      (T, 1, 3, 3))], axis=1)[:, b]  # fmt: skip
         pos = jnp.where(moving[None, :, None], r + _mv(A, targets.pos[k]), targets.pos[k])
         rot = jnp.where(moving[None, :, None, None], A @ targets.rot[k], targets.rot[k])
-        if kind == "hfield":
-            test = functools.partial(ray_hfield, heights=targets.heights[fields.index(k[0])])
+        if kind in RAY_FIELDS:
+            test = functools.partial(RAY_FIELDS[kind], heights=targets.heights[fields.index(k[0])])
         else:
             test = RAY_SHAPES[kind]
 

@@ -174,7 +174,7 @@ def make_shape(spec, *, where: str = "shape") -> Shape:
     vertices: tuple = ()
     faces: tuple = ()
     if record.explicit_mesh:
-        vertices, faces = _mesh_data(spec, where, faces=record.name != "hfield")
+        vertices, faces = _mesh_data(spec, where, faces=record.stored_faces)
     pos = _vector(spec.get("pos", (0.0, 0.0, 0.0)), 3, where=f"{where}.pos")
     if "A" in spec and "axis" in spec:
         raise ModelError(f"{where}: give either A or axis, not both")

@@ -175,6 +175,10 @@ def _hull_size(shape) -> np.ndarray:
     return np.concatenate([[[*centre, 0.0]], np.c_[H, np.ones(len(H))]])
 
 
+def _hull_bound(size: np.ndarray) -> float:
+    return float(np.linalg.norm(size[:, :3], axis=1).max())
+
+
 def _hull_scale(size: np.ndarray) -> float:
     return 0.5 * float(np.ptp(size[1:, :3], axis=0).min())
 
@@ -230,7 +234,10 @@ class ShapeKind:
     ``vertices`` and ``faces``; ``ground_only``: ground geometry (a plane), refused on a
     body. Collision (:mod:`jaxmbd.contact.narrow_phase`): ``collision_size(shape)`` its
     (3,) size vector (None: the kind does not collide) and ``collision_scale(size)`` its
-    smallest dimension (the default contact stiffness's length)."""
+    smallest dimension (the default contact stiffness's length), ``collision_bound(size)``
+    the radius of a ball about the shape origin that holds it (MuJoCo's ``geom_rbound``).
+    ``stored_faces``: an explicit mesh's faces are part of its data (a height field's
+    follow from its grid)."""
 
     name: str
     fields: tuple[tuple[str, int | None, bool], ...]
@@ -240,6 +247,8 @@ class ShapeKind:
     ground_only: bool = False
     collision_size: Callable | None = None
     collision_scale: Callable = lambda size: float(size[0])  # noqa: E731
+    collision_bound: Callable = lambda size: float(size[0])  # noqa: E731
+    stored_faces: bool = True
 
     @property
     def collides(self) -> bool:
@@ -248,31 +257,37 @@ class ShapeKind:
 
 _RADIUS, _LENGTH = ("radius", None, True), ("length", None, True)
 BOX = ShapeKind("box", (("size", 3, True),), _box_mesh, collision_size=_half_edges_size,
-                collision_scale=lambda size: float(size.min()))  # fmt: skip
+                collision_scale=lambda size: float(size.min()),
+                collision_bound=lambda size: float(np.linalg.norm(size)))  # fmt: skip
 CYLINDER = ShapeKind(
     "cylinder", (_RADIUS, _LENGTH, ("inner_radius", None, False)), _cylinder_mesh, _check_tube,
     collision_size=_radius_half_length_size,
     collision_scale=lambda size: float(min(size[0], size[1])),
+    collision_bound=lambda size: float(np.hypot(size[0], size[1])),
 )  # fmt: skip
 SPHERE = ShapeKind("sphere", (_RADIUS,), _round_mesh, collision_size=_radius_size)
 CAPSULE = ShapeKind("capsule", (_RADIUS, _LENGTH), _round_mesh,
-                    collision_size=_radius_half_length_size)  # fmt: skip
+                    collision_size=_radius_half_length_size,
+                    collision_bound=lambda size: float(size[0] + size[1]))  # fmt: skip
 ELLIPSOID = ShapeKind("ellipsoid", (("size", 3, True),), _ellipsoid_mesh,
                       collision_size=_half_edges_size,
-                      collision_scale=lambda size: float(size.min()))  # fmt: skip
+                      collision_scale=lambda size: float(size.min()),
+                      collision_bound=lambda size: float(size.max()))  # fmt: skip
 CONE = ShapeKind("cone", (_RADIUS, _LENGTH), _cone_mesh)
 PYRAMID = ShapeKind("pyramid", (("size", 2, True), ("height", None, True)), _pyramid_mesh)
 MESH = ShapeKind("mesh", (), _explicit_mesh, explicit_mesh=True, collision_size=_hull_size,
-                 collision_scale=_hull_scale)  # fmt: skip
+                 collision_scale=_hull_scale, collision_bound=_hull_bound)  # fmt: skip
 #: MuJoCo's height field: a grid of elevations over a rectangle, each cell two triangular
 #: prisms down to the base (:mod:`jaxmbd.contact.height_field`).
 HFIELD = ShapeKind(
     "hfield", (("grid", 2, True), ("base", None, True)), _height_field_mesh,
     _check_height_field, explicit_mesh=True, collision_size=_height_field_size,
-    collision_scale=lambda size: float("inf"),
+    collision_scale=lambda size: float("inf"), collision_bound=lambda size: float("inf"),
+    stored_faces=False,
 )  # fmt: skip
 PLANE = ShapeKind("plane", (("size", 2, False),), _plane_mesh, ground_only=True,
-                  collision_size=_no_size, collision_scale=lambda size: float("inf"))  # fmt: skip
+                  collision_size=_no_size, collision_scale=lambda size: float("inf"),
+                  collision_bound=lambda size: float("inf"))  # fmt: skip
 
 #: Every shape kind by name (the files' ``type`` strings).
 SHAPE_BY_NAME: dict[str, ShapeKind] = {

@@ -7,7 +7,7 @@ from typing import Self
 import numpy as np
 
 from .._host_arrays import device_array
-from .._ray_cast import RAY_SHAPES
+from .._ray_cast import RAY_FIELDS, RAY_SHAPES
 from .._ray_zone import ZONE_SHAPES
 from .._sensor_kinds import (
     ActuatorSet,
@@ -228,15 +228,15 @@ class _SensorBuilder:
             if not isinstance(t, dict) or set(t) - keys:
                 raise ModelError(f"{at}: expected a dict with 'kind', 'body', 'pos', 'axes', "
                                  f"'size' (and a height field's 'heights'), got {t!r}")  # fmt: skip
-            if t.get("kind") not in (*RAY_SHAPES, "hfield"):
-                raise ModelError(f"{at}.kind: expected one of {(*RAY_SHAPES, 'hfield')}, "
+            if t.get("kind") not in (*RAY_SHAPES, *RAY_FIELDS):
+                raise ModelError(f"{at}.kind: expected one of {(*RAY_SHAPES, *RAY_FIELDS)}, "
                                  f"got {t.get('kind')!r}")  # fmt: skip
             r, A = self._frame(t.get("body"), where=f"{at}.body")
             pos = A.T @ (_vec3(t.get("pos"), where=f"{at}.pos") - r)
             rot = A.T @ _rotation_matrix(t.get("axes", np.eye(3)), where=f"{at}.axes")[0]
             size = _vec3(t.get("size"), where=f"{at}.size")
             heights = None
-            if t["kind"] == "hfield":
+            if t["kind"] in RAY_FIELDS:
                 heights = _numbers(t.get("heights"), where=f"{at}.heights",
                                    expected="(nrow, ncol) elevations")  # fmt: skip
                 if heights.ndim != 2 or min(heights.shape) < 2:
@@ -328,7 +328,7 @@ class _SensorBuilder:
                 device_array(np.reshape([t[2] for t in rows], (-1, 3))),
                 device_array(np.reshape([t[3] for t in rows], (-1, 3, 3))),
                 device_array(np.reshape([t[4] for t in rows], (-1, 3))),
-                tuple(device_array(t[5]) for t in rows if t[0] == "hfield"),
+                tuple(device_array(t[5]) for t in rows if t[5] is not None),
             )
         if p[0] == "tendon":
             tendons = [t["name"] for t in self._tendons]

@@ -26,10 +26,10 @@ import numpy as np
 
 from .. import _config  # noqa: F401
 from .._host_arrays import device_array
-from ..geometry import height_field_points
+from ..geometry import height_field_points, shape_kind
 from .abstract_law import AbstractContactLaw
 from .element import CollisionGroup, ContactForce
-from .height_field import HeightFieldGroup, bounding_radius, window_of
+from .height_field import HeightFieldGroup, window_of
 from .law import HuntCrossley
 from .narrow_phase import SLOTS, pair_kind, shape_scale, shape_size
 
@@ -221,7 +221,8 @@ def _height_field_groups(kind: str, rows) -> list[HeightFieldGroup]:
     heights = height_field_points(field)[:, 2].reshape(nrow, ncol)
     by_window: dict[tuple[int, int], list] = {}
     for row in rows:
-        window = window_of(bounding_radius(row[9].kind, row[5][2]), size, (nrow, ncol))
+        bound = shape_kind(row[9].kind).collision_bound(row[5][2])
+        window = window_of(bound, size, (nrow, ncol))
         by_window.setdefault(window, []).append(row)
     return [_height_field_group(kind, window, rows, size, heights)
             for window, rows in by_window.items()]  # fmt: skip

@@ -16,13 +16,16 @@ of ``window`` = (rows, cols) cells, from the bound of its size (a shape of bound
 rho spans at most ceil(2 rho / dx) + 1 columns), placed each step by index arithmetic at
 MuJoCo's first row and column (moved inwards at the field's edges) and read from the
 elevations by one ``dynamic_slice``; its 2 rows cols prisms are the shape's slots, each by
-the support-function narrow phase (:func:`jaxmbd.contact.convex.collide`: the signed
-distance, the point midway and the normal from the field to the shape, as MuJoCo's). Cells
-of the window outside MuJoCo's range, and every cell where the bounding box misses the
-field, give no contact (a positive gap). The elevations are one array leaf of the group:
-``jax.grad`` reaches them, and a new terrain of the same grid needs no new program.
+the support-function narrow phase (:func:`jaxmbd.contact.convex.collide_rows`: the signed
+distance, the point midway and the normal from the field to the shape, as MuJoCo's; GJK
+for every prism, the costly penetration search for the few deepest, :data:`DEEP_PRISMS`).
+Cells of the window outside MuJoCo's range, and every cell where the bounding box misses
+the field, give no contact (a positive gap). The elevations are one array leaf of the
+group: ``jax.grad`` reaches them, and a new terrain of the same grid needs no new program.
 
 MuJoCo stops at 50 contacts per geom pair (``mjMAXCONPAIR``); a window has no such limit.
+With a contact margin, MuJoCo raises the prisms' tops and widens the geom by it; here the
+gap is the distance and the contact element subtracts the pair's margin.
 """
 
 from __future__ import annotations
@@ -32,7 +35,6 @@ import math
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from .. import _config  # noqa: F401
 from .._small import mv, row_vec_mat
@@ -105,23 +107,6 @@ def window_of(bound: float, size, grid) -> tuple[int, int]:
         step = 2.0 * s / (n - 1)
         cells.append(min(n - 1, math.ceil(2.0 * bound / step) + 1))
     return cells[0], cells[1]
-
-
-def bounding_radius(kind: str, size) -> float:
-    """The radius about its origin of a ball holding the shape of ``kind`` and collision
-    ``size`` (:func:`~jaxmbd.contact.narrow_phase.shape_size`); MuJoCo's ``geom_rbound``."""
-    size = np.asarray(size, dtype=np.float64)
-    if kind == "sphere":
-        return float(size[0])
-    if kind == "capsule":
-        return float(size[0] + size[1])
-    if kind == "cylinder":
-        return float(np.hypot(size[0], size[1]))
-    if kind == "box":
-        return float(np.linalg.norm(size))
-    if kind == "ellipsoid":
-        return float(size.max())
-    return float(np.linalg.norm(size[:, :3], axis=1).max())  # a hull's rows
 
 
 def _field_cells(n, s, lo, hi):

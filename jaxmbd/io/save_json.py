@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from .._actuator_kinds import actuator_kind
+from .._ray_cast import RAY_FIELDS
 from ..actuators import ACTIVATION_DYNAMICS, NO_DYNAMICS, Actuators
 from ..contact import HuntCrossley
 from ..drivers import program_to_source
@@ -217,7 +218,7 @@ def _sensors_to_json(model: Model) -> list[dict]:
                 entry["targets"].append({"kind": kind, "body": label(b), "pos": pos.tolist(),
                                          "axes": rot.tolist(),
                                          "size": np.asarray(size).tolist()})  # fmt: skip
-                if kind == "hfield":
+                if kind in RAY_FIELDS:
                     entry["targets"][-1]["heights"] = np.asarray(next(fields)).tolist()
         elif option == "actuator":
             entry["actuator"] = model.actuators.actuator_names[params.actuators[0]]
