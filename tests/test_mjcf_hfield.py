@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import same_sensor_options
 
 import jaxmbd as mbd
 from jaxmbd._ray_cast import ray_hfield
@@ -153,11 +154,15 @@ def test_hfield_contacts_are_mujocos(field):
     assert seen >= 8
 
 
-def test_hfield_rays_are_mujocos(field):
+def test_hfield_rays_are_mujocos(field, tmp_path):
     """:func:`jaxmbd._ray_cast.ray_hfield` against ``mj_rayHfield`` on 1000 random rays
     (about a quarter hit: the top, the side walls, the base box), 1e-12; and the sphere's
-    rangefinder against ``sensordata`` at 4 random poses over the field (1e-12)."""
+    rangefinder against ``sensordata`` at 4 random poses over the field (1e-12). A model
+    file keeps the field's shape and the rangefinder's elevations."""
     model, m = field
+    same_sensor_options(model, tmp_path)
+    loaded = mbd.load_model(mbd.save_model(model, tmp_path / "field.json"))
+    assert loaded.ground_shapes == model.ground_shapes
     d = mujoco.MjData(m)
     mujoco.mj_forward(m, d)
     data = np.asarray(m.hfield_data, dtype=np.float64).reshape(ROWS, COLS) * m.hfield_size[0][2]
