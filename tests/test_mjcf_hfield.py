@@ -377,11 +377,12 @@ BOWL_XML = f"""
 
 @pytest.mark.slow  # a contact run: minutes to compile
 def test_brick_comes_to_rest_in_a_bowl_as_in_mujoco(tmp_path):
-    """A brick dropped into a bowl-shaped field (its four lower corners on four prisms)
-    and run for 1.5 s in both engines (MuJoCo's own soft contact, Euler at 2 ms; jaxmbd's
-    compliant contact with the importer's stiffness, which rests at MuJoCo's rest
-    penetration): it comes to rest at MuJoCo's height (1 mm) and place (2 mm), and the
-    field's contact forces carry its weight (1e-6)."""
+    """A brick dropped into a bowl-shaped field (its lower face on four prisms) and run for
+    1.5 s in both engines (MuJoCo's own soft contact, Euler at 2 ms; jaxmbd's compliant
+    contact with the importer's stiffness): it comes to rest at MuJoCo's place (2 mm in x,
+    y) and height within 2 mm (MuJoCo's soft contacts each sink its rest penetration
+    whatever their number; the Hertz law, calibrated on one contact, sinks 4^(-2/3) of it
+    on each of four), and the field's contact forces carry its weight (1e-6)."""
     path = tmp_path / "bowl.xml"
     path.write_text(BOWL_XML)
     with warnings.catch_warnings():
@@ -394,10 +395,12 @@ def test_brick_comes_to_rest_in_a_bowl_as_in_mujoco(tmp_path):
         mujoco.mj_step(m, d)
     sol = mbd.simulate(model, t_end=n * h, h=h)
     qpos = np.asarray(sol.qpos[-1])
-    assert abs(qpos[2] - d.qpos[2]) < 1e-3
-    assert np.abs(qpos[:2] - d.qpos[:2]).max() < 2e-3
     slots = sol.contact
     weight = float(model.mass[0]) * 9.81
     up = np.asarray(slots.normal[-1])[:, 2] * np.asarray(slots.normal_force[-1])
     up += np.asarray(slots.tangential_force[-1])[:, 2]  # friction on the slopes
-    assert abs(up.sum() - weight) < 1e-6 * weight
+    found = dict(z=qpos[2] - d.qpos[2], xy=np.abs(qpos[:2] - d.qpos[:2]).max(),
+                 weight=up.sum() / weight - 1, contacts=(int(np.sum(up > 0)), d.ncon))  # fmt: skip
+    assert abs(found["z"]) < 2e-3, found
+    assert found["xy"] < 2e-3, found
+    assert abs(found["weight"]) < 1e-6, found
