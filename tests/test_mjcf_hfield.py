@@ -307,7 +307,7 @@ def test_quadruped_terrain_contacts_are_mujocos(quadruped_terrain):
         mujoco.mju_euler2Quat(quat, np.array([*rng.normal(scale=0.15, size=2),
                                               rng.uniform(0, 2 * np.pi)]), "xyz")  # fmt: skip
         qpos[3:7] = quat
-        for j in range(1, m.njnt):
+        for j in np.flatnonzero(m.jnt_type == mujoco.mjtJoint.mjJNT_HINGE):
             lo, hi = m.jnt_range[j]
             qpos[m.jnt_qposadr[j]] = rng.uniform(lo, hi)
 
