@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import warnings
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -607,15 +608,24 @@ def test_dm_control_finger_sensors_follow_mujoco():
 
 def test_reaction_sensors_in_joint_coordinates_equal_ra(swing):
     """The joint formulation's tree-joint reactions (Newton-Euler) read by the same sensors
-    as rA's multipliers: the swinging pendulum's hinge force and torque agree."""
-    model, sol = swing
-    joint = mbd.simulate(model, formulation="joint", integrator="rkmk",
-                         **{k: v for k, v in RUN.items() if k not in ("integrator",)})  # fmt: skip
+    as rA's multipliers: the swinging pendulum's hinge force and torque agree, also where
+    the joint run is traced (under ``jit``)."""
+    model, _ = swing
+    sol = mbd.simulate(model, formulation="rA", **RUN)
+    joint = mbd.simulate(model, formulation="joint", **RUN)
+
+    @eqx.filter_jit
+    def traced(model):
+        run = mbd.simulate(model, formulation="joint", **RUN)
+        return {name: run.sensors[name] for name in ("force", "torque")}
+
+    inside = traced(model)
     for name in ("force", "torque"):
-        a, b = np.asarray(joint.sensors[name]), np.asarray(sol.sensors[name])
+        b = np.asarray(sol.sensors[name])
         scale = max(1.0, np.abs(b).max())
-        assert np.abs(a).max() > 0.1 * scale or name == "torque"
-        np.testing.assert_allclose(a, b, rtol=0, atol=1e-9 * scale)
+        for a in (np.asarray(joint.sensors[name]), np.asarray(inside[name])):
+            assert np.abs(a).max() > 0.1 * scale or name == "torque"
+            np.testing.assert_allclose(a, b, rtol=0, atol=1e-9 * scale)
 
 
 def test_builder_subtree_and_reference_sensors_closed_forms():
