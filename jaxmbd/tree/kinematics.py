@@ -156,9 +156,8 @@ def _motion_subspaces(tree: KinematicTree, x, R, parent, joint_p, joint_R):
     jb = np.asarray(tree.joint_body, dtype=int)
     jpar = parent[jb]
     # each joint's frame before it acts, in the world
-    Re_j = pick(Re, jpar)
-    Rj = mm(Re_j, joint_R)
-    xj = pick(xe, jpar) + mv(Re_j, joint_p)
+    Rj = mm(pick(Re, jpar), joint_R)
+    xj = pick(xe, jpar) + mv(pick(Re, jpar), joint_p)
     anchor = xj + mv(Rj, tree.joint_pos)
     axis = mv(Rj, tree.joint_axis)
     dof = np.asarray(tree.joint_dof_adr, dtype=int)
@@ -169,11 +168,13 @@ def _motion_subspaces(tree: KinematicTree, x, R, parent, joint_p, joint_R):
         if js.size == 0:
             continue
         if jtype == JointType.HINGE:
-            axis_j = pick(axis, js)
-            parts.append((dof[js], jnp.concatenate([axis_j, cross(pick(anchor, js), axis_j)], -1)))
+            first = pick(axis, js)
+            parts.append(
+                (dof[js], jnp.concatenate([first, cross(pick(anchor, js), pick(axis, js))], -1))
+            )
         elif jtype == JointType.SLIDE:
-            axis_j = pick(axis, js)
-            parts.append((dof[js], jnp.concatenate([jnp.zeros_like(axis_j), axis_j], -1)))
+            shift = jnp.zeros_like(pick(axis, js))
+            parts.append((dof[js], jnp.concatenate([shift, pick(axis, js)], -1)))
         else:
             start = 3 if jtype == JointType.FREE else 0
             centre = pick(x, jb[js]) if jtype == JointType.FREE else pick(anchor, js)
