@@ -15,7 +15,7 @@ from .. import _config  # noqa: F401
 from .._checks import finish, is_traced, solution_from_outputs
 from .._jit import jit
 from .._results import RESULTS
-from .._xla_flags import forward_loop_hoisted_when_differentiated
+from .._xla_flags import joint_loops_hoisted_when_differentiated
 from ..actuators import policy_controls, with_activation, with_controls
 from ..contact import with_contact
 from ..equalities import active_equalities
@@ -165,12 +165,12 @@ def _policy_controls(model, tree, policy, t, qpos, qvel, acc, k):
 
 def _adjoint_recomputes(advance):
     """``advance`` as it is, or, where a gradient's loops are all left to XLA's hoisting
-    (:func:`jaxmbd._xla_flags.forward_loop_hoisted_when_differentiated`), recomputed in
+    (:func:`jaxmbd._xla_flags.joint_loops_hoisted_when_differentiated`), recomputed in
     reverse mode but for its Newton roots and their factors (``jax.checkpoint`` with
     :data:`~jaxmbd.newton.SAVED_FOR_ADJOINT`, as :func:`jaxmbd.simulation._adjoint_recomputes`):
     the forward loop then stores the state, not the residuals of the step's linearisation.
     Same derivatives; undifferentiated programs unchanged."""
-    if not forward_loop_hoisted_when_differentiated():
+    if not joint_loops_hoisted_when_differentiated():
         return advance
     return jax.checkpoint(advance, prevent_cse=False, policy=SAVED_FOR_ADJOINT)
 

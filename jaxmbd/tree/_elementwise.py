@@ -20,7 +20,7 @@ import numpy as np
 from .. import _config  # noqa: F401
 from .._rows import take_rows
 from .._small import _sum_along
-from .._xla_flags import forward_loop_hoisted_when_differentiated
+from .._xla_flags import joint_loops_hoisted_when_differentiated
 
 #: Cholesky solves are unrolled at trace time up to this many unknowns (compile time grows
 #: with n^3); beyond it, a ``fori_loop`` of masked column updates.
@@ -28,18 +28,18 @@ UNROLLED_CHOLESKY_MAX = 12
 
 
 def pick(x, index):
-    """``x[index]`` for a static integer ``index`` of any shape: a gather. Where a
-    gradient's loops are all left to XLA's hoisting (``JAXMBD_HOIST_GRADIENT_LOOPS=1``,
-    :func:`jaxmbd._xla_flags.forward_loop_hoisted_when_differentiated`), its tangent is
+    """``x[index]`` for a static integer ``index`` of any shape: a gather. Where the
+    joint formulation's gradient loops are left to XLA's hoisting (the default on the CPU,
+    :func:`jaxmbd._xla_flags.joint_loops_hoisted_when_differentiated`), its tangent is
     taken by slices where the index's rows run in order (:func:`jaxmbd._rows.take_rows`):
     JAX transposes a gather into a scatter, and XLA's CPU backend does not compile a loop
     that holds a scatter as one native loop, while the transpose of slices is pads and
-    sums. Otherwise a plain gather: its scatter keeps the transposed time loop a runtime
-    loop, as the compile-time default wants. The value stays a gather: slices joined in a
+    sums. With ``JAXMBD_HOIST_GRADIENT_LOOPS=0`` a plain gather, whose scatter keeps the
+    transposed time loop a runtime loop. The value stays a gather: slices joined in a
     step's native loop ran the arm3's steps ~1.4x slower
     (``benchmarks/results/gradients_cost.md``)."""
     index = np.asarray(index, dtype=int)
-    if isinstance(x, np.ndarray) or not forward_loop_hoisted_when_differentiated():
+    if isinstance(x, np.ndarray) or not joint_loops_hoisted_when_differentiated():
         return x[index]
     flat = _pick(x, tuple(index.reshape(-1).tolist()))
     return flat.reshape(index.shape + jnp.shape(x)[1:])
