@@ -270,7 +270,8 @@ def joint_loops_hoisted_when_differentiated() -> bool:
     (:mod:`jaxmbd.joint_space`) is left whole to XLA's hoisting pass, its step recomputed
     in the adjoint: on the CPU, unless ``JAXMBD_HOIST_GRADIENT_LOOPS=0``. Its forward loop
     then runs the step alone and its transposed loop (recomputation, linearisation and
-    transpose) is one native loop too (:func:`jaxmbd.tree._elementwise.pick` keeps scatters out of it).
+    transpose) is one native loop too (:func:`jaxmbd.tree._elementwise.pick` keeps
+    scatters out of it).
     Measured against the joint loops left as they come (the forward loop with its
     linearisation native, the transposed one a runtime loop of scatters), in one process
     each, 2-core CPU at load 8-11 (``benchmarks/results/gradients_defaults.md``): gradient /
