@@ -275,7 +275,7 @@ def joint_loops_hoisted_when_differentiated() -> bool:
     Measured against the joint loops left as they come (the forward loop with its
     linearisation native, the transposed one a runtime loop of scatters), in one process
     each, 2-core CPU at load 8-11 (``benchmarks/results/gradients_defaults.md``): gradient /
-    forward of 1000 steps, double pendulum gen_alpha 4.4 -> 2.5, arm3 rkmk 7-15 -> 4.9; to a
+    forward of 1000 steps, double pendulum gen_alpha 4.4 -> 2.5, arm3 rkmk 6.8 -> 4.4; to a
     first gradient of ``benchmarks/compile_time.py``'s programs arm3 167 -> 139 s,
     cart-pole 182 -> 98 s. The absolute formulations keep the mode's own default (their
     forward loop hoisted costs compile: :func:`forward_loop_hoisted_when_differentiated`)."""
