@@ -19,6 +19,7 @@ import numpy as np
 
 from . import _config  # noqa: F401
 from ._checks import finish, first_row, is_traced, resolve_throw, solution_from_outputs
+from ._host_arrays import device_array
 from ._jit import at_top_level, jit
 from ._joint_forces import joint_space_entries_message
 from ._parameter_checks import checked_parameters
@@ -51,6 +52,7 @@ from .integrators import (
     StartState,
     get_integrator,
 )
+from .integrators.generalized_alpha import CONTACT_RHO_INF
 from .integrators.impact_substeps import with_impact_substeps
 from .integrators.moreau_jean import check_friction_cone
 from .joint_space import simulate_joint_space
@@ -300,10 +302,6 @@ def _chart_flags(form: AbstractFormulation, outs):
     return jax.vmap(lambda row: form.near_chart_singularity((row[:, :3], row[:, 3:])))(q)
 
 
-#: gen_alpha's rho_inf for models with contact pairs unless given (see _contact_newton).
-CONTACT_RHO_INF = 0.0
-
-
 def _has_rho_inf(cls) -> bool:
     """Whether an integrator class has the spectral-radius option (gen_alpha, or any
     integrator that declares it): asked of its fields, not its name."""
@@ -424,7 +422,8 @@ def simulate(
     also one defined outside the package. ``integrator``: a name ("gen_alpha",
     "backward_euler", "rkmk", "rk", "energy_momentum"; "joint" has "rk", "rkmk", "euler",
     "implicit" and "implicitfast", see :mod:`jaxmbd.joint_space.steppers`; default: the
-    formulation's ``default_integrator``, for "joint" with contact pairs "implicit") or an
+    formulation's ``default_integrator``; for "joint" with contact pairs "gen_alpha", or
+    "implicit" for a model read from a file, :mod:`jaxmbd.joint_space.contact_step`) or an
     integrator object. An integrator steps every formulation
     that has the capabilities it requires (``requires``); any other pair raises
     ``ValueError`` listing the valid pairs.
@@ -484,7 +483,9 @@ def simulate(
     ``impact_speed``, 0.05 m/s, and than twice its resting speed) as ``impact_substeps``
     (10) sub-steps of h / 10 of the same integrator, so that the impact is resolved and the
     rebound honours the restitution (:mod:`jaxmbd.integrators.impact_substeps`;
-    ``impact_substeps=1``: off). Not in the "joint" formulation.
+    ``impact_substeps=1``: off). The "joint" formulation does the same
+    (:mod:`jaxmbd.joint_space.contact_step`), but for models read from a file, whose default
+    is MuJoCo's one linearised solve a step without sub-steps.
 
     ``limits``: how the joint limits act (:mod:`jaxmbd.limits_option`). None (default): as
     the integrator treats them (compliant spring-dampers; hard stops with "moreau_jean").
@@ -596,7 +597,7 @@ def simulate(
     save_every = check_save_every(save_every, n)
     if save_every > 1 and checkpoint:
         raise ValueError("save_every and checkpoint cannot be combined; choose one")
-    h_arr = jnp.asarray(h, dtype=jnp.float64)
+    h_arr = device_array(h, jnp.float64)
     traced = is_traced(model)
     # under a trace (grad, vmap, jit) one program; else the start is its own, shared one
     start = (

@@ -5,7 +5,9 @@ sphere, gradients, vmap, energy.
 Every dynamic case is checked against a closed form, never against an earlier output of
 jaxmbd. The runs share compiled programs: every block case runs one model structure on
 one time grid (gravity, friction and the initial state are array leaves), every rolling
-or resting ball case another.
+or resting ball case another. The closed-form cases run in rA and in joint coordinates
+(``FORMULATIONS``: the free bodies' joints, the default for these models), at the same
+step and tolerances.
 """
 
 from __future__ import annotations
@@ -586,6 +588,9 @@ def test_contact_options_refused():
 H = 1e-3  # the block and ball runs: one time grid, one compiled program per structure
 T_BLOCK = 1.0
 T_BALL = 0.4
+#: The formulations of the closed-form cases (joint: the Newton-solved gen_alpha step with
+#: impact sub-steps, :mod:`jaxmbd.joint_space.contact_step`, as rA's).
+FORMULATIONS = ("rA", "joint")
 
 
 def _block(*, mu=0.4, v0=0.0, theta=0.0):
@@ -601,13 +606,14 @@ def _block(*, mu=0.4, v0=0.0, theta=0.0):
     return _settled(b.build(), n_slots=4, gravity=G * np.cos(theta))
 
 
-@pytest.fixture(scope="module")
-def sliding():
-    return mbd.simulate(_block(v0=2.0), formulation="rA", t_end=T_BLOCK, h=H)
+@pytest.fixture(scope="module", params=FORMULATIONS)
+def sliding(request):
+    return mbd.simulate(_block(v0=2.0), formulation=request.param, t_end=T_BLOCK, h=H)
 
 
 def test_sliding_block_stops_at_the_coulomb_distance_and_time(sliding):
-    """v0 = 2 m/s, mu = 0.4: it stops after v0^2 / (2 mu g) at t = v0 / (mu g)."""
+    """v0 = 2 m/s, mu = 0.4: it stops after v0^2 / (2 mu g) at t = v0 / (mu g) (rA and
+    joint alike: the same step on a free body)."""
     mu, v0 = 0.4, 2.0
     x = np.asarray(sliding.r[:, 0, 0])
     v = np.asarray(sliding.rdot[:, 0, 0])
@@ -630,13 +636,15 @@ def test_sliding_block_stops_at_the_coulomb_distance_and_time(sliding):
     np.testing.assert_allclose(f.point[-1, 0, :2], sliding.r[-1, 0, :2], atol=1e-9)
 
 
+@pytest.mark.parametrize("formulation", FORMULATIONS)
 @pytest.mark.parametrize("tan_theta", [0.3, 0.5])
-def test_incline_sticks_or_slides_at_the_coulomb_acceleration(tan_theta):
+def test_incline_sticks_or_slides_at_the_coulomb_acceleration(tan_theta, formulation):
     """Gravity tilted by theta on mu = 0.4: tan(theta) = 0.3 sticks (creep below 0.3 mm in
     1 s; 0.12 mm measured), tan(theta) = 0.5 slides with a = g (sin(theta) - mu cos(theta))
     (met to 4.0e-3)."""
     theta = np.arctan(tan_theta)
-    sol = mbd.simulate(_block(theta=theta), formulation="rA", t_end=T_BLOCK, h=H)
+    sol = mbd.simulate(_block(theta=theta), formulation=formulation, t_end=T_BLOCK, h=H)
+    assert sol.formulation == formulation
     x = np.asarray(sol.r[:, 0, 0] - sol.r[0, 0, 0])
     if tan_theta < 0.4:
         assert np.max(np.abs(x)) < 3e-4
@@ -645,12 +653,13 @@ def test_incline_sticks_or_slides_at_the_coulomb_acceleration(tan_theta):
         assert x[-1] == pytest.approx(0.5 * a * T_BLOCK**2, rel=1e-2)
 
 
-def test_rolling_sphere_slides_then_rolls():
+@pytest.mark.parametrize("formulation", FORMULATIONS)
+def test_rolling_sphere_slides_then_rolls(formulation):
     """v0 = 2 m/s, omega0 = 0, mu = 0.3: slides until v = 5/7 v0 at t = 2 v0 / (7 mu g),
     then rolls with omega R = v."""
     R, v0, mu = 0.1, 2.0, 0.3
     model = _settled(_ball(radius=R, rdot=(v0, 0, 0), friction=mu))
-    sol = mbd.simulate(model, formulation="rA", t_end=T_BALL, h=H)
+    sol = mbd.simulate(model, formulation=formulation, t_end=T_BALL, h=H)
     v = np.asarray(sol.rdot[:, 0, 0])
     w = np.asarray(sol.omega[:, 0, 1])  # about y (body = global axes up to the roll)
     t = np.asarray(sol.t)
@@ -662,26 +671,33 @@ def test_rolling_sphere_slides_then_rolls():
     assert w[-1] * R == pytest.approx(v[-1], rel=1.5e-3)  # met to 5.0e-4
 
 
+@pytest.mark.parametrize("formulation", FORMULATIONS)
 @pytest.mark.parametrize("exponent, stiffness", [(1.5, 1e7), (1.0, 1e5)])
-def test_ball_settles_at_the_static_penetration(exponent, stiffness):
+def test_ball_settles_at_the_static_penetration(exponent, stiffness, formulation):
     """A ball put on the plane settles where K delta^n = m g: mg / k (linear) or
     (mg / K)^(2/3) (Hertz)."""
     model = _ball(restitution=0.5, stiffness=stiffness, exponent=exponent)
-    sol = mbd.simulate(model, formulation="rA", t_end=T_BALL, h=H)
+    sol = mbd.simulate(model, formulation=formulation, t_end=T_BALL, h=H)
     depth = 0.1 - float(sol.r[-1, 0, 2])
     assert depth == pytest.approx((1.0 * G / stiffness) ** (1 / exponent), rel=1e-6)
     assert float(sol.contact.normal_force[-1, 0]) == pytest.approx(G, rel=1e-9)
 
 
-@pytest.fixture(scope="module")
-def bounces():
+@pytest.fixture(
+    scope="module",
+    # joint: 28000 Newton steps of a program of its own (slow); its bounce at the users'
+    # step (h = 1e-3) is test_impact_restitution's default-suite table, its apex ratios
+    # against the law's ODE test_contact_joint's
+    params=["rA", pytest.param("joint", marks=pytest.mark.slow)],
+)
+def bounces(request):
     """Drops of a 5 cm ball with e = 0.5 (from 1 m) and e = 0.8 (from 0.5 m), K = 3e8
     (ten times the default: a shorter impact, in which gravity acts less; 22-40 steps an
     impact at h = 5e-5)."""
     out = {}
     for e, z0 in ((0.5, 1.0), (0.8, 0.5)):
         model = _ball(radius=0.05, r=(0, 0, z0), restitution=e, stiffness=3e8)
-        out[e] = model, mbd.simulate(model, formulation="rA", t_end=1.4, h=5e-5)
+        out[e] = model, mbd.simulate(model, formulation=request.param, t_end=1.4, h=5e-5)
     return out
 
 
@@ -746,7 +762,8 @@ def test_energy_never_grows_at_a_contact(bounces):
     b.add_contacts(friction=0.4, restitution=0.5, stiffness=1e6)
     pair = b.build()
     assert set(pair.contacts.pair_names) == {"ball/box", "ball/ground", "box/ground"}
-    run = mbd.simulate(pair, formulation="rA", integrator="backward_euler", t_end=0.6, h=1e-3)
+    run = mbd.simulate(pair, formulation=sol.formulation, integrator="backward_euler",
+                       t_end=0.6, h=1e-3)  # fmt: skip
     e_pair = np.asarray(mbd.diagnostics.energy(pair, run).total)
     assert np.max(np.diff(e_pair)) <= 1e-12 * e_pair[0]
     assert np.any(np.asarray(run.contact.active)[:, pair.contacts.slot_pair.index(0)])
@@ -888,6 +905,7 @@ def test_guide_page_example(part):
     "formulation, integrator, h",
     [
         ("rA", "gen_alpha", H),
+        ("joint", "gen_alpha", H),  # the program of the rolling and resting balls
         pytest.param("rp", "gen_alpha", H, marks=pytest.mark.slow),
         pytest.param("rA", "backward_euler", 1e-4, marks=pytest.mark.slow),
         ("se3", "rkmk", 1e-4),

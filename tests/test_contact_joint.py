@@ -1,6 +1,14 @@
 """The closed-form contact cases of test_contact.py (sliding block, incline, rolling sphere,
 static penetration, bouncing ball) in joint coordinates (``formulation="joint"``: the
-block and the ball on free joints), at the tolerances they have in rA.
+block and the ball on free joints), at the tolerances they have in rA, stepped by an
+explicit RK4 at small steps; and dm_control's hopper with its contacts as authored.
+
+The default joint step for these models (gen_alpha solved by Newton with impact
+sub-steps, :mod:`jaxmbd.joint_space.contact_step`) meets the same closed forms at
+h = 1e-3: test_contact.py runs them in both formulations, test_impact_restitution.py the
+bounce at the users' step. The RK4 runs here (slow: 62500 and 70000 steps) check the law
+in joint coordinates with no implicit solve at all, and the drops against the law's own
+ODE integrated by scipy.
 
 The step: ``rkmk`` (RK4) below its stability bound on the regularised friction. Where a
 contact point sticks, friction acts as a viscous damper of rate mu N / v_slip per slot
@@ -10,7 +18,8 @@ for the ball (slip of its contact point, 1/m + R^2/I = 3.5/m). RK4 is stable on 
 negative real axis for h lambda < 2.785: h = 1.6e-5 for the block (2.15), 2e-5 for the
 ball (2.06). Above the bound (block at 5e-5) the stopped block does not come to rest but
 rocks in a limit cycle (sum of normal forces 0.59 m g). The linearly implicit step
-(``implicit``, with or without the position Jacobian) is stable at 1e-3 but cannot stick:
+(``implicit``, with or without the position Jacobian: MuJoCo's, the default of models read
+from a file) is stable at 1e-3 but cannot stick:
 linearised where the friction is saturated, its one solve per step flips the stopped
 block's velocity to -v each step, at v = mu g h / 2 = 2e-3 m/s; and, first order, it
 misses the stopping distance by 2e-3 (2.1e-4 at h = 1e-4; tolerance 2e-5).
@@ -43,6 +52,10 @@ def _joint(model, h, t_end):
     return mbd.simulate(model, formulation="joint", integrator="rkmk", t_end=t_end, h=h)
 
 
+# slow: test_contact.py's block and ball cases cover joint coordinates at h = 1e-3
+SMALL_STEPS = pytest.mark.slow
+
+
 @pytest.fixture(scope="module")
 def blocks():
     """The sliding block (v0 = 2 m/s) and the two inclines, on one program."""
@@ -52,6 +65,7 @@ def blocks():
     return {k: (m, _joint(m, H_BLOCK, T_BLOCK)) for k, m in out.items()}
 
 
+@SMALL_STEPS
 def test_sliding_block_stops_at_the_coulomb_distance_and_time(blocks):
     """v0 = 2 m/s, mu = 0.4: it stops after v0^2 / (2 mu g) (to 2e-5; 1.1e-5 measured) at
     t = v0 / (mu g) (to 1.8e-3; 4.8e-4); at rest its four lower corners press at the
@@ -84,6 +98,7 @@ def test_sliding_block_stops_at_the_coulomb_distance_and_time(blocks):
     np.testing.assert_allclose(f.point[-1, 0, :2], sol.r[-1, 0, :2], atol=1e-9)
 
 
+@SMALL_STEPS
 @pytest.mark.parametrize("tan_theta", [0.3, 0.5])
 def test_incline_sticks_or_slides_at_the_coulomb_acceleration(blocks, tan_theta):
     """Gravity tilted by theta on mu = 0.4: tan(theta) = 0.3 sticks (creep below 0.3 mm a
@@ -114,6 +129,7 @@ def balls():
     return {k: (m, _joint(m, H_BALL, T_BALL)) for k, m in models.items()}
 
 
+@SMALL_STEPS
 def test_rolling_sphere_slides_then_rolls(balls):
     """v0 = 2 m/s, omega0 = 0, mu = 0.3: slides until v = 5/7 v0 at t = 2 v0 / (7 mu g)
     (to 1e-2; 7.6e-5 measured), then rolls with v = 5/7 v0 (8e-4; 2.9e-4) and omega R = v
@@ -131,6 +147,7 @@ def test_rolling_sphere_slides_then_rolls(balls):
     assert w[-1] * R == pytest.approx(v[-1], rel=1.5e-3)
 
 
+@SMALL_STEPS
 @pytest.mark.parametrize("exponent, stiffness", [(1.5, 1e7), (1.0, 1e5)])
 def test_ball_settles_at_the_static_penetration(balls, exponent, stiffness):
     """K delta^n = m g: mg / k (linear) or (mg / K)^(2/3) (Hertz) (to 1e-6; 8e-12 measured);
@@ -181,6 +198,7 @@ def _drop_apexes(model, z0, radius):
     return np.asarray(apexes)
 
 
+@SMALL_STEPS
 @pytest.mark.parametrize("e", [0.5, 0.8])
 def test_bouncing_ball_apex_heights_follow_e_squared(balls, e):
     """Apex heights above touching follow e^2 per bounce over three bounces: within 5e-4

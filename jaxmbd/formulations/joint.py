@@ -22,8 +22,13 @@ class JointCoordinates(FormulationCapabilities):
     stores_own_coordinates: ClassVar[bool] = True
     #: Without contact pairs (smooth motion): RK4, as MuJoCo's.
     default_integrator: ClassVar[str] = "rk"
-    #: With contact pairs: the linearly implicit Euler step with both force Jacobians.
-    contact_integrator: ClassVar[str] = "implicit"
+    #: With contact pairs, a model built in code: the Lie group generalized-alpha step solved
+    #: by Newton, as the absolute formulations take contact
+    #: (:mod:`jaxmbd.joint_space.contact_step`).
+    contact_integrator: ClassVar[str] = "gen_alpha"
+    #: With contact pairs, a model read from a file (its tree is MuJoCo's): the linearly
+    #: implicit Euler step with both force Jacobians, one solve a step as MuJoCo's.
+    file_contact_integrator: ClassVar[str] = "implicit"
     #: The integrators that step it (:data:`jaxmbd.joint_space.steppers.JOINT_STEPPERS`).
     integrators: ClassVar[tuple[str, ...]] = (
         "rk",
@@ -35,6 +40,13 @@ class JointCoordinates(FormulationCapabilities):
         "backward_euler",
         "moreau_jean",
     )
+
+    @classmethod
+    def integrator_of(cls, model) -> str:
+        """The integrator of a run of ``model`` that names none."""
+        if model.contacts is None:
+            return cls.default_integrator
+        return cls.contact_integrator if model.tree is None else cls.file_contact_integrator
 
     @classmethod
     def capabilities(cls) -> frozenset[str]:

@@ -53,6 +53,11 @@ class Coefficients(NamedTuple):
     gamma: float
 
 
+#: rho_inf of gen_alpha for models with contact pairs unless given
+#: (:func:`jaxmbd.simulation.simulate`, :mod:`jaxmbd.joint_space.contact_step`).
+CONTACT_RHO_INF = 0.0
+
+
 def coefficients(rho_inf: float) -> Coefficients:
     """Chung-Hulbert parameters of the spectral radius at infinity (second order); a JAX
     array ``rho_inf`` gives arrays (one compiled program for every value)."""

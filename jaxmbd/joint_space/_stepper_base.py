@@ -16,6 +16,9 @@ class AbstractJointStepper(eqx.Module):
     """One explicit time step (qpos, qvel, acc at the start) -> (qpos, qvel) at t + h."""
 
     name: ClassVar[str]
+    #: Whether the step resolves impacts itself (exact contact): compliant-contact
+    #: sub-steps (:mod:`jaxmbd.joint_space.contact_step`) never apply.
+    resolves_impacts: ClassVar[bool] = False
 
     @abc.abstractmethod
     def step(self, model, tree, loops, qpos, qvel, acc: Accelerations, t, h):

@@ -2,11 +2,12 @@
 
 The tree's equations (:mod:`jaxmbd.tree.dynamics`) with the force elements of
 :mod:`jaxmbd.joint_space.forces`; loops add their multipliers by the Schur complement on
-the Cholesky factor of M: with Y = M^-1 G^T, (G Y + R) lam = G qacc_0 - gamma and
-qacc = qacc_0 - Y lam (Featherstone 2008, section 8.1, eq. 8.12-8.13 with the sign of the
-multipliers of :mod:`jaxmbd.formulations`: the reaction on the bodies is -G^T lam); R and
-the target of soft rows are MuJoCo's (:mod:`jaxmbd.joint_space.constraint_rows`), zero R
-on exact rows."""
+one factorisation of M (:func:`jaxmbd.tree.mass_solve`: a dense Cholesky, or for large
+trees the tree-sparse L^T D L of Featherstone 2008, section 6.2): with Y = M^-1 G^T,
+(G Y + R) lam = G qacc_0 - gamma and qacc = qacc_0 - Y lam (Featherstone 2008, section
+8.1, eq. 8.12-8.13 with the sign of the multipliers of :mod:`jaxmbd.formulations`: the
+reaction on the bodies is -G^T lam); R and the target of soft rows are MuJoCo's
+(:mod:`jaxmbd.joint_space.constraint_rows`), zero R on exact rows."""
 
 from __future__ import annotations
 
@@ -22,10 +23,10 @@ from ..tree import (
     TreePoses,
     bias_forces,
     body_velocities,
-    cholesky_solve,
     integrate_positions,
     joint_forces,
     mass_matrix,
+    mass_solve,
     poses,
 )
 from ..tree._elementwise import mv
@@ -125,15 +126,17 @@ def accelerations(model: Model, tree: KinematicTree, loops: TreeConstraints | No
     if damping_step is not None and forces.damping is not None:
         M = M + damping_step * jnp.diag(forces.damping)
     rhs = tau - bias_forces(tree, p, model.mass, model.inertia, model.gravity, qvel)
-    qacc = cholesky_solve(M, rhs)
     if loops is None:
+        qacc = mass_solve(tree, M, rhs)
         zero = jnp.zeros((), qacc.dtype)
         return Accelerations(qacc, jnp.zeros(0, qacc.dtype), p, forces, zero, rhs, mass, D,
                              position_jacobian=K)  # fmt: skip
     h = damping_step if step is None else step
     h = 0.0 if h is None else h
     phi, G, _, target, R = acceleration_terms(loops, tree, qpos, qvel, t, h, p)
-    Y = cholesky_solve(M, G.T)  # (nv, m)
+    # one factorisation of M for qacc_0 and Y = M^-1 G^T (nv, m)
+    solved = mass_solve(tree, M, jnp.concatenate([rhs[:, None], G.T], 1))
+    qacc, Y = solved[:, 0], solved[:, 1:]
     lam = solve_normal(loops, G, Y.T, mv(G, qacc) - target, R)
     if R is not None:  # the drift of soft rows is theirs to have
         phi = jnp.where(jnp.asarray(loops.soft), 0.0, phi)

@@ -46,7 +46,7 @@ from ..integrators.moreau_jean import (
     _tangents,
 )
 from ..joint_limits import JointLimits
-from ..tree import body_velocities, cholesky_solve, integrate_positions, poses
+from ..tree import body_velocities, cholesky_solve, integrate_positions, mass_solve, poses
 from ._stepper_base import AbstractJointStepper
 from .dynamics import Accelerations, accelerations
 from .forces import body_state, joint_coordinate_indices
@@ -159,6 +159,7 @@ class JointMoreauJean(AbstractJointStepper):
     ``max_iter`` (50), ``project`` (True)."""
 
     name: ClassVar[str] = "moreau_jean"
+    resolves_impacts: ClassVar[bool] = True
     tol: float = 1e-10
     max_iter: int = 50
     project: bool = True
@@ -184,12 +185,12 @@ class JointMoreauJean(AbstractJointStepper):
         ns = friction.shape[0]
         active = jnp.where(gap <= ACTIVE_GAP_PER_TOL * self.tol, 1.0, 0.0)
         W = jnp.concatenate([W_N, W_T])
-        Y = cholesky_solve(M, W.T)  # (nv, p)
+        Y = mass_solve(tree, M, W.T)  # (nv, p)
         rho = 1.0 / jnp.maximum(jnp.einsum("ij,ji->i", W, Y), 1e-300)
-        v_star = v + h * cholesky_solve(M, Q)
+        v_star = v + h * mass_solve(tree, M, Q)
         if loops is not None:
             _, G, nu, _ = loop_terms(loops, tree, q_mid, v, t_mid)
-            MinvGT = cholesky_solve(M, G.T)
+            MinvGT = mass_solve(tree, M, G.T)
             S = G @ MinvGT
             solve_S = (lambda b: cholesky_solve(S, b)) if loops.independent else \
                 (lambda b: jnp.linalg.lstsq(S, b)[0])  # fmt: skip
@@ -213,7 +214,7 @@ class JointMoreauJean(AbstractJointStepper):
     def _projection(self, model, tree, qpos, qvel, M):
         """Step 4: qpos (+) M^-1 W_N^T mu_N with 0 <= mu_N complementary to the gaps."""
         gap, W_N = _unilateral(model, tree, qpos, qvel)[:2]
-        MinvB = cholesky_solve(M, W_N.T)
+        MinvB = mass_solve(tree, M, W_N.T)
         rho = 1.0 / jnp.maximum(jnp.einsum("ij,ji->i", W_N, MinvB), 1e-300)
 
         def moved(mu):
@@ -242,10 +243,16 @@ class JointMoreauJean(AbstractJointStepper):
         return self._advance(model, tree, loops, qpos, qvel, t, h)[:2]
 
     def advance(self, model, tree, loops, qpos, qvel, acc, t, h):
+        """The step, with the step's mean acceleration (qvel_{k+1} - qvel_k) / h as the
+        state's ``qacc`` (impulses included, as the absolute formulations' step reports
+        (v_{k+1} - v_k) / h): what the accelerometers and the tree joints' reactions
+        (Newton-Euler, with the unilateral rows' mean forces) read."""
+        start = qvel
         qpos, qvel, forces, done = self._advance(model, tree, loops, qpos, qvel, t, h)
         qpos, qvel, acc = self.finish(model, tree, loops, qpos, qvel, t + h, h)
         status = jnp.where(done, SUCCESS, MAX_ITERATIONS).astype(jnp.int32)
-        return qpos, qvel, acc._replace(unilateral=forces, status=status)
+        return qpos, qvel, acc._replace(qacc=(qvel - start) / h, unilateral=forces,
+                                        status=status)  # fmt: skip
 
 
 __all__ = ["JointMoreauJean", "unilateral_count"]

@@ -25,7 +25,14 @@ manifolds (the increment lives in the Lie algebra of each ball and free joint: t
 retraction of :func:`jaxmbd.tree.integrate_positions`). Unknowns: qacc_{k+1} and lam.
 
 Gradients are implicit (:func:`jaxmbd.newton.implicit_root`): each step's converged root
-is differentiated by the implicit function theorem, not through the iterations."""
+is differentiated by the implicit function theorem, not through the iterations.
+
+``newton``: None (the default), exact Newton (:func:`jaxmbd.newton.newton_iterate`); or a
+Newton object (:class:`jaxmbd.newton.AbstractNewton`), e.g.
+:class:`~jaxmbd.line_search.LineSearchNewton`, which runs with compliant contact pairs
+(:func:`jaxmbd.joint_space.contact_step.contact_options`): exact Newton on the saturating
+friction of a block coming to rest at h = 1e-3 cycles between the two flat sides of the
+law, as in the absolute formulations."""
 
 from __future__ import annotations
 
@@ -35,7 +42,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import _config  # noqa: F401
-from ..newton import ROUNDOFF, Scale, implicit_root, newton_iterate
+from ..newton import ROUNDOFF, AbstractNewton, Scale, get_newton, implicit_root, newton_iterate
 from ..tree import integrate_positions
 from ._stepper_base import AbstractJointStepper
 from .dynamics import Accelerations, accelerations
@@ -57,10 +64,12 @@ def _heaviest(model):
 
 
 class _ImplicitJointStepper(AbstractJointStepper):
-    """Shared Newton solve: ``tol`` (relative, 1e-10), ``max_iter`` (20)."""
+    """Shared Newton solve: ``tol`` (relative, 1e-10), ``max_iter`` (20; a ``newton``
+    object has its own), ``newton`` (module docstring)."""
 
     tol: float = 1e-10
     max_iter: int = 20
+    newton: AbstractNewton | str | None = None
 
     def _solve(self, residual, params, x0, nv, qpos, c_q, heavy):
         """The root of residual(x, params) from x0, with implicit gradients; and the
@@ -89,11 +98,18 @@ class _ImplicitJointStepper(AbstractJointStepper):
         def F_and_J(x):
             return residual(x, frozen), jax.jacfwd(lambda y: residual(y, frozen))(x)
 
-        x, info = newton_iterate(
-            F_and_J, lambda x, d: x + d, x0, tol=self.tol, max_iter=self.max_iter,
-            residual=lambda x: residual(x, frozen), scale=scale,
-            linear_solve=jnp.linalg.solve,
-        )  # fmt: skip
+        if self.newton is None:
+            x, info = newton_iterate(
+                F_and_J, lambda x, d: x + d, x0, tol=self.tol, max_iter=self.max_iter,
+                residual=lambda x: residual(x, frozen), scale=scale,
+                linear_solve=jnp.linalg.solve,
+            )  # fmt: skip
+        else:  # a Newton object, its state (stored factors) fresh at each step
+            newton = get_newton(self.newton)
+            x, info, _ = newton.solve(
+                lambda x: residual(x, frozen), jax.jacfwd(lambda y: residual(y, frozen)), x0,
+                newton.init(x0.shape[0]), tol=self.tol, scale=scale,
+            )  # fmt: skip
         x = implicit_root(residual, lambda x, d: x + d, x, params, x0.shape[0])
         return x, info.status.astype(jnp.int32)
 

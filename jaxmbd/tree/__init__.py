@@ -5,6 +5,7 @@ from ._elementwise import assemble, cholesky_solve, picked_sum
 from .dynamics import bias_forces, body_velocities, body_wrenches, joint_forces, mass_matrix
 from .from_mujoco import MujocoTree, body_owners, tree_from_mujoco
 from .kinematics import TreePoses, integrate_positions, poses, velocities
+from .mass_factor import dof_parents, ltdl_factor, ltdl_solve, mass_solve, uses_ltdl
 from .topology import WORLD, JointType, KinematicTree
 
 __all__ = [
@@ -21,7 +22,12 @@ __all__ = [
     "body_wrenches",
     "integrate_positions",
     "joint_forces",
+    "dof_parents",
+    "ltdl_factor",
+    "ltdl_solve",
     "mass_matrix",
+    "mass_solve",
+    "uses_ltdl",
     "picked_sum",
     "poses",
     "tree_from_mujoco",

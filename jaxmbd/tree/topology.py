@@ -71,8 +71,16 @@ class KinematicTree(eqx.Module):
     #: stay as exact constraints between the tree's bodies (MJCF's equality constraints
     #: are ``Model.equalities`` instead).
     closing_joints: tuple[str, ...] = eqx.field(static=True, default=())
+    #: How solves with the mass matrix factor it (:mod:`jaxmbd.tree.mass_factor`):
+    #: ``"dense"`` Cholesky, ``"ltdl"`` the tree-sparse L^T D L, ``"auto"`` by the size.
+    mass_solver: str = eqx.field(static=True, default="auto")
 
     def __check_init__(self):
+        if self.mass_solver not in ("auto", "dense", "ltdl"):
+            raise ModelError(
+                f"kinematic tree: mass_solver={self.mass_solver!r}; expected 'auto', 'dense' "
+                "or 'ltdl'"
+            )
         nb = len(self.body_names)
         for b, p in enumerate(self.parent):
             if not WORLD <= p < nb or p == b:
