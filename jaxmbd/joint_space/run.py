@@ -17,11 +17,13 @@ from .._checks import finish, is_traced, solution_from_outputs
 from .._host_arrays import device_array
 from .._jit import jit
 from .._results import RESULTS
+from .._xla_flags import joint_loops_hoisted_when_differentiated
 from ..actuators import policy_controls, with_activation, with_controls
 from ..contact import with_contact
 from ..equalities import active_equalities
 from ..equations import rA_terms
 from ..model import Model
+from ..newton import SAVED_FOR_ADJOINT
 from ..tree import KinematicTree, assemble, body_velocities
 from ..tree._elementwise import mtv
 from .constraint_rows import (
@@ -196,6 +198,18 @@ def _policy_controls(model, tree, policy, t, qpos, qvel, acc, k):
     return policy_controls(model, policy, t, (p.c, p.R, rdot, omega), step=k)
 
 
+def _adjoint_recomputes(advance):
+    """``advance`` as it is, or, where a gradient's loops are all left to XLA's hoisting
+    (:func:`jaxmbd._xla_flags.joint_loops_hoisted_when_differentiated`), recomputed in
+    reverse mode but for its Newton roots and their factors (``jax.checkpoint`` with
+    :data:`~jaxmbd.newton.SAVED_FOR_ADJOINT`, as :func:`jaxmbd.simulation._adjoint_recomputes`):
+    the forward loop then stores the state, not the residuals of the step's linearisation.
+    Same derivatives; undifferentiated programs unchanged."""
+    if not joint_loops_hoisted_when_differentiated():
+        return advance
+    return jax.checkpoint(advance, prevent_cse=False, policy=SAVED_FOR_ADJOINT)
+
+
 @jit  # a top-level call is a program of the disk cache (a new process does not trace it)
 def run_joint_space(model: Model, stepper: AbstractJointStepper, n: int, h, controls=None,
                     policy=None, rows=None):  # fmt: skip
@@ -260,7 +274,9 @@ def _run_joint_space(model, stepper, n, h, controls, policy, rows):
             act = m_k.actuators.next_activation(h)
         if controls is not None or policy is not None:
             acc = stepper.start_accelerations(m_k, tree, loops, qpos, qvel, t, h)
-        qpos, qvel, acc = stepper.advance(m_k, tree, loops, qpos, qvel, acc, t, h)
+        qpos, qvel, acc = _adjoint_recomputes(
+            lambda qpos, qvel, acc: stepper.advance(m_k, tree, loops, qpos, qvel, acc, t, h)
+        )(qpos, qvel, acc)
         out = _outputs(model, tree, loops, qpos, qvel, acc, joints)
         if dynamics:  # the activations at the step's end (held controls: the closed form)
             element = m_k.actuators
