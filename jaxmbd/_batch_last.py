@@ -164,20 +164,28 @@ def _flags(jaxpr, in_flags) -> list[bool]:
 
     for eqn in jaxpr.eqns:
         ins = [read(v) for v in eqn.invars]
-        name = eqn.primitive.name
-        if name == "scan":
-            outs = _scan_flags(eqn, ins)[1]
-        elif name == "while":
-            carry = _while_flags(eqn, ins)[0]
-            outs = carry
-        elif name == "cond" and not ins[0]:
-            outs = _union(_flags(br.jaxpr, ins[1:]) for br in eqn.params["branches"])
-        elif name in _CALLS:
-            outs = _flags(_call_jaxpr(eqn)[0], ins)
-        else:
+        rule = _FLAG_RULES.get(eqn.primitive.name)
+        outs = rule(eqn, ins) if rule is not None else None
+        if outs is None:
             outs = [any(ins)] * len(eqn.outvars)
         env.update(zip(eqn.outvars, outs, strict=True))
     return [read(v) for v in jaxpr.outvars]
+
+
+def _cond_flags(eqn, ins):
+    """A cond on an unbatched predicate: its branches' union (a batched one: all)."""
+    if ins[0]:
+        return None
+    return _union(_flags(br.jaxpr, ins[1:]) for br in eqn.params["branches"])
+
+
+#: Which outputs of a control-flow or call equation carry the batch (None: any input's).
+_FLAG_RULES = {
+    "scan": lambda eqn, ins: _scan_flags(eqn, ins)[1],
+    "while": lambda eqn, ins: _while_flags(eqn, ins)[0],
+    "cond": _cond_flags,
+    **{name: (lambda eqn, ins: _flags(_call_jaxpr(eqn)[0], ins)) for name in _CALLS},
+}
 
 
 def _union(flag_lists) -> list[bool]:
