@@ -134,10 +134,12 @@ def initial_correction(model: Model, sol=None, *, start=None) -> dict[str, float
 
 def _start_correction_of(model: Model, sol, start) -> dict[str, np.ndarray]:
     """:func:`start_correction` of a concrete run as numpy arrays, by field."""
-    if start is None:
-        start = (sol.r[0], sol.A[0], sol.rdot[0], sol.omega[0])
-    moved = start_correction(model, *(jnp.asarray(x) for x in start[:4]))
-    return {key: np.asarray(getattr(moved, key)) for key in ("position", "rotation", "velocity")}
+    initial = (model.r0, model.A0, model.rdot0, model.omega0)
+    if start is None:  # the run's first state, sliced inside the program (no eager ops)
+        moved = _correction_at_start(sol.r, sol.A, sol.rdot, sol.omega, *initial)
+    else:
+        moved = _correction(*(jnp.asarray(x) for x in start[:4]), *initial)
+    return dict(zip(("position", "rotation", "velocity"), map(np.asarray, moved), strict=True))
 
 
 #: Corrections of the consistent start above which an :class:`~jaxmbd.AssemblyWarning`
@@ -178,6 +180,12 @@ def _correction(r, A, rdot, omega, r0, A0, rdot0, omega0):
         jnp.linalg.norm(r - sg(r0), axis=1), jnp.arctan2(sin, cos),
         jnp.max(jnp.abs(dv), axis=1),
     )  # fmt: skip
+
+
+@jit
+def _correction_at_start(r, A, rdot, omega, r0, A0, rdot0, omega0):
+    """:func:`_correction` of the first state of trajectories (r, A, rdot, omega)."""
+    return _correction(r[0], A[0], rdot[0], omega[0], r0, A0, rdot0, omega0)
 
 
 def _moved_bodies(model: Model, values, tol: float, unit: str) -> str:

@@ -21,8 +21,10 @@ def device_array(x, dtype=None) -> jax.Array:
     numbers, a number), without an eager op: the same values, dtype and weak type."""
     if isinstance(x, jax.Array):
         return x if dtype is None or x.dtype == np.dtype(dtype) else jnp.asarray(x, dtype)
-    if isinstance(x, bool | int | float | complex):  # weakly typed as jnp.asarray makes them
-        return jnp.asarray(x, dtype)
+    if isinstance(x, bool | int | float | complex):
+        if dtype is None:  # weakly typed, as jnp.asarray makes them
+            return jnp.asarray(x)
+        return jax.device_put(np.asarray(x, dtype=np.dtype(dtype)))
     # a private copy: a CPU device_put may share the numpy buffer that the caller still owns
     return jax.device_put(np.array(x, dtype=None if dtype is None else np.dtype(dtype)))
 

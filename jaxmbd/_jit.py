@@ -25,7 +25,7 @@ import types
 import equinox as eqx
 import jax
 
-from ._program_cache import NOT_STORED, cached
+from ._program_cache import NOT_STORED, cached, remembered
 
 try:  # not public API: without it, options are never used (always safe)
     from jax._src.core import trace_state_clean as _at_top_level
@@ -39,14 +39,16 @@ XLA_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
 @functools.cache
 def _options_accepted(extra: tuple = ()) -> bool:
     """Whether this XLA knows the options, ``XLA_OPTIONS`` and the ``extra`` (key, value)
-    pairs of a :func:`jit` given ``xla_options`` (a tiny compile, once per process and
-    set of options)."""
-    import jax
-
+    pairs of a :func:`jit` given ``xla_options`` (a tiny compile, once per machine and set
+    of options: the answer is kept with the cached programs)."""
     if _at_top_level is None:
         return False
+    options = {**XLA_OPTIONS, **dict(extra)}
+    return remembered("xla-options", sorted(options.items()), lambda: _compiles_with(options))
+
+
+def _compiles_with(options: dict) -> bool:
     try:
-        options = {**XLA_OPTIONS, **dict(extra)}
         jax.jit(lambda x: x + 1, compiler_options=options).lower(1.0).compile()
     except Exception:  # an XLA without the flag: compile with its defaults
         return False

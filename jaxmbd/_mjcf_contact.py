@@ -62,8 +62,8 @@ maximum; ``<option><flag override>`` replaces them by ``o_solref``, ``o_solimp``
 Geom pairs of two bodies with equal numbers share one jaxmbd contact pair; those whose
 numbers differ (another condim, margin, solref, an explicit pair's own) get a pair of their
 own between the same bodies. What has no counterpart is named in the importer's one
-warning: geom pairs without a narrow phase (height fields, SDFs; meshes
-collide, as MuJoCo's do, as the convex hulls of their vertices).
+warning: geom pairs without a narrow phase (SDFs; meshes collide, as MuJoCo's do, as
+the convex hulls of their vertices; height fields as MuJoCo's prisms).
 MuJoCo's pyramidal friction cone (its default) is direction dependent; jaxmbd's
 regularised Coulomb friction is isotropic (MuJoCo's elliptic cone); the pyramidal normal
 softening (:func:`cone_factor`) is that of condim 3's four edges for condim 4 and 6 too.
@@ -365,13 +365,10 @@ def geom_pairs(mujoco, m) -> list[GeomPair]:
     return out + [_overridden(mujoco, m, pair) for pair in explicit.values()]
 
 
-def _kinds(mujoco, m, pair: GeomPair, *, shapes: bool = False) -> str:
-    """The pair's geom kinds, "a-b"; ``shapes``: as jaxmbd shapes (a height field's prisms
-    are meshes, :mod:`jaxmbd._mjcf_hfield`)."""
+def _kinds(mujoco, m, pair: GeomPair) -> str:
+    """The pair's geom kinds, "a-b"."""
     names = (mujoco.mjtGeom(int(m.geom_type[g])).name.removeprefix("mjGEOM_").lower()
              for g in (pair.geom1, pair.geom2))  # fmt: skip
-    if shapes:
-        names = ("mesh" if n == "hfield" else n for n in names)
     return "-".join(sorted(names))
 
 
@@ -401,11 +398,10 @@ def add_contacts(mujoco, m, builder, shape_of: dict, mass_of, unsupported: list[
         if b1 == GROUND or orientation.get(frozenset((b1, b2)), (b1, b2)) != (b1, b2):
             (b1, k1), (b2, k2) = (b2, k2), (b1, k1)
         orientation[frozenset((b1, b2))] = (b1, b2)
-        # a geom is one shape, or several (a height field's prisms)
-        k1s, k2s = (k if isinstance(k, list) else [k] for k in (k1, k2))
+        k1s, k2s = [k1], [k2]
         shapes_1, shapes_2 = builder._shapes_of(b1), builder._shapes_of(b2)
         kind, _ = pair_kind(shapes_1[k1s[0]].kind, shapes_2[k2s[0]].kind)
-        drawn_as = _kinds(mujoco, m, pair, shapes=True) != "-".join(
+        drawn_as = _kinds(mujoco, m, pair) != "-".join(
             sorted((shapes_1[k1s[0]].kind, shapes_2[k2s[0]].kind))
         )
         if kind is None or drawn_as:  # a geom drawn as another kind is not collided as one

@@ -19,7 +19,8 @@ MJCF                                jaxmbd kind
                                     below)
 ``rangefinder`` (on a site,         rangefinder, the geoms ``mj_ray`` tests as its targets
 distance only)                      (every visible geom but the site's body's: planes,
-                                    spheres, capsules, ellipsoids, cylinders, boxes)
+                                    spheres, capsules, ellipsoids, cylinders, boxes,
+                                    height fields)
 ``subtreecom``, ``subtreelinvel``,  subtree_com, subtree_linear_velocity,
 ``subtreeangmom``                   subtree_angular_momentum (the world: every body)
 ``actuatorfrc``                     actuator_force of a jaxmbd actuator
@@ -36,7 +37,7 @@ or torque sensor on a body merged into its parent reads the wrench that the rest
 jaxmbd body exerts on the merged part (the MuJoCo body and those welded below it: its
 mass, centre of mass, inertia and the contact forces on its geoms) and on the jaxmbd
 bodies hanging from it (MuJoCo's ``cfrc_int`` of that body). Subtree sensors on such a
-body, geoms a rangefinder cannot see (height fields, meshes), and every other sensor
+body, geoms a rangefinder cannot see (meshes, SDFs), and every other sensor
 (limit sensors, camera rangefinders, ...) and any ``cutoff`` are named in the importer's
 one warning. ``noise`` maps to
 the sensor's noise (MuJoCo stores it without applying it; jaxmbd applies it with
@@ -54,7 +55,7 @@ import functools
 
 import numpy as np
 
-from ._ray_cast import RAY_SHAPES
+from ._ray_cast import RAY_FIELDS, RAY_SHAPES
 from .model import GROUND
 
 #: (MuJoCo body, global point, global axes) of a sensor's object ``(m, d, objid)``, by its
@@ -157,8 +158,8 @@ def _ray_targets(mujoco, m, d, owner, body_names, exclude: int):
     (``engine_ray.c``, ``ray_eliminate`` with no group mask and static geoms included:
     every geom but those of ``exclude`` and the invisible ones, whose rgba, or their
     material's, has alpha 0), as :meth:`~jaxmbd.ModelBuilder.add_sensor`'s ``targets`` at
-    the pose of ``d``; and the kinds of those that jaxmbd cannot ray-test (height fields,
-    meshes, SDFs), with their names."""
+    the pose of ``d``; and the kinds of those that jaxmbd cannot ray-test (meshes, SDFs),
+    with their names."""
     kinds = {int(v): k[len("mjGEOM_"):].lower() for k, v in vars(mujoco.mjtGeom).items()
              if k.startswith("mjGEOM_")}  # fmt: skip
     targets, unseen = [], []
@@ -169,12 +170,21 @@ def _ray_targets(mujoco, m, d, owner, body_names, exclude: int):
         if b == exclude or alpha == 0:
             continue
         kind = kinds.get(int(m.geom_type[g]), str(int(m.geom_type[g])))
+        on = GROUND if owner[b] < 0 else body_names[int(owner[b])]
+        axes = np.array(d.geom_xmat[g]).reshape(3, 3)
+        if kind in RAY_FIELDS:
+            h = int(m.geom_dataid[g])
+            nrow, ncol, adr = int(m.hfield_nrow[h]), int(m.hfield_ncol[h]), int(m.hfield_adr[h])
+            size = np.asarray(m.hfield_size[h], dtype=np.float64)
+            data = np.asarray(m.hfield_data[adr : adr + nrow * ncol], dtype=np.float64)
+            targets.append(dict(kind=kind, body=on, pos=np.array(d.geom_xpos[g]), axes=axes,
+                                size=size[[0, 1, 3]],
+                                heights=data.reshape(nrow, ncol) * size[2]))  # fmt: skip
+            continue
         if kind not in RAY_SHAPES:
             geom = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_GEOM, g) or f"geom{g}"
             unseen.append(f"{kind} '{geom}'")
             continue
-        on = GROUND if owner[b] < 0 else body_names[int(owner[b])]
-        axes = np.array(d.geom_xmat[g]).reshape(3, 3)
         targets.append(dict(kind=kind, body=on, pos=np.array(d.geom_xpos[g]), axes=axes,
                             size=np.array(m.geom_size[g])))  # fmt: skip
     return targets, unseen

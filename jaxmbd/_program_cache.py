@@ -23,12 +23,14 @@ XLA's (:mod:`jaxmbd._config`).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import io
 import marshal
 import os
 import pickle
+import threading
 import types
 import warnings
 import zlib
@@ -41,17 +43,18 @@ import numpy as np
 from jax._src import config as jax_config
 
 try:  # not public API: without it, no executable is stored or loaded (exported programs are)
+    from jax._src import compilation_cache as jax_compilation_cache
     from jax._src import compiler as jax_compiler
     from jax._src.export._export import _ensure_backends_initialized
     from jax.experimental.serialize_executable import _JaxPjrtUnpickler, serialize
 except ImportError:  # pragma: no cover
     _JaxPjrtUnpickler = object
-    jax_compiler = _ensure_backends_initialized = serialize = None
+    jax_compiler = jax_compilation_cache = _ensure_backends_initialized = serialize = None
 
 from . import _config
 
 #: Bumped when the file layout changes.
-FORMAT = 2
+FORMAT = 3
 
 
 class _Leaf:
@@ -185,6 +188,12 @@ def _key(fun, name: str, static, avals) -> str:
     return digest.hexdigest()
 
 
+def _specs(leaves):
+    """The abstract values of array leaves (numpy arrays too: never weakly typed)."""
+    return [jax.ShapeDtypeStruct(x.shape, x.dtype, weak_type=bool(getattr(x, "weak_type", False)))
+            for x in leaves]  # fmt: skip
+
+
 def _split(args, kwargs):
     tree = (args, kwargs)
     dynamic, static = eqx.partition(tree, eqx.is_array)
@@ -244,7 +253,7 @@ def _export(fun, dynamic, static, leaves, compiler_options):
         )
         return out_leaves
 
-    specs = [jax.ShapeDtypeStruct(x.shape, x.dtype, weak_type=x.weak_type) for x in leaves]
+    specs = _specs(leaves)
     exported = jax.export.export(jax.jit(flat))(*specs)
     return exported, skeletons[-1]
 
@@ -254,6 +263,30 @@ def _write(path: Path, data: bytes):
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_bytes(data)
     os.replace(tmp, path)  # atomic: a reader sees a whole file or none
+
+
+def remembered(name: str, context, compute) -> bool:
+    """``compute()`` (a yes or no that costs a compile, such as whether XLA knows an
+    option), kept in the cache folder for later processes under ``name`` and a key of
+    ``context``, the versions of jax and jaxlib, the backend and ``XLA_FLAGS``; computed
+    where the cache is off or the file cannot be read or written."""
+    where = folder()
+    if where is None:
+        return compute()
+    client = jax.local_devices()[0].client
+    key = repr((FORMAT, name, context, jax.__version__, jaxlib.__version__, client.platform,
+                client.platform_version, os.environ.get("XLA_FLAGS", "")))  # fmt: skip
+    path = where / f"{name}-{hashlib.sha256(key.encode()).hexdigest()[:40]}.answer"
+    try:
+        return {b"1": True, b"0": False}[path.read_bytes()]
+    except (OSError, KeyError):
+        pass
+    answer = bool(compute())
+    try:
+        _write(path, b"1" if answer else b"0")
+    except OSError:
+        pass
+    return answer
 
 
 #: What :func:`cached`'s function returns when the cache cannot serve a call.
@@ -333,13 +366,15 @@ class _ExecutableUnpickler(_JaxPjrtUnpickler):
     """``jax.experimental.serialize_executable``'s unpickler, loading the executable with
     its compile options (that module's loader passes none)."""
 
-    def __init__(self, file, device, options):
+    def __init__(self, file, device, options, original: bytes | None = None):
         super().__init__(file, device.client, [device])
         self.options = options
+        self.original = original
 
     def persistent_load(self, pid):
         if pid[0] == "exec":
-            return self.backend.deserialize_executable(pid[1], self.execution_devices,
+            executable = pid[1] if self.original is None else self.original
+            return self.backend.deserialize_executable(executable, self.execution_devices,
                                                        self.options)  # fmt: skip
         return super().persistent_load(pid)
 
@@ -351,13 +386,14 @@ def _load_executable(path: Path | None, compiler_options, rebuild) -> _Program |
     if path is None or not path.exists():
         return None
     try:
-        payload, in_tree, out_tree, skeleton = pickle.loads(zlib.decompress(path.read_bytes()))
+        payload, in_tree, out_tree, skeleton, original = pickle.loads(
+            zlib.decompress(path.read_bytes()))  # fmt: skip
         device = jax.devices()[0]
         # the FFI handlers that lowering would set up (LAPACK's function pointers on the
         # CPU): jax.export's reloaded programs call the same before they run
         _ensure_backends_initialized((device.platform,))
-        unpickler = _ExecutableUnpickler(io.BytesIO(payload), device,
-                                         _xla_options(compiler_options, device))  # fmt: skip
+        options = _xla_options(compiler_options, device)
+        unpickler = _ExecutableUnpickler(io.BytesIO(payload), device, options, original)
         unloaded, args_info_flat, no_kwargs = unpickler.load()
         compiled = jax.stages.Compiled(unloaded.load(), [], in_tree.unflatten(args_info_flat),
                                        out_tree, no_kwargs=no_kwargs)  # fmt: skip
@@ -369,6 +405,39 @@ def _load_executable(path: Path | None, compiler_options, rebuild) -> _Program |
         return None
 
 
+@contextlib.contextmanager
+def _xla_cache_reads():
+    """Yields ``{"hits": n, "executables": [...]}``: the hits of XLA's persistent cache
+    in the block and the serialized executables it read for this thread, as the cache holds
+    them. An executable that the cache returns was deserialized, and serializing it again
+    drops its object code (jaxlib 0.10 on the CPU: 42 kB -> 30 kB for a small program,
+    and the stored file then fails on its first call with "Function ... not found"), so
+    the executable stored for a later process must be the cache's own bytes."""
+    reads = {"hits": 0, "executables": []}
+    thread = threading.get_ident()
+    extract = getattr(jax_compilation_cache, "extract_executable_and_time", None)
+
+    def hit(event, **_):
+        if event == "/jax/compilation_cache/cache_hits":
+            reads["hits"] += 1
+
+    def extracting(data):
+        found = extract(data)
+        if threading.get_ident() == thread:
+            reads["executables"].append(found[0])
+        return found
+
+    jax.monitoring.register_event_listener(hit)
+    if extract is not None:
+        jax_compilation_cache.extract_executable_and_time = extracting
+    try:
+        yield reads
+    finally:
+        jax.monitoring.unregister_event_listener(hit)
+        if extract is not None:
+            jax_compilation_cache.extract_executable_and_time = extract
+
+
 def _compile_and_store(call, leaves, skeleton, path: Path | None):
     """``call`` (a jitted exported program) compiled for ``leaves``, and stored at ``path``
     for later processes; the plain ``call`` where there is no ``path`` or the executable
@@ -376,11 +445,18 @@ def _compile_and_store(call, leaves, skeleton, path: Path | None):
     if path is None:
         return call
     try:
-        specs = [jax.ShapeDtypeStruct(x.shape, x.dtype, weak_type=x.weak_type) for x in leaves]
-        compiled = call.lower(*specs).compile()
+        with _xla_cache_reads() as reads:
+            compiled = call.lower(*_specs(leaves)).compile()
+        original = None
+        if reads["hits"]:  # XLA's persistent cache had it: store the bytes it holds
+            if len(reads["executables"]) != 1:
+                return compiled  # not seen: nothing stored (XLA's cache serves)
+            original = reads["executables"][0]
         payload, in_tree, out_tree = serialize(compiled)
         # compressed: a CPU executable's object code is 1-2 MB and compresses about 4x
-        data = zlib.compress(pickle.dumps((payload, in_tree, out_tree, skeleton), protocol=5), 1)
+        data = zlib.compress(
+            pickle.dumps((payload, in_tree, out_tree, skeleton, original), protocol=5), 1
+        )
     except Exception:  # a backend without serialisable executables: XLA's cache serves
         return call
     try:
@@ -429,4 +505,4 @@ def _load_or_export(fun, name, where, dynamic, static, leaves, avals, compiler_o
     return from_exported(binary) if program is None else program
 
 
-__all__ = ["NOT_STORED", "cached", "folder"]
+__all__ = ["NOT_STORED", "cached", "folder", "remembered"]

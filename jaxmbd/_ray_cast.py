@@ -125,6 +125,101 @@ def ray_box(size, p, v):
     return jnp.where(bound < 0, -1.0, _nearest(*faces))
 
 
+def _triangle_hit(a, b, c, p, v):
+    """The distance x along p + x v to the plane of the triangle (a, b, c) where the ray
+    crosses it inside the triangle (either side), else -1 (MuJoCo's ``ray_triangle``;
+    Moller and Trumbore's barycentric test)."""
+    e1, e2 = b - a, c - a
+    q = jnp.cross(v, e2)
+    det = _dot(e1, q)
+    ok = jnp.abs(det) >= _MINVAL
+    inv = 1.0 / jnp.where(ok, det, 1.0)
+    s = p - a
+    u = _dot(s, q) * inv
+    r = jnp.cross(s, e1)
+    w = _dot(v, r) * inv
+    x = _dot(e2, r) * inv
+    inside = ok & (u >= 0) & (w >= 0) & (u + w <= 1)
+    return jnp.where(inside & (x >= 0), x, -1.0)
+
+
+def ray_hfield(size, p, v, *, heights):
+    """A height field (MuJoCo's ``mj_rayHfield``, ``engine_ray.c``) of ``heights`` (nrow,
+    ncol) over [-size[0], size[0]] x [-size[1], size[1]] with its base box down to
+    z = -size[2]: the nearest of the base box, the field's triangles and the side walls
+    below its edges. MuJoCo tests the triangles of every cell in the (padded) rectangle
+    that the ray's stretch over the field spans; here those of the cells that stretch
+    crosses, a fixed number (nrow + ncol + 1: between consecutive crossings of grid lines),
+    which hold every triangle the ray can meet."""
+    nrow, ncol = heights.shape
+    sx, sy, base = size[0], size[1], size[2]
+    dx, dy = 2.0 * sx / (ncol - 1), 2.0 * sy / (nrow - 1)
+    hit_base = ray_box(jnp.stack([sx, sy, 0.5 * base]), p + jnp.stack([0.0, 0.0, 0.5 * base]), v)
+    lo = jnp.minimum(jnp.min(heights), 0.0)
+    hi = jnp.maximum(jnp.max(heights), 0.0)
+    # the stretch t in [t0, t1] of the ray inside the box over the field (slabs)
+    t0, t1 = jnp.zeros(()), jnp.full((), jnp.inf)
+    for k, (a, b) in enumerate(((-sx, sx), (-sy, sy), (lo, hi))):
+        along = jnp.abs(v[k]) > _MINVAL
+        safe = jnp.where(along, v[k], 1.0)
+        ta, tb = (a - p[k]) / safe, (b - p[k]) / safe
+        within = (p[k] >= a) & (p[k] <= b)
+        t0 = jnp.where(along, jnp.maximum(t0, jnp.minimum(ta, tb)), jnp.where(within, t0, jnp.inf))
+        t1 = jnp.where(along, jnp.minimum(t1, jnp.maximum(ta, tb)), t1)
+    crosses = t0 <= t1
+    t1 = jnp.where(crosses, t1, t0)
+    # the parameters where the stretch crosses grid lines, in order: between two, one cell
+    lines = []
+    for k, n, step, s in ((0, ncol, dx, sx), (1, nrow, dy, sy)):
+        along = jnp.abs(v[k]) > _MINVAL
+        safe = jnp.where(along, v[k], 1.0)
+        t = (step * jnp.arange(n) - s - p[k]) / safe
+        lines.append(jnp.where(along, t, t0))
+    t = jnp.sort(jnp.clip(jnp.concatenate([t0[None], t1[None]] + lines), t0, t1))
+    mid = 0.5 * (t[1:] + t[:-1])
+    col = jnp.clip(jnp.floor((p[0] + mid * v[0] + sx) / dx), 0, ncol - 2).astype(jnp.int32)
+    row = jnp.clip(jnp.floor((p[1] + mid * v[1] + sy) / dy), 0, nrow - 2).astype(jnp.int32)
+
+    def vertex(r, c):
+        return jnp.stack([dx * c - sx, dy * r - sy, heights[r, c]], axis=-1)
+
+    v00, v01 = vertex(row, col), vertex(row, col + 1)
+    v11, v10 = vertex(row + 1, col + 1), vertex(row + 1, col)
+    cells = jnp.concatenate([_triangle_hit(v00, v01, v11, p, v),
+                             _triangle_hit(v00, v11, v10, p, v)])  # fmt: skip
+    cells = jnp.where(crosses, cells, -1.0)
+    # the side walls: a face of the box over the field met below the field's edge line
+    walls = []
+    for k, side in ((0, -1.0), (0, 1.0), (1, -1.0), (1, 1.0)):
+        j = 1 - k
+        n_along, step, s_k, s_j = (nrow, dy, sx, sy) if k == 0 else (ncol, dx, sy, sx)
+        along = jnp.abs(v[k]) > _MINVAL
+        x = (side * s_k - p[k]) / jnp.where(along, v[k], 1.0)
+        q = p + x * v
+        u = (q[j] + s_j) / step
+        u0 = jnp.clip(jnp.floor(u), 0, n_along - 2)
+        i0 = u0.astype(jnp.int32)
+        edge = (
+            heights[:, 0 if side < 0 else ncol - 1]
+            if k == 0
+            else heights[0 if side < 0 else nrow - 1]
+        )
+        z_line = edge[i0] * (u0 + 1 - u) + edge[i0 + 1] * (u - u0)
+        on = along & (x >= 0) & (jnp.abs(q[j]) <= s_j) & (q[2] >= lo) & (q[2] <= hi)
+        walls.append(jnp.where(on & (q[2] < z_line), x, -1.0))
+    return _nearest(hit_base, *walls, _nearest_of(cells))
+
+
+def _nearest_of(x):
+    """The smallest non-negative entry of x (n,), -1 where none is."""
+    hit = x >= 0
+    return jnp.where(jnp.any(hit), jnp.min(jnp.where(hit, x, jnp.inf)), -1.0)
+
+
+#: The ray test of each MuJoCo geom kind over a grid of elevations, ``(size, p, v, *,
+#: heights) -> x`` (the target carries its ``heights``).
+RAY_FIELDS = {"hfield": ray_hfield}
+
 #: The ray test of each MuJoCo geom kind that has one here, ``(size, p, v) -> x``.
 RAY_SHAPES = {
     "plane": ray_plane,

@@ -14,6 +14,7 @@ world frame, fixed).
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import equinox as eqx
 import jax
@@ -22,7 +23,7 @@ import numpy as np
 
 from . import _config  # noqa: F401
 from ._joint_forces import coordinates_and_rates
-from ._ray_cast import RAY_SHAPES, nearest_hit
+from ._ray_cast import RAY_FIELDS, RAY_SHAPES, nearest_hit
 from ._ray_zone import ray_meets_zone
 from .equations import rA_terms_rows
 from .forces import BodyState
@@ -77,13 +78,16 @@ class RayTargets(eqx.Module):
     """The shapes a rangefinder's ray sees: MuJoCo's geom ``kinds`` (:data:`jaxmbd._ray_cast.
     RAY_SHAPES`) on ``bodies`` (model indices; ``nb``: the ground), at ``pos`` (n, 3) with
     axes ``rot`` (n, 3, 3) in their bodies' frames (global on the ground), of MuJoCo's geom
-    ``size`` (n, 3)."""
+    ``size`` (n, 3); a height field (kind ``"hfield"``, :func:`jaxmbd._ray_cast.ray_hfield`)
+    has size (half extent x, half extent y, base depth) and its elevations in ``heights``
+    (one (nrow, ncol) array per height field target, in target order)."""
 
     kinds: tuple[str, ...] = eqx.field(static=True)
     bodies: tuple[int, ...] = eqx.field(static=True)
     pos: jax.Array
     rot: jax.Array
     size: jax.Array
+    heights: tuple[jax.Array, ...] = ()  # of the height field targets, in order
 
 
 class ActuatorSet(eqx.Module):
@@ -253,8 +257,12 @@ def read_rangefinder(model, mount, run):
     targets = mount.params
     T, nb = run.r.shape[0], run.r.shape[1]
     found = []
-    for kind in sorted(set(targets.kinds)):  # one batched test per shape kind
-        k = np.array([i for i, x in enumerate(targets.kinds) if x == kind], dtype=int)
+    fields = [i for i, x in enumerate(targets.kinds) if x in RAY_FIELDS]
+    groups = [(kind, [i for i, x in enumerate(targets.kinds) if x == kind])
+              for kind in sorted(set(targets.kinds) - set(RAY_FIELDS))]  # fmt: skip
+    groups += [(targets.kinds[i], [i]) for i in fields]  # each field its own grid
+    for kind, k in groups:  # one batched test per shape kind
+        k = np.array(k, dtype=int)
         b = np.asarray(targets.bodies, dtype=int)[k]
         moving = b < nb
         r = jnp.concatenate([run.r, jnp.zeros((T, 1, 3), run.r.dtype)], axis=1)[:, b]
@@ -262,7 +270,10 @@ def read_rangefinder(model, mount, run):
                                                      (T, 1, 3, 3))], axis=1)[:, b]  # fmt: skip
         pos = jnp.where(moving[None, :, None], r + _mv(A, targets.pos[k]), targets.pos[k])
         rot = jnp.where(moving[None, :, None, None], A @ targets.rot[k], targets.rot[k])
-        test = RAY_SHAPES[kind]
+        if kind in RAY_FIELDS:
+            test = functools.partial(RAY_FIELDS[kind], heights=targets.heights[fields.index(k[0])])
+        else:
+            test = RAY_SHAPES[kind]
 
         def local(size, pos, rot, point, vec, test=test):
             return test(size, _mv(_t(rot), point - pos), _mv(_t(rot), vec))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -29,6 +29,15 @@ class Shape:
     faces: tuple[tuple[int, int, int], ...] = ()
     collide: bool = True  # False: visual only (no contact)
 
+    def __hash__(self) -> int:
+        # computed once: a model's shapes are static metadata, hashed at every dispatch of
+        # a compiled program, and a mesh or a height field holds many thousand vertices
+        cached = self.__dict__.get("_hash")
+        if cached is None:
+            cached = hash(tuple(getattr(self, f.name) for f in fields(self)))
+            object.__setattr__(self, "_hash", cached)
+        return cached
+
     def param(self, key: str, default=None):
         for k, v in self.params:
             if k == key:
@@ -42,10 +51,11 @@ class Shape:
     def to_json(self) -> dict:
         out: dict = {"type": self.kind}
         for key, val in self.params:
-            out[key] = list(val) if key == "size" else val[0]
+            out[key] = list(val) if key == "size" or len(val) > 1 else val[0]
         if shape_kind(self.kind).explicit_mesh:
             out["vertices"] = [list(v) for v in self.vertices]
-            out["faces"] = [list(f) for f in self.faces]
+            if self.faces:  # a height field's follow from its grid
+                out["faces"] = [list(f) for f in self.faces]
         if any(self.pos):
             out["pos"] = list(self.pos)
         if not np.allclose(self.A, np.eye(3), atol=0, rtol=0):
@@ -106,8 +116,12 @@ def _z_to(axis: np.ndarray) -> np.ndarray:
     return np.stack([u, np.cross(n, u), n], axis=1)
 
 
-def _mesh_data(spec, where: str):
-    """(vertices, faces) of a mesh's JSON form, checked."""
+def _mesh_data(spec, where: str, *, faces: bool = True):
+    """(vertices, faces) of a mesh's JSON form, checked; ``faces=False``: the vertices only
+    (a height field's faces follow from its grid)."""
+    if not faces:
+        V = np.asarray(spec["vertices"], dtype=np.float64)  # checked by the kind
+        return tuple(map(tuple, V.tolist())), ()
     for key in ("vertices", "faces"):
         if key not in spec:
             raise ModelError(f"{where}.{key}: missing required field for a mesh")
@@ -160,7 +174,7 @@ def make_shape(spec, *, where: str = "shape") -> Shape:
     vertices: tuple = ()
     faces: tuple = ()
     if record.explicit_mesh:
-        vertices, faces = _mesh_data(spec, where)
+        vertices, faces = _mesh_data(spec, where, faces=record.stored_faces)
     pos = _vector(spec.get("pos", (0.0, 0.0, 0.0)), 3, where=f"{where}.pos")
     if "A" in spec and "axis" in spec:
         raise ModelError(f"{where}: give either A or axis, not both")
@@ -239,6 +253,25 @@ def mesh(vertices, faces, *, pos=(0.0, 0.0, 0.0), A=None, color=None, collide=Tr
         _spec("mesh", pos, A, None, color, collide, vertices=np.asarray(vertices),
               faces=np.asarray(faces))
     )  # fmt: skip
+
+
+def height_field(heights, size, base, *, pos=(0.0, 0.0, 0.0), A=None, color=None,
+                 collide=True) -> Shape:  # fmt: skip
+    """A height field (MuJoCo's ``hfield``): elevations ``heights`` (nrow, ncol) over the
+    rectangle [-size[0], size[0]] x [-size[1], size[1]] of the shape frame (column c at
+    x = -size[0] + 2 size[0] c / (ncol - 1), row r at y = -size[1] + 2 size[1] r /
+    (nrow - 1)), each cell two triangular prisms down to z = -``base``."""
+    H = np.asarray(heights, dtype=np.float64)
+    if H.ndim != 2:
+        raise ModelError(f"height_field.heights: expected (nrow, ncol), got shape {H.shape}")
+    nrow, ncol = H.shape
+    x = np.linspace(-size[0], size[0], ncol)
+    y = np.linspace(-size[1], size[1], nrow)
+    X, Y = np.meshgrid(x, y)
+    V = np.stack([X.reshape(-1), Y.reshape(-1), H.reshape(-1)], axis=1)
+    return make_shape(
+        _spec("hfield", pos, A, None, color, collide, grid=[nrow, ncol], base=base, vertices=V)
+    )
 
 
 def plane(point=(0.0, 0.0, 0.0), normal=(0.0, 0.0, 1.0), *, size=None, color=None) -> Shape:

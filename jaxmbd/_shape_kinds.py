@@ -4,6 +4,7 @@ function here takes a :class:`~jaxmbd.geometry.Shape`)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -109,6 +110,23 @@ def _explicit_mesh(shape, n: int):
     return np.asarray(shape.vertices, float), np.asarray(shape.faces, int)
 
 
+def _height_field_mesh(shape, n: int):
+    """The height field's surface: its grid points and MuJoCo's two triangles per cell."""
+    nrow, ncol = (int(x) for x in shape.param("grid"))
+    return np.array(height_field_points(shape)), height_field_faces(nrow, ncol)
+
+
+def height_field_faces(nrow: int, ncol: int) -> np.ndarray:
+    """The triangles (vertex r ncol + c at row r, column c) of MuJoCo's height field cells:
+    cell (r, c) is {(r+1, c), (r, c), (r+1, c+1)} and {(r, c), (r+1, c+1), (r, c+1)}, the
+    tops of its two prisms (``engine_collision_convex.c``, ``mjc_ConvexHField``)."""
+    r, c = np.meshgrid(np.arange(nrow - 1), np.arange(ncol - 1), indexing="ij")
+    v = (r * ncol + c).reshape(-1, 1)
+    first = np.concatenate([v + ncol, v, v + ncol + 1], axis=1)
+    second = np.concatenate([v, v + ncol + 1, v + 1], axis=1)
+    return np.stack([first, second], axis=1).reshape(-1, 3)
+
+
 def _plane_mesh(shape, n: int):
     lx, ly = shape.param("size") or (1.0, 1.0)
     V = 0.5 * np.array([[-lx, -ly, 0], [lx, -ly, 0], [lx, ly, 0], [-lx, ly, 0]], float)
@@ -157,8 +175,53 @@ def _hull_size(shape) -> np.ndarray:
     return np.concatenate([[[*centre, 0.0]], np.c_[H, np.ones(len(H))]])
 
 
+def _hull_bound(size: np.ndarray) -> float:
+    return float(np.linalg.norm(size[:, :3], axis=1).max())
+
+
 def _hull_scale(size: np.ndarray) -> float:
     return 0.5 * float(np.ptp(size[1:, :3], axis=0).min())
+
+
+def _check_height_field(spec, where: str) -> None:
+    """A height field's vertices: its regular grid (row-major, x along the columns, y along
+    the rows, centred on the shape origin), (nrow, ncol) of ``grid``, at least 2 x 2."""
+    try:
+        nrow, ncol = (float(x) for x in spec["grid"])
+        V = np.asarray(spec.get("vertices"), dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ModelError(f"{where}: grid (nrow, ncol) and vertices (n, 3) expected") from None
+    if nrow != int(nrow) or ncol != int(ncol) or nrow < 2 or ncol < 2:
+        raise ModelError(f"{where}.grid: expected two integers >= 2, got {spec['grid']!r}")
+    nrow, ncol = int(nrow), int(ncol)
+    if V.shape != (nrow * ncol, 3) or not np.all(np.isfinite(V)):
+        raise ModelError(f"{where}.vertices: expected ({nrow * ncol}, 3) finite numbers "
+                         f"(the grid's points), got shape {V.shape}")  # fmt: skip
+    sx, sy = float(V[:, 0].max()), float(V[:, 1].max())
+    x = np.linspace(-sx, sx, ncol)[None, :] * np.ones((nrow, 1))
+    y = np.linspace(-sy, sy, nrow)[:, None] * np.ones((1, ncol))
+    tol = 1e-9 * max(sx, sy)
+    if not (sx > 0 and sy > 0 and np.allclose(V[:, 0], x.reshape(-1), rtol=0, atol=tol)
+            and np.allclose(V[:, 1], y.reshape(-1), rtol=0, atol=tol)):  # fmt: skip
+        raise ModelError(f"{where}.vertices: not a regular grid centred on the shape origin "
+                         "(row r, column c at x = -sx + 2 sx c / (ncol - 1), "
+                         "y = -sy + 2 sy r / (nrow - 1))")  # fmt: skip
+
+
+@functools.lru_cache(maxsize=16)
+def height_field_points(shape) -> np.ndarray:
+    """A height field's grid points (nrow ncol, 3) as an array (read-only; computed once
+    per shape: a large field has many thousand)."""
+    V = np.asarray(shape.vertices, dtype=np.float64)
+    V.flags.writeable = False
+    return V
+
+
+def _height_field_size(shape) -> np.ndarray:
+    """(half extent along x, along y, base depth): the field spans [-size0, size0] x
+    [-size1, size1] and its prisms reach down to z = -size2."""
+    V = height_field_points(shape)
+    return np.array([V[:, 0].max(), V[:, 1].max(), shape.param("base")])
 
 
 @dataclass(frozen=True)
@@ -171,7 +234,10 @@ class ShapeKind:
     ``vertices`` and ``faces``; ``ground_only``: ground geometry (a plane), refused on a
     body. Collision (:mod:`jaxmbd.contact.narrow_phase`): ``collision_size(shape)`` its
     (3,) size vector (None: the kind does not collide) and ``collision_scale(size)`` its
-    smallest dimension (the default contact stiffness's length)."""
+    smallest dimension (the default contact stiffness's length), ``collision_bound(size)``
+    the radius of a ball about the shape origin that holds it (MuJoCo's ``geom_rbound``).
+    ``stored_faces``: an explicit mesh's faces are part of its data (a height field's
+    follow from its grid)."""
 
     name: str
     fields: tuple[tuple[str, int | None, bool], ...]
@@ -181,6 +247,8 @@ class ShapeKind:
     ground_only: bool = False
     collision_size: Callable | None = None
     collision_scale: Callable = lambda size: float(size[0])  # noqa: E731
+    collision_bound: Callable = lambda size: float(size[0])  # noqa: E731
+    stored_faces: bool = True
 
     @property
     def collides(self) -> bool:
@@ -189,28 +257,42 @@ class ShapeKind:
 
 _RADIUS, _LENGTH = ("radius", None, True), ("length", None, True)
 BOX = ShapeKind("box", (("size", 3, True),), _box_mesh, collision_size=_half_edges_size,
-                collision_scale=lambda size: float(size.min()))  # fmt: skip
+                collision_scale=lambda size: float(size.min()),
+                collision_bound=lambda size: float(np.linalg.norm(size)))  # fmt: skip
 CYLINDER = ShapeKind(
     "cylinder", (_RADIUS, _LENGTH, ("inner_radius", None, False)), _cylinder_mesh, _check_tube,
     collision_size=_radius_half_length_size,
     collision_scale=lambda size: float(min(size[0], size[1])),
+    collision_bound=lambda size: float(np.hypot(size[0], size[1])),
 )  # fmt: skip
 SPHERE = ShapeKind("sphere", (_RADIUS,), _round_mesh, collision_size=_radius_size)
 CAPSULE = ShapeKind("capsule", (_RADIUS, _LENGTH), _round_mesh,
-                    collision_size=_radius_half_length_size)  # fmt: skip
+                    collision_size=_radius_half_length_size,
+                    collision_bound=lambda size: float(size[0] + size[1]))  # fmt: skip
 ELLIPSOID = ShapeKind("ellipsoid", (("size", 3, True),), _ellipsoid_mesh,
                       collision_size=_half_edges_size,
-                      collision_scale=lambda size: float(size.min()))  # fmt: skip
+                      collision_scale=lambda size: float(size.min()),
+                      collision_bound=lambda size: float(size.max()))  # fmt: skip
 CONE = ShapeKind("cone", (_RADIUS, _LENGTH), _cone_mesh)
 PYRAMID = ShapeKind("pyramid", (("size", 2, True), ("height", None, True)), _pyramid_mesh)
 MESH = ShapeKind("mesh", (), _explicit_mesh, explicit_mesh=True, collision_size=_hull_size,
-                 collision_scale=_hull_scale)  # fmt: skip
+                 collision_scale=_hull_scale, collision_bound=_hull_bound)  # fmt: skip
+#: MuJoCo's height field: a grid of elevations over a rectangle, each cell two triangular
+#: prisms down to the base (:mod:`jaxmbd.contact.height_field`).
+HFIELD = ShapeKind(
+    "hfield", (("grid", 2, True), ("base", None, True)), _height_field_mesh,
+    _check_height_field, explicit_mesh=True, collision_size=_height_field_size,
+    collision_scale=lambda size: float("inf"), collision_bound=lambda size: float("inf"),
+    stored_faces=False,
+)  # fmt: skip
 PLANE = ShapeKind("plane", (("size", 2, False),), _plane_mesh, ground_only=True,
-                  collision_size=_no_size, collision_scale=lambda size: float("inf"))  # fmt: skip
+                  collision_size=_no_size, collision_scale=lambda size: float("inf"),
+                  collision_bound=lambda size: float("inf"))  # fmt: skip
 
 #: Every shape kind by name (the files' ``type`` strings).
 SHAPE_BY_NAME: dict[str, ShapeKind] = {
-    k.name: k for k in (BOX, CYLINDER, SPHERE, CAPSULE, ELLIPSOID, CONE, PYRAMID, MESH, PLANE)
+    k.name: k
+    for k in (BOX, CYLINDER, SPHERE, CAPSULE, ELLIPSOID, CONE, PYRAMID, MESH, HFIELD, PLANE)
 }
 SHAPE_KINDS = tuple(SHAPE_BY_NAME)
 

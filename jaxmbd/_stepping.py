@@ -112,21 +112,22 @@ def run_in_chunks(initial, chunk, n: int, chunk_size: int, progress, *, save_eve
     """Run ``chunk`` repeatedly with one fixed size (one compilation), reporting progress.
     ``chunk(carry, k0, size)`` runs ``size`` steps and returns size / save_every rows.
 
-    The last chunk may run past step n; its extra steps are dropped.
+    The last chunk may run past step n; its extra steps are dropped. The rows are gathered
+    on the host (numpy: no eager op per output and chunk), then put on the device once.
     """
     carry, first = initial()
-    pieces = [jax.tree_util.tree_map(lambda x: x[None], first)]
+    pieces = [jax.tree_util.tree_map(lambda x: np.asarray(x)[None], first)]
     size = max(1, min(chunk_size, n))
     size = max(save_every, size - size % save_every)
     done = 0
     while done < n:
-        carry, out = chunk(carry, jnp.asarray(done), size)
+        carry, out = chunk(carry, np.asarray(done), size)
         keep = min(size, n - done)
         rows = keep // save_every
-        pieces.append(jax.tree_util.tree_map(lambda x, rows=rows: x[:rows], out))
+        pieces.append(jax.tree_util.tree_map(lambda x, rows=rows: np.asarray(x)[:rows], out))
         done += keep
         progress(done, n)
-    return jax.tree_util.tree_map(lambda *xs: jnp.concatenate(xs, axis=0), *pieces)
+    return jax.tree_util.tree_map(lambda *xs: jax.device_put(np.concatenate(xs, axis=0)), *pieces)
 
 
 def block_steps(size: int, save_every: int = 1) -> int:
@@ -152,7 +153,7 @@ def run_in_blocks(head, block, n: int, size: int, progress=None, *, save_every: 
     if progress is not None:
         progress(done, n)
     while done < n:
-        carry, out = block(carry, jnp.asarray(done), size)
+        carry, out = block(carry, np.asarray(done), size)
         keep = min(size, n - done)
         pieces.append(rows_of(out, keep))
         done += keep

@@ -44,10 +44,13 @@ from ._parameter_checks import as_float64
 from ._results import code_message
 from ._stepping import num_steps
 from .errors import ModelError, SolverError
+from .formulations import get_formulation
+from .joint_space import run as joint_run
+from .joint_space.steppers import get_stepper
 from .kinematics import kinematics
 from .linear import small
 from .model import Model
-from .simulation import simulate
+from .simulation import default_formulation, simulate
 
 _ANALYSES = {"simulate": simulate, "kinematics": kinematics}
 
@@ -224,7 +227,12 @@ CHUNK_BYTES = 2 * 2**20
 
 
 def _chunk_size(
-    models: Model, per_device: int, chunk, devices: int = 1, platform: str = "cpu"
+    models: Model,
+    per_device: int,
+    chunk,
+    devices: int = 1,
+    platform: str = "cpu",
+    joint: bool = False,
 ) -> int | None:
     """Members per vmap on a device (None: all of its members at once): the caller's
     choice, else on a CPU :data:`HOISTED_CHUNK` for a small model (n = 6 nb + 2 nc up to
@@ -232,8 +240,11 @@ def _chunk_size(
     one the largest power of two whose Newton matrices fit in the device's share of
     CHUNK_BYTES (1 / devices^2 of it), and on a GPU (any other platform) the whole
     batch: each kernel then runs over every member, and a GPU's time per step is mostly
-    kernel launches, nearly independent of the members per kernel."""
-    if chunk is None and platform != "cpu":
+    kernel launches, nearly independent of the members per kernel. ``joint``: a run of the
+    joint formulation with an explicit step, whose time loop chunks its batch itself
+    (batch-last, :data:`jaxmbd.joint_space.run.BATCH_CHUNK` members a chunk): the whole
+    batch."""
+    if chunk is None and (platform != "cpu" or joint):
         return None
     if chunk is None:
         n = 6 * models.nb + 2 * models.nc
@@ -245,6 +256,28 @@ def _chunk_size(
     elif isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk < 1:
         raise ValueError(f"chunk must be a positive integer (members per vmap), got {chunk!r}")
     return None if chunk >= per_device else int(chunk)
+
+
+def _is_joint(models: Model, options: dict) -> bool:
+    """Whether ``simulate`` runs the batch in the joint formulation with a step whose
+    batches run batch-last (:data:`jaxmbd.joint_space.run.BATCH_LAST_STEPPERS`): asked
+    for, or the default formulation and integrator of the model."""
+    if options.get("contact") == "hard" or options.get("limits") == "hard":
+        return False
+    try:
+        formulation = options.get("formulation")
+        integrator = options.get("integrator")
+        if formulation is None:
+            formulation = default_formulation(models, integrator, options.get("options"))
+        form = get_formulation(formulation)
+        if not form.runs_in_joint_space:
+            return False
+        if integrator is None:
+            no_pairs = models.contacts is None
+            integrator = form.default_integrator if no_pairs else form.contact_integrator
+        return isinstance(get_stepper(integrator), joint_run.BATCH_LAST_STEPPERS)
+    except (ValueError, TypeError, ModelError):  # simulate itself says what is wrong
+        return False
 
 
 def _device_list(devices) -> list:
@@ -272,7 +305,8 @@ def _sharded_map(analysis: str, members, devices, options: dict, chunk, gather: 
         return _across_processes(analysis, members, devices, options, chunk, gather)
     devices = devices[: max(1, min(n, len(devices)))]  # no device runs padding alone
     per_device = -(-n // len(devices))
-    chunk = _chunk_size(models, per_device, chunk, len(devices), devices[0].platform)
+    joint = analysis == "simulate" and _is_joint(models, options)
+    chunk = _chunk_size(models, per_device, chunk, len(devices), devices[0].platform, joint)
     if len(devices) == 1:
         return _vmapped(analysis, members, options, chunk)
     pad = (-n) % len(devices)
@@ -304,7 +338,8 @@ def _across_processes(analysis: str, members, devices: list, options: dict, chun
             f"devices (each holds an equal shard), got {n} members; pad the batch or gather"
         )
     local = sum(d.process_index == me for d in devices)
-    chunk = _chunk_size(models, -(-n // len(devices)), chunk, local, devices[0].platform)
+    joint = analysis == "simulate" and _is_joint(models, options)
+    chunk = _chunk_size(models, -(-n // len(devices)), chunk, local, devices[0].platform, joint)
     _open_collectives(tuple(devices))  # in step, before anything of this call compiles
     dynamic, static = eqx.partition((members, options), eqx.is_array)
     leaves, treedef = jax.tree_util.tree_flatten(dynamic)

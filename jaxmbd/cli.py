@@ -164,10 +164,9 @@ def _summary(model: Model, sol, seconds: float, out: Path | None, plot: Path | N
         f"mean {it[1:].mean():.3f}, max {it.max()}" if len(it) > 1 else str(it[0]),
     )
     table.add_row("max residual", f"{float(np.max(np.asarray(sol.residual))):.2e}")
+    r_end = np.asarray(sol.r)[-1]  # indexed in numpy: no eager op per body
     for b, name in enumerate(model.body_names):
-        table.add_row(
-            f"r of {name} at t_end", np.array2string(np.asarray(sol.r[-1, b]), precision=6)
-        )
+        table.add_row(f"r of {name} at t_end", np.array2string(r_end[b], precision=6))
     if out:
         table.add_row("written", str(out))
     if plot:

@@ -18,6 +18,7 @@ import numpy as np
 
 from . import _config  # noqa: F401
 from ._host_arrays import device_array
+from ._jit import jit
 
 _FUNCTIONS = {
     "sin": jnp.sin,
@@ -146,6 +147,27 @@ def evaluate_program(program, constants, t):
     return a**b
 
 
+#: numpy's counterparts of :data:`_FUNCTIONS` (the same names in numpy)
+_HOST_FUNCTIONS = {name: getattr(np, f.__name__) for name, f in _FUNCTIONS.items()}
+
+
+def _host_value(program, constants):
+    """A program of no ``t`` evaluated in numpy float64 (:func:`evaluate_program`'s
+    rules)."""
+    op = program[0]
+    if op == "const":
+        return constants[program[1]]
+    if op == "fixed":
+        return np.float64(program[1])
+    if op == "neg":
+        return -_host_value(program[1], constants)
+    if op == "call":
+        return _HOST_FUNCTIONS[program[1]](_host_value(program[2], constants))
+    a, b = _host_value(program[1], constants), _host_value(program[2], constants)
+    return {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
+            "pow": np.power}[op](a, b)  # fmt: skip
+
+
 class Expression(eqx.Module):
     """A scalar function f(t) parsed from a string; its numeric literals are parameters."""
 
@@ -165,13 +187,26 @@ class Expression(eqx.Module):
     def is_constant(self) -> bool:
         return not _depends_on_t(self.program)
 
+    def value_at_start(self) -> float:
+        """f(0) of an expression of no ``t``, computed on the host (numpy's functions): a
+        constant offset needs no compiled program."""
+        if not self.is_constant:
+            raise ValueError(f"expression {self.source!r} depends on t")
+        with np.errstate(all="ignore"):
+            return float(_host_value(self.program, np.asarray(self.constants)))
+
     def check_finite_at_start(self, *, where: str):
         """Refuse an expression whose value, first or second time derivative at t = 0 is not
         finite (``9**9**9``, ``log(-1)``, ``sqrt(t)``): it would enter the solver as inf/NaN."""
-        # one compiled program per expression program (the source text left out of the key)
-        group = DriverGroup(rows=(0,), program=self.program, sources=("",),
-                            constants=device_array(np.asarray(self.constants)[None]))  # fmt: skip
-        values = [np.asarray(v) for v in _start_derivatives(group)]
+        if self.is_constant:  # derivatives zero; the value on the host
+            values = [np.asarray([self.value_at_start()]), np.zeros(1), np.zeros(1)]
+        else:
+            # one compiled program per expression program (the source text left out of the
+            # key)
+            constants = device_array(np.asarray(self.constants)[None])
+            group = DriverGroup(rows=(0,), program=self.program, sources=("",),
+                                constants=constants)  # fmt: skip
+            values = [np.asarray(v) for v in _start_derivatives(group)]
         bad = [
             name
             for name, v in zip(("f", "f_dot", "f_ddot"), values, strict=True)
@@ -222,7 +257,7 @@ def group_drivers(row_expressions: dict[int, Expression]) -> tuple[DriverGroup, 
     return tuple(groups)
 
 
-@jax.jit
+@jit  # a top-level call is a program of the disk cache (a new process does not trace it)
 def _start_derivatives(group: DriverGroup):
     """(f, f_dot, f_ddot) of one group's row at t = 0 (:meth:`Expression.check_finite_at_start`)."""
     return driver_derivatives(jnp.zeros(1), (group,), 0.0)
@@ -245,7 +280,7 @@ def driver_values(offsets, groups: tuple[DriverGroup, ...], t):
 
 #: :func:`driver_values` as one compiled program (per set of driver programs): build-time
 #: values (:func:`jaxmbd.redundancy.find_redundancy`) without compiling op by op.
-compiled_driver_values = jax.jit(driver_values)
+compiled_driver_values = jit(driver_values)
 
 
 def driver_derivatives(offsets, groups, t):

@@ -24,6 +24,10 @@ cone       ``radius`` of the base (centred at the shape origin), apex at z = ``l
 pyramid    ``size`` = (lx, ly) of the rectangular base (centred at the origin), apex at
            z = ``height``
 mesh       ``vertices`` (n, 3) and triangular ``faces`` (k, 3) of 0-based vertex indices
+hfield     ``grid`` = (nrow, ncol), ``base`` and ``vertices`` (nrow ncol, 3): MuJoCo's height
+           field, elevations over a regular grid centred on the origin (x along the
+           columns, y along the rows, row-major), each cell two triangular prisms down to
+           z = -base (:func:`height_field`; :mod:`jaxmbd.contact.height_field`)
 plane      the plane z = 0 of the shape frame, on the ground only (``add_ground_plane``);
            optional ``size`` = (lx, ly): the square drawn (default 1 x 1)
 ========== =================================================================================
@@ -71,6 +75,7 @@ from ._shape import (
     cone,
     cylinder,
     ellipsoid,
+    height_field,
     make_shape,
     make_shapes,
     mass_properties,
@@ -85,6 +90,7 @@ from ._shape_kinds import (
     CONE,
     CYLINDER,
     ELLIPSOID,
+    HFIELD,
     MESH,
     PLANE,
     PYRAMID,
@@ -92,6 +98,7 @@ from ._shape_kinds import (
     SHAPE_KINDS,
     SPHERE,
     ShapeKind,
+    height_field_points,
     shape_kind,
 )
 
@@ -103,6 +110,7 @@ __all__ = [
     "ELLIPSOID",
     "GROUND_COLOR",
     "GroundSlide",
+    "HFIELD",
     "JointPoint",
     "MESH",
     "PLANE",
@@ -125,6 +133,8 @@ __all__ = [
     "extent",
     "ground_shapes",
     "ground_slides",
+    "height_field",
+    "height_field_points",
     "joint_points",
     "make_shape",
     "make_shapes",

@@ -56,6 +56,7 @@ import numpy as np
 
 from . import _config  # noqa: F401
 from ._host_arrays import device_array
+from ._jit import jit
 from ._small import mm, mtm, mv, row_vec_mat
 from ._topology import body_graph
 from .errors import ModelError
@@ -236,8 +237,8 @@ def _pair_state(k: int, r, A, rdot, omega):
 
 
 #: :func:`joint_coordinates` compiled: build-time values go through one program per joint
-#: kind and sign (cached across joints and models) rather than op by op.
-_compiled_coordinates = jax.jit(joint_coordinates)
+#: kind and sign (cached across joints and models, and on disk) rather than op by op.
+_compiled_coordinates = jit(joint_coordinates)
 
 
 def joint_state_at(defn: JointDefinition, r, A, rdot, omega) -> tuple[np.ndarray, np.ndarray]:

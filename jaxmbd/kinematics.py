@@ -17,6 +17,7 @@ import jax.numpy as jnp
 
 from . import _config  # noqa: F401
 from ._checks import finish, is_traced, resolve_throw, solution_from_outputs
+from ._host_arrays import device_array
 from ._jit import jit
 from ._parameter_checks import checked_parameters
 from ._results import CHART_SINGULARITY, ILL_CONDITIONED, NONFINITE, SUCCESS
@@ -340,8 +341,8 @@ def kinematics(
     save_every = check_save_every(save_every, n)
     n_g = form.num_multipliers(model)
     structured = choose_structured(linear_solver, model.nb * form.tangent_size + n_g, model.nc)
-    h_arr = jnp.asarray(h, dtype=jnp.float64)
-    tol_arr = jnp.asarray(tol, dtype=jnp.float64)
+    h_arr = device_array(h, jnp.float64)
+    tol_arr = device_array(tol, jnp.float64)
     traced = is_traced(model)
     if progress is None or traced:
         outs = _run(model, form, n, h_arr, tol_arr, max_iter, save_every, structured)

@@ -11,6 +11,7 @@ import jax.numpy as jnp
 
 from . import _config  # noqa: F401
 from ._small import dot, mm, mtm
+from ._trig import sin, sin_cos
 
 # Below this squared angle the Taylor branches are used. Their truncation error is
 # O(theta^6) ~ 1e-21, far below float64 round-off of the closed forms near zero.
@@ -44,7 +45,7 @@ def _sin_coeffs(theta_sq):
     small = theta_sq < _SMALL_ANGLE_SQ
     safe_sq = jnp.where(small, 1.0, theta_sq)
     t = jnp.sqrt(safe_sq)
-    s, c = jnp.sin(t), jnp.cos(t)
+    s, c = sin_cos(t)
     a = jnp.where(small, 1.0 - theta_sq / 6.0 + theta_sq**2 / 120.0, s / t)
     b = jnp.where(small, 0.5 - theta_sq / 24.0 + theta_sq**2 / 720.0, (1.0 - c) / safe_sq)
     d = jnp.where(
@@ -165,7 +166,8 @@ def so3_dexpinv(w):
     t2 = dot(w, w)
     small, t = _safe_angle(t2, _DEXPINV_SMALL_SQ)
     half = 0.5 * t
-    closed = (1.0 - half * jnp.cos(half) / jnp.sin(half)) / (t * t)
+    sin_half, cos_half = sin_cos(half)
+    closed = (1.0 - half * cos_half / sin_half) / (t * t)
     series = 1.0 / 12.0 + t2 / 720.0 + t2**2 / 30240.0 + t2**3 / 1209600.0 + t2**4 / 47900160.0
     c = jnp.where(small, series, closed)
     W = hat(w)
@@ -201,12 +203,12 @@ def _sin_coeffs_wide(theta_sq):
     a = jnp.where(
         small,
         1.0 - x / 6.0 + x**2 / 120.0 - x**3 / 5040.0 + x**4 / 362880.0 - x**5 / 39916800.0,
-        jnp.sin(t) / t,
+        sin(t) / t,
     )
     b = jnp.where(
         small,
         0.5 - x / 24.0 + x**2 / 720.0 - x**3 / 40320.0 + x**4 / 3628800.0 - x**5 / 479001600.0,
-        2.0 * jnp.sin(0.5 * t) ** 2 / (t * t),
+        2.0 * sin(0.5 * t) ** 2 / (t * t),
     )
     d = jnp.where(
         small,
@@ -216,7 +218,7 @@ def _sin_coeffs_wide(theta_sq):
         - x**3 / 362880.0
         + x**4 / 39916800.0
         - x**5 / 6227020800.0,
-        (t - jnp.sin(t)) / (t * t * t),
+        (t - sin(t)) / (t * t * t),
     )
     return a, b, d
 
@@ -252,8 +254,8 @@ def _se3_dexpinv_coeffs(theta_sq):
     """(c2, c4) of eq. 10, NaN-safe: closed forms with cos t - 1 = -2 sin^2(t/2) above t = 0.2,
     Taylor series below (gradients finite at 0)."""
     small, t = _safe_angle(theta_sq, _DEXPINV_SMALL_SQ)
-    s = jnp.sin(t)
-    cm1 = -2.0 * jnp.sin(0.5 * t) ** 2  # cos t - 1 without cancellation
+    s = sin(t)
+    cm1 = -2.0 * sin(0.5 * t) ** 2  # cos t - 1 without cancellation
     c2_closed = 2.0 / t**2 + (t + 3.0 * s) / (4.0 * t * cm1)
     c4_closed = 1.0 / t**4 + (t + s) / (4.0 * t**3 * cm1)
     x = theta_sq

@@ -72,7 +72,7 @@ reference pose** (``qpos0``) from ``mj_forward``:
   ``condim``), stiffness, restitution and slip velocity from ``friction``, ``solref`` and
   ``solimp``, and a margin from ``margin`` and ``gap`` (``<pair>`` elements with their
   own); the world's planes and geoms are ground planes and ground shapes, its height
-  fields ground prisms (:mod:`jaxmbd._mjcf_hfield`: small grids).
+  fields height field shapes (:mod:`jaxmbd._mjcf_hfield`).
 * **Joint damping, stiffness, friction loss**: a body's single hinge or slide gets
   ``damping``, ``stiffness`` about ``springref`` (``qpos_spring``, qpos units),
   ``frictionloss`` and ``armature`` as :mod:`jaxmbd.joint_dynamics` (friction loss
@@ -121,7 +121,7 @@ from ._mjcf_equalities import (
 )
 from ._mjcf_flags import switched_off, with_actuation_flags
 from ._mjcf_fluid import add_fluid
-from ._mjcf_hfield import hfield_prisms
+from ._mjcf_hfield import hfield_shape
 from ._mjcf_joints import (
     _add_joints,
     _composite_coordinates,
@@ -423,13 +423,10 @@ def _add_ground_geoms(mujoco, m, d, builder: ModelBuilder, owner, shape_of):
     for g in range(m.ngeom):
         if owner[int(m.geom_bodyid[g])] >= 0:
             continue
-        if int(m.geom_type[g]) == int(mujoco.mjtGeom.mjGEOM_HFIELD) and _collides(m, g):
-            prisms = hfield_prisms(m, d, g)  # None: too many to map
-            if prisms is not None:
-                start = len(builder._ground_shapes)
-                shape_of[g] = (GROUND, list(range(start, start + len(prisms))))
-                for prism in prisms:
-                    builder.add_ground_shape(prism)
+        if int(m.geom_type[g]) == int(mujoco.mjtGeom.mjGEOM_HFIELD):
+            if _collides(m, g):
+                shape_of[g] = (GROUND, len(builder._ground_shapes))
+                builder.add_ground_shape(hfield_shape(m, d, g))
             continue
         if int(m.geom_type[g]) == int(mujoco.mjtGeom.mjGEOM_PLANE):
             size = np.asarray(m.geom_size[g][:2])

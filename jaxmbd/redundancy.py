@@ -202,7 +202,8 @@ def _rows_numpy(model):
             continue
         rows = np.asarray(s.rows, dtype=int)
         spec = gcon_kind(s.kind)
-        for name, vector in spec.row_vectors(s).items():
+        host = jax.tree_util.tree_map(np.asarray, s)  # numpy: no eager op per vector
+        for name, vector in spec.row_vectors(host).items():
             P[name][rows] = np.asarray(vector)
         alpha[rows], delta[rows], kappa[rows] = spec.alpha, spec.delta, spec.kappa
     f = np.asarray(model.f_offset)
@@ -229,8 +230,6 @@ def _rows_numpy(model):
 def find_redundancy(model, *, rtol: float = REDUNDANCY_RTOL) -> Redundancy:
     """The maximal independent set of constraint rows at the model's initial pose, t = 0
     (see the module docstring for the order and the tolerance)."""
-    import scipy.sparse as sp
-
     nb, nc = model.nb, model.nc
     if nc == 0:
         return Redundancy(rank=0)
@@ -265,6 +264,8 @@ def find_redundancy(model, *, rtol: float = REDUNDANCY_RTOL) -> Redundancy:
         kept += [rows[k] for k in _greedy(block, rtol)]
     closing_rows = [r for i, j in graph.closing_pairs for r in pair_rows[frozenset((i, j))]]
     if closing_rows:
+        import scipy.sparse as sp  # a tree (no closing rows) does without loading scipy
+
         tree = sp.csr_matrix(np.stack([full_row(r) for r in kept])) if kept else None
         closing = np.stack([full_row(r) for r in closing_rows])
         rest = _project_off(tree, closing) if tree is not None else closing

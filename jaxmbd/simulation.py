@@ -19,6 +19,7 @@ import numpy as np
 
 from . import _config  # noqa: F401
 from ._checks import finish, first_row, is_traced, resolve_throw, solution_from_outputs
+from ._host_arrays import device_array
 from ._jit import at_top_level, jit
 from ._joint_forces import joint_space_entries_message
 from ._parameter_checks import checked_parameters
@@ -596,7 +597,7 @@ def simulate(
     save_every = check_save_every(save_every, n)
     if save_every > 1 and checkpoint:
         raise ValueError("save_every and checkpoint cannot be combined; choose one")
-    h_arr = jnp.asarray(h, dtype=jnp.float64)
+    h_arr = device_array(h, jnp.float64)
     traced = is_traced(model)
     # under a trace (grad, vmap, jit) one program; else the start is its own, shared one
     start = (

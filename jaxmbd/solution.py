@@ -18,7 +18,7 @@ from .contact import slot_history
 from .forces import BodyState
 from .formulations import get_formulation
 from .integrators.moreau_jean import hard_contact_slots, hard_limit_forces
-from .joints import JointCoordinates, JointCoordinatesMap, JointDefinition
+from .joints import JointCoordinates, JointCoordinatesMap, JointDefinition, rotation_vector
 from .markers import MarkerMap
 from .sensors import SensorReadings
 from .tree import JointType
@@ -57,18 +57,41 @@ def _limit_forces_at(element, q, qdot):
 
 
 class TreeJointMap(JointCoordinatesMap):
-    """``sol.joints`` of a run in joint coordinates: every tree joint by name, read from
-    qpos/qvel (hinge and slide: (..., T); ball: the quaternion (..., T, 4) and the
-    body-frame angular velocity; free: position and quaternion (..., T, 7), (..., T, 6))."""
+    """``sol.joints`` of a run in joint coordinates, by joint name. A tree joint that is one
+    of the model's joints as it stands (every MJCF joint; a builder's revolute,
+    translational, or spherical joint whose child is its body j) is read from qpos/qvel
+    (hinge and slide: (..., T); ball: the quaternion (..., T, 4) and the body-frame angular
+    velocity, and its rotation vector; free: position and quaternion (..., T, 7),
+    (..., T, 6)). A model joint that the tree carries otherwise (a universal, cylindrical or
+    planar joint built in code, as one hinge or slide per coordinate; a spherical joint
+    whose child is its body i, whose ball turns the other way) is read from the body
+    states, as in the absolute
+    formulations (:func:`jaxmbd.joints.joint_coordinates`: the same coordinates, shapes
+    and conventions in every formulation); the tree joints it is made of stay readable by
+    their own names (``"u.angle_1"``)."""
 
-    def __init__(self, tree, qpos, qvel):
+    def __init__(self, tree, qpos, qvel, definitions=(), states=None):
         self._tree, self._qpos, self._qvel = tree, qpos, qvel
-        self._definitions = dict.fromkeys(tree.joint_names)
+        names = tree.joint_names
+        self._kinds = {d.name: d.kind for d in definitions}
+        own = {}
+        for d in definitions:
+            j = names.index(d.name) if d.name in names else None
+            if j is None or (JointType(tree.joint_type[j]) == JointType.BALL
+                             and tree.joint_body[j] == d.body_i):  # fmt: skip
+                own[d.name] = d
+        super().__init__(tuple(own.values()), states)
+        parts = tuple(f"{name}." for name in own)
+        listed = [d.name for d in definitions]
+        listed += [n for n in names if n not in listed and not n.startswith(parts)]
+        self._listed = tuple(listed)
 
     def __getitem__(self, name: str) -> JointCoordinates:
         tree = self._tree
-        if name not in self._definitions:
-            raise KeyError(f"no joint {name!r}; the joints are {list(tree.joint_names)}")
+        if name in self._definitions:
+            return super().__getitem__(name)
+        if name not in tree.joint_names:
+            raise KeyError(f"no joint {name!r}; the joints are {list(self._listed)}")
         j = tree.joint_names.index(name)
         jtype = JointType(tree.joint_type[j])
         qa, va = tree.joint_qpos_adr[j], tree.joint_dof_adr[j]
@@ -76,10 +99,18 @@ class TreeJointMap(JointCoordinatesMap):
             q, qdot = self._qpos[..., qa], self._qvel[..., va]
         else:
             q, qdot = self._qpos[..., qa : qa + jtype.nq], self._qvel[..., va : va + jtype.nv]
-        return JointCoordinates(q=q, qdot=qdot, name=name, kind=jtype.name.lower())
+        kind = self._kinds.get(name, jtype.name.lower())
+        turned = rotation_vector(q) if jtype == JointType.BALL else None
+        return JointCoordinates(q=q, qdot=qdot, rotation_vector=turned, name=name, kind=kind)
+
+    def __iter__(self):
+        return iter(self._listed)
+
+    def __len__(self) -> int:
+        return len(self._listed)
 
     def __repr__(self) -> str:
-        return f"TreeJointMap({list(self._tree.joint_names)})"
+        return f"TreeJointMap({list(self._listed)})"
 
 
 class Solution(eqx.Module):
@@ -239,10 +270,14 @@ class Solution(eqx.Module):
         ``.qdot`` (a :class:`~jaxmbd.joints.JointCoordinates`; ``.rotation_vector`` too for a
         spherical joint), computed from the body poses and velocities when read, angles
         unwrapped over time. Conventions per joint kind (and MuJoCo's for joints loaded from
-        MJCF): :mod:`jaxmbd.joints`. An unknown name raises ``KeyError`` listing the joints;
-        a Solution read from a file has none."""
+        MJCF): :mod:`jaxmbd.joints`. A run in joint coordinates reads the tree's joints from
+        qpos/qvel and gives every joint of the model the same coordinates as the other
+        formulations (:class:`TreeJointMap`). An unknown name raises ``KeyError`` listing
+        the joints; a Solution read from a file has none."""
         if self._joint_space_run:
-            return TreeJointMap(self.tree, self.stored_q, self.stored_v)
+            states = (self.r, self.A, self.rdot, self.omega)
+            return TreeJointMap(self.tree, self.stored_q, self.stored_v, self.joint_definitions,
+                                states)  # fmt: skip
         return JointCoordinatesMap(self.joint_definitions, (self.r, self.A, self.rdot, self.omega))
 
     @property

@@ -243,7 +243,8 @@ def test_default_chunk():
     """The default chunk: HOISTED_CHUNK members for a small model (n = 6 nb + 2 nc up to
     SMALL_MAX, its chunk's time loop one native loop), for a larger one the largest power
     of two of members whose Newton matrices fit in the device's share of CHUNK_BYTES; a
-    device with no more members than that runs them in one vmap (None)."""
+    device with no more members than that runs them in one vmap (None), and so does a run
+    of the joint formulation (its time loop chunks the batch itself)."""
     from jaxmbd.batch import CHUNK_BYTES, HOISTED_CHUNK, _chunk_size
     from jaxmbd.linear.small import SMALL_MAX
 
@@ -255,6 +256,9 @@ def test_default_chunk():
     assert _chunk_size(pendulum, HOISTED_CHUNK, None, 2) is None  # one vmap
     assert _chunk_size(pendulum, HOISTED_CHUNK + 1, None, 2) == HOISTED_CHUNK
     assert _chunk_size(pendulum, 1000, 7, 2) == 7  # the caller's choice wins
+    # the joint formulation's run chunks its batch itself, batch-last (BATCH_CHUNK)
+    assert _chunk_size(pendulum, 10**6, None, 1, joint=True) is None
+    assert _chunk_size(pendulum, 10**6, 7, 1, joint=True) == 7
     chain = types.SimpleNamespace(nb=11, nc=0)  # n = 66: what the default reads of a model
     for devices in (1, 2):
         n = 6 * chain.nb + 2 * chain.nc
@@ -340,7 +344,7 @@ def test_batched_time_loop_is_one_native_loop(case, tmp_path):
     library fusions (reductions and constant-matrix products grown by the batch axis)
     sat in the loop."""
     from jaxmbd._xla_flags import loop_hoisted
-    from jaxmbd.batch import _chunk_size, _static_options, _vmapped
+    from jaxmbd.batch import _chunk_size, _is_joint, _static_options, _vmapped
 
     formulation, integrator = case
     if formulation == "joint":
@@ -351,6 +355,7 @@ def test_batched_time_loop_is_one_native_loop(case, tmp_path):
     opts = _static_options(
         dict(formulation=formulation, integrator=integrator, t_end=HOIST_STEPS * 1e-3, h=1e-3)
     )
-    chunk = _chunk_size(members, 256, None, 1, jax.devices()[0].platform)
+    joint = _is_joint(members, opts)  # the joint run's batch-last rule chunks its batch
+    chunk = _chunk_size(members, 256, None, 1, jax.devices()[0].platform, joint)
     text = _vmapped.lower("simulate", (members, None), opts, chunk).compile().compiled.as_text()
     assert loop_hoisted(text, HOIST_STEPS), f"chunk {chunk}: the time loop is not hoisted"

@@ -191,3 +191,68 @@ def test_program_cache_reloads_the_compiled_executable(monkeypatch, tmp_path):
     for path in tmp_path.glob("*.xlaexe"):
         path.write_bytes(b"not an executable")
     np.testing.assert_array_equal(mbd.jit(_named_scaled_mass)(model, scale), first)
+
+
+WARM_CHILD = """
+import json, jax, jaxmbd as mbd
+from compile_counter import count_compilations
+with count_compilations() as counts:
+    sol = mbd.simulate(mbd.models.double_pendulum(), t_end=0.05, h=1e-3)
+    jax.block_until_ready(sol.r)
+print(json.dumps({**counts, "formulation": sol.formulation}))
+"""
+
+
+def test_a_warm_process_runs_the_double_pendulum_without_tracing():
+    """A new process runs a model that this one ran before with no JAX trace and no XLA
+    compilation at all (benchmarks/first_result.py's warm start): its kinematic tree, its
+    run and its start-correction report are executables loaded from the disk cache, and
+    nothing runs op by op (each eager operation is a trace and a compile)."""
+    import jaxmbd as mbd
+
+    sol = mbd.simulate(mbd.models.double_pendulum(), t_end=0.05, h=1e-3)
+    assert sol.formulation == "joint"
+    tests = Path(__file__).parent
+    path = os.pathsep.join([str(tests.parent), str(tests), os.environ.get("PYTHONPATH", "")])
+    out = subprocess.run([sys.executable, "-c", WARM_CHILD], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": path}, timeout=300)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got == {"trace": 0, "compile": 0, "formulation": "joint"}, got
+
+
+def _fused(x):
+    """A program with fusions (compare, convert, reduce): its kernels are named in the
+    executable's object code."""
+    import jax.numpy as jnp
+
+    return jnp.sum(jnp.where(x > 0.5, x.astype(jnp.int32) * 2, 3)) + jnp.linalg.norm(x)
+
+
+def test_program_cache_stores_what_xla_cache_holds(monkeypatch, tmp_path):
+    """A program that XLA's persistent cache already holds (compiled by another process, or
+    before an edit of jaxmbd changed every key) is stored from the cache's own bytes: the
+    executable that the cache hands out loses its object code when serialized again, and a
+    later process that loaded it failed on its first call and traced again."""
+    import jax.numpy as jnp
+    import numpy as np
+    from conftest import count_compilations
+
+    import jaxmbd as mbd
+    from jaxmbd import _program_cache
+
+    x = jnp.linspace(0.0, 1.0, 7)
+    monkeypatch.setattr(_program_cache, "folder", lambda: tmp_path / "first")
+    least = jax.config.jax_persistent_cache_min_compile_time_secs
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    try:
+        first = mbd.jit(_fused)(x)  # compiled, and now in XLA's cache
+    finally:
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", least)
+    monkeypatch.setattr(_program_cache, "folder", lambda: tmp_path / "second")
+    mbd.jit(_fused)(x)  # exported again, compiled from XLA's cache, stored
+    assert list((tmp_path / "second").glob("*.xlaexe"))
+    with count_compilations() as counts:
+        again = mbd.jit(_fused)(x)  # the stored executable, as a new process loads it
+    assert counts == {"trace": 0, "compile": 0}, counts
+    np.testing.assert_array_equal(again, first)

@@ -252,3 +252,64 @@ def test_recomputed_step_gives_the_same_derivatives(monkeypatch):
     g0, h0 = first_and_second(_pendulum_loss(3, checkpoint=30))
     assert float(g1) == pytest.approx(float(g0), rel=1e-10) and abs(float(g0)) > 1e-6
     assert float(h1) == pytest.approx(float(h0), rel=1e-8) and abs(float(h0)) > 1e-8
+
+
+def _joint_pendulum_loss(steps):
+    model = mbd.models.double_pendulum()  # a tree: the joint formulation by default
+
+    def loss(scale):
+        moved = eqx.tree_at(lambda m: m.gravity, model, model.gravity * scale)
+        sol = mbd.simulate(moved, t_end=steps * 1e-3, h=1e-3, integrator="rkmk")
+        return jnp.sum(sol.r[-1] ** 2) + jnp.sum(sol.rdot[-1] ** 2)
+
+    return loss
+
+
+def test_joint_gradient_loops_hoistable_by_default(monkeypatch):
+    """The joint formulation's default gradient: its transposed time loop holds no scatter
+    (the tree's row picks take their tangents by slices) and its forward time loop stores
+    the state per step, not the residuals of the step's linearisation (the step is
+    recomputed in the adjoint). ``JAXMBD_HOIST_GRADIENT_LOOPS=0``: the plain gathers'
+    scatters and the stored linearisation, as before. Traced only."""
+    _cpu_only()
+    steps = 5  # not 3: rkmk's stage loop has three iterations
+
+    def loops():
+        jax.clear_caches()  # the mode is read at trace time
+        jaxpr = jax.make_jaxpr(jax.grad(_joint_pendulum_loss(steps)))(1.1).jaxpr
+        (forward,) = _forward_scans(jaxpr, steps)
+        (transposed,) = _reverse_scans(jaxpr, steps)
+        stored = len(forward.outvars) - forward.params["num_carry"]
+        return stored, _primitives(transposed) & _UNHOISTABLE
+
+    monkeypatch.delenv(_xla_flags.HOIST_GRADIENT_LOOPS, raising=False)
+    stored, unhoistable = loops()
+    assert unhoistable == set()
+    monkeypatch.setenv(_xla_flags.HOIST_GRADIENT_LOOPS, "0")
+    stored0, unhoistable0 = loops()
+    assert "scatter-add" in unhoistable0
+    assert stored < stored0 / 2
+
+
+@pytest.mark.slow
+def test_joint_recomputed_step_gives_the_same_derivatives(monkeypatch):
+    """The joint formulation's default gradient (step recomputed, slice tangents) equals
+    the former program's (``JAXMBD_HOIST_GRADIENT_LOOPS=0``) to round-off, and matches
+    central differences; so does forward over reverse."""
+    _cpu_only()
+    loss = _joint_pendulum_loss(20)
+
+    def first_and_second():
+        jax.clear_caches()
+        grad = jax.grad(loss)
+        return jax.jit(lambda s: jax.jvp(grad, (s,), (jnp.ones_like(s),)))(1.1)
+
+    monkeypatch.delenv(_xla_flags.HOIST_GRADIENT_LOOPS, raising=False)
+    g, h = first_and_second()
+    monkeypatch.setenv(_xla_flags.HOIST_GRADIENT_LOOPS, "0")
+    g0, h0 = first_and_second()
+    assert float(g) == pytest.approx(float(g0), rel=1e-10) and abs(float(g0)) > 1e-6
+    assert float(h) == pytest.approx(float(h0), rel=1e-8) and abs(float(h0)) > 1e-8
+    e = 1e-5
+    fd = (loss(1.1 + e) - loss(1.1 - e)) / (2 * e)
+    assert float(g) == pytest.approx(float(fd), rel=1e-6)

@@ -79,9 +79,9 @@ def test_four_bar_agrees_with_ra():
 
 
 def test_default_formulation_is_joint_where_joint_space_runs_everything():
-    """Builder trees, with contact pairs too, default to "joint" unless something in the
-    model or the call has no joint-space path, or none as fast as rA's (a loop: its rows):
-    then "rA", and
+    """Builder trees (contact pairs, joint limits, joints of several coordinates and sensors
+    included) default to "joint" unless something in the model or the call has no
+    joint-space path, or none as good as rA's (a loop's rows compile slower): then "rA", and
     mbd.joint_space_obstacles says why. Nothing is compiled."""
     tree, loop = mbd.models.double_pendulum(), four_bar()
     assert mbd.joint_space_obstacles(tree) == ()
@@ -98,6 +98,36 @@ def test_default_formulation_is_joint_where_joint_space_runs_everything():
         assert mbd.default_formulation(model, "energy_momentum") == "rA"
         assert mbd.default_formulation(model, None, {"linear_solver": "dense"}) == "rA"
         assert mbd.default_formulation(model, absolute_only=("save_every",)) == "rA"
+    # a tree built in code with joint limits (restitution, a cylindrical joint's limited
+    # coordinate), joints of several coordinates and sensors of every family: "joint"; a
+    # loop's reaction sensors add no reason to its rows'
+    b = mbd.ModelBuilder("limited tree", gravity=(0.0, 0.0, -9.81))
+    b.add_body("arm", mass=1.0, inertia=[1e-2, 1e-2, 1e-3], r=(0.0, 0.0, -0.5))
+    b.add_body("sleeve", mass=0.5, inertia=[1e-3, 1e-3, 1e-3], r=(0.0, 0.0, -1.0))
+    b.universal("u", body_i="ground", body_j="arm", point=(0, 0, 0), axis_i=(1, 0, 0),
+                axis_j=(0, 1, 0))  # fmt: skip
+    b.cylindrical("c", body_i="arm", body_j="sleeve", point=(0, 0, -1.0), axis=(0, 0, 1),
+                  limits=((-0.1, 0.1), None), limit_restitution=(0.5, None))  # fmt: skip
+    for kind, where in (("joint_position", {"joint": "u"}),
+                        ("joint_reaction_force", {"joint": "c"}),
+                        ("accelerometer", {"body": "sleeve"}),
+                        ("interaction_torque", {"body": "arm"})):  # fmt: skip
+        b.add_sensor(kind, kind=kind, **where)
+    limited = b.build()
+    assert mbd.joint_space_obstacles(limited) == ()
+    assert mbd.default_formulation(limited) == "joint"
+    b = mbd.ModelBuilder("sensed four-bar")
+    b.add_body("crank", mass=1.0, inertia=[1e-4, 1e-2, 1e-2], r=(0.1, 0.0, 0.0))
+    b.add_body("coupler", mass=1.0, inertia=[1e-4, 1e-2, 1e-2], r=(0.3, 0.2, 0.0))
+    b.add_body("rocker", mass=1.0, inertia=[1e-4, 1e-2, 1e-2], r=(0.5, 0.1, 0.0))
+    z = (0.0, 0.0, 1.0)
+    b.revolute("O2", body_i="ground", body_j="crank", point=(0.0, 0.0, 0.0), axis=z)
+    b.revolute("P", body_i="crank", body_j="coupler", point=(0.2, 0.0, 0.0), axis=z)
+    b.revolute("Q", body_i="coupler", body_j="rocker", point=(0.4, 0.2, 0.0), axis=z)
+    b.revolute("O4", body_i="rocker", body_j="ground", point=(0.5, 0.0, 0.0), axis=z)
+    b.add_sensor("Q.force", kind="joint_reaction_force", joint="Q")
+    reasons = mbd.joint_space_obstacles(b.build())
+    assert len(reasons) == 1 and "closed loops" in reasons[0], reasons
     # contact pairs: the joint steps solve them by Newton and sub-step impacts as rA's do
     b = mbd.ModelBuilder("ball", gravity=(0.0, 0.0, -9.81))
     b.add_body("ball", mass=1.0, inertia=[4e-3] * 3, r=(0, 0, 0.2),

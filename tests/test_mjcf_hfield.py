@@ -1,26 +1,37 @@
-"""Height fields (MJCF ``hfield`` geoms) as ground prisms, against MuJoCo C's contacts
-(``mj_forward``; nativeccd at ``ccd_tolerance`` 1e-10) on a small synthetic field, and a
-brute-force penetration depth where MuJoCo's box contact is not the deepest overlap."""
+"""Height fields (MJCF ``hfield`` geoms) against MuJoCo C: contacts (``mj_forward``'s
+``data.contact``; nativeccd at ``ccd_tolerance`` 1e-10) and ray distances
+(``mj_rayHfield``, a rangefinder's ``sensordata``) on a small synthetic field turned and
+shifted; a brute-force penetration depth where MuJoCo's box contact is not the deepest
+overlap; and dm_control's quadruped, whose 201 x 201 terrain (80 000 prisms) loads as
+authored, its terrain contacts and rangefinders on a random terrain (slow)."""
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import warnings
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import same_sensor_options
 
 import jaxmbd as mbd
-from jaxmbd._mjcf_hfield import hfield_prisms
+from jaxmbd._ray_cast import ray_hfield
+from jaxmbd.contact.height_field import HeightFieldGroup
 from jaxmbd.forces import BodyState
+from jaxmbd.joint_space.observe import read_sensors
+from jaxmbd.tree.kinematics import poses
 
 mujoco = pytest.importorskip("mujoco")
 
 ROWS, COLS = 5, 6
 HEIGHTS = np.random.default_rng(3).uniform(0.0, 1.0, ROWS * COLS)
 
-# a 5 x 6 field, turned and shifted, and a sphere, a capsule and a box over it
+# a 5 x 6 field, turned and shifted, and a sphere, a capsule and a box over it that
+# collide with the field only (contype 2, conaffinity 1 against the field's 1 and 2); a
+# rangefinder on the sphere looking down
 HFIELD_XML = f"""
 <mujoco model="hfield">
   <option ccd_tolerance="1e-10" ccd_iterations="500"/>
@@ -28,25 +39,157 @@ HFIELD_XML = f"""
     <hfield name="terrain" nrow="{ROWS}" ncol="{COLS}" size="1 1.2 .3 .1"
             elevation="{" ".join(f"{h:.6f}" for h in HEIGHTS)}"/>
   </asset>
+  <default><geom contype="2" conaffinity="1"/></default>
   <worldbody>
-    <geom name="terrain" type="hfield" hfield="terrain" pos=".1 .2 0" euler="0 0 20"/>
-    <body name="ball" pos="0 0 1"><freejoint/><geom type="sphere" size=".15"/></body>
+    <geom name="terrain" type="hfield" hfield="terrain" pos=".1 .2 0" euler="0 0 20"
+          contype="1" conaffinity="2"/>
+    <body name="ball" pos="0 0 1"><freejoint/><geom type="sphere" size=".15"/>
+      <site name="eye" pos="0 0 -.16" zaxis=".3 .2 -1"/></body>
     <body name="pill" pos="0 0 2"><freejoint/><geom type="capsule" size=".05 .2"/></body>
     <body name="brick" pos="0 0 3"><freejoint/><geom type="box" size=".1 .08 .06"/></body>
   </worldbody>
+  <sensor><rangefinder name="range" site="eye"/></sensor>
 </mujoco>
 """
 
 
-def _mujoco_contacts(m, d, body):
-    """[(dist, pos, normal up from the field)] of MuJoCo's contacts of ``body``'s geom."""
+def _terrain_contacts(m, d, terrain):
+    """[(geom, dist, pos, normal up from the field)] of MuJoCo's contacts with the field."""
     out = []
     for c in d.contact[: d.ncon]:
-        geoms = (int(c.geom1), int(c.geom2))
-        if m.geom_bodyid[geoms[1]] == body or m.geom_bodyid[geoms[0]] == body:
-            sign = 1.0 if m.geom_bodyid[geoms[1]] == body else -1.0
-            out.append((float(c.dist), np.array(c.pos), sign * np.array(c.frame[:3])))
+        if terrain in (c.geom1, c.geom2):
+            other, sign = (c.geom2, 1.0) if c.geom1 == terrain else (c.geom1, -1.0)
+            out.append((int(other), float(c.dist), np.array(c.pos), sign * np.array(c.frame[:3])))
     return out
+
+
+def _field_collide(model):
+    """(jit: qpos -> (gap, point, normal) of the height field's slots only, the jaxmbd
+    body (body_i) of each of those slots)."""
+    element = model.contacts
+    fields = tuple(g for g in element.groups if isinstance(g, HeightFieldGroup))
+    element = dataclasses.replace(element, groups=fields)
+
+    def collide(qpos):
+        p = poses(model.tree, qpos)
+        zero = jnp.zeros_like(p.c)
+        return element.collide(BodyState(p.c, p.R, zero, zero))
+
+    return jax.jit(collide), element._slot_bodies()[0]
+
+
+def _lower_until(m, d, qpos, a, deepest, depth=0.003):
+    """qpos with its free joint at address ``a`` lowered until the deepest contact that
+    ``deepest(qpos)`` gives is ``depth`` (bisection)."""
+    lo, hi = qpos[a + 2] - 1.0, qpos[a + 2] + 1.0
+    for _ in range(60):
+        qpos[a + 2] = 0.5 * (lo + hi)
+        lo, hi = (qpos[a + 2], hi) if deepest(qpos) < -depth else (lo, qpos[a + 2])
+    qpos[a + 2] = hi
+    return qpos
+
+
+def _random_poses(m, d, rng, bodies, terrain):
+    """The bodies (free joints 0.. in order) over the field at random places and
+    attitudes, each lowered until its deepest contact with the field is 3 mm."""
+    qpos = np.array(m.qpos0)
+    for b in range(bodies):
+        a = 7 * b
+        qpos[a : a + 3] = [-0.6 + 0.6 * b, rng.uniform(-0.6, 0.6), 0.5]
+        q = rng.normal(size=4)
+        qpos[a + 3 : a + 7] = q / np.linalg.norm(q)
+    for b in range(bodies):
+
+        def deepest(qpos, b=b):
+            d.qpos[:] = qpos
+            mujoco.mj_forward(m, d)
+            mine = [c[1] for c in _terrain_contacts(m, d, terrain)
+                    if m.geom_bodyid[c[0]] == b + 1]  # fmt: skip
+            return min(mine, default=1.0)
+
+        qpos = _lower_until(m, d, qpos, 7 * b, deepest)
+    d.qpos[:] = qpos
+    mujoco.mj_forward(m, d)
+    return qpos
+
+
+@pytest.fixture(scope="module")
+def field(tmp_path_factory):
+    path = tmp_path_factory.mktemp("hfield") / "hfield.xml"
+    path.write_text(HFIELD_XML)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", mbd.mjcf.UnsupportedFeatureWarning)
+        model = mbd.load_model(path, keyframe=None)
+    return model, mujoco.MjModel.from_xml_path(str(path))
+
+
+def test_hfield_contacts_are_mujocos(field):
+    """The sphere and the capsule lowered into the field at 3 random places and
+    attitudes: every prism each penetrates gives one contact, as MuJoCo's (the same
+    number), depth 1e-12, normal 1e-10 and point 1e-12 of MuJoCo's."""
+    model, m = field
+    assert sum(j == model.nb for _, j in model.contacts.pairs) == 3  # each body - the field
+    assert {g.kind for g in model.contacts.groups} == {"hfield_sphere", "hfield_capsule",
+                                                       "hfield_box"}  # fmt: skip
+    d = mujoco.MjData(m)
+    model = dataclasses.replace(model, forces=tuple(
+        f if f is not model.contacts else dataclasses.replace(f, groups=tuple(
+            g for g in f.groups if g.kind != "hfield_box")) for f in model.forces))  # fmt: skip
+    collide, body = _field_collide(model)
+    rng = np.random.default_rng(0)
+    seen = 0
+    for _ in range(3):
+        qpos = _random_poses(m, d, rng, 2, 0)
+        gap, point, normal = (np.asarray(x) for x in collide(jnp.asarray(qpos)))
+        for b in range(2):
+            theirs = [c for c in _terrain_contacts(m, d, 0) if m.geom_bodyid[c[0]] == b + 1]
+            ours = np.flatnonzero((body == b) & (gap < 0))
+            assert len(ours) == len(theirs) >= 1
+            seen += len(theirs)
+            for _, dist, pos, nrm in theirs:
+                k = ours[np.argmin(np.linalg.norm(point[ours] - pos, axis=1))]
+                assert abs(gap[k] - dist) < 1e-12
+                assert np.abs(normal[k] - nrm).max() < 1e-10
+                assert np.abs(point[k] - pos).max() < 1e-12
+    assert seen >= 8
+
+
+def test_hfield_rays_are_mujocos(field, tmp_path):
+    """:func:`jaxmbd._ray_cast.ray_hfield` against ``mj_rayHfield`` on 1000 random rays
+    (about a quarter hit: the top, the side walls, the base box), 1e-12; and the sphere's
+    rangefinder against ``sensordata`` at 4 random poses over the field (1e-12). A model
+    file keeps the field's shape and the rangefinder's elevations."""
+    model, m = field
+    same_sensor_options(model, tmp_path)
+    loaded = mbd.load_model(mbd.save_model(model, tmp_path / "field.json"))
+    assert loaded.ground_shapes == model.ground_shapes
+    d = mujoco.MjData(m)
+    mujoco.mj_forward(m, d)
+    data = np.asarray(m.hfield_data, dtype=np.float64).reshape(ROWS, COLS) * m.hfield_size[0][2]
+    size = jnp.asarray(m.hfield_size[0][[0, 1, 3]])
+    pos, R = d.geom_xpos[0], d.geom_xmat[0].reshape(3, 3)
+    rays = jax.jit(jax.vmap(lambda p, v: ray_hfield(
+        size, R.T @ (p - pos), R.T @ v, heights=jnp.asarray(data))))  # fmt: skip
+    rng = np.random.default_rng(0)
+    P = rng.uniform([-1.5, -1.5, -0.3], [1.5, 1.5, 1.0], size=(1000, 3))
+    V = rng.normal(size=(1000, 3))
+    ours = np.asarray(rays(P, V))
+    theirs = np.array([mujoco.mj_rayHfield(m, d, 0, P[k], V[k], None) for k in range(1000)])
+    assert (theirs >= 0).sum() > 200
+    np.testing.assert_allclose(ours, theirs, atol=1e-12, rtol=0)
+    read = jax.jit(lambda q: read_sensors(model, q, jnp.zeros(m.nv), names=("range",)))
+    hits = 0
+    for _ in range(4):
+        qpos = np.array(m.qpos0)
+        qpos[:3] = [*rng.uniform(-0.8, 0.8, 2), rng.uniform(0.4, 1.0)]
+        q = np.array([1.0, *rng.normal(scale=0.2, size=3)])
+        qpos[3:7] = q / np.linalg.norm(q)
+        d.qpos[:] = qpos
+        mujoco.mj_forward(m, d)
+        theirs = d.sensordata[0]
+        hits += theirs >= 0
+        assert abs(float(read(jnp.asarray(qpos))["range"][0]) - theirs) < 1e-12
+    assert hits >= 3
 
 
 def _penetration(P, B):
@@ -63,71 +206,201 @@ def _penetration(P, B):
     return min(minimize(overlap, x, method="Nelder-Mead", options=options).fun for x in starts)
 
 
+def _prisms(m, d, g):
+    """The global vertices (6, 3) of every prism of height field geom g, in MuJoCo's cell
+    order (rows, then columns, two per cell)."""
+    h = int(m.geom_dataid[g])
+    nrow, ncol = int(m.hfield_nrow[h]), int(m.hfield_ncol[h])
+    size = m.hfield_size[h]
+    z = np.asarray(m.hfield_data, dtype=np.float64).reshape(nrow, ncol) * size[2]
+    dx, dy = 2 * size[0] / (ncol - 1), 2 * size[1] / (nrow - 1)
+    R, p = d.geom_xmat[g].reshape(3, 3), d.geom_xpos[g]
+    out = []
+    for r in range(nrow - 1):
+        for c in range(ncol - 1):
+            for tri in (((r + 1, c), (r, c), (r + 1, c + 1)), ((r, c), (r + 1, c + 1), (r, c + 1))):
+                top = [(dx * j - size[0], dy * i - size[1], z[i, j]) for i, j in tri]
+                bottom = [(x, y, -size[3]) for x, y, _ in top]
+                out.append(np.array(top + bottom) @ R.T + p)
+    return out
+
+
 @pytest.mark.slow  # the brute-force depths: minutes
-def test_hfield_contacts_are_mujocos(tmp_path):
-    """Each body lowered into the field at 4 random places and attitudes: every prism it
-    penetrates gives one contact, as MuJoCo's: the same number; for the sphere and the
-    capsule depth to 1e-8, normal to 2e-4 and point to 1e-5 of MuJoCo's (its nativeccd
-    accuracy); for the box, whose MuJoCo contacts can be shallower than the overlap (3 mm
-    where the box overlaps a prism by 3.9 mm), the depth of each prism's contact equals the
-    brute-force penetration depth of the box's corners and the prism's vertices, 1e-8."""
-    path = tmp_path / "hfield.xml"
-    path.write_text(HFIELD_XML)
+def test_hfield_box_depths_are_the_penetration(field):
+    """The box lowered into the field at 4 random places and attitudes: as many contacts
+    as MuJoCo's, each the brute-force penetration depth of the box's corners and a prism's
+    vertices (1e-8; MuJoCo's box contacts can be shallower than that overlap)."""
+    model, m = field
+    d = mujoco.MjData(m)
+    collide, body = _field_collide(model)
+    g = int(m.body_geomadr[3])
+    prisms = _prisms(m, d, 0)
+    rng = np.random.default_rng(2)
+    for _ in range(4):
+        qpos = _random_poses(m, d, rng, 3, 0)
+        gap, point, _ = (np.asarray(x) for x in collide(jnp.asarray(qpos)))
+        theirs = [c for c in _terrain_contacts(m, d, 0) if c[0] == g]
+        ours = np.flatnonzero((body == 2) & (gap < 0))
+        assert len(ours) == len(theirs) >= 1
+        R, size = d.geom_xmat[g].reshape(3, 3), m.geom_size[g]
+        corners = (np.array(np.meshgrid(*[[-1, 1]] * 3)).reshape(3, -1).T * size) @ R.T
+        corners += d.geom_xpos[g]
+        for k in ours:  # the prism whose overlap is the slot's depth
+            depths = [_penetration(P, corners) for P in prisms
+                      if np.linalg.norm(P.mean(0) - point[k]) < 0.6]  # fmt: skip
+            assert min(abs(gap[k] + x) for x in depths) < 1e-8
+
+
+# ----------------------------------------------------------------------------- quadruped
+
+
+@pytest.fixture(scope="module")
+def quadruped_terrain(tmp_path_factory):
+    """dm_control's quadruped on a random terrain (its height field's data, as its escape
+    task sets it): bumps of up to 2 cm (MuJoCo scales the data to [0, 1] times the 5 m of
+    size[2]: one corner at 1)."""
+    dm_control = pytest.importorskip("dm_control")
+    path = os.path.join(os.path.dirname(dm_control.__file__), "suite", "quadruped.xml")
+    spec = mujoco.MjSpec.from_file(path)
+    h = spec.hfields[0]
+    data = np.random.default_rng(0).uniform(0, 0.004, (h.nrow, h.ncol))
+    data[0, 0] = 1.0
+    h.userdata = list(data.reshape(-1))
+    out = tmp_path_factory.mktemp("quadruped") / "quadruped_terrain.xml"
+    out.write_text(spec.to_xml())
     with warnings.catch_warnings():
         warnings.simplefilter("error", mbd.mjcf.UnsupportedFeatureWarning)
-        model = mbd.load_model(path, keyframe=None)
-    assert sum(j == model.nb for _, j in model.contacts.pairs) == 3  # each body - the field
-    m = mujoco.MjModel.from_xml_path(str(path))
+        model = mbd.load_model(out, keyframe=None)
+    m = mujoco.MjModel.from_xml_path(str(out))
+    m.opt.ccd_tolerance, m.opt.ccd_iterations = 1e-10, 500
+    return model, m
+
+
+def test_quadruped_loads_as_authored():
+    """dm_control's quadruped, terrain and rangefinders included: no warning."""
+    dm_control = pytest.importorskip("dm_control")
+    path = os.path.join(os.path.dirname(dm_control.__file__), "suite", "quadruped.xml")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", mbd.mjcf.UnsupportedFeatureWarning)
+        model = mbd.load_model(path)
+    kinds = {g.kind: g.window for g in model.contacts.groups if isinstance(g, HeightFieldGroup)}
+    # windows of cells (0.3 m) under each geom: not the field's 40 000 cells
+    assert kinds == {"hfield_sphere": (2, 2), "hfield_capsule": (3, 3),
+                     "hfield_ellipsoid": (3, 3), "hfield_cylinder": (2, 2)}  # fmt: skip
+
+
+@pytest.mark.slow  # compiles every narrow phase against the field: minutes
+def test_quadruped_terrain_contacts_are_mujocos(quadruped_terrain):
+    """The quadruped at 4 random places, headings and joint angles, lowered until its
+    deepest terrain contact is 3 mm: its terrain contacts are MuJoCo's (number, depth
+    1e-12, normal 1e-10, point 1e-12)."""
+    model, m = quadruped_terrain
     d = mujoco.MjData(m)
-    element = model.contacts
-    bi, _ = element._slot_bodies()
-    slot_shape = element.slot_shapes()[1]  # the field's prism of each slot (ground: body j)
-    mujoco.mj_forward(m, d)
-    prisms = hfield_prisms(m, d, 0)
-    collide = jax.jit(lambda r, A: element.collide(
-        BodyState(r, A, jnp.zeros_like(r), jnp.zeros_like(r))))  # fmt: skip
-    rng = np.random.default_rng(0)
+    terrain = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_GEOM, "terrain")
+    collide, _ = _field_collide(model)
+    rng = np.random.default_rng(1)
     seen = 0
     for _ in range(4):
         qpos = np.array(m.qpos0)
-        for b in range(3):  # each body over its own part of the field, just into it
-            a = 7 * b
-            qpos[a : a + 2] = [-0.6 + 0.6 * b, rng.uniform(-0.6, 0.6)]
-            q = rng.normal(size=4)
-            qpos[a + 3 : a + 7] = q / np.linalg.norm(q)
-        for b in range(3):  # lowered until its deepest contact is 3 mm
-            a = 7 * b
-            lo, hi = -0.2, 0.6
-            for _ in range(60):
-                qpos[a + 2] = 0.5 * (lo + hi)
-                d.qpos[:] = qpos
-                mujoco.mj_forward(m, d)
-                deepest = min([c[0] for c in _mujoco_contacts(m, d, b + 1)], default=1.0)
-                lo, hi = (qpos[a + 2], hi) if deepest < -0.003 else (lo, qpos[a + 2])
-            qpos[a + 2] = hi
+        qpos[:2] = rng.uniform(-3, 3, 2)
+        quat = np.zeros(4)
+        mujoco.mju_euler2Quat(quat, np.array([*rng.normal(scale=0.15, size=2),
+                                              rng.uniform(0, 2 * np.pi)]), "xyz")  # fmt: skip
+        qpos[3:7] = quat
+        for j in np.flatnonzero(m.jnt_type == mujoco.mjtJoint.mjJNT_HINGE):
+            lo, hi = m.jnt_range[j]
+            qpos[m.jnt_qposadr[j]] = rng.uniform(lo, hi)
+
+        def deepest(qpos):
+            d.qpos[:] = qpos
+            mujoco.mj_forward(m, d)
+            return min([c[1] for c in _terrain_contacts(m, d, terrain)], default=1.0)
+
+        qpos = _lower_until(m, d, qpos, 0, deepest)
+        deepest(qpos)
+        gap, point, normal = (np.asarray(x) for x in collide(jnp.asarray(qpos)))
+        theirs = _terrain_contacts(m, d, terrain)
+        ours = np.flatnonzero(gap < 0)
+        assert len(ours) == len(theirs) >= 1
+        seen += len(theirs)
+        for _, dist, pos, nrm in theirs:
+            k = ours[np.argmin(np.linalg.norm(point[ours] - pos, axis=1))]
+            assert abs(gap[k] - dist) < 1e-12
+            assert np.abs(normal[k] - nrm).max() < 1e-10
+            assert np.abs(point[k] - pos).max() < 1e-12
+    assert seen >= 4
+
+
+@pytest.mark.slow  # 20 ray tests over a 201 x 201 field: minutes to compile
+def test_quadruped_rangefinders_see_the_terrain(quadruped_terrain):
+    """The 20 rangefinders at 4 random poses over the terrain against ``sensordata``
+    (1e-12), some of them hitting the terrain."""
+    model, m = quadruped_terrain
+    d = mujoco.MjData(m)
+    names = tuple(n for n in model.sensors.sensor_names if n.startswith("rf_"))
+    read = jax.jit(lambda q: read_sensors(model, q, jnp.zeros(m.nv), names=names))
+    rng = np.random.default_rng(0)
+    hits = 0
+    for _ in range(4):
+        qpos = np.array(m.qpos0)
+        qpos[:3] = [*rng.uniform(-20, 20, 2), rng.uniform(0.3, 3)]
+        q = rng.normal(size=4)
+        qpos[3:7] = q / np.linalg.norm(q)
         d.qpos[:] = qpos
         mujoco.mj_forward(m, d)
-        r = np.array(d.xipos[1:])
-        A = np.array(d.xmat[1:]).reshape(-1, 3, 3)
-        gap, point, normal = (np.asarray(x) for x in collide(jnp.asarray(r), jnp.asarray(A)))
-        for b in range(3):
-            theirs = _mujoco_contacts(m, d, b + 1)
-            ours = np.flatnonzero((bi == b) & (gap < 0))
-            assert len(ours) == len(theirs) >= 1
-            seen += len(theirs)
-            if b == 2:  # the box: the brute-force depth of each prism it penetrates
-                g = int(m.body_geomadr[3])
-                R, size = d.geom_xmat[g].reshape(3, 3), m.geom_size[g]
-                signs = np.array(np.meshgrid(*[[-1, 1]] * 3)).reshape(3, -1).T
-                corners = (signs * size) @ R.T + d.geom_xpos[g]
-                for k in ours:
-                    prism = prisms[slot_shape[k]]
-                    P = np.asarray(prism.vertices) + np.asarray(prism.pos)
-                    assert abs(gap[k] + _penetration(P, corners)) < 1e-8
-                continue
-            for dist, pos, nrm in theirs:
-                k = ours[np.argmin(np.linalg.norm(point[ours] - pos, axis=1))]
-                assert abs(gap[k] - dist) < 1e-8
-                assert np.abs(normal[k] - nrm).max() < 2e-4
-                assert np.abs(point[k] - pos).max() < 1e-5
-    assert seen >= 12
+        ours = read(jnp.asarray(qpos))
+        for n in names:
+            k = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_SENSOR, n)
+            theirs = d.sensordata[m.sensor_adr[k]]
+            hits += theirs >= 0
+            assert abs(float(ours[n][0]) - theirs) < 1e-12
+    assert hits >= 10
+
+
+BOWL = 9  # a 9 x 9 bowl, z = 0.1 (x^2 + y^2) over [-1, 1]^2
+_AXIS = np.linspace(-1, 1, BOWL)
+_BOWL_HEIGHTS = " ".join(f"{x * x + y * y:.6f}" for y in _AXIS for x in _AXIS)
+BOWL_XML = f"""
+<mujoco model="bowl">
+  <asset>
+    <hfield name="bowl" nrow="{BOWL}" ncol="{BOWL}" size="1 1 .2 .1"
+            elevation="{_BOWL_HEIGHTS}"/>
+  </asset>
+  <worldbody>
+    <geom name="bowl" type="hfield" hfield="bowl"/>
+    <body name="brick" pos=".02 -.01 .2" euler="0 0 15"><freejoint/>
+      <geom type="box" size=".1 .1 .05" density="500"/></body>
+  </worldbody>
+</mujoco>
+"""
+
+
+@pytest.mark.slow  # a contact run: minutes to compile
+def test_brick_comes_to_rest_in_a_bowl_as_in_mujoco(tmp_path):
+    """A brick dropped into a bowl-shaped field (its lower face on four prisms) and run for
+    1.5 s in both engines (MuJoCo's own soft contact, Euler at 2 ms; jaxmbd's compliant
+    contact with the importer's stiffness): it comes to rest at MuJoCo's place (2 mm in x,
+    y) and height within 2 mm (MuJoCo's soft contacts each sink its rest penetration
+    whatever their number; the Hertz law, calibrated on one contact, sinks 4^(-2/3) of it
+    on each of four), and the field's contact forces carry its weight (1e-6)."""
+    path = tmp_path / "bowl.xml"
+    path.write_text(BOWL_XML)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", mbd.mjcf.UnsupportedFeatureWarning)
+        model = mbd.load_model(path)
+    m = mujoco.MjModel.from_xml_path(str(path))
+    d = mujoco.MjData(m)
+    h, n = float(m.opt.timestep), 750
+    for _ in range(n):
+        mujoco.mj_step(m, d)
+    sol = mbd.simulate(model, t_end=n * h, h=h)
+    qpos = np.asarray(sol.qpos[-1])
+    slots = sol.contact
+    weight = float(model.mass[0]) * 9.81
+    up = np.asarray(slots.normal[-1])[:, 2] * np.asarray(slots.normal_force[-1])
+    up += np.asarray(slots.tangential_force[-1])[:, 2]  # friction on the slopes
+    found = dict(z=qpos[2] - d.qpos[2], xy=np.abs(qpos[:2] - d.qpos[:2]).max(),
+                 weight=up.sum() / weight - 1, contacts=(int(np.sum(up > 0)), d.ncon))  # fmt: skip
+    assert abs(found["z"]) < 2e-3, found
+    assert found["xy"] < 2e-3, found
+    assert abs(found["weight"]) < 1e-6, found

@@ -12,7 +12,8 @@ body), and dm_control's quadruped (with its rangefinders) and dog, against MuJoC
 
 dm_control's files are read with joint limits and equalities switched off by their flags
 (their constraint laws differ) and quadruped's height field hidden (``rgba`` alpha 0:
-``mj_ray`` skips it, and jaxmbd has no ray test for it).
+``mj_ray`` skips it, and so do jaxmbd's rangefinders; their rays against it are checked in
+``tests/test_mjcf_hfield.py``).
 """
 
 from __future__ import annotations

@@ -270,3 +270,38 @@ def test_gradients_reach_the_model():
 
 def eqx_replace(model, **fields):
     return eqx.tree_at(lambda m: [getattr(m, f) for f in fields], model, list(fields.values()))
+
+
+def _gcon_hinge(dp1, f=0.0) -> mbd.Model:
+    """Body "a" on the ground by GCON rows tagged "hinge": CD x 3 at the origin and the two
+    DP1 rows ``dp1`` ((a_bar on the ground, a_bar on "a") pairs), the second with
+    offset ``f``."""
+    b = mbd.ModelBuilder("gcon hinge", gravity=(0.0, 0.0, -9.81))
+    b.add_body("a", mass=1.0, inertia=[0.01, 0.02, 0.03], r=(0.0, 0.0, -1.0))
+    for k, c in enumerate(np.eye(3)):
+        b.add_cd(f"cd{k}", c=tuple(c), body_i="ground", s_bar_p_i=(0, 0, 0), body_j="a",
+                 s_bar_q_j=(0, 0, 1), joint="hinge")  # fmt: skip
+    for k, (on_ground, on_a) in enumerate(dp1):
+        b.add_dp1(f"dp1{k}", body_i="ground", a_bar_i=on_ground, body_j="a", a_bar_j=on_a,
+                  f=f if k else 0.0, joint="hinge")  # fmt: skip
+    return b.build()
+
+
+def test_rows_that_fail_their_geometry_check_stay_rows():
+    """GCON rows of a revolute joint's composition are a hinge where their geometry is one
+    (a Perp-1 pair, zero offsets); where it is not, they stay rows and the body is free.
+    With concrete values the tree is one compiled program whose checks run inside it: its
+    answer must be the op-by-op reading's (``tree_of_model`` under a trace skips them)."""
+    hinge = ((1, 0, 0), (0, 0, 1)), ((1, 0, 0), (0, 1, 0))  # x on the ground, normal to y, z
+    cases = {
+        "hinge": (_gcon_hinge(hinge), ("hinge",)),
+        "no shared axis": (
+            _gcon_hinge((((1, 0, 0), (0, 0, 1)), ((0, 1, 0), (1, 0, 0)))),
+            ("a.free",),
+        ),  # fmt: skip
+        "an offset": (_gcon_hinge(hinge, f=0.5), ("a.free",)),
+    }
+    for name, (model, joints) in cases.items():
+        mt = tree_of_model(model)
+        assert mt.tree.joint_names == joints, name
+        assert mt.loop_rows == (() if joints == ("hinge",) else tuple(range(5))), name

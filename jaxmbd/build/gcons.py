@@ -38,7 +38,7 @@ class _GconBuilder:
         if isinstance(f, str):
             expr = Expression(f, where=f"{where}.f")
             expr.check_finite_at_start(where=f"{where}.f")
-            f_value: Expression | float = float(expr(0.0)) if expr.is_constant else expr
+            f_value: Expression | float = expr.value_at_start() if expr.is_constant else expr
         elif isinstance(f, Expression):
             f_value = f
         else:

@@ -7,7 +7,7 @@ from typing import Self
 import numpy as np
 
 from .._host_arrays import device_array
-from .._ray_cast import RAY_SHAPES
+from .._ray_cast import RAY_FIELDS, RAY_SHAPES
 from .._ray_zone import ZONE_SHAPES
 from .._sensor_kinds import (
     ActuatorSet,
@@ -216,23 +216,38 @@ class _SensorBuilder:
 
     def _ray_targets(self, where, targets):
         """A rangefinder's ``targets`` (global at the initial configuration) in their
-        bodies' frames: ("targets", [(kind, body, pos, rot, size), ...])."""
+        bodies' frames: ("targets", [(kind, body, pos, rot, size, heights), ...]); a height
+        field's size is (half extent x, half extent y, base depth), its heights (nrow,
+        ncol), None for the others."""
         if targets is None:
             raise ModelError(f"{where}: a rangefinder needs targets= (the shapes it sees)")
         out = []
         for k, t in enumerate(targets):
             at = f"{where}.targets[{k}]"
-            if not isinstance(t, dict) or set(t) - {"kind", "body", "pos", "axes", "size"}:
-                raise ModelError(f"{at}: expected a dict with 'kind', 'body', 'pos', 'axes' "
-                                 f"and 'size', got {t!r}")  # fmt: skip
-            if t.get("kind") not in RAY_SHAPES:
-                raise ModelError(f"{at}.kind: expected one of {tuple(RAY_SHAPES)}, "
+            keys = {"kind", "body", "pos", "axes", "size", "heights"}
+            if not isinstance(t, dict) or set(t) - keys:
+                raise ModelError(f"{at}: expected a dict with 'kind', 'body', 'pos', 'axes', "
+                                 f"'size' (and a height field's 'heights'), got {t!r}")  # fmt: skip
+            if t.get("kind") not in (*RAY_SHAPES, *RAY_FIELDS):
+                raise ModelError(f"{at}.kind: expected one of {(*RAY_SHAPES, *RAY_FIELDS)}, "
                                  f"got {t.get('kind')!r}")  # fmt: skip
             r, A = self._frame(t.get("body"), where=f"{at}.body")
             pos = A.T @ (_vec3(t.get("pos"), where=f"{at}.pos") - r)
             rot = A.T @ _rotation_matrix(t.get("axes", np.eye(3)), where=f"{at}.axes")[0]
             size = _vec3(t.get("size"), where=f"{at}.size")
-            out.append((t["kind"], t["body"], pos, rot, size))
+            heights = None
+            if t["kind"] in RAY_FIELDS:
+                heights = _numbers(t.get("heights"), where=f"{at}.heights",
+                                   expected="(nrow, ncol) elevations")  # fmt: skip
+                if heights.ndim != 2 or min(heights.shape) < 2:
+                    raise ModelError(f"{at}.heights: expected (nrow, ncol) elevations, "
+                                     f"nrow, ncol >= 2, got shape {heights.shape}")  # fmt: skip
+                if not (size[0] > 0 and size[1] > 0 and size[2] >= 0):
+                    raise ModelError(f"{at}.size: a height field's (half x, half y, base) "
+                                     f"must be positive, got {size}")  # fmt: skip
+            elif "heights" in t:
+                raise ModelError(f"{at}.heights: only a height field ('hfield') has heights")
+            out.append((t["kind"], t["body"], pos, rot, size, heights))
         return ("targets", out)
 
     def _welded_part(self, where, body, part) -> WeldedPart:
@@ -313,6 +328,7 @@ class _SensorBuilder:
                 device_array(np.reshape([t[2] for t in rows], (-1, 3))),
                 device_array(np.reshape([t[3] for t in rows], (-1, 3, 3))),
                 device_array(np.reshape([t[4] for t in rows], (-1, 3))),
+                tuple(device_array(t[5]) for t in rows if t[5] is not None),
             )
         if p[0] == "tendon":
             tendons = [t["name"] for t in self._tendons]

@@ -2,6 +2,8 @@
 
 - :mod:`jaxmbd.contact.narrow_phase`: the slots (gap, point, normal) of each supported pair
   of shapes, pure JAX functions with a fixed number of slots per pair kind.
+- :mod:`jaxmbd.contact.height_field`: a height field against convex shapes, MuJoCo's prisms
+  under a window of cells that follows each shape (:class:`HeightFieldGroup`).
 - :mod:`jaxmbd.contact.abstract_law`: :class:`AbstractContactLaw`, what a contact law gives
   (normal force, elastic energy, friction), and the laws' registry for model files.
 - :mod:`jaxmbd.contact.law`: :class:`HuntCrossley` (the default), Hunt–Crossley normal force
@@ -38,6 +40,7 @@ from .element import (
     slot_history,
     with_contact,
 )
+from .height_field import HeightFieldGroup
 from .law import (
     E_MIN,
     HERTZ_EXPONENT,
@@ -71,6 +74,7 @@ __all__ = [
     "SLOTS",
     "STATIC_PENETRATION",
     "CollisionGroup",
+    "HeightFieldGroup",
     "ContactForce",
     "ContactSlots",
     "Slots",

@@ -26,8 +26,10 @@ import numpy as np
 
 from .. import _config  # noqa: F401
 from .._host_arrays import device_array
+from ..geometry import height_field_points, shape_kind
 from .abstract_law import AbstractContactLaw
 from .element import CollisionGroup, ContactForce
+from .height_field import HeightFieldGroup, window_of
 from .law import HuntCrossley
 from .narrow_phase import SLOTS, pair_kind, shape_scale, shape_size
 
@@ -109,6 +111,7 @@ def build_contact_element(
     nb = len(bodies) - 1
     g_ref = float(np.linalg.norm(gravity)) or STANDARD_GRAVITY
     members: dict[str, list] = {name: [] for name in SLOTS}
+    fields: dict[tuple, list] = {}  # (kind, field's body, its shape index) -> members
     skipped: list[str] = []
     stiffness = []
     laws: list[AbstractContactLaw] = []
@@ -130,7 +133,11 @@ def build_contact_element(
             (ba, sa, ka), (bb, sb, kb) = (
                 ((j, sj, kj), (i, si, ki)) if swapped else ((i, si, ki), (j, sj, kj))
             )
-            members[kind].append((p, ba, bb, bb == i, _member_data(sa), _member_data(sb), ka, kb))
+            row = (p, ba, bb, bb == i, _member_data(sa), _member_data(sb), ka, kb)
+            if kind in members:
+                members[kind].append(row)
+            else:  # a height field (shape A) and a convex shape
+                fields.setdefault((kind, ba, ka), []).append(row + (sa, sb))
             used += [si, sj]
         if not used:
             raise ValueError(
@@ -179,6 +186,8 @@ def build_contact_element(
                 shape_b=tuple(row[7] for row in rows),
             )
         )
+    for (kind, _, _), rows in fields.items():
+        groups += _height_field_groups(kind, rows)
 
     def per_pair(key):
         return device_array([float(getattr(s, key)) for s in specs])
@@ -200,6 +209,42 @@ def build_contact_element(
         mass=device_array([b.mass for b in bodies[:nb]]),
         laws=tuple(laws),
         pair_law=tuple(pair_law),
+    )
+
+
+def _height_field_groups(kind: str, rows) -> list[HeightFieldGroup]:
+    """The groups of one height field (every row's shape A) with shapes of one kind, one
+    per window size that the shapes need (:func:`~jaxmbd.contact.height_field.window_of`)."""
+    field = rows[0][8]
+    nrow, ncol = (int(x) for x in field.param("grid"))
+    size = shape_size(field)
+    heights = height_field_points(field)[:, 2].reshape(nrow, ncol)
+    by_window: dict[tuple[int, int], list] = {}
+    for row in rows:
+        bound = shape_kind(row[9].kind).collision_bound(row[5][2])
+        window = window_of(bound, size, (nrow, ncol))
+        by_window.setdefault(window, []).append(row)
+    return [_height_field_group(kind, window, rows, size, heights)
+            for window, rows in by_window.items()]  # fmt: skip
+
+
+def _height_field_group(kind, window, rows, size, heights) -> HeightFieldGroup:
+    return HeightFieldGroup(
+        kind=kind,
+        pair=tuple(row[0] for row in rows),
+        body_a=tuple(row[1] for row in rows),
+        body_b=tuple(row[2] for row in rows),
+        b_is_i=tuple(bool(row[3]) for row in rows),
+        window=window,
+        pos_a=device_array(np.stack([row[4][0] for row in rows])),
+        rot_a=device_array(np.stack([row[4][1] for row in rows])),
+        size_a=device_array(size),
+        heights=device_array(heights),
+        pos_b=device_array(_stacked([row[5][0] for row in rows])),
+        rot_b=device_array(_stacked([row[5][1] for row in rows])),
+        size_b=device_array(_stacked([row[5][2] for row in rows])),
+        shape_a=tuple(row[6] for row in rows),
+        shape_b=tuple(row[7] for row in rows),
     )
 
 

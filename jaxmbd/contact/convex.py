@@ -368,7 +368,7 @@ def _faces(W):
     return jnp.where(ok[:, None], n / jnp.sqrt(jnp.where(ok, nn, 1.0))[:, None], 0.0), nn
 
 
-def _epa(a: Convex, b: Convex, size, D, W, v0, offset):
+def _epa(a: Convex, b: Convex, size, D, W, v0, offset, iterations=None):
     """EPA, the expanding polytope algorithm (G. van den Bergen, "Proximity queries and
     penetration depth computation on 3D game objects", GDC 2001; Collision Detection in
     Interactive 3D Environments, 2004, 4.3.3), from the tetrahedron of MPR's interior point
@@ -376,11 +376,13 @@ def _epa(a: Convex, b: Convex, size, D, W, v0, offset):
     its normal, removes the faces that point sees and closes the hole with triangles from
     the point to the horizon (the edges of seen faces whose twin is not seen); it stops
     when the support point does not lie beyond the face. Fixed arrays: up to
-    :data:`EPA_ITERATIONS` + 4 vertices (by id), 2 V - 4 face slots with a live mask; the
-    horizon by comparing every directed edge of the seen faces with every other, the new
-    faces placed in free slots by matching ranks (no scatter). Returns the nearest face's
-    directions (3, 3), centre flags (3,), points (3, 3) and outward unit normal."""
-    nv = EPA_ITERATIONS + 4
+    ``iterations`` (default :data:`EPA_ITERATIONS`) + 4 vertices (by id), 2 V - 4 face
+    slots with a live mask; the horizon by comparing every directed edge of the seen faces
+    with every other, the new faces placed in free slots by matching ranks (no scatter).
+    Returns the nearest face's directions (3, 3), centre flags (3,), points (3, 3) and
+    outward unit normal."""
+    iterations = EPA_ITERATIONS if iterations is None else iterations
+    nv = iterations + 4
     nf = 2 * nv - 4
     tol = _EPA_TOL * size
     # the tetrahedron: vertex 0 is MPR's interior point (flag: the shapes' centres)
@@ -462,7 +464,7 @@ def _epa(a: Convex, b: Convex, size, D, W, v0, offset):
         )
 
     state = (fid, fW, fD, fC, alive, jnp.zeros((), bool))
-    fid, fW, fD, fC, alive, _ = jax.lax.fori_loop(0, EPA_ITERATIONS, step, state)
+    fid, fW, fD, fC, alive, _ = jax.lax.fori_loop(0, iterations, step, state)
     one, normal, _ = nearest(fW, alive)
 
     def take(x):
@@ -479,15 +481,87 @@ def collide(a: Convex, b: Convex):
     (negative: penetration), the point midway between the two surfaces and the unit
     normal from A to B (module docstring)."""
     sg = jax.lax.stop_gradient
-    a0 = _frozen(Convex(a.support, sg(a.centre), sg(a.margin), sg(a.scale)))
-    b0 = _frozen(Convex(b.support, sg(b.centre), sg(b.margin), sg(b.scale)))
-    c = b0.centre - a0.centre
-    size = jnp.maximum(a0.scale, b0.scale) + jnp.sqrt(dot(c, c))
+    a0, b0 = _frozen(_still(a)), _frozen(_still(b))
+    size = _pair_size(a0, b0)
     D_g, lam_g, v = (sg(x) for x in _gjk(a0, b0, size))
+    deep = _penetration(a0, b0, size)
+    return _witness(a, b, size, (D_g, lam_g, v), deep, jnp.ones((), bool))
+
+
+def collide_rows(make_a, rows, b: Convex, *, deep: int, epa_iterations: int | None = None):
+    """:func:`collide` of the shapes ``make_a(row)`` (one per row of ``rows`` (P, ...))
+    with B, (P,) each: GJK for every row, the penetration search (MPR and EPA, the costly
+    part) only for the ``deep`` rows whose cores are nearest to overlapping (smallest GJK
+    distance). A row whose cores overlap but which is not among those gets no contact (a
+    gap of +1 times the pair's size): callers choose ``deep`` as the most rows that can
+    overlap at once (a height field's prisms under one shape, :mod:`jaxmbd.contact.
+    height_field`)."""
+    sg = jax.lax.stop_gradient
+    b0 = _frozen(_still(b))
+
+    def one(row):
+        a0 = _frozen(_still(make_a(row)))
+        size = _pair_size(a0, b0)
+        D_g, lam_g, v = (sg(x) for x in _gjk(a0, b0, size))
+        return size, D_g, lam_g, v
+
+    size, D_g, lam_g, v = jax.vmap(one)(rows)
+    deep = min(deep, rows.shape[0])
+    near = jax.lax.top_k(-dot(v, v) / size**2, deep)[1]  # (deep,) row indices
+    pick = jnp.arange(rows.shape[0])[None, :] == near[:, None]  # (deep, P) one-hot
+
+    def take(x):
+        return jnp.sum(jnp.where(pick.reshape(pick.shape + (1,) * (x.ndim - 1)), x[None], 0),
+                       axis=1)  # fmt: skip
+
+    def search(row, size):
+        return _penetration(_frozen(_still(make_a(row))), b0, size, epa_iterations)
+
+    found = jax.vmap(search)(take(rows), take(size))  # (deep, ...) each
+    chosen = jnp.any(pick, axis=0)
+
+    def spread(x):  # each row's search result (zeros where none ran)
+        w = jnp.where(pick.reshape(pick.shape + (1,) * (x.ndim - 1)), x[:, None], 0)
+        return jnp.sum(w, axis=0)
+
+    found = tuple(spread(x) for x in found)
+
+    def finish(row, size, D_g, lam_g, v, chosen, *found):
+        return _witness(make_a(row), b, size, (D_g, lam_g, v), found, chosen)
+
+    return jax.vmap(finish)(rows, size, D_g, lam_g, v, chosen, *found)
+
+
+def _still(shape: Convex) -> Convex:
+    sg = jax.lax.stop_gradient
+    return Convex(shape.support, sg(shape.centre), sg(shape.margin), sg(shape.scale))
+
+
+def _pair_size(a0: Convex, b0: Convex):
+    c = b0.centre - a0.centre
+    return jnp.maximum(a0.scale, b0.scale) + jnp.sqrt(dot(c, c))
+
+
+def _offset(a0: Convex, b0: Convex):
+    return 1e-4 * jnp.minimum(a0.scale, b0.scale) * jnp.asarray(_OBLIQUE)
+
+
+def _penetration(a0: Convex, b0: Convex, size, iterations=None):
+    """MPR's portal and EPA (gradient-free): the nearest face's directions, centre flags,
+    points and normal (:func:`_epa`)."""
+    offset = _offset(a0, b0)
+    D_p, W_p, v0, _ = _portal(a0, b0, size, offset)
+    found = _epa(a0, b0, size, D_p, W_p, v0, offset, iterations)
+    return tuple(jax.lax.stop_gradient(x) for x in found)
+
+
+def _witness(a: Convex, b: Convex, size, apart, deep, searched):
+    """(gap, point, normal) from GJK's simplex (``apart``) or, where the cores overlap,
+    EPA's face (``deep``; where not ``searched``: no contact), evaluated on the live
+    inputs (the envelope theorem, module docstring)."""
+    D_g, lam_g, v = apart
+    D_e, C_e, W_e, n_e = deep
     inside = dot(v, v) <= (1e-10 * size) ** 2
-    offset = 1e-4 * jnp.minimum(a0.scale, b0.scale) * jnp.asarray(_OBLIQUE)
-    D_p, W_p, v0, on_ray = _portal(a0, b0, size, offset)
-    D_e, C_e, W_e, n_e = (sg(x) for x in _epa(a0, b0, size, D_p, W_p, v0, offset))
     # the weights of the origin's projection onto the nearest face
     nn = jnp.cross(W_e[1] - W_e[0], W_e[2] - W_e[0])
     area = dot(nn, nn)
@@ -495,16 +569,17 @@ def collide(a: Convex, b: Convex):
     lam_e = jnp.stack([dot(nn, jnp.cross(W_e[(k + 1) % 3], W_e[(k + 2) % 3])) * inv
                        for k in range(3)])  # fmt: skip
     lam_e = jnp.where(area > _TINY, lam_e, jnp.array([1.0, 0.0, 0.0]))
+    c = jax.lax.stop_gradient(b.centre - a.centre)
     fallback = _unit(c, jnp.array([0.0, 0.0, 1.0]))
     n = jnp.where(inside, -_unit(n_e, -fallback), _unit(v, fallback))
     D = jnp.where(inside, jnp.concatenate([D_e, D_e[:1]]), D_g)
     C = jnp.where(inside, jnp.concatenate([C_e, jnp.zeros(1, bool)]), jnp.zeros(4, bool))
     lam = jnp.where(inside, jnp.concatenate([lam_e, jnp.zeros(1)]), lam_g)
-    del on_ray
     xa, xb = jax.vmap(lambda d, k: _vertex(a, b, d, k))(D, C)
     xa = jnp.sum(lam[:, None] * xa, axis=0)
     xb = jnp.sum(lam[:, None] * xb, axis=0)
     gap = dot(n, xb - xa) - a.margin - b.margin
+    gap = jnp.where(inside & ~searched, size, gap)
     point = 0.5 * (xa + a.margin * n + xb - b.margin * n)
     return gap, point, n
 

@@ -7,7 +7,8 @@ integrators put its state derivatives (stiffness and damping of the contacts and
 regularised friction) into their Newton matrix: nothing below ``integrators/`` knows it.
 
 Static: the pairs (bodies), the collision groups (one per pair kind, shape pairs stacked,
-see :mod:`jaxmbd.contact.narrow_phase`) and so the slots. Array leaves (``jax.grad``
+see :mod:`jaxmbd.contact.narrow_phase`; a height field's with the shapes of one kind,
+:mod:`jaxmbd.contact.height_field`) and so the slots. Array leaves (``jax.grad``
 reaches them): per pair ``friction``, ``torsional_friction``, ``rolling_friction``,
 ``restitution``, ``stiffness``, ``damping``, ``exponent``, ``slip_velocity`` and
 ``margin``; per collision shape its local pose and size; the contact
@@ -33,6 +34,7 @@ from .._joint_forces import _sum_per_body
 from .._small import mm, mv
 from ..forces import AbstractForce, BodyState
 from .abstract_law import AbstractContactLaw, PairParameters
+from .height_field import HeightFieldGroup
 from .narrow_phase import COLLIDE, SLOTS, Slots
 
 CONTACT_OPTIONS = ("compliant", "none", "hard")
@@ -61,8 +63,17 @@ class CollisionGroup(eqx.Module):
     shape_b: tuple[int, ...] = eqx.field(static=True, default=())
 
     @property
+    def member_slots(self) -> int:
+        return SLOTS[self.kind]
+
+    @property
     def slots(self) -> int:
-        return SLOTS[self.kind] * len(self.pair)
+        return self.member_slots * len(self.pair)
+
+    def narrow_phase(self, pa, Ra, pb, Rb) -> Slots:
+        """The slots (k, SLOTS[kind]) of the k members at the world poses (pa, Ra) of the
+        A shapes and (pb, Rb) of the B shapes."""
+        return jax.vmap(COLLIDE[self.kind])(pa, Ra, self.size_a, pb, Rb, self.size_b)
 
 
 class ContactSlots(NamedTuple):
@@ -98,7 +109,7 @@ class ContactForce(AbstractForce):
     pair_names: tuple[str, ...] = eqx.field(static=True)
     # per pair: the (k_i, k_j) shape pairs it checks, None for every colliding pair
     shapes: tuple[tuple[tuple[int, int], ...] | None, ...] = eqx.field(static=True)
-    groups: tuple[CollisionGroup, ...]
+    groups: tuple[CollisionGroup | HeightFieldGroup, ...]
     friction: jax.Array  # (n_pairs,)
     torsional_friction: jax.Array  # (n_pairs,) mu_t (m): torque mu_t F_n about the normal
     rolling_friction: jax.Array  # (n_pairs,) mu_r (m): torque mu_r F_n in the tangent plane
@@ -122,7 +133,7 @@ class ContactForce(AbstractForce):
     @property
     def slot_pair(self) -> tuple[int, ...]:
         """The pair of every slot, in slot order (groups, members, slots of a member)."""
-        return tuple(p for g in self.groups for p in g.pair for _ in range(SLOTS[g.kind]))
+        return tuple(p for g in self.groups for p in g.pair for _ in range(g.member_slots))
 
     @property
     def n_slots(self) -> int:
@@ -142,7 +153,7 @@ class ContactForce(AbstractForce):
             pb = r[b] + mv(A[b], g.pos_b)
             Ra = mm(A[a], g.rot_a)
             Rb = mm(A[b], g.rot_b)
-            slots = jax.vmap(COLLIDE[g.kind])(pa, Ra, g.size_a, pb, Rb, g.size_b)
+            slots = g.narrow_phase(pa, Ra, pb, Rb)
             sign = jnp.where(jnp.asarray(g.b_is_i), 1.0, -1.0)[:, None, None]
             gaps.append(slots.gap.reshape(-1))
             points.append(slots.point.reshape(-1, 3))
@@ -163,7 +174,7 @@ class ContactForce(AbstractForce):
         body_i's (body_j's) shape list."""
         on_i, on_j = [], []
         for g in self.groups:
-            n = SLOTS[g.kind]
+            n = g.member_slots
             a, b = np.asarray(g.shape_a, dtype=int), np.asarray(g.shape_b, dtype=int)
             if a.size != len(g.pair):  # built without shape indices
                 raise ValueError("contact element: its collision groups carry no shape indices")

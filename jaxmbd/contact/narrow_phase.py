@@ -59,8 +59,10 @@ ellipsoid_mesh, mesh_mesh
 One slot for the support-function pairs: MuJoCo adds up to four contacts of equal depth
 found by rotating the shapes slightly about the first (multiccd) or by clipping polygon
 faces (box and mesh pairs); a box or mesh resting flat on another here rests on one
-point (compliant contact: it tips until a second point touches). Cones, pyramids and
-height fields have no narrow phase (such shape pairs are skipped, with a
+point (compliant contact: it tips until a second point touches). Height fields
+collide with every convex shape as MuJoCo's, prism by prism, in a window of cells that
+follows the shape (``hfield_<kind>``, :mod:`jaxmbd.contact.height_field`). Cones and
+pyramids have no narrow phase (such shape pairs are skipped, with a
 warning, when pairs are built). NaN-safe: unit vectors of zero length (coincident
 centres, a sphere centre on the box surface, an upright cylinder, parallel segments) fall
 back to a fixed direction through the double-where trick, so values and ``jax.grad`` stay
@@ -83,6 +85,7 @@ from ..geometry import (
     CAPSULE,
     CYLINDER,
     ELLIPSOID,
+    HFIELD,
     MESH,
     PLANE,
     SHAPE_BY_NAME,
@@ -107,6 +110,10 @@ def pair_kind(kind_a: str, kind_b: str) -> tuple[str | None, bool]:
     """The pair kind of shapes of kinds (kind_a, kind_b) and whether they are swapped
     (B first) in it; (None, False) when the pair has no narrow phase."""
     a, b = SHAPE_BY_NAME.get(kind_a), SHAPE_BY_NAME.get(kind_b)
+    if a is HFIELD and b in HFIELD_PARTNERS:
+        return f"hfield_{b.name}", False
+    if b is HFIELD and a in HFIELD_PARTNERS:
+        return f"hfield_{a.name}", True
     if (a, b) in PAIRS:
         return PAIRS[a, b].name, False
     if (b, a) in PAIRS:
@@ -437,7 +444,7 @@ def _stack_slots(slots) -> Slots:
 # ------------------------------------------------------------- support-function pairs
 
 
-def _convex(kind, p, R, size) -> convex.Convex:
+def convex_shape(kind, p, R, size) -> convex.Convex:
     """The shape of ``kind`` at (p, R) as a :class:`~jaxmbd.contact.convex.Convex`."""
     if kind is SPHERE:
         return convex.point(p, size[0])
@@ -457,7 +464,8 @@ def _support_pair(kind_a, kind_b):
     one slot, the closest points or the penetration's."""
 
     def collide(pa, Ra, sa, pb, Rb, sb) -> Slots:
-        return _one(*convex.collide(_convex(kind_a, pa, Ra, sa), _convex(kind_b, pb, Rb, sb)))
+        a, b = convex_shape(kind_a, pa, Ra, sa), convex_shape(kind_b, pb, Rb, sb)
+        return _one(*convex.collide(a, b))
 
     collide.__name__ = f"{kind_a.name}_{kind_b.name}"
     return collide
@@ -550,8 +558,14 @@ PAIRS.update(
         ]
     }
 )
+#: The shapes a height field collides with (MuJoCo's ``mjc_ConvexHField``: every convex
+#: geom), pair kinds ``"hfield_<kind>"`` (:mod:`jaxmbd.contact.height_field`: their slots
+#: depend on the shape's size).
+HFIELD_PARTNERS = (SPHERE, CAPSULE, BOX, CYLINDER, ELLIPSOID, MESH)
 #: Shape kinds that collide, in the canonical order of a pair kind (A before B).
-COLLIDING_KINDS = tuple(k.name for k in (PLANE, SPHERE, CAPSULE, BOX, CYLINDER, ELLIPSOID, MESH))
+COLLIDING_KINDS = tuple(
+    k.name for k in (PLANE, HFIELD, SPHERE, CAPSULE, BOX, CYLINDER, ELLIPSOID, MESH)
+)
 #: Contact slots of each supported pair kind.
 SLOTS = {pair.name: pair.slots for pair in PAIRS.values()}
 #: The narrow-phase function of each pair kind.

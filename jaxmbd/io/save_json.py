@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from .._actuator_kinds import actuator_kind
+from .._ray_cast import RAY_FIELDS
 from ..actuators import ACTIVATION_DYNAMICS, NO_DYNAMICS, Actuators
 from ..contact import HuntCrossley
 from ..drivers import program_to_source
@@ -207,6 +208,7 @@ def _sensors_to_json(model: Model) -> list[dict]:
             entry["zone"] = [params.shape, np.asarray(params.size).tolist()]
         elif option == "targets":
             entry["targets"] = []
+            fields = iter(params.heights)
             for kind, b, pos, rot, size in zip(params.kinds, params.bodies, params.pos,
                                                params.rot, params.size, strict=True):  # fmt: skip
                 pos, rot = np.asarray(pos), np.asarray(rot)
@@ -216,6 +218,8 @@ def _sensors_to_json(model: Model) -> list[dict]:
                 entry["targets"].append({"kind": kind, "body": label(b), "pos": pos.tolist(),
                                          "axes": rot.tolist(),
                                          "size": np.asarray(size).tolist()})  # fmt: skip
+                if kind in RAY_FIELDS:
+                    entry["targets"][-1]["heights"] = np.asarray(next(fields)).tolist()
         elif option == "actuator":
             entry["actuator"] = model.actuators.actuator_names[params.actuators[0]]
         entry["noise"] = float(sensors.noise[k])

@@ -10,7 +10,8 @@ slides or a ball. The composition is static; the frames are jnp functions of the
 vectors and the initial poses, with data-dependent choices (which body carries the shared
 axis) made by ``jnp.where``, so gradients reach the rows. Where the values are concrete the
 geometry is checked (the shared axis really is shared, the CD directions span space); a group
-that fails stays as plain rows.
+that fails stays as plain rows. Under a trace the checks are skipped, or handed to the caller
+as traced booleans (``deferred``) for it to read once the program has run.
 """
 
 from __future__ import annotations
@@ -126,23 +127,30 @@ def _shared_axis(on_i, on_j):
     return _unit(jnp.stack(cands)[best]), sizes[best]
 
 
-def _point_of_cd(model, rows, pair):
+def _point_of_cd(model, rows, pair, deferred=None):
     """Body-frame points (on I, on J) of a CD triple, and whether its directions span."""
     row = rows[0]
     s_p, s_q = row.vec("s_bar_p_i"), row.vec("s_bar_q_j")
     if row.flip:
         s_p, s_q = s_q, s_p
-    c = _concrete(jnp.stack([r.vec("c") for r in rows]))
-    same = [
-        _concrete(jnp.stack([r.vec("s_bar_p_i"), r.vec("s_bar_q_j")])[:: -1 if r.flip else 1])
-        for r in rows
-    ]
-    ok = True
-    if c is not None and any(x is not None for x in same):
-        ok = abs(np.linalg.det(c)) > _TOL and all(
-            np.allclose(x, same[0], atol=_TOL) for x in same if x is not None
-        )
-    return s_p, s_q, ok
+    c = jnp.stack([r.vec("c") for r in rows])
+    same = [jnp.stack([r.vec("s_bar_p_i"), r.vec("s_bar_q_j")])[:: -1 if r.flip else 1]
+            for r in rows]  # fmt: skip
+    spans = jnp.abs(jnp.linalg.det(c)) > _TOL
+    coincide = [jnp.allclose(x, same[0], atol=_TOL) for x in same]
+    return s_p, s_q, _passes(jnp.all(jnp.stack([spans, *coincide])), deferred)
+
+
+def _passes(valid, deferred) -> bool:
+    """Whether a geometry check ``valid`` (a jnp bool) passes: its value where concrete;
+    under a trace True, with ``valid`` appended to ``deferred`` where given (the caller
+    reads it after the program has run)."""
+    concrete = _concrete(valid)
+    if concrete is not None:
+        return bool(concrete)
+    if deferred is not None:
+        deferred.append(valid)
+    return True
 
 
 def _spherical_axes(model, by_kind, pair, A_i, A_j):
@@ -192,13 +200,13 @@ def _cylindrical_axes(model, by_kind, pair, A_i, A_j):
 
 
 #: Each recognised kind's joint frames on the two bodies (and the residuals that check them).
-def _point_of_cd_rows(model, by_kind, pair, frame_i, frame_j):
+def _point_of_cd_rows(model, by_kind, pair, frame_i, frame_j, deferred=None):
     """(s_bar_i, s_bar_j): the joint point that the CD rows make coincide, or None."""
-    s_i, s_j, ok = _point_of_cd(model, by_kind["CD"], pair)
+    s_i, s_j, ok = _point_of_cd(model, by_kind["CD"], pair, deferred)
     return (s_i, s_j) if ok else None
 
 
-def _point_of_dp2_rows(model, by_kind, pair, frame_i, frame_j):
+def _point_of_dp2_rows(model, by_kind, pair, frame_i, frame_j, deferred=None):
     """(s_bar_i, s_bar_j): the DP2 point on I of the line of a cylindrical or translational
     joint."""
     (r_i, A_i), (r_j, A_j) = frame_i, frame_j
@@ -225,8 +233,11 @@ _AXES = {
 }
 
 
-def recognised_joint(model: Model, name: str, rows: tuple[int, ...]) -> JointDefinition | None:
-    """The joint that the rows ``rows`` (one tag, one body pair) compose, or None."""
+def recognised_joint(model: Model, name: str, rows: tuple[int, ...],
+                     deferred: list | None = None) -> JointDefinition | None:  # fmt: skip
+    """The joint that the rows ``rows`` (one tag, one body pair) compose, or None.
+    ``deferred``: under a trace, the geometry checks as traced booleans (see the module
+    docstring); the joint is returned as if they passed."""
     first = next(s for s in model.gcons if rows[0] in s.rows)
     k = first.rows.index(rows[0])
     pair = (first.body_i[k], first.body_j[k])
@@ -237,20 +248,18 @@ def recognised_joint(model: Model, name: str, rows: tuple[int, ...]) -> JointDef
     kind = next((kind for kind, pattern in _PATTERNS.items() if counts == pattern), None)
     if kind is None:
         return None
-    f = _concrete(model.f_offset[np.asarray(rows)])
-    if f is not None and np.any(np.abs(f) > _TOL):
+    if not _passes(~jnp.any(jnp.abs(model.f_offset[np.asarray(rows)]) > _TOL), deferred):
         return None
     (r_i, A_i), (r_j, A_j) = (_global(model, b) for b in pair)
     by_kind = defaultdict(list)
     for p in parsed:
         by_kind[p.kind].append(p)
-    found = _POINTS[kind](model, by_kind, pair, (r_i, A_i), (r_j, A_j))
+    found = _POINTS[kind](model, by_kind, pair, (r_i, A_i), (r_j, A_j), deferred)
     if found is None:
         return None
     s_i, s_j = found
     axes_i, axes_j, checks = _AXES[kind](model, by_kind, pair, A_i, A_j)
-    checked = _concrete(jnp.stack(checks)) if checks else None
-    if checked is not None and np.any(checked > 1e-6):
+    if checks and not _passes(~jnp.any(jnp.stack(checks) > 1e-6), deferred):
         return None
     spec = JOINT_KINDS[kind]
     n = spec.scalar_size

@@ -169,10 +169,6 @@ def _frame_jacobian(part: ClosingRows, tree, p: TreePoses, t):
     return phi, G
 
 
-def _frame_time_rate(part: ClosingRows, tree, p: TreePoses, t):
-    return -_frame_terms(part, tree, p, jnp.zeros(tree.nv, p.c.dtype), t)[2]
-
-
 def _part_residual(part, tree, qpos, t):
     return part.residual(tree, poses(tree, qpos), qpos, t)
 
@@ -215,17 +211,6 @@ def _jacobians(cons, tree, qpos, t, p):
     phi = _joined([o[0] for o in out], qpos)
     G = jnp.concatenate([o[1] for o in out]) if out else jnp.zeros((0, tree.nv), qpos.dtype)
     return _kept(cons, phi), _kept(cons, G)
-
-
-def _time_rate(cons, tree, qpos, t, p=None):
-    p = poses(tree, qpos) if p is None else p
-    rates = [
-        _frame_time_rate(part, tree, p, t)
-        if isinstance(part, ClosingRows)
-        else _part_time_rate(part, tree, qpos, t)
-        for part in cons.parts
-    ]
-    return _kept(cons, _joined(rates, qpos))
 
 
 def constraint_jacobian(cons: TreeConstraints, tree: KinematicTree, qpos, t, p=None):
@@ -296,26 +281,41 @@ def exact_part(cons: TreeConstraints | None) -> TreeConstraints | None:
 
 def project(cons: TreeConstraints, tree: KinematicTree, qpos, qvel, t, *, iterations: int = 1):
     """qpos and qvel projected onto Phi = 0 and G qvel = nu of the exact rows: Gauss-Newton
-    steps delta = -G^T (G G^T)^-1 Phi (the least-norm correction), then the velocity's
-    least-norm correction. After a step of an explicit method the drift is of the step's
-    truncation order, so one step brings it to round-off."""
+    steps delta = -G^T (G G^T)^-1 Phi (the least-norm correction) and the velocity's
+    least-norm correction -G^T (G G^T)^-1 (G qvel - nu), both with G and nu at the
+    positions before the correction (one forward kinematics and one factor of G G^T per
+    iteration). After a step of an explicit method the drift is of the step's truncation
+    order: one iteration brings Phi to round-off (Gauss-Newton converges quadratically) and
+    G qvel - nu to the drift times |qvel| (G moved by the correction), round-off too; a start
+    far from the rows takes ``iterations``."""
     cons = exact_part(cons)
     if cons is None:
         return qpos, qvel
 
-    def newton(qpos):
-        phi, G = constraint_jacobian(cons, tree, qpos, t)
-        return integrate_positions(tree, qpos, -mtv(G, solve_normal(cons, G, G, phi)), 1.0)
+    def correct(_, state):
+        qpos, qvel = state
+        phi, G, nu = _position_terms(cons, tree, qpos, t)
+        x = solve_normal(cons, G, G, jnp.stack([phi, mv(G, qvel) - nu], 1))
+        return integrate_positions(tree, qpos, -mtv(G, x[:, 0]), 1.0), qvel - mtv(G, x[:, 1])
 
     if iterations == 1:
-        qpos = newton(qpos)
-    else:
-        qpos = jax.lax.fori_loop(0, iterations, lambda _, q: newton(q), qpos)
+        return correct(0, (qpos, qvel))
+    return jax.lax.fori_loop(0, iterations, correct, (qpos, qvel))
+
+
+def _position_terms(cons: TreeConstraints, tree: KinematicTree, qpos, t):
+    """(Phi, G, nu) at (qpos, t), each part's rows from one evaluation (the bodies' frames:
+    one closed-form pass for all three)."""
     p = poses(tree, qpos)
-    _, G = constraint_jacobian(cons, tree, qpos, t, p)
-    phi_t = _time_rate(cons, tree, qpos, t, p)
-    qvel = qvel - mtv(G, solve_normal(cons, G, G, mv(G, qvel) + phi_t))
-    return qpos, qvel
+    out = [
+        _frame_terms(part, tree, p, jnp.zeros(tree.nv, p.c.dtype), t)[:3]
+        if isinstance(part, ClosingRows)
+        else (*_part_jacobian(part, tree, qpos, t), -_part_time_rate(part, tree, qpos, t))
+        for part in cons.parts
+    ]
+    phi, nu = (_kept(cons, _joined([o[k] for o in out], qpos)) for k in (0, 2))
+    G = jnp.concatenate([o[1] for o in out]) if out else jnp.zeros((0, tree.nv), qpos.dtype)
+    return phi, _kept(cons, G), nu
 
 
 def independent_rows(cons: TreeConstraints, tree: KinematicTree, qpos, t=0.0, *,
@@ -326,7 +326,13 @@ def independent_rows(cons: TreeConstraints, tree: KinematicTree, qpos, t=0.0, *,
     own structure (the out-of-plane rows of a planar loop's closing revolute joint have
     G = 0), so dependent rows are expected, not a modelling error: they are dropped, their
     multipliers zero."""
-    G = np.asarray(constraint_jacobian(cons, tree, jnp.asarray(qpos), t)[1])
+    return independent_rows_of(cons, constraint_jacobian(cons, tree, jnp.asarray(qpos), t)[1],
+                               rtol=rtol)  # fmt: skip
+
+
+def independent_rows_of(cons: TreeConstraints, G, *, rtol: float = 1e-9) -> tuple[int, ...]:
+    """:func:`independent_rows` from the kept rows' Jacobian ``G`` (concrete values)."""
+    G = np.asarray(G)
     soft, kept = cons.soft, cons.kept
     exact = np.flatnonzero(~soft)
     chosen = [int(kept[k]) for k in np.flatnonzero(soft)]

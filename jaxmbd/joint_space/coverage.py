@@ -19,7 +19,6 @@ from .. import _config  # noqa: F401
 from ..errors import ModelError
 from ..formulations.joint import JointCoordinates
 from ..integrators import valid_pairs
-from ..limits_option import with_limits
 from ..model import Model
 from ..tree import JointType
 from ._stepper_base import AbstractJointStepper
@@ -28,29 +27,13 @@ from .from_model import tree_of_model
 from .steppers import get_stepper
 
 
-def built_model_gaps(model: Model) -> tuple[str, ...]:
-    """What a model built in code holds that the joint formulation runs, but not yet as the
-    absolute formulations do: joint limits (a rod
-    released onto a limit with restitution never reaches it in joint coordinates) and
-    sensors (a four-bar's reaction sensors disagree with its reactions);
-    :func:`model_obstacles` adds constraint rows beyond the spanning tree (loops, drivers),
-    slower in joint coordinates today, and joints of several coordinates. Models read from
-    a file (MJCF, URDF) are robots, whose contact, limits and sensors are MuJoCo's and are
-    checked against it in joint coordinates."""
-    if model.tree is not None:
-        return ()
-    gaps = []
-    if with_limits(model, "none") is not model:
-        gaps.append("joint limits: a limit with restitution is not reached in joint coordinates")
-    if model.sensors is not None:
-        gaps.append("sensors: reaction sensors of loops disagree in joint coordinates")
-    return tuple(gaps)
-
-
 def model_obstacles(model: Model) -> tuple[str, ...]:
     """Why the joint formulation cannot run ``model`` (its tree and its force elements), or
-    does not yet run it as the absolute formulations do (:func:`built_model_gaps`)."""
-    gaps = built_model_gaps(model)
+    does not yet run it as well as the absolute formulations do. Contact, joint limits,
+    joints of several coordinates and sensors run as in rA (``tests/test_contact.py``,
+    ``tests/test_joint_limits.py``, ``tests/test_joint_builder_trees.py``,
+    ``tests/test_sensors.py``); what is left is measured below."""
+    gaps: tuple[str, ...] = ()
     if model.tree is not None:
         tree = model.tree
     else:
@@ -60,15 +43,12 @@ def model_obstacles(model: Model) -> tuple[str, ...]:
             return (*gaps, f"its body-joint graph gives no kinematic tree ({error})")
         tree = spanning.tree
         if spanning.loop_rows:
-            # measured (slider crank, four-link, rk against rA gen_alpha, h = 1e-3): the loop
-            # rows' program compiles 1.4-2x slower and steps at 0.3-0.4x rA's speed
-            gaps += ("constraint rows beyond the tree (closed loops, drivers): rA runs them "
-                     "faster today",)  # fmt: skip
-        names = [name for name, _ in spanning.coordinates]
-        if len(set(names)) < len(names):
-            # a universal, cylindrical or planar joint is several tree joints there
-            gaps += ("joints of several coordinates: sol.joints names them one coordinate at "
-                     "a time in joint coordinates",)  # fmt: skip
+            # benchmarks/probes/loop_models_first_call.py (rk against rA gen_alpha, h = 1e-3,
+            # 1 s, one process, load 6-10 on 2 cores): steps 3-4x (slider crank, four-link)
+            # to 20x (six-body linkage) faster, but the first call compiles 0.8-1.3x (slider
+            # crank, four-link) to 1.2-1.8x (six-body linkage) as long as rA's
+            gaps += ("constraint rows beyond the tree (closed loops, drivers): their program "
+                     "compiles up to 1.8x slower than rA's today",)  # fmt: skip
     dofs = {
         name: JointType(kind).nv
         for name, kind in zip(tree.joint_names, tree.joint_type, strict=True)
@@ -107,7 +87,6 @@ def joint_space_obstacles(model: Model, integrator=None, options=None) -> tuple[
 
 
 __all__ = [
-    "built_model_gaps",
     "integrator_obstacles",
     "joint_space_obstacles",
     "model_obstacles",

@@ -38,9 +38,12 @@ from __future__ import annotations
 from collections import deque
 from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .. import _config  # noqa: F401
+from .._jit import jit
 from ..joints import JointDefinition, joint_coordinates, joint_kind
 from ..model import Model
 from ..rotations import A_to_ep
@@ -66,9 +69,9 @@ class ModelTree(NamedTuple):
     coordinates: tuple[tuple[str, int], ...]
 
 
-def _edges(model: Model):
+def _edges(model: Model, deferred: list | None = None):
     """The joints with rows, as (definition, rows), ordered by their first row, and the
-    rows that belong to no joint."""
+    rows that belong to no joint (``deferred``: :func:`recognised_joint`'s)."""
     rows_of: dict[str, list[int]] = {}
     for row, tag in enumerate(model.constraint_joints):
         rows_of.setdefault(tag, []).append(row)
@@ -83,7 +86,7 @@ def _edges(model: Model):
         if tag in defs:
             defn = defs[tag]
         elif len(rows) == len(rows_of[tag]):
-            defn = recognised_joint(model, tag, rows)
+            defn = recognised_joint(model, tag, rows, deferred)
         else:
             defn = None
         if defn is None or defn.body_i == defn.body_j:
@@ -188,9 +191,31 @@ def tree_of_model(model: Model) -> ModelTree:
     """The kinematic tree of ``model`` (see the module docstring): the structure from the
     model's static topology, every number a jnp function of the model's leaves, and the
     initial state (``qpos_init``, ``qvel_init``) the joint coordinates and rates of the
-    model's initial body state (``r0``, ``A0``, ``rdot0``, ``omega0``)."""
+    model's initial body state (``r0``, ``A0``, ``rdot0``, ``omega0``).
+
+    With concrete values it is one compiled program (kept on disk by :func:`jaxmbd.jit`),
+    not a hundred small operations each compiled or looked up on its own (a second on a
+    new process's first run); a joint recognised in GCON rows whose geometry check fails
+    there is read again op by op, where the check leaves its rows as rows."""
+    if not any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(model)):
+        built, passed = _checked_tree_of_model(model)
+        if np.all(np.asarray(passed)):
+            return built
+    return _tree_of_model(model)
+
+
+@jit
+def _checked_tree_of_model(model: Model) -> tuple[ModelTree, jax.Array]:
+    """:func:`tree_of_model` as one program, with the geometry checks of the joints it
+    recognised in GCON rows (all true: the tree is the one concrete values give)."""
+    deferred = []
+    built = _tree_of_model(model, deferred)
+    return built, jnp.stack(deferred) if deferred else jnp.ones(0, bool)
+
+
+def _tree_of_model(model: Model, deferred: list | None = None) -> ModelTree:
     nb = model.nb
-    edges, loose = _edges(model)
+    edges, loose = _edges(model, deferred)
     parent, via, closing = _spanning_tree(nb, edges)
     state = tuple(x[None] for x in (model.r0, model.A0, model.rdot0, model.omega0))
     names, types, bodies, coords = [], [], [], []

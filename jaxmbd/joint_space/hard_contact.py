@@ -243,10 +243,16 @@ class JointMoreauJean(AbstractJointStepper):
         return self._advance(model, tree, loops, qpos, qvel, t, h)[:2]
 
     def advance(self, model, tree, loops, qpos, qvel, acc, t, h):
+        """The step, with the step's mean acceleration (qvel_{k+1} - qvel_k) / h as the
+        state's ``qacc`` (impulses included, as the absolute formulations' step reports
+        (v_{k+1} - v_k) / h): what the accelerometers and the tree joints' reactions
+        (Newton-Euler, with the unilateral rows' mean forces) read."""
+        start = qvel
         qpos, qvel, forces, done = self._advance(model, tree, loops, qpos, qvel, t, h)
         qpos, qvel, acc = self.finish(model, tree, loops, qpos, qvel, t + h, h)
         status = jnp.where(done, SUCCESS, MAX_ITERATIONS).astype(jnp.int32)
-        return qpos, qvel, acc._replace(unilateral=forces, status=status)
+        return qpos, qvel, acc._replace(qacc=(qvel - start) / h, unilateral=forces,
+                                        status=status)  # fmt: skip
 
 
 __all__ = ["JointMoreauJean", "unilateral_count"]

@@ -120,16 +120,22 @@ def constraint_wrenches(tree: KinematicTree, qpos, wrenches):
 
 
 def tree_joint_wrenches(model: Model, tree: KinematicTree, t, qpos, r, A, rdot, omega,
-                        rddot, omegadot, lam, *, along_joints: bool = True):  # fmt: skip
+                        rddot, omegadot, lam, *, along_joints: bool = True,
+                        loads=None):  # fmt: skip
     """:func:`transmitted_wrenches` along a trajectory (every argument but ``model`` and
     ``tree`` with a leading time axis; ``lam`` (T, nc) the multipliers, zero on the tree's
     rows): (T, nb, 6) world wrenches about the origin. ``along_joints=False``: the
-    constraint reactions only (:func:`constraint_wrenches`)."""
+    constraint reactions only (:func:`constraint_wrenches`). ``loads`` (T, nb, 6): further
+    applied loads (f global, n_bar body frame) besides :func:`body_loads`' (a hard contact's
+    mean forces)."""
+    if loads is None:
+        loads = jnp.zeros(r.shape[:2] + (6,), r.dtype)
 
-    def one(t, qpos, r, A, rdot, omega, rddot, omegadot, lam):
+    def one(t, qpos, r, A, rdot, omega, rddot, omegadot, lam, extra):
         f, n = body_loads(model, r, A, rdot, omega, t, lam)
+        f, n = f + extra[:, :3], n + extra[:, 3:]
         out = transmitted_wrenches(tree, model.mass, model.inertia, r, A, omega, rddot,
                                    omegadot, f, n)  # fmt: skip
         return out if along_joints else constraint_wrenches(tree, qpos, out)
 
-    return jax.vmap(one)(t, qpos, r, A, rdot, omega, rddot, omegadot, lam)
+    return jax.vmap(one)(t, qpos, r, A, rdot, omega, rddot, omegadot, lam, loads)

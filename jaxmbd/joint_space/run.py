@@ -12,21 +12,25 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _config  # noqa: F401
+from .._batch_last import batch_last
 from .._checks import finish, is_traced, solution_from_outputs
+from .._host_arrays import device_array
 from .._jit import jit
 from .._results import RESULTS
+from .._xla_flags import joint_loops_hoisted_when_differentiated
 from ..actuators import policy_controls, with_activation, with_controls
 from ..contact import with_contact
 from ..equalities import active_equalities
 from ..equations import rA_terms
 from ..model import Model
+from ..newton import SAVED_FOR_ADJOINT
 from ..tree import KinematicTree, assemble, body_velocities
 from ..tree._elementwise import mtv
 from .constraint_rows import (
     ClosingRows,
     TreeConstraints,
     constraint_jacobian,
-    independent_rows,
+    independent_rows_of,
     project,
 )
 from .contact_step import SUBSTEP_OPTIONS, contact_options, with_impact_substeps
@@ -36,6 +40,20 @@ from .reactions import tree_joint_wrenches
 from .steppers import AbstractJointStepper, get_stepper
 
 NONFINITE = int(RESULTS.nonfinite._value)
+
+#: Members of a batch (``vmap``) stepped together, batch-last; a larger batch runs in such
+#: chunks one after the other, so that a step's arrays stay in the core's caches.
+#: Chunks of 16 to 128 members ran alike (scratch runs, batch of 256, load ~10).
+BATCH_CHUNK = 64
+
+#: The steps whose batches run batch-last (:mod:`jaxmbd._batch_last`); none by default:
+#: measured on the 2-core CPU, once sine and cosine vectorise (:mod:`jaxmbd._trig`),
+#: ``jax.vmap``'s own batching of the RK4 run was as fast or faster
+#: (``benchmarks/results/batch/batch_joint.md``). ``(RungeKutta4, SemiImplicitEuler)``
+#: opts the explicit steps in. Not the steps with ``lax.cond`` (exact contact, the implicit
+#: steps' Newton loops): gradients of their batched losses would need the transpose of a
+#: ``cond`` batched inside a ``custom_jvp`` rule, which JAX lacks (jax 0.10.2).
+BATCH_LAST_STEPPERS: tuple = ()
 
 
 def _closing_rows(model: Model, tree: KinematicTree, rows) -> ClosingRows | None:
@@ -71,18 +89,36 @@ def model_tree(model: Model, keep=None) -> tuple[KinematicTree, TreeConstraints 
     return tree, TreeConstraints(parts, tuple(keep), independent=True)
 
 
+@eqx.filter_jit
+def _tree_and_start_jacobian(model: Model):
+    """:func:`model_tree` and the constraint rows' Jacobian G at the initial qpos, as one
+    small program: op by op (eagerly) the kinematics and the rows take ~1 s a call, more
+    than a thousand steps of a loop's run."""
+    tree, cons = model_tree(model)
+    if cons is None:
+        return tree, None, None
+    return tree, cons, constraint_jacobian(cons, tree, tree.qpos_init, 0.0)[1]
+
+
+def concrete_tree(model: Model):
+    """(tree, constraint rows, their Jacobian at the initial qpos or None) of a model with
+    concrete values (:func:`_tree_and_start_jacobian`); where traced, :func:`model_tree`
+    and None."""
+    model = jax.lax.stop_gradient(model)
+    if is_traced(model):
+        return (*model_tree(model), None)
+    return _tree_and_start_jacobian(model)
+
+
 def independent_constraint_rows(model: Model):
     """The independent constraint rows at the model's initial state, or None where the
     model's values are traced (then every row is kept, their multipliers by least
     squares). Under ``grad`` alone the values are concrete (the primal of a JVP), so the
     rows are found."""
-    model = jax.lax.stop_gradient(model)
-    if is_traced(model):
+    _, cons, G = concrete_tree(model)
+    if G is None:
         return None
-    tree, cons = model_tree(model)
-    if cons is None:
-        return None
-    return independent_rows(cons, tree, tree.qpos_init)
+    return independent_rows_of(cons, G)
 
 
 #: The loops' name of :func:`independent_constraint_rows`.
@@ -162,11 +198,40 @@ def _policy_controls(model, tree, policy, t, qpos, qvel, acc, k):
     return policy_controls(model, policy, t, (p.c, p.R, rdot, omega), step=k)
 
 
+def _adjoint_recomputes(advance):
+    """``advance`` as it is, or, where a gradient's loops are all left to XLA's hoisting
+    (:func:`jaxmbd._xla_flags.joint_loops_hoisted_when_differentiated`), recomputed in
+    reverse mode but for its Newton roots and their factors (``jax.checkpoint`` with
+    :data:`~jaxmbd.newton.SAVED_FOR_ADJOINT`, as :func:`jaxmbd.simulation._adjoint_recomputes`):
+    the forward loop then stores the state, not the residuals of the step's linearisation.
+    Same derivatives; undifferentiated programs unchanged."""
+    if not joint_loops_hoisted_when_differentiated():
+        return advance
+    return jax.checkpoint(advance, prevent_cse=False, policy=SAVED_FOR_ADJOINT)
+
+
 @jit  # a top-level call is a program of the disk cache (a new process does not trace it)
 def run_joint_space(model: Model, stepper: AbstractJointStepper, n: int, h, controls=None,
                     policy=None, rows=None):  # fmt: skip
     """The per-step outputs (t = 0..n h) of ``n`` steps (see :func:`_outputs`); ``rows``:
-    the constraint rows to keep (static; :func:`independent_constraint_rows`)."""
+    the constraint rows to keep (static; :func:`independent_constraint_rows`). Under
+    ``vmap`` the members' time loop carries the batch as every array's minor axis
+    (:func:`jaxmbd._batch_last.batch_last`): a step's kernels run over the members
+    (the explicit steps of :data:`BATCH_LAST_STEPPERS`)."""
+    arrays, static = eqx.partition((model, h, controls, policy), eqx.is_array)
+    leaves, treedef = jax.tree_util.tree_flatten(arrays)
+
+    def run(*leaves):
+        args = eqx.combine(jax.tree_util.tree_unflatten(treedef, leaves), static)
+        model, h, controls, policy = args
+        return _run_joint_space(model, stepper, n, h, controls, policy, rows)
+
+    if not isinstance(stepper, BATCH_LAST_STEPPERS):
+        return run(*leaves)
+    return batch_last(run, chunk=BATCH_CHUNK)(*leaves)
+
+
+def _run_joint_space(model, stepper, n, h, controls, policy, rows):
     tree, loops = model_tree(model, rows)
     qpos, qvel = tree.qpos_init, tree.qvel_init
     t0 = jnp.zeros((), qvel.dtype)
@@ -209,7 +274,9 @@ def run_joint_space(model: Model, stepper: AbstractJointStepper, n: int, h, cont
             act = m_k.actuators.next_activation(h)
         if controls is not None or policy is not None:
             acc = stepper.start_accelerations(m_k, tree, loops, qpos, qvel, t, h)
-        qpos, qvel, acc = stepper.advance(m_k, tree, loops, qpos, qvel, acc, t, h)
+        qpos, qvel, acc = _adjoint_recomputes(
+            lambda qpos, qvel, acc: stepper.advance(m_k, tree, loops, qpos, qvel, acc, t, h)
+        )(qpos, qvel, acc)
         out = _outputs(model, tree, loops, qpos, qvel, acc, joints)
         if dynamics:  # the activations at the step's end (held controls: the closed form)
             element = m_k.actuators
@@ -222,12 +289,47 @@ def run_joint_space(model: Model, stepper: AbstractJointStepper, n: int, h, cont
 
 
 def tree_wrenches(model: Model, sol, along_joints: bool):
-    """(T, nb, 6) world wrenches (n_O, f) through the tree joints of a joint-space run."""
-    if sol.unilateral_forces is not None:
-        raise ValueError("joint_wrenches: runs with contact='hard' are not supported")
-    contact = "compliant" if sol.contact_element is not None else "none"
+    """(T, nb, 6) world wrenches (n_O, f) through the tree joints of a joint-space run. A
+    run with ``contact="hard"`` (or hard limits) reads its accelerations as the steps' mean
+    ones and its contact slots' mean forces (``sol.contact``) as applied loads; the hard
+    limits act along the joints."""
+    hard = sol.unilateral_forces is not None
+    contact = "compliant" if sol.contact_element is not None and not hard else "none"
     run_model = with_contact(model, contact, where="joint_wrenches")
-    return _tree_wrenches_jit(run_model, sol.tree, along_joints, *_tree_arrays(sol))
+    loads = _hard_contact_loads(model.nb, sol) if hard and sol.contact_element is not None \
+        else None  # fmt: skip
+    # the loops' multipliers only: a run with sensors has the tree rows' filled in
+    # (tree_multipliers), which are these wrenches themselves
+    loop = np.asarray(sorted(_loop_rows(model, sol.tree)), dtype=int)
+    lam = jnp.zeros_like(sol.lam).at[..., loop].set(sol.lam[..., loop])
+    arrays = (*_tree_arrays(sol)[:-1], lam)
+    return _tree_wrenches_jit(run_model, sol.tree, along_joints, *arrays, loads=loads)
+
+
+def _loop_rows(model: Model, tree) -> set[int]:
+    """The model's rows that the joint formulation keeps as constraints (loops, drivers,
+    equalities): those whose multipliers a joint-space run solves for."""
+    _, loops, _ = concrete_tree(model)
+    joints = _equality_joints(model, tree)
+    rows = set(() if loops is None else loops.model_rows)
+    return rows | set(() if joints is None else joints.model_rows)
+
+
+def _hard_contact_loads(nb: int, sol):
+    """(T, nb, 6): each body's load (f global at its centre of mass, n_bar body frame) from
+    the hard contact slots' mean forces of a run."""
+    slots = sol.contact
+    bi, bj = sol.contact_element._slot_bodies()
+    force = slots.normal_force[..., None] * slots.normal + slots.tangential_force
+    r = jnp.concatenate([sol.r, jnp.zeros_like(sol.r[:, :1])], 1)
+    A = jnp.concatenate([sol.A, jnp.broadcast_to(jnp.eye(3), sol.A[:, :1].shape)], 1)
+    loads = jnp.zeros((sol.r.shape[0], nb + 1, 6), sol.r.dtype)
+    for bodies, sign in ((bi, 1.0), (bj, -1.0)):
+        f = sign * force
+        moment = jnp.cross(slots.point - r[:, bodies], f)
+        n_bar = jnp.einsum("tsji,tsj->tsi", A[:, bodies], moment)
+        loads = loads.at[:, bodies].add(jnp.concatenate([f, n_bar], -1))
+    return loads[:, :nb]
 
 
 def _tree_arrays(sol):
@@ -236,8 +338,8 @@ def _tree_arrays(sol):
 
 
 @eqx.filter_jit  # one program (see _energy)
-def _tree_wrenches_jit(model, tree, along_joints, *arrays):
-    return tree_joint_wrenches(model, tree, *arrays, along_joints=along_joints)
+def _tree_wrenches_jit(model, tree, along_joints, *arrays, loads=None):
+    return tree_joint_wrenches(model, tree, *arrays, along_joints=along_joints, loads=loads)
 
 
 def tree_multipliers(model: Model, sol):
@@ -246,10 +348,7 @@ def tree_multipliers(model: Model, sol):
     as -G_b^T lam over the rows that join it to its parent (least squares: exact, the
     reaction lies in their span; the split among dependent rows is the minimum-norm one)."""
     tree, nb = sol.tree, model.nb
-    _, loops = model_tree(model)
-    joints = _equality_joints(model, tree)
-    loop = set(() if loops is None else loops.model_rows)
-    loop |= set(() if joints is None else joints.model_rows)
+    loop = _loop_rows(model, tree)
     groups = []
     for b in range(nb):
         parent = nb if tree.parent[b] < 0 else tree.parent[b]
@@ -327,20 +426,20 @@ def simulate_joint_space(model: Model, form, *, integrator, n: int, h, controls,
     if options:
         stepper = _with_options(stepper, options)
     stepper = with_impact_substeps(model, stepper, *substeps)
-    h_arr = jnp.asarray(h, dtype=jnp.float64)
+    h_arr = device_array(h, jnp.float64)
     run_model = (
         model
         if model.sensors is None or policy is not None
         else dataclasses.replace(model, sensors=None)
     )
-    rows = independent_constraint_rows(model)
+    tree, cons, G = concrete_tree(model)
+    rows = None if G is None else independent_rows_of(cons, G)
     outs = run_joint_space(run_model, stepper, n, h_arr, controls, policy, rows)
-    tree, _ = model_tree(model)
     sol = solution_from_outputs(model, form, h_arr, outs, integrator=stepper.name,
                                 linear_solver="cholesky", tree=tree, sensor_key=sensor_key,
                                 controls="policy" if policy is not None else controls)  # fmt: skip
     traced = is_traced(model) or is_traced((controls, policy))
-    if model.sensors is not None and not traced:
+    if model.sensors is not None:
         # the sensors read the tree joints' reactions from sol.lam: Newton-Euler's
         sol = eqx.tree_at(lambda s: s.lam, sol, tree_multipliers(model, sol))
     return finish(model, sol, what="dynamics", throw=throw, traced=traced)

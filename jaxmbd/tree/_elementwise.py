@@ -11,21 +11,55 @@ acrobot step). Everything here is also what ``vmap`` turns into wide elementwise
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from .. import _config  # noqa: F401
+from .._rows import take_rows
 from .._small import _sum_along
+from .._xla_flags import joint_loops_hoisted_when_differentiated
 
 #: Cholesky solves are unrolled at trace time up to this many unknowns (compile time grows
 #: with n^3); beyond it, a ``fori_loop`` of masked column updates.
 UNROLLED_CHOLESKY_MAX = 12
 
 
+def pick(x, index):
+    """``x[index]`` for a static integer ``index`` of any shape: a gather. Where the
+    joint formulation's gradient loops are left to XLA's hoisting (the default on the CPU,
+    :func:`jaxmbd._xla_flags.joint_loops_hoisted_when_differentiated`), its tangent is
+    taken by slices where the index's rows run in order (:func:`jaxmbd._rows.take_rows`):
+    JAX transposes a gather into a scatter, and XLA's CPU backend does not compile a loop
+    that holds a scatter as one native loop, while the transpose of slices is pads and
+    sums. With ``JAXMBD_HOIST_GRADIENT_LOOPS=0`` a plain gather, whose scatter keeps the
+    transposed time loop a runtime loop. The value stays a gather: slices joined in a
+    step's native loop ran the arm3's steps ~1.4x slower
+    (``benchmarks/results/gradients_cost.md``)."""
+    index = np.asarray(index, dtype=int)
+    if isinstance(x, np.ndarray) or not joint_loops_hoisted_when_differentiated():
+        return x[index]
+    flat = _pick(x, tuple(index.reshape(-1).tolist()))
+    return flat.reshape(index.shape + jnp.shape(x)[1:])
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
+def _pick(x, rows: tuple):
+    return x[np.asarray(rows, dtype=int)]
+
+
+@_pick.defjvp
+def _pick_jvp(rows, primals, tangents):
+    (x,), (dx,) = primals, tangents
+    return _pick(x, rows), take_rows(dx, np.asarray(rows, dtype=int))
+
+
 def assemble(n: int, parts):
     """An (n, ...) array from ``parts``: (static row indices, values) pairs whose rows
-    cover 0..n-1 (later parts win), by one concatenation and one constant gather."""
+    cover 0..n-1 (later parts win), by one concatenation and one constant row pick
+    (:func:`pick`)."""
     source = np.full(n, -1, dtype=int)
     offset = 0
     for rows, _ in parts:
@@ -34,7 +68,7 @@ def assemble(n: int, parts):
     if np.any(source < 0):
         raise ValueError("assemble: rows not covered")
     stacked = jnp.concatenate([values for _, values in parts])
-    return stacked[source]
+    return pick(stacked, source)
 
 
 def picked_sum(incidence: np.ndarray, values):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from .. import _config  # noqa: F401
+from .._trig import sin_cos
 
 
 def quat_mul(a, b):
@@ -44,8 +45,9 @@ def quat_exp(w):
     small = t2 < 1e-12
     t2_safe = jnp.where(small, 1.0, t2)
     t = jnp.sqrt(t2_safe)
-    half_sinc = jnp.where(small, 0.5 - t2 / 48.0, jnp.sin(0.5 * t) / t)
-    cos_half = jnp.where(small, 1.0 - t2 / 8.0, jnp.cos(0.5 * t))
+    sin_half, cos_half = sin_cos(0.5 * t)
+    half_sinc = jnp.where(small, 0.5 - t2 / 48.0, sin_half / t)
+    cos_half = jnp.where(small, 1.0 - t2 / 8.0, cos_half)
     return jnp.concatenate([cos_half[..., None], half_sinc[..., None] * w], -1)
 
 

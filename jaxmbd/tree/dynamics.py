@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import _config  # noqa: F401
 from .._small import _sum_along
-from ._elementwise import cross, mm, mtv, mv, picked_sum, row_products
+from ._elementwise import cross, mm, mtv, mv, pick, picked_sum, row_products
 from .kinematics import TreePoses, cross_force, dof_ancestors, velocities
 from .topology import KinematicTree
 
@@ -65,7 +65,7 @@ def mass_matrix(tree: KinematicTree, poses: TreePoses, mass, inertia, armature=N
     anc = tree.ancestors()  # [b, a]: a is b or an ancestor of b
     composite = picked_sum(anc.T, spatial)  # [a] = sum over the subtree of a
     dof_body = np.asarray(tree.dof_body, dtype=int)
-    F = mv(composite[dof_body], poses.S)
+    F = mv(pick(composite, dof_body), poses.S)
     P = row_products(poses.S, F)  # P[i, j] = S_i . F_j
     above = anc[dof_body][:, dof_body]  # [i, j]: body(j) is body(i) or its ancestor
     M = jnp.where(above.T, P, jnp.where(above, P.T, 0.0))
@@ -97,7 +97,7 @@ def joint_forces(tree: KinematicTree, poses: TreePoses, body_forces):
     generalised forces of world wrenches, J^T w (Featherstone eq. 5.14)."""
     subtree = picked_sum(tree.ancestors().T, body_forces)  # [a]: the subtree of a
     dof_body = np.asarray(tree.dof_body, dtype=int)
-    return _sum_along(poses.S * subtree[dof_body], -1)
+    return _sum_along(poses.S * pick(subtree, dof_body), -1)
 
 
 def body_velocities(tree: KinematicTree, poses: TreePoses, qvel):

@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import _config  # noqa: F401
 from ..lie import so3_dexpinv, so3_exp
-from ._elementwise import assemble, cross, mm, mv, picked_sum
+from ._elementwise import assemble, cross, mm, mv, pick, picked_sum
 from ._quaternion import quat_to_matrix, rotate_by_quat_increment
 from .topology import WORLD, JointType, KinematicTree
 
@@ -55,7 +55,7 @@ def _groups(tree: KinematicTree):
 
 def _qpos_block(tree: KinematicTree, qpos, joints, size: int):
     adr = np.asarray(tree.joint_qpos_adr)[joints]
-    return qpos[adr[:, None] + np.arange(size)[None, :]]
+    return pick(qpos, adr[:, None] + np.arange(size)[None, :])
 
 
 def local_frames(tree: KinematicTree, qpos):
@@ -73,7 +73,7 @@ def local_frames(tree: KinematicTree, qpos):
     for slot in _groups(tree):
         new_p, new_R, rows = [], [], []
         for jtype, bodies, joints in slot:
-            pb, Rb = p[bodies], Rl[bodies]
+            pb, Rb = pick(p, bodies), pick(Rl, bodies)
             before_p.append(pb)
             before_R.append(Rb)
             joint_rows.append(joints)
@@ -83,24 +83,24 @@ def local_frames(tree: KinematicTree, qpos):
                 new_p.append(block[:, :3])
                 new_R.append(quat_to_matrix(block[:, 3:]))
                 continue
-            anchor, axis = tree.joint_pos[joints], tree.joint_axis[joints]
+            anchor, axis = pick(tree.joint_pos, joints), pick(tree.joint_axis, joints)
             if jtype == JointType.SLIDE:
                 adr = np.asarray(tree.joint_qpos_adr)[joints]
-                shift = (qpos[adr] - q0[adr])[:, None] * axis
+                shift = (pick(qpos, adr) - pick(q0, adr))[:, None] * axis
                 new_p.append(pb + mv(Rb, shift))
                 new_R.append(Rb)
                 continue
             if jtype == JointType.HINGE:
                 adr = np.asarray(tree.joint_qpos_adr)[joints]
-                Q = so3_exp((qpos[adr] - q0[adr])[:, None] * axis)
+                Q = so3_exp((pick(qpos, adr) - pick(q0, adr))[:, None] * axis)
             else:  # BALL
                 Q = quat_to_matrix(_qpos_block(tree, qpos, joints, 4))
             new_p.append(pb + mv(Rb, anchor - mv(Q, anchor)))
             new_R.append(mm(Rb, Q))
         moved = np.concatenate(rows)
         still = np.setdiff1d(np.arange(nb), moved)
-        p = assemble(nb, [(still, p[still]), (moved, jnp.concatenate(new_p))])
-        Rl = assemble(nb, [(still, Rl[still]), (moved, jnp.concatenate(new_R))])
+        p = assemble(nb, [(still, pick(p, still)), (moved, jnp.concatenate(new_p))])
+        Rl = assemble(nb, [(still, pick(Rl, still)), (moved, jnp.concatenate(new_R))])
     if nj == 0:
         return p, Rl, jnp.zeros((0, 3), p.dtype), jnp.zeros((0, 3, 3), p.dtype)
     rows = np.concatenate(joint_rows)
@@ -124,9 +124,9 @@ def poses(tree: KinematicTree, qpos) -> TreePoses:
         idx = np.asarray(level)
         n_above = above_x.shape[0]
         par = np.asarray([above_index.get(tree.parent[b], n_above - 1) for b in level])
-        Rp = above_R[par]
-        x = above_x[par] + mv(Rp, p[idx])
-        R = mm(Rp, Rl[idx])
+        Rp = pick(above_R, par)
+        x = pick(above_x, par) + mv(Rp, pick(p, idx))
+        R = mm(Rp, pick(Rl, idx))
         xs.append(x)
         Rs.append(R)
         order.append(idx)
@@ -156,8 +156,8 @@ def _motion_subspaces(tree: KinematicTree, x, R, parent, joint_p, joint_R):
     jb = np.asarray(tree.joint_body, dtype=int)
     jpar = parent[jb]
     # each joint's frame before it acts, in the world
-    Rj = mm(Re[jpar], joint_R)
-    xj = xe[jpar] + mv(Re[jpar], joint_p)
+    Rj = mm(pick(Re, jpar), joint_R)
+    xj = pick(xe, jpar) + mv(pick(Re, jpar), joint_p)
     anchor = xj + mv(Rj, tree.joint_pos)
     axis = mv(Rj, tree.joint_axis)
     dof = np.asarray(tree.joint_dof_adr, dtype=int)
@@ -168,13 +168,17 @@ def _motion_subspaces(tree: KinematicTree, x, R, parent, joint_p, joint_R):
         if js.size == 0:
             continue
         if jtype == JointType.HINGE:
-            parts.append((dof[js], jnp.concatenate([axis[js], cross(anchor[js], axis[js])], -1)))
+            first = pick(axis, js)
+            parts.append(
+                (dof[js], jnp.concatenate([first, cross(pick(anchor, js), pick(axis, js))], -1))
+            )
         elif jtype == JointType.SLIDE:
-            parts.append((dof[js], jnp.concatenate([jnp.zeros_like(axis[js]), axis[js]], -1)))
+            shift = jnp.zeros_like(pick(axis, js))
+            parts.append((dof[js], jnp.concatenate([shift, pick(axis, js)], -1)))
         else:
             start = 3 if jtype == JointType.FREE else 0
-            centre = x[jb[js]] if jtype == JointType.FREE else anchor[js]
-            axes = jnp.swapaxes(R[jb[js]], 1, 2)  # (n, 3 axes, 3)
+            centre = pick(x, jb[js]) if jtype == JointType.FREE else pick(anchor, js)
+            axes = jnp.swapaxes(pick(R, jb[js]), 1, 2)  # (n, 3 axes, 3)
             turn = jnp.concatenate([axes, cross(centre[:, None, :], axes)], -1)  # (n, 3, 6)
             rows = (dof[js][:, None] + start + np.arange(3)[None, :]).reshape(-1)
             parts.append((rows, turn.reshape(-1, 6)))
@@ -254,19 +258,19 @@ def integrate_positions(tree: KinematicTree, qpos, qvel, h):
     parts = []
     scalar = np.flatnonzero((types == JointType.HINGE) | (types == JointType.SLIDE))
     if scalar.size:
-        parts.append((qadr[scalar], qpos[qadr[scalar]] + h * qvel[vadr[scalar]]))
+        parts.append((qadr[scalar], pick(qpos, qadr[scalar]) + h * pick(qvel, vadr[scalar])))
     free = np.flatnonzero(types == JointType.FREE)
     if free.size:
         qi = (qadr[free][:, None] + np.arange(3)).reshape(-1)
         vi = (vadr[free][:, None] + np.arange(3)).reshape(-1)
-        parts.append((qi, qpos[qi] + h * qvel[vi]))
+        parts.append((qi, pick(qpos, qi) + h * pick(qvel, vi)))
     for jtype, q_off, v_off in ((JointType.BALL, 0, 0), (JointType.FREE, 3, 3)):
         js = np.flatnonzero(types == jtype)
         if js.size == 0:
             continue
         qi = qadr[js][:, None] + q_off + np.arange(4)
         vi = vadr[js][:, None] + v_off + np.arange(3)
-        turned = rotate_by_quat_increment(qpos[qi], h * qvel[vi])
+        turned = rotate_by_quat_increment(pick(qpos, qi), h * pick(qvel, vi))
         parts.append((qi.reshape(-1), turned.reshape(-1)))
     if not parts:
         return qpos
@@ -286,6 +290,6 @@ def tangent_rates(tree: KinematicTree, increment, qvel):
     if starts.size == 0:
         return qvel
     idx = starts[:, None] + np.arange(3)
-    turned = mv(so3_dexpinv(-increment[idx]), qvel[idx])
+    turned = mv(so3_dexpinv(-pick(increment, idx)), pick(qvel, idx))
     rest = np.setdiff1d(np.arange(tree.nv), idx.reshape(-1))
-    return assemble(tree.nv, [(rest, qvel[rest]), (idx.reshape(-1), turned.reshape(-1))])
+    return assemble(tree.nv, [(rest, pick(qvel, rest)), (idx.reshape(-1), turned.reshape(-1))])

@@ -1,0 +1,188 @@
+# ruff: noqa: E402, E501
+"""A gradient's cost against its forward run, and its compile, for each mode of
+``JAXMBD_HOIST_GRADIENT_LOOPS`` in one process: the formulation a user gets by naming none
+("default") and named ones. From the tree's root:
+
+    VARIANTS="main:,branch:,branch:1" JAXMBD_OTHER=/work/main \\
+        python benchmarks/probes/gradient_defaults.py \\
+        double_pendulum:default:gen_alpha double_pendulum:rA:gen_alpha \\
+        arm3:default:rkmk arm3:rA:rkmk cartpole:default:default first:arm3 first:cartpole
+
+A case MODEL:FORMULATION:INTEGRATOR ("default": name none) is the loss
+|r(T)|^2 + |rdot(T)|^2 of the bodies after ``STEPS`` (1000) steps of h = 1e-3, its gradient
+with respect to a gravity scale. ``first:arm3`` and ``first:cartpole`` are the programs of
+``benchmarks/compile_time.py`` (``value_and_grad``: arm3 over 0.1 s with respect to the
+masses, the cart-pole over 0.1 s at h = 0.01 with respect to the controls; the
+formulation and integrator of ``first:cartpole:rA:rkmk`` named after it), timed to a first
+result. Every program under ``jaxmbd.jit``'s XLA options. The mode is read at trace time,
+caches are cleared between programs; a variant whose gradient lowers to the same StableHLO
+as an earlier one's is not compiled again (printed as "same program as"). Runs alternated,
+medians of ``REP``. ``VARIANTS``: TREE:MODE pairs, TREE "branch" (this tree) or "main"
+(the tree at ``JAXMBD_OTHER``, imported as ``jaxmbd_main``), MODE the value of
+``JAXMBD_HOIST_GRADIENT_LOOPS`` ("" unset); the first is the reference of the gradients'
+differences, and the forward run is each tree's own.
+"""
+
+import os
+
+os.environ.setdefault("JAXMBD_NO_COMPILATION_CACHE", "1")
+VARIANTS = [tuple(v.split(":")) for v in os.environ.get("VARIANTS", "branch:,branch:1").split(",")]
+if any(tree == "main" for tree, _ in VARIANTS):
+    import benchmarks.probes._other_tree  # noqa: F401  (jaxmbd_main)
+
+import hashlib
+import importlib
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+import jaxmbd as mbd
+from benchmarks.problems import ARM3
+from jaxmbd._jit import XLA_OPTIONS
+from jaxmbd._xla_flags import HOIST_GRADIENT_LOOPS, hoisted_sizes
+
+PACKAGES = {"branch": mbd}
+if any(tree == "main" for tree, _ in VARIANTS):
+    import jaxmbd_main
+
+    PACKAGES["main"] = jaxmbd_main
+
+N = int(os.environ.get("STEPS", "1000"))
+REP = int(os.environ.get("REP", "5"))
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _options(form, integ):
+    opts = {}
+    if form != "default":
+        opts["formulation"] = form
+    if integ != "default":
+        opts["integrator"] = integ
+    return opts
+
+
+def program(case, mbd):
+    """(function, x) for a case, of the package ``mbd``."""
+    parts = case.split(":")
+    if parts[0] == "first":
+        name = parts[1]
+        opts = _options(*parts[2:4]) if len(parts) == 4 else {}
+        if name == "arm3":
+            model = mbd.mjcf.load_robot(ROOT / "tests" / "data" / "arm3.xml")
+
+            def loss(masses):
+                m = eqx.tree_at(lambda m: m.mass, model, masses)
+                return jnp.sum(mbd.simulate(m, t_end=0.1, h=1e-3, **opts).r ** 2)
+
+            return jax.value_and_grad(loss), jnp.asarray(model.mass)
+        path = Path(importlib.import_module("dm_control").__file__).parent / "suite"
+        model = mbd.mjcf.load_robot(path / "cartpole.xml")
+        opts.setdefault("integrator", "rkmk")
+
+        def loss(u):
+            sol = mbd.simulate(model, t_end=0.1, h=0.01, controls=u, **opts)
+            return jnp.sum(sol.r[-1] ** 2) + jnp.sum(sol.rdot[-1] ** 2) + 1e-3 * jnp.sum(u**2)
+
+        return jax.value_and_grad(loss), jnp.full((10, model.nu), 0.3)
+    name, form, integ = parts
+    if name == "double_pendulum":
+        model = mbd.models.double_pendulum()
+    elif name == "arm3":
+        model = mbd.load_model(str(ARM3), keyframe="swing")
+    else:
+        path = Path(importlib.import_module("dm_control").__file__).parent / "suite"
+        model = mbd.mjcf.load_robot(path / "cartpole.xml")
+    opts = _options(form, integ)
+
+    def loss(s):
+        m = eqx.tree_at(lambda m: m.gravity, model, model.gravity * s)
+        sol = mbd.simulate(m, t_end=N * 1e-3, h=1e-3, **opts)
+        return jnp.sum(sol.r[-1] ** 2) + jnp.sum(sol.rdot[-1] ** 2)
+
+    return loss, jnp.asarray(1.1)
+
+
+def compiled(f, x, known=None):
+    """The program compiled and run once, unless its StableHLO is one of ``known`` (a dict
+    hash -> earlier result): then that result, with this lowering's time."""
+    t0 = time.perf_counter()
+    low = jax.jit(f, compiler_options=XLA_OPTIONS).lower(x)
+    t1 = time.perf_counter()
+    digest = hashlib.sha1(low.as_text(debug_info=False).encode()).hexdigest()[:10]
+    if known and digest in known:
+        return dict(known[digest], lower=t1 - t0, same=True)
+    c = low.compile()
+    t2 = time.perf_counter()
+    out = jax.block_until_ready(c(x))
+    t3 = time.perf_counter()
+    return dict(c=c, lower=t1 - t0, xla=t2 - t1, first=t3 - t0, hash=digest, out=out)
+
+
+def timed(c, x):
+    t = time.perf_counter()
+    jax.block_until_ready(c(x))
+    return time.perf_counter() - t
+
+
+def leaves(out):
+    return jnp.concatenate([jnp.ravel(a) for a in jax.tree_util.tree_leaves(out)])
+
+
+for case in sys.argv[1:]:
+    first_only = case.startswith("first:")
+    progs, by_hash, fwds = {}, {}, {}
+    for tree, mode in VARIANTS:
+        pkg = PACKAGES[tree]
+        if not first_only and tree not in fwds:
+            os.environ.pop(HOIST_GRADIENT_LOOPS, None)
+            jax.clear_caches()
+            loss, x = program(case, pkg)
+            fwds[tree] = compiled(loss, x)
+            print(
+                f"{case} {tree} forward: trace+lower {fwds[tree]['lower']:.1f} s XLA "
+                f"{fwds[tree]['xla']:.1f} s",
+                flush=True,
+            )
+        os.environ[HOIST_GRADIENT_LOOPS] = mode
+        jax.clear_caches()
+        f, x = program(case, pkg)
+        g = compiled(f if first_only else jax.grad(f), x, {h: progs[v] for h, v in by_hash.items()})
+        same = by_hash.get(g["hash"])
+        by_hash.setdefault(g["hash"], (tree, mode))
+        sizes = hoisted_sizes(g["c"].as_text())
+        print(
+            f"{case} {tree}:{mode}: gradient trace+lower {g['lower']:.1f} s XLA {g['xla']:.1f} s "
+            f"first result {g['first']:.1f} s; hoisted {len(sizes)} (largest {max(sizes, default=0)})"
+            f"; program {g['hash']}"
+            + (f" (same program as {same})" if same is not None else "")
+            + f"; load {os.getloadavg()[0]:.1f}",
+            flush=True,
+        )
+        if same is None:
+            progs[(tree, mode)] = g
+    os.environ.pop(HOIST_GRADIENT_LOOPS, None)
+    times = {v: [] for v in progs}
+    ftimes = {t: [] for t in fwds}
+    for _ in range(REP):
+        for t in fwds:
+            ftimes[t].append(timed(fwds[t]["c"], x))
+        for v in progs:
+            times[v].append(timed(progs[v]["c"], x))
+    ref = leaves(progs[VARIANTS[0]]["out"])
+    for t in fwds:
+        print(f"{case} {t} forward run {statistics.median(ftimes[t]) * 1e3:.2f} ms", flush=True)
+    for v in progs:
+        g = statistics.median(times[v])
+        f = statistics.median(ftimes[v[0]]) if fwds else float("nan")
+        diff = float(jnp.max(jnp.abs(leaves(progs[v]["out"]) - ref)) / jnp.max(jnp.abs(ref)))
+        print(
+            f"{case} {v[0]}:{v[1]}: gradient run {g * 1e3:.2f} ms ratio {g / f:.2f}; "
+            f"relative to {VARIANTS[0][0]}:{VARIANTS[0][1]}: {diff:.1e}",
+            flush=True,
+        )
+    print(f"{case}: load {os.getloadavg()}", flush=True)
