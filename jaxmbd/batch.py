@@ -262,6 +262,8 @@ def _is_joint(models: Model, options: dict) -> bool:
     """Whether ``simulate`` runs the batch in the joint formulation with a step whose
     batches run batch-last (:data:`jaxmbd.joint_space.run.BATCH_LAST_STEPPERS`): asked
     for, or the default formulation and integrator of the model."""
+    if not joint_run.BATCH_LAST_STEPPERS:
+        return False
     if options.get("contact") == "hard" or options.get("limits") == "hard":
         return False
     try:
