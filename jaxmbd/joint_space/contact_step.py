@@ -29,8 +29,9 @@ Models read from a file (MJCF, URDF) step as MuJoCo steps them by default: its
 linearly implicit step at the file's time step, without sub-steps (their contact numbers,
 restitution and slip velocity, are MuJoCo's at that step, :mod:`jaxmbd._mjcf_contact`),
 and one solve a step is what makes a robot fast (dm_control's hopper at its 5 ms: 2361
-steps/s, 31 with the Newton step and sub-steps; ``benchmarks/probes/hopper_contact_ab.py``
-times the default); any of them takes the Newton step and the sub-steps when asked."""
+steps/s, 31 with the Newton step and sub-steps before that step's solve was compiled into
+the loop, not measured since; ``benchmarks/probes/hopper_contact_ab.py`` times the
+default); any of them takes the Newton step and the sub-steps when asked."""
 
 from __future__ import annotations
 
