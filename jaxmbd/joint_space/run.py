@@ -89,7 +89,7 @@ def model_tree(model: Model, keep=None) -> tuple[KinematicTree, TreeConstraints 
     return tree, TreeConstraints(parts, tuple(keep), independent=True)
 
 
-@eqx.filter_jit
+@jit  # a program of the disk cache: a warm process neither traces nor compiles it
 def _tree_and_start_jacobian(model: Model):
     """:func:`model_tree` and the constraint rows' Jacobian G at the initial qpos, as one
     small program: op by op (eagerly) the kinematics and the rows take ~1 s a call, more
