@@ -99,9 +99,13 @@ def child(case: str, cache: str, tree: str | None, bytecode: bool) -> dict:
         env["PYTHONDONTWRITEBYTECODE"] = "1"
     if tree is not None:
         env["PYTHONPATH"] = os.pathsep.join([tree, env.get("PYTHONPATH", "")])
-    # run in the cache folder: `python -c` puts the working directory first on sys.path
+    # run in an empty folder: `python -c` puts the working directory first on sys.path, where
+    # the repository would shadow the tree measured and the cache's own jaxmbd/ folder
+    # (XDG_CACHE_HOME/jaxmbd) the installed package
+    workdir = os.path.join(cache, "workdir")
+    os.makedirs(workdir, exist_ok=True)
     out = subprocess.run([sys.executable, "-c", CHILD, case], capture_output=True, text=True,
-                         env=env, check=True, cwd=cache).stdout  # fmt: skip
+                         env=env, check=True, cwd=workdir).stdout  # fmt: skip
     line = next(x for x in out.splitlines() if x.startswith("RESULT"))
     return json.loads(line[len("RESULT") :])
 
