@@ -172,7 +172,7 @@ def _ray_targets(mujoco, m, d, owner, body_names, exclude: int):
         kind = kinds.get(int(m.geom_type[g]), str(int(m.geom_type[g])))
         on = GROUND if owner[b] < 0 else body_names[int(owner[b])]
         axes = np.array(d.geom_xmat[g]).reshape(3, 3)
-        if kind in RAY_FIELDS:
+        if RAY_FIELDS.get(kind) is not None:  # a grid: its elevations go with it
             h = int(m.geom_dataid[g])
             nrow, ncol, adr = int(m.hfield_nrow[h]), int(m.hfield_ncol[h]), int(m.hfield_adr[h])
             size = np.asarray(m.hfield_size[h], dtype=np.float64)

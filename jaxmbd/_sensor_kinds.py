@@ -270,8 +270,9 @@ def read_rangefinder(model, mount, run):
                                                      (T, 1, 3, 3))], axis=1)[:, b]  # fmt: skip
         pos = jnp.where(moving[None, :, None], r + _mv(A, targets.pos[k]), targets.pos[k])
         rot = jnp.where(moving[None, :, None, None], A @ targets.rot[k], targets.rot[k])
-        if kind in RAY_FIELDS:
-            test = functools.partial(RAY_FIELDS[kind], heights=targets.heights[fields.index(k[0])])
+        field = RAY_FIELDS.get(kind)
+        if field is not None:
+            test = functools.partial(field, heights=targets.heights[fields.index(k[0])])
         else:
             test = RAY_SHAPES[kind]
 

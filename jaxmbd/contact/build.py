@@ -134,8 +134,9 @@ def build_contact_element(
                 ((j, sj, kj), (i, si, ki)) if swapped else ((i, si, ki), (j, sj, kj))
             )
             row = (p, ba, bb, bb == i, _member_data(sa), _member_data(sb), ka, kb)
-            if kind in members:
-                members[kind].append(row)
+            group = members.get(kind)
+            if group is not None:
+                group.append(row)
             else:  # a height field (shape A) and a convex shape
                 fields.setdefault((kind, ba, ka), []).append(row + (sa, sb))
             used += [si, sj]

@@ -218,7 +218,7 @@ def _sensors_to_json(model: Model) -> list[dict]:
                 entry["targets"].append({"kind": kind, "body": label(b), "pos": pos.tolist(),
                                          "axes": rot.tolist(),
                                          "size": np.asarray(size).tolist()})  # fmt: skip
-                if kind in RAY_FIELDS:
+                if RAY_FIELDS.get(kind) is not None:  # a grid: its elevations
                     entry["targets"][-1]["heights"] = np.asarray(next(fields)).tolist()
         elif option == "actuator":
             entry["actuator"] = model.actuators.actuator_names[params.actuators[0]]
