@@ -47,7 +47,12 @@ def impact_ahead(element: ContactForce, form, q, v, h, speed) -> jax.Array:
     the pair resting on it (module docstring)."""
     # a branch choice: no derivative
     element, q, v = jax.lax.stop_gradient((element, q, v))
-    state = form.to_body_state(q, v, jnp.zeros_like(v))[:4]
+    return impact_in(element, form.to_body_state(q, v, jnp.zeros_like(v))[:4], h, speed)
+
+
+def impact_in(element: ContactForce, state, h, speed) -> jax.Array:
+    """:func:`impact_ahead` at the bodies' ``state`` (r, A, rdot, omega) of any
+    formulation."""
     gap, rate, energy_speed, rest_speed = element.impact_speeds(state)
     near = gap < 2.0 * h * jnp.maximum(rate, 0.0)
     return jnp.any(near & (energy_speed > jnp.maximum(speed, 2.0 * rest_speed)))

@@ -44,7 +44,7 @@ import jax.numpy as jnp
 from .. import _config  # noqa: F401
 from ..contact.element import contact_element
 from ..integrators.generalized_alpha import CONTACT_RHO_INF
-from ..integrators.impact_substeps import IMPACT_SPEED, IMPACT_SUBSTEPS
+from ..integrators.impact_substeps import IMPACT_SPEED, IMPACT_SUBSTEPS, impact_in
 from ..line_search import LineSearchNewton
 from ..model import Model
 from ..tree import body_velocities
@@ -64,9 +64,7 @@ def impact_ahead(element, tree, acc: Accelerations, qvel, h, speed) -> jax.Array
     # a branch choice: no derivative
     element, p, qvel = jax.lax.stop_gradient((element, acc.poses, qvel))
     rdot, omega = body_velocities(tree, p, qvel)
-    gap, rate, energy_speed, rest_speed = element.impact_speeds(body_state(p, rdot, omega))
-    near = gap < 2.0 * h * jnp.maximum(rate, 0.0)
-    return jnp.any(near & (energy_speed > jnp.maximum(speed, 2.0 * rest_speed)))
+    return impact_in(element, body_state(p, rdot, omega), h, speed)
 
 
 class JointImpactSubsteps(AbstractJointStepper):
