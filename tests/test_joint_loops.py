@@ -78,6 +78,21 @@ def test_four_bar_agrees_with_ra():
     assert np.abs(np.asarray(joint.r[-1]) - np.asarray(ra.r[-1])).max() < 1e-6
 
 
+def _unbuilt_four_bar(name: str) -> mbd.ModelBuilder:
+    """A planar four-bar's builder (revolutes O2, P, Q, O4 about z; Q or O4 closes the loop),
+    to add a sensor or an actuator to."""
+    b = mbd.ModelBuilder(name)
+    b.add_body("crank", mass=1.0, inertia=[1e-4, 1e-2, 1e-2], r=(0.1, 0.0, 0.0))
+    b.add_body("coupler", mass=1.0, inertia=[1e-4, 1e-2, 1e-2], r=(0.3, 0.2, 0.0))
+    b.add_body("rocker", mass=1.0, inertia=[1e-4, 1e-2, 1e-2], r=(0.5, 0.1, 0.0))
+    z = (0.0, 0.0, 1.0)
+    b.revolute("O2", body_i="ground", body_j="crank", point=(0.0, 0.0, 0.0), axis=z)
+    b.revolute("P", body_i="crank", body_j="coupler", point=(0.2, 0.0, 0.0), axis=z)
+    b.revolute("Q", body_i="coupler", body_j="rocker", point=(0.4, 0.2, 0.0), axis=z)
+    b.revolute("O4", body_i="rocker", body_j="ground", point=(0.5, 0.0, 0.0), axis=z)
+    return b
+
+
 def test_default_formulation_is_joint_where_joint_space_runs_everything():
     """Builder trees (contact pairs, joint limits, joints of several coordinates and sensors
     included) default to "joint" unless something in the model or the call has no
@@ -116,15 +131,7 @@ def test_default_formulation_is_joint_where_joint_space_runs_everything():
     limited = b.build()
     assert mbd.joint_space_obstacles(limited) == ()
     assert mbd.default_formulation(limited) == "joint"
-    b = mbd.ModelBuilder("sensed four-bar")
-    b.add_body("crank", mass=1.0, inertia=[1e-4, 1e-2, 1e-2], r=(0.1, 0.0, 0.0))
-    b.add_body("coupler", mass=1.0, inertia=[1e-4, 1e-2, 1e-2], r=(0.3, 0.2, 0.0))
-    b.add_body("rocker", mass=1.0, inertia=[1e-4, 1e-2, 1e-2], r=(0.5, 0.1, 0.0))
-    z = (0.0, 0.0, 1.0)
-    b.revolute("O2", body_i="ground", body_j="crank", point=(0.0, 0.0, 0.0), axis=z)
-    b.revolute("P", body_i="crank", body_j="coupler", point=(0.2, 0.0, 0.0), axis=z)
-    b.revolute("Q", body_i="coupler", body_j="rocker", point=(0.4, 0.2, 0.0), axis=z)
-    b.revolute("O4", body_i="rocker", body_j="ground", point=(0.5, 0.0, 0.0), axis=z)
+    b = _unbuilt_four_bar("sensed four-bar")
     b.add_sensor("Q.force", kind="joint_reaction_force", joint="Q")
     reasons = mbd.joint_space_obstacles(b.build())
     assert len(reasons) == 1 and "closed loops" in reasons[0], reasons
@@ -142,15 +149,7 @@ def test_default_formulation_is_joint_where_joint_space_runs_everything():
     assert mbd.default_formulation(ball, None, {"linear_solver": "dense"}) == "rA"
     # a motor on the joint that closes the loop: no coordinate of the spanning tree (grown
     # breadth first from the ground: O2 and O4, then P; Q closes it)
-    b = mbd.ModelBuilder("driven four-bar")
-    b.add_body("crank", mass=1.0, inertia=[1e-4, 1e-2, 1e-2], r=(0.1, 0.0, 0.0))
-    b.add_body("coupler", mass=1.0, inertia=[1e-4, 1e-2, 1e-2], r=(0.3, 0.2, 0.0))
-    b.add_body("rocker", mass=1.0, inertia=[1e-4, 1e-2, 1e-2], r=(0.5, 0.1, 0.0))
-    z = (0.0, 0.0, 1.0)
-    b.revolute("O2", body_i="ground", body_j="crank", point=(0.0, 0.0, 0.0), axis=z)
-    b.revolute("P", body_i="crank", body_j="coupler", point=(0.2, 0.0, 0.0), axis=z)
-    b.revolute("Q", body_i="coupler", body_j="rocker", point=(0.4, 0.2, 0.0), axis=z)
-    b.revolute("O4", body_i="rocker", body_j="ground", point=(0.5, 0.0, 0.0), axis=z)
+    b = _unbuilt_four_bar("driven four-bar")
     b.add_actuator("motor", joint="Q", kind="motor")
     driven = b.build()
     reasons = mbd.joint_space_obstacles(driven)
