@@ -123,6 +123,19 @@ def field(tmp_path_factory):
     return model, mujoco.MjModel.from_xml_path(str(path))
 
 
+def _same_contacts(ours, theirs, gap, point, normal) -> int:
+    """Our penetrating slots ``ours`` are MuJoCo's contacts ``theirs`` (geom, dist, pos,
+    normal), each matched to our nearest point: distance and point to 1e-12, normal to
+    1e-10. Returns how many were compared."""
+    assert len(ours) == len(theirs) >= 1
+    for _, dist, pos, nrm in theirs:
+        k = ours[np.argmin(np.linalg.norm(point[ours] - pos, axis=1))]
+        assert abs(gap[k] - dist) < 1e-12
+        assert np.abs(normal[k] - nrm).max() < 1e-10
+        assert np.abs(point[k] - pos).max() < 1e-12
+    return len(theirs)
+
+
 def test_hfield_contacts_are_mujocos(field):
     """The sphere and the capsule lowered into the field at 3 random places and
     attitudes: every prism each penetrates gives one contact, as MuJoCo's (the same
@@ -144,13 +157,7 @@ def test_hfield_contacts_are_mujocos(field):
         for b in range(2):
             theirs = [c for c in _terrain_contacts(m, d, 0) if m.geom_bodyid[c[0]] == b + 1]
             ours = np.flatnonzero((body == b) & (gap < 0))
-            assert len(ours) == len(theirs) >= 1
-            seen += len(theirs)
-            for _, dist, pos, nrm in theirs:
-                k = ours[np.argmin(np.linalg.norm(point[ours] - pos, axis=1))]
-                assert abs(gap[k] - dist) < 1e-12
-                assert np.abs(normal[k] - nrm).max() < 1e-10
-                assert np.abs(point[k] - pos).max() < 1e-12
+            seen += _same_contacts(ours, theirs, gap, point, normal)
     assert seen >= 8
 
 
@@ -321,13 +328,7 @@ def test_quadruped_terrain_contacts_are_mujocos(quadruped_terrain):
         gap, point, normal = (np.asarray(x) for x in collide(jnp.asarray(qpos)))
         theirs = _terrain_contacts(m, d, terrain)
         ours = np.flatnonzero(gap < 0)
-        assert len(ours) == len(theirs) >= 1
-        seen += len(theirs)
-        for _, dist, pos, nrm in theirs:
-            k = ours[np.argmin(np.linalg.norm(point[ours] - pos, axis=1))]
-            assert abs(gap[k] - dist) < 1e-12
-            assert np.abs(normal[k] - nrm).max() < 1e-10
-            assert np.abs(point[k] - pos).max() < 1e-12
+        seen += _same_contacts(ours, theirs, gap, point, normal)
     assert seen >= 4
 
 
