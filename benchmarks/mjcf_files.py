@@ -11,11 +11,16 @@ For each file:
   reference pose with random joint rates (uniform in [-0.5, 0.5]), with contact and limits
   disabled by flags in MuJoCo (``limits="none"``, ``contact="none"`` in jaxmbd) and friction
   loss off in both (a constraint row in MuJoCo, regularised in jaxmbd). Reference: MuJoCo's
-  RK4 at h / 100; jaxmbd: ``formulation="joint"``, ``integrator="rk"`` at the file's step h
-  (at h / 2^k where MuJoCo's own RK4 diverges at h; the notes say where). MuJoCo's
-  actuators that jaxmbd does not map get zero controls in both. Two more columns tell the
-  model's difference from RK4's own error: ``diff_to_mujoco_rk4_at_h``, jaxmbd against
-  MuJoCo's RK4 at the same step h (the same scheme: round-off where the models agree), and
+  RK4 at h / 100 (at the smallest steps h / s, s >= 10 sub-steps, at most a million steps;
+  the notes say where); jaxmbd: ``formulation="joint"``, ``integrator="rk"`` at the file's
+  step h (at h / 2^k where MuJoCo's own RK4 diverges at h, its automatic reset off: the
+  stiff files, such as the fingertips of manipulator, whose damping over their tiny inertia
+  needs h < 2e-5 s; the notes say where). Equality constraints are MuJoCo's soft ones in
+  both (``equality="soft"``: the file's solref/solimp); the notes give jaxmbd's exact ones
+  (its default) beside them. MuJoCo's actuators that jaxmbd does not map get zero controls
+  in both. Two more columns tell the model's difference from RK4's own error:
+  ``diff_to_mujoco_rk4_at_h``, jaxmbd against MuJoCo's RK4 at the same step h (the same
+  scheme: round-off where the models agree), and
   ``mujoco_rk4_at_h_error``, MuJoCo's RK4 at h against its reference;
 * **steps/s**: MuJoCo C's ``mj_step`` at the file's own settings (integrator, step,
   contact) from the reference pose, and jaxmbd's compiled run (the whole 1 s as one
@@ -39,13 +44,17 @@ import warnings
 import dm_control
 import equinox as eqx
 import gymnasium
+import jax
 import jax.numpy as jnp
 import mujoco
 import numpy as np
 
 import jaxmbd as mbd
 from benchmarks._harness import RESULTS, log, markdown_table, time_call, write_results
+from jaxmbd.equalities import active_equalities
 from jaxmbd.joint_dynamics import JointDynamics
+from jaxmbd.joint_space import model_tree
+from jaxmbd.joint_space.constraint_rows import constraint_residual
 
 
 def files() -> dict[str, str]:
@@ -74,12 +83,32 @@ def load_as_authored(path: str):
     return model, text.split("ignored: ", 1)[-1] if text else "", ""
 
 
+#: MuJoCo's warnings of a diverged state (``mj_checkPos``, ``mj_checkVel``, ``mj_checkAcc``).
+DIVERGED = (mujoco.mjtWarning.mjWARN_BADQPOS, mujoco.mjtWarning.mjWARN_BADQVEL,
+            mujoco.mjtWarning.mjWARN_BADQACC)  # fmt: skip
+
+#: The most MuJoCo steps of a reference run: at the smallest steps h (the stiff files) the
+#: reference takes h / s with s = REFERENCE_STEPS / (1 / h) sub-steps (at least 10).
+REFERENCE_STEPS = 1_000_000
+
+#: The halvings of the file's step tried for one at which MuJoCo's RK4 is stable.
+HALVINGS = 8
+
+
 def _mujoco_model(path: str, *, reference: bool):
+    """MuJoCo's model of the file; ``reference``: contact, limits and friction loss off,
+    and no automatic reset (MuJoCo resets a diverged state to ``qpos0`` and runs on, which
+    hides the divergence from the state)."""
     m = mujoco.MjModel.from_xml_path(path)
     if reference:
         off = mujoco.mjtDisableBit
         m.opt.disableflags |= off.mjDSBL_CONTACT | off.mjDSBL_LIMIT | off.mjDSBL_FRICTIONLOSS
+        m.opt.disableflags |= off.mjDSBL_AUTORESET
     return m
+
+
+def _diverged(d) -> bool:
+    return any(d.warning[w].number for w in DIVERGED) or not np.all(np.isfinite(d.qpos))
 
 
 def random_controls(m, n: int, rng) -> np.ndarray:
@@ -89,22 +118,31 @@ def random_controls(m, n: int, rng) -> np.ndarray:
     return rng.uniform(low, high, (n, m.nu))
 
 
-def mujoco_reference(path, qpos, qvel, controls, h, substeps=100):
+def mujoco_reference(path, qpos, qvel, controls, h, substeps=100, *, equality=True,
+                     residual=False):  # fmt: skip
     """qpos after the controls (each held over a step h), MuJoCo's RK4 at h / substeps
-    (contact, limits, friction loss off); None where it diverges (MuJoCo's bad-qacc
-    warning or a non-finite qpos)."""
+    (contact, limits, friction loss off; ``equality=False``: equality constraints off too);
+    None where it diverges (MuJoCo's bad-qpos, bad-qvel or bad-qacc warning, or a
+    non-finite qpos). ``residual``: (qpos, the largest |efc_pos| of the equality rows
+    over the run)."""
     m = _mujoco_model(path, reference=True)
+    if not equality:
+        m.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_EQUALITY
     m.opt.timestep = h / substeps
     m.opt.integrator = mujoco.mjtIntegrator.mjINT_RK4
     d = mujoco.MjData(m)
     d.qpos[:], d.qvel[:] = qpos, qvel
+    worst = 0.0
     for u in controls:
         d.ctrl[:] = u
         for _ in range(substeps):
             mujoco.mj_step(m, d)
-        if d.warning[mujoco.mjtWarning.mjWARN_BADQACC].number or not np.all(np.isfinite(d.qpos)):
+        if _diverged(d):
             return None
-    return np.array(d.qpos)
+        if residual:  # the rows at the state reached (a step leaves its last stage's)
+            mujoco.mj_fwdPosition(m, d)
+            worst = max(worst, float(np.abs(d.efc_pos[: d.ne]).max(initial=0.0)))
+    return (np.array(d.qpos), worst) if residual else np.array(d.qpos)
 
 
 def mujoco_steps_per_second(path, controls, seconds: float = 1.0) -> float:
@@ -130,18 +168,62 @@ def _without_friction_loss(model):
 
 
 @eqx.filter_jit
-def _run(model, controls, h, n):
+def _run(model, controls, h, n, equality=None):
+    sol = mbd.simulate(model, formulation="joint", integrator="rk", t_end=n * h, h=h,
+                       controls=controls, contact="none", limits="none",
+                       equality=equality)  # fmt: skip
+    return sol.qpos[-1]
+
+
+@eqx.filter_jit
+def _exact_run(model, controls, h, n):
+    """(final qpos, the largest |row| of the exact equality constraints over the run)."""
     sol = mbd.simulate(model, formulation="joint", integrator="rk", t_end=n * h, h=h,
                        controls=controls, contact="none", limits="none")  # fmt: skip
-    return sol.qpos[-1]
+    tree, cons = model_tree(model)
+    rows = jax.vmap(lambda q: constraint_residual(cons, tree, q, 0.0))(sol.qpos)
+    return sol.qpos[-1], jnp.abs(rows).max()
+
+
+def _stable_step(path, m, qvel, controls, mapped):
+    """(h, controls per step at h, MuJoCo's RK4 qpos at h, note): the file's step, or the
+    largest h / 2^k at which MuJoCo's own RK4 does not diverge; h None where none does."""
+    file_h = float(m.opt.timestep)
+    h, note = file_h, ""
+    for _ in range(HALVINGS + 1):
+        n = round(1.0 / h)
+        full = np.zeros((n, m.nu))  # the actuators jaxmbd does not map: zero in both
+        held = np.repeat(controls, round(file_h / h), axis=0)
+        full[:, mapped] = held[:, mapped]
+        same_step = mujoco_reference(path, np.array(m.qpos0), qvel, full, h, substeps=1)
+        if same_step is not None:
+            return h, full, same_step, note
+        note = f"MuJoCo's RK4 diverges at the file's step {file_h:g} s: both at {h / 2:g} s"
+        h /= 2
+    return None, None, None, f"not compared: MuJoCo's own RK4 diverges at every step from " \
+        f"the file's {file_h:g} s down to {2 * h:g} s (contact and limits off)"  # fmt: skip
+
+
+def _equalities_note(path, start, ctrl, full, qvel, h, n, substeps, reference_soft) -> str:
+    """The run's equalities as jaxmbd holds them by default (exact) against MuJoCo's soft
+    ones: the largest |row| over the run in each, and the qpos difference after 1 s."""
+    qpos, row = _exact_run(start, ctrl, h, n)
+    _, mj_row = mujoco_reference(path, np.array(start.tree.qpos_init), qvel, full, h,
+                                 substeps, residual=True)  # fmt: skip
+    return (
+        'the table\'s run holds the equality constraints soft as MuJoCo (equality="soft": '
+        "the file's solref/solimp); held exact (the default), their largest |row| over the "
+        f"run is {float(row):.2g} (MuJoCo's soft rows: {mj_row:.2g}) and the qpos "
+        f"difference to MuJoCo's reference {np.abs(np.asarray(qpos) - reference_soft).max():.3g}"
+    )
 
 
 def compare(path: str, model, rng) -> dict:
     """The difference to MuJoCo after 1 s and both engines' steps/s (see the docstring).
     Where MuJoCo's own RK4 diverges at the file's step (a stiff model), both engines run at
-    the largest step h / 2^k at which it does not, and the row's note says so."""
+    the largest step h / 2^k at which it does not, and the row's note says so. A model with
+    active equality constraints runs them soft, as MuJoCo's; the note adds the exact run."""
     m = _mujoco_model(path, reference=True)
-    file_h = float(m.opt.timestep)
     names = [
         mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_ACTUATOR, k) or f"actuator{k}" for k in range(m.nu)
     ]
@@ -150,32 +232,30 @@ def compare(path: str, model, rng) -> dict:
     if len(mapped) != len(ours):
         raise RuntimeError(f"actuators {ours} are not MuJoCo's {names}")
     qvel = rng.uniform(-0.5, 0.5, m.nv)
-    controls = random_controls(m, round(1.0 / file_h), rng)
-    h, note = file_h, ""
-    for _ in range(4):  # the step at which MuJoCo's RK4 is stable
-        n = round(1.0 / h)
-        full = np.zeros((n, m.nu))  # the actuators jaxmbd does not map: zero in both
-        held = np.repeat(controls, round(file_h / h), axis=0)
-        full[:, mapped] = held[:, mapped]
-        same_step = mujoco_reference(path, np.array(m.qpos0), qvel, full, h, substeps=1)
-        if same_step is not None:
-            break
-        note = f"MuJoCo's RK4 diverges at the file's step {file_h:g} s: both at {h / 2:g} s"
-        h /= 2
-    if same_step is None:  # a stiff model only an implicit step runs: no RK4 reference
-        return {
-            "note": f"not compared: MuJoCo's own RK4 diverges at every step from the "
-            f"file's {file_h:g} s down to {2 * h:g} s (contact and limits off)"
-        }
+    controls = random_controls(m, round(1.0 / float(m.opt.timestep)), rng)
+    h, full, same_step, note = _stable_step(path, m, qvel, controls, mapped)
+    if h is None:  # a stiff model only an implicit step runs: no RK4 reference
+        return {"note": note}
+    n = round(1.0 / h)
     start = dataclasses.replace(model, tree=dataclasses.replace(
         model.tree, qpos_init=jnp.asarray(m.qpos0), qvel_init=jnp.asarray(qvel)))  # fmt: skip
     start = _without_friction_loss(start)
     ctrl = jnp.asarray(full[:, mapped]) if mapped else None
+    equality = "soft" if active_equalities(model) else None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        timing = time_call(lambda: _run(start, ctrl, h, n), repeats=3)
-        qpos = np.asarray(_run(start, ctrl, h, n))
-    reference = mujoco_reference(path, np.array(m.qpos0), qvel, full, h)
+        timing = time_call(lambda: _run(start, ctrl, h, n, equality), repeats=3)
+        qpos = np.asarray(_run(start, ctrl, h, n, equality))
+    substeps = min(100, max(10, REFERENCE_STEPS // n))
+    reference = mujoco_reference(path, np.array(m.qpos0), qvel, full, h, substeps)
+    notes = [note] if note else []
+    if substeps < 100:
+        notes.append(f"the reference at h / {substeps}")
+    if equality:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            notes.append(_equalities_note(path, start, ctrl, full, qvel, h, n, substeps,
+                                          reference))  # fmt: skip
     return {
         "h": h,
         "max_qpos_diff": float(np.abs(qpos - reference).max()),
@@ -186,7 +266,7 @@ def compare(path: str, model, rng) -> dict:
         "jaxmbd_steps_per_s": n / timing.median,
         "jaxmbd_compile_s": timing.compile,
         "unmapped_actuators": m.nu - len(mapped),
-        "note": note,
+        "note": "; ".join(notes),
     }
 
 

@@ -2,6 +2,7 @@
 file of our own, against a closed form, MuJoCo C and the same mechanism in the rA
 formulation (ModelBuilder joints)."""
 
+import dataclasses
 import os
 import re
 import warnings
@@ -391,3 +392,52 @@ def test_manipulator_tendon_coupling_holds(manipulator):
     rows = jax.jit(jax.vmap(lambda q: constraint_residual(cons, tree, q, 0.0)))(sol.qpos)
     assert np.abs(np.asarray(rows)).max() < 1e-9
     assert np.ptp(np.asarray(sol.qpos)[:, :8]) > 0.1  # the arm and the fingers moved
+
+
+def _random_arm_state(m, d, rng):
+    d.qpos[:] = m.qpos0
+    d.qpos[:8] += rng.uniform(-0.3, 0.3, 8)  # the arm's and fingers' hinges
+    d.qvel[:] = rng.uniform(-1.0, 1.0, m.nv)
+
+
+def test_manipulator_without_equality_is_mujocos(manipulator):
+    """equality="none" is MuJoCo's ``<flag equality="disable"/>``: the accelerations at
+    random states equal mj_forward's with the flag (contact and limits off)."""
+    path, model, _ = manipulator
+    off = with_equalities(with_limits(with_contact(model, "none"), "none"), "none")
+    tree, cons = model_tree(off)
+    assert cons is None
+    qacc_of = jax.jit(lambda q, v: accelerations(off, tree, None, q, v, 0.0).qacc)
+    m = _without_contact_and_limits(mujoco.MjModel.from_xml_path(path))
+    m.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_EQUALITY)
+    d = mujoco.MjData(m)
+    rng = np.random.default_rng(1)
+    for _ in range(3):
+        _random_arm_state(m, d, rng)
+        mujoco.mj_forward(m, d)
+        assert d.ne == 0
+        qacc = np.asarray(qacc_of(jnp.asarray(d.qpos), jnp.asarray(d.qvel)))
+        np.testing.assert_allclose(qacc, d.qacc, rtol=0, atol=1e-9 * np.abs(d.qacc).max())
+
+
+#: RK4's step for the manipulator: its fingertips' damping (0.01) over their inertia about
+#: the hinge (7.3e-8 kg m^2) is a decay rate of 1.4e5 / s (2.4e5 for the unconstrained
+#: system's fastest mode), and RK4 is stable for h |lambda| < 2.79: h < 2.0e-5 s with the
+#: exact coupling, 1.2e-5 s without (MuJoCo's own RK4 diverges at 3.1e-5 s).
+MANIPULATOR_RK_STEP = 2.0**-16
+
+
+def test_manipulator_exact_coupling_holds_under_rk(manipulator):
+    """Exact (the default) under RK4 at a stable step, the arm and the grasp tendon driven:
+    the coupling row stays at round-off over the run and the fingers move (20 steps)."""
+    _, model, _ = manipulator
+    model = dataclasses.replace(model, sensors=None)  # the run alone: a shorter compile
+    h, n = MANIPULATOR_RK_STEP, 20
+    controls = np.full(model.nu, 0.8)
+    sol = mbd.simulate(model, formulation="joint", integrator="rk", contact="none",
+                       limits="none", t_end=n * h, h=h, controls=controls)  # fmt: skip
+    tree, cons = model_tree(model)
+    rows = jax.jit(jax.vmap(lambda q: constraint_residual(cons, tree, q, 0.0)))(sol.qpos)
+    assert np.abs(np.asarray(rows)).max() < 1e-10
+    qvel = np.asarray(sol.qvel)
+    assert np.abs(qvel[-1, [4, 6]] - qvel[0, [4, 6]]).max() > 1e-3  # the fingers accelerate
