@@ -12,15 +12,16 @@ For each file:
   disabled by flags in MuJoCo (``limits="none"``, ``contact="none"`` in jaxmbd) and friction
   loss off in both (a constraint row in MuJoCo, regularised in jaxmbd). Reference: MuJoCo's
   RK4 at h / 100 (at the smallest steps h / s, s >= 10 sub-steps, at most a million steps;
-  the notes say where); jaxmbd: ``formulation="joint"``, ``integrator="rk"`` at the file's
-  step h (at h / 2^k where MuJoCo's own RK4 diverges at h, its automatic reset off: the
-  stiff files, such as the fingertips of manipulator, whose damping over their tiny inertia
-  needs h < 2e-5 s; the notes say where). Equality constraints are MuJoCo's soft ones in
-  both (``equality="soft"``: the file's solref/solimp); the notes give jaxmbd's exact ones
-  (its default) beside them. MuJoCo's actuators that jaxmbd does not map get zero controls
-  in both. Two more columns tell the model's difference from RK4's own error:
-  ``diff_to_mujoco_rk4_at_h``, jaxmbd against MuJoCo's RK4 at the same step h (the same
-  scheme: round-off where the models agree), and
+  the notes say where); jaxmbd: ``formulation="joint"`` at the file's step h (at h / 2^k
+  where MuJoCo's own RK4 diverges at h, its automatic reset off: the stiff files, such as
+  the fingertips of manipulator, whose damping over their tiny inertia needs h < 2e-5 s;
+  the notes say where) with the stepper that takes MuJoCo's RK4 step
+  (:func:`mujoco_rk4_stepper`: ``"rkmk"`` from MuJoCo 4.0, ``"rk"`` before). Equality
+  constraints are MuJoCo's soft ones in both (``equality="soft"``: the file's
+  solref/solimp); the notes give jaxmbd's exact ones (its default) beside them. MuJoCo's
+  actuators that jaxmbd does not map get zero controls in both. Two more columns tell the
+  model's difference from RK4's own error: ``diff_to_mujoco_rk4_at_h``, jaxmbd against
+  MuJoCo's RK4 at the same step h (the same scheme: round-off where the models agree), and
   ``mujoco_rk4_at_h_error``, MuJoCo's RK4 at h against its reference;
 * **steps/s**: MuJoCo C's ``mj_step`` at the file's own settings (integrator, step,
   contact) from the reference pose, and jaxmbd's compiled run (the whole 1 s as one
@@ -167,19 +168,29 @@ def _without_friction_loss(model):
     return dataclasses.replace(model, forces=forces)
 
 
+def mujoco_rk4_stepper(version: str = mujoco.__version__) -> str:
+    """jaxmbd's joint-space stepper that takes MuJoCo's RK4 step. MuJoCo 4.0 made RK4 fourth
+    order on the orientations of ball and free joints by the Runge-Kutta-Munthe-Kaas
+    correction of the stages' angular velocities (its changelog, 4.0.0, commit 9a7f240f0):
+    jaxmbd's ``"rkmk"``; before, the stages' angular velocities were combined as vectors:
+    ``"rk"``. The two are the same step on hinges and slides."""
+    return "rkmk" if int(version.split(".")[0]) >= 4 else "rk"
+
+
 @eqx.filter_jit
 def _run(model, controls, h, n, equality=None):
-    sol = mbd.simulate(model, formulation="joint", integrator="rk", t_end=n * h, h=h,
-                       controls=controls, contact="none", limits="none",
-                       equality=equality)  # fmt: skip
+    sol = mbd.simulate(model, formulation="joint", integrator=mujoco_rk4_stepper(),
+                       t_end=n * h, h=h, controls=controls, contact="none",
+                       limits="none", equality=equality)  # fmt: skip
     return sol.qpos[-1]
 
 
 @eqx.filter_jit
 def _exact_run(model, controls, h, n):
     """(final qpos, the largest |row| of the exact equality constraints over the run)."""
-    sol = mbd.simulate(model, formulation="joint", integrator="rk", t_end=n * h, h=h,
-                       controls=controls, contact="none", limits="none")  # fmt: skip
+    sol = mbd.simulate(model, formulation="joint", integrator=mujoco_rk4_stepper(),
+                       t_end=n * h, h=h, controls=controls, contact="none",
+                       limits="none")  # fmt: skip
     tree, cons = model_tree(model)
     rows = jax.vmap(lambda q: constraint_residual(cons, tree, q, 0.0))(sol.qpos)
     return sol.qpos[-1], jnp.abs(rows).max()
