@@ -235,6 +235,43 @@ def test_hopper_landing_on_its_foot_stays_bounded():
     assert worst(mbd.envs.make("hopper", "stand", integrator="implicit")) > 10 * reference
 
 
+@pytest.mark.slow  # two cheetah programs (minutes to compile)
+def test_cheetah_reset_separates_drawn_self_penetrations():
+    """dm_control's joint draw can put the back foot 9 cm inside the back thigh (MuJoCo
+    collides these links; its soft contact pushes them apart during the 200 settling steps
+    of ``Cheetah.initialize_episode``). MuJoCo C from that draw (mj_step, the file's
+    options, 100 steps) keeps |qvel| below 15 rad/s; after the env's reset (0.1 s of
+    settling) 100 uncontrolled control steps at the file's 10 ms stay below twice that, and
+    no pair penetrates more than 5 mm after the reset. Without the settling the first steps
+    at 10 ms fly apart (above 1e3 rad/s or not finite)."""
+    key = jax.random.split(jax.random.PRNGKey(0), 64)[1]  # the draw with the deepest overlap
+    m, d = _mj("cheetah")
+    d.qpos[:] = np.asarray(joint_sampler(SuiteModel("cheetah"))(key, jnp.zeros(m.nq)))
+    d.qpos[1] += 0.2  # above the floor: the overlap is the only contact
+    reference = 0.0
+    for _ in range(100):
+        mujoco.mj_step(m, d)
+        reference = max(reference, np.abs(d.qvel).max())
+    assert reference < 15
+
+    def worst(env):
+        state = jax.jit(env.reset)(key)
+        step, out = jax.jit(env.step), 0.0
+        zero = jnp.zeros(env.action_size)
+        for _ in range(100):
+            state = step(state, zero)
+            v = jnp.nan_to_num(jnp.abs(state.pipeline_state.qvel), nan=1e300)
+            out = max(out, float(v.max()))
+        return out, state
+
+    settled = mbd.envs.make("cheetah", "run")
+    first = settled.reset(key).pipeline_state
+    gap = physics_of(settled._run_model(), first.qpos, first.qvel, jnp.zeros(6)).contacts().gap
+    assert float(jnp.min(gap)) > -5e-3
+    assert worst(settled)[0] < 2 * reference
+    assert worst(mbd.envs.make("cheetah", "run", settle_steps=0))[0] > 1e3
+
+
 @pytest.mark.parametrize(("domain", "task", "refine"), [
     ("cartpole", "balance", 4), ("acrobot", "swingup", 4),
     pytest.param("pendulum", "swingup", 4, marks=SLOW),
