@@ -248,10 +248,12 @@ def _run_joint_space(model, stepper, n, h, controls, policy, rows):
                                                          qvel, acc, k))  # fmt: skip
         return model
 
-    first = stepped_model(0, qpos, qvel, None) if policy is None else model
-    acc = stepper.start_accelerations(first, tree, loops, qpos, qvel, t0, h)
     joints = _equality_joints(model, tree)
     dynamics = model.actuators is not None and model.actuators.has_dynamics
+    if stepper.state_accelerations and controls is None and policy is None and not dynamics:
+        return _run_from_starts(model, stepper, tree, loops, joints, qpos, qvel, n, h)
+    first = stepped_model(0, qpos, qvel, None) if policy is None else model
+    acc = stepper.start_accelerations(first, tree, loops, qpos, qvel, t0, h)
     out0 = _outputs(model, tree, loops, qpos, qvel, acc, joints)
     if dynamics:
         out0 = _with_act(out0, model.actuators.act())
@@ -286,6 +288,27 @@ def _run_joint_space(model, stepper, n, h, controls, policy, rows):
 
     _, outs = jax.lax.scan(step, (qpos, qvel, acc, act0), jnp.arange(n))
     return jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), out0, outs)
+
+
+def _run_from_starts(model, stepper, tree, loops, joints, qpos, qvel, n: int, h):
+    """The outputs of :func:`_run_joint_space` for a model that does not change from step to
+    step and a stepper whose step ends with the new state's accelerations
+    (:attr:`~jaxmbd.joint_space.steppers.AbstractJointStepper.state_accelerations`): n + 1
+    iterations of :meth:`~jaxmbd.joint_space.steppers.AbstractJointStepper.start_and_step`,
+    each giving the outputs of its start; the last one's step is not used. The program holds
+    the accelerations' code once, where a start before the loop and an end in the step held
+    it three times (XLA's compile time grows with it: a loop model's program is mostly
+    accelerations and constraint rows)."""
+
+    def step(state, k):
+        qpos, qvel = state
+        acc, qpos_, qvel_ = _adjoint_recomputes(
+            lambda qpos, qvel: stepper.start_and_step(model, tree, loops, qpos, qvel, k * h, h)
+        )(qpos, qvel)
+        return (qpos_, qvel_), _outputs(model, tree, loops, qpos, qvel, acc, joints)
+
+    _, outs = jax.lax.scan(step, (qpos, qvel), jnp.arange(n + 1))
+    return outs
 
 
 def tree_wrenches(model: Model, sol, along_joints: bool):
