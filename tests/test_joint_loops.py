@@ -95,16 +95,15 @@ def _unbuilt_four_bar(name: str) -> mbd.ModelBuilder:
 
 def test_default_formulation_is_joint_where_joint_space_runs_everything():
     """Builder trees (contact pairs, joint limits, joints of several coordinates and sensors
-    included) default to "joint" unless something in the model or the call has no
-    joint-space path, or none as good as rA's (a loop's rows compile slower): then "rA", and
-    mbd.joint_space_obstacles says why. Nothing is compiled."""
+    included) and trees plus loops or drivers default to "joint" unless something in the
+    model or the call has no joint-space path: then "rA", and mbd.joint_space_obstacles
+    says why. Nothing is compiled."""
     tree, loop = mbd.models.double_pendulum(), four_bar()
-    assert mbd.joint_space_obstacles(tree) == ()
-    (reason,) = mbd.joint_space_obstacles(loop)
-    assert "closed loops" in reason, reason
-    assert mbd.default_formulation(loop) == "rA"
-    assert mbd.default_formulation(loop, "rkmk") == "rA"
-    for model in (tree,):
+    driven = (mbd.models.single_pendulum(), mbd.models.slider_crank())
+    for model in (tree, loop, *driven):
+        assert mbd.joint_space_obstacles(model) == (), model.name
+    assert mbd.default_formulation(loop, "rkmk") == "joint"
+    for model in (tree, loop):
         assert mbd.default_formulation(model) == "joint"
         assert mbd.default_formulation(model, "gen_alpha", {"rho_inf": 0.5}) == "joint"
         assert mbd.default_formulation(model, "backward_euler", {"tol": None}) == "joint"
@@ -133,8 +132,7 @@ def test_default_formulation_is_joint_where_joint_space_runs_everything():
     assert mbd.default_formulation(limited) == "joint"
     b = _unbuilt_four_bar("sensed four-bar")
     b.add_sensor("Q.force", kind="joint_reaction_force", joint="Q")
-    reasons = mbd.joint_space_obstacles(b.build())
-    assert len(reasons) == 1 and "closed loops" in reasons[0], reasons
+    assert mbd.joint_space_obstacles(b.build()) == ()
     # contact pairs: the joint steps solve them by Newton and sub-step impacts as rA's do
     b = mbd.ModelBuilder("ball", gravity=(0.0, 0.0, -9.81))
     b.add_body("ball", mass=1.0, inertia=[4e-3] * 3, r=(0, 0, 0.2),

@@ -19,6 +19,7 @@ import jaxmbd as mbd  # noqa: E402
 from jaxmbd.joint_space.run import _run_joint_space, concrete_tree  # noqa: E402
 from jaxmbd.joint_space.constraint_rows import independent_rows_of  # noqa: E402
 from jaxmbd.joint_space.steppers import get_stepper  # noqa: E402
+from jaxmbd._jit import XLA_OPTIONS  # noqa: E402
 
 
 def equations(jaxpr) -> int:
@@ -52,7 +53,7 @@ def main(mechanisms, integrator="rk"):
         lower_s = time.perf_counter() - start
         text = lowered.as_text()
         start = time.perf_counter()
-        lowered.compile()
+        lowered.compile(compiler_options=XLA_OPTIONS)
         compile_s = time.perf_counter() - start
         print(f"{mech:18s} {integrator:6s} equations {equations(jaxpr.jaxpr):6d}  "
               f"StableHLO {len(text) / 1e3:7.0f} kB  lower {lower_s:5.1f} s  "
