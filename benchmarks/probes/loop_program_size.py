@@ -16,10 +16,10 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
 import jaxmbd as mbd  # noqa: E402
-from jaxmbd.joint_space.run import _run_joint_space, concrete_tree  # noqa: E402
-from jaxmbd.joint_space.constraint_rows import independent_rows_of  # noqa: E402
-from jaxmbd.joint_space.steppers import get_stepper  # noqa: E402
 from jaxmbd._jit import XLA_OPTIONS  # noqa: E402
+from jaxmbd.joint_space.constraint_rows import independent_rows_of  # noqa: E402
+from jaxmbd.joint_space.run import _run_joint_space, concrete_tree  # noqa: E402
+from jaxmbd.joint_space.steppers import get_stepper  # noqa: E402
 
 
 def equations(jaxpr) -> int:
@@ -44,7 +44,7 @@ def main(mechanisms, integrator="rk"):
         h = jnp.asarray(1e-3)
 
         @eqx.filter_jit
-        def program(model, h):
+        def program(model, h, stepper=stepper, rows=rows):
             return _run_joint_space(model, stepper, 1000, h, None, None, rows)
 
         jaxpr = jax.make_jaxpr(lambda m, h: program(m, h))(model, h)
