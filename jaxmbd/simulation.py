@@ -370,9 +370,9 @@ def default_formulation(model: Model, integrator=None, options=None, *,
     body-joint graph, loops kept as constraints, every force element and the pair) and the
     run asks for nothing that only the absolute formulations give (``absolute_only``: the
     requests that do, e.g. ``"save_every"``); else "rA". Rows beyond the tree (the joints
-    that close loops, drivers) keep "joint": its ``rk`` steps the papers' loop models 4-20x
-    faster than rA's ``gen_alpha`` with a first call as long or shorter
-    (``benchmarks/probes/loop_models_first_call.py``). A model that only joint
+    that close loops, drivers) keep "joint": its ``rk`` steps loop models 3-20x faster
+    than rA's ``gen_alpha``, and its first call is shorter (slider crank 56 s against
+    112 s, a driven pendulum 19 s against 57 s: ``benchmarks/probes/loop_models_first_call.py``). A model that only joint
     coordinates express (``model.joint_space_only``) stays "joint", whose error then names
     what it lacks. The formulations guide says why."""
     if model.joint_space_only:

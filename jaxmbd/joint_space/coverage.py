@@ -42,9 +42,9 @@ def model_obstacles(model: Model) -> tuple[str, ...]:
         except (ModelError, KeyError, ValueError) as error:
             return (f"its body-joint graph gives no kinematic tree ({error})",)
         tree = spanning.tree
-    # constraint rows beyond the tree (closed loops, drivers) are no gap: the run holds
-    # their accelerations' code once (JointStepper.start_and_step) and steps them 4-20x
-    # faster than rA's gen_alpha (benchmarks/probes/loop_models_first_call.py)
+    # constraint rows beyond the tree (closed loops, drivers) are no gap: rk steps them
+    # 3-20x faster than rA's gen_alpha with a shorter first call, its program holding the
+    # accelerations' code once (benchmarks/probes/loop_models_first_call.py)
     dofs = {
         name: JointType(kind).nv
         for name, kind in zip(tree.joint_names, tree.joint_type, strict=True)
