@@ -372,8 +372,9 @@ def default_formulation(model: Model, integrator=None, options=None, *,
     requests that do, e.g. ``"save_every"``); else "rA". Rows beyond the tree (the joints
     that close loops, drivers) keep "joint": its ``rk`` steps loop models 3-20x faster
     than rA's ``gen_alpha``, and its first call is shorter (slider crank 56 s against
-    112 s, a driven pendulum 19 s against 57 s: ``benchmarks/probes/loop_models_first_call.py``). A model that only joint
-    coordinates express (``model.joint_space_only``) stays "joint", whose error then names
+    112 s, a driven pendulum 19 s against 57 s:
+    ``benchmarks/probes/loop_models_first_call.py``). A model that only joint coordinates
+    express (``model.joint_space_only``) stays "joint", whose error then names
     what it lacks. The formulations guide says why."""
     if model.joint_space_only:
         return "joint"
