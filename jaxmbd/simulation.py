@@ -427,10 +427,10 @@ def simulate(
     also one defined outside the package. ``integrator``: a name ("gen_alpha",
     "backward_euler", "rkmk", "rk", "energy_momentum"; "joint" has "rk", "rkmk", "euler",
     "implicit" and "implicitfast", see :mod:`jaxmbd.joint_space.steppers`; default: the
-    formulation's ``default_integrator``; for "joint" with contact pairs "gen_alpha", or
-    "implicit" for a model read from a file, :mod:`jaxmbd.joint_space.contact_step`) or an
-    integrator object. An integrator steps every formulation
-    that has the capabilities it requires (``requires``); any other pair raises
+    formulation's ``default_integrator`` ("rkmk" for "joint", MuJoCo's RK4 from 4.0); for
+    "joint" with contact pairs "gen_alpha", or "implicit" for a model read from a file,
+    :mod:`jaxmbd.joint_space.contact_step`) or an integrator object. An integrator steps
+    every formulation that has the capabilities it requires (``requires``); any other pair raises
     ``ValueError`` listing the valid pairs.
 
     ``options`` go to the integrator (:func:`~jaxmbd.integrators.get_integrator`; an option
