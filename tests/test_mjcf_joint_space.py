@@ -18,6 +18,7 @@ import pytest
 import jaxmbd as mbd
 from jaxmbd.actuators import with_controls
 from jaxmbd.contact import with_contact
+from jaxmbd.equalities import with_equalities
 from jaxmbd.joint_dynamics import JointDynamics
 from jaxmbd.joint_limits import JointLimits
 from jaxmbd.joint_space.dynamics import accelerations
@@ -47,7 +48,8 @@ def _load(name):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = mbd.load_model(PATHS[name], keyframe=None)
-    model = with_limits(with_contact(model, "none"), "none")
+    # MuJoCo's own (soft) equality constraints: the quadruped's tendon couplings
+    model = with_equalities(with_limits(with_contact(model, "none"), "none"), "soft")
     forces = tuple(
         dataclasses.replace(f, friction_loss=jnp.zeros_like(f.friction_loss))
         if isinstance(f, JointDynamics) else f
@@ -77,9 +79,10 @@ def _joint_transmissions(m) -> bool:
 
 
 @eqx.filter_jit
-def _joint_space(model, qpos, qvel):
+def _joint_space(model, qpos, qvel, h):
     tree, loops = model_tree(model)
-    acc = accelerations(model, tree, loops, qpos, qvel, 0.0)
+    # h: MuJoCo's timestep, in the soft rows' time constant max(solref[0], 2 h)
+    acc = accelerations(model, tree, loops, qpos, qvel, 0.0, step=h)
     return acc.forces.tau, acc.qacc
 
 
@@ -88,8 +91,9 @@ def test_forces_and_accelerations_against_mujoco_at_random_states(name):
     """tau (the joint elements' generalised forces) = qfrc_passive + qfrc_actuator and
     qacc = mj_forward's, to 1e-10 relative, at random states and controls (point_mass's
     actuators drive its tendons). quadruped's have activation dynamics (filters): at the
-    start of a run their activation is MuJoCo's initial act, 0, whatever u; quadruped's equality
-    loops are exact in jaxmbd and soft in MuJoCo: its qacc is not compared."""
+    start of a run their activation is MuJoCo's initial act, 0, whatever u; its tendon
+    couplings are MuJoCo's soft equality constraints (``equality="soft"``), their forces in
+    qacc."""
     model, m = _load(name), _mujoco(name)
     d = mujoco.MjData(m)
     actuated = _joint_transmissions(m)
@@ -113,15 +117,15 @@ def test_forces_and_accelerations_against_mujoco_at_random_states(name):
         d.ctrl[:] = u
         mujoco.mj_forward(m, d)
         run = with_controls(model, u) if actuated else model
-        tau, qacc = _joint_space(run, jnp.asarray(d.qpos), jnp.asarray(d.qvel))
+        tau, qacc = _joint_space(run, jnp.asarray(d.qpos), jnp.asarray(d.qvel), m.opt.timestep)
         # quadruped's position servos have activation states: bias forces at zero activation
         expected = d.qfrc_passive + (d.qfrc_actuator if actuated else 0.0)
         assert np.abs(expected).max() > 0
         scale = np.abs(expected).max()
         assert np.abs(np.asarray(tau) - expected).max() < 1e-10 * scale, name
-        if m.neq == 0:
-            scale = np.abs(d.qacc).max()
-            assert np.abs(np.asarray(qacc) - d.qacc).max() < 1e-10 * scale, name
+        assert m.neq == 0 or np.abs(d.qfrc_constraint).max() > 1.0  # the couplings act
+        scale = np.abs(d.qacc).max()
+        assert np.abs(np.asarray(qacc) - d.qacc).max() < 1e-10 * scale, name
 
 
 def _reference(name, qpos, qvel, controls, h, substeps=100):
@@ -250,3 +254,40 @@ def test_absolute_run_ignores_the_composite_hinges_entries(tmp_path):
         if a.acts_along_joints:
             assert a.names == b.names and a.absolute_entries == b.absolute_entries
             assert a.absolute_entries is not None
+
+
+SPINNER = """<mujoco><option timestep="0.01" integrator="RK4"/><worldbody>
+  <body name="base" pos="0 0 1"><freejoint/>
+    <geom type="box" size="0.1 0.2 0.3" pos="0.05 0 0" mass="2"/>
+    <body name="tip" pos="0 0 -0.3"><joint name="ball" type="ball" damping="0.1"/>
+      <geom type="capsule" fromto="0 0 0 0.1 0.2 -0.3" size="0.05" mass="0.5"/></body></body>
+</worldbody></mujoco>"""
+
+
+@pytest.mark.filterwarnings("ignore::jaxmbd.AssemblyWarning")  # rates set in the tree only
+def test_mujocos_rk4_step_on_free_and_ball_joints_is_rkmk(tmp_path):
+    """MuJoCo's RK4 at the same step h on a spinning free body with a ball-jointed link:
+    ``integrator="rkmk"`` (the Munthe-Kaas RK4) is its step to round-off over 20 steps,
+    while ``"rk"`` (the stage increments h sum a_ij qvel_j, second order on the rotations)
+    is not: MuJoCo 4's ``mj_RungeKutta`` integrates the rotations to fourth order."""
+    path = tmp_path / "spinner.xml"
+    path.write_text(SPINNER)
+    m = mujoco.MjModel.from_xml_path(str(path))
+    d = mujoco.MjData(m)
+    rng = np.random.default_rng(4)
+    d.qvel[:] = rng.uniform(-3.0, 3.0, m.nv)
+    qvel0, n, h = np.array(d.qvel), 20, float(m.opt.timestep)
+    reference = [np.array(d.qpos)]
+    for _ in range(n):
+        mujoco.mj_step(m, d)
+        reference.append(np.array(d.qpos))
+    model = mbd.load_model(path)
+    model = dataclasses.replace(model, tree=dataclasses.replace(
+        model.tree, qvel_init=jnp.asarray(qvel0)))  # fmt: skip
+    error = {}
+    for integrator in ("rkmk", "rk"):
+        sol = mbd.simulate(model, formulation="joint", integrator=integrator, t_end=n * h, h=h)
+        error[integrator] = np.abs(np.asarray(sol.qpos) - np.stack(reference)).max()
+    assert np.abs(reference[-1] - reference[0]).max() > 0.1  # it turned
+    assert error["rkmk"] < 1e-13
+    assert error["rk"] > 1e-8

@@ -1,13 +1,15 @@
 """Time steps in joint coordinates.
 
 ``rk``: the classical 4-stage Runge-Kutta method on the joints' manifolds as MuJoCo's
-``mj_RungeKutta`` takes it: each stage's positions are qpos_0 (+) h sum_j a_ij qvel_j (the
-retraction of :func:`jaxmbd.tree.integrate_positions`: body-frame rotations for ball and
-free joints). ``rkmk``: the Munthe-Kaas RK4, fourth order on the rotations too
-(:class:`RungeKutta4`). ``euler``: MuJoCo's semi-implicit Euler
-step, qvel += h qacc with the joint damping taken implicitly (M + h D), then
-qpos (+)= h qvel. Constraint rows: after each step the positions and velocities are
-projected back onto the exact ones (:func:`jaxmbd.joint_space.constraint_rows.project`)."""
+``mj_RungeKutta`` source writes it (``engine_forward.c``): each stage's positions are
+qpos_0 (+) h sum_j a_ij qvel_j (the retraction of :func:`jaxmbd.tree.integrate_positions`:
+body-frame rotations for ball and free joints). ``rkmk``: the Munthe-Kaas RK4, fourth
+order on the rotations too (:class:`RungeKutta4`); MuJoCo 4.0's ``mj_step`` with RK4 is
+this step on ball and free joints (to round-off; on hinges and slides the two are one).
+``euler``: MuJoCo's semi-implicit Euler step, qvel += h qacc with the joint damping taken
+implicitly (M + h D), then qpos (+)= h qvel. Constraint rows: after each step the
+positions and velocities are projected back onto the exact ones
+(:func:`jaxmbd.joint_space.constraint_rows.project`)."""
 
 from __future__ import annotations
 
