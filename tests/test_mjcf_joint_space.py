@@ -259,7 +259,7 @@ def test_absolute_run_ignores_the_composite_hinges_entries(tmp_path):
 SPINNER = """<mujoco><option timestep="0.01" integrator="RK4"/><worldbody>
   <body name="base" pos="0 0 1"><freejoint/>
     <geom type="box" size="0.1 0.2 0.3" pos="0.05 0 0" mass="2"/>
-    <body name="tip" pos="0 0 -0.3"><joint name="ball" type="ball" damping="0.1"/>
+    <body name="tip" pos="0 0 -0.3"><joint name="ball" type="ball"/>
       <geom type="capsule" fromto="0 0 0 0.1 0.2 -0.3" size="0.05" mass="0.5"/></body></body>
 </worldbody></mujoco>"""
 
