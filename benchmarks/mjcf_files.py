@@ -12,9 +12,8 @@ For each file:
   disabled by flags in MuJoCo (``limits="none"``, ``contact="none"`` in jaxmbd) and friction
   loss off in both (a constraint row in MuJoCo, regularised in jaxmbd), the equality
   constraints MuJoCo's soft ones in both (``equality="soft"``). Reference: MuJoCo's RK4 at
-  h / 100; jaxmbd: ``formulation="joint"`` with MuJoCo's RK4 step, ``integrator="rk"``, or
-  ``"rkmk"`` where the file has ball or free joints (MuJoCo 4's ``mj_RungeKutta`` takes
-  their rotations as the Munthe-Kaas RK4 does: one step of each agrees to 1e-16), at the
+  h / 100; jaxmbd: ``formulation="joint"`` with the stepper that takes MuJoCo's RK4 step
+  (:func:`mujoco_rk4_stepper`: ``"rkmk"`` from MuJoCo 4.0, ``"rk"`` before), at the
   file's step h, or at h / 2^k where MuJoCo's own RK4 at h diverges or does not resolve
   the motion (its error against the reference larger than the motion itself: round-off
   grows to O(1) there, and the same-step column would measure that, not the model; the
@@ -145,12 +144,13 @@ def _run(model, controls, h, n, integrator):
     return sol.qpos[-1]
 
 
-def mujoco_rk4_scheme(m) -> str:
-    """jaxmbd's integrator that is MuJoCo's RK4 step on this model: "rkmk" with ball or
-    free joints (MuJoCo 4's ``mj_RungeKutta`` integrates their rotations to fourth order, as
-    the Munthe-Kaas RK4 does), else "rk" (the two are the same step on hinges and slides)."""
-    rotations = {int(mujoco.mjtJoint.mjJNT_BALL), int(mujoco.mjtJoint.mjJNT_FREE)}
-    return "rkmk" if any(int(t) in rotations for t in m.jnt_type) else "rk"
+def mujoco_rk4_stepper(version: str = mujoco.__version__) -> str:
+    """jaxmbd's joint-space stepper that takes MuJoCo's RK4 step. MuJoCo 4.0 made RK4 fourth
+    order on the orientations of ball and free joints by the Runge-Kutta-Munthe-Kaas
+    correction of the stages' angular velocities (its changelog, 4.0.0, commit 9a7f240f0):
+    jaxmbd's ``"rkmk"``; before, the stages' angular velocities were combined as vectors:
+    ``"rk"``. The two are the same step on hinges and slides."""
+    return "rkmk" if int(version.split(".")[0]) >= 4 else "rk"
 
 
 def compare(path: str, model, rng) -> dict:
@@ -197,7 +197,7 @@ def compare(path: str, model, rng) -> dict:
         model.tree, qpos_init=jnp.asarray(m.qpos0), qvel_init=jnp.asarray(qvel)))  # fmt: skip
     start = _without_friction_loss(start)
     ctrl = jnp.asarray(full[:, mapped]) if mapped else None
-    integrator = mujoco_rk4_scheme(m)
+    integrator = mujoco_rk4_stepper()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         timing = time_call(lambda: _run(start, ctrl, h, n, integrator), repeats=3)
@@ -249,8 +249,7 @@ def main(argv=None) -> None:
                 row["note"] = f"run failed: {found.group(0) if found else message[:300]}"
         rows.append(row)
         log(f"{label}: {row}")
-    columns = ["file", "loads_as_authored", "max_qpos_diff", "h", "integrator",
-               "diff_to_mujoco_rk4_at_h",
+    columns = ["file", "loads_as_authored", "max_qpos_diff", "h", "diff_to_mujoco_rk4_at_h",
                "mujoco_rk4_at_h_error", "mujoco_steps_per_s", "jaxmbd_steps_per_s",
                "jaxmbd_compile_s", "unmapped_actuators"]  # fmt: skip
     loaded = sum(r["loads_as_authored"] == "yes" for r in rows)
