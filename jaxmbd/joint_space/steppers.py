@@ -1,13 +1,15 @@
 """Time steps in joint coordinates.
 
 ``rk``: the classical 4-stage Runge-Kutta method on the joints' manifolds as MuJoCo's
-``mj_RungeKutta`` takes it: each stage's positions are qpos_0 (+) h sum_j a_ij qvel_j (the
-retraction of :func:`jaxmbd.tree.integrate_positions`: body-frame rotations for ball and
-free joints). ``rkmk``: the Munthe-Kaas RK4, fourth order on the rotations too
-(:class:`RungeKutta4`). ``euler``: MuJoCo's semi-implicit Euler
-step, qvel += h qacc with the joint damping taken implicitly (M + h D), then
-qpos (+)= h qvel. Constraint rows: after each step the positions and velocities are
-projected back onto the exact ones (:func:`jaxmbd.joint_space.constraint_rows.project`)."""
+``mj_RungeKutta`` took it before MuJoCo 4.0: each stage's positions are
+qpos_0 (+) h sum_j a_ij qvel_j (the retraction of :func:`jaxmbd.tree.integrate_positions`:
+body-frame rotations for ball and free joints). ``rkmk``: the Munthe-Kaas RK4, fourth order
+on the rotations too (:class:`RungeKutta4`), MuJoCo's RK4 step from 4.0 (its changelog,
+4.0.0: the stages' angular velocities with the Runge-Kutta-Munthe-Kaas correction).
+``euler``: MuJoCo's semi-implicit Euler step, qvel += h qacc with the joint damping taken
+implicitly (M + h D), then qpos (+)= h qvel. Constraint rows: after each step the positions
+and velocities are projected back onto the exact ones
+(:func:`jaxmbd.joint_space.constraint_rows.project`)."""
 
 from __future__ import annotations
 
@@ -30,11 +32,11 @@ from .implicit_steppers import BackwardEulerJoint, GeneralizedAlphaJoint
 
 class RungeKutta4(AbstractJointStepper):
     """The classical RK4 tableau on the joints' manifolds. ``munthe_kaas=False`` (``rk``):
-    each stage's increment is h sum_j a_ij qvel_j, as MuJoCo's ``mj_RungeKutta``, of
-    second order on the rotations of ball and free joints; ``True`` (``rkmk``): the
+    each stage's increment is h sum_j a_ij qvel_j, as MuJoCo's ``mj_RungeKutta`` before
+    4.0, of second order on the rotations of ball and free joints; ``True`` (``rkmk``): the
     increments integrate the rates of :func:`jaxmbd.tree.kinematics.tangent_rates`
-    (Munthe-Kaas RK4, Mueller & Terze eq. 37), of fourth order on SO(3) too. The two are
-    the same step for trees of hinges and slides."""
+    (Munthe-Kaas RK4, Mueller & Terze eq. 37), of fourth order on SO(3) too, as MuJoCo's
+    ``mj_RungeKutta`` from 4.0. The two are the same step for trees of hinges and slides."""
 
     munthe_kaas: bool = False
 
