@@ -11,11 +11,8 @@ from pathlib import Path
 # 65 -> 56 s); results are unchanged (no fast-math at any level). Set before jax creates its
 # CPU client; the notebook kernels inherit it. XLA aborts the process on a flag it does not
 # know, and jax 0.11's XLA has no fusion-emitter switch (seen on a GPU machine's jax 0.11.2):
-# the switch is added only for the jaxlib it was measured on. LLVM's expensive passes off
-# as well: another ~10 % of the CPU time of compile-heavy test files (hoisting, fluid,
-# batch-control tests: 147 -> 132 CPU-s, cold cache, jaxlib 0.10.2); the passes only
-# optimise machine code, XLA's HLO passes (the loop hoisting the tests check) are untouched.
-_XLA_TEST_FLAGS = ["--xla_backend_optimization_level=0", "--xla_llvm_disable_expensive_passes=true"]
+# the switch is added only for the jaxlib it was measured on.
+_XLA_TEST_FLAGS = ["--xla_backend_optimization_level=0"]
 if tuple(int(p) for p in version("jaxlib").split(".")[:2]) < (0, 11):
     _XLA_TEST_FLAGS.insert(0, "--xla_cpu_use_fusion_emitters=false")
 os.environ["XLA_FLAGS"] = " ".join([os.environ.get("XLA_FLAGS", ""), *_XLA_TEST_FLAGS]).strip()
