@@ -11,8 +11,9 @@ For each file:
   reference pose with random joint rates (uniform in [-0.5, 0.5]), with contact and limits
   disabled by flags in MuJoCo (``limits="none"``, ``contact="none"`` in jaxmbd) and friction
   loss off in both (a constraint row in MuJoCo, regularised in jaxmbd). Reference: MuJoCo's
-  RK4 at h / 100; jaxmbd: ``formulation="joint"``, ``integrator="rk"`` at the file's step h
-  (at h / 2^k where MuJoCo's own RK4 diverges at h; the notes say where). MuJoCo's
+  RK4 at h / 100; jaxmbd: ``formulation="joint"`` at the file's step h (at h / 2^k where
+  MuJoCo's own RK4 diverges at h; the notes say where) with the stepper that takes MuJoCo's
+  RK4 step (:func:`mujoco_rk4_stepper`: ``"rkmk"`` from MuJoCo 4.0, ``"rk"`` before). MuJoCo's
   actuators that jaxmbd does not map get zero controls in both. Two more columns tell the
   model's difference from RK4's own error: ``diff_to_mujoco_rk4_at_h``, jaxmbd against
   MuJoCo's RK4 at the same step h (the same scheme: round-off where the models agree), and
@@ -129,10 +130,20 @@ def _without_friction_loss(model):
     return dataclasses.replace(model, forces=forces)
 
 
+def mujoco_rk4_stepper(version: str = mujoco.__version__) -> str:
+    """jaxmbd's joint-space stepper that takes MuJoCo's RK4 step. MuJoCo 4.0 made RK4 fourth
+    order on the orientations of ball and free joints by the Runge-Kutta-Munthe-Kaas
+    correction of the stages' angular velocities (its changelog, 4.0.0, commit 9a7f240f0):
+    jaxmbd's ``"rkmk"``; before, the stages' angular velocities were combined as vectors:
+    ``"rk"``. The two are the same step on hinges and slides."""
+    return "rkmk" if int(version.split(".")[0]) >= 4 else "rk"
+
+
 @eqx.filter_jit
 def _run(model, controls, h, n):
-    sol = mbd.simulate(model, formulation="joint", integrator="rk", t_end=n * h, h=h,
-                       controls=controls, contact="none", limits="none")  # fmt: skip
+    sol = mbd.simulate(model, formulation="joint", integrator=mujoco_rk4_stepper(),
+                       t_end=n * h, h=h, controls=controls, contact="none",
+                       limits="none")  # fmt: skip
     return sol.qpos[-1]
 
 

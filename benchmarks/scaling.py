@@ -61,7 +61,8 @@ def memory_bytes(model, steps, h, newton) -> dict:
     """XLA's memory analysis of the compiled simulation (arguments, outputs, temporaries)."""
 
     def run(model):
-        return mbd.simulate(model, t_end=steps * h, h=h, newton=newton, throw=False).r
+        return mbd.simulate(model, formulation="rA", t_end=steps * h, h=h, newton=newton,
+                            throw=False).r  # fmt: skip
 
     analysis = jax.jit(run).lower(model).compile().memory_analysis()
     if analysis is None:

@@ -15,7 +15,11 @@ import numpy as np
 import pytest
 
 import jaxmbd as mbd
-from jaxmbd.joint_space.dynamics import applied_generalised_forces
+from jaxmbd.actuators import with_controls
+from jaxmbd.contact import with_contact
+from jaxmbd.joint_space.dynamics import accelerations, applied_generalised_forces
+from jaxmbd.joint_space.run import model_tree
+from jaxmbd.limits_option import with_limits
 
 mujoco = pytest.importorskip("mujoco")
 dm_control = pytest.importorskip("dm_control")
@@ -268,3 +272,36 @@ def test_velocity_jacobian_is_finite_at_rest(loaded):
     assert np.abs(np.asarray(tau(rest))).max() == 0.0
     for jacobian in (jax.jacfwd, jax.jacrev):
         assert np.all(np.isfinite(np.asarray(jacobian(tau)(rest))))
+
+
+def test_fish_accelerations_against_mj_forward(loaded):
+    """dm_control's fish in joint space: qacc = mj_forward's at random states and controls,
+    to 1e-10 relative (limits and friction loss off in both), every actuator mapped, the
+    position servo on the fixed tendon ``fins_flap`` included (its bias -kp L pulls at
+    zero control), beside the inertia boxes' fluid forces, the tendon spring and the
+    joint dampers and spring."""
+    path, model = loaded("fish")
+    model = with_limits(with_contact(model, "none"), "none")
+    m = mujoco.MjModel.from_xml_path(path)
+    m.opt.disableflags |= OFF.mjDSBL_CONTACT | OFF.mjDSBL_LIMIT | OFF.mjDSBL_FRICTIONLOSS
+    tendon = int(mujoco.mjtTrn.mjTRN_TENDON)
+    assert model.nu == m.nu and tendon in {int(t) for t in m.actuator_trntype}
+    d = mujoco.MjData(m)
+    rng = np.random.default_rng(5)
+    for _ in range(3):
+        d.qpos[:] = m.qpos0 + rng.uniform(-0.5, 0.5, m.nq)
+        mujoco.mj_normalizeQuat(m, d.qpos)
+        d.qvel[:] = rng.uniform(-2.0, 2.0, m.nv)
+        d.ctrl[:] = u = rng.uniform(-1.0, 1.0, m.nu)
+        mujoco.mj_forward(m, d)
+        assert np.abs(d.qfrc_fluid).max() > 0.1 and np.abs(d.qfrc_actuator).max() > 0
+        qacc = _joint_accelerations(with_controls(model, u), jnp.asarray(d.qpos),
+                                    jnp.asarray(d.qvel))  # fmt: skip
+        scale = np.abs(d.qacc).max()
+        assert np.abs(np.asarray(qacc) - d.qacc).max() < 1e-10 * scale
+
+
+@eqx.filter_jit
+def _joint_accelerations(model, qpos, qvel):
+    tree, loops = model_tree(model)
+    return accelerations(model, tree, loops, qpos, qvel, 0.0).qacc
