@@ -10,14 +10,20 @@ For each file:
   random controls (uniform in each actuator's control range, one row per step), from the
   reference pose with random joint rates (uniform in [-0.5, 0.5]), with contact and limits
   disabled by flags in MuJoCo (``limits="none"``, ``contact="none"`` in jaxmbd) and friction
-  loss off in both (a constraint row in MuJoCo, regularised in jaxmbd). Reference: MuJoCo's
-  RK4 at h / 100; jaxmbd: ``formulation="joint"`` at the file's step h (at h / 2^k where
-  MuJoCo's own RK4 diverges at h; the notes say where) with the stepper that takes MuJoCo's
-  RK4 step (:func:`mujoco_rk4_stepper`: ``"rkmk"`` from MuJoCo 4.0, ``"rk"`` before). MuJoCo's
-  actuators that jaxmbd does not map get zero controls in both. Two more columns tell the
-  model's difference from RK4's own error: ``diff_to_mujoco_rk4_at_h``, jaxmbd against
-  MuJoCo's RK4 at the same step h (the same scheme: round-off where the models agree), and
-  ``mujoco_rk4_at_h_error``, MuJoCo's RK4 at h against its reference;
+  loss off in both (a constraint row in MuJoCo, regularised in jaxmbd), the equality
+  constraints MuJoCo's soft ones in both (``equality="soft"``). Reference: MuJoCo's RK4 at
+  h / 100; jaxmbd: ``formulation="joint"`` with the stepper that takes MuJoCo's RK4 step
+  (:func:`mujoco_rk4_stepper`: ``"rkmk"`` from MuJoCo 4.0, ``"rk"`` before), at the
+  file's step h, or at h / 2^k where MuJoCo's own RK4 at h diverges or does not resolve
+  the motion (its error against the reference larger than the motion itself: round-off
+  grows to O(1) there, and the same-step column would measure that, not the model; the
+  notes say where). MuJoCo's actuators that jaxmbd does not map get zero controls in both.
+  Two more columns tell the model's difference from RK4's own error:
+  ``diff_to_mujoco_rk4_at_h``, jaxmbd against MuJoCo's RK4 at the same step h (the same
+  scheme: round-off where the models agree; the quadruped's filter activations are the
+  exception: jaxmbd takes them in closed form at each stage time, MuJoCo's RK4 by its
+  stages, a difference of O(h^2) in a stage's activation), and ``mujoco_rk4_at_h_error``,
+  MuJoCo's RK4 at h against its reference;
 * **steps/s**: MuJoCo C's ``mj_step`` at the file's own settings (integrator, step,
   contact) from the reference pose, and jaxmbd's compiled run (the whole 1 s as one
   ``jit``-compiled ``lax.scan``, the run above), its compile time apart.
@@ -130,6 +136,14 @@ def _without_friction_loss(model):
     return dataclasses.replace(model, forces=forces)
 
 
+@eqx.filter_jit
+def _run(model, controls, h, n, integrator):
+    sol = mbd.simulate(model, formulation="joint", integrator=integrator, t_end=n * h, h=h,
+                       controls=controls, contact="none", limits="none",
+                       equality="soft")  # fmt: skip
+    return sol.qpos[-1]
+
+
 def mujoco_rk4_stepper(version: str = mujoco.__version__) -> str:
     """jaxmbd's joint-space stepper that takes MuJoCo's RK4 step. MuJoCo 4.0 made RK4 fourth
     order on the orientations of ball and free joints by the Runge-Kutta-Munthe-Kaas
@@ -139,18 +153,11 @@ def mujoco_rk4_stepper(version: str = mujoco.__version__) -> str:
     return "rkmk" if int(version.split(".")[0]) >= 4 else "rk"
 
 
-@eqx.filter_jit
-def _run(model, controls, h, n):
-    sol = mbd.simulate(model, formulation="joint", integrator=mujoco_rk4_stepper(),
-                       t_end=n * h, h=h, controls=controls, contact="none",
-                       limits="none")  # fmt: skip
-    return sol.qpos[-1]
-
-
 def compare(path: str, model, rng) -> dict:
     """The difference to MuJoCo after 1 s and both engines' steps/s (see the docstring).
-    Where MuJoCo's own RK4 diverges at the file's step (a stiff model), both engines run at
-    the largest step h / 2^k at which it does not, and the row's note says so."""
+    Where MuJoCo's own RK4 diverges at the file's step (a stiff model) or does not resolve
+    the motion, both engines run at the largest step h / 2^k at which it does, and the row's
+    note says so."""
     m = _mujoco_model(path, reference=True)
     file_h = float(m.opt.timestep)
     names = [
@@ -162,33 +169,42 @@ def compare(path: str, model, rng) -> dict:
         raise RuntimeError(f"actuators {ours} are not MuJoCo's {names}")
     qvel = rng.uniform(-0.5, 0.5, m.nv)
     controls = random_controls(m, round(1.0 / file_h), rng)
-    h, note = file_h, ""
-    for _ in range(4):  # the step at which MuJoCo's RK4 is stable
+    h, why, failed = file_h, "", []
+    for _ in range(4):  # the step at which MuJoCo's RK4 is stable and resolves the motion
         n = round(1.0 / h)
         full = np.zeros((n, m.nu))  # the actuators jaxmbd does not map: zero in both
         held = np.repeat(controls, round(file_h / h), axis=0)
         full[:, mapped] = held[:, mapped]
         same_step = mujoco_reference(path, np.array(m.qpos0), qvel, full, h, substeps=1)
-        if same_step is not None:
+        reference = None if same_step is None else mujoco_reference(
+            path, np.array(m.qpos0), qvel, full, h)  # fmt: skip
+        if same_step is None or reference is None:
+            why = "diverges"
+        elif np.abs(same_step - reference).max() > np.abs(reference - m.qpos0).max():
+            why = "does not resolve the motion (its error exceeds the motion)"
+        else:
             break
-        note = f"MuJoCo's RK4 diverges at the file's step {file_h:g} s: both at {h / 2:g} s"
+        failed.append(f"{why} at {h:g} s")
         h /= 2
+        same_step = None
     if same_step is None:  # a stiff model only an implicit step runs: no RK4 reference
         return {
-            "note": f"not compared: MuJoCo's own RK4 diverges at every step from the "
-            f"file's {file_h:g} s down to {2 * h:g} s (contact and limits off)"
+            "note": f"not compared: MuJoCo's own RK4 {', '.join(failed)} (the file's step "
+            f"{file_h:g} s and its halves; contact and limits off)"
         }
+    note = f"MuJoCo's RK4 {', '.join(failed)}: both at {h:g} s" if failed else ""
     start = dataclasses.replace(model, tree=dataclasses.replace(
         model.tree, qpos_init=jnp.asarray(m.qpos0), qvel_init=jnp.asarray(qvel)))  # fmt: skip
     start = _without_friction_loss(start)
     ctrl = jnp.asarray(full[:, mapped]) if mapped else None
+    integrator = mujoco_rk4_stepper()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        timing = time_call(lambda: _run(start, ctrl, h, n), repeats=3)
-        qpos = np.asarray(_run(start, ctrl, h, n))
-    reference = mujoco_reference(path, np.array(m.qpos0), qvel, full, h)
+        timing = time_call(lambda: _run(start, ctrl, h, n, integrator), repeats=3)
+        qpos = np.asarray(_run(start, ctrl, h, n, integrator))
     return {
         "h": h,
+        "integrator": integrator,
         "max_qpos_diff": float(np.abs(qpos - reference).max()),
         "diff_to_mujoco_rk4_at_h": float(np.abs(qpos - same_step).max()),
         "mujoco_rk4_at_h_error": float(np.abs(same_step - reference).max()),
