@@ -95,7 +95,8 @@ def measure(case: str, sizes_chunks: list[tuple[int, int | None]], steps: int, r
         start = time.perf_counter()
         compiled = mb._vmapped.lower(*args).compile()
         text = compiled.compiled.as_text()
-        info[size, chunk] = dict(used=used, hoisted=loop_hoisted(text, steps),
+        trips = steps + (opts["formulation"] == "joint")  # the joint run loops n + 1 times
+        info[size, chunk] = dict(used=used, hoisted=loop_hoisted(text, trips),
                                  compile=time.perf_counter() - start)  # fmt: skip
         calls[f"{size}/{chunk}"] = lambda c=compiled, a=args: jax.block_until_ready(c(*a).r)
         done = info[size, chunk]

@@ -9,10 +9,10 @@ batched step (:class:`jaxmbd.envs.VmapWrapper`: ``vmap``, or the members one aft
 where the env asks for it, ``env.member_chunk``) under random actions in [-1, 1] (one
 draw per step, inside the program), from the batched reset's states. An env-step is one
 member's control step (``env.n_substeps`` time steps of the model: cartpole 1 x RK4 at
-10 ms, hopper 4 x the implicit step at 5 ms, cheetah 4 x the implicit step at 2.5 ms).
+10 ms, hopper 4 x ``"implicitfast"`` at 5 ms, cheetah 1 x ``"implicitfast"`` at 10 ms).
 Reported: the first call (trace + compile + run) less the median run as ``compile_s``,
 the median run, and ``steps_per_s`` = batch x steps / median run; the batched reset (its
-own program, cheetah's settling steps included) likewise as ``reset_compile_s`` and
+own program, cheetah's 40 settling steps included) likewise as ``reset_compile_s`` and
 ``reset_s``.
 
 Writes benchmarks/results/envs_throughput/{envs_throughput.json, .md, .csv}.

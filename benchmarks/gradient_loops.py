@@ -78,7 +78,8 @@ def measure(fn, x, steps: int, repeats: int) -> dict:
         xla_s=done - traced,
         run_ms=1e3 * statistics.median(runs),
         whiles=len(re.findall(r" while\(", text)),
-        time_loop_native=loop_hoisted(text, steps),
+        # the joint explicit runs loop n + 1 times (each state's start)
+        time_loop_native=loop_hoisted(text, steps) or loop_hoisted(text, steps + 1),
         hoisted=hoisted_sizes(text)[:3],
         value=compiled(x),
     )

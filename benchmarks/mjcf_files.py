@@ -10,19 +10,24 @@ For each file:
   random controls (uniform in each actuator's control range, one row per step), from the
   reference pose with random joint rates (uniform in [-0.5, 0.5]), with contact and limits
   disabled by flags in MuJoCo (``limits="none"``, ``contact="none"`` in jaxmbd) and friction
-  loss off in both (a constraint row in MuJoCo, regularised in jaxmbd). Reference: MuJoCo's
-  RK4 at h / 100 (at the smallest steps h / s, s >= 10 sub-steps, at most a million steps;
-  the notes say where); jaxmbd: ``formulation="joint"`` at the file's step h (at h / 2^k
-  where MuJoCo's own RK4 diverges at h, its automatic reset off: the stiff files, such as
-  the fingertips of manipulator, whose damping over their tiny inertia needs h < 2e-5 s;
-  the notes say where) with the stepper that takes MuJoCo's RK4 step
-  (:func:`mujoco_rk4_stepper`: ``"rkmk"`` from MuJoCo 4.0, ``"rk"`` before). Equality
-  constraints are MuJoCo's soft ones in both (``equality="soft"``: the file's
-  solref/solimp); the notes give jaxmbd's exact ones (its default) beside them. MuJoCo's
-  actuators that jaxmbd does not map get zero controls in both. Two more columns tell the
-  model's difference from RK4's own error: ``diff_to_mujoco_rk4_at_h``, jaxmbd against
-  MuJoCo's RK4 at the same step h (the same scheme: round-off where the models agree), and
-  ``mujoco_rk4_at_h_error``, MuJoCo's RK4 at h against its reference;
+  loss off in both (a constraint row in MuJoCo, regularised in jaxmbd), the equality
+  constraints MuJoCo's soft ones in both (``equality="soft"``; the notes give jaxmbd's exact
+  ones, its default, beside them). Reference: MuJoCo's RK4 at h / 100 (at the smallest
+  steps h / s, s >= 10 sub-steps, at most a million steps; the notes say where); jaxmbd:
+  ``formulation="joint"`` with the stepper that takes MuJoCo's RK4 step
+  (:func:`mujoco_rk4_stepper`: ``"rkmk"`` from MuJoCo 4.0, ``"rk"`` before), at the
+  file's step h, or at h / 2^k where MuJoCo's own RK4 at h diverges (its automatic reset
+  off; the stiff files, such as the fingertips of manipulator, whose damping over their tiny
+  inertia needs h < 2e-5 s) or does not resolve
+  the motion (its error against the reference larger than the motion itself: round-off
+  grows to O(1) there, and the same-step column would measure that, not the model; the
+  notes say where). MuJoCo's actuators that jaxmbd does not map get zero controls in both.
+  Two more columns tell the model's difference from RK4's own error:
+  ``diff_to_mujoco_rk4_at_h``, jaxmbd against MuJoCo's RK4 at the same step h (the same
+  scheme: round-off where the models agree; the quadruped's filter activations are the
+  exception: jaxmbd takes them in closed form at each stage time, MuJoCo's RK4 by its
+  stages, a difference of O(h^2) in a stage's activation), and ``mujoco_rk4_at_h_error``,
+  MuJoCo's RK4 at h against its reference;
 * **steps/s**: MuJoCo C's ``mj_step`` at the file's own settings (integrator, step,
   contact) from the reference pose, and jaxmbd's compiled run (the whole 1 s as one
   ``jit``-compiled ``lax.scan``, the run above), its compile time apart.
@@ -168,6 +173,38 @@ def _without_friction_loss(model):
     return dataclasses.replace(model, forces=forces)
 
 
+@eqx.filter_jit
+def _run(model, controls, h, n, integrator):
+    sol = mbd.simulate(model, formulation="joint", integrator=integrator, t_end=n * h, h=h,
+                       controls=controls, contact="none", limits="none",
+                       equality="soft")  # fmt: skip
+    return sol.qpos[-1]
+
+
+@eqx.filter_jit
+def _exact_run(model, controls, h, n, integrator):
+    """(final qpos, the largest |row| of the exact equality constraints over the run)."""
+    sol = mbd.simulate(model, formulation="joint", integrator=integrator, t_end=n * h, h=h,
+                       controls=controls, contact="none", limits="none")  # fmt: skip
+    tree, cons = model_tree(model)
+    rows = jax.vmap(lambda q: constraint_residual(cons, tree, q, 0.0))(sol.qpos)
+    return sol.qpos[-1], jnp.abs(rows).max()
+
+
+def _equalities_note(path, start, ctrl, full, qvel, h, n, integrator, substeps,
+                     reference_soft) -> str:  # fmt: skip
+    """The run's equalities as jaxmbd holds them by default (exact) against MuJoCo's soft
+    ones: the largest |row| over the run in each, and the qpos difference after 1 s."""
+    qpos, row = _exact_run(start, ctrl, h, n, integrator)
+    _, mj_row = mujoco_reference(path, np.array(start.tree.qpos_init), qvel, full, h,
+                                 substeps, residual=True)  # fmt: skip
+    return (
+        "held exact (jaxmbd's default), the equality constraints' largest |row| over the "
+        f"run is {float(row):.2g} (MuJoCo's soft rows: {mj_row:.2g}) and the qpos "
+        f"difference to MuJoCo's reference {np.abs(np.asarray(qpos) - reference_soft).max():.3g}"
+    )
+
+
 def mujoco_rk4_stepper(version: str = mujoco.__version__) -> str:
     """jaxmbd's joint-space stepper that takes MuJoCo's RK4 step. MuJoCo 4.0 made RK4 fourth
     order on the orientations of ball and free joints by the Runge-Kutta-Munthe-Kaas
@@ -177,64 +214,13 @@ def mujoco_rk4_stepper(version: str = mujoco.__version__) -> str:
     return "rkmk" if int(version.split(".")[0]) >= 4 else "rk"
 
 
-@eqx.filter_jit
-def _run(model, controls, h, n, equality=None):
-    sol = mbd.simulate(model, formulation="joint", integrator=mujoco_rk4_stepper(),
-                       t_end=n * h, h=h, controls=controls, contact="none",
-                       limits="none", equality=equality)  # fmt: skip
-    return sol.qpos[-1]
-
-
-@eqx.filter_jit
-def _exact_run(model, controls, h, n):
-    """(final qpos, the largest |row| of the exact equality constraints over the run)."""
-    sol = mbd.simulate(model, formulation="joint", integrator=mujoco_rk4_stepper(),
-                       t_end=n * h, h=h, controls=controls, contact="none",
-                       limits="none")  # fmt: skip
-    tree, cons = model_tree(model)
-    rows = jax.vmap(lambda q: constraint_residual(cons, tree, q, 0.0))(sol.qpos)
-    return sol.qpos[-1], jnp.abs(rows).max()
-
-
-def _stable_step(path, m, qvel, controls, mapped):
-    """(h, controls per step at h, MuJoCo's RK4 qpos at h, note): the file's step, or the
-    largest h / 2^k at which MuJoCo's own RK4 does not diverge; h None where none does."""
-    file_h = float(m.opt.timestep)
-    h, note = file_h, ""
-    for _ in range(HALVINGS + 1):
-        n = round(1.0 / h)
-        full = np.zeros((n, m.nu))  # the actuators jaxmbd does not map: zero in both
-        held = np.repeat(controls, round(file_h / h), axis=0)
-        full[:, mapped] = held[:, mapped]
-        same_step = mujoco_reference(path, np.array(m.qpos0), qvel, full, h, substeps=1)
-        if same_step is not None:
-            return h, full, same_step, note
-        note = f"MuJoCo's RK4 diverges at the file's step {file_h:g} s: both at {h / 2:g} s"
-        h /= 2
-    return None, None, None, f"not compared: MuJoCo's own RK4 diverges at every step from " \
-        f"the file's {file_h:g} s down to {2 * h:g} s (contact and limits off)"  # fmt: skip
-
-
-def _equalities_note(path, start, ctrl, full, qvel, h, n, substeps, reference_soft) -> str:
-    """The run's equalities as jaxmbd holds them by default (exact) against MuJoCo's soft
-    ones: the largest |row| over the run in each, and the qpos difference after 1 s."""
-    qpos, row = _exact_run(start, ctrl, h, n)
-    _, mj_row = mujoco_reference(path, np.array(start.tree.qpos_init), qvel, full, h,
-                                 substeps, residual=True)  # fmt: skip
-    return (
-        'the table\'s run holds the equality constraints soft as MuJoCo (equality="soft": '
-        "the file's solref/solimp); held exact (the default), their largest |row| over the "
-        f"run is {float(row):.2g} (MuJoCo's soft rows: {mj_row:.2g}) and the qpos "
-        f"difference to MuJoCo's reference {np.abs(np.asarray(qpos) - reference_soft).max():.3g}"
-    )
-
-
 def compare(path: str, model, rng) -> dict:
     """The difference to MuJoCo after 1 s and both engines' steps/s (see the docstring).
-    Where MuJoCo's own RK4 diverges at the file's step (a stiff model), both engines run at
-    the largest step h / 2^k at which it does not, and the row's note says so. A model with
-    active equality constraints runs them soft, as MuJoCo's; the note adds the exact run."""
+    Where MuJoCo's own RK4 diverges at the file's step (a stiff model) or does not resolve
+    the motion, both engines run at the largest step h / 2^k at which it does, and the row's
+    note says so."""
     m = _mujoco_model(path, reference=True)
+    file_h = float(m.opt.timestep)
     names = [
         mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_ACTUATOR, k) or f"actuator{k}" for k in range(m.nu)
     ]
@@ -243,32 +229,49 @@ def compare(path: str, model, rng) -> dict:
     if len(mapped) != len(ours):
         raise RuntimeError(f"actuators {ours} are not MuJoCo's {names}")
     qvel = rng.uniform(-0.5, 0.5, m.nv)
-    controls = random_controls(m, round(1.0 / float(m.opt.timestep)), rng)
-    h, full, same_step, note = _stable_step(path, m, qvel, controls, mapped)
-    if h is None:  # a stiff model only an implicit step runs: no RK4 reference
-        return {"note": note}
-    n = round(1.0 / h)
+    controls = random_controls(m, round(1.0 / file_h), rng)
+    h, why, failed = file_h, "", []
+    for _ in range(HALVINGS + 1):  # the step at which MuJoCo's RK4 is stable and resolves
+        n = round(1.0 / h)
+        substeps = min(100, max(10, REFERENCE_STEPS // n))
+        full = np.zeros((n, m.nu))  # the actuators jaxmbd does not map: zero in both
+        held = np.repeat(controls, round(file_h / h), axis=0)
+        full[:, mapped] = held[:, mapped]
+        same_step = mujoco_reference(path, np.array(m.qpos0), qvel, full, h, substeps=1)
+        reference = None if same_step is None else mujoco_reference(
+            path, np.array(m.qpos0), qvel, full, h, substeps)  # fmt: skip
+        if same_step is None or reference is None:
+            why = "diverges"
+        elif np.abs(same_step - reference).max() > np.abs(reference - m.qpos0).max():
+            why = "does not resolve the motion (its error exceeds the motion)"
+        else:
+            break
+        failed.append(f"{why} at {h:g} s")
+        h /= 2
+        same_step = None
+    if same_step is None:  # a stiff model only an implicit step runs: no RK4 reference
+        return {
+            "note": f"not compared: MuJoCo's own RK4 {', '.join(failed)} (the file's step "
+            f"{file_h:g} s and its halves; contact and limits off)"
+        }
+    notes = [f"MuJoCo's RK4 {', '.join(failed)}: both at {h:g} s"] if failed else []
+    if substeps < 100:
+        notes.append(f"the reference at h / {substeps}")
     start = dataclasses.replace(model, tree=dataclasses.replace(
         model.tree, qpos_init=jnp.asarray(m.qpos0), qvel_init=jnp.asarray(qvel)))  # fmt: skip
     start = _without_friction_loss(start)
     ctrl = jnp.asarray(full[:, mapped]) if mapped else None
-    equality = "soft" if active_equalities(model) else None
+    integrator = mujoco_rk4_stepper()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        timing = time_call(lambda: _run(start, ctrl, h, n, equality), repeats=3)
-        qpos = np.asarray(_run(start, ctrl, h, n, equality))
-    substeps = min(100, max(10, REFERENCE_STEPS // n))
-    reference = mujoco_reference(path, np.array(m.qpos0), qvel, full, h, substeps)
-    notes = [note] if note else []
-    if substeps < 100:
-        notes.append(f"the reference at h / {substeps}")
-    if equality:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            notes.append(_equalities_note(path, start, ctrl, full, qvel, h, n, substeps,
-                                          reference))  # fmt: skip
+        timing = time_call(lambda: _run(start, ctrl, h, n, integrator), repeats=3)
+        qpos = np.asarray(_run(start, ctrl, h, n, integrator))
+        if active_equalities(model):
+            notes.append(_equalities_note(path, start, ctrl, full, qvel, h, n, integrator,
+                                          substeps, reference))  # fmt: skip
     return {
         "h": h,
+        "integrator": integrator,
         "max_qpos_diff": float(np.abs(qpos - reference).max()),
         "diff_to_mujoco_rk4_at_h": float(np.abs(qpos - same_step).max()),
         "mujoco_rk4_at_h_error": float(np.abs(same_step - reference).max()),

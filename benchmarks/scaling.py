@@ -19,7 +19,9 @@ reused Newton matrix), dense LU against the structured solver (``linear_solver``
 For each N and solver: compile time of the time-stepping scan (``jit(...).lower().compile()``,
 apart from running), time per step (the scan alone from the consistent start, which is
 dense and computed once beforehand; median over ``--repeats``), XLA temporaries, and
-scipy SuperLU (``splu``) factor + solve of the same Newton matrix (first step). Fitted
+scipy SuperLU (``splu``) factor + solve of the same Newton matrix (first step), and one dense
+LU factorisation and solve of a random system of the Newton matrix's size (n <=
+``--dense-solve-max``), the yardstick the structured step is quoted against. Fitted
 exponents of time per step against N (16..1024) are printed and plotted (log-log).
 Writes ``results/scaling_<tag>.csv`` and ``results/scaling_<tag>.png``.
 """
@@ -61,7 +63,8 @@ def memory_bytes(model, steps, h, newton) -> dict:
     """XLA's memory analysis of the compiled simulation (arguments, outputs, temporaries)."""
 
     def run(model):
-        return mbd.simulate(model, t_end=steps * h, h=h, newton=newton, throw=False).r
+        return mbd.simulate(model, formulation="rA", t_end=steps * h, h=h, newton=newton,
+                            throw=False).r  # fmt: skip
 
     analysis = jax.jit(run).lower(model).compile().memory_analysis()
     if analysis is None:
@@ -169,6 +172,12 @@ def main(argv=None):
         default=2500,
         help="largest Newton system n timed with the dense solver",
     )
+    parser.add_argument(
+        "--dense-solve-max",
+        type=int,
+        default=4096,
+        help="largest n whose dense LU factorisation and solve is timed as the yardstick",
+    )
     parser.add_argument("--tag", default="structured")
     parser.add_argument(
         "--xla-defaults",
@@ -199,6 +208,9 @@ def main(argv=None):
                 slu, slu_solve = superlu_seconds(model, args.h, args.repeats)
             except MemoryError:
                 slu = slu_solve = float("nan")
+            # one dense LU factorisation and solve of a system of the Newton matrix's size:
+            # the yardstick of the structured step (skipped beyond --dense-max)
+            lu_s = dense_solve_seconds(n, args.repeats) if n <= args.dense_solve_max else np.nan
             for solver in args.solvers:
                 if solver == "dense" and n > args.dense_max:
                     continue
@@ -220,13 +232,15 @@ def main(argv=None):
                     status=status,
                     superlu_factor_solve_s=slu,
                     superlu_solve_s=slu_solve,
+                    dense_solve_s=lu_s,
                 )
                 rows.append(row)
                 print(
                     f"{family:6s} N={size:4d} n={n:6d} {solver:10s} compile {compile_s:6.2f} s"
                     f"  step {step_s * 1e3:9.3f} ms  iters {iters:.2f}  temp "
                     f"{temp / 2**20:8.1f} MiB  SuperLU factor+solve {slu * 1e3:8.3f} ms"
-                    f" solve {slu_solve * 1e3:7.3f} ms  status {status}",
+                    f" solve {slu_solve * 1e3:7.3f} ms  dense LU+solve {lu_s * 1e3:8.3f} ms"
+                    f" (step {100 * step_s / lu_s:.2f} %)  status {status}",
                     flush=True,
                 )
                 jax.clear_caches()

@@ -52,6 +52,7 @@ def pytest_runtest_protocol(item, nextitem):
     _rows.append(
         {"test": item.nodeid, "wall": time.perf_counter() - start, "cpu": _cpu() - cpu, **_current}
     )
+    _write()  # after every test: a run stopped early (a timeout) still leaves its rows
 
 
 def _cpu() -> float:
@@ -61,10 +62,14 @@ def _cpu() -> float:
     return t.user + t.system + t.children_user + t.children_system
 
 
-def pytest_sessionfinish():
+def _write():
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     _folder().mkdir(parents=True, exist_ok=True)
     (_folder() / f"suite_timing_{worker}.json").write_text(json.dumps(_rows))
+
+
+def pytest_sessionfinish():
+    _write()
 
 
 def main(argv=None):

@@ -369,8 +369,12 @@ def default_formulation(model: Model, integrator=None, options=None, *,
     (:func:`jaxmbd.joint_space.coverage.joint_space_obstacles`: a kinematic tree from its
     body-joint graph, loops kept as constraints, every force element and the pair) and the
     run asks for nothing that only the absolute formulations give (``absolute_only``: the
-    requests that do, e.g. ``"save_every"``); else "rA". A model that only joint
-    coordinates express (``model.joint_space_only``) stays "joint", whose error then names
+    requests that do, e.g. ``"save_every"``); else "rA". Rows beyond the tree (the joints
+    that close loops, drivers) keep "joint": its ``rk`` steps loop models 3-20x faster
+    than rA's ``gen_alpha``, and its first call is shorter (slider crank 56 s against
+    112 s, a driven pendulum 19 s against 57 s:
+    ``benchmarks/probes/loop_models_first_call.py``). A model that only joint coordinates
+    express (``model.joint_space_only``) stays "joint", whose error then names
     what it lacks. The formulations guide says why."""
     if model.joint_space_only:
         return "joint"
@@ -416,16 +420,17 @@ def simulate(
     """Dynamics of ``model`` on t = k h, k = 0..round(t_end / h).
 
     ``formulation``: a name ("joint", "rA", "rp", "re", "se3", "director", "rotmat") or a
-    formulation object; None (the default): "joint" for a model read from MJCF or URDF (its
-    kinematic tree in MuJoCo's joint coordinates, :mod:`jaxmbd.joint_space`), "rA" for
-    others. A formulation object: any :class:`~jaxmbd.formulations.AbstractFormulation`,
+    formulation object; None (the default): :func:`default_formulation`, "joint" (the
+    kinematic tree in MuJoCo's joint coordinates, :mod:`jaxmbd.joint_space`; loops and
+    drivers as exact constraint rows) wherever it runs everything the call holds, "rA"
+    otherwise. A formulation object: any :class:`~jaxmbd.formulations.AbstractFormulation`,
     also one defined outside the package. ``integrator``: a name ("gen_alpha",
     "backward_euler", "rkmk", "rk", "energy_momentum"; "joint" has "rk", "rkmk", "euler",
     "implicit" and "implicitfast", see :mod:`jaxmbd.joint_space.steppers`; default: the
-    formulation's ``default_integrator``; for "joint" with contact pairs "gen_alpha", or
-    "implicit" for a model read from a file, :mod:`jaxmbd.joint_space.contact_step`) or an
-    integrator object. An integrator steps every formulation
-    that has the capabilities it requires (``requires``); any other pair raises
+    formulation's ``default_integrator`` ("rkmk" for "joint", MuJoCo's RK4 from 4.0); for
+    "joint" with contact pairs "gen_alpha", or "implicit" for a model read from a file,
+    :mod:`jaxmbd.joint_space.contact_step`) or an integrator object. An integrator steps
+    every formulation that has the capabilities it requires (``requires``); any other pair raises
     ``ValueError`` listing the valid pairs.
 
     ``options`` go to the integrator (:func:`~jaxmbd.integrators.get_integrator`; an option

@@ -248,7 +248,8 @@ def static_equilibrium(
     :func:`~jaxmbd.simulate`'s), ``max_iter`` per load stage, ``load_steps``: the stages of
     the load-stepping homotopy (1: plain Newton). ``redundant``, ``contact``, ``limits``: as for
     :func:`~jaxmbd.simulate`. ``formulation``: as :func:`~jaxmbd.simulate`'s default
-    ("joint" for MJCF/URDF models, else "rA"), or any formulation whose static equations
+    (:func:`~jaxmbd.simulation.default_formulation`: "joint" where it runs the model,
+    else "rA"), or any formulation whose static equations
     are square; in "joint", ``q0`` may also be qpos (nq,) in the tree's layout, and the
     equilibrium's ``qpos`` is set. Under ``jit``/``grad``/``vmap`` the outcome is in
     ``status``; outside, a failure raises :class:`~jaxmbd.SolverError` unless

@@ -221,7 +221,7 @@ def test_batched_time_loop_calls_no_libm_sine(pendulum):
     opts = _static_options(dict(formulation="joint", integrator="rk", t_end=STEPS * 1e-3, h=1e-3))
     chunk = _chunk_size(members, MEMBERS, None, 1, "cpu")
     text = _vmapped.lower("simulate", (members, None), opts, chunk).compile().compiled.as_text()
-    loop = _loop_computations(text, STEPS)
+    loop = _loop_computations(text, STEPS + 1)  # n + 1 iterations: each state's start
     assert loop, "no time loop found"
     calls = [line.strip()[:120] for body in loop for line in body.splitlines()
              if re.search(r" (sine|cosine)\(", line)]  # fmt: skip
@@ -239,7 +239,7 @@ def test_batched_time_loop_keeps_the_batch_minor(pendulum, batch_last_on):
     opts = _static_options(dict(formulation="joint", integrator="rk", t_end=STEPS * 1e-3, h=1e-3))
     chunk = _chunk_size(members, MEMBERS, None, 1, "cpu", joint=True)
     text = _vmapped.lower("simulate", (members, None), opts, chunk).compile().compiled.as_text()
-    loop = _loop_computations(text, STEPS)
+    loop = _loop_computations(text, STEPS + 1)  # n + 1 iterations: each state's start
     assert loop, "no time loop found"
     shapes = [
         [int(d) for d in dims.split(",")]

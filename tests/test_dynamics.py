@@ -306,10 +306,10 @@ def test_nonconvergence_raises_with_time_and_residual():
         r"did not converge.*residual norm.*"
         r"Largest constraint residuals at the failed step: .+: -?\d\.\d{3}e[+-]\d\d",
     ):
-        mbd.simulate(model, integrator="backward_euler", t_end=0.01, h=1e-3, tol=1e-30, max_iter=1)
-    sol = mbd.simulate(
-        model, integrator="backward_euler", t_end=0.01, h=1e-3, tol=1e-30, max_iter=1, throw=False
-    )
+        mbd.simulate(model, formulation="rA", integrator="backward_euler", t_end=0.01, h=1e-3,
+                     tol=1e-30, max_iter=1)  # fmt: skip
+    sol = mbd.simulate(model, formulation="rA", integrator="backward_euler", t_end=0.01, h=1e-3,
+                       tol=1e-30, max_iter=1, throw=False)  # fmt: skip
     assert np.all(np.asarray(sol.status[1:]) == mbd.MAX_ITERATIONS)
 
 

@@ -18,6 +18,7 @@ import pytest
 import jaxmbd as mbd
 from jaxmbd.actuators import with_controls
 from jaxmbd.contact import with_contact
+from jaxmbd.equalities import with_equalities
 from jaxmbd.joint_dynamics import JointDynamics
 from jaxmbd.joint_limits import JointLimits
 from jaxmbd.joint_space.dynamics import accelerations
@@ -47,7 +48,8 @@ def _load(name):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = mbd.load_model(PATHS[name], keyframe=None)
-    model = with_limits(with_contact(model, "none"), "none")
+    # MuJoCo's own (soft) equality constraints: the quadruped's tendon couplings
+    model = with_equalities(with_limits(with_contact(model, "none"), "none"), "soft")
     forces = tuple(
         dataclasses.replace(f, friction_loss=jnp.zeros_like(f.friction_loss))
         if isinstance(f, JointDynamics) else f
@@ -77,9 +79,10 @@ def _joint_transmissions(m) -> bool:
 
 
 @eqx.filter_jit
-def _joint_space(model, qpos, qvel):
+def _joint_space(model, qpos, qvel, h):
     tree, loops = model_tree(model)
-    acc = accelerations(model, tree, loops, qpos, qvel, 0.0)
+    # h: MuJoCo's timestep, in the soft rows' time constant max(solref[0], 2 h)
+    acc = accelerations(model, tree, loops, qpos, qvel, 0.0, step=h)
     return acc.forces.tau, acc.qacc
 
 
@@ -88,8 +91,9 @@ def test_forces_and_accelerations_against_mujoco_at_random_states(name):
     """tau (the joint elements' generalised forces) = qfrc_passive + qfrc_actuator and
     qacc = mj_forward's, to 1e-10 relative, at random states and controls (point_mass's
     actuators drive its tendons). quadruped's have activation dynamics (filters): at the
-    start of a run their activation is MuJoCo's initial act, 0, whatever u; quadruped's equality
-    loops are exact in jaxmbd and soft in MuJoCo: its qacc is not compared."""
+    start of a run their activation is MuJoCo's initial act, 0, whatever u; its tendon
+    couplings are MuJoCo's soft equality constraints (``equality="soft"``), their forces in
+    qacc."""
     model, m = _load(name), _mujoco(name)
     d = mujoco.MjData(m)
     actuated = _joint_transmissions(m)
@@ -113,15 +117,15 @@ def test_forces_and_accelerations_against_mujoco_at_random_states(name):
         d.ctrl[:] = u
         mujoco.mj_forward(m, d)
         run = with_controls(model, u) if actuated else model
-        tau, qacc = _joint_space(run, jnp.asarray(d.qpos), jnp.asarray(d.qvel))
+        tau, qacc = _joint_space(run, jnp.asarray(d.qpos), jnp.asarray(d.qvel), m.opt.timestep)
         # quadruped's position servos have activation states: bias forces at zero activation
         expected = d.qfrc_passive + (d.qfrc_actuator if actuated else 0.0)
         assert np.abs(expected).max() > 0
         scale = np.abs(expected).max()
         assert np.abs(np.asarray(tau) - expected).max() < 1e-10 * scale, name
-        if m.neq == 0:
-            scale = np.abs(d.qacc).max()
-            assert np.abs(np.asarray(qacc) - d.qacc).max() < 1e-10 * scale, name
+        assert m.neq == 0 or np.abs(d.qfrc_constraint).max() > 1.0  # the couplings act
+        scale = np.abs(d.qacc).max()
+        assert np.abs(np.asarray(qacc) - d.qacc).max() < 1e-10 * scale, name
 
 
 def _reference(name, qpos, qvel, controls, h, substeps=100):

@@ -174,8 +174,8 @@ def test_four_bar_free_swing_energy_second_order():
     for h in (0.01, 0.005):
         # fixed 50-step chunks: one compiled program for both step sizes (without them the
         # step count is part of the program: two compilations)
-        sol = _quiet(mbd.simulate, FREE, integrator="gen_alpha", rho_inf=1.0, t_end=0.5, h=h,
-                     progress=lambda done, total: None, chunk_size=50)  # fmt: skip
+        sol = _quiet(mbd.simulate, FREE, formulation="rA", integrator="gen_alpha", rho_inf=1.0,
+                     t_end=0.5, h=h, progress=lambda done, total: None, chunk_size=50)  # fmt: skip
         total = np.asarray(mbd.diagnostics.energy(FREE, sol).total)
         drift[h] = np.abs(total - total[0]).max()
         phi = np.asarray(mbd.diagnostics.position_residual(FREE, sol))
@@ -208,7 +208,8 @@ def test_reactions_balance_every_body():
     body the joint forces and torques with gravity give m a and J omegadot + omega x J
     omega to round-off at a Newton tolerance of 1e-14 (the resultant on each body is unique
     even though the split among redundant rows is not)."""
-    sol = _quiet(mbd.simulate, FREE, t_end=0.05, h=0.005, newton="full", tol=1e-14)
+    sol = _quiet(mbd.simulate, FREE, formulation="rA", t_end=0.05, h=0.005, newton="full",
+                 tol=1e-14)  # fmt: skip
     reac = mbd.diagnostics.reaction_forces(FREE, sol, per="joint")
     assert reac.names == ("J1", "J2", "J3", "J4")
     force = np.zeros(np.asarray(sol.r).shape)
@@ -406,9 +407,10 @@ def test_batched_redundant_loop_equals_single_runs():
     coupler = FREE.body_names.index("coupler")
     masses = (1.5, 2.0, 3.0)
     members = [eqx.tree_at(lambda m: m.mass, FREE, FREE.mass.at[coupler].set(v)) for v in masses]
-    batch = _quiet(mbd.simulate_batch, mbd.stack_models(members), t_end=0.05, h=0.005)
+    batch = _quiet(mbd.simulate_batch, mbd.stack_models(members), formulation="rA", t_end=0.05,
+                   h=0.005)  # fmt: skip
     for k, member in enumerate(members):
-        single = _quiet(mbd.simulate, member, t_end=0.05, h=0.005)
+        single = _quiet(mbd.simulate, member, formulation="rA", t_end=0.05, h=0.005)
         assert np.abs(np.asarray(batch.r)[k] - np.asarray(single.r)).max() < 1e-12
         assert np.abs(np.asarray(batch.lam)[k] - np.asarray(single.lam)).max() < 1e-9
     assert np.all(np.asarray(batch.lam)[:, :, list(FREE.redundancy.dropped)] == 0.0)
@@ -421,6 +423,6 @@ def test_consistent_initial_state_drops_the_redundant_rows():
     assert int(info.status) == 0
     lam = np.asarray(state[6])
     assert lam.shape == (FREE.nc,) and np.all(lam[list(FREE.redundancy.dropped)] == 0.0)
-    sol = _quiet(mbd.simulate, FREE, t_end=0.05, h=0.005)  # the batched test's single runs
+    sol = _quiet(mbd.simulate, FREE, formulation="rA", t_end=0.05, h=0.005)
     np.testing.assert_allclose(np.asarray(sol.lam[0]), lam, rtol=0, atol=1e-12)
     np.testing.assert_allclose(np.asarray(sol.r[0]), np.asarray(state[0]), rtol=0, atol=1e-15)

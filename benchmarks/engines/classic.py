@@ -199,8 +199,9 @@ JAXMBD_MAIN = (
     ("backward_euler", "full", None, "rA"),
     ("backward_euler", "reuse", None, "rA"),
 )
-# every mechanism in joint coordinates: Munthe-Kaas RK4 (explicit; loops projected)
-JAXMBD_JOINT = (("rkmk", None, None, "joint"),)
+# every mechanism in joint coordinates: classical and Munthe-Kaas RK4 (explicit; loops
+# projected)
+JAXMBD_JOINT = (("rk", None, None, "joint"), ("rkmk", None, None, "joint"))
 # with the reused-matrix Newton. gen_alpha index3 is the like-for-like counterpart of
 # Exudyn's generalized-alpha (also index 3); the stabilised (GGL) variant is jaxmbd's
 # default, which also makes accelerations and multipliers second order

@@ -3,8 +3,8 @@ APG, ``brax/training/agents/apg/train.py``; Freeman et al. 2021, arXiv:2106.1328
 short-horizon form of Xu et al. 2022, "Accelerated Policy Learning with Parallel
 Differentiable Simulation", arXiv:2204.07137).
 
-    python -m benchmarks.rl.apg --env cartpole-balance [--num-envs 64] [--horizon 32]
-        [--steps 2000000] [--target 800]
+    python -m benchmarks.rl.apg --env cartpole-balance [--num-envs 8] [--horizon 128]
+        [--truncation 0] [--learning-rate 2e-2] [--steps 1000000] [--target 800]
 
 A deterministic MLP policy acts in ``--num-envs`` environments through brax's training
 wrappers (batch, time limit, auto-reset). Each update rolls them ``--horizon`` steps on
@@ -12,9 +12,14 @@ from where the last update left them, takes the gradient of minus the mean rewar
 window with respect to the policy's weights by ``jax.grad`` through every step (the
 simulator's own derivatives: jaxmbd's steps are differentiable in float64), clips it to a
 global norm (exploding gradients through long chaotic rollouts are APG's known failure;
-brax clips too) and takes an Adam step. The state entering a window is a constant of its
-gradient (``lax.stop_gradient``), so the horizon bounds the back-propagation's length and
-memory. The training episodes can be shorter than the evaluation's
+brax clips too) and takes an Adam step with an exponentially decaying learning rate
+(brax's ``schedule_decay``). The state entering a window is a constant of its gradient
+(``lax.stop_gradient``), so the horizon bounds the back-propagation's length and memory;
+``--truncation`` cuts it inside a window too (brax's truncated BPTT). Adam moves each
+weight by about the learning rate per update, and the policy starts near zero (output
+gain 0.01), so the learning rate and the number of updates decide how soon the policy's
+gains reach a balancing controller's: few environments (8) and a large rate (2e-2) give
+many large updates per environment step. The training episodes can be shorter than the evaluation's
 (``--train-episode-length``): on cart-pole balance a policy that cannot yet balance spends
 most of a 1000-step episode with the pole hanging, where a window's gradient teaches
 swinging, not balancing; restarting every few windows keeps the windows near upright.
@@ -46,17 +51,25 @@ from benchmarks.rl._common import (
 
 @dataclasses.dataclass(frozen=True)
 class APGConfig:
-    num_envs: int = 64
-    horizon: int = 32
+    num_envs: int = 8
+    horizon: int = 128
     #: the training episodes' time limit (steps; 0: ``episode_length``): short, so that
-    #: the windows start from states near the reset distribution
-    train_episode_length: int = 0
-    learning_rate: float = 3e-3
+    #: the windows start from states near the reset distribution (the horizon: every
+    #: window starts from a reset)
+    train_episode_length: int = 128
+    #: stop the gradient through the state every ``truncation`` steps of a window (0:
+    #: never): brax's truncated back-propagation; the window's rewards all count
+    truncation: int = 0
+    learning_rate: float = 2e-2
+    #: the learning rate's factor per update (brax's ``schedule_decay``; 1: constant)
+    learning_rate_decay: float = 0.998
+    adam_b1: float = 0.9
+    adam_b2: float = 0.999
     max_grad_norm: float = 1.0
     width: int = 32
     depth: int = 1
     episode_length: int = 1000
-    updates_per_eval: int = 10
+    updates_per_eval: int = 20
 
 
 class Runner(NamedTuple):
@@ -65,15 +78,27 @@ class Runner(NamedTuple):
     env_state: object
 
 
-def window_loss(env, act, state, horizon: int):
+def window_loss(env, act, state, horizon: int, truncation: int = 0):
     """(minus the mean reward over ``horizon`` steps of the batched ``env`` from
-    ``state`` under ``act``, the state at the end): the loss whose gradient BPTT takes."""
+    ``state`` under ``act``, the state at the end): the loss whose gradient BPTT takes.
+    ``truncation`` > 0: the state is a constant of the gradient every ``truncation``
+    steps (``horizon`` a multiple of it), so each action's gradient sees the rewards of
+    at most ``truncation`` steps while the loss counts all ``horizon``."""
+    truncation = truncation or horizon
+    if horizon % truncation:
+        raise ValueError(f"APG: horizon {horizon} is not a multiple of truncation {truncation}")
 
     def step(state, _):
         state = env.step(state, jax.vmap(act)(state.obs))
         return state, state.reward
 
-    state, rewards = jax.lax.scan(step, state, None, horizon)
+    def segment(state, _):
+        return jax.lax.scan(step, jax.lax.stop_gradient(state), None, truncation)
+
+    if truncation == horizon:
+        state, rewards = jax.lax.scan(step, state, None, horizon)
+    else:
+        state, rewards = jax.lax.scan(segment, state, None, horizon // truncation)
     return -jnp.mean(rewards), state
 
 
@@ -86,8 +111,9 @@ class APG:
         self.env = wrap(env, episode_length=c.train_episode_length or c.episode_length)
         policy = Policy(env.observation_size, env.action_size, key, width=c.width, depth=c.depth)
         self.params, self.static = eqx.partition(policy, eqx.is_inexact_array)
+        rate = optax.exponential_decay(c.learning_rate, 1, c.learning_rate_decay)
         self.tx = optax.chain(optax.clip_by_global_norm(c.max_grad_norm),
-                              optax.adam(c.learning_rate))  # fmt: skip
+                              optax.adam(rate, b1=c.adam_b1, b2=c.adam_b2))  # fmt: skip
         self.updates = jax.jit(self._updates)
 
     def act(self, params):
@@ -102,7 +128,8 @@ class APG:
         env_state = jax.lax.stop_gradient(env_state)
 
         def loss(params):
-            return window_loss(self.env, self.act(params), env_state, self.config.horizon)
+            c = self.config
+            return window_loss(self.env, self.act(params), env_state, c.horizon, c.truncation)
 
         (value, env_state), grads = jax.value_and_grad(loss, has_aux=True)(params)
         updates, opt_state = self.tx.update(grads, opt_state, params)

@@ -3,9 +3,11 @@ and analytic policy gradients on jaxmbd's cart-pole balance and swing-up, and PP
 hopper, with the trainers of ``benchmarks/rl/`` at their command-line defaults.
 
     python docs/assets/make_rl_curves.py [--only cartpole-balance cartpole-swingup hopper-stand]
+        [--trainers es ppo apg]
 
 Writes ``docs/assets/rl_<task>.png`` and the curves with their configurations to
-``docs/assets/rl_curves.json`` (each task's entry replaced when it is rerun)."""
+``docs/assets/rl_curves.json`` (per task, the curves of the trainers run are replaced,
+the others kept)."""
 
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ RUNS = {
     "cartpole-balance": [
         ("es", es.ESConfig(), 1_500_000),
         ("ppo", ppo.PPOConfig(), 1_500_000),
-        ("apg", apg.APGConfig(), 1_500_000),
+        ("apg", apg.APGConfig(), 400_000),
     ],
     "cartpole-swingup": [
         ("es", es.ESConfig(), 4_000_000),
@@ -55,11 +57,15 @@ def run(task: str, trainer: str, config, steps: int) -> dict:
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="+", default=list(RUNS), choices=list(RUNS))
+    parser.add_argument("--trainers", nargs="+", default=["es", "ppo", "apg"])
     args = parser.parse_args(argv)
     store = HERE / "rl_curves.json"
     saved = json.loads(store.read_text()) if store.exists() else {}
     for task in args.only:
-        saved[task] = [run(task, *r) for r in RUNS[task]]
+        new = {r[0]: run(task, *r) for r in RUNS[task] if r[0] in args.trainers}
+        old = {c["trainer"]: c for c in saved.get(task, [])}
+        order = [r[0] for r in RUNS[task]]
+        saved[task] = [new.get(t) or old[t] for t in order if t in new or t in old]
         store.write_text(json.dumps(saved, indent=1))
         name = task.replace("-", "_")
         plot_curves(saved[task], HERE / f"rl_{name}.png",

@@ -19,6 +19,10 @@ class AbstractJointStepper(eqx.Module):
     #: Whether the step resolves impacts itself (exact contact): compliant-contact
     #: sub-steps (:mod:`jaxmbd.joint_space.contact_step`) never apply.
     resolves_impacts: ClassVar[bool] = False
+    #: Whether the accelerations that :meth:`advance` returns are :meth:`start_accelerations`
+    #: at the new state (no state of the method's own, no step-mean accelerations): then a
+    #: run takes each step by :meth:`start_and_step`, which computes them once per step.
+    state_accelerations: ClassVar[bool] = True
 
     @abc.abstractmethod
     def step(self, model, tree, loops, qpos, qvel, acc: Accelerations, t, h):
@@ -35,6 +39,22 @@ class AbstractJointStepper(eqx.Module):
     def finish(self, model, tree, loops, qpos, qvel, t, h):
         """The state after the step, projected onto the exact constraint rows, and its
         accelerations."""
-        if loops is not None:
-            qpos, qvel = project(loops, tree, qpos, qvel, t)
+        qpos, qvel = projected(tree, loops, qpos, qvel, t)
         return qpos, qvel, self.start_accelerations(model, tree, loops, qpos, qvel, t, h)
+
+    def start_and_step(self, model, tree, loops, qpos, qvel, t, h):
+        """(accelerations at the start, qpos and qvel at t + h projected onto the exact
+        constraint rows): :meth:`advance` of a :attr:`state_accelerations` stepper with its
+        end's accelerations left to the next step's start, so that a run's program holds
+        the accelerations' code once (in the loop) rather than three times (before it, in
+        the step and after the step)."""
+        acc = self.start_accelerations(model, tree, loops, qpos, qvel, t, h)
+        qpos, qvel = self.step(model, tree, loops, qpos, qvel, acc, t, h)
+        return (acc, *projected(tree, loops, qpos, qvel, t + h))
+
+
+def projected(tree, loops, qpos, qvel, t):
+    """(qpos, qvel) projected onto the exact constraint rows ``loops`` (None: as they are)."""
+    if loops is None:
+        return qpos, qvel
+    return project(loops, tree, qpos, qvel, t)

@@ -75,6 +75,9 @@ class JointImpactSubsteps(AbstractJointStepper):
     substeps: int = eqx.field(static=True, default=IMPACT_SUBSTEPS)
     speed: float = eqx.field(static=True, default=IMPACT_SPEED)
     resolves_impacts: ClassVar[bool] = True
+    # the sub-steps' choice reads the start's accelerations, and each sub-step ends with its
+    # own: a start computed apart would add one evaluation per step, no code less
+    state_accelerations: ClassVar[bool] = False
 
     @property
     def name(self) -> str:  # type: ignore[override]

@@ -30,25 +30,21 @@ from .steppers import get_stepper
 def model_obstacles(model: Model) -> tuple[str, ...]:
     """Why the joint formulation cannot run ``model`` (its tree and its force elements), or
     does not yet run it as well as the absolute formulations do. Contact, joint limits,
-    joints of several coordinates and sensors run as in rA (``tests/test_contact.py``,
-    ``tests/test_joint_limits.py``, ``tests/test_joint_builder_trees.py``,
-    ``tests/test_sensors.py``); what is left is measured below."""
-    gaps: tuple[str, ...] = ()
+    joints of several coordinates, sensors, closed loops and drivers run as in rA
+    (``tests/test_contact.py``, ``tests/test_joint_limits.py``,
+    ``tests/test_joint_builder_trees.py``, ``tests/test_sensors.py``,
+    ``tests/test_joint_loops.py``)."""
     if model.tree is not None:
         tree = model.tree
     else:
         try:
             spanning = tree_of_model(model)
         except (ModelError, KeyError, ValueError) as error:
-            return (*gaps, f"its body-joint graph gives no kinematic tree ({error})")
+            return (f"its body-joint graph gives no kinematic tree ({error})",)
         tree = spanning.tree
-        if spanning.loop_rows:
-            # benchmarks/probes/loop_models_first_call.py (rk against rA gen_alpha, h = 1e-3,
-            # 1 s, one process, load 6-10 on 2 cores): steps 3-4x (slider crank, four-link)
-            # to 20x (six-body linkage) faster, but the first call compiles 0.8-1.3x (slider
-            # crank, four-link) to 1.2-1.8x (six-body linkage) as long as rA's
-            gaps += ("constraint rows beyond the tree (closed loops, drivers): their program "
-                     "compiles up to 1.8x slower than rA's today",)  # fmt: skip
+    # constraint rows beyond the tree (closed loops, drivers) are no gap: rk steps them
+    # 3-20x faster than rA's gen_alpha with a shorter first call, its program holding the
+    # accelerations' code once (benchmarks/probes/loop_models_first_call.py)
     dofs = {
         name: JointType(kind).nv
         for name, kind in zip(tree.joint_names, tree.joint_type, strict=True)
@@ -58,7 +54,7 @@ def model_obstacles(model: Model) -> tuple[str, ...]:
         reason = element.joint_space_obstacle(dofs)
         if reason is not None:
             reasons.append(f"force element {type(element).__name__}: {reason}")
-    return gaps + tuple(reasons)
+    return tuple(reasons)
 
 
 def integrator_obstacles(model: Model, integrator=None, options=None) -> tuple[str, ...]:

@@ -160,6 +160,7 @@ class JointMoreauJean(AbstractJointStepper):
 
     name: ClassVar[str] = "moreau_jean"
     resolves_impacts: ClassVar[bool] = True
+    state_accelerations: ClassVar[bool] = False  # the step's mean accelerations
     tol: float = 1e-10
     max_iter: int = 50
     project: bool = True

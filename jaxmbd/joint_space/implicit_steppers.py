@@ -82,6 +82,8 @@ class _ImplicitJointStepper(AbstractJointStepper):
     tol: float = 1e-10
     max_iter: int = 20
     newton: AbstractNewton | str | None = None
+    # the step's accelerations are its root and the algorithmic a_k, not the new state's
+    state_accelerations: ClassVar[bool] = False
 
     def _solve(self, residual, params, x0, nv, qpos, c_q, heavy):
         """The root of residual(x, params) from x0, with implicit gradients; and the

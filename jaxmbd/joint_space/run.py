@@ -40,6 +40,12 @@ from .reactions import tree_joint_wrenches
 from .steppers import AbstractJointStepper, get_stepper
 
 NONFINITE = int(RESULTS.nonfinite._value)
+MAX_ITERATIONS = int(RESULTS.max_iterations._value)
+
+#: The closure ||Phi|| of the exact constraint rows above which the start's projection
+#: (Gauss-Newton, :func:`~jaxmbd.joint_space.constraint_rows.project`) did not assemble
+#: the loops: a consistent or nearby start reaches round-off in its 8 iterations.
+START_CLOSURE_TOL = 1e-8
 
 #: Members of a batch (``vmap``) stepped together, batch-last; a larger batch runs in such
 #: chunks one after the other, so that a step's arrays stay in the core's caches.
@@ -248,10 +254,13 @@ def _run_joint_space(model, stepper, n, h, controls, policy, rows):
                                                          qvel, acc, k))  # fmt: skip
         return model
 
-    first = stepped_model(0, qpos, qvel, None) if policy is None else model
-    acc = stepper.start_accelerations(first, tree, loops, qpos, qvel, t0, h)
     joints = _equality_joints(model, tree)
     dynamics = model.actuators is not None and model.actuators.has_dynamics
+    if stepper.state_accelerations and controls is None and policy is None and not dynamics:
+        outs = _run_from_starts(model, stepper, tree, loops, joints, qpos, qvel, n, h)
+        return _start_assembled(outs, loops)
+    first = stepped_model(0, qpos, qvel, None) if policy is None else model
+    acc = stepper.start_accelerations(first, tree, loops, qpos, qvel, t0, h)
     out0 = _outputs(model, tree, loops, qpos, qvel, acc, joints)
     if dynamics:
         out0 = _with_act(out0, model.actuators.act())
@@ -285,7 +294,42 @@ def _run_joint_space(model, stepper, n, h, controls, policy, rows):
         return (qpos, qvel, acc, act), out
 
     _, outs = jax.lax.scan(step, (qpos, qvel, acc, act0), jnp.arange(n))
-    return jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), out0, outs)
+    outs = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), out0, outs)
+    return _start_assembled(outs, loops)
+
+
+def _start_assembled(outs, loops):
+    """``outs`` with the start's status ``max_iterations`` where the start's projection
+    left the exact rows open (:data:`START_CLOSURE_TOL`: lengths that cannot close the
+    loop), which the run's error reports as an initial configuration that could not be
+    assembled, as the absolute formulations' consistent start does."""
+    if loops is None:
+        return outs
+    status, residual = outs[8], outs[9]
+    failed = (residual[0] > START_CLOSURE_TOL) & (status[0] == 0)
+    status = status.at[0].set(jnp.where(failed, MAX_ITERATIONS, status[0]).astype(status.dtype))
+    return (*outs[:8], status, *outs[9:])
+
+
+def _run_from_starts(model, stepper, tree, loops, joints, qpos, qvel, n: int, h):
+    """The outputs of :func:`_run_joint_space` for a model that does not change from step to
+    step and a stepper whose step ends with the new state's accelerations
+    (:attr:`~jaxmbd.joint_space.steppers.AbstractJointStepper.state_accelerations`): n + 1
+    iterations of :meth:`~jaxmbd.joint_space.steppers.AbstractJointStepper.start_and_step`,
+    each giving the outputs of its start; the last one's step is not used. The program holds
+    the accelerations' code once, where a start before the loop and an end in the step held
+    it three times (XLA's compile time grows with it: a loop model's program is mostly
+    accelerations and constraint rows)."""
+
+    def step(state, k):
+        qpos, qvel = state
+        acc, qpos_, qvel_ = _adjoint_recomputes(
+            lambda qpos, qvel: stepper.start_and_step(model, tree, loops, qpos, qvel, k * h, h)
+        )(qpos, qvel)
+        return (qpos_, qvel_), _outputs(model, tree, loops, qpos, qvel, acc, joints)
+
+    _, outs = jax.lax.scan(step, (qpos, qvel), jnp.arange(n + 1))
+    return outs
 
 
 def tree_wrenches(model: Model, sol, along_joints: bool):

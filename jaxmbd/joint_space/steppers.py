@@ -23,7 +23,7 @@ from ..linear import small as small_kernels
 from ..tree import integrate_positions
 from ..tree._elementwise import mtv
 from ..tree.kinematics import tangent_rates
-from ._stepper_base import AbstractJointStepper
+from ._stepper_base import AbstractJointStepper, projected
 from .constraint_rows import constraint_jacobian, constraint_terms, exact_part, solve_normal
 from .dynamics import accelerations
 from .hard_contact import JointMoreauJean
@@ -44,29 +44,51 @@ class RungeKutta4(AbstractJointStepper):
     def name(self) -> str:
         return "rkmk" if self.munthe_kaas else "rk"
 
-    def step(self, model, tree, loops, qpos, qvel, acc, t, h):
+    def _stages(self, model, tree, loops, qpos, qvel, t, h, table, first):
+        """The stages of ``table`` (rows c_i, weight b_i / 6 times 6) as one scan from the
+        carry ``first`` (the previous stage's rates and accelerations, their weighted sums):
+        the accelerations' code is compiled once, not once per stage. Each stage's full
+        accelerations are its output. A stage at c = 0 is the step's start itself."""
+
         def rates(increment, v):
             return tangent_rates(tree, increment, v) if self.munthe_kaas else v
 
-        # stages 2-4 as one scan: the accelerations' code is compiled once, not three times
         def stage(carry, c_and_weight):
             k_dir, a_dir, k_sum, a_sum = carry
             c, weight = c_and_weight[0], c_and_weight[1]
+            start = c == 0.0
             increment = c * h * k_dir
-            q = integrate_positions(tree, qpos, increment, 1.0)
-            v = qvel + c * h * a_dir
-            k = rates(increment, v)
-            a = accelerations(model, tree, loops, q, v, t + c * h, step=h).qacc
-            return (k, a, k_sum + weight * k, a_sum + weight * a), None
+            # at c = 0 the start's state bit for bit (the retraction of a zero increment
+            # renormalises quaternions)
+            q = jnp.where(start, qpos, integrate_positions(tree, qpos, increment, 1.0))
+            v = jnp.where(start, qvel, qvel + c * h * a_dir)
+            k = jnp.where(start, qvel, rates(increment, v))
+            acc = accelerations(model, tree, loops, q, v, t + c * h, step=h)
+            a = acc.qacc
+            return (k, a, k_sum + weight * k, a_sum + weight * a), acc
 
-        dtype = qvel.dtype
-        table = jnp.asarray([[0.5, 2.0], [0.5, 2.0], [1.0, 1.0]], dtype)
-        first = (qvel, acc.qacc, qvel, acc.qacc)
-        (_, _, k_sum, a_sum), _ = jax.lax.scan(stage, first, table)
+        (_, _, k_sum, a_sum), stages = jax.lax.scan(stage, first, jnp.asarray(table, qvel.dtype))
         return (
             integrate_positions(tree, qpos, (h / 6.0) * k_sum, 1.0),
             qvel + (h / 6.0) * a_sum,
+            stages,
         )
+
+    def step(self, model, tree, loops, qpos, qvel, acc, t, h):
+        # stages 2-4 from the start's accelerations ``acc``
+        first = (qvel, acc.qacc, qvel, acc.qacc)
+        table = [[0.5, 2.0], [0.5, 2.0], [1.0, 1.0]]
+        return self._stages(model, tree, loops, qpos, qvel, t, h, table, first)[:2]
+
+    def start_and_step(self, model, tree, loops, qpos, qvel, t, h):
+        # all four stages in the scan, the first at c = 0: the run's one copy of the
+        # accelerations' code gives the start's too (the first stage's output)
+        zero = jnp.zeros_like(qvel)
+        table = [[0.0, 1.0], [0.5, 2.0], [0.5, 2.0], [1.0, 1.0]]
+        qpos_, qvel_, stages = self._stages(model, tree, loops, qpos, qvel, t, h, table,
+                                            (zero, zero, zero, zero))  # fmt: skip
+        start = jax.tree_util.tree_map(lambda x: x[0], stages)
+        return (start, *projected(tree, loops, qpos_, qvel_, t + h))
 
 
 class SemiImplicitEuler(AbstractJointStepper):

@@ -75,18 +75,24 @@ def picked_sum(incidence: np.ndarray, values):
     """sum_k incidence[i, k] values[k, ...] for a constant 0/1 ``incidence`` (m, r): each
     output the sum of its picked rows (no product with the 0/1 matrix, which XLA would
     match into a dot)."""
-    zero = jnp.zeros(values.shape[1:], values.dtype)
+    incidence = np.asarray(incidence)
+    if incidence.shape[0] == 0:
+        return jnp.zeros((0,) + values.shape[1:], values.dtype)
+    # the rows by one split and the outputs by one concatenation (reverse mode: one
+    # concatenation and one split, not a pad and a sum per picked row)
+    rows = jnp.split(values, values.shape[0], axis=0) if values.shape[0] else []
+    zero = jnp.zeros((1,) + values.shape[1:], values.dtype)
     parts = []
-    for row in np.asarray(incidence):
+    for row in incidence:
         picked = np.flatnonzero(row)
         if picked.size == 0:
             parts.append(zero)
             continue
-        total = values[int(picked[0])]
+        total = rows[int(picked[0])]
         for k in picked[1:]:
-            total = total + values[int(k)]
+            total = total + rows[int(k)]
         parts.append(total)
-    return jnp.stack(parts) if parts else jnp.zeros((0,) + values.shape[1:], values.dtype)
+    return jnp.concatenate(parts, axis=0)
 
 
 def mv(M, v):
@@ -105,10 +111,13 @@ def mtv(M, v):
 
 
 def cross(a, b):
-    """a x b for stacked 3-vectors (elementwise)."""
-    a0, a1, a2 = a[..., 0], a[..., 1], a[..., 2]
-    b0, b1, b2 = b[..., 0], b[..., 1], b[..., 2]
-    return jnp.stack([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], -1)
+    """a x b for stacked 3-vectors (elementwise). The components by one split per operand
+    and the result by one concatenation: in reverse mode these transpose to one
+    concatenation and one split, where three component slices transpose to three pads
+    and their sums (66 cross products in a step of a 3-link arm)."""
+    a0, a1, a2 = jnp.split(a, 3, axis=-1)
+    b0, b1, b2 = jnp.split(b, 3, axis=-1)
+    return jnp.concatenate([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], -1)
 
 
 def row_products(X, Y):
