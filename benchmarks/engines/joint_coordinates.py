@@ -24,9 +24,10 @@ floor (up to 5 contacts). dm_control's files are read from the installed package
 
 Engines (float64 everywhere, ``--steps`` steps from the initial state):
 
-* jaxmbd: ``mbd.simulate(model, formulation="joint", integrator="rk", limits="none",
-  t_end, h)`` with ``sol.qpos`` in MuJoCo's layout (the hopper: the default integrator and
-  the limits as authored; jaxmbd's loader keeps joint limits under MuJoCo's disabled
+* jaxmbd: ``mbd.simulate(model, formulation="joint", integrator="rkmk", limits="none",
+  t_end, h)`` (MuJoCo's RK4 from 4.0: the Munthe-Kaas step on ball and free joints)
+  with ``sol.qpos`` in MuJoCo's layout (the hopper: the default integrator and the limits
+  as authored; jaxmbd's loader keeps joint limits under MuJoCo's disabled
   constraint flag, so ``limits="none"`` matches MJX and the reference), inside
   ``jax.jit`` (``mbd.jit``) as a function of the initial joint rates; batch
   ``jit(vmap(...))``. When the formulation is missing or fails, the row says so.
@@ -720,7 +721,9 @@ def main(argv=None):
         action="store_true",
         help="also batch the contact model (MJX's batch of 256 hoppers took 2.6 min a call)",
     )
-    parser.add_argument("--jaxmbd-integrator", default="rk", help="contact-off models' integrator")
+    parser.add_argument(
+        "--jaxmbd-integrator", default="rkmk", help="contact-off models' integrator"
+    )
     parser.add_argument(
         "--jaxmbd-formulation",
         default="joint",
