@@ -272,13 +272,16 @@ def test_joint_gradient_loops_hoistable_by_default(monkeypatch):
     recomputed in the adjoint). ``JAXMBD_HOIST_GRADIENT_LOOPS=0``: the plain gathers'
     scatters and the stored linearisation, as before. Traced only."""
     _cpu_only()
-    steps = 5  # not 3: rkmk's stage loop has three iterations
+    steps = 5
+    # the explicit steps' time loop runs steps + 1 times (the last gives the end's
+    # accelerations); rkmk's stage loop has four iterations
+    time_loop = steps + 1
 
     def loops():
         jax.clear_caches()  # the mode is read at trace time
         jaxpr = jax.make_jaxpr(jax.grad(_joint_pendulum_loss(steps)))(1.1).jaxpr
-        (forward,) = _forward_scans(jaxpr, steps)
-        (transposed,) = _reverse_scans(jaxpr, steps)
+        (forward,) = _forward_scans(jaxpr, time_loop)
+        (transposed,) = _reverse_scans(jaxpr, time_loop)
         stored = len(forward.outvars) - forward.params["num_carry"]
         return stored, _primitives(transposed) & _UNHOISTABLE
 
