@@ -285,7 +285,7 @@ def find_redundancy(model, *, rtol: float = REDUNDANCY_RTOL) -> Redundancy:
     return Redundancy(rank=len(kept), dropped=dropped, loops=tuple(loops), rtol=rtol, length=length)
 
 
-def _refuse_driven(model, dropped) -> None:
+def refuse_driven(model, dropped) -> None:
     driven = {r for group in model.drivers for r in group.rows}
     bad = [r for r in dropped if r in driven]
     if bad:
@@ -314,7 +314,7 @@ def rows_for_run(model, redundant: str, *, where: str):
     info = model.redundancy
     if info is None or not info.dropped:
         return model, None
-    _refuse_driven(model, info.dropped)
+    refuse_driven(model, info.dropped)
     if redundant == "error":
         raise ModelError(
             f"{where}: {info.describe(model)}. redundant='drop' (the default) runs without "

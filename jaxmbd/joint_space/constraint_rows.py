@@ -51,6 +51,10 @@ class ClosingRows(AbstractTreeConstraint):
     def size(self) -> int:
         return len(self.model_rows)
 
+    @property
+    def gcon_rows(self) -> tuple[int, ...]:
+        return self.model_rows
+
     def residual(self, tree: KinematicTree, p: TreePoses, qpos, t):
         return constraint_values(self.model, p.c, p.R, t)
 

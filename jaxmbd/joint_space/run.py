@@ -24,6 +24,7 @@ from ..equalities import active_equalities
 from ..equations import rA_terms
 from ..model import Model
 from ..newton import SAVED_FOR_ADJOINT
+from ..redundancy import refuse_driven
 from ..tree import KinematicTree, assemble, body_velocities
 from ..tree._elementwise import mtv
 from .constraint_rows import (
@@ -125,6 +126,19 @@ def independent_constraint_rows(model: Model):
     if G is None:
         return None
     return independent_rows_of(cons, G)
+
+
+def _refuse_dropped_drivers(model: Model, cons: TreeConstraints | None, rows) -> None:
+    """Refuse a driven row that depends on the other rows at the start, as the absolute
+    formulations do (:func:`jaxmbd.redundancy.refuse_driven`): dropped, its prescribed
+    motion would go unenforced, silently where it contradicts the others."""
+    if rows is None or cons is None or not model.drivers:
+        return
+    kept, offset, dropped = set(rows), 0, []
+    for part in cons.parts:
+        dropped += [row for k, row in enumerate(part.gcon_rows) if offset + k not in kept]
+        offset += part.size
+    refuse_driven(model, dropped)
 
 
 #: The loops' name of :func:`independent_constraint_rows`.
@@ -478,6 +492,7 @@ def simulate_joint_space(model: Model, form, *, integrator, n: int, h, controls,
     )
     tree, cons, G = concrete_tree(model)
     rows = None if G is None else independent_rows_of(cons, G)
+    _refuse_dropped_drivers(model, cons, rows)
     outs = run_joint_space(run_model, stepper, n, h_arr, controls, policy, rows)
     sol = solution_from_outputs(model, form, h_arr, outs, integrator=stepper.name,
                                 linear_solver="cholesky", tree=tree, sensor_key=sensor_key,

@@ -94,6 +94,12 @@ class AbstractTreeConstraint(eqx.Module):
     def softness(self) -> Softness | None:
         return None
 
+    @property
+    def gcon_rows(self) -> tuple[int, ...]:
+        """The model's GCON rows these rows are (their indices in the model, in order), or
+        () for rows of another kind (equalities)."""
+        return ()
+
     @abc.abstractmethod
     def residual(self, tree: KinematicTree, p: TreePoses, qpos, t):
         """Phi (size,) at ``qpos`` (whose poses are ``p``) and time ``t``."""
