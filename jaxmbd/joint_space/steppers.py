@@ -113,9 +113,9 @@ class LinearlyImplicitEuler(AbstractJointStepper):
     soft rows their force of the step's start.
 
     ``implicit`` takes both Jacobians (the contact's stiffness too: a landing hopper at
-    h = 5 ms comes to rest), with the forces in one forward-mode evaluation of 2 nv
-    tangents (:func:`~jaxmbd.joint_space.dynamics.accelerations`); ``implicitfast`` only D
-    (MuJoCo's ``implicitfast``: nv tangents)."""
+    h = 5 ms comes to rest), each from a forward-mode evaluation of nv tangents
+    (:func:`~jaxmbd.joint_space.dynamics.accelerations`); ``implicitfast`` only D
+    (MuJoCo's ``implicitfast``)."""
 
     #: Whether K enters (``implicit``) or only D (``implicitfast``).
     position_jacobian: bool = True
