@@ -30,11 +30,9 @@ VARIANTS = [tuple(v.split(":")) for v in os.environ.get("VARIANTS", "branch:,bra
 if any(tree == "main" for tree, _ in VARIANTS):
     import benchmarks.probes._other_tree  # noqa: F401  (jaxmbd_main)
 
-import hashlib
 import importlib
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import equinox as eqx
@@ -42,8 +40,8 @@ import jax
 import jax.numpy as jnp
 
 import jaxmbd as mbd
+from benchmarks.probes._program_timing import compiled, leaves, timed
 from benchmarks.problems import ARM3
-from jaxmbd._jit import XLA_OPTIONS
 from jaxmbd._xla_flags import HOIST_GRADIENT_LOOPS, hoisted_sizes
 
 PACKAGES = {"branch": mbd}
@@ -105,32 +103,6 @@ def program(case, mbd):
         return jnp.sum(sol.r[-1] ** 2) + jnp.sum(sol.rdot[-1] ** 2)
 
     return loss, jnp.asarray(1.1)
-
-
-def compiled(f, x, known=None):
-    """The program compiled and run once, unless its StableHLO is one of ``known`` (a dict
-    hash -> earlier result): then that result, with this lowering's time."""
-    t0 = time.perf_counter()
-    low = jax.jit(f, compiler_options=XLA_OPTIONS).lower(x)
-    t1 = time.perf_counter()
-    digest = hashlib.sha1(low.as_text(debug_info=False).encode()).hexdigest()[:10]
-    if known and digest in known:
-        return dict(known[digest], lower=t1 - t0, same=True)
-    c = low.compile()
-    t2 = time.perf_counter()
-    out = jax.block_until_ready(c(x))
-    t3 = time.perf_counter()
-    return dict(c=c, lower=t1 - t0, xla=t2 - t1, first=t3 - t0, hash=digest, out=out)
-
-
-def timed(c, x):
-    t = time.perf_counter()
-    jax.block_until_ready(c(x))
-    return time.perf_counter() - t
-
-
-def leaves(out):
-    return jnp.concatenate([jnp.ravel(a) for a in jax.tree_util.tree_leaves(out)])
 
 
 for case in sys.argv[1:]:

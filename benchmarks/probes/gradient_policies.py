@@ -29,11 +29,9 @@ import os
 
 os.environ.setdefault("JAXMBD_NO_COMPILATION_CACHE", "1")
 
-import hashlib
 import importlib
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import equinox as eqx
@@ -41,8 +39,8 @@ import jax
 import jax.numpy as jnp
 
 import jaxmbd as mbd
+from benchmarks.probes._program_timing import compiled, leaves, timed
 from benchmarks.problems import ARM3
-from jaxmbd._jit import XLA_OPTIONS
 from jaxmbd._xla_flags import HOIST_GRADIENT_LOOPS, hoisted_sizes
 from jaxmbd.joint_space import run as joint_run
 from jaxmbd.newton._implicit import ROOT, ROOT_FACTORS
@@ -92,28 +90,6 @@ def program(case):
         return jnp.sum(sol.r[-1] ** 2) + jnp.sum(sol.rdot[-1] ** 2)
 
     return loss, jnp.asarray(1.1), False
-
-
-def compiled(f, x):
-    t0 = time.perf_counter()
-    low = jax.jit(f, compiler_options=XLA_OPTIONS).lower(x)
-    t1 = time.perf_counter()
-    digest = hashlib.sha1(low.as_text(debug_info=False).encode()).hexdigest()[:10]
-    c = low.compile()
-    t2 = time.perf_counter()
-    out = jax.block_until_ready(c(x))
-    t3 = time.perf_counter()
-    return dict(c=c, lower=t1 - t0, xla=t2 - t1, first=t3 - t0, hash=digest, out=out)
-
-
-def timed(c, x):
-    t = time.perf_counter()
-    jax.block_until_ready(c(x))
-    return time.perf_counter() - t
-
-
-def leaves(out):
-    return jnp.concatenate([jnp.ravel(a) for a in jax.tree_util.tree_leaves(out)])
 
 
 for case in sys.argv[1:]:
