@@ -53,7 +53,8 @@ def _pick(x, rows: tuple):
 @_pick.defjvp
 def _pick_jvp(rows, primals, tangents):
     (x,), (dx,) = primals, tangents
-    return _pick(x, rows), take_rows(dx, np.asarray(rows, dtype=int))
+    # slices however many runs: a gather's transpose would be a scatter
+    return _pick(x, rows), take_rows(dx, np.asarray(rows, dtype=int), max_runs=None)
 
 
 def assemble(n: int, parts):
@@ -129,24 +130,39 @@ def cholesky_solve(M, rhs):
     """M^-1 rhs for a symmetric positive definite M (n, n) and rhs (n,) or (n, k): a
     Cholesky factorisation unrolled at trace time (n <= :data:`UNROLLED_CHOLESKY_MAX`)
     or a loop of masked updates, then the two triangular solves, all elementwise."""
+    return cholesky_factor_solve(cholesky_factor(M), rhs)
+
+
+def cholesky_factor(M):
+    """The lower Cholesky factor of M (n, n): for n <= :data:`UNROLLED_CHOLESKY_MAX` its
+    entries as nested lists of scalars (unrolled at trace time), else an (n, n) array
+    (:func:`_cholesky_loop`). For :func:`cholesky_factor_solve`."""
     n = M.shape[0]
+    if n > UNROLLED_CHOLESKY_MAX:
+        return _cholesky_loop(M)
+    L = [[None] * n for _ in range(n)]
+    for j in range(n):
+        s = M[j, j]
+        for k in range(j):
+            s = s - L[j][k] * L[j][k]
+        d = jnp.sqrt(s)
+        L[j][j] = d
+        for i in range(j + 1, n):
+            s = M[i, j]
+            for k in range(j):
+                s = s - L[i][k] * L[j][k]
+            L[i][j] = s / d
+    return L
+
+
+def cholesky_factor_solve(L, rhs):
+    """M^-1 rhs from the factor L of :func:`cholesky_factor`: L y = rhs, L^T x = y."""
+    n = len(L) if isinstance(L, list) else L.shape[0]
     vector = rhs.ndim == 1
     b = rhs[:, None] if vector else rhs
     if n == 0:
         return rhs
-    if n <= UNROLLED_CHOLESKY_MAX:
-        L = [[None] * n for _ in range(n)]
-        for j in range(n):
-            s = M[j, j]
-            for k in range(j):
-                s = s - L[j][k] * L[j][k]
-            d = jnp.sqrt(s)
-            L[j][j] = d
-            for i in range(j + 1, n):
-                s = M[i, j]
-                for k in range(j):
-                    s = s - L[i][k] * L[j][k]
-                L[i][j] = s / d
+    if isinstance(L, list):
         y = []
         for i in range(n):
             s = b[i]
@@ -161,7 +177,6 @@ def cholesky_solve(M, rhs):
             x[i] = s / L[i][i]
         out = jnp.stack(x)
         return out[:, 0] if vector else out
-    L = _cholesky_loop(M)
     rows = jnp.arange(n)
 
     def forward(i, y):  # L y = b

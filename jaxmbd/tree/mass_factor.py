@@ -37,8 +37,9 @@ import numpy as np
 
 from .. import _config  # noqa: F401
 from .._small import _sum_along
+from .._xla_flags import joint_loops_hoisted_when_differentiated
 from ..errors import ModelError
-from ._elementwise import UNROLLED_CHOLESKY_MAX, cholesky_solve
+from ._elementwise import UNROLLED_CHOLESKY_MAX, cholesky_factor, cholesky_factor_solve
 from .topology import KinematicTree
 
 #: ``mass_solver="auto"`` factors M by LTDL from this many dofs on: below it the dense
@@ -93,8 +94,32 @@ def mass_solve(tree: KinematicTree, M, rhs):
     algorithm's M plus diagonal terms): L^T D L reads only the entries M[k, j] with j an
     ancestor of k or k itself."""
     if uses_ltdl(tree):
-        return ltdl_solve(tree, ltdl_factor(tree, M), rhs)
-    return cholesky_solve(M, rhs)
+        factor = ltdl_factor(tree, M)
+
+        def solve(b):
+            return ltdl_solve(tree, factor, b)
+    else:
+        factor = cholesky_factor(M)
+
+        def solve(b):
+            return cholesky_factor_solve(factor, b)
+
+    if not joint_loops_hoisted_when_differentiated():
+        return solve(rhs)
+    # reverse mode: the cotangent of rhs is one more solve with the same factor
+    # (M = M^T) and that of M the product -(M^-1 cotangent) x^T, instead of the
+    # transposed factorisation and substitutions, whose gathers transpose to scatters
+    # (XLA's CPU backend then runs the enclosing loop op by op, :mod:`jaxmbd._xla_flags`)
+    return jax.lax.custom_linear_solve(
+        lambda x: _times(M, x), rhs, lambda _, b: solve(b), symmetric=True
+    )
+
+
+def _times(M, x):
+    """M x for x (n,) or (n, k), elementwise (no ``dot``: :mod:`jaxmbd._xla_flags`)."""
+    if x.ndim == 1:
+        return _sum_along(M * x[None, :], -1)
+    return _sum_along(M[:, :, None] * x[None, :, :], -2)
 
 
 class _Level(NamedTuple):
