@@ -1,4 +1,4 @@
-# ruff: noqa: E402, E501
+# ruff: noqa: E402, E501, B023
 """What a joint-formulation gradient recomputes and stores, per step: the equations of one
 step (forward), of its linearisation (jvp) and of its transpose, by primitive; the
 residuals the checkpointed step keeps; and, in the compiled gradient of ``STEPS`` steps,

@@ -19,7 +19,7 @@ import numpy as np
 
 from .. import _config  # noqa: F401
 from .._rows import take_rows
-from .._small import _sum_along
+from .._small import UNROLL_MAX, _sum_along
 from .._xla_flags import joint_loops_hoisted_when_differentiated
 
 #: Cholesky solves are unrolled at trace time up to this many unknowns (compile time grows
@@ -122,8 +122,20 @@ def cross(a, b):
 
 
 def row_products(X, Y):
-    """P[i, j] = X_i . Y_j for rows X (m, k), Y (n, k)."""
-    return _sum_along(X[:, None, :] * Y[None, :, :], -1)
+    """P[i, j] = X_i . Y_j for rows X (m, k), Y (n, k). Each operand repeated by a
+    concatenation, not a broadcast: in reverse mode a broadcast's transpose is a sum over
+    the other operand's rows, which XLA's CPU backend hands to a library fusion (YNNPACK's
+    reduce, a custom fusion) once that axis is long (27 dofs), and a loop that holds one is
+    not compiled as one native loop; a concatenation transposes to slices and adds."""
+    m, n = X.shape[0], Y.shape[0]
+    if max(m, n) <= UNROLL_MAX:
+        return _sum_along(X[:, None, :] * Y[None, :, :], -1)
+    return _sum_along(_repeated(X[:, None, :], n, 1) * _repeated(Y[None, :, :], m, 0), -1)
+
+
+def _repeated(x, n: int, axis: int):
+    """``x`` (size 1 along ``axis``) repeated n times along it, by one concatenation."""
+    return jnp.concatenate([x] * n, axis=axis) if n > 1 else x
 
 
 def cholesky_solve(M, rhs):

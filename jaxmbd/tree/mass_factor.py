@@ -34,6 +34,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.ad_checkpoint import checkpoint_name
 
 from .. import _config  # noqa: F401
 from .._small import _sum_along
@@ -87,6 +88,11 @@ def uses_ltdl(tree: KinematicTree) -> bool:
     return tree.mass_solver == "ltdl"
 
 
+#: ``checkpoint_name`` of the factor of M that :func:`mass_solve` computes (a policy of
+#: ``jax.checkpoint`` can keep it instead of recomputing it in reverse mode).
+MASS_FACTOR = "jaxmbd_mass_factor"
+
+
 def mass_solve(tree: KinematicTree, M, rhs):
     """M^-1 rhs for the tree's mass matrix M (nv, nv) and rhs (nv,) or (nv, k), by the
     factorisation :func:`uses_ltdl` picks. Solve several right-hand sides in one call: each
@@ -104,6 +110,7 @@ def mass_solve(tree: KinematicTree, M, rhs):
         def solve(b):
             return cholesky_factor_solve(factor, b)
 
+    factor = checkpoint_name(factor, MASS_FACTOR)
     if not joint_loops_hoisted_when_differentiated():
         return solve(rhs)
     # reverse mode: the cotangent of rhs is one more solve with the same factor
