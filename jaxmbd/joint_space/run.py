@@ -13,6 +13,7 @@ import numpy as np
 
 from .. import _config  # noqa: F401
 from .._batch_last import batch_last
+from .._batching import cpu_or_accelerator
 from .._checks import finish, is_traced, solution_from_outputs
 from .._host_arrays import device_array
 from .._jit import jit
@@ -428,7 +429,13 @@ def tree_multipliers(model: Model, sol):
 @eqx.filter_jit  # one program (see _energy)
 def _rows_of_wrenches(model, groups, t, r, A, lam, wrenches):
     """``lam`` with the rows of each (body, rows) of ``groups`` solved from the body's
-    constraint wrench (see :func:`_tree_multipliers`)."""
+    constraint wrench (see :func:`_tree_multipliers`). On the CPU row by row
+    (``lax.map``): ``vmap`` would make each group's least squares one batched SVD, which
+    jaxlib spreads over XLA's intra-op thread pool and waits for on a pool thread
+    (``jax::ParallelBatchMap``); with as many independent groups running at once as the
+    pool has threads (two on a 2-core machine), every thread waits on work queued behind
+    it, and the program deadlocks (jax 0.10.2; seen in gdb, at 0 % CPU, as
+    :mod:`jaxmbd.linear.dense` saw for getrf). A single row's SVD runs inline."""
     nb, nc = model.nb, model.nc
 
     def one(t, r, A, lam, w):
@@ -443,7 +450,11 @@ def _rows_of_wrenches(model, groups, t, r, A, lam, wrenches):
             lam = lam.at[rows].set(jnp.linalg.lstsq(-G[rows, b].T, load)[0])
         return lam
 
-    return jax.vmap(one)(t, r, A, lam, wrenches)
+    return cpu_or_accelerator(
+        t, r, A, lam, wrenches,
+        cpu=lambda *rows: jax.lax.map(lambda row: one(*row), rows),
+        accelerator=jax.vmap(one),
+    )  # fmt: skip
 
 
 def rest_multipliers(model: Model, form, qpos, lam_loops, t):
