@@ -9,7 +9,10 @@ on the rotations too (:class:`RungeKutta4`), MuJoCo's RK4 step from 4.0 (its cha
 ``euler``: MuJoCo's semi-implicit Euler step, qvel += h qacc with the joint damping taken
 implicitly (M + h D), then qpos (+)= h qvel. Constraint rows: after each step the positions
 and velocities are projected back onto the exact ones
-(:func:`jaxmbd.joint_space.constraint_rows.project`)."""
+(:func:`jaxmbd.joint_space.constraint_rows.project`). Actuator activations: these steps,
+``implicit`` and ``implicitfast`` integrate them as MuJoCo's integrators integrate ``act``
+(:attr:`~jaxmbd.joint_space.AbstractJointStepper.integrates_activations`; RK4 by its
+stages, :func:`_activation_stages`)."""
 
 from __future__ import annotations
 
