@@ -34,7 +34,7 @@ import numpy as np
 
 from . import _config  # noqa: F401
 from .errors import ModelError
-from .forces import AbstractForce, BodyState
+from .forces import AbstractForce, BodyState, register_force_type
 from .joint_dynamics import FRICTION_VELOCITY
 
 #: (qpos size, dof count) of a ball and of a free joint.
@@ -60,6 +60,7 @@ def quaternion_difference(q, q_ref):
     return scale * v
 
 
+@register_force_type("quaternion_joint_dynamics")
 class QuaternionJointDynamics(AbstractForce, strict=True):
     """Damping ``damping``, stiffness ``stiffness`` about ``spring_reference``, friction
     loss ``friction_loss`` (regularised at ``friction_velocity``) and armature ``armature``
@@ -80,6 +81,10 @@ class QuaternionJointDynamics(AbstractForce, strict=True):
     armature: jax.Array
 
     acts_along_dofs: ClassVar[bool] = True
+    file_keys: ClassVar[frozenset[str]] = frozenset(
+        {"joint_names", "joint_kinds", "damping", "stiffness", "spring_reference", "friction_loss",
+         "armature"}
+    )  # fmt: skip
 
     def __check_init__(self):
         n = len(self.joints)
@@ -124,6 +129,29 @@ class QuaternionJointDynamics(AbstractForce, strict=True):
                 "no ball or free joints of the kinematic tree as declared"
             )
         return None
+
+    def to_json(self, body_label):
+        """The entry of a model file's ``"forces"`` (joints by name; the friction velocity
+        is the default's)."""
+        kinds = ["free" if free else "ball" for free in self.free]
+        out = {"type": self.file_type, "joint_names": list(self.joints), "joint_kinds": kinds}
+        for key in ("damping", "stiffness", "spring_reference", "friction_loss", "armature"):
+            out[key] = np.asarray(getattr(self, key)).tolist()
+        return out
+
+    @classmethod
+    def from_json(cls, builder, entry):
+        values = {
+            key: entry.get(key) for key in sorted(cls.file_keys - {"joint_names", "joint_kinds"})
+        }
+        kinds = entry.get("joint_kinds")
+        if not isinstance(kinds, list) or not set(kinds) <= {"ball", "free"}:
+            raise ModelError(f"{entry.where}.joint_kinds: expected a list of 'ball' or 'free'")
+        free = [kind == "free" for kind in kinds]
+        element = quaternion_joint_dynamics(
+            entry.get("joint_names"), free, where=entry.where, **values
+        )
+        builder.add_force(element)
 
     def sizes(self, k: int) -> tuple[int, int]:
         """(qpos size, dof count) of joint k (static)."""

@@ -81,16 +81,23 @@ def test_passive_forces_and_accelerations_equal_mj_forward(models):
         assert np.abs(np.asarray(acc.qacc) - d.qacc).max() < 1e-12 * scale
 
 
-def test_rk4_run_equals_mujocos(models):
-    """50 steps of rkmk from a random state = MuJoCo's RK4 (Munthe-Kaas on the
-    quaternions), qpos and qvel to 1e-11."""
+@pytest.mark.parametrize(
+    ("integrator", "mj_integrator"), [("rkmk", "mjINT_RK4"), ("euler", "mjINT_EULER")]
+)
+def test_run_equals_mujocos(models, integrator, mj_integrator):
+    """50 steps from a random state = MuJoCo's: rkmk its RK4 (Munthe-Kaas on the
+    quaternions), euler its semi-implicit Euler step (the ball and free dofs' damping in
+    M + h D), qpos and qvel to 1e-11."""
     model, m, start = models
     d = mujoco.MjData(m)
     d.qpos[:], d.qvel[:] = start.qpos, start.qvel
+    integrator_before = m.opt.integrator
+    m.opt.integrator = getattr(mujoco.mjtIntegrator, mj_integrator)
     n = 50
-    sol = mbd.simulate(model, t_end=n * m.opt.timestep, h=m.opt.timestep, integrator="rkmk")
+    sol = mbd.simulate(model, t_end=n * m.opt.timestep, h=m.opt.timestep, integrator=integrator)
     for _ in range(n):
         mujoco.mj_step(m, d)
+    m.opt.integrator = integrator_before
     assert np.abs(np.asarray(sol.qpos[-1]) - d.qpos).max() < 1e-11
     assert np.abs(np.asarray(sol.qvel[-1]) - d.qvel).max() < 1e-11
 
@@ -153,3 +160,17 @@ def test_bad_values_are_refused_by_name(key, value, match):
     with pytest.raises(mbd.ModelError, match=f"{match}.*'b'"):
         quaternion_joint_dynamics(["b"], [False], spring_reference=[[0, 0, 0, 1, 0, 0, 0]],
                                   where="test", **values)  # fmt: skip
+
+
+def test_model_file_round_trip(models, tmp_path):
+    """save_model writes the element (no warning) and load_model reads it back equal."""
+    model = models[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        mbd.save_model(model, tmp_path / "arm.json")
+    back = mbd.load_model(tmp_path / "arm.json")
+    (before,) = [f for f in model.forces if f.acts_along_dofs]
+    (after,) = [f for f in back.forces if f.acts_along_dofs]
+    assert (after.joints, after.free) == (("root", "shoulder", "wrist"), (True, False, False))
+    for key in ("damping", "stiffness", "spring_reference", "friction_loss", "armature"):
+        assert np.array_equal(np.asarray(getattr(before, key)), np.asarray(getattr(after, key)))
