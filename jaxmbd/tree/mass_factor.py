@@ -111,12 +111,15 @@ def mass_solve(tree: KinematicTree, M, rhs):
             return cholesky_factor_solve(factor, b)
 
     factor = checkpoint_name(factor, MASS_FACTOR)
-    if not joint_loops_hoisted_when_differentiated():
+    if not uses_ltdl(tree) or not joint_loops_hoisted_when_differentiated():
         return solve(rhs)
     # reverse mode: the cotangent of rhs is one more solve with the same factor
     # (M = M^T) and that of M the product -(M^-1 cotangent) x^T, instead of the
-    # transposed factorisation and substitutions, whose gathers transpose to scatters
-    # (XLA's CPU backend then runs the enclosing loop op by op, :mod:`jaxmbd._xla_flags`)
+    # transposed factorisation and substitutions, whose index gathers transpose to
+    # scatters (XLA's CPU backend then runs the enclosing loop op by op,
+    # :mod:`jaxmbd._xla_flags`). The dense Cholesky is elementwise, its transpose has no
+    # scatter: it keeps its own derivative (the solve's ran arm3's 1000-step gradient
+    # ~10 % slower, benchmarks/results/gradients_defaults.md).
     return jax.lax.custom_linear_solve(
         lambda x: _times(M, x), rhs, lambda _, b: solve(b), symmetric=True
     )
