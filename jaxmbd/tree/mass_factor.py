@@ -118,8 +118,8 @@ def mass_solve(tree: KinematicTree, M, rhs):
     # transposed factorisation and substitutions, whose index gathers transpose to
     # scatters (XLA's CPU backend then runs the enclosing loop op by op,
     # :mod:`jaxmbd._xla_flags`). The dense Cholesky is elementwise, its transpose has no
-    # scatter: it keeps its own derivative (the solve's ran arm3's 1000-step gradient
-    # ~10 % slower, benchmarks/results/gradients_defaults.md).
+    # scatter: it keeps its own derivative (arm3's gradient ran alike either way, within
+    # the noise of benchmarks/results/gradients_defaults.md).
     return jax.lax.custom_linear_solve(
         lambda x: _times(M, x), rhs, lambda _, b: solve(b), symmetric=True
     )
