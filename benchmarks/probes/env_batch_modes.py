@@ -1,0 +1,87 @@
+"""Env-steps/s of a task's batched step under different member schedules, in one process:
+``lax.scan`` over ``steps`` control steps of ``VmapWrapper(env, member_chunk=c)`` (c 0: one
+vmap over the batch; else lax.map over chunks of c), as ``benchmarks.envs_throughput``
+times it; with whether XLA hoisted the time loop and its loops' sizes.
+
+    PYTHONPATH=$PWD python -m benchmarks.probes.env_batch_modes cheetah run 256 0 1 [--steps 20]
+        [--dump DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+
+import jax
+
+import jaxmbd as mbd
+from jaxmbd._xla_flags import hoisted_sizes, loop_hoisted
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser()
+    p.add_argument("domain")
+    p.add_argument("task")
+    p.add_argument("batch", type=int)
+    p.add_argument("chunks", type=int, nargs="+")
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--dump", default=None)
+    p.add_argument("--integrator", default=None)
+    a = p.parse_args(argv)
+    opts = {} if a.integrator is None else {"integrator": a.integrator}
+    env = mbd.envs.make(a.domain, a.task, **opts)
+    progs = {}
+    for c in a.chunks:
+        batched = mbd.envs.VmapWrapper(env, member_chunk=None if c == 0 else c)
+        reset = jax.jit(lambda key, b=batched: b.reset(jax.random.split(key, a.batch)))
+
+        @jax.jit
+        def run(state, key, b=batched):
+            def one(state, k):
+                act = jax.random.uniform(k, (a.batch, env.action_size), minval=-1.0, maxval=1.0)
+                return b.step(state, act), None
+
+            state, _ = jax.lax.scan(one, state, jax.random.split(key, a.steps))
+            return state
+
+        key = jax.random.PRNGKey(0)
+        state = jax.block_until_ready(reset(key))
+        t0 = time.perf_counter()
+        compiled = run.lower(state, key).compile()
+        tc = time.perf_counter() - t0
+        text = compiled.as_text()
+        if a.dump:
+            os.makedirs(a.dump, exist_ok=True)
+            with open(f"{a.dump}/{a.domain}_{a.batch}_c{c}.hlo", "w") as f:
+                f.write(text)
+        progs[c] = (compiled, state, key)
+        print(f"chunk {c}: compile {tc:.1f} s, time loop hoisted "
+              f"{loop_hoisted(text, a.steps)}, hoisted loop sizes {hoisted_sizes(text)[:6]}",
+              flush=True)  # fmt: skip
+    times = {c: [] for c in progs}
+    outs = {}
+    for _ in range(a.repeats):  # alternated
+        for c, (compiled, state, key) in progs.items():
+            t0 = time.perf_counter()
+            outs[c] = jax.block_until_ready(compiled(state, key))
+            times[c].append(time.perf_counter() - t0)
+    ref = None
+    for c, ts in times.items():
+        med = statistics.median(ts)
+        out = outs[c].pipeline_state
+        diff = ""
+        if ref is None:
+            ref = out
+        else:
+            d = max(float(abs(x - y).max()) for x, y in ((out.qpos, ref.qpos), (out.qvel, ref.qvel)))
+            diff = f", max |diff| vs first {d:.2e}"
+        print(f"{a.domain}/{a.task} batch {a.batch} chunk {c}: {med * 1e3:.2f} ms, "
+              f"{a.batch * a.steps / med:.4g} env-steps/s{diff}  load {os.getloadavg()[0]:.2f}",
+              flush=True)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
