@@ -35,21 +35,6 @@ def _sum_along(product, axis):
     return jnp.squeeze(total, axis)
 
 
-def total(x, axis: int = -1):
-    """The sum of ``x`` over ``axis`` as a chain of adds of its slices, whatever the
-    axis's length: no reduction. For a time step's short axes (a model's contact slots,
-    its actuators) under ``vmap``: XLA's CPU backend hands a reduction of 4096 or more
-    elements (a batch's) to a YNNPACK kernel, a custom fusion that its small-while-loop
-    pass cannot compile into the native loop (:mod:`jaxmbd._xla_flags`), and the batch's
-    time loop then runs op by op."""
-    axis = axis % jnp.ndim(x)
-    parts = jnp.split(x, x.shape[axis], axis=axis)
-    out = parts[0]
-    for part in parts[1:]:
-        out = out + part
-    return jnp.squeeze(out, axis)
-
-
 def dot(a, b):
     """sum_k a[..., k] b[..., k]."""
     return _sum_along(a * b, -1)

@@ -21,7 +21,6 @@ import jax
 import jax.numpy as jnp
 
 from .. import _config  # noqa: F401
-from .._small import dot
 
 #: Default regularisation velocity of Coulomb friction (m/s).
 SLIP_VELOCITY = 1e-4
@@ -85,12 +84,10 @@ def friction_wrench(slip, spin, roll, normal, *, friction, torsional, rolling,
     directions slip at once (its cone is the polytope sum_j |f_j| / mu_j <= F_n)."""
     mu = jnp.maximum(friction, MIN_FRICTION)
     k_t, k_r = torsional / mu, rolling / mu
-    # unrolled sums (jaxmbd._small), not reductions: XLA's CPU backend hands a batch's
-    # large reductions to a library kernel, which keeps the time loop from one native loop
     total = (
-        dot(slip, slip)
-        + k_t**2 * dot(spin, spin)
-        + k_r**2 * dot(roll, roll)
+        jnp.sum(slip * slip, axis=-1)
+        + k_t**2 * jnp.sum(spin * spin, axis=-1)
+        + k_r**2 * jnp.sum(roll * roll, axis=-1)
         + jnp.asarray(slip_velocity) ** 2
     )
     scale = normal / jnp.sqrt(total)

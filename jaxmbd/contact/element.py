@@ -31,7 +31,7 @@ import numpy as np
 
 from .. import _config  # noqa: F401
 from .._joint_forces import _sum_per_body
-from .._small import dot, mm, mv
+from .._small import mm, mv
 from ..forces import AbstractForce, BodyState
 from .abstract_law import AbstractContactLaw, PairParameters
 from .height_field import HeightFieldGroup
@@ -204,7 +204,7 @@ class ContactForce(AbstractForce):
         speed sqrt(2 g delta_s / (n + 1)) is the energy speed of the pair resting on the
         slot under gravity g (penetration delta_s = (m_eff g / K)^(1/n); 0 without)."""
         gap, _, normal, v_rel, _ = self._relative_motion(state)
-        rate = -dot(normal, v_rel)
+        rate = -jnp.sum(normal * v_rel, axis=-1)
         pair = self._with_gravity(self._slot_parameters(*self._slot_bodies()), normal, state)
         energy = self._by_law(lambda law: law.elastic_energy(-gap, pair))
         g = jnp.maximum(pair.gravity, 0.0)
@@ -220,20 +220,15 @@ class ContactForce(AbstractForce):
         nb = state[0].shape[0]  # r
         bi, bj = self._slot_bodies()
         free = jnp.asarray((bi < nb).astype(float) - (bj < nb).astype(float))
-        # elementwise, not ``@``: a batch's (members x slots, 3) dot is a matrix kernel that
-        # keeps the time loop from XLA's native loop (jaxmbd._xla_flags)
-        return pair._replace(gravity=-dot(normal, jnp.asarray(self.gravity)) * free)
+        return pair._replace(gravity=-(normal @ self.gravity) * free)
 
     def slots(self, state: BodyState) -> ContactSlots:
         """Gap, forces and kinematics of every slot at ``state`` (no time axis)."""
         gap, point, normal, v_rel, w_rel = self._relative_motion(state)
         bi, bj = self._slot_bodies()
-        # unrolled sums, not reductions: a batch's (members x tangents x slots, 3)
-        # reduction becomes a library kernel that keeps the time loop from XLA's native
-        # loop (jaxmbd._xla_flags)
-        along = dot(normal, v_rel)
+        along = jnp.sum(normal * v_rel, axis=-1)
         slip = v_rel - along[:, None] * normal
-        spin = dot(normal, w_rel)[:, None] * normal
+        spin = jnp.sum(normal * w_rel, axis=-1)[:, None] * normal
         roll = w_rel - spin
         pair = self._with_gravity(self._slot_parameters(bi, bj), normal, state)
         fn = self._by_law(lambda law: law.normal_force(-gap, -along, pair))

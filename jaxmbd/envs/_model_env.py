@@ -15,7 +15,6 @@ import jax
 import jax.numpy as jnp
 
 from .. import _config  # noqa: F401
-from .._small import mm, mv, row_vec_mat
 from ..contact import ContactSlots, contact_element, with_contact
 from ..forces import BodyState
 from ..joint_space import JointState, advance, initial_joint_state, model_tree
@@ -58,19 +57,19 @@ class Physics(eqx.Module):
         local = jnp.asarray(local, self.qpos.dtype)
         if body < 0:
             return local
-        return self.xpos[body] + mv(self.xmat[body], local)
+        return self.xpos[body] + self.xmat[body] @ local
 
     def rotation(self, body: int, local) -> jax.Array:
         """The world rotation of the frame ``local`` (3, 3) fixed in ``body``'s frame."""
         local = jnp.asarray(local, self.qpos.dtype)
-        return local if body < 0 else mm(self.xmat[body], local)
+        return local if body < 0 else self.xmat[body] @ local
 
     def subtree_com_velocity(self, body: int) -> jax.Array:
         """The velocity of the centre of mass of ``body`` and its descendants (MuJoCo's
         ``subtree_linvel``, ``engine_core_smooth.c`` ``mj_subtreeVel``)."""
         members = [b for b in range(len(self.tree.parent)) if _descends(self.tree, b, body)]
         m = self.mass[jnp.asarray(members)]
-        return _mass_weighted(m, self.com_velocity[jnp.asarray(members)])
+        return m @ self.com_velocity[jnp.asarray(members)] / jnp.sum(m)
 
     def contacts(self) -> ContactSlots:
         """Every contact slot's gap, normal force, point, ... at this state (the forces the
@@ -84,15 +83,7 @@ class Physics(eqx.Module):
         """The centre of mass of ``body`` and its descendants (MuJoCo's ``subtree_com``)."""
         members = [b for b in range(len(self.tree.parent)) if _descends(self.tree, b, body)]
         m = self.mass[jnp.asarray(members)]
-        return _mass_weighted(m, self.xipos[jnp.asarray(members)])
-
-
-def _mass_weighted(m, x):
-    """sum_k m_k x_k / sum_k m_k for masses (n,) and rows x (n, 3), as an unrolled sum:
-    under ``vmap`` ``m @ x`` is a (n) x (n, members x 3) matrix kernel, and a reduction a
-    library kernel, either of which keeps a batch's time loop from XLA's native loop
-    (:mod:`jaxmbd._xla_flags`)."""
-    return row_vec_mat(m, x) / jnp.sum(m)
+        return m @ self.xipos[jnp.asarray(members)] / jnp.sum(m)
 
 
 def _descends(tree: KinematicTree, b: int, ancestor: int) -> bool:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from .. import _config  # noqa: F401
-from .._small import dot, total
 from ._model_env import ModelEnv, Physics
 from ._suite import SuiteModel, joint_sampler, lifted_to_floor
 from .rewards import tolerance
@@ -32,11 +31,8 @@ def touch(physics: Physics, body: int, centre, radius: float):
     slots = physics.contacts()
     pairs = jnp.asarray([physics.contact.pairs[p] for p in slots.pair])  # (ns, 2)
     on_body = (pairs[:, 0] == body) | (pairs[:, 1] == body)
-    # unrolled sums (jaxmbd._small.total): a batch's reductions would keep its time loop
-    # from XLA's native loop
-    offset = slots.point - physics.point(body, centre)
-    inside = jnp.sqrt(dot(offset, offset)) <= radius
-    return total(jnp.where(on_body & inside & slots.active, slots.normal_force, 0.0))
+    inside = jnp.linalg.norm(slots.point - physics.point(body, centre), axis=-1) <= radius
+    return jnp.sum(jnp.where(on_body & inside & slots.active, slots.normal_force, 0.0))
 
 
 def _hopper(hopping: bool, integrator, n_substeps, options) -> ModelEnv:
@@ -66,7 +62,7 @@ def _hopper(hopping: bool, integrator, n_substeps, options) -> ModelEnv:
                                         margin=HOP_SPEED / 2, value_at_margin=0.5,
                                         sigmoid="linear")  # fmt: skip
         small_control = tolerance(physics.ctrl, margin=1, value_at_margin=0, sigmoid="quadratic")
-        return standing * (total(small_control) / small_control.shape[0] + 4) / 5
+        return standing * (jnp.mean(small_control) + 4) / 5
 
     def initial_state(model, rng):
         """``randomize_limited_and_rotational_joints``, at rest, raised out of the floor
