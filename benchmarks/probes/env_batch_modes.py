@@ -82,12 +82,13 @@ def main(argv=None):
         med = statistics.median(ts)
         out = outs[size, c].pipeline_state
         diff = ""
-        if size != a.batch:
+        if size != a.batch:  # the single program: nothing to compare with
             pass
         elif ref is None:
             ref = out
         else:
-            d = max(float(abs(x - y).max()) for x, y in ((out.qpos, ref.qpos), (out.qvel, ref.qvel)))
+            pairs = ((out.qpos, ref.qpos), (out.qvel, ref.qvel))
+            d = max(float(abs(x - y).max()) for x, y in pairs)
             diff = f", max |diff| vs first {d:.2e}"
         cmed = statistics.median(cpu[size, c])
         print(f"{a.domain}/{a.task} batch {size} chunk {c}: {med * 1e3:.2f} ms, "

@@ -50,8 +50,9 @@ def main(argv=None):
             cpu[n].append(time.process_time() - c0)
     for n in progs:
         w, c = statistics.median(wall[n]), statistics.median(cpu[n])
-        print(f"{a.domain}/{a.task} batch {a.batch} {n}: {a.batch * a.steps / w:.4g} env-steps/s "
-              f"(per CPU-s {a.batch * a.steps / c:.4g})  load {os.getloadavg()[0]:.2f}")  # fmt: skip
+        steps = a.batch * a.steps
+        print(f"{a.domain}/{a.task} batch {a.batch} {n}: {steps / w:.4g} env-steps/s "
+              f"(per CPU-s {steps / c:.4g})  load {os.getloadavg()[0]:.2f}")  # fmt: skip
 
 
 if __name__ == "__main__":
