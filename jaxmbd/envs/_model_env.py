@@ -139,7 +139,8 @@ class ModelEnv(Env):
       (dm_control's ``time_limit / control_timestep``: 1000 for its tasks).
     - ``member_chunk``: how many members of a batch :class:`VmapWrapper` steps as one
       vectorised program ("auto": one at a time for models with contact on the CPU,
-      where that is 3x faster per member than ``vmap`` over 256; else None, all at once).
+      the fastest per member of the schedules measured, :class:`VmapWrapper`; else
+      None, all at once).
 
     ``env.sys`` is the model the functions run on: brax's domain-randomisation wrapper
     swaps it for each member of a batch of models. ``reset`` and ``step`` are pure JAX;

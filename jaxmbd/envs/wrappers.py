@@ -22,10 +22,16 @@ class VmapWrapper(Wrapper):
     ``member_chunk``: how many members are stepped as one vectorised program (``vmap``);
     the chunks run one after another (``lax.map``). None: the whole batch at once (brax's
     ``VmapWrapper``); "env": the environment's own choice (``env.unwrapped.member_chunk``,
-    see :class:`~jaxmbd.envs.ModelEnv`). On the CPU a contact model's step vectorised over
-    256 members runs 3x slower per member than one member's step, whose time loop XLA
-    compiles as one native loop (``benchmarks/probes/env_step_chunks.py``), so contact
-    environments there step their members one at a time."""
+    see :class:`~jaxmbd.envs.ModelEnv`). On the CPU one member of a contact model compiles
+    into one native loop (:mod:`jaxmbd._xla_flags`); ``vmap`` over 256 members does not:
+    the batch's reductions over the contact slots reach the 4096 elements above which
+    XLA hands them to YNNPACK kernels (custom fusions, which its small-loop pass refuses),
+    and the body exceeds the pass's byte threshold. Run op by op, with the batch in front
+    of every array, it took 3x one member's time per member; hoisted by a raised
+    threshold, 2x; eight members per ``vmap`` (reductions rewritten as sums), 1.1x; the
+    batch as the arrays' last axis, four at a time, 0.94x (cheetah run, per CPU-second,
+    ``benchmarks/probes/env_batch_modes.py``). So contact environments there step their
+    members one at a time."""
 
     def __init__(self, env: Env, batch_size: int | None = None, member_chunk="env"):
         super().__init__(env)
