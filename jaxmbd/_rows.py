@@ -29,7 +29,7 @@ def _runs(index: np.ndarray) -> list[tuple[int, int, bool]]:
     return runs
 
 
-def take_rows(x, index):
+def take_rows(x, index, *, max_runs: int | None = MAX_RUNS):
     """``x[index]`` for a static index array: ``x`` itself for the identity, a slice for a
     contiguous run, slices and broadcasts of rows joined for an index of a few runs (the
     per-body rows of constraint equations: (0, 0, 1, 1), (4, 5, 6, 0, 1, ...)), else one
@@ -38,13 +38,14 @@ def take_rows(x, index):
     scatter as one native loop (:mod:`jaxmbd._xla_flags`); a slice's is a pad, a
     broadcast's a sum. ``x[numpy array]`` instead adds the run-time wrapping of negative
     indices (three more equations per gather, traced, linearised and compiled at every
-    constraint evaluation)."""
+    constraint evaluation). ``max_runs``: the most runs taken as slices (None: any number,
+    never a gather)."""
     index = np.asarray(index, dtype=np.int64).reshape(-1)
     n = index.size
     if n and np.array_equal(index, np.arange(index[0], index[0] + n)):
         return x if (index[0] == 0 and n == x.shape[0]) else x[int(index[0]) : int(index[0]) + n]
     runs = _runs(index) if n else []
-    if n and len(runs) <= MAX_RUNS and np.all(index >= 0):
+    if n and (max_runs is None or len(runs) <= max_runs) and np.all(index >= 0):
         parts = []
         for start, length, repeated in runs:
             if repeated:

@@ -316,3 +316,32 @@ def test_joint_recomputed_step_gives_the_same_derivatives(monkeypatch):
     e = 1e-5
     fd = (loss(1.1 + e) - loss(1.1 - e)) / (2 * e)
     assert float(g) == pytest.approx(float(fd), rel=1e-6)
+
+
+def test_row_products_transpose_without_library_fusion():
+    """The transpose of the tree's row products P = X Y^T with 27 rows (a humanoid's mass
+    matrix) is slices and adds: the transpose of a broadcast was a reduce over the rows,
+    which XLA's CPU backend hands to a YNNPACK custom fusion, and a loop that holds one is
+    not compiled as one native loop. Both of the gradient's loops are hoisted and it equals the
+    closed form (dX = W Y, dY = W^T X for the loss sum(W * P))."""
+    _cpu_only()
+    from jaxmbd.tree._elementwise import row_products
+
+    rng = np.random.default_rng(0)
+    X, Y, W = (jnp.asarray(rng.normal(size=s)) for s in ((27, 6), (27, 6), (27, 27)))
+
+    def loss(X, Y):
+        def step(carry, _):
+            x, y = carry
+            return (x + 1e-3 * jnp.tanh(row_products(x, y))[:, :6], y), None
+
+        (x, _), _ = jax.lax.scan(step, (X, Y), None, length=5)
+        return jnp.sum(W * row_products(x, Y))
+
+    grad = jax.jit(jax.grad(loss, argnums=(0, 1)))
+    text = grad.lower(X, Y).compile().as_text()
+    # both the forward and the transposed loop native (with the broadcast: the forward only)
+    assert "ynn_fusion" not in text and len(hoisted_sizes(text)) == 2
+    dX, dY = jax.grad(lambda X, Y: jnp.sum(W * row_products(X, Y)), argnums=(0, 1))(X, Y)
+    np.testing.assert_allclose(dX, np.asarray(W) @ np.asarray(Y), rtol=1e-13)
+    np.testing.assert_allclose(dY, np.asarray(W).T @ np.asarray(X), rtol=1e-13)

@@ -257,3 +257,66 @@ def test_humanoid_run_with_ltdl_equals_the_dense_run():
     assert T.uses_ltdl(model.tree)  # what the humanoid gets by default
     np.testing.assert_allclose(ltdl[0], dense[0], rtol=0, atol=1e-10)
     np.testing.assert_allclose(ltdl[1], dense[1], rtol=0, atol=1e-10)
+
+
+def _primitive_names(jaxpr, names=None):
+    names = set() if names is None else names
+    for eqn in jaxpr.eqns:
+        names.add(eqn.primitive.name)
+        for sub in jax.extend.core.jaxprs_in_params(eqn.params):
+            _primitive_names(sub, names)
+    return names
+
+
+@pytest.mark.parametrize("solver", ["ltdl", "dense"])
+def test_reverse_mode_is_a_solve_not_a_transposed_factorisation(branched, solver, monkeypatch):
+    """Reverse mode through ``mass_solve``: the cotangents of b and M (L^T D L: one more
+    solve with the factor, M symmetric; dense: the elementwise Cholesky's) hold no
+    scatter (XLA's CPU backend would then run a gradient's time loop op by op) and equal
+    the transposed factorisation's (``JAXMBD_HOIST_GRADIENT_LOOPS=0``, the plain program)
+    to round-off, and numpy's (M^-1 w, -(M^-1 w) x^T)."""
+    import jax.extend  # noqa: F401  (jaxprs_in_params)
+
+    from jaxmbd import _xla_flags
+
+    tree = dataclasses.replace(branched[0], mass_solver=solver)
+    Ms, bs = branched[1], branched[2]
+
+    def f(M, b):
+        return jnp.dot(bs[1], T.mass_solve(tree, M, b))
+
+    def gradients():
+        jax.clear_caches()  # the mode is read at trace time
+        jaxpr = jax.make_jaxpr(jax.grad(f, argnums=(0, 1)))(Ms[0], bs[0]).jaxpr
+        return _primitive_names(jaxpr), jax.jit(jax.grad(f, argnums=(0, 1)))(Ms[0], bs[0])
+
+    monkeypatch.delenv(_xla_flags.HOIST_GRADIENT_LOOPS, raising=False)
+    names, (dM, db) = gradients()
+    assert not {"scatter", "scatter-add"} & names
+    monkeypatch.setenv(_xla_flags.HOIST_GRADIENT_LOOPS, "0")
+    names0, (dM0, db0) = gradients()
+    if solver == "ltdl":
+        assert "scatter-add" in names0  # what the plain program's gathers transpose to
+    M, b, w = (np.asarray(a) for a in (Ms[0], bs[0], bs[1]))
+    y, x = np.linalg.solve(M, w), np.linalg.solve(M, b)
+    np.testing.assert_allclose(db, y, rtol=1e-12)
+    np.testing.assert_allclose(db, db0, rtol=1e-13)
+
+    # the plain program's dM is the derivative along the entries its factorisation reads
+    # (L^T D L: the tree's pattern, a dof and its ancestors; dense: the lower triangle);
+    # the solve's is the full -y x^T: along perturbations of M's form (symmetric, zero off
+    # the pattern) they are the same
+    read = np.tril(np.ones_like(M, dtype=bool))
+    if solver == "ltdl":
+        sch = MF.schedule(MF.dof_parents(tree))
+        read = np.zeros_like(read)
+        read[sch.entry_row, sch.entry_col] = True
+
+    def lower(A):
+        A = np.asarray(A)
+        return np.where(read, np.tril(A + A.T) - np.diag(np.diag(A)), 0.0)
+
+    np.testing.assert_allclose(lower(dM), lower(-np.outer(y, x)), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(lower(dM), lower(dM0), rtol=1e-12, atol=1e-14)
+    if solver == "ltdl":  # the solve's derivative: the full product
+        np.testing.assert_allclose(dM, -np.outer(y, x), rtol=1e-12, atol=1e-15)

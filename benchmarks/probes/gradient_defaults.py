@@ -14,20 +14,27 @@ with respect to a gravity scale. ``first:arm3`` and ``first:cartpole`` are the p
 ``benchmarks/compile_time.py`` (``value_and_grad``: arm3 over 0.1 s with respect to the
 masses, the cart-pole over 0.1 s at h = 0.01 with respect to the controls; the
 formulation and integrator of ``first:cartpole:rA:rkmk`` named after it), timed to a first
-result. Every program under ``jaxmbd.jit``'s XLA options. The mode is read at trace time,
+result. ``jc:MODEL`` is ``benchmarks/engines/joint_coordinates.py``'s gradient (its file and
+h, rkmk, contact and limits off; |qpos(T)|^2 after ``STEPS`` steps with respect to the
+initial qvel): ``jc:humanoid``, ``jc:arm3``, ``jc:cartpole``, ``jc:double_pendulum``. Every program under ``jaxmbd.jit``'s XLA options. The mode is read at trace time,
 caches are cleared between programs; a variant whose gradient lowers to the same StableHLO
 as an earlier one's is not compiled again (printed as "same program as"). Runs alternated,
 medians of ``REP``. ``VARIANTS``: TREE:MODE pairs, TREE "branch" (this tree) or "main"
 (the tree at ``JAXMBD_OTHER``, imported as ``jaxmbd_main``), MODE the value of
-``JAXMBD_HOIST_GRADIENT_LOOPS`` ("" unset); the first is the reference of the gradients'
+``JAXMBD_HOIST_GRADIENT_LOOPS`` ("" unset), and an optional third field SAVES, what
+the joint formulation's adjoint step keeps (``jaxmbd.joint_space.run.ADJOINT_SAVES``,
+"+"-joined: ``poses``, ``factor``; "" none); the first is the reference of the gradients'
 differences, and the forward run is each tree's own.
 """
 
 import os
 
 os.environ.setdefault("JAXMBD_NO_COMPILATION_CACHE", "1")
-VARIANTS = [tuple(v.split(":")) for v in os.environ.get("VARIANTS", "branch:,branch:1").split(",")]
-if any(tree == "main" for tree, _ in VARIANTS):
+VARIANTS = [
+    (*v.split(":"), "")[:3] if v.count(":") == 1 else tuple(v.split(":"))
+    for v in os.environ.get("VARIANTS", "branch:,branch:1").split(",")
+]
+if any(v[0] == "main" for v in VARIANTS):
     import benchmarks.probes._other_tree  # noqa: F401  (jaxmbd_main)
 
 import importlib
@@ -45,7 +52,7 @@ from benchmarks.problems import ARM3
 from jaxmbd._xla_flags import HOIST_GRADIENT_LOOPS, hoisted_sizes
 
 PACKAGES = {"branch": mbd}
-if any(tree == "main" for tree, _ in VARIANTS):
+if any(v[0] == "main" for v in VARIANTS):
     import jaxmbd_main
 
     PACKAGES["main"] = jaxmbd_main
@@ -87,6 +94,8 @@ def program(case, mbd):
             return jnp.sum(sol.r[-1] ** 2) + jnp.sum(sol.rdot[-1] ** 2) + 1e-3 * jnp.sum(u**2)
 
         return jax.value_and_grad(loss), jnp.full((10, model.nu), 0.3)
+    if parts[0] == "jc":
+        return _joint_coordinates(parts[1], mbd)
     name, form, integ = parts
     if name == "double_pendulum":
         model = mbd.models.double_pendulum()
@@ -105,10 +114,34 @@ def program(case, mbd):
     return loss, jnp.asarray(1.1)
 
 
+_FILES = {}
+
+
+def _joint_coordinates(name, mbd):
+    """``benchmarks/engines/joint_coordinates.py``'s gradient of a model (its file, its h,
+    rkmk, limits and contact off): |qpos(T)|^2 after ``STEPS`` steps with respect to the
+    initial qvel."""
+    import tempfile
+
+    from benchmarks.engines.joint_coordinates import model_file
+
+    if name not in _FILES:
+        _FILES[name] = model_file(name, Path(tempfile.mkdtemp()))
+    F = _FILES[name]
+    model = mbd.load_model(F["path"], keyframe=0)
+    opts = dict(formulation="joint", integrator="rkmk", t_end=N * F["h"], h=F["h"], limits="none")
+
+    def loss(v):
+        m = eqx.tree_at(lambda m: m.tree.qvel_init, model, v)
+        return jnp.sum(mbd.simulate(m, **opts).qpos[-1] ** 2)
+
+    return loss, jnp.asarray(F["v0"])
+
+
 for case in sys.argv[1:]:
     first_only = case.startswith("first:")
     progs, by_hash, fwds = {}, {}, {}
-    for tree, mode in VARIANTS:
+    for tree, mode, saves in VARIANTS:
         pkg = PACKAGES[tree]
         if not first_only and tree not in fwds:
             os.environ.pop(HOIST_GRADIENT_LOOPS, None)
@@ -121,14 +154,18 @@ for case in sys.argv[1:]:
                 flush=True,
             )
         os.environ[HOIST_GRADIENT_LOOPS] = mode
+        if hasattr(pkg.joint_space.run, "ADJOINT_SAVES"):
+            names = {"poses": "jaxmbd_tree_poses", "factor": "jaxmbd_mass_factor"}
+            keys = [k for k in saves.split("+") if k]
+            pkg.joint_space.run.ADJOINT_SAVES = tuple(names[k] for k in keys if k in names)
         jax.clear_caches()
         f, x = program(case, pkg)
         g = compiled(f if first_only else jax.grad(f), x, {h: progs[v] for h, v in by_hash.items()})
         same = by_hash.get(g["hash"])
-        by_hash.setdefault(g["hash"], (tree, mode))
+        by_hash.setdefault(g["hash"], (tree, mode, saves))
         sizes = hoisted_sizes(g["c"].as_text())
         print(
-            f"{case} {tree}:{mode}: gradient trace+lower {g['lower']:.1f} s XLA {g['xla']:.1f} s "
+            f"{case} {tree}:{mode}:{saves}: gradient trace+lower {g['lower']:.1f} s XLA {g['xla']:.1f} s "
             f"first result {g['first']:.1f} s; hoisted {len(sizes)} (largest {max(sizes, default=0)})"
             f"; program {g['hash']}"
             + (f" (same program as {same})" if same is not None else "")
@@ -136,7 +173,7 @@ for case in sys.argv[1:]:
             flush=True,
         )
         if same is None:
-            progs[(tree, mode)] = g
+            progs[(tree, mode, saves)] = g
     os.environ.pop(HOIST_GRADIENT_LOOPS, None)
     times = {v: [] for v in progs}
     ftimes = {t: [] for t in fwds}
@@ -153,7 +190,7 @@ for case in sys.argv[1:]:
         f = statistics.median(ftimes[v[0]]) if fwds else float("nan")
         diff = float(jnp.max(jnp.abs(leaves(progs[v]["out"]) - ref)) / jnp.max(jnp.abs(ref)))
         print(
-            f"{case} {v[0]}:{v[1]}: gradient run {g * 1e3:.2f} ms ratio {g / f:.2f}; "
+            f"{case} {':'.join(v)}: gradient run {g * 1e3:.2f} ms ratio {g / f:.2f}; "
             f"relative to {VARIANTS[0][0]}:{VARIANTS[0][1]}: {diff:.1e}",
             flush=True,
         )

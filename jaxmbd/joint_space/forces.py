@@ -25,6 +25,7 @@ from ..forces import BodyState
 from ..model import Model
 from ..tendons import lengths_and_jacobians
 from ..tree import JointType, KinematicTree, TreePoses, body_wrenches, picked_sum
+from ..tree._elementwise import pick
 
 
 class JointSpaceForces(NamedTuple):
@@ -104,7 +105,7 @@ def joint_space_forces(model: Model, tree: KinematicTree, poses: TreePoses, stat
             where = f"force element {type(element).__name__}"
             qadr, dadr = joint_coordinate_indices(tree, [d.name for d in element.joints],
                                                   where=where)  # fmt: skip
-            q, qdot = qpos[qadr], qvel[dadr]
+            q, qdot = pick(qpos, qadr), pick(qvel, dadr)  # no scatter in reverse mode
             forces.append((dadr, element.joint_force(t, q, qdot, jnp.zeros_like(q))))
             if element.joint_armature is not None:
                 armatures.append((dadr, element.joint_armature))

@@ -24,7 +24,7 @@ from ..contact import with_contact
 from ..equalities import active_equalities
 from ..equations import rA_terms
 from ..model import Model
-from ..newton import SAVED_FOR_ADJOINT
+from ..newton._implicit import ROOT, ROOT_FACTORS
 from ..redundancy import refuse_driven
 from ..tree import KinematicTree, assemble, body_velocities
 from ..tree._elementwise import mtv
@@ -219,6 +219,14 @@ def _policy_controls(model, tree, policy, t, qpos, qvel, acc, k):
     return policy_controls(model, policy, t, (p.c, p.R, rdot, omega), step=k)
 
 
+SAVED_FOR_ADJOINT_NAMES = (ROOT, ROOT_FACTORS)
+
+#: What else the adjoint step keeps from the forward run rather than recomputing:
+#: ``checkpoint_name`` tags (:data:`jaxmbd.tree.kinematics.TREE_POSES`,
+#: :data:`jaxmbd.tree.mass_factor.MASS_FACTOR`).
+ADJOINT_SAVES: tuple = ()
+
+
 def _adjoint_recomputes(advance):
     """``advance`` as it is, or, where a gradient's loops are all left to XLA's hoisting
     (:func:`jaxmbd._xla_flags.joint_loops_hoisted_when_differentiated`), recomputed in
@@ -228,7 +236,9 @@ def _adjoint_recomputes(advance):
     Same derivatives; undifferentiated programs unchanged."""
     if not joint_loops_hoisted_when_differentiated():
         return advance
-    return jax.checkpoint(advance, prevent_cse=False, policy=SAVED_FOR_ADJOINT)
+    policy = jax.checkpoint_policies.save_only_these_names(*SAVED_FOR_ADJOINT_NAMES,
+                                                           *ADJOINT_SAVES)  # fmt: skip
+    return jax.checkpoint(advance, prevent_cse=False, policy=policy)
 
 
 @jit  # a top-level call is a program of the disk cache (a new process does not trace it)

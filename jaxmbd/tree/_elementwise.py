@@ -19,7 +19,7 @@ import numpy as np
 
 from .. import _config  # noqa: F401
 from .._rows import take_rows
-from .._small import _sum_along
+from .._small import UNROLL_MAX, _sum_along
 from .._xla_flags import joint_loops_hoisted_when_differentiated
 
 #: Cholesky solves are unrolled at trace time up to this many unknowns (compile time grows
@@ -53,7 +53,8 @@ def _pick(x, rows: tuple):
 @_pick.defjvp
 def _pick_jvp(rows, primals, tangents):
     (x,), (dx,) = primals, tangents
-    return _pick(x, rows), take_rows(dx, np.asarray(rows, dtype=int))
+    # slices however many runs: a gather's transpose would be a scatter
+    return _pick(x, rows), take_rows(dx, np.asarray(rows, dtype=int), max_runs=None)
 
 
 def assemble(n: int, parts):
@@ -121,32 +122,59 @@ def cross(a, b):
 
 
 def row_products(X, Y):
-    """P[i, j] = X_i . Y_j for rows X (m, k), Y (n, k)."""
-    return _sum_along(X[:, None, :] * Y[None, :, :], -1)
+    """P[i, j] = X_i . Y_j for rows X (m, k), Y (n, k). Each operand repeated by a
+    concatenation, not a broadcast: in reverse mode a broadcast's transpose is a sum over
+    the other operand's rows, which XLA's CPU backend hands to a library fusion (YNNPACK's
+    reduce, a custom fusion) once that axis is long (27 dofs), and a loop that holds one is
+    not compiled as one native loop; a concatenation transposes to slices and adds."""
+    m, n = X.shape[0], Y.shape[0]
+    if max(m, n) <= UNROLL_MAX:
+        return _sum_along(X[:, None, :] * Y[None, :, :], -1)
+    return _sum_along(_repeated(X[:, None, :], n, 1) * _repeated(Y[None, :, :], m, 0), -1)
+
+
+def _repeated(x, n: int, axis: int):
+    """``x`` (size 1 along ``axis``) repeated n times along it, by one concatenation."""
+    return jnp.concatenate([x] * n, axis=axis) if n > 1 else x
 
 
 def cholesky_solve(M, rhs):
     """M^-1 rhs for a symmetric positive definite M (n, n) and rhs (n,) or (n, k): a
     Cholesky factorisation unrolled at trace time (n <= :data:`UNROLLED_CHOLESKY_MAX`)
     or a loop of masked updates, then the two triangular solves, all elementwise."""
+    return cholesky_factor_solve(cholesky_factor(M), rhs)
+
+
+def cholesky_factor(M):
+    """The lower Cholesky factor of M (n, n): for n <= :data:`UNROLLED_CHOLESKY_MAX` its
+    entries as nested lists of scalars (unrolled at trace time), else an (n, n) array
+    (:func:`_cholesky_loop`). For :func:`cholesky_factor_solve`."""
     n = M.shape[0]
+    if n > UNROLLED_CHOLESKY_MAX:
+        return _cholesky_loop(M)
+    L = [[None] * n for _ in range(n)]
+    for j in range(n):
+        s = M[j, j]
+        for k in range(j):
+            s = s - L[j][k] * L[j][k]
+        d = jnp.sqrt(s)
+        L[j][j] = d
+        for i in range(j + 1, n):
+            s = M[i, j]
+            for k in range(j):
+                s = s - L[i][k] * L[j][k]
+            L[i][j] = s / d
+    return L
+
+
+def cholesky_factor_solve(L, rhs):
+    """M^-1 rhs from the factor L of :func:`cholesky_factor`: L y = rhs, L^T x = y."""
+    n = len(L) if isinstance(L, list) else L.shape[0]
     vector = rhs.ndim == 1
     b = rhs[:, None] if vector else rhs
     if n == 0:
         return rhs
-    if n <= UNROLLED_CHOLESKY_MAX:
-        L = [[None] * n for _ in range(n)]
-        for j in range(n):
-            s = M[j, j]
-            for k in range(j):
-                s = s - L[j][k] * L[j][k]
-            d = jnp.sqrt(s)
-            L[j][j] = d
-            for i in range(j + 1, n):
-                s = M[i, j]
-                for k in range(j):
-                    s = s - L[i][k] * L[j][k]
-                L[i][j] = s / d
+    if isinstance(L, list):
         y = []
         for i in range(n):
             s = b[i]
@@ -161,7 +189,6 @@ def cholesky_solve(M, rhs):
             x[i] = s / L[i][i]
         out = jnp.stack(x)
         return out[:, 0] if vector else out
-    L = _cholesky_loop(M)
     rows = jnp.arange(n)
 
     def forward(i, y):  # L y = b

@@ -17,12 +17,17 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.ad_checkpoint import checkpoint_name
 
 from .. import _config  # noqa: F401
 from ..lie import so3_dexpinv, so3_exp
 from ._elementwise import assemble, cross, mm, mv, pick, picked_sum
 from ._quaternion import quat_to_matrix, rotate_by_quat_increment
 from .topology import WORLD, JointType, KinematicTree
+
+#: ``checkpoint_name`` of the poses that :func:`poses` returns (a policy of
+#: ``jax.checkpoint`` can keep them instead of recomputing the kinematics in reverse mode).
+TREE_POSES = "jaxmbd_tree_poses"
 
 
 class TreePoses(NamedTuple):
@@ -142,7 +147,7 @@ def poses(tree: KinematicTree, qpos) -> TreePoses:
     c = x + mv(R, tree.com)
     parent = np.asarray([nb if a == WORLD else a for a in tree.parent], dtype=int)
     S = _motion_subspaces(tree, x, R, parent, joint_p, joint_R)
-    return TreePoses(x, R, c, S)
+    return checkpoint_name(TreePoses(x, R, c, S), TREE_POSES)
 
 
 def _motion_subspaces(tree: KinematicTree, x, R, parent, joint_p, joint_R):

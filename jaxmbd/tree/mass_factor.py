@@ -34,11 +34,13 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.ad_checkpoint import checkpoint_name
 
 from .. import _config  # noqa: F401
 from .._small import _sum_along
+from .._xla_flags import joint_loops_hoisted_when_differentiated
 from ..errors import ModelError
-from ._elementwise import UNROLLED_CHOLESKY_MAX, cholesky_solve
+from ._elementwise import UNROLLED_CHOLESKY_MAX, cholesky_factor, cholesky_factor_solve
 from .topology import KinematicTree
 
 #: ``mass_solver="auto"`` factors M by LTDL from this many dofs on: below it the dense
@@ -86,6 +88,11 @@ def uses_ltdl(tree: KinematicTree) -> bool:
     return tree.mass_solver == "ltdl"
 
 
+#: ``checkpoint_name`` of the factor of M that :func:`mass_solve` computes (a policy of
+#: ``jax.checkpoint`` can keep it instead of recomputing it in reverse mode).
+MASS_FACTOR = "jaxmbd_mass_factor"
+
+
 def mass_solve(tree: KinematicTree, M, rhs):
     """M^-1 rhs for the tree's mass matrix M (nv, nv) and rhs (nv,) or (nv, k), by the
     factorisation :func:`uses_ltdl` picks. Solve several right-hand sides in one call: each
@@ -93,8 +100,36 @@ def mass_solve(tree: KinematicTree, M, rhs):
     algorithm's M plus diagonal terms): L^T D L reads only the entries M[k, j] with j an
     ancestor of k or k itself."""
     if uses_ltdl(tree):
-        return ltdl_solve(tree, ltdl_factor(tree, M), rhs)
-    return cholesky_solve(M, rhs)
+        factor = ltdl_factor(tree, M)
+
+        def solve(b):
+            return ltdl_solve(tree, factor, b)
+    else:
+        factor = cholesky_factor(M)
+
+        def solve(b):
+            return cholesky_factor_solve(factor, b)
+
+    factor = checkpoint_name(factor, MASS_FACTOR)
+    if not uses_ltdl(tree) or not joint_loops_hoisted_when_differentiated():
+        return solve(rhs)
+    # reverse mode: the cotangent of rhs is one more solve with the same factor
+    # (M = M^T) and that of M the product -(M^-1 cotangent) x^T, instead of the
+    # transposed factorisation and substitutions, whose index gathers transpose to
+    # scatters (XLA's CPU backend then runs the enclosing loop op by op,
+    # :mod:`jaxmbd._xla_flags`). The dense Cholesky is elementwise, its transpose has no
+    # scatter: it keeps its own derivative (arm3's gradient ran alike either way, within
+    # the noise of benchmarks/results/gradients_defaults.md).
+    return jax.lax.custom_linear_solve(
+        lambda x: _times(M, x), rhs, lambda _, b: solve(b), symmetric=True
+    )
+
+
+def _times(M, x):
+    """M x for x (n,) or (n, k), elementwise (no ``dot``: :mod:`jaxmbd._xla_flags`)."""
+    if x.ndim == 1:
+        return _sum_along(M * x[None, :], -1)
+    return _sum_along(M[:, :, None] * x[None, :, :], -2)
 
 
 class _Level(NamedTuple):
