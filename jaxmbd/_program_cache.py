@@ -33,6 +33,7 @@ import pickle
 import threading
 import types
 import warnings
+import weakref
 import zlib
 from pathlib import Path
 
@@ -293,12 +294,33 @@ def remembered(name: str, context, compute) -> bool:
 NOT_STORED = object()
 
 
+class _Loaded(dict):
+    """One cached function's programs loaded in this process, by call signature (a dict
+    that a weak reference can point to)."""
+
+
+#: every cached function's loaded programs, for :func:`forget_loaded` (by ``id``: dicts
+#: compare by content, and two empty ones would be one entry of a set)
+_LOADED: weakref.WeakValueDictionary[int, _Loaded] = weakref.WeakValueDictionary()
+
+
+def forget_loaded() -> None:
+    """Drop the programs this process has loaded or compiled through the cache, as
+    ``jax.clear_caches()`` drops JAX's: their next call loads them again from disk. XLA:CPU
+    maps each compiled program into hundreds of memory regions, held while the program is;
+    a process that runs many models frees them this way (``jax.clear_caches()`` alone does
+    not reach these)."""
+    for programs in list(_LOADED.values()):
+        programs.clear()
+
+
 def cached(fun, name: str):
     """``fun`` (a function of pytrees, as ``eqx.filter_jit`` takes) through the disk cache
     of exported programs; returns a function of (args, kwargs, compiler_options) that
     returns :data:`NOT_STORED` when the cache cannot serve the call (the caller then runs
     its ordinary path)."""
-    programs: dict = {}
+    programs = _Loaded()
+    _LOADED[id(programs)] = programs
 
     def call(args, kwargs, compiler_options):
         where = folder()
@@ -505,4 +527,4 @@ def _load_or_export(fun, name, where, dynamic, static, leaves, avals, compiler_o
     return from_exported(binary) if program is None else program
 
 
-__all__ = ["NOT_STORED", "cached", "folder", "remembered"]
+__all__ = ["NOT_STORED", "cached", "folder", "forget_loaded", "remembered"]

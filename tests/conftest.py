@@ -34,6 +34,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 import jaxmbd as mbd  # noqa: E402  (enables float64 before any test builds arrays)
+from jaxmbd._program_cache import forget_loaded  # noqa: E402
 
 assert jax.config.jax_compilation_cache_dir == CACHE_DIR
 
@@ -123,12 +124,16 @@ def _memory_map_count() -> int:
 def _release_compiled_programs():
     """XLA:CPU maps every compiled program into ~800 memory regions; a suite that compiles
     hundreds of programs in one process would reach the kernel's limit (vm.max_map_count,
-    65530) and LLVM would abort. Drop JAX's caches when the count grows large."""
+    65530) and LLVM would abort. Drop JAX's caches and the programs jaxmbd's cache has
+    loaded when the count grows large: JAX's alone leave jaxmbd's programs mapped, the count
+    stays above the mark, and every later test would clear again (and trace, lower and
+    compile its small programs anew: about twice the suite's time)."""
     yield
     if _memory_map_count() > 30_000:
         import gc
 
         jax.clear_caches()
+        forget_loaded()
         gc.collect()
 
 

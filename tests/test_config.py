@@ -193,6 +193,30 @@ def test_program_cache_reloads_the_compiled_executable(monkeypatch, tmp_path):
     np.testing.assert_array_equal(mbd.jit(_named_scaled_mass)(model, scale), first)
 
 
+def test_forgotten_programs_load_again_from_disk(monkeypatch, tmp_path):
+    """``forget_loaded`` drops the programs a process holds (with their memory maps, as the
+    suite's conftest does between tests): the next call loads the stored executable, with
+    no trace or compilation, and returns the same bits."""
+    import jax.numpy as jnp
+    import numpy as np
+    from conftest import count_compilations
+
+    import jaxmbd as mbd
+    from jaxmbd import _program_cache
+
+    monkeypatch.setattr(_program_cache, "folder", lambda: tmp_path)
+    model, scale = mbd.models.double_pendulum(), jnp.asarray(2.5)
+    run = mbd.jit(_named_scaled_mass)
+    first = run(model, scale)
+    assert any(_program_cache._LOADED.values())
+    _program_cache.forget_loaded()
+    assert not any(_program_cache._LOADED.values())
+    with count_compilations() as counts:
+        again = run(model, scale)
+    assert counts == {"trace": 0, "compile": 0}, counts
+    assert np.array_equal(np.asarray(again), np.asarray(first))
+
+
 WARM_CHILD = """
 import json, jax, jaxmbd as mbd
 from compile_counter import count_compilations

@@ -211,7 +211,20 @@ def check(model, consistent_start=True, seed=0):
     return mt
 
 
-@pytest.mark.parametrize("name", sorted(BUILTIN_LOOPS))
+#: built-in models checked by default: rows kept by loops (revolute, spherical, cylindrical
+#: closers, several loops on one crank), drivers, a start the engine projects, a branching
+#: tree. The others are trees of joint kinds that test_every_kind_both_directions checks in
+#: both directions (each model is a few compilations): they run with -m slow.
+DEFAULT_BUILTINS = {"four_link", "slider_crank", "engine", "spherical_three_bar", "binary_tree"}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        name if name in DEFAULT_BUILTINS else pytest.param(name, marks=pytest.mark.slow)
+        for name in sorted(BUILTIN_LOOPS)
+    ],
+)
 def test_builtin_models(name):
     model = mbd.models.load(name)
     mt = check(model, consistent_start=name not in INCONSISTENT_START)
