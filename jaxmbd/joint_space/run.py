@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _config  # noqa: F401
+from .._batch_lanes import batch_lanes
 from .._batch_last import batch_last
 from .._checks import finish, is_traced, solution_from_outputs
 from .._host_arrays import device_array
@@ -61,6 +62,10 @@ BATCH_CHUNK = 64
 #: steps' Newton loops): gradients of their batched losses would need the transpose of a
 #: ``cond`` batched inside a ``custom_jvp`` rule, which JAX lacks (jax 0.10.2).
 BATCH_LAST_STEPPERS: tuple = ()
+
+#: The steps whose batches run as per-member scalar code on tiles of members
+#: (:mod:`jaxmbd._batch_lanes`).
+BATCH_LANES_STEPPERS: tuple = ()
 
 
 def _closing_rows(model: Model, tree: KinematicTree, rows) -> ClosingRows | None:
@@ -246,6 +251,8 @@ def run_joint_space(model: Model, stepper: AbstractJointStepper, n: int, h, cont
         model, h, controls, policy = args
         return _run_joint_space(model, stepper, n, h, controls, policy, rows)
 
+    if isinstance(stepper, BATCH_LANES_STEPPERS):
+        return batch_lanes(run)(*leaves)
     if not isinstance(stepper, BATCH_LAST_STEPPERS):
         return run(*leaves)
     return batch_last(run, chunk=BATCH_CHUNK)(*leaves)
