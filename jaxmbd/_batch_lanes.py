@@ -47,18 +47,62 @@ from ._batching import none_batched, unbatched
 LANES = 4
 #: Equations with more output entries than this run on whole arrays.
 MAX_ENTRIES = 1024
-#: Programs with more scalar operations than this are left to ``jax.vmap``.
-MAX_OPERATIONS = 60_000
+#: Programs whose equations' outputs hold more entries than this (inner programs counted
+#: once; about three times the scalar operations they take) are left to ``jax.vmap``:
+#: XLA's compile time grows with the operations (the arm3's 10k, a humanoid's 123k).
+MAX_ENTRIES_ESTIMATE = 40_000
+#: A bound on the scalar operations, checked while the program is evaluated.
+MAX_OPERATIONS = 40_000
 
 
 class _TooLarge(Exception):
     """The scalar program would exceed :data:`MAX_OPERATIONS`."""
 
 
-def batch_lanes(fn, *, lanes: int = LANES):
+def _in_tiles(closed, flat, flags, out_flags, axis_size: int, lanes: int, chunk):
+    """The outputs of ``closed`` for the batch ``flat`` (members first), evaluated on
+    entries over tiles of ``lanes`` members, ``chunk`` tiles at a time (None: all)."""
+    tiles = -(-axis_size // lanes)
+    per = min(tiles, chunk or tiles)
+    count = -(-tiles // per)
+    pad = count * per * lanes - axis_size
+
+    def tiled(x):  # (B, ...) -> (count, ..., per, L), the last member repeated as padding
+        if pad:
+            x = jnp.concatenate([x, jnp.repeat(x[-1:], pad, axis=0)])
+        x = x.reshape((count, per, lanes) + x.shape[1:])
+        return jnp.moveaxis(jnp.moveaxis(x, 1, -1), 1, -1)
+
+    batched = [tiled(x) for x, b in zip(flat, flags, strict=True) if b]
+
+    def one_chunk(chunk_arrays):
+        it = iter(chunk_arrays)
+        vals = [_Real(next(it)) if b else x for x, b in zip(flat, flags, strict=True)]
+        lanes_of = _Lanes(per, lanes)
+        outs = lanes_of.evaluate(closed.jaxpr, closed.consts, vals)
+        return [lanes_of.real(o).array if f else o for o, f in zip(outs, out_flags, strict=True)]
+
+    if count == 1:
+        outs = [o[None] if f else o for o, f in
+                zip(one_chunk([x[0] for x in batched]), out_flags, strict=True)]  # fmt: skip
+    else:  # chunks one after the other: a chunk's entries stay in the core's caches
+        outs = jax.lax.map(one_chunk, batched)
+        outs = [o if f else o[0] for o, f in zip(outs, out_flags, strict=True)]
+    results = []
+    for o, f in zip(outs, out_flags, strict=True):
+        if not f:
+            results.append(o)
+            continue
+        o = jnp.moveaxis(jnp.moveaxis(o, -2, 1), -1, 2)  # (count, per, L, ...)
+        results.append(o.reshape((count * per * lanes,) + o.shape[3:])[:axis_size])
+    return results
+
+
+def batch_lanes(fn, *, lanes: int | None = None, chunk: int | None = None):
     """``fn`` (positional array arguments, pytrees of arrays out) whose ``vmap`` evaluates
     its program as per-member scalar code on tiles of ``lanes`` members (see the module
-    docstring). Unbatched calls and all derivatives are ``fn``'s own."""
+    docstring), ``chunk`` tiles at a time (None: all at once). Unbatched calls and all
+    derivatives are ``fn``'s own."""
 
     def plain(*args):
         return fn(*args)
@@ -80,42 +124,19 @@ def batch_lanes(fn, *, lanes: int = LANES):
             lambda *xs: plain(*jax.tree_util.tree_unflatten(in_tree, xs)), return_shape=True
         )(*member)
         out_flags = _flags(closed.jaxpr, flags)
-        tiles = -(-axis_size // lanes)
-        pad = tiles * lanes - axis_size
         tree = jax.tree_util.tree_structure(out_shape)
-
-        def tiled(x):  # (B, ...) -> (..., T, L), the last member repeated into the padding
-            if pad:
-                x = jnp.concatenate([x, jnp.repeat(x[-1:], pad, axis=0)])
-            x = x.reshape((tiles, lanes) + x.shape[1:])
-            return jnp.moveaxis(jnp.moveaxis(x, 0, -1), 0, -1)
-
-        lanes_of = _Lanes(tiles, lanes)
-        vals = [_Real(tiled(x)) if b else x for x, b in zip(flat, flags, strict=True)]
+        lanes_ = lanes or LANES
         try:
-            outs = lanes_of.evaluate(closed.jaxpr, closed.consts, vals)
-        except _TooLarge:
-            outs = None
-        if outs is None:  # a large program: jax.vmap's own batching
+            if _entries(closed.jaxpr) > MAX_ENTRIES_ESTIMATE:
+                raise _TooLarge
+            outs = _in_tiles(closed, flat, flags, out_flags, axis_size, lanes_, chunk)
+        except _TooLarge:  # a large program: jax.vmap's own batching
             in_axes = [0 if b else None for b in flags]
-            res = jax.vmap(lambda *xs: jax.tree_util.tree_leaves(plain(
+            outs = jax.vmap(lambda *xs: jax.tree_util.tree_leaves(plain(
                 *jax.tree_util.tree_unflatten(in_tree, xs))), in_axes=in_axes)(*flat)  # fmt: skip
-            res = [r if f else r[0] for r, f in zip(res, out_flags, strict=True)]
-            return (
-                jax.tree_util.tree_unflatten(tree, res),
-                jax.tree_util.tree_unflatten(tree, out_flags),
-            )
-        results = []
-        for out, f in zip(outs, out_flags, strict=True):
-            if not f:
-                results.append(out)
-                continue
-            x = lanes_of.real(out).array  # (..., T, L)
-            x = jnp.moveaxis(jnp.moveaxis(x, -2, 0), -1, 1)
-            x = x.reshape((tiles * lanes,) + x.shape[2:])
-            results.append(x[:axis_size])
+            outs = [r if f else r[0] for r, f in zip(outs, out_flags, strict=True)]
         return (
-            jax.tree_util.tree_unflatten(tree, results),
+            jax.tree_util.tree_unflatten(tree, outs),
             jax.tree_util.tree_unflatten(tree, out_flags),
         )
 
@@ -418,10 +439,11 @@ class _Lanes:
                 for j in range(b.shape[-2]):
                     total = None
                     for kk in range(k):
-                        term = self.bind(lax.mul_p, {}, [a[bi + (i, kk)], b[bi + (j, kk)]],
-                                         dtype)  # fmt: skip
-                        total = term if total is None else self.bind(lax.add_p, {},
-                                                                     [total, term], dtype)  # fmt: skip
+                        pair = [a[bi + (i, kk)], b[bi + (j, kk)]]
+                        term = self.bind(lax.mul_p, {}, pair, dtype)
+                        if total is not None:
+                            term = self.bind(lax.add_p, {}, [total, term], dtype)
+                        total = term
                     out[bi + (i, j)] = np.zeros((), dtype)[()] if total is None else total
         return out.reshape(eqn.outvars[0].aval.shape)
 
@@ -450,7 +472,9 @@ class _Lanes:
         for i in data:
             ents = self.entries(vals[i], eqn.invars[i].aval.dtype)
             pool.extend(ents.reshape(-1))
-            index_args[i] = np.arange(offset, offset + ents.size, dtype=np.int32).reshape(ents.shape)
+            index_args[i] = np.arange(offset, offset + ents.size, dtype=np.int32).reshape(
+                ents.shape
+            )
             offset += ents.size
         params = eqn.primitive.get_bind_params(eqn.params)
         with jax.ensure_compile_time_eval():
@@ -499,6 +523,24 @@ class _Lanes:
         outs = [_Real(c) if f else c for c, f in zip(carry, carry_flags, strict=True)]
         outs += [_Real(y) if f else y for y, f in zip(ys, out_flags[nk:], strict=True)]
         return outs
+
+
+def _entries(jaxpr) -> int:
+    """The entries of every equation's outputs in ``jaxpr``, inner programs once each: a
+    bound of the scalar operations its evaluation on entries takes."""
+    total = 0
+    for eqn in jaxpr.eqns:
+        inner = [v for v in eqn.params.values() if isinstance(v, (jcore.Jaxpr, jcore.ClosedJaxpr))]
+        for v in eqn.params.values():
+            if isinstance(v, tuple):
+                inner += [b for b in v if isinstance(b, (jcore.Jaxpr, jcore.ClosedJaxpr))]
+        if inner:
+            total += sum(
+                _entries(j.jaxpr if isinstance(j, jcore.ClosedJaxpr) else j) for j in inner
+            )
+            continue
+        total += sum(math.prod(v.aval.shape) for v in eqn.outvars)
+    return total
 
 
 def _dtype(e):

@@ -39,7 +39,7 @@ from .contact_step import SUBSTEP_OPTIONS, contact_options, with_impact_substeps
 from .dynamics import Accelerations, accelerations, body_accelerations
 from .from_model import tree_of_model
 from .reactions import tree_joint_wrenches
-from .steppers import AbstractJointStepper, get_stepper
+from .steppers import AbstractJointStepper, RungeKutta4, SemiImplicitEuler, get_stepper
 
 NONFINITE = int(RESULTS.nonfinite._value)
 MAX_ITERATIONS = int(RESULTS.max_iterations._value)
@@ -63,9 +63,17 @@ BATCH_CHUNK = 64
 #: ``cond`` batched inside a ``custom_jvp`` rule, which JAX lacks (jax 0.10.2).
 BATCH_LAST_STEPPERS: tuple = ()
 
-#: The steps whose batches run as per-member scalar code on tiles of members
-#: (:mod:`jaxmbd._batch_lanes`).
-BATCH_LANES_STEPPERS: tuple = ()
+#: The steps whose batches run as per-member scalar code on tiles of members, the default
+#: (:mod:`jaxmbd._batch_lanes`): the explicit steps, for the reason above. Measured on the
+#: 2-core CPU, batch of 256 against ``jax.vmap``'s own batching, CPU time in one process
+#: (``benchmarks/results/batch/batch_joint.md``): cart-pole 8x, double pendulum and
+#: acrobot 4x, arm3 2.4x the model-steps per second; a large tree (a humanoid) stays with
+#: ``jax.vmap`` (:data:`jaxmbd._batch_lanes.MAX_ENTRIES_ESTIMATE`). It takes precedence
+#: over :data:`BATCH_LAST_STEPPERS`; ``()`` switches it off.
+BATCH_LANES_STEPPERS: tuple = (RungeKutta4, SemiImplicitEuler)
+#: Tiles of members (:data:`jaxmbd._batch_lanes.LANES` each) stepped together; a larger
+#: batch runs in such chunks one after the other.
+BATCH_LANES_CHUNK: int | None = 64
 
 
 def _closing_rows(model: Model, tree: KinematicTree, rows) -> ClosingRows | None:
@@ -252,7 +260,7 @@ def run_joint_space(model: Model, stepper: AbstractJointStepper, n: int, h, cont
         return _run_joint_space(model, stepper, n, h, controls, policy, rows)
 
     if isinstance(stepper, BATCH_LANES_STEPPERS):
-        return batch_lanes(run)(*leaves)
+        return batch_lanes(run, chunk=BATCH_LANES_CHUNK)(*leaves)
     if not isinstance(stepper, BATCH_LAST_STEPPERS):
         return run(*leaves)
     return batch_last(run, chunk=BATCH_CHUNK)(*leaves)
