@@ -40,7 +40,7 @@ from jax.extend import core as jcore
 
 from . import _config  # noqa: F401
 from ._batch_last import _CALLS, _ELEMENTWISE, _apply, _call_jaxpr, _flags, _scan_flags
-from ._batching import none_batched, unbatched
+from ._batching import all_batched, none_batched, unbatched
 
 #: Members in one tile's minor axis: an AVX2 register of float64 (XLA's CPU backend
 #: vectorises for 256-bit registers by default).
@@ -116,6 +116,10 @@ def batch_lanes(fn, *, lanes: int | None = None, chunk: int | None = None):
         flat, in_tree = jax.tree_util.tree_flatten(args)
         flags = jax.tree_util.tree_leaves(in_batched)
         flat = [jnp.asarray(x) for x in flat]
+        if axis_size == 1:  # one member: its own program (a tile would be three quarters padding)
+            one = [x[0] if b else x for x, b in zip(flat, flags, strict=True)]
+            out = plain(*jax.tree_util.tree_unflatten(in_tree, one))
+            return jax.tree_util.tree_map(lambda v: jnp.asarray(v)[None], out), all_batched(out)
         member = [
             jax.ShapeDtypeStruct(x.shape[1:] if b else x.shape, x.dtype)
             for x, b in zip(flat, flags, strict=True)

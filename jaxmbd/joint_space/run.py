@@ -248,9 +248,10 @@ def run_joint_space(model: Model, stepper: AbstractJointStepper, n: int, h, cont
                     policy=None, rows=None):  # fmt: skip
     """The per-step outputs (t = 0..n h) of ``n`` steps (see :func:`_outputs`); ``rows``:
     the constraint rows to keep (static; :func:`independent_constraint_rows`). Under
-    ``vmap`` the members' time loop carries the batch as every array's minor axis
-    (:func:`jaxmbd._batch_last.batch_last`): a step's kernels run over the members
-    (the explicit steps of :data:`BATCH_LAST_STEPPERS`)."""
+    ``vmap`` the explicit steps' time loop runs as per-member scalar code on tiles of
+    members (:func:`jaxmbd._batch_lanes.batch_lanes`, :data:`BATCH_LANES_STEPPERS`), or
+    with the batch as every array's minor axis (:func:`jaxmbd._batch_last.batch_last`,
+    :data:`BATCH_LAST_STEPPERS`): a step's kernels run over the members in SIMD lanes."""
     arrays, static = eqx.partition((model, h, controls, policy), eqx.is_array)
     leaves, treedef = jax.tree_util.tree_flatten(arrays)
 
