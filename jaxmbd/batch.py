@@ -272,8 +272,10 @@ def _is_joint(models: Model, options: dict) -> bool:
     try:
         formulation = options.get("formulation")
         integrator = options.get("integrator")
-        if formulation is None:
-            formulation = default_formulation(models, integrator, options.get("options"))
+        if formulation is None:  # of the first member: the batch's arrays lead with members
+            arrays, static = eqx.partition(models, eqx.is_array)
+            first = eqx.combine(jax.tree_util.tree_map(lambda x: x[0], arrays), static)
+            formulation = default_formulation(first, integrator, options.get("options"))
         form = get_formulation(formulation)
         if not form.runs_in_joint_space:
             return False

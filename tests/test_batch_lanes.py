@@ -107,10 +107,11 @@ def test_batched_time_loop_computes_on_tiles_of_members(pendulum):
     """Structure, not time: in the program ``simulate_batch`` compiles by default for a
     batch of the joint formulation (40 members: 10 tiles of 4), every array of the time
     loop (its fusions, the stages' loop) that holds the members holds them as its two
-    minor axes, tiles then lanes (a gather by a member's own index: both in one), and most of its fusions compute one scalar of every
-    member: each such fusion is an elementwise loop whose innermost axis is a SIMD
-    register of members, with every entry of a member computed once (``jax.vmap`` puts the
-    members in the major axis, a member's 2-6 entries in the innermost loop)."""
+    minor axes, tiles then lanes (a gather by a member's own index: both in one), and most
+    of its fusions compute one scalar of every member: each such fusion is an elementwise
+    loop whose innermost axis is a SIMD register of members, with every entry of a member
+    computed once (``jax.vmap`` puts the members in the major axis, a member's 2-6
+    entries in the innermost loop)."""
     members, _ = _members(pendulum, MEMBERS)
     opts = _static_options(dict(formulation="joint", integrator="rk", t_end=STEPS * 1e-3, h=1e-3))
     chunk = _chunk_size(members, MEMBERS, None, 1, "cpu", joint=True)
