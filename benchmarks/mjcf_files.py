@@ -24,9 +24,8 @@ For each file:
   notes say where). MuJoCo's actuators that jaxmbd does not map get zero controls in both.
   Two more columns tell the model's difference from RK4's own error:
   ``diff_to_mujoco_rk4_at_h``, jaxmbd against MuJoCo's RK4 at the same step h (the same
-  scheme: round-off where the models agree; the quadruped's filter activations are the
-  exception: jaxmbd takes them in closed form at each stage time, MuJoCo's RK4 by its
-  stages, a difference of O(h^2) in a stage's activation), and ``mujoco_rk4_at_h_error``,
+  scheme, activations included: round-off where the models agree), and
+  ``mujoco_rk4_at_h_error``,
   MuJoCo's RK4 at h against its reference;
 * **steps/s**: MuJoCo C's ``mj_step`` at the file's own settings (integrator, step,
   contact) from the reference pose, and jaxmbd's compiled run (the whole 1 s as one

@@ -270,6 +270,14 @@ class AbstractJointForce(AbstractForce):
     def names(self) -> tuple[str, ...]:
         return tuple(d.name for d in self.joints)
 
+    def left_to_joint_space(self):
+        """The entries marked False in ``absolute_entries``."""
+        entries = getattr(self, "absolute_entries", None)
+        if entries is None:
+            return None
+        names = [d.name for d, kept in zip(self.joints, entries, strict=True) if not kept]
+        return (self.entries_label, names) if names else None
+
     @classmethod
     def family(cls):
         return AbstractJointForce
@@ -347,18 +355,10 @@ class AbstractJointForce(AbstractForce):
 
 
 def joint_space_entries(forces) -> list[tuple[str, list[str]]]:
-    """(entries label, joint names) of the joint-force elements in ``forces`` whose entries
-    on those joints the absolute formulations leave out (``absolute_entries`` False), in
-    element order; empty: none."""
-    out = []
-    for element in forces:
-        entries = getattr(element, "absolute_entries", None)
-        if not element.acts_along_joints or entries is None:
-            continue
-        names = [d.name for d, kept in zip(element.joints, entries, strict=True) if not kept]
-        if names:
-            out.append((element.entries_label, names))
-    return out
+    """(entries label, joint names) of the elements in ``forces`` whose entries on those
+    joints the absolute formulations leave out (:meth:`AbstractForce.left_to_joint_space`),
+    in element order; empty: none."""
+    return [part for element in forces if (part := element.left_to_joint_space()) is not None]
 
 
 def joint_space_entries_message(forces, where: str) -> str | None:
@@ -370,10 +370,10 @@ def joint_space_entries_message(forces, where: str) -> str | None:
         return None
     listed = "; ".join(f"{label} on {names}" for label, names in parts)
     return (
-        f"{where} leaves out {listed}: these hinges and slides lie inside universal, "
-        "three-hinge spherical, planar or three-slide joints, whose coordinates the body "
-        "states do not give one by one. formulation='joint' (the default for a model read "
-        "from MJCF or URDF) applies them"
+        f"{where} leaves out {listed}: the body states do not give these joints' coordinates "
+        "one by one (hinges and slides inside universal, three-hinge spherical, planar or "
+        "three-slide joints; the quaternions of ball and free joints). formulation='joint' "
+        "(the default for a model read from MJCF or URDF) applies them"
     )
 
 

@@ -23,6 +23,7 @@ from ._mjcf_limit_gains import limit_gains
 from ._values import _axis_frame
 from .build import ModelBuilder
 from .joints import REVOLUTE, TRANSLATIONAL, JointKind
+from .quaternion_joint_dynamics import QuaternionJointDynamics, quaternion_joint_dynamics
 
 logger = logging.getLogger("jaxmbd")
 
@@ -172,6 +173,36 @@ def _passive(mujoco, m, j: int) -> dict:
         # rotor inertia on qpos (MuJoCo adds it to its mass matrix's diagonal); None: none
         "armature": float(m.dof_armature[dof]) if m.dof_armature[dof] else None,
     }
+
+
+def quaternion_joints(mujoco, m) -> list[int]:
+    """MuJoCo's ball and free joints."""
+    return [j for j in range(m.njnt) if not _joint_type(mujoco, m, j).coordinate]
+
+
+def quaternion_joint_passive(mujoco, m, where: str) -> QuaternionJointDynamics | None:
+    """The damping, stiffness (about ``qpos_spring``), friction loss and armature of the
+    ball and free joints that have any, as MuJoCo applies them (one value per joint, on
+    each of its dofs; flags as :func:`_passive_values`); None: none has."""
+    damping, stiffness, friction_loss = _passive_values(mujoco, m)
+    rows = []
+    for j in quaternion_joints(mujoco, m):
+        dof, adr = int(m.jnt_dofadr[j]), int(m.jnt_qposadr[j])
+        free = _joint_type(mujoco, m, j).free
+        values = (damping[dof], stiffness[j], friction_loss[dof], m.dof_armature[dof])
+        if not any(values):
+            continue
+        ref = np.zeros(7)
+        ref[0 if free else 3 :] = m.qpos_spring[adr : adr + (7 if free else 4)]
+        name = _name(mujoco, m, mujoco.mjtObj.mjOBJ_JOINT, j, "joint")
+        rows.append((name, free, *(float(x) for x in values), ref))
+    if not rows:
+        return None
+    names, free, c, k, f, a, ref = zip(*rows, strict=True)
+    return quaternion_joint_dynamics(
+        names, free, damping=c, stiffness=k, spring_reference=np.stack(ref), friction_loss=f,
+        armature=a, where=where,
+    )  # fmt: skip
 
 
 def _mapped_limits(mujoco, m) -> set[int]:

@@ -313,9 +313,9 @@ def actuator_forces(model, run):
         if rows.size:  # tendon transmissions: the tendons' lengths and velocities
             length, G = lengths_and_gradients(element.tendons, state)
             q, qdot = q.at[rows].set(length), qdot.at[rows].set(velocities(G, state))
-        if act.size:  # the row's activations at the row's time (act_early: a step ahead)
+        if act.size:  # the row's activations, MuJoCo's act (act_early: a step ahead)
             at = dataclasses.replace(element, activation=element.full_activation(act),
-                                     activation_time=t)  # fmt: skip
+                                     activation_state=True)  # fmt: skip
             return at.actuator_force(u, q, qdot)
         return element.actuator_force(u, q, qdot)
 

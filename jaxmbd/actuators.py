@@ -33,13 +33,27 @@ filter       (u - a) / tau        u + (a_0 - u) exp(-t / tau)
 filterexact  (u - a) / tau        the same (MuJoCo integrates it exactly in ``euler``)
 ============ ==================== ===============================================
 
-clamped to ``act_range`` (MuJoCo's ``actlimited``/``actrange``). The activation does not
-depend on the mechanism, so each step takes it in closed form at every stage time (exact
-where MuJoCo's steps integrate it: ``filter`` by its explicit Euler step in ``euler``, by
-the stages in ``rk4``); ``act_early`` (MuJoCo's ``actearly``) takes the force from the
-activation one step h ahead, a(t + h). :func:`~jaxmbd.simulate` carries a from step to
-step in the ``"joint"`` formulation (:func:`with_activation`, :meth:`Actuators.next_activation`)
-and keeps it as ``sol.act`` (T, na) in MuJoCo's ``act`` layout (the actuators with
+clamped to ``act_range`` (MuJoCo's ``actlimited``/``actrange``). ``act_early`` (MuJoCo's
+``actearly``) takes the force from the activation one step h ahead.
+
+The activation enters a step in one of two ways:
+
+* **as a state** (``activation_state``, :func:`with_activation_state`), as MuJoCo's
+  integrators take ``act``: the force reads the activation a of the evaluation itself
+  (``act_early``: MuJoCo's ``mj_nextActivation`` of a and its rate, one step ahead), and
+  the step integrates a with the mechanism: :meth:`Actuators.activation_rate` is MuJoCo's
+  ``act_dot``, :meth:`Actuators.activation_after` its ``mj_nextActivation`` (an explicit
+  Euler update, exact for ``filterexact``, clamped to ``act_range``). The joint
+  formulation's MuJoCo steps (``euler``, ``implicit``, ``implicitfast``, ``rk``,
+  ``rkmk``) take it so: their activations are MuJoCo's to round-off
+  (engine_forward.c, ``mj_RungeKutta``, ``mj_advance``; engine_support.c,
+  ``mj_nextActivation``);
+* **in closed form** (:func:`with_activation`): the activation at any time of the step
+  from its value at the step's start under the held control, the table's last column (the
+  other steps, and the absolute formulations from t = 0).
+
+:func:`~jaxmbd.simulate` carries a from step to step in the ``"joint"`` formulation and
+keeps it as ``sol.act`` (T, na) in MuJoCo's ``act`` layout (the actuators with
 dynamics, in order: :attr:`Actuators.dynamic`), from which the actuator sensors read the
 forces after the run.
 
@@ -140,6 +154,10 @@ class Actuators(AbstractJointForce):
     activation: jax.Array | None = None
     activation_time: jax.Array | None = None
     step: jax.Array | None = None
+    #: Whether ``activation`` is the activation of each evaluation itself (a state that the
+    #: step integrates, MuJoCo's ``act``; module docstring) rather than the start of its
+    #: closed form at ``activation_time``.
+    activation_state: bool = eqx.field(static=True, default=False)
     #: Model files store actuators in their own list (``"actuators"``).
     file_section: ClassVar[str] = "actuators"
     entry_fields: ClassVar[tuple[str, ...]] = (
@@ -202,8 +220,7 @@ class Actuators(AbstractJointForce):
         # MuJoCo's mjMINVAL floor on the time constant
         tau = jnp.maximum(self.time_constant, 1e-15)
         a = u
-        for rule in {ACTIVATION_DYNAMICS[d] for d in self.dynamics}:
-            own = np.asarray([ACTIVATION_DYNAMICS[d] is rule for d in self.dynamics])
+        for own, rule in self._rules():
             a = jnp.where(own, rule.activation(self.activation, u, dt, tau), a)
         # the range is unbounded where there are no dynamics (add_actuator)
         return jnp.clip(a, self.act_lower, self.act_upper)
@@ -212,10 +229,57 @@ class Actuators(AbstractJointForce):
         """The activations (nu,) at ``activation_time`` + h (the next step's start)."""
         return self.activation_at(self.activation_time + h, self.controls, early=False)
 
+    def _rules(self):
+        """(mask (nu,), rule) for each kind of activation dynamics among the actuators."""
+        for rule in {ACTIVATION_DYNAMICS[d] for d in self.dynamics}:
+            yield np.asarray([ACTIVATION_DYNAMICS[d] is rule for d in self.dynamics]), rule
+
+    def activation_rate(self, act=None, u=None):
+        """MuJoCo's ``act_dot`` (nu,) at the activations ``act`` (nu,) under the controls
+        ``u`` (None: the element's own): the clamped control for ``integrator``,
+        (u - a) / tau for the filters, 0 without dynamics (engine_forward.c,
+        ``mj_fwdActuation``)."""
+        act = self.activation if act is None else act
+        u = jnp.clip(self.controls if u is None else u, self.ctrl_lower, self.ctrl_upper)
+        # MuJoCo's mjMINVAL floor on the time constant
+        tau = jnp.maximum(self.time_constant, 1e-15)
+        rate = jnp.zeros_like(act)
+        for own, rule in self._rules():
+            if rule.name == "integrator":
+                rate = jnp.where(own, u, rate)
+            elif rule.time_constant:
+                rate = jnp.where(own, (u - act) / tau, rate)
+        return rate
+
+    def activation_after(self, rate, h, act=None):
+        """MuJoCo's ``mj_nextActivation``: the activations (nu,) a step ``h`` after
+        ``act`` (None: the element's own) at the rate ``rate`` (nu,): a + h rate, for
+        ``filterexact`` a + rate tau (1 - exp(-h / tau)) (exact under a held control),
+        clamped to ``act_range`` (engine_support.c)."""
+        act = self.activation if act is None else act
+        tau = jnp.maximum(self.time_constant, 1e-15)
+        exact = np.asarray([d == "filterexact" for d in self.dynamics])
+        # MuJoCo's order of operations, for its round-off
+        a = jnp.where(exact, act + rate * tau * (1.0 - jnp.exp(-h / tau)), act + rate * h)
+        return jnp.clip(a, self.act_lower, self.act_upper)
+
+    def _state_activation(self, u):
+        """The activations (nu,) that the forces read where ``activation`` is a state: the
+        activation itself, one step ahead for ``act_early`` (MuJoCo's
+        ``mj_nextActivation`` of its rate, engine_forward.c ``mj_fwdActuation``), u
+        without dynamics."""
+        ahead = self.activation_after(self.activation_rate(u=u), self.step)
+        a = jnp.where(jnp.asarray(self.act_early), ahead, self.activation)
+        dynamic = np.asarray([ACTIVATION_DYNAMICS[d] is not NO_DYNAMICS for d in self.dynamics])
+        return jnp.where(dynamic, a, jnp.clip(u, self.ctrl_lower, self.ctrl_upper))
+
     def actuator_force(self, u, q, qdot, t=None):
         """The actuator forces F (nu,) for controls ``u`` at joint coordinates q, rates
-        qdot (before the gear to the joint); with activation dynamics, at time ``t``."""
-        if self.has_dynamics:
+        qdot (before the gear to the joint); with activation dynamics, at time ``t`` (the
+        element's activation itself where it is a state: ``activation_state``)."""
+        if self.has_dynamics and self.activation_state:
+            u = self._state_activation(u)
+        elif self.has_dynamics:
             u = self.activation_at(self.activation_time if t is None else t, u)
         else:
             u = jnp.clip(u, self.ctrl_lower, self.ctrl_upper)
@@ -277,7 +341,8 @@ def with_controls(model, controls):
 
 def with_activation(model, activation, t, h):
     """``model`` with its actuators' activations ``activation`` (nu,) at time ``t`` and
-    the step ``h`` (the start of a step; unchanged without activation dynamics)."""
+    the step ``h``, the start of their closed form (the start of a step; unchanged without
+    activation dynamics)."""
     element = model.actuators
     if element is None or not element.has_dynamics:
         return model
@@ -285,8 +350,23 @@ def with_activation(model, activation, t, h):
     dtype = jnp.asarray(activation).dtype
     element = dataclasses.replace(
         element, activation=jnp.asarray(activation), activation_time=jnp.asarray(t, dtype),
-        step=jnp.asarray(h, dtype),
+        step=jnp.asarray(h, dtype), activation_state=False,
     )  # fmt: skip
+    forces = model.forces[:index] + (element,) + model.forces[index + 1 :]
+    return dataclasses.replace(model, forces=forces)
+
+
+def with_activation_state(model, act, h):
+    """``model`` with its actuators' activations ``act`` (nu,) as the state that each
+    evaluation reads (``activation_state``; the step ``h`` that ``act_early`` looks ahead
+    by); unchanged without activation dynamics."""
+    element = model.actuators
+    if element is None or not element.has_dynamics:
+        return model
+    index = next(k for k, f in enumerate(model.forces) if isinstance(f, Actuators))
+    dtype = jnp.asarray(act).dtype
+    element = dataclasses.replace(element, activation=jnp.asarray(act),
+                                  step=jnp.asarray(h, dtype), activation_state=True)  # fmt: skip
     forces = model.forces[:index] + (element,) + model.forces[index + 1 :]
     return dataclasses.replace(model, forces=forces)
 

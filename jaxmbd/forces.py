@@ -82,6 +82,11 @@ class AbstractForce(eqx.Module):
     #: from the tendons' lengths and Jacobians in joint space (fixed tendons read qpos);
     #: the absolute formulations call ``__call__`` on the body states.
     acts_along_tendons: ClassVar[bool] = False
+    #: The element is a force along the dofs of multi-dof joints of a kinematic tree (ball
+    #: and free joints, by name: ``joints``, ``sizes(k)`` and ``dof_force(t, k, qpos, qvel)``,
+    #: with ``dof_values("armature")`` and ``dof_values("damping")``), which only the joint
+    #: formulation evaluates (:meth:`left_to_joint_space`).
+    acts_along_dofs: ClassVar[bool] = False
 
     @abc.abstractmethod
     def __call__(self, t, state: BodyState) -> tuple[jax.Array, jax.Array]:
@@ -164,6 +169,13 @@ class AbstractForce(eqx.Module):
         path)."""
         if self.adds_mass and self.joint_armature is None:
             return "it adds mass to the bodies, which the tree's mass matrix does not carry"
+        return None
+
+    def left_to_joint_space(self) -> tuple[str, list[str]] | None:
+        """(what the element puts on them, joint names) of the entries that the absolute
+        formulations leave out, because only joint space has their coordinates (they are
+        named in a :class:`~jaxmbd.errors.JointSpaceOnlyWarning`); None (the default): the
+        element applies whole."""
         return None
 
     @property

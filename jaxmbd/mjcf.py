@@ -135,6 +135,8 @@ from ._mjcf_joints import (
     _name,
     _passive_values,
     _single_scalar_joints,
+    quaternion_joint_passive,
+    quaternion_joints,
 )
 from ._mjcf_sensors import add_sensors, add_site_markers
 from ._mjcf_tendons import add_tendons
@@ -263,8 +265,9 @@ def _unsupported(mujoco, m, joint_space: set[int]) -> list[str]:
             "of a full turn or more)"
         )
     dof_jnt = np.asarray(m.dof_jntid)
-    # their damping, stiffness, friction loss and armature map
-    passive = _single_scalar_joints(mujoco, m) | scalar
+    # their damping, stiffness, friction loss and armature map (ball and free joints': the
+    # joint formulation's QuaternionJointDynamics)
+    passive = _single_scalar_joints(mujoco, m) | scalar | set(quaternion_joints(mujoco, m))
     damping, stiffness, friction_loss = _passive_values(mujoco, m)
     for label, values, skip in (
         ("damping", damping, passive),
@@ -367,6 +370,8 @@ def _convert(mujoco, m, path: Path, keyframe, model_name: str) -> Model:
     joint_space_only += add_tendons(mujoco, m, d0, builder, label, aliases, space, unsupported)
     equalities, coupling_reasons = equalities_of(mujoco, m, d0, roots, owner,
                                                  tendons_of(builder))  # fmt: skip
+    if (ball_and_free := quaternion_joint_passive(mujoco, m, str(path))) is not None:
+        builder.add_force(ball_and_free)
     add_actuators(mujoco, m, builder, set(mapped), unsupported, aliases=aliases,
                   tendons={t["name"] for t in builder._tendons})  # fmt: skip
     add_site_markers(mujoco, m, d0, builder, owner, body_names)

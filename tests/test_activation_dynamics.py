@@ -1,11 +1,8 @@
 """Actuators with activation dynamics (MuJoCo's dyntype integrator, filter, filterexact,
-actlimited, actearly) loaded from MJCF, against MuJoCo C on the same controls:
-
-* MuJoCo's Euler at the same step, where its activation update is the closed form
-  (integrator, clamped to actrange; filterexact; actearly): joint coordinates to round-off;
-* MuJoCo's RK4 at the same step (filter and the rest, where RK4 integrates the activation
-  by its stages and jaxmbd takes it in closed form: they differ by RK4's error on an
-  exponential, (h / tau)^5 / 120, 1e-12 here).
+actlimited, actearly) loaded from MJCF, against MuJoCo C on the same controls: the joint
+formulation's MuJoCo steps integrate the activations as MuJoCo's integrators integrate
+``act`` (Euler: ``mj_nextActivation`` of the start's rate; RK4: by the stages of
+``mj_RungeKutta``), so qpos, qvel and act agree to round-off at the same step.
 """
 
 from __future__ import annotations
@@ -87,15 +84,14 @@ def test_activation_is_loaded_as_mujocos(euler, tmp_path):
         np.testing.assert_allclose([a.act_lower[0], a.act_upper[0]], [-0.1, 0.1])
 
 
-def test_euler_with_exact_activation_updates_is_mujocos(euler):
-    """integrator (clamped), filterexact and actearly under MuJoCo's Euler, 150 steps of
-    random controls: qpos and act to 1e-10 (MuJoCo's Euler updates these activations as
-    the closed form does); the filter actuator's control is held at 0, where its
-    explicit update and the closed form agree (both stay at 0)."""
+def test_euler_activations_are_mujocos(euler):
+    """Every dynamics kind (the integrator clamped to its actrange, filter, filterexact,
+    actearly) under MuJoCo's Euler, 150 steps of random controls through
+    :func:`~jaxmbd.joint_space.advance`: act and qpos to 1e-12 of MuJoCo's Euler
+    at the same step (its ``mj_nextActivation``: the filter's explicit update)."""
     model, m = euler
     n = 150
     u = _controls(n)
-    u[:, 1] = 0.0
     qpos_mj, act_mj = _mujoco(m, u)
     assert act_mj[:, 0].max() == pytest.approx(0.1)  # it ran into its actrange
     step = jax.jit(lambda state, u: advance(model, state, u, h=0.002, integrator="euler"))
@@ -106,24 +102,20 @@ def test_euler_with_exact_activation_updates_is_mujocos(euler):
         acts.append(np.asarray(state.act))
     # JointState.act: MuJoCo's act (na,), the actuators with dynamics
     np.testing.assert_allclose(np.asarray(acts), act_mj, atol=1e-12)
-    np.testing.assert_allclose(np.asarray(state.qpos), qpos_mj[-1], atol=1e-10)
+    np.testing.assert_allclose(np.asarray(state.qpos), qpos_mj[-1], atol=1e-12)
 
 
 @pytest.mark.slow  # a run and its sensors: two programs (~40 s)
 def test_run_keeps_mujocos_act_and_its_sensors_read_it(tmp_path):
-    """A joint-space Euler run of 100 steps with random controls (the filter actuator as
-    filterexact, which MuJoCo's Euler integrates exactly, so that both engines take the
-    same steps): ``sol.act`` (T, na) is MuJoCo's ``act`` after each ``mj_step`` (1e-10),
-    and the actuator sensors read after the run (actuatorfrc of each actuator,
-    jointactuatorfrc) equal MuJoCo's sensordata after ``mj_forward`` at MuJoCo's state of
-    each row (qpos, qvel, act, the row's held control), 1e-10; far from the readings
-    without the activation history."""
+    """A joint-space Euler run of 100 steps with random controls: ``sol.act`` (T, na) is
+    MuJoCo's ``act`` after each ``mj_step`` (1e-10), and the actuator sensors read after
+    the run (actuatorfrc of each actuator, jointactuatorfrc) equal MuJoCo's sensordata
+    after ``mj_forward`` at MuJoCo's state of each row (qpos, qvel, act, the row's held
+    control), 1e-10; far from the readings without the activation history."""
     sensors = "".join(f'<actuatorfrc name="f_{a}" actuator="{a}"/>'
                       for a in ("int", "filt", "exact", "early", "plain"))  # fmt: skip
     sensors += '<jointactuatorfrc name="jd" joint="jd"/>'
-    xml = XML.replace('dyntype="filter"', 'dyntype="filterexact"').replace(
-        "</actuator></mujoco>", f"</actuator><sensor>{sensors}</sensor></mujoco>"
-    )
+    xml = XML.replace("</actuator></mujoco>", f"</actuator><sensor>{sensors}</sensor></mujoco>")
     model, m = _load(tmp_path, "Euler", xml)
     n, h = 100, 0.002
     u = _controls(n, seed=2)
@@ -151,27 +143,32 @@ def test_run_keeps_mujocos_act_and_its_sensors_read_it(tmp_path):
     assert np.abs(theirs[:, :4] - np.asarray(sol.sensors.vector())[:1, :4]).max() > 0.1
 
 
-def test_rk4_against_mujocos_rk4(tmp_path):
-    """Every dynamics kind under RK4 at h = 2 ms, 0.3 s of random controls through
-    ``simulate``: qpos to 1e-8 of MuJoCo's RK4 at the same step (the filters' RK4 error on
-    the activation, about 1e-12), and the run differs from one that ignores the
-    activation (the force follows a, not u) by far more. Filters (filterexact as filter),
-    without actearly and the integrator's clamp: MuJoCo's RK4 takes these from the stages'
-    unclamped activations, an Euler step ahead, and filterexact's update of the stages'
-    mean rate by tau (1 - exp(-h / tau)) in place of h (errors of first order in h), where
-    jaxmbd takes the closed form (Euler's, checked above)."""
-    xml = XML.replace('actrange="-0.1 0.1"', 'actrange="-10 10"').replace('actearly="true"', "")
-    xml = xml.replace('dyntype="filterexact"', 'dyntype="filter"')
-    model, m = _load(tmp_path, "RK4", xml)
+def test_rk4_steps_are_mujocos_rk4(tmp_path):
+    """Every dynamics kind (as above) under MuJoCo's RK4 at h = 2 ms, 150 steps of random
+    controls through ``simulate``: qpos, qvel and act after every step equal MuJoCo's
+    ``mj_step`` to 1e-12 (MuJoCo's ``mj_RungeKutta`` integrates act by the stages,
+    unclamped within them, the end by ``mj_nextActivation`` of the stages' mean rate:
+    filterexact's tau (1 - exp(-h / tau)) in place of h, actearly an Euler step ahead),
+    and the run differs from one that ignores the activation (the force follows a, not u)
+    by far more."""
+    model, m = _load(tmp_path, "RK4")
     n = 150
     u = _controls(n, seed=1)
-    qpos_mj, _ = _mujoco(m, u)
-    sol = mbd.simulate(model, formulation="joint", integrator="rk", t_end=n * 0.002, h=0.002,
+    d = mujoco.MjData(m)
+    rows = [(np.array(d.qpos), np.array(d.qvel), np.array(d.act))]
+    for k in range(n):
+        d.ctrl[:] = u[k]
+        mujoco.mj_step(m, d)
+        rows.append((np.array(d.qpos), np.array(d.qvel), np.array(d.act)))
+    assert max(row[2][0] for row in rows) == pytest.approx(0.1)  # it ran into its actrange
+    sol = mbd.simulate(model, formulation="joint", integrator="rkmk", t_end=n * 0.002, h=0.002,
                        controls=u)  # fmt: skip
-    assert np.abs(np.asarray(sol.qpos[-1]) - qpos_mj[-1]).max() < 1e-8
+    for k, name in enumerate(("qpos", "qvel", "act")):
+        theirs = np.array([row[k] for row in rows])
+        np.testing.assert_allclose(np.asarray(getattr(sol, name)), theirs, rtol=0, atol=1e-12)
     m.actuator_dyntype[:] = 0
     plain, _ = _mujoco(m, u)
-    assert np.abs(plain[-1] - qpos_mj[-1]).max() > 1e-2
+    assert np.abs(plain[-1] - rows[-1][0]).max() > 1e-2
 
 
 def test_bad_activation_options():

@@ -166,7 +166,7 @@ _OBJECT_LISTS = {
     "contacts",
 }
 #: Lists of strings (names, reasons).
-_STRING_LISTS = {"body_names", "joint_names", "joint_space_only", "subtree", "zone"}
+_STRING_LISTS = {"body_names", "joint_kinds", "joint_names", "joint_space_only", "subtree", "zone"}
 MAX_DEPTH = 12  # the deepest field of the schema (a shape's matrix row) is at depth 6
 MAX_FILE_BYTES = 64 * 2**20
 

@@ -8,6 +8,7 @@ from typing import ClassVar
 import equinox as eqx
 
 from .. import _config  # noqa: F401
+from ..actuators import with_activation, with_activation_state
 from .constraint_rows import project
 from .dynamics import Accelerations, accelerations
 
@@ -23,10 +24,31 @@ class AbstractJointStepper(eqx.Module):
     #: at the new state (no state of the method's own, no step-mean accelerations): then a
     #: run takes each step by :meth:`start_and_step`, which computes them once per step.
     state_accelerations: ClassVar[bool] = True
+    #: Whether the step integrates the actuators' activations as a state, as MuJoCo's
+    #: integrators integrate ``act`` (:mod:`jaxmbd.actuators`: :meth:`activation_after`);
+    #: otherwise the forces read the activations' closed form over the step.
+    integrates_activations: ClassVar[bool] = False
 
     @abc.abstractmethod
     def step(self, model, tree, loops, qpos, qvel, acc: Accelerations, t, h):
         """(qpos, qvel) at t + h."""
+
+    def with_step_activation(self, model, act, t, h):
+        """``model`` with its actuators' activations ``act`` (nu,) at the step's start t: a
+        state (:attr:`integrates_activations`) or the start of their closed form."""
+        if self.integrates_activations:
+            return with_activation_state(model, act, h)
+        return with_activation(model, act, t, h)
+
+    def activation_after(self, model, h):
+        """The activations (nu,) at the step's end, from ``model``'s at its start
+        (:meth:`with_step_activation`): where the step integrates them, MuJoCo's
+        ``mj_Euler``/``mj_implicit`` update (``mj_advance``: ``mj_nextActivation`` of the
+        start's rate, engine_forward.c); otherwise the closed form's."""
+        element = model.actuators
+        if not self.integrates_activations:
+            return element.next_activation(h)
+        return element.activation_after(element.activation_rate(), h)
 
     def start_accelerations(self, model, tree, loops, qpos, qvel, t, h) -> Accelerations:
         return accelerations(model, tree, loops, qpos, qvel, t, step=h)

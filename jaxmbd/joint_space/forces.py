@@ -2,7 +2,8 @@
 
 Elements along joint coordinates (``acts_along_joints``: actuators, joint damping,
 stiffness, friction loss, limits) read their joints' coordinates straight from qpos/qvel by
-joint name and add their forces to those dofs; elements along tendons
+joint name and add their forces to those dofs, as do the elements along the dofs of ball
+and free joints (``acts_along_dofs``); elements along tendons
 (``acts_along_tendons``, and actuators with tendon transmissions) read the tendons' lengths
 L and Jacobians J at qpos (:func:`jaxmbd.tendons.lengths_and_jacobians`), their velocities
 J qvel, and add J^T F; their armature adds to the mass matrix's
@@ -85,6 +86,20 @@ def joint_space_forces(model: Model, tree: KinematicTree, poses: TreePoses, stat
             element = element.entries([k for k in range(len(element.joints)) if k not in rows])
             if not element.joints:
                 continue
+        if element.acts_along_dofs:
+            every = []
+            for k, name in enumerate(element.joints):
+                j = tree.joint_names.index(name)
+                qadr, dadr = int(tree.joint_qpos_adr[j]), int(tree.joint_dof_adr[j])
+                nq, ndof = element.sizes(k)
+                dofs = np.arange(dadr, dadr + ndof)
+                q, v = qpos[qadr : qadr + nq], qvel[dadr : dadr + ndof]
+                forces.append((dofs, element.dof_force(t, k, q, v)))
+                every.append(dofs)
+            every = np.concatenate(every)
+            armatures.append((every, element.dof_values("armature")))
+            dampings.append((every, element.dof_values("damping")))
+            continue
         if element.acts_along_joints:
             where = f"force element {type(element).__name__}"
             qadr, dadr = joint_coordinate_indices(tree, [d.name for d in element.joints],

@@ -14,12 +14,13 @@ import numpy as np
 from .. import _config  # noqa: F401
 from .._batch_lanes import batch_lanes
 from .._batch_last import batch_last
+from .._batching import cpu_or_accelerator
 from .._checks import finish, is_traced, solution_from_outputs
 from .._host_arrays import device_array
 from .._jit import jit
 from .._results import RESULTS
 from .._xla_flags import joint_loops_hoisted_when_differentiated
-from ..actuators import policy_controls, with_activation, with_controls
+from ..actuators import policy_controls, with_controls
 from ..contact import with_contact
 from ..equalities import active_equalities
 from ..equations import rA_terms
@@ -271,8 +272,9 @@ def _run_joint_space(model, stepper, n, h, controls, policy, rows):
     tree, loops = model_tree(model, rows)
     qpos, qvel = tree.qpos_init, tree.qvel_init
     t0 = jnp.zeros((), qvel.dtype)
-    if model.actuators is not None and model.actuators.has_dynamics:
-        model = with_activation(model, model.actuators.activation, t0, h)
+    dynamics = model.actuators is not None and model.actuators.has_dynamics
+    if dynamics:
+        model = stepper.with_step_activation(model, model.actuators.activation, t0, h)
     if loops is not None:
         qpos, qvel = project(loops, tree, qpos, qvel, t0, iterations=8)
 
@@ -285,7 +287,6 @@ def _run_joint_space(model, stepper, n, h, controls, policy, rows):
         return model
 
     joints = _equality_joints(model, tree)
-    dynamics = model.actuators is not None and model.actuators.has_dynamics
     if stepper.state_accelerations and controls is None and policy is None and not dynamics:
         outs = _run_from_starts(model, stepper, tree, loops, joints, qpos, qvel, n, h)
         return _start_assembled(outs, loops)
@@ -295,32 +296,37 @@ def _run_joint_space(model, stepper, n, h, controls, policy, rows):
     if dynamics:
         out0 = _with_act(out0, model.actuators.act())
 
-    # activation dynamics under controls that change: the activation carried from step to
-    # step (held controls: the element's closed form from t = 0 is exact throughout)
-    carried = (
-        model.actuators is not None
-        and model.actuators.has_dynamics
-        and (controls is not None or policy is not None)
-    )
-    act0 = model.actuators.activation if carried else jnp.zeros(0, qvel.dtype)
+    # activation dynamics: the activations carried from step to step, a state of the
+    # step or the start of their closed form over it (stepper.integrates_activations)
+    act0 = model.actuators.activation if dynamics else jnp.zeros(0, qvel.dtype)
+
+    def advanced(m_k, act, t):
+        """The step from the model ``m_k`` of its start; its end's accelerations with the
+        end's activations ``act`` where the step integrates them (a state)."""
+        if not (dynamics and stepper.integrates_activations):
+            return lambda qpos, qvel, acc: stepper.advance(m_k, tree, loops, qpos, qvel, acc,
+                                                           t, h)  # fmt: skip
+        m_end = stepper.with_step_activation(m_k, act, t + h, h)
+
+        def advance(qpos, qvel, acc):
+            qpos, qvel = stepper.step(m_k, tree, loops, qpos, qvel, acc, t, h)
+            return stepper.finish(m_end, tree, loops, qpos, qvel, t + h, h)
+
+        return advance
 
     def step(carry, k):
         qpos, qvel, acc, act = carry
         t = k * h
         m_k = stepped_model(k, qpos, qvel, acc)
-        if carried:
-            m_k = with_activation(m_k, act, t, h)
-            act = m_k.actuators.next_activation(h)
+        if dynamics:
+            m_k = stepper.with_step_activation(m_k, act, t, h)
+            act = stepper.activation_after(m_k, h)
         if controls is not None or policy is not None:
             acc = stepper.start_accelerations(m_k, tree, loops, qpos, qvel, t, h)
-        qpos, qvel, acc = _adjoint_recomputes(
-            lambda qpos, qvel, acc: stepper.advance(m_k, tree, loops, qpos, qvel, acc, t, h)
-        )(qpos, qvel, acc)
+        qpos, qvel, acc = _adjoint_recomputes(advanced(m_k, act, t))(qpos, qvel, acc)
         out = _outputs(model, tree, loops, qpos, qvel, acc, joints)
-        if dynamics:  # the activations at the step's end (held controls: the closed form)
-            element = m_k.actuators
-            ahead = act if carried else element.activation_at(t + h, element.controls, early=False)
-            out = _with_act(out, element.act(ahead))
+        if dynamics:  # the activations at the step's end
+            out = _with_act(out, m_k.actuators.act(act))
         return (qpos, qvel, acc, act), out
 
     _, outs = jax.lax.scan(step, (qpos, qvel, acc, act0), jnp.arange(n))
@@ -439,7 +445,13 @@ def tree_multipliers(model: Model, sol):
 @eqx.filter_jit  # one program (see _energy)
 def _rows_of_wrenches(model, groups, t, r, A, lam, wrenches):
     """``lam`` with the rows of each (body, rows) of ``groups`` solved from the body's
-    constraint wrench (see :func:`_tree_multipliers`)."""
+    constraint wrench (see :func:`_tree_multipliers`). On the CPU row by row
+    (``lax.map``): ``vmap`` would make each group's least squares one batched SVD, which
+    jaxlib spreads over XLA's intra-op thread pool and waits for on a pool thread
+    (``jax::ParallelBatchMap``); with as many independent groups running at once as the
+    pool has threads (two on a 2-core machine), every thread waits on work queued behind
+    it, and the program deadlocks (jax 0.10.2; seen in gdb, at 0 % CPU, as
+    :mod:`jaxmbd.linear.dense` saw for getrf). A single row's SVD runs inline."""
     nb, nc = model.nb, model.nc
 
     def one(t, r, A, lam, w):
@@ -454,7 +466,11 @@ def _rows_of_wrenches(model, groups, t, r, A, lam, wrenches):
             lam = lam.at[rows].set(jnp.linalg.lstsq(-G[rows, b].T, load)[0])
         return lam
 
-    return jax.vmap(one)(t, r, A, lam, wrenches)
+    return cpu_or_accelerator(
+        t, r, A, lam, wrenches,
+        cpu=lambda *rows: jax.lax.map(lambda row: one(*row), rows),
+        accelerator=jax.vmap(one),
+    )  # fmt: skip
 
 
 def rest_multipliers(model: Model, form, qpos, lam_loops, t):

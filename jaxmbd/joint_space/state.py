@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import _config  # noqa: F401
-from ..actuators import with_activation, with_controls
+from ..actuators import with_controls
 from ..model import Model
 from .loops import project
 from .run import model_tree
@@ -81,9 +81,9 @@ def advance(model: Model, state: JointState, controls=None, *, h, n_steps: int =
     def substep(carry, _):
         qpos, qvel, t, act = carry
         m_k = model
-        if dynamics:  # the activation over the step from its start (jaxmbd.actuators)
-            m_k = with_activation(model, act, t, h)
-            act = m_k.actuators.next_activation(h)
+        if dynamics:  # the activations at the step's start, and at its end (jaxmbd.actuators)
+            m_k = stepper.with_step_activation(model, act, t, h)
+            act = stepper.activation_after(m_k, h)
         acc = stepper.start_accelerations(m_k, tree, loops, qpos, qvel, t, h)
         qpos, qvel = stepper.step(m_k, tree, loops, qpos, qvel, acc, t, h)
         if loops is not None:

@@ -9,7 +9,10 @@ on the rotations too (:class:`RungeKutta4`), MuJoCo's RK4 step from 4.0 (its cha
 ``euler``: MuJoCo's semi-implicit Euler step, qvel += h qacc with the joint damping taken
 implicitly (M + h D), then qpos (+)= h qvel. Constraint rows: after each step the positions
 and velocities are projected back onto the exact ones
-(:func:`jaxmbd.joint_space.constraint_rows.project`)."""
+(:func:`jaxmbd.joint_space.constraint_rows.project`). Actuator activations: these steps,
+``implicit`` and ``implicitfast`` integrate them as MuJoCo's integrators integrate ``act``
+(:attr:`~jaxmbd.joint_space.AbstractJointStepper.integrates_activations`; RK4 by its
+stages, :func:`_activation_stages`)."""
 
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import _config  # noqa: F401
+from ..actuators import with_activation_state
 from ..linear import small as small_kernels
 from ..tree import integrate_positions
 from ..tree._elementwise import mtv
@@ -39,23 +43,33 @@ class RungeKutta4(AbstractJointStepper):
     ``mj_RungeKutta`` from 4.0. The two are the same step for trees of hinges and slides."""
 
     munthe_kaas: bool = False
+    integrates_activations: ClassVar[bool] = True
 
     @property
     def name(self) -> str:
         return "rkmk" if self.munthe_kaas else "rk"
 
+    def activation_after(self, model, h):
+        """The activations (nu,) at the step's end: the RK4 update of MuJoCo's
+        ``mj_RungeKutta`` (:func:`_activation_stages`)."""
+        if not _activations_integrated(model):
+            return super().activation_after(model, h)
+        return _activation_stages(model.actuators, h)[1]
+
     def _stages(self, model, tree, loops, qpos, qvel, t, h, table, first):
         """The stages of ``table`` (rows c_i, weight b_i / 6 times 6) as one scan from the
         carry ``first`` (the previous stage's rates and accelerations, their weighted sums):
         the accelerations' code is compiled once, not once per stage. Each stage's full
-        accelerations are its output. A stage at c = 0 is the step's start itself."""
+        accelerations are its output. A stage at c = 0 is the step's start itself. Where
+        the model's activations are a state, each stage's forces read the stage's
+        (:func:`_activation_stages`)."""
 
         def rates(increment, v):
             return tangent_rates(tree, increment, v) if self.munthe_kaas else v
 
-        def stage(carry, c_and_weight):
+        def stage(carry, row):
             k_dir, a_dir, k_sum, a_sum = carry
-            c, weight = c_and_weight[0], c_and_weight[1]
+            c, weight = row["table"][0], row["table"][1]
             start = c == 0.0
             increment = c * h * k_dir
             # at c = 0 the start's state bit for bit (the retraction of a zero increment
@@ -63,11 +77,16 @@ class RungeKutta4(AbstractJointStepper):
             q = jnp.where(start, qpos, integrate_positions(tree, qpos, increment, 1.0))
             v = jnp.where(start, qvel, qvel + c * h * a_dir)
             k = jnp.where(start, qvel, rates(increment, v))
-            acc = accelerations(model, tree, loops, q, v, t + c * h, step=h)
+            m = model if "act" not in row else with_activation_state(model, row["act"], h)
+            acc = accelerations(m, tree, loops, q, v, t + c * h, step=h)
             a = acc.qacc
             return (k, a, k_sum + weight * k, a_sum + weight * a), acc
 
-        (_, _, k_sum, a_sum), stages = jax.lax.scan(stage, first, jnp.asarray(table, qvel.dtype))
+        table = jnp.asarray(table, qvel.dtype)
+        rows = {"table": table}
+        if _activations_integrated(model):  # the stages' activations: the table's last rows
+            rows["act"] = _activation_stages(model.actuators, h)[0][4 - table.shape[0] :]
+        (_, _, k_sum, a_sum), stages = jax.lax.scan(stage, first, rows)
         return (
             integrate_positions(tree, qpos, (h / 6.0) * k_sum, 1.0),
             qvel + (h / 6.0) * a_sum,
@@ -91,8 +110,41 @@ class RungeKutta4(AbstractJointStepper):
         return (start, *projected(tree, loops, qpos_, qvel_, t + h))
 
 
+def _activations_integrated(model) -> bool:
+    """Whether ``model``'s actuators have activation dynamics held as a state
+    (:func:`jaxmbd.actuators.with_activation_state`)."""
+    element = model.actuators
+    return element is not None and element.has_dynamics and element.activation_state
+
+
+#: MuJoCo's RK4 tableau (engine_forward.c, ``RK4_A``, ``RK4_B``): the stages' c_i and b_i.
+_RK4_C = (0.0, 0.5, 0.5, 1.0)
+_RK4_B = (1.0 / 6.0, 1.0 / 3.0, 1.0 / 3.0, 1.0 / 6.0)
+
+
+def _activation_stages(element, h):
+    """MuJoCo's ``mj_RungeKutta`` on the activations ``act``, which it integrates with the
+    mechanism's state: the four stages' activations (4, nu), a_1 = a_0 and
+    a_i = a_0 + h (c_i F_{i-1}) with F_i = act_dot(a_i) (unclamped), and the step's end,
+    ``mj_nextActivation`` of a_0 at the rate sum_i b_i F_i (clamped to ``act_range``), in
+    MuJoCo's order of operations. The rates depend on the activations and the held controls
+    alone (:meth:`~jaxmbd.actuators.Actuators.activation_rate`), not on the mechanism, so
+    they come before the mechanism's stages."""
+    a0 = element.activation
+    stages, rates = [a0], [element.activation_rate(a0)]
+    for c in _RK4_C[1:]:
+        a = a0 + (c * rates[-1]) * h
+        stages.append(a)
+        rates.append(element.activation_rate(a))
+    mean = jnp.zeros_like(a0)
+    for b, rate in zip(_RK4_B, rates, strict=True):
+        mean = mean + rate * b
+    return jnp.stack(stages), element.activation_after(mean, h)
+
+
 class SemiImplicitEuler(AbstractJointStepper):
     name: ClassVar[str] = "euler"
+    integrates_activations: ClassVar[bool] = True
 
     def start_accelerations(self, model, tree, loops, qpos, qvel, t, h):
         return accelerations(model, tree, loops, qpos, qvel, t, damping_step=h)
@@ -119,6 +171,7 @@ class LinearlyImplicitEuler(AbstractJointStepper):
 
     #: Whether K enters (``implicit``) or only D (``implicitfast``).
     position_jacobian: bool = True
+    integrates_activations: ClassVar[bool] = True
 
     @property
     def name(self) -> str:
