@@ -35,6 +35,7 @@ def pendulum(tmp_path_factory):
     return mbd.load_model(file)
 
 
+@pytest.mark.slow  # the default batches' own tests below cover its rules on a model
 def test_evaluator_equals_vmap():
     """Every rule of the evaluator (scalar rules, rearrangements at trace time, whole-array
     rules for loops and conds), with padding (5 members in tiles of 4) and chunks of one
