@@ -1,23 +1,28 @@
-"""Batches of the joint formulation (RK4, ``integrator="rk"``): model-steps per second of
-``jax.vmap`` over a run, against one model's steps per second, for batch sizes 1-1024.
+"""Batches of the joint formulation (RK4): model-steps per second of ``jax.vmap`` over a
+run, against one model's steps per second, for batch sizes 1-1024.
 
-    python -m benchmarks.batch_joint [--models double_pendulum arm3 cartpole acrobot]
-        [--sizes 1 4 16 64 256 1024] [--steps 500] [--repeats 3] [--chunks 16 32 64 128]
+    python -m benchmarks.batch_joint [--models double_pendulum arm3 cartpole acrobot humanoid]
+        [--sizes 1 4 16 64 256 1024] [--steps 300] [--repeats 3] [--integrator rkmk]
+        [--vmap] [--batch-last] [--chunks 16 32 128]
 
 The programs are those of ``python -m benchmarks.engines joint-coordinates``: the files
-of that harness (dm_control's cartpole and acrobot, the arm3 and double pendulum files,
-limits and contact off), *single*: initial qvel (nv,) -> final qpos with ``mbd.jit``;
-*batch*: ``mbd.jit(jax.vmap(single))`` over members with their own initial rates. Each
-batch size is compiled once; then ``--repeats`` rounds time every program once each, so
+of that harness (dm_control's cartpole, acrobot and humanoid, the arm3 and double
+pendulum files, limits and contact off), *single*: initial qvel (nv,) -> final qpos;
+*batch*: ``jax.vmap(single)`` over members with their own initial rates. Each program is
+traced and compiled on its own (``jax.jit(...).lower(...).compile()``, JAX's caches
+cleared before each: the joint run's ``jit`` would otherwise reuse the trace of the first
+setting for every later one); then ``--repeats`` rounds time every program once each, so
 that the shared machine's load falls on all alike. Reported: medians of wall time and of
 the process's CPU time (on a loaded machine the CPU-time ratios are the steadier ones),
-and batch / single, the ratio of model-steps per second.
+batch / single (the ratio of model-steps per second), and each program's first call
+(trace, compile and one run).
 
-*batch-last*: the same batches with the joint run's batch-last rule switched on
-(``jaxmbd.joint_space.run.BATCH_LAST_STEPPERS``, :mod:`jaxmbd._batch_last`: the members
-in every array's minor axis), against the default (``jax.vmap``'s own batching, the
-members in the major axis). ``--chunks``: batch-last 256 members with other chunk sizes
-(``BATCH_CHUNK``, members stepped together).
+*batch B*: the default, the explicit steps' batches as per-member scalar code on tiles of
+members (:mod:`jaxmbd._batch_lanes`, ``BATCH_LANES_CHUNK`` tiles a chunk); ``--vmap``:
+also *vmap B*, ``jax.vmap``'s own batching (``BATCH_LANES_STEPPERS = ()``, the members in
+every array's major axis); ``--batch-last``: also *batch-last B* (the members in every
+array's minor axis, :mod:`jaxmbd._batch_last`); ``--chunks``: the default at 1024
+members with other chunk sizes (tiles of 4 members).
 
 Writes benchmarks/results/batch/batch_joint.{md,json,csv}.
 """
@@ -43,7 +48,7 @@ import numpy as np
 from benchmarks._harness import RESULTS, log, write_results
 from benchmarks.engines.joint_coordinates import _jaxmbd_with_qvel, _qpos, model_file
 
-MODELS = ("double_pendulum", "arm3", "cartpole", "acrobot")
+MODELS = ("double_pendulum", "arm3", "cartpole", "acrobot", "humanoid")
 
 
 def _programs(name: str, args, tmp: Path):
@@ -56,48 +61,56 @@ def _programs(name: str, args, tmp: Path):
 
     F = model_file(name, tmp)
     with_qvel = _jaxmbd_with_qvel(F)
-    opts = dict(formulation="joint", integrator="rk", t_end=args.steps * F["h"], h=F["h"],
-                limits="none")  # fmt: skip
+    opts = dict(formulation="joint", integrator=args.integrator, t_end=args.steps * F["h"],
+                h=F["h"], limits="none")  # fmt: skip
 
     def final_qpos(v):
         return _qpos(mbd.simulate(with_qvel(v), **opts), F["joints"])[-1]
 
     rng = np.random.default_rng(0)
-    top = max(max(args.sizes), 256)
+    top = max(max(args.sizes), 1024 if args.chunks else 1)
     qvel = jnp.asarray(F["v0"] + 0.5 * rng.uniform(-1.0, 1.0, size=(top, F["nv"])))
-    programs = {"single": (mbd.jit(final_qpos), qvel[0], 1)}
-    for size in args.sizes:
-        program = mbd.jit(jax.vmap(final_qpos))
-        jax.block_until_ready(program(qvel[:size]))
-        programs[f"batch {size}"] = (program, qvel[:size], size)
-    # the variants trace when first called: each under its own setting
-    default_chunk, default_steppers = joint_run.BATCH_CHUNK, joint_run.BATCH_LAST_STEPPERS
+    explicit = (RungeKutta4, SemiImplicitEuler)
+    saved = (joint_run.BATCH_LANES_STEPPERS, joint_run.BATCH_LANES_CHUNK,
+             joint_run.BATCH_LAST_STEPPERS)  # fmt: skip
+    programs = {}
+
+    def add(key, fn, x, size, lanes=saved[0], chunk=saved[1], last=saved[2]):
+        joint_run.BATCH_LANES_STEPPERS, joint_run.BATCH_LANES_CHUNK = lanes, chunk
+        joint_run.BATCH_LAST_STEPPERS = last
+        jax.clear_caches()
+        t = time.perf_counter()
+        program = jax.jit(fn).lower(x).compile()
+        jax.block_until_ready(program(x))
+        programs[key] = (program, x, size, time.perf_counter() - t)
+
     try:
-        joint_run.BATCH_LAST_STEPPERS = (RungeKutta4, SemiImplicitEuler)
-        for chunk in args.chunks:
-            joint_run.BATCH_CHUNK = chunk
-            program = mbd.jit(jax.vmap(final_qpos))
-            jax.block_until_ready(program(qvel[:256]))
-            programs[f"batch-last, chunk {chunk}"] = (program, qvel[:256], 256)
-        joint_run.BATCH_CHUNK = default_chunk
+        add("single", final_qpos, qvel[0], 1)
+        batch = jax.vmap(final_qpos)
         for size in args.sizes:
-            program = mbd.jit(jax.vmap(final_qpos))
-            jax.block_until_ready(program(qvel[:size]))
-            programs[f"batch-last {size}"] = (program, qvel[:size], size)
+            add(f"batch {size}", batch, qvel[:size], size)
+        for chunk in args.chunks:
+            add(f"batch 1024, chunk {chunk}", batch, qvel[:1024], 1024, chunk=chunk)
+        if args.vmap:
+            for size in args.sizes:
+                add(f"vmap {size}", batch, qvel[:size], size, lanes=())
+        if args.batch_last:
+            for size in args.sizes:
+                add(f"batch-last {size}", batch, qvel[:size], size, lanes=(), last=explicit)
     finally:
-        joint_run.BATCH_CHUNK, joint_run.BATCH_LAST_STEPPERS = default_chunk, default_steppers
+        (joint_run.BATCH_LANES_STEPPERS, joint_run.BATCH_LANES_CHUNK,
+         joint_run.BATCH_LAST_STEPPERS) = saved  # fmt: skip
+        jax.clear_caches()
     return programs
 
 
 def _time(programs: dict, repeats: int) -> dict:
     import jax
 
-    for fn, x, _ in programs.values():
-        jax.block_until_ready(fn(x))
     wall = {k: [] for k in programs}
     cpu = {k: [] for k in programs}
     for _ in range(repeats):
-        for key, (fn, x, _) in programs.items():
+        for key, (fn, x, _, _) in programs.items():
             w, c = time.perf_counter(), time.process_time()
             jax.block_until_ready(fn(x))
             wall[key].append(time.perf_counter() - w)
@@ -109,8 +122,11 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=list(MODELS))
     parser.add_argument("--sizes", nargs="+", type=int, default=[1, 4, 16, 64, 256, 1024])
-    parser.add_argument("--steps", type=int, default=500)
+    parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--integrator", default="rkmk", choices=("rk", "rkmk"))
+    parser.add_argument("--vmap", action="store_true")
+    parser.add_argument("--batch-last", action="store_true")
     parser.add_argument("--chunks", nargs="*", type=int, default=[])
     args = parser.parse_args(argv)
     rows = []
@@ -129,7 +145,7 @@ def main(argv=None) -> None:
             when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
             load = "/".join(f"{x:.1f}" for x in os.getloadavg())
             wall_1, cpu_1 = timed["single"]
-            for key, (_, _, size) in programs.items():
+            for key, (_, _, size, first) in programs.items():
                 wall, cpu = timed[key]
                 rate_wall, rate_cpu = size * args.steps / wall, size * args.steps / cpu
                 rows.append(
@@ -141,6 +157,7 @@ def main(argv=None) -> None:
                         "vs_single": rate_wall / (args.steps / wall_1),
                         "cpu_model_steps_per_s": rate_cpu,
                         "cpu_vs_single": rate_cpu / (args.steps / cpu_1),
+                        "first_call_s": first,
                         "run": f"{when}, load {load}",
                     }
                 )
@@ -152,7 +169,8 @@ def main(argv=None) -> None:
     lines = [
         "# Batches of the joint formulation (RK4): batch / single",
         "",
-        f"{args.steps} steps per run; medians of {args.repeats} rounds (every program once a "
+        f"Integrator {args.integrator!r}; {args.steps} steps per run; medians of "
+        f"{args.repeats} rounds (every program once a "
         "round); *vs single*: model-steps/s over the single model's steps/s, from wall time "
         "and from the process's CPU time (steadier on a loaded machine).",
         "",
@@ -162,21 +180,25 @@ def main(argv=None) -> None:
         "load then (a run with ``--models`` keeps the other models' rows).",
         "",
         "| model | program | members | model-steps/s | vs single | CPU-time model-steps/s "
-        "| vs single (CPU time) | run |",
-        "|---|---|---|---|---|---|---|---|",
+        "| vs single (CPU time) | first call s | run |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
             f"| {r['model']} | {r['program']} | {r['members']} | {r['model_steps_per_s']:,.0f} "
             f"| {r['vs_single']:.2f}x | {r['cpu_model_steps_per_s']:,.0f} "
-            f"| {r['cpu_vs_single']:.2f}x | {r.get('run', '')} |"
+            f"| {r['cpu_vs_single']:.2f}x | {r.get('first_call_s', float('nan')):.1f} "
+            f"| {r.get('run', '')} |"
         )
     lines += [
         "",
-        "*batch B*: the default program (``jax.vmap``'s own batching, the members in every "
-        "array's major axis); *batch-last B*: the joint run's batch-last rule switched on "
-        "(``BATCH_LAST_STEPPERS``: the members in the minor axis, stepped "
-        "``BATCH_CHUNK`` = 64 at a time); *chunk k*: 256 members batch-last, k at a time.",
+        "*batch B*: the default program (the explicit steps' batches as per-member scalar "
+        "code on tiles of 4 members, ``jaxmbd._batch_lanes``; a program too large for it, "
+        "the humanoid's, is ``jax.vmap``'s own batching); *vmap B*: ``jax.vmap``'s own "
+        "batching (``BATCH_LANES_STEPPERS = ()``, the members in every array's major axis); "
+        "*batch-last B*: the members in every array's minor axis (``BATCH_LAST_STEPPERS``); "
+        "*chunk k*: 1024 members, k tiles of 4 at a time. *first call*: trace, compile and "
+        "one run, wall time.",
     ]
     write_results("batch/batch_joint", rows, report="\n".join(lines) + "\n",
                   data={"args": vars(args)})  # fmt: skip

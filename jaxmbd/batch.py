@@ -242,8 +242,8 @@ def _chunk_size(
     batch: each kernel then runs over every member, and a GPU's time per step is mostly
     kernel launches, nearly independent of the members per kernel. ``joint``: a run of the
     joint formulation with an explicit step, whose time loop chunks its batch itself
-    (batch-last, :data:`jaxmbd.joint_space.run.BATCH_CHUNK` members a chunk): the whole
-    batch."""
+    (:data:`jaxmbd.joint_space.run.BATCH_LANES_CHUNK` tiles of members, or batch-last
+    :data:`~jaxmbd.joint_space.run.BATCH_CHUNK` members a chunk): the whole batch."""
     if chunk is None and (platform != "cpu" or joint):
         return None
     if chunk is None:
@@ -260,24 +260,29 @@ def _chunk_size(
 
 def _is_joint(models: Model, options: dict) -> bool:
     """Whether ``simulate`` runs the batch in the joint formulation with a step whose
-    batches run batch-last (:data:`jaxmbd.joint_space.run.BATCH_LAST_STEPPERS`): asked
-    for, or the default formulation and integrator of the model."""
-    if not joint_run.BATCH_LAST_STEPPERS:
+    batches chunk themselves (on tiles of members,
+    :data:`jaxmbd.joint_space.run.BATCH_LANES_STEPPERS`, or batch-last,
+    :data:`~jaxmbd.joint_space.run.BATCH_LAST_STEPPERS`): asked for, or the default
+    formulation and integrator of the model."""
+    steppers = (*joint_run.BATCH_LANES_STEPPERS, *joint_run.BATCH_LAST_STEPPERS)
+    if not steppers:
         return False
     if options.get("contact") == "hard" or options.get("limits") == "hard":
         return False
     try:
         formulation = options.get("formulation")
         integrator = options.get("integrator")
-        if formulation is None:
-            formulation = default_formulation(models, integrator, options.get("options"))
+        if formulation is None:  # of the first member: the batch's arrays lead with members
+            arrays, static = eqx.partition(models, eqx.is_array)
+            first = eqx.combine(jax.tree_util.tree_map(lambda x: x[0], arrays), static)
+            formulation = default_formulation(first, integrator, options.get("options"))
         form = get_formulation(formulation)
         if not form.runs_in_joint_space:
             return False
         if integrator is None:
             no_pairs = models.contacts is None
             integrator = form.default_integrator if no_pairs else form.contact_integrator
-        return isinstance(get_stepper(integrator), joint_run.BATCH_LAST_STEPPERS)
+        return isinstance(get_stepper(integrator), steppers)
     except (ValueError, TypeError, ModelError):  # simulate itself says what is wrong
         return False
 

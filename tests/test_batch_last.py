@@ -34,10 +34,11 @@ MEMBERS = 40
 
 @pytest.fixture
 def batch_last_on(monkeypatch):
-    """The joint run's batch-last rule switched on for the explicit steps (off by default),
-    in programs traced and compiled afresh (jaxmbd's program cache does not key the
-    setting)."""
+    """The joint run's batch-last rule switched on for the explicit steps (off by default,
+    the batches on tiles of members off), in programs traced and compiled afresh (jaxmbd's
+    program cache does not key the setting)."""
     monkeypatch.setattr(joint_run, "BATCH_LAST_STEPPERS", (RungeKutta4, SemiImplicitEuler))
+    monkeypatch.setattr(joint_run, "BATCH_LANES_STEPPERS", ())
     monkeypatch.setenv("JAXMBD_NO_COMPILATION_CACHE", "1")
     jax.clear_caches()
     yield

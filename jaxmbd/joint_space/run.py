@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _config  # noqa: F401
+from .._batch_lanes import batch_lanes
 from .._batch_last import batch_last
 from .._batching import cpu_or_accelerator
 from .._checks import finish, is_traced, solution_from_outputs
@@ -39,7 +40,7 @@ from .contact_step import SUBSTEP_OPTIONS, contact_options, with_impact_substeps
 from .dynamics import Accelerations, accelerations, body_accelerations
 from .from_model import tree_of_model
 from .reactions import tree_joint_wrenches
-from .steppers import AbstractJointStepper, get_stepper
+from .steppers import AbstractJointStepper, RungeKutta4, SemiImplicitEuler, get_stepper
 
 NONFINITE = int(RESULTS.nonfinite._value)
 MAX_ITERATIONS = int(RESULTS.max_iterations._value)
@@ -62,6 +63,19 @@ BATCH_CHUNK = 64
 #: steps' Newton loops): gradients of their batched losses would need the transpose of a
 #: ``cond`` batched inside a ``custom_jvp`` rule, which JAX lacks (jax 0.10.2).
 BATCH_LAST_STEPPERS: tuple = ()
+
+#: The steps whose batches run as per-member scalar code on tiles of members, the default
+#: (:mod:`jaxmbd._batch_lanes`): the explicit steps, for the reason above. Measured on the
+#: 2-core CPU, batch of 256 against ``jax.vmap``'s own batching, CPU time in one process
+#: (``benchmarks/results/batch/batch_joint.md``): cart-pole 9x, double pendulum and
+#: acrobot 4x, arm3 2.5x the model-steps per second; a large tree (a humanoid) stays with
+#: ``jax.vmap`` (:data:`jaxmbd._batch_lanes.MAX_ENTRIES_ESTIMATE`). It takes precedence
+#: over :data:`BATCH_LAST_STEPPERS`; ``()`` switches it off.
+BATCH_LANES_STEPPERS: tuple = (RungeKutta4, SemiImplicitEuler)
+#: Tiles of members (:data:`jaxmbd._batch_lanes.LANES` each) stepped together; a larger
+#: batch runs in such chunks one after the other. Chunks of 16, 64 and 256 tiles ran alike
+#: (cart-pole, 1024 members, CPU time 20.2x, 19.2x and 21.0x its single model).
+BATCH_LANES_CHUNK: int | None = 64
 
 
 def _closing_rows(model: Model, tree: KinematicTree, rows) -> ClosingRows | None:
@@ -246,9 +260,10 @@ def run_joint_space(model: Model, stepper: AbstractJointStepper, n: int, h, cont
                     policy=None, rows=None):  # fmt: skip
     """The per-step outputs (t = 0..n h) of ``n`` steps (see :func:`_outputs`); ``rows``:
     the constraint rows to keep (static; :func:`independent_constraint_rows`). Under
-    ``vmap`` the members' time loop carries the batch as every array's minor axis
-    (:func:`jaxmbd._batch_last.batch_last`): a step's kernels run over the members
-    (the explicit steps of :data:`BATCH_LAST_STEPPERS`)."""
+    ``vmap`` the explicit steps' time loop runs as per-member scalar code on tiles of
+    members (:func:`jaxmbd._batch_lanes.batch_lanes`, :data:`BATCH_LANES_STEPPERS`), or
+    with the batch as every array's minor axis (:func:`jaxmbd._batch_last.batch_last`,
+    :data:`BATCH_LAST_STEPPERS`): a step's kernels run over the members in SIMD lanes."""
     arrays, static = eqx.partition((model, h, controls, policy), eqx.is_array)
     leaves, treedef = jax.tree_util.tree_flatten(arrays)
 
@@ -257,6 +272,8 @@ def run_joint_space(model: Model, stepper: AbstractJointStepper, n: int, h, cont
         model, h, controls, policy = args
         return _run_joint_space(model, stepper, n, h, controls, policy, rows)
 
+    if isinstance(stepper, BATCH_LANES_STEPPERS):
+        return batch_lanes(run, chunk=BATCH_LANES_CHUNK)(*leaves)
     if not isinstance(stepper, BATCH_LAST_STEPPERS):
         return run(*leaves)
     return batch_last(run, chunk=BATCH_CHUNK)(*leaves)

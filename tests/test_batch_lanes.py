@@ -1,0 +1,146 @@
+"""Batches of the joint formulation's explicit steps as per-member scalar code on tiles of
+members (``jaxmbd._batch_lanes``, the default): the evaluator against ``jax.vmap``, a
+batch against its members' single runs (own masses, rates and controls, one member that
+fails), gradients of a batched loss against central differences, and the structure of the
+compiled batch program (its time loop computes on tiles of members, the lanes minor)."""
+
+import re
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from test_batch_last import (
+    MEMBERS,
+    PENDULUM,
+    STEPS,
+    _loop_computations,
+    _members,
+    _program,
+    _smooth,
+    _with_qvel,
+)
+
+import jaxmbd as mbd
+import jaxmbd.joint_space.run as joint_run
+from jaxmbd._batch_lanes import LANES, batch_lanes
+from jaxmbd.batch import _chunk_size, _static_options, _vmapped
+
+
+@pytest.fixture(scope="module")
+def pendulum(tmp_path_factory):
+    file = tmp_path_factory.mktemp("batch_lanes") / "pendulum.xml"
+    file.write_text(PENDULUM)
+    return mbd.load_model(file)
+
+
+@pytest.mark.slow  # the default batches' own tests below cover its rules on a model
+def test_evaluator_equals_vmap():
+    """Every rule of the evaluator (scalar rules, rearrangements at trace time, whole-array
+    rules for loops and conds), with padding (5 members in tiles of 4) and chunks of one
+    tile; unbatched calls and derivatives are the plain function's."""
+    rng = np.random.default_rng(0)
+    x = jnp.asarray(rng.normal(size=(5, 6)))
+    y = jnp.asarray(rng.normal(size=(5, 6)))
+    k = jnp.asarray([1, 3, 4, 0, 2])
+    want = jax.vmap(_program)(x, y, k)
+    # reductions and dots sum in their own order: round-off apart
+    np.testing.assert_allclose(jax.vmap(batch_lanes(_program))(x, y, k), want, atol=1e-14)
+    got = jax.vmap(batch_lanes(_program, chunk=1), in_axes=(0, None, None))(x, y[0], 3)
+    want = jax.vmap(_program, in_axes=(0, None, None))(x, y[0], 3)
+    np.testing.assert_allclose(got, want, atol=1e-14)
+    np.testing.assert_array_equal(batch_lanes(_program)(x[0], y[0], 2), _program(x[0], y[0], 2))
+    loss = lambda f: lambda x: jnp.sum(jax.vmap(f)(x, y, k) ** 2)  # noqa: E731
+    np.testing.assert_allclose(
+        jax.grad(loss(batch_lanes(_smooth)))(x), jax.grad(loss(_smooth))(x), rtol=1e-13
+    )
+
+
+@pytest.mark.filterwarnings("ignore::jaxmbd.errors.AssemblyWarning")
+def test_batch_equals_single_runs(pendulum, monkeypatch):
+    """Ten members (three tiles, the last padded), each with its own masses, rates and
+    controls, stepped a tile at a time, one of them with a NaN rate: every state of every
+    other member equals its own single run to 1e-12, and the failing one fails alone."""
+    monkeypatch.setattr(joint_run, "BATCH_LANES_CHUNK", 1)
+    monkeypatch.setenv("JAXMBD_NO_COMPILATION_CACHE", "1")
+    jax.clear_caches()
+    count, bad = 10, 6
+    members, controls = _members(pendulum, count)
+    qvel = members.tree.qvel_init.at[bad, 0].set(jnp.nan)
+    members = eqx.tree_at(lambda m: m.tree.qvel_init, members, qvel)
+    opts = dict(formulation="joint", integrator="rkmk", t_end=STEPS * 1e-3, h=1e-3)
+    batch = mbd.simulate_batch(members, controls=controls, **opts)
+    jax.clear_caches()
+    status = np.asarray(batch.status)
+    assert np.any(status[bad] != 0)
+    assert np.all(np.delete(status, bad, axis=0) == 0)
+    for k in (0, 5, count - 1):
+        member = jax.tree_util.tree_map(lambda x, k=k: x[k], members)
+        single = mbd.simulate(member, controls=controls[k], **opts)
+        for key in ("qpos", "qvel", "r", "rdot", "rddot", "omega"):
+            got, want = np.asarray(getattr(batch, key))[k], np.asarray(getattr(single, key))
+            np.testing.assert_allclose(got, want, rtol=0, atol=1e-12, err_msg=f"{key} {k}")
+
+
+@pytest.mark.slow  # the derivative is the plain function's (test_evaluator_equals_vmap)
+def test_gradient_of_batched_loss(pendulum):
+    """d/d qvel0 of a loss of a vmapped batch of runs, against central differences."""
+    opts = dict(formulation="joint", integrator="rk", t_end=STEPS * 1e-3, h=1e-3)
+    qvel = jnp.asarray(np.random.default_rng(3).uniform(-1.0, 1.0, (5, pendulum.tree.nv)))
+
+    def loss(qvel):
+        def final(v):
+            return mbd.simulate(_with_qvel(pendulum, v), **opts).qpos[-1]
+
+        return jnp.sum(jax.vmap(final)(qvel) ** 2)
+
+    grad = np.asarray(jax.jit(jax.grad(loss))(qvel))
+    f = jax.jit(loss)
+    eps = 1e-6
+    for k, i in ((0, 0), (4, 2), (1, 1)):
+        e = jnp.zeros_like(qvel).at[k, i].set(eps)
+        fd = (float(f(qvel + e)) - float(f(qvel - e))) / (2 * eps)
+        assert abs(grad[k, i] - fd) <= 1e-6 * max(abs(fd), 1.0), (k, i, grad[k, i], fd)
+
+
+def test_batched_time_loop_computes_on_tiles_of_members(pendulum):
+    """Structure, not time: in the program ``simulate_batch`` compiles by default for a
+    batch of the joint formulation (40 members: 10 tiles of 4), every array of the time
+    loop (its fusions, the stages' loop) that holds the members holds them as its two
+    minor axes, tiles then lanes (a gather by a member's own index: both in one), and most
+    of its fusions compute one scalar of every member: each such fusion is an elementwise
+    loop whose innermost axis is a SIMD register of members, with every entry of a member
+    computed once (``jax.vmap`` puts the members in the major axis, a member's 2-6
+    entries in the innermost loop)."""
+    members, _ = _members(pendulum, MEMBERS)
+    opts = _static_options(dict(formulation="joint", integrator="rk", t_end=STEPS * 1e-3, h=1e-3))
+    chunk = _chunk_size(members, MEMBERS, None, 1, "cpu", joint=True)
+    text = _vmapped.lower("simulate", (members, None), opts, chunk).compile().compiled.as_text()
+    loop = _loop_computations(text, STEPS + 1)  # n + 1 iterations: each state's start
+    assert loop, "no time loop found"
+    tiles = (MEMBERS // LANES, LANES)
+    shapes = [
+        tuple(int(d) for d in dims.split(","))
+        for body in loop
+        for dims in re.findall(r"f64\[([\d,]+)\]", body)
+    ]
+    with_members = [s for s in shapes if MEMBERS in s or s[-2:] == tiles]
+    assert with_members, "no array of the loop holds the members"
+
+    def minor(s):  # the members in the minor axes (a gather's index: flattened, unit axes)
+        while len(s) > 1 and s[-1] == 1:
+            s = s[:-1]
+        return s[-2:] == tiles or s[-1] == MEMBERS
+
+    other = [s for s in with_members if not minor(s)]
+    assert not other, f"arrays that hold the members otherwise than in tiles: {other[:10]}"
+    fusions = [
+        line
+        for body in loop
+        for line in body.splitlines()
+        if " fusion(" in line and "f64[" in line.split("=", 1)[1].split("fusion(", 1)[0]
+    ]
+    out = [re.search(r"f64\[([\d,]+)\]", f.split("fusion(", 1)[0]).group(1) for f in fusions]
+    scalar = [d for d in out if tuple(int(n) for n in d.split(",") if n != "1") == tiles]
+    assert len(scalar) >= 3 * len(fusions) // 4, (len(scalar), len(fusions))
