@@ -63,7 +63,9 @@ def setup(name, tmp):
     F["qvel"] = np.asarray(F["v0"])[None]
     with_qvel = _jaxmbd_with_qvel(F)
     model = with_qvel(jnp.asarray(F["v0"]))
-    opts = dict(formulation="joint", integrator="rkmk", t_end=STEPS * F["h"], h=F["h"], limits="none")
+    opts = dict(
+        formulation="joint", integrator="rkmk", t_end=STEPS * F["h"], h=F["h"], limits="none"
+    )
     return F, with_qvel, model, opts
 
 
@@ -74,7 +76,9 @@ for name in sys.argv[1:]:
         stepper = RungeKutta4(munthe_kaas=True)
         h = jnp.asarray(F["h"])
         q, v = tree.qpos_init, tree.qvel_init
-        print(f"{name}: nq {tree.nq} nv {tree.nv} nb {tree.nb} loops {loops is not None}", flush=True)
+        print(
+            f"{name}: nq {tree.nq} nv {tree.nv} nb {tree.nb} loops {loops is not None}", flush=True
+        )
 
         def step(q, v):
             acc, q1, v1 = stepper.start_and_step(model, tree, loops, q, v, 0.0, h)
@@ -88,16 +92,24 @@ for name in sys.argv[1:]:
         linj = jax.make_jaxpr(lin)(q, v)
         print(f"  linear part: {summary(count(linj.jaxpr))}", flush=True)
         vjp = jax.make_jaxpr(lambda q, v, a, b: jax.vjp(step, q, v)[1]((a, b)))(q, v, q, v)
-        print(f"  vjp (forward + linearisation + transpose): {summary(count(vjp.jaxpr))}", flush=True)
+        print(
+            f"  vjp (forward + linearisation + transpose): {summary(count(vjp.jaxpr))}", flush=True
+        )
         _, pull = jax.vjp(step, q, v)
         tr = jax.make_jaxpr(pull)((q, v))
         print(f"  transpose alone: {summary(count(tr.jaxpr))}", flush=True)
         res = [x for x in jax.tree_util.tree_leaves(pull) if hasattr(x, "shape")]
-        print(f"  residuals stored without checkpoint: {len(res)} arrays, {sum(int(np.size(x)) for x in res)} floats", flush=True)
+        print(
+            f"  residuals stored without checkpoint: {len(res)} arrays, {sum(int(np.size(x)) for x in res)} floats",
+            flush=True,
+        )
         ck = _adjoint_recomputes(step)
         _, pull_ck = jax.vjp(ck, q, v)
         res = [x for x in jax.tree_util.tree_leaves(pull_ck) if hasattr(x, "shape")]
-        print(f"  residuals with the default checkpoint: {len(res)} arrays, {sum(int(np.size(x)) for x in res)} floats", flush=True)
+        print(
+            f"  residuals with the default checkpoint: {len(res)} arrays, {sum(int(np.size(x)) for x in res)} floats",
+            flush=True,
+        )
         if os.environ.get("COMPILE", "1") == "0":
             continue
 
@@ -113,8 +125,16 @@ for name in sys.argv[1:]:
         t2 = time.perf_counter()
         text = c.as_text()
         whiles = re.findall(r'"known_trip_count":\{"n":"(\d+)"\}', text)
-        print(f"  gradient: trace+lower {t1 - t0:.1f} s, XLA {t2 - t1:.1f} s; while trip counts {collections.Counter(whiles)}", flush=True)
-        ops = {k: text.count(f" {k}(") for k in ("scatter", "gather", "dot", "custom-call", "while")}
+        print(
+            f"  gradient: trace+lower {t1 - t0:.1f} s, XLA {t2 - t1:.1f} s; while trip counts {collections.Counter(whiles)}",
+            flush=True,
+        )
+        ops = {
+            k: text.count(f" {k}(") for k in ("scatter", "gather", "dot", "custom-call", "while")
+        }
         print(f"  compiled ops {ops}", flush=True)
-        print(f"  hoisted loops (sizes) {hoisted_sizes(text)[:8]}; the {STEPS + 1}-trip loop hoisted: {loop_hoisted(text, STEPS + 1)}", flush=True)
+        print(
+            f"  hoisted loops (sizes) {hoisted_sizes(text)[:8]}; the {STEPS + 1}-trip loop hoisted: {loop_hoisted(text, STEPS + 1)}",
+            flush=True,
+        )
         Path(f"/tmp/grad/{name}_grad.hlo").write_text(text)
