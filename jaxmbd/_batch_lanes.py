@@ -43,7 +43,7 @@ from jax.extend import core as jcore
 
 from . import _config  # noqa: F401
 from ._batch_last import _CALLS, _ELEMENTWISE, _apply, _call_jaxpr, _flags, _scan_flags
-from ._batching import all_batched, none_batched, unbatched
+from ._batching import all_batched, none_batched, unbatched, with_plain_derivatives
 
 #: Members in one tile's minor axis: an AVX2 register of float64 (XLA's CPU backend
 #: vectorises for 256-bit registers by default).
@@ -147,7 +147,7 @@ def batch_lanes(fn, *, lanes: int | None = None, chunk: int | None = None):
             jax.tree_util.tree_unflatten(tree, out_flags),
         )
 
-    return batched
+    return with_plain_derivatives(batched, plain)
 
 
 # ---- values ------------------------------------------------------------------------------

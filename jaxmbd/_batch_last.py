@@ -22,11 +22,10 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 from jax import lax
-from jax.custom_derivatives import SymbolicZero
 from jax.extend import core as jcore
 
 from . import _config  # noqa: F401
-from ._batching import none_batched, unbatched
+from ._batching import none_batched, unbatched, with_plain_derivatives
 
 #: Elementwise primitives: one output of the operands' common shape (scalars broadcast).
 _ELEMENTWISE = frozenset(
@@ -123,23 +122,7 @@ def batch_last(fn, *, chunk: int | None = None):
             jax.tree_util.tree_unflatten(tree, out_flags),
         )
 
-    differentiable = jax.custom_jvp(batched)
-
-    def _jvp(primals, tangents):
-        # only the arguments with tangents are differentiated: an instantiated zero tangent
-        # would put non-transposable loops (a while loop's) into the linear program
-        live = [not isinstance(t, SymbolicZero) for t in tangents]
-
-        def of_live(*xs):
-            it = iter(xs)
-            return plain(*[next(it) if on else p for p, on in zip(primals, live, strict=True)])
-
-        pick = [p for p, on in zip(primals, live, strict=True) if on]
-        dots = [t for t, on in zip(tangents, live, strict=True) if on]
-        return jax.jvp(of_live, pick, dots)
-
-    differentiable.defjvp(_jvp, symbolic_zeros=True)
-    return differentiable
+    return with_plain_derivatives(batched, plain)
 
 
 # ---- flags: which values carry the batch ---------------------------------------------------

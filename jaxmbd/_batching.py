@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+from jax.custom_derivatives import SymbolicZero
 
 
 def broadcast_batched(axis_size: int, args: tuple, in_batched) -> tuple:
@@ -71,3 +72,26 @@ def cpu_or_accelerator(*args, cpu, accelerator):
     if ACCELERATOR_PATHS_EVERYWHERE:
         return accelerator(*args)
     return jax.lax.platform_dependent(*args, cpu=cpu, default=accelerator)
+
+
+def with_plain_derivatives(batched, plain):
+    """``batched`` (a ``custom_vmap`` of ``plain``) differentiated as ``plain``: a
+    ``custom_jvp`` whose rule is the jvp of ``plain`` (and of its ``vmap``), so reverse mode
+    reaches through it (JAX cannot linearise a ``custom_vmap`` for reverse mode). Only the
+    arguments with tangents are differentiated: an instantiated zero tangent would put
+    non-transposable loops (a while loop's) into the linear program."""
+    differentiable = jax.custom_jvp(batched)
+
+    def _jvp(primals, tangents):
+        live = [not isinstance(t, SymbolicZero) for t in tangents]
+
+        def of_live(*xs):
+            it = iter(xs)
+            return plain(*[next(it) if on else p for p, on in zip(primals, live, strict=True)])
+
+        pick = [p for p, on in zip(primals, live, strict=True) if on]
+        dots = [t for t, on in zip(tangents, live, strict=True) if on]
+        return jax.jvp(of_live, pick, dots)
+
+    differentiable.defjvp(_jvp, symbolic_zeros=True)
+    return differentiable

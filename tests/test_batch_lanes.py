@@ -26,6 +26,15 @@ import jaxmbd as mbd
 import jaxmbd.joint_space.run as joint_run
 from jaxmbd._batch_lanes import LANES, batch_lanes
 from jaxmbd.batch import _chunk_size, _static_options, _vmapped
+from jaxmbd.joint_space.steppers import RungeKutta4, SemiImplicitEuler
+
+LANE_STEPPERS = (RungeKutta4, SemiImplicitEuler)
+
+
+@pytest.fixture(autouse=True)
+def lanes_on(monkeypatch):
+    """The explicit steps' batches on tiles (opt-in: :data:`joint_run.BATCH_LANES_STEPPERS`)."""
+    monkeypatch.setattr(joint_run, "BATCH_LANES_STEPPERS", LANE_STEPPERS)
 
 
 @pytest.fixture(scope="module")
@@ -84,6 +93,11 @@ def test_batch_equals_single_runs(pendulum, monkeypatch):
 
 
 @pytest.mark.slow  # the derivative is the plain function's (test_evaluator_equals_vmap)
+@pytest.mark.xfail(
+    strict=True,
+    reason="the transpose of the rule's custom_jvp under vmap inside the run's jit puts the "
+    "cotangent's batch axis on the time axis (jax 0.10.2): why the lanes are opt-in",
+)
 def test_gradient_of_batched_loss(pendulum):
     """d/d qvel0 of a loss of a vmapped batch of runs, against central differences."""
     opts = dict(formulation="joint", integrator="rk", t_end=STEPS * 1e-3, h=1e-3)
