@@ -219,6 +219,28 @@ _REDUCERS = {
 #: Primitives with inner programs: never evaluated at trace time.
 _CONTROL = frozenset(["scan", "while", "cond", *_CALLS])
 
+#: Loops evaluated on the members' entries, iteration by iteration.
+_LOOPS = frozenset(["scan"])
+#: Contractions evaluated as sums of products of entries.
+_CONTRACTIONS = frozenset(["dot_general"])
+#: Selections: with a constant predicate, the chosen operand itself (no operation).
+_SELECTIONS = frozenset(["select_n"])
+#: Conversions of constant entries, done in NumPy.
+_CONVERSIONS = frozenset(["convert_element_type"])
+#: Rearrangements that pass their operands on whole.
+_COPIES = frozenset(["copy", "copy_p", "optimization_barrier"])
+#: The data operands of rearrangements that also take index or padding operands (the
+#: others: every operand is data).
+_DATA_OPERANDS = {"gather": [0], "dynamic_slice": [0], "pad": [0, 1]}
+
+#: Rearrangements whose index operands must be constants to be evaluated on entries.
+_CONSTANT_INDICES = {
+    "gather": lambda vals, batched: not batched[1] and _concrete(vals[1]) is not None,
+    "dynamic_slice": lambda vals, batched: (
+        not any(batched[1:]) and all(_concrete(v) is not None for v in vals[1:])
+    ),
+}
+
 #: Primitives that only rearrange entries: evaluated on the entries' indices.
 _REARRANGING = frozenset(
     """broadcast_in_dim reshape squeeze transpose rev slice concatenate pad split gather
@@ -314,13 +336,13 @@ class _Lanes:
         if name in _CALLS:
             inner, consts = _call_jaxpr(eqn)
             return self.evaluate(inner, consts, vals)
-        if name == "scan":
+        if name in _LOOPS:
             return self.scan(eqn, vals, batched)
         entries = sum(math.prod(v.aval.shape) for v in eqn.outvars)
         scalar = entries <= MAX_ENTRIES and (
             name in _ELEMENTWISE
             or name in _REDUCERS
-            or name == "dot_general"
+            or name in _CONTRACTIONS
             or (name in _REARRANGING and self._rearrangeable(eqn, vals, batched))
         )
         if not scalar:
@@ -329,7 +351,7 @@ class _Lanes:
             return [self.elementwise(eqn, vals)]
         if name in _REDUCERS:
             return [self.reduce(eqn, vals[0])]
-        if name == "dot_general":
+        if name in _CONTRACTIONS:
             return [self.dot_general(eqn, vals)]
         return self.rearrange(eqn, vals, batched)
 
@@ -360,7 +382,7 @@ class _Lanes:
         """One scalar operation on entries (tiles or unbatched scalars), constants folded."""
         tiles = [jnp.shape(e) == self.shape for e in operands]
         name = primitive.name
-        if name == "select_n" and not tiles[0]:
+        if name in _SELECTIONS and not tiles[0]:
             which = _concrete(operands[0])
             if which is not None:
                 return operands[1 + int(which)]
@@ -369,11 +391,11 @@ class _Lanes:
             if name in _NUMPY and all(v is not None for v in values):
                 with np.errstate(all="ignore"):
                     return np.asarray(_NUMPY[name](*values)).astype(dtype)[()]
-            if name == "convert_element_type" and values[0] is not None:
+            if name in _CONVERSIONS and values[0] is not None:
                 return np.asarray(values[0]).astype(params["new_dtype"])[()]
             return _bound(primitive, params, [jnp.asarray(e) for e in operands])
-        if name == "mul" or name == "add" or name == "sub":
-            folded = _fold(name, operands, tiles)
+        if name in _FOLDS:
+            folded = _FOLDS[name](*_constants(operands, tiles), *operands)
             if folded is not None:
                 return folded
         self._count(1)
@@ -442,25 +464,15 @@ class _Lanes:
 
     def _rearrangeable(self, eqn, vals, batched) -> bool:
         """Whether a rearranging equation's non-data operands (indices) are constants."""
-        name = eqn.primitive.name
-        if name == "gather":
-            return not batched[1] and _concrete(vals[1]) is not None
-        if name == "dynamic_slice":
-            return not any(batched[1:]) and all(_concrete(v) is not None for v in vals[1:])
-        if name == "pad":
-            return True
-        return True
+        check = _CONSTANT_INDICES.get(eqn.primitive.name)
+        return True if check is None else check(vals, batched)
 
     def rearrange(self, eqn, vals, batched):
         """A rearranging equation evaluated on the entries' indices (at trace time)."""
         name = eqn.primitive.name
-        if name in ("copy", "copy_p", "optimization_barrier"):
+        if name in _COPIES:
             return [self.entries(x) if b else x for x, b in zip(vals, batched, strict=True)]
-        data = {
-            "gather": [0],
-            "dynamic_slice": [0],
-            "pad": [0, 1],
-        }.get(name, list(range(len(vals))))
+        data = _DATA_OPERANDS.get(name, list(range(len(vals))))
         pool, index_args, offset = [], list(vals), 0
         for i in data:
             ents = self.entries(vals[i], eqn.invars[i].aval.dtype)
@@ -559,26 +571,41 @@ def _dtype(e):
     return e.dtype if hasattr(e, "dtype") else jnp.result_type(e)
 
 
-def _fold(name, operands, tiles):
-    """``mul``/``add``/``sub`` with a constant 0 or 1 operand, folded (None: not)."""
-    a, b = operands
-    ca = None if tiles[0] else _concrete(a)
-    cb = None if tiles[1] else _concrete(b)
-    if name == "mul":
-        if ca is not None and ca.size == 1 and ca == 0:
-            return ca[()]
-        if cb is not None and cb.size == 1 and cb == 0:
-            return cb[()]
-        if ca is not None and ca.size == 1 and ca == 1:
-            return b
-        if cb is not None and cb.size == 1 and cb == 1:
-            return a
-    elif name == "add":
-        if ca is not None and ca.size == 1 and ca == 0:
-            return b
-        if cb is not None and cb.size == 1 and cb == 0:
-            return a
-    elif name == "sub":
-        if cb is not None and cb.size == 1 and cb == 0:
-            return a
+def _constants(operands, tiles):
+    """The constant values of a binary operation's two operands (None: a tile or traced)."""
+    return tuple(None if t else _concrete(e) for e, t in zip(operands, tiles, strict=True))
+
+
+def _is(c, value) -> bool:
+    return c is not None and c.size == 1 and c == value
+
+
+def _fold_mul(ca, cb, a, b):
+    """``a * b`` with a constant 0 or 1 operand, folded (None: not)."""
+    if _is(ca, 0):
+        return ca[()]
+    if _is(cb, 0):
+        return cb[()]
+    if _is(ca, 1):
+        return b
+    if _is(cb, 1):
+        return a
     return None
+
+
+def _fold_add(ca, cb, a, b):
+    """``a + b`` with a constant 0 operand, folded (None: not)."""
+    if _is(ca, 0):
+        return b
+    if _is(cb, 0):
+        return a
+    return None
+
+
+def _fold_sub(ca, cb, a, b):
+    """``a - b`` with a constant 0 subtrahend, folded (None: not)."""
+    return a if _is(cb, 0) else None
+
+
+#: Binary operations folded where an operand is a constant 0 or 1.
+_FOLDS = {"mul": _fold_mul, "add": _fold_add, "sub": _fold_sub}

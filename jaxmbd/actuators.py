@@ -91,15 +91,27 @@ ACTUATOR_KINDS = ACTUATOR_KIND_NAMES
 class ActivationDynamics:
     """One kind of activation dynamics (the module docstring's table): ``activation(a0, u,
     dt, tau)`` the activation dt after a0 under the held control u; ``time_constant``:
-    whether it takes one."""
+    whether it takes one; ``rate(a, u, tau)``: MuJoCo's ``act_dot`` (engine_forward.c,
+    ``mj_fwdActuation``); ``exact_update``: MuJoCo's step of the activation is exact under
+    a held control (``filterexact``, engine_support.c ``mj_nextActivation``), not Euler's."""
 
     name: str
     activation: object
     time_constant: bool
+    rate: object
+    exact_update: bool = False
 
 
 def _filtered(a0, u, dt, tau):
     return u + (a0 - u) * jnp.exp(-dt / tau)
+
+
+def _filter_rate(a, u, tau):
+    return (u - a) / tau
+
+
+def _no_rate(a, u, tau):
+    return jnp.zeros_like(a)
 
 
 #: The activation dynamics of :meth:`~jaxmbd.ModelBuilder.add_actuator` by name (MuJoCo's
@@ -107,10 +119,12 @@ def _filtered(a0, u, dt, tau):
 ACTIVATION_DYNAMICS: dict[str, ActivationDynamics] = {
     d.name: d
     for d in (
-        ActivationDynamics("none", lambda a0, u, dt, tau: u, False),
-        ActivationDynamics("integrator", lambda a0, u, dt, tau: a0 + u * dt, False),
-        ActivationDynamics("filter", _filtered, True),
-        ActivationDynamics("filterexact", _filtered, True),
+        ActivationDynamics("none", lambda a0, u, dt, tau: u, False, _no_rate),
+        ActivationDynamics(
+            "integrator", lambda a0, u, dt, tau: a0 + u * dt, False, lambda a, u, tau: u
+        ),  # fmt: skip
+        ActivationDynamics("filter", _filtered, True, _filter_rate),
+        ActivationDynamics("filterexact", _filtered, True, _filter_rate, exact_update=True),
     )
 }
 #: The dynamics of an actuator without any: the force follows u.
@@ -245,10 +259,7 @@ class Actuators(AbstractJointForce):
         tau = jnp.maximum(self.time_constant, 1e-15)
         rate = jnp.zeros_like(act)
         for own, rule in self._rules():
-            if rule.name == "integrator":
-                rate = jnp.where(own, u, rate)
-            elif rule.time_constant:
-                rate = jnp.where(own, (u - act) / tau, rate)
+            rate = jnp.where(own, rule.rate(act, u, tau), rate)
         return rate
 
     def activation_after(self, rate, h, act=None):
@@ -258,7 +269,7 @@ class Actuators(AbstractJointForce):
         clamped to ``act_range`` (engine_support.c)."""
         act = self.activation if act is None else act
         tau = jnp.maximum(self.time_constant, 1e-15)
-        exact = np.asarray([d == "filterexact" for d in self.dynamics])
+        exact = np.asarray([ACTIVATION_DYNAMICS[d].exact_update for d in self.dynamics])
         # MuJoCo's order of operations, for its round-off
         a = jnp.where(exact, act + rate * tau * (1.0 - jnp.exp(-h / tau)), act + rate * h)
         return jnp.clip(a, self.act_lower, self.act_upper)

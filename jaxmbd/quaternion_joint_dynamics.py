@@ -37,6 +37,10 @@ from .errors import ModelError
 from .forces import AbstractForce, BodyState, register_force_type
 from .joint_dynamics import FRICTION_VELOCITY
 
+#: A model file's joint kinds: whether each is a free joint (else a ball).
+_IS_FREE = {"ball": False, "free": True}
+_KIND_OF = {free: kind for kind, free in _IS_FREE.items()}
+
 #: (qpos size, dof count) of a ball and of a free joint.
 BALL_SIZES = (4, 3)
 FREE_SIZES = (7, 6)
@@ -133,7 +137,7 @@ class QuaternionJointDynamics(AbstractForce, strict=True):
     def to_json(self, body_label):
         """The entry of a model file's ``"forces"`` (joints by name; the friction velocity
         is the default's)."""
-        kinds = ["free" if free else "ball" for free in self.free]
+        kinds = [_KIND_OF[free] for free in self.free]
         out = {"type": self.file_type, "joint_names": list(self.joints), "joint_kinds": kinds}
         for key in ("damping", "stiffness", "spring_reference", "friction_loss", "armature"):
             out[key] = np.asarray(getattr(self, key)).tolist()
@@ -145,9 +149,9 @@ class QuaternionJointDynamics(AbstractForce, strict=True):
             key: entry.get(key) for key in sorted(cls.file_keys - {"joint_names", "joint_kinds"})
         }
         kinds = entry.get("joint_kinds")
-        if not isinstance(kinds, list) or not set(kinds) <= {"ball", "free"}:
+        if not isinstance(kinds, list) or not set(kinds) <= set(_IS_FREE):
             raise ModelError(f"{entry.where}.joint_kinds: expected a list of 'ball' or 'free'")
-        free = [kind == "free" for kind in kinds]
+        free = [_IS_FREE[kind] for kind in kinds]
         element = quaternion_joint_dynamics(
             entry.get("joint_names"), free, where=entry.where, **values
         )
