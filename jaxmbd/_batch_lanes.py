@@ -42,7 +42,14 @@ from jax import lax
 from jax.extend import core as jcore
 
 from . import _config  # noqa: F401
-from ._batch_last import _CALLS, _ELEMENTWISE, _apply, _call_jaxpr, _flags, _scan_flags
+from ._batch_last import (
+    _CALLS,
+    _ELEMENTWISE,
+    _apply,
+    _call_jaxpr,
+    _scan_flags,
+    member_program,
+)
 from ._batching import all_batched, none_batched, unbatched, with_plain_derivatives
 
 #: Members in one tile's minor axis: an AVX2 register of float64 (XLA's CPU backend
@@ -116,21 +123,15 @@ def batch_lanes(fn, *, lanes: int | None = None, chunk: int | None = None):
     def _rule(axis_size, in_batched, *args):
         if none_batched(in_batched):
             return unbatched(plain, *args)
-        flat, in_tree = jax.tree_util.tree_flatten(args)
-        flags = jax.tree_util.tree_leaves(in_batched)
-        flat = [jnp.asarray(x) for x in flat]
         if axis_size == 1:  # one member: its own program (a tile would be three quarters padding)
-            one = [x[0] if b else x for x, b in zip(flat, flags, strict=True)]
-            out = plain(*jax.tree_util.tree_unflatten(in_tree, one))
+            one = [
+                jax.tree_util.tree_map(lambda x, b: jnp.asarray(x)[0] if b else x, arg, flags)
+                for arg, flags in zip(args, in_batched, strict=True)
+            ]
+            out = plain(*one)
             return jax.tree_util.tree_map(lambda v: jnp.asarray(v)[None], out), all_batched(out)
-        member = [
-            jax.ShapeDtypeStruct(x.shape[1:] if b else x.shape, x.dtype)
-            for x, b in zip(flat, flags, strict=True)
-        ]
-        closed, out_shape = jax.make_jaxpr(
-            lambda *xs: plain(*jax.tree_util.tree_unflatten(in_tree, xs)), return_shape=True
-        )(*member)
-        out_flags = _flags(closed.jaxpr, flags)
+        flat, flags, closed, out_shape, out_flags = member_program(plain, args, in_batched)
+        in_tree = jax.tree_util.tree_structure(args)
         tree = jax.tree_util.tree_structure(out_shape)
         lanes_ = lanes or LANES
         try:

@@ -74,17 +74,7 @@ def batch_last(fn, *, chunk: int | None = None):
     def _rule(axis_size, in_batched, *args):
         if none_batched(in_batched):
             return unbatched(plain, *args)
-        flat, in_tree = jax.tree_util.tree_flatten(args)
-        flags = jax.tree_util.tree_leaves(in_batched)
-        flat = [jnp.asarray(x) for x in flat]
-        member = [
-            jax.ShapeDtypeStruct(x.shape[1:] if b else x.shape, x.dtype)
-            for x, b in zip(flat, flags, strict=True)
-        ]
-        closed, out_shape = jax.make_jaxpr(
-            lambda *xs: plain(*jax.tree_util.tree_unflatten(in_tree, xs)), return_shape=True
-        )(*member)
-        out_flags = _flags(closed.jaxpr, flags)
+        flat, flags, closed, out_shape, out_flags = member_program(plain, args, in_batched)
         size = min(axis_size, chunk or axis_size)
         count = -(-axis_size // size)
         pad = count * size - axis_size
@@ -123,6 +113,23 @@ def batch_last(fn, *, chunk: int | None = None):
         )
 
     return with_plain_derivatives(batched, plain)
+
+
+def member_program(plain, args, in_batched):
+    """One member's program of ``plain`` at a ``custom_vmap`` rule's ``args``: the flat
+    arguments (arrays), their batch flags, the member's closed jaxpr (batched arguments
+    without their batch axis), its output structure and which outputs carry the batch."""
+    flat, in_tree = jax.tree_util.tree_flatten(args)
+    flags = jax.tree_util.tree_leaves(in_batched)
+    flat = [jnp.asarray(x) for x in flat]
+    member = [
+        jax.ShapeDtypeStruct(x.shape[1:] if b else x.shape, x.dtype)
+        for x, b in zip(flat, flags, strict=True)
+    ]
+    closed, out_shape = jax.make_jaxpr(
+        lambda *xs: plain(*jax.tree_util.tree_unflatten(in_tree, xs)), return_shape=True
+    )(*member)
+    return flat, flags, closed, out_shape, _flags(closed.jaxpr, flags)
 
 
 # ---- flags: which values carry the batch ---------------------------------------------------
