@@ -151,7 +151,7 @@ class QuaternionJointDynamics(AbstractForce, strict=True):
         kinds = entry.get("joint_kinds")
         if not isinstance(kinds, list) or not set(kinds) <= set(_IS_FREE):
             raise ModelError(f"{entry.where}.joint_kinds: expected a list of 'ball' or 'free'")
-        free = [_IS_FREE[kind] for kind in kinds]
+        free = [_IS_FREE[k] for k in kinds]
         element = quaternion_joint_dynamics(
             entry.get("joint_names"), free, where=entry.where, **values
         )
