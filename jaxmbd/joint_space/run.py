@@ -69,7 +69,8 @@ BATCH_LAST_STEPPERS: tuple = ()
 #: transpose through the rule's ``custom_jvp`` inside the run's ``jit`` (a cotangent's batch
 #: axis lands on the time axis, jax 0.10.2), so gradients of batched losses would fail.
 #: ``(RungeKutta4, SemiImplicitEuler)`` opts the explicit steps in for undifferentiated
-#: batches and for ``vmap`` of single-model gradients. Measured on the
+#: batches and for ``vmap`` of single-model gradients (a batched loss's gradient then
+#: fails, or with ``throw=False`` is zero: never differentiate one with the rule on). Measured on the
 #: 2-core CPU, batch of 256 against ``jax.vmap``'s own batching, CPU time in one process
 #: (``benchmarks/results/batch/batch_joint.md``): cart-pole 9x, double pendulum and
 #: acrobot 4x, arm3 2.5x the model-steps per second; a large tree (a humanoid) stays with
