@@ -57,15 +57,22 @@ def _controls(n, seed=0):
     return u
 
 
-def _mujoco(m, controls):
+def _mujoco_states(m, controls):
+    """MuJoCo's (qpos, qvel, act) from its initial state and after each step under
+    ``controls``."""
     d = mujoco.MjData(m)
-    qpos, act = [], []
+    states = [(np.array(d.qpos), np.array(d.qvel), np.array(d.act))]
     for u in controls:
         d.ctrl[:] = u
         mujoco.mj_step(m, d)
-        qpos.append(np.array(d.qpos))
-        act.append(np.array(d.act))
-    return np.array(qpos), np.array(act)
+        states.append((np.array(d.qpos), np.array(d.qvel), np.array(d.act)))
+    return states
+
+
+def _mujoco(m, controls):
+    """qpos and act after each step (not the start)."""
+    states = _mujoco_states(m, controls)[1:]
+    return np.array([q for q, _, _ in states]), np.array([a for _, _, a in states])
 
 
 @pytest.fixture(scope="module")
@@ -119,12 +126,7 @@ def test_run_keeps_mujocos_act_and_its_sensors_read_it(tmp_path):
     model, m = _load(tmp_path, "Euler", xml)
     n, h = 100, 0.002
     u = _controls(n, seed=2)
-    d = mujoco.MjData(m)
-    states = [(np.array(d.qpos), np.array(d.qvel), np.array(d.act))]
-    for k in range(n):
-        d.ctrl[:] = u[k]
-        mujoco.mj_step(m, d)
-        states.append((np.array(d.qpos), np.array(d.qvel), np.array(d.act)))
+    states = _mujoco_states(m, u)
     sol = mbd.simulate(model, formulation="joint", integrator="euler", t_end=n * h, h=h,
                        controls=u)  # fmt: skip
     assert sol.act.shape == (n + 1, 4)
@@ -154,12 +156,7 @@ def test_rk4_steps_are_mujocos_rk4(tmp_path):
     model, m = _load(tmp_path, "RK4")
     n = 150
     u = _controls(n, seed=1)
-    d = mujoco.MjData(m)
-    rows = [(np.array(d.qpos), np.array(d.qvel), np.array(d.act))]
-    for k in range(n):
-        d.ctrl[:] = u[k]
-        mujoco.mj_step(m, d)
-        rows.append((np.array(d.qpos), np.array(d.qvel), np.array(d.act)))
+    rows = _mujoco_states(m, u)
     assert max(row[2][0] for row in rows) == pytest.approx(0.1)  # it ran into its actrange
     sol = mbd.simulate(model, formulation="joint", integrator="rkmk", t_end=n * 0.002, h=0.002,
                        controls=u)  # fmt: skip

@@ -65,17 +65,15 @@ BATCH_CHUNK = 64
 BATCH_LAST_STEPPERS: tuple = ()
 
 #: The steps whose batches run as per-member scalar code on tiles of members
-#: (:mod:`jaxmbd._batch_lanes`); none by default: a batched loss's reverse mode does not
-#: transpose through the rule's ``custom_jvp`` inside the run's ``jit`` (a cotangent's batch
-#: axis lands on the time axis, jax 0.10.2), so gradients of batched losses would fail.
-#: ``(RungeKutta4, SemiImplicitEuler)`` opts the explicit steps in for undifferentiated
-#: batches and for ``vmap`` of single-model gradients (a batched loss's gradient then
-#: fails, or with ``throw=False`` is zero: never differentiate one with the rule on). Measured on the
+#: (:mod:`jaxmbd._batch_lanes`), taking precedence over :data:`BATCH_LAST_STEPPERS`; none by
+#: default: a batched loss's reverse mode does not transpose through the rule's
+#: ``custom_jvp`` inside the run's ``jit`` (jax 0.10.2), and with ``throw=False`` its gradient
+#: is zero. ``(RungeKutta4, SemiImplicitEuler)`` opts the explicit steps in, for
+#: undifferentiated batches and ``vmap`` of single-model gradients only. Measured on the
 #: 2-core CPU, batch of 256 against ``jax.vmap``'s own batching, CPU time in one process
 #: (``benchmarks/results/batch/batch_joint.md``): cart-pole 9x, double pendulum and
 #: acrobot 4x, arm3 2.5x the model-steps per second; a large tree (a humanoid) stays with
-#: ``jax.vmap`` (:data:`jaxmbd._batch_lanes.MAX_ENTRIES_ESTIMATE`). It takes precedence
-#: over :data:`BATCH_LAST_STEPPERS`; ``()`` switches it off.
+#: ``jax.vmap`` (:data:`jaxmbd._batch_lanes.MAX_ENTRIES_ESTIMATE`).
 BATCH_LANES_STEPPERS: tuple = ()
 #: Tiles of members (:data:`jaxmbd._batch_lanes.LANES` each) stepped together; a larger
 #: batch runs in such chunks one after the other. Chunks of 16, 64 and 256 tiles ran alike
