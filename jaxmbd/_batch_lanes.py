@@ -23,12 +23,10 @@ the whole arrays, the members last, by :mod:`jaxmbd._batch_last`'s rules. A prog
 more than :data:`MAX_OPERATIONS` scalar operations (a large tree, where XLA's compile time
 would grow with them) is evaluated by ``jax.vmap`` instead.
 
-Values are the plain function's to round-off. Derivatives are JAX's own for a
-``custom_vmap`` function (the JVP of the plain function, batched by this rule): a
-``custom_jvp`` that differentiates the plain function instead, as
-:func:`jaxmbd._batch_last.batch_last` does, gives a batched loss whose gradient JAX cannot
-transpose through the joint run's ``jit`` (jax 0.10.2: "Expected cotangent type
-float64[8,2,3] but got float64[2,2,3]"; ``tests/test_batch_last.py``'s gradient test).
+Values are the plain function's to round-off. Derivatives are the plain function's
+(:func:`jaxmbd._batching.with_plain_derivatives`, a ``custom_jvp``; JAX cannot linearise
+a ``custom_vmap`` function for reverse mode): single models' gradients, ``vmap`` of them,
+gradients of batched losses and forward mode alike.
 """
 
 from __future__ import annotations

@@ -91,7 +91,25 @@ def with_plain_derivatives(batched, plain):
 
         pick = [p for p, on in zip(primals, live, strict=True) if on]
         dots = [t for t, on in zip(tangents, live, strict=True) if on]
-        return jax.jvp(of_live, pick, dots)
+        outs, dots_out = jax.jvp(of_live, pick, dots)
+        return _batch_axis_first(outs), _batch_axis_first(dots_out)
 
     differentiable.defjvp(_jvp, symbolic_zeros=True)
     return differentiable
+
+
+def _batch_axis_first(tree):
+    """``tree`` unchanged, but under ``vmap`` with the batch as every leaf's axis 0.
+
+    ``vmap`` of a ``custom_jvp`` takes its outputs' batch axes from whichever of the two
+    functions it traced (jax 0.10.2, ``BatchTrace.process_custom_jvp_call``): the primal's
+    (a ``custom_vmap`` rule's, axis 0) where a jaxpr was staged, the JVP's (the plain
+    program's ``vmap``: a scan's stacked outputs carry it in axis 1) when it was later
+    linearised. Transposing such a program then read one layout as the other. A reshape
+    batches with the batch axis first, so the JVP's outputs agree with the primal's."""
+
+    def first(x):
+        x = jnp.asarray(x)
+        return jax.lax.squeeze(jax.lax.reshape(x, (*x.shape, 1)), (x.ndim,))
+
+    return jax.tree_util.tree_map(first, tree)

@@ -169,11 +169,6 @@ def test_batch_equals_single_runs(pendulum, batch_last_on):
 
 
 @pytest.mark.slow  # the batch-last rule is opt-in
-@pytest.mark.xfail(
-    strict=True,
-    reason="the transpose of the rule's custom_jvp under vmap inside the run's jit puts the "
-    "cotangent's batch axis on the time axis (jax 0.10.2): why the rule is opt-in",
-)
 def test_gradient_of_batched_loss(pendulum, batch_last_on):
     """d/d qvel0 of a loss of a vmapped batch of runs, against central differences."""
     opts = dict(formulation="joint", integrator="rk", t_end=STEPS * 1e-3, h=1e-3)

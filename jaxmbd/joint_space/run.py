@@ -40,7 +40,7 @@ from .contact_step import SUBSTEP_OPTIONS, contact_options, with_impact_substeps
 from .dynamics import Accelerations, accelerations, body_accelerations
 from .from_model import tree_of_model
 from .reactions import tree_joint_wrenches
-from .steppers import AbstractJointStepper, get_stepper
+from .steppers import AbstractJointStepper, RungeKutta4, SemiImplicitEuler, get_stepper
 
 NONFINITE = int(RESULTS.nonfinite._value)
 MAX_ITERATIONS = int(RESULTS.max_iterations._value)
@@ -65,16 +65,15 @@ BATCH_CHUNK = 64
 BATCH_LAST_STEPPERS: tuple = ()
 
 #: The steps whose batches run as per-member scalar code on tiles of members
-#: (:mod:`jaxmbd._batch_lanes`), taking precedence over :data:`BATCH_LAST_STEPPERS`; none by
-#: default: a batched loss's reverse mode does not transpose through the rule's
-#: ``custom_jvp`` inside the run's ``jit`` (jax 0.10.2), and with ``throw=False`` its gradient
-#: is zero. ``(RungeKutta4, SemiImplicitEuler)`` opts the explicit steps in, for
-#: undifferentiated batches and ``vmap`` of single-model gradients only. Measured on the
-#: 2-core CPU, batch of 256 against ``jax.vmap``'s own batching, CPU time in one process
+#: (:mod:`jaxmbd._batch_lanes`), taking precedence over :data:`BATCH_LAST_STEPPERS`: the
+#: explicit steps. Derivatives are the plain program's, for single models, ``vmap`` of
+#: their gradients and gradients of batched losses alike. Measured on the 2-core CPU, batch
+#: of 256 against ``jax.vmap``'s own batching, CPU time in one process
 #: (``benchmarks/results/batch/batch_joint.md``): cart-pole 9x, double pendulum and
 #: acrobot 4x, arm3 2.5x the model-steps per second; a large tree (a humanoid) stays with
-#: ``jax.vmap`` (:data:`jaxmbd._batch_lanes.MAX_ENTRIES_ESTIMATE`).
-BATCH_LANES_STEPPERS: tuple = ()
+#: ``jax.vmap`` (:data:`jaxmbd._batch_lanes.MAX_ENTRIES_ESTIMATE`). ``()`` switches the
+#: tiles off (programs traced afterwards: ``jax.clear_caches()``).
+BATCH_LANES_STEPPERS: tuple = (RungeKutta4, SemiImplicitEuler)
 #: Tiles of members (:data:`jaxmbd._batch_lanes.LANES` each) stepped together; a larger
 #: batch runs in such chunks one after the other. Chunks of 16, 64 and 256 tiles ran alike
 #: (cart-pole, 1024 members, CPU time 20.2x, 19.2x and 21.0x its single model).
