@@ -98,6 +98,10 @@ def test_driven_slider_crank_follows_its_closed_form():
     assert np.max(np.asarray(sol.residual)) < 1e-10
 
 
+# two programs of their own (rA at h = 2e-4): test_sensors.py::
+# test_four_bar_reaction_sensors_in_joint_coordinates_equal_ra compares joint coordinates with
+# rA on a four-bar falling from rest, test_four_bar_follows_freudenstein runs rkmk on the loop
+@pytest.mark.slow
 def test_four_bar_agrees_with_ra():
     """From rest (a start both formulations take as it is), falling under gravity: joint
     coordinates with RK4 against rA with generalized-alpha at a step 5x smaller."""
