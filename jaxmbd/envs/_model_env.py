@@ -238,6 +238,7 @@ class ModelEnv(Env):
         for them (the contact tasks), as ``jax.vmap`` batches it, or one member after another
         where the environment steps contact members so (:attr:`member_chunk` 1)."""
         action = jnp.asarray(action, state.pipeline_state.qvel.dtype)
+        # the model is an argument: a batch of models (DomainRandomizationVmapWrapper) too
         arrays, static = eqx.partition((self.sys, state, action), eqx.is_array)
         leaves, treedef = jax.tree_util.tree_flatten(arrays)
         out_static = []
