@@ -142,7 +142,8 @@ class ModelEnv(Env):
     - ``member_chunk``: how many members of a batch :class:`VmapWrapper` steps as one
       vectorised program ("auto": one at a time for models with contact on the CPU,
       the fastest per member of the schedules measured, :class:`VmapWrapper`; else
-      None, all at once).
+      None, all at once). Under a bare ``jax.vmap`` of :meth:`step` too, a step too large
+      for tiles of members steps its members one at a time where this is 1.
 
     ``env.sys`` is the model the functions run on: brax's domain-randomisation wrapper
     swaps it for each member of a batch of models. ``reset`` and ``step`` are pure JAX;
