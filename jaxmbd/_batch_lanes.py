@@ -106,11 +106,16 @@ def _in_tiles(closed, flat, flags, out_flags, axis_size: int, lanes: int, chunk)
     return results
 
 
-def batch_lanes(fn, *, lanes: int | None = None, chunk: int | None = None):
+def batch_lanes(fn, *, lanes: int | None = None, chunk: int | None = None,
+                too_large: str = "vmap"):  # fmt: skip
     """``fn`` (positional array arguments, pytrees of arrays out) whose ``vmap`` evaluates
     its program as per-member scalar code on tiles of ``lanes`` members (see the module
     docstring), ``chunk`` tiles at a time (None: all at once). Unbatched calls are ``fn``'s
-    own."""
+    own. ``too_large``: how a program too large for the tiles runs its batch, ``"vmap"``
+    (``jax.vmap``'s own batching) or ``"map"`` (the members one after another, each its
+    own program: ``lax.map``)."""
+    if too_large not in _TOO_LARGE:
+        raise ValueError(f"batch_lanes: too_large must be one of {_TOO_LARGE}, got {too_large!r}")
 
     def plain(*args):
         return fn(*args)
@@ -136,10 +141,8 @@ def batch_lanes(fn, *, lanes: int | None = None, chunk: int | None = None):
             if _entries(closed.jaxpr) > MAX_ENTRIES_ESTIMATE:
                 raise _TooLarge
             outs = _in_tiles(closed, flat, flags, out_flags, axis_size, lanes_, chunk)
-        except _TooLarge:  # a large program: jax.vmap's own batching
-            in_axes = [0 if b else None for b in flags]
-            outs = jax.vmap(lambda *xs: jax.tree_util.tree_leaves(plain(
-                *jax.tree_util.tree_unflatten(in_tree, xs))), in_axes=in_axes)(*flat)  # fmt: skip
+        except _TooLarge:  # a large program: jax.vmap's own batching, or one member at a time
+            outs = _members(plain, in_tree, flat, flags, too_large)
             outs = [r if f else r[0] for r, f in zip(outs, out_flags, strict=True)]
         return (
             jax.tree_util.tree_unflatten(tree, outs),
@@ -147,6 +150,27 @@ def batch_lanes(fn, *, lanes: int | None = None, chunk: int | None = None):
         )
 
     return with_plain_derivatives(batched, plain)
+
+
+#: The schedules of a batch too large for the tiles (:func:`batch_lanes`'s ``too_large``).
+_TOO_LARGE = ("vmap", "map")
+
+
+def _members(plain, in_tree, flat, flags, too_large: str):
+    """The flat outputs of ``plain`` for the batch ``flat`` (members first where
+    ``flags``), every output with the batch axis, by ``jax.vmap`` or by ``lax.map``."""
+
+    def one(*xs):
+        return jax.tree_util.tree_leaves(plain(*jax.tree_util.tree_unflatten(in_tree, xs)))
+
+    if too_large == "vmap":
+        return jax.vmap(one, in_axes=[0 if b else None for b in flags])(*flat)
+
+    def member(batched):
+        it = iter(batched)
+        return one(*[next(it) if b else x for x, b in zip(flat, flags, strict=True)])
+
+    return jax.lax.map(member, [x for x, b in zip(flat, flags, strict=True) if b])
 
 
 # ---- values ------------------------------------------------------------------------------

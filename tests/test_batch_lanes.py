@@ -183,3 +183,20 @@ def test_batched_time_loop_computes_on_tiles_of_members(pendulum):
     out = [re.search(r"f64\[([\d,]+)\]", f.split("fusion(", 1)[0]).group(1) for f in fusions]
     scalar = [d for d in out if tuple(int(n) for n in d.split(",") if n != "1") == tiles]
     assert len(scalar) >= 3 * len(fusions) // 4, (len(scalar), len(fusions))
+
+
+@pytest.mark.parametrize("too_large", ["vmap", "map"])
+def test_a_program_too_large_for_tiles(monkeypatch, too_large):
+    """A program over the size bound runs its batch by ``jax.vmap`` or one member after
+    another (``lax.map``: a loop over the members in the lowered program), with the same
+    values; an unknown schedule is refused."""
+    monkeypatch.setattr("jaxmbd._batch_lanes.MAX_ENTRIES_ESTIMATE", 0)
+    x = jnp.asarray(np.random.default_rng(2).normal(size=(5, 3)))
+    a = jnp.asarray(0.7)
+    f = jax.vmap(batch_lanes(_scan_run, too_large=too_large), in_axes=(0, None))
+    np.testing.assert_allclose(f(x, a), jax.vmap(_scan_run, in_axes=(0, None))(x, a),
+                               rtol=0, atol=1e-15)  # fmt: skip
+    loops = jax.make_jaxpr(f)(x, a).pretty_print().count("scan[")
+    assert loops == (2 if too_large == "map" else 1)  # lax.map's loop around the time loop
+    with pytest.raises(ValueError, match="too_large"):
+        batch_lanes(_scan_run, too_large="chunks")

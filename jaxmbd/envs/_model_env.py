@@ -15,9 +15,11 @@ import jax
 import jax.numpy as jnp
 
 from .. import _config  # noqa: F401
+from .._batch_lanes import batch_lanes
 from ..contact import ContactSlots, contact_element, with_contact
 from ..forces import BodyState
 from ..joint_space import JointState, advance, initial_joint_state, model_tree
+from ..joint_space.run import BATCH_LANES_CHUNK
 from ..limits_option import with_limits
 from ..model import Model
 from ..tree import KinematicTree, body_velocities, poses
@@ -140,7 +142,8 @@ class ModelEnv(Env):
     - ``member_chunk``: how many members of a batch :class:`VmapWrapper` steps as one
       vectorised program ("auto": one at a time for models with contact on the CPU,
       the fastest per member of the schedules measured, :class:`VmapWrapper`; else
-      None, all at once).
+      None, all at once). Under a bare ``jax.vmap`` of :meth:`step` too, a step too large
+      for tiles of members steps its members one at a time where this is 1.
 
     ``env.sys`` is the model the functions run on: brax's domain-randomisation wrapper
     swaps it for each member of a batch of models. ``reset`` and ``step`` are pure JAX;
@@ -201,9 +204,10 @@ class ModelEnv(Env):
     def action_size(self) -> int:
         return self.sys.nu
 
-    def _run_model(self) -> Model:
-        """``sys`` as the run sees it (the contact and limits options applied)."""
-        model = with_contact(self.sys, self.contact, where="ModelEnv")
+    def _run_model(self, sys: Model | None = None) -> Model:
+        """``sys`` (None: ``self.sys``) as the run sees it (the contact and limits options
+        applied)."""
+        model = with_contact(self.sys if sys is None else sys, self.contact, where="ModelEnv")
         return with_limits(model, self.limits, where="ModelEnv")
 
     def _done(self, physics, info):
@@ -230,8 +234,28 @@ class ModelEnv(Env):
         return State(pipeline_state, obs, zero, self._done(physics, info), {}, info)
 
     def step(self, state: State, action: jax.Array) -> State:
-        model = self._run_model()
+        """One control step; under ``vmap`` a batch runs on tiles of members
+        (:func:`~jaxmbd._batch_lanes.batch_lanes`), or, where the step's program is too large
+        for them (the contact tasks), as ``jax.vmap`` batches it, or one member after another
+        where the environment steps contact members so (:attr:`member_chunk` 1)."""
         action = jnp.asarray(action, state.pipeline_state.qvel.dtype)
+        # the model is an argument: a batch of models (DomainRandomizationVmapWrapper) too
+        arrays, static = eqx.partition((self.sys, state, action), eqx.is_array)
+        leaves, treedef = jax.tree_util.tree_flatten(arrays)
+        out_static = []
+
+        def run(*leaves):
+            sys, state, action = eqx.combine(jax.tree_util.tree_unflatten(treedef, leaves), static)
+            out, rest = eqx.partition(self._step(sys, state, action), eqx.is_array)
+            out_static[:] = [rest]
+            return out
+
+        too_large = "map" if self.member_chunk == 1 else "vmap"
+        out = batch_lanes(run, chunk=BATCH_LANES_CHUNK, too_large=too_large)(*leaves)
+        return eqx.combine(out, out_static[0])
+
+    def _step(self, sys: Model, state: State, action: jax.Array) -> State:
+        model = self._run_model(sys)
         pipeline_state = advance(model, state.pipeline_state, action, h=self.h,
                                  n_steps=self.n_substeps, integrator=self.integrator)  # fmt: skip
         physics = physics_of(model, pipeline_state.qpos, pipeline_state.qvel, action)
