@@ -345,3 +345,47 @@ def test_row_products_transpose_without_library_fusion():
     dX, dY = jax.grad(lambda X, Y: jnp.sum(W * row_products(X, Y)), argnums=(0, 1))(X, Y)
     np.testing.assert_allclose(dX, np.asarray(W) @ np.asarray(Y), rtol=1e-13)
     np.testing.assert_allclose(dY, np.asarray(W).T @ np.asarray(X), rtol=1e-13)
+
+
+def test_tree_picks_and_splits_transpose_without_pads(monkeypatch):
+    """The reverse mode of the tree's row picks (a row picked twice, one not at all), spatial
+    halves, hat matrices and the unrolled Cholesky solve: concatenations and splits, no zero
+    pad (a slice's transpose) or scatter (a gather's), and the same cotangents as the plain
+    indexing and a dense solve."""
+    _cpu_only()
+    monkeypatch.delenv(_xla_flags.HOIST_GRADIENT_LOOPS, raising=False)
+    from jaxmbd.tree._elementwise import cholesky_solve, halves, pick
+    from jaxmbd.tree.dynamics import _hat
+
+    rng = np.random.default_rng(0)
+    x = jnp.asarray(rng.normal(size=(5, 6)))
+    A = rng.normal(size=(3, 3))
+    M = jnp.asarray(A @ A.T + 3 * np.eye(3))
+    b = jnp.asarray(rng.normal(size=3))
+    index = np.array([3, 0, 3, 1])
+
+    def tree_ops(x, M, b):
+        w, v = halves(x)
+        return pick(x, index), w * v, _hat(w), cholesky_solve(M, b)
+
+    def plain(x, M, b):
+        w, v = x[:, :3], x[:, 3:]
+        return x[index], w * v, jax.vmap(_hat)(w), jnp.linalg.solve(M, b)
+
+    shapes = jax.eval_shape(tree_ops, x, M, b)
+    cts = jax.tree_util.tree_map(lambda a: jnp.asarray(rng.normal(size=a.shape)), shapes)
+
+    def pullback(f):
+        return jax.jit(lambda x, M, b, cts: jax.vjp(f, x, M, b)[1](cts))
+
+    transposed = jax.make_jaxpr(lambda cts: jax.vjp(tree_ops, x, M, b)[1](cts))(cts).jaxpr
+    assert _primitives(transposed) & {"pad", *_UNHOISTABLE} == set()
+    got, want = pullback(tree_ops)(x, M, b, cts), pullback(plain)(x, M, b, cts)
+
+    def symmetric(g):  # the Cholesky reads M's lower triangle: compare along symmetric dM
+        return g + g.T - jnp.diag(jnp.diag(g))
+
+    got = (got[0], symmetric(got[1]), got[2])
+    want = (want[0], symmetric(want[1]), want[2])
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)

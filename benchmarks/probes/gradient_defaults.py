@@ -19,7 +19,9 @@ h, rkmk, contact and limits off; |qpos(T)|^2 after ``STEPS`` steps with respect 
 initial qvel): ``jc:humanoid``, ``jc:arm3``, ``jc:cartpole``, ``jc:double_pendulum``. Every program under ``jaxmbd.jit``'s XLA options. The mode is read at trace time,
 caches are cleared between programs; a variant whose gradient lowers to the same StableHLO
 as an earlier one's is not compiled again (printed as "same program as"). Runs alternated,
-medians of ``REP``. ``VARIANTS``: TREE:MODE pairs, TREE "branch" (this tree) or "main"
+medians of ``REP`` (wall time, and the CPU time of the
+process, which a loaded machine inflates less: the ratios are each tree's gradient over its
+own forward run). ``VARIANTS``: TREE:MODE pairs, TREE "branch" (this tree) or "main"
 (the tree at ``JAXMBD_OTHER``, imported as ``jaxmbd_main``), MODE the value of
 ``JAXMBD_HOIST_GRADIENT_LOOPS`` ("" unset), and an optional third field SAVES, what
 the joint formulation's adjoint step keeps (``jaxmbd.joint_space.run.ADJOINT_SAVES``,
@@ -47,7 +49,7 @@ import jax
 import jax.numpy as jnp
 
 import jaxmbd as mbd
-from benchmarks.probes._program_timing import compiled, leaves, timed
+from benchmarks.probes._program_timing import compiled, leaves, timed_both
 from benchmarks.problems import ARM3
 from jaxmbd._xla_flags import HOIST_GRADIENT_LOOPS, hoisted_sizes
 
@@ -179,19 +181,30 @@ for case in sys.argv[1:]:
     ftimes = {t: [] for t in fwds}
     for _ in range(REP):
         for t in fwds:
-            ftimes[t].append(timed(fwds[t]["c"], x))
+            ftimes[t].append(timed_both(fwds[t]["c"], x))
         for v in progs:
-            times[v].append(timed(progs[v]["c"], x))
+            times[v].append(timed_both(progs[v]["c"], x))
     ref = leaves(progs[VARIANTS[0]]["out"])
+
+    def medians(runs):
+        """(median wall, median CPU, minimum CPU) seconds."""
+        cpu = [r[1] for r in runs]
+        return statistics.median(r[0] for r in runs), statistics.median(cpu), min(cpu)
+
     for t in fwds:
-        print(f"{case} {t} forward run {statistics.median(ftimes[t]) * 1e3:.2f} ms", flush=True)
+        w, c, m = medians(ftimes[t])
+        print(
+            f"{case} {t} forward run {w * 1e3:.2f} ms (CPU median {c * 1e3:.2f}, min {m * 1e3:.2f})",
+            flush=True,
+        )
     for v in progs:
-        g = statistics.median(times[v])
-        f = statistics.median(ftimes[v[0]]) if fwds else float("nan")
+        g = medians(times[v])
+        f = medians(ftimes[v[0]]) if fwds else (float("nan"),) * 3
         diff = float(jnp.max(jnp.abs(leaves(progs[v]["out"]) - ref)) / jnp.max(jnp.abs(ref)))
         print(
-            f"{case} {':'.join(v)}: gradient run {g * 1e3:.2f} ms ratio {g / f:.2f}; "
-            f"relative to {VARIANTS[0][0]}:{VARIANTS[0][1]}: {diff:.1e}",
+            f"{case} {':'.join(v)}: gradient run {g[0] * 1e3:.2f} ms ratio {g[0] / f[0]:.2f}; "
+            f"CPU median {g[1] * 1e3:.2f} ms ratio {g[1] / f[1]:.2f}, min {g[2] * 1e3:.2f} ms "
+            f"ratio {g[2] / f[2]:.2f}; relative to {VARIANTS[0][0]}:{VARIANTS[0][1]}: {diff:.1e}",
             flush=True,
         )
     print(f"{case}: load {os.getloadavg()}", flush=True)

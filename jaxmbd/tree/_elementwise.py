@@ -18,7 +18,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _config  # noqa: F401
-from .._rows import take_rows
 from .._small import UNROLL_MAX, _sum_along
 from .._xla_flags import joint_loops_hoisted_when_differentiated
 
@@ -31,10 +30,13 @@ def pick(x, index):
     """``x[index]`` for a static integer ``index`` of any shape: a gather. Where the
     joint formulation's gradient loops are left to XLA's hoisting (the default on the CPU,
     :func:`jaxmbd._xla_flags.joint_loops_hoisted_when_differentiated`), its tangent is
-    taken by slices where the index's rows run in order (:func:`jaxmbd._rows.take_rows`):
+    taken by one split of ``x`` into rows and one concatenation (:func:`_split_rows`):
     JAX transposes a gather into a scatter, and XLA's CPU backend does not compile a loop
-    that holds a scatter as one native loop, while the transpose of slices is pads and
-    sums. With ``JAXMBD_HOIST_GRADIENT_LOOPS=0`` a plain gather, whose scatter keeps the
+    that holds a scatter as one native loop; slices (the former tangent) transpose to zero
+    pads of the whole array and their sums, a split and a concatenation to a concatenation
+    and a split (arm3's adjoint loop 14.6k -> 13.7k machine instructions with
+    :func:`halves` and :func:`entries`, ``benchmarks/results/gradients_defaults.md``).
+    With ``JAXMBD_HOIST_GRADIENT_LOOPS=0`` a plain gather, whose scatter keeps the
     transposed time loop a runtime loop. The value stays a gather: slices joined in a
     step's native loop ran the arm3's steps ~1.4x slower
     (``benchmarks/results/gradients_cost.md``)."""
@@ -53,8 +55,20 @@ def _pick(x, rows: tuple):
 @_pick.defjvp
 def _pick_jvp(rows, primals, tangents):
     (x,), (dx,) = primals, tangents
-    # slices however many runs: a gather's transpose would be a scatter
-    return _pick(x, rows), take_rows(dx, np.asarray(rows, dtype=int), max_runs=None)
+    # the rows by one split and the picked ones by one concatenation: the transpose is a
+    # split and a concatenation (a gather's would be a scatter, slices' zero pads and sums)
+    return _pick(x, rows), _split_rows(dx, rows)
+
+
+def _split_rows(x, rows: tuple):
+    """x[rows] by one split of x into its rows and one concatenation of the picked ones:
+    its transpose is a split and a concatenation (with adds where a row is picked twice)."""
+    if len(rows) == 0:
+        return jnp.zeros((0,) + x.shape[1:], x.dtype)
+    if rows == tuple(range(x.shape[0])):
+        return x
+    parts = jnp.split(x, x.shape[0], axis=0)
+    return jnp.concatenate([parts[i] for i in rows], axis=0)
 
 
 def assemble(n: int, parts):
@@ -94,6 +108,22 @@ def picked_sum(incidence: np.ndarray, values):
             total = total + rows[int(k)]
         parts.append(total)
     return jnp.concatenate(parts, axis=0)
+
+
+def halves(x):
+    """(x[..., :3], x[..., 3:]) of spatial 6-vectors by one split: in reverse mode one
+    concatenation, where two slices transpose to two zero pads and their sum."""
+    a, b = jnp.split(x, 2, axis=-1)
+    return a, b
+
+
+def entries(M):
+    """The entries M[i][j] of a small matrix (n, n, ...) as nested lists, by one split into
+    rows and one per row: in reverse mode concatenations, where n^2 element slices
+    transpose to n^2 zero pads of the whole matrix and their sums."""
+    n = M.shape[0]
+    rows = jnp.split(M, n, axis=0) if n > 1 else [M]
+    return [[c[0] for c in (jnp.split(r[0], n, axis=0) if n > 1 else [r[0]])] for r in rows]
 
 
 def mv(M, v):
@@ -153,14 +183,15 @@ def cholesky_factor(M):
     if n > UNROLLED_CHOLESKY_MAX:
         return _cholesky_loop(M)
     L = [[None] * n for _ in range(n)]
+    E = entries(M)
     for j in range(n):
-        s = M[j, j]
+        s = E[j][j]
         for k in range(j):
             s = s - L[j][k] * L[j][k]
         d = jnp.sqrt(s)
         L[j][j] = d
         for i in range(j + 1, n):
-            s = M[i, j]
+            s = E[i][j]
             for k in range(j):
                 s = s - L[i][k] * L[j][k]
             L[i][j] = s / d
@@ -176,8 +207,9 @@ def cholesky_factor_solve(L, rhs):
         return rhs
     if isinstance(L, list):
         y = []
+        brows = jnp.split(b, n, axis=0) if n > 1 else [b]
         for i in range(n):
-            s = b[i]
+            s = brows[i][0]
             for k in range(i):
                 s = s - L[i][k] * y[k]
             y.append(s / L[i][i])

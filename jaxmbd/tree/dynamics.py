@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import _config  # noqa: F401
 from .._small import _sum_along
-from ._elementwise import cross, mm, mtv, mv, pick, picked_sum, row_products
+from ._elementwise import cross, halves, mm, mtv, mv, pick, picked_sum, row_products
 from .kinematics import TreePoses, cross_force, dof_ancestors, velocities
 from .topology import KinematicTree
 
@@ -37,20 +37,17 @@ def spatial_inertia(c, mass, Ic):
 
 
 def _hat(v):
-    z = jnp.zeros_like(v[..., 0])
+    # the components by one split (reverse mode: one concatenation, not a pad per slice)
+    x, y, w = (c[..., 0] for c in jnp.split(v, 3, axis=-1))
+    z = jnp.zeros_like(x)
     return jnp.stack(
-        [
-            jnp.stack([z, -v[..., 2], v[..., 1]], -1),
-            jnp.stack([v[..., 2], z, -v[..., 0]], -1),
-            jnp.stack([-v[..., 1], v[..., 0], z], -1),
-        ],
-        -2,
+        [jnp.stack([z, -w, y], -1), jnp.stack([w, z, -x], -1), jnp.stack([-y, x, z], -1)], -2
     )
 
 
 def inertia_times(c, mass, Ic, V):
     """I V (nb, 6) without forming I: momentum (Ic w + c x p, p), p = m (v + w x c)."""
-    w, v = V[..., :3], V[..., 3:]
+    w, v = halves(V)
     p = mass[:, None] * (v + cross(w, c))
     return jnp.concatenate([mv(Ic, w) + cross(c, p), p], -1)
 
@@ -103,7 +100,7 @@ def joint_forces(tree: KinematicTree, poses: TreePoses, body_forces):
 def body_velocities(tree: KinematicTree, poses: TreePoses, qvel):
     """(centre-of-mass velocities (nb, 3), body-frame angular velocities (nb, 3))."""
     V, _ = velocities(tree, poses.S, qvel)
-    w, v = V[:, :3], V[:, 3:]
+    w, v = halves(V)
     return v + cross(w, poses.c), mtv(poses.R, w)
 
 

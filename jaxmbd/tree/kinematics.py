@@ -21,7 +21,7 @@ from jax.ad_checkpoint import checkpoint_name
 
 from .. import _config  # noqa: F401
 from ..lie import so3_dexpinv, so3_exp
-from ._elementwise import assemble, cross, mm, mv, pick, picked_sum
+from ._elementwise import assemble, cross, halves, mm, mv, pick, picked_sum
 from ._quaternion import quat_to_matrix, rotate_by_quat_increment
 from .topology import WORLD, JointType, KinematicTree
 
@@ -243,14 +243,16 @@ def velocities(tree: KinematicTree, S, qvel):
 
 def cross_motion(v, m):
     """v x m for motions (Featherstone eq. 2.31): (w x mw, w x mv + v x mw)."""
-    w, u = v[..., :3], v[..., 3:]
-    return jnp.concatenate([cross(w, m[..., :3]), cross(w, m[..., 3:]) + cross(u, m[..., :3])], -1)
+    w, u = halves(v)
+    m_w, m_u = halves(m)
+    return jnp.concatenate([cross(w, m_w), cross(w, m_u) + cross(u, m_w)], -1)
 
 
 def cross_force(v, f):
     """v x* f for forces (Featherstone eq. 2.32): (w x n + v x f, w x f)."""
-    w, u = v[..., :3], v[..., 3:]
-    return jnp.concatenate([cross(w, f[..., :3]) + cross(u, f[..., 3:]), cross(w, f[..., 3:])], -1)
+    w, u = halves(v)
+    f_n, f_f = halves(f)
+    return jnp.concatenate([cross(w, f_n) + cross(u, f_f), cross(w, f_f)], -1)
 
 
 def integrate_positions(tree: KinematicTree, qpos, qvel, h):
