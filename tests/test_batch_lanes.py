@@ -19,7 +19,7 @@ from test_batch_last import (
     _members,
     _program,
     _smooth,
-    _with_qvel,
+    assert_batched_loss_gradient,
 )
 
 import jaxmbd as mbd
@@ -125,22 +125,7 @@ def test_batch_equals_single_runs(pendulum, monkeypatch):
 def test_gradient_of_batched_loss(pendulum, throw):
     """d/d qvel0 of a loss of a vmapped batch of runs, against central differences, with
     and without the run's error checks in the program."""
-    opts = dict(formulation="joint", integrator="rk", t_end=STEPS * 1e-3, h=1e-3, throw=throw)
-    qvel = jnp.asarray(np.random.default_rng(3).uniform(-1.0, 1.0, (5, pendulum.tree.nv)))
-
-    def loss(qvel):
-        def final(v):
-            return mbd.simulate(_with_qvel(pendulum, v), **opts).qpos[-1]
-
-        return jnp.sum(jax.vmap(final)(qvel) ** 2)
-
-    grad = np.asarray(jax.jit(jax.grad(loss))(qvel))
-    f = jax.jit(loss)
-    eps = 1e-6
-    for k, i in ((0, 0), (4, 2), (1, 1)):
-        e = jnp.zeros_like(qvel).at[k, i].set(eps)
-        fd = (float(f(qvel + e)) - float(f(qvel - e))) / (2 * eps)
-        assert abs(grad[k, i] - fd) <= 1e-6 * max(abs(fd), 1.0), (k, i, grad[k, i], fd)
+    assert_batched_loss_gradient(pendulum, members=5, entries=((0, 0), (4, 2), (1, 1)), throw=throw)
 
 
 def test_batched_time_loop_computes_on_tiles_of_members(pendulum):
