@@ -197,10 +197,13 @@ def lifted_to_floor(model: Model, qpos, root_z: int):
     geom penetrates the ground. dm_control draws the planar robots' poses at the file's
     height, often with a leg inside the floor, which MuJoCo's soft contact pushes out over
     a few steps; jaxmbd's compliant contact is stiffer (Hertz, matched to MuJoCo's rest
-    penetration) and would launch the robot, so the drawn pose is raised first."""
+    penetration) and would launch the robot, so the drawn pose is raised first. Without
+    contact pairs (``contact="none"``) nothing pushes, and ``qpos`` is returned as drawn."""
     nb = model.nb
     physics = physics_of(model, qpos, jnp.zeros(model.tree.nv, qpos.dtype),
                          jnp.zeros(model.nu, qpos.dtype))  # fmt: skip
+    if physics.contact is None:
+        return qpos
     slots = physics.contacts()
     pairs = np.asarray(physics.contact.pairs, dtype=int)[np.asarray(slots.pair, dtype=int)]
     ground = jnp.asarray((pairs == nb).any(axis=1) | (pairs < 0).any(axis=1))

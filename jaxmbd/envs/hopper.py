@@ -27,7 +27,10 @@ def touch(physics: Physics, body: int, centre, radius: float):
     """MuJoCo's touch sensor on a sphere site (``engine_sensor.c``, ``mjSENS_TOUCH``): the
     sum of the normal forces of the contacts on ``body`` whose points lie in the sphere
     (``centre``: the site's position in the body's frame). Contacts are jaxmbd's compliant
-    slots (:meth:`Physics.contacts`), so the forces are this engine's, not MuJoCo's."""
+    slots (:meth:`Physics.contacts`), so the forces are this engine's, not MuJoCo's; 0
+    without contact pairs (``contact="none"``)."""
+    if physics.contact is None:
+        return jnp.zeros((), physics.qpos.dtype)
     slots = physics.contacts()
     pairs = jnp.asarray([physics.contact.pairs[p] for p in slots.pair])  # (ns, 2)
     on_body = (pairs[:, 0] == body) | (pairs[:, 1] == body)
