@@ -475,3 +475,57 @@ def test_gymnasium_vector_env_adapter(cartpole):
     assert truncated.all() and not terminated.any()
     np.testing.assert_array_equal(obs2, first)  # same-step auto-reset
     assert info["final_obs"].shape == (4, 5) and not np.array_equal(info["final_obs"], first)
+
+
+def test_wrappers_split_the_batch_over_devices():
+    """``wrap(..., devices=...)`` splits the batch over two host devices (a subprocess with
+    ``--xla_force_host_platform_device_count=2``): the states live on both devices and equal
+    the one-device wrapper's, with and without domain randomisation; a batch that does not
+    split evenly is refused with the sizes."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent("""
+        import equinox as eqx, jax, jax.numpy as jnp, numpy as np
+        import jaxmbd as mbd
+        from jaxmbd.envs import model_axes, wrap
+        assert len(jax.devices()) == 2
+        env = mbd.envs.make("cartpole", "balance")
+        keys = jax.random.split(jax.random.PRNGKey(0), 6)
+        actions = jnp.asarray(np.random.default_rng(0).uniform(-1, 1, (3, 6, 1)))
+
+        def masses(sys):
+            batched = eqx.tree_at(lambda s: s.mass, sys,
+                                  jnp.stack([sys.mass * (1 + 0.1 * k) for k in range(6)]))
+            return batched, model_axes(batched, sys)
+
+        for randomization_fn in (None, masses):
+            states = []
+            for devices in (None, jax.devices()):
+                env_b = wrap(env, randomization_fn=randomization_fn, devices=devices)
+                state, step = jax.jit(env_b.reset)(keys), jax.jit(env_b.step)
+                for a in actions:
+                    state = step(state, a)
+                states.append(state)
+            assert len(states[1].obs.sharding.device_set) == 2
+            assert len(states[0].obs.sharding.device_set) == 1
+            for x, y in zip(jax.tree.leaves(states[0]), jax.tree.leaves(states[1])):
+                np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=0, atol=1e-12)
+        two = wrap(env, devices=jax.devices())
+        try:
+            two.reset(keys[:5])
+        except ValueError as e:
+            assert "5 members" in str(e) and "2 devices" in str(e), e
+        else:
+            raise AssertionError("an uneven batch was accepted")
+        print("OK")
+    """)
+    flags = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2"
+    env = dict(os.environ, XLA_FLAGS=flags.strip(), JAX_PLATFORMS="cpu")
+    result = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=900
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "OK" in result.stdout

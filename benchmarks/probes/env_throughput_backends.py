@@ -8,7 +8,9 @@ virtual environment too (no jaxmbd import there).
 
 Prints one JSON line per batch size: the batched reset's first call and its median, the
 first call (trace, compile, run), the median of the repeated
-runs and ``steps_per_s`` = batch x steps / median, with ``uptime``'s load average."""
+runs and ``steps_per_s`` = batch x steps / median, the runs' median CPU time of the
+process (above the wall time where XLA runs a program's kernels on several threads), with
+``uptime``'s load average."""
 
 from __future__ import annotations
 
@@ -29,7 +31,12 @@ def main(argv=None):
     parser.add_argument("--batch", type=int, nargs="+", default=[2048])
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--devices", type=int, default=1,
+                        help="host devices (threads) to split the batch over")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.devices > 1:  # before anything starts JAX's backend
+        flag = f"--xla_force_host_platform_device_count={args.devices}"
+        os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {flag}".strip()
     env, wrap = make_env(args.env, args.backend)
     batched = wrap(env, episode_length=1000, action_repeat=1)
     for batch in args.batch:
@@ -42,16 +49,41 @@ def timed(f, *a):
     return time.perf_counter() - start
 
 
+def _split_over_devices(run, n: int, batch: int):
+    """``run(state, key)`` with the batch split over ``n`` host devices by ``shard_map``
+    (the same for both engines: each device steps its members through the wrapper)."""
+    from jax.sharding import Mesh, PartitionSpec  # noqa: PLC0415
+
+    mesh = Mesh(jax.devices()[:n], ("batch",))
+
+    def spec(x):
+        return (
+            PartitionSpec("batch") if jax.numpy.ndim(x) and x.shape[0] == batch else PartitionSpec()
+        )
+
+    def split(state, key):
+        specs = jax.tree.map(spec, state)
+        split_run = jax.shard_map(run, mesh=mesh, in_specs=(specs, PartitionSpec()),
+                                  out_specs=PartitionSpec("batch"), check_vma=False)  # fmt: skip
+        return split_run(state, key)
+
+    return jax.jit(split)
+
+
 def measure(args, batched, size: int, batch: int) -> dict:
-    @jax.jit
     def run(state, key):
         def one(state, k):
-            a = jax.random.uniform(k, (batch, size), minval=-1.0, maxval=1.0)
+            # the members this device holds (all of them on one device)
+            a = jax.random.uniform(k, (state.obs.shape[0], size), minval=-1.0, maxval=1.0)
             return batched.step(state, a), None
 
         state, _ = jax.lax.scan(one, state, jax.random.split(key, args.steps))
         return state.reward
 
+    if args.devices > 1:
+        run = _split_over_devices(run, args.devices, batch)
+
+    run = jax.jit(run) if args.devices == 1 else run
     key = jax.random.PRNGKey(0)
     reset = jax.jit(batched.reset)
     keys = jax.random.split(key, batch)
@@ -59,12 +91,20 @@ def measure(args, batched, size: int, batch: int) -> dict:
     resets = sorted(timed(reset, keys) for _ in range(args.repeats))
     state = jax.block_until_ready(reset(keys))
     first = timed(run, state, key)
-    runs = sorted(timed(run, state, key) for _ in range(args.repeats))
+    cpu = []
+    runs = []
+    for _ in range(args.repeats):
+        start = time.process_time()
+        runs.append(timed(run, state, key))
+        cpu.append(time.process_time() - start)
+    runs, cpu = sorted(runs), sorted(cpu)
     median = runs[len(runs) // 2]
     return dict(env=args.env, backend=args.backend, batch=batch, steps=args.steps,
+                devices=args.devices,
                 reset_first_call_s=round(reset_first, 2),
                 reset_s=round(resets[len(resets) // 2], 4), first_call_s=round(first, 2),
                 run_median_s=round(median, 4), steps_per_s=round(batch * args.steps / median, 1),
+                run_cpu_median_s=round(cpu[len(cpu) // 2], 4),
                 load=os.getloadavg())  # fmt: skip
 
 

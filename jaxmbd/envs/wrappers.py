@@ -6,13 +6,62 @@ where brax is not installed. brax's own wrappers run on these environments too."
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, PartitionSpec
 
 from .. import _config  # noqa: F401
+from ..batch import _device_list
 from ._base import Env, State, Wrapper
+
+
+def _local_devices(devices, where: str) -> tuple | None:
+    """``devices=`` of a batching wrapper as a tuple of this process's devices (None: one
+    device, no sharding)."""
+    if devices is None:
+        return None
+    devices = tuple(_device_list(devices))
+    if len(set(devices)) != len(devices):
+        raise ValueError(f"{where}: devices= lists a device twice")
+    me = jax.process_index()
+    if any(d.process_index != me for d in devices):
+        raise ValueError(
+            f"{where}: devices= must be devices of this process (jax.local_devices()); a "
+            "batch across processes runs one wrapper per process"
+        )
+    return devices if len(devices) > 1 else None
+
+
+def _over_devices(f, devices: tuple | None, specs, args, where: str):
+    """``f(*args)`` with the batch (the leading axis of every leaf where ``specs`` says
+    ``PartitionSpec("batch")``) split evenly over ``devices`` by ``shard_map``: each device
+    runs ``f`` on its members, with no communication."""
+    if devices is None:
+        return f(*args)
+
+    def leading(spec, part):
+        batched = spec == PartitionSpec("batch")
+        return {np.shape(x)[0] for x in jax.tree.leaves(part)} if batched else set()
+
+    sizes = set().union(*jax.tree.leaves(jax.tree.map(leading, specs, args, is_leaf=_is_spec),
+                                         is_leaf=lambda x: isinstance(x, set)))  # fmt: skip
+    n = sizes.pop() if len(sizes) == 1 else None
+    if n is None or n % len(devices):
+        raise ValueError(
+            f"{where}: a batch of {n} members does not split evenly over the "
+            f"{len(devices)} devices of devices=; use a multiple of {len(devices)}"
+        )
+    mesh = Mesh(np.asarray(devices), ("batch",))
+    return jax.shard_map(f, mesh=mesh, in_specs=specs, out_specs=PartitionSpec("batch"),
+                         check_vma=False)(*args)  # fmt: skip
+
+
+def _is_spec(x) -> bool:
+    return isinstance(x, PartitionSpec)
 
 
 class VmapWrapper(Wrapper):
@@ -31,9 +80,16 @@ class VmapWrapper(Wrapper):
     threshold, 2x; eight members per ``vmap`` (reductions rewritten as sums), 1.1x; the
     batch as the arrays' last axis, four at a time, 0.94x (cheetah run, per CPU-second,
     ``benchmarks/probes/env_batch_modes.py``). So contact environments there step their
-    members one at a time."""
+    members one at a time, on one core.
 
-    def __init__(self, env: Env, batch_size: int | None = None, member_chunk="env"):
+    ``devices``: None (the default device), or devices of this process
+    (``jax.local_devices()``) over which the batch is split evenly (``shard_map``), each
+    running its members as above. On the CPU, JAX shows one device unless
+    ``XLA_FLAGS=--xla_force_host_platform_device_count=N`` is set before JAX starts; N such
+    devices run on N threads, so a contact task's batch uses N cores."""
+
+    def __init__(self, env: Env, batch_size: int | None = None, member_chunk="env",
+                 devices=None):  # fmt: skip
         super().__init__(env)
         self.batch_size = batch_size
         if member_chunk == "env":
@@ -41,13 +97,19 @@ class VmapWrapper(Wrapper):
         if member_chunk is not None and int(member_chunk) < 1:
             raise ValueError(f"VmapWrapper: member_chunk must be at least 1, got {member_chunk}")
         self.member_chunk = None if member_chunk is None else int(member_chunk)
+        self.devices = _local_devices(devices, "VmapWrapper")
 
-    def _over_members(self, f, *args):
+    def _on_members(self, f, *args):
         if self.member_chunk is None:
             return jax.vmap(f)(*args)
         if self.member_chunk == 1:
             return jax.lax.map(lambda a: f(*a), args)
         return jax.lax.map(lambda a: f(*a), args, batch_size=self.member_chunk)
+
+    def _over_members(self, f, *args):
+        specs = (PartitionSpec("batch"),) * len(args)
+        return _over_devices(functools.partial(self._on_members, f), self.devices, specs, args,
+                             "VmapWrapper")  # fmt: skip
 
     def reset(self, rng: jax.Array) -> State:
         if self.batch_size is not None:
@@ -141,11 +203,21 @@ class DomainRandomizationVmapWrapper(Wrapper):
     in_axes)`` gives the batched model (leaves with a leading batch axis where they vary)
     and its ``vmap`` axes (a pytree prefix of the model: 0 where batched, None where
     shared; :func:`model_axes` builds it). Each member's ``reset`` and ``step`` run on its
-    own model, swapped into ``env.unwrapped.sys`` while JAX traces them."""
+    own model, swapped into ``env.unwrapped.sys`` while JAX traces them. ``devices``: as
+    :class:`VmapWrapper`'s (the batched models split with the members)."""
 
-    def __init__(self, env: Env, randomization_fn: Callable):
+    def __init__(self, env: Env, randomization_fn: Callable, devices=None):
         super().__init__(env)
         self._sys_v, self._in_axes = randomization_fn(self.sys)
+        self.devices = _local_devices(devices, "DomainRandomizationVmapWrapper")
+
+    def _sharded(self, f, *members):
+        """``f(sys, *members)`` over the batch, split over :attr:`devices`."""
+        sys_specs = jax.tree.map(lambda a: PartitionSpec() if a is None else PartitionSpec("batch"),
+                                 self._in_axes, is_leaf=lambda a: a is None)  # fmt: skip
+        specs = (sys_specs,) + (PartitionSpec("batch"),) * len(members)
+        return _over_devices(f, self.devices, specs, (self._sys_v, *members),
+                             "DomainRandomizationVmapWrapper")  # fmt: skip
 
     @contextlib.contextmanager
     def _env_with(self, sys):
@@ -162,14 +234,14 @@ class DomainRandomizationVmapWrapper(Wrapper):
             with self._env_with(sys) as env:
                 return env.reset(rng)
 
-        return jax.vmap(reset, in_axes=[self._in_axes, 0])(self._sys_v, rng)
+        return self._sharded(jax.vmap(reset, in_axes=[self._in_axes, 0]), rng)
 
     def step(self, state: State, action: jax.Array) -> State:
         def step(sys, state, action):
             with self._env_with(sys) as env:
                 return env.step(state, action)
 
-        return jax.vmap(step, in_axes=[self._in_axes, 0, 0])(self._sys_v, state, action)
+        return self._sharded(jax.vmap(step, in_axes=[self._in_axes, 0, 0]), state, action)
 
 
 def model_axes(batched, single):
@@ -184,15 +256,16 @@ def model_axes(batched, single):
 
 
 def wrap(env: Env, episode_length: int | None = None, action_repeat: int = 1,
-         randomization_fn: Callable | None = None) -> Wrapper:  # fmt: skip
+         randomization_fn: Callable | None = None, *, devices=None) -> Wrapper:  # fmt: skip
     """brax's ``wrap``: batched (:class:`VmapWrapper`, or
     :class:`DomainRandomizationVmapWrapper` with ``randomization_fn``), time-limited
     (:class:`EpisodeWrapper`; ``episode_length`` None: the environment's own,
-    dm_control's 1000 steps) and auto-reset (:class:`AutoResetWrapper`)."""
+    dm_control's 1000 steps) and auto-reset (:class:`AutoResetWrapper`). ``devices``: the
+    batch split over devices of this process (:class:`VmapWrapper`)."""
     if episode_length is None:
         episode_length = getattr(env.unwrapped, "episode_length", 1000)
     if randomization_fn is None:
-        env = VmapWrapper(env)
+        env = VmapWrapper(env, devices=devices)
     else:
-        env = DomainRandomizationVmapWrapper(env, randomization_fn)
+        env = DomainRandomizationVmapWrapper(env, randomization_fn, devices=devices)
     return AutoResetWrapper(EpisodeWrapper(env, episode_length, action_repeat))
