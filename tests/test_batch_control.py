@@ -8,9 +8,6 @@ The programs are few and shared (module fixtures): a cart-pole of two bodies, 20
 of RK4 (``rkmk``, rA) at h = 0.01 s, three members, an MLP of 4 -> 8 -> 1."""
 
 import dataclasses
-import os
-import subprocess
-import sys
 import textwrap
 
 import equinox as eqx
@@ -19,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from conftest import count_compilations
+from host_devices import run_on_host_devices
 from jax.flatten_util import ravel_pytree
 
 import jaxmbd as mbd
@@ -181,12 +179,4 @@ def test_sharded_policy_batch_and_gradient_equal_one_device():
             np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-14)
         print("OK")
     """)
-    flags = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2"
-    # host devices are CPU devices: on a GPU machine the default backend would be its one GPU
-    env = dict(os.environ, XLA_FLAGS=flags.strip(), JAX_PLATFORMS="cpu")
-    env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(__file__), env.get("PYTHONPATH", "")])
-    result = subprocess.run(
-        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=900
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "OK" in result.stdout
+    assert "OK" in run_on_host_devices(script, 2)

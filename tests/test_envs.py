@@ -6,12 +6,14 @@ differences for the gradient; plus the brax interface (jit/vmap over 256 members
 training wrappers, auto-reset)."""
 
 import math
+import textwrap
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from host_devices import run_on_host_devices
 
 import jaxmbd as mbd
 from jaxmbd.envs import physics_of
@@ -482,11 +484,6 @@ def test_wrappers_split_the_batch_over_devices():
     ``--xla_force_host_platform_device_count=2``): the states live on both devices and equal
     the one-device wrapper's, with and without domain randomisation; a batch that does not
     split evenly is refused with the sizes."""
-    import os
-    import subprocess
-    import sys
-    import textwrap
-
     script = textwrap.dedent("""
         import equinox as eqx, jax, jax.numpy as jnp, numpy as np
         import jaxmbd as mbd
@@ -522,10 +519,4 @@ def test_wrappers_split_the_batch_over_devices():
             raise AssertionError("an uneven batch was accepted")
         print("OK")
     """)
-    flags = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2"
-    env = dict(os.environ, XLA_FLAGS=flags.strip(), JAX_PLATFORMS="cpu")
-    result = subprocess.run(
-        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=900
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "OK" in result.stdout
+    assert "OK" in run_on_host_devices(script, 2)

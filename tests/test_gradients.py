@@ -2,9 +2,6 @@
 and the transform compositions (grad, jit(grad), vmap(grad), jacfwd vs jacrev, vmap, sharding).
 """
 
-import os
-import subprocess
-import sys
 import textwrap
 
 import equinox as eqx
@@ -12,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from host_devices import run_on_host_devices
 
 import jaxmbd as mbd
 
@@ -294,12 +292,4 @@ def test_sharded_batch_equals_unsharded(tmp_path):
         np.testing.assert_allclose(np.asarray(sharded.r), np.asarray(single.r), rtol=0, atol=1e-13)
         print("OK", len(jax.devices()))
     """)
-    # the suite's XLA flags (tests/conftest.py: ~a third less compile time) and four devices
-    flags = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4"
-    # host devices are CPU devices: on a GPU machine the default backend would be its one GPU
-    env = dict(os.environ, XLA_FLAGS=flags.strip(), JAX_PLATFORMS="cpu")
-    result = subprocess.run(
-        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "OK 4" in result.stdout
+    assert "OK 4" in run_on_host_devices(script, 4, timeout=600)
