@@ -21,7 +21,8 @@ Equations whose outputs have more than :data:`MAX_ENTRIES` entries, those withou
 scalar rule here (while loops, conds, sorts) and the program's final rearrangements run on
 the whole arrays, the members last, by :mod:`jaxmbd._batch_last`'s rules. A program of
 more than :data:`MAX_OPERATIONS` scalar operations (a large tree, where XLA's compile time
-would grow with them) is evaluated by ``jax.vmap`` instead.
+would grow with them) is evaluated by ``jax.vmap`` instead (on the CPU in chunks of
+:data:`VMAP_CHUNK` members).
 
 Values are the plain function's to round-off. Derivatives are the plain function's
 (:func:`jaxmbd._batching.with_plain_derivatives`, a ``custom_jvp``; JAX cannot linearise
@@ -112,8 +113,8 @@ def batch_lanes(fn, *, lanes: int | None = None, chunk: int | None = None,
     its program as per-member scalar code on tiles of ``lanes`` members (see the module
     docstring), ``chunk`` tiles at a time (None: all at once). Unbatched calls are ``fn``'s
     own. ``too_large``: how a program too large for the tiles runs its batch, ``"vmap"``
-    (``jax.vmap``'s own batching) or ``"map"`` (the members one after another, each its
-    own program: ``lax.map``)."""
+    (``jax.vmap``'s own batching; on the CPU in chunks of :data:`VMAP_CHUNK` members) or
+    ``"map"`` (the members one after another, each its own program: ``lax.map``)."""
     if too_large not in _TOO_LARGE:
         raise ValueError(f"batch_lanes: too_large must be one of {_TOO_LARGE}, got {too_large!r}")
 
@@ -155,22 +156,36 @@ def batch_lanes(fn, *, lanes: int | None = None, chunk: int | None = None,
 #: The schedules of a batch too large for the tiles (:func:`batch_lanes`'s ``too_large``).
 _TOO_LARGE = ("vmap", "map")
 
+#: On the CPU, a program too large for the tiles runs ``"vmap"`` batches in chunks of this
+#: many members, one chunk after the other: with the whole batch in front of every array
+#: the working set outgrows the caches. dm_control's humanoid (rkmk, 20 steps of 5 ms,
+#: batch of 256; CPU time per member against its single model, one process, medians of 3;
+#: ``python -m benchmarks.probes.large_batch_chunks``,
+#: ``benchmarks/results/batch/large_batch_chunks.txt``): one ``vmap`` of the 256 members
+#: 1.43x, chunks of 4 / 8 / 16 / 32 members 0.66x / 0.66x / 0.67x / 0.68x, one member at a
+#: time 0.68x, this default 0.62x. Accelerators take the whole batch at once.
+VMAP_CHUNK = 8
+
 
 def _members(plain, in_tree, flat, flags, too_large: str):
     """The flat outputs of ``plain`` for the batch ``flat`` (members first where
-    ``flags``), every output with the batch axis, by ``jax.vmap`` or by ``lax.map``."""
+    ``flags``), every output with the batch axis: by ``jax.vmap`` (on the CPU in chunks of
+    :data:`VMAP_CHUNK` members) or by ``lax.map`` (one member at a time)."""
 
     def one(*xs):
         return jax.tree_util.tree_leaves(plain(*jax.tree_util.tree_unflatten(in_tree, xs)))
 
-    if too_large == "vmap":
+    members = [x for x, b in zip(flat, flags, strict=True) if b]
+    size = members[0].shape[0]
+    if too_large == "vmap" and (jax.default_backend() != "cpu" or size <= VMAP_CHUNK):
         return jax.vmap(one, in_axes=[0 if b else None for b in flags])(*flat)
 
     def member(batched):
         it = iter(batched)
         return one(*[next(it) if b else x for x, b in zip(flat, flags, strict=True)])
 
-    return jax.lax.map(member, [x for x, b in zip(flat, flags, strict=True) if b])
+    chunk = VMAP_CHUNK if too_large == "vmap" else None
+    return jax.lax.map(member, members, batch_size=chunk)
 
 
 # ---- values ------------------------------------------------------------------------------

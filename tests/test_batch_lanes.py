@@ -24,7 +24,7 @@ from test_batch_last import (
 
 import jaxmbd as mbd
 import jaxmbd.joint_space.run as joint_run
-from jaxmbd._batch_lanes import LANES, batch_lanes
+from jaxmbd._batch_lanes import LANES, VMAP_CHUNK, batch_lanes
 from jaxmbd._batch_last import batch_last
 from jaxmbd.batch import _chunk_size, _static_options, _vmapped
 from jaxmbd.joint_space.steppers import RungeKutta4, SemiImplicitEuler
@@ -170,18 +170,26 @@ def test_batched_time_loop_computes_on_tiles_of_members(pendulum):
     assert len(scalar) >= 3 * len(fusions) // 4, (len(scalar), len(fusions))
 
 
-@pytest.mark.parametrize("too_large", ["vmap", "map"])
-def test_a_program_too_large_for_tiles(monkeypatch, too_large):
-    """A program over the size bound runs its batch by ``jax.vmap`` or one member after
-    another (``lax.map``: a loop over the members in the lowered program), with the same
-    values; an unknown schedule is refused."""
+@pytest.mark.parametrize(("too_large", "members"), [("vmap", 5), ("vmap", 20), ("map", 5)])
+def test_a_program_too_large_for_tiles(monkeypatch, too_large, members):
+    """A program over the size bound runs its batch by ``jax.vmap`` (on the CPU a batch of
+    more than ``VMAP_CHUNK`` members in chunks of that many: a loop over the chunks around
+    the time loop, the remainder after it) or one member after another (``lax.map``: a loop
+    over the members), with the same values; an unknown schedule is refused."""
     monkeypatch.setattr("jaxmbd._batch_lanes.MAX_ENTRIES_ESTIMATE", 0)
-    x = jnp.asarray(np.random.default_rng(2).normal(size=(5, 3)))
+    x = jnp.asarray(np.random.default_rng(2).normal(size=(members, 3)))
     a = jnp.asarray(0.7)
     f = jax.vmap(batch_lanes(_scan_run, too_large=too_large), in_axes=(0, None))
     np.testing.assert_allclose(f(x, a), jax.vmap(_scan_run, in_axes=(0, None))(x, a),
                                rtol=0, atol=1e-15)  # fmt: skip
-    loops = jax.make_jaxpr(f)(x, a).pretty_print().count("scan[")
-    assert loops == (2 if too_large == "map" else 1)  # lax.map's loop around the time loop
+    program = jax.make_jaxpr(f)(x, a).pretty_print()
+    lengths = sorted(int(n) for n in re.findall(r"length=(\d+)", program))
+    steps = 5  # _scan_run's time loop
+    chunked = [members // VMAP_CHUNK, steps, steps]  # the chunks' loop, its body's, the rest's
+    expected = {("vmap", 5): [steps], ("map", 5): [steps, members],
+                ("vmap", 20): chunked}[too_large, members]  # fmt: skip
+    if jax.default_backend() != "cpu" and too_large == "vmap":
+        expected = [steps]
+    assert lengths == sorted(expected), program
     with pytest.raises(ValueError, match="too_large"):
         batch_lanes(_scan_run, too_large="chunks")
