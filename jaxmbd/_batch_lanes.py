@@ -153,36 +153,6 @@ def batch_lanes(fn, *, lanes: int | None = None, chunk: int | None = None,
     return with_plain_derivatives(batched, plain)
 
 
-def batch_in_chunks(fn):
-    """``fn`` (positional array arguments, pytrees of arrays out) whose ``vmap`` runs as
-    ``jax.vmap`` of ``fn`` on accelerators and on the CPU in chunks of :data:`VMAP_CHUNK`
-    members one after the other (a batch of no more members: one ``vmap``), for programs
-    that tiles do not suit (the implicit steps' Newton loops). Derivatives are the plain
-    function's, as :func:`batch_lanes`'s."""
-
-    def plain(*args):
-        return fn(*args)
-
-    batched = jax.custom_batching.custom_vmap(plain)
-
-    @batched.def_vmap
-    def _rule(axis_size, in_batched, *args):
-        if none_batched(in_batched):
-            return unbatched(plain, *args)
-        flat, flags, _, out_shape, out_flags = member_program(plain, args, in_batched)
-        outs = _members(plain, jax.tree_util.tree_structure(args), flat, flags, "vmap")
-        # outputs that do not depend on the batch unbatched, as the plain program's vmap
-        # (its derivative's) has them
-        outs = [r if f else r[0] for r, f in zip(outs, out_flags, strict=True)]
-        tree = jax.tree_util.tree_structure(out_shape)
-        return (
-            jax.tree_util.tree_unflatten(tree, outs),
-            jax.tree_util.tree_unflatten(tree, out_flags),
-        )
-
-    return with_plain_derivatives(batched, plain)
-
-
 #: The schedules of a batch too large for the tiles (:func:`batch_lanes`'s ``too_large``).
 _TOO_LARGE = ("vmap", "map")
 

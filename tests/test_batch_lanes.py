@@ -19,7 +19,6 @@ from test_batch_last import (
     _members,
     _program,
     _smooth,
-    _with_qvel,
     assert_batched_loss_gradient,
 )
 
@@ -194,28 +193,3 @@ def test_a_program_too_large_for_tiles(monkeypatch, too_large, members):
     assert lengths == sorted(expected), program
     with pytest.raises(ValueError, match="too_large"):
         batch_lanes(_scan_run, too_large="chunks")
-
-
-def test_implicit_steps_batch_in_chunks_of_members(pendulum):
-    """``jax.vmap`` of an implicit step's run (no tiles: its Newton loops) runs on the CPU in
-    chunks of ``VMAP_CHUNK`` members (a loop over the chunks in the program), each member
-    equal to its single run; ``jax.grad`` of a batched loss, the run's error checks in the
-    program, equals the single runs' gradients (the derivative is the plain program's: it
-    broke on batch axes that the rule and the plain program's ``vmap`` gave differently)."""
-    opts = dict(formulation="joint", integrator="implicitfast", t_end=STEPS * 1e-3, h=1e-3)
-    qvel = jnp.asarray(np.random.default_rng(5).uniform(-1.0, 1.0, (20, pendulum.tree.nv)))
-
-    def final(v):
-        return mbd.simulate(_with_qvel(pendulum, v), **opts).qpos[-1]
-
-    program = jax.make_jaxpr(jax.vmap(final))(qvel).pretty_print()
-    lengths = [int(n) for n in re.findall(r"length=(\d+)", program)]
-    if jax.default_backend() == "cpu":
-        assert qvel.shape[0] // VMAP_CHUNK in lengths, lengths
-    batch = jax.jit(jax.vmap(final))(qvel[:3])
-    single = jax.jit(final)
-    grad_single = jax.jit(jax.grad(lambda v: jnp.sum(final(v) ** 2)))
-    grad_batch = jax.jit(jax.grad(lambda q: jnp.sum(jax.vmap(final)(q) ** 2)))(qvel[:3])
-    for k in range(3):
-        np.testing.assert_allclose(batch[k], single(qvel[k]), rtol=0, atol=1e-12)
-        np.testing.assert_allclose(grad_batch[k], grad_single(qvel[k]), rtol=0, atol=1e-12)

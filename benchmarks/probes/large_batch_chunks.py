@@ -1,6 +1,7 @@
 """CPU time per member of a large model's batch (too large for tiles of members) against
 its single model, for ``jax.vmap`` of the whole batch and ``lax.map`` over chunks of
-members, the programs alternated in one process (medians of 3 rounds of 3 calls).
+members, the programs alternated in one process (medians of 3 rounds of 3 calls), and the
+wall time (where XLA runs a whole batch's large kernels on several threads).
 
     python -m benchmarks.probes.large_batch_chunks [--model humanoid] [--steps 20]
         [--batch 256] [--chunks 1 4 8 16 32]
@@ -27,13 +28,15 @@ import jaxmbd._batch_lanes as batch_lanes
 from benchmarks.engines.joint_coordinates import _jaxmbd_with_qvel, _qpos, model_file
 
 
-def cpu_seconds(f, a, calls: int = 3) -> float:
-    times = []
+def cpu_seconds(f, a, calls: int = 3) -> tuple[float, float]:
+    """(CPU seconds, wall seconds) of one call, medians of ``calls``."""
+    cpu, wall = [], []
     for _ in range(calls):
-        start = time.process_time()
+        start, start_wall = time.process_time(), time.perf_counter()
         jax.block_until_ready(f(a))
-        times.append(time.process_time() - start)
-    return statistics.median(times)
+        cpu.append(time.process_time() - start)
+        wall.append(time.perf_counter() - start_wall)
+    return statistics.median(cpu), statistics.median(wall)
 
 
 def main(argv=None):
@@ -78,15 +81,20 @@ def main(argv=None):
         mapped = mbd.jit(lambda v, c=chunk: jax.lax.map(final_qpos, v, batch_size=c))
         add(f"chunk{chunk}", mapped, qvel, args.batch)
     per_member = {name: [] for name in programs}
+    walls = {name: [] for name in programs}
     for _ in range(3):
         for name, (f, a, members) in programs.items():
-            per_member[name].append(cpu_seconds(f, a) / members)
+            cpu, wall = cpu_seconds(f, a)
+            per_member[name].append(cpu / members)
+            walls[name].append(wall / members)
     single = statistics.median(per_member["single"])
+    single_wall = statistics.median(walls["single"])
     print(f"{args.model}, {args.steps} steps, batch {args.batch}: CPU ms per member "
-          "(against the single model)")  # fmt: skip
+          "(against the single model); wall ms per member (against the single's)")  # fmt: skip
     for name, values in per_member.items():
-        value = statistics.median(values)
-        print(f"  {name:>8}: {value * 1e3:.3f} ms ({value / single:.2f}x)")
+        value, wall = statistics.median(values), statistics.median(walls[name])
+        print(f"  {name:>8}: {value * 1e3:.3f} ms ({value / single:.2f}x); wall "
+              f"{wall * 1e3:.3f} ms ({wall / single_wall:.2f}x)")  # fmt: skip
 
 
 if __name__ == "__main__":

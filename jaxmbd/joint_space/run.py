@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _config  # noqa: F401
-from .._batch_lanes import batch_in_chunks, batch_lanes
+from .._batch_lanes import batch_lanes
 from .._batch_last import batch_last
 from .._batching import cpu_or_accelerator
 from .._checks import finish, is_traced, solution_from_outputs
@@ -266,11 +266,13 @@ def run_joint_space(model: Model, stepper: AbstractJointStepper, n: int, h, cont
     members (:func:`jaxmbd._batch_lanes.batch_lanes`, :data:`BATCH_LANES_STEPPERS`), or
     with the batch as every array's minor axis (:func:`jaxmbd._batch_last.batch_last`,
     :data:`BATCH_LAST_STEPPERS`): a step's kernels run over the members in SIMD lanes. The
-    other steps (the implicit ones, exact contact) run their batch on the CPU in chunks of
-    :data:`~jaxmbd._batch_lanes.VMAP_CHUNK` members (:func:`~jaxmbd._batch_lanes.batch_in_chunks`;
-    dm_control's hopper with contact, batch of 256: 0.71-0.88x its single model's CPU time
-    per member, against 1.20-1.46x as one ``vmap`` in two runs,
-    ``python -m benchmarks.probes.large_batch_chunks --model hopper``)."""
+    other steps (the implicit ones, exact contact) keep ``jax.vmap`` of the whole batch:
+    in chunks of :data:`~jaxmbd._batch_lanes.VMAP_CHUNK` members dm_control's hopper with
+    contact cost 0.84x its single model's CPU time per member against 1.20x, but XLA runs
+    the whole batch's large kernels on both cores of the 2-core CPU, so its wall time was
+    0.64x the single model's against the chunks' 0.85x (200 steps, batch 256,
+    ``python -m benchmarks.probes.large_batch_chunks --model hopper --steps 200``), and
+    its compile 8x shorter."""
     arrays, static = eqx.partition((model, h, controls, policy), eqx.is_array)
     leaves, treedef = jax.tree_util.tree_flatten(arrays)
 
@@ -281,9 +283,9 @@ def run_joint_space(model: Model, stepper: AbstractJointStepper, n: int, h, cont
 
     if isinstance(stepper, BATCH_LANES_STEPPERS):
         return batch_lanes(run, chunk=BATCH_LANES_CHUNK)(*leaves)
-    if isinstance(stepper, BATCH_LAST_STEPPERS):
-        return batch_last(run, chunk=BATCH_CHUNK)(*leaves)
-    return batch_in_chunks(run)(*leaves)
+    if not isinstance(stepper, BATCH_LAST_STEPPERS):
+        return run(*leaves)
+    return batch_last(run, chunk=BATCH_CHUNK)(*leaves)
 
 
 def _run_joint_space(model, stepper, n, h, controls, policy, rows):
