@@ -37,18 +37,16 @@ def _local_devices(devices, where: str) -> tuple | None:
 
 
 def _over_devices(f, devices: tuple | None, specs, args, where: str):
-    """``f(*args)`` with the batch (the leading axis of every leaf where ``specs`` says
-    ``PartitionSpec("batch")``) split evenly over ``devices`` by ``shard_map``: each device
-    runs ``f`` on its members, with no communication."""
+    """``f(*args)`` with the batch (the leading axis of every leaf of the arguments whose
+    spec is ``PartitionSpec("batch")``; a model's spec is a tree of them) split evenly over
+    ``devices`` by ``shard_map``: each device runs ``f`` on its members, with no
+    communication."""
     if devices is None:
         return f(*args)
-
-    def leading(spec, part):
-        batched = spec == PartitionSpec("batch")
-        return {np.shape(x)[0] for x in jax.tree.leaves(part)} if batched else set()
-
-    sizes = set().union(*jax.tree.leaves(jax.tree.map(leading, specs, args, is_leaf=_is_spec),
-                                         is_leaf=lambda x: isinstance(x, set)))  # fmt: skip
+    batch = PartitionSpec("batch")
+    sizes = {np.shape(x)[0] for spec, arg in zip(specs, args, strict=True)
+             if isinstance(spec, PartitionSpec) and spec == batch
+             for x in jax.tree.leaves(arg)}  # fmt: skip
     n = sizes.pop() if len(sizes) == 1 else None
     if n is None or n % len(devices):
         raise ValueError(
@@ -58,10 +56,6 @@ def _over_devices(f, devices: tuple | None, specs, args, where: str):
     mesh = Mesh(np.asarray(devices), ("batch",))
     return jax.shard_map(f, mesh=mesh, in_specs=specs, out_specs=PartitionSpec("batch"),
                          check_vma=False)(*args)  # fmt: skip
-
-
-def _is_spec(x) -> bool:
-    return isinstance(x, PartitionSpec)
 
 
 class VmapWrapper(Wrapper):
