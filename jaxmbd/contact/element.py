@@ -31,6 +31,7 @@ import numpy as np
 
 from .. import _config  # noqa: F401
 from .._joint_forces import _sum_per_body
+from .._materialize import materialized
 from .._small import mm, mv
 from ..forces import AbstractForce, BodyState
 from .abstract_law import AbstractContactLaw, PairParameters
@@ -277,12 +278,14 @@ class ContactForce(AbstractForce):
         r, A, _, _ = _with_ground(state)
         bi, bj = self._slot_bodies()
         force = s.normal_force[:, None] * s.normal + s.tangential_force  # on body_i
+        # read by the sums per body and the moments' cross products: computed once
+        force, torque = materialized((force, s.friction_torque))
         # summed per body by constant indices, not scattered (keeps a step hoistable,
         # jaxmbd._xla_flags); the ground's rows (index nb) are dropped
         bodies = np.concatenate([bi, bj])
         f = _sum_per_body(bodies, jnp.concatenate([force, -force]), nb)
-        moment_i = jnp.cross(s.point - r[bi], force) + s.friction_torque
-        moment_j = jnp.cross(s.point - r[bj], -force) - s.friction_torque
+        moment_i = jnp.cross(s.point - r[bi], force) + torque
+        moment_j = jnp.cross(s.point - r[bj], -force) - torque
         n = _sum_per_body(bodies, jnp.concatenate([moment_i, moment_j]), nb)  # global
         return f, mv(jnp.swapaxes(A[:nb], -1, -2), n)  # body frame
 
