@@ -24,6 +24,10 @@ more than :data:`MAX_OPERATIONS` scalar operations (a large tree, where XLA's co
 would grow with them) is evaluated by ``jax.vmap`` instead (on the CPU in chunks of
 :data:`VMAP_CHUNK` members).
 
+An entry that several equations read is computed once: such entries leave a conditional
+as buffers in small groups (:data:`MATERIALIZE_GROUP`), where XLA's CPU fusion would
+compute them again inside every fusion that reads them.
+
 Values are the plain function's to round-off. Derivatives are the plain function's
 (:func:`jaxmbd._batching.with_plain_derivatives`, a ``custom_jvp``; JAX cannot linearise
 a ``custom_vmap`` function for reverse mode): single models' gradients, ``vmap`` of them,
@@ -50,6 +54,7 @@ from ._batch_last import (
     member_program,
 )
 from ._batching import all_batched, none_batched, unbatched, with_plain_derivatives
+from ._materialize import materialized
 
 #: Members in one tile's minor axis: an AVX2 register of float64 (XLA's CPU backend
 #: vectorises for 256-bit registers by default).
@@ -62,6 +67,15 @@ MAX_ENTRIES = 1024
 MAX_ENTRIES_ESTIMATE = 40_000
 #: A bound on the scalar operations, checked while the program is evaluated.
 MAX_OPERATIONS = 40_000
+#: Entries read by more than one equation are passed, this many at a time, through
+#: :func:`~jaxmbd._materialize.materialized`: XLA's CPU fusion would otherwise compute such
+#: an entry again in every fusion that reads it (the arm3's stage loop: ~9900 arithmetic
+#: operations for ~3000 of its program). Batch of 256, rkmk, model-steps/s (CPU time, one
+#: process each, ``python -m benchmarks.batch_joint --sizes 1 256``): arm3 0.62M without,
+#: 1.06M / 1.07M / 1.00M / 0.99M / 0.76M / 0.62M in groups of 1 / 2 / 4 / 8 / 32 / 256;
+#: double pendulum 1.35M -> 2.19M, acrobot 1.40M -> 1.77M, cart-pole 2.44M -> 2.54M
+#: (groups of 2). None: off.
+MATERIALIZE_GROUP: int | None = 2
 
 
 class _TooLarge(Exception):
@@ -353,11 +367,47 @@ class _Lanes:
                 return np.asarray(v.val, dtype=v.aval.dtype)
             return env[v]
 
+        # entries read by several equations, computed once (MATERIALIZE_GROUP)
+        group = MATERIALIZE_GROUP
+        uses: dict = {}
+        if group:
+            for eqn in jaxpr.eqns:
+                for v in eqn.invars:
+                    if not isinstance(v, jcore.Literal):
+                        uses[v] = uses.get(v, 0) + 1
+        pending: list = []
+        count = 0
+
+        def flush():
+            nonlocal count
+            where, tiles = [], []
+            for v in pending:
+                ents = env[v]
+                for idx in np.ndindex(ents.shape):
+                    e = ents[idx]
+                    if (isinstance(e, jax.Array) and e.shape == self.shape
+                            and jnp.issubdtype(e.dtype, jnp.inexact)):  # fmt: skip
+                        where.append((v, idx))
+                        tiles.append(e)
+            if tiles:
+                kept = materialized(tiles)
+                copies = {v: env[v].copy() for v in pending}
+                for (v, idx), e in zip(where, kept, strict=True):
+                    copies[v][idx] = e
+                env.update(copies)
+            pending.clear()
+            count = 0
+
         for eqn in jaxpr.eqns:
             vals = [read(v) for v in eqn.invars]
             outs = self.apply(eqn, vals)
             for v, o in zip(eqn.outvars, outs, strict=True):
                 env[v] = o
+                if group and uses.get(v, 0) > 1 and _is_entries(o):
+                    pending.append(v)
+                    count += o.size
+            if group and count >= group:
+                flush()
         return [read(v) for v in jaxpr.outvars]
 
     def apply(self, eqn, vals):

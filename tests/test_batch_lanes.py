@@ -193,3 +193,28 @@ def test_a_program_too_large_for_tiles(monkeypatch, too_large, members):
     assert lengths == sorted(expected), program
     with pytest.raises(ValueError, match="too_large"):
         batch_lanes(_scan_run, too_large="chunks")
+
+
+def test_an_entry_read_by_several_equations_is_computed_once(pendulum, monkeypatch):
+    """Structure, not time: the batch program's time loop (the pendulum's, as above) holds
+    each entry that several equations read once, as a conditional's buffer; without the
+    groups XLA's CPU fusion computes such an entry again in every fusion that reads it
+    (3.3x the arithmetic instructions here)."""
+    import jaxmbd._batch_lanes as lanes
+
+    members, _ = _members(pendulum, MEMBERS)
+    opts = _static_options(dict(formulation="joint", integrator="rk", t_end=STEPS * 1e-3, h=1e-3))
+    chunk = _chunk_size(members, MEMBERS, None, 1, "cpu", joint=True)
+    arithmetic = re.compile(r" (multiply|add|subtract|divide|negate)\(")
+
+    def loop_arithmetic(group):
+        monkeypatch.setattr(lanes, "MATERIALIZE_GROUP", group)
+        jax.clear_caches()
+        compiled = _vmapped.lower("simulate", (members, None), opts, chunk).compile()
+        loop = _loop_computations(compiled.compiled.as_text(), STEPS + 1)
+        assert loop, "no time loop found"
+        return sum(len(arithmetic.findall(body)) for body in loop)
+
+    grouped = loop_arithmetic(lanes.MATERIALIZE_GROUP)
+    if jax.default_backend() == "cpu":
+        assert grouped < 0.5 * loop_arithmetic(None), grouped
