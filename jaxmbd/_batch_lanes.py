@@ -67,15 +67,19 @@ MAX_ENTRIES = 1024
 MAX_ENTRIES_ESTIMATE = 40_000
 #: A bound on the scalar operations, checked while the program is evaluated.
 MAX_OPERATIONS = 40_000
-#: Entries read by more than one equation are passed, this many at a time, through
+#: Entries read by more than one equation, with at least :data:`MATERIALIZE_CONE` scalar
+#: operations behind them, are passed this many at a time through
 #: :func:`~jaxmbd._materialize.materialized`: XLA's CPU fusion would otherwise compute such
 #: an entry again in every fusion that reads it (the arm3's stage loop: ~9900 arithmetic
-#: operations for ~3000 of its program). Batch of 256, rkmk, model-steps/s (CPU time, one
-#: process each, ``python -m benchmarks.batch_joint --sizes 1 256``): arm3 0.62M without,
-#: 1.06M / 1.07M / 1.00M / 0.99M / 0.76M / 0.62M in groups of 1 / 2 / 4 / 8 / 32 / 256;
-#: double pendulum 1.35M -> 2.19M, acrobot 1.40M -> 1.77M, cart-pole 2.44M -> 2.54M
-#: (groups of 2). None: off.
+#: operations for ~3000 of its program). None: off.
 MATERIALIZE_GROUP: int | None = 2
+#: The operations behind an entry below which repeating them costs less than a buffer.
+#: Batch of 256, rkmk, 1000 steps, model-steps per CPU-second against no buffers
+#: (``python -m benchmarks.probes.tile_buffers MODEL 1000 2 None``): with 4, arm3 1.05M
+#: against 0.54M, double pendulum 2.10M / 1.36M, acrobot 1.82M / 1.39M, cart-pole 2.55M /
+#: 2.67M (noise: 2.40M / 2.44M in another run); with 1 the cart-pole lost 13 %, with 16
+#: the double pendulum lost its gain.
+MATERIALIZE_CONE = 4
 
 
 class _TooLarge(Exception):
@@ -307,6 +311,7 @@ class _Lanes:
     def __init__(self, tiles: int, lanes: int):
         self.shape = (tiles, lanes)
         self.operations = 0
+        self.cones: dict = {}  # id(tile) -> (tile, cone): see cone()
 
     # -- conversions --
 
@@ -378,17 +383,20 @@ class _Lanes:
         pending: list = []
         count = 0
 
+        def shared(e) -> bool:  # worth a buffer: a float tile with work behind it
+            return (isinstance(e, jax.Array) and e.shape == self.shape
+                    and jnp.issubdtype(e.dtype, jnp.inexact)
+                    and self.cone(e) >= MATERIALIZE_CONE)  # fmt: skip
+
         def flush():
             nonlocal count
             where, tiles = [], []
             for v in pending:
                 ents = env[v]
                 for idx in np.ndindex(ents.shape):
-                    e = ents[idx]
-                    if (isinstance(e, jax.Array) and e.shape == self.shape
-                            and jnp.issubdtype(e.dtype, jnp.inexact)):  # fmt: skip
+                    if shared(ents[idx]):
                         where.append((v, idx))
-                        tiles.append(e)
+                        tiles.append(ents[idx])
             if tiles:
                 kept = materialized(tiles)
                 copies = {v: env[v].copy() for v in pending}
@@ -404,8 +412,10 @@ class _Lanes:
             for v, o in zip(eqn.outvars, outs, strict=True):
                 env[v] = o
                 if group and uses.get(v, 0) > 1 and _is_entries(o):
-                    pending.append(v)
-                    count += o.size
+                    n = sum(shared(e) for e in o.flat)
+                    if n:
+                        pending.append(v)
+                        count += n
             if group and count >= group:
                 flush()
         return [read(v) for v in jaxpr.outvars]
@@ -494,7 +504,17 @@ class _Lanes:
                 xs.append(e)
             else:
                 xs.append(lax.broadcast(jnp.asarray(e, _dtype(e)), self.shape))
-        return _bound(primitive, params, xs)
+        out = _bound(primitive, params, xs)
+        cone = 1 + sum(self.cone(e) for e, t in zip(operands, tiles, strict=True) if t)
+        self.cones[id(out)] = (out, min(cone, 1 << 20))
+        return out
+
+    def cone(self, e) -> int:
+        """The scalar operations behind entry ``e`` since the last buffer (program inputs,
+        whole-array results and materialised entries: 0), which XLA's fusion repeats in
+        every fusion that reads ``e``."""
+        known = self.cones.get(id(e))
+        return known[1] if known is not None and known[0] is e else 0
 
     def elementwise(self, eqn, vals):
         out_aval = eqn.outvars[0].aval
