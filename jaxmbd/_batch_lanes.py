@@ -372,53 +372,47 @@ class _Lanes:
                 return np.asarray(v.val, dtype=v.aval.dtype)
             return env[v]
 
-        # entries read by several equations, computed once (MATERIALIZE_GROUP)
-        group = MATERIALIZE_GROUP
-        uses: dict = {}
-        if group:
-            for eqn in jaxpr.eqns:
-                for v in eqn.invars:
-                    if not isinstance(v, jcore.Literal):
-                        uses[v] = uses.get(v, 0) + 1
-        pending: list = []
+        # entries read by several equations go through buffers, a few at a time
+        readers = _readers(jaxpr) if MATERIALIZE_GROUP else {}
+        pending: list = []  # variables with entries to buffer
         count = 0
-
-        def shared(e) -> bool:  # worth a buffer: a float tile with work behind it
-            return (isinstance(e, jax.Array) and e.shape == self.shape
-                    and jnp.issubdtype(e.dtype, jnp.inexact)
-                    and self.cone(e) >= MATERIALIZE_CONE)  # fmt: skip
-
-        def flush():
-            nonlocal count
-            where, tiles = [], []
-            for v in pending:
-                ents = env[v]
-                for idx in np.ndindex(ents.shape):
-                    if shared(ents[idx]):
-                        where.append((v, idx))
-                        tiles.append(ents[idx])
-            if tiles:
-                kept = materialized(tiles)
-                copies = {v: env[v].copy() for v in pending}
-                for (v, idx), e in zip(where, kept, strict=True):
-                    copies[v][idx] = e
-                env.update(copies)
-            pending.clear()
-            count = 0
-
         for eqn in jaxpr.eqns:
             vals = [read(v) for v in eqn.invars]
             outs = self.apply(eqn, vals)
             for v, o in zip(eqn.outvars, outs, strict=True):
                 env[v] = o
-                if group and uses.get(v, 0) > 1 and _is_entries(o):
-                    n = sum(shared(e) for e in o.flat)
+                if readers.get(v, 0) > 1 and _is_entries(o):
+                    n = sum(self.worth_a_buffer(e) for e in o.flat)
                     if n:
                         pending.append(v)
                         count += n
-            if group and count >= group:
-                flush()
+            if MATERIALIZE_GROUP and count >= MATERIALIZE_GROUP:
+                self.buffer(env, pending)
+                pending, count = [], 0
         return [read(v) for v in jaxpr.outvars]
+
+    def worth_a_buffer(self, e) -> bool:
+        """Whether entry ``e`` is a float tile with :data:`MATERIALIZE_CONE` operations or
+        more behind it."""
+        return (isinstance(e, jax.Array) and e.shape == self.shape
+                and jnp.issubdtype(e.dtype, jnp.inexact)
+                and self.cone(e) >= MATERIALIZE_CONE)  # fmt: skip
+
+    def buffer(self, env, variables):
+        """``env``'s entries of ``variables`` that are worth it replaced by the same values
+        computed once (:func:`~jaxmbd._materialize.materialized`)."""
+        where, tiles = [], []
+        for v in variables:
+            for idx in np.ndindex(env[v].shape):
+                if self.worth_a_buffer(env[v][idx]):
+                    where.append((v, idx))
+                    tiles.append(env[v][idx])
+        if not tiles:
+            return
+        copies = {v: env[v].copy() for v in variables}
+        for (v, idx), e in zip(where, materialized(tiles), strict=True):
+            copies[v][idx] = e
+        env.update(copies)
 
     def apply(self, eqn, vals):
         name = eqn.primitive.name
@@ -637,6 +631,16 @@ class _Lanes:
         outs = [_Real(c) if f else c for c, f in zip(carry, carry_flags, strict=True)]
         outs += [_Real(y) if f else y for y, f in zip(ys, out_flags[nk:], strict=True)]
         return outs
+
+
+def _readers(jaxpr) -> dict:
+    """The number of equations of ``jaxpr`` that read each variable."""
+    readers: dict = {}
+    for eqn in jaxpr.eqns:
+        for v in eqn.invars:
+            if not isinstance(v, jcore.Literal):
+                readers[v] = readers.get(v, 0) + 1
+    return readers
 
 
 def _entries(jaxpr) -> int:
