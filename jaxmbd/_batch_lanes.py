@@ -24,9 +24,10 @@ more than :data:`MAX_OPERATIONS` scalar operations (a large tree, where XLA's co
 would grow with them) is evaluated by ``jax.vmap`` instead (on the CPU in chunks of
 :data:`VMAP_CHUNK` members).
 
-An entry that several equations read is computed once: such entries leave a conditional
-as buffers in small groups (:data:`MATERIALIZE_GROUP`), where XLA's CPU fusion would
-compute them again inside every fusion that reads them.
+An entry that several equations read, with :data:`MATERIALIZE_CONE` operations or more
+behind it, is computed once: such entries leave a conditional as buffers in small groups
+(:data:`MATERIALIZE_GROUP`), where XLA's CPU fusion would compute them again inside every
+fusion that reads them.
 
 Values are the plain function's to round-off. Derivatives are the plain function's
 (:func:`jaxmbd._batching.with_plain_derivatives`, a ``custom_jvp``; JAX cannot linearise

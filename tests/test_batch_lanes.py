@@ -199,7 +199,7 @@ def test_an_entry_read_by_several_equations_is_computed_once(pendulum, monkeypat
     """Structure, not time: the batch program's time loop (the pendulum's, as above) holds
     each entry that several equations read once, as a conditional's buffer; without the
     groups XLA's CPU fusion computes such an entry again in every fusion that reads it
-    (3.3x the arithmetic instructions here)."""
+    (3.2x the arithmetic instructions here: 13,882 against 4,322)."""
     import jaxmbd._batch_lanes as lanes
 
     members, _ = _members(pendulum, MEMBERS)
