@@ -3,7 +3,7 @@ run, against one model's steps per second, for batch sizes 1-1024.
 
     python -m benchmarks.batch_joint [--models double_pendulum arm3 cartpole acrobot humanoid]
         [--sizes 1 4 16 64 256 1024] [--steps 300] [--repeats 3] [--integrator rkmk]
-        [--vmap] [--batch-last] [--chunks 16 32 128]
+        [--vmap] [--batch-last] [--chunks 16 32 128] [--devices 2]
 
 The programs are those of ``python -m benchmarks.engines joint-coordinates``: the files
 of that harness (dm_control's cartpole, acrobot and humanoid, the arm3 and double
@@ -46,7 +46,6 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks._harness import RESULTS, log, write_results
-from benchmarks.engines.joint_coordinates import _jaxmbd_with_qvel, _qpos, model_file
 
 MODELS = ("double_pendulum", "arm3", "cartpole", "acrobot", "humanoid")
 
@@ -54,9 +53,13 @@ MODELS = ("double_pendulum", "arm3", "cartpole", "acrobot", "humanoid")
 def _programs(name: str, args, tmp: Path):
     import jax
     import jax.numpy as jnp
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
     import jaxmbd as mbd
     import jaxmbd.joint_space.run as joint_run
+
+    # imported here: its problems start JAX's backend, which reads --devices' flag
+    from benchmarks.engines.joint_coordinates import _jaxmbd_with_qvel, _qpos, model_file
     from jaxmbd.joint_space import RungeKutta4, SemiImplicitEuler
 
     F = model_file(name, tmp)
@@ -97,6 +100,16 @@ def _programs(name: str, args, tmp: Path):
         if args.batch_last:
             for size in args.sizes:
                 add(f"batch-last {size}", batch, qvel[:size], size, lanes=(), last=explicit)
+        if args.devices > 1:
+            if len(jax.devices()) < args.devices:
+                raise SystemExit(f"--devices {args.devices}: JAX started with "
+                                 f"{len(jax.devices())} device(s)")  # fmt: skip
+            mesh = Mesh(np.asarray(jax.devices()[: args.devices]), ("batch",))
+            split = jax.shard_map(batch, mesh=mesh, in_specs=PartitionSpec("batch"),
+                                  out_specs=PartitionSpec("batch"), check_vma=False)  # fmt: skip
+            for size in (s for s in args.sizes if s % args.devices == 0):
+                x = jax.device_put(qvel[:size], NamedSharding(mesh, PartitionSpec("batch")))
+                add(f"batch {size} on {args.devices} devices", split, x, size)
     finally:
         (joint_run.BATCH_LANES_STEPPERS, joint_run.BATCH_LANES_CHUNK,
          joint_run.BATCH_LAST_STEPPERS) = saved  # fmt: skip
@@ -128,7 +141,11 @@ def main(argv=None) -> None:
     parser.add_argument("--vmap", action="store_true")
     parser.add_argument("--batch-last", action="store_true")
     parser.add_argument("--chunks", nargs="*", type=int, default=[])
+    parser.add_argument("--devices", type=int, default=1)
     args = parser.parse_args(argv)
+    if args.devices > 1:  # read when JAX starts its backend: nothing has run yet
+        flag = f"--xla_force_host_platform_device_count={args.devices}"
+        os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {flag}".strip()
     rows = []
     load_start = os.getloadavg()
     stem = RESULTS / "batch" / "batch_joint"
@@ -197,8 +214,9 @@ def main(argv=None) -> None:
         "the humanoid's, is ``jax.vmap``'s own batching); *vmap B*: ``jax.vmap``'s own "
         "batching (``BATCH_LANES_STEPPERS = ()``, the members in every array's major axis); "
         "*batch-last B*: the members in every array's minor axis (``BATCH_LAST_STEPPERS``); "
-        "*chunk k*: 1024 members, k tiles of 4 at a time. *first call*: trace, compile and "
-        "one run, wall time.",
+        "*chunk k*: 1024 members, k tiles of 4 at a time; *on N devices*: the batch program "
+        "split over N host devices (``shard_map``), one core each. *first call*: trace, "
+        "compile and one run, wall time.",
     ]
     write_results("batch/batch_joint", rows, report="\n".join(lines) + "\n",
                   data={"args": vars(args)})  # fmt: skip
