@@ -45,7 +45,8 @@ seed 0); *gradient*: ``jax.grad`` of |qpos(T)|^2 with respect to the initial qve
 against a central difference of MuJoCo C's own run at the same h and integrator (eps 1e-6,
 a random unit direction). Each program's first call (trace + compile + run) is timed apart
 from the median of ``--repeats`` later calls (batch ``--batch-repeats``): compile = first
-less the median. jaxmbd's persistent compilation cache is off
+less the median; jaxmbd's single run and gradient are timed in alternating rounds, so that
+their ratio is measured at one load. jaxmbd's persistent compilation cache is off
 (``JAXMBD_NO_COMPILATION_CACHE=1``, unless set otherwise), so compile figures are
 compiles. The hopper (contact): single-model steps/s only (``--contact-batch`` adds the
 batch: MJX's vmap of 256 hoppers ran slower per model than one hopper, 2.6 min a call).
@@ -77,7 +78,9 @@ import numpy as np  # noqa: E402
 
 from benchmarks._harness import (  # noqa: E402
     RESULTS,
+    Timing,
     footer,
+    interleaved,
     log,
     machine,
     provenance,
@@ -389,6 +392,15 @@ def run_jaxmbd(F: dict, n: int, args) -> dict:
                 res["notes"].append(f"{what} failed: {message}")
             return False
 
+    calls, firsts = {}, {}
+
+    def first_call(name, fn):
+        """``fn()``, timed as the program's first call (trace, compile and one run)."""
+        start = time.perf_counter()
+        out = jax.block_until_ready(fn())
+        firsts[name], calls[name] = time.perf_counter() - start, fn
+        return out
+
     def single_program():
         with_qvel = _jaxmbd_with_qvel(F)
 
@@ -396,15 +408,13 @@ def run_jaxmbd(F: dict, n: int, args) -> dict:
             return _qpos(mbd.simulate(with_qvel(v), **opts), F["joints"])[-1]
 
         single = jit(final_qpos)
-        res["single"] = _timing(time_call(lambda: single(qvel[0]), repeats=args.repeats))
-        res["qpos_final"] = np.asarray(single(qvel[0]))
+        res["qpos_final"] = np.asarray(first_call("single", lambda: single(qvel[0])))
         res["final_qpos"] = final_qpos
 
     def grad_program():
         f = res["final_qpos"]
         grad = jit(jax.grad(lambda v: jnp.sum(f(v) ** 2)))
-        res["grad"] = _timing(time_call(lambda: grad(qvel[0]), repeats=args.repeats))
-        res["gradient"] = np.asarray(grad(qvel[0]))
+        res["gradient"] = np.asarray(first_call("grad", lambda: grad(qvel[0])))
 
     def batch_program():
         batch = jit(jax.vmap(res["final_qpos"]))
@@ -413,6 +423,9 @@ def run_jaxmbd(F: dict, n: int, args) -> dict:
     if attempt("single", single_program):
         if not args.no_grad and not F["contact"]:
             attempt("gradient", grad_program)
+        # the single run and the gradient in alternating rounds: their ratio is one load's
+        for name, t in interleaved(calls, repeats=args.repeats).items():
+            res[name] = _timing(Timing(firsts[name], t.median, t.spread))
         if F["batch"]:
             attempt(f"batch {qvel.shape[0]}", batch_program)
     res.pop("final_qpos", None)
