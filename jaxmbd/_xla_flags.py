@@ -239,7 +239,7 @@ def unhoisted_when_differentiated(tree, *, transposed: bool = False):
 
 #: ``JAXMBD_HOIST_GRADIENT_LOOPS``: 1 hoists every differentiated loop, 0 none (read at
 #: trace time; :func:`unhoisted_when_differentiated`, and for the joint formulation
-#: :func:`joint_loops_hoisted_when_differentiated`).
+#: :func:`joint_loops_hoisted_when_differentiated` and :func:`joint_loop_guard`).
 HOIST_GRADIENT_LOOPS = "JAXMBD_HOIST_GRADIENT_LOOPS"
 #: The mode when ``JAXMBD_HOIST_GRADIENT_LOOPS`` is unset: "" hoists the absolute
 #: formulations' transposed time loop only, and the joint formulation's loops whole
@@ -272,6 +272,8 @@ def joint_loops_hoisted_when_differentiated() -> bool:
     then runs the step alone and its transposed loop (recomputation, linearisation and
     transpose) is one native loop too (:func:`jaxmbd.tree._elementwise.pick` keeps
     scatters out of it).
+    ``=0`` gives the plain program (gathers' scatters, the factorisation transposed, the
+    linearisation stored) with its loops kept out of the hoisting (:func:`joint_loop_guard`).
     Measured against the joint loops left as they come (the forward loop with its
     linearisation native, the transposed one a runtime loop of scatters), in one process
     each, 2-core CPU at load 8-11 (``benchmarks/results/gradients_defaults.md``): gradient /
@@ -282,6 +284,26 @@ def joint_loops_hoisted_when_differentiated() -> bool:
     import jax
 
     return jax.default_backend() == "cpu" and gradient_loops_mode() != "0"
+
+
+def joint_loop_guard(tree):
+    """``tree`` (the carry of a joint-formulation time or stage loop) as it is, except
+    with ``JAXMBD_HOIST_GRADIENT_LOOPS=0`` on the CPU, where a differentiated program's
+    value and tangent pass through a length-1 FFT (:func:`_through_fft`): none of the
+    gradient's loops is then hoisted (XLA runs them as thunks), the smallest compile for the
+    slowest run. To a first gradient, one process at load 1
+    (``benchmarks/probes/gradient_defaults.py first:cartpole first:arm3 jc:arm3``): the
+    10-step cart-pole 14.1 s against 16.8 by default and 25.4 for the same mode's program
+    unguarded (its forward loop and linearisation hoisted as one function), run 2.8 ms
+    against 0.7; arm3's 1000-step gradient 5.0 s against 6.7, run 161 against 13 ms.
+    Undifferentiated programs and the other modes: no op added (the same program)."""
+    import jax
+
+    if jax.default_backend() != "cpu" or gradient_loops_mode() != "0":
+        return tree
+    if True not in _unhoisted:
+        _unhoisted[True] = _make_unhoisted_when_differentiated(True)
+    return _unhoisted[True](tree)
 
 
 configure()  # at import: jaxmbd/__init__.py imports this module before anything else

@@ -270,7 +270,8 @@ def test_joint_gradient_loops_hoistable_by_default(monkeypatch):
     (the tree's row picks take their tangents by slices) and its forward time loop stores
     the state per step, not the residuals of the step's linearisation (the step is
     recomputed in the adjoint). ``JAXMBD_HOIST_GRADIENT_LOOPS=0``: the plain gathers'
-    scatters and the stored linearisation, as before. Traced only."""
+    scatters and the stored linearisation, and both time loops and the stage loops
+    guarded (an FFT on the carry keeps every loop out of XLA's hoisting). Traced only."""
     _cpu_only()
     steps = 5
     # the explicit steps' time loop runs steps + 1 times (the last gives the end's
@@ -282,16 +283,23 @@ def test_joint_gradient_loops_hoistable_by_default(monkeypatch):
         jaxpr = jax.make_jaxpr(jax.grad(_joint_pendulum_loss(steps)))(1.1).jaxpr
         (forward,) = _forward_scans(jaxpr, time_loop)
         (transposed,) = _reverse_scans(jaxpr, time_loop)
+        bodies = [forward.params["jaxpr"].jaxpr, transposed]
+        # rkmk's stage loops (not the carry-less scans JAX splits off them)
+        bodies += [e.params["jaxpr"].jaxpr for e in _forward_scans(jaxpr, 4)
+                   if e.params["num_carry"]]  # fmt: skip
+        bodies += _reverse_scans(jaxpr, 4)
         stored = len(forward.outvars) - forward.params["num_carry"]
-        return stored, _primitives(transposed) & _UNHOISTABLE
+        guarded = ["fft" in _primitives(body) for body in bodies]
+        return stored, _primitives(transposed) & _UNHOISTABLE, guarded
 
     monkeypatch.delenv(_xla_flags.HOIST_GRADIENT_LOOPS, raising=False)
-    stored, unhoistable = loops()
-    assert unhoistable == set()
+    stored, unhoistable, guarded = loops()
+    assert unhoistable == set() and not any(guarded)
     monkeypatch.setenv(_xla_flags.HOIST_GRADIENT_LOOPS, "0")
-    stored0, unhoistable0 = loops()
+    stored0, unhoistable0, guarded0 = loops()
     assert "scatter-add" in unhoistable0
     assert stored < stored0 / 2
+    assert len(guarded0) >= 4 and all(guarded0)  # the time loops and rkmk's stage loops
 
 
 @pytest.mark.slow

@@ -19,7 +19,7 @@ from .._checks import finish, is_traced, solution_from_outputs
 from .._host_arrays import device_array
 from .._jit import jit
 from .._results import RESULTS
-from .._xla_flags import joint_loops_hoisted_when_differentiated
+from .._xla_flags import joint_loop_guard, joint_loops_hoisted_when_differentiated
 from ..actuators import policy_controls, with_controls
 from ..contact import with_contact
 from ..equalities import active_equalities
@@ -335,7 +335,7 @@ def _run_joint_space(model, stepper, n, h, controls, policy, rows):
         return advance
 
     def step(carry, k):
-        qpos, qvel, acc, act = carry
+        qpos, qvel, acc, act = joint_loop_guard(carry)
         t = k * h
         m_k = stepped_model(k, qpos, qvel, acc)
         if dynamics:
@@ -378,7 +378,7 @@ def _run_from_starts(model, stepper, tree, loops, joints, qpos, qvel, n: int, h)
     accelerations and constraint rows)."""
 
     def step(state, k):
-        qpos, qvel = state
+        qpos, qvel = joint_loop_guard(state)
         acc, qpos_, qvel_ = _adjoint_recomputes(
             lambda qpos, qvel: stepper.start_and_step(model, tree, loops, qpos, qvel, k * h, h)
         )(qpos, qvel)

@@ -22,6 +22,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import _config  # noqa: F401
+from .._xla_flags import joint_loop_guard
 from ..actuators import with_activation_state
 from ..linear import small as small_kernels
 from ..tree import integrate_positions
@@ -68,7 +69,7 @@ class RungeKutta4(AbstractJointStepper):
             return tangent_rates(tree, increment, v) if self.munthe_kaas else v
 
         def stage(carry, row):
-            k_dir, a_dir, k_sum, a_sum = carry
+            k_dir, a_dir, k_sum, a_sum = joint_loop_guard(carry)
             c, weight = row["table"][0], row["table"][1]
             start = c == 0.0
             increment = c * h * k_dir
