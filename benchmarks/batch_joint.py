@@ -22,7 +22,11 @@ members (:mod:`jaxmbd._batch_lanes`, ``BATCH_LANES_CHUNK`` tiles a chunk); ``--v
 also *vmap B*, ``jax.vmap``'s own batching (``BATCH_LANES_STEPPERS = ()``, the members in
 every array's major axis); ``--batch-last``: also *batch-last B* (the members in every
 array's minor axis, :mod:`jaxmbd._batch_last`); ``--chunks``: the default at 1024
-members with other chunk sizes (tiles of 4 members).
+members with other chunk sizes (tiles of 4 members); ``--devices N``: also *batch B on N
+devices* for the sizes N divides, the default program split over N host devices by
+``shard_map`` (what ``simulate_batch`` does with ``devices``; the process then starts N CPU
+devices, ``--xla_force_host_platform_device_count``, each running on its own core; the
+single model and the other programs stay on the first).
 
 Writes benchmarks/results/batch/batch_joint.{md,json,csv}.
 """

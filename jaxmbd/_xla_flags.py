@@ -297,13 +297,7 @@ def joint_loop_guard(tree):
     unguarded (its forward loop and linearisation hoisted as one function), run 2.8 ms
     against 0.7; arm3's 1000-step gradient 5.0 s against 6.7, run 161 against 13 ms.
     Undifferentiated programs and the other modes: no op added (the same program)."""
-    import jax
-
-    if jax.default_backend() != "cpu" or gradient_loops_mode() != "0":
-        return tree
-    if True not in _unhoisted:
-        _unhoisted[True] = _make_unhoisted_when_differentiated(True)
-    return _unhoisted[True](tree)
+    return unhoisted_when_differentiated(tree) if gradient_loops_mode() == "0" else tree
 
 
 configure()  # at import: jaxmbd/__init__.py imports this module before anything else
