@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._jit import jit
+from ._jit import jit, under_trace
 from ._parameter_checks import unheld_singular_inertia, with_parameter_status
 from ._results import NONFINITE, RESULT_ITEMS, RESULTS, SUCCESS, code_message
 from .actuators import with_activation
@@ -25,7 +25,14 @@ logger = logging.getLogger("jaxmbd")
 
 
 def is_traced(*trees) -> bool:
-    """True when called under an outer jax transformation (jit, grad, vmap)."""
+    """True when called under an outer jax transformation (jit, grad, vmap): a leaf of
+    ``trees`` is traced, or a trace is active where they are all concrete (a jitted
+    function that closes over them)."""
+    return has_tracers(*trees) or under_trace()
+
+
+def has_tracers(*trees) -> bool:
+    """True where a leaf of ``trees`` is traced (their values are not known here)."""
     leaves = jax.tree_util.tree_leaves(trees)
     return any(isinstance(x, jax.core.Tracer) for x in leaves)
 

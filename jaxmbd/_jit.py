@@ -24,6 +24,7 @@ import types
 
 import equinox as eqx
 import jax
+import jax.numpy as jnp
 
 from ._program_cache import NOT_STORED, cached, remembered
 
@@ -58,6 +59,15 @@ def _compiles_with(options: dict) -> bool:
 def at_top_level() -> bool:
     """Whether no JAX transformation (jit, grad, vmap) is tracing the caller."""
     return _at_top_level is not None and _at_top_level()
+
+
+def under_trace() -> bool:
+    """Whether a JAX transformation (jit, grad, vmap) is tracing the caller, also where
+    every value the caller holds is concrete (a model that a jitted function closes over):
+    its operations then give that trace's values."""
+    if _at_top_level is not None:
+        return not _at_top_level()
+    return isinstance(jnp.zeros(()), jax.core.Tracer)
 
 
 class _ById:

@@ -80,6 +80,19 @@ def test_closures_that_cannot_be_split_still_run():
     np.testing.assert_allclose(run(0.25), np.sin(0.5) * np.ones(2), rtol=1e-15)
 
 
+@pytest.mark.parametrize("formulation", [None, "rA"])
+def test_a_model_a_jitted_function_closes_over_runs_as_its_eager_run(formulation):
+    """``jax.jit(lambda: simulate(model))`` with the model closed over (all its values
+    concrete while the jit traces): the run with its checks (``throw=True``) is the eager
+    run's. The slider crank is a closed loop (the joint formulation's rows chosen from its
+    concrete start)."""
+    options = {} if formulation is None else {"formulation": formulation}
+    for model in (mbd.models.double_pendulum(), mbd.models.slider_crank()):
+        eager = mbd.simulate(model, t_end=0.01, h=1e-3, **options)
+        jitted = jax.jit(lambda m=model: mbd.simulate(m, t_end=0.01, h=1e-3, **options).r)()
+        np.testing.assert_allclose(jitted, eager.r, rtol=0, atol=1e-12)
+
+
 def _rail_and_rotor():
     """tests/test_actuators.py's block on a rail and rotor, each with a motor, kicked."""
     b = mbd.ModelBuilder("driven", gravity=(0.0, 0.0, 0.0))

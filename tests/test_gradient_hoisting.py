@@ -397,3 +397,38 @@ def test_tree_picks_and_splits_transpose_without_pads(monkeypatch):
     want = (want[0], symmetric(want[1]), want[2])
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)
+
+
+def test_joint_step_under_controls_holds_the_accelerations_once():
+    """Under controls (each step its own model) an rkmk step's start, three stages and end
+    are the rows of one loop (:meth:`~jaxmbd.joint_space.steppers.RungeKutta4.start_and_advance`):
+    the time loop's body holds the accelerations' code once, where a start before the
+    stage loop and an end after it held it three times (the cart-pole's gradient compiled
+    in half the time). Its gradient's forward loop stores the state and the outputs, not
+    the step's linearisation. Traced only."""
+    b = mbd.ModelBuilder("swing", gravity=(0.0, 0.0, -9.81))
+    b.add_body("cart", mass=1.0, inertia=[0.01] * 3, r=(0, 0, 0))
+    b.add_body("pole", mass=0.1, inertia=[0.01, 0.01, 1e-4], r=(0, 0, 0.5))
+    b.translational("rail", body_i="ground", body_j="cart", point=(0, 0, 0), axis=(1, 0, 0))
+    b.revolute("hinge", body_i="cart", body_j="pole", point=(0, 0, 0), axis=(0, 1, 0))
+    b.add_actuator("push", joint="rail", kind="motor", gear=10.0)
+    model = b.build()  # closed over by the traced loss: its tree is built concretely
+    steps = 4
+
+    def loss(u):
+        sol = mbd.simulate(model, t_end=steps * 0.01, h=0.01, controls=u, integrator="rkmk")
+        return jnp.sum(sol.r[-1] ** 2)
+
+    def size(jaxpr):
+        return sum(1 + sum(size(s) for s in jax_core.jaxprs_in_params(e.params))
+                   for e in jaxpr.eqns)  # fmt: skip
+
+    u = jnp.full((steps, 1), 0.3)
+    (time_loop,) = _forward_scans(jax.make_jaxpr(loss)(u).jaxpr, steps)
+    body = time_loop.params["jaxpr"].jaxpr
+    (rows,) = _forward_scans(body, 5)  # start, three stages, end
+    assert not _forward_scans(body, 3) and not _forward_scans(body, 4)
+    inner = size(rows.params["jaxpr"].jaxpr)
+    assert size(body) - inner < inner / 2  # no accelerations outside the rows' loop
+    (forward,) = _forward_scans(jax.make_jaxpr(jax.grad(loss))(u).jaxpr, steps)
+    assert len(forward.outvars) - forward.params["num_carry"] <= 16

@@ -58,6 +58,13 @@ class AbstractJointStepper(eqx.Module):
         qpos, qvel = self.step(model, tree, loops, qpos, qvel, acc, t, h)
         return self.finish(model, tree, loops, qpos, qvel, t + h, h)
 
+    def start_and_advance(self, model, tree, loops, qpos, qvel, t, h):
+        """(accelerations at the start, then :meth:`advance`'s qpos, qvel and accelerations at
+        t + h) of a step under its own model (the step's controls): both ends' accelerations
+        under the same controls."""
+        acc = self.start_accelerations(model, tree, loops, qpos, qvel, t, h)
+        return (acc, *self.advance(model, tree, loops, qpos, qvel, acc, t, h))
+
     def finish(self, model, tree, loops, qpos, qvel, t, h):
         """The state after the step, projected onto the exact constraint rows, and its
         accelerations."""

@@ -198,7 +198,10 @@ def tree_of_model(model: Model) -> ModelTree:
     new process's first run); a joint recognised in GCON rows whose geometry check fails
     there is read again op by op, where the check leaves its rows as rows."""
     if not any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(model)):
-        built, passed = _checked_tree_of_model(model)
+        # concrete values: the program runs now, also while a caller's jit traces a model
+        # it closes over (else its outputs are that trace's, and the checks unreadable)
+        with jax.ensure_compile_time_eval():
+            built, passed = _checked_tree_of_model(model)
         if np.all(np.asarray(passed)):
             return built
     return _tree_of_model(model)

@@ -15,7 +15,7 @@ from .. import _config  # noqa: F401
 from .._batch_lanes import batch_lanes
 from .._batch_last import batch_last
 from .._batching import cpu_or_accelerator
-from .._checks import finish, is_traced, solution_from_outputs
+from .._checks import finish, has_tracers, is_traced, solution_from_outputs
 from .._host_arrays import device_array
 from .._jit import jit
 from .._results import RESULTS
@@ -129,9 +129,10 @@ def concrete_tree(model: Model):
     concrete values (:func:`_tree_and_start_jacobian`); where traced, :func:`model_tree`
     and None."""
     model = jax.lax.stop_gradient(model)
-    if is_traced(model):
+    if has_tracers(model):
         return (*model_tree(model), None)
-    return _tree_and_start_jacobian(model)
+    with jax.ensure_compile_time_eval():  # concrete also under a trace that closes over them
+        return _tree_and_start_jacobian(model)
 
 
 def independent_constraint_rows(model: Model):
@@ -311,6 +312,11 @@ def _run_joint_space(model, stepper, n, h, controls, policy, rows):
         outs = _run_from_starts(model, stepper, tree, loops, joints, qpos, qvel, n, h)
         return _start_assembled(outs, loops)
     first = stepped_model(0, qpos, qvel, None) if policy is None else model
+    if (controls is not None or policy is not None) and not dynamics:
+        observed = first if policy is not None else None
+        outs = _run_stepped_models(model, stepper, tree, loops, joints, qpos, qvel, n, h,
+                                   stepped_model, observed)  # fmt: skip
+        return _start_assembled(outs, loops)
     acc = stepper.start_accelerations(first, tree, loops, qpos, qvel, t0, h)
     out0 = _outputs(model, tree, loops, qpos, qvel, acc, joints)
     if dynamics:
@@ -386,6 +392,47 @@ def _run_from_starts(model, stepper, tree, loops, joints, qpos, qvel, n: int, h)
 
     _, outs = jax.lax.scan(step, (qpos, qvel), jnp.arange(n + 1))
     return outs
+
+
+def _run_stepped_models(
+    model, stepper, tree, loops, joints, qpos, qvel, n: int, h, stepped_model, observed=None
+):
+    """The outputs of :func:`_run_joint_space` where each step has its own model
+    ``stepped_model(k, qpos, qvel, acc)`` (its controls, or a policy's from the state and
+    the accelerations ``acc`` of the step before): n iterations of
+    :meth:`~jaxmbd.joint_space.steppers.AbstractJointStepper.start_and_advance`, the step's
+    start and end accelerations under its model, the outputs at t_k+1 the end's; the
+    outputs at t = 0 those of step 0's start, or, for a policy, of ``observed`` (the model
+    whose accelerations it observes first). Each step is recomputed whole in the adjoint
+    (:func:`_adjoint_recomputes`): the forward loop stores the state alone. A stepper that
+    computes both ends in one loop (RK4) puts the accelerations' code in the program once,
+    where a start, a step and an end held it three times: the cart-pole's 10-step gradient
+    of ``benchmarks/compile_time.py`` compiled in 6.9 s instead of 13.3."""
+    if observed is None:  # step 0's start, kept by the loop
+        m0 = stepped_model(0, qpos, qvel, None)
+        shapes = jax.eval_shape(
+            lambda q, v: stepper.start_accelerations(m0, tree, loops, q, v, 0.0, h), qpos, qvel
+        )
+        acc = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+    else:
+        acc = stepper.start_accelerations(observed, tree, loops, qpos, qvel, 0.0, h)
+
+    def stepped(carry, k):
+        qpos, qvel, acc = carry
+        m_k = stepped_model(k, qpos, qvel, acc)
+        start, qpos, qvel, end = stepper.start_and_advance(m_k, tree, loops, qpos, qvel, k * h, h)
+        if observed is None:
+            kept = jax.tree_util.tree_map(lambda a, b: jnp.where(k == 0, b, a), acc, start)
+        else:
+            kept = end
+        return (qpos, qvel, kept), _outputs(model, tree, loops, qpos, qvel, end, joints)
+
+    def step(carry, k):
+        return _adjoint_recomputes(lambda carry: stepped(carry, k))(joint_loop_guard(carry))
+
+    (_, _, kept), outs = jax.lax.scan(step, (qpos, qvel, acc), jnp.arange(n))
+    out0 = _outputs(model, tree, loops, qpos, qvel, kept if observed is None else acc, joints)
+    return jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), out0, outs)
 
 
 def tree_wrenches(model: Model, sol, along_joints: bool):

@@ -61,33 +61,44 @@ class RungeKutta4(AbstractJointStepper):
         """The stages of ``table`` (rows c_i, weight b_i / 6 times 6) as one scan from the
         carry ``first`` (the previous stage's rates and accelerations, their weighted sums):
         the accelerations' code is compiled once, not once per stage. Each stage's full
-        accelerations are its output. A stage at c = 0 is the step's start itself. Where
-        the model's activations are a state, each stage's forces read the stage's
+        accelerations are its output. A stage at c = 0 is the step's start itself. A table
+        of three columns marks the step's end by a third entry 1 (weight 0): that row's
+        state is the step's result, its accelerations the end's. Where the model's
+        activations are a state, each stage's forces read the stage's
         (:func:`_activation_stages`)."""
 
         def rates(increment, v):
             return tangent_rates(tree, increment, v) if self.munthe_kaas else v
 
+        ends = len(table[0]) == 3
+
         def stage(carry, row):
             k_dir, a_dir, k_sum, a_sum = joint_loop_guard(carry)
             c, weight = row["table"][0], row["table"][1]
             start = c == 0.0
-            increment = c * h * k_dir
+            increment, dv = c * h * k_dir, c * h * a_dir
+            if ends:  # the step's end: the weighted sums' increments
+                end = row["table"][2] == 1.0
+                increment = jnp.where(end, (h / 6.0) * k_sum, increment)
+                dv = jnp.where(end, (h / 6.0) * a_sum, dv)
             # at c = 0 the start's state bit for bit (the retraction of a zero increment
             # renormalises quaternions)
             q = jnp.where(start, qpos, integrate_positions(tree, qpos, increment, 1.0))
-            v = jnp.where(start, qvel, qvel + c * h * a_dir)
+            v = jnp.where(start, qvel, qvel + dv)
             k = jnp.where(start, qvel, rates(increment, v))
             m = model if "act" not in row else with_activation_state(model, row["act"], h)
             acc = accelerations(m, tree, loops, q, v, t + c * h, step=h)
             a = acc.qacc
-            return (k, a, k_sum + weight * k, a_sum + weight * a), acc
+            return (k, a, k_sum + weight * k, a_sum + weight * a), ((acc, q, v) if ends else acc)
 
         table = jnp.asarray(table, qvel.dtype)
         rows = {"table": table}
         if _activations_integrated(model):  # the stages' activations: the table's last rows
             rows["act"] = _activation_stages(model.actuators, h)[0][4 - table.shape[0] :]
         (_, _, k_sum, a_sum), stages = jax.lax.scan(stage, first, rows)
+        if ends:
+            stages, qs, vs = stages
+            return qs[-1], vs[-1], stages
         return (
             integrate_positions(tree, qpos, (h / 6.0) * k_sum, 1.0),
             qvel + (h / 6.0) * a_sum,
@@ -99,6 +110,21 @@ class RungeKutta4(AbstractJointStepper):
         first = (qvel, acc.qacc, qvel, acc.qacc)
         table = [[0.5, 2.0], [0.5, 2.0], [1.0, 1.0]]
         return self._stages(model, tree, loops, qpos, qvel, t, h, table, first)[:2]
+
+    def start_and_advance(self, model, tree, loops, qpos, qvel, t, h):
+        # the start, the three stages and the end's accelerations as the rows of one scan:
+        # the step's one copy of the accelerations' code (a projection onto constraint rows
+        # or stage activations come between: the default's three copies)
+        if loops is not None or _activations_integrated(model):
+            return super().start_and_advance(model, tree, loops, qpos, qvel, t, h)
+        zero = jnp.zeros_like(qvel)
+        table = [[0.0, 1.0, 0.0], [0.5, 2.0, 0.0], [0.5, 2.0, 0.0], [1.0, 1.0, 0.0],
+                 [1.0, 0.0, 1.0]]  # fmt: skip
+        qpos_, qvel_, stages = self._stages(model, tree, loops, qpos, qvel, t, h, table,
+                                            (zero, zero, zero, zero))  # fmt: skip
+        start = jax.tree_util.tree_map(lambda x: x[0], stages)
+        end = jax.tree_util.tree_map(lambda x: x[-1], stages)
+        return start, qpos_, qvel_, end
 
     def start_and_step(self, model, tree, loops, qpos, qvel, t, h):
         # all four stages in the scan, the first at c = 0: the run's one copy of the
