@@ -7,6 +7,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 from jax.custom_derivatives import SymbolicZero
+from jax.extend import core as jcore
 
 
 def broadcast_batched(axis_size: int, args: tuple, in_batched) -> tuple:
@@ -74,12 +75,37 @@ def cpu_or_accelerator(*args, cpu, accelerator):
     return jax.lax.platform_dependent(*args, cpu=cpu, default=accelerator)
 
 
-def with_plain_derivatives(batched, plain):
-    """``batched`` (a ``custom_vmap`` of ``plain``) differentiated as ``plain``: a
+def with_plain_derivatives(batched_of, plain):
+    """``batched_of(plain)`` (a ``custom_vmap`` of ``plain``) differentiated as ``plain``: a
     ``custom_jvp`` whose rule is the jvp of ``plain`` (and of its ``vmap``), so reverse mode
     reaches through it (JAX cannot linearise a ``custom_vmap`` for reverse mode). Only the
     arguments with tangents are differentiated: an instantiated zero tangent would put
-    non-transposable loops (a while loop's) into the linear program."""
+    non-transposable loops (a while loop's) into the linear program.
+
+    ``plain`` is traced once per call, to a jaxpr that the ``custom_vmap``, its rule and
+    the JVP then evaluate: each traced the Python function again before (a run's program
+    twice for a gradient, the cart-pole's 10-step gradient ~1 s of its trace)."""
+
+    def call(*args):
+        flat, in_tree = jax.tree_util.tree_flatten(args)
+        closed, out_shape = jax.make_jaxpr(
+            lambda *xs: plain(*jax.tree_util.tree_unflatten(in_tree, xs)), return_shape=True
+        )(*flat)
+        out_tree = jax.tree_util.tree_structure(out_shape)
+        evaluate = jcore.jaxpr_as_fun(closed)
+
+        def traced(*args):
+            return jax.tree_util.tree_unflatten(
+                out_tree, evaluate(*jax.tree_util.tree_leaves(args))
+            )
+
+        return _differentiable(batched_of(traced), traced)(*args)
+
+    return call
+
+
+def _differentiable(batched, plain):
+    """``batched`` with the derivatives of ``plain`` (:func:`with_plain_derivatives`)."""
     differentiable = jax.custom_jvp(batched)
 
     def _jvp(primals, tangents):
