@@ -291,11 +291,10 @@ def joint_loop_guard(tree):
     with ``JAXMBD_HOIST_GRADIENT_LOOPS=0`` on the CPU, where a differentiated program's
     value and tangent pass through a length-1 FFT (:func:`_through_fft`): none of the
     gradient's loops is then hoisted (XLA runs them as thunks), the smallest compile for the
-    slowest run. To a first gradient, one process at load 1
-    (``benchmarks/probes/gradient_defaults.py first:cartpole first:arm3 jc:arm3``): the
-    10-step cart-pole 14.1 s against 16.8 by default and 25.4 for the same mode's program
-    unguarded (its forward loop and linearisation hoisted as one function), run 2.8 ms
-    against 0.7; arm3's 1000-step gradient 5.0 s against 6.7, run 161 against 13 ms.
+    slowest run. To a first gradient, fresh processes, medians of 3
+    (``JAXMBD_HOIST_GRADIENT_LOOPS=0 python -m benchmarks.compile_time --models cartpole
+    arm3 --variants mbd.jit``): the 10-step cart-pole 7.0 s against 8.5 by default, run 1.8
+    against 0.3 ms; arm3 5.4 s against 7.2, run 13.9 against 1.5 ms.
     Undifferentiated programs and the other modes: no op added (the same program)."""
     return unhoisted_when_differentiated(tree) if gradient_loops_mode() == "0" else tree
 
