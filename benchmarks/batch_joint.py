@@ -179,7 +179,8 @@ def main(argv=None) -> None:
                         "cpu_model_steps_per_s": rate_cpu,
                         "cpu_vs_single": rate_cpu / (args.steps / cpu_1),
                         "first_call_s": first,
-                        "run": f"{when}, load {load}",
+                        "run": f"{when}, load {load}; {args.integrator}, {args.steps} steps, "
+                        f"medians of {args.repeats}",
                     }
                 )
                 r = rows[-1]
@@ -190,15 +191,15 @@ def main(argv=None) -> None:
     lines = [
         "# Batches of the joint formulation (RK4): batch / single",
         "",
-        f"Integrator {args.integrator!r}; {args.steps} steps per run; medians of "
-        f"{args.repeats} rounds (every program once a "
-        "round); *vs single*: model-steps/s over the single model's steps/s, from wall time "
-        "and from the process's CPU time (steadier on a loaded machine).",
+        "Medians of rounds that run every program of a model once; *vs single*: "
+        "model-steps/s over the single model's steps/s, from wall time and from the "
+        "process's CPU time (steadier on a loaded machine). Each row's *run* column: when "
+        "its model was timed, the load then, the integrator, the steps per run and the "
+        f"rounds (this run: {args.integrator!r}, {args.steps} steps, {args.repeats} rounds).",
         "",
         f"Machine load (1/5/15 min) {load_start[0]:.1f}/{load_start[1]:.1f}/{load_start[2]:.1f} "
         f"at the start, {load_end[0]:.1f}/{load_end[1]:.1f}/{load_end[2]:.1f} at the end "
-        "(a shared 2-core CPU); each row's *run* column: when its model was timed, and the "
-        "load then (a run with ``--models`` keeps the other models' rows).",
+        "(a shared 2-core CPU); a run with ``--models`` keeps the other models' rows.",
         "",
         "| model | program | members | model-steps/s | vs single | CPU-time model-steps/s "
         "| vs single (CPU time) | first call s | run |",
