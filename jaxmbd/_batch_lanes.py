@@ -54,7 +54,7 @@ from ._batch_last import (
     _scan_flags,
     member_program,
 )
-from ._batching import all_batched, none_batched, unbatched, with_plain_derivatives
+from ._batching import all_batched, with_plain_derivatives
 from ._materialize import materialized
 
 #: Members in one tile's minor axis: an AVX2 register of float64 (XLA's CPU backend
@@ -137,41 +137,32 @@ def batch_lanes(fn, *, lanes: int | None = None, chunk: int | None = None,
     if too_large not in _TOO_LARGE:
         raise ValueError(f"batch_lanes: too_large must be one of {_TOO_LARGE}, got {too_large!r}")
 
-    def batched_of(plain):
-        batched = jax.custom_batching.custom_vmap(plain)
+    def rule(plain, axis_size, in_batched, *args):
+        # one member: its own program (a tile would be three quarters padding)
+        if axis_size == 1:
+            one = [
+                jax.tree_util.tree_map(lambda x, b: jnp.asarray(x)[0] if b else x, arg, flags)
+                for arg, flags in zip(args, in_batched, strict=True)
+            ]
+            out = plain(*one)
+            return jax.tree_util.tree_map(lambda v: jnp.asarray(v)[None], out), all_batched(out)
+        flat, flags, closed, out_shape, out_flags = member_program(plain, args, in_batched)
+        in_tree = jax.tree_util.tree_structure(args)
+        tree = jax.tree_util.tree_structure(out_shape)
+        lanes_ = lanes or LANES
+        try:
+            if _entries(closed.jaxpr) > MAX_ENTRIES_ESTIMATE:
+                raise _TooLarge
+            outs = _in_tiles(closed, flat, flags, out_flags, axis_size, lanes_, chunk)
+        except _TooLarge:  # a large program: jax.vmap's own batching, or one member at a time
+            outs = _members(plain, in_tree, flat, flags, too_large)
+            outs = [r if f else r[0] for r, f in zip(outs, out_flags, strict=True)]
+        return (
+            jax.tree_util.tree_unflatten(tree, outs),
+            jax.tree_util.tree_unflatten(tree, out_flags),
+        )
 
-        @batched.def_vmap
-        def _rule(axis_size, in_batched, *args):
-            if none_batched(in_batched):
-                return unbatched(plain, *args)
-            if (
-                axis_size == 1
-            ):  # one member: its own program (a tile would be three quarters padding)
-                one = [
-                    jax.tree_util.tree_map(lambda x, b: jnp.asarray(x)[0] if b else x, arg, flags)
-                    for arg, flags in zip(args, in_batched, strict=True)
-                ]
-                out = plain(*one)
-                return jax.tree_util.tree_map(lambda v: jnp.asarray(v)[None], out), all_batched(out)
-            flat, flags, closed, out_shape, out_flags = member_program(plain, args, in_batched)
-            in_tree = jax.tree_util.tree_structure(args)
-            tree = jax.tree_util.tree_structure(out_shape)
-            lanes_ = lanes or LANES
-            try:
-                if _entries(closed.jaxpr) > MAX_ENTRIES_ESTIMATE:
-                    raise _TooLarge
-                outs = _in_tiles(closed, flat, flags, out_flags, axis_size, lanes_, chunk)
-            except _TooLarge:  # a large program: jax.vmap's own batching, or one member at a time
-                outs = _members(plain, in_tree, flat, flags, too_large)
-                outs = [r if f else r[0] for r, f in zip(outs, out_flags, strict=True)]
-            return (
-                jax.tree_util.tree_unflatten(tree, outs),
-                jax.tree_util.tree_unflatten(tree, out_flags),
-            )
-
-        return batched
-
-    return with_plain_derivatives(batched_of, fn)
+    return with_plain_derivatives(rule, fn)
 
 
 #: The schedules of a batch too large for the tiles (:func:`batch_lanes`'s ``too_large``).

@@ -25,7 +25,7 @@ from jax import lax
 from jax.extend import core as jcore
 
 from . import _config  # noqa: F401
-from ._batching import none_batched, unbatched, with_plain_derivatives
+from ._batching import with_plain_derivatives
 
 #: Elementwise primitives: one output of the operands' common shape (scalars broadcast).
 _ELEMENTWISE = frozenset(
@@ -65,55 +65,46 @@ def batch_last(fn, *, chunk: int | None = None):
     together; a larger batch runs in chunks of this many, one after the other (None: all
     at once)."""
 
-    def batched_of(plain):
-        batched = jax.custom_batching.custom_vmap(plain)
+    def rule(plain, axis_size, in_batched, *args):
+        flat, flags, closed, out_shape, out_flags = member_program(plain, args, in_batched)
+        size = min(axis_size, chunk or axis_size)
+        count = -(-axis_size // size)
+        pad = count * size - axis_size
 
-        @batched.def_vmap
-        def _rule(axis_size, in_batched, *args):
-            if none_batched(in_batched):
-                return unbatched(plain, *args)
-            flat, flags, closed, out_shape, out_flags = member_program(plain, args, in_batched)
-            size = min(axis_size, chunk or axis_size)
-            count = -(-axis_size // size)
-            pad = count * size - axis_size
+        def members(xs):  # (size, ...) each -> the outputs, (size, ...) each
+            vals = [jnp.moveaxis(x, 0, -1) if b else x for x, b in zip(xs, flags, strict=True)]
+            outs, fl = _evaluate(closed.jaxpr, closed.consts, vals, flags, size)
+            return [
+                jnp.moveaxis(x if b else _batched(x, size), -1, 0) if f else x
+                for x, b, f in zip(outs, fl, out_flags, strict=True)
+            ]
 
-            def members(xs):  # (size, ...) each -> the outputs, (size, ...) each
-                vals = [jnp.moveaxis(x, 0, -1) if b else x for x, b in zip(xs, flags, strict=True)]
-                outs, fl = _evaluate(closed.jaxpr, closed.consts, vals, flags, size)
-                return [
-                    jnp.moveaxis(x if b else _batched(x, size), -1, 0) if f else x
-                    for x, b, f in zip(outs, fl, out_flags, strict=True)
-                ]
+        if count == 1:
+            outs = members(flat)
+        else:  # chunks of members one after the other: each chunk's arrays stay in cache
+            stacked = [x for x, b in zip(flat, flags, strict=True) if b]
+            fixed = [x for x, b in zip(flat, flags, strict=True) if not b]
 
-            if count == 1:
-                outs = members(flat)
-            else:  # chunks of members one after the other: each chunk's arrays stay in cache
-                stacked = [x for x, b in zip(flat, flags, strict=True) if b]
-                fixed = [x for x, b in zip(flat, flags, strict=True) if not b]
+            def chunk_of(xs):
+                it_b, it_f = iter(xs), iter(fixed)
+                return members([next(it_b) if b else next(it_f) for b in flags])
 
-                def chunk_of(xs):
-                    it_b, it_f = iter(xs), iter(fixed)
-                    return members([next(it_b) if b else next(it_f) for b in flags])
+            padded = [
+                jnp.concatenate([x, jnp.repeat(x[-1:], pad, axis=0)]) if pad else x for x in stacked
+            ]
+            chunks = [x.reshape((count, size) + x.shape[1:]) for x in padded]
+            outs = jax.lax.map(chunk_of, chunks)
+            outs = [
+                x.reshape((count * size,) + x.shape[2:])[:axis_size] if f else x[0]
+                for x, f in zip(outs, out_flags, strict=True)
+            ]
+        tree = jax.tree_util.tree_structure(out_shape)
+        return (
+            jax.tree_util.tree_unflatten(tree, outs),
+            jax.tree_util.tree_unflatten(tree, out_flags),
+        )
 
-                padded = [
-                    jnp.concatenate([x, jnp.repeat(x[-1:], pad, axis=0)]) if pad else x
-                    for x in stacked
-                ]
-                chunks = [x.reshape((count, size) + x.shape[1:]) for x in padded]
-                outs = jax.lax.map(chunk_of, chunks)
-                outs = [
-                    x.reshape((count * size,) + x.shape[2:])[:axis_size] if f else x[0]
-                    for x, f in zip(outs, out_flags, strict=True)
-                ]
-            tree = jax.tree_util.tree_structure(out_shape)
-            return (
-                jax.tree_util.tree_unflatten(tree, outs),
-                jax.tree_util.tree_unflatten(tree, out_flags),
-            )
-
-        return batched
-
-    return with_plain_derivatives(batched_of, fn)
+    return with_plain_derivatives(rule, fn)
 
 
 def member_program(plain, args, in_batched):

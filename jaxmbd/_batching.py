@@ -75,16 +75,20 @@ def cpu_or_accelerator(*args, cpu, accelerator):
     return jax.lax.platform_dependent(*args, cpu=cpu, default=accelerator)
 
 
-def with_plain_derivatives(batched_of, plain):
-    """``batched_of(plain)`` (a ``custom_vmap`` of ``plain``) differentiated as ``plain``: a
+def with_plain_derivatives(rule, plain):
+    """``plain`` batched by ``rule`` and differentiated as itself. Under ``vmap`` a
+    ``custom_vmap`` calls ``rule(traced, axis_size, in_batched, *args)`` (``traced``:
+    ``plain``'s program) where an argument carries the batch, and gives ``plain``'s
+    unbatched outputs where none does (:func:`none_batched`). Its derivatives are a
     ``custom_jvp`` whose rule is the jvp of ``plain`` (and of its ``vmap``), so reverse mode
     reaches through it (JAX cannot linearise a ``custom_vmap`` for reverse mode). Only the
     arguments with tangents are differentiated: an instantiated zero tangent would put
     non-transposable loops (a while loop's) into the linear program.
 
     ``plain`` is traced once per call, to a jaxpr that the ``custom_vmap``, its rule and
-    the JVP then evaluate: each traced the Python function again before (a run's program
-    twice for a gradient, the cart-pole's 10-step gradient ~1 s of its trace)."""
+    the JVP then evaluate: each traced the Python function again before (the cart-pole's
+    10-step first gradient traced in 2.65 CPU-s instead of 2.90,
+    ``python -m benchmarks.probes.controls_run_ab cartpole``)."""
 
     def call(*args):
         flat, in_tree = jax.tree_util.tree_flatten(args)
@@ -99,7 +103,15 @@ def with_plain_derivatives(batched_of, plain):
                 out_tree, evaluate(*jax.tree_util.tree_leaves(args))
             )
 
-        return _differentiable(batched_of(traced), traced)(*args)
+        batched = jax.custom_batching.custom_vmap(traced)
+
+        @batched.def_vmap
+        def _rule(axis_size, in_batched, *args):
+            if none_batched(in_batched):
+                return unbatched(traced, *args)
+            return rule(traced, axis_size, in_batched, *args)
+
+        return _differentiable(batched, traced)(*args)
 
     return call
 

@@ -407,7 +407,8 @@ def _run_stepped_models(
     (:func:`_adjoint_recomputes`): the forward loop stores the state alone. A stepper that
     computes both ends in one loop (RK4) puts the accelerations' code in the program once,
     where a start, a step and an end held it three times: the cart-pole's 10-step gradient
-    of ``benchmarks/compile_time.py`` compiled in 6.9 s instead of 13.3."""
+    of ``benchmarks/compile_time.py`` reaches a first result in 8.5 s instead of 15.3
+    (``benchmarks/results/bench_compile.md``, section 8)."""
     if observed is None:  # step 0's start, kept by the loop
         m0 = stepped_model(0, qpos, qvel, None)
         shapes = jax.eval_shape(

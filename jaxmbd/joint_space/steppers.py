@@ -63,7 +63,8 @@ class RungeKutta4(AbstractJointStepper):
         the accelerations' code is compiled once, not once per stage. Each stage's full
         accelerations are its output. A stage at c = 0 is the step's start itself. A table
         of three columns marks the step's end by a third entry 1 (weight 0): that row's
-        state is the step's result, its accelerations the end's. Where the model's
+        state is the step's result (the weighted sums are complete there), its
+        accelerations the end's. Where the model's
         activations are a state, each stage's forces read the stage's
         (:func:`_activation_stages`)."""
 
@@ -89,16 +90,13 @@ class RungeKutta4(AbstractJointStepper):
             m = model if "act" not in row else with_activation_state(model, row["act"], h)
             acc = accelerations(m, tree, loops, q, v, t + c * h, step=h)
             a = acc.qacc
-            return (k, a, k_sum + weight * k, a_sum + weight * a), ((acc, q, v) if ends else acc)
+            return (k, a, k_sum + weight * k, a_sum + weight * a), acc
 
         table = jnp.asarray(table, qvel.dtype)
         rows = {"table": table}
         if _activations_integrated(model):  # the stages' activations: the table's last rows
             rows["act"] = _activation_stages(model.actuators, h)[0][4 - table.shape[0] :]
         (_, _, k_sum, a_sum), stages = jax.lax.scan(stage, first, rows)
-        if ends:
-            stages, qs, vs = stages
-            return qs[-1], vs[-1], stages
         return (
             integrate_positions(tree, qpos, (h / 6.0) * k_sum, 1.0),
             qvel + (h / 6.0) * a_sum,
