@@ -15,7 +15,7 @@ checks; the whole Solution, as a member of the batch gets). *Batch*:
 the program ``simulate_batch`` runs on one device, compiled once per (chunk, size) and
 timed with the single run in alternating rounds (``benchmarks._harness.interleaved``),
 medians; batch / single = (batch x steps / batch time) / (steps / single time). Hoisted:
-``jaxmbd._xla_flags.loop_hoisted`` of the compiled program (the time loop one native
+``jaxmbd.compiled.xla_flags.loop_hoisted`` of the compiled program (the time loop one native
 loop). Compile: trace, lowering and XLA compile of the batch program.
 """
 
@@ -80,8 +80,8 @@ def measure(case: str, sizes_chunks: list[tuple[int, int | None]], steps: int, r
     import jax
 
     import jaxmbd as mbd
-    from jaxmbd import batch as mb
-    from jaxmbd._xla_flags import loop_hoisted
+    from jaxmbd.analysis import batch as mb
+    from jaxmbd.compiled.xla_flags import loop_hoisted
 
     biggest = max(size for size, _ in sizes_chunks)
     pool, opts = members(case, biggest, steps)

@@ -18,10 +18,10 @@ batch / single (the ratio of model-steps per second), and each program's first c
 (trace, compile and one run).
 
 *batch B*: the default, the explicit steps' batches as per-member scalar code on tiles of
-members (:mod:`jaxmbd._batch_lanes`, ``BATCH_LANES_CHUNK`` tiles a chunk); ``--vmap``:
+members (:mod:`jaxmbd.compiled.batch_lanes`, ``BATCH_LANES_CHUNK`` tiles a chunk); ``--vmap``:
 also *vmap B*, ``jax.vmap``'s own batching (``BATCH_LANES_STEPPERS = ()``, the members in
 every array's major axis); ``--batch-last``: also *batch-last B* (the members in every
-array's minor axis, :mod:`jaxmbd._batch_last`); ``--chunks``: the default at 1024
+array's minor axis, :mod:`jaxmbd.compiled.batch_last`); ``--chunks``: the default at 1024
 members with other chunk sizes (tiles of 4 members); ``--devices N``: also *batch B on N
 devices* for the sizes N divides, the default program split over N host devices by
 ``shard_map`` (what ``simulate_batch`` does with ``devices``; the process then starts N CPU
@@ -215,7 +215,7 @@ def main(argv=None) -> None:
     lines += [
         "",
         "*batch B*: the default program (the explicit steps' batches as per-member scalar "
-        "code on tiles of 4 members, ``jaxmbd._batch_lanes``; a program too large for it, "
+        "code on tiles of 4 members, ``jaxmbd.compiled.batch_lanes``; a program too large for it, "
         "the humanoid's, is ``jax.vmap``'s own batching); *vmap B*: ``jax.vmap``'s own "
         "batching (``BATCH_LANES_STEPPERS = ()``, the members in every array's major axis); "
         "*batch-last B*: the members in every array's minor axis (``BATCH_LAST_STEPPERS``); "

@@ -1,5 +1,5 @@
 """One OpenBLAS thread against OpenBLAS's default (one per core) for the LAPACK calls inside
-jaxmbd's compiled programs (jaxmbd/_blas_threads.py makes one thread the default).
+jaxmbd's compiled programs (jaxmbd/compiled/blas_threads.py makes one thread the default).
 
     python -m benchmarks.blas_threads [--repeats 3] [--threads 1 2]
 
@@ -117,7 +117,7 @@ def main() -> None:
                 print(case, threads, samples[(case, threads)][-1], flush=True)
     load_after = os.getloadavg()[0]
     lines = [
-        "# One OpenBLAS thread against one per core (jaxmbd/_blas_threads.py)",
+        "# One OpenBLAS thread against one per core (jaxmbd/compiled/blas_threads.py)",
         "",
         f"`python -m benchmarks.blas_threads --repeats {args.repeats}`, {start}, "
         f"{platform.machine()}, {os.cpu_count()} cores, load average {load_before:.1f} before "

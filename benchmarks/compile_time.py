@@ -21,7 +21,7 @@ cold start as a new user sees it:
 - ``jit``: ``jax.jit(value_and_grad(loss))`` through the stages API: trace (Python to
   jaxpr), lower (jaxpr to StableHLO) and XLA compile timed apart, then the first and a
   second call;
-- ``mbd.jit``: the same with jaxmbd's XLA options (``jaxmbd._jit.XLA_OPTIONS``), as
+- ``mbd.jit``: the same with jaxmbd's XLA options (``jaxmbd.compiled.jit.XLA_OPTIONS``), as
   ``mbd.jit`` compiles a top-level program;
 - ``mbd.jit+O0``, ``mbd.jit+O1``: also LLVM optimisation level 0 or 1
   (``xla_backend_optimization_level``; XLA's default 2, the test suite 0), run time
@@ -31,14 +31,15 @@ cold start as a new user sees it:
 - ``mbd.jit-fwd``, ``jit-fwd``: the loss alone (simulate's forward program), to compare the
   forward program's compile and run (``sum abs(grad)`` is then 0);
 - ``mbd.jit-jk``: ``mbd.jit`` with the joint forces' coordinate kernel
-  (``jaxmbd._joint_forces._group``) replaced by its unjitted function, i.e. traced and
+  (``jaxmbd.forces._joint._group``) replaced by its unjitted function, i.e. traced and
   linearised at every force evaluation as before commit 22d0f4e (A/B of that change).
 
 Medians over ``--repeats`` processes, alternated so all variants see the same machine load.
 Wall-clock seconds, and the process's CPU seconds (all its threads), which a shared
 machine's load inflates less; HLO lines measure the program's size independently of load.
 "hoisted loops (largest)": how many loops XLA's small-while-loop pass compiled each as one
-native function, and the largest one's HLO instructions (``jaxmbd._xla_flags.hoisted_sizes``):
+native function, and the largest one's HLO instructions
+(``jaxmbd.compiled.xla_flags.hoisted_sizes``):
 LLVM's time goes mostly into those.
 """
 
@@ -62,12 +63,12 @@ from pathlib import Path
 t_import = time.perf_counter()
 import equinox as eqx, jax, jax.numpy as jnp
 import jaxmbd as mbd
-from jaxmbd._jit import XLA_OPTIONS
+from jaxmbd.compiled.jit import XLA_OPTIONS
 t_import = time.perf_counter() - t_import
 print("JAXMBD", mbd.__file__)
 model_name, variant, root = sys.argv[1], sys.argv[2], sys.argv[3]
 if variant.endswith("-jk"):  # the joint-force kernel traced at every call, as before 22d0f4e
-    import jaxmbd._joint_forces as JF
+    import jaxmbd.forces._joint as JF
     JF._group = JF._group.__wrapped__
     variant = variant[: -len("-jk")]
 if model_name == "arm3":
@@ -174,7 +175,7 @@ def run_child(model: str, variant: str, source: Path | None = None) -> dict:
             os.pathsep
         )
     # python -c puts the working directory first on sys.path: run in the tree to import
-    from jaxmbd._xla_flags import hoisted_sizes  # the same measure for every tree
+    from jaxmbd.compiled.xla_flags import hoisted_sizes  # the same measure for every tree
 
     child = "import re\n" + inspect.getsource(hoisted_sizes) + CHILD
     proc = subprocess.run(

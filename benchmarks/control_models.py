@@ -68,7 +68,7 @@ def jaxmbd_joint_positions(path: Path, table: np.ndarray, names, h: float = 5e-4
     import jax.numpy as jnp
 
     import jaxmbd as mbd
-    from jaxmbd.joint_limits import JointLimits
+    from jaxmbd.forces.joint_limits import JointLimits
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the file's unsupported features are listed apart

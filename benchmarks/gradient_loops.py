@@ -32,7 +32,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import jaxmbd as mbd  # noqa: E402
-from jaxmbd._xla_flags import hoisted_sizes, loop_hoisted  # noqa: E402
+from jaxmbd.compiled.xla_flags import hoisted_sizes, loop_hoisted  # noqa: E402
 
 
 def loss_of_rates(spec: str, steps: int, tmp: Path):

@@ -21,7 +21,7 @@ import numpy as np
 
 import jaxmbd as mbd
 from benchmarks._harness import RESULTS, machine
-from jaxmbd.diagnostics import constraint_violation
+from jaxmbd.analysis.diagnostics import constraint_violation
 
 
 def rss_mib() -> float:

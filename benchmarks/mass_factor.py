@@ -33,7 +33,7 @@ import numpy as np
 
 from benchmarks._harness import interleaved, markdown_table, write_results
 from jaxmbd import tree as T
-from jaxmbd._xla_flags import loop_hoisted
+from jaxmbd.compiled.xla_flags import loop_hoisted
 from jaxmbd.joint_space.from_model import tree_of_model
 from jaxmbd.models.generated import binary_tree, pendulum_chain
 from jaxmbd.tree import mass_factor as MF

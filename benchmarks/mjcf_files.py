@@ -56,10 +56,10 @@ import numpy as np
 
 import jaxmbd as mbd
 from benchmarks._harness import RESULTS, log, markdown_table, time_call, write_results
-from jaxmbd.equalities import active_equalities
-from jaxmbd.joint_dynamics import JointDynamics
+from jaxmbd.forces.joint_dynamics import JointDynamics
 from jaxmbd.joint_space import model_tree
 from jaxmbd.joint_space.constraint_rows import constraint_residual
+from jaxmbd.joint_space.equalities import active_equalities
 
 
 def files() -> dict[str, str]:

@@ -29,7 +29,7 @@ from mpl_toolkits.mplot3d.art3d import Poly3DCollection  # noqa: E402
 
 import jaxmbd as mbd  # noqa: E402
 from benchmarks._harness import RESULTS  # noqa: E402
-from jaxmbd.formulations import director_pairs as dp  # noqa: E402
+from jaxmbd.formulations import director_pairs as dp  # noqa: F401
 from jaxmbd.formulations import get_formulation  # noqa: E402
 from jaxmbd.lie import so3_log  # noqa: E402
 from jaxmbd.models.betsch_leyendecker import (  # noqa: E402

@@ -39,7 +39,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import jaxmbd as mbd  # noqa: E402
 from benchmarks._harness import RESULTS, machine, time_call  # noqa: E402
 from jaxmbd.formulations import Rotmat  # noqa: E402
-from jaxmbd.models import dumitriu_margaritescu as dm  # noqa: E402
+from jaxmbd.models import dumitriu_margaritescu as dm  # noqa: F401
 
 OUT = RESULTS / "dumitriu"
 M, L, A_W, G = dm.MASS, dm.LENGTH, dm.WIDTH, dm.GRAVITY

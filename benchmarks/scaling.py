@@ -115,9 +115,9 @@ def superlu_seconds(model, h, repeats: int) -> tuple[float, float]:
 
 
 def compiler_options():
-    """The XLA options of jaxmbd's own top-level programs (``jaxmbd._jit``), so that the
+    """The XLA options of jaxmbd's own top-level programs (``jaxmbd.compiled.jit``), so that the
     scan compiled here is the one ``simulate`` compiles; none with ``--xla-defaults``."""
-    from jaxmbd._jit import XLA_OPTIONS, _options_accepted
+    from jaxmbd.compiled.jit import XLA_OPTIONS, _options_accepted
 
     return XLA_OPTIONS if (_options_accepted() and not XLA_DEFAULTS) else None
 
@@ -130,9 +130,9 @@ def step_seconds(model, h, steps, repeats, newton, solver):
     time-stepping scan alone (``steps`` steps from the consistent start, which is computed
     once beforehand and not counted: it is dense), compiled apart
     (``jit(...).lower().compile()``), median over ``repeats`` runs."""
+    from jaxmbd.analysis.simulation import _initial, _scan
     from jaxmbd.formulations import get_formulation
     from jaxmbd.integrators import get_integrator
-    from jaxmbd.simulation import _initial, _scan
 
     form = get_formulation("rA")
     stepper = get_integrator("gen_alpha", "rA", newton=newton, linear_solver=solver)
@@ -182,7 +182,7 @@ def main(argv=None):
     parser.add_argument(
         "--xla-defaults",
         action="store_true",
-        help="compile with XLA's default options instead of jaxmbd's (jaxmbd._jit)",
+        help="compile with XLA's default options instead of jaxmbd's (jaxmbd.compiled.jit)",
     )
     parser.add_argument(
         "--compare",

@@ -51,7 +51,7 @@ import json, sys, time
 import jax, jax.numpy as jnp, numpy as np
 import jaxmbd  # noqa: F401  (float64)
 from jaxmbd.linear import small
-from jaxmbd._xla_flags import loop_hoisted
+from jaxmbd.compiled.xla_flags import loop_hoisted
 n, method, steps, repeats = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 rng = np.random.default_rng(0)
 A0 = jnp.asarray(rng.standard_normal((n, n)) + 0.1 * n * np.eye(n))
@@ -88,7 +88,7 @@ import json, sys, time
 from pathlib import Path
 import jax
 import jaxmbd as mbd
-from jaxmbd._xla_flags import loop_hoisted
+from jaxmbd.compiled.xla_flags import loop_hoisted
 which, integrator, solver = sys.argv[1:4]
 t_end, repeats = float(sys.argv[4]), int(sys.argv[5])
 root = Path(sys.argv[6])
@@ -125,7 +125,7 @@ import json, sys, time
 from pathlib import Path
 import jax
 import jaxmbd as mbd
-from jaxmbd._xla_flags import loop_hoisted
+from jaxmbd.compiled.xla_flags import loop_hoisted
 which, formulation, integrator, options, solver = sys.argv[1:6]
 t_end, repeats = float(sys.argv[6]), int(sys.argv[7])
 root = Path(sys.argv[8])

@@ -3,33 +3,23 @@
 Importing jaxmbd enables float64 (``jax_enable_x64``): the solvers need it.
 """
 
-# first: XLA reads XLA_FLAGS when JAX's backend starts (jaxmbd._xla_flags sets them), and
-# scipy's OpenBLAS its thread count when JAX's first LAPACK call loads it (_blas_threads)
-from . import _xla_flags  # noqa: F401, I001
-from . import _blas_threads  # noqa: F401, I001
-from . import (
-    _config,  # noqa: F401
-    contact,
-    diagnostics,
-    equalities,
-    envs,
-    geometry,
-    integrators,
-    joint_limits,
-    joints,
-    markers,
-    mjcf,
-    models,
-    plot,
-    sensors,
-)
-from ._jit import jit
-from ._results import RESULTS
-from .batch import kinematics_batch, simulate_batch, stack_models
+# first: XLA reads XLA_FLAGS when JAX's backend starts (jaxmbd.compiled.xla_flags sets them), and
+# scipy's OpenBLAS its thread count when JAX's first LAPACK call loads it (blas_threads)
+from .compiled import xla_flags as _xla_flags  # noqa: F401, I001
+from .compiled import blas_threads as _blas_threads  # noqa: F401, I001
+from . import _config  # noqa: F401
+from . import contact, envs, geometry, integrators, mjcf, models, sensors
+from ._results import ILL_CONDITIONED, MAX_ITERATIONS, NONFINITE, RESULTS, SUCCESS
+from .analysis import diagnostics
+from .analysis.batch import kinematics_batch, simulate_batch, stack_models
+from .analysis.initial_state import InitialCorrection, consistent_initial_state
+from .analysis.kinematics import kinematics
+from .analysis.linearize import Linearization, Modes, linearize, modes
+from .analysis.simulation import default_formulation, simulate
+from .analysis.statics import Equilibrium, static_equilibrium
 from .build import ModelBuilder
-from .bushing import Bushing
-from .drivers import Expression
-from .fluid import FluidForce
+from .compiled.jit import jit
+from .constraints.redundancy import REDUNDANCY_RTOL, Redundancy, find_redundancy
 from .errors import (
     AdjustmentWarning,
     AssemblyWarning,
@@ -39,9 +29,10 @@ from .errors import (
     RedundancyWarning,
     SolverError,
 )
-from .forces import BodyState, BodyTorque, GeneralForce, PointForce, SpringDamper
+from .forces import BodyState, BodyTorque, GeneralForce, PointForce, SpringDamper, joint_limits
+from .forces.bushing import Bushing
+from .forces.fluid import FluidForce
 from .formulations import RA, RE, RP, AbstractFormulation, get_formulation
-from .initial_state import InitialCorrection, consistent_initial_state
 from .integrators import (
     THETA_H2,
     AbstractIntegrator,
@@ -51,22 +42,18 @@ from .integrators import (
     valid_pairs,
 )
 from .io import load_model, save_model
-from .joint_space import read_sensors
+from .joint_space import equalities, read_sensors
 from .joint_space.coverage import joint_space_obstacles
-from .joints import JointCoordinates
-from .kinematics import kinematics
 from .lie import hat, so3_exp, so3_log, so3_right_jacobian, vee
-from .line_search import LineSearchNewton
-from .linearize import Linearization, Modes, linearize, modes
-from .markers import MarkerMotion
-from .model import Model
-from ._results import ILL_CONDITIONED, MAX_ITERATIONS, NONFINITE, SUCCESS
+from .model import Model, joints, markers
+from .model.drivers import Expression
+from .model.joints import JointCoordinates
+from .model.markers import MarkerMotion
 from .newton import AbstractNewton, FullNewton, ModifiedNewton, ReusedNewton
-from .redundancy import REDUNDANCY_RTOL, Redundancy, find_redundancy
+from .newton.line_search import LineSearchNewton
 from .sensors import SensorInput, SensorKind, SensorMount, register_sensor_kind
-from .simulation import default_formulation, simulate
 from .solution import Solution
-from .statics import Equilibrium, static_equilibrium
+from .viz import plot
 
 __version__ = "0.1.0"
 
@@ -163,3 +150,48 @@ from .formulations import SE3  # noqa: E402
 from .integrators import MuntheKaas  # noqa: E402
 
 __all__ += ["SE3", "MuntheKaas"]
+
+
+def _keep_former_module_names() -> None:
+    """The modules that moved into packages stay importable by their former names
+    (``import jaxmbd.simulation``, ``from jaxmbd.joint_limits import ...``): the package's
+    own module is registered under the former name too (the CHANGELOG lists them)."""
+    import importlib
+    import sys
+
+    for former, now in _FORMER_MODULE_NAMES.items():
+        module = importlib.import_module(f"{__name__}.{now}")
+        sys.modules.setdefault(f"{__name__}.{former}", module)
+        globals().setdefault(former, module)
+
+
+_FORMER_MODULE_NAMES = {
+    "animation": "viz.animation",
+    "batch": "analysis.batch",
+    "bushing": "forces.bushing",
+    "controls_file": "io.controls_file",
+    "diagnostics": "analysis.diagnostics",
+    "drivers": "model.drivers",
+    "equalities": "joint_space.equalities",
+    "equations": "constraints.equations",
+    "fluid": "forces.fluid",
+    "initial_state": "analysis.initial_state",
+    "joint_dynamics": "forces.joint_dynamics",
+    "joint_limits": "forces.joint_limits",
+    "joints": "model.joints",
+    "kinematics": "analysis.kinematics",
+    "limits_option": "analysis.limits_option",
+    "line_search": "newton.line_search",
+    "linearize": "analysis.linearize",
+    "markers": "model.markers",
+    "model_report": "analysis.model_report",
+    "plot": "viz.plot",
+    "quaternion_joint_dynamics": "forces.quaternion_joint_dynamics",
+    "redundancy": "constraints.redundancy",
+    "rotations": "lie.rotations",
+    "simulation": "analysis.simulation",
+    "statics": "analysis.statics",
+    "tendon_forces": "tendons.tendon_forces",
+    "tendon_sensors": "sensors.tendon_sensors",
+}
+_keep_former_module_names()

@@ -11,13 +11,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._jit import jit, under_trace
 from ._parameter_checks import unheld_singular_inertia, with_parameter_status
 from ._results import NONFINITE, RESULT_ITEMS, RESULTS, SUCCESS, code_message
 from .actuators import with_activation
-from .equations import constraint_values, rA_terms
+from .compiled.jit import jit, under_trace
+from .constraints.equations import constraint_values, rA_terms
 from .errors import AssemblyWarning, ModelError, SolverError
-from .joint_limits import JointLimits
+from .forces.joint_limits import JointLimits
 from .model import Model
 from .solution import Solution
 

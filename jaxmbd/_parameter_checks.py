@@ -33,10 +33,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._results import INVALID_PARAMETERS
-from ._values import SINGULAR_RTOL, SYMMETRY_RTOL, TRIANGLE_RTOL, inertia_problem
 from .errors import ModelError
-from .joint_limits import JointLimits
+from .forces.joint_limits import JointLimits
 from .model import Model
+from .model._values import SINGULAR_RTOL, SYMMETRY_RTOL, TRIANGLE_RTOL, inertia_problem
 
 _CONTACT_RULES = (
     ("friction", 0.0, None),
@@ -79,7 +79,7 @@ def _ranged_leaves(model: Model):
 def _inertia_invalid(J, xp):
     """Per inertia (..., 3, 3) -> (...): not finite, not symmetric, not positive
     semi-definite with a positive moment, or (positive definite and) breaking the triangle
-    inequality; ``xp``: numpy or jax.numpy (as :func:`jaxmbd._values.inertia_problem`)."""
+    inequality; ``xp``: numpy or jax.numpy (as :func:`jaxmbd.model._values.inertia_problem`)."""
     finite = xp.all(xp.isfinite(J), axis=(-2, -1))
     J = xp.where(finite[..., None, None], J, 0.0)
     Jt = xp.swapaxes(J, -1, -2)

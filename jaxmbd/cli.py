@@ -26,20 +26,20 @@ from rich.logging import RichHandler
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from . import animation
-from .animation import FORMATS
-from .controls_file import read_controls
+from .analysis.kinematics import kinematics as run_kinematics
+from .analysis.linearize import mode_motion, modes
+from .analysis.model_report import model_report
+from .analysis.simulation import simulate as run_simulate
 from .errors import ModelError, SolverError
 from .integrators import DEFAULT_INTEGRATOR
 from .io import load_model
-from .kinematics import kinematics as run_kinematics
-from .linearize import mode_motion, modes
+from .io.controls_file import read_controls
 from .model import Model
-from .model_report import model_report
 from .models import REGISTRY, Builtin, load
-from .plot import plot_solution
-from .simulation import simulate as run_simulate
 from .solution import Solution
+from .viz import animation
+from .viz.animation import FORMATS
+from .viz.plot import plot_solution
 
 #: Help texts derived from the integrators' tables (never repeated here).
 _FORMULATIONS = ", ".join(DEFAULT_INTEGRATOR)

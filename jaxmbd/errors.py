@@ -28,7 +28,7 @@ class AdjustmentWarning(UserWarning):
 
 class RedundancyWarning(UserWarning):
     """A model's redundant constraint rows were dropped for a run; the message names them and
-    the loop they close (see :mod:`jaxmbd.redundancy`)."""
+    the loop they close (see :mod:`jaxmbd.constraints.redundancy`)."""
 
 
 class JointSpaceOnlyWarning(UserWarning):

@@ -29,10 +29,10 @@ from typing import NamedTuple
 import jax.numpy as jnp
 
 from . import _config  # noqa: F401
-from ._small import dot, mm, mtm, mv, row_vec_mat
+from .compiled.small import dot, mm, mtm, mv, row_vec_mat
 from .lie import hat
 
-# Small-matrix products are the unrolled sums of jaxmbd._small (fused loops instead of tiny
+# Small-matrix products are the unrolled sums of jaxmbd.compiled.small (fused loops instead of tiny
 # batched dots on XLA:CPU); the short names are the ones the kernels below use.
 _mv, _dot, _row_vec_mat, _mm, _mtm = mv, dot, row_vec_mat, mm, mtm
 
@@ -407,7 +407,7 @@ class GconKind:
     d(G^T lam)/d(r, theta_bar); ``f_rows()`` gives the set's driver values.
     ``row_vectors(s)``: the nonzero vectors of the row form (``p_bar``, ``q_bar``,
     ``w_bar``, ``s_bar_p``, ``s_bar_q``, ``c``) and ``alpha``, ``delta``, ``beta``,
-    ``kappa`` its 0/1 coefficients (the table of :mod:`jaxmbd.equations`).
+    ``kappa`` its 0/1 coefficients (the table of :mod:`jaxmbd.constraints.equations`).
     ``fields``: the builder's vector keywords. ``point_rank``: how well a row marks where
     a joint attaches (0 best; None: no points). ``joins_points``: its rows make two body
     points coincide (an attachment, not a slide). ``file_value``: the file key of f

@@ -11,17 +11,17 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _config  # noqa: F401
-from ._joint_forces import coordinates_and_rates
-from ._mujoco_layout import tree_layout
 from ._results import first_failed_step
 from .contact import slot_history
 from .forces import BodyState
+from .forces._joint import coordinates_and_rates
 from .formulations import get_formulation
 from .integrators.moreau_jean import hard_contact_slots, hard_limit_forces
-from .joints import JointCoordinates, JointCoordinatesMap, JointDefinition, rotation_vector
-from .markers import MarkerMap
+from .model.joints import JointCoordinates, JointCoordinatesMap, JointDefinition, rotation_vector
+from .model.markers import MarkerMap
 from .sensors import SensorReadings
 from .tree import JointType
+from .tree._mujoco_layout import tree_layout
 
 
 @jax.jit
@@ -66,7 +66,7 @@ class TreeJointMap(JointCoordinatesMap):
     planar joint built in code, as one hinge or slide per coordinate; a spherical joint
     whose child is its body i, whose ball turns the other way) is read from the body
     states, as in the absolute
-    formulations (:func:`jaxmbd.joints.joint_coordinates`: the same coordinates, shapes
+    formulations (:func:`jaxmbd.model.joints.joint_coordinates`: the same coordinates, shapes
     and conventions in every formulation); the tree joints it is made of stay readable by
     their own names (``"u.angle_1"``)."""
 
@@ -162,7 +162,7 @@ class Solution(eqx.Module):
     )  # steps between saved rows  # "" for kinematic analyses
     body_names: tuple[str, ...] = eqx.field(static=True, default=())
     constraint_names: tuple[str, ...] = eqx.field(static=True, default=())
-    # the model's joint definitions (jaxmbd.joints), for :attr:`joints`; () if none
+    # the model's joint definitions (jaxmbd.model.joints), for :attr:`joints`; () if none
     joint_definitions: tuple[JointDefinition, ...] = ()
     # the contact element of the run (jaxmbd.contact.ContactForce), for :attr:`contact`
     contact_element: object | None = None
@@ -172,11 +172,11 @@ class Solution(eqx.Module):
     sensor_key: jax.Array | None = None
     # how far the consistent start moved each body (jaxmbd._checks.StartCorrection)
     start_correction: object | None = None
-    # the model's markers (jaxmbd.markers.Markers), for :attr:`markers`; None if none
+    # the model's markers (jaxmbd.model.markers.Markers), for :attr:`markers`; None if none
     marker_element: object | None = None
     # hard contact (moreau_jean): the unilateral rows' mean forces per step (T, n_N + 2 ns)
     unilateral_forces: jax.Array | None = None
-    # the model's joint limits (jaxmbd.joint_limits.JointLimits), for :attr:`limits`
+    # the model's joint limits (jaxmbd.forces.joint_limits.JointLimits), for :attr:`limits`
     limit_element: object | None = None
     # the kinematic tree of a run in joint coordinates (jaxmbd.tree.KinematicTree): q and v
     # are then its qpos and qvel (T, nq), (T, nv)
@@ -252,7 +252,7 @@ class Solution(eqx.Module):
         """Joint coordinates (..., T, nq) in the kinematic tree's layout (MuJoCo's for a
         model read from MJCF or URDF), in every formulation: stored by a run in joint
         coordinates, read from the body states of the others
-        (:func:`jaxmbd._mujoco_layout.mujoco_layout`); None for a model without a tree."""
+        (:func:`jaxmbd.tree._mujoco_layout.mujoco_layout`); None for a model without a tree."""
         if self.tree is None:
             return None
         return self.stored_q if self._joint_space_run else self._layout()[0]
@@ -267,10 +267,10 @@ class Solution(eqx.Module):
     @property
     def joints(self) -> JointCoordinatesMap:
         """Joint coordinates over time, by joint name: ``sol.joints["hinge"].q`` and
-        ``.qdot`` (a :class:`~jaxmbd.joints.JointCoordinates`; ``.rotation_vector`` too for a
+        ``.qdot`` (a :class:`~jaxmbd.model.joints.JointCoordinates`; ``.rotation_vector`` too for a
         spherical joint), computed from the body poses and velocities when read, angles
         unwrapped over time. Conventions per joint kind (and MuJoCo's for joints loaded from
-        MJCF): :mod:`jaxmbd.joints`. A run in joint coordinates reads the tree's joints from
+        MJCF): :mod:`jaxmbd.model.joints`. A run in joint coordinates reads the tree's joints from
         qpos/qvel and gives every joint of the model the same coordinates as the other
         formulations (:class:`TreeJointMap`). An unknown name raises ``KeyError`` listing
         the joints; a Solution read from a file has none."""
@@ -344,8 +344,8 @@ class Solution(eqx.Module):
     def markers(self):
         """The model's markers over time, by name: ``sol.markers["tip"].position`` (T, 3),
         ``.velocity``, ``.acceleration``, ``.orientation`` (T, 3, 3), ``.angular_velocity``,
-        ``.angular_acceleration`` (a :class:`~jaxmbd.markers.MarkerMotion`, a batch's axes
-        first), computed from the stored body states when read (:mod:`jaxmbd.markers`) and
+        ``.angular_acceleration`` (a :class:`~jaxmbd.model.markers.MarkerMotion`, a batch's axes
+        first), computed from the stored body states when read (:mod:`jaxmbd.model.markers`) and
         differentiable (usable in losses). An unknown name raises ``KeyError`` listing the
         markers; a Solution read from a file has none."""
         return MarkerMap(self.marker_element, self)

@@ -5,7 +5,7 @@ from pathlib import Path
 
 # The suite's time is compilation, not running (a gradient program: ~13 s tracing, ~23 s
 # XLA). Nested programs (a test's own jax.jit / jax.grad around jaxmbd) compile with the XLA
-# option jaxmbd's top-level programs already use (jaxmbd._jit): ~35 % less XLA compile time
+# option jaxmbd's top-level programs already use (jaxmbd.compiled.jit): ~35 % less XLA compile time
 # for the gradient tests. LLVM optimisation level 0 saves ~20 % more of a gradient test
 # (46.6 -> 37.3 s) and even the run-heavy notebooks come out faster (slider crank + swing-up:
 # 65 -> 56 s); results are unchanged (no fast-math at any level). Set before jax creates its
@@ -34,7 +34,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 import jaxmbd as mbd  # noqa: E402  (enables float64 before any test builds arrays)
-from jaxmbd._program_cache import forget_loaded  # noqa: E402
+from jaxmbd.compiled.program_cache import forget_loaded  # noqa: E402
 
 assert jax.config.jax_compilation_cache_dir == CACHE_DIR
 

@@ -169,7 +169,7 @@ def test_policy_closes_the_loop_each_step(position_servo):
     n = 100
 
     # the law as a new lambda per run: its closed-over gains are traced leaves
-    # (jaxmbd/_jit.py, tests/test_compile_once.py), so the second run compiles nothing
+    # (jaxmbd/compiled/jit.py, tests/test_compile_once.py), so the second run compiles nothing
     def run(k):
         return mbd.simulate(model, t_end=n * H, h=H, policy=lambda t, o: -k @ o,
                             integrator="rkmk", formulation="se3")  # fmt: skip

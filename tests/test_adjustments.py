@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import jaxmbd as mbd
-from jaxmbd._stepping import num_steps
+from jaxmbd.analysis._stepping import num_steps
 
 
 def _body_with_axes(x, y):

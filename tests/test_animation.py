@@ -13,9 +13,9 @@ from PIL import Image
 from typer.testing import CliRunner
 
 import jaxmbd as mbd
-from jaxmbd.animation import _COLORS, _scene
 from jaxmbd.cli import app
 from jaxmbd.lie import so3_exp
+from jaxmbd.viz.animation import _COLORS, _scene
 
 
 def _two_body_model():
@@ -458,7 +458,7 @@ def test_contact_arrows_at_active_frames_along_the_force(ball):
     np.testing.assert_allclose(c.arrow[:, 0], expected_arrow, rtol=1e-12, atol=1e-15)
     assert np.max(np.linalg.norm(c.arrow, axis=-1)) == pytest.approx(0.25 * scene.size)
     # the polyline drawn: shaft from the point to its tip, then a head ending at the tip
-    from jaxmbd.animation import _arrow_polyline
+    from jaxmbd.viz.animation import _arrow_polyline
 
     k = int(np.argmax(force))
     seg = _arrow_polyline(c.point[k], c.arrow[k], np.array([1.0, 0, 0]))
@@ -480,7 +480,7 @@ def test_contact_arrows_at_active_frames_along_the_force(ball):
 
 
 def _red_pixels(path) -> list[int]:
-    from jaxmbd.animation import CONTACT_COLOR
+    from jaxmbd.viz.animation import CONTACT_COLOR
 
     im = Image.open(path)
     counts = []
@@ -509,7 +509,7 @@ def test_html_contacts_traces_and_offline_file(ball, tmp_path):
     frame with a shaft exactly at the active slots; contacts=False drops both contact
     traces; the HTML is written."""
     pytest.importorskip("plotly")
-    from jaxmbd._animation_html import _plotly_figure
+    from jaxmbd.viz._animation_html import _plotly_figure
 
     model, sol = ball
     opts = dict(joints=True, view=(25, -60), size=(500, 400), title="ball", fps=5)
@@ -555,9 +555,9 @@ def test_contacts_option_checks_and_cli(ball, tmp_path):
     mbd.save_model(model, tmp_path / "m.json")
     plain.save(tmp_path / "run.npz")
     calls = []
-    import jaxmbd.animation
+    import jaxmbd.viz.animation
 
-    real = jaxmbd.animation.animate
+    real = jaxmbd.viz.animation.animate
 
     def spy(*args, **kwargs):
         calls.append(kwargs["contacts"])
@@ -567,7 +567,7 @@ def test_contacts_option_checks_and_cli(ball, tmp_path):
     args = ["animate", str(tmp_path / "run.npz"), "--model", str(tmp_path / "m.json"), "--fps", "2"]
     import unittest.mock
 
-    with unittest.mock.patch("jaxmbd.animation.animate", spy):
+    with unittest.mock.patch("jaxmbd.viz.animation.animate", spy):
         for flag in ([], ["--no-contacts"], ["--contacts"]):
             result = runner.invoke(app, [*args, "--out", str(tmp_path / "a.gif"), *flag])
             assert result.exit_code == 0, result.output

@@ -1,4 +1,4 @@
-"""Joint armature (rotor inertia, issue 36; :mod:`jaxmbd.joint_dynamics`): pendulum periods
+"""Joint armature (rotor inertia, issue 36; :mod:`jaxmbd.forces.joint_dynamics`): pendulum periods
 against the closed forms, a double pendulum with armature on the elbow (between two moving
 bodies: the coupling a g g^T and the velocity term -a (g_dot . V) g) against its own
 joint-space Lagrangian integrated tightly and against MuJoCo, energy with 1/2 a q_dot^2,
@@ -27,7 +27,7 @@ from scipy.integrate import solve_ivp
 from scipy.special import ellipk
 
 import jaxmbd as mbd
-from jaxmbd.joint_dynamics import JointDynamics
+from jaxmbd.forces.joint_dynamics import JointDynamics
 
 G = 9.81
 

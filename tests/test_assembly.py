@@ -1,4 +1,4 @@
-"""An assembly that says what it did (jaxmbd/_checks.py, jaxmbd/_joint_points.py): the
+"""An assembly that says what it did (jaxmbd/_checks.py, jaxmbd/model/_joint_points.py): the
 consistent start records how far it moved each body (sol.start_correction) and warns
 above jaxmbd._checks.ASSEMBLY_TOLERANCE (a tie rod of the wrong length, a velocity that
 breaks a joint), a joint point far from both bodies is flagged by the builder, an

@@ -245,7 +245,7 @@ def test_default_chunk():
     of two of members whose Newton matrices fit in the device's share of CHUNK_BYTES; a
     device with no more members than that runs them in one vmap (None), and so does a run
     of the joint formulation (its time loop chunks the batch itself)."""
-    from jaxmbd.batch import CHUNK_BYTES, HOISTED_CHUNK, _chunk_size
+    from jaxmbd.analysis.batch import CHUNK_BYTES, HOISTED_CHUNK, _chunk_size
     from jaxmbd.linear.small import SMALL_MAX
 
     pendulum, crank = mbd.models.double_pendulum(), mbd.models.slider_crank()
@@ -272,7 +272,7 @@ def test_accelerator_paths_equal_single_runs(newton, monkeypatch):
     member is stale; batched getrf and triangular solves), taken here on the CPU through
     the testing hook: each member equals its single run to 1e-12, and a failed member
     stays alone. Default Newton: refresh and inverse; full: LU factors and solves."""
-    from jaxmbd import _batching
+    from jaxmbd.compiled import batching as _batching
     from jaxmbd.linear.dense import dense_lu, inverse_and_pivots
 
     model = mbd.models.double_pendulum()
@@ -343,8 +343,8 @@ def test_batched_time_loop_is_one_native_loop(case, tmp_path):
     vmap of 256 (the loop body's bytes over the hoisting threshold) and when YNNPACK
     library fusions (reductions and constant-matrix products grown by the batch axis)
     sat in the loop."""
-    from jaxmbd._xla_flags import loop_hoisted
-    from jaxmbd.batch import _chunk_size, _is_joint, _static_options, _vmapped
+    from jaxmbd.analysis.batch import _chunk_size, _is_joint, _static_options, _vmapped
+    from jaxmbd.compiled.xla_flags import loop_hoisted
 
     formulation, integrator = case
     if formulation == "joint":

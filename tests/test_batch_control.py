@@ -21,7 +21,7 @@ from jax.flatten_util import ravel_pytree
 
 import jaxmbd as mbd
 from jaxmbd.actuators import observation
-from jaxmbd.joints import place_joint_states
+from jaxmbd.model.joints import place_joint_states
 
 OPTS = dict(formulation="rA", integrator="rkmk", t_end=0.2, h=0.01)
 N = 20

@@ -1,5 +1,5 @@
 """Batches of the joint formulation's explicit steps as per-member scalar code on tiles of
-members (``jaxmbd._batch_lanes``, the default): the evaluator against ``jax.vmap``, a
+members (``jaxmbd.compiled.batch_lanes``, the default): the evaluator against ``jax.vmap``, a
 batch against its members' single runs (own masses, rates and controls, one member that
 fails), gradients of a batched loss against central differences, and the structure of the
 compiled batch program (its time loop computes on tiles of members, the lanes minor)."""
@@ -24,9 +24,9 @@ from test_batch_last import (
 
 import jaxmbd as mbd
 import jaxmbd.joint_space.run as joint_run
-from jaxmbd._batch_lanes import LANES, VMAP_CHUNK, batch_lanes
-from jaxmbd._batch_last import batch_last
-from jaxmbd.batch import _chunk_size, _static_options, _vmapped
+from jaxmbd.analysis.batch import _chunk_size, _static_options, _vmapped
+from jaxmbd.compiled.batch_lanes import LANES, VMAP_CHUNK, batch_lanes
+from jaxmbd.compiled.batch_last import batch_last
 from jaxmbd.joint_space.steppers import RungeKutta4, SemiImplicitEuler
 
 LANE_STEPPERS = (RungeKutta4, SemiImplicitEuler)
@@ -176,7 +176,7 @@ def test_a_program_too_large_for_tiles(monkeypatch, too_large, members):
     more than ``VMAP_CHUNK`` members in chunks of that many: a loop over the chunks around
     the time loop, the remainder after it) or one member after another (``lax.map``: a loop
     over the members), with the same values; an unknown schedule is refused."""
-    monkeypatch.setattr("jaxmbd._batch_lanes.MAX_ENTRIES_ESTIMATE", 0)
+    monkeypatch.setattr("jaxmbd.compiled.batch_lanes.MAX_ENTRIES_ESTIMATE", 0)
     x = jnp.asarray(np.random.default_rng(2).normal(size=(members, 3)))
     a = jnp.asarray(0.7)
     f = jax.vmap(batch_lanes(_scan_run, too_large=too_large), in_axes=(0, None))
@@ -200,7 +200,7 @@ def test_an_entry_read_by_several_equations_is_computed_once(pendulum, monkeypat
     each entry that several equations read once, as a conditional's buffer; without the
     groups XLA's CPU fusion computes such an entry again in every fusion that reads it
     (3.2x the arithmetic instructions here: 13,882 against 4,322)."""
-    import jaxmbd._batch_lanes as lanes
+    import jaxmbd.compiled.batch_lanes as lanes
 
     members, _ = _members(pendulum, MEMBERS)
     opts = _static_options(dict(formulation="joint", integrator="rk", t_end=STEPS * 1e-3, h=1e-3))

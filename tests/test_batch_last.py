@@ -1,5 +1,6 @@
 """Batches of the joint formulation: sine and cosine as vectorisable polynomials
-(``jaxmbd._trig``), and the opt-in batch-last rule (``jaxmbd._batch_last``, the batch as
+(``jaxmbd.compiled.trig``), and the opt-in batch-last rule (``jaxmbd.compiled.batch_last``, the
+batch as
 every array's minor axis): values against ``jax.vmap``, single runs and NumPy, gradients
 against central differences, and the structure of the compiled batch programs."""
 
@@ -13,9 +14,9 @@ import pytest
 
 import jaxmbd as mbd
 import jaxmbd.joint_space.run as joint_run
-from jaxmbd._batch_last import batch_last
-from jaxmbd._trig import sin_cos
-from jaxmbd.batch import _chunk_size, _static_options, _vmapped
+from jaxmbd.analysis.batch import _chunk_size, _static_options, _vmapped
+from jaxmbd.compiled.batch_last import batch_last
+from jaxmbd.compiled.trig import sin_cos
 from jaxmbd.joint_space import RungeKutta4, SemiImplicitEuler
 
 PENDULUM = """<mujoco><option timestep="0.001"/><worldbody><body name="a">
@@ -224,7 +225,7 @@ def test_batched_time_loop_calls_no_libm_sine(pendulum):
     """Structure, not time: the program ``simulate_batch`` compiles by default for a batch
     of the joint formulation has no ``sine``/``cosine`` in its time loop (XLA's CPU backend
     makes each a scalar libm call per element, 17-24 ns, more than the rest of a batched
-    step): the hinges' rotations take :mod:`jaxmbd._trig`'s polynomials, which vectorise."""
+    step): the hinges' rotations take :mod:`jaxmbd.compiled.trig`'s polynomials, which vectorise."""
     members, _ = _members(pendulum, MEMBERS)
     opts = _static_options(dict(formulation="joint", integrator="rk", t_end=STEPS * 1e-3, h=1e-3))
     chunk = _chunk_size(members, MEMBERS, None, 1, "cpu")

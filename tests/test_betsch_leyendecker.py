@@ -479,7 +479,7 @@ def test_six_body_linkage_start_is_consistent(linkage):
     finite multipliers, zero on the dropped row (the split among dependent rows is not
     unique: the one with the dropped row's share zero), that balance the forces,
     G^T lam = Q - M a (rA form), and the initial rates of Sec. 5.4.2."""
-    from jaxmbd.equations import rA_terms
+    from jaxmbd.constraints.equations import rA_terms
 
     model = mbd.models.six_body_linkage()
     sol = linkage["constrained"]

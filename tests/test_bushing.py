@@ -1,4 +1,4 @@
-"""The bushing (jaxmbd/bushing.py, ModelBuilder.bushing): its force against closed forms at
+"""The bushing (jaxmbd/forces/bushing.py, ModelBuilder.bushing): its force against closed forms at
 large deflections, the damped oscillators it makes with a free body, the energy balance
 with damping, its gradient, and the model file round trip."""
 

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import jaxmbd as mbd
-from jaxmbd.equations import constraint_values
+from jaxmbd.constraints.equations import constraint_values
 from jaxmbd.formulations import FORMULATIONS, AbstractAutodiffFormulation, get_formulation
 from jaxmbd.formulations.index1 import index1_dynamics
 from jaxmbd.integrators import AbstractIntegrator, StepResult, get_integrator, valid_pairs

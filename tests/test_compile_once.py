@@ -1,4 +1,4 @@
-"""A loss evaluated again compiles nothing again, jitted or not (jaxmbd/_jit.py).
+"""A loss evaluated again compiles nothing again, jitted or not (jaxmbd/compiled/jit.py).
 
 An un-jitted ``jax.value_and_grad(loss)`` in an optimisation loop calls ``loss`` anew each
 iteration, and a ``policy=lambda t, obs: -gain @ obs`` inside it is a new function each

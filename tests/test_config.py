@@ -1,6 +1,6 @@
 """Settings made by ``import jaxmbd`` (jaxmbd/_config.py): float64 and the per-user
 persistent compilation cache, its opt-out, and that a cache folder the user chose wins;
-one BLAS thread for jax's LAPACK kernels (jaxmbd/_blas_threads.py)."""
+one BLAS thread for jax's LAPACK kernels (jaxmbd/compiled/blas_threads.py)."""
 
 import json
 import os
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import jax
 
-from jaxmbd import _blas_threads as _blas
 from jaxmbd._config import NO_CACHE_ENV, default_cache_dir, enable_compilation_cache
+from jaxmbd.compiled import blas_threads as _blas
 
 CHILD = """
 import json, jax, jax.numpy as jnp
@@ -86,7 +86,7 @@ def _blas_threads(case, **env):
 
 def test_lapack_kernels_get_one_blas_thread():
     """jax's LAPACK calls run in scipy's OpenBLAS; after ``import jaxmbd`` it has one
-    thread (jaxmbd/_blas_threads.py), whether scipy was imported before jaxmbd or not."""
+    thread (jaxmbd/compiled/blas_threads.py), whether scipy was imported before jaxmbd or not."""
     for case in ("fresh", "scipy-first"):
         threads = _blas_threads(case)
         scipy_blas = [n for path, n in threads.items() if "scipy" in Path(path).parent.name]
@@ -105,13 +105,13 @@ def test_blas_configuration_respects_the_user(monkeypatch):
 
 
 def test_program_cache_keys_what_a_lambda_closes_over():
-    """The disk cache of exported programs (jaxmbd/_program_cache.py) keys a top-level
+    """The disk cache of exported programs (jaxmbd/compiled/program_cache.py) keys a top-level
     function by its code and the values it closes over: two lambdas of the same source line
     over another scale or another length are two programs, never the first one reloaded."""
     import jax.numpy as jnp
 
     import jaxmbd as mbd
-    from jaxmbd._program_cache import folder
+    from jaxmbd.compiled.program_cache import folder
 
     assert folder() is not None  # the suite's cache is on: the call goes through the disk
 
@@ -130,7 +130,7 @@ def test_program_cache_keys_simulates_programs(monkeypatch):
     (they were unkeyable: pickle refused the decorated functions, then recursed on
     ``tuple``, and every warm process traced them again)."""
     import jaxmbd as mbd
-    from jaxmbd import _program_cache
+    from jaxmbd.compiled import program_cache as _program_cache
 
     outcomes = []
     key = _program_cache._key
@@ -147,7 +147,7 @@ def test_program_cache_keys_simulates_programs(monkeypatch):
     monkeypatch.setattr(_program_cache, "_key", recording)
     # options of its own: a program this process has not met (the in-memory memo is skipped)
     mbd.simulate(mbd.models.double_pendulum(), formulation="rA", t_end=0.012, h=1e-3, save_every=3)
-    assert ("jaxmbd.simulation._run", True) in outcomes
+    assert ("jaxmbd.analysis.simulation._run", True) in outcomes
     assert all(ok for _, ok in outcomes), outcomes
 
 
@@ -168,7 +168,7 @@ def test_program_cache_reloads_the_compiled_executable(monkeypatch, tmp_path):
     from conftest import count_compilations
 
     import jaxmbd as mbd
-    from jaxmbd import _program_cache
+    from jaxmbd.compiled import program_cache as _program_cache
 
     monkeypatch.setattr(_program_cache, "folder", lambda: tmp_path)
     model = mbd.models.double_pendulum()
@@ -202,7 +202,7 @@ def test_forgotten_programs_load_again_from_disk(monkeypatch, tmp_path):
     from conftest import count_compilations
 
     import jaxmbd as mbd
-    from jaxmbd import _program_cache
+    from jaxmbd.compiled import program_cache as _program_cache
 
     monkeypatch.setattr(_program_cache, "folder", lambda: tmp_path)
     model, scale = mbd.models.double_pendulum(), jnp.asarray(2.5)
@@ -263,7 +263,7 @@ def test_program_cache_stores_what_xla_cache_holds(monkeypatch, tmp_path):
     from conftest import count_compilations
 
     import jaxmbd as mbd
-    from jaxmbd import _program_cache
+    from jaxmbd.compiled import program_cache as _program_cache
 
     x = jnp.linspace(0.0, 1.0, 7)
     monkeypatch.setattr(_program_cache, "folder", lambda: tmp_path / "first")

@@ -12,7 +12,7 @@ solimp = (0.9, 0.95, 0.001)), a critically damped response with a 0.02 s time co
 mass independent. It penetrates deep into an impact (about v tau / e: 7 mm at 1 m/s; the
 box's four corners landing at 1 m/s sink 3.8 mm, the chain's 3 m/s whip 2.7 cm) and
 rests at the depth r_s where d' K d r_s = (1 - d') g: 3.7e-4 m for one contact with an
-elliptic cone, less when contacts share a load (jaxmbd._mjcf_contact.static_penetration,
+elliptic cone, less when contacts share a load (jaxmbd.mjcf._contact.static_penetration,
 checked against MuJoCo in tests/test_mjcf_contact.py). Its friction lies in an elliptic
 or (default) pyramidal cone, exactly Coulomb along the pyramid's axes. jaxmbd's contact is
 a Hunt-Crossley penalty force, stiff by default (a body's weight on one slot penetrates

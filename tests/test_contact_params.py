@@ -15,7 +15,7 @@ import pytest
 from scipy.optimize import brentq
 
 import jaxmbd as mbd
-from jaxmbd import _mjcf_contact as mc
+from jaxmbd.mjcf import _contact as mc
 
 G = 9.81
 MASS, RADIUS = 1.0, 0.1
@@ -191,7 +191,7 @@ def test_margin_gap_and_explicit_pair_are_mujocos(tmp_path):
     """MuJoCo's balls rest at the closed form of our meaning, R + includemargin - r_s (r_s:
     MuJoCo's rest penetration, :func:`static_penetration`; includemargin from the geoms'
     or the pair's margin and gap by the installed MuJoCo's rule,
-    jaxmbd._mjcf_contact.margin_rule), and each resting contact's includemargin is the
+    jaxmbd.mjcf._contact.margin_rule), and each resting contact's includemargin is the
     margin of our pair; the explicit pair collides although the bits exclude its ball, with
     its own friction, condim and margin. That jaxmbd rests them there:
     tests/test_contact_scenes.py (these balls beside the stack of boxes)."""

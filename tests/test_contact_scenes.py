@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import jaxmbd as mbd
-from jaxmbd.joint_limits import JointLimits
+from jaxmbd.forces.joint_limits import JointLimits
 
 mujoco = pytest.importorskip("mujoco")
 
@@ -136,7 +136,7 @@ def test_humanoid_lying_on_the_floor_rests_as_in_mujoco(tmp_path):
 def _limit_stiffness_of_mujoco(model, m, d):
     """``model`` with the stiffness of each limit MuJoCo holds at rest set to MuJoCo's
     static one there, its limit force over its violation (efc_force / efc_pos): the
-    importer's limits keep jaxmbd's default stiffness (:mod:`jaxmbd.joint_limits`), which
+    importer's limits keep jaxmbd's default stiffness (:mod:`jaxmbd.forces.joint_limits`), which
     lets the ant's ankles 0.011 rad into their stops where MuJoCo's soft limits give
     4e-5 rad, 6 mm of torso height. The scene checks the contacts."""
     held = {}

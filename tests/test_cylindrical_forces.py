@@ -1,7 +1,7 @@
 """Joint forces on a cylindrical joint's two coordinates (issue 36 item 1): damping,
 stiffness, armature, limits and actuators on ``"<joint>.slide"`` and ``"<joint>.angle"``.
 
-Each coordinate is a one-coordinate view of the joint (:func:`jaxmbd._joint_forces.
+Each coordinate is a one-coordinate view of the joint (:func:`jaxmbd.forces._joint.
 coordinate_views`); the tests check that the views measure exactly ``sol.joints[name].q``,
 that a body symmetric about the axis follows the closed-form damped oscillator on each
 coordinate (uncoupled), that the armature adds to the inertia about the axis, that a limit
@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 
 import jaxmbd as mbd
-from jaxmbd._joint_forces import coordinate_views, coordinates_and_rates
 from jaxmbd.forces import BodyState
+from jaxmbd.forces._joint import coordinate_views, coordinates_and_rates
 
 # oscillator: mass M along the axis, J_AX + ARMATURE about it, each with its own spring
 M, J_AX, V0, W0 = 2.0, 0.1, 0.5, 1.0

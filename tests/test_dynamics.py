@@ -10,7 +10,7 @@ import pytest
 import references
 
 import jaxmbd as mbd
-from jaxmbd.diagnostics import (
+from jaxmbd.analysis.diagnostics import (
     angular_momentum,
     constraint_violation,
     energy,
@@ -325,7 +325,7 @@ def test_consistent_start_projects_published_velocities():
     assert float(corr.velocity) > 1.0  # the crank's omega flips sign
     assert float(corr.position) < 1e-5
     r, A, rdot, omega = state[:4]
-    from jaxmbd.equations import rA_terms
+    from jaxmbd.constraints.equations import rA_terms
 
     _, G, nu, _ = rA_terms(model, r, A, rdot * 0, omega * 0, 0.0)
     v = np.concatenate([rdot, omega], 1).reshape(-1)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import jaxmbd as mbd
-from jaxmbd import _xla_flags
+from jaxmbd.compiled import xla_flags as _xla_flags
 from jaxmbd.linear import small
 from jaxmbd.newton import SUCCESS, solve_with_condition
 

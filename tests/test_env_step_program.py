@@ -18,7 +18,7 @@ from jaxmbd.envs._model_env import physics_of
 #: observation and the reward). K from a jacfwd in q whose primal gives the forces and D
 #: from a jacfwd in qvel at its poses give about 12.0k; one jacfwd of 2 nv tangents gave
 #: 9.6k (and 1.4x the run time), three traced copies (forces, jacfwd in qvel, jacfwd in q)
-#: 14.5k. The step's batching rule (:func:`jaxmbd._batch_lanes.batch_lanes`, a
+#: 14.5k. The step's batching rule (:func:`jaxmbd.compiled.batch_lanes.batch_lanes`, a
 #: ``custom_vmap`` in a ``custom_jvp``) lowers its program with shared helpers inlined:
 #: 12.0k -> 13.5k ops for the same XLA compile time (10.0 and 9.9 CPU-s, hopper/hop).
 HOPPER_STEP_OPS_MAX = 14_000
@@ -97,7 +97,7 @@ def _assert_states_equal(got, want):
 def test_vmap_of_a_step_runs_on_tiles_of_members():
     """``jax.vmap(env.step)`` of three members (one tile, padded) equals their single steps,
     and its program computes on tiles of four members (the step's batching rule,
-    :func:`jaxmbd._batch_lanes.batch_lanes`); gradients of an APG-style loss over the
+    :func:`jaxmbd.compiled.batch_lanes.batch_lanes`); gradients of an APG-style loss over the
     batched steps equal those of the step's plain program under ``jax.vmap``."""
     env = mbd.envs.make("cartpole", "balance")
     keys = jax.random.split(jax.random.PRNGKey(3), 3)
@@ -150,7 +150,7 @@ def test_vmap_of_a_contact_step_steps_members_one_at_a_time(hopper):
 @pytest.mark.skipif(jax.default_backend() != "cpu", reason="XLA's CPU fusion")
 def test_contact_forces_are_one_buffer_of_the_velocity_jacobian(hopper):
     """The slots' contact forces and their nv tangents (the implicit step's forward mode)
-    leave the compiled program's conditional (:func:`jaxmbd._materialize.materialized`) as
+    leave the compiled program's conditional (:func:`jaxmbd.compiled.materialize.materialized`) as
     buffers, read by the bodies' sums and the moments' cross products: fused into each of
     them, the force law ran several times over (the cheetah's step 1.5x slower)."""
     from jaxmbd.contact.element import contact_element

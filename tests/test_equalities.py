@@ -1,4 +1,5 @@
-"""MJCF equality constraints (jaxmbd.equalities) in the joint formulation: every type in one
+"""MJCF equality constraints (jaxmbd.joint_space.equalities) in the joint formulation: every type
+in one
 file of our own, against a closed form, MuJoCo C and the same mechanism in the rA
 formulation (ModelBuilder joints)."""
 
@@ -15,12 +16,12 @@ import pytest
 from scipy.integrate import solve_ivp
 
 import jaxmbd as mbd
+from jaxmbd.analysis.limits_option import with_limits
 from jaxmbd.contact import with_contact
-from jaxmbd.equalities import with_equalities
 from jaxmbd.joint_space import model_tree
 from jaxmbd.joint_space.constraint_rows import constraint_residual
 from jaxmbd.joint_space.dynamics import accelerations
-from jaxmbd.limits_option import with_limits
+from jaxmbd.joint_space.equalities import with_equalities
 
 mujoco = pytest.importorskip("mujoco")
 

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 import jaxmbd as mbd
 from jaxmbd.cli import app
-from jaxmbd.drivers import Expression, ExpressionError
+from jaxmbd.model.drivers import Expression, ExpressionError
 
 
 def write(tmp_path, doc, name="model.json"):
@@ -265,8 +265,8 @@ def test_kinematic_status_covers_velocity_acceleration_and_multipliers():
     """The status of a kinematic step includes its velocity, acceleration and multiplier
     solves (it used to be the position Newton's alone): at a configuration that satisfies
     Phi = 0 but has a rank-deficient Jacobian, those solves are refused."""
+    from jaxmbd.analysis.kinematics import _kinematic_state
     from jaxmbd.formulations import get_formulation
-    from jaxmbd.kinematics import _kinematic_state
 
     model = _redundant_model()
     for name in ("rA", "re"):

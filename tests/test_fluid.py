@@ -1,4 +1,4 @@
-"""Fluid forces (jaxmbd.fluid: MuJoCo's inertia-box and ellipsoid models) against MuJoCo
+"""Fluid forces (jaxmbd.forces.fluid: MuJoCo's inertia-box and ellipsoid models) against MuJoCo
 C: the generalised fluid forces against qfrc_passive with every other passive force off,
 swimmer trajectories against MuJoCo's RK4 at h / 100, a sphere's terminal velocity in a
 viscous fluid against the closed form of the box model, and the gradients with respect to
@@ -16,10 +16,10 @@ import pytest
 
 import jaxmbd as mbd
 from jaxmbd.actuators import with_controls
+from jaxmbd.analysis.limits_option import with_limits
 from jaxmbd.contact import with_contact
 from jaxmbd.joint_space.dynamics import accelerations, applied_generalised_forces
 from jaxmbd.joint_space.run import model_tree
-from jaxmbd.limits_option import with_limits
 
 mujoco = pytest.importorskip("mujoco")
 dm_control = pytest.importorskip("dm_control")

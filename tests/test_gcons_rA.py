@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from jaxmbd import ModelBuilder, so3_exp
-from jaxmbd.equations import (
+from jaxmbd.constraints.equations import (
     constraint_values,
     rA_generalized_reaction,
     rA_jacobian_from_rows,

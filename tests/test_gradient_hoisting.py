@@ -1,6 +1,6 @@
 """A gradient's time loops stay out of XLA's small-while-loop hoisting, simulate's do not.
 
-``jaxmbd._xla_flags.unhoisted_when_differentiated`` passes a time step's carry (and rkmk's
+``jaxmbd.compiled.xla_flags.unhoisted_when_differentiated`` passes a time step's carry (and rkmk's
 stage carry) through a length-1 FFT only in differentiated programs (compile time: a hoisted
 loop is one LLVM function). Checked on the compiled HLO of a toy scan (cheap) and on the
 jaxpr of a real simulate gradient (tracing only); values must be unchanged to the bit."""
@@ -13,8 +13,8 @@ import pytest
 from jax.extend import core as jax_core
 
 import jaxmbd as mbd
-from jaxmbd import _xla_flags
-from jaxmbd._xla_flags import hoisted_sizes, loop_hoisted, unhoisted_when_differentiated
+from jaxmbd.compiled import xla_flags as _xla_flags
+from jaxmbd.compiled.xla_flags import hoisted_sizes, loop_hoisted, unhoisted_when_differentiated
 
 
 def _toy(p, guard=True):

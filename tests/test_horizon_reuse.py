@@ -1,4 +1,4 @@
-"""A new t_end compiles nothing (jaxmbd/simulation.py, ``_run_blocks``).
+"""A new t_end compiles nothing (jaxmbd/analysis/simulation.py, ``_run_blocks``).
 
 Outside any transformation ``simulate`` runs blocks of a fixed number of steps, one
 compiled program for every horizon, with the integrator's state carried from block to
@@ -16,7 +16,7 @@ import pytest
 from conftest import count_compilations
 
 import jaxmbd as mbd
-from jaxmbd import simulation
+from jaxmbd.analysis import simulation
 
 FIELDS = ("t", "r", "A", "rdot", "omega", "lam", "status", "iterations", "q", "v")
 

@@ -26,7 +26,7 @@ from typer.testing import CliRunner
 
 import jaxmbd as mbd
 from jaxmbd.cli import app
-from jaxmbd.drivers import Expression, ExpressionError
+from jaxmbd.model.drivers import Expression, ExpressionError
 
 FUZZ = settings(
     max_examples=60,
@@ -372,14 +372,14 @@ def test_published_file_hostile_fields(tmp_path):
 
 def test_step_count_is_bounded():
     """t_end = inf raised OverflowError; t_end / h = 1e15 allocated without bound"""
-    from jaxmbd._stepping import MAX_STEPS, num_steps
+    from jaxmbd.analysis._stepping import MAX_STEPS, num_steps
 
     with pytest.raises(ValueError, match="non-negative and finite"):
         num_steps(math.inf, 1e-3)
     with pytest.raises(ValueError, match="at most"):
         num_steps(1e12, 1e-3)
     assert num_steps(MAX_STEPS * 1e-3, 1e-3) == MAX_STEPS
-    from jaxmbd._stepping import check_save_every
+    from jaxmbd.analysis._stepping import check_save_every
 
     with pytest.raises(ValueError, match="at most 1e\\+07 are stored"):
         check_save_every(1, 10 * MAX_STEPS)

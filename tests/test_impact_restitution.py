@@ -12,7 +12,7 @@ import pytest
 from scipy.integrate import solve_ivp
 
 import jaxmbd as mbd
-from jaxmbd._restitution import (
+from jaxmbd.forces._restitution import (
     GRAVITY_CAP,
     GRAVITY_FACTOR,
     GRAVITY_TABLE_E,

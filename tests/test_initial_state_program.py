@@ -1,4 +1,5 @@
-"""consistent_initial_state called by a user runs as one compiled program (jaxmbd/initial_state.py):
+"""consistent_initial_state called by a user runs as one compiled program
+(jaxmbd/analysis/initial_state.py):
 op by op it compiled every primitive on its own (a fresh slider crank: 16 CPU-s, and 3 s for
 every later call), now once per model structure and options, with t and tol traced."""
 
@@ -11,7 +12,7 @@ import numpy as np
 from conftest import count_compilations
 
 import jaxmbd as mbd
-from jaxmbd.initial_state import _consistent_initial_state
+from jaxmbd.analysis.initial_state import _consistent_initial_state
 
 
 def test_one_program_reused_for_new_values_and_equal_to_the_traced_start():

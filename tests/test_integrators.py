@@ -12,7 +12,7 @@ import pytest
 import references
 
 import jaxmbd as mbd
-from jaxmbd.diagnostics import constraint_violation, energy
+from jaxmbd.analysis.diagnostics import constraint_violation, energy
 from jaxmbd.formulations import RA
 from jaxmbd.integrators import Discretisation
 from jaxmbd.integrators.base import step_system

@@ -9,7 +9,7 @@ import pytest
 from test_joint_loops import four_bar
 
 import jaxmbd as mbd
-from jaxmbd.linearize import mode_motion, modes_of
+from jaxmbd.analysis.linearize import mode_motion, modes_of
 
 G = 9.81
 

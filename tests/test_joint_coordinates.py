@@ -12,10 +12,10 @@ import pytest
 from test_docs import EXAMPLE, assert_prints, run_example
 
 import jaxmbd as mbd
-from jaxmbd.equations import constraint_values, rA_terms
-from jaxmbd.joints import joint_coordinates
+from jaxmbd.constraints.equations import constraint_values, rA_terms
 from jaxmbd.lie import so3_exp
-from jaxmbd.rotations import ep_to_A
+from jaxmbd.lie.rotations import ep_to_A
+from jaxmbd.model.joints import joint_coordinates
 
 DATA = Path(__file__).parent / "data"
 DOCS = Path(__file__).resolve().parents[1] / "docs"
@@ -321,7 +321,7 @@ def test_arm_joint_coordinates_match_mujoco():
 def test_acrobot_joint_coordinates_match_mujoco(tmp_path):
     """dm_control's acrobot (read from the installed package; a keyframe added in memory
     with MuJoCo's model editor, written to a temporary file), with its joint damping
-    (jaxmbd.joint_dynamics); MuJoCo's armature is set to zero in memory (the acrobot has
+    (jaxmbd.forces.joint_dynamics); MuJoCo's armature is set to zero in memory (the acrobot has
     none) and its control to zero. From (2.5, -1.0) rad at (1.0, -2.0) rad/s, gen_alpha at
     h = 1e-3 follows MuJoCo's RK4 at 1e-4 over 1 s (measured 3.0e-5 rad, 1.6e-4 rad/s)."""
     pytest.importorskip("dm_control")

@@ -1,4 +1,4 @@
-"""Joint damping, stiffness and friction loss (jaxmbd.joint_dynamics): closed-form damped
+"""Joint damping, stiffness and friction loss (jaxmbd.forces.joint_dynamics): closed-form damped
 oscillators and a friction stop, gradients against central differences, the builder's
 checks, and MJCF's damping, stiffness and springref against MuJoCo itself."""
 
@@ -17,8 +17,8 @@ import pytest
 from scipy.integrate import cumulative_simpson
 
 import jaxmbd as mbd
-from jaxmbd.joint_dynamics import FRICTION_VELOCITY, JointDynamics
-from jaxmbd.quaternion_joint_dynamics import QuaternionJointDynamics
+from jaxmbd.forces.joint_dynamics import FRICTION_VELOCITY, JointDynamics
+from jaxmbd.forces.quaternion_joint_dynamics import QuaternionJointDynamics
 
 # block on a slide: under-damped spring about a reference, started moving
 M, C_SLIDE, K_SLIDE, REF_SLIDE, V0 = 2.0, 2.0, 50.0, 0.1, 0.5
@@ -93,7 +93,7 @@ def test_damped_oscillators_follow_the_closed_forms():
 def test_friction_loss_stops_a_spinning_rotor():
     """J w' = -f tanh(w / v_r) from w0: w(t) = v_r asinh(sinh(w0 / v_r) exp(-f t / (J v_r)))
     to 1e-7 rad/s, within asinh(1/2) v_r of Coulomb's max(0, w0 - f t / J) (the
-    regularisation error stated in jaxmbd.joint_dynamics; Coulomb stops it at 1 s), and
+    regularisation error stated in jaxmbd.forces.joint_dynamics; Coulomb stops it at 1 s), and
     below 1e-3 v_r ten time constants J v_r / f after Coulomb's stop."""
     _, sol = oscillator_run()
     t = np.asarray(sol.t)
@@ -120,7 +120,7 @@ def test_rkmk_step_with_joint_forces_is_one_hoisted_loop():
     loop compiled as one native loop, computing what LAPACK's unhoisted step does."""
     if jax.default_backend() != "cpu":
         pytest.skip("the hoisting pass is XLA's CPU compiler's")
-    from jaxmbd._xla_flags import loop_hoisted
+    from jaxmbd.compiled.xla_flags import loop_hoisted
     from jaxmbd.forces import BodyState
 
     b = mbd.ModelBuilder("cart-pole")

@@ -1,4 +1,4 @@
-"""Compliant joint limits (jaxmbd.joint_limits): the penetration bound, energy lost only at
+"""Compliant joint limits (jaxmbd.forces.joint_limits): the penetration bound, energy lost only at
 the limit, the slide limit, the builder's checks and MJCF ranges."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import jaxmbd as mbd
-from jaxmbd.joint_limits import DAMPING_RAMP, LIMIT_TIME_CONSTANT, JointLimits
+from jaxmbd.forces.joint_limits import DAMPING_RAMP, LIMIT_TIME_CONSTANT, JointLimits
 
 L, M, G = 1.0, 1.0, 9.81
 LOWER, UPPER = -0.3, 1.2

@@ -7,7 +7,7 @@ import pytest
 
 from jaxmbd import hat, so3_exp, so3_log, so3_right_jacobian, vee
 from jaxmbd.lie import orthonormalize
-from jaxmbd.rotations import (
+from jaxmbd.lie.rotations import (
     A_to_ep,
     A_to_zxz,
     ep_B,

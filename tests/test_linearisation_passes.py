@@ -1,4 +1,4 @@
-"""A gradient's loops are linearised once each (jaxmbd._tangents.with_tangents).
+"""A gradient's loops are linearised once each (jaxmbd.integrators._tangents.with_tangents).
 
 JAX linearises a scan by a fixed point over which carries have non-zero tangents, the
 whole body again each time one turns non-zero. The state enters simulate's time scan (and
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import jaxmbd as mbd
-from jaxmbd._tangents import with_tangents
+from jaxmbd.integrators._tangents import with_tangents
 
 
 def test_with_tangents_changes_no_bit_and_passes_no_derivative():

@@ -1,4 +1,4 @@
-"""Linearisation and modes (jaxmbd/linearize.py) against closed forms: a compound
+"""Linearisation and modes (jaxmbd/analysis/linearize.py) against closed forms: a compound
 pendulum's frequency sqrt(m g d / I_O) and damping ratio, a fixed-fixed spring-mass
 chain's eigenvalues and shapes, the double pendulum's two frequencies from its linearised
 equations, and a cart-pole's A and B about the upright pose (the LQR model)."""
@@ -134,8 +134,8 @@ def test_mode_motion_and_the_cli(pendulum_and_chain, tmp_path):
     from PIL import Image
     from typer.testing import CliRunner
 
+    from jaxmbd.analysis.linearize import mode_motion
     from jaxmbd.cli import app
-    from jaxmbd.linearize import mode_motion
 
     model, modes = pendulum_and_chain
     k = int(np.argmax(modes.frequencies))  # the chain's highest mode

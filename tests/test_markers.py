@@ -1,4 +1,4 @@
-"""Markers (jaxmbd.markers): frames fixed on bodies, read as ``sol.markers[name]``.
+"""Markers (jaxmbd.model.markers): frames fixed on bodies, read as ``sol.markers[name]``.
 
 References: the closed-form pose of a driven spatial two-link chain (its time derivatives by
 forward-mode autodiff of the closed form, independent of the solver's velocity and

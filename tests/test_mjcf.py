@@ -249,11 +249,11 @@ def test_unsupported_mjcf_features_in_one_warning(tmp_path):
         model = mbd.load_model(path)
     assert len(record) == 1
     text = str(record[0].message)
-    # a body's single hinge or slide takes its damping and stiffness (jaxmbd.joint_dynamics)
+    # a body's single hinge or slide takes its damping and stiffness (jaxmbd.forces.joint_dynamics)
     assert "joint damping" not in text and "joint stiffness" not in text
     for item in ("tendon 't' (armature)", "gravity compensation on ['b']"):
         assert item in text, item
-    # the joint coupling is an equality constraint of the model (jaxmbd.equalities)
+    # the joint coupling is an equality constraint of the model (jaxmbd.joint_space.equalities)
     assert "equality" not in text and [e.kind for e in model.equalities] == ["joint"]
     assert model.body_names == ("a", "b") and model.nc == 10  # revolute + translational
     # contacts are mapped (a and b are parent and child: MuJoCo does not collide them)

@@ -1,4 +1,4 @@
-"""MJCF actuators (jaxmbd/_mjcf_actuators.py): MuJoCo's motor, position, velocity and
+"""MJCF actuators (jaxmbd/mjcf/_actuators.py): MuJoCo's motor, position, velocity and
 general actuators on hinges and slides become jaxmbd actuators, and a driven double
 pendulum follows MuJoCo's own trajectory under the same piecewise-constant controls."""
 

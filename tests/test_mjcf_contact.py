@@ -1,5 +1,5 @@
 """MJCF contacts: MuJoCo's collision filters, its solref/solimp and friction, mapped to
-jaxmbd contact pairs (jaxmbd/_mjcf_contact.py), checked against MuJoCo itself: the geom
+jaxmbd contact pairs (jaxmbd/mjcf/_contact.py), checked against MuJoCo itself: the geom
 pairs it finds in contact, the penetration at which its ball rests and the speed at which
 its ball bounces back."""
 
@@ -14,8 +14,8 @@ import pytest
 mujoco = pytest.importorskip("mujoco")
 
 import jaxmbd as mbd  # noqa: E402
-from jaxmbd import _mjcf_contact as mc  # noqa: E402
 from jaxmbd.mjcf import UnsupportedFeatureWarning  # noqa: E402
+from jaxmbd.mjcf import _contact as mc  # noqa: E402
 
 # Every geom overlaps every other and the floor, so MuJoCo's contact list is exactly the set
 # of pairs its filters let through: contype/conaffinity bits, the parent-child filter (a

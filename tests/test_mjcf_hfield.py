@@ -18,9 +18,9 @@ import pytest
 from conftest import same_sensor_options
 
 import jaxmbd as mbd
-from jaxmbd._ray_cast import ray_hfield
 from jaxmbd.contact.height_field import HeightFieldGroup
 from jaxmbd.forces import BodyState
+from jaxmbd.geometry._ray_cast import ray_hfield
 from jaxmbd.joint_space.observe import read_sensors
 from jaxmbd.tree.kinematics import poses
 
@@ -162,7 +162,7 @@ def test_hfield_contacts_are_mujocos(field):
 
 
 def test_hfield_rays_are_mujocos(field, tmp_path):
-    """:func:`jaxmbd._ray_cast.ray_hfield` against ``mj_rayHfield`` on 1000 random rays
+    """:func:`jaxmbd.geometry._ray_cast.ray_hfield` against ``mj_rayHfield`` on 1000 random rays
     (about a quarter hit: the top, the side walls, the base box), 1e-12; and the sphere's
     rangefinder against ``sensordata`` at 4 random poses over the field (1e-12). A model
     file keeps the field's shape and the rangefinder's elevations."""

@@ -17,13 +17,13 @@ import pytest
 
 import jaxmbd as mbd
 from jaxmbd.actuators import with_controls
+from jaxmbd.analysis.limits_option import with_limits
 from jaxmbd.contact import with_contact
-from jaxmbd.equalities import with_equalities
-from jaxmbd.joint_dynamics import JointDynamics
-from jaxmbd.joint_limits import JointLimits
+from jaxmbd.forces.joint_dynamics import JointDynamics
+from jaxmbd.forces.joint_limits import JointLimits
 from jaxmbd.joint_space.dynamics import accelerations
+from jaxmbd.joint_space.equalities import with_equalities
 from jaxmbd.joint_space.run import model_tree
-from jaxmbd.limits_option import with_limits
 
 mujoco = pytest.importorskip("mujoco")
 dm_control = pytest.importorskip("dm_control")

@@ -1,5 +1,5 @@
 """The MJCF importer's joint limits against MuJoCo's soft limits (``solref``/``solimp``,
-:mod:`jaxmbd._mjcf_limit_gains`): the impedance d(r), the penetration at rest (a pendulum
+:mod:`jaxmbd.mjcf._limit_gains`): the impedance d(r), the penetration at rest (a pendulum
 on its stop, gymnasium's ant on its ankles) and the impact on a stop."""
 
 import os
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import jaxmbd as mbd
-from jaxmbd.joint_limits import JointLimits, mujoco_impedance
+from jaxmbd.forces.joint_limits import JointLimits, mujoco_impedance
 
 mujoco = pytest.importorskip("mujoco")
 
@@ -108,7 +108,7 @@ def test_rest_penetration_is_mujocos(tmp_path, limit):
 def test_impact_against_mujoco(tmp_path, limit):
     """The rod thrown onto its stop (6 rad/s) over 0.2 s: the same motion up to the stop and
     the same impact time; the force element stands for MuJoCo's soft constraint without
-    its added inertia d / (1 - d) (:mod:`jaxmbd._mjcf_limit_gains`), so the impact
+    its added inertia d / (1 - d) (:mod:`jaxmbd.mjcf._limit_gains`), so the impact
     penetrates sqrt(1 - d) as deep as MuJoCo's, d = d_max at these depths (to 10 %)."""
     m, model = _files(tmp_path, limit, 0.2, 6.0)
     theirs = _mujoco_angles(m, 0.2) - UPPER

@@ -13,8 +13,8 @@ import pytest
 
 import jaxmbd as mbd
 from jaxmbd import tree as T
-from jaxmbd.joint_dynamics import JointDynamics
-from jaxmbd.joint_limits import JointLimits
+from jaxmbd.forces.joint_dynamics import JointDynamics
+from jaxmbd.forces.joint_limits import JointLimits
 from jaxmbd.mjcf import UnsupportedFeatureWarning
 
 mujoco = pytest.importorskip("mujoco")

@@ -19,10 +19,10 @@ from scipy.integrate import solve_ivp
 
 import jaxmbd as mbd
 from jaxmbd import lie
+from jaxmbd.analysis.simulation import _initial
 from jaxmbd.formulations import get_formulation
 from jaxmbd.formulations.index1 import index1_dynamics
 from jaxmbd.integrators import get_integrator, get_tableau
-from jaxmbd.simulation import _initial
 
 THETAS = (0.0, 1e-8, 1e-3, 0.1, 3.0)
 

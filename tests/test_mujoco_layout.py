@@ -1,4 +1,4 @@
-"""MuJoCo's qpos/qvel from body states (``jaxmbd._mujoco_layout``) against MuJoCo C: at
+"""MuJoCo's qpos/qvel from body states (``jaxmbd.tree._mujoco_layout``) against MuJoCo C: at
 random (qpos, qvel), ``mj_forward``'s body frames and ``mj_objectVelocity`` give the body
 states, which must give back (qpos, qvel)."""
 
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import jaxmbd as mbd
-from jaxmbd._mujoco_layout import mujoco_layout
 from jaxmbd.mjcf import UnsupportedFeatureWarning
+from jaxmbd.tree._mujoco_layout import mujoco_layout
 
 mujoco = pytest.importorskip("mujoco")
 dm_control = pytest.importorskip("dm_control")

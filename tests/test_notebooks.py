@@ -24,7 +24,7 @@ GIF = "R0lGOD"
 def animations(outputs) -> list[str]:
     """The base64 GIFs among a notebook's outputs, under whichever MIME type the IPython that
     ran it chose (IPython 8 labels GIF bytes image/png, IPython 9 image/gif) or as the data URI
-    of an HTML image (:func:`jaxmbd.plot.inline`, which nbconvert renders in the docs)."""
+    of an HTML image (:func:`jaxmbd.viz.plot.inline`, which nbconvert renders in the docs)."""
     found = []
     for o in outputs:
         data = o.get("data", {})
@@ -51,7 +51,7 @@ def figures(outputs) -> list[str]:
 TEST_SETUP = """\
 import functools as _functools
 
-import jaxmbd.plot as _plot
+import jaxmbd.viz.plot as _plot
 
 
 def _few_frames(animate):

@@ -287,7 +287,7 @@ def test_energy_momentum_reuse_carries_its_solver_state():
     """newton="reuse" keeps the factored matrix in the integrator's state from step to
     step (the reused solver's state for the step's n unknowns), and converges to the damped
     Newton's root."""
-    from jaxmbd.simulation import _initial
+    from jaxmbd.analysis.simulation import _initial
 
     model = mbd.models.gyro_top()
     integrator = get_integrator("energy_momentum", "director", newton="reuse")

@@ -1,5 +1,5 @@
 """Damping, stiffness, friction loss and armature on ball and free joints
-(:mod:`jaxmbd.quaternion_joint_dynamics`) against MuJoCo C: the passive forces and
+(:mod:`jaxmbd.forces.quaternion_joint_dynamics`) against MuJoCo C: the passive forces and
 accelerations at random states (``mj_forward``), MuJoCo's RK4 trajectory, MuJoCo's
 ``mju_subQuat``; the absolute formulations name what they leave out."""
 
@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 import jaxmbd as mbd
-from jaxmbd._joint_forces import joint_space_entries_message
+from jaxmbd.forces._joint import joint_space_entries_message
+from jaxmbd.forces.quaternion_joint_dynamics import quaternion_difference, quaternion_joint_dynamics
 from jaxmbd.joint_space.dynamics import accelerations
 from jaxmbd.joint_space.run import model_tree
-from jaxmbd.quaternion_joint_dynamics import quaternion_difference, quaternion_joint_dynamics
 
 mujoco = pytest.importorskip("mujoco")
 
@@ -143,7 +143,7 @@ def test_friction_loss_is_coulomb_beyond_the_regularisation(models):
 
 def test_absolute_formulations_name_what_they_leave_out(models):
     """The text of the warning an absolute formulation's run gives
-    (:func:`jaxmbd._joint_forces.joint_space_entries_message`) names the three joints."""
+    (:func:`jaxmbd.forces._joint.joint_space_entries_message`) names the three joints."""
     message = joint_space_entries_message(models[0].forces, "simulate")
     assert "damping, stiffness, friction loss or armature on ['root', 'shoulder', 'wrist']" in (
         message

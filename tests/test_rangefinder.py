@@ -1,5 +1,5 @@
 """Rangefinders (MuJoCo's ``mj_ray`` from a site along its z axis) and the ray tests of
-:mod:`jaxmbd._ray_cast`, against MuJoCo C: ``mju_rayGeom`` on random rays for each shape,
+:mod:`jaxmbd.geometry._ray_cast`, against MuJoCo C: ``mju_rayGeom`` on random rays for each shape,
 and a model's ``sensordata`` at random states (1e-10)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from conftest import same_sensor_options
 from scipy.spatial.transform import Rotation
 
 import jaxmbd as mbd
-from jaxmbd._ray_cast import RAY_SHAPES, ray_distance
+from jaxmbd.geometry._ray_cast import RAY_SHAPES, ray_distance
 
 mujoco = pytest.importorskip("mujoco")
 

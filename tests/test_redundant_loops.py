@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import jaxmbd as mbd
-from jaxmbd.redundancy import find_redundancy
+from jaxmbd.constraints.redundancy import find_redundancy
 
 # planar Grashof crank-rocker: crank a, coupler b, rocker c, ground d (s + l <= p + q, the
 # shortest link is the crank, next to the ground)
@@ -91,7 +91,7 @@ def test_four_bar_redundancy_is_found_and_named():
     assert names == ["J4.cd_z", "J4.perp1.dp1_a", "J4.perp1.dp1_b"]
     assert info.rank == 18
     assert info.loops == ((("J4",), ("rocker", "coupler", "crank", "ground", "rocker")),)
-    from jaxmbd.equations import rA_terms
+    from jaxmbd.constraints.equations import rA_terms
 
     zero = jnp.zeros((3, 3))
     _, G, _, _ = rA_terms(DRIVEN, DRIVEN.r0, DRIVEN.A0, zero, zero, 0.0)
@@ -319,7 +319,7 @@ def test_dropped_rows_do_not_depend_on_round_off():
     without ties the pivots are LAPACK's (scipy's pivoted QR) for several dependencies."""
     import scipy.linalg
 
-    from jaxmbd.redundancy import _pivots_breaking_ties
+    from jaxmbd.constraints.redundancy import _pivots_breaking_ties
 
     tie = np.array([[0.3], [0.5392505715467617], [0.5392505715467619], [0.1]])
     assert _pivots_breaking_ties(tie, 1) == [1]
@@ -360,7 +360,7 @@ def test_gradient_through_a_redundant_loop():
 def test_find_redundancy_matches_svd_rank_on_builtins():
     """The priority-pivoted selection finds the SVD rank of every built-in model's Jacobian
     at its initial pose, and the kept rows have full rank."""
-    from jaxmbd.equations import rA_terms
+    from jaxmbd.constraints.equations import rA_terms
 
     for name in ("four_link", "slider_crank", "spherical_three_bar", "six_body_linkage"):
         model = mbd.models.load(name)

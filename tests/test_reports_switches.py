@@ -14,9 +14,9 @@ import pytest
 from typer.testing import CliRunner
 
 import jaxmbd as mbd
+from jaxmbd.analysis.linearize import mode_motion, modes_of
 from jaxmbd.cli import app
 from jaxmbd.integrators.base import STRUCTURED_FROM
-from jaxmbd.linearize import mode_motion, modes_of
 from jaxmbd.solution import Solution
 
 L, M, G = 1.0, 1.0, 9.81
@@ -104,7 +104,7 @@ def test_controls_csv_equals_simulate_controls(tmp_path):
         assert len(sol.t) == n + 1
         np.testing.assert_allclose(np.asarray(sol.r), np.asarray(expected.r), rtol=0, atol=1e-12)
         np.testing.assert_allclose(np.asarray(sol.rdot), np.asarray(expected.rdot), atol=1e-10)
-    from jaxmbd.controls_file import read_controls
+    from jaxmbd.io.controls_file import read_controls
 
     np.testing.assert_array_equal(read_controls(timed, model, t_end=t_end, h=h), u)
     bad = tmp_path / "bad.csv"

@@ -1,5 +1,5 @@
-"""The one copy of the rigid-body physics (jaxmbd._rigid_body) and of the minimum-norm solve
-(jaxmbd._min_norm): each function against an independent reference, and short runs of
+"""The one copy of the rigid-body physics (jaxmbd.forces._rigid_body) and of the minimum-norm solve
+(jaxmbd.newton._min_norm): each function against an independent reference, and short runs of
 three formulations against the values they gave before the copies were merged."""
 
 from pathlib import Path
@@ -10,17 +10,17 @@ import numpy as np
 import pytest
 
 import jaxmbd as mbd
-from jaxmbd._min_norm import min_norm_solve
-from jaxmbd._rigid_body import (
+from jaxmbd.forces import BodyState, BodyTorque
+from jaxmbd.forces._rigid_body import (
     euler_tensor,
     gyroscopic_damping,
     gyroscopic_torque,
     mass_blocks,
     newton_euler_forces,
 )
-from jaxmbd.forces import BodyState, BodyTorque
 from jaxmbd.formulations import director, rotmat
 from jaxmbd.newton import ILL_CONDITIONED, NONFINITE, SUCCESS
+from jaxmbd.newton._min_norm import min_norm_solve
 
 REFERENCE = Path(__file__).parent / "data" / "rigid_body_reference.npz"
 

@@ -1,6 +1,6 @@
 """rk's time step as one native loop on the CPU (issue 38 item 3): with its default
 ``linear_solver="auto"`` ("schur" on the CPU) the rp and re steps hold no ``dot`` and no
-LAPACK call (the formulations' products are elementwise, jaxmbd._small; ``dense.solve``
+LAPACK call (the formulations' products are elementwise, jaxmbd.compiled.small; ``dense.solve``
 uses the elementwise kernels in such a step), so XLA hoists the time loop; with "dense"
 it cannot. rp's gen_alpha step too, whose "auto" is now "small" (G^T lam unrolled,
 :func:`jaxmbd.linear.small.weighted_row_sum`, and ``ep_to_A``'s e.e: XLA matched a summed
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import jaxmbd as mbd
-from jaxmbd import _xla_flags
+from jaxmbd.compiled import xla_flags as _xla_flags
 from jaxmbd.linear import dense, small
 
 STEPS = 4

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import jaxmbd as mbd
-from jaxmbd._stepping import strided_scan
+from jaxmbd.analysis._stepping import strided_scan
 
 
 def test_strided_scan_summarises_the_steps_between_rows():
@@ -85,11 +85,13 @@ def test_chunked_run_compiles_its_chunk_once(monkeypatch):
     the second chunk of a progress run traced and compiled the chunk again (counted here
     by the chunk function's jit cache: one entry per compiled signature; the disk cache of
     exported programs, which would serve it instead, is off)."""
-    from jaxmbd.simulation import _block as _chunk
+    from jaxmbd.analysis.simulation import _block as _chunk
 
     monkeypatch.setenv("JAXMBD_NO_COMPILATION_CACHE", "1")
     model = mbd.models.double_pendulum()
-    cache = _chunk.tuned._cached  # a top-level call compiles the tuned version (jaxmbd._jit)
+    cache = (
+        _chunk.tuned._cached
+    )  # a top-level call compiles the tuned version (jaxmbd.compiled.jit)
     before = cache._cache_size()
     done = []
     mbd.simulate(model, t_end=0.012, h=1e-3, chunk_size=4, progress=lambda k, n: done.append(k))
@@ -100,7 +102,7 @@ def test_chunked_run_compiles_its_chunk_once(monkeypatch):
 def test_long_run_keeps_rotations_orthonormal():
     """10^4 steps: ||A^T A - I|| stays at round-off (each update is re-orthonormalised; without
     it the error grew linearly, 7.7e-11 after 10^6 slider-crank steps)."""
-    from jaxmbd.diagnostics import constraint_violation
+    from jaxmbd.analysis.diagnostics import constraint_violation
 
     model = mbd.models.double_pendulum()
     sol = mbd.simulate(model, t_end=10.0, h=1e-3, save_every=500)
@@ -109,7 +111,7 @@ def test_long_run_keeps_rotations_orthonormal():
 
 
 def test_top_level_programs_compile_with_xla_options_and_nested_ones_without(monkeypatch):
-    """jaxmbd._jit: a top-level simulate compiles the tuned program (XLA options); under an
+    """jaxmbd.compiled.jit: a top-level simulate compiles the tuned program (XLA options); under an
     outer jit the plain one is inlined (XLA refuses compiler options on a nested jit), with
     the same result. (The disk cache of exported programs, which would serve the top-level
     call instead, is off.)"""
@@ -117,8 +119,8 @@ def test_top_level_programs_compile_with_xla_options_and_nested_ones_without(mon
 
     monkeypatch.setenv("JAXMBD_NO_COMPILATION_CACHE", "1")
 
-    from jaxmbd._jit import _options_accepted
-    from jaxmbd.simulation import _run
+    from jaxmbd.analysis.simulation import _run
+    from jaxmbd.compiled.jit import _options_accepted
 
     model = mbd.models.single_pendulum()
     tuned = _run.tuned._cached

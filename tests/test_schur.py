@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 import jaxmbd as mbd
-from jaxmbd._xla_flags import loop_hoisted
+from jaxmbd.analysis.initial_state import to_formulation
+from jaxmbd.compiled.xla_flags import loop_hoisted
 from jaxmbd.formulations import get_formulation
 from jaxmbd.formulations.index1 import index1_system, solve_index1
-from jaxmbd.initial_state import to_formulation
 from jaxmbd.linear import schur
 from jaxmbd.newton import ILL_CONDITIONED, NONFINITE, SUCCESS, condition_status
 

@@ -13,7 +13,7 @@ import pytest
 from conftest import compiled_runs
 
 import jaxmbd as mbd
-from jaxmbd import _xla_flags
+from jaxmbd.compiled import xla_flags as _xla_flags
 from jaxmbd.linear import small
 from jaxmbd.newton import (
     ILL_CONDITIONED,
@@ -220,7 +220,7 @@ def pendulum_programs():
 
 def test_step_loop_is_hoisted(pendulum_programs):
     """With the small kernels the time-stepping loop compiles to one native call (XLA's
-    small-while-loop hoisting, enabled at import by jaxmbd._xla_flags); with LAPACK (a
+    small-while-loop hoisting, enabled at import by jaxmbd.compiled.xla_flags); with LAPACK (a
     custom call in the loop) it cannot. Counted from the compiled HLO, never timed."""
     if jax.default_backend() != "cpu":
         pytest.skip("the hoisting pass is XLA's CPU backend's")

@@ -12,7 +12,7 @@ import pytest
 from conftest import compiled_runs
 
 import jaxmbd as mbd
-from jaxmbd import _xla_flags
+from jaxmbd.compiled import xla_flags as _xla_flags
 from jaxmbd.formulations import get_formulation
 from jaxmbd.integrators.base import Discretisation, step_system
 from jaxmbd.linear import small

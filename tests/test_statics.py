@@ -1,4 +1,4 @@
-"""Static equilibrium (jaxmbd/statics.py) against closed forms: a pendulum held by a
+"""Static equilibrium (jaxmbd/analysis/statics.py) against closed forms: a pendulum held by a
 torsion spring and a block hung on a linear spring, a two-bar truss (a closed loop with
 redundant rows) under a load against the hand solution, d(equilibrium)/d(stiffness)
 against central differences, load stepping, and the failure report."""

@@ -464,7 +464,7 @@ def test_structured_consistent_start_equals_dense(name):
     perturbed), to 1e-12 relative."""
     import equinox as eqx
 
-    from jaxmbd.initial_state import consistent_initial_state
+    from jaxmbd.analysis.initial_state import consistent_initial_state
     from jaxmbd.lie import so3_exp
 
     model = MODELS[name]()

@@ -16,14 +16,14 @@ import pytest
 
 import jaxmbd as mbd
 from jaxmbd.actuators import with_controls
+from jaxmbd.analysis.limits_option import with_limits
 from jaxmbd.contact import with_contact
 from jaxmbd.errors import ModelError
-from jaxmbd.joint_limits import DAMPING_RAMP, LIMIT_TIME_CONSTANT
+from jaxmbd.forces.joint_limits import DAMPING_RAMP, LIMIT_TIME_CONSTANT
 from jaxmbd.joint_space.dynamics import accelerations
 from jaxmbd.joint_space.run import model_tree
-from jaxmbd.limits_option import with_limits
-from jaxmbd.tendon_forces import TendonForces
 from jaxmbd.tendons import Tendons, lengths_and_jacobians
+from jaxmbd.tendons.tendon_forces import TendonForces
 
 mujoco = pytest.importorskip("mujoco")
 dm_control = pytest.importorskip("dm_control")

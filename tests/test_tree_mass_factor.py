@@ -277,7 +277,7 @@ def test_reverse_mode_is_a_solve_not_a_transposed_factorisation(branched, solver
     to round-off, and numpy's (M^-1 w, -(M^-1 w) x^T)."""
     import jax.extend  # noqa: F401  (jaxprs_in_params)
 
-    from jaxmbd import _xla_flags
+    from jaxmbd.compiled import xla_flags as _xla_flags
 
     tree = dataclasses.replace(branched[0], mass_solver=solver)
     Ms, bs = branched[1], branched[2]

@@ -1,7 +1,7 @@
 """Kinematic trees of built models (``jaxmbd.joint_space.from_model.tree_of_model``): the
 tree's forward kinematics reproduces the model's initial body state, keeps the tree joints'
 own constraint rows at zero at moved coordinates (an independent check of the joints'
-geometry), and its coordinates and rates are the joints' own (``jaxmbd.joints``, what
+geometry), and its coordinates and rates are the joints' own (``jaxmbd.model.joints``, what
 ``sol.joints`` reports), in both directions of every joint kind."""
 
 import math
@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 import jaxmbd as mbd
-from jaxmbd.equations import constraint_values
+from jaxmbd.constraints.equations import constraint_values
 from jaxmbd.joint_space.from_model import tree_of_model
-from jaxmbd.joints import joint_coordinates
+from jaxmbd.model.joints import joint_coordinates
 from jaxmbd.tree import JointType, body_velocities, integrate_positions, poses
 
 TOL = 1e-12

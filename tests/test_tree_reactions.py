@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import jaxmbd as mbd
-from jaxmbd import diagnostics
 from jaxmbd.actuators import with_controls
+from jaxmbd.analysis import diagnostics
 from jaxmbd.contact import with_contact
 from jaxmbd.forces import BodyState
 from jaxmbd.joint_space import body_loads, constraint_wrenches, transmitted_wrenches

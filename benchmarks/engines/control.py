@@ -269,7 +269,7 @@ def jaxmbd_members(name, qvel):
 def _batch_takes_controls(mbd) -> bool:
     import inspect
 
-    from jaxmbd import batch
+    from jaxmbd.analysis import batch
 
     return (
         "_member_controls" in dir(batch)

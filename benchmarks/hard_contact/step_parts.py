@@ -39,7 +39,7 @@ from benchmarks._harness import RESULTS, command  # noqa: E402
 from benchmarks._harness import interleaved as harness_interleaved  # noqa: E402
 from benchmarks.problems import box_stack  # noqa: E402
 from jaxmbd.formulations import get_formulation  # noqa: E402
-from jaxmbd.integrators import moreau_jean as current  # noqa: E402
+from jaxmbd.integrators import moreau_jean as current  # noqa: F401
 
 G = 9.81
 

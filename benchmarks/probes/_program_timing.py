@@ -9,7 +9,7 @@ import time
 import jax
 import jax.numpy as jnp
 
-from jaxmbd._jit import XLA_OPTIONS
+from jaxmbd.compiled.jit import XLA_OPTIONS
 
 
 def compiled(f, x, known=None):

@@ -2,7 +2,7 @@
 (closed-form mass matrix and bias, a 2x2 solve: a few dozen flops and three sine/cosine
 pairs per stage), 1000 steps, single against a batch of ``B`` with the batch in the major
 axis (``jax.vmap``) and in the minor axis (arrays (2, B)), with XLA's sine and cosine
-(scalar libm calls) and with :func:`jaxmbd._trig.sin_cos` (vectorisable polynomials).
+(scalar libm calls) and with :func:`jaxmbd.compiled.trig.sin_cos` (vectorisable polynomials).
 
     python -m benchmarks.probes.batch_last_handwritten [B]
 
@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxmbd  # noqa: F401  (float64, XLA's loop hoisting)
-from jaxmbd._trig import sin_cos
+from jaxmbd.compiled.trig import sin_cos
 
 M1, M2, L1, A1, A2, I1, I2, G = 1.0, 0.5, 2.0, 1.0, 0.5, 0.33, 0.04, 9.81
 

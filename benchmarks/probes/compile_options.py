@@ -3,7 +3,7 @@
     python -m benchmarks.probes.compile_options [--t-end 1.0] [--h 2e-3]
 
 ``mbd.jit`` is ``eqx.filter_jit`` with the XLA options of jaxmbd's own top-level programs
-(``jaxmbd._jit.XLA_OPTIONS``). The program is the value and gradient of a loss on rod 2's
+(``jaxmbd.compiled.jit.XLA_OPTIONS``). The program is the value and gradient of a loss on rod 2's
 positions of the double pendulum (gen_alpha, reused-matrix Newton) with respect to its
 mass. Each variant runs in a fresh process (no in-memory compilation cache shared between
 them); tracing and lowering are timed apart from XLA compilation, and the run once

@@ -9,7 +9,7 @@
 it compiles and runs it, as a slower compilation would make it. On CPUs gloo connects the
 processes at their first collective over a set of devices and waits only 30 s there;
 jaxmbd makes that connection when it traces the call, behind a barrier
-(``jaxmbd.batch._open_collectives``), so the late process is waited for. With
+(``jaxmbd.analysis.batch._open_collectives``), so the late process is waited for. With
 ``--no-connect`` that step is switched off: the run is expected to fail with 'Gloo context
 initialization failed' once ``--late`` exceeds 30 s.
 
@@ -44,10 +44,10 @@ def worker(check: str, pid: int, port: int, late: float, connect: bool) -> None:
     import numpy as np
 
     import jaxmbd as mbd
-    import jaxmbd.batch
+    import jaxmbd.analysis.batch
 
     if not connect:
-        jaxmbd.batch._open_collectives = lambda devices: None
+        jaxmbd.analysis.batch._open_collectives = lambda devices: None
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
     jax.config.update("jax_num_cpu_devices", 1)
     jax.distributed.initialize(

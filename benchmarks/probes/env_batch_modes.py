@@ -22,7 +22,7 @@ import time
 import jax
 
 import jaxmbd as mbd
-from jaxmbd._xla_flags import hoisted_sizes, loop_hoisted
+from jaxmbd.compiled.xla_flags import hoisted_sizes, loop_hoisted
 
 
 def main(argv=None):

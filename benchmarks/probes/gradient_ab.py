@@ -22,7 +22,7 @@ import jaxmbd_main as old
 
 import jaxmbd as new
 from benchmarks.problems import ARM3
-from jaxmbd._xla_flags import loop_hoisted
+from jaxmbd.compiled.xla_flags import loop_hoisted
 
 N = int(os.environ.get("STEPS", "1000"))
 REP = int(os.environ.get("REP", "7"))

@@ -51,7 +51,7 @@ import jax.numpy as jnp
 import jaxmbd as mbd
 from benchmarks.probes._program_timing import compiled, leaves, timed_both
 from benchmarks.problems import ARM3
-from jaxmbd._xla_flags import HOIST_GRADIENT_LOOPS, hoisted_sizes
+from jaxmbd.compiled.xla_flags import HOIST_GRADIENT_LOOPS, hoisted_sizes
 
 PACKAGES = {"branch": mbd}
 if any(v[0] == "main" for v in VARIANTS):

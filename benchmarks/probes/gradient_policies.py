@@ -41,7 +41,7 @@ import jax.numpy as jnp
 import jaxmbd as mbd
 from benchmarks.probes._program_timing import compiled, leaves, timed
 from benchmarks.problems import ARM3
-from jaxmbd._xla_flags import HOIST_GRADIENT_LOOPS, hoisted_sizes
+from jaxmbd.compiled.xla_flags import HOIST_GRADIENT_LOOPS, hoisted_sizes
 from jaxmbd.joint_space import run as joint_run
 from jaxmbd.newton._implicit import ROOT, ROOT_FACTORS
 

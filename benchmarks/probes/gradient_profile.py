@@ -27,7 +27,7 @@ import numpy as np
 
 import jaxmbd as mbd
 from benchmarks.engines.joint_coordinates import _jaxmbd_with_qvel, _qpos, model_file
-from jaxmbd._xla_flags import hoisted_sizes, loop_hoisted
+from jaxmbd.compiled.xla_flags import hoisted_sizes, loop_hoisted
 from jaxmbd.joint_space.run import _adjoint_recomputes, model_tree
 from jaxmbd.joint_space.steppers import RungeKutta4
 
@@ -119,7 +119,7 @@ for name in sys.argv[1:]:
         loss = lambda v0: jnp.sum(final_qpos(v0) ** 2)  # noqa: E731
         x = jnp.asarray(F["v0"])
         t0 = time.perf_counter()
-        low = jax.jit(jax.grad(loss), compiler_options=mbd._jit.XLA_OPTIONS).lower(x)
+        low = jax.jit(jax.grad(loss), compiler_options=mbd.compiled.jit.XLA_OPTIONS).lower(x)
         t1 = time.perf_counter()
         c = low.compile()
         t2 = time.perf_counter()

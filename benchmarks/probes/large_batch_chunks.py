@@ -7,7 +7,7 @@ wall time (where XLA runs a whole batch's large kernels on several threads).
         [--batch 256] [--chunks 1 4 8 16 32]
 
 ``jax.vmap`` here is the plain program's batching with the tile rule's own fallback off
-(``jaxmbd._batch_lanes.VMAP_CHUNK`` set to the batch); ``chunkN`` is ``lax.map(...,
+(``jaxmbd.compiled.batch_lanes.VMAP_CHUNK`` set to the batch); ``chunkN`` is ``lax.map(...,
 batch_size=N)`` of the single program; ``default`` is what ``jax.vmap`` of ``simulate``
 runs."""
 
@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxmbd as mbd
-import jaxmbd._batch_lanes as batch_lanes
+import jaxmbd.compiled.batch_lanes as batch_lanes
 from benchmarks.engines.joint_coordinates import _jaxmbd_with_qvel, _qpos, model_file
 
 

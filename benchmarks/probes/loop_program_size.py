@@ -16,7 +16,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
 import jaxmbd as mbd  # noqa: E402
-from jaxmbd._jit import XLA_OPTIONS  # noqa: E402
+from jaxmbd.compiled.jit import XLA_OPTIONS  # noqa: E402
 from jaxmbd.joint_space.constraint_rows import independent_rows_of  # noqa: E402
 from jaxmbd.joint_space.run import _run_joint_space, concrete_tree  # noqa: E402
 from jaxmbd.joint_space.steppers import get_stepper  # noqa: E402

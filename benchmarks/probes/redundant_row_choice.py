@@ -20,7 +20,7 @@ import jax
 import numpy as np
 
 import jaxmbd as mbd
-from jaxmbd.equations import constraint_values
+from jaxmbd.constraints.equations import constraint_values
 from jaxmbd.models.betsch_leyendecker import six_body_joint_angles
 
 

@@ -18,7 +18,7 @@ import jax
 import numpy as np
 
 import jaxmbd as mbd
-from jaxmbd._xla_flags import loop_hoisted
+from jaxmbd.compiled.xla_flags import loop_hoisted
 
 REPEATS = 9
 

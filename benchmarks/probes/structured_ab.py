@@ -20,7 +20,7 @@ import jax
 
 import jaxmbd as mbd
 from benchmarks.problems import ARM3
-from jaxmbd._xla_flags import loop_hoisted
+from jaxmbd.compiled.xla_flags import loop_hoisted
 
 
 def load(which):

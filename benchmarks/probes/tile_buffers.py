@@ -1,5 +1,5 @@
 """A batch of 256 on tiles of members with and without buffers for the entries several
-equations read (``jaxmbd._batch_lanes.MATERIALIZE_GROUP``), in one process: each setting's
+equations read (``jaxmbd.compiled.batch_lanes.MATERIALIZE_GROUP``), in one process: each setting's
 program traced and compiled afresh, then timed in alternation (medians of the process's
 CPU time), with the largest difference of the final states.
 
@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxmbd as mbd
-import jaxmbd._batch_lanes as lanes
+import jaxmbd.compiled.batch_lanes as lanes
 from benchmarks.engines.joint_coordinates import _jaxmbd_with_qvel, model_file
 
 BATCH = 256

@@ -7,11 +7,6 @@ from typing import Self
 
 import numpy as np
 
-from .._actuator_kinds import actuator_kind
-from .._host_arrays import device_array, device_zeros
-from .._values import (
-    _numbers,
-)
 from ..actuators import (
     ACTIVATION_DYNAMICS,
     ACTUATOR_KINDS,
@@ -19,8 +14,13 @@ from ..actuators import (
     Actuators,
     gains_of_kind,
 )
+from ..actuators._kinds import actuator_kind
+from ..compiled.host_arrays import device_array, device_zeros
 from ..errors import ModelError
-from ..joints import JointDefinition, joint_kind
+from ..model._values import (
+    _numbers,
+)
+from ..model.joints import JointDefinition, joint_kind
 from .specs import absolute_entries
 
 

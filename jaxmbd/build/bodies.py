@@ -7,7 +7,10 @@ from typing import Self
 
 import numpy as np
 
-from .._values import (
+from ..errors import ModelError
+from ..geometry import make_shapes, shape_kind
+from ..model import GROUND
+from ..model._values import (
     _frame_from_axes,
     _inertia,
     _numbers,
@@ -16,9 +19,6 @@ from .._values import (
     _unit,
     _vec3,
 )
-from ..errors import ModelError
-from ..geometry import make_shapes, shape_kind
-from ..model import GROUND
 from .specs import _BodySpec
 
 logger = logging.getLogger("jaxmbd")

@@ -11,19 +11,19 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._host_arrays import device_array
-from .._joint_forces import coordinate_views
-from .._joint_points import warn_far_joint_points
-from .._values import _vec3
-from ..drivers import Expression, group_drivers
+from ..compiled.host_arrays import device_array
+from ..constraints.redundancy import find_redundancy
 from ..errors import ModelError
 from ..forces import AbstractForce
+from ..forces._joint import coordinate_views
 from ..gcons import GCON_SPECS
 from ..geometry import Shape
-from ..joints import place_joint_states
-from ..markers import markers_from_specs
 from ..model import GROUND, GconSet, Model
-from ..redundancy import find_redundancy
+from ..model._joint_points import warn_far_joint_points
+from ..model._values import _vec3
+from ..model.drivers import Expression, group_drivers
+from ..model.joints import place_joint_states
+from ..model.markers import markers_from_specs
 from .actuators import _ActuatorBuilder
 from .bodies import _BodyBuilder
 from .contact import _ContactBuilder
@@ -58,7 +58,7 @@ class ModelBuilder(
     Joint builders take the joint point and axes in *global* coordinates at the initial
     configuration and expand into GCONs per paper 1 Table 1; each also keeps a joint frame
     on both bodies, so that a Solution reports its coordinates (``sol.joints[name]``, see
-    :mod:`jaxmbd.joints`) and :meth:`set_joint_state` can set them. Names must be unique;
+    :mod:`jaxmbd.model.joints`) and :meth:`set_joint_state` can set them. Names must be unique;
     every error names the object and the field at fault.
     """
 
@@ -79,7 +79,7 @@ class ModelBuilder(
     _actuators: list[dict] = field(default_factory=list)
     _tendons: list[dict] = field(default_factory=list)  # jaxmbd.tendons
     _sensors: list[dict] = field(default_factory=list)  # jaxmbd.sensors
-    _markers: list[dict] = field(default_factory=list)  # jaxmbd.markers
+    _markers: list[dict] = field(default_factory=list)  # jaxmbd.model.markers
     _ground_shapes: list[Shape] = field(default_factory=list)
     _contacts: list = field(default_factory=list)  # jaxmbd.contact.build.ContactSpec
     _all_contacts: dict | None = None  # add_contacts' rule, expanded by build

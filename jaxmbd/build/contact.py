@@ -7,10 +7,6 @@ from typing import Self
 
 import numpy as np
 
-from .._values import (
-    _unit,
-    _vec3,
-)
 from ..contact.build import (
     ContactSpec,
     _Body,
@@ -22,6 +18,10 @@ from ..contact.narrow_phase import SLOTS, pair_kind
 from ..errors import ModelError
 from ..geometry import Shape, make_shapes, plane
 from ..model import GROUND
+from ..model._values import (
+    _unit,
+    _vec3,
+)
 
 
 class _ContactBuilder:

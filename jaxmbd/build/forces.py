@@ -9,17 +9,17 @@ from typing import Self
 
 import numpy as np
 
-from .._host_arrays import device_array
-from .._values import (
+from ..compiled.host_arrays import device_array
+from ..errors import ModelError
+from ..forces import AbstractForce, SpringDamper
+from ..forces.bushing import Bushing
+from ..model._values import (
     MAX_MAGNITUDE,
     _numbers,
     _rotation_matrix,
     _short,
     _vec3,
 )
-from ..bushing import Bushing
-from ..errors import ModelError
-from ..forces import AbstractForce, SpringDamper
 
 
 class _ForceBuilder:
@@ -79,7 +79,7 @@ class _ForceBuilder:
         rotation, columns = the bushing's x, y, z axes; None: the global axes):
         ``stiffness`` and ``damping`` (6,) along and about those axes, translation first
         (N/m, N m/rad; N s/m, N m s/rad; damping None: zero). Small rotations are measured
-        by the rotation vector of the relative rotation (:mod:`jaxmbd.bushing`)."""
+        by the rotation vector of the relative rotation (:mod:`jaxmbd.forces.bushing`)."""
         w = f"bushing '{name}'"
         if not isinstance(name, str) or not name:
             raise ModelError(f"bushing name: expected a non-empty string, got {name!r}")

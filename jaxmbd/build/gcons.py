@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._values import (
+from ..errors import ModelError
+from ..gcons import gcon_kind
+from ..model._values import (
     _numbers,
     _perpendicular_pair,
     _short,
     _unit,
     _vec3,
 )
-from ..drivers import Expression
-from ..errors import ModelError
-from ..gcons import gcon_kind
+from ..model.drivers import Expression
 from .specs import _GconSpec
 
 

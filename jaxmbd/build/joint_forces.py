@@ -7,17 +7,17 @@ import math
 
 import numpy as np
 
-from .._host_arrays import device_array
-from .._topology import body_graph
-from .._values import (
+from ..compiled.host_arrays import device_array
+from ..errors import ModelError
+from ..forces.joint_dynamics import FRICTION_VELOCITY, JointDynamics
+from ..forces.joint_limits import JointLimits, default_limit_gains, effective_inertia
+from ..model import GROUND
+from ..model._topology import body_graph
+from ..model._values import (
     _numbers,
     _short,
 )
-from ..errors import ModelError
-from ..joint_dynamics import FRICTION_VELOCITY, JointDynamics
-from ..joint_limits import JointLimits, default_limit_gains, effective_inertia
-from ..joints import joint_kind
-from ..model import GROUND
+from ..model.joints import joint_kind
 from .specs import absolute_entries
 
 
@@ -73,7 +73,7 @@ class _JointForceBuilder:
         self._limit_impedance[name] = tuple(float(v) for v in x)
 
     def _limits_element(self, index: dict[str, int], joints, space=frozenset()) -> tuple:
-        """The :class:`~jaxmbd.joint_limits.JointLimits` force element of the limited joints
+        """The :class:`~jaxmbd.forces.joint_limits.JointLimits` force element of the limited joints
         (none: empty), default gains from each joint's child side at the drawn pose;
         ``space``: the names of coordinates only joint space has (left out of the absolute
         formulations, :func:`absolute_entries`)."""
@@ -160,7 +160,7 @@ class _JointForceBuilder:
             )  # fmt: skip
 
     def _dynamics_element(self, joints, space=frozenset()) -> tuple:
-        """The :class:`~jaxmbd.joint_dynamics.JointDynamics` force element of the joints with
+        """The :class:`~jaxmbd.forces.joint_dynamics.JointDynamics` force element of the joints with
         damping, stiffness or friction loss (none: empty); a spring reference of None is
         the joint's coordinate where drawn (its offset); ``space``: as
         :meth:`_limits_element`'s."""

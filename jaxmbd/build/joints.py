@@ -7,8 +7,9 @@ from typing import Self
 
 import numpy as np
 
-from .._joint_forces import CYLINDRICAL_VIEWS
-from .._values import (
+from ..errors import ModelError
+from ..forces._joint import CYLINDRICAL_VIEWS
+from ..model._values import (
     _axis_frame,
     _coordinate_pair,
     _joint_values,
@@ -18,8 +19,7 @@ from .._values import (
     _unit,
     _vec3,
 )
-from ..errors import ModelError
-from ..joints import SIZES, joint_kind, scalar_size
+from ..model.joints import SIZES, joint_kind, scalar_size
 from .specs import _JointSpec
 
 
@@ -123,13 +123,13 @@ class _JointBuilder:
         Coordinate: the angle of body j relative to body i about ``axis`` (right hand), zero
         where drawn. ``limits=(lower, upper)`` (rad): a compliant limit on that angle, with
         ``limit_stiffness`` (N m/rad) and ``limit_damping`` (N m s/rad) defaulting to the
-        joint's effective inertia over a 0.01 s time constant (:mod:`jaxmbd.joint_limits`);
+        joint's effective inertia over a 0.01 s time constant (:mod:`jaxmbd.forces.joint_limits`);
         ``limit_restitution`` (in [0, 1]; None: none): the joint leaves the limit at that
         fraction of its impact rate, compliant or hard (the damper then defaults to 0).
         ``damping`` (N m s/rad), ``stiffness`` (N m/rad) about ``spring_reference`` (rad;
         None: the drawn pose) and ``friction_loss`` (N m): passive torques on that angle;
         ``armature`` (kg m^2; None: none): rotor inertia on it, kinetic energy
-        1/2 armature q_dot^2 (:mod:`jaxmbd.joint_dynamics`).
+        1/2 armature q_dot^2 (:mod:`jaxmbd.forces.joint_dynamics`).
         """
         self._check_joint_name(name)
         self._spherical_rows(name, body_i=body_i, body_j=body_j, point=point)
@@ -231,7 +231,7 @@ class _JointBuilder:
         for :meth:`revolute`). ``damping`` (N s/m), ``stiffness`` (N/m) about
         ``spring_reference`` (m; None: the drawn pose) and ``friction_loss`` (N): passive
         forces on the slide; ``armature`` (kg; None: none): inertia on the slide, kinetic
-        energy 1/2 armature q_dot^2 (:mod:`jaxmbd.joint_dynamics`).
+        energy 1/2 armature q_dot^2 (:mod:`jaxmbd.forces.joint_dynamics`).
         """
         w = f"joint '{name}'"
         self._check_joint_name(name)
@@ -373,7 +373,7 @@ class _JointBuilder:
 
     def set_joint_state(self, name: str, *, q=None, qdot=None) -> Self:
         """Set the initial state of joint ``name`` in its coordinates (as ``sol.joints[name]``
-        reports them, see :mod:`jaxmbd.joints`); applied by :meth:`build`.
+        reports them, see :mod:`jaxmbd.model.joints`); applied by :meth:`build`.
 
         ``q``: revolute, translational: a number; cylindrical: (slide, angle); universal:
         (angle_1, angle_2); spherical: a quaternion (w, x, y, z) (normalised; zero refused);

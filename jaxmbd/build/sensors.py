@@ -1,4 +1,4 @@
-"""Markers (:mod:`jaxmbd.markers`) and sensors (:mod:`jaxmbd.sensors`)."""
+"""Markers (:mod:`jaxmbd.model.markers`) and sensors (:mod:`jaxmbd.sensors`)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,18 @@ from typing import Self
 
 import numpy as np
 
-from .._host_arrays import device_array
-from .._ray_cast import RAY_FIELDS, RAY_SHAPES
-from .._ray_zone import ZONE_SHAPES
-from .._sensor_kinds import (
+from ..compiled.host_arrays import device_array
+from ..errors import ModelError
+from ..geometry._ray_cast import RAY_FIELDS, RAY_SHAPES
+from ..geometry._ray_zone import ZONE_SHAPES
+from ..model import GROUND
+from ..model._values import (
+    _numbers,
+    _rotation_matrix,
+    _vec3,
+)
+from ..sensors import SENSOR_KINDS, Sensors, sensor_dim, sensor_kind
+from ..sensors._kinds import (
     ActuatorSet,
     FrameReference,
     RayTargets,
@@ -17,15 +25,7 @@ from .._sensor_kinds import (
     TouchZone,
     WeldedPart,
 )
-from .._values import (
-    _numbers,
-    _rotation_matrix,
-    _vec3,
-)
-from ..errors import ModelError
-from ..model import GROUND
-from ..sensors import SENSOR_KINDS, Sensors, sensor_dim, sensor_kind
-from ..tendon_sensors import SensorTendon
+from ..sensors.tendon_sensors import SensorTendon
 
 
 class _SensorBuilder:
@@ -34,7 +34,7 @@ class _SensorBuilder:
     def add_marker(self, name, body, point, axes=None) -> Self:
         """A frame fixed on ``body``, read as ``sol.markers[name]`` (position, velocity,
         acceleration, orientation, angular velocity and acceleration over time;
-        :mod:`jaxmbd.markers`) and usable as a body sensor's site
+        :mod:`jaxmbd.model.markers`) and usable as a body sensor's site
         (``add_sensor(..., marker=name)``).
 
         ``point``: global, at the initial configuration (as drawn, like joint points);

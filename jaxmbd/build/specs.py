@@ -7,10 +7,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._host_arrays import device_array
-from ..drivers import Expression
+from ..compiled.host_arrays import device_array
 from ..geometry import Shape
-from ..joints import JointDefinition
+from ..model.drivers import Expression
+from ..model.joints import JointDefinition
 
 
 @dataclass
@@ -54,7 +54,7 @@ class _JointSpec:
     #: A coordinate that only joint space has (a hinge or slide inside a composition of
     #: MuJoCo joints that forms one library joint): not one of ``model.joints``; the joint
     #: forces on it are left to the ``"joint"`` formulation
-    #: (:attr:`jaxmbd._joint_forces.AbstractJointForce.absolute_entries`).
+    #: (:attr:`jaxmbd.forces._joint.AbstractJointForce.absolute_entries`).
     joint_space: bool = False
 
     def definition(self, index: dict[str, int]) -> JointDefinition:

@@ -1,4 +1,5 @@
-"""Tendons (:mod:`jaxmbd.tendons`) and their passive forces (:mod:`jaxmbd.tendon_forces`)."""
+"""Tendons (:mod:`jaxmbd.tendons`) and their passive forces
+(:mod:`jaxmbd.tendons.tendon_forces`)."""
 
 from __future__ import annotations
 
@@ -7,14 +8,14 @@ from typing import Self
 import jax.numpy as jnp
 import numpy as np
 
-from .._host_arrays import device_array
-from .._tendon_paths import path_element_kind
-from .._values import _numbers, _vec3
+from ..compiled.host_arrays import device_array
 from ..errors import ModelError
-from ..joint_dynamics import FRICTION_VELOCITY
-from ..joint_limits import JointLimits, default_limit_gains
-from ..tendon_forces import TendonForces
+from ..forces.joint_dynamics import FRICTION_VELOCITY
+from ..forces.joint_limits import JointLimits, default_limit_gains
+from ..model._values import _numbers, _vec3
 from ..tendons import FixedTendon, SpatialTendon, Tendons
+from ..tendons._paths import path_element_kind
+from ..tendons.tendon_forces import TendonForces
 
 
 class _TendonBuilder:
@@ -63,7 +64,7 @@ class _TendonBuilder:
           geom the path wraps around between the sites before and after it;
         * ``("pulley", divisor)``: the segments after it count 1/divisor.
 
-        Passive forces along the tendon (:mod:`jaxmbd.tendon_forces`): ``stiffness`` about
+        Passive forces along the tendon (:mod:`jaxmbd.tendons.tendon_forces`): ``stiffness`` about
         ``spring_length`` (one length, or (lower, upper): a dead band; needed with a
         stiffness), ``damping``, ``friction_loss``; ``limits=(lower, upper)``: a compliant
         limit with ``limit_stiffness`` and ``limit_damping``, or the defaults of the
@@ -171,7 +172,7 @@ class _TendonBuilder:
         return Tendons(tuple(t["geometry"](t, index, by_name) for t in self._tendons))
 
     def _tendon_element(self, tendons: Tendons | None) -> tuple:
-        """The :class:`~jaxmbd.tendon_forces.TendonForces` of the tendons with passive
+        """The :class:`~jaxmbd.tendons.tendon_forces.TendonForces` of the tendons with passive
         forces or limits (none: empty)."""
         if tendons is None:
             return ()

@@ -25,7 +25,7 @@ import equinox as eqx
 import numpy as np
 
 from .. import _config  # noqa: F401
-from .._host_arrays import device_array
+from ..compiled.host_arrays import device_array
 from ..geometry import height_field_points, shape_kind
 from .abstract_law import AbstractContactLaw
 from .element import CollisionGroup, ContactForce

@@ -48,7 +48,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _config  # noqa: F401
-from .._small import dot, mv, row_vec_mat
+from ..compiled.small import dot, mv, row_vec_mat
 
 #: GJK iterations (each adds one support point; MuJoCo's ``ccd_iterations`` is 35).
 GJK_ITERATIONS = 40

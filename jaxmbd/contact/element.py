@@ -30,10 +30,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _config  # noqa: F401
-from .._joint_forces import _sum_per_body
-from .._materialize import materialized
-from .._small import mm, mv
+from ..compiled.materialize import materialized
+from ..compiled.small import mm, mv
 from ..forces import AbstractForce, BodyState
+from ..forces._joint import _sum_per_body
 from .abstract_law import AbstractContactLaw, PairParameters
 from .height_field import HeightFieldGroup
 from .narrow_phase import COLLIDE, SLOTS, Slots
@@ -144,7 +144,7 @@ class ContactForce(AbstractForce):
     def collide(self, state: BodyState) -> Slots:
         """Narrow phase of every slot (gap, point, normal from body_j to body_i), (ns, ...),
         the gap less the pair's ``margin`` (the surfaces push from that distance on, as
-        MuJoCo's contacts from their includemargin; :mod:`jaxmbd._mjcf_contact`). The function
+        MuJoCo's contacts from their includemargin; :mod:`jaxmbd.mjcf._contact`). The function
         other analyses can use (joint limits, sensors, hard contact)."""
         r, A, _, _ = _with_ground(state)
         gaps, points, normals = [], [], []
@@ -281,7 +281,7 @@ class ContactForce(AbstractForce):
         # read by the sums per body and the moments' cross products: computed once
         force, torque = materialized((force, s.friction_torque))
         # summed per body by constant indices, not scattered (keeps a step hoistable,
-        # jaxmbd._xla_flags); the ground's rows (index nb) are dropped
+        # jaxmbd.compiled.xla_flags); the ground's rows (index nb) are dropped
         bodies = np.concatenate([bi, bj])
         f = _sum_per_body(bodies, jnp.concatenate([force, -force]), nb)
         moment_i = jnp.cross(s.point - r[bi], force) + torque

@@ -37,7 +37,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import _config  # noqa: F401
-from .._small import mv, row_vec_mat
+from ..compiled.small import mv, row_vec_mat
 from ..geometry import SHAPE_BY_NAME
 from . import convex
 from .narrow_phase import Slots, convex_shape

@@ -43,8 +43,8 @@ an impact of 6 ms) at 0.925 e, its apex 14 % low. The damping factor is therefor
     a_g = a(e) / (1 + u),   u = min(kappa(e) gamma_v, GRAVITY_CAP),
     gamma_v = g t*(v_est) / v_est = g (m_eff / K)^(1/(n+1)) v_est^(2/(n+1) - 2),
 
-with kappa(e) (:data:`~jaxmbd._restitution.GRAVITY_FACTOR`) calibrated so that the impact
-leaves at e under gamma = 0.005 (:func:`~jaxmbd._restitution.calibrate_gravity_factor`,
+with kappa(e) (:data:`~jaxmbd.forces._restitution.GRAVITY_FACTOR`) calibrated so that the impact
+leaves at e under gamma = 0.005 (:func:`~jaxmbd.forces._restitution.calibrate_gravity_factor`,
 n = 1.5; about 2 for e >= 0.45, 3.8 at e = 0.3, 17.6 at e = 0.1). It holds e to 0.5 % for
 e >= 0.3 over gamma = 0.0026-0.0105 (drops of 1 to 0.1 m of that ball; checked by an
 independent integration in the tests) and never raises it more than 1 % for e >= 0.2 up to
@@ -88,7 +88,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from .. import _config  # noqa: F401
-from .._restitution import (
+from ..forces._restitution import (
     E_MIN,
     GRAVITY_CAP,
     calibrate_restitution,

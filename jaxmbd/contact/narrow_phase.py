@@ -78,8 +78,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _config  # noqa: F401
-from .._small import dot as small_dot
-from .._small import mv, row_vec_mat
+from ..compiled.small import dot as small_dot
+from ..compiled.small import mv, row_vec_mat
 from ..geometry import (
     BOX,
     CAPSULE,

@@ -15,12 +15,12 @@ import jax
 import jax.numpy as jnp
 
 from .. import _config  # noqa: F401
-from .._batch_lanes import batch_lanes
+from ..analysis.limits_option import with_limits
+from ..compiled.batch_lanes import batch_lanes
 from ..contact import ContactSlots, contact_element, with_contact
 from ..forces import BodyState
 from ..joint_space import JointState, advance, initial_joint_state, model_tree
 from ..joint_space.run import BATCH_LANES_CHUNK
-from ..limits_option import with_limits
 from ..model import Model
 from ..tree import KinematicTree, body_velocities, poses
 from ._base import Env, State
@@ -235,7 +235,8 @@ class ModelEnv(Env):
 
     def step(self, state: State, action: jax.Array) -> State:
         """One control step; under ``vmap`` a batch runs on tiles of members
-        (:func:`~jaxmbd._batch_lanes.batch_lanes`), or, where the step's program is too large
+        (:func:`~jaxmbd.compiled.batch_lanes.batch_lanes`), or, where the step's program is too
+        large
         for them (the contact tasks), as ``jax.vmap`` batches it, or one member after another
         where the environment steps contact members so (:attr:`member_chunk` 1)."""
         action = jnp.asarray(action, state.pipeline_state.qvel.dtype)

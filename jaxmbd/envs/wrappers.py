@@ -15,7 +15,7 @@ import numpy as np
 from jax.sharding import Mesh, PartitionSpec
 
 from .. import _config  # noqa: F401
-from ..batch import _device_list
+from ..analysis.batch import _device_list
 from ._base import Env, State, Wrapper
 
 
@@ -66,7 +66,7 @@ class VmapWrapper(Wrapper):
     the chunks run one after another (``lax.map``). None: the whole batch at once (brax's
     ``VmapWrapper``); "env": the environment's own choice (``env.unwrapped.member_chunk``,
     see :class:`~jaxmbd.envs.ModelEnv`). On the CPU one member of a contact model compiles
-    into one native loop (:mod:`jaxmbd._xla_flags`); ``vmap`` over 256 members does not:
+    into one native loop (:mod:`jaxmbd.compiled.xla_flags`); ``vmap`` over 256 members does not:
     the batch's reductions over the contact slots reach the 4096 elements above which
     XLA hands them to YNNPACK kernels (custom fusions, which its small-loop pass refuses),
     and the body exceeds the pass's byte threshold. Run op by op, with the batch in front

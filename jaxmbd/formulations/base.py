@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import _config  # noqa: F401
-from ..equations import constraint_values
+from ..constraints.equations import constraint_values
 from ..forces import BodyState, added_mass, added_mass_forces, adds_mass, applied_forces
 from ..model import Model
 from ..newton import lu_solver, solve_linear

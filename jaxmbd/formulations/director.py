@@ -34,9 +34,9 @@ from typing import ClassVar
 
 import jax.numpy as jnp
 
-from .. import _small
-from .._rigid_body import euler_tensor  # E = 1/2 tr(J) I - J (eq. 20/158)
+from ..compiled import small as _small
 from ..forces import BodyState, applied_forces
+from ..forces._rigid_body import euler_tensor  # E = 1/2 tr(J) I - J (eq. 20/158)
 from ..lie import hat, vee
 from .base import AbstractAutodiffFormulation
 
@@ -76,7 +76,7 @@ class Director(AbstractAutodiffFormulation):
 
     def omega_from_rate(self, ori, rate, rate_dot):
         """omega_bar = vee(skew(A^T A_dot)), omegadot_bar = vee(skew(A^T A_ddot))
-        (A_dot^T A_dot is symmetric). Elementwise products (:mod:`jaxmbd._small`): on the
+        (A_dot^T A_dot is symmetric). Elementwise products (:mod:`jaxmbd.compiled.small`): on the
         time step's path, where a ``dot`` would keep XLA from hoisting the step loop."""
         A = self.rotation(ori)
         W = _small.mtm(A, self.rotation(rate))
@@ -112,7 +112,7 @@ class Director(AbstractAutodiffFormulation):
 
     def times_mass(self, model, v):
         """M v for per-body rows v (nb, 12) without forming M (eq. 23): m v_phi and
-        sum_J E_IJ v_J, the latter an elementwise product (:mod:`jaxmbd._small`, no ``dot``
+        sum_J E_IJ v_J, the latter an elementwise product (:mod:`jaxmbd.compiled.small`, no ``dot``
         in the time step)."""
         E = euler_tensor(model.inertia)
         vd = v[:, 3:].reshape(-1, 3, 3)

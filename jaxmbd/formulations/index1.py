@@ -9,7 +9,7 @@ with M the mass matrix in the formulation's velocity coordinates, Q the applied 
 gyroscopic forces, G the constraint Jacobian (the GCON rows of every joint and driver) and
 gamma the right-hand side of the acceleration equations G a = gamma. The sign of lam is that
 of the implicit integrators (g = M a + G^T lam - Q = 0), so lam is the same multiplier in
-every formulation and :func:`jaxmbd.diagnostics.reaction_forces` applies unchanged.
+every formulation and :func:`jaxmbd.analysis.diagnostics.reaction_forces` applies unchanged.
 
 A formulation supports the index-1 form by the capability ``index1_blocks`` and its
 method ``index1_system(model, q, v, t)`` returning an :class:`Index1System` (by default
@@ -28,9 +28,9 @@ import jax
 import jax.numpy as jnp
 
 from .. import _config  # noqa: F401
-from .._rigid_body import mass_blocks, newton_euler_forces
-from ..equations import rA_terms
+from ..constraints.equations import rA_terms
 from ..forces import BodyState, added_mass, added_mass_matrix, adds_mass
+from ..forces._rigid_body import mass_blocks, newton_euler_forces
 from ..linear import schur
 from ..linear.graph import newton_layout
 from ..linear.structured import BlockMatrix

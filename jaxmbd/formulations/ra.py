@@ -11,9 +11,8 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 
-from .._rigid_body import gyroscopic_damping, gyroscopic_torque, mass_blocks
-from .._small import dot, mm, mv, row_vec_mat
-from ..equations import (
+from ..compiled.small import dot, mm, mv, row_vec_mat
+from ..constraints.equations import (
     _row_bodies,
     constraint_values,
     rA_generalized_reaction,
@@ -25,6 +24,7 @@ from ..equations import (
     take_rows,
 )
 from ..forces import BodyState, added_mass, added_mass_matrix, adds_mass, applied_forces
+from ..forces._rigid_body import gyroscopic_damping, gyroscopic_torque, mass_blocks
 from ..lie import reorthonormalize, so3_dexpinv, so3_exp, so3_right_jacobian
 from .base import AbstractFormulation, DynamicsBlocks
 from .index1 import rA_index1_system
@@ -192,7 +192,8 @@ class RA(AbstractFormulation):
 
     def velocity_residual_linearisation(self, model, q, v, t):
         """d(G v - nu)/d(r, theta_bar), hand-coded from the per-constraint blocks of Tables
-        3-6 contracted with v (see :func:`~jaxmbd.equations.rA_velocity_sensitivity`)."""
+        3-6 contracted with v (see
+        :func:`~jaxmbd.constraints.equations.rA_velocity_sensitivity`)."""
         return rA_velocity_sensitivity(model, q[0], q[1], v, t)
 
     def _force_sensitivity(self, model, q, v, t, a=None):

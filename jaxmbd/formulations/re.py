@@ -14,11 +14,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._rigid_body import gyroscopic_torque
-from .._small import mv, row_vec_mat
-from ..equations import constraint_values
+from ..compiled.small import mv, row_vec_mat
+from ..constraints.equations import constraint_values
+from ..forces._rigid_body import gyroscopic_torque
+from ..lie.rotations import A_to_zxz, zxz_Bbar, zxz_to_A
 from ..linear import dense, small
-from ..rotations import A_to_zxz, zxz_Bbar, zxz_to_A
 from .base import AbstractAutodiffFormulation
 
 
@@ -85,7 +85,7 @@ class RE(AbstractAutodiffFormulation):
         B = zxz_Bbar(eps)
         B_dot = jax.jvp(zxz_Bbar, (eps,), (eps_dot,))[1]
         J = model.inertia
-        # elementwise products (jaxmbd._small), not einsum: a dot keeps XLA:CPU from
+        # elementwise products (jaxmbd.compiled.small), not einsum: a dot keeps XLA:CPU from
         # compiling the time step as one native loop (jaxmbd.linear.small)
         w = mv(B, eps_dot)
         rhs = n - gyroscopic_torque(J, w) - mv(J, mv(B_dot, eps_dot))

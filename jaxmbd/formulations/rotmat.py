@@ -44,10 +44,10 @@ import jax
 import jax.numpy as jnp
 
 from .._results import SUCCESS, as_status, first_failure
-from .._rigid_body import euler_tensor
-from .._small import mm, mtm, mv, row_vec_mat
-from ..equations import constraint_values
+from ..compiled.small import mm, mtm, mv, row_vec_mat
+from ..constraints.equations import constraint_values
 from ..forces import BodyState, adds_mass, applied_forces
+from ..forces._rigid_body import euler_tensor
 from ..lie import hat, vee
 from ..linear import small
 from ..newton import solve_with_condition
@@ -101,7 +101,7 @@ poinsot_tensor = euler_tensor
 def _eig_solve(Q, d, B):
     """Lambda with Lambda K^-1 + K^-1 Lambda = B for K^-1 = Q diag(d) Q^T (eq. 25):
     Lambda = Q [(Q^T B Q)_kl / (d_k + d_l)] Q^T. The 3x3 products here and below are
-    elementwise (:mod:`jaxmbd._small`): a ``dot`` in the time step keeps XLA's CPU compiler
+    elementwise (:mod:`jaxmbd.compiled.small`): a ``dot`` in the time step keeps XLA's CPU compiler
     from running the step loop as one native loop (:mod:`jaxmbd.linear.small`)."""
     Bt = mm(mtm(Q, B), Q)
     return mm(mm(Q, Bt / (d[..., :, None] + d[..., None, :])), _mT(Q))

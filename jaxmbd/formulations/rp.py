@@ -10,10 +10,10 @@ from typing import ClassVar
 
 import jax.numpy as jnp
 
-from .._small import mm, mtm, mv, row_vec_mat
-from ..equations import constraint_values
+from ..compiled.small import mm, mtm, mv, row_vec_mat
+from ..constraints.equations import constraint_values
+from ..lie.rotations import A_to_ep, ep_G, ep_to_A
 from ..linear import small
-from ..rotations import A_to_ep, ep_G, ep_to_A
 from .base import AbstractAutodiffFormulation
 
 
@@ -24,7 +24,7 @@ class RP(AbstractAutodiffFormulation):
     default_integrator: ClassVar[str] = "gen_alpha"
     index3_blocks: ClassVar[bool] = True
     index1_blocks: ClassVar[bool] = True
-    #: its products elementwise (jaxmbd._small): double pendulum 2.6x, slider crank 2.0x
+    #: its products elementwise (jaxmbd.compiled.small): double pendulum 2.6x, slider crank 2.0x
     #: the steps per CPU-second with "small" (hoisted) against LAPACK, gen_alpha
     hoistable_implicit_step: ClassVar[bool] = True
 
@@ -67,7 +67,7 @@ class RP(AbstractAutodiffFormulation):
         f, n = self._forces(model, q, v, t, a)  # a: armature's inertial force
         G, G_dot = ep_G(p), ep_G(p_dot)
         J = model.inertia
-        # elementwise products (jaxmbd._small), not einsum/@: a dot keeps XLA:CPU from
+        # elementwise products (jaxmbd.compiled.small), not einsum/@: a dot keeps XLA:CPU from
         # compiling the time step as one native loop (jaxmbd.linear.small)
         mass_p = 4.0 * mm(mtm(G, J), G)
         tau = 2.0 * row_vec_mat(n, G) + 8.0 * row_vec_mat(mv(J, mv(G_dot, p)), G_dot)

@@ -25,9 +25,9 @@ from typing import ClassVar
 
 import jax.numpy as jnp
 
-from .._rigid_body import mass_blocks, newton_euler_forces
-from ..equations import constraint_values, rA_jacobian_from_rows, rA_rows, rA_terms
+from ..constraints.equations import constraint_values, rA_jacobian_from_rows, rA_rows, rA_terms
 from ..forces import BodyState, adds_mass
+from ..forces._rigid_body import mass_blocks, newton_euler_forces
 from ..lie import reorthonormalize, se3_dexpinv, se3_exp
 from ..linear import dense
 from .base import AbstractFormulation, index1_from_equations

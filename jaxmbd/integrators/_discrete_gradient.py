@@ -8,8 +8,9 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from .. import _config, _small  # noqa: F401
-from ..equations import constraint_values
+from .. import _config  # noqa: F401
+from ..compiled import small as _small  # noqa: F401
+from ..constraints.equations import constraint_values
 from ..formulations import director_pairs as pairs
 from ..lie import so3_exp
 from ..linear import small

@@ -11,11 +11,11 @@ import jax
 import jax.numpy as jnp
 
 from .. import _config  # noqa: F401
-from .._min_norm import min_norm_solve
 from .._results import SUCCESS, as_status
-from ..equations import constraint_values
+from ..constraints.equations import constraint_values
 from ..formulations import director_pairs as pairs
 from ..newton import get_newton, implicit_root
+from ..newton._min_norm import min_norm_solve
 from ._discrete_gradient import apply_twists, constraint_rows, gcon_rows, momentum_residual
 
 

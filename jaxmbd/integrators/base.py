@@ -33,8 +33,7 @@ import jax.numpy as jnp
 
 from .. import _config  # noqa: F401
 from .._results import ILL_CONDITIONED, NONFINITE, SUCCESS
-from .._tangents import with_tangents
-from ..equations import rA_generalized_reaction, rA_rows, rA_terms
+from ..constraints.equations import rA_generalized_reaction, rA_rows, rA_terms
 from ..formulations import AbstractFormulation
 from ..linear import schur as _schur
 from ..linear import small as _small_kernels
@@ -52,6 +51,7 @@ from ..newton import (
     placeholder_like,
 )
 from . import structured as _structured
+from ._tangents import with_tangents
 
 #: ``linear_solver="auto"`` picks the structured solver from this many Newton unknowns on
 #: (measured crossover on 2 CPU cores, see benchmarks/scaling.py and the README).
@@ -178,7 +178,8 @@ def dense_kernels(
 
 def fields_with_tangents(state, names: tuple[str, ...], witness: tuple[str, ...], extra=()):
     """``state`` (a NamedTuple) with the fields ``names`` passed through
-    :func:`jaxmbd._tangents.with_tangents`, the fields ``witness`` and ``extra`` its witness
+    :func:`jaxmbd.integrators._tangents.with_tangents`, the fields ``witness`` and ``extra`` its
+    witness
     (for :meth:`AbstractIntegrator.with_state_tangents`)."""
     picked = tuple(getattr(state, name) for name in names)
     own = tuple(getattr(state, name) for name in witness)
@@ -245,7 +246,7 @@ class AbstractIntegrator(eqx.Module):
         """``state`` with its physical quantities (positions, velocities, accelerations,
         multipliers) entering a differentiated time loop with tangents wherever its
         accelerations or multipliers or ``extra`` (the loop's controls, policy, masses)
-        have one (:func:`jaxmbd._tangents.with_tangents`; the start's accelerations
+        have one (:func:`jaxmbd.integrators._tangents.with_tangents`; the start's accelerations
         depend on the masses, forces, controls and policy, its positions not): JAX's scan
         linearisation then takes one pass instead of one per carry that turns non-zero.
         Values unchanged to the bit. Default: ``state`` as it is. Never the Newton

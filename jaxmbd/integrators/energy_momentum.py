@@ -61,8 +61,8 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from .._jit import jit
 from .._results import SUCCESS, as_status, finite_status, first_failure
+from ..compiled.jit import jit
 from ..forces import adds_mass
 from ..formulations import director_pairs as pairs
 from ..linear.graph import newton_layout
@@ -222,7 +222,8 @@ class EnergyMomentum(AbstractIntegrator):
     * ``dof``: a check, never needed: the degrees of freedom you expect, compared with
       6 nb - rank (a mismatch raises). Redundant rows (the six-body linkage's closing joint
       has one) are found when the model is built and dropped by ``simulate`` before the run
-      (``redundant="drop"``, :mod:`jaxmbd.redundancy`), so the rows left are independent.
+      (``redundant="drop"``, :mod:`jaxmbd.constraints.redundancy`), so the rows left are
+      independent.
       On a model whose rows are still dependent (``Model.redundancy`` None), ``dof`` below
       6 nb - nc selects the rows of :func:`row_selection` (all tree rows, d - dof
       combinations of the closure rows), in both schemes.

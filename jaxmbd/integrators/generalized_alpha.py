@@ -54,7 +54,7 @@ class Coefficients(NamedTuple):
 
 
 #: rho_inf of gen_alpha for models with contact pairs unless given
-#: (:func:`jaxmbd.simulation.simulate`, :mod:`jaxmbd.joint_space.contact_step`).
+#: (:func:`jaxmbd.analysis.simulation.simulate`, :mod:`jaxmbd.joint_space.contact_step`).
 CONTACT_RHO_INF = 0.0
 
 

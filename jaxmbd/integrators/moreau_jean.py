@@ -70,12 +70,12 @@ import numpy as np
 from jax.ad_checkpoint import checkpoint_name
 
 from .. import _config  # noqa: F401
-from .._joint_forces import coordinates_and_gradients, coordinates_and_rates
 from .._results import MAX_ITERATIONS, NONFINITE, SUCCESS, first_failure
 from ..contact.element import contact_element
 from ..forces import BodyState
+from ..forces._joint import coordinates_and_gradients, coordinates_and_rates
+from ..forces.joint_limits import JointLimits
 from ..formulations.index1 import index1_system
-from ..joint_limits import JointLimits
 from ..model import Model
 from ..newton import ROOT, ROOT_FACTORS, NewtonInfo
 from .base import AbstractIntegrator, StepResult

@@ -32,12 +32,12 @@ import jax
 import jax.numpy as jnp
 
 from .. import _config  # noqa: F401
-from .._min_norm import min_norm_solve
 from .._results import SUCCESS, as_status, finite_status, first_failure
-from .._tangents import with_tangents
-from .._xla_flags import unhoisted_when_differentiated
+from ..compiled.xla_flags import unhoisted_when_differentiated
 from ..formulations.index1 import index1_dynamics
 from ..newton import NewtonInfo
+from ..newton._min_norm import min_norm_solve
+from ._tangents import with_tangents
 from .base import (
     LINEAR_SOLVERS,
     AbstractIntegrator,

@@ -125,7 +125,7 @@ class RungeKutta(AbstractIntegrator):
     complement of the block-diagonal mass matrix in those kernels,
     :mod:`jaxmbd.linear.schur`. With "schur" or "small" the whole rp or re step compiles
     as one native loop on the CPU (the formulations' products are elementwise,
-    :mod:`jaxmbd._small`); ``benchmarks/small_solve.py integrators --paths "rk rp"``:
+    :mod:`jaxmbd.compiled.small`); ``benchmarks/small_solve.py integrators --paths "rk rp"``:
     double pendulum 6.5k (dense) -> 19.1k (schur) steps per CPU-second, slider crank
     3.8k -> 5.4k. "two_step" has no KKT solve: "structured" and "schur" are refused there,
     and "auto" is "small" on the CPU up to :data:`TWO_STEP_SMALL_MAX` unknowns

@@ -28,13 +28,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._rigid_body import gyroscopic_damping, mass_blocks
-from ..equations import (
+from ..constraints.equations import (
     _row_bodies,
     rA_rows,
     rA_sensitivity_rows,
     rA_velocity_sensitivity_rows,
 )
+from ..forces._rigid_body import gyroscopic_damping, mass_blocks
 from ..lie import so3_right_jacobian
 from ..linear import small, small_blocks
 from ..linear.graph import Layout, newton_layout

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..drivers import ExpressionError
 from ..errors import ModelError, ModelFileError
 from ..mjcf import load_robot
 from ..model import Model
+from ..model.drivers import ExpressionError
 from ._read import _read_json
 from .load_json import _load_own
 from .published import _load_published

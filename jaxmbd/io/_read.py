@@ -7,11 +7,11 @@ import json
 import math
 from pathlib import Path
 
-from .._values import MAX_MAGNITUDE, _short, _vec3
 from ..build import ModelBuilder
 from ..errors import ModelError, ModelFileError
 from ..forces import FileEntry
 from ..gcons import gcon_kind
+from ..model._values import MAX_MAGNITUDE, _short, _vec3
 from .schema import _OBJECT_LISTS, _RANGE_KEYS, _STRING_LISTS, MAX_DEPTH, MAX_FILE_BYTES
 
 

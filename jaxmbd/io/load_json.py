@@ -6,15 +6,15 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from .._joint_forces import CYLINDRICAL_VIEWS
 from ..build import ModelBuilder
 from ..contact import law_from_json
-from ..drivers import ExpressionError
 from ..errors import ModelError, ModelFileError
 from ..forces import FORCE_TYPES
+from ..forces._joint import CYLINDRICAL_VIEWS
 from ..gcons import gcon_kind
-from ..joints import JOINT_KINDS
 from ..model import Model
+from ..model.drivers import ExpressionError
+from ..model.joints import JOINT_KINDS
 from ..tree import KinematicTree
 from ..tree.topology import tree_arrays
 from ._read import _add_gcon, _Entry, _get, _list, _object, _string

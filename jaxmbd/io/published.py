@@ -11,12 +11,12 @@ from pathlib import Path
 
 import numpy as np
 
-from .._values import _vec3
 from ..build import ModelBuilder
-from ..drivers import Expression, ExpressionError, check_expression_derivative
 from ..errors import ModelError, ModelFileError
 from ..gcons import DP1, gcon_kind
 from ..model import GROUND, Model
+from ..model._values import _vec3
+from ..model.drivers import Expression, ExpressionError, check_expression_derivative
 from ._read import _add_gcon, _get, _list, _object, _string
 from .schema import _GCON_FIELDS, _PUBLISHED_KEYS
 

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import numpy as np
 
-from .._actuator_kinds import actuator_kind
-from .._ray_cast import RAY_FIELDS
 from ..actuators import ACTIVATION_DYNAMICS, NO_DYNAMICS, Actuators
+from ..actuators._kinds import actuator_kind
 from ..contact import HuntCrossley
-from ..drivers import program_to_source
 from ..gcons import gcon_kind
-from ..joints import joint_kind
+from ..geometry._ray_cast import RAY_FIELDS
 from ..model import GROUND, Model
+from ..model.drivers import program_to_source
+from ..model.joints import joint_kind
 from ..sensors import sensor_kind
 from .schema import _CONTACT_NUMBERS, _JOINT_FRAME_FIELDS, _OWN_KEYS, FORMAT
 
@@ -33,7 +33,7 @@ def save_model(model: Model, path, *, solver: dict | None = None) -> Path:
             f"save_model: model '{model.name}' has MJCF equality constraints "
             f"{[e.name for e in model.equalities]}, which jaxmbd's schema does not hold (an "
             "exact round trip would lose them); keep the MJCF file, or save "
-            "jaxmbd.equalities.with_equalities(model, 'none')"
+            "jaxmbd.joint_space.equalities.with_equalities(model, 'none')"
         )
     path = Path(path)
     if getattr(model, "tendons", None) is not None:

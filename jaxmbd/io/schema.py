@@ -25,7 +25,7 @@ Own schema (``"format": "jaxmbd-model"``)::
                 {"type": "fluid", "density", "viscosity", "wind", "boxes": [{"body",
                  "point", "rotation", "sides"}], "ellipsoids": [{"body", "point",
                  "rotation", "semiaxes", "coefficients", "virtual_mass",
-                 "virtual_inertia"}]} (jaxmbd.fluid) or
+                 "virtual_inertia"}]} (jaxmbd.forces.fluid) or
                 any type registered with jaxmbd.forces.register_force_type],
      "ground_shapes": [{"type": "plane" | "box" | ..., sizes, "pos", "A" or "axis"}],
      "contacts": [{"body_i", "body_j" (a body or "ground"), "friction", "restitution",
@@ -55,7 +55,7 @@ Own schema (``"format": "jaxmbd-model"``)::
      "solver": {"h": ..., "t_end": ..., "tol": ...}}
 
 ``joint_coordinates`` (optional; written by :func:`save_model`) define the joint coordinates
-of ``sol.joints`` (:mod:`jaxmbd.joints`) without adding constraint rows: a model saved at GCON
+of ``sol.joints`` (:mod:`jaxmbd.model.joints`) without adding constraint rows: a model saved at GCON
 level keeps its joints' coordinates. A joint of ``joints`` has its coordinates already.
 
 Shapes (optional; fields in :mod:`jaxmbd.geometry`) are in the body frame, and collide
@@ -63,10 +63,10 @@ with those of a contact pair unless ``"collide": false``; ``ground_shapes`` (glo
 ground's planes and shapes, ``contacts`` the pairs of :meth:`ModelBuilder.add_contact`
 (:mod:`jaxmbd.contact`; a missing number takes the builder's default). Joint limits,
 damping, stiffness and friction loss are options of their joint (:meth:`ModelBuilder.revolute`,
-:mod:`jaxmbd.joint_limits`, :mod:`jaxmbd.joint_dynamics`); ``actuators`` are those of
+:mod:`jaxmbd.forces.joint_limits`, :mod:`jaxmbd.forces.joint_dynamics`); ``actuators`` are those of
 :meth:`ModelBuilder.add_actuator` (:mod:`jaxmbd.actuators`), in control order; ``sensors``
 those of :meth:`ModelBuilder.add_sensor` (:mod:`jaxmbd.sensors`), in order; ``markers``
-those of :meth:`ModelBuilder.add_marker` (:mod:`jaxmbd.markers`). Saved models
+those of :meth:`ModelBuilder.add_marker` (:mod:`jaxmbd.model.markers`). Saved models
 write limit gains and spring references as built (defaults resolved). ``tree`` and
 ``joint_space_only`` are :attr:`Model.tree` and :attr:`Model.joint_space_only` (models read
 from MJCF: MuJoCo's joints and qpos layout, and the bodies whose joints compose into no
@@ -80,7 +80,7 @@ and a warning unless ``masses`` supplies them.
 
 from __future__ import annotations
 
-from .._joint_forces import CYLINDRICAL_VIEWS
+from ..forces._joint import CYLINDRICAL_VIEWS
 
 FORMAT = "jaxmbd-model"
 _JOINT_FIELDS = {
@@ -103,13 +103,13 @@ _GCON_FIELDS = {
 
 #: Optional keys of revolute and translational joints (``joints`` and
 #: ``joint_coordinates`` entries): the options of :meth:`ModelBuilder.revolute` for limits
-#: (:mod:`jaxmbd.joint_limits`) and joint dynamics (:mod:`jaxmbd.joint_dynamics`).
+#: (:mod:`jaxmbd.forces.joint_limits`) and joint dynamics (:mod:`jaxmbd.forces.joint_dynamics`).
 _LIMIT_KEYS = ("limits", "limit_stiffness", "limit_damping", "limit_restitution", "limit_impedance")
 _DYNAMICS_KEYS = ("damping", "stiffness", "spring_reference", "friction_loss", "armature")
 _JOINT_FORCE_KEYS = _LIMIT_KEYS + _DYNAMICS_KEYS
 #: A cylindrical joint's entries for its two coordinates ("slide", "angle"): objects with
 #: the keys of :data:`_JOINT_FORCE_KEYS` (the coordinate views of
-#: :data:`jaxmbd._joint_forces.CYLINDRICAL_VIEWS`).
+#: :data:`jaxmbd.forces._joint.CYLINDRICAL_VIEWS`).
 _CYLINDRICAL_KEYS = tuple(suffix for suffix, _ in CYLINDRICAL_VIEWS)
 
 # Keys each object of a model file may have; anything else is refused (a typo such as

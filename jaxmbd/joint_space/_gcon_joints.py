@@ -4,7 +4,7 @@ The builder composes its joints from GCONs (paper 1 Table 1): spherical = CD x 3
 revolute = CD x 3 + DP1 x 2 (two vectors of one body normal to the axis of the other),
 universal = CD x 3 + DP1, cylindrical = DP1 x 2 + DP2 x 2, translational = cylindrical + DP1.
 A group of rows sharing a joint tag and a body pair with one of these compositions is read
-back as a :class:`~jaxmbd.joints.JointDefinition` whose coordinates are zero at the model's
+back as a :class:`~jaxmbd.model.joints.JointDefinition` whose coordinates are zero at the model's
 initial pose (the builder's "zero where drawn"), so that a tree can carry it as hinges,
 slides or a ball. The composition is static; the frames are jnp functions of the rows'
 vectors and the initial poses, with data-dependent choices (which body carries the shared
@@ -23,8 +23,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _config  # noqa: F401
-from ..joints import JOINT_KINDS, JointDefinition
 from ..model import Model
+from ..model.joints import JOINT_KINDS, JointDefinition
 
 _TOL = 1e-9
 

@@ -1,6 +1,7 @@
 """Constraint rows of the tree state in joint coordinates: the rows of every
 :class:`~jaxmbd.tree.constraint_rows.AbstractTreeConstraint` of a run (the joints that close
-loops, :class:`ClosingRows`; MJCF's equality constraints, :mod:`jaxmbd.equalities`) taken
+loops, :class:`ClosingRows`; MJCF's equality constraints, :mod:`jaxmbd.joint_space.equalities`)
+taken
 together.
 
 Their Jacobian G = dPhi(q (+) delta)/d delta at delta = 0 (the retraction of
@@ -31,7 +32,7 @@ import numpy as np
 import scipy  # its submodules load on first use (scipy.interpolate, .spatial, .linalg)
 
 from .. import _config  # noqa: F401
-from ..equations import _row_bodies, constraint_values, rA_terms_rows
+from ..constraints.equations import _row_bodies, constraint_values, rA_terms_rows
 from ..model import Model
 from ..tree import KinematicTree, cholesky_solve, integrate_positions, poses
 from ..tree._elementwise import cross, mtv, mv, picked_sum, row_products
@@ -146,7 +147,8 @@ def _body_jacobians(tree: KinematicTree, p: TreePoses):
 
 def _frame_terms(part: ClosingRows, tree: KinematicTree, p: TreePoses, qvel, t):
     """(Phi, G, nu, gamma) of rows of the bodies' frames from the GCONs' closed forms in
-    absolute coordinates (:func:`jaxmbd.equations.rA_terms_rows`: per-row body blocks and
+    absolute coordinates (:func:`jaxmbd.constraints.equations.rA_terms_rows`: per-row body blocks
+    and
     the velocity-quadratic gamma_rA at the bodies' velocities), chained with the bodies'
     Jacobians: G = sum_b jac_b J_b and gamma = gamma_rA - sum_b jac_b a_b, a_b the
     bodies' (centre-of-mass, body-frame angular) accelerations at qacc = 0 (S_dot qvel,

@@ -7,7 +7,7 @@ block's velocity to -v each step, and being of first order it misses Coulomb's s
 distance by v0 h / 2 (2e-3 of it at h = 1e-3). The implicit steps solved by Newton
 (``gen_alpha``, ``backward_euler``: :mod:`jaxmbd.joint_space.implicit_steppers`) take the
 nonlinear step exactly; with contact pairs they default to
-:class:`~jaxmbd.line_search.LineSearchNewton` (exact Newton cycles between the two flat
+:class:`~jaxmbd.newton.line_search.LineSearchNewton` (exact Newton cycles between the two flat
 sides of the saturated law) and ``gen_alpha`` to ``rho_inf = 0``
 (:data:`~jaxmbd.integrators.generalized_alpha.CONTACT_RHO_INF`: the stiff contact mode is
 damped out within a step instead of ringing), as :func:`jaxmbd.simulate` sets them for the
@@ -27,7 +27,7 @@ the first a ``lax.cond``); resting and sliding contacts stay at the full step.
 
 Models read from a file (MJCF, URDF) step as MuJoCo steps them by default: its
 linearly implicit step at the file's time step, without sub-steps (their contact numbers,
-restitution and slip velocity, are MuJoCo's at that step, :mod:`jaxmbd._mjcf_contact`),
+restitution and slip velocity, are MuJoCo's at that step, :mod:`jaxmbd.mjcf._contact`),
 and one solve a step is what makes a robot fast (dm_control's hopper at its 5 ms: 2361
 steps/s, 31 with the Newton step and sub-steps before that step's solve was compiled into
 the loop, not measured since; ``benchmarks/probes/hopper_contact_ab.py`` times the
@@ -45,8 +45,8 @@ from .. import _config  # noqa: F401
 from ..contact.element import contact_element
 from ..integrators.generalized_alpha import CONTACT_RHO_INF
 from ..integrators.impact_substeps import IMPACT_SPEED, IMPACT_SUBSTEPS, impact_in
-from ..line_search import LineSearchNewton
 from ..model import Model
+from ..newton.line_search import LineSearchNewton
 from ..tree import body_velocities
 from ._stepper_base import AbstractJointStepper
 from .dynamics import Accelerations
@@ -114,7 +114,7 @@ def _has(stepper, field: str) -> bool:
 def contact_options(model: Model, stepper: AbstractJointStepper, options: dict) -> dict:
     """``options`` of ``stepper`` for a run of ``model`` (module docstring): with contact
     pairs a Newton-solved step without a ``newton`` option gets
-    :class:`~jaxmbd.line_search.LineSearchNewton` (``max_iter`` moves onto it), one with
+    :class:`~jaxmbd.newton.line_search.LineSearchNewton` (``max_iter`` moves onto it), one with
     ``rho_inf`` without it :data:`CONTACT_RHO_INF`."""
     if contact_element(model) is None or not _has(stepper, "newton"):
         return options

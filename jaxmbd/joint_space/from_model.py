@@ -11,7 +11,7 @@ the rows of no joint (raw GCONs) and the drivers' rows stay exact constraints
 
 Tree body k is model body k with the model's body frame (at the centre of mass, so
 ``com = 0``). A tree joint from parent P to child C becomes the tree joints below, whose
-coordinates equal the joint's (``sol.joints[name].q``, :mod:`jaxmbd.joints`:
+coordinates equal the joint's (``sol.joints[name].q``, :mod:`jaxmbd.model.joints`:
 ``q = offset + sign * g``): each hinge or slide has ``qpos0 = offset`` and its axis times
 ``sign``, so that it moves by ``sign (q - offset) = g``. With frames (s_i, F_i) on body i
 and (s_j, F_j) on body j, coinciding where ``g = 0``, the child's placement in its parent
@@ -43,10 +43,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _config  # noqa: F401
-from .._jit import jit
-from ..joints import JointDefinition, joint_coordinates, joint_kind
+from ..compiled.jit import jit
+from ..lie.rotations import A_to_ep
 from ..model import Model
-from ..rotations import A_to_ep
+from ..model.joints import JointDefinition, joint_coordinates, joint_kind
 from ..tree import WORLD, JointType, KinematicTree
 from ._gcon_joints import recognised_joint
 

@@ -32,6 +32,7 @@ import numpy as np
 from .. import _config  # noqa: F401
 from .._results import MAX_ITERATIONS, SUCCESS
 from ..contact.element import contact_element
+from ..forces.joint_limits import JointLimits
 from ..integrators.moreau_jean import (
     ACTIVE_GAP_PER_TOL,
     VELOCITY_FLOOR,
@@ -45,7 +46,6 @@ from ..integrators.moreau_jean import (
     _smooth_model,
     _tangents,
 )
-from ..joint_limits import JointLimits
 from ..tree import body_velocities, cholesky_solve, integrate_positions, mass_solve, poses
 from ._stepper_base import AbstractJointStepper
 from .dynamics import Accelerations, accelerations

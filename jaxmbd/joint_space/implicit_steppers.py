@@ -29,7 +29,7 @@ is differentiated by the implicit function theorem, not through the iterations.
 
 ``newton``: None (the default), exact Newton (:func:`jaxmbd.newton.newton_iterate`); or a
 Newton object (:class:`jaxmbd.newton.AbstractNewton`), e.g.
-:class:`~jaxmbd.line_search.LineSearchNewton`, which runs with compliant contact pairs
+:class:`~jaxmbd.newton.line_search.LineSearchNewton`, which runs with compliant contact pairs
 (:func:`jaxmbd.joint_space.contact_step.contact_options`): exact Newton on the saturating
 friction of a block coming to rest at h = 1e-3 cycles between the two flat sides of the
 law, as in the absolute formulations."""
@@ -123,7 +123,7 @@ class _ImplicitJointStepper(AbstractJointStepper):
         # a Newton object, its state (stored factors) fresh at each step; its linear solves
         # in the elementwise kernels on the CPU (jaxmbd.linear.small), as the absolute
         # formulations' "auto": no LAPACK call in the loop, so XLA compiles the whole step
-        # as one native loop (jaxmbd._xla_flags)
+        # as one native loop (jaxmbd.compiled.xla_flags)
         newton = get_newton(self.newton)
         with small_kernels.prefer(_small_limit(x0.shape[0])):
             x, info, _ = newton.solve(

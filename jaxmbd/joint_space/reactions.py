@@ -32,7 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _config  # noqa: F401
-from ..equations import rA_terms
+from ..constraints.equations import rA_terms
 from ..forces import BodyState
 from ..model import Model
 from ..tree import JointType, KinematicTree, picked_sum, poses

@@ -12,21 +12,20 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _config  # noqa: F401
-from .._batch_lanes import batch_lanes
-from .._batch_last import batch_last
-from .._batching import cpu_or_accelerator
 from .._checks import finish, has_tracers, is_traced, solution_from_outputs
-from .._host_arrays import device_array
-from .._jit import jit
 from .._results import RESULTS
-from .._xla_flags import joint_loop_guard, joint_loops_hoisted_when_differentiated
 from ..actuators import policy_controls, with_controls
+from ..compiled.batch_lanes import batch_lanes
+from ..compiled.batch_last import batch_last
+from ..compiled.batching import cpu_or_accelerator
+from ..compiled.host_arrays import device_array
+from ..compiled.jit import jit
+from ..compiled.xla_flags import joint_loop_guard, joint_loops_hoisted_when_differentiated
+from ..constraints.equations import rA_terms
+from ..constraints.redundancy import refuse_driven
 from ..contact import with_contact
-from ..equalities import active_equalities
-from ..equations import rA_terms
 from ..model import Model
 from ..newton._implicit import ROOT, ROOT_FACTORS
-from ..redundancy import refuse_driven
 from ..tree import KinematicTree, assemble, body_velocities
 from ..tree._elementwise import mtv
 from .constraint_rows import (
@@ -38,6 +37,7 @@ from .constraint_rows import (
 )
 from .contact_step import SUBSTEP_OPTIONS, contact_options, with_impact_substeps
 from .dynamics import Accelerations, accelerations, body_accelerations
+from .equalities import active_equalities
 from .from_model import tree_of_model
 from .reactions import tree_joint_wrenches
 from .steppers import AbstractJointStepper, RungeKutta4, SemiImplicitEuler, get_stepper
@@ -55,8 +55,8 @@ START_CLOSURE_TOL = 1e-8
 #: Chunks of 16 to 128 members ran alike (scratch runs, batch of 256, load ~10).
 BATCH_CHUNK = 64
 
-#: The steps whose batches run batch-last (:mod:`jaxmbd._batch_last`); none by default:
-#: measured on the 2-core CPU, once sine and cosine vectorise (:mod:`jaxmbd._trig`),
+#: The steps whose batches run batch-last (:mod:`jaxmbd.compiled.batch_last`); none by default:
+#: measured on the 2-core CPU, once sine and cosine vectorise (:mod:`jaxmbd.compiled.trig`),
 #: ``jax.vmap``'s own batching of the RK4 run was as fast or faster
 #: (``benchmarks/results/batch/batch_joint.md``). ``(RungeKutta4, SemiImplicitEuler)``
 #: opts the explicit steps in. Not the steps with ``lax.cond`` (exact contact, the implicit
@@ -65,16 +65,16 @@ BATCH_CHUNK = 64
 BATCH_LAST_STEPPERS: tuple = ()
 
 #: The steps whose batches run as per-member scalar code on tiles of members
-#: (:mod:`jaxmbd._batch_lanes`), taking precedence over :data:`BATCH_LAST_STEPPERS`: the
+#: (:mod:`jaxmbd.compiled.batch_lanes`), taking precedence over :data:`BATCH_LAST_STEPPERS`: the
 #: explicit steps. Derivatives are the plain program's, for single models, ``vmap`` of
 #: their gradients and gradients of batched losses alike. Measured on the 2-core CPU, batch
 #: of 256 against ``jax.vmap``'s own batching, CPU time in one process
 #: (``benchmarks/results/batch/batch_joint.md``): cart-pole 9x, double pendulum and
 #: acrobot 4x, arm3 2.5x the model-steps per second; a large tree (a humanoid) stays with
-#: ``jax.vmap`` (:data:`jaxmbd._batch_lanes.MAX_ENTRIES_ESTIMATE`). ``()`` switches the
+#: ``jax.vmap`` (:data:`jaxmbd.compiled.batch_lanes.MAX_ENTRIES_ESTIMATE`). ``()`` switches the
 #: tiles off (programs traced afterwards: ``jax.clear_caches()``).
 BATCH_LANES_STEPPERS: tuple = (RungeKutta4, SemiImplicitEuler)
-#: Tiles of members (:data:`jaxmbd._batch_lanes.LANES` each) stepped together; a larger
+#: Tiles of members (:data:`jaxmbd.compiled.batch_lanes.LANES` each) stepped together; a larger
 #: batch runs in such chunks one after the other. Chunks of 16, 64 and 256 tiles ran alike
 #: (cart-pole, 1024 members, CPU time 20.2x, 19.2x and 21.0x its single model).
 BATCH_LANES_CHUNK: int | None = 64
@@ -96,7 +96,7 @@ def _closing_rows(model: Model, tree: KinematicTree, rows) -> ClosingRows | None
 def model_tree(model: Model, keep=None) -> tuple[KinematicTree, TreeConstraints | None]:
     """The model's kinematic tree (read from its file, or derived from its joints) and its
     constraint rows: the loop-closing GCON rows, then the active equality constraints
-    (:mod:`jaxmbd.equalities`). ``keep``: the rows to keep (indices into their
+    (:mod:`jaxmbd.joint_space.equalities`). ``keep``: the rows to keep (indices into their
     concatenation, see :func:`independent_constraint_rows`; None: all)."""
     if model.tree is not None:
         tree, closing = model.tree, None
@@ -148,7 +148,7 @@ def independent_constraint_rows(model: Model):
 
 def _refuse_dropped_drivers(model: Model, cons: TreeConstraints | None, rows) -> None:
     """Refuse a driven row that depends on the other rows at the start, as the absolute
-    formulations do (:func:`jaxmbd.redundancy.refuse_driven`): dropped, its prescribed
+    formulations do (:func:`jaxmbd.constraints.redundancy.refuse_driven`): dropped, its prescribed
     motion would go unenforced, silently where it contradicts the others."""
     if rows is None or cons is None or not model.drivers:
         return
@@ -246,9 +246,10 @@ ADJOINT_SAVES: tuple = ()
 
 def _adjoint_recomputes(advance):
     """``advance`` as it is, or, where a gradient's loops are all left to XLA's hoisting
-    (:func:`jaxmbd._xla_flags.joint_loops_hoisted_when_differentiated`), recomputed in
+    (:func:`jaxmbd.compiled.xla_flags.joint_loops_hoisted_when_differentiated`), recomputed in
     reverse mode but for its Newton roots and their factors (``jax.checkpoint`` with
-    :data:`~jaxmbd.newton.SAVED_FOR_ADJOINT`, as :func:`jaxmbd.simulation._adjoint_recomputes`):
+    :data:`~jaxmbd.newton.SAVED_FOR_ADJOINT`, as
+    :func:`jaxmbd.analysis.simulation._adjoint_recomputes`):
     the forward loop then stores the state, not the residuals of the step's linearisation.
     Same derivatives; undifferentiated programs unchanged."""
     if not joint_loops_hoisted_when_differentiated():
@@ -264,11 +265,11 @@ def run_joint_space(model: Model, stepper: AbstractJointStepper, n: int, h, cont
     """The per-step outputs (t = 0..n h) of ``n`` steps (see :func:`_outputs`); ``rows``:
     the constraint rows to keep (static; :func:`independent_constraint_rows`). Under
     ``vmap`` the explicit steps' time loop runs as per-member scalar code on tiles of
-    members (:func:`jaxmbd._batch_lanes.batch_lanes`, :data:`BATCH_LANES_STEPPERS`), or
-    with the batch as every array's minor axis (:func:`jaxmbd._batch_last.batch_last`,
+    members (:func:`jaxmbd.compiled.batch_lanes.batch_lanes`, :data:`BATCH_LANES_STEPPERS`), or
+    with the batch as every array's minor axis (:func:`jaxmbd.compiled.batch_last.batch_last`,
     :data:`BATCH_LAST_STEPPERS`): a step's kernels run over the members in SIMD lanes. The
     other steps (the implicit ones, exact contact) keep ``jax.vmap`` of the whole batch:
-    in chunks of :data:`~jaxmbd._batch_lanes.VMAP_CHUNK` members dm_control's hopper with
+    in chunks of :data:`~jaxmbd.compiled.batch_lanes.VMAP_CHUNK` members dm_control's hopper with
     contact cost 0.84x its single model's CPU time per member against 1.20x, but XLA runs
     the whole batch's large kernels on both cores of the 2-core CPU, so its wall time was
     0.64x the single model's against the chunks' 0.85x (200 steps, batch 256,
@@ -492,7 +493,7 @@ def _tree_wrenches_jit(model, tree, along_joints, *arrays, loads=None):
 
 def tree_multipliers(model: Model, sol):
     """``sol.lam`` (T, nc) with the tree joints' rows filled: each tree body's constraint
-    reaction (:func:`jaxmbd.diagnostics.joint_wrenches`, ``along_joints=False``) written
+    reaction (:func:`jaxmbd.analysis.diagnostics.joint_wrenches`, ``along_joints=False``) written
     as -G_b^T lam over the rows that join it to its parent (least squares: exact, the
     reaction lies in their span; the split among dependent rows is the minimum-norm one)."""
     tree, nb = sol.tree, model.nb

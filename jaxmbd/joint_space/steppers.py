@@ -22,8 +22,8 @@ import jax
 import jax.numpy as jnp
 
 from .. import _config  # noqa: F401
-from .._xla_flags import joint_loop_guard
 from ..actuators import with_activation_state
+from ..compiled.xla_flags import joint_loop_guard
 from ..linear import small as small_kernels
 from ..tree import integrate_positions
 from ..tree._elementwise import mtv

@@ -32,7 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _config  # noqa: F401
-from .._batching import (
+from ..compiled.batching import (
     broadcast_batched,
     cpu_or_accelerator,
     none_batched,
@@ -73,7 +73,7 @@ def member_by_member_on_cpu(fn, stack):
     """``fn`` (a single-matrix computation) over a stack: on the CPU member by member
     (``lax.map`` of the single-member kernels, see the module docstring); on a GPU one
     vmap, whose batched getrf is the vendor library's batched LU
-    (:func:`~jaxmbd._batching.cpu_or_accelerator`)."""
+    (:func:`~jaxmbd.compiled.batching.cpu_or_accelerator`)."""
     return cpu_or_accelerator(stack, cpu=lambda s: jax.lax.map(fn, s), accelerator=jax.vmap(fn))
 
 

@@ -35,7 +35,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import _config  # noqa: F401
-from .._batching import (
+from ..compiled.batching import (
     all_batched,
     broadcast_batched,
     cpu_or_accelerator,

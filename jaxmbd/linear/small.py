@@ -5,7 +5,7 @@ Why: on the CPU, XLA runs a ``while`` loop (the ``lax.scan`` over time steps, a 
 as one compiled native loop instead of a sequence of runtime "thunks" when its body holds
 none of those instructions and accesses few bytes (XLA's ``SmallWhileLoopHoistingPass``;
 the byte threshold is raised by ``xla_cpu_small_while_loop_byte_threshold``, which
-:mod:`jaxmbd._xla_flags` sets). A LAPACK getrf or trsm is a custom call, and a ``dot`` is
+:mod:`jaxmbd.compiled.xla_flags` sets). A LAPACK getrf or trsm is a custom call, and a ``dot`` is
 emitted as a YNNPACK custom fusion: a loop around either is never hoisted. With these
 kernels in the Newton solve a whole time step becomes one native loop
 (``benchmarks/small_solve.py``: the double pendulum's gen_alpha step several times
@@ -75,7 +75,8 @@ def hoistable() -> bool:
 
 def incidence_sum(incidence, values):
     """sum_k incidence[i, k] values[k, ...] for a constant (numpy) 0/1 ``incidence`` (m, r):
-    the rows summed per body in :mod:`jaxmbd.equations`. ``jnp.tensordot`` where a ``dot``
+    the rows summed per body in :mod:`jaxmbd.constraints.equations`. ``jnp.tensordot`` where a
+    ``dot``
     is fine; in a hoistable step (:func:`hoistable`) a sum of each output's rows, picked by
     static indices (a product with the 0/1 matrix followed by a sum is matched back into
     a dot-like YNNPACK fusion by XLA's CPU compiler)."""

@@ -191,7 +191,7 @@ REGISTRY: dict[str, Builtin] = {
                 description="two cylinders on a cylindrical pair, free flight (section 5.2)"),
         Builtin(name="planar_pair", build=planar_pair, paper=_BL, formulation="director",
                 description="pyramid sliding on a plate (planar pair), free flight (section 5.3)"),
-        # 30 joint rows of rank 29: one is dropped for the run (jaxmbd.redundancy)
+        # 30 joint rows of rank 29: one is dropped for the run (jaxmbd.constraints.redundancy)
         Builtin(name="six_body_linkage", build=six_body_linkage, paper=_BL,
                 formulation="director",
                 description="overconstrained Bricard-type 6R loop, 1 DOF (section 5.4.2)"),

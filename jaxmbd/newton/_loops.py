@@ -9,7 +9,7 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
-from .._batching import (
+from ..compiled.batching import (
     all_batched,
     broadcast_batched,
     cpu_or_accelerator,

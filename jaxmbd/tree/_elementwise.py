@@ -4,7 +4,7 @@ sums, and a trace-time unrolled Cholesky solve.
 
 Why not ``@``, ``einsum``, ``.at[].set`` or LAPACK: on the CPU, XLA compiles a time loop
 into one native loop only when its body holds no ``dot``, scatter, sort or custom call
-(:mod:`jaxmbd._xla_flags`); a small model's step is otherwise hundreds of runtime thunks,
+(:mod:`jaxmbd.compiled.xla_flags`); a small model's step is otherwise hundreds of runtime thunks,
 each costing more than its arithmetic (a 2x2 LAPACK Cholesky solve took 25 us of a 33 us
 acrobot step). Everything here is also what ``vmap`` turns into wide elementwise loops.
 """
@@ -18,8 +18,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _config  # noqa: F401
-from .._small import UNROLL_MAX, _sum_along
-from .._xla_flags import joint_loops_hoisted_when_differentiated
+from ..compiled.small import UNROLL_MAX, _sum_along
+from ..compiled.xla_flags import joint_loops_hoisted_when_differentiated
 
 #: Cholesky solves are unrolled at trace time up to this many unknowns (compile time grows
 #: with n^3); beyond it, a ``fori_loop`` of masked column updates.
@@ -29,7 +29,7 @@ UNROLLED_CHOLESKY_MAX = 12
 def pick(x, index):
     """``x[index]`` for a static integer ``index`` of any shape: a gather. Where the
     joint formulation's gradient loops are left to XLA's hoisting (the default on the CPU,
-    :func:`jaxmbd._xla_flags.joint_loops_hoisted_when_differentiated`), its tangent is
+    :func:`jaxmbd.compiled.xla_flags.joint_loops_hoisted_when_differentiated`), its tangent is
     taken by one split of ``x`` into rows and one concatenation (:func:`_split_rows`):
     JAX transposes a gather into a scatter, and XLA's CPU backend does not compile a loop
     that holds a scatter as one native loop; slices (the former tangent) transpose to zero

@@ -5,7 +5,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from .. import _config  # noqa: F401
-from .._trig import sin_cos
+from ..compiled.trig import sin_cos
 
 
 def quat_mul(a, b):

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _config  # noqa: F401
-from .._small import _sum_along
+from ..compiled.small import _sum_along
 from ._elementwise import cross, halves, mm, mtv, mv, pick, picked_sum, row_products
 from .kinematics import TreePoses, cross_force, dof_ancestors, velocities
 from .topology import KinematicTree

@@ -37,8 +37,8 @@ import numpy as np
 from jax.ad_checkpoint import checkpoint_name
 
 from .. import _config  # noqa: F401
-from .._small import _sum_along
-from .._xla_flags import joint_loops_hoisted_when_differentiated
+from ..compiled.small import _sum_along
+from ..compiled.xla_flags import joint_loops_hoisted_when_differentiated
 from ..errors import ModelError
 from ._elementwise import UNROLLED_CHOLESKY_MAX, cholesky_factor, cholesky_factor_solve
 from .topology import KinematicTree
@@ -117,7 +117,7 @@ def mass_solve(tree: KinematicTree, M, rhs):
     # (M = M^T) and that of M the product -(M^-1 cotangent) x^T, instead of the
     # transposed factorisation and substitutions, whose index gathers transpose to
     # scatters (XLA's CPU backend then runs the enclosing loop op by op,
-    # :mod:`jaxmbd._xla_flags`). The dense Cholesky is elementwise, its transpose has no
+    # :mod:`jaxmbd.compiled.xla_flags`). The dense Cholesky is elementwise, its transpose has no
     # scatter: it keeps its own derivative (arm3's gradient ran alike either way, within
     # the noise of benchmarks/results/gradients_defaults.md).
     return jax.lax.custom_linear_solve(
@@ -126,7 +126,7 @@ def mass_solve(tree: KinematicTree, M, rhs):
 
 
 def _times(M, x):
-    """M x for x (n,) or (n, k), elementwise (no ``dot``: :mod:`jaxmbd._xla_flags`)."""
+    """M x for x (n,) or (n, k), elementwise (no ``dot``: :mod:`jaxmbd.compiled.xla_flags`)."""
     if x.ndim == 1:
         return _sum_along(M * x[None, :], -1)
     return _sum_along(M[:, :, None] * x[None, :, :], -2)

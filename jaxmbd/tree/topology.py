@@ -23,7 +23,7 @@ import jax
 import numpy as np
 
 from .. import _config  # noqa: F401
-from .._host_arrays import device_array
+from ..compiled.host_arrays import device_array
 from ..errors import ModelError
 
 

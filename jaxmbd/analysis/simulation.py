@@ -1,0 +1,647 @@
+"""``simulate``: any valid formulation x integrator pair, one ``lax.scan`` under ``jit``.
+
+The runner makes the initial state consistent (positions, velocities, accelerations and
+multipliers), hands it to the integrator in the formulation's coordinates, and scans the
+integrator's ``step`` over t = k h. Every implicit step's root carries implicit-function
+gradients, so ``jax.grad`` of a trajectory loss never differentiates through Newton
+iterations.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import _config  # noqa: F401
+from .._checks import finish, first_row, is_traced, resolve_throw, solution_from_outputs
+from .._parameter_checks import checked_parameters
+from ..actuators import (
+    ACTIVATION_DYNAMICS,
+    NO_DYNAMICS,
+    control_inputs,
+    policy_controls,
+    with_controls,
+)
+from ..compiled.host_arrays import device_array
+from ..compiled.jit import at_top_level, jit
+from ..compiled.xla_flags import (
+    forward_loop_hoisted_when_differentiated,
+    unhoisted_when_differentiated,
+)
+from ..constraints.redundancy import rows_for_run, with_full_multipliers
+from ..contact import with_contact
+from ..errors import JointSpaceOnlyWarning, ModelError
+from ..forces._joint import joint_space_entries_message
+from ..formulations import AbstractFormulation, get_formulation
+from ..integrators import (
+    INTEGRATORS,
+    AbstractImplicitIntegrator,
+    AbstractIntegrator,
+    MoreauJean,
+    StartState,
+    get_integrator,
+)
+from ..integrators.generalized_alpha import CONTACT_RHO_INF
+from ..integrators.impact_substeps import with_impact_substeps
+from ..integrators.moreau_jean import check_friction_cone
+from ..joint_space import simulate_joint_space
+from ..joint_space.coverage import joint_space_obstacles
+from ..joint_space.equalities import check_soft_equalities, with_equalities
+from ..model import Model
+from ..newton import SAVED_FOR_ADJOINT
+from ..newton.line_search import LineSearchNewton
+from ..solution import Solution
+from ._stepping import (
+    block_steps,
+    check_euler_angle_start,
+    check_save_every,
+    num_steps,
+    run_in_blocks,
+    strided_scan,
+)
+from .initial_state import START_MAX_ITER, START_TOL, _consistent_initial_state, to_formulation
+from .limits_option import limits_integrator, with_limits
+
+
+def _outputs(form, q, v, a, lam_all, nc):
+    return form.to_body_state(q, v, a) + (lam_all[:nc],)
+
+
+def _own_coordinates(form, q, v):
+    """The Solution's ``q`` and ``v``: the formulation's own coordinates, or (None, None)
+    where they are the body state already stored (rA)."""
+    if not form.stores_own_coordinates:
+        return None, None
+    return form.flat_coordinates(q), v
+
+
+def _initial(model, form: AbstractFormulation, integrator: AbstractIntegrator, h, start=None):
+    """The integrator's first carry and the t = 0 outputs; ``start``: the consistent start
+    when already computed (:func:`_consistent_start`), else it is traced here."""
+    if start is None:
+        start = _consistent_initial_state(
+            model,
+            **_START_OPTIONS,
+            redundant=integrator.redundant_constraints(model),
+            linear_solver=start_solver(integrator),
+        )
+    state, _, info = start
+    q, v, a = to_formulation(form, *state[:6])
+    extra = form.num_multipliers(model) - model.nc
+    lam = jnp.concatenate([state[6], jnp.zeros(extra)])
+    carry = integrator.init(model, form, StartState(q, v, a, lam), h)
+    out = state + (info.iterations, info.status, info.residual_norm)
+    out = out + _own_coordinates(form, q, v)
+    if getattr(integrator, "record_condition", False):  # no step at t = 0
+        out = out + (jnp.asarray(jnp.nan),)
+    if hasattr(integrator, "extra_outputs"):  # an integrator's own per-step outputs (a dict)
+        out = out + (integrator.extra_outputs(carry),)
+    return carry, out
+
+
+def _adjoint_recomputes(step):
+    """``step`` as it is, or, where a gradient's forward time loop is hoisted by XLA
+    (:func:`forward_loop_hoisted_when_differentiated`), recomputed in reverse mode except
+    for its Newton roots and their factored Jacobians (``jax.checkpoint`` with
+    :data:`~jaxmbd.newton.SAVED_FOR_ADJOINT`): the forward loop then runs the step and
+    stores its carry and roots, not the ~20 kB of residuals of its linearisation, and the
+    adjoint step (a native loop) linearises again. Same derivatives; undifferentiated
+    programs unchanged (``prevent_cse=False`` adds no barrier)."""
+    if not forward_loop_hoisted_when_differentiated():
+        return step
+    return jax.checkpoint(step, prevent_cse=False, policy=SAVED_FOR_ADJOINT)
+
+
+def _scan(
+    model,
+    form,
+    integrator,
+    carry,
+    k0,
+    n: int,
+    h,
+    checkpoint: int | None = None,
+    save_every: int = 1,
+    controls=None,
+    policy=None,
+    sensor_key=None,
+):
+    def step(carry, k):
+        # a gradient's forward time loop stays out of XLA's small-loop hoisting (compile
+        # time), its transposed one is hoisted (run time)
+        carry = unhoisted_when_differentiated(carry, transposed=True)
+        # zero-order hold: step k (from t = (k - 1) h) runs with the controls of row k - 1
+        # (``controls`` holds the rows from step k0 on), or the policy's reply to the state
+        # at (k - 1) h
+        stepped = model if controls is None else with_controls(model, controls[k - 1 - k0])
+        if policy is not None:
+            q, v = integrator.positions_velocities(carry)
+            r, A, rdot, omega = form.to_body_state(q, v, jnp.zeros_like(v))[:4]
+            u = policy_controls(model, policy, (k - 1) * h, (r, A, rdot, omega),
+                                key=sensor_key, step=k - 1)  # fmt: skip
+            stepped = with_controls(model, u)
+        carry, res = _adjoint_recomputes(lambda carry: integrator.step(stepped, form, carry, k, h))(
+            carry
+        )
+        out = _outputs(form, res.q, res.v, res.a, res.lam, model.nc)
+        info = (res.info.iterations, res.info.status, res.info.residual_norm)
+        out = out + info + _own_coordinates(form, res.q, res.v)
+        out = out + (() if res.condition is None else (res.condition,))
+        if hasattr(integrator, "extra_outputs"):
+            out = out + (integrator.extra_outputs(carry),)
+        return carry, out
+
+    # tangents present from the start: JAX's scan linearisation then needs one pass
+    carry = integrator.with_state_tangents(carry, (controls, policy, model.mass, model.inertia))
+    steps = k0 + jnp.arange(1, n + 1)
+    if not checkpoint or n <= checkpoint:
+        return strided_scan(step, carry, steps, save_every)
+    # Checkpointed scan for reverse mode over long horizons: only segment boundaries are
+    # stored; each segment of ``checkpoint`` steps is recomputed in the backward pass. The
+    # steps past the last full segment run in a plain scan: no step beyond t_end is taken.
+    segments, rest = divmod(n, checkpoint)
+
+    @jax.checkpoint
+    def segment(carry, ks):
+        return jax.lax.scan(step, carry, ks)
+
+    carry, outs = jax.lax.scan(segment, carry, steps[: segments * checkpoint].reshape(segments, -1))
+    outs = jax.tree_util.tree_map(lambda x: x.reshape((-1,) + x.shape[2:]), outs)
+    if rest:
+        carry, tail = jax.lax.scan(step, carry, steps[segments * checkpoint :])
+        outs = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a, b]), outs, tail)
+    return carry, outs
+
+
+_block = jit(_scan)
+
+
+@jit
+def _head(model, form, integrator, size: int, h, checkpoint, save_every, start, *inputs):
+    """The start and the first ``size`` steps of a run as blocks (:func:`_run_blocks`): the
+    same program as :func:`_run` for ``size`` steps, and so bit for bit its trajectory,
+    with the carry returned for the next block."""
+    carry, first = _initial(model, form, integrator, h, start)
+    carry, rest = _scan(model, form, integrator, carry, 0, size, h, checkpoint, save_every, *inputs)
+    return carry, jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), first, rest)
+
+
+#: Steps per compiled block of a forward run outside any transformation (see
+#: :func:`_run_blocks`). A scan compiles in the same time whatever its length, so one size
+#: serves every horizon; the last block runs past t_end by fewer than this many steps,
+#: whose cost bounds the choice from above. A run of up to this many steps is the one
+#: program of this many steps, cut: the same bits as one program of its own length. A
+#: longer run compiles two programs once (the start with the first block, then the later
+#: blocks), whose steps may differ from one program's in the last bits: XLA optimises a
+#: loop whose final state is returned (to carry it on) differently from one whose final
+#: state is dropped.
+BLOCK_STEPS = 1024
+
+
+def _control_block(controls, k0: int, size: int):
+    """Rows k0 .. k0 + size of the (N, nu) host ``controls``, the last row repeated past N
+    (steps past t_end, whose outputs are dropped), on the device."""
+    rows = controls[k0 : k0 + size]
+    if rows.shape[0] < size:
+        rows = np.concatenate([rows, np.repeat(controls[-1:], size - rows.shape[0], axis=0)])
+    return jax.device_put(rows)
+
+
+def _run_blocks(
+    model, form, stepper, n, h_arr, size, checkpoint, save_every, start, controls, policy, key,
+    progress,
+):  # fmt: skip
+    """The forward run of concrete inputs as blocks of ``size`` steps, each one call of a
+    program compiled once for every horizon, the integrator's carry passed from block to
+    block: a new t_end compiles nothing."""
+    host = None if controls is None else np.asarray(controls)
+
+    def rows(k0):
+        return None if host is None else _control_block(host, k0, size)
+
+    def head(size):
+        return _head(
+            model, form, stepper, size, h_arr, checkpoint, save_every, start, rows(0), policy,
+            key,
+        )  # fmt: skip
+
+    def block(carry, k0, size):
+        return _block(
+            model, form, stepper, carry, k0, size, h_arr, checkpoint, save_every,
+            rows(int(k0)), policy, key,
+        )  # fmt: skip
+
+    if n <= size:  # one block: the one program of `size` steps, cut (its bits: see BLOCK_STEPS)
+        outs = _run(
+            model, form, stepper, size, h_arr, checkpoint, save_every, start, rows(0), policy,
+            key,
+        )  # fmt: skip
+        if progress is not None:
+            progress(n, n)
+        return jax.tree_util.tree_map(
+            lambda x: jax.device_put(np.asarray(x)[: n // save_every + 1]), outs
+        )
+    return run_in_blocks(head, block, n, size, progress, save_every=save_every)
+
+
+def _start_state(model):
+    return model.r0, model.A0, model.rdot0, model.omega0
+
+
+def start_solver(integrator) -> str:
+    """The consistent start's linear solver: the integrator's choice ("auto" by default)."""
+    return getattr(integrator, "linear_solver", "auto")
+
+
+#: the start of every run: consistent_initial_state's defaults, at t = 0
+_START_OPTIONS = {"t": 0.0, "tol": START_TOL, "max_iter": START_MAX_ITER}
+
+
+@jit
+def _consistent_start(model, redundant: bool, linear_solver: str = "auto"):
+    """The consistent start as its own program: it depends on the model only, so runs of
+    one model with other formulations or integrators reuse it instead of compiling it
+    into each of their programs (about a third of a small model's compile time)."""
+    return _consistent_initial_state(
+        model, **_START_OPTIONS, redundant=redundant, linear_solver=linear_solver
+    )
+
+
+@jit
+def _run(
+    model,
+    form,
+    integrator,
+    n: int,
+    h,
+    checkpoint: int | None = None,
+    save_every: int = 1,
+    start=None,
+    controls=None,
+    policy=None,
+    sensor_key=None,
+):
+    carry, first = _initial(model, form, integrator, h, start)
+    _, rest = _scan(
+        model, form, integrator, carry, 0, n, h, checkpoint, save_every, controls, policy,
+        sensor_key,
+    )  # fmt: skip
+    return jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), first, rest)
+
+
+def _chart_flags(form: AbstractFormulation, outs):
+    """re: the steps at the chart singularity (stepped over by the verified least-squares
+    solve of :func:`~jaxmbd.integrators.implicit_step`); None for charts without one."""
+    q = outs[10]
+    if q is None or not form.has_chart_singularity:
+        return None  # no chart singularity (the default): no slicing of q, no dispatch
+    if form.near_chart_singularity((q[0, :, :3], q[0, :, 3:])) is None:
+        return None
+    return jax.vmap(lambda row: form.near_chart_singularity((row[:, :3], row[:, 3:])))(q)
+
+
+def _has_rho_inf(cls) -> bool:
+    """Whether an integrator class has the spectral-radius option (gen_alpha, or any
+    integrator that declares it): asked of its fields, not its name."""
+    return "rho_inf" in getattr(cls, "__dataclass_fields__", {})
+
+
+def _contact_newton(model, integrator, form, options: dict) -> dict:
+    """The integrator options of a run of ``model``: with contact pairs, an implicit
+    integrator named (or the default) without a ``newton`` option gets
+    :class:`~jaxmbd.newton.line_search.LineSearchNewton` (``max_iter`` moves onto it), and an
+    integrator with a ``rho_inf`` option (gen_alpha) without it gets
+    :data:`CONTACT_RHO_INF` (0: stiff contact modes are damped out in a step instead of
+    ringing)."""
+    if model.contacts is None:
+        return options
+    if integrator is not None and not isinstance(integrator, str):
+        return options  # an integrator object carries its own options
+    cls = INTEGRATORS.get(form.default_integrator if integrator is None else integrator)
+    if cls is None or not issubclass(cls, AbstractImplicitIntegrator):
+        return options
+    if options.get("newton") is not None:
+        if _has_rho_inf(cls) and options.get("rho_inf") is None:
+            return {**options, "rho_inf": CONTACT_RHO_INF}
+        return options
+    options = dict(options)
+    max_iter = options.pop("max_iter", None)
+    newton = LineSearchNewton() if max_iter is None else LineSearchNewton(max_iter=max_iter)
+    options = {**options, "newton": newton}
+    if _has_rho_inf(cls) and options.get("rho_inf") is None:
+        # a contact is a stiff, short-lived mode: rho_inf = 0.9 keeps 90 % of its
+        # amplitude per step, and a plastic landing rebounds at 0.87 of its speed at
+        # h = 1e-3; rho_inf = 0 annihilates it as the contact law intends
+        options["rho_inf"] = CONTACT_RHO_INF
+    return options
+
+
+def _hard_contact_integrator(model, contact, integrator):
+    """The integrator of a run with ``contact``: "hard" takes ``moreau_jean`` (the default
+    then) and refuses any other; ``moreau_jean`` treats the contact pairs as unilateral
+    constraints and so needs contact="hard" when the model has pairs."""
+    name = integrator if integrator is None or isinstance(integrator, str) else integrator.name
+    if contact == "hard":
+        if name not in (None, MoreauJean.name):
+            raise ValueError(
+                f"simulate: contact='hard' (unilateral constraints with impacts and Coulomb "
+                f"friction) is stepped by integrator='{MoreauJean.name}' (the default with "
+                f"contact='hard'), not {name!r}; the other integrators take the compliant "
+                "contact (contact='compliant')"
+            )
+        check_friction_cone(model)
+        return MoreauJean.name if integrator is None else integrator
+    if name == MoreauJean.name and model.contacts is not None and contact != "none":
+        raise ValueError(
+            f"simulate: integrator='{MoreauJean.name}' steps contact pairs as unilateral "
+            f"constraints: pass contact='hard' (or contact='none' to ignore the pairs of "
+            f"model '{model.name}')"
+        )
+    return integrator
+
+
+def default_formulation(model: Model, integrator=None, options=None, *,
+                        absolute_only: tuple[str, ...] = ()) -> str:  # fmt: skip
+    """The formulation of a run that names none: "joint" where the joint formulation runs
+    everything ``model`` holds with ``integrator`` and its ``options``
+    (:func:`jaxmbd.joint_space.coverage.joint_space_obstacles`: a kinematic tree from its
+    body-joint graph, loops kept as constraints, every force element and the pair) and the
+    run asks for nothing that only the absolute formulations give (``absolute_only``: the
+    requests that do, e.g. ``"save_every"``); else "rA". Rows beyond the tree (the joints
+    that close loops, drivers) keep "joint": its ``rk`` steps loop models 3-20x faster
+    than rA's ``gen_alpha``, and its first call is shorter (slider crank 56 s against
+    112 s, a driven pendulum 19 s against 57 s:
+    ``benchmarks/probes/loop_models_first_call.py``). A model that only joint coordinates
+    express (``model.joint_space_only``) stays "joint", whose error then names
+    what it lacks. The formulations guide says why."""
+    if model.joint_space_only:
+        return "joint"
+    if absolute_only or joint_space_obstacles(model, integrator, options):
+        return "rA"
+    return "joint"
+
+
+def _absolute_only(*, save_every, checkpoint, redundant, policy, sensor_key, chunk_size=None):
+    """The requests of a :func:`simulate` call that only the absolute formulations run."""
+    asked = {
+        "save_every": save_every != 1,
+        "chunk_size": chunk_size is not None,
+        "checkpoint": bool(checkpoint),
+        f"redundant={redundant!r}": redundant != "drop",
+        "sensor_key with a policy": policy is not None and sensor_key is not None,
+    }
+    return tuple(name for name, on in asked.items() if on)
+
+
+def simulate(
+    model: Model,
+    *,
+    formulation=None,
+    integrator=None,
+    t_end: float,
+    h: float,
+    progress: Callable[[int, int], None] | None = None,
+    chunk_size: int | None = None,
+    checkpoint: int | None = None,
+    save_every: int = 1,
+    throw: bool = True,
+    check: bool | None = None,
+    redundant: str = "drop",
+    contact: str | None = None,
+    limits: str | None = None,
+    equality: str | None = None,
+    controls=None,
+    policy=None,
+    sensor_key=None,
+    **options,
+) -> Solution:
+    """Dynamics of ``model`` on t = k h, k = 0..round(t_end / h).
+
+    ``formulation``: a name ("joint", "rA", "rp", "re", "se3", "director", "rotmat") or a
+    formulation object; None (the default): :func:`default_formulation`, "joint" (the
+    kinematic tree in MuJoCo's joint coordinates, :mod:`jaxmbd.joint_space`; loops and
+    drivers as exact constraint rows) wherever it runs everything the call holds, "rA"
+    otherwise. A formulation object: any :class:`~jaxmbd.formulations.AbstractFormulation`,
+    also one defined outside the package. ``integrator``: a name ("gen_alpha",
+    "backward_euler", "rkmk", "rk", "energy_momentum"; "joint" has "rk", "rkmk", "euler",
+    "implicit" and "implicitfast", see :mod:`jaxmbd.joint_space.steppers`; default: the
+    formulation's ``default_integrator`` ("rkmk" for "joint", MuJoCo's RK4 from 4.0); for
+    "joint" with contact pairs "gen_alpha", or "implicit" for a model read from a file,
+    :mod:`jaxmbd.joint_space.contact_step`) or an integrator object. An integrator steps
+    every formulation that has the capabilities it requires (``requires``); any other pair raises
+    ``ValueError`` listing the valid pairs.
+
+    ``options`` go to the integrator (:func:`~jaxmbd.integrators.get_integrator`; an option
+    it does not have raises ``ValueError`` listing its options; ``None`` means the default).
+    Options of the implicit integrators: ``newton`` = "reuse" (default for rA and rp: the
+    factored matrix is kept across steps and refreshed when it stops contracting; a step is
+    accepted only once verified), "full" (matrix at every iteration; rA: hand-coded, Tables
+    3-6; default for re) or "modified" (matrix frozen per step); ``tol``: relative Newton
+    tolerance (step test of eq. 46 and a residual test, both in scaled norms; default 1e-10,
+    see :class:`~jaxmbd.newton.Scale`); ``max_iter`` (25).
+    ``linear_solver``: "auto" (default: "structured" from
+    :data:`~jaxmbd.integrators.base.STRUCTURED_FROM` Newton unknowns on, "small" for rA on
+    the CPU up to :data:`~jaxmbd.linear.small.SMALL_MAX`, else "dense"),
+    "dense" (equilibrated dense LU), "small" (the same LU in elementwise kernels, so
+    that XLA compiles the whole time loop as one native loop on the CPU,
+    :mod:`jaxmbd.linear.small`), "structured" (block elimination on the body-joint
+    graph, O(N) per factorisation on trees and on loops that share few bodies; rA's matrix
+    is then assembled block by block, see :mod:`jaxmbd.linear.structured`) or
+    "small_structured" (that block elimination in elementwise kernels, hoistable like
+    "small": :mod:`jaxmbd.linear.small_blocks`).
+    gen_alpha: ``rho_inf`` (0.9) and ``variant`` ("stabilised", the GGL index-2 form, default
+    for rA and rp; or "index3", default for re, see
+    :data:`~jaxmbd.integrators.DEFAULT_OPTIONS`).
+
+    The initial state is made consistent first (see :func:`consistent_initial_state`). A
+    non-converged step raises :class:`~jaxmbd.SolverError` naming its time, residual and
+    constraints (``throw=False`` returns the outcome instead: ``sol.status`` per step and
+    ``sol.result``, a :class:`~jaxmbd.RESULTS` item; inside ``jit``/``grad``/``vmap``
+    ``throw=True`` becomes an equinox runtime error with the RESULTS message). ``check`` is
+    the deprecated name of ``throw``.
+
+    ``redundant``: what to do with constraint rows that depend on the others at the initial
+    pose (an overconstrained closed loop, e.g. a planar four-bar of four revolute joints;
+    found when the model is built, see :mod:`jaxmbd.constraints.redundancy`). "drop" (default): run
+    without them, with one :class:`~jaxmbd.RedundancyWarning` naming them and the loop they
+    close; their multipliers are zero. "error": raise :class:`~jaxmbd.ModelError` naming
+    them.
+
+    ``contact``: how the model's contact pairs (``model.contacts``, see :mod:`jaxmbd.contact`)
+    act. "compliant" (the default): Hunt–Crossley contact with regularised Coulomb friction,
+    a force element whose stiffness enters the implicit integrators' Newton matrix;
+    ``sol.contact`` reports every slot per step. "none": every pair is ignored (the same
+    model without contact). "hard": exact contact, the pairs as unilateral constraints with
+    Newton's restitution law and Coulomb friction on the exact cone, stepped by the
+    projected Moreau–Jean scheme (``integrator="moreau_jean"``, the default then and the
+    only one; :mod:`jaxmbd.integrators.moreau_jean`; ``sol.contact`` reports each step's
+    mean contact forces, its impulses / h). With contact
+    pairs the implicit integrators default to
+    ``newton=LineSearchNewton()`` (:mod:`jaxmbd.newton.line_search`: exact Newton damped by
+    backtracking, which converges on the saturating friction and damping at large steps);
+    ``max_iter`` then sets its iterations, and ``newton=`` chooses another method; gen_alpha
+    then defaults to ``rho_inf=0`` (a contact is a stiff mode that 0.9 lets ring: a plastic
+    landing rebounded at 0.87 of its speed at h = 1e-3). Compliant contact takes a step that
+    meets a fast contact (in contact or touching within two steps, faster than
+    ``impact_speed``, 0.05 m/s, and than twice its resting speed) as ``impact_substeps``
+    (10) sub-steps of h / 10 of the same integrator, so that the impact is resolved and the
+    rebound honours the restitution (:mod:`jaxmbd.integrators.impact_substeps`;
+    ``impact_substeps=1``: off). The "joint" formulation does the same
+    (:mod:`jaxmbd.joint_space.contact_step`), but for models read from a file, whose default
+    is MuJoCo's one linearised solve a step without sub-steps.
+
+    ``limits``: how the joint limits act (:mod:`jaxmbd.analysis.limits_option`). None (default): as
+    the integrator treats them (compliant spring-dampers; hard stops with "moreau_jean").
+    "compliant": the spring-dampers of :mod:`jaxmbd.forces.joint_limits`. "hard": unilateral stops,
+    stepped by ``integrator="moreau_jean"`` (the default then). "none": limits removed.
+
+    ``equality``: how the model's equality constraints (MJCF ``<equality>``,
+    :mod:`jaxmbd.joint_space.equalities`) act. None or "exact" (default): exact constraint rows.
+    "soft":
+    MuJoCo's soft constraints with the file's ``solref``/``solimp`` (``formulation="joint"``
+    only). "none": switched off (MuJoCo's ``<flag equality="disable"/>``).
+
+    Differentiable: ``jax.grad``/``jacfwd``/``jacrev`` of any function of the Solution with
+    respect to every array of the model use implicit-function gradients
+    of each step's root. ``checkpoint=k`` recomputes segments of k steps in reverse mode
+    (``jax.checkpoint``), so stored states grow like n / k + k instead of n.
+
+    ``controls``: the inputs of the model's actuators (:mod:`jaxmbd.actuators`), held
+    constant over each step (zero-order hold): an array (N, nu) with one row per step (N =
+    round(t_end / h); row k acts from t = k h to (k + 1) h), a constant (nu,), or a function
+    u(t) -> (nu,) evaluated at each step's start. None: zero. Differentiable (an array leaf
+    of every step). ``policy``: closed loop instead, u = policy(t, observation) at each
+    step's start and held over it (:func:`jaxmbd.actuators.observation`: the joint
+    coordinates of ``model.joint_names``, then their rates), inside the compiled step; any
+    callable pytree (an ``equinox.nn.MLP`` in an ``eqx.Module``): ``jax.grad`` reaches its
+    parameters. A model with sensors (:mod:`jaxmbd.sensors`) is observed through them
+    instead: the observation is its sensor vector, the sensors in model order.
+
+    ``sensor_key``: a ``jax.random`` key for the sensors' noise (their ``noise`` standard
+    deviations), in ``sol.sensors`` and in the policy's observation; None: noise-free.
+
+    Outside ``jit``/``grad``/``vmap`` the run is a loop over blocks of :data:`BLOCK_STEPS`
+    steps (``chunk_size`` if given), one compiled program for every ``t_end``: a new horizon
+    compiles nothing. Under a transformation it is one program.
+    ``progress(done, total)`` is called after each block (not under a transformation).
+
+    ``save_every=k`` keeps every k-th step only (t = j k h; k must divide the number of
+    steps): memory stays flat over long runs. Each saved row's ``status`` is the first
+    failure since the previous saved row, ``iterations`` and ``residual`` the largest, so
+    no failed step goes unreported.
+    """
+    throw = resolve_throw(throw, check, "simulate")
+    if chunk_size is not None and progress is None:
+        raise ValueError("simulate: chunk_size (steps between progress calls) needs progress=")
+    model = with_contact(model, contact, where="simulate", hard=True)
+    model = with_limits(model, limits, where="simulate", hard=True)
+    model = with_equalities(model, equality, where="simulate")
+    integrator = limits_integrator(limits, integrator, where="simulate")
+    model = checked_parameters(model, where="simulate")
+    integrator = _hard_contact_integrator(model, contact, integrator)
+    n = num_steps(t_end, h)
+    controls = control_inputs(model, controls, n, h, where="simulate")
+    if policy is not None and (controls is not None or model.nu == 0):
+        raise ValueError(
+            "simulate: policy= needs a model with actuators and excludes controls="
+            if model.nu
+            else f"simulate: policy= given, but model '{model.name}' has no actuators"
+        )
+    if sensor_key is not None and model.sensors is None:
+        raise ValueError(f"simulate: sensor_key= given, but model '{model.name}' has no sensors")
+    if formulation is None:
+        absolute_only = _absolute_only(
+            save_every=save_every, checkpoint=checkpoint, redundant=redundant, policy=policy,
+            sensor_key=sensor_key, chunk_size=chunk_size,
+        )  # fmt: skip
+        formulation = default_formulation(model, integrator, options, absolute_only=absolute_only)
+    form = get_formulation(formulation)
+    if form.runs_in_joint_space:
+        sol = simulate_joint_space(
+            model, form, integrator=integrator, n=n, h=h, controls=controls, policy=policy,
+            throw=throw, options=options, sensor_key=sensor_key,
+        )  # fmt: skip
+        if progress is not None:  # one program for the whole run: done when it returns
+            progress(n, n)
+        return sol
+    element = model.actuators
+    if element is not None and element.has_dynamics and (controls is not None or policy):
+        dynamic = [n for n, d in zip(element.actuator_names, element.dynamics, strict=True)
+                   if ACTIVATION_DYNAMICS[d] is not NO_DYNAMICS]  # fmt: skip
+        raise ModelError(
+            f"simulate: model '{model.name}' has actuators with activation dynamics "
+            f"({dynamic}), whose activation formulation='joint' carries from step to step; "
+            f"formulation {form.name!r} runs them only with their own held controls"
+        )
+    if controls is not None:  # the start (and its accelerations) with the first row
+        model = with_controls(model, first_row(controls))
+    if policy is not None:  # likewise with the policy's reply to the initial state
+        u0 = policy_controls(model, policy, 0.0, _start_state(model), key=sensor_key, step=0)
+        model = with_controls(model, u0)
+    full_model = model
+    if policy is None and model.sensors is not None:  # read after the run: not compiled in
+        model = dataclasses.replace(model, sensors=None)
+    check_soft_equalities(model, form.name)
+    if model.joint_space_only:
+        raise ModelError(
+            f"simulate: formulation {form.name!r} cannot run model '{model.name}': "
+            + "; ".join(model.joint_space_only)
+            + ". Use formulation='joint' (joints in joint coordinates, any number per body)"
+        )
+    if message := joint_space_entries_message(
+        model.forces, f"simulate: formulation {form.name!r} on model '{model.name}'"
+    ):
+        warnings.warn(message, JointSpaceOnlyWarning, stacklevel=2)
+    model, kept = rows_for_run(model, redundant, where="simulate")
+    substeps = options.pop("impact_substeps", None), options.pop("impact_speed", None)
+    stepper = get_integrator(integrator, form, **_contact_newton(model, integrator, form, options))
+    if contact != "hard":
+        stepper = with_impact_substeps(model, stepper, *substeps)
+    check_euler_angle_start(model, form)
+    save_every = check_save_every(save_every, n)
+    if save_every > 1 and checkpoint:
+        raise ValueError("save_every and checkpoint cannot be combined; choose one")
+    h_arr = device_array(h, jnp.float64)
+    traced = is_traced(model)
+    # under a trace (grad, vmap, jit) one program; else the start is its own, shared one
+    start = (
+        None
+        if traced
+        else _consistent_start(model, stepper.redundant_constraints(model), start_solver(stepper))
+    )
+    # the key enters the compiled steps only for a policy's observation (else a run with a
+    # key shares the program of one without: the noise is added when sol.sensors is read)
+    inputs = (controls, policy, None if policy is None else sensor_key)
+    if traced or not at_top_level() or is_traced(inputs):
+        # a transformation's inputs: one program (what gradients differentiate)
+        outs = _run(model, form, stepper, n, h_arr, checkpoint, save_every, start, *inputs)
+    else:  # blocks of one program for every t_end
+        size = BLOCK_STEPS if chunk_size is None else chunk_size
+        outs = _run_blocks(
+            model, form, stepper, n, h_arr, block_steps(size, save_every), checkpoint,
+            save_every, start, *inputs, progress,
+        )  # fmt: skip
+    sol = solution_from_outputs(
+        full_model,
+        form,
+        h_arr,
+        with_full_multipliers(outs, kept, full_model, h_arr, save_every),
+        integrator=stepper.name,
+        linear_solver=stepper.linear_solver_name(model, form),
+        chart_singular=_chart_flags(form, outs),
+        save_every=save_every,
+        sensor_key=sensor_key,
+        controls="policy" if policy is not None else controls,
+    )
+    return finish(
+        model, sol, what="dynamics", throw=throw, traced=traced,
+        start=None if start is None else start[0],
+    )  # fmt: skip
+
+
+__all__ = ["simulate"]
