@@ -14,34 +14,50 @@ from matplotlib.patches import FancyArrowPatch, FancyBboxPatch  # noqa: E402
 #: (layer, what it holds, colour), bottom first
 LAYERS = [
     (
-        "foundations",
-        "float64 and XLA settings, elementwise products, body graph, errors",
+        "_config, errors, compiled/",
+        "float64, program cache, XLA flags, batch lanes, small kernels",
         "#f0f0f0",
     ),
     (
-        "Lie groups, rotations, GCONs",
-        "SO(3), SE(3), Euler parameters and angles; GCON kernels DP1 DP2 D CD",
+        "lie/, gcons",
+        "SO(3), SE(3), Euler parameters, angles; GCONs DP1 DP2 D CD",
         "#dbe9f6",
     ),
     (
-        "model types",
-        "Model pytree, joints and joint coordinates, drivers, shapes, markers",
+        "geometry/, tree/, model/",
+        "shapes; kinematic trees; the Model pytree, joints, drivers, markers",
         "#c6dbef",
     ),
-    ("solvers", "linear: dense, small, Schur, structured; Newton, line search", "#fdd0a2"),
-    ("constraints", "equations Φ G ν γ of a model, redundancy", "#9ecae1"),
+    ("linear/, newton/", "dense, small, Schur, structured; Newton, line search", "#fdd0a2"),
     (
-        "forces, contact, sensors",
-        "force elements, joint forces, contact, sensors, actuators",
+        "constraints/, soft_constraints/",
+        "Φ G ν γ, redundancy; MuJoCo's soft rows and their solve",
+        "#9ecae1",
+    ),
+    (
+        "forces/ tendons/ contact/ sensors/ actuators/",
+        "force elements, tendons, contact, sensors, actuators",
         "#a1d99b",
     ),
-    ("builder", "ModelBuilder: one module per part", "#fff7bc"),
-    ("formulations", "rA, rp, re, se3, director, rotmat", "#fdae6b"),
-    ("integrators", "gen_alpha, backward_euler, rkmk, rk, energy_momentum, moreau_jean", "#fc9272"),
-    ("analyses", "Solution, simulate, kinematics, batches, statics, linearize, modes", "#bcbddc"),
-    ("files, diagnostics", "MJCF, URDF, JSON, published files; energy, reactions", "#d9d9d9"),
-    ("built-in models", "the papers' mechanisms, generated families", "#e5e5e5"),
-    ("viz, command line", "animations, plots, the jaxmbd command", "#f0f0f0"),
+    ("build/", "ModelBuilder: one module per part", "#fff7bc"),
+    (
+        "formulations/, integrators/",
+        "rA rp re se3 director rotmat; gen_alpha rkmk rk ...",
+        "#fdae6b",
+    ),
+    (
+        "solution, checks, joint_space/",
+        "Solution; statuses; the joint formulation and its steps",
+        "#fc9272",
+    ),
+    (
+        "analysis/",
+        "simulate, kinematics, batches, statics, linearize, modes, diagnostics",
+        "#bcbddc",
+    ),
+    ("mjcf/, io/", "MJCF, URDF, JSON, published files, controls files", "#d9d9d9"),
+    ("models/, envs/", "the papers' mechanisms, generated families; environments", "#e5e5e5"),
+    ("viz/, cli", "animations, plots, the jaxmbd command", "#f0f0f0"),
 ]
 ROUND = "round,pad=0.02,rounding_size=0.08"
 BROWN = "#7a6a00"
@@ -53,19 +69,23 @@ def main(out: Path) -> None:
     fig, ax = plt.subplots(figsize=(12.6, 8.6))
     for k, (name, what, colour) in enumerate(LAYERS):
         y = k * step
-        bold = name == "builder"
+        bold = name == "build/"
         ax.add_patch(
             FancyBboxPatch(
                 (0, y), width, height, boxstyle=ROUND, facecolor=colour,
                 edgecolor=BROWN if bold else "#555555", linewidth=2.0 if bold else 1.0,
             )
         )  # fmt: skip
-        ax.text(0.18, y + height / 2, name, va="center", ha="left", fontsize=12.5,
+        ax.text(0.18, y + height / 2, name, va="center", ha="left", fontsize=10.5,
                 fontweight="bold")  # fmt: skip
-        ax.text(3.5, y + height / 2, what, va="center", ha="left", fontsize=10)
+        ax.text(4.6, y + height / 2, what, va="center", ha="left", fontsize=10)
     # the builder builds the types and the elements below it
-    builder = [n for n, _, _ in LAYERS].index("builder")
-    for target in ("model types", "forces, contact, sensors", "constraints"):
+    builder = [n for n, _, _ in LAYERS].index("build/")
+    for target in (
+        "geometry/, tree/, model/",
+        "forces/ tendons/ contact/ sensors/ actuators/",
+        "constraints/, soft_constraints/",
+    ):
         k = [n for n, _, _ in LAYERS].index(target)
         ax.add_patch(
             FancyArrowPatch(
