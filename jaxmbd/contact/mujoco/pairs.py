@@ -1,0 +1,124 @@
+"""Which kernel collides which MuJoCo geom types, and which geom pairs ``mj_collision`` tests.
+
+``KERNELS[(type1, type2)]`` is ``(kernel, slots)`` for MuJoCo's geom type numbers (mjtGeom)
+with type1 <= type2, the order ``mj_collision`` puts a pair in (``pushGeomGeom``): geom1 is
+the geom of lower type, and the normal points from geom1 to geom2. :func:`candidate_pairs`
+lists, for an mjModel, the geom pairs MuJoCo's broad phase passes to its narrow phase, each
+with the margin its collision function gets (margin plus gap).
+"""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+
+from ... import _config  # noqa: F401  (float64)
+from . import box, primitive
+from .common import Contacts
+
+# MuJoCo's mjtGeom
+PLANE, HFIELD, SPHERE, CAPSULE, ELLIPSOID, CYLINDER, BOX, MESH, SDF = range(9)
+GEOM_NAMES = ("plane", "hfield", "sphere", "capsule", "ellipsoid", "cylinder", "box", "mesh", "sdf")
+
+# MuJoCo's mjtDisableBit and mjtEnableBit values used here
+_DSBL_CONSTRAINT = 1 << 0
+_DSBL_CONTACT = 1 << 4
+_DSBL_FILTERPARENT = 1 << 10
+_ENBL_OVERRIDE = 1 << 0
+
+#: (type1, type2) -> (kernel, slots); slots is MuJoCo's ``mj_maxContact`` for the pair
+#: (capsule-box: MuJoCo reserves 4, its collider returns at most 2).
+KERNELS = {
+    (PLANE, SPHERE): (primitive.plane_sphere, 1),
+    (PLANE, CAPSULE): (primitive.plane_capsule, 2),
+    (PLANE, ELLIPSOID): (primitive.plane_ellipsoid, 1),
+    (PLANE, CYLINDER): (primitive.plane_cylinder, 4),
+    (PLANE, BOX): (primitive.plane_box, 4),
+    (SPHERE, SPHERE): (primitive.sphere_sphere, 1),
+    (SPHERE, CAPSULE): (primitive.sphere_capsule, 1),
+    (SPHERE, CYLINDER): (primitive.sphere_cylinder, 1),
+    (SPHERE, BOX): (box.sphere_box, 1),
+    (CAPSULE, CAPSULE): (primitive.capsule_capsule, 2),
+    (CAPSULE, BOX): (box.capsule_box, 2),
+    (BOX, BOX): (box.box_box, 8),
+}
+
+
+def kernel_for(type1: int, type2: int):
+    """(kernel, slots) for geom types type1 <= type2; KeyError for pairs without a kernel
+    (MuJoCo's general convex collider ``mjc_Convex``, height fields, meshes, SDFs)."""
+    return KERNELS[(int(type1), int(type2))]
+
+
+def collide(type1: int, type2: int, pos1, mat1, size1, pos2, mat2, size2, margin) -> Contacts:
+    """The contacts of one geom pair of MuJoCo types type1 <= type2 (a static choice of
+    kernel; the arrays may carry leading batch axes, which are vmapped)."""
+    kernel, _ = kernel_for(type1, type2)
+    batch = np.ndim(pos1) - 1
+    for _ in range(batch):
+        kernel = jax.vmap(kernel)
+    return kernel(pos1, mat1, size1, pos2, mat2, size2, margin)
+
+
+def candidate_pairs(m) -> dict[str, np.ndarray]:
+    """The geom pairs MuJoCo's ``mj_collision`` hands to its narrow phase, as static arrays:
+    ``geom1``, ``geom2`` (geom1 of the lower type, as MuJoCo swaps them), ``pair`` (the
+    ``<contact><pair>`` index, -1 for a pair of the filters) and ``margin`` (what the
+    collision function gets: margin + gap, MuJoCo's ``getMargin`` + ``getGap``).
+
+    Filters, as MuJoCo's broad phase (``mj_broadphase``, ``filterBodyPair``) and
+    ``filterCollisionPair`` apply them: none when contact or constraints are disabled; not
+    the same weld body; not two bodies without degrees of freedom; not a weld body and its
+    weld parent unless either is the world or ``filterparent`` is disabled; not an excluded
+    body pair (``exclude_signature``, body ids); contype/conaffinity; explicit pairs always
+    (their bodies' filters do not apply), and a geom pair listed explicitly is not repeated.
+    What MuJoCo decides at run time (bounding spheres, AABBs, sleeping) is left to the
+    kernels' margin tests. Pairs whose types have no kernel are listed too (see KERNELS).
+    """
+    empty = {k: np.zeros(0, dtype=int) for k in ("geom1", "geom2", "pair")}
+    empty["margin"] = np.zeros(0)
+    if int(m.opt.disableflags) & (_DSBL_CONSTRAINT | _DSBL_CONTACT):
+        return empty
+    override = bool(int(m.opt.enableflags) & _ENBL_OVERRIDE)
+    filter_parent = not int(m.opt.disableflags) & _DSBL_FILTERPARENT
+    geom_type = np.asarray(m.geom_type)
+    body = np.asarray(m.geom_bodyid)
+    weld = np.asarray(m.body_weldid)
+    parent_weld = weld[np.asarray(m.body_parentid)[weld]]
+    dofnum = np.asarray(m.body_dofnum)
+    contype, conaffinity = np.asarray(m.geom_contype), np.asarray(m.geom_conaffinity)
+    geom_margin, geom_gap = np.asarray(m.geom_margin), np.asarray(m.geom_gap)
+    excluded = {int(s) for s in np.asarray(m.exclude_signature).ravel()}
+    explicit = {
+        frozenset((int(a), int(b)))
+        for a, b in zip(np.asarray(m.pair_geom1), np.asarray(m.pair_geom2), strict=True)
+    }
+
+    rows = []  # (geom1, geom2, pair, margin)
+    for g1 in range(m.ngeom):
+        for g2 in range(g1 + 1, m.ngeom):
+            b1, b2 = int(body[g1]), int(body[g2])
+            w1, w2 = int(weld[b1]), int(weld[b2])
+            if w1 == w2 or (dofnum[w1] == 0 and dofnum[w2] == 0):
+                continue
+            if filter_parent and w1 and w2 and (w1 == parent_weld[w2] or w2 == parent_weld[w1]):
+                continue
+            if (min(b1, b2) << 16) + max(b1, b2) in excluded:
+                continue
+            if frozenset((g1, g2)) in explicit:
+                continue
+            if not (contype[g1] & conaffinity[g2] or contype[g2] & conaffinity[g1]):
+                continue
+            margin = geom_margin[g1] + geom_margin[g2]
+            margin = float(m.opt.o_margin) if override else margin
+            rows.append((g1, g2, -1, margin + geom_gap[g1] + geom_gap[g2]))
+    for k in range(m.npair):
+        margin = float(m.opt.o_margin) if override else float(m.pair_margin[k])
+        rows.append((int(m.pair_geom1[k]), int(m.pair_geom2[k]), k, margin + m.pair_gap[k]))
+
+    if not rows:
+        return empty
+    geom1, geom2, pair, margin = (np.array(column) for column in zip(*rows, strict=True))
+    swap = geom_type[geom1] > geom_type[geom2]
+    geom1, geom2 = np.where(swap, geom2, geom1), np.where(swap, geom1, geom2)
+    return {"geom1": geom1, "geom2": geom2, "pair": pair, "margin": margin.astype(float)}
