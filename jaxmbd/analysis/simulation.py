@@ -55,6 +55,7 @@ from ..joint_space.equalities import check_soft_equalities, with_equalities
 from ..model import Model
 from ..newton import SAVED_FOR_ADJOINT
 from ..newton.line_search import LineSearchNewton
+from ..soft_constraints.treatments import soft_constraints_of, with_soft
 from ..solution import Solution
 from ._stepping import (
     block_steps,
@@ -538,6 +539,7 @@ def simulate(
     throw = resolve_throw(throw, check, "simulate")
     if chunk_size is not None and progress is None:
         raise ValueError("simulate: chunk_size (steps between progress calls) needs progress=")
+    model, contact, limits = with_soft(model, contact=contact, limits=limits, where="simulate")
     model = with_contact(model, contact, where="simulate", hard=True)
     model = with_limits(model, limits, where="simulate", hard=True)
     model = with_equalities(model, equality, where="simulate")
@@ -561,6 +563,11 @@ def simulate(
         )  # fmt: skip
         formulation = default_formulation(model, integrator, options, absolute_only=absolute_only)
     form = get_formulation(formulation)
+    if soft_constraints_of(model) is not None and not form.runs_in_joint_space:
+        raise ValueError(
+            f"simulate: contact='soft' and limits='soft' (MuJoCo's constraint model) run in "
+            f"formulation='joint', not {form.name!r}"
+        )
     if form.runs_in_joint_space:
         sol = simulate_joint_space(
             model, form, integrator=integrator, n=n, h=h, controls=controls, policy=policy,

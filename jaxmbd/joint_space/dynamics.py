@@ -17,7 +17,10 @@ import jax
 import jax.numpy as jnp
 
 from .. import _config  # noqa: F401
+from ..errors import ModelError
 from ..model import Model
+from ..soft_constraints.solver import solve
+from ..soft_constraints.treatments import soft_constraints_of
 from ..tree import (
     KinematicTree,
     TreePoses,
@@ -130,6 +133,13 @@ def accelerations(model: Model, tree: KinematicTree, loops: TreeConstraints | No
     if damping_step is not None and forces.damping is not None:
         M = M + damping_step * jnp.diag(forces.damping)
     rhs = tau - bias_forces(tree, p, model.mass, model.inertia, model.gravity, qvel)
+    constraints = soft_constraints_of(model)
+    if constraints is not None:
+        h = damping_step if step is None else step
+        qacc, force = _solved(constraints, tree, loops, p, qpos, qvel, mass, M, rhs, h)
+        zero = jnp.zeros((), qacc.dtype)
+        return Accelerations(qacc, jnp.zeros(0, qacc.dtype), p, forces, zero, rhs, mass, D,
+                             unilateral=force, position_jacobian=K)  # fmt: skip
     if loops is None:
         qacc = mass_solve(tree, M, rhs)
         zero = jnp.zeros((), qacc.dtype)
@@ -146,6 +156,35 @@ def accelerations(model: Model, tree: KinematicTree, loops: TreeConstraints | No
         phi = jnp.where(jnp.asarray(loops.soft), 0.0, phi)
     return Accelerations(qacc - mv(Y, lam), lam, p, forces, jnp.linalg.norm(phi), rhs, mass, D,
                          position_jacobian=K)  # fmt: skip
+
+
+def _solved(constraints, tree, loops, p, qpos, qvel, mass, M, rhs, h):
+    """(qacc, efc_force) of MuJoCo's constraint model at the step's state: the convex
+    problem's optimum with the plain mass matrix, then, where Euler's step takes the joint
+    damping implicitly (M + h D given as ``M``), (M + h D) qacc = qfrc_smooth +
+    qfrc_constraint, as ``mj_Euler`` integrates."""
+    if loops is not None:
+        raise ModelError(
+            "contact='soft' and limits='soft' with loop-closing joints or equality constraints "
+            "in the same run are not supported yet; pass equality='none' or the compliant "
+            "treatments"
+        )
+    qacc0 = mass_solve(tree, mass, rhs)
+    built = constraints.rows(p.S, dof_ancestors(tree), p.x, p.R, qpos, qvel,
+                             0.0 if h is None else h)  # fmt: skip
+    if built is None:
+        return (qacc0 if M is mass else mass_solve(tree, M, rhs)), jnp.zeros(0, qacc0.dtype)
+    _, rows = built
+    settings = constraints.solver
+    solution = solve(
+        mass, qacc0, rows, method=settings.method, iterations=settings.iterations,
+        tolerance=settings.tolerance, ls_iterations=settings.ls_iterations,
+        ls_tolerance=settings.ls_tolerance,
+    )  # fmt: skip
+    qacc = solution.qacc
+    if M is not mass:
+        qacc = mass_solve(tree, M, rhs + rows.J.T @ solution.efc_force)
+    return qacc, solution.efc_force
 
 
 def body_accelerations(tree: KinematicTree, p: TreePoses, qvel, qacc):

@@ -145,6 +145,7 @@ from ._joints import (
     quaternion_joints,
 )
 from ._sensors import add_sensors, add_site_markers
+from ._soft import constraint_model
 from ._tendons import add_tendons
 
 logger = logging.getLogger("jaxmbd")
@@ -382,6 +383,8 @@ def _convert(mujoco, m, path: Path, keyframe, model_name: str) -> Model:
     masses = {body_names[b]: float(sum(m.body_mass[k] for k in range(1, m.nbody)
                                        if owner[k] == b)) for b in roots}  # fmt: skip
     add_contacts(mujoco, m, builder, shape_of, lambda name: masses.get(name, math.inf), unsupported)
+    soft_unsupported: list[str] = []
+    constraints = constraint_model(mujoco, m, d0, roots, owner, soft_unsupported)
     if unsupported:
         message = f"{path}: not supported by jaxmbd and ignored: " + "; ".join(unsupported)
         warnings.warn(message, UnsupportedFeatureWarning, stacklevel=3)
@@ -394,7 +397,10 @@ def _convert(mujoco, m, path: Path, keyframe, model_name: str) -> Model:
         tree=_tree(mujoco, m, path, roots, qpos, qvel),
         joint_space_only=tuple(joint_space_only + equality_reasons + coupling_reasons),
         equalities=equalities,
+        constraint_model=constraints,
     )
+    if soft_unsupported:
+        logger.info("%s: %s", path, "; ".join(soft_unsupported))
     if switched_off(m, "equality"):
         model = with_equalities(model, "none", where=str(path))
     logger.info("%s: %d bodies, initial state from the %s", path, len(roots), source)

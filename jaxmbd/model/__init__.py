@@ -142,6 +142,10 @@ class Model(eqx.Module):
     # MJCF's equality constraints (jaxmbd.joint_space.equalities: rows of the tree state, active or
     # not), in file order; () for models without them
     equalities: tuple = ()
+    # MuJoCo's constraint model of a model file (jaxmbd.soft_constraints.MujocoConstraints:
+    # its contact pairs, joint limits, friction loss and solver settings, solved together
+    # where a run asks for "soft"); None: a model built in code
+    constraint_model: object | None = None
 
     @property
     def nb(self) -> int:

@@ -1,0 +1,126 @@
+"""MuJoCo's constraint model of a file (:class:`jaxmbd.soft_constraints.MujocoConstraints`),
+read from the compiled ``mjModel``: the candidate geom pairs (``mj_collision``'s broad-phase
+filters, :func:`jaxmbd.contact.mujoco.candidate_pairs`) with ``mj_contactParam``'s mixed
+numbers and the geoms' poses in their tree bodies' frames, the limited joints, the dofs with
+friction loss, and ``opt``'s cone, impratio, refsafe and solver settings."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..contact.mujoco.pairs import GEOM_NAMES, KERNELS, candidate_pairs
+from ..soft_constraints.model import (
+    SOLVER_METHODS,
+    ContactGroup,
+    MujocoConstraints,
+    SolverSettings,
+)
+from ..soft_constraints.parameters import SoftOptions
+from ..soft_constraints.rows import DofFrictionSpec, JointLimitSpec
+from ._contact import _mixed, _overridden
+
+
+def _pair_numbers(mujoco, m, g1: int, g2: int, pair: int):
+    """(condim, friction (5,), solref, solreffriction, solimp, includemargin) of a candidate
+    pair: an explicit ``<pair>``'s own, else ``mj_contactParam``'s mix of the two geoms'."""
+    if pair >= 0:
+        return (
+            int(m.pair_dim[pair]),
+            np.asarray(m.pair_friction[pair], dtype=float),
+            np.asarray(m.pair_solref[pair], dtype=float),
+            np.asarray(m.pair_solreffriction[pair], dtype=float),
+            np.asarray(m.pair_solimp[pair], dtype=float),
+            float(m.pair_margin[pair] - m.pair_gap[pair]),
+        )
+    mixed = _overridden(mujoco, m, _mixed(mujoco, m, g1, g2))
+    friction = np.array([mixed.friction, mixed.friction, mixed.torsional, mixed.rolling,
+                         mixed.rolling])  # fmt: skip
+    return (
+        mixed.condim,
+        friction,
+        np.asarray(mixed.solref, dtype=float),
+        np.zeros(2),
+        np.asarray(mixed.solimp, dtype=float),
+        float(mixed.includemargin),
+    )
+
+
+def _local_pose(d0, tree_of: dict[int, int], owner, g: int, body: int):
+    """(tree body, position, rotation) of geom g: in its tree body's frame at qpos0, or in
+    the world frame for a geom of the world (tree body -1)."""
+    pos, mat = np.asarray(d0.geom_xpos[g]), np.asarray(d0.geom_xmat[g]).reshape(3, 3)
+    o = int(owner[body])
+    if o < 0:
+        return -1, pos, mat
+    x, R = np.asarray(d0.xpos[o]), np.asarray(d0.xmat[o]).reshape(3, 3)
+    return tree_of[o], R.T @ (pos - x), R.T @ mat
+
+
+def constraint_model(mujoco, m, d0, roots, owner, unsupported: list[str]) -> MujocoConstraints:
+    """The file's constraint model (module docstring); geom pairs whose types jaxmbd does
+    not collide as MuJoCo does are named in ``unsupported``."""
+    tree_of = {int(b): k for k, b in enumerate(roots)}
+    candidates = candidate_pairs(m)
+    invweight = np.asarray(m.body_invweight0, dtype=float).reshape(-1, 2)
+    groups: dict[tuple[int, int, int], list] = {}
+    missing: dict[str, int] = {}
+    columns = (candidates[k] for k in ("geom1", "geom2", "pair", "margin"))
+    for g1, g2, pair, margin in zip(*columns, strict=True):
+        g1, g2, pair = int(g1), int(g2), int(pair)
+        t1, t2 = int(m.geom_type[g1]), int(m.geom_type[g2])
+        if (t1, t2) not in KERNELS:
+            key = f"{GEOM_NAMES[t1]}-{GEOM_NAMES[t2]}"
+            missing[key] = missing.get(key, 0) + 1
+            continue
+        condim, friction, solref, solreffriction, solimp, includemargin = _pair_numbers(
+            mujoco, m, g1, g2, pair
+        )
+        b1, b2 = int(m.geom_bodyid[g1]), int(m.geom_bodyid[g2])
+        k1, p1, r1 = _local_pose(d0, tree_of, owner, g1, b1)
+        k2, p2, r2 = _local_pose(d0, tree_of, owner, g2, b2)
+        groups.setdefault((t1, t2, condim), []).append(dict(
+            body1=k1, body2=k2, geoms=(g1, g2), pos1=p1, mat1=r1,
+            size1=np.asarray(m.geom_size[g1], dtype=float), pos2=p2, mat2=r2,
+            size2=np.asarray(m.geom_size[g2], dtype=float), margin=float(margin),
+            includemargin=includemargin, friction=friction, solref=solref,
+            solreffriction=solreffriction, solimp=solimp,
+            invweight=invweight[b1] + invweight[b2],
+        ))  # fmt: skip
+    if missing:
+        unsupported.append(
+            "contacts of geom pairs that jaxmbd does not yet collide as MuJoCo does, left out "
+            "of contact='soft': " + ", ".join(f"{k} ({n})" for k, n in sorted(missing.items()))
+        )
+    contacts = []
+    for (t1, t2, condim), members in sorted(groups.items()):
+
+        def stacked(key, members=members):
+            return np.stack([np.asarray(p[key], dtype=float) for p in members])
+
+        contacts.append(ContactGroup(
+            t1, t2, condim, tuple(p["body1"] for p in members),
+            tuple(p["body2"] for p in members), tuple(p["geoms"] for p in members),
+            *(stacked(k) for k in ("pos1", "mat1", "size1", "pos2", "mat2", "size2", "margin",
+                                   "includemargin", "friction", "solref", "solreffriction",
+                                   "solimp", "invweight")),
+        ))  # fmt: skip
+    limits = JointLimitSpec.from_model(m)
+    friction = DofFrictionSpec.from_model(m)
+    method = SOLVER_METHODS.get(int(m.opt.solver))
+    if method is None:
+        unsupported.append(
+            f"opt.solver {int(m.opt.solver)} (PGS): contact='soft' solves MuJoCo's primal "
+            "problem by Newton's method instead"
+        )
+        method = "newton"
+    solver = SolverSettings(
+        method=method, iterations=int(m.opt.iterations), tolerance=float(m.opt.tolerance),
+        ls_iterations=int(m.opt.ls_iterations), ls_tolerance=float(m.opt.ls_tolerance),
+    )  # fmt: skip
+    return MujocoConstraints(
+        options=SoftOptions.from_model(m),
+        solver=solver,
+        contacts=tuple(contacts),
+        joint_limits=limits if limits.joint.size else None,
+        dof_friction=friction if friction.dof.size else None,
+    )

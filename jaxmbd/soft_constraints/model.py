@@ -1,0 +1,226 @@
+"""A model file's constraint model as MuJoCo runs it, on jaxmbd's kinematic tree.
+
+:class:`MujocoConstraints` holds what ``mj_makeConstraint`` reads of an ``mjModel`` (the
+candidate geom pairs with their mixed contact parameters, the limited joints, the dofs with
+friction loss, ``opt``'s solver settings), read once when the file is loaded, and builds a
+step's rows from the tree's poses: the geoms' world poses, MuJoCo's narrow phase
+(:mod:`jaxmbd.contact.mujoco`), the contact points' Jacobians from the tree's motion
+subspaces, and the rows and their parameters of :mod:`jaxmbd.soft_constraints.rows`. The rows
+go to the convex solve of :mod:`jaxmbd.soft_constraints.solver` as a
+:class:`~jaxmbd.soft_constraints.problem.SoftRows` (:func:`solver_rows`).
+
+Every group has a fixed number of slots (a contact slot per pair and kernel slot, a row per
+limited joint and side), so that shapes stay static under ``jit`` and ``vmap``; slots that
+MuJoCo would not include this step are inactive rows, which exert nothing.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import _config  # noqa: F401
+from ..contact.mujoco.pairs import collide, kernel_for
+from .parameters import SoftOptions
+from .problem import ELLIPTIC, FRICTION_LOSS, ONE_SIDED, SoftRows, no_cones
+from .rows import (
+    ConstraintRows,
+    DofFrictionSpec,
+    JointLimitSpec,
+    concatenate,
+    contact_rows,
+    dof_friction_rows,
+    joint_limit_rows,
+)
+
+#: ``mjtSolver``: the methods :func:`~jaxmbd.soft_constraints.solver.solve` offers
+SOLVER_METHODS = {1: "cg", 2: "newton"}
+
+
+class SolverSettings(eqx.Module):
+    """``opt.solver``, ``iterations``, ``tolerance``, ``ls_iterations``, ``ls_tolerance``."""
+
+    method: str = eqx.field(static=True, default="newton")
+    iterations: int = eqx.field(static=True, default=100)
+    tolerance: float = eqx.field(static=True, default=1e-8)
+    ls_iterations: int = eqx.field(static=True, default=50)
+    ls_tolerance: float = eqx.field(static=True, default=0.01)
+
+
+class ContactGroup(eqx.Module):
+    """The candidate geom pairs of one geom-type pair and ``condim``: k pairs, each with the
+    kernel's slots. Geom 1 (the lower MuJoCo type) sits on tree body ``body1`` (-1: the
+    world) at the local pose (``pos1``, ``mat1``) in that body's frame (the world frame for
+    -1), with MuJoCo's ``geom_size`` ``size1``; likewise geom 2. ``margin``: the collision
+    functions' margin (margin plus gap); ``includemargin``: the distance below which a
+    contact is a constraint; ``friction`` (k, 5), ``solref``, ``solreffriction`` (k, 2),
+    ``solimp`` (k, 5): ``mj_contactParam``'s mix; ``invweight`` (k, 2): the two bodies'
+    ``body_invweight0`` summed (translational, rotational); ``geoms`` (k, 2) MuJoCo's geom
+    ids (for reports)."""
+
+    type1: int = eqx.field(static=True)
+    type2: int = eqx.field(static=True)
+    condim: int = eqx.field(static=True)
+    body1: tuple[int, ...] = eqx.field(static=True)
+    body2: tuple[int, ...] = eqx.field(static=True)
+    geoms: tuple[tuple[int, int], ...] = eqx.field(static=True)
+    pos1: jax.Array
+    mat1: jax.Array
+    size1: jax.Array
+    pos2: jax.Array
+    mat2: jax.Array
+    size2: jax.Array
+    margin: jax.Array
+    includemargin: jax.Array
+    friction: jax.Array
+    solref: jax.Array
+    solreffriction: jax.Array
+    solimp: jax.Array
+    invweight: jax.Array
+
+    @property
+    def slots(self) -> int:
+        return kernel_for(self.type1, self.type2)[1]
+
+    def world_poses(self, x, R):
+        """World (pos, mat) of both geoms of every pair, from the tree bodies' frames."""
+
+        def place(body, pos, mat):
+            b = np.asarray(body)
+            fixed = jnp.asarray(b < 0)
+            xb, Rb = x[np.maximum(b, 0)], R[np.maximum(b, 0)]
+            p = jnp.where(fixed[:, None], pos, xb + jnp.einsum("kij,kj->ki", Rb, pos))
+            m = jnp.where(fixed[:, None, None], mat, jnp.einsum("kij,kjl->kil", Rb, mat))
+            return p, m
+
+        return place(self.body1, self.pos1, self.mat1), place(self.body2, self.pos2, self.mat2)
+
+
+def point_jacobians(S, ancestors, bodies, points):
+    """(c, 6, nv): the translational then rotational Jacobians of points (c, 3) fixed on tree
+    bodies (c,) (-1: the world, zero rows): column d is (S_lin + S_ang x p, S_ang) of dof d
+    where d moves the body (``ancestors`` (nb, nv)), Featherstone's S_i in world coordinates
+    (the linear part is the velocity of the body point at the world's origin, eq. 2.23)."""
+    b = np.asarray(bodies)
+    moves = np.concatenate([ancestors, np.zeros((1, ancestors.shape[1]))])[b]  # -1: last row
+    ang, lin = S[:, :3], S[:, 3:]  # (nv, 3)
+    trans = lin[None] + jnp.cross(ang[None], points[:, None, :])  # (c, nv, 3)
+    rot = jnp.broadcast_to(ang[None], trans.shape)
+    J = jnp.concatenate([trans, rot], axis=-1) * jnp.asarray(moves)[..., None]  # (c, nv, 6)
+    return jnp.swapaxes(J, 1, 2)
+
+
+def group_contact_rows(group: ContactGroup, S, ancestors, x, R, qvel, options):
+    """The rows of a contact group at the bodies' frames (x, R) and motion subspaces S."""
+    (p1, m1), (p2, m2) = group.world_poses(x, R)
+    found = collide(group.type1, group.type2, p1, m1, group.size1, p2, m2, group.size2,
+                    group.margin)  # fmt: skip
+    k, s = len(group.body1), group.slots
+
+    def flat(a):
+        return jnp.reshape(a, (k * s, *a.shape[2:]))
+
+    def per_slot(a):
+        return jnp.repeat(jnp.asarray(a), s, axis=0)
+
+    body1 = np.repeat(np.asarray(group.body1), s)
+    body2 = np.repeat(np.asarray(group.body2), s)
+    pos = flat(found.pos)
+    jac_dif = point_jacobians(S, ancestors, body2, pos) - point_jacobians(S, ancestors, body1, pos)
+    return contact_rows(
+        jac_dif,
+        qvel,
+        condim=group.condim,
+        frame=flat(found.frame),
+        dist=flat(found.dist),
+        includemargin=per_slot(group.includemargin),
+        friction=per_slot(group.friction),
+        solref=per_slot(group.solref),
+        solreffriction=per_slot(group.solreffriction),
+        solimp=per_slot(group.solimp),
+        invweight=per_slot(group.invweight),
+        options=options,
+        found=flat(found.valid),
+    )
+
+
+class MujocoConstraints(eqx.Module):
+    """A file's constraint rows, as MuJoCo builds them each step (module docstring):
+    ``contacts`` (one :class:`ContactGroup` per geom-type pair and condim), ``joint_limits``
+    and ``dof_friction`` (None: none, or switched to another treatment), the rows'
+    ``options`` (``timestep`` is replaced by the run's step) and the ``solver`` settings.
+    ``treats``: the parts a run solves as MuJoCo does, of "contact" (the geom pairs) and
+    "limits" (joint limits and friction loss); the others are left to the run's own
+    treatment (:func:`jaxmbd.soft_constraints.treatments.with_soft`)."""
+
+    options: SoftOptions
+    solver: SolverSettings
+    contacts: tuple[ContactGroup, ...] = ()
+    joint_limits: JointLimitSpec | None = None
+    dof_friction: DofFrictionSpec | None = None
+    treats: frozenset[str] = eqx.field(static=True, default=frozenset())
+
+    @property
+    def active(self) -> bool:
+        """Whether a run solves any rows of this model."""
+        return bool(self.treats) and not (
+            ("contact" not in self.treats or not self.contacts)
+            and ("limits" not in self.treats
+                 or (self.joint_limits is None and self.dof_friction is None))
+        )  # fmt: skip
+
+    def rows(self, S, ancestors, x, R, qpos, qvel, h) -> tuple[ConstraintRows, SoftRows] | None:
+        """The step's rows at the tree's state, and the solver's view of them (None: no
+        rows); ``h`` the run's step (``refsafe``)."""
+        options = eqx.tree_at(lambda o: o.timestep, self.options, h)
+        groups, kinds = [], []
+        cones = []  # (rows of each cone (c, 6), cone_mu (c,), friction (c, 5))
+        limits = "limits" in self.treats
+        if self.dof_friction is not None and limits:
+            groups.append(dof_friction_rows(self.dof_friction, qvel, options=options))
+            kinds.append(FRICTION_LOSS)
+        if self.joint_limits is not None and limits:
+            groups.append(joint_limit_rows(self.joint_limits, qpos, qvel, options=options))
+            kinds.append(ONE_SIDED)
+        for group in self.contacts if "contact" in self.treats else ():
+            offset = sum(g.size for g in groups)
+            rows = group_contact_rows(group, S, ancestors, x, R, qvel, options)
+            if options.elliptic and group.condim > 1:
+                c, dim = rows.size // group.condim, group.condim
+                index = offset + np.arange(c)[:, None] * dim + np.arange(6)[None]
+                index = np.where(np.arange(6)[None] < dim, index, -1)
+                friction = jnp.repeat(group.friction, group.slots, axis=0)
+                cones.append((index, rows.mu[::dim], friction))
+                kinds.append(ELLIPTIC)
+            else:
+                kinds.append(ONE_SIDED)
+            groups.append(rows)
+        if not any(g.size for g in groups):
+            return None
+        kind = np.concatenate([np.full(g.size, k) for g, k in zip(groups, kinds, strict=True)])
+        rows = concatenate(*groups)
+        if cones:
+            cone_rows = np.concatenate([c[0] for c in cones]).astype(np.int32)
+            cone_fields = dict(
+                cone_rows=jnp.asarray(cone_rows),
+                cone_mu=jnp.concatenate([c[1] for c in cones]),
+                cone_friction=jnp.concatenate([c[2] for c in cones]),
+            )
+        else:
+            cone_fields = no_cones()
+        soft = SoftRows(
+            J=rows.J, aref=rows.aref, R=rows.R, floss=rows.frictionloss, active=rows.active,
+            kind=jnp.asarray(kind, jnp.int32), **cone_fields,
+        )  # fmt: skip
+        return rows, soft
+
+
+__all__ = [
+    "SOLVER_METHODS",
+    "ContactGroup",
+    "MujocoConstraints",
+    "SolverSettings",
+    "point_jacobians",
+]

@@ -1,0 +1,336 @@
+"""MuJoCo's primal constraint solvers, Newton and CG, in JAX, with implicit derivatives.
+
+Per time step MuJoCo finds the constrained acceleration as the minimiser of (Todorov,
+ICRA 2014, eq. 11; "Computation" chapter, "Constraint model" and "Algorithms")
+
+    cost(a) = 1/2 (a - a0)' M (a - a0) + s(J a - aref),
+
+``a0 = qacc_smooth`` and ``s`` the rows' convex pieces (:mod:`.problem`). :func:`solve`
+reproduces ``mj_solPrimal`` of engine_solver.c (MuJoCo 4.0): the warm start (``warmstart``
+of engine_forward.c: the better of ``qacc_warmstart`` and ``qacc_smooth``), the
+zero-iteration duality-gap certificate, the exact line search (:mod:`.line_search`), the
+Newton direction ``-H^-1 grad`` or CG's Hager-Zhang direction preconditioned by ``M^-1``,
+and the three termination tests on the scaled improvement, gradient and (Newton) decrement,
+so that it stops at MuJoCo's iteration. All loops are ``lax.while_loop`` over fixed shapes:
+the solve jits and vmaps. Its ``qacc`` and ``efc_force`` are differentiable with respect to
+every floating-point input by implicit differentiation of the optimum (:mod:`.implicit`).
+
+Differences from MuJoCo that do not change results beyond rounding: the Hessian is
+factorised afresh (dense Cholesky) at each iteration rather than updated by rank-1 steps;
+sums run in XLA's order; ``efc_force`` is evaluated at ``J qacc - aref`` of the final
+``qacc`` (MuJoCo keeps ``J qacc - aref`` updated along the steps). Islands are not formed:
+the problem is solved as one (MuJoCo with ``mjDSBL_ISLAND``, or a model whose constrained
+dofs form one island).
+"""
+
+from __future__ import annotations
+
+from typing import Literal, NamedTuple, final
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jax.scipy.linalg import cho_solve
+
+from .. import _config  # noqa: F401
+from . import line_search
+from .implicit import attach_implicit_derivatives
+from .problem import MJ_MINVAL, SoftRows, constraint_update, hessian
+
+# Solve status codes (SoftSolution.status).
+#: A termination test passed (improvement, gradient or Newton decrement below
+#: ``tolerance``), or the warm start was certified optimal, or no row is active.
+SOLVED = 0
+#: ``iterations`` ran out before a termination test passed.
+MAX_ITERATIONS = 1
+#: The line search found no decrease (MuJoCo stops there too): the iterate is optimal to
+#: the precision of the cost's evaluation, or the problem is ill-posed.
+NO_IMPROVEMENT = 2
+#: The result is not finite (e.g. a non-positive-definite M or a non-positive active R).
+NONFINITE = 3
+
+STATUS_NAMES = {
+    SOLVED: "solved",
+    MAX_ITERATIONS: "max iterations",
+    NO_IMPROVEMENT: "no improvement",
+    NONFINITE: "non-finite",
+}
+
+
+@final
+class SoftSolution(eqx.Module):
+    """The result of :func:`solve` (the mjData fields it reproduces in brackets).
+
+    Attributes:
+        qacc: ``(nv,)`` constrained acceleration (``qacc``), differentiable.
+        efc_force: ``(nefc,)`` row forces (``efc_force``), differentiable; MuJoCo's sign:
+            ``-D (J a - aref)`` on quadratic rows, ``+-floss`` on saturated friction loss.
+        efc_state: ``(nefc,)`` row states (``efc_state``, mjtConstraintState numbers).
+        cost: total cost at ``qacc`` (Gauss plus constraint).
+        iterations: solver iterations taken (``solver_niter``).
+        status: SOLVED, MAX_ITERATIONS, NO_IMPROVEMENT or NONFINITE.
+        gradient: the last scaled gradient norm ``scale * |grad|`` (``solver.gradient``).
+        improvement: the last scaled improvement (``solver.improvement``).
+        warmstart_used: whether the solve started from ``a_warm`` rather than ``a0``.
+    """
+
+    qacc: jax.Array
+    efc_force: jax.Array
+    efc_state: jax.Array
+    cost: jax.Array
+    iterations: jax.Array
+    status: jax.Array
+    gradient: jax.Array
+    improvement: jax.Array
+    warmstart_used: jax.Array
+
+
+class _Carry(NamedTuple):
+    qacc: jax.Array
+    Ma: jax.Array
+    Jaref: jax.Array
+    grad: jax.Array
+    Mgrad: jax.Array
+    search: jax.Array
+    iteration: jax.Array
+    done: jax.Array
+    status: jax.Array
+    gradient: jax.Array
+    improvement: jax.Array
+
+
+def _cost(rows: SoftRows, M_qacc, qfrc_smooth, qacc, a0, jar):
+    """Constraint cost plus Gauss ``(Ma - qfrc_smooth)'(a - a0) / 2`` (PrimalUpdateConstraint)."""
+    return constraint_update(rows, jar).cost + 0.5 * jnp.dot(M_qacc - qfrc_smooth, qacc - a0)
+
+
+def _hager_zhang(search, grad, gradold, Mgrad, Mgradold):
+    """CG direction of mj_solPrimal: Hager-Zhang beta, truncated below (MuJoCo 4.0 default).
+
+    Hager & Zhang, "A new conjugate gradient method with guaranteed descent and an
+    efficient line search", SIAM J. Optim. 16 (2005), eq. 1.5 and the lower bound eta_k,
+    in the metric of the preconditioner M^-1; steepest descent when d'y < mjMINVAL.
+    """
+    graddif = grad - gradold
+    Mgraddif = Mgrad - Mgradold
+    d_dot_y = jnp.dot(search, graddif)
+    restart = d_dot_y < MJ_MINVAL
+    safe_d_dot_y = jnp.where(restart, 1.0, d_dot_y)
+    y_dot_My = jnp.dot(graddif, Mgraddif)
+    y_dot_Mgrad = jnp.dot(graddif, Mgrad)
+    d_dot_grad = jnp.dot(search, grad)
+    beta_hz = (y_dot_Mgrad - 2 * (y_dot_My / safe_d_dot_y) * d_dot_grad) / safe_d_dot_y
+    eta = 0.01
+    eta_k = -1.0 / jnp.maximum(
+        MJ_MINVAL, jnp.linalg.norm(search) * jnp.minimum(eta, jnp.linalg.norm(grad))
+    )
+    beta = jnp.where(restart, 0.0, jnp.maximum(eta_k, beta_hz))
+    return -Mgrad + beta * search
+
+
+def _primal_solve(
+    M, a0, rows: SoftRows, a_warm, newton: bool, iterations, tolerance, ls_iterations,
+    ls_tolerance, scale, warmstart: bool,
+):  # fmt: skip
+    """mj_solPrimal (no derivatives): returns (qacc, iterations, status, gradient,
+    improvement, warmstart_used)."""
+    dtype = a0.dtype
+    J, aref = rows.J, rows.aref
+    qfrc_smooth = M @ a0
+    if scale is None:
+        # MuJoCo 4.0 scales its tests by the trace of the current inertia (changelog 4.0.0,
+        # "Constraint solvers now scale their termination criteria by the trace")
+        scale = 1.0 / jnp.trace(M)
+    scale = jnp.asarray(scale, dtype)
+    tolerance = jnp.asarray(tolerance, dtype)
+
+    # warm start: the better of a_warm and a0 (engine_forward.c, warmstart)
+    Ma_warm = M @ a_warm
+    cost_warm = _cost(rows, Ma_warm, qfrc_smooth, a_warm, a0, J @ a_warm - aref)
+    cost_smooth = constraint_update(rows, J @ a0 - aref).cost
+    warmstart_used = jnp.asarray(warmstart) & ~(cost_warm > cost_smooth)
+    any_active = jnp.any(rows.active)
+    qacc = jnp.where(warmstart_used & any_active, a_warm, a0)
+
+    Ma = M @ qacc
+    Jaref = J @ qacc - aref
+    update = constraint_update(rows, Jaref)
+    grad = Ma - qfrc_smooth - J.T @ update.force
+    M_factor = jnp.linalg.cholesky(M)
+    Mgrad_M = cho_solve((M_factor, True), grad)
+
+    def newton_Mgrad(update, grad):
+        H_factor = jnp.linalg.cholesky(hessian(M, rows, update))
+        return cho_solve((H_factor, True), grad)
+
+    # duality-gap certificate: cost(a) - cost* <= grad' M^-1 grad / 2; Newton also requires
+    # the gradient test (mj_solPrimal, "convergence certificate")
+    gap_small = jnp.maximum(0.0, 0.5 * scale * jnp.dot(grad, Mgrad_M)) < tolerance
+    gradient = scale * jnp.linalg.norm(grad)
+    gradient_small = gradient < tolerance
+    if newton:
+        certified = gap_small & gradient_small
+        Mgrad = newton_Mgrad(update, grad)
+        decrement = jnp.maximum(0.0, 0.5 * scale * jnp.dot(grad, Mgrad))
+        done = certified | (gradient_small & (decrement < tolerance))
+    else:
+        done = gap_small
+        Mgrad = Mgrad_M
+    done = done | ~any_active
+
+    carry = _Carry(
+        qacc=qacc,
+        Ma=Ma,
+        Jaref=Jaref,
+        grad=grad,
+        Mgrad=Mgrad,
+        search=-Mgrad,
+        iteration=jnp.asarray(0, jnp.int32),
+        done=done,
+        status=jnp.where(done, SOLVED, MAX_ITERATIONS).astype(jnp.int32),
+        gradient=gradient,
+        improvement=jnp.zeros((), dtype),
+    )
+
+    def cond(c: _Carry):
+        return (~c.done) & (c.iteration < iterations)
+
+    def body(c: _Carry) -> _Carry:
+        Mv = M @ c.search
+        Jv = J @ c.search
+        direction = line_search.prepare(rows, c.Ma, qfrc_smooth, c.search, Mv, c.Jaref, Jv)
+        found = line_search.search(
+            rows,
+            direction,
+            jnp.linalg.norm(c.search),
+            scale,
+            tolerance * ls_tolerance,
+            ls_iterations,
+        )
+        moved = found.alpha != 0
+        alpha = found.alpha
+        qacc = c.qacc + alpha * c.search
+        Ma = c.Ma + alpha * Mv
+        Jaref = c.Jaref + alpha * Jv
+        update = constraint_update(rows, Jaref)
+        grad = Ma - qfrc_smooth - J.T @ update.force
+        if newton:
+            Mgrad = newton_Mgrad(update, grad)
+            decrement = jnp.maximum(0.0, 0.5 * scale * jnp.dot(grad, Mgrad))
+        else:
+            Mgrad = cho_solve((M_factor, True), grad)
+            decrement = jnp.asarray(jnp.inf, dtype)
+        improvement = scale * found.improvement
+        gradient = scale * jnp.linalg.norm(grad)
+        converged = (
+            ((improvement > 0) & (improvement < tolerance))
+            | (gradient < tolerance)
+            | (decrement < tolerance)
+        )
+        if newton:
+            search = -Mgrad
+        else:
+            search = _hager_zhang(c.search, grad, c.grad, Mgrad, c.Mgrad)
+        new = _Carry(
+            qacc=qacc,
+            Ma=Ma,
+            Jaref=Jaref,
+            grad=grad,
+            Mgrad=Mgrad,
+            search=search,
+            iteration=c.iteration + 1,
+            done=converged,
+            status=jnp.where(converged, SOLVED, MAX_ITERATIONS).astype(jnp.int32),
+            gradient=gradient,
+            improvement=improvement,
+        )
+        # a failed line search leaves the iterate as it was and stops (mj_solPrimal: break)
+        stopped = c._replace(done=jnp.asarray(True), status=jnp.asarray(NO_IMPROVEMENT, jnp.int32))
+        return jax.tree.map(lambda a, b: jnp.where(moved, a, b), new, stopped)
+
+    final = lax.while_loop(cond, body, carry)
+    return (
+        final.qacc,
+        final.iteration,
+        final.status,
+        final.gradient,
+        final.improvement,
+        warmstart_used,
+    )
+
+
+def solve(
+    M: jax.Array,
+    a0: jax.Array,
+    rows: SoftRows,
+    a_warm: jax.Array | None = None,
+    *,
+    method: Literal["newton", "cg"] = "newton",
+    iterations: int | jax.Array = 100,
+    tolerance: float | jax.Array = 1e-8,
+    ls_iterations: int | jax.Array = 50,
+    ls_tolerance: float | jax.Array = 0.01,
+    scale: float | jax.Array | None = None,
+    warmstart: bool | jax.Array = True,
+) -> SoftSolution:
+    """Solve MuJoCo's primal constraint problem for the acceleration (``mj_solPrimal``).
+
+    Args:
+        M: ``(nv, nv)`` joint-space inertia (``mj_fullM``), symmetric positive definite.
+        a0: ``(nv,)`` unconstrained acceleration ``qacc_smooth = M^-1 qfrc_smooth``.
+        rows: the constraint rows (:class:`~jaxmbd.soft_constraints.problem.SoftRows`).
+        a_warm: ``(nv,)`` warm start (``qacc_warmstart``: the previous step's ``qacc``);
+            ``None`` starts from ``a0``.
+        method: ``"newton"`` (``mj_solNewton``, MuJoCo's default) or ``"cg"``
+            (``mj_solCG``). Static.
+        iterations: most iterations (``opt.iterations``; MuJoCo's default 100).
+        tolerance: termination tolerance on the scaled improvement, gradient and Newton
+            decrement (``opt.tolerance``; default 1e-8; 0 runs all iterations).
+        ls_iterations: most cost evaluations per line search (``opt.ls_iterations``).
+        ls_tolerance: line-search tolerance relative to ``tolerance`` (``opt.ls_tolerance``).
+        scale: the scaling of the termination tests; ``None``: MuJoCo 4.0's
+            ``1 / trace(M)``. (MuJoCo before 4.0 used ``1 / (stat.meaninertia * nv)``; pass
+            that to reproduce it, or the unpadded trace when padding M.)
+        warmstart: compare the cost at ``a_warm`` and ``a0`` and start from the better
+            (``warmstart`` of engine_forward.c); false starts from ``a0`` (mjDSBL_WARMSTART).
+            May be traced.
+
+    Returns:
+        A :class:`SoftSolution`. ``qacc`` and ``efc_force`` are differentiable with respect to
+        ``M``, ``a0`` and the rows' ``J``, ``aref``, ``R``, ``floss``, ``cone_mu`` and
+        ``cone_friction`` (implicit differentiation at the optimum; reliable when the solve
+        converged). Options and ``a_warm`` carry no derivatives.
+    """
+    if method not in ("newton", "cg"):
+        raise ValueError(f"method must be 'newton' or 'cg', not {method!r}")
+    M = jnp.asarray(M)
+    a0 = jnp.asarray(a0)
+    a_warm = a0 if a_warm is None else jnp.asarray(a_warm)
+    stopped = jax.tree.map(lax.stop_gradient, (M, a0, rows, a_warm))
+    qacc, iters, status, gradient, improvement, warm_used = _primal_solve(
+        *stopped,
+        newton=method == "newton",
+        iterations=iterations,
+        tolerance=tolerance,
+        ls_iterations=ls_iterations,
+        ls_tolerance=ls_tolerance,
+        scale=None if scale is None else lax.stop_gradient(scale),
+        warmstart=lax.stop_gradient(warmstart),
+    )
+    qacc = attach_implicit_derivatives(qacc, M, a0, rows)
+    update = constraint_update(rows, rows.J @ qacc - rows.aref)
+    cost = update.cost + 0.5 * jnp.dot(M @ (qacc - a0), qacc - a0)
+    finite = jnp.all(jnp.isfinite(qacc))
+    status = jnp.where(finite, status, NONFINITE).astype(jnp.int32)
+    return SoftSolution(
+        qacc=qacc,
+        efc_force=update.force,
+        efc_state=update.state,
+        cost=cost,
+        iterations=iters,
+        status=status,
+        gradient=gradient,
+        improvement=improvement,
+        warmstart_used=warm_used,
+    )

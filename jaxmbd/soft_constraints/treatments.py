@@ -1,0 +1,61 @@
+"""``contact="soft"`` and ``limits="soft"``: which parts of a file's constraint model a run
+solves as MuJoCo does (:class:`~jaxmbd.soft_constraints.model.MujocoConstraints`).
+
+"soft" contact: the file's geom pairs become MuJoCo's contact rows, and jaxmbd's compliant
+contact element leaves the run. "soft" limits: the joints' limits and the dofs' friction
+loss become MuJoCo's limit and friction-loss rows, and the compliant limit springs and the
+regularised friction loss leave the run. The rows of both are solved together, in one
+convex problem per step; a part not "soft" keeps the treatment its option names."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from .. import _config  # noqa: F401
+from ..errors import ModelError
+from ..forces.joint_dynamics import JointDynamics
+from ..forces.quaternion_joint_dynamics import QuaternionJointDynamics
+
+SOFT = "soft"
+
+
+def _without_friction_loss(force):
+    if isinstance(force, JointDynamics | QuaternionJointDynamics):
+        return dataclasses.replace(force, friction_loss=0.0 * force.friction_loss)
+    return force
+
+
+def with_soft(model, *, contact, limits, where: str = "simulate"):
+    """(model, contact, limits): ``model`` with the parts that the options call "soft" marked
+    in its constraint model, and the options that remain for the other treatments ("soft"
+    becomes "none": the compliant elements of those parts leave the run). A model without a
+    constraint model (built in code) refuses "soft" with a ModelError."""
+    treats = set()
+    if contact == SOFT:
+        treats.add("contact")
+        contact = "none"
+    if limits == SOFT:
+        treats.add("limits")
+        limits = "none"
+    if not treats:
+        return model, contact, limits
+    constraints = model.constraint_model
+    if constraints is None:
+        options = " and ".join(f"{k}='soft'" for k in sorted(treats))
+        raise ModelError(
+            f"{where}: {options} is MuJoCo's constraint model of a model file, and model "
+            f"'{model.name}' was built in code; use contact='compliant' or 'hard' and "
+            "limits='compliant' or 'hard'"
+        )
+    if "limits" in treats:
+        model = dataclasses.replace(model, forces=tuple(map(_without_friction_loss, model.forces)))
+    constraints = dataclasses.replace(constraints, treats=frozenset(treats))
+    return dataclasses.replace(model, constraint_model=constraints), contact, limits
+
+
+def soft_constraints_of(model):
+    """The constraint model a run of ``model`` solves, or None."""
+    constraints = getattr(model, "constraint_model", None)
+    if constraints is None or not constraints.active:
+        return None
+    return constraints
