@@ -63,7 +63,7 @@ def _attach_implicit_derivatives_jvp(primals, tangents):
 
     _, dresidual = jax.jvp(residual, (M, a0, rows), (dM, da0, drows))
     update = constraint_update(rows, rows.J @ qacc - rows.aref)
-    H = hessian(M, rows, update._replace(cone_hessian=0 * update.cone_hessian))
+    H = hessian(M, rows, update)
     factor = jnp.linalg.cholesky(H)
     dqacc = -cho_solve((factor, True), dresidual)
     return qacc, dqacc
