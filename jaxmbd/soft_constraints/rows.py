@@ -230,7 +230,7 @@ def equality_rows(
     active = jnp.ones(k, bool) if active is None else jnp.asarray(active, dtype=bool)
     # getposdim: the norm of a connect's or weld's rows (below mjMINVAL taken as 0, which
     # changes d by less than 1e-15 and keeps the gradient finite)
-    size = pos[:, 0]
+    size = _normalize(pos)[1] if dim > 1 else pos[:, 0]
     # dense mj_addConstraint skips a constraint whose Jacobian is all zeros
     active = active & jnp.any(J.reshape(k, dim * nv) != 0, axis=1)
 
@@ -525,22 +525,24 @@ def tendon_limit_rows(spec: TendonLimitSpec, ten_length, ten_J, qvel=None, *, op
     dist = jnp.stack([length - spec.range[:, 0], spec.range[:, 1] - length], axis=1)
     dist = dist.reshape(2 * k)
     J = jnp.stack([Jt, -Jt], axis=1).reshape(2 * k, Jt.shape[1])
-    margin = np.repeat(spec.margin, 2)
+    margin = jnp.repeat(jnp.asarray(spec.margin), 2)
     return _finish(
         J=J,
         pos=dist,
-        margin=jnp.asarray(margin),
+        margin=margin,
         frictionloss=0.0,
         type=ConstraintType.LIMIT_TENDON,
-        id=np.repeat(spec.tendon, 2),
+        id=jnp.repeat(jnp.asarray(spec.tendon), 2),
         active=(dist < margin) & _nonempty(J),
-        diag_approx=jnp.asarray(np.repeat(spec.invweight, 2)),
+        diag_approx=jnp.repeat(jnp.asarray(spec.invweight), 2),
         solref=safe_solref(
-            np.repeat(spec.solref, 2, axis=0), timestep=options.timestep, refsafe=options.refsafe
+            jnp.repeat(jnp.asarray(spec.solref), 2, axis=0),
+            timestep=options.timestep,
+            refsafe=options.refsafe,
         ),
-        solimp=np.repeat(spec.solimp, 2, axis=0),
+        solimp=jnp.repeat(jnp.asarray(spec.solimp), 2, axis=0),
         imp_pos=dist,
-        imp_margin=jnp.asarray(margin),
+        imp_margin=margin,
         frictional=False,
         qvel=qvel,
         options=options,
