@@ -45,7 +45,11 @@ class JointCoordinates(FormulationCapabilities):
 
     @classmethod
     def integrator_of(cls, model) -> str:
-        """The integrator of a run of ``model`` that names none."""
+        """The integrator of a run of ``model`` that names none: the file's where the run
+        solves MuJoCo's constraint model (``contact`` or ``limits`` "soft")."""
+        constraints = getattr(model, "constraint_model", None)
+        if constraints is not None and constraints.active:
+            return constraints.integrator
         if model.contacts is None:
             return cls.default_integrator
         return cls.contact_integrator if model.tree is None else cls.file_contact_integrator

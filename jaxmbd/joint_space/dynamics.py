@@ -19,6 +19,7 @@ import jax.numpy as jnp
 from .. import _config  # noqa: F401
 from ..errors import ModelError
 from ..model import Model
+from ..soft_constraints.equalities import EqualityTerms
 from ..soft_constraints.solver import solve
 from ..soft_constraints.treatments import soft_constraints_of
 from ..tree import (
@@ -34,7 +35,12 @@ from ..tree import (
 )
 from ..tree._elementwise import mv
 from ..tree.kinematics import dof_ancestors, velocities
-from .constraint_rows import TreeConstraints, acceleration_terms, solve_normal
+from .constraint_rows import (
+    TreeConstraints,
+    acceleration_terms,
+    constraint_terms,
+    solve_normal,
+)
 from .forces import JointSpaceForces, body_state, joint_space_forces
 
 
@@ -55,6 +61,9 @@ class Accelerations(NamedTuple):
     algorithmic: jax.Array | None = None
     # d(tau + J^T w)/d q along the tangent qpos (+) d, where asked for
     position_jacobian: jax.Array | None = None
+    # the generalised force of MuJoCo's soft constraint rows (qfrc_constraint, nv), where a
+    # run solves them (jaxmbd.soft_constraints): M qacc = rhs + constraint_force
+    constraint_force: jax.Array | None = None
 
 
 def applied_generalised_forces(model: Model, tree: KinematicTree, qpos, qvel, t):
@@ -136,10 +145,12 @@ def accelerations(model: Model, tree: KinematicTree, loops: TreeConstraints | No
     constraints = soft_constraints_of(model)
     if constraints is not None:
         h = damping_step if step is None else step
-        qacc, force = _solved(constraints, tree, loops, p, qpos, qvel, mass, M, rhs, h)
+        qacc, force, qfrc, lam = _solved(constraints, tree, loops, p, qpos, qvel, t, mass, M,
+                                         rhs, h)  # fmt: skip
         zero = jnp.zeros((), qacc.dtype)
-        return Accelerations(qacc, jnp.zeros(0, qacc.dtype), p, forces, zero, rhs, mass, D,
-                             unilateral=force, position_jacobian=K)  # fmt: skip
+        return Accelerations(qacc, lam, p, forces, zero, rhs, mass, D,
+                             unilateral=force, position_jacobian=K,
+                             constraint_force=qfrc)  # fmt: skip
     if loops is None:
         qacc = mass_solve(tree, M, rhs)
         zero = jnp.zeros((), qacc.dtype)
@@ -158,22 +169,36 @@ def accelerations(model: Model, tree: KinematicTree, loops: TreeConstraints | No
                          position_jacobian=K)  # fmt: skip
 
 
-def _solved(constraints, tree, loops, p, qpos, qvel, mass, M, rhs, h):
-    """(qacc, efc_force) of MuJoCo's constraint model at the step's state: the convex
-    problem's optimum with the plain mass matrix, then, where Euler's step takes the joint
-    damping implicitly (M + h D given as ``M``), (M + h D) qacc = qfrc_smooth +
-    qfrc_constraint, as ``mj_Euler`` integrates."""
-    if loops is not None:
+def _soft_equalities(loops: TreeConstraints, tree, p, qpos, qvel, t) -> EqualityTerms:
+    """The run's equality rows for MuJoCo's convex problem (all soft: exact rows, such as
+    joints that close loops, are refused), with their values, Jacobian and J_dot qvel."""
+    if not loops.soft.all():
         raise ModelError(
-            "contact='soft' and limits='soft' with loop-closing joints or equality constraints "
-            "in the same run are not supported yet; pass equality='none' or the compliant "
-            "treatments"
+            "contact='soft' and limits='soft' solve MuJoCo's convex problem, which takes "
+            "equality constraints as MuJoCo's soft rows: pass equality='soft' (or 'none'); "
+            "exact rows (equality='exact', joints that close loops) are not supported with "
+            "them"
         )
+    cons = loops._replace(keep=None)  # every soft row is kept
+    phi, G, _, gamma = constraint_terms(cons, tree, qpos, qvel, t, p)
+    return EqualityTerms(cons.parts, phi, G, gamma)
+
+
+def _solved(constraints, tree, loops, p, qpos, qvel, t, mass, M, rhs, h):
+    """(qacc, efc_force, qfrc_constraint, lam) of MuJoCo's constraint model at the step's
+    state: the convex problem's optimum with the plain mass matrix, then, where Euler's step
+    takes the joint damping implicitly (M + h D given as ``M``), (M + h D) qacc =
+    qfrc_smooth + qfrc_constraint, as ``mj_Euler`` integrates. The soft equality rows of
+    ``loops`` come first among the rows; ``lam`` = -efc_force of them (the multipliers of
+    the loops' rows: the reaction on the bodies is -G^T lam)."""
+    equality = None if loops is None else _soft_equalities(loops, tree, p, qpos, qvel, t)
+    m = 0 if equality is None else equality.phi.shape[0]
     qacc0 = mass_solve(tree, mass, rhs)
-    built = constraints.rows(p.S, dof_ancestors(tree), p.x, p.R, qpos, qvel,
-                             0.0 if h is None else h)  # fmt: skip
+    built = constraints.rows(tree, p, qpos, qvel, 0.0 if h is None else h, equality=equality)
     if built is None:
-        return (qacc0 if M is mass else mass_solve(tree, M, rhs)), jnp.zeros(0, qacc0.dtype)
+        qacc = qacc0 if M is mass else mass_solve(tree, M, rhs)
+        zeros = jnp.zeros(0, qacc0.dtype)
+        return qacc, zeros, jnp.zeros_like(qacc0), jnp.zeros(m, qacc0.dtype)
     _, rows = built
     settings = constraints.solver
     solution = solve(
@@ -182,9 +207,10 @@ def _solved(constraints, tree, loops, p, qpos, qvel, mass, M, rhs, h):
         ls_tolerance=settings.ls_tolerance,
     )  # fmt: skip
     qacc = solution.qacc
+    qfrc = rows.J.T @ solution.efc_force
     if M is not mass:
-        qacc = mass_solve(tree, M, rhs + rows.J.T @ solution.efc_force)
-    return qacc, solution.efc_force
+        qacc = mass_solve(tree, M, rhs + qfrc)
+    return qacc, solution.efc_force, qfrc, -solution.efc_force[:m]
 
 
 def body_accelerations(tree: KinematicTree, p: TreePoses, qvel, qacc):

@@ -211,7 +211,9 @@ class LinearlyImplicitEuler(AbstractJointStepper):
         K = acc.position_jacobian if self.position_jacobian else jnp.zeros_like(D)
         # not symmetric (friction, K of a follower force): LU
         lu, perm = small_kernels.lu(acc.mass - h * D - h * h * K)
-        dv = small_kernels.lu_solve(lu, perm, h * acc.rhs + h * h * small_kernels.matvec(K, qvel))
+        # MuJoCo's soft rows enter with their force at the start (qfrc_constraint)
+        rhs = acc.rhs if acc.constraint_force is None else acc.rhs + acc.constraint_force
+        dv = small_kernels.lu_solve(lu, perm, h * rhs + h * h * small_kernels.matvec(K, qvel))
         if loops is not None and loops.soft.any():
             # soft rows: their force from the start's accelerations (found with M), as
             # MuJoCo's implicit steps take qfrc_constraint into (M - h D) qacc = ...

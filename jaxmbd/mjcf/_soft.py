@@ -1,11 +1,15 @@
 """MuJoCo's constraint model of a file (:class:`jaxmbd.soft_constraints.MujocoConstraints`),
 read from the compiled ``mjModel``: the candidate geom pairs (``mj_collision``'s broad-phase
 filters, :func:`jaxmbd.contact.mujoco.candidate_pairs`) with ``mj_contactParam``'s mixed
-numbers and the geoms' poses in their tree bodies' frames, the limited joints, the dofs with
-friction loss, and ``opt``'s cone, impratio, refsafe and solver settings."""
+numbers and the geoms' poses in their tree bodies' frames, the limited joints and tendons,
+the dofs and tendons with friction loss (the tendons' geometry: jaxmbd's
+:class:`~jaxmbd.tendons.Tendons` of the file, ``mj_tendon``), and ``opt``'s cone, impratio,
+refsafe and solver settings. The file's equality constraints join the rows in a run that
+makes them soft (:mod:`jaxmbd.soft_constraints.equalities`)."""
 
 from __future__ import annotations
 
+import jax
 import numpy as np
 
 from ..contact.mujoco.pairs import GEOM_NAMES, KERNELS, candidate_pairs
@@ -14,10 +18,21 @@ from ..soft_constraints.model import (
     ContactGroup,
     MujocoConstraints,
     SolverSettings,
+    TendonGeometry,
 )
 from ..soft_constraints.parameters import SoftOptions
-from ..soft_constraints.rows import DofFrictionSpec, JointLimitSpec
+from ..soft_constraints.rows import (
+    DofFrictionSpec,
+    JointLimitSpec,
+    TendonFrictionSpec,
+    TendonLimitSpec,
+)
 from ._contact import _mixed, _overridden
+from ._equalities import _name
+
+#: the joint formulation's steps of MuJoCo's ``mjtIntegrator`` (its RK4 from 4.0 is the
+#: Munthe-Kaas one)
+_INTEGRATORS = {0: "euler", 1: "rkmk", 2: "implicit", 3: "implicitfast"}
 
 
 def _pair_numbers(mujoco, m, g1: int, g2: int, pair: int):
@@ -56,9 +71,42 @@ def _local_pose(d0, tree_of: dict[int, int], owner, g: int, body: int):
     return tree_of[o], R.T @ (pos - x), R.T @ mat
 
 
-def constraint_model(mujoco, m, d0, roots, owner, unsupported: list[str]) -> MujocoConstraints:
+def _tendon_rows(mujoco, m, tendons, unsupported: list[str]):
+    """(tendon limits, tendon friction loss, their tendons' geometry), None where none: the
+    specs of ``m`` restricted to the tendons that jaxmbd reads (``tendons``, by name; the
+    others named in ``unsupported``)."""
+    limits, friction = TendonLimitSpec.from_model(m), TendonFrictionSpec.from_model(m)
+    needed = sorted({int(k) for k in limits.tendon} | {int(k) for k in friction.tendon})
+    names = {k: _name(mujoco, m, mujoco.mjtObj.mjOBJ_TENDON, k, "tendon") for k in needed}
+    read = set(() if tendons is None else tendons.names)
+    kept = [k for k in needed if names[k] in read]
+    if len(kept) < len(needed):
+        unsupported.append(
+            "limits and friction loss of tendons that jaxmbd does not read, left out of "
+            "limits='soft': " + ", ".join(names[k] for k in needed if k not in kept)
+        )
+
+    def restricted(spec):
+        keep = np.isin(spec.tendon, kept)
+        if not keep.any():
+            return None
+        return jax.tree.map(lambda a: a[keep], spec)
+
+    limits, friction = restricted(limits), restricted(friction)
+    if not kept:
+        return None, None, None
+    geometry = TendonGeometry(
+        tendons.subset([tendons.index(names[k]) for k in kept]), tuple(kept), int(m.ntendon)
+    )
+    return limits, friction, geometry
+
+
+def constraint_model(mujoco, m, d0, roots, owner, unsupported: list[str], *,
+                     tendons=None) -> MujocoConstraints:  # fmt: skip
     """The file's constraint model (module docstring); geom pairs whose types jaxmbd does
-    not collide as MuJoCo does are named in ``unsupported``."""
+    not collide as MuJoCo does, and limited tendons or tendons with friction loss that
+    ``tendons`` (the file's :class:`~jaxmbd.tendons.Tendons`, None: none) lacks, are named in
+    ``unsupported``."""
     tree_of = {int(b): k for k, b in enumerate(roots)}
     candidates = candidate_pairs(m)
     invweight = np.asarray(m.body_invweight0, dtype=float).reshape(-1, 2)
@@ -106,6 +154,7 @@ def constraint_model(mujoco, m, d0, roots, owner, unsupported: list[str]) -> Muj
         ))  # fmt: skip
     limits = JointLimitSpec.from_model(m)
     friction = DofFrictionSpec.from_model(m)
+    tendon_limits, tendon_friction, geometry = _tendon_rows(mujoco, m, tendons, unsupported)
     method = SOLVER_METHODS.get(int(m.opt.solver))
     if method is None:
         unsupported.append(
@@ -118,9 +167,13 @@ def constraint_model(mujoco, m, d0, roots, owner, unsupported: list[str]) -> Muj
         ls_iterations=int(m.opt.ls_iterations), ls_tolerance=float(m.opt.ls_tolerance),
     )  # fmt: skip
     return MujocoConstraints(
+        integrator=_INTEGRATORS[int(m.opt.integrator)],
         options=SoftOptions.from_model(m),
         solver=solver,
         contacts=tuple(contacts),
         joint_limits=limits if limits.joint.size else None,
         dof_friction=friction if friction.dof.size else None,
+        tendon_limits=tendon_limits,
+        tendon_friction=tendon_friction,
+        tendons=geometry,
     )

@@ -23,16 +23,23 @@ import numpy as np
 
 from .. import _config  # noqa: F401
 from ..contact.mujoco.pairs import collide, kernel_for
+from ..tendons import Tendons, lengths_and_jacobians
+from ..tree.kinematics import dof_ancestors
+from .equalities import EqualityTerms, tree_equality_rows
 from .parameters import SoftOptions
-from .problem import ELLIPTIC, FRICTION_LOSS, ONE_SIDED, SoftRows, no_cones
+from .problem import ELLIPTIC, EQUALITY, FRICTION_LOSS, ONE_SIDED, SoftRows, no_cones
 from .rows import (
     ConstraintRows,
     DofFrictionSpec,
     JointLimitSpec,
+    TendonFrictionSpec,
+    TendonLimitSpec,
     concatenate,
     contact_rows,
     dof_friction_rows,
     joint_limit_rows,
+    tendon_friction_rows,
+    tendon_limit_rows,
 )
 
 #: ``mjtSolver``: the methods :func:`~jaxmbd.soft_constraints.solver.solve` offers
@@ -146,44 +153,97 @@ def group_contact_rows(group: ContactGroup, S, ancestors, x, R, qvel, options):
     )
 
 
+class TendonGeometry(eqx.Module):
+    """The tendons that rows read (limited or with friction loss), as jaxmbd's
+    :class:`~jaxmbd.tendons.Tendons` on the tree, and their MuJoCo ids ``ids`` (static) of
+    ``ntendon`` (MuJoCo's count)."""
+
+    tendons: Tendons
+    ids: tuple[int, ...] = eqx.field(static=True)
+    ntendon: int = eqx.field(static=True)
+
+    def lengths_and_jacobians(self, tree, p, qpos):
+        """MuJoCo's ``ten_length`` (ntendon,) and dense ``ten_J`` (ntendon, nv) (``mj_tendon``)
+        on the tree at ``qpos`` (poses ``p``), zero for the tendons no row reads: the lengths
+        of :func:`jaxmbd.tendons.lengths_and_jacobians` and their Jacobians in qvel
+        coordinates."""
+        length, J = lengths_and_jacobians(self.tendons, tree, qpos, p)
+        ids = np.asarray(self.ids, int)
+        full_length = jnp.zeros(self.ntendon, length.dtype).at[ids].set(length)
+        full_J = jnp.zeros((self.ntendon, tree.nv), J.dtype).at[ids].set(J)
+        return full_length, full_J
+
+
 class MujocoConstraints(eqx.Module):
     """A file's constraint rows, as MuJoCo builds them each step (module docstring):
-    ``contacts`` (one :class:`ContactGroup` per geom-type pair and condim), ``joint_limits``
-    and ``dof_friction`` (None: none, or switched to another treatment), the rows'
-    ``options`` (``timestep`` is replaced by the run's step) and the ``solver`` settings.
-    ``treats``: the parts a run solves as MuJoCo does, of "contact" (the geom pairs) and
-    "limits" (joint limits and friction loss); the others are left to the run's own
-    treatment (:func:`jaxmbd.soft_constraints.treatments.with_soft`)."""
+    ``contacts`` (one :class:`ContactGroup` per geom-type pair and condim), ``joint_limits``,
+    ``dof_friction``, ``tendon_limits`` and ``tendon_friction`` (None: none, or switched to
+    another treatment; the tendons' rows read ``tendons``), the rows' ``options``
+    (``timestep`` is replaced by the run's step) and the ``solver`` settings. ``treats``: the
+    parts a run solves as MuJoCo does, of "contact" (the geom pairs) and "limits" (joint and
+    tendon limits, dof and tendon friction loss); the others are left to the run's own
+    treatment (:func:`jaxmbd.soft_constraints.treatments.with_soft`). A run's soft equality
+    constraints join the rows where it passes them (:meth:`rows`)."""
 
     options: SoftOptions
     solver: SolverSettings
     contacts: tuple[ContactGroup, ...] = ()
     joint_limits: JointLimitSpec | None = None
     dof_friction: DofFrictionSpec | None = None
+    tendon_limits: TendonLimitSpec | None = None
+    tendon_friction: TendonFrictionSpec | None = None
+    tendons: TendonGeometry | None = None
     treats: frozenset[str] = eqx.field(static=True, default=frozenset())
+    #: the file's ``opt.integrator`` as a joint-space stepper's name (a run's default)
+    integrator: str = eqx.field(static=True, default="euler")
+
+    @property
+    def has_limit_rows(self) -> bool:
+        """Whether the file has limit or friction-loss rows (joints', dofs', tendons')."""
+        specs = (self.joint_limits, self.dof_friction, self.tendon_limits, self.tendon_friction)
+        return any(spec is not None for spec in specs)
 
     @property
     def active(self) -> bool:
         """Whether a run solves any rows of this model."""
-        return bool(self.treats) and not (
-            ("contact" not in self.treats or not self.contacts)
-            and ("limits" not in self.treats
-                 or (self.joint_limits is None and self.dof_friction is None))
-        )  # fmt: skip
+        return bool(self.treats) and (
+            ("contact" in self.treats and bool(self.contacts))
+            or ("limits" in self.treats and self.has_limit_rows)
+        )
 
-    def rows(self, S, ancestors, x, R, qpos, qvel, h) -> tuple[ConstraintRows, SoftRows] | None:
-        """The step's rows at the tree's state, and the solver's view of them (None: no
-        rows); ``h`` the run's step (``refsafe``)."""
+    def rows(self, tree, p, qpos, qvel, h, *, equality: EqualityTerms | None = None
+             ) -> tuple[ConstraintRows, SoftRows] | None:  # fmt: skip
+        """The step's rows at the tree's state (``tree`` at ``qpos`` with poses ``p``), and the
+        solver's view of them (None: no rows); ``h`` the run's step (``refsafe``).
+        ``equality``: the run's soft equality constraints at this state, which come first
+        (:func:`~jaxmbd.soft_constraints.equalities.tree_equality_rows`). MuJoCo's order
+        (``mj_makeConstraint``): equality, dof friction, tendon friction, joint limits,
+        tendon limits, contacts."""
         options = eqx.tree_at(lambda o: o.timestep, self.options, h)
         groups, kinds = [], []
         cones = []  # (rows of each cone (c, 6), cone_mu (c,), friction (c, 5))
         limits = "limits" in self.treats
+        if equality is not None and equality.phi.shape[0]:
+            groups.append(tree_equality_rows(equality, qvel, options=options))
+            kinds.append(EQUALITY)
+        ten_length = ten_J = None
+        if limits and self.tendons is not None:
+            ten_length, ten_J = self.tendons.lengths_and_jacobians(tree, p, qpos)
         if self.dof_friction is not None and limits:
             groups.append(dof_friction_rows(self.dof_friction, qvel, options=options))
+            kinds.append(FRICTION_LOSS)
+        if self.tendon_friction is not None and ten_J is not None:
+            groups.append(tendon_friction_rows(self.tendon_friction, ten_J, qvel, options=options))
             kinds.append(FRICTION_LOSS)
         if self.joint_limits is not None and limits:
             groups.append(joint_limit_rows(self.joint_limits, qpos, qvel, options=options))
             kinds.append(ONE_SIDED)
+        if self.tendon_limits is not None and ten_J is not None:
+            groups.append(
+                tendon_limit_rows(self.tendon_limits, ten_length, ten_J, qvel, options=options)
+            )
+            kinds.append(ONE_SIDED)
+        S, ancestors, x, R = p.S, dof_ancestors(tree), p.x, p.R
         for group in self.contacts if "contact" in self.treats else ():
             offset = sum(g.size for g in groups)
             rows = group_contact_rows(group, S, ancestors, x, R, qvel, options)
@@ -222,5 +282,6 @@ __all__ = [
     "ContactGroup",
     "MujocoConstraints",
     "SolverSettings",
+    "TendonGeometry",
     "point_jacobians",
 ]
