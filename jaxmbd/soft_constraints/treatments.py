@@ -2,10 +2,13 @@
 solves as MuJoCo does (:class:`~jaxmbd.soft_constraints.model.MujocoConstraints`).
 
 "soft" contact: the file's geom pairs become MuJoCo's contact rows, and jaxmbd's compliant
-contact element leaves the run. "soft" limits: the joints' limits and the dofs' friction
-loss become MuJoCo's limit and friction-loss rows, and the compliant limit springs and the
-regularised friction loss leave the run. The rows of both are solved together, in one
-convex problem per step; a part not "soft" keeps the treatment its option names."""
+contact element leaves the run. "soft" limits: the joints' and tendons' limits and the dofs'
+and tendons' friction loss become MuJoCo's limit and friction-loss rows, and the compliant
+limit springs and the regularised friction loss (of :class:`~jaxmbd.forces.JointDynamics`
+and :class:`~jaxmbd.tendons.tendon_forces.TendonForces`) leave the run. The rows of both are
+solved together, in one convex problem per step, with the run's soft equality constraints
+(``equality="soft"``, :mod:`jaxmbd.soft_constraints.equalities`); a part not "soft" keeps
+the treatment its option names."""
 
 from __future__ import annotations
 
@@ -15,12 +18,13 @@ from .. import _config  # noqa: F401
 from ..errors import ModelError
 from ..forces.joint_dynamics import JointDynamics
 from ..forces.quaternion_joint_dynamics import QuaternionJointDynamics
+from ..tendons.tendon_forces import TendonForces
 
 SOFT = "soft"
 
 
 def _without_friction_loss(force):
-    if isinstance(force, JointDynamics | QuaternionJointDynamics):
+    if isinstance(force, JointDynamics | QuaternionJointDynamics | TendonForces):
         return dataclasses.replace(force, friction_loss=0.0 * force.friction_loss)
     return force
 
