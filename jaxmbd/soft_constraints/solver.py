@@ -31,9 +31,11 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jax import lax
+from jax.ad_checkpoint import checkpoint_name
 from jax.scipy.linalg import cho_solve
 
 from .. import _config  # noqa: F401
+from ..newton._implicit import ROOT
 from . import line_search
 from .implicit import attach_implicit_derivatives
 from .problem import MJ_MINVAL, SoftRows, constraint_update, hessian
@@ -318,6 +320,9 @@ def solve(
         scale=None if scale is None else lax.stop_gradient(scale),
         warmstart=lax.stop_gradient(warmstart),
     )
+    # the optimum is what a time step recomputed in reverse mode (jax.checkpoint with
+    # jaxmbd.newton.SAVED_FOR_ADJOINT) keeps: the adjoint never reruns the solver's loops
+    qacc = checkpoint_name(qacc, ROOT)
     qacc = attach_implicit_derivatives(qacc, M, a0, rows)
     update = constraint_update(rows, rows.J @ qacc - rows.aref)
     cost = update.cost + 0.5 * jnp.dot(M @ (qacc - a0), qacc - a0)
