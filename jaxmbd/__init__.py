@@ -15,7 +15,8 @@ from .analysis.batch import kinematics_batch, simulate_batch, stack_models
 from .analysis.initial_state import InitialCorrection, consistent_initial_state
 from .analysis.kinematics import kinematics
 from .analysis.linearize import Linearization, Modes, linearize, modes
-from .analysis.simulation import default_formulation, simulate
+from .analysis.plan import Plan, default_formulation, plan_simulation
+from .analysis.simulation import run_plan, simulate
 from .analysis.statics import Equilibrium, static_equilibrium
 from .build import ModelBuilder
 from .compiled.jit import jit
@@ -88,6 +89,9 @@ __all__ = [
     "integrators",
     "valid_pairs",
     "default_formulation",
+    "Plan",
+    "plan_simulation",
+    "run_plan",
     "joint_space_obstacles",
     "BodyState",
     "BodyTorque",

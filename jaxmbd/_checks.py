@@ -201,7 +201,8 @@ def _moved_bodies(model: Model, values, tol: float, unit: str) -> str:
                      for b in order[:3] if values[b] > tol)  # fmt: skip
 
 
-def report_initial_correction(model: Model, sol, what: str, *, threshold=1e-10, start=None):
+def report_initial_correction(model: Model, sol, what: str, *, threshold=1e-10, start=None,
+                              stacklevel: int = 4):  # fmt: skip
     per_body = _start_correction_of(model, sol, start)
     moved = {key: float(np.max(value, initial=0.0)) for key, value in per_body.items()}
     if model.nb:
@@ -227,7 +228,7 @@ def report_initial_correction(model: Model, sol, what: str, *, threshold=1e-10, 
                 f"{what} of model '{model.name}': " + "; ".join(parts) + " (threshold "
                 "jaxmbd._checks.ASSEMBLY_TOLERANCE; sol.start_correction has every body)",
                 AssemblyWarning,
-                stacklevel=4,
+                stacklevel=stacklevel,
             )
     if max(moved.values()) > threshold:
         logger.info(
@@ -258,7 +259,7 @@ def error_if_failed(sol, what: str):
 
 def solution_from_outputs(
     model: Model, form, h, outs, integrator: str = "", *, chart_singular=None, save_every=1,
-    sensor_key=None, linear_solver: str = "", tree=None, controls=None,
+    sensor_key=None, linear_solver: str = "", tree=None, controls=None, plan=None,
 ):  # fmt: skip
     """Solution of the per-step outputs (r, A, rdot, omega, rddot, omegadot, lam,
     iterations, status, residual[, q, v[, condition]]) of an analysis; q and v are the
@@ -266,7 +267,8 @@ def solution_from_outputs(
     matrix's condition number per step (integrators' ``record_condition``). A model with
     sensors is kept (without its forces, which the readings do not need) for
     ``sol.sensors``, with ``sensor_key`` for their noise and ``controls`` (the per-step
-    controls (n, nu) of the run, or "policy") for its actuator sensors."""
+    controls (n, nu) of the run, or "policy") for its actuator sensors. ``plan``: the run's
+    decisions (:meth:`jaxmbd.analysis.plan.Plan.described`), kept as ``sol.plan``."""
     # an integrator's own outputs come last, as a dict (moreau_jean's unilateral forces)
     extra = outs[-1] if isinstance(outs[-1], dict) else {}
     outs = outs[:-1] if extra else outs
@@ -314,6 +316,7 @@ def solution_from_outputs(
         start_correction=start_correction(model, *(first_row(x) for x in (r, A, rdot, omega)))
         if model.nb
         else None,
+        plan=plan,
     )
 
 
@@ -364,13 +367,16 @@ def resolve_throw(throw: bool, check: bool | None, where: str) -> bool:
     return bool(check)
 
 
-def finish(model: Model, sol, *, what: str, throw: bool, traced: bool, start=None):
+def finish(model: Model, sol, *, what: str, throw: bool, traced: bool, start=None,
+           stacklevel: int = 3):  # fmt: skip
     """Status handling shared by the analyses: with ``throw``, a runtime error under a trace
     and a detailed SolverError outside one; then a report of the consistent-start
     correction (from ``start``, the concrete t = 0 state (r, A, rdot, omega, ...), when
     given). Without ``throw`` the Solution carries the outcome (``status``, ``result``).
     Under a trace, invalid parameter values (checked on the host for concrete models at
-    the analysis's entry) set the status ``invalid_parameters`` at every step."""
+    the analysis's entry) set the status ``invalid_parameters`` at every step.
+    ``stacklevel``: the report's warning names this frame, counted from ``finish`` as
+    :func:`warnings.warn` counts (3: the code that called the analysis that called it)."""
     if traced:
         sol = with_parameter_status(model, sol)
     if not throw:
@@ -378,5 +384,5 @@ def finish(model: Model, sol, *, what: str, throw: bool, traced: bool, start=Non
     if traced:
         return error_if_failed(sol, what)
     raise_on_failure(model, sol, what=what)
-    report_initial_correction(model, sol, what, start=start)
+    report_initial_correction(model, sol, what, start=start, stacklevel=1 + stacklevel)
     return sol

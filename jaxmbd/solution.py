@@ -187,6 +187,10 @@ class Solution(eqx.Module):
     # the activations of the actuators with activation dynamics at each row (T, na), in
     # MuJoCo's ``act`` layout (:attr:`jaxmbd.actuators.Actuators.dynamic`); None without
     act: jax.Array | None = None
+    # what simulate decided before it ran: its jaxmbd.analysis.plan.Plan without the objects
+    # (formulation, integrator, linear solver, treatments, rows dropped, checks; print it);
+    # None for the other analyses and for files
+    plan: object | None = eqx.field(static=True, default=None)
 
     def __init__(
         self, t, r, A, rdot, omega, rddot, omegadot, lam, iterations, status, residual,
@@ -194,7 +198,7 @@ class Solution(eqx.Module):
         save_every=1, body_names=(), constraint_names=(), joint_definitions=(),
         contact_element=None, sensor_model=None, sensor_key=None, start_correction=None,
         marker_element=None, unilateral_forces=None, limit_element=None, linear_solver="",
-        tree=None, controls=None, act=None,
+        tree=None, controls=None, act=None, plan=None,
     ):  # fmt: skip
         self.t, self.r, self.A, self.rdot, self.omega = t, r, A, rdot, omega
         self.rddot, self.omegadot, self.lam = rddot, omegadot, lam
@@ -214,6 +218,7 @@ class Solution(eqx.Module):
         self.tree = tree
         self.controls = controls
         self.act = act
+        self.plan = plan
 
     def _from_body_state(self):
         """(q, v) of a dynamics run whose formulation does not store them (its coordinates

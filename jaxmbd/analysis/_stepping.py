@@ -21,10 +21,11 @@ from ..model import Model
 MAX_STEPS = 10**7
 
 
-def num_steps(t_end, h) -> int:
+def num_steps(t_end, h, *, stacklevel: int = 3) -> int:
     """N = round(t_end / h); the grid is t = k h, k = 0..N (API contract); at most
     MAX_STEPS. A t_end off the grid (beyond round-off) warns with the end time used
-    (:class:`~jaxmbd.AdjustmentWarning`)."""
+    (:class:`~jaxmbd.AdjustmentWarning`; naming the frame ``stacklevel`` counted as
+    :func:`warnings.warn` counts: by default the analysis's caller)."""
     try:
         h_, t_end_ = float(h), float(t_end)
     except (TypeError, ValueError, OverflowError):
@@ -47,7 +48,7 @@ def num_steps(t_end, h) -> int:
             f"the run takes N = round(t_end / h) = {steps} steps and ends at t = N h = "
             f"{steps * h_:.6g}. Choose t_end = N h to silence this.",
             AdjustmentWarning,
-            stacklevel=3,
+            stacklevel=stacklevel,
         )
     return steps
 

@@ -50,7 +50,8 @@ from ..linear import small
 from ..model import Model
 from ._stepping import num_steps
 from .kinematics import kinematics
-from .simulation import default_formulation, simulate
+from .plan import default_formulation
+from .simulation import simulate
 
 _ANALYSES = {"simulate": simulate, "kinematics": kinematics}
 

@@ -52,8 +52,7 @@ from ..model.joints import joint_kind
 from ..solution import Solution
 from ..tree import JointType, body_velocities, poses
 from .initial_state import to_formulation
-from .limits_option import with_limits
-from .simulation import default_formulation
+from .plan import absolute_only_requests, default_formulation, treated_model
 from .statics import Equilibrium, static_equilibrium
 
 #: Singular values of G below this times the largest count as zero (its null space).
@@ -187,8 +186,7 @@ def linearize(
         raise ValueError(
             f"linearize: coordinates must be one of {list(COORDINATES)}, got {coordinates!r}"
         )
-    model = with_contact(model, contact, where="linearize")
-    model = with_limits(model, limits, where="linearize")
+    model = treated_model(model, contact=contact, limits=limits, where="linearize").model
     model = checked_parameters(model, where="linearize")
     nu = model.nu
     if inputs is not None and nu == 0:
@@ -200,7 +198,7 @@ def linearize(
             raise ValueError(f"linearize: inputs must have shape ({nu},), got {u_star.shape}")
         model = with_controls(model, u_star)
     if formulation is None:
-        absolute_only = ("redundant",) if redundant != "drop" else ()
+        absolute_only = absolute_only_requests(redundant=redundant)
         if isinstance(state, Equilibrium) and state.qpos is None:
             absolute_only += ("an Equilibrium in absolute coordinates",)
         formulation = default_formulation(model, absolute_only=absolute_only)

@@ -9,8 +9,6 @@ iterations.
 
 from __future__ import annotations
 
-import dataclasses
-import warnings
 from collections.abc import Callable
 
 import jax
@@ -18,55 +16,24 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _config  # noqa: F401
-from .._checks import finish, first_row, is_traced, resolve_throw, solution_from_outputs
-from .._parameter_checks import checked_parameters
-from ..actuators import (
-    ACTIVATION_DYNAMICS,
-    NO_DYNAMICS,
-    control_inputs,
-    policy_controls,
-    with_controls,
-)
+from .._checks import finish, is_traced, resolve_throw, solution_from_outputs
+from ..actuators import policy_controls, with_controls
 from ..compiled.host_arrays import device_array
 from ..compiled.jit import at_top_level, jit
 from ..compiled.xla_flags import (
     forward_loop_hoisted_when_differentiated,
     unhoisted_when_differentiated,
 )
-from ..constraints.redundancy import rows_for_run, with_full_multipliers
-from ..contact import with_contact
-from ..errors import JointSpaceOnlyWarning, ModelError
-from ..forces._joint import joint_space_entries_message
-from ..formulations import AbstractFormulation, get_formulation
-from ..integrators import (
-    INTEGRATORS,
-    AbstractImplicitIntegrator,
-    AbstractIntegrator,
-    MoreauJean,
-    StartState,
-    get_integrator,
-)
-from ..integrators.generalized_alpha import CONTACT_RHO_INF
-from ..integrators.impact_substeps import with_impact_substeps
-from ..integrators.moreau_jean import check_friction_cone
-from ..joint_space import simulate_joint_space
-from ..joint_space.coverage import joint_space_obstacles
-from ..joint_space.equalities import check_soft_equalities, with_equalities
+from ..constraints.redundancy import with_full_multipliers
+from ..formulations import AbstractFormulation
+from ..integrators import AbstractIntegrator, StartState
+from ..joint_space import run_planned_joint_space
 from ..model import Model
 from ..newton import SAVED_FOR_ADJOINT
-from ..newton.line_search import LineSearchNewton
-from ..soft_constraints.treatments import soft_constraints_of, with_soft
 from ..solution import Solution
-from ._stepping import (
-    block_steps,
-    check_euler_angle_start,
-    check_save_every,
-    num_steps,
-    run_in_blocks,
-    strided_scan,
-)
+from ._stepping import block_steps, run_in_blocks, strided_scan
 from .initial_state import START_MAX_ITER, START_TOL, _consistent_initial_state, to_formulation
-from .limits_option import limits_integrator, with_limits
+from .plan import Plan, default_formulation, plan_simulation
 
 
 def _outputs(form, q, v, a, lam_all, nc):
@@ -250,10 +217,6 @@ def _run_blocks(
     return run_in_blocks(head, block, n, size, progress, save_every=save_every)
 
 
-def _start_state(model):
-    return model.r0, model.A0, model.rdot0, model.omega0
-
-
 def start_solver(integrator) -> str:
     """The consistent start's linear solver: the integrator's choice ("auto" by default)."""
     return getattr(integrator, "linear_solver", "auto")
@@ -304,99 +267,6 @@ def _chart_flags(form: AbstractFormulation, outs):
     if form.near_chart_singularity((q[0, :, :3], q[0, :, 3:])) is None:
         return None
     return jax.vmap(lambda row: form.near_chart_singularity((row[:, :3], row[:, 3:])))(q)
-
-
-def _has_rho_inf(cls) -> bool:
-    """Whether an integrator class has the spectral-radius option (gen_alpha, or any
-    integrator that declares it): asked of its fields, not its name."""
-    return "rho_inf" in getattr(cls, "__dataclass_fields__", {})
-
-
-def _contact_newton(model, integrator, form, options: dict) -> dict:
-    """The integrator options of a run of ``model``: with contact pairs, an implicit
-    integrator named (or the default) without a ``newton`` option gets
-    :class:`~jaxmbd.newton.line_search.LineSearchNewton` (``max_iter`` moves onto it), and an
-    integrator with a ``rho_inf`` option (gen_alpha) without it gets
-    :data:`CONTACT_RHO_INF` (0: stiff contact modes are damped out in a step instead of
-    ringing)."""
-    if model.contacts is None:
-        return options
-    if integrator is not None and not isinstance(integrator, str):
-        return options  # an integrator object carries its own options
-    cls = INTEGRATORS.get(form.default_integrator if integrator is None else integrator)
-    if cls is None or not issubclass(cls, AbstractImplicitIntegrator):
-        return options
-    if options.get("newton") is not None:
-        if _has_rho_inf(cls) and options.get("rho_inf") is None:
-            return {**options, "rho_inf": CONTACT_RHO_INF}
-        return options
-    options = dict(options)
-    max_iter = options.pop("max_iter", None)
-    newton = LineSearchNewton() if max_iter is None else LineSearchNewton(max_iter=max_iter)
-    options = {**options, "newton": newton}
-    if _has_rho_inf(cls) and options.get("rho_inf") is None:
-        # a contact is a stiff, short-lived mode: rho_inf = 0.9 keeps 90 % of its
-        # amplitude per step, and a plastic landing rebounds at 0.87 of its speed at
-        # h = 1e-3; rho_inf = 0 annihilates it as the contact law intends
-        options["rho_inf"] = CONTACT_RHO_INF
-    return options
-
-
-def _hard_contact_integrator(model, contact, integrator):
-    """The integrator of a run with ``contact``: "hard" takes ``moreau_jean`` (the default
-    then) and refuses any other; ``moreau_jean`` treats the contact pairs as unilateral
-    constraints and so needs contact="hard" when the model has pairs."""
-    name = integrator if integrator is None or isinstance(integrator, str) else integrator.name
-    if contact == "hard":
-        if name not in (None, MoreauJean.name):
-            raise ValueError(
-                f"simulate: contact='hard' (unilateral constraints with impacts and Coulomb "
-                f"friction) is stepped by integrator='{MoreauJean.name}' (the default with "
-                f"contact='hard'), not {name!r}; the other integrators take the compliant "
-                "contact (contact='compliant')"
-            )
-        check_friction_cone(model)
-        return MoreauJean.name if integrator is None else integrator
-    if name == MoreauJean.name and model.contacts is not None and contact != "none":
-        raise ValueError(
-            f"simulate: integrator='{MoreauJean.name}' steps contact pairs as unilateral "
-            f"constraints: pass contact='hard' (or contact='none' to ignore the pairs of "
-            f"model '{model.name}')"
-        )
-    return integrator
-
-
-def default_formulation(model: Model, integrator=None, options=None, *,
-                        absolute_only: tuple[str, ...] = ()) -> str:  # fmt: skip
-    """The formulation of a run that names none: "joint" where the joint formulation runs
-    everything ``model`` holds with ``integrator`` and its ``options``
-    (:func:`jaxmbd.joint_space.coverage.joint_space_obstacles`: a kinematic tree from its
-    body-joint graph, loops kept as constraints, every force element and the pair) and the
-    run asks for nothing that only the absolute formulations give (``absolute_only``: the
-    requests that do, e.g. ``"save_every"``); else "rA". Rows beyond the tree (the joints
-    that close loops, drivers) keep "joint": its ``rk`` steps loop models 3-20x faster
-    than rA's ``gen_alpha``, and its first call is shorter (slider crank 56 s against
-    112 s, a driven pendulum 19 s against 57 s:
-    ``benchmarks/probes/loop_models_first_call.py``). A model that only joint coordinates
-    express (``model.joint_space_only``) stays "joint", whose error then names
-    what it lacks. The formulations guide says why."""
-    if model.joint_space_only:
-        return "joint"
-    if absolute_only or joint_space_obstacles(model, integrator, options):
-        return "rA"
-    return "joint"
-
-
-def _absolute_only(*, save_every, checkpoint, redundant, policy, sensor_key, chunk_size=None):
-    """The requests of a :func:`simulate` call that only the absolute formulations run."""
-    asked = {
-        "save_every": save_every != 1,
-        "chunk_size": chunk_size is not None,
-        "checkpoint": bool(checkpoint),
-        f"redundant={redundant!r}": redundant != "drop",
-        "sensor_key with a policy": policy is not None and sensor_key is not None,
-    }
-    return tuple(name for name, on in asked.items() if on)
 
 
 def simulate(
@@ -535,85 +405,46 @@ def simulate(
     steps): memory stays flat over long runs. Each saved row's ``status`` is the first
     failure since the previous saved row, ``iterations`` and ``residual`` the largest, so
     no failed step goes unreported.
+
+    The call is :func:`~jaxmbd.analysis.plan.plan_simulation` (every decision, before
+    anything compiles) then :func:`run_plan`; ``print(sol.plan)`` says what was decided.
     """
     throw = resolve_throw(throw, check, "simulate")
     if chunk_size is not None and progress is None:
         raise ValueError("simulate: chunk_size (steps between progress calls) needs progress=")
-    model, contact, limits = with_soft(model, contact=contact, limits=limits, where="simulate")
-    model = with_contact(model, contact, where="simulate", hard=True)
-    model = with_limits(model, limits, where="simulate", hard=True)
-    model = with_equalities(model, equality, where="simulate")
-    integrator = limits_integrator(limits, integrator, where="simulate")
-    model = checked_parameters(model, where="simulate")
-    integrator = _hard_contact_integrator(model, contact, integrator)
-    n = num_steps(t_end, h)
-    controls = control_inputs(model, controls, n, h, where="simulate")
-    if policy is not None and (controls is not None or model.nu == 0):
-        raise ValueError(
-            "simulate: policy= needs a model with actuators and excludes controls="
-            if model.nu
-            else f"simulate: policy= given, but model '{model.name}' has no actuators"
-        )
-    if sensor_key is not None and model.sensors is None:
-        raise ValueError(f"simulate: sensor_key= given, but model '{model.name}' has no sensors")
-    if formulation is None:
-        absolute_only = _absolute_only(
-            save_every=save_every, checkpoint=checkpoint, redundant=redundant, policy=policy,
-            sensor_key=sensor_key, chunk_size=chunk_size,
-        )  # fmt: skip
-        formulation = default_formulation(model, integrator, options, absolute_only=absolute_only)
-    form = get_formulation(formulation)
-    if soft_constraints_of(model) is not None and not form.runs_in_joint_space:
-        raise ValueError(
-            f"simulate: contact='soft' and limits='soft' (MuJoCo's constraint model) run in "
-            f"formulation='joint', not {form.name!r}"
-        )
+    plan = plan_simulation(
+        model, formulation=formulation, integrator=integrator, t_end=t_end, h=h,
+        chunk_size=chunk_size, checkpoint=checkpoint, save_every=save_every,
+        redundant=redundant, contact=contact, limits=limits, equality=equality,
+        controls=controls, policy=policy, sensor_key=sensor_key, stacklevel=3, **options,
+    )  # fmt: skip
+    return run_plan(plan, throw=throw, progress=progress, stacklevel=3)
+
+
+def run_plan(
+    plan: Plan,
+    *,
+    throw: bool = True,
+    progress: Callable[[int, int], None] | None = None,
+    stacklevel: int = 2,
+) -> Solution:
+    """The run that ``plan`` (:func:`~jaxmbd.analysis.plan.plan_simulation`) decided, as
+    :func:`simulate` runs it: ``throw`` and ``progress`` as there; ``sol.plan`` is the plan's
+    decisions. ``stacklevel``: the frame that the consistent start's report names, counted
+    from here as :func:`warnings.warn` counts (2: the caller)."""
+    model, form, stepper, n = plan.model, plan.form, plan.stepper, plan.steps
+    described = plan.described()
     if form.runs_in_joint_space:
-        sol = simulate_joint_space(
-            model, form, integrator=integrator, n=n, h=h, controls=controls, policy=policy,
-            throw=throw, options=options, sensor_key=sensor_key,
+        sol = run_planned_joint_space(
+            model, form, stepper, tree=plan.tree, rows=plan.kept_rows, n=n, h=plan.h,
+            controls=plan.controls, policy=plan.policy, throw=throw,
+            sensor_key=plan.sensor_key, plan=described, stacklevel=1 + stacklevel,
         )  # fmt: skip
         if progress is not None:  # one program for the whole run: done when it returns
             progress(n, n)
         return sol
-    element = model.actuators
-    if element is not None and element.has_dynamics and (controls is not None or policy):
-        dynamic = [n for n, d in zip(element.actuator_names, element.dynamics, strict=True)
-                   if ACTIVATION_DYNAMICS[d] is not NO_DYNAMICS]  # fmt: skip
-        raise ModelError(
-            f"simulate: model '{model.name}' has actuators with activation dynamics "
-            f"({dynamic}), whose activation formulation='joint' carries from step to step; "
-            f"formulation {form.name!r} runs them only with their own held controls"
-        )
-    if controls is not None:  # the start (and its accelerations) with the first row
-        model = with_controls(model, first_row(controls))
-    if policy is not None:  # likewise with the policy's reply to the initial state
-        u0 = policy_controls(model, policy, 0.0, _start_state(model), key=sensor_key, step=0)
-        model = with_controls(model, u0)
-    full_model = model
-    if policy is None and model.sensors is not None:  # read after the run: not compiled in
-        model = dataclasses.replace(model, sensors=None)
-    check_soft_equalities(model, form.name)
-    if model.joint_space_only:
-        raise ModelError(
-            f"simulate: formulation {form.name!r} cannot run model '{model.name}': "
-            + "; ".join(model.joint_space_only)
-            + ". Use formulation='joint' (joints in joint coordinates, any number per body)"
-        )
-    if message := joint_space_entries_message(
-        model.forces, f"simulate: formulation {form.name!r} on model '{model.name}'"
-    ):
-        warnings.warn(message, JointSpaceOnlyWarning, stacklevel=2)
-    model, kept = rows_for_run(model, redundant, where="simulate")
-    substeps = options.pop("impact_substeps", None), options.pop("impact_speed", None)
-    stepper = get_integrator(integrator, form, **_contact_newton(model, integrator, form, options))
-    if contact != "hard":
-        stepper = with_impact_substeps(model, stepper, *substeps)
-    check_euler_angle_start(model, form)
-    save_every = check_save_every(save_every, n)
-    if save_every > 1 and checkpoint:
-        raise ValueError("save_every and checkpoint cannot be combined; choose one")
-    h_arr = device_array(h, jnp.float64)
+    save_every, checkpoint, policy = plan.save_every, plan.checkpoint, plan.policy
+    h_arr = device_array(plan.h, jnp.float64)
     traced = is_traced(model)
     # under a trace (grad, vmap, jit) one program; else the start is its own, shared one
     start = (
@@ -623,32 +454,34 @@ def simulate(
     )
     # the key enters the compiled steps only for a policy's observation (else a run with a
     # key shares the program of one without: the noise is added when sol.sensors is read)
-    inputs = (controls, policy, None if policy is None else sensor_key)
+    inputs = (plan.controls, policy, None if policy is None else plan.sensor_key)
     if traced or not at_top_level() or is_traced(inputs):
         # a transformation's inputs: one program (what gradients differentiate)
         outs = _run(model, form, stepper, n, h_arr, checkpoint, save_every, start, *inputs)
     else:  # blocks of one program for every t_end
-        size = BLOCK_STEPS if chunk_size is None else chunk_size
+        size = BLOCK_STEPS if plan.chunk_size is None else plan.chunk_size
         outs = _run_blocks(
             model, form, stepper, n, h_arr, block_steps(size, save_every), checkpoint,
             save_every, start, *inputs, progress,
         )  # fmt: skip
+    reported_model = plan.reported_model
     sol = solution_from_outputs(
-        full_model,
+        reported_model,
         form,
         h_arr,
-        with_full_multipliers(outs, kept, full_model, h_arr, save_every),
-        integrator=stepper.name,
-        linear_solver=stepper.linear_solver_name(model, form),
+        with_full_multipliers(outs, plan.kept_rows, reported_model, h_arr, save_every),
+        integrator=plan.integrator,
+        linear_solver=plan.linear_solver,
         chart_singular=_chart_flags(form, outs),
         save_every=save_every,
-        sensor_key=sensor_key,
-        controls="policy" if policy is not None else controls,
+        sensor_key=plan.sensor_key,
+        controls="policy" if policy is not None else plan.controls,
+        plan=described,
     )
     return finish(
         model, sol, what="dynamics", throw=throw, traced=traced,
-        start=None if start is None else start[0],
+        start=None if start is None else start[0], stacklevel=1 + stacklevel,
     )  # fmt: skip
 
 
-__all__ = ["simulate"]
+__all__ = ["default_formulation", "plan_simulation", "run_plan", "simulate"]

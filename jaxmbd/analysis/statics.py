@@ -47,7 +47,6 @@ from .._checks import is_traced
 from .._parameter_checks import checked_parameters, parameters_invalid
 from .._results import INVALID_PARAMETERS, code_message, result_from_code
 from ..constraints.redundancy import full_multipliers, rows_for_run
-from ..contact import with_contact
 from ..errors import SolverError
 from ..formulations import get_formulation
 from ..joint_space import independent_loop_rows, model_tree, rest_multipliers
@@ -59,8 +58,7 @@ from ..tree import poses
 from ..tree._mujoco_layout import tree_layout
 from .initial_state import to_formulation
 from .kinematics import position_scale
-from .limits_option import with_limits
-from .simulation import default_formulation
+from .plan import absolute_only_requests, default_formulation, treated_model
 
 
 class Equilibrium(eqx.Module):
@@ -248,7 +246,7 @@ def static_equilibrium(
     :func:`~jaxmbd.simulate`'s), ``max_iter`` per load stage, ``load_steps``: the stages of
     the load-stepping homotopy (1: plain Newton). ``redundant``, ``contact``, ``limits``: as for
     :func:`~jaxmbd.simulate`. ``formulation``: as :func:`~jaxmbd.simulate`'s default
-    (:func:`~jaxmbd.analysis.simulation.default_formulation`: "joint" where it runs the model,
+    (:func:`~jaxmbd.analysis.plan.default_formulation`: "joint" where it runs the model,
     else "rA"), or any formulation whose static equations
     are square; in "joint", ``q0`` may also be qpos (nq,) in the tree's layout, and the
     equilibrium's ``qpos`` is set. Under ``jit``/``grad``/``vmap`` the outcome is in
@@ -258,12 +256,11 @@ def static_equilibrium(
     if isinstance(load_steps, bool) or not isinstance(load_steps, int) or load_steps < 1:
         raise ValueError(f"static_equilibrium: load_steps must be a positive integer, got "
                          f"{load_steps!r}")  # fmt: skip
-    model = with_contact(model, contact, where="static_equilibrium")
-    model = with_limits(model, limits, where="static_equilibrium")
+    model = treated_model(model, contact=contact, limits=limits, where="static_equilibrium").model
     model = checked_parameters(model, where="static_equilibrium")
     if formulation is None:  # the joint path has no option "redundant"
         formulation = default_formulation(
-            model, absolute_only=("redundant",) if redundant != "drop" else ()
+            model, absolute_only=absolute_only_requests(redundant=redundant)
         )
     form = get_formulation(formulation)
     t = jnp.asarray(t, jnp.float64)

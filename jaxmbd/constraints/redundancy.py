@@ -305,9 +305,11 @@ def without_redundant_rows(model):
     return model.without_rows(dropped) if dropped else model
 
 
-def rows_for_run(model, redundant: str, *, where: str):
+def rows_for_run(model, redundant: str, *, where: str, stacklevel: int = 3):
     """(the model to integrate, the kept rows or None): ``redundant="drop"`` warns once
-    (:class:`RedundancyWarning`) and drops the redundant rows, ``"error"`` refuses them."""
+    (:class:`RedundancyWarning`, naming the frame ``stacklevel`` counted as
+    :func:`warnings.warn` counts: by default the analysis's caller) and drops the redundant
+    rows, ``"error"`` refuses them."""
     if redundant not in REDUNDANT_OPTIONS:
         raise ValueError(
             f"{where}: redundant must be one of {REDUNDANT_OPTIONS}, got {redundant!r}"
@@ -325,7 +327,7 @@ def rows_for_run(model, redundant: str, *, where: str):
         f"{info.describe(model)}; they are dropped for this run and their multipliers are "
         "zero (redundant='error' refuses such models)",
         RedundancyWarning,
-        stacklevel=3,
+        stacklevel=stacklevel,
     )
     kept = tuple(r for r in range(model.nc) if r not in set(info.dropped))
     return model.without_rows(info.dropped), kept

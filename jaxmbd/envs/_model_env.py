@@ -15,9 +15,9 @@ import jax
 import jax.numpy as jnp
 
 from .. import _config  # noqa: F401
-from ..analysis.limits_option import with_limits
+from ..analysis.plan import treated_model
 from ..compiled.batch_lanes import batch_lanes
-from ..contact import ContactSlots, contact_element, with_contact
+from ..contact import ContactSlots, contact_element
 from ..forces import BodyState
 from ..joint_space import JointState, advance, initial_joint_state, model_tree
 from ..joint_space.run import BATCH_LANES_CHUNK
@@ -207,8 +207,9 @@ class ModelEnv(Env):
     def _run_model(self, sys: Model | None = None) -> Model:
         """``sys`` (None: ``self.sys``) as the run sees it (the contact and limits options
         applied)."""
-        model = with_contact(self.sys if sys is None else sys, self.contact, where="ModelEnv")
-        return with_limits(model, self.limits, where="ModelEnv")
+        model = self.sys if sys is None else sys
+        contact, limits = self.contact, self.limits
+        return treated_model(model, contact=contact, limits=limits, where="ModelEnv").model
 
     def _done(self, physics, info):
         diverged = ~_finite(physics)

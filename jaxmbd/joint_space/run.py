@@ -35,12 +35,15 @@ from .constraint_rows import (
     independent_rows_of,
     project,
 )
-from .contact_step import SUBSTEP_OPTIONS, contact_options, with_impact_substeps
 from .dynamics import Accelerations, accelerations, body_accelerations
 from .equalities import active_equalities
 from .from_model import tree_of_model
 from .reactions import tree_joint_wrenches
-from .steppers import AbstractJointStepper, RungeKutta4, SemiImplicitEuler, get_stepper
+from .steppers import AbstractJointStepper, RungeKutta4, SemiImplicitEuler
+
+#: The linear solver that ``sol.linear_solver`` names for every run in joint coordinates:
+#: the tree's mass matrix is factored by Cholesky.
+JOINT_LINEAR_SOLVER = "cholesky"
 
 NONFINITE = int(RESULTS.nonfinite._value)
 MAX_ITERATIONS = int(RESULTS.max_iterations._value)
@@ -559,47 +562,58 @@ def rest_multipliers(model: Model, form, qpos, lam_loops, t):
     return tree_multipliers(model, sol)[0]
 
 
-def _with_options(stepper: AbstractJointStepper, options: dict) -> AbstractJointStepper:
-    """``stepper`` with the integrator ``options`` that are its fields (moreau_jean's
-    ``tol``, ``max_iter``, ``project``); any other option is refused."""
-    fields = {f.name for f in dataclasses.fields(stepper)}
-    unused = sorted(set(options) - fields)
-    if unused:
-        raise ValueError(
-            f"formulation 'joint': integrator {stepper.name!r} takes no options {unused}"
-            + (f" (its options: {sorted(fields)})" if fields else "")
-        )
-    return dataclasses.replace(stepper, **options)
+def _row_names(model: Model, cons: TreeConstraints) -> tuple[str, ...]:
+    """The names of the rows of ``cons`` (their concatenation, all of them): a GCON row's
+    the model's name of it, an equality's its name and the row."""
+    names = []
+    for part in cons.parts:
+        rows = getattr(part, "model_rows", None)
+        if rows is not None:
+            names += [model.constraint_names[row] for row in rows]
+        else:
+            name = getattr(part, "name", type(part).__name__)
+            names += [f"equality '{name}' row {k}" for k in range(part.size)]
+    return tuple(names)
 
 
-def simulate_joint_space(model: Model, form, *, integrator, n: int, h, controls, policy,
-                         throw: bool, options: dict, sensor_key=None):  # fmt: skip
-    """:func:`jaxmbd.simulate` for ``formulation="joint"`` (its options: none yet)."""
-    options = {k: v for k, v in options.items() if v is not None}
-    substeps = [options.pop(k, None) for k in SUBSTEP_OPTIONS]
-    if integrator is None:
-        integrator = form.integrator_of(model)
-    stepper = get_stepper(integrator)
-    if not isinstance(integrator, AbstractJointStepper):  # an object carries its options
-        options = contact_options(model, stepper, options)
-    if options:
-        stepper = _with_options(stepper, options)
-    stepper = with_impact_substeps(model, stepper, *substeps)
+def planned_rows(model: Model):
+    """(tree, rows, dropped) of a run of ``model``: its kinematic tree, the constraint rows
+    the run keeps (:func:`independent_constraint_rows`, None where the model's values are
+    traced: every row kept) and the names of those it drops, the rows that depend on the
+    others at the start (held by the tree's own structure). A dropped driven row is
+    refused (:func:`_refuse_dropped_drivers`)."""
+    tree, cons, G = concrete_tree(model)
+    rows = None if G is None else independent_rows_of(cons, G)
+    _refuse_dropped_drivers(model, cons, rows)
+    if rows is None:
+        return tree, rows, ()
+    names = _row_names(model, cons)
+    return tree, rows, tuple(name for k, name in enumerate(names) if k not in set(rows))
+
+
+def run_planned_joint_space(model: Model, form, stepper: AbstractJointStepper, *, tree, rows,
+                            n: int, h, controls, policy, throw: bool, sensor_key=None,
+                            plan=None, stacklevel: int = 2):  # fmt: skip
+    """:func:`jaxmbd.simulate` for ``formulation="joint"`` once planned
+    (:func:`jaxmbd.analysis.plan.plan_simulation`): ``n`` steps of ``stepper`` from the
+    model's initial state, keeping the constraint ``rows`` of ``tree``
+    (:func:`planned_rows`); ``plan``: the decisions kept as ``sol.plan``; ``stacklevel``:
+    the frame the start's report names, counted from here as :func:`warnings.warn`
+    counts."""
     h_arr = device_array(h, jnp.float64)
     run_model = (
         model
         if model.sensors is None or policy is not None
         else dataclasses.replace(model, sensors=None)
     )
-    tree, cons, G = concrete_tree(model)
-    rows = None if G is None else independent_rows_of(cons, G)
-    _refuse_dropped_drivers(model, cons, rows)
     outs = run_joint_space(run_model, stepper, n, h_arr, controls, policy, rows)
     sol = solution_from_outputs(model, form, h_arr, outs, integrator=stepper.name,
-                                linear_solver="cholesky", tree=tree, sensor_key=sensor_key,
+                                linear_solver=JOINT_LINEAR_SOLVER, tree=tree,
+                                sensor_key=sensor_key, plan=plan,
                                 controls="policy" if policy is not None else controls)  # fmt: skip
     traced = is_traced(model) or is_traced((controls, policy))
     if model.sensors is not None:
         # the sensors read the tree joints' reactions from sol.lam: Newton-Euler's
         sol = eqx.tree_at(lambda s: s.lam, sol, tree_multipliers(model, sol))
-    return finish(model, sol, what="dynamics", throw=throw, traced=traced)
+    return finish(model, sol, what="dynamics", throw=throw, traced=traced,
+                  stacklevel=1 + stacklevel)  # fmt: skip

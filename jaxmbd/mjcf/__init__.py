@@ -384,8 +384,9 @@ def _convert(mujoco, m, path: Path, keyframe, model_name: str) -> Model:
                                        if owner[k] == b)) for b in roots}  # fmt: skip
     add_contacts(mujoco, m, builder, shape_of, lambda name: masses.get(name, math.inf), unsupported)
     soft_unsupported: list[str] = []
-    constraints = constraint_model(mujoco, m, d0, roots, owner, soft_unsupported,
-                                   tendons=tendons_of(builder))
+    constraints = constraint_model(
+        mujoco, m, d0, roots, owner, soft_unsupported, tendons=tendons_of(builder)
+    )
     if unsupported:
         message = f"{path}: not supported by jaxmbd and ignored: " + "; ".join(unsupported)
         warnings.warn(message, UnsupportedFeatureWarning, stacklevel=3)
