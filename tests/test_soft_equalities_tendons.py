@@ -270,3 +270,13 @@ def test_dm_control_accelerations_are_mujocos(name):
         qacc = np.asarray(qacc_of(jnp.asarray(qpos), jnp.asarray(qvel)))
         scale = max(1.0, np.abs(d.qacc).max())
         assert np.abs(qacc - d.qacc).max() < 1e-12 * scale, (np.abs(qacc - d.qacc).max(), scale)
+
+
+def test_soft_runs_take_the_equalities_soft_by_default():
+    """A soft run of a file with equality constraints that names no ``equality`` solves them
+    with the contacts and limits (MuJoCo's one problem); the plan says so."""
+    path = _suite("quadruped.xml")
+    model = mbd.load_model(path)
+    plan = mbd.plan_simulation(model, t_end=0.01, h=0.005, contact="soft", limits="soft")
+    assert plan.equality == "soft"
+    assert plan.integrator == "euler"

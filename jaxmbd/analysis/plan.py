@@ -199,6 +199,15 @@ def limits_treatment(limits: str | None, integrator: str) -> str:
     return "hard" if integrator == MoreauJean.name else "compliant"
 
 
+def soft_equality_default(model: Model, contact, limits, equality):
+    """The ``equality`` option of a run: as given, but "soft" where the run solves MuJoCo's
+    constraint model (``contact`` or ``limits`` "soft") and names none, so that the file's
+    equality constraints join the same convex problem, as MuJoCo solves them."""
+    if equality is None and "soft" in (contact, limits) and model.equalities:
+        return "soft"
+    return equality
+
+
 def equality_treatment(equality: str | None) -> str:
     """The name of how equality constraints act under the ``equality`` option."""
     return "exact" if equality is None else equality
@@ -412,6 +421,7 @@ def plan_simulation(
     counted from here as :func:`warnings.warn` counts (2: the caller)."""
     where = "simulate"
     given = model
+    equality = soft_equality_default(model, contact, limits, equality)
     model, contact_left, limits_left = treated_model(
         model, contact=contact, limits=limits, equality=equality, where=where, hard_and_soft=True
     )
