@@ -27,7 +27,9 @@ logger = logging.getLogger("jaxmbd")
 def save_model(model: Model, path, *, solver: dict | None = None) -> Path:
     """Write ``model`` in jaxmbd's own schema at GCON level (an exact round trip), with its
     joints' coordinate definitions (``joint_coordinates``). Tendons have no entries in the
-    schema: a model with tendons is refused."""
+    schema: a model with tendons is refused. MuJoCo's constraint model of an MJCF file
+    (``model.constraint_model``, run by ``contact="soft"``) stays with that file: the model
+    read back runs jaxmbd's own contact and limits."""
     if model.equalities:
         raise ValueError(
             f"save_model: model '{model.name}' has MJCF equality constraints "
