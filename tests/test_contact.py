@@ -578,6 +578,8 @@ def test_contact_options_refused():
     with pytest.raises(ValueError, match="option of simulate only"):
         mbd.static_equilibrium(model, formulation="rA", contact="hard")
     with pytest.raises(ValueError, match="contact must be one of"):
+        mbd.simulate(model, formulation="rA", t_end=0.01, h=1e-3, contact="sticky")
+    with pytest.raises(mbd.ModelError, match="was built in code"):
         mbd.simulate(model, formulation="rA", t_end=0.01, h=1e-3, contact="soft")
     with pytest.raises(TypeError):
         mbd.kinematics(model, t_end=0.01, h=1e-3, contact="none")

@@ -5,6 +5,13 @@ stop when ||delta|| < tol), then the velocity (eq. 15b) and acceleration (eq. 16
 and the multipliers of inverse dynamics, G_rA^T lam = Q - M a, that the prescribed motion
 needs. The whole loop is one ``lax.scan`` under ``jit``; positions carry implicit-function
 gradients (docs/design.md, principle 5).
+
+In joint coordinates (``formulation="joint"``) the unknowns are the kinematic tree's qpos
+(:mod:`jaxmbd.joint_space`) and the equations the rows the tree does not carry (the joints
+that close loops, drivers): the same Newton, velocity and acceleration solves with their
+Jacobian G (nv x nv for a 0-DOF mechanism), the corrections applied on the joints'
+manifolds; the bodies' states follow by forward kinematics and the multipliers are rA's
+(G_rA^T lam = Q - M a on the bodies' states).
 """
 
 from __future__ import annotations
@@ -18,7 +25,13 @@ import jax.numpy as jnp
 from .. import _config  # noqa: F401
 from .._checks import finish, is_traced, resolve_throw, solution_from_outputs
 from .._parameter_checks import checked_parameters
-from .._results import CHART_SINGULARITY, ILL_CONDITIONED, NONFINITE, SUCCESS
+from .._results import (
+    CHART_SINGULARITY,
+    ILL_CONDITIONED,
+    MAX_ITERATIONS,
+    NONFINITE,
+    SUCCESS,
+)
 from ..compiled.host_arrays import device_array
 from ..compiled.jit import jit
 from ..constraints.equations import rA_terms
@@ -28,6 +41,9 @@ from ..forces import BodyState, added_mass, added_mass_forces, adds_mass
 from ..forces._rigid_body import newton_euler_forces
 from ..formulations import FORMULATIONS, AbstractFormulation, get_formulation
 from ..integrators.base import choose_structured, own_linear_solve
+from ..joint_space.constraint_rows import constraint_jacobian, constraint_terms
+from ..joint_space.dynamics import body_accelerations
+from ..joint_space.run import JOINT_LINEAR_SOLVER, model_tree, planned_rows
 from ..linear.square import factor_square, layout_for_formulation
 from ..model import Model
 from ..newton import (
@@ -41,6 +57,7 @@ from ..newton import (
     newton_iterate,
 )
 from ..solution import Solution
+from ..tree import body_velocities, integrate_positions, poses
 from ._stepping import (
     SUMMARIES,
     check_euler_angle_start,
@@ -284,6 +301,176 @@ def _check_kinematic_model(model: Model, form: AbstractFormulation, full_model=N
         )
 
 
+# ----------------------------------------------------------------------------- joint space
+
+
+def _rows_solver(G):
+    """(solve, rcond) of G x = rhs for the tree's rows: the equilibrated LU of a square G
+    (the independent rows, :func:`_joint_rows`); where the model's values are traced every
+    row is kept (dependent ones too, consistent), and the least-squares solution through
+    G's SVD is exact, rcond the ratio of its nv-th to its largest singular value."""
+    if G.shape[0] == G.shape[1]:
+        return checked_solver(G)
+    u, s, vt = jnp.linalg.svd(G, full_matrices=False)
+    rcond = jnp.where(s[0] > 0, s[-1] / s[0], 0.0)
+
+    def solve(rhs):
+        return vt.T @ ((u.T @ rhs) / s)
+
+    return solve, rcond
+
+
+def _joint_newton(model: Model, rows, q_guess, t, tol, max_iter):
+    """Newton on the tree's constraint rows Phi(qpos, t) = 0, corrections G delta = -Phi
+    applied on the joints' manifolds (:func:`~jaxmbd.tree.integrate_positions`), until
+    max |delta| <= tol times the mechanism's size (at least 1: hinge corrections are
+    radians) or ``max_iter`` corrections. Returns (qpos, iterations, converged); not
+    differentiated (:func:`_joint_positions` adds the implicit derivative)."""
+    tree, cons = model_tree(jax.lax.stop_gradient(model), rows)
+    size = jnp.maximum(jnp.max(jnp.abs(model.r0)), 1.0) if model.nb else 1.0
+    bound = jax.lax.stop_gradient(tol * size)
+
+    def cond(state):
+        _, k, step = state
+        return (k < max_iter) & ~(step <= bound)
+
+    def body(state):
+        q, k, _ = state
+        phi, G = constraint_jacobian(cons, tree, q, t)
+        delta = _rows_solver(G)[0](-phi)
+        step = jnp.max(jnp.abs(delta))
+        return integrate_positions(tree, q, delta, 1.0), k + 1, step
+
+    start = (jax.lax.stop_gradient(q_guess), jnp.zeros((), jnp.int32), jnp.asarray(jnp.inf))
+    q, k, step = jax.lax.while_loop(cond, body, start)
+    return q, k, step <= bound
+
+
+def _joint_positions(model: Model, rows, q_guess, t, tol, max_iter):
+    """The solved qpos with implicit-function derivatives w.r.t. the model: one more Newton
+    correction from the converged (undifferentiated) root, whose derivative there is
+    -G^-1 dPhi/dmodel (Phi = 0 at the root), the implicit function theorem's."""
+    q_star, iterations, converged = _joint_newton(model, rows, q_guess, t, tol, max_iter)
+    tree, cons = model_tree(model, rows)
+    phi, G = constraint_jacobian(cons, tree, q_star, t)
+    q = integrate_positions(tree, q_star, -_rows_solver(jax.lax.stop_gradient(G))[0](phi), 1.0)
+    return q, iterations, converged
+
+
+def _joint_analyse(full_model: Model, model: Model, rows, q_guess, t, tol, max_iter):
+    """Positions, velocities (G qvel = nu), accelerations (G qacc = gamma) in joint
+    coordinates at t, the bodies' states from them and rA's inverse-dynamics multipliers
+    of ``model`` (``full_model`` without its redundant rows: G_rA square); the tree and its
+    ``rows`` are ``full_model``'s. Returns (qpos, qvel, qacc, outputs) with the outputs of
+    :func:`_analyse` plus qpos and qvel."""
+    q, iterations, converged = _joint_positions(full_model, rows, q_guess, t, tol, max_iter)
+    tree, cons = model_tree(full_model, rows)
+    phi, G, nu, _ = constraint_terms(cons, tree, q, jnp.zeros(tree.nv, q.dtype), t)
+    solve, rcond = _rows_solver(G)
+    qvel = solve(nu)
+    gamma = constraint_terms(cons, tree, q, qvel, t)[3]
+    qacc = solve(gamma)
+    p = poses(tree, q)
+    rdot, omega = body_velocities(tree, p, qvel)
+    rddot, omegadot = body_accelerations(tree, p, qvel, qacc)
+    r, A = p.c, p.R
+    _, G_rA, _, _ = rA_terms(model, r, A, rdot, omega, t)
+    solve_rA, rcond_rA = checked_solver(G_rA.T)
+    lam = solve_rA(_inverse_dynamics_rhs(model, r, A, rdot, omega, rddot, omegadot, t))
+    residual = jnp.max(jnp.abs(phi)) if phi.size else jnp.zeros((), q.dtype)
+    finite = jnp.all(jnp.isfinite(q)) & jnp.all(jnp.isfinite(qvel)) & jnp.all(jnp.isfinite(qacc))
+    finite = finite & jnp.all(jnp.isfinite(lam))
+    status = jnp.where(
+        ~finite,
+        NONFINITE,
+        jnp.where(
+            ~converged,
+            MAX_ITERATIONS,
+            jnp.where((rcond < RCOND_MIN) | (rcond_rA < RCOND_MIN), ILL_CONDITIONED, SUCCESS),
+        ),
+    ).astype(jnp.int32)
+    outs = (r, A, rdot, omega, rddot, omegadot, lam, iterations, status, residual, q, qvel)
+    return q, qvel, qacc, outs
+
+
+def _joint_initial_state(full_model: Model, model: Model, rows, tol, max_iter):
+    tree, _ = model_tree(full_model, rows)
+    t0 = jnp.asarray(0.0)
+    q, v, a, out = _joint_analyse(full_model, model, rows, tree.qpos_init, t0, tol, max_iter)
+    return (q, v, a), out
+
+
+_joint_initial = jit(_joint_initial_state)
+
+
+def _joint_scan(full_model: Model, model: Model, rows, carry, k0, n: int, h, tol, max_iter,
+                save_every: int = 1):  # fmt: skip
+    tree, _ = model_tree(full_model, rows)
+
+    def step(carry, k):
+        q_prev, v_prev, a_prev = carry
+        # the predictor of eq. 11 on the joints' manifolds: q (+) (h v + h^2 / 2 a)
+        q_guess = integrate_positions(tree, q_prev, h * v_prev + 0.5 * h * h * a_prev, 1.0)
+        q, v, a, out = _joint_analyse(full_model, model, rows, q_guess, k * h, tol, max_iter)
+        return (q, v, a), out
+
+    return strided_scan(step, carry, k0 + jnp.arange(1, n + 1), save_every)
+
+
+_joint_chunk = jit(_joint_scan)
+
+
+@jit
+def _joint_run(full_model: Model, model: Model, rows, n: int, h, tol, max_iter,
+               save_every: int = 1):  # fmt: skip
+    """Initial assembly and all steps in joint coordinates in one compiled function."""
+    carry, first = _joint_initial_state(full_model, model, rows, tol, max_iter)
+    _, rest = _joint_scan(full_model, model, rows, carry, 0, n, h, tol, max_iter, save_every)
+    return jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), first, rest)
+
+
+def _joint_rows(full_model: Model, model: Model):
+    """(tree, rows) of a kinematic analysis in joint coordinates: the constraint rows the
+    run keeps (:func:`~jaxmbd.joint_space.run.planned_rows`: those independent at the
+    start; a dependent driver is refused), checked to be as many as the tree's joint
+    velocities (0 degrees of freedom); rows None where the model's values are traced."""
+    tree, rows, _ = planned_rows(full_model)
+    if rows is not None and len(rows) != tree.nv:
+        dof = tree.nv - len(rows)
+        kind = "under-constrained" if dof > 0 else "over-constrained"
+        raise ModelError(
+            f"model '{model.name}': kinematic analysis needs 0 degrees of freedom, but in joint "
+            f"coordinates it has {len(rows)} independent constraint rows for {tree.nv} joint "
+            f"velocities: {kind} by {abs(dof)}; add drivers, or use jaxmbd.simulate"
+        )
+    return tree, rows
+
+
+def _joint_kinematics(model, full_model, form, n, h_arr, tol_arr, max_iter, save_every,
+                      linear_solver, progress, chunk_size, traced):  # fmt: skip
+    """The per-step outputs and the tree of :func:`kinematics` in joint coordinates."""
+    if linear_solver not in ("auto", "dense"):
+        raise ValueError(
+            f"kinematics: formulation 'joint' solves its nv x nv rows densely; linear_solver "
+            f"must be 'auto' or 'dense', got {linear_solver!r}"
+        )
+    tree, rows = _joint_rows(full_model, model)
+    if progress is None or traced:
+        outs = _joint_run(full_model, model, rows, n, h_arr, tol_arr, max_iter, save_every)
+    else:
+        outs = run_in_chunks(
+            lambda: _joint_initial(full_model, model, rows, tol_arr, max_iter),
+            lambda carry, k0, size: _joint_chunk(
+                full_model, model, rows, carry, k0, size, h_arr, tol_arr, max_iter, save_every
+            ),
+            n,
+            500 if chunk_size is None else chunk_size,
+            progress,
+            save_every=save_every,
+        )
+    return outs, tree
+
+
 def kinematics(
     model: Model,
     *,
@@ -303,7 +490,10 @@ def kinematics(
     """Kinematic analysis of a 0-DOF model on t = k h, k = 0..round(t_end / h).
 
     ``formulation``: a name or object of a formulation with absolute poses (``has_pose``:
-    "rA", "rp", "re", "se3", "director"). ``tol``: relative Newton tolerance: a position is
+    "rA", "rp", "re", "se3", "director"), or "joint": the kinematic tree's joint
+    coordinates (qpos, ``sol.qpos``), its loop-closing rows and drivers solved on the
+    joints' manifolds (module docstring); the same bodies' states and multipliers as rA's.
+    ``tol``: relative Newton tolerance: a position is
     accepted when the correction (paper 1 section 4.3) and the constraint residual both pass
     in norms scaled by the mechanism's size (:func:`position_scale`), default 1e-10.
     ``progress(done, total)`` is called between chunks of ``chunk_size`` steps (default 500;
@@ -329,7 +519,8 @@ def kinematics(
     full_model = model
     model, kept = rows_for_run(model, redundant, where="kinematics")
     form = get_formulation(formulation)
-    if not form.has_pose:
+    joint = getattr(form, "runs_in_joint_space", False)
+    if not joint and not form.has_pose:
         raise ValueError(
             f"kinematics: formulation {form.name!r} has no absolute pose coordinates "
             "(capability 'has_pose'; e.g. rotmat's are relative to the configuration at "
@@ -339,11 +530,25 @@ def kinematics(
     check_euler_angle_start(model, form)
     n = num_steps(t_end, h)
     save_every = check_save_every(save_every, n)
-    n_g = form.num_multipliers(model)
-    structured = choose_structured(linear_solver, model.nb * form.tangent_size + n_g, model.nc)
+    traced = is_traced(model)
     h_arr = device_array(h, jnp.float64)
     tol_arr = device_array(tol, jnp.float64)
-    traced = is_traced(model)
+    if joint:
+        outs, tree = _joint_kinematics(model, full_model, form, n, h_arr, tol_arr, max_iter,
+                                       save_every, linear_solver, progress, chunk_size,
+                                       traced)  # fmt: skip
+        sol = solution_from_outputs(
+            full_model,
+            form,
+            h_arr,
+            with_full_multipliers(outs, kept, full_model, h_arr, save_every),
+            save_every=save_every,
+            linear_solver=JOINT_LINEAR_SOLVER,
+            tree=tree,
+        )
+        return finish(model, sol, what="kinematic analysis", throw=throw, traced=traced)
+    n_g = form.num_multipliers(model)
+    structured = choose_structured(linear_solver, model.nb * form.tangent_size + n_g, model.nc)
     if progress is None or traced:
         outs = _run(model, form, n, h_arr, tol_arr, max_iter, save_every, structured)
     else:

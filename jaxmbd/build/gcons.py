@@ -1,4 +1,5 @@
-"""GCONs (paper 1 eqs. 1-4) and rotation drivers: constraint rows between two bodies."""
+"""GCONs (paper 1 eqs. 1-4), rotation and translation drivers: constraint rows between two
+bodies."""
 
 from __future__ import annotations
 
@@ -137,4 +138,31 @@ class _GconBuilder:
             body_j=body_j,
             a_bar_j=self._local_dir(body_j, u, where=w),
             angle=angle,
+        )
+
+    def translation_driver(self, name, *, body_i, body_j, axis, displacement, point=None):
+        """Prescribe the displacement(t) of body j relative to body i along ``axis``.
+
+        One DP2 row (eq. 2): a_i^T d_ij = displacement(t), with a_i the unit ``axis`` fixed
+        in body i and d_ij the vector from the point P (fixed in body i) to Q (fixed in body
+        j), both at ``point`` (global, at the initial configuration; default: body j's
+        centre of mass): the displacement is measured from the initial configuration, so a
+        consistent start has displacement(0) = 0 (else the start's assembly moves the
+        bodies there). ``displacement``: a number or an expression in t, as the angle of
+        :meth:`rotation_driver` (e.g. ``"0.02*sin(4*pi*t)"``). It prescribes that one
+        coordinate only: the other relative motions are left to joints (e.g. a
+        :meth:`translational` joint along the same axis).
+        """
+        w = f"driver '{name}'"
+        n = _unit(axis, where=f"{w}.axis")
+        if point is None:
+            point = self._frame(body_j, where=f"{w}.body_j")[0]
+        return self.add_dp2(
+            name,
+            body_i=body_i,
+            a_bar_i=self._local_dir(body_i, n, where=f"{w}.axis"),
+            s_bar_p_i=self._local_point(body_i, point, where=f"{w}.point"),
+            body_j=body_j,
+            s_bar_q_j=self._local_point(body_j, point, where=f"{w}.point"),
+            f=displacement,
         )

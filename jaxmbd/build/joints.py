@@ -77,6 +77,33 @@ class _JointBuilder:
         self._record_joint(name, "spherical", body_i, body_j, point, A_j)
         return self
 
+    def fixed(self, name, *, body_i, body_j, point=None):
+        """A weld (6 equations): body j keeps its pose relative to body i as drawn, all six
+        relative degrees of freedom removed. Three CD rows make the point P_i of body i and
+        Q_j of body j coincide at ``point`` (global, at the initial configuration; default:
+        body j's centre of mass) and three DP1 rows lock the relative rotation: pairs of
+        perpendicular unit vectors (x_i, y_j), (y_i, z_j), (z_i, x_j) of the global axes at
+        the initial configuration, fixed in the bodies, stay perpendicular (the rows are
+        regular at the drawn relative rotation). No coordinates: ``sol.joints`` does not
+        list it.
+        """
+        w = f"joint '{name}'"
+        self._check_joint_name(name)
+        if point is None:
+            point = self._frame(body_j, where=f"{w}.body_j")[0]
+        self._spherical_rows(name, body_i=body_i, body_j=body_j, point=point)
+        e = np.eye(3)
+        for k, (u, v) in enumerate(((e[0], e[1]), (e[1], e[2]), (e[2], e[0]))):
+            self.add_dp1(
+                f"{name}.dp1_{k}",
+                body_i=body_i,
+                a_bar_i=self._local_dir(body_i, u, where=w),
+                body_j=body_j,
+                a_bar_j=self._local_dir(body_j, v, where=w),
+                joint=name,
+            )
+        return self
+
     def perpendicular_1(self, name, *, body_i, body_j, axis, joint=None):
         """Perp-1: a vector c_j on body j stays perpendicular to a plane (a_i, b_i) of body i."""
         w = f"joint '{name}'"

@@ -1,0 +1,169 @@
+"""Issue 74's items: kinematic analysis in joint coordinates (a driven four-bar against rA
+to 1e-10, the loop closed), the builder's translation driver (a prescribed road input
+followed exactly by kinematics and simulate) and its weld (``fixed``: the welded pair
+moves as one rigid body under gravity, in rA and in joint coordinates)."""
+
+from __future__ import annotations
+
+import warnings
+
+import jax
+import numpy as np
+import pytest
+from test_redundant_loops import four_bar
+
+import jaxmbd as mbd
+from jaxmbd.constraints.equations import constraint_values
+
+Z = (0.0, 0.0, 1.0)
+ROAD = "0.02*sin(4*pi*t)"
+Z0 = 0.5
+
+
+def _road(t):
+    """The prescribed displacement, its rate and acceleration."""
+    w = 4.0 * np.pi
+    return 0.02 * np.sin(w * t), 0.02 * w * np.cos(w * t), -0.02 * w * w * np.sin(w * t)
+
+
+def _quiet(fn, *args, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", mbd.RedundancyWarning)
+        return fn(*args, **kwargs)
+
+
+# ----------------------------------------------------------------------------- item 1
+
+
+@pytest.fixture(scope="module")
+def four_bar_runs():
+    model = four_bar(driven=True)
+    joint = _quiet(mbd.kinematics, model, formulation="joint", t_end=0.3, h=0.02)
+    ra = _quiet(mbd.kinematics, model, formulation="rA", t_end=0.3, h=0.02)
+    return model, joint, ra
+
+
+def test_joint_kinematics_of_a_driven_four_bar_equals_ra(four_bar_runs):
+    """Positions, velocities, accelerations and the multipliers of inverse dynamics in
+    joint coordinates equal rA's to 1e-10 (relative to each quantity's size)."""
+    _, joint, ra = four_bar_runs
+    assert joint.formulation == "joint"
+    assert np.all(np.asarray(joint.status) == 0)
+    for key in ("r", "A", "rdot", "omega", "rddot", "omegadot", "lam"):
+        got, want = np.asarray(getattr(joint, key)), np.asarray(getattr(ra, key))
+        assert got.shape == want.shape, key
+        assert np.abs(got - want).max() <= 1e-10 * max(1.0, np.abs(want).max()), key
+    # the crank turns (2 pi rad/s) and the whole mechanism moves
+    assert np.ptp(np.asarray(joint.r[:, 2, 0])) > 0.1
+
+
+def test_joint_kinematics_closes_the_loop_exactly(four_bar_runs):
+    """Every constraint row of the model (the closing joint's dependent rows included)
+    holds at the joint-coordinate positions to 1e-10; qpos has the tree's layout."""
+    model, joint, _ = four_bar_runs
+    for k in range(joint.t.shape[0]):
+        phi = constraint_values(model, joint.r[k], joint.A[k], joint.t[k])
+        assert np.abs(np.asarray(phi)).max() < 1e-10
+    assert np.asarray(joint.residual).max() < 1e-10
+    assert joint.qpos.shape == (joint.t.shape[0], 3)
+
+
+def test_joint_kinematics_of_a_traced_model_equals_the_concrete_run(four_bar_runs):
+    """Under ``jit`` of the model the independent rows are not known: every row is kept
+    (dependent ones too) and solved by least squares, to the same result."""
+    model, joint, _ = four_bar_runs
+    run = jax.jit(lambda m: _quiet(mbd.kinematics, m, formulation="joint", t_end=0.3, h=0.02))
+    traced = run(model)
+    for key in ("r", "rdot", "rddot", "lam"):
+        got, want = np.asarray(getattr(traced, key)), np.asarray(getattr(joint, key))
+        assert np.abs(got - want).max() <= 1e-10 * max(1.0, np.abs(want).max()), key
+
+
+def test_joint_kinematics_refuses_a_mechanism_with_freedom():
+    with pytest.raises(mbd.ModelError, match="0 degrees of freedom"):
+        _quiet(mbd.kinematics, four_bar(driven=False), formulation="joint", t_end=0.1, h=0.05)
+
+
+def test_joint_kinematics_refuses_the_structured_solver():
+    with pytest.raises(ValueError, match="linear_solver"):
+        _quiet(mbd.kinematics, four_bar(driven=True), formulation="joint", t_end=0.1,
+               h=0.05, linear_solver="structured")  # fmt: skip
+
+
+# ----------------------------------------------------------------------------- item 2
+
+
+def road_model(pendulum: bool) -> mbd.Model:
+    """A body ("road") on a vertical translational joint whose height the translation
+    driver prescribes; with ``pendulum``, a bob hinged on it (one degree of freedom)."""
+    b = mbd.ModelBuilder("road input")
+    b.add_body("road", mass=2.0, inertia=[0.1] * 3, r=(0.0, 0.0, Z0))
+    b.translational("slide", body_i="ground", body_j="road", point=(0, 0, Z0), axis=Z)
+    b.translation_driver("input", body_i="ground", body_j="road", axis=Z, displacement=ROAD)
+    if pendulum:
+        b.add_body("bob", mass=1.0, inertia=[0.01] * 3, r=(0.3, 0.0, Z0))
+        b.revolute("hinge", body_i="road", body_j="bob", point=(0, 0, Z0), axis=(0, 1, 0))
+    return b.build()
+
+
+@pytest.mark.parametrize("formulation", ["rA", "joint"])
+def test_translation_driver_is_followed_by_kinematics(formulation):
+    sol = mbd.kinematics(road_model(False), formulation=formulation, t_end=0.5, h=0.02)
+    z, zdot, zddot = _road(np.asarray(sol.t))
+    np.testing.assert_allclose(np.asarray(sol.r[:, 0, 2]), Z0 + z, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(np.asarray(sol.rdot[:, 0, 2]), zdot, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(np.asarray(sol.rddot[:, 0, 2]), zddot, rtol=0, atol=1e-9)
+    # the driver's multiplier carries the weight plus the inertial force m (g + z'')
+    k = list(sol.constraint_names).index("input")
+    lam = np.asarray(sol.lam[:, k])
+    np.testing.assert_allclose(np.abs(lam), 2.0 * np.abs(9.81 + zddot), rtol=1e-9)
+
+
+@pytest.mark.parametrize("formulation", ["rA", "joint"])
+def test_prescribed_road_input_in_simulate(formulation):
+    """A pendulum on a vertically shaken support: the support follows the expression to
+    1e-10 while the bob swings."""
+    sol = mbd.simulate(road_model(True), formulation=formulation, t_end=0.3, h=2e-3)
+    z, _, _ = _road(np.asarray(sol.t))
+    np.testing.assert_allclose(np.asarray(sol.r[:, 0, 2]), Z0 + z, rtol=0, atol=1e-10)
+    assert np.ptp(np.asarray(sol.r[:, 1, 0])) > 0.01  # the bob moved
+
+
+def weld_model() -> mbd.Model:
+    """An arm hinged on the ground (axis y, falling under gravity) and a tool welded to it
+    at a rotated, offset pose."""
+    b = mbd.ModelBuilder("welded arm")
+    b.add_body("arm", mass=1.0, inertia=[0.01, 0.02, 0.03], r=(0.25, 0.0, 0.0))
+    b.add_body("tool", mass=0.5, inertia=[0.004, 0.005, 0.006], r=(0.5, 0.1, 0.05),
+               A=np.array([[0.0, -1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]))  # fmt: skip
+    b.revolute("shoulder", body_i="ground", body_j="arm", point=(0, 0, 0), axis=(0, 1, 0))
+    b.fixed("weld", body_i="arm", body_j="tool")
+    return b.build()
+
+
+@pytest.mark.parametrize("formulation", ["rA", "joint"])
+def test_welded_bodies_move_as_one(formulation):
+    model = weld_model()
+    assert model.nc == 5 + 6
+    sol = mbd.simulate(model, formulation=formulation, t_end=0.3, h=2e-3)
+    r, A = np.asarray(sol.r), np.asarray(sol.A)
+    rel_r = np.einsum("tji,tj->ti", A[:, 0], r[:, 1] - r[:, 0])
+    rel_A = np.einsum("tji,tjk->tik", A[:, 0], A[:, 1])
+    assert np.abs(rel_r - rel_r[0]).max() < 1e-10
+    assert np.abs(rel_A - rel_A[0]).max() < 1e-10
+    np.testing.assert_allclose(rel_r[0], [0.25, 0.1, 0.05], atol=1e-12)
+    assert np.ptp(r[:, 0, 2]) > 0.05  # it fell
+
+
+def test_builder_refuses_bad_translation_drivers_and_welds():
+    b = mbd.ModelBuilder("bad")
+    b.add_body("a", mass=1.0, inertia=[1.0] * 3)
+    with pytest.raises(mbd.ModelError, match="axis"):
+        b.translation_driver("d", body_i="ground", body_j="a", axis=(0, 0, 0), displacement=ROAD)
+    with pytest.raises(mbd.ModelError, match="unknown body"):
+        b.translation_driver("d", body_i="ground", body_j="b", axis=Z, displacement=ROAD)
+    with pytest.raises(mbd.ModelError, match="both 'a'"):
+        b.fixed("w", body_i="a", body_j="a")
+    b.fixed("w", body_i="ground", body_j="a")
+    with pytest.raises(mbd.ModelError, match="duplicate"):
+        b.fixed("w", body_i="ground", body_j="a")
