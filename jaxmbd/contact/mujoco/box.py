@@ -10,6 +10,7 @@ unrolled over their few fixed candidates, so that ties resolve as in MuJoCo.
 from __future__ import annotations
 
 import jax.numpy as jnp
+import numpy as np
 
 from ... import _config  # noqa: F401  (float64)
 from .common import (
@@ -28,7 +29,7 @@ from .common import (
     stack,
 )
 
-_ZERO3 = jnp.zeros(3)
+_ZERO3 = np.zeros(3)  # NumPy: a jnp array here would start JAX's backend at import
 _INF = jnp.inf
 
 

@@ -10,6 +10,7 @@ MuJoCo's ``mj_maxContact`` allows for the pair. The ``_raw_*`` helpers reproduce
 from __future__ import annotations
 
 import jax.numpy as jnp
+import numpy as np
 
 from ... import _config  # noqa: F401  (float64)
 from .common import (
@@ -26,7 +27,7 @@ from .common import (
     stack,
 )
 
-_ZERO3 = jnp.zeros(3)
+_ZERO3 = np.zeros(3)  # NumPy: a jnp array here would start JAX's backend at import
 
 
 def _raw_plane_sphere(margin, pos1, mat1, pos2, radius2) -> Raw:
@@ -124,7 +125,7 @@ def plane_cylinder(pos1, mat1, size1, pos2, mat2, size2, margin) -> Contacts:
     return finish(compact(stack(first, second, side_a, side_b), 4))
 
 
-_CORNER_SIGNS = jnp.array(
+_CORNER_SIGNS = np.array(
     [[1.0 if i & 1 else -1.0, 1.0 if i & 2 else -1.0, 1.0 if i & 4 else -1.0] for i in range(8)]
 )
 
