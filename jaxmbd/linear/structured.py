@@ -59,13 +59,22 @@ class _Round(NamedTuple):
 
 
 class BlockStructure:
-    """The symbolic analysis of a block-sparse matrix (numpy, static, hashable by identity).
+    """The symbolic analysis of a block-sparse matrix (numpy, static).
 
     ``nodes``: for every node the indices of its unknowns (0..n-1, each exactly once);
     ``edges``: node pairs (i, j) whose block A_ij may be nonzero (both orders are kept;
     the diagonal always is); ``zero_diagonal``: nodes whose diagonal block is zero until
     some neighbour has been eliminated (a joint's multipliers), with ``after`` the nodes
     that must be eliminated first for each of them.
+
+    Equal and hashed by value (:attr:`key`: the nodes, the couplings, ``after`` and
+    ``priority``, which determine everything else): it is the static metadata of
+    :class:`BlockMatrix` and :class:`BlockFactors`, and a structure built again (a layout
+    cache's entry evicted, a program's outputs loaded from the disk cache with their
+    structure unpickled) must be the same pytree structure as the first, or the reused
+    Newton matrix of a run's next block meets a ``lax.cond`` (refresh or keep) whose two
+    branches disagree. ``cache`` (the assemblers' derived data) is neither
+    compared nor pickled.
     """
 
     def __init__(
@@ -93,6 +102,14 @@ class BlockStructure:
                 adjacency[j].add(i)
         self.cache: dict = {}  # per-structure static data of the assemblers
         self.adjacency = [frozenset(a) for a in adjacency]
+        after = {int(k): sorted({int(x) for x in v}) for k, v in (after or {}).items() if len(v)}
+        self.key = (
+            tuple(tuple(v.tolist()) for v in nodes),
+            tuple(tuple(sorted(int(x) for x in a)) for a in adjacency),
+            tuple(sorted((k, tuple(v)) for k, v in after.items())),
+            None if priority is None else tuple(np.asarray(priority).tolist()),
+        )
+        self._hash = hash(self.key)
         self.order, self.rounds_of = _multiple_minimum_degree(
             [set(a) for a in adjacency], after or {}, priority
         )
@@ -150,6 +167,23 @@ class BlockStructure:
             by_round[r].append(k)
         self.num_rounds = len(by_round)
         self.runs = self._runs(by_round)
+
+    def __eq__(self, other):
+        if self is other:
+            return True
+        if not isinstance(other, BlockStructure):
+            return NotImplemented
+        return self._hash == other._hash and self.key == other.key
+
+    def __hash__(self):
+        return self._hash
+
+    def __getstate__(self):
+        return {k: v for k, v in self.__dict__.items() if k != "cache"}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self.cache = {}
 
     def slot(self, i: int, j: int) -> int:
         return self._slot[(i, j)]
