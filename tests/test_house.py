@@ -24,25 +24,25 @@ MUJOCO_ENUM = re.compile(r"^mj[A-Za-z]*_[A-Z0-9_]+$")
 
 #: {file: (count, why the comparisons stay)} of comparisons of a kind or a name with a string.
 STRING_ALLOWED = {
-    "_values.py": (1, "numpy's own interface: dtype.kind codes of a user's array"),
+    "model/_values.py": (1, "numpy's own interface: dtype.kind codes of a user's array"),
     "build/joints.py": (1, "a user's joint name may not hold '.', which names coordinates"),
     "envs/_base.py": (2, "__getattr__'s protocol: the attribute names it must not forward"),
     "envs/wrappers.py": (1, "the metric key 'reward' has a sum of its own in the episode"),
     "io/published.py": (1, "reading a published file: the constraint kinds it may name"),
-    "mjcf.py": (1, "MuJoCo's default model name 'MuJoCo Model' means no name was given"),
+    "mjcf/__init__.py": (1, "MuJoCo's default model name 'MuJoCo Model' means no name was given"),
 }
 
 #: {file: (count, why)} of comparisons with MuJoCo enum constants.
 ENUM_ALLOWED = {
-    "_mjcf_actuators.py": (5, "transmission, gain and bias types (being extended)"),
-    "_mjcf_contact.py": (1, "one option read: the model's friction cone"),
-    "_mjcf_equalities.py": (1, "one flag read: site or body semantics of a connect's objects"),
-    "_mjcf_sensors.py": (
+    "mjcf/_actuators.py": (5, "transmission, gain and bias types (being extended)"),
+    "mjcf/_contact.py": (1, "one option read: the model's friction cone"),
+    "mjcf/_equalities.py": (1, "one flag read: site or body semantics of a connect's objects"),
+    "mjcf/_sensors.py": (
         4,
         "the actuator force and rangefinder sensors' branches, a rangefinder on a site only "
         "(being extended)",
     ),
-    "mjcf.py": (2, "reading the ground's geoms: planes and height fields"),
+    "mjcf/__init__.py": (2, "reading the ground's geoms: planes and height fields"),
 }
 
 

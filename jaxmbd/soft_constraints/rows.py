@@ -159,7 +159,23 @@ def _f64(x, shape=None):
 
 # --------------------------------------------------------------------------- equality
 
-_EQUALITY_KINDS = {"connect": (0, 3), "weld": (1, 6), "joint": (2, 1), "tendon": (3, 1)}
+
+def _joint_invweight(m):
+    return _f64(m.dof_invweight0)[np.asarray(m.jnt_dofadr)]
+
+
+def _tendon_invweight(m):
+    return _f64(m.tendon_invweight0)
+
+
+#: MuJoCo's equality kinds: (``mjtEq`` value, rows, the objects' invweight0 of a coupling;
+#: None: two bodies, translational then rotational rows)
+_EQUALITY_KINDS = {
+    "connect": (0, 3, None),
+    "weld": (1, 6, None),
+    "joint": (2, 1, _joint_invweight),
+    "tendon": (3, 1, _tendon_invweight),
+}
 
 
 class EqualitySpec(eqx.Module):
@@ -181,24 +197,21 @@ class EqualitySpec(eqx.Module):
 
     @classmethod
     def from_model(cls, m, kind: str) -> EqualitySpec:
-        eq_type, dim = _EQUALITY_KINDS[kind]
+        eq_type, dim, coupling_weight = _EQUALITY_KINDS[kind]
         on = not (int(m.opt.disableflags) & _DISABLE_EQUALITY)
         ids = np.flatnonzero(np.asarray(m.eq_type) == eq_type) if on else np.zeros(0, int)
         obj1, obj2 = np.asarray(m.eq_obj1id)[ids], np.asarray(m.eq_obj2id)[ids]
-        if kind in ("connect", "weld"):
+        if coupling_weight is None:
             site = np.asarray(m.eq_objtype)[ids] == 6  # mjOBJ_SITE
             site_body = np.asarray(m.site_bodyid)
             b1 = np.where(site, site_body[np.where(site, obj1, 0)], obj1)
             b2 = np.where(site, site_body[np.where(site, obj2, 0)], obj2)
             w = _f64(m.body_invweight0, (-1, 2))
             tran, rot = w[b1, 0] + w[b2, 0], w[b1, 1] + w[b2, 1]
-            parts = [tran] * 3 + ([rot] * 3 if kind == "weld" else [])
+            parts = [tran] * 3 + [rot] * (dim - 3)
             diag = np.stack(parts, axis=-1) if ids.size else np.zeros((0, dim))
         else:
-            if kind == "joint":
-                weight = _f64(m.dof_invweight0)[np.asarray(m.jnt_dofadr)]
-            else:
-                weight = _f64(m.tendon_invweight0)
+            weight = coupling_weight(m)
             diag = weight[obj1] + np.where(obj2 >= 0, weight[np.maximum(obj2, 0)], 0.0)
             diag = diag.reshape(-1, 1)
         return cls(
