@@ -308,17 +308,23 @@ class DofFrictionSpec(eqx.Module):
 def dof_friction_rows(spec: DofFrictionSpec, qvel=None, *, options: SoftOptions):
     """Friction-loss rows of dofs (``mj_instantiateFriction``): J = e_dof, pos = margin = 0,
     ``efc_frictionloss`` = ``dof_frictionloss``, K = 0, diagApprox = ``dof_invweight0``."""
-    k = spec.dof.shape[0]
     J = jax.nn.one_hot(spec.dof, spec.nv, dtype=jnp.float64)
-    zeros = jnp.zeros(k)
+    active = jnp.ones(spec.dof.shape[0], dtype=bool)
+    return _friction_rows(spec, J, ConstraintType.FRICTION_DOF, spec.dof, active, qvel, options)
+
+
+def _friction_rows(spec, J, type, id, active, qvel, options: SoftOptions) -> ConstraintRows:
+    """Friction-loss rows with Jacobian J (``mj_instantiateFriction``): pos = margin = 0,
+    K = 0, ``efc_frictionloss`` and diagApprox from the spec."""
+    zeros = jnp.zeros(J.shape[0])
     return _finish(
         J=J,
         pos=zeros,
         margin=zeros,
         frictionloss=spec.frictionloss,
-        type=ConstraintType.FRICTION_DOF,
-        id=spec.dof,
-        active=jnp.ones(k, dtype=bool),
+        type=type,
+        id=id,
+        active=active,
         diag_approx=jnp.asarray(spec.invweight),
         solref=safe_solref(spec.solref, timestep=options.timestep, refsafe=options.refsafe),
         solimp=spec.solimp,
@@ -358,25 +364,9 @@ def tendon_friction_rows(spec: TendonFrictionSpec, ten_J, qvel=None, *, options:
     """Friction-loss rows of tendons (``mj_instantiateFriction``): J = the tendon's row of
     ``ten_J`` (ntendon, nv), pos = margin = 0, K = 0, diagApprox = ``tendon_invweight0``. A
     tendon whose Jacobian is zero has no row (dense MuJoCo)."""
-    k = spec.tendon.shape[0]
     J = jnp.asarray(ten_J)[spec.tendon]
-    zeros = jnp.zeros(k)
-    return _finish(
-        J=J,
-        pos=zeros,
-        margin=zeros,
-        frictionloss=spec.frictionloss,
-        type=ConstraintType.FRICTION_TENDON,
-        id=spec.tendon,
-        active=_nonempty(J),
-        diag_approx=jnp.asarray(spec.invweight),
-        solref=safe_solref(spec.solref, timestep=options.timestep, refsafe=options.refsafe),
-        solimp=spec.solimp,
-        imp_pos=zeros,
-        imp_margin=zeros,
-        frictional=True,
-        qvel=qvel,
-        options=options,
+    return _friction_rows(
+        spec, J, ConstraintType.FRICTION_TENDON, spec.tendon, _nonempty(J), qvel, options
     )
 
 
