@@ -85,11 +85,15 @@ def raise_on_failure(model: Model, sol, *, what: str):
             f"between saved rows {k - 1} and {k} (t = {t_prev:.6g} to {t:.6g} s, saved every "
             f"{every} steps; run that interval with save_every=1 for the exact step)"
         )
+    iterations = int(np.asarray(sol.iterations)[k])
     msg = (
-        f"{what} of model '{model.name}' failed {where}: "
-        f"{code_message(code)}; iterations {int(sol.iterations[k])}, "
-        f"residual norm {float(sol.residual[k]):.3e}."
-    )
+        f"{what} of model '{model.name}' failed {where}: {code_message(code)}"
+        # a step without a Newton solve (an explicit one) has neither iterations nor residual
+        + (f"; iterations {iterations}, residual norm {float(sol.residual[k]):.3e}."
+           if iterations else ".")
+    )  # fmt: skip
+    if getattr(sol, "_joint_space_run", False) and k > 0:
+        raise SolverError(msg + _joint_space_failure(model, sol, k))
     if k == 0:
         # a start that fails because a body's rotation has neither inertia nor a joint
         # holding it is an inertia problem, whatever the closure of the drawn pose
@@ -131,6 +135,43 @@ def raise_on_failure(model: Model, sol, *, what: str):
     raise SolverError(msg)
 
 
+def _joint_space_failure(model: Model, sol, k: int) -> str:
+    """What failed at step ``k`` of a run in joint coordinates: the tree's joints whose
+    coordinates or rates went non-finite, else the loop-closing rows (those of the model's
+    joints that are not on the tree's edges) with the largest residuals."""
+    tree = sol.tree
+    qpos, qvel = np.asarray(sol.stored_q[k]), np.asarray(sol.stored_v[k])
+    qadr, vadr = np.asarray(tree.joint_qpos_adr, int), np.asarray(tree.joint_dof_adr, int)
+    q_end = np.append(qadr[1:], qpos.shape[-1])
+    v_end = np.append(vadr[1:], qvel.shape[-1])
+    broken = []
+    for j, name in enumerate(tree.joint_names):
+        parts = [label for label, x in (("position", qpos[qadr[j] : q_end[j]]),
+                                        ("rate", qvel[vadr[j] : v_end[j]]))
+                 if not np.all(np.isfinite(x))]  # fmt: skip
+        if parts:
+            broken.append(f"'{name}' ({' and '.join(parts)})")
+    if broken:
+        return (
+            " Joint coordinates that went non-finite: " + ", ".join(broken) + " (check the "
+            "step size against the fastest motion, masses and forces)."
+        )
+    on_tree = set(tree.joint_names)
+    loop = [row for row in range(model.nc) if model.constraint_joints[row] not in on_tree]
+    if not loop:
+        return " No joint coordinate is non-finite and the model has no loop-closing rows."
+    r, A = np.asarray(sol.r[k]), np.asarray(sol.A[k])
+    if not (np.all(np.isfinite(r)) and np.all(np.isfinite(A))):
+        return ""
+    phi = np.asarray(constraint_values(model, jnp.asarray(r), jnp.asarray(A), float(sol.t[k])))
+    order = sorted(loop, key=lambda row: -abs(phi[row]))[:3]
+    return (
+        " Largest loop-closing residuals at the failed step: "
+        + "; ".join(f"{model.describe_constraint(row)}: {phi[row]:.3e}" for row in order)
+        + "."
+    )
+
+
 def initial_correction(model: Model, sol=None, *, start=None) -> dict[str, float]:
     """How far the t = 0 analysis moved the model's initial state (the largest over the
     bodies of :func:`start_correction`: position, rotation angle, velocities); from a
@@ -142,8 +183,9 @@ def initial_correction(model: Model, sol=None, *, start=None) -> dict[str, float
 def _start_correction_of(model: Model, sol, start) -> dict[str, np.ndarray]:
     """:func:`start_correction` of a concrete run as numpy arrays, by field."""
     initial = (model.r0, model.A0, model.rdot0, model.omega0)
-    if start is None:  # the run's first state, sliced inside the program (no eager ops)
-        moved = _correction_at_start(sol.r, sol.A, sol.rdot, sol.omega, *initial)
+    if start is None:  # the run's first state, read on the host (no program per horizon)
+        moved = _correction(*(first_row(x) for x in (sol.r, sol.A, sol.rdot, sol.omega)),
+                            *initial)  # fmt: skip
     else:
         moved = _correction(*(jnp.asarray(x) for x in start[:4]), *initial)
     return dict(zip(("position", "rotation", "velocity"), map(np.asarray, moved), strict=True))
@@ -187,12 +229,6 @@ def _correction(r, A, rdot, omega, r0, A0, rdot0, omega0):
         jnp.linalg.norm(r - sg(r0), axis=1), jnp.arctan2(sin, cos),
         jnp.max(jnp.abs(dv), axis=1),
     )  # fmt: skip
-
-
-@jit
-def _correction_at_start(r, A, rdot, omega, r0, A0, rdot0, omega0):
-    """:func:`_correction` of the first state of trajectories (r, A, rdot, omega)."""
-    return _correction(r[0], A[0], rdot[0], omega[0], r0, A0, rdot0, omega0)
 
 
 def _moved_bodies(model: Model, values, tol: float, unit: str) -> str:
@@ -250,7 +286,7 @@ def error_if_failed(sol, what: str):
     status = sol.status.reshape(-1)
     code = status[jnp.argmax(status != SUCCESS)]
     messages = [
-        f"jaxmbd: {what} failed: {RESULTS[item] or 'converged'}; run it outside jit (or with "
+        f"jaxmbd: {what} failed: {RESULTS[item]}; run it outside jit (or with "
         "throw=False and read Solution.status) for the step, time and constraints at fault"
         for item in RESULT_ITEMS
     ]
@@ -313,6 +349,7 @@ def solution_from_outputs(
         unilateral_forces=extra.get("unilateral_forces"),
         act=extra.get("act"),
         limit_element=_limit_element(model),
+        force_elements=tuple(f for f in model.forces if f.output_name is not None),
         start_correction=start_correction(model, *(first_row(x) for x in (r, A, rdot, omega)))
         if model.nb
         else None,

@@ -20,7 +20,8 @@ class RESULTS(eqx.Enumeration):
     0 successful, 1 max_iterations, 2 nonfinite, 3 ill_conditioned, 4 chart_singularity,
     5 invalid_parameters."""
 
-    successful = ""
+    # the message is what a status prints (``RESULTS<success>``)
+    successful = "success"
     max_iterations = (
         "Newton iteration did not converge within the iteration limit (both the scaled step "
         "test and the scaled residual test must pass)"
@@ -121,8 +122,10 @@ def first_failed_step(status) -> tuple:
 
 def code_message(code: int) -> str:
     """The message of an integer status code (``converged`` for 0)."""
+    if int(code) == SUCCESS:
+        return "converged"
     if 0 <= int(code) < len(RESULT_ITEMS):
-        return RESULTS[RESULT_ITEMS[int(code)]] or "converged"
+        return RESULTS[RESULT_ITEMS[int(code)]]
     return f"unknown status {int(code)}"
 
 

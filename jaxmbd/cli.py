@@ -146,6 +146,12 @@ def _run_defaults(model: str, formulation: str | None, integrator: str | None):
     return formulation, {}
 
 
+def _default_step(m: Model) -> float:
+    """A run's step where ``--h`` is not given: a model file's timestep (simulate's default),
+    else 1e-3 s (the built-ins)."""
+    return 1e-3 if m.constraint_model is None else m.constraint_model.timestep
+
+
 def _summary(model: Model, sol, seconds: float, out: Path | None, plot: Path | None):
     it = np.asarray(sol.iterations)
     table = Table(
@@ -159,11 +165,16 @@ def _summary(model: Model, sol, seconds: float, out: Path | None, plot: Path | N
     if getattr(sol, "linear_solver", ""):
         table.add_row("linear solver", sol.linear_solver)
     table.add_row("wall time (incl. compile)", f"{seconds:.2f} s")
-    table.add_row(
-        "Newton iterations / step",
-        f"mean {it[1:].mean():.3f}, max {it.max()}" if len(it) > 1 else str(it[0]),
-    )
-    table.add_row("max residual", f"{float(np.max(np.asarray(sol.residual))):.2e}")
+    # figures the integrator has: an explicit step has no Newton iterations, and a step
+    # without iterations or constraint rows no residual
+    if it.max() > 0:
+        table.add_row(
+            "Newton iterations / step",
+            f"mean {it[1:].mean():.3f}, max {it.max()}" if len(it) > 1 else str(it[0]),
+        )
+    residual = float(np.max(np.asarray(sol.residual)))
+    if it.max() > 0 or residual > 0:
+        table.add_row("max residual", f"{residual:.2e}")
     r_end = np.asarray(sol.r)[-1]  # indexed in numpy: no eager op per body
     for b, name in enumerate(model.body_names):
         table.add_row(f"r of {name} at t_end", np.array2string(r_end[b], precision=6))
@@ -278,7 +289,10 @@ def simulate(
             "file: joint where it runs the model, else rA)"
         ),
     ] = None,
-    h: Annotated[float, typer.Option("--h", help="step size [s]")] = 1e-3,
+    h: Annotated[
+        float | None,
+        typer.Option("--h", help="step size [s] (default: a model file's timestep, else 1e-3)"),
+    ] = None,
     t_end: Annotated[float, typer.Option("--t-end", help="end time [s]")] = 3.0,
     tol: Annotated[
         float | None,
@@ -323,9 +337,19 @@ def simulate(
             "times t held until the next (docs/guide/cli.md)",
         ),
     ] = None,
+    contact: Annotated[
+        str | None,
+        typer.Option(
+            help="contact pairs: soft (MuJoCo's constraint model, a model file's default), "
+            "compliant (a built-in's default), hard (moreau_jean) or none"
+        ),
+    ] = None,
     limits: Annotated[
         str | None,
-        typer.Option(help="joint limits: compliant (default), hard (moreau_jean) or none"),
+        typer.Option(
+            help="joint limits and friction loss: soft (a model file's default), compliant "
+            "(a built-in's default), hard (moreau_jean) or none"
+        ),
     ] = None,
     save_every: Annotated[
         int,
@@ -348,7 +372,7 @@ def simulate(
     extra = _parse_options(option or [])
     named = {"formulation", "t_end", "h", "tol", "integrator", "rho_inf", "variant", "newton",
              "progress", "model", "out", "plot", "verbose", "animate", "save_every",
-             "controls", "limits"}  # fmt: skip
+             "controls", "contact", "limits"}  # fmt: skip
     clash = sorted(named & set(extra))
     if clash:
         raise typer.BadParameter(
@@ -359,9 +383,10 @@ def simulate(
     if controls is not None and not controls.is_file():
         raise typer.BadParameter(f"no file {str(controls)!r}", param_hint="--controls")
 
-    def analysis(m, **options):
+    def analysis(m, h, **options):
+        h = _default_step(m) if h is None else h
         u = None if controls is None else read_controls(controls, m, t_end=t_end, h=h)
-        return run_simulate(m, controls=u, **options)
+        return run_simulate(m, controls=u, h=h, **options)
 
     _run_analysis(
         analysis,
@@ -380,6 +405,7 @@ def simulate(
         variant=variant,
         newton=newton,
         save_every=save_every,
+        contact=contact,
         limits=limits,
         **{**model_options, **extra},
     )
@@ -419,7 +445,13 @@ def animate_command(
         str | None, typer.Option(help="when simulating a model (default: the model's own)")
     ] = None,
     integrator: Annotated[str | None, typer.Option(help="when simulating a model")] = None,
-    h: Annotated[float, typer.Option("--h", help="step size [s] when simulating")] = 1e-3,
+    h: Annotated[
+        float | None,
+        typer.Option(
+            "--h",
+            help="step size [s] when simulating (default: a model file's timestep, else 1e-3)",
+        ),
+    ] = None,
     t_end: Annotated[float, typer.Option("--t-end", help="end time [s] when simulating")] = 2.0,
     trace: Annotated[
         list[str] | None, typer.Option(help="draw the path of this body's centre (repeatable)")
@@ -484,6 +516,8 @@ def animate_command(
                     f"unknown bodies {unknown}; known: {list(m.body_names)}", param_hint="--trace"
                 )
             formulation, options = _run_defaults(run, formulation, integrator)
+            if h is None:
+                h = _default_step(m)
             sol = _with_progress(
                 lambda report: run_simulate(
                     m,
@@ -501,6 +535,17 @@ def animate_command(
         console.print(f"[red]error:[/red] {err}")
         raise typer.Exit(code=1) from None
     Console().print(f"animation: {path} ({len(sol.t)} steps, {m.nb} bodies)")
+
+
+def _wide_console(table: Table) -> Console:
+    """A console as wide as ``table`` needs to show every cell on one line (at least the
+    terminal's width, at most 200 columns; beyond, the cells wrap)."""
+    console = Console()
+    need = 1 + sum(
+        3 + max(len(str(cell)) for cell in (column.header, *column.cells))
+        for column in table.columns
+    )
+    return Console(width=max(console.width, min(need, 200)))
 
 
 @app.command()
@@ -540,10 +585,11 @@ def info(model: Annotated[str, typer.Argument(help="model file or built-in name"
     for section in model_report(m):
         table = Table(title=f"{m.name}: {section.title}" if section.title != "bodies" else m.name)
         for column in section.columns:
-            table.add_column(column)
+            # long names and numbers wrap onto the next line instead of being cut
+            table.add_column(column, overflow="fold")
         for row in section.rows:
             table.add_row(*row)
-        Console().print(table)
+        _wide_console(table).print(table)
     found = _builtin(model)
     if found is not None:
         entry = found[0]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import csv
+import re
+from collections.abc import Mapping
 from pathlib import Path
 
 import equinox as eqx
@@ -44,6 +46,23 @@ def _compliant_limit_forces(element, r, A, rdot, omega):
 
 
 @jax.jit
+def _force_outputs(element, t, r, A, rdot, omega):
+    """A force element's :class:`~jaxmbd.forces.ForceOutput` at every row (..., T, ...); the
+    element's own leading axes (a batch of models) are mapped with the states'."""
+
+    def at(el, t_, r_, A_, rd_, w_):
+        return el.outputs(t_, BodyState(r_, A_, rd_, w_))
+
+    fn = jax.vmap(at, in_axes=(None, 0, 0, 0, 0, 0))
+    leading = element.output_batch_ndim
+    for _ in range(r.ndim - 3 - leading):
+        fn = jax.vmap(fn, in_axes=(None, 0, 0, 0, 0, 0))
+    for _ in range(leading):
+        fn = jax.vmap(fn)
+    return fn(element, jnp.broadcast_to(t, r.shape[:-2]), r, A, rdot, omega)
+
+
+@jax.jit
 def _limit_forces_at(element, q, qdot):
     """The compliant limits' forces (..., T, n) at coordinates and rates (..., T, n); the
     element's own leading axes (a batch of models) are mapped with theirs."""
@@ -54,6 +73,59 @@ def _limit_forces_at(element, q, qdot):
     for _ in range(leading):
         fn = jax.vmap(fn)
     return fn(element, q, qdot)
+
+
+class StoredJointMap(Mapping):
+    """``sol.joints`` of a Solution read from a file: the joint coordinates it stored, by
+    joint name (:class:`~jaxmbd.model.joints.JointCoordinates` without ``kind``)."""
+
+    def __init__(self, joints: dict):
+        self._joints = joints
+
+    def __getitem__(self, name: str) -> JointCoordinates:
+        try:
+            return self._joints[name]
+        except KeyError:
+            raise KeyError(f"no joint {name!r}; the file stored {list(self._joints)}") from None
+
+    def __iter__(self):
+        return iter(self._joints)
+
+    def __len__(self) -> int:
+        return len(self._joints)
+
+    def __repr__(self) -> str:
+        return f"StoredJointMap({list(self._joints)})"
+
+
+#: A joint column of a Solution file: ``joint.{name}.{field}`` or ``...{field}.{k}``.
+_JOINT_COLUMN = re.compile(r"^joint\.(.+)\.(q|qdot|rotation_vector)(?:\.(\d+))?$")
+
+
+def _joint_arrays(sol) -> dict[str, np.ndarray]:
+    """``{"qpos": (T, nq), "qvel": (T, nv), "joint.{name}.{field}": (T, ...)}`` of a
+    Solution, for its files (empty where it has none)."""
+    out = {}
+    if sol.qpos is not None:
+        out["qpos"], out["qvel"] = np.asarray(sol.qpos), np.asarray(sol.qvel)
+    for name in sol.joints:
+        jc = sol.joints[name]
+        for key in ("q", "qdot", "rotation_vector"):
+            value = getattr(jc, key)
+            if value is not None:
+                out[f"joint.{name}.{key}"] = np.asarray(value)
+    return out
+
+
+def _joints_from_arrays(arrays: dict) -> dict[str, JointCoordinates]:
+    """The stored joints of :func:`_joint_arrays`' entries (``joint.{name}.{field}``)."""
+    fields: dict[str, dict] = {}
+    for key, value in arrays.items():
+        found = _JOINT_COLUMN.match(key)
+        if found and found.group(3) is None:
+            fields.setdefault(found.group(1), {})[found.group(2)] = value
+    return {name: JointCoordinates(f["q"], f["qdot"], f.get("rotation_vector"), name=name)
+            for name, f in fields.items() if "q" in f and "qdot" in f}  # fmt: skip
 
 
 class TreeJointMap(JointCoordinatesMap):
@@ -191,6 +263,12 @@ class Solution(eqx.Module):
     # (formulation, integrator, linear solver, treatments, rows dropped, checks; print it);
     # None for the other analyses and for files
     plan: object | None = eqx.field(static=True, default=None)
+    # the model's named force elements (spring-dampers, bushings), for :attr:`forces`
+    force_elements: tuple = ()
+    # read from a file: its joint coordinates (qpos, qvel; None: none) and joints by name
+    file_qpos: jax.Array | None = None
+    file_qvel: jax.Array | None = None
+    file_joints: dict | None = None
 
     def __init__(
         self, t, r, A, rdot, omega, rddot, omegadot, lam, iterations, status, residual,
@@ -198,7 +276,8 @@ class Solution(eqx.Module):
         save_every=1, body_names=(), constraint_names=(), joint_definitions=(),
         contact_element=None, sensor_model=None, sensor_key=None, start_correction=None,
         marker_element=None, unilateral_forces=None, limit_element=None, linear_solver="",
-        tree=None, controls=None, act=None, plan=None,
+        tree=None, controls=None, act=None, plan=None, force_elements=(), file_qpos=None,
+        file_qvel=None, file_joints=None,
     ):  # fmt: skip
         self.t, self.r, self.A, self.rdot, self.omega = t, r, A, rdot, omega
         self.rddot, self.omegadot, self.lam = rddot, omegadot, lam
@@ -219,6 +298,8 @@ class Solution(eqx.Module):
         self.controls = controls
         self.act = act
         self.plan = plan
+        self.force_elements = tuple(force_elements)
+        self.file_qpos, self.file_qvel, self.file_joints = file_qpos, file_qvel, file_joints
 
     def _from_body_state(self):
         """(q, v) of a dynamics run whose formulation does not store them (its coordinates
@@ -259,14 +340,14 @@ class Solution(eqx.Module):
         coordinates, read from the body states of the others
         (:func:`jaxmbd.tree._mujoco_layout.mujoco_layout`); None for a model without a tree."""
         if self.tree is None:
-            return None
+            return self.file_qpos
         return self.stored_q if self._joint_space_run else self._layout()[0]
 
     @property
     def qvel(self):
         """Joint velocities (..., T, nv) (see :attr:`qpos`)."""
         if self.tree is None:
-            return None
+            return self.file_qvel
         return self.stored_v if self._joint_space_run else self._layout()[1]
 
     @property
@@ -278,7 +359,9 @@ class Solution(eqx.Module):
         MJCF): :mod:`jaxmbd.model.joints`. A run in joint coordinates reads the tree's joints from
         qpos/qvel and gives every joint of the model the same coordinates as the other
         formulations (:class:`TreeJointMap`). An unknown name raises ``KeyError`` listing
-        the joints; a Solution read from a file has none."""
+        the joints; a Solution read from a file has those it stored."""
+        if self.file_joints is not None:
+            return StoredJointMap(self.file_joints)
         if self._joint_space_run:
             states = (self.r, self.A, self.rdot, self.omega)
             return TreeJointMap(self.tree, self.stored_q, self.stored_v, self.joint_definitions,
@@ -334,6 +417,22 @@ class Solution(eqx.Module):
         else:
             forces = _compliant_limit_forces(element, self.r, self.A, self.rdot, self.omega)
         return {name: forces[..., k] for k, name in enumerate(names)}
+
+    @property
+    def forces(self) -> dict:
+        """The named force elements' outputs per step, by name: ``sol.forces["strut"]`` (a
+        :class:`~jaxmbd.forces.ForceOutput`, time first): a spring-damper's ``force`` (its
+        tension, N, positive pulling its points together), ``length`` (m) and ``rate``
+        (m/s); a bushing's ``force`` (the generalised wrench on body j along and about its
+        frame's axes, (T, 6)), ``length`` (its deflection, translation then rotation
+        vector, (T, 6)) and ``rate``. Computed from the stored body states when read, the
+        same in every formulation; empty for a Solution read from a file."""
+        return {
+            element.output_name: _force_outputs(
+                element, self.t, self.r, self.A, self.rdot, self.omega
+            )
+            for element in self.force_elements
+        }
 
     @property
     def sensors(self):
@@ -403,6 +502,13 @@ class Solution(eqx.Module):
             for c, name in enumerate(self.constraint_names):
                 header.append(f"lam.{name}")
                 columns.append(arrays["lam"][:, c])
+            for key, value in _joint_arrays(self).items():
+                flat = value.reshape(value.shape[0], -1)
+                if key in ("qpos", "qvel") or value.ndim > 1:
+                    header += [f"{key}.{k}" for k in range(flat.shape[1])]
+                else:
+                    header.append(key)
+                columns += list(flat.T)
             header += ["iterations", "status", "residual"]
             columns += [arrays["iterations"], arrays["status"], arrays["residual"]]
             with path.open("w", newline="") as fh:
@@ -422,6 +528,7 @@ class Solution(eqx.Module):
             save_every=np.asarray(self.save_every),
             body_names=np.asarray(self.body_names, dtype=str),
             constraint_names=np.asarray(self.constraint_names, dtype=str),
+            **_joint_arrays(self),
         )
         return path
 
@@ -434,6 +541,7 @@ class Solution(eqx.Module):
         if path.suffix == ".csv":
             return cls._load_csv(path)
         with np.load(path) as data:
+            joints = _joints_from_arrays({k: data[k] for k in data.files if k.startswith("joint.")})
             return cls(
                 **{k: data[k] for k in cls._ARRAYS},
                 **{k: data[k] for k in ("q", "v", "condition", "chart_singular") if k in data},
@@ -443,6 +551,9 @@ class Solution(eqx.Module):
                 save_every=int(data["save_every"]) if "save_every" in data else 1,
                 body_names=tuple(str(s) for s in data["body_names"]),
                 constraint_names=tuple(str(s) for s in data["constraint_names"]),
+                file_qpos=data["qpos"] if "qpos" in data else None,
+                file_qvel=data["qvel"] if "qvel" in data else None,
+                file_joints=joints or None,
             )
 
     @classmethod
@@ -489,9 +600,19 @@ class Solution(eqx.Module):
              for b in body_names], 1,
         ).reshape(T, nb, 3, 3)  # fmt: skip
         lam = np.stack([get(f"lam.{c}") for c in constraint_names], 1).reshape(T, -1)
+        stored = {}  # qpos, qvel and joint fields, their numbered columns gathered
+        for name in header:
+            base, _, k = name.rpartition(".")
+            joint = _JOINT_COLUMN.match(name)
+            if joint and joint.group(3) is None:
+                stored[name] = get(name)
+            elif (base in ("qpos", "qvel") or joint) and k.isdigit():
+                stored.setdefault(base, []).append(get(name))
+        stored = {k: np.stack(v, -1) if isinstance(v, list) else v for k, v in stored.items()}
         return cls(
             get("t"), arrays["r"], arrays["A"], arrays["rdot"], arrays["omega"],
             arrays["rddot"], arrays["omegadot"], lam, get("iterations").astype(np.int32),
             get("status").astype(np.int32), get("residual"), body_names=tuple(body_names),
-            constraint_names=tuple(constraint_names),
+            constraint_names=tuple(constraint_names), file_qpos=stored.get("qpos"),
+            file_qvel=stored.get("qvel"), file_joints=_joints_from_arrays(stored) or None,
         )  # fmt: skip

@@ -5,12 +5,13 @@ moves as one rigid body under gravity, in rA and in joint coordinates)."""
 
 from __future__ import annotations
 
+import json
 import warnings
 
 import jax
 import numpy as np
 import pytest
-from test_redundant_loops import four_bar
+from test_redundant_loops import THETA0, four_bar, freudenstein
 
 import jaxmbd as mbd
 from jaxmbd.constraints.equations import constraint_values
@@ -55,6 +56,30 @@ def test_joint_kinematics_of_a_driven_four_bar_equals_ra(four_bar_runs):
         assert np.abs(got - want).max() <= 1e-10 * max(1.0, np.abs(want).max()), key
     # the crank turns (2 pi rad/s) and the whole mechanism moves
     assert np.ptp(np.asarray(joint.r[:, 2, 0])) > 0.1
+
+
+def test_joint_kinematics_follows_freudenstein(four_bar_runs):
+    """The rocker angle (its body x axis) of the kinematics in joint coordinates equals
+    Freudenstein's closed form to 1e-9 (the crank turns at 2 pi rad/s)."""
+    _, joint, _ = four_bar_runs
+    ex = np.asarray(joint.A)[:, 2, :, 0]
+    rocker = np.arctan2(ex[:, 1], ex[:, 0])
+    expected = freudenstein(THETA0 + 2 * np.pi * np.asarray(joint.t))
+    err = np.abs(np.angle(np.exp(1j * (rocker - expected))))
+    assert err.max() < 1e-9, err.max()
+    assert np.ptp(np.unwrap(rocker)) > 0.1
+
+
+def test_joint_rk4_takes_its_own_tableau_and_names_the_others():
+    """tableau="rk4" is the joint formulation's own scheme: the default stays "joint"; any
+    other tableau raises, naming the formulations whose rkmk takes it."""
+    from jaxmbd.analysis.plan import plan_simulation
+
+    model = road_model(True)
+    plan = plan_simulation(model, integrator="rkmk", tableau="rk4", t_end=0.01, h=1e-3)
+    assert (plan.formulation, plan.integrator) == ("joint", "rkmk")
+    with pytest.raises(ValueError, match=r"'rkmk' takes other tableaus in formulations.*se3"):
+        plan_simulation(model, integrator="rkmk", tableau="heun", t_end=0.01, h=1e-3)
 
 
 def test_joint_kinematics_closes_the_loop_exactly(four_bar_runs):
@@ -167,3 +192,109 @@ def test_builder_refuses_bad_translation_drivers_and_welds():
     b.fixed("w", body_i="ground", body_j="a")
     with pytest.raises(mbd.ModelError, match="duplicate"):
         b.fixed("w", body_i="ground", body_j="a")
+
+
+# ----------------------------------------------------------------------------- model files
+
+
+def _file_model(tmp_path) -> mbd.Model:
+    """A model file written by hand with a translation driver and a weld: the road model's
+    support with the welded arm hinged on it."""
+    entries = {
+        "format": "jaxmbd-model",
+        "name": "road and weld",
+        "bodies": [
+            {"name": "road", "mass": 2.0, "inertia": [0.1, 0.1, 0.1], "r": [0.0, 0.0, Z0]},
+            {"name": "arm", "mass": 1.0, "inertia": [0.01, 0.02, 0.03], "r": [0.25, 0.0, Z0]},
+            {
+                "name": "tool",
+                "mass": 0.5,
+                "inertia": [0.004, 0.005, 0.006],
+                "r": [0.5, 0.1, Z0 + 0.05],
+            },
+        ],  # fmt: skip
+        "joints": [
+            {
+                "name": "slide",
+                "type": "translational",
+                "body_i": "ground",
+                "body_j": "road",
+                "point": [0, 0, Z0],
+                "axis": list(Z),
+            },
+            {
+                "name": "shoulder",
+                "type": "revolute",
+                "body_i": "road",
+                "body_j": "arm",
+                "point": [0, 0, Z0],
+                "axis": [0, 1, 0],
+            },
+            {"name": "weld", "type": "fixed", "body_i": "arm", "body_j": "tool"},
+        ],  # fmt: skip
+        "drivers": [
+            {
+                "name": "input",
+                "type": "translation",
+                "body_i": "ground",
+                "body_j": "road",
+                "axis": list(Z),
+                "displacement": ROAD,
+            },
+        ],  # fmt: skip
+    }
+    path = tmp_path / "road_weld.json"
+    path.write_text(json.dumps(entries))
+    return mbd.load_model(path)
+
+
+def _builder_twin() -> mbd.Model:
+    b = mbd.ModelBuilder("road and weld")
+    b.add_body("road", mass=2.0, inertia=[0.1] * 3, r=(0.0, 0.0, Z0))
+    b.add_body("arm", mass=1.0, inertia=[0.01, 0.02, 0.03], r=(0.25, 0.0, Z0))
+    b.add_body("tool", mass=0.5, inertia=[0.004, 0.005, 0.006], r=(0.5, 0.1, Z0 + 0.05))
+    b.translational("slide", body_i="ground", body_j="road", point=(0, 0, Z0), axis=Z)
+    b.revolute("shoulder", body_i="road", body_j="arm", point=(0, 0, Z0), axis=(0, 1, 0))
+    b.fixed("weld", body_i="arm", body_j="tool")
+    b.translation_driver("input", body_i="ground", body_j="road", axis=Z, displacement=ROAD)
+    return b.build()
+
+
+def test_model_files_hold_translation_drivers_and_welds(tmp_path):
+    """A hand-written file's "fixed" joint and "translation" driver give the builder's
+    rows; saved and read back (JSON and TOML) they keep them; the loaded model runs in both
+    formulation families with the support on the road and the tool welded."""
+    twin = _builder_twin()
+    loaded = _file_model(tmp_path)
+    assert loaded.constraint_names == twin.constraint_names
+    for t in (0.0, 0.1):
+        np.testing.assert_allclose(
+            np.asarray(constraint_values(loaded, twin.r0, twin.A0, t)),
+            np.asarray(constraint_values(twin, twin.r0, twin.A0, t)), atol=1e-15,
+        )  # fmt: skip
+    for suffix in ("json", "toml"):
+        path = tmp_path / f"saved.{suffix}"
+        mbd.save_model(loaded, path)
+        again = mbd.load_model(path)
+        assert again.constraint_names == twin.constraint_names, suffix
+        np.testing.assert_allclose(
+            np.asarray(constraint_values(again, twin.r0, twin.A0, 0.1)),
+            np.asarray(constraint_values(twin, twin.r0, twin.A0, 0.1)), atol=1e-15,
+        )  # fmt: skip
+    sol = mbd.simulate(loaded, t_end=0.05, h=5e-3)
+    z, _, _ = _road(np.asarray(sol.t))
+    np.testing.assert_allclose(np.asarray(sol.r[:, 0, 2]), Z0 + z, rtol=0, atol=1e-10)
+    A = np.asarray(sol.A)
+    rel = np.einsum("tji,tjk->tik", A[:, 1], A[:, 2])
+    assert np.abs(rel - rel[0]).max() < 1e-10
+
+
+def test_model_files_refuse_a_driver_key_of_another_type(tmp_path):
+    entries = {"format": "jaxmbd-model", "bodies": [{"name": "a", "mass": 1.0,
+               "inertia": [1.0, 1.0, 1.0]}],
+               "drivers": [{"name": "d", "type": "translation", "body_i": "ground",
+                            "body_j": "a", "axis": [0, 0, 1], "angle": "t"}]}  # fmt: skip
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(entries))
+    with pytest.raises(mbd.ModelFileError, match=r"drivers\[0\].*angle.*displacement"):
+        mbd.load_model(path)

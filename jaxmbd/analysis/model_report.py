@@ -73,28 +73,60 @@ def joints(model: Model) -> Section | None:
                 _num(element.friction_loss[i]),
                 armature,
             )
-        lim = "-"
+        lim = ("-",) * 3
         if name in limits:
             element, i = limits[name]
-            lim = f"[{_num(element.lower[i])}, {_num(element.upper[i])}]"
+            restitution = "-" if element.restitution is None else _num(element.restitution[i])
+            lim = (
+                f"[{_num(element.lower[i])}, {_num(element.upper[i])}]",
+                f"stiffness {_num(element.stiffness[i])}, damping {_num(element.damping[i])}",
+                restitution,
+            )
         bodies_ = f"{_body(model, d.body_i)} -> {_body(model, d.body_j)}"
-        rows.append((name, d.kind, bodies_) + dyn + (lim,))
+        rows.append((name, d.kind, bodies_) + dyn + lim)
     columns = ("joint", "kind", "bodies", "damping", "stiffness", "friction loss", "armature",
-               "limits")  # fmt: skip
+               "limits", "limit law", "limit restitution")  # fmt: skip
     return Section("joints", columns, rows)
 
 
+#: The parameters ``info`` lists of a force element, where it has them.
+_FORCE_PARAMETERS = ("stiffness", "damping", "rest_length")
+
+
+def _bodies_of(model: Model, element) -> str:
+    body_i, body_j = getattr(element, "body_i", None), getattr(element, "body_j", None)
+    if isinstance(body_i, int) and isinstance(body_j, int):
+        return f"{_body(model, body_i)} - {_body(model, body_j)}"
+    return ""
+
+
+def _parameters(element) -> str:
+    parts = []
+    for key in _FORCE_PARAMETERS:
+        value = getattr(element, key, None)
+        if value is None:
+            continue
+        value = np.asarray(value)
+        text = _num(value) if value.ndim == 0 else np.array2string(value, precision=6)
+        parts.append(f"{key.replace('_', ' ')} {text}")
+    return ", ".join(parts)
+
+
 def forces(model: Model) -> Section | None:
-    """The force elements other than the joints' own, the contact and the actuators."""
+    """The force elements other than the joints' own, the contact and the actuators: each
+    with its name (its coordinates' names for elements along joints), bodies and
+    parameters."""
     shown = (JointDynamics, JointLimits)
     special = (model.contacts, model.actuators)
     rows = []
     for element in model.forces:
         if isinstance(element, shown) or any(element is s for s in special):
             continue
-        names = getattr(element, "names", None)
-        rows.append((type(element).__name__, ", ".join(names) if names else ""))
-    return Section("force elements", ("element", "names"), rows) if rows else None
+        names = getattr(element, "names", None) or (element.output_name,)
+        rows.append((type(element).__name__, ", ".join(n for n in names if n),
+                     _bodies_of(model, element), _parameters(element)))  # fmt: skip
+    columns = ("element", "name", "bodies", "parameters")
+    return Section("force elements", columns, rows) if rows else None
 
 
 def contacts(model: Model) -> Section | None:
@@ -103,10 +135,12 @@ def contacts(model: Model) -> Section | None:
         return None
     rows = [
         (name, f"{_body(model, i)} - {_body(model, j)}", _num(element.friction[k]),
-         _num(element.restitution[k]), _num(element.stiffness[k]))
+         _num(element.restitution[k]), _num(element.stiffness[k]), _num(element.exponent[k]),
+         _num(element.damping[k]), type(element.law_of_pair[k]).__name__)
         for k, (name, (i, j)) in enumerate(zip(element.pair_names, element.pairs, strict=True))
     ]  # fmt: skip
-    columns = ("pair", "bodies", "friction", "restitution", "stiffness")
+    columns = ("pair", "bodies", "friction", "restitution", "stiffness", "exponent",
+               "damping", "law")  # fmt: skip
     return Section("contact pairs", columns, rows)
 
 

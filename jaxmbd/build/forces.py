@@ -45,8 +45,13 @@ class _ForceBuilder:
     def spring_damper(
         self, name, *, body_i, point_i, body_j, point_j, stiffness, damping=0.0, rest_length
     ):
-        """Translational spring-damper between two points (global, initial configuration)."""
+        """Translational spring-damper between two points (global, initial configuration);
+        ``sol.forces[name]`` reports its tension, length and rate."""
         w = f"force '{name}'"
+        if not isinstance(name, str) or not name:
+            raise ModelError(f"spring_damper name: expected a non-empty string, got {name!r}")
+        if any(getattr(f, "output_name", None) == name for f in self._forces):
+            raise ModelError(f"{w}: duplicate force name")
         for key, val in (
             ("stiffness", stiffness),
             ("damping", damping),
@@ -70,6 +75,7 @@ class _ForceBuilder:
                 stiffness=device_array(float(stiffness)),
                 damping=device_array(float(damping)),
                 rest_length=device_array(float(rest_length)),
+                name=name,
             )
         )
 
@@ -83,8 +89,8 @@ class _ForceBuilder:
         w = f"bushing '{name}'"
         if not isinstance(name, str) or not name:
             raise ModelError(f"bushing name: expected a non-empty string, got {name!r}")
-        if any(isinstance(f, Bushing) and f.name == name for f in self._forces):
-            raise ModelError(f"{w}: duplicate bushing name")
+        if any(getattr(f, "output_name", None) == name for f in self._forces):
+            raise ModelError(f"{w}: duplicate force name")
         if body_i == body_j:
             raise ModelError(f"{w}: body_i and body_j are both {body_i!r}")
         E = np.eye(3)

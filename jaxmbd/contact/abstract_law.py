@@ -28,7 +28,7 @@ SLIP_VELOCITY = 1e-4
 
 class PairParameters(NamedTuple):
     """The numbers of each slot's contact pair (arrays, one entry per slot): the options of
-    :meth:`~jaxmbd.ModelBuilder.add_contact`, the pair's reduced mass ``m_eff`` and
+    :meth:`~jaxmbd.ModelBuilder.add_contact`, the slot's effective mass ``m_eff`` and
     ``gravity``, the part of the slot's penetration acceleration due to gravity (m/s^2)."""
 
     stiffness: jax.Array

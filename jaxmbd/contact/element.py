@@ -13,10 +13,18 @@ reaches them): per pair ``friction``, ``torsional_friction``, ``rolling_friction
 ``restitution``, ``stiffness``, ``damping``, ``exponent``, ``slip_velocity`` and
 ``margin``; per collision shape its local pose and size; the contact
 laws (``laws``, :class:`~jaxmbd.contact.abstract_law.AbstractContactLaw`, and
-``pair_law``, static: the law of each pair); ``mass``,
-the bodies' masses for the pair's reduced mass of the normal law, which
-:func:`~jaxmbd.simulate` sets to ``model.mass`` before a run (so ``jax.grad`` with respect
-to ``model.mass`` is complete).
+``pair_law``, static: the law of each pair); ``mass``, the bodies' masses, and
+``mechanism``, the model without its forces, which :func:`~jaxmbd.simulate` sets before a
+run (so ``jax.grad`` with respect to ``model.mass`` and ``model.inertia`` is complete).
+
+The normal law calibrates its damping on the effective mass of each slot along its normal
+(:meth:`ContactForce.effective_mass`): m_eff = 1 / (n^T J M^-1 J^T n) with J the Jacobian of
+the relative velocity at the contact point and M^-1 the inverse inertia of the mechanism
+as its joints constrain it: the inverse of the normal entry of the Delassus matrix
+J M^-1 J^T (F. Pfeiffer and C. Glocker, Multibody Dynamics with Unilateral Contacts, Wiley
+1996, ch. 7), which in a central impact of free bodies is the pair's translational reduced
+mass that Flores et al.'s law was written for. A rod pinned at one end, struck at its tip, has
+m_eff = I_pivot / l^2 = m / 3; a free rod landing on one end, m / 4.
 """
 
 from __future__ import annotations
@@ -31,9 +39,12 @@ import numpy as np
 
 from .. import _config  # noqa: F401
 from ..compiled.materialize import materialized
+from ..compiled.rows import with_ground
 from ..compiled.small import mm, mv
+from ..constraints.equations import rA_jacobian_from_rows, rA_rows
 from ..forces import AbstractForce, BodyState
 from ..forces._joint import _sum_per_body
+from ..model import Model
 from .abstract_law import AbstractContactLaw, PairParameters
 from .height_field import HeightFieldGroup
 from .narrow_phase import COLLIDE, SLOTS, Slots
@@ -124,6 +135,9 @@ class ContactForce(AbstractForce):
     laws: tuple[AbstractContactLaw, ...]  # the distinct laws
     pair_law: tuple[int, ...] = eqx.field(static=True)  # (n_pairs,) index into laws
     gravity: jax.Array | None = None  # (3,) set to model.gravity by simulate; None: none
+    # the model without its forces, set by simulate: the effective masses of the slots;
+    # None: the pairs' translational reduced masses
+    mechanism: Model | None = None
     #: Model files store the pairs in their own list (``"contacts"``).
     file_section: ClassVar[str] = "contacts"
 
@@ -204,14 +218,17 @@ class ContactForce(AbstractForce):
         speed that the slot's normal kinetic and elastic energy correspond to; the rest
         speed sqrt(2 g delta_s / (n + 1)) is the energy speed of the pair resting on the
         slot under gravity g (penetration delta_s = (m_eff g / K)^(1/n); 0 without)."""
-        gap, _, normal, v_rel, _ = self._relative_motion(state)
+        gap, point, normal, v_rel, _ = self._relative_motion(state)
         rate = -jnp.sum(normal * v_rel, axis=-1)
-        pair = self._with_gravity(self._slot_parameters(*self._slot_bodies()), normal, state)
+        bi, bj = self._slot_bodies()
+        pair = self._with_gravity(self._slot_parameters(bi, bj), normal, state)
         energy = self._by_law(lambda law: law.elastic_energy(-gap, pair))
         g = jnp.maximum(pair.gravity, 0.0)
         n = pair.exponent
+        # the pair resting on the slot: its translational reduced mass carries the load
         rest = (pair.m_eff * g / pair.stiffness) ** (1.0 / n) * 2.0 * g / (n + 1.0)
-        return gap, rate, jnp.sqrt(rate**2 + 2.0 * energy / pair.m_eff), jnp.sqrt(rest)
+        m_eff = self.effective_mass(state, point, normal)
+        return gap, rate, jnp.sqrt(rate**2 + 2.0 * energy / m_eff), jnp.sqrt(rest)
 
     def _with_gravity(self, pair: PairParameters, normal, state: BodyState) -> PairParameters:
         """``pair`` with each slot's penetration acceleration due to gravity (gravity
@@ -232,6 +249,7 @@ class ContactForce(AbstractForce):
         spin = jnp.sum(normal * w_rel, axis=-1)[:, None] * normal
         roll = w_rel - spin
         pair = self._with_gravity(self._slot_parameters(bi, bj), normal, state)
+        pair = pair._replace(m_eff=self.effective_mass(state, point, normal))
         fn = self._by_law(lambda law: law.normal_force(-gap, -along, pair))
         ft, tf = self._by_law(lambda law: law.friction_wrench(slip, spin, roll, fn, pair))
         return ContactSlots(gap, gap < 0, fn, ft, point, normal, slip, tf, self.slot_pair)
@@ -252,6 +270,62 @@ class ContactForce(AbstractForce):
             torsional_friction=self.torsional_friction[slot_pair],
             rolling_friction=self.rolling_friction[slot_pair],
         )
+
+    def effective_mass(self, state: BodyState, point, normal) -> jax.Array:
+        """The effective mass (ns,) of every slot along its normal at its point (module
+        docstring): 1 / (n^T J M^-1 J^T n), M^-1 the bodies' inverse inertia projected onto
+        the motions the mechanism's constraint rows G allow,
+
+            M^-1 - M^-1 G^T (G M^-1 G^T)^-1 G M^-1,
+
+        in the bodies' twists (r_dot, omega_bar). Redundant rows (a closed loop) are
+        harmless: G M^-1 G^T is regularised by 1e-12 of its mean diagonal. Without
+        ``mechanism``: the pairs' translational reduced masses."""
+        bi, bj = self._slot_bodies()
+        mech = self.mechanism
+        if mech is None:
+            return self._slot_parameters(bi, bj).m_eff
+        r, A = state[0], state[1]
+        nb = r.shape[0]
+        r_all, A_all = with_ground(r, np.zeros(3)), with_ground(A, np.eye(3))
+        inv_mass = jnp.concatenate([1.0 / mech.mass, jnp.zeros(1, r.dtype)])
+        inv_inertia = jnp.concatenate([jnp.linalg.inv(mech.inertia), jnp.zeros((1, 3, 3))])
+
+        def twist_direction(b, sign):
+            # the slot's normal velocity n . (r_dot + A (omega_bar x rho_bar)) as a row
+            # on body b's twist: (n, rho_bar x A^T n)
+            At = jnp.swapaxes(A_all[b], -1, -2)
+            rho, n_bar = mv(At, point - r_all[b]), mv(At, normal)
+            return sign * jnp.concatenate([normal, jnp.cross(rho, n_bar)], -1)
+
+        def inverse_inertia_times(b, u):
+            return jnp.concatenate(
+                [inv_mass[b][:, None] * u[:, :3], mv(inv_inertia[b], u[:, 3:])], -1
+            )
+
+        u_i, u_j = twist_direction(bi, 1.0), twist_direction(bj, -1.0)
+        free = jnp.sum(u_i * inverse_inertia_times(bi, u_i), -1)
+        free = free + jnp.sum(u_j * inverse_inertia_times(bj, u_j), -1)
+        w = free
+        if mech.nc > 0:
+            _, jac_i, jac_j = rA_rows(mech, r, A, 0.0)
+            G = rA_jacobian_from_rows(mech, jac_i, jac_j).reshape(mech.nc, nb, 6)
+            GM = jnp.concatenate(  # G M^-1, the ground's (zero) column appended
+                [
+                    G[..., :3] * inv_mass[None, :nb, None],
+                    jnp.einsum("cbk,bkl->cbl", G[..., 3:], inv_inertia[:nb]),
+                ],
+                -1,
+            )
+            GM_all = jnp.concatenate([GM, jnp.zeros((mech.nc, 1, 6), GM.dtype)], 1)
+            S = GM.reshape(mech.nc, -1) @ G.reshape(mech.nc, -1).T
+            S = S + 1e-12 * jnp.trace(S) / mech.nc * jnp.eye(mech.nc)
+            b = jnp.einsum("csk,sk->cs", GM_all[:, bi], u_i)
+            b = b + jnp.einsum("csk,sk->cs", GM_all[:, bj], u_j)
+            y = jax.scipy.linalg.solve_triangular(jnp.linalg.cholesky(S), b, lower=True)
+            w = w - jnp.sum(y * y, 0)
+        # a slot whose normal the constraints hold still: a very large effective mass
+        return 1.0 / jnp.maximum(w, 1e-12 * free)
 
     def _by_law(self, evaluate):
         """``evaluate(law)`` for every slot, each slot's value from its pair's law (one law:
@@ -351,7 +425,10 @@ def with_contact(model, contact: str | None, *, where: str = "simulate", hard: b
     if contact == "none":
         forces = tuple(f for f in model.forces if f is not element)
     else:
-        run = dataclasses.replace(element.with_mass(model.mass), gravity=model.gravity)
+        mechanism = dataclasses.replace(model, forces=())
+        run = dataclasses.replace(
+            element.with_mass(model.mass), gravity=model.gravity, mechanism=mechanism
+        )
         forces = tuple(run if f is element else f for f in model.forces)
     return dataclasses.replace(model, forces=forces)
 

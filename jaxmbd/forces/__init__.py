@@ -62,6 +62,17 @@ class AddedMass(NamedTuple):
     body_j: np.ndarray
 
 
+class ForceOutput(NamedTuple):
+    """What a force element reports (``sol.forces[name]``, time first): ``force``, its
+    force along its line (a spring-damper's tension, N, positive pulling its points
+    together) or its generalised wrench (a bushing's, 6); ``length``, its length (m) or
+    deflection (6); ``rate``, the rate of ``length``."""
+
+    force: jax.Array
+    length: jax.Array
+    rate: jax.Array
+
+
 class AbstractForce(eqx.Module):
     """An applied force element (see the module docstring for what it declares)."""
 
@@ -87,6 +98,20 @@ class AbstractForce(eqx.Module):
     #: with ``dof_values("armature")`` and ``dof_values("damping")``), which only the joint
     #: formulation evaluates (:meth:`left_to_joint_space`).
     acts_along_dofs: ClassVar[bool] = False
+
+    @property
+    def output_name(self) -> str | None:
+        """The element's name in ``sol.forces`` (None: it reports nothing there)."""
+        return None
+
+    def outputs(self, t, state: BodyState) -> ForceOutput:
+        """Its force, length and rate at ``state`` (elements with an :attr:`output_name`)."""
+        raise NotImplementedError(f"{type(self).__name__} reports no outputs")
+
+    @property
+    def output_batch_ndim(self) -> int:
+        """The leading batch axes of its parameters (a batch of models: 1)."""
+        return 0
 
     @abc.abstractmethod
     def __call__(self, t, state: BodyState) -> tuple[jax.Array, jax.Array]:
@@ -301,12 +326,14 @@ class SpringDamper(AbstractForce):
     stiffness: jax.Array
     damping: jax.Array
     rest_length: jax.Array
+    name: str = eqx.field(static=True, default="")
     file_keys: ClassVar[frozenset[str]] = frozenset(
         {"body_i", "point_i", "local_i", "body_j", "point_j", "local_j", "stiffness",
          "damping", "rest_length"}
     )  # fmt: skip
 
-    def __call__(self, t, state):
+    def _line(self, state):
+        """(unit vector e from P to Q, length l, l_dot, tension T)."""
         p, vp = _point_kinematics(state, self.body_i, self.s_bar_p_i)
         q, vq = _point_kinematics(state, self.body_j, self.s_bar_q_j)
         d = q - p
@@ -314,6 +341,23 @@ class SpringDamper(AbstractForce):
         e = d / length
         length_dot = e @ (vq - vp)
         tension = self.stiffness * (length - self.rest_length) + self.damping * length_dot
+        return e, length, length_dot, tension
+
+    @property
+    def output_name(self):
+        return self.name or None
+
+    def outputs(self, t, state):
+        """The tension T (N), the length l (m) and l_dot (m/s)."""
+        _, length, length_dot, tension = self._line(state)
+        return ForceOutput(tension, length, length_dot)
+
+    @property
+    def output_batch_ndim(self):
+        return jnp.ndim(self.stiffness)
+
+    def __call__(self, t, state):
+        e, _, _, tension = self._line(state)
         fi, ni = _apply_point_force(state, self.body_i, self.s_bar_p_i, tension * e)
         fj, nj = _apply_point_force(state, self.body_j, self.s_bar_q_j, -tension * e)
         return fi + fj, ni + nj
@@ -340,6 +384,7 @@ class SpringDamper(AbstractForce):
 
     def to_json(self, body_label):
         return {
+            **({"name": self.name} if self.name else {}),
             "type": self.file_type,
             "body_i": body_label(self.body_i),
             "point_i": np.asarray(self.s_bar_p_i).tolist(),

@@ -36,7 +36,7 @@ import numpy as np
 
 from .. import _config  # noqa: F401
 from ..lie import hat, so3_log
-from . import AbstractForce, BodyState, register_force_type
+from . import AbstractForce, BodyState, ForceOutput, register_force_type
 
 #: The fields of a bushing's model-file entry besides its name and bodies.
 _FILE_KEYS = ("s_bar_i", "s_bar_j", "frame_i", "frame_j", "stiffness", "damping")
@@ -117,6 +117,21 @@ class Bushing(AbstractForce):
         v_j, w_j = self._rates(state, self.body_j)
         twist = jnp.stack([v_i, w_i, v_j, w_j])
         return s, jnp.einsum("kab,ab->k", J, twist)
+
+    @property
+    def output_name(self):
+        return self.name
+
+    def outputs(self, t, state: BodyState):
+        """The generalised wrench -(K s + C s_dot) on body j along and about F_i's axes (the
+        force, N, and, to first order in the rotation, the torque, N m), the deflection s
+        and its rate s_dot (6 each)."""
+        s, s_dot = self.deflection(state)
+        return ForceOutput(-(self.stiffness * s + self.damping * s_dot), s, s_dot)
+
+    @property
+    def output_batch_ndim(self):
+        return jnp.ndim(self.stiffness) - 1
 
     def __call__(self, t, state: BodyState):
         s, J = self.deflection_and_gradient(state)

@@ -21,6 +21,7 @@ from ._read import _add_gcon, _Entry, _get, _list, _object, _string
 from .schema import (
     _CONTACT_NUMBERS,
     _CYLINDRICAL_KEYS,
+    _DRIVER_FIELDS,
     _DYNAMICS_DEFAULTS,
     _DYNAMICS_KEYS,
     _FORCE_KEYS,
@@ -28,12 +29,10 @@ from .schema import (
     _JOINT_FIELDS,
     _JOINT_FORCE_KEYS,
     _JOINT_FRAME_FIELDS,
+    _JOINT_OPTIONAL,
     _LIMIT_KEYS,
     _OWN_KEYS,
 )
-
-#: Model-file driver types and the builder method that adds each.
-_DRIVER_TYPES = {"rotation": "rotation_driver"}
 
 
 def _load_own(path: Path, data: dict) -> Model:
@@ -78,6 +77,7 @@ def _load_own(path: Path, data: dict) -> Model:
         name, where = _named(joint, "joints", k, _OWN_KEYS["joint"], path)
         kind = _typed(joint, _JOINT_FIELDS, "joint", path, where)
         kwargs = {key: _get(joint, key, path, where) for key in _JOINT_FIELDS[kind]}
+        kwargs.update({key: joint[key] for key in _JOINT_OPTIONAL.get(kind, ()) if key in joint})
         kwargs.update(_joint_force_options(joint, kind, path, where))
         coordinates = _coordinate_options(joint, kind, path, where)
         try:
@@ -109,15 +109,21 @@ def _load_own(path: Path, data: dict) -> Model:
             raise ModelFileError(path, where, str(err)) from None
     for k, drv in enumerate(_list(data, "drivers", path, required=False)):
         name, where = _named(drv, "drivers", k, _OWN_KEYS["driver"], path)
-        kind = _typed(drv, _DRIVER_TYPES, "driver", path, where)
+        kind = _typed(drv, _DRIVER_FIELDS, "driver", path, where)
+        method, required, optional = _DRIVER_FIELDS[kind]
+        foreign = sorted(set(drv) - {"name", "type", "body_i", "body_j", *required, *optional})
+        if foreign:
+            raise ModelFileError(
+                path, f"{where}.{foreign[0]}", f"not a key of a {kind} driver (its keys: "
+                f"{['body_i', 'body_j', *required, *optional]})",
+            )  # fmt: skip
         try:
-            getattr(builder, _DRIVER_TYPES[kind])(
+            getattr(builder, method)(
                 name,
                 body_i=_string(drv, "body_i", path, where),
                 body_j=_string(drv, "body_j", path, where),
-                axis=_get(drv, "axis", path, where),
-                angle=_get(drv, "angle", path, where),
-                reference=drv.get("reference"),
+                **{key: _get(drv, key, path, where) for key in required},
+                **{key: drv[key] for key in optional if key in drv},
             )
         except (ModelError, ExpressionError) as err:
             raise ModelFileError(path, where, str(err)) from None

@@ -8,8 +8,9 @@ Own schema (``"format": "jaxmbd-model"``)::
                  "shapes": [{"type": "box" | "cylinder" | "sphere" | "capsule" | "ellipsoid" |
                              "cone" | "pyramid" | "mesh", sizes, "pos", "A" or "axis", "color"}]}],
      "joints": [{"name", "type": "revolute" | "spherical" | "universal" | "cylindrical" |
-                 "translational" | "perpendicular_1" | "perpendicular_2", "body_i", "body_j",
-                 "point", "axis" (or "axis_i", "axis_j" for universal), revolute and
+                 "translational" | "perpendicular_1" | "perpendicular_2" | "fixed", "body_i",
+                 "body_j", "point", "axis" (or "axis_i", "axis_j" for universal; a fixed
+                 joint, the weld of ModelBuilder.fixed, has only an optional "point"), revolute and
                  translational also "limits": [lower, upper], "limit_stiffness",
                  "limit_damping", "limit_restitution", "limit_impedance" (MuJoCo's solimp),
                  "damping", "stiffness", "spring_reference", "friction_loss", "armature";
@@ -17,7 +18,9 @@ Own schema (``"format": "jaxmbd-model"``)::
      "constraints": [{"name", "type": "DP1" | "DP2" | "D" | "CD" | "ROT", "body_i", "body_j",
                       vectors in body frames, "f": number or expression in t, "joint"}],
      "drivers": [{"name", "type": "rotation", "body_i", "body_j", "axis", "angle",
-                  "reference"}],
+                  "reference"} or
+                 {"name", "type": "translation", "body_i", "body_j", "axis", "displacement",
+                  "point" (optional)} (ModelBuilder.rotation_driver, translation_driver)],
      "forces": [{"name", "type": "spring_damper", "body_i", "point_i", "body_j", "point_j",
                  "stiffness", "damping", "rest_length"} or
                 {"name", "type": "bushing", "body_i", "body_j", "s_bar_i", "s_bar_j",
@@ -91,6 +94,14 @@ _JOINT_FIELDS = {
     "translational": ("point", "axis"),
     "perpendicular_1": ("axis",),
     "perpendicular_2": ("point", "axis"),
+    "fixed": (),
+}
+#: The optional keys of joint types (the builder's defaults where absent).
+_JOINT_OPTIONAL = {"fixed": ("point",)}
+#: Model-file driver types: the builder method that adds each, its required and optional keys.
+_DRIVER_FIELDS = {
+    "rotation": ("rotation_driver", ("axis", "angle"), ("reference",)),
+    "translation": ("translation_driver", ("axis", "displacement"), ("point",)),
 }
 _GCON_FIELDS = {
     "DP1": ("a_bar_i", "a_bar_j"),
@@ -127,7 +138,8 @@ _OWN_KEYS = {
               *_JOINT_FORCE_KEYS, *_CYLINDRICAL_KEYS},
     "constraint": {"name", "type", "body_i", "body_j", "a_bar_i", "a_bar_j", "s_bar_p_i",
                    "s_bar_q_j", "c", "u_bar_i", "v_bar_i", "f", "angle", "joint"},
-    "driver": {"name", "type", "body_i", "body_j", "axis", "angle", "reference"},
+    "driver": {"name", "type", "body_i", "body_j", "axis", "angle", "reference",
+               "displacement", "point"},
     "solver": {"h", "t_end", "tol"},
     "contact": {"body_i", "body_j", "friction", "restitution", "stiffness", "damping",
                 "exponent", "slip_velocity", "torsional_friction", "rolling_friction",

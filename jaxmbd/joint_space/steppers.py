@@ -18,12 +18,14 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 
 from .. import _config  # noqa: F401
 from ..actuators import with_activation_state
 from ..compiled.xla_flags import joint_loop_guard
+from ..integrators import valid_pairs
 from ..linear import small as small_kernels
 from ..tree import integrate_positions
 from ..tree._elementwise import mtv
@@ -44,7 +46,21 @@ class RungeKutta4(AbstractJointStepper):
     ``mj_RungeKutta`` from 4.0. The two are the same step for trees of hinges and slides."""
 
     munthe_kaas: bool = False
+    #: The Butcher tableau: the classical RK4 ("rk4") only; the other formulations' ``rk``
+    #: and ``rkmk`` take others, and a run that asks for one names its formulation.
+    tableau: object = eqx.field(static=True, default="rk4")
     integrates_activations: ClassVar[bool] = True
+
+    def __check_init__(self):
+        if not (isinstance(self.tableau, str) and self.tableau == "rk4"):
+            name = "rkmk" if self.munthe_kaas else "rk"
+            others = [f for f, i in valid_pairs() if i == name and f != "joint"]
+            raise ValueError(
+                f"formulation 'joint': its {name!r} steps the classical RK4 tableau only "
+                f"(tableau='rk4'), not {self.tableau!r}; integrator {name!r} takes other "
+                f"tableaus in formulations {others} (name one, e.g. formulation="
+                f"{others[0]!r})"
+            )
 
     @property
     def name(self) -> str:
@@ -214,9 +230,10 @@ class LinearlyImplicitEuler(AbstractJointStepper):
         # MuJoCo's soft rows enter with their force at the start (qfrc_constraint)
         rhs = acc.rhs if acc.constraint_force is None else acc.rhs + acc.constraint_force
         dv = small_kernels.lu_solve(lu, perm, h * rhs + h * h * small_kernels.matvec(K, qvel))
-        if loops is not None and loops.soft.any():
+        if loops is not None and loops.soft.any() and acc.constraint_force is None:
             # soft rows: their force from the start's accelerations (found with M), as
-            # MuJoCo's implicit steps take qfrc_constraint into (M - h D) qacc = ...
+            # MuJoCo's implicit steps take qfrc_constraint into (M - h D) qacc = ...; with
+            # MuJoCo's constraint model they are among its rows, in constraint_force
             _, G = constraint_jacobian(loops, tree, qpos, t)
             soft_lam = jnp.where(jnp.asarray(loops.soft), acc.lam, 0.0)
             dv = dv - small_kernels.lu_solve(lu, perm, h * mtv(G, soft_lam))
