@@ -47,7 +47,7 @@ from ..compiled.jit import jit
 from ..lie.rotations import A_to_ep
 from ..model import Model
 from ..model.joints import JointDefinition, joint_coordinates, joint_kind
-from ..tree import WORLD, JointType, KinematicTree
+from ..tree import WORLD, JointType, KinematicTree, assemble
 from ._gcon_joints import recognised_joint
 
 
@@ -126,12 +126,6 @@ def _spanning_tree(nb: int, edges):
     return parent, via, closing
 
 
-def _pose(model: Model, body: int):
-    if body == model.nb:
-        return jnp.zeros(3), jnp.eye(3), jnp.zeros(3), jnp.zeros(3)
-    return model.r0[body], model.A0[body], model.rdot0[body], model.omega0[body]
-
-
 # (suffix, type, column of the child's joint frame, index into q) per kind, child = body j;
 # the child-i order (inverse motion) is listed separately where it differs
 _PARTS = {
@@ -175,18 +169,6 @@ def _child_of_joint(model: Model, defn: JointDefinition, child: int):
     return pos, rot, joints
 
 
-def _ball_state(model: Model, parent: int, child: int, rot, q_start, child_is_j: bool):
-    """A ball's quaternion (the child's rotation from its placement ``rot``, in its frame,
-    on the side of ``q_start`` where it is the joint's own) and rate (the child's angular
-    velocity relative to its parent, in its frame)."""
-    _, A_p, _, w_p = _pose(model, parent)
-    _, A_c, _, w_c = _pose(model, child)
-    quat = A_to_ep(rot.T @ A_p.T @ A_c)
-    if child_is_j:
-        quat = jnp.where(quat @ q_start < 0, -quat, quat)
-    return quat, w_c - A_c.T @ A_p @ w_p
-
-
 def tree_of_model(model: Model) -> ModelTree:
     """The kinematic tree of ``model`` (see the module docstring): the structure from the
     model's static topology, every number a jnp function of the model's leaves, and the
@@ -217,60 +199,143 @@ def _checked_tree_of_model(model: Model) -> tuple[ModelTree, jax.Array]:
 
 
 def _tree_of_model(model: Model, deferred: list | None = None) -> ModelTree:
+    # the per-body arithmetic runs batched over bodies (balls and roots at once, the
+    # placements of all bodies at once), so that the program does not grow with the model
+    # by a block of operations per body; only the scalar joints' coordinates are read joint
+    # by joint (joint_coordinates of each definition)
     nb = model.nb
     edges, loose = _edges(model, deferred)
     parent, via, closing = _spanning_tree(nb, edges)
     state = tuple(x[None] for x in (model.r0, model.A0, model.rdot0, model.omega0))
     names, types, bodies, coords = [], [], [], []
-    body_pos, body_rot, anchors, axes, qpos0, qpos, qvel = [], [], [], [], [], [], []
+    scalar_q, scalar_v = [], []  # (joint, value (1,)) of each hinge and slide
+    roots = [b for b in range(nb) if via[b] is None]
+    children = [b for b in range(nb) if via[b] is not None]
+    child_is_j = np.asarray([edges[via[b]][0].body_j == b for b in children], dtype=bool)
+    defs = [edges[via[b]][0] for b in children]
+    child_index = {b: k for k, b in enumerate(children)}
+    # per joint: the definition (index into defs, -1 for a root), its column and sign
+    joint_def, joint_column, joint_coefficient, joint_offset = [], [], [], []
     for b in range(nb):
         if via[b] is None:  # a root: free in the world
-            r, A, v, w = _pose(model, b)
-            body_pos.append(jnp.zeros(3))
-            body_rot.append(jnp.eye(3))
-            quat = A_to_ep(A)
             names.append(f"{model.body_names[b]}.free")
             types.append(JointType.FREE)
             bodies.append(b)
             coords.append((names[-1], -1))
-            anchors.append(jnp.zeros(3))
-            axes.append(jnp.asarray([0.0, 0.0, 1.0]))
-            qpos0.append(jnp.concatenate([r, quat]))
-            qpos.append(jnp.concatenate([r, quat]))
-            qvel.append(jnp.concatenate([v, w]))
+            joint_def.append(-1)
+            joint_column.append(0)
+            joint_coefficient.append(0.0)
+            joint_offset.append(None)
             continue
-        defn = edges[via[b]][0]
-        p = nb if parent[b] == WORLD else parent[b]
-        pos, rot, parts = _child_of_joint(model, defn, b)
-        body_pos.append(pos)
-        body_rot.append(rot)
-        if joint_kind(defn.kind).quaternion:
-            quat, rate = _ball_state(model, p, b, rot, defn.q_start, b == defn.body_j)
-        else:
+        e = child_index[b]
+        defn = defs[e]
+        turn = 1.0 if b == defn.body_j else -1.0
+        parts = (_PARTS if b == defn.body_j else {**_PARTS, **_PARTS_REVERSED})[defn.kind]
+        if not joint_kind(defn.kind).quaternion:
             now = joint_coordinates(defn, *state)
             q_now = jnp.reshape(now.q, (-1,))
             qdot_now = jnp.reshape(now.qdot, (-1,))
-        for name, jtype, anchor, axis, q0, (_, k) in parts:
-            names.append(name)
+        for suffix, jtype, column, k in parts:
+            names.append(defn.name + suffix)
             types.append(jtype)
             bodies.append(b)
             coords.append((defn.name, k))
-            anchors.append(anchor)
-            axes.append(axis)
-            qpos0.append(q0)
+            joint_def.append(e)
+            joint_column.append(column)
             if jtype == JointType.BALL:
-                qpos.append(quat)
-                qvel.append(rate)
-            else:
-                qpos.append(q_now[k : k + 1])
-                qvel.append(qdot_now[k : k + 1])
+                joint_coefficient.append(0.0)
+                joint_offset.append(None)
+                continue
+            joint_coefficient.append(turn * defn.sign[k])
+            joint_offset.append(defn.offset[k : k + 1])
+            scalar_q.append((len(names) - 1, q_now[k : k + 1]))
+            scalar_v.append((len(names) - 1, qdot_now[k : k + 1]))
     order = sorted(range(len(names)), key=lambda n: bodies[n])  # stable: a body's in order
+    rank = np.empty(len(order), dtype=int)
+    rank[np.asarray(order, dtype=int)] = np.arange(len(order))
+    nq_of = [JointType(types[n]).nq for n in order]
+    nv_of = [JointType(types[n]).nv for n in order]
+    q_adr = np.cumsum([0] + nq_of)[:-1]
+    v_adr = np.cumsum([0] + nv_of)[:-1]
+    nq, nv = int(sum(nq_of)), int(sum(nv_of))
+    dtype = model.r0.dtype
+    e_z = jnp.asarray([0.0, 0.0, 1.0], dtype)
+    # (rows, values) pairs of body_pos, body_rot, joint_pos and joint_axis (no scatter:
+    # assembled by one concatenation and one constant row pick, as the steps' arrays)
+    root_rows, free_rows = (
+        np.asarray(roots, dtype=int),
+        np.flatnonzero(np.asarray([joint_def[n] for n in order], dtype=int) < 0),
+    )
+    body_parts = [(root_rows, jnp.zeros((len(roots), 3), dtype))]
+    rot_parts = [(root_rows, jnp.broadcast_to(jnp.eye(3, dtype=dtype), (len(roots), 3, 3)))]
+    joint_pos_parts = [(free_rows, jnp.zeros((free_rows.size, 3), dtype))]
+    joint_axis_parts = [(free_rows, jnp.broadcast_to(e_z, (free_rows.size, 3)))]
+    q_parts0, q_parts, v_parts = [], [], []  # (rows, values) of qpos0, qpos_init, qvel_init
+    if children:
+        rows = np.asarray(children)
+        j_side = jnp.asarray(child_is_j)[:, None]
+        s_i = jnp.stack([d.s_bar_i for d in defs])
+        s_j = jnp.stack([d.s_bar_j for d in defs])
+        F_i = jnp.stack([d.frame_i for d in defs])
+        F_j = jnp.stack([d.frame_j for d in defs])
+        s_p, s_c = jnp.where(j_side, s_i, s_j), jnp.where(j_side, s_j, s_i)
+        F_p = jnp.where(j_side[..., None], F_i, F_j)
+        F_c = jnp.where(j_side[..., None], F_j, F_i)
+        rot = F_p @ jnp.swapaxes(F_c, -1, -2)
+        pos = s_p - (rot @ s_c[..., None])[..., 0]
+        body_parts.append((rows, pos))
+        rot_parts.append((rows, rot))
+        of_def = np.asarray([joint_def[n] for n in order])
+        tied = np.flatnonzero(of_def >= 0)
+        if tied.size:
+            e = of_def[tied]
+            column = np.asarray([joint_column[order[t]] for t in tied])
+            coefficient = np.asarray([joint_coefficient[order[t]] for t in tied])
+            ball = jnp.asarray(coefficient == 0.0, dtype)
+            axis = jnp.asarray(coefficient, dtype)[:, None] * F_c[e, :, column]
+            joint_pos_parts.append((tied, s_c[e]))
+            joint_axis_parts.append((tied, axis + ball[:, None] * e_z))
+        balls = [n for n in order if types[n] == JointType.BALL]
+        if balls:
+            e = np.asarray([joint_def[n] for n in balls])
+            b_rows = np.asarray([bodies[n] for n in balls])
+            p_rows = np.asarray([nb if parent[b] == WORLD else parent[b] for b in b_rows])
+            A = jnp.concatenate([model.A0, jnp.eye(3, dtype=dtype)[None]])
+            w = jnp.concatenate([model.omega0, jnp.zeros((1, 3), dtype)])
+            A_p, A_c, w_p, w_c = A[p_rows], A[b_rows], w[p_rows], w[b_rows]
+            relative = jnp.swapaxes(rot[e], -1, -2) @ jnp.swapaxes(A_p, -1, -2) @ A_c
+            quat = A_to_ep(relative)
+            # on the side of q_start where the child is the joint's own body j
+            q_start = jnp.stack([defs[k].q_start for k in e])
+            flip = jnp.asarray(child_is_j[e]) & (jnp.sum(quat * q_start, -1) < 0)
+            quat = jnp.where(flip[:, None], -quat, quat)
+            rate = w_c - (jnp.swapaxes(A_c, -1, -2) @ A_p @ w_p[..., None])[..., 0]
+            qi = (q_adr[rank[balls]][:, None] + np.arange(4)).reshape(-1)
+            vi = (v_adr[rank[balls]][:, None] + np.arange(3)).reshape(-1)
+            unit = jnp.broadcast_to(jnp.asarray([1.0, 0.0, 0.0, 0.0], dtype), (len(balls), 4))
+            q_parts0.append((qi, unit.reshape(-1)))
+            q_parts.append((qi, quat.reshape(-1)))
+            v_parts.append((vi, rate.reshape(-1)))
+    if roots:
+        rows = np.asarray(roots)
+        free = [n for n in order if types[n] == JointType.FREE]
+        quat = A_to_ep(model.A0[rows])
+        qpos_free = jnp.concatenate([model.r0[rows], quat], -1).reshape(-1)
+        qvel_free = jnp.concatenate([model.rdot0[rows], model.omega0[rows]], -1).reshape(-1)
+        qi = (q_adr[rank[free]][:, None] + np.arange(7)).reshape(-1)
+        vi = (v_adr[rank[free]][:, None] + np.arange(6)).reshape(-1)
+        q_parts0.append((qi, qpos_free))
+        q_parts.append((qi, qpos_free))
+        v_parts.append((vi, qvel_free))
+    if scalar_q:
+        joints = [n for n, _ in scalar_q]
+        qi, vi = q_adr[rank[joints]], v_adr[rank[joints]]
+        q_parts0.append((qi, jnp.concatenate([joint_offset[n] for n in joints])))
+        q_parts.append((qi, jnp.concatenate([value for _, value in scalar_q])))
+        v_parts.append((vi, jnp.concatenate([value for _, value in scalar_v])))
 
-    def stacked(values, shape):
-        return jnp.stack([values[n] for n in order]) if order else jnp.zeros((0, *shape))
-
-    def joined(values):
-        return jnp.concatenate([values[n] for n in order]) if order else jnp.zeros(0)
+    def joined(n, parts, shape=()):
+        return assemble(n, parts) if n else jnp.zeros((0, *shape), dtype)
 
     tree = KinematicTree(
         body_names=tuple(model.body_names),
@@ -278,14 +343,14 @@ def _tree_of_model(model: Model, deferred: list | None = None) -> ModelTree:
         joint_names=tuple(names[n] for n in order),
         joint_type=tuple(int(types[n]) for n in order),
         joint_body=tuple(bodies[n] for n in order),
-        body_pos=jnp.stack(body_pos) if nb else jnp.zeros((0, 3)),
-        body_rot=jnp.stack(body_rot) if nb else jnp.zeros((0, 3, 3)),
+        body_pos=joined(nb, body_parts, (3,)),
+        body_rot=joined(nb, rot_parts, (3, 3)),
         com=jnp.zeros((nb, 3)),
-        joint_pos=stacked(anchors, (3,)),
-        joint_axis=stacked(axes, (3,)),
-        qpos0=joined(qpos0),
-        qpos_init=joined(qpos),
-        qvel_init=joined(qvel),
+        joint_pos=joined(len(order), joint_pos_parts, (3,)),
+        joint_axis=joined(len(order), joint_axis_parts, (3,)),
+        qpos0=joined(nq, q_parts0),
+        qpos_init=joined(nq, q_parts),
+        qvel_init=joined(nv, v_parts),
     )
     loop_rows = sorted({*loose, *(row for e in closing for row in edges[e][1])})
     used = sorted(set(range(len(edges))) - set(closing))

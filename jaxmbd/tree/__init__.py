@@ -2,6 +2,7 @@
 dynamics)."""
 
 from ._elementwise import assemble, cholesky_solve, picked_sum
+from .articulated import forward_dynamics, uses_articulated
 from .dynamics import bias_forces, body_velocities, body_wrenches, joint_forces, mass_matrix
 from .from_mujoco import MujocoTree, body_owners, tree_from_mujoco
 from .kinematics import TreePoses, integrate_positions, poses, velocities
@@ -23,10 +24,12 @@ __all__ = [
     "integrate_positions",
     "joint_forces",
     "dof_parents",
+    "forward_dynamics",
     "ltdl_factor",
     "ltdl_solve",
     "mass_matrix",
     "mass_solve",
+    "uses_articulated",
     "uses_ltdl",
     "picked_sum",
     "poses",

@@ -16,7 +16,8 @@ import numpy as np
 from .. import _config  # noqa: F401
 from ..compiled.small import _sum_along
 from ._elementwise import cross, halves, mm, mtv, mv, pick, picked_sum, row_products
-from .kinematics import TreePoses, cross_force, dof_ancestors, velocities
+from .kinematics import TreePoses, cross_force, dof_ancestor_sum, velocities
+from .sweeps import scanned, subtree_sum
 from .topology import KinematicTree
 
 
@@ -60,7 +61,7 @@ def mass_matrix(tree: KinematicTree, poses: TreePoses, mass, inertia, armature=N
     Ic = world_inertias(poses, mass, inertia)
     spatial = spatial_inertia(poses.c, mass, Ic)
     anc = tree.ancestors()  # [b, a]: a is b or an ancestor of b
-    composite = picked_sum(anc.T, spatial)  # [a] = sum over the subtree of a
+    composite = body_subtree_sum(tree, spatial)  # [a] = sum over the subtree of a
     dof_body = np.asarray(tree.dof_body, dtype=int)
     F = mv(pick(composite, dof_body), poses.S)
     P = row_products(poses.S, F)  # P[i, j] = S_i . F_j
@@ -81,7 +82,7 @@ def bias_forces(tree: KinematicTree, poses: TreePoses, mass, inertia, gravity, q
     Equals MuJoCo's ``qfrc_bias`` (``mj_rne`` with zero acceleration) without wrenches."""
     V, S_dot = velocities(tree, poses.S, qvel)
     base = jnp.concatenate([jnp.zeros(3, qvel.dtype), -gravity])
-    A = base[None, :] + picked_sum(dof_ancestors(tree), S_dot * qvel[:, None])
+    A = base[None, :] + dof_ancestor_sum(tree, S_dot * qvel[:, None])
     Ic = world_inertias(poses, mass, inertia)
     f = inertia_times(poses.c, mass, Ic, A) + cross_force(V, inertia_times(poses.c, mass, Ic, V))
     if wrenches is not None:
@@ -92,9 +93,16 @@ def bias_forces(tree: KinematicTree, poses: TreePoses, mass, inertia, gravity, q
 def joint_forces(tree: KinematicTree, poses: TreePoses, body_forces):
     """tau_i = S_i . (sum of ``body_forces`` (nb, 6) over the subtree of body(i)): the
     generalised forces of world wrenches, J^T w (Featherstone eq. 5.14)."""
-    subtree = picked_sum(tree.ancestors().T, body_forces)  # [a]: the subtree of a
+    subtree = body_subtree_sum(tree, body_forces)  # [a]: the subtree of a
     dof_body = np.asarray(tree.dof_body, dtype=int)
     return _sum_along(poses.S * pick(subtree, dof_body), -1)
+
+
+def body_subtree_sum(tree: KinematicTree, values):
+    """sum over the subtree of each body (it and its descendants) of ``values`` (nb, ...)."""
+    if scanned(tree):
+        return subtree_sum(tree, values)
+    return picked_sum(tree.ancestors().T, values)
 
 
 def body_velocities(tree: KinematicTree, poses: TreePoses, qvel):

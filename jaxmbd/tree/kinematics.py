@@ -23,6 +23,16 @@ from .. import _config  # noqa: F401
 from ..lie import so3_dexpinv, so3_exp
 from ._elementwise import assemble, cross, halves, mm, mv, pick, picked_sum
 from ._quaternion import quat_to_matrix, rotate_by_quat_increment
+from .sweeps import (
+    ancestor_sum,
+    body_totals,
+    by_body,
+    by_level,
+    down,
+    level_tables,
+    padded,
+    scanned,
+)
 from .topology import WORLD, JointType, KinematicTree
 
 #: ``checkpoint_name`` of the poses that :func:`poses` returns (a policy of
@@ -121,6 +131,12 @@ def poses(tree: KinematicTree, qpos) -> TreePoses:
     nb = tree.nb
     p, Rl, joint_p, joint_R = local_frames(tree, qpos)
     dtype = p.dtype
+    if scanned(tree):
+        x, R = _composed_by_scan(tree, p, Rl)
+        c = x + mv(R, tree.com)
+        parent = np.asarray([nb if a == WORLD else a for a in tree.parent], dtype=int)
+        S = _motion_subspaces(tree, x, R, parent, joint_p, joint_R)
+        return checkpoint_name(TreePoses(x, R, c, S), TREE_POSES)
     # level arrays; row -1 of the one above is the world
     world_x, world_R = jnp.zeros((1, 3), dtype), jnp.eye(3, dtype=dtype)[None]
     above_x, above_R, above_index = world_x, world_R, {}
@@ -148,6 +164,22 @@ def poses(tree: KinematicTree, qpos) -> TreePoses:
     parent = np.asarray([nb if a == WORLD else a for a in tree.parent], dtype=int)
     S = _motion_subspaces(tree, x, R, parent, joint_p, joint_R)
     return checkpoint_name(TreePoses(x, R, c, S), TREE_POSES)
+
+
+def _composed_by_scan(tree: KinematicTree, p, Rl):
+    """(x, R) of every body: the local frames composed from the root, a level per scan step
+    (:func:`jaxmbd.tree.sweeps.down`)."""
+    tables = level_tables(tree)
+    dtype = p.dtype
+    root = (jnp.zeros(3, dtype), jnp.eye(3, dtype=dtype))
+
+    def step(above, own):
+        (x_p, R_p), (p_l, R_l) = above, own
+        frame = (x_p + mv(R_p, p_l), mm(R_p, R_l))
+        return frame, frame
+
+    x, R = down(tables, step, (by_level(tables, p), by_level(tables, Rl)), root)
+    return by_body(tables, x), by_body(tables, R)
 
 
 def _motion_subspaces(tree: KinematicTree, x, R, parent, joint_p, joint_R):
@@ -236,9 +268,26 @@ def velocities(tree: KinematicTree, S, qvel):
     S_dot (nv, 6) = V_pre x S (Featherstone eq. 2.32 for an axis fixed in the frame that
     moves with V_pre, the velocity of the joint's predecessor frame)."""
     moved = S * qvel[:, None]
+    if scanned(tree):
+        # V_pre: the parent's velocity and the dofs before d on its own body
+        tables = level_tables(tree)
+        own = body_totals(tree, moved)
+        V = ancestor_sum(tree, own)
+        dof_body = np.asarray(tree.dof_body, dtype=int)
+        before = jnp.sum(padded(moved)[tables.preceding], axis=1)
+        V_pre = (V - own)[dof_body] + before
+        return V, cross_motion(V_pre, S)
     V = picked_sum(dof_ancestors(tree), moved)
     V_pre = picked_sum(preceding_dofs(tree), moved)
     return V, cross_motion(V_pre, S)
+
+
+def dof_ancestor_sum(tree: KinematicTree, dof_values):
+    """sum over the dofs that move body b (on b or an ancestor) of ``dof_values``
+    (nv, ...), for each body b: (nb, ...)."""
+    if scanned(tree):
+        return ancestor_sum(tree, body_totals(tree, dof_values))
+    return picked_sum(dof_ancestors(tree), dof_values)
 
 
 def cross_motion(v, m):

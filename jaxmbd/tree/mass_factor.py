@@ -23,12 +23,14 @@ of M (positive for a positive definite M), so values and gradients stay finite.
 
 Which one a tree uses is :attr:`KinematicTree.mass_solver` (``"auto"``: LTDL from
 :data:`LTDL_MIN_NV` dofs on and up to :data:`LTDL_MAX_DEPTH` dofs along a chain, where
-``benchmarks/mass_factor.py`` measured it faster).
+``benchmarks/mass_factor.py`` measured it faster). Forward dynamics without constraint rows
+on deep or large trees skip M's factor altogether (:mod:`jaxmbd.tree.articulated`).
 """
 
 from __future__ import annotations
 
 import functools
+import warnings
 from typing import NamedTuple
 
 import jax
@@ -81,7 +83,7 @@ def dof_parents(tree: KinematicTree) -> tuple[int, ...]:
 
 def uses_ltdl(tree: KinematicTree) -> bool:
     """Whether solves with this tree's M use the sparse L^T D L factorisation."""
-    if tree.mass_solver == "auto":
+    if tree.mass_solver in ("auto", "articulated"):
         if tree.nv < LTDL_MIN_NV:
             return False
         return schedule(dof_parents(tree)).max_depth <= LTDL_MAX_DEPTH
@@ -91,6 +93,38 @@ def uses_ltdl(tree: KinematicTree) -> bool:
 #: ``checkpoint_name`` of the factor of M that :func:`mass_solve` computes (a policy of
 #: ``jax.checkpoint`` can keep it instead of recomputing it in reverse mode).
 MASS_FACTOR = "jaxmbd_mass_factor"
+
+
+#: A dense factor of M over this many dofs warns once (:func:`mass_solve`): it costs
+#: O(nv^3) a step, and the articulated-body algorithm O(nv).
+DENSE_WARN_NV = 200
+
+_warned: set = set()
+
+
+def mass_solver_name(tree: KinematicTree) -> str:
+    """What factors or inverts this tree's M: ``"articulated"`` (forward dynamics without
+    constraint rows by the articulated-body algorithm, :mod:`jaxmbd.tree.articulated`),
+    ``"ltdl"`` or ``"cholesky"`` (dense)."""
+    from .articulated import uses_articulated
+
+    if uses_articulated(tree):
+        return "articulated"
+    return "ltdl" if uses_ltdl(tree) else "cholesky"
+
+
+def _warn_dense(tree: KinematicTree) -> None:
+    key = (tree.parent, tree.joint_type)
+    if tree.nv <= DENSE_WARN_NV or key in _warned:
+        return
+    _warned.add(key)
+    warnings.warn(
+        f"kinematic tree with {tree.nv} dofs: its mass matrix is factored densely "
+        f"(O(nv^3) a step, mass_solver={tree.mass_solver!r}); the articulated-body "
+        "algorithm (mass_solver='articulated', the default for deep or large trees) costs "
+        "O(nv) where the run has no constraint rows",
+        stacklevel=3,
+    )
 
 
 def mass_solve(tree: KinematicTree, M, rhs):
@@ -105,6 +139,7 @@ def mass_solve(tree: KinematicTree, M, rhs):
         def solve(b):
             return ltdl_solve(tree, factor, b)
     else:
+        _warn_dense(tree)
         factor = cholesky_factor(M)
 
         def solve(b):

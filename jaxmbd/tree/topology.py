@@ -46,6 +46,9 @@ class JointType(enum.IntEnum):
 
 WORLD = -1
 
+#: The values of :attr:`KinematicTree.mass_solver`.
+MASS_SOLVERS = ("auto", "dense", "ltdl", "articulated")
+
 
 class KinematicTree(eqx.Module):
     """Bodies ``0..nb-1`` with their ``parent`` (``WORLD`` = -1) and joints (see the
@@ -72,14 +75,16 @@ class KinematicTree(eqx.Module):
     #: are ``Model.equalities`` instead).
     closing_joints: tuple[str, ...] = eqx.field(static=True, default=())
     #: How solves with the mass matrix factor it (:mod:`jaxmbd.tree.mass_factor`):
-    #: ``"dense"`` Cholesky, ``"ltdl"`` the tree-sparse L^T D L, ``"auto"`` by the size.
+    #: ``"dense"`` Cholesky, ``"ltdl"`` the tree-sparse L^T D L, ``"auto"`` by the size;
+    #: ``"articulated"``: forward dynamics by the articulated-body algorithm
+    #: (:mod:`jaxmbd.tree.articulated`) and level scans (:mod:`jaxmbd.tree.sweeps`) at any
+    #: depth, other solves as ``"auto"`` (which takes it for deep trees).
     mass_solver: str = eqx.field(static=True, default="auto")
 
     def __check_init__(self):
-        if self.mass_solver not in ("auto", "dense", "ltdl"):
+        if self.mass_solver not in MASS_SOLVERS:
             raise ModelError(
-                f"kinematic tree: mass_solver={self.mass_solver!r}; expected 'auto', 'dense' "
-                "or 'ltdl'"
+                f"kinematic tree: mass_solver={self.mass_solver!r}; expected one of {MASS_SOLVERS}"
             )
         nb = len(self.body_names)
         for b, p in enumerate(self.parent):
