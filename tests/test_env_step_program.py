@@ -26,8 +26,9 @@ HOPPER_STEP_OPS_MAX = 14_000
 
 @pytest.fixture(scope="module")
 def hopper():
-    # "implicit" (the largest step program; its Jacobians mark the batched arrays)
-    return mbd.envs.make("hopper", "hop", integrator="implicit")
+    # compliant contact with "implicit" (the largest step program; its Jacobians mark the
+    # batched arrays)
+    return mbd.envs.make("hopper", "hop", integrator="implicit", contact="compliant")
 
 
 def _ops(text):

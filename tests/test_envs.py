@@ -140,8 +140,9 @@ CLASSIC = [("cartpole", "balance"), pytest.param("cartpole", "swingup", marks=SL
 @pytest.mark.parametrize(("domain", "task"), CLASSIC)
 def test_reward_and_observation_equal_dm_control_along_random_actions(domain, task):
     """320 states reached by the env under random actions: its obs and reward equal
-    dm_control's formulas on mj_forward at the same qpos/qvel/ctrl to 1e-9."""
-    env = mbd.envs.make(domain, task)
+    dm_control's formulas on mj_forward at the same qpos/qvel/ctrl to 1e-9 (the states of
+    the compliant step: the formulas do not depend on the physics that reached them)."""
+    env = mbd.envs.make(domain, task, contact="compliant")
     m, d = _mj(domain)
     worst_obs = worst_reward = 0.0
     rewards = []
@@ -201,12 +202,13 @@ def test_contact_tasks_reward_and_observation_equal_dm_control(domain, task):
 
 @pytest.mark.slow  # two hopper step programs (a minute each)
 def test_hopper_landing_on_its_foot_stays_bounded():
-    """A state from random-action rollouts of hopper stand (foot 27 mm into the floor,
+    """With jaxmbd's compliant contact (``contact="compliant"``): a state from
+    random-action rollouts of hopper stand (foot 27 mm into the floor,
     falling at 1.5 m/s) and the next four actions: MuJoCo C's step (mj_step, the file's
-    options) keeps |qvel| below 8 rad/s, the env's default step below five times that
-    (29: its contact is stiffer than MuJoCo's soft one). The linearly implicit step with
-    the position Jacobian ("implicit") reaches 219 rad/s (in the rollout this state came
-    from it diverged two control steps later)."""
+    options) keeps |qvel| below 8 rad/s, the compliant default step ("implicitfast") below
+    five times that (29: its contact is stiffer than MuJoCo's soft one). The linearly
+    implicit step with the position Jacobian ("implicit") reaches 219 rad/s (in the
+    rollout this state came from it diverged two control steps later)."""
     qpos = [0.495105, -0.587171, 1.049208, -0.034915, -0.050165, 0.860443, -0.563385]
     qvel = [1.994067, 1.533006, -3.465401, -9.447399, -4.684703, 0.451512, 2.443929]
     actions = [[-0.454, -0.625, -0.488, 0.766], [-0.023, 0.74, -0.316, -0.78],
@@ -233,13 +235,17 @@ def test_hopper_landing_on_its_foot_stays_bounded():
             )
         return out
 
-    assert worst(mbd.envs.make("hopper", "stand")) < 5 * reference
-    assert worst(mbd.envs.make("hopper", "stand", integrator="implicit")) > 10 * reference
+    compliant = {"contact": "compliant"}
+    assert worst(mbd.envs.make("hopper", "stand", **compliant)) < 5 * reference
+    assert worst(mbd.envs.make("hopper", "stand", integrator="implicit", **compliant)) > (
+        10 * reference
+    )
 
 
 @pytest.mark.slow  # two cheetah programs (minutes to compile)
 def test_cheetah_reset_separates_drawn_self_penetrations():
-    """dm_control's joint draw can put the back foot 9 cm inside the back thigh (MuJoCo
+    """With jaxmbd's compliant contact (``contact="compliant"``): dm_control's joint
+    draw can put the back foot 9 cm inside the back thigh (MuJoCo
     collides these links; its soft contact pushes them apart during the 200 settling steps
     of ``Cheetah.initialize_episode``). MuJoCo C from that draw, 0.2 m above the floor
     (mj_step, the file's options, 100 steps: the links pushed apart, the fall), reaches
@@ -267,11 +273,12 @@ def test_cheetah_reset_separates_drawn_self_penetrations():
             out = max(out, float(v.max()))
         return out, state
 
-    settled = mbd.envs.make("cheetah", "run")
+    settled = mbd.envs.make("cheetah", "run", contact="compliant")
     first = settled.reset(key).pipeline_state
     gap = physics_of(settled._run_model(), first.qpos, first.qvel, jnp.zeros(6)).contacts().gap
     peak = worst(settled)[0]
-    unsettled = worst(mbd.envs.make("cheetah", "run", settle_steps=0))[0]
+    unsettled = worst(mbd.envs.make("cheetah", "run", contact="compliant",
+                                    compliant_settle_steps=0))[0]  # fmt: skip
     print(
         f"MuJoCo {reference:.1f}, settled {peak:.1f}, unsettled {unsettled:.3g} rad/s, "
         f"gap after the reset {float(jnp.min(gap)):.4f} m"
@@ -322,9 +329,15 @@ def test_trajectory_equals_mujoco_rk4(domain, task, refine):
 # -------------------------------------------------------------- the brax interface
 
 
+#: The brax-interface tests run on the cart-pole with jaxmbd's compliant limits: the
+#: interface does not depend on the physics, and that step compiles in seconds (MuJoCo's
+#: constraint model, the default, is checked in test_envs_mujoco.py)
+INTERFACE = {"contact": "compliant"}
+
+
 @pytest.fixture(scope="module")
 def cartpole():
-    return mbd.envs.make("cartpole", "balance")
+    return mbd.envs.make("cartpole", "balance", **INTERFACE)
 
 
 def test_jit_vmap_reset_and_step_over_256(cartpole):
@@ -393,7 +406,7 @@ def test_domain_randomization_over_a_batch_of_models(cartpole):
         state = step(state, a)
     qpos = np.asarray(state.pipeline_state.qpos)
     assert np.unique(qpos[:, 1]).size == 4  # the masses matter
-    single = mbd.envs.make("cartpole", "balance")
+    single = mbd.envs.make("cartpole", "balance", **INTERFACE)
     single.sys = dataclasses.replace(single.sys, mass=single.sys.mass.at[1].set(masses[2]))
     s = single.reset(keys[2])
     step = jax.jit(single.step)
@@ -405,7 +418,7 @@ def test_domain_randomization_over_a_batch_of_models(cartpole):
 def test_gradient_of_a_rollout_return_equals_central_differences():
     """d(sum of rewards over 10 steps)/d(actions) through env.step, against central
     differences of the same rollout (float64; the Euler step: a smaller program)."""
-    env = mbd.envs.make("cartpole", "balance", integrator="euler")
+    env = mbd.envs.make("cartpole", "balance", integrator="euler", **INTERFACE)
     start = env.reset(jax.random.PRNGKey(5))
 
     @jax.jit
@@ -489,7 +502,7 @@ def test_wrappers_split_the_batch_over_devices():
         import jaxmbd as mbd
         from jaxmbd.envs import model_axes, wrap
         assert len(jax.devices()) == 2
-        env = mbd.envs.make("cartpole", "balance")
+        env = mbd.envs.make("cartpole", "balance", contact="compliant")
         keys = jax.random.split(jax.random.PRNGKey(0), 6)
         actions = jnp.asarray(np.random.default_rng(0).uniform(-1, 1, (3, 6, 1)))
 

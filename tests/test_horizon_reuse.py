@@ -2,9 +2,11 @@
 
 Outside any transformation ``simulate`` runs blocks of a fixed number of steps, one
 compiled program for every horizon, with the integrator's state carried from block to
-block. After a 0.2 s run, a 0.5 s run of the same model and options traces and compiles
-nothing (the compile counter, jax.monitoring events), and its trajectory equals the one
-program of today's path (under a transformation, kept for gradients) bit for bit."""
+block, and the number of steps of each block an input of the program. After a 0.2 s run,
+a 0.5 s run of the same model and options traces and compiles nothing (the compile
+counter, jax.monitoring events), and its trajectory equals the one program of the path
+under a transformation (kept for gradients) to round-off: the loop of a counted number of
+steps may round differently from the scan of a fixed one in the last bits."""
 
 from __future__ import annotations
 
@@ -19,6 +21,22 @@ import jaxmbd as mbd
 from jaxmbd.analysis import simulation
 
 FIELDS = ("t", "r", "A", "rdot", "omega", "lam", "status", "iterations", "q", "v")
+EXACT = ("t", "status", "iterations")
+H = 1e-3
+
+
+def _assert_round_off(a, b, name, rate=False):
+    """``a`` equals ``b`` to round-off (relative to max(1, |b|)); a multiplier as the
+    impulse h lam it is a step of (a last-bit change of a velocity is 1/h larger in it)."""
+    a, b = np.asarray(a), np.asarray(b)
+    assert a.shape == b.shape, name
+    if not np.issubdtype(b.dtype, np.floating):  # flags and indices: equal
+        np.testing.assert_array_equal(a, b, err_msg=name)
+        return
+    if rate:
+        a, b = H * a, H * b
+    scale = max(1.0, float(np.max(np.abs(b), initial=0.0)))
+    assert np.max(np.abs(a - b), initial=0.0) <= 1e-12 * scale, name
 
 
 def _sliding_box():
@@ -78,12 +96,15 @@ def test_a_new_horizon_compiles_nothing_and_gives_the_one_program_trajectory(cas
         if a is None:
             assert b is None, name
             continue
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=name)
+        if name in EXACT:
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=name)
+        else:
+            _assert_round_off(a, b, name, rate=name == "lam")
     if case == "contact":
         leaves = jax.tree_util.tree_leaves(sol.contact), jax.tree_util.tree_leaves(one.contact)
         assert len(leaves[0]) == len(leaves[1]) > 0
         for a, b in zip(*leaves, strict=True):
-            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+            _assert_round_off(a, b, "contact")
 
 
 def test_a_failure_in_a_later_block_is_reported_at_its_step(monkeypatch):

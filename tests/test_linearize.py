@@ -81,8 +81,8 @@ def test_spring_mass_chain_eigenvalues_and_shapes(pendulum_and_chain):
 
 
 # a model of its own to linearise: modes of bodies jointed to each other in rA are checked by
-# test_joint_analysis.py::test_four_bar_modes_match_absolute and test_reports_switches.py::
-# test_cartpole_linearization_in_joint_coordinates_matches_mujoco[joint]
+# test_joint_analysis.py::test_four_bar_modes_match_the_closed_form_and_absolute and
+# test_reports_switches.py::test_cartpole_linearization_in_joint_coordinates_matches_mujoco[joint]
 @pytest.mark.slow
 def test_double_pendulum_frequencies_against_the_linearised_equations():
     """Two rods (masses m1, m2, centres at d1, d2 below their hinges, hinge 2 at L1) hanging

@@ -107,7 +107,9 @@ def test_soft_plan_names_soft_treatments_and_the_files_integrator(tmp_path):
     text = str(sol.plan)
     assert "contact        soft" in text and "limits         soft" in text
     # the compliant treatments of the same file: the joint formulation's contact step
-    compliant = mbd.plan_simulation(model, t_end=0.01, h=0.002)
+    compliant = mbd.plan_simulation(
+        model, t_end=0.01, h=0.002, contact="compliant", limits="compliant"
+    )
     assert (compliant.contact, compliant.limits) == ("compliant", "compliant")
     assert compliant.integrator == mbd.formulations.get_formulation("joint").file_contact_integrator
 

@@ -603,3 +603,46 @@ def test_vmap_over_problems_with_different_rows():
         single = _converged_solve(theta, rows_i, a_warm_i, scale_i)
         np.testing.assert_allclose(batch.qacc[i], single.qacc, rtol=0, atol=1e-12)
         np.testing.assert_array_equal(batch.efc_state[i], single.efc_state)
+
+
+def test_active_rows_capacity_gives_the_solve_on_all_rows():
+    """``capacity``: the solver's loops on the active rows gathered into that many slots
+    (hopper, pyramidal: no cones) give MuJoCo's qacc, forces and iteration count; with fewer
+    slots than active rows, and under vmap with a member that does not fit, the solve on all
+    rows runs (the same results)."""
+    m, d = _mujoco_state(_suite("hopper.xml"), steps=300, cone=PYRAMIDAL)
+    mujoco.mj_forward(m, d)
+    M, a0, a_warm, rows = _problem(m, d)
+    nefc, pad = d.nefc, 40
+    assert nefc >= 4
+    rng = np.random.default_rng(1)
+    perm = rng.permutation(nefc + pad)
+    where = np.argsort(perm)[:nefc]
+
+    def padded(x, filler):
+        return jnp.asarray(np.concatenate([x, filler])[perm])
+
+    soft = sp.SoftRows(
+        J=padded(rows["J"], rng.normal(size=(pad, m.nv))),
+        aref=padded(rows["aref"], rng.normal(size=pad)),
+        R=padded(rows["R"], np.zeros(pad)),
+        floss=padded(rows["floss"], np.zeros(pad)),
+        active=padded(rows["active"], np.zeros(pad, bool)),
+        kind=padded(rows["kind"], np.full(pad, sp.ONE_SIDED)).astype(jnp.int32),
+        **sp.no_cones(),
+    )
+    options = dict(_options(m), scale=1 / np.trace(M))
+    run = jax.jit(partial(solve, **options), static_argnames=("capacity",))
+    for capacity in (nefc + 2, nefc - 1, None):
+        sol = run(M, a0, soft, a_warm, capacity=capacity)
+        assert int(sol.iterations) == d.solver_niter[0], capacity
+        assert _relative(sol.qacc, d.qacc) < 1e-9, capacity
+        assert _relative(np.asarray(sol.efc_force)[where], d.efc_force) < 1e-9, capacity
+    # a batch: member 0 fits, member 1 (every padded row active, R = 1) does not
+    everything = (jnp.ones(nefc + pad, bool), jnp.where(soft.active, soft.R, 1.0))
+    crowded = eqx.tree_at(lambda r: (r.active, r.R), soft, everything)
+    both = jax.tree.map(lambda *x: jnp.stack(x), soft, crowded)
+    batched = jax.jit(jax.vmap(lambda r: solve(M, a0, r, a_warm, capacity=nefc + 2, **options)))
+    plain = jax.jit(jax.vmap(lambda r: solve(M, a0, r, a_warm, **options)))
+    for got, want in zip(batched(both).qacc, plain(both).qacc, strict=True):
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-9 * np.max(np.abs(want)))

@@ -283,7 +283,8 @@ def test_tendon_limit_against_scipy(tmp_path):
         return [v, -max(0.0, force) / mass]
 
     h, n = 1e-4, 1500
-    sol = mbd.simulate(model, formulation="joint", integrator="rk", t_end=n * h, h=h)
+    sol = mbd.simulate(model, formulation="joint", integrator="rk", t_end=n * h, h=h,
+                       limits="compliant")  # fmt: skip
     t = np.arange(n + 1) * h
     ref = solve_ivp(rhs, (0, t[-1]), [1.0, 2.0], t_eval=t, rtol=1e-12, atol=1e-12,
                     max_step=1e-4, method="DOP853")  # fmt: skip

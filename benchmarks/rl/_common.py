@@ -1,7 +1,8 @@
 """What the trainers of this folder share: environments by name (jaxmbd's, or MuJoCo
 Playground's MJX environment of the same dm_control task), deterministic policies (equinox
 MLPs), the evaluation of a policy over whole episodes, the loop that trains until an
-evaluation reaches a target return, and learning curves (JSON and PNG).
+evaluation reaches a target return, and learning curves (JSON lines appended as the run
+goes, JSON and PNG, in an ``--out`` folder under the current directory).
 
 The same trainer runs unchanged in MJX's virtual environment, which has no jaxmbd, on
 Playground's environment (``time_to_return.py``), with the repository root on
@@ -30,8 +31,6 @@ import equinox as eqx  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-RESULTS = Path(__file__).resolve().parents[1] / "results" / "rl"
-
 #: name -> (dm_control domain, task, MuJoCo Playground's registry name)
 ENVS = {
     "cartpole-balance": ("cartpole", "balance", "CartpoleBalance"),
@@ -42,7 +41,12 @@ ENVS = {
     "hopper-stand": ("hopper", "stand", "HopperStand"),
     "hopper-hop": ("hopper", "hop", "HopperHop"),
     "cheetah-run": ("cheetah", "run", "CheetahRun"),
+    "walker-stand": ("walker", "stand", "WalkerStand"),
     "walker-walk": ("walker", "walk", "WalkerWalk"),
+    "walker-run": ("walker", "run", "WalkerRun"),
+    "humanoid-stand": ("humanoid", "stand", "HumanoidStand"),
+    "humanoid-walk": ("humanoid", "walk", "HumanoidWalk"),
+    "humanoid-run": ("humanoid", "run", "HumanoidRun"),
 }
 
 BACKENDS = ("jaxmbd", "mjx", "playground")
@@ -139,13 +143,16 @@ def run_until(
     max_env_steps: int,
     target: float | None,
     log: Callable = print,
+    on_point: Callable[[dict], None] | None = None,
 ) -> tuple[Any, list[dict]]:
     """Calls ``carry = step(carry)`` (a compiled chunk of training) until ``max_env_steps``
     environment steps or until ``evaluate(carry)`` (the mean evaluation return, run after
     every call and at the start) reaches ``target``. Returns the carry and the learning
     curve: per evaluation the env steps, the training wall time (``train_s``: the steps'
     calls, their first compilation included; evaluations excluded), the first call's time
-    (``first_call_s``) and the return."""
+    (``first_call_s``) and the return. ``on_point(point)``: called with each evaluation as
+    it is made (:class:`ProgressFile` appends it to the results), so a run cut short keeps
+    its curve."""
     curve = []
     train_s = 0.0
     first_call_s = None
@@ -154,7 +161,11 @@ def run_until(
         start = time.perf_counter()
         ret = float(evaluate(carry))
         eval_s = time.perf_counter() - start
-        curve.append(dict(env_steps=env_steps, train_s=train_s, eval_s=eval_s, ret=ret))
+        point = dict(env_steps=env_steps, train_s=train_s, eval_s=eval_s, ret=ret,
+                     first_call_s=first_call_s)  # fmt: skip
+        curve.append(point)
+        if on_point is not None:
+            on_point(point)
         log(f"env steps {env_steps:>10d}  train {train_s:7.1f} s  return {ret:8.1f}")
         if (target is not None and ret >= target) or env_steps >= max_env_steps:
             break
@@ -177,7 +188,12 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--eval-episodes", type=int, default=16)
     parser.add_argument("--episode-length", type=int, default=1000)
-    parser.add_argument("--out", default=None, help="result stem (default: results/rl/...)")
+    parser.add_argument("--out", default="rl_results",
+                        help="folder of the results (default: rl_results, under the current "
+                        "directory)")  # fmt: skip
+    parser.add_argument(
+        "--name", default=None, help="the results' file name (default: <trainer>_<env>_<backend>)"
+    )
     parser.add_argument("--no-plot", action="store_true")
 
 
@@ -217,12 +233,48 @@ def mean_return(env, act_of: Callable, *, episodes: int, length: int, seed: int 
     return evaluate
 
 
-def write_curve(trainer: str, args: argparse.Namespace, config, curve) -> None:
-    """Saves a run's learning curve (:func:`save_curve`) with its flags and says where."""
-    result = dict(trainer=trainer, env=args.env, backend=args.backend, target=args.target,
-                  config=dataclasses.asdict(config), seed=args.seed, curve=curve)  # fmt: skip
-    out = save_curve(result, args.out, plot=not args.no_plot)
-    print(f"wrote {out}")
+class ProgressFile:
+    """A run's results in the folder ``args.out`` (relative: to the current directory), as
+    it goes: ``<name>.jsonl`` gets one line per evaluation when it is made (the run's
+    header first), ``<name>.json`` is rewritten with the curve so far (the flags,
+    configuration, versions, command), and :meth:`finish` adds the plot ``<name>.png``
+    (return against env steps and against training wall time). ``<name>``: ``args.name``,
+    else ``<trainer>_<env>_<backend>``."""
+
+    def __init__(self, trainer: str, args: argparse.Namespace, config):
+        name = args.name or f"{trainer}_{args.env}_{args.backend}"
+        self.stem = Path(args.out) / name
+        self.stem.parent.mkdir(parents=True, exist_ok=True)
+        self.plot = not args.no_plot
+        self.result = dict(trainer=trainer, env=args.env, backend=args.backend,
+                           target=args.target, config=dataclasses.asdict(config),
+                           seed=args.seed, versions=versions(),
+                           command=shlex.join([sys.executable, *sys.argv]), curve=[])  # fmt: skip
+        header = {k: v for k, v in self.result.items() if k != "curve"}
+        self.stem.with_suffix(".jsonl").write_text(json.dumps(header) + "\n")
+        self._write()
+
+    def _write(self) -> None:
+        path = self.stem.with_suffix(".json")
+        partial = path.with_suffix(".json.part")
+        partial.write_text(json.dumps(self.result, indent=1))
+        partial.replace(path)  # a reader never sees half a file
+
+    def add(self, point: dict) -> None:
+        """Append one evaluation (``run_until``'s ``on_point``)."""
+        self.result["curve"].append(dict(point))
+        with self.stem.with_suffix(".jsonl").open("a") as f:
+            f.write(json.dumps(point) + "\n")
+        self._write()
+
+    def finish(self, curve: list[dict]) -> Path:
+        """The final curve (every point with the run's ``first_call_s``) and the plot."""
+        self.result["curve"] = curve
+        self._write()
+        if self.plot:
+            plot_curves([self.result], self.stem.with_suffix(".png"))
+        print(f"wrote {self.stem.with_suffix('.json')}")
+        return self.stem.with_suffix(".json")
 
 
 def versions() -> dict:
@@ -238,21 +290,6 @@ def versions() -> dict:
     out["devices"] = [str(d) for d in jax.devices()]
     out["cpus"] = os.cpu_count()
     return out
-
-
-def save_curve(result: dict, stem: str | None, *, plot: bool = True) -> Path:
-    """Writes ``result`` (its ``curve``, configuration, versions, command) as
-    ``<stem>.json`` and the learning curve as ``<stem>.png`` (return against env steps
-    and against training wall time); ``stem`` None: ``results/rl/<trainer>_<env>_<backend>``."""
-    if stem is None:
-        stem = str(RESULTS / f"{result['trainer']}_{result['env']}_{result['backend']}")
-    path = Path(stem)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    result = dict(result, versions=versions(), command=shlex.join([sys.executable, *sys.argv]))
-    path.with_suffix(".json").write_text(json.dumps(result, indent=1))
-    if plot:
-        plot_curves([result], path.with_suffix(".png"))
-    return path.with_suffix(".json")
 
 
 def plot_curves(results: list[dict], png: Path, *, title: str | None = None) -> None:

@@ -23,8 +23,9 @@ many large updates per environment step. The training episodes can be shorter th
 (``--train-episode-length``): on cart-pole balance a policy that cannot yet balance spends
 most of a 1000-step episode with the pole hanging, where a window's gradient teaches
 swinging, not balancing; restarting every few windows keeps the windows near upright.
-Writes the learning curve to ``benchmarks/results/rl/apg_<env>_<backend>.json``
-and ``.png``."""
+Writes the learning curve as it goes to ``<--out>/apg_<env>_<backend>.jsonl`` (one line
+per evaluation) and ``.json``, and at the end ``.png`` (``--out``: default ``rl_results``
+under the current directory; :class:`benchmarks.rl._common.ProgressFile`)."""
 
 from __future__ import annotations
 
@@ -39,13 +40,13 @@ import optax
 
 from benchmarks.rl._common import (
     Policy,
+    ProgressFile,
     add_common_arguments,
     add_config_arguments,
     config_of,
     make_env,
     mean_return,
     run_until,
-    write_curve,
 )
 
 
@@ -149,7 +150,8 @@ class APG:
 
 
 def train(env, wrap, config: APGConfig, *, seed: int = 0, max_env_steps: int, target=None,
-          eval_episodes: int = 16, eval_length: int | None = None, log=print):  # fmt: skip
+          eval_episodes: int = 16, eval_length: int | None = None, log=print,
+          on_point=None):  # fmt: skip
     """Trains until ``max_env_steps`` or an evaluation return of ``target``: (the policy,
     the learning curve)."""
     key, rng = jax.random.split(jax.random.PRNGKey(seed))
@@ -165,6 +167,7 @@ def train(env, wrap, config: APGConfig, *, seed: int = 0, max_env_steps: int, ta
         max_env_steps=max_env_steps,
         target=target,
         log=log,
+        on_point=on_point,
     )
     return apg.policy(runner), curve
 
@@ -176,9 +179,18 @@ def main(argv=None):
     args = parser.parse_args(argv)
     config = config_of(args, APGConfig)
     env, wrap = make_env(args.env, args.backend)
-    _, curve = train(env, wrap, config, seed=args.seed, max_env_steps=args.steps,
-                     target=args.target, eval_episodes=args.eval_episodes)  # fmt: skip
-    write_curve("apg", args, config, curve)
+    progress = ProgressFile("apg", args, config)
+    _, curve = train(
+        env,
+        wrap,
+        config,
+        seed=args.seed,
+        max_env_steps=args.steps,
+        target=args.target,
+        eval_episodes=args.eval_episodes,
+        on_point=progress.add,
+    )
+    progress.finish(curve)
 
 
 if __name__ == "__main__":

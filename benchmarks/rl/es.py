@@ -9,7 +9,8 @@ program (``jax.vmap`` over members and episodes, ``lax.scan`` over the steps).
 The fitness of a member is its mean return over ``--episodes`` episodes of
 ``--episode-length`` steps from resets shared by the whole generation (common random
 numbers), new each generation. Writes the learning curve (the mean policy's evaluation
-return) to ``benchmarks/results/rl/es_<env>_<backend>.json`` and ``.png``."""
+return) as it goes to ``<--out>/es_<env>_<backend>.jsonl`` and ``.json``, and at the end
+``.png`` (``--out``: default ``rl_results`` under the current directory)."""
 
 from __future__ import annotations
 
@@ -24,11 +25,11 @@ from evosax.algorithms import CMA_ES, Open_ES
 
 from benchmarks.rl._common import (
     Policy,
+    ProgressFile,
     add_common_arguments,
     episode_returns,
     make_env,
     run_until,
-    write_curve,
 )
 
 
@@ -131,7 +132,8 @@ def make_evaluator(env, *, episodes: int, length: int, seed: int = 1234):
 
 
 def train(env, config: ESConfig, *, seed: int = 0, max_env_steps: int, target=None,
-          eval_episodes: int = 16, eval_length: int | None = None, log=print):  # fmt: skip
+          eval_episodes: int = 16, eval_length: int | None = None, log=print,
+          on_point=None):  # fmt: skip
     """Trains until ``max_env_steps`` or an evaluation return of ``target``: (the mean
     policy, the learning curve)."""
     key, rng = jax.random.split(jax.random.PRNGKey(seed))
@@ -146,6 +148,7 @@ def train(env, config: ESConfig, *, seed: int = 0, max_env_steps: int, target=No
         max_env_steps=max_env_steps,
         target=target,
         log=log,
+        on_point=on_point,
     )
     return es.policy(carry), curve
 
@@ -166,9 +169,17 @@ def main(argv=None):
                       sigma=args.sigma, learning_rate=args.learning_rate,
                       generations_per_eval=args.generations_per_eval, width=args.width)  # fmt: skip
     env, _ = make_env(args.env, args.backend)
-    _, curve = train(env, config, seed=args.seed, max_env_steps=args.steps, target=args.target,
-                     eval_episodes=args.eval_episodes)  # fmt: skip
-    write_curve("es", args, config, curve)
+    progress = ProgressFile("es", args, config)
+    _, curve = train(
+        env,
+        config,
+        seed=args.seed,
+        max_env_steps=args.steps,
+        target=args.target,
+        eval_episodes=args.eval_episodes,
+        on_point=progress.add,
+    )
+    progress.finish(curve)
 
 
 if __name__ == "__main__":

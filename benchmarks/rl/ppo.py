@@ -15,7 +15,14 @@ state-independent log standard deviation, the Gaussian of distrax, actions clipp
 the gradient clipped to a global norm, advantages normalised per minibatch, an episode's
 end (time limit included) treated as terminal. The networks are equinox modules instead
 of flax's. Writes the learning curve (the deterministic policy's evaluation return, the
-Gaussian's mean) to ``benchmarks/results/rl/ppo_<env>_<backend>.json`` and ``.png``."""
+Gaussian's mean) as it goes to ``<--out>/ppo_<env>_<backend>.jsonl`` (one line per
+evaluation) and ``.json``, and at the end ``.png``: return against env steps and against
+wall time (``--out``: default ``rl_results`` under the current directory).
+
+The humanoid stand task (MuJoCo's physics, 21 actions, 67 observations):
+
+    python -m benchmarks.rl.ppo --env humanoid-stand --num-envs 256 --num-steps 16 \
+        --steps 20000000 --target 500 --out rl_results"""
 
 from __future__ import annotations
 
@@ -31,6 +38,7 @@ import numpy as np
 import optax
 
 from benchmarks.rl._common import (
+    ProgressFile,
     add_common_arguments,
     add_config_arguments,
     config_of,
@@ -38,7 +46,6 @@ from benchmarks.rl._common import (
     mean_return,
     orthogonal_mlp,
     run_until,
-    write_curve,
 )
 
 
@@ -224,7 +231,8 @@ class PPO:
 
 
 def train(env, wrap, config: PPOConfig, *, seed: int = 0, max_env_steps: int, target=None,
-          eval_episodes: int = 16, eval_length: int | None = None, log=print):  # fmt: skip
+          eval_episodes: int = 16, eval_length: int | None = None, log=print,
+          on_point=None):  # fmt: skip
     """Trains until ``max_env_steps`` or an evaluation return of ``target``: (the
     deterministic policy, the learning curve)."""
     key, rng = jax.random.split(jax.random.PRNGKey(seed))
@@ -241,6 +249,7 @@ def train(env, wrap, config: PPOConfig, *, seed: int = 0, max_env_steps: int, ta
         max_env_steps=max_env_steps,
         target=target,
         log=log,
+        on_point=on_point,
     )
     return ppo.policy(runner), curve
 
@@ -252,9 +261,18 @@ def main(argv=None):
     args = parser.parse_args(argv)
     config = config_of(args, PPOConfig)
     env, wrap = make_env(args.env, args.backend)
-    _, curve = train(env, wrap, config, seed=args.seed, max_env_steps=args.steps,
-                     target=args.target, eval_episodes=args.eval_episodes)  # fmt: skip
-    write_curve("ppo", args, config, curve)
+    progress = ProgressFile("ppo", args, config)
+    _, curve = train(
+        env,
+        wrap,
+        config,
+        seed=args.seed,
+        max_env_steps=args.steps,
+        target=args.target,
+        eval_episodes=args.eval_episodes,
+        on_point=progress.add,
+    )
+    progress.finish(curve)
 
 
 if __name__ == "__main__":

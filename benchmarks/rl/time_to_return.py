@@ -37,7 +37,7 @@ def run(trainer: str, env: str, backend: str, args) -> dict:
     python = sys.executable if backend == "jaxmbd" else args.mjx_python
     cmd = [python, "-m", f"benchmarks.rl.{trainer}", "--env", env, "--backend", backend,
            "--target", str(args.target), "--steps", str(args.steps), "--seed", str(args.seed),
-           "--out", str(stem), "--no-plot"]  # fmt: skip
+           "--out", str(stem.parent), "--name", stem.name, "--no-plot"]  # fmt: skip
     # every run compiles afresh: no persistent compilation cache (jaxmbd turns one on)
     environ = dict(os.environ, PYTHONPATH=str(ROOT), JAXMBD_NO_COMPILATION_CACHE="1",
                    JAX_ENABLE_COMPILATION_CACHE="false")  # fmt: skip

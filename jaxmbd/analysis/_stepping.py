@@ -12,6 +12,7 @@ import numpy as np
 
 from .._checks import is_traced
 from .._results import first_failure
+from ..compiled.counted_scan import counted_scan
 from ..errors import AdjustmentWarning, ModelError
 from ..model import Model
 
@@ -92,6 +93,13 @@ def strided_scan(step, carry, steps, save_every: int, summaries=None):
     since the previous saved row (``summaries``, by output position; default SUMMARIES)."""
     if save_every == 1:
         return jax.lax.scan(step, carry, steps)
+    return jax.lax.scan(_summarised(step, summaries), carry, steps.reshape(-1, save_every))
+
+
+def _summarised(step, summaries=None):
+    """The scan body of ``save_every`` steps (their numbers ``ks``) giving one saved row:
+    the last step's outputs, with the ``summaries`` (by output position; default
+    SUMMARIES) of all of them."""
     summaries = SUMMARIES if summaries is None else summaries
 
     def segment(carry, ks):
@@ -106,7 +114,25 @@ def strided_scan(step, carry, steps, save_every: int, summaries=None):
         )
         return carry, saved
 
-    return jax.lax.scan(segment, carry, steps.reshape(-1, save_every))
+    return segment
+
+
+def summarised_scan(step, carry, first, count, rows: int, save_every: int = 1,
+                    summaries=None):  # fmt: skip
+    """:func:`strided_scan` over the steps ``first``, ``first + 1``, ... whose number of
+    saved rows ``count`` is an input of the program, at most ``rows`` (static;
+    :func:`~jaxmbd.compiled.counted_scan.counted_scan`): one compiled program serves every
+    horizon up to ``rows`` rows at the cost of the steps asked. Returns the carry and
+    ``rows`` rows of outputs, those from ``count`` on zero. Forward mode only: the runs of
+    concrete inputs outside any transformation."""
+    if save_every == 1:
+        return counted_scan(step, carry, first, count, rows)
+    segment = _summarised(step, summaries)
+
+    def row(carry, k):
+        return segment(carry, k + jnp.arange(save_every, dtype=k.dtype))
+
+    return counted_scan(row, carry, first, count, rows, stride=save_every)
 
 
 def run_in_chunks(initial, chunk, n: int, chunk_size: int, progress, *, save_every: int = 1):
@@ -137,25 +163,26 @@ def block_steps(size: int, save_every: int = 1) -> int:
 
 
 def run_in_blocks(head, block, n: int, size: int, progress=None, *, save_every: int = 1):
-    """n steps as blocks of ``size`` steps, each a call of a program compiled once for every
-    n: ``head(size)`` returns the carry and the outputs of t = 0 and of the first ``size``
-    steps, ``block(carry, k0, size)`` those of ``size`` steps from step k0 (size /
-    save_every rows each). The last block may run past step n; its extra rows are dropped.
-    The rows are gathered on the host and concatenated there (numpy: no program per
-    horizon), then put on the device once."""
+    """n steps as blocks of at most ``size`` steps, each a call of a program compiled once
+    for every n, whose number of steps is an input (:func:`summarised_scan`): ``head(steps)``
+    returns the carry and the outputs of t = 0 and of the first ``steps`` steps,
+    ``block(carry, k0, steps)`` those of ``steps`` steps from step k0 (``size`` /
+    save_every rows each, those past ``steps`` / save_every unused). No step past n is
+    taken. The rows are gathered on the host and concatenated there (numpy: no program
+    per horizon), then put on the device once."""
 
     def rows_of(out, keep, extra=0):
         rows = keep // save_every + extra
         return jax.tree_util.tree_map(lambda x: np.asarray(x)[:rows], out)
 
-    carry, out = head(size)
     done = min(size, n)
+    carry, out = head(done)
     pieces = [rows_of(out, done, extra=1)]
     if progress is not None:
         progress(done, n)
     while done < n:
-        carry, out = block(carry, np.asarray(done), size)
         keep = min(size, n - done)
+        carry, out = block(carry, np.asarray(done), keep)
         pieces.append(rows_of(out, keep))
         done += keep
         if progress is not None:

@@ -50,7 +50,7 @@ from ..linear import small
 from ..model import Model
 from ._stepping import num_steps
 from .kinematics import kinematics
-from .plan import default_formulation
+from .plan import default_formulation, run_defaults, soft_equality_default, treated_model
 from .simulation import simulate
 
 _ANALYSES = {"simulate": simulate, "kinematics": kinematics}
@@ -273,16 +273,25 @@ def _is_joint(models: Model, options: dict) -> bool:
     try:
         formulation = options.get("formulation")
         integrator = options.get("integrator")
-        if formulation is None:  # of the first member: the batch's arrays lead with members
-            arrays, static = eqx.partition(models, eqx.is_array)
-            first = eqx.combine(jax.tree_util.tree_map(lambda x: x[0], arrays), static)
+        # the first member as simulate treats it: the batch's arrays lead with members
+        arrays, static = eqx.partition(models, eqx.is_array)
+        first = eqx.combine(jax.tree_util.tree_map(lambda x: x[0], arrays), static)
+        treatments = run_defaults(
+            first, formulation=formulation, integrator=integrator,
+            options=options.get("options"), contact=options.get("contact"),
+            limits=options.get("limits"), equality=options.get("equality"),
+        )  # fmt: skip
+        contact, limits, _ = treatments
+        equality = soft_equality_default(first, *treatments)
+        first = treated_model(first, contact=contact, limits=limits, equality=equality,
+                              where="simulate_batch", hard_and_soft=True).model  # fmt: skip
+        if formulation is None:
             formulation = default_formulation(first, integrator, options.get("options"))
         form = get_formulation(formulation)
         if not form.runs_in_joint_space:
             return False
         if integrator is None:
-            no_pairs = models.contacts is None
-            integrator = form.default_integrator if no_pairs else form.contact_integrator
+            integrator = form.integrator_of(first)
         return isinstance(get_stepper(integrator), steppers)
     except (ValueError, TypeError, ModelError):  # simulate itself says what is wrong
         return False
@@ -608,7 +617,23 @@ def simulate_batch(
       shape could be read either way (B = N): broadcast it, ``jnp.broadcast_to(u, (B,) +
       u.shape)``, or pass a function.
     """
-    return _batch("simulate", models, devices, throw, chunk, gather, options)
+    return _batch("simulate", models, devices, throw, chunk, gather, _file_step(models, options))
+
+
+def _file_step(models: Model, options: dict) -> dict:
+    """``options`` with ``h``: as given, else the members' file ``timestep`` (models read from
+    a file; one value for the batch), as :func:`~jaxmbd.simulate` defaults to it."""
+    if options.get("h") is not None or models.constraint_model is None:
+        return options
+    timestep = models.constraint_model.options.timestep
+    if is_traced(timestep):
+        return options  # simulate names what is missing
+    steps = np.unique(np.asarray(timestep))
+    if steps.size != 1:
+        raise ValueError(
+            f"simulate_batch: the members' files have different timesteps {steps.tolist()}; pass h="
+        )
+    return {**options, "h": float(steps[0])}
 
 
 def kinematics_batch(

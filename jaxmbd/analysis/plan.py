@@ -36,6 +36,7 @@ from ..errors import JointSpaceOnlyWarning, ModelError
 from ..forces._joint import joint_space_entries_message
 from ..forces.joint_limits import JointLimits
 from ..formulations import AbstractFormulation, get_formulation
+from ..formulations.joint import JointCoordinates
 from ..integrators import (
     INTEGRATORS,
     AbstractImplicitIntegrator,
@@ -52,7 +53,13 @@ from ..joint_space.run import JOINT_LINEAR_SOLVER, planned_rows
 from ..joint_space.steppers import AbstractJointStepper, get_stepper
 from ..model import Model
 from ..newton.line_search import LineSearchNewton
-from ..soft_constraints.treatments import SOFT, soft_constraints_of, with_soft
+from ..soft_constraints.treatments import (
+    SOFT,
+    default_step,
+    model_defaults,
+    soft_constraints_of,
+    with_soft,
+)
 from ..tendons.tendon_forces import TendonForces
 from ._stepping import check_euler_angle_start, check_save_every, num_steps
 from .limits_option import limits_integrator, with_limits
@@ -179,6 +186,16 @@ def treated_model(model: Model, *, contact=None, limits=None, equality=None, whe
     does; elsewhere they are refused."""
     if hard_and_soft:
         model, contact, limits = with_soft(model, contact=contact, limits=limits, where=where)
+    elif SOFT in (contact, limits):
+        # MuJoCo's constraint model is a step's convex problem (velocities, reference
+        # accelerations): it has no static or linearised form
+        asked = " and ".join(f"{k}='soft'" for k, v in (("contact", contact),
+                             ("limits", limits)) if v == SOFT)  # fmt: skip
+        raise ValueError(
+            f"{where}: {asked} (MuJoCo's constraint model) is an option of simulate only; "
+            f"{where} takes jaxmbd's compliant contact and limits (the default, also for a "
+            "model file), 'hard' where it has it, or 'none'"
+        )
     model = with_contact(model, contact, where=where, hard=hard_and_soft)
     model = with_limits(model, limits, where=where, hard=hard_and_soft)
     model = with_equalities(model, equality, where=where)
@@ -206,6 +223,36 @@ def soft_equality_default(model: Model, contact, limits, equality):
     if equality is None and "soft" in (contact, limits) and model.equalities:
         return "soft"
     return equality
+
+
+def run_defaults(model: Model, *, formulation=None, integrator=None, options=None,
+                 absolute_only: tuple[str, ...] = (), contact=None, limits=None,
+                 equality=None) -> tuple:  # fmt: skip
+    """(contact, limits, equality): a run's options with those left None resolved to the
+    model's own treatment (:func:`~jaxmbd.soft_constraints.treatments.model_defaults`: a
+    model read from a file runs MuJoCo's constraint model, "soft") where the run is in
+    joint coordinates, the only formulation that solves it: ``formulation`` "joint", or
+    None where :func:`default_formulation` picks "joint" for the model so treated. A run
+    in an absolute formulation (named, or the default for ``absolute_only`` requests or
+    an integrator only they have) keeps the options as given: jaxmbd's compliant contact
+    and limits and exact equality constraints where None."""
+    resolved = model_defaults(model, contact=contact, limits=limits, equality=equality)
+    if resolved == (contact, limits, equality):
+        return resolved
+    if formulation is not None:
+        joint = get_formulation(formulation).runs_in_joint_space
+    elif absolute_only:
+        joint = False
+    else:
+        try:
+            soft = treated_model(
+                model, contact=resolved[0], limits=resolved[1], equality=resolved[2],
+                where="simulate", hard_and_soft=True,
+            ).model  # fmt: skip
+        except (ValueError, ModelError):  # the run itself says what is wrong
+            return resolved
+        joint = default_formulation(soft, integrator, options) == JointCoordinates.name
+    return resolved if joint else (contact, limits, equality)
 
 
 def equality_treatment(equality: str | None) -> str:
@@ -395,7 +442,7 @@ def plan_simulation(
     formulation=None,
     integrator=None,
     t_end: float,
-    h: float,
+    h: float | None = None,
     chunk_size: int | None = None,
     checkpoint: int | None = None,
     save_every: int = 1,
@@ -411,16 +458,29 @@ def plan_simulation(
 ) -> Plan:
     """Every decision of :func:`~jaxmbd.simulate` for ``model`` and its options (see its
     docstring; the same names, less the run's own ``throw`` and ``progress``), in this
-    order: the treatments (``contact``, ``limits``, ``equality``; "soft": MuJoCo's
-    constraint model), the parameters checked, the integrator that hard contact or limits
-    need, the steps and the controls, the formulation (:func:`default_formulation` where
-    None), then per formulation the stepper (its options, contact defaults and impact
-    sub-steps), the constraint rows kept and the remaining checks. An invalid request
-    raises here, before anything is compiled. ``stacklevel``: the frame that the warnings
-    (redundant rows, an off-grid ``t_end``, forces the formulation leaves out) name,
-    counted from here as :func:`warnings.warn` counts (2: the caller)."""
+    order: the step (``h`` None: a file's timestep), the treatments (``contact``,
+    ``limits``, ``equality``; "soft": MuJoCo's constraint model, a file's default where the
+    run is in joint coordinates, :func:`run_defaults`), the parameters checked, the
+    integrator that hard contact or limits need, the steps and the controls, the
+    formulation (:func:`default_formulation` where None), then per formulation the stepper
+    (its options, contact defaults and impact sub-steps), the constraint rows kept and the
+    remaining checks. An invalid request raises here, before anything is compiled.
+    ``stacklevel``: the frame that the warnings (redundant rows, an off-grid ``t_end``,
+    forces the formulation leaves out) name, counted from here as :func:`warnings.warn`
+    counts (2: the caller)."""
     where = "simulate"
     given = model
+    h = default_step(model, h, where=where)
+    absolute_only = ()
+    if formulation is None:
+        absolute_only = absolute_only_requests(
+            save_every=save_every, checkpoint=checkpoint, redundant=redundant, policy=policy,
+            sensor_key=sensor_key, chunk_size=chunk_size,
+        )  # fmt: skip
+    contact, limits, equality = run_defaults(
+        model, formulation=formulation, integrator=integrator, options=options,
+        absolute_only=absolute_only, contact=contact, limits=limits, equality=equality,
+    )  # fmt: skip
     equality = soft_equality_default(model, contact, limits, equality)
     model, contact_left, limits_left = treated_model(
         model, contact=contact, limits=limits, equality=equality, where=where, hard_and_soft=True
@@ -439,10 +499,6 @@ def plan_simulation(
     if policy is not None:
         checks.append("policy: the model has actuators and no controls are given")
     if formulation is None:
-        absolute_only = absolute_only_requests(
-            save_every=save_every, checkpoint=checkpoint, redundant=redundant, policy=policy,
-            sensor_key=sensor_key, chunk_size=chunk_size,
-        )  # fmt: skip
         formulation = default_formulation(model, integrator, options, absolute_only=absolute_only)
     form = get_formulation(formulation)
     if soft_constraints_of(model) is not None and not form.runs_in_joint_space:
@@ -558,5 +614,6 @@ __all__ = [
     "equality_treatment",
     "limits_treatment",
     "plan_simulation",
+    "run_defaults",
     "treated_model",
 ]

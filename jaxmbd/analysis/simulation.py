@@ -31,7 +31,7 @@ from ..joint_space import run_planned_joint_space
 from ..model import Model
 from ..newton import SAVED_FOR_ADJOINT
 from ..solution import Solution
-from ._stepping import block_steps, run_in_blocks, strided_scan
+from ._stepping import block_steps, run_in_blocks, strided_scan, summarised_scan
 from .initial_state import START_MAX_ITER, START_TOL, _consistent_initial_state, to_formulation
 from .plan import Plan, default_formulation, plan_simulation
 
@@ -98,7 +98,12 @@ def _scan(
     controls=None,
     policy=None,
     sensor_key=None,
+    count=None,
 ):
+    """The steps k0 + 1 .. k0 + n; ``count``: where given, the number of saved rows of the
+    run, an input of the program (:func:`summarised_scan`): the program then runs the steps
+    asked of it, of at most n, forward only (``checkpoint`` has nothing to recompute)."""
+
     def step(carry, k):
         # a gradient's forward time loop stays out of XLA's small-loop hoisting (compile
         # time), its transposed one is hoisted (run time)
@@ -126,6 +131,8 @@ def _scan(
 
     # tangents present from the start: JAX's scan linearisation then needs one pass
     carry = integrator.with_state_tangents(carry, (controls, policy, model.mass, model.inertia))
+    if count is not None:
+        return summarised_scan(step, carry, k0 + 1, count, n // save_every, save_every)
     steps = k0 + jnp.arange(1, n + 1)
     if not checkpoint or n <= checkpoint:
         return strided_scan(step, carry, steps, save_every)
@@ -150,30 +157,32 @@ _block = jit(_scan)
 
 
 @jit
-def _head(model, form, integrator, size: int, h, checkpoint, save_every, start, *inputs):
-    """The start and the first ``size`` steps of a run as blocks (:func:`_run_blocks`): the
-    same program as :func:`_run` for ``size`` steps, and so bit for bit its trajectory,
+def _head(model, form, integrator, size: int, h, checkpoint, save_every, start, *inputs,
+          count=None):  # fmt: skip
+    """The start and the first ``size`` steps of a run as blocks (:func:`_run_blocks`), or
+    the first ``count`` saved rows of them where given: the same program as :func:`_run`,
     with the carry returned for the next block."""
     carry, first = _initial(model, form, integrator, h, start)
-    carry, rest = _scan(model, form, integrator, carry, 0, size, h, checkpoint, save_every, *inputs)
+    carry, rest = _scan(model, form, integrator, carry, 0, size, h, checkpoint, save_every,
+                        *inputs, count=count)  # fmt: skip
     return carry, jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), first, rest)
 
 
-#: Steps per compiled block of a forward run outside any transformation (see
-#: :func:`_run_blocks`). A scan compiles in the same time whatever its length, so one size
-#: serves every horizon; the last block runs past t_end by fewer than this many steps,
-#: whose cost bounds the choice from above. A run of up to this many steps is the one
-#: program of this many steps, cut: the same bits as one program of its own length. A
-#: longer run compiles two programs once (the start with the first block, then the later
-#: blocks), whose steps may differ from one program's in the last bits: XLA optimises a
-#: loop whose final state is returned (to carry it on) differently from one whose final
-#: state is dropped.
+#: Most steps of one compiled block of a forward run outside any transformation (see
+#: :func:`_run_blocks`). A block's number of steps is an input of its program
+#: (:func:`~jaxmbd.compiled.counted_scan.counted_scan`), so one program serves every horizon
+#: and a run takes the steps asked, no more; its outputs are buffers of this many rows,
+#: which bounds the choice from above (memory, and the zeros each call writes). A run of
+#: up to this many steps is one program (the start and the steps); a longer run compiles
+#: two programs once (the start with the first block, then the later blocks), whose steps
+#: may differ from one program's in the last bits: XLA optimises a loop whose final state
+#: is returned (to carry it on) differently from one whose final state is dropped.
 BLOCK_STEPS = 1024
 
 
 def _control_block(controls, k0: int, size: int):
     """Rows k0 .. k0 + size of the (N, nu) host ``controls``, the last row repeated past N
-    (steps past t_end, whose outputs are dropped), on the device."""
+    (rows of steps past t_end: a block's shapes are its program's), on the device."""
     rows = controls[k0 : k0 + size]
     if rows.shape[0] < size:
         rows = np.concatenate([rows, np.repeat(controls[-1:], size - rows.shape[0], axis=0)])
@@ -181,33 +190,37 @@ def _control_block(controls, k0: int, size: int):
 
 
 def _run_blocks(
-    model, form, stepper, n, h_arr, size, checkpoint, save_every, start, controls, policy, key,
-    progress,
-):  # fmt: skip
-    """The forward run of concrete inputs as blocks of ``size`` steps, each one call of a
-    program compiled once for every horizon, the integrator's carry passed from block to
-    block: a new t_end compiles nothing."""
+    model, form, stepper, n, h_arr, size, save_every, start, controls, policy, key, progress
+):
+    """The forward run of concrete inputs as blocks of at most ``size`` steps, each one
+    call of a program compiled once for every horizon whose number of steps is an input
+    (:func:`~jaxmbd.compiled.counted_scan.counted_scan`), the integrator's carry passed from
+    block to block: a run costs the steps asked, and a new t_end compiles nothing. Forward
+    only, so ``checkpoint`` (a reverse-mode option) does not enter these programs."""
     host = None if controls is None else np.asarray(controls)
 
     def rows(k0):
         return None if host is None else _control_block(host, k0, size)
 
-    def head(size):
+    def count(steps):
+        return np.asarray(steps // save_every)
+
+    def head(steps):
         return _head(
-            model, form, stepper, size, h_arr, checkpoint, save_every, start, rows(0), policy,
-            key,
+            model, form, stepper, size, h_arr, None, save_every, start, rows(0), policy, key,
+            count=count(steps),
         )  # fmt: skip
 
-    def block(carry, k0, size):
+    def block(carry, k0, steps):
         return _block(
-            model, form, stepper, carry, k0, size, h_arr, checkpoint, save_every,
-            rows(int(k0)), policy, key,
+            model, form, stepper, carry, k0, size, h_arr, None, save_every, rows(int(k0)),
+            policy, key, count(steps),
         )  # fmt: skip
 
-    if n <= size:  # one block: the one program of `size` steps, cut (its bits: see BLOCK_STEPS)
+    if n <= size:  # one block: the start and the steps in one program
         outs = _run(
-            model, form, stepper, size, h_arr, checkpoint, save_every, start, rows(0), policy,
-            key,
+            model, form, stepper, size, h_arr, None, save_every, start, rows(0), policy, key,
+            count(n),
         )  # fmt: skip
         if progress is not None:
             progress(n, n)
@@ -249,11 +262,14 @@ def _run(
     controls=None,
     policy=None,
     sensor_key=None,
+    count=None,
 ):
+    """The outputs of t = 0 and of n steps, or of the first ``count`` saved rows of them
+    (an input of the program, :func:`_scan`) where given."""
     carry, first = _initial(model, form, integrator, h, start)
     _, rest = _scan(
         model, form, integrator, carry, 0, n, h, checkpoint, save_every, controls, policy,
-        sensor_key,
+        sensor_key, count,
     )  # fmt: skip
     return jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), first, rest)
 
@@ -275,7 +291,7 @@ def simulate(
     formulation=None,
     integrator=None,
     t_end: float,
-    h: float,
+    h: float | None = None,
     progress: Callable[[int, int], None] | None = None,
     chunk_size: int | None = None,
     checkpoint: int | None = None,
@@ -291,7 +307,14 @@ def simulate(
     sensor_key=None,
     **options,
 ) -> Solution:
-    """Dynamics of ``model`` on t = k h, k = 0..round(t_end / h).
+    """Dynamics of ``model`` on t = k h, k = 0..round(t_end / h). ``h`` None (the default):
+    the file's ``timestep`` of a model read from MJCF or URDF; a model built in code needs it.
+
+    A model read from MJCF or URDF runs as MuJoCo runs the file where the options leave it
+    to the model (``contact``, ``limits``, ``equality`` None; the run in joint
+    coordinates): MuJoCo's constraint model ("soft", below) with the file's integrator
+    (:func:`~jaxmbd.analysis.plan.run_defaults`). A part named otherwise leaves the others
+    soft, solved together; an absolute formulation takes jaxmbd's treatments (None).
 
     ``formulation``: a name ("joint", "rA", "rp", "re", "se3", "director", "rotmat") or a
     formulation object; None (the default): :func:`default_formulation`, "joint" (the
@@ -302,7 +325,8 @@ def simulate(
     "backward_euler", "rkmk", "rk", "energy_momentum"; "joint" has "rk", "rkmk", "euler",
     "implicit" and "implicitfast", see :mod:`jaxmbd.joint_space.steppers`; default: the
     formulation's ``default_integrator`` ("rkmk" for "joint", MuJoCo's RK4 from 4.0); for
-    "joint" with contact pairs "gen_alpha", or "implicit" for a model read from a file,
+    "joint" with contact pairs "gen_alpha"; for a model read from a file the file's
+    integrator, or "implicit" with compliant contact pairs,
     :mod:`jaxmbd.joint_space.contact_step`) or an integrator object. An integrator steps
     every formulation that has the capabilities it requires (``requires``); any other pair raises
     ``ValueError`` listing the valid pairs.
@@ -344,7 +368,8 @@ def simulate(
     them.
 
     ``contact``: how the model's contact pairs (``model.contacts``, see :mod:`jaxmbd.contact`)
-    act. "compliant" (the default): Hunt–Crossley contact with regularised Coulomb friction,
+    act. "soft": MuJoCo's constraint model (the default for a file). "compliant" (the default
+    for a model built in code): Hunt–Crossley contact with regularised Coulomb friction,
     a force element whose stiffness enters the implicit integrators' Newton matrix;
     ``sol.contact`` reports every slot per step. "none": every pair is ignored (the same
     model without contact). "hard": exact contact, the pairs as unilateral constraints with
@@ -366,13 +391,16 @@ def simulate(
     (:mod:`jaxmbd.joint_space.contact_step`), but for models read from a file, whose default
     is MuJoCo's one linearised solve a step without sub-steps.
 
-    ``limits``: how the joint limits act (:mod:`jaxmbd.analysis.limits_option`). None (default): as
-    the integrator treats them (compliant spring-dampers; hard stops with "moreau_jean").
+    ``limits``: how the joint limits act (:mod:`jaxmbd.analysis.limits_option`). "soft":
+    MuJoCo's limit and friction-loss rows (the default for a file). None (default of a model
+    built in code): as the integrator treats them (compliant spring-dampers; hard stops with
+    "moreau_jean").
     "compliant": the spring-dampers of :mod:`jaxmbd.forces.joint_limits`. "hard": unilateral stops,
     stepped by ``integrator="moreau_jean"`` (the default then). "none": limits removed.
 
     ``equality``: how the model's equality constraints (MJCF ``<equality>``,
-    :mod:`jaxmbd.joint_space.equalities`) act. None or "exact" (default): exact constraint rows.
+    :mod:`jaxmbd.joint_space.equalities`) act. None: "soft" for a file in joint coordinates,
+    else "exact". "exact": exact constraint rows.
     "soft":
     MuJoCo's soft constraints with the file's ``solref``/``solimp`` (``formulation="joint"``
     only). "none": switched off (MuJoCo's ``<flag equality="disable"/>``).
@@ -396,9 +424,10 @@ def simulate(
     ``sensor_key``: a ``jax.random`` key for the sensors' noise (their ``noise`` standard
     deviations), in ``sol.sensors`` and in the policy's observation; None: noise-free.
 
-    Outside ``jit``/``grad``/``vmap`` the run is a loop over blocks of :data:`BLOCK_STEPS`
-    steps (``chunk_size`` if given), one compiled program for every ``t_end``: a new horizon
-    compiles nothing. Under a transformation it is one program.
+    Outside ``jit``/``grad``/``vmap`` the run is a loop over blocks of at most
+    :data:`BLOCK_STEPS` steps (``chunk_size`` if given), each a program whose number of
+    steps is an input: a run costs the steps asked, and a new horizon compiles nothing.
+    Under a transformation it is one program of the run's steps.
     ``progress(done, total)`` is called after each block (not under a transformation).
 
     ``save_every=k`` keeps every k-th step only (t = j k h; k must divide the number of
@@ -461,8 +490,8 @@ def run_plan(
     else:  # blocks of one program for every t_end
         size = BLOCK_STEPS if plan.chunk_size is None else plan.chunk_size
         outs = _run_blocks(
-            model, form, stepper, n, h_arr, block_steps(size, save_every), checkpoint,
-            save_every, start, *inputs, progress,
+            model, form, stepper, n, h_arr, block_steps(size, save_every), save_every, start,
+            *inputs, progress,
         )  # fmt: skip
     reported_model = plan.reported_model
     sol = solution_from_outputs(

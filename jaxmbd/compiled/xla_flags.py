@@ -181,6 +181,17 @@ def _through_fft(tree):
     return jax.tree_util.tree_unflatten(treedef, leaves)
 
 
+def outside_hoisting(tree):
+    """``tree`` as it is, passed through a length-1 FFT (:func:`_through_fft`) on the CPU:
+    the loop that computes it (a time step's scan) is not hoisted, while the loops inside
+    it stay hoistable. For a step whose own loops are large (MuJoCo's constraint solve,
+    :mod:`jaxmbd.soft_constraints`), where LLVM's compile of the whole time loop as one
+    function takes minutes."""
+    import jax
+
+    return _through_fft(tree) if jax.default_backend() == "cpu" else tree
+
+
 def _make_unhoisted_when_differentiated(tangent: bool):
     import jax
 

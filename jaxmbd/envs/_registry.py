@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .. import _config  # noqa: F401
-from . import acrobot, cartpole, cheetah, hopper, pendulum, reacher, walker
+from . import acrobot, cartpole, cheetah, hopper, humanoid, pendulum, reacher, walker
 from ._model_env import ModelEnv
 
 #: The tasks by (domain, task): each a factory of keyword options.
@@ -18,7 +18,12 @@ TASKS: dict[tuple[str, str], Callable[..., ModelEnv]] = {
     ("hopper", "stand"): hopper.stand,
     ("hopper", "hop"): hopper.hop,
     ("cheetah", "run"): cheetah.run,
+    ("walker", "stand"): walker.stand,
     ("walker", "walk"): walker.walk,
+    ("walker", "run"): walker.run,
+    ("humanoid", "stand"): humanoid.stand,
+    ("humanoid", "walk"): humanoid.walk,
+    ("humanoid", "run"): humanoid.run,
 }
 
 

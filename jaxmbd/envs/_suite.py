@@ -14,8 +14,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _config  # noqa: F401
+from ..contact.mujoco.pairs import collide
 from ..io import load_model
 from ..model import Model
+from ..tree import poses
 from ._model_env import physics_of
 
 
@@ -198,7 +200,8 @@ def lifted_to_floor(model: Model, qpos, root_z: int):
     height, often with a leg inside the floor, which MuJoCo's soft contact pushes out over
     a few steps; jaxmbd's compliant contact is stiffer (Hertz, matched to MuJoCo's rest
     penetration) and would launch the robot, so the drawn pose is raised first. Without
-    contact pairs (``contact="none"``) nothing pushes, and ``qpos`` is returned as drawn."""
+    the compliant contact element (MuJoCo's constraint model, ``contact="soft"``, which
+    pushes out as MuJoCo does; ``contact="none"``) ``qpos`` is returned as drawn."""
     nb = model.nb
     physics = physics_of(model, qpos, jnp.zeros(model.tree.nv, qpos.dtype),
                          jnp.zeros(model.nu, qpos.dtype))  # fmt: skip
@@ -209,3 +212,36 @@ def lifted_to_floor(model: Model, qpos, root_z: int):
     ground = jnp.asarray((pairs == nb).any(axis=1) | (pairs < 0).any(axis=1))
     depth = jnp.max(jnp.where(ground, -slots.gap, 0.0))
     return qpos.at[root_z].add(jnp.maximum(depth, 0.0))
+
+
+def contact_count(model: Model, qpos) -> jax.Array:
+    """MuJoCo's ``ncon`` after ``mj_forward`` at ``qpos``: the contacts its narrow phase
+    finds (within the pairs' margins) over the file's candidate geom pairs, from the
+    colliders of MuJoCo's constraint model (:mod:`jaxmbd.contact.mujoco`)."""
+    constraints = model.constraint_model
+    if constraints is None:
+        raise ValueError(f"contact_count: model '{model.name}' was not read from a file")
+    p = poses(model.tree, qpos)
+    count = jnp.zeros((), jnp.int32)
+    for group in constraints.contacts:
+        (p1, m1), (p2, m2) = group.world_poses(p.x, p.R)
+        found = collide(group.type1, group.type2, p1, m1, group.size1, p2, m2, group.size2,
+                        group.margin)  # fmt: skip
+        count = count + jnp.sum(found.valid.astype(jnp.int32))
+    return count
+
+
+def collision_free(sample: Callable, model: Model, rng, qpos):
+    """``sample(key, qpos)`` drawn again until MuJoCo finds no contact (:func:`contact_count`;
+    dm_control's ``Humanoid.initialize_episode``: "find a collision-free random initial
+    configuration"), with a fresh key per attempt (``lax.while_loop``)."""
+
+    def attempt(key):
+        key, sub = jax.random.split(key)
+        drawn = sample(sub, qpos)
+        return key, drawn, contact_count(model, drawn)
+
+    def again(carry):
+        return carry[2] > 0
+
+    return jax.lax.while_loop(again, lambda carry: attempt(carry[0]), attempt(rng))[1]

@@ -1,6 +1,6 @@
 """dm_control's acrobot (``dm_control/suite/acrobot.py``): ``swingup``, the smooth reward.
-The file's own step (``acrobot.xml``: RK4, h = 0.01 s), one step per control step, 1000
-steps (10 s)."""
+The file's own step (``acrobot.xml``: RK4, h = 0.01 s; ``integrator`` None), one step per
+control step, 1000 steps (10 s)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from ._suite import SuiteModel
 from .rewards import tolerance
 
 
-def swingup(*, integrator="rk", n_substeps: int = 1, **options) -> ModelEnv:
+def swingup(*, integrator=None, n_substeps: int = 1, **options) -> ModelEnv:
     """Acrobot swing-up: both joints start uniform in [-pi, pi) (``Balance.initialize_episode``),
     at rest."""
     suite = SuiteModel("acrobot")

@@ -1,6 +1,7 @@
 """dm_control's cart-pole (``dm_control/suite/cartpole.py``, one pole): ``balance`` and
-``swingup``, smooth rewards. The file's own step (``cartpole.xml``: RK4, h = 0.01 s), one
-step per control step, 1000 steps (10 s)."""
+``swingup``, smooth rewards. The file's own step (``cartpole.xml``: RK4, h = 0.01 s;
+``integrator`` None), one step per control step, 1000 steps (10 s), on MuJoCo's constraint
+model (the slider's limits)."""
 
 from __future__ import annotations
 
@@ -58,11 +59,11 @@ def _env(start, integrator, n_substeps, options) -> ModelEnv:
                     episode_length=EPISODE_LENGTH, **options)  # fmt: skip
 
 
-def balance(*, integrator="rk", n_substeps: int = 1, **options) -> ModelEnv:
+def balance(*, integrator=None, n_substeps: int = 1, **options) -> ModelEnv:
     """Cart-pole balance: the pole starts near upright."""
     return _env(_balance_start, integrator, n_substeps, options)
 
 
-def swingup(*, integrator="rk", n_substeps: int = 1, **options) -> ModelEnv:
+def swingup(*, integrator=None, n_substeps: int = 1, **options) -> ModelEnv:
     """Cart-pole swing-up: the pole starts hanging down."""
     return _env(_swingup_start, integrator, n_substeps, options)

@@ -1,19 +1,22 @@
 """dm_control's hopper (``dm_control/suite/hopper.py``): ``stand`` and ``hop``. The file's
-time step (``hopper.xml``: h = 0.005 s), four per control step (``_CONTROL_TIMESTEP`` =
-0.02 s), 1000 steps (20 s); with contact the linearly implicit step with the force's
-velocity Jacobian (``"implicitfast"``, :class:`~jaxmbd.envs.ModelEnv`'s default: jaxmbd's
-compliant contact is stiffer than MuJoCo's soft constraints, and the explicit steps
-diverge at this h).
+time step (``hopper.xml``: h = 0.005 s, MuJoCo's Euler), four per control step
+(``_CONTROL_TIMESTEP`` = 0.02 s), 1000 steps (20 s), on MuJoCo's constraint model
+(:class:`~jaxmbd.envs.ModelEnv`'s default for a file; with ``contact="compliant"`` the
+linearly implicit step ``"implicitfast"``: jaxmbd's compliant contact is stiffer than
+MuJoCo's soft constraints, and the explicit steps diverge at this h).
 
 The file's sensors, computed here from the state: ``torso_subtreelinvel`` (the centre of
 mass velocity of the torso's subtree, :meth:`Physics.subtree_com_velocity`) and the touch
-sensors ``touch_toe``/``touch_heel`` (:func:`touch`)."""
+sensors ``touch_toe``/``touch_heel`` (:func:`touch`, from MuJoCo's contact forces of the
+control step's last time step: ``ModelEnv(contact_forces=True)``)."""
 
 from __future__ import annotations
 
 import jax.numpy as jnp
+import numpy as np
 
 from .. import _config  # noqa: F401
+from ..tree import poses
 from ._model_env import ModelEnv, Physics
 from ._suite import SuiteModel, joint_sampler, lifted_to_floor
 from .rewards import tolerance
@@ -25,10 +28,23 @@ CONTROL_TIMESTEP = 0.02
 
 def touch(physics: Physics, body: int, centre, radius: float):
     """MuJoCo's touch sensor on a sphere site (``engine_sensor.c``, ``mjSENS_TOUCH``): the
-    sum of the normal forces of the contacts on ``body`` whose points lie in the sphere
-    (``centre``: the site's position in the body's frame). Contacts are jaxmbd's compliant
-    slots (:meth:`Physics.contacts`), so the forces are this engine's, not MuJoCo's; 0
-    without contact pairs (``contact="none"``)."""
+    sum of the normal forces of the contacts on ``body`` that the site's zone sees
+    (``centre``: the site's position in the body's frame). With MuJoCo's constraint model
+    (``physics.constraint_forces``): MuJoCo's rule, the contacts whose ray from the
+    contact point along the normal (away from ``body``) meets the sphere
+    (``mju_rayGeom``), at the state of the control step's last time step. With jaxmbd's
+    compliant contact: its slots whose points lie in the sphere (this engine's forces);
+    0 without contact (``contact="none"``)."""
+    forces = physics.constraint_forces
+    if forces is not None:
+        p = poses(physics.tree, forces.qpos)
+        centre = p.x[body] + p.R[body] @ jnp.asarray(centre, forces.qpos.dtype)
+        on_first = jnp.asarray(np.asarray(forces.body1) == body)
+        on_body = on_first | jnp.asarray(np.asarray(forces.body2) == body)
+        ray = jnp.where(on_first[:, None], forces.normal, -forces.normal)
+        return jnp.sum(jnp.where(on_body & (forces.normal_force > 0)
+                                 & _ray_meets_sphere(forces.pos, ray, centre, radius),
+                                 forces.normal_force, 0.0))  # fmt: skip
     if physics.contact is None:
         return jnp.zeros((), physics.qpos.dtype)
     slots = physics.contacts()
@@ -36,6 +52,17 @@ def touch(physics: Physics, body: int, centre, radius: float):
     on_body = (pairs[:, 0] == body) | (pairs[:, 1] == body)
     inside = jnp.linalg.norm(slots.point - physics.point(body, centre), axis=-1) <= radius
     return jnp.sum(jnp.where(on_body & inside & slots.active, slots.normal_force, 0.0))
+
+
+def _ray_meets_sphere(origin, direction, centre, radius):
+    """Whether rays (origin (c, 3), unit direction (c, 3)) meet the sphere at t >= 0
+    (``mju_rayGeom``'s sphere, ``ray_quad``: the smaller non-negative root of
+    |o + t d - c|^2 = r^2)."""
+    rel = origin - centre
+    b = jnp.sum(direction * rel, axis=-1)
+    disc = b**2 - (jnp.sum(rel * rel, axis=-1) - radius**2)
+    root = jnp.sqrt(jnp.maximum(disc, 0.0))
+    return (disc >= 0) & ((-b - root >= 0) | (-b + root >= 0))
 
 
 def _hopper(hopping: bool, integrator, n_substeps, options) -> ModelEnv:
@@ -68,8 +95,9 @@ def _hopper(hopping: bool, integrator, n_substeps, options) -> ModelEnv:
         return standing * (jnp.mean(small_control) + 4) / 5
 
     def initial_state(model, rng):
-        """``randomize_limited_and_rotational_joints``, at rest, raised out of the floor
-        (:func:`~jaxmbd.envs._suite.lifted_to_floor`)."""
+        """``randomize_limited_and_rotational_joints``, at rest (``Hopper.initialize_episode``;
+        with ``contact="compliant"`` raised out of the floor,
+        :func:`~jaxmbd.envs._suite.lifted_to_floor`)."""
         qpos = lifted_to_floor(model, sample(rng, jnp.zeros(model.tree.nq)), root_z)
         return qpos, jnp.zeros(model.tree.nv), {}
 
@@ -77,7 +105,7 @@ def _hopper(hopping: bool, integrator, n_substeps, options) -> ModelEnv:
         n_substeps = round(CONTROL_TIMESTEP / suite.timestep)
     return ModelEnv(suite.model, h=suite.timestep, n_substeps=n_substeps, integrator=integrator,
                     observation=observation, reward=reward, initial_state=initial_state,
-                    episode_length=1000, **options)  # fmt: skip
+                    episode_length=1000, contact_forces=True, **options)  # fmt: skip
 
 
 def stand(*, integrator=None, n_substeps: int | None = None, **options) -> ModelEnv:

@@ -1,6 +1,6 @@
 """dm_control's pendulum (``dm_control/suite/pendulum.py``): ``swingup``. The file's step
-(``pendulum.xml``: h = 0.02 s, MuJoCo's Euler; here RK4 by default, see
-:func:`swingup`), one step per control step, 1000 steps (20 s)."""
+(``pendulum.xml``: h = 0.02 s, MuJoCo's Euler, the environment's default), one step per
+control step, 1000 steps (20 s)."""
 
 from __future__ import annotations
 
@@ -34,8 +34,8 @@ def _initial_state(model, rng):
     return q, jnp.zeros(model.tree.nv), {}
 
 
-def swingup(*, integrator="euler", n_substeps: int = 1, **options) -> ModelEnv:
-    """Pendulum swing-up. ``integrator``: the file's (MuJoCo's semi-implicit Euler,
+def swingup(*, integrator=None, n_substeps: int = 1, **options) -> ModelEnv:
+    """Pendulum swing-up. ``integrator`` None: the file's (MuJoCo's semi-implicit Euler,
     ``"euler"``); ``"rk"`` is the accurate choice."""
     suite = SuiteModel("pendulum")
     return ModelEnv(suite.model, h=suite.timestep, n_substeps=n_substeps, integrator=integrator,

@@ -16,7 +16,7 @@ from .rewards import tolerance
 BIG_TARGET = 0.05  # _BIG_TARGET, the easy task's target radius
 
 
-def easy(*, integrator="euler", n_substeps: int = 1, **options) -> ModelEnv:
+def easy(*, integrator=None, n_substeps: int = 1, **options) -> ModelEnv:
     """Reacher easy: joints drawn by ``randomize_limited_and_rotational_joints``, the
     target at radius U(0.05, 0.2) and angle U(0, 2 pi) (``Reacher.initialize_episode``)."""
     suite = SuiteModel("reacher")

@@ -17,6 +17,7 @@ from jax.sharding import Mesh, PartitionSpec
 from .. import _config  # noqa: F401
 from ..analysis.batch import _device_list
 from ._base import Env, State, Wrapper
+from ._model_env import warn_non_finite_actions
 
 
 def _local_devices(devices, where: str) -> tuple | None:
@@ -111,6 +112,7 @@ class VmapWrapper(Wrapper):
         return self._over_members(self.env.reset, rng)
 
     def step(self, state: State, action: jax.Array) -> State:
+        warn_non_finite_actions(action, "VmapWrapper.step")
         return self._over_members(self.env.step, state, action)
 
 

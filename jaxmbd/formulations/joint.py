@@ -28,8 +28,9 @@ class JointCoordinates(FormulationCapabilities):
     #: by Newton, as the absolute formulations take contact
     #: (:mod:`jaxmbd.joint_space.contact_step`).
     contact_integrator: ClassVar[str] = "gen_alpha"
-    #: With contact pairs, a model read from a file (its tree is MuJoCo's): the linearly
-    #: implicit Euler step with both force Jacobians, one solve a step as MuJoCo's.
+    #: With jaxmbd's compliant contact pairs, a model read from a file (its tree is
+    #: MuJoCo's): the linearly implicit Euler step with both force Jacobians, one solve a
+    #: step as MuJoCo's (the contact's stiffness enters the step's matrix).
     file_contact_integrator: ClassVar[str] = "implicit"
     #: The integrators that step it (:data:`jaxmbd.joint_space.steppers.JOINT_STEPPERS`).
     integrators: ClassVar[tuple[str, ...]] = (
@@ -45,14 +46,16 @@ class JointCoordinates(FormulationCapabilities):
 
     @classmethod
     def integrator_of(cls, model) -> str:
-        """The integrator of a run of ``model`` that names none: the file's where the run
-        solves MuJoCo's constraint model (``contact`` or ``limits`` "soft")."""
+        """The integrator of a run of ``model`` that names none. A model read from a file
+        (carrying MuJoCo's constraint model): the file's ``integrator``, or where the run
+        keeps jaxmbd's compliant contact pairs ``file_contact_integrator``. A model built in
+        code: ``contact_integrator`` with contact pairs, else ``default_integrator``."""
         constraints = getattr(model, "constraint_model", None)
-        if constraints is not None and constraints.active:
+        if model.contacts is not None:
+            return cls.contact_integrator if model.tree is None else cls.file_contact_integrator
+        if constraints is not None:
             return constraints.integrator
-        if model.contacts is None:
-            return cls.default_integrator
-        return cls.contact_integrator if model.tree is None else cls.file_contact_integrator
+        return cls.default_integrator
 
     @classmethod
     def capabilities(cls) -> frozenset[str]:

@@ -17,9 +17,11 @@ import jax
 import jax.numpy as jnp
 
 from .. import _config  # noqa: F401
+from ..compiled.xla_flags import outside_hoisting
 from ..errors import ModelError
 from ..model import Model
 from ..soft_constraints.equalities import EqualityTerms
+from ..soft_constraints.problem import transposed_times
 from ..soft_constraints.solver import solve
 from ..soft_constraints.treatments import soft_constraints_of
 from ..tree import (
@@ -34,6 +36,7 @@ from ..tree import (
     poses,
 )
 from ..tree._elementwise import mv
+from ..tree.articulated import forward_dynamics, uses_articulated
 from ..tree.kinematics import dof_ancestors, velocities
 from .constraint_rows import (
     TreeConstraints,
@@ -152,7 +155,15 @@ def accelerations(model: Model, tree: KinematicTree, loops: TreeConstraints | No
                              unilateral=force, position_jacobian=K,
                              constraint_force=qfrc)  # fmt: skip
     if loops is None:
-        qacc = mass_solve(tree, M, rhs)
+        if uses_articulated(tree):
+            diagonal = forces.armature
+            if damping_step is not None and forces.damping is not None:
+                extra = damping_step * forces.damping
+                diagonal = extra if diagonal is None else diagonal + extra
+            qacc = forward_dynamics(tree, p, model.mass, model.inertia, model.gravity, qvel, tau,
+                                    diagonal)  # fmt: skip
+        else:
+            qacc = mass_solve(tree, M, rhs)
         zero = jnp.zeros((), qacc.dtype)
         return Accelerations(qacc, jnp.zeros(0, qacc.dtype), p, forces, zero, rhs, mass, D,
                              position_jacobian=K)  # fmt: skip
@@ -184,6 +195,12 @@ def _soft_equalities(loops: TreeConstraints, tree, p, qpos, qvel, t) -> Equality
     return EqualityTerms(cons.parts, phi, G, gamma)
 
 
+#: The solver's loops run on the step's active rows gathered into this many slots when they
+#: fit (:func:`jaxmbd.soft_constraints.solver.solve`): dm_control's hopper, cheetah and
+#: humanoid have 68 to 424 row slots and at most 26 active rows in a random-control run.
+ACTIVE_ROW_CAPACITY = 32
+
+
 def _solved(constraints, tree, loops, p, qpos, qvel, t, mass, M, rhs, h):
     """(qacc, efc_force, qfrc_constraint, lam) of MuJoCo's constraint model at the step's
     state: the convex problem's optimum with the plain mass matrix, then, where Euler's step
@@ -193,7 +210,9 @@ def _solved(constraints, tree, loops, p, qpos, qvel, t, mass, M, rhs, h):
     the loops' rows: the reaction on the bodies is -G^T lam)."""
     equality = None if loops is None else _soft_equalities(loops, tree, p, qpos, qvel, t)
     m = 0 if equality is None else equality.phi.shape[0]
-    qacc0 = mass_solve(tree, mass, rhs)
+    # the solver's loops are hoisted by XLA one by one; the time loop around them would
+    # take LLVM minutes to compile as one function (dm_control's hopper)
+    qacc0 = outside_hoisting(mass_solve(tree, mass, rhs))
     built = constraints.rows(tree, p, qpos, qvel, 0.0 if h is None else h, equality=equality)
     if built is None:
         qacc = qacc0 if M is mass else mass_solve(tree, M, rhs)
@@ -204,10 +223,10 @@ def _solved(constraints, tree, loops, p, qpos, qvel, t, mass, M, rhs, h):
     solution = solve(
         mass, qacc0, rows, method=settings.method, iterations=settings.iterations,
         tolerance=settings.tolerance, ls_iterations=settings.ls_iterations,
-        ls_tolerance=settings.ls_tolerance,
+        ls_tolerance=settings.ls_tolerance, capacity=ACTIVE_ROW_CAPACITY,
     )  # fmt: skip
     qacc = solution.qacc
-    qfrc = rows.J.T @ solution.efc_force
+    qfrc = transposed_times(rows.J, solution.efc_force)
     if M is not mass:
         qacc = mass_solve(tree, M, rhs + qfrc)
     return qacc, solution.efc_force, qfrc, -solution.efc_force[:m]

@@ -5,6 +5,7 @@ formulation's does, and ``qpos``/``qvel`` in the tree's (MuJoCo's) layout."""
 from __future__ import annotations
 
 import dataclasses
+import weakref
 
 import equinox as eqx
 import jax
@@ -18,16 +19,19 @@ from ..actuators import policy_controls, with_controls
 from ..compiled.batch_lanes import batch_lanes
 from ..compiled.batch_last import batch_last
 from ..compiled.batching import cpu_or_accelerator
+from ..compiled.counted_scan import counted_scan
 from ..compiled.host_arrays import device_array
-from ..compiled.jit import jit
+from ..compiled.jit import at_top_level, jit
 from ..compiled.xla_flags import joint_loop_guard, joint_loops_hoisted_when_differentiated
 from ..constraints.equations import rA_terms
 from ..constraints.redundancy import refuse_driven
 from ..contact import with_contact
 from ..model import Model
 from ..newton._implicit import ROOT, ROOT_FACTORS
+from ..soft_constraints.treatments import soft_constraints_of
 from ..tree import KinematicTree, assemble, body_velocities
 from ..tree._elementwise import mtv
+from ..tree.mass_factor import mass_solver_name, uses_ltdl
 from .constraint_rows import (
     ClosingRows,
     TreeConstraints,
@@ -41,9 +45,24 @@ from .from_model import tree_of_model
 from .reactions import tree_joint_wrenches
 from .steppers import AbstractJointStepper, RungeKutta4, SemiImplicitEuler
 
-#: The linear solver that ``sol.linear_solver`` names for every run in joint coordinates:
-#: the tree's mass matrix is factored by Cholesky.
+#: The linear solver that ``sol.linear_solver`` names for a run in joint coordinates
+#: whose tree's mass matrix is factored by Cholesky (:func:`joint_linear_solver`).
 JOINT_LINEAR_SOLVER = "cholesky"
+
+
+def joint_linear_solver(model: Model, tree, rows=None) -> str:
+    """``sol.linear_solver`` of a joint-space run keeping the constraint ``rows``
+    (:func:`planned_rows`): ``"articulated"`` where its forward dynamics run the
+    articulated-body algorithm (a tree without constraint rows or MuJoCo's soft rows,
+    :func:`jaxmbd.tree.articulated.uses_articulated`), else the factor of M
+    (:func:`jaxmbd.tree.mass_factor.mass_solver_name`: ``"ltdl"`` or ``"cholesky"``)."""
+    if tree is None:
+        return JOINT_LINEAR_SOLVER
+    name = mass_solver_name(tree)
+    if name == "articulated" and (rows or soft_constraints_of(model) is not None):
+        return "ltdl" if uses_ltdl(tree) else JOINT_LINEAR_SOLVER
+    return name
+
 
 NONFINITE = int(RESULTS.nonfinite._value)
 MAX_ITERATIONS = int(RESULTS.max_iterations._value)
@@ -130,12 +149,25 @@ def _tree_and_start_jacobian(model: Model):
 def concrete_tree(model: Model):
     """(tree, constraint rows, their Jacobian at the initial qpos or None) of a model with
     concrete values (:func:`_tree_and_start_jacobian`); where traced, :func:`model_tree`
-    and None."""
-    model = jax.lax.stop_gradient(model)
-    if has_tracers(model):
-        return (*model_tree(model), None)
+    and None. A plain call's run asks it of one model object up to three times (its
+    plan, its rows' multipliers): the last model's answer is kept (by identity; a Model
+    is immutable), since each call flattens every leaf of the model (a humanoid's
+    thousands: tens of ms)."""
+    if has_tracers(model):  # under grad the primal of a JVP is concrete
+        model = jax.lax.stop_gradient(model)
+        if has_tracers(model):
+            return (*model_tree(model), None)
+    kept_model, kept = _LAST_CONCRETE_TREE
+    if kept_model is not None and kept_model() is model:
+        return kept
     with jax.ensure_compile_time_eval():  # concrete also under a trace that closes over them
-        return _tree_and_start_jacobian(model)
+        found = _tree_and_start_jacobian(model)
+    _LAST_CONCRETE_TREE[:] = [weakref.ref(model), found]
+    return found
+
+
+#: (a weak reference to the model, its :func:`concrete_tree`) of the last model asked.
+_LAST_CONCRETE_TREE: list = [None, None]
 
 
 def independent_constraint_rows(model: Model):
@@ -264,9 +296,11 @@ def _adjoint_recomputes(advance):
 
 @jit  # a top-level call is a program of the disk cache (a new process does not trace it)
 def run_joint_space(model: Model, stepper: AbstractJointStepper, n: int, h, controls=None,
-                    policy=None, rows=None):  # fmt: skip
+                    policy=None, rows=None, count=None):  # fmt: skip
     """The per-step outputs (t = 0..n h) of ``n`` steps (see :func:`_outputs`); ``rows``:
-    the constraint rows to keep (static; :func:`independent_constraint_rows`). Under
+    the constraint rows to keep (static; :func:`independent_constraint_rows`). ``count``:
+    where given, the steps taken, an input of the program of at most ``n`` (static: the
+    rows of the outputs, those past ``count`` zero; :func:`_time_loop`), forward only. Under
     ``vmap`` the explicit steps' time loop runs as per-member scalar code on tiles of
     members (:func:`jaxmbd.compiled.batch_lanes.batch_lanes`, :data:`BATCH_LANES_STEPPERS`), or
     with the batch as every array's minor axis (:func:`jaxmbd.compiled.batch_last.batch_last`,
@@ -278,13 +312,13 @@ def run_joint_space(model: Model, stepper: AbstractJointStepper, n: int, h, cont
     0.64x the single model's against the chunks' 0.85x (200 steps, batch 256,
     ``python -m benchmarks.probes.large_batch_chunks --model hopper --steps 200``), and
     its compile 8x shorter."""
-    arrays, static = eqx.partition((model, h, controls, policy), eqx.is_array)
+    arrays, static = eqx.partition((model, h, controls, policy, count), eqx.is_array)
     leaves, treedef = jax.tree_util.tree_flatten(arrays)
 
     def run(*leaves):
         args = eqx.combine(jax.tree_util.tree_unflatten(treedef, leaves), static)
-        model, h, controls, policy = args
-        return _run_joint_space(model, stepper, n, h, controls, policy, rows)
+        model, h, controls, policy, count = args
+        return _run_joint_space(model, stepper, n, h, controls, policy, rows, count)
 
     if isinstance(stepper, BATCH_LANES_STEPPERS):
         return batch_lanes(run, chunk=BATCH_LANES_CHUNK)(*leaves)
@@ -293,7 +327,16 @@ def run_joint_space(model: Model, stepper: AbstractJointStepper, n: int, h, cont
     return batch_last(run, chunk=BATCH_CHUNK)(*leaves)
 
 
-def _run_joint_space(model, stepper, n, h, controls, policy, rows):
+def _time_loop(step, carry, n: int, count=None):
+    """``lax.scan(step, carry, arange(n))``, or where ``count`` is given its first ``count``
+    iterations only, an input of the program (:func:`~jaxmbd.compiled.counted_scan.counted_scan`:
+    one program for every horizon up to n, forward only), the outputs' later rows zero."""
+    if count is None:
+        return jax.lax.scan(step, carry, jnp.arange(n))
+    return counted_scan(step, carry, 0, count, n)
+
+
+def _run_joint_space(model, stepper, n, h, controls, policy, rows, count=None):
     tree, loops = model_tree(model, rows)
     qpos, qvel = tree.qpos_init, tree.qvel_init
     t0 = jnp.zeros((), qvel.dtype)
@@ -313,13 +356,13 @@ def _run_joint_space(model, stepper, n, h, controls, policy, rows):
 
     joints = _equality_joints(model, tree)
     if stepper.state_accelerations and controls is None and policy is None and not dynamics:
-        outs = _run_from_starts(model, stepper, tree, loops, joints, qpos, qvel, n, h)
+        outs = _run_from_starts(model, stepper, tree, loops, joints, qpos, qvel, n, h, count)
         return _start_assembled(outs, loops)
     first = stepped_model(0, qpos, qvel, None) if policy is None else model
     if (controls is not None or policy is not None) and not dynamics:
         observed = first if policy is not None else None
         outs = _run_stepped_models(model, stepper, tree, loops, joints, qpos, qvel, n, h,
-                                   stepped_model, observed)  # fmt: skip
+                                   stepped_model, observed, count)  # fmt: skip
         return _start_assembled(outs, loops)
     acc = stepper.start_accelerations(first, tree, loops, qpos, qvel, t0, h)
     out0 = _outputs(model, tree, loops, qpos, qvel, acc, joints)
@@ -359,7 +402,7 @@ def _run_joint_space(model, stepper, n, h, controls, policy, rows):
             out = _with_act(out, m_k.actuators.act(act))
         return (qpos, qvel, acc, act), out
 
-    _, outs = jax.lax.scan(step, (qpos, qvel, acc, act0), jnp.arange(n))
+    _, outs = _time_loop(step, (qpos, qvel, acc, act0), n, count)
     outs = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), out0, outs)
     return _start_assembled(outs, loops)
 
@@ -377,7 +420,7 @@ def _start_assembled(outs, loops):
     return (*outs[:8], status, *outs[9:])
 
 
-def _run_from_starts(model, stepper, tree, loops, joints, qpos, qvel, n: int, h):
+def _run_from_starts(model, stepper, tree, loops, joints, qpos, qvel, n: int, h, count=None):
     """The outputs of :func:`_run_joint_space` for a model that does not change from step to
     step and a stepper whose step ends with the new state's accelerations
     (:attr:`~jaxmbd.joint_space.steppers.AbstractJointStepper.state_accelerations`): n + 1
@@ -385,7 +428,8 @@ def _run_from_starts(model, stepper, tree, loops, joints, qpos, qvel, n: int, h)
     each giving the outputs of its start; the last one's step is not used. The program holds
     the accelerations' code once, where a start before the loop and an end in the step held
     it three times (XLA's compile time grows with it: a loop model's program is mostly
-    accelerations and constraint rows)."""
+    accelerations and constraint rows). ``count``: the steps taken where given
+    (:func:`_time_loop`)."""
 
     def step(state, k):
         qpos, qvel = joint_loop_guard(state)
@@ -394,20 +438,22 @@ def _run_from_starts(model, stepper, tree, loops, joints, qpos, qvel, n: int, h)
         )(qpos, qvel)
         return (qpos_, qvel_), _outputs(model, tree, loops, qpos, qvel, acc, joints)
 
-    _, outs = jax.lax.scan(step, (qpos, qvel), jnp.arange(n + 1))
+    _, outs = _time_loop(step, (qpos, qvel), n + 1, None if count is None else count + 1)
     return outs
 
 
 def _run_stepped_models(
-    model, stepper, tree, loops, joints, qpos, qvel, n: int, h, stepped_model, observed=None
-):
+    model, stepper, tree, loops, joints, qpos, qvel, n: int, h, stepped_model, observed=None,
+    count=None,
+):  # fmt: skip
     """The outputs of :func:`_run_joint_space` where each step has its own model
     ``stepped_model(k, qpos, qvel, acc)`` (its controls, or a policy's from the state and
     the accelerations ``acc`` of the step before): n iterations of
     :meth:`~jaxmbd.joint_space.steppers.AbstractJointStepper.start_and_advance`, the step's
     start and end accelerations under its model, the outputs at t_k+1 the end's; the
     outputs at t = 0 those of step 0's start, or, for a policy, of ``observed`` (the model
-    whose accelerations it observes first). Each step is recomputed whole in the adjoint
+    whose accelerations it observes first); ``count``: the steps taken where given
+    (:func:`_time_loop`). Each step is recomputed whole in the adjoint
     (:func:`_adjoint_recomputes`): the forward loop stores the state alone. A stepper that
     computes both ends in one loop (RK4) puts the accelerations' code in the program once,
     where a start, a step and an end held it three times: the cart-pole's 10-step gradient
@@ -435,7 +481,7 @@ def _run_stepped_models(
     def step(carry, k):
         return _adjoint_recomputes(lambda carry: stepped(carry, k))(joint_loop_guard(carry))
 
-    (_, _, kept), outs = jax.lax.scan(step, (qpos, qvel, acc), jnp.arange(n))
+    (_, _, kept), outs = _time_loop(step, (qpos, qvel, acc), n, count)
     out0 = _outputs(model, tree, loops, qpos, qvel, kept if observed is None else acc, joints)
     return jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), out0, outs)
 
@@ -510,8 +556,39 @@ def tree_multipliers(model: Model, sol):
             groups.append((b, tuple(rows)))
     if not groups:
         return sol.lam
-    wrenches = tree_wrenches(model, sol, along_joints=False)
-    return _rows_of_wrenches(model, tuple(groups), sol.t, sol.r, sol.A, sol.lam, wrenches)
+    rows = _padded_rows(sol)
+    if rows is None:
+        wrenches = tree_wrenches(model, sol, along_joints=False)
+        return _rows_of_wrenches(model, tuple(groups), sol.t, sol.r, sol.A, sol.lam, wrenches)
+    # a plain call's rows padded to a power of two on the host: the two programs serve
+    # every horizon up to it (one per doubling), at most twice the rows' cost
+    lam = np.asarray(sol.lam)
+    loop_lam = np.zeros_like(lam)
+    loop = np.asarray(sorted(loop), dtype=int)
+    loop_lam[:, loop] = lam[:, loop]
+    arrays = [_pad(x, rows) for x in (*_tree_arrays(sol)[:-1], loop_lam)]
+    run_model = with_contact(model, "none" if sol.contact_element is None else "compliant",
+                             where="joint_wrenches")  # fmt: skip
+    wrenches = _tree_wrenches_jit(run_model, sol.tree, False, *arrays)
+    t, r, A = arrays[0], arrays[2], arrays[3]
+    lam = _rows_of_wrenches(model, tuple(groups), t, r, A, _pad(lam, rows), wrenches)
+    return jax.device_put(np.asarray(lam)[: sol.lam.shape[0]])
+
+
+def _padded_rows(sol) -> int | None:
+    """The rows (a power of two, at least 16) that :func:`tree_multipliers` pads the
+    (T, ...) arrays of a concrete run's Solution to, or None where it runs on them as
+    they are: traced or batched arrays, or a run with hard contact (its loads come from
+    the contact slots)."""
+    if is_traced(sol.lam) or sol.lam.ndim != 2 or sol.unilateral_forces is not None:
+        return None
+    return max(16, 1 << (sol.lam.shape[0] - 1).bit_length())
+
+
+def _pad(x, rows: int):
+    """``x`` (T, ...) on the device with its last row repeated up to ``rows`` rows."""
+    x = np.asarray(x)
+    return jax.device_put(np.concatenate([x, np.repeat(x[-1:], rows - x.shape[0], axis=0)]))
 
 
 @eqx.filter_jit  # one program (see _energy)
@@ -591,6 +668,34 @@ def planned_rows(model: Model):
     return tree, rows, tuple(name for k, name in enumerate(names) if k not in set(rows))
 
 
+#: The fewest rows of a run's program outside any transformation (:func:`_counted_run`).
+FEWEST_RUN_ROWS = 1024
+
+
+def run_rows(n: int) -> int:
+    """The steps that the program of an n-step run outside any transformation has room
+    for: :data:`FEWEST_RUN_ROWS`, or the power of two from n up. The run takes its n steps
+    (an input of the program), so its cost follows n, and a user meets one program up to
+    FEWEST_RUN_ROWS steps and one more per doubling of the horizon beyond."""
+    return max(FEWEST_RUN_ROWS, 1 << max(n - 1, 0).bit_length())
+
+
+def _counted_run(model, stepper, n: int, h, controls, policy, rows):
+    """:func:`run_joint_space` of n steps for concrete inputs outside any transformation:
+    the program of :func:`run_rows` steps taking n of them (``count``), the controls' rows
+    past n repeated from the last one (shapes are the program's), the outputs cut to the
+    n + 1 rows of the run on the host."""
+    size = run_rows(n)
+    if controls is not None:
+        host = np.asarray(controls)
+        pad = np.zeros((size - host.shape[0], *host.shape[1:]), host.dtype)
+        if host.shape[0]:
+            pad[:] = host[-1]
+        controls = jax.device_put(np.concatenate([host, pad]))
+    outs = run_joint_space(model, stepper, size, h, controls, policy, rows, np.asarray(n))
+    return jax.tree_util.tree_map(lambda x: jax.device_put(np.asarray(x)[: n + 1]), outs)
+
+
 def run_planned_joint_space(model: Model, form, stepper: AbstractJointStepper, *, tree, rows,
                             n: int, h, controls, policy, throw: bool, sensor_key=None,
                             plan=None, stacklevel: int = 2):  # fmt: skip
@@ -606,12 +711,20 @@ def run_planned_joint_space(model: Model, form, stepper: AbstractJointStepper, *
         if model.sensors is None or policy is not None
         else dataclasses.replace(model, sensors=None)
     )
-    outs = run_joint_space(run_model, stepper, n, h_arr, controls, policy, rows)
+    traced = is_traced(model) or is_traced((controls, policy))
+    if traced or not at_top_level():  # a transformation's run: the program of its n steps
+        outs = run_joint_space(run_model, stepper, n, h_arr, controls, policy, rows)
+    else:
+        outs = _counted_run(run_model, stepper, n, h_arr, controls, policy, rows)
+    if not stepper.resolves_impacts and isinstance(outs[-1], dict):
+        # the forces of MuJoCo's soft rows are no hard contact's or limits' forces (which
+        # sol.contact, sol.limits and the sensors read from unilateral_forces)
+        extra = {k: v for k, v in outs[-1].items() if k != "unilateral_forces"}
+        outs = (*outs[:-1], extra) if extra else outs[:-1]
     sol = solution_from_outputs(model, form, h_arr, outs, integrator=stepper.name,
-                                linear_solver=JOINT_LINEAR_SOLVER, tree=tree,
+                                linear_solver=joint_linear_solver(model, tree, rows), tree=tree,
                                 sensor_key=sensor_key, plan=plan,
                                 controls="policy" if policy is not None else controls)  # fmt: skip
-    traced = is_traced(model) or is_traced((controls, policy))
     if model.sensors is not None:
         # the sensors read the tree joints' reactions from sol.lam: Newton-Euler's
         sol = eqx.tree_at(lambda s: s.lam, sol, tree_multipliers(model, sol))

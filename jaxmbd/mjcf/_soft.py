@@ -12,7 +12,8 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from ..contact.mujoco.pairs import GEOM_NAMES, KERNELS, candidate_pairs
+from ..contact.mujoco.convex import PAIRS as CONVEX_PAIRS
+from ..contact.mujoco.pairs import GEOM_NAMES, KERNELS, candidate_pairs, convex_options_supported
 from ..soft_constraints.model import (
     SOLVER_METHODS,
     ContactGroup,
@@ -116,7 +117,8 @@ def constraint_model(mujoco, m, d0, roots, owner, unsupported: list[str], *,
     for g1, g2, pair, margin in zip(*columns, strict=True):
         g1, g2, pair = int(g1), int(g2), int(pair)
         t1, t2 = int(m.geom_type[g1]), int(m.geom_type[g2])
-        if (t1, t2) not in KERNELS:
+        convex_off = (t1, t2) in CONVEX_PAIRS and not convex_options_supported(m)
+        if (t1, t2) not in KERNELS or convex_off:
             key = f"{GEOM_NAMES[t1]}-{GEOM_NAMES[t2]}"
             missing[key] = missing.get(key, 0) + 1
             continue

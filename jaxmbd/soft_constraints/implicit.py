@@ -25,19 +25,17 @@ derivative is the one-sided one of that state; every division is guarded, so it 
 from __future__ import annotations
 
 import jax
-import jax.numpy as jnp
-from jax.scipy.linalg import cho_solve
 
 from .. import _config  # noqa: F401
-from .problem import SoftRows, constraint_update, hessian
+from .problem import SoftRows, constraint_update, hessian, spd_solve, times, transposed_times
 
 
 def stationarity_residual(
     qacc: jax.Array, M: jax.Array, a0: jax.Array, rows: SoftRows
 ) -> jax.Array:
     """The cost's gradient ``M (a - a0) - J' efc_force(J a - aref)``; zero at the optimum."""
-    update = constraint_update(rows, rows.J @ qacc - rows.aref)
-    return M @ (qacc - a0) - rows.J.T @ update.force
+    update = constraint_update(rows, times(rows.J, qacc) - rows.aref)
+    return times(M, qacc - a0) - transposed_times(rows.J, update.force)
 
 
 @jax.custom_jvp
@@ -62,8 +60,7 @@ def _attach_implicit_derivatives_jvp(primals, tangents):
         return stationarity_residual(qacc, M, a0, rows)
 
     _, dresidual = jax.jvp(residual, (M, a0, rows), (dM, da0, drows))
-    update = constraint_update(rows, rows.J @ qacc - rows.aref)
+    update = constraint_update(rows, times(rows.J, qacc) - rows.aref)
     H = hessian(M, rows, update)
-    factor = jnp.linalg.cholesky(H)
-    dqacc = -cho_solve((factor, True), dresidual)
+    dqacc = -spd_solve(H, dresidual)
     return qacc, dqacc

@@ -31,6 +31,7 @@ from .problem import (
     ONE_SIDED,
     SoftRows,
     cone_layout,
+    inner,
     row_weight,
     safe_sqrt,
     to_cones,
@@ -117,8 +118,8 @@ def prepare(
         cone_uv = jnp.zeros((5, 0), Jaref.dtype)
         cone_Dm = jnp.zeros((0,), Jaref.dtype)
     return Direction(
-        gauss1=jnp.dot(search, Ma) - jnp.dot(qfrc_smooth, search),
-        gauss2=0.5 * jnp.dot(search, Mv),
+        gauss1=inner(search, Ma) - inner(qfrc_smooth, search),
+        gauss2=0.5 * inner(search, Mv),
         start=Jaref,
         slope=Jv,
         quad=quad,

@@ -16,12 +16,15 @@ MuJoCo would not include this step are inactive rows, which exert nothing.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from .. import _config  # noqa: F401
+from ..compiled.small import mm, mv
 from ..contact.mujoco.pairs import collide, kernel_for
 from ..tendons import Tendons, lengths_and_jacobians
 from ..tree.kinematics import dof_ancestors
@@ -98,8 +101,8 @@ class ContactGroup(eqx.Module):
             b = np.asarray(body)
             fixed = jnp.asarray(b < 0)
             xb, Rb = x[np.maximum(b, 0)], R[np.maximum(b, 0)]
-            p = jnp.where(fixed[:, None], pos, xb + jnp.einsum("kij,kj->ki", Rb, pos))
-            m = jnp.where(fixed[:, None, None], mat, jnp.einsum("kij,kjl->kil", Rb, mat))
+            p = jnp.where(fixed[:, None], pos, xb + mv(Rb, pos))
+            m = jnp.where(fixed[:, None, None], mat, mm(Rb, mat))
             return p, m
 
         return place(self.body1, self.pos1, self.mat1), place(self.body2, self.pos2, self.mat2)
@@ -196,6 +199,15 @@ class MujocoConstraints(eqx.Module):
     treats: frozenset[str] = eqx.field(static=True, default=frozenset())
     #: the file's ``opt.integrator`` as a joint-space stepper's name (a run's default)
     integrator: str = eqx.field(static=True, default="euler")
+    #: how a run in joint coordinates treats the parts it carries (contact pairs, limits and
+    #: friction loss, equality constraints) where its options name none: MuJoCo's constraint
+    #: model, as the file asks (:func:`jaxmbd.soft_constraints.treatments.model_defaults`)
+    default_treatment: ClassVar[str] = "soft"
+
+    @property
+    def timestep(self) -> float:
+        """The file's ``opt.timestep``: a run's step where it names none."""
+        return float(self.options.timestep)
 
     @property
     def has_limit_rows(self) -> bool:

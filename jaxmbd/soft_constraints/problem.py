@@ -26,8 +26,11 @@ from typing import NamedTuple, final
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+from jax import lax
 
 from .. import _config  # noqa: F401
+from ..compiled.small import UNROLL_MAX, _sum_along
+from ..tree._elementwise import cholesky_factor, cholesky_factor_solve
 
 # Row kinds (what :attr:`SoftRows.kind` holds); :func:`kind_from_efc_type` maps MuJoCo's
 # efc_type onto them.
@@ -48,6 +51,57 @@ MJ_MINVAL = 1e-15
 
 #: The largest contact dimension (mjContact.dim): normal, 2 tangents, spin, 2 rolling.
 MAX_CONE_DIM = 6
+
+
+#: Elements a single reduction reads at most: above about 4k, XLA's CPU backend hands a
+#: reduction to a library fusion (YNNPACK), and a loop that holds one is not compiled as one
+#: native loop (:mod:`jaxmbd.compiled.xla_flags`).
+SUM_CHUNK = 2048
+
+
+def chunked_sum(x: jax.Array, axis: int) -> jax.Array:
+    """``x`` summed over ``axis`` by reductions that each read at most :data:`SUM_CHUNK`
+    elements (slices along ``axis``, each summed, then added): elementwise loops, not library
+    calls, for the products of a step's rows."""
+    axis = axis % x.ndim
+    n = x.shape[axis]
+    if n <= UNROLL_MAX:
+        return _sum_along(x, axis - x.ndim)
+    per = max(1, SUM_CHUNK // max(1, x.size // n))
+    if n <= per:
+        return jnp.sum(x, axis)
+    parts = [
+        jnp.sum(lax.slice_in_dim(x, start, min(start + per, n), axis=axis), axis)
+        for start in range(0, n, per)
+    ]
+    total = parts[0]
+    for part in parts[1:]:
+        total = total + part
+    return total
+
+
+def times(A: jax.Array, x: jax.Array) -> jax.Array:
+    """``A x`` for ``A`` (m, n), ``x`` (n,), as a broadcast product and a sum: on the CPU a
+    ``dot`` keeps XLA from compiling a time loop as one native loop
+    (:mod:`jaxmbd.compiled.xla_flags`), and these products are far too small to gain from
+    one."""
+    return chunked_sum(A * x[None, :], -1)
+
+
+def transposed_times(A: jax.Array, y: jax.Array) -> jax.Array:
+    """``A' y`` for ``A`` (m, n), ``y`` (m,) (elementwise, as :func:`times`)."""
+    return chunked_sum(A * y[:, None], -2)
+
+
+def inner(x: jax.Array, y: jax.Array) -> jax.Array:
+    """``x' y`` of two vectors (elementwise, as :func:`times`)."""
+    return chunked_sum(x * y, -1)
+
+
+def spd_solve(A: jax.Array, b: jax.Array) -> jax.Array:
+    """``A^-1 b`` for a symmetric positive definite ``A`` (n, n) by the elementwise Cholesky
+    of :mod:`jaxmbd.tree._elementwise` (no LAPACK call: see :func:`times`)."""
+    return cholesky_factor_solve(cholesky_factor(A), b)
 
 
 def kind_from_efc_type(efc_type):
@@ -313,7 +367,8 @@ def hessian(M: jax.Array, rows: SoftRows, update: ConstraintUpdate) -> jax.Array
     rank-1 updates of the Cholesky factor; the matrix is the same).
     """
     J = rows.J
-    H = M + (J.T * update.D_quadratic) @ J
+    DJ = J * update.D_quadratic[:, None]
+    H = M + chunked_sum(J[:, :, None] * DJ[:, None, :], 0)
     if rows.ncone:
         layout = cone_layout(rows)
         Jc = jnp.where(layout.used[:, :, None], J[layout.gather], 0.0)  # (ncone, 6, nv)

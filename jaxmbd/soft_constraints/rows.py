@@ -25,6 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _config  # noqa: F401
+from ..compiled.small import _sum_along
 from .parameters import (
     MIN_VALUE,
     SoftOptions,
@@ -125,7 +126,7 @@ def _finish(
     J = jnp.where(active[:, None], J, 0.0)
     vel = aref = None
     if qvel is not None:
-        vel = J @ qvel
+        vel = _sum_along(J * qvel[None, :], -1)
         aref = reference_acceleration(vel, pos, margin, stiffness, damping, imp)
         aref = jnp.where(active, aref, 0.0)
     return ConstraintRows(
@@ -461,7 +462,7 @@ def joint_limit_rows(spec: JointLimitSpec, qpos, qvel=None, *, options: SoftOpti
 
     e_dof = jax.nn.one_hot(spec.dofadr, spec.nv, dtype=jnp.float64)
     e_ball = jax.nn.one_hot(spec.dofadr[:, None] + np.arange(3), spec.nv, dtype=jnp.float64)
-    J_ball = -jnp.einsum("kc,kcv->kv", direction, e_ball)
+    J_ball = -_sum_along(direction[:, :, None] * e_ball, -2)
     J = jnp.stack([jnp.where(ball[:, None], J_ball, e_dof), -e_dof], axis=1)
 
     def rows(x):
@@ -619,9 +620,9 @@ def contact_rows(
         active = found & (touching | ((adhesion != 0) & (condim == 1)))
 
     # rotate Jacobian differences to the contact frame
-    Jc = jnp.einsum("cij,cjv->civ", frame, jac_dif[:, :3])
+    Jc = _sum_along(frame[:, :, :, None] * jac_dif[:, None, :3, :], -2)
     if condim > 3:
-        Jr = jnp.einsum("cij,cjv->civ", frame[:, : condim - 3], jac_dif[:, 3:])
+        Jr = _sum_along(frame[:, : condim - 3, :, None] * jac_dif[:, None, 3:, :], -2)
         Jc = jnp.concatenate([Jc, Jr], axis=1)
     zero = jnp.zeros(c)
     if condim == 1:

@@ -32,13 +32,22 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 from jax.ad_checkpoint import checkpoint_name
-from jax.scipy.linalg import cho_solve
 
 from .. import _config  # noqa: F401
 from ..newton._implicit import ROOT
+from ..tree._elementwise import cholesky_factor, cholesky_factor_solve
 from . import line_search
 from .implicit import attach_implicit_derivatives
-from .problem import MJ_MINVAL, SoftRows, constraint_update, hessian
+from .problem import (
+    MJ_MINVAL,
+    SoftRows,
+    constraint_update,
+    hessian,
+    inner,
+    spd_solve,
+    times,
+    transposed_times,
+)
 
 # Solve status codes (SoftSolution.status).
 #: A termination test passed (improvement, gradient or Newton decrement below
@@ -104,7 +113,7 @@ class _Carry(NamedTuple):
 
 def _cost(rows: SoftRows, M_qacc, qfrc_smooth, qacc, a0, jar):
     """Constraint cost plus Gauss ``(Ma - qfrc_smooth)'(a - a0) / 2`` (PrimalUpdateConstraint)."""
-    return constraint_update(rows, jar).cost + 0.5 * jnp.dot(M_qacc - qfrc_smooth, qacc - a0)
+    return constraint_update(rows, jar).cost + 0.5 * inner(M_qacc - qfrc_smooth, qacc - a0)
 
 
 def _hager_zhang(search, grad, gradold, Mgrad, Mgradold):
@@ -116,16 +125,16 @@ def _hager_zhang(search, grad, gradold, Mgrad, Mgradold):
     """
     graddif = grad - gradold
     Mgraddif = Mgrad - Mgradold
-    d_dot_y = jnp.dot(search, graddif)
+    d_dot_y = inner(search, graddif)
     restart = d_dot_y < MJ_MINVAL
     safe_d_dot_y = jnp.where(restart, 1.0, d_dot_y)
-    y_dot_My = jnp.dot(graddif, Mgraddif)
-    y_dot_Mgrad = jnp.dot(graddif, Mgrad)
-    d_dot_grad = jnp.dot(search, grad)
+    y_dot_My = inner(graddif, Mgraddif)
+    y_dot_Mgrad = inner(graddif, Mgrad)
+    d_dot_grad = inner(search, grad)
     beta_hz = (y_dot_Mgrad - 2 * (y_dot_My / safe_d_dot_y) * d_dot_grad) / safe_d_dot_y
     eta = 0.01
     eta_k = -1.0 / jnp.maximum(
-        MJ_MINVAL, jnp.linalg.norm(search) * jnp.minimum(eta, jnp.linalg.norm(grad))
+        MJ_MINVAL, jnp.sqrt(inner(search, search)) * jnp.minimum(eta, jnp.sqrt(inner(grad, grad)))
     )
     beta = jnp.where(restart, 0.0, jnp.maximum(eta_k, beta_hz))
     return -Mgrad + beta * search
@@ -139,7 +148,7 @@ def _primal_solve(
     improvement, warmstart_used)."""
     dtype = a0.dtype
     J, aref = rows.J, rows.aref
-    qfrc_smooth = M @ a0
+    qfrc_smooth = times(M, a0)
     if scale is None:
         # MuJoCo 4.0 scales its tests by the trace of the current inertia (changelog 4.0.0,
         # "Constraint solvers now scale their termination criteria by the trace")
@@ -148,33 +157,32 @@ def _primal_solve(
     tolerance = jnp.asarray(tolerance, dtype)
 
     # warm start: the better of a_warm and a0 (engine_forward.c, warmstart)
-    Ma_warm = M @ a_warm
-    cost_warm = _cost(rows, Ma_warm, qfrc_smooth, a_warm, a0, J @ a_warm - aref)
-    cost_smooth = constraint_update(rows, J @ a0 - aref).cost
+    Ma_warm = times(M, a_warm)
+    cost_warm = _cost(rows, Ma_warm, qfrc_smooth, a_warm, a0, times(J, a_warm) - aref)
+    cost_smooth = constraint_update(rows, times(J, a0) - aref).cost
     warmstart_used = jnp.asarray(warmstart) & ~(cost_warm > cost_smooth)
     any_active = jnp.any(rows.active)
     qacc = jnp.where(warmstart_used & any_active, a_warm, a0)
 
-    Ma = M @ qacc
-    Jaref = J @ qacc - aref
+    Ma = times(M, qacc)
+    Jaref = times(J, qacc) - aref
     update = constraint_update(rows, Jaref)
-    grad = Ma - qfrc_smooth - J.T @ update.force
-    M_factor = jnp.linalg.cholesky(M)
-    Mgrad_M = cho_solve((M_factor, True), grad)
+    grad = Ma - qfrc_smooth - transposed_times(J, update.force)
+    M_factor = cholesky_factor(M)
+    Mgrad_M = cholesky_factor_solve(M_factor, grad)
 
     def newton_Mgrad(update, grad):
-        H_factor = jnp.linalg.cholesky(hessian(M, rows, update))
-        return cho_solve((H_factor, True), grad)
+        return spd_solve(hessian(M, rows, update), grad)
 
     # duality-gap certificate: cost(a) - cost* <= grad' M^-1 grad / 2; Newton also requires
     # the gradient test (mj_solPrimal, "convergence certificate")
-    gap_small = jnp.maximum(0.0, 0.5 * scale * jnp.dot(grad, Mgrad_M)) < tolerance
-    gradient = scale * jnp.linalg.norm(grad)
+    gap_small = jnp.maximum(0.0, 0.5 * scale * inner(grad, Mgrad_M)) < tolerance
+    gradient = scale * jnp.sqrt(inner(grad, grad))
     gradient_small = gradient < tolerance
     if newton:
         certified = gap_small & gradient_small
         Mgrad = newton_Mgrad(update, grad)
-        decrement = jnp.maximum(0.0, 0.5 * scale * jnp.dot(grad, Mgrad))
+        decrement = jnp.maximum(0.0, 0.5 * scale * inner(grad, Mgrad))
         done = certified | (gradient_small & (decrement < tolerance))
     else:
         done = gap_small
@@ -199,13 +207,13 @@ def _primal_solve(
         return (~c.done) & (c.iteration < iterations)
 
     def body(c: _Carry) -> _Carry:
-        Mv = M @ c.search
-        Jv = J @ c.search
+        Mv = times(M, c.search)
+        Jv = times(J, c.search)
         direction = line_search.prepare(rows, c.Ma, qfrc_smooth, c.search, Mv, c.Jaref, Jv)
         found = line_search.search(
             rows,
             direction,
-            jnp.linalg.norm(c.search),
+            jnp.sqrt(inner(c.search, c.search)),
             scale,
             tolerance * ls_tolerance,
             ls_iterations,
@@ -216,15 +224,15 @@ def _primal_solve(
         Ma = c.Ma + alpha * Mv
         Jaref = c.Jaref + alpha * Jv
         update = constraint_update(rows, Jaref)
-        grad = Ma - qfrc_smooth - J.T @ update.force
+        grad = Ma - qfrc_smooth - transposed_times(J, update.force)
         if newton:
             Mgrad = newton_Mgrad(update, grad)
-            decrement = jnp.maximum(0.0, 0.5 * scale * jnp.dot(grad, Mgrad))
+            decrement = jnp.maximum(0.0, 0.5 * scale * inner(grad, Mgrad))
         else:
-            Mgrad = cho_solve((M_factor, True), grad)
+            Mgrad = cholesky_factor_solve(M_factor, grad)
             decrement = jnp.asarray(jnp.inf, dtype)
         improvement = scale * found.improvement
-        gradient = scale * jnp.linalg.norm(grad)
+        gradient = scale * jnp.sqrt(inner(grad, grad))
         converged = (
             ((improvement > 0) & (improvement < tolerance))
             | (gradient < tolerance)
@@ -262,6 +270,58 @@ def _primal_solve(
     )
 
 
+def active_rows(rows: SoftRows, capacity: int) -> SoftRows:
+    """The active rows of ``rows`` (without elliptic cones) in their order, in ``capacity``
+    slots, the rest inactive with J = 0: the same problem when at most ``capacity`` rows
+    are active. A gather (the first row whose running count of active rows reaches k), no
+    scatter or sort: the step stays a loop XLA's CPU backend can compile natively."""
+    count = jnp.cumsum(rows.active.astype(jnp.int32))
+    index = jnp.searchsorted(count, jnp.arange(1, capacity + 1, dtype=jnp.int32))
+    index = jnp.minimum(index, rows.nefc - 1)
+    used = jnp.arange(capacity) < count[-1]
+    return SoftRows(
+        J=jnp.where(used[:, None], rows.J[index], 0.0),
+        aref=jnp.where(used, rows.aref[index], 0.0),
+        R=jnp.where(used, rows.R[index], 1.0),
+        floss=jnp.where(used, rows.floss[index], 0.0),
+        active=used,
+        kind=rows.kind[index],
+        cone_rows=rows.cone_rows,
+        cone_mu=rows.cone_mu,
+        cone_friction=rows.cone_friction,
+    )
+
+
+def _on_active_rows(on, inputs, capacity: int):
+    """``on(inputs)`` (``inputs = (M, a0, rows, ...)``) run with :func:`active_rows` in
+    place of ``rows`` when they fit in ``capacity`` slots, else with all rows; under ``vmap``
+    the members share one branch (the small one when every member fits), so that a batch
+    does not run both."""
+
+    def small(inputs):
+        M, a0, rows, *rest = inputs
+        return on((M, a0, active_rows(rows, capacity), *rest))
+
+    @jax.custom_batching.custom_vmap
+    def branch(inputs):
+        fits = jnp.sum(inputs[2].active.astype(jnp.int32)) <= capacity
+        return lax.cond(fits, small, on, inputs)
+
+    @branch.def_vmap
+    def _branch_vmap(axis_size, in_batched, inputs):
+        (batched,) = in_batched
+        inputs = jax.tree.map(
+            lambda x, b: x if b else jnp.broadcast_to(x, (axis_size, *jnp.shape(x))),
+            inputs,
+            batched,
+        )
+        fits = jnp.all(jnp.sum(inputs[2].active.astype(jnp.int32), axis=-1) <= capacity)
+        out = lax.cond(fits, jax.vmap(small), jax.vmap(on), inputs)
+        return out, jax.tree.map(lambda _: True, out)
+
+    return branch(inputs)
+
+
 def solve(
     M: jax.Array,
     a0: jax.Array,
@@ -275,6 +335,7 @@ def solve(
     ls_tolerance: float | jax.Array = 0.01,
     scale: float | jax.Array | None = None,
     warmstart: bool | jax.Array = True,
+    capacity: int | None = None,
 ) -> SoftSolution:
     """Solve MuJoCo's primal constraint problem for the acceleration (``mj_solPrimal``).
 
@@ -297,6 +358,11 @@ def solve(
         warmstart: compare the cost at ``a_warm`` and ``a0`` and start from the better
             (``warmstart`` of engine_forward.c); false starts from ``a0`` (mjDSBL_WARMSTART).
             May be traced.
+        capacity: the solver's loops run on the active rows alone, gathered into this
+            many slots, when at most that many rows are active (rows without elliptic
+            cones); otherwise, and with ``None`` or a capacity not below ``nefc``, on all
+            rows. Static. The result is the same up to the order of sums: inactive rows
+            contribute nothing to any quantity of the solve.
 
     Returns:
         A :class:`SoftSolution`. ``qacc`` and ``efc_force`` are differentiable with respect to
@@ -309,23 +375,32 @@ def solve(
     M = jnp.asarray(M)
     a0 = jnp.asarray(a0)
     a_warm = a0 if a_warm is None else jnp.asarray(a_warm)
-    stopped = jax.tree.map(lax.stop_gradient, (M, a0, rows, a_warm))
-    qacc, iters, status, gradient, improvement, warm_used = _primal_solve(
-        *stopped,
-        newton=method == "newton",
-        iterations=iterations,
-        tolerance=tolerance,
-        ls_iterations=ls_iterations,
-        ls_tolerance=ls_tolerance,
-        scale=None if scale is None else lax.stop_gradient(scale),
-        warmstart=lax.stop_gradient(warmstart),
-    )
+    newton = method == "newton"
+    inputs = (M, a0, rows, a_warm, iterations, tolerance, ls_iterations, ls_tolerance,
+              scale, warmstart)  # fmt: skip
+    inputs = jax.tree.map(lambda x: lax.stop_gradient(jnp.asarray(x)), inputs)
+
+    def on(inputs):
+        M, a0, rows, a_warm, iterations, tolerance, ls_iterations, ls_tolerance, scale, warm = (
+            inputs
+        )
+        return _primal_solve(
+            M, a0, rows, a_warm, newton=newton, iterations=iterations, tolerance=tolerance,
+            ls_iterations=ls_iterations, ls_tolerance=ls_tolerance, scale=scale,
+            warmstart=warm,
+        )  # fmt: skip
+
+    if capacity is None or capacity >= rows.nefc or rows.ncone:
+        solved = on(inputs)
+    else:
+        solved = _on_active_rows(on, inputs, capacity)
+    qacc, iters, status, gradient, improvement, warm_used = solved
     # the optimum is what a time step recomputed in reverse mode (jax.checkpoint with
     # jaxmbd.newton.SAVED_FOR_ADJOINT) keeps: the adjoint never reruns the solver's loops
     qacc = checkpoint_name(qacc, ROOT)
     qacc = attach_implicit_derivatives(qacc, M, a0, rows)
-    update = constraint_update(rows, rows.J @ qacc - rows.aref)
-    cost = update.cost + 0.5 * jnp.dot(M @ (qacc - a0), qacc - a0)
+    update = constraint_update(rows, times(rows.J, qacc) - rows.aref)
+    cost = update.cost + 0.5 * inner(times(M, qacc - a0), qacc - a0)
     finite = jnp.all(jnp.isfinite(qacc))
     status = jnp.where(finite, status, NONFINITE).astype(jnp.int32)
     return SoftSolution(

@@ -8,11 +8,14 @@ limit springs and the regularised friction loss (of :class:`~jaxmbd.forces.Joint
 and :class:`~jaxmbd.tendons.tendon_forces.TendonForces`) leave the run. The rows of both are
 solved together, in one convex problem per step, with the run's soft equality constraints
 (``equality="soft"``, :mod:`jaxmbd.soft_constraints.equalities`); a part not "soft" keeps
-the treatment its option names."""
+the treatment its option names. A model read from a file runs all of them by default, with
+the file's step (:func:`model_defaults`, :func:`default_step`)."""
 
 from __future__ import annotations
 
 import dataclasses
+
+import jax
 
 from .. import _config  # noqa: F401
 from ..errors import ModelError
@@ -55,6 +58,44 @@ def with_soft(model, *, contact, limits, where: str = "simulate"):
         model = dataclasses.replace(model, forces=tuple(map(_without_friction_loss, model.forces)))
     constraints = dataclasses.replace(constraints, treats=frozenset(treats))
     return dataclasses.replace(model, constraint_model=constraints), contact, limits
+
+
+def model_defaults(model, *, contact, limits, equality) -> tuple:
+    """(contact, limits, equality): the options of a run in joint coordinates with those left
+    None resolved to ``model``'s own treatment. A model that carries MuJoCo's constraint model
+    (read from MJCF or URDF) runs it, as MuJoCo runs the file: its constraint model's
+    ``default_treatment`` ("soft") for contact, limits and friction loss, and for the
+    equality constraints where it has any; a part switched to another treatment leaves the
+    others soft, solved together. A model built in code has none: its options stay None
+    (compliant contact and limits, exact equality constraints)."""
+    default = getattr(model.constraint_model, "default_treatment", None)
+    if default is None:
+        return contact, limits, equality
+    contact = default if contact is None else contact
+    limits = default if limits is None else limits
+    if equality is None and model.equalities:
+        equality = default
+    return contact, limits, equality
+
+
+def default_step(model, h, *, where: str = "simulate") -> float:
+    """The step of a run: ``h``, or where it is None the file's ``timestep`` of a model that
+    carries MuJoCo's constraint model (read from MJCF or URDF); any other model needs ``h``."""
+    if h is not None:
+        return h
+    constraints = model.constraint_model
+    if constraints is None:
+        raise ValueError(
+            f"{where}: pass the step size h= for model '{model.name}' (only a model read from "
+            "MJCF or URDF defaults to its file's timestep)"
+        )
+    try:
+        return constraints.timestep
+    except (TypeError, jax.errors.ConcretizationTypeError):
+        raise ValueError(
+            f"{where}: model '{model.name}' carries its file's timestep as a traced or batched "
+            "value; pass h="
+        ) from None
 
 
 def soft_constraints_of(model):

@@ -13,7 +13,7 @@ import jax
 import numpy as np
 
 from ... import _config  # noqa: F401  (float64)
-from . import box, primitive
+from . import box, convex, primitive
 from .common import Contacts
 
 # MuJoCo's mjtGeom
@@ -24,6 +24,8 @@ GEOM_NAMES = ("plane", "hfield", "sphere", "capsule", "ellipsoid", "cylinder", "
 _DSBL_CONSTRAINT = 1 << 0
 _DSBL_CONTACT = 1 << 4
 _DSBL_FILTERPARENT = 1 << 10
+_DSBL_NATIVECCD = 1 << 17
+_DSBL_MULTICCD = 1 << 19
 _ENBL_OVERRIDE = 1 << 0
 
 #: (type1, type2) -> (kernel, slots); slots is MuJoCo's ``mj_maxContact`` for the pair
@@ -41,12 +43,27 @@ KERNELS = {
     (CAPSULE, CAPSULE): (primitive.capsule_capsule, 2),
     (CAPSULE, BOX): (box.capsule_box, 2),
     (BOX, BOX): (box.box_box, 8),
+    # MuJoCo's general convex collider (native GJK/EPA, multi-contact) at MuJoCo's default
+    # ccd_iterations and ccd_tolerance; see convex_options_supported
+    **{pair: (convex.kernel(*pair), slots) for pair, slots in convex.PAIRS.items()},
 }
+
+
+def convex_options_supported(m) -> bool:
+    """Whether the kernels of ``mjc_Convex`` pairs collide as MuJoCo does for mjModel m:
+    native CCD and multi-contact on (MuJoCo's defaults) and the default ccd_iterations and
+    ccd_tolerance, which the kernels take as static settings."""
+    flags = int(m.opt.disableflags)
+    return (
+        not flags & (_DSBL_NATIVECCD | _DSBL_MULTICCD)
+        and int(m.opt.ccd_iterations) == convex.ITERATIONS
+        and float(m.opt.ccd_tolerance) == convex.TOLERANCE
+    )
 
 
 def kernel_for(type1: int, type2: int):
     """(kernel, slots) for geom types type1 <= type2; KeyError for pairs without a kernel
-    (MuJoCo's general convex collider ``mjc_Convex``, height fields, meshes, SDFs)."""
+    (height fields, meshes, SDFs)."""
     return KERNELS[(int(type1), int(type2))]
 
 

@@ -1,0 +1,263 @@
+"""MuJoCo's general convex collider ``mjc_Convex`` (``engine_collision_convex.c``) for the
+smooth geom pairs it serves (ellipsoids against spheres, capsules, ellipsoids, cylinders and
+boxes; cylinders against capsules, cylinders and boxes), with MuJoCo's native GJK/EPA
+(:mod:`.gjk`, the default: ``mjDSBL_NATIVECCD`` clear) and its multi-contact search
+(``mjDSBL_MULTICCD`` clear): for pairs without a sphere or ellipsoid, the first contact is
+followed by four searches with both geoms turned by 1e-3 rad about the contact's tangents
+(geom1 one way, geom2 the other, about the contact point), each new contact kept when it lies
+farther than 1e-3 of the smaller bounding radius from those found, with the first contact's
+depth.
+
+Kernels take ``(pos1, mat1, size1, pos2, mat2, size2, margin)`` like those of
+:mod:`.primitive`; the geoms' support functions (``mjc_*Support``) grow by half the margin
+each, as MuJoCo's ``support`` grows them. Spheres and capsules first run GJK as a point and
+a segment and take their radius off the distance (``mjc_ccd``); a deep contact reruns GJK
+and EPA on the full shapes.
+
+The port follows MuJoCo 3.12's source (the newest available) and gives its contacts to
+1e-15 (checked against that C code compiled around ``mjc_ccd``). MuJoCo 4.0 changed its
+GJK: it finds a contact for coincident centres, where 3.12 finds none, and where GJK or EPA
+stop on ``ccd_tolerance`` its iterates differ, by up to that tolerance in depth; see
+tests/test_mujoco_convex.py for what agrees with 4.0 and how closely.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+
+from ... import _config  # noqa: F401  (float64)
+from .common import Contacts, Raw, compact, finish, make_frame
+from .gjk import MINVAL2, _sqrt, dot3, epa, gjk, normalize3
+from .gjk import _initial_polytope as initial_polytope
+
+SPHERE, CAPSULE, ELLIPSOID, CYLINDER, BOX = 2, 3, 4, 5, 6
+
+#: MuJoCo's default ``opt.ccd_iterations`` and ``opt.ccd_tolerance``
+ITERATIONS = 35
+TOLERANCE = 1e-6
+
+# multiCCD parameters of ``mjc_Convex``
+_RELATIVE_TOLERANCE = 1e-3
+_PERTURBATION_ANGLE = 1e-3
+
+
+def _mtv(mat, d):
+    """mat^T d as MuJoCo's ``mulMatTVec3`` sums it."""
+    return jnp.stack([mat[0, j] * d[0] + mat[1, j] * d[1] + mat[2, j] * d[2] for j in range(3)])
+
+
+def _mv(mat, v):
+    return jnp.stack([mat[i, 0] * v[0] + mat[i, 1] * v[1] + mat[i, 2] * v[2] for i in range(3)])
+
+
+def _support(geom_type: int, pos, mat, size, direction):
+    """MuJoCo's ``mjc_<type>Support`` (no margin) of a geom along a unit direction."""
+    if geom_type == SPHERE:
+        return size[0] * direction + pos
+    local = _mtv(mat, direction)
+    if geom_type == CAPSULE:
+        supp = local * size[0]
+        supp = supp.at[2].add(jnp.where(local[2] >= 0, size[1], -size[1]))
+        return _mv(mat, supp) + pos
+    if geom_type == ELLIPSOID:
+        supp = local * size
+        norm2 = dot3(supp, supp)
+        small = norm2 < MINVAL2
+        inv = 1 / _sqrt(jnp.where(small, 1.0, norm2))
+        supp = supp * (inv * size)
+        return jnp.where(small, mat[:, 0] * size[0] + pos, _mv(mat, supp) + pos)
+    if geom_type == CYLINDER:
+        n2 = local[0] * local[0] + local[1] * local[1]
+        scl = jnp.where(n2 >= MINVAL2, size[0] / _sqrt(jnp.where(n2 > 0, n2, 1.0)), 0.0)
+        supp = jnp.stack([scl * local[0], scl * local[1],
+                          jnp.where(local[2] >= 0, size[1], -size[1])])  # fmt: skip
+        return _mv(mat, supp) + pos
+    if geom_type == BOX:
+        return _mv(mat, jnp.where(local >= 0, size, -size)) + pos
+    raise ValueError(f"mjc_Convex: no support function for geom type {geom_type}")
+
+
+def _shrunk_support(geom_type: int, pos, mat, size, direction):
+    """``mjc_pointSupport`` (sphere) and ``mjc_lineSupport`` (capsule)."""
+    if geom_type == SPHERE:
+        return pos
+    z = mat[:, 2]
+    along = z[0] * direction[0] + z[1] * direction[1] + z[2] * direction[2]
+    return z * jnp.where(along >= 0, size[1], -size[1]) + pos
+
+
+def _with_margin(support, margin):
+    """MuJoCo's ``support``: the geom's support point moved by margin / 2 along dir."""
+
+    def grown(direction):
+        point = support(direction)
+        return jnp.where(margin > 0, point + direction * (0.5 * margin), point)
+
+    return grown
+
+
+def _ccd(type1: int, type2: int, pos1, mat1, size1, pos2, mat2, size2, margin, *,
+         iterations: int, tolerance):  # fmt: skip
+    """MuJoCo's ``mjc_penetration`` with native CCD and one contact: (found, dist, pos,
+    normal)."""
+    full1 = functools.partial(_support, type1, pos1, mat1, size1)
+    full2 = functools.partial(_support, type2, pos2, mat2, size2)
+    support1, support2 = _with_margin(full1, margin), _with_margin(full2, margin)
+    shrinks = {SPHERE, CAPSULE}
+
+    def deep():
+        status = gjk(support1, support2, pos1, pos2, tolerance=tolerance, iterations=iterations)
+        run_epa = (status.dist <= tolerance) & (status.nsimplex > 1) & ~status.separated
+        pt, ok = initial_polytope(support1, support2, status.simplex, status.nsimplex,
+                                  iterations)  # fmt: skip
+        found, x1, x2, dist = epa(support1, support2, pt, tolerance=tolerance,
+                                  iterations=iterations)  # fmt: skip
+        contact = run_epa & ok & found & (dist < 0)
+        return contact, dist, x1, x2
+
+    if type1 in shrinks or type2 in shrinks:
+        # spheres and capsules shrink to a point and a segment, their radius (and half the
+        # margin) taken off the distance
+        def part(geom_type, pos, mat, size, full):
+            if geom_type in shrinks:
+                return (
+                    _with_margin(
+                        functools.partial(_shrunk_support, geom_type, pos, mat, size), 0.0
+                    ),  # fmt: skip
+                    size[0] + 0.5 * margin,
+                )
+            return _with_margin(full, margin), 0.0
+
+        point1, radius1 = part(type1, pos1, mat1, size1, full1)
+        point2, radius2 = part(type2, pos2, mat2, size2, full2)
+        status = gjk(point1, point2, pos1, pos2, tolerance=tolerance, iterations=iterations,
+                     dist_cutoff=radius1 + radius2)  # fmt: skip
+        n, _ = normalize3(status.x2 - status.x1)
+        sx1 = status.x1 + radius1 * n
+        sx2 = status.x2 - radius2 * n
+        sdist = status.dist - (radius1 + radius2)
+        shallow = status.dist > tolerance
+        s_contact = sdist < 0
+        d_contact, d_dist, dx1, dx2 = deep()
+        contact = jnp.where(shallow, s_contact, d_contact)
+        dist = jnp.where(shallow, sdist, d_dist)
+        x1, x2 = jnp.where(shallow, sx1, dx1), jnp.where(shallow, sx2, dx2)
+    else:
+        contact, dist, x1, x2 = deep()
+
+    pos = (x1 + x2) * 0.5
+    normal, _ = normalize3(x1 - x2)
+    return contact, margin + dist, pos, normal
+
+
+def _axis_angle_mat(axis, angle):
+    """``mju_quat2Mat(mji_axisAngle2Quat(axis, angle))`` for a nonzero angle."""
+    s = jnp.sin(angle * 0.5)
+    q = jnp.stack([jnp.cos(angle * 0.5), axis[0] * s, axis[1] * s, axis[2] * s])
+    q00, q01, q02, q03 = q[0] * q[0], q[0] * q[1], q[0] * q[2], q[0] * q[3]
+    q11, q12, q13 = q[1] * q[1], q[1] * q[2], q[1] * q[3]
+    q22, q23, q33 = q[2] * q[2], q[2] * q[3], q[3] * q[3]
+    return jnp.array([
+        [q00 + q11 - q22 - q33, 2 * (q12 - q03), 2 * (q13 + q02)],
+        [2 * (q12 + q03), q00 - q11 + q22 - q33, 2 * (q23 - q01)],
+        [2 * (q13 - q02), 2 * (q23 + q01), q00 - q11 - q22 + q33],
+    ])  # fmt: skip
+
+
+def _rotate_frame(origin, rot, mat, pos):
+    """MuJoCo's ``mju_rotateFrame``: the frame turned by rot about the point origin."""
+    new_mat = jnp.stack(
+        [jnp.stack([rot[i, 0] * mat[0, j] + rot[i, 1] * mat[1, j] + rot[i, 2] * mat[2, j]
+                    for j in range(3)]) for i in range(3)]
+    )  # fmt: skip
+    rel = origin - pos
+    vec = _mv(rot, rel) - rel
+    return new_mat, pos - vec
+
+
+def rbound(geom_type: int, size):
+    """MuJoCo's ``geom_rbound`` (without margin) of a primitive geom."""
+    if geom_type == SPHERE:
+        return size[0]
+    if geom_type == CAPSULE:
+        return size[0] + size[1]
+    if geom_type == ELLIPSOID:
+        return jnp.max(size)
+    if geom_type == CYLINDER:
+        return _sqrt(size[0] * size[0] + size[1] * size[1])
+    return _sqrt(dot3(size, size))
+
+
+def convex(type1: int, type2: int, pos1, mat1, size1, pos2, mat2, size2, margin, *,
+           iterations: int = ITERATIONS, tolerance=TOLERANCE) -> Contacts:  # fmt: skip
+    """MuJoCo's ``mjc_Convex`` for geom types type1 <= type2: 1 slot for pairs with a sphere
+    or an ellipsoid, else 5 (the first contact and up to four from the multi-contact search)."""
+    ccd = functools.partial(_ccd, type1, type2, iterations=iterations, tolerance=tolerance)
+    found, dist, pos, normal = ccd(pos1, mat1, size1, pos2, mat2, size2, margin)
+    zero3 = jnp.zeros(3)
+    first = Raw(dist, pos, normal, zero3, found)
+    smooth = {SPHERE, ELLIPSOID}
+    if type1 in smooth or type2 in smooth:
+        return finish(jax.tree.map(lambda x: x[None], first))
+
+    frame = make_frame(normal, zero3)
+    tolerance_distinct = _RELATIVE_TOLERANCE * jnp.minimum(
+        rbound(type1, size1), rbound(type2, size2)
+    )
+    rotations = []
+    for axis in (frame[1], frame[2]):
+        for angle in (-_PERTURBATION_ANGLE, _PERTURBATION_ANGLE):
+            rotations.append(_axis_angle_mat(axis, angle))
+    rotations = jnp.stack(rotations)
+
+    def perturbed(rot):
+        m1, p1 = _rotate_frame(pos, rot, mat1, pos1)
+        m2, p2 = _rotate_frame(pos, rot.T, mat2, pos2)
+        return ccd(p1, m1, size1, p2, m2, size2, margin)
+
+    more = jax.vmap(perturbed)(rotations)
+    positions, valid = [pos], [found]
+    dists, poss, normals = [dist], [pos], [normal]
+    for j in range(4):
+        n_j, _, pos_j, normal_j = (x[j] for x in more)
+        distinct = jnp.asarray(True)
+        for p, v in zip(positions, valid, strict=True):
+            gap = pos_j - p
+            distinct = distinct & ~(v & (_sqrt(dot3(gap, gap)) <= tolerance_distinct))
+        keep = found & n_j & distinct
+        positions.append(pos_j)
+        valid.append(keep)
+        dists.append(dist)
+        poss.append(pos_j)
+        normals.append(normal_j)
+    raw = Raw(jnp.stack(dists), jnp.stack(poss), jnp.stack(normals),
+              jnp.zeros((5, 3)), jnp.stack(valid))  # fmt: skip
+    return finish(compact(raw, 5))
+
+
+def kernel(type1: int, type2: int):
+    """The :func:`convex` kernel of one geom-type pair, with the kernel signature."""
+
+    def collide(pos1, mat1, size1, pos2, mat2, size2, margin) -> Contacts:
+        return convex(type1, type2, pos1, mat1, size1, pos2, mat2, size2, margin)
+
+    collide.__name__ = collide.__qualname__ = f"convex_{type1}_{type2}"
+    collide.__doc__ = f"MuJoCo's ``mjc_Convex`` for geom types {type1} and {type2}."
+    return collide
+
+
+#: the pairs ``mj_collision`` sends to ``mjc_Convex`` that this module collides, with their
+#: slots (``mj_maxContact``)
+PAIRS = {
+    (SPHERE, ELLIPSOID): 1,
+    (CAPSULE, ELLIPSOID): 1,
+    (CAPSULE, CYLINDER): 5,
+    (ELLIPSOID, ELLIPSOID): 1,
+    (ELLIPSOID, CYLINDER): 1,
+    (ELLIPSOID, BOX): 1,
+    (CYLINDER, CYLINDER): 5,
+    (CYLINDER, BOX): 5,
+}

@@ -1,0 +1,182 @@
+"""jaxmbd.envs on MuJoCo's physics: the tasks' per-step rewards against MuJoCo C (``mj_step``
+at the file's integrator and step, dm_control's sub-steps and reset settling, the rewards
+written in numpy from dm_control's sources: :mod:`benchmarks.env_returns`) from the same
+reset draws under the same random actions; the environment's checks of its inputs (the
+parameters at reset, the time step at build, non-finite actions)."""
+
+import warnings
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxmbd as mbd
+
+mujoco = pytest.importorskip("mujoco")
+pytest.importorskip("dm_control")
+
+from benchmarks.env_returns import Reference, jaxmbd_rollout, reference_rollout  # noqa: E402
+
+MEMBERS = 3
+STEPS = 20
+
+
+@pytest.mark.parametrize(("domain", "task"), [
+    ("cartpole", "swingup"), ("hopper", "hop"), ("cheetah", "run"),
+    pytest.param("humanoid", "stand", marks=pytest.mark.slow),  # its step compiles ~3 min
+])  # fmt: skip
+def test_rewards_equal_mujoco_c_from_the_same_draws(domain, task):
+    """The first 20 control steps' rewards of a few members, from the env's reset draws
+    under random actions in [-1, 1], equal MuJoCo C's (the draw set in mjData, the rest of
+    dm_control's ``initialize_episode`` there: the cheetah's 200 settling steps) to 1e-6
+    (measured: 1e-15), and the final qpos MuJoCo's to 1e-8; the hopper's observations, its
+    touch sensors included, MuJoCo's to 1e-6."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        env = mbd.envs.make(domain, task)
+        reference = Reference(domain, task)
+    assert (env.h, env.n_substeps) == (reference.m.opt.timestep, reference.n_sub_steps)
+    keys = jax.random.split(jax.random.PRNGKey(1), MEMBERS)
+    actions = np.random.default_rng(1).uniform(-1, 1, (STEPS, MEMBERS, env.action_size))
+    ours, draws, end, obs = jaxmbd_rollout(env, keys, actions)
+    theirs, started, mujoco_end, mujoco_obs = reference_rollout(reference, draws, actions)
+    assert started.all()  # the humanoid's draws are collision-free in MuJoCo's collider too
+    np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-6)
+    # the states too (the hopper's and cheetah's rewards are often 0 from a random start)
+    assert np.abs(mujoco_end - np.asarray(draws[0])).max() > 0.02  # they moved
+    np.testing.assert_allclose(end, mujoco_end, rtol=0, atol=1e-8)
+    if domain == "hopper":  # its touch sensors: MuJoCo's contact forces of the last time step
+        touch = np.expm1(mujoco_obs[..., -2:])
+        assert touch.max() > 1.0  # some contact
+        np.testing.assert_allclose(np.expm1(obs[..., -2:]), touch, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(obs, mujoco_obs, rtol=0, atol=1e-6)
+
+
+# ------------------------------------------------------------------------- inputs
+
+
+@pytest.fixture(scope="module")
+def hopper():
+    return mbd.envs.make("hopper", "stand")
+
+
+def _with_friction(env, value):
+    """env.sys with the friction of MuJoCo's first contact group set to ``value``."""
+    return eqx.tree_at(lambda m: m.constraint_model.contacts[0].friction, env.sys,
+                       replace_fn=lambda f: jnp.full_like(f, value))  # fmt: skip
+
+
+def test_negative_friction_through_env_sys_is_refused_at_reset(hopper):
+    env = mbd.envs.make("hopper", "stand")
+    env.sys = _with_friction(env, -0.5)
+    with pytest.raises(mbd.ModelError, match="friction.*-0.5.*must be >= 0"):
+        env.reset(jax.random.PRNGKey(0))
+    env.sys = eqx.tree_at(lambda m: m.mass, hopper.sys, replace_fn=lambda m: m.at[2].set(-1.0))
+    with pytest.raises(mbd.ModelError, match="mass -1"):
+        env.reset(jax.random.PRNGKey(0))
+
+
+def test_invalid_members_of_a_randomised_batch_are_flagged_in_info(hopper):
+    good = hopper.sys.constraint_model.contacts[0].friction
+
+    def randomise(sys):
+        friction = jnp.stack([good, -good, 2 * good])
+        models = eqx.tree_at(lambda m: m.constraint_model.contacts[0].friction, sys, friction)
+        return models, mbd.envs.model_axes(models, sys)
+
+    env = mbd.envs.DomainRandomizationVmapWrapper(hopper, randomise)
+    state = jax.jit(env.reset)(jax.random.split(jax.random.PRNGKey(0), 3))
+    np.testing.assert_array_equal(state.info["invalid_parameters"], [0.0, 1.0, 0.0])
+
+
+def test_a_time_step_the_integrator_cannot_take_is_refused_at_build():
+    """The cart-pole's hinge with a stiff spring (1e4 N m/rad on a pole of inertia ~0.03:
+    omega ~ 600 rad/s): RK4 at the file's 10 ms is beyond its stability limit
+    (h omega < 2.8), at 1 ms within it."""
+    env = mbd.envs.make("cartpole", "balance")
+    stiff = eqx.tree_at(lambda m: m.forces, env.sys, replace_fn=lambda forces: tuple(
+        eqx.tree_at(lambda f: f.stiffness, f, replace_fn=lambda k: k + 1e4)
+        if hasattr(f, "stiffness") and type(f).__name__ == "JointDynamics" else f
+        for f in forces))  # fmt: skip
+    options = dict(observation=env._observation, reward=env._reward, integrator="rk")
+    with pytest.raises(ValueError, match="beyond what integrator 'rk' can take"):
+        mbd.envs.ModelEnv(stiff, h=0.01, **options)
+    mbd.envs.ModelEnv(stiff, h=0.001, **options)
+    mbd.envs.ModelEnv(env.sys, h=0.01, **options)  # the file's own spring-free hinge
+
+
+def test_nan_actions_are_zeroed_counted_and_warned_about():
+    """A non-finite action: zero controls for the step (MuJoCo's mjWARN_BADCTRL zeroes
+    ctrl), counted in metrics, warned about outside jit (the compliant cart-pole: the rule
+    does not depend on the physics, and its step compiles in seconds)."""
+    env = mbd.envs.make("cartpole", "balance", contact="compliant")
+    state = jax.jit(env.reset)(jax.random.PRNGKey(0))
+    with pytest.warns(RuntimeWarning, match="1 non-finite action entries"):
+        nan_step = env.step(state, jnp.asarray([jnp.nan]))
+    step = jax.jit(env.step)
+    zero_step, pushed = step(state, jnp.asarray([0.0])), step(state, jnp.asarray([0.5]))
+    assert float(nan_step.metrics["nan_actions"]) == 1.0
+    assert float(zero_step.metrics["nan_actions"]) == 0.0
+    assert float(nan_step.done) == 0.0
+    np.testing.assert_allclose(nan_step.pipeline_state.qvel, zero_step.pipeline_state.qvel,
+                               rtol=0, atol=1e-12)  # fmt: skip
+    assert float(jnp.abs(pushed.pipeline_state.qvel - zero_step.pipeline_state.qvel).max()) > 0
+
+
+# ------------------------------------------------------------------------- humanoid
+
+
+def _humanoid_observation(m, d):
+    """``Humanoid.get_observation`` (``pure_state=False``) on mjData, from dm_control's
+    sources: joint angles, head height, extremities in the torso's frame, the torso's
+    vertical, the centre-of-mass velocity, qvel."""
+    body = lambda n: mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, n)  # noqa: E731
+    torso = body("torso")
+    frame, x = d.xmat[torso].reshape(3, 3), d.xpos[torso]
+    extremities = [(d.xpos[body(side + limb)] - x).dot(frame)
+                   for side in ("left_", "right_") for limb in ("hand", "foot")]  # fmt: skip
+    sensor = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_SENSOR, "torso_subtreelinvel")
+    com_velocity = d.sensordata[m.sensor_adr[sensor] : m.sensor_adr[sensor] + 3]
+    return np.hstack([d.qpos[7:], d.xpos[body("head"), 2], np.hstack(extremities),
+                      frame[2], com_velocity, d.qvel])  # fmt: skip
+
+
+@pytest.mark.parametrize("task", [pytest.param("stand", marks=pytest.mark.slow), "walk",
+                                  pytest.param("run", marks=pytest.mark.slow)])  # fmt: skip
+def test_humanoid_sizes_observation_and_reward_equal_dm_control_formulas(task):
+    """67 observations, 21 actions (dm_control's humanoid); at 40 states (the env's
+    collision-free draws, lifted, tilted and moving: qvel U(-2, 2), ctrl U(-1.2, 1.2)) the
+    observation and the reward equal dm_control's formulas on MuJoCo's own mj_forward to
+    1e-12."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        env = mbd.envs.make("humanoid", task)
+        reference = Reference("humanoid", task)
+    assert (env.observation_size, env.action_size) == (67, 21)
+    m, d = reference.m, reference.d
+    n = 40
+    rng = np.random.default_rng(7)
+    qpos = np.array(jax.jit(jax.vmap(lambda k: env.draw(k)[0]))(
+        jax.random.split(jax.random.PRNGKey(7), n)))  # fmt: skip
+    qpos[:, :3] += rng.uniform(-0.5, 0.5, (n, 3))
+    qvel = rng.uniform(-2, 2, (n, m.nv))
+    ctrl = rng.uniform(-1.2, 1.2, (n, m.nu))
+    model = env._run_model()
+
+    @jax.jit
+    @jax.vmap
+    def ours(q, v, u):
+        physics = mbd.envs.physics_of(model, q, v, u)
+        return env._observation(physics, {}), env._reward(physics, {})
+
+    obs, reward = (np.asarray(x) for x in ours(*map(jnp.asarray, (qpos, qvel, ctrl))))
+    expected = []
+    for k in range(n):
+        d.qpos[:], d.qvel[:], d.ctrl[:] = qpos[k], qvel[k], ctrl[k]
+        mujoco.mj_forward(m, d)
+        np.testing.assert_allclose(obs[k], _humanoid_observation(m, d), rtol=0, atol=1e-12)
+        expected.append(reference.reward())
+    np.testing.assert_allclose(reward, expected, rtol=0, atol=1e-12)
+    assert np.ptp(expected) > 1e-3  # the rewards vary over the states
