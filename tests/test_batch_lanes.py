@@ -138,7 +138,9 @@ def test_batched_time_loop_computes_on_tiles_of_members(pendulum):
     computed once (``jax.vmap`` puts the members in the major axis, a member's 2-6
     entries in the innermost loop)."""
     members, _ = _members(pendulum, MEMBERS)
-    opts = _static_options(dict(formulation="joint", integrator="rk", t_end=STEPS * 1e-3, h=1e-3))
+    opts = _static_options(
+        dict(formulation="joint", integrator="rk", contact="none", t_end=STEPS * 1e-3, h=1e-3)
+    )
     chunk = _chunk_size(members, MEMBERS, None, 1, "cpu", joint=True)
     text = _vmapped.lower("simulate", (members, None), opts, chunk).compile().compiled.as_text()
     loop = _loop_computations(text, STEPS + 1)  # n + 1 iterations: each state's start
@@ -203,7 +205,9 @@ def test_an_entry_read_by_several_equations_is_computed_once(pendulum, monkeypat
     import jaxmbd.compiled.batch_lanes as lanes
 
     members, _ = _members(pendulum, MEMBERS)
-    opts = _static_options(dict(formulation="joint", integrator="rk", t_end=STEPS * 1e-3, h=1e-3))
+    opts = _static_options(
+        dict(formulation="joint", integrator="rk", contact="none", t_end=STEPS * 1e-3, h=1e-3)
+    )
     chunk = _chunk_size(members, MEMBERS, None, 1, "cpu", joint=True)
     arithmetic = re.compile(r" (multiply|add|subtract|divide|negate)\(")
 

@@ -227,7 +227,9 @@ def test_batched_time_loop_calls_no_libm_sine(pendulum):
     makes each a scalar libm call per element, 17-24 ns, more than the rest of a batched
     step): the hinges' rotations take :mod:`jaxmbd.compiled.trig`'s polynomials, which vectorise."""
     members, _ = _members(pendulum, MEMBERS)
-    opts = _static_options(dict(formulation="joint", integrator="rk", t_end=STEPS * 1e-3, h=1e-3))
+    opts = _static_options(
+        dict(formulation="joint", integrator="rk", contact="compliant", t_end=STEPS * 1e-3, h=1e-3)
+    )
     chunk = _chunk_size(members, MEMBERS, None, 1, "cpu")
     text = _vmapped.lower("simulate", (members, None), opts, chunk).compile().compiled.as_text()
     loop = _loop_computations(text, STEPS + 1)  # n + 1 iterations: each state's start
@@ -245,7 +247,9 @@ def test_batched_time_loop_keeps_the_batch_minor(pendulum, batch_last_on):
     them in the major axis: a member's 2-6 entries in the lanes, transposes between layouts
     in the fusions)."""
     members, _ = _members(pendulum, MEMBERS)
-    opts = _static_options(dict(formulation="joint", integrator="rk", t_end=STEPS * 1e-3, h=1e-3))
+    opts = _static_options(
+        dict(formulation="joint", integrator="rk", contact="compliant", t_end=STEPS * 1e-3, h=1e-3)
+    )
     chunk = _chunk_size(members, MEMBERS, None, 1, "cpu", joint=True)
     text = _vmapped.lower("simulate", (members, None), opts, chunk).compile().compiled.as_text()
     loop = _loop_computations(text, STEPS + 1)  # n + 1 iterations: each state's start

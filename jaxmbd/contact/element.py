@@ -45,6 +45,7 @@ from ..constraints.equations import rA_jacobian_from_rows, rA_rows
 from ..forces import AbstractForce, BodyState
 from ..forces._joint import _sum_per_body
 from ..model import Model
+from ..tree._elementwise import cholesky_solve, row_products
 from .abstract_law import AbstractContactLaw, PairParameters
 from .height_field import HeightFieldGroup
 from .narrow_phase import COLLIDE, SLOTS, Slots
@@ -289,7 +290,7 @@ class ContactForce(AbstractForce):
         nb = r.shape[0]
         r_all, A_all = with_ground(r, np.zeros(3)), with_ground(A, np.eye(3))
         inv_mass = jnp.concatenate([1.0 / mech.mass, jnp.zeros(1, r.dtype)])
-        inv_inertia = jnp.concatenate([jnp.linalg.inv(mech.inertia), jnp.zeros((1, 3, 3))])
+        inv_inertia = jnp.concatenate([_inverse_3x3(mech.inertia), jnp.zeros((1, 3, 3))])
 
         def twist_direction(b, sign):
             # the slot's normal velocity n . (r_dot + A (omega_bar x rho_bar)) as a row
@@ -318,12 +319,12 @@ class ContactForce(AbstractForce):
                 -1,
             )
             GM_all = jnp.concatenate([GM, jnp.zeros((mech.nc, 1, 6), GM.dtype)], 1)
-            S = GM.reshape(mech.nc, -1) @ G.reshape(mech.nc, -1).T
+            S = row_products(GM.reshape(mech.nc, -1), G.reshape(mech.nc, -1))
             S = S + 1e-12 * jnp.trace(S) / mech.nc * jnp.eye(mech.nc)
             b = jnp.einsum("csk,sk->cs", GM_all[:, bi], u_i)
             b = b + jnp.einsum("csk,sk->cs", GM_all[:, bj], u_j)
-            y = jax.scipy.linalg.solve_triangular(jnp.linalg.cholesky(S), b, lower=True)
-            w = w - jnp.sum(y * y, 0)
+            # elementwise (no LAPACK call inside the time loop: jaxmbd.compiled.xla_flags)
+            w = w - jnp.sum(b * cholesky_solve(S, b), 0)
         # a slot whose normal the constraints hold still: a very large effective mass
         return 1.0 / jnp.maximum(w, 1e-12 * free)
 
@@ -460,3 +461,17 @@ def _slot_history(element: ContactForce, r, A, rdot, omega):
     for _ in _leading(element):  # outermost: a batch of models and their runs
         fn = jax.vmap(fn)
     return fn(element, r, A, rdot, omega)
+
+
+def _inverse_3x3(I):
+    """The inverses of the symmetric 3 x 3 matrices I (..., 3, 3) by their adjugates,
+    elementwise (no LAPACK call inside the time loop)."""
+    a, b, c = I[..., 0, 0], I[..., 0, 1], I[..., 0, 2]
+    d, e, f = I[..., 1, 1], I[..., 1, 2], I[..., 2, 2]
+    A, B, C = d * f - e * e, c * e - b * f, b * e - c * d
+    D, E, F = a * f - c * c, b * c - a * e, a * d - b * b
+    det = a * A + b * B + c * C
+    adj = jnp.stack(
+        [jnp.stack([A, B, C], -1), jnp.stack([B, D, E], -1), jnp.stack([C, E, F], -1)], -2
+    )
+    return adj / det[..., None, None]
