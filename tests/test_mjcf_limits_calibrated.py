@@ -98,7 +98,7 @@ def test_rest_penetration_is_mujocos(tmp_path, limit):
     to 1e-6 relative (equal laws at rest, the impedance followed across its width)."""
     m, model = _files(tmp_path, limit, UPPER)
     theirs = _mujoco_angles(m, 2.0)[-1] - UPPER
-    sol = mbd.simulate(model, formulation="joint", t_end=0.5, h=1e-3)
+    sol = mbd.simulate(model, formulation="joint", limits="compliant", t_end=0.5, h=1e-3)
     ours = float(sol.qpos[-1, 0]) - UPPER
     assert theirs > 1e-4
     np.testing.assert_allclose(ours, theirs, rtol=1e-6)
@@ -112,7 +112,7 @@ def test_impact_against_mujoco(tmp_path, limit):
     penetrates sqrt(1 - d) as deep as MuJoCo's, d = d_max at these depths (to 10 %)."""
     m, model = _files(tmp_path, limit, 0.2, 6.0)
     theirs = _mujoco_angles(m, 0.2) - UPPER
-    sol = mbd.simulate(model, formulation="joint", t_end=0.2, h=1e-4)
+    sol = mbd.simulate(model, formulation="joint", limits="compliant", t_end=0.2, h=1e-4)
     ours = np.asarray(sol.qpos[1:, 0]) - UPPER
     first = int(np.argmax(theirs > 0))
     assert first > 0 and np.argmax(ours > 0) == first

@@ -31,6 +31,7 @@ from ..newton._implicit import ROOT, ROOT_FACTORS
 from ..soft_constraints.treatments import soft_constraints_of
 from ..tree import KinematicTree, assemble, body_velocities
 from ..tree._elementwise import mtv
+from ..tree.articulated import uses_articulated
 from ..tree.mass_factor import mass_solver_name, uses_ltdl
 from .constraint_rows import (
     ClosingRows,
@@ -58,10 +59,9 @@ def joint_linear_solver(model: Model, tree, rows=None) -> str:
     (:func:`jaxmbd.tree.mass_factor.mass_solver_name`: ``"ltdl"`` or ``"cholesky"``)."""
     if tree is None:
         return JOINT_LINEAR_SOLVER
-    name = mass_solver_name(tree)
-    if name == "articulated" and (rows or soft_constraints_of(model) is not None):
+    if uses_articulated(tree) and (rows or soft_constraints_of(model) is not None):
         return "ltdl" if uses_ltdl(tree) else JOINT_LINEAR_SOLVER
-    return name
+    return mass_solver_name(tree)
 
 
 NONFINITE = int(RESULTS.nonfinite._value)
