@@ -50,6 +50,8 @@ def _load(name):
         model = mbd.load_model(PATHS[name], keyframe=None)
     # MuJoCo's own (soft) equality constraints: the quadruped's tendon couplings
     model = with_equalities(with_limits(with_contact(model, "none"), "none"), "soft")
+    # MuJoCo's constraint rows off as in the reference (FLAGS): the smooth dynamics alone
+    model = dataclasses.replace(model, constraint_model=None)
     forces = tuple(
         dataclasses.replace(f, friction_loss=jnp.zeros_like(f.friction_loss))
         if isinstance(f, JointDynamics) else f
