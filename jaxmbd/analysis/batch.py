@@ -275,7 +275,7 @@ def _is_joint(models: Model, options: dict) -> bool:
         integrator = options.get("integrator")
         # the first member as simulate treats it: the batch's arrays lead with members
         arrays, static = eqx.partition(models, eqx.is_array)
-        first = eqx.combine(jax.tree_util.tree_map(lambda x: x[0], arrays), static)
+        first = eqx.combine(jax.tree_util.tree_map(_one_member, arrays), static)
         treatments = run_defaults(
             first, formulation=formulation, integrator=integrator,
             options=options.get("options"), contact=options.get("contact"),
@@ -295,6 +295,15 @@ def _is_joint(models: Model, options: dict) -> bool:
         return isinstance(get_stepper(integrator), steppers)
     except (ValueError, TypeError, ModelError):  # simulate itself says what is wrong
         return False
+
+
+def _one_member(x):
+    """One member of a batched leaf, read on the host where it is concrete: slicing a
+    device array eagerly would compile a program per shape (and a sharded one may not be
+    addressable from this process); the structure is all the caller needs."""
+    if isinstance(x, jax.Array) and not isinstance(x, jax.core.Tracer):
+        return np.asarray(x.addressable_data(0))[0]
+    return x[0]
 
 
 def _device_list(devices) -> list:
