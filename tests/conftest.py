@@ -143,3 +143,39 @@ def pytest_collection_modifyitems(config, items):
     so long tests at the front keep the last minutes for short ones instead of one
     worker finishing a notebook while the other idles."""
     items.sort(key=lambda item: item.path.name != "test_notebooks.py")
+
+
+# JAXMBD_SUITE_PROFILE=FOLDER: each worker writes, per test, the seconds spent tracing,
+# lowering and in XLA's compile (jax.monitoring's events) and running the rest, as JSON
+# lines; `python tests/suite_profile.py FOLDER` sums them. What to shrink when the suite grows.
+_PROFILE_DIR = os.environ.get("JAXMBD_SUITE_PROFILE")
+_PROFILE_EVENTS = {
+    "/jax/core/compile/jaxpr_trace_duration": "trace",
+    "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower",
+    "/jax/core/compile/backend_compile_duration": "compile",
+}
+_profile_now: dict[str, float] = {}
+
+
+if _PROFILE_DIR:
+
+    def _record(event, duration, **_):
+        if event in _PROFILE_EVENTS:
+            key = _PROFILE_EVENTS[event]
+            _profile_now[key] = _profile_now.get(key, 0.0) + duration
+
+    jax.monitoring.register_event_duration_secs_listener(_record)
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(item, nextitem):
+        import json
+        import time
+
+        _profile_now.clear()
+        start = time.perf_counter()
+        yield
+        row = {"test": item.nodeid, "wall": time.perf_counter() - start, **_profile_now}
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        Path(_PROFILE_DIR).mkdir(parents=True, exist_ok=True)
+        with open(Path(_PROFILE_DIR) / f"{worker}.jsonl", "a") as fh:
+            fh.write(json.dumps(row) + "\n")

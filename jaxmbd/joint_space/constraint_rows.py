@@ -170,50 +170,64 @@ def _frame_terms(part: ClosingRows, tree: KinematicTree, p: TreePoses, qvel, t):
     return phi, G, nu, gamma
 
 
-def _frame_jacobian(part: ClosingRows, tree, p: TreePoses, t):
-    phi, G, _, _ = _frame_terms(part, tree, p, jnp.zeros(tree.nv, p.c.dtype), t)
-    return phi, G
+def _generic_residual(parts, tree, qpos, t):
+    """The rows of ``parts`` (those reading more than the bodies' frames) concatenated, from
+    one forward kinematics: differentiated together, the program holds one copy of the
+    kinematics per derivative, not one per part."""
+    p = poses(tree, qpos)
+    return jnp.concatenate([part.residual(tree, p, qpos, t) for part in parts])
 
 
-def _part_residual(part, tree, qpos, t):
-    return part.residual(tree, poses(tree, qpos), qpos, t)
-
-
-def _part_jacobian(part, tree, qpos, t):
-    """(Phi, G) of a part that reads more than the bodies' frames: the forward kinematics
-    differentiated along the retraction."""
+def _generic_terms(parts, tree, qpos, qvel, t, *, rates: int):
+    """(Phi, G, nu, gamma) of ``parts`` together, nu where ``rates`` >= 1 and gamma where 2
+    (else None): the forward kinematics differentiated along the retraction (G), in time
+    (nu = -dPhi/dt) and twice along the curve of zero joint acceleration (gamma)."""
 
     def phi(delta):
-        return _part_residual(part, tree, integrate_positions(tree, qpos, delta, 1.0), t)
+        return _generic_residual(parts, tree, integrate_positions(tree, qpos, delta, 1.0), t)
 
     zero = jnp.zeros(tree.nv, qpos.dtype)
-    return phi(zero), jax.jacfwd(phi)(zero)
-
-
-def _part_time_rate(part, tree, qpos, t):
-    zero = jnp.zeros((), qpos.dtype)
-    return jax.jvp(lambda s: _part_residual(part, tree, qpos, t + s), (zero,), (1.0 + zero,))[1]
-
-
-def _part_gamma(part, tree, qpos, qvel, t):
-    zero = jnp.zeros((), qpos.dtype)
+    values, G = phi(zero), jax.jacfwd(phi)(zero)
+    if rates == 0:
+        return values, G, None, None
+    s0 = jnp.zeros((), qpos.dtype)
+    nu = -jax.jvp(lambda s: _generic_residual(parts, tree, qpos, t + s), (s0,), (1.0 + s0,))[1]
+    if rates == 1:
+        return values, G, nu, None
 
     def along(s):
-        return _part_residual(part, tree, integrate_positions(tree, qpos, s * qvel, 1.0), t + s)
+        moved = integrate_positions(tree, qpos, s * qvel, 1.0)
+        return _generic_residual(parts, tree, moved, t + s)
 
     def rate(s):
         return jax.jvp(along, (s,), (jnp.ones_like(s),))[1]
 
-    return -jax.jvp(rate, (zero,), (jnp.ones_like(zero),))[1]
+    gamma = -jax.jvp(rate, (s0,), (jnp.ones_like(s0),))[1]
+    return values, G, nu, gamma
+
+
+def _parts_terms(cons, tree, qpos, qvel, t, p, *, rates: int):
+    """Per part of ``cons``, in order: (Phi, G, nu, gamma) (as :func:`_generic_terms`
+    gives them for ``rates``). Rows of the bodies' frames from their closed forms; the
+    others from one differentiated forward kinematics shared by all of them."""
+    generic = [part for part in cons.parts if not isinstance(part, ClosingRows)]
+    if generic:
+        joined = _generic_terms(generic, tree, qpos, qvel, t, rates=rates)
+        cuts = np.cumsum([part.size for part in generic])[:-1]
+        split = [jnp.split(x, cuts) if x is not None else [None] * len(generic) for x in joined]
+        generic_out = iter(zip(*split, strict=True))
+    out = []
+    for part in cons.parts:
+        if isinstance(part, ClosingRows):
+            out.append(_frame_terms(part, tree, p, qvel, t))
+        else:
+            out.append(next(generic_out))
+    return out
 
 
 def _jacobians(cons, tree, qpos, t, p):
-    out = [
-        _frame_jacobian(part, tree, p, t)
-        if isinstance(part, ClosingRows)
-        else _part_jacobian(part, tree, qpos, t)
-        for part in cons.parts
-    ]
+    zero = jnp.zeros(tree.nv, qpos.dtype)
+    out = _parts_terms(cons, tree, qpos, zero, t, p, rates=0)
     phi = _joined([o[0] for o in out], qpos)
     G = jnp.concatenate([o[1] for o in out]) if out else jnp.zeros((0, tree.nv), qpos.dtype)
     return _kept(cons, phi), _kept(cons, G)
@@ -227,16 +241,7 @@ def constraint_jacobian(cons: TreeConstraints, tree: KinematicTree, qpos, t, p=N
 def constraint_terms(cons: TreeConstraints, tree: KinematicTree, qpos, qvel, t, p=None):
     """(Phi, G, nu, gamma) at (qpos, qvel, t); ``p``: the poses at qpos, where computed."""
     p = poses(tree, qpos) if p is None else p
-    out = [
-        _frame_terms(part, tree, p, qvel, t)
-        if isinstance(part, ClosingRows)
-        else (
-            *_part_jacobian(part, tree, qpos, t),
-            -_part_time_rate(part, tree, qpos, t),
-            _part_gamma(part, tree, qpos, qvel, t),
-        )
-        for part in cons.parts
-    ]
+    out = _parts_terms(cons, tree, qpos, qvel, t, p, rates=2)
     phi, nu, gamma = (_kept(cons, _joined([o[k] for o in out], qpos)) for k in (0, 2, 3))
     G = jnp.concatenate([o[1] for o in out]) if out else jnp.zeros((0, tree.nv), qpos.dtype)
     return phi, _kept(cons, G), nu, gamma
@@ -313,12 +318,8 @@ def _position_terms(cons: TreeConstraints, tree: KinematicTree, qpos, t):
     """(Phi, G, nu) at (qpos, t), each part's rows from one evaluation (the bodies' frames:
     one closed-form pass for all three)."""
     p = poses(tree, qpos)
-    out = [
-        _frame_terms(part, tree, p, jnp.zeros(tree.nv, p.c.dtype), t)[:3]
-        if isinstance(part, ClosingRows)
-        else (*_part_jacobian(part, tree, qpos, t), -_part_time_rate(part, tree, qpos, t))
-        for part in cons.parts
-    ]
+    zero = jnp.zeros(tree.nv, qpos.dtype)
+    out = _parts_terms(cons, tree, qpos, zero, t, p, rates=1)
     phi, nu = (_kept(cons, _joined([o[k] for o in out], qpos)) for k in (0, 2))
     G = jnp.concatenate([o[1] for o in out]) if out else jnp.zeros((0, tree.nv), qpos.dtype)
     return phi, _kept(cons, G), nu
