@@ -183,7 +183,10 @@ def initial_correction(model: Model, sol=None, *, start=None) -> dict[str, float
 def _start_correction_of(model: Model, sol, start) -> dict[str, np.ndarray]:
     """:func:`start_correction` of a concrete run as numpy arrays, by field."""
     initial = (model.r0, model.A0, model.rdot0, model.omega0)
-    if start is None:  # the run's first state, read on the host (no program per horizon)
+    kept = None if start is not None else getattr(sol, "start_correction", None)
+    if kept is not None:  # the Solution's own, of its first state (no second program call)
+        moved = (kept.position, kept.rotation, kept.velocity)
+    elif start is None:  # the run's first state, read on the host (no program per horizon)
         moved = _correction(*(first_row(x) for x in (sol.r, sol.A, sol.rdot, sol.omega)),
                             *initial)  # fmt: skip
     else:
@@ -296,6 +299,7 @@ def error_if_failed(sol, what: str):
 def solution_from_outputs(
     model: Model, form, h, outs, integrator: str = "", *, chart_singular=None, save_every=1,
     sensor_key=None, linear_solver: str = "", tree=None, controls=None, plan=None,
+    start_correction=None,
 ):  # fmt: skip
     """Solution of the per-step outputs (r, A, rdot, omega, rddot, omegadot, lam,
     iterations, status, residual[, q, v[, condition]]) of an analysis; q and v are the
@@ -304,7 +308,9 @@ def solution_from_outputs(
     sensors is kept (without its forces, which the readings do not need) for
     ``sol.sensors``, with ``sensor_key`` for their noise and ``controls`` (the per-step
     controls (n, nu) of the run, or "policy") for its actuator sensors. ``plan``: the run's
-    decisions (:meth:`jaxmbd.analysis.plan.Plan.described`), kept as ``sol.plan``."""
+    decisions (:meth:`jaxmbd.analysis.plan.Plan.described`), kept as ``sol.plan``.
+    ``start_correction``: the :func:`start_correction` of the first state where the run's
+    program computed it (None: computed here)."""
     # an integrator's own outputs come last, as a dict (moreau_jean's unilateral forces)
     extra = outs[-1] if isinstance(outs[-1], dict) else {}
     outs = outs[:-1] if extra else outs
@@ -350,9 +356,7 @@ def solution_from_outputs(
         act=extra.get("act"),
         limit_element=_limit_element(model),
         force_elements=tuple(f for f in model.forces if f.output_name is not None),
-        start_correction=start_correction(model, *(first_row(x) for x in (r, A, rdot, omega)))
-        if model.nb
-        else None,
+        start_correction=_start_correction_or(start_correction, model, r, A, rdot, omega),
         plan=plan,
     )
 
@@ -385,6 +389,22 @@ def first_row(x):
     """``x[0]``; of a concrete array read on the host, so that no indexing program is
     compiled per number of rows."""
     return x[0] if is_traced(x) else jax.device_put(np.asarray(x)[0])
+
+
+def _start_correction_or(given, model: Model, r, A, rdot, omega):
+    """``given``, else the :func:`start_correction` of the first of the states (r, A, rdot,
+    omega); None for a model without bodies."""
+    if given is not None or not model.nb:
+        return given
+    return start_correction(model, *first_rows(r, A, rdot, omega))
+
+
+def first_rows(*xs):
+    """The first row of each of ``xs``, as :func:`first_row` reads it; concrete arrays in
+    one transfer."""
+    if is_traced(xs):
+        return tuple(x[0] for x in xs)
+    return tuple(jax.device_put([np.asarray(x)[0] for x in xs]))
 
 
 def _limit_element(model):

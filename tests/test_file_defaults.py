@@ -90,6 +90,37 @@ def test_plain_call_runs_the_file_as_mj_step():
     assert error < 1e-12, error  # round-off (the issue's bound: 1e-9)
 
 
+@pytest.mark.parametrize("warmstart", [True, False])
+def test_the_solve_starts_where_mujocos_does(warmstart):
+    """One Newton iteration per step (``opt.iterations`` 1): each step's answer depends on
+    where its solve starts, MuJoCo's warm start (the previous step's constraint-solver qacc,
+    before the Euler step's implicit damping) or, with the file's ``warmstart`` flag
+    disabled, the unconstrained qacc. The hopper's 40 steps equal ``mj_step``'s to
+    round-off either way (measured 1.3e-14; a run that started every solve cold, with
+    MuJoCo warm, parted by 0.3 in qpos)."""
+    m = mujoco.MjModel.from_xml_path(str(HOPPER))
+    m.opt.iterations, m.opt.ls_iterations = 1, 4
+    if not warmstart:
+        m.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_WARMSTART
+    controls = np.random.default_rng(7).uniform(-1, 1, (40, m.nu))
+    expected, _ = _mj_steps(m, controls)
+    model = mbd.load_model(HOPPER)
+    cm = model.constraint_model
+    assert cm.solver.warmstart
+    solver = dataclasses.replace(cm.solver, iterations=1, ls_iterations=4, warmstart=warmstart)
+    model = dataclasses.replace(model, constraint_model=dataclasses.replace(cm, solver=solver))
+    sol = mbd.simulate(model, t_end=40 * float(m.opt.timestep), controls=controls)
+    error = np.abs(np.asarray(sol.qpos) - expected).max()
+    assert error < 1e-12, error
+
+
+def test_the_files_warmstart_flag_is_read(tmp_path):
+    path = tmp_path / "cold.xml"
+    path.write_text(ARM.replace('iterations="1000"/>', 'iterations="1000">'
+                                '<flag warmstart="disable"/></option>'))  # fmt: skip
+    assert not mbd.load_model(path).constraint_model.solver.warmstart
+
+
 def test_rows_left_soft_are_solved_together(arm_path):
     """contact="compliant" on a file: its limits, friction loss and equality stay MuJoCo's
     rows, solved together; the pairs never touch in the run, so it is MuJoCo's step with

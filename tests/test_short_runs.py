@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 
 import jax
+import jax.extend.core
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -113,7 +114,9 @@ def test_a_new_horizon_compiles_nothing(case):
     """After the runs above, horizons never run before (within one block, and across
     blocks) trace and compile nothing."""
     model, options, reference = case
-    for steps in (1, 1000):  # the programs of a short and of a long run
+    # the programs of a short run, of a long one and of one across blocks (this test may
+    # run first in its pytest worker)
+    for steps in (1, 1000, LONG):
         mbd.simulate(model, t_end=steps * H, h=H, **options)
     for steps in (7, 517, 2345):
         with count_compilations() as counts:
@@ -128,7 +131,7 @@ def _loop_lengths(jaxpr):
     for eqn in jaxpr.eqns:
         if eqn.primitive.name == "scan":
             found.append(eqn.params["length"])
-        for sub in jax.core.jaxprs_in_params(eqn.params):
+        for sub in jax.extend.core.jaxprs_in_params(eqn.params):
             found += _loop_lengths(sub)
     return found
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import textwrap
 import warnings
+import weakref
 from typing import Any, NamedTuple
 
 import equinox as eqx
@@ -119,11 +120,21 @@ class Plan(eqx.Module, strict=True):
 
     def described(self) -> Plan:
         """The decisions alone (every object None): what ``sol.plan`` keeps, static and
-        hashable."""
-        return dataclasses.replace(
-            self, model=None, reported_model=None, form=None, stepper=None, tree=None,
-            h=None, controls=None, policy=None, sensor_key=None,
-        )  # fmt: skip
+        hashable. Kept by the decisions' values: a plain call's plan is a new object each
+        call, and building the Module again costs a fair part of a short run's call."""
+        try:
+            key = tuple((type(v), v) for v in (getattr(self, f) for f in _DECISION_FIELDS))
+            kept = _DESCRIBED.get(key)
+        except TypeError:  # an unhashable decision: built, not kept
+            key, kept = None, None
+        if kept is None:
+            kept = dataclasses.replace(self, **dict.fromkeys(_OBJECT_FIELDS))
+            if key is not None:
+                if len(_DESCRIBED) >= 256:  # a bounded memo: the oldest half goes
+                    for old in list(_DESCRIBED)[:128]:
+                        del _DESCRIBED[old]
+                _DESCRIBED[key] = kept
+        return kept
 
     def summary(self) -> str:
         """The decisions as lines of text."""
@@ -162,6 +173,15 @@ _INDENT = " " * 17
 
 
 # ----------------------------------------------------------------------------- shared defaults
+
+
+#: The fields of a Plan that hold objects (None in :meth:`Plan.described`).
+_OBJECT_FIELDS = ("model", "reported_model", "form", "stepper", "tree", "h", "controls",
+                  "policy", "sensor_key")  # fmt: skip
+#: The fields of a Plan that hold its decisions.
+_DECISION_FIELDS = tuple(f.name for f in dataclasses.fields(Plan) if f.name not in _OBJECT_FIELDS)
+#: Described plans by their decisions (:meth:`Plan.described`).
+_DESCRIBED: dict = {}
 
 
 class Treated(NamedTuple):
@@ -276,9 +296,34 @@ def default_formulation(model: Model, integrator=None, options=None, *,
     what it lacks. The formulations guide says why."""
     if model.joint_space_only:
         return "joint"
-    if absolute_only or joint_space_obstacles(model, integrator, options):
+    if absolute_only or _model_obstacles_of(model, integrator, options):
         return "rA"
     return "joint"
+
+
+def _model_obstacles_of(model: Model, integrator, options) -> tuple[str, ...]:
+    """:func:`joint_space_obstacles`, kept for the last model asked (by identity through a
+    weak reference: a Model is immutable, and a dead reference never matches a new model
+    at a reused address) with the same integrator and options: each answer builds the
+    model's kinematic tree, a program call that dominates a short run's plain call."""
+    try:
+        asked = (integrator, tuple(sorted((options or {}).items())))
+        hash(asked)
+    except TypeError:  # an unhashable option (an array): not kept
+        return joint_space_obstacles(model, integrator, options)
+    kept_model, kept_asked, kept = _LAST_OBSTACLES
+    if kept_model is not None and kept_model() is model and kept_asked == asked:
+        return kept
+    found = joint_space_obstacles(model, integrator, options)
+    try:
+        _LAST_OBSTACLES[:] = [weakref.ref(model), asked, found]
+    except TypeError:  # a model that takes no weak reference: not kept
+        pass
+    return found
+
+
+#: (a weak reference to the model, (integrator, options), its obstacles) of the last ask.
+_LAST_OBSTACLES: list = [None, None, None]
 
 
 def absolute_only_requests(*, redundant: str = "drop", save_every: int = 1, checkpoint=None,

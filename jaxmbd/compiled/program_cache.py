@@ -195,12 +195,16 @@ def _specs(leaves):
             for x in leaves]  # fmt: skip
 
 
+def _avals(leaves) -> tuple:
+    """(shape, dtype, weak type) of each array leaf."""
+    return tuple((x.shape, str(x.dtype), bool(getattr(x, "weak_type", False))) for x in leaves)
+
+
 def _split(args, kwargs):
     tree = (args, kwargs)
     dynamic, static = eqx.partition(tree, eqx.is_array)
     leaves = jax.tree_util.tree_leaves(dynamic)
-    avals = tuple((x.shape, str(x.dtype), bool(getattr(x, "weak_type", False))) for x in leaves)
-    return dynamic, static, leaves, avals
+    return dynamic, static, leaves, _avals(leaves)
 
 
 class _Program:
@@ -326,16 +330,23 @@ def cached(fun, name: str):
         where = folder()
         if where is None:
             return NOT_STORED
-        dynamic, static, leaves, avals = _split(args, kwargs)
+        # the key of this process's programs from one flattening (a loaded program's call
+        # is a fraction of a millisecond: the key must cost less): the tree's structure,
+        # which leaves are arrays, the other leaves and the arrays' shapes and dtypes
+        flat, treedef = jax.tree_util.tree_flatten((args, kwargs))
+        arrays = tuple(eqx.is_array(x) for x in flat)
+        leaves = [x for x, is_array in zip(flat, arrays, strict=True) if is_array]
+        avals = tuple((x.shape, x.dtype, getattr(x, "weak_type", False)) for x in leaves)
         try:
-            memo = (jax.tree_util.tree_structure(static), tuple(
-                jax.tree_util.tree_leaves(static)), avals)  # fmt: skip
+            memo = (treedef, arrays, tuple(x for x, a in zip(flat, arrays, strict=True)
+                                           if not a), avals)  # fmt: skip
             hash(memo)
         except TypeError:
             return NOT_STORED
         memo = memo + (str(where), repr(compiler_options))
         program = programs.get(memo)
         if program is None:
+            dynamic, static, leaves, avals = _split(args, kwargs)
             program = programs[memo] = _load_or_export(
                 fun, name, where, dynamic, static, leaves, avals, compiler_options
             )

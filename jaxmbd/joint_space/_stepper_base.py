@@ -50,7 +50,11 @@ class AbstractJointStepper(eqx.Module):
             return element.next_activation(h)
         return element.activation_after(element.activation_rate(), h)
 
-    def start_accelerations(self, model, tree, loops, qpos, qvel, t, h) -> Accelerations:
+    def start_accelerations(self, model, tree, loops, qpos, qvel, t, h, *,
+                            warm=None) -> Accelerations:  # fmt: skip
+        """The accelerations at the step's start; ``warm``: the previous step's qacc, the
+        warm start of MuJoCo's constraint solve (steppers that integrate as MuJoCo's Euler
+        and implicit steps take it; others start cold)."""
         return accelerations(model, tree, loops, qpos, qvel, t, step=h)
 
     def advance(self, model, tree, loops, qpos, qvel, acc: Accelerations, t, h):
@@ -58,11 +62,11 @@ class AbstractJointStepper(eqx.Module):
         qpos, qvel = self.step(model, tree, loops, qpos, qvel, acc, t, h)
         return self.finish(model, tree, loops, qpos, qvel, t + h, h)
 
-    def start_and_advance(self, model, tree, loops, qpos, qvel, t, h):
+    def start_and_advance(self, model, tree, loops, qpos, qvel, t, h, *, warm=None):
         """(accelerations at the start, then :meth:`advance`'s qpos, qvel and accelerations at
         t + h) of a step under its own model (the step's controls): both ends' accelerations
-        under the same controls."""
-        acc = self.start_accelerations(model, tree, loops, qpos, qvel, t, h)
+        under the same controls; ``warm`` as :meth:`start_accelerations`'s."""
+        acc = self.start_accelerations(model, tree, loops, qpos, qvel, t, h, warm=warm)
         return (acc, *self.advance(model, tree, loops, qpos, qvel, acc, t, h))
 
     def finish(self, model, tree, loops, qpos, qvel, t, h):
@@ -71,13 +75,13 @@ class AbstractJointStepper(eqx.Module):
         qpos, qvel = projected(tree, loops, qpos, qvel, t)
         return qpos, qvel, self.start_accelerations(model, tree, loops, qpos, qvel, t, h)
 
-    def start_and_step(self, model, tree, loops, qpos, qvel, t, h):
+    def start_and_step(self, model, tree, loops, qpos, qvel, t, h, *, warm=None):
         """(accelerations at the start, qpos and qvel at t + h projected onto the exact
         constraint rows): :meth:`advance` of a :attr:`state_accelerations` stepper with its
         end's accelerations left to the next step's start, so that a run's program holds
         the accelerations' code once (in the loop) rather than three times (before it, in
-        the step and after the step)."""
-        acc = self.start_accelerations(model, tree, loops, qpos, qvel, t, h)
+        the step and after the step). ``warm`` as :meth:`start_accelerations`'s."""
+        acc = self.start_accelerations(model, tree, loops, qpos, qvel, t, h, warm=warm)
         qpos, qvel = self.step(model, tree, loops, qpos, qvel, acc, t, h)
         return (acc, *projected(tree, loops, qpos, qvel, t + h))
 

@@ -83,8 +83,9 @@ class JointImpactSubsteps(AbstractJointStepper):
     def name(self) -> str:  # type: ignore[override]
         return self.inner.name
 
-    def start_accelerations(self, model, tree, loops, qpos, qvel, t, h) -> Accelerations:
-        return self.inner.start_accelerations(model, tree, loops, qpos, qvel, t, h)
+    def start_accelerations(self, model, tree, loops, qpos, qvel, t, h, *,
+                            warm=None) -> Accelerations:  # fmt: skip
+        return self.inner.start_accelerations(model, tree, loops, qpos, qvel, t, h, warm=warm)
 
     def finish(self, model, tree, loops, qpos, qvel, t, h):
         return self.inner.finish(model, tree, loops, qpos, qvel, t, h)

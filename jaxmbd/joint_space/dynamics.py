@@ -67,6 +67,9 @@ class Accelerations(NamedTuple):
     # the generalised force of MuJoCo's soft constraint rows (qfrc_constraint, nv), where a
     # run solves them (jaxmbd.soft_constraints): M qacc = rhs + constraint_force
     constraint_force: jax.Array | None = None
+    # the optimum of that solve (MuJoCo's d->qacc before an Euler step's implicit damping),
+    # which mj_advance keeps as the next step's qacc_warmstart
+    solver_qacc: jax.Array | None = None
 
 
 def applied_generalised_forces(model: Model, tree: KinematicTree, qpos, qvel, t):
@@ -125,8 +128,10 @@ def _with_jacobians(model, tree, qpos, qvel, t):
 
 def accelerations(model: Model, tree: KinematicTree, loops: TreeConstraints | None, qpos, qvel,
                   t, *, step=None, damping_step=None, velocity_jacobian=False,
-                  position_jacobian=False) -> Accelerations:  # fmt: skip
+                  position_jacobian=False, warm=None) -> Accelerations:  # fmt: skip
     """qacc at (qpos, qvel, t). ``step``: the run's h (soft rows' ``refsafe``; None: 0).
+    ``warm``: MuJoCo's ``qacc_warmstart`` for the soft rows' solve (the previous step's
+    qacc; None: the solve starts from the unconstrained qacc, as with ``mjDSBL_WARMSTART``).
     ``damping_step``: h of MuJoCo's Euler step, which treats
     joint damping implicitly: M + h D replaces M (``mj_Euler``); None: explicit.
     ``velocity_jacobian``: also the forces' Jacobian d(tau + J^T w)/d qvel, from the same
@@ -148,12 +153,12 @@ def accelerations(model: Model, tree: KinematicTree, loops: TreeConstraints | No
     constraints = soft_constraints_of(model)
     if constraints is not None:
         h = damping_step if step is None else step
-        qacc, force, qfrc, lam = _solved(constraints, tree, loops, p, qpos, qvel, t, mass, M,
-                                         rhs, h)  # fmt: skip
+        qacc, force, qfrc, lam, optimum = _solved(constraints, tree, loops, p, qpos, qvel, t,
+                                                  mass, M, rhs, h, warm)  # fmt: skip
         zero = jnp.zeros((), qacc.dtype)
         return Accelerations(qacc, lam, p, forces, zero, rhs, mass, D,
                              unilateral=force, position_jacobian=K,
-                             constraint_force=qfrc)  # fmt: skip
+                             constraint_force=qfrc, solver_qacc=optimum)  # fmt: skip
     if loops is None:
         if uses_articulated(tree):
             diagonal = forces.armature
@@ -201,13 +206,15 @@ def _soft_equalities(loops: TreeConstraints, tree, p, qpos, qvel, t) -> Equality
 ACTIVE_ROW_CAPACITY = 32
 
 
-def _solved(constraints, tree, loops, p, qpos, qvel, t, mass, M, rhs, h):
-    """(qacc, efc_force, qfrc_constraint, lam) of MuJoCo's constraint model at the step's
-    state: the convex problem's optimum with the plain mass matrix, then, where Euler's step
-    takes the joint damping implicitly (M + h D given as ``M``), (M + h D) qacc =
-    qfrc_smooth + qfrc_constraint, as ``mj_Euler`` integrates. The soft equality rows of
-    ``loops`` come first among the rows; ``lam`` = -efc_force of them (the multipliers of
-    the loops' rows: the reaction on the bodies is -G^T lam)."""
+def _solved(constraints, tree, loops, p, qpos, qvel, t, mass, M, rhs, h, warm=None):
+    """(qacc, efc_force, qfrc_constraint, lam, the solve's optimum) of MuJoCo's constraint
+    model at the step's state: the convex problem's optimum with the plain mass matrix,
+    then, where Euler's step takes the joint damping implicitly (M + h D given as ``M``),
+    (M + h D) qacc = qfrc_smooth + qfrc_constraint, as ``mj_Euler`` integrates. The soft
+    equality rows of ``loops`` come first among the rows; ``lam`` = -efc_force of them (the
+    multipliers of the loops' rows: the reaction on the bodies is -G^T lam). ``warm``: the
+    solve's warm start (engine_forward.c's ``warmstart``: the better of it and the
+    unconstrained qacc), None, or a file that disables it (``mjDSBL_WARMSTART``), for none."""
     equality = None if loops is None else _soft_equalities(loops, tree, p, qpos, qvel, t)
     m = 0 if equality is None else equality.phi.shape[0]
     # the solver's loops are hoisted by XLA one by one; the time loop around them would
@@ -217,19 +224,20 @@ def _solved(constraints, tree, loops, p, qpos, qvel, t, mass, M, rhs, h):
     if built is None:
         qacc = qacc0 if M is mass else mass_solve(tree, M, rhs)
         zeros = jnp.zeros(0, qacc0.dtype)
-        return qacc, zeros, jnp.zeros_like(qacc0), jnp.zeros(m, qacc0.dtype)
+        return qacc, zeros, jnp.zeros_like(qacc0), jnp.zeros(m, qacc0.dtype), qacc0
     _, rows = built
     settings = constraints.solver
     solution = solve(
         mass, qacc0, rows, method=settings.method, iterations=settings.iterations,
         tolerance=settings.tolerance, ls_iterations=settings.ls_iterations,
-        ls_tolerance=settings.ls_tolerance, capacity=ACTIVE_ROW_CAPACITY,
+        ls_tolerance=settings.ls_tolerance, capacity=ACTIVE_ROW_CAPACITY, a_warm=warm,
+        warmstart=warm is not None and settings.warmstart,
     )  # fmt: skip
     qacc = solution.qacc
     qfrc = transposed_times(rows.J, solution.efc_force)
     if M is not mass:
         qacc = mass_solve(tree, M, rhs + qfrc)
-    return qacc, solution.efc_force, qfrc, -solution.efc_force[:m]
+    return qacc, solution.efc_force, qfrc, -solution.efc_force[:m], solution.qacc
 
 
 def body_accelerations(tree: KinematicTree, p: TreePoses, qvel, qacc):

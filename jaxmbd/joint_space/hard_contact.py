@@ -172,7 +172,8 @@ class JointMoreauJean(AbstractJointStepper):
         if self.max_iter < 1:
             raise ValueError(f"moreau_jean: max_iter must be positive, got {self.max_iter}")
 
-    def start_accelerations(self, model, tree, loops, qpos, qvel, t, h) -> Accelerations:
+    def start_accelerations(self, model, tree, loops, qpos, qvel, t, h, *,
+                            warm=None) -> Accelerations:  # fmt: skip
         acc = accelerations(_smooth_model(model), tree, loops, qpos, qvel, t)
         return acc._replace(unilateral=jnp.zeros(unilateral_count(model), qvel.dtype),
                             status=jnp.zeros((), jnp.int32))  # fmt: skip

@@ -133,7 +133,8 @@ class _ImplicitJointStepper(AbstractJointStepper):
             x = implicit_root(residual, lambda x, d: x + d, x, params, x0.shape[0])
         return x, info.status.astype(jnp.int32)
 
-    def start_accelerations(self, model, tree, loops, qpos, qvel, t, h) -> Accelerations:
+    def start_accelerations(self, model, tree, loops, qpos, qvel, t, h, *,
+                            warm=None) -> Accelerations:  # fmt: skip
         acc = accelerations(model, tree, loops, qpos, qvel, t)
         return acc._replace(status=jnp.zeros((), jnp.int32), algorithmic=acc.qacc)
 

@@ -13,7 +13,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _config  # noqa: F401
-from .._checks import finish, has_tracers, is_traced, solution_from_outputs
+from .._checks import (
+    finish,
+    has_tracers,
+    is_traced,
+    solution_from_outputs,
+    start_correction,
+)
 from .._results import RESULTS
 from ..actuators import policy_controls, with_controls
 from ..compiled.batch_lanes import batch_lanes
@@ -432,14 +438,25 @@ def _run_from_starts(model, stepper, tree, loops, joints, qpos, qvel, n: int, h,
     (:func:`_time_loop`)."""
 
     def step(state, k):
-        qpos, qvel = joint_loop_guard(state)
+        qpos, qvel, warm = joint_loop_guard(state)
         acc, qpos_, qvel_ = _adjoint_recomputes(
-            lambda qpos, qvel: stepper.start_and_step(model, tree, loops, qpos, qvel, k * h, h)
-        )(qpos, qvel)
-        return (qpos_, qvel_), _outputs(model, tree, loops, qpos, qvel, acc, joints)
+            lambda qpos, qvel, warm: stepper.start_and_step(
+                model, tree, loops, qpos, qvel, k * h, h, warm=warm
+            )  # fmt: skip
+        )(qpos, qvel, warm)
+        state = (qpos_, qvel_, _warm_start(acc))
+        return state, _outputs(model, tree, loops, qpos, qvel, acc, joints)
 
-    _, outs = _time_loop(step, (qpos, qvel), n + 1, None if count is None else count + 1)
+    start = (qpos, qvel, jnp.zeros_like(qvel))
+    _, outs = _time_loop(step, start, n + 1, None if count is None else count + 1)
     return outs
+
+
+def _warm_start(acc):
+    """The next step's warm start, MuJoCo's ``qacc_warmstart``: this step's qacc, which
+    carries no derivative (the solve's optimum does not depend on where it starts)."""
+    warm = acc.qacc if acc.solver_qacc is None else acc.solver_qacc
+    return jax.lax.stop_gradient(warm)
 
 
 def _run_stepped_models(
@@ -469,19 +486,22 @@ def _run_stepped_models(
         acc = stepper.start_accelerations(observed, tree, loops, qpos, qvel, 0.0, h)
 
     def stepped(carry, k):
-        qpos, qvel, acc = carry
+        qpos, qvel, acc, warm = carry
         m_k = stepped_model(k, qpos, qvel, acc)
-        start, qpos, qvel, end = stepper.start_and_advance(m_k, tree, loops, qpos, qvel, k * h, h)
+        start, qpos, qvel, end = stepper.start_and_advance(m_k, tree, loops, qpos, qvel, k * h, h,
+                                                           warm=warm)  # fmt: skip
         if observed is None:
             kept = jax.tree_util.tree_map(lambda a, b: jnp.where(k == 0, b, a), acc, start)
         else:
             kept = end
-        return (qpos, qvel, kept), _outputs(model, tree, loops, qpos, qvel, end, joints)
+        carry = (qpos, qvel, kept, _warm_start(start))
+        return carry, _outputs(model, tree, loops, qpos, qvel, end, joints)
 
     def step(carry, k):
         return _adjoint_recomputes(lambda carry: stepped(carry, k))(joint_loop_guard(carry))
 
-    (_, _, kept), outs = _time_loop(step, (qpos, qvel, acc), n, count)
+    start = (qpos, qvel, acc, jnp.zeros_like(qvel))
+    (_, _, kept, _), outs = _time_loop(step, start, n, count)
     out0 = _outputs(model, tree, loops, qpos, qvel, kept if observed is None else acc, joints)
     return jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), out0, outs)
 
@@ -692,8 +712,20 @@ def _counted_run(model, stepper, n: int, h, controls, policy, rows):
         if host.shape[0]:
             pad[:] = host[-1]
         controls = jax.device_put(np.concatenate([host, pad]))
-    outs = run_joint_space(model, stepper, size, h, controls, policy, rows, np.asarray(n))
-    return jax.tree_util.tree_map(lambda x: jax.device_put(np.asarray(x)[: n + 1]), outs)
+    outs, moved = _counted_program(model, stepper, size, h, controls, policy, rows, np.asarray(n))
+    leaves, treedef = jax.tree_util.tree_flatten(outs)
+    rows_kept = jax.device_put([np.asarray(x)[: n + 1] for x in leaves])  # one transfer
+    return jax.tree_util.tree_unflatten(treedef, rows_kept), moved
+
+
+@jit  # a program of the disk cache, as run_joint_space's
+def _counted_program(model, stepper, size: int, h, controls, policy, rows, count):
+    """:func:`run_joint_space` of ``count`` steps in a program of ``size`` rows, and the
+    :func:`~jaxmbd._checks.start_correction` of its first state (None for a model without
+    bodies): the Solution's, computed here rather than by a program call of its own."""
+    outs = run_joint_space(model, stepper, size, h, controls, policy, rows, count)
+    moved = start_correction(model, *(x[0] for x in outs[:4])) if model.nb else None
+    return outs, moved
 
 
 def run_planned_joint_space(model: Model, form, stepper: AbstractJointStepper, *, tree, rows,
@@ -712,10 +744,11 @@ def run_planned_joint_space(model: Model, form, stepper: AbstractJointStepper, *
         else dataclasses.replace(model, sensors=None)
     )
     traced = is_traced(model) or is_traced((controls, policy))
+    moved = None  # the start's correction, where the run's program computed it
     if traced or not at_top_level():  # a transformation's run: the program of its n steps
         outs = run_joint_space(run_model, stepper, n, h_arr, controls, policy, rows)
     else:
-        outs = _counted_run(run_model, stepper, n, h_arr, controls, policy, rows)
+        outs, moved = _counted_run(run_model, stepper, n, h_arr, controls, policy, rows)
     if not stepper.resolves_impacts and isinstance(outs[-1], dict):
         # the forces of MuJoCo's soft rows are no hard contact's or limits' forces (which
         # sol.contact, sol.limits and the sensors read from unilateral_forces)
@@ -723,7 +756,7 @@ def run_planned_joint_space(model: Model, form, stepper: AbstractJointStepper, *
         outs = (*outs[:-1], extra) if extra else outs[:-1]
     sol = solution_from_outputs(model, form, h_arr, outs, integrator=stepper.name,
                                 linear_solver=joint_linear_solver(model, tree, rows), tree=tree,
-                                sensor_key=sensor_key, plan=plan,
+                                sensor_key=sensor_key, plan=plan, start_correction=moved,
                                 controls="policy" if policy is not None else controls)  # fmt: skip
     if model.sensors is not None:
         # the sensors read the tree joints' reactions from sol.lam: Newton-Euler's

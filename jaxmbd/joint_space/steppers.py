@@ -125,7 +125,8 @@ class RungeKutta4(AbstractJointStepper):
         table = [[0.5, 2.0], [0.5, 2.0], [1.0, 1.0]]
         return self._stages(model, tree, loops, qpos, qvel, t, h, table, first)[:2]
 
-    def start_and_advance(self, model, tree, loops, qpos, qvel, t, h):
+    def start_and_advance(self, model, tree, loops, qpos, qvel, t, h, *, warm=None):
+        # MuJoCo's RK4 stages start their solves cold here (``warm`` is not used)
         # the start, the three stages and the end's accelerations as the rows of one scan:
         # the step's one copy of the accelerations' code (a projection onto constraint rows
         # or stage activations come between: the default's three copies)
@@ -140,7 +141,7 @@ class RungeKutta4(AbstractJointStepper):
         end = jax.tree_util.tree_map(lambda x: x[-1], stages)
         return start, qpos_, qvel_, end
 
-    def start_and_step(self, model, tree, loops, qpos, qvel, t, h):
+    def start_and_step(self, model, tree, loops, qpos, qvel, t, h, *, warm=None):
         # all four stages in the scan, the first at c = 0: the run's one copy of the
         # accelerations' code gives the start's too (the first stage's output)
         zero = jnp.zeros_like(qvel)
@@ -187,8 +188,8 @@ class SemiImplicitEuler(AbstractJointStepper):
     name: ClassVar[str] = "euler"
     integrates_activations: ClassVar[bool] = True
 
-    def start_accelerations(self, model, tree, loops, qpos, qvel, t, h):
-        return accelerations(model, tree, loops, qpos, qvel, t, damping_step=h)
+    def start_accelerations(self, model, tree, loops, qpos, qvel, t, h, *, warm=None):
+        return accelerations(model, tree, loops, qpos, qvel, t, damping_step=h, warm=warm)
 
     def step(self, model, tree, loops, qpos, qvel, acc, t, h):
         qvel = qvel + h * acc.qacc
@@ -218,9 +219,9 @@ class LinearlyImplicitEuler(AbstractJointStepper):
     def name(self) -> str:
         return "implicit" if self.position_jacobian else "implicitfast"
 
-    def start_accelerations(self, model, tree, loops, qpos, qvel, t, h):
+    def start_accelerations(self, model, tree, loops, qpos, qvel, t, h, *, warm=None):
         return accelerations(model, tree, loops, qpos, qvel, t, step=h, velocity_jacobian=True,
-                             position_jacobian=self.position_jacobian)  # fmt: skip
+                             position_jacobian=self.position_jacobian, warm=warm)  # fmt: skip
 
     def step(self, model, tree, loops, qpos, qvel, acc, t, h):
         D = acc.velocity_jacobian

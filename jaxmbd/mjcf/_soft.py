@@ -31,6 +31,8 @@ from ..soft_constraints.rows import (
 from ._contact import _mixed, _overridden
 from ._equalities import _name
 
+_DISABLE_WARMSTART = 1 << 9  # mjDSBL_WARMSTART (512)
+
 #: the joint formulation's steps of MuJoCo's ``mjtIntegrator`` (its RK4 from 4.0 is the
 #: Munthe-Kaas one)
 _INTEGRATORS = {0: "euler", 1: "rkmk", 2: "implicit", 3: "implicitfast"}
@@ -167,6 +169,7 @@ def constraint_model(mujoco, m, d0, roots, owner, unsupported: list[str], *,
     solver = SolverSettings(
         method=method, iterations=int(m.opt.iterations), tolerance=float(m.opt.tolerance),
         ls_iterations=int(m.opt.ls_iterations), ls_tolerance=float(m.opt.ls_tolerance),
+        warmstart=not int(m.opt.disableflags) & _DISABLE_WARMSTART,
     )  # fmt: skip
     return MujocoConstraints(
         integrator=_INTEGRATORS[int(m.opt.integrator)],

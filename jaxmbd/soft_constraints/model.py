@@ -50,13 +50,15 @@ SOLVER_METHODS = {1: "cg", 2: "newton"}
 
 
 class SolverSettings(eqx.Module):
-    """``opt.solver``, ``iterations``, ``tolerance``, ``ls_iterations``, ``ls_tolerance``."""
+    """``opt.solver``, ``iterations``, ``tolerance``, ``ls_iterations``, ``ls_tolerance``,
+    and whether the solve starts warm (the ``warmstart`` flag of ``opt.disableflags``)."""
 
     method: str = eqx.field(static=True, default="newton")
     iterations: int = eqx.field(static=True, default=100)
     tolerance: float = eqx.field(static=True, default=1e-8)
     ls_iterations: int = eqx.field(static=True, default=50)
     ls_tolerance: float = eqx.field(static=True, default=0.01)
+    warmstart: bool = eqx.field(static=True, default=True)
 
 
 class ContactGroup(eqx.Module):
