@@ -201,9 +201,22 @@ def _soft_equalities(loops: TreeConstraints, tree, p, qpos, qvel, t) -> Equality
 
 
 #: The solver's loops run on the step's active rows gathered into this many slots when they
-#: fit (:func:`jaxmbd.soft_constraints.solver.solve`): dm_control's hopper, cheetah and
-#: humanoid have 68 to 424 row slots and at most 26 active rows in a random-control run.
+#: fit (:func:`jaxmbd.soft_constraints.solver.solve`), else on all of them. dm_control's
+#: hopper and cheetah (68-ish row slots) stay under 26 active rows in random-control runs;
+#: the humanoid (424 slots) has 37 lying on the floor, where 32 slots sent every step to
+#: the whole problem. Jitted 1000-step runs, one process each (scripts timing
+#: ``jax.jit(lambda u: mbd.simulate(model, t_end=..., controls=u))``, load 3): humanoid 979,
+#: 1435 and 677 steps/s at 32, 48 and 64 slots (64 leaves XLA's small-loop hoisting);
+#: hopper 4275 / 4035 and cheetah 3345 / 2906 at 32 / 48. So 32 slots up to
+#: :data:`WIDE_ROWS` row slots, 48 above.
 ACTIVE_ROW_CAPACITY = 32
+WIDE_ACTIVE_ROW_CAPACITY = 48
+WIDE_ROWS = 128
+
+
+def active_row_capacity(nefc: int) -> int:
+    """The solver's active-row slots for a problem of ``nefc`` row slots (static)."""
+    return ACTIVE_ROW_CAPACITY if nefc <= WIDE_ROWS else WIDE_ACTIVE_ROW_CAPACITY
 
 
 def _solved(constraints, tree, loops, p, qpos, qvel, t, mass, M, rhs, h, warm=None):
@@ -230,7 +243,7 @@ def _solved(constraints, tree, loops, p, qpos, qvel, t, mass, M, rhs, h, warm=No
     solution = solve(
         mass, qacc0, rows, method=settings.method, iterations=settings.iterations,
         tolerance=settings.tolerance, ls_iterations=settings.ls_iterations,
-        ls_tolerance=settings.ls_tolerance, capacity=ACTIVE_ROW_CAPACITY, a_warm=warm,
+        ls_tolerance=settings.ls_tolerance, capacity=active_row_capacity(rows.nefc), a_warm=warm,
         warmstart=warm is not None and settings.warmstart,
     )  # fmt: skip
     qacc = solution.qacc
