@@ -1,8 +1,8 @@
 """MuJoCo's general convex collider ``mjc_Convex`` (``engine_collision_convex.c``) for the
 smooth geom pairs it serves (ellipsoids against spheres, capsules, ellipsoids, cylinders and
-boxes; cylinders against capsules, cylinders and boxes), with MuJoCo's native GJK/EPA
-(:mod:`.gjk`, the default: ``mjDSBL_NATIVECCD`` clear) and its multi-contact search
-(``mjDSBL_MULTICCD`` clear): for pairs without a sphere or ellipsoid, the first contact is
+boxes; cylinders against capsules, cylinders and boxes), with MuJoCo's native GJK and EPA
+(:mod:`.gjk`, :mod:`.epa`; the default: ``mjDSBL_NATIVECCD`` clear) and its multi-contact
+search (``mjDSBL_MULTICCD`` clear): for pairs without a sphere or ellipsoid, the first contact is
 followed by four searches with both geoms turned by 1e-3 rad about the contact's tangents
 (geom1 one way, geom2 the other, about the contact point), each new contact kept when it lies
 farther than 1e-3 of the smaller bounding radius from those found, with the first contact's
@@ -14,8 +14,11 @@ each, as MuJoCo's ``support`` grows them. Spheres and capsules first run GJK as 
 a segment and take their radius off the distance (``mjc_ccd``); a deep contact reruns GJK
 and EPA on the full shapes.
 
-The port follows MuJoCo 3.12's source (the newest available) and gives its contacts to
-1e-15 (checked against that C code compiled around ``mjc_ccd``). MuJoCo 4.0 changed its
+The port follows MuJoCo 3.12's source (the newest available) and, evaluated op by op,
+gives its contacts to 1e-15 (checked against that C code compiled around ``mjc_ccd``).
+Compiled, XLA fuses multiply-adds as the program's shape leads it, so a pose where GJK or
+EPA stops on a tolerance, or a degenerate aligned pose, can take another iterate (and a
+multi-contact slot another perturbed contact) from a one-ulp difference. MuJoCo 4.0 changed its
 GJK: it finds a contact for coincident centres, where 3.12 finds none, and where GJK or EPA
 stop on ``ccd_tolerance`` its iterates differ, by up to that tolerance in depth; see
 tests/test_mujoco_convex.py for what agrees with 4.0 and how closely.
@@ -27,11 +30,12 @@ import functools
 
 import jax
 import jax.numpy as jnp
+from jax import lax
 
 from ... import _config  # noqa: F401  (float64)
 from .common import Contacts, Raw, compact, finish, make_frame
-from .gjk import MINVAL2, _sqrt, dot3, epa, gjk, normalize3
-from .gjk import _initial_polytope as initial_polytope
+from .epa import epa, initial_polytope
+from .gjk import MINVAL2, _sqrt, dot3, gjk, matvec, matvec_t, normalize3
 
 SPHERE, CAPSULE, ELLIPSOID, CYLINDER, BOX = 2, 3, 4, 5, 6
 
@@ -44,39 +48,30 @@ _RELATIVE_TOLERANCE = 1e-3
 _PERTURBATION_ANGLE = 1e-3
 
 
-def _mtv(mat, d):
-    """mat^T d as MuJoCo's ``mulMatTVec3`` sums it."""
-    return jnp.stack([mat[0, j] * d[0] + mat[1, j] * d[1] + mat[2, j] * d[2] for j in range(3)])
-
-
-def _mv(mat, v):
-    return jnp.stack([mat[i, 0] * v[0] + mat[i, 1] * v[1] + mat[i, 2] * v[2] for i in range(3)])
-
-
 def _support(geom_type: int, pos, mat, size, direction):
     """MuJoCo's ``mjc_<type>Support`` (no margin) of a geom along a unit direction."""
     if geom_type == SPHERE:
         return size[0] * direction + pos
-    local = _mtv(mat, direction)
+    local = matvec_t(mat, direction)
     if geom_type == CAPSULE:
         supp = local * size[0]
         supp = supp.at[2].add(jnp.where(local[2] >= 0, size[1], -size[1]))
-        return _mv(mat, supp) + pos
+        return matvec(mat, supp) + pos
     if geom_type == ELLIPSOID:
         supp = local * size
         norm2 = dot3(supp, supp)
         small = norm2 < MINVAL2
         inv = 1 / _sqrt(jnp.where(small, 1.0, norm2))
         supp = supp * (inv * size)
-        return jnp.where(small, mat[:, 0] * size[0] + pos, _mv(mat, supp) + pos)
+        return jnp.where(small, mat[:, 0] * size[0] + pos, matvec(mat, supp) + pos)
     if geom_type == CYLINDER:
-        n2 = local[0] * local[0] + local[1] * local[1]
+        l0, l1, l2 = jnp.unstack(local)
+        n2 = l0 * l0 + l1 * l1
         scl = jnp.where(n2 >= MINVAL2, size[0] / _sqrt(jnp.where(n2 > 0, n2, 1.0)), 0.0)
-        supp = jnp.stack([scl * local[0], scl * local[1],
-                          jnp.where(local[2] >= 0, size[1], -size[1])])  # fmt: skip
-        return _mv(mat, supp) + pos
+        supp = jnp.stack([scl * l0, scl * l1, jnp.where(l2 >= 0, size[1], -size[1])])
+        return matvec(mat, supp) + pos
     if geom_type == BOX:
-        return _mv(mat, jnp.where(local >= 0, size, -size)) + pos
+        return matvec(mat, jnp.where(local >= 0, size, -size)) + pos
     raise ValueError(f"mjc_Convex: no support function for geom type {geom_type}")
 
 
@@ -85,7 +80,7 @@ def _shrunk_support(geom_type: int, pos, mat, size, direction):
     if geom_type == SPHERE:
         return pos
     z = mat[:, 2]
-    along = z[0] * direction[0] + z[1] * direction[1] + z[2] * direction[2]
+    along = dot3(z, direction)
     return z * jnp.where(along >= 0, size[1], -size[1]) + pos
 
 
@@ -108,45 +103,53 @@ def _ccd(type1: int, type2: int, pos1, mat1, size1, pos2, mat2, size2, margin, *
     support1, support2 = _with_margin(full1, margin), _with_margin(full2, margin)
     shrinks = {SPHERE, CAPSULE}
 
-    def deep():
-        status = gjk(support1, support2, pos1, pos2, tolerance=tolerance, iterations=iterations)
+    options = dict(tolerance=tolerance, iterations=iterations)
+
+    def deep(status):
         run_epa = (status.dist <= tolerance) & (status.nsimplex > 1) & ~status.separated
         pt, ok = initial_polytope(support1, support2, status.simplex, status.nsimplex,
                                   iterations)  # fmt: skip
-        found, x1, x2, dist = epa(support1, support2, pt, tolerance=tolerance,
-                                  iterations=iterations)  # fmt: skip
+        found, x1, x2, dist = epa(support1, support2, pt, **options)
         contact = run_epa & ok & found & (dist < 0)
         return contact, dist, x1, x2
 
     if type1 in shrinks or type2 in shrinks:
         # spheres and capsules shrink to a point and a segment, their radius (and half the
         # margin) taken off the distance
-        def part(geom_type, pos, mat, size, full):
+        def part(geom_type, pos, mat, size, support):
             if geom_type in shrinks:
-                return (
-                    _with_margin(
-                        functools.partial(_shrunk_support, geom_type, pos, mat, size), 0.0
-                    ),  # fmt: skip
-                    size[0] + 0.5 * margin,
+                return functools.partial(_shrunk_support, geom_type, pos, mat, size), (
+                    size[0] + 0.5 * margin
                 )
-            return _with_margin(full, margin), 0.0
+            return support, 0.0
 
-        point1, radius1 = part(type1, pos1, mat1, size1, full1)
-        point2, radius2 = part(type2, pos2, mat2, size2, full2)
-        status = gjk(point1, point2, pos1, pos2, tolerance=tolerance, iterations=iterations,
-                     dist_cutoff=radius1 + radius2)  # fmt: skip
+        point1, radius1 = part(type1, pos1, mat1, size1, support1)
+        point2, radius2 = part(type2, pos2, mat2, size2, support2)
+
+        # the shrunk search and the full one (for a deep contact) as two lanes of one GJK
+        def search(shrunk):
+            def lane(point, support):
+                return lambda direction: jnp.where(shrunk, point(direction), support(direction))
+
+            cutoff = jnp.where(shrunk, radius1 + radius2, 0.0)
+            return gjk(lane(point1, support1), lane(point2, support2), pos1, pos2,
+                       dist_cutoff=cutoff, get_dist=shrunk, **options)  # fmt: skip
+
+        both = jax.vmap(search)(jnp.array([True, False]))
+        status = jax.tree.map(lambda x: x[0], both)
+        full = jax.tree.map(lambda x: x[1], both)
         n, _ = normalize3(status.x2 - status.x1)
         sx1 = status.x1 + radius1 * n
         sx2 = status.x2 - radius2 * n
         sdist = status.dist - (radius1 + radius2)
         shallow = status.dist > tolerance
         s_contact = sdist < 0
-        d_contact, d_dist, dx1, dx2 = deep()
+        d_contact, d_dist, dx1, dx2 = deep(full)
         contact = jnp.where(shallow, s_contact, d_contact)
         dist = jnp.where(shallow, sdist, d_dist)
         x1, x2 = jnp.where(shallow, sx1, dx1), jnp.where(shallow, sx2, dx2)
     else:
-        contact, dist, x1, x2 = deep()
+        contact, dist, x1, x2 = deep(gjk(support1, support2, pos1, pos2, **options))
 
     pos = (x1 + x2) * 0.5
     normal, _ = normalize3(x1 - x2)
@@ -169,12 +172,10 @@ def _axis_angle_mat(axis, angle):
 
 def _rotate_frame(origin, rot, mat, pos):
     """MuJoCo's ``mju_rotateFrame``: the frame turned by rot about the point origin."""
-    new_mat = jnp.stack(
-        [jnp.stack([rot[i, 0] * mat[0, j] + rot[i, 1] * mat[1, j] + rot[i, 2] * mat[2, j]
-                    for j in range(3)]) for i in range(3)]
-    )  # fmt: skip
+    r0, r1, r2 = jnp.unstack(rot[:, :, None] * mat[None, :, :], axis=1)
+    new_mat = r0 + r1 + r2
     rel = origin - pos
-    vec = _mv(rot, rel) - rel
+    vec = matvec(rot, rel) - rel
     return new_mat, pos - vec
 
 
@@ -196,29 +197,39 @@ def convex(type1: int, type2: int, pos1, mat1, size1, pos2, mat2, size2, margin,
     """MuJoCo's ``mjc_Convex`` for geom types type1 <= type2: 1 slot for pairs with a sphere
     or an ellipsoid, else 5 (the first contact and up to four from the multi-contact search)."""
     ccd = functools.partial(_ccd, type1, type2, iterations=iterations, tolerance=tolerance)
-    found, dist, pos, normal = ccd(pos1, mat1, size1, pos2, mat2, size2, margin)
     zero3 = jnp.zeros(3)
-    first = Raw(dist, pos, normal, zero3, found)
     smooth = {SPHERE, ELLIPSOID}
     if type1 in smooth or type2 in smooth:
+        found, dist, pos, normal = ccd(pos1, mat1, size1, pos2, mat2, size2, margin)
+        first = Raw(dist, pos, normal, zero3, found)
         return finish(jax.tree.map(lambda x: x[None], first))
 
-    frame = make_frame(normal, zero3)
+    def search(j, results):
+        """Contact j: the first (j = 0), else the first's search with both geoms turned by
+        the (j - 1)-th rotation about the first contact's tangents (one traced CCD serves
+        all five)."""
+        contact_pos, contact_normal = results[2][0], results[3][0]
+        frame = make_frame(contact_normal, zero3)
+        rotations = []
+        for axis in (frame[1], frame[2]):
+            for angle in (-_PERTURBATION_ANGLE, _PERTURBATION_ANGLE):
+                rotations.append(_axis_angle_mat(axis, angle))
+        rot = jnp.stack(rotations)[jnp.maximum(j - 1, 0)]
+        m1, p1 = _rotate_frame(contact_pos, rot, mat1, pos1)
+        m2, p2 = _rotate_frame(contact_pos, rot.T, mat2, pos2)
+        unturned = j == 0
+        m1, p1 = jnp.where(unturned, mat1, m1), jnp.where(unturned, pos1, p1)
+        m2, p2 = jnp.where(unturned, mat2, m2), jnp.where(unturned, pos2, p2)
+        out = ccd(p1, m1, size1, p2, m2, size2, margin)
+        return tuple(r.at[j].set(o) for r, o in zip(results, out, strict=True))
+
+    slots = (jnp.zeros(5, bool), jnp.zeros(5), jnp.zeros((5, 3)), jnp.zeros((5, 3)))
+    founds, dists_ccd, poss_ccd, normals_ccd = lax.fori_loop(0, 5, search, slots)
+    found, dist, pos, normal = founds[0], dists_ccd[0], poss_ccd[0], normals_ccd[0]
+    more = (founds[1:], dists_ccd[1:], poss_ccd[1:], normals_ccd[1:])
     tolerance_distinct = _RELATIVE_TOLERANCE * jnp.minimum(
         rbound(type1, size1), rbound(type2, size2)
     )
-    rotations = []
-    for axis in (frame[1], frame[2]):
-        for angle in (-_PERTURBATION_ANGLE, _PERTURBATION_ANGLE):
-            rotations.append(_axis_angle_mat(axis, angle))
-    rotations = jnp.stack(rotations)
-
-    def perturbed(rot):
-        m1, p1 = _rotate_frame(pos, rot, mat1, pos1)
-        m2, p2 = _rotate_frame(pos, rot.T, mat2, pos2)
-        return ccd(p1, m1, size1, p2, m2, size2, margin)
-
-    more = jax.vmap(perturbed)(rotations)
     positions, valid = [pos], [found]
     dists, poss, normals = [dist], [pos], [normal]
     for j in range(4):
