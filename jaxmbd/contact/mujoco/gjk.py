@@ -197,14 +197,21 @@ def _s2d(s1, s2, s3):
     point = la[:, None] * ea + lb[:, None] * eb
     d = dot3(point, point)
     cand = jnp.where(_EDGE_SLOT_A, la[:, None], jnp.where(_EDGE_SLOT_B, lb[:, None], 0.0))
-    best, dmin = jnp.zeros(3), jnp.asarray(MAX_LIMIT)
-    for e in range(3):
-        take = ~comp[e] if e == 0 else ~comp[e] & (d[e] < dmin)
-        best = jnp.where(take, cand[e], best)
-        dmin = jnp.where(take, d[e], dmin)
-    lam = jnp.where(inside, lam, best)
+    lam = jnp.where(inside, lam, _nearest_outside(comp, d, cand))
     l12 = jnp.stack([la[2], lb[2]])  # the edge (s1, s2)
     return jnp.where(degenerate, jnp.stack([la[2], lb[2], 0.0]), lam), l12
+
+
+def _nearest_outside(same_sign, d, cand):
+    """The coordinates ``cand[k]`` of the sub-simplex k nearest the origin (squared distance
+    ``d[k]``) among those whose cofactor's sign differs (``~same_sign[k]``), in MuJoCo's
+    order: the first such one, then each nearer one (``S2D``, ``S3D``); zeros if none."""
+    best, dmin = jnp.zeros(cand.shape[-1]), jnp.asarray(MAX_LIMIT)
+    for k in range(cand.shape[0]):
+        take = ~same_sign[k] if k == 0 else ~same_sign[k] & (d[k] < dmin)
+        best = jnp.where(take, cand[k], best)
+        dmin = jnp.where(take, d[k], dmin)
+    return best
 
 
 # the faces of a tetrahedron (s1..s4) in MuJoCo's order of ``S3D``: each drops one vertex
@@ -232,12 +239,7 @@ def _subdistance(n, verts):
     corner0, corner1, corner2 = jnp.unstack(_FACE_SLOTS, axis=1)
     l0, l1, l2 = jnp.unstack(l2d[:, :, None], axis=1)
     cand = jnp.where(corner0, l0, jnp.where(corner1, l1, jnp.where(corner2, l2, 0.0)))
-    best, dmin = jnp.zeros(4), jnp.asarray(MAX_LIMIT)
-    for drop in range(4):
-        take = ~comps[drop] if drop == 0 else ~comps[drop] & (d[drop] < dmin)
-        best = jnp.where(take, cand[drop], best)
-        dmin = jnp.where(take, d[drop], dmin)
-    lam4 = jnp.where(inside, lam, best)
+    lam4 = jnp.where(inside, lam, _nearest_outside(comps, d, cand))
     lam3 = jnp.concatenate([l2d[3], jnp.zeros(1)])
     lam2 = jnp.concatenate([l12[3], jnp.zeros(2)])
     lam1 = jnp.array([1.0, 0.0, 0.0, 0.0])
