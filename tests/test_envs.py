@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import count_compilations
 from host_devices import run_on_host_devices
 
 import jaxmbd as mbd
@@ -386,20 +387,25 @@ def test_wrap_episode_limit_and_auto_reset(cartpole):
 
 def test_domain_randomization_over_a_batch_of_models(cartpole):
     """DomainRandomizationVmapWrapper: each member steps with its own pole mass; the
-    members agree with the single env run on that member's model."""
+    members agree with the single env run on that member's model. A second
+    randomisation (new masses, same shapes) steps through the first wrapper's jitted step
+    without a trace or a compile: the masses travel in the state, not in the program."""
     import dataclasses
 
+    def randomizer(masses):
+        def randomize(model):
+            batched = jax.vmap(lambda m: dataclasses.replace(model, mass=model.mass.at[1].set(m)))(
+                masses
+            )
+            return batched, mbd.envs.model_axes(batched, model)
+
+        return randomize
+
     masses = jnp.linspace(0.05, 0.5, 4)
-
-    def randomize(model):
-        batched = jax.vmap(lambda m: dataclasses.replace(model, mass=model.mass.at[1].set(m)))(
-            masses
-        )
-        return batched, mbd.envs.model_axes(batched, model)
-
-    env = mbd.envs.DomainRandomizationVmapWrapper(cartpole, randomize)
+    env = mbd.envs.DomainRandomizationVmapWrapper(cartpole, randomizer(masses))
     keys = jnp.stack([jax.random.PRNGKey(2)] * 4)
-    state = jax.jit(env.reset)(keys)
+    reset = jax.jit(env.reset)
+    state = reset(keys)
     a = jnp.ones((4, 1))
     step = jax.jit(env.step)
     for _ in range(5):
@@ -409,10 +415,24 @@ def test_domain_randomization_over_a_batch_of_models(cartpole):
     single = mbd.envs.make("cartpole", "balance", **INTERFACE)
     single.sys = dataclasses.replace(single.sys, mass=single.sys.mass.at[1].set(masses[2]))
     s = single.reset(keys[2])
-    step = jax.jit(single.step)
+    single_step = jax.jit(single.step)
     for _ in range(5):
-        s = step(s, a[2])
+        s = single_step(s, a[2])
     np.testing.assert_allclose(np.asarray(s.pipeline_state.qpos), qpos[2], rtol=0, atol=1e-12)
+
+    heavier = mbd.envs.DomainRandomizationVmapWrapper(cartpole, randomizer(masses + 0.5))
+    other = jax.jit(heavier.reset)(keys)
+    with count_compilations() as counts:
+        for _ in range(5):
+            other = step(other, a)
+    assert counts == {"trace": 0, "compile": 0}, counts
+    own_step = jax.jit(heavier.step)
+    again = jax.jit(heavier.reset)(keys)
+    for _ in range(5):
+        again = own_step(again, a)
+    np.testing.assert_array_equal(np.asarray(other.pipeline_state.qpos),
+                                  np.asarray(again.pipeline_state.qpos))  # fmt: skip
+    assert np.abs(np.asarray(other.pipeline_state.qpos) - qpos).max() > 1e-3
 
 
 def test_gradient_of_a_rollout_return_equals_central_differences():

@@ -9,6 +9,7 @@ import contextlib
 import functools
 from collections.abc import Callable
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -200,44 +201,67 @@ class DomainRandomizationVmapWrapper(Wrapper):
     and its ``vmap`` axes (a pytree prefix of the model: 0 where batched, None where
     shared; :func:`model_axes` builds it). Each member's ``reset`` and ``step`` run on its
     own model, swapped into ``env.unwrapped.sys`` while JAX traces them. ``devices``: as
-    :class:`VmapWrapper`'s (the batched models split with the members)."""
+    :class:`VmapWrapper`'s (the batched models split with the members).
+
+    The varied leaves travel in the state: ``reset`` puts each member's into
+    ``state.info["randomized_model"]`` (the model with None at its shared leaves), and
+    ``step`` reads them from there. So the step is a program of the state, not of the
+    values it was first traced with: one jitted ``step`` serves every randomisation of the
+    same leaves and shapes (a new ``randomization_fn`` with its own ``reset``) without
+    compiling again. The shared leaves are the program's constants. brax's wrapper closes
+    over the whole batch instead, and a new randomisation compiles the step again."""
 
     def __init__(self, env: Env, randomization_fn: Callable, devices=None):
         super().__init__(env)
-        self._sys_v, self._in_axes = randomization_fn(self.sys)
+        models, in_axes = randomization_fn(self.sys)
+        bad = [a for a in jax.tree.leaves(in_axes) if a != 0]
+        if bad:
+            raise ValueError(
+                "DomainRandomizationVmapWrapper: randomization_fn's in_axes must be 0 (a "
+                f"leaf batched along its first axis) or None (shared), got {bad[0]!r}"
+            )
+        batched = jax.tree.map(lambda a: a == 0, in_axes, is_leaf=lambda a: a is None)
+        self._varied, self._shared = eqx.partition(models, batched)
         self.devices = _local_devices(devices, "DomainRandomizationVmapWrapper")
 
     def _sharded(self, f, *members):
-        """``f(sys, *members)`` over the batch, split over :attr:`devices`."""
-        sys_specs = jax.tree.map(lambda a: PartitionSpec() if a is None else PartitionSpec("batch"),
-                                 self._in_axes, is_leaf=lambda a: a is None)  # fmt: skip
-        specs = (sys_specs,) + (PartitionSpec("batch"),) * len(members)
-        return _over_devices(f, self.devices, specs, (self._sys_v, *members),
+        """``f(*members)`` over the batch (each member's leading axis), split over
+        :attr:`devices`."""
+        specs = (PartitionSpec("batch"),) * len(members)
+        return _over_devices(jax.vmap(f), self.devices, specs, members,
                              "DomainRandomizationVmapWrapper")  # fmt: skip
 
     @contextlib.contextmanager
-    def _env_with(self, sys):
+    def _env_with(self, varied):
         env = self.env.unwrapped
         old = env.sys
         try:
-            env.sys = sys
+            env.sys = eqx.combine(varied, self._shared)
             yield env
         finally:
             env.sys = old
 
     def reset(self, rng: jax.Array) -> State:
-        def reset(sys, rng):
-            with self._env_with(sys) as env:
-                return env.reset(rng)
+        def reset(varied, rng):
+            with self._env_with(varied) as env:
+                state = env.reset(rng)
+            state.info["randomized_model"] = varied
+            return state
 
-        return self._sharded(jax.vmap(reset, in_axes=[self._in_axes, 0]), rng)
+        return self._sharded(reset, self._varied, rng)
 
     def step(self, state: State, action: jax.Array) -> State:
-        def step(sys, state, action):
-            with self._env_with(sys) as env:
+        if "randomized_model" not in state.info:
+            raise ValueError(
+                "DomainRandomizationVmapWrapper.step: the state has no "
+                "info['randomized_model']; start it with this wrapper's reset"
+            )
+
+        def step(state, action):
+            with self._env_with(state.info["randomized_model"]) as env:
                 return env.step(state, action)
 
-        return self._sharded(jax.vmap(step, in_axes=[self._in_axes, 0, 0]), state, action)
+        return self._sharded(step, state, action)
 
 
 def model_axes(batched, single):
