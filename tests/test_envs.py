@@ -435,6 +435,28 @@ def test_domain_randomization_over_a_batch_of_models(cartpole):
     assert np.abs(np.asarray(other.pipeline_state.qpos) - qpos).max() > 1e-3
 
 
+def test_plain_calls_take_the_model_as_an_argument():
+    """``env.reset`` and ``env.step`` called plainly run one compiled program each with
+    ``env.sys`` as its argument: new values of the same shapes compile nothing (op by op,
+    each step's scan compiled anew with the model inside), and the results equal the
+    jitted call's on the new model."""
+    import dataclasses
+
+    env = mbd.envs.make("cartpole", "balance", **INTERFACE)
+    key, a = jax.random.PRNGKey(1), jnp.ones(1)
+    env.step(env.reset(key), a)
+    env.sys = dataclasses.replace(env.sys, mass=env.sys.mass.at[1].set(0.7))
+    with count_compilations() as counts:
+        state = env.step(env.reset(key), a)
+    assert counts == {"trace": 0, "compile": 0}, counts
+    jitted = jax.jit(env.step)(jax.jit(env.reset)(key), a)
+    np.testing.assert_array_equal(np.asarray(state.pipeline_state.qpos),
+                                  np.asarray(jitted.pipeline_state.qpos))  # fmt: skip
+    env.sys = dataclasses.replace(env.sys, mass=env.sys.mass.at[1].set(-1.0))
+    with pytest.raises(mbd.ModelError, match="mass"):
+        env.reset(key)
+
+
 def test_gradient_of_a_rollout_return_equals_central_differences():
     """d(sum of rewards over 10 steps)/d(actions) through env.step, against central
     differences of the same rollout (float64; the Euler step: a smaller program)."""

@@ -32,6 +32,7 @@ from .._parameter_checks import checked_parameters, parameters_invalid
 from ..actuators import with_controls
 from ..analysis.plan import soft_equality_default, treated_model
 from ..compiled.batch_lanes import batch_lanes
+from ..compiled.jit import at_top_level, jit
 from ..contact import ContactSlots, contact_element
 from ..contact.mujoco.pairs import collide
 from ..errors import ModelError
@@ -518,18 +519,28 @@ class ModelEnv(Env):
             info = dict(info)
         return jnp.asarray(qpos, start.qpos.dtype), jnp.asarray(qvel, start.qvel.dtype), info
 
-    def _checked_sys(self) -> tuple[Model, jax.Array]:
-        """(``self.sys`` as the run sees it, whether its parameters are invalid): concrete
-        invalid values raise ModelError, traced ones are flagged."""
+    def _checked_sys(self, sys: Model | None = None) -> tuple[Model, jax.Array]:
+        """(``sys`` (None: ``self.sys``) as the run sees it, whether its parameters are
+        invalid): concrete invalid values raise ModelError, traced ones are flagged."""
         where = "ModelEnv.reset"
-        model = self._run_model()
+        model = self._run_model(sys)
         model = checked_parameters(model, where=where)
         _check_soft_friction(model, where)
         return model, parameters_invalid(model) | _soft_friction_invalid(model)
 
     def reset(self, rng: jax.Array) -> State:
-        model, invalid = self._checked_sys()
-        qpos, qvel, info = self.draw(rng)
+        """An episode's first state. Called plainly (under no transformation), one compiled
+        program with the model as its argument: new values of ``env.sys`` of the same
+        shapes compile nothing (their parameters checked first, a ModelError where
+        invalid)."""
+        if at_top_level():
+            self._checked_sys()
+            return _reset_program(self, self.sys, jnp.asarray(rng))
+        return self._reset(self.sys, rng)
+
+    def _reset(self, sys: Model, rng: jax.Array) -> State:
+        model, invalid = self._checked_sys(sys)
+        qpos, qvel, info = self.draw(rng, sys)
         pipeline_state = JointState(qpos, qvel, jnp.zeros((), qvel.dtype))
         ctrl = jnp.zeros(model.nu, qvel.dtype)
         if self.settle_steps:
@@ -554,8 +565,13 @@ class ModelEnv(Env):
         another where the environment steps contact members so (:attr:`member_chunk` 1)."""
         warn_non_finite_actions(action, "ModelEnv.step")
         action = jnp.asarray(action, state.pipeline_state.qvel.dtype)
+        if at_top_level():  # one compiled program, the model an argument (as reset's)
+            return _step_program(self, self.sys, state, action)
+        return self._lanes_step(self.sys, state, action)
+
+    def _lanes_step(self, sys: Model, state: State, action: jax.Array) -> State:
         # the model is an argument: a batch of models (DomainRandomizationVmapWrapper) too
-        arrays, static = eqx.partition((self.sys, state, action), eqx.is_array)
+        arrays, static = eqx.partition((sys, state, action), eqx.is_array)
         leaves, treedef = jax.tree_util.tree_flatten(arrays)
         out_static = []
 
@@ -590,3 +606,17 @@ class ModelEnv(Env):
         metrics = {**state.metrics, "nan_actions": bad}
         return state.replace(pipeline_state=pipeline_state, obs=obs, reward=reward, done=done,
                              metrics=metrics)  # fmt: skip
+
+
+@jit
+def _reset_program(env: ModelEnv, sys: Model, rng: jax.Array) -> State:
+    """:meth:`ModelEnv.reset` called plainly: ``env`` static (by identity), ``sys`` an
+    argument."""
+    return env._reset(sys, rng)
+
+
+@jit
+def _step_program(env: ModelEnv, sys: Model, state: State, action: jax.Array) -> State:
+    """:meth:`ModelEnv.step` called plainly: ``env`` static (by identity), ``sys`` an
+    argument."""
+    return env._lanes_step(sys, state, action)
