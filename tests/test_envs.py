@@ -359,11 +359,12 @@ def test_jit_vmap_reset_and_step_over_256(cartpole):
 
 def test_wrap_episode_limit_and_auto_reset(cartpole):
     """wrap(): done after episode_length steps, and the member restarts from the state its
-    reset drew (its first state), the step counter back to 0."""
+    reset drew (its first state), the step counter back to 0. Called plainly (one compiled
+    program per method, the model its argument): a new pole mass compiles nothing."""
     env = mbd.envs.wrap(cartpole, episode_length=3)
-    state = jax.jit(env.reset)(jax.random.split(jax.random.PRNGKey(1), 8))
+    state = env.reset(jax.random.split(jax.random.PRNGKey(1), 8))
     first = state.info["first_pipeline_state"]
-    step = jax.jit(env.step)
+    step = env.step
     a = 0.5 * jnp.ones((8, 1))
     for k in range(3):
         state = step(state, a)
@@ -383,6 +384,16 @@ def test_wrap_episode_limit_and_auto_reset(cartpole):
     assert np.asarray(state.done).tolist() == [1.0] + [0.0] * 7
     assert float(state.reward[0]) == 0.0 and np.all(np.isfinite(np.asarray(state.obs)))
     assert np.array_equal(state.pipeline_state.qpos[0], first.qpos[0])
+    model = cartpole.sys
+    try:
+        cartpole.sys = eqx.tree_at(lambda m: m.mass, model, model.mass.at[1].add(1.0))
+        with count_compilations() as counts:
+            heavier = step(state, a)
+        assert counts == {"trace": 0, "compile": 0}, counts
+    finally:
+        cartpole.sys = model
+    lighter = step(state, a)
+    assert np.abs(np.asarray(heavier.pipeline_state.qpos - lighter.pipeline_state.qpos)).max() > 0
 
 
 def test_domain_randomization_over_a_batch_of_models(cartpole):

@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import operator
-import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -32,7 +31,7 @@ from .._parameter_checks import checked_parameters, parameters_invalid
 from ..actuators import with_controls
 from ..analysis.plan import soft_equality_default, treated_model
 from ..compiled.batch_lanes import batch_lanes
-from ..compiled.jit import at_top_level, jit
+from ..compiled.jit import at_top_level
 from ..contact import ContactSlots, contact_element
 from ..contact.mujoco.pairs import collide
 from ..errors import ModelError
@@ -44,7 +43,7 @@ from ..joint_space.steppers import get_stepper
 from ..model import Model
 from ..soft_constraints.rows import contact_row_count
 from ..tree import KinematicTree, body_velocities, integrate_positions, poses
-from ._base import Env, State
+from ._base import Env, State, compiled_when_plain
 
 
 class Physics(eqx.Module):
@@ -340,23 +339,6 @@ def non_finite_actions(action) -> jax.Array:
     return jnp.sum(~jnp.isfinite(action), axis=-1).astype(jnp.asarray(action).dtype)
 
 
-def warn_non_finite_actions(action, where: str) -> None:
-    """Warn where a concrete ``action`` has non-finite entries (nothing under ``jit``)."""
-    if isinstance(action, jax.core.Tracer):
-        return
-    bad = ~np.isfinite(np.asarray(action))
-    if bad.any():
-        members = np.argwhere(bad.any(axis=-1)).ravel().tolist() if bad.ndim > 1 else []
-        warnings.warn(
-            f"{where}: {int(bad.sum())} non-finite action entries"
-            + (f" (members {members[:8]}{'...' if len(members) > 8 else ''})" if members else "")
-            + "; a member's controls are zeroed for that step, as MuJoCo zeroes ctrl "
-            "(mjWARN_BADCTRL), and counted in state.metrics['nan_actions']",
-            RuntimeWarning,
-            stacklevel=3,
-        )
-
-
 class ModelEnv(Env):
     """A brax-style environment over ``model`` in joint coordinates.
 
@@ -519,28 +501,26 @@ class ModelEnv(Env):
             info = dict(info)
         return jnp.asarray(qpos, start.qpos.dtype), jnp.asarray(qvel, start.qvel.dtype), info
 
-    def _checked_sys(self, sys: Model | None = None) -> tuple[Model, jax.Array]:
-        """(``sys`` (None: ``self.sys``) as the run sees it, whether its parameters are
-        invalid): concrete invalid values raise ModelError, traced ones are flagged."""
+    def _checked_sys(self) -> tuple[Model, jax.Array]:
+        """(``self.sys`` as the run sees it, whether its parameters are invalid): concrete
+        invalid values raise ModelError, traced ones are flagged."""
         where = "ModelEnv.reset"
-        model = self._run_model(sys)
+        model = self._run_model()
         model = checked_parameters(model, where=where)
         _check_soft_friction(model, where)
         return model, parameters_invalid(model) | _soft_friction_invalid(model)
 
     def reset(self, rng: jax.Array) -> State:
-        """An episode's first state. Called plainly (under no transformation), one compiled
-        program with the model as its argument: new values of ``env.sys`` of the same
-        shapes compile nothing (their parameters checked first, a ModelError where
-        invalid)."""
+        """An episode's first state. Called plainly, the parameters are checked first (a
+        ModelError where invalid), then one compiled program runs (:func:`compiled_when_plain`)."""
         if at_top_level():
             self._checked_sys()
-            return _reset_program(self, self.sys, jnp.asarray(rng))
-        return self._reset(self.sys, rng)
+        return self._reset(rng)
 
-    def _reset(self, sys: Model, rng: jax.Array) -> State:
-        model, invalid = self._checked_sys(sys)
-        qpos, qvel, info = self.draw(rng, sys)
+    @compiled_when_plain
+    def _reset(self, rng: jax.Array) -> State:
+        model, invalid = self._checked_sys()
+        qpos, qvel, info = self.draw(rng)
         pipeline_state = JointState(qpos, qvel, jnp.zeros((), qvel.dtype))
         ctrl = jnp.zeros(model.nu, qvel.dtype)
         if self.settle_steps:
@@ -558,20 +538,15 @@ class ModelEnv(Env):
         metrics = {"nan_actions": zero}
         return State(pipeline_state, obs, zero, self._done(physics, info), metrics, info)
 
+    @compiled_when_plain(actions=True)
     def step(self, state: State, action: jax.Array) -> State:
         """One control step; under ``vmap`` a batch runs on tiles of members
         (:func:`~jaxmbd.compiled.batch_lanes.batch_lanes`), or, where the step's program is too
         large for them (the contact tasks), as ``jax.vmap`` batches it, or one member after
         another where the environment steps contact members so (:attr:`member_chunk` 1)."""
-        warn_non_finite_actions(action, "ModelEnv.step")
         action = jnp.asarray(action, state.pipeline_state.qvel.dtype)
-        if at_top_level():  # one compiled program, the model an argument (as reset's)
-            return _step_program(self, self.sys, state, action)
-        return self._lanes_step(self.sys, state, action)
-
-    def _lanes_step(self, sys: Model, state: State, action: jax.Array) -> State:
         # the model is an argument: a batch of models (DomainRandomizationVmapWrapper) too
-        arrays, static = eqx.partition((sys, state, action), eqx.is_array)
+        arrays, static = eqx.partition((self.sys, state, action), eqx.is_array)
         leaves, treedef = jax.tree_util.tree_flatten(arrays)
         out_static = []
 
@@ -606,17 +581,3 @@ class ModelEnv(Env):
         metrics = {**state.metrics, "nan_actions": bad}
         return state.replace(pipeline_state=pipeline_state, obs=obs, reward=reward, done=done,
                              metrics=metrics)  # fmt: skip
-
-
-@jit
-def _reset_program(env: ModelEnv, sys: Model, rng: jax.Array) -> State:
-    """:meth:`ModelEnv.reset` called plainly: ``env`` static (by identity), ``sys`` an
-    argument."""
-    return env._reset(sys, rng)
-
-
-@jit
-def _step_program(env: ModelEnv, sys: Model, state: State, action: jax.Array) -> State:
-    """:meth:`ModelEnv.step` called plainly: ``env`` static (by identity), ``sys`` an
-    argument."""
-    return env._lanes_step(sys, state, action)

@@ -17,8 +17,7 @@ from jax.sharding import Mesh, PartitionSpec
 
 from .. import _config  # noqa: F401
 from ..analysis.batch import _device_list
-from ._base import Env, State, Wrapper
-from ._model_env import warn_non_finite_actions
+from ._base import Env, State, Wrapper, compiled_when_plain
 
 
 def _local_devices(devices, where: str) -> tuple | None:
@@ -107,13 +106,14 @@ class VmapWrapper(Wrapper):
         return _over_devices(functools.partial(self._on_members, f), self.devices, specs, args,
                              "VmapWrapper")  # fmt: skip
 
+    @compiled_when_plain
     def reset(self, rng: jax.Array) -> State:
         if self.batch_size is not None:
             rng = jax.random.split(rng, self.batch_size)
         return self._over_members(self.env.reset, rng)
 
+    @compiled_when_plain(actions=True)
     def step(self, state: State, action: jax.Array) -> State:
-        warn_non_finite_actions(action, "VmapWrapper.step")
         return self._over_members(self.env.step, state, action)
 
 
@@ -127,6 +127,7 @@ class EpisodeWrapper(Wrapper):
         self.episode_length = episode_length
         self.action_repeat = action_repeat
 
+    @compiled_when_plain
     def reset(self, rng: jax.Array) -> State:
         state = self.env.reset(rng)
         zeros = jnp.zeros(rng.shape[:-1])
@@ -138,6 +139,7 @@ class EpisodeWrapper(Wrapper):
         state.info["episode_metrics"] = metrics
         return state
 
+    @compiled_when_plain(actions=True)
     def step(self, state: State, action: jax.Array) -> State:
         def one(state, _):
             nstate = self.env.step(state, action)
@@ -168,12 +170,14 @@ class AutoResetWrapper(Wrapper):
     ``AutoResetWrapper``: ``info["first_pipeline_state"]`` and ``info["first_obs"]``),
     so a batch runs on without host control; ``done`` stays 1 for that step."""
 
+    @compiled_when_plain
     def reset(self, rng: jax.Array) -> State:
         state = self.env.reset(rng)
         state.info["first_pipeline_state"] = state.pipeline_state
         state.info["first_obs"] = state.obs
         return state
 
+    @compiled_when_plain(actions=True)
     def step(self, state: State, action: jax.Array) -> State:
         if "steps" in state.info:
             steps = state.info["steps"]
@@ -241,6 +245,7 @@ class DomainRandomizationVmapWrapper(Wrapper):
         finally:
             env.sys = old
 
+    @compiled_when_plain
     def reset(self, rng: jax.Array) -> State:
         def reset(varied, rng):
             with self._env_with(varied) as env:
@@ -250,6 +255,7 @@ class DomainRandomizationVmapWrapper(Wrapper):
 
         return self._sharded(reset, self._varied, rng)
 
+    @compiled_when_plain(actions=True)
     def step(self, state: State, action: jax.Array) -> State:
         if "randomized_model" not in state.info:
             raise ValueError(
