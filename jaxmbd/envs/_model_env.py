@@ -33,7 +33,6 @@ from ..analysis.plan import soft_equality_default, treated_model
 from ..compiled.batch_lanes import batch_lanes
 from ..compiled.jit import at_top_level
 from ..contact import ContactSlots, contact_element
-from ..contact.mujoco.pairs import collide
 from ..errors import ModelError
 from ..forces import BodyState
 from ..joint_space import JointState, advance, initial_joint_state, model_tree
@@ -41,6 +40,7 @@ from ..joint_space.dynamics import accelerations, applied_generalised_forces
 from ..joint_space.run import BATCH_LANES_CHUNK
 from ..joint_space.steppers import get_stepper
 from ..model import Model
+from ..soft_constraints.model import collide_groups
 from ..soft_constraints.rows import contact_row_count
 from ..tree import KinematicTree, body_velocities, integrate_positions, poses
 from ._base import Env, State, compiled_when_plain
@@ -167,10 +167,8 @@ def constraint_forces(model: Model, state: JointState, ctrl, *, h, integrator) -
     force = acc.unilateral
     p = poses(tree, state.qpos)
     per_group = []
-    for group in constraints.contacts:
-        (p1, m1), (p2, m2) = group.world_poses(p.x, p.R)
-        found = collide(group.type1, group.type2, p1, m1, group.size1, p2, m2, group.size2,
-                        group.margin)  # fmt: skip
+    groups = constraints.contacts
+    for group, found in zip(groups, collide_groups(groups, p.x, p.R), strict=True):
         k, slots = len(group.body1), group.slots
         per = contact_row_count(group.condim, elliptic=constraints.options.elliptic)
         pos = jnp.reshape(found.pos, (k * slots, 3))

@@ -14,9 +14,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _config  # noqa: F401
-from ..contact.mujoco.pairs import collide
 from ..io import load_model
 from ..model import Model
+from ..soft_constraints.model import collide_groups
 from ..tree import poses
 from ._model_env import physics_of
 
@@ -223,10 +223,7 @@ def contact_count(model: Model, qpos) -> jax.Array:
         raise ValueError(f"contact_count: model '{model.name}' was not read from a file")
     p = poses(model.tree, qpos)
     count = jnp.zeros((), jnp.int32)
-    for group in constraints.contacts:
-        (p1, m1), (p2, m2) = group.world_poses(p.x, p.R)
-        found = collide(group.type1, group.type2, p1, m1, group.size1, p2, m2, group.size2,
-                        group.margin)  # fmt: skip
+    for found in collide_groups(constraints.contacts, p.x, p.R):
         count = count + jnp.sum(found.valid.astype(jnp.int32))
     return count
 

@@ -25,7 +25,8 @@ import numpy as np
 
 from .. import _config  # noqa: F401
 from ..compiled.small import mm, mv
-from ..contact.mujoco.pairs import collide, kernel_for
+from ..contact.mujoco.common import Contacts
+from ..contact.mujoco.pairs import collide_pairs, kernel_for, program_key
 from ..tendons import Tendons, lengths_and_jacobians
 from ..tree.kinematics import dof_ancestors
 from .equalities import EqualityTerms, tree_equality_rows
@@ -124,11 +125,42 @@ def point_jacobians(S, ancestors, bodies, points):
     return jnp.swapaxes(J, 1, 2)
 
 
-def group_contact_rows(group: ContactGroup, S, ancestors, x, R, qvel, options):
-    """The rows of a contact group at the bodies' frames (x, R) and motion subspaces S."""
-    (p1, m1), (p2, m2) = group.world_poses(x, R)
-    found = collide(group.type1, group.type2, p1, m1, group.size1, p2, m2, group.size2,
-                    group.margin)  # fmt: skip
+def collide_groups(groups, x, R) -> list[Contacts]:
+    """Each contact group's contacts (k, slots) at the bodies' frames (x, R). Groups whose
+    pairs share a collision program (:func:`~jaxmbd.contact.mujoco.pairs.program_key`: the
+    same geom types under several ``condim``, every convex pair) are collided in one call,
+    so that a model traces each kernel once."""
+    by_key: dict = {}
+    for i, group in enumerate(groups):
+        by_key.setdefault(program_key(group.type1, group.type2), []).append(i)
+    found: list = [None] * len(groups)
+    for members in by_key.values():
+        parts = [groups[i] for i in members]
+        poses = [g.world_poses(x, R) for g in parts]
+        types1 = np.concatenate([np.full(len(g.body1), g.type1) for g in parts])
+        types2 = np.concatenate([np.full(len(g.body1), g.type2) for g in parts])
+
+        def joined(values):
+            return values[0] if len(values) == 1 else jnp.concatenate(values)
+
+        together = collide_pairs(
+            types1, types2,
+            joined([p1 for (p1, _), _ in poses]), joined([m1 for (_, m1), _ in poses]),
+            joined([g.size1 for g in parts]),
+            joined([p2 for _, (p2, _) in poses]), joined([m2 for _, (_, m2) in poses]),
+            joined([g.size2 for g in parts]), joined([g.margin for g in parts]),
+        )  # fmt: skip
+        offset = 0
+        for i, group in zip(members, parts, strict=True):
+            k, slots = len(group.body1), group.slots
+            found[i] = jax.tree.map(lambda a, o=offset, k=k, s=slots: a[o : o + k, :s], together)
+            offset += k
+    return found
+
+
+def group_contact_rows(group: ContactGroup, found: Contacts, S, ancestors, qvel, options):
+    """The rows of a contact group with its contacts ``found`` (:func:`collide_groups`) and
+    the bodies' motion subspaces S."""
     k, s = len(group.body1), group.slots
 
     def flat(a):
@@ -257,10 +289,11 @@ class MujocoConstraints(eqx.Module):
                 tendon_limit_rows(self.tendon_limits, ten_length, ten_J, qvel, options=options)
             )
             kinds.append(ONE_SIDED)
-        S, ancestors, x, R = p.S, dof_ancestors(tree), p.x, p.R
-        for group in self.contacts if "contact" in self.treats else ():
+        S, ancestors = p.S, dof_ancestors(tree)
+        contacts = self.contacts if "contact" in self.treats else ()
+        for group, found in zip(contacts, collide_groups(contacts, p.x, p.R), strict=True):
             offset = sum(g.size for g in groups)
-            rows = group_contact_rows(group, S, ancestors, x, R, qvel, options)
+            rows = group_contact_rows(group, found, S, ancestors, qvel, options)
             if options.elliptic and group.condim > 1:
                 c, dim = rows.size // group.condim, group.condim
                 index = offset + np.arange(c)[:, None] * dim + np.arange(6)[None]
@@ -297,5 +330,6 @@ __all__ = [
     "MujocoConstraints",
     "SolverSettings",
     "TendonGeometry",
+    "collide_groups",
     "point_jacobians",
 ]

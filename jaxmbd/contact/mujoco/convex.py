@@ -30,6 +30,7 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from ... import _config  # noqa: F401  (float64)
@@ -38,6 +39,7 @@ from .epa import epa, initial_polytope
 from .gjk import MINVAL2, _sqrt, dot3, gjk, matvec, matvec_t, normalize3
 
 SPHERE, CAPSULE, ELLIPSOID, CYLINDER, BOX = 2, 3, 4, 5, 6
+_CONVEX_TYPES = (SPHERE, CAPSULE, ELLIPSOID, CYLINDER, BOX)
 
 #: MuJoCo's default ``opt.ccd_iterations`` and ``opt.ccd_tolerance``
 ITERATIONS = 35
@@ -94,15 +96,47 @@ def _with_margin(support, margin):
     return grown
 
 
-def _ccd(type1: int, type2: int, pos1, mat1, size1, pos2, mat2, size2, margin, *,
-         iterations: int, tolerance):  # fmt: skip
-    """MuJoCo's ``mjc_penetration`` with native CCD and one contact: (found, dist, pos,
-    normal)."""
-    full1 = functools.partial(_support, type1, pos1, mat1, size1)
-    full2 = functools.partial(_support, type2, pos2, mat2, size2)
-    support1, support2 = _with_margin(full1, margin), _with_margin(full2, margin)
-    shrinks = {SPHERE, CAPSULE}
+def _support_any(geom_type, pos, mat, size, direction):
+    """:func:`_support` for a geom type given as data (a traced mjtGeom number): every
+    type's support point, the one of ``geom_type`` chosen."""
+    points = jnp.stack([_support(t, pos, mat, size, direction) for t in _CONVEX_TYPES])
+    return points[geom_type - SPHERE]
 
+
+def _shrunk_support_any(geom_type, pos, mat, size, direction):
+    """:func:`_shrunk_support` for a sphere or capsule given as data."""
+    return jnp.where(geom_type == SPHERE, pos, _shrunk_support(CAPSULE, pos, mat, size, direction))
+
+
+def _ccd(type1, type2, pos1, mat1, size1, pos2, mat2, size2, margin, *, iterations: int,
+         tolerance):  # fmt: skip
+    """MuJoCo's ``mjc_penetration`` with native CCD and one contact: (found, dist, pos,
+    normal). ``type1``, ``type2``: mjtGeom numbers, static (an int: the pair's own program)
+    or data (traced: one program for every convex pair, :func:`convex_any`)."""
+    static = isinstance(type1, int) and isinstance(type2, int)
+    shrinks = (SPHERE, CAPSULE)
+
+    def supports(geom_type, pos, mat, size):
+        """(the geom's support grown by margin / 2, its shrunk support or the same, the
+        shrunk radius with margin / 2 or 0, whether it shrinks)."""
+        if static:
+            full = _with_margin(functools.partial(_support, geom_type, pos, mat, size), margin)
+            if geom_type not in shrinks:
+                return full, full, 0.0, False
+            point = functools.partial(_shrunk_support, geom_type, pos, mat, size)
+            return full, point, size[0] + 0.5 * margin, True
+        full = _with_margin(functools.partial(_support_any, geom_type, pos, mat, size), margin)
+        shrinks_here = (geom_type == SPHERE) | (geom_type == CAPSULE)
+
+        def point(direction):
+            shrunk = _shrunk_support_any(geom_type, pos, mat, size, direction)
+            return jnp.where(shrinks_here, shrunk, full(direction))
+
+        radius = jnp.where(shrinks_here, size[0] + 0.5 * margin, 0.0)
+        return full, point, radius, shrinks_here
+
+    support1, point1, radius1, shrink1 = supports(type1, pos1, mat1, size1)
+    support2, point2, radius2, shrink2 = supports(type2, pos2, mat2, size2)
     options = dict(tolerance=tolerance, iterations=iterations)
 
     def deep(status):
@@ -113,20 +147,12 @@ def _ccd(type1: int, type2: int, pos1, mat1, size1, pos2, mat2, size2, margin, *
         contact = run_epa & ok & found & (dist < 0)
         return contact, dist, x1, x2
 
-    if type1 in shrinks or type2 in shrinks:
+    if static and not (shrink1 or shrink2):
+        contact, dist, x1, x2 = deep(gjk(support1, support2, pos1, pos2, **options))
+    else:
         # spheres and capsules shrink to a point and a segment, their radius (and half the
-        # margin) taken off the distance
-        def part(geom_type, pos, mat, size, support):
-            if geom_type in shrinks:
-                return functools.partial(_shrunk_support, geom_type, pos, mat, size), (
-                    size[0] + 0.5 * margin
-                )
-            return support, 0.0
-
-        point1, radius1 = part(type1, pos1, mat1, size1, support1)
-        point2, radius2 = part(type2, pos2, mat2, size2, support2)
-
-        # the shrunk search and the full one (for a deep contact) as two lanes of one GJK
+        # margin) taken off the distance; the shrunk search and the full one (for a deep
+        # contact) as two lanes of one GJK
         def search(shrunk):
             def lane(point, support):
                 return lambda direction: jnp.where(shrunk, point(direction), support(direction))
@@ -142,14 +168,12 @@ def _ccd(type1: int, type2: int, pos1, mat1, size1, pos2, mat2, size2, margin, *
         sx1 = status.x1 + radius1 * n
         sx2 = status.x2 - radius2 * n
         sdist = status.dist - (radius1 + radius2)
-        shallow = status.dist > tolerance
+        shallow = (status.dist > tolerance) & (shrink1 | shrink2)
         s_contact = sdist < 0
         d_contact, d_dist, dx1, dx2 = deep(full)
         contact = jnp.where(shallow, s_contact, d_contact)
         dist = jnp.where(shallow, sdist, d_dist)
         x1, x2 = jnp.where(shallow, sx1, dx1), jnp.where(shallow, sx2, dx2)
-    else:
-        contact, dist, x1, x2 = deep(gjk(support1, support2, pos1, pos2, **options))
 
     pos = (x1 + x2) * 0.5
     normal, _ = normalize3(x1 - x2)
@@ -179,8 +203,12 @@ def _rotate_frame(origin, rot, mat, pos):
     return new_mat, pos - vec
 
 
-def rbound(geom_type: int, size):
-    """MuJoCo's ``geom_rbound`` (without margin) of a primitive geom."""
+def rbound(geom_type, size):
+    """MuJoCo's ``geom_rbound`` (without margin) of a primitive geom; ``geom_type`` an int,
+    or data (a traced mjtGeom number of a convex type)."""
+    if not isinstance(geom_type, int):
+        bounds = jnp.stack([rbound(t, size) for t in _CONVEX_TYPES])
+        return bounds[geom_type - SPHERE]
     if geom_type == SPHERE:
         return size[0]
     if geom_type == CAPSULE:
@@ -192,14 +220,29 @@ def rbound(geom_type: int, size):
     return _sqrt(dot3(size, size))
 
 
-def convex(type1: int, type2: int, pos1, mat1, size1, pos2, mat2, size2, margin, *,
-           iterations: int = ITERATIONS, tolerance=TOLERANCE) -> Contacts:  # fmt: skip
+def _is_smooth(geom_type):
+    """Whether a geom is a sphere or an ellipsoid (``mjc_Convex`` then finds one contact)."""
+    if isinstance(geom_type, int):
+        return geom_type in (SPHERE, ELLIPSOID)
+    return (geom_type == SPHERE) | (geom_type == ELLIPSOID)
+
+
+def convex(type1, type2, pos1, mat1, size1, pos2, mat2, size2, margin, *,
+           iterations: int = ITERATIONS, tolerance=TOLERANCE, slots: int | None = None
+           ) -> Contacts:  # fmt: skip
     """MuJoCo's ``mjc_Convex`` for geom types type1 <= type2: 1 slot for pairs with a sphere
-    or an ellipsoid, else 5 (the first contact and up to four from the multi-contact search)."""
+    or an ellipsoid, else 5 (the first contact and up to four from the multi-contact search).
+
+    ``type1``, ``type2``: ints (the pair's own program), or data (traced mjtGeom numbers of
+    :data:`PAIRS`: one program for pairs of several types, :func:`collide_any`), then with
+    ``slots`` (static) 1 where every pair of the call has a sphere or an ellipsoid, else 5,
+    the slots past a pair's own left empty."""
     ccd = functools.partial(_ccd, type1, type2, iterations=iterations, tolerance=tolerance)
     zero3 = jnp.zeros(3)
-    smooth = {SPHERE, ELLIPSOID}
-    if type1 in smooth or type2 in smooth:
+    smooth = _is_smooth(type1) | _is_smooth(type2)
+    if slots is None:
+        slots = 1 if smooth else 5
+    if slots == 1:
         found, dist, pos, normal = ccd(pos1, mat1, size1, pos2, mat2, size2, margin)
         first = Raw(dist, pos, normal, zero3, found)
         return finish(jax.tree.map(lambda x: x[None], first))
@@ -223,8 +266,8 @@ def convex(type1: int, type2: int, pos1, mat1, size1, pos2, mat2, size2, margin,
         out = ccd(p1, m1, size1, p2, m2, size2, margin)
         return tuple(r.at[j].set(o) for r, o in zip(results, out, strict=True))
 
-    slots = (jnp.zeros(5, bool), jnp.zeros(5), jnp.zeros((5, 3)), jnp.zeros((5, 3)))
-    founds, dists_ccd, poss_ccd, normals_ccd = lax.fori_loop(0, 5, search, slots)
+    slots_found = (jnp.zeros(5, bool), jnp.zeros(5), jnp.zeros((5, 3)), jnp.zeros((5, 3)))
+    founds, dists_ccd, poss_ccd, normals_ccd = lax.fori_loop(0, 5, search, slots_found)
     found, dist, pos, normal = founds[0], dists_ccd[0], poss_ccd[0], normals_ccd[0]
     more = (founds[1:], dists_ccd[1:], poss_ccd[1:], normals_ccd[1:])
     tolerance_distinct = _RELATIVE_TOLERANCE * jnp.minimum(
@@ -239,6 +282,8 @@ def convex(type1: int, type2: int, pos1, mat1, size1, pos2, mat2, size2, margin,
             gap = pos_j - p
             distinct = distinct & ~(v & (_sqrt(dot3(gap, gap)) <= tolerance_distinct))
         keep = found & n_j & distinct
+        if not isinstance(smooth, bool):  # a smooth pair of a program of several types
+            keep = keep & ~smooth
         positions.append(pos_j)
         valid.append(keep)
         dists.append(dist)
@@ -247,6 +292,18 @@ def convex(type1: int, type2: int, pos1, mat1, size1, pos2, mat2, size2, margin,
     raw = Raw(jnp.stack(dists), jnp.stack(poss), jnp.stack(normals),
               jnp.zeros((5, 3)), jnp.stack(valid))  # fmt: skip
     return finish(compact(raw, 5))
+
+
+def collide_any(types1, types2, pos1, mat1, size1, pos2, mat2, size2, margin) -> Contacts:
+    """:func:`convex` for k pairs of :data:`PAIRS` of any types, in one program: ``types1``,
+    ``types2`` (k,) the pairs' mjtGeom numbers (static), the poses, sizes and margins with a
+    leading axis of k. Slots: the most any pair has (1 or 5); a pair of one slot leaves the
+    others empty."""
+    types1, types2 = np.asarray(types1, int), np.asarray(types2, int)
+    slots = max(PAIRS[(int(a), int(b))] for a, b in zip(types1, types2, strict=True))
+    one = functools.partial(convex, slots=slots)
+    return jax.vmap(one)(jnp.asarray(types1), jnp.asarray(types2), pos1, mat1, size1, pos2,
+                         mat2, size2, margin)  # fmt: skip
 
 
 def kernel(type1: int, type2: int):

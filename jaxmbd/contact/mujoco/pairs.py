@@ -77,6 +77,28 @@ def collide(type1: int, type2: int, pos1, mat1, size1, pos2, mat2, size2, margin
     return kernel(pos1, mat1, size1, pos2, mat2, size2, margin)
 
 
+def program_key(type1: int, type2: int):
+    """Pairs whose keys are equal collide in one program (:func:`collide_pairs`): every pair
+    of ``mjc_Convex``'s kernels one key (their geom types become data), the others one key
+    per type pair."""
+    pair = (int(type1), int(type2))
+    return "convex" if pair in convex.PAIRS else pair
+
+
+def collide_pairs(types1, types2, pos1, mat1, size1, pos2, mat2, size2, margin) -> Contacts:
+    """The contacts of k geom pairs of one :func:`program_key`, types ``types1``,
+    ``types2`` (k,) static, the other arguments with a leading axis of k: one vmapped
+    kernel. Slots: the pairs' kernel's (convex pairs of several types: the most any of them
+    has, the others' extra slots empty)."""
+    types = sorted({(int(a), int(b)) for a, b in zip(types1, types2, strict=True)})
+    if len({program_key(*t) for t in types}) != 1:
+        raise ValueError(f"collide_pairs: geom types {types} do not share one program")
+    if len(types) > 1:
+        return convex.collide_any(types1, types2, pos1, mat1, size1, pos2, mat2, size2, margin)
+    kernel, _ = kernel_for(*types[0])
+    return jax.vmap(kernel)(pos1, mat1, size1, pos2, mat2, size2, margin)
+
+
 def candidate_pairs(m) -> dict[str, np.ndarray]:
     """The geom pairs MuJoCo's ``mj_collision`` hands to its narrow phase, as static arrays:
     ``geom1``, ``geom2`` (geom1 of the lower type, as MuJoCo swaps them), ``pair`` (the
