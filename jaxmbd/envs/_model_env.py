@@ -40,7 +40,7 @@ from ..joint_space.dynamics import accelerations, applied_generalised_forces
 from ..joint_space.run import BATCH_LANES_CHUNK
 from ..joint_space.steppers import get_stepper
 from ..model import Model
-from ..soft_constraints.model import collide_groups
+from ..soft_constraints.model import collide_groups, condim_sets
 from ..soft_constraints.rows import contact_row_count
 from ..tree import KinematicTree, body_velocities, integrate_positions, poses
 from ._base import Env, State, compiled_when_plain
@@ -168,7 +168,9 @@ def constraint_forces(model: Model, state: JointState, ctrl, *, h, integrator) -
     p = poses(tree, state.qpos)
     per_group = []
     groups = constraints.contacts
-    for group, found in zip(groups, collide_groups(groups, p.x, p.R), strict=True):
+    founds = collide_groups(groups, p.x, p.R)
+    for i in (i for members in condim_sets(groups) for i in members):  # the rows' order
+        group, found = groups[i], founds[i]
         k, slots = len(group.body1), group.slots
         per = contact_row_count(group.condim, elliptic=constraints.options.elliptic)
         pos = jnp.reshape(found.pos, (k * slots, 3))

@@ -158,35 +158,52 @@ def collide_groups(groups, x, R) -> list[Contacts]:
     return found
 
 
-def group_contact_rows(group: ContactGroup, found: Contacts, S, ancestors, qvel, options):
-    """The rows of a contact group with its contacts ``found`` (:func:`collide_groups`) and
-    the bodies' motion subspaces S."""
-    k, s = len(group.body1), group.slots
+def condim_sets(groups) -> list[list[int]]:
+    """The contact groups' indices by ``condim``, in the order of their rows: one set of
+    rows per condim (in the order the condims first appear), each group's slots in the
+    order of the groups (:func:`contact_set_rows`)."""
+    sets: dict[int, list[int]] = {}
+    for i, group in enumerate(groups):
+        sets.setdefault(group.condim, []).append(i)
+    return list(sets.values())
 
-    def flat(a):
-        return jnp.reshape(a, (k * s, *a.shape[2:]))
 
-    def per_slot(a):
-        return jnp.repeat(jnp.asarray(a), s, axis=0)
+def contact_set_rows(parts, S, ancestors, qvel, options):
+    """The rows of contact groups of one ``condim`` as one set (one program for them):
+    ``parts`` a list of (group, its contacts :func:`collide_groups` found), each group's
+    slots in turn, and the bodies' motion subspaces S."""
+    condim = parts[0][0].condim
 
-    body1 = np.repeat(np.asarray(group.body1), s)
-    body2 = np.repeat(np.asarray(group.body2), s)
-    pos = flat(found.pos)
+    def joined(values):
+        return values[0] if len(values) == 1 else jnp.concatenate(values)
+
+    def flat(field):
+        return joined([jnp.reshape(getattr(found, field),
+                                   (len(g.body1) * g.slots, *getattr(found, field).shape[2:]))
+                       for g, found in parts])  # fmt: skip
+
+    def per_slot(field):
+        return joined([jnp.repeat(jnp.asarray(getattr(g, field)), g.slots, axis=0)
+                       for g, _ in parts])  # fmt: skip
+
+    body1 = np.concatenate([np.repeat(np.asarray(g.body1), g.slots) for g, _ in parts])
+    body2 = np.concatenate([np.repeat(np.asarray(g.body2), g.slots) for g, _ in parts])
+    pos = flat("pos")
     jac_dif = point_jacobians(S, ancestors, body2, pos) - point_jacobians(S, ancestors, body1, pos)
     return contact_rows(
         jac_dif,
         qvel,
-        condim=group.condim,
-        frame=flat(found.frame),
-        dist=flat(found.dist),
-        includemargin=per_slot(group.includemargin),
-        friction=per_slot(group.friction),
-        solref=per_slot(group.solref),
-        solreffriction=per_slot(group.solreffriction),
-        solimp=per_slot(group.solimp),
-        invweight=per_slot(group.invweight),
+        condim=condim,
+        frame=flat("frame"),
+        dist=flat("dist"),
+        includemargin=per_slot("includemargin"),
+        friction=per_slot("friction"),
+        solref=per_slot("solref"),
+        solreffriction=per_slot("solreffriction"),
+        solimp=per_slot("solimp"),
+        invweight=per_slot("invweight"),
         options=options,
-        found=flat(found.valid),
+        found=flat("valid"),
     )
 
 
@@ -291,14 +308,19 @@ class MujocoConstraints(eqx.Module):
             kinds.append(ONE_SIDED)
         S, ancestors = p.S, dof_ancestors(tree)
         contacts = self.contacts if "contact" in self.treats else ()
-        for group, found in zip(contacts, collide_groups(contacts, p.x, p.R), strict=True):
+        found = collide_groups(contacts, p.x, p.R)
+        for members in condim_sets(contacts):
+            parts = [(contacts[i], found[i]) for i in members]
             offset = sum(g.size for g in groups)
-            rows = group_contact_rows(group, found, S, ancestors, qvel, options)
-            if options.elliptic and group.condim > 1:
-                c, dim = rows.size // group.condim, group.condim
+            rows = contact_set_rows(parts, S, ancestors, qvel, options)
+            dim = parts[0][0].condim
+            if options.elliptic and dim > 1:
+                c = rows.size // dim
                 index = offset + np.arange(c)[:, None] * dim + np.arange(6)[None]
                 index = np.where(np.arange(6)[None] < dim, index, -1)
-                friction = jnp.repeat(group.friction, group.slots, axis=0)
+                friction = jnp.concatenate(
+                    [jnp.repeat(g.friction, g.slots, axis=0) for g, _ in parts]
+                )
                 cones.append((index, rows.mu[::dim], friction))
                 kinds.append(ELLIPTIC)
             else:
@@ -331,5 +353,7 @@ __all__ = [
     "SolverSettings",
     "TendonGeometry",
     "collide_groups",
+    "condim_sets",
+    "contact_set_rows",
     "point_jacobians",
 ]
