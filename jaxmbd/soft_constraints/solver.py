@@ -322,6 +322,22 @@ def _on_active_rows(on, inputs, capacity: int):
     return branch(inputs)
 
 
+def _none_active(inputs):
+    """:func:`_primal_solve`'s result where no row is active: a0, no iteration, solved; the
+    warm start counted as used where its cost (the Gauss term alone) is not above a0's."""
+    M, a0, rows, a_warm, iterations, tolerance, ls_iterations, ls_tolerance, scale, warm = inputs
+    gauss = 0.5 * inner(times(M, a_warm - a0), a_warm - a0)
+    zero = jnp.zeros((), a0.dtype)
+    return (
+        a0,
+        jnp.asarray(0, jnp.int32),
+        jnp.asarray(SOLVED, jnp.int32),
+        zero,
+        zero,
+        jnp.asarray(warm) & ~(gauss > 0),
+    )
+
+
 def solve(
     M: jax.Array,
     a0: jax.Array,
@@ -390,10 +406,14 @@ def solve(
             warmstart=warm,
         )  # fmt: skip
 
-    if capacity is None or capacity >= rows.nefc or rows.ncone:
-        solved = on(inputs)
-    else:
-        solved = _on_active_rows(on, inputs, capacity)
+    def solved_rows(inputs):
+        if capacity is None or capacity >= rows.nefc or rows.ncone:
+            return on(inputs)
+        return _on_active_rows(on, inputs, capacity)
+
+    # no active row: the optimum is a0 at once (mj_solPrimal's first test), and the solve's
+    # setup (the warm start's costs, M's factor, the first Newton direction) is skipped
+    solved = lax.cond(jnp.any(inputs[2].active), solved_rows, _none_active, inputs)
     qacc, iters, status, gradient, improvement, warm_used = solved
     # the optimum is what a time step recomputed in reverse mode (jax.checkpoint with
     # jaxmbd.newton.SAVED_FOR_ADJOINT) keeps: the adjoint never reruns the solver's loops
