@@ -118,15 +118,16 @@ def test_joint_kinematics_refuses_the_structured_solver():
 # ----------------------------------------------------------------------------- item 2
 
 
-def road_model(pendulum: bool) -> mbd.Model:
+def road_model(pendulum: bool, A=None) -> mbd.Model:
     """A body ("road") on a vertical translational joint whose height the translation
-    driver prescribes; with ``pendulum``, a bob hinged on it (one degree of freedom)."""
+    driver prescribes; with ``pendulum``, a bob hinged on it (one degree of freedom).
+    ``A``: the bodies' initial orientation (identity where None)."""
     b = mbd.ModelBuilder("road input")
-    b.add_body("road", mass=2.0, inertia=[0.1] * 3, r=(0.0, 0.0, Z0))
+    b.add_body("road", mass=2.0, inertia=[0.1] * 3, r=(0.0, 0.0, Z0), A=A)
     b.translational("slide", body_i="ground", body_j="road", point=(0, 0, Z0), axis=Z)
     b.translation_driver("input", body_i="ground", body_j="road", axis=Z, displacement=ROAD)
     if pendulum:
-        b.add_body("bob", mass=1.0, inertia=[0.01] * 3, r=(0.3, 0.0, Z0))
+        b.add_body("bob", mass=1.0, inertia=[0.01] * 3, r=(0.3, 0.0, Z0), A=A)
         b.revolute("hinge", body_i="road", body_j="bob", point=(0, 0, Z0), axis=(0, 1, 0))
     return b.build()
 
@@ -177,6 +178,53 @@ def test_welded_bodies_move_as_one(formulation):
     assert np.abs(rel_r - rel_r[0]).max() < 1e-10
     assert np.abs(rel_A - rel_A[0]).max() < 1e-10
     np.testing.assert_allclose(rel_r[0], [0.25, 0.1, 0.05], atol=1e-12)
+    assert np.ptp(r[:, 0, 2]) > 0.05  # it fell
+
+
+#: Turns body z horizontal (x by 90 degrees): the Euler angles of "re" are regular there.
+TILT = np.array([[1.0, 0.0, 0.0], [0.0, 0.0, -1.0], [0.0, 1.0, 0.0]])
+
+
+def tilted_weld_model() -> mbd.Model:
+    """:func:`weld_model` with the arm's frame tilted (TILT), the tool's turned about z
+    from it, and the arm's principal moments not those of a flat plate (whose
+    K = tr(J)/2 - J "rotmat" cannot invert)."""
+    b = mbd.ModelBuilder("tilted welded arm")
+    b.add_body("arm", mass=1.0, inertia=[0.01, 0.02, 0.025], r=(0.25, 0.0, 0.0), A=TILT)
+    b.add_body("tool", mass=0.5, inertia=[0.004, 0.005, 0.006], r=(0.5, 0.1, 0.05),
+               A=np.array([[0.0, -1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]) @ TILT)  # fmt: skip
+    b.revolute("shoulder", body_i="ground", body_j="arm", point=(0, 0, 0), axis=(0, 1, 0))
+    b.fixed("weld", body_i="arm", body_j="tool")
+    return b.build()
+
+
+@pytest.mark.slow  # each formulation compiles its own programs
+@pytest.mark.parametrize("formulation", ["rp", "re", "se3", "director", "rotmat"])
+def test_driver_and_weld_in_the_other_formulations(formulation):
+    """The road input followed to 1e-10 by simulate (and by kinematics where the
+    formulation has absolute poses: rotmat's kinematics is refused), and the welded pair
+    moving as one, in the absolute formulations besides rA."""
+    sol = mbd.simulate(road_model(True, A=TILT), formulation=formulation, t_end=0.3, h=2e-3)
+    z, zdot, zddot = _road(np.asarray(sol.t))
+    np.testing.assert_allclose(np.asarray(sol.r[:, 0, 2]), Z0 + z, rtol=0, atol=1e-10)
+    assert np.ptp(np.asarray(sol.r[:, 1, 0])) > 0.01
+    if formulation != "rotmat":
+        kin = mbd.kinematics(road_model(False, A=TILT), formulation=formulation, t_end=0.5,
+                             h=0.02)  # fmt: skip
+        z, zdot, zddot = _road(np.asarray(kin.t))
+        np.testing.assert_allclose(np.asarray(kin.r[:, 0, 2]), Z0 + z, rtol=0, atol=1e-10)
+        np.testing.assert_allclose(np.asarray(kin.rdot[:, 0, 2]), zdot, rtol=0, atol=1e-10)
+        np.testing.assert_allclose(np.asarray(kin.rddot[:, 0, 2]), zddot, rtol=0, atol=1e-9)
+    sol = mbd.simulate(tilted_weld_model(), formulation=formulation, t_end=0.3, h=2e-3)
+    r, A = np.asarray(sol.r), np.asarray(sol.A)
+    rel_r = np.einsum("tji,tj->ti", A[:, 0], r[:, 1] - r[:, 0])
+    rel_A = np.einsum("tji,tjk->tik", A[:, 0], A[:, 1])
+    # rotmat's rk integrates the index-1 equations without projecting onto the rows: they
+    # drift by the steps' truncation errors (2.1e-9 after 0.3 s)
+    tol = 1e-8 if formulation == "rotmat" else 1e-10
+    assert np.abs(rel_r - rel_r[0]).max() < tol
+    assert np.abs(rel_A - rel_A[0]).max() < tol
+    np.testing.assert_allclose(rel_r[0], TILT.T @ [0.25, 0.1, 0.05], atol=1e-12)
     assert np.ptp(r[:, 0, 2]) > 0.05  # it fell
 
 

@@ -94,3 +94,39 @@ def test_solution_files_keep_joint_coordinates(suffix, tmp_path):
             np.testing.assert_allclose(np.asarray(getattr(back.joints[name], key)),
                                        np.asarray(getattr(sol.joints[name], key)),
                                        rtol=1e-15)  # fmt: skip
+
+
+def test_info_lists_welds_and_drivers(tmp_path):
+    """Constraints without joint coordinates (a weld, a translation driver with its
+    expression) get a table of their own, with their rows, bodies and driving expression."""
+    b = mbd.ModelBuilder("welded and driven")
+    b.add_body("block", mass=1.0, inertia=[0.01] * 3, r=(0.1, 0.0, 0.0))
+    b.add_body("tool", mass=0.2, inertia=[0.01] * 3, r=(0.1, 0.0, -0.2))
+    b.translational("slider", body_i="ground", body_j="block", point=(0, 0, 0), axis=(1, 0, 0))
+    b.fixed("tool_weld", body_i="block", body_j="tool")
+    b.translation_driver("road_input", body_i="ground", body_j="block", axis=(1, 0, 0),
+                         displacement="0.1*sin(t)")  # fmt: skip
+    path = tmp_path / "welded.json"
+    mbd.save_model(b.build(), path)
+    out = _cli("info", path)
+    assert "other constraints" in out, out
+    lines = {line.split("│")[1].strip(): line for line in out.splitlines() if line.count("│") > 2}
+    assert "slider" in lines and "CD" not in lines["slider"], out  # the joints table's
+    assert "CD 3, DP1 3" in lines["tool_weld"] and "block - tool" in lines["tool_weld"], out
+    assert "DP2 1" in lines["road_input"] and "sin(t)" in lines["road_input"], out
+
+
+def test_joint_failure_of_a_loop_names_its_closing_rows():
+    """A four-bar in joint coordinates whose implicit step is refused (one Newton iteration
+    allowed): the coordinates stay finite, so the message names the loop-closing rows and
+    their residuals (the joint the spanning tree leaves out), not the tree's joints."""
+    from test_redundant_loops import four_bar
+
+    newton = mbd.newton.FullNewton(max_iter=1)
+    with pytest.raises(mbd.SolverError) as err:
+        mbd.simulate(four_bar(driven=False), formulation="joint", integrator="backward_euler",
+                     newton=newton, t_end=0.02, h=1e-2)  # fmt: skip
+    msg = str(err.value)
+    assert "Largest loop-closing residuals at the failed step: CD 'J3.cd_" in msg, msg
+    assert "(joint 'J3') between 'coupler' and 'rocker'" in msg, msg
+    assert "non-finite" not in msg and "'J1'" not in msg, msg

@@ -193,15 +193,15 @@ def _kinematic_state(model, form, q, t, structured: bool = False):
     v = solve(nu).reshape(model.nb, form.tangent_size)
     gamma = form.acceleration_rhs(model, q, v, t)
     a = solve(gamma).reshape(model.nb, form.tangent_size)
-    r, ori = q
-    A = form.rotation(ori)
-    omega, omegadot = form.omega_from_rate(ori, v[:, 3:], a[:, 3:])
-    body = (r, A, v[:, :3], omega, a[:, :3], omegadot)
+    # the body state from the formulation's own velocity rows (se3's are the body twist,
+    # its angular part first)
+    body = form.to_body_state(q, v, a)
+    r, A, rdot, omega, rddot, omegadot = body
     rhs = _inverse_dynamics_rhs(model, *body, t)
     if form.body_state_coordinates:  # G is G_rA: reuse its factorisation for lam
         lam, rcond_rA = solve(rhs, transpose=True), rcond
     else:
-        _, G_rA, nu_rA, gamma_rA = rA_terms(model, r, A, v[:, :3], omega, t)
+        _, G_rA, nu_rA, gamma_rA = rA_terms(model, r, A, rdot, omega, t)
         if structured:
             solve_rA, rcond_rA = _square_solver(model, get_formulation("rA"), G_rA, True)
             lam = solve_rA(rhs, transpose=True)
@@ -217,8 +217,8 @@ def _kinematic_state(model, form, q, t, structured: bool = False):
         singular_G = (rcond < RCOND_MIN) & ~near
         # the stepped-over step must satisfy the chart-free velocity and acceleration
         # constraints (eqs. 15b, 16 in rA), with finite multipliers
-        v_rA = jnp.concatenate([v[:, :3], omega], 1).reshape(-1)
-        a_rA = jnp.concatenate([a[:, :3], omegadot], 1).reshape(-1)
+        v_rA = jnp.concatenate([rdot, omega], 1).reshape(-1)
+        a_rA = jnp.concatenate([rddot, omegadot], 1).reshape(-1)
         verified = _satisfies(G_rA, v_rA, nu_rA) & _satisfies(G_rA, a_rA, gamma_rA)
         chart_ok = ~near | verified
     status = jnp.where(
@@ -524,7 +524,8 @@ def kinematics(
         raise ValueError(
             f"kinematics: formulation {form.name!r} has no absolute pose coordinates "
             "(capability 'has_pose'; e.g. rotmat's are relative to the configuration at "
-            f"t = 0); use one of {sorted(n for n, c in FORMULATIONS.items() if c.has_pose)}"
+            f"t = 0); use one of {sorted(n for n, c in FORMULATIONS.items() if c.has_pose)} "
+            "or 'joint'"
         )
     _check_kinematic_model(model, form, full_model if kept is not None else None)
     check_euler_angle_start(model, form)

@@ -43,7 +43,7 @@ from ..constraints.redundancy import rows_for_run
 from ..contact import with_contact
 from ..forces import BodyState
 from ..forces._joint import coordinates_and_rates
-from ..formulations import get_formulation
+from ..formulations import FORMULATIONS, get_formulation
 from ..formulations.index1 import index1_dynamics
 from ..joint_space import independent_loop_rows, model_tree
 from ..joint_space.analysis import body_displacement_basis, loop_bases, minimal_rates
@@ -208,8 +208,10 @@ def linearize(
                                     coordinates)  # fmt: skip
     model, _ = rows_for_run(model, redundant, where="linearize")
     if "index1_blocks" not in form.capabilities():
+        able = sorted(n for n, c in FORMULATIONS.items() if "index1_blocks" in c.capabilities())
         raise ValueError(
-            f"linearize: formulation {form.name!r} has no index-1 form; use 'rA', 'se3' or 'rotmat'"
+            f"linearize: formulation {form.name!r} has no index-1 form; use one of "
+            f"{able + ['joint']}"
         )
     t = jnp.asarray(t, jnp.float64)
     r, A, rdot, omega = _operating_point(model, state, t, inputs, form)

@@ -1,6 +1,7 @@
 """What a model holds, as tables of text (``jaxmbd info``): bodies, joints with their
-dynamics and limits, the other force elements, contact pairs, actuators, sensors and
-markers. Each table is a :class:`Section`; a model without an item has no section for it."""
+dynamics and limits, the other constraints (welds, drivers), the other force elements,
+contact pairs, actuators, sensors and markers. Each table is a :class:`Section`; a model
+without an item has no section for it."""
 
 from __future__ import annotations
 
@@ -183,9 +184,38 @@ def markers(model: Model) -> Section | None:
     return Section("markers", ("marker", "body", "point (body frame)"), rows)
 
 
+def constraints(model: Model) -> Section | None:
+    """The constraint groups that the joints table leaves out (welds, drivers, joints
+    without coordinates, raw GCON rows): each with its name, its rows by GCON kind, its
+    bodies and the expressions that drive its rows."""
+    table = joints(model)
+    listed = set() if table is None else {row[0] for row in table.rows}
+    driven = {
+        row: source
+        for group in model.drivers
+        for row, source in zip(group.rows, group.sources, strict=True)
+    }
+    groups: dict[str, list[int]] = {}
+    for row, name in enumerate(model.constraint_joints):
+        if name not in listed:
+            groups.setdefault(name, []).append(row)
+    rows = []
+    for name, members in groups.items():
+        kinds: dict[str, int] = {}
+        for row in members:
+            kinds[model.constraint_kinds[row]] = kinds.get(model.constraint_kinds[row], 0) + 1
+        i, j = model.constraint_bodies[members[0]]
+        sources = [driven[row] for row in members if row in driven]
+        rows.append((name, ", ".join(f"{k} {n}" for k, n in kinds.items()),
+                     f"{_body(model, i)} - {_body(model, j)}",
+                     "; ".join(sources) or "-"))  # fmt: skip
+    columns = ("constraint", "rows", "bodies", "driven by")
+    return Section("other constraints", columns, rows) if rows else None
+
+
 def model_report(model: Model) -> list[Section]:
     """Every section of ``model`` that it has, in the order of this module."""
-    parts = (bodies, joints, forces, contacts, actuators, sensors, markers)
+    parts = (bodies, joints, constraints, forces, contacts, actuators, sensors, markers)
     return [s for s in (part(model) for part in parts) if s is not None]
 
 
