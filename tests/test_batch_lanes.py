@@ -222,3 +222,18 @@ def test_an_entry_read_by_several_equations_is_computed_once(pendulum, monkeypat
     grouped = loop_arithmetic(lanes.MATERIALIZE_GROUP)
     if jax.default_backend() == "cpu":
         assert grouped < 0.5 * loop_arithmetic(None), grouped
+
+
+def test_members_of_a_program_too_large_for_tiles_map_empty_leaves(monkeypatch):
+    """More members than VMAP_CHUNK of a program too large for the tiles, with empty arrays
+    in and out (dm_control's ball_in_cup has empty constraint-row arrays): ``lax.map`` in
+    chunks reshaped the empty leaves into chunks and divided by zero."""
+    from jaxmbd.compiled import batch_lanes as lanes_module
+
+    monkeypatch.setattr(lanes_module, "MAX_ENTRIES_ESTIMATE", 0)  # every program too large
+    members = lanes_module.VMAP_CHUNK + 1
+    f = lanes_module.batch_lanes(lambda x, empty: (jnp.sin(x) * 2.0, empty * 2.0))
+    x = jnp.linspace(0.0, 1.0, members * 3).reshape(members, 3)
+    y, empty = jax.vmap(f)(x, jnp.zeros((members, 0, 3)))
+    np.testing.assert_array_equal(y, jnp.sin(x) * 2.0)
+    assert empty.shape == (members, 0, 3)

@@ -41,6 +41,7 @@ from .. import _config  # noqa: F401
 from .._checks import is_traced, resolve_throw
 from .._parameter_checks import as_float64
 from .._results import code_message
+from ..compiled.batch_lanes import chunked_map
 from ..compiled.jit import XLA_OPTIONS, _at_top_level, _options_accepted, jit
 from ..errors import ModelError, SolverError
 from ..formulations import get_formulation
@@ -90,41 +91,7 @@ def _members(analysis: str, members, options: dict, chunk: int | None):
 
     if chunk is None:
         return eqx.filter_vmap(one)(members)
-    return _on_arrays(lambda arrays, g: _chunked_map(g, arrays, chunk), one, members)
-
-
-def _chunked_map(g, arrays, chunk: int):
-    """``lax.map(g, arrays, batch_size=chunk)``, except that zero-size leaves (a model
-    without actuators or sensors has empty arrays, and so has its Solution) are not
-    mapped: ``lax.map`` reshapes every input and output leaf into chunks, which divides by
-    zero on them. Each member gets the empty input of its own shape; an empty output leaf
-    leaves the map as a one-element placeholder (its shape recorded while ``g`` is traced,
-    so ``g`` is traced once, as by ``lax.map``) and is made again with the batch axis in
-    front."""
-    leaves, treedef = jax.tree_util.tree_flatten(arrays)
-    batch = leaves[0].shape[0]
-    empty_in = [leaf.size == 0 for leaf in leaves]
-    mapped = [leaf for leaf, e in zip(leaves, empty_in, strict=True) if not e]
-    outputs = {}  # the output's structure and leaf shapes, recorded at trace time
-
-    def member(mapped_one):
-        rest = iter(mapped_one)
-        own = [
-            jnp.zeros(leaf.shape[1:], leaf.dtype) if e else next(rest)
-            for leaf, e in zip(leaves, empty_in, strict=True)
-        ]
-        out, outputs["treedef"] = jax.tree_util.tree_flatten(
-            g(jax.tree_util.tree_unflatten(treedef, own))
-        )
-        outputs["leaves"] = [(x.shape, x.dtype) for x in out]
-        return [jnp.zeros(1, x.dtype) if x.size == 0 else x for x in out]
-
-    results = jax.lax.map(member, mapped, batch_size=chunk)
-    out = [
-        jnp.zeros((batch,) + shape, dtype) if 0 in shape else result
-        for (shape, dtype), result in zip(outputs["leaves"], results, strict=True)
-    ]
-    return jax.tree_util.tree_unflatten(outputs["treedef"], out)
+    return _on_arrays(lambda arrays, g: chunked_map(g, arrays, chunk), one, members)
 
 
 def _on_arrays(transform, fn, members):

@@ -198,7 +198,41 @@ def _members(plain, in_tree, flat, flags, too_large: str):
         return one(*[next(it) if b else x for x, b in zip(flat, flags, strict=True)])
 
     chunk = VMAP_CHUNK if too_large == "vmap" else None
-    return jax.lax.map(member, members, batch_size=chunk)
+    return chunked_map(member, members, chunk)
+
+
+def chunked_map(g, arrays, chunk: int | None):
+    """``lax.map(g, arrays, batch_size=chunk)``, except that zero-size leaves (a model
+    without actuators or sensors has empty arrays, and so has its Solution) are not
+    mapped: ``lax.map`` reshapes every input and output leaf into chunks, which divides by
+    zero on them. Each member gets the empty input of its own shape; an empty output leaf
+    leaves the map as a one-element placeholder (its shape recorded while ``g`` is traced,
+    so ``g`` is traced once, as by ``lax.map``) and is made again with the batch axis in
+    front."""
+    leaves, treedef = jax.tree_util.tree_flatten(arrays)
+    batch = leaves[0].shape[0]
+    empty_in = [leaf.size == 0 for leaf in leaves]
+    mapped = [leaf for leaf, e in zip(leaves, empty_in, strict=True) if not e]
+    outputs = {}  # the output's structure and leaf shapes, recorded at trace time
+
+    def member(mapped_one):
+        rest = iter(mapped_one)
+        own = [
+            jnp.zeros(leaf.shape[1:], leaf.dtype) if e else next(rest)
+            for leaf, e in zip(leaves, empty_in, strict=True)
+        ]
+        out, outputs["treedef"] = jax.tree_util.tree_flatten(
+            g(jax.tree_util.tree_unflatten(treedef, own))
+        )
+        outputs["leaves"] = [(x.shape, x.dtype) for x in out]
+        return [jnp.zeros(1, x.dtype) if x.size == 0 else x for x in out]
+
+    results = jax.lax.map(member, mapped, batch_size=chunk)
+    out = [
+        jnp.zeros((batch,) + shape, dtype) if 0 in shape else result
+        for (shape, dtype), result in zip(outputs["leaves"], results, strict=True)
+    ]
+    return jax.tree_util.tree_unflatten(outputs["treedef"], out)
 
 
 # ---- values ------------------------------------------------------------------------------
