@@ -29,9 +29,17 @@ FILES = [f"dm:{n}" for n in ("hopper", "cheetah", "walker", "humanoid", "quadrup
 ]  # fmt: skip
 
 
-def compare(tag: str) -> str:
+def file_path(tag: str) -> str:
+    """The XML file of a tag of :data:`FILES` ("dm:hopper": dm_control's suite, "gym:ant":
+    gymnasium's MuJoCo assets)."""
+    if not tag.startswith(("dm:", "gym:")):
+        raise ValueError(f"file tag {tag!r}: expected 'dm:NAME' or 'gym:NAME', e.g. {FILES[0]}")
     folder, name = (SUITE, tag[3:]) if tag.startswith("dm:") else (GYM, tag[4:])
-    path = os.path.join(folder, name + ".xml")
+    return os.path.join(folder, name + ".xml")
+
+
+def compare(tag: str) -> str:
+    path = file_path(tag)
     m = mujoco.MjModel.from_xml_path(path)
     d = mujoco.MjData(m)
     model = mbd.load_model(path)
