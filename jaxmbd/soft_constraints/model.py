@@ -140,15 +140,12 @@ def collide_groups(groups, x, R) -> list[Contacts]:
         types1 = np.concatenate([np.full(len(g.body1), g.type1) for g in parts])
         types2 = np.concatenate([np.full(len(g.body1), g.type2) for g in parts])
 
-        def joined(values):
-            return values[0] if len(values) == 1 else jnp.concatenate(values)
-
+        (p1, m1), (p2, m2) = (
+            [jnp.concatenate([pose[side][k] for pose in poses]) for k in (0, 1)] for side in (0, 1)
+        )
         together = collide_pairs(
-            types1, types2,
-            joined([p1 for (p1, _), _ in poses]), joined([m1 for (_, m1), _ in poses]),
-            joined([g.size1 for g in parts]),
-            joined([p2 for _, (p2, _) in poses]), joined([m2 for _, (_, m2) in poses]),
-            joined([g.size2 for g in parts]), joined([g.margin for g in parts]),
+            types1, types2, p1, m1, jnp.concatenate([g.size1 for g in parts]), p2, m2,
+            jnp.concatenate([g.size2 for g in parts]), jnp.concatenate([g.margin for g in parts]),
         )  # fmt: skip
         offset = 0
         for i, group in zip(members, parts, strict=True):
@@ -174,16 +171,13 @@ def contact_set_rows(parts, S, ancestors, qvel, options):
     slots in turn, and the bodies' motion subspaces S."""
     condim = parts[0][0].condim
 
-    def joined(values):
-        return values[0] if len(values) == 1 else jnp.concatenate(values)
-
     def flat(field):
-        return joined([jnp.reshape(getattr(found, field),
+        return jnp.concatenate([jnp.reshape(getattr(found, field),
                                    (len(g.body1) * g.slots, *getattr(found, field).shape[2:]))
                        for g, found in parts])  # fmt: skip
 
     def per_slot(field):
-        return joined([jnp.repeat(jnp.asarray(getattr(g, field)), g.slots, axis=0)
+        return jnp.concatenate([jnp.repeat(jnp.asarray(getattr(g, field)), g.slots, axis=0)
                        for g, _ in parts])  # fmt: skip
 
     body1 = np.concatenate([np.repeat(np.asarray(g.body1), g.slots) for g, _ in parts])
