@@ -41,6 +41,7 @@ def main(argv=None):
             for h in STEPS:
                 sol = mbd.simulate(
                     model,
+                    formulation="rA",
                     integrator="gen_alpha",
                     rho_inf=rho,
                     variant=variant,

@@ -76,7 +76,8 @@ def gradient_memory(rows):
     for steps in (250, 500, 1000, 2000, 4000):
         for checkpoint in (None, 50):
             for max_iter in (5, 50):
-                loss = loss_fn(model, steps * 1e-3, 1e-3, checkpoint=checkpoint, max_iter=max_iter)
+                loss = loss_fn(model, steps * 1e-3, 1e-3, formulation="rA", checkpoint=checkpoint,
+                               max_iter=max_iter)  # fmt: skip
                 mem = temp_bytes(jax.grad(loss), model)
                 rows.append(
                     dict(

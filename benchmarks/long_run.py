@@ -43,6 +43,7 @@ def run(integrator: str, steps: int, save_every: int, h: float = 1e-3) -> dict:
 
     sol = mbd.simulate(
         model,
+        formulation="rA",
         integrator=integrator,
         t_end=steps * h,
         h=h,

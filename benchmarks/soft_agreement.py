@@ -12,8 +12,9 @@ runs than :mod:`benchmarks.soft_files`:
   difference is the motion's sensitivity to round-off (contact events amplify it), not a
   difference of the models;
 * 64 runs of 1 s of uniform random controls within ctrlrange at the file's step, one
-  ``simulate_batch`` program: how many stay finite and how many report a solver failure
-  (``sol.status`` non-zero at some step).
+  ``simulate_batch`` program (``--one-by-one TAG``: that file's runs as 64 plain
+  ``simulate`` calls, ``throw=False``, which reuse the gait's program): how many stay
+  finite and how many report a solver failure (``sol.status`` non-zero at some step).
 
 The root body is the body of the file's first joint. Where that joint is a hinge (a fixed
 base: finger, manipulator, pusher) the body's origin does not move, and its subtree's centre
@@ -114,7 +115,7 @@ def parting_time(a: np.ndarray, b: np.ndarray, h: float) -> float | None:
     return float(apart[0] * h) if apart.size else None
 
 
-def study(tag: str, gait_s: float) -> dict:
+def study(tag: str, gait_s: float, one_by_one: bool = False) -> dict:
     path = file_path(tag)
     m = mujoco.MjModel.from_xml_path(path)
     model = mbd.load_model(path)
@@ -163,16 +164,24 @@ def study(tag: str, gait_s: float) -> dict:
     n = round(BATCH_S / h)
     low, high = ctrl_range(m)
     controls = np.random.default_rng(0).uniform(low, high, (BATCH, n, m.nu))
-    batch = mbd.stack_models([model] * BATCH)
+    if one_by_one:  # plain calls of the gait's program (no batch program to compile)
 
-    def run_batch():
-        return mbd.simulate_batch(batch, t_end=n * h, controls=controls)
+        def run_batch():
+            sols = [mbd.simulate(model, t_end=n * h, controls=u, throw=False) for u in controls]
+            return [np.stack([np.asarray(getattr(s, k)) for s in sols]) for k in KEYS]
 
+    else:
+        batch = mbd.stack_models([model] * BATCH)
+
+        def run_batch():
+            sols = mbd.simulate_batch(batch, t_end=n * h, controls=controls)
+            return [np.asarray(getattr(sols, k)) for k in KEYS]
+
+    row["members"] = "one by one" if one_by_one else "one batch"
     first = seconds(run_batch)
     start = time.perf_counter()
-    sols = jax.block_until_ready(run_batch())
+    q, v, status = jax.block_until_ready(run_batch())
     run = time.perf_counter() - start
-    q, v, status = np.asarray(sols.qpos), np.asarray(sols.qvel), np.asarray(sols.status)
     finite = np.isfinite(q).all(axis=(1, 2)) & np.isfinite(v).all(axis=(1, 2))
     failed = (status != 0).any(axis=1)
     row["finite_of_64"] = int(finite.sum())
@@ -183,16 +192,24 @@ def study(tag: str, gait_s: float) -> dict:
     return row
 
 
+#: What the random runs report per member.
+KEYS = ("qpos", "qvel", "status")
+
 COLUMNS = ["file", "integrator", "h", "x_of", "jaxmbd_m", "mujoco_m", "rel_diff",
            "qpos_diff_end", "mujoco_perturbed_m", "perturbed_rel_spread", "jaxmbd_parts_s",
-           "perturbed_parts_s", "perturbed_step1_dqpos", "finite_of_64", "solver_failures",
-           "gait_compile_s", "gait_run_s", "batch_compile_s", "batch_run_s"]  # fmt: skip
+           "perturbed_parts_s", "perturbed_step1_dqpos", "members", "finite_of_64",
+           "solver_failures", "gait_compile_s", "gait_run_s", "batch_compile_s",
+           "batch_run_s"]  # fmt: skip
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", nargs="*", help=f"file tags (default: all of {FILES})")
     parser.add_argument("--gait-s", type=float, default=3.0, help="gait horizon (s)")
+    parser.add_argument("--one-by-one", nargs="*", default=[], metavar="TAG",
+                        help="files whose 64 random runs are plain simulate calls one after "
+                        "another (the gait's program) instead of one simulate_batch program, "
+                        "whose compile takes minutes for the largest files")  # fmt: skip
     parser.add_argument("--merge", action="store_true", help="keep the other files' rows of "
                         "the results file (each row names the command that made it)")  # fmt: skip
     args = parser.parse_args(argv)
@@ -200,7 +217,7 @@ def main(argv=None) -> None:
     for tag in args.only or FILES:
         log(tag)
         try:
-            rows.append(study(tag, args.gait_s))
+            rows.append(study(tag, args.gait_s, one_by_one=tag in args.one_by_one))
         except Exception as err:  # report every file, whatever one of them raises
             rows.append({"file": tag, "error": f"{type(err).__name__}: {str(err)[:300]}"})
         rows[-1]["command"] = command()

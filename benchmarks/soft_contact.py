@@ -23,11 +23,15 @@ import argparse
 import os
 import time
 
-import jax
-import jax.numpy as jnp
-import numpy as np
+# compile times of a fresh compile for every engine: XLA's persistent cache (which
+# jaxmbd turns on) would serve MJX's and jaxmbd's programs from an earlier run
+os.environ.setdefault("JAXMBD_NO_COMPILATION_CACHE", "1")
 
-import jaxmbd as mbd
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+import jaxmbd as mbd  # noqa: E402
 from benchmarks import _harness as H
 
 FILES = {

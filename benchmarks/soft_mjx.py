@@ -23,11 +23,15 @@ import os
 import sys
 import time
 
-import jax
-import jax.numpy as jnp
-import numpy as np
+# compile times of a fresh compile for every engine: XLA's persistent cache (which
+# jaxmbd turns on) would serve MJX's and jaxmbd's programs from an earlier run
+os.environ.setdefault("JAXMBD_NO_COMPILATION_CACHE", "1")
 
-import jaxmbd  # noqa: F401  (float64 and XLA flags, as in every benchmark of jaxmbd)
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+import jaxmbd  # noqa: E402, F401  (float64 and XLA flags, as in every benchmark of jaxmbd)
 
 #: The virtual environment MJX is installed in.
 DEFAULT_VENV = os.environ.get("JAXMBD_MJX_VENV", "/work/venvs/mjx")

@@ -52,7 +52,7 @@ def run(*, iterations=80, t_end=2.0, h=2e-3, learning_rate=150.0, verbose=True):
 
     def simulate(values):
         m = eqx.tree_at(lambda m: m.forces[0].params[1], model, values)
-        return mbd.simulate(m, t_end=t_end, h=h, checkpoint=50)
+        return mbd.simulate(m, formulation="rA", t_end=t_end, h=h, checkpoint=50)
 
     def objective(values):
         z_end = tip_height(simulate(values))[-1]

@@ -14,6 +14,7 @@ import numpy as np
 from ._parameter_checks import unheld_singular_inertia, with_parameter_status
 from ._results import NONFINITE, RESULT_ITEMS, RESULTS, SUCCESS, code_message
 from .actuators import with_activation
+from .compiled.host_arrays import to_device
 from .compiled.jit import jit, under_trace
 from .constraints.equations import constraint_values, rA_terms
 from .errors import AssemblyWarning, ModelError, SolverError
@@ -317,11 +318,14 @@ def solution_from_outputs(
     r, A, rdot, omega, rddot, omegadot, lam, iters, status, residual = outs[:10]
     q, v = outs[10:12] if len(outs) >= 12 else (None, None)
     condition = outs[12] if len(outs) == 13 else None
+    # the controls' rows now for the sensors and after a policy (NaN); else the actuators'
+    # outputs pick them from the steps' when read (sol.forces), at no cost to the run
+    rows = model.sensors is not None or isinstance(controls, str)
     if is_traced(h):
         t = jnp.arange(r.shape[0]) * h * save_every
     else:  # one transfer (no program per number of rows)
-        t = jax.device_put(np.arange(r.shape[0]) * float(h) * save_every)
-    return Solution(
+        (t,) = to_device([np.arange(r.shape[0]) * float(h) * save_every])
+    return Solution.assembled(
         t=t,
         r=r,
         A=A,
@@ -348,14 +352,13 @@ def solution_from_outputs(
         contact_element=getattr(model, "contacts", None),
         sensor_model=None if model.sensors is None else _sensor_model(model, h),
         sensor_key=None if model.sensors is None else sensor_key,
-        controls=None
-        if model.sensors is None
-        else _row_controls(model, controls, r.shape[0], save_every),  # fmt: skip
+        controls=_row_controls(model, controls, r.shape[0], save_every) if rows else None,
+        step_controls=None if rows or model.actuators is None else controls,
         marker_element=getattr(model, "markers", None),
         unilateral_forces=extra.get("unilateral_forces"),
         act=extra.get("act"),
         limit_element=_limit_element(model),
-        force_elements=tuple(f for f in model.forces if f.output_name is not None),
+        force_elements=_reporting_forces(model, h),
         start_correction=_start_correction_or(start_correction, model, r, A, rdot, omega),
         plan=plan,
     )
@@ -372,6 +375,15 @@ def _row_controls(model: Model, controls, rows: int, save_every: int):
         return jnp.full((rows, nu), jnp.nan)
     steps = np.maximum(np.arange(rows) * save_every - 1, 0)
     return jnp.asarray(controls)[steps]
+
+
+def _reporting_forces(model: Model, h) -> tuple:
+    """The force elements with entries in ``sol.forces``; the actuators with the run's step
+    ``h``, which ``act_early`` looks ahead by."""
+    element = model.actuators
+    if element is not None and element.has_dynamics:
+        model = with_activation(model, element.activation, 0.0, h)
+    return tuple(f for f in model.forces if f.output_names)
 
 
 def _sensor_model(model: Model, h) -> Model:
@@ -404,7 +416,7 @@ def first_rows(*xs):
     one transfer."""
     if is_traced(xs):
         return tuple(x[0] for x in xs)
-    return tuple(jax.device_put([np.asarray(x)[0] for x in xs]))
+    return tuple(to_device([np.asarray(x)[0] for x in xs]))
 
 
 def _limit_element(model):

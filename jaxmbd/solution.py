@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
+import functools
 import re
 from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 
 import equinox as eqx
 import jax
@@ -15,7 +18,7 @@ import numpy as np
 from . import _config  # noqa: F401
 from ._results import first_failed_step
 from .contact import slot_history
-from .forces import BodyState
+from .forces import BodyState, OutputContext
 from .forces._joint import coordinates_and_rates
 from .formulations import get_formulation
 from .integrators.moreau_jean import hard_contact_slots, hard_limit_forces
@@ -45,21 +48,30 @@ def _compliant_limit_forces(element, r, A, rdot, omega):
     return fn(element, r, A, rdot, omega)
 
 
-@jax.jit
-def _force_outputs(element, t, r, A, rdot, omega):
-    """A force element's :class:`~jaxmbd.forces.ForceOutput` at every row (..., T, ...); the
-    element's own leading axes (a batch of models) are mapped with the states'."""
+@functools.partial(jax.jit, static_argnames=("joint_addresses",))
+def _force_outputs(element, t, r, A, rdot, omega, qpos, qvel, controls, act, *,
+                   joint_addresses=()):  # fmt: skip
+    """A force element's outputs (:meth:`~jaxmbd.forces.AbstractForce.outputs`, a
+    :class:`~jaxmbd.forces.ForceOutput` per name) at every row (..., T, ...) of the body
+    states and, where not None, the joint coordinates (a run in joint coordinates, whose
+    joints are ``joint_addresses``: (name, first qpos address, first dof address)), the
+    controls and the activations; the element's own leading axes (a batch of models) are
+    mapped with the states'."""
+    addresses = MappingProxyType({name: (qadr, dadr) for name, qadr, dadr in joint_addresses})
 
-    def at(el, t_, r_, A_, rd_, w_):
-        return el.outputs(t_, BodyState(r_, A_, rd_, w_))
+    def at(el, t_, r_, A_, rd_, w_, qpos_, qvel_, u_, act_):
+        state = BodyState(r_, A_, rd_, w_)
+        return el.outputs(OutputContext(t_, state, qpos_, qvel_, addresses, u_, act_))
 
-    fn = jax.vmap(at, in_axes=(None, 0, 0, 0, 0, 0))
+    rows = (jnp.broadcast_to(t, r.shape[:-2]), r, A, rdot, omega, qpos, qvel, controls, act)
+    mapped = (None,) + (0,) * len(rows)
+    fn = jax.vmap(at, in_axes=mapped)
     leading = element.output_batch_ndim
     for _ in range(r.ndim - 3 - leading):
-        fn = jax.vmap(fn, in_axes=(None, 0, 0, 0, 0, 0))
+        fn = jax.vmap(fn, in_axes=mapped)
     for _ in range(leading):
         fn = jax.vmap(fn)
-    return fn(element, jnp.broadcast_to(t, r.shape[:-2]), r, A, rdot, omega)
+    return fn(element, *rows)
 
 
 @jax.jit
@@ -253,9 +265,13 @@ class Solution(eqx.Module):
     # the kinematic tree of a run in joint coordinates (jaxmbd.tree.KinematicTree): q and v
     # are then its qpos and qvel (T, nq), (T, nv)
     tree: object | None = None
-    # the actuators' controls at each row (T, nu) for the actuator sensors: the step's
-    # held controls (row 0: the first step's); None: the model's own; NaN after a policy
+    # the actuators' controls at each row (T, nu) for the actuator sensors and the actuators'
+    # outputs (:attr:`forces`): the step's held controls (row 0: the first step's); None:
+    # the model's own (or :attr:`step_controls`); NaN after a policy
     controls: jax.Array | None = None
+    # the controls held over each step (n, nu) as the run took them, where :attr:`controls`
+    # is None (a run without sensors): :attr:`forces` picks the rows' when read
+    step_controls: jax.Array | None = None
     # the activations of the actuators with activation dynamics at each row (T, na), in
     # MuJoCo's ``act`` layout (:attr:`jaxmbd.actuators.Actuators.dynamic`); None without
     act: jax.Array | None = None
@@ -277,7 +293,7 @@ class Solution(eqx.Module):
         contact_element=None, sensor_model=None, sensor_key=None, start_correction=None,
         marker_element=None, unilateral_forces=None, limit_element=None, linear_solver="",
         tree=None, controls=None, act=None, plan=None, force_elements=(), file_qpos=None,
-        file_qvel=None, file_joints=None,
+        file_qvel=None, file_joints=None, step_controls=None,
     ):  # fmt: skip
         self.t, self.r, self.A, self.rdot, self.omega = t, r, A, rdot, omega
         self.rddot, self.omegadot, self.lam = rddot, omegadot, lam
@@ -296,10 +312,35 @@ class Solution(eqx.Module):
         self.linear_solver = linear_solver
         self.tree = tree
         self.controls = controls
+        self.step_controls = step_controls
         self.act = act
         self.plan = plan
         self.force_elements = tuple(force_elements)
         self.file_qpos, self.file_qvel, self.file_joints = file_qpos, file_qvel, file_joints
+
+    @classmethod
+    def assembled(cls, t, r, A, rdot, omega, rddot, omegadot, lam, iterations, status, residual,
+                  **named) -> Solution:  # fmt: skip
+        """The Solution that ``Solution(...)`` of the same arguments builds, built as JAX
+        rebuilds a Module from its leaves (``object.__new__``, each field set once, as
+        equinox's unflatten does), without the checks of a Module's construction, which
+        cost a plain short run's call a tenth of its time. For the analyses' own results,
+        whose arguments are the fields as :meth:`__init__` stores them; an argument it
+        does not have raises ``TypeError``."""
+        unknown = set(named) - _INIT_ONLY.keys() - _FIELD_DEFAULTS.keys()
+        if unknown:
+            raise TypeError(f"Solution.assembled: unknown arguments {sorted(unknown)}")
+        self = object.__new__(cls)
+        fields = dict(_FIELD_DEFAULTS, stored_q=None, stored_v=None, t=t, r=r, A=A,
+                      rdot=rdot, omega=omega, rddot=rddot, omegadot=omegadot, lam=lam,
+                      iterations=iterations, status=status, residual=residual)  # fmt: skip
+        for name, value in named.items():
+            fields[_INIT_ONLY.get(name, name)] = value
+        fields["joint_definitions"] = tuple(fields["joint_definitions"])
+        fields["force_elements"] = tuple(fields["force_elements"])
+        for name, value in fields.items():
+            object.__setattr__(self, name, value)
+        return self
 
     def _from_body_state(self):
         """(q, v) of a dynamics run whose formulation does not store them (its coordinates
@@ -420,19 +461,63 @@ class Solution(eqx.Module):
 
     @property
     def forces(self) -> dict:
-        """The named force elements' outputs per step, by name: ``sol.forces["strut"]`` (a
-        :class:`~jaxmbd.forces.ForceOutput`, time first): a spring-damper's ``force`` (its
-        tension, N, positive pulling its points together), ``length`` (m) and ``rate``
-        (m/s); a bushing's ``force`` (the generalised wrench on body j along and about its
-        frame's axes, (T, 6)), ``length`` (its deflection, translation then rotation
-        vector, (T, 6)) and ``rate``. Computed from the stored body states when read, the
-        same in every formulation; empty for a Solution read from a file."""
-        return {
-            element.output_name: _force_outputs(
-                element, self.t, self.r, self.A, self.rdot, self.omega
-            )
-            for element in self.force_elements
-        }
+        """The force elements' outputs per step, by name: ``sol.forces["strut"]`` (a
+        :class:`~jaxmbd.forces.ForceOutput` ``(force, length, rate)``, time first, a
+        batch's axes before it):
+
+        * a spring-damper (its name): its tension (N, positive pulling its points
+          together), its length (m) and rate (m/s), (T,) each;
+        * a bushing (its name): the generalised wrench on body j along and about its
+          frame's axes, its deflection (translation, then rotation vector) and its rate,
+          (T, 6) each;
+        * a point force or body torque given a ``name``: the force (global) or torque
+          (body frame), (T, 3); length and rate NaN (T,);
+        * ``"actuator:<name>"``: MuJoCo's ``actuator_force`` (before the gear),
+          ``actuator_length`` and ``actuator_velocity`` (gear times the joint's coordinate
+          or the tendon's length), (T,) each, under the run's controls (:attr:`controls`)
+          and, with activation dynamics, its activations (:attr:`act`; the force NaN where
+          the run keeps none);
+        * ``"joint:<name>"``, a joint with damping, stiffness, friction loss or armature:
+          the passive force along its coordinate (N m or N: -c q_dot - k (q - q_ref) -
+          friction loss, MuJoCo's ``qfrc_spring + qfrc_damper`` of the joint), the
+          deflection q - q_ref and q_dot, (T,) each; of a ball or free joint, along its
+          dofs, MuJoCo's ``dif`` and qvel, (T, 3) or (T, 6);
+        * ``"tendon:<name>"``: the tendon's passive force along its length (N; negative
+          pulling), its length and velocity (MuJoCo's ``ten_length``, ``ten_velocity``),
+          (T,) each.
+
+        Computed when read from the stored body states, and in a run in joint coordinates
+        from qpos and qvel by joint name (the coordinates that run applied its joint
+        elements on); an entry on coordinates that the run's formulation does not apply
+        forces on is NaN: in the absolute formulations, a hinge or slide inside a universal,
+        planar or three-hinge joint, a ball or free joint, and a fixed tendon over such
+        hinges (the run's :class:`~jaxmbd.errors.JointSpaceOnlyWarning` names them). Empty
+        for a Solution read from a file."""
+        addresses = ()
+        if self._joint_space_run:
+            tree = self.tree
+            addresses = tuple(
+                (name, int(tree.joint_qpos_adr[j]), int(tree.joint_dof_adr[j]))
+                for j, name in enumerate(tree.joint_names)
+            )  # fmt: skip
+        qpos, qvel = (self.stored_q, self.stored_v) if addresses else (None, None)
+        controls = self.controls
+        if controls is None and self.step_controls is not None:
+            # row 0: the first step's; row i: the step that ended there
+            steps = np.maximum(np.arange(self.r.shape[-3]) * self.save_every - 1, 0)
+            controls = jnp.asarray(self.step_controls)[..., steps, :]
+        if controls is not None:
+            controls = jnp.broadcast_to(controls, self.r.shape[:-2] + controls.shape[-1:])
+        out = {}
+        for element in self.force_elements:
+            outputs = _force_outputs(element, self.t, self.r, self.A, self.rdot, self.omega,
+                                     qpos, qvel, controls, self.act,
+                                     joint_addresses=addresses)  # fmt: skip
+            for name in element.output_names:
+                if name in out:
+                    raise ValueError(f"sol.forces: two force elements report as {name!r}")
+                out[name] = outputs[name]
+        return out
 
     @property
     def sensors(self):
@@ -616,3 +701,11 @@ class Solution(eqx.Module):
             constraint_names=tuple(constraint_names), file_qpos=stored.get("qpos"),
             file_qvel=stored.get("qvel"), file_joints=_joints_from_arrays(stored) or None,
         )  # fmt: skip
+
+
+#: The arguments of :meth:`Solution.__init__` stored under another field name.
+_INIT_ONLY = {"q": "stored_q", "v": "stored_v"}
+#: Every field of a Solution without a required argument, with its default.
+_FIELD_DEFAULTS = {
+    f.name: f.default for f in dataclasses.fields(Solution) if f.default is not dataclasses.MISSING
+}

@@ -45,6 +45,13 @@ REFERENCE_MODELS = SHARED / "reference-models"
 sys.path.insert(0, str(Path(__file__).parent))
 from compile_counter import count_compilations  # noqa: E402, F401  (tests import it from here)
 
+# JAXMBD_TOLERANCE_LOG=FOLDER: each assert_allclose logs what it achieved against what it
+# allowed; `python tests/tolerance_log.py FOLDER` lists the tolerances looser than 10x.
+if os.environ.get("JAXMBD_TOLERANCE_LOG"):
+    from tolerance_log import install  # noqa: E402
+
+    install(os.environ["JAXMBD_TOLERANCE_LOG"])
+
 # Masses and inertias of PAPER_NOTES section 1 (the published files have none).
 PAPER_MASSES = {
     "single_pendulum.json": {"First pendulum": (78.0, (0.0325, 104.01625, 104.01625))},
@@ -83,7 +90,9 @@ def compiled_runs(model, solvers, *, t_end, h=1e-3):
     out = {}
     for solver in solvers:
         run = jax.jit(
-            lambda m, s=solver: mbd.simulate(m, t_end=t_end, h=h, linear_solver=s, throw=False)
+            lambda m, s=solver: mbd.simulate(
+                m, formulation="rA", t_end=t_end, h=h, linear_solver=s, throw=False
+            )
         )
         compiled = run.lower(model).compile()
         out[solver] = (compiled.as_text(), compiled(model))

@@ -279,7 +279,7 @@ def test_accelerator_paths_equal_single_runs(newton, monkeypatch):
     good = _members(model, [1.0, 1.2])
     bad = _massless_second_rod(model)
     members = [good[0], bad, good[1]]
-    opts = dict(OPTS, newton=newton)
+    opts = dict(OPTS, formulation="rA", newton=newton)  # the Newton paths of rA
     stack = np.stack([np.eye(3) + 0.1 * k for k in range(4)])
 
     def loops(fn):  # the CPU paths run getrf on one member at a time, the GPU paths batched

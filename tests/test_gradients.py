@@ -191,7 +191,9 @@ def test_kinematics_gradients(formulation, rng):
 
 
 def pendulum_loss(m, newton="reuse", checkpoint=None):
-    sol = mbd.simulate(m, t_end=0.02, h=1e-3, newton=newton, checkpoint=checkpoint)
+    sol = mbd.simulate(
+        m, formulation="rA", t_end=0.02, h=1e-3, newton=newton, checkpoint=checkpoint
+    )
     return jnp.sum(sol.r[:, 1, 2])
 
 

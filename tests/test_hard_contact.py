@@ -359,7 +359,9 @@ def test_relaxed_gradients_are_close_and_leave_the_motion_alone():
 
     def travelled(mu, relaxation):
         m = eqx.tree_at(lambda m: m.contacts.friction, model, jnp.array([mu]))
-        sol = mbd.simulate(m, contact="hard", relaxation=relaxation, t_end=T, h=1e-3)
+        sol = mbd.simulate(
+            m, formulation="rA", contact="hard", relaxation=relaxation, t_end=T, h=1e-3
+        )
         return (sol.r[-1, 0] - sol.r[0, 0]) @ downhill
 
     # the same motion (a different compiled program: round-off apart)

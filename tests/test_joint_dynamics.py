@@ -142,7 +142,13 @@ def test_rkmk_step_with_joint_forces_is_one_hoisted_loop():
         run = jax.jit(
             lambda m, s=solver: (
                 mbd.simulate(
-                    m, integrator="rkmk", t_end=20 * H, h=H, linear_solver=s, controls=jnp.ones(1)
+                    m,
+                    formulation="rA",
+                    integrator="rkmk",
+                    t_end=20 * H,
+                    h=H,
+                    linear_solver=s,
+                    controls=jnp.ones(1),
                 ).r
             )
         )

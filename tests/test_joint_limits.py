@@ -24,7 +24,7 @@ def limited_pendulum():
 
 
 MODEL = limited_pendulum()
-SOL = mbd.simulate(MODEL, t_end=1.5, h=2e-3, rho_inf=1.0)
+SOL = mbd.simulate(MODEL, formulation="rA", t_end=1.5, h=2e-3, rho_inf=1.0)
 
 
 def test_default_gains_from_the_effective_inertia():

@@ -129,8 +129,9 @@ def _unbuilt_four_bar(name: str) -> mbd.ModelBuilder:
 def test_default_formulation_is_joint_where_joint_space_runs_everything():
     """Builder trees (contact pairs, joint limits, joints of several coordinates and sensors
     included) and trees plus loops or drivers default to "joint" unless something in the
-    model or the call has no joint-space path: then "rA", and mbd.joint_space_obstacles
-    says why. Nothing is compiled."""
+    model has no joint-space path: then "rA", and mbd.joint_space_obstacles says why. An
+    option of the call never changes it: one that the joint formulation lacks raises,
+    naming the formulation that takes it. Nothing is compiled."""
     tree, loop = mbd.models.double_pendulum(), four_bar()
     driven = (mbd.models.single_pendulum(), mbd.models.slider_crank())
     for model in (tree, loop, *driven):
@@ -141,10 +142,13 @@ def test_default_formulation_is_joint_where_joint_space_runs_everything():
         assert mbd.default_formulation(model, "gen_alpha", {"rho_inf": 0.5}) == "joint"
         assert mbd.default_formulation(model, "backward_euler", {"tol": None}) == "joint"
         # a pair that joint coordinates lack, an option of the absolute integrators only,
-        # a request of the absolute runs (simulate's save_every, say): rA
-        assert mbd.default_formulation(model, "energy_momentum") == "rA"
-        assert mbd.default_formulation(model, None, {"linear_solver": "dense"}) == "rA"
-        assert mbd.default_formulation(model, absolute_only=("save_every",)) == "rA"
+        # a request of the absolute runs (simulate's save_every, say): refused, naming them
+        with pytest.raises(ValueError, match='energy_momentum.* formulation="director"'):
+            mbd.default_formulation(model, "energy_momentum")
+        with pytest.raises(ValueError, match='linear_solver=.dense.* formulation="rA"'):
+            mbd.default_formulation(model, None, {"linear_solver": "dense"})
+        with pytest.raises(ValueError, match='save_every=10 .* formulation="rA"'):
+            mbd.default_formulation(model, absolute_only=("save_every=10",))
     # a tree built in code with joint limits (restitution, a cylindrical joint's limited
     # coordinate), joints of several coordinates and sensors of every family: "joint"; a
     # loop's reaction sensors add no reason to its rows'
@@ -177,7 +181,8 @@ def test_default_formulation_is_joint_where_joint_space_runs_everything():
     assert mbd.default_formulation(ball) == "joint"
     assert mbd.default_formulation(ball, None, {"rho_inf": 0.5, "impact_substeps": 4}) == "joint"
     assert mbd.default_formulation(ball, "rkmk", {"impact_speed": 0.1}) == "joint"
-    assert mbd.default_formulation(ball, None, {"linear_solver": "dense"}) == "rA"
+    with pytest.raises(ValueError, match="linear_solver='dense' is an option"):
+        mbd.default_formulation(ball, None, {"linear_solver": "dense"})
     # a motor on the joint that closes the loop: no coordinate of the spanning tree (grown
     # breadth first from the ground: O2 and O4, then P; Q closes it)
     b = _unbuilt_four_bar("driven four-bar")
@@ -186,6 +191,9 @@ def test_default_formulation_is_joint_where_joint_space_runs_everything():
     reasons = mbd.joint_space_obstacles(driven)
     assert any("['Q']" in r and "close a loop" in r for r in reasons), reasons
     assert mbd.default_formulation(driven) == "rA"
+    # the model's "rA" takes the absolute options as they are
+    assert mbd.default_formulation(driven, None, {"linear_solver": "dense"}) == "rA"
+    assert mbd.default_formulation(driven, absolute_only=("save_every=10",)) == "rA"
     # a model that only joint coordinates express stays "joint" (its error names the rest)
     assert (
         mbd.default_formulation(

@@ -62,13 +62,17 @@ def test_a_model_of_another_structure_gets_its_own_plan():
     assert sol.r.shape == (STEPS + 1, chain.nb, 3)
 
 
-def test_other_options_get_their_own_formulation():
-    """An integrator option that the joint formulation lacks (``tol``) takes rA; the same
-    model without it is back in joint coordinates, the kept answer not reused."""
+def test_the_kept_answer_is_the_models_whatever_the_options():
+    """The kept answer depends on the model alone: an integrator option that the default
+    joint formulation lacks (``tol``) is refused each time it is asked, never answered from
+    or into the kept formulation; without it, and with rA named, the same model runs."""
     model = mbd.models.double_pendulum()
-    asked = [{}, {"tol": 1e-9}, {}, {"tol": 1e-9}]
-    found = [plan_simulation(model, t_end=STEPS * H, h=H, **kw).formulation for kw in asked]
-    assert found == ["joint", "rA", "joint", "rA"]
+    for _ in range(2):
+        assert plan_simulation(model, t_end=STEPS * H, h=H).formulation == "joint"
+        with pytest.raises(ValueError, match='tol=1e-09 .* pass formulation="rA"'):
+            plan_simulation(model, t_end=STEPS * H, h=H, tol=1e-9)
+        plan = plan_simulation(model, formulation="rA", t_end=STEPS * H, h=H, tol=1e-9)
+        assert plan.formulation == "rA"
 
 
 def test_a_collected_model_is_not_answered_for_a_new_one():
@@ -92,3 +96,46 @@ def test_the_run_programs_start_correction_is_the_solutions():
             getattr(sol.start_correction, name), getattr(expected, name), rtol=0, atol=1e-15
         )
     assert float(np.max(sol.start_correction.velocity)) > 1e-3  # the projection moved it
+
+
+def test_an_assembled_solution_is_the_constructed_one():
+    """``Solution.assembled`` (the analyses' constructor without equinox's checks) gives
+    the Solution that ``Solution(...)`` builds of the same arguments: the same fields,
+    leaves and static parts, so that a jitted function of it meets the same program."""
+    from jaxmbd.solution import Solution
+
+    rng = np.random.default_rng(0)
+    arrays = {k: jax.device_put(rng.normal(size=(4, 2, 3))) for k in ("r", "rdot", "omega")}
+    args = dict(
+        t=np.arange(4.0), A=np.zeros((4, 2, 3, 3)), rddot=arrays["r"], omegadot=arrays["r"],
+        lam=np.zeros((4, 1)), iterations=np.zeros(4, np.int32), status=np.zeros(4, np.int32),
+        residual=np.zeros(4), q=np.ones((4, 2)), formulation="joint", integrator="rkmk",
+        body_names=("a", "b"), joint_definitions=[], force_elements=[], save_every=2,
+        **arrays,
+    )  # fmt: skip
+    built, assembled = Solution(**args), Solution.assembled(**args)
+    leaves_b, tree_b = jax.tree_util.tree_flatten(built)
+    leaves_a, tree_a = jax.tree_util.tree_flatten(assembled)
+    assert tree_a == tree_b
+    assert all(a is b for a, b in zip(leaves_a, leaves_b, strict=True))
+    assert vars(assembled).keys() == vars(built).keys()
+    assert assembled.q is args["q"] and assembled.v is None
+    assert isinstance(assembled.joint_definitions, tuple) and assembled.save_every == 2
+    with pytest.raises(TypeError, match="unknown arguments.*'qq'"):
+        Solution.assembled(**args, qq=1)
+
+
+def test_to_device_is_device_put():
+    """:func:`jaxmbd.compiled.host_arrays.to_device` (the transfer under JAX's device_put)
+    gives what ``jax.device_put`` gives: values, dtype, weak type, placement."""
+    from jaxmbd.compiled.host_arrays import to_device
+
+    host = [np.arange(6.0).reshape(2, 3), np.arange(3, dtype=np.int32), np.array(True),
+            np.asarray(2.5), np.arange(12.0).reshape(3, 4)[:, ::2]]  # fmt: skip
+    for ours, theirs in zip(to_device(host), jax.device_put(host), strict=True):
+        assert isinstance(ours, jax.Array)
+        assert (ours.dtype, ours.shape, ours.weak_type, ours.committed) == (
+            theirs.dtype, theirs.shape, theirs.weak_type, theirs.committed
+        )  # fmt: skip
+        assert ours.sharding == theirs.sharding
+        np.testing.assert_array_equal(np.asarray(ours), np.asarray(theirs))

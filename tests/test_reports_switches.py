@@ -47,7 +47,7 @@ def test_linear_solver_of_a_small_model_is_named():
     model = mbd.models.double_pendulum()
     sol = mbd.simulate(model, formulation="rA", t_end=0.002, h=1e-3)
     assert sol.linear_solver == ("small" if jax.default_backend() == "cpu" else "dense")
-    sol = mbd.simulate(model, t_end=0.002, h=1e-3, linear_solver="dense")
+    sol = mbd.simulate(model, formulation="rA", t_end=0.002, h=1e-3, linear_solver="dense")
     assert sol.linear_solver == "dense"
 
 

@@ -77,7 +77,8 @@ def test_bad_save_every(crank):
         with pytest.raises(ValueError, match="positive integer"):
             mbd.kinematics(crank, t_end=0.01, h=1e-3, save_every=bad)
     with pytest.raises(ValueError, match="cannot be combined"):
-        mbd.simulate(mbd.models.double_pendulum(), t_end=0.01, h=1e-3, save_every=5, checkpoint=5)
+        mbd.simulate(mbd.models.double_pendulum(), formulation="rA", t_end=0.01, h=1e-3,
+                     save_every=5, checkpoint=5)  # fmt: skip
 
 
 def test_chunked_run_compiles_its_chunk_once(monkeypatch):
@@ -94,7 +95,8 @@ def test_chunked_run_compiles_its_chunk_once(monkeypatch):
     )  # a top-level call compiles the tuned version (jaxmbd.compiled.jit)
     before = cache._cache_size()
     done = []
-    mbd.simulate(model, t_end=0.012, h=1e-3, chunk_size=4, progress=lambda k, n: done.append(k))
+    mbd.simulate(model, formulation="rA", t_end=0.012, h=1e-3, chunk_size=4,
+                 progress=lambda k, n: done.append(k))  # fmt: skip
     assert done == [4, 8, 12]
     assert cache._cache_size() - before == 1
 
@@ -105,7 +107,7 @@ def test_long_run_keeps_rotations_orthonormal():
     from jaxmbd.analysis.diagnostics import constraint_violation
 
     model = mbd.models.double_pendulum()
-    sol = mbd.simulate(model, t_end=10.0, h=1e-3, save_every=500)
+    sol = mbd.simulate(model, formulation="rA", t_end=10.0, h=1e-3, save_every=500)
     drift = float(np.max(np.asarray(constraint_violation(model, sol).orthonormality)))
     assert drift < 2e-15, drift
 

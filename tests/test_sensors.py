@@ -381,7 +381,9 @@ def test_policy_observes_the_noisy_sensor_vector():
     gain = jnp.array([[-8.0, -1.0, 0.5, 0.2]])
     model = cart()
     key = jax.random.PRNGKey(3)
-    sol = mbd.simulate(model, t_end=0.1, h=1e-2, policy=Linear(gain), sensor_key=key)
+    sol = mbd.simulate(
+        model, formulation="rA", t_end=0.1, h=1e-2, policy=Linear(gain), sensor_key=key
+    )
     obs = np.asarray(sol.sensors.vector())
     assert obs.shape == (len(sol.t), 4)
     u = obs[:-1] @ np.asarray(gain).T

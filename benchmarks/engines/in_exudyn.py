@@ -45,7 +45,7 @@ import time
 
 import numpy as np
 
-from jaxmbd import (
+from benchmarks.engines import (
     BENCH_HINT,
     CRANK_A,
     CRANK_J,

@@ -39,17 +39,21 @@ Engines (float64 everywhere, ``--steps`` steps from the initial state):
 * MuJoCo C: ``mujoco.rollout`` (``mj_step`` in C, one thread) of one state (steps/s) and
   of the batch (model-steps/s): a reference row, no compile, no gradient.
 
-Programs: *single*: initial qvel (nv,) -> final qpos; *batch*: ``--batch`` members that
-differ in their initial joint rates (member 0 the single run, the others +-0.5 uniform,
-seed 0); *gradient*: ``jax.grad`` of |qpos(T)|^2 with respect to the initial qvel, checked
-against a central difference of MuJoCo C's own run at the same h and integrator (eps 1e-6,
-a random unit direction). Each program's first call (trace + compile + run) is timed apart
-from the median of ``--repeats`` later calls (batch ``--batch-repeats``): compile = first
-less the median; jaxmbd's single run and gradient are timed in alternating rounds, so that
-their ratio is measured at one load. jaxmbd's persistent compilation cache is off
-(``JAXMBD_NO_COMPILATION_CACHE=1``, unless set otherwise), so compile figures are
-compiles. The hopper (contact): single-model steps/s only (``--contact-batch`` adds the
-batch: MJX's vmap of 256 hoppers ran slower per model than one hopper, 2.6 min a call).
+Programs: *single*: initial qvel (nv,) -> final qpos; *plain*: the call a user writes,
+``mbd.simulate(model, ...)`` on the file's model (its initial rates set) without
+``jax.jit``, timed in the same alternating rounds as *single* (its first call includes
+everything a fresh process compiles; its final qpos must equal the single run's); *batch*:
+``--batch`` members that differ in their initial joint rates (member 0 the single run, the
+others +-0.5 uniform, seed 0); *gradient*: ``jax.grad`` of |qpos(T)|^2 with respect to the
+initial qvel, checked against a central difference of MuJoCo C's own run at the same h and
+integrator (eps 1e-6, a random unit direction). Each program's first call (trace + compile
++ run) is timed apart from the median of ``--repeats`` later calls (batch ``--batch-
+repeats``): compile = first less the median; jaxmbd's single run and gradient are timed in
+alternating rounds, so that their ratio is measured at one load. jaxmbd's persistent
+compilation cache is off (``JAXMBD_NO_COMPILATION_CACHE=1``, unless set otherwise), so
+compile figures are compiles. The hopper (contact): single-model steps/s only (``--contact-
+batch`` adds the batch: MJX's vmap of 256 hoppers ran slower per model than one hopper, 2.6
+min a call).
 
 Error: largest difference of the final qpos from MuJoCo C RK4 at h/100 (same file, contacts
 and limits off), rad or m (the free joint's quaternion compared as numbers); beside it the
@@ -411,6 +415,17 @@ def run_jaxmbd(F: dict, n: int, args) -> dict:
         res["qpos_final"] = np.asarray(first_call("single", lambda: single(qvel[0])))
         res["final_qpos"] = final_qpos
 
+    def plain_program():
+        # the call a user writes: simulate on the file's model, no jax.jit around it (the
+        # initial rates set on the model first, as a user's model holds its own)
+        model = jax.block_until_ready(_jaxmbd_with_qvel(F)(qvel[0]))
+
+        def plain():
+            return _qpos(mbd.simulate(model, **opts), F["joints"])[-1]
+
+        q = np.asarray(first_call("plain", plain))
+        res["plain_matches_jit"] = float(np.max(np.abs(q - res["qpos_final"])))
+
     def grad_program():
         f = res["final_qpos"]
         grad = jit(jax.grad(lambda v: jnp.sum(f(v) ** 2)))
@@ -421,6 +436,7 @@ def run_jaxmbd(F: dict, n: int, args) -> dict:
         res["batch"] = _timing(time_call(lambda: batch(qvel), repeats=args.batch_repeats))
 
     if attempt("single", single_program):
+        attempt("plain call", plain_program)
         if not args.no_grad and not F["contact"]:
             attempt("gradient", grad_program)
         # the single run and the gradient in alternating rounds: their ratio is one load's
@@ -451,8 +467,13 @@ def row(F: dict, engine: str, r: dict, n: int, batch: int, ref, fd, run: str) ->
         return out
     if r.get("notes"):
         out["note"] = "; ".join(r["notes"])
-    t = {k: r[k] for k in ("single", "batch", "grad") if k in r}
+    t = {k: r[k] for k in ("single", "plain", "batch", "grad") if k in r}
     out["single_steps_per_s"] = n / t["single"]["median_s"]
+    if "plain" in t:
+        out["plain_steps_per_s"] = n / t["plain"]["median_s"]
+        out["plain_over_jit"] = t["plain"]["median_s"] / t["single"]["median_s"]
+        out["plain_first_s"] = t["plain"]["first_s"]
+        out["plain_matches_jit"] = r.get("plain_matches_jit")
     if "batch" in t:
         out["batch_model_steps_per_s"] = batch * n / t["batch"]["median_s"]
     if "grad" in t:
@@ -595,6 +616,14 @@ def _f(x, spec=",.0f"):
     return "-" if x is None else format(x, spec)
 
 
+def _plain(r: dict) -> str:
+    """The plain call's steps/s and its time over the jitted single run's."""
+    if r.get("plain_steps_per_s") is None:
+        return "-"
+    return (f"{r['plain_steps_per_s']:,.0f} ({r['plain_over_jit']:.2f}x the jitted time; "
+            f"first call {r['plain_first_s']:.1f} s)")  # fmt: skip
+
+
 def goals(rows: list[dict]) -> list[str]:
     """jaxmbd's joint formulation against MJX per model: single >= 3x, batch >= 1x, gradient
     time <= MJX's, compile <= MJX's; the hopper: single >= 1x."""
@@ -667,22 +696,24 @@ def report(data: dict) -> str:
             "",
         ]
     lines += [
-        "| model | engine | integrator | h [s] | single steps/s | batch model-steps/s "
+        "| model | engine | integrator | h [s] | single steps/s (jitted) "
+        "| plain call steps/s | batch model-steps/s "
         "| gradient [ms] | grad/forward | grad check | error | vs MuJoCo C at h "
         "| compile [s] single / batch / grad | run |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in data["rows"]:
         if "single_steps_per_s" not in r:
             lines.append(
                 f"| {r['model']} | {r['engine']} | {r.get('integrator') or '-'} | {r['h']:g} "
-                f"| {r.get('note', 'not run')[:160]} | | | | | | | | {r['run']} |"
+                f"| {r.get('note', 'not run')[:160]} | | | | | | | | | {r['run']} |"
             )
             continue
         comp = " / ".join(_f(r.get(f"compile_{k}_s"), ".1f") for k in ("single", "batch", "grad"))
         lines.append(
             f"| {r['model']} | {r['engine']} | {r['integrator']} | {r['h']:g} "
-            f"| {r['single_steps_per_s']:,.0f} | {_f(r.get('batch_model_steps_per_s'))} "
+            f"| {r['single_steps_per_s']:,.0f} | {_plain(r)} "
+            f"| {_f(r.get('batch_model_steps_per_s'))} "
             f"| {_f(r.get('grad_ms'), '.1f')} | {_f(r.get('grad_over_forward'), '.1f')} "
             f"| {_f(r.get('grad_check'), '.1e')} | {_f(r.get('error'), '.1e')} "
             f"| {_f(r.get('diff_mujoco_same_h'), '.1e')} | {comp} "

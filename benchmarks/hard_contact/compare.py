@@ -220,7 +220,8 @@ def run_jaxmbd(case, label, hs, repeats):
     chunk = steps(case, max(hs))
 
     def call(h):
-        sol = mbd.simulate(model, contact=contact, h=h, t_end=horizon(case), progress=_quiet,
+        sol = mbd.simulate(model, formulation="rA", contact=contact, h=h, t_end=horizon(case),
+                           progress=_quiet,
                            chunk_size=chunk, throw=False)  # fmt: skip
         return jax.block_until_ready(sol)
 

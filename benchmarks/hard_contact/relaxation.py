@@ -59,7 +59,9 @@ def main(argv=None):
 
         def x_end(mu, kappa=kappa):
             m = eqx.tree_at(lambda m: m.contacts.friction, model, jnp.array([mu]))
-            sol = mbd.simulate(m, contact="hard", relaxation=kappa, t_end=T_END, h=H)
+            sol = mbd.simulate(
+                m, formulation="rA", contact="hard", relaxation=kappa, t_end=T_END, h=H
+            )
             return (sol.r[-1, 0] - sol.r[0, 0]) @ downhill
 
         grad = jax.jit(jax.grad(x_end))

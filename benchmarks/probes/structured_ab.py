@@ -43,7 +43,9 @@ def main(argv=None):
     programs, compile_s, hoisted = {}, {}, {}
     for s in args.solvers:
         f = jax.jit(
-            lambda m, s=s: mbd.simulate(m, t_end=args.t_end, h=1e-3, linear_solver=s, throw=False)
+            lambda m, s=s: mbd.simulate(
+                m, formulation="rA", t_end=args.t_end, h=1e-3, linear_solver=s, throw=False
+            )
         )
         t0 = time.process_time()
         programs[s] = f.lower(model).compile()

@@ -76,11 +76,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _config  # noqa: F401
-from ..forces import BodyState
-from ..forces._joint import AbstractJointForce, joint_forces_together
+from ..forces import BodyState, ForceOutput
+from ..forces._joint import AbstractJointForce, joint_forces_together, output_coordinates
 from ..model.joints import JointDefinition, joint_coordinates
 from ..sensors import observation_vector
-from ..tendons import Tendons, body_forces, lengths_and_gradients, velocities
+from ..tendons import Tendons, body_forces, lengths_and_gradients, output_lengths, velocities
 from ._kinds import ACTUATOR_KIND_NAMES, actuator_kind
 
 #: The actuator kinds of :meth:`~jaxmbd.ModelBuilder.add_actuator`.
@@ -301,6 +301,43 @@ class Actuators(AbstractJointForce):
 
     def generalised_force(self, t, q, qdot):
         return self.gear * self.actuator_force(self.controls, q, qdot, t)
+
+    @property
+    def output_names(self):
+        return tuple(f"actuator:{name}" for name in self.actuator_names)
+
+    def outputs(self, context):
+        """Per actuator (``"actuator:<name>"``), MuJoCo's ``actuator_force`` F (before the
+        gear), ``actuator_length`` gear L and ``actuator_velocity`` gear L_dot, L the
+        joint's coordinate (:func:`~jaxmbd.forces._joint.output_coordinates`; NaN where the
+        run's formulation does not apply the actuator) or the tendon's length
+        (:func:`~jaxmbd.tendons.output_lengths`), under the controls of ``context`` (the
+        element's own where it has none) and, for an actuator with activation dynamics, its
+        activations (MuJoCo's ``act``: the force at qpos, qvel and act); NaN for such an
+        actuator's force where the run keeps no activations (the absolute formulations)."""
+        q, qdot = output_coordinates(self, context)
+        if self.tendon_actuated:
+            rows = np.asarray(self.tendon_actuated, dtype=int)
+            length, velocity = output_lengths(self.tendons, context)
+            q, qdot = q.at[rows].set(length), qdot.at[rows].set(velocity)
+        u = self.controls if context.controls is None else context.controls
+        if not self.has_dynamics:
+            force = self.actuator_force(u, q, qdot)
+        elif context.act is None:  # a run that keeps no activations: unknown
+            dynamic = np.zeros(self.nu, dtype=bool)
+            dynamic[list(self.dynamic)] = True
+            force = jnp.where(dynamic, jnp.nan, self.actuator_force(u, q, qdot))
+        else:
+            element = dataclasses.replace(self, activation=self.full_activation(context.act),
+                                          activation_state=True)  # fmt: skip
+            force = element.actuator_force(u, q, qdot)
+        length, velocity = self.gear * q, self.gear * qdot
+        return {name: ForceOutput(force[k], length[k], velocity[k])
+                for k, name in enumerate(self.output_names)}  # fmt: skip
+
+    @property
+    def output_batch_ndim(self):
+        return jnp.ndim(self.gear) - 1
 
     @property
     def tendon_rows(self) -> tuple[int, ...]:

@@ -244,8 +244,7 @@ def _is_joint(models: Model, options: dict) -> bool:
         arrays, static = eqx.partition(models, eqx.is_array)
         first = eqx.combine(jax.tree_util.tree_map(_one_member, arrays), static)
         treatments = run_defaults(
-            first, formulation=formulation, integrator=integrator,
-            options=options.get("options"), contact=options.get("contact"),
+            first, formulation=formulation, contact=options.get("contact"),
             limits=options.get("limits"), equality=options.get("equality"),
         )  # fmt: skip
         contact, limits, _ = treatments

@@ -52,7 +52,13 @@ from ..model.joints import joint_kind
 from ..solution import Solution
 from ..tree import JointType, body_velocities, poses
 from .initial_state import to_formulation
-from .plan import absolute_only_requests, default_formulation, treated_model
+from .plan import (
+    absolute_only_requests,
+    absolute_refusals,
+    default_formulation,
+    refusal_message,
+    treated_model,
+)
 from .statics import Equilibrium, static_equilibrium
 
 #: Singular values of G below this times the largest count as zero (its null space).
@@ -164,8 +170,10 @@ def linearize(
     an :class:`~jaxmbd.Equilibrium`, or "initial" (the model's initial state, which must
     be consistent). ``inputs``: the actuators' controls u* (nu,) at the operating point
     (default zero); ``B`` is d(x_dot)/du there. ``formulation``: as
-    :func:`~jaxmbd.simulate`'s default ("joint" for MJCF/URDF models, else "rA"), or one
-    with the index-1 form (rA, se3, rotmat). Redundant rows are dropped first
+    :func:`~jaxmbd.simulate`'s default (:func:`~jaxmbd.analysis.plan.default_formulation`:
+    "joint" where it runs the model, else "rA"; ``redundant="error"`` or an Equilibrium
+    solved in absolute coordinates then raise ``ValueError`` naming the formulation to
+    pass), or one with the index-1 form (rA, se3, rotmat). Redundant rows are dropped first
     (``redundant``), contact and limits as in :func:`~jaxmbd.simulate`.
 
     In ``formulation="joint"`` (:mod:`jaxmbd.joint_space.analysis`) a tree without loops
@@ -197,13 +205,22 @@ def linearize(
         if u_star.shape != (nu,):
             raise ValueError(f"linearize: inputs must have shape ({nu},), got {u_star.shape}")
         model = with_controls(model, u_star)
+    # the joint path drops dependent rows itself: it has no redundant="error"
+    absolute_only = absolute_only_requests(redundant=redundant)
     if formulation is None:
-        absolute_only = absolute_only_requests(redundant=redundant)
-        if isinstance(state, Equilibrium) and state.qpos is None:
-            absolute_only += ("an Equilibrium in absolute coordinates",)
-        formulation = default_formulation(model, absolute_only=absolute_only)
+        formulation = default_formulation(model, absolute_only=absolute_only, where="linearize")
+        if formulation == "joint" and isinstance(state, Equilibrium) and state.qpos is None:
+            raise ValueError(
+                "linearize: state is an Equilibrium in absolute coordinates (no qpos), which "
+                f"the default joint formulation of model '{model.name}' does not take; pass "
+                'the formulation it was solved in (formulation="rA", say), or solve it in '
+                "joint coordinates (static_equilibrium(model) without formulation=)"
+            )
     form = get_formulation(formulation)
     if form.runs_in_joint_space:
+        if absolute_only:
+            refused = absolute_refusals(absolute_only)
+            raise ValueError(refusal_message(refused, model, where="linearize", named=True))
         return _joint_linearization(model, form, state, jnp.asarray(t, jnp.float64), u_star,
                                     coordinates)  # fmt: skip
     model, _ = rows_for_run(model, redundant, where="linearize")

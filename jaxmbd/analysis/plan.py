@@ -7,7 +7,9 @@ the prepared model and the stepper that :func:`jaxmbd.analysis.simulation.run_pl
 (without its objects), and ``print(sol.plan)`` reads it.
 
 The defaults that the other analyses share are decided here too, once:
-:func:`default_formulation` (simulate, statics, linearize, batches) and
+:func:`default_formulation` (simulate, statics, linearize, batches: the model's, which no
+option changes; an option that its joint formulation does not take raises, naming the
+formulation that does) and
 :func:`treated_model`, the model as the ``contact``/``limits``/``equality`` options make it
 (simulate, statics, linearize, the environments)."""
 
@@ -18,8 +20,6 @@ import textwrap
 import warnings
 import weakref
 from typing import Any, NamedTuple
-
-import equinox as eqx
 
 from .. import _config  # noqa: F401
 from .._checks import first_row
@@ -36,19 +36,21 @@ from ..contact import with_contact
 from ..errors import JointSpaceOnlyWarning, ModelError
 from ..forces._joint import joint_space_entries_message
 from ..forces.joint_limits import JointLimits
-from ..formulations import AbstractFormulation, get_formulation
+from ..formulations import FORMULATIONS, AbstractFormulation, get_formulation
 from ..formulations.joint import JointCoordinates
 from ..integrators import (
     INTEGRATORS,
     AbstractImplicitIntegrator,
+    AbstractIntegrator,
     MoreauJean,
     get_integrator,
+    valid_pairs,
 )
 from ..integrators.generalized_alpha import CONTACT_RHO_INF
 from ..integrators.impact_substeps import with_impact_substeps
 from ..integrators.moreau_jean import check_friction_cone
 from ..joint_space import contact_step as joint_contact
-from ..joint_space.coverage import joint_space_obstacles
+from ..joint_space.coverage import model_obstacles
 from ..joint_space.equalities import check_soft_equalities, with_equalities
 from ..joint_space.run import JOINT_LINEAR_SOLVER, planned_rows
 from ..joint_space.steppers import AbstractJointStepper, get_stepper
@@ -68,7 +70,8 @@ from .limits_option import limits_integrator, with_limits
 # ----------------------------------------------------------------------------- the plan
 
 
-class Plan(eqx.Module, strict=True):
+@dataclasses.dataclass(frozen=True)
+class Plan:
     """A run of :func:`~jaxmbd.simulate`, decided (:func:`plan_simulation`) and not yet run
     (:func:`~jaxmbd.analysis.simulation.run_plan`).
 
@@ -91,23 +94,23 @@ class Plan(eqx.Module, strict=True):
     ``controls`` (one row per step), ``policy`` and ``sensor_key``. :meth:`described` drops
     them (``sol.plan``)."""
 
-    model_name: str = eqx.field(static=True)
-    formulation: str = eqx.field(static=True)
-    integrator: str = eqx.field(static=True)
-    linear_solver: str = eqx.field(static=True)
-    contact: str = eqx.field(static=True)
-    limits: str = eqx.field(static=True)
-    equality: str = eqx.field(static=True)
-    absent: tuple[str, ...] = eqx.field(static=True)
-    steps: int = eqx.field(static=True)
-    step_size: float = eqx.field(static=True)
-    save_every: int = eqx.field(static=True)
-    checkpoint: int | None = eqx.field(static=True)
-    chunk_size: int | None = eqx.field(static=True)
-    dropped_rows: tuple[str, ...] = eqx.field(static=True)
-    dropped_because: str = eqx.field(static=True)
-    kept_rows: tuple[int, ...] | None = eqx.field(static=True)
-    checks: tuple[str, ...] = eqx.field(static=True)
+    model_name: str
+    formulation: str
+    integrator: str
+    linear_solver: str
+    contact: str
+    limits: str
+    equality: str
+    absent: tuple[str, ...]
+    steps: int
+    step_size: float
+    save_every: int
+    checkpoint: int | None
+    chunk_size: int | None
+    dropped_rows: tuple[str, ...]
+    dropped_because: str
+    kept_rows: tuple[int, ...] | None
+    checks: tuple[str, ...]
     model: Any = None
     reported_model: Any = None
     form: Any = None
@@ -121,7 +124,7 @@ class Plan(eqx.Module, strict=True):
     def described(self) -> Plan:
         """The decisions alone (every object None): what ``sol.plan`` keeps, static and
         hashable. Kept by the decisions' values: a plain call's plan is a new object each
-        call, and building the Module again costs a fair part of a short run's call."""
+        call, and building it again costs a fair part of a short run's call."""
         try:
             key = tuple((type(v), v) for v in (getattr(self, f) for f in _DECISION_FIELDS))
             kept = _DESCRIBED.get(key)
@@ -245,24 +248,21 @@ def soft_equality_default(model: Model, contact, limits, equality):
     return equality
 
 
-def run_defaults(model: Model, *, formulation=None, integrator=None, options=None,
-                 absolute_only: tuple[str, ...] = (), contact=None, limits=None,
+def run_defaults(model: Model, *, formulation=None, contact=None, limits=None,
                  equality=None) -> tuple:  # fmt: skip
     """(contact, limits, equality): a run's options with those left None resolved to the
     model's own treatment (:func:`~jaxmbd.soft_constraints.treatments.model_defaults`: a
     model read from a file runs MuJoCo's constraint model, "soft") where the run is in
     joint coordinates, the only formulation that solves it: ``formulation`` "joint", or
-    None where :func:`default_formulation` picks "joint" for the model so treated. A run
-    in an absolute formulation (named, or the default for ``absolute_only`` requests or
-    an integrator only they have) keeps the options as given: jaxmbd's compliant contact
-    and limits and exact equality constraints where None."""
+    None where the model so treated defaults to "joint" (:func:`model_formulation`). A
+    run in an absolute formulation (named, or the default of a model that joint
+    coordinates do not run) keeps the options as given: jaxmbd's compliant contact and
+    limits and exact equality constraints where None."""
     resolved = model_defaults(model, contact=contact, limits=limits, equality=equality)
     if resolved == (contact, limits, equality):
         return resolved
     if formulation is not None:
         joint = get_formulation(formulation).runs_in_joint_space
-    elif absolute_only:
-        joint = False
     else:
         try:
             soft = treated_model(
@@ -271,7 +271,7 @@ def run_defaults(model: Model, *, formulation=None, integrator=None, options=Non
             ).model  # fmt: skip
         except (ValueError, ModelError):  # the run itself says what is wrong
             return resolved
-        joint = default_formulation(soft, integrator, options) == JointCoordinates.name
+        joint = model_formulation(soft) == JointCoordinates.name
     return resolved if joint else (contact, limits, equality)
 
 
@@ -280,65 +280,203 @@ def equality_treatment(equality: str | None) -> str:
     return "exact" if equality is None else equality
 
 
-def default_formulation(model: Model, integrator=None, options=None, *,
-                        absolute_only: tuple[str, ...] = ()) -> str:  # fmt: skip
-    """The formulation of a run that names none: "joint" where the joint formulation runs
-    everything ``model`` holds with ``integrator`` and its ``options``
-    (:func:`jaxmbd.joint_space.coverage.joint_space_obstacles`: a kinematic tree from its
-    body-joint graph, loops kept as constraints, every force element and the pair) and the
-    run asks for nothing that only the absolute formulations give (``absolute_only``: the
-    requests that do, e.g. ``"save_every"``, :func:`absolute_only_requests`); else "rA".
+def model_formulation(model: Model) -> str:
+    """The formulation of a run of ``model`` that names none, decided by the model alone:
+    "joint" where the joint formulation runs everything it holds
+    (:func:`jaxmbd.joint_space.coverage.model_obstacles`: a kinematic tree from its
+    body-joint graph, loops kept as constraint rows, every force element), else "rA".
     Rows beyond the tree (the joints that close loops, drivers) keep "joint": its ``rk``
     steps loop models 3-20x faster than rA's ``gen_alpha``, and its first call is shorter
     (slider crank 56 s against 112 s, a driven pendulum 19 s against 57 s:
     ``benchmarks/probes/loop_models_first_call.py``). A model that only joint coordinates
-    express (``model.joint_space_only``) stays "joint", whose error then names
-    what it lacks. The formulations guide says why."""
-    if model.joint_space_only:
-        return "joint"
-    if absolute_only or _model_obstacles_of(model, integrator, options):
-        return "rA"
-    return "joint"
+    express (``model.joint_space_only``) is "joint", whose error then names what it lacks.
+    A run's options never change it (:func:`default_formulation`)."""
+    if model.joint_space_only or not _model_obstacles_of(model):
+        return JointCoordinates.name
+    return "rA"
 
 
-def _model_obstacles_of(model: Model, integrator, options) -> tuple[str, ...]:
-    """:func:`joint_space_obstacles`, kept for the last model asked (by identity through a
-    weak reference: a Model is immutable, and a dead reference never matches a new model
-    at a reused address) with the same integrator and options: each answer builds the
-    model's kinematic tree, a program call that dominates a short run's plain call."""
-    try:
-        asked = (integrator, tuple(sorted((options or {}).items())))
-        hash(asked)
-    except TypeError:  # an unhashable option (an array): not kept
-        return joint_space_obstacles(model, integrator, options)
-    kept_model, kept_asked, kept = _LAST_OBSTACLES
-    if kept_model is not None and kept_model() is model and kept_asked == asked:
+def default_formulation(model: Model, integrator=None, options=None, *,
+                        absolute_only: tuple[str, ...] = (),
+                        where: str = "simulate") -> str:  # fmt: skip
+    """The formulation of a run of ``model`` that names none: :func:`model_formulation`,
+    whatever the run asks. Where that is "joint", a request that the joint formulation
+    does not take raises ``ValueError`` naming the request, the formulations that take it
+    and the ``formulation=`` to pass (:func:`joint_refusals`): an ``integrator`` (a name or
+    an object) that it has no step for, an option in ``options`` that its step lacks, or
+    one of ``absolute_only`` (:func:`absolute_only_requests`, e.g. ``"save_every=10"``).
+    ``where``: the analysis that the error names. The formulations guide says why."""
+    formulation = model_formulation(model)
+    if formulation == JointCoordinates.name and not model.joint_space_only:
+        refused = joint_refusals(model, integrator, options) + absolute_refusals(absolute_only)
+        if refused:
+            raise ValueError(refusal_message(refused, model, where=where, named=False))
+    return formulation
+
+
+def _model_obstacles_of(model: Model) -> tuple[str, ...]:
+    """:func:`model_obstacles`, kept for the last model asked (by identity through a weak
+    reference: a Model is immutable, and a dead reference never matches a new model at a
+    reused address): each answer builds the model's kinematic tree, a program call that
+    dominates a short run's plain call."""
+    kept_model, kept = _LAST_OBSTACLES
+    if kept_model is not None and kept_model() is model:
         return kept
-    found = joint_space_obstacles(model, integrator, options)
+    found = model_obstacles(model)
     try:
-        _LAST_OBSTACLES[:] = [weakref.ref(model), asked, found]
+        _LAST_OBSTACLES[:] = [weakref.ref(model), found]
     except TypeError:  # a model that takes no weak reference: not kept
         pass
     return found
 
 
-#: (a weak reference to the model, (integrator, options), its obstacles) of the last ask.
-_LAST_OBSTACLES: list = [None, None, None]
+#: (a weak reference to the model, its obstacles) of the last ask.
+_LAST_OBSTACLES: list = [None, None]
 
 
 def absolute_only_requests(*, redundant: str = "drop", save_every: int = 1, checkpoint=None,
                            policy=None, sensor_key=None,
                            chunk_size=None) -> tuple[str, ...]:  # fmt: skip
-    """The requests of an analysis that only the absolute formulations run (for
-    :func:`default_formulation`)."""
+    """The requests of an analysis that only the absolute formulations run, as the call
+    wrote them (``"save_every=10"``), for :func:`default_formulation` and the joint
+    formulation's refusals. The joint formulation keeps every step in one program (no
+    ``save_every``, ``chunk_size``, ``checkpoint``), drops the rows that depend on the
+    others itself (no ``redundant="error"``) and observes a policy's sensors without
+    their noise (no ``sensor_key`` with a policy)."""
     asked = {
-        "save_every": save_every != 1,
-        "chunk_size": chunk_size is not None,
-        "checkpoint": bool(checkpoint),
+        f"save_every={save_every!r}": save_every != 1,
+        f"chunk_size={chunk_size!r}": chunk_size is not None,
+        f"checkpoint={checkpoint!r}": bool(checkpoint),
         f"redundant={redundant!r}": redundant != "drop",
-        "sensor_key with a policy": policy is not None and sensor_key is not None,
+        "sensor_key= with a policy": policy is not None and sensor_key is not None,
     }
     return tuple(name for name, on in asked.items() if on)
+
+
+class Refusal(NamedTuple):
+    """A request that the joint formulation does not take (:func:`joint_refusals`,
+    :func:`absolute_refusals`): ``what``, as the call wrote it (``"save_every=10"``);
+    ``of``, whose it is ("an option of the absolute formulations"); ``takers``, the
+    formulations that take it (registry order); ``instead``, a way to keep the joint
+    formulation that has it, or ""."""
+
+    what: str
+    of: str
+    takers: tuple[str, ...]
+    instead: str = ""
+
+
+def _absolute_formulations() -> tuple[str, ...]:
+    return tuple(n for n, c in FORMULATIONS.items() if not c.runs_in_joint_space)
+
+
+def absolute_refusals(absolute_only: tuple[str, ...]) -> tuple[Refusal, ...]:
+    """The refusals of :func:`absolute_only_requests`' requests: every absolute formulation
+    takes them."""
+    takers = _absolute_formulations()
+    return tuple(Refusal(what, "an option of the absolute formulations", takers)
+                 for what in absolute_only)  # fmt: skip
+
+
+#: Fields of an integrator class that are no options.
+_NOT_OPTIONS = frozenset({"name", "requires", "resolves_impacts"})
+
+
+def _option_takers(integrator, key: str) -> tuple[str, ...]:
+    """The absolute formulations whose ``integrator`` (a name; None: each one's default)
+    has the option ``key``."""
+    pairs = valid_pairs()
+    takers = []
+    for name in _absolute_formulations():
+        chosen = FORMULATIONS[name].default_integrator if integrator is None else integrator
+        cls = INTEGRATORS.get(chosen)
+        fields = set(getattr(cls, "__dataclass_fields__", {})) - _NOT_OPTIONS
+        if (name, chosen) in pairs and key in fields:
+            takers.append(name)
+    return tuple(takers)
+
+
+def _shown(value) -> str:
+    """An option's value as an error shows it: its repr where short, else its type."""
+    text = repr(value)
+    return text if len(text) <= 40 else f"{type(value).__name__}(...)"
+
+
+def joint_refusals(model: Model, integrator=None, options=None) -> tuple[Refusal, ...]:
+    """What of ``integrator`` (a name, an object, or None: the joint formulation's own for
+    ``model``, ``JointCoordinates.integrator_of``) and its ``options`` (None values count
+    as absent) the joint formulation does not take, each with the absolute formulations
+    that take it. An integrator or option that no formulation has is left to the run's
+    own error."""
+    options = {k: v for k, v in (options or {}).items() if v is not None}
+    if integrator is None and not options:  # a plain call's case: nothing to refuse
+        return ()
+    absolute = _absolute_formulations()
+    if isinstance(integrator, AbstractIntegrator):
+        takers = tuple(f for f in absolute if not integrator.missing(FORMULATIONS[f]))
+        what = f"integrator={type(integrator).__name__}(...)"
+        return (Refusal(what, "an integrator of the absolute formulations", takers),)
+    if isinstance(integrator, str) and integrator not in JointCoordinates.integrators:
+        takers = tuple(f for f, i in valid_pairs() if i == integrator and f in absolute)
+        if not takers:  # no formulation has it: the run's error lists the integrators
+            return ()
+        return (Refusal(f"integrator={integrator!r}", "an integrator of the absolute "
+                        "formulations", takers),)  # fmt: skip
+    try:
+        stepper = get_stepper(
+            JointCoordinates.integrator_of(model) if integrator is None else integrator
+        )
+    except ValueError:  # not a joint step: the run's error names it
+        return ()
+    fields = {f.name for f in dataclasses.fields(stepper)} | set(joint_contact.SUBSTEP_OPTIONS)
+    asked = sorted(k for k in options if k not in fields)
+    name = None if integrator is None else stepper.name
+    refused = []
+    for key in asked:
+        takers = _option_takers(name, key)
+        if not takers:  # no integrator has it: the run's error lists the options
+            continue
+        having = [i for i in JointCoordinates.integrators
+                  if key in {x.name for x in dataclasses.fields(get_stepper(i))}]  # fmt: skip
+        instead = (f"integrator={having[0]!r}, the joint formulation's step that has it"
+                   if having and integrator is None else "")  # fmt: skip
+        of = (
+            "an option of the absolute formulations' integrators"
+            if integrator is None
+            else f"an option of integrator {stepper.name!r} in the absolute formulations"
+        )
+        refused.append(Refusal(f"{key}={_shown(options[key])}", of, takers, instead))
+    return tuple(refused)
+
+
+def refusal_message(refused: tuple[Refusal, ...], model: Model, *, where: str,
+                    named: bool) -> str:  # fmt: skip
+    """The ``ValueError`` message of requests that the joint formulation does not take:
+    each request, whose it is and the formulations that take it, then the ``formulation=``
+    to pass (the first formulation that takes them all). ``named``: the run named
+    "joint"; else it is the default of ``model``. A model that only joint coordinates
+    express is told to leave them out."""
+    joint = ("formulation 'joint'" if named
+             else f"the default joint formulation of model '{model.name}'")  # fmt: skip
+    parts = []
+    for r in refused:
+        takers = ", ".join(f'"{t}"' for t in r.takers)
+        parts.append(f"{r.what} is {r.of} (formulation={takers}), not of {joint}")
+    common = [t for t in refused[0].takers if all(t in r.takers for r in refused)]
+    choice = (common or list(refused[0].takers))[0]
+    it = "it" if len(refused) == 1 else "them"
+    if model.joint_space_only:
+        tail = (
+            f"model '{model.name}' runs in formulation 'joint' only ("
+            + "; ".join(model.joint_space_only)
+            + f"): leave {it} out"
+        )
+    else:
+        tail = f'pass formulation="{choice}" to use {it}'
+        instead = [r.instead for r in refused if r.instead]
+        if len(instead) == len(refused) == 1:
+            tail += f", or {instead[0]}"
+    return f"{where}: " + "; ".join(parts) + f"; {tail}"
 
 
 # ----------------------------------------------------------------------------- integrators
@@ -507,7 +645,9 @@ def plan_simulation(
     ``limits``, ``equality``; "soft": MuJoCo's constraint model, a file's default where the
     run is in joint coordinates, :func:`run_defaults`), the parameters checked, the
     integrator that hard contact or limits need, the steps and the controls, the
-    formulation (:func:`default_formulation` where None), then per formulation the stepper
+    formulation (:func:`default_formulation` where None: the model's, never changed by an
+    option; an option that the joint formulation does not take raises ``ValueError``
+    naming the formulation that does), then per formulation the stepper
     (its options, contact defaults and impact sub-steps), the constraint rows kept and the
     remaining checks. An invalid request raises here, before anything is compiled.
     ``stacklevel``: the frame that the warnings (redundant rows, an off-grid ``t_end``,
@@ -516,16 +656,13 @@ def plan_simulation(
     where = "simulate"
     given = model
     h = default_step(model, h, where=where)
-    absolute_only = ()
-    if formulation is None:
-        absolute_only = absolute_only_requests(
-            save_every=save_every, checkpoint=checkpoint, redundant=redundant, policy=policy,
-            sensor_key=sensor_key, chunk_size=chunk_size,
-        )  # fmt: skip
-    contact, limits, equality = run_defaults(
-        model, formulation=formulation, integrator=integrator, options=options,
-        absolute_only=absolute_only, contact=contact, limits=limits, equality=equality,
+    absolute_only = absolute_only_requests(
+        save_every=save_every, checkpoint=checkpoint, redundant=redundant, policy=policy,
+        sensor_key=sensor_key, chunk_size=chunk_size,
     )  # fmt: skip
+    contact, limits, equality = run_defaults(
+        model, formulation=formulation, contact=contact, limits=limits, equality=equality
+    )
     equality = soft_equality_default(model, contact, limits, equality)
     model, contact_left, limits_left = treated_model(
         model, contact=contact, limits=limits, equality=equality, where=where, hard_and_soft=True
@@ -565,6 +702,9 @@ def plan_simulation(
         "sensor_key": sensor_key,
     }
     if form.runs_in_joint_space:
+        if absolute_only:  # a named "joint" (the default's refusal was raised above)
+            refused = absolute_refusals(absolute_only)
+            raise ValueError(refusal_message(refused, model, where=where, named=True))
         stepper = _joint_stepper(model, form, integrator, options)
         tree, rows, dropped = planned_rows(model)
         if soft_constraints_of(model) is not None:
@@ -652,13 +792,18 @@ def _absolute_checks(form: AbstractFormulation, kept) -> list[str]:
 
 __all__ = [
     "Plan",
+    "Refusal",
     "Treated",
     "absolute_only_requests",
+    "absolute_refusals",
     "contact_treatment",
     "default_formulation",
     "equality_treatment",
+    "joint_refusals",
     "limits_treatment",
+    "model_formulation",
     "plan_simulation",
+    "refusal_message",
     "run_defaults",
     "treated_model",
 ]

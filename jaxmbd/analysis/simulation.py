@@ -319,8 +319,13 @@ def simulate(
     ``formulation``: a name ("joint", "rA", "rp", "re", "se3", "director", "rotmat") or a
     formulation object; None (the default): :func:`default_formulation`, "joint" (the
     kinematic tree in MuJoCo's joint coordinates, :mod:`jaxmbd.joint_space`; loops and
-    drivers as exact constraint rows) wherever it runs everything the call holds, "rA"
-    otherwise. A formulation object: any :class:`~jaxmbd.formulations.AbstractFormulation`,
+    drivers as exact constraint rows) wherever it runs everything the model holds, "rA"
+    otherwise; no option changes it. Where the default is "joint", an option that only the
+    absolute formulations take (``save_every``, ``chunk_size``, ``checkpoint``,
+    ``redundant="error"``, ``sensor_key`` with a ``policy``, an integrator or integrator
+    option that joint coordinates lack: ``linear_solver``, ``variant``, ...) raises
+    ``ValueError`` naming it and the formulation to pass (``formulation="rA"``); so does
+    "joint" named. A formulation object: any :class:`~jaxmbd.formulations.AbstractFormulation`,
     also one defined outside the package. ``integrator``: a name ("gen_alpha",
     "backward_euler", "rkmk", "rk", "energy_momentum"; "joint" has "rk", "rkmk", "euler",
     "implicit" and "implicitfast", see :mod:`jaxmbd.joint_space.steppers`; default: the

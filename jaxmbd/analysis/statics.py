@@ -58,7 +58,13 @@ from ..tree import poses
 from ..tree._mujoco_layout import tree_layout
 from .initial_state import to_formulation
 from .kinematics import position_scale
-from .plan import absolute_only_requests, default_formulation, treated_model
+from .plan import (
+    absolute_only_requests,
+    absolute_refusals,
+    default_formulation,
+    refusal_message,
+    treated_model,
+)
 
 
 class Equilibrium(eqx.Module):
@@ -247,7 +253,9 @@ def static_equilibrium(
     the load-stepping homotopy (1: plain Newton). ``redundant``, ``contact``, ``limits``: as for
     :func:`~jaxmbd.simulate`. ``formulation``: as :func:`~jaxmbd.simulate`'s default
     (:func:`~jaxmbd.analysis.plan.default_formulation`: "joint" where it runs the model,
-    else "rA"), or any formulation whose static equations
+    else "rA"; ``redundant="error"`` is an option of the absolute formulations, and with
+    the default "joint" raises ``ValueError`` naming ``formulation="rA"``), or any
+    formulation whose static equations
     are square; in "joint", ``q0`` may also be qpos (nq,) in the tree's layout, and the
     equilibrium's ``qpos`` is set. Under ``jit``/``grad``/``vmap`` the outcome is in
     ``status``; outside, a failure raises :class:`~jaxmbd.SolverError` unless
@@ -258,13 +266,20 @@ def static_equilibrium(
                          f"{load_steps!r}")  # fmt: skip
     model = treated_model(model, contact=contact, limits=limits, where="static_equilibrium").model
     model = checked_parameters(model, where="static_equilibrium")
-    if formulation is None:  # the joint path has no option "redundant"
+    # the joint path drops dependent rows itself: it has no redundant="error"
+    absolute_only = absolute_only_requests(redundant=redundant)
+    if formulation is None:
         formulation = default_formulation(
-            model, absolute_only=absolute_only_requests(redundant=redundant)
+            model, absolute_only=absolute_only, where="static_equilibrium"
         )
     form = get_formulation(formulation)
     t = jnp.asarray(t, jnp.float64)
     if form.runs_in_joint_space:
+        if absolute_only:
+            refused = absolute_refusals(absolute_only)
+            raise ValueError(
+                refusal_message(refused, model, where="static_equilibrium", named=True)
+            )
         eq = _joint_equilibrium(model, form, q0, t, tol, max_iter, load_steps)
         return _finished(model, eq, load_steps, throw)
     full_model = model

@@ -29,8 +29,15 @@ class _ForceBuilder:
         """Add an applied force element (see :mod:`jaxmbd.forces`)."""
         if not isinstance(force, AbstractForce):
             raise ModelError(f"add_force: expected a jaxmbd force element, got {type(force)}")
+        for name in force.output_names:
+            if self._reports_as(name):
+                raise ModelError(f"add_force: force '{name}': duplicate force name")
         self._forces.append(force)
         return self
+
+    def _reports_as(self, name: str) -> bool:
+        """Whether a force element added so far reports in ``sol.forces`` as ``name``."""
+        return any(name in f.output_names for f in self._forces)
 
     def _resolved_forces(self) -> tuple[AbstractForce, ...]:
         """``_forces`` with the body indices of the builder's own elements (spring-dampers,
@@ -50,7 +57,7 @@ class _ForceBuilder:
         w = f"force '{name}'"
         if not isinstance(name, str) or not name:
             raise ModelError(f"spring_damper name: expected a non-empty string, got {name!r}")
-        if any(getattr(f, "output_name", None) == name for f in self._forces):
+        if self._reports_as(name):
             raise ModelError(f"{w}: duplicate force name")
         for key, val in (
             ("stiffness", stiffness),
@@ -89,7 +96,7 @@ class _ForceBuilder:
         w = f"bushing '{name}'"
         if not isinstance(name, str) or not name:
             raise ModelError(f"bushing name: expected a non-empty string, got {name!r}")
-        if any(getattr(f, "output_name", None) == name for f in self._forces):
+        if self._reports_as(name):
             raise ModelError(f"{w}: duplicate force name")
         if body_i == body_j:
             raise ModelError(f"{w}: body_i and body_j are both {body_i!r}")

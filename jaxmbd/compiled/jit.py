@@ -173,9 +173,13 @@ def jit(fun=None, *, xla_options: dict | None = None, **jitkwargs):
 
     @functools.wraps(fun)
     def call(*args, **kwargs):
-        args, kwargs = _convert_functions((args, kwargs))
+        flat = jax.tree_util.tree_flatten((args, kwargs))  # functions are leaves already
+        if any(map(_is_function, flat[0])):
+            args, kwargs = _convert_functions((args, kwargs))
+            flat = None
         if stored is not None and at_top_level():
-            out = stored(args, kwargs, options if _options_accepted(extra) else None)
+            accepted = options if _options_accepted(extra) else None
+            out = stored(args, kwargs, accepted, flat=flat)
             if out is not NOT_STORED:
                 return out
         return pick()(*args, **kwargs)

@@ -320,20 +320,21 @@ def forget_loaded() -> None:
 
 def cached(fun, name: str):
     """``fun`` (a function of pytrees, as ``eqx.filter_jit`` takes) through the disk cache
-    of exported programs; returns a function of (args, kwargs, compiler_options) that
-    returns :data:`NOT_STORED` when the cache cannot serve the call (the caller then runs
-    its ordinary path)."""
+    of exported programs; returns a function of (args, kwargs, compiler_options, *, flat)
+    that returns :data:`NOT_STORED` when the cache cannot serve the call (the caller then
+    runs its ordinary path)."""
     programs = _Loaded()
     _LOADED[id(programs)] = programs
 
-    def call(args, kwargs, compiler_options):
+    def call(args, kwargs, compiler_options, *, flat=None):
         where = folder()
         if where is None:
             return NOT_STORED
         # the key of this process's programs from one flattening (a loaded program's call
         # is a fraction of a millisecond: the key must cost less): the tree's structure,
-        # which leaves are arrays, the other leaves and the arrays' shapes and dtypes
-        flat, treedef = jax.tree_util.tree_flatten((args, kwargs))
+        # which leaves are arrays, the other leaves and the arrays' shapes and dtypes;
+        # ``flat``: the caller's tree_flatten((args, kwargs)), where it has made it
+        flat, treedef = jax.tree_util.tree_flatten((args, kwargs)) if flat is None else flat
         arrays = tuple(eqx.is_array(x) for x in flat)
         leaves = [x for x, is_array in zip(flat, arrays, strict=True) if is_array]
         avals = tuple((x.shape, x.dtype, getattr(x, "weak_type", False)) for x in leaves)

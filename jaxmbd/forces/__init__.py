@@ -10,15 +10,19 @@ bodies it touches (:attr:`~AbstractForce.bodies`, for the sparsity of the Newton
 its potential energy (:meth:`~AbstractForce.potential_energy`, for the energy diagnostics)
 and its conservative part (:meth:`~AbstractForce.without_potential`, for the discrete
 gradient of the energy-momentum integrator), how elements of one family are evaluated
-together (:meth:`~AbstractForce.family`, :meth:`~AbstractForce.combined`), and its entry
-in a model file (:meth:`~AbstractForce.to_json`, :meth:`~AbstractForce.from_json` with
-:func:`register_force_type`). A new element is one class; nothing else learns its name.
+together (:meth:`~AbstractForce.family`, :meth:`~AbstractForce.combined`), what it reports
+in ``sol.forces`` (:attr:`~AbstractForce.output_names`, and :meth:`~AbstractForce.outputs`
+of an :class:`OutputContext`: the saved state with the joint coordinates, controls and
+activations of the run), and its entry in a model file (:meth:`~AbstractForce.to_json`,
+:meth:`~AbstractForce.from_json` with :func:`register_force_type`). A new element is one
+class; nothing else learns its name.
 """
 
 from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, ClassVar, NamedTuple
 
 import equinox as eqx
@@ -63,14 +67,46 @@ class AddedMass(NamedTuple):
 
 
 class ForceOutput(NamedTuple):
-    """What a force element reports (``sol.forces[name]``, time first): ``force``, its
-    force along its line (a spring-damper's tension, N, positive pulling its points
-    together) or its generalised wrench (a bushing's, 6); ``length``, its length (m) or
-    deflection (6); ``rate``, the rate of ``length``."""
+    """What a force element reports at one state (``sol.forces[name]``, time first):
+    ``force``, a scalar along a line or coordinate (a spring-damper's tension, an
+    actuator's force, a hinge's, slide's or tendon's passive force), a bushing's wrench
+    (6,), a ball or free joint's forces along its dofs (3,) or (6,), or a point force's
+    vector (3,); ``length``, its length or deflection, shaped as ``force`` (a scalar NaN
+    where it has none: a point force or body torque); ``rate``, the rate of ``length``
+    (likewise). What each element reports: :attr:`jaxmbd.Solution.forces`."""
 
     force: jax.Array
     length: jax.Array
     rate: jax.Array
+
+
+class OutputContext(NamedTuple):
+    """What a force element may read to report at one saved state
+    (:meth:`AbstractForce.outputs`): the time ``t``, the bodies' ``state`` (every
+    formulation stores it), and where the run has them:
+
+    * ``qpos`` (nq,), ``qvel`` (nv,) and ``joint_addresses`` (joint name: (first qpos
+      address, first dof address) of the kinematic tree's joints): a run in joint coordinates,
+      whose joint elements act on qpos by joint name (empty in the absolute formulations,
+      whose joint elements act on the coordinates the body states give);
+    * ``controls`` (nu,): the actuators' controls held over the step that ended at the
+      state (None: the actuators' own);
+    * ``act`` (na,): the actuators' activations (MuJoCo's ``act`` layout; None: the
+      actuators' own)."""
+
+    t: jax.Array
+    state: BodyState
+    qpos: jax.Array | None = None
+    qvel: jax.Array | None = None
+    joint_addresses: Mapping[str, tuple[int, int]] = MappingProxyType({})
+    controls: jax.Array | None = None
+    act: jax.Array | None = None
+
+
+def no_length(force) -> ForceOutput:
+    """The output of an element with a force and no length: NaN length and rate."""
+    nan = jnp.full((), jnp.nan, jnp.asarray(force).dtype)
+    return ForceOutput(force, nan, nan)
 
 
 class AbstractForce(eqx.Module):
@@ -101,11 +137,21 @@ class AbstractForce(eqx.Module):
 
     @property
     def output_name(self) -> str | None:
-        """The element's name in ``sol.forces`` (None: it reports nothing there)."""
+        """The name the element was given (spring-dampers, bushings, point forces), its
+        one entry in ``sol.forces``; None: it has none."""
         return None
 
-    def outputs(self, t, state: BodyState) -> ForceOutput:
-        """Its force, length and rate at ``state`` (elements with an :attr:`output_name`)."""
+    @property
+    def output_names(self) -> tuple[str, ...]:
+        """The element's entries in ``sol.forces`` (static; empty: it reports nothing):
+        its :attr:`output_name`, or one per entry of an element that holds several
+        (``"actuator:<name>"``, ``"joint:<name>"``, ``"tendon:<name>"``)."""
+        return () if self.output_name is None else (self.output_name,)
+
+    def outputs(self, context: OutputContext) -> dict[str, ForceOutput]:
+        """Its :class:`ForceOutput` per entry of :attr:`output_names` at the state of
+        ``context`` (each element reads what it needs from it: body states, joint
+        coordinates, controls)."""
         raise NotImplementedError(f"{type(self).__name__} reports no outputs")
 
     @property
@@ -279,15 +325,29 @@ def _apply_point_force(state: BodyState, body: int, s_bar, force):
 
 
 class PointForce(AbstractForce):
-    """A force ``fn(t, params)`` (global frame, 3-vector) acting at a point of one body."""
+    """A force ``fn(t, params)`` (global frame, 3-vector) acting at a point of one body;
+    with a ``name``, ``sol.forces[name]`` reports the force (3,) (length and rate NaN)."""
 
     body: int = eqx.field(static=True)
     s_bar: jax.Array
     fn: Callable = eqx.field(static=True)
     params: jax.Array
+    name: str = eqx.field(static=True, default="")
 
     def __call__(self, t, state):
         return _apply_point_force(state, self.body, self.s_bar, self.fn(t, self.params))
+
+    @property
+    def output_name(self):
+        return self.name or None
+
+    def outputs(self, context):
+        """The global force (3,) at ``context.t``."""
+        return {self.name: no_length(self.fn(context.t, self.params))}
+
+    @property
+    def output_batch_ndim(self):
+        return jnp.ndim(self.s_bar) - 1
 
     @property
     def bodies(self):
@@ -295,11 +355,21 @@ class PointForce(AbstractForce):
 
 
 class BodyTorque(AbstractForce):
-    """A torque ``fn(t, params)`` given in the body frame of one body."""
+    """A torque ``fn(t, params)`` given in the body frame of one body; with a ``name``,
+    ``sol.forces[name]`` reports the torque (3,) (length and rate NaN)."""
 
     body: int = eqx.field(static=True)
     fn: Callable = eqx.field(static=True)
     params: jax.Array
+    name: str = eqx.field(static=True, default="")
+
+    @property
+    def output_name(self):
+        return self.name or None
+
+    def outputs(self, context):
+        """The body-frame torque (3,) at ``context.t``."""
+        return {self.name: no_length(self.fn(context.t, self.params))}
 
     def __call__(self, t, state):
         nb = state.r.shape[0]
@@ -347,10 +417,10 @@ class SpringDamper(AbstractForce):
     def output_name(self):
         return self.name or None
 
-    def outputs(self, t, state):
+    def outputs(self, context):
         """The tension T (N), the length l (m) and l_dot (m/s)."""
-        _, length, length_dot, tension = self._line(state)
-        return ForceOutput(tension, length, length_dot)
+        _, length, length_dot, tension = self._line(context.state)
+        return {self.name: ForceOutput(tension, length, length_dot)}
 
     @property
     def output_batch_ndim(self):

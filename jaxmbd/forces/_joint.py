@@ -33,7 +33,7 @@ from ..model.joints import (
     _geometric,
     _relative,
 )
-from . import AbstractForce, BodyState
+from . import AbstractForce, BodyState, OutputContext
 
 #: Joint kinds with one coordinate that a joint force acts along.
 SCALAR_KINDS = tuple(spec.name for spec in ONE_COORDINATE_KINDS)
@@ -271,11 +271,13 @@ class AbstractJointForce(AbstractForce):
         return tuple(d.name for d in self.joints)
 
     def left_to_joint_space(self):
-        """The entries marked False in ``absolute_entries``."""
+        """The entries marked False in ``absolute_entries``, but for those along tendons
+        (:attr:`tendon_rows`), which every formulation applies along the tendon."""
         entries = getattr(self, "absolute_entries", None)
         if entries is None:
             return None
-        names = [d.name for d, kept in zip(self.joints, entries, strict=True) if not kept]
+        names = [d.name for k, (d, kept) in enumerate(zip(self.joints, entries, strict=True))
+                 if not kept and k not in self.tendon_rows]  # fmt: skip
         return (self.entries_label, names) if names else None
 
     @classmethod
@@ -352,6 +354,37 @@ class AbstractJointForce(AbstractForce):
             else:
                 changes[key] = take_rows(value, keep)
         return dataclasses.replace(self, **changes)
+
+
+def output_coordinates(element: AbstractJointForce, context: OutputContext):
+    """(q, q_dot) (n,) each of the entries of ``element`` at the state of ``context``
+    (:meth:`AbstractForce.outputs`), as the run evaluated them: a run in joint coordinates
+    reads every entry's coordinate from qpos and qvel by joint name; the absolute
+    formulations read the entries they apply (:meth:`AbstractJointForce.absolute_part`)
+    from the body states, and the others are NaN. A tendon entry
+    (:attr:`AbstractJointForce.tendon_rows`) is NaN here: its coordinates are the
+    tendon's."""
+    joints = element.joints
+    n = len(joints)
+    along_joints = np.setdiff1d(np.arange(n), np.asarray(element.tendon_rows, int))
+    addresses = context.joint_addresses
+    if along_joints.size and addresses and all(joints[k].name in addresses for k in along_joints):
+        keep = along_joints
+        qadr, dadr = (np.asarray([addresses[joints[k].name][i] for k in keep], int)
+                      for i in (0, 1))  # fmt: skip
+        q, qdot = take_rows(context.qpos, qadr), take_rows(context.qvel, dadr)
+    else:
+        keep = np.intersect1d(element.absolute_rows, along_joints)
+        q = qdot = jnp.zeros(0, context.state.r.dtype)
+        if keep.size:
+            q, qdot, _ = coordinates_and_rates(tuple(joints[k] for k in keep), context.state)
+    if keep.size == n:
+        return q, qdot
+    nan = jnp.full((1,), jnp.nan, context.state.r.dtype)
+    every = np.full(n, keep.size)  # the entries left out read the NaN appended
+    every[keep] = np.arange(keep.size)
+    q, qdot = (take_rows(jnp.concatenate([x, nan]), every) for x in (q, qdot))
+    return q, qdot
 
 
 def joint_space_entries(forces) -> list[tuple[str, list[str]]]:

@@ -122,12 +122,12 @@ class Bushing(AbstractForce):
     def output_name(self):
         return self.name
 
-    def outputs(self, t, state: BodyState):
+    def outputs(self, context):
         """The generalised wrench -(K s + C s_dot) on body j along and about F_i's axes (the
         force, N, and, to first order in the rotation, the torque, N m), the deflection s
         and its rate s_dot (6 each)."""
-        s, s_dot = self.deflection(state)
-        return ForceOutput(-(self.stiffness * s + self.damping * s_dot), s, s_dot)
+        s, s_dot = self.deflection(context.state)
+        return {self.name: ForceOutput(-(self.stiffness * s + self.damping * s_dot), s, s_dot)}
 
     @property
     def output_batch_ndim(self):

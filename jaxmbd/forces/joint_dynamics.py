@@ -65,10 +65,11 @@ import numpy as np
 
 from .. import _config  # noqa: F401
 from ..model.joints import JointDefinition
-from . import AddedMass, BodyState
+from . import AddedMass, BodyState, ForceOutput
 from ._joint import (
     AbstractJointForce,
     coordinates_and_gradients,
+    output_coordinates,
 )
 
 logger = logging.getLogger("jaxmbd")
@@ -107,6 +108,25 @@ class JointDynamics(AbstractJointForce):
         """-c q_dot - k (q - q_ref) - f tanh(q_dot / v_r), (n,), along +q."""
         friction = self.friction_loss * jnp.tanh(qdot / self.friction_velocity)
         return -self.damping * qdot - self.stiffness * (q - self.spring_reference) - friction
+
+    @property
+    def output_names(self):
+        return tuple(f"joint:{d.name}" for d in self.joints)
+
+    def outputs(self, context):
+        """Per joint (``"joint:<name>"``): the passive force along +q (N m or N; the
+        armature's inertial force is not among them), the deflection q - q_ref and q_dot;
+        NaN for a joint whose coordinate the run's formulation does not apply forces on
+        (:func:`~jaxmbd.forces._joint.output_coordinates`)."""
+        q, qdot = output_coordinates(self, context)
+        force = self.generalised_force(context.t, q, qdot)
+        deflection = q - self.spring_reference
+        return {name: ForceOutput(force[..., k], deflection[..., k], qdot[..., k])
+                for k, name in enumerate(self.output_names)}  # fmt: skip
+
+    @property
+    def output_batch_ndim(self):
+        return jnp.ndim(self.damping) - 1
 
     @property
     def needs_bias(self) -> bool:

@@ -34,7 +34,7 @@ import numpy as np
 
 from .. import _config  # noqa: F401
 from ..errors import ModelError
-from . import AbstractForce, BodyState, register_force_type
+from . import AbstractForce, BodyState, ForceOutput, register_force_type
 from .joint_dynamics import FRICTION_VELOCITY
 
 #: A model file's joint kinds: whether each is a free joint (else a ball).
@@ -161,18 +161,47 @@ class QuaternionJointDynamics(AbstractForce, strict=True):
         """(qpos size, dof count) of joint k (static)."""
         return FREE_SIZES if self.free[k] else BALL_SIZES
 
+    def deflection(self, k: int, qpos):
+        """Joint k's ``dif`` (3 or 6,) at its qpos (4 or 7,): the rotation vector of
+        q_ref^-1 q, after a free joint's position less its reference."""
+        ref = self.spring_reference[k]
+        rotation = quaternion_difference(qpos[-4:], ref[3:])
+        if self.free[k]:
+            return jnp.concatenate([qpos[:3] - ref[:3], rotation])
+        return rotation
+
     def dof_force(self, t, k: int, qpos, qvel):
         """The passive force along joint k's dofs (3 or 6,) at its qpos (4 or 7,) and qvel
         (``mj_springdamper`` and the regularised friction loss)."""
         c, kk, f = self.damping[k], self.stiffness[k], self.friction_loss[k]
-        ref = self.spring_reference[k]
-        rotation = quaternion_difference(qpos[-4:], ref[3:])
-        if self.free[k]:
-            dif = jnp.concatenate([qpos[:3] - ref[:3], rotation])
-        else:
-            dif = rotation
         friction = f * jnp.tanh(qvel / self.friction_velocity[k])
-        return -c * qvel - kk * dif - friction
+        return -c * qvel - kk * self.deflection(k, qpos) - friction
+
+    @property
+    def output_names(self):
+        return tuple(f"joint:{name}" for name in self.joints)
+
+    def outputs(self, context):
+        """Per joint (``"joint:<name>"``), along its dofs (3 for a ball, 6 for a free
+        joint): the passive force (MuJoCo's ``qfrc_spring + qfrc_damper`` there, with the
+        regularised friction loss), ``dif`` and qvel, read from qpos and qvel in a run in
+        joint coordinates; NaN in the absolute formulations, which leave the element out."""
+        out = {}
+        for k, name in enumerate(self.joints):
+            nq, nv = self.sizes(k)
+            if name in context.joint_addresses:
+                qadr, dadr = context.joint_addresses[name]
+                qpos, qvel = context.qpos[qadr : qadr + nq], context.qvel[dadr : dadr + nv]
+                force = self.dof_force(context.t, k, qpos, qvel)
+                out[f"joint:{name}"] = ForceOutput(force, self.deflection(k, qpos), qvel)
+            else:
+                nan = jnp.full((nv,), jnp.nan, context.state.r.dtype)
+                out[f"joint:{name}"] = ForceOutput(nan, nan, nan)
+        return out
+
+    @property
+    def output_batch_ndim(self):
+        return jnp.ndim(self.damping) - 1
 
     def dof_values(self, key: str) -> np.ndarray | jax.Array:
         """The per-joint field ``key`` (``"armature"``, ``"damping"``) repeated over each

@@ -1,7 +1,8 @@
 """What the ``"joint"`` formulation can run: the reasons, if any, why a model or the options
 of a run have no joint-space path (empty: it runs them all). :func:`jaxmbd.simulate`,
 :func:`jaxmbd.static_equilibrium` and :func:`jaxmbd.linearize` default to ``"joint"`` where
-there is none (``jaxmbd.analysis.plan.default_formulation``).
+the model has none (``jaxmbd.analysis.plan.default_formulation``); an option that it lacks
+then raises, naming the formulations that take it, and never changes the default.
 
 Each part of the model is asked, never named: the body-joint graph must give a kinematic
 tree (:func:`~jaxmbd.joint_space.from_model.tree_of_model`; every joint kind with

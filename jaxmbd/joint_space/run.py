@@ -26,7 +26,7 @@ from ..compiled.batch_lanes import batch_lanes
 from ..compiled.batch_last import batch_last
 from ..compiled.batching import cpu_or_accelerator
 from ..compiled.counted_scan import counted_scan
-from ..compiled.host_arrays import device_array
+from ..compiled.host_arrays import device_array, to_device
 from ..compiled.jit import at_top_level, jit
 from ..compiled.xla_flags import joint_loop_guard, joint_loops_hoisted_when_differentiated
 from ..constraints.equations import rA_terms
@@ -714,7 +714,7 @@ def _counted_run(model, stepper, n: int, h, controls, policy, rows):
         controls = jax.device_put(np.concatenate([host, pad]))
     outs, moved = _counted_program(model, stepper, size, h, controls, policy, rows, np.asarray(n))
     leaves, treedef = jax.tree_util.tree_flatten(outs)
-    rows_kept = jax.device_put([np.asarray(x)[: n + 1] for x in leaves])  # one transfer
+    rows_kept = to_device([np.asarray(x)[: n + 1] for x in leaves])
     return jax.tree_util.tree_unflatten(treedef, rows_kept), moved
 
 
@@ -737,7 +737,9 @@ def run_planned_joint_space(model: Model, form, stepper: AbstractJointStepper, *
     (:func:`planned_rows`); ``plan``: the decisions kept as ``sol.plan``; ``stacklevel``:
     the frame the start's report names, counted from here as :func:`warnings.warn`
     counts."""
-    h_arr = device_array(h, jnp.float64)
+    # a host number stays a numpy scalar: the program takes it as an argument either way,
+    # and a transfer of its own would cost a short run a tenth of its call
+    h_arr = device_array(h, jnp.float64) if isinstance(h, jax.Array) else np.float64(h)
     run_model = (
         model
         if model.sensors is None or policy is not None

@@ -40,8 +40,8 @@ import numpy as np
 
 from .. import _config  # noqa: F401
 from ..errors import ModelError
-from ..forces import BodyState
-from ..forces._joint import coordinates_and_gradients
+from ..forces import BodyState, OutputContext
+from ..forces._joint import coordinates_and_gradients, coordinates_and_rates
 from ..lie import hat
 from ..model.joints import JointDefinition
 from ..tree import JointType, KinematicTree, TreePoses, poses
@@ -441,6 +441,39 @@ def lengths_and_gradients(tendons: Tendons, state: BodyState):
     if tendons.nt == 0:
         return jnp.zeros(0, state.r.dtype), jnp.zeros((0, nb, 2, 3), state.r.dtype)
     return jnp.stack(rows_L), jnp.stack(rows_G)
+
+
+def output_lengths(tendons: Tendons, context: OutputContext):
+    """The tendons' lengths and velocities (nt,) each at the state of ``context``
+    (:meth:`jaxmbd.forces.AbstractForce.outputs`): a fixed tendon's from qpos and qvel by
+    joint name in a run in joint coordinates, else from the body states (NaN where they do
+    not give its joints' coordinates); a spatial tendon's from the body states (every
+    formulation stores them)."""
+    dtype = context.state.r.dtype
+    nan = jnp.full((), jnp.nan, dtype)
+    addresses = context.joint_addresses
+    rows_L, rows_V = [nan] * tendons.nt, [nan] * tendons.nt
+    spatial = [k for k, t in enumerate(tendons.tendons) if isinstance(t, SpatialTendon)]
+    for k, t in enumerate(tendons.tendons):
+        if isinstance(t, SpatialTendon):
+            continue
+        names = t.tree_joints or t.joints
+        if addresses and all(name in addresses for name in names):
+            qadr, dadr = (np.asarray([addresses[name][i] for name in names], int)
+                          for i in (0, 1))  # fmt: skip
+            rows_L[k] = jnp.sum(t.coef * context.qpos[qadr])
+            rows_V[k] = jnp.sum(t.coef * context.qvel[dadr])
+        elif t.absolute:
+            q, qdot, _ = coordinates_and_rates(tuple(t.definitions), context.state)
+            rows_L[k], rows_V[k] = jnp.sum(t.coef * q), jnp.sum(t.coef * qdot)
+    if spatial:
+        length, G = lengths_and_gradients(tendons.subset(spatial), context.state)
+        velocity = velocities(G, context.state)
+        for i, k in enumerate(spatial):
+            rows_L[k], rows_V[k] = length[i], velocity[i]
+    if tendons.nt == 0:
+        return jnp.zeros(0, dtype), jnp.zeros(0, dtype)
+    return jnp.stack(rows_L), jnp.stack(rows_V)
 
 
 def velocities(G, state: BodyState):

@@ -25,10 +25,17 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _config  # noqa: F401
-from ..forces import AbstractForce, BodyState
+from ..forces import AbstractForce, BodyState, ForceOutput
 from ..forces.joint_limits import JointLimits
 from ..tree import picked_sum
-from . import SpatialTendon, Tendons, body_forces, lengths_and_gradients, velocities
+from . import (
+    SpatialTendon,
+    Tendons,
+    body_forces,
+    lengths_and_gradients,
+    output_lengths,
+    velocities,
+)
 
 #: The (nt,) leaves of :class:`TendonForces`.
 _PER_TENDON = ("stiffness", "spring_lower", "spring_upper", "damping", "friction_loss",
@@ -72,6 +79,23 @@ class TendonForces(AbstractForce):
         incidence = np.zeros((self.tendons.nt, rows.size), dtype=bool)
         incidence[rows, np.arange(rows.size)] = True
         return force + picked_sum(incidence, pushed)
+
+    @property
+    def output_names(self):
+        return tuple(f"tendon:{name}" for name in self.tendons.names)
+
+    def outputs(self, context):
+        """Per tendon (``"tendon:<name>"``): its passive force F along +L (N; negative:
+        the tendon pulls, a stretched spring's -k x), its length L and velocity L_dot
+        (:func:`~jaxmbd.tendons.output_lengths`)."""
+        length, velocity = output_lengths(self.tendons, context)
+        force = self.tendon_force(context.t, length, velocity)
+        return {name: ForceOutput(force[k], length[k], velocity[k])
+                for k, name in enumerate(self.output_names)}  # fmt: skip
+
+    @property
+    def output_batch_ndim(self):
+        return jnp.ndim(self.stiffness) - 1
 
     def spatial_part(self) -> TendonForces | None:
         """The element restricted to its spatial tendons (None: it has none): the loads
