@@ -390,6 +390,12 @@ def _convert(mujoco, m, path: Path, keyframe, model_name: str) -> Model:
     if unsupported:
         message = f"{path}: not supported by jaxmbd and ignored: " + "; ".join(unsupported)
         warnings.warn(message, UnsupportedFeatureWarning, stacklevel=3)
+    if soft_unsupported:  # the file's default run differs from MuJoCo's there: say so
+        message = (
+            f"{path}: MuJoCo's constraint model (contact='soft', this file's default) differs "
+            "from MuJoCo's here: " + "; ".join(soft_unsupported)
+        )
+        warnings.warn(message, UnsupportedFeatureWarning, stacklevel=3)
     qpos, qvel, source = _keyframe_state(mujoco, m, path, keyframe)
     key = _body_states(mujoco, m, roots, owner, qpos, qvel)
     _set_joint_states(builder, placed, mapped, key, qpos)
@@ -401,8 +407,6 @@ def _convert(mujoco, m, path: Path, keyframe, model_name: str) -> Model:
         equalities=equalities,
         constraint_model=constraints,
     )
-    if soft_unsupported:
-        logger.info("%s: %s", path, "; ".join(soft_unsupported))
     if switched_off(m, "equality"):
         model = with_equalities(model, "none", where=str(path))
     logger.info("%s: %d bodies, initial state from the %s", path, len(roots), source)

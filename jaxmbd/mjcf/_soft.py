@@ -141,7 +141,9 @@ def constraint_model(mujoco, m, d0, roots, owner, unsupported: list[str], *,
     if missing:
         unsupported.append(
             "contacts of geom pairs that jaxmbd does not yet collide as MuJoCo does, left out "
-            "of contact='soft': " + ", ".join(f"{k} ({n})" for k, n in sorted(missing.items()))
+            "of contact='soft': "
+            + ", ".join(f"{k} ({n})" for k, n in sorted(missing.items()))
+            + " (contact='compliant' collides them, with jaxmbd's own contact law)"
         )
     contacts = []
     for (t1, t2, condim), members in sorted(groups.items()):
