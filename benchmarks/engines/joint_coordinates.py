@@ -731,7 +731,9 @@ def report(data: dict) -> str:
         "Reading the table: an error equal in an engine's row and MuJoCo C's is RK4's "
         "truncation at h, not the engine's (the acrobot's 10 s are chaotic); MJX's gradient "
         "is jax.grad through lax.scan on the CPU; MuJoCo C's rows are mujoco.rollout on one "
-        "thread (no compile).",
+        "thread (no compile). The plain call returns the whole Solution (every step's body "
+        "states, multipliers and statuses) where the jitted harness returns the final qpos, "
+        "which lets XLA drop the rest.",
     ]
     lines += ["", "## Goals (jaxmbd joint against MJX)", ""] + goals(data["rows"]) + [""]
     lines += [
