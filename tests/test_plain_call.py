@@ -139,3 +139,19 @@ def test_to_device_is_device_put():
         )  # fmt: skip
         assert ours.sharding == theirs.sharding
         np.testing.assert_array_equal(np.asarray(ours), np.asarray(theirs))
+
+
+def test_a_files_treated_model_is_kept_for_the_same_model_and_options():
+    """The treated model of a plain call (MuJoCo's constraint model for a file) is kept for
+    the same model object and options: a second plan reuses it (and what is kept by its
+    identity downstream), while other options or another model object get their own."""
+    import dm_control
+
+    path = f"{dm_control.__path__[0]}/suite/cartpole.xml"
+    model = mbd.load_model(path)
+    first = plan_simulation(model, t_end=0.1)
+    assert plan_simulation(model, t_end=0.2).model is first.model
+    other = plan_simulation(model, t_end=0.1, contact="compliant", limits="compliant")
+    assert other.model is not first.model and other.contact == "compliant"
+    again = plan_simulation(mbd.load_model(path), t_end=0.1)
+    assert again.model is not first.model and again.contact == first.contact == "soft"

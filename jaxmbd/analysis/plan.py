@@ -15,6 +15,7 @@ formulation that does) and
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import textwrap
 import warnings
@@ -31,6 +32,7 @@ from ..actuators import (
     policy_controls,
     with_controls,
 )
+from ..compiled.jit import at_top_level
 from ..constraints.redundancy import rows_for_run
 from ..contact import with_contact
 from ..errors import JointSpaceOnlyWarning, ModelError
@@ -206,7 +208,30 @@ def treated_model(model: Model, *, contact=None, limits=None, equality=None, whe
     caller steps the "hard" treatments (unilateral constraints, ``moreau_jean``) and the
     "soft" ones (MuJoCo's constraint model,
     :func:`~jaxmbd.soft_constraints.treatments.with_soft`), as :func:`~jaxmbd.simulate`
-    does; elsewhere they are refused."""
+    does; elsewhere they are refused. Outside any transformation the answer for the same
+    model object and options is kept (a Model is immutable): a plain call asks it twice,
+    and each answer rebuilds the model's contact, limit and constraint elements, a few
+    milliseconds that a short run would pay per call."""
+    asked = (contact, limits, equality, where, hard_and_soft)
+    if not at_top_level():
+        return _treated(model, *asked)
+    for kept_model, kept_asked, kept in _TREATED:
+        if kept_model() is model and kept_asked == asked:
+            return kept
+    found = _treated(model, *asked)
+    try:
+        _TREATED.appendleft((weakref.ref(model), asked, found))
+    except TypeError:  # a model that takes no weak reference: not kept
+        pass
+    return found
+
+
+#: (a weak reference to the model, the options, its treated model) of the last asks.
+_TREATED: collections.deque = collections.deque(maxlen=4)
+
+
+def _treated(model: Model, contact, limits, equality, where: str, hard_and_soft: bool) -> Treated:
+    """:func:`treated_model`, computed."""
     if hard_and_soft:
         model, contact, limits = with_soft(model, contact=contact, limits=limits, where=where)
     elif SOFT in (contact, limits):

@@ -745,9 +745,11 @@ def run_planned_joint_space(model: Model, form, stepper: AbstractJointStepper, *
         if model.sensors is None or policy is not None
         else dataclasses.replace(model, sensors=None)
     )
-    traced = is_traced(model) or is_traced((controls, policy))
+    top = at_top_level()
+    # outside every transformation no value is a tracer: no walk over the model's leaves
+    traced = not top and (is_traced(model) or is_traced((controls, policy)))
     moved = None  # the start's correction, where the run's program computed it
-    if traced or not at_top_level():  # a transformation's run: the program of its n steps
+    if traced or not top:  # a transformation's run: the program of its n steps
         outs = run_joint_space(run_model, stepper, n, h_arr, controls, policy, rows)
     else:
         outs, moved = _counted_run(run_model, stepper, n, h_arr, controls, policy, rows)
