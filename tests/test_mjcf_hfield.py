@@ -119,8 +119,7 @@ def field(tmp_path_factory):
     path.write_text(HFIELD_XML)
     with warnings.catch_warnings():
         warnings.simplefilter("error", mbd.mjcf.UnsupportedFeatureWarning)
-        # jaxmbd's contact (tested here) collides the field; MuJoCo's constraint model does
-        # not yet, and says so (test_quadruped_loads_as_authored)
+        # the box's pair, which MuJoCo's constraint model leaves out and names
         warnings.filterwarnings("ignore", message=".*contact='soft', this file's default")
         model = mbd.load_model(path, keyframe=None)
     return model, mujoco.MjModel.from_xml_path(str(path))
@@ -161,6 +160,40 @@ def test_hfield_contacts_are_mujocos(field):
             theirs = [c for c in _terrain_contacts(m, d, 0) if m.geom_bodyid[c[0]] == b + 1]
             ours = np.flatnonzero((body == b) & (gap < 0))
             seen += _same_contacts(ours, theirs, gap, point, normal)
+    assert seen >= 8
+
+
+def test_soft_model_field_contacts_are_mujocos(field):
+    """MuJoCo's constraint model (``contact="soft"``, the file's default) collides the field
+    with the sphere and the capsule as ``mj_collision`` does: at 3 random poses (each body
+    3 mm deep), the same number of contacts, each with MuJoCo's distance and point (1e-12)
+    and frame (1e-10); the box's pair is left out and named by the loader."""
+    from jaxmbd.soft_constraints.model import collide_groups
+
+    model, m = field
+    groups = [g for g in model.constraint_model.contacts if g.window]
+    assert sorted(int(g.type2) for g in groups) == [2, 3]  # sphere, capsule; no box
+    collide = jax.jit(lambda q: collide_groups(groups, *(lambda p: (p.x, p.R))(
+        poses(model.tree, q))))  # fmt: skip
+    d = mujoco.MjData(m)
+    rng = np.random.default_rng(0)
+    seen = 0
+    for _ in range(3):
+        qpos = _random_poses(m, d, rng, 2, 0)
+        found = collide(jnp.asarray(qpos))
+        for group, contacts in zip(groups, found, strict=True):
+            geom = group.geoms[0][1]
+            theirs = [c for c in _terrain_contacts(m, d, 0) if c[0] == geom]
+            valid = np.asarray(contacts.valid)[0]
+            dist, pos = np.asarray(contacts.dist)[0][valid], np.asarray(contacts.pos)[0][valid]
+            frame = np.asarray(contacts.frame)[0][valid]
+            assert len(dist) == len(theirs) >= 1
+            for _, depth, point, normal in theirs:
+                k = np.argmin(np.linalg.norm(pos - point, axis=1))
+                assert abs(dist[k] - depth) < 1e-12
+                assert np.abs(pos[k] - point).max() < 1e-12
+                assert np.abs(frame[k, 0] - normal).max() < 1e-10
+            seen += len(theirs)
     assert seen >= 8
 
 
@@ -287,19 +320,15 @@ def quadruped_terrain(tmp_path_factory):
 
 
 def test_quadruped_loads_as_authored():
-    """dm_control's quadruped, terrain and rangefinders included: jaxmbd's contact collides
-    the terrain; one warning, that MuJoCo's constraint model (the file's default run) leaves
-    the terrain's pairs out, naming them."""
+    """dm_control's quadruped, terrain and rangefinders included: no warning (both jaxmbd's
+    contact and MuJoCo's constraint model collide the terrain with every geom over it)."""
     dm_control = pytest.importorskip("dm_control")
     path = os.path.join(os.path.dirname(dm_control.__file__), "suite", "quadruped.xml")
-    with pytest.warns(mbd.mjcf.UnsupportedFeatureWarning) as record:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", mbd.mjcf.UnsupportedFeatureWarning)
         model = mbd.load_model(path)
-    messages = [str(w.message) for w in record]
-    assert len(messages) == 1, messages
-    assert "contact='soft'" in messages[0]
-    for pair in ("hfield-capsule (12)", "hfield-cylinder (2)", "hfield-ellipsoid (1)",
-                 "hfield-sphere (5)"):  # fmt: skip
-        assert pair in messages[0]
+    fields = [g for g in model.constraint_model.contacts if g.window]
+    assert sum(len(g.body1) for g in fields) == 20  # 12 capsules, 5 spheres, 2 + 1
     kinds = {g.kind: g.window for g in model.contacts.groups if isinstance(g, HeightFieldGroup)}
     # windows of cells (0.3 m) under each geom: not the field's 40 000 cells
     assert kinds == {"hfield_sphere": (2, 2), "hfield_capsule": (3, 3),

@@ -12,6 +12,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 
+from ..contact.height_field import window_of
 from ..contact.mujoco.convex import PAIRS as CONVEX_PAIRS
 from ..contact.mujoco.pairs import GEOM_NAMES, KERNELS, candidate_pairs, convex_options_supported
 from ..soft_constraints.model import (
@@ -74,6 +75,40 @@ def _local_pose(d0, tree_of: dict[int, int], owner, g: int, body: int):
     return tree_of[o], R.T @ (pos - x), R.T @ mat
 
 
+#: The geom types that MuJoCo's prisms of a height field collide with here
+#: (:mod:`jaxmbd.contact.height_field`, equal to `mj_collision`): sphere, capsule, ellipsoid,
+#: cylinder (not a box: MuJoCo's box contacts with a prism can be shallower than their
+#: penetration, which the kernel finds; tests/test_mjcf_hfield.py).
+FIELD_PARTNERS = (2, 3, 4, 5)
+_HFIELD = 1
+
+
+def _field_window(m, g1: int, g2: int, margin: float) -> tuple[int, int, int] | None:
+    """(the field's id, window rows, window columns) of a height field g1 against geom g2
+    that jaxmbd collides as ``mjc_ConvexHField`` does (a partner of :data:`FIELD_PARTNERS`,
+    no margin), else None. The window holds every cell that a geom of g2's bounding radius
+    can span (:func:`~jaxmbd.contact.height_field.window_of`)."""
+    if int(m.geom_type[g1]) != _HFIELD or int(m.geom_type[g2]) not in FIELD_PARTNERS:
+        return None
+    if margin != 0.0:
+        return None
+    h = int(m.geom_dataid[g1])
+    size = np.asarray(m.hfield_size[h], dtype=float)
+    grid = int(m.hfield_nrow[h]), int(m.hfield_ncol[h])
+    return (h, *window_of(float(m.geom_rbound[g2]), size[:2], grid))
+
+
+def _field_data(m, h: int, rows: int, cols: int) -> dict:
+    """A height field group's fields: its window, the elevations (data times the field's
+    height) and (half extent x, half extent y, base depth)."""
+    nrow, ncol = int(m.hfield_nrow[h]), int(m.hfield_ncol[h])
+    size = np.asarray(m.hfield_size[h], dtype=float)
+    adr = int(m.hfield_adr[h])
+    data = np.asarray(m.hfield_data[adr : adr + nrow * ncol], dtype=float).reshape(nrow, ncol)
+    return dict(window=(rows, cols), heights=data * size[2],
+                field_size=np.array([size[0], size[1], size[3]]))  # fmt: skip
+
+
 def _tendon_rows(mujoco, m, tendons, unsupported: list[str]):
     """(tendon limits, tendon friction loss, their tendons' geometry), None where none: the
     specs of ``m`` restricted to the tendons that jaxmbd reads (``tendons``, by name; the
@@ -113,14 +148,15 @@ def constraint_model(mujoco, m, d0, roots, owner, unsupported: list[str], *,
     tree_of = {int(b): k for k, b in enumerate(roots)}
     candidates = candidate_pairs(m)
     invweight = np.asarray(m.body_invweight0, dtype=float).reshape(-1, 2)
-    groups: dict[tuple[int, int, int], list] = {}
+    groups: dict[tuple, list] = {}
     missing: dict[str, int] = {}
     columns = (candidates[k] for k in ("geom1", "geom2", "pair", "margin"))
     for g1, g2, pair, margin in zip(*columns, strict=True):
         g1, g2, pair = int(g1), int(g2), int(pair)
         t1, t2 = int(m.geom_type[g1]), int(m.geom_type[g2])
         convex_off = (t1, t2) in CONVEX_PAIRS and not convex_options_supported(m)
-        if (t1, t2) not in KERNELS or convex_off:
+        field = _field_window(m, g1, g2, float(margin))
+        if field is None and ((t1, t2) not in KERNELS or convex_off):
             key = f"{GEOM_NAMES[t1]}-{GEOM_NAMES[t2]}"
             missing[key] = missing.get(key, 0) + 1
             continue
@@ -130,7 +166,7 @@ def constraint_model(mujoco, m, d0, roots, owner, unsupported: list[str], *,
         b1, b2 = int(m.geom_bodyid[g1]), int(m.geom_bodyid[g2])
         k1, p1, r1 = _local_pose(d0, tree_of, owner, g1, b1)
         k2, p2, r2 = _local_pose(d0, tree_of, owner, g2, b2)
-        groups.setdefault((t1, t2, condim), []).append(dict(
+        groups.setdefault((t1, t2, condim, field), []).append(dict(
             body1=k1, body2=k2, geoms=(g1, g2), pos1=p1, mat1=r1,
             size1=np.asarray(m.geom_size[g1], dtype=float), pos2=p2, mat2=r2,
             size2=np.asarray(m.geom_size[g2], dtype=float), margin=float(margin),
@@ -146,7 +182,7 @@ def constraint_model(mujoco, m, d0, roots, owner, unsupported: list[str], *,
             + " (contact='compliant' collides them, with jaxmbd's own contact law)"
         )
     contacts = []
-    for (t1, t2, condim), members in sorted(groups.items()):
+    for (t1, t2, condim, field), members in sorted(groups.items(), key=lambda kv: kv[0][:3]):
 
         def stacked(key, members=members):
             return np.stack([np.asarray(p[key], dtype=float) for p in members])
@@ -157,6 +193,7 @@ def constraint_model(mujoco, m, d0, roots, owner, unsupported: list[str], *,
             *(stacked(k) for k in ("pos1", "mat1", "size1", "pos2", "mat2", "size2", "margin",
                                    "includemargin", "friction", "solref", "solreffriction",
                                    "solimp", "invweight")),
+            **({} if field is None else _field_data(m, *field)),
         ))  # fmt: skip
     limits = JointLimitSpec.from_model(m)
     friction = DofFrictionSpec.from_model(m)

@@ -25,8 +25,10 @@ import numpy as np
 
 from .. import _config  # noqa: F401
 from ..compiled.small import mm, mv
-from ..contact.mujoco.common import Contacts
-from ..contact.mujoco.pairs import collide_pairs, kernel_for, program_key
+from ..contact.height_field import field_slots
+from ..contact.mujoco.common import Contacts, make_frame
+from ..contact.mujoco.pairs import GEOM_NAMES, collide_pairs, kernel_for, program_key
+from ..geometry import SHAPE_BY_NAME
 from ..tendons import Tendons, lengths_and_jacobians
 from ..tree.kinematics import dof_ancestors
 from .equalities import EqualityTerms, tree_equality_rows
@@ -71,7 +73,10 @@ class ContactGroup(eqx.Module):
     contact is a constraint; ``friction`` (k, 5), ``solref``, ``solreffriction`` (k, 2),
     ``solimp`` (k, 5): ``mj_contactParam``'s mix; ``invweight`` (k, 2): the two bodies'
     ``body_invweight0`` summed (translational, rotational); ``geoms`` (k, 2) MuJoCo's geom
-    ids (for reports)."""
+    ids (for reports). A height field's group (geom 1 a field, ``window`` its cells under
+    each geom) carries the field's ``heights`` (nrow, ncol) and ``field_size`` (half extents
+    x and y, base depth): MuJoCo's prisms, one contact slot each
+    (:mod:`jaxmbd.contact.height_field`)."""
 
     type1: int = eqx.field(static=True)
     type2: int = eqx.field(static=True)
@@ -92,10 +97,33 @@ class ContactGroup(eqx.Module):
     solreffriction: jax.Array
     solimp: jax.Array
     invweight: jax.Array
+    window: tuple[int, ...] = eqx.field(static=True, default=())
+    heights: jax.Array | None = None
+    field_size: jax.Array | None = None
 
     @property
     def slots(self) -> int:
+        if self.window:  # a height field: two prisms a cell of the window
+            return 2 * self.window[0] * self.window[1]
         return kernel_for(self.type1, self.type2)[1]
+
+    def field_contacts(self, x, R) -> Contacts:
+        """A height field group's contacts (k, slots): each prism of the window under each
+        geom against it, as ``mjc_ConvexHField`` finds them (the signed distance, the point
+        midway, the normal from the field to the geom; the frame as ``mju_makeFrame`` makes
+        it from the normal alone), a slot valid where the distance is below the margin."""
+        (pa, Ra), (pb, Rb) = self.world_poses(x, R)
+        kind = SHAPE_BY_NAME[GEOM_NAMES[self.type2]]
+
+        def one(pa, Ra, pb, Rb, sb):
+            return field_slots(kind, self.window, self.heights, self.field_size, pa, Ra, pb, Rb, sb)
+
+        slots = jax.vmap(one)(pa, Ra, pb, Rb, self.size2)
+        frame = jax.vmap(jax.vmap(make_frame, in_axes=(0, None)), in_axes=(0, None))(
+            slots.normal, jnp.zeros(3, slots.normal.dtype)
+        )
+        valid = slots.gap < self.margin[:, None]
+        return Contacts(dist=slots.gap, pos=slots.point, frame=frame, valid=valid)
 
     def world_poses(self, x, R):
         """World (pos, mat) of both geoms of every pair, from the tree bodies' frames."""
@@ -131,9 +159,12 @@ def collide_groups(groups, x, R) -> list[Contacts]:
     same geom types under several ``condim``, every convex pair) are collided in one call,
     so that a model traces each kernel once."""
     by_key: dict = {}
-    for i, group in enumerate(groups):
-        by_key.setdefault(program_key(group.type1, group.type2), []).append(i)
     found: list = [None] * len(groups)
+    for i, group in enumerate(groups):
+        if group.window:  # a height field's prisms: a collision program of its own
+            found[i] = group.field_contacts(x, R)
+            continue
+        by_key.setdefault(program_key(group.type1, group.type2), []).append(i)
     for members in by_key.values():
         parts = [groups[i] for i in members]
         poses = [g.world_poses(x, R) for g in parts]
