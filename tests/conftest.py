@@ -129,21 +129,47 @@ def _memory_map_count() -> int:
         return 0
 
 
+def _resident_bytes() -> int:
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+#: a worker's resident memory above which it drops its compiled programs: each program a
+#: test compiles stays in JAX's caches, and two workers grew past 10 GB each over the suite
+#: (20 of the 24 GB of a CI machine, which then pages the shared libraries and stalls)
+RESIDENT_LIMIT = int(float(os.environ.get("JAXMBD_TEST_RESIDENT_GB", "5")) * 2**30)
+
+
+def _return_free_heap() -> None:
+    """glibc keeps freed heap pages (XLA's compiler frees GBs over a suite); hand them back."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
 @pytest.fixture(autouse=True)
 def _release_compiled_programs():
-    """XLA:CPU maps every compiled program into ~800 memory regions; a suite that compiles
-    hundreds of programs in one process would reach the kernel's limit (vm.max_map_count,
-    65530) and LLVM would abort. Drop JAX's caches and the programs jaxmbd's cache has
-    loaded when the count grows large: JAX's alone leave jaxmbd's programs mapped, the count
-    stays above the mark, and every later test would clear again (and trace, lower and
-    compile its small programs anew: about twice the suite's time)."""
+    """Drop JAX's caches and the programs jaxmbd's cache has loaded when a worker holds too
+    much: too much memory (:data:`RESIDENT_LIMIT`), or too many memory regions (XLA:CPU maps
+    every compiled program into ~800 of them, and at the kernel's limit, vm.max_map_count
+    65530, LLVM aborts). JAX's caches alone leave jaxmbd's programs mapped, the count stays
+    above the mark, and every later test would clear again (and trace, lower and compile its
+    small programs anew: about twice the suite's time). Programs come back from the disk
+    cache when a later test calls them."""
     yield
-    if _memory_map_count() > 30_000:
+    if _memory_map_count() > 30_000 or _resident_bytes() > RESIDENT_LIMIT:
         import gc
 
         jax.clear_caches()
         forget_loaded()
         gc.collect()
+        _return_free_heap()
 
 
 def pytest_collection_modifyitems(config, items):
