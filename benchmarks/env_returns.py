@@ -18,7 +18,10 @@ with its standard error, for both, and whether they agree within 2 standard erro
 (of the difference of the two means).
 
     python -m benchmarks.env_returns [domain/task ...] [--members 64] [--steps 1000]
-        [--compare 20] [--seed 0]
+        [--compare 20] [--seed 0] [--merge]
+
+``--merge`` keeps the earlier rows of the tasks it does not run (each row names its
+members and steps).
 
 Writes benchmarks/results/env_returns/{env_returns.json, .md}.
 """
@@ -26,8 +29,10 @@ Writes benchmarks/results/env_returns/{env_returns.json, .md}.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import time
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -38,6 +43,7 @@ import jaxmbd as mbd
 from benchmarks._harness import log, write_results
 from jaxmbd.envs._suite import suite_file
 
+RESULTS = Path(__file__).parent / "results" / "env_returns"
 #: dm_control's ``_CONTROL_TIMESTEP`` per domain (None: the file's time step)
 CONTROL_TIMESTEP = {"hopper": 0.02, "walker": 0.025, "humanoid": 0.025, "quadruped": 0.02}
 #: dm_control's settling steps in ``initialize_episode``
@@ -45,7 +51,9 @@ SETTLE_STEPS = {"cheetah": 200}
 TASKS = ["cartpole/balance", "cartpole/swingup", "acrobot/swingup", "pendulum/swingup",
          "reacher/easy", "hopper/stand", "hopper/hop", "cheetah/run", "walker/stand",
          "walker/walk", "walker/run", "humanoid/stand", "humanoid/walk",
-         "humanoid/run"]  # fmt: skip
+         "humanoid/run", "quadruped/walk", "quadruped/run"]  # fmt: skip
+#: the quadruped's Move tasks: their speed (the floor is 20 s x the speed wide)
+QUADRUPED_SPEED = {"walk": 0.5, "run": 5.0}
 
 
 def tolerance(x, bounds=(0.0, 0.0), margin=0.0, sigmoid="gaussian", value_at_margin=0.1):
@@ -76,7 +84,12 @@ class Reference:
 
     def __init__(self, domain: str, task: str):
         self.domain, self.task = domain, task
-        self.m = mujoco.MjModel.from_xml_path(suite_file(domain))
+        if domain == "quadruped":  # make_model's edit of the file
+            from jaxmbd.envs.quadruped import make_spec
+
+            self.m = make_spec(floor_size=20 * QUADRUPED_SPEED[task]).compile()
+        else:
+            self.m = mujoco.MjModel.from_xml_path(suite_file(domain))
         self.d = mujoco.MjData(self.m)
         control = CONTROL_TIMESTEP.get(domain, self.m.opt.timestep)
         self.n_sub_steps = round(control / self.m.opt.timestep)
@@ -98,7 +111,7 @@ class Reference:
         if self.domain == "reacher":  # the target is a model constant in dm_control
             m.geom_pos[self.id("GEOM", "target"), :2] = info["target"]
         mujoco.mj_forward(m, d)
-        if self.domain == "humanoid" and d.ncon > 0:
+        if self.domain in ("humanoid", "quadruped") and d.ncon > 0:
             return False
         for _ in range(SETTLE_STEPS.get(self.domain, 0)):
             mujoco.mj_step(m, d)
@@ -127,7 +140,33 @@ class Reference:
             touch = [self.sensed[self.m.sensor_adr[self.id("SENSOR", n)]]
                      for n in ("touch_toe", "touch_heel")]  # fmt: skip
             return np.hstack([d.qpos[1:], d.qvel, np.log1p(touch)])
+        if self.domain == "quadruped":
+            return self._quadruped_observation()
         return None
+
+    def _sensed(self, *kinds):
+        """The readings of the sensors of ``mjtSensor`` kinds ``kinds`` in the file's order:
+        the acceleration stage's from the last mj_step (:attr:`sensed`), the others now."""
+        m, out = self.m, []
+        late = {int(mujoco.mjtSensor.mjSENS_ACCELEROMETER), int(mujoco.mjtSensor.mjSENS_FORCE),
+                int(mujoco.mjtSensor.mjSENS_TORQUE)}  # fmt: skip
+        wanted = {int(getattr(mujoco.mjtSensor, f"mjSENS_{k}")) for k in kinds}
+        for k in range(m.nsensor):
+            kind = int(m.sensor_type[k])
+            if kind in wanted:
+                data = self.sensed if kind in late else self.d.sensordata
+                out.append(data[m.sensor_adr[k] : m.sensor_adr[k] + m.sensor_dim[k]])
+        return np.concatenate(out)
+
+    def _quadruped_observation(self):
+        """``_common_observations`` (dm_control's quadruped.py) on ``mjData``."""
+        m, d = self.m, self.d
+        hinges = [j for j in range(m.njnt) if m.jnt_type[j] == mujoco.mjtJoint.mjJNT_HINGE]
+        torso = self.id("BODY", "torso")
+        return np.hstack([d.qpos[m.jnt_qposadr[hinges]], d.qvel[m.jnt_dofadr[hinges]], d.act,
+                          self.sensor("velocimeter"), d.xmat[torso, 8],
+                          self._sensed("GYRO", "ACCELEROMETER"),
+                          np.arcsinh(self._sensed("FORCE", "TORQUE"))])  # fmt: skip
 
     def reward(self):
         """``get_reward`` of the task (dm_control's sources) on ``mjData``."""
@@ -194,6 +233,13 @@ class Reference:
             move = tolerance(np.linalg.norm(com_velocity[:2]), bounds=(speed, math.inf),
                              margin=speed, value_at_margin=0, sigmoid="linear")  # fmt: skip
             return small_control * standing * upright * (5 * move + 1) / 6
+        if self.domain == "quadruped":  # Move.get_reward
+            upright = tolerance(xmat[body("torso"), 2, 2], bounds=(1.0, math.inf),
+                                sigmoid="linear", margin=2.0, value_at_margin=0)  # fmt: skip
+            speed = QUADRUPED_SPEED[task]
+            move = tolerance(self.sensor("velocimeter")[0], bounds=(speed, math.inf),
+                             margin=speed, value_at_margin=0.5, sigmoid="linear")  # fmt: skip
+            return upright * move
         raise ValueError(f"no reference reward for {self.domain}/{task}")
 
 
@@ -294,8 +340,16 @@ def main(argv=None) -> None:
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--compare", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--merge", action="store_true",
+                        help="keep the earlier rows of the tasks not run now (each row "
+                        "names its settings)")  # fmt: skip
     args = parser.parse_args(argv)
     rows = [compare(t, args.members, args.steps, args.compare, args.seed) for t in args.tasks]
+    earlier = RESULTS / "env_returns.json"
+    if args.merge and earlier.exists():
+        done = {r["task"] for r in rows}
+        rows += [r for r in json.loads(earlier.read_text())["rows"] if r["task"] not in done]
+        rows.sort(key=lambda r: TASKS.index(r["task"]) if r["task"] in TASKS else len(TASKS))
     lines = [
         "| task | members | per-step reward difference (first steps) | return, jaxmbd | "
         "return, MuJoCo C | within 2 SE |",

@@ -180,3 +180,86 @@ def test_humanoid_sizes_observation_and_reward_equal_dm_control_formulas(task):
         expected.append(reference.reward())
     np.testing.assert_allclose(reward, expected, rtol=0, atol=1e-12)
     assert np.ptp(expected) > 1e-3  # the rewards vary over the states
+
+
+# ------------------------------------------------------------------------ quadruped
+
+
+def _quadruped_landing_states(reference, n_states, seed):
+    """(qpos, qvel, act, ctrl) of MuJoCo's own runs of the walk task: from qpos0 tilted,
+    under random actions, each taken at the first step after 0.5 s + 0.1 s k with two or
+    more contacts."""
+    m, d = reference.m, reference.d
+    rng = np.random.default_rng(seed)
+    states = []
+    for k in range(n_states):
+        mujoco.mj_resetData(m, d)
+        mujoco.mju_euler2Quat(d.qpos[3:7], rng.normal(scale=0.2, size=3), "xyz")
+        step = 0
+        while step < 100 + 20 * k or d.ncon < 2:
+            d.ctrl[:] = rng.uniform(-1, 1, m.nu)
+            mujoco.mj_step(m, d)
+            step += 1
+        d.ctrl[:] = rng.uniform(-1, 1, m.nu)
+        states.append((d.qpos.copy(), d.qvel.copy(), d.act.copy(), d.ctrl.copy()))
+    return states
+
+
+def test_quadruped_sizes_observation_and_reward_equal_dm_control_formulas():
+    """78 observations, 12 actions (dm_control's quadruped); at 6 states of MuJoCo's own
+    runs with the feet on the floor (activations and controls random) the observation, its
+    toes' force and torque sensors and the accelerometer from the solved contact forces
+    included, and the reward equal dm_control's formulas on mj_forward's ``sensordata`` to
+    1e-10 (measured: 1e-12)."""
+    env = mbd.envs.make("quadruped", "walk")
+    assert (env.observation_size, env.action_size) == (78, 12)
+    reference = Reference("quadruped", "walk")
+    model, h = env._run_model(), env.h
+
+    @jax.jit
+    def ours(q, v, a, u):
+        start = mbd.joint_space.JointState(q, v, jnp.zeros(()), a)
+        forces = mbd.envs.constraint_forces(model, start, u, h=h, integrator=env.integrator)
+        physics = mbd.envs.physics_of(model, q, v, u, forces, a)
+        return env._observation(physics, {}), env._reward(physics, {})
+
+    m, d = reference.m, reference.d
+    forces = []
+    for state in _quadruped_landing_states(reference, 6, seed=3):
+        obs, reward = (np.asarray(x) for x in ours(*map(jnp.asarray, state)))
+        d.qpos[:], d.qvel[:], d.act[:], d.ctrl[:] = state
+        mujoco.mj_forward(m, d)
+        reference.sensed = d.sensordata.copy()
+        theirs = reference.observation()
+        assert theirs.shape == (78,) and d.ncon > 0  # the force sensors read contact forces
+        np.testing.assert_allclose(obs, theirs, rtol=0, atol=1e-10)
+        assert abs(float(reward) - reference.reward()) < 1e-12
+        forces.append(np.abs(np.sinh(obs[-24:-12])).max())
+    assert max(forces) > 10.0  # newtons: more than the toes' weight
+
+
+@pytest.mark.slow  # the reset's lift and four substeps with a second solve: minutes to compile
+@pytest.mark.parametrize("task", ["walk", "run"])
+def test_quadruped_rollout_equals_mujoco_c(task):
+    """Two members from the env's reset draws (raised from the floor in 1 cm steps until
+    MuJoCo finds no contact: one step lower, it finds one) under random actions for 10
+    control steps, as they land: rewards to 1e-12, observations to 1e-9, qpos to 1e-10."""
+    env = mbd.envs.make("quadruped", task)
+    reference = Reference("quadruped", task)
+    keys = jax.random.split(jax.random.PRNGKey(2), 2)
+    actions = np.random.default_rng(2).uniform(-1, 1, (10, 2, env.action_size))
+    ours, draws, end, obs = jaxmbd_rollout(env, keys, actions)
+    m, d = reference.m, reference.d
+    for q in np.asarray(draws[0]):
+        mujoco.mj_resetData(m, d)
+        d.qpos[:] = q
+        mujoco.mj_forward(m, d)
+        assert d.ncon == 0 and q[2] > 0
+        d.qpos[2] = q[2] - 0.01
+        mujoco.mj_forward(m, d)
+        assert d.ncon > 0
+    theirs, started, mujoco_end, mujoco_obs = reference_rollout(reference, draws, actions)
+    assert started.all()
+    np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(obs, mujoco_obs, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(end, mujoco_end, rtol=0, atol=1e-10)

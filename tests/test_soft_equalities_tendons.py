@@ -129,7 +129,10 @@ def _suite(name):
 
 
 def _mujoco(path):
-    m = mujoco.MjModel.from_xml_path(path)
+    return _tighten(mujoco.MjModel.from_xml_path(path))
+
+
+def _tighten(m):
     m.opt.jacobian = mujoco.mjtJacobian.mjJAC_DENSE
     m.opt.tolerance, m.opt.iterations, m.opt.ls_iterations = TOLERANCE, 1000, 100
     return m
@@ -252,14 +255,30 @@ def test_exact_equalities_are_refused(path):
                      equality="exact", integrator="euler")  # fmt: skip
 
 
-@pytest.mark.parametrize("name", ["manipulator.xml", "quadruped.xml"])
+def _quadruped_walk():
+    """dm_control's quadruped as its walk task builds it (``make_model``: no terrain, walls,
+    ball, target or rangefinders), through ``mujoco.MjSpec``."""
+    spec = mujoco.MjSpec.from_file(_suite("quadruped.xml"))
+    for geom in ("wall_px", "wall_py", "wall_nx", "wall_ny", "terrain"):
+        spec.delete(spec.geom(geom))
+    spec.delete(spec.body("ball"))
+    spec.delete(spec.site("target"))
+    for sensor in list(spec.sensors):
+        if sensor.type == mujoco.mjtSensor.mjSENS_RANGEFINDER:
+            spec.delete(sensor)
+    return spec
+
+
+@pytest.mark.parametrize("name", ["manipulator.xml", "quadruped walk"])
 def test_dm_control_accelerations_are_mujocos(name):
     """dm_control's manipulator (a tendon coupling, elliptic contacts) and quadruped (four
-    tendon couplings, pyramidal contacts): qacc equals mj_forward's at rollout states
-    (zero controls and activations there)."""
-    path = _suite(name)
-    m = _mujoco(path)
-    model = _soft_model(path)
+    tendon couplings, pyramidal contacts; its walk task's model, loaded from an edited
+    ``MjSpec``): qacc equals mj_forward's at rollout states (zero controls and activations
+    there). The quadruped's terrain: ``tests/test_mjcf_hfield.py``."""
+    source = _quadruped_walk() if name == "quadruped walk" else _suite(name)
+    m = source.compile() if name == "quadruped walk" else mujoco.MjModel.from_xml_path(source)
+    _tighten(m)
+    model = _soft_model(source)
     tree, loops = model_tree(model)
     assert loops is not None and bool(np.all(loops.soft))
     qacc_of = jax.jit(

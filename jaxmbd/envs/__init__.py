@@ -5,7 +5,7 @@ and steps, dm_control's resets), any model with its own reward and observation b
 :class:`ModelEnv`, brax's training wrappers, and a gymnasium vector-environment adapter."""
 
 from ._base import Env, State, Wrapper
-from ._model_env import ConstraintForces, ModelEnv, Physics, physics_of
+from ._model_env import ConstraintForces, ModelEnv, Physics, constraint_forces, physics_of
 from ._registry import TASKS, make
 from .rewards import tolerance
 from .wrappers import (
@@ -29,6 +29,7 @@ __all__ = [
     "State",
     "VmapWrapper",
     "Wrapper",
+    "constraint_forces",
     "make",
     "model_axes",
     "physics_of",

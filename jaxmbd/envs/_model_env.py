@@ -56,7 +56,8 @@ class Physics(eqx.Module):
     compliant contact element (None without it; :meth:`contacts` evaluates it).
     ``constraint_forces``: MuJoCo's contact forces where the environment computes them
     (:class:`ConstraintForces`, ``ModelEnv(contact_forces=True)`` with MuJoCo's constraint
-    model; else None)."""
+    model; else None). ``act``: the actuators' activations (MuJoCo's ``act``, na; empty
+    without activation dynamics)."""
 
     tree: KinematicTree
     mass: jax.Array
@@ -70,6 +71,7 @@ class Physics(eqx.Module):
     com_velocity: jax.Array
     angular_velocity: jax.Array
     constraint_forces: Any = None
+    act: jax.Array | None = None
 
     def body(self, name: str) -> int:
         """The tree index of body ``name``."""
@@ -125,32 +127,60 @@ def _finite(physics: Physics) -> jax.Array:
     return jnp.all(jnp.isfinite(physics.qpos)) & jnp.all(jnp.isfinite(physics.qvel))
 
 
-def physics_of(model: Model, qpos, qvel, ctrl, constraint_forces=None) -> Physics:
+def physics_of(model: Model, qpos, qvel, ctrl, constraint_forces=None, act=None) -> Physics:
     """:class:`Physics` of ``model`` at (qpos, qvel) after the action ``ctrl``; ``model``
-    as the run sees it (its contact element's masses set: :func:`~jaxmbd.contact.with_contact`)."""
+    as the run sees it (its contact element's masses set: :func:`~jaxmbd.contact.with_contact`);
+    ``act``: the activations (None: the actuators' own, an episode's start)."""
     tree, _ = model_tree(model)
     p = poses(tree, qpos)
     rdot, omega = body_velocities(tree, p, qvel)
+    if act is None:
+        element = model.actuators
+        dynamic = element is not None and element.has_dynamics
+        act = element.act() if dynamic else jnp.zeros(0, qvel.dtype)
     return Physics(tree, model.mass, contact_element(model), qpos, qvel, ctrl, p.x, p.R, p.c,
-                   rdot, omega, constraint_forces)  # fmt: skip
+                   rdot, omega, constraint_forces, jnp.asarray(act, qvel.dtype))  # fmt: skip
 
 
 class ConstraintForces(eqx.Module):
     """MuJoCo's contacts and their forces as its acceleration-stage sensors read them after
-    a control step (``touch``, ``engine_sensor.c``): those of the control step's last time
-    step, at its start state (``mj_step`` computes the sensors before it integrates).
+    a control step (``touch``, ``accelerometer``, ``force``, ``torque``:
+    ``engine_sensor.c``): those of the control step's last time step, at its start state
+    (``mj_step`` computes the sensors before it integrates).
     ``pos`` (c, 3), ``normal`` (c, 3) (``mjContact.frame``'s first row, from geom 1 to
     geom 2), ``body1``/``body2`` (c,) the tree bodies of the two geoms (-1: the world),
-    ``normal_force`` (c,): ``mj_contactForce``'s normal component (a pyramid's edges
-    summed, ``mju_decodePyramid``; 0 where the slot holds no contact in the problem),
-    ``qpos``: the state they were found at, one per contact slot of the file's pairs."""
+    ``geoms`` (c,) MuJoCo's (geom 1, geom 2) of each slot, ``normal_force`` (c,):
+    ``mj_contactForce``'s normal component (a pyramid's edges summed,
+    ``mju_decodePyramid``; 0 where the slot holds no contact in the problem), ``force`` and
+    ``torque`` (c, 3): the whole contact force and torque in world axes, on geom 2 (its
+    negative on geom 1; the torque's rows are zero below condim 4), ``qpos``, ``qvel``,
+    ``qacc``: the state they were found at and its solved acceleration (``mj_forward``'s
+    ``qacc``), one entry per contact slot of the file's pairs."""
 
     pos: jax.Array
     normal: jax.Array
     normal_force: jax.Array
     qpos: jax.Array
-    body1: tuple[int, ...] = eqx.field(static=True)
-    body2: tuple[int, ...] = eqx.field(static=True)
+    force: jax.Array | None = None
+    torque: jax.Array | None = None
+    qvel: jax.Array | None = None
+    qacc: jax.Array | None = None
+    body1: tuple[int, ...] = eqx.field(static=True, default=())
+    body2: tuple[int, ...] = eqx.field(static=True, default=())
+    geoms: tuple[tuple[int, int], ...] = eqx.field(static=True, default=())
+
+
+def _contact_frame_force(edges, friction, condim: int, elliptic: bool):
+    """(c, 6) the contact-frame force of each slot from its rows' forces ``edges`` (c, per):
+    ``mj_contactForce`` (elliptic: the rows are the components; pyramidal:
+    ``mju_decodePyramid``, the normal the edges' sum, tangent i mu_i (f_2i - f_2i+1))."""
+    c = edges.shape[0]
+    out = jnp.zeros((c, 6), edges.dtype)
+    if condim == 1 or elliptic:
+        return out.at[:, : edges.shape[1]].set(edges)
+    out = out.at[:, 0].set(jnp.sum(edges, axis=1))
+    tangent = (edges[:, 0::2] - edges[:, 1::2]) * friction[:, : condim - 1]
+    return out.at[:, 1:condim].set(tangent)
 
 
 def constraint_forces(model: Model, state: JointState, ctrl, *, h, integrator) -> ConstraintForces:
@@ -162,8 +192,13 @@ def constraint_forces(model: Model, state: JointState, ctrl, *, h, integrator) -
     tree, loops = model_tree(model)
     stepper = get_stepper(integrator)
     h = jnp.asarray(h, state.qvel.dtype)
-    acc = stepper.start_accelerations(with_controls(model, ctrl), tree, loops, state.qpos,
-                                      state.qvel, state.t, h)  # fmt: skip
+    driven = with_controls(model, ctrl)
+    element = model.actuators
+    if element is not None and element.has_dynamics:  # the step's start activations
+        act = element.activation if state.act is None else element.full_activation(state.act)
+        driven = stepper.with_step_activation(driven, act, state.t, h)
+    acc = stepper.start_accelerations(driven, tree, loops, state.qpos, state.qvel, state.t, h)
+    qacc = acc.qacc if acc.solver_qacc is None else acc.solver_qacc
     force = acc.unilateral
     p = poses(tree, state.qpos)
     per_group = []
@@ -179,26 +214,35 @@ def constraint_forces(model: Model, state: JointState, ctrl, *, h, integrator) -
         active = jnp.reshape(found.valid, (k * slots,)) & (
             dist < jnp.repeat(group.includemargin, slots)
         )
-        per_group.append((group, k * slots, per, pos, frame[:, 0], active))
+        per_group.append((group, k * slots, per, pos, frame, active))
     rows = sum(c * per for _, c, per, *_ in per_group)
     offset = force.shape[0] - rows
     pieces = []
-    for group, c, per, pos, normal, active in per_group:
+    for group, c, per, pos, frame, active in per_group:
         edges = jnp.reshape(force[offset : offset + c * per], (c, per))
         offset += c * per
         elliptic = constraints.options.elliptic and group.condim > 1
-        normal_force = edges[:, 0] if elliptic else jnp.sum(edges, axis=1)
-        pieces.append((pos, normal, jnp.where(active, normal_force, 0.0),
-                       np.repeat(group.body1, c // len(group.body1)),
-                       np.repeat(group.body2, c // len(group.body2))))  # fmt: skip
+        friction = jnp.repeat(jnp.reshape(group.friction, (-1, 5)), c // len(group.body1), axis=0)
+        local = _contact_frame_force(edges, friction, group.condim, elliptic)
+        local = jnp.where(active[:, None], local, 0.0)
+        # world axes: the frame's rows are the normal and the two tangents
+        world = jnp.einsum("cij,ci->cj", frame, local[:, :3])
+        spin = jnp.einsum("cij,ci->cj", frame, local[:, 3:])
+        repeat = c // len(group.body1)
+        pieces.append((pos, frame[:, 0], local[:, 0], world, spin,
+                       np.repeat(group.body1, repeat), np.repeat(group.body2, repeat),
+                       [pair for pair in group.geoms for _ in range(repeat)]))  # fmt: skip
     if not pieces:
         empty = jnp.zeros((0, 3), state.qpos.dtype)
-        return ConstraintForces(empty, empty, jnp.zeros(0, state.qpos.dtype), state.qpos, (), ())
-    pos, normal, normal_force, body1, body2 = zip(*pieces, strict=True)
+        return ConstraintForces(empty, empty, jnp.zeros(0, state.qpos.dtype), state.qpos,
+                                empty, empty, state.qvel, qacc)  # fmt: skip
+    pos, normal, normal_force, world, spin, body1, body2, geoms = zip(*pieces, strict=True)
     return ConstraintForces(jnp.concatenate(pos), jnp.concatenate(normal),
                             jnp.concatenate(normal_force), state.qpos,
+                            jnp.concatenate(world), jnp.concatenate(spin), state.qvel, qacc,
                             tuple(int(b) for b in np.concatenate(body1)),
-                            tuple(int(b) for b in np.concatenate(body2)))  # fmt: skip
+                            tuple(int(b) for b in np.concatenate(body2)),
+                            tuple((int(a), int(b)) for g in geoms for a, b in g))  # fmt: skip
 
 
 #: The contact options of an environment (``"hard"`` is :func:`~jaxmbd.simulate`'s only)
@@ -454,7 +498,10 @@ class ModelEnv(Env):
 
         def first_observation():
             info = {} if initial_state is None else initial_state(model, jax.random.PRNGKey(0))[2]
-            return observation(physics_of(model, state.qpos, state.qvel, ctrl), info)
+            forces = None
+            if self._contact_forces:
+                forces = constraint_forces(model, state, ctrl, h=self.h, integrator=integrator)
+            return observation(physics_of(model, state.qpos, state.qvel, ctrl, forces), info)
 
         obs = jax.eval_shape(first_observation)
         if len(obs.shape) != 1:
@@ -521,7 +568,9 @@ class ModelEnv(Env):
     def _reset(self, rng: jax.Array) -> State:
         model, invalid = self._checked_sys()
         qpos, qvel, info = self.draw(rng)
-        pipeline_state = JointState(qpos, qvel, jnp.zeros((), qvel.dtype))
+        element = model.actuators
+        act = element.act() if element is not None and element.has_dynamics else None
+        pipeline_state = JointState(qpos, qvel, jnp.zeros((), qvel.dtype), act)
         ctrl = jnp.zeros(model.nu, qvel.dtype)
         if self.settle_steps:
             settled = advance(model, pipeline_state, ctrl, h=self.h, n_steps=self.settle_steps,
@@ -532,7 +581,8 @@ class ModelEnv(Env):
         if self._contact_forces:  # mj_forward's, at the first state
             forces = constraint_forces(model, pipeline_state, ctrl, h=self.h,
                                        integrator=self.integrator)  # fmt: skip
-        physics = physics_of(model, pipeline_state.qpos, pipeline_state.qvel, ctrl, forces)
+        physics = physics_of(model, pipeline_state.qpos, pipeline_state.qvel, ctrl, forces,
+                             pipeline_state.act)  # fmt: skip
         obs = jnp.asarray(self._observation(physics, info))
         zero = jnp.zeros((), qvel.dtype)
         metrics = {"nan_actions": zero}
@@ -573,7 +623,8 @@ class ModelEnv(Env):
             remaining = 1
         pipeline_state = advance(model, start, action, h=self.h, n_steps=remaining,
                                  integrator=self.integrator)  # fmt: skip
-        physics = physics_of(model, pipeline_state.qpos, pipeline_state.qvel, action, forces)
+        physics = physics_of(model, pipeline_state.qpos, pipeline_state.qvel, action, forces,
+                             pipeline_state.act)  # fmt: skip
         obs = jnp.asarray(self._observation(physics, state.info))
         reward = jnp.asarray(self._reward(physics, state.info), action.dtype)
         reward = jnp.where(_finite(physics), reward, jnp.zeros_like(reward))

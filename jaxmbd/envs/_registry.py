@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .. import _config  # noqa: F401
-from . import acrobot, cartpole, cheetah, hopper, humanoid, pendulum, reacher, walker
+from . import acrobot, cartpole, cheetah, hopper, humanoid, pendulum, quadruped, reacher, walker
 from ._model_env import ModelEnv
 
 #: The tasks by (domain, task): each a factory of keyword options.
@@ -24,6 +24,8 @@ TASKS: dict[tuple[str, str], Callable[..., ModelEnv]] = {
     ("humanoid", "stand"): humanoid.stand,
     ("humanoid", "walk"): humanoid.walk,
     ("humanoid", "run"): humanoid.run,
+    ("quadruped", "walk"): quadruped.walk,
+    ("quadruped", "run"): quadruped.run,
 }
 
 

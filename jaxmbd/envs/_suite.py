@@ -36,17 +36,18 @@ def suite_file(domain: str) -> str:
 class SuiteModel:
     """A suite file read twice: ``model`` (jaxmbd, joint coordinates; the file's
     unsupported entries, sensors among them, ignored quietly) and ``mj`` (MuJoCo's
-    compiled model, for the file's constants). :meth:`frame` places a MuJoCo site, geom
-    or body on the tree body that carries it."""
+    compiled model, for the file's constants); ``spec``: the file as the task edits it
+    (a ``mujoco.MjSpec``, as dm_control's quadruped tasks edit theirs), read instead.
+    :meth:`frame` places a MuJoCo site, geom or body on the tree body that carries it."""
 
-    def __init__(self, domain: str):
+    def __init__(self, domain: str, *, spec=None):
         import mujoco  # noqa: PLC0415  (optional dependency)
 
         self.path = suite_file(domain)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            self.model: Model = load_model(self.path)
-        self.mj = mujoco.MjModel.from_xml_path(self.path)
+            self.model: Model = load_model(self.path if spec is None else spec)
+        self.mj = mujoco.MjModel.from_xml_path(self.path) if spec is None else spec.compile()
         self._data = mujoco.MjData(self.mj)
         mujoco.mj_forward(self.mj, self._data)
         self._mujoco = mujoco
@@ -84,6 +85,21 @@ class SuiteModel:
         b = names.index(self._mujoco.mj_id2name(mj, self._mujoco.mjtObj.mjOBJ_BODY, owner))
         xb, Rb = d.xpos[owner], d.xmat[owner].reshape(3, 3)
         return b, Rb.T @ (x - xb), Rb.T @ R
+
+    def inertial(self, name: str):
+        """(tree body index, mass, centre of mass (3,), inertia about it (3, 3)) of MuJoCo's
+        body ``name`` alone (not its children), in the frame of the tree body that carries
+        it (a body welded to its parent is part of a tree body), read at qpos0."""
+        i = self.id("body", name)
+        b, _, _ = self.frame("body", name)
+        d, mj = self._data, self.mj
+        owner = i
+        while owner > 0 and mj.body_jntnum[owner] == 0:
+            owner = int(mj.body_parentid[owner])
+        xb, Rb = d.xpos[owner], d.xmat[owner].reshape(3, 3)
+        Ri = d.ximat[i].reshape(3, 3)
+        inertia = Ri @ np.diag(mj.body_inertia[i]) @ Ri.T
+        return b, float(mj.body_mass[i]), Rb.T @ (d.xipos[i] - xb), Rb.T @ inertia @ Rb
 
 
 @dataclass(frozen=True)

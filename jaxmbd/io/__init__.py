@@ -4,6 +4,7 @@ the published files of the paper (:mod:`jaxmbd.io.published`) and MJCF / URDF ro
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from ..errors import ModelError, ModelFileError
@@ -24,13 +25,17 @@ def load_model(
 ) -> Model:
     """Load a model file: jaxmbd's own schema, a published SimEngineMBD/sim_engine_3d file,
     or an MJCF (``.xml``, ``.mjcf``) / URDF (``.urdf``) robot through MuJoCo's parser
-    (:func:`jaxmbd.mjcf.load_robot`; option ``keyframe=``).
+    (:func:`jaxmbd.mjcf.load_robot`; option ``keyframe=``), also given as a ``mujoco.MjSpec``
+    (a model edited in code).
 
     ``masses``: for published files, ``{body name: (mass, inertia)}``; ``inertia`` is 3
     principal moments or a 3x3 body-frame matrix. ``drivers``: ``{constraint name:
     expression}`` replaces f(t) of published constraints (some files leave the driver f = 0
     and set it in the authors' Python code).
     """
+    mujoco = sys.modules.get("mujoco")  # an MjSpec exists only once mujoco is imported
+    if mujoco is not None and isinstance(path, mujoco.MjSpec):
+        return load_robot(path, **robot_options)
     path = Path(path)
     if path.suffix.lower() in (".xml", ".mjcf", ".urdf"):
         return load_robot(path, **robot_options)

@@ -169,7 +169,9 @@ def _mujoco():
 
 
 def load_robot(path, *, keyframe=_FIRST, name: str | None = None) -> Model:
-    """Load an MJCF (``.xml``) or URDF (``.urdf``) file as a jaxmbd :class:`Model`.
+    """Load an MJCF (``.xml``) or URDF (``.urdf``) file as a jaxmbd :class:`Model`; or a
+    ``mujoco.MjSpec``, a model edited in code (elements added, removed or changed, as
+    dm_control's tasks edit their files) and loaded as it compiles.
 
     ``keyframe``: index or name of the keyframe that sets the initial state (default: the
     first one when the file has keyframes, else the reference pose at rest); ``None``: the
@@ -177,6 +179,8 @@ def load_robot(path, *, keyframe=_FIRST, name: str | None = None) -> Model:
     name, else the file name).
     """
     mujoco = _mujoco()
+    if isinstance(path, mujoco.MjSpec):
+        return _load_spec(mujoco, path, keyframe, name)
     path = Path(path)
     if not path.exists():
         raise ModelFileError(path, None, "file not found")
@@ -188,6 +192,22 @@ def load_robot(path, *, keyframe=_FIRST, name: str | None = None) -> Model:
     except ValueError as err:  # MuJoCo's parser and compiler errors
         message = " ".join(str(err).split())
         raise ModelFileError(path, None, f"MuJoCo cannot parse this file: {message}") from None
+    return _converted(mujoco, m, path, keyframe, name)
+
+
+def _load_spec(mujoco, spec, keyframe, name):
+    """:func:`load_robot` of a ``mujoco.MjSpec``: errors name the spec's model (and the file
+    it was read from, if any)."""
+    where = Path(spec.modelfiledir or ".") / f"<MjSpec '{spec.modelname}'>"
+    try:
+        m = spec.compile()
+    except ValueError as err:
+        message = " ".join(str(err).split())
+        raise ModelFileError(where, None, f"MuJoCo cannot compile this spec: {message}") from None
+    return _converted(mujoco, m, where, keyframe, name)
+
+
+def _converted(mujoco, m, path: Path, keyframe, name):
     try:
         names = bytes(m.names)
         file_name = names[: names.index(b"\0")].decode() if b"\0" in names else ""
