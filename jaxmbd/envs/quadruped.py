@@ -35,6 +35,8 @@ WALLS = ("wall_px", "wall_py", "wall_nx", "wall_ny")  # _WALLS
 #: dm_control's reset lifts the body in steps of 1 cm until MuJoCo finds no contact
 LIFT_STEP = 0.01
 LIFT_ATTEMPTS = 10_000
+#: which part of the toe's wrench (force, torque) each of MuJoCo's sensor kinds reads
+WRENCH_PART = {"FORCE": 0, "TORQUE": 1}
 
 
 def make_spec(*, floor_size: float | None = None, terrain: bool = False,
@@ -170,8 +172,7 @@ def _move(desired_speed: float, integrator, n_substeps, options) -> ModelEnv:
         readings = {"GYRO": lambda site: Rs.T @ _spin(physics, torso_site[0]),
                     "ACCELEROMETER": lambda site: accelerometer(site, kin)}  # fmt: skip
         imu_values = [readings[kind](site) for kind, site in imu]
-        ft = [toe_wrench(physics, site, kin)[0 if kind == "FORCE" else 1]
-              for kind, site in wrenches]  # fmt: skip
+        ft = [toe_wrench(physics, site, kin)[WRENCH_PART[kind]] for kind, site in wrenches]
         return jnp.concatenate([physics.qpos[hinge_qpos], physics.qvel[hinge_qvel], physics.act,
                                 torso_velocity(physics), physics.xmat[torso, 2, 2:3],
                                 *imu_values, jnp.arcsinh(jnp.concatenate(ft))])  # fmt: skip
