@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import jaxmbd as mbd
+from jaxmbd.envs.quadruped import make_spec
 
 mujoco = pytest.importorskip("mujoco")
 dm_control = pytest.importorskip("dm_control")
@@ -20,20 +21,12 @@ QUADRUPED = os.path.join(os.path.dirname(dm_control.__file__), "suite", "quadrup
 def _walk_spec():
     """``quadruped.make_model(floor_size=10)``: no walls, ball, target, terrain or
     rangefinders."""
-    spec = mujoco.MjSpec.from_file(QUADRUPED)
-    for geom in ("wall_px", "wall_py", "wall_nx", "wall_ny", "terrain"):
-        spec.delete(spec.geom(geom))
-    spec.delete(spec.body("ball"))
-    spec.delete(spec.site("target"))
-    for sensor in list(spec.sensors):
-        if sensor.type == mujoco.mjtSensor.mjSENS_RANGEFINDER:
-            spec.delete(sensor)
-    spec.geom("floor").size = [10.0, 10.0, 0.5]
-    return spec
+    return make_spec(floor_size=10.0)
 
 
 def test_an_edited_spec_loads_as_the_file_it_compiles_to(tmp_path):
     spec = _walk_spec()
+    assert spec.geom("floor").size[0] == 10.0
     from_spec = mbd.load_model(spec)
     path = tmp_path / "quadruped_walk.xml"
     path.write_text(spec.to_xml())

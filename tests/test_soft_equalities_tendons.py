@@ -257,16 +257,10 @@ def test_exact_equalities_are_refused(path):
 
 def _quadruped_walk():
     """dm_control's quadruped as its walk task builds it (``make_model``: no terrain, walls,
-    ball, target or rangefinders), through ``mujoco.MjSpec``."""
-    spec = mujoco.MjSpec.from_file(_suite("quadruped.xml"))
-    for geom in ("wall_px", "wall_py", "wall_nx", "wall_ny", "terrain"):
-        spec.delete(spec.geom(geom))
-    spec.delete(spec.body("ball"))
-    spec.delete(spec.site("target"))
-    for sensor in list(spec.sensors):
-        if sensor.type == mujoco.mjtSensor.mjSENS_RANGEFINDER:
-            spec.delete(sensor)
-    return spec
+    ball, target or rangefinders), a ``mujoco.MjSpec``."""
+    from jaxmbd.envs.quadruped import make_spec
+
+    return make_spec(floor_size=10.0)
 
 
 @pytest.mark.parametrize("name", ["manipulator.xml", "quadruped walk"])
