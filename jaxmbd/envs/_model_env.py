@@ -245,6 +245,22 @@ def constraint_forces(model: Model, state: JointState, ctrl, *, h, integrator) -
                             tuple((int(a), int(b)) for g in geoms for a, b in g))  # fmt: skip
 
 
+def unsolved_forces(model: Model, state: JointState) -> ConstraintForces:
+    """:class:`ConstraintForces` of :func:`constraint_forces`'s shapes and contact slots, all
+    zero: what an observation's size is read from without tracing a constraint solve."""
+    groups = model.constraint_model.contacts
+    body1, body2, geoms = [], [], []
+    for i in (i for members in condim_sets(groups) for i in members):  # the rows' order
+        group = groups[i]
+        body1 += [int(b) for b in np.repeat(group.body1, group.slots)]
+        body2 += [int(b) for b in np.repeat(group.body2, group.slots)]
+        geoms += [(int(a), int(b)) for a, b in group.geoms for _ in range(group.slots)]
+    zeros = jnp.zeros((len(body1), 3), state.qvel.dtype)
+    return ConstraintForces(zeros, zeros, zeros[:, 0], state.qpos, zeros, zeros, state.qvel,
+                            jnp.zeros_like(state.qvel), tuple(body1), tuple(body2),
+                            tuple(geoms))  # fmt: skip
+
+
 #: The contact options of an environment (``"hard"`` is :func:`~jaxmbd.simulate`'s only)
 CONTACT_OPTIONS = ("soft", "compliant", "none")
 #: The limits options of an environment
@@ -498,9 +514,7 @@ class ModelEnv(Env):
 
         def first_observation():
             info = {} if initial_state is None else initial_state(model, jax.random.PRNGKey(0))[2]
-            forces = None
-            if self._contact_forces:
-                forces = constraint_forces(model, state, ctrl, h=self.h, integrator=integrator)
+            forces = unsolved_forces(model, state) if self._contact_forces else None
             return observation(physics_of(model, state.qpos, state.qvel, ctrl, forces), info)
 
         obs = jax.eval_shape(first_observation)
