@@ -183,6 +183,19 @@ def _contact_frame_force(edges, friction, condim: int, elliptic: bool):
     return out.at[:, 1:condim].set(tangent)
 
 
+def _slot_labels(groups):
+    """(group indices in the rows' order, body1, body2, geoms per contact slot): the static
+    part of :class:`ConstraintForces`, one entry per slot of each group."""
+    order = [i for members in condim_sets(groups) for i in members]
+    body1, body2, geoms = [], [], []
+    for i in order:
+        group = groups[i]
+        body1 += [int(b) for b in np.repeat(group.body1, group.slots)]
+        body2 += [int(b) for b in np.repeat(group.body2, group.slots)]
+        geoms += [(int(a), int(b)) for a, b in group.geoms for _ in range(group.slots)]
+    return order, tuple(body1), tuple(body2), tuple(geoms)
+
+
 def constraint_forces(model: Model, state: JointState, ctrl, *, h, integrator) -> ConstraintForces:
     """:class:`ConstraintForces` of MuJoCo's constraint model at the start of a time step
     from ``state`` under ``ctrl``: the contact slots of the file's geom pairs (MuJoCo's
@@ -204,7 +217,8 @@ def constraint_forces(model: Model, state: JointState, ctrl, *, h, integrator) -
     per_group = []
     groups = constraints.contacts
     founds = collide_groups(groups, p.x, p.R)
-    for i in (i for members in condim_sets(groups) for i in members):  # the rows' order
+    order, body1, body2, geoms = _slot_labels(groups)
+    for i in order:  # the rows' order
         group, found = groups[i], founds[i]
         k, slots = len(group.body1), group.slots
         per = contact_row_count(group.condim, elliptic=constraints.options.elliptic)
@@ -222,43 +236,29 @@ def constraint_forces(model: Model, state: JointState, ctrl, *, h, integrator) -
         edges = jnp.reshape(force[offset : offset + c * per], (c, per))
         offset += c * per
         elliptic = constraints.options.elliptic and group.condim > 1
-        friction = jnp.repeat(jnp.reshape(group.friction, (-1, 5)), c // len(group.body1), axis=0)
+        friction = jnp.repeat(jnp.reshape(group.friction, (-1, 5)), group.slots, axis=0)
         local = _contact_frame_force(edges, friction, group.condim, elliptic)
         local = jnp.where(active[:, None], local, 0.0)
         # world axes: the frame's rows are the normal and the two tangents
         world = jnp.einsum("cij,ci->cj", frame, local[:, :3])
         spin = jnp.einsum("cij,ci->cj", frame, local[:, 3:])
-        repeat = c // len(group.body1)
-        pieces.append((pos, frame[:, 0], local[:, 0], world, spin,
-                       np.repeat(group.body1, repeat), np.repeat(group.body2, repeat),
-                       [pair for pair in group.geoms for _ in range(repeat)]))  # fmt: skip
+        pieces.append((pos, frame[:, 0], local[:, 0], world, spin))
     if not pieces:
         empty = jnp.zeros((0, 3), state.qpos.dtype)
         return ConstraintForces(empty, empty, jnp.zeros(0, state.qpos.dtype), state.qpos,
                                 empty, empty, state.qvel, qacc)  # fmt: skip
-    pos, normal, normal_force, world, spin, body1, body2, geoms = zip(*pieces, strict=True)
-    return ConstraintForces(jnp.concatenate(pos), jnp.concatenate(normal),
-                            jnp.concatenate(normal_force), state.qpos,
-                            jnp.concatenate(world), jnp.concatenate(spin), state.qvel, qacc,
-                            tuple(int(b) for b in np.concatenate(body1)),
-                            tuple(int(b) for b in np.concatenate(body2)),
-                            tuple((int(a), int(b)) for g in geoms for a, b in g))  # fmt: skip
+    pos, normal, normal_force, world, spin = (jnp.concatenate(x) for x in zip(*pieces, strict=True))
+    return ConstraintForces(pos, normal, normal_force, state.qpos, world, spin, state.qvel, qacc,
+                            body1, body2, geoms)  # fmt: skip
 
 
 def unsolved_forces(model: Model, state: JointState) -> ConstraintForces:
     """:class:`ConstraintForces` of :func:`constraint_forces`'s shapes and contact slots, all
     zero: what an observation's size is read from without tracing a constraint solve."""
-    groups = model.constraint_model.contacts
-    body1, body2, geoms = [], [], []
-    for i in (i for members in condim_sets(groups) for i in members):  # the rows' order
-        group = groups[i]
-        body1 += [int(b) for b in np.repeat(group.body1, group.slots)]
-        body2 += [int(b) for b in np.repeat(group.body2, group.slots)]
-        geoms += [(int(a), int(b)) for a, b in group.geoms for _ in range(group.slots)]
+    _, body1, body2, geoms = _slot_labels(model.constraint_model.contacts)
     zeros = jnp.zeros((len(body1), 3), state.qvel.dtype)
     return ConstraintForces(zeros, zeros, zeros[:, 0], state.qpos, zeros, zeros, state.qvel,
-                            jnp.zeros_like(state.qvel), tuple(body1), tuple(body2),
-                            tuple(geoms))  # fmt: skip
+                            jnp.zeros_like(state.qvel), body1, body2, geoms)  # fmt: skip
 
 
 #: The contact options of an environment (``"hard"`` is :func:`~jaxmbd.simulate`'s only)

@@ -74,17 +74,21 @@ class SuiteModel:
         i = self.id(kind, name)
         d, mj = self._data, self.mj
         what = _object_kind(kind)
-        mj_body = what.body(mj, i)
         x, R = getattr(d, what.xpos)[i], getattr(d, what.xmat)[i].reshape(3, 3)
-        owner = mj_body
-        while owner > 0 and mj.body_jntnum[owner] == 0:
-            owner = int(mj.body_parentid[owner])
+        owner = self._owner(what.body(mj, i))
         if owner == 0:
             return -1, np.array(x), np.array(R)
         names = self.model.tree.body_names
         b = names.index(self._mujoco.mj_id2name(mj, self._mujoco.mjtObj.mjOBJ_BODY, owner))
         xb, Rb = d.xpos[owner], d.xmat[owner].reshape(3, 3)
         return b, Rb.T @ (x - xb), Rb.T @ R
+
+    def _owner(self, body: int) -> int:
+        """MuJoCo's body that carries ``body``: itself, or the first ancestor with joints
+        (0: the world), whose frame is a tree body's."""
+        while body > 0 and self.mj.body_jntnum[body] == 0:
+            body = int(self.mj.body_parentid[body])
+        return body
 
     def inertial(self, name: str):
         """(tree body index, mass, centre of mass (3,), inertia about it (3, 3)) of MuJoCo's
@@ -93,9 +97,7 @@ class SuiteModel:
         i = self.id("body", name)
         b, _, _ = self.frame("body", name)
         d, mj = self._data, self.mj
-        owner = i
-        while owner > 0 and mj.body_jntnum[owner] == 0:
-            owner = int(mj.body_parentid[owner])
+        owner = self._owner(i)
         xb, Rb = d.xpos[owner], d.xmat[owner].reshape(3, 3)
         Ri = d.ximat[i].reshape(3, 3)
         inertia = Ri @ np.diag(mj.body_inertia[i]) @ Ri.T

@@ -109,7 +109,9 @@ def _move(desired_speed: float, integrator, n_substeps, options) -> ModelEnv:
         name = mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_BODY, body)
         if mj.body_jntnum[body] or mj.body_geomnum[body] != 1:
             raise ValueError(f"{suite.path}: the sensor site '{site}' is not on a welded toe")
-        toes[site] = (suite.frame("site", site), suite.inertial(name), int(mj.body_geomadr[body]))
+        toes[site] = (suite.inertial(name), int(mj.body_geomadr[body]))
+    # every site a sensor reads, on the tree body that carries it
+    sites = {site: suite.frame("site", site) for _, site in (*imu, *wrenches)}
     root = suite.id("joint", "root")
     root_adr = int(mj.jnt_qposadr[root])
 
@@ -122,30 +124,33 @@ def _move(desired_speed: float, integrator, n_substeps, options) -> ModelEnv:
         rddot, omegadot = body_accelerations(physics.tree, p, forces.qvel, forces.qacc)
         return p, rdot, omega, rddot, omegadot
 
+    def point_acceleration(kin, b: int, local):
+        """(world acceleration, angular velocity, angular acceleration) of the point
+        ``local`` fixed in tree body ``b`` (its frame), at the step's start."""
+        p, _, omega, rddot, omegadot = kin
+        w, alpha = p.R[b] @ omega[b], p.R[b] @ omegadot[b]
+        arm = p.x[b] + p.R[b] @ local - p.c[b]
+        return rddot[b] + jnp.cross(alpha, arm) + jnp.cross(w, jnp.cross(w, arm)), w, alpha
+
     def accelerometer(site, kin):
         """``mjSENS_ACCELEROMETER``: the site's linear acceleration less gravity, site axes."""
-        p, _, omega, rddot, omegadot = kin
-        b, pos, R = torso_site if site == "torso" else toes[site][0]
-        w, alpha = p.R[b] @ omega[b], p.R[b] @ omegadot[b]
-        x, Rs = p.x[b] + p.R[b] @ pos, p.R[b] @ R
-        arm = x - p.c[b]
-        a = rddot[b] + jnp.cross(alpha, arm) + jnp.cross(w, jnp.cross(w, arm))
-        return Rs.T @ (a - gravity)
+        p = kin[0]
+        b, pos, R = sites[site]
+        a, _, _ = point_acceleration(kin, b, pos)
+        return (p.R[b] @ R).T @ (a - gravity)
 
     def toe_wrench(physics: Physics, site, kin):
         """(force, torque) of ``mjSENS_FORCE``/``mjSENS_TORQUE`` at a toe site: the wrench
         the ankle exerts on the toe (``cfrc_int``: its rate of momentum less gravity and
         its contact forces), in the site's axes, the torque about the site."""
-        p, _, omega, rddot, omegadot = kin
-        (b, pos, R), (_, mass, com, inertia), geom = toes[site]
+        p = kin[0]
+        (b, pos, R), (_, mass, com, inertia), geom = sites[site], *toes[site]
         forces = physics.constraint_forces
         sign = np.array([1.0 if g2 == geom else -1.0 if g1 == geom else 0.0
                          for g1, g2 in forces.geoms])  # fmt: skip
         Rb = p.R[b]
-        w, alpha = Rb @ omega[b], Rb @ omegadot[b]
+        a, w, alpha = point_acceleration(kin, b, com)
         c = p.x[b] + Rb @ com
-        arm = c - p.c[b]
-        a = rddot[b] + jnp.cross(alpha, arm) + jnp.cross(w, jnp.cross(w, arm))
         f_contact = sign[:, None] * forces.force
         F_c = jnp.sum(f_contact, axis=0)
         N_c = jnp.sum(jnp.cross(forces.pos - c, f_contact) + sign[:, None] * forces.torque, 0)
@@ -168,9 +173,12 @@ def _move(desired_speed: float, integrator, n_substeps, options) -> ModelEnv:
         force_torque (arcsinh of the toes' force and torque sensors)."""
         kin = start_kinematics(physics)
         torso = physics.body("torso")
-        _, Rs = _site(physics, torso_site)
-        readings = {"GYRO": lambda site: Rs.T @ _spin(physics, torso_site[0]),
-                    "ACCELEROMETER": lambda site: accelerometer(site, kin)}  # fmt: skip
+
+        def gyro(site):
+            _, Rs = _site(physics, sites[site])
+            return Rs.T @ _spin(physics, sites[site][0])
+
+        readings = {"GYRO": gyro, "ACCELEROMETER": lambda site: accelerometer(site, kin)}
         imu_values = [readings[kind](site) for kind, site in imu]
         ft = [toe_wrench(physics, site, kin)[WRENCH_PART[kind]] for kind, site in wrenches]
         return jnp.concatenate([physics.qpos[hinge_qpos], physics.qvel[hinge_qvel], physics.act,
