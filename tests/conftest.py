@@ -52,6 +52,13 @@ if os.environ.get("JAXMBD_TOLERANCE_LOG"):
 
     install(os.environ["JAXMBD_TOLERANCE_LOG"])
 
+    def pytest_assertion_pass(item, lineno, orig, expl):
+        """A passing bare assert's achieved / allowed (with -o enable_assertion_pass_hook=true)."""
+        from tolerance_log import assertion_passed
+
+        assertion_passed(os.environ["JAXMBD_TOLERANCE_LOG"], item, lineno, orig, expl)
+
+
 # Masses and inertias of PAPER_NOTES section 1 (the published files have none).
 PAPER_MASSES = {
     "single_pendulum.json": {"First pendulum": (78.0, (0.0325, 104.01625, 104.01625))},
