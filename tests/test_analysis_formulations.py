@@ -22,6 +22,7 @@ import warnings
 
 import numpy as np
 import pytest
+from tolerances import ROUND_OFF
 
 import jaxmbd as mbd
 from jaxmbd.formulations import FORMULATIONS
@@ -64,7 +65,7 @@ def _check_simulate(model, formulation):
     sol = mbd.simulate(model, formulation=formulation, t_end=T_END, h=H)
     assert sol.formulation == formulation
     # released from rest: the first step moves the bob along the tangent of its circle
-    assert np.linalg.norm(np.asarray(sol.r)[-1, 0]) == pytest.approx(L, abs=1e-9)
+    assert np.linalg.norm(np.asarray(sol.r)[-1, 0]) == pytest.approx(L, abs=1e-13)
     assert np.asarray(sol.r)[-1, 0, 0] < R0[0]
 
 
@@ -72,20 +73,22 @@ def _check_kinematics(model, formulation):
     sol = mbd.kinematics(pendulum(driven=True), formulation=formulation, t_end=T_END, h=H)
     assert sol.formulation == formulation
     r, A = np.asarray(sol.r)[:, 0], np.asarray(sol.A)[:, 0]
+    # director's and rp's (slow-marked) solves stop above round-off: 2.5e-13, 6.6e-15 measured
+    tol = {"director": 1e-12, "rp": 3e-14}.get(formulation, ROUND_OFF)
     for k, t in enumerate(np.asarray(sol.t)):
-        np.testing.assert_allclose(r[k], _rotation_y(t) @ R0, rtol=0, atol=1e-9)
+        np.testing.assert_allclose(r[k], _rotation_y(t) @ R0, rtol=0, atol=tol)
     # turning at 1 rad/s about y: r_dot = e_y x r, r_ddot = -(x, 0, z), omega_bar = A^T e_y
     np.testing.assert_allclose(np.asarray(sol.rdot)[:, 0], np.cross([0.0, 1.0, 0.0], r),
-                               rtol=0, atol=1e-9)  # fmt: skip
+                               rtol=0, atol=tol)  # fmt: skip
     np.testing.assert_allclose(np.asarray(sol.rddot)[:, 0], r * [-1.0, 0.0, -1.0], rtol=0,
-                               atol=1e-9)  # fmt: skip
-    np.testing.assert_allclose(np.asarray(sol.omega)[:, 0], A[:, 1, :], rtol=0, atol=1e-9)
-    np.testing.assert_allclose(np.asarray(sol.omegadot)[:, 0], 0.0, rtol=0, atol=1e-9)
+                               atol=tol)  # fmt: skip
+    np.testing.assert_allclose(np.asarray(sol.omega)[:, 0], A[:, 1, :], rtol=0, atol=tol)
+    np.testing.assert_allclose(np.asarray(sol.omegadot)[:, 0], 0.0, rtol=0, atol=tol)
 
 
 def _check_static_equilibrium(model, formulation):
     eq = mbd.static_equilibrium(model, formulation=formulation)
-    np.testing.assert_allclose(np.asarray(eq.r)[0], [0.0, 0.0, -L], rtol=0, atol=1e-9)
+    np.testing.assert_allclose(np.asarray(eq.r)[0], [0.0, 0.0, -L], rtol=0, atol=5e-11)
 
 
 def _frequency():
@@ -96,12 +99,12 @@ def _check_linearize(model, formulation):
     lin = mbd.linearize(model, formulation=formulation)
     assert lin.formulation == formulation
     omega = np.abs(np.linalg.eigvals(np.asarray(lin.A)).imag).max()
-    assert omega / (2 * np.pi) == pytest.approx(_frequency(), rel=1e-6)
+    assert omega / (2 * np.pi) == pytest.approx(_frequency(), rel=ROUND_OFF)
 
 
 def _check_modes(model, formulation):
     modes = mbd.modes(model, formulation=formulation)
-    assert np.asarray(modes.frequencies).max() == pytest.approx(_frequency(), rel=1e-6)
+    assert np.asarray(modes.frequencies).max() == pytest.approx(_frequency(), rel=ROUND_OFF)
 
 
 def _check_simulate_batch(model, formulation):
@@ -109,7 +112,7 @@ def _check_simulate_batch(model, formulation):
                              t_end=T_END, h=H)  # fmt: skip
     assert sol.formulation == formulation
     one = mbd.simulate(model, formulation=formulation, t_end=T_END, h=H)
-    np.testing.assert_allclose(np.asarray(sol.r)[1], np.asarray(one.r), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(sol.r)[1], np.asarray(one.r), rtol=0, atol=ROUND_OFF)
 
 
 def _check_reaction_forces(model, formulation):
@@ -117,7 +120,9 @@ def _check_reaction_forces(model, formulation):
     reactions = mbd.diagnostics.reaction_forces(model, sol, per="joint")
     on_bob = np.asarray(reactions.force_j)[:, 0]  # the hinge's force on the bob
     newton = M * np.asarray(sol.rddot)[:, 0] - M * np.asarray(model.gravity)
-    np.testing.assert_allclose(on_bob, newton, rtol=0, atol=1e-8)
+    # director's reactions (slow-marked) come from its own multipliers: 4.8e-11 measured
+    tol = 2e-10 if formulation == "director" else ROUND_OFF
+    np.testing.assert_allclose(on_bob, newton, rtol=0, atol=tol)
     assert np.abs(on_bob).max() > 5.0  # the bob hangs on the hinge
 
 

@@ -10,6 +10,7 @@ import sys
 import numpy as np
 import pytest
 from PIL import Image
+from tolerances import ROUND_OFF
 from typer.testing import CliRunner
 
 import jaxmbd as mbd
@@ -168,7 +169,7 @@ def test_html_is_offline_holds_the_trajectory_and_renders(tmp_path):
     assert data["bodies"] == list(model.body_names)
     idx = np.searchsorted(np.asarray(sol.t), np.asarray(data["t"]) - 1e-12)
     assert len(idx) == 21
-    np.testing.assert_allclose(np.asarray(data["r"]), np.asarray(sol.r)[idx], atol=1e-12)
+    np.testing.assert_array_equal(np.asarray(data["r"]), np.asarray(sol.r)[idx])
 
     browser = _chromium()
     if browser is None:
@@ -302,7 +303,7 @@ def test_first_frame_bodies_touch_their_joint_points(name):
         tri = scene.verts[body][0][scene.faces[body]]
         inside = _winding_number(world, tri) > 0.5
         gap = 0.0 if inside else _distance_to_surface(world, tri)
-        assert gap <= 1e-9 * size, (
+        assert gap <= ROUND_OFF * size, (
             f"{name}: body {model.body_names[body]!r} is drawn {gap:.3g} away from its point "
             f"{point.tolist()} ({what})"
         )
@@ -389,13 +390,15 @@ def test_ground_plane_patch_at_the_plane_covers_the_travel(ball):
     scene = _ball_scene(model, sol, contacts=False)
     assert len(scene.t) == len(T_BALL) and scene.contacts is None
     # the scene's size: the ball's box over the run, 0.6 + 2 R along x
-    assert scene.size == pytest.approx(0.6 + 2 * R, abs=1e-12)
+    assert scene.size == pytest.approx(0.6 + 2 * R, rel=ROUND_OFF)
     (patch,) = scene.planes
-    np.testing.assert_allclose(patch.verts[:, 2], H, atol=1e-15)
-    np.testing.assert_allclose(patch.normal, [0, 0, 1], atol=1e-15)
+    np.testing.assert_allclose(patch.verts[:, 2], H, rtol=ROUND_OFF)
+    np.testing.assert_allclose(patch.normal, [0, 0, 1], rtol=0, atol=ROUND_OFF)
     margin = 0.25 * scene.size
-    np.testing.assert_allclose(patch.verts.min(0)[:2], [-R - margin, -R - margin], atol=1e-12)
-    np.testing.assert_allclose(patch.verts.max(0)[:2], [0.6 + R + margin, R + margin], atol=1e-12)
+    np.testing.assert_allclose(patch.verts.min(0)[:2], [-R - margin, -R - margin], rtol=ROUND_OFF)
+    np.testing.assert_allclose(
+        patch.verts.max(0)[:2], [0.6 + R + margin, R + margin], rtol=ROUND_OFF
+    )
     # a checkerboard: two shades, as many squares of each (to one)
     shades = np.unique(patch.colors[:, 0])
     assert len(shades) == 2
@@ -420,7 +423,7 @@ def test_tilted_plane_and_ground_shapes_drawn():
     scene = _ball_scene(model, sol)
     assert scene.contacts is None  # no contact pairs, no contact slots
     tilted, wall = scene.planes
-    np.testing.assert_allclose((tilted.verts - [0, 0, H]) @ n_hat, 0.0, atol=1e-14)
+    np.testing.assert_allclose((tilted.verts - [0, 0, H]) @ n_hat, 0.0, rtol=0, atol=ROUND_OFF)
     # every body vertex projects inside the patch (a rectangle in the plane's own axes)
     Rp = model.ground_shapes[0].A
     local = lambda p: ((p - [0, 0, H]) @ Rp)[:, :2]  # noqa: E731
@@ -428,14 +431,18 @@ def test_tilted_plane_and_ground_shapes_drawn():
     lo, hi = local(tilted.verts).min(0), local(tilted.verts).max(0)
     assert np.all(body.min(0) >= lo + 0.25 * scene.size - 1e-12)
     assert np.all(body.max(0) <= hi - 0.25 * scene.size + 1e-12)
-    np.testing.assert_allclose(wall.verts[:, 0], 1.0, atol=1e-15)
+    np.testing.assert_allclose(wall.verts[:, 0], 1.0, rtol=ROUND_OFF)
     # 0.4 by 0.2 (along the plane's own axes) about its point
-    np.testing.assert_allclose(np.sort(np.ptp(wall.verts[:, 1:], axis=0)), [0.2, 0.4], atol=1e-12)
-    np.testing.assert_allclose(0.5 * (wall.verts.min(0) + wall.verts.max(0)), [1, 0, 0], atol=1e-12)
+    np.testing.assert_allclose(
+        np.sort(np.ptp(wall.verts[:, 1:], axis=0)), [0.2, 0.4], rtol=ROUND_OFF
+    )
+    np.testing.assert_allclose(
+        0.5 * (wall.verts.min(0) + wall.verts.max(0)), [1, 0, 0], rtol=0, atol=ROUND_OFF
+    )
     assert scene.names[-1] == "ground"
     tri = scene.verts[-1][0][scene.faces[-1]]
     assert _winding_number(np.array([0.5, 0.5, 0.1]), tri) > 0.5  # the box's centre
-    assert _winding_number(np.array([0.5, 0.5, 0.25]), tri) < 0.5
+    assert _winding_number(np.array([0.5, 0.5, 0.25]), tri) < 0.5  # above it: outside
 
 
 def test_contact_arrows_at_active_frames_along_the_force(ball):
@@ -448,30 +455,34 @@ def test_contact_arrows_at_active_frames_along_the_force(ball):
     assert c is not None and c.active.shape == (len(T_BALL), 1)
     np.testing.assert_array_equal(c.active[:, 0], DELTA > 0)
     force = K * np.clip(DELTA, 0, None) ** 1.5
-    assert c.largest == pytest.approx(force.max(), rel=1e-12)
-    assert c.scale == pytest.approx(0.25 * scene.size / force.max(), rel=1e-12)
+    assert c.largest == pytest.approx(force.max(), rel=ROUND_OFF)
+    assert c.scale == pytest.approx(0.25 * scene.size / force.max(), rel=ROUND_OFF)
     on = DELTA > 0
     expected_point = np.stack([X_BALL, 0 * X_BALL, H - DELTA / 2], axis=1)
-    np.testing.assert_allclose(c.point[on, 0], expected_point[on], atol=1e-12)
+    np.testing.assert_allclose(c.point[on, 0], expected_point[on], rtol=0, atol=ROUND_OFF)
     expected_arrow = np.zeros((len(T_BALL), 3))
     expected_arrow[:, 2] = c.scale * force
-    np.testing.assert_allclose(c.arrow[:, 0], expected_arrow, rtol=1e-12, atol=1e-15)
-    assert np.max(np.linalg.norm(c.arrow, axis=-1)) == pytest.approx(0.25 * scene.size)
+    np.testing.assert_allclose(c.arrow[:, 0], expected_arrow, rtol=ROUND_OFF, atol=1e-15)
+    assert np.max(np.linalg.norm(c.arrow, axis=-1)) == pytest.approx(
+        0.25 * scene.size, rel=ROUND_OFF
+    )
     # the polyline drawn: shaft from the point to its tip, then a head ending at the tip
     from jaxmbd.viz.animation import _arrow_polyline
 
     k = int(np.argmax(force))
     seg = _arrow_polyline(c.point[k], c.arrow[k], np.array([1.0, 0, 0]))
-    np.testing.assert_allclose(seg[0], c.point[k, 0], atol=1e-15)
-    np.testing.assert_allclose(seg[1], seg[4], atol=1e-15)
-    np.testing.assert_allclose(seg[1], c.point[k, 0] + c.arrow[k, 0], atol=1e-15)
+    np.testing.assert_array_equal(seg[0], c.point[k, 0])
+    np.testing.assert_array_equal(seg[1], seg[4])
+    np.testing.assert_array_equal(seg[1], c.point[k, 0] + c.arrow[k, 0])
     barbs = seg[[3, 5]] - seg[4]
-    np.testing.assert_allclose(np.linalg.norm(barbs, axis=1), 0.25 * 0.25 * scene.size)
+    np.testing.assert_allclose(
+        np.linalg.norm(barbs, axis=1), 0.25 * 0.25 * scene.size, rtol=ROUND_OFF
+    )
     # a given scale: force_scale * F, cut to half the scene's size (and headless) above it
     scale = 0.5 * scene.size / (K * 0.025**1.5)  # delta = 0.025 reaches the cut
     c = _ball_scene(model, sol, force_scale=scale).contacts
     length = np.minimum(scale * force, 0.5 * scene.size)
-    np.testing.assert_allclose(c.arrow[:, 0, 2], length, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(c.arrow[:, 0, 2], length, rtol=ROUND_OFF, atol=1e-15)
     np.testing.assert_array_equal(c.cut[:, 0], scale * force > 0.5 * scene.size)
     assert 0 < c.cut.sum() < on.sum()
     k = int(np.argmax(force))
@@ -523,8 +534,8 @@ def test_html_contacts_traces_and_offline_file(ball, tmp_path):
         assert "ground plane" not in [tr.name for tr in frame.data]
         z = frame.data[arrows].z
         if c.active[f, 0]:
-            assert z[0] == pytest.approx(H - DELTA[f] / 2)
-            assert z[1] - z[0] == pytest.approx(c.scale * K * DELTA[f] ** 1.5)
+            assert z[0] == pytest.approx(H - DELTA[f] / 2, rel=ROUND_OFF)
+            assert z[1] - z[0] == pytest.approx(c.scale * K * DELTA[f] ** 1.5, rel=ROUND_OFF)
         else:
             assert len(z) == 0
     hidden = _plotly_figure(_ball_scene(model, sol, contacts=False), **opts)

@@ -22,6 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from tolerances import ROUND_OFF
 
 import jaxmbd as mbd
 from jaxmbd import ModelBuilder
@@ -122,15 +123,15 @@ def test_mass_matrix_and_internal_null_space():
     P_ref[:3, :3] = np.eye(3)
     for I in range(3):
         P_ref[3 + 3 * I : 6 + 3 * I, 3:] = -_hat(A[:, I])
-    assert np.allclose(P, P_ref, atol=1e-15)
+    assert np.allclose(P, P_ref, rtol=0, atol=ROUND_OFF)
     M = np.asarray(FORM.mass_matrix(model)[0])
     red = P.T @ M @ P
     J = np.asarray(model.inertia[0])
-    assert np.allclose(red[:3, :3], 2.0 * np.eye(3), atol=1e-14)
-    assert np.allclose(red[3:, 3:], A @ J @ A.T, atol=1e-14)
-    assert np.allclose(red[:3, 3:], 0.0, atol=1e-14)
+    assert np.allclose(red[:3, :3], 2.0 * np.eye(3), rtol=0, atol=ROUND_OFF)
+    assert np.allclose(red[3:, 3:], A @ J @ A.T, rtol=0, atol=ROUND_OFF)
+    assert np.allclose(red[:3, 3:], 0.0, rtol=0, atol=ROUND_OFF)
     Gint = jax.jacfwd(lambda d: FORM.extra_equations(d))(dirs).reshape(6, 9)
-    assert np.max(np.abs(Gint @ P[3:, 3:])) < 1e-14
+    assert np.max(np.abs(Gint @ P[3:, 3:])) < ROUND_OFF
 
 
 def test_body_state_round_trip():
@@ -140,10 +141,12 @@ def test_body_state_round_trip():
     q, v, a = FORM.from_body_state(r, A, rd, w, rdd, wd)
     flat = FORM.flat_coordinates(q)
     assert flat.shape == (nb, 12)
-    assert np.allclose(flat[:, 3:6], A[:, :, 0]) and np.allclose(flat[:, 9:], A[:, :, 2])
-    assert np.allclose(v[:, 3:6], jnp.cross(jnp.einsum("bij,bj->bi", A, w), A[:, :, 0]))
+    assert np.array_equal(flat[:, 3:6], A[:, :, 0]) and np.array_equal(flat[:, 9:], A[:, :, 2])
+    assert np.allclose(
+        v[:, 3:6], jnp.cross(jnp.einsum("bij,bj->bi", A, w), A[:, :, 0]), rtol=0, atol=ROUND_OFF
+    )
     for got, want in zip(FORM.to_body_state(q, v, a), (r, A, rd, w, rdd, wd), strict=True):
-        assert np.max(np.abs(got - want)) < 1e-13
+        assert np.max(np.abs(got - want)) < ROUND_OFF
 
 
 # ------------------------------------------------------------- pairs: the paper's method
@@ -236,20 +239,20 @@ def test_pair_null_space_and_reparametrisation(kind):
     st = dp.pair_structure(model)
     assert st.size == SIZES[kind], st.describe(model)
     r = _pair_results(kind)
-    assert np.max(np.abs(r["G0"] @ r["P0"])) < 1e-13
-    assert np.max(np.abs(r["P0_disc"] - r["P0"])) < 1e-14  # consistency at q_n (eq. 13)
+    assert np.max(np.abs(r["G0"] @ r["P0"])) < ROUND_OFF
+    assert np.max(np.abs(r["P0_disc"] - r["P0"])) < ROUND_OFF  # consistency at q_n (eq. 13)
     n_rows = r["G0"].shape[0]
     assert np.linalg.matrix_rank(r["P0"]) == st.size == 12 * model.nb - n_rows
     assert np.linalg.matrix_rank(r["G0"]) == n_rows
-    assert np.max(np.abs(r["phi1"])) < 1e-14
-    assert np.max(np.abs(r["DF0"] - r["P0"])) < 1e-13
-    assert np.max(np.abs(r["Gm"] @ r["P"])) < 1e-13
+    assert np.max(np.abs(r["phi1"])) < ROUND_OFF
+    assert np.max(np.abs(r["DF0"] - r["P0"])) < ROUND_OFF
+    assert np.max(np.abs(r["Gm"] @ r["P"])) < ROUND_OFF
     assert np.linalg.matrix_rank(r["P"]) == st.size
     cont = np.max(np.abs(r["Gm"] @ r["P_cont"]))
     if kind in ("P", "C", "E"):
         assert cont > 1e-4
     else:  # S, R and free bodies: the midpoint evaluation is the discrete matrix (90), (125)
-        assert cont < 1e-13
+        assert cont < ROUND_OFF
 
 
 def test_pair_structure_of_the_paper_examples():
@@ -313,9 +316,9 @@ def test_pair_closed_forms_from_the_paper(kind):
         P_cont = P_pair(np.stack([m1, m2], 1), n)
         P_disc = P_pair(np.stack([np.cross(m2, n), np.cross(n, m1)], 1), n)
     assert np.max(np.abs(r["Gm"] @ P_cont)) > 1e-4
-    assert np.max(np.abs(r["Gm"] @ P_disc)) < 1e-12
-    assert np.max(np.abs(r["P"] - P_disc)) < 1e-13
-    assert np.max(np.abs(r["P_cont"] - P_cont)) < 1e-13
+    assert np.max(np.abs(r["Gm"] @ P_disc)) < ROUND_OFF
+    assert np.max(np.abs(r["P"] - P_disc)) < ROUND_OFF
+    assert np.max(np.abs(r["P_cont"] - P_cont)) < ROUND_OFF
 
 
 # ------------------------------------------------------------------------- dynamics
@@ -349,10 +352,10 @@ def test_gyro_top_conserves_energy_and_L3(gyro, scheme, h):
     sol = gyro[scheme, h]
     assert np.all(np.asarray(sol.status) == 0)
     H, _, L = _invariants(model, sol)
-    assert np.max(np.abs(H - H[0])) / abs(H[0]) < 1e-12
-    assert np.max(np.abs(L[:, 2] - L[0, 2])) < 1e-13 * max(1.0, abs(float(L[0, 2])))
+    assert np.max(np.abs(H - H[0])) / abs(H[0]) < ROUND_OFF
+    assert np.max(np.abs(L[:, 2] - L[0, 2])) < ROUND_OFF * max(1.0, abs(float(L[0, 2])))
     assert np.max(np.abs(L[:, 0] - L[0, 0])) > 1e-6
-    assert _max_violation(model, sol, h) < 1e-12
+    assert _max_violation(model, sol, h) < ROUND_OFF
 
 
 def test_diagnostics_use_redundant_director_form(gyro):
@@ -370,9 +373,9 @@ def test_diagnostics_use_redundant_director_form(gyro):
 def test_schemes_agree(gyro, h):
     """The null-space scheme (3 unknowns) and the constrained one (21) reach the same root."""
     a, b = gyro["constrained", h], gyro["null_space", h]
-    assert np.max(np.abs(a.q - b.q)) < 1e-11
-    assert np.max(np.abs(a.v - b.v)) < 1e-8
-    assert np.max(np.abs(a.lam - b.lam)) < 1e-6 * np.max(np.abs(a.lam))
+    assert np.max(np.abs(a.q - b.q)) < 5e-14
+    assert np.max(np.abs(a.v - b.v)) < 5e-12
+    assert np.max(np.abs(a.lam - b.lam)) < 5e-13 * np.max(np.abs(a.lam))
     assert np.max(np.asarray(b.iterations)) < np.max(np.asarray(a.iterations)) + 3
 
 
@@ -406,8 +409,8 @@ def test_condition_numbers_table_II(gyro):
     con = {h: np.median(c["constrained", h][1:]) for h in (0.05, 0.01, 0.005)}
     red = {h: np.median(c["null_space", h][1:]) for h in (0.05, 0.01, 0.005)}
     assert abs(con[0.05] / 1.6e4 - 1) < 0.1, con  # Table II, h = 5e-2
-    assert abs(con[0.005] / 1.6e7 - 1) < 0.1, con  # Table II, h = 5e-3
-    assert abs(np.log(con[0.005] / con[0.01]) / np.log(2) - 3) < 0.1, con  # h^-3
+    assert abs(con[0.005] / 1.6e7 - 1) < 0.04, con  # Table II, h = 5e-3 (two digits: +-3 %)
+    assert abs(np.log(con[0.005] / con[0.01]) / np.log(2) - 3) < 4e-3, con  # h^-3
     d = gyro_top_data()
     limit = d["M1"] / d["M3"]
     assert abs(red[0.005] / limit - 1) < 0.03, (red, limit)  # 8.34 vs 8.5
@@ -444,12 +447,17 @@ def test_free_pairs_conserve_energy_and_momenta(free_pairs, name, scheme):
     model = getattr(mbd.models, name)()
     sol = free_pairs[name, scheme]
     H, p, L = _invariants(model, sol)
-    assert np.max(np.abs(H - H[0])) / abs(H[0]) < 1e-12
-    assert np.max(np.abs(p - p[0])) < 1e-12 * np.max(np.abs(p[0]))
-    assert np.max(np.abs(L - L[0])) < 1e-12 * np.max(np.abs(L[0]))
-    assert _max_violation(model, sol, 0.01) < 1e-11
+    assert np.max(np.abs(H - H[0])) / abs(H[0]) < ROUND_OFF
+    assert np.max(np.abs(p - p[0])) < 2e-14 * np.max(np.abs(p[0]))
+    assert np.max(np.abs(L - L[0])) < ROUND_OFF * np.max(np.abs(L[0]))
+    assert _max_violation(model, sol, 0.01) < ROUND_OFF
     # the initial data is v = P nu (eqs. 174-177)
-    assert np.allclose(sol.omega[0, 1] - sol.omega[0, 0], [0, 0, -100 if "cyl" in name else 60])
+    assert np.allclose(
+        sol.omega[0, 1] - sol.omega[0, 0],
+        [0, 0, -100 if "cyl" in name else 60],
+        rtol=ROUND_OFF,
+        atol=ROUND_OFF,
+    )
 
 
 @pytest.mark.parametrize("name", ["cylindrical_pair", "planar_pair"])
@@ -458,7 +466,7 @@ def test_free_pairs_schemes_agree_and_tables_III_IV(free_pairs, name):
     at h = 1e-2 are of the order of Tables III (~360) and IV (~7.3e2), i.e. O(1e2), not the
     constrained O(1e10-1e11)."""
     a, b = free_pairs[name, "constrained"], free_pairs[name, "null_space"]
-    assert np.max(np.abs(a.q - b.q)) < 1e-10 * np.max(np.abs(a.q))
+    assert np.max(np.abs(a.q - b.q)) < ROUND_OFF * np.max(np.abs(a.q))
     red = np.asarray(b.condition[1:])
     paper = 360.0 if name == "cylindrical_pair" else 730.0
     assert np.all((red > paper / 2) & (red < paper * 2)), red
@@ -499,9 +507,11 @@ def test_six_body_linkage_start_is_consistent(linkage):
                         np.einsum("bij,bj->bi", J, np.asarray(sol.omegadot[0]))
                         + np.cross(w, np.einsum("bij,bj->bi", J, w))], 1)  # fmt: skip
     Q = np.concatenate([m[:, None] * np.asarray(model.gravity), np.zeros((model.nb, 3))], 1)
-    assert np.max(np.abs(G.T @ lam - (Q - a).reshape(-1))) < 1e-10
+    assert np.max(np.abs(G.T @ lam - (Q - a).reshape(-1))) < 5e-15
     # body 1 turns about a(H_1) = -e3 at theta1_dot = 30 (body frames global at t = 0)
-    assert np.allclose(np.asarray(sol.omega[0, 0]), [0.0, 0.0, -30.0], atol=1e-12)
+    assert np.allclose(
+        np.asarray(sol.omega[0, 0]), [0.0, 0.0, -30.0], rtol=ROUND_OFF, atol=ROUND_OFF
+    )
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
@@ -513,32 +523,32 @@ def test_six_body_linkage_symmetry_closure_energy(linkage, scheme):
     geo = six_body_linkage_geometry()
     m0, c0, J0 = geo["bodies"][0]
     a, L = geo["a"], geo["L"]  # the paper's mass, COM and inertia of body 0
-    assert abs(m0 - 1000 * a * a * L**3 / 6) < 1e-15
-    assert np.allclose(c0, [a * L / 4, L / 2, -a * L / 4], atol=1e-15)
+    assert abs(m0 - 1000 * a * a * L**3 / 6) < ROUND_OFF * m0
+    assert np.allclose(c0, [a * L / 4, L / 2, -a * L / 4], rtol=ROUND_OFF, atol=0)
     J_paper = 1000 * L**5 * a * a / 40 * np.array(
         [[1 / 3 + a * a / 4, a / 6, -a * a / 12], [a / 6, a * a / 2, a / 6],
          [-a * a / 12, a / 6, 1 / 3 + a * a / 4]]
     )  # fmt: skip
-    assert np.max(np.abs(J0 - J_paper)) < 1e-18
+    assert np.max(np.abs(J0 - J_paper)) < ROUND_OFF * np.max(np.abs(J_paper))
     model = mbd.models.six_body_linkage()
     sol = linkage[scheme]
     assert np.all(np.asarray(sol.status) == 0)
     H, _, _ = _invariants(model, sol)
-    assert np.max(np.abs(H - H[0])) / abs(H[0]) < 1e-12
+    assert np.max(np.abs(H - H[0])) / abs(H[0]) < 3e-14
     th = six_body_joint_angles(sol.A)
-    assert np.max(np.abs(th[:, 0] - th[:, 2])) < 1e-8
-    assert np.max(np.abs(th[:, 0] - th[:, 4])) < 1e-8
-    assert np.max(np.abs(th[:, 1] - th[:, 3])) < 1e-8
+    assert np.max(np.abs(th[:, 0] - th[:, 2])) < ROUND_OFF
+    assert np.max(np.abs(th[:, 0] - th[:, 4])) < ROUND_OFF
+    assert np.max(np.abs(th[:, 1] - th[:, 3])) < ROUND_OFF
     s1, s2 = np.sin(th[:, 0]), np.sin(th[:, 1])
-    assert np.max(np.abs(s2 * (1 - s1) - s1)) < 1e-10
+    assert np.max(np.abs(s2 * (1 - s1) - s1)) < ROUND_OFF
     assert np.ptp(th[:, 0]) > 0.5  # it moves
-    assert _max_violation(model, sol, 0.01) < 1e-12
+    assert _max_violation(model, sol, 0.01) < ROUND_OFF
 
 
 def test_six_body_linkage_schemes_agree(linkage):
     """5 reduced unknowns (1 projected balance + 4 closure combinations) vs 119: same root."""
     a, b = linkage["constrained"], linkage["null_space"]
-    assert np.max(np.abs(a.q - b.q)) < 1e-10
+    assert np.max(np.abs(a.q - b.q)) < 5e-14
     assert np.max(np.asarray(b.iterations)) <= 8
 
 
@@ -595,12 +605,15 @@ def test_planar_joint_every_formulation(formulation, integrator, options):
     g_par = g - n * (n @ g)
     r0 = np.asarray(sol.r[0, 0])
     v0 = np.asarray(sol.rdot[0, 0])
-    assert abs(n @ v0) < 1e-12
+    assert abs(n @ v0) < ROUND_OFF
     ref_r = r0 + v0 * t + 0.5 * g_par * t**2
-    assert np.max(np.abs(np.asarray(sol.r[:, 0]) - ref_r)) < 1e-6
+    assert np.max(np.abs(np.asarray(sol.r[:, 0]) - ref_r)) < 5e-14
     A0 = np.asarray(sol.A[0, 0])
     ref_A = np.stack([np.asarray(so3_exp(jnp.asarray(w * tk))) @ A0 for tk in t[:, 0]])
-    assert np.max(np.abs(np.asarray(sol.A[:, 0]) - ref_A)) < 1e-6
+    # the rotation about n is exact in rA; the director midpoint and gen_alpha on rp's and re's
+    # coordinates err by 2.6e-8 and 6.6e-9 (measured, rp and re slow-marked)
+    tol = {"director": 1e-7, "rp": 3e-8, "re": 3e-8}.get(formulation, ROUND_OFF)
+    assert np.max(np.abs(np.asarray(sol.A[:, 0]) - ref_A)) < tol
 
 
 @pytest.mark.parametrize(
@@ -620,7 +633,7 @@ def test_gradient_through_energy_momentum(scheme):
     g = mbd.jit(jax.grad(loss))(m0)
     eps = 1e-4 * m0
     fd = (loss(m0 + eps) - loss(m0 - eps)) / (2 * eps)
-    assert abs(float(g[0]) - float(fd[0])) < 1e-6 * max(1.0, abs(float(fd[0])))
+    assert abs(float(g[0]) - float(fd[0])) < 3e-10 * max(1.0, abs(float(fd[0])))
     assert abs(float(g[0])) > 1e-6
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tolerances import ROUND_OFF
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -90,7 +91,7 @@ def assert_expected_values(printed: str, *, rtol: float):
         if " expected " in line:
             before, after = line.split(" expected ")
             value, reference = float(NUMBER.findall(before)[-1]), float(NUMBER.findall(after)[0])
-            assert abs(value - reference) <= rtol * abs(reference) + 1e-12, line
+            assert abs(value - reference) <= rtol * abs(reference) + ROUND_OFF, line
             checked += 1
     assert checked, printed
 
@@ -99,16 +100,20 @@ FORCE_EXAMPLES = EXAMPLE.findall((DOCS / "guide/forces.md").read_text())
 
 
 @pytest.mark.parametrize(
-    "code, shown",
-    # the spring's example compiles a gradient (about a minute on 2 cores): -m slow
-    [pytest.param(*FORCE_EXAMPLES[0], marks=pytest.mark.slow), *FORCE_EXAMPLES[1:]],
+    "code, shown, rtol",
+    # the spring's example compiles a gradient (about a minute on 2 cores): -m slow; its
+    # gradient meets the closed form to 2e-8 (the page), the others theirs to round-off
+    [
+        pytest.param(*FORCE_EXAMPLES[0], 1e-5, marks=pytest.mark.slow),
+        *[(*example, 3e-14) for example in FORCE_EXAMPLES[1:]],
+    ],
     ids=["spring_damper", "bushing", "point_force", "body_torque", "general"],
 )
-def test_force_element_examples(code, shown):
+def test_force_element_examples(code, shown, rtol):
     """Each force element's example on the guide page: the simulation meets the closed form
     it prints beside it, and the page shows the output it really prints."""
     printed, _ = run_example(code)
-    assert_expected_values(printed, rtol=1e-5)
+    assert_expected_values(printed, rtol=rtol)
     assert_prints(printed, shown, rtol=1e-6)
 
 
@@ -117,7 +122,7 @@ def test_statics_example():
     page shows (and the closed forms the page derives: 0.529243 rad, 0.991391 Hz)."""
     code, shown = EXAMPLE.findall((DOCS / "guide/statics.md").read_text())[0]
     printed, _ = run_example(code)
-    assert_prints(printed, shown, rtol=1e-6)
+    assert_prints(printed, shown, rtol=ROUND_OFF)
 
 
 def test_markers_example():
@@ -125,8 +130,8 @@ def test_markers_example():
     the closed forms printed beside them, and the page shows what the example prints."""
     code, shown = EXAMPLE.findall((DOCS / "guide/markers.md").read_text())[0]
     printed, _ = run_example(code)
-    assert_expected_values(printed, rtol=1e-12)
-    assert_prints(printed, shown, rtol=1e-9)
+    assert_expected_values(printed, rtol=ROUND_OFF)
+    assert_prints(printed, shown, rtol=ROUND_OFF)
 
 
 def test_closed_loop_example():
@@ -137,8 +142,9 @@ def test_closed_loop_example():
     got, want = printed.strip().splitlines(), shown.strip().splitlines()
     assert "['J4.cd_z', 'J4.perp1.dp1_a', 'J4.perp1.dp1_b']" in got[0]
     residual = float(NUMBER.findall(got[2])[-1])  # round-off: its digits vary
-    assert residual < 1e-10 and float(NUMBER.findall(want[2])[-1]) < 1e-10
-    assert_prints("\n".join(got[:2] + got[3:]), "\n".join(want[:2] + want[3:]), rtol=1e-12)
+    assert residual < 1e-11
+    assert float(NUMBER.findall(want[2])[-1]) < 1e-11
+    assert_prints("\n".join(got[:2] + got[3:]), "\n".join(want[:2] + want[3:]), rtol=ROUND_OFF)
 
 
 def test_readme_example():
@@ -148,9 +154,9 @@ def test_readme_example():
     printed, ns = run_example(code)
     assert ns["sol"].r.shape == (1001, 2, 3) and ns["sol"].A.shape == (1001, 2, 3, 3)
     energy = ns["E"]
-    assert abs(float(energy[-1] - energy[0])) < 1e-5 * float(np.abs(energy).max())
+    assert abs(float(energy[-1] - energy[0])) < 1e-10 * float(np.abs(energy).max())
     # the slider crank's crank turns once a second: the slider is back at x = 0.2
-    assert abs(float(ns["kin"].r[-1, 2, 0]) - 0.2) < 1e-9
+    assert abs(float(ns["kin"].r[-1, 2, 0]) - 0.2) < 1e-11
     # the MJCF arm runs in joint coordinates, MuJoCo's layout
     assert ns["arm"].formulation == "joint" and ns["arm"].qpos.shape == (1001, 3)
     gradient = [line for line in printed.splitlines() if line.startswith("d z / d mass:")]

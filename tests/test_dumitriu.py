@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import scipy.linalg
 from scipy.integrate import solve_ivp
+from tolerances import ROUND_OFF
 
 import jaxmbd as mbd
 from jaxmbd.formulations import Rotmat
@@ -182,8 +183,8 @@ def test_model_data_and_poinsot_tensors():
     m = model()
     assert m.nb == 2 and m.nc == 6 and m.body_names == ("bar 1", "bar 2")
     C = M * (L * L + A_W * A_W) / 12
-    assert abs(C - 3.636e-4) < 1e-7  # printed "3,636 kg cm^2"
-    assert np.allclose(m.gravity, [G, 0, 0])
+    assert abs(C - 3.636e-4) < 5e-8  # printed "3,636 kg cm^2": half its last digit
+    assert np.array_equal(m.gravity, [G, 0, 0])
     q = start_state(m).q
     K = np.asarray(FORM.poinsot_tensors(m, q))
     for b, th in enumerate((PHI0, PSI0)):
@@ -195,11 +196,11 @@ def test_model_data_and_poinsot_tensors():
                 [0, 0, B_T * B_T],
             ]
         )
-        np.testing.assert_allclose(K[b], eq15, rtol=1e-10, atol=1e-16)
+        np.testing.assert_allclose(K[b], eq15, rtol=0, atol=ROUND_OFF * np.abs(eq15).max())
     # K <-> J round trip: J = tr(K) I - K
     J = np.asarray(m.inertia[0])
     Kb = np.asarray(poinsot_tensor(m.inertia[0]))
-    np.testing.assert_allclose(np.trace(Kb) * np.eye(3) - Kb, J, rtol=1e-12)
+    np.testing.assert_allclose(np.trace(Kb) * np.eye(3) - Kb, J, rtol=ROUND_OFF)
     # R(0) = I, T*(0) = 0 (eq. 4); the rotmat coordinates of the start
     np.testing.assert_array_equal(np.asarray(q.R), np.broadcast_to(np.eye(3), (2, 3, 3)))
     np.testing.assert_array_equal(np.asarray(q.T), 0.0)
@@ -231,15 +232,18 @@ def test_gcons_are_at_most_quadratic_and_spherical_is_linear():
         return jax.jvp(lambda y: jax.jvp(phi, (y,), (u,))[1], (x,), (w,))[1]
 
     third = jax.jit(lambda x: jax.jvp(lambda y: second(y, d1, d2), (x,), (d3,))[1])(x0)
-    assert np.max(np.abs(np.asarray(third))) < 1e-12
+    assert np.max(np.abs(np.asarray(third))) < ROUND_OFF
     hess = np.asarray(jax.jit(second)(x0, d1, d2))
     assert np.max(np.abs(hess[:5])) > 1e-3  # DP1, DP2, D, CD (0: linear), ROT
-    assert abs(hess[3]) < 1e-14  # CD is linear
+    assert abs(hess[3]) < ROUND_OFF  # CD is linear
     np.testing.assert_array_equal(hess[5:], 0.0)  # spherical joint: linear (eq. 13)
     # and the values equal the rA constraint values at r = T* + R OG_0, A = R A_0
     r, A, *_ = FORM.to_body_state(q, jnp.zeros((2, 12)), jnp.zeros((2, 12)))
     np.testing.assert_allclose(
-        FORM.joint_residual(m, q, 0.7), mbd.equations.constraint_values(m, r, A, 0.7), atol=1e-15
+        FORM.joint_residual(m, q, 0.7),
+        mbd.equations.constraint_values(m, r, A, 0.7),
+        rtol=0,
+        atol=ROUND_OFF,
     )
 
 
@@ -254,11 +258,11 @@ def test_lyapunov_solve_against_scipy_and_kronecker():
     B = B + B.T
     d, Q = np.linalg.eigh(K_inv)
     lam = np.asarray(lyapunov_solve(jnp.asarray(K_inv), jnp.asarray(B), Q, d))
-    np.testing.assert_allclose(lam, scipy.linalg.solve_sylvester(K_inv, K_inv, B), rtol=1e-12)
+    np.testing.assert_allclose(lam, scipy.linalg.solve_sylvester(K_inv, K_inv, B), rtol=1e-13)
     # direct Kronecker solve of Lambda K^-1 + K^-1 Lambda = B (row-major vec)
     kron = np.kron(np.eye(3), K_inv.T) + np.kron(K_inv, np.eye(3))
-    np.testing.assert_allclose(lam.reshape(-1), np.linalg.solve(kron, B.reshape(-1)), rtol=1e-12)
-    np.testing.assert_allclose(lam, lam.T, atol=1e-14)
+    np.testing.assert_allclose(lam.reshape(-1), np.linalg.solve(kron, B.reshape(-1)), rtol=5e-14)
+    np.testing.assert_allclose(lam, lam.T, rtol=0, atol=ROUND_OFF)
     # derivative with respect to K^-1 (custom jvp, no eigenvector derivative) vs central FD
     dK = rng.standard_normal((3, 3))
     dK = dK + dK.T
@@ -272,7 +276,7 @@ def test_lyapunov_solve_against_scipy_and_kronecker():
         lambda Kx: lyapunov_solve(Kx, jnp.asarray(B), Q, d), (jnp.asarray(K_inv),), (dK,)
     )
     eps = 1e-6
-    np.testing.assert_allclose(tangent, (f(eps) - f(-eps)) / (2 * eps), rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(tangent, (f(eps) - f(-eps)) / (2 * eps), rtol=0, atol=2e-9)
 
     # Hessian-vector product of a loss of Lambda along dK (forward over reverse) against
     # central differences of its gradient (eigen-decomposition recomputed at each point)
@@ -287,7 +291,7 @@ def test_lyapunov_solve_against_scipy_and_kronecker():
         grad_at(jnp.asarray(K_inv + eps * dK), *_eig(K_inv + eps * dK))
         - grad_at(jnp.asarray(K_inv - eps * dK), *_eig(K_inv - eps * dK))
     ) / (2 * eps)
-    np.testing.assert_allclose(second, fd, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(second, fd, rtol=0, atol=8e-9)
     assert np.abs(np.asarray(fd)).max() > 1e-3
     # a repeated eigenvalue (symmetric body): the gradient stays finite
     g = jax.grad(lambda Kx: jnp.sum(lyapunov_solve(Kx, jnp.asarray(B), *_eig(np.eye(3)))))(
@@ -323,8 +327,8 @@ def test_two_step_equals_one_step():
     q = q._replace(R=jnp.stack([R, R.T]))
     two, one = two_step(m, c, q, v, t), one_step(m, q, v, t)
     scale = np.max(np.abs(np.asarray(one.lam)))
-    assert np.max(np.abs(np.asarray(two.lam - one.lam))) < 1e-10 * scale
-    assert np.max(np.abs(np.asarray(two.a - one.a))) < 1e-10 * np.max(np.abs(np.asarray(one.a)))
+    assert np.max(np.abs(np.asarray(two.lam - one.lam))) < 5e-14 * scale
+    assert np.max(np.abs(np.asarray(two.a - one.a))) < 2e-13 * np.max(np.abs(np.asarray(one.a)))
     # drifted states: the difference is proportional to the drift
     E = jnp.asarray(rng.standard_normal((2, 3, 3)))
     diffs = []
@@ -334,23 +338,23 @@ def test_two_step_equals_one_step():
         diffs.append(d)
     ratios = np.asarray(diffs[:-1]) / np.asarray(diffs[1:])
     assert np.all((ratios > 8) & (ratios < 12)), (diffs, ratios)
-    assert diffs[0] < 1e-2 * scale
+    assert diffs[0] < 1e-3 * scale
 
 
 def test_initial_accelerations_and_multipliers():
     """R''_1(0) = phi''(0) j(z0), R''_2(0) = psi''(0) j(z0), Lambda_01(0), Lambda_12(0) equal
-    the reaction formulas with the reference accelerations (rtol 1e-8)."""
+    the reaction formulas with the reference accelerations (to ~1e-13 of their size)."""
     m = model()
     s = start_state(m)
     c = FORM.constants(m, s.q)
     a, lam, _ = two_step(m, c, s.q, s.v, jnp.asarray(0.0))
     _, _, _, _, ddphi, ddpsi = reference([0.0])
     jz = np.array([[0, -1, 0], [1, 0, 0], [0, 0, 0]])
-    np.testing.assert_allclose(a[0, 3:].reshape(3, 3), ddphi[0] * jz, rtol=1e-8, atol=1e-10)
-    np.testing.assert_allclose(a[1, 3:].reshape(3, 3), ddpsi[0] * jz, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(a[0, 3:].reshape(3, 3), ddphi[0] * jz, rtol=0, atol=4e-12)
+    np.testing.assert_allclose(a[1, 3:].reshape(3, 3), ddpsi[0] * jz, rtol=0, atol=2e-12)
     l01, l12 = reference_reactions([0.0])
-    np.testing.assert_allclose(lam[:3], l01[0], rtol=1e-8, atol=1e-12)
-    np.testing.assert_allclose(lam[3:6], l12[0], rtol=1e-8, atol=1e-12)
+    np.testing.assert_allclose(lam[:3], l01[0], rtol=0, atol=4e-14)
+    np.testing.assert_allclose(lam[3:6], l12[0], rtol=0, atol=2e-14)
 
 
 # ----------------------------------------------------------- trajectories (simulate, RK4)
@@ -446,7 +450,7 @@ def test_printed_eq27_disagrees_with_the_reference():
     ref = reference(np.asarray(s.t))
     printed = np.asarray(dm.angles_as_printed(s))
     assert np.max(np.abs(printed - ref[1])) > 1e-2
-    assert angle_errors(s) < 1e-6
+    assert angle_errors(s) < 1e-7
 
 
 def test_rotmat_agrees_with_rA_gen_alpha():
@@ -454,7 +458,7 @@ def test_rotmat_agrees_with_rA_gen_alpha():
     ga = gen_alpha(1e-3)
     # gen_alpha is second order: its error at h = 1e-3 is ~1e-4 rad
     assert np.max(np.abs(np.asarray(s.r - ga.r))) < 2e-5
-    assert np.max(np.abs(np.asarray(s.lam - ga.lam))) < 1e-3 * M * G
+    assert np.max(np.abs(np.asarray(s.lam - ga.lam))) < 4e-4 * M * G
     assert angle_errors(ga) < 2e-4
 
 
@@ -483,7 +487,7 @@ def test_frozen_multipliers_are_first_order():
     p = observed_orders(errors)[0]
     assert 0.8 < p < 1.3, (errors, p)
     per_stage = np.max(np.abs(rollout_angles(RungeKutta(tableau="rk4"), 1e-3, t_end) - ref))
-    assert per_stage < 1e-4 * errors[-1]
+    assert per_stage < 2e-7 * errors[-1]
     # the linear joint constraints are no longer kept to round-off
     s = rollout(model(), frozen, jnp.asarray(1e-3), jnp.asarray(400))
     joints = np.asarray(FORM.joint_residual(model(), s.q, 0.4))
@@ -522,6 +526,7 @@ def test_gradient_through_rk_matches_central_differences():
             plus = eqx.tree_at(get, m, jnp.asarray(leaf + e.reshape(leaf.shape)))
             minus = eqx.tree_at(get, m, jnp.asarray(leaf - e.reshape(leaf.shape)))
             fd = (float(loss(plus)) - float(loss(minus))) / (2 * step)
+            # finite differences: the inertia's quotient carries ~5e-5 of round-off (above)
             assert abs(grad_leaf[k] - fd) < 1e-4 * abs(fd), (name, k, grad_leaf[k], fd)
 
 
@@ -532,7 +537,7 @@ def test_vmap_over_models():
     h, n = jnp.asarray(1e-2), jnp.asarray(10)
     out = jax.vmap(lambda m: rollout(m, integ, h, n).lam)(batch)
     for k, m in enumerate(models):
-        np.testing.assert_allclose(out[k], rollout(m, integ, h, n).lam, rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(out[k], rollout(m, integ, h, n).lam, rtol=0, atol=2e-13)
     assert np.max(np.abs(np.asarray(out[0] - out[1]))) > 0.1
 
 
@@ -544,7 +549,7 @@ def test_rk_steps_rp_with_the_kkt_system():
     ref = reference(np.asarray(s.t))
     phi = np.arctan2(s.A[:, 0, 1, 0], s.A[:, 0, 0, 0])
     assert np.max(np.abs(np.asarray(phi) - ref[0])) < 1e-8
-    assert np.max(np.abs(np.asarray(mbd.diagnostics.position_residual(model(), s)))) < 1e-8
+    assert np.max(np.abs(np.asarray(mbd.diagnostics.position_residual(model(), s)))) < 3e-10
 
 
 def test_bad_options_are_refused():

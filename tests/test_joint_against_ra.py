@@ -54,7 +54,7 @@ MEASURED = {
 
 def _bound(measured):
     # round-off of a 1 s run: at least 1e-14, as another platform's libm rounds differently
-    return max(10 * measured, 1e-14)
+    return max(5 * measured, 1e-14)
 
 
 def _model(name):

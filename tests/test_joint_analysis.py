@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import scipy.optimize
 from test_joint_loops import A_, B_, C_, D_, four_bar
+from tolerances import ROUND_OFF
 
 import jaxmbd as mbd
 from jaxmbd.analysis.linearize import mode_motion, modes_of
@@ -61,17 +62,18 @@ def test_four_bar_equilibrium_and_reactions_match_the_closed_form_and_absolute(h
     assert joint.qpos is not None and int(joint.status) == 0
     _, centres, _ = _four_bar_closed_form()
     np.testing.assert_allclose(np.asarray(joint.r)[:, :2], centres, rtol=0, atol=5e-11)
-    np.testing.assert_allclose(np.asarray(joint.r)[:, 2], 0.0, atol=1e-15)
-    np.testing.assert_allclose(np.asarray(joint.r), np.asarray(ra.r), atol=5e-11)
+    np.testing.assert_allclose(np.asarray(joint.r)[:, 2], 0.0, rtol=0, atol=ROUND_OFF)
+    np.testing.assert_allclose(np.asarray(joint.r), np.asarray(ra.r), rtol=0, atol=3e-11)
     assert np.asarray(joint.r)[:, 1].max() < 0  # the stable, hanging branch
-    np.testing.assert_allclose(np.asarray(joint.A), np.asarray(ra.A), atol=3e-10)
+    np.testing.assert_allclose(np.asarray(joint.A), np.asarray(ra.A), rtol=0, atol=2e-10)
     # the reactions of every joint, tree rows (Newton-Euler) and the closing rows alike
     f_joint = mbd.diagnostics.reaction_forces(model, joint.as_solution(), per="joint")
     f_ra = mbd.diagnostics.reaction_forces(model, ra.as_solution(), per="joint")
     assert f_joint.names == f_ra.names == ("O2", "P", "Q", "O4")
     for field in ("force_i", "force_j", "torque_i_global", "torque_j_global"):
         np.testing.assert_allclose(np.asarray(getattr(f_joint, field)),
-                                   np.asarray(getattr(f_ra, field)), atol=1e-9)  # fmt: skip
+                                   np.asarray(getattr(f_ra, field)),
+                                   rtol=0, atol=5e-10)  # fmt: skip
     assert np.abs(np.asarray(f_ra.force_j)[0, 3]).max() > 1.0  # the loop carries load
 
 
@@ -89,7 +91,7 @@ def test_four_bar_modes_match_the_closed_form_and_absolute(hanging_four_bar):
     np.testing.assert_allclose(np.abs(m_joint.shapes), np.abs(m_ra.shapes), atol=5e-11)
     motion = mode_motion(model, m_joint, 0, amplitude=0.2, cycles=1)
     assert np.ptp(np.asarray(motion.r)[:, 2, 0]) > 1e-3  # the rocker moves with the crank
-    assert np.max(np.abs(np.asarray(motion.r)[:, 0])) < 1.0
+    assert np.max(np.abs(np.asarray(motion.r)[:, 0])) < 1.0  # bounded: a sanity check
 
 
 @pytest.mark.slow  # the implicit gradient's program: about a minute to compile
@@ -125,5 +127,5 @@ def test_ball_joint_pendulum_frequencies_closed_form():
     assert lin.coordinate_names == ("ball.rx", "ball.ry", "ball.rz")
     freq = np.sort(modes_of(lin).frequencies)
     expected = [np.sqrt(mass * G * d / (i + mass * d**2)) / (2 * np.pi) for i in inertia[:2]]
-    np.testing.assert_allclose(freq[-2:], np.sort(expected), rtol=1e-10)
-    assert freq[0] < 1e-8
+    np.testing.assert_allclose(freq[-2:], np.sort(expected), rtol=ROUND_OFF)
+    assert freq[0] < ROUND_OFF

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from test_docs import EXAMPLE, assert_prints, run_example
+from tolerances import ROUND_OFF
 
 import jaxmbd as mbd
 from jaxmbd.constraints.equations import constraint_values, rA_terms
@@ -89,14 +90,19 @@ def test_set_joint_state_places_every_kind(chain_model):
     assert model.joint_names == ("h", "u", "c", "s", "p", "t", "g")
     for name, (q, qdot) in STATES.items():
         got_q, got_qdot = initial_coordinates(model, name)
-        np.testing.assert_allclose(got_q, np.reshape(q, got_q.shape), atol=1e-12, err_msg=name)
-        np.testing.assert_allclose(got_qdot, np.reshape(qdot, got_qdot.shape), atol=1e-12)
+        np.testing.assert_allclose(
+            got_q, np.reshape(q, got_q.shape), rtol=0, atol=ROUND_OFF, err_msg=name
+        )
+        np.testing.assert_allclose(
+            got_qdot, np.reshape(qdot, got_qdot.shape), rtol=0, atol=ROUND_OFF
+        )
     q_g, qdot_g = initial_coordinates(model, "g")
-    assert abs(q_g) < 1e-12 and abs(qdot_g) < 1e-12
+    assert abs(q_g) < ROUND_OFF
+    assert abs(qdot_g) < ROUND_OFF
     phi, G, nu, _ = rA_terms(model, model.r0, model.A0, model.rdot0, model.omega0, 0.0)
     v = np.concatenate([np.asarray(model.rdot0), np.asarray(model.omega0)], 1).reshape(-1)
-    assert np.abs(np.asarray(phi)).max() < 1e-12
-    assert np.abs(np.asarray(G) @ v - np.asarray(nu)).max() < 1e-12
+    assert np.abs(np.asarray(phi)).max() < ROUND_OFF
+    assert np.abs(np.asarray(G) @ v - np.asarray(nu)).max() < 2e-14
     # the bodies moved: nothing is at its drawn pose any more except the ground side of "h"
     drawn = chain(states={}).build()
     assert np.abs(np.asarray(model.r0) - np.asarray(drawn.r0)).max() > 0.5
@@ -112,13 +118,17 @@ def test_sol_joints_round_trip_and_rates(chain_model, chain_run):
     for name, (q, qdot) in STATES.items():
         c = sol.joints[name]
         q_t, qdot_t = np.asarray(c.q), np.asarray(c.qdot)
-        np.testing.assert_allclose(q_t[0], np.reshape(q, q_t[0].shape), atol=1e-9, err_msg=name)
-        np.testing.assert_allclose(qdot_t[0], np.reshape(qdot, qdot_t[0].shape), atol=1e-8)
+        np.testing.assert_allclose(
+            q_t[0], np.reshape(q, q_t[0].shape), rtol=0, atol=ROUND_OFF, err_msg=name
+        )
+        np.testing.assert_allclose(
+            qdot_t[0], np.reshape(qdot, qdot_t[0].shape), rtol=0, atol=ROUND_OFF
+        )
         diff = (q_t[2:] - q_t[:-2]) / (2 * h)
         if name == "s":
             diff = quaternion_rate_to_omega(q_t[1:-1], diff)
         scale = 1.0 + np.abs(qdot_t).max()
-        assert np.abs(diff - qdot_t[1:-1]).max() < 1e-4 * scale, name
+        assert np.abs(diff - qdot_t[1:-1]).max() < 2e-5 * scale, name
     assert sol.joints["h"].q.shape == sol.t.shape  # one coordinate: (T,)
     assert sol.joints["p"].q.shape == (*sol.t.shape, 3)
     spherical = sol.joints["s"]
@@ -126,7 +136,7 @@ def test_sol_joints_round_trip_and_rates(chain_model, chain_run):
     # rotation vector: angle times axis of the quaternion
     rv = np.asarray(spherical.rotation_vector)
     R = np.asarray(so3_exp(jnp.asarray(rv)))
-    np.testing.assert_allclose(R, np.asarray(ep_to_A(spherical.q)), atol=1e-12)
+    np.testing.assert_allclose(R, np.asarray(ep_to_A(spherical.q)), rtol=0, atol=ROUND_OFF)
     with pytest.raises(KeyError, match=r"no joint 'nope'.*\['h', 'u', 'c', 's', 'p', 't', 'g'\]"):
         sol.joints["nope"]
 
@@ -139,11 +149,11 @@ def test_unwrapping_over_revolutions_in_kinematics():
     page = (DOCS / "guide/basics.md").read_text()
     code, shown = next((c, s) for c, s in EXAMPLE.findall(page) if "set_joint_state" in c)
     printed, ns = run_example(code)
-    assert_prints(printed, shown, rtol=1e-9)
+    assert_prints(printed, shown, rtol=ROUND_OFF)
     sol, pin = ns["sol"], ns["pin"]
     t = np.asarray(sol.t)
-    np.testing.assert_allclose(pin.q, 4.0 + 10.0 * t, atol=1e-9)
-    np.testing.assert_allclose(pin.qdot, 10.0, atol=1e-9)
+    np.testing.assert_allclose(pin.q, 4.0 + 10.0 * t, rtol=ROUND_OFF)
+    np.testing.assert_allclose(pin.qdot, 10.0, rtol=ROUND_OFF)
     assert float(pin.q[-1]) > 4.0 + 3 * 2 * math.pi
 
 
@@ -183,21 +193,21 @@ def test_unwrapping_and_quaternion_sign_over_revolutions():
     angles = np.linspace(0.0, 3.3 * 2 * np.pi, 400)
     sol = _spinning(model, angles, (0, 0, 1))
     ball, hinge = sol.joints["ball"], sol.joints["hinge"]
-    np.testing.assert_allclose(hinge.q, angles, atol=1e-12)
-    np.testing.assert_allclose(hinge.qdot, np.gradient(angles, 0.01), atol=1e-9)
+    np.testing.assert_allclose(hinge.q, angles, rtol=0, atol=ROUND_OFF * angles.max())
+    np.testing.assert_allclose(hinge.qdot, np.gradient(angles, 0.01), rtol=0, atol=ROUND_OFF)
     expected = -np.stack([np.cos(angles / 2), 0 * angles, 0 * angles, np.sin(angles / 2)], 1)
-    np.testing.assert_allclose(ball.q, expected, atol=1e-12)
-    np.testing.assert_allclose(ball.qdot[:, 2], np.gradient(angles, 0.01), atol=1e-9)
+    np.testing.assert_allclose(ball.q, expected, rtol=0, atol=ROUND_OFF)
+    np.testing.assert_allclose(ball.qdot[:, 2], np.gradient(angles, 0.01), rtol=0, atol=ROUND_OFF)
     first = (angles > 0.01) & (angles < 1.9 * np.pi)  # between its 2 pi singularities
     rv_angle = 2 * np.pi - angles[first]  # the w < 0 side: 2 pi - angle about -z = angle
-    np.testing.assert_allclose(ball.rotation_vector[first, 2], -rv_angle, atol=1e-9)
+    np.testing.assert_allclose(ball.rotation_vector[first, 2], -rv_angle, rtol=0, atol=ROUND_OFF)
     batch = mbd.Solution(
         **{k: jnp.stack([getattr(sol, k)] * 2) for k in mbd.Solution._ARRAYS},
         body_names=sol.body_names, constraint_names=sol.constraint_names,
         joint_definitions=mbd.stack_models([model, model]).joints,
     )  # fmt: skip
-    np.testing.assert_allclose(batch.joints["hinge"].q[1], hinge.q, atol=0)
-    np.testing.assert_allclose(batch.joints["ball"].q[1], ball.q, atol=0)
+    np.testing.assert_array_equal(batch.joints["hinge"].q[1], hinge.q)
+    np.testing.assert_array_equal(batch.joints["ball"].q[1], ball.q)
 
 
 def test_set_joint_state_errors():
@@ -222,7 +232,7 @@ def test_set_joint_state_errors():
     with pytest.raises(mbd.ModelError, match=r"joint 'D' .* closes a loop.*'A', 'B', 'C'"):
         four_bar().set_joint_state("D", q=0.1).build()
     model = four_bar().set_joint_state("A", q=0.1).build()
-    np.testing.assert_allclose(initial_coordinates(model, "A")[0], 0.1, atol=1e-12)
+    np.testing.assert_allclose(initial_coordinates(model, "A")[0], 0.1, rtol=ROUND_OFF)
 
 
 def test_loops_close_from_tree_joint_states():
@@ -232,16 +242,16 @@ def test_loops_close_from_tree_joint_states():
     b = four_bar().set_joint_state("A", q=0.1).set_joint_state("B", q=-0.1)
     model = b.set_joint_state("C", q=0.1).build()  # a parallelogram turned by 0.1 rad
     phi = constraint_values(model, model.r0, model.A0, 0.0)
-    assert np.abs(np.asarray(phi)).max() < 1e-12
-    np.testing.assert_allclose(initial_coordinates(model, "D")[0], -0.1, atol=1e-12)
+    assert np.abs(np.asarray(phi)).max() < ROUND_OFF
+    np.testing.assert_allclose(initial_coordinates(model, "D")[0], -0.1, rtol=ROUND_OFF)
     model = four_bar().set_joint_state("A", q=0.1).build()
     assert np.abs(np.asarray(constraint_values(model, model.r0, model.A0, 0.0))).max() > 0.05
     (r, A, rdot, omega, *_), _, _ = mbd.consistent_initial_state(model, redundant=True)
-    assert np.abs(np.asarray(constraint_values(model, r, A, 0.0))).max() < 1e-10
+    assert np.abs(np.asarray(constraint_values(model, r, A, 0.0))).max() < ROUND_OFF
     state = [jnp.asarray(x)[None] for x in (r, A, rdot, omega)]
     q = {d.name: float(joint_coordinates(d, *state).q[0]) for d in model.joints}
-    assert abs(q["A"] - 0.1) < 0.02  # shifted a little by the projection (1.4e-3 here)
-    np.testing.assert_allclose(q["A"] + q["B"] + q["C"] + q["D"], 0.0, atol=1e-9)
+    assert abs(q["A"] - 0.1) < 6e-3  # shifted a little by the projection (1.4e-3 here)
+    np.testing.assert_allclose(q["A"] + q["B"] + q["C"] + q["D"], 0.0, rtol=0, atol=ROUND_OFF)
 
 
 def four_bar() -> mbd.ModelBuilder:
@@ -265,7 +275,7 @@ def test_joint_definitions_round_trip_through_model_files(tmp_path, chain_model)
         assert (d.kind, d.body_i, d.body_j, d.sign) == (e.kind, e.body_i, e.body_j, e.sign)
         for key in ("s_bar_i", "s_bar_j", "frame_i", "frame_j", "offset", "q_start"):
             np.testing.assert_allclose(getattr(d, key), getattr(e, key), atol=1e-15)
-    np.testing.assert_allclose(initial_coordinates(again, "h")[0], 4.0, atol=1e-12)
+    np.testing.assert_allclose(initial_coordinates(again, "h")[0], 4.0, rtol=ROUND_OFF)
     old = mbd.models.single_pendulum()  # a shipped file at GCON level, without joints
     assert mbd.load_model(mbd.save_model(old, tmp_path / "old.json")).joints == ()
 
@@ -313,8 +323,8 @@ def test_arm_joint_coordinates_match_mujoco():
     sol = mbd.simulate(model, t_end=0.5, h=1e-3)
     qpos, qvel = mujoco_states(mujoco.MjModel.from_xml_path(str(ARM)), t_end=0.5)
     q, qdot = _stacked(sol, names, "q"), _stacked(sol, names, "qdot")
-    np.testing.assert_allclose(q[0], qpos[0], atol=1e-14)
-    np.testing.assert_allclose(qdot[0], qvel[0], atol=1e-13)
+    np.testing.assert_allclose(q[0], qpos[0], rtol=0, atol=ROUND_OFF)
+    np.testing.assert_allclose(qdot[0], qvel[0], rtol=0, atol=ROUND_OFF)
     assert sol.integrator == "rkmk"
     assert np.abs(q - qpos).max() < 2e-8
     assert np.abs(qdot - qvel).max() < 2e-7
@@ -410,13 +420,13 @@ def test_mjcf_keyframes_through_joint_states(tmp_path):
     mujoco.mj_resetDataKeyframe(m, d, 0)
     mujoco.mj_forward(m, d)
     ids = [mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, n) for n in model.body_names]
-    np.testing.assert_allclose(model.r0, d.xipos[ids], atol=1e-13)
-    np.testing.assert_allclose(model.A0, d.xmat[ids].reshape(-1, 3, 3), atol=1e-13)
+    np.testing.assert_allclose(model.r0, d.xipos[ids], rtol=0, atol=ROUND_OFF)
+    np.testing.assert_allclose(model.A0, d.xmat[ids].reshape(-1, 3, 3), rtol=0, atol=ROUND_OFF)
     vel = np.zeros(6)
     for k, b in enumerate(ids):
         mujoco.mj_objectVelocity(m, d, mujoco.mjtObj.mjOBJ_BODY, b, vel, 0)
-        np.testing.assert_allclose(model.A0[k] @ model.omega0[k], vel[:3], atol=1e-12)
-        np.testing.assert_allclose(model.rdot0[k], vel[3:], atol=1e-12)
+        np.testing.assert_allclose(model.A0[k] @ model.omega0[k], vel[:3], rtol=0, atol=ROUND_OFF)
+        np.testing.assert_allclose(model.rdot0[k], vel[3:], rtol=0, atol=ROUND_OFF)
     assert set(model.joint_names) == {"h", "ball", "u1+u2", "c1+c2", "leafhinge",
                                       "rootx+rootz+rooty", "t1+t2+t3", "xyzhinge"}  # fmt: skip
 
@@ -436,22 +446,26 @@ def test_mjcf_keyframes_through_joint_states(tmp_path):
     }
     for name, (pos, rate) in expected.items():
         q, qdot = initial_coordinates(model, name)
-        np.testing.assert_allclose(q, [qpos[adr(n)] for n in pos], atol=1e-12, err_msg=name)
-        np.testing.assert_allclose(qdot, [qvel[dof(n)] for n in rate], atol=1e-12)
-    assert initial_coordinates(model, "h")[0] == pytest.approx(5.0, abs=1e-12)
+        np.testing.assert_allclose(
+            q, [qpos[adr(n)] for n in pos], rtol=0, atol=ROUND_OFF, err_msg=name
+        )
+        np.testing.assert_allclose(qdot, [qvel[dof(n)] for n in rate], rtol=0, atol=ROUND_OFF)
+    assert initial_coordinates(model, "h")[0] == pytest.approx(5.0, rel=ROUND_OFF)
     q, qdot = initial_coordinates(model, "ball")
-    np.testing.assert_allclose(q, qball, atol=1e-12)
-    np.testing.assert_allclose(qdot, qvel[1:4], atol=1e-12)
+    np.testing.assert_allclose(q, qball, rtol=0, atol=ROUND_OFF)
+    np.testing.assert_allclose(qdot, qvel[1:4], rtol=0, atol=ROUND_OFF)
     # three hinges: the quaternion of Rx(t1) Ry(t2) Rz(t3), and the rates mapped to the child
     t = [qpos[adr(n)] for n in ("t1", "t2", "t3")]
     R = np.asarray(so3_exp(jnp.asarray([t[0], 0, 0])) @ so3_exp(jnp.asarray([0, t[1], 0])))
     R = R @ np.asarray(so3_exp(jnp.asarray([0, 0, t[2]])))
     q, _ = initial_coordinates(model, "t1+t2+t3")
-    np.testing.assert_allclose(np.asarray(ep_to_A(q)), R, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(ep_to_A(q)), R, rtol=0, atol=ROUND_OFF)
     # the reference pose: every coordinate is MuJoCo's qpos0 (the hinge's ref, 0.4)
     ref = mbd.load_model(path, keyframe=None)
-    assert initial_coordinates(ref, "h")[0] == pytest.approx(0.4, abs=1e-14)
-    np.testing.assert_allclose(initial_coordinates(ref, "c1+c2")[0], [0.1, 0.0], atol=1e-14)
+    assert initial_coordinates(ref, "h")[0] == pytest.approx(0.4, rel=ROUND_OFF)
+    np.testing.assert_allclose(
+        initial_coordinates(ref, "c1+c2")[0], [0.1, 0.0], rtol=0, atol=ROUND_OFF
+    )
 
 
 @NEEDS_MUJOCO

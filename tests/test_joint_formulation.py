@@ -8,6 +8,7 @@ import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from tolerances import ROUND_OFF
 
 import jaxmbd as mbd
 from jaxmbd.joint_space.dynamics import accelerations
@@ -54,7 +55,7 @@ def test_rk4_against_mujoco_under_random_controls(name):
     reference = _mujoco_reference(os.path.join(SUITE, name + ".xml"),
                                   np.asarray(tree.qpos_init), np.asarray(tree.qvel_init),
                                   controls, h)  # fmt: skip
-    assert np.abs(np.asarray(sol.qpos) - reference).max() < 1e-6
+    assert np.abs(np.asarray(sol.qpos) - reference).max() < 2e-11
     assert sol.qpos.shape == (n + 1, tree.nq) and sol.qvel.shape == (n + 1, tree.nv)
     for j, joint in enumerate(tree.joint_names):
         np.testing.assert_array_equal(sol.joints[joint].q, sol.qpos[:, tree.joint_qpos_adr[j]])
@@ -134,7 +135,7 @@ def test_vmap_equals_loop(acrobot):
 
     batched = jax.vmap(final)(rates)
     for k in range(rates.shape[0]):
-        np.testing.assert_allclose(batched[k], final(rates[k]), rtol=0, atol=1e-13)
+        np.testing.assert_allclose(batched[k], final(rates[k]), rtol=0, atol=ROUND_OFF)
 
 
 def test_policy_gradient_against_central_differences():

@@ -5,6 +5,7 @@ from functools import cache
 import numpy as np
 import pytest
 import references
+from tolerances import ROUND_OFF
 
 import jaxmbd as mbd
 
@@ -33,11 +34,17 @@ SLOW_FOUR_LINK = pytest.mark.slow
 @pytest.mark.parametrize("formulation", ["rp", "re"])
 def test_formulations_agree(name, formulation):
     a, b = run(name, "rA"), run(name, formulation)
+    # the Newton solves stop at their tolerance: the runs part by 6e-13 (single pendulum),
+    # 3e-10 and 7e-10 (slider crank, four link: slow-marked) of each quantity's size
+    tol, tol_lam = {"single_pendulum": (3e-12, 2e-12), "slider_crank": (1e-9, 2e-10),
+                    "four_link": (3e-9, 2e-9)}[name]  # fmt: skip
     for key in ("r", "A", "rdot", "omega", "rddot", "omegadot"):
         x, y = np.asarray(getattr(a, key)), np.asarray(getattr(b, key))
         scale = max(1.0, np.abs(x).max())
-        np.testing.assert_allclose(y, x, atol=1e-8 * scale, err_msg=f"{name} {formulation} {key}")
-    np.testing.assert_allclose(b.lam, a.lam, atol=1e-8 * max(1.0, np.abs(a.lam).max()))
+        np.testing.assert_allclose(
+            y, x, rtol=0, atol=tol * scale, err_msg=f"{name} {formulation} {key}"
+        )
+    np.testing.assert_allclose(b.lam, a.lam, rtol=0, atol=tol_lam * max(1.0, np.abs(a.lam).max()))
 
 
 @pytest.mark.parametrize("formulation", FORMULATIONS)
@@ -53,7 +60,7 @@ def test_single_pendulum_closed_form(formulation):
         ("omegadot", "omegadot_bar"),
     ):
         np.testing.assert_allclose(
-            np.asarray(getattr(sol, key))[:, 0], ref[ref_key], atol=1e-9, err_msg=key
+            np.asarray(getattr(sol, key))[:, 0], ref[ref_key], rtol=0, atol=1e-11, err_msg=key
         )
 
 
@@ -71,7 +78,7 @@ def test_slider_crank_closed_form(formulation):
     ):
         x = np.asarray(getattr(sol, key))
         scale = max(1.0, np.abs(ref[ref_key]).max())
-        np.testing.assert_allclose(x, ref[ref_key], atol=1e-9 * scale, err_msg=key)
+        np.testing.assert_allclose(x, ref[ref_key], rtol=0, atol=1e-9 * scale, err_msg=key)
 
 
 def test_time_grid_is_exact_multiples_of_h():
@@ -102,7 +109,7 @@ def test_converged_to_tolerance():
     assert np.asarray(sol.residual).max() < 1e-9
     A = np.asarray(sol.A)
     orth = np.abs(np.einsum("tbji,tbjk->tbik", A, A) - np.eye(3)).max()
-    assert orth < 1e-12
+    assert orth < ROUND_OFF
 
 
 def test_full_revolutions_pass_dp1_singular_angles():
@@ -110,7 +117,7 @@ def test_full_revolutions_pass_dp1_singular_angles():
     sol = run("slider_crank", "rA")
     crank_y = np.asarray(sol.A)[:, 0, :, 1]
     angle = np.unwrap(np.arctan2(crank_y[:, 2], crank_y[:, 1]))
-    assert angle[0] - angle[-1] == pytest.approx(6 * np.pi, abs=1e-6)
+    assert angle[0] - angle[-1] == pytest.approx(6 * np.pi, rel=ROUND_OFF)
 
 
 def test_inverse_dynamics_multipliers_static_pendulum():
@@ -125,4 +132,6 @@ def test_inverse_dynamics_multipliers_static_pendulum():
     sol = mbd.kinematics(model, t_end=0.01, h=1e-3)
     # driver torque holds m g l about x: |lam_driver| = m g * 1.0 (sin(phi - theta) has unit slope)
     lam = np.asarray(sol.lam[-1])
-    assert abs(lam[model.constraint_names.index("hold")]) == pytest.approx(2.0 * 9.81, rel=1e-10)
+    assert abs(lam[model.constraint_names.index("hold")]) == pytest.approx(
+        2.0 * 9.81, rel=ROUND_OFF
+    )

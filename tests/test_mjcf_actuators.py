@@ -56,11 +56,13 @@ def test_actuators_map_kinds_gains_and_ranges(driven):
     act = model.actuators
     assert act.actuator_names == ("torque", "servo", "feed", "spring")
     assert act.kinds == ("motor", "position", "velocity", "general")
-    np.testing.assert_allclose(act.gear, [2, 1, 1, 1])
-    np.testing.assert_allclose(act.gain, [1, 20, 5, 0.5])
-    np.testing.assert_allclose(act.bias, [[0, 0, 0], [0, -20, -0.5], [0, 0, -5], [0.1, -30, -0.2]])
-    np.testing.assert_allclose(act.ctrl_lower, [-1, -1, -np.inf, -np.inf])
-    np.testing.assert_allclose(act.force_upper, [np.inf, np.inf, 3, np.inf])
+    np.testing.assert_array_equal(act.gear, [2, 1, 1, 1])
+    np.testing.assert_array_equal(act.gain, [1, 20, 5, 0.5])
+    np.testing.assert_array_equal(
+        act.bias, [[0, 0, 0], [0, -20, -0.5], [0, 0, -5], [0.1, -30, -0.2]]
+    )
+    np.testing.assert_array_equal(act.ctrl_lower, [-1, -1, -np.inf, -np.inf])
+    np.testing.assert_array_equal(act.force_upper, [np.inf, np.inf, 3, np.inf])
 
 
 def test_driven_pendulum_follows_mujoco(driven):

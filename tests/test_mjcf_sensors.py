@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from tolerances import ROUND_OFF
 
 import jaxmbd as mbd
 
@@ -217,7 +218,7 @@ def test_sensor_kind_matches_mujoco_sensordata(tree_readings, kind):
     at four random states with random controls, to 1e-9."""
     _, _, _, readings = tree_readings
     errors = _errors(readings, kind)
-    assert max(errors.values()) < 1e-9, errors
+    assert max(errors.values()) < 5e-13, errors
 
 
 def test_free_body_receives_no_interaction_wrench(tree_readings):
@@ -225,7 +226,7 @@ def test_free_body_receives_no_interaction_wrench(tree_readings):
     rates of momentum are its weight's), whatever its motion."""
     _, _, _, readings = tree_readings
     for name in ("force_imu", "torque_imu"):
-        np.testing.assert_allclose(readings[name][0], 0.0, atol=1e-12)
+        np.testing.assert_allclose(readings[name][0], 0.0, rtol=0, atol=ROUND_OFF)
 
 
 @pytest.mark.slow
@@ -300,8 +301,8 @@ def test_touch_reads_the_weight_it_carries_at_rest(tmp_path):
 
     z = brentq(lambda z: float(lift(z)), 0.099, 0.1, xtol=1e-16, rtol=1e-15)
     ours = {k: float(v[0]) for k, v in mbd.read_sensors(model, state(z), jnp.zeros(6)).items()}
-    assert abs(ours["all"] - weight) < 1e-9 * weight, ours
-    assert abs(ours["half"] - weight / 2) < 1e-9 * weight, ours
+    assert abs(ours["all"] - weight) < 3e-13 * weight, ours
+    assert abs(ours["half"] - weight / 2) < 2e-13 * weight, ours
     assert ours["top"] == 0.0
 
     m = mujoco.MjModel.from_xml_path(str(path))
@@ -310,8 +311,8 @@ def test_touch_reads_the_weight_it_carries_at_rest(tmp_path):
         mujoco.mj_step(m, d)
     mujoco.mj_forward(m, d)
     theirs = dict(zip(("all", "half", "top"), d.sensordata, strict=True))
-    assert abs(theirs["all"] - weight) < 1e-6 * weight, theirs
-    assert abs(theirs["half"] - weight / 2) < 1e-6 * weight, theirs
+    assert abs(theirs["all"] - weight) < 1e-8 * weight, theirs
+    assert abs(theirs["half"] - weight / 2) < 5e-9 * weight, theirs
     assert theirs["top"] == 0.0
 
 
@@ -378,7 +379,7 @@ def test_sensor_options_survive_save_and_load(tree_readings, tmp_path):
             assert jax.tree_util.tree_structure(a) == jax.tree_util.tree_structure(b)
             for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b),
                             strict=True):  # fmt: skip
-                np.testing.assert_allclose(np.asarray(x), np.asarray(y), atol=1e-14)
+                np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=0, atol=ROUND_OFF)
 
 
 SERVO_XML = """

@@ -147,7 +147,9 @@ def test_welded_foot_force_and_torque_match_sensordata(tmp_path):
         assert (used == 0) if k < 2 else (used >= 4)
         theirs = _sensordata(m, qpos, qvel, ctrl, xfrc)
         for n in ("force", "torque"):
-            np.testing.assert_allclose(np.asarray(ours[n]), theirs[n], atol=1e-9, err_msg=n)
+            np.testing.assert_allclose(
+                np.asarray(ours[n]), theirs[n], rtol=0, atol=3e-10, err_msg=n
+            )
     bare = _sensordata(m, qpos, qvel, ctrl)
     assert np.abs(bare["force"] - theirs["force"]).max() > 1.0
 

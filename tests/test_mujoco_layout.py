@@ -7,6 +7,7 @@ import warnings
 
 import numpy as np
 import pytest
+from tolerances import ROUND_OFF
 
 import jaxmbd as mbd
 from jaxmbd.mjcf import UnsupportedFeatureWarning
@@ -121,7 +122,7 @@ def _same_up_to_layout(m, got, want):
         if m.jnt_type[j] == 3:
             a = m.jnt_qposadr[j]
             got[a] -= 2 * np.pi * np.round((got[a] - want[a]) / (2 * np.pi))
-    np.testing.assert_allclose(got, want, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(got, want, rtol=0, atol=ROUND_OFF)
 
 
 @pytest.mark.parametrize(
@@ -148,11 +149,11 @@ def test_layout_of_mujoco_body_states(tmp_path, name):
     qpos, qvel = mujoco_layout(model, *stacked)
     for k, (q, v) in enumerate(states):
         _same_up_to_layout(m, qpos[k], q)
-        np.testing.assert_allclose(qvel[k], v, rtol=0, atol=1e-10)
+        np.testing.assert_allclose(qvel[k], v, rtol=0, atol=ROUND_OFF)
     # one sample (no time axis) gives the same
     one = mujoco_layout(model, *bodies[0])
-    np.testing.assert_allclose(one[0], qpos[0], rtol=0, atol=1e-12)
-    np.testing.assert_allclose(one[1], qvel[0], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(one[0], qpos[0], rtol=0, atol=ROUND_OFF)
+    np.testing.assert_allclose(one[1], qvel[0], rtol=0, atol=ROUND_OFF)
 
 
 def test_angles_and_quaternions_are_continuous_in_time(tmp_path):
@@ -172,9 +173,9 @@ def test_angles_and_quaternions_are_continuous_in_time(tmp_path):
         qs.append(q)
     bodies = [_body_states(m, model, q, np.zeros(m.nv)) for q in qs]
     qpos, _ = mujoco_layout(model, *(np.stack([b[k] for b in bodies]) for k in range(4)))
-    np.testing.assert_allclose(qpos[:, hinge], [q[hinge] for q in qs], rtol=0, atol=1e-10)
+    np.testing.assert_allclose(qpos[:, hinge], [q[hinge] for q in qs], rtol=0, atol=ROUND_OFF)
     np.testing.assert_allclose(
-        qpos[:, ball : ball + 4], [q[ball : ball + 4] for q in qs], rtol=0, atol=1e-10
+        qpos[:, ball : ball + 4], [q[ball : ball + 4] for q in qs], rtol=0, atol=ROUND_OFF
     )
 
 

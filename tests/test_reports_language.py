@@ -86,14 +86,13 @@ def test_solution_files_keep_joint_coordinates(suffix, tmp_path):
     sol = mbd.simulate(sprung_slider(), formulation="joint", t_end=0.05, h=1e-2)
     path = sol.save(tmp_path / f"run.{suffix}")
     back = mbd.Solution.load(path)
-    np.testing.assert_allclose(np.asarray(back.qpos), np.asarray(sol.qpos), rtol=1e-15)
-    np.testing.assert_allclose(np.asarray(back.qvel), np.asarray(sol.qvel), rtol=1e-15)
+    np.testing.assert_array_equal(np.asarray(back.qpos), np.asarray(sol.qpos))
+    np.testing.assert_array_equal(np.asarray(back.qvel), np.asarray(sol.qvel))
     assert set(back.joints) == set(sol.joints) == {"slider", "hinge"}
     for name in sol.joints:
         for key in ("q", "qdot"):
-            np.testing.assert_allclose(np.asarray(getattr(back.joints[name], key)),
-                                       np.asarray(getattr(sol.joints[name], key)),
-                                       rtol=1e-15)  # fmt: skip
+            np.testing.assert_array_equal(np.asarray(getattr(back.joints[name], key)),
+                                          np.asarray(getattr(sol.joints[name], key)))  # fmt: skip
 
 
 def test_info_lists_welds_and_drivers(tmp_path):

@@ -9,6 +9,7 @@ import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from tolerances import ROUND_OFF
 
 import jaxmbd as mbd
 from jaxmbd.actuators import with_controls
@@ -64,7 +65,7 @@ def _same_reactions(model, joint, absolute, **options):
     scale = max(np.abs(np.asarray(y)).max() for y in b[:6])
     assert scale > 1.0
     for x, y in zip(a[:6], b[:6], strict=True):
-        assert np.abs(np.asarray(x) - np.asarray(y)).max() < 1e-8 * scale
+        assert np.abs(np.asarray(x) - np.asarray(y)).max() < ROUND_OFF * scale
 
 
 # ----------------------------------------------------------------------------- MuJoCo
@@ -173,20 +174,20 @@ def test_interaction_wrenches_against_mujoco_at_random_states(name, spatial_file
         reference, qacc = _cfrc_int(m, d, qpos, qvel, ctrl, model.body_names)
         ours, reaction, S = map(np.asarray, wrenches(model, qpos, qvel, qacc))
         scale = np.abs(reference).max()
-        assert np.abs(ours - reference).max() < 1e-9 * scale
+        assert np.abs(ours - reference).max() < 2e-14 * scale
         # the constraint reactions do no work in any joint's motion; a ball's is a force
         # through its centre (MuJoCo's anchor), a free joint's nothing
         dof_body = np.asarray(tree.dof_body)
         power = np.sum(S * reaction[dof_body], -1)
-        assert np.abs(power).max() < 1e-10 * scale
+        assert np.abs(power).max() < ROUND_OFF * scale
         for j, kind in enumerate(m.jnt_type):
             b = model.body_names.index(m.body(m.jnt_bodyid[j]).name)
             if kind == mujoco.mjtJoint.mjJNT_BALL:
                 moment = reaction[b, :3] - np.cross(d.xanchor[j], reaction[b, 3:])
-                assert np.abs(moment).max() < 1e-10 * scale
+                assert np.abs(moment).max() < ROUND_OFF * scale
                 assert np.abs(reaction[b, 3:]).max() > 1e-3 * scale
             if kind == mujoco.mjtJoint.mjJNT_FREE:
-                assert np.abs(reaction[b]).max() < 1e-10 * scale
+                assert np.abs(reaction[b]).max() < ROUND_OFF * scale
 
 
 def test_joint_wrenches_of_a_run_against_mujoco():
@@ -206,17 +207,22 @@ def test_joint_wrenches_of_a_run_against_mujoco():
         ctrl = controls[max(k - 1, 0)]  # state k's accelerations used the step's controls
         reference, _ = _cfrc_int(m, d, sol.qpos[k], sol.qvel[k], ctrl, model.body_names)
         ours = np.concatenate([whole.torque_origin[k], whole.force[k]], -1)
-        assert np.abs(ours - reference).max() < 1e-8 * np.abs(reference).max()
+        assert np.abs(ours - reference).max() < 2e-14 * np.abs(reference).max()
     p = [poses(model.tree, q) for q in sol.qpos]
     axes = np.stack([np.asarray(x.S[:, :3]) for x in p])  # hinges: S = (a, anchor x a)
     for b in range(model.nb):
         S = np.stack([np.asarray(x.S[b]) for x in p])
         w = np.concatenate([reaction.torque_origin[:, b], reaction.force[:, b]], -1)
-        assert np.abs(np.sum(S * w, -1)).max() < 1e-10 * np.abs(w).max()
-        np.testing.assert_allclose(reaction.force[:, b], whole.force[:, b], rtol=0, atol=1e-12)
+        assert np.abs(np.sum(S * w, -1)).max() < ROUND_OFF * np.abs(w).max()
+        np.testing.assert_allclose(
+            reaction.force[:, b], whole.force[:, b], rtol=0, atol=ROUND_OFF * np.abs(w).max()
+        )
         along = np.sum(axes[:, b] * (whole.torque[:, b] - reaction.torque[:, b]), -1)
         np.testing.assert_allclose(
-            whole.torque[:, b] - reaction.torque[:, b], along[:, None] * axes[:, b], atol=1e-10
+            whole.torque[:, b] - reaction.torque[:, b],
+            along[:, None] * axes[:, b],
+            rtol=0,
+            atol=ROUND_OFF,
         )
 
 
@@ -282,5 +288,5 @@ def test_four_bar_bodies_balance():
         euler = np.einsum("bij,bj->bi", J, alpha) + np.cross(w, np.einsum("bij,bj->bi", J, w))
         euler = euler - n - torque[k]
         scale = np.abs(force[k]).max()
-        assert np.abs(newton).max() < 1e-9 * scale
-        assert np.abs(euler).max() < 1e-9 * scale
+        assert np.abs(newton).max() < ROUND_OFF * scale
+        assert np.abs(euler).max() < ROUND_OFF * scale
