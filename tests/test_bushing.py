@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from tolerances import ROUND_OFF
 
 import jaxmbd as mbd
 from jaxmbd.forces import BodyState
@@ -54,13 +55,13 @@ def test_force_and_torque_against_closed_forms_at_large_deflection():
     E, point = _axes(), np.array([0.1, -0.2, 0.3])
     model = _body_on_bushing(point=point, axes=E)
     f, n = _load(model, 0.05 * E[:, 1], np.eye(3))
-    np.testing.assert_allclose(f, -K[1] * 0.05 * E[:, 1], atol=1e-12)
-    np.testing.assert_allclose(n, np.cross(point, f), atol=1e-12)
+    np.testing.assert_allclose(f, -K[1] * 0.05 * E[:, 1], rtol=ROUND_OFF)
+    np.testing.assert_allclose(n, np.cross(point, f), rtol=ROUND_OFF)
     R = np.asarray(so3_exp(jnp.asarray(0.6 * E[:, 2])))
     r = point - R @ point  # turned about the bushing point: that point stays put
     f, n = _load(model, r, R)
-    np.testing.assert_allclose(f, 0.0, atol=1e-12)
-    np.testing.assert_allclose(R @ n, -K[5] * 0.6 * E[:, 2], atol=1e-10)
+    np.testing.assert_allclose(f, 0.0, rtol=0, atol=ROUND_OFF * K[2] * np.linalg.norm(point))
+    np.testing.assert_allclose(R @ n, -K[5] * 0.6 * E[:, 2], rtol=ROUND_OFF)
 
 
 def test_linearisation_is_the_stiffness_and_damping_in_the_bushing_axes():
@@ -82,7 +83,7 @@ def test_linearisation_is_the_stiffness_and_damping_in_the_bushing_axes():
         expected = np.zeros((6, 6))
         expected[:3, :3] = E @ np.diag(gains[:3]) @ E.T
         expected[3:, 3:] = E @ np.diag(gains[3:]) @ E.T
-        np.testing.assert_allclose(matrix, -expected, atol=1e-10)
+        np.testing.assert_allclose(matrix, -expected, rtol=0, atol=ROUND_OFF * gains.max())
 
 
 def _damped(k, c, m, x0, v0, t):
@@ -111,15 +112,16 @@ def oscillating():
 
 def test_free_body_on_a_bushing_is_two_damped_oscillators(oscillating):
     """x(t) and the angle about z follow m x'' + c x' + k x = 0 and I a'' + c_r a' + k_r a
-    = 0 (RK4 at h = 1e-3: within 1e-9 of the closed forms); the other coordinates stay 0."""
+    = 0 (RK4 at h = 1e-3: within 1e-10 and 5e-10 of the closed forms); the other
+    coordinates stay 0."""
     _, sol = oscillating
     t = np.asarray(sol.t)
     x = _damped(K[0], C[0], M, 0.0, 0.3, t)
     angle = _damped(K[5], C[5], INERTIA[2], 0.0, 2.0, t)
-    np.testing.assert_allclose(sol.r[:, 0, 0], x, atol=1e-9)
+    np.testing.assert_allclose(sol.r[:, 0, 0], x, rtol=0, atol=1e-10)  # 2.9e-11
     np.testing.assert_allclose(np.arctan2(sol.A[:, 0, 1, 0], sol.A[:, 0, 0, 0]), angle,
-                               atol=1e-9)  # fmt: skip
-    np.testing.assert_allclose(sol.r[:, 0, 1:], 0.0, atol=1e-10)
+                               rtol=0, atol=5e-10)  # fmt: skip
+    np.testing.assert_allclose(sol.r[:, 0, 1:], 0.0, rtol=0, atol=2e-11)  # 3.9e-12
     assert abs(float(x[-1])) > 1e-3  # still moving: the comparison is not of zeros
 
 
@@ -147,7 +149,7 @@ def test_energy_balance_with_damping():
     dissipated = np.concatenate([[0.0], np.cumsum(pairs)])
     energy = energy[::2]
     assert energy[0] - energy[-1] > 0.05 * abs(energy[0])  # the dampers work
-    np.testing.assert_allclose(energy + dissipated, energy[0], atol=1e-8 * abs(energy[0]))
+    np.testing.assert_allclose(energy + dissipated, energy[0], rtol=0, atol=5e-9 * abs(energy[0]))
 
 
 def test_gradient_with_respect_to_stiffness_matches_central_differences(oscillating):
@@ -164,7 +166,7 @@ def test_gradient_with_respect_to_stiffness_matches_central_differences(oscillat
     g = jax.grad(final_x)(K[0])
     e = 1e-3
     fd = (final_x(K[0] + e) - final_x(K[0] - e)) / (2 * e)
-    assert float(g) == pytest.approx(float(fd), rel=1e-6)
+    assert float(g) == pytest.approx(float(fd), rel=1e-9, abs=0)  # 2.4e-10
     assert abs(float(g)) > 1e-6
 
 
@@ -185,7 +187,7 @@ def test_bushing_before_a_later_body_and_the_model_file_round_trip(tmp_path):
     assert jax.tree_util.tree_structure(again) == jax.tree_util.tree_structure(model)
     for x, y in zip(jax.tree_util.tree_leaves(model), jax.tree_util.tree_leaves(again),
                     strict=True):  # fmt: skip
-        np.testing.assert_allclose(np.asarray(x), np.asarray(y), atol=1e-15)
+        np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=ROUND_OFF)
     doc = json.loads((tmp_path / "two.json").read_text())
     doc["forces"][0]["stiffness"] = [1.0, 2.0]
     (tmp_path / "bad.json").write_text(json.dumps(doc))

@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from tolerances import ROUND_OFF
 
 import jaxmbd as mbd
 from jaxmbd.contact import narrow_phase as nph
@@ -54,26 +55,26 @@ PLANE = ((0, 0, 0), I3, (0, 0, 0))
 
 def test_plane_sphere_and_tilted_plane():
     gap, point, normal = _collide("plane_sphere", *PLANE, (1, 2, 0.3), I3, (0.5, 0, 0))
-    np.testing.assert_allclose(gap, [-0.2], atol=1e-15)
-    np.testing.assert_allclose(point, [[1, 2, -0.1]], atol=1e-15)  # midway: -0.2 and 0
-    np.testing.assert_allclose(normal, [[0, 0, 1]])
+    np.testing.assert_allclose(gap, [-0.2], rtol=0, atol=ROUND_OFF)
+    np.testing.assert_allclose(point, [[1, 2, -0.1]], rtol=0, atol=ROUND_OFF)  # midway: -0.2 and 0
+    np.testing.assert_allclose(normal, [[0, 0, 1]], rtol=0, atol=ROUND_OFF)
     R = _rot((1, 0, 0), 0.3)  # plane normal R[:, 2] through (0, 0, 1)
     n = R[:, 2]
     c = np.array([0.2, 1.0, 1.5])
     gap, _, normal = _collide("plane_sphere", (0, 0, 1), R, (0, 0, 0), c, I3, (0.4, 0, 0))
-    np.testing.assert_allclose(gap, [n @ (c - [0, 0, 1]) - 0.4], atol=1e-14)
-    np.testing.assert_allclose(normal[0], n, atol=1e-15)
+    np.testing.assert_allclose(gap, [n @ (c - [0, 0, 1]) - 0.4], rtol=0, atol=ROUND_OFF)
+    np.testing.assert_allclose(normal[0], n, rtol=0, atol=ROUND_OFF)
 
 
 def test_plane_capsule_lying_and_tilted():
     R = _rot((0, 1, 0), np.pi / 2)  # capsule axis along x
     gap, point, _ = _collide("plane_capsule", *PLANE, (0, 0, 0.05), R, (0.1, 0.5, 0))
-    np.testing.assert_allclose(gap, [-0.05, -0.05], atol=1e-15)
-    np.testing.assert_allclose(np.sort(point[:, 0]), [-0.5, 0.5], atol=1e-15)
+    np.testing.assert_allclose(gap, [-0.05, -0.05], rtol=0, atol=ROUND_OFF)
+    np.testing.assert_allclose(np.sort(point[:, 0]), [-0.5, 0.5], rtol=0, atol=ROUND_OFF)
     R = _rot((0, 1, 0), 0.4)
     gap, _, _ = _collide("plane_capsule", *PLANE, (0, 0, 1.0), R, (0.1, 0.5, 0))
     low = 1.0 - 0.5 * np.cos(0.4) - 0.1
-    np.testing.assert_allclose(np.sort(gap), [low, low + np.cos(0.4)], atol=1e-14)
+    np.testing.assert_allclose(np.sort(gap), [low, low + np.cos(0.4)], rtol=0, atol=ROUND_OFF)
 
 
 def test_plane_box_corners():
@@ -82,9 +83,9 @@ def test_plane_box_corners():
     c = np.array([0.5, -0.2, 0.25])
     gap, point, normal = _collide("plane_box", *PLANE, c, R, h)
     corners = np.array([c + R @ (np.array(s) * h) for s in nph._CORNERS])
-    np.testing.assert_allclose(np.sort(gap), np.sort(corners[:, 2]), atol=1e-15)
-    np.testing.assert_allclose(point[:, :2], corners[:, :2], atol=1e-15)
-    np.testing.assert_allclose(point[:, 2], 0.5 * corners[:, 2], atol=1e-15)
+    np.testing.assert_allclose(np.sort(gap), np.sort(corners[:, 2]), rtol=0, atol=ROUND_OFF)
+    np.testing.assert_allclose(point[:, :2], corners[:, :2], rtol=0, atol=ROUND_OFF)
+    np.testing.assert_allclose(point[:, 2], 0.5 * corners[:, 2], rtol=0, atol=ROUND_OFF)
     assert normal.shape == (8, 3)
 
 
@@ -92,39 +93,43 @@ def test_plane_cylinder_upright_lying_tilted():
     r, half = 0.2, 0.3
     # upright, standing on its lower cap 1 cm deep: three rim points of that cap touch
     gap, point, _ = _collide("plane_cylinder", *PLANE, (0, 0, 0.29), I3, (r, half, 0))
-    np.testing.assert_allclose(gap, [-0.01, -0.01, -0.01, 0.59], atol=1e-12)
-    np.testing.assert_allclose(np.linalg.norm(point[:3, :2], axis=1), r, atol=1e-12)
+    np.testing.assert_allclose(gap, [-0.01, -0.01, -0.01, 0.59], rtol=0, atol=ROUND_OFF)
+    np.testing.assert_allclose(np.linalg.norm(point[:3, :2], axis=1), r, rtol=0, atol=ROUND_OFF)
     # lying along x: the two rims' lowest points, the other two points 1.5 r higher
     R = _rot((0, 1, 0), np.pi / 2)
     gap, point, _ = _collide("plane_cylinder", *PLANE, (0, 0, 0.19), R, (r, half, 0))
-    np.testing.assert_allclose(np.sort(gap), [-0.01, -0.01, 0.29, 0.29], atol=1e-12)
+    np.testing.assert_allclose(np.sort(gap), [-0.01, -0.01, 0.29, 0.29], rtol=0, atol=ROUND_OFF)
     low = point[np.argsort(gap)[:2]]
-    np.testing.assert_allclose(np.sort(low[:, 0]), [-half, half], atol=1e-12)
+    np.testing.assert_allclose(np.sort(low[:, 0]), [-half, half], rtol=0, atol=ROUND_OFF)
     # tilted by theta: the lowest point is half cos(theta) + r sin(theta) below the centre
     for theta in (0.3, 1.2, 2.5):
         R = _rot((1, 1, 0), theta)
         gap, _, _ = _collide("plane_cylinder", *PLANE, (0, 0, 1.0), R, (r, half, 0))
         t = theta if theta < np.pi / 2 else np.pi - theta
-        np.testing.assert_allclose(gap.min(), 1.0 - half * np.cos(t) - r * np.sin(t), atol=1e-9)
+        np.testing.assert_allclose(
+            gap.min(), 1.0 - half * np.cos(t) - r * np.sin(t), rtol=0, atol=ROUND_OFF
+        )
 
 
 def test_sphere_sphere_and_sphere_capsule():
     gap, point, normal = _collide("sphere_sphere", (0, 0, 0), I3, (1, 0, 0), (1.5, 0, 0), I3,
                                   (1, 0, 0))  # fmt: skip
-    np.testing.assert_allclose(gap, [-0.5])
-    np.testing.assert_allclose(point, [[0.75, 0, 0]])
-    np.testing.assert_allclose(normal, [[1, 0, 0]])
+    np.testing.assert_allclose(gap, [-0.5], rtol=0, atol=ROUND_OFF)
+    np.testing.assert_allclose(point, [[0.75, 0, 0]], rtol=0, atol=ROUND_OFF)
+    np.testing.assert_allclose(normal, [[1, 0, 0]], rtol=0, atol=ROUND_OFF)
     # capsule along z from -1 to 1, radius 0.1; the sphere above its top end
     s = np.array([0.3, 0.0, 1.4])
     gap, _, normal = _collide("sphere_capsule", s, I3, (0.25, 0, 0), (0, 0, 0), I3, (0.1, 1, 0))
     d = np.linalg.norm(s - [0, 0, 1])
-    np.testing.assert_allclose(gap, [d - 0.35], atol=1e-15)
-    np.testing.assert_allclose(normal[0], -(s - [0, 0, 1]) / d, atol=1e-15)  # sphere -> capsule
+    np.testing.assert_allclose(gap, [d - 0.35], rtol=0, atol=ROUND_OFF)
+    np.testing.assert_allclose(
+        normal[0], -(s - [0, 0, 1]) / d, rtol=0, atol=ROUND_OFF
+    )  # sphere -> capsule
     # beside the segment's middle
     gap, _, normal = _collide("sphere_capsule", (0.3, 0, 0.2), I3, (0.25, 0, 0), (0, 0, 0), I3,
                               (0.1, 1, 0))  # fmt: skip
-    np.testing.assert_allclose(gap, [-0.05], atol=1e-15)
-    np.testing.assert_allclose(normal, [[-1, 0, 0]], atol=1e-15)
+    np.testing.assert_allclose(gap, [-0.05], rtol=0, atol=ROUND_OFF)
+    np.testing.assert_allclose(normal, [[-1, 0, 0]], rtol=0, atol=ROUND_OFF)
 
 
 def test_sphere_box_outside_and_inside(rng):
@@ -140,13 +145,13 @@ def test_sphere_box_outside_and_inside(rng):
         closest = np.clip(local, -h, h)
         dist = np.linalg.norm(local - closest)
         gap, point, normal = _collide("sphere_box", p, I3, (0.05, 0, 0), c, R, h)
-        np.testing.assert_allclose(gap, [dist - 0.05], atol=1e-14)
-        np.testing.assert_allclose(normal[0], -R @ (local - closest) / dist, atol=1e-12)
+        np.testing.assert_allclose(gap, [dist - 0.05], rtol=0, atol=ROUND_OFF)
+        np.testing.assert_allclose(normal[0], -R @ (local - closest) / dist, rtol=0, atol=ROUND_OFF)
     # centre inside, nearest the +y face
     p = c + R @ np.array([0.05, 0.15, 0.0])
     gap, _, normal = _collide("sphere_box", p, I3, (0.05, 0, 0), c, R, h)
-    np.testing.assert_allclose(gap, [-(0.05 + 0.05)], atol=1e-14)
-    np.testing.assert_allclose(normal[0], -R[:, 1], atol=1e-14)
+    np.testing.assert_allclose(gap, [-(0.05 + 0.05)], rtol=0, atol=ROUND_OFF)
+    np.testing.assert_allclose(normal[0], -R[:, 1], rtol=0, atol=ROUND_OFF)
 
 
 def test_box_box_corners_face_to_face_and_tilted(rng):
@@ -160,20 +165,24 @@ def test_box_box_corners_face_to_face_and_tilted(rng):
         gap, point, normal = _collide("box_box", (0, 0, 0), I3, h, (0.05, 0, lift), I3, h)
         touching = np.flatnonzero(gap < 1e-12)
         assert len(touching) == 4
-        np.testing.assert_allclose(gap[touching], gap_on, atol=1e-15)
-        np.testing.assert_allclose(normal[touching], np.tile([0, 0, 1.0], (4, 1)), atol=1e-15)
-        np.testing.assert_allclose(point[touching, 2], 0.1 + 0.5 * gap_on, atol=1e-15)
+        np.testing.assert_allclose(gap[touching], gap_on, rtol=0, atol=ROUND_OFF)
+        np.testing.assert_allclose(
+            normal[touching], np.tile([0, 0, 1.0], (4, 1)), rtol=0, atol=ROUND_OFF
+        )
+        np.testing.assert_allclose(point[touching, 2], 0.1 + 0.5 * gap_on, rtol=0, atol=ROUND_OFF)
         assert np.all(gap[gap > 1e-12] >= 0.05 - 1e-15)
         swapped = _collide("box_box", (0.05, 0, lift), I3, h, (0, 0, 0), I3, h)
-        np.testing.assert_allclose(np.sort(swapped[0]), np.sort(gap), atol=1e-15)
-        np.testing.assert_allclose(swapped[2][swapped[0] < 1e-12], -normal[touching], atol=1e-15)
+        np.testing.assert_allclose(np.sort(swapped[0]), np.sort(gap), rtol=0, atol=ROUND_OFF)
+        np.testing.assert_allclose(
+            swapped[2][swapped[0] < 1e-12], -normal[touching], rtol=0, atol=ROUND_OFF
+        )
     R = _rot((1, 1, 0), 0.6)
     lowest = (R @ (nph._CORNERS * h).T).T[:, 2].min()
     centre = np.array([0.0, 0.0, 0.1 - lowest - 0.002])
     gap, _, normal = _collide("box_box", (0, 0, 0), I3, h, centre, R, h)
     k = int(np.argmin(gap))
-    np.testing.assert_allclose(gap[k], -0.002, atol=1e-14)
-    np.testing.assert_allclose(normal[k], [0, 0, 1.0], atol=1e-14)
+    np.testing.assert_allclose(gap[k], -0.002, rtol=0, atol=ROUND_OFF)
+    np.testing.assert_allclose(normal[k], [0, 0, 1.0], rtol=0, atol=ROUND_OFF)
     assert np.sum(gap < 0) == 1
 
 
@@ -189,21 +198,23 @@ def test_capsule_capsule_crossing_parallel_and_random(rng):
     Ry = _rot((1, 0, 0), np.pi / 2)  # along y
     gap, point, normal = _collide("capsule_capsule", (0, 0, 0), Rx, (0.1, 1, 0), (0.2, 0.3, 0.15),
                                   Ry, (0.1, 1, 0))  # fmt: skip
-    np.testing.assert_allclose(gap, [-0.05], atol=1e-15)
-    np.testing.assert_allclose(normal, [[0, 0, 1]], atol=1e-15)
-    np.testing.assert_allclose(point, [[0.2, 0, 0.075]], atol=1e-15)
+    np.testing.assert_allclose(gap, [-0.05], rtol=0, atol=ROUND_OFF)
+    np.testing.assert_allclose(normal, [[0, 0, 1]], rtol=0, atol=ROUND_OFF)
+    np.testing.assert_allclose(point, [[0.2, 0, 0.075]], rtol=0, atol=ROUND_OFF)
     # parallel along x, overlapping over x in [-0.5, 1]: the middle of the overlap
     gap, point, _ = _collide("capsule_capsule", (0, 0, 0), Rx, (0.1, 1, 0), (0.5, 0.15, 0), Rx,
                              (0.1, 1, 0))  # fmt: skip
-    np.testing.assert_allclose(gap, [-0.05], atol=1e-15)
-    np.testing.assert_allclose(point[0, 0], 0.25, atol=1e-12)
+    np.testing.assert_allclose(gap, [-0.05], rtol=0, atol=ROUND_OFF)
+    np.testing.assert_allclose(point[0, 0], 0.25, rtol=0, atol=ROUND_OFF)
     for _ in range(6):
         pa, pb = rng.normal(size=3), rng.normal(size=3)
         Ra, Rb = _rot(rng.normal(size=3), 2.0), _rot(rng.normal(size=3), 1.0)
         gap, _, _ = _collide("capsule_capsule", pa, Ra, (0.1, 0.7, 0), pb, Rb, (0.2, 0.4, 0))
         dist = _segment_distance(pa - 0.7 * Ra[:, 2], 1.4 * Ra[:, 2], pb - 0.4 * Rb[:, 2],
                                  0.8 * Rb[:, 2])  # fmt: skip
-        np.testing.assert_allclose(gap, [dist - 0.3], atol=2e-6)
+        np.testing.assert_allclose(
+            gap, [dist - 0.3], rtol=0, atol=2e-7
+        )  # 5.5e-8: the grid of _segment_distance
 
 
 @pytest.mark.parametrize(
@@ -241,8 +252,8 @@ def test_narrow_phase_gradients_finite_when_touching(kind, a, b):
     assert value.shape[0] == 7 * nph.SLOTS[kind]
 
 
-def _unit(n, atol=1e-12):
-    np.testing.assert_allclose(np.linalg.norm(n, axis=-1), 1.0, atol=atol)
+def _unit(n, atol=ROUND_OFF):
+    np.testing.assert_allclose(np.linalg.norm(n, axis=-1), 1.0, rtol=0, atol=atol)
 
 
 def test_narrow_phase_values_in_degenerate_configurations():
@@ -252,95 +263,101 @@ def test_narrow_phase_values_in_degenerate_configurations():
     on it), and the point lies midway between the two surfaces along that normal."""
     # exactly touching: gap 0, the point on both surfaces
     gap, point, normal = _collide("plane_sphere", *PLANE, (0, 0, 0.1), I3, (0.1, 0, 0))
-    np.testing.assert_allclose(gap, [0.0], atol=1e-15)
-    np.testing.assert_allclose(point, [[0, 0, 0]], atol=1e-15)
-    np.testing.assert_allclose(normal, [[0, 0, 1]], atol=1e-15)
+    np.testing.assert_allclose(gap, [0.0], rtol=0, atol=ROUND_OFF)
+    np.testing.assert_allclose(point, [[0, 0, 0]], rtol=0, atol=ROUND_OFF)
+    np.testing.assert_allclose(normal, [[0, 0, 1]], rtol=0, atol=ROUND_OFF)
     gap, point, normal = _collide("plane_box", *PLANE, (0, 0, 0.1), I3, (0.1, 0.1, 0.1))
     corners = np.array([[0, 0, 0.1] + np.array(s) * 0.1 for s in nph._CORNERS])
-    np.testing.assert_allclose(gap, corners[:, 2], atol=1e-15)
-    np.testing.assert_allclose(point[:, :2], corners[:, :2], atol=1e-15)
-    np.testing.assert_allclose(point[:, 2], corners[:, 2] / 2, atol=1e-15)
-    np.testing.assert_allclose(normal, np.tile([0, 0, 1.0], (8, 1)), atol=1e-15)
+    np.testing.assert_allclose(gap, corners[:, 2], rtol=0, atol=ROUND_OFF)
+    np.testing.assert_allclose(point[:, :2], corners[:, :2], rtol=0, atol=ROUND_OFF)
+    np.testing.assert_allclose(point[:, 2], corners[:, 2] / 2, rtol=0, atol=ROUND_OFF)
+    np.testing.assert_allclose(normal, np.tile([0, 0, 1.0], (8, 1)), rtol=0, atol=ROUND_OFF)
     R = _rot((0, 1, 0), np.pi / 2)
     gap, point, normal = _collide("plane_capsule", *PLANE, (0, 0, 0.1), R, (0.1, 0.3, 0))
-    np.testing.assert_allclose(gap, [0, 0], atol=1e-15)
+    np.testing.assert_allclose(gap, [0, 0], rtol=0, atol=ROUND_OFF)
     np.testing.assert_allclose(point[np.argsort(point[:, 0])], [[-0.3, 0, 0], [0.3, 0, 0]],
-                               atol=1e-15)  # fmt: skip
-    np.testing.assert_allclose(normal, [[0, 0, 1.0]] * 2, atol=1e-15)
+                               rtol=0, atol=ROUND_OFF)  # fmt: skip
+    np.testing.assert_allclose(normal, [[0, 0, 1.0]] * 2, rtol=0, atol=ROUND_OFF)
     # upright cylinder on its cap (no rim direction): three distinct rim points at gap 0
     gap, point, normal = _collide("plane_cylinder", *PLANE, (0, 0, 0.3), I3, (0.1, 0.3, 0))
-    np.testing.assert_allclose(gap, [0, 0, 0, 0.6], atol=1e-12)
+    np.testing.assert_allclose(gap, [0, 0, 0, 0.6], rtol=0, atol=ROUND_OFF)
     rim = point[:3]
-    np.testing.assert_allclose(np.linalg.norm(rim[:, :2], axis=1), 0.1, atol=1e-12)
-    np.testing.assert_allclose(rim[:, 2], 0.0, atol=1e-12)
+    np.testing.assert_allclose(np.linalg.norm(rim[:, :2], axis=1), 0.1, rtol=0, atol=ROUND_OFF)
+    np.testing.assert_allclose(rim[:, 2], 0.0, rtol=0, atol=ROUND_OFF)
     sides = np.linalg.norm(rim - np.roll(rim, 1, axis=0), axis=1)
-    np.testing.assert_allclose(sides, 0.1 * np.sqrt(3), atol=1e-12)  # 120 degrees apart
-    np.testing.assert_allclose(normal, [[0, 0, 1.0]] * 4, atol=1e-15)
+    np.testing.assert_allclose(sides, 0.1 * np.sqrt(3), rtol=0, atol=ROUND_OFF)  # 120 degrees apart
+    np.testing.assert_allclose(normal, [[0, 0, 1.0]] * 4, rtol=0, atol=ROUND_OFF)
     # lying along y: both rims' lowest points touch, the other two points 1.5 r higher
     R = _rot((1, 0, 0), np.pi / 2)
     gap, point, _ = _collide("plane_cylinder", *PLANE, (0, 0, 0.1), R, (0.1, 0.3, 0))
-    np.testing.assert_allclose(gap, [0, 0.15, 0.15, 0], atol=1e-12)
-    np.testing.assert_allclose(point[[0, 3]], [[0, 0.3, 0], [0, -0.3, 0]], atol=1e-9)
+    np.testing.assert_allclose(gap, [0, 0.15, 0.15, 0], rtol=0, atol=3e-10)  # 8.7e-11
+    np.testing.assert_allclose(
+        point[[0, 3]], [[0, 0.3, 0], [0, -0.3, 0]], rtol=0, atol=5e-10
+    )  # 1.0e-10
     # spheres touching, and concentric (every direction separates them by 2 r)
     gap, point, normal = _collide("sphere_sphere", (0, 0, 0), I3, (0.1, 0, 0), (0, 0, 0.2), I3,
                                   (0.1, 0, 0))  # fmt: skip
-    np.testing.assert_allclose(gap, [0.0], atol=1e-15)
-    np.testing.assert_allclose(point, [[0, 0, 0.1]], atol=1e-15)
-    np.testing.assert_allclose(normal, [[0, 0, 1]], atol=1e-15)
+    np.testing.assert_allclose(gap, [0.0], rtol=0, atol=ROUND_OFF)
+    np.testing.assert_allclose(point, [[0, 0, 0.1]], rtol=0, atol=ROUND_OFF)
+    np.testing.assert_allclose(normal, [[0, 0, 1]], rtol=0, atol=ROUND_OFF)
     gap, point, normal = _collide("sphere_sphere", (0, 0, 0), I3, (0.1, 0, 0), (0, 0, 0), I3,
                                   (0.1, 0, 0))  # fmt: skip
-    np.testing.assert_allclose(gap, [-0.2], atol=1e-15)
-    np.testing.assert_allclose(point, [[0, 0, 0]], atol=1e-15)
+    np.testing.assert_allclose(gap, [-0.2], rtol=0, atol=ROUND_OFF)
+    np.testing.assert_allclose(point, [[0, 0, 0]], rtol=0, atol=ROUND_OFF)
     _unit(normal)
     # a sphere centre on the capsule's axis (at its end, inside it): the normal is
     # perpendicular to the axis, the gap -(r_a + r_b), the point the centre (equal radii)
     for z in (0.2, 0.1):
         gap, point, normal = _collide("sphere_capsule", (0, 0, z), I3, (0.1, 0, 0), (0, 0, 0),
                                       I3, (0.1, 0.2, 0))  # fmt: skip
-        np.testing.assert_allclose(gap, [-0.2], atol=1e-15)
-        np.testing.assert_allclose(point, [[0, 0, z]], atol=1e-15)
+        np.testing.assert_allclose(gap, [-0.2], rtol=0, atol=ROUND_OFF)
+        np.testing.assert_allclose(point, [[0, 0, z]], rtol=0, atol=ROUND_OFF)
         _unit(normal)
-        assert abs(normal[0, 2]) < 1e-15
+        assert abs(normal[0, 2]) < ROUND_OFF
     # a sphere touching a box face, its centre on the face, on an edge, at the centre
     h = (0.1, 0.1, 0.1)
     gap, point, normal = _collide("sphere_box", (0, 0, 0.2), I3, (0.1, 0, 0), (0, 0, 0), I3, h)
-    np.testing.assert_allclose(gap, [0.0], atol=1e-15)
-    np.testing.assert_allclose(point, [[0, 0, 0.1]], atol=1e-15)
-    np.testing.assert_allclose(normal, [[0, 0, -1]], atol=1e-15)  # sphere -> box
+    np.testing.assert_allclose(gap, [0.0], rtol=0, atol=ROUND_OFF)
+    np.testing.assert_allclose(point, [[0, 0, 0.1]], rtol=0, atol=ROUND_OFF)
+    np.testing.assert_allclose(normal, [[0, 0, -1]], rtol=0, atol=ROUND_OFF)  # sphere -> box
     gap, point, normal = _collide("sphere_box", (0, 0, 0.1), I3, (0.1, 0, 0), (0, 0, 0), I3, h)
-    np.testing.assert_allclose(gap, [-0.1], atol=1e-15)
-    np.testing.assert_allclose(point, [[0, 0, 0.05]], atol=1e-15)
-    np.testing.assert_allclose(normal, [[0, 0, -1]], atol=1e-15)
+    np.testing.assert_allclose(gap, [-0.1], rtol=0, atol=ROUND_OFF)
+    np.testing.assert_allclose(point, [[0, 0, 0.05]], rtol=0, atol=ROUND_OFF)
+    np.testing.assert_allclose(normal, [[0, 0, -1]], rtol=0, atol=ROUND_OFF)
     edge = np.array([0.1, 0.1, 0.0])
     gap, point, normal = _collide("sphere_box", edge, I3, (0.05, 0, 0), (0, 0, 0), I3, h)
-    np.testing.assert_allclose(gap, [-0.05], atol=1e-15)
+    np.testing.assert_allclose(gap, [-0.05], rtol=0, atol=ROUND_OFF)
     n = normal[0]
-    assert any(np.allclose(n, d, atol=1e-15) for d in ([-1, 0, 0], [0, -1, 0]))  # either face
-    np.testing.assert_allclose(point[0], edge + 0.025 * n, atol=1e-15)
+    assert any(
+        np.allclose(n, d, rtol=0, atol=ROUND_OFF) for d in ([-1, 0, 0], [0, -1, 0])
+    )  # either face
+    np.testing.assert_allclose(point[0], edge + 0.025 * n, rtol=0, atol=ROUND_OFF)
     gap, point, normal = _collide("sphere_box", (0, 0, 0), I3, (0.05, 0, 0), (0, 0, 0), I3, h)
-    np.testing.assert_allclose(gap, [-0.15], atol=1e-15)  # out through any face: 0.1 + r
+    np.testing.assert_allclose(
+        gap, [-0.15], rtol=0, atol=ROUND_OFF
+    )  # out through any face: 0.1 + r
     n = normal[0]
-    assert np.isclose(np.max(np.abs(n)), 1.0, atol=1e-15) and np.isclose(
-        np.linalg.norm(n), 1.0, atol=1e-15
+    assert np.isclose(np.max(np.abs(n)), 1.0, rtol=0, atol=ROUND_OFF) and np.isclose(
+        np.linalg.norm(n), 1.0, rtol=0, atol=ROUND_OFF
     )  # a face normal
-    np.testing.assert_allclose(point[0], -0.025 * n, atol=1e-15)
+    np.testing.assert_allclose(point[0], -0.025 * n, rtol=0, atol=ROUND_OFF)
     # parallel capsules touching side by side: the middle of the overlap; coincident ones
     gap, point, normal = _collide("capsule_capsule", (0, 0, 0), I3, (0.1, 0.3, 0), (0, 0.2, 0),
                                   I3, (0.1, 0.3, 0))  # fmt: skip
-    np.testing.assert_allclose(gap, [0.0], atol=1e-15)
-    np.testing.assert_allclose(point, [[0, 0.1, 0]], atol=1e-15)
-    np.testing.assert_allclose(normal, [[0, 1, 0]], atol=1e-15)
+    np.testing.assert_allclose(gap, [0.0], rtol=0, atol=ROUND_OFF)
+    np.testing.assert_allclose(point, [[0, 0.1, 0]], rtol=0, atol=ROUND_OFF)
+    np.testing.assert_allclose(normal, [[0, 1, 0]], rtol=0, atol=ROUND_OFF)
     gap, point, normal = _collide("capsule_capsule", (0, 0, 0), I3, (0.1, 0.3, 0), (0, 0, 0),
                                   I3, (0.1, 0.3, 0))  # fmt: skip
-    np.testing.assert_allclose(gap, [-0.2], atol=1e-15)
-    assert abs(point[0, 0]) < 1e-15 and abs(point[0, 1]) < 1e-15 and abs(point[0, 2]) <= 0.3
+    np.testing.assert_allclose(gap, [-0.2], rtol=0, atol=ROUND_OFF)
+    assert abs(point[0, 0]) < ROUND_OFF and abs(point[0, 1]) < ROUND_OFF and abs(point[0, 2]) <= 0.3
     _unit(normal)
-    assert abs(normal[0, 2]) < 1e-15
+    assert abs(normal[0, 2]) < ROUND_OFF
     # coincident boxes: every corner 2 h deep along a face normal of the other box
     gap, _, normal = _collide("box_box", (0, 0, 0), I3, h, (0, 0, 0), I3, h)
-    assert gap.min() == pytest.approx(-0.2, abs=1e-15)
+    assert gap.min() == pytest.approx(-0.2, abs=ROUND_OFF)
     _unit(normal)
-    np.testing.assert_allclose(np.max(np.abs(normal), axis=1), 1.0, atol=1e-15)
+    np.testing.assert_allclose(np.max(np.abs(normal), axis=1), 1.0, rtol=0, atol=ROUND_OFF)
 
 
 # ----------------------------------------------------------------------------- the law
@@ -368,23 +385,23 @@ def test_restitution_quadrature_matches_the_impact_ode():
 
     for a in (0.2, 0.966, 2.5, 12.0):
         for n in (1.0, 1.5):
-            assert abs(restitution_of(a) - e_ode(a, n)) < 1e-8
+            assert abs(restitution_of(a) - e_ode(a, n)) < 1e-10  # 1.9e-11
 
 
 def test_damping_factor_inverts_restitution():
     e = np.linspace(E_MIN, 1.0, 397)
     a = np.asarray(damping_factor(jnp.asarray(e)))
     assert np.max(np.abs(restitution_of(a) - e)) < 1e-4
-    assert abs(float(damping_factor(1.0))) < 1e-12
-    assert float(damping_factor(0.0)) == pytest.approx(float(damping_factor(E_MIN)))
+    assert abs(float(damping_factor(1.0))) < ROUND_OFF
+    assert float(damping_factor(0.0)) == float(damping_factor(E_MIN))  # e clipped to E_MIN
     # C1: derivative continuous across a table node, equal to 1 / (de/da)
     de = (1.0 - E_MIN) / 200
     node = E_MIN + 80 * de
     left, right = jax.grad(damping_factor)(node - 1e-9), jax.grad(damping_factor)(node + 1e-9)
-    assert abs(left - right) < 1e-5 * abs(left)
+    assert abs(left - right) < 4e-8 * abs(left)  # 8.4e-9
     a0 = float(damping_factor(node))
     slope = 2e-7 / (restitution_of(a0 + 1e-7) - restitution_of(a0 - 1e-7))
-    assert float(left) == pytest.approx(slope, rel=1e-5)
+    assert float(left) == pytest.approx(slope, rel=3e-8)  # 5.3e-9
 
 
 def test_normal_force_impact_gives_the_restitution():
@@ -409,7 +426,7 @@ def test_normal_force_impact_gives_the_restitution():
         T = (m * v0**2 / K) ** (1 / (n + 1)) / v0
         sol = solve_ivp(rhs, (0, 1e3 * T), [0.0, v0], events=leave, rtol=1e-10, atol=1e-14,
                         first_step=1e-6 * T, method="DOP853")  # fmt: skip
-        assert -sol.y_events[0][0][1] / v0 == pytest.approx(e, rel=2e-4)
+        assert -sol.y_events[0][0][1] / v0 == pytest.approx(e, rel=4e-7)  # 8.2e-8
 
 
 def test_law_zero_and_finite_at_zero_penetration_and_slip():
@@ -423,9 +440,9 @@ def test_law_zero_and_finite_at_zero_penetration_and_slip():
     slip = jnp.zeros(3)
     f = friction_force(slip, 10.0, friction=0.5, slip_velocity=1e-4)
     J = jax.jacfwd(lambda s: friction_force(s, 10.0, friction=0.5, slip_velocity=1e-4))(slip)
-    assert np.all(f == 0) and np.allclose(J, -0.5 * 10 / 1e-4 * I3)
+    assert np.all(f == 0) and np.allclose(J, -0.5 * 10 / 1e-4 * I3, rtol=ROUND_OFF, atol=0)
     f = friction_force(jnp.array([3.0, 4.0, 0.0]), 10.0, friction=0.5, slip_velocity=1e-4)
-    np.testing.assert_allclose(f, -5.0 * np.array([0.6, 0.8, 0]), rtol=1e-8)  # isotropic
+    np.testing.assert_allclose(f, -5.0 * np.array([0.6, 0.8, 0]), rtol=1e-9)  # isotropic
     assert float(elastic_energy(-1.0, stiffness=1.0)) == 0.0
 
 
@@ -480,7 +497,7 @@ def test_pairs_are_model_data():
     assert c.friction.shape == c.restitution.shape == c.stiffness.shape == (1,)
     assert float(c.friction[0]) == 0.5 and float(c.restitution[0]) == 0.6
     # default stiffness: the weight on one slot penetrates 1e-3 of the radius (Hertz)
-    assert float(c.stiffness[0]) == pytest.approx(9.81 / (1e-3 * 0.05) ** 1.5)
+    assert float(c.stiffness[0]) == pytest.approx(9.81 / (1e-3 * 0.05) ** 1.5, rel=ROUND_OFF)
     other = eqx.tree_at(lambda m: m.contacts.friction, model, jnp.array([0.2]))
     assert float(other.contacts.friction[0]) == 0.2 and float(model.contacts.friction[0]) == 0.5
     leaves = jax.tree_util.tree_leaves(model)
@@ -518,7 +535,7 @@ def test_add_contacts_filters_joined_bodies_visual_shapes_and_unsupported_pairs(
     # mass of the box-sphere pair: reduced mass in the default stiffness
     k = model.contacts.pair_names.index("b/d")
     assert float(model.contacts.stiffness[k]) == pytest.approx(
-        (2 * 1 / 3) * 9.81 / (1e-3 * 0.1) ** 1.5
+        (2 * 1 / 3) * 9.81 / (1e-3 * 0.1) ** 1.5, rel=ROUND_OFF
     )
 
 
@@ -566,7 +583,7 @@ def test_collide_flag_round_trips_and_hashes(tmp_path):
     )
     for x, y in zip(jax.tree_util.tree_leaves(back.contacts),
                     jax.tree_util.tree_leaves(model.contacts), strict=True):  # fmt: skip
-        np.testing.assert_allclose(x, y, rtol=1e-15, atol=1e-15)
+        np.testing.assert_array_equal(x, y)
 
 
 def test_contact_options_refused():
@@ -622,7 +639,7 @@ def test_sliding_block_stops_at_the_coulomb_distance_and_time(sliding):
     t = np.asarray(sliding.t)
     distance = x[-1] - x[0]
     assert distance == pytest.approx(v0**2 / (2 * mu * G), rel=2e-5)  # met to 8.0e-6
-    assert abs(v[-1]) < 1e-6  # at rest, no creep without a tangential load
+    assert abs(v[-1]) < ROUND_OFF * v0  # at rest, no creep without a tangential load
     stop = t[np.argmax(np.abs(v) < 1e-3)]  # 1e-3 m/s: 5e-4 of v0 before the end
     assert stop == pytest.approx(v0 / (mu * G), rel=1.8e-3)  # met to 6.2e-4 (grid: 2e-3)
     # the slot view: four corners press, summing to the weight once the block rests
@@ -630,12 +647,12 @@ def test_sliding_block_stops_at_the_coulomb_distance_and_time(sliding):
     assert c.gap.shape == c.normal_force.shape == (len(t), 8)
     assert c.tangential_force.shape == (len(t), 8, 3) and c.active.dtype == bool
     assert int(np.sum(np.asarray(c.active[-1]))) == 4
-    assert float(jnp.sum(c.normal_force[-1])) == pytest.approx(G, rel=1e-6)
+    assert float(jnp.sum(c.normal_force[-1])) == pytest.approx(G, rel=2e-12)  # 4.0e-13
     f = mbd.diagnostics.contact_forces(_block(v0=2.0), sliding)
     assert f.names == ("box/ground",)
-    np.testing.assert_allclose(f.force[-1, 0], [0, 0, G], atol=1e-6)
-    np.testing.assert_allclose(f.force[100, 0, 0], -mu * G, rtol=1e-3)  # kinetic friction
-    np.testing.assert_allclose(f.point[-1, 0, :2], sliding.r[-1, 0, :2], atol=1e-9)
+    np.testing.assert_allclose(f.force[-1, 0], [0, 0, G], rtol=0, atol=2e-11)  # 4.0e-12
+    np.testing.assert_allclose(f.force[100, 0, 0], -mu * G, rtol=1e-5)  # kinetic friction
+    np.testing.assert_allclose(f.point[-1, 0, :2], sliding.r[-1, 0, :2], rtol=0, atol=ROUND_OFF)
 
 
 @pytest.mark.parametrize("formulation", FORMULATIONS)
@@ -681,8 +698,10 @@ def test_ball_settles_at_the_static_penetration(exponent, stiffness, formulation
     model = _ball(restitution=0.5, stiffness=stiffness, exponent=exponent)
     sol = mbd.simulate(model, formulation=formulation, t_end=T_BALL, h=H)
     depth = 0.1 - float(sol.r[-1, 0, 2])
-    assert depth == pytest.approx((1.0 * G / stiffness) ** (1 / exponent), rel=1e-6)
-    assert float(sol.contact.normal_force[-1, 0]) == pytest.approx(G, rel=1e-9)
+    assert depth == pytest.approx(
+        (1.0 * G / stiffness) ** (1 / exponent), rel=1e-12, abs=0
+    )  # 1.8e-13
+    assert float(sol.contact.normal_force[-1, 0]) == pytest.approx(G, rel=5e-13)  # 1.0e-13
 
 
 @pytest.fixture(
@@ -729,7 +748,7 @@ def test_energy_never_grows_at_a_contact(bounces):
     ends = np.nonzero(~touching[1:] & touching[:-1])[0] + 1
     assert len(starts) >= 3
     for s, f in zip(starts, ends, strict=False):
-        assert np.max(energy[s : f + 1]) <= energy[s] * (1 + 1e-9)
+        assert np.max(energy[s : f + 1]) <= energy[s] * (1 + ROUND_OFF)
         assert energy[f] < energy[s]
     # the element's power + the rate of its elastic energy <= 0 at random states
     element = model.contacts.with_mass(model.mass)
@@ -753,7 +772,7 @@ def test_energy_never_grows_at_a_contact(bounces):
 
     total, power = balance(jax.random.split(jax.random.PRNGKey(0), 64))
     assert np.sum(np.asarray(power) < 0) > 10  # penetrating, dissipating states were drawn
-    assert np.all(np.asarray(total) <= 1e-9 * (1 + np.abs(np.asarray(power))))
+    assert np.all(np.asarray(total) <= ROUND_OFF * (1 + np.abs(np.asarray(power))))
     # backward Euler: energy of a bouncing, sliding pair of bodies never grows by a step
     b = mbd.ModelBuilder("pair", gravity=(0, 0, -G))
     b.add_body("ball", mass=1.0, inertia=[4e-4] * 3, r=(0, 0, 0.3), rdot=(1.0, 0, 0),
@@ -767,7 +786,7 @@ def test_energy_never_grows_at_a_contact(bounces):
     run = mbd.simulate(pair, formulation=sol.formulation, integrator="backward_euler",
                        t_end=0.6, h=1e-3)  # fmt: skip
     e_pair = np.asarray(mbd.diagnostics.energy(pair, run).total)
-    assert np.max(np.diff(e_pair)) <= 1e-12 * e_pair[0]
+    assert np.max(np.diff(e_pair)) <= 0.0  # it falls by 9.6e-6 J a step at least
     assert np.any(np.asarray(run.contact.active)[:, pair.contacts.slot_pair.index(0)])
 
 
@@ -775,7 +794,7 @@ def test_contact_none_ignores_every_pair():
     model = _ball(r=(0, 0, 0.2))
     sol = mbd.simulate(model, formulation="rA", t_end=0.3, h=1e-2, contact="none")
     assert sol.contact is None
-    np.testing.assert_allclose(sol.r[-1, 0, 2], 0.2 - 0.5 * G * 0.3**2, rtol=1e-9)
+    np.testing.assert_allclose(sol.r[-1, 0, 2], 0.2 - 0.5 * G * 0.3**2, rtol=ROUND_OFF)
 
 
 # ----------------------------------------------------------------------------- gradients
@@ -811,7 +830,7 @@ def _gradient_outputs(model):
 
 def test_gradients_friction_restitution_and_touchdown():
     """d(stopping distance)/d mu against the central difference of the simulated distance
-    (to 1e-8; met to 1.8e-9) and against -v0^2 / (2 mu^2 g) (to 1.5e-3; met to 5.1e-4);
+    (to 2e-9; met to 3.6e-10) and against -v0^2 / (2 mu^2 g) (to 1.5e-3; met to 5.1e-4);
     d(rebound apex)/d(restitution) against central differences (1e-8; met to 1.5e-9);
     every derivative finite for the ball that starts exactly touching the plane."""
     mu, v0 = 0.4, 2.0
@@ -836,7 +855,7 @@ def test_gradients_friction_restitution_and_touchdown():
     # step 1e-6: truncation 1.2e-7 at 1e-5, round-off 4.4e-9 at 1e-7 (relative)
     step = 1e-6
     central = (distance_at(mu + step) - distance_at(mu - step)) / (2 * step)
-    assert d_mu == pytest.approx(central, rel=1e-8)
+    assert d_mu == pytest.approx(central, rel=2e-9)
 
     def apex_at(e):
         restitution = model.contacts.restitution.at[1].set(e)
@@ -864,8 +883,8 @@ def test_vmap_over_friction_equals_single_runs():
     batched = jax.vmap(final)(mus)
     for k, mu in enumerate(mus):
         single = final(mu)
-        np.testing.assert_allclose(batched[0][k], single[0], rtol=1e-9, atol=1e-12)
-        np.testing.assert_allclose(batched[1][k], single[1], rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(batched[0][k], single[0], rtol=0, atol=ROUND_OFF)
+        np.testing.assert_allclose(batched[1][k], single[1], rtol=0, atol=ROUND_OFF * G)
     stops = np.asarray(batched[0][:, 0])
     np.testing.assert_allclose(stops, 4.0 / (2 * np.asarray(mus) * G), rtol=1e-4)  # 3.9e-5
 
@@ -896,7 +915,9 @@ def test_guide_page_example(part):
     code = "\n".join(c for c, _ in examples[: part + 1])
     printed, _ = run_example(code)
     shown = "\n".join(s.strip() for _, s in examples[: part + 1])
-    assert_expected_values(printed, rtol=2e-3)
+    assert_expected_values(
+        printed, rtol=1e-4 if part == 0 else 2e-3
+    )  # printed to 4-5 digits; d/d mu 5.5e-4 from its closed form
     assert_prints(printed, shown, rtol=1e-4)
 
 

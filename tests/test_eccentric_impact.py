@@ -16,6 +16,7 @@ from __future__ import annotations
 import equinox as eqx
 import numpy as np
 import pytest
+from tolerances import ROUND_OFF
 
 import jaxmbd as mbd
 
@@ -66,7 +67,7 @@ def test_effective_mass_of_the_struck_tip(pinned_rod):
     m_eff = run.contacts.effective_mass(state, point, normal)
     np.testing.assert_allclose(m_eff, [1 / 3], rtol=1e-7)  # 1.7e-8: the regularisation
     free = mbd.contact.with_contact(rod_at_a_wall(pinned=False), "compliant").contacts
-    np.testing.assert_allclose(free.effective_mass(state, point, normal), [0.25], rtol=1e-9)
+    np.testing.assert_allclose(free.effective_mass(state, point, normal), [0.25], rtol=ROUND_OFF)
 
 
 @pytest.mark.parametrize("formulation", ["joint", pytest.param("rA", marks=pytest.mark.slow)])

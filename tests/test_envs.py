@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from conftest import count_compilations
 from host_devices import run_on_host_devices
+from tolerances import ROUND_OFF
 
 import jaxmbd as mbd
 from jaxmbd.envs import physics_of
@@ -45,7 +46,7 @@ def test_tolerance_equals_dm_control(sigmoid):
                            ((-0.2, 0.2), 0.0)]:  # fmt: skip
         expected = dm_rewards.tolerance(x, bounds, margin, sigmoid, value_at_margin)
         got = mbd.envs.tolerance(jnp.asarray(x), bounds, margin, sigmoid, value_at_margin)
-        np.testing.assert_allclose(np.asarray(got), expected, rtol=0, atol=1e-14)
+        np.testing.assert_allclose(np.asarray(got), expected, rtol=0, atol=ROUND_OFF)
 
 
 def test_tolerance_gradient_is_finite_at_infinite_bounds():
@@ -141,7 +142,7 @@ CLASSIC = [("cartpole", "balance"), pytest.param("cartpole", "swingup", marks=SL
 @pytest.mark.parametrize(("domain", "task"), CLASSIC)
 def test_reward_and_observation_equal_dm_control_along_random_actions(domain, task):
     """320 states reached by the env under random actions: its obs and reward equal
-    dm_control's formulas on mj_forward at the same qpos/qvel/ctrl to 1e-9 (the states of
+    dm_control's formulas on mj_forward at the same qpos/qvel/ctrl to round-off (the states of
     the compliant step: the formulas do not depend on the physics that reached them)."""
     env = mbd.envs.make(domain, task, contact="compliant")
     m, d = _mj(domain)
@@ -159,7 +160,7 @@ def test_reward_and_observation_equal_dm_control_along_random_actions(domain, ta
             worst_obs = max(worst_obs, np.abs(np.asarray(obs[k]) - expected_obs).max())
             worst_reward = max(worst_reward, abs(float(reward[k]) - float(expected_reward)))
             rewards.append(float(expected_reward))
-    assert worst_obs < 1e-9 and worst_reward < 1e-9, (worst_obs, worst_reward)
+    assert worst_obs < ROUND_OFF and worst_reward < ROUND_OFF, (worst_obs, worst_reward)
     assert np.ptp(rewards) > 0.1 * max(rewards) or domain == "pendulum"  # rewards vary
 
 
@@ -297,10 +298,11 @@ def test_cheetah_reset_separates_drawn_self_penetrations():
 def test_trajectory_equals_mujoco_rk4(domain, task, refine):
     """The env's qpos/qvel under random actions (RK4, contact and limits off) against
     MuJoCo's RK4 at h / 100 on the same file (contact, limits and friction loss off) over
-    1 s: 1e-6. The env takes ``refine`` RK4 steps of h / refine per control step (the same
-    dt): at the files' h (0.01-0.02 s) RK4's own error reaches 1.4e-6 over 1 s on the
-    acrobot (2.2e-6 at h / 4 on the cheetah), and the reacher's light arm (damping time
-    constant ~0.01 s) needs h / 20. The floor robots (hopper, cheetah) fall through the
+    1 s: 3e-8 (5.6e-9 measured; 1e-6 for the slow tasks, not measured). The env takes
+    ``refine`` RK4 steps of h / refine per control step (the same dt): at the files' h
+    (0.01-0.02 s) RK4's own error reaches 1.4e-6 over 1 s on the acrobot (2.2e-6 at h / 4
+    on the cheetah), and the reacher's light arm (damping time constant ~0.01 s) needs
+    h / 20. The floor robots (hopper, cheetah) fall through the
     floor without contact: their reset leaves the drawn pose where it is, and the hopper's
     touch sensors read 0."""
     env = mbd.envs.make(domain, task, integrator="rk", contact="none", limits="none")
@@ -324,7 +326,9 @@ def test_trajectory_equals_mujoco_rk4(domain, task, refine):
         worst = max(worst, np.abs(np.asarray(ours.qpos) - d.qpos).max(),
                     np.abs(np.asarray(ours.qvel) - d.qvel).max() * env.h)  # fmt: skip
     assert np.abs(d.qpos - start).max() > 1e-2  # it moved
-    assert worst < 1e-6, worst
+    # 5.6e-9 measured; the slow tasks (pendulum, reacher, cheetah) are not measured here
+    bound = 1e-6 if domain in ("pendulum", "reacher", "cheetah") else 3e-8
+    assert worst < bound, worst
 
 
 # -------------------------------------------------------------- the brax interface
@@ -429,7 +433,7 @@ def test_domain_randomization_over_a_batch_of_models(cartpole):
     single_step = jax.jit(single.step)
     for _ in range(5):
         s = single_step(s, a[2])
-    np.testing.assert_allclose(np.asarray(s.pipeline_state.qpos), qpos[2], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(s.pipeline_state.qpos), qpos[2], rtol=0, atol=ROUND_OFF)
 
     heavier = mbd.envs.DomainRandomizationVmapWrapper(cartpole, randomizer(masses + 0.5))
     other = jax.jit(heavier.reset)(keys)
@@ -507,12 +511,9 @@ def test_angles_are_not_wrapped(cartpole):
 
 
 def test_brax_training_wrappers_run_on_the_env(cartpole):
-    """brax's own wrappers (brax.envs.wrappers.training.wrap) on the env, where brax
-    imports."""
-    try:
-        from brax.envs.wrappers import training
-    except Exception as err:  # brax absent or not importable with this JAX / MuJoCo
-        pytest.skip(f"brax's wrappers do not import here: {type(err).__name__}: {err}")
+    """brax's own wrappers (brax.envs.wrappers.training.wrap) on the env (brax is in the
+    dev extra: an install without it skips; one where it fails to import fails)."""
+    training = pytest.importorskip("brax.envs.wrappers.training")
     env = training.wrap(cartpole, episode_length=2)
     state = jax.jit(env.reset)(jax.random.split(jax.random.PRNGKey(0), 4))
     for _ in range(2):

@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize, minimize_scalar
 from scipy.spatial.transform import Rotation
+from tolerances import ROUND_OFF
 
 import jaxmbd as mbd
 import jaxmbd.geometry as G
@@ -251,9 +252,9 @@ def test_capsule_box_first_contact_is_mujocos():
         assert bool(mj) == (gap[k, 0] < 0.5)
         if mj:
             dist, pos, nrm = mj[0]
-            assert abs(dist - gap[k, 0]) < 1e-8
-            np.testing.assert_allclose(pos, point[k, 0], atol=1e-8)
-            np.testing.assert_allclose(nrm, normal[k, 0], atol=1e-8)
+            assert abs(dist - gap[k, 0]) < ROUND_OFF
+            np.testing.assert_allclose(pos, point[k, 0], rtol=0, atol=ROUND_OFF)
+            np.testing.assert_allclose(nrm, normal[k, 0], rtol=0, atol=ROUND_OFF)
             compared += 1
     assert compared > 80
 
@@ -270,12 +271,12 @@ def test_capsule_box_lying_on_a_face_rests_on_mujocos_two_contacts(offset, angle
                                np.eye(3)[None])  # fmt: skip
     mj = _mujoco_contacts(_mujoco_model("capsule", s1, "box", s2), pa, Ra, np.zeros(3), np.eye(3))
     assert len(mj) == 2
-    np.testing.assert_allclose(gap[0], [-1e-3, -1e-3], atol=1e-12)
+    np.testing.assert_allclose(gap[0], [-1e-3, -1e-3], rtol=0, atol=ROUND_OFF)
     for dist, pos, nrm in mj:
         k = int(np.argmin(np.linalg.norm(point[0] - pos, axis=1)))
-        assert abs(dist - gap[0, k]) < 1e-8
-        np.testing.assert_allclose(pos, point[0, k], atol=1e-8)
-        np.testing.assert_allclose(nrm, normal[0, k], atol=1e-8)
+        assert abs(dist - gap[0, k]) < ROUND_OFF
+        np.testing.assert_allclose(pos, point[0, k], rtol=0, atol=ROUND_OFF)
+        np.testing.assert_allclose(nrm, normal[0, k], rtol=0, atol=ROUND_OFF)
 
 
 def test_capsule_box_first_slot_is_the_segments_deepest_point():
@@ -351,7 +352,10 @@ def test_support_pairs_against_brute_force(k1, k2):
     signed distance to 1e-9 (at most 5e-11 measured), the normal to 1e-4 (the round
     surfaces' EPA converges in depth to 1e-10 of the size, in angle to about its root)."""
     s1, s2 = _size(k1), _size(k2)
-    tol = _depth_tolerance(k1, k2)
+    # capsule-cylinder (the default run) meets 3.8e-13 in depth and 2.7e-6 in the normal;
+    # the slow pairs (not measured here) keep the docstring's bounds
+    quick = (k1, k2) in QUICK
+    tol = 2e-12 if quick else _depth_tolerance(k1, k2)
     offsets = (0.02, -0.002)
     for offset, poses in zip(offsets, _touching_poses(k1, s1, k2, s2, 6, offsets, 5), strict=True):
         gap, _, normal = _ours(k1, s1, k2, s2, *poses)
@@ -359,7 +363,7 @@ def test_support_pairs_against_brute_force(k1, k2):
             sd, n = brute_signed_distance(k1, s1, poses[0][k], poses[1][k], k2, s2,
                                           poses[2][k], poses[3][k])  # fmt: skip
             assert abs(gap[k, 0] - sd) < tol, (offset, k, gap[k, 0], sd)
-            assert np.abs(normal[k, 0] - n).max() < 1e-4
+            assert np.abs(normal[k, 0] - n).max() < (1e-5 if quick else 1e-4)
 
 
 @pytest.mark.slow
@@ -421,9 +425,9 @@ def test_plane_ellipsoid_is_mujocos_contact():
         body = (jnp.asarray(d.geom_xpos[1]), jnp.asarray(d.geom_xmat[1].reshape(3, 3)))
         gap, point, nrm = (np.asarray(x) for x in collide(*plane, jnp.zeros(3), *body, size))
         assert gap.shape == (1,) and gap[0] < 0
-        assert abs(c.dist - gap[0]) < 1e-12
-        np.testing.assert_allclose(c.pos, point[0], atol=1e-12)
-        np.testing.assert_allclose(c.frame[:3], nrm[0], atol=1e-12)
+        assert abs(c.dist - gap[0]) < ROUND_OFF
+        np.testing.assert_allclose(c.pos, point[0], rtol=0, atol=ROUND_OFF)
+        np.testing.assert_allclose(c.frame[:3], nrm[0], rtol=0, atol=ROUND_OFF)
 
 
 # ----------------------------------------------------------------------------- plane-mesh
@@ -463,12 +467,12 @@ def test_plane_mesh_deepest_vertex_is_mujocos_first_contact():
             jnp.asarray(d.geom_xpos[0]), jnp.asarray(plane_R), jnp.zeros(3),
             jnp.asarray(d.geom_xpos[1]), jnp.asarray(d.geom_xmat[1].reshape(3, 3)),
             jnp.asarray(size)))  # fmt: skip
-        assert abs(c.dist - gap[0]) < 1e-8
-        np.testing.assert_allclose(c.pos, point[0], atol=1e-8)
-        np.testing.assert_allclose(c.frame[:3], nrm[0], atol=1e-12)
+        assert abs(c.dist - gap[0]) < ROUND_OFF
+        np.testing.assert_allclose(c.pos, point[0], rtol=0, atol=ROUND_OFF)
+        np.testing.assert_allclose(c.frame[:3], nrm[0], rtol=0, atol=ROUND_OFF)
         world = d.geom_xpos[1] + size[1:, :3] @ d.geom_xmat[1].reshape(3, 3).T
         heights = (world - d.geom_xpos[0]) @ plane_R[:, 2]
-        assert gap[0] == pytest.approx(heights.min(), abs=1e-12)
+        assert gap[0] == pytest.approx(heights.min(), abs=ROUND_OFF)
         picked = [int(np.argmin(np.abs(heights - g))) for g in gap]
         assert len(set(picked)) == 4
 
@@ -541,8 +545,8 @@ def test_capsule_on_a_box_and_mesh_on_the_floor_settle_at_rest(scene):
 )
 def test_gap_gradient_is_central_differences(k1, k2):
     """d gap / d (B's position, B's rotation vector), apart (2 cm) and in penetration (2
-    mm), against central differences (step 1e-6): to 1e-6 (the witness points move with
-    the shapes: the envelope theorem)."""
+    mm), against central differences (step 1e-6): to 2e-10 (1e-6 for the slow pairs; the
+    witness points move with the shapes: the envelope theorem)."""
     s1, s2 = _size(k1), _size(k2)
     kind, swapped = pair_kind(k1, k2)
     sa, sb = shape_size(_shape(k1, s1)), shape_size(_shape(k2, s2))
@@ -562,7 +566,10 @@ def test_gap_gradient_is_central_differences(k1, k2):
         fd = [(value(pa, Ra, x + step * e, Rb) - value(pa, Ra, x - step * e, Rb)) / (2 * step)
               for e in np.eye(6)]  # fmt: skip
         assert np.all(np.isfinite(g))
-        np.testing.assert_allclose(g, np.asarray(fd), atol=1e-6)
+        # capsule-box: 5.3e-11 (central differences: round-off / step ~1e-10); the slow pairs
+        # (not measured here) keep the docstring's 1e-6
+        atol = 2e-10 if (k1, k2) == ("capsule", "box") else 1e-6
+        np.testing.assert_allclose(g, np.asarray(fd), rtol=0, atol=atol)
 
 
 def _rotation_matrix(v):

@@ -22,6 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from tolerances import ROUND_OFF
 
 mujoco = pytest.importorskip("mujoco")
 
@@ -264,7 +265,7 @@ def _relative(ours, theirs):
     return np.max(np.abs(np.asarray(ours) - theirs)) / max(np.max(np.abs(theirs)), 1e-300)
 
 
-def _compare(m, d, method, *, tight, expect_iterations, accuracy):
+def _compare(m, d, method, *, tight, expect_iterations, accuracy, force_accuracy):
     M, a0, a_warm, rows = _problem(m, d)
     nv = m.nv
     Mp, a0p, awp, rp, where = _pad(M, a0, a_warm, rows)
@@ -274,7 +275,7 @@ def _compare(m, d, method, *, tight, expect_iterations, accuracy):
     assert int(sol.status) == SOLVED
     assert _relative(qacc[:nv], d.qacc) < accuracy, (tight, _relative(qacc[:nv], d.qacc))
     force = np.asarray(sol.efc_force)[where]
-    assert _relative(force, d.efc_force) < accuracy, (tight, _relative(force, d.efc_force))
+    assert _relative(force, d.efc_force) < force_accuracy, (tight, _relative(force, d.efc_force))
     np.testing.assert_array_equal(np.asarray(sol.efc_state)[where], d.efc_state)
     inactive = np.ones(NEFC, bool)
     inactive[where] = False
@@ -285,14 +286,18 @@ def _compare(m, d, method, *, tight, expect_iterations, accuracy):
 
 
 def _check_against_mujoco(m, d, *, min_rows=1):
-    """At the file's settings (same iterations) and at tolerance 1e-12 (1e-8 relative)."""
+    """At the file's settings (same iterations) and at tolerance 1e-12 (5e-10 relative)."""
     method = "cg" if m.opt.solver == mujoco.mjtSolver.mjSOL_CG else "newton"
     mujoco.mj_forward(m, d)
     assert d.nefc >= min_rows
-    _compare(m, d, method, tight=False, expect_iterations=True, accuracy=1e-9)
+    _compare(
+        m, d, method, tight=False, expect_iterations=True, accuracy=1e-9, force_accuracy=2e-10
+    )  # qacc 1.1e-10, forces 3.7e-11
     m.opt.tolerance, m.opt.iterations = TIGHT["tolerance"], TIGHT["iterations"]
     mujoco.mj_forward(m, d)
-    _compare(m, d, method, tight=True, expect_iterations=False, accuracy=1e-8)
+    _compare(
+        m, d, method, tight=True, expect_iterations=False, accuracy=5e-10, force_accuracy=2e-10
+    )
     return d
 
 
@@ -516,7 +521,7 @@ def test_reverse_mode_is_the_transpose_of_the_jvp():
     _, (dqacc, dforce) = _jvp(theta, dtheta, rows, a_warm, scale)
     forward = jnp.dot(w_qacc, dqacc) + jnp.dot(w_force, dforce)
     reverse = sum(jnp.vdot(g, dt) for g, dt in zip(gradient, dtheta, strict=True))
-    assert abs(float(forward - reverse)) < 1e-9 * abs(float(forward))
+    assert abs(float(forward - reverse)) < ROUND_OFF * abs(float(forward))
 
 
 def _switching_problem():
@@ -578,7 +583,9 @@ def test_derivatives_are_finite_at_switching_points():
     # decoupled dofs: d qacc / d a0 = 1/(1 + D) on the quadratic (bottom-zone) cone, else 1
     d_a0 = tuple(jnp.zeros_like(t) if i != 1 else jnp.ones(NV) for i, t in enumerate(theta))
     _, (dqacc, _) = _jvp(theta, d_a0, rows, optimum, 1 / NV)
-    np.testing.assert_allclose(np.asarray(dqacc)[:8], [0.5, 0.5, 0.5, 1, 1, 1, 1, 1], rtol=1e-14)
+    np.testing.assert_allclose(
+        np.asarray(dqacc)[:8], [0.5, 0.5, 0.5, 1, 1, 1, 1, 1], rtol=ROUND_OFF
+    )
 
 
 @partial(jax.jit, static_argnames=("method",))
@@ -636,8 +643,8 @@ def test_active_rows_capacity_gives_the_solve_on_all_rows():
     for capacity in (nefc + 2, nefc - 1, None):
         sol = run(M, a0, soft, a_warm, capacity=capacity)
         assert int(sol.iterations) == d.solver_niter[0], capacity
-        assert _relative(sol.qacc, d.qacc) < 1e-9, capacity
-        assert _relative(np.asarray(sol.efc_force)[where], d.efc_force) < 1e-9, capacity
+        assert _relative(sol.qacc, d.qacc) < ROUND_OFF, capacity
+        assert _relative(np.asarray(sol.efc_force)[where], d.efc_force) < ROUND_OFF, capacity
     # a batch: member 0 fits, member 1 (every padded row active, R = 1) does not
     everything = (jnp.ones(nefc + pad, bool), jnp.where(soft.active, soft.R, 1.0))
     crowded = eqx.tree_at(lambda r: (r.active, r.R), soft, everything)
@@ -645,4 +652,4 @@ def test_active_rows_capacity_gives_the_solve_on_all_rows():
     batched = jax.jit(jax.vmap(lambda r: solve(M, a0, r, a_warm, capacity=nefc + 2, **options)))
     plain = jax.jit(jax.vmap(lambda r: solve(M, a0, r, a_warm, **options)))
     for got, want in zip(batched(both).qacc, plain(both).qacc, strict=True):
-        np.testing.assert_allclose(got, want, rtol=0, atol=1e-9 * np.max(np.abs(want)))
+        np.testing.assert_allclose(got, want, rtol=0, atol=ROUND_OFF * np.max(np.abs(want)))
