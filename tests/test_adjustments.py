@@ -5,6 +5,7 @@ import warnings
 
 import numpy as np
 import pytest
+from tolerances import ROUND_OFF
 
 import jaxmbd as mbd
 from jaxmbd.analysis._stepping import num_steps
@@ -40,4 +41,4 @@ def test_t_end_off_the_grid_warns_with_the_end_time_used():
         assert num_steps(0.1, 0.03) == 3
     with pytest.warns(mbd.AdjustmentWarning, match=r"N = round\(t_end / h\) = 4 steps"):
         sol = mbd.kinematics(mbd.models.single_pendulum(), t_end=0.1, h=0.026)
-    np.testing.assert_allclose(np.asarray(sol.t)[-1], 4 * 0.026, rtol=0, atol=1e-15)
+    np.testing.assert_allclose(np.asarray(sol.t)[-1], 4 * 0.026, rtol=ROUND_OFF, atol=0)

@@ -146,13 +146,13 @@ def test_new_formulation_runs_with_registered_integrators(top, reference):
     class's ``default_integrator``, gen_alpha) runs too."""
     rk4 = mbd.simulate(top, formulation=RotationVector(), integrator="rk", t_end=T_END, h=H)
     assert rk4.formulation == "rotation_vector_test" and rk4.integrator == "rk"
-    assert np.max(np.abs(np.asarray(rk4.A - reference.A))) < 1e-6
+    assert np.max(np.abs(np.asarray(rk4.A - reference.A))) < 3e-7
     assert np.max(np.abs(np.asarray(rk4.omega - reference.omega))) < 1e-4
     assert np.asarray(rk4.q).shape == (rk4.t.shape[0], 1, 6)
     # the top spins (|theta| reaches ~1.3 rad): the coordinates are exercised
     assert np.max(np.abs(np.asarray(rk4.q)[:, :, 3:])) > 1.0
     energy = np.asarray(mbd.diagnostics.energy(top, rk4).total)
-    assert np.ptp(energy) < 1e-6 * np.max(np.abs(energy))  # RK4: 7e-8
+    assert np.ptp(energy) < 3e-7 * np.max(np.abs(energy))  # RK4: 7e-8
     implicit = mbd.simulate(top, formulation=RotationVector(), t_end=T_END, h=H)
     assert implicit.integrator == "gen_alpha"
     assert np.max(np.abs(np.asarray(implicit.A - reference.A))) < 1e-3

@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import references
+from tolerances import ROUND_OFF
 
 import jaxmbd as mbd
 from jaxmbd.analysis.diagnostics import (
@@ -76,8 +77,8 @@ def test_double_pendulum_state_against_reference():
     assert np.abs(sol.r - ref["r"]).max() < 2e-3
     assert np.abs(sol.omega - ref["omega_bar"]).max() < 5e-3
     viol = constraint_violation(mbd.models.double_pendulum(), sol)
-    assert float(viol.position.max()) < 1e-10
-    assert float(viol.orthonormality.max()) < 1e-12
+    assert float(viol.position.max()) < ROUND_OFF * float(np.abs(sol.r).max())
+    assert float(viol.orthonormality.max()) < ROUND_OFF
 
 
 # the slider crank in the default suite (its runs are shared with the tests below); the
@@ -104,7 +105,9 @@ def test_order_analysis_against_kinematics(name):
             ]
         )
     errs = np.array(errs)
-    assert errs[:, 0].max() < 1e-9  # positions are enforced exactly (index 3)
+    # positions are enforced exactly (index 3), to Newton's tolerance: 2.6e-12 (slider
+    # crank), 1.6e-11 (the -m slow four-link)
+    assert errs[:, 0].max() < 5e-11
     for level in (1, 2):
         ratios = errs[:-1, level] / errs[1:, level]
         assert np.all((ratios > 1.6) & (ratios < 2.5)), (level, errs[:, level], ratios)
@@ -148,12 +151,13 @@ def test_free_spinning_body():
     sol = run(model, "rA", 0.5, h)
     e = np.asarray(energy(model, sol).total)
     L = np.asarray(angular_momentum(model, sol, point=np.zeros(3)))
-    assert np.all(np.diff(e) <= 1e-12)  # backward Euler dissipates, never adds energy
-    assert 0 < (e[0] - e[-1]) / e[0] < 5 * h * 0.5 * 8  # O(h) over the run
-    assert np.abs(L - L[0]).max() / np.linalg.norm(L[0]) < 0.2
+    assert np.all(np.diff(e) <= ROUND_OFF * e[0])  # backward Euler dissipates, never adds energy
+    assert 0 < (e[0] - e[-1]) / e[0] < 3e-3  # O(h) over the run (h T |omega| = 4e-3)
+    assert np.abs(L - L[0]).max() / np.linalg.norm(L[0]) < 7e-3
     A = np.asarray(sol.A)
-    assert np.abs(np.einsum("tji,tjk->tik", A[:, 0], A[:, 0]) - np.eye(3)).max() < 1e-13
-    np.testing.assert_allclose(sol.rdot, np.broadcast_to(sol.rdot[0], sol.rdot.shape), atol=1e-14)
+    assert np.abs(np.einsum("tji,tjk->tik", A[:, 0], A[:, 0]) - np.eye(3)).max() < ROUND_OFF
+    np.testing.assert_allclose(sol.rdot, np.broadcast_to(sol.rdot[0], sol.rdot.shape), rtol=0,
+                               atol=ROUND_OFF * np.abs(sol.rdot[0]).max())  # fmt: skip
 
 
 def test_free_spinning_body_formulations_agree_to_order_h():
@@ -173,8 +177,8 @@ def test_modified_newton_same_solution():
     model = mbd.models.four_link()
     full = run(model, "rA", 0.3, 1e-3)
     mod = run(model, "rA", 0.3, 1e-3, newton="modified")
-    np.testing.assert_allclose(mod.r, full.r, atol=1e-10)
-    np.testing.assert_allclose(mod.rdot, full.rdot, atol=1e-8)
+    np.testing.assert_allclose(mod.r, full.r, rtol=0, atol=ROUND_OFF * np.abs(full.r).max())
+    np.testing.assert_allclose(mod.rdot, full.rdot, rtol=0, atol=3e-11)
     assert np.mean(mod.iterations[1:]) >= np.mean(full.iterations[1:])
 
 
@@ -186,9 +190,9 @@ def test_reused_matrix_same_solution(name):
     reuse = run(model, "rA", 0.5, 1e-3, newton="reuse")
     assert np.all(reuse.status == mbd.SUCCESS)
     # both stop at ||delta|| < Theta = 1e-5: roots agree to that order in accelerations
-    np.testing.assert_allclose(reuse.r, full.r, atol=1e-10)
-    np.testing.assert_allclose(reuse.rdot, full.rdot, atol=1e-7)
-    np.testing.assert_allclose(reuse.lam, full.lam, atol=1e-4 * np.abs(full.lam).max())
+    np.testing.assert_allclose(reuse.r, full.r, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(reuse.rdot, full.rdot, rtol=0, atol=1e-8)
+    np.testing.assert_allclose(reuse.lam, full.lam, rtol=0, atol=2e-8 * np.abs(full.lam).max())
 
 
 def test_newton_reusing_refreshes_stale_and_rejects_singular():
@@ -210,14 +214,14 @@ def test_newton_reusing_refreshes_stale_and_rejects_singular():
         residual, jacobian, x0, empty_lu_factors(2), tol=1e-12, max_iter=50
     )
     assert info.status == SUCCESS and refreshes >= 1
-    np.testing.assert_allclose(x, [1.0, 2.0], atol=1e-12)
+    np.testing.assert_allclose(x, [1.0, 2.0], rtol=0, atol=3e-12)
     # a badly wrong stored matrix (diverging steps) is refreshed, not trusted
     wrong = lu_factors(jnp.array([[0.05, 0.0], [0.0, -1.0]]))
     x, info, _, refreshes, _ = newton_iterate_reusing(
         residual, jacobian, x0, wrong, tol=1e-12, max_iter=50
     )
     assert info.status == SUCCESS and refreshes >= 1
-    np.testing.assert_allclose(x, [1.0, 2.0], atol=1e-12)
+    np.testing.assert_allclose(x, [1.0, 2.0], rtol=0, atol=3e-12)
     # the converged factors are good enough to solve again without refreshing
     _, info, _, refreshes, _ = newton_iterate_reusing(
         residual, jacobian, jnp.array([1.01, 2.0]), factors, tol=1e-12, max_iter=50
@@ -268,21 +272,25 @@ def test_static_reactions_hand_computed():
     )
     model = b.build()
     sol = run(model, "rA", 0.05, 1e-3)
-    np.testing.assert_allclose(sol.r, np.broadcast_to(sol.r[0], sol.r.shape), atol=1e-14)
+    np.testing.assert_allclose(sol.r, np.broadcast_to(sol.r[0], sol.r.shape), rtol=0,
+                               atol=ROUND_OFF * np.abs(sol.r[0]).max())  # fmt: skip
     joints = reaction_forces(model, sol, per="joint")
     expect = {"pin": [0, 0, m * g / 2], "q1": [0, 0, m * g / 2], "q2": [0, 0, 0], "q3": [0, 0, 0]}
     for name, force in expect.items():
         k = joints.names.index(name)
         np.testing.assert_allclose(
-            joints.force_j[:, k], np.broadcast_to(force, (len(sol.t), 3)), atol=1e-10
-        )
+            joints.force_j[:, k], np.broadcast_to(force, (len(sol.t), 3)), rtol=0,
+            atol=ROUND_OFF * m * g,
+        )  # fmt: skip
     # torque of the pin about the plate's centre of mass: s x F with s = (-1, 0, 0)
     pin = joints.names.index("pin")
-    np.testing.assert_allclose(joints.torque_j_global[-1, pin], [0, m * g / 2, 0], atol=1e-10)
+    np.testing.assert_allclose(joints.torque_j_global[-1, pin], [0, m * g / 2, 0], rtol=0,
+                               atol=ROUND_OFF * m * g)  # fmt: skip
     # the ground side carries the opposite force (support reaction)
-    np.testing.assert_allclose(joints.force_i[-1, pin], [0, 0, -m * g / 2], atol=1e-10)
+    np.testing.assert_allclose(joints.force_i[-1, pin], [0, 0, -m * g / 2], rtol=0,
+                               atol=ROUND_OFF * m * g)  # fmt: skip
     other = run(model, "rp", 0.05, 1e-3)  # (identity frame: at the re singularity)
-    np.testing.assert_allclose(other.lam, sol.lam, atol=1e-9)
+    np.testing.assert_allclose(other.lam, sol.lam, rtol=0, atol=ROUND_OFF * np.abs(sol.lam).max())
 
 
 def test_hanging_pendulum_reaction():
@@ -294,8 +302,11 @@ def test_hanging_pendulum_reaction():
     model = b.build()
     sol = run(model, "rA", 0.05, 1e-3)
     joints = reaction_forces(model, sol, per="joint")
-    np.testing.assert_allclose(joints.force_j[-1, 0], [0, 0, 2.0 * 9.81], atol=1e-10)
-    np.testing.assert_allclose(joints.torque_j[-1, 0], 0, atol=1e-10)
+    weight = 2.0 * 9.81  # N, and N m about the pin 1 m away
+    np.testing.assert_allclose(
+        joints.force_j[-1, 0], [0, 0, weight], rtol=0, atol=ROUND_OFF * weight
+    )
+    np.testing.assert_allclose(joints.torque_j[-1, 0], 0, rtol=0, atol=ROUND_OFF * weight)
 
 
 def test_nonconvergence_raises_with_time_and_residual():
@@ -323,10 +334,10 @@ def test_consistent_start_projects_published_velocities():
     state, corr, info = mbd.consistent_initial_state(model)
     assert int(info.status) == 0
     assert float(corr.velocity) > 1.0  # the crank's omega flips sign
-    assert float(corr.position) < 1e-5
+    assert float(corr.position) < ROUND_OFF  # lengths of ~1 m
     r, A, rdot, omega = state[:4]
     from jaxmbd.constraints.equations import rA_terms
 
     _, G, nu, _ = rA_terms(model, r, A, rdot * 0, omega * 0, 0.0)
     v = np.concatenate([rdot, omega], 1).reshape(-1)
-    np.testing.assert_allclose(np.asarray(G) @ v, nu, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(G) @ v, nu, rtol=0, atol=ROUND_OFF * np.abs(nu).max())

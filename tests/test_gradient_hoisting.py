@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax.extend import core as jax_core
+from tolerances import ROUND_OFF
 
 import jaxmbd as mbd
 from jaxmbd.compiled import xla_flags as _xla_flags
@@ -55,7 +56,7 @@ def test_opt_out_and_higher_order(monkeypatch):
     # second order and forward mode go through the rule too (exact identity at every order)
     h = jax.grad(jax.grad(_toy))(0.7)
     h0 = jax.grad(jax.grad(lambda p: _toy(p, guard=False)))(0.7)
-    np.testing.assert_allclose(h, h0, rtol=1e-14)
+    np.testing.assert_array_equal(h, h0)
     assert jax.jacfwd(_toy)(0.7) == jax.jacfwd(lambda p: _toy(p, guard=False))(0.7)
 
 
@@ -105,7 +106,7 @@ def test_stage_guard_compiles_and_runs_in_a_short_loop():
     assert " fft(" in stages
     e = 1e-4
     fd = (final_x(1.0 + e) - final_x(1.0 - e)) / (2 * e)
-    assert float(g) == pytest.approx(float(fd), rel=1e-5) and abs(float(g)) > 1e-8
+    assert float(g) == pytest.approx(float(fd), rel=1e-8, abs=0) and abs(float(g)) > 1e-8
 
 
 #: primitives that keep XLA's CPU small-while-loop pass from hoisting a loop that holds
@@ -396,7 +397,7 @@ def test_tree_picks_and_splits_transpose_without_pads(monkeypatch):
     got = (got[0], symmetric(got[1]), got[2])
     want = (want[0], symmetric(want[1]), want[2])
     for g, w in zip(got, want, strict=True):
-        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(g, w, rtol=0, atol=ROUND_OFF * np.abs(w).max())
 
 
 def test_joint_step_under_controls_holds_the_accelerations_once():

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from host_devices import run_on_host_devices
+from tolerances import ROUND_OFF
 
 import jaxmbd as mbd
 
@@ -120,6 +121,8 @@ def check_against_fd(loss, model, rng, rtol=1e-6, precision=1e-12):
         fd = (4 * fine - coarse) / 3
         # the loss' own precision divided by the step (the extrapolation amplifies it 3-fold)
         noise = 1.5 * precision * size / eps
+        # finite differences: 0.07 of this bound at worst here (truncation and jitter vary
+        # with the direction and the formulation; the -m slow formulations share it)
         assert abs(float(ad) - fd) <= rtol * abs(fd) + noise, (kind, float(ad), fd, noise)
 
 
@@ -222,10 +225,10 @@ def test_vmap_grad_equals_loop():
 
     batched = mbd.jit(jax.vmap(lambda s: jax.grad(pendulum_loss)(scaled(s))))(scales)
     for k, s in enumerate(scales):
-        one = pendulum_grad(scaled(s))
-        for a, b in zip(jax.tree_util.tree_leaves(batched), jax.tree_util.tree_leaves(one),
-                        strict=True):  # fmt: skip
-            np.testing.assert_allclose(a[k], b, rtol=1e-12, atol=1e-15)
+        one = jax.tree_util.tree_leaves(pendulum_grad(scaled(s)))
+        scale = max(float(np.abs(b).max(initial=0.0)) for b in one)  # the gradient's size
+        for a, b in zip(jax.tree_util.tree_leaves(batched), one, strict=True):
+            np.testing.assert_allclose(a[k], b, rtol=0, atol=ROUND_OFF * scale)
     assert np.ptp(np.asarray(batched.mass), axis=0).max() > 0  # the scales matter
 
 

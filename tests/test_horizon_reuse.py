@@ -16,6 +16,7 @@ import jax
 import numpy as np
 import pytest
 from conftest import count_compilations
+from tolerances import ROUND_OFF
 
 import jaxmbd as mbd
 from jaxmbd.analysis import simulation
@@ -36,7 +37,7 @@ def _assert_round_off(a, b, name, rate=False):
     if rate:
         a, b = H * a, H * b
     scale = max(1.0, float(np.max(np.abs(b), initial=0.0)))
-    assert np.max(np.abs(a - b), initial=0.0) <= 1e-12 * scale, name
+    assert np.max(np.abs(a - b), initial=0.0) <= ROUND_OFF * scale, name
 
 
 def _sliding_box():

@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from conftest import count_compilations
+from tolerances import ROUND_OFF
 
 import jaxmbd as mbd
 from jaxmbd.analysis.initial_state import _consistent_initial_state
@@ -32,7 +33,8 @@ def test_one_program_reused_for_new_values_and_equal_to_the_traced_start():
         )
     )(model)
     for got, want in zip(state, traced[0], strict=True):
-        np.testing.assert_allclose(got, want, rtol=0, atol=1e-14)
+        scale = max(1.0, float(np.abs(want).max()))  # (the velocities are 0 at rest)
+        np.testing.assert_allclose(got, want, rtol=0, atol=ROUND_OFF * scale)
 
 
 def test_gradient_matches_central_differences_and_bad_options_are_refused():
@@ -49,7 +51,7 @@ def test_gradient_matches_central_differences_and_bad_options_are_refused():
     eps = 1e-4 * m2
     central = (float(acceleration(m2 + eps)) - float(acceleration(m2 - eps))) / (2 * eps)
     assert grad != 0.0
-    np.testing.assert_allclose(grad, central, rtol=1e-6)
+    np.testing.assert_allclose(grad, central, rtol=2e-8)
     try:
         mbd.consistent_initial_state(model, max_iter=0)
     except ValueError as error:

@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from tolerances import ROUND_OFF
 
 import jaxmbd as mbd
 from jaxmbd.newton import (
@@ -54,12 +55,12 @@ def test_tolerance_is_relative_and_unit_free():
         )  # fmt: skip
         assert int(info.status) == SUCCESS
         runs.append((np.asarray(x / ux), int(info.iterations)))
-    np.testing.assert_allclose(runs[0][0], runs[1][0], rtol=1e-12)
+    np.testing.assert_allclose(runs[0][0], runs[1][0], rtol=ROUND_OFF)
     assert runs[0][1] == runs[1][1]
     # the root itself, from an independent scalar solve of the SI problem
     p = runs[0][0][0]
     f = (3.0 - p) / 1e-4
-    assert abs(p**3 + 1e-3 * p - 1e-8 - 2e-6 * (f / 3e4)) < 1e-19
+    assert abs(p**3 + 1e-3 * p - 1e-8 - 2e-6 * (f / 3e4)) < ROUND_OFF * 1e-8  # terms of 1e-8
 
 
 def test_kept_matrix_never_accepts_an_unverified_step():
@@ -79,7 +80,7 @@ def test_kept_matrix_never_accepts_an_unverified_step():
         residual, jacobian, x0, stale, tol=1e-10, max_iter=20, rate=0.1
     )
     assert int(info.status) == SUCCESS and int(refreshes) >= 1
-    np.testing.assert_allclose(np.asarray(x), [1.0, -1.0], rtol=0, atol=1e-15)
+    np.testing.assert_allclose(np.asarray(x), [1.0, -1.0], rtol=0, atol=1e-15)  # below ROUND_OFF
 
 
 def test_near_singular_matrix_is_reported():
@@ -132,14 +133,17 @@ def test_chart_solve_takes_least_squares_only_where_allowed():
     assert int(refused.status) == NONFINITE and not bool(refused.least_squares)
     stepped = chart_solve(singular, rhs, least_squares=jnp.asarray(True))
     assert int(stepped.status) == SUCCESS and bool(stepped.least_squares)
-    np.testing.assert_allclose(stepped.x, [0.5, 0.5, 1.0], atol=1e-14)
+    np.testing.assert_allclose(stepped.x, [0.5, 0.5, 1.0], rtol=0, atol=ROUND_OFF)
     regular = singular.at[1, 1].set(3.0)
     for allow in (False, jnp.asarray(True)):
         solution = chart_solve(regular, rhs, least_squares=allow)
         assert int(solution.status) == SUCCESS and not bool(solution.least_squares)
-        np.testing.assert_allclose(solution.x, jnp.linalg.solve(regular, rhs))
+        want = jnp.linalg.solve(regular, rhs)
+        np.testing.assert_allclose(solution.x, want, rtol=0, atol=ROUND_OFF * np.abs(want).max())
     solve, rcond = checked_solver(regular.T)
-    np.testing.assert_allclose(solve(rhs, transpose=True), jnp.linalg.solve(regular, rhs))
+    want = jnp.linalg.solve(regular, rhs)
+    np.testing.assert_allclose(solve(rhs, transpose=True), want, rtol=0,
+                               atol=ROUND_OFF * np.abs(want).max())  # fmt: skip
     assert 0 < float(rcond) <= 1
 
 
@@ -154,7 +158,7 @@ def test_damped_newton_uses_the_scaled_tests():
     newton = DampedNewton(max_iter=60)
     x, info, _ = newton.solve(lambda x: x**2 - 2e16, None, jnp.array([3e8]), None, tol=1e-12)
     assert int(info.status) == mbd.SUCCESS
-    np.testing.assert_allclose(x, [np.sqrt(2.0) * 1e8], rtol=1e-12)
+    np.testing.assert_allclose(x, [np.sqrt(2.0) * 1e8], rtol=ROUND_OFF)
     # F = 1e20 (x - 1) near x = 1: one exact Newton step, then the residual test decides
     x, info, _ = newton.solve(lambda x: 1e20 * (x - 1.0), None, jnp.array([2.0]), None, tol=1e-12)
     assert int(info.status) == mbd.SUCCESS and abs(float(x[0]) - 1.0) <= 1e-15
@@ -220,7 +224,7 @@ def test_batched_refresh_factors_only_stale_members(n, stale_members):
             if bool(stale[k]):  # the refresh's kernels against the single call's: round-off
                 scale = float(np.abs(np.asarray(v)).max(initial=0.0))
                 np.testing.assert_allclose(
-                    np.asarray(g), np.asarray(v), rtol=1e-11, atol=1e-13 * scale
+                    np.asarray(g), np.asarray(v), rtol=0, atol=ROUND_OFF * scale
                 )
             else:  # kept: untouched
                 np.testing.assert_array_equal(np.asarray(g), np.asarray(v))
@@ -250,7 +254,7 @@ def test_kept_matrix_accepts_the_current_iterate_without_another_residual():
     assert int(info.status) == SUCCESS and int(refreshes) == 0
     assert int(info.iterations) == 1 and len(calls) == 2
     x1 = x0 - jnp.linalg.solve(1.1 * J, J @ (x0 - root))  # the first iterate, returned
-    np.testing.assert_allclose(np.asarray(x), np.asarray(x1), rtol=0, atol=1e-15)
+    np.testing.assert_allclose(np.asarray(x), np.asarray(x1), rtol=0, atol=1e-15)  # below ROUND_OFF
 
 
 @pytest.mark.slow  # one more gen_alpha program per step size
@@ -289,29 +293,29 @@ def test_xla_inverse_and_batched_lu_equal_lapack():
         matrix = jnp.asarray(rng.normal(size=(n, n)))
         lu, _, permutation = jax.lax.linalg.lu(matrix)
         inverse = jax.jit(inverse_from_lu)(lu, permutation)
-        np.testing.assert_allclose(
-            inverse, np.linalg.inv(np.asarray(matrix)), rtol=1e-10, atol=1e-12
-        )
+        want = np.linalg.inv(np.asarray(matrix))
+        np.testing.assert_allclose(inverse, want, rtol=0, atol=ROUND_OFF * np.abs(want).max())
     # under vmap: row-by-row substitution, member by member the same inverse
     lus, _, permutations = jax.vmap(jax.lax.linalg.lu)(stack)
     inverses = jax.jit(jax.vmap(inverse_from_lu))(lus, permutations)
     for k in range(5):
-        np.testing.assert_allclose(
-            inverses[k], np.linalg.inv(np.asarray(stack[k])), rtol=1e-10, atol=1e-12
-        )
+        want = np.linalg.inv(np.asarray(stack[k]))
+        np.testing.assert_allclose(inverses[k], want, rtol=0, atol=ROUND_OFF * np.abs(want).max())
     # the kept inverse and LU's pivots: LAPACK and block recursion, for one matrix and
     # member by member under vmap (a batch of one: the unbatched path)
     lapack_pivots = np.abs(np.diagonal(np.asarray(lus), axis1=-2, axis2=-1))
     for members in (stack, stack[:1]):
         inverses, pivots = jax.jit(jax.vmap(inverse_and_pivots))(members)
         for k in range(len(members)):
+            want = np.linalg.inv(np.asarray(stack[k]))
             np.testing.assert_allclose(
-                inverses[k], np.linalg.inv(np.asarray(stack[k])), rtol=1e-10, atol=1e-12
+                inverses[k], want, rtol=0, atol=ROUND_OFF * np.abs(want).max()
             )
-            np.testing.assert_allclose(pivots[k], lapack_pivots[k], rtol=1e-12)
+            np.testing.assert_allclose(pivots[k], lapack_pivots[k], rtol=ROUND_OFF)
     one_inverse, one_pivots = jax.jit(inverse_and_pivots)(stack[3])
-    np.testing.assert_allclose(one_inverse, np.linalg.inv(np.asarray(stack[3])), rtol=1e-10)
-    np.testing.assert_allclose(one_pivots, lapack_pivots[3], rtol=1e-12)
+    want = np.linalg.inv(np.asarray(stack[3]))
+    np.testing.assert_allclose(one_inverse, want, rtol=0, atol=ROUND_OFF * np.abs(want).max())
+    np.testing.assert_allclose(one_pivots, lapack_pivots[3], rtol=ROUND_OFF)
     singular = stack.at[2, :, 4].set(0.0)
     inverses, pivots = jax.jit(jax.vmap(inverse_and_pivots))(singular)
     assert np.nanmin(pivots[2]) == 0.0 and not np.all(np.isfinite(np.asarray(inverses[2])))
@@ -324,7 +328,9 @@ def test_xla_inverse_and_batched_lu_equal_lapack():
         # getrf swap them differently: seen on an H100); rows 0-4 are final before that
         rows = 5 if k == 2 else 12
         np.testing.assert_array_equal(permutation[k][:rows], lapack_permutation[:rows])
-        np.testing.assert_allclose(lu[k][:rows], lapack_lu[:rows], rtol=0, atol=1e-13)
+        np.testing.assert_allclose(
+            lu[k][:rows], lapack_lu[:rows], rtol=0, atol=ROUND_OFF * np.abs(lapack_lu[:rows]).max()
+        )
         assert (np.min(np.abs(np.diagonal(np.asarray(lu[k])))) == 0.0) == (k == 2)
 
 
@@ -338,8 +344,10 @@ def test_dense_solve_values_gradients_and_batches():
     rng = np.random.default_rng(7)
     a = jnp.asarray(rng.normal(size=(6, 6)))
     b = jnp.asarray(rng.normal(size=6))
-    np.testing.assert_allclose(solve(a, b), np.linalg.solve(a, b), rtol=1e-12)
-    np.testing.assert_allclose(solve(a, a.T), np.linalg.solve(a, a.T), rtol=1e-11, atol=1e-13)
+    want = np.linalg.solve(a, b)
+    np.testing.assert_allclose(solve(a, b), want, rtol=0, atol=ROUND_OFF * np.abs(want).max())
+    want = np.linalg.solve(a, a.T)
+    np.testing.assert_allclose(solve(a, a.T), want, rtol=0, atol=ROUND_OFF * np.abs(want).max())
 
     def loss(solver, a, b):
         return jnp.sum(jnp.sin(solver(a, b)))
@@ -347,23 +355,30 @@ def test_dense_solve_values_gradients_and_batches():
     for argnum in (0, 1):
         ours = jax.grad(lambda *x: loss(solve, *x), argnum)(a, b)
         ref = jax.grad(lambda *x: loss(jnp.linalg.solve, *x), argnum)(a, b)
-        np.testing.assert_allclose(ours, ref, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(ours, ref, rtol=0, atol=ROUND_OFF * np.abs(ref).max())
     da = jnp.asarray(rng.normal(size=(6, 6)))
     (lu, _), (lu_dot, _) = jax.jvp(lu_factor, (a,), (da,))
     (lu_ref, _, _), (lu_dot_ref, _, _) = jax.jvp(jax.lax.linalg.lu, (a,), (da,))
-    np.testing.assert_allclose(lu, lu_ref, rtol=1e-12, atol=1e-14)
-    np.testing.assert_allclose(lu_dot, lu_dot_ref, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(lu, lu_ref, rtol=0, atol=ROUND_OFF * np.abs(lu_ref).max())
+    np.testing.assert_allclose(
+        lu_dot, lu_dot_ref, rtol=0, atol=ROUND_OFF * np.abs(lu_dot_ref).max()
+    )
     stack = jnp.asarray(rng.normal(size=(4, 6, 6)))
     rhs = jnp.asarray(rng.normal(size=(4, 6)))
     batched = jax.jit(jax.vmap(solve))(stack, rhs)
     for k in range(4):
-        np.testing.assert_allclose(batched[k], np.linalg.solve(stack[k], rhs[k]), rtol=1e-11)
+        want = np.linalg.solve(stack[k], rhs[k])
+        np.testing.assert_allclose(batched[k], want, rtol=0, atol=ROUND_OFF * np.abs(want).max())
     grads = jax.vmap(jax.grad(lambda m, r: loss(solve, m, r)))(stack, rhs)
     for k in range(4):
         ref = jax.grad(lambda m, r: loss(jnp.linalg.solve, m, r))(stack[k], rhs[k])
-        np.testing.assert_allclose(grads[k], ref, rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(solve(stack, rhs), batched, rtol=1e-13)  # a stack: by member
-    np.testing.assert_allclose(inverse(stack), np.linalg.inv(np.asarray(stack)), rtol=1e-10)
+        np.testing.assert_allclose(grads[k], ref, rtol=0, atol=2e-13 * np.abs(ref).max())
+    # a stack: by member
+    np.testing.assert_allclose(
+        solve(stack, rhs), batched, rtol=0, atol=ROUND_OFF * np.abs(batched).max()
+    )
+    want = np.linalg.inv(np.asarray(stack))
+    np.testing.assert_allclose(inverse(stack), want, rtol=0, atol=ROUND_OFF * np.abs(want).max())
     # the Newton solve: LAPACK for one matrix, substitution loops under vmap (batched
     # matrices), both orientations; one matrix with batched right-hand sides
     lus, perms = jax.vmap(lu_factor)(stack)
@@ -376,9 +391,13 @@ def test_dense_solve_values_gradients_and_batches():
         )(rhs)
         for k in range(4):
             m = np.asarray(stack[k]).T if transpose else np.asarray(stack[k])
-            np.testing.assert_allclose(batched[k], np.linalg.solve(m, rhs[k]), rtol=1e-10)
+            want = np.linalg.solve(m, rhs[k])
+            np.testing.assert_allclose(
+                batched[k], want, rtol=0, atol=ROUND_OFF * np.abs(want).max()
+            )
             m0 = np.asarray(stack[0]).T if transpose else np.asarray(stack[0])
-            np.testing.assert_allclose(shared[k], np.linalg.solve(m0, rhs[k]), rtol=1e-10)
+            want = np.linalg.solve(m0, rhs[k])
+            np.testing.assert_allclose(shared[k], want, rtol=0, atol=ROUND_OFF * np.abs(want).max())
 
 
 def test_solve_with_condition_reports_singular_and_near_singular_systems():
@@ -393,12 +412,12 @@ def test_solve_with_condition_reports_singular_and_near_singular_systems():
     rhs = jnp.array([1.0, 2.0, 3.0])
     x, status = solve_with_condition(regular, rhs)
     assert int(status) == SUCCESS
-    np.testing.assert_allclose(x, jnp.linalg.solve(regular, rhs), rtol=1e-12)
+    np.testing.assert_allclose(x, jnp.linalg.solve(regular, rhs), rtol=ROUND_OFF)
     many, status = solve_with_condition(regular, jnp.eye(3))
     assert int(status) == SUCCESS
     # entry by entry (all nonzero): regular @ many sums terms of 1e12 whose round-off
     # alone is ~1e-4 (1e-5 seen on an H100), so the product is no test of the solve
-    np.testing.assert_allclose(many, np.linalg.inv(np.asarray(regular)), rtol=1e-10)
+    np.testing.assert_allclose(many, np.linalg.inv(np.asarray(regular)), rtol=ROUND_OFF)
     singular = regular.at[2].set(regular[1])
     near = jnp.array([[4.0, 1.0, 0.0], [1.0, 3.0, 1.0], [1.0, 3.0, 1.0 + 1e-13]])
     _, status = solve_with_condition(singular, rhs)
@@ -414,7 +433,7 @@ def test_solve_with_condition_reports_singular_and_near_singular_systems():
     p = jnp.array([1.3, 0.7, 2.0])
     got = jax.grad(loss)(p, lambda m, b: solve_with_condition(m, b)[0])
     want = jax.grad(loss)(p, jnp.linalg.solve)
-    np.testing.assert_allclose(got, want, rtol=1e-9)
+    np.testing.assert_allclose(got, want, rtol=0, atol=ROUND_OFF * np.abs(want).max())
 
 
 def test_attainable_floor_is_capped():
@@ -489,12 +508,13 @@ def test_full_newton_accepts_on_its_simplified_correction():
                               tol=1e-10)  # fmt: skip
     jax.effects_barrier()
     assert int(info.status) == SUCCESS and int(info.iterations) == 1 and len(calls) == 1
-    np.testing.assert_allclose(x, [2.0, 3.0], rtol=1e-13)
+    np.testing.assert_allclose(x, [2.0, 3.0], rtol=ROUND_OFF)
     calls.clear()
     x, info, _ = solver.solve(residual, jacobian, jnp.array([2.1, 2.9]), None, tol=1e-10)
     jax.effects_barrier()
     assert int(info.status) == SUCCESS and int(info.iterations) == len(calls) > 1
-    np.testing.assert_allclose(x, [2.0, 3.0], rtol=0, atol=6e-10)  # tol w, w = 3
+    # Newton's tolerance tol w (w = 3): the iterate may be off by that much
+    np.testing.assert_allclose(x, [2.0, 3.0], rtol=0, atol=6e-10)
 
 
 #: the double pendulum at tol = 1e-12 over 0.3 s: the default policy's run is shared by the
@@ -514,6 +534,7 @@ def test_every_policy_honours_tol(formulation):
     full = run(newton="full")
     for newton in ("reuse", "modified"):
         sol = run(newton=newton)
+        # Newton's tolerance (tol = 1e-12): the policies' roots may differ by that much
         np.testing.assert_allclose(sol.r, full.r, rtol=0, atol=1e-12, err_msg=newton)
 
 
@@ -542,4 +563,5 @@ def test_default_policy_gradients_match_central_differences(formulation):
 
     eps = 1e-2  # truncation of the extrapolation O(eps^4); round-off / eps ~ 1e-12
     fd = (4 * central(eps / 2) - central(eps)) / 3
+    # finite differences: Richardson truncation O(eps^4) (9e-11 here; rp with -m slow)
     assert abs(gradient - fd) <= 1e-7 * abs(fd), (gradient, fd)

@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from tolerances import ROUND_OFF
 
 import jaxmbd as mbd
 from jaxmbd.constraints.redundancy import find_redundancy
@@ -160,6 +161,7 @@ def test_four_bar_rocker_follows_freudenstein(formulation):
     rocker = np.arctan2(ex[:, 1], ex[:, 0])
     expected = freudenstein(THETA0 + 2 * np.pi * np.asarray(sol.t))
     err = np.abs(np.angle(np.exp(1j * (rocker - expected))))
+    # both to Newton's tolerance, each formulation its own (7e-14 and 2e-15 in rA, director)
     assert err.max() < 1e-9, err.max()
     assert np.ptp(np.unwrap(rocker)) > 0.5  # the rocker really rocks
     phi = np.asarray(mbd.diagnostics.position_residual(DRIVEN, sol))
@@ -228,8 +230,8 @@ def test_reactions_balance_every_body():
     w, wd = np.asarray(sol.omega), np.asarray(sol.omegadot)
     lin = m * np.asarray(sol.rddot) - (m * np.asarray(FREE.gravity) + force)
     ang = np.einsum("bij,tbj->tbi", J, wd) + np.cross(w, np.einsum("bij,tbj->tbi", J, w)) - torque
-    assert np.abs(lin).max() < 1e-9 * np.abs(force).max()
-    assert np.abs(ang).max() < 1e-9 * np.abs(torque).max()
+    assert np.abs(lin).max() < ROUND_OFF * np.abs(force).max()
+    assert np.abs(ang).max() < ROUND_OFF * np.abs(torque).max()
 
 
 def test_singular_configuration_mid_run_is_ill_conditioned():
@@ -290,7 +292,7 @@ def test_slider_crank_with_four_lower_pairs():
     theta = 0.4 + 2 * np.pi * np.asarray(sol.t)
     x = np.cos(theta) + np.sqrt(9.0 - np.sin(theta) ** 2)
     assert np.abs(np.asarray(sol.r)[:, 2, 0] - x).max() < 1e-9
-    assert np.abs(np.asarray(sol.r)[:, 2, 1:]).max() < 1e-9
+    assert np.abs(np.asarray(sol.r)[:, 2, 1:]).max() < ROUND_OFF  # (lengths of ~1 m)
 
 
 def test_six_body_linkage_in_rA():
@@ -305,11 +307,11 @@ def test_six_body_linkage_in_rA():
     sol = _quiet(mbd.simulate, model, formulation="rA", t_end=0.2, h=0.01)
     th = six_body_joint_angles(sol.A)
     s1, s2 = np.sin(th[:, 0]), np.sin(th[:, 1])
-    assert np.abs(s2 * (1 - s1) - s1).max() < 1e-9
-    assert np.abs(th[:, 0] - th[:, 2]).max() < 1e-8
-    assert np.abs(th[:, 1] - th[:, 3]).max() < 1e-8
+    assert np.abs(s2 * (1 - s1) - s1).max() < 3e-11
+    assert np.abs(th[:, 0] - th[:, 2]).max() < 3e-11
+    assert np.abs(th[:, 1] - th[:, 3]).max() < 2e-10
     assert np.ptp(th[:, 0]) > 0.5
-    assert np.abs(np.asarray(mbd.diagnostics.position_residual(model, sol))).max() < 1e-9
+    assert np.abs(np.asarray(mbd.diagnostics.position_residual(model, sol))).max() < 2e-10
 
 
 def test_dropped_rows_do_not_depend_on_round_off():
@@ -390,6 +392,7 @@ def test_every_pair_runs_the_redundant_loop(formulation, integrator):
     )
     assert np.all(np.asarray(sol.status) == 0)
     phi = np.asarray(mbd.diagnostics.position_residual(FREE, sol))
+    # Newton's tolerance, each pair its own (1.5e-12 in the default suite's; the -m slow pairs)
     assert np.abs(phi).max() < 1e-8, np.abs(phi).max()
     assert np.all(np.asarray(sol.lam)[:, list(FREE.redundancy.dropped)] == 0.0)
 
@@ -424,5 +427,8 @@ def test_consistent_initial_state_drops_the_redundant_rows():
     lam = np.asarray(state[6])
     assert lam.shape == (FREE.nc,) and np.all(lam[list(FREE.redundancy.dropped)] == 0.0)
     sol = _quiet(mbd.simulate, FREE, formulation="rA", t_end=0.05, h=0.005)
-    np.testing.assert_allclose(np.asarray(sol.lam[0]), lam, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(
+        np.asarray(sol.lam[0]), lam, rtol=0, atol=ROUND_OFF * np.abs(lam).max()
+    )
+    # below ROUND_OFF (0 here)
     np.testing.assert_allclose(np.asarray(sol.r[0]), np.asarray(state[0]), rtol=0, atol=1e-15)

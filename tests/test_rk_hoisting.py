@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from tolerances import ROUND_OFF
 
 import jaxmbd as mbd
 from jaxmbd.compiled import xla_flags as _xla_flags
@@ -60,10 +61,12 @@ def test_step_is_hoisted_and_equals_lapack(rk_runs, formulation, integrator, sol
     assert _xla_flags.loop_hoisted(hlo_auto, STEPS)
     assert not _xla_flags.loop_hoisted(hlo_dense, STEPS)
     for key in ("r", "A"):
+        want = np.asarray(getattr(sol_dense, key))
         np.testing.assert_allclose(
-            getattr(sol_auto, key), getattr(sol_dense, key), rtol=0, atol=1e-12
+            getattr(sol_auto, key), want, rtol=0, atol=ROUND_OFF * np.abs(want).max()
         )
-    np.testing.assert_allclose(sol_auto.lam, sol_dense.lam, rtol=1e-9, atol=1e-9)
+    lam = np.asarray(sol_dense.lam)
+    np.testing.assert_allclose(sol_auto.lam, lam, rtol=0, atol=1e-12 * np.abs(lam).max())
     np.testing.assert_array_equal(sol_auto.status, sol_dense.status)
     assert int(jnp.max(sol_auto.status)) == 0
     assert not np.allclose(sol_auto.r[0], sol_auto.r[-1])  # it moved
@@ -84,11 +87,11 @@ def test_dense_solve_in_elementwise_kernels_equals_lapack_with_gradient():
         with small.prefer(math.inf):
             return f(p)
 
-    np.testing.assert_allclose(elementwise(0.3), f(0.3), rtol=1e-13)
+    np.testing.assert_allclose(elementwise(0.3), f(0.3), rtol=ROUND_OFF)
     eps = 1e-6
     fd = (f(0.3 + eps) - f(0.3 - eps)) / (2 * eps)
-    np.testing.assert_allclose(jax.grad(elementwise)(0.3), jax.grad(f)(0.3), rtol=1e-12)
-    assert abs(jax.grad(elementwise)(0.3) - fd) <= 1e-7 * max(1.0, abs(fd))
+    np.testing.assert_allclose(jax.grad(elementwise)(0.3), jax.grad(f)(0.3), rtol=ROUND_OFF)
+    assert abs(jax.grad(elementwise)(0.3) - fd) <= 5e-10 * max(1.0, abs(fd))
     with small.prefer(math.inf):
         text = jax.jit(lambda p: dense.solve(a0 + p * a1, b)).lower(0.3).as_text()
     assert "lapack" not in text and "dot_general" not in text

@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from conftest import count_compilations
+from tolerances import ROUND_OFF
 
 import jaxmbd as mbd
 from jaxmbd.analysis.plan import plan_simulation
@@ -107,7 +108,7 @@ def test_runs_equal_the_prefix_of_one_long_run(case, steps):
         if name in RATES:
             x, y = H * x, H * y
         scale = max(1.0, float(np.max(np.abs(y))))
-        assert np.max(np.abs(x - y)) <= 1e-12 * scale, name
+        assert np.max(np.abs(x - y)) <= ROUND_OFF * scale, name
 
 
 def test_a_new_horizon_compiles_nothing(case):
@@ -122,7 +123,8 @@ def test_a_new_horizon_compiles_nothing(case):
         with count_compilations() as counts:
             sol = mbd.simulate(model, t_end=steps * H, h=H, **options)
         assert counts == {"trace": 0, "compile": 0}, (steps, counts)
-        np.testing.assert_allclose(sol.r, reference["r"][: steps + 1], rtol=0, atol=1e-12)
+        want = reference["r"][: steps + 1]
+        np.testing.assert_allclose(sol.r, want, rtol=0, atol=ROUND_OFF * np.abs(want).max())
 
 
 def _loop_lengths(jaxpr):
@@ -158,4 +160,4 @@ def test_a_gradient_through_a_short_run_takes_its_steps(options):
     for b in range(mass.shape[0]):
         up, down = mass.at[b].add(eps), mass.at[b].add(-eps)
         fd = (float(loss(up)) - float(loss(down))) / (2 * eps)
-        assert abs(grad[b] - fd) <= 1e-7 * max(1.0, abs(fd)), (b, grad[b], fd)
+        assert abs(grad[b] - fd) <= 1e-9 * max(1.0, abs(fd)), (b, grad[b], fd)

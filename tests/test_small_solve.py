@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from conftest import compiled_runs
+from tolerances import ROUND_OFF
 
 import jaxmbd as mbd
 from jaxmbd.compiled import xla_flags as _xla_flags
@@ -59,29 +60,32 @@ def test_lu_and_solves_equal_lapack(name):
     # backward stable: P A = L U to round-off (both; on an ill-conditioned matrix the
     # multipliers below a tiny pivot differ by round-off / pivot between the two orders of
     # summation, so the factors are compared where the condition allows)
-    assert np.max(np.abs(a[perm] - lower @ np.triu(lu))) <= 1e-15 * n * np.max(np.abs(a))
+    eps = np.finfo(float).eps
+    assert np.max(np.abs(a[perm] - lower @ np.triu(lu))) <= eps * n * np.max(np.abs(a))
     well_conditioned = np.linalg.cond(a) < 1e3
     if well_conditioned:
-        assert np.max(np.abs(lu - lu_ref)) <= 1e-12 * np.max(np.abs(lu_ref))
+        assert np.max(np.abs(lu - lu_ref)) <= ROUND_OFF * np.max(np.abs(lu_ref))
     rhs = np.random.default_rng(1).standard_normal((n, 2))
     for transpose in (False, True):
         x = small.lu_solve(lu, perm, rhs, transpose=transpose)
         m = a.T if transpose else a
         x_ref = jnp.linalg.solve(m, rhs)
-        # both backward stable: a residual at round-off, and agreement to 1e-12 where the
+        # both backward stable: a residual at round-off, and agreement to 3e-14 where the
         # condition number allows it
         backward = np.max(np.abs(m @ x - rhs)) / (np.max(np.abs(m)) * np.max(np.abs(x)) * n)
-        assert backward <= 1e-14
+        assert backward <= eps
         if well_conditioned:
-            assert np.max(np.abs(x - x_ref)) <= 1e-12 * np.max(np.abs(x_ref))
+            assert np.max(np.abs(x - x_ref)) <= 3e-14 * np.max(np.abs(x_ref))
     vector = small.lu_solve(lu, perm, rhs[:, 0])
-    np.testing.assert_allclose(vector, small.lu_solve(lu, perm, rhs)[:, 0], rtol=1e-13)
+    np.testing.assert_allclose(vector, small.lu_solve(lu, perm, rhs)[:, 0], rtol=3e-14)
     inverse, pivots = jax.jit(small.inverse_and_pivots)(a)
     if well_conditioned:
-        np.testing.assert_allclose(pivots, np.abs(np.diagonal(lu_ref)), rtol=1e-12, atol=0)
-        np.testing.assert_allclose(inverse, np.linalg.inv(a), rtol=0, atol=1e-12)
+        np.testing.assert_allclose(pivots, np.abs(np.diagonal(lu_ref)), rtol=ROUND_OFF, atol=0)
+        want = np.linalg.inv(a)
+        np.testing.assert_allclose(inverse, want, rtol=0, atol=2e-14 * np.abs(want).max())
     else:  # the pivots as the LU's: the same rows, round-off relative to the largest
-        np.testing.assert_allclose(pivots, np.abs(np.diagonal(lu)), rtol=0, atol=1e-14)
+        want = np.abs(np.diagonal(lu))
+        np.testing.assert_allclose(pivots, want, rtol=0, atol=ROUND_OFF * want.max())
 
 
 def test_batched_equals_members():
@@ -92,8 +96,9 @@ def test_batched_equals_members():
     for k, a in enumerate(stack):
         lu_k, perm_k = small.lu(a)
         np.testing.assert_array_equal(perm[k], perm_k)
-        np.testing.assert_allclose(lu[k], lu_k, rtol=0, atol=1e-14)
-        np.testing.assert_allclose(inv[k], small.inverse_and_pivots(a)[0], rtol=0, atol=1e-12)
+        np.testing.assert_allclose(lu[k], lu_k, rtol=0, atol=ROUND_OFF * np.abs(lu_k).max())
+        want = small.inverse_and_pivots(a)[0]
+        np.testing.assert_allclose(inv[k], want, rtol=0, atol=ROUND_OFF * np.abs(want).max())
 
 
 def test_lu_stack_equals_vmap_of_lu_bitwise():
@@ -161,14 +166,15 @@ def test_statuses_unchanged(name):
         elementwise = statuses()
     assert lapack[:3] == elementwise[:3] == (expected,) * 3
     if expected == SUCCESS or (expected != NONFINITE and jax.default_backend() == "cpu"):
-        np.testing.assert_allclose(elementwise[3], lapack[3], rtol=1e-10)
+        np.testing.assert_allclose(elementwise[3], lapack[3], rtol=ROUND_OFF)
     if expected == ILL_CONDITIONED:
         # x is determined only to cond * eps ~ 1 here: the kernels agree with the CPU's
         # LAPACK (same pivots, same operations) but not with a GPU's (2.6 % on an H100);
         # both are backward stable, |A x - b| of the order of eps |A| |x|
         for x in (np.asarray(elementwise[3]), np.asarray(lapack[3])):
             residual = np.asarray(a) @ x - np.asarray(b)
-            assert np.abs(residual).max() <= 1e-12 * np.abs(np.asarray(a)).max() * np.abs(x).max()
+            bound = 3 * np.finfo(float).eps * np.abs(np.asarray(a)).max() * np.abs(x).max()
+            assert np.abs(residual).max() <= bound  # n eps |A| |x|
 
 
 def test_solve_gradient_central_differences():
@@ -184,8 +190,8 @@ def test_solve_gradient_central_differences():
 
     p, eps = 0.3, 1e-6
     fd = (f(p + eps) - f(p - eps)) / (2 * eps)
-    assert abs(jax.grad(f)(p) - fd) <= 1e-7 * max(1.0, abs(fd))
-    assert abs(jax.jit(jax.grad(f))(p) - fd) <= 1e-7 * max(1.0, abs(fd))
+    assert abs(jax.grad(f)(p) - fd) <= 2e-9 * max(1.0, abs(fd))
+    assert abs(jax.jit(jax.grad(f))(p) - fd) <= 2e-9 * max(1.0, abs(fd))
 
 
 def test_flag_handling(monkeypatch):
@@ -230,7 +236,8 @@ def test_step_loop_is_hoisted(pendulum_programs):
     assert _xla_flags.loop_hoisted(hlo_small, 4)
     assert not _xla_flags.loop_hoisted(hlo_dense, 4)
     assert "custom_call_target" in hlo_dense
-    np.testing.assert_allclose(sol_small.r, sol_dense.r, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(sol_small.r, sol_dense.r, rtol=0,
+                               atol=ROUND_OFF * np.abs(sol_dense.r).max())  # fmt: skip
     assert int(jnp.max(sol_small.status)) == SUCCESS
 
 
@@ -259,6 +266,8 @@ def test_simulate_small_equals_lapack(which, integrator):
     model = getattr(mbd.models, which)()
     r_d, v_d = _run(model, integrator, "dense", 20)
     r_s, v_s = _run(model, integrator, "small", 20)
+    # both shared with the -m slow cases (not measured), whose Newton iterates may stop
+    # elsewhere within tol (1.1e-16 and 1.2e-16 of the largest value here)
     np.testing.assert_allclose(r_s, r_d, rtol=0, atol=1e-12 * max(1.0, np.abs(r_d).max()))
     np.testing.assert_allclose(v_s, v_d, rtol=0, atol=1e-11 * max(1.0, np.abs(v_d).max()))
 

@@ -6,6 +6,7 @@ import os
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from tolerances import ROUND_OFF
 
 from jaxmbd import tree as T
 
@@ -56,9 +57,10 @@ def test_mass_matrix_and_bias_against_mujoco(name):
         bias = T.bias_forces(built.tree, poses, mass, inertia, jnp.asarray(gravity),
                              jnp.asarray(qvel))  # fmt: skip
         scale = max(1.0, np.abs(M).max())
-        np.testing.assert_allclose(np.asarray(Mj), M, rtol=0, atol=1e-12 * scale)
+        np.testing.assert_allclose(np.asarray(Mj), M, rtol=0, atol=ROUND_OFF * scale)
         bscale = max(1.0, np.abs(d.qfrc_bias).max())
-        np.testing.assert_allclose(np.asarray(bias), d.qfrc_bias, rtol=0, atol=1e-12 * bscale)
+        np.testing.assert_allclose(np.asarray(bias), d.qfrc_bias, rtol=0, atol=ROUND_OFF * bscale)
         for k, b in enumerate(built.bodies):
-            np.testing.assert_allclose(np.asarray(poses.x[k]), d.xpos[b], atol=1e-13)
-            np.testing.assert_allclose(np.asarray(poses.R[k]).ravel(), d.xmat[b], atol=1e-13)
+            np.testing.assert_allclose(np.asarray(poses.x[k]), d.xpos[b], rtol=0, atol=2e-14)
+            np.testing.assert_allclose(np.asarray(poses.R[k]).ravel(), d.xmat[b], rtol=0,
+                                       atol=3e-14)  # fmt: skip

@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from tolerances import ROUND_OFF
 
 import jaxmbd as mbd
 from jaxmbd.constraints.equations import constraint_values
@@ -18,7 +19,12 @@ from jaxmbd.joint_space.from_model import tree_of_model
 from jaxmbd.model.joints import joint_coordinates
 from jaxmbd.tree import JointType, body_velocities, integrate_positions, poses
 
-TOL = 1e-12
+
+def _round_off(x):
+    """ROUND_OFF relative to max(1, |x|) (lengths of ~1 m, rates of ~1 per second)."""
+    return ROUND_OFF * max(1.0, float(np.abs(np.asarray(x)).max(initial=0.0)))
+
+
 QUATERNION = np.array([0.9, 0.1, -0.3, 0.2]) / np.linalg.norm([0.9, 0.1, -0.3, 0.2])
 
 #: built-in models and the joints (row tags) that stay as exact rows: loop closers, drivers
@@ -156,6 +162,7 @@ def check_coordinates(model, mt, qpos, qvel, P, v, w):
     tree = mt.tree
     defs = {d.name: d for d in mt.joints}
     state = [x[None] for x in (P.c, P.R, v, w)]
+    rates = _round_off(qvel)
     for j, (name, k) in enumerate(mt.coordinates):
         jtype = tree.joint_type[j]
         qa, va = tree.joint_qpos_adr[j], tree.joint_dof_adr[j]
@@ -170,15 +177,15 @@ def check_coordinates(model, mt, qpos, qvel, P, v, w):
                 continue  # a reversed ball: the inverse rotation (module docstring)
             quat = np.asarray(qpos[qa : qa + 4])
             quat = quat / np.linalg.norm(quat)
-            assert min(np.abs(quat - q_map).max(), np.abs(quat + q_map).max()) < 1e-12, name
-            np.testing.assert_allclose(qd_map, qvel[va : va + 3], atol=1e-11, err_msg=name)
+            assert min(np.abs(quat - q_map).max(), np.abs(quat + q_map).max()) < ROUND_OFF, name
+            np.testing.assert_allclose(qd_map, qvel[va : va + 3], rtol=0, atol=rates, err_msg=name)
             continue
         diff = float(qpos[qa]) - q_map[k]
         lengths = {"translational": 1, "cylindrical": 1, "planar": 2}.get(defn.kind, 0)
         if k >= lengths:  # an angle: equal up to whole turns
             diff = math.remainder(diff, 2 * math.pi)
-        assert abs(diff) < 1e-12, (tree.joint_names[j], diff)
-        assert abs(float(qvel[va]) - qd_map[k]) < 1e-11, (tree.joint_names[j],)
+        assert abs(diff) < ROUND_OFF, (tree.joint_names[j], diff)  # (lengths of ~1 m)
+        assert abs(float(qvel[va]) - qd_map[k]) < rates, (tree.joint_names[j],)
 
 
 def check(model, consistent_start=True, seed=0):
@@ -188,10 +195,11 @@ def check(model, consistent_start=True, seed=0):
     # the start: the model's initial body state, in the joints' coordinates
     P, v, w = body_state(tree, tree.qpos_init, tree.qvel_init)
     if consistent_start:
-        np.testing.assert_allclose(P.c, model.r0, atol=TOL)
-        np.testing.assert_allclose(P.R, model.A0, atol=TOL)
-        np.testing.assert_allclose(v, model.rdot0, atol=1e-11)
-        np.testing.assert_allclose(w, model.omega0, atol=1e-11)
+        np.testing.assert_allclose(P.c, model.r0, rtol=0, atol=_round_off(model.r0))
+        np.testing.assert_allclose(P.R, model.A0, rtol=0, atol=5e-14)
+        np.testing.assert_allclose(v, model.rdot0, rtol=0, atol=_round_off(model.rdot0))
+        spin = max(1.0, float(np.abs(model.omega0).max()))
+        np.testing.assert_allclose(w, model.omega0, rtol=0, atol=5e-14 * spin)
         check_coordinates(model, mt, tree.qpos_init, tree.qvel_init, P, v, w)
     # moved: the tree joints' rows vanish, their velocity rows too, coordinates agree
     rng = np.random.default_rng(seed)
@@ -199,14 +207,14 @@ def check(model, consistent_start=True, seed=0):
         qpos, qvel = moved(tree, rng)
         P, v, w = body_state(tree, qpos, qvel)
         phi = np.asarray(_rows_at(model, P))
-        assert np.abs(phi[tree_rows]).max(initial=0.0) < TOL
+        assert np.abs(phi[tree_rows]).max(initial=0.0) < ROUND_OFF  # (lengths of ~1 m)
 
         # the body velocities are the poses' time derivatives along qvel
         c_dot, R_dot = _pose_rates(tree, qpos, qvel)
-        np.testing.assert_allclose(v, c_dot, atol=1e-11)
+        np.testing.assert_allclose(v, c_dot, rtol=0, atol=_round_off(c_dot))
         W = jnp.einsum("bji,bjk->bik", P.R, R_dot)
-        np.testing.assert_allclose(w, jnp.stack([W[:, 2, 1], W[:, 0, 2], W[:, 1, 0]], -1),
-                                   atol=1e-11)  # fmt: skip
+        w_dot = jnp.stack([W[:, 2, 1], W[:, 0, 2], W[:, 1, 0]], -1)
+        np.testing.assert_allclose(w, w_dot, rtol=0, atol=_round_off(w_dot))
         check_coordinates(model, mt, qpos, qvel, P, v, w)
     return mt
 
@@ -256,7 +264,7 @@ def test_every_kind_both_directions():
         start = {"h": 1.2, "u.angle_1": 0.3, "u.angle_2": -0.5, "c.slide": 0.2,
                  "c.angle": 2.0, "pl.angle": -2.5, "t": -0.15, "pq": 0.4}  # fmt: skip
         for key, value in start.items():
-            assert abs(q0[key] - value) < 1e-12, key
+            assert abs(q0[key] - value) < ROUND_OFF, key
 
 
 def test_loop_closed_by_a_spherical_joint():
