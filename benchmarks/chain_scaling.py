@@ -16,8 +16,8 @@ that ``mass_solver="auto"`` picks below the scan threshold, forced by raising
 compilation cache off: jaxpr equations of the run, the first ``simulate`` call (trace,
 lowering and XLA compile included) and the median of 3 later calls, per step (RK4,
 ``integrator="rkmk"``, h = 1e-3). ``--chain150``: the 150-link chain hanging and released,
-1 s at h = 1e-3 with the defaults (Exudyn's figure, 3.1 ms per step, is quoted,
-Exudyn is not installed here).
+1 s at h = 1e-3 with the defaults (Exudyn's figure, 3.1 ms per step, is quoted here;
+:mod:`benchmarks.engines.chain_exudyn` measures Exudyn beside jaxmbd).
 """
 
 from __future__ import annotations
