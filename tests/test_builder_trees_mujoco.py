@@ -1,6 +1,6 @@
 """The tree of joints of several coordinates built in code (``several_coordinates_tree`` of
 tests/test_joint_builder_trees.py, checked there against rA) against MuJoCo C, the
-reference wherever it runs the same model (issue 78): the same mechanism written as MJCF
+reference wherever it runs the same model: the same mechanism written as MJCF
 below, stepped by MuJoCo's RK4 (``mj_step``) beside jaxmbd's joint formulation with
 ``rkmk`` at the same h and the same held controls. Body poses at every step, every sensor
 MuJoCo has (against ``sensordata``), the joints' coordinates (``jointpos``, ``jointvel``,

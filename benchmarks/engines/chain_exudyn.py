@@ -1,5 +1,5 @@
 """The 150-link spatial chain of spherical joints, hanging and released, in Exudyn and in jaxmbd
-at the same step (issue 75): first result, time per step and error against a reference.
+at the same step: first result, time per step and error against a reference.
 
 Model: :func:`jaxmbd.models.generated.pendulum_chain` (N rods of 0.5 m and 1 kg, inertia
 (1e-3, L^2/12, L^2/12) kg m^2 in body axes (rod direction, horizontal normal), released at
