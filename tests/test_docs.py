@@ -100,21 +100,22 @@ FORCE_EXAMPLES = EXAMPLE.findall((DOCS / "guide/forces.md").read_text())
 
 
 @pytest.mark.parametrize(
-    "code, shown, rtol",
+    "code, shown, rtol, shown_rtol",
     # the spring's example compiles a gradient (about a minute on 2 cores): -m slow; its
-    # gradient meets the closed form to 2e-8 (the page), the others theirs to round-off
+    # gradient meets the closed form to 2e-8 (the page), the others theirs to round-off, and
+    # print what the page shows to round-off (the spring's printed digits: not measured)
     [
-        pytest.param(*FORCE_EXAMPLES[0], 1e-5, marks=pytest.mark.slow),
-        *[(*example, 3e-14) for example in FORCE_EXAMPLES[1:]],
+        pytest.param(*FORCE_EXAMPLES[0], 1e-5, 1e-6, marks=pytest.mark.slow),
+        *[(*example, 3e-14, ROUND_OFF) for example in FORCE_EXAMPLES[1:]],
     ],
     ids=["spring_damper", "bushing", "point_force", "body_torque", "general"],
 )
-def test_force_element_examples(code, shown, rtol):
+def test_force_element_examples(code, shown, rtol, shown_rtol):
     """Each force element's example on the guide page: the simulation meets the closed form
     it prints beside it, and the page shows the output it really prints."""
     printed, _ = run_example(code)
     assert_expected_values(printed, rtol=rtol)
-    assert_prints(printed, shown, rtol=1e-6)
+    assert_prints(printed, shown, rtol=shown_rtol)
 
 
 def test_statics_example():
