@@ -31,6 +31,7 @@ import pytest
 from test_joint_builder_trees import BODY_KINDS, CONTROLS, STEPS, T_END, H, several_coordinates_tree
 
 import jaxmbd as mbd
+from jaxmbd.lie.rotations import ep_to_A
 from jaxmbd.sensors import joint_axes
 
 try:
@@ -283,14 +284,6 @@ def test_sensors_match_mujoco_sensordata(jaxmbd_run, mujoco_run):
     assert max(worst[n] for n in OTHER_SENSORS) < 5e-15
 
 
-def _quaternion_matrix(q):
-    w, v = q[..., :1, None], q[..., 1:]
-    x, y, z = v[..., 0], v[..., 1], v[..., 2]
-    zero = np.zeros_like(x)
-    hat = np.stack([zero, -z, y, z, zero, -x, -y, x, zero], -1).reshape(q.shape[:-1] + (3, 3))
-    return np.eye(3) + 2 * w * hat + 2 * hat @ hat
-
-
 def test_joint_coordinates_match_jointpos_and_jointvel(jaxmbd_run, mujoco_run):
     """Each joint's ``joint_position`` and ``joint_velocity`` sensors (and ``sol.joints``)
     are MuJoCo's ``jointpos`` and ``jointvel`` of its hinges and slides in the MJCF's axes
@@ -310,7 +303,7 @@ def test_joint_coordinates_match_jointpos_and_jointvel(jaxmbd_run, mujoco_run):
                 worst[joint, key] = max(worst.get((joint, key), 0.0), _error(x, ref))
     ball, rate = _sensor(m, run, "s.quat"), _sensor(m, run, "s.angvel")
     conj = ball * np.array([1.0, -1.0, -1.0, -1.0])
-    turned = -np.einsum("tij,tj->ti", _quaternion_matrix(ball), rate)
+    turned = -np.einsum("tij,tj->ti", np.asarray(ep_to_A(ball)), rate)
     worst["s", "q"] = max(
         _error(conj, sensors["s.joint_position"]), _error(conj, sol.joints["s"].q)
     )
