@@ -51,7 +51,7 @@ SETTLE_STEPS = {"cheetah": 200}
 TASKS = ["cartpole/balance", "cartpole/swingup", "acrobot/swingup", "pendulum/swingup",
          "reacher/easy", "hopper/stand", "hopper/hop", "cheetah/run", "walker/stand",
          "walker/walk", "walker/run", "humanoid/stand", "humanoid/walk",
-         "humanoid/run", "quadruped/walk", "quadruped/run"]  # fmt: skip
+         "humanoid/run", "quadruped/walk", "quadruped/run", "quadruped/escape"]  # fmt: skip
 #: the quadruped's Move tasks: their speed (the floor is 20 s x the speed wide)
 QUADRUPED_SPEED = {"walk": 0.5, "run": 5.0}
 
@@ -85,9 +85,14 @@ class Reference:
     def __init__(self, domain: str, task: str):
         self.domain, self.task = domain, task
         if domain == "quadruped":  # make_model's edit of the file
-            from jaxmbd.envs.quadruped import make_spec
+            from jaxmbd.envs import quadruped
 
-            self.m = make_spec(floor_size=20 * QUADRUPED_SPEED[task]).compile()
+            if task == "escape":
+                spec = quadruped.make_spec(floor_size=quadruped.ESCAPE_FLOOR_SIZE, terrain=True,
+                                           rangefinders=True)  # fmt: skip
+            else:
+                spec = quadruped.make_spec(floor_size=20 * QUADRUPED_SPEED[task])
+            self.m = spec.compile()
         else:
             self.m = mujoco.MjModel.from_xml_path(suite_file(domain))
         self.d = mujoco.MjData(self.m)
@@ -110,6 +115,9 @@ class Reference:
         d.qpos[:], d.qvel[:] = qpos, qvel
         if self.domain == "reacher":  # the target is a model constant in dm_control
             m.geom_pos[self.id("GEOM", "target"), :2] = info["target"]
+        if "terrain" in info:  # Escape.initialize_episode writes the height field's data
+            n = m.hfield_nrow[0] * m.hfield_ncol[0]
+            m.hfield_data[m.hfield_adr[0] : m.hfield_adr[0] + n] = np.ravel(info["terrain"])
         mujoco.mj_forward(m, d)
         if self.domain in ("humanoid", "quadruped") and d.ncon > 0:
             return False
@@ -159,14 +167,21 @@ class Reference:
         return np.concatenate(out)
 
     def _quadruped_observation(self):
-        """``_common_observations`` (dm_control's quadruped.py) on ``mjData``."""
+        """``_common_observations`` (dm_control's quadruped.py) on ``mjData``; for escape
+        then ``origin`` and ``rangefinder``."""
         m, d = self.m, self.d
         hinges = [j for j in range(m.njnt) if m.jnt_type[j] == mujoco.mjtJoint.mjJNT_HINGE]
         torso = self.id("BODY", "torso")
-        return np.hstack([d.qpos[m.jnt_qposadr[hinges]], d.qvel[m.jnt_dofadr[hinges]], d.act,
-                          self.sensor("velocimeter"), d.xmat[torso, 8],
-                          self._sensed("GYRO", "ACCELEROMETER"),
-                          np.arcsinh(self._sensed("FORCE", "TORQUE"))])  # fmt: skip
+        common = [d.qpos[m.jnt_qposadr[hinges]], d.qvel[m.jnt_dofadr[hinges]], d.act,
+                  self.sensor("velocimeter"), d.xmat[torso, 8],
+                  self._sensed("GYRO", "ACCELEROMETER"),
+                  np.arcsinh(self._sensed("FORCE", "TORQUE"))]  # fmt: skip
+        if self.task != "escape":
+            return np.hstack(common)
+        origin = -d.xpos[torso] @ d.xmat[torso].reshape(3, 3)
+        readings = self._sensed("RANGEFINDER")
+        rangefinder = np.where(readings == -1.0, 1.0, np.tanh(readings))
+        return np.hstack([*common, origin, rangefinder])
 
     def reward(self):
         """``get_reward`` of the task (dm_control's sources) on ``mjData``."""
@@ -233,6 +248,15 @@ class Reference:
             move = tolerance(np.linalg.norm(com_velocity[:2]), bounds=(speed, math.inf),
                              margin=speed, value_at_margin=0, sigmoid="linear")  # fmt: skip
             return small_control * standing * upright * (5 * move + 1) / 6
+        if self.domain == "quadruped" and task == "escape":  # Escape.get_reward
+            deviation = np.cos(np.deg2rad(20))
+            upright = tolerance(xmat[body("torso"), 2, 2], bounds=(deviation, math.inf),
+                                sigmoid="linear", margin=1 + deviation,
+                                value_at_margin=0)  # fmt: skip
+            half = m.hfield_size[0, 0]
+            distance = np.linalg.norm(d.site_xpos[self.id("SITE", "workspace")])
+            return upright * tolerance(distance, bounds=(half, math.inf), margin=half,
+                                       value_at_margin=0, sigmoid="linear")  # fmt: skip
         if self.domain == "quadruped":  # Move.get_reward
             upright = tolerance(xmat[body("torso"), 2, 2], bounds=(1.0, math.inf),
                                 sigmoid="linear", margin=2.0, value_at_margin=0)  # fmt: skip

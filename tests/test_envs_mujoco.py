@@ -276,3 +276,99 @@ def test_quadruped_rollout_equals_mujoco_c(task):
     np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-12)
     np.testing.assert_allclose(obs, mujoco_obs, rtol=0, atol=1e-9)
     np.testing.assert_allclose(end, mujoco_end, rtol=0, atol=1e-10)
+
+
+# ------------------------------------------------------------------------ quadruped escape
+
+
+def test_escape_terrain_is_dm_controls_zoomed_bumps():
+    """An episode's terrain is dm_control's: the bowl times the episode's U(0.15, 1) bumps
+    zoomed by ``scipy.ndimage.zoom`` (evaluated here on the same bumps), as float32 (MuJoCo's
+    ``hfield_data``) to one unit of its last place; each key draws its own terrain."""
+    from scipy import ndimage
+
+    from jaxmbd.envs import quadruped
+
+    # dm_control's sizes: 30 x 30 bumps (a 60 m terrain, 2 m apart) zoomed to 201 x 201
+    zoom = quadruped.zoom_operator(30, 201 / 30)
+    bumps = np.random.default_rng(0).uniform(0.15, 1, (30, 30))
+    np.testing.assert_allclose(zoom @ bumps @ zoom.T, ndimage.zoom(bumps, 201 / 30), rtol=0,
+                               atol=ROUND_OFF)  # fmt: skip
+    env = mbd.envs.make("quadruped", "escape")
+    assert (env.observation_size, env.action_size) == (101, 12)
+    draw = jax.jit(lambda key: env.draw(key)[2]["terrain"])
+    rows, cols = np.ogrid[-1:1:201j, -1:1:201j]
+    bowl = 0.5 - np.cos(2 * np.pi * np.clip(np.sqrt(cols**2 + rows**2), 0.04, 1)) / 2
+    terrains = []
+    for seed in (0, 1):
+        key = jax.random.PRNGKey(seed)
+        terrain = np.asarray(draw(key))
+        # initial_state's draw: the terrain's key first, the pose's second
+        drawn = jax.random.uniform(jax.random.split(key)[0], (30, 30), jnp.float64, 0.15, 1.0)
+        expected = (bowl * ndimage.zoom(np.asarray(drawn), 201 / 30)).astype(np.float32)
+        assert terrain.dtype == np.float32 and terrain.shape == (201, 201)
+        np.testing.assert_allclose(terrain, expected, rtol=0, atol=np.spacing(np.float32(1)))
+        terrains.append(terrain)
+    assert np.abs(terrains[0] - terrains[1]).max() > 0.1
+
+
+@pytest.mark.slow  # the terrain's narrow phases and 20 rays over it: minutes to compile
+def test_escape_observation_and_reward_equal_dm_control_formulas():
+    """Escape's 101 observations (rangefinders over the episode's terrain and the origin
+    after the common ones) and its reward, at 4 states of MuJoCo's own runs on a drawn
+    terrain, equal dm_control's formulas on mj_forward's ``sensordata`` (1e-10: the
+    accelerometer and the toes' wrenches through the constraint solve, 5.5e-11 measured)."""
+    env = mbd.envs.make("quadruped", "escape")
+    reference = Reference("quadruped", "escape")
+    model, h = env._run_model(), env.h
+    qpos0, _, info = env.draw(jax.random.PRNGKey(4))
+
+    @jax.jit
+    def ours(q, v, a, u, info):
+        run = env._episode(model, info)
+        start = mbd.joint_space.JointState(q, v, jnp.zeros(()), a)
+        forces = mbd.envs.constraint_forces(run, start, u, h=h, integrator=env.integrator)
+        physics = mbd.envs.physics_of(run, q, v, u, forces, a)
+        return env._observation(physics, info), env._reward(physics, info)
+
+    m, d = reference.m, reference.d
+    assert reference.start(np.asarray(qpos0), np.zeros(m.nv), info)
+    rng = np.random.default_rng(5)
+    rewards, hits = [], 0
+    for k in range(4):
+        for _ in range(30 + 40 * k):
+            d.ctrl[:] = rng.uniform(-1, 1, m.nu)
+            mujoco.mj_step(m, d)
+        d.qpos[:2] += rng.uniform(-25, 25, 2)  # elsewhere in the bowl, on its slopes
+        d.qpos[2] += 0.5 * np.abs(d.qpos[:2]).max()  # above the terrain's rise
+        mujoco.mj_forward(m, d)
+        state = (d.qpos.copy(), d.qvel.copy(), d.act.copy(), d.ctrl.copy())
+        obs, reward = (np.asarray(x) for x in ours(*map(jnp.asarray, state), info))
+        reference.sensed = d.sensordata.copy()
+        theirs = reference.observation()
+        assert theirs.shape == (101,)
+        np.testing.assert_allclose(obs, theirs, rtol=0, atol=1e-10)
+        assert abs(float(reward) - reference.reward()) < ROUND_OFF
+        rewards.append(float(reward))
+        hits += int(np.sum(theirs[-20:] < 1.0))
+    assert hits > 0  # some rangefinders see the terrain
+    assert max(rewards) > 0  # away from the origin, upright enough
+
+
+@pytest.mark.slow  # the reset's lift over the terrain and the step: minutes to compile
+def test_escape_rollout_equals_mujoco_c():
+    """Two members from the env's reset draws (each its own terrain, handed to MuJoCo as
+    ``hfield_data``) under random actions for 10 control steps: rewards to 1e-12,
+    observations to 1e-9, qpos to 1e-10."""
+    env = mbd.envs.make("quadruped", "escape")
+    reference = Reference("quadruped", "escape")
+    keys = jax.random.split(jax.random.PRNGKey(2), 2)
+    actions = np.random.default_rng(2).uniform(-1, 1, (10, 2, env.action_size))
+    ours, draws, end, obs = jaxmbd_rollout(env, keys, actions)
+    terrains = np.asarray(draws[2]["terrain"])
+    assert np.abs(terrains[0] - terrains[1]).max() > 0.1
+    theirs, started, mujoco_end, mujoco_obs = reference_rollout(reference, draws, actions)
+    assert started.all()
+    np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(obs, mujoco_obs, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(end, mujoco_end, rtol=0, atol=1e-10)

@@ -422,7 +422,9 @@ class ModelEnv(Env):
       ``state.info``.
     - ``initial_state(model, rng) -> (qpos, qvel, info)``: an episode's first state and
       the entries it adds to ``state.info`` (a target's position, ...); None: the model's
-      own initial state, empty info. ``settle_steps``: then that many uncontrolled time
+      own initial state, empty info. ``episode_model(model, info) -> model``: the model an
+      episode runs on, from the model and its ``state.info`` (a terrain drawn at reset);
+      None: the model itself. ``settle_steps``: then that many uncontrolled time
       steps of the environment's own step, the clock set back to 0 (the settling of
       dm_control's ``initialize_episode``, e.g. the cheetah's 200 steps).
     - ``contact_forces``: with MuJoCo's constraint model, pass its contacts and their
@@ -458,7 +460,8 @@ class ModelEnv(Env):
                  n_substeps: int = 1, integrator=None, episode_length: int = 1000,
                  contact: str | None = None, limits: str | None = None,
                  equality: str | None = None, settle_steps: int = 0,
-                 contact_forces: bool = False, member_chunk="auto"):  # fmt: skip
+                 contact_forces: bool = False, member_chunk="auto",
+                 episode_model: Callable | None = None):  # fmt: skip
         if model.nu == 0:
             raise ValueError(f"ModelEnv: model '{model.name}' has no actuators to act with")
         if int(n_substeps) < 1:
@@ -509,13 +512,15 @@ class ModelEnv(Env):
         self._reward = reward
         self._initial_state = initial_state
         self._terminated = terminated
+        self._episode_model = episode_model
         state = initial_joint_state(model)
         ctrl = jnp.zeros(model.nu, state.qvel.dtype)
 
         def first_observation():
             info = {} if initial_state is None else initial_state(model, jax.random.PRNGKey(0))[2]
-            forces = unsolved_forces(model, state) if self._contact_forces else None
-            return observation(physics_of(model, state.qpos, state.qvel, ctrl, forces), info)
+            run = self._episode(model, info)
+            forces = unsolved_forces(run, state) if self._contact_forces else None
+            return observation(physics_of(run, state.qpos, state.qvel, ctrl, forces), info)
 
         obs = jax.eval_shape(first_observation)
         if len(obs.shape) != 1:
@@ -542,6 +547,10 @@ class ModelEnv(Env):
         return treated_model(model, contact=self.contact, limits=self.limits,
                              equality=self.equality, where="ModelEnv",
                              hard_and_soft=True).model  # fmt: skip
+
+    def _episode(self, model: Model, info) -> Model:
+        """The model an episode with ``info`` runs on (``episode_model``)."""
+        return model if self._episode_model is None else self._episode_model(model, info)
 
     def _done(self, physics, info):
         diverged = ~_finite(physics)
@@ -582,6 +591,7 @@ class ModelEnv(Env):
     def _reset(self, rng: jax.Array) -> State:
         model, invalid = self._checked_sys()
         qpos, qvel, info = self.draw(rng)
+        model = self._episode(model, info)
         element = model.actuators
         act = element.act() if element is not None and element.has_dynamics else None
         pipeline_state = JointState(qpos, qvel, jnp.zeros((), qvel.dtype), act)
@@ -625,7 +635,7 @@ class ModelEnv(Env):
         return eqx.combine(out, out_static[0])
 
     def _step(self, sys: Model, state: State, action: jax.Array) -> State:
-        model = self._run_model(sys)
+        model = self._episode(self._run_model(sys), state.info)
         bad = non_finite_actions(action)
         action = jnp.where(bad > 0, jnp.zeros_like(action), action)
         start, forces, remaining = state.pipeline_state, None, self.n_substeps

@@ -26,6 +26,7 @@ TASKS: dict[tuple[str, str], Callable[..., ModelEnv]] = {
     ("humanoid", "run"): humanoid.run,
     ("quadruped", "walk"): quadruped.walk,
     ("quadruped", "run"): quadruped.run,
+    ("quadruped", "escape"): quadruped.escape,
 }
 
 

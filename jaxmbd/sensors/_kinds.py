@@ -256,9 +256,15 @@ def read_rangefinder(model, mount, run):
     ``engine_sensor.c``): the distance to the nearest surface of the sensor's targets
     (:class:`RayTargets`, :mod:`jaxmbd.geometry._ray_cast`), -1 where the ray meets none. (T, 1)."""
     p, R, _, _ = _object(mount, run)
-    direction = R[..., 2]
-    targets = mount.params
-    T, nb = run.r.shape[0], run.r.shape[1]
+    return ray_distances(mount.params, run.r, run.A, p, R[..., 2])[:, None]
+
+
+def ray_distances(targets: RayTargets, r, A, p, direction):
+    """(T,) distances from the points ``p`` (T, 3) along the unit ``direction`` (T, 3) to
+    the nearest surface of ``targets``, -1 where a ray meets none (``mj_ray``); the bodies
+    at ``r`` (T, nb, 3) with axes ``A`` (T, nb, 3, 3) (their centres of mass, as the
+    sensors' runs place them): one ray per row, e.g. a time step or a rangefinder."""
+    T, nb = r.shape[0], r.shape[1]
     found = []
     fields = [i for i, x in enumerate(targets.kinds) if x in RAY_FIELDS]
     groups = [(kind, [i for i, x in enumerate(targets.kinds) if x == kind])
@@ -268,11 +274,11 @@ def read_rangefinder(model, mount, run):
         k = np.array(k, dtype=int)
         b = np.asarray(targets.bodies, dtype=int)[k]
         moving = b < nb
-        r = jnp.concatenate([run.r, jnp.zeros((T, 1, 3), run.r.dtype)], axis=1)[:, b]
-        A = jnp.concatenate([run.A, jnp.broadcast_to(jnp.eye(3, dtype=run.A.dtype),
-                                                     (T, 1, 3, 3))], axis=1)[:, b]  # fmt: skip
-        pos = jnp.where(moving[None, :, None], r + _mv(A, targets.pos[k]), targets.pos[k])
-        rot = jnp.where(moving[None, :, None, None], A @ targets.rot[k], targets.rot[k])
+        rb = jnp.concatenate([r, jnp.zeros((T, 1, 3), r.dtype)], axis=1)[:, b]
+        Ab = jnp.concatenate([A, jnp.broadcast_to(jnp.eye(3, dtype=A.dtype),
+                                                  (T, 1, 3, 3))], axis=1)[:, b]  # fmt: skip
+        pos = jnp.where(moving[None, :, None], rb + _mv(Ab, targets.pos[k]), targets.pos[k])
+        rot = jnp.where(moving[None, :, None, None], Ab @ targets.rot[k], targets.rot[k])
         field = RAY_FIELDS.get(kind)
         if field is not None:
             test = functools.partial(field, heights=targets.heights[fields.index(k[0])])
@@ -286,8 +292,8 @@ def read_rangefinder(model, mount, run):
         found.append(jax.vmap(over_targets, in_axes=(None, 0, 0, 0, 0))(
             targets.size[k], pos, rot, p, direction))  # fmt: skip
     if not found:
-        return jnp.full((T, 1), -1.0, run.r.dtype)
-    return jax.vmap(nearest_hit)(jnp.concatenate(found, axis=1))[:, None]
+        return jnp.full((T,), -1.0, r.dtype)
+    return jax.vmap(nearest_hit)(jnp.concatenate(found, axis=1))
 
 
 # ----------------------------------------------------------------------------- actuators
