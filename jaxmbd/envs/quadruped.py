@@ -303,8 +303,10 @@ def with_terrain(model, heights):
     targets = [k for k, p in enumerate(sensors.params) if isinstance(p, RayTargets) and p.heights]
     heights = jnp.asarray(heights, jnp.float64)
     return eqx.tree_at(
-        lambda m: [m.constraint_model.contacts[i].heights for i in fields]
-        + [m.sensors.params[k].heights for k in targets],
+        lambda m: (
+            [m.constraint_model.contacts[i].heights for i in fields]
+            + [m.sensors.params[k].heights for k in targets]
+        ),
         model,
         [heights] * len(fields) + [(heights,)] * len(targets),
     )
