@@ -349,8 +349,12 @@ def escape(*, integrator=None, n_substeps: int | None = None, **options) -> Mode
                                    TERRAIN_SMOOTHNESS, 1.0)  # fmt: skip
         return (jnp.asarray(bowl) * (zoom @ bumps @ zoom.T)).astype(jnp.float32)
 
+    def elevations(info):
+        """The episode's terrain in metres (``hfield_data`` x ``size[2]``)."""
+        return jnp.asarray(info["terrain"], jnp.float64) * elevation
+
     def episode_model(model, info):
-        return with_terrain(model, jnp.asarray(info["terrain"], jnp.float64) * elevation)
+        return with_terrain(model, elevations(info))
 
     def initial_state(model, rng):
         """The terrain, then ``_find_non_contacting_height`` over it."""
@@ -361,8 +365,7 @@ def escape(*, integrator=None, n_substeps: int | None = None, **options) -> Mode
     def rangefinders(physics: Physics, info):
         """``Physics.rangefinder`` over the episode's terrain: tanh of each reading, 1
         where the ray meets nothing."""
-        heights = jnp.asarray(info["terrain"], jnp.float64) * elevation
-        targets = eqx.tree_at(lambda t: t.heights, finder_targets, (heights,))
+        targets = eqx.tree_at(lambda t: t.heights, finder_targets, (elevations(info),))
         b, k, n = finder_body, np.asarray(finders), len(finders)
         p = physics.xipos[b] + sensors.site[k] @ physics.xmat[b].T
         direction = (physics.xmat[b] @ sensors.frame[k])[..., 2]
