@@ -5,7 +5,7 @@ uniform random actions in [-1, 1].
 
     python -m benchmarks.rl.throughput [--envs cheetah-run humanoid-stand]
         [--batches 1 256 2048] [--steps 100] [--repeats 3]
-        [--mjx-python /work/venvs/mjx/bin/python]
+        [--mjx-python /work/venvs/mjx/bin/python] [--playground-float32]
 
 Each (task, batch) runs in both backends in turn, each in a process of its own (``--one
 BACKEND TASK BATCH``: jaxmbd's in this interpreter, Playground's in MJX's virtual
@@ -14,8 +14,11 @@ Playground, task by task and batch by batch, so that a drift of the machine's lo
 on both. A process builds the wrapped environment, resets the batch, and compiles one
 ``lax.scan`` over ``--steps`` control steps; ``compile_s`` is its first call less the
 median run; ``steps_per_s`` = batch x steps / the median of ``--repeats`` runs. Both
-compute in float64 (:mod:`benchmarks.rl._common`); Playground's environments run as it
-ships them (its copies of the suite files). Writes
+compute in float64 (:mod:`benchmarks.rl._common`), unless ``--playground-float32``: then
+Playground's rows (``mjx`` and ``playground``) compute in float32, its native precision
+(``jax_enable_x64`` off before its environment is built), jaxmbd's stay in float64; each
+row's ``dtype`` is its reward's. Playground's environments run as it ships them (its
+copies of the suite files). Writes
 ``benchmarks/results/rl/throughput.{json,md}``."""
 
 from __future__ import annotations
@@ -32,12 +35,17 @@ ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results" / "rl"
 
 
-def one(backend: str, name: str, batch: int, steps: int, repeats: int) -> dict:
-    """One (backend, task, batch) row, measured in this process."""
+def one(
+    backend: str, name: str, batch: int, steps: int, repeats: int, playground_float32=False
+) -> dict:
+    """One (backend, task, batch) row, measured in this process; ``playground_float32``:
+    Playground's backends in float32 (jaxmbd's unaffected)."""
     import jax  # noqa: PLC0415
 
     from benchmarks.rl._common import make_env  # noqa: PLC0415  (sets float64)
 
+    if playground_float32 and backend != "jaxmbd":
+        jax.config.update("jax_enable_x64", False)  # Playground's native precision
     start = time.perf_counter()
     env, wrap = make_env(name, backend)
     wrapped = wrap(env, episode_length=1000)
@@ -63,7 +71,8 @@ def one(backend: str, name: str, batch: int, steps: int, repeats: int) -> dict:
     median = sorted(times[1:])[len(times[1:]) // 2]
     return {"backend": backend, "task": name, "batch": batch, "steps": steps,
             "build_s": build_s, "compile_s": times[0] - median, "run_s": median,
-            "steps_per_s": batch * steps / median, "load": os.getloadavg()[0]}  # fmt: skip
+            "steps_per_s": batch * steps / median, "dtype": str(state.reward.dtype),
+            "load": os.getloadavg()[0]}  # fmt: skip
 
 
 def main(argv=None) -> None:
@@ -76,10 +85,14 @@ def main(argv=None) -> None:
     parser.add_argument("--mjx-python", default="/work/venvs/mjx/bin/python")
     parser.add_argument("--one", nargs=3, metavar=("BACKEND", "TASK", "BATCH"),
                         help="measure one row in this process and print it as JSON")  # fmt: skip
+    parser.add_argument("--playground-float32", action="store_true",
+                        help="Playground's rows in float32, its native precision (default: "
+                        "float64 as jaxmbd's)")  # fmt: skip
     args = parser.parse_args(argv)
     if args.one:
         backend, name, batch = args.one
-        print(json.dumps(one(backend, name, int(batch), args.steps, args.repeats)))
+        row = one(backend, name, int(batch), args.steps, args.repeats, args.playground_float32)
+        print(json.dumps(row))
         return
     rows = []
     environ = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -90,6 +103,8 @@ def main(argv=None) -> None:
                 cmd = [python, "-m", "benchmarks.rl.throughput", "--one", backend, name,
                        str(batch), "--steps", str(args.steps),
                        "--repeats", str(args.repeats)]  # fmt: skip
+                if args.playground_float32:
+                    cmd.append("--playground-float32")
                 proc = subprocess.run(cmd, cwd=ROOT, env=environ, capture_output=True, text=True)
                 if proc.returncode:
                     print(proc.stderr[-2000:], file=sys.stderr)
@@ -111,7 +126,8 @@ def main(argv=None) -> None:
                 f"| {r['task']} | {r['batch']} | {r['backend']} | failed: {r['error']} | | |"
             )
             continue
-        lines.append(f"| {r['task']} | {r['batch']} | {r['backend']} | {r['steps_per_s']:,.0f} | "
+        backend = r["backend"] + (" (float32)" if r.get("dtype") == "float32" else "")
+        lines.append(f"| {r['task']} | {r['batch']} | {backend} | {r['steps_per_s']:,.0f} | "
                      f"{r['compile_s']:.1f} | {r['load']:.1f} |")  # fmt: skip
     command = "python -m benchmarks.rl.throughput " + " ".join(
         sys.argv[1:] if argv is None else argv
