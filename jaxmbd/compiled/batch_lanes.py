@@ -53,6 +53,7 @@ from .batch_last import (
     _call_jaxpr,
     _scan_flags,
     member_program,
+    scan_sizes,
 )
 from .batching import all_batched, with_plain_derivatives
 from .materialize import materialized
@@ -628,7 +629,7 @@ class _Lanes:
 
     def scan(self, eqn, vals, batched):
         p = eqn.params
-        nc, nk = p["num_consts"], p["num_carry"]
+        nc, nk = scan_sizes(p)
         carry_flags, out_flags = _scan_flags(eqn, batched)
         body = p["jaxpr"]
         in_avals = [v.aval for v in body.jaxpr.invars]

@@ -176,10 +176,20 @@ def _union(flag_lists) -> list[bool]:
     return [any(fs) for fs in zip(*lists, strict=True)]
 
 
+def scan_sizes(params) -> tuple[int, int]:
+    """(constants, carries) among a ``scan`` equation's inputs, which come in the order
+    constants, carries, scanned inputs: jax < 0.11 names the counts, jax 0.11 gives the three
+    groups' leaves (``ft_in``; carries that pass through unchanged are constants there)."""
+    if "num_consts" in params:
+        return params["num_consts"], params["num_carry"]
+    consts, carry, _ = params["ft_in"].unpack()
+    return len(consts), len(carry)
+
+
 def _scan_flags(eqn, ins):
     """(carry flags, output flags (carry then stacked outputs)) of a scan at its fixed point."""
     p = eqn.params
-    nc, nk = p["num_consts"], p["num_carry"]
+    nc, nk = scan_sizes(p)
     consts, carry, xs = ins[:nc], list(ins[nc : nc + nk]), ins[nc + nk :]
     while True:
         out = _flags(p["jaxpr"].jaxpr, consts + carry + xs)
@@ -407,7 +417,7 @@ def _rule_dot_general(eqn, vals, bs, size):
 
 def _rule_scan(eqn, vals, bs, size):
     p = eqn.params
-    nc, nk = p["num_consts"], p["num_carry"]
+    nc, nk = scan_sizes(p)
     carry_flags, out_flags = _scan_flags(eqn, bs)
     consts, cflags = vals[:nc], bs[:nc]
     init = _widened(vals[nc : nc + nk], bs[nc : nc + nk], carry_flags, size)
