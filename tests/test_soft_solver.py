@@ -653,3 +653,66 @@ def test_active_rows_capacity_gives_the_solve_on_all_rows():
     plain = jax.jit(jax.vmap(lambda r: solve(M, a0, r, a_warm, **options)))
     for got, want in zip(batched(both).qacc, plain(both).qacc, strict=True):
         np.testing.assert_allclose(got, want, rtol=0, atol=ROUND_OFF * np.max(np.abs(want)))
+
+
+def _equation_count(jaxpr) -> int:
+    """Equations of a jaxpr, those of its nested jaxprs (loops, branches, calls) included."""
+    total = 0
+    for eqn in jaxpr.eqns:
+        total += 1
+        for param in eqn.params.values():
+            for sub in param if isinstance(param, (list, tuple)) else [param]:
+                inner = getattr(sub, "jaxpr", sub)
+                if hasattr(inner, "eqns"):
+                    total += _equation_count(inner)
+    return total
+
+
+@pytest.mark.parametrize("source, present, fraction", [
+    ("hopper", (sp.ONE_SIDED,), 0.9),  # no friction-loss zones, no equality
+    ("frictionloss", (sp.FRICTION_LOSS, sp.ONE_SIDED), 1.0),  # no equality
+])  # fmt: skip
+def test_rows_of_the_kinds_present_only(source, present, fraction):
+    """``SoftRows.kinds``: a problem declared to hold only the kinds it holds solves to
+    MuJoCo's qacc, forces and iteration count, with fewer equations than the same problem
+    open to every kind (the absent kinds' cost, force and line-search code is left out); a
+    kinds tuple that is not a sorted tuple of row kinds is refused."""
+    if source == "hopper":
+        m, d = _mujoco_state(_suite("hopper.xml"), steps=300, cone=PYRAMIDAL)
+    else:
+        m, d = _mujoco_state(FRICTIONLOSS_XML, steps=200)
+    mujoco.mj_forward(m, d)
+    M, a0, a_warm, rows = _problem(m, d)
+    assert tuple(sorted(set(rows["kind"].tolist()))) == present
+    options = dict(_options(m), scale=1 / np.trace(M))
+    arrays = {k: jnp.asarray(v) for k, v in rows.items()}
+    every = sp.SoftRows(**arrays)
+    declared = sp.SoftRows(**arrays, kinds=present)
+    run = jax.jit(partial(solve, **options))
+    for soft in (every, declared):
+        sol = run(M, a0, soft, a_warm)
+        assert int(sol.iterations) == d.solver_niter[0]
+        assert _relative(sol.qacc, d.qacc) < ROUND_OFF
+        assert _relative(sol.efc_force, d.efc_force) < ROUND_OFF
+    sizes = [
+        _equation_count(jax.make_jaxpr(partial(solve, **options))(M, a0, soft, a_warm).jaxpr)
+        for soft in (every, declared)
+    ]
+    assert sizes[1] < fraction * sizes[0], sizes
+    for wrong in ((sp.ONE_SIDED, sp.EQUALITY), (7,), (sp.ONE_SIDED, sp.ONE_SIDED)):
+        with pytest.raises(ValueError, match="sorted tuple"):
+            sp.SoftRows(**arrays, kinds=wrong)
+
+
+def test_a_files_rows_declare_their_kinds():
+    """The rows that a file's constraint model builds declare the kinds its groups hold:
+    dm_control's hopper (pyramidal contacts and joint limits) one-sided rows alone."""
+    import jaxmbd as mbd
+    from jaxmbd.soft_constraints.treatments import with_soft
+    from jaxmbd.tree import poses
+
+    model = with_soft(mbd.load_model(_suite("hopper.xml")), contact="soft", limits="soft")[0]
+    tree = model.tree
+    qpos = jnp.asarray(tree.qpos0)
+    _, rows = model.constraint_model.rows(tree, poses(tree, qpos), qpos, 0 * qpos, 0.002)
+    assert rows.kinds == (sp.ONE_SIDED,)

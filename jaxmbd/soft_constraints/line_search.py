@@ -153,22 +153,10 @@ def _elliptic_zone(N, Tsqr, mu):
     return zone, T
 
 
-def evaluate(rows: SoftRows, direction: Direction, alpha: jax.Array) -> Point:
-    """Shifted cost ``cost(alpha) - cost(0)`` and its two derivatives (``PrimalEval``)."""
-    kind = rows.kind
-    start, slope = direction.start, direction.slope
-    q0, q1, q2 = direction.quad
-    D = row_weight(rows)
-    dtype = start.dtype
-
-    # equality: shifted quadratic (quad[0] dropped)
-    is_eq = kind == EQUALITY
-    total1 = direction.gauss1 + jnp.sum(jnp.where(is_eq, q1, 0.0))
-    total2 = direction.gauss2 + jnp.sum(jnp.where(is_eq, q2, 0.0))
-
-    # friction loss: cost difference evaluated directly (frictionCostDif)
-    is_fr = kind == FRICTION_LOSS
-    x = start + alpha * slope
+def _friction_loss_terms(rows: SoftRows, start, slope, x, D):
+    """The friction-loss rows' shifted cost and its two derivatives at ``x = start + alpha
+    slope`` (``frictionCostDif`` and PrimalEval's derivatives)."""
+    is_fr = rows.kind == FRICTION_LOSS
     f = jnp.where(rows.active & is_fr, rows.floss, 0.0)
     Rf = jnp.where(rows.active, rows.R, 1.0) * f
     zone_start = _friction_zone(start, Rf)
@@ -188,18 +176,43 @@ def evaluate(rows: SoftRows, direction: Direction, alpha: jax.Array) -> Point:
     )
     fr_d0 = jnp.where(zone_x == 0, D * x * slope, jnp.where(zone_x == -1, -f * slope, f * slope))
     fr_d1 = jnp.where(zone_x == 0, D * slope * slope, 0.0)
-    cost = jnp.sum(jnp.where(is_fr, fr_dif, 0.0))
-    d0 = jnp.sum(jnp.where(is_fr, fr_d0, 0.0))
-    d1 = jnp.sum(jnp.where(is_fr, fr_d1, 0.0))
+    return (
+        jnp.sum(jnp.where(is_fr, fr_dif, 0.0)),
+        jnp.sum(jnp.where(is_fr, fr_d0, 0.0)),
+        jnp.sum(jnp.where(is_fr, fr_d1, 0.0)),
+    )
 
-    # one-sided: quadratic where x < 0, shifted by the cost at alpha = 0
-    is_os = kind == ONE_SIDED
-    cost0 = jnp.where(start < 0, q0, 0.0)
-    os_active = is_os & (x < 0)
-    total0 = jnp.sum(jnp.where(os_active, q0 - cost0, 0.0))
-    total1 = total1 + jnp.sum(jnp.where(os_active, q1, 0.0))
-    total2 = total2 + jnp.sum(jnp.where(os_active, q2, 0.0))
-    cost = cost - jnp.sum(jnp.where(is_os & ~(x < 0), cost0, 0.0))
+
+def evaluate(rows: SoftRows, direction: Direction, alpha: jax.Array) -> Point:
+    """Shifted cost ``cost(alpha) - cost(0)`` and its two derivatives (``PrimalEval``)."""
+    kind = rows.kind
+    start, slope = direction.start, direction.slope
+    q0, q1, q2 = direction.quad
+    D = row_weight(rows)
+    dtype = start.dtype
+
+    kinds = rows.kinds
+    x = start + alpha * slope
+    zero = jnp.zeros((), dtype)
+    total0, total1, total2 = zero, direction.gauss1, direction.gauss2
+    cost = d0 = d1 = zero
+
+    if EQUALITY in kinds:  # shifted quadratic (quad[0] dropped)
+        is_eq = kind == EQUALITY
+        total1 = total1 + jnp.sum(jnp.where(is_eq, q1, 0.0))
+        total2 = total2 + jnp.sum(jnp.where(is_eq, q2, 0.0))
+
+    if FRICTION_LOSS in kinds:  # the cost difference evaluated directly (frictionCostDif)
+        cost, d0, d1 = _friction_loss_terms(rows, start, slope, x, D)
+
+    if ONE_SIDED in kinds:  # quadratic where x < 0, shifted by the cost at alpha = 0
+        is_os = kind == ONE_SIDED
+        cost0 = jnp.where(start < 0, q0, 0.0)
+        os_active = is_os & (x < 0)
+        total0 = total0 + jnp.sum(jnp.where(os_active, q0 - cost0, 0.0))
+        total1 = total1 + jnp.sum(jnp.where(os_active, q1, 0.0))
+        total2 = total2 + jnp.sum(jnp.where(os_active, q2, 0.0))
+        cost = cost - jnp.sum(jnp.where(is_os & ~(x < 0), cost0, 0.0))
 
     # elliptic cones (ellipticCostDif and the derivatives of PrimalEval)
     if rows.ncone:

@@ -364,9 +364,10 @@ class MujocoConstraints(eqx.Module):
             )
         else:
             cone_fields = no_cones()
+        present = tuple(sorted({k for g, k in zip(groups, kinds, strict=True) if g.size}))
         soft = SoftRows(
             J=rows.J, aref=rows.aref, R=rows.R, floss=rows.frictionloss, active=rows.active,
-            kind=jnp.asarray(kind, jnp.int32), **cone_fields,
+            kind=jnp.asarray(kind, jnp.int32), kinds=present, **cone_fields,
         )  # fmt: skip
         return rows, soft
 

@@ -38,6 +38,8 @@ EQUALITY = 0
 FRICTION_LOSS = 1
 ONE_SIDED = 2
 ELLIPTIC = 3
+#: Every row kind, in the order of their numbers.
+ALL_KINDS = (EQUALITY, FRICTION_LOSS, ONE_SIDED, ELLIPTIC)
 
 # Row states: MuJoCo's mjtConstraintState, same numbers (efc_state).
 SATISFIED = 0
@@ -125,8 +127,8 @@ class SoftRows(eqx.Module):
     """One time step's constraint rows (MuJoCo's ``efc_*`` arrays and its contacts' cones).
 
     Shapes: ``nefc`` rows, ``nv`` degrees of freedom, ``ncone`` elliptic-cone slots. All
-    fields are arrays (none static): a model's rows keep their kinds and slots from step to
-    step, and one compiled solve serves every problem of the same sizes. The rows may come
+    fields but ``kinds`` are arrays: a model's rows keep their kinds and slots from step to
+    step, and one compiled solve serves every problem of the same sizes and kinds. The rows may come
     in any order (MuJoCo's efc order is not required); a cone's rows need not be adjacent.
 
     Attributes:
@@ -152,6 +154,10 @@ class SoftRows(eqx.Module):
         cone_friction: ``(ncone, 5)`` the contact's friction coefficients
             ``mjContact.friction`` (tangent1, tangent2, spin, roll1, roll2); cone direction
             ``j >= 1`` is scaled by ``cone_friction[:, j-1]``.
+        kinds: the kinds that ``kind`` may hold (static; default all): the cost, force and
+            line-search code of the others is left out of the program (a model without
+            friction loss compiles none of its zones). A row of a kind not listed would
+            contribute nothing.
     """
 
     J: jax.Array
@@ -163,8 +169,14 @@ class SoftRows(eqx.Module):
     cone_rows: jax.Array
     cone_mu: jax.Array
     cone_friction: jax.Array
+    kinds: tuple[int, ...] = eqx.field(static=True, default=ALL_KINDS)
 
     def __check_init__(self):
+        if not set(self.kinds) <= set(ALL_KINDS) or tuple(sorted(set(self.kinds))) != self.kinds:
+            raise ValueError(
+                f"SoftRows.kinds must be a sorted tuple of distinct row kinds from {ALL_KINDS}, "
+                f"not {self.kinds!r}"
+            )
         nefc = self.J.shape[-2]
         for name in ("aref", "R", "floss", "active", "kind"):
             if getattr(self, name).shape[-1:] != (nefc,):
@@ -273,29 +285,40 @@ def constraint_update(rows: SoftRows, jar: jax.Array) -> ConstraintUpdate:
     quadratic_force = -D * jar
     quadratic_cost = 0.5 * D * jar * jar
 
-    # friction loss (Huber): bounds at +-R*floss
-    floss = jnp.where(active, rows.floss, 0.0)
-    bound = jnp.where(active, rows.R, 1.0) * floss
-    neg = jar <= -bound
-    pos = (~neg) & (jar >= bound)
-    friction_force = jnp.where(neg, floss, jnp.where(pos, -floss, quadratic_force))
-    friction_state = jnp.where(neg, LINEAR_NEG, jnp.where(pos, LINEAR_POS, QUADRATIC))
-    friction_cost = jnp.where(
-        neg,
-        -0.5 * bound * floss - floss * jar,
-        jnp.where(pos, -0.5 * bound * floss + floss * jar, quadratic_cost),
-    )
+    conditions, forces, states, costs = [], [], [], []
+    if EQUALITY in rows.kinds:
+        conditions.append(kind == EQUALITY)
+        forces.append(quadratic_force)
+        states.append(QUADRATIC)
+        costs.append(quadratic_cost)
+    if FRICTION_LOSS in rows.kinds:
+        # friction loss (Huber): bounds at +-R*floss
+        floss = jnp.where(active, rows.floss, 0.0)
+        bound = jnp.where(active, rows.R, 1.0) * floss
+        neg = jar <= -bound
+        pos = (~neg) & (jar >= bound)
+        conditions.append(kind == FRICTION_LOSS)
+        forces.append(jnp.where(neg, floss, jnp.where(pos, -floss, quadratic_force)))
+        states.append(jnp.where(neg, LINEAR_NEG, jnp.where(pos, LINEAR_POS, QUADRATIC)))
+        costs.append(
+            jnp.where(
+                neg,
+                -0.5 * bound * floss - floss * jar,
+                jnp.where(pos, -0.5 * bound * floss + floss * jar, quadratic_cost),
+            )
+        )
+    if ONE_SIDED in rows.kinds:
+        # one-sided: satisfied at jar >= 0
+        satisfied = jar >= 0
+        conditions.append(kind == ONE_SIDED)
+        forces.append(jnp.where(satisfied, 0.0, quadratic_force))
+        states.append(jnp.where(satisfied, SATISFIED, QUADRATIC))
+        costs.append(jnp.where(satisfied, 0.0, quadratic_cost))
 
-    # one-sided: satisfied at jar >= 0
-    satisfied = jar >= 0
-    one_sided_force = jnp.where(satisfied, 0.0, quadratic_force)
-    one_sided_state = jnp.where(satisfied, SATISFIED, QUADRATIC)
-    one_sided_cost = jnp.where(satisfied, 0.0, quadratic_cost)
-
-    is_kind = [kind == EQUALITY, kind == FRICTION_LOSS, kind == ONE_SIDED]
-    force = jnp.select(is_kind, [quadratic_force, friction_force, one_sided_force], 0.0)
-    state = jnp.select(is_kind, [QUADRATIC, friction_state, one_sided_state], SATISFIED)
-    row_cost = jnp.select(is_kind, [quadratic_cost, friction_cost, one_sided_cost], 0.0)
+    zero = jnp.zeros_like(jar)
+    force = jnp.select(conditions, forces, 0.0) if conditions else zero
+    state = jnp.select(conditions, states, SATISFIED) if conditions else zero.astype(jnp.int32)
+    row_cost = jnp.select(conditions, costs, 0.0) if conditions else zero
     force = jnp.where(active, force, 0.0)
     state = jnp.where(active, state, SATISFIED).astype(jnp.int32)
     row_cost = jnp.where(active, row_cost, 0.0)

@@ -289,6 +289,7 @@ def active_rows(rows: SoftRows, capacity: int) -> SoftRows:
         cone_rows=rows.cone_rows,
         cone_mu=rows.cone_mu,
         cone_friction=rows.cone_friction,
+        kinds=rows.kinds,
     )
 
 
