@@ -128,8 +128,9 @@ class SoftRows(eqx.Module):
 
     Shapes: ``nefc`` rows, ``nv`` degrees of freedom, ``ncone`` elliptic-cone slots. All
     fields but ``kinds`` are arrays: a model's rows keep their kinds and slots from step to
-    step, and one compiled solve serves every problem of the same sizes and kinds. The rows may come
-    in any order (MuJoCo's efc order is not required); a cone's rows need not be adjacent.
+    step, and one compiled solve serves every problem of the same sizes and kinds. The rows
+    may come in any order (MuJoCo's efc order is not required); a cone's rows need not be
+    adjacent.
 
     Attributes:
         J: ``(nefc, nv)`` constraint Jacobian (``efc_J``).
