@@ -168,13 +168,15 @@ def test_pairs_of_several_types_collide_in_one_program():
     model) gives each pair the contacts of its own kernel: a smooth pair (one slot, the
     others left empty) and a multi-contact pair (five slots) in one call, at random poses.
     Where EPA stops on its tolerance, XLA's other fusion of the same operations takes
-    another iterate (measured, seeds below: sphere-ellipsoid 3.0e-10 in depth, 9.3e-7 in
-    position, 1.4e-5 in frame; capsule-cylinder 1.4e-13, 2.2e-12, 3.1e-11; tolerances
-    about 10x)."""
+    another iterate (measured, seeds below: sphere-ellipsoid 6.5e-10 in depth, 1.7e-6 in
+    position, 2.5e-5 in frame; capsule-cylinder 3.4e-12, 5.2e-7, 8.0e-6). EPA stops once a
+    new support point gains less than 1e-10 of the pair's size (2e-11 here): that bounds
+    the depth; on a round surface the point and normal of a face that close move about
+    the root of it. Tolerances about 10x, the depth's that stopping bound."""
     from scipy.spatial.transform import Rotation
 
     pairs = [(convex.SPHERE, convex.ELLIPSOID), (convex.CAPSULE, convex.CYLINDER)]
-    tolerances = [(3e-9, 1e-5, 1e-4), (1e-12, 3e-11, 3e-10)]  # depth, position, frame
+    tolerances = [(3e-9, 1e-5, 1e-4), (2e-11, 1e-5, 1e-4)]  # depth, position, frame
     sizes = {convex.SPHERE: [0.1, 0, 0], convex.ELLIPSOID: [0.11, 0.17, 0.06],
              convex.CAPSULE: [0.06, 0.2, 0], convex.CYLINDER: [0.12, 0.09, 0]}  # fmt: skip
     k = 12

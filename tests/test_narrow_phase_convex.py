@@ -352,10 +352,12 @@ def test_support_pairs_against_brute_force(k1, k2):
     signed distance to 1e-9 (at most 5e-11 measured), the normal to 1e-4 (the round
     surfaces' EPA converges in depth to 1e-10 of the size, in angle to about its root)."""
     s1, s2 = _size(k1), _size(k2)
-    # capsule-cylinder (the default run) meets 3.8e-13 in depth and 2.7e-6 in the normal;
+    # capsule-cylinder (the default run) meets 4.4e-12 in depth and 2.7e-6 in the normal;
+    # EPA stops once a new support point gains less than 1e-10 of the pair's size (0.2 m
+    # here), which bounds the depth's gap to 2e-11 whatever order XLA's fusions round in;
     # the slow pairs (not measured here) keep the docstring's bounds
     quick = (k1, k2) in QUICK
-    tol = 2e-12 if quick else _depth_tolerance(k1, k2)
+    tol = 2e-11 if quick else _depth_tolerance(k1, k2)
     offsets = (0.02, -0.002)
     for offset, poses in zip(offsets, _touching_poses(k1, s1, k2, s2, 6, offsets, 5), strict=True):
         gap, _, normal = _ours(k1, s1, k2, s2, *poses)

@@ -11,3 +11,11 @@ from __future__ import annotations
 #: of XLA, another CPU's vector width): a few tens of ulps of the values' scale, relative.
 #: A comparison that achieves exact equality here, but not by construction, allows this.
 ROUND_OFF = 1e-14
+
+#: Relative agreement of index-3 multipliers from two factorisations of the same Newton
+#: matrix (LAPACK's and the structured or elementwise one), and of the gradients of a loss
+#: on them: the multipliers are the positions' accelerations over h^2 (gen_alpha: over
+#: beta h^2), so the matrix's condition, and the last bits two factorisations round
+#: differently, grow as 1/h^2 (h = 2e-3: 1.8e-12 relative, where the positions agree to
+#: 1e-16).
+INDEX3_MULTIPLIERS = 1e-11
