@@ -19,6 +19,7 @@ again (tens of seconds per iteration, against none once compiled)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import types
 
@@ -68,6 +69,16 @@ def under_trace() -> bool:
     if _at_top_level is not None:
         return not _at_top_level()
     return isinstance(jnp.zeros(()), jax.core.Tracer)
+
+
+def run_now():
+    """The context in which a program of concrete inputs is called to run at once, also
+    where a JAX transformation traces the caller (a model that a jitted function closes
+    over): there JAX's compile-time evaluation, which runs the program and every
+    operation on constants eagerly (each a small program of its own, ~50 ms to compile);
+    at top level none, so that such operations stay inside the one program (a double
+    pendulum's first ``simulate``: ~60 small compiles, about 1 s)."""
+    return jax.ensure_compile_time_eval() if under_trace() else contextlib.nullcontext()
 
 
 class _ById:

@@ -35,6 +35,7 @@ i it is the inverse relative rotation, seen in F_i.
 
 from __future__ import annotations
 
+import weakref
 from collections import deque
 from typing import NamedTuple
 
@@ -43,7 +44,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _config  # noqa: F401
-from ..compiled.jit import jit
+from ..compiled.jit import jit, run_now
 from ..lie.rotations import A_to_ep
 from ..model import Model
 from ..model.joints import JointDefinition, joint_coordinates, joint_kind
@@ -180,13 +181,23 @@ def tree_of_model(model: Model) -> ModelTree:
     new process's first run); a joint recognised in GCON rows whose geometry check fails
     there is read again op by op, where the check leaves its rows as rows."""
     if not any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(model)):
+        kept_model, kept = _LAST_CONCRETE
+        if kept_model is not None and kept_model() is model:
+            return kept
         # concrete values: the program runs now, also while a caller's jit traces a model
         # it closes over (else its outputs are that trace's, and the checks unreadable)
-        with jax.ensure_compile_time_eval():
+        with run_now():
             built, passed = _checked_tree_of_model(model)
         if np.all(np.asarray(passed)):
+            _LAST_CONCRETE[:] = [weakref.ref(model), built]
             return built
     return _tree_of_model(model)
+
+
+#: (a weak reference to the model, its tree) of the last concrete model asked: a plain
+#: call asks it of one model object more than once (its plan, its run's rows); a Model is
+#: immutable.
+_LAST_CONCRETE: list = [None, None]
 
 
 @jit

@@ -27,7 +27,7 @@ from ..compiled.batch_last import batch_last
 from ..compiled.batching import cpu_or_accelerator
 from ..compiled.counted_scan import counted_scan
 from ..compiled.host_arrays import device_array, to_device
-from ..compiled.jit import at_top_level, jit
+from ..compiled.jit import at_top_level, jit, run_now
 from ..compiled.xla_flags import joint_loop_guard, joint_loops_hoisted_when_differentiated
 from ..constraints.equations import rA_terms
 from ..constraints.redundancy import refuse_driven
@@ -108,29 +108,43 @@ BATCH_LANES_STEPPERS: tuple = (RungeKutta4, SemiImplicitEuler)
 BATCH_LANES_CHUNK: int | None = 64
 
 
-def _closing_rows(model: Model, tree: KinematicTree, rows) -> ClosingRows | None:
-    """The model's GCON rows ``rows`` (default: those of the joints that close loops,
-    ``tree.closing_joints``) as tree constraint rows."""
+def _closing_row_indices(model: Model, tree: KinematicTree, rows) -> tuple[int, ...]:
+    """``rows``, or by default the model's GCON rows of the joints that close loops
+    (``tree.closing_joints``)."""
     if rows is None:
         closing = set(tree.closing_joints)
         rows = [k for k, joint in enumerate(model.constraint_joints) if joint in closing]
-    rows = tuple(rows)
+    return tuple(rows)
+
+
+def _closing_rows(model: Model, tree: KinematicTree, rows) -> ClosingRows | None:
+    """The model's GCON rows ``rows`` (:func:`_closing_row_indices`) as tree constraint
+    rows."""
+    rows = _closing_row_indices(model, tree, rows)
     if not rows:
         return None
     drop = [k for k in range(model.nc) if k not in set(rows)]
     return ClosingRows(model.without_rows(drop) if drop else model, rows)
 
 
-def model_tree(model: Model, keep=None) -> tuple[KinematicTree, TreeConstraints | None]:
-    """The model's kinematic tree (read from its file, or derived from its joints) and its
-    constraint rows: the loop-closing GCON rows, then the active equality constraints
+def _tree_and_loop_rows(model: Model, built=None):
+    """(the model's kinematic tree, the GCON rows it leaves as rows or None for the
+    default): read from its file, or derived from its joints (``built``: that
+    :class:`~jaxmbd.joint_space.from_model.ModelTree`, when already at hand)."""
+    if model.tree is not None:
+        return model.tree, None
+    built = tree_of_model(model) if built is None else built
+    return built.tree, built.loop_rows
+
+
+def model_tree(
+    model: Model, keep=None, *, built=None
+) -> tuple[KinematicTree, TreeConstraints | None]:
+    """The model's kinematic tree (:func:`_tree_and_loop_rows`) and its constraint rows:
+    the loop-closing GCON rows, then the active equality constraints
     (:mod:`jaxmbd.joint_space.equalities`). ``keep``: the rows to keep (indices into their
     concatenation, see :func:`independent_constraint_rows`; None: all)."""
-    if model.tree is not None:
-        tree, closing = model.tree, None
-    else:
-        built = tree_of_model(model)
-        tree, closing = built.tree, built.loop_rows
+    tree, closing = _tree_and_loop_rows(model, built)
     parts = [_closing_rows(model, tree, closing)]
     parts += list(active_equalities(model))
     parts = tuple(part for part in parts if part is not None and part.size)
@@ -142,11 +156,11 @@ def model_tree(model: Model, keep=None) -> tuple[KinematicTree, TreeConstraints 
 
 
 @jit  # a program of the disk cache: a warm process neither traces nor compiles it
-def _tree_and_start_jacobian(model: Model):
-    """:func:`model_tree` and the constraint rows' Jacobian G at the initial qpos, as one
-    small program: op by op (eagerly) the kinematics and the rows take ~1 s a call, more
-    than a thousand steps of a loop's run."""
-    tree, cons = model_tree(model)
+def _rows_and_start_jacobian(model: Model, built):
+    """:func:`model_tree` of the tree ``built`` (a ModelTree or None) and the constraint
+    rows' Jacobian G at the initial qpos, as one small program: op by op (eagerly) the
+    kinematics and the rows take ~1 s a call, more than a thousand steps of a loop's run."""
+    tree, cons = model_tree(model, built=built)
     if cons is None:
         return tree, None, None
     return tree, cons, constraint_jacobian(cons, tree, tree.qpos_init, 0.0)[1]
@@ -154,11 +168,13 @@ def _tree_and_start_jacobian(model: Model):
 
 def concrete_tree(model: Model):
     """(tree, constraint rows, their Jacobian at the initial qpos or None) of a model with
-    concrete values (:func:`_tree_and_start_jacobian`); where traced, :func:`model_tree`
-    and None. A plain call's run asks it of one model object up to three times (its
-    plan, its rows' multipliers): the last model's answer is kept (by identity; a Model
-    is immutable), since each call flattens every leaf of the model (a humanoid's
-    thousands: tens of ms)."""
+    concrete values: the tree of :func:`~jaxmbd.joint_space.from_model.tree_of_model`
+    (the one the plan read), and, where the model has constraint rows, the rows and G of
+    :func:`_rows_and_start_jacobian`; where traced, :func:`model_tree` and None. A plain
+    call's run asks it of one model object up to three times (its plan, its rows'
+    multipliers): the last model's answer is kept (by identity; a Model is immutable),
+    since each call flattens every leaf of the model (a humanoid's thousands: tens of
+    ms)."""
     if has_tracers(model):  # under grad the primal of a JVP is concrete
         model = jax.lax.stop_gradient(model)
         if has_tracers(model):
@@ -166,8 +182,13 @@ def concrete_tree(model: Model):
     kept_model, kept = _LAST_CONCRETE_TREE
     if kept_model is not None and kept_model() is model:
         return kept
-    with jax.ensure_compile_time_eval():  # concrete also under a trace that closes over them
-        found = _tree_and_start_jacobian(model)
+    with run_now():  # concrete also under a trace that closes over them
+        built = None if model.tree is not None else tree_of_model(model)
+        tree, closing = _tree_and_loop_rows(model, built)
+        if _closing_row_indices(model, tree, closing) or active_equalities(model):
+            found = _rows_and_start_jacobian(model, built)
+        else:
+            found = (tree, None, None)
     _LAST_CONCRETE_TREE[:] = [weakref.ref(model), found]
     return found
 
