@@ -80,12 +80,15 @@ def main(argv=None) -> None:
     rows = []
     for name in args.files:
         for label, root in (("before", args.before), ("after", args.after)):
-            env = dict(os.environ, PYTHONPATH=f"{root}{os.pathsep}{ROOT}")
-            out = subprocess.run(
-                [sys.executable, "-m", "benchmarks.probes.soft_compile_ab", "--one", name,
-                 "--steps", str(args.steps)],
-                env=env, cwd=ROOT, capture_output=True, text=True, check=True,
-            )  # fmt: skip
+            # the checkout measured first on the path, ahead of the working directory
+            # (``python -m`` would put this tree's jaxmbd first) and of an editable install
+            child = (
+                f"import sys; sys.path[:0] = [{str(root)!r}, {str(ROOT)!r}]; "
+                f"from benchmarks.probes.soft_compile_ab import main; "
+                f"main(['--one', {name!r}, '--steps', '{args.steps}'])"
+            )
+            out = subprocess.run([sys.executable, "-c", child], cwd=ROOT, capture_output=True,
+                                 text=True, check=True)  # fmt: skip
             row = dict(json.loads(out.stdout.strip().splitlines()[-1]), label=label)
             rows.append(row)
             print(json.dumps(row), flush=True)
