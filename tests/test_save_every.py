@@ -36,8 +36,10 @@ def test_kinematics_rows_are_the_full_run_subsampled(crank):
     assert every.r.shape[0] == 5 and every.save_every == 5
     for key in ("t", "r", "A", "omega", "omegadot", "lam"):
         want = np.asarray(getattr(full, key))[::5]
+        # at least the unit scale: the crank's centre of mass stays on its axis (r = 0 up
+        # to 1e-18, which two programs round differently)
         np.testing.assert_allclose(
-            getattr(every, key), want, rtol=0, atol=ROUND_OFF * np.abs(want).max()
+            getattr(every, key), want, rtol=0, atol=ROUND_OFF * max(1.0, np.abs(want).max())
         )
     chunked = mbd.kinematics(
         crank, t_end=0.02, h=1e-3, save_every=5, progress=lambda d, n: None, chunk_size=7

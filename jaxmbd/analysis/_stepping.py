@@ -137,13 +137,15 @@ def summarised_scan(step, carry, first, count, rows: int, save_every: int = 1,
 
 def run_in_chunks(initial, chunk, n: int, chunk_size: int, progress, *, save_every: int = 1):
     """Run ``chunk`` repeatedly with one fixed size (one compilation), reporting progress.
-    ``chunk(carry, k0, size)`` runs ``size`` steps and returns size / save_every rows.
+    ``initial()`` returns the carry and the outputs of the first row, or None for them
+    where the chunks give every row; ``chunk(carry, k0, size)`` runs ``size`` steps and
+    returns size / save_every rows.
 
     The last chunk may run past step n; its extra steps are dropped. The rows are gathered
     on the host (numpy: no eager op per output and chunk), then put on the device once.
     """
     carry, first = initial()
-    pieces = [jax.tree_util.tree_map(lambda x: np.asarray(x)[None], first)]
+    pieces = [] if first is None else [jax.tree_util.tree_map(lambda x: np.asarray(x)[None], first)]
     size = max(1, min(chunk_size, n))
     size = max(save_every, size - size % save_every)
     done = 0
