@@ -15,7 +15,7 @@ from ._parameter_checks import unheld_singular_inertia, with_parameter_status
 from ._results import NONFINITE, RESULT_ITEMS, RESULTS, SUCCESS, code_message
 from .actuators import with_activation
 from .compiled.host_arrays import to_device
-from .compiled.jit import jit, under_trace
+from .compiled.jit import RUN_ONCE, jit, under_trace
 from .constraints.equations import constraint_values, rA_terms
 from .errors import AssemblyWarning, ModelError, SolverError
 from .forces.joint_limits import JointLimits
@@ -219,7 +219,7 @@ def start_correction(model: Model, r, A, rdot, omega) -> StartCorrection:
     return StartCorrection(*_correction(r, A, rdot, omega, *start))
 
 
-@jit
+@jit(xla_options=RUN_ONCE)
 def _correction(r, A, rdot, omega, r0, A0, rdot0, omega0):
     """:func:`start_correction`'s arrays. One program: run eagerly after every simulation,
     its 16 operations were 16 small compilations (several seconds of a first run)."""

@@ -156,3 +156,23 @@ def test_a_files_treated_model_is_kept_for_the_same_model_and_options():
     assert other.model is not first.model and other.contact == "compliant"
     again = plan_simulation(mbd.load_model(path), t_end=0.1)
     assert again.model is not first.model and again.contact == first.contact == "soft"
+
+
+def test_a_first_call_compiles_its_programs_not_its_operations():
+    """A model built in code, in a process whose in-memory programs are dropped: the plain
+    call compiles its tree's program and its run's (or loads them from the disk caches),
+    and no operation on its own: outside any trace its programs keep their constants
+    (no compile-time evaluation), where eager constant folding made about 60 programs of
+    one operation each."""
+    from jaxmbd.compiled.program_cache import forget_loaded
+    from jaxmbd.joint_space import from_model, run
+
+    model = pendulum_chain(5)
+    jax.clear_caches()
+    forget_loaded()
+    from_model._LAST_CONCRETE[:] = [None, None]
+    run._LAST_CONCRETE_TREE[:] = [None, None]
+    with count_compilations() as counts:
+        sol = mbd.simulate(model, t_end=STEPS * H, h=H)
+        jax.block_until_ready(sol.r)
+    assert counts["compile"] <= 4, counts

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 
 from .. import _config  # noqa: F401
 from .._results import NONFINITE, SUCCESS, first_failure
-from ..compiled.jit import jit
+from ..compiled.jit import RUN_ONCE, jit
 from ..constraints.equations import (
     _row_bodies,
     constraint_values,
@@ -93,7 +93,7 @@ def consistent_initial_state(
     )  # fmt: skip
 
 
-@jit
+@jit(xla_options=RUN_ONCE)
 def _consistent_program(model, t, tol, *, max_iter, redundant, linear_solver):
     return _consistent_initial_state(
         model, t=t, tol=tol, max_iter=max_iter, redundant=redundant, linear_solver=linear_solver

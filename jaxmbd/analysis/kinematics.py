@@ -33,7 +33,7 @@ from .._results import (
     SUCCESS,
 )
 from ..compiled.host_arrays import device_array
-from ..compiled.jit import jit
+from ..compiled.jit import RUN_ONCE, jit
 from ..constraints.equations import rA_terms
 from ..constraints.redundancy import rows_for_run, with_full_multipliers
 from ..errors import ModelError
@@ -292,7 +292,7 @@ def _steps_from(model, form, carry, k0, n: int, h, tol, max_iter, structured=Fal
 
 
 _chunk_from = jit(_steps_from)
-_start = jit(_start_carry)
+_start = jit(_start_carry, xla_options=RUN_ONCE)
 
 
 @jit

@@ -19,7 +19,7 @@ from .. import _config  # noqa: F401
 from .._checks import finish, is_traced, resolve_throw, solution_from_outputs
 from ..actuators import policy_controls, with_controls
 from ..compiled.host_arrays import device_array
-from ..compiled.jit import at_top_level, jit
+from ..compiled.jit import RUN_ONCE, at_top_level, jit
 from ..compiled.xla_flags import (
     forward_loop_hoisted_when_differentiated,
     unhoisted_when_differentiated,
@@ -239,7 +239,7 @@ def start_solver(integrator) -> str:
 _START_OPTIONS = {"t": 0.0, "tol": START_TOL, "max_iter": START_MAX_ITER}
 
 
-@jit
+@jit(xla_options=RUN_ONCE)
 def _consistent_start(model, redundant: bool, linear_solver: str = "auto"):
     """The consistent start as its own program: it depends on the model only, so runs of
     one model with other formulations or integrators reuse it instead of compiling it

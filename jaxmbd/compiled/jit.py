@@ -37,6 +37,14 @@ except ImportError:  # pragma: no cover
 #: XLA options of jaxmbd's top-level programs (see the module docstring).
 XLA_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
 
+#: XLA options of the programs that run once per model or per run (a model's kinematic
+#: tree, its consistent start, the start's checks), added to :data:`XLA_OPTIONS`: the
+#: machine code unoptimised, whose compile is what such a program costs (the slider
+#: crank's consistent start 6.3 -> 2.7-4.1 s, a double pendulum's tree 1.7 -> 1.1 s, on
+#: the loaded 2-core CPU; ``JAXMBD_NO_COMPILATION_CACHE=1``, one process per compile).
+#: The arithmetic is the same (no fast-math at any level).
+RUN_ONCE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
+
 
 @functools.cache
 def _options_accepted(extra: tuple = ()) -> bool:

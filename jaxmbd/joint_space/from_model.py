@@ -44,7 +44,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _config  # noqa: F401
-from ..compiled.jit import jit, run_now
+from ..compiled.jit import RUN_ONCE, jit, run_now
 from ..lie.rotations import A_to_ep
 from ..model import Model
 from ..model.joints import JointDefinition, joint_coordinates, joint_kind
@@ -200,7 +200,7 @@ def tree_of_model(model: Model) -> ModelTree:
 _LAST_CONCRETE: list = [None, None]
 
 
-@jit
+@jit(xla_options=RUN_ONCE)
 def _checked_tree_of_model(model: Model) -> tuple[ModelTree, jax.Array]:
     """:func:`tree_of_model` as one program, with the geometry checks of the joints it
     recognised in GCON rows (all true: the tree is the one concrete values give)."""

@@ -27,7 +27,7 @@ from ..compiled.batch_last import batch_last
 from ..compiled.batching import cpu_or_accelerator
 from ..compiled.counted_scan import counted_scan
 from ..compiled.host_arrays import device_array, to_device
-from ..compiled.jit import at_top_level, jit, run_now
+from ..compiled.jit import RUN_ONCE, at_top_level, jit, run_now
 from ..compiled.xla_flags import joint_loop_guard, joint_loops_hoisted_when_differentiated
 from ..constraints.equations import rA_terms
 from ..constraints.redundancy import refuse_driven
@@ -155,7 +155,7 @@ def model_tree(
     return tree, TreeConstraints(parts, tuple(keep), independent=True)
 
 
-@jit  # a program of the disk cache: a warm process neither traces nor compiles it
+@jit(xla_options=RUN_ONCE)  # of the disk cache: a warm process neither traces nor compiles it
 def _rows_and_start_jacobian(model: Model, built):
     """:func:`model_tree` of the tree ``built`` (a ModelTree or None) and the constraint
     rows' Jacobian G at the initial qpos, as one small program: op by op (eagerly) the

@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import _config  # noqa: F401
 from ..compiled.host_arrays import device_array
-from ..compiled.jit import jit
+from ..compiled.jit import RUN_ONCE, jit
 
 _FUNCTIONS = {
     "sin": jnp.sin,
@@ -257,7 +257,7 @@ def group_drivers(row_expressions: dict[int, Expression]) -> tuple[DriverGroup, 
     return tuple(groups)
 
 
-@jit  # a top-level call is a program of the disk cache (a new process does not trace it)
+@jit(xla_options=RUN_ONCE)  # of the disk cache (a new process does not trace it)
 def _start_derivatives(group: DriverGroup):
     """(f, f_dot, f_ddot) of one group's row at t = 0 (:meth:`Expression.check_finite_at_start`)."""
     return driver_derivatives(jnp.zeros(1), (group,), 0.0)
