@@ -253,11 +253,18 @@ _initial = jit(_initial_state)
 
 
 def _scan(model, form, carry, k0, n: int, h, tol, max_iter, save_every: int = 1, structured=False):
+    """The steps k0 + 1, ..., k0 + n from ``carry`` (the previous step's q and v). Step 0
+    is the assembly at t = 0 (its guess the model's pose, :func:`_start_carry`), each
+    later one starts from the prediction of the step before: from k0 = -1 one loop holds
+    the analysis once, where an assembly of its own and a loop of the steps hold it twice
+    (the slider crank's compile: 5.1 -> 2.6 s)."""
+    q0 = _start_carry(model, form)[0]
+
     def step(carry, k):
         q_prev, v_prev = carry
-        t = k * h
-        q_guess = form.predict(q_prev, v_prev, h)
-        q, v, out = _analyse(model, form, q_guess, t, tol, max_iter, structured)
+        predicted = form.predict(q_prev, v_prev, h)
+        q_guess = jax.tree_util.tree_map(lambda a, b: jnp.where(k == 0, a, b), q0, predicted)
+        q, v, out = _analyse(model, form, q_guess, k * h, tol, max_iter, structured)
         return (q, v), out
 
     # saved rows summarise the steps since the previous one; the chart flag: any of them
@@ -269,39 +276,21 @@ _chunk = jit(_scan)
 
 
 def _start_carry(model, form):
-    """The loop's carry before step 0 (:func:`_steps_from`): the model's pose, no motion."""
+    """The carry before step 0 (:func:`_scan` from k0 = -1): the model's pose, no motion."""
     v0 = jnp.zeros((model.nb, form.tangent_size), model.r0.dtype)
     return (model.r0, form.coordinates(model.A0)), v0
 
 
-def _steps_from(model, form, carry, k0, n: int, h, tol, max_iter, structured=False):
-    """The steps k0, k0 + 1, ..., k0 + n - 1 of the analysis: step 0 is the assembly at
-    t = 0 (its guess the model's pose), each later one starts from the prediction of the
-    step before. One loop holds the analysis once, where an assembly of its own and a loop
-    of the steps hold it twice (the slider crank's compile: 5.1 -> 2.6 s)."""
-    q0 = _start_carry(model, form)[0]
-
-    def step(carry, k):
-        q_prev, v_prev = carry
-        predicted = form.predict(q_prev, v_prev, h)
-        q_guess = jax.tree_util.tree_map(lambda a, b: jnp.where(k == 0, a, b), q0, predicted)
-        q, v, out = _analyse(model, form, q_guess, k * h, tol, max_iter, structured)
-        return (q, v), out
-
-    return jax.lax.scan(step, carry, k0 + jnp.arange(n))
-
-
-_chunk_from = jit(_steps_from)
 _start = jit(_start_carry, xla_options=RUN_ONCE)
 
 
 @jit
 def _run(model, form, n: int, h, tol, max_iter, save_every: int = 1, structured=False):
-    """Initial assembly and all steps in one compiled function (saving every step, as one
-    loop: :func:`_steps_from`)."""
+    """Initial assembly and all steps in one compiled function (saving every step, as the
+    steps 0 to n of one loop: :func:`_scan`)."""
     if save_every == 1:
-        return _steps_from(model, form, _start_carry(model, form), 0, n + 1, h, tol, max_iter,
-                           structured)[1]  # fmt: skip
+        carry = _start_carry(model, form)
+        return _scan(model, form, carry, -1, n + 1, h, tol, max_iter, 1, structured)[1]
     carry, first = _initial_state(model, form, tol, max_iter, structured)
     _, rest = _scan(model, form, carry, 0, n, h, tol, max_iter, save_every, structured)
     return jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), first, rest)
@@ -436,12 +425,15 @@ _joint_initial = jit(_joint_initial_state)
 
 def _joint_scan(full_model: Model, model: Model, rows, carry, k0, n: int, h, tol, max_iter,
                 save_every: int = 1):  # fmt: skip
+    """The steps k0 + 1, ..., k0 + n from ``carry`` (q, v, a); step 0 is the assembly
+    from the tree's initial pose (as :func:`_scan`'s)."""
     tree, _ = model_tree(full_model, rows)
 
     def step(carry, k):
         q_prev, v_prev, a_prev = carry
         # the predictor of eq. 11 on the joints' manifolds: q (+) (h v + h^2 / 2 a)
-        q_guess = integrate_positions(tree, q_prev, h * v_prev + 0.5 * h * h * a_prev, 1.0)
+        predicted = integrate_positions(tree, q_prev, h * v_prev + 0.5 * h * h * a_prev, 1.0)
+        q_guess = jnp.where(k == 0, tree.qpos_init, predicted)
         q, v, a, out = _joint_analyse(full_model, model, rows, q_guess, k * h, tol, max_iter)
         return (q, v, a), out
 
@@ -454,25 +446,16 @@ _joint_chunk = jit(_joint_scan)
 @jit
 def _joint_run(full_model: Model, model: Model, rows, n: int, h, tol, max_iter,
                save_every: int = 1):  # fmt: skip
-    """Initial assembly and all steps in joint coordinates in one compiled function (the
-    assembly as the loop's step 0 where every step is saved, as :func:`_run`'s)."""
-    if save_every != 1:
-        carry, first = _joint_initial_state(full_model, model, rows, tol, max_iter)
-        _, rest = _joint_scan(full_model, model, rows, carry, 0, n, h, tol, max_iter,
-                              save_every)  # fmt: skip
-        return jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), first, rest)
-    tree, _ = model_tree(full_model, rows)
-
-    def step(carry, k):
-        q_prev, v_prev, a_prev = carry
-        predicted = integrate_positions(tree, q_prev, h * v_prev + 0.5 * h * h * a_prev, 1.0)
-        q_guess = jnp.where(k == 0, tree.qpos_init, predicted)
-        q, v, a, out = _joint_analyse(full_model, model, rows, q_guess, k * h, tol, max_iter)
-        return (q, v, a), out
-
-    zeros = jnp.zeros(tree.nv, tree.qpos_init.dtype)
-    _, outs = jax.lax.scan(step, (tree.qpos_init, zeros, zeros), jnp.arange(n + 1))
-    return outs
+    """Initial assembly and all steps in joint coordinates in one compiled function (as
+    :func:`_run`'s: saving every step, the steps 0 to n of one loop)."""
+    if save_every == 1:
+        tree, _ = model_tree(full_model, rows)
+        zeros = jnp.zeros(tree.nv, tree.qpos_init.dtype)
+        carry = (tree.qpos_init, zeros, zeros)
+        return _joint_scan(full_model, model, rows, carry, -1, n + 1, h, tol, max_iter)[1]
+    carry, first = _joint_initial_state(full_model, model, rows, tol, max_iter)
+    _, rest = _joint_scan(full_model, model, rows, carry, 0, n, h, tol, max_iter, save_every)
+    return jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), first, rest)
 
 
 def _joint_rows(full_model: Model, model: Model):
@@ -601,8 +584,8 @@ def kinematics(
     elif save_every == 1:  # the n + 1 steps of one loop from the assembly (step 0)
         outs = run_in_chunks(
             lambda: (_start(model, form), None),
-            lambda carry, k0, size: _chunk_from(
-                model, form, carry, k0, size, h_arr, tol_arr, max_iter, structured
+            lambda carry, k0, size: _chunk(
+                model, form, carry, k0 - 1, size, h_arr, tol_arr, max_iter, 1, structured
             ),
             n + 1,
             500 if chunk_size is None else chunk_size,
