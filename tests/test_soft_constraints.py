@@ -139,6 +139,23 @@ def test_twenty_steps_equal_mj_step(name):
     assert np.abs(qpos - expected).max() < 3e-14  # round-off (6.1e-15): the tight check
 
 
+def test_a_controlled_run_solves_once_per_state(monkeypatch):
+    """A run under controls solves each state's problem for the step that ends there and
+    the step that starts there in one vmapped solve: its program calls MuJoCo's solve once,
+    where a start and an end per step called it twice."""
+    from jaxmbd.joint_space import dynamics
+
+    calls = []
+    solve = dynamics.solve
+    monkeypatch.setattr(dynamics, "solve", lambda *a, **k: calls.append(1) or solve(*a, **k))
+    m = mujoco.MjModel.from_xml_path(str(FILES["hopper"]))
+    model = mbd.load_model(FILES["hopper"])
+    h = float(m.opt.timestep)
+    u = jnp.zeros((3, m.nu))
+    jax.make_jaxpr(lambda u: mbd.simulate(model, t_end=3 * h, h=h, controls=u).qpos)(u)
+    assert len(calls) == 1
+
+
 def test_soft_needs_a_model_file():
     """A model built in code has no MuJoCo constraint model: a clear error."""
     b = mbd.ModelBuilder("drop", gravity=(0.0, 0.0, -9.81))

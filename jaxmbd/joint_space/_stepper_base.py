@@ -6,6 +6,8 @@ import abc
 from typing import ClassVar
 
 import equinox as eqx
+import jax
+import jax.numpy as jnp
 
 from .. import _config  # noqa: F401
 from ..actuators import with_activation, with_activation_state
@@ -28,6 +30,10 @@ class AbstractJointStepper(eqx.Module):
     #: integrators integrate ``act`` (:mod:`jaxmbd.actuators`: :meth:`activation_after`);
     #: otherwise the forces read the activations' closed form over the step.
     integrates_activations: ClassVar[bool] = False
+    #: Whether a run under controls takes each step by :meth:`ends_and_step` (the step
+    #: before's end and this step's start evaluated together); a stepper whose
+    #: :meth:`start_and_advance` already computes both ends in one loop keeps that.
+    pairs_step_ends: ClassVar[bool] = True
 
     @abc.abstractmethod
     def step(self, model, tree, loops, qpos, qvel, acc: Accelerations, t, h):
@@ -84,6 +90,38 @@ class AbstractJointStepper(eqx.Module):
         acc = self.start_accelerations(model, tree, loops, qpos, qvel, t, h, warm=warm)
         qpos, qvel = self.step(model, tree, loops, qpos, qvel, acc, t, h)
         return (acc, *projected(tree, loops, qpos, qvel, t + h))
+
+    def ends_and_step(self, model_before, model, tree, loops, qpos, qvel, t, h, *, warm=None):
+        """(the accelerations at (qpos, qvel, t) under ``model_before``, the step before's
+        model, which are that step's end; those under ``model``, this step's start; then
+        qpos and qvel at t + h projected onto the exact constraint rows) for a
+        :attr:`state_accelerations` stepper whose steps each have their own model (their
+        controls). Both accelerations come from one evaluation vmapped over the leaves in
+        which the two models differ: what depends on the state alone (poses, collisions,
+        constraint rows, M) is computed once and the program holds the accelerations'
+        code once, where a start and an end held it twice. Both solves start from ``warm``
+        (MuJoCo's ``mj_forward`` after ``mj_step`` starts from the step's qacc too)."""
+        pair, axes = _stacked_where_different(model_before, model)
+        both = jax.vmap(
+            lambda m: self.start_accelerations(m, tree, loops, qpos, qvel, t, h, warm=warm),
+            in_axes=(axes,),
+        )(pair)
+        end = jax.tree_util.tree_map(lambda x: x[0], both)
+        acc = jax.tree_util.tree_map(lambda x: x[1], both)
+        qpos, qvel = self.step(model, tree, loops, qpos, qvel, acc, t, h)
+        return (end, acc, *projected(tree, loops, qpos, qvel, t + h))
+
+
+def _stacked_where_different(a, b):
+    """(``a`` and ``b`` as one pytree, each leaf stacked (2, ...) where the two hold
+    different objects and kept once where they hold the same; the ``in_axes`` of
+    :func:`jax.vmap` over it, 0 or None per leaf)."""
+    leaves, treedef = jax.tree_util.tree_flatten(a)
+    others = treedef.flatten_up_to(b)
+    same = [x is y for x, y in zip(leaves, others, strict=True)]
+    stacked = [x if s else jnp.stack([x, y]) for x, y, s in zip(leaves, others, same, strict=True)]
+    axes = [None if s else 0 for s in same]
+    return treedef.unflatten(stacked), treedef.unflatten(axes)
 
 
 def projected(tree, loops, qpos, qvel, t):

@@ -385,6 +385,11 @@ def _run_joint_space(model, stepper, n, h, controls, policy, rows, count=None):
     if stepper.state_accelerations and controls is None and policy is None and not dynamics:
         outs = _run_from_starts(model, stepper, tree, loops, joints, qpos, qvel, n, h, count)
         return _start_assembled(outs, loops)
+    if stepper.state_accelerations and stepper.pairs_step_ends and controls is not None \
+            and policy is None and not dynamics:  # fmt: skip
+        outs = _run_controlled(model, stepper, tree, loops, joints, qpos, qvel, n, h, controls,
+                               count)  # fmt: skip
+        return _start_assembled(outs, loops)
     first = stepped_model(0, qpos, qvel, None) if policy is None else model
     if (controls is not None or policy is not None) and not dynamics:
         observed = first if policy is not None else None
@@ -467,6 +472,35 @@ def _run_from_starts(model, stepper, tree, loops, joints, qpos, qvel, n: int, h,
         )(qpos, qvel, warm)
         state = (qpos_, qvel_, _warm_start(acc))
         return state, _outputs(model, tree, loops, qpos, qvel, acc, joints)
+
+    start = (qpos, qvel, jnp.zeros_like(qvel))
+    _, outs = _time_loop(step, start, n + 1, None if count is None else count + 1)
+    return outs
+
+
+def _run_controlled(model, stepper, tree, loops, joints, qpos, qvel, n: int, h, controls,
+                    count=None):  # fmt: skip
+    """The outputs of :func:`_run_joint_space` for a :attr:`state_accelerations` stepper under
+    ``controls`` (n, nu): n + 1 iterations of
+    :meth:`~jaxmbd.joint_space.steppers.AbstractJointStepper.ends_and_step`, iteration k at
+    the state of t_k giving the outputs of t_k (the accelerations under the controls of the
+    step that ended there, u_k-1; at t_0 under u_0) and step k under u_k; the last one's step
+    is not used. The two accelerations of a state are one evaluation vmapped over the
+    controls, so that the program holds the accelerations' code once and each state's
+    poses, collisions and rows are computed once (a start and an end per step held and ran
+    them twice). ``count``: the steps taken where given (:func:`_time_loop`)."""
+
+    def step(state, k):
+        qpos, qvel, warm = joint_loop_guard(state)
+        before = with_controls(model, controls[jnp.maximum(k - 1, 0)])
+        m_k = with_controls(model, controls[jnp.minimum(k, n - 1)])
+        end, acc, qpos_, qvel_ = _adjoint_recomputes(
+            lambda qpos, qvel, warm: stepper.ends_and_step(
+                before, m_k, tree, loops, qpos, qvel, k * h, h, warm=warm
+            )  # fmt: skip
+        )(qpos, qvel, warm)
+        state = (qpos_, qvel_, _warm_start(acc))
+        return state, _outputs(model, tree, loops, qpos, qvel, end, joints)
 
     start = (qpos, qvel, jnp.zeros_like(qvel))
     _, outs = _time_loop(step, start, n + 1, None if count is None else count + 1)

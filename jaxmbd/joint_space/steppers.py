@@ -50,6 +50,8 @@ class RungeKutta4(AbstractJointStepper):
     #: and ``rkmk`` take others, and a run that asks for one names its formulation.
     tableau: object = eqx.field(static=True, default="rk4")
     integrates_activations: ClassVar[bool] = True
+    # the start, the stages and the end are one loop of :meth:`start_and_advance`
+    pairs_step_ends: ClassVar[bool] = False
 
     def __check_init__(self):
         if not (isinstance(self.tableau, str) and self.tableau == "rk4"):
