@@ -89,6 +89,11 @@ def test_plain_call_runs_the_file_as_mj_step():
     assert plan.step_size == float(m.opt.timestep) and plan.steps == 40
     error = np.abs(np.asarray(sol.qpos) - expected).max()
     assert error < ROUND_OFF, error  # round-off (the bound: 1e-9)
+    # the touch sensors read the compliant law's forces, not the solve's contact rows: a
+    # soft run refuses them (they read zero before) and reads the others
+    assert sol.sensors["torso_subtreelinvel"].shape == (41, 3)
+    with pytest.raises(ValueError, match=r"\['touch_toe'\].*contact='soft'"):
+        sol.sensors["touch_toe"]
 
 
 @pytest.mark.parametrize("warmstart", [True, False])

@@ -549,6 +549,31 @@ class SensorReadings(Mapping):
                   getattr(sol, "controls", None), getattr(sol, "act", None))  # fmt: skip
         return _all_readings(self._model, self._key, sol.save_every, arrays)
 
+    def _unread(self, names) -> None:
+        """Refuses the touch sensors among ``names`` on bodies with contact pairs where the
+        run's contacts were MuJoCo's constraint model's rows: their forces are the solve's
+        contact rows, which a Solution does not keep (the touch readers take the compliant
+        law's)."""
+        plan = getattr(self._sol, "plan", None)
+        constraints = getattr(self._model, "constraint_model", None)
+        if plan is None or plan.contact != "soft" or constraints is None:
+            return
+        sensors = self._model.sensors
+        touched = {b for g in constraints.contacts for b in (*g.body1, *g.body2)}
+        touch = [
+            n for n in names
+            if sensors.kinds[sensors.index(n)] == "touch"
+            and _mount(self._model, sensors, sensors.index(n)).body in touched
+        ]  # fmt: skip
+        if touch:
+            raise ValueError(
+                f"sensors {touch}: touch sensors read the compliant contact law's forces; "
+                "this run solved MuJoCo's constraint model (contact='soft'), whose contact "
+                "forces a Solution does not keep: run with contact='compliant' for them, or "
+                "step the model's environment (jaxmbd.envs), whose observations read the "
+                "solved contact forces"
+            )
+
     def __getitem__(self, name: str):
         if name not in self._names():
             known = list(self._names())
@@ -559,11 +584,13 @@ class SensorReadings(Mapping):
                 "come from ModelBuilder.add_sensor or MJCF <sensor>; a Solution read from a "
                 "file has none)"
             )
+        self._unread([name])
         return self._read()[name]
 
     def vector(self):
         """All readings concatenated in model order (..., T, size): the layout of a
         policy's observation."""
+        self._unread(self._names())
         values = self._read()
         return jnp.concatenate([values[n] for n in self._names()], axis=-1)
 
