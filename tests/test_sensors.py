@@ -148,6 +148,26 @@ def swing():
     return model, mbd.simulate(model, **RUN)
 
 
+def test_joint_reactions_are_filled_in_only_for_the_sensors_that_read_them(monkeypatch):
+    """A run's tree-joint multipliers (a Newton-Euler pass over every row of the run: a
+    tenth of a plain 1000-step call of dm_control's hopper) are computed for the joint
+    reaction sensors, which read them, and for no other sensor."""
+    from jaxmbd.joint_space import run as joint_run
+
+    calls = []
+    fill = joint_run.tree_multipliers
+    monkeypatch.setattr(joint_run, "tree_multipliers", lambda m, s: calls.append(1) or fill(m, s))
+    b = mbd.ModelBuilder("pendulum", gravity=(0.0, 0.0, -G))
+    b.add_body("rod", mass=PM, inertia=[PI, PI, 0.001], r=(0.0, 0.0, -PD))
+    b.revolute("hinge", body_i="ground", body_j="rod", point=(0, 0, 0), axis=(0, 1, 0))
+    b.set_joint_state("hinge", q=1.0)
+    b.add_sensor("imu", kind="accelerometer", body="rod", site=(0.0, 0.0, -SITE))
+    sol = mbd.simulate(b.build(), **RUN)  # the swinging pendulum's program
+    assert calls == [] and sol.sensors["imu"].shape == (len(sol.t), 3)
+    mbd.simulate(pendulum(1.0), **RUN)
+    assert calls == [1]
+
+
 def test_pendulum_hanging_at_rest_carries_its_weight():
     """Static closed form: the hinge of a hanging pendulum carries m g straight up and no
     moment; the accelerometer reads +g up."""

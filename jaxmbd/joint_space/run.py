@@ -34,6 +34,7 @@ from ..constraints.redundancy import refuse_driven
 from ..contact import with_contact
 from ..model import Model
 from ..newton._implicit import ROOT, ROOT_FACTORS
+from ..sensors import sensor_kind
 from ..soft_constraints.treatments import soft_constraints_of
 from ..tree import KinematicTree, assemble, body_velocities
 from ..tree._elementwise import mtv
@@ -817,8 +818,9 @@ def run_planned_joint_space(model: Model, form, stepper: AbstractJointStepper, *
                                 linear_solver=joint_linear_solver(model, tree, rows), tree=tree,
                                 sensor_key=sensor_key, plan=plan, start_correction=moved,
                                 controls="policy" if policy is not None else controls)  # fmt: skip
-    if model.sensors is not None:
-        # the sensors read the tree joints' reactions from sol.lam: Newton-Euler's
+    if model.sensors is not None and any(sensor_kind(k).needs_run for k in model.sensors.kinds):
+        # the joint reaction sensors read the tree joints' reactions from sol.lam:
+        # Newton-Euler's, a pass over the run's rows that the other sensors do not need
         sol = eqx.tree_at(lambda s: s.lam, sol, tree_multipliers(model, sol))
     return finish(model, sol, what="dynamics", throw=throw, traced=traced,
                   stacklevel=1 + stacklevel)  # fmt: skip
