@@ -383,13 +383,10 @@ def _run_joint_space(model, stepper, n, h, controls, policy, rows, count=None):
         return model
 
     joints = _equality_joints(model, tree)
-    if stepper.state_accelerations and controls is None and policy is None and not dynamics:
-        outs = _run_from_starts(model, stepper, tree, loops, joints, qpos, qvel, n, h, count)
-        return _start_assembled(outs, loops)
-    if stepper.state_accelerations and stepper.pairs_step_ends and controls is not None \
-            and policy is None and not dynamics:  # fmt: skip
-        outs = _run_controlled(model, stepper, tree, loops, joints, qpos, qvel, n, h, controls,
-                               count)  # fmt: skip
+    paired = controls is None or stepper.pairs_step_ends
+    if stepper.state_accelerations and paired and policy is None and not dynamics:
+        outs = _run_from_starts(model, stepper, tree, loops, joints, qpos, qvel, n, h, controls,
+                                count)  # fmt: skip
         return _start_assembled(outs, loops)
     first = stepped_model(0, qpos, qvel, None) if policy is None else model
     if (controls is not None or policy is not None) and not dynamics:
@@ -453,55 +450,40 @@ def _start_assembled(outs, loops):
     return (*outs[:8], status, *outs[9:])
 
 
-def _run_from_starts(model, stepper, tree, loops, joints, qpos, qvel, n: int, h, count=None):
-    """The outputs of :func:`_run_joint_space` for a model that does not change from step to
-    step and a stepper whose step ends with the new state's accelerations
-    (:attr:`~jaxmbd.joint_space.steppers.AbstractJointStepper.state_accelerations`): n + 1
-    iterations of :meth:`~jaxmbd.joint_space.steppers.AbstractJointStepper.start_and_step`,
-    each giving the outputs of its start; the last one's step is not used. The program holds
-    the accelerations' code once, where a start before the loop and an end in the step held
-    it three times (XLA's compile time grows with it: a loop model's program is mostly
-    accelerations and constraint rows). ``count``: the steps taken where given
-    (:func:`_time_loop`)."""
+def _run_from_starts(model, stepper, tree, loops, joints, qpos, qvel, n: int, h, controls=None,
+                     count=None):  # fmt: skip
+    """The outputs of :func:`_run_joint_space` for a stepper whose step ends with the new
+    state's accelerations
+    (:attr:`~jaxmbd.joint_space.steppers.AbstractJointStepper.state_accelerations`), a model
+    that does not change from step to step or one under ``controls`` (n, nu): n + 1
+    iterations, iteration k at the state of t_k giving the outputs of t_k and step k; the
+    last one's step is not used. The program holds the accelerations' code once, where a
+    start before the loop and an end in the step held it three times (XLA's compile time
+    grows with it: a loop model's program is mostly accelerations and constraint rows).
+    Under controls the outputs of t_k are the accelerations under the controls of the step
+    that ended there (u_k-1; at t_0 under u_0) and step k runs under u_k: both from one
+    evaluation vmapped over the controls
+    (:meth:`~jaxmbd.joint_space.steppers.AbstractJointStepper.ends_and_step`), so that each
+    state's poses, collisions and rows are computed once (a start and an end per step held
+    and ran them twice). ``count``: the steps taken where given (:func:`_time_loop`)."""
 
-    def step(state, k):
-        qpos, qvel, warm = joint_loop_guard(state)
-        acc, qpos_, qvel_ = _adjoint_recomputes(
-            lambda qpos, qvel, warm: stepper.start_and_step(
-                model, tree, loops, qpos, qvel, k * h, h, warm=warm
-            )  # fmt: skip
-        )(qpos, qvel, warm)
-        state = (qpos_, qvel_, _warm_start(acc))
-        return state, _outputs(model, tree, loops, qpos, qvel, acc, joints)
-
-    start = (qpos, qvel, jnp.zeros_like(qvel))
-    _, outs = _time_loop(step, start, n + 1, None if count is None else count + 1)
-    return outs
-
-
-def _run_controlled(model, stepper, tree, loops, joints, qpos, qvel, n: int, h, controls,
-                    count=None):  # fmt: skip
-    """The outputs of :func:`_run_joint_space` for a :attr:`state_accelerations` stepper under
-    ``controls`` (n, nu): n + 1 iterations of
-    :meth:`~jaxmbd.joint_space.steppers.AbstractJointStepper.ends_and_step`, iteration k at
-    the state of t_k giving the outputs of t_k (the accelerations under the controls of the
-    step that ended there, u_k-1; at t_0 under u_0) and step k under u_k; the last one's step
-    is not used. The two accelerations of a state are one evaluation vmapped over the
-    controls, so that the program holds the accelerations' code once and each state's
-    poses, collisions and rows are computed once (a start and an end per step held and ran
-    them twice). ``count``: the steps taken where given (:func:`_time_loop`)."""
-
-    def step(state, k):
-        qpos, qvel, warm = joint_loop_guard(state)
+    def evaluated(k, qpos, qvel, warm):
+        """(the accelerations reported at t_k, those step k starts from, the state at t_k+1)"""
+        if controls is None:
+            acc, qpos, qvel = stepper.start_and_step(model, tree, loops, qpos, qvel, k * h, h,
+                                                     warm=warm)  # fmt: skip
+            return acc, acc, qpos, qvel
         before = with_controls(model, controls[jnp.maximum(k - 1, 0)])
         m_k = with_controls(model, controls[jnp.minimum(k, n - 1)])
-        end, acc, qpos_, qvel_ = _adjoint_recomputes(
-            lambda qpos, qvel, warm: stepper.ends_and_step(
-                before, m_k, tree, loops, qpos, qvel, k * h, h, warm=warm
-            )  # fmt: skip
+        return stepper.ends_and_step(before, m_k, tree, loops, qpos, qvel, k * h, h, warm=warm)
+
+    def step(state, k):
+        qpos, qvel, warm = joint_loop_guard(state)
+        reported, acc, qpos_, qvel_ = _adjoint_recomputes(
+            lambda qpos, qvel, warm: evaluated(k, qpos, qvel, warm)
         )(qpos, qvel, warm)
         state = (qpos_, qvel_, _warm_start(acc))
-        return state, _outputs(model, tree, loops, qpos, qvel, end, joints)
+        return state, _outputs(model, tree, loops, qpos, qvel, reported, joints)
 
     start = (qpos, qvel, jnp.zeros_like(qvel))
     _, outs = _time_loop(step, start, n + 1, None if count is None else count + 1)
