@@ -562,7 +562,7 @@ class SensorReadings(Mapping):
         touched = {b for g in constraints.contacts for b in (*g.body1, *g.body2)}
         touch = [
             n for n in names
-            if sensors.kinds[sensors.index(n)] == "touch"
+            if sensor_kind(sensors.kinds[sensors.index(n)]).read is K.read_touch
             and _mount(self._model, sensors, sensors.index(n)).body in touched
         ]  # fmt: skip
         if touch:
