@@ -452,23 +452,15 @@ def _start_assembled(outs, loops):
 
 def _run_from_starts(model, stepper, tree, loops, joints, qpos, qvel, n: int, h, controls=None,
                      count=None):  # fmt: skip
-    """The outputs of :func:`_run_joint_space` for a stepper whose step ends with the new
-    state's accelerations
-    (:attr:`~jaxmbd.joint_space.steppers.AbstractJointStepper.state_accelerations`), a model
-    that does not change from step to step or one under ``controls`` (n, nu): n + 1
-    iterations, iteration k at the state of t_k giving the outputs of t_k and step k; the
-    last one's step is not used. The program holds the accelerations' code once, where a
-    start before the loop and an end in the step held it three times (XLA's compile time
-    grows with it: a loop model's program is mostly accelerations and constraint rows).
-    Under controls the outputs of t_k are the accelerations under the controls of the step
-    that ended there (u_k-1; at t_0 under u_0) and step k runs under u_k: both from one
-    evaluation vmapped over the controls
-    (:meth:`~jaxmbd.joint_space.steppers.AbstractJointStepper.ends_and_step`), so that each
-    state's poses, collisions and rows are computed once (a start and an end per step held
-    and ran them twice). ``count``: the steps taken where given (:func:`_time_loop`)."""
+    """The outputs of :func:`_run_joint_space` for a :attr:`state_accelerations` stepper, a
+    constant model or one under ``controls`` (n, nu): n + 1 iterations, iteration k giving
+    the outputs of t_k and step k (the last step unused), so the program holds the
+    accelerations' code once. Under controls t_k reports the accelerations under u_k-1 (t_0:
+    u_0) and step k runs under u_k, both from one evaluation vmapped over the controls
+    (:meth:`~jaxmbd.joint_space.steppers.AbstractJointStepper.ends_and_step`): each state's
+    poses, collisions and rows once. ``count``: the steps taken where given."""
 
     def evaluated(k, qpos, qvel, warm):
-        """(the accelerations reported at t_k, those step k starts from, the state at t_k+1)"""
         if controls is None:
             acc, qpos, qvel = stepper.start_and_step(model, tree, loops, qpos, qvel, k * h, h,
                                                      warm=warm)  # fmt: skip
