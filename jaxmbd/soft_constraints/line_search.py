@@ -286,6 +286,31 @@ def _where_point(flag, a: Point, b: Point) -> Point:
     return Point(*(jnp.where(flag, x, y) for x, y in zip(a, b, strict=True)))
 
 
+# Phases of the search's loop; each evaluates the cost once, at the point its phase names.
+_FIRST = 0  # the Newton step from alpha = 0
+_ONE_SIDED = 1  # a Newton step while the derivative keeps its sign
+_NEXT = 2  # the Newton step from the one-sided end: the bracket's first next point
+_MID = 3  # the bracket's midpoint
+_UPDATE_1 = 4  # the Newton step from the moved first end of the bracket
+_UPDATE_2 = 5  # the Newton step from the moved second end
+_DONE = 6  # a result is set
+_OUT = 7  # out of evaluations inside the bracket: the better end decides
+
+
+class _State(NamedTuple):
+    phase: jax.Array
+    p1: Point
+    p2: Point
+    p1next: Point
+    p2next: Point
+    count: jax.Array
+    direction_sign: jax.Array
+    update_2: jax.Array  # the second end moved too (its next point is still to evaluate)
+    alpha: jax.Array
+    improvement: jax.Array
+    result: jax.Array
+
+
 def search(
     rows: SoftRows,
     direction: Direction,
@@ -300,139 +325,169 @@ def search(
     ``gtol = tolerance * |v| / scale`` (``scale`` = 1 / trace(M) in MuJoCo 4.0, the scaling
     of the solver's termination tests). ``ls_iterations`` bounds the number of cost
     evaluations, counted as MuJoCo counts them (the evaluation at alpha = 0 included).
+
+    ``PrimalSearch``'s sequence of evaluations (the first Newton step, the one-sided steps,
+    the bracket's next points, midpoints and moved ends' Newton steps) runs as one loop of
+    one evaluation per pass, its phase saying which point comes next: the per-row
+    evaluation appears once in the program, and a search that ends at its first Newton
+    step (the common case) evaluates twice.
     """
     dtype = direction.start.dtype
-
-    def ev(alpha):
-        return evaluate(rows, direction, alpha)
+    gtol = tolerance * snorm / scale
+    zero = jnp.zeros((), dtype)
+    too_small = snorm < MJ_MINVAL
+    int32 = jnp.int32
 
     def newton_point(p: Point) -> jax.Array:
         return p.alpha - p.d0 / p.d1
 
-    gtol = tolerance * snorm / scale
-    zero = jnp.zeros((), dtype)
-    too_small = snorm < MJ_MINVAL
+    def converged(p: Point) -> jax.Array:
+        return jnp.abs(p.d0) < gtol
 
-    p0 = ev(zero)
-    p1 = ev(newton_point(p0))  # always attempt one Newton step
-    count = jnp.where(too_small, 0, 2).astype(jnp.int32)
-
-    # initial convergence
-    done = too_small | ((jnp.abs(p1.d0) < gtol) & ((p1.alpha == 0) | (p1.cost < 0)))
-    alpha = jnp.where(too_small, zero, p1.alpha)
-    improvement = jnp.where(too_small, zero, -p1.cost)
-    result = jnp.where(
-        too_small,
-        LS_SEARCH_TOO_SMALL,
-        jnp.where(p1.alpha == 0, LS_NO_IMPROVEMENT_CONVERGED, LS_SUCCESS),
-    )
-    direction_sign = jnp.where(p1.d0 < 0, 1.0, -1.0)
-
-    # one-sided search: Newton steps while the derivative keeps its sign
-    def one_sided_cond(c):
-        p1, _, count, done, *_ = c
-        return (~done) & (p1.d0 * direction_sign <= -gtol) & (count < ls_iterations)
-
-    def one_sided_body(c):
-        p1, _, count, done, alpha, improvement, result = c
-        p2 = p1
-        p1 = ev(newton_point(p1))
-        converged = (jnp.abs(p1.d0) < gtol) & (p1.cost < 0)
-        return (
-            p1,
-            p2,
-            count + 1,
-            converged,
-            jnp.where(converged, p1.alpha, alpha),
-            jnp.where(converged, -p1.cost, improvement),
-            jnp.where(converged, LS_SUCCESS, result),
+    def outcome(s: _State, flag, alpha, improvement, result) -> _State:
+        return s._replace(
+            phase=jnp.where(flag, _DONE, s.phase).astype(jnp.int32),
+            alpha=jnp.where(flag, alpha, s.alpha),
+            improvement=jnp.where(flag, improvement, s.improvement),
+            result=jnp.where(flag, result, s.result).astype(jnp.int32),
         )
 
-    p1, p2, count, done, alpha, improvement, result = lax.while_loop(
-        one_sided_cond, one_sided_body, (p1, p0, count, done, alpha, improvement, result)
-    )
+    def after_one_sided(s: _State) -> _State:
+        """The one-sided search goes on while the derivative keeps its sign; out of
+        evaluations there, the search failed to bracket; else the bracket starts."""
+        p1, count = s.p1, s.count
+        more = (p1.d0 * s.direction_sign <= -gtol) & (count < ls_iterations)
+        no_bracket = (~more) & (count >= ls_iterations)
+        s = s._replace(phase=jnp.where(more, _ONE_SIDED, _NEXT).astype(int32))
+        return outcome(s, no_bracket, p1.alpha, -p1.cost, LS_NO_BRACKET)
 
-    # failure to bracket
-    no_bracket = (~done) & (count >= ls_iterations)
-    alpha = jnp.where(no_bracket, p1.alpha, alpha)
-    improvement = jnp.where(no_bracket, -p1.cost, improvement)
-    result = jnp.where(no_bracket, LS_NO_BRACKET, result)
-    done = done | no_bracket
+    def bracket_next(s: _State) -> _State:
+        return s._replace(phase=jnp.where(s.count < ls_iterations, _MID, _OUT).astype(int32))
 
-    # next points of the bracket
-    p2next = p1
-    p1next = ev(newton_point(p1))
-    count = count + jnp.where(done, 0, 1).astype(jnp.int32)
-
-    def update_bracket(p: Point, candidates, pnext: Point):
-        """updateBracket: move a bracket end to a candidate with a smaller |derivative|."""
-        flag = jnp.asarray(0, jnp.int32)
-        for cand in candidates:
-            neg = (p.d0 < 0) & (cand.d0 < 0) & (p.d0 < cand.d0)
-            pos = (~neg) & (p.d0 > 0) & (cand.d0 > 0) & (p.d0 > cand.d0)
-            p = _where_point(neg | pos, cand, p)
-            flag = jnp.where(neg, 1, jnp.where(pos, 2, flag))
-        updated = flag != 0
-        pnext = _where_point(updated, ev(newton_point(p)), pnext)
-        return p, pnext, updated
-
-    def bracket_cond(c):
-        count, done = c[4], c[5]
-        return (~done) & (count < ls_iterations)
-
-    def bracket_body(c):
-        p1, p2, p1next, p2next, count, done, alpha, improvement, result = c
-        pmid = ev(0.5 * (p1.alpha + p2.alpha))
-        count = count + 1
-        candidates = (p1next, p2next, pmid)
-
-        # converged candidate with the lowest cost (first one on ties)
-        best_found = jnp.asarray(False)
-        best = pmid
-        for cand in candidates:
-            take = (jnp.abs(cand.d0) < gtol) & ((~best_found) | (cand.cost < best.cost))
-            best = _where_point(take, cand, best)
-            best_found = best_found | take
-
-        new_p1, new_p1next, b1 = update_bracket(p1, candidates, p1next)
-        new_p2, new_p2next, b2 = update_bracket(p2, candidates, p2next)
-        stuck = (~best_found) & (~b1) & (~b2)
-        go_on = (~best_found) & (~stuck)
-        count = count + jnp.where(go_on, b1.astype(jnp.int32) + b2.astype(jnp.int32), 0)
-        # numerical accuracy reached without a converged candidate: use the midpoint
-        alpha = jnp.where(best_found, best.alpha, jnp.where(stuck, pmid.alpha, alpha))
-        improvement = jnp.where(best_found, -best.cost, jnp.where(stuck, -pmid.cost, improvement))
-        result = jnp.where(
-            best_found,
-            LS_SUCCESS,
+    def first(s: _State, p: Point) -> _State:
+        done = too_small | (converged(p) & ((p.alpha == 0) | (p.cost < 0)))
+        s = s._replace(
+            p1=p,
+            count=jnp.where(too_small, 0, 2).astype(int32),
+            direction_sign=jnp.where(p.d0 < 0, 1.0, -1.0).astype(dtype),
+        )
+        s = after_one_sided(s)
+        return outcome(
+            s,
+            done,
+            jnp.where(too_small, zero, p.alpha),
+            jnp.where(too_small, zero, -p.cost),
             jnp.where(
-                stuck,
-                jnp.where(pmid.cost < 0, LS_SUCCESS, LS_NO_IMPROVEMENT_NO_BRACKET),
-                result,
+                too_small,
+                LS_SEARCH_TOO_SMALL,
+                jnp.where(p.alpha == 0, LS_NO_IMPROVEMENT_CONVERGED, LS_SUCCESS),
             ),
         )
-        return (
-            _where_point(go_on, new_p1, p1),
-            _where_point(go_on, new_p2, p2),
-            _where_point(go_on, new_p1next, p1next),
-            _where_point(go_on, new_p2next, p2next),
-            count,
-            best_found | stuck,
-            alpha,
-            improvement,
-            result,
-        )
 
-    p1, p2, _, _, count, bracket_done, alpha, improvement, result = lax.while_loop(
-        bracket_cond,
-        bracket_body,
-        (p1, p2, p1next, p2next, count, done, alpha, improvement, result),
+    def one_sided(s: _State, p: Point) -> _State:
+        s = after_one_sided(s._replace(p1=p, p2=s.p1, count=s.count + 1))
+        return outcome(s, converged(p) & (p.cost < 0), p.alpha, -p.cost, LS_SUCCESS)
+
+    def next_point(s: _State, p: Point) -> _State:
+        return bracket_next(s._replace(p1next=p, p2next=s.p1, count=s.count + 1))
+
+    def first_least(key, candidates) -> tuple[Point, jax.Array]:
+        """The candidate of least finite ``key`` (the first of equals), and whether any."""
+        best, least = candidates[0], key[0]
+        for k, cand in enumerate(candidates[1:], start=1):
+            take = key[k] < least
+            best = _where_point(take, cand, best)
+            least = jnp.where(take, key[k], least)
+        return best, jnp.isfinite(least)
+
+    def move_end(p: Point, candidates) -> tuple[Point, jax.Array]:
+        """updateBracket: move a bracket end to the candidate of least |derivative| among
+        those whose derivative has the end's sign and a smaller magnitude (the first of
+        equals: updateBracket's pass over the candidates in order)."""
+        d0 = jnp.stack([c.d0 for c in candidates])
+        same_side = ((p.d0 < 0) & (d0 < 0) & (p.d0 < d0)) | ((p.d0 > 0) & (d0 > 0) & (p.d0 > d0))
+        cand, moved = first_least(jnp.where(same_side, jnp.abs(d0), jnp.inf), candidates)
+        return _where_point(moved, cand, p), moved
+
+    def midpoint(s: _State, pmid: Point) -> _State:
+        count = s.count + 1
+        candidates = (s.p1next, s.p2next, pmid)
+        # the converged candidate with the lowest cost (the first of equals)
+        costs = jnp.stack([c.cost for c in candidates])
+        ok = jnp.stack([converged(c) for c in candidates])
+        best, best_found = first_least(jnp.where(ok, costs, jnp.inf), candidates)
+        p1, moved_1 = move_end(s.p1, candidates)
+        p2, moved_2 = move_end(s.p2, candidates)
+        stuck = (~best_found) & (~moved_1) & (~moved_2)
+        go_on = (~best_found) & (~stuck)
+        s = s._replace(
+            phase=jnp.where(moved_1, _UPDATE_1, _UPDATE_2).astype(int32),
+            p1=_where_point(go_on, p1, s.p1),
+            p2=_where_point(go_on, p2, s.p2),
+            count=count + jnp.where(go_on, moved_1.astype(int32) + moved_2.astype(int32), 0),
+            update_2=moved_2,
+        )
+        # numerical accuracy reached without a converged candidate: use the midpoint
+        s = outcome(
+            s,
+            stuck,
+            pmid.alpha,
+            -pmid.cost,
+            jnp.where(pmid.cost < 0, LS_SUCCESS, LS_NO_IMPROVEMENT_NO_BRACKET),
+        )
+        return outcome(s, best_found, best.alpha, -best.cost, LS_SUCCESS)
+
+    def update_1(s: _State, p: Point) -> _State:
+        s = s._replace(p1next=p)
+        return s._replace(phase=jnp.where(s.update_2, _UPDATE_2, bracket_next(s).phase))
+
+    def update_2(s: _State, p: Point) -> _State:
+        return bracket_next(s._replace(p2next=p))
+
+    def cond(s: _State):
+        return s.phase < _DONE
+
+    def body(s: _State) -> _State:
+        at = jnp.where(
+            s.phase == _MID,
+            0.5 * (s.p1.alpha + s.p2.alpha),
+            jnp.where(s.phase == _UPDATE_2, newton_point(s.p2), newton_point(s.p1)),
+        )
+        p = evaluate(rows, direction, at)
+        phases = (first, one_sided, next_point, midpoint, update_1, update_2)
+        steps = [step(s, p) for step in phases]
+
+        def pick(*leaves):
+            out = leaves[0]
+            for k, leaf in enumerate(leaves[1:], start=1):
+                out = jnp.where(s.phase == k, leaf, out)
+            return out.astype(leaves[0].dtype)
+
+        return jax.tree.map(pick, *steps)
+
+    p0 = evaluate(rows, direction, zero)
+    zero_int = jnp.zeros((), int32)
+    state = _State(
+        phase=zero_int + _FIRST,
+        p1=p0,
+        p2=p0,
+        p1next=p0,
+        p2next=p0,
+        count=zero_int,
+        direction_sign=zero,
+        update_2=jnp.asarray(False),
+        alpha=zero,
+        improvement=zero,
+        result=zero_int + LS_SUCCESS,
     )
+    s = lax.while_loop(cond, body, state)
 
     # out of evaluations: the bracket end with the better (negative) cost
-    take1 = (~bracket_done) & (p1.cost <= p2.cost) & (p1.cost < 0)
-    take2 = (~bracket_done) & (~take1) & (p2.cost <= p1.cost) & (p2.cost < 0)
-    neither = (~bracket_done) & (~take1) & (~take2)
+    p1, p2, alpha, improvement, result = s.p1, s.p2, s.alpha, s.improvement, s.result
+    out = s.phase == _OUT
+    take1 = out & (p1.cost <= p2.cost) & (p1.cost < 0)
+    take2 = out & (~take1) & (p2.cost <= p1.cost) & (p2.cost < 0)
+    neither = out & (~take1) & (~take2)
     alpha = jnp.where(take1, p1.alpha, jnp.where(take2, p2.alpha, jnp.where(neither, 0.0, alpha)))
     improvement = jnp.where(
         take1, -p1.cost, jnp.where(take2, -p2.cost, jnp.where(neither, 0.0, improvement))
@@ -440,4 +495,4 @@ def search(
     result = jnp.where(
         take1 | take2, LS_NO_CONVERGENCE, jnp.where(neither, LS_NO_IMPROVEMENT, result)
     )
-    return SearchResult(alpha, improvement, count, result.astype(jnp.int32))
+    return SearchResult(alpha, improvement, s.count, result.astype(jnp.int32))
