@@ -392,13 +392,17 @@ def search(
         return bracket_next(s._replace(p1next=p, p2next=s.p1, count=s.count + 1))
 
     def first_least(key, candidates) -> tuple[Point, jax.Array]:
-        """The candidate of least finite ``key`` (the first of equals), and whether any."""
-        best, least = candidates[0], key[0]
-        for k, cand in enumerate(candidates[1:], start=1):
+        """The candidate of least finite ``key`` (the first of equals), and whether any: the
+        choice made on the keys alone, then one gather of the chosen candidate's fields.
+        (Not ``jnp.argmin``: under XLA's CPU backend at optimisation level 0 it chose wrongly
+        inside the solver's loops, parting dm_control's hopper from MuJoCo at step 5.)"""
+        index, least = jnp.zeros((), int32), key[0]
+        for k in range(1, len(candidates)):
             take = key[k] < least
-            best = _where_point(take, cand, best)
+            index = jnp.where(take, k, index)
             least = jnp.where(take, key[k], least)
-        return best, jnp.isfinite(least)
+        stacked = jnp.stack([jnp.stack(c) for c in candidates])  # (candidate, field)
+        return Point(*stacked[index]), jnp.isfinite(least)
 
     def move_end(p: Point, candidates) -> tuple[Point, jax.Array]:
         """updateBracket: move a bracket end to the candidate of least |derivative| among
