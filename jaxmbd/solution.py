@@ -285,6 +285,10 @@ class Solution(eqx.Module):
     file_qpos: jax.Array | None = None
     file_qvel: jax.Array | None = None
     file_joints: dict | None = None
+    # MuJoCo's constraint model (contact="soft"): the contacts and their solved forces at
+    # each row (jaxmbd.soft_constraints.contact_forces.ConstraintForces, rows first), kept
+    # where a sensor reads them (touch); None otherwise
+    solved_contacts: object | None = None
 
     def __init__(
         self, t, r, A, rdot, omega, rddot, omegadot, lam, iterations, status, residual,
@@ -293,7 +297,7 @@ class Solution(eqx.Module):
         contact_element=None, sensor_model=None, sensor_key=None, start_correction=None,
         marker_element=None, unilateral_forces=None, limit_element=None, linear_solver="",
         tree=None, controls=None, act=None, plan=None, force_elements=(), file_qpos=None,
-        file_qvel=None, file_joints=None, step_controls=None,
+        file_qvel=None, file_joints=None, step_controls=None, solved_contacts=None,
     ):  # fmt: skip
         self.t, self.r, self.A, self.rdot, self.omega = t, r, A, rdot, omega
         self.rddot, self.omegadot, self.lam = rddot, omegadot, lam
@@ -317,6 +321,7 @@ class Solution(eqx.Module):
         self.plan = plan
         self.force_elements = tuple(force_elements)
         self.file_qpos, self.file_qvel, self.file_joints = file_qpos, file_qvel, file_joints
+        self.solved_contacts = solved_contacts
 
     @classmethod
     def assembled(cls, t, r, A, rdot, omega, rddot, omegadot, lam, iterations, status, residual,

@@ -89,11 +89,22 @@ def test_plain_call_runs_the_file_as_mj_step():
     assert plan.step_size == float(m.opt.timestep) and plan.steps == 40
     error = np.abs(np.asarray(sol.qpos) - expected).max()
     assert error < ROUND_OFF, error  # round-off (the issue's bound: 1e-9)
-    # the touch sensors read the compliant law's forces, not the solve's contact rows: a
-    # soft run refuses them (they read zero before) and reads the others
+    # the touch sensors read the solved contact forces: MuJoCo's sensordata after
+    # mj_forward at each row's state under the row's controls (the rows' solves warm
+    # started where mj_forward's is not: to the tight tolerance)
     assert sol.sensors["torso_subtreelinvel"].shape == (41, 3)
-    with pytest.raises(ValueError, match=r"\['touch_toe'\].*contact='soft'"):
-        sol.sensors["touch_toe"]
+    d = mujoco.MjData(m)
+    qpos, qvel, ctrl = (np.asarray(x) for x in (sol.qpos, sol.qvel, sol.controls))
+    for name in ("touch_toe", "touch_heel"):
+        ours = np.asarray(sol.sensors[name])[:, 0]
+        theirs = []
+        for k in range(len(ours)):
+            d.qpos[:], d.qvel[:], d.ctrl[:] = qpos[k], qvel[k], ctrl[k]
+            mujoco.mj_forward(m, d)
+            theirs.append(d.sensor(name).data[0])
+        theirs = np.asarray(theirs)
+        assert np.sum(theirs > 0) >= 5, name  # rows in contact
+        np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-9 * theirs.max())
 
 
 @pytest.mark.parametrize("warmstart", [True, False])
@@ -191,3 +202,46 @@ def test_built_model_keeps_its_defaults():
     assert plan.integrator == JointCoordinates.contact_integrator
     with pytest.raises(ValueError, match="pass the step size h= for model 'drop'"):
         mbd.plan_simulation(model, t_end=0.01)
+
+
+BALL_WITH_TOUCH = """
+<mujoco>
+  <option timestep="0.002"/>
+  <worldbody>
+    <geom name="floor" type="plane" size="2 2 0.1"/>
+    <body name="ball" pos="0 0 0.12">
+      <freejoint/>
+      <geom name="ball" type="sphere" size="0.1" mass="1"/>
+      <site name="below" type="box" pos="0 0 -0.3" size="0.05 0.05 0.05"/>
+      <site name="above" type="sphere" pos="0 0 0.3" size="0.05"/>
+    </body>
+  </worldbody>
+  <sensor>
+    <touch name="below" site="below"/>
+    <touch name="above" site="above"/>
+  </sensor>
+</mujoco>
+"""
+
+
+def test_touch_zones_see_the_solved_contacts_as_mujoco_does(tmp_path):
+    """A ball dropped on the floor, its touch zones away from the contact point: MuJoCo
+    counts a contact whose ray, from the contact point along the normal away from the
+    sensor's body, meets the zone. The zone below the floor sees the ball's weight, the
+    one above sees nothing; both equal sensordata after mj_forward at each row."""
+    path = tmp_path / "ball.xml"
+    path.write_text(BALL_WITH_TOUCH)
+    m = mujoco.MjModel.from_xml_path(str(path))
+    sol = mbd.simulate(mbd.load_model(path), t_end=100 * m.opt.timestep)
+    assert sol.plan.contact == "soft"
+    d = mujoco.MjData(m)
+    theirs = {"below": [], "above": []}
+    for q, v in zip(np.asarray(sol.qpos), np.asarray(sol.qvel), strict=True):
+        d.qpos[:], d.qvel[:] = q, v
+        mujoco.mj_forward(m, d)
+        for name in theirs:
+            theirs[name].append(d.sensor(name).data[0])
+    below, above = (np.asarray(theirs[n]) for n in ("below", "above"))
+    assert below.max() > 5 and above.max() == 0  # the weight, 9.81 N, seen from below only
+    np.testing.assert_allclose(np.asarray(sol.sensors["below"])[:, 0], below, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(sol.sensors["above"])[:, 0], above, atol=0)

@@ -51,6 +51,7 @@ from .dynamics import Accelerations, accelerations, body_accelerations
 from .equalities import active_equalities
 from .from_model import tree_of_model
 from .reactions import tree_joint_wrenches
+from .solved_contacts import soft_row_forces, with_solved_contacts
 from .steppers import AbstractJointStepper, RungeKutta4, SemiImplicitEuler
 
 #: The linear solver that ``sol.linear_solver`` names for a run in joint coordinates
@@ -783,15 +784,13 @@ def run_planned_joint_space(model: Model, form, stepper: AbstractJointStepper, *
         outs = run_joint_space(run_model, stepper, n, h_arr, controls, policy, rows)
     else:
         outs, moved = _counted_run(run_model, stepper, n, h_arr, controls, policy, rows)
-    if not stepper.resolves_impacts and isinstance(outs[-1], dict):
-        # the forces of MuJoCo's soft rows are no hard contact's or limits' forces (which
-        # sol.contact, sol.limits and the sensors read from unilateral_forces)
-        extra = {k: v for k, v in outs[-1].items() if k != "unilateral_forces"}
-        outs = (*outs[:-1], extra) if extra else outs[:-1]
+    outs, row_forces = soft_row_forces(stepper, outs)
     sol = solution_from_outputs(model, form, h_arr, outs, integrator=stepper.name,
                                 linear_solver=joint_linear_solver(model, tree, rows), tree=tree,
                                 sensor_key=sensor_key, plan=plan, start_correction=moved,
                                 controls="policy" if policy is not None else controls)  # fmt: skip
+    if policy is None:
+        sol = with_solved_contacts(model, sol, row_forces)
     if model.sensors is not None and any(sensor_kind(k).needs_run for k in model.sensors.kinds):
         # the joint reaction sensors read the tree joints' reactions from sol.lam:
         # Newton-Euler's, a pass over the run's rows that the other sensors do not need

@@ -126,6 +126,10 @@ class SensorInput(NamedTuple):
     #: the activations (T, na) at each row (MuJoCo's ``act`` layout); None: the actuators'
     #: own ``activation``
     act: jax.Array | None = None
+    #: the contacts of MuJoCo's constraint model and their solved forces at each row
+    #: (:class:`~jaxmbd.soft_constraints.contact_forces.ConstraintForces`, rows first),
+    #: where the run solved that model; None: the compliant law's contacts
+    contacts: object | None = None
 
 
 class SensorMount(NamedTuple):
@@ -166,6 +170,9 @@ class SensorKind:
     on_ground: bool = False
     #: the reading needs a run's joint multipliers: no single state gives it
     needs_run: bool = False
+    #: the reading needs the solved contact forces where the run solved MuJoCo's
+    #: constraint model (:attr:`SensorInput.contacts`): the run keeps them for it
+    needs_contacts: bool = False
 
     def size(self, joint: str | JointKind | None = None) -> int:
         """Components of a sensor of this kind (on a joint of kind ``joint``)."""
@@ -395,7 +402,7 @@ for _spec in (
         params="subtree",
         on_ground=True,
     ),
-    SensorKind("touch", "body", K.read_touch, 1, params="zone"),
+    SensorKind("touch", "body", K.read_touch, 1, params="zone", needs_contacts=True),
     SensorKind("rangefinder", "body", K.read_rangefinder, 1, params="targets", on_ground=True),
     SensorKind(
         "interaction_force",
@@ -465,13 +472,14 @@ def _noise(sensors: Sensors, k: int, key, steps, dim: int):
 
 
 def readings(model, names, t, r, A, rdot, omega, rddot, omegadot, lam, *, key=None, steps=None,
-             controls=None, act=None):  # fmt: skip
+             controls=None, act=None, contacts=None):  # fmt: skip
     """Readings {name: (T, dim)} of the sensors ``names`` of ``model`` along one run (time
     first, no batch axis); with ``key``, the noise of the steps ``steps`` (T,) added;
     ``controls`` (T, nu): the actuators' controls at each row (None: their own); ``act``
-    (T, na): the activations at each row (None: the actuators' own)."""
+    (T, na): the activations at each row (None: the actuators' own); ``contacts``: the
+    solved contacts at each row (:attr:`SensorInput.contacts`)."""
     sensors = model.sensors
-    run = SensorInput(t, r, A, rdot, omega, rddot, omegadot, lam, controls, act)
+    run = SensorInput(t, r, A, rdot, omega, rddot, omegadot, lam, controls, act, contacts)
     out = {}
     for name in names:
         k = sensors.index(name)
@@ -511,17 +519,18 @@ def observation_vector(model, t, state_rAvw, *, key=None, step=None, where: str 
 @jit
 def _all_readings(model, key, save_every: int, arrays):
     """Every sensor's readings along a Solution's ``arrays`` (t, r, A, rdot, omega, rddot,
-    omegadot, lam, controls or None, act or None), a batch's leading axes first: one
+    omegadot, lam, controls or None, act or None, solved contacts or None), a batch's
+    leading axes first: one
     compiled program per model structure (op by op, a few hundred small dispatches per
     sensor)."""
 
     def run(model, key, *arrays):
         steps = jnp.arange(arrays[0].shape[0]) * save_every
         return readings(model, model.sensors.sensor_names, *arrays[:8], key=key, steps=steps,
-                        controls=arrays[8], act=arrays[9])  # fmt: skip
+                        controls=arrays[8], act=arrays[9], contacts=arrays[10])  # fmt: skip
 
     for _ in range(arrays[0].ndim - 1):  # every leaf of a batched Solution has the batch axes
-        run = jax.vmap(run, in_axes=(0, None if key is None else 0) + (0,) * 10)
+        run = jax.vmap(run, in_axes=(0, None if key is None else 0) + (0,) * 11)
     return run(model, key, *arrays)
 
 
@@ -546,32 +555,34 @@ class SensorReadings(Mapping):
                 "used contact='hard', whose contact forces are sol.contact's"
             )
         arrays = (sol.t, sol.r, sol.A, sol.rdot, sol.omega, sol.rddot, sol.omegadot, sol.lam,
-                  getattr(sol, "controls", None), getattr(sol, "act", None))  # fmt: skip
+                  getattr(sol, "controls", None), getattr(sol, "act", None),
+                  getattr(sol, "solved_contacts", None))  # fmt: skip
         return _all_readings(self._model, self._key, sol.save_every, arrays)
 
     def _unread(self, names) -> None:
-        """Refuses the touch sensors among ``names`` on bodies with contact pairs where the
-        run's contacts were MuJoCo's constraint model's rows: their forces are the solve's
-        contact rows, which a Solution does not keep (the touch readers take the compliant
+        """Refuses the sensors among ``names`` that read contact forces, on bodies with
+        contact pairs, where the run's contacts were MuJoCo's constraint model's rows and the
+        Solution did not keep their solved forces (the readers would take the compliant
         law's)."""
         plan = getattr(self._sol, "plan", None)
         constraints = getattr(self._model, "constraint_model", None)
-        if plan is None or plan.contact != "soft" or constraints is None:
+        kept = getattr(self._sol, "solved_contacts", None) is not None
+        if plan is None or plan.contact != "soft" or constraints is None or kept:
             return
         sensors = self._model.sensors
         touched = {b for g in constraints.contacts for b in (*g.body1, *g.body2)}
         touch = [
             n for n in names
-            if sensor_kind(sensors.kinds[sensors.index(n)]).read is K.read_touch
+            if sensor_kind(sensors.kinds[sensors.index(n)]).needs_contacts
             and _mount(self._model, sensors, sensors.index(n)).body in touched
         ]  # fmt: skip
         if touch:
             raise ValueError(
-                f"sensors {touch}: touch sensors read the compliant contact law's forces; "
-                "this run solved MuJoCo's constraint model (contact='soft'), whose contact "
-                "forces a Solution does not keep: run with contact='compliant' for them, or "
-                "step the model's environment (jaxmbd.envs), whose observations read the "
-                "solved contact forces"
+                f"sensors {touch} read contact forces; this Solution of MuJoCo's constraint "
+                "model (contact='soft') did not keep the solved ones (a policy run's "
+                "observation, or a Solution built by hand): run it with simulate() and "
+                "read sol.sensors, or step the model's environment (jaxmbd.envs), whose "
+                "observations read the solved contact forces"
             )
 
     def __getitem__(self, name: str):

@@ -223,8 +223,11 @@ def read_subtree_angular_momentum(model, mount, run):
 def read_touch(model, mount, run):
     """MuJoCo's ``touch``: the normal forces of the contacts of the sensor's body whose ray
     (from the contact point along the normal, away from the body) meets the zone
-    (:mod:`jaxmbd.geometry._ray_zone`), summed; the compliant law's forces of ``model.contacts``
-    (zero without contact). (T, 1)."""
+    (:mod:`jaxmbd.geometry._ray_zone`), summed: the solved contacts of MuJoCo's constraint
+    model where the run kept them (:attr:`SensorInput.contacts`), else the compliant law's
+    forces of ``model.contacts`` (zero without contact). (T, 1)."""
+    if run.contacts is not None:
+        return _touch_of_solved(mount, run)
     element = model.contacts
     T = run.r.shape[0]
     if element is None or element.n_slots == 0:
@@ -246,6 +249,28 @@ def read_touch(model, mount, run):
         return jnp.sum(jnp.where(counted, s.normal_force, 0.0))[None]
 
     return jax.vmap(one)(run.r, run.A, run.rdot, run.omega)
+
+
+def _touch_of_solved(mount, run):
+    """``touch`` from the solved contacts (``engine_sensor.c``, ``mjSENS_TOUCH``): a
+    contact's normal (``mjContact.frame``'s first row) points from geom 1 to geom 2, so
+    the ray leaves the sensor's body along it where the body is geom 1's, against it where
+    it is geom 2's (checked second, as MuJoCo does)."""
+    contacts, b, zone = run.contacts, mount.body, mount.params
+    on_second = np.asarray(contacts.body2) == b
+    on_body = on_second | (np.asarray(contacts.body1) == b)
+    if not np.any(on_body):
+        return jnp.zeros((run.r.shape[0], 1), run.r.dtype)
+
+    def one(r, A, pos, normal, normal_force):
+        centre = r[b] + A[b] @ mount.site
+        R = A[b] @ mount.frame
+        away = jnp.where(jnp.asarray(on_second)[:, None], -normal, normal)
+        hit = ray_meets_zone(zone.shape, zone.size, (pos - centre) @ R, away @ R)
+        counted = jnp.asarray(on_body) & hit & (normal_force > 0)
+        return jnp.sum(jnp.where(counted, normal_force, 0.0))[None]
+
+    return jax.vmap(one)(run.r, run.A, contacts.pos, contacts.normal, contacts.normal_force)
 
 
 # ----------------------------------------------------------------------------- rangefinder
