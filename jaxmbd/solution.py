@@ -25,6 +25,7 @@ from .integrators.moreau_jean import hard_contact_slots, hard_limit_forces
 from .model.joints import JointCoordinates, JointCoordinatesMap, JointDefinition, rotation_vector
 from .model.markers import MarkerMap
 from .sensors import SensorReadings
+from .soft_constraints.contact_forces import rows_contact_forces
 from .tree import JointType
 from .tree._mujoco_layout import tree_layout
 
@@ -285,10 +286,9 @@ class Solution(eqx.Module):
     file_qpos: jax.Array | None = None
     file_qvel: jax.Array | None = None
     file_joints: dict | None = None
-    # MuJoCo's constraint model (contact="soft"): the contacts and their solved forces at
-    # each row (jaxmbd.soft_constraints.contact_forces.ConstraintForces, rows first), kept
-    # where a sensor reads them (touch); None otherwise
-    solved_contacts: object | None = None
+    # MuJoCo's constraint model (contact="soft"): each row's solved row forces (T, nefc),
+    # ``efc_force``, kept where a sensor reads the contacts (touch); None otherwise
+    soft_row_forces: jax.Array | None = None
 
     def __init__(
         self, t, r, A, rdot, omega, rddot, omegadot, lam, iterations, status, residual,
@@ -297,7 +297,7 @@ class Solution(eqx.Module):
         contact_element=None, sensor_model=None, sensor_key=None, start_correction=None,
         marker_element=None, unilateral_forces=None, limit_element=None, linear_solver="",
         tree=None, controls=None, act=None, plan=None, force_elements=(), file_qpos=None,
-        file_qvel=None, file_joints=None, step_controls=None, solved_contacts=None,
+        file_qvel=None, file_joints=None, step_controls=None, soft_row_forces=None,
     ):  # fmt: skip
         self.t, self.r, self.A, self.rdot, self.omega = t, r, A, rdot, omega
         self.rddot, self.omegadot, self.lam = rddot, omegadot, lam
@@ -321,7 +321,7 @@ class Solution(eqx.Module):
         self.plan = plan
         self.force_elements = tuple(force_elements)
         self.file_qpos, self.file_qvel, self.file_joints = file_qpos, file_qvel, file_joints
-        self.solved_contacts = solved_contacts
+        self.soft_row_forces = soft_row_forces
 
     @classmethod
     def assembled(cls, t, r, A, rdot, omega, rddot, omegadot, lam, iterations, status, residual,
@@ -533,6 +533,19 @@ class Solution(eqx.Module):
         was given. An unknown name raises ``KeyError`` listing the sensors; a Solution
         read from a file has none."""
         return SensorReadings(self.sensor_model, self, self.sensor_key)
+
+    @property
+    def solved_contacts(self):
+        """Under MuJoCo's constraint model, where a sensor reads contact forces (touch):
+        the contacts and their solved forces at each row (a
+        :class:`~jaxmbd.soft_constraints.contact_forces.ConstraintForces`, rows first:
+        ``pos``, ``normal``, ``normal_force``, ``force``, ``torque``), collided at the
+        row's pose and decoded from the row's ``efc_force`` (``mj_contactForce``) when
+        read; None otherwise."""
+        if self.soft_row_forces is None or self.sensor_model is None:
+            return None
+        constraints = self.sensor_model.constraint_model
+        return rows_contact_forces(constraints, self.tree, self.qpos, self.soft_row_forces)
 
     @property
     def markers(self):

@@ -566,7 +566,7 @@ class SensorReadings(Mapping):
         law's)."""
         plan = getattr(self._sol, "plan", None)
         constraints = getattr(self._model, "constraint_model", None)
-        kept = getattr(self._sol, "solved_contacts", None) is not None
+        kept = getattr(self._sol, "soft_row_forces", None) is not None
         if plan is None or plan.contact != "soft" or constraints is None or kept:
             return
         sensors = self._model.sensors

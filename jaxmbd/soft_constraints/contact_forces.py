@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _config  # noqa: F401
+from ..tree import KinematicTree, poses
 from .model import collide_groups, condim_sets
 from .rows import contact_row_count
 
@@ -113,4 +114,24 @@ def solved_contact_forces(constraints, x, R, force, qpos, qvel=None, qacc=None):
                             body2, geoms)  # fmt: skip
 
 
-__all__ = ["ConstraintForces", "contact_frame_force", "slot_labels", "solved_contact_forces"]
+@eqx.filter_jit  # one program per model structure
+def rows_contact_forces(constraints, tree: KinematicTree, qpos, row_forces) -> ConstraintForces:
+    """:func:`solved_contact_forces` at each row of a run: the leading axes of ``qpos``
+    (..., nq) and of the rows' solved forces ``row_forces`` (..., nefc)."""
+
+    def one(q, force):
+        p = poses(tree, q)
+        return solved_contact_forces(constraints, p.x, p.R, force, q)
+
+    for _ in range(qpos.ndim - 1):
+        one = jax.vmap(one)
+    return one(qpos, row_forces)
+
+
+__all__ = [
+    "ConstraintForces",
+    "contact_frame_force",
+    "rows_contact_forces",
+    "slot_labels",
+    "solved_contact_forces",
+]
