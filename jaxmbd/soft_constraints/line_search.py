@@ -294,7 +294,6 @@ _MID = 3  # the bracket's midpoint
 _UPDATE_1 = 4  # the Newton step from the moved first end of the bracket
 _UPDATE_2 = 5  # the Newton step from the moved second end
 _DONE = 6  # a result is set
-_OUT = 7  # out of evaluations inside the bracket: the better end decides
 
 
 class _State(NamedTuple):
@@ -362,7 +361,21 @@ def search(
         return outcome(s, no_bracket, p1.alpha, -p1.cost, LS_NO_BRACKET)
 
     def bracket_next(s: _State) -> _State:
-        return s._replace(phase=jnp.where(s.count < ls_iterations, _MID, _OUT).astype(int32))
+        """The bracket's next midpoint; out of evaluations, the end with the better
+        (negative) cost, or no step. (Decided inside the loop: the result leaves it as a
+        buffer, so that XLA does not repeat the choice in every consumer's fusion.)"""
+        p1, p2 = s.p1, s.p2
+        out = s.count >= ls_iterations
+        take1 = (p1.cost <= p2.cost) & (p1.cost < 0)
+        take2 = (~take1) & (p2.cost <= p1.cost) & (p2.cost < 0)
+        s = s._replace(phase=jnp.where(out, _DONE, _MID).astype(int32))
+        return outcome(
+            s,
+            out,
+            jnp.where(take1, p1.alpha, jnp.where(take2, p2.alpha, 0.0)),
+            jnp.where(take1, -p1.cost, jnp.where(take2, -p2.cost, 0.0)),
+            jnp.where(take1 | take2, LS_NO_CONVERGENCE, LS_NO_IMPROVEMENT),
+        )
 
     def first(s: _State, p: Point) -> _State:
         done = too_small | (converged(p) & ((p.alpha == 0) | (p.cost < 0)))
@@ -443,7 +456,8 @@ def search(
 
     def update_1(s: _State, p: Point) -> _State:
         s = s._replace(p1next=p)
-        return s._replace(phase=jnp.where(s.update_2, _UPDATE_2, bracket_next(s).phase))
+        second = s._replace(phase=jnp.asarray(_UPDATE_2, int32))
+        return jax.tree.map(lambda a, b: jnp.where(s.update_2, a, b), second, bracket_next(s))
 
     def update_2(s: _State, p: Point) -> _State:
         return bracket_next(s._replace(p2next=p))
@@ -486,17 +500,4 @@ def search(
     )
     s = lax.while_loop(cond, body, state)
 
-    # out of evaluations: the bracket end with the better (negative) cost
-    p1, p2, alpha, improvement, result = s.p1, s.p2, s.alpha, s.improvement, s.result
-    out = s.phase == _OUT
-    take1 = out & (p1.cost <= p2.cost) & (p1.cost < 0)
-    take2 = out & (~take1) & (p2.cost <= p1.cost) & (p2.cost < 0)
-    neither = out & (~take1) & (~take2)
-    alpha = jnp.where(take1, p1.alpha, jnp.where(take2, p2.alpha, jnp.where(neither, 0.0, alpha)))
-    improvement = jnp.where(
-        take1, -p1.cost, jnp.where(take2, -p2.cost, jnp.where(neither, 0.0, improvement))
-    )
-    result = jnp.where(
-        take1 | take2, LS_NO_CONVERGENCE, jnp.where(neither, LS_NO_IMPROVEMENT, result)
-    )
-    return SearchResult(alpha, improvement, s.count, result.astype(jnp.int32))
+    return SearchResult(s.alpha, s.improvement, s.count, s.result)
