@@ -520,9 +520,8 @@ def observation_vector(model, t, state_rAvw, *, key=None, step=None, where: str 
 def _all_readings(model, key, save_every: int, arrays):
     """Every sensor's readings along a Solution's ``arrays`` (t, r, A, rdot, omega, rddot,
     omegadot, lam, controls or None, act or None, solved contacts or None), a batch's
-    leading axes first: one
-    compiled program per model structure (op by op, a few hundred small dispatches per
-    sensor)."""
+    leading axes first: one compiled program per model structure (op by op, a few hundred
+    small dispatches per sensor)."""
 
     def run(model, key, *arrays):
         steps = jnp.arange(arrays[0].shape[0]) * save_every
