@@ -221,6 +221,31 @@ def test_kernel_matches_mujoco(name):
     _compare_kernel(name, margin=0.02, seed=2)
 
 
+def test_box_face_clipped_at_a_corner_keeps_it_once():
+    """A box turned about the normal lies on a larger one with one incident corner 1e-10
+    inside the reference face's edge and its neighbour outside: clipping gives a crossing
+    within 1e-10 of that corner, and MuJoCo keeps one of the two (4 contacts)."""
+    kernel, _ = KERNELS[(TYPE_IDS["box"], TYPE_IDS["box"])]
+    m = _model("box", "box", "0.1 0.1 0.05", "0.06 0.03 0.08", 0.0)
+    d = mujoco.MjData(m)
+    for degrees in (20.0, 35.0, 60.0):
+        angle = np.radians(degrees)
+        turn = np.array([[np.cos(angle), -np.sin(angle)], [np.sin(angle), np.cos(angle)]])
+        corners = np.array([[a, b] for a in (0.06, -0.06) for b in (0.03, -0.03)]) @ turn.T
+        shift = 0.1 - 1e-10 - np.sort(corners[:, 0])[-2]  # the second corner from the right
+        quat = [np.cos(angle / 2), 0.0, 0.0, np.sin(angle / 2)]
+        d.qpos[:] = np.concatenate([[0, 0, 0, 1, 0, 0, 0], [shift, 0.0, 0.129], quat])
+        mujoco.mj_forward(m, d)
+        theirs = _mujoco_contacts(m, d, 0, 1)
+        ours = kernel(
+            jnp.array(d.geom_xpos[0]), jnp.array(d.geom_xmat[0].reshape(3, 3)),
+            jnp.array(m.geom_size[0]), jnp.array(d.geom_xpos[1]),
+            jnp.array(d.geom_xmat[1].reshape(3, 3)), jnp.array(m.geom_size[1]), 0.0,
+        )  # fmt: skip
+        assert len(theirs) == 4
+        assert _mismatch(list(ours), theirs, f"turned {degrees} degrees") is None
+
+
 @pytest.mark.parametrize("name", list(CASES))
 def test_kernel_gradients_finite(name):
     """Values and pose gradients stay finite in degenerate poses: coincident centres,

@@ -9,6 +9,7 @@ source frames of everything inside). Run from the tree's root:
 
     python -m benchmarks.probes.soft_run_hlo hopper
     python -m benchmarks.probes.soft_run_hlo humanoid --plain-branch --lines 20
+    python -m benchmarks.probes.soft_run_hlo path/to/model.xml
 """
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.plain_branch:
         solver._on_active_rows = _plain_branch
-    path = path_of(args.model)
+    path = args.model if args.model.endswith(".xml") else path_of(args.model)
     m = mujoco.MjModel.from_xml_path(path)
     h = float(m.opt.timestep)
     model = mbd.load_model(path)

@@ -113,7 +113,10 @@ class RungeKutta4(AbstractJointStepper):
         table = jnp.asarray(table, qvel.dtype)
         rows = {"table": table}
         if _activations_integrated(model):  # the stages' activations: the table's last rows
-            rows["act"] = _activation_stages(model.actuators, h)[0][4 - table.shape[0] :]
+            acts = _activation_stages(model.actuators, h)[0]
+            if ends:  # the end's accelerations read the step's model, as :meth:`finish`'s
+                acts = jnp.concatenate([acts, model.actuators.activation[None]])
+            rows["act"] = acts[acts.shape[0] - table.shape[0] :]
         (_, _, k_sum, a_sum), stages = jax.lax.scan(stage, first, rows)
         return (
             integrate_positions(tree, qpos, (h / 6.0) * k_sum, 1.0),
@@ -131,8 +134,8 @@ class RungeKutta4(AbstractJointStepper):
         # MuJoCo's RK4 stages start their solves cold here (``warm`` is not used)
         # the start, the three stages and the end's accelerations as the rows of one scan:
         # the step's one copy of the accelerations' code (a projection onto constraint rows
-        # or stage activations come between: the default's three copies)
-        if loops is not None or _activations_integrated(model):
+        # comes between: the default's three copies)
+        if loops is not None:
             return super().start_and_advance(model, tree, loops, qpos, qvel, t, h)
         zero = jnp.zeros_like(qvel)
         table = [[0.0, 1.0, 0.0], [0.5, 2.0, 0.0], [0.5, 2.0, 0.0], [1.0, 1.0, 0.0],
