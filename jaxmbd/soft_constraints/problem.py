@@ -59,27 +59,80 @@ MAX_CONE_DIM = 6
 #: reduction to a library fusion (YNNPACK), and a loop that holds one is not compiled as one
 #: native loop (:mod:`jaxmbd.compiled.xla_flags`).
 SUM_CHUNK = 2048
+#: Chunks summed unrolled at most; more are summed by a loop over blocks of this many, so
+#: that the program does not grow with the rows. Unrolled, each chunk's sum was a fusion
+#: into which XLA copied the rows' whole computation: dm_control's quadruped (its terrain's
+#: 2486 rows, nv 28: 1243 chunks of the Hessian's sum) compiled to 791k HLO instructions.
+UNROLLED_CHUNKS = 32
 
 
 def chunked_sum(x: jax.Array, axis: int) -> jax.Array:
     """``x`` summed over ``axis`` by reductions that each read at most :data:`SUM_CHUNK`
-    elements (slices along ``axis``, each summed, then added): elementwise loops, not library
-    calls, for the products of a step's rows."""
-    axis = axis % x.ndim
-    n = x.shape[axis]
+    elements (slices along ``axis``, each summed, then added in order): elementwise loops,
+    not library calls, for the products of a step's rows. More than
+    :data:`UNROLLED_CHUNKS` chunks: :func:`product_sum`'s loop."""
+    return product_sum(lambda a: a, (x,), axis)
+
+
+def product_sum(product, factors: tuple, axis: int) -> jax.Array:
+    """``product(*factors)`` summed over ``axis`` as :func:`chunked_sum` sums it, where each
+    factor is the product's broadcast operand (its ``axis`` the product's, of full length).
+    Past :data:`UNROLLED_CHUNKS` chunks, a ``fori_loop`` over blocks of that many takes
+    each block's slices of the factors and forms their product inside: one block's code in
+    the program, and the product never whole in memory. The chunks are added in order
+    either way (a block's padding rows are zeros, whose sums add exactly nothing)."""
+    shape = jnp.broadcast_shapes(*(f.shape for f in factors))
+    ndim = len(shape)
+    axis = axis % ndim
+    n = shape[axis]
     if n <= UNROLL_MAX:
-        return _sum_along(x, axis - x.ndim)
-    per = max(1, SUM_CHUNK // max(1, x.size // n))
+        return _sum_along(product(*factors), axis - ndim)
+    size = 1
+    for d in shape:
+        size *= d
+    per = max(1, SUM_CHUNK // max(1, size // n))
     if n <= per:
-        return jnp.sum(x, axis)
-    parts = [
-        jnp.sum(lax.slice_in_dim(x, start, min(start + per, n), axis=axis), axis)
-        for start in range(0, n, per)
-    ]
-    total = parts[0]
-    for part in parts[1:]:
-        total = total + part
-    return total
+        return jnp.sum(product(*factors), axis)
+    chunks = -(-n // per)
+
+    def block_sum(total, parts, length):
+        x = product(*parts)
+        for start in range(0, length, per):
+            part = jnp.sum(lax.slice_in_dim(x, start, min(start + per, length), axis=axis), axis)
+            total = part if total is None else total + part
+        return total
+
+    if chunks <= UNROLLED_CHUNKS:
+        return block_sum(None, factors, n)
+    block = UNROLLED_CHUNKS * per
+    blocks = -(-n // block)
+
+    # each factor padded with zero rows along the axis to whole blocks (a factor of length
+    # 1 there is broadcast and kept)
+    def along(f):
+        """The factor's own axis index for ``axis``, or None where it is broadcast."""
+        f_axis = axis - ndim + f.ndim
+        return None if f_axis < 0 or f.shape[f_axis] == 1 else f_axis
+
+    padded = []
+    for f in factors:
+        if along(f) is None:
+            padded.append(f)
+            continue
+        widths = [(0, 0)] * f.ndim
+        widths[along(f)] = (0, blocks * block - n)
+        padded.append(jnp.pad(f, widths))
+
+    def body(k, total):
+        parts = [
+            f if along(f) is None else lax.dynamic_slice_in_dim(f, k * block, block, along(f))
+            for f in padded
+        ]
+        return block_sum(total, parts, block)
+
+    # from zeros (adding the first block's sum to them is exact): one copy of the block's code
+    zeros = jnp.zeros(tuple(d for k, d in enumerate(shape) if k != axis), factors[0].dtype)
+    return lax.fori_loop(0, blocks, body, zeros)
 
 
 def times(A: jax.Array, x: jax.Array) -> jax.Array:
@@ -392,7 +445,7 @@ def hessian(M: jax.Array, rows: SoftRows, update: ConstraintUpdate) -> jax.Array
     """
     J = rows.J
     DJ = J * update.D_quadratic[:, None]
-    H = M + chunked_sum(J[:, :, None] * DJ[:, None, :], 0)
+    H = M + product_sum(lambda a, b: a * b, (J[:, :, None], DJ[:, None, :]), 0)
     if rows.ncone:
         layout = cone_layout(rows)
         Jc = jnp.where(layout.used[:, :, None], J[layout.gather], 0.0)  # (ncone, 6, nv)
