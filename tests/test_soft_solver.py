@@ -716,3 +716,25 @@ def test_a_files_rows_declare_their_kinds():
     qpos = jnp.asarray(tree.qpos0)
     _, rows = model.constraint_model.rows(tree, poses(tree, qpos), qpos, 0 * qpos, 0.002)
     assert rows.kinds == (sp.ONE_SIDED,)
+
+
+def test_hessian_program_does_not_grow_with_the_rows():
+    """``J' D J`` over many rows (a terrain's thousands of row slots, nv 28: one or two rows
+    per reduction) is a loop over blocks: its jaxpr holds as many equations for 4000 rows
+    as for 400 (unrolled, one slice and sum per chunk: 2000 of them); the loop's sum equals
+    the unrolled one's (the same chunks, added in the same order)."""
+    nv = 28
+    rng = np.random.default_rng(0)
+
+    def outer(J, D):
+        DJ = J * D[:, None]
+        return sp.product_sum(lambda a, b: a * b, (J[:, :, None], DJ[:, None, :]), 0)
+
+    counts = []
+    for m in (400, 4000):
+        J, D = rng.standard_normal((m, nv)), rng.uniform(0, 1, m)
+        counts.append(_equation_count(jax.make_jaxpr(outer)(J, D).jaxpr))
+        np.testing.assert_allclose(jax.jit(outer)(J, D), (J * D[:, None]).T @ J, rtol=0,
+                                   atol=1e-12 * m)  # fmt: skip
+    assert counts[1] == counts[0], counts
+    assert counts[0] < 1000, counts
