@@ -21,6 +21,8 @@ record with ``active`` false and contribute nothing, so a model's rows compile o
 
 from __future__ import annotations
 
+import math
+import operator
 from typing import NamedTuple, final
 
 import equinox as eqx
@@ -66,31 +68,22 @@ SUM_CHUNK = 2048
 UNROLLED_CHUNKS = 32
 
 
-def chunked_sum(x: jax.Array, axis: int) -> jax.Array:
-    """``x`` summed over ``axis`` by reductions that each read at most :data:`SUM_CHUNK`
-    elements (slices along ``axis``, each summed, then added in order): elementwise loops,
-    not library calls, for the products of a step's rows. More than
-    :data:`UNROLLED_CHUNKS` chunks: :func:`product_sum`'s loop."""
-    return product_sum(lambda a: a, (x,), axis)
-
-
 def product_sum(product, factors: tuple, axis: int) -> jax.Array:
-    """``product(*factors)`` summed over ``axis`` as :func:`chunked_sum` sums it, where each
-    factor is the product's broadcast operand (its ``axis`` the product's, of full length).
-    Past :data:`UNROLLED_CHUNKS` chunks, a ``fori_loop`` over blocks of that many takes
-    each block's slices of the factors and forms their product inside: one block's code in
-    the program, and the product never whole in memory. The chunks are added in order
-    either way (a block's padding rows are zeros, whose sums add exactly nothing)."""
+    """``product(*factors)`` (each factor one of its broadcast operands) summed over
+    ``axis`` by reductions that each read at most :data:`SUM_CHUNK` elements (slices along
+    ``axis``, each summed, then added in order): elementwise loops, not library calls, for
+    the products of a step's rows. Past :data:`UNROLLED_CHUNKS` chunks, a ``fori_loop``
+    over blocks of that many takes each block's slices of the factors and forms their
+    product inside: one block's code in the program, and the product never whole in memory.
+    The chunks are added in order either way (a block's padding rows are zeros, whose sums
+    add exactly nothing)."""
     shape = jnp.broadcast_shapes(*(f.shape for f in factors))
     ndim = len(shape)
     axis = axis % ndim
     n = shape[axis]
     if n <= UNROLL_MAX:
         return _sum_along(product(*factors), axis - ndim)
-    size = 1
-    for d in shape:
-        size *= d
-    per = max(1, SUM_CHUNK // max(1, size // n))
+    per = max(1, SUM_CHUNK // max(1, math.prod(shape) // n))
     if n <= per:
         return jnp.sum(product(*factors), axis)
     chunks = -(-n // per)
@@ -131,7 +124,7 @@ def product_sum(product, factors: tuple, axis: int) -> jax.Array:
         return block_sum(total, parts, block)
 
     # from zeros (adding the first block's sum to them is exact): one copy of the block's code
-    zeros = jnp.zeros(tuple(d for k, d in enumerate(shape) if k != axis), factors[0].dtype)
+    zeros = jnp.zeros(shape[:axis] + shape[axis + 1 :], jnp.result_type(*factors))
     return lax.fori_loop(0, blocks, body, zeros)
 
 
@@ -140,17 +133,17 @@ def times(A: jax.Array, x: jax.Array) -> jax.Array:
     ``dot`` keeps XLA from compiling a time loop as one native loop
     (:mod:`jaxmbd.compiled.xla_flags`), and these products are far too small to gain from
     one."""
-    return chunked_sum(A * x[None, :], -1)
+    return product_sum(operator.mul, (A, x[None, :]), -1)
 
 
 def transposed_times(A: jax.Array, y: jax.Array) -> jax.Array:
     """``A' y`` for ``A`` (m, n), ``y`` (m,) (elementwise, as :func:`times`)."""
-    return chunked_sum(A * y[:, None], -2)
+    return product_sum(operator.mul, (A, y[:, None]), -2)
 
 
 def inner(x: jax.Array, y: jax.Array) -> jax.Array:
     """``x' y`` of two vectors (elementwise, as :func:`times`)."""
-    return chunked_sum(x * y, -1)
+    return product_sum(operator.mul, (x, y), -1)
 
 
 def spd_solve(A: jax.Array, b: jax.Array) -> jax.Array:
@@ -445,7 +438,7 @@ def hessian(M: jax.Array, rows: SoftRows, update: ConstraintUpdate) -> jax.Array
     """
     J = rows.J
     DJ = J * update.D_quadratic[:, None]
-    H = M + product_sum(lambda a, b: a * b, (J[:, :, None], DJ[:, None, :]), 0)
+    H = M + product_sum(operator.mul, (J[:, :, None], DJ[:, None, :]), 0)
     if rows.ncone:
         layout = cone_layout(rows)
         Jc = jnp.where(layout.used[:, :, None], J[layout.gather], 0.0)  # (ncone, 6, nv)

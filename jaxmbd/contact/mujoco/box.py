@@ -156,8 +156,6 @@ def capsule_box(pos1, mat1, size1, pos2, mat2, size2, margin) -> Contacts:
         better = usable[k] & (dist[k] < best - MINVAL)
         return jnp.where(better, dist[k], best), jnp.where(better, k, chosen)
 
-    # a loop, not twelve unrolled comparisons: XLA copies each comparison's inputs into
-    # every fusion that reads it (16.6k instructions for this collider unrolled)
     bestdist, chosen = jax.lax.fori_loop(0, 12, running_best, (bestdist, jnp.asarray(-1)))
     on_edge = chosen >= 0
     k = jnp.maximum(chosen, 0)
@@ -345,7 +343,6 @@ def box_box(pos1, mat1, size1, pos2, mat2, size2, margin) -> Contacts:
     sep_face = sep_faces[code_face]
     sep_best, code = sep_face, code_face
     # the nine edge-cross axes as arrays, then MuJoCo's running best over them in its order
-    # (a loop: unrolled, XLA copies each comparison's inputs into every fusion reading it)
     i1, i2, j1, j2 = _CROSS_I1, _CROSS_I2, _CROSS_J1, _CROSS_J2
     ax1, ax2 = -rot[i2, _CROSS_J], rot[i1, _CROSS_J]
     norm2 = ax1 * ax1 + ax2 * ax2
@@ -430,7 +427,7 @@ def box_box(pos1, mat1, size1, pos2, mat2, size2, margin) -> Contacts:
 
     def accept(k, accepted):
         dupe = jnp.any(accepted & close[:, k] & earlier[:, k])
-        return accepted.at[k].set(within[k] & ~dupe)
+        return jnp.where(jnp.arange(_MAXVERT) == k, within[k] & ~dupe, accepted)
 
     accepted = jax.lax.fori_loop(0, _MAXVERT, accept, jnp.zeros(_MAXVERT, bool))
     chosen, ok = first_k(accepted, _BOXBOX_SLOTS)
