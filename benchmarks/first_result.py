@@ -9,7 +9,10 @@ duration events, the loading of jaxmbd's stored executables, and the rest.
 Cases: ``kinematics``: the CLI's ``jaxmbd kinematics slider_crank`` (3 s at h = 1e-3);
 ``pendulum``: ``mbd.simulate(mbd.models.double_pendulum(), t_end=1.0, h=1e-3)``;
 ``cartpole``: dm_control's ``suite/cartpole.xml`` through ``mbd.mjcf.load_robot``, 1 s at
-h = 1e-3. Each case and tree gets its own fresh cache folder (``XDG_CACHE_HOME``: jaxmbd's
+h = 1e-3; ``crank``: the slider crank in rA with gen_alpha, 2 s at h = 1e-3 (two blocks of
+steps); ``chain``: ``pendulum_chain(150)`` with the defaults, 1 s at h = 1e-3;
+``hopper``: dm_control's hopper as authored (MuJoCo's constraint model, its step), 1 s.
+Each case and tree gets its own fresh cache folder (``XDG_CACHE_HOME``: jaxmbd's
 default cache location), shared by its cold process and its ``--repeats`` warm ones; the
 warm rows are medians. ``--trees``: source trees whose jaxmbd the children import
 (``PYTHONPATH``), their processes alternated (old and new timed under the same load), with
@@ -65,6 +68,19 @@ if case == "kinematics":
 elif case == "pendulum":
     sol = mbd.simulate(mbd.models.double_pendulum(), t_end=1.0, h=1e-3)
     jax.block_until_ready(sol.r)
+elif case == "crank":
+    sol = mbd.simulate(mbd.models.slider_crank(), formulation="rA", integrator="gen_alpha",
+                       t_end=2.0, h=1e-3)
+    jax.block_until_ready(sol.r)
+elif case == "chain":
+    sol = mbd.simulate(mbd.models.pendulum_chain(150), t_end=1.0, h=1e-3)
+    jax.block_until_ready(sol.r)
+elif case == "hopper":
+    import importlib
+    from pathlib import Path
+    suite = Path(importlib.import_module("dm_control").__file__).parent / "suite"
+    sol = mbd.simulate(mbd.load_model(suite / "hopper.xml"), t_end=1.0)
+    jax.block_until_ready(sol.qpos)
 else:
     import importlib
     from pathlib import Path

@@ -1,8 +1,8 @@
 """Runs across the block boundaries of a forward run (issue 77).
 
 Outside any transformation ``simulate`` runs as blocks of ``BLOCK_STEPS`` steps
-(:func:`jaxmbd.analysis.simulation._run_blocks`): the start and the first block are one
-program, each later block another, the integrator's carry (with its reused Newton matrix)
+(:func:`jaxmbd.analysis.simulation._run_blocks`): the start is one program, every block
+another, the integrator's carry (with its reused Newton matrix)
 passed from one to the next. A program that the disk cache loads returns its outputs'
 static parts unpickled: the carry's factors then hold a copy of their ``BlockStructure``,
 and the next block's ``lax.cond`` (refresh the matrix or keep it) met a structure built
@@ -148,11 +148,12 @@ def _carry_structure(model, formulation, integrator, solver):
     plan = plan_simulation(model, formulation=formulation, integrator=integrator,
                            t_end=4 * H, h=H, linear_solver=solver)  # fmt: skip
     h = jnp.asarray(H)
-    carry, _ = jax.eval_shape(
-        lambda: simulation._head(
-            plan.model, plan.form, plan.stepper, 2, h, None, 1, None, None, None, None
-        )  # fmt: skip
-    )
+
+    def first_block():
+        carry, _ = simulation._initial(plan.model, plan.form, plan.stepper, h)
+        return simulation._scan(plan.model, plan.form, plan.stepper, carry, 0, 2, h)[0]
+
+    carry = jax.eval_shape(first_block)
     again = pickle.loads(pickle.dumps(carry))
     return jax.tree_util.tree_structure(carry), jax.tree_util.tree_structure(again)
 
@@ -256,3 +257,27 @@ def test_structured_under_grad_and_vmap(monkeypatch, model, solver):
     assert np.max(np.abs(np.asarray(r) - np.asarray(blocked[1].r))) <= TOL
     dense = jax.grad(lambda s: loss(s, "dense")[0])(scales[1])
     assert abs(float(grad) - float(dense)) <= 1e-9 * max(1.0, abs(float(dense)))
+
+
+def test_a_run_of_several_blocks_traces_its_step_once(monkeypatch, model):
+    """The blocks of a forward run are calls of one program, which traces the integrator's
+    step once: three blocks and the start trace it once (a program for the first block
+    beside the later blocks' traced it twice more, a shapes pass before each loop doubled
+    that), with nothing on disk or in memory to skip the tracing."""
+    from jaxmbd.compiled import program_cache
+    from jaxmbd.integrators.runge_kutta import RungeKutta
+
+    traced = []
+    step = RungeKutta._step
+
+    def counted(self, *args):
+        traced.append(1)
+        return step(self, *args)
+
+    monkeypatch.setattr(RungeKutta, "_step", counted)
+    monkeypatch.setattr(program_cache, "folder", lambda: None)
+    monkeypatch.setattr(simulation, "BLOCK_STEPS", BLOCK)
+    jax.clear_caches()
+    sol = mbd.simulate(model, formulation="rp", integrator="rk", t_end=STEPS * H, h=H)
+    assert np.asarray(sol.r).shape[0] == STEPS + 1 and int(np.max(sol.status)) == 0
+    assert len(traced) == 1

@@ -125,10 +125,10 @@ def test_program_cache_keys_what_a_lambda_closes_over():
 
 
 def test_program_cache_keys_simulates_programs(monkeypatch):
-    """simulate's top-level programs (``_consistent_start``, ``_run``: functions their module
-    holds under ``@jit``) get a key, so a new process reloads them instead of tracing them
-    (they were unkeyable: pickle refused the decorated functions, then recursed on
-    ``tuple``, and every warm process traced them again)."""
+    """simulate's top-level programs (``_consistent_start``, ``_start``, the blocks'
+    ``_scan``: functions their module holds under ``@jit``) get a key, so a new process
+    reloads them instead of tracing them (they were unkeyable: pickle refused the decorated
+    functions, then recursed on ``tuple``, and every warm process traced them again)."""
     import jaxmbd as mbd
     from jaxmbd.compiled import program_cache as _program_cache
 
@@ -147,7 +147,7 @@ def test_program_cache_keys_simulates_programs(monkeypatch):
     monkeypatch.setattr(_program_cache, "_key", recording)
     # options of its own: a program this process has not met (the in-memory memo is skipped)
     mbd.simulate(mbd.models.double_pendulum(), formulation="rA", t_end=0.012, h=1e-3, save_every=3)
-    assert ("jaxmbd.analysis.simulation._run", True) in outcomes
+    assert ("jaxmbd.analysis.simulation._scan", True) in outcomes
     assert all(ok for _, ok in outcomes), outcomes
 
 

@@ -134,11 +134,11 @@ def test_top_level_programs_compile_with_xla_options_and_nested_ones_without(mon
 
     monkeypatch.setenv("JAXMBD_NO_COMPILATION_CACHE", "1")
 
-    from jaxmbd.analysis.simulation import _run
+    from jaxmbd.analysis.simulation import _block
     from jaxmbd.compiled.jit import _options_accepted
 
     model = mbd.models.single_pendulum()
-    tuned = _run.tuned._cached
+    tuned = _block.tuned._cached
     before = tuned._cache_size()
     top = mbd.simulate(model, formulation="rA", t_end=0.003, h=1e-3).r
     assert tuned._cache_size() - before == (1 if _options_accepted() else 0)

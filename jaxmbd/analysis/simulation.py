@@ -18,6 +18,7 @@ import numpy as np
 from .. import _config  # noqa: F401
 from .._checks import finish, is_traced, resolve_throw, solution_from_outputs
 from ..actuators import policy_controls, with_controls
+from ..compiled.counted_scan import strong_types
 from ..compiled.host_arrays import device_array
 from ..compiled.jit import RUN_ONCE, at_top_level, jit
 from ..compiled.xla_flags import (
@@ -157,26 +158,19 @@ _block = jit(_scan)
 
 
 @jit
-def _head(model, form, integrator, size: int, h, checkpoint, save_every, start, *inputs,
-          count=None):  # fmt: skip
-    """The start and the first ``size`` steps of a run as blocks (:func:`_run_blocks`), or
-    the first ``count`` saved rows of them where given: the same program as :func:`_run`,
-    with the carry returned for the next block."""
+def _start(model, form, integrator, h, start):
+    """The integrator's first carry and the outputs of t = 0, from the consistent start:
+    the program before the blocks of a run (:func:`_run_blocks`); the carry with the types
+    that the blocks return (one block program for all)."""
     carry, first = _initial(model, form, integrator, h, start)
-    carry, rest = _scan(model, form, integrator, carry, 0, size, h, checkpoint, save_every,
-                        *inputs, count=count)  # fmt: skip
-    return carry, jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), first, rest)
+    return strong_types(carry), first
 
 
 #: Most steps of one compiled block of a forward run outside any transformation (see
 #: :func:`_run_blocks`). A block's number of steps is an input of its program
 #: (:func:`~jaxmbd.compiled.counted_scan.counted_scan`), so one program serves every horizon
 #: and a run takes the steps asked, no more; its outputs are buffers of this many rows,
-#: which bounds the choice from above (memory, and the zeros each call writes). A run of
-#: up to this many steps is one program (the start and the steps); a longer run compiles
-#: two programs once (the start with the first block, then the later blocks), whose steps
-#: may differ from one program's in the last bits: XLA optimises a loop whose final state
-#: is returned (to carry it on) differently from one whose final state is dropped.
+#: which bounds the choice from above (memory, and the zeros each call writes).
 BLOCK_STEPS = 1024
 
 
@@ -192,41 +186,30 @@ def _control_block(controls, k0: int, size: int):
 def _run_blocks(
     model, form, stepper, n, h_arr, size, save_every, start, controls, policy, key, progress
 ):
-    """The forward run of concrete inputs as blocks of at most ``size`` steps, each one
-    call of a program compiled once for every horizon whose number of steps is an input
+    """The forward run of concrete inputs: the start (:func:`_start`), then blocks of at
+    most ``size`` steps, each one call of one program whose number of steps is an input
     (:func:`~jaxmbd.compiled.counted_scan.counted_scan`), the integrator's carry passed from
-    block to block: a run costs the steps asked, and a new t_end compiles nothing. Forward
-    only, so ``checkpoint`` (a reverse-mode option) does not enter these programs."""
+    block to block. Every horizon runs the same two programs (a new t_end compiles nothing,
+    and the step is compiled once whatever the run's length); a run costs the steps asked.
+    Forward only, so ``checkpoint`` (a reverse-mode option) does not enter these programs."""
     host = None if controls is None else np.asarray(controls)
 
     def rows(k0):
         return None if host is None else _control_block(host, k0, size)
 
-    def count(steps):
-        return np.asarray(steps // save_every)
-
-    def head(steps):
-        return _head(
-            model, form, stepper, size, h_arr, None, save_every, start, rows(0), policy, key,
-            count=count(steps),
-        )  # fmt: skip
-
     def block(carry, k0, steps):
         return _block(
             model, form, stepper, carry, k0, size, h_arr, None, save_every, rows(int(k0)),
-            policy, key, count(steps),
+            policy, key, np.asarray(steps // save_every),
         )  # fmt: skip
 
-    if n <= size:  # one block: the start and the steps in one program
-        outs = _run(
-            model, form, stepper, size, h_arr, None, save_every, start, rows(0), policy, key,
-            count(n),
-        )  # fmt: skip
-        if progress is not None:
-            progress(n, n)
-        return jax.tree_util.tree_map(
-            lambda x: jax.device_put(np.asarray(x)[: n // save_every + 1]), outs
+    def head(steps):
+        carry, first = _start(model, form, stepper, h_arr, start)
+        carry, rest = block(carry, np.asarray(0), steps)
+        return carry, jax.tree_util.tree_map(
+            lambda a, b: np.concatenate([np.asarray(a)[None], np.asarray(b)]), first, rest
         )
+
     return run_in_blocks(head, block, n, size, progress, save_every=save_every)
 
 

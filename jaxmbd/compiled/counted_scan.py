@@ -14,18 +14,29 @@ import jax
 import jax.numpy as jnp
 
 
+def strong_types(tree):
+    """``tree`` with its arrays' weak types made strong (same dtypes and values): the types
+    a loop's carry has. A carry passed from one call of a :func:`counted_scan` program to the
+    next then has one type, and the program one trace."""
+    return jax.tree_util.tree_map(lambda x: jax.lax.convert_element_type(x, x.dtype), tree)
+
+
 def counted_scan(step, carry, first, count, rows: int, stride: int = 1):
     """``lax.scan(step, carry, first + stride * arange(count))`` with ``count`` an input of
     the program, at most ``rows`` (static): returns the final carry and ``rows`` rows of
     ``step``'s outputs, those from ``count`` on zero. ``step(carry, k)`` returns the carry
     and a pytree of outputs (None leaves allowed)."""
-    first = jnp.asarray(first)
+    # one trace of ``step``: the shapes' trace is cached and the loop's body reuses it,
+    # which needs the types the body sees (no weak types: the loop's carry has none)
+    first = strong_types(jnp.asarray(first))
+    carry = strong_types(carry)
+    step = jax.jit(step)
     shapes = jax.eval_shape(lambda carry: step(carry, first)[1], carry)
     outs = jax.tree_util.tree_map(lambda s: jnp.zeros((rows, *s.shape), s.dtype), shapes)
 
     def body(j, state):
         carry, outs = state
-        carry, out = step(carry, first + j * stride)
+        carry, out = step(carry, (first + j * stride).astype(first.dtype))
         outs = jax.tree_util.tree_map(
             lambda buffer, x: jax.lax.dynamic_update_index_in_dim(buffer, x, j, 0), outs, out
         )
@@ -35,4 +46,4 @@ def counted_scan(step, carry, first, count, rows: int, stride: int = 1):
     return jax.lax.fori_loop(jnp.zeros_like(count), count, body, (carry, outs))
 
 
-__all__ = ["counted_scan"]
+__all__ = ["counted_scan", "strong_types"]

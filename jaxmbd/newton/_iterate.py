@@ -12,6 +12,7 @@ import jax.numpy as jnp
 
 from .. import _config  # noqa: F401
 from .._results import MAX_ITERATIONS, NONFINITE, SUCCESS, as_status, first_failure
+from ..compiled.counted_scan import strong_types
 from ..linear.structured import BlockFactors
 from ._convergence import Scale, allowed_step, converged, default_scale, residual_test, step_test
 from ._linear import (
@@ -107,7 +108,8 @@ def iterate(
     near-singular (ILL_CONDITIONED), or a linear solve reporting either, ends the solve
     with that status; so does a non-finite correction.
     """
-    F0 = residual(x0)
+    x0 = strong_types(x0)
+    F0 = strong_types(residual(x0))
     n = F0.shape[0]
     factor = _factor_fn(jacobian, scale, tol, n, x0, F0, policy, linear_solve, row_tolerance)
 
@@ -117,6 +119,9 @@ def iterate(
         out = as_solution(linear_solve(matrix.jacobian, F))
         return LinearSolution(-out.x, jnp.asarray(out.status), jnp.asarray(out.least_squares))
 
+    # a nested program whose trace JAX keeps: the placeholder's shapes below and the loop's
+    # refreshes (at the loop carry's types, which have no weak types) share one trace
+    @jax.jit
     def linearised(x, F):
         matrix = factor(x)
         return matrix, solve(matrix, F)
