@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _config  # noqa: F401
+from ..compiled.rows import gather_rows
 from ..compiled.small import UNROLL_MAX, _sum_along
 from ..compiled.xla_flags import joint_loops_hoisted_when_differentiated
 
@@ -41,15 +42,18 @@ def pick(x, index):
     step's native loop ran the arm3's steps ~1.4x slower
     (``benchmarks/results/gradients_cost.md``)."""
     index = np.asarray(index, dtype=int)
-    if isinstance(x, np.ndarray) or not joint_loops_hoisted_when_differentiated():
+    if isinstance(x, np.ndarray) or np.any(index < 0):
         return x[index]
-    flat = _pick(x, tuple(index.reshape(-1).tolist()))
+    if not joint_loops_hoisted_when_differentiated():
+        flat = gather_rows(x, index)
+    else:
+        flat = _pick(x, tuple(index.reshape(-1).tolist()))
     return flat.reshape(index.shape + jnp.shape(x)[1:])
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
 def _pick(x, rows: tuple):
-    return x[np.asarray(rows, dtype=int)]
+    return gather_rows(x, rows)
 
 
 @_pick.defjvp
@@ -67,8 +71,8 @@ def _split_rows(x, rows: tuple):
         return jnp.zeros((0,) + x.shape[1:], x.dtype)
     if rows == tuple(range(x.shape[0])):
         return x
-    parts = jnp.split(x, x.shape[0], axis=0)
-    return jnp.concatenate([parts[i] for i in rows], axis=0)
+    parts = jax.lax.split(x, (1,) * x.shape[0], axis=0)
+    return jax.lax.concatenate([parts[i] for i in rows], 0)
 
 
 def assemble(n: int, parts):
