@@ -77,8 +77,10 @@ def main():
     start = time.perf_counter()
     jax.block_until_ready(run().t)
     again = time.perf_counter() - start
-    print(f"{mbd.__file__}\n{args.case}: first result {first:.2f} s (trace {parts['trace']:.2f}, "
-          f"lower {parts['lower']:.2f}, XLA compile {parts['compile']:.2f}); again {again:.2f} s")  # fmt: skip
+    split = f"trace {parts['trace']:.2f}, lower {parts['lower']:.2f}, "
+    split += f"XLA compile {parts['compile']:.2f}"
+    print(mbd.__file__)
+    print(f"{args.case}: first result {first:.2f} s ({split}); again {again:.2f} s")
 
 
 if __name__ == "__main__":
