@@ -190,11 +190,38 @@ def _release_compiled_programs():
         _return_free_heap()
 
 
+#: the tests of the extended tier (``tests/default_tier.py`` chooses them)
+EXTENDED = Path(__file__).parent / "extended.txt"
+
+
+def _extended_tier() -> set[str]:
+    lines = EXTENDED.read_text().splitlines() if EXTENDED.exists() else []
+    return {line.strip() for line in lines if line.strip() and not line.startswith("#")}
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by the markers
 def pytest_collection_modifyitems(config, items):
-    """The notebook runs first (8-25 s each, a new kernel and its compiles): the two
+    """Tests named in ``tests/extended.txt`` are marked ``extended`` (deselected by the
+    default ``-m``; CI runs them after the default tier). A name there that its file no
+    longer collects is an error: renamed tests must not leave the tiers silently.
+
+    The notebook runs first (8-25 s each, a new kernel and its compiles): the two
     workers split the collection in halves and steal from the end of each other's queue,
     so long tests at the front keep the last minutes for short ones instead of one
     worker finishing a notebook while the other idles."""
+    extended = _extended_tier()
+    collected = set()
+    for item in items:
+        collected.add(item.nodeid)
+        if item.nodeid in extended:
+            item.add_marker(pytest.mark.extended)
+    files = {item.nodeid.split("::", 1)[0] for item in items}
+    stale = sorted(n for n in extended - collected if n.split("::", 1)[0] in files)
+    by_name = any("::" in arg for arg in config.args)  # whole files collected otherwise
+    if stale and not by_name:
+        raise pytest.UsageError(
+            f"{EXTENDED.name} names tests that their files no longer collect: {stale[:5]}"
+        )
     items.sort(key=lambda item: item.path.name != "test_notebooks.py")
 
 
