@@ -217,8 +217,11 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.extended)
     files = {item.nodeid.split("::", 1)[0] for item in items}
     stale = sorted(n for n in extended - collected if n.split("::", 1)[0] in files)
-    by_name = any("::" in arg for arg in config.args)  # whole files collected otherwise
-    if stale and not by_name:
+    # whole files are collected unless tests are named, or --lf / --sw keep some of a file's
+    partial = any("::" in arg for arg in config.args) or any(
+        config.getoption(option, False) for option in ("lf", "stepwise")
+    )
+    if stale and not partial:
         raise pytest.UsageError(
             f"{EXTENDED.name} names tests that their files no longer collect: {stale[:5]}"
         )
