@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import argparse
 import collections
-import json
 from pathlib import Path
+
+from suite_profile import profile_rows
 
 HERE = Path(__file__).resolve().parent
 EXTENDED = HERE / "extended.txt"
@@ -82,11 +83,9 @@ def test_seconds(folders: list[Path]) -> dict[str, float]:
     seconds = collections.defaultdict(float)
     seen = collections.defaultdict(set)
     for k, folder in enumerate(folders):
-        for f in folder.glob("*.jsonl"):
-            for line in f.open():
-                row = json.loads(line)
-                seconds[row["test"]] = max(seconds[row["test"]], row["wall"])
-                seen[row["test"]].add(k)
+        for row in profile_rows(folder):
+            seconds[row["test"]] = max(seconds[row["test"]], row["wall"])
+            seen[row["test"]].add(k)
     groups = collections.defaultdict(list)
     for test in seconds:
         groups[test.split("[", 1)[0]].append(test)

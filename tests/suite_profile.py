@@ -12,12 +12,17 @@ from pathlib import Path
 PARTS = ("trace", "lower", "compile")
 
 
+def profile_rows(folder: Path) -> list[dict]:
+    """The per-test rows the workers wrote into ``folder`` (one JSON object per test)."""
+    return [json.loads(line) for f in folder.glob("*.jsonl") for line in f.open()]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", type=Path)
     parser.add_argument("--top", type=int, default=30)
     args = parser.parse_args()
-    rows = [json.loads(line) for f in args.folder.glob("*.jsonl") for line in f.open()]
+    rows = profile_rows(args.folder)
     files = collections.defaultdict(lambda: collections.Counter())
     for row in rows:
         file = row["test"].split("::")[0]

@@ -74,8 +74,8 @@ def _assert_same(sol, ref, tol=TOL):
     """The states to ``tol`` (relative to max(1, |x|)); the accelerations and multipliers
     as the velocity increments h a and impulses h lam they are steps of: a backward Euler
     step's a is (v_{n+1} - v_n) / h, so a last-bit change of a velocity (two programs
-    differ there: blocks of
-    another size are another program; measured 6e-14 in rdot) is 1/h larger in a and lam
+    differ there: blocks of another size are another program; measured 6e-14 in rdot) is
+    1/h larger in a and lam
     (5e-11 relative, rA with backward_euler under the suite's XLA options)."""
     for name in FIELDS:
         x, y = np.asarray(getattr(sol, name)), np.asarray(getattr(ref, name))
