@@ -25,9 +25,12 @@ are apart by the distance of M from the origin, and overlap when M contains the 
   so that symmetric poses keep the origin off the ray) crosses a triangle of support
   points beyond the origin.
 
-The loops run a fixed number of iterations (:data:`GJK_ITERATIONS`,
-:data:`MPR_ITERATIONS`, :data:`EPA_ITERATIONS`; converged iterations leave the state
-unchanged) on values without gradients, elementwise, with no data-dependent shapes. What
+The loops run at most :data:`GJK_ITERATIONS`, :data:`MPR_ITERATIONS`,
+:data:`EPA_ITERATIONS` iterations and stop when every search is done (a finished state is
+a fixed point, so the result does not depend on when they stop; under ``vmap``, when the
+last member is done), on values without gradients, elementwise, with no data-dependent
+shapes. The penetration search (MPR and EPA) does not iterate where GJK found the cores
+apart. What
 they find is the witness simplex: the support directions d_i and barycentric weights w_i
 of the closest point, and the normal n. The result is then evaluated again from the live
 inputs: the witness points x_A = sum w_i s_A(-d_i), x_B = sum w_i s_B(d_i) and gap = n .
@@ -219,6 +222,23 @@ def closest_of_simplex(W, valid, tiny):
 # ----------------------------------------------------------------------------- GJK
 
 
+def _until_done(n, step, state):
+    """``step(i, state)`` for i = 0, 1, ... while i < n and the state's last entry (its
+    done flag) is False. A finished state is a fixed point of every loop here, so this
+    equals n steps; it stops early on the single path (under ``vmap``, when every member
+    is done)."""
+
+    def more(carry):
+        i, state = carry
+        return (i < n) & ~state[-1]
+
+    def once(carry):
+        i, state = carry
+        return i + 1, step(i, state)
+
+    return jax.lax.while_loop(more, once, (jnp.zeros((), jnp.int32), state))[1]
+
+
 def _support_m(a: Convex, b: Convex, d):
     """The support point of M = B - A along d, computed once: a barrier keeps XLA from
     recomputing it inside each consumer's fusion, where rounding can flip a tied choice
@@ -226,8 +246,10 @@ def _support_m(a: Convex, b: Convex, d):
     return jax.lax.optimization_barrier(b.support(d) - a.support(-d))
 
 
-def _gjk(a: Convex, b: Convex, size):
-    """GJK on the cores: (directions (4, 3), weights (4,), closest point v of M (3,))."""
+def _gjk(a: Convex, b: Convex, size, skip=False):
+    """GJK on the cores: (directions (4, 3), weights (4,), closest point v of M (3,)).
+    Where ``skip``: no iteration (v is the first support point, a point of M: its length
+    bounds the distance from above)."""
     tiny = (1e-14 * size) ** 2
     c = b.centre - a.centre
     d0 = jnp.where(dot(c, c) > tiny, -c, jnp.array([1.0, 0.0, 0.0]))
@@ -259,8 +281,8 @@ def _gjk(a: Convex, b: Convex, size):
             finish,
         )
 
-    state = (D, W, valid, lam, w0, jnp.zeros((), bool))
-    D, W, valid, lam, v, _ = jax.lax.fori_loop(0, GJK_ITERATIONS, step, state)
+    state = (D, W, valid, lam, w0, jnp.asarray(skip))
+    D, W, valid, lam, v, _ = _until_done(GJK_ITERATIONS, step, state)
     return D, jnp.where(valid, lam, 0.0), v
 
 
@@ -285,7 +307,7 @@ def _vertex(a: Convex, b: Convex, d, centre):
     return pa, pb
 
 
-def _portal(a: Convex, b: Convex, size, offset):
+def _portal(a: Convex, b: Convex, size, offset, skip=False):
     """MPR's portal (Snethen 2008; libccd's discoverPortal and refinePortal): from the
     interior point v0 = c_B - c_A + ``offset`` (off the line of the centres, so that
     symmetric poses do not put the origin on the ray), three support points (directions
@@ -325,8 +347,8 @@ def _portal(a: Convex, b: Convex, size, offset):
             jnp.where(moved, nn, n), ready | ~(out_1 | out_2),
         )  # fmt: skip
 
-    state = (d1, w1, d2, w2, d1, w1, n, jnp.zeros((), bool))
-    d1, w1, d2, w2, d3, w3, n, _ = jax.lax.fori_loop(0, MPR_ITERATIONS, discover, state)
+    state = (d1, w1, d2, w2, d1, w1, n, jnp.asarray(skip))
+    d1, w1, d2, w2, d3, w3, n, _ = _until_done(MPR_ITERATIONS, discover, state)
 
     def refine(_, state):
         D, W, done = state
@@ -344,7 +366,7 @@ def _portal(a: Convex, b: Convex, size, offset):
 
     D = jnp.stack([d1, d2, d3])
     W = jnp.stack([w1, w2, w3])
-    D, W, _ = jax.lax.fori_loop(0, MPR_ITERATIONS, refine, (D, W, on_ray))
+    D, W, _ = _until_done(MPR_ITERATIONS, refine, (D, W, on_ray | skip))
     return D, W, v0, on_ray
 
 
@@ -368,7 +390,7 @@ def _faces(W):
     return jnp.where(ok[:, None], n / jnp.sqrt(jnp.where(ok, nn, 1.0))[:, None], 0.0), nn
 
 
-def _epa(a: Convex, b: Convex, size, D, W, v0, offset, iterations=None):
+def _epa(a: Convex, b: Convex, size, D, W, v0, offset, iterations=None, skip=False):
     """EPA, the expanding polytope algorithm (G. van den Bergen, "Proximity queries and
     penetration depth computation on 3D game objects", GDC 2001; Collision Detection in
     Interactive 3D Environments, 2004, 4.3.3), from the tetrahedron of MPR's interior point
@@ -380,7 +402,7 @@ def _epa(a: Convex, b: Convex, size, D, W, v0, offset, iterations=None):
     slots with a live mask; the horizon by comparing every directed edge of the seen faces
     with every other, the new faces placed in free slots by matching ranks (no scatter).
     Returns the nearest face's directions (3, 3), centre flags (3,), points (3, 3) and
-    outward unit normal."""
+    outward unit normal (where ``skip``: of the starting tetrahedron, no iteration)."""
     iterations = EPA_ITERATIONS if iterations is None else iterations
     nv = iterations + 4
     nf = 2 * nv - 4
@@ -463,8 +485,8 @@ def _epa(a: Convex, b: Convex, size, D, W, v0, offset, iterations=None):
             finish | broken,
         )
 
-    state = (fid, fW, fD, fC, alive, jnp.zeros((), bool))
-    fid, fW, fD, fC, alive, _ = jax.lax.fori_loop(0, iterations, step, state)
+    state = (fid, fW, fD, fC, alive, jnp.asarray(skip))
+    fid, fW, fD, fC, alive, _ = _until_done(iterations, step, state)
     one, normal, _ = nearest(fW, alive)
 
     def take(x):
@@ -484,28 +506,33 @@ def collide(a: Convex, b: Convex):
     a0, b0 = _frozen(_still(a)), _frozen(_still(b))
     size = _pair_size(a0, b0)
     D_g, lam_g, v = (sg(x) for x in _gjk(a0, b0, size))
-    deep = _penetration(a0, b0, size)
+    deep = _penetration(a0, b0, size, skip=~_overlap(v, size))
     return _witness(a, b, size, (D_g, lam_g, v), deep, jnp.ones((), bool))
 
 
-def collide_rows(make_a, rows, b: Convex, *, deep: int, epa_iterations: int | None = None):
+def collide_rows(
+    make_a, rows, b: Convex, *, deep: int, epa_iterations: int | None = None, live=None
+):
     """:func:`collide` of the shapes ``make_a(row)`` (one per row of ``rows`` (P, ...))
     with B, (P,) each: GJK for every row, the penetration search (MPR and EPA, the costly
     part) only for the ``deep`` rows whose cores are nearest to overlapping (smallest GJK
     distance). A row whose cores overlap but which is not among those gets no contact (a
     gap of +1 times the pair's size): callers choose ``deep`` as the most rows that can
     overlap at once (a height field's prisms under one shape, :mod:`jaxmbd.contact.
-    height_field`)."""
+    height_field`). Rows not ``live`` (P,) (a caller's bound shows them apart) are not
+    searched: their gap is an upper bound of the distance, at least the gap of their first
+    support point."""
     sg = jax.lax.stop_gradient
     b0 = _frozen(_still(b))
+    live = jnp.ones(rows.shape[0], bool) if live is None else sg(live)
 
-    def one(row):
+    def one(row, live):
         a0 = _frozen(_still(make_a(row)))
         size = _pair_size(a0, b0)
-        D_g, lam_g, v = (sg(x) for x in _gjk(a0, b0, size))
+        D_g, lam_g, v = (sg(x) for x in _gjk(a0, b0, size, skip=~live))
         return size, D_g, lam_g, v
 
-    size, D_g, lam_g, v = jax.vmap(one)(rows)
+    size, D_g, lam_g, v = jax.vmap(one)(rows, live)
     deep = min(deep, rows.shape[0])
     near = jax.lax.top_k(-dot(v, v) / size**2, deep)[1]  # (deep,) row indices
     pick = jnp.arange(rows.shape[0])[None, :] == near[:, None]  # (deep, P) one-hot
@@ -514,10 +541,11 @@ def collide_rows(make_a, rows, b: Convex, *, deep: int, epa_iterations: int | No
         return jnp.sum(jnp.where(pick.reshape(pick.shape + (1,) * (x.ndim - 1)), x[None], 0),
                        axis=1)  # fmt: skip
 
-    def search(row, size):
-        return _penetration(_frozen(_still(make_a(row))), b0, size, epa_iterations)
+    def search(row, size, v):
+        a0 = _frozen(_still(make_a(row)))
+        return _penetration(a0, b0, size, epa_iterations, skip=~_overlap(v, size))
 
-    found = jax.vmap(search)(take(rows), take(size))  # (deep, ...) each
+    found = jax.vmap(search)(take(rows), take(size), take(v))  # (deep, ...) each
     chosen = jnp.any(pick, axis=0)
 
     def spread(x):  # each row's search result (zeros where none ran)
@@ -546,13 +574,19 @@ def _offset(a0: Convex, b0: Convex):
     return 1e-4 * jnp.minimum(a0.scale, b0.scale) * jnp.asarray(_OBLIQUE)
 
 
-def _penetration(a0: Convex, b0: Convex, size, iterations=None):
+def _penetration(a0: Convex, b0: Convex, size, iterations=None, skip=False):
     """MPR's portal and EPA (gradient-free): the nearest face's directions, centre flags,
-    points and normal (:func:`_epa`)."""
+    points and normal (:func:`_epa`); where ``skip`` (cores apart: :func:`_witness` does
+    not read the result), no iteration."""
     offset = _offset(a0, b0)
-    D_p, W_p, v0, _ = _portal(a0, b0, size, offset)
-    found = _epa(a0, b0, size, D_p, W_p, v0, offset, iterations)
+    D_p, W_p, v0, _ = _portal(a0, b0, size, offset, skip)
+    found = _epa(a0, b0, size, D_p, W_p, v0, offset, iterations, skip)
     return tuple(jax.lax.stop_gradient(x) for x in found)
+
+
+def _overlap(v, size):
+    """Whether GJK's closest point ``v`` says the cores overlap (:func:`_witness`)."""
+    return dot(v, v) <= (1e-10 * size) ** 2
 
 
 def _witness(a: Convex, b: Convex, size, apart, deep, searched):
@@ -561,7 +595,7 @@ def _witness(a: Convex, b: Convex, size, apart, deep, searched):
     inputs (the envelope theorem, module docstring)."""
     D_g, lam_g, v = apart
     D_e, C_e, W_e, n_e = deep
-    inside = dot(v, v) <= (1e-10 * size) ** 2
+    inside = _overlap(v, size)
     # the weights of the origin's projection onto the nearest face
     nn = jnp.cross(W_e[1] - W_e[0], W_e[2] - W_e[0])
     area = dot(nn, nn)

@@ -8,8 +8,9 @@ dy = 2 size1 / (nrow - 1)) split each cell (r, c)-(r+1, c+1) into the triangles
 prism down to the base z = -base. Only the cells under the geom's bounding box in the
 field's frame (its support points along +-x, +-y) are tried: columns floor((x_min +
 size0) / (2 size0) (ncol - 1)) to ceil((x_max + size0) / (2 size0) (ncol - 1)), rows
-alike; every prism the geom penetrates gives one contact (``mjc_penetration``: MuJoCo's
-nativeccd, GJK and EPA).
+alike; a prism whose top (raised by the margin) lies below the geom's lowest point is
+skipped (the prism height test); every other prism the geom penetrates gives one contact
+(``mjc_penetration``: MuJoCo's nativeccd, GJK and EPA).
 
 Here, so that shapes stay static under ``jit``: each shape of a group gets a fixed window
 of ``window`` = (rows, cols) cells, from the bound of its size (a shape of bounding radius
@@ -117,9 +118,12 @@ def _field_cells(n, s, lo, hi):
     return jnp.clip(first, 0, n - 1), jnp.clip(last, 0, n - 1)
 
 
-def field_slots(kind_b, window, heights, size_a, pa, Ra, pb, Rb, sb) -> Slots:
+def field_slots(kind_b, window, heights, size_a, pa, Ra, pb, Rb, sb, *, margin=None) -> Slots:
     """One member's slots: the prisms of its window against the shape of ``kind_b``
-    (module docstring). World poses: field (pa, Ra), shape (pb, Rb), its size ``sb``."""
+    (module docstring). World poses: field (pa, Ra), shape (pb, Rb), its size ``sb``.
+    Given the pair's contact ``margin``, a prism whose top lies below the shape's lowest
+    point less the margin is not searched (MuJoCo's prism height test): its gap is that
+    vertical clearance, above the margin."""
     rows, cols = window
     nrow, ncol = heights.shape
     sx, sy, base = size_a[0], size_a[1], size_a[2]
@@ -156,6 +160,11 @@ def field_slots(kind_b, window, heights, size_a, pa, Ra, pb, Rb, sb) -> Slots:
     cell_r = jnp.repeat(r[:-1], 2 * cols)
     cell_c = jnp.tile(jnp.repeat(c[:-1], 2), rows)
     live = over & (cell_r >= rmin) & (cell_r < rmax) & (cell_c >= cmin) & (cell_c < cmax)
+    clearance = jnp.zeros(tris.shape[0], pb.dtype)
+    if margin is not None:
+        lowest = sg(local.support(-axes[2])[2] - local.margin)
+        clearance = lowest - jnp.max(sg(tris[..., 2]), axis=1)
+        live = live & (clearance <= sg(margin))
     zero, eye = jnp.zeros(3, pb.dtype), jnp.eye(3, dtype=pb.dtype)
 
     def prism(rows4):
@@ -163,6 +172,6 @@ def field_slots(kind_b, window, heights, size_a, pa, Ra, pb, Rb, sb) -> Slots:
 
     deep, iterations = DEEP_PRISMS[kind_b.name]
     gap, point, normal = convex.collide_rows(prism, rows4, local, deep=deep,
-                                             epa_iterations=iterations)  # fmt: skip
-    gap = jnp.where(live, gap, jnp.maximum(gap, 0.0) + dx + dy)
+                                             epa_iterations=iterations, live=live)  # fmt: skip
+    gap = jnp.where(live, gap, jnp.maximum(jnp.maximum(gap, clearance), 0.0) + dx + dy)
     return Slots(gap, pa + mv(Ra, point), mv(Ra, normal))

@@ -115,10 +115,11 @@ class ContactGroup(eqx.Module):
         (pa, Ra), (pb, Rb) = self.world_poses(x, R)
         kind = SHAPE_BY_NAME[GEOM_NAMES[self.type2]]
 
-        def one(pa, Ra, pb, Rb, sb):
-            return field_slots(kind, self.window, self.heights, self.field_size, pa, Ra, pb, Rb, sb)
+        def one(pa, Ra, pb, Rb, sb, margin):
+            return field_slots(kind, self.window, self.heights, self.field_size, pa, Ra, pb, Rb,
+                               sb, margin=margin)  # fmt: skip
 
-        slots = jax.vmap(one)(pa, Ra, pb, Rb, self.size2)
+        slots = jax.vmap(one)(pa, Ra, pb, Rb, self.size2, self.margin)
         frame = jax.vmap(jax.vmap(make_frame, in_axes=(0, None)), in_axes=(0, None))(
             slots.normal, jnp.zeros(3, slots.normal.dtype)
         )
