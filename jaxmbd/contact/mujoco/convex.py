@@ -266,8 +266,14 @@ def convex(type1, type2, pos1, mat1, size1, pos2, mat2, size2, margin, *,
         out = ccd(p1, m1, size1, p2, m2, size2, margin)
         return tuple(r.at[j].set(o) for r, o in zip(results, out, strict=True))
 
+    def more_to_search(carry):  # the turned searches only where the first found a contact
+        j, results = carry
+        return (j < 5) & ((j == 0) | results[0][0])
+
     slots_found = (jnp.zeros(5, bool), jnp.zeros(5), jnp.zeros((5, 3)), jnp.zeros((5, 3)))
-    founds, dists_ccd, poss_ccd, normals_ccd = lax.fori_loop(0, 5, search, slots_found)
+    founds, dists_ccd, poss_ccd, normals_ccd = lax.while_loop(
+        more_to_search, lambda c: (c[0] + 1, search(c[0], c[1])), (jnp.asarray(0), slots_found)
+    )[1]
     found, dist, pos, normal = founds[0], dists_ccd[0], poss_ccd[0], normals_ccd[0]
     more = (founds[1:], dists_ccd[1:], poss_ccd[1:], normals_ccd[1:])
     tolerance_distinct = _RELATIVE_TOLERANCE * jnp.minimum(
