@@ -534,7 +534,9 @@ def collide_rows(
 
     size, D_g, lam_g, v = jax.vmap(one)(rows, live)
     deep = min(deep, rows.shape[0])
-    near = jax.lax.top_k(-dot(v, v) / size**2, deep)[1]  # (deep,) row indices
+    # rows not live last: their first support point says nothing of their distance
+    nearness = jnp.where(live, -dot(v, v) / size**2, -jnp.inf)
+    near = jax.lax.top_k(nearness, deep)[1]  # (deep,) row indices
     pick = jnp.arange(rows.shape[0])[None, :] == near[:, None]  # (deep, P) one-hot
 
     def take(x):
