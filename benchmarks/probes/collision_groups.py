@@ -22,6 +22,7 @@ import mujoco
 import numpy as np
 
 import jaxmbd as mbd
+from benchmarks.soft_agreement import ctrl_range
 from benchmarks.soft_files import file_path
 from jaxmbd.soft_constraints.model import collide_groups
 from jaxmbd.soft_constraints.treatments import with_soft
@@ -29,10 +30,11 @@ from jaxmbd.tree import poses
 
 
 def states_of_mujoco(m, steps: int, every: int, seed: int = 0) -> np.ndarray:
-    """qpos of ``mj_step`` under U(ctrlrange) controls, every ``every`` steps."""
+    """qpos of ``mj_step`` under uniform controls within each actuator's range
+    (:func:`~benchmarks.soft_agreement.ctrl_range`), every ``every`` steps."""
     d = mujoco.MjData(m)
     rng = np.random.default_rng(seed)
-    low, high = m.actuator_ctrlrange.T if m.nu else (np.zeros(0), np.zeros(0))
+    low, high = ctrl_range(m)
     out = []
     for k in range(steps):
         d.ctrl[:] = rng.uniform(low, high)

@@ -21,22 +21,8 @@ import mujoco
 import numpy as np
 
 import jaxmbd as mbd
-from benchmarks.soft_agreement import Tracker, gait
+from benchmarks.soft_agreement import Tracker, gait, mujoco_run
 from benchmarks.soft_files import file_path
-
-
-def mujoco_run(path, solver, qpos0, qvel0, controls):
-    """qpos (steps + 1, nq) of ``mj_step`` on the file with ``opt.solver`` = ``solver``."""
-    m = mujoco.MjModel.from_xml_path(path)
-    m.opt.solver = solver
-    d = mujoco.MjData(m)
-    d.qpos[:], d.qvel[:] = qpos0, qvel0
-    out = [d.qpos.copy()]
-    for u in controls:
-        d.ctrl[:] = u
-        mujoco.mj_step(m, d)
-        out.append(d.qpos.copy())
-    return np.array(out)
 
 
 def main(argv=None) -> None:
@@ -59,8 +45,9 @@ def main(argv=None) -> None:
     distance = x[-1] - x[0]
     qvel0 = np.asarray(model.tree.qvel_init)
     for solver in dict.fromkeys((int(m.opt.solver), int(mujoco.mjtSolver.mjSOL_NEWTON))):
-        theirs = mujoco_run(path, solver, ours[0], qvel0, controls)
-        xt = tracker.of_qpos(theirs)
+        with_solver = mujoco.MjModel.from_xml_path(path)
+        with_solver.opt.solver = solver
+        xt, theirs = mujoco_run(with_solver, tracker, ours[0], qvel0, controls)
         reference = xt[-1] - xt[0]
         gap = np.abs(ours - theirs).max(axis=1)
         apart = ", ".join(
