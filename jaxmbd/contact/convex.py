@@ -520,8 +520,8 @@ def collide_rows(
     gap of +1 times the pair's size): callers choose ``deep`` as the most rows that can
     overlap at once (a height field's prisms under one shape, :mod:`jaxmbd.contact.
     height_field`). Rows not ``live`` (P,) (a caller's bound shows them apart) are not
-    searched: their gap is an upper bound of the distance, at least the gap of their first
-    support point."""
+    searched: their gap is that of their first support point, an upper bound of the
+    distance."""
     sg = jax.lax.stop_gradient
     b0 = _frozen(_still(b))
     live = jnp.ones(rows.shape[0], bool) if live is None else sg(live)
