@@ -433,3 +433,44 @@ def test_joint_step_under_controls_holds_the_accelerations_once():
     assert size(body) - inner < inner / 2  # no accelerations outside the rows' loop
     (forward,) = _forward_scans(jax.make_jaxpr(jax.grad(loss))(u).jaxpr, steps)
     assert len(forward.outvars) - forward.params["num_carry"] <= 16
+
+
+def _islands_step(x, p):
+    """A step run as thunks (the FFT guard), with a native call inside it."""
+    from jaxmbd.compiled.xla_flags import hoisted_call, outside_hoisting
+
+    def f(x, p, scale):
+        return jnp.sin(x) * p + jnp.cos(x * p) * scale
+
+    return outside_hoisting(hoisted_call(f, x, p, 0.5))
+
+
+def test_hoisted_call_is_one_native_call_with_f_values_and_derivatives():
+    from jaxmbd.compiled.xla_flags import hoisted_call
+
+    _cpu_only()
+    x, p = jnp.linspace(0.1, 1.0, 4), jnp.asarray(0.7)
+
+    def f(x, p, scale):
+        return jnp.sin(x) * p + jnp.cos(x * p) * scale
+
+    hlo = jax.jit(_islands_step).lower(x, p).compile().as_text()
+    # the body computed inside the call (not moved out of it by loop-invariant code motion)
+    assert len(hoisted_sizes(hlo)) == 1 and hoisted_sizes(hlo)[0] >= 5
+    np.testing.assert_array_equal(jax.jit(_islands_step)(x, p), f(x, p, 0.5))
+
+    def loss(x, p, call):
+        return jnp.sum(call(f, x, p, 0.5) ** 2)
+
+    plain = jax.grad(loss, (0, 1))(x, p, lambda f, *a: f(*a))
+    hoisted = jax.grad(loss, (0, 1))(x, p, hoisted_call)
+    for a, b in zip(hoisted, plain, strict=True):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(
+        jax.jacfwd(lambda p: hoisted_call(f, x, p, 0.5))(p), jax.jacfwd(lambda p: f(x, p, 0.5))(p)
+    )
+    # vmap: members through one loop whose count is not batched
+    xs = jnp.stack([x, 2 * x])
+    batched = jax.jit(jax.vmap(lambda x: hoisted_call(f, x, p, 0.5)))
+    np.testing.assert_array_equal(batched(xs), jax.vmap(lambda x: f(x, p, 0.5))(xs))
+    assert len(hoisted_sizes(batched.lower(xs).compile().as_text())) == 1

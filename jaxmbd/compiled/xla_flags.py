@@ -146,6 +146,45 @@ def hoisted_sizes(hlo_text: str) -> list[int]:
     return sorted((size(name, set()) for name in hoisted), reverse=True)
 
 
+def thunk_instructions(hlo_text: str) -> int:
+    """The instructions of a compiled program (``compiled.as_text()``) that XLA's CPU
+    runtime executes as thunks, one kernel launch each: those outside the loops that
+    XLA's small-while-loop pass hoisted, a fusion counted once, each computation once
+    (a loop's body counts once, not per iteration). Structure, not time: for tests and
+    benchmarks of what :func:`hoisted_call` and :func:`outside_hoisting` leave to the
+    runtime."""
+    computations = {}
+    for computation in re.split(r"\n(?=\S)", hlo_text):
+        name = computation.removeprefix("ENTRY ").split(" ", 1)[0].lstrip("%")
+        computations[name] = computation
+    entry = re.search(r"^ENTRY %?([\w.\-]+)", hlo_text, re.MULTILINE)
+    callee = re.compile(r"(?:to_apply|body|condition)=%([\w.\-]+)|branch_computations=\{([^}]*)\}")
+    small = re.compile(r'xla_cpu_small_call="true"')
+    seen: set = set()
+    count = 0
+
+    def walk(name):
+        nonlocal count
+        if name in seen or name not in computations:
+            return
+        seen.add(name)
+        for line in computations[name].splitlines():
+            if " = " not in line or line.lstrip().startswith(("%param", "ROOT %param")):
+                continue
+            if re.search(r"= \S+ (?:parameter|get-tuple-element|tuple|constant)\(", line):
+                continue
+            count += 1
+            if small.search(line):
+                continue
+            for one, branches in callee.findall(line):
+                for target in [one] if one else branches.split(","):
+                    walk(target.strip().lstrip("%"))
+
+    if entry is not None:
+        walk(entry.group(1))
+    return count
+
+
 def _through_fft(tree):
     """``tree`` unchanged, its inexact leaves passed together through one FFT of length 1
     (an exact identity, linear, its transpose again an FFT): XLA's small-while-loop pass
@@ -190,6 +229,48 @@ def outside_hoisting(tree):
     import jax
 
     return _through_fft(tree) if jax.default_backend() == "cpu" else tree
+
+
+def hoisted_call(f, *args):
+    """``f(*args)``, on the CPU computed by one native function inside a step that XLA runs
+    thunk by thunk (:func:`outside_hoisting`): a ``while`` loop of one iteration, whose
+    count (1, behind an optimisation barrier) XLA cannot know, so that no simplification
+    removes it and ``SmallWhileLoopHoistingPass`` compiles its body as one function; its
+    inputs pass through a barrier with the counter, so that no code motion moves the body
+    out of the loop. One call instead of one thunk per kernel: dm_control cheetah's soft
+    step ran its rows and mass solves as ~230 thunks. ``f`` must be free of what the pass
+    refuses (custom calls, dots, scatters, sorts), or it runs as thunks as before.
+
+    ``args``: pytrees; their ``jax.Array`` leaves are the call's inputs, every other leaf
+    (NumPy arrays, Python scalars, static fields) is passed as it is. Derivatives are
+    ``f``'s own (a ``custom_jvp`` whose rule differentiates ``f`` itself, no loop); under
+    ``vmap`` the loop's count stays unbatched. Other backends: ``f(*args)``."""
+    import equinox as eqx
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    if jax.default_backend() != "cpu":
+        return f(*args)
+    dynamic, static = eqx.partition(args, lambda x: isinstance(x, jax.Array))
+
+    def call(dynamic):
+        return f(*eqx.combine(dynamic, static))
+
+    @jax.custom_jvp
+    def once(dynamic):
+        shapes = jax.eval_shape(call, dynamic)
+        out = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+        one = lax.optimization_barrier(jnp.ones((), jnp.int32))
+
+        def body(carry):
+            inputs, i = lax.optimization_barrier((dynamic, carry[0]))
+            return i + 1, call(inputs)
+
+        return lax.while_loop(lambda c: c[0] < one, body, (jnp.zeros((), jnp.int32), out))[1]
+
+    once.defjvp(lambda primals, tangents: jax.jvp(call, primals, tangents))
+    return once(dynamic)
 
 
 def _make_unhoisted_when_differentiated(tangent: bool):

@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import _config  # noqa: F401
-from ..compiled.xla_flags import outside_hoisting
+from ..compiled.xla_flags import hoisted_call, outside_hoisting
 from ..errors import ModelError
 from ..model import Model
 from ..soft_constraints.equalities import EqualityTerms
@@ -230,12 +230,18 @@ def _solved(constraints, tree, loops, p, qpos, qvel, t, mass, M, rhs, h, warm=No
     unconstrained qacc), None, or a file that disables it (``mjDSBL_WARMSTART``), for none."""
     equality = None if loops is None else _soft_equalities(loops, tree, p, qpos, qvel, t)
     m = 0 if equality is None else equality.phi.shape[0]
-    # the solver's loops are hoisted by XLA one by one; the time loop around them would
-    # take LLVM minutes to compile as one function (dm_control's hopper)
-    qacc0 = outside_hoisting(mass_solve(tree, mass, rhs))
-    built = constraints.rows(tree, p, qpos, qvel, 0.0 if h is None else h, equality=equality)
+    # the solver's loops are hoisted by XLA one by one, and so are the mass solves and the
+    # rows (hoisted_call); the time loop around them would take LLVM minutes to compile as
+    # one function (dm_control's hopper)
+    qacc0 = outside_hoisting(hoisted_call(mass_solve, tree, mass, rhs))
+    step = 0.0 if h is None else h
+    built = hoisted_call(
+        lambda c, tree, p, qpos, qvel, step, equality: c.rows(tree, p, qpos, qvel, step,
+                                                              equality=equality),
+        constraints, tree, p, qpos, qvel, step, equality,
+    )  # fmt: skip
     if built is None:
-        qacc = qacc0 if M is mass else mass_solve(tree, M, rhs)
+        qacc = qacc0 if M is mass else hoisted_call(mass_solve, tree, M, rhs)
         zeros = jnp.zeros(0, qacc0.dtype)
         return qacc, zeros, jnp.zeros_like(qacc0), jnp.zeros(m, qacc0.dtype), qacc0
     _, rows = built
@@ -249,7 +255,7 @@ def _solved(constraints, tree, loops, p, qpos, qvel, t, mass, M, rhs, h, warm=No
     qacc = solution.qacc
     qfrc = transposed_times(rows.J, solution.efc_force)
     if M is not mass:
-        qacc = mass_solve(tree, M, rhs + qfrc)
+        qacc = hoisted_call(mass_solve, tree, M, rhs + qfrc)
     return qacc, solution.efc_force, qfrc, -solution.efc_force[:m], solution.qacc
 
 

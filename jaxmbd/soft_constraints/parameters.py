@@ -107,13 +107,15 @@ def impedance(pos, margin, solimp) -> tuple[jax.Array, jax.Array]:
     interior = (x > 0) & (x < 1) & ~flat
     # evaluate the curve at a harmless x where it is not used, so no branch makes a NaN
     xs = jnp.where(interior, x, 0.5)
-    a = 1 / _power(mid, power - 1)
-    b = 1 / _power(1 - mid, power - 1)
+    # one side of the midpoint per row: y = a x^p (a = 1 / mid^(p-1)) or 1 - b (1-x)^p
+    # (b = 1 / (1-mid)^(p-1)); x^p as x^(p-1) x, as getimpedance's power() gives it for
+    # p = 2 (x x), so two powers a row instead of six
     low = xs <= mid
-    y = jnp.where(low, a * _power(xs, power), 1 - b * _power(1 - xs, power))
-    y_slope = jnp.where(
-        low, power * a * _power(xs, power - 1), power * b * _power(1 - xs, power - 1)
-    )
+    base = jnp.where(low, xs, 1 - xs)
+    scale = 1 / _power(jnp.where(low, mid, 1 - mid), power - 1)
+    base_pow = _power(base, power - 1)
+    y = jnp.where(low, scale * (base_pow * base), 1 - scale * (base_pow * base))
+    y_slope = power * scale * base_pow
     linear = power == 1.0
     y = jnp.where(linear, xs, y)
     y_slope = jnp.where(linear, 1.0, y_slope)

@@ -39,6 +39,7 @@ from .parameters import (
     regulariser,
     safe_solref,
 )
+from .problem import product_sum
 
 
 class ConstraintType(enum.IntEnum):
@@ -110,14 +111,16 @@ def _finish(
     options: SoftOptions,
     R=None,
     mu=None,
+    imp=None,
 ) -> ConstraintRows:
     """Parameters of rows (``mj_makeImpedance``, ``mj_referenceConstraint``) from per-row
     solref (already ``safe_solref``), solimp, and the position and margin that set the
     impedance (a group's first row, or its norm). ``frictional`` rows have K = 0; ``R``
-    overrides the regulariser (contacts' friction scaling)."""
+    overrides the regulariser (contacts' friction scaling); ``imp``: the rows' (impedance,
+    slope) where the caller has them already (a contact's rows share its own)."""
     n = pos.shape[0]
     solimp = clamp_solimp(solimp)
-    imp, imp_slope = impedance(imp_pos, imp_margin, solimp)
+    imp, imp_slope = impedance(imp_pos, imp_margin, solimp) if imp is None else imp
     stiffness, damping = reference_gains(solref, solimp[:, 1])
     stiffness = jnp.where(frictional, 0.0, stiffness)
     if R is None:
@@ -126,7 +129,9 @@ def _finish(
     J = jnp.where(active[:, None], J, 0.0)
     vel = aref = None
     if qvel is not None:
-        vel = _sum_along(J * qvel[None, :], -1)
+        # in chunks: one reduction over many rows is a library fusion that stops the rows'
+        # native call (hoisted_call)
+        vel = product_sum(jnp.multiply, (J, qvel[None, :]), -1)
         aref = reference_acceleration(vel, pos, margin, stiffness, damping, imp)
         aref = jnp.where(active, aref, 0.0)
     return ConstraintRows(
@@ -649,7 +654,7 @@ def contact_rows(
         invweight[:, 0], invweight[:, 1], friction, condim=condim, elliptic=options.elliptic
     )
     solimp_c = clamp_solimp(solimp)
-    imp, _ = impedance(dist, includemargin, solimp_c)
+    imp, imp_slope = impedance(dist, includemargin, solimp_c)
     R_normal = regulariser(imp, diag[:, 0])
     if condim == 1:
         R, mu = R_normal[:, None], jnp.zeros(c)
@@ -694,6 +699,7 @@ def contact_rows(
         options=options,
         R=flat(R),
         mu=each(mu),
+        imp=(each(imp), each(imp_slope)),
     )
     if adhesion is not None and rows.aref is not None:
         # mj_adhesionRef: the normal row, or each pyramid edge's share of the normal
