@@ -231,7 +231,7 @@ def outside_hoisting(tree):
     return _through_fft(tree) if jax.default_backend() == "cpu" else tree
 
 
-def hoisted_call(f, *args):
+def hoisted_call(f, *args, tangent_f=None):
     """``f(*args)``, on the CPU computed by one native function inside a step that XLA runs
     thunk by thunk (:func:`outside_hoisting`): a ``while`` loop of one iteration, whose
     count (1, behind an optimisation barrier) XLA cannot know, so that no simplification
@@ -243,8 +243,9 @@ def hoisted_call(f, *args):
 
     ``args``: pytrees; their ``jax.Array`` leaves are the call's inputs, every other leaf
     (NumPy arrays, Python scalars, static fields) is passed as it is. Derivatives are
-    ``f``'s own (a ``custom_jvp`` whose rule differentiates ``f`` itself, no loop); under
-    ``vmap`` the loop's count stays unbatched. Other backends: ``f(*args)``."""
+    ``f``'s own (a ``custom_jvp`` whose rule differentiates ``f`` itself, no loop), or
+    ``tangent_f``'s: the same function written for differentiation; under ``vmap`` the
+    loop's count stays unbatched. Other backends: ``f(*args)``."""
     import equinox as eqx
     import jax
     import jax.numpy as jnp
@@ -254,7 +255,7 @@ def hoisted_call(f, *args):
         return f(*args)
     dynamic, static = eqx.partition(args, lambda x: isinstance(x, jax.Array))
 
-    def call(dynamic):
+    def call(dynamic, f=f):
         return f(*eqx.combine(dynamic, static))
 
     @jax.custom_jvp
@@ -269,7 +270,10 @@ def hoisted_call(f, *args):
 
         return lax.while_loop(lambda c: c[0] < one, body, (jnp.zeros((), jnp.int32), out))[1]
 
-    once.defjvp(lambda primals, tangents: jax.jvp(call, primals, tangents))
+    differentiated = f if tangent_f is None else tangent_f
+    once.defjvp(
+        lambda primals, tangents: jax.jvp(lambda d: call(d, differentiated), primals, tangents)
+    )
     return once(dynamic)
 
 

@@ -235,11 +235,18 @@ def _solved(constraints, tree, loops, p, qpos, qvel, t, mass, M, rhs, h, warm=No
     # one function (dm_control's hopper)
     qacc0 = outside_hoisting(hoisted_call(mass_solve, tree, mass, rhs))
     step = 0.0 if h is None else h
-    built = hoisted_call(
-        lambda c, tree, p, qpos, qvel, step, equality: c.rows(tree, p, qpos, qvel, step,
-                                                              equality=equality),
-        constraints, tree, p, qpos, qvel, step, equality,
-    )  # fmt: skip
+
+    def step_rows(capacity):
+        def rows(c, tree, p, qpos, qvel, step, equality):
+            return c.rows(tree, p, qpos, qvel, step, equality=equality,
+                          contact_capacity=capacity)  # fmt: skip
+
+        return rows
+
+    # derivatives of the rows of every contact slot: the contacts' gather would transpose
+    # to scatters, and its choice of branch would double the differentiated program
+    built = hoisted_call(step_rows(...), constraints, tree, p, qpos, qvel, step, equality,
+                         tangent_f=step_rows(None))  # fmt: skip
     if built is None:
         qacc = qacc0 if M is mass else hoisted_call(mass_solve, tree, M, rhs)
         zeros = jnp.zeros(0, qacc0.dtype)

@@ -16,6 +16,7 @@ MuJoCo would not include this step are inactive rows, which exert nothing.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import ClassVar
 
 import equinox as eqx
@@ -140,13 +141,21 @@ class ContactGroup(eqx.Module):
         return place(self.body1, self.pos1, self.mat1), place(self.body2, self.pos2, self.mat2)
 
 
-def point_jacobians(S, ancestors, bodies, points):
+def moved_by(ancestors) -> np.ndarray:
+    """(nb + 1, nv): row b says which dofs move tree body b; the last row (body -1, the
+    world) none."""
+    return np.concatenate([ancestors, np.zeros((1, ancestors.shape[1]))])
+
+
+def point_jacobians(S, ancestors, bodies, points, *, moves=None):
     """(c, 6, nv): the translational then rotational Jacobians of points (c, 3) fixed on tree
     bodies (c,) (-1: the world, zero rows): column d is (S_lin + S_ang x p, S_ang) of dof d
     where d moves the body (``ancestors`` (nb, nv)), Featherstone's S_i in world coordinates
-    (the linear part is the velocity of the body point at the world's origin, eq. 2.23)."""
-    b = np.asarray(bodies)
-    moves = np.concatenate([ancestors, np.zeros((1, ancestors.shape[1]))])[b]  # -1: last row
+    (the linear part is the velocity of the body point at the world's origin, eq. 2.23).
+    ``moves`` (c, nv): the bodies' rows of :func:`moved_by` where they are known only at
+    run time (``bodies`` then unused)."""
+    if moves is None:
+        moves = moved_by(ancestors)[np.asarray(bodies)]  # -1: the last row
     ang, lin = S[:, :3], S[:, 3:]  # (nv, 3)
     trans = lin[None] + jnp.cross(ang[None], points[:, None, :])  # (c, nv, 3)
     rot = jnp.broadcast_to(ang[None], trans.shape)
@@ -197,11 +206,23 @@ def condim_sets(groups) -> list[list[int]]:
     return list(sets.values())
 
 
-def contact_set_rows(parts, S, ancestors, qvel, options):
+#: Contacts of one condim whose rows a step builds at a time: the slots with a contact
+#: inside the margin are gathered, in order, this many at a time (one pass where a step has
+#: at most this many, as robots mostly do: dm_control's humanoid has 106 slots and ~10
+#: contacts lying on the floor), and their rows placed back in their slots.
+CONTACT_CAPACITY = 16
+
+
+def contact_set_rows(parts, S, ancestors, qvel, options, *, capacity=...):
     """The rows of contact groups of one ``condim`` as one set (one program for them):
     ``parts`` a list of (group, its contacts :func:`collide_groups` found), each group's
-    slots in turn, and the bodies' motion subspaces S."""
+    slots in turn, and the bodies' motion subspaces S. ``capacity``: the rows' kernels run
+    on the set's contacts gathered this many at a time (a loop of as many passes as the
+    step needs) and the rows are placed back in their slots; None: on every slot at once
+    (no loop: what derivatives go through); not given: :data:`CONTACT_CAPACITY`, read at
+    the call. The rows are the same either way (each row's kernels read its own contact)."""
     condim = parts[0][0].condim
+    capacity = CONTACT_CAPACITY if capacity is ... else capacity
 
     def flat(field):
         return jnp.concatenate([jnp.reshape(getattr(found, field),
@@ -214,23 +235,70 @@ def contact_set_rows(parts, S, ancestors, qvel, options):
 
     body1 = np.concatenate([np.repeat(np.asarray(g.body1), g.slots) for g, _ in parts])
     body2 = np.concatenate([np.repeat(np.asarray(g.body2), g.slots) for g, _ in parts])
-    pos = flat("pos")
-    jac_dif = point_jacobians(S, ancestors, body2, pos) - point_jacobians(S, ancestors, body1, pos)
-    return contact_rows(
-        jac_dif,
-        qvel,
-        condim=condim,
-        frame=flat("frame"),
-        dist=flat("dist"),
-        includemargin=per_slot("includemargin"),
-        friction=per_slot("friction"),
-        solref=per_slot("solref"),
-        solreffriction=per_slot("solreffriction"),
-        solimp=per_slot("solimp"),
-        invweight=per_slot("invweight"),
-        options=options,
-        found=flat("valid"),
-    )
+    slots = {"pos": flat("pos"), "frame": flat("frame"), "dist": flat("dist"),
+             "found": flat("valid")}  # fmt: skip
+    for field in ("includemargin", "friction", "solref", "solreffriction", "solimp",
+                  "invweight"):  # fmt: skip
+        slots[field] = per_slot(field)
+    table = moved_by(ancestors)
+    moves = {1: table[body1], 2: table[body2]}
+
+    def built(slots, moves, contact_id=None):
+        pos = slots["pos"]
+        jac_dif = point_jacobians(S, None, None, pos, moves=moves[2]) - point_jacobians(
+            S, None, None, pos, moves=moves[1]
+        )
+        fields = {k: v for k, v in slots.items() if k != "pos"}
+        return contact_rows(jac_dif, qvel, condim=condim, contact_id=contact_id, **fields,
+                            options=options)  # fmt: skip
+
+    c = body1.size
+    if capacity is None or c <= capacity:
+        return built(slots, moves)
+    active = slots["found"] & (slots["dist"] < slots["includemargin"])
+    count = jnp.cumsum(active.astype(jnp.int32))
+    passes = -(-c // capacity)
+    moves = {k: jnp.asarray(v) for k, v in moves.items()}
+
+    def gathered(k):
+        # contacts k * capacity + 1 ... (k + 1) * capacity: for each, the first slot whose
+        # running count of contacts reaches it (a gather, no scatter)
+        wanted = k * capacity + jnp.arange(1, capacity + 1, dtype=jnp.int32)
+        index = jnp.minimum(jnp.searchsorted(count, wanted), c - 1)
+        few = {name: v[index] for name, v in slots.items()}
+        few["found"] = few["found"] & (wanted <= count[-1])
+        return built(few, {side: v[index] for side, v in moves.items()}, index)
+
+    shapes = jax.eval_shape(gathered, jnp.int32(0))
+    per = shapes.size // capacity
+    # the passes' rows one after the other, pass k's from row k * capacity * per; rows of no
+    # pass stay zero (inactive)
+    store = jax.tree.map(lambda x: jnp.zeros((passes * x.shape[0], *x.shape[1:]), x.dtype),
+                         shapes)  # fmt: skip
+
+    def one_more(carry):
+        k, store = carry
+        rows = gathered(k)
+        start = k * capacity * per
+        return k + 1, jax.tree.map(
+            lambda s, x: jax.lax.dynamic_update_slice_in_dim(s, x, start, 0), store, rows
+        )
+
+    needed = (count[-1] + capacity - 1) // capacity
+    _, store = jax.lax.while_loop(lambda kc: kc[0] < needed, one_more, (jnp.int32(0), store))
+    # back to the slots: slot s holds its contact's rows, others none
+    place = jnp.maximum(count - 1, 0)[:, None] * per + jnp.arange(per)
+    on = jnp.repeat(active, per)
+    rows = jax.tree.map(lambda x: x[place.reshape(-1)], store)
+    ids = jnp.repeat(jnp.arange(c, dtype=jnp.int32), per)
+    return dataclasses.replace(
+        rows,
+        J=jnp.where(on[:, None], rows.J, 0.0),
+        active=on,
+        id=ids,
+        **{k: jnp.where(on, getattr(rows, k), 0.0) for k in ("vel", "aref")
+           if getattr(rows, k) is not None},
+    )  # fmt: skip
 
 
 class TendonGeometry(eqx.Module):
@@ -300,12 +368,13 @@ class MujocoConstraints(eqx.Module):
             or ("limits" in self.treats and self.has_limit_rows)
         )
 
-    def rows(self, tree, p, qpos, qvel, h, *, equality: EqualityTerms | None = None
-             ) -> tuple[ConstraintRows, SoftRows] | None:  # fmt: skip
+    def rows(self, tree, p, qpos, qvel, h, *, equality: EqualityTerms | None = None,
+             contact_capacity=...) -> tuple[ConstraintRows, SoftRows] | None:  # fmt: skip
         """The step's rows at the tree's state (``tree`` at ``qpos`` with poses ``p``), and the
         solver's view of them (None: no rows); ``h`` the run's step (``refsafe``).
         ``equality``: the run's soft equality constraints at this state, which come first
-        (:func:`~jaxmbd.soft_constraints.equalities.tree_equality_rows`). MuJoCo's order
+        (:func:`~jaxmbd.soft_constraints.equalities.tree_equality_rows`).
+        ``contact_capacity``: :func:`contact_set_rows`'s ``capacity``. MuJoCo's order
         (``mj_makeConstraint``): equality, dof friction, tendon friction, joint limits,
         tendon limits, contacts."""
         options = eqx.tree_at(lambda o: o.timestep, self.options, h)
@@ -338,7 +407,8 @@ class MujocoConstraints(eqx.Module):
         for members in condim_sets(contacts):
             parts = [(contacts[i], found[i]) for i in members]
             offset = sum(g.size for g in groups)
-            rows = contact_set_rows(parts, S, ancestors, qvel, options)
+            rows = contact_set_rows(parts, S, ancestors, qvel, options,
+                                    capacity=contact_capacity)  # fmt: skip
             dim = parts[0][0].condim
             if options.elliptic and dim > 1:
                 c = rows.size // dim
