@@ -474,3 +474,17 @@ def test_hoisted_call_is_one_native_call_with_f_values_and_derivatives():
     batched = jax.jit(jax.vmap(lambda x: hoisted_call(f, x, p, 0.5)))
     np.testing.assert_array_equal(batched(xs), jax.vmap(lambda x: f(x, p, 0.5))(xs))
     assert len(hoisted_sizes(batched.lower(xs).compile().as_text())) == 1
+
+
+def test_hoisted_call_takes_derivatives_from_tangent_f():
+    """A loop that reverse mode cannot go through, differentiated by its plain form."""
+    from jaxmbd.compiled.xla_flags import hoisted_call
+
+    def looped(x):  # x^3 by a while loop
+        return jax.lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, c[1] * x),
+                                  (0, jnp.ones_like(x)))[1]  # fmt: skip
+
+    x = jnp.linspace(0.5, 1.5, 3)
+    g = jax.grad(lambda x: jnp.sum(hoisted_call(looped, x, tangent_f=lambda x: x**3)))(x)
+    np.testing.assert_allclose(g, 3 * x**2, rtol=1e-15)
+    np.testing.assert_allclose(hoisted_call(looped, x, tangent_f=lambda x: x**3), x**3, rtol=1e-15)

@@ -245,13 +245,15 @@ def hoisted_call(f, *args, tangent_f=None):
     (NumPy arrays, Python scalars, static fields) is passed as it is. Derivatives are
     ``f``'s own (a ``custom_jvp`` whose rule differentiates ``f`` itself, no loop), or
     ``tangent_f``'s: the same function written for differentiation; under ``vmap`` the
-    loop's count stays unbatched. Other backends: ``f(*args)``."""
+    loop's count stays unbatched. Other backends: ``f(*args)`` (with ``tangent_f``'s
+    derivatives where it is given)."""
     import equinox as eqx
     import jax
     import jax.numpy as jnp
     from jax import lax
 
-    if jax.default_backend() != "cpu":
+    cpu = jax.default_backend() == "cpu"
+    if not cpu and tangent_f is None:
         return f(*args)
     dynamic, static = eqx.partition(args, lambda x: isinstance(x, jax.Array))
 
@@ -260,6 +262,8 @@ def hoisted_call(f, *args, tangent_f=None):
 
     @jax.custom_jvp
     def once(dynamic):
+        if not cpu:
+            return call(dynamic)
         shapes = jax.eval_shape(call, dynamic)
         out = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
         one = lax.optimization_barrier(jnp.ones((), jnp.int32))
