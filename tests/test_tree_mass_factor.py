@@ -328,3 +328,27 @@ def test_reverse_mode_is_a_solve_not_a_transposed_factorisation(branched, solver
     if solver == "ltdl":  # the solve's derivative: the full product
         want = -np.outer(y, x)
         np.testing.assert_allclose(dM, want, rtol=0, atol=3e-14 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("n", [9, 27])
+def test_elementwise_cholesky_equals_lapack(n):
+    """The elementwise Cholesky factor (unrolled up to UNROLLED_CHOLESKY_MAX, a column loop
+    above it) and its solve equal LAPACK's, jitted as in a step."""
+    from jaxmbd.tree._elementwise import (
+        UNROLLED_CHOLESKY_MAX,
+        cholesky_factor,
+        cholesky_factor_solve,
+    )
+
+    rng = np.random.default_rng(n)
+    A = rng.normal(size=(n, n))
+    M = jnp.asarray(A @ A.T + n * np.eye(n))
+    b = jnp.asarray(rng.normal(size=(n, 2)))
+    assert (n > UNROLLED_CHOLESKY_MAX) == (n == 27)
+    L = jax.jit(cholesky_factor)(M)
+    L = np.array([[0.0 if x is None else float(x) for x in row] for row in L]) if isinstance(
+        L, list) else np.asarray(L)  # fmt: skip
+    want = np.linalg.cholesky(np.asarray(M))
+    np.testing.assert_allclose(L, want, rtol=0, atol=1e-14 * np.abs(want).max())
+    x = jax.jit(lambda M, b: cholesky_factor_solve(cholesky_factor(M), b))(M, b)
+    np.testing.assert_allclose(x, np.linalg.solve(np.asarray(M), np.asarray(b)), rtol=1e-13)

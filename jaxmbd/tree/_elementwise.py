@@ -244,16 +244,19 @@ def cholesky_factor_solve(L, rhs):
 
 def _cholesky_loop(M):
     """The lower Cholesky factor of M by a loop over columns, each an elementwise update of
-    the whole array under masks (compiles in constant time for any n)."""
+    the whole array under masks (compiles in constant time for any n). The loop builds L^T,
+    whose rows are L's columns: each column's sum then runs over the leading axis, which
+    XLA's native CPU loops vectorise; over the contiguous axis it was a scalar loop (a 27 x
+    27 factor 14.7 -> 4.4 us in a hoisted loop)."""
     n = M.shape[0]
     rows = jnp.arange(n)
 
-    def column(j, L):
-        # L[:, j] = (M[:, j] - L[:, :j] L[j, :j]) / L[j, j], rows >= j
-        left = jnp.where((rows < j)[None, :], L * L[j][None, :], 0.0)
-        c = M[:, j] - jnp.sum(left, 1)
+    def column(j, Lt):
+        # L[:, j] = (M[:, j] - L[:, :j] L[j, :j]) / L[j, j], rows >= j; L[:, k] = Lt[k]
+        left = jnp.where((rows < j)[:, None], Lt * Lt[:, j][:, None], 0.0)
+        c = M[:, j] - jnp.sum(left, 0)
         d = jnp.sqrt(c[j])
         new = jnp.where(rows > j, c / d, jnp.where(rows == j, d, 0.0))
-        return jnp.where((rows == j)[None, :], new[:, None], L)
+        return jnp.where((rows == j)[:, None], new[None, :], Lt)
 
-    return jax.lax.fori_loop(0, n, column, jnp.zeros_like(M))
+    return jax.lax.fori_loop(0, n, column, jnp.zeros_like(M)).T
