@@ -34,6 +34,7 @@ from jax import lax
 from jax.ad_checkpoint import checkpoint_name
 
 from .. import _config  # noqa: F401
+from ..compiled.xla_flags import hoisted_call
 from ..newton._implicit import ROOT
 from ..tree._elementwise import cholesky_factor, cholesky_factor_solve
 from . import line_search
@@ -147,60 +148,69 @@ def _primal_solve(
     """mj_solPrimal (no derivatives): returns (qacc, iterations, status, gradient,
     improvement, warmstart_used)."""
     dtype = a0.dtype
-    J, aref = rows.J, rows.aref
-    qfrc_smooth = times(M, a0)
-    if scale is None:
-        # MuJoCo 4.0 scales its tests by the trace of the current inertia (changelog 4.0.0,
-        # "Constraint solvers now scale their termination criteria by the trace")
-        scale = 1.0 / jnp.trace(M)
-    scale = jnp.asarray(scale, dtype)
-    tolerance = jnp.asarray(tolerance, dtype)
+    J = rows.J
 
-    # warm start: the better of a_warm and a0 (engine_forward.c, warmstart)
-    Ma_warm = times(M, a_warm)
-    cost_warm = _cost(rows, Ma_warm, qfrc_smooth, a_warm, a0, times(J, a_warm) - aref)
-    cost_smooth = constraint_update(rows, times(J, a0) - aref).cost
-    warmstart_used = jnp.asarray(warmstart) & ~(cost_warm > cost_smooth)
-    any_active = jnp.any(rows.active)
-    qacc = jnp.where(warmstart_used & any_active, a_warm, a0)
-
-    Ma = times(M, qacc)
-    Jaref = times(J, qacc) - aref
-    update = constraint_update(rows, Jaref)
-    grad = Ma - qfrc_smooth - transposed_times(J, update.force)
-    M_factor = cholesky_factor(M)
-    Mgrad_M = cholesky_factor_solve(M_factor, grad)
-
-    def newton_Mgrad(update, grad):
+    def newton_Mgrad(M, rows, update, grad):
         return spd_solve(hessian(M, rows, update), grad)
 
-    # duality-gap certificate: cost(a) - cost* <= grad' M^-1 grad / 2; Newton also requires
-    # the gradient test (mj_solPrimal, "convergence certificate")
-    gap_small = jnp.maximum(0.0, 0.5 * scale * inner(grad, Mgrad_M)) < tolerance
-    gradient = scale * jnp.sqrt(inner(grad, grad))
-    gradient_small = gradient < tolerance
-    if newton:
-        certified = gap_small & gradient_small
-        Mgrad = newton_Mgrad(update, grad)
-        decrement = jnp.maximum(0.0, 0.5 * scale * inner(grad, Mgrad))
-        done = certified | (gradient_small & (decrement < tolerance))
-    else:
-        done = gap_small
-        Mgrad = Mgrad_M
-    done = done | ~any_active
+    def start(M, a0, rows, a_warm, scale, tolerance, warmstart):
+        J, aref = rows.J, rows.aref
+        qfrc_smooth = times(M, a0)
+        if scale is None:
+            # MuJoCo 4.0 scales its tests by the trace of the current inertia (changelog 4.0.0,
+            # "Constraint solvers now scale their termination criteria by the trace")
+            scale = 1.0 / jnp.trace(M)
+        scale = jnp.asarray(scale, dtype)
+        tolerance = jnp.asarray(tolerance, dtype)
 
-    carry = _Carry(
-        qacc=qacc,
-        Ma=Ma,
-        Jaref=Jaref,
-        grad=grad,
-        Mgrad=Mgrad,
-        search=-Mgrad,
-        iteration=jnp.asarray(0, jnp.int32),
-        done=done,
-        status=jnp.where(done, SOLVED, MAX_ITERATIONS).astype(jnp.int32),
-        gradient=gradient,
-        improvement=jnp.zeros((), dtype),
+        # warm start: the better of a_warm and a0 (engine_forward.c, warmstart)
+        Ma_warm = times(M, a_warm)
+        cost_warm = _cost(rows, Ma_warm, qfrc_smooth, a_warm, a0, times(J, a_warm) - aref)
+        cost_smooth = constraint_update(rows, times(J, a0) - aref).cost
+        warmstart_used = jnp.asarray(warmstart) & ~(cost_warm > cost_smooth)
+        any_active = jnp.any(rows.active)
+        qacc = jnp.where(warmstart_used & any_active, a_warm, a0)
+
+        Ma = times(M, qacc)
+        Jaref = times(J, qacc) - aref
+        update = constraint_update(rows, Jaref)
+        grad = Ma - qfrc_smooth - transposed_times(J, update.force)
+        M_factor = cholesky_factor(M)
+        Mgrad_M = cholesky_factor_solve(M_factor, grad)
+
+        # duality-gap certificate: cost(a) - cost* <= grad' M^-1 grad / 2; Newton also requires
+        # the gradient test (mj_solPrimal, "convergence certificate")
+        gap_small = jnp.maximum(0.0, 0.5 * scale * inner(grad, Mgrad_M)) < tolerance
+        gradient = scale * jnp.sqrt(inner(grad, grad))
+        gradient_small = gradient < tolerance
+        if newton:
+            certified = gap_small & gradient_small
+            Mgrad = newton_Mgrad(M, rows, update, grad)
+            decrement = jnp.maximum(0.0, 0.5 * scale * inner(grad, Mgrad))
+            done = certified | (gradient_small & (decrement < tolerance))
+        else:
+            done = gap_small
+            Mgrad = Mgrad_M
+        done = done | ~any_active
+
+        carry = _Carry(
+            qacc=qacc,
+            Ma=Ma,
+            Jaref=Jaref,
+            grad=grad,
+            Mgrad=Mgrad,
+            search=-Mgrad,
+            iteration=jnp.asarray(0, jnp.int32),
+            done=done,
+            status=jnp.where(done, SOLVED, MAX_ITERATIONS).astype(jnp.int32),
+            gradient=gradient,
+            improvement=jnp.zeros((), dtype),
+        )
+        return carry, qfrc_smooth, scale, tolerance, M_factor, warmstart_used
+
+    # the setup as one native call (the loop below is hoisted on its own)
+    carry, qfrc_smooth, scale, tolerance, M_factor, warmstart_used = hoisted_call(
+        start, M, a0, rows, a_warm, scale, tolerance, warmstart
     )
 
     def cond(c: _Carry):
@@ -226,7 +236,7 @@ def _primal_solve(
         update = constraint_update(rows, Jaref)
         grad = Ma - qfrc_smooth - transposed_times(J, update.force)
         if newton:
-            Mgrad = newton_Mgrad(update, grad)
+            Mgrad = newton_Mgrad(M, rows, update, grad)
             decrement = jnp.maximum(0.0, 0.5 * scale * inner(grad, Mgrad))
         else:
             Mgrad = cholesky_factor_solve(M_factor, grad)
