@@ -10,26 +10,6 @@ from jax.custom_derivatives import SymbolicZero
 from jax.extend import core as jcore
 
 
-@jax.custom_batching.custom_vmap
-def _every(pred):
-    return pred
-
-
-@_every.def_vmap
-def _every_vmap(axis_size, in_batched, pred):
-    (batched,) = in_batched
-    return (jnp.all(pred) if batched else pred), False
-
-
-def every_member(pred) -> jax.Array:
-    """The boolean scalar ``pred`` as it is; under ``vmap``, whether it holds for every
-    member, unbatched: ``lax.cond`` on it then runs one branch for the whole batch (a
-    batched predicate makes it a ``select`` of both). For a choice between two ways of
-    computing the same thing (the cheaper one where every member allows it). It carries no
-    derivative."""
-    return _every(jax.lax.stop_gradient(jnp.asarray(pred)))
-
-
 def broadcast_batched(axis_size: int, args: tuple, in_batched) -> tuple:
     """The rule's arguments ``args`` with the batch axis on every leaf: the unbatched ones
     (flag False in ``in_batched``, one tree of flags per argument) broadcast to
