@@ -34,7 +34,7 @@ from ..tendons import Tendons, lengths_and_jacobians
 from ..tree.kinematics import dof_ancestors
 from .equalities import EqualityTerms, tree_equality_rows
 from .parameters import SoftOptions
-from .problem import ELLIPTIC, EQUALITY, FRICTION_LOSS, ONE_SIDED, SoftRows, no_cones
+from .problem import ELLIPTIC, EQUALITY, FRICTION_LOSS, ONE_SIDED, SoftRows, kth_set, no_cones
 from .rows import (
     ConstraintRows,
     DofFrictionSpec,
@@ -147,15 +147,12 @@ def moved_by(ancestors) -> np.ndarray:
     return np.concatenate([ancestors, np.zeros((1, ancestors.shape[1]))])
 
 
-def point_jacobians(S, ancestors, bodies, points, *, moves=None):
+def point_jacobians(S, moves, points):
     """(c, 6, nv): the translational then rotational Jacobians of points (c, 3) fixed on tree
-    bodies (c,) (-1: the world, zero rows): column d is (S_lin + S_ang x p, S_ang) of dof d
-    where d moves the body (``ancestors`` (nb, nv)), Featherstone's S_i in world coordinates
-    (the linear part is the velocity of the body point at the world's origin, eq. 2.23).
-    ``moves`` (c, nv): the bodies' rows of :func:`moved_by` where they are known only at
-    run time (``bodies`` then unused)."""
-    if moves is None:
-        moves = moved_by(ancestors)[np.asarray(bodies)]  # -1: the last row
+    bodies: column d is (S_lin + S_ang x p, S_ang) of dof d where d moves the point's body
+    (``moves`` (c, nv): the bodies' rows of :func:`moved_by`, zero for the world),
+    Featherstone's S_i in world coordinates (the linear part is the velocity of the body
+    point at the world's origin, eq. 2.23)."""
     ang, lin = S[:, :3], S[:, 3:]  # (nv, 3)
     trans = lin[None] + jnp.cross(ang[None], points[:, None, :])  # (c, nv, 3)
     rot = jnp.broadcast_to(ang[None], trans.shape)
@@ -245,9 +242,7 @@ def contact_set_rows(parts, S, ancestors, qvel, options, *, capacity=...):
 
     def built(slots, moves, contact_id=None):
         pos = slots["pos"]
-        jac_dif = point_jacobians(S, None, None, pos, moves=moves[2]) - point_jacobians(
-            S, None, None, pos, moves=moves[1]
-        )
+        jac_dif = point_jacobians(S, moves[2], pos) - point_jacobians(S, moves[1], pos)
         fields = {k: v for k, v in slots.items() if k != "pos"}
         return contact_rows(jac_dif, qvel, condim=condim, contact_id=contact_id, **fields,
                             options=options)  # fmt: skip
@@ -264,7 +259,7 @@ def contact_set_rows(parts, S, ancestors, qvel, options, *, capacity=...):
         # contacts k * capacity + 1 ... (k + 1) * capacity: for each, the first slot whose
         # running count of contacts reaches it (a gather, no scatter)
         wanted = k * capacity + jnp.arange(1, capacity + 1, dtype=jnp.int32)
-        index = jnp.minimum(jnp.searchsorted(count, wanted), c - 1)
+        index = kth_set(count, wanted)
         few = {name: v[index] for name, v in slots.items()}
         few["found"] = few["found"] & (wanted <= count[-1])
         return built(few, {side: v[index] for side, v in moves.items()}, index)

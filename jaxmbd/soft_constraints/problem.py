@@ -146,6 +146,14 @@ def inner(x: jax.Array, y: jax.Array) -> jax.Array:
     return product_sum(operator.mul, (x, y), -1)
 
 
+def kth_set(count: jax.Array, wanted: jax.Array) -> jax.Array:
+    """The index of the k-th set flag for each k of ``wanted`` (1-based), from the flags'
+    running count ``count`` (a ``cumsum``): the first index whose count reaches k, the last
+    index where there are fewer than k. A gather index, no scatter or sort: loops that use
+    it stay ones XLA's CPU backend compiles natively."""
+    return jnp.minimum(jnp.searchsorted(count, wanted), count.shape[0] - 1)
+
+
 def spd_solve(A: jax.Array, b: jax.Array) -> jax.Array:
     """``A^-1 b`` for a symmetric positive definite ``A`` (n, n) by the elementwise Cholesky
     of :mod:`jaxmbd.tree._elementwise` (no LAPACK call: see :func:`times`)."""

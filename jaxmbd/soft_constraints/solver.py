@@ -45,6 +45,7 @@ from .problem import (
     constraint_update,
     hessian,
     inner,
+    kth_set,
     spd_solve,
     times,
     transposed_times,
@@ -286,8 +287,7 @@ def active_rows(rows: SoftRows, capacity: int) -> SoftRows:
     are active. A gather (the first row whose running count of active rows reaches k), no
     scatter or sort: the step stays a loop XLA's CPU backend can compile natively."""
     count = jnp.cumsum(rows.active.astype(jnp.int32))
-    index = jnp.searchsorted(count, jnp.arange(1, capacity + 1, dtype=jnp.int32))
-    index = jnp.minimum(index, rows.nefc - 1)
+    index = kth_set(count, jnp.arange(1, capacity + 1, dtype=jnp.int32))
     used = jnp.arange(capacity) < count[-1]
     return SoftRows(
         J=jnp.where(used[:, None], rows.J[index], 0.0),
