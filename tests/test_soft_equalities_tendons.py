@@ -243,9 +243,10 @@ def test_trajectory_is_mujocos(path):
         mujoco.mj_step(m, d)
     assert d.ne == 17  # every equality row acts
     np.testing.assert_allclose(np.asarray(sol.qpos[-1]), d.qpos, rtol=0, atol=ROUND_OFF)
-    # 20 steps with sums in the order of XLA's fusions against MuJoCo's: 1.05e-13 of max |qvel| seen
+    # 20 steps with sums in the order of XLA's native loops against MuJoCo's, amplified by
+    # the welds' stiffness: 3.6e-13 of max |qvel| seen
     np.testing.assert_allclose(np.asarray(sol.qvel[-1]), d.qvel, rtol=0,
-                               atol=3e-13 * np.abs(d.qvel).max())  # fmt: skip
+                               atol=1e-12 * np.abs(d.qvel).max())  # fmt: skip
 
 
 def test_exact_equalities_are_refused(path):

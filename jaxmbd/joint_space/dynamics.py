@@ -95,6 +95,23 @@ def _generalised(model, tree, p, qpos, t):
     return at
 
 
+def _mass_and_rhs(model, tree, p, forces, tau, qvel):
+    """(M, tau - c): the joint-space mass matrix (armature on its diagonal) and the
+    forces less the bias (Coriolis, centrifugal, gravity)."""
+    mass = mass_matrix(tree, p, model.mass, model.inertia, forces.armature)
+    return mass, tau - bias_forces(tree, p, model.mass, model.inertia, model.gravity, qvel)
+
+
+def _smooth(model, tree, qpos, qvel, t, velocity_jacobian):
+    """(poses, JointSpaceForces, M, tau - c, d(tau)/d qvel or None) at (qpos, qvel, t):
+    MuJoCo's smooth dynamics."""
+    p = poses(tree, qpos)
+    at = _generalised(model, tree, p, qpos, t)
+    tau, forces = at(qvel)
+    D = jax.jacfwd(lambda v: at(v)[0])(qvel) if velocity_jacobian else None
+    return (p, forces, *_mass_and_rhs(model, tree, p, forces, tau, qvel), D)
+
+
 def _with_jacobians(model, tree, qpos, qvel, t):
     """(tau + J^T w, its Jacobians K = d/d q along the tangent qpos (+) d and
     D = d/d qvel, the JointSpaceForces, the poses): K from a forward-mode evaluation of the
@@ -137,20 +154,21 @@ def accelerations(model: Model, tree: KinematicTree, loops: TreeConstraints | No
     ``velocity_jacobian``: also the forces' Jacobian d(tau + J^T w)/d qvel, from the same
     evaluation (forward mode, one tangent per dof). ``position_jacobian``: also
     K = d(tau + J^T w)/d q along the tangent qpos (+) d (with D, in the same evaluation)."""
-    K = None
+    K = D = None
+    constraints = soft_constraints_of(model)
     if position_jacobian:
         tau, K, D, forces, p = _with_jacobians(model, tree, qpos, qvel, t)
+        mass, rhs = _mass_and_rhs(model, tree, p, forces, tau, qvel)
+    elif constraints is not None:
+        # a step of MuJoCo's constraint model runs as XLA thunks (see _solved): the poses,
+        # forces, M and the bias as one native call instead of ~180 kernels
+        p, forces, mass, rhs, D = hoisted_call(_smooth, model, tree, qpos, qvel, t,
+                                               velocity_jacobian)  # fmt: skip
     else:
-        p = poses(tree, qpos)
-        at = _generalised(model, tree, p, qpos, t)
-        tau, forces = at(qvel)
-        D = jax.jacfwd(lambda v: at(v)[0])(qvel) if velocity_jacobian else None
-    mass = mass_matrix(tree, p, model.mass, model.inertia, forces.armature)
+        p, forces, mass, rhs, D = _smooth(model, tree, qpos, qvel, t, velocity_jacobian)
     M = mass
     if damping_step is not None and forces.damping is not None:
         M = M + damping_step * jnp.diag(forces.damping)
-    rhs = tau - bias_forces(tree, p, model.mass, model.inertia, model.gravity, qvel)
-    constraints = soft_constraints_of(model)
     if constraints is not None:
         h = damping_step if step is None else step
         qacc, force, qfrc, lam, optimum = _solved(constraints, tree, loops, p, qpos, qvel, t,
