@@ -738,3 +738,46 @@ def test_hessian_program_does_not_grow_with_the_rows():
                                    atol=1e-12 * m)  # fmt: skip
     assert counts[1] == counts[0], counts
     assert counts[0] < 1000, counts
+
+
+def test_members_that_share_the_rows_are_solved_one_after_the_other():
+    """Under ``vmap``, members that share M and the rows and differ in a0 (one state under
+    two sets of forces: a run's step under its controls and the step before's end under
+    the step before's) are solved one after the other, a ``scan`` over the members, each
+    for its own iterations: every member's qacc, forces and iteration count are those of
+    its own solve (hopper, pyramidal; the active rows gathered, and all rows). Members with
+    rows of their own stay one batched solve (no scan over members)."""
+    m, d = _mujoco_state(_suite("hopper.xml"), steps=300, cone=PYRAMIDAL)
+    mujoco.mj_forward(m, d)
+    M, a0, a_warm, rows = _problem(m, d)
+    pad = 40  # inactive rows after MuJoCo's: the active ones fit the gather's slots
+    filler = dict(J=np.ones((pad, m.nv)), aref=np.ones(pad), R=np.zeros(pad),
+                  floss=np.zeros(pad), active=np.zeros(pad, bool),
+                  kind=np.full(pad, sp.ONE_SIDED))  # fmt: skip
+    soft = sp.SoftRows(
+        **{k: jnp.asarray(np.concatenate([rows[k], v])) for k, v in filler.items()},
+        **sp.no_cones(),
+    )
+    soft = eqx.tree_at(lambda r: r.kind, soft, soft.kind.astype(jnp.int32))
+    # the second member's forces reversed: its solve takes other iterations (1 against 3)
+    a0s = jnp.stack([a0, -a0])
+    for capacity in (d.nefc + 2, None):
+        options = dict(_options(m), scale=1 / np.trace(M), capacity=capacity)
+
+        def shared(a, options=options):
+            return solve(M, a, soft, a_warm, **options)
+
+        both = jax.jit(jax.vmap(shared))(a0s)
+        singles = [jax.jit(shared)(a) for a in a0s]
+        assert int(singles[0].iterations) != int(singles[1].iterations)
+        for i, single in enumerate(singles):
+            assert int(both.iterations[i]) == int(single.iterations), capacity
+            assert _relative(both.qacc[i], single.qacc) < ROUND_OFF, capacity
+            assert _relative(both.efc_force[i], single.efc_force) < ROUND_OFF, capacity
+        text = str(jax.make_jaxpr(jax.vmap(shared))(a0s))
+        assert "scan[" in text, capacity
+    rows_each = jax.tree.map(lambda x: jnp.stack([x, x]), soft)
+    text = str(
+        jax.make_jaxpr(jax.vmap(lambda a, r: solve(M, a, r, a_warm, **options)))(a0s, rows_each)
+    )
+    assert "scan[" not in text

@@ -333,6 +333,43 @@ def _on_active_rows(on, inputs, capacity: int):
     return branch(inputs)
 
 
+def _members_apart(f):
+    """``f(inputs)`` (``inputs = (M, a0, rows, ...)``), whose ``vmap`` solves members that
+    share M and the rows (one state under several forces: a run's step under its controls
+    and the step before's end under the step before's) one after the other, a ``lax.map``
+    over them, each for its own iterations, where a batched solve runs every member for the
+    slowest one's. Members with rows of their own stay one batched solve."""
+
+    @jax.custom_batching.custom_vmap
+    def apart(inputs):
+        return f(inputs)
+
+    @apart.def_vmap
+    def _apart_vmap(axis_size, in_batched, inputs):
+        (batched,) = in_batched
+        if any(jax.tree.leaves((batched[0], batched[2]))):
+            inputs = jax.tree.map(
+                lambda x, b: x if b else jnp.broadcast_to(x, (axis_size, *jnp.shape(x))),
+                inputs,
+                batched,
+            )
+            out = jax.vmap(f)(inputs)
+        else:
+            treedef = jax.tree.structure(inputs)
+            leaves = treedef.flatten_up_to(inputs)
+            flags = treedef.flatten_up_to(batched)
+
+            def member(xs):
+                it = iter(xs)
+                pairs = zip(leaves, flags, strict=True)
+                return f(treedef.unflatten([next(it) if b else x for x, b in pairs]))
+
+            out = lax.map(member, [x for x, b in zip(leaves, flags, strict=True) if b])
+        return out, jax.tree.map(lambda _: True, out)
+
+    return apart
+
+
 def _none_active(inputs):
     """:func:`_primal_solve`'s result where no row is active: a0, no iteration, solved; the
     warm start counted as used where its cost (the Gauss term alone) is not above a0's."""
@@ -417,6 +454,7 @@ def solve(
             warmstart=warm,
         )  # fmt: skip
 
+    @_members_apart
     def solved_rows(inputs):
         if capacity is None or capacity >= rows.nefc or rows.ncone:
             return on(inputs)
