@@ -277,11 +277,17 @@ def _solved(constraints, tree, loops, p, qpos, qvel, t, mass, M, rhs, h, warm=No
         ls_tolerance=settings.ls_tolerance, capacity=active_row_capacity(rows.nefc), a_warm=warm,
         warmstart=warm is not None and settings.warmstart,
     )  # fmt: skip
-    qacc = solution.qacc
-    qfrc = transposed_times(rows.J, solution.efc_force)
-    if M is not mass:
-        qacc = hoisted_call(mass_solve, tree, M, rhs + qfrc)
+    qacc, qfrc = hoisted_call(_constraint_force_step, tree, rows.J, solution.efc_force,
+                              solution.qacc, None if M is mass else M, rhs)  # fmt: skip
     return qacc, solution.efc_force, qfrc, -solution.efc_force[:m], solution.qacc
+
+
+def _constraint_force_step(tree, J, efc_force, qacc, M, rhs):
+    """(qacc, qfrc_constraint = J^T efc_force): the solve's qacc, or where Euler's step
+    takes the joint damping implicitly (``M`` = M + h D; None: explicit) the solution of
+    (M + h D) qacc = qfrc_smooth + qfrc_constraint, as ``mj_Euler`` integrates."""
+    qfrc = transposed_times(J, efc_force)
+    return (qacc if M is None else mass_solve(tree, M, rhs + qfrc)), qfrc
 
 
 def body_accelerations(tree: KinematicTree, p: TreePoses, qvel, qacc):

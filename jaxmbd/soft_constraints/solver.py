@@ -386,6 +386,12 @@ def _none_active(inputs):
     )
 
 
+def _at_optimum(M, a0, rows, qacc):
+    """(efc_force, efc_state, cost) of the rows at the solve's optimum ``qacc``."""
+    update = constraint_update(rows, times(rows.J, qacc) - rows.aref)
+    return update.force, update.state, update.cost + 0.5 * inner(times(M, qacc - a0), qacc - a0)
+
+
 def solve(
     M: jax.Array,
     a0: jax.Array,
@@ -468,14 +474,13 @@ def solve(
     # jaxmbd.newton.SAVED_FOR_ADJOINT) keeps: the adjoint never reruns the solver's loops
     qacc = checkpoint_name(qacc, ROOT)
     qacc = attach_implicit_derivatives(qacc, M, a0, rows)
-    update = constraint_update(rows, times(rows.J, qacc) - rows.aref)
-    cost = update.cost + 0.5 * inner(times(M, qacc - a0), qacc - a0)
+    force, state, cost = hoisted_call(_at_optimum, M, a0, rows, qacc)
     finite = jnp.all(jnp.isfinite(qacc))
     status = jnp.where(finite, status, NONFINITE).astype(jnp.int32)
     return SoftSolution(
         qacc=qacc,
-        efc_force=update.force,
-        efc_state=update.state,
+        efc_force=force,
+        efc_state=state,
         cost=cost,
         iterations=iters,
         status=status,
