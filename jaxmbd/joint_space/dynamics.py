@@ -103,13 +103,13 @@ def _mass_and_rhs(model, tree, p, forces, tau, qvel):
 
 
 def _smooth(model, tree, qpos, qvel, t, velocity_jacobian):
-    """(poses, JointSpaceForces, M, tau - c, d(tau)/d qvel or None) at (qpos, qvel, t):
-    MuJoCo's smooth dynamics."""
+    """(poses, JointSpaceForces, M, tau - c, d(tau)/d qvel or None, tau) at (qpos, qvel,
+    t): MuJoCo's smooth dynamics."""
     p = poses(tree, qpos)
     at = _generalised(model, tree, p, qpos, t)
     tau, forces = at(qvel)
     D = jax.jacfwd(lambda v: at(v)[0])(qvel) if velocity_jacobian else None
-    return (p, forces, *_mass_and_rhs(model, tree, p, forces, tau, qvel), D)
+    return (p, forces, *_mass_and_rhs(model, tree, p, forces, tau, qvel), D, tau)
 
 
 def _with_jacobians(model, tree, qpos, qvel, t):
@@ -162,10 +162,10 @@ def accelerations(model: Model, tree: KinematicTree, loops: TreeConstraints | No
     elif constraints is not None:
         # a step of MuJoCo's constraint model runs as XLA thunks (see _solved): the poses,
         # forces, M and the bias as one native call instead of ~180 kernels
-        p, forces, mass, rhs, D = hoisted_call(_smooth, model, tree, qpos, qvel, t,
-                                               velocity_jacobian)  # fmt: skip
+        p, forces, mass, rhs, D, tau = hoisted_call(_smooth, model, tree, qpos, qvel, t,
+                                                    velocity_jacobian)  # fmt: skip
     else:
-        p, forces, mass, rhs, D = _smooth(model, tree, qpos, qvel, t, velocity_jacobian)
+        p, forces, mass, rhs, D, tau = _smooth(model, tree, qpos, qvel, t, velocity_jacobian)
     M = mass
     if damping_step is not None and forces.damping is not None:
         M = M + damping_step * jnp.diag(forces.damping)
