@@ -746,7 +746,8 @@ def test_members_that_share_the_rows_are_solved_one_after_the_other():
     the step before's) are solved one after the other, a ``scan`` over the members, each
     for its own iterations: every member's qacc, forces and iteration count are those of
     its own solve (hopper, pyramidal; the active rows gathered, and all rows). Members with
-    rows of their own stay one batched solve (no scan over members)."""
+    rows of their own, and more than two members, stay one batched solve (no scan over
+    members)."""
     m, d = _mujoco_state(_suite("hopper.xml"), steps=300, cone=PYRAMIDAL)
     mujoco.mj_forward(m, d)
     M, a0, a_warm, rows = _problem(m, d)
@@ -776,6 +777,9 @@ def test_members_that_share_the_rows_are_solved_one_after_the_other():
             assert _relative(both.efc_force[i], single.efc_force) < ROUND_OFF, capacity
         text = str(jax.make_jaxpr(jax.vmap(shared))(a0s))
         assert "scan[" in text, capacity
+    # wider batches at one state (many forces) keep the batched solve's vectorisation
+    three = jnp.stack([a0, -a0, 2.0 * a0])
+    assert "scan[" not in str(jax.make_jaxpr(jax.vmap(shared))(three))
     rows_each = jax.tree.map(lambda x: jnp.stack([x, x]), soft)
     text = str(
         jax.make_jaxpr(jax.vmap(lambda a, r: solve(M, a, r, a_warm, **options)))(a0s, rows_each)

@@ -333,12 +333,19 @@ def _on_active_rows(on, inputs, capacity: int):
     return branch(inputs)
 
 
+#: At most this many members of a ``vmap`` that share M and the rows are solved one after
+#: the other on the CPU (:func:`_members_apart`): a run's step and the step before's end.
+#: Wider batches (many forces at one state) keep the batched solve's vectorisation.
+MEMBERS_APART = 2
+
+
 def _members_apart(f):
-    """``f(inputs)`` (``inputs = (M, a0, rows, ...)``), whose ``vmap`` solves members that
-    share M and the rows (one state under several forces: a run's step under its controls
-    and the step before's end under the step before's) one after the other, a ``lax.map``
-    over them, each for its own iterations, where a batched solve runs every member for the
-    slowest one's. Members with rows of their own stay one batched solve."""
+    """``f(inputs)`` (``inputs = (M, a0, rows, ...)``), whose ``vmap`` on the CPU solves up
+    to :data:`MEMBERS_APART` members that share M and the rows (one state under several
+    forces: a run's step under its controls and the step before's end under the step
+    before's) one after the other, a ``lax.map`` over them that XLA compiles as one native
+    loop, each for its own iterations, where a batched solve runs every member for the
+    slowest one's. Other batches stay one batched solve."""
 
     @jax.custom_batching.custom_vmap
     def apart(inputs):
@@ -347,7 +354,8 @@ def _members_apart(f):
     @apart.def_vmap
     def _apart_vmap(axis_size, in_batched, inputs):
         (batched,) = in_batched
-        if any(jax.tree.leaves((batched[0], batched[2]))):
+        shared = not any(jax.tree.leaves((batched[0], batched[2])))
+        if not (shared and axis_size <= MEMBERS_APART and jax.default_backend() == "cpu"):
             inputs = jax.tree.map(
                 lambda x, b: x if b else jnp.broadcast_to(x, (axis_size, *jnp.shape(x))),
                 inputs,
