@@ -300,7 +300,7 @@ def error_if_failed(sol, what: str):
 def solution_from_outputs(
     model: Model, form, h, outs, integrator: str = "", *, chart_singular=None, save_every=1,
     sensor_key=None, linear_solver: str = "", tree=None, controls=None, plan=None,
-    start_correction=None,
+    start_correction=None, soft_row_forces=None,
 ):  # fmt: skip
     """Solution of the per-step outputs (r, A, rdot, omega, rddot, omegadot, lam,
     iterations, status, residual[, q, v[, condition]]) of an analysis; q and v are the
@@ -311,7 +311,8 @@ def solution_from_outputs(
     controls (n, nu) of the run, or "policy") for its actuator sensors. ``plan``: the run's
     decisions (:meth:`jaxmbd.analysis.plan.Plan.described`), kept as ``sol.plan``.
     ``start_correction``: the :func:`start_correction` of the first state where the run's
-    program computed it (None: computed here)."""
+    program computed it (None: computed here). ``soft_row_forces``: the solved row forces
+    that the sensors reading the solved contacts need (None: none)."""
     # an integrator's own outputs come last, as a dict (moreau_jean's unilateral forces)
     extra = outs[-1] if isinstance(outs[-1], dict) else {}
     outs = outs[:-1] if extra else outs
@@ -361,6 +362,7 @@ def solution_from_outputs(
         force_elements=_reporting_forces(model, h),
         start_correction=_start_correction_or(start_correction, model, r, A, rdot, omega),
         plan=plan,
+        soft_row_forces=soft_row_forces,
     )
 
 

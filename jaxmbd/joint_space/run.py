@@ -51,7 +51,7 @@ from .dynamics import Accelerations, accelerations, body_accelerations
 from .equalities import active_equalities
 from .from_model import tree_of_model
 from .reactions import tree_joint_wrenches
-from .solved_contacts import soft_row_forces, with_solved_contacts
+from .solved_contacts import kept_row_forces, soft_row_forces
 from .steppers import AbstractJointStepper, RungeKutta4, SemiImplicitEuler
 
 #: The linear solver that ``sol.linear_solver`` names for a run in joint coordinates
@@ -788,9 +788,9 @@ def run_planned_joint_space(model: Model, form, stepper: AbstractJointStepper, *
     sol = solution_from_outputs(model, form, h_arr, outs, integrator=stepper.name,
                                 linear_solver=joint_linear_solver(model, tree, rows), tree=tree,
                                 sensor_key=sensor_key, plan=plan, start_correction=moved,
-                                controls="policy" if policy is not None else controls)  # fmt: skip
-    if policy is None:
-        sol = with_solved_contacts(model, sol, row_forces)
+                                controls="policy" if policy is not None else controls,
+                                soft_row_forces=None if policy is not None
+                                else kept_row_forces(model, row_forces))  # fmt: skip
     if model.sensors is not None and any(sensor_kind(k).needs_run for k in model.sensors.kinds):
         # the joint reaction sensors read the tree joints' reactions from sol.lam:
         # Newton-Euler's, a pass over the run's rows that the other sensors do not need

@@ -5,8 +5,6 @@ slots at each row's pose and decodes the row's forces when read
 
 from __future__ import annotations
 
-import equinox as eqx
-
 from .. import _config  # noqa: F401
 from ..model import Model
 from ..sensors import sensor_kind
@@ -34,13 +32,13 @@ def soft_row_forces(stepper, outs):
     return ((*outs[:-1], extra) if extra else outs[:-1]), outs[-1].get("unilateral_forces")
 
 
-def with_solved_contacts(model: Model, sol, row_forces):
-    """``sol`` keeping ``row_forces`` (from :func:`soft_row_forces`) where a sensor of
-    ``model`` reads the solved contacts (:attr:`~jaxmbd.Solution.solved_contacts`, found
-    from them when read)."""
+def kept_row_forces(model: Model, row_forces):
+    """``row_forces`` (from :func:`soft_row_forces`) where a sensor of ``model`` reads the
+    solved contacts (:attr:`~jaxmbd.Solution.solved_contacts`, found from them when read),
+    else None: what the Solution keeps as ``soft_row_forces``."""
     if row_forces is None or not reads_contacts(model):
-        return sol
-    return eqx.tree_at(lambda s: s.soft_row_forces, sol, row_forces, is_leaf=lambda x: x is None)
+        return None
+    return row_forces
 
 
-__all__ = ["reads_contacts", "soft_row_forces", "with_solved_contacts"]
+__all__ = ["kept_row_forces", "reads_contacts", "soft_row_forces"]
