@@ -303,6 +303,13 @@ def active_rows(rows: SoftRows, capacity: int) -> SoftRows:
     )
 
 
+def _all_batched(inputs, batched, axis_size: int):
+    """``inputs`` with each leaf that ``batched`` marks unbatched broadcast to the batch."""
+    return jax.tree.map(
+        lambda x, b: x if b else jnp.broadcast_to(x, (axis_size, *jnp.shape(x))), inputs, batched
+    )
+
+
 def _on_active_rows(on, inputs, capacity: int):
     """``on(inputs)`` (``inputs = (M, a0, rows, ...)``) run with :func:`active_rows` in
     place of ``rows`` when they fit in ``capacity`` slots, else with all rows; under ``vmap``
@@ -321,11 +328,7 @@ def _on_active_rows(on, inputs, capacity: int):
     @branch.def_vmap
     def _branch_vmap(axis_size, in_batched, inputs):
         (batched,) = in_batched
-        inputs = jax.tree.map(
-            lambda x, b: x if b else jnp.broadcast_to(x, (axis_size, *jnp.shape(x))),
-            inputs,
-            batched,
-        )
+        inputs = _all_batched(inputs, batched, axis_size)
         fits = jnp.all(jnp.sum(inputs[2].active.astype(jnp.int32), axis=-1) <= capacity)
         out = lax.cond(fits, jax.vmap(small), jax.vmap(on), inputs)
         return out, jax.tree.map(lambda _: True, out)
@@ -356,11 +359,7 @@ def _members_apart(f):
         (batched,) = in_batched
         shared = not any(jax.tree.leaves((batched[0], batched[2])))
         if not (shared and axis_size <= MEMBERS_APART and jax.default_backend() == "cpu"):
-            inputs = jax.tree.map(
-                lambda x, b: x if b else jnp.broadcast_to(x, (axis_size, *jnp.shape(x))),
-                inputs,
-                batched,
-            )
+            inputs = _all_batched(inputs, batched, axis_size)
             out = jax.vmap(f)(inputs)
         else:
             treedef = jax.tree.structure(inputs)
