@@ -16,10 +16,14 @@ from .rewards import tolerance
 BIG_TARGET = 0.05  # _BIG_TARGET, the easy task's target radius
 
 
-def easy(*, integrator=None, n_substeps: int = 1, **options) -> ModelEnv:
+def easy(*, integrator=None, n_substeps: int = 1, h: float | None = None,
+         **options) -> ModelEnv:  # fmt: skip
     """Reacher easy: joints drawn by ``randomize_limited_and_rotational_joints``, the
-    target at radius U(0.05, 0.2) and angle U(0, 2 pi) (``Reacher.initialize_episode``)."""
+    target at radius U(0.05, 0.2) and angle U(0, 2 pi) (``Reacher.initialize_episode``).
+    ``h``: the time step (None: the file's 0.02 s, one per control step; RK4 needs 0.01 s
+    or less, the light arm's damping)."""
     suite = SuiteModel("reacher")
+    h = suite.timestep if h is None else float(h)
     finger = suite.frame("geom", "finger")
     radii = BIG_TARGET + float(suite.mj.geom_size[suite.id("geom", "finger"), 0])
     sample = joint_sampler(suite)
@@ -45,6 +49,6 @@ def easy(*, integrator=None, n_substeps: int = 1, **options) -> ModelEnv:
         target = radius * jnp.stack([jnp.sin(angle), jnp.cos(angle)])
         return qpos, jnp.zeros(model.tree.nv), {"target": target}
 
-    return ModelEnv(suite.model, h=suite.timestep, n_substeps=n_substeps, integrator=integrator,
+    return ModelEnv(suite.model, h=h, n_substeps=n_substeps, integrator=integrator,
                     observation=observation, reward=reward, initial_state=initial_state,
                     episode_length=1000, **options)  # fmt: skip

@@ -34,6 +34,7 @@ from ..constraints.redundancy import refuse_driven
 from ..contact import with_contact
 from ..model import Model
 from ..newton._implicit import ROOT, ROOT_FACTORS
+from ..newton._min_norm import PINV_RTOL
 from ..sensors import sensor_kind
 from ..soft_constraints.treatments import soft_constraints_of
 from ..tree import KinematicTree, assemble, body_velocities
@@ -663,7 +664,10 @@ def _rows_of_wrenches(model, groups, t, r, A, lam, wrenches):
             f = w[b, 3:]
             n_bar = A[b].T @ (w[b, :3] - jnp.cross(r[b], f))
             load = jnp.concatenate([f, n_bar])
-            lam = lam.at[rows].set(jnp.linalg.lstsq(-G[rows, b].T, load)[0])
+            # the pseudo-inverse, not lstsq: its derivative is the closed form of
+            # constant rank, where lstsq's SVD derivative is NaN at the rows' repeated
+            # singular values (a revolute joint's translation rows: three equal ones)
+            lam = lam.at[rows].set(jnp.linalg.pinv(-G[rows, b].T, rtol=PINV_RTOL) @ load)
         return lam
 
     return cpu_or_accelerator(
