@@ -297,3 +297,28 @@ def test_soft_runs_take_the_equalities_soft_by_default():
     plan = mbd.plan_simulation(model, t_end=0.01, h=0.005, contact="soft", limits="soft")
     assert plan.equality == "soft"
     assert plan.integrator == "euler"
+
+
+def test_couplings_of_joint_coordinates_differentiate_no_kinematics(monkeypatch):
+    """The quadruped's four couplings of fixed tendons (lengths linear in qpos) read no
+    poses: their rows' Jacobian, nu and gamma differentiate no forward kinematics (which the
+    run's program held four times over, 16k of the quadruped's 166k jaxpr equations), and
+    they still equal MuJoCo's (test_dm_control_accelerations_are_mujocos)."""
+    from jaxmbd.joint_space import constraint_rows
+
+    model = _soft_model(_quadruped_walk())
+    tree, loops = model_tree(model)
+    assert all(not part.reads_poses for part in loops.parts)
+
+    def refused(*args, **kwargs):
+        raise AssertionError("the couplings' rows ran the forward kinematics")
+
+    monkeypatch.setattr(constraint_rows, "poses", refused)
+    q, v = jnp.asarray(tree.qpos_init), jnp.ones(tree.nv)
+    phi, G, _, gamma = jax.jit(
+        lambda q, v: constraint_rows._generic_terms(loops.parts, tree, q, v, 0.0, rates=2)
+    )(q, v)
+    assert phi.shape == (4,) and G.shape == (4, tree.nv)
+    # a fixed tendon's rows: G its coefficients, gamma zero (the polynomial is linear here)
+    assert np.count_nonzero(np.asarray(G)) == 12
+    np.testing.assert_allclose(np.asarray(gamma), 0.0, atol=1e-15)

@@ -173,8 +173,8 @@ def _frame_terms(part: ClosingRows, tree: KinematicTree, p: TreePoses, qvel, t):
 def _generic_residual(parts, tree, qpos, t):
     """The rows of ``parts`` (those reading more than the bodies' frames) concatenated, from
     one forward kinematics: differentiated together, the program holds one copy of the
-    kinematics per derivative, not one per part."""
-    p = poses(tree, qpos)
+    kinematics per derivative, not one per part (none where no part reads the poses)."""
+    p = poses(tree, qpos) if any(part.reads_poses for part in parts) else None
     return jnp.concatenate([part.residual(tree, p, qpos, t) for part in parts])
 
 

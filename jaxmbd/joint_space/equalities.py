@@ -181,6 +181,10 @@ class JointCoupling(AbstractEquality):
     def size(self) -> int:
         return 1
 
+    @property
+    def reads_poses(self) -> bool:
+        return False
+
     def residual(self, tree: KinematicTree, p: TreePoses, qpos, t):
         q2 = None if self.address2 < 0 else qpos[self.address2] - self.ref2
         return polynomial_coupling(self.polycoef, qpos[self.address1] - self.ref1, q2)[None]
@@ -206,6 +210,10 @@ class TendonCoupling(AbstractEquality):
     @property
     def size(self) -> int:
         return 1
+
+    @property
+    def reads_poses(self) -> bool:
+        return self.tendons.reads_poses
 
     def residual(self, tree: KinematicTree, p: TreePoses, qpos, t):
         lengths = lengths_and_jacobians(self.tendons, tree, qpos, p)[0] - self.length0

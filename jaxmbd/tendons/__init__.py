@@ -121,6 +121,12 @@ class Tendons(eqx.Module):
         return Tendons(tuple(self.tendons[int(k)] for k in indices))
 
     @property
+    def reads_poses(self) -> bool:
+        """Whether a length reads the bodies' poses (a spatial tendon; fixed tendons are
+        linear in the joint coordinates), static."""
+        return any(isinstance(t, SpatialTendon) for t in self.tendons)
+
+    @property
     def joint_space_only(self) -> tuple[str, ...]:
         """The fixed tendons whose coordinates the body states do not give (static)."""
         return tuple(t.name for t in self.tendons if not t.absolute)

@@ -100,9 +100,17 @@ class AbstractTreeConstraint(eqx.Module):
         () for rows of another kind (equalities)."""
         return ()
 
+    @property
+    def reads_poses(self) -> bool:
+        """Whether :meth:`residual` reads the tree's poses (static); rows of the joint
+        coordinates alone say False, and a run then differentiates no forward kinematics
+        for them."""
+        return True
+
     @abc.abstractmethod
     def residual(self, tree: KinematicTree, p: TreePoses, qpos, t):
-        """Phi (size,) at ``qpos`` (whose poses are ``p``) and time ``t``."""
+        """Phi (size,) at ``qpos`` (whose poses are ``p``; None where no part of the run
+        :attr:`reads_poses`) and time ``t``."""
 
 
 __all__ = ["AbstractTreeConstraint", "Softness"]
