@@ -41,7 +41,7 @@ from .. import _config  # noqa: F401
 from ..compiled.small import mv, row_vec_mat
 from ..geometry import SHAPE_BY_NAME
 from . import convex
-from .narrow_phase import Slots, convex_shape
+from .narrow_phase import Slots, convex_shape_of
 
 #: Per shape kind: (the most prisms of a window in which the shape's core (a sphere's
 #: centre, a capsule's segment, the whole of any other shape) can lie at once and each
@@ -118,17 +118,21 @@ def _field_cells(n, s, lo, hi):
     return jnp.clip(first, 0, n - 1), jnp.clip(last, 0, n - 1)
 
 
-def field_slots(kind_b, window, heights, size_a, pa, Ra, pb, Rb, sb, *, margin=None) -> Slots:
+def field_slots(kind_b, window, heights, size_a, pa, Ra, pb, Rb, sb, *, margin=None,
+                which=None) -> Slots:  # fmt: skip
     """One member's slots: the prisms of its window against the shape of ``kind_b``
     (module docstring). World poses: field (pa, Ra), shape (pb, Rb), its size ``sb``.
     Given the pair's contact ``margin``, a prism whose top lies below the shape's lowest
     point less the margin is not searched (MuJoCo's prism height test): its gap is that
-    vertical clearance, above the margin."""
+    vertical clearance, above the margin. ``kind_b`` may be a tuple of kinds and ``which``
+    (traced) the index of the shape's kind in it: one program for a field's partners of
+    several kinds (each prism search then takes the largest :data:`DEEP_PRISMS` of them)."""
     rows, cols = window
     nrow, ncol = heights.shape
     sx, sy, base = size_a[0], size_a[1], size_a[2]
     # the shape in the field's frame, and its bounding box there (MuJoCo's, from its support)
-    local = convex_shape(kind_b, row_vec_mat(pb - pa, Ra), Ra.T @ Rb, sb)
+    kinds = tuple(kind_b) if isinstance(kind_b, tuple) else (kind_b,)
+    local = convex_shape_of(kinds, which, row_vec_mat(pb - pa, Ra), Ra.T @ Rb, sb)
     sg = jax.lax.stop_gradient
     axes = jnp.eye(3, dtype=pb.dtype)
     hi = sg(jnp.stack([local.support(axes[k])[k] for k in range(2)]) + local.margin)
@@ -170,7 +174,9 @@ def field_slots(kind_b, window, heights, size_a, pa, Ra, pb, Rb, sb, *, margin=N
     def prism(rows4):
         return convex.hull(zero, eye, rows4)
 
-    deep, iterations = DEEP_PRISMS[kind_b.name]
+    budgets = [DEEP_PRISMS[kind.name] for kind in kinds]
+    deep = max(b[0] for b in budgets)
+    iterations = None if any(b[1] is None for b in budgets) else max(b[1] for b in budgets)
     gap, point, normal = convex.collide_rows(prism, rows4, local, deep=deep,
                                              epa_iterations=iterations, live=live)  # fmt: skip
     gap = jnp.where(live, gap, jnp.maximum(jnp.maximum(gap, clearance), 0.0) + dx + dy)

@@ -459,6 +459,28 @@ def convex_shape(kind, p, R, size) -> convex.Convex:
     return convex.hull(p, R, size)
 
 
+def convex_shape_of(kinds, which, p, R, size) -> convex.Convex:
+    """The shape of kind ``kinds[which]`` at (p, R), ``kinds`` a tuple of kinds (static)
+    and ``which`` an index into it that may be traced: one program serves shapes of
+    several kinds (every kind's support point is computed, the one of ``which`` kept)."""
+    if len(kinds) == 1:
+        return convex_shape(kinds[0], p, R, size)
+    shapes = [convex_shape(kind, p, R, size) for kind in kinds]
+    one = jnp.arange(len(kinds)) == which
+
+    def pick(values):
+        values = jnp.stack(values)
+        mask = one.reshape(one.shape + (1,) * (values.ndim - 1))
+        return jnp.sum(jnp.where(mask, values, 0.0), axis=0)
+
+    return convex.Convex(
+        lambda d: pick([shape.support(d) for shape in shapes]),
+        pick([shape.centre for shape in shapes]),
+        pick([jnp.asarray(shape.margin, p.dtype) for shape in shapes]),
+        pick([jnp.asarray(shape.scale, p.dtype) for shape in shapes]),
+    )
+
+
 def _support_pair(kind_a, kind_b):
     """The narrow phase of two convex shapes by GJK and MPR (:mod:`jaxmbd.contact.convex`):
     one slot, the closest points or the penetration's."""

@@ -99,13 +99,13 @@ def _field_window(m, g1: int, g2: int, margin: float) -> tuple[int, int, int] | 
 
 
 def _field_data(m, h: int, rows: int, cols: int) -> dict:
-    """A height field group's fields: its window, the elevations (data times the field's
-    height) and (half extent x, half extent y, base depth)."""
+    """A height field group's fields: the field's id, its window, the elevations (data
+    times the field's height) and (half extent x, half extent y, base depth)."""
     nrow, ncol = int(m.hfield_nrow[h]), int(m.hfield_ncol[h])
     size = np.asarray(m.hfield_size[h], dtype=float)
     adr = int(m.hfield_adr[h])
     data = np.asarray(m.hfield_data[adr : adr + nrow * ncol], dtype=float).reshape(nrow, ncol)
-    return dict(window=(rows, cols), heights=data * size[2],
+    return dict(window=(rows, cols), field=h, heights=data * size[2],
                 field_size=np.array([size[0], size[1], size[3]]))  # fmt: skip
 
 
@@ -149,6 +149,8 @@ def constraint_model(mujoco, m, d0, roots, owner, unsupported: list[str], *,
     candidates = candidate_pairs(m)
     invweight = np.asarray(m.body_invweight0, dtype=float).reshape(-1, 2)
     groups: dict[tuple, list] = {}
+    # a field's partners are collided in one program (soft_constraints.model.field_contacts)
+    windows: dict[int, tuple[int, int]] = {}
     missing: dict[str, int] = {}
     columns = (candidates[k] for k in ("geom1", "geom2", "pair", "margin"))
     for g1, g2, pair, margin in zip(*columns, strict=True):
@@ -166,7 +168,11 @@ def constraint_model(mujoco, m, d0, roots, owner, unsupported: list[str], *,
         b1, b2 = int(m.geom_bodyid[g1]), int(m.geom_bodyid[g2])
         k1, p1, r1 = _local_pose(d0, tree_of, owner, g1, b1)
         k2, p2, r2 = _local_pose(d0, tree_of, owner, g2, b2)
-        groups.setdefault((t1, t2, condim, field), []).append(dict(
+        if field is not None:  # one window per field, the largest its partners need
+            rows, cols = windows.get(field[0], (0, 0))
+            windows[field[0]] = (max(rows, field[1]), max(cols, field[2]))
+        field_id = None if field is None else field[0]
+        groups.setdefault((t1, t2, condim, field_id), []).append(dict(
             body1=k1, body2=k2, geoms=(g1, g2), pos1=p1, mat1=r1,
             size1=np.asarray(m.geom_size[g1], dtype=float), pos2=p2, mat2=r2,
             size2=np.asarray(m.geom_size[g2], dtype=float), margin=float(margin),
@@ -182,7 +188,7 @@ def constraint_model(mujoco, m, d0, roots, owner, unsupported: list[str], *,
             + " (contact='compliant' collides them, with jaxmbd's own contact law)"
         )
     contacts = []
-    for (t1, t2, condim, field), members in sorted(groups.items(), key=lambda kv: kv[0][:3]):
+    for (t1, t2, condim, field_id), members in sorted(groups.items(), key=lambda kv: kv[0][:3]):
 
         def stacked(key, members=members):
             return np.stack([np.asarray(p[key], dtype=float) for p in members])
@@ -193,7 +199,7 @@ def constraint_model(mujoco, m, d0, roots, owner, unsupported: list[str], *,
             *(stacked(k) for k in ("pos1", "mat1", "size1", "pos2", "mat2", "size2", "margin",
                                    "includemargin", "friction", "solref", "solreffriction",
                                    "solimp", "invweight")),
-            **({} if field is None else _field_data(m, *field)),
+            **({} if field_id is None else _field_data(m, field_id, *windows[field_id])),
         ))  # fmt: skip
     limits = JointLimitSpec.from_model(m)
     friction = DofFrictionSpec.from_model(m)

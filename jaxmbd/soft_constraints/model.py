@@ -74,10 +74,10 @@ class ContactGroup(eqx.Module):
     contact is a constraint; ``friction`` (k, 5), ``solref``, ``solreffriction`` (k, 2),
     ``solimp`` (k, 5): ``mj_contactParam``'s mix; ``invweight`` (k, 2): the two bodies'
     ``body_invweight0`` summed (translational, rotational); ``geoms`` (k, 2) MuJoCo's geom
-    ids (for reports). A height field's group (geom 1 a field, ``window`` its cells under
-    each geom) carries the field's ``heights`` (nrow, ncol) and ``field_size`` (half extents
-    x and y, base depth): MuJoCo's prisms, one contact slot each
-    (:mod:`jaxmbd.contact.height_field`)."""
+    ids (for reports). A height field's group (geom 1 the field of MuJoCo id ``field``,
+    ``window`` its cells under each geom, one window for all the field's groups) carries the
+    field's ``heights`` (nrow, ncol) and ``field_size`` (half extents x and y, base depth):
+    MuJoCo's prisms, one contact slot each (:mod:`jaxmbd.contact.height_field`)."""
 
     type1: int = eqx.field(static=True)
     type2: int = eqx.field(static=True)
@@ -99,6 +99,7 @@ class ContactGroup(eqx.Module):
     solimp: jax.Array
     invweight: jax.Array
     window: tuple[int, ...] = eqx.field(static=True, default=())
+    field: int = eqx.field(static=True, default=-1)
     heights: jax.Array | None = None
     field_size: jax.Array | None = None
 
@@ -107,25 +108,6 @@ class ContactGroup(eqx.Module):
         if self.window:  # a height field: two prisms a cell of the window
             return 2 * self.window[0] * self.window[1]
         return kernel_for(self.type1, self.type2)[1]
-
-    def field_contacts(self, x, R) -> Contacts:
-        """A height field group's contacts (k, slots): each prism of the window under each
-        geom against it, as ``mjc_ConvexHField`` finds them (the signed distance, the point
-        midway, the normal from the field to the geom; the frame as ``mju_makeFrame`` makes
-        it from the normal alone), a slot valid where the distance is below the margin."""
-        (pa, Ra), (pb, Rb) = self.world_poses(x, R)
-        kind = SHAPE_BY_NAME[GEOM_NAMES[self.type2]]
-
-        def one(pa, Ra, pb, Rb, sb, margin):
-            return field_slots(kind, self.window, self.heights, self.field_size, pa, Ra, pb, Rb,
-                               sb, margin=margin)  # fmt: skip
-
-        slots = jax.vmap(one)(pa, Ra, pb, Rb, self.size2, self.margin)
-        frame = jax.vmap(jax.vmap(make_frame, in_axes=(0, None)), in_axes=(0, None))(
-            slots.normal, jnp.zeros(3, slots.normal.dtype)
-        )
-        valid = slots.gap < self.margin[:, None]
-        return Contacts(dist=slots.gap, pos=slots.point, frame=frame, valid=valid)
 
     def world_poses(self, x, R):
         """World (pos, mat) of both geoms of every pair, from the tree bodies' frames."""
@@ -139,6 +121,43 @@ class ContactGroup(eqx.Module):
             return p, m
 
         return place(self.body1, self.pos1, self.mat1), place(self.body2, self.pos2, self.mat2)
+
+
+def _stacked_poses(groups, x, R):
+    """((pos1, mat1), (pos2, mat2)): :meth:`ContactGroup.world_poses` of ``groups``, their
+    pairs stacked."""
+    poses = [g.world_poses(x, R) for g in groups]
+    return tuple(
+        tuple(jnp.concatenate([pose[side][k] for pose in poses]) for k in (0, 1)) for side in (0, 1)
+    )
+
+
+def field_contacts(groups, x, R) -> Contacts:
+    """The contacts (k, slots) of height field groups of one field and window, their pairs
+    stacked (k in all): each prism of the window under each geom against it, as
+    ``mjc_ConvexHField`` finds them (the signed distance, the point midway, the normal from
+    the field to the geom; the frame as ``mju_makeFrame`` makes it from the normal alone), a
+    slot valid where the distance is below the margin. Partners of several geom types are
+    collided in one program (their types become data)."""
+    first = groups[0]
+    kinds = tuple(dict.fromkeys(SHAPE_BY_NAME[GEOM_NAMES[g.type2]] for g in groups))
+    which = np.concatenate(
+        [np.full(len(g.body1), kinds.index(SHAPE_BY_NAME[GEOM_NAMES[g.type2]])) for g in groups]
+    )
+    (pa, Ra), (pb, Rb) = _stacked_poses(groups, x, R)
+    size2 = jnp.concatenate([g.size2 for g in groups])
+    margin = jnp.concatenate([g.margin for g in groups])
+
+    def one(pa, Ra, pb, Rb, sb, margin, which):
+        return field_slots(kinds, first.window, first.heights, first.field_size, pa, Ra, pb,
+                           Rb, sb, margin=margin, which=which)  # fmt: skip
+
+    slots = jax.vmap(one)(pa, Ra, pb, Rb, size2, margin, jnp.asarray(which))
+    frame = jax.vmap(jax.vmap(make_frame, in_axes=(0, None)), in_axes=(0, None))(
+        slots.normal, jnp.zeros(3, slots.normal.dtype)
+    )
+    valid = slots.gap < margin[:, None]
+    return Contacts(dist=slots.gap, pos=slots.point, frame=frame, valid=valid)
 
 
 def moved_by(ancestors) -> np.ndarray:
@@ -163,24 +182,24 @@ def point_jacobians(S, moves, points):
 def collide_groups(groups, x, R) -> list[Contacts]:
     """Each contact group's contacts (k, slots) at the bodies' frames (x, R). Groups whose
     pairs share a collision program (:func:`~jaxmbd.contact.mujoco.pairs.program_key`: the
-    same geom types under several ``condim``, every convex pair) are collided in one call,
-    so that a model traces each kernel once."""
+    same geom types under several ``condim``, every convex pair; every partner of one height
+    field) are collided in one call, so that a model traces each kernel once."""
     by_key: dict = {}
     found: list = [None] * len(groups)
     for i, group in enumerate(groups):
-        if group.window:  # a height field's prisms: a collision program of its own
-            found[i] = group.field_contacts(x, R)
-            continue
-        by_key.setdefault(program_key(group.type1, group.type2), []).append(i)
+        key = ("field", group.field) if group.window else program_key(group.type1, group.type2)
+        by_key.setdefault(key, []).append(i)
     for members in by_key.values():
         parts = [groups[i] for i in members]
-        poses = [g.world_poses(x, R) for g in parts]
+        if parts[0].window:  # a height field's prisms (one window for the field)
+            together = field_contacts(parts, x, R)
+            offsets = np.cumsum([0] + [len(g.body1) for g in parts])
+            for i, start, stop in zip(members, offsets[:-1], offsets[1:], strict=True):
+                found[i] = jax.tree.map(lambda a, o=start, e=stop: a[o:e], together)
+            continue
         types1 = np.concatenate([np.full(len(g.body1), g.type1) for g in parts])
         types2 = np.concatenate([np.full(len(g.body1), g.type2) for g in parts])
-
-        (p1, m1), (p2, m2) = (
-            [jnp.concatenate([pose[side][k] for pose in poses]) for k in (0, 1)] for side in (0, 1)
-        )
+        (p1, m1), (p2, m2) = _stacked_poses(parts, x, R)
         together = collide_pairs(
             types1, types2, p1, m1, jnp.concatenate([g.size1 for g in parts]), p2, m2,
             jnp.concatenate([g.size2 for g in parts]), jnp.concatenate([g.margin for g in parts]),
