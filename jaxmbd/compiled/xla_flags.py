@@ -264,13 +264,16 @@ def hoisted_call(f, *args, tangent_f=None):
     def once(dynamic):
         if not cpu:
             return call(dynamic)
-        shapes = jax.eval_shape(call, dynamic)
+        # traced once: the loop's body reuses the trace that gave the output's shapes (the
+        # rows of a model with convex colliders took seconds a trace)
+        traced = jax.jit(call)
+        shapes = jax.eval_shape(traced, dynamic)
         out = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
         one = lax.optimization_barrier(jnp.ones((), jnp.int32))
 
         def body(carry):
             inputs, i = lax.optimization_barrier((dynamic, carry[0]))
-            return i + 1, call(inputs)
+            return i + 1, traced(inputs)
 
         return lax.while_loop(lambda c: c[0] < one, body, (jnp.zeros((), jnp.int32), out))[1]
 
