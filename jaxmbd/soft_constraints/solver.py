@@ -457,6 +457,9 @@ def solve(
               scale, warmstart)  # fmt: skip
     inputs = jax.tree.map(lambda x: lax.stop_gradient(jnp.asarray(x)), inputs)
 
+    # a jitted function: its traces are reused wherever the inputs' shapes recur (the
+    # batching rules below trace the solve again, member by member)
+    @jax.jit
     def on(inputs):
         M, a0, rows, a_warm, iterations, tolerance, ls_iterations, ls_tolerance, scale, warm = (
             inputs
