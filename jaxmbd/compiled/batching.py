@@ -1,11 +1,15 @@
 """Helpers of jaxmbd's ``custom_vmap`` rules (batched LU and solves, the Newton loop and its
 refresh): the batching rule gets each argument with a flag saying whether it carries the
-batch axis."""
+batch axis. And :func:`while_loop`, whose ``vmap`` is traced in one pass."""
 
 from __future__ import annotations
 
+import functools
+import operator
+
 import jax
 import jax.numpy as jnp
+from jax import lax
 from jax.custom_derivatives import SymbolicZero
 from jax.extend import core as jcore
 
@@ -151,3 +155,17 @@ def _batch_axis_first(tree):
         return jax.lax.squeeze(jax.lax.reshape(x, (*x.shape, 1)), (x.ndim,))
 
     return jax.tree_util.tree_map(first, tree)
+
+
+def while_loop(cond, body, init, *, like=()):
+    """``lax.while_loop(cond, body, init)``, its carry made to depend (without changing its
+    value) on every leaf of ``init`` and of ``like`` (values the body reads): under ``vmap``
+    the whole carry then starts batched wherever any of them is, and JAX's batching rule
+    batches the body once, where a carry that turns batched in the body costs a pass more,
+    each pass batching the loops nested inside again (MuJoCo's convex collider, loops four
+    deep, traced for a batch of pairs in twice the time of one pair, 1.3x with this). The extra
+    operations fold away in XLA."""
+    leaves = jax.tree.leaves((init, like))
+    never = functools.reduce(operator.or_, [jnp.any(x != x) for x in leaves]) & False
+    init = jax.tree.map(lambda x: jnp.where(never, x, x), init)
+    return lax.while_loop(cond, body, init)

@@ -51,6 +51,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _config  # noqa: F401
+from ..compiled.batching import while_loop
 from ..compiled.small import dot, mv, row_vec_mat
 
 #: GJK iterations (each adds one support point; MuJoCo's ``ccd_iterations`` is 35).
@@ -236,7 +237,7 @@ def _until_done(n, step, state):
         i, state = carry
         return i + 1, step(i, state)
 
-    return jax.lax.while_loop(more, once, (jnp.zeros((), jnp.int32), state))[1]
+    return while_loop(more, once, (jnp.zeros((), jnp.int32), state))[1]
 
 
 def _support_m(a: Convex, b: Convex, d):

@@ -31,9 +31,9 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
 from ... import _config  # noqa: F401  (float64)
+from ...compiled.batching import while_loop
 from .common import Contacts, Raw, compact, finish, make_frame
 from .epa import epa, initial_polytope
 from .gjk import MINVAL2, _sqrt, dot3, gjk, matvec, matvec_t, normalize3
@@ -271,8 +271,11 @@ def convex(type1, type2, pos1, mat1, size1, pos2, mat2, size2, margin, *,
         return (j < 5) & ((j == 0) | results[0][0])
 
     slots_found = (jnp.zeros(5, bool), jnp.zeros(5), jnp.zeros((5, 3)), jnp.zeros((5, 3)))
-    founds, dists_ccd, poss_ccd, normals_ccd = lax.while_loop(
-        more_to_search, lambda c: (c[0] + 1, search(c[0], c[1])), (jnp.asarray(0), slots_found)
+    founds, dists_ccd, poss_ccd, normals_ccd = while_loop(
+        more_to_search,
+        lambda c: (c[0] + 1, search(c[0], c[1])),
+        (jnp.asarray(0), slots_found),
+        like=(pos1, mat1, size1, pos2, mat2, size2, margin, type1, type2),
     )[1]
     found, dist, pos, normal = founds[0], dists_ccd[0], poss_ccd[0], normals_ccd[0]
     more = (founds[1:], dists_ccd[1:], poss_ccd[1:], normals_ccd[1:])

@@ -17,9 +17,9 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
 from ... import _config  # noqa: F401  (float64)
+from ...compiled.batching import while_loop
 from .common import MINVAL
 from .gjk import (
     _MINDIST,
@@ -338,7 +338,7 @@ def _horizon(pt: Polytope, face, w):
         out = _select(mode == _CALL, called, returned)
         return _select(mode == _CONT, cont, out)
 
-    c = lax.while_loop(lambda c: c["mode"] != _HDONE, step, init)
+    c = while_loop(lambda c: c["mode"] != _HDONE, step, init)
     return c["pt"], c["hidx"], c["hedge"], c["nedges"]
 
 
@@ -398,7 +398,7 @@ def epa(support1, support2, pt: Polytope, *, tolerance, iterations: int):
             return dict(pt=pt, i=i + 1, failed=failed | fail)
 
         nfaces0 = pt_h.nfaces
-        attached = lax.while_loop(
+        attached = while_loop(
             lambda a: ~a["failed"] & (a["i"] < nedges) & ~broken & ~no_room,
             attach_one,
             dict(pt=pt_h, i=jnp.asarray(0), failed=jnp.asarray(False)),
@@ -422,7 +422,7 @@ def epa(support1, support2, pt: Polytope, *, tolerance, iterations: int):
 
     init = dict(pt=pt, face=jnp.asarray(-1), k=jnp.asarray(0), done=jnp.asarray(False),
                 upper=jnp.asarray(MAX_LIMIT), upper2=jnp.asarray(MAX_LIMIT))  # fmt: skip
-    c = lax.while_loop(cond, body, init)
+    c = while_loop(cond, body, init)
     pt, face = c["pt"], c["face"]
     found = face >= 0
     f = jnp.maximum(face, 0)

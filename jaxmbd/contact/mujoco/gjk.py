@@ -28,9 +28,9 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
 from ... import _config  # noqa: F401  (float64)
+from ...compiled.batching import while_loop
 from .common import MINVAL
 
 MINVAL2 = MINVAL * MINVAL
@@ -379,7 +379,7 @@ def gjk(support1, support2, x1, x2, *, tolerance, iterations: int, dist_cutoff=0
         xnorm_prev=jnp.asarray(0.0), lam=jnp.zeros(4), mode=jnp.asarray(_GJK),
         backup=jnp.logical_not(get_dist), local=zero_simplex, perm=jnp.arange(4),
     )  # fmt: skip
-    c = lax.while_loop(cond, body, init)
+    c = while_loop(cond, body, init)
 
     n, lam, simplex, xk, xnorm = c["n"], c["lam"], c["simplex"], c["xk"], c["xnorm"]
     w1 = jnp.where(n > 0, lincomb(lam, n, simplex[:, 1]), x1)
