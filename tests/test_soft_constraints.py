@@ -169,6 +169,39 @@ def test_a_controlled_run_solves_once_per_state(monkeypatch):
     assert len(calls) == 1
 
 
+def test_a_batch_steps_its_members_one_after_another_on_the_cpu():
+    """``jax.vmap`` of a soft run on the CPU: the members' runs one after another (a scan
+    over the 3 members, each solve for its own iterations), each equal to its single run to
+    round-off."""
+    if jax.default_backend() != "cpu":
+        pytest.skip("the members' schedule of the CPU")
+    m = mujoco.MjModel.from_xml_path(str(FILES["hopper"]))
+    model = mbd.load_model(FILES["hopper"])
+    h, n = float(m.opt.timestep), 10
+    u = jnp.asarray(np.random.default_rng(5).uniform(-1, 1, (3, n, m.nu)))
+
+    def run(u):
+        return mbd.simulate(model, t_end=n * h, h=h, controls=u).qpos
+
+    from jax.extend.core import jaxprs_in_params
+
+    scans = []
+
+    def walk(jaxpr):
+        for eqn in jaxpr.eqns:
+            if eqn.primitive.name == "scan":
+                scans.append(eqn.params["length"])
+            for sub in jaxprs_in_params(eqn.params):
+                walk(sub)
+
+    walk(jax.make_jaxpr(jax.vmap(run))(u).jaxpr)
+    assert 3 in scans, scans
+    batched = np.asarray(jax.jit(jax.vmap(run))(u))
+    for k in range(3):
+        single = np.asarray(jax.jit(run)(u[k]))
+        np.testing.assert_allclose(batched[k], single, rtol=0, atol=1e-12)
+
+
 def test_soft_needs_a_model_file():
     """A model built in code has no MuJoCo constraint model: a clear error."""
     b = mbd.ModelBuilder("drop", gravity=(0.0, 0.0, -9.81))
