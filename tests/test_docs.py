@@ -185,8 +185,10 @@ def mujoco_centres(m, names, *, t_end, every, dt=1e-4):
 @pytest.mark.slow
 def test_mujoco_guide_examples(tmp_path, monkeypatch):
     """The "coming from MuJoCo" page: jaxmbd's trajectory of the MJCF arm and its hinge
-    angles match MuJoCo's RK4 within gen_alpha's error, as the page shows; with the joint
-    damping element, the damped arm follows MuJoCo's damped run as closely."""
+    angles match MuJoCo's RK4 as the page shows (the file's RK4 in joint coordinates, the
+    default for a model read from MJCF, at h = 1e-3: 9.5e-11 m); with the joint damping
+    element, the damped arm follows MuJoCo's damped run as closely (1.6e-11 m measured; in
+    rA, gen_alpha's 5.3e-6 m)."""
     pytest.importorskip("mujoco")
     page = (DOCS / "guide/mujoco.md").read_text()
     code, shown = EXAMPLE.findall(page)[0]
@@ -198,4 +200,4 @@ def test_mujoco_guide_examples(tmp_path, monkeypatch):
     _, ns = run_example(damping)
     sol, model = ns["sol"], ns["model"]
     r_mj = mujoco_centres(ns["m"], model.body_names, t_end=0.5, every=1e-3)
-    assert np.abs(np.asarray(sol.r) - r_mj).max() < 2e-5
+    assert np.abs(np.asarray(sol.r) - r_mj).max() < 1e-10

@@ -67,9 +67,16 @@ def A_to_ep(A):
     k = jnp.argmax(pivots, axis=-1)
 
     def from_pivot(idx):
+        # The chosen pivot's radicand (4 e_i^2) is at least 2/3. The other candidates' are
+        # replaced by 1 (their values are discarded): a radicand near 0 there (every
+        # candidate but the first at the identity) gives finite values but a derivative
+        # of 1/s^3 that overflows, and 0 * inf = NaN reaches a second derivative.
+        def pivot(radicand):
+            return jnp.where(k == idx, radicand, 1.0)
+
         a = A
         if idx == 0:
-            s = 2.0 * jnp.sqrt(jnp.maximum(1.0 + tr, 1e-300))
+            s = 2.0 * jnp.sqrt(pivot(1.0 + tr))
             q = [
                 0.25 * s,
                 (a[..., 2, 1] - a[..., 1, 2]) / s,
@@ -77,9 +84,7 @@ def A_to_ep(A):
                 (a[..., 1, 0] - a[..., 0, 1]) / s,
             ]
         elif idx == 1:
-            s = 2.0 * jnp.sqrt(
-                jnp.maximum(1.0 + a[..., 0, 0] - a[..., 1, 1] - a[..., 2, 2], 1e-300)
-            )
+            s = 2.0 * jnp.sqrt(pivot(1.0 + a[..., 0, 0] - a[..., 1, 1] - a[..., 2, 2]))
             q = [
                 (a[..., 2, 1] - a[..., 1, 2]) / s,
                 0.25 * s,
@@ -87,9 +92,7 @@ def A_to_ep(A):
                 (a[..., 0, 2] + a[..., 2, 0]) / s,
             ]
         elif idx == 2:
-            s = 2.0 * jnp.sqrt(
-                jnp.maximum(1.0 - a[..., 0, 0] + a[..., 1, 1] - a[..., 2, 2], 1e-300)
-            )
+            s = 2.0 * jnp.sqrt(pivot(1.0 - a[..., 0, 0] + a[..., 1, 1] - a[..., 2, 2]))
             q = [
                 (a[..., 0, 2] - a[..., 2, 0]) / s,
                 (a[..., 0, 1] + a[..., 1, 0]) / s,
@@ -97,9 +100,7 @@ def A_to_ep(A):
                 (a[..., 1, 2] + a[..., 2, 1]) / s,
             ]
         else:
-            s = 2.0 * jnp.sqrt(
-                jnp.maximum(1.0 - a[..., 0, 0] - a[..., 1, 1] + a[..., 2, 2], 1e-300)
-            )
+            s = 2.0 * jnp.sqrt(pivot(1.0 - a[..., 0, 0] - a[..., 1, 1] + a[..., 2, 2]))
             q = [
                 (a[..., 1, 0] - a[..., 0, 1]) / s,
                 (a[..., 0, 2] + a[..., 2, 0]) / s,
