@@ -324,6 +324,30 @@ def quadruped_terrain(tmp_path_factory):
     return model, m
 
 
+def _quadruped_on_terrain(m, d, terrain, rng, count):
+    """``count`` quadruped states (qpos) at random places, headings and joint angles, each
+    lowered until its deepest terrain contact is 3 mm (``d`` left at the last of them)."""
+    for _ in range(count):
+        qpos = np.array(m.qpos0)
+        qpos[:2] = rng.uniform(-3, 3, 2)
+        quat = np.zeros(4)
+        mujoco.mju_euler2Quat(quat, np.array([*rng.normal(scale=0.15, size=2),
+                                              rng.uniform(0, 2 * np.pi)]), "xyz")  # fmt: skip
+        qpos[3:7] = quat
+        for j in np.flatnonzero(m.jnt_type == mujoco.mjtJoint.mjJNT_HINGE):
+            lo, hi = m.jnt_range[j]
+            qpos[m.jnt_qposadr[j]] = rng.uniform(lo, hi)
+
+        def deepest(qpos):
+            d.qpos[:] = qpos
+            mujoco.mj_forward(m, d)
+            return min([c[1] for c in _terrain_contacts(m, d, terrain)], default=1.0)
+
+        qpos = _lower_until(m, d, qpos, 0, deepest)
+        deepest(qpos)
+        yield qpos
+
+
 def test_quadruped_loads_as_authored():
     """dm_control's quadruped, terrain and rangefinders included: no warning (both jaxmbd's
     contact and MuJoCo's constraint model collide the terrain with every geom over it)."""
@@ -388,26 +412,8 @@ def test_quadruped_soft_terrain_contacts_are_mujocos(quadruped_terrain):
                 jnp.concatenate([c.frame[..., 0, :].reshape(-1, 3) for c in found]),
                 jnp.concatenate([c.valid.reshape(-1) for c in found]))  # fmt: skip
 
-    rng = np.random.default_rng(4)
     seen = 0
-    for _ in range(3):
-        qpos = np.array(m.qpos0)
-        qpos[:2] = rng.uniform(-3, 3, 2)
-        quat = np.zeros(4)
-        mujoco.mju_euler2Quat(quat, np.array([*rng.normal(scale=0.15, size=2),
-                                              rng.uniform(0, 2 * np.pi)]), "xyz")  # fmt: skip
-        qpos[3:7] = quat
-        for j in np.flatnonzero(m.jnt_type == mujoco.mjtJoint.mjJNT_HINGE):
-            lo, hi = m.jnt_range[j]
-            qpos[m.jnt_qposadr[j]] = rng.uniform(lo, hi)
-
-        def deepest(qpos):
-            d.qpos[:] = qpos
-            mujoco.mj_forward(m, d)
-            return min([c[1] for c in _terrain_contacts(m, d, terrain)], default=1.0)
-
-        qpos = _lower_until(m, d, qpos, 0, deepest)
-        deepest(qpos)
+    for qpos in _quadruped_on_terrain(m, d, terrain, np.random.default_rng(4), 3):
         dist, pos, normal, valid = (np.asarray(x) for x in collide(jnp.asarray(qpos)))
         theirs = _terrain_contacts(m, d, terrain)
         assert int(valid.sum()) == len(theirs) >= 1
@@ -430,26 +436,8 @@ def test_quadruped_terrain_contacts_are_mujocos(quadruped_terrain):
     d = mujoco.MjData(m)
     terrain = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_GEOM, "terrain")
     collide, _ = _field_collide(model)
-    rng = np.random.default_rng(1)
     seen = 0
-    for _ in range(4):
-        qpos = np.array(m.qpos0)
-        qpos[:2] = rng.uniform(-3, 3, 2)
-        quat = np.zeros(4)
-        mujoco.mju_euler2Quat(quat, np.array([*rng.normal(scale=0.15, size=2),
-                                              rng.uniform(0, 2 * np.pi)]), "xyz")  # fmt: skip
-        qpos[3:7] = quat
-        for j in np.flatnonzero(m.jnt_type == mujoco.mjtJoint.mjJNT_HINGE):
-            lo, hi = m.jnt_range[j]
-            qpos[m.jnt_qposadr[j]] = rng.uniform(lo, hi)
-
-        def deepest(qpos):
-            d.qpos[:] = qpos
-            mujoco.mj_forward(m, d)
-            return min([c[1] for c in _terrain_contacts(m, d, terrain)], default=1.0)
-
-        qpos = _lower_until(m, d, qpos, 0, deepest)
-        deepest(qpos)
+    for qpos in _quadruped_on_terrain(m, d, terrain, np.random.default_rng(1), 4):
         gap, point, normal = (np.asarray(x) for x in collide(jnp.asarray(qpos)))
         theirs = _terrain_contacts(m, d, terrain)
         ours = np.flatnonzero(gap < 0)
