@@ -125,8 +125,8 @@ def field_slots(kind_b, window, heights, size_a, pa, Ra, pb, Rb, sb, *, margin=N
     Given the pair's contact ``margin``, a prism whose top lies below the shape's lowest
     point less the margin is not searched (MuJoCo's prism height test): its gap is that
     vertical clearance, above the margin. ``kind_b`` may be a tuple of kinds and ``which``
-    (traced) the index of the shape's kind in it: one program for a field's partners of
-    several kinds (each prism search then takes the largest :data:`DEEP_PRISMS` of them)."""
+    (traced) the shape's index among them: one program for a field's partners of several
+    kinds (each prism search then takes the largest :data:`DEEP_PRISMS` of them)."""
     rows, cols = window
     nrow, ncol = heights.shape
     sx, sy, base = size_a[0], size_a[1], size_a[2]
@@ -174,7 +174,7 @@ def field_slots(kind_b, window, heights, size_a, pa, Ra, pb, Rb, sb, *, margin=N
     def prism(rows4):
         return convex.hull(zero, eye, rows4)
 
-    budgets = [DEEP_PRISMS[kind.name] for kind in kinds]
+    budgets = [DEEP_PRISMS[shape.name] for shape in kinds]
     deep = max(b[0] for b in budgets)
     iterations = None if any(b[1] is None for b in budgets) else max(b[1] for b in budgets)
     gap, point, normal = convex.collide_rows(prism, rows4, local, deep=deep,

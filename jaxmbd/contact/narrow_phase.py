@@ -465,7 +465,7 @@ def convex_shape_of(kinds, which, p, R, size) -> convex.Convex:
     several kinds (every kind's support point is computed, the one of ``which`` kept)."""
     if len(kinds) == 1:
         return convex_shape(kinds[0], p, R, size)
-    shapes = [convex_shape(kind, p, R, size) for kind in kinds]
+    shapes = [convex_shape(each, p, R, size) for each in kinds]
     one = jnp.arange(len(kinds)) == which
 
     def pick(values):

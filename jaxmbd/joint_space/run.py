@@ -34,9 +34,9 @@ from ..constraints.redundancy import refuse_driven
 from ..contact import with_contact
 from ..model import Model
 from ..newton._implicit import ROOT, ROOT_FACTORS
-from ..newton._min_norm import PINV_RTOL
+from ..newton._min_norm import min_norm_solve
 from ..sensors import sensor_kind
-from ..soft_constraints.treatments import soft_constraints_of
+from ..soft_constraints.treatments import large_batches, soft_constraints_of
 from ..tree import KinematicTree, assemble, body_velocities
 from ..tree._elementwise import mtv
 from ..tree.articulated import uses_articulated
@@ -351,24 +351,10 @@ def run_joint_space(model: Model, stepper: AbstractJointStepper, n: int, h, cont
         return _run_joint_space(model, stepper, n, h, controls, policy, rows, count)
 
     if isinstance(stepper, BATCH_LANES_STEPPERS):
-        too_large = "map" if _members_in_turn(model) else "vmap"
-        return batch_lanes(run, chunk=BATCH_LANES_CHUNK, too_large=too_large)(*leaves)
+        return batch_lanes(run, chunk=BATCH_LANES_CHUNK, too_large=large_batches(model))(*leaves)
     if not isinstance(stepper, BATCH_LAST_STEPPERS):
         return run(*leaves)
     return batch_last(run, chunk=BATCH_CHUNK)(*leaves)
-
-
-def _members_in_turn(model) -> bool:
-    """Whether a batch whose program is too large for tiles of members steps its members
-    one after another (``lax.map``) rather than ``jax.vmap``'s chunks: runs that solve
-    MuJoCo's constraint model on the CPU, where a batched solve runs every member for the
-    slowest one's iterations and selects per member in each. Batch of 64, random controls,
-    ``jax.jit(jax.vmap(run))`` on the 2-core CPU, model-steps/s in turn against chunks:
-    dm_control's humanoid 5.1k / 1.2k (200 steps), walker 29.1k / 15.4k, hopper 21.3k /
-    16.7k, cheetah 19.4k / 14.4k, gymnasium's ant 5.7k / 3.6k (300 steps), and the
-    compile 1.7x shorter; the environments step contact members so too
-    (:attr:`jaxmbd.envs.ModelEnv.member_chunk`)."""
-    return jax.default_backend() == "cpu" and soft_constraints_of(model) is not None
 
 
 def _time_loop(step, carry, n: int, count=None):
@@ -678,10 +664,7 @@ def _rows_of_wrenches(model, groups, t, r, A, lam, wrenches):
             f = w[b, 3:]
             n_bar = A[b].T @ (w[b, :3] - jnp.cross(r[b], f))
             load = jnp.concatenate([f, n_bar])
-            # the pseudo-inverse, not lstsq: its derivative is the closed form of
-            # constant rank, where lstsq's SVD derivative is NaN at the rows' repeated
-            # singular values (a revolute joint's translation rows: three equal ones)
-            lam = lam.at[rows].set(jnp.linalg.pinv(-G[rows, b].T, rtol=PINV_RTOL) @ load)
+            lam = lam.at[rows].set(min_norm_solve(-G[rows, b].T, load, redundant=True)[0])
         return lam
 
     return cpu_or_accelerator(

@@ -32,7 +32,8 @@ def min_norm_solve(G, rhs, *, redundant: bool = False) -> tuple[jax.Array, jax.A
     Full row rank (default): x = G^T (G G^T)^{-1} rhs, status of the m x m solve (SUCCESS,
     ILL_CONDITIONED or NONFINITE). ``redundant=True`` (dependent rows expected): x = G^+ rhs
     by the SVD pseudo-inverse with relative cut-off :data:`PINV_RTOL`, status SUCCESS
-    where x is finite."""
+    where x is finite; also the least-squares x of an overdetermined G, whose derivative
+    stays finite at repeated singular values, where ``jnp.linalg.lstsq``'s is NaN."""
     if redundant:
         x = jnp.linalg.pinv(G, rtol=PINV_RTOL) @ rhs
         return x, jnp.where(jnp.all(jnp.isfinite(x)), SUCCESS, NONFINITE)

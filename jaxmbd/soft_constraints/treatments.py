@@ -104,3 +104,18 @@ def soft_constraints_of(model):
     if constraints is None or not constraints.active:
         return None
     return constraints
+
+
+def large_batches(model) -> str:
+    """How a batch of runs of ``model`` too large for tiles of members steps
+    (:func:`jaxmbd.compiled.batch_lanes.batch_lanes`'s ``too_large``): ``"map"``, its members
+    one after another, rather than ``"vmap"``, ``jax.vmap``'s chunks, for runs that solve
+    MuJoCo's constraint model on the CPU, where a batched solve runs every member for the
+    slowest one's iterations and selects per member in each. Batch of 64, random controls,
+    ``jax.jit(jax.vmap(run))`` on the 2-core CPU, model-steps/s in turn against chunks:
+    dm_control's humanoid 5.1k / 1.2k (200 steps), walker 29.1k / 15.4k, hopper 21.3k /
+    16.7k, cheetah 19.4k / 14.4k, gymnasium's ant 5.7k / 3.6k (300 steps), and the
+    compile 1.7x shorter; the environments step contact members so too
+    (:attr:`jaxmbd.envs.ModelEnv.member_chunk`)."""
+    in_turn = jax.default_backend() == "cpu" and soft_constraints_of(model) is not None
+    return "map" if in_turn else "vmap"
