@@ -3,12 +3,10 @@ instructions: dm_control's file run 1000 steps under random controls as
 ``benchmarks.soft_contact`` runs it (``jax.jit`` of ``simulate(...).qpos``), compiled, its
 instructions counted by the innermost source function of their stack frame (XLA's
 ``StackFrames`` table), with the trace + lowering and XLA compile times and the run's
-time per step (median of 5). ``--plain-branch``: the solver's choice between its
-active-row gather and all rows as a plain ``lax.cond`` (its ``custom_vmap`` hides the
-source frames of everything inside). Run from the tree's root:
+time per step (median of 5). Run from the tree's root:
 
     python -m benchmarks.probes.soft_run_hlo hopper
-    python -m benchmarks.probes.soft_run_hlo humanoid --plain-branch --lines 20
+    python -m benchmarks.probes.soft_run_hlo humanoid --lines 20
     python -m benchmarks.probes.soft_run_hlo path/to/model.xml
 """
 
@@ -26,20 +24,9 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import mujoco  # noqa: E402
 import numpy as np  # noqa: E402
-from jax import lax  # noqa: E402
 
 import jaxmbd as mbd  # noqa: E402
 from benchmarks.soft_contact import _controls, _soft_run, path_of  # noqa: E402
-from jaxmbd.soft_constraints import solver  # noqa: E402
-
-
-def _plain_branch(on, inputs, capacity):
-    def small(inputs):
-        M, a0, rows, *rest = inputs
-        return on((M, a0, solver.active_rows(rows, capacity), *rest))
-
-    fits = jnp.sum(inputs[2].active.astype(jnp.int32)) <= capacity
-    return lax.cond(fits, small, on, inputs)
 
 
 def _section(text: str, title: str) -> list[str]:
@@ -87,12 +74,9 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("model", nargs="?", default="hopper")
     parser.add_argument("--steps", type=int, default=1000)
-    parser.add_argument("--plain-branch", action="store_true")
     parser.add_argument("--functions", type=int, default=25)
     parser.add_argument("--lines", type=int, default=0)
     args = parser.parse_args(argv)
-    if args.plain_branch:
-        solver._on_active_rows = _plain_branch
     path = args.model if args.model.endswith(".xml") else path_of(args.model)
     m = mujoco.MjModel.from_xml_path(path)
     h = float(m.opt.timestep)

@@ -218,11 +218,12 @@ def _soft_equalities(loops: TreeConstraints, tree, p, qpos, qvel, t) -> Equality
     return EqualityTerms(cons.parts, phi, G, gamma)
 
 
-#: The solver's loops run on the step's active rows gathered into this many slots when they
-#: fit (:func:`jaxmbd.soft_constraints.solver.solve`), else on all of them. dm_control's
+#: The solver's loops run on the step's active rows gathered in blocks of this many rows
+#: (:func:`jaxmbd.soft_constraints.solver.solve`), as many blocks as they fill. dm_control's
 #: hopper and cheetah (68-ish row slots) stay under 26 active rows in random-control runs;
-#: the humanoid (424 slots) has 37 lying on the floor, where 32 slots sent every step to
-#: the whole problem. Jitted 1000-step runs, one process each (scripts timing
+#: the humanoid (424 slots) has 37 lying on the floor. Measured when the slots were one
+#: block beside the solve on all rows (a step that overflowed them ran the whole problem):
+#: jitted 1000-step runs, one process each (scripts timing
 #: ``jax.jit(lambda u: mbd.simulate(model, t_end=..., controls=u))``, load 3): humanoid 979,
 #: 1435 and 677 steps/s at 32, 48 and 64 slots (64 leaves XLA's small-loop hoisting);
 #: hopper 4275 / 4035 and cheetah 3345 / 2906 at 32 / 48. So 32 slots up to

@@ -69,6 +69,18 @@ class Direction(NamedTuple):
     cone_Dm: jax.Array  # (ncone,) D[0] / (mu^2 (1 + mu^2)), 0 on inactive cones
 
 
+def row_quadratics(rows: SoftRows, Jaref: jax.Array, Jv: jax.Array) -> jax.Array:
+    """(3, nefc): per row ``D Jaref^2 / 2, D Jaref Jv, D Jv^2 / 2`` (``PrimalPrepare``)."""
+    D = row_weight(rows)
+    DJ0 = D * Jaref
+    return jnp.stack([0.5 * (Jaref * DJ0), Jv * DJ0, 0.5 * (Jv * D * Jv)])
+
+
+def gauss_polynomial(Ma, qfrc_smooth, search, Mv) -> tuple[jax.Array, jax.Array]:
+    """The Gauss term's coefficients along ``search``: ``v'(Ma - qfrc_smooth)``, ``v'Mv/2``."""
+    return inner(search, Ma) - inner(qfrc_smooth, search), 0.5 * inner(search, Mv)
+
+
 def prepare(
     rows: SoftRows,
     Ma: jax.Array,
@@ -80,8 +92,7 @@ def prepare(
 ) -> Direction:
     """Polynomials of the cost along ``search`` (``PrimalPrepare``)."""
     D = row_weight(rows)
-    DJ0 = D * Jaref
-    quad = jnp.stack([0.5 * (Jaref * DJ0), Jv * DJ0, 0.5 * (Jv * D * Jv)])
+    quad = row_quadratics(rows, Jaref, Jv)
     ncone = rows.ncone
     if ncone:
         layout = cone_layout(rows)
@@ -117,9 +128,10 @@ def prepare(
         cone_quad = jnp.zeros((3, 0), Jaref.dtype)
         cone_uv = jnp.zeros((5, 0), Jaref.dtype)
         cone_Dm = jnp.zeros((0,), Jaref.dtype)
+    gauss1, gauss2 = gauss_polynomial(Ma, qfrc_smooth, search, Mv)
     return Direction(
-        gauss1=inner(search, Ma) - inner(qfrc_smooth, search),
-        gauss2=0.5 * inner(search, Mv),
+        gauss1=gauss1,
+        gauss2=gauss2,
         start=Jaref,
         slope=Jv,
         quad=quad,
@@ -183,19 +195,36 @@ def _friction_loss_terms(rows: SoftRows, start, slope, x, D):
     )
 
 
-def evaluate(rows: SoftRows, direction: Direction, alpha: jax.Array) -> Point:
-    """Shifted cost ``cost(alpha) - cost(0)`` and its two derivatives (``PrimalEval``)."""
+class RowTerms(NamedTuple):
+    """The rows' part of ``PrimalEval`` at one step: the shifted cost of the piecewise rows
+    and its two derivatives, and the coefficients of the rows that are quadratic there
+    (``total0 + alpha total1 + alpha^2 total2``, the Gauss term's included)."""
+
+    cost: jax.Array
+    d0: jax.Array
+    d1: jax.Array
+    total0: jax.Array
+    total1: jax.Array
+    total2: jax.Array
+
+
+def no_row_terms(direction: Direction) -> RowTerms:
+    """The terms before any row is added: the Gauss term's polynomial alone."""
+    zero = jnp.zeros((), direction.start.dtype)
+    return RowTerms(zero, zero, zero, zero, direction.gauss1, direction.gauss2)
+
+
+def add_row_terms(rows: SoftRows, direction: Direction, alpha: jax.Array, terms: RowTerms):
+    """``terms`` with the rows' contributions at ``alpha`` added (``PrimalEval``'s loop over
+    rows and cones): a direction's rows may be added in parts, the parts in their order."""
     kind = rows.kind
     start, slope = direction.start, direction.slope
     q0, q1, q2 = direction.quad
     D = row_weight(rows)
-    dtype = start.dtype
 
     kinds = rows.kinds
     x = start + alpha * slope
-    zero = jnp.zeros((), dtype)
-    total0, total1, total2 = zero, direction.gauss1, direction.gauss2
-    cost = d0 = d1 = zero
+    cost, d0, d1, total0, total1, total2 = terms
 
     if EQUALITY in kinds:  # shifted quadratic (quad[0] dropped)
         is_eq = kind == EQUALITY
@@ -203,7 +232,8 @@ def evaluate(rows: SoftRows, direction: Direction, alpha: jax.Array) -> Point:
         total2 = total2 + jnp.sum(jnp.where(is_eq, q2, 0.0))
 
     if FRICTION_LOSS in kinds:  # the cost difference evaluated directly (frictionCostDif)
-        cost, d0, d1 = _friction_loss_terms(rows, start, slope, x, D)
+        fr_cost, fr_d0, fr_d1 = _friction_loss_terms(rows, start, slope, x, D)
+        cost, d0, d1 = cost + fr_cost, d0 + fr_d0, d1 + fr_d1
 
     if ONE_SIDED in kinds:  # quadratic where x < 0, shifted by the cost at alpha = 0
         is_os = kind == ONE_SIDED
@@ -267,12 +297,23 @@ def evaluate(rows: SoftRows, direction: Direction, alpha: jax.Array) -> Point:
         d0 = d0 + jnp.sum(jnp.where(cone_on, cone_d0, 0.0))
         d1 = d1 + jnp.sum(jnp.where(cone_on, cone_d1, 0.0))
 
+    return RowTerms(cost, d0, d1, total0, total1, total2)
+
+
+def point(alpha: jax.Array, terms: RowTerms) -> Point:
+    """The shifted cost and its derivatives at ``alpha`` from all rows' ``terms``."""
+    cost, d0, d1, total0, total1, total2 = terms
     cost = cost + (alpha * alpha * total2 + alpha * total1 + total0)
     d0 = d0 + (2 * alpha * total2 + total1)
     d1 = d1 + 2 * total2
     # convexity guard of PrimalEval (SHOULD NOT OCCUR: M is positive definite)
     d1 = jnp.where(d1 <= 0, MJ_MINVAL, d1)
-    return Point(jnp.asarray(alpha, dtype), cost, d0, d1)
+    return Point(jnp.asarray(alpha, cost.dtype), cost, d0, d1)
+
+
+def evaluate(rows: SoftRows, direction: Direction, alpha: jax.Array) -> Point:
+    """Shifted cost ``cost(alpha) - cost(0)`` and its two derivatives (``PrimalEval``)."""
+    return point(alpha, add_row_terms(rows, direction, alpha, no_row_terms(direction)))
 
 
 class SearchResult(NamedTuple):
@@ -311,8 +352,7 @@ class _State(NamedTuple):
 
 
 def search(
-    rows: SoftRows,
-    direction: Direction,
+    evaluate_at,
     snorm: jax.Array,
     scale: jax.Array,
     tolerance: jax.Array,
@@ -320,6 +360,9 @@ def search(
 ) -> SearchResult:
     """MuJoCo's exact line search (``PrimalSearch``): Newton steps on alpha, then bracketing.
 
+    ``evaluate_at(alpha)``: the :class:`Point` at ``alpha`` along the search direction
+    (:func:`evaluate` of its rows and :func:`prepare`'s direction, or the same summed over
+    parts of the rows).
     ``tolerance`` is ``opt.tolerance * opt.ls_tolerance``; the derivative tolerance is
     ``gtol = tolerance * |v| / scale`` (``scale`` = 1 / trace(M) in MuJoCo 4.0, the scaling
     of the solver's termination tests). ``ls_iterations`` bounds the number of cost
@@ -331,7 +374,7 @@ def search(
     evaluation appears once in the program, and a search that ends at its first Newton
     step (the common case) evaluates twice.
     """
-    dtype = direction.start.dtype
+    dtype = snorm.dtype
     gtol = tolerance * snorm / scale
     zero = jnp.zeros((), dtype)
     too_small = snorm < MJ_MINVAL
@@ -471,7 +514,7 @@ def search(
             0.5 * (s.p1.alpha + s.p2.alpha),
             jnp.where(s.phase == _UPDATE_2, newton_point(s.p2), newton_point(s.p1)),
         )
-        p = evaluate(rows, direction, at)
+        p = evaluate_at(at)
         phases = (first, one_sided, next_point, midpoint, update_1, update_2)
         steps = [step(s, p) for step in phases]
 
@@ -483,7 +526,7 @@ def search(
 
         return jax.tree.map(pick, *steps)
 
-    p0 = evaluate(rows, direction, zero)
+    p0 = evaluate_at(zero)
     zero_int = jnp.zeros((), int32)
     state = _State(
         phase=zero_int + _FIRST,

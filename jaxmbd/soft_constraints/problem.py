@@ -438,6 +438,12 @@ def constraint_update(rows: SoftRows, jar: jax.Array) -> ConstraintUpdate:
     return ConstraintUpdate(force, state, cost, D_quadratic, cone_hessian)
 
 
+def quadratic_rows_hessian(J: jax.Array, D_quadratic: jax.Array) -> jax.Array:
+    """``J' diag(D_quadratic) J``: the quadratic rows' part of Newton's Hessian."""
+    DJ = J * D_quadratic[:, None]
+    return product_sum(operator.mul, (J[:, :, None], DJ[:, None, :]), 0)
+
+
 def hessian(M: jax.Array, rows: SoftRows, update: ConstraintUpdate) -> jax.Array:
     """Newton's Hessian ``M + J' D_quadratic J + sum over middle-zone cones Jc' Hc Jc``.
 
@@ -445,8 +451,7 @@ def hessian(M: jax.Array, rows: SoftRows, update: ConstraintUpdate) -> jax.Array
     rank-1 updates of the Cholesky factor; the matrix is the same).
     """
     J = rows.J
-    DJ = J * update.D_quadratic[:, None]
-    H = M + product_sum(operator.mul, (J[:, :, None], DJ[:, None, :]), 0)
+    H = M + quadratic_rows_hessian(J, update.D_quadratic)
     if rows.ncone:
         layout = cone_layout(rows)
         Jc = jnp.where(layout.used[:, :, None], J[layout.gather], 0.0)  # (ncone, 6, nv)

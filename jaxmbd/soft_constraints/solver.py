@@ -43,13 +43,11 @@ from .problem import (
     MJ_MINVAL,
     SoftRows,
     constraint_update,
-    hessian,
     inner,
-    kth_set,
     spd_solve,
     times,
-    transposed_times,
 )
+from .row_blocks import AllRows, RowOperations, active_row_blocks
 
 # Solve status codes (SoftSolution.status).
 #: A termination test passed (improvement, gradient or Newton decrement below
@@ -113,9 +111,9 @@ class _Carry(NamedTuple):
     improvement: jax.Array
 
 
-def _cost(rows: SoftRows, M_qacc, qfrc_smooth, qacc, a0, jar):
+def _cost(ops: RowOperations, M_qacc, qfrc_smooth, qacc, a0, jar):
     """Constraint cost plus Gauss ``(Ma - qfrc_smooth)'(a - a0) / 2`` (PrimalUpdateConstraint)."""
-    return constraint_update(rows, jar).cost + 0.5 * inner(M_qacc - qfrc_smooth, qacc - a0)
+    return ops.update(jar).cost + 0.5 * inner(M_qacc - qfrc_smooth, qacc - a0)
 
 
 def _hager_zhang(search, grad, gradold, Mgrad, Mgradold):
@@ -143,19 +141,18 @@ def _hager_zhang(search, grad, gradold, Mgrad, Mgradold):
 
 
 def _primal_solve(
-    M, a0, rows: SoftRows, a_warm, newton: bool, iterations, tolerance, ls_iterations,
+    M, a0, ops: RowOperations, a_warm, newton: bool, iterations, tolerance, ls_iterations,
     ls_tolerance, scale, warmstart: bool,
 ):  # fmt: skip
     """mj_solPrimal (no derivatives): returns (qacc, iterations, status, gradient,
     improvement, warmstart_used)."""
     dtype = a0.dtype
-    J = rows.J
 
-    def newton_Mgrad(M, rows, update, grad):
-        return spd_solve(hessian(M, rows, update), grad)
+    def newton_Mgrad(M, ops, update, grad):
+        return spd_solve(ops.hessian(M, update), grad)
 
-    def start(M, a0, rows, a_warm, scale, tolerance, warmstart):
-        J, aref = rows.J, rows.aref
+    def start(M, a0, ops, a_warm, scale, tolerance, warmstart):
+        aref = ops.rows.aref
         qfrc_smooth = times(M, a0)
         if scale is None:
             # MuJoCo 4.0 scales its tests by the trace of the current inertia (changelog 4.0.0,
@@ -166,16 +163,16 @@ def _primal_solve(
 
         # warm start: the better of a_warm and a0 (engine_forward.c, warmstart)
         Ma_warm = times(M, a_warm)
-        cost_warm = _cost(rows, Ma_warm, qfrc_smooth, a_warm, a0, times(J, a_warm) - aref)
-        cost_smooth = constraint_update(rows, times(J, a0) - aref).cost
+        cost_warm = _cost(ops, Ma_warm, qfrc_smooth, a_warm, a0, ops.times(a_warm) - aref)
+        cost_smooth = ops.update(ops.times(a0) - aref).cost
         warmstart_used = jnp.asarray(warmstart) & ~(cost_warm > cost_smooth)
-        any_active = jnp.any(rows.active)
+        any_active = jnp.any(ops.rows.active)
         qacc = jnp.where(warmstart_used & any_active, a_warm, a0)
 
         Ma = times(M, qacc)
-        Jaref = times(J, qacc) - aref
-        update = constraint_update(rows, Jaref)
-        grad = Ma - qfrc_smooth - transposed_times(J, update.force)
+        Jaref = ops.times(qacc) - aref
+        update = ops.update(Jaref)
+        grad = Ma - qfrc_smooth - ops.transposed_times(update.force)
         M_factor = cholesky_factor(M)
         Mgrad_M = cholesky_factor_solve(M_factor, grad)
 
@@ -186,7 +183,7 @@ def _primal_solve(
         gradient_small = gradient < tolerance
         if newton:
             certified = gap_small & gradient_small
-            Mgrad = newton_Mgrad(M, rows, update, grad)
+            Mgrad = newton_Mgrad(M, ops, update, grad)
             decrement = jnp.maximum(0.0, 0.5 * scale * inner(grad, Mgrad))
             done = certified | (gradient_small & (decrement < tolerance))
         else:
@@ -211,7 +208,7 @@ def _primal_solve(
 
     # the setup as one native call (the loop below is hoisted on its own)
     carry, qfrc_smooth, scale, tolerance, M_factor, warmstart_used = hoisted_call(
-        start, M, a0, rows, a_warm, scale, tolerance, warmstart
+        start, M, a0, ops, a_warm, scale, tolerance, warmstart
     )
 
     def cond(c: _Carry):
@@ -219,11 +216,10 @@ def _primal_solve(
 
     def body(c: _Carry) -> _Carry:
         Mv = times(M, c.search)
-        Jv = times(J, c.search)
-        direction = line_search.prepare(rows, c.Ma, qfrc_smooth, c.search, Mv, c.Jaref, Jv)
+        Jv = ops.times(c.search)
+        direction = ops.prepare(c.Ma, qfrc_smooth, c.search, Mv, c.Jaref, Jv)
         found = line_search.search(
-            rows,
-            direction,
+            lambda alpha: ops.evaluate(direction, alpha),
             jnp.sqrt(inner(c.search, c.search)),
             scale,
             tolerance * ls_tolerance,
@@ -234,10 +230,10 @@ def _primal_solve(
         qacc = c.qacc + alpha * c.search
         Ma = c.Ma + alpha * Mv
         Jaref = c.Jaref + alpha * Jv
-        update = constraint_update(rows, Jaref)
-        grad = Ma - qfrc_smooth - transposed_times(J, update.force)
+        update = ops.update(Jaref)
+        grad = Ma - qfrc_smooth - ops.transposed_times(update.force)
         if newton:
-            Mgrad = newton_Mgrad(M, rows, update, grad)
+            Mgrad = newton_Mgrad(M, ops, update, grad)
             decrement = jnp.maximum(0.0, 0.5 * scale * inner(grad, Mgrad))
         else:
             Mgrad = cholesky_factor_solve(M_factor, grad)
@@ -281,59 +277,11 @@ def _primal_solve(
     )
 
 
-def active_rows(rows: SoftRows, capacity: int) -> SoftRows:
-    """The active rows of ``rows`` (without elliptic cones) in their order, in ``capacity``
-    slots, the rest inactive with J = 0: the same problem when at most ``capacity`` rows
-    are active. A gather (the first row whose running count of active rows reaches k), no
-    scatter or sort: the step stays a loop XLA's CPU backend can compile natively."""
-    count = jnp.cumsum(rows.active.astype(jnp.int32))
-    index = kth_set(count, jnp.arange(1, capacity + 1, dtype=jnp.int32))
-    used = jnp.arange(capacity) < count[-1]
-    return SoftRows(
-        J=jnp.where(used[:, None], rows.J[index], 0.0),
-        aref=jnp.where(used, rows.aref[index], 0.0),
-        R=jnp.where(used, rows.R[index], 1.0),
-        floss=jnp.where(used, rows.floss[index], 0.0),
-        active=used,
-        kind=rows.kind[index],
-        cone_rows=rows.cone_rows,
-        cone_mu=rows.cone_mu,
-        cone_friction=rows.cone_friction,
-        kinds=rows.kinds,
-    )
-
-
 def _all_batched(inputs, batched, axis_size: int):
     """``inputs`` with each leaf that ``batched`` marks unbatched broadcast to the batch."""
     return jax.tree.map(
         lambda x, b: x if b else jnp.broadcast_to(x, (axis_size, *jnp.shape(x))), inputs, batched
     )
-
-
-def _on_active_rows(on, inputs, capacity: int):
-    """``on(inputs)`` (``inputs = (M, a0, rows, ...)``) run with :func:`active_rows` in
-    place of ``rows`` when they fit in ``capacity`` slots, else with all rows; under ``vmap``
-    the members share one branch (the small one when every member fits), so that a batch
-    does not run both."""
-
-    def small(inputs):
-        M, a0, rows, *rest = inputs
-        return on((M, a0, active_rows(rows, capacity), *rest))
-
-    @jax.custom_batching.custom_vmap
-    def branch(inputs):
-        fits = jnp.sum(inputs[2].active.astype(jnp.int32)) <= capacity
-        return lax.cond(fits, small, on, inputs)
-
-    @branch.def_vmap
-    def _branch_vmap(axis_size, in_batched, inputs):
-        (batched,) = in_batched
-        inputs = _all_batched(inputs, batched, axis_size)
-        fits = jnp.all(jnp.sum(inputs[2].active.astype(jnp.int32), axis=-1) <= capacity)
-        out = lax.cond(fits, jax.vmap(small), jax.vmap(on), inputs)
-        return out, jax.tree.map(lambda _: True, out)
-
-    return branch(inputs)
 
 
 #: At most this many members of a ``vmap`` that share M and the rows are solved one after
@@ -435,11 +383,12 @@ def solve(
         warmstart: compare the cost at ``a_warm`` and ``a0`` and start from the better
             (``warmstart`` of engine_forward.c); false starts from ``a0`` (mjDSBL_WARMSTART).
             May be traced.
-        capacity: the solver's loops run on the active rows alone, gathered into this
-            many slots, when at most that many rows are active (rows without elliptic
-            cones); otherwise, and with ``None`` or a capacity not below ``nefc``, on all
-            rows. Static. The result is the same up to the order of sums: inactive rows
-            contribute nothing to any quantity of the solve.
+        capacity: the solver's loops run on the active rows alone, gathered in front and
+            taken in blocks of this many rows, as many blocks as hold active rows
+            (:class:`~.row_blocks.ActiveRowBlocks`; rows without elliptic cones); with
+            ``None``, a capacity not below ``nefc`` or elliptic cones, on all rows. Static.
+            The result is the same up to the order of sums: inactive rows contribute
+            nothing to any quantity of the solve.
 
     Returns:
         A :class:`SoftSolution`. ``qacc`` and ``efc_force`` are differentiable with respect to
@@ -464,21 +413,19 @@ def solve(
         M, a0, rows, a_warm, iterations, tolerance, ls_iterations, ls_tolerance, scale, warm = (
             inputs
         )
+        if capacity is None or capacity >= rows.nefc or rows.ncone:
+            ops = AllRows(rows)
+        else:
+            ops = active_row_blocks(rows, capacity)
         return _primal_solve(
-            M, a0, rows, a_warm, newton=newton, iterations=iterations, tolerance=tolerance,
+            M, a0, ops, a_warm, newton=newton, iterations=iterations, tolerance=tolerance,
             ls_iterations=ls_iterations, ls_tolerance=ls_tolerance, scale=scale,
             warmstart=warm,
         )  # fmt: skip
 
-    @_members_apart
-    def solved_rows(inputs):
-        if capacity is None or capacity >= rows.nefc or rows.ncone:
-            return on(inputs)
-        return _on_active_rows(on, inputs, capacity)
-
     # no active row: the optimum is a0 at once (mj_solPrimal's first test), and the solve's
     # setup (the warm start's costs, M's factor, the first Newton direction) is skipped
-    solved = lax.cond(jnp.any(inputs[2].active), solved_rows, _none_active, inputs)
+    solved = lax.cond(jnp.any(inputs[2].active), _members_apart(on), _none_active, inputs)
     qacc, iters, status, gradient, improvement, warm_used = solved
     # the optimum is what a time step recomputed in reverse mode (jax.checkpoint with
     # jaxmbd.newton.SAVED_FOR_ADJOINT) keeps: the adjoint never reruns the solver's loops
