@@ -27,7 +27,7 @@ import numpy as np  # noqa: E402
 
 import jaxmbd as mbd  # noqa: E402
 from benchmarks.soft_contact import path_of  # noqa: E402
-from jaxmbd.joint_space.dynamics import active_row_capacity  # noqa: E402
+from jaxmbd.joint_space.dynamics import ACTIVE_ROW_BLOCK  # noqa: E402
 from jaxmbd.soft_constraints.model import collide_groups  # noqa: E402
 from jaxmbd.soft_constraints.solver import solve  # noqa: E402
 from jaxmbd.soft_constraints.treatments import with_soft  # noqa: E402
@@ -79,7 +79,7 @@ def parts(model, h, nu):
     a0 = jnp.linalg.solve(M, -bias_forces(tree, p, soft.mass, soft.inertia, soft.gravity, qvel))
     settings = constraints.solver
     print(f"row slots {rows.nefc}, active {int(rows.active.sum())}, "
-          f"active-row slots {active_row_capacity(rows.nefc)}")  # fmt: skip
+          f"active-row slots {ACTIVE_ROW_BLOCK}")  # fmt: skip
 
     def solved(q, capacity):
         return solve(M, a0 + 0 * q[:1], rows, method=settings.method,
@@ -99,7 +99,7 @@ def parts(model, h, nu):
         "poses": lambda q: jnp.sum(poses(tree, q).x),
         "poses + collision": collided,
         "poses + rows": built,
-        "solve, active-row gather": lambda q: solved(q, active_row_capacity(rows.nefc)),
+        "solve, active-row gather": lambda q: solved(q, ACTIVE_ROW_BLOCK),
         "solve, all rows": lambda q: solved(q, None),
     }
     n = 1000

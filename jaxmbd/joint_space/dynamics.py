@@ -219,23 +219,12 @@ def _soft_equalities(loops: TreeConstraints, tree, p, qpos, qvel, t) -> Equality
 
 
 #: The solver's loops run on the step's active rows gathered in blocks of this many rows
-#: (:func:`jaxmbd.soft_constraints.solver.solve`), as many blocks as they fill. dm_control's
-#: hopper and cheetah (68-ish row slots) stay under 26 active rows in random-control runs;
-#: the humanoid (424 slots) has 37 lying on the floor. Measured when the slots were one
-#: block beside the solve on all rows (a step that overflowed them ran the whole problem):
-#: jitted 1000-step runs, one process each (scripts timing
-#: ``jax.jit(lambda u: mbd.simulate(model, t_end=..., controls=u))``, load 3): humanoid 979,
-#: 1435 and 677 steps/s at 32, 48 and 64 slots (64 leaves XLA's small-loop hoisting);
-#: hopper 4275 / 4035 and cheetah 3345 / 2906 at 32 / 48. So 32 slots up to
-#: :data:`WIDE_ROWS` row slots, 48 above.
-ACTIVE_ROW_CAPACITY = 32
-WIDE_ACTIVE_ROW_CAPACITY = 48
-WIDE_ROWS = 128
-
-
-def active_row_capacity(nefc: int) -> int:
-    """The solver's active-row slots for a problem of ``nefc`` row slots (static)."""
-    return ACTIVE_ROW_CAPACITY if nefc <= WIDE_ROWS else WIDE_ACTIVE_ROW_CAPACITY
+#: (:func:`jaxmbd.soft_constraints.solver.solve`), as many blocks as they fill. Jitted
+#: 1000-step runs under random controls (one process each, ``jax.jit(lambda u:
+#: mbd.simulate(model, t_end=..., controls=u))``): dm_control's humanoid (424 row slots, 37
+#: active lying on the floor) 5236 / 5153 / 4634 / 4166 steps/s at blocks of 16 / 32 / 48 /
+#: 64 rows, its cheetah 25.5k / 25.2k / 23.3k / 20.6k, XLA compile within 1 s of each other.
+ACTIVE_ROW_BLOCK = 32
 
 
 def _solved(constraints, tree, loops, p, qpos, qvel, t, mass, M, rhs, h, warm=None):
@@ -275,7 +264,7 @@ def _solved(constraints, tree, loops, p, qpos, qvel, t, mass, M, rhs, h, warm=No
     solution = solve(
         mass, qacc0, rows, method=settings.method, iterations=settings.iterations,
         tolerance=settings.tolerance, ls_iterations=settings.ls_iterations,
-        ls_tolerance=settings.ls_tolerance, capacity=active_row_capacity(rows.nefc), a_warm=warm,
+        ls_tolerance=settings.ls_tolerance, capacity=ACTIVE_ROW_BLOCK, a_warm=warm,
         warmstart=warm is not None and settings.warmstart,
     )  # fmt: skip
     qacc, qfrc = hoisted_call(_constraint_force_step, tree, rows.J, solution.efc_force,
