@@ -328,13 +328,14 @@ def _where_point(flag, a: Point, b: Point) -> Point:
 
 
 # Phases of the search's loop; each evaluates the cost once, at the point its phase names.
-_FIRST = 0  # the Newton step from alpha = 0
-_ONE_SIDED = 1  # a Newton step while the derivative keeps its sign
-_NEXT = 2  # the Newton step from the one-sided end: the bracket's first next point
-_MID = 3  # the bracket's midpoint
-_UPDATE_1 = 4  # the Newton step from the moved first end of the bracket
-_UPDATE_2 = 5  # the Newton step from the moved second end
-_DONE = 6  # a result is set
+_ZERO = 0  # alpha = 0, where every point of the search starts
+_FIRST = 1  # the Newton step from alpha = 0
+_ONE_SIDED = 2  # a Newton step while the derivative keeps its sign
+_NEXT = 3  # the Newton step from the one-sided end: the bracket's first next point
+_MID = 4  # the bracket's midpoint
+_UPDATE_1 = 5  # the Newton step from the moved first end of the bracket
+_UPDATE_2 = 6  # the Newton step from the moved second end
+_DONE = 7  # a result is set
 
 
 class _State(NamedTuple):
@@ -370,9 +371,9 @@ def search(
 
     ``PrimalSearch``'s sequence of evaluations (the first Newton step, the one-sided steps,
     the bracket's next points, midpoints and moved ends' Newton steps) runs as one loop of
-    one evaluation per pass, its phase saying which point comes next: the per-row
-    evaluation appears once in the program, and a search that ends at its first Newton
-    step (the common case) evaluates twice.
+    one evaluation per pass (the first at alpha = 0), its phase saying which point comes
+    next: the per-row evaluation appears once in the program, and a search that ends at
+    its first Newton step (the common case) evaluates twice.
     """
     dtype = snorm.dtype
     gtol = tolerance * snorm / scale
@@ -505,6 +506,9 @@ def search(
     def update_2(s: _State, p: Point) -> _State:
         return bracket_next(s._replace(p2next=p))
 
+    def at_zero(s: _State, p: Point) -> _State:
+        return s._replace(phase=jnp.asarray(_FIRST, int32), p1=p, p2=p, p1next=p, p2next=p)
+
     def cond(s: _State):
         return s.phase < _DONE
 
@@ -515,7 +519,7 @@ def search(
             jnp.where(s.phase == _UPDATE_2, newton_point(s.p2), newton_point(s.p1)),
         )
         p = evaluate_at(at)
-        phases = (first, one_sided, next_point, midpoint, update_1, update_2)
+        phases = (at_zero, first, one_sided, next_point, midpoint, update_1, update_2)
         steps = [step(s, p) for step in phases]
 
         def pick(*leaves):
@@ -526,14 +530,16 @@ def search(
 
         return jax.tree.map(pick, *steps)
 
-    p0 = evaluate_at(zero)
+    # the loop's first pass evaluates alpha = 0 (the Newton point of this placeholder: the
+    # evaluation appears once in the program)
     zero_int = jnp.zeros((), int32)
+    start = Point(zero, zero, zero, jnp.ones((), dtype))
     state = _State(
-        phase=zero_int + _FIRST,
-        p1=p0,
-        p2=p0,
-        p1next=p0,
-        p2next=p0,
+        phase=zero_int + _ZERO,
+        p1=start,
+        p2=start,
+        p1next=start,
+        p2next=start,
         count=zero_int,
         direction_sign=zero,
         update_2=jnp.asarray(False),

@@ -111,11 +111,6 @@ class _Carry(NamedTuple):
     improvement: jax.Array
 
 
-def _cost(ops: RowOperations, M_qacc, qfrc_smooth, qacc, a0, jar):
-    """Constraint cost plus Gauss ``(Ma - qfrc_smooth)'(a - a0) / 2`` (PrimalUpdateConstraint)."""
-    return ops.update(jar).cost + 0.5 * inner(M_qacc - qfrc_smooth, qacc - a0)
-
-
 def _hager_zhang(search, grad, gradold, Mgrad, Mgradold):
     """CG direction of mj_solPrimal: Hager-Zhang beta, truncated below (MuJoCo 4.0 default).
 
@@ -161,17 +156,23 @@ def _primal_solve(
         scale = jnp.asarray(scale, dtype)
         tolerance = jnp.asarray(tolerance, dtype)
 
-        # warm start: the better of a_warm and a0 (engine_forward.c, warmstart)
+        # warm start: the better of a_warm and a0 (engine_forward.c, warmstart); the cost
+        # at a0 is the constraint cost alone (M a0 = qfrc_smooth)
         Ma_warm = times(M, a_warm)
-        cost_warm = _cost(ops, Ma_warm, qfrc_smooth, a_warm, a0, ops.times(a_warm) - aref)
-        cost_smooth = ops.update(ops.times(a0) - aref).cost
-        warmstart_used = jnp.asarray(warmstart) & ~(cost_warm > cost_smooth)
+        Jaref_warm = ops.times(a_warm) - aref
+        update_warm = ops.update(Jaref_warm)
+        cost_warm = update_warm.cost + 0.5 * inner(Ma_warm - qfrc_smooth, a_warm - a0)
+        Jaref_smooth = ops.times(a0) - aref
+        update_smooth = ops.update(Jaref_smooth)
+        warmstart_used = jnp.asarray(warmstart) & ~(cost_warm > update_smooth.cost)
         any_active = jnp.any(ops.rows.active)
-        qacc = jnp.where(warmstart_used & any_active, a_warm, a0)
+        from_warm = warmstart_used & any_active
+        qacc = jnp.where(from_warm, a_warm, a0)
 
-        Ma = times(M, qacc)
-        Jaref = ops.times(qacc) - aref
-        update = ops.update(Jaref)
+        # the start's products and rows' update: those of the point it starts from
+        Ma = jnp.where(from_warm, Ma_warm, qfrc_smooth)
+        Jaref = jnp.where(from_warm, Jaref_warm, Jaref_smooth)
+        update = jax.tree.map(lambda w, s: jnp.where(from_warm, w, s), update_warm, update_smooth)
         grad = Ma - qfrc_smooth - ops.transposed_times(update.force)
         M_factor = cholesky_factor(M)
         Mgrad_M = cholesky_factor_solve(M_factor, grad)
