@@ -25,8 +25,7 @@ STEPS = 20
 
 
 @pytest.mark.parametrize(("domain", "task"), [
-    ("cartpole", "swingup"), ("hopper", "hop"), ("cheetah", "run"),
-    pytest.param("humanoid", "stand", marks=pytest.mark.slow),  # its step compiles ~3 min
+    ("cartpole", "swingup"), ("hopper", "hop"), ("cheetah", "run"), ("humanoid", "stand"),
 ])  # fmt: skip
 def test_rewards_equal_mujoco_c_from_the_same_draws(domain, task):
     """The first 20 control steps' rewards of a few members, from the env's reset draws
@@ -46,7 +45,7 @@ def test_rewards_equal_mujoco_c_from_the_same_draws(domain, task):
     ours, draws, end, obs = jaxmbd_rollout(env, keys, actions)
     theirs, started, mujoco_end, mujoco_obs = reference_rollout(reference, draws, actions)
     assert started.all()  # the humanoid's draws are collision-free in MuJoCo's collider too
-    # the humanoid's rewards (slow): 1.2e-14; the others' 3.3e-16
+    # the humanoid's rewards: 1.2e-14; the others' 3.3e-16
     np.testing.assert_allclose(
         ours, theirs, rtol=0, atol=5e-14 if domain == "humanoid" else ROUND_OFF
     )
