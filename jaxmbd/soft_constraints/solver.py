@@ -36,7 +36,7 @@ from jax.ad_checkpoint import checkpoint_name
 from .. import _config  # noqa: F401
 from ..compiled.xla_flags import hoisted_call
 from ..newton._implicit import ROOT
-from ..tree._elementwise import cholesky_factor, cholesky_factor_solve
+from ..tree._elementwise import cholesky_factor_solve
 from . import line_search
 from .implicit import attach_implicit_derivatives
 from .problem import (
@@ -44,6 +44,7 @@ from .problem import (
     SoftRows,
     constraint_update,
     inner,
+    spd_factor,
     spd_solve,
     times,
 )
@@ -174,7 +175,7 @@ def _primal_solve(
         Jaref = jnp.where(from_warm, Jaref_warm, Jaref_smooth)
         update = jax.tree.map(lambda w, s: jnp.where(from_warm, w, s), update_warm, update_smooth)
         grad = Ma - qfrc_smooth - ops.transposed_times(update.force)
-        M_factor = cholesky_factor(M)
+        M_factor = spd_factor(M)
         Mgrad_M = cholesky_factor_solve(M_factor, grad)
 
         # duality-gap certificate: cost(a) - cost* <= grad' M^-1 grad / 2; Newton also requires

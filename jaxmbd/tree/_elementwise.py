@@ -179,12 +179,12 @@ def cholesky_solve(M, rhs):
     return cholesky_factor_solve(cholesky_factor(M), rhs)
 
 
-def cholesky_factor(M):
-    """The lower Cholesky factor of M (n, n): for n <= :data:`UNROLLED_CHOLESKY_MAX` its
-    entries as nested lists of scalars (unrolled at trace time), else an (n, n) array
+def cholesky_factor(M, *, unrolled_max: int = UNROLLED_CHOLESKY_MAX):
+    """The lower Cholesky factor of M (n, n): for n <= ``unrolled_max`` its entries as
+    nested lists of scalars (unrolled at trace time), else an (n, n) array
     (:func:`_cholesky_loop`). For :func:`cholesky_factor_solve`."""
     n = M.shape[0]
-    if n > UNROLLED_CHOLESKY_MAX:
+    if n > unrolled_max:
         return _cholesky_loop(M)
     L = [[None] * n for _ in range(n)]
     E = entries(M)
