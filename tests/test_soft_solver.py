@@ -655,17 +655,20 @@ def test_active_rows_capacity_gives_the_solve_on_all_rows():
         np.testing.assert_allclose(got, want, rtol=0, atol=ROUND_OFF * np.max(np.abs(want)))
 
 
-def _equation_count(jaxpr) -> int:
-    """Equations of a jaxpr, those of its nested jaxprs (loops, branches, calls) included."""
-    total = 0
+def _equations(jaxpr):
+    """The equations of a jaxpr, those of its nested jaxprs (loops, branches, calls)
+    included."""
     for eqn in jaxpr.eqns:
-        total += 1
+        yield eqn
         for param in eqn.params.values():
             for sub in param if isinstance(param, (list, tuple)) else [param]:
                 inner = getattr(sub, "jaxpr", sub)
                 if hasattr(inner, "eqns"):
-                    total += _equation_count(inner)
-    return total
+                    yield from _equations(inner)
+
+
+def _equation_count(jaxpr) -> int:
+    return sum(1 for _ in _equations(jaxpr))
 
 
 @pytest.mark.parametrize("source, present, fraction", [
@@ -741,18 +744,8 @@ def test_hessian_program_does_not_grow_with_the_rows():
 
 
 def _scan_lengths(jaxpr) -> list[int]:
-    """The lengths of the ``scan``s of a jaxpr, those nested in its loops, branches and calls
-    included."""
-    found = []
-    for eqn in jaxpr.eqns:
-        if eqn.primitive.name == "scan":
-            found.append(eqn.params["length"])
-        for param in eqn.params.values():
-            for sub in param if isinstance(param, (list, tuple)) else [param]:
-                inner = getattr(sub, "jaxpr", sub)
-                if hasattr(inner, "eqns"):
-                    found += _scan_lengths(inner)
-    return found
+    """The lengths of the ``scan``s of a jaxpr, nested ones included."""
+    return [eqn.params["length"] for eqn in _equations(jaxpr) if eqn.primitive.name == "scan"]
 
 
 def test_members_that_share_the_rows_are_solved_one_after_the_other():

@@ -13,7 +13,8 @@ environment, set up as :mod:`benchmarks.rl.time_to_return` says), jaxmbd first, 
 Playground, task by task and batch by batch, so that a drift of the machine's load falls
 on both. A process builds the wrapped environment, resets the batch, and compiles one
 ``lax.scan`` over ``--steps`` control steps; ``compile_s`` is its first call less the
-median run; ``steps_per_s`` = batch x steps / the median of ``--repeats`` runs. Both
+median run, compiled afresh (no persistent compilation cache on either side);
+``steps_per_s`` = batch x steps / the median of ``--repeats`` runs. Both
 compute in float64 (:mod:`benchmarks.rl._common`), unless ``--playground-float32``: then
 Playground's rows (``mjx`` and ``playground``) compute in float32, its native precision
 (``jax_enable_x64`` off before its environment is built), jaxmbd's stay in float64; each
@@ -95,7 +96,10 @@ def main(argv=None) -> None:
         print(json.dumps(row))
         return
     rows = []
-    environ = {**os.environ, "PYTHONPATH": str(ROOT)}
+    # every process compiles afresh: no persistent compilation cache (jaxmbd turns one on,
+    # and Playground's programs would come from an earlier run)
+    environ = {**os.environ, "PYTHONPATH": str(ROOT), "JAXMBD_NO_COMPILATION_CACHE": "1",
+               "JAX_ENABLE_COMPILATION_CACHE": "false"}  # fmt: skip
     for name in args.envs:
         for batch in args.batches:
             for backend in args.backends:
