@@ -613,10 +613,10 @@ def test_vmap_over_problems_with_different_rows():
 
 
 def test_active_rows_capacity_gives_the_solve_on_all_rows():
-    """``capacity``: the solver's loops on the active rows gathered into that many slots
-    (hopper, pyramidal: no cones) give MuJoCo's qacc, forces and iteration count; with fewer
-    slots than active rows, and under vmap with a member that does not fit, the solve on all
-    rows runs (the same results)."""
+    """``capacity``: the solver's loops on the active rows gathered in blocks of that many
+    rows (hopper, pyramidal: no cones) give MuJoCo's qacc, forces and iteration count, in
+    one block, in two, in blocks of 2 rows, and under vmap with a member whose rows fill
+    more blocks than the other's (the same results as the solve on all rows)."""
     m, d = _mujoco_state(_suite("hopper.xml"), steps=300, cone=PYRAMIDAL)
     mujoco.mj_forward(m, d)
     M, a0, a_warm, rows = _problem(m, d)
@@ -640,7 +640,7 @@ def test_active_rows_capacity_gives_the_solve_on_all_rows():
     )
     options = dict(_options(m), scale=1 / np.trace(M))
     run = jax.jit(partial(solve, **options), static_argnames=("capacity",))
-    for capacity in (nefc + 2, nefc - 1, None):
+    for capacity in (nefc + 2, nefc - 1, 2, None):
         sol = run(M, a0, soft, a_warm, capacity=capacity)
         assert int(sol.iterations) == d.solver_niter[0], capacity
         assert _relative(sol.qacc, d.qacc) < ROUND_OFF, capacity
