@@ -7,10 +7,11 @@ floor: 37 of 424), and the solver's loops on those alone run several times faste
 all of them. Gathered into one fixed number of slots, they would need the solve on all
 rows beside them for the steps with more active rows: two copies of the solver in the
 program, each a large native loop for XLA to compile (the humanoid's 1000-step run compiles
-in 14 s with both, 8 s with blocks). Blocks keep one copy: each operation on the rows (MuJoCo's loops
-over ``efc`` rows in ``mj_solPrimal``: ``J v``, ``J' f``, ``mj_constraintUpdate_impl``,
-``MakeHessian``, ``PrimalPrepare``, ``PrimalEval``) is a loop over the blocks in use, with
-one block's code in the program, and a step with more active rows takes more passes.
+in 14 s with both, 8 s with blocks). Blocks keep one copy: each operation on the rows
+(MuJoCo's loops over ``efc`` rows in ``mj_solPrimal``: ``J v``, ``J' f``,
+``mj_constraintUpdate_impl``, ``MakeHessian``, ``PrimalPrepare``, ``PrimalEval``) is a loop
+over the blocks in use, with one block's code in the program, and a step with more active
+rows takes more passes.
 
 Inactive rows contribute nothing to any of these quantities, so the blocks give the solve on
 all rows up to the order of the sums; a step whose active rows fit in one block sums them
