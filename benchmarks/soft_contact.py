@@ -39,6 +39,7 @@ FILES = {
     "cheetah": ("dm_control", "suite/cheetah.xml"),
     "walker": ("dm_control", "suite/walker.xml"),
     "humanoid": ("dm_control", "suite/humanoid.xml"),
+    "quadruped": ("dm_control", "suite/quadruped.xml"),
     "ant": ("gymnasium", "envs/mujoco/assets/ant.xml"),
 }
 
