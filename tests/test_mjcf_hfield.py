@@ -19,7 +19,7 @@ from conftest import same_sensor_options
 from tolerances import ROUND_OFF
 
 import jaxmbd as mbd
-from jaxmbd.contact.height_field import HeightFieldGroup, field_slots
+from jaxmbd.contact.height_field import HeightFieldGroup, field_slots, window_prisms
 from jaxmbd.forces import BodyState
 from jaxmbd.geometry._ray_cast import ray_hfield
 from jaxmbd.joint_space.observe import read_sensors
@@ -377,18 +377,28 @@ def test_a_fields_partners_of_every_kind_collide_in_one_program(monkeypatch):
     groups = model.constraint_model.contacts
     fields = [g for g in groups if g.window]
     assert len(fields) == 5 and {g.window for g in fields} == {(3, 3)}
-    traced = []
+    traced, windows = [], []
 
     def counted(*args, **kwargs):
         traced.append(args[0])
         return field_slots(*args, **kwargs)
 
+    def counted_windows(*args, **kwargs):
+        windows.append(args[0])
+        return window_prisms(*args, **kwargs)
+
     monkeypatch.setattr(soft_model, "field_slots", counted)
+    monkeypatch.setattr(soft_model, "window_prisms", counted_windows)
     p = poses(model.tree, jnp.asarray(model.tree.qpos_init))
-    found = jax.eval_shape(lambda x, R: soft_model.collide_groups(groups, x, R), p.x, p.R)
+    for gather in (True, False):
+        found = jax.eval_shape(
+            lambda x, R, gather=gather: soft_model.collide_groups(groups, x, R, gather=gather),
+            p.x, p.R,
+        )  # fmt: skip
+        for group, contacts in zip(groups, found, strict=True):
+            assert contacts.dist.shape == (len(group.body1), group.slots)
+    assert len(windows) == 1  # the gathered prisms: one window program for the 20 partners
     assert len(traced) == 1 and len(traced[0]) == 4  # sphere, capsule, ellipsoid, cylinder
-    for group, contacts in zip(groups, found, strict=True):
-        assert contacts.dist.shape == (len(group.body1), group.slots)
 
 
 @pytest.mark.slow  # compiles the field's prism search: a minute

@@ -210,6 +210,70 @@ def test_pairs_of_several_types_collide_in_one_program():
     assert found >= k  # contacts at many of the poses, multi-contact slots among them
 
 
+def test_gathered_pairs_are_every_pairs_contacts():
+    """collide_pairs with ``block`` (the pairs within their bounding spheres grown by the
+    margin gathered, four at a time) gives the contacts of every pair through the kernel:
+    pairs of three types at random poses, a third of them apart, a third touching, a
+    third overlapping, with a margin; more near pairs than a block holds, so the loop takes
+    several passes, and the pairs apart must come back empty. Tolerances as in
+    test_pairs_of_several_types_collide_in_one_program (another fusion of the same
+    operations)."""
+    from scipy.spatial.transform import Rotation
+
+    from jaxmbd.contact.mujoco.pairs import collide_pairs
+
+    pairs = [(convex.SPHERE, convex.ELLIPSOID), (convex.CAPSULE, convex.CYLINDER),
+             (convex.ELLIPSOID, convex.CYLINDER)]  # fmt: skip
+    sizes = {convex.SPHERE: [0.1, 0, 0], convex.ELLIPSOID: [0.11, 0.17, 0.06],
+             convex.CAPSULE: [0.06, 0.2, 0], convex.CYLINDER: [0.12, 0.09, 0]}  # fmt: skip
+    k = 9
+    rng = np.random.default_rng(7)
+    types1 = np.repeat([t1 for t1, _ in pairs], k)
+    types2 = np.repeat([t2 for _, t2 in pairs], k)
+    n = types1.size
+    apart = np.tile(np.repeat([1.2, 0.32, 0.15], 3), len(pairs))  # centre distances
+    direction = rng.normal(size=(n, 3))
+    direction /= np.linalg.norm(direction, axis=1, keepdims=True)
+    pos1 = rng.normal(size=(n, 3)) * 0.05
+    pos2 = pos1 + apart[:, None] * direction
+    mat1 = Rotation.random(n, random_state=8).as_matrix()
+    mat2 = Rotation.random(n, random_state=9).as_matrix()
+    # two pairs within the margin at the very edge of their bounding spheres: a sphere and
+    # an ellipsoid, two ellipsoids, each ellipsoid's longest axis (y) on the line of centres
+    grazing = [(convex.SPHERE, 0.1), (convex.ELLIPSOID, 0.17)]
+    on_line = np.array([[0.0, 1.0, 0.0], [-1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])  # y along x
+    for t1, reach in grazing:
+        types1, types2 = np.append(types1, t1), np.append(types2, convex.ELLIPSOID)
+        pos1 = np.vstack([pos1, np.zeros(3)])
+        pos2 = np.vstack([pos2, [reach + 0.17 + 0.009, 0.0, 0.0]])
+        mat1 = np.concatenate([mat1, on_line[None]])
+        mat2 = np.concatenate([mat2, on_line[None]])
+        apart = np.append(apart, 0.0)
+    n = types1.size
+    size1 = np.array([sizes[t] for t in types1])
+    size2 = np.array([sizes[t] for t in types2])
+    margin = np.full(n, 0.01)
+    args = (pos1, mat1, size1, pos2, mat2, size2, margin)
+    every = jax.jit(functools.partial(collide_pairs, types1, types2))(*args)
+    gathered = jax.jit(functools.partial(collide_pairs, types1, types2, block=4))(*args)
+    np.testing.assert_array_equal(gathered.valid, every.valid)
+    valid = np.asarray(every.valid)
+    assert not valid[apart > 1].any() and valid[apart < 0.2].any(axis=1).all()
+    assert valid[-2:, 0].all()  # the grazing pairs touch within the margin
+    for field, atol in zip(("dist", "pos", "frame"), (3e-9, 1e-5, 1e-4), strict=True):
+        mine, theirs = np.asarray(getattr(gathered, field)), np.asarray(getattr(every, field))
+        np.testing.assert_allclose(mine[valid], theirs[valid], rtol=0, atol=atol)
+    # one type pair (its kernel's static program) gathered alike
+    rows = slice(k, 2 * k)
+    one = jax.jit(functools.partial(collide_pairs, types1[rows], types2[rows], block=4))(
+        *(a[rows] for a in args)
+    )
+    own = every._replace(**{f: getattr(every, f)[rows] for f in every._fields})
+    np.testing.assert_array_equal(one.valid, own.valid)
+    np.testing.assert_allclose(np.asarray(one.dist)[np.asarray(own.valid)],
+                               np.asarray(own.dist)[np.asarray(own.valid)], rtol=0, atol=3e-9)  # fmt: skip
+
+
 def test_a_model_traces_each_collider_once():
     """dm_control's quadruped: its 16 contact groups (geom types x condim) hold 11 type
     pairs, 4 of them convex; collide_groups traces one kernel per type pair and one for

@@ -1,7 +1,8 @@
 """What each contact group of a file's soft model costs to collide: every group of
 ``model.constraint_model.contacts`` alone (its kinds, condim, pairs and slots), jitted, at
 states of MuJoCo C's own run under uniform random controls (one state every ``--every``
-steps), then all groups together as a step collides them.
+steps), then the groups of each collision program (one call for every convex pair, one for a height
+field's partners) and all groups together, as a step collides them.
 
     python -m benchmarks.probes.collision_groups dm:quadruped [--steps 400] [--every 50]
 
@@ -24,6 +25,7 @@ import numpy as np
 import jaxmbd as mbd
 from benchmarks.soft_agreement import ctrl_range
 from benchmarks.soft_files import file_path
+from jaxmbd.contact.mujoco.pairs import program_key
 from jaxmbd.soft_constraints.model import collide_groups
 from jaxmbd.soft_constraints.treatments import with_soft
 from jaxmbd.tree import poses
@@ -84,6 +86,13 @@ def main(argv=None) -> None:
         times = median_us(colliding([g]), states)
         print(f"{g.type1},{g.type2}  {g.condim:6d}  {len(g.geoms):5d}  {g.slots:5d}  {times}",
               flush=True)  # fmt: skip
+    programs: dict = {}
+    for g in groups:
+        key = "height field" if g.window else program_key(g.type1, g.type2)
+        programs.setdefault(str(key), []).append(g)
+    for key, chosen in programs.items():
+        pairs = sum(len(g.geoms) for g in chosen)
+        print(f"program {key} ({pairs} pairs): {median_us(colliding(chosen), states)}", flush=True)
     print(f"all groups: {median_us(colliding(groups), states)}")
 
 

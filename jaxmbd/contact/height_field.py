@@ -119,22 +119,61 @@ def _field_cells(n, s, lo, hi):
 
 
 def field_slots(kind_b, window, heights, size_a, pa, Ra, pb, Rb, sb, *, margin=None,
-                which=None) -> Slots:  # fmt: skip
+                which=None, deep: int | None = None) -> Slots:  # fmt: skip
     """One member's slots: the prisms of its window against the shape of ``kind_b``
     (module docstring). World poses: field (pa, Ra), shape (pb, Rb), its size ``sb``.
     Given the pair's contact ``margin``, a prism whose top lies below the shape's lowest
     point less the margin is not searched (MuJoCo's prism height test): its gap is that
     vertical clearance, above the margin. ``kind_b`` may be a tuple of kinds and ``which``
     (traced) the shape's index among them: one program for a field's partners of several
-    kinds (each prism search then takes the largest :data:`DEEP_PRISMS` of them)."""
+    kinds (each prism search then takes the largest :data:`DEEP_PRISMS` of them). ``deep``:
+    the prisms searched for penetration, the nearest (None: :data:`DEEP_PRISMS`'; every
+    prism of the window gives its contact where ``deep`` is their number, as MuJoCo's)."""
+    kinds = tuple(kind_b) if isinstance(kind_b, tuple) else (kind_b,)
+    local = convex_shape_of(kinds, which, row_vec_mat(pb - pa, Ra), Ra.T @ Rb, sb)
+    rows4, live, idle = window_prisms(local, window, heights, size_a, margin=margin)
+    zero, eye = jnp.zeros(3, pb.dtype), jnp.eye(3, dtype=pb.dtype)
+
+    def prism(rows4):
+        return convex.hull(zero, eye, rows4)
+
+    budget, iterations = search_budget(kinds)
+    deep = budget if deep is None else deep
+    gap, point, normal = convex.collide_rows(prism, rows4, local, deep=deep,
+                                             epa_iterations=iterations, live=live)  # fmt: skip
+    gap = jnp.where(live, gap, jnp.maximum(gap, idle))
+    return Slots(gap, pa + mv(Ra, point), mv(Ra, normal))
+
+
+def search_budget(kinds) -> tuple[int, int | None]:
+    """(the prisms a window searches for penetration, EPA's iterations) for a shape of one
+    of ``kinds``: the largest :data:`DEEP_PRISMS` of them."""
+    budgets = [DEEP_PRISMS[shape.name] for shape in kinds]
+    deep = max(b[0] for b in budgets)
+    iterations = None if any(b[1] is None for b in budgets) else max(b[1] for b in budgets)
+    return deep, iterations
+
+
+def prism_contact(rows4, shape: convex.Convex, *, epa_iterations=None):
+    """(gap, point, normal) of one prism (:func:`window_prisms`' rows) against a shape in
+    the field's frame (:func:`jaxmbd.contact.convex.collide`)."""
+    zero, eye = jnp.zeros(3, rows4.dtype), jnp.eye(3, dtype=rows4.dtype)
+    return convex.collide(convex.hull(zero, eye, rows4), shape, epa_iterations=epa_iterations)
+
+
+def window_prisms(local: convex.Convex, window, heights, size_a, *, margin=None):
+    """The prisms of a shape's window, in the field's frame: (their hull rows (P, 7, 4) for
+    :func:`jaxmbd.contact.convex.hull`, which are live (P,), a positive gap for the others
+    (P,)). ``local``: the shape in the field's frame; the window is placed under its
+    bounding box (MuJoCo's, from its support); a prism is live where its cell lies in
+    MuJoCo's range and, given the pair's ``margin``, its top reaches the shape's lowest point
+    less the margin (MuJoCo's prism height test)."""
     rows, cols = window
     nrow, ncol = heights.shape
     sx, sy, base = size_a[0], size_a[1], size_a[2]
-    # the shape in the field's frame, and its bounding box there (MuJoCo's, from its support)
-    kinds = tuple(kind_b) if isinstance(kind_b, tuple) else (kind_b,)
-    local = convex_shape_of(kinds, which, row_vec_mat(pb - pa, Ra), Ra.T @ Rb, sb)
+    dtype = local.centre.dtype
     sg = jax.lax.stop_gradient
-    axes = jnp.eye(3, dtype=pb.dtype)
+    axes = jnp.eye(3, dtype=dtype)
     hi = sg(jnp.stack([local.support(axes[k])[k] for k in range(2)]) + local.margin)
     lo = sg(jnp.stack([local.support(-axes[k])[k] for k in range(2)]) - local.margin)
     sxg, syg = sg(sx), sg(sy)
@@ -164,20 +203,9 @@ def field_slots(kind_b, window, heights, size_a, pa, Ra, pb, Rb, sb, *, margin=N
     cell_r = jnp.repeat(r[:-1], 2 * cols)
     cell_c = jnp.tile(jnp.repeat(c[:-1], 2), rows)
     live = over & (cell_r >= rmin) & (cell_r < rmax) & (cell_c >= cmin) & (cell_c < cmax)
-    clearance = jnp.zeros(tris.shape[0], pb.dtype)
+    clearance = jnp.zeros(tris.shape[0], dtype)
     if margin is not None:
         lowest = sg(local.support(-axes[2])[2] - local.margin)
         clearance = lowest - jnp.max(sg(tris[..., 2]), axis=1)
         live = live & (clearance <= sg(margin))
-    zero, eye = jnp.zeros(3, pb.dtype), jnp.eye(3, dtype=pb.dtype)
-
-    def prism(rows4):
-        return convex.hull(zero, eye, rows4)
-
-    budgets = [DEEP_PRISMS[shape.name] for shape in kinds]
-    deep = max(b[0] for b in budgets)
-    iterations = None if any(b[1] is None for b in budgets) else max(b[1] for b in budgets)
-    gap, point, normal = convex.collide_rows(prism, rows4, local, deep=deep,
-                                             epa_iterations=iterations, live=live)  # fmt: skip
-    gap = jnp.where(live, gap, jnp.maximum(jnp.maximum(gap, clearance), 0.0) + dx + dy)
-    return Slots(gap, pa + mv(Ra, point), mv(Ra, normal))
+    return rows4, live, jnp.maximum(clearance, 0.0) + dx + dy

@@ -25,16 +25,18 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _config  # noqa: F401
-from ..compiled.small import mm, mv
-from ..contact.height_field import field_slots
+from ..compiled.flagged import kth_set, on_flagged
+from ..compiled.small import mm, mv, row_vec_mat
+from ..contact.height_field import field_slots, prism_contact, search_budget, window_prisms
 from ..contact.mujoco.common import Contacts, make_frame
 from ..contact.mujoco.pairs import GEOM_NAMES, collide_pairs, kernel_for, program_key
+from ..contact.narrow_phase import convex_shape_of
 from ..geometry import SHAPE_BY_NAME
 from ..tendons import Tendons, lengths_and_jacobians
 from ..tree.kinematics import dof_ancestors
 from .equalities import EqualityTerms, tree_equality_rows
 from .parameters import SoftOptions
-from .problem import ELLIPTIC, EQUALITY, FRICTION_LOSS, ONE_SIDED, SoftRows, kth_set, no_cones
+from .problem import ELLIPTIC, EQUALITY, FRICTION_LOSS, ONE_SIDED, SoftRows, no_cones
 from .rows import (
     ConstraintRows,
     DofFrictionSpec,
@@ -132,13 +134,22 @@ def _stacked_poses(groups, x, R):
     )
 
 
-def field_contacts(groups, x, R) -> Contacts:
+def field_contacts(groups, x, R, *, block: int | None = None) -> Contacts:
     """The contacts (k, slots) of height field groups of one field and window, their pairs
     stacked (k in all): each prism of the window under each geom against it, as
     ``mjc_ConvexHField`` finds them (the signed distance, the point midway, the normal from
     the field to the geom; the frame as ``mju_makeFrame`` makes it from the normal alone), a
     slot valid where the distance is below the margin. Partners of several geom types are
-    collided in one program (their types become data)."""
+    collided in one program (their types become data).
+
+    ``block``: the live prisms of every member (:func:`~jaxmbd.contact.height_field.
+    window_prisms`: in MuJoCo's range, reaching the geom) are gathered and searched this
+    many at a time (:func:`~jaxmbd.compiled.flagged.on_flagged`), each prism the geom
+    penetrates giving its contact, as MuJoCo's. None: every prism of every window (no loop:
+    what derivatives go through), the penetration search for the :data:`~jaxmbd.contact.
+    height_field.DEEP_PRISMS` nearest of each window only (EPA's buffers for every prism of
+    every window would take 1.7 MB each): a geom sunk past its core into more prisms than
+    those has contacts that the derivatives do not see."""
     first = groups[0]
     kinds = tuple(dict.fromkeys(SHAPE_BY_NAME[GEOM_NAMES[g.type2]] for g in groups))
     which = np.concatenate(
@@ -147,17 +158,48 @@ def field_contacts(groups, x, R) -> Contacts:
     (pa, Ra), (pb, Rb) = _stacked_poses(groups, x, R)
     size2 = jnp.concatenate([g.size2 for g in groups])
     margin = jnp.concatenate([g.margin for g in groups])
+    if block is None:
 
-    def one(pa, Ra, pb, Rb, sb, margin, which):
-        return field_slots(kinds, first.window, first.heights, first.field_size, pa, Ra, pb,
-                           Rb, sb, margin=margin, which=which)  # fmt: skip
+        def one(pa, Ra, pb, Rb, sb, margin, which):
+            return field_slots(kinds, first.window, first.heights, first.field_size, pa, Ra,
+                               pb, Rb, sb, margin=margin, which=which)  # fmt: skip
 
-    slots = jax.vmap(one)(pa, Ra, pb, Rb, size2, margin, jnp.asarray(which))
+        slots = jax.vmap(one)(pa, Ra, pb, Rb, size2, margin, jnp.asarray(which))
+        gap, point, normal = slots.gap, slots.point, slots.normal
+        valid = gap < margin[:, None]
+    else:
+        which = jnp.asarray(which)
+
+        def shape(m):  # member m's geom in the field's frame
+            local_pos, local_mat = row_vec_mat(pb[m] - pa[m], Ra[m]), Ra[m].T @ Rb[m]
+            return convex_shape_of(kinds, which[m], local_pos, local_mat, size2[m])
+
+        def prisms(m):
+            return window_prisms(shape(m), first.window, first.heights, first.field_size,
+                                 margin=margin[m])  # fmt: skip
+
+        k = pa.shape[0]
+        rows4, live, idle = jax.vmap(prisms)(jnp.arange(k))
+        per = live.shape[1]
+        _, iterations = search_budget(kinds)
+
+        def one(rows4, m):
+            return prism_contact(rows4, shape(m), epa_iterations=iterations)
+
+        up = jnp.zeros((k * per, 3), pa.dtype).at[:, 2].set(1.0)
+        fill = (idle.reshape(-1), jnp.zeros((k * per, 3), pa.dtype), up)
+        items = (rows4.reshape(k * per, *rows4.shape[2:]), jnp.repeat(jnp.arange(k), per))
+        gap, point, normal = (
+            x.reshape(k, per, *x.shape[1:])
+            for x in on_flagged(one, live.reshape(-1), items, block=block, fill=fill)
+        )
+        point = pa[:, None] + jnp.einsum("kij,kpj->kpi", Ra, point)
+        normal = jnp.einsum("kij,kpj->kpi", Ra, normal)
+        valid = live & (gap < margin[:, None])
     frame = jax.vmap(jax.vmap(make_frame, in_axes=(0, None)), in_axes=(0, None))(
-        slots.normal, jnp.zeros(3, slots.normal.dtype)
+        normal, jnp.zeros(3, normal.dtype)
     )
-    valid = slots.gap < margin[:, None]
-    return Contacts(dist=slots.gap, pos=slots.point, frame=frame, valid=valid)
+    return Contacts(dist=gap, pos=point, frame=frame, valid=valid)
 
 
 def moved_by(ancestors) -> np.ndarray:
@@ -179,11 +221,22 @@ def point_jacobians(S, moves, points):
     return jnp.swapaxes(J, 1, 2)
 
 
-def collide_groups(groups, x, R) -> list[Contacts]:
+#: A step's candidates for the costly colliders, gathered where they may touch and searched
+#: this many at a time (:func:`collide_groups`): pairs of MuJoCo's convex collider, and
+#: height-field prisms.
+CONVEX_PAIR_BLOCK = 4
+FIELD_PRISM_BLOCK = 8
+
+
+def collide_groups(groups, x, R, *, gather: bool = True) -> list[Contacts]:
     """Each contact group's contacts (k, slots) at the bodies' frames (x, R). Groups whose
     pairs share a collision program (:func:`~jaxmbd.contact.mujoco.pairs.program_key`: the
     same geom types under several ``condim``, every convex pair; every partner of one height
-    field) are collided in one call, so that a model traces each kernel once."""
+    field) are collided in one call, so that a model traces each kernel once. ``gather``:
+    the convex collider's pairs and the height fields' prisms run where their bounds say
+    they may touch, gathered :data:`CONVEX_PAIR_BLOCK` and :data:`FIELD_PRISM_BLOCK` at a
+    time in loops; False: on every candidate (no loop: what derivatives go through). The
+    contacts are the same either way."""
     by_key: dict = {}
     found: list = [None] * len(groups)
     for i, group in enumerate(groups):
@@ -192,7 +245,7 @@ def collide_groups(groups, x, R) -> list[Contacts]:
     for members in by_key.values():
         parts = [groups[i] for i in members]
         if parts[0].window:  # a height field's prisms (one window for the field)
-            together = field_contacts(parts, x, R)
+            together = field_contacts(parts, x, R, block=FIELD_PRISM_BLOCK if gather else None)
             offsets = np.cumsum([0] + [len(g.body1) for g in parts])
             for i, start, stop in zip(members, offsets[:-1], offsets[1:], strict=True):
                 found[i] = jax.tree.map(lambda a, o=start, e=stop: a[o:e], together)
@@ -203,6 +256,7 @@ def collide_groups(groups, x, R) -> list[Contacts]:
         together = collide_pairs(
             types1, types2, p1, m1, jnp.concatenate([g.size1 for g in parts]), p2, m2,
             jnp.concatenate([g.size2 for g in parts]), jnp.concatenate([g.margin for g in parts]),
+            block=CONVEX_PAIR_BLOCK if gather else None,
         )  # fmt: skip
         offset = 0
         for i, group in zip(members, parts, strict=True):
@@ -417,7 +471,7 @@ class MujocoConstraints(eqx.Module):
             kinds.append(ONE_SIDED)
         S, ancestors = p.S, dof_ancestors(tree)
         contacts = self.contacts if "contact" in self.treats else ()
-        found = collide_groups(contacts, p.x, p.R)
+        found = collide_groups(contacts, p.x, p.R, gather=contact_capacity is not None)
         for members in condim_sets(contacts):
             parts = [(contacts[i], found[i]) for i in members]
             offset = sum(g.size for g in groups)

@@ -146,14 +146,6 @@ def inner(x: jax.Array, y: jax.Array) -> jax.Array:
     return product_sum(operator.mul, (x, y), -1)
 
 
-def kth_set(count: jax.Array, wanted: jax.Array) -> jax.Array:
-    """The index of the k-th set flag for each k of ``wanted`` (1-based), from the flags'
-    running count ``count`` (a ``cumsum``): the first index whose count reaches k, the last
-    index where there are fewer than k. A gather index, no scatter or sort: loops that use
-    it stay ones XLA's CPU backend compiles natively."""
-    return jnp.minimum(jnp.searchsorted(count, wanted), count.shape[0] - 1)
-
-
 #: The solver's factors (of M and of Newton's Hessian, three or more a step) are unrolled
 #: at trace time up to this size, larger ones a loop over columns. Jitted 1000-step runs
 #: under random controls, one process each, twice: dm_control's cheetah (nv 9) compiled in

@@ -30,13 +30,13 @@ from jax import lax
 
 from .. import _config  # noqa: F401
 from ..compiled.batching import while_loop
+from ..compiled.flagged import kth_set
 from . import line_search
 from .problem import (
     ConstraintUpdate,
     SoftRows,
     constraint_update,
     hessian,
-    kth_set,
     quadratic_rows_hessian,
     times,
     transposed_times,

@@ -9,10 +9,14 @@ with the margin its collision function gets (margin plus gap).
 
 from __future__ import annotations
 
+import functools
+
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from ... import _config  # noqa: F401  (float64)
+from ...compiled.flagged import on_flagged
 from . import box, convex, primitive
 from .common import Contacts
 
@@ -85,18 +89,53 @@ def program_key(type1: int, type2: int):
     return "convex" if pair in convex.PAIRS else pair
 
 
-def collide_pairs(types1, types2, pos1, mat1, size1, pos2, mat2, size2, margin) -> Contacts:
+def collide_pairs(types1, types2, pos1, mat1, size1, pos2, mat2, size2, margin, *,
+                  block: int | None = None) -> Contacts:  # fmt: skip
     """The contacts of k geom pairs of one :func:`program_key`, types ``types1``,
     ``types2`` (k,) static, the other arguments with a leading axis of k: one vmapped
     kernel. Slots: the pairs' kernel's (convex pairs of several types: the most any of them
-    has, the others' extra slots empty)."""
+    has, the others' extra slots empty).
+
+    ``block``: ``mjc_Convex``'s pairs (GJK, EPA and the multi-contact search, loops four
+    deep) run only where their bounding spheres, grown by the margin, overlap (MuJoCo's
+    first test in ``mj_collideGeoms``), gathered this many at a time
+    (:func:`~jaxmbd.compiled.flagged.on_flagged`); the others have no contact, as the
+    kernel would find. None: every pair through the kernel (no loop: what derivatives
+    go through)."""
     types = sorted({(int(a), int(b)) for a, b in zip(types1, types2, strict=True)})
     if len({program_key(*t) for t in types}) != 1:
         raise ValueError(f"collide_pairs: geom types {types} do not share one program")
-    if len(types) > 1:
-        return convex.collide_any(types1, types2, pos1, mat1, size1, pos2, mat2, size2, margin)
-    kernel, _ = kernel_for(*types[0])
-    return jax.vmap(kernel)(pos1, mat1, size1, pos2, mat2, size2, margin)
+    args = (pos1, mat1, size1, pos2, mat2, size2, margin)
+    if len(types) > 1 and block is None:
+        return convex.collide_any(types1, types2, *args)
+    kernel, slots = kernel_for(*types[0])
+    if block is None or program_key(*types[0]) != "convex":
+        return jax.vmap(kernel)(*args)
+    if len(types) > 1:  # the types as data: one program for every pair
+        slots = max(convex.PAIRS[t] for t in types)
+        kernel = functools.partial(convex.convex, slots=slots)
+    else:
+        kernel = functools.partial(_static_types, kernel)
+    args = (jnp.asarray(types1), jnp.asarray(types2), *args)
+    bound = jax.vmap(convex.rbound)(jnp.asarray(types1), size1) + jax.vmap(convex.rbound)(
+        jnp.asarray(types2), size2
+    )
+    apart = jnp.sqrt(jnp.sum((pos2 - pos1) ** 2, axis=-1)) - bound
+    near = apart <= margin + 1e-9 * bound
+    k = len(types1)
+    none = Contacts(
+        dist=jnp.broadcast_to(apart[:, None], (k, slots)),
+        pos=jnp.broadcast_to((0.5 * (pos1 + pos2))[:, None], (k, slots, 3)),
+        frame=jnp.broadcast_to(jnp.eye(3, dtype=pos1.dtype), (k, slots, 3, 3)),
+        valid=jnp.zeros((k, slots), bool),
+    )
+    return on_flagged(kernel, near, args, block=block, fill=none)
+
+
+def _static_types(kernel, type1, type2, *args):
+    """A pair's kernel of static geom types, called with (unused) types as data."""
+    del type1, type2
+    return kernel(*args)
 
 
 def candidate_pairs(m) -> dict[str, np.ndarray]:
