@@ -521,9 +521,9 @@ def collide_rows(
     distance). A row whose cores overlap but which is not among those gets no contact (a
     gap of +1 times the pair's size): callers choose ``deep`` as the most rows that can
     overlap at once (a height field's prisms under one shape, :mod:`jaxmbd.contact.
-    height_field`); ``deep`` of P or more searches every row whose cores overlap. Rows not
-    ``live`` (P,) (a caller's bound shows them apart) are not searched: their gap is that of
-    their first support point, an upper bound of the distance."""
+    height_field`). Rows not ``live`` (P,) (a caller's bound shows them apart) are not
+    searched: their gap is that of their first support point, an upper bound of the
+    distance."""
     sg = jax.lax.stop_gradient
     b0 = _frozen(_still(b))
     live = jnp.ones(rows.shape[0], bool) if live is None else sg(live)
@@ -535,17 +535,7 @@ def collide_rows(
         return size, D_g, lam_g, v
 
     size, D_g, lam_g, v = jax.vmap(one)(rows, live)
-
-    def search(row, size, v):
-        a0 = _frozen(_still(make_a(row)))
-        return _penetration(a0, b0, size, epa_iterations, skip=~_overlap(v, size))
-
-    def finish(row, size, D_g, lam_g, v, chosen, *found):
-        return _witness(make_a(row), b, size, (D_g, lam_g, v), found, chosen)
-
-    if deep >= rows.shape[0]:  # every row searched where its cores overlap
-        found = jax.vmap(search)(rows, size, v)
-        return jax.vmap(finish)(rows, size, D_g, lam_g, v, live, *found)
+    deep = min(deep, rows.shape[0])
     # rows not live last: their first support point says nothing of their distance
     nearness = jnp.where(live, -dot(v, v) / size**2, -jnp.inf)
     near = jax.lax.top_k(nearness, deep)[1]  # (deep,) row indices
@@ -555,6 +545,10 @@ def collide_rows(
         return jnp.sum(jnp.where(pick.reshape(pick.shape + (1,) * (x.ndim - 1)), x[None], 0),
                        axis=1)  # fmt: skip
 
+    def search(row, size, v):
+        a0 = _frozen(_still(make_a(row)))
+        return _penetration(a0, b0, size, epa_iterations, skip=~_overlap(v, size))
+
     found = jax.vmap(search)(take(rows), take(size), take(v))  # (deep, ...) each
     chosen = jnp.any(pick, axis=0)
 
@@ -563,6 +557,10 @@ def collide_rows(
         return jnp.sum(w, axis=0)
 
     found = tuple(spread(x) for x in found)
+
+    def finish(row, size, D_g, lam_g, v, chosen, *found):
+        return _witness(make_a(row), b, size, (D_g, lam_g, v), found, chosen)
+
     return jax.vmap(finish)(rows, size, D_g, lam_g, v, chosen, *found)
 
 

@@ -119,16 +119,14 @@ def _field_cells(n, s, lo, hi):
 
 
 def field_slots(kind_b, window, heights, size_a, pa, Ra, pb, Rb, sb, *, margin=None,
-                which=None, deep: int | None = None) -> Slots:  # fmt: skip
+                which=None) -> Slots:  # fmt: skip
     """One member's slots: the prisms of its window against the shape of ``kind_b``
     (module docstring). World poses: field (pa, Ra), shape (pb, Rb), its size ``sb``.
     Given the pair's contact ``margin``, a prism whose top lies below the shape's lowest
     point less the margin is not searched (MuJoCo's prism height test): its gap is that
     vertical clearance, above the margin. ``kind_b`` may be a tuple of kinds and ``which``
     (traced) the shape's index among them: one program for a field's partners of several
-    kinds (each prism search then takes the largest :data:`DEEP_PRISMS` of them). ``deep``:
-    the prisms searched for penetration, the nearest (None: :data:`DEEP_PRISMS`'; every
-    prism of the window gives its contact where ``deep`` is their number, as MuJoCo's)."""
+    kinds (each prism search then takes the largest :data:`DEEP_PRISMS` of them)."""
     kinds = tuple(kind_b) if isinstance(kind_b, tuple) else (kind_b,)
     local = convex_shape_of(kinds, which, row_vec_mat(pb - pa, Ra), Ra.T @ Rb, sb)
     rows4, live, idle = window_prisms(local, window, heights, size_a, margin=margin)
@@ -137,8 +135,7 @@ def field_slots(kind_b, window, heights, size_a, pa, Ra, pb, Rb, sb, *, margin=N
     def prism(rows4):
         return convex.hull(zero, eye, rows4)
 
-    budget, iterations = search_budget(kinds)
-    deep = budget if deep is None else deep
+    deep, iterations = search_budget(kinds)
     gap, point, normal = convex.collide_rows(prism, rows4, local, deep=deep,
                                              epa_iterations=iterations, live=live)  # fmt: skip
     gap = jnp.where(live, gap, jnp.maximum(gap, idle))
