@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxmbd.compiled.flagged import kth_set, on_flagged
+from jaxmbd.compiled.flagged import any_flagged, kth_set, on_flagged
 
 
 def _fn(x, y):
@@ -56,3 +56,30 @@ def test_kth_set_is_the_index_of_each_flag():
     flags = np.array([0, 1, 1, 0, 0, 1, 0, 1], bool)
     index = kth_set(jnp.cumsum(flags), jnp.arange(1, 7))
     np.testing.assert_array_equal(index, [1, 2, 5, 7, 7, 7])
+
+
+@pytest.mark.parametrize("block", [1, 3, 16])
+def test_any_flagged_is_any_of_the_flagged_items(block):
+    """``any_flagged`` holds where ``pred`` holds for a flagged item: not for an unflagged
+    item where it holds (the last item, which pads the last block), nor with no flag set;
+    and its loop stops at the first block where it holds (passes counted by a callback)."""
+    x = jnp.arange(10.0)
+    calls = []
+
+    def pred(x):
+        jax.debug.callback(lambda: calls.append(1))
+        return (x == 4.0) | (x == 9.0)
+
+    run = jax.jit(lambda f: any_flagged(pred, f, (x,), block=block))
+    cases = [
+        (np.zeros(10, bool), False, 0),
+        (np.arange(10) < 4, False, -(-4 // block)),  # 9 holds but is only padding
+        (np.arange(10) < 5, True, 4 // block + 1),  # 4 is the fifth flagged item
+        (np.isin(np.arange(10), [4, 6, 7, 8]), True, 1),  # 4 first: one pass
+        (np.isin(np.arange(10), [1, 2, 3, 5, 6, 9]), True, -(-6 // block)),
+    ]
+    for flags, holds, passes in cases:
+        calls.clear()
+        assert bool(run(jnp.asarray(flags))) is holds
+        jax.effects_barrier()
+        assert len(calls) == passes

@@ -202,6 +202,35 @@ def test_soft_model_field_contacts_are_mujocos(field):
     assert seen >= 8
 
 
+def test_any_contact_is_mujocos_ncon_over_the_field(field):
+    """:func:`jaxmbd.envs._suite.in_contact` (GJK alone on the live prisms, the first block
+    that touches ending the search) is MuJoCo's ``ncon > 0`` for the sphere and the capsule
+    at 3 random poses: each body alone sunk 20 cm (its core in the prisms) or lifted 0-5 cm
+    from 3 mm deep, across the surface (both answers seen for each body), the other far
+    above. Deciding by overlapping cores alone (the geoms' radii left out) or by GJK's gap
+    alone (overlapping cores have none) fails."""
+    from jaxmbd.envs._suite import in_contact
+
+    model, m = field
+    d = mujoco.MjData(m)
+    touching = jax.jit(lambda q: in_contact(model, q))
+    rng = np.random.default_rng(1)
+    seen = {0: set(), 1: set()}
+    for _ in range(3):
+        qpos = _random_poses(m, d, rng, 2, 0)
+        for b in range(2):
+            for lift in (-0.2, 0.0, 0.001, 0.002, 0.0027, 0.0033, 0.004, 0.01, 0.05):
+                q = qpos.copy()
+                q[7 * (1 - b) + 2] += 2.0
+                q[7 * b + 2] += lift
+                d.qpos[:] = q
+                mujoco.mj_forward(m, d)
+                theirs = d.ncon > 0
+                assert bool(touching(jnp.asarray(q))) is theirs, (b, lift)
+                seen[b].add(theirs)
+    assert seen == {0: {False, True}, 1: {False, True}}
+
+
 def test_hfield_rays_are_mujocos(field, tmp_path):
     """:func:`jaxmbd.geometry._ray_cast.ray_hfield` against ``mj_rayHfield`` on 1000 random rays
     (about a quarter hit: the top, the side walls, the base box), to round-off; and the

@@ -68,3 +68,27 @@ def on_flagged(fn, flags: jax.Array, items, *, block: int, fill):
         return jnp.where(on, s[place], jnp.asarray(f, s.dtype))
 
     return jax.tree.map(back, store, fill)
+
+
+def any_flagged(pred, flags: jax.Array, items, *, block: int) -> jax.Array:
+    """Whether ``jax.vmap(pred)(*items)`` holds for any item whose ``flags`` (n,) is set.
+
+    The flagged items run ``block`` at a time, as in :func:`on_flagged`, in a
+    ``while_loop`` that stops after the first block where ``pred`` holds (no pass when no
+    flag is set): a test of contact pays one block where the shapes sink deep, where every
+    one of their contacts would cost a pass per block."""
+    flags = lax.stop_gradient(flags)
+    count = jnp.cumsum(flags.astype(jnp.int32))
+    needed = (count[-1] + block - 1) // block
+
+    def more(carry):
+        k, found = carry
+        return (k < needed) & ~found
+
+    def once(carry):
+        k, _ = carry
+        wanted = k * block + jnp.arange(1, block + 1, dtype=jnp.int32)
+        held = jax.vmap(pred)(*jax.tree.map(lambda x: x[kth_set(count, wanted)], items))
+        return k + 1, jnp.any(held & (wanted <= count[-1]))
+
+    return while_loop(more, once, (jnp.int32(0), jnp.zeros((), bool)), like=items)[1]

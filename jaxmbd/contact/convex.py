@@ -512,6 +512,20 @@ def collide(a: Convex, b: Convex, *, epa_iterations: int | None = None):
     return _witness(a, b, size, (D_g, lam_g, v), deep, jnp.ones((), bool))
 
 
+def within(a: Convex, b: Convex, margin) -> jax.Array:
+    """Whether :func:`collide` gives A and B a gap below ``margin``, decided by GJK alone:
+    cores that overlap are in contact (their gap is the negative penetration), cores apart
+    have GJK's gap. No penetration search: what a test of contact, not its depth, needs."""
+    a0, b0 = _frozen(_still(a)), _frozen(_still(b))
+    size = _pair_size(a0, b0)
+    apart = tuple(jax.lax.stop_gradient(x) for x in _gjk(a0, b0, size))
+    inside = _overlap(apart[2], size)
+    dt = apart[2].dtype
+    no_face = (jnp.zeros((3, 3), dt), jnp.zeros(3, bool), jnp.zeros((3, 3), dt), jnp.zeros(3, dt))
+    gap = _witness(a, b, size, apart, no_face, jnp.zeros((), bool))[0]
+    return inside | (gap < margin)
+
+
 def collide_rows(
     make_a, rows, b: Convex, *, deep: int, epa_iterations: int | None = None, live=None
 ):

@@ -158,6 +158,13 @@ def prism_contact(rows4, shape: convex.Convex, *, epa_iterations=None):
     return convex.collide(convex.hull(zero, eye, rows4), shape, epa_iterations=epa_iterations)
 
 
+def prism_within(rows4, shape: convex.Convex, margin) -> jax.Array:
+    """Whether :func:`prism_contact` gives a gap below ``margin`` (:func:`jaxmbd.contact.
+    convex.within`: GJK alone)."""
+    zero, eye = jnp.zeros(3, rows4.dtype), jnp.eye(3, dtype=rows4.dtype)
+    return convex.within(convex.hull(zero, eye, rows4), shape, margin)
+
+
 def window_prisms(local: convex.Convex, window, heights, size_a, *, margin=None):
     """The prisms of a shape's window, in the field's frame: (their hull rows (P, 7, 4) for
     :func:`jaxmbd.contact.convex.hull`, which are live (P,), a positive gap for the others

@@ -16,7 +16,7 @@ import numpy as np
 from .. import _config  # noqa: F401
 from ..io import load_model
 from ..model import Model
-from ..soft_constraints.model import collide_groups
+from ..soft_constraints.model import any_contact
 from ..tree import poses
 from ._model_env import physics_of
 
@@ -232,31 +232,29 @@ def lifted_to_floor(model: Model, qpos, root_z: int):
     return qpos.at[root_z].add(jnp.maximum(depth, 0.0))
 
 
-def contact_count(model: Model, qpos) -> jax.Array:
-    """MuJoCo's ``ncon`` after ``mj_forward`` at ``qpos``: the contacts its narrow phase
-    finds (within the pairs' margins) over the file's candidate geom pairs, from the
-    colliders of MuJoCo's constraint model (:mod:`jaxmbd.contact.mujoco`)."""
+def in_contact(model: Model, qpos) -> jax.Array:
+    """Whether MuJoCo's ``ncon`` after ``mj_forward`` at ``qpos`` is positive: whether its
+    narrow phase finds a contact (within the pairs' margins) over the file's candidate geom
+    pairs, by the colliders of MuJoCo's constraint model (:func:`jaxmbd.soft_constraints.
+    model.any_contact`)."""
     constraints = model.constraint_model
     if constraints is None:
-        raise ValueError(f"contact_count: model '{model.name}' was not read from a file")
+        raise ValueError(f"in_contact: model '{model.name}' was not read from a file")
     p = poses(model.tree, qpos)
-    count = jnp.zeros((), jnp.int32)
-    for found in collide_groups(constraints.contacts, p.x, p.R):
-        count = count + jnp.sum(found.valid.astype(jnp.int32))
-    return count
+    return any_contact(constraints.contacts, p.x, p.R)
 
 
 def collision_free(sample: Callable, model: Model, rng, qpos):
-    """``sample(key, qpos)`` drawn again until MuJoCo finds no contact (:func:`contact_count`;
+    """``sample(key, qpos)`` drawn again until MuJoCo finds no contact (:func:`in_contact`;
     dm_control's ``Humanoid.initialize_episode``: "find a collision-free random initial
     configuration"), with a fresh key per attempt (``lax.while_loop``)."""
 
     def attempt(key):
         key, sub = jax.random.split(key)
         drawn = sample(sub, qpos)
-        return key, drawn, contact_count(model, drawn)
+        return key, drawn, in_contact(model, drawn)
 
     def again(carry):
-        return carry[2] > 0
+        return carry[2]
 
     return jax.lax.while_loop(again, lambda carry: attempt(carry[0]), attempt(rng))[1]

@@ -37,7 +37,7 @@ from ..joint_space.dynamics import body_accelerations
 from ..sensors._kinds import RayTargets, ray_distances
 from ..tree import body_velocities, poses
 from ._model_env import ModelEnv, Physics
-from ._suite import SuiteModel, contact_count, suite_file
+from ._suite import SuiteModel, in_contact, suite_file
 from .rewards import tolerance
 
 TIME_LIMIT = 20.0  # _DEFAULT_TIME_LIMIT (s)
@@ -234,7 +234,7 @@ def _common(suite: SuiteModel) -> _Common:
 
         def touching(carry):
             z, k = carry
-            return (contact_count(model, at(z)) > 0) & (k < LIFT_ATTEMPTS)
+            return in_contact(model, at(z)) & (k < LIFT_ATTEMPTS)
 
         z, _ = jax.lax.while_loop(touching, lambda c: (c[0] + LIFT_STEP, c[1] + 1),
                                   (jnp.zeros((), qpos.dtype), 0))  # fmt: skip

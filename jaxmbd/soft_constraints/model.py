@@ -25,9 +25,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _config  # noqa: F401
-from ..compiled.flagged import kth_set, on_flagged
+from ..compiled.flagged import any_flagged, kth_set, on_flagged
 from ..compiled.small import mm, mv, row_vec_mat
-from ..contact.height_field import field_slots, prism_contact, search_budget, window_prisms
+from ..contact.height_field import (
+    field_slots,
+    prism_contact,
+    prism_within,
+    search_budget,
+    window_prisms,
+)
 from ..contact.mujoco.common import Contacts, make_frame
 from ..contact.mujoco.pairs import GEOM_NAMES, collide_pairs, kernel_for, program_key
 from ..contact.narrow_phase import convex_shape_of
@@ -134,6 +140,29 @@ def _stacked_poses(groups, x, R):
     )
 
 
+def _member_prisms(groups, x, R):
+    """(shape(m): member m's geom in the field's frame, :func:`~jaxmbd.contact.height_field.
+    window_prisms` of every member (k, P, ...)) for height field groups of one field."""
+    first = groups[0]
+    kinds = tuple(dict.fromkeys(SHAPE_BY_NAME[GEOM_NAMES[g.type2]] for g in groups))
+    which = jnp.asarray(np.concatenate(
+        [np.full(len(g.body1), kinds.index(SHAPE_BY_NAME[GEOM_NAMES[g.type2]])) for g in groups]
+    ))  # fmt: skip
+    (pa, Ra), (pb, Rb) = _stacked_poses(groups, x, R)
+    size2 = jnp.concatenate([g.size2 for g in groups])
+    margin = jnp.concatenate([g.margin for g in groups])
+
+    def shape(m):
+        local_pos, local_mat = row_vec_mat(pb[m] - pa[m], Ra[m]), Ra[m].T @ Rb[m]
+        return convex_shape_of(kinds, which[m], local_pos, local_mat, size2[m])
+
+    def prisms(m):
+        return window_prisms(shape(m), first.window, first.heights, first.field_size,
+                             margin=margin[m])  # fmt: skip
+
+    return shape, jax.vmap(prisms)(jnp.arange(pa.shape[0]))
+
+
 def field_contacts(groups, x, R, *, block: int | None = None) -> Contacts:
     """The contacts (k, slots) of height field groups of one field and window, their pairs
     stacked (k in all): each prism of the window under each geom against it, as
@@ -168,19 +197,8 @@ def field_contacts(groups, x, R, *, block: int | None = None) -> Contacts:
         gap, point, normal = slots.gap, slots.point, slots.normal
         valid = gap < margin[:, None]
     else:
-        which = jnp.asarray(which)
-
-        def shape(m):  # member m's geom in the field's frame
-            local_pos, local_mat = row_vec_mat(pb[m] - pa[m], Ra[m]), Ra[m].T @ Rb[m]
-            return convex_shape_of(kinds, which[m], local_pos, local_mat, size2[m])
-
-        def prisms(m):
-            return window_prisms(shape(m), first.window, first.heights, first.field_size,
-                                 margin=margin[m])  # fmt: skip
-
-        k = pa.shape[0]
-        rows4, live, idle = jax.vmap(prisms)(jnp.arange(k))
-        per = live.shape[1]
+        shape, (rows4, live, idle) = _member_prisms(groups, x, R)
+        k, per = live.shape
         _, iterations = search_budget(kinds)
 
         def one(rows4, m):
@@ -263,6 +281,35 @@ def collide_groups(groups, x, R, *, gather: bool = True) -> list[Contacts]:
             k, slots = len(group.body1), group.slots
             found[i] = jax.tree.map(lambda a, o=offset, k=k, s=slots: a[o : o + k, :s], together)
             offset += k
+    return found
+
+
+def any_contact(groups, x, R) -> jax.Array:
+    """Whether :func:`collide_groups` finds a contact: MuJoCo's ``ncon > 0``. A height
+    field's live prisms are tested by GJK alone (:func:`~jaxmbd.contact.height_field.
+    prism_within`), :data:`FIELD_PRISM_BLOCK` at a time until one touches
+    (:func:`~jaxmbd.compiled.flagged.any_flagged`): a geom sunk into many prisms costs one
+    block, where its contacts would cost EPA on every one."""
+    fields: dict = {}
+    others = []
+    for group in groups:
+        if group.window:
+            fields.setdefault(group.field, []).append(group)
+        else:
+            others.append(group)
+    found = jnp.zeros((), bool)
+    for contacts in collide_groups(others, x, R):
+        found = found | jnp.any(contacts.valid)
+    for parts in fields.values():
+        shape, (rows4, live, _) = _member_prisms(parts, x, R)
+        k, per = live.shape
+        margin = jnp.concatenate([g.margin for g in parts])
+
+        def touches(rows4, m, margin=margin, shape=shape):
+            return prism_within(rows4, shape(m), margin[m])
+
+        items = (rows4.reshape(k * per, *rows4.shape[2:]), jnp.repeat(jnp.arange(k), per))
+        found = found | any_flagged(touches, live.reshape(-1), items, block=FIELD_PRISM_BLOCK)
     return found
 
 
