@@ -169,6 +169,87 @@ def test_a_controlled_run_solves_once_per_state(monkeypatch):
     assert len(calls) == 1
 
 
+# a ball on a floor, pushed along x by a filter actuator (activation dynamics) and held by
+# another's position servo in z: MuJoCo's contact rows and the activations in one step
+FILTERED_XML = """<mujoco><option timestep="0.004"/><worldbody>
+  <geom type="plane" size="2 2 .1" friction=".8"/>
+  <body pos="0 0 .099"><joint name="x" type="slide" axis="1 0 0"/>
+    <joint name="z" type="slide" axis="0 0 1"/><geom type="sphere" size=".1" mass="1"/></body>
+</worldbody><actuator>
+  <general joint="x" dyntype="filter" dynprm=".02" gainprm="8"/>
+  <general joint="z" dyntype="filterexact" dynprm=".03" gainprm="30" biastype="affine"
+           biasprm="0 -30 -3"/>
+</actuator></mujoco>"""
+
+
+@pytest.fixture(scope="module")
+def filtered(tmp_path_factory):
+    path = tmp_path_factory.mktemp("filtered") / "filtered.xml"
+    path.write_text(FILTERED_XML)
+    return mbd.load_model(str(path)), mujoco.MjModel.from_xml_path(str(path))
+
+
+def test_a_controlled_run_with_activations_solves_once_per_state(filtered, monkeypatch):
+    """Actuators with activation dynamics: the run still solves each state once for both
+    steps that meet there (the activations carried beside the state), where a start, a step
+    and an end held the solve three times; qpos, qvel and act equal ``mj_step``'s (round-off)
+    over 30 steps of the ball pushed along the floor."""
+    from jaxmbd.joint_space import dynamics
+
+    model, m = filtered
+    h, n = float(m.opt.timestep), 30
+    u = np.random.default_rng(3).uniform(-1, 1, (n, m.nu))
+    calls = []
+    solve = dynamics.solve
+    monkeypatch.setattr(dynamics, "solve", lambda *a, **k: calls.append(1) or solve(*a, **k))
+    sol = jax.jit(lambda u: mbd.simulate(model, t_end=n * h, h=h, controls=u))(jnp.asarray(u))
+    assert len(calls) == 1
+    d = mujoco.MjData(m)
+    want = [(d.qpos.copy(), d.qvel.copy(), d.act.copy())]
+    for k in range(n):
+        d.ctrl[:] = u[k]
+        mujoco.mj_step(m, d)
+        want.append((d.qpos.copy(), d.qvel.copy(), d.act.copy()))
+    assert d.ncon == 1  # the ball stays on the floor
+    for got, k in ((sol.qpos, 0), (sol.qvel, 1), (sol.act, 2)):
+        expected = np.array([w[k] for w in want])
+        np.testing.assert_allclose(np.asarray(got), expected, rtol=0, atol=1e-12)
+
+
+def test_an_env_step_reads_the_forces_of_its_last_substep(filtered, monkeypatch):
+    """An environment whose observation reads MuJoCo's contact forces takes its control
+    step in one scan that solves each substep once, the last substep's start forces read
+    from that substep's own solve: ``mj_step``'s contact force (``mj_contactForce``) at the
+    last substep, and the state after the control step, to round-off."""
+    from jaxmbd.envs import ModelEnv
+    from jaxmbd.joint_space import dynamics
+
+    model, m = filtered
+
+    def observation(physics, info):
+        return physics.constraint_forces.normal_force
+
+    env = ModelEnv(model, h=float(m.opt.timestep), n_substeps=3, observation=observation,
+                   reward=lambda physics, info: 0.0, contact_forces=True)  # fmt: skip
+    calls = []
+    solve = dynamics.solve
+    monkeypatch.setattr(dynamics, "solve", lambda *a, **k: calls.append(1) or solve(*a, **k))
+    action = jnp.array([0.7, -0.4])
+    state = env.reset(jax.random.PRNGKey(0))
+    calls.clear()
+    after = jax.jit(env.step)(state, action)
+    assert len(calls) == 1
+    d = mujoco.MjData(m)
+    d.ctrl[:] = action
+    for _ in range(3):
+        mujoco.mj_step(m, d)  # its sensors (and contact forces) at the step's start
+    force = np.zeros(6)
+    mujoco.mj_contactForce(m, d, 0, force)
+    np.testing.assert_allclose(np.asarray(after.obs), [force[0]], rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(after.pipeline_state.qpos), d.qpos, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(np.asarray(after.pipeline_state.act), d.act, rtol=0, atol=1e-14)
+
+
 def test_a_batch_steps_its_members_one_after_another_on_the_cpu():
     """``jax.vmap`` of a soft run on the CPU: the members' runs one after another (a scan
     over the 3 members, each solve for its own iterations), each equal to its single run to

@@ -35,7 +35,13 @@ from ..compiled.jit import at_top_level
 from ..contact import ContactSlots, contact_element
 from ..errors import ModelError
 from ..forces import BodyState
-from ..joint_space import JointState, advance, initial_joint_state, model_tree
+from ..joint_space import (
+    JointState,
+    advance,
+    advance_and_last_start,
+    initial_joint_state,
+    model_tree,
+)
 from ..joint_space.dynamics import accelerations, applied_generalised_forces
 from ..joint_space.run import BATCH_LANES_CHUNK
 from ..joint_space.steppers import get_stepper
@@ -146,7 +152,6 @@ def constraint_forces(model: Model, state: JointState, ctrl, *, h, integrator) -
     from ``state`` under ``ctrl``: the contact slots of the file's geom pairs (MuJoCo's
     colliders, :mod:`jaxmbd.contact.mujoco`) and the step's solved row forces (the
     contact rows come last, ``mj_makeConstraint``'s order)."""
-    constraints = model.constraint_model
     tree, loops = model_tree(model)
     stepper = get_stepper(integrator)
     h = jnp.asarray(h, state.qvel.dtype)
@@ -156,10 +161,17 @@ def constraint_forces(model: Model, state: JointState, ctrl, *, h, integrator) -
         act = element.activation if state.act is None else element.full_activation(state.act)
         driven = stepper.with_step_activation(driven, act, state.t, h)
     acc = stepper.start_accelerations(driven, tree, loops, state.qpos, state.qvel, state.t, h)
+    return forces_of(model, state, acc)
+
+
+def forces_of(model: Model, state: JointState, acc) -> ConstraintForces:
+    """:class:`ConstraintForces` of MuJoCo's constraint model at ``state`` from the
+    accelerations ``acc`` a step evaluated there (:func:`constraint_forces`)."""
+    tree, _ = model_tree(model)
     qacc = acc.qacc if acc.solver_qacc is None else acc.solver_qacc
-    force = acc.unilateral
     p = poses(tree, state.qpos)
-    return solved_contact_forces(constraints, p.x, p.R, force, state.qpos, state.qvel, qacc)
+    return solved_contact_forces(model.constraint_model, p.x, p.R, acc.unilateral, state.qpos,
+                                 state.qvel, qacc)  # fmt: skip
 
 
 def unsolved_forces(model: Model, state: JointState) -> ConstraintForces:
@@ -548,15 +560,13 @@ class ModelEnv(Env):
         model = self._episode(self._run_model(sys), state.info)
         bad = non_finite_actions(action)
         action = jnp.where(bad > 0, jnp.zeros_like(action), action)
-        start, forces, remaining = state.pipeline_state, None, self.n_substeps
+        start, forces = state.pipeline_state, None
+        options = dict(h=self.h, n_steps=self.n_substeps, integrator=self.integrator)
         if self._contact_forces:  # the last time step's start, where MuJoCo's sensors read
-            if remaining > 1:
-                start = advance(model, start, action, h=self.h, n_steps=remaining - 1,
-                                integrator=self.integrator)  # fmt: skip
-            forces = constraint_forces(model, start, action, h=self.h, integrator=self.integrator)
-            remaining = 1
-        pipeline_state = advance(model, start, action, h=self.h, n_steps=remaining,
-                                 integrator=self.integrator)  # fmt: skip
+            pipeline_state, last, acc = advance_and_last_start(model, start, action, **options)
+            forces = forces_of(model, last, acc)
+        else:
+            pipeline_state = advance(model, start, action, **options)
         physics = physics_of(model, pipeline_state.qpos, pipeline_state.qvel, action, forces,
                              pipeline_state.act)  # fmt: skip
         obs = jnp.asarray(self._observation(physics, state.info))

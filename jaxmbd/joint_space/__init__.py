@@ -18,7 +18,7 @@ from .run import (
     tree_multipliers,
     tree_wrenches,
 )
-from .state import JointState, advance, initial_joint_state
+from .state import JointState, advance, advance_and_last_start, initial_joint_state
 from .steppers import (
     JOINT_STEPPERS,
     AbstractJointStepper,
@@ -36,6 +36,7 @@ __all__ = [
     "RungeKutta4",
     "SemiImplicitEuler",
     "advance",
+    "advance_and_last_start",
     "body_loads",
     "constraint_wrenches",
     "independent_loop_rows",

@@ -386,9 +386,9 @@ def _run_joint_space(model, stepper, n, h, controls, policy, rows, count=None):
 
     joints = _equality_joints(model, tree)
     paired = controls is None or stepper.pairs_step_ends
-    if stepper.state_accelerations and paired and policy is None and not dynamics:
+    if stepper.state_accelerations and paired and policy is None:
         outs = _run_from_starts(model, stepper, tree, loops, joints, qpos, qvel, n, h, controls,
-                                count)  # fmt: skip
+                                count, dynamics)  # fmt: skip
         return _start_assembled(outs, loops)
     first = stepped_model(0, qpos, qvel, None) if policy is None else model
     if (controls is not None or policy is not None) and not dynamics:
@@ -453,33 +453,50 @@ def _start_assembled(outs, loops):
 
 
 def _run_from_starts(model, stepper, tree, loops, joints, qpos, qvel, n: int, h, controls=None,
-                     count=None):  # fmt: skip
+                     count=None, dynamics: bool = False):  # fmt: skip
     """The outputs of :func:`_run_joint_space` for a :attr:`state_accelerations` stepper, a
     constant model or one under ``controls`` (n, nu): n + 1 iterations, iteration k giving
     the outputs of t_k and step k (the last step unused), so the program holds the
     accelerations' code once. Under controls t_k reports the accelerations under u_k-1 (t_0:
     u_0) and step k runs under u_k, both from one evaluation vmapped over the controls
     (:meth:`~jaxmbd.joint_space.steppers.AbstractJointStepper.ends_and_step`): each state's
-    poses, collisions and rows once. ``count``: the steps taken where given."""
+    poses, collisions and rows once. ``dynamics``: the actuators' activations are carried
+    too, both models of iteration k taking those of t_k (:meth:`~jaxmbd.joint_space.
+    steppers.AbstractJointStepper.with_step_activation`; the outputs' ``act``), the next
+    from step k's (:meth:`~jaxmbd.joint_space.steppers.AbstractJointStepper.
+    activation_after`). ``count``: the steps taken where given."""
 
-    def evaluated(k, qpos, qvel, warm):
+    def evaluated(k, qpos, qvel, warm, act):
+        t = k * h
         if controls is None:
-            acc, qpos, qvel = stepper.start_and_step(model, tree, loops, qpos, qvel, k * h, h,
+            m_k = stepper.with_step_activation(model, act, t, h) if dynamics else model
+            acc, qpos, qvel = stepper.start_and_step(m_k, tree, loops, qpos, qvel, t, h,
                                                      warm=warm)  # fmt: skip
-            return acc, acc, qpos, qvel
+            return acc, acc, qpos, qvel, next_act(m_k, act)
         before = with_controls(model, controls[jnp.maximum(k - 1, 0)])
         m_k = with_controls(model, controls[jnp.minimum(k, n - 1)])
-        return stepper.ends_and_step(before, m_k, tree, loops, qpos, qvel, k * h, h, warm=warm)
+        if dynamics:
+            before = stepper.with_step_activation(before, act, t, h)
+            m_k = stepper.with_step_activation(m_k, act, t, h)
+        ends = stepper.ends_and_step(before, m_k, tree, loops, qpos, qvel, t, h, warm=warm)
+        return (*ends, next_act(m_k, act))
+
+    def next_act(m_k, act):
+        return stepper.activation_after(m_k, h) if dynamics else act
 
     def step(state, k):
-        qpos, qvel, warm = joint_loop_guard(state)
-        reported, acc, qpos_, qvel_ = _adjoint_recomputes(
-            lambda qpos, qvel, warm: evaluated(k, qpos, qvel, warm)
-        )(qpos, qvel, warm)
-        state = (qpos_, qvel_, _warm_start(acc))
-        return state, _outputs(model, tree, loops, qpos, qvel, reported, joints)
+        qpos, qvel, warm, act = joint_loop_guard(state)
+        reported, acc, qpos_, qvel_, act_ = _adjoint_recomputes(
+            lambda qpos, qvel, warm, act: evaluated(k, qpos, qvel, warm, act)
+        )(qpos, qvel, warm, act)
+        out = _outputs(model, tree, loops, qpos, qvel, reported, joints)
+        if dynamics:
+            out = _with_act(out, model.actuators.act(act))
+        state = (qpos_, qvel_, _warm_start(acc), act_)
+        return state, out
 
-    start = (qpos, qvel, jnp.zeros_like(qvel))
+    act0 = model.actuators.activation if dynamics else jnp.zeros(0, qvel.dtype)
+    start = (qpos, qvel, jnp.zeros_like(qvel), act0)
     _, outs = _time_loop(step, start, n + 1, None if count is None else count + 1)
     return outs
 

@@ -56,44 +56,67 @@ def advance(model: Model, state: JointState, controls=None, *, h, n_steps: int =
     model's own controls. One ``lax.scan``: the accelerations' program is traced once.
 
     Each step evaluates the accelerations once per stage (its start's included), as
-    ``simulate``'s steps do; the step's code is traced once, whatever ``n_steps``."""
+    ``simulate``'s steps do, MuJoCo's constraint solve warm-started from the step before's
+    (``qacc_warmstart``; the first step's from 0, a fresh ``mjData``'s); the step's code is
+    traced once, whatever ``n_steps``."""
+    return _advanced(model, state, controls, h=h, n_steps=n_steps, integrator=integrator,
+                     where="advance")[0]  # fmt: skip
+
+
+def advance_and_last_start(model: Model, state: JointState, controls=None, *, h,
+                           n_steps: int = 1, integrator="rk"):  # fmt: skip
+    """(:func:`advance`'s state, the last step's start state, the accelerations there
+    (:class:`~jaxmbd.joint_space.dynamics.Accelerations`)): what MuJoCo's sensors read
+    after ``mj_step`` (``mj_forward``'s quantities at the last step's start), from the
+    step's own evaluation, where :func:`advance` of n - 1 steps and an evaluation apart
+    would hold the accelerations' code twice and compute the last step's twice."""
+    return _advanced(model, state, controls, h=h, n_steps=n_steps, integrator=integrator,
+                     where="advance_and_last_start", keep_last=True)  # fmt: skip
+
+
+def _advanced(model, state, controls, *, h, n_steps, integrator, where, keep_last=False):
     stepper = get_stepper(integrator)
     if n_steps < 1:
-        raise ValueError(f"advance: n_steps must be at least 1, got {n_steps}")
+        raise ValueError(f"{where}: n_steps must be at least 1, got {n_steps}")
     tree, loops = model_tree(model)
     if controls is not None:
         if model.nu == 0:
-            raise ValueError(f"advance: controls given, but model '{model.name}' has no actuators")
+            raise ValueError(f"{where}: controls given, but model '{model.name}' has no actuators")
         controls = jnp.asarray(controls)
         if controls.shape != (model.nu,):
             raise ValueError(
-                f"advance: controls have shape {controls.shape}, expected ({model.nu},) "
+                f"{where}: controls have shape {controls.shape}, expected ({model.nu},) "
                 f"(actuators {model.actuators.actuator_names})"
             )
         model = with_controls(model, controls)
     h = jnp.asarray(h, state.qvel.dtype)
     dynamics = model.actuators is not None and model.actuators.has_dynamics
-    act = None
+    act = jnp.zeros(0, state.qvel.dtype)
     if dynamics:
         element = model.actuators
         act = element.activation if state.act is None else element.full_activation(state.act)
 
     def substep(carry, _):
-        qpos, qvel, t, act = carry
+        qpos, qvel, t, act, warm = carry
         m_k = model
+        start = JointState(qpos, qvel, t, model.actuators.act(act) if dynamics else None)
         if dynamics:  # the activations at the step's start, and at its end (jaxmbd.actuators)
             m_k = stepper.with_step_activation(model, act, t, h)
             act = stepper.activation_after(m_k, h)
-        acc = stepper.start_accelerations(m_k, tree, loops, qpos, qvel, t, h)
+        acc = stepper.start_accelerations(m_k, tree, loops, qpos, qvel, t, h, warm=warm)
         qpos, qvel = stepper.step(m_k, tree, loops, qpos, qvel, acc, t, h)
         if loops is not None:
             qpos, qvel = project(loops, tree, qpos, qvel, t + h)
-        return (qpos, qvel, t + h, act), None
+        warm = jax.lax.stop_gradient(acc.qacc if acc.solver_qacc is None else acc.solver_qacc)
+        return (qpos, qvel, t + h, act, warm), (start, acc) if keep_last else None
 
-    carry = (state.qpos, state.qvel, state.t, act)
+    # MuJoCo's warm start of a fresh mjData: qacc_warmstart = 0
+    carry = (state.qpos, state.qvel, state.t, act, jnp.zeros_like(state.qvel))
     if n_steps == 1:
-        carry, _ = substep(carry, None)
+        carry, last = substep(carry, None)
     else:
-        carry, _ = jax.lax.scan(substep, carry, None, n_steps)
-    qpos, qvel, t, act = carry
-    return JointState(qpos, qvel, t, None if act is None else model.actuators.act(act))
+        carry, last = jax.lax.scan(substep, carry, None, n_steps)
+        last = jax.tree_util.tree_map(lambda x: x[-1], last)
+    qpos, qvel, t, act, _ = carry
+    end = JointState(qpos, qvel, t, model.actuators.act(act) if dynamics else None)
+    return (end, *last) if keep_last else (end,)
