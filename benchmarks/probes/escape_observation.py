@@ -9,9 +9,10 @@ Draws of ``env.draw`` (the terrain drawn anew each), then MuJoCo's rollout under
 actions; at each control step jaxmbd's observation and reward at MuJoCo's state (the
 constraint forces solved at that state, as the env's observation is) against dm_control's
 formulas on ``mj_forward``'s ``sensordata``. ``--tolerance`` sets ``opt.tolerance`` in both,
-``--cold`` disables MuJoCo's warm start, ``--ccd-tolerance`` sets MuJoCo's ``opt.ccd_tolerance``
-(where its convex collider stops; jaxmbd's height-field collider converges further). Printed: each draw and step where the observation differs
-by more than 1e-6, and the largest difference per observation index.
+``--cold`` disables MuJoCo's warm start, ``--ccd-tolerance`` sets MuJoCo's
+``opt.ccd_tolerance`` (where its convex collider stops; jaxmbd's height-field collider
+converges further). Printed: each draw and step where the observation differs by more than
+1e-6, and the largest difference per observation index.
 """
 
 from __future__ import annotations
