@@ -3,7 +3,7 @@ at while the escape task's rollout parts from MuJoCo's (its row in
 ``benchmarks/results/env_returns/``).
 
     python -m benchmarks.probes.escape_observation [--draws 4] [--steps 20] [--tolerance T]
-        [--cold] [--ccd-tolerance T]
+        [--cold] [--ccd-tolerance T] [--ccd-iterations N]
 
 Draws of ``env.draw`` (the terrain drawn anew each), then MuJoCo's rollout under U(-1, 1)
 actions; at each control step jaxmbd's observation and reward at MuJoCo's state (the
@@ -11,7 +11,7 @@ constraint forces solved at that state, as the env's observation is) against dm_
 formulas on ``mj_forward``'s ``sensordata``. ``--tolerance`` sets ``opt.tolerance`` in both,
 ``--cold`` disables MuJoCo's warm start, ``--ccd-tolerance`` sets MuJoCo's
 ``opt.ccd_tolerance`` (where its convex collider stops; jaxmbd's height-field collider
-converges further). Printed: each draw and step where the observation differs by more than
+converges further) and ``--ccd-iterations`` its ``opt.ccd_iterations``. Printed: each draw and step where the observation differs by more than
 1e-6, and the largest difference per observation index.
 """
 
@@ -37,6 +37,7 @@ def main(argv=None) -> None:
     parser.add_argument("--tolerance", type=float, default=None)
     parser.add_argument("--cold", action="store_true")
     parser.add_argument("--ccd-tolerance", type=float, default=None)
+    parser.add_argument("--ccd-iterations", type=int, default=None)
     args = parser.parse_args(argv)
     env = mbd.envs.make("quadruped", "escape")
     reference = Reference("quadruped", "escape")
@@ -48,6 +49,8 @@ def main(argv=None) -> None:
         m.opt.tolerance = args.tolerance
     if args.ccd_tolerance is not None:
         m.opt.ccd_tolerance = args.ccd_tolerance
+    if args.ccd_iterations is not None:
+        m.opt.ccd_iterations = args.ccd_iterations
     if args.cold:
         m.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_WARMSTART)
 
