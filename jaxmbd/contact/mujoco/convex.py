@@ -96,11 +96,19 @@ def _with_margin(support, margin):
     return grown
 
 
-def _support_any(geom_type, pos, mat, size, direction):
-    """:func:`_support` for a geom type given as data (a traced mjtGeom number): every
-    type's support point, the one of ``geom_type`` chosen."""
-    points = jnp.stack([_support(t, pos, mat, size, direction) for t in _CONVEX_TYPES])
-    return points[geom_type - SPHERE]
+def _support_any(geom_type, pos, mat, size, direction, *, kinds=_CONVEX_TYPES):
+    """:func:`_support` for a geom type given as data (a traced mjtGeom number) among
+    ``kinds`` (static: the types the data can take): each kind's support point, the one of
+    ``geom_type`` chosen."""
+    return _of_kind(geom_type, kinds, [_support(t, pos, mat, size, direction) for t in kinds])
+
+
+def _of_kind(geom_type, kinds, values):
+    """The entry of ``values`` (one per type of ``kinds``) of the traced ``geom_type``."""
+    if len(kinds) == 1:
+        return values[0]
+    index = sum(jnp.where(geom_type == t, k, 0) for k, t in enumerate(kinds))
+    return jnp.stack(values)[index]
 
 
 def _shrunk_support_any(geom_type, pos, mat, size, direction):
@@ -109,14 +117,15 @@ def _shrunk_support_any(geom_type, pos, mat, size, direction):
 
 
 def _ccd(type1, type2, pos1, mat1, size1, pos2, mat2, size2, margin, *, iterations: int,
-         tolerance):  # fmt: skip
+         tolerance, kinds=(_CONVEX_TYPES, _CONVEX_TYPES)):  # fmt: skip
     """MuJoCo's ``mjc_penetration`` with native CCD and one contact: (found, dist, pos,
     normal). ``type1``, ``type2``: mjtGeom numbers, static (an int: the pair's own program)
-    or data (traced: one program for every convex pair, :func:`convex_any`)."""
+    or data (traced: one program for every convex pair, :func:`convex_any`), then among
+    ``kinds`` (static: the types each can take)."""
     static = isinstance(type1, int) and isinstance(type2, int)
     shrinks = (SPHERE, CAPSULE)
 
-    def supports(geom_type, pos, mat, size):
+    def supports(geom_type, pos, mat, size, kinds):
         """(the geom's support grown by margin / 2, its shrunk support or the same, the
         shrunk radius with margin / 2 or 0, whether it shrinks)."""
         if static:
@@ -125,7 +134,11 @@ def _ccd(type1, type2, pos1, mat1, size1, pos2, mat2, size2, margin, *, iteratio
                 return full, full, 0.0, False
             point = functools.partial(_shrunk_support, geom_type, pos, mat, size)
             return full, point, size[0] + 0.5 * margin, True
-        full = _with_margin(functools.partial(_support_any, geom_type, pos, mat, size), margin)
+        full = _with_margin(
+            functools.partial(_support_any, geom_type, pos, mat, size, kinds=kinds), margin
+        )
+        if not set(kinds) & set(shrinks):
+            return full, full, 0.0, False
         shrinks_here = (geom_type == SPHERE) | (geom_type == CAPSULE)
 
         def point(direction):
@@ -135,8 +148,8 @@ def _ccd(type1, type2, pos1, mat1, size1, pos2, mat2, size2, margin, *, iteratio
         radius = jnp.where(shrinks_here, size[0] + 0.5 * margin, 0.0)
         return full, point, radius, shrinks_here
 
-    support1, point1, radius1, shrink1 = supports(type1, pos1, mat1, size1)
-    support2, point2, radius2, shrink2 = supports(type2, pos2, mat2, size2)
+    support1, point1, radius1, shrink1 = supports(type1, pos1, mat1, size1, kinds[0])
+    support2, point2, radius2, shrink2 = supports(type2, pos2, mat2, size2, kinds[1])
     options = dict(tolerance=tolerance, iterations=iterations)
 
     def deep(status):
@@ -203,12 +216,11 @@ def _rotate_frame(origin, rot, mat, pos):
     return new_mat, pos - vec
 
 
-def rbound(geom_type, size):
+def rbound(geom_type, size, *, kinds=_CONVEX_TYPES):
     """MuJoCo's ``geom_rbound`` (without margin) of a primitive geom; ``geom_type`` an int,
-    or data (a traced mjtGeom number of a convex type)."""
+    or data (a traced mjtGeom number of a convex type among ``kinds``)."""
     if not isinstance(geom_type, int):
-        bounds = jnp.stack([rbound(t, size) for t in _CONVEX_TYPES])
-        return bounds[geom_type - SPHERE]
+        return _of_kind(geom_type, kinds, [rbound(t, size) for t in kinds])
     if geom_type == SPHERE:
         return size[0]
     if geom_type == CAPSULE:
@@ -228,16 +240,18 @@ def _is_smooth(geom_type):
 
 
 def convex(type1, type2, pos1, mat1, size1, pos2, mat2, size2, margin, *,
-           iterations: int = ITERATIONS, tolerance=TOLERANCE, slots: int | None = None
-           ) -> Contacts:  # fmt: skip
+           iterations: int = ITERATIONS, tolerance=TOLERANCE, slots: int | None = None,
+           kinds=(_CONVEX_TYPES, _CONVEX_TYPES)) -> Contacts:  # fmt: skip
     """MuJoCo's ``mjc_Convex`` for geom types type1 <= type2: 1 slot for pairs with a sphere
     or an ellipsoid, else 5 (the first contact and up to four from the multi-contact search).
 
     ``type1``, ``type2``: ints (the pair's own program), or data (traced mjtGeom numbers of
     :data:`PAIRS`: one program for pairs of several types, :func:`collide_any`), then with
     ``slots`` (static) 1 where every pair of the call has a sphere or an ellipsoid, else 5,
-    the slots past a pair's own left empty."""
-    ccd = functools.partial(_ccd, type1, type2, iterations=iterations, tolerance=tolerance)
+    the slots past a pair's own left empty; ``kinds`` (static): the types each of them can
+    take (their support functions are the program's)."""
+    ccd = functools.partial(_ccd, type1, type2, iterations=iterations, tolerance=tolerance,
+                            kinds=kinds)  # fmt: skip
     zero3 = jnp.zeros(3)
     smooth = _is_smooth(type1) | _is_smooth(type2)
     if slots is None:
@@ -280,7 +294,7 @@ def convex(type1, type2, pos1, mat1, size1, pos2, mat2, size2, margin, *,
     found, dist, pos, normal = founds[0], dists_ccd[0], poss_ccd[0], normals_ccd[0]
     more = (founds[1:], dists_ccd[1:], poss_ccd[1:], normals_ccd[1:])
     tolerance_distinct = _RELATIVE_TOLERANCE * jnp.minimum(
-        rbound(type1, size1), rbound(type2, size2)
+        rbound(type1, size1, kinds=kinds[0]), rbound(type2, size2, kinds=kinds[1])
     )
     positions, valid = [pos], [found]
     dists, poss, normals = [dist], [pos], [normal]
@@ -310,9 +324,15 @@ def collide_any(types1, types2, pos1, mat1, size1, pos2, mat2, size2, margin) ->
     others empty."""
     types1, types2 = np.asarray(types1, int), np.asarray(types2, int)
     slots = max(PAIRS[(int(a), int(b))] for a, b in zip(types1, types2, strict=True))
-    one = functools.partial(convex, slots=slots)
+    one = functools.partial(convex, slots=slots, kinds=kinds_of(types1, types2))
     return jax.vmap(one)(jnp.asarray(types1), jnp.asarray(types2), pos1, mat1, size1, pos2,
                          mat2, size2, margin)  # fmt: skip
+
+
+def kinds_of(types1, types2) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The geom types that the first and the second geoms of pairs of ``types1``,
+    ``types2`` (static) take: :func:`convex`'s ``kinds``."""
+    return tuple(sorted({int(t) for t in types1})), tuple(sorted({int(t) for t in types2}))
 
 
 def kernel(type1: int, type2: int):

@@ -111,15 +111,16 @@ def collide_pairs(types1, types2, pos1, mat1, size1, pos2, mat2, size2, margin, 
     kernel, slots = kernel_for(*types[0])
     if block is None or program_key(*types[0]) != "convex":
         return jax.vmap(kernel)(*args)
+    kinds = convex.kinds_of(types1, types2)
     if len(types) > 1:  # the types as data: one program for every pair
         slots = max(convex.PAIRS[t] for t in types)
-        kernel = functools.partial(convex.convex, slots=slots)
+        kernel = functools.partial(convex.convex, slots=slots, kinds=kinds)
     else:
         kernel = functools.partial(_static_types, kernel)
     args = (jnp.asarray(types1), jnp.asarray(types2), *args)
-    bound = jax.vmap(convex.rbound)(jnp.asarray(types1), size1) + jax.vmap(convex.rbound)(
-        jnp.asarray(types2), size2
-    )
+    bound = jax.vmap(functools.partial(convex.rbound, kinds=kinds[0]))(
+        jnp.asarray(types1), size1
+    ) + jax.vmap(functools.partial(convex.rbound, kinds=kinds[1]))(jnp.asarray(types2), size2)
     apart = jnp.sqrt(jnp.sum((pos2 - pos1) ** 2, axis=-1)) - bound
     near = apart <= margin + 1e-9 * bound
     k = len(types1)
