@@ -250,7 +250,7 @@ def test_quadruped_sizes_observation_and_reward_equal_dm_control_formulas():
     assert max(forces) > 10.0  # newtons: more than the toes' weight
 
 
-@pytest.mark.slow  # the reset's lift and four substeps with a second solve: minutes to compile
+@pytest.mark.slow  # the reset and the step, each solving MuJoCo's problem: a minute to compile
 @pytest.mark.parametrize("task", ["walk", "run"])
 def test_quadruped_rollout_equals_mujoco_c(task):
     """Two members from the env's reset draws (raised from the floor in 1 cm steps until
