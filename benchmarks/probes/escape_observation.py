@@ -11,8 +11,9 @@ constraint forces solved at that state, as the env's observation is) against dm_
 formulas on ``mj_forward``'s ``sensordata``. ``--tolerance`` sets ``opt.tolerance`` in both,
 ``--cold`` disables MuJoCo's warm start, ``--ccd-tolerance`` sets MuJoCo's
 ``opt.ccd_tolerance`` (where its convex collider stops; jaxmbd's height-field collider
-converges further) and ``--ccd-iterations`` its ``opt.ccd_iterations``. Printed: each draw and step where the observation differs by more than
-1e-6, and the largest difference per observation index.
+converges further) and ``--ccd-iterations`` its ``opt.ccd_iterations``. Printed: each draw
+and step where the observation differs by more than 1e-6, and the largest difference per
+observation index.
 """
 
 from __future__ import annotations
