@@ -140,14 +140,21 @@ def _stacked_poses(groups, x, R):
     )
 
 
+def _field_kinds(groups) -> tuple[tuple[str, ...], np.ndarray]:
+    """(the shape kinds of a height field's partner geoms, in order of first appearance;
+    each member's index among them (k,))."""
+    kinds = tuple(dict.fromkeys(SHAPE_BY_NAME[GEOM_NAMES[g.type2]] for g in groups))
+    return kinds, np.concatenate(
+        [np.full(len(g.body1), kinds.index(SHAPE_BY_NAME[GEOM_NAMES[g.type2]])) for g in groups]
+    )
+
+
 def _member_prisms(groups, x, R):
     """(shape(m): member m's geom in the field's frame, :func:`~jaxmbd.contact.height_field.
     window_prisms` of every member (k, P, ...)) for height field groups of one field."""
     first = groups[0]
-    kinds = tuple(dict.fromkeys(SHAPE_BY_NAME[GEOM_NAMES[g.type2]] for g in groups))
-    which = jnp.asarray(np.concatenate(
-        [np.full(len(g.body1), kinds.index(SHAPE_BY_NAME[GEOM_NAMES[g.type2]])) for g in groups]
-    ))  # fmt: skip
+    kinds, which = _field_kinds(groups)
+    which = jnp.asarray(which)
     (pa, Ra), (pb, Rb) = _stacked_poses(groups, x, R)
     size2 = jnp.concatenate([g.size2 for g in groups])
     margin = jnp.concatenate([g.margin for g in groups])
@@ -180,10 +187,7 @@ def field_contacts(groups, x, R, *, block: int | None = None) -> Contacts:
     every window would take 1.7 MB each): a geom sunk past its core into more prisms than
     those has contacts that the derivatives do not see."""
     first = groups[0]
-    kinds = tuple(dict.fromkeys(SHAPE_BY_NAME[GEOM_NAMES[g.type2]] for g in groups))
-    which = np.concatenate(
-        [np.full(len(g.body1), kinds.index(SHAPE_BY_NAME[GEOM_NAMES[g.type2]])) for g in groups]
-    )
+    kinds, which = _field_kinds(groups)
     (pa, Ra), (pb, Rb) = _stacked_poses(groups, x, R)
     size2 = jnp.concatenate([g.size2 for g in groups])
     margin = jnp.concatenate([g.margin for g in groups])
