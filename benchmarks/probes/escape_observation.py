@@ -80,6 +80,13 @@ def main(argv=None) -> None:
             theirs, reward = reference.observation(), reference.reward()
             obs, our_reward = ours(*map(jnp.asarray, state), jnp.asarray(info["terrain"]))
             diff = np.abs(np.asarray(obs) - theirs)
+            unfinite = np.flatnonzero(~np.isfinite(diff))
+            if unfinite.size:  # a NaN would hide every other difference of the step
+                sides = [name for name, x in (("jaxmbd", np.asarray(obs)), ("MuJoCo", theirs))
+                         if not np.isfinite(x[unfinite]).all()]  # fmt: skip
+                print(f"draw {n}, step {i}: observation {unfinite.tolist()} not finite in "
+                      f"{' and '.join(sides)}", flush=True)  # fmt: skip
+                diff = np.where(np.isfinite(diff), diff, np.inf)
             worst = np.maximum(worst, diff)
             if diff.max() > 1e-6:
                 k = int(diff.argmax())

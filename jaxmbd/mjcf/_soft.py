@@ -14,7 +14,13 @@ import numpy as np
 
 from ..contact.height_field import window_of
 from ..contact.mujoco.convex import PAIRS as CONVEX_PAIRS
-from ..contact.mujoco.pairs import GEOM_NAMES, KERNELS, candidate_pairs, convex_options_supported
+from ..contact.mujoco.pairs import (
+    GEOM_NAMES,
+    KERNELS,
+    candidate_pairs,
+    convex_options_supported,
+    native_ccd_defaults,
+)
 from ..soft_constraints.model import (
     SOLVER_METHODS,
     ContactGroup,
@@ -100,13 +106,16 @@ def _field_window(m, g1: int, g2: int, margin: float) -> tuple[int, int, int] | 
 
 def _field_data(m, h: int, rows: int, cols: int) -> dict:
     """A height field group's fields: the field's id, its window, the elevations (data
-    times the field's height) and (half extent x, half extent y, base depth)."""
+    times the field's height), (half extent x, half extent y, base depth) and whether its
+    prisms take MuJoCo's native CCD (:func:`~jaxmbd.contact.mujoco.pairs.
+    native_ccd_defaults`)."""
     nrow, ncol = int(m.hfield_nrow[h]), int(m.hfield_ncol[h])
     size = np.asarray(m.hfield_size[h], dtype=float)
     adr = int(m.hfield_adr[h])
     data = np.asarray(m.hfield_data[adr : adr + nrow * ncol], dtype=float).reshape(nrow, ncol)
     return dict(window=(rows, cols), field=h, heights=data * size[2],
-                field_size=np.array([size[0], size[1], size[3]]))  # fmt: skip
+                field_size=np.array([size[0], size[1], size[3]]),
+                native_ccd=native_ccd_defaults(m))  # fmt: skip
 
 
 def _tendon_rows(mujoco, m, tendons, unsupported: list[str]):

@@ -34,6 +34,7 @@ from ..contact.height_field import (
     search_budget,
     window_prisms,
 )
+from ..contact.mujoco import hfield as mujoco_hfield
 from ..contact.mujoco.common import Contacts, make_frame
 from ..contact.mujoco.pairs import GEOM_NAMES, collide_pairs, kernel_for, program_key
 from ..contact.narrow_phase import convex_shape_of
@@ -85,7 +86,11 @@ class ContactGroup(eqx.Module):
     ids (for reports). A height field's group (geom 1 the field of MuJoCo id ``field``,
     ``window`` its cells under each geom, one window for all the field's groups) carries the
     field's ``heights`` (nrow, ncol) and ``field_size`` (half extents x and y, base depth):
-    MuJoCo's prisms, one contact slot each (:mod:`jaxmbd.contact.height_field`)."""
+    MuJoCo's prisms, one contact slot each (:mod:`jaxmbd.contact.height_field`);
+    ``native_ccd``: the prisms collide by MuJoCo's native GJK and EPA at the file's (default)
+    ccd options, as ``mjc_ConvexHField`` does (:mod:`jaxmbd.contact.mujoco.hfield`), where
+    False by jaxmbd's support-function collider, to convergence (a file that sets other
+    ccd options)."""
 
     type1: int = eqx.field(static=True)
     type2: int = eqx.field(static=True)
@@ -110,6 +115,7 @@ class ContactGroup(eqx.Module):
     field: int = eqx.field(static=True, default=-1)
     heights: jax.Array | None = None
     field_size: jax.Array | None = None
+    native_ccd: bool = eqx.field(static=True, default=False)
 
     @property
     def slots(self) -> int:
@@ -170,6 +176,36 @@ def _member_prisms(groups, x, R):
     return shape, jax.vmap(prisms)(jnp.arange(pa.shape[0]))
 
 
+def _mujoco_prisms(groups) -> bool:
+    """Whether a field's prisms collide by MuJoCo's native CCD (:mod:`jaxmbd.contact.
+    mujoco.hfield`): the file's ccd options are the defaults and the partners smooth."""
+    return all(g.native_ccd and g.type2 in mujoco_hfield.SMOOTH_TYPES for g in groups)
+
+
+def _prism_collider(groups, x, R):
+    """``contact(rows4, m)``: (found, dist, point, normal) in the world's frame of one prism
+    (a :func:`~jaxmbd.contact.height_field.window_prisms` hull row block: its centre, the
+    top triangle, the base) against member m's geom, by MuJoCo's ``mjc_ConvexHField``
+    (:mod:`jaxmbd.contact.mujoco.hfield`)."""
+    (pa, Ra), (pb, Rb) = _stacked_poses(groups, x, R)
+    types = np.concatenate([np.full(len(g.body1), g.type2) for g in groups])
+    kinds = tuple(sorted({int(t) for t in types}))
+    types = jnp.asarray(types)
+    size2 = jnp.concatenate([g.size2 for g in groups])
+    margin = jnp.concatenate([g.margin for g in groups])
+
+    def contact(rows4, m):
+        top, bottom = rows4[1:4, :3], rows4[4:7, :3]
+        pos, mat = mujoco_hfield.local_pose(pa[m], Ra[m], pb[m], Rb[m])
+        found, dist, point, normal = mujoco_hfield.prism_contact(
+            bottom, top, types[m], pos, mat, size2[m], margin[m], kinds=kinds
+        )
+        point, normal = mujoco_hfield.to_world(pa[m], Ra[m], point, normal)
+        return found, dist, point, normal
+
+    return contact
+
+
 def field_contacts(groups, x, R, *, block: int | None = None) -> Contacts:
     """The contacts (k, slots) of height field groups of one field and window, their pairs
     stacked (k in all): each prism of the window under each geom against it, as
@@ -203,21 +239,32 @@ def field_contacts(groups, x, R, *, block: int | None = None) -> Contacts:
     else:
         shape, (rows4, live, idle) = _member_prisms(groups, x, R)
         k, per = live.shape
-        _, iterations = search_budget(kinds)
-
-        def one(rows4, m):
-            return prism_contact(rows4, shape(m), epa_iterations=iterations)
-
         up = jnp.zeros((k * per, 3), pa.dtype).at[:, 2].set(1.0)
-        fill = (idle.reshape(-1), jnp.zeros((k * per, 3), pa.dtype), up)
         items = (rows4.reshape(k * per, *rows4.shape[2:]), jnp.repeat(jnp.arange(k), per))
-        gap, point, normal = (
-            x.reshape(k, per, *x.shape[1:])
-            for x in on_flagged(one, live.reshape(-1), items, block=block, fill=fill)
-        )
-        point = pa[:, None] + jnp.einsum("kij,kpj->kpi", Ra, point)
-        normal = jnp.einsum("kij,kpj->kpi", Ra, normal)
-        valid = live & (gap < margin[:, None])
+        if _mujoco_prisms(groups):
+            fill = (jnp.zeros(k * per, bool), idle.reshape(-1),
+                    jnp.zeros((k * per, 3), pa.dtype), up)  # fmt: skip
+            outs = on_flagged(_prism_collider(groups, x, R), live.reshape(-1), items,
+                              block=block, fill=fill)  # fmt: skip
+            # a prism without contact keeps the fill (MuJoCo's witnesses there can be far)
+            outs = tuple(jnp.where(outs[0].reshape((-1,) + (1,) * (out.ndim - 1)), out, f)
+                         for out, f in zip(outs, fill, strict=True))  # fmt: skip
+            found, gap, point, normal = (out.reshape(k, per, *out.shape[1:]) for out in outs)
+            valid = live & found
+        else:
+            _, iterations = search_budget(kinds)
+
+            def one(rows4, m):
+                return prism_contact(rows4, shape(m), epa_iterations=iterations)
+
+            fill = (idle.reshape(-1), jnp.zeros((k * per, 3), pa.dtype), up)
+            gap, point, normal = (
+                x.reshape(k, per, *x.shape[1:])
+                for x in on_flagged(one, live.reshape(-1), items, block=block, fill=fill)
+            )
+            point = pa[:, None] + jnp.einsum("kij,kpj->kpi", Ra, point)
+            normal = jnp.einsum("kij,kpj->kpi", Ra, normal)
+            valid = live & (gap < margin[:, None])
     frame = jax.vmap(jax.vmap(make_frame, in_axes=(0, None)), in_axes=(0, None))(
         normal, jnp.zeros(3, normal.dtype)
     )
@@ -309,8 +356,15 @@ def any_contact(groups, x, R) -> jax.Array:
         k, per = live.shape
         margin = jnp.concatenate([g.margin for g in parts])
 
-        def touches(rows4, m, margin=margin, shape=shape):
-            return prism_within(rows4, shape(m), margin[m])
+        if _mujoco_prisms(parts):
+            collider = _prism_collider(parts, x, R)
+
+            def touches(rows4, m, collider=collider):
+                return collider(rows4, m)[0]
+        else:
+
+            def touches(rows4, m, margin=margin, shape=shape):
+                return prism_within(rows4, shape(m), margin[m])
 
         items = (rows4.reshape(k * per, *rows4.shape[2:]), jnp.repeat(jnp.arange(k), per))
         found = found | any_flagged(touches, live.reshape(-1), items, block=FIELD_PRISM_BLOCK)

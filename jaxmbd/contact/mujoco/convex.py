@@ -27,6 +27,8 @@ tests/test_mujoco_convex.py for what agrees with 4.0 and how closely.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -116,78 +118,102 @@ def _shrunk_support_any(geom_type, pos, mat, size, direction):
     return jnp.where(geom_type == SPHERE, pos, _shrunk_support(CAPSULE, pos, mat, size, direction))
 
 
+class CCDObject(NamedTuple):
+    """One side of ``mjc_ccd``: ``support`` (grown by half the margin, as MuJoCo's
+    ``support``), the ``shrunk`` support that GJK first runs on (``mjc_pointSupport`` of a
+    sphere, ``mjc_lineSupport`` of a capsule; the same as ``support`` otherwise), the
+    ``radius`` the shrunk search takes off the distance (its radius and half the margin; 0
+    otherwise), whether it ``shrinks`` (a Python bool, or traced for a type given as data)
+    and its ``center`` (``mjc_center``: GJK's first witness)."""
+
+    support: Callable
+    shrunk: Callable
+    radius: Any
+    shrinks: Any
+    center: jnp.ndarray
+
+
+def geom_object(geom_type, pos, mat, size, margin, *, kinds=_CONVEX_TYPES) -> CCDObject:
+    """The :class:`CCDObject` of a primitive geom at (pos, mat): ``geom_type`` an int (the
+    pair's own program), or data (a traced mjtGeom number among ``kinds``, static)."""
+    shrinks = (SPHERE, CAPSULE)
+    if isinstance(geom_type, int):
+        full = _with_margin(functools.partial(_support, geom_type, pos, mat, size), margin)
+        if geom_type not in shrinks:
+            return CCDObject(full, full, 0.0, False, pos)
+        point = functools.partial(_shrunk_support, geom_type, pos, mat, size)
+        return CCDObject(full, point, size[0] + 0.5 * margin, True, pos)
+    full = _with_margin(
+        functools.partial(_support_any, geom_type, pos, mat, size, kinds=kinds), margin
+    )
+    if not set(kinds) & set(shrinks):
+        return CCDObject(full, full, 0.0, False, pos)
+    shrinks_here = (geom_type == SPHERE) | (geom_type == CAPSULE)
+
+    def point(direction):
+        shrunk = _shrunk_support_any(geom_type, pos, mat, size, direction)
+        return jnp.where(shrinks_here, shrunk, full(direction))
+
+    radius = jnp.where(shrinks_here, size[0] + 0.5 * margin, 0.0)
+    return CCDObject(full, point, radius, shrinks_here, pos)
+
+
+def ccd(obj1: CCDObject, obj2: CCDObject, *, iterations: int, tolerance):
+    """MuJoCo's ``mjc_ccd`` with one contact (``max_contacts = 1``, no distance cutoff) of
+    two smooth objects (not both discrete: GJK's and EPA's tolerances are
+    ``ccd_tolerance``): (found, dist, x1, x2), the witness points on each. A sphere or
+    capsule first runs GJK shrunk to its point or segment, its radius taken off the
+    distance; a deep contact reruns GJK and EPA on the full shapes."""
+    options = dict(tolerance=tolerance, iterations=iterations)
+    s1, s2 = obj1.support, obj2.support
+
+    def deep(status, unused=False):
+        """GJK's result, then EPA where it penetrates (none where ``unused``)."""
+        run_epa = (status.dist <= tolerance) & (status.nsimplex > 1) & ~status.separated
+        pt, ok = initial_polytope(s1, s2, status.simplex, status.nsimplex, iterations)
+        found, x1, x2, dist = epa(s1, s2, pt, skip=~(run_epa & ok) | unused, **options)
+        contact = run_epa & ok & found & (dist < 0)
+        return contact, dist, x1, x2
+
+    if obj1.shrinks is False and obj2.shrinks is False:
+        return deep(gjk(s1, s2, obj1.center, obj2.center, **options))
+    # spheres and capsules shrink to a point and a segment, their radius (and half the
+    # margin) taken off the distance; the shrunk search and the full one (for a deep
+    # contact) as two lanes of one GJK
+    r1, r2 = obj1.radius, obj2.radius
+
+    def search(shrunk):
+        def lane(obj):
+            return lambda direction: jnp.where(shrunk, obj.shrunk(direction),
+                                               obj.support(direction))  # fmt: skip
+
+        cutoff = jnp.where(shrunk, r1 + r2, 0.0)
+        return gjk(lane(obj1), lane(obj2), obj1.center, obj2.center, dist_cutoff=cutoff,
+                   get_dist=shrunk, **options)  # fmt: skip
+
+    both = jax.vmap(search)(jnp.array([True, False]))
+    status = jax.tree.map(lambda x: x[0], both)
+    full = jax.tree.map(lambda x: x[1], both)
+    n, _ = normalize3(status.x2 - status.x1)
+    sx1 = status.x1 + r1 * n
+    sx2 = status.x2 - r2 * n
+    sdist = status.dist - (r1 + r2)
+    shallow = (status.dist > tolerance) & (obj1.shrinks | obj2.shrinks)
+    d_contact, d_dist, dx1, dx2 = deep(full, unused=shallow)
+    contact = jnp.where(shallow, sdist < 0, d_contact)
+    dist = jnp.where(shallow, sdist, d_dist)
+    return contact, dist, jnp.where(shallow, sx1, dx1), jnp.where(shallow, sx2, dx2)
+
+
 def _ccd(type1, type2, pos1, mat1, size1, pos2, mat2, size2, margin, *, iterations: int,
          tolerance, kinds=(_CONVEX_TYPES, _CONVEX_TYPES)):  # fmt: skip
     """MuJoCo's ``mjc_penetration`` with native CCD and one contact: (found, dist, pos,
     normal). ``type1``, ``type2``: mjtGeom numbers, static (an int: the pair's own program)
     or data (traced: one program for every convex pair, :func:`convex_any`), then among
     ``kinds`` (static: the types each can take)."""
-    static = isinstance(type1, int) and isinstance(type2, int)
-    shrinks = (SPHERE, CAPSULE)
-
-    def supports(geom_type, pos, mat, size, kinds):
-        """(the geom's support grown by margin / 2, its shrunk support or the same, the
-        shrunk radius with margin / 2 or 0, whether it shrinks)."""
-        if static:
-            full = _with_margin(functools.partial(_support, geom_type, pos, mat, size), margin)
-            if geom_type not in shrinks:
-                return full, full, 0.0, False
-            point = functools.partial(_shrunk_support, geom_type, pos, mat, size)
-            return full, point, size[0] + 0.5 * margin, True
-        full = _with_margin(
-            functools.partial(_support_any, geom_type, pos, mat, size, kinds=kinds), margin
-        )
-        if not set(kinds) & set(shrinks):
-            return full, full, 0.0, False
-        shrinks_here = (geom_type == SPHERE) | (geom_type == CAPSULE)
-
-        def point(direction):
-            shrunk = _shrunk_support_any(geom_type, pos, mat, size, direction)
-            return jnp.where(shrinks_here, shrunk, full(direction))
-
-        radius = jnp.where(shrinks_here, size[0] + 0.5 * margin, 0.0)
-        return full, point, radius, shrinks_here
-
-    support1, point1, radius1, shrink1 = supports(type1, pos1, mat1, size1, kinds[0])
-    support2, point2, radius2, shrink2 = supports(type2, pos2, mat2, size2, kinds[1])
-    options = dict(tolerance=tolerance, iterations=iterations)
-
-    def deep(status):
-        run_epa = (status.dist <= tolerance) & (status.nsimplex > 1) & ~status.separated
-        pt, ok = initial_polytope(support1, support2, status.simplex, status.nsimplex,
-                                  iterations)  # fmt: skip
-        found, x1, x2, dist = epa(support1, support2, pt, **options)
-        contact = run_epa & ok & found & (dist < 0)
-        return contact, dist, x1, x2
-
-    if static and not (shrink1 or shrink2):
-        contact, dist, x1, x2 = deep(gjk(support1, support2, pos1, pos2, **options))
-    else:
-        # spheres and capsules shrink to a point and a segment, their radius (and half the
-        # margin) taken off the distance; the shrunk search and the full one (for a deep
-        # contact) as two lanes of one GJK
-        def search(shrunk):
-            def lane(point, support):
-                return lambda direction: jnp.where(shrunk, point(direction), support(direction))
-
-            cutoff = jnp.where(shrunk, radius1 + radius2, 0.0)
-            return gjk(lane(point1, support1), lane(point2, support2), pos1, pos2,
-                       dist_cutoff=cutoff, get_dist=shrunk, **options)  # fmt: skip
-
-        both = jax.vmap(search)(jnp.array([True, False]))
-        status = jax.tree.map(lambda x: x[0], both)
-        full = jax.tree.map(lambda x: x[1], both)
-        n, _ = normalize3(status.x2 - status.x1)
-        sx1 = status.x1 + radius1 * n
-        sx2 = status.x2 - radius2 * n
-        sdist = status.dist - (radius1 + radius2)
-        shallow = (status.dist > tolerance) & (shrink1 | shrink2)
-        s_contact = sdist < 0
-        d_contact, d_dist, dx1, dx2 = deep(full)
-        contact = jnp.where(shallow, s_contact, d_contact)
-        dist = jnp.where(shallow, sdist, d_dist)
-        x1, x2 = jnp.where(shallow, sx1, dx1), jnp.where(shallow, sx2, dx2)
-
+    obj1 = geom_object(type1, pos1, mat1, size1, margin, kinds=kinds[0])
+    obj2 = geom_object(type2, pos2, mat2, size2, margin, kinds=kinds[1])
+    contact, dist, x1, x2 = ccd(obj1, obj2, iterations=iterations, tolerance=tolerance)
     pos = (x1 + x2) * 0.5
     normal, _ = normalize3(x1 - x2)
     return contact, margin + dist, pos, normal

@@ -342,8 +342,10 @@ def _horizon(pt: Polytope, face, w):
     return c["pt"], c["hidx"], c["hedge"], c["nedges"]
 
 
-def epa(support1, support2, pt: Polytope, *, tolerance, iterations: int):
-    """MuJoCo's ``epa``: (found, x1, x2, dist) with dist = -depth."""
+def epa(support1, support2, pt: Polytope, *, tolerance, iterations: int, skip=False):
+    """MuJoCo's ``epa``: (found, x1, x2, dist) with dist = -depth. Where ``skip`` (GJK did
+    not ask for it: the caller discards the result), no iteration: under ``vmap`` a batch
+    then iterates for the members that penetrate alone."""
     kmax = min(iterations, 1000)
     maxfaces = 6 * iterations
 
@@ -420,7 +422,7 @@ def epa(support1, support2, pt: Polytope, *, tolerance, iterations: int):
         out = _select(on_hull, dict(c, face=face, done=jnp.asarray(True)), out)
         return _select(invalid, dict(c, face=pface, done=jnp.asarray(True)), out)
 
-    init = dict(pt=pt, face=jnp.asarray(-1), k=jnp.asarray(0), done=jnp.asarray(False),
+    init = dict(pt=pt, face=jnp.asarray(-1), k=jnp.asarray(0), done=jnp.asarray(skip),
                 upper=jnp.asarray(MAX_LIMIT), upper2=jnp.asarray(MAX_LIMIT))  # fmt: skip
     c = while_loop(cond, body, init)
     pt, face = c["pt"], c["face"]

@@ -53,16 +53,22 @@ KERNELS = {
 }
 
 
-def convex_options_supported(m) -> bool:
-    """Whether the kernels of ``mjc_Convex`` pairs collide as MuJoCo does for mjModel m:
-    native CCD and multi-contact on (MuJoCo's defaults) and the default ccd_iterations and
-    ccd_tolerance, which the kernels take as static settings."""
-    flags = int(m.opt.disableflags)
+def native_ccd_defaults(m) -> bool:
+    """Whether mjModel m runs MuJoCo's native CCD (``mjDSBL_NATIVECCD`` clear) at the
+    default ``ccd_iterations`` and ``ccd_tolerance``, which the ports take as static
+    settings."""
     return (
-        not flags & (_DSBL_NATIVECCD | _DSBL_MULTICCD)
+        not int(m.opt.disableflags) & _DSBL_NATIVECCD
         and int(m.opt.ccd_iterations) == convex.ITERATIONS
         and float(m.opt.ccd_tolerance) == convex.TOLERANCE
     )
+
+
+def convex_options_supported(m) -> bool:
+    """Whether the kernels of ``mjc_Convex`` pairs collide as MuJoCo does for mjModel m:
+    native CCD and multi-contact on (MuJoCo's defaults) at the default ccd options
+    (:func:`native_ccd_defaults`)."""
+    return native_ccd_defaults(m) and not int(m.opt.disableflags) & _DSBL_MULTICCD
 
 
 def kernel_for(type1: int, type2: int):
