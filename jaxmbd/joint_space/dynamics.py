@@ -227,6 +227,23 @@ def _soft_equalities(loops: TreeConstraints, tree, p, qpos, qvel, t) -> Equality
 ACTIVE_ROW_BLOCK = 32
 
 
+#: The most dofs of a step under MuJoCo's constraint model whose time loop XLA compiles as
+#: one native function (its collisions primitive: no GJK or height field): the thunks
+#: between its kernels cost more than the step's arithmetic. Jitted 1000-step runs under
+#: random controls, the 2-core CPU (``python -m benchmarks.probes.soft_step_cost NAME``):
+#: dm_control's hopper (nv 6) 63.0 -> 29.1 us a step, compile 7.5 -> 11.9 s; walker (9)
+#: 50.2 -> 30.4 us, 6.2 -> 11.0 s; cheetah (9) 62.7 -> 40.1 us, 7.6 -> 15.2 s; the humanoid
+#: (27) 270 -> 205 us but 15.8 -> 39.4 s, LLVM's time on one function growing faster than
+#: its size.
+WHOLE_STEP_NV = 12
+
+
+def whole_step_hoisted(constraints, nv: int) -> bool:
+    """Whether a step of ``nv`` dofs under ``constraints`` (MuJoCo's constraint model) has its
+    time loop compiled as one native function (:data:`WHOLE_STEP_NV`)."""
+    return nv <= WHOLE_STEP_NV and not constraints.searches_contacts
+
+
 def _solved(constraints, tree, loops, p, qpos, qvel, t, mass, M, rhs, h, warm=None):
     """(qacc, efc_force, qfrc_constraint, lam, the solve's optimum) of MuJoCo's constraint
     model at the step's state: the convex problem's optimum with the plain mass matrix,
@@ -239,9 +256,10 @@ def _solved(constraints, tree, loops, p, qpos, qvel, t, mass, M, rhs, h, warm=No
     equality = None if loops is None else _soft_equalities(loops, tree, p, qpos, qvel, t)
     m = 0 if equality is None else equality.phi.shape[0]
     # the solver's loops are hoisted by XLA one by one, and so are the mass solves and the
-    # rows (hoisted_call); the time loop around them would take LLVM minutes to compile as
-    # one function (dm_control's hopper)
-    qacc0 = outside_hoisting(hoisted_call(mass_solve, tree, mass, rhs))
+    # rows (hoisted_call); a small step's time loop is hoisted whole (WHOLE_STEP_NV)
+    qacc0 = hoisted_call(mass_solve, tree, mass, rhs)
+    if not whole_step_hoisted(constraints, rhs.shape[-1]):
+        qacc0 = outside_hoisting(qacc0)
     step = 0.0 if h is None else h
 
     def step_rows(capacity):

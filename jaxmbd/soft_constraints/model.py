@@ -534,6 +534,14 @@ class MujocoConstraints(eqx.Module):
         return any(spec is not None for spec in specs)
 
     @property
+    def searches_contacts(self) -> bool:
+        """Whether a run's collisions take iterative searches: MuJoCo's convex collider
+        (GJK, EPA and the multi-contact search) or a height field's prisms."""
+        return "contact" in self.treats and any(
+            g.window or program_key(g.type1, g.type2) == "convex" for g in self.contacts
+        )
+
+    @property
     def active(self) -> bool:
         """Whether a run solves any rows of this model."""
         return bool(self.treats) and (
