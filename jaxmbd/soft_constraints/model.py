@@ -211,7 +211,9 @@ def field_contacts(groups, x, R, *, block: int | None = None) -> Contacts:
     stacked (k in all): each prism of the window under each geom against it, as
     ``mjc_ConvexHField`` finds them (the signed distance, the point midway, the normal from
     the field to the geom; the frame as ``mju_makeFrame`` makes it from the normal alone), a
-    slot valid where the distance is below the margin. Partners of several geom types are
+    slot valid where MuJoCo's collider returns a contact (:func:`_mujoco_prisms`: its native
+    CCD's negative distance) or, with jaxmbd's converged collider, where the distance is
+    below the margin. Partners of several geom types are
     collided in one program (their types become data).
 
     ``block``: the live prisms of every member (:func:`~jaxmbd.contact.height_field.
@@ -337,10 +339,11 @@ def collide_groups(groups, x, R, *, gather: bool = True) -> list[Contacts]:
 
 def any_contact(groups, x, R) -> jax.Array:
     """Whether :func:`collide_groups` finds a contact: MuJoCo's ``ncon > 0``. A height
-    field's live prisms are tested by GJK alone (:func:`~jaxmbd.contact.height_field.
-    prism_within`), :data:`FIELD_PRISM_BLOCK` at a time until one touches
-    (:func:`~jaxmbd.compiled.flagged.any_flagged`): a geom sunk into many prisms costs one
-    block, where its contacts would cost EPA on every one."""
+    field's live prisms are tested :data:`FIELD_PRISM_BLOCK` at a time until one touches
+    (:func:`~jaxmbd.compiled.flagged.any_flagged`), by the collider :func:`field_contacts`
+    takes (MuJoCo's native CCD), or, at other ccd options, by GJK alone
+    (:func:`~jaxmbd.contact.height_field.prism_within`): a geom sunk into many prisms costs
+    one block, where its contacts would cost a search on every one."""
     fields: dict = {}
     others = []
     for group in groups:
