@@ -3,6 +3,8 @@
 equation in the crank angle) and against the absolute coordinates, and a ball joint's
 pendulum against its closed-form frequency."""
 
+import functools
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -33,17 +35,19 @@ def _four_bar_centres(phi):
     return jnp.stack([p / 2, (p + q) / 2, (q + o4) / 2]), jnp.stack([phi, theta, psi])
 
 
+@functools.cache
 def _four_bar_closed_form():
     """The hanging equilibrium's crank angle and centres and its frequency (Hz), from
     V(phi) = g sum_k m_k y_k(phi) (unit masses, rods of I_zz = L^2 / 12): V'(phi*) = 0
     and omega^2 = V''(phi*) / M(phi*), M = sum_k m_k |dc_k/dphi|^2 + I_k (dtheta_k/dphi)^2
     (Lagrange's equation linearised; derivatives by jax of the closed form)."""
     inertia = jnp.array([A_, B_, C_]) ** 2 / 12
+    # compiled: brentq calls dV ~50 times, and op by op each primitive compiles on its own
     dV = jax.grad(lambda phi: G * jnp.sum(_four_bar_centres(phi)[0][:, 1]))
-    phi = scipy.optimize.brentq(lambda x: float(dV(x)), -1.8, -1.4, xtol=1e-15)
-    dc, dtheta = jax.jacfwd(_four_bar_centres)(phi)
+    phi = scipy.optimize.brentq(lambda x: float(jax.jit(dV)(x)), -1.8, -1.4, xtol=1e-15)
+    dc, dtheta = jax.jit(jax.jacfwd(_four_bar_centres))(phi)
     mass = jnp.sum(dc**2) + jnp.sum(inertia * dtheta**2)
-    omega = np.sqrt(float(jax.grad(dV)(phi)) / float(mass))
+    omega = np.sqrt(float(jax.jit(jax.grad(dV))(phi)) / float(mass))
     return phi, np.asarray(_four_bar_centres(phi)[0]), omega / (2 * np.pi)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -75,46 +76,68 @@ def dense_ten_J(m, d):
 
 
 def our_rows(m, d, *, with_qvel=True):
-    """All rows jaxmbd builds for (m, d), in MuJoCo's efc order, the active ones only."""
+    """All rows jaxmbd builds for (m, d), in MuJoCo's efc order, the active ones only.
+
+    The builders run as one program (as the solver calls them), not op by op: each eager
+    primitive of a new shape compiles on its own (~350 of them a robot)."""
     options = P.SoftOptions.from_model(m)
-    qvel = jnp.asarray(d.qvel) if with_qvel else None
-    ten_J = dense_ten_J(m, d)
-    groups = [
-        R.dof_friction_rows(R.DofFrictionSpec.from_model(m), qvel, options=options),
-        R.tendon_friction_rows(R.TendonFrictionSpec.from_model(m), ten_J, qvel, options=options),
-        R.joint_limit_rows(R.JointLimitSpec.from_model(m), d.qpos, qvel, options=options),
-        R.tendon_limit_rows(
-            R.TendonLimitSpec.from_model(m), d.ten_length, ten_J, qvel, options=options
-        ),
-    ]
+    specs = (
+        R.DofFrictionSpec.from_model(m),
+        R.TendonFrictionSpec.from_model(m),
+        R.JointLimitSpec.from_model(m),
+        R.TendonLimitSpec.from_model(m),
+    )
     contacts = contact_inputs(m, d)
+    keys = ["jac_dif", "frame", "dist", "includemargin", "friction", "solref"]
+    keys += ["solreffriction", "solimp", "invweight", "id", "adhesion"]
+    by_dim = {}
     for dim in sorted({c["dim"] for c in contacts}):
         cs = [c for c in contacts if c["dim"] == dim]
+        by_dim[dim] = {k: np.stack([np.asarray(c[k]) for c in cs]) for k in keys}
+    state = dict(
+        qpos=np.asarray(d.qpos),
+        qvel=np.asarray(d.qvel) if with_qvel else None,
+        ten_J=dense_ten_J(m, d),
+        ten_length=np.asarray(d.ten_length),
+    )
+    ordered, count, rows = _build_rows(
+        specs, state, by_dim, options=options, adhesion=bool(m.flg_adhesion)
+    )
+    return jax.tree.map(lambda x: np.asarray(x)[: int(count)], ordered), rows
 
-        def stack(key, cs=cs):
-            return np.stack([np.asarray(c[key]) for c in cs])
 
+@eqx.filter_jit
+def _build_rows(specs, state, by_dim, *, options, adhesion):
+    dof_friction, tendon_friction, joint_limit, tendon_limit = specs
+    qvel, ten_J = state["qvel"], state["ten_J"]
+    groups = [
+        R.dof_friction_rows(dof_friction, qvel, options=options),
+        R.tendon_friction_rows(tendon_friction, ten_J, qvel, options=options),
+        R.joint_limit_rows(joint_limit, state["qpos"], qvel, options=options),
+        R.tendon_limit_rows(tendon_limit, state["ten_length"], ten_J, qvel, options=options),
+    ]
+    for dim, c in by_dim.items():
         groups.append(
             R.contact_rows(
-                stack("jac_dif"),
+                c["jac_dif"],
                 qvel,
                 condim=dim,
-                frame=stack("frame"),
-                dist=stack("dist"),
-                includemargin=stack("includemargin"),
-                friction=stack("friction"),
-                solref=stack("solref"),
-                solreffriction=stack("solreffriction"),
-                solimp=stack("solimp"),
-                invweight=stack("invweight"),
+                frame=c["frame"],
+                dist=c["dist"],
+                includemargin=c["includemargin"],
+                friction=c["friction"],
+                solref=c["solref"],
+                solreffriction=c["solreffriction"],
+                solimp=c["solimp"],
+                invweight=c["invweight"],
                 options=options,
-                contact_id=stack("id"),
-                adhesion=stack("adhesion") if m.flg_adhesion else None,
+                contact_id=c["id"],
+                adhesion=c["adhesion"] if adhesion else None,
             )
         )
     rows = R.concatenate(*groups)
     order, count = R.mujoco_order(rows)
-    return R.take(rows, order[: int(count)]), rows
+    return R.take(rows, order), count, rows
 
 
 def _close(name, ours, ref, *, scale=None):
@@ -602,17 +625,25 @@ def test_equality_rows():
 
     options = P.SoftOptions.from_model(m)
     efc_id, pos = d.efc_id[:ne], d.efc_pos[:ne]
-    groups = []
+    inputs = []
     for kind in ("connect", "weld", "joint", "tendon"):
         spec = R.EqualitySpec.from_model(m, kind)
         sel = np.concatenate([np.flatnonzero(efc_id == i) for i in spec.eq_id])
         jdot = jdot_qvel[sel] if kind in ("connect", "weld") else None
-        groups.append(
-            R.equality_rows(spec, J[sel], pos[sel], d.qvel, options=options, jdot_qvel=jdot)
-        )
-    rows = R.concatenate(*groups)
-    order, count = R.mujoco_order(rows)
-    rows = R.take(rows, order[: int(count)])
+        inputs.append((spec, J[sel], pos[sel], jdot))
+
+    @eqx.filter_jit  # one program, not ~100 primitives compiled one by one
+    def build(inputs, qvel):
+        groups = [
+            R.equality_rows(spec, J, pos, qvel, options=options, jdot_qvel=jdot)
+            for spec, J, pos, jdot in inputs
+        ]
+        rows = R.concatenate(*groups)
+        order, count = R.mujoco_order(rows)
+        return R.take(rows, order), count
+
+    rows, count = build(inputs, d.qvel)
+    rows = jax.tree.map(lambda x: np.asarray(x)[: int(count)], rows)
     assert int(count) == ne
     np.testing.assert_array_equal(np.asarray(rows.id), efc_id)
     np.testing.assert_array_equal(np.asarray(rows.type), d.efc_type[:ne])
