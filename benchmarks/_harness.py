@@ -98,14 +98,39 @@ def timing_fields(first: float, runs: Sequence[float]) -> dict:
     }
 
 
-def interleaved(calls: Mapping[str, Callable[[], Any]], *, repeats: int = 7) -> dict[str, Timing]:
+#: a call is warmed this long before it is timed (see :func:`interleaved`)
+WARM_UP_S = 0.1
+#: calls longer than this are timed without warming: the wake-up is under 5 % of them
+WARM_UP_UNTIL_S = 1.0
+
+
+def warmed(fn: Callable[[], Any], *, warm_up: float = WARM_UP_S) -> float:
+    """Seconds of one call of ``fn`` after calling it untimed for ``warm_up`` seconds."""
+    start = time.perf_counter()
+    while time.perf_counter() - start < warm_up:
+        jax.block_until_ready(fn())
+    return seconds(fn)
+
+
+def interleaved(
+    calls: Mapping[str, Callable[[], Any]], *, repeats: int = 7, warm_up: float = WARM_UP_S
+) -> dict[str, Timing]:
     """Median seconds of each call, timed in rounds (one call of each per round) so that a
-    changing load falls on all alike; every call's first (compiling) call comes first."""
+    changing load falls on all alike; every call's first (compiling) call comes first.
+
+    Each timed call follows ``warm_up`` seconds of untimed calls of itself (unless its
+    last timed call took over :data:`WARM_UP_UNTIL_S`): on the shared virtual machine the
+    project is measured on, a call right after the process idled, or after another
+    engine's call, runs up to 30 ms longer for a few calls, whatever the work (``python -m
+    benchmarks.probes.idle_penalty``: a 1.6 ms pure-Python sum takes 37 ms after 0.15 s
+    idle), which halved a 35 ms jaxmbd run timed between MJX's calls. Warmed, every engine
+    is timed at its steady rate."""
     first = {name: seconds(fn) for name, fn in calls.items()}
     runs: dict[str, list[float]] = {name: [] for name in calls}
     for _ in range(repeats):
         for name, fn in calls.items():
-            runs[name].append(seconds(fn))
+            long = bool(runs[name]) and runs[name][-1] > WARM_UP_UNTIL_S
+            runs[name].append(seconds(fn) if long else warmed(fn, warm_up=warm_up))
     return {
         name: Timing(first[name], statistics.median(r), (min(r), max(r)))
         for name, r in runs.items()
