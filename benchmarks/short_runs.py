@@ -14,9 +14,10 @@ not run before (0 where the programs of the calls above serve it).
 Models: the double pendulum (``mbd.models.double_pendulum``, its defaults: joint
 coordinates, RK4), dm_control's cart-pole and humanoid (``suite/cartpole.xml``,
 ``suite/humanoid.xml`` of the installed dm_control, the file's defaults and its time step
-passed as ``h``: a jitted call needs it concrete), and
-a 64-link chain on spherical joints (``pendulum_chain(64)``, rA, gen_alpha, structured
-solver: the block path).
+passed as ``h``: a jitted call needs it concrete), dm_control's hopper, cheetah and walker
+likewise (MuJoCo's constraint model; their steps compiled whole), and a 64-link chain on
+spherical joints (``pendulum_chain(64)``, rA, gen_alpha, structured solver: the block
+path).
 """
 
 from __future__ import annotations
@@ -31,7 +32,9 @@ import jaxmbd as mbd
 from benchmarks import _harness as H
 from jaxmbd.models.generated import pendulum_chain
 
-FILES = {"cartpole": "suite/cartpole.xml", "humanoid": "suite/humanoid.xml"}
+FILES = {
+    name: f"suite/{name}.xml" for name in ("cartpole", "hopper", "cheetah", "walker", "humanoid")
+}
 
 
 def case(name: str):
