@@ -35,9 +35,9 @@ from ..tree import (
     mass_solve,
     poses,
 )
-from ..tree._elementwise import mv
+from ..tree._elementwise import cross, halves, mtv, mv
 from ..tree.articulated import forward_dynamics, uses_articulated
-from ..tree.kinematics import dof_ancestors, velocities
+from ..tree.kinematics import dof_ancestor_sum, velocities
 from .constraint_rows import (
     TreeConstraints,
     acceleration_terms,
@@ -303,10 +303,13 @@ def body_accelerations(tree: KinematicTree, p: TreePoses, qvel, qacc):
     the spatial accelerations sum over the chain of S qacc + S_dot qvel, then
     r_ddot = a_O + alpha x c + omega x v_c (the classical acceleration of the centre of
     mass from the spatial one, Featherstone eq. 2.47)."""
+    # elementwise (no dot): a run's per-step outputs stay inside a time loop that XLA's
+    # CPU backend compiles as one function (a dot there ran dm_control cheetah's whole
+    # Solution at half its speed)
     V, S_dot = velocities(tree, p.S, qvel)
-    anc = jnp.asarray(dof_ancestors(tree))
-    A = anc @ (p.S * qacc[:, None] + S_dot * qvel[:, None])
-    w, alpha = V[:, :3], A[:, :3]
-    v_c = V[:, 3:] + jnp.cross(w, p.c)
-    rddot = A[:, 3:] + jnp.cross(alpha, p.c) + jnp.cross(w, v_c)
-    return rddot, jnp.einsum("bji,bj->bi", p.R, alpha)
+    A = dof_ancestor_sum(tree, p.S * qacc[:, None] + S_dot * qvel[:, None])
+    w, v = halves(V)
+    alpha, a = halves(A)
+    v_c = v + cross(w, p.c)
+    rddot = a + cross(alpha, p.c) + cross(w, v_c)
+    return rddot, mtv(p.R, alpha)
