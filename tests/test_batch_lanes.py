@@ -239,3 +239,42 @@ def test_members_of_a_program_too_large_for_tiles_map_empty_leaves(monkeypatch):
     y, empty = jax.vmap(f)(x, jnp.zeros((members, 0, 3)))
     np.testing.assert_array_equal(y, jnp.sin(x) * 2.0)
     assert empty.shape == (members, 0, 3)
+
+
+REARRANGEMENTS = {
+    "reshape": lambda x: x.reshape(6, 4),
+    "transpose": lambda x: x.transpose(2, 0, 1),
+    "squeeze": lambda x: jax.lax.squeeze(x[:, :1, :], (1,)),
+    "rev": lambda x: jax.lax.rev(x, (0, 2)),
+    "broadcast_in_dim": lambda x: jax.lax.broadcast_in_dim(x, (2, 5, 3, 4), (0, 2, 3)),
+    "slice": lambda x: x[1:, ::2, 1:4:2],
+    "concatenate": lambda x: jnp.concatenate([x, x[:, :1]], axis=1),
+    "split": lambda x: jnp.split(x, [1, 3], axis=2),
+    "dynamic_slice": lambda x: jax.lax.dynamic_slice(x, (1, 2, 3), (1, 1, 2)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REARRANGEMENTS))
+def test_index_rearrangements_by_numpy_equal_xla(name):
+    """The rearranging primitives that batch_lanes evaluates on entry indices by NumPy
+    give XLA's result on the same index arrays (dynamic_slice's start clamped as XLA
+    clamps it)."""
+    from jaxmbd.compiled.batch_lanes import _numpy_rearrangement
+
+    x = np.arange(24, dtype=np.int32).reshape(2, 3, 4)
+    jaxpr = jax.make_jaxpr(REARRANGEMENTS[name])(x).jaxpr
+    env = {jaxpr.invars[0]: x}
+    checked = 0
+    for eqn in jaxpr.eqns:
+        args = [np.asarray(v.val) if hasattr(v, "val") else env[v] for v in eqn.invars]
+        params = eqn.primitive.get_bind_params(eqn.params)
+        theirs = eqn.primitive.bind(*map(jnp.asarray, args), **params)
+        theirs = [np.asarray(t) for t in (theirs if eqn.primitive.multiple_results else [theirs])]
+        if eqn.primitive.name == name:
+            ours = _numpy_rearrangement(name, args, params)
+            assert len(ours) == len(theirs)
+            for a, b in zip(ours, theirs, strict=True):
+                np.testing.assert_array_equal(a, b)
+            checked += 1
+        env.update(zip(eqn.outvars, theirs, strict=True))
+    assert checked, [e.primitive.name for e in jaxpr.eqns]

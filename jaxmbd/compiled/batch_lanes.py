@@ -334,6 +334,47 @@ _REARRANGING = frozenset(
 )
 
 
+def _numpy_rearrangement(name: str, args: list, params: dict) -> list | None:
+    """The outputs of the rearranging primitive ``name`` on NumPy index arrays ``args``,
+    evaluated by NumPy (None: not one of these, left to XLA). Op by op, XLA compiles a
+    program for every primitive and shape: ~250 of them for a batched double pendulum's
+    first call, seconds at trace time."""
+    if name == "reshape" and params.get("dimensions") is None:
+        return [np.reshape(args[0], params["new_sizes"])]
+    if name == "transpose":
+        return [np.transpose(args[0], params["permutation"])]
+    if name == "squeeze":
+        return [np.squeeze(args[0], axis=tuple(params["dimensions"]))]
+    if name == "rev":
+        return [np.flip(args[0], axis=tuple(params["dimensions"]))]
+    if name == "broadcast_in_dim":
+        shape, dims = tuple(params["shape"]), tuple(params["broadcast_dimensions"])
+        placed = np.ones(len(shape), dtype=int)
+        placed[list(dims)] = args[0].shape
+        return [np.broadcast_to(np.reshape(args[0], placed), shape)]
+    if name == "slice":
+        strides = params.get("strides") or (1,) * args[0].ndim
+        index = tuple(
+            slice(lo, hi, st)
+            for lo, hi, st in zip(params["start_indices"], params["limit_indices"], strides,
+                                  strict=True)
+        )  # fmt: skip
+        return [args[0][index]]
+    if name == "concatenate":
+        return [np.concatenate(args, axis=params["dimension"])]
+    if name == "split":
+        cuts = np.cumsum(params["sizes"])[:-1]
+        return list(np.split(args[0], cuts, axis=params["axis"]))
+    if name == "dynamic_slice":
+        operand, sizes = args[0], tuple(params["slice_sizes"])
+        starts = [
+            int(np.clip(int(np.asarray(i)), 0, dim - size))
+            for i, dim, size in zip(args[1:], operand.shape, sizes, strict=True)
+        ]
+        return [operand[tuple(slice(a, a + n) for a, n in zip(starts, sizes, strict=True))]]
+    return None
+
+
 class _Lanes:
     """The evaluator for one batch: ``T`` tiles of ``L`` members."""
 
@@ -614,10 +655,15 @@ class _Lanes:
             )
             offset += ents.size
         params = eqn.primitive.get_bind_params(eqn.params)
-        with jax.ensure_compile_time_eval():
-            args = [jnp.asarray(a) for a in index_args]
-            out = eqn.primitive.bind(*args, **params)
-        outs = out if eqn.primitive.multiple_results else [out]
+        known = [_concrete(a) for a in index_args]
+        outs = None
+        if all(a is not None for a in known):
+            outs = _numpy_rearrangement(name, known, params)
+        if outs is None:
+            with jax.ensure_compile_time_eval():
+                args = [jnp.asarray(a) for a in index_args]
+                out = eqn.primitive.bind(*args, **params)
+            outs = out if eqn.primitive.multiple_results else [out]
         result = []
         for o in outs:
             ids = np.asarray(o)
