@@ -303,9 +303,8 @@ def body_accelerations(tree: KinematicTree, p: TreePoses, qvel, qacc):
     the spatial accelerations sum over the chain of S qacc + S_dot qvel, then
     r_ddot = a_O + alpha x c + omega x v_c (the classical acceleration of the centre of
     mass from the spatial one, Featherstone eq. 2.47)."""
-    # elementwise (no dot): a run's per-step outputs stay inside a time loop that XLA's
-    # CPU backend compiles as one function (a dot there ran dm_control cheetah's whole
-    # Solution at half its speed)
+    # elementwise, no dot: a dot among a run's per-step outputs keeps XLA's CPU backend
+    # from compiling the time loop as one function (half the speed of a small step)
     V, S_dot = velocities(tree, p.S, qvel)
     A = dof_ancestor_sum(tree, p.S * qacc[:, None] + S_dot * qvel[:, None])
     w, v = halves(V)
