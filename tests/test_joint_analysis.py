@@ -43,11 +43,11 @@ def _four_bar_closed_form():
     (Lagrange's equation linearised; derivatives by jax of the closed form)."""
     inertia = jnp.array([A_, B_, C_]) ** 2 / 12
     # compiled: brentq calls dV ~50 times, and op by op each primitive compiles on its own
-    dV = jax.grad(lambda phi: G * jnp.sum(_four_bar_centres(phi)[0][:, 1]))
-    phi = scipy.optimize.brentq(lambda x: float(jax.jit(dV)(x)), -1.8, -1.4, xtol=1e-15)
+    dV = jax.jit(jax.grad(lambda phi: G * jnp.sum(_four_bar_centres(phi)[0][:, 1])))
+    phi = scipy.optimize.brentq(lambda x: float(dV(x)), -1.8, -1.4, xtol=1e-15)
     dc, dtheta = jax.jit(jax.jacfwd(_four_bar_centres))(phi)
     mass = jnp.sum(dc**2) + jnp.sum(inertia * dtheta**2)
-    omega = np.sqrt(float(jax.jit(jax.grad(dV))(phi)) / float(mass))
+    omega = np.sqrt(float(jax.grad(dV)(phi)) / float(mass))
     return phi, np.asarray(_four_bar_centres(phi)[0]), omega / (2 * np.pi)
 
 

@@ -334,45 +334,52 @@ _REARRANGING = frozenset(
 )
 
 
+def _np_broadcast_in_dim(x, *, shape, broadcast_dimensions, **_):
+    placed = np.ones(len(shape), dtype=int)
+    placed[list(broadcast_dimensions)] = x.shape
+    return np.broadcast_to(np.reshape(x, placed), tuple(shape))
+
+
+def _np_slice(x, *, start_indices, limit_indices, strides=None, **_):
+    steps = strides or (1,) * x.ndim
+    return x[tuple(map(slice, start_indices, limit_indices, steps))]
+
+
+def _np_dynamic_slice(x, *starts, slice_sizes, **_):
+    # XLA clamps each start so that the slice stays inside the operand
+    first = [
+        int(np.clip(int(a), 0, dim - size))
+        for a, dim, size in zip(starts, x.shape, slice_sizes, strict=True)
+    ]
+    return x[tuple(slice(a, a + n) for a, n in zip(first, slice_sizes, strict=True))]
+
+
+#: Rearrangements of entry indices evaluated by NumPy at trace time (one output each, split
+#: several): op by op, XLA compiles a program for every primitive and shape (~250 for a
+#: batched double pendulum's first call). The others (gather, pad) are XLA's.
+_NUMPY_REARRANGEMENTS = {
+    "reshape": lambda x, *, new_sizes, dimensions=None, **_: (
+        None if dimensions is not None else np.reshape(x, new_sizes)
+    ),
+    "transpose": lambda x, *, permutation, **_: np.transpose(x, permutation),
+    "squeeze": lambda x, *, dimensions, **_: np.squeeze(x, axis=tuple(dimensions)),
+    "rev": lambda x, *, dimensions, **_: np.flip(x, axis=tuple(dimensions)),
+    "broadcast_in_dim": _np_broadcast_in_dim,
+    "slice": _np_slice,
+    "concatenate": lambda *xs, dimension, **_: np.concatenate(xs, axis=dimension),
+    "split": lambda x, *, sizes, axis, **_: np.split(x, np.cumsum(sizes)[:-1], axis=axis),
+    "dynamic_slice": _np_dynamic_slice,
+}
+
+
 def _numpy_rearrangement(name: str, args: list, params: dict) -> list | None:
-    """The outputs of the rearranging primitive ``name`` on NumPy index arrays ``args``,
-    evaluated by NumPy (None: not one of these, left to XLA). Op by op, XLA compiles a
-    program for every primitive and shape: ~250 of them for a batched double pendulum's
-    first call, seconds at trace time."""
-    if name == "reshape" and params.get("dimensions") is None:
-        return [np.reshape(args[0], params["new_sizes"])]
-    if name == "transpose":
-        return [np.transpose(args[0], params["permutation"])]
-    if name == "squeeze":
-        return [np.squeeze(args[0], axis=tuple(params["dimensions"]))]
-    if name == "rev":
-        return [np.flip(args[0], axis=tuple(params["dimensions"]))]
-    if name == "broadcast_in_dim":
-        shape, dims = tuple(params["shape"]), tuple(params["broadcast_dimensions"])
-        placed = np.ones(len(shape), dtype=int)
-        placed[list(dims)] = args[0].shape
-        return [np.broadcast_to(np.reshape(args[0], placed), shape)]
-    if name == "slice":
-        strides = params.get("strides") or (1,) * args[0].ndim
-        index = tuple(
-            slice(lo, hi, st)
-            for lo, hi, st in zip(params["start_indices"], params["limit_indices"], strides,
-                                  strict=True)
-        )  # fmt: skip
-        return [args[0][index]]
-    if name == "concatenate":
-        return [np.concatenate(args, axis=params["dimension"])]
-    if name == "split":
-        cuts = np.cumsum(params["sizes"])[:-1]
-        return list(np.split(args[0], cuts, axis=params["axis"]))
-    if name == "dynamic_slice":
-        operand, sizes = args[0], tuple(params["slice_sizes"])
-        starts = [
-            int(np.clip(int(np.asarray(i)), 0, dim - size))
-            for i, dim, size in zip(args[1:], operand.shape, sizes, strict=True)
-        ]
-        return [operand[tuple(slice(a, a + n) for a, n in zip(starts, sizes, strict=True))]]
-    return None
+    """The outputs of the rearranging primitive ``name`` on NumPy index arrays ``args``
+    (:data:`_NUMPY_REARRANGEMENTS`), or None where XLA evaluates it."""
+    rule = _NUMPY_REARRANGEMENTS.get(name)
+    out = None if rule is None else rule(*args, **params)
+    if out is None:
+        return None
+    return list(out) if isinstance(out, list) else [out]
 
 
 class _Lanes:
